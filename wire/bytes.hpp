@@ -1,0 +1,121 @@
+// Byte-order helpers and bit-field descriptors for header views.
+//
+// Every wire header in urnic is a *view* over a byte span, never a packed
+// struct: fields are read and written at fixed offsets with explicit byte
+// order, so layout does not depend on the compiler or the host's endianness.
+// A field is described once (Field<offset, width, bits, shift>) and the
+// template generates a getter and a setter that preserve neighbouring bits.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <type_traits>
+
+namespace urnic::wire {
+
+using Bytes = std::span<const uint8_t>;
+using MutBytes = std::span<uint8_t>;
+
+// Big-endian load/store of an N-byte unsigned integer (N = 1..8).
+template <std::size_t N>
+constexpr uint64_t load_be(const uint8_t* p) noexcept {
+  static_assert(N >= 1 && N <= 8);
+  uint64_t v = 0;
+  for (std::size_t i = 0; i < N; ++i) v = (v << 8) | p[i];
+  return v;
+}
+
+template <std::size_t N>
+constexpr void store_be(uint8_t* p, uint64_t v) noexcept {
+  static_assert(N >= 1 && N <= 8);
+  for (std::size_t i = 0; i < N; ++i) p[N - 1 - i] = static_cast<uint8_t>(v >> (8 * i));
+}
+
+// Little-endian variants: the ICRC and the MPA CRC32c travel LSB first.
+template <std::size_t N>
+constexpr uint64_t load_le(const uint8_t* p) noexcept {
+  static_assert(N >= 1 && N <= 8);
+  uint64_t v = 0;
+  for (std::size_t i = 0; i < N; ++i) v |= uint64_t{p[i]} << (8 * i);
+  return v;
+}
+
+template <std::size_t N>
+constexpr void store_le(uint8_t* p, uint64_t v) noexcept {
+  static_assert(N >= 1 && N <= 8);
+  for (std::size_t i = 0; i < N; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+
+constexpr uint16_t load_be16(const uint8_t* p) noexcept { return static_cast<uint16_t>(load_be<2>(p)); }
+constexpr uint32_t load_be24(const uint8_t* p) noexcept { return static_cast<uint32_t>(load_be<3>(p)); }
+constexpr uint32_t load_be32(const uint8_t* p) noexcept { return static_cast<uint32_t>(load_be<4>(p)); }
+constexpr uint64_t load_be64(const uint8_t* p) noexcept { return load_be<8>(p); }
+constexpr void store_be16(uint8_t* p, uint16_t v) noexcept { store_be<2>(p, v); }
+constexpr void store_be24(uint8_t* p, uint32_t v) noexcept { store_be<3>(p, v); }
+constexpr void store_be32(uint8_t* p, uint32_t v) noexcept { store_be<4>(p, v); }
+constexpr void store_be64(uint8_t* p, uint64_t v) noexcept { store_be<8>(p, v); }
+
+// The smallest unsigned type that holds `Bits` bits.
+template <unsigned Bits>
+using uint_for_bits =
+    std::conditional_t<(Bits <= 8), uint8_t,
+                       std::conditional_t<(Bits <= 16), uint16_t,
+                                          std::conditional_t<(Bits <= 32), uint32_t, uint64_t>>>;
+
+// A field of `Bits` bits, `Shift` bits above the least significant bit of the
+// big-endian `Width`-byte word that starts at byte `Offset` of its header.
+// Example: the BTH PSN is Field<9, 3, 24> and the BTH SE bit is
+// Field<1, 1, 1, 7>.
+template <std::size_t Offset, std::size_t Width, unsigned Bits, unsigned Shift = 0>
+struct Field {
+  static_assert(Width >= 1 && Width <= 8);
+  static_assert(Bits >= 1 && Bits + Shift <= Width * 8, "field does not fit in its word");
+  using value_type = uint_for_bits<Bits>;
+  static constexpr std::size_t kOffset = Offset;
+  static constexpr std::size_t kEnd = Offset + Width;  // bytes the header must have
+  static constexpr uint64_t kMask = (Bits == 64) ? ~uint64_t{0} : ((uint64_t{1} << Bits) - 1);
+
+  static constexpr value_type get(const uint8_t* hdr) noexcept {
+    return static_cast<value_type>((load_be<Width>(hdr + Offset) >> Shift) & kMask);
+  }
+  static constexpr void set(uint8_t* hdr, uint64_t v) noexcept {
+    uint64_t word = load_be<Width>(hdr + Offset);
+    word &= ~(kMask << Shift);
+    word |= (v & kMask) << Shift;
+    store_be<Width>(hdr + Offset, word);
+  }
+};
+
+// Base for a header view over `Size` bytes. `Byte` is `uint8_t` for a
+// writable view and `const uint8_t` for a read-only one; setters exist only
+// on writable views. Construction is unchecked; use the derived type's
+// `parse()` (which checks the length) on untrusted input.
+template <class Byte, std::size_t Size>
+class HeaderView {
+ public:
+  static constexpr std::size_t kSize = Size;
+  static constexpr bool kWritable = !std::is_const_v<Byte>;
+
+  explicit constexpr HeaderView(Byte* data) noexcept : p_(data) {}
+  constexpr Byte* data() const noexcept { return p_; }
+  constexpr std::span<Byte> bytes() const noexcept { return {p_, Size}; }
+
+ protected:
+  template <class F>
+  constexpr typename F::value_type get() const noexcept {
+    static_assert(F::kEnd <= Size, "field outside its header");
+    return F::get(p_);
+  }
+  template <class F>
+  constexpr void set(uint64_t v) const noexcept
+    requires kWritable
+  {
+    static_assert(F::kEnd <= Size, "field outside its header");
+    F::set(p_, v);
+  }
+
+  Byte* p_;
+};
+
+}  // namespace urnic::wire
