@@ -1,0 +1,231 @@
+#include "engine/device.hpp"
+
+#include <arpa/inet.h>
+#include <infiniband/verbs.h>
+
+#include <cstdio>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+namespace urnic::engine {
+
+namespace {
+
+std::uint64_t to_be64(std::uint64_t v) {
+  std::uint64_t out = 0;
+  for (int i = 0; i < 8; ++i) {
+    out = (out << 8) | (v & 0xff);
+    v >>= 8;
+  }
+  return out;
+}
+
+// Modified EUI-64 from a MAC (RFC 4291 Appendix A): insert ff:fe, flip the
+// universal/local bit. Returned in host order, big-endian byte sequence.
+std::uint64_t eui64(const std::uint8_t (&mac)[6]) {
+  const std::uint8_t b[8] = {static_cast<std::uint8_t>(mac[0] ^ 0x02), mac[1], mac[2], 0xff,
+                             0xfe, mac[3], mac[4], mac[5]};
+  std::uint64_t v = 0;
+  for (std::uint8_t x : b) v = (v << 8) | x;
+  return v;
+}
+
+bool parse_mac(const std::string& s, std::uint8_t (&mac)[6]) {
+  unsigned v[6];
+  if (std::sscanf(s.c_str(), "%x:%x:%x:%x:%x:%x", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5]) != 6)
+    return false;
+  for (int i = 0; i < 6; ++i) {
+    if (v[i] > 0xff) return false;
+    mac[i] = static_cast<std::uint8_t>(v[i]);
+  }
+  return true;
+}
+
+}  // namespace
+
+DaemonConfig default_config() {
+  DaemonConfig c;
+  c.devices.emplace_back();
+  return c;
+}
+
+std::uint32_t mtu_enum(std::uint32_t bytes) {
+  switch (bytes) {
+    case 256: return IBV_MTU_256;
+    case 512: return IBV_MTU_512;
+    case 1024: return IBV_MTU_1024;
+    case 2048: return IBV_MTU_2048;
+    case 4096: return IBV_MTU_4096;
+    default: return 0;
+  }
+}
+
+std::optional<DaemonConfig> parse_config(const std::string& json_text, std::string& error) {
+  DaemonConfig cfg;
+  try {
+    const auto j = nlohmann::json::parse(json_text);
+    if (!j.contains("devices") || !j["devices"].is_array() || j["devices"].empty()) {
+      error = "config: \"devices\" must be a non-empty array";
+      return std::nullopt;
+    }
+    std::uint8_t index = 0;
+    for (const auto& d : j["devices"]) {
+      DeviceConfig dc;
+      dc.mac[5] = index;
+      dc.name = d.value("name", "urnic" + std::to_string(index));
+      dc.link = d.value("link", std::string("udp"));
+      dc.address = d.value("address", std::string("127.0.0.1"));
+      dc.udp_port = d.value("udp_port", std::uint16_t{4791});
+      dc.active_mtu = d.value("mtu", std::uint32_t{1024});
+      if (d.contains("mac") && !parse_mac(d["mac"].get<std::string>(), dc.mac)) {
+        error = "config: bad mac for " + dc.name;
+        return std::nullopt;
+      }
+      in_addr a{};
+      if (dc.link != "udp") {
+        error = "config: link '" + dc.link + "' not available yet (only udp)";
+        return std::nullopt;
+      }
+      if (::inet_pton(AF_INET, dc.address.c_str(), &a) != 1) {
+        error = "config: bad IPv4 address for " + dc.name;
+        return std::nullopt;
+      }
+      if (mtu_enum(dc.active_mtu) == 0) {
+        error = "config: mtu must be 256, 512, 1024, 2048 or 4096";
+        return std::nullopt;
+      }
+      if (dc.name.empty() || dc.name.size() >= ctl::kNameLen) {
+        error = "config: bad device name";
+        return std::nullopt;
+      }
+      cfg.devices.push_back(dc);
+      if (cfg.devices.size() > ctl::kMaxDevices) {
+        error = "config: too many devices";
+        return std::nullopt;
+      }
+      ++index;
+    }
+  } catch (const nlohmann::json::exception& e) {
+    error = std::string("config: ") + e.what();
+    return std::nullopt;
+  }
+  return cfg;
+}
+
+Device::Device(const DeviceConfig& cfg) : cfg_(cfg) {
+  const std::uint64_t guid = eui64(cfg.mac);
+  auto& a = attrs_;
+  ctl::set_name(a.fw_ver, "0.1.0");
+  a.node_guid = to_be64(guid);
+  a.sys_image_guid = a.node_guid;
+  a.max_mr_size = ~std::uint64_t{0};
+  a.page_size_cap = 0xfffff000;
+  a.vendor_id = 0x7572;      // our own ("ur"), not a PCI vendor
+  a.vendor_part_id = 0x6e69; // ("ni")
+  a.hw_ver = 1;
+  a.max_qp = 65536;
+  a.max_qp_wr = 16384;
+  // Only what is implemented is claimed: no memory windows, fast-register or
+  // SRQ resize (MEM_WINDOW / MEM_MGT_EXTENSIONS / SRQ_RESIZE) yet.
+  a.device_cap_flags = IBV_DEVICE_BAD_PKEY_CNTR | IBV_DEVICE_BAD_QKEY_CNTR |
+                       IBV_DEVICE_UD_AV_PORT_ENFORCE | IBV_DEVICE_PORT_ACTIVE_EVENT |
+                       IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_RC_RNR_NAK_GEN;
+  a.device_cap_flags_ex = a.device_cap_flags;
+  a.max_sge = 32;
+  a.max_sge_rd = 32;
+  a.max_cq = 65536;
+  a.max_cqe = 65535;
+  a.max_mr = 524287;
+  a.max_pd = 65536;
+  a.max_qp_rd_atom = 128;
+  a.max_res_rd_atom = 258048;
+  a.max_qp_init_rd_atom = 128;
+  a.atomic_cap = IBV_ATOMIC_HCA;
+  a.max_mw = 0;
+  // No UD multicast yet: ibv_attach_mcast fails with EOPNOTSUPP.
+  a.max_mcast_grp = 0;
+  a.max_mcast_qp_attach = 0;
+  a.max_total_mcast_qp_attach = 0;
+  a.max_ah = 32767;
+  a.max_srq = 65536;
+  a.max_srq_wr = 16384;
+  a.max_srq_sge = 27;
+  a.max_pkeys = 64;
+  a.local_ca_ack_delay = 15;
+  a.phys_port_cnt = 1;
+  a.num_comp_vectors = 1;
+  a.max_inline_data = 512;
+  a.transport = IBV_TRANSPORT_IB;  // RoCE reports the IB transport, as rxe does
+  a.node_type = IBV_NODE_CA;
+
+  auto& p = port_;
+  p.state = IBV_PORT_ACTIVE;
+  p.max_mtu = IBV_MTU_4096;
+  p.active_mtu = mtu_enum(cfg.active_mtu);
+  p.gid_tbl_len = ctl::kMaxGids;
+  p.port_cap_flags = IBV_PORT_CM_SUP;
+  p.max_msg_sz = 0x40000000;  // 1 GiB
+  p.pkey_tbl_len = 1;
+  p.max_vl_num = 1;
+  p.active_width = 2;   // 4X
+  p.active_speed = 32;  // EDR (25.78125 Gb/s per lane)
+  p.phys_state = 5;     // LinkUp
+  p.link_layer = IBV_LINK_LAYER_ETHERNET;
+
+  // GID[0]: the IPv6 link-local address of the (virtual) netdev, as rxe
+  // reports it; GID[1]: the IPv4-mapped address (RoCE v2, IBA Annex A17.4.5.2).
+  ctl::GidEntry ll{};
+  ll.gid[0] = 0xfe;
+  ll.gid[1] = 0x80;
+  for (int i = 0; i < 8; ++i) ll.gid[8 + i] = static_cast<std::uint8_t>(guid >> (56 - 8 * i));
+  ll.valid = 1;
+  ll.type = ctl::kGidTypeRoceV2;
+  gids_.push_back(ll);
+  ctl::GidEntry v4{};
+  v4.gid[10] = 0xff;
+  v4.gid[11] = 0xff;
+  in_addr addr{};
+  ::inet_pton(AF_INET, cfg.address.c_str(), &addr);
+  std::memcpy(&v4.gid[12], &addr.s_addr, 4);
+  v4.valid = 1;
+  v4.type = ctl::kGidTypeRoceV2;
+  gids_.push_back(v4);
+}
+
+ctl::DeviceEntry Device::entry() const {
+  ctl::DeviceEntry e{};
+  ctl::set_name(e.name, cfg_.name.c_str());
+  e.node_guid = attrs_.node_guid;
+  e.node_type = attrs_.node_type;
+  e.transport = attrs_.transport;
+  return e;
+}
+
+std::uint32_t Device::alloc_qpn() {
+  for (;;) {
+    const std::uint32_t q = next_qpn_;
+    next_qpn_ = next_qpn_ >= 0xffffff ? 17 : next_qpn_ + 1;
+    if (!qpns_in_use_.contains(q)) {
+      qpns_in_use_[q] = true;
+      return q;
+    }
+  }
+}
+
+void Device::free_qpn(std::uint32_t qpn) { qpns_in_use_.erase(qpn); }
+
+std::uint32_t Device::alloc_mr_key() {
+  for (;;) {
+    const std::uint32_t index = next_mr_index_;
+    next_mr_index_ = next_mr_index_ >= 0xffffff ? 1 : next_mr_index_ + 1;
+    const std::uint32_t key = (index << 8) | mr_key_byte_++;
+    if (!mr_keys_in_use_.contains(key >> 8)) {
+      mr_keys_in_use_[key >> 8] = true;
+      return key;
+    }
+  }
+}
+
+void Device::free_mr_key(std::uint32_t key) { mr_keys_in_use_.erase(key >> 8); }
+
+}  // namespace urnic::engine

@@ -1,0 +1,83 @@
+// The emulated RNIC as the control plane sees it: identity, attributes, the
+// port, the GID and P_Key tables, and device-wide resource accounting (limits
+// are per device, across all processes, as on a hardware RNIC).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/ctl_proto.hpp"
+
+namespace urnic::engine {
+
+// What a config file (or the zero-configuration default) says about a device.
+struct DeviceConfig {
+  std::string name = "urnic0";
+  std::string link = "udp";            // link backend: udp (default), later dpdk/afpacket/tcp/sim
+  std::string address = "127.0.0.1";   // IPv4 address the link binds; gives GID ::ffff:a.b.c.d
+  std::uint16_t udp_port = 4791;       // RoCE v2 (IBA Annex A17.2: UDP destination port 4791)
+  std::uint32_t active_mtu = 1024;     // bytes: 256..4096
+  std::uint8_t mac[6] = {0x02, 0x00, 0x75, 0x72, 0x6e, 0x00};  // locally administered
+};
+
+struct DaemonConfig {
+  std::vector<DeviceConfig> devices;
+};
+
+// The default: one device urnic0, RoCE v2 over the kernel UDP socket link on
+// loopback.
+DaemonConfig default_config();
+// Parse a JSON config: {"devices":[{"name":..,"link":"udp","address":"a.b.c.d",
+// "udp_port":4791,"mtu":1024,"mac":"02:00:75:72:6e:00"}]}. Returns an error
+// message through `error` on failure.
+std::optional<DaemonConfig> parse_config(const std::string& json_text, std::string& error);
+
+// ibv_mtu enum value (IBV_MTU_256 = 1 ... IBV_MTU_4096 = 5) for a byte size; 0 if invalid.
+std::uint32_t mtu_enum(std::uint32_t bytes);
+
+// Device-wide counts of live objects (limits are checked against these).
+struct DeviceUsage {
+  std::uint32_t pds = 0, mrs = 0, cqs = 0, qps = 0, srqs = 0, ahs = 0, channels = 0;
+};
+
+class Device {
+ public:
+  explicit Device(const DeviceConfig& cfg);
+
+  [[nodiscard]] const std::string& name() const { return cfg_.name; }
+  [[nodiscard]] const DeviceConfig& config() const { return cfg_; }
+  [[nodiscard]] const ctl::DeviceAttrs& attrs() const { return attrs_; }
+  [[nodiscard]] const ctl::PortAttrs& port() const { return port_; }
+  [[nodiscard]] const std::vector<ctl::GidEntry>& gids() const { return gids_; }
+  [[nodiscard]] std::uint16_t pkey(std::size_t i) const { return i == 0 ? 0xffff : 0; }
+  [[nodiscard]] ctl::DeviceEntry entry() const;
+
+  DeviceUsage& usage() { return usage_; }
+  [[nodiscard]] const DeviceUsage& usage() const { return usage_; }
+
+  // A fresh QPN (IBA 10.2.4: QP0/QP1 are special; software RNICs start at 17,
+  // as rxe does). Never returns a QPN still in use.
+  std::uint32_t alloc_qpn();
+  void free_qpn(std::uint32_t qpn);
+  // A fresh memory key (lkey == rkey): index in the upper 24 bits, an 8-bit
+  // "key" byte that changes on reuse so stale keys miss (IBA 10.6.3.2).
+  std::uint32_t alloc_mr_key();
+  void free_mr_key(std::uint32_t key);
+
+ private:
+  DeviceConfig cfg_;
+  ctl::DeviceAttrs attrs_{};
+  ctl::PortAttrs port_{};
+  std::vector<ctl::GidEntry> gids_;
+  DeviceUsage usage_;
+  std::uint32_t next_qpn_ = 17;
+  std::map<std::uint32_t, bool> qpns_in_use_;
+  std::uint32_t next_mr_index_ = 1;
+  std::uint8_t mr_key_byte_ = 0;
+  std::map<std::uint32_t, bool> mr_keys_in_use_;
+};
+
+}  // namespace urnic::engine

@@ -1,0 +1,693 @@
+#include "engine/session.hpp"
+
+#include <fcntl.h>
+#include <infiniband/verbs.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+namespace urnic::engine {
+
+namespace {
+
+using ctl::MsgHeader;
+
+template <ctl::Message Rep>
+Reply ok(const MsgHeader& h, const Rep& rep, std::vector<int> fds = {}) {
+  return Reply{ctl::encode(rep, h.seq, true, 0), std::move(fds), false};
+}
+
+template <ctl::Message Rep>
+Reply fail(const MsgHeader& h, int err) {
+  return Reply{ctl::encode_error<Rep>(h.seq, err), {}, false};
+}
+
+// A socketpair for events flowing daemon -> process; returns {daemon end
+// (non-blocking), process end} or an errno.
+int make_event_pair(int& daemon_end, int& process_end) {
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
+    return errno == EMFILE || errno == ENFILE ? ENOMEM : errno;
+  ::fcntl(sv[0], F_SETFL, ::fcntl(sv[0], F_GETFL) | O_NONBLOCK);
+  ::shutdown(sv[1], SHUT_WR);  // the process only reads
+  daemon_end = sv[0];
+  process_end = sv[1];
+  return 0;
+}
+
+constexpr std::uint32_t kMrAccessKnown =
+    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+    IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED |
+    IBV_ACCESS_ON_DEMAND | IBV_ACCESS_HUGETLB | IBV_ACCESS_OPTIONAL_RANGE;
+
+}  // namespace
+
+int check_user_range(pid_t pid, std::uint64_t addr, std::uint64_t len, bool write) {
+  if (len == 0) return 0;
+  const std::uint64_t end = addr + len;
+  if (end < addr) return EFAULT;
+  std::ifstream maps("/proc/" + std::to_string(pid) + "/maps");
+  if (!maps) return EFAULT;
+  std::uint64_t covered = addr;  // [addr, covered) is known mapped with the right rights
+  std::string line;
+  while (std::getline(maps, line) && covered < end) {
+    std::uint64_t lo = 0, hi = 0;
+    char perms[5] = {};
+    if (std::sscanf(line.c_str(), "%" SCNx64 "-%" SCNx64 " %4s", &lo, &hi, perms) != 3) continue;
+    if (hi <= covered) continue;
+    if (lo > covered) return EFAULT;  // a hole
+    const bool readable = perms[0] == 'r';
+    const bool writable = perms[1] == 'w';
+    if (!readable || (write && !writable)) return EFAULT;
+    covered = hi;
+  }
+  return covered >= end ? 0 : EFAULT;
+}
+
+Registry::Registry(const DaemonConfig& cfg) : daemon_pid_(::getpid()) {
+  for (const auto& d : cfg.devices) devices_.push_back(std::make_unique<Device>(d));
+}
+
+Device* Registry::find_device(const std::string& name) {
+  for (auto& d : devices_)
+    if (d->name() == name) return d.get();
+  return nullptr;
+}
+
+Session::Session(Registry& reg, pid_t pid, std::uint32_t id) : reg_(reg), pid_(pid), id_(id) {
+  reg_.sessions()[id_] = this;
+}
+
+Session::~Session() {
+  destroy_all();
+  reg_.sessions().erase(id_);
+}
+
+void Session::destroy_all() {
+  // Dependency order: AH and QP reference PD/CQ/SRQ; SRQ references PD; CQ
+  // references a channel; MR references PD.
+  if (dev_ != nullptr) {
+    auto& u = dev_->usage();
+    u.ahs -= static_cast<std::uint32_t>(ahs_.size());
+    ahs_.clear();
+    while (!qps_.empty()) destroy_qp(qps_.begin()->first);
+    u.srqs -= static_cast<std::uint32_t>(srqs_.size());
+    srqs_.clear();
+    u.cqs -= static_cast<std::uint32_t>(cqs_.size());
+    cqs_.clear();
+    for (auto& [h, ch] : channels_) ::close(ch.fd);
+    u.channels -= static_cast<std::uint32_t>(channels_.size());
+    channels_.clear();
+    for (auto& [h, mr] : mrs_) dev_->free_mr_key(mr.key);
+    u.mrs -= static_cast<std::uint32_t>(mrs_.size());
+    mrs_.clear();
+    u.pds -= static_cast<std::uint32_t>(pds_.size());
+    pds_.clear();
+  }
+  if (async_fd_ >= 0) ::close(async_fd_);
+  async_fd_ = -1;
+}
+
+const MrObj* Session::find_mr_by_key(std::uint32_t key) const {
+  for (const auto& [h, mr] : mrs_)
+    if (mr.key == key) return &mr;
+  return nullptr;
+}
+
+bool Session::post_async_event(const ctl::AsyncEvent& ev) {
+  if (async_fd_ < 0) return false;
+  return ::send(async_fd_, &ev, sizeof ev, MSG_DONTWAIT | MSG_NOSIGNAL) ==
+         static_cast<ssize_t>(sizeof ev);
+}
+
+int Session::deliver_cqe(std::uint32_t cq_handle, const CqeSlot& cqe, bool solicited) {
+  auto it = cqs_.find(cq_handle);
+  if (it == cqs_.end()) return EINVAL;
+  CqObj& cq = it->second;
+  const std::array<CqeSlot, 1> one{cqe};
+  if (cq.ring.enqueue_bulk(std::span<const CqeSlot>(one)) != 1) return EOVERFLOW;
+  const std::uint32_t arm = cq.ring.load_ctl(&RingControlLine::arm);
+  const bool fire = arm == kArmNext ||
+                    (arm == kArmSolicited && (solicited || cqe.status != IBV_WC_SUCCESS));
+  if (fire && cq.channel != 0) {
+    // Disarm before notifying: a re-arm by the application after it sees the
+    // event must not be lost.
+    cq.ring.store_ctl(&RingControlLine::arm, kArmNone);
+    const ctl::CompEvent ev{cq.cookie, cq_handle, 0};
+    ::send(channels_[cq.channel].fd, &ev, sizeof ev, MSG_DONTWAIT | MSG_NOSIGNAL);
+  }
+  return 0;
+}
+
+Reply Session::handle(std::span<const std::byte> msg, std::vector<int>& in_fds) {
+  // No request carries descriptors yet: close any the process sent.
+  for (int fd : in_fds) ::close(fd);
+  in_fds.clear();
+  const auto h = ctl::decode_header(msg);
+  if (!h || (h->flags & ctl::kFlagReply) != 0) {
+    const MsgHeader bad{0, ctl::kFlagReply, h ? h->seq : 0, EPROTO, 0};
+    std::vector<std::byte> out(sizeof bad);
+    std::memcpy(out.data(), &bad, sizeof bad);
+    return Reply{std::move(out), {}, true};
+  }
+  const auto type = static_cast<ctl::MsgType>(h->type);
+  if (!greeted_ && type != ctl::MsgType::kHello) {
+    Reply r = fail<ctl::HelloRep>(*h, EPROTO);
+    r.close_after = true;
+    return r;
+  }
+  switch (type) {
+    case ctl::MsgType::kHello: return on_hello(*h, msg);
+    case ctl::MsgType::kListDevices: return on_list_devices(*h);
+    case ctl::MsgType::kOpenDevice: return on_open_device(*h, msg);
+    case ctl::MsgType::kStatus: return on_status(*h);
+    default: break;
+  }
+  if (dev_ == nullptr) {
+    // Object commands need an opened device. Reply with a bare header.
+    const MsgHeader bad{h->type, ctl::kFlagReply, h->seq, ENODEV, 0};
+    std::vector<std::byte> out(sizeof bad);
+    std::memcpy(out.data(), &bad, sizeof bad);
+    return Reply{std::move(out), {}, false};
+  }
+  switch (type) {
+    case ctl::MsgType::kQueryPort: return on_query_port(*h, msg);
+    case ctl::MsgType::kAllocPd: return on_alloc_pd(*h);
+    case ctl::MsgType::kDeallocPd: return on_dealloc_pd(*h, msg);
+    case ctl::MsgType::kRegMr: return on_reg_mr(*h, msg);
+    case ctl::MsgType::kDeregMr: return on_dereg_mr(*h, msg);
+    case ctl::MsgType::kCreateCompChannel: return on_create_channel(*h);
+    case ctl::MsgType::kDestroyCompChannel: return on_destroy_channel(*h, msg);
+    case ctl::MsgType::kCreateCq: return on_create_cq(*h, msg);
+    case ctl::MsgType::kDestroyCq: return on_destroy_cq(*h, msg);
+    case ctl::MsgType::kCreateQp: return on_create_qp(*h, msg);
+    case ctl::MsgType::kModifyQp: return on_modify_qp(*h, msg);
+    case ctl::MsgType::kQueryQp: return on_query_qp(*h, msg);
+    case ctl::MsgType::kDestroyQp: return on_destroy_qp(*h, msg);
+    case ctl::MsgType::kCreateSrq: return on_create_srq(*h, msg);
+    case ctl::MsgType::kModifySrq: return on_modify_srq(*h, msg);
+    case ctl::MsgType::kQuerySrq: return on_query_srq(*h, msg);
+    case ctl::MsgType::kDestroySrq: return on_destroy_srq(*h, msg);
+    case ctl::MsgType::kCreateAh: return on_create_ah(*h, msg);
+    case ctl::MsgType::kDestroyAh: return on_destroy_ah(*h, msg);
+    default: {
+      const MsgHeader bad{h->type, ctl::kFlagReply, h->seq, EOPNOTSUPP, 0};
+      std::vector<std::byte> out(sizeof bad);
+      std::memcpy(out.data(), &bad, sizeof bad);
+      return Reply{std::move(out), {}, false};
+    }
+  }
+}
+
+Reply Session::on_hello(const MsgHeader& h, std::span<const std::byte> msg) {
+  const auto req = ctl::decode<ctl::HelloReq>(msg);
+  ctl::HelloRep rep{};
+  rep.magic = ctl::kMagic;
+  rep.version = ctl::kVersion;
+  rep.caps = ctl::kCapSharedRings;
+  rep.daemon_pid = static_cast<std::uint32_t>(reg_.daemon_pid());
+  if (!req || req->magic != ctl::kMagic || req->version != ctl::kVersion || greeted_) {
+    // Refuse: the reply still says which version we speak, then we hang up.
+    return Reply{ctl::encode(rep, h.seq, true, EPROTONOSUPPORT), {}, true};
+  }
+  greeted_ = true;
+  return ok(h, rep);
+}
+
+Reply Session::on_list_devices(const MsgHeader& h) {
+  ctl::ListDevicesRep rep{};
+  for (const auto& d : reg_.devices()) {
+    if (rep.count == ctl::kMaxDevices) break;
+    rep.devices[rep.count++] = d->entry();
+  }
+  return ok(h, rep);
+}
+
+Reply Session::on_open_device(const MsgHeader& h, std::span<const std::byte> msg) {
+  const auto req = ctl::decode<ctl::OpenDeviceReq>(msg);
+  if (!req) return fail<ctl::OpenDeviceRep>(h, EINVAL);
+  if (dev_ != nullptr) return fail<ctl::OpenDeviceRep>(h, EBUSY);  // one device per connection
+  char name[ctl::kNameLen + 1] = {};
+  std::memcpy(name, req->name, ctl::kNameLen);
+  Device* d = reg_.find_device(name);
+  if (d == nullptr) return fail<ctl::OpenDeviceRep>(h, ENODEV);
+  int process_end = -1;
+  if (const int err = make_event_pair(async_fd_, process_end); err != 0)
+    return fail<ctl::OpenDeviceRep>(h, err);
+  dev_ = d;
+  ctl::OpenDeviceRep rep{};
+  rep.attrs = d->attrs();
+  rep.port = d->port();
+  rep.pkeys[0] = d->pkey(0);
+  for (const auto& g : d->gids()) {
+    if (rep.gid_count == ctl::kMaxGids) break;
+    rep.gids[rep.gid_count++] = g;
+  }
+  return ok(h, rep, {process_end});
+}
+
+Reply Session::on_query_port(const MsgHeader& h, std::span<const std::byte> msg) {
+  const auto req = ctl::decode<ctl::QueryPortReq>(msg);
+  if (!req) return fail<ctl::QueryPortRep>(h, EINVAL);
+  if (req->port_num < 1 || req->port_num > dev_->attrs().phys_port_cnt)
+    return fail<ctl::QueryPortRep>(h, EINVAL);
+  ctl::QueryPortRep rep{};
+  rep.port = dev_->port();
+  return ok(h, rep);
+}
+
+Reply Session::on_alloc_pd(const MsgHeader& h) {
+  if (dev_->usage().pds >= dev_->attrs().max_pd) return fail<ctl::AllocPdRep>(h, ENOMEM);
+  const std::uint32_t handle = next_handle();
+  pds_[handle] = PdObj{};
+  ++dev_->usage().pds;
+  ctl::AllocPdRep rep{};
+  rep.handle = handle;
+  return ok(h, rep);
+}
+
+Reply Session::on_dealloc_pd(const MsgHeader& h, std::span<const std::byte> msg) {
+  const auto req = ctl::decode<ctl::DeallocPdReq>(msg);
+  if (!req) return fail<ctl::DeallocPdRep>(h, EINVAL);
+  auto it = pds_.find(req->handle);
+  if (it == pds_.end()) return fail<ctl::DeallocPdRep>(h, EINVAL);
+  if (it->second.refs != 0) return fail<ctl::DeallocPdRep>(h, EBUSY);
+  pds_.erase(it);
+  --dev_->usage().pds;
+  ctl::DeallocPdRep rep{};
+  rep.handle = req->handle;
+  return ok(h, rep);
+}
+
+Reply Session::on_reg_mr(const MsgHeader& h, std::span<const std::byte> msg) {
+  const auto req = ctl::decode<ctl::RegMrReq>(msg);
+  if (!req) return fail<ctl::RegMrRep>(h, EINVAL);
+  auto pd = pds_.find(req->pd_handle);
+  if (pd == pds_.end()) return fail<ctl::RegMrRep>(h, EINVAL);
+  // ib_check_mr_access (kernel): unknown bits and remote write/atomic without
+  // local write are EINVAL; on-demand paging without ODP support is EOPNOTSUPP.
+  if ((req->access & ~kMrAccessKnown) != 0) return fail<ctl::RegMrRep>(h, EINVAL);
+  if ((req->access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) != 0 &&
+      (req->access & IBV_ACCESS_LOCAL_WRITE) == 0)
+    return fail<ctl::RegMrRep>(h, EINVAL);
+  if ((req->access & IBV_ACCESS_ON_DEMAND) != 0) return fail<ctl::RegMrRep>(h, EOPNOTSUPP);
+  if (req->length == 0 || req->addr + req->length < req->addr || req->length > dev_->attrs().max_mr_size)
+    return fail<ctl::RegMrRep>(h, EINVAL);
+  const bool write = (req->access & (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                                     IBV_ACCESS_REMOTE_ATOMIC)) != 0;
+  if (const int err = check_user_range(pid_, req->addr, req->length, write); err != 0)
+    return fail<ctl::RegMrRep>(h, err);
+  if (dev_->usage().mrs >= dev_->attrs().max_mr) return fail<ctl::RegMrRep>(h, ENOMEM);
+  const std::uint32_t handle = next_handle();
+  MrObj mr{req->pd_handle, req->addr, req->length, req->iova, req->access, dev_->alloc_mr_key()};
+  mrs_[handle] = mr;
+  ++pd->second.refs;
+  ++dev_->usage().mrs;
+  ctl::RegMrRep rep{};
+  rep.handle = handle;
+  rep.lkey = mr.key;
+  rep.rkey = mr.key;
+  return ok(h, rep);
+}
+
+Reply Session::on_dereg_mr(const MsgHeader& h, std::span<const std::byte> msg) {
+  const auto req = ctl::decode<ctl::DeregMrReq>(msg);
+  if (!req) return fail<ctl::DeregMrRep>(h, EINVAL);
+  auto it = mrs_.find(req->handle);
+  if (it == mrs_.end()) return fail<ctl::DeregMrRep>(h, EINVAL);
+  --pds_[it->second.pd].refs;
+  dev_->free_mr_key(it->second.key);
+  mrs_.erase(it);
+  --dev_->usage().mrs;
+  ctl::DeregMrRep rep{};
+  rep.handle = req->handle;
+  return ok(h, rep);
+}
+
+Reply Session::on_create_channel(const MsgHeader& h) {
+  int daemon_end = -1, process_end = -1;
+  if (const int err = make_event_pair(daemon_end, process_end); err != 0)
+    return fail<ctl::CreateCompChannelRep>(h, err);
+  const std::uint32_t handle = next_handle();
+  channels_[handle] = ChannelObj{daemon_end, 0};
+  ++dev_->usage().channels;
+  ctl::CreateCompChannelRep rep{};
+  rep.handle = handle;
+  return ok(h, rep, {process_end});
+}
+
+Reply Session::on_destroy_channel(const MsgHeader& h, std::span<const std::byte> msg) {
+  const auto req = ctl::decode<ctl::DestroyCompChannelReq>(msg);
+  if (!req) return fail<ctl::DestroyCompChannelRep>(h, EINVAL);
+  auto it = channels_.find(req->handle);
+  if (it == channels_.end()) return fail<ctl::DestroyCompChannelRep>(h, EINVAL);
+  if (it->second.refs != 0) return fail<ctl::DestroyCompChannelRep>(h, EBUSY);
+  ::close(it->second.fd);
+  channels_.erase(it);
+  --dev_->usage().channels;
+  ctl::DestroyCompChannelRep rep{};
+  rep.handle = req->handle;
+  return ok(h, rep);
+}
+
+Reply Session::on_create_cq(const MsgHeader& h, std::span<const std::byte> msg) {
+  const auto req = ctl::decode<ctl::CreateCqReq>(msg);
+  if (!req) return fail<ctl::CreateCqRep>(h, EINVAL);
+  const auto& a = dev_->attrs();
+  if (req->cqe < 1 || req->cqe > a.max_cqe) return fail<ctl::CreateCqRep>(h, EINVAL);
+  if (req->comp_vector >= a.num_comp_vectors) return fail<ctl::CreateCqRep>(h, EINVAL);
+  ChannelObj* ch = nullptr;
+  if (req->channel_handle != 0) {
+    auto it = channels_.find(req->channel_handle);
+    if (it == channels_.end()) return fail<ctl::CreateCqRep>(h, EINVAL);
+    ch = &it->second;
+  }
+  if (dev_->usage().cqs >= a.max_cq) return fail<ctl::CreateCqRep>(h, ENOMEM);
+  CqObj cq;
+  cq.cookie = req->cookie;
+  cq.channel = req->channel_handle;
+  const std::uint32_t slots = round_up_pow2(req->cqe + 1);
+  const auto slot_size = static_cast<std::uint32_t>(sizeof(CqeSlot));
+  if (const int err = cq.mem.create("urnic-cq", ring_bytes(slots, slot_size)); err != 0)
+    return fail<ctl::CreateCqRep>(h, err);
+  cq.ring = SpscRing(cq.mem.data(), slots, slot_size);
+  cq.ring.init();
+  cq.cqe = slots - 1;
+  const int fd = ::dup(cq.mem.fd());
+  cq.mem.close_fd();
+  if (fd < 0) return fail<ctl::CreateCqRep>(h, ENOMEM);
+  const std::uint32_t handle = next_handle();
+  ctl::CreateCqRep rep{};
+  rep.handle = handle;
+  rep.cqe = cq.cqe;
+  rep.slots = slots;
+  rep.map_bytes = cq.mem.size();
+  cqs_[handle] = std::move(cq);
+  if (ch != nullptr) ++ch->refs;
+  ++dev_->usage().cqs;
+  return ok(h, rep, {fd});
+}
+
+Reply Session::on_destroy_cq(const MsgHeader& h, std::span<const std::byte> msg) {
+  const auto req = ctl::decode<ctl::DestroyCqReq>(msg);
+  if (!req) return fail<ctl::DestroyCqRep>(h, EINVAL);
+  auto it = cqs_.find(req->handle);
+  if (it == cqs_.end()) return fail<ctl::DestroyCqRep>(h, EINVAL);
+  if (it->second.refs != 0) return fail<ctl::DestroyCqRep>(h, EBUSY);
+  if (it->second.channel != 0) --channels_[it->second.channel].refs;
+  cqs_.erase(it);
+  --dev_->usage().cqs;
+  ctl::DestroyCqRep rep{};
+  rep.handle = req->handle;
+  return ok(h, rep);
+}
+
+Reply Session::on_create_qp(const MsgHeader& h, std::span<const std::byte> msg) {
+  const auto req = ctl::decode<ctl::CreateQpReq>(msg);
+  if (!req) return fail<ctl::CreateQpRep>(h, EINVAL);
+  const auto& a = dev_->attrs();
+  switch (req->qp_type) {
+    case IBV_QPT_RC:
+    case IBV_QPT_UC:
+    case IBV_QPT_UD: break;
+    case IBV_QPT_RAW_PACKET:
+    case IBV_QPT_XRC_SEND:
+    case IBV_QPT_XRC_RECV:
+    case IBV_QPT_DRIVER: return fail<ctl::CreateQpRep>(h, EOPNOTSUPP);
+    default: return fail<ctl::CreateQpRep>(h, EINVAL);
+  }
+  auto pd = pds_.find(req->pd_handle);
+  auto scq = cqs_.find(req->send_cq_handle);
+  auto rcq = cqs_.find(req->recv_cq_handle);
+  if (pd == pds_.end() || scq == cqs_.end() || rcq == cqs_.end())
+    return fail<ctl::CreateQpRep>(h, EINVAL);
+  SrqObj* srq = nullptr;
+  if (req->srq_handle != 0) {
+    auto it = srqs_.find(req->srq_handle);
+    if (it == srqs_.end()) return fail<ctl::CreateQpRep>(h, EINVAL);
+    srq = &it->second;
+  }
+  ctl::QpCaps caps = req->caps;
+  if (srq != nullptr) {
+    caps.max_recv_wr = 0;
+    caps.max_recv_sge = 0;
+  }
+  if (caps.max_send_wr > a.max_qp_wr || caps.max_recv_wr > a.max_qp_wr ||
+      caps.max_send_sge > a.max_sge || caps.max_recv_sge > a.max_sge ||
+      caps.max_inline_data > a.max_inline_data)
+    return fail<ctl::CreateQpRep>(h, EINVAL);
+  if (dev_->usage().qps >= a.max_qp) return fail<ctl::CreateQpRep>(h, ENOMEM);
+
+  QpObj qp;
+  qp.cookie = req->cookie;
+  qp.pd = req->pd_handle;
+  qp.send_cq = req->send_cq_handle;
+  qp.recv_cq = req->recv_cq_handle;
+  qp.srq = req->srq_handle;
+  qp.type = req->qp_type;
+  qp.sq_sig_all = req->sq_sig_all;
+  // Ring geometry: a power of two of fixed-size slots; the slot holds the
+  // WQE header plus max(sge list, inline data) (STYLE 14, fixed WQE slots).
+  const std::uint32_t sq_slots = round_up_pow2(caps.max_send_wr == 0 ? 1 : caps.max_send_wr);
+  const std::uint32_t sq_slot = wqe_slot_size(caps.max_send_sge, caps.max_inline_data);
+  const std::uint32_t rq_slots =
+      srq != nullptr ? 0 : round_up_pow2(caps.max_recv_wr == 0 ? 1 : caps.max_recv_wr);
+  const std::uint32_t rq_slot = wqe_slot_size(caps.max_recv_sge, 0);
+  const std::size_t sq_bytes = ring_bytes(sq_slots, sq_slot);
+  const std::size_t rq_bytes = rq_slots == 0 ? 0 : ring_bytes(rq_slots, rq_slot);
+  if (const int err = qp.mem.create("urnic-qp", sq_bytes + rq_bytes); err != 0)
+    return fail<ctl::CreateQpRep>(h, err);
+  qp.sq = SpscRing(qp.mem.data(), sq_slots, sq_slot);
+  qp.sq.init();
+  if (rq_slots != 0) {
+    qp.rq = SpscRing(qp.mem.data() + sq_bytes, rq_slots, rq_slot);
+    qp.rq.init();
+  }
+  // Report what the rings really hold (providers round up, IBA 11.2.5.1:
+  // the actual values may be larger than requested).
+  caps.max_send_wr = sq_slots > a.max_qp_wr ? a.max_qp_wr : sq_slots;
+  if (rq_slots != 0) caps.max_recv_wr = rq_slots > a.max_qp_wr ? a.max_qp_wr : rq_slots;
+  qp.caps = caps;
+  qp.qpn = dev_->alloc_qpn();
+  QpCreateInfo info;
+  info.qpn = qp.qpn;
+  info.qp_type = qp.type;
+  info.caps = caps;
+  info.max_mtu = dev_->port().max_mtu;
+  info.gid_count = static_cast<std::uint32_t>(dev_->gids().size());
+  info.max_qp_rd_atom = a.max_qp_rd_atom;
+  info.max_qp_init_rd_atom = a.max_qp_init_rd_atom;
+  qp.ctl = make_qp_control(info);
+  const int fd = ::dup(qp.mem.fd());
+  qp.mem.close_fd();
+  if (fd < 0) {
+    dev_->free_qpn(qp.qpn);
+    return fail<ctl::CreateQpRep>(h, ENOMEM);
+  }
+  const std::uint32_t handle = next_handle();
+  ctl::CreateQpRep rep{};
+  rep.handle = handle;
+  rep.qpn = qp.qpn;
+  rep.caps = caps;
+  rep.sq_slots = sq_slots;
+  rep.sq_slot_size = sq_slot;
+  rep.rq_slots = rq_slots;
+  rep.rq_slot_size = rq_slots != 0 ? rq_slot : 0;
+  rep.sq_offset = 0;
+  rep.rq_offset = rq_slots != 0 ? sq_bytes : 0;
+  rep.map_bytes = qp.mem.size();
+  qps_[handle] = std::move(qp);
+  ++pd->second.refs;
+  ++scq->second.refs;
+  ++rcq->second.refs;
+  if (srq != nullptr) ++srq->refs;
+  ++dev_->usage().qps;
+  return ok(h, rep, {fd});
+}
+
+Reply Session::on_modify_qp(const MsgHeader& h, std::span<const std::byte> msg) {
+  const auto req = ctl::decode<ctl::ModifyQpReq>(msg);
+  if (!req) return fail<ctl::ModifyQpRep>(h, EINVAL);
+  auto it = qps_.find(req->handle);
+  if (it == qps_.end()) return fail<ctl::ModifyQpRep>(h, EINVAL);
+  if (const int err = it->second.ctl->modify(req->attr, req->attr_mask); err != 0)
+    return fail<ctl::ModifyQpRep>(h, err);
+  ctl::ModifyQpRep rep{};
+  rep.handle = req->handle;
+  return ok(h, rep);
+}
+
+Reply Session::on_query_qp(const MsgHeader& h, std::span<const std::byte> msg) {
+  const auto req = ctl::decode<ctl::QueryQpReq>(msg);
+  if (!req) return fail<ctl::QueryQpRep>(h, EINVAL);
+  auto it = qps_.find(req->handle);
+  if (it == qps_.end()) return fail<ctl::QueryQpRep>(h, EINVAL);
+  ctl::QueryQpRep rep{};
+  rep.handle = req->handle;
+  rep.sq_sig_all = it->second.sq_sig_all;
+  rep.attr = it->second.ctl->query();
+  rep.attr.cap = it->second.caps;
+  return ok(h, rep);
+}
+
+void Session::destroy_qp(std::uint32_t handle) {
+  auto it = qps_.find(handle);
+  if (it == qps_.end()) return;
+  QpObj& qp = it->second;
+  --pds_[qp.pd].refs;
+  --cqs_[qp.send_cq].refs;
+  --cqs_[qp.recv_cq].refs;
+  if (qp.srq != 0) --srqs_[qp.srq].refs;
+  dev_->free_qpn(qp.qpn);
+  qps_.erase(it);
+  --dev_->usage().qps;
+}
+
+Reply Session::on_destroy_qp(const MsgHeader& h, std::span<const std::byte> msg) {
+  const auto req = ctl::decode<ctl::DestroyQpReq>(msg);
+  if (!req) return fail<ctl::DestroyQpRep>(h, EINVAL);
+  if (!qps_.contains(req->handle)) return fail<ctl::DestroyQpRep>(h, EINVAL);
+  destroy_qp(req->handle);
+  ctl::DestroyQpRep rep{};
+  rep.handle = req->handle;
+  return ok(h, rep);
+}
+
+Reply Session::on_create_srq(const MsgHeader& h, std::span<const std::byte> msg) {
+  const auto req = ctl::decode<ctl::CreateSrqReq>(msg);
+  if (!req) return fail<ctl::CreateSrqRep>(h, EINVAL);
+  const auto& a = dev_->attrs();
+  auto pd = pds_.find(req->pd_handle);
+  if (pd == pds_.end()) return fail<ctl::CreateSrqRep>(h, EINVAL);
+  if (req->max_wr < 1 || req->max_wr > a.max_srq_wr || req->max_sge < 1 ||
+      req->max_sge > a.max_srq_sge || req->srq_limit > req->max_wr)
+    return fail<ctl::CreateSrqRep>(h, EINVAL);
+  if (dev_->usage().srqs >= a.max_srq) return fail<ctl::CreateSrqRep>(h, ENOMEM);
+  SrqObj srq;
+  srq.cookie = req->cookie;
+  srq.pd = req->pd_handle;
+  const std::uint32_t slots = round_up_pow2(req->max_wr);
+  const std::uint32_t slot_size = wqe_slot_size(req->max_sge, 0);
+  if (const int err = srq.mem.create("urnic-srq", ring_bytes(slots, slot_size)); err != 0)
+    return fail<ctl::CreateSrqRep>(h, err);
+  srq.ring = SpscRing(srq.mem.data(), slots, slot_size);
+  srq.ring.init();
+  srq.attr = ctl::SrqAttrs{slots, req->max_sge, req->srq_limit, 0};
+  const int fd = ::dup(srq.mem.fd());
+  srq.mem.close_fd();
+  if (fd < 0) return fail<ctl::CreateSrqRep>(h, ENOMEM);
+  const std::uint32_t handle = next_handle();
+  ctl::CreateSrqRep rep{};
+  rep.handle = handle;
+  rep.max_wr = slots;
+  rep.max_sge = req->max_sge;
+  rep.slots = slots;
+  rep.slot_size = slot_size;
+  rep.map_bytes = srq.mem.size();
+  srqs_[handle] = std::move(srq);
+  ++pd->second.refs;
+  ++dev_->usage().srqs;
+  return ok(h, rep, {fd});
+}
+
+Reply Session::on_modify_srq(const MsgHeader& h, std::span<const std::byte> msg) {
+  const auto req = ctl::decode<ctl::ModifySrqReq>(msg);
+  if (!req) return fail<ctl::ModifySrqRep>(h, EINVAL);
+  auto it = srqs_.find(req->handle);
+  if (it == srqs_.end()) return fail<ctl::ModifySrqRep>(h, EINVAL);
+  SrqObj& srq = it->second;
+  if ((req->attr_mask & ~static_cast<std::uint32_t>(IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT)) != 0)
+    return fail<ctl::ModifySrqRep>(h, EINVAL);
+  // Resizing is not offered (the device does not claim SRQ_RESIZE): a
+  // provider without it rejects IBV_SRQ_MAX_WR with EINVAL.
+  if ((req->attr_mask & IBV_SRQ_MAX_WR) != 0) return fail<ctl::ModifySrqRep>(h, EINVAL);
+  if ((req->attr_mask & IBV_SRQ_LIMIT) != 0) {
+    if (req->attr.srq_limit > srq.attr.max_wr) return fail<ctl::ModifySrqRep>(h, EINVAL);
+    srq.attr.srq_limit = req->attr.srq_limit;  // TODO(data path): arm SRQ_LIMIT_REACHED
+  }
+  ctl::ModifySrqRep rep{};
+  rep.handle = req->handle;
+  return ok(h, rep);
+}
+
+Reply Session::on_query_srq(const MsgHeader& h, std::span<const std::byte> msg) {
+  const auto req = ctl::decode<ctl::QuerySrqReq>(msg);
+  if (!req) return fail<ctl::QuerySrqRep>(h, EINVAL);
+  auto it = srqs_.find(req->handle);
+  if (it == srqs_.end()) return fail<ctl::QuerySrqRep>(h, EINVAL);
+  ctl::QuerySrqRep rep{};
+  rep.handle = req->handle;
+  rep.attr = it->second.attr;
+  return ok(h, rep);
+}
+
+Reply Session::on_destroy_srq(const MsgHeader& h, std::span<const std::byte> msg) {
+  const auto req = ctl::decode<ctl::DestroySrqReq>(msg);
+  if (!req) return fail<ctl::DestroySrqRep>(h, EINVAL);
+  auto it = srqs_.find(req->handle);
+  if (it == srqs_.end()) return fail<ctl::DestroySrqRep>(h, EINVAL);
+  if (it->second.refs != 0) return fail<ctl::DestroySrqRep>(h, EBUSY);
+  --pds_[it->second.pd].refs;
+  srqs_.erase(it);
+  --dev_->usage().srqs;
+  ctl::DestroySrqRep rep{};
+  rep.handle = req->handle;
+  return ok(h, rep);
+}
+
+Reply Session::on_create_ah(const MsgHeader& h, std::span<const std::byte> msg) {
+  const auto req = ctl::decode<ctl::CreateAhReq>(msg);
+  if (!req) return fail<ctl::CreateAhRep>(h, EINVAL);
+  auto pd = pds_.find(req->pd_handle);
+  if (pd == pds_.end()) return fail<ctl::CreateAhRep>(h, EINVAL);
+  // RoCE address vectors must carry a GRH with an existing source GID.
+  if (req->attr.port_num != 1 || req->attr.is_global == 0 ||
+      req->attr.sgid_index >= dev_->gids().size())
+    return fail<ctl::CreateAhRep>(h, EINVAL);
+  if (dev_->usage().ahs >= dev_->attrs().max_ah) return fail<ctl::CreateAhRep>(h, ENOMEM);
+  const std::uint32_t handle = next_handle();
+  ahs_[handle] = AhObj{req->pd_handle, req->attr};
+  ++pd->second.refs;
+  ++dev_->usage().ahs;
+  ctl::CreateAhRep rep{};
+  rep.handle = handle;
+  return ok(h, rep);
+}
+
+Reply Session::on_destroy_ah(const MsgHeader& h, std::span<const std::byte> msg) {
+  const auto req = ctl::decode<ctl::DestroyAhReq>(msg);
+  if (!req) return fail<ctl::DestroyAhRep>(h, EINVAL);
+  auto it = ahs_.find(req->handle);
+  if (it == ahs_.end()) return fail<ctl::DestroyAhRep>(h, EINVAL);
+  --pds_[it->second.pd].refs;
+  ahs_.erase(it);
+  --dev_->usage().ahs;
+  ctl::DestroyAhRep rep{};
+  rep.handle = req->handle;
+  return ok(h, rep);
+}
+
+Reply Session::on_status(const MsgHeader& h) {
+  ctl::StatusRep rep{};
+  rep.daemon_pid = static_cast<std::uint32_t>(reg_.daemon_pid());
+  rep.devices = static_cast<std::uint32_t>(reg_.devices().size());
+  for (const auto& [id, s] : reg_.sessions()) {
+    if (s->device() != nullptr) ++rep.connections;
+    rep.pds += static_cast<std::uint32_t>(s->count_pds());
+    rep.mrs += static_cast<std::uint32_t>(s->count_mrs());
+    rep.cqs += static_cast<std::uint32_t>(s->count_cqs());
+    rep.qps += static_cast<std::uint32_t>(s->count_qps());
+    rep.srqs += static_cast<std::uint32_t>(s->count_srqs());
+    rep.ahs += static_cast<std::uint32_t>(s->count_ahs());
+  }
+  return ok(h, rep);
+}
+
+}  // namespace urnic::engine

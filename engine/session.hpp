@@ -1,0 +1,180 @@
+// One control connection = one attached process's view of one device: the
+// objects it created (PD, MR, CQ, QP, SRQ, AH, completion channels). When the
+// connection closes, the session's destructor destroys every object in
+// dependency order, as the kernel does when a process closes its uverbs fd.
+//
+// Session is transport-free: handle() takes one request and returns the reply
+// (bytes + descriptors to pass), so tests can drive it without sockets.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/ctl_proto.hpp"
+#include "engine/device.hpp"
+#include "engine/qp_control.hpp"
+#include "engine/shm_region.hpp"
+#include "engine/shm_ring.hpp"
+
+namespace urnic::engine {
+
+class Registry;
+
+struct Reply {
+  std::vector<std::byte> bytes;
+  std::vector<int> fds;      // owned: the caller sends then closes them
+  bool close_after = false;  // protocol violation: send, then drop the connection
+};
+
+struct PdObj {
+  std::uint32_t refs = 0;    // MRs, QPs, SRQs, AHs using it
+};
+
+struct MrObj {
+  std::uint32_t pd = 0;
+  std::uint64_t addr = 0, length = 0, iova = 0;
+  std::uint32_t access = 0, key = 0;
+};
+
+struct ChannelObj {
+  int fd = -1;               // daemon end of the channel socket
+  std::uint32_t refs = 0;    // CQs using it
+};
+
+struct CqObj {
+  std::uint64_t cookie = 0;
+  std::uint32_t cqe = 0, channel = 0;
+  std::uint32_t refs = 0;    // QPs using it
+  ShmRegion mem;
+  SpscRing ring;             // engine is the producer
+};
+
+struct SrqObj {
+  std::uint64_t cookie = 0;
+  std::uint32_t pd = 0, refs = 0;
+  ctl::SrqAttrs attr{};
+  ShmRegion mem;
+  SpscRing ring;             // engine is the consumer
+};
+
+struct QpObj {
+  std::uint64_t cookie = 0;
+  std::uint32_t qpn = 0, pd = 0, send_cq = 0, recv_cq = 0, srq = 0, type = 0, sq_sig_all = 0;
+  ctl::QpCaps caps{};
+  ShmRegion mem;
+  SpscRing sq, rq;           // engine is the consumer of both
+  std::unique_ptr<QpControl> ctl;
+};
+
+struct AhObj {
+  std::uint32_t pd = 0;
+  ctl::AhAttrs attr{};
+};
+
+class Session {
+ public:
+  Session(Registry& reg, pid_t pid, std::uint32_t id);
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  // Handle one request message (already received with its fds, which this
+  // takes ownership of and closes).
+  Reply handle(std::span<const std::byte> msg, std::vector<int>& in_fds);
+
+  [[nodiscard]] pid_t pid() const { return pid_; }
+  [[nodiscard]] std::uint32_t id() const { return id_; }
+  [[nodiscard]] const Device* device() const { return dev_; }
+  [[nodiscard]] bool greeted() const { return greeted_; }
+
+  // Seams for the data path (see qp_control.hpp TODO).
+  [[nodiscard]] const MrObj* find_mr_by_key(std::uint32_t key) const;
+  // Queue an async event to the process (returns false if its socket is full).
+  bool post_async_event(const ctl::AsyncEvent& ev);
+  // Write one completion into CQ `cq_handle`'s ring and, if the CQ is armed
+  // (for any completion, or for solicited ones and this one is solicited or
+  // an error), send one CompEvent on its channel and disarm it (IBA 11.4.2.2).
+  // Returns 0, EINVAL (no such CQ) or EOVERFLOW (ring full: the caller raises
+  // IBV_EVENT_CQ_ERR). Only the engine loop calls this.
+  int deliver_cqe(std::uint32_t cq_handle, const CqeSlot& cqe, bool solicited);
+
+  [[nodiscard]] std::size_t count_pds() const { return pds_.size(); }
+  [[nodiscard]] std::size_t count_mrs() const { return mrs_.size(); }
+  [[nodiscard]] std::size_t count_cqs() const { return cqs_.size(); }
+  [[nodiscard]] std::size_t count_qps() const { return qps_.size(); }
+  [[nodiscard]] std::size_t count_srqs() const { return srqs_.size(); }
+  [[nodiscard]] std::size_t count_ahs() const { return ahs_.size(); }
+
+ private:
+  Reply on_hello(const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_list_devices(const ctl::MsgHeader& h);
+  Reply on_open_device(const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_query_port(const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_alloc_pd(const ctl::MsgHeader& h);
+  Reply on_dealloc_pd(const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_reg_mr(const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_dereg_mr(const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_create_channel(const ctl::MsgHeader& h);
+  Reply on_destroy_channel(const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_create_cq(const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_destroy_cq(const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_create_qp(const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_modify_qp(const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_query_qp(const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_destroy_qp(const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_create_srq(const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_modify_srq(const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_query_srq(const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_destroy_srq(const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_create_ah(const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_destroy_ah(const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_status(const ctl::MsgHeader& h);
+
+  void destroy_qp(std::uint32_t handle);
+  void destroy_all();
+  std::uint32_t next_handle() { return ++last_handle_; }
+
+  Registry& reg_;
+  pid_t pid_;
+  std::uint32_t id_;
+  bool greeted_ = false;
+  Device* dev_ = nullptr;
+  int async_fd_ = -1;        // daemon end of the async-event socket
+  std::uint32_t last_handle_ = 0;
+  std::map<std::uint32_t, PdObj> pds_;
+  std::map<std::uint32_t, MrObj> mrs_;
+  std::map<std::uint32_t, ChannelObj> channels_;
+  std::map<std::uint32_t, CqObj> cqs_;
+  std::map<std::uint32_t, SrqObj> srqs_;
+  std::map<std::uint32_t, QpObj> qps_;
+  std::map<std::uint32_t, AhObj> ahs_;
+};
+
+// Daemon-wide state: devices and live sessions (for status and, later, for
+// the data path to find a QP by QPN or an MR by key).
+class Registry {
+ public:
+  explicit Registry(const DaemonConfig& cfg);
+  std::vector<std::unique_ptr<Device>>& devices() { return devices_; }
+  Device* find_device(const std::string& name);
+  std::map<std::uint32_t, Session*>& sessions() { return sessions_; }
+  [[nodiscard]] pid_t daemon_pid() const { return daemon_pid_; }
+
+ private:
+  std::vector<std::unique_ptr<Device>> devices_;
+  std::map<std::uint32_t, Session*> sessions_;
+  pid_t daemon_pid_;
+};
+
+// Does [addr, addr+len) lie entirely in mappings of process `pid` with read
+// (and, if `write`, write) permission? Reads /proc/<pid>/maps. Returns 0 or
+// EFAULT (as ib_umem_get's pinning fails on a hole or a read-only page).
+int check_user_range(pid_t pid, std::uint64_t addr, std::uint64_t len, bool write);
+
+}  // namespace urnic::engine

@@ -1,0 +1,39 @@
+// A memfd-backed shared memory region: the engine creates it, maps it, and
+// passes the fd to the shim (SCM_RIGHTS), which maps the same pages. This is
+// how WQE/CQE rings are shared, as a hardware RNIC shares its queues with the
+// user-space provider through mmap of the uverbs device.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace urnic::engine {
+
+class ShmRegion {
+ public:
+  ShmRegion() = default;
+  ~ShmRegion();
+  ShmRegion(ShmRegion&& o) noexcept;
+  ShmRegion& operator=(ShmRegion&& o) noexcept;
+  ShmRegion(const ShmRegion&) = delete;
+  ShmRegion& operator=(const ShmRegion&) = delete;
+
+  // Create and map `bytes` (rounded up to pages) of zeroed shared memory.
+  // Returns 0 or an errno (ENOMEM when memfd/mmap fail for lack of memory).
+  int create(const std::string& name, std::size_t bytes);
+
+  [[nodiscard]] std::byte* data() const { return base_; }
+  [[nodiscard]] std::size_t size() const { return size_; }
+  // The memfd, still owned by the region (send a copy with SCM_RIGHTS).
+  [[nodiscard]] int fd() const { return fd_; }
+  // Close the fd once it has been passed; the mapping stays.
+  void close_fd();
+
+ private:
+  void reset();
+  std::byte* base_ = nullptr;
+  std::size_t size_ = 0;
+  int fd_ = -1;
+};
+
+}  // namespace urnic::engine

@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# Acceptance (issue 4): unmodified Debian ibverbs-utils and perftest binaries
+# against the drop-in libibverbs.so.1 and an auto-started urnicd, with a
+# private runtime directory. Every daemon this script causes is stopped by PID
+# and the directory removed on exit.
+#
+# usage: shim_utils_test.sh SHIM_DIR URNICD ABI_SYMBOLS_FILE
+set -uo pipefail
+shim_dir=$1
+urnicd=$2
+abi_file=$3
+
+fails=0
+checks=0
+pass() { checks=$((checks + 1)); printf 'ok   %s\n' "$*"; }
+fail() { checks=$((checks + 1)); fails=$((fails + 1)); printf 'FAIL %s\n' "$*"; }
+check() { local what=$1; shift; if "$@"; then pass "$what"; else fail "$what"; fi; }
+
+rt=$(mktemp -d /tmp/urnic-acceptance.XXXXXX)
+export URNIC_RUNTIME_DIR=$rt
+export URNIC_DAEMON=$urnicd
+export LD_LIBRARY_PATH=$shim_dir
+unset LD_PRELOAD
+# A sanitizer build of the shim needs its runtime loaded first into the
+# (uninstrumented) Debian programs; their own leaks are not ours to judge.
+asan_rt=$(ldd "$shim_dir/libibverbs.so.1" | awk '/libasan|libclang_rt\.asan/ {print $3; exit}')
+if [[ -n $asan_rt ]]; then
+  run_env=(env "LD_PRELOAD=$asan_rt" "ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0")
+else
+  run_env=(env)
+fi
+
+daemon_pid() { [[ -s $rt/urnicd.pid ]] && tr -dc '0-9' < "$rt/urnicd.pid"; }
+alive() { [[ -n ${1:-} ]] && kill -0 "$1" 2>/dev/null; }
+# urnicd processes serving our runtime directory (scan /proc, match exactly).
+count_daemons() {
+  local n=0 p
+  for p in /proc/[0-9]*; do
+    local cmd
+    cmd=$( { tr '\0' ' ' < "$p/cmdline"; } 2>/dev/null) || continue
+    [[ $cmd == "$urnicd --runtime-dir $rt " ]] && n=$((n + 1))
+  done
+  echo "$n"
+}
+stop_daemon() {
+  local pid
+  pid=$(daemon_pid) || true
+  if alive "$pid"; then
+    kill -TERM "$pid"
+    for _ in $(seq 100); do alive "$pid" || break; sleep 0.05; done
+  fi
+}
+cleanup() { stop_daemon; rm -rf "$rt"; }
+trap cleanup EXIT
+
+# --- the exported ABI: every symbol at its version node, nothing else ----------
+exported=$(objdump -T "$shim_dir/libibverbs.so.1" | awk 'NF >= 2 && $(NF-1) ~ /^IBVERBS/ && $0 !~ /UND/ && $(NF-1) != $NF {print $NF, $(NF-1)}' | sort)
+wanted=$(awk 'NF >= 2 {print $1, $2}' "$abi_file" | sort)
+check "shim exports exactly the $(wc -l <<< "$wanted") versioned symbols of rdma-core 44" [ "$exported" == "$wanted" ]
+others=$(objdump -T "$shim_dir/libibverbs.so.1" | awk '$2 == "g" && $0 !~ /UND/ && $0 !~ /IBVERBS/' | wc -l)
+check "shim exports no unversioned symbol" [ "$others" -eq 0 ]
+check "verbs_allow_disassociate_destroy is a data object" \
+  bash -c "objdump -T '$shim_dir/libibverbs.so.1' | grep -q 'DO .bss.*verbs_allow_disassociate_destroy'"
+check "shim does not pull in the real libibverbs" \
+  bash -c "! readelf -d '$shim_dir/libibverbs.so.1' | grep -q 'NEEDED.*libibverbs'"
+
+# --- zero configuration: the first program starts the daemon -----------------
+out=$("${run_env[@]}" timeout 30 ibv_devices 2>&1); rc=$?
+check "ibv_devices exits 0" [ "$rc" -eq 0 ]
+check "ibv_devices lists urnic0" grep -q 'urnic0' <<< "$out"
+pid=$(daemon_pid)
+check "a daemon was auto-started (pid ${pid:-none})" alive "$pid"
+check "the daemon socket exists" [ -S "$rt/urnicd.sock" ]
+
+out=$("${run_env[@]}" timeout 30 ibv_devinfo -v 2>&1); rc=$?
+check "ibv_devinfo -v exits 0" [ "$rc" -eq 0 ]
+for pat in 'hca_id:.urnic0' 'transport:.*InfiniBand \(0\)' 'state:.*PORT_ACTIVE \(4\)' \
+           'link_layer:.*Ethernet' 'GID\[  0\]:.*fe80::.*RoCE v2' 'GID\[  1\]:.*::ffff:127\.0\.0\.1, RoCE v2' \
+           'atomic_cap:.*ATOMIC_HCA' 'max_qp:' 'active_mtu:.*1024'; do
+  check "ibv_devinfo -v shows /$pat/" grep -Eq "$pat" <<< "$out"
+done
+check "the same daemon served the second program" [ "$(daemon_pid)" == "$pid" ]
+
+# --- an idle daemon sleeps -----------------------------------------------------
+ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+t0=$(ticks "$pid"); sleep 1; t1=$(ticks "$pid")
+check "idle daemon used $((t1 - t0)) clock ticks in 1 s (< 3)" [ $((t1 - t0)) -lt 3 ]
+
+# --- every RDMA program starts (BIND_NOW: no symbol lookup error) -------------
+for b in ibv_devices ibv_devinfo ibv_rc_pingpong ibv_uc_pingpong ibv_ud_pingpong ibv_srq_pingpong \
+         ibv_xsrq_pingpong ibv_asyncwatch ib_send_bw ib_send_lat ib_write_bw ib_write_lat \
+         ib_read_bw ib_read_lat ib_atomic_bw ib_atomic_lat; do
+  command -v "$b" >/dev/null || { fail "$b not installed"; continue; }
+  out=$("${run_env[@]}" timeout 10 "$b" -h 2>&1)
+  check "$b starts without a symbol lookup error" \
+    bash -c "! grep -Eq 'symbol lookup error|undefined symbol|error while loading' <<< \"\$1\"" _ "$out"
+done
+
+# --- two programs starting at once start exactly one daemon -------------------
+stop_daemon
+check "the daemon stopped on SIGTERM" bash -c "! kill -0 $pid 2>/dev/null"
+check "the daemon removed its socket" [ ! -e "$rt/urnicd.sock" ]
+: > "$rt/urnicd.log"
+"${run_env[@]}" timeout 30 ibv_devices > "$rt/a.out" 2>&1 & a=$!
+"${run_env[@]}" timeout 30 ibv_devinfo > "$rt/b.out" 2>&1 & b=$!
+wait "$a"; ra=$?; wait "$b"; rb=$?
+check "concurrent ibv_devices and ibv_devinfo exit 0 ($ra, $rb)" [ "$ra" -eq 0 -a "$rb" -eq 0 ]
+check "both saw urnic0" bash -c "grep -q urnic0 '$rt/a.out' && grep -q urnic0 '$rt/b.out'"
+check "exactly one daemon runs for the directory" [ "$(count_daemons)" -eq 1 ]
+check "exactly one daemon was started" [ "$(grep -c 'listening on' "$rt/urnicd.log")" -eq 1 ]
+
+# --- urnicd as a foreground service: signals, exit status, one per directory --
+stop_daemon
+"$urnicd" --runtime-dir "$rt" 2> "$rt/fg.log" & fg=$!
+for _ in $(seq 100); do [[ -S $rt/urnicd.sock ]] && break; sleep 0.05; done
+"$urnicd" --runtime-dir "$rt" 2>/dev/null; second=$?
+check "a second urnicd for the same directory exits 3" [ "$second" -eq 3 ]
+"$urnicd" --status --runtime-dir "$rt" > "$rt/status.out"; st=$?
+check "urnicd --status exits 0 and lists urnic0" bash -c "[ $st -eq 0 ] && grep -q urnic0 '$rt/status.out'"
+kill -INT "$fg"; wait "$fg"; fgrc=$?
+check "urnicd stops on SIGINT with exit status 0" [ "$fgrc" -eq 0 ]
+"$urnicd" --status --runtime-dir "$rt" > /dev/null; st=$?
+check "urnicd --status exits 3 when no daemon runs" [ "$st" -eq 3 ]
+echo '{"devices": [{"name": "urnic0", "mtu": 999}]}' > "$rt/bad.json"
+"$urnicd" --runtime-dir "$rt" --config "$rt/bad.json" 2>/dev/null; badrc=$?
+check "a bad config exits 1" [ "$badrc" -eq 1 ]
+
+echo "$((checks - fails))/$checks checks passed"
+[ "$fails" -eq 0 ]

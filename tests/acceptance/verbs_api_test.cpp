@@ -1,0 +1,447 @@
+// The verbs API through the drop-in libibverbs.so.1 (this executable links
+// the shim, not rdma-core's library) against a urnicd it auto-starts in a
+// private runtime directory: queries, size rules, and the errno a hardware
+// provider gives for each kind of bad input.
+#include <catch2/catch.hpp>
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <infiniband/verbs.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+// Private runtime directory for the whole run; the daemon the first test
+// starts is stopped by PID at exit.
+struct RuntimeDir {
+  std::string dir;
+  RuntimeDir() {
+    char tmpl[] = "/tmp/urnic-verbs-api.XXXXXX";
+    dir = ::mkdtemp(tmpl);
+    ::setenv("URNIC_RUNTIME_DIR", dir.c_str(), 1);
+  }
+  ~RuntimeDir() {
+    std::ifstream pidf(dir + "/urnicd.pid");
+    pid_t pid = 0;
+    if (pidf >> pid && pid > 0 && ::kill(pid, SIGTERM) == 0) {
+      for (int i = 0; i < 200 && ::kill(pid, 0) == 0; ++i) ::usleep(10000);
+    }
+    std::system(("rm -rf '" + dir + "'").c_str());
+  }
+};
+RuntimeDir g_runtime;
+
+struct Ctx {
+  ibv_device** list = nullptr;
+  ibv_context* ctx = nullptr;
+  ibv_pd* pd = nullptr;
+  Ctx() {
+    int n = 0;
+    list = ibv_get_device_list(&n);
+    REQUIRE(list != nullptr);
+    REQUIRE(n == 1);
+    ctx = ibv_open_device(list[0]);
+    REQUIRE(ctx != nullptr);
+    pd = ibv_alloc_pd(ctx);
+    REQUIRE(pd != nullptr);
+  }
+  ~Ctx() {
+    ibv_dealloc_pd(pd);
+    ibv_close_device(ctx);
+    ibv_free_device_list(list);
+  }
+};
+
+// ibv_reg_mr is a macro that combines `access` with an enumerator of another
+// enum type; passing an int keeps clang's -Wdeprecated-enum-enum-conversion quiet.
+ibv_mr* reg(ibv_pd* pd, void* addr, std::size_t len, int access) { return ibv_reg_mr(pd, addr, len, access); }
+
+bool readable(int fd) {
+  pollfd p{fd, POLLIN, 0};
+  return ::poll(&p, 1, 0) == 1 && (p.revents & POLLIN) != 0;
+}
+
+}  // namespace
+
+TEST_CASE("discovery finds urnic0 and the device queries are consistent", "[shim]") {
+  Ctx c;
+  CHECK(std::string(ibv_get_device_name(c.list[0])) == "urnic0");
+  CHECK(ibv_get_device_guid(c.list[0]) != 0);
+  CHECK(ibv_get_device_index(c.list[0]) == 0);
+  CHECK(c.list[0]->transport_type == IBV_TRANSPORT_IB);
+
+  ibv_device_attr attr{};
+  REQUIRE(ibv_query_device(c.ctx, &attr) == 0);
+  CHECK(attr.phys_port_cnt == 1);
+  CHECK(attr.atomic_cap == IBV_ATOMIC_HCA);
+  CHECK(attr.node_guid == ibv_get_device_guid(c.list[0]));
+
+  ibv_device_attr_ex ex{};
+  REQUIRE(ibv_query_device_ex(c.ctx, nullptr, &ex) == 0);
+  CHECK(ex.phys_port_cnt_ex == ex.orig_attr.phys_port_cnt);
+  CHECK(ex.orig_attr.max_qp == attr.max_qp);
+  ibv_query_device_ex_input in{};
+  in.comp_mask = 1;
+  CHECK(ibv_query_device_ex(c.ctx, &in, &ex) == EINVAL);
+
+  ibv_port_attr port{};
+  REQUIRE(ibv_query_port(c.ctx, 1, &port) == 0);
+  CHECK(port.state == IBV_PORT_ACTIVE);
+  CHECK(port.link_layer == IBV_LINK_LAYER_ETHERNET);
+  CHECK(port.gid_tbl_len >= 2);
+  CHECK(ibv_query_port(c.ctx, 2, &port) != 0);
+}
+
+TEST_CASE("query_port never writes past the caller's size", "[shim]") {
+  Ctx c;
+  // The IBVERBS_1.1 entry point gets the old, shorter struct.
+  unsigned char buf[sizeof(ibv_port_attr) + 16];
+  std::memset(buf, 0xaa, sizeof buf);
+  REQUIRE((ibv_query_port)(c.ctx, 1, static_cast<_compat_ibv_port_attr*>(static_cast<void*>(buf))) == 0);
+  const std::size_t compat = offsetof(ibv_port_attr, link_layer) + 1;
+  CHECK(buf[compat] == 0xaa);
+  CHECK(buf[sizeof buf - 1] == 0xaa);
+  CHECK(buf[offsetof(ibv_port_attr, link_layer)] == IBV_LINK_LAYER_ETHERNET);
+  // The extended op with a short size writes exactly that much.
+  std::memset(buf, 0xaa, sizeof buf);
+  verbs_context* v = verbs_get_ctx(c.ctx);
+  REQUIRE(v != nullptr);
+  REQUIRE(v->query_port != nullptr);
+  REQUIRE(v->query_port(c.ctx, 1, static_cast<ibv_port_attr*>(static_cast<void*>(buf)), 8) == 0);
+  CHECK(buf[8] == 0xaa);
+  CHECK(buf[0] == IBV_PORT_ACTIVE);
+}
+
+TEST_CASE("GID and P_Key tables behave as the kernel's", "[shim]") {
+  Ctx c;
+  ibv_gid gid{};
+  REQUIRE(ibv_query_gid(c.ctx, 1, 0, &gid) == 0);
+  CHECK(gid.raw[0] == 0xfe);
+  CHECK(gid.raw[1] == 0x80);
+  REQUIRE(ibv_query_gid(c.ctx, 1, 1, &gid) == 0);
+  const unsigned char v4[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 1};
+  CHECK(std::memcmp(gid.raw, v4, 16) == 0);
+  // An empty slot reads as zero; past the table is an error.
+  REQUIRE(ibv_query_gid(c.ctx, 1, 5, &gid) == 0);
+  CHECK(std::memcmp(gid.raw, std::vector<unsigned char>(16, 0).data(), 16) == 0);
+  CHECK(ibv_query_gid(c.ctx, 1, 1000, &gid) != 0);
+
+  ibv_gid_entry e{};
+  REQUIRE(ibv_query_gid_ex(c.ctx, 1, 1, &e, 0) == 0);
+  CHECK(e.gid_type == IBV_GID_TYPE_ROCE_V2);
+  CHECK(e.gid_index == 1);
+  CHECK(ibv_query_gid_ex(c.ctx, 1, 5, &e, 0) == ENODATA);
+  CHECK(ibv_query_gid_ex(c.ctx, 1, 1, &e, 1) == EINVAL);
+  ibv_gid_entry table[8]{};
+  CHECK(ibv_query_gid_table(c.ctx, table, 8, 0) == 2);
+  CHECK(ibv_query_gid_table(c.ctx, table, 1, 0) < 0);  // too small
+
+  __be16 pkey = 0;
+  REQUIRE(ibv_query_pkey(c.ctx, 1, 0, &pkey) == 0);
+  CHECK(pkey == htobe16(0xffff));
+  CHECK(ibv_query_pkey(c.ctx, 1, 1, &pkey) != 0);  // past the end fails
+  CHECK(ibv_get_pkey_index(c.ctx, 1, htobe16(0xffff)) == 0);
+  CHECK(ibv_get_pkey_index(c.ctx, 1, htobe16(0x1234)) < 0);
+}
+
+TEST_CASE("async event fd is a real pollable descriptor", "[shim]") {
+  Ctx c;
+  CHECK(::fcntl(c.ctx->async_fd, F_GETFD) >= 0);
+  CHECK_FALSE(readable(c.ctx->async_fd));
+  REQUIRE(::fcntl(c.ctx->async_fd, F_SETFL, O_NONBLOCK) == 0);
+  ibv_async_event ev{};
+  errno = 0;
+  CHECK(ibv_get_async_event(c.ctx, &ev) == -1);
+  CHECK(errno == EAGAIN);
+}
+
+TEST_CASE("memory registration: EFAULT for unmapped or read-only, EINVAL for bad access", "[shim]") {
+  Ctx c;
+  const long page = ::sysconf(_SC_PAGESIZE);
+  std::vector<char> heap(100000);
+  ibv_mr* mr = reg(c.pd, heap.data(), heap.size(), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  REQUIRE(mr != nullptr);
+  CHECK(mr->lkey != 0);
+  CHECK(mr->addr == heap.data());
+  CHECK(mr->length == heap.size());
+
+  void* hole = ::mmap(nullptr, static_cast<std::size_t>(page), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(hole != MAP_FAILED);
+  ::munmap(hole, static_cast<std::size_t>(page));
+  errno = 0;
+  CHECK(reg(c.pd, hole, static_cast<std::size_t>(page), IBV_ACCESS_LOCAL_WRITE) == nullptr);
+  CHECK(errno == EFAULT);
+
+  void* ro = ::mmap(nullptr, static_cast<std::size_t>(page), PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(ro != MAP_FAILED);
+  errno = 0;
+  CHECK(reg(c.pd, ro, static_cast<std::size_t>(page), IBV_ACCESS_LOCAL_WRITE) == nullptr);
+  CHECK(errno == EFAULT);
+  ibv_mr* ro_mr = reg(c.pd, ro, static_cast<std::size_t>(page), IBV_ACCESS_REMOTE_READ);
+  CHECK(ro_mr != nullptr);
+  if (ro_mr != nullptr) CHECK(ibv_dereg_mr(ro_mr) == 0);
+  ::munmap(ro, static_cast<std::size_t>(page));
+
+  errno = 0;
+  CHECK(reg(c.pd, heap.data(), heap.size(), IBV_ACCESS_REMOTE_WRITE) == nullptr);
+  CHECK(errno == EINVAL);
+
+  CHECK(ibv_dealloc_pd(c.pd) == EBUSY);
+  CHECK(ibv_dereg_mr(mr) == 0);
+}
+
+TEST_CASE("CQs and completion channels", "[shim]") {
+  Ctx c;
+  ibv_device_attr attr{};
+  REQUIRE(ibv_query_device(c.ctx, &attr) == 0);
+  errno = 0;
+  CHECK(ibv_create_cq(c.ctx, 0, nullptr, nullptr, 0) == nullptr);
+  CHECK(errno == EINVAL);
+  errno = 0;
+  CHECK(ibv_create_cq(c.ctx, attr.max_cqe + 1, nullptr, nullptr, 0) == nullptr);
+  CHECK(errno == EINVAL);
+  errno = 0;
+  CHECK(ibv_create_cq(c.ctx, 16, nullptr, nullptr, c.ctx->num_comp_vectors) == nullptr);
+  CHECK(errno == EINVAL);
+
+  ibv_comp_channel* ch = ibv_create_comp_channel(c.ctx);
+  REQUIRE(ch != nullptr);
+  CHECK(::fcntl(ch->fd, F_GETFD) >= 0);
+  int tag = 0;
+  ibv_cq* cq = ibv_create_cq(c.ctx, 100, &tag, ch, 0);
+  REQUIRE(cq != nullptr);
+  CHECK(cq->cqe >= 100);
+  CHECK(cq->cq_context == &tag);
+  CHECK(ibv_req_notify_cq(cq, 0) == 0);
+  CHECK(ibv_req_notify_cq(cq, 1) == 0);
+  ibv_wc wc[4];
+  CHECK(ibv_poll_cq(cq, 4, wc) == 0);
+  CHECK_FALSE(readable(ch->fd));
+  CHECK(ibv_destroy_comp_channel(ch) == EBUSY);
+  CHECK(ibv_destroy_cq(cq) == 0);
+  CHECK(ibv_destroy_comp_channel(ch) == 0);
+}
+
+TEST_CASE("RC QP: state machine, posting rules, queue overflow", "[shim]") {
+  Ctx c;
+  ibv_cq* cq = ibv_create_cq(c.ctx, 64, nullptr, nullptr, 0);
+  REQUIRE(cq != nullptr);
+  ibv_qp_init_attr init{};
+  init.send_cq = cq;
+  init.recv_cq = cq;
+  init.qp_type = IBV_QPT_RC;
+  init.cap = ibv_qp_cap{8, 8, 2, 2, 64};
+  ibv_qp* qp = ibv_create_qp(c.pd, &init);
+  REQUIRE(qp != nullptr);
+  CHECK(qp->qp_num >= 17);
+  CHECK(qp->state == IBV_QPS_RESET);
+  CHECK(init.cap.max_send_wr >= 8);
+  const std::uint32_t sq_cap = init.cap.max_send_wr, rq_cap = init.cap.max_recv_wr;
+
+  std::vector<char> buf(4096);
+  ibv_mr* mr = reg(c.pd, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE);
+  REQUIRE(mr != nullptr);
+  ibv_sge sge{reinterpret_cast<std::uintptr_t>(buf.data()), 64, mr->lkey};
+  ibv_send_wr swr{};
+  swr.sg_list = &sge;
+  swr.num_sge = 1;
+  swr.opcode = IBV_WR_SEND;
+  ibv_send_wr* bad = nullptr;
+  ibv_recv_wr rwr{};
+  rwr.sg_list = &sge;
+  rwr.num_sge = 1;
+  ibv_recv_wr* rbad = nullptr;
+
+  // Reset: nothing may be posted (IBA 10.3.1).
+  CHECK(ibv_post_send(qp, &swr, &bad) == EINVAL);
+  CHECK(bad == &swr);
+  CHECK(ibv_post_recv(qp, &rwr, &rbad) == EINVAL);
+
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_INIT;
+  a.port_num = 1;
+  a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
+  CHECK(ibv_modify_qp(qp, &a, IBV_QP_STATE) == EINVAL);  // required attributes missing
+  REQUIRE(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) == 0);
+  CHECK(qp->state == IBV_QPS_INIT);
+
+  // Init: receives may be posted, until the queue is full (ENOMEM).
+  for (std::uint32_t i = 0; i < rq_cap; ++i) REQUIRE(ibv_post_recv(qp, &rwr, &rbad) == 0);
+  CHECK(ibv_post_recv(qp, &rwr, &rbad) == ENOMEM);
+  CHECK(ibv_post_send(qp, &swr, &bad) == EINVAL);  // still not RTS
+
+  a = ibv_qp_attr{};
+  a.qp_state = IBV_QPS_RTR;
+  a.path_mtu = IBV_MTU_1024;
+  a.dest_qp_num = qp->qp_num;
+  a.rq_psn = 1;
+  a.max_dest_rd_atomic = 1;
+  a.min_rnr_timer = 12;
+  a.ah_attr.is_global = 1;
+  a.ah_attr.grh.sgid_index = 1;
+  a.ah_attr.grh.hop_limit = 1;
+  a.ah_attr.port_num = 1;
+  REQUIRE(ibv_query_gid(c.ctx, 1, 1, &a.ah_attr.grh.dgid) == 0);
+  REQUIRE(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                                    IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) == 0);
+  a = ibv_qp_attr{};
+  a.qp_state = IBV_QPS_RTS;
+  a.sq_psn = 1;
+  a.timeout = 14;
+  a.retry_cnt = 7;
+  a.rnr_retry = 7;
+  a.max_rd_atomic = 1;
+  REQUIRE(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                                    IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC) == 0);
+  ibv_qp_attr q{};
+  ibv_qp_init_attr qi{};
+  REQUIRE(ibv_query_qp(qp, &q, IBV_QP_STATE, &qi) == 0);
+  CHECK(q.qp_state == IBV_QPS_RTS);
+  CHECK(q.path_mtu == IBV_MTU_1024);
+  CHECK(qi.cap.max_send_wr == sq_cap);
+
+  // Bad work requests: too many SGEs, inline too long, bad opcode.
+  ibv_sge many[3] = {sge, sge, sge};
+  swr.sg_list = many;
+  swr.num_sge = 3;
+  CHECK(ibv_post_send(qp, &swr, &bad) == EINVAL);
+  swr.sg_list = &sge;
+  swr.num_sge = 1;
+  swr.send_flags = IBV_SEND_INLINE;
+  sge.length = 1000;
+  CHECK(ibv_post_send(qp, &swr, &bad) == EINVAL);
+  sge.length = 64;
+  swr.send_flags = 0;
+  swr.opcode = IBV_WR_BIND_MW;
+  CHECK(ibv_post_send(qp, &swr, &bad) == EINVAL);
+  swr.opcode = IBV_WR_SEND;
+
+  // The send queue takes exactly its capacity; a chain stops at the first
+  // WR that does not fit and reports it in bad_wr.
+  std::vector<ibv_send_wr> chain(sq_cap + 2, swr);
+  for (std::size_t i = 0; i + 1 < chain.size(); ++i) chain[i].next = &chain[i + 1];
+  chain.back().next = nullptr;
+  CHECK(ibv_post_send(qp, chain.data(), &bad) == ENOMEM);
+  CHECK(bad == &chain[sq_cap]);
+
+  CHECK(ibv_destroy_cq(cq) == EBUSY);
+  CHECK(ibv_destroy_qp(qp) == 0);
+  CHECK(ibv_dereg_mr(mr) == 0);
+  CHECK(ibv_destroy_cq(cq) == 0);
+}
+
+TEST_CASE("UD QP, address handles and SRQ", "[shim]") {
+  Ctx c;
+  ibv_ah_attr ah{};
+  ah.port_num = 1;
+  errno = 0;
+  CHECK(ibv_create_ah(c.pd, &ah) == nullptr);  // RoCE: GRH required
+  CHECK(errno == EINVAL);
+  ah.is_global = 1;
+  ah.grh.sgid_index = 1;
+  ah.grh.hop_limit = 64;
+  ibv_ah* h = ibv_create_ah(c.pd, &ah);
+  REQUIRE(h != nullptr);
+
+  ibv_srq_init_attr sinit{};
+  sinit.attr.max_wr = 10;
+  sinit.attr.max_sge = 1;
+  ibv_srq* srq = ibv_create_srq(c.pd, &sinit);
+  REQUIRE(srq != nullptr);
+  CHECK(sinit.attr.max_wr >= 10);
+  std::vector<char> buf(256);
+  ibv_mr* mr = reg(c.pd, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE);
+  REQUIRE(mr != nullptr);
+  ibv_sge sge{reinterpret_cast<std::uintptr_t>(buf.data()), 64, mr->lkey};
+  ibv_recv_wr rwr{};
+  rwr.sg_list = &sge;
+  rwr.num_sge = 1;
+  ibv_recv_wr* rbad = nullptr;
+  for (std::uint32_t i = 0; i < sinit.attr.max_wr; ++i) REQUIRE(ibv_post_srq_recv(srq, &rwr, &rbad) == 0);
+  CHECK(ibv_post_srq_recv(srq, &rwr, &rbad) == ENOMEM);
+  ibv_srq_attr sa{};
+  sa.srq_limit = 4;
+  CHECK(ibv_modify_srq(srq, &sa, IBV_SRQ_LIMIT) == 0);
+  sa.max_wr = 1000;
+  CHECK(ibv_modify_srq(srq, &sa, IBV_SRQ_MAX_WR) == EINVAL);  // no SRQ resize
+  REQUIRE(ibv_query_srq(srq, &sa) == 0);
+  CHECK(sa.srq_limit == 4);
+
+  ibv_cq* cq = ibv_create_cq(c.ctx, 16, nullptr, nullptr, 0);
+  REQUIRE(cq != nullptr);
+  ibv_qp_init_attr init{};
+  init.send_cq = cq;
+  init.recv_cq = cq;
+  init.srq = srq;
+  init.qp_type = IBV_QPT_UD;
+  init.cap = ibv_qp_cap{4, 0, 1, 0, 0};
+  ibv_qp* qp = ibv_create_qp(c.pd, &init);
+  REQUIRE(qp != nullptr);
+  ibv_recv_wr* rb = nullptr;
+  CHECK(ibv_post_recv(qp, &rwr, &rb) == EINVAL);  // the QP receives through its SRQ
+  CHECK(ibv_destroy_srq(srq) == EBUSY);
+  CHECK(ibv_destroy_qp(qp) == 0);
+  CHECK(ibv_destroy_srq(srq) == 0);
+  CHECK(ibv_destroy_ah(h) == 0);
+  CHECK(ibv_destroy_cq(cq) == 0);
+  CHECK(ibv_dereg_mr(mr) == 0);
+}
+
+TEST_CASE("unsupported verbs fail with a provider's errno, never silently", "[shim]") {
+  Ctx c;
+  errno = 0;
+  CHECK(ibv_alloc_mw(c.pd, IBV_MW_TYPE_1) == nullptr);
+  CHECK(errno == EOPNOTSUPP);
+  ibv_cq_init_attr_ex cqx{};
+  cqx.cqe = 4;
+  errno = 0;
+  CHECK(ibv_create_cq_ex(c.ctx, &cqx) == nullptr);
+  CHECK(errno == EOPNOTSUPP);
+  errno = 0;
+  CHECK(ibv_reg_dmabuf_mr(c.pd, 0, 4096, 0, -1, 0) == nullptr);
+  CHECK(errno == EOPNOTSUPP);
+  CHECK(ibv_is_fork_initialized() == IBV_FORK_UNNEEDED);
+}
+
+TEST_CASE("string and rate helpers match the system libibverbs", "[shim]") {
+  void* real = ::dlopen("/usr/lib/x86_64-linux-gnu/libibverbs.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (real == nullptr) {
+    WARN("system libibverbs not available: " << ::dlerror());
+    return;
+  }
+  using StrFn = const char* (*)(int);
+  using IntFn = int (*)(int);
+  auto sym = [&](const char* name) { return ::dlsym(real, name); };
+  const StrFn rwc = reinterpret_cast<StrFn>(sym("ibv_wc_status_str"));
+  const StrFn rev = reinterpret_cast<StrFn>(sym("ibv_event_type_str"));
+  const StrFn rnode = reinterpret_cast<StrFn>(sym("ibv_node_type_str"));
+  const StrFn rport = reinterpret_cast<StrFn>(sym("ibv_port_state_str"));
+  const IntFn rmult = reinterpret_cast<IntFn>(sym("ibv_rate_to_mult"));
+  const IntFn rmbps = reinterpret_cast<IntFn>(sym("ibv_rate_to_mbps"));
+  const IntFn rm2r = reinterpret_cast<IntFn>(sym("mult_to_ibv_rate"));
+  const IntFn rb2r = reinterpret_cast<IntFn>(sym("mbps_to_ibv_rate"));
+  REQUIRE(rwc != nullptr);
+  for (int i = -1; i < 30; ++i) {
+    CHECK(std::string(ibv_wc_status_str(static_cast<ibv_wc_status>(i))) == rwc(i));
+    CHECK(std::string(ibv_event_type_str(static_cast<ibv_event_type>(i))) == rev(i));
+    CHECK(std::string(ibv_node_type_str(static_cast<ibv_node_type>(i))) == rnode(i));
+    CHECK(std::string(ibv_port_state_str(static_cast<ibv_port_state>(i))) == rport(i));
+    CHECK(ibv_rate_to_mult(static_cast<ibv_rate>(i)) == rmult(i));
+    CHECK(ibv_rate_to_mbps(static_cast<ibv_rate>(i)) == rmbps(i));
+  }
+  for (int m : {0, 1, 2, 4, 8, 11, 12, 16, 20, 24, 32, 48, 160, 240, 320, 480, 3, 1000})
+    CHECK(static_cast<int>(mult_to_ibv_rate(m)) == rm2r(m));
+  for (int b : {0, 2500, 5000, 10000, 14062, 25781, 28125, 53125, 103125, 1275000, 1234})
+    CHECK(static_cast<int>(mbps_to_ibv_rate(b)) == rb2r(b));
+  ::dlclose(real);
+}

@@ -1,0 +1,196 @@
+// Connecting to urnicd, and starting it when nobody serves the runtime
+// directory yet ("zero configuration": the first RDMA program starts the NIC).
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "engine/hostif.hpp"
+#include "verbs_shim/shim.hpp"
+
+extern char** environ;
+
+namespace urnic::shim {
+
+namespace {
+
+constexpr int kStartTimeoutMs = 10000;
+
+int connect_socket(const std::string& path) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.size() >= sizeof addr.sun_path) return -ENAMETOOLONG;
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  const int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -errno;
+  if (::connect(fd, static_cast<sockaddr*>(static_cast<void*>(&addr)), sizeof addr) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return -err;
+  }
+  return fd;
+}
+
+bool is_executable(const std::string& p) {
+  struct stat st{};
+  return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(p.c_str(), X_OK) == 0;
+}
+
+// $URNIC_DAEMON, else urnicd next to this library (installed layouts and the
+// build tree, where the shim is in verbs_shim/ and the daemon in engine/).
+std::string find_daemon() {
+  if (const char* d = std::getenv("URNIC_DAEMON"); d != nullptr && d[0] != '\0') return d;
+  static const int anchor = 0;  // any object inside this library
+  Dl_info info{};
+  if (::dladdr(&anchor, &info) == 0 || info.dli_fname == nullptr)
+    return {};
+  char resolved[PATH_MAX];
+  if (::realpath(info.dli_fname, resolved) == nullptr) return {};
+  std::string dir = resolved;
+  dir = dir.substr(0, dir.rfind('/'));
+  for (const char* rel : {"/urnicd", "/../engine/urnicd", "/../bin/urnicd", "/../../bin/urnicd",
+                          "/../libexec/urnicd", "/../../libexec/urnicd"}) {
+    const std::string p = dir + rel;
+    if (is_executable(p)) return p;
+  }
+  return {};
+}
+
+void sleep_ms(long ms) {
+  timespec ts{ms / 1000, (ms % 1000) * 1000000L};
+  while (::nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
+// Start urnicd detached from the application (double fork + setsid, so it is
+// neither our child nor in our session). Only async-signal-safe calls run
+// between fork and exec: everything is prepared before.
+int spawn_daemon(const std::string& daemon, const std::string& dir) {
+  const std::string log = engine::log_path(dir);
+  std::string arg0 = daemon, arg1 = "--runtime-dir", arg2 = dir;
+  char* argv[] = {arg0.data(), arg1.data(), arg2.data(), nullptr};
+  const pid_t child = ::fork();
+  if (child < 0) return errno;
+  if (child == 0) {
+    ::setsid();
+    const pid_t grandchild = ::fork();
+    if (grandchild != 0) ::_exit(grandchild < 0 ? 1 : 0);
+    const int null_fd = ::open("/dev/null", O_RDONLY);
+    const int log_fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+    if (null_fd >= 0) ::dup2(null_fd, 0);
+    if (log_fd >= 0) {
+      ::dup2(log_fd, 1);
+      ::dup2(log_fd, 2);
+    }
+    ::execve(argv[0], argv, environ);
+    ::_exit(127);
+  }
+  int status = 0;
+  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  return 0;
+}
+
+// A connected socket to the daemon, starting one if needed. Two programs
+// starting at once serialize on start.lock, so only one starts a daemon; the
+// daemon itself also refuses to run twice (it flocks urnicd.pid).
+int connect_daemon() {
+  const std::string dir = engine::runtime_dir();
+  const std::string sock = engine::socket_path(dir);
+  int fd = connect_socket(sock);
+  if (fd >= 0) return fd;
+  if (const char* no = std::getenv("URNIC_NO_AUTOSTART"); no != nullptr && no[0] == '1') return fd;
+  if (const int err = engine::make_runtime_dir(dir); err != 0) return -err;
+  const int lock_fd = ::open(engine::start_lock_path(dir).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (lock_fd < 0) return -errno;
+  while (::flock(lock_fd, LOCK_EX) != 0 && errno == EINTR) {
+  }
+  fd = connect_socket(sock);
+  if (fd < 0) {
+    const std::string daemon = find_daemon();
+    if (daemon.empty()) {
+      std::fprintf(stderr, "urnic: no urnicd found (set URNIC_DAEMON)\n");
+      fd = -ENOENT;
+    } else if (const int err = spawn_daemon(daemon, dir); err != 0) {
+      fd = -err;
+    } else {
+      debug_log("started %s for %s", daemon.c_str(), dir.c_str());
+      for (int waited = 0; waited < kStartTimeoutMs; waited += 10) {
+        fd = connect_socket(sock);
+        if (fd >= 0) break;
+        sleep_ms(10);
+      }
+      if (fd < 0)
+        std::fprintf(stderr, "urnic: urnicd did not come up (see %s)\n",
+                     engine::log_path(dir).c_str());
+    }
+  }
+  ::flock(lock_fd, LOCK_UN);
+  ::close(lock_fd);
+  return fd;
+}
+
+}  // namespace
+
+void debug_log(const char* fmt, ...) {
+  static const bool on = std::getenv("URNIC_DEBUG") != nullptr;
+  if (!on) return;
+  va_list ap;
+  va_start(ap, fmt);
+  std::fputs("urnic: ", stderr);
+  std::vfprintf(stderr, fmt, ap);
+  std::fputc('\n', stderr);
+  va_end(ap);
+}
+
+std::unique_ptr<CtlClient> CtlClient::open(int& err) {
+  const int fd = connect_daemon();
+  if (fd < 0) {
+    err = -fd;
+    return nullptr;
+  }
+  std::unique_ptr<CtlClient> c(new CtlClient(fd));
+  ctl::HelloRep rep{};
+  err = c->call(ctl::HelloReq{ctl::kMagic, ctl::kVersion, 0, ctl::kCapSharedRings}, rep);
+  if (err != 0) {
+    if (err == EPROTONOSUPPORT)
+      std::fprintf(stderr, "urnic: urnicd speaks control protocol version %u, this library %u\n",
+                   rep.version, ctl::kVersion);
+    return nullptr;
+  }
+  c->daemon_pid_ = rep.daemon_pid;
+  // The daemon reads and writes registered memory with process_vm_readv/
+  // writev; under Yama ptrace_scope=1 that needs our explicit permission.
+  ::prctl(PR_SET_PTRACER, static_cast<unsigned long>(rep.daemon_pid), 0, 0, 0);
+  return c;
+}
+
+CtlClient::~CtlClient() { ::close(fd_); }
+
+int CtlClient::call_raw(std::vector<std::byte> req, std::vector<std::byte>& reply,
+                        std::vector<int>& fds) {
+  std::lock_guard lock(mu_);
+  // Stamp our sequence number into the header (offset 4, see MsgHeader).
+  const std::uint32_t seq = ++seq_;
+  std::memcpy(req.data() + offsetof(ctl::MsgHeader, seq), &seq, sizeof seq);
+  if (engine::send_message(fd_, req) != 0) return EIO;
+  if (engine::recv_message(fd_, reply, fds) != 0) return EIO;
+  const auto h = ctl::decode_header(reply);
+  if (!h || h->seq != seq || (h->flags & ctl::kFlagReply) == 0) return EIO;
+  return 0;
+}
+
+}  // namespace urnic::shim

@@ -1,0 +1,869 @@
+// Control-plane objects (PD, MR, completion channel, CQ, QP, SRQ, AH) created
+// through urnicd, and the shim side of the shared-memory data path: posting
+// writes WQE slots into the SQ/RQ/SRQ rings, polling reads CQE slots, arming
+// a CQ writes the ring's arm word. None of these makes a system call.
+#include <sys/mman.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <new>
+#include <vector>
+
+#include "verbs_shim/shim.hpp"
+
+#undef ibv_reg_mr
+#undef ibv_reg_mr_iova
+
+namespace urnic::shim {
+
+using engine::CqeSlot;
+using engine::RingControlLine;
+using engine::SpscRing;
+using engine::WqeHeader;
+using engine::WqeSge;
+
+void install_query_ops(verbs_context* vctx);
+
+namespace {
+
+struct ShimChannel {
+  ibv_comp_channel ch;
+  std::uint32_t handle;
+};
+static_assert(std::is_standard_layout_v<ShimChannel>);
+
+ShimChannel* shim_of_channel(ibv_comp_channel* c) {
+  return static_cast<ShimChannel*>(static_cast<void*>(c));
+}
+
+CtlClient& client_of(ibv_context* ctx) { return *shim_of(ctx)->client; }
+
+void* map_fd(int fd, std::size_t bytes) {
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ::close(fd);
+  return p == MAP_FAILED ? nullptr : p;
+}
+
+ctl::AhAttrs to_wire(const ibv_ah_attr& a) {
+  ctl::AhAttrs w{};
+  std::memcpy(w.dgid, a.grh.dgid.raw, 16);
+  w.flow_label = a.grh.flow_label;
+  w.sgid_index = a.grh.sgid_index;
+  w.hop_limit = a.grh.hop_limit;
+  w.traffic_class = a.grh.traffic_class;
+  w.is_global = a.is_global;
+  w.dlid = a.dlid;
+  w.sl = a.sl;
+  w.src_path_bits = a.src_path_bits;
+  w.static_rate = a.static_rate;
+  w.port_num = a.port_num;
+  return w;
+}
+
+ibv_ah_attr from_wire(const ctl::AhAttrs& w) {
+  ibv_ah_attr a{};
+  std::memcpy(a.grh.dgid.raw, w.dgid, 16);
+  a.grh.flow_label = w.flow_label;
+  a.grh.sgid_index = w.sgid_index;
+  a.grh.hop_limit = w.hop_limit;
+  a.grh.traffic_class = w.traffic_class;
+  a.is_global = w.is_global;
+  a.dlid = w.dlid;
+  a.sl = w.sl;
+  a.src_path_bits = w.src_path_bits;
+  a.static_rate = w.static_rate;
+  a.port_num = w.port_num;
+  return a;
+}
+
+ctl::QpAttrs to_wire(const ibv_qp_attr& a) {
+  ctl::QpAttrs w{};
+  w.qp_state = a.qp_state;
+  w.cur_qp_state = a.cur_qp_state;
+  w.path_mtu = a.path_mtu;
+  w.path_mig_state = a.path_mig_state;
+  w.qkey = a.qkey;
+  w.rq_psn = a.rq_psn;
+  w.sq_psn = a.sq_psn;
+  w.dest_qp_num = a.dest_qp_num;
+  w.qp_access_flags = static_cast<std::uint32_t>(a.qp_access_flags);
+  w.pkey_index = a.pkey_index;
+  w.alt_pkey_index = a.alt_pkey_index;
+  w.en_sqd_async_notify = a.en_sqd_async_notify;
+  w.sq_draining = a.sq_draining;
+  w.max_rd_atomic = a.max_rd_atomic;
+  w.max_dest_rd_atomic = a.max_dest_rd_atomic;
+  w.min_rnr_timer = a.min_rnr_timer;
+  w.port_num = a.port_num;
+  w.timeout = a.timeout;
+  w.retry_cnt = a.retry_cnt;
+  w.rnr_retry = a.rnr_retry;
+  w.alt_port_num = a.alt_port_num;
+  w.alt_timeout = a.alt_timeout;
+  w.rate_limit = a.rate_limit;
+  w.cap = ctl::QpCaps{a.cap.max_send_wr, a.cap.max_recv_wr, a.cap.max_send_sge,
+                      a.cap.max_recv_sge, a.cap.max_inline_data, 0};
+  w.ah_attr = to_wire(a.ah_attr);
+  w.alt_ah_attr = to_wire(a.alt_ah_attr);
+  return w;
+}
+
+ibv_qp_attr from_wire(const ctl::QpAttrs& w) {
+  ibv_qp_attr a{};
+  a.qp_state = static_cast<ibv_qp_state>(w.qp_state);
+  a.cur_qp_state = static_cast<ibv_qp_state>(w.cur_qp_state);
+  a.path_mtu = static_cast<ibv_mtu>(w.path_mtu);
+  a.path_mig_state = static_cast<ibv_mig_state>(w.path_mig_state);
+  a.qkey = w.qkey;
+  a.rq_psn = w.rq_psn;
+  a.sq_psn = w.sq_psn;
+  a.dest_qp_num = w.dest_qp_num;
+  a.qp_access_flags = static_cast<unsigned int>(w.qp_access_flags);
+  a.cap = ibv_qp_cap{w.cap.max_send_wr, w.cap.max_recv_wr, w.cap.max_send_sge,
+                     w.cap.max_recv_sge, w.cap.max_inline_data};
+  a.ah_attr = from_wire(w.ah_attr);
+  a.alt_ah_attr = from_wire(w.alt_ah_attr);
+  a.pkey_index = w.pkey_index;
+  a.alt_pkey_index = w.alt_pkey_index;
+  a.en_sqd_async_notify = w.en_sqd_async_notify;
+  a.sq_draining = w.sq_draining;
+  a.max_rd_atomic = w.max_rd_atomic;
+  a.max_dest_rd_atomic = w.max_dest_rd_atomic;
+  a.min_rnr_timer = w.min_rnr_timer;
+  a.port_num = w.port_num;
+  a.timeout = w.timeout;
+  a.retry_cnt = w.retry_cnt;
+  a.rnr_retry = w.rnr_retry;
+  a.alt_port_num = w.alt_port_num;
+  a.alt_timeout = w.alt_timeout;
+  a.rate_limit = w.rate_limit;
+  return a;
+}
+
+// ---------------------------------------------------------------- data path
+
+// Which send opcodes a QP type accepts (IBA 11.4.1.1 / Table 103: RDMA read
+// and atomics are RC only; UD carries sends only).
+bool opcode_valid(ibv_qp_type type, ibv_wr_opcode op) {
+  switch (op) {
+    case IBV_WR_SEND:
+    case IBV_WR_SEND_WITH_IMM: return true;
+    case IBV_WR_RDMA_WRITE:
+    case IBV_WR_RDMA_WRITE_WITH_IMM: return type == IBV_QPT_RC || type == IBV_QPT_UC;
+    case IBV_WR_RDMA_READ:
+    case IBV_WR_ATOMIC_CMP_AND_SWP:
+    case IBV_WR_ATOMIC_FETCH_AND_ADD:
+    case IBV_WR_SEND_WITH_INV: return type == IBV_QPT_RC;
+    default: return false;  // LOCAL_INV, BIND_MW, TSO, ...: not offered
+  }
+}
+
+// Write one receive WQE into the next free slot (caller checked room).
+void write_recv_wqe(SpscRing& ring, std::uint32_t k, const ibv_recv_wr& wr) {
+  std::byte* slot = ring.producer_slot(k);
+  WqeHeader h{};
+  h.wr_id = wr.wr_id;
+  h.num_sge = static_cast<std::uint32_t>(wr.num_sge);
+  std::memcpy(slot, &h, sizeof h);
+  for (int i = 0; i < wr.num_sge; ++i) {
+    const WqeSge s{wr.sg_list[i].addr, wr.sg_list[i].length, wr.sg_list[i].lkey};
+    std::memcpy(slot + sizeof h + static_cast<std::size_t>(i) * sizeof s, &s, sizeof s);
+  }
+}
+
+int op_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
+  ShimQp* q = shim_of(qp);
+  std::lock_guard lock(*q->post_mu);
+  int err = 0;
+  std::uint32_t n = 0;
+  // A QP accepts send WRs from RTS on (IBA 10.3.1: not in Reset, Init, RTR).
+  if (qp->state == IBV_QPS_RESET || qp->state == IBV_QPS_INIT || qp->state == IBV_QPS_RTR)
+    err = EINVAL;
+  std::uint32_t room = err == 0 ? q->sq.free_count() : 0;
+  for (; err == 0 && wr != nullptr; wr = wr->next, ++n) {
+    if (wr->num_sge < 0 || static_cast<std::uint32_t>(wr->num_sge) > q->caps.max_send_sge ||
+        !opcode_valid(qp->qp_type, wr->opcode)) {
+      err = EINVAL;
+      break;
+    }
+    const bool is_inline = (wr->send_flags & IBV_SEND_INLINE) != 0;
+    std::uint64_t total = 0;
+    for (int i = 0; i < wr->num_sge; ++i) total += wr->sg_list[i].length;
+    if (is_inline && total > q->caps.max_inline_data) {
+      err = EINVAL;
+      break;
+    }
+    if (qp->qp_type == IBV_QPT_UD && wr->wr.ud.ah == nullptr) {
+      err = EINVAL;
+      break;
+    }
+    if (n == room) {
+      err = ENOMEM;  // send queue full
+      break;
+    }
+    std::byte* slot = q->sq.producer_slot(n);
+    WqeHeader h{};
+    h.wr_id = wr->wr_id;
+    h.opcode = wr->opcode;
+    h.send_flags = wr->send_flags;
+    h.num_sge = is_inline ? 0 : static_cast<std::uint32_t>(wr->num_sge);
+    h.inline_len = is_inline ? static_cast<std::uint32_t>(total) : 0;
+    h.imm_data = wr->opcode == IBV_WR_SEND_WITH_INV ? wr->invalidate_rkey : wr->imm_data;
+    switch (wr->opcode) {
+      case IBV_WR_RDMA_WRITE:
+      case IBV_WR_RDMA_WRITE_WITH_IMM:
+      case IBV_WR_RDMA_READ:
+        h.remote_addr = wr->wr.rdma.remote_addr;
+        h.rkey = wr->wr.rdma.rkey;
+        break;
+      case IBV_WR_ATOMIC_CMP_AND_SWP:
+      case IBV_WR_ATOMIC_FETCH_AND_ADD:
+        h.remote_addr = wr->wr.atomic.remote_addr;
+        h.rkey = wr->wr.atomic.rkey;
+        h.compare_add = wr->wr.atomic.compare_add;
+        h.swap = wr->wr.atomic.swap;
+        break;
+      default:
+        break;
+    }
+    if (qp->qp_type == IBV_QPT_UD) {
+      h.ah_handle = wr->wr.ud.ah->handle;
+      h.remote_qpn = wr->wr.ud.remote_qpn;
+      h.remote_qkey = wr->wr.ud.remote_qkey;
+    }
+    std::memcpy(slot, &h, sizeof h);
+    std::byte* body = slot + sizeof h;
+    if (is_inline) {
+      // Inline data is copied now: the application may reuse its buffer as
+      // soon as post_send returns.
+      for (int i = 0; i < wr->num_sge; ++i) {
+        const auto src = static_cast<std::uintptr_t>(wr->sg_list[i].addr);
+        if (wr->sg_list[i].length != 0)
+          std::memcpy(body, reinterpret_cast<const void*>(src), wr->sg_list[i].length);
+        body += wr->sg_list[i].length;
+      }
+    } else {
+      for (int i = 0; i < wr->num_sge; ++i) {
+        const WqeSge s{wr->sg_list[i].addr, wr->sg_list[i].length, wr->sg_list[i].lkey};
+        std::memcpy(body + static_cast<std::size_t>(i) * sizeof s, &s, sizeof s);
+      }
+    }
+  }
+  q->sq.publish(n);
+  // TODO(data path): when the engine sleeps (ring ctl.sleeping), kick its
+  // doorbell eventfd; until the engine consumes rings, WQEs stay queued.
+  if (err != 0) *bad_wr = wr;
+  return err;
+}
+
+int op_post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
+  ShimQp* q = shim_of(qp);
+  std::lock_guard lock(*q->post_mu);
+  int err = 0;
+  std::uint32_t n = 0;
+  // Receive WRs may be posted from Init on (IBA 10.3.1.2); never with an SRQ.
+  if (qp->srq != nullptr || qp->state == IBV_QPS_RESET || !q->rq.valid()) err = EINVAL;
+  const std::uint32_t room = err == 0 ? q->rq.free_count() : 0;
+  for (; err == 0 && wr != nullptr; wr = wr->next, ++n) {
+    if (wr->num_sge < 0 || static_cast<std::uint32_t>(wr->num_sge) > q->caps.max_recv_sge) {
+      err = EINVAL;
+      break;
+    }
+    if (n == room) {
+      err = ENOMEM;
+      break;
+    }
+    write_recv_wqe(q->rq, n, *wr);
+  }
+  if (q->rq.valid()) q->rq.publish(n);
+  if (err != 0) *bad_wr = wr;
+  return err;
+}
+
+int op_post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
+  ShimSrq* s = shim_of(srq);
+  std::lock_guard lock(*s->post_mu);
+  int err = 0;
+  std::uint32_t n = 0;
+  const std::uint32_t room = s->ring.free_count();
+  for (; wr != nullptr; wr = wr->next, ++n) {
+    if (wr->num_sge < 0 || static_cast<std::uint32_t>(wr->num_sge) > s->max_sge) {
+      err = EINVAL;
+      break;
+    }
+    if (n == room) {
+      err = ENOMEM;
+      break;
+    }
+    write_recv_wqe(s->ring, n, *wr);
+  }
+  s->ring.publish(n);
+  if (err != 0) *bad_wr = wr;
+  return err;
+}
+
+int op_poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc) {
+  ShimCq* c = shim_of(cq);
+  if (num_entries <= 0) return 0;
+  std::lock_guard lock(*c->poll_mu);
+  const std::uint32_t have = c->ring.available();
+  const std::uint32_t n = have < static_cast<std::uint32_t>(num_entries) ? have : static_cast<std::uint32_t>(num_entries);
+  for (std::uint32_t k = 0; k < n; ++k) {
+    CqeSlot e;
+    std::memcpy(&e, c->ring.consumer_slot(k), sizeof e);
+    ibv_wc& w = wc[k];
+    w.wr_id = e.wr_id;
+    w.status = static_cast<ibv_wc_status>(e.status);
+    w.opcode = static_cast<ibv_wc_opcode>(e.opcode);
+    w.vendor_err = e.vendor_err;
+    w.byte_len = e.byte_len;
+    w.imm_data = e.imm_data;
+    w.qp_num = e.qp_num;
+    w.src_qp = e.src_qp;
+    w.wc_flags = e.wc_flags;
+    w.pkey_index = e.pkey_index;
+    w.slid = e.slid;
+    w.sl = e.sl;
+    w.dlid_path_bits = e.dlid_path_bits;
+  }
+  c->ring.release(n);
+  return static_cast<int>(n);
+}
+
+int op_req_notify_cq(ibv_cq* cq, int solicited_only) {
+  ShimCq* c = shim_of(cq);
+  // Arm: the engine sends one CompEvent on the CQ's channel at the next
+  // (solicited) completion and disarms (IBA 11.4.2.2).
+  c->ring.store_ctl(&RingControlLine::arm, solicited_only != 0 ? engine::kArmSolicited : engine::kArmNext);
+  c->ring.store_ctl(&RingControlLine::arm_seq, c->ring.load_ctl(&RingControlLine::arm_seq) + 1);
+  return 0;
+}
+
+ibv_mw* op_alloc_mw(ibv_pd* pd, ibv_mw_type type) {
+  (void)pd;
+  (void)type;
+  errno = EOPNOTSUPP;  // max_mw is 0: no memory windows
+  return nullptr;
+}
+int op_bind_mw(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* bind) {
+  (void)qp;
+  (void)mw;
+  (void)bind;
+  return EOPNOTSUPP;
+}
+int op_dealloc_mw(ibv_mw* mw) {
+  (void)mw;
+  return EOPNOTSUPP;
+}
+void* op_compat_unsupported() {
+  errno = EOPNOTSUPP;
+  return nullptr;
+}
+
+ibv_qp* create_qp_common(ibv_pd* pd, ibv_qp_init_attr* attr) {
+  ibv_context* ctx = pd->context;
+  if (attr->send_cq == nullptr || attr->recv_cq == nullptr) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  auto* q = new (std::nothrow) ShimQp{};
+  if (q == nullptr) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  ctl::CreateQpReq req{};
+  req.cookie = reinterpret_cast<std::uintptr_t>(q);
+  req.pd_handle = pd->handle;
+  req.send_cq_handle = attr->send_cq->handle;
+  req.recv_cq_handle = attr->recv_cq->handle;
+  req.srq_handle = attr->srq != nullptr ? attr->srq->handle : 0;
+  req.qp_type = attr->qp_type;
+  req.sq_sig_all = attr->sq_sig_all != 0 ? 1 : 0;
+  req.caps = ctl::QpCaps{attr->cap.max_send_wr, attr->cap.max_recv_wr, attr->cap.max_send_sge,
+                         attr->cap.max_recv_sge, attr->cap.max_inline_data, 0};
+  ctl::CreateQpRep rep{};
+  std::vector<int> fds;
+  if (const int err = client_of(ctx).call(req, rep, &fds); err != 0 || fds.size() != 1) {
+    for (int fd : fds) ::close(fd);
+    delete q;
+    errno = err != 0 ? err : EIO;
+    return nullptr;
+  }
+  q->map = map_fd(fds[0], rep.map_bytes);
+  if (q->map == nullptr) {
+    ctl::DestroyQpRep drep{};
+    client_of(ctx).call(ctl::DestroyQpReq{{rep.handle, 0}}, drep);
+    delete q;
+    errno = ENOMEM;
+    return nullptr;
+  }
+  q->map_bytes = rep.map_bytes;
+  auto* base = static_cast<std::byte*>(q->map);
+  q->sq = SpscRing(base + rep.sq_offset, rep.sq_slots, rep.sq_slot_size);
+  if (rep.rq_slots != 0) q->rq = SpscRing(base + rep.rq_offset, rep.rq_slots, rep.rq_slot_size);
+  q->post_mu = new std::mutex;
+  q->caps = rep.caps;
+  q->sq_sig_all = req.sq_sig_all;
+  ibv_qp& qp = q->qpx.qp_base;
+  qp.context = ctx;
+  qp.qp_context = attr->qp_context;
+  qp.pd = pd;
+  qp.send_cq = attr->send_cq;
+  qp.recv_cq = attr->recv_cq;
+  qp.srq = attr->srq;
+  qp.handle = rep.handle;
+  qp.qp_num = rep.qpn;
+  qp.state = IBV_QPS_RESET;
+  qp.qp_type = attr->qp_type;
+  pthread_mutex_init(&qp.mutex, nullptr);
+  pthread_cond_init(&qp.cond, nullptr);
+  // The actual capacities go back to the caller (IBA 11.2.5.1).
+  attr->cap = ibv_qp_cap{rep.caps.max_send_wr, rep.caps.max_recv_wr, rep.caps.max_send_sge,
+                         rep.caps.max_recv_sge, rep.caps.max_inline_data};
+  return &qp;
+}
+
+ibv_qp* op_create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr) {
+  // TODO(data path): IBV_QP_INIT_ATTR_SEND_OPS_FLAGS needs the ibv_qp_ex
+  // wr_* function pointers (perftest's default "new post send" path).
+  if ((attr->comp_mask & ~static_cast<std::uint32_t>(IBV_QP_INIT_ATTR_PD)) != 0) {
+    errno = EOPNOTSUPP;
+    return nullptr;
+  }
+  if ((attr->comp_mask & IBV_QP_INIT_ATTR_PD) == 0 || attr->pd == nullptr ||
+      attr->pd->context != context) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  ibv_qp_init_attr basic{};
+  basic.qp_context = attr->qp_context;
+  basic.send_cq = attr->send_cq;
+  basic.recv_cq = attr->recv_cq;
+  basic.srq = attr->srq;
+  basic.cap = attr->cap;
+  basic.qp_type = attr->qp_type;
+  basic.sq_sig_all = attr->sq_sig_all;
+  ibv_qp* qp = create_qp_common(attr->pd, &basic);
+  if (qp != nullptr) attr->cap = basic.cap;
+  return qp;
+}
+
+}  // namespace
+
+void install_ops(verbs_context* vctx) {
+  ibv_context_ops& ops = vctx->context.ops;
+  // The inline verbs call these without NULL checks: never leave one NULL.
+  ops.post_send = op_post_send;
+  ops.post_recv = op_post_recv;
+  ops.post_srq_recv = op_post_srq_recv;
+  ops.poll_cq = op_poll_cq;
+  ops.req_notify_cq = op_req_notify_cq;
+  ops.alloc_mw = op_alloc_mw;
+  ops.bind_mw = op_bind_mw;
+  ops.dealloc_mw = op_dealloc_mw;
+  for (void* (**slot)() : {&ops._compat_alloc_pd, &ops._compat_dealloc_pd, &ops._compat_reg_mr,
+                           &ops._compat_rereg_mr, &ops._compat_dereg_mr, &ops._compat_create_cq,
+                           &ops._compat_cq_event, &ops._compat_resize_cq, &ops._compat_destroy_cq,
+                           &ops._compat_create_srq, &ops._compat_modify_srq, &ops._compat_query_srq,
+                           &ops._compat_destroy_srq, &ops._compat_create_qp, &ops._compat_query_qp,
+                           &ops._compat_modify_qp, &ops._compat_destroy_qp, &ops._compat_create_ah,
+                           &ops._compat_destroy_ah, &ops._compat_attach_mcast,
+                           &ops._compat_detach_mcast, &ops._compat_async_event})
+    *slot = op_compat_unsupported;
+  install_query_ops(vctx);
+  // Extended verbs: NULL means "not supported" to the inlines (EOPNOTSUPP).
+  vctx->create_qp_ex = op_create_qp_ex;
+}
+
+}  // namespace urnic::shim
+
+using namespace urnic::shim;
+
+// ---------------------------------------------------------------- PD
+
+ibv_pd* ibv_alloc_pd(ibv_context* context) {
+  ctl::AllocPdRep rep{};
+  if (const int err = client_of(context).call(ctl::AllocPdReq{}, rep); err != 0) {
+    errno = err;
+    return nullptr;
+  }
+  auto* pd = static_cast<ibv_pd*>(std::calloc(1, sizeof(ibv_pd)));
+  if (pd == nullptr) {
+    ctl::DeallocPdRep drep{};
+    client_of(context).call(ctl::DeallocPdReq{{rep.handle, 0}}, drep);
+    errno = ENOMEM;
+    return nullptr;
+  }
+  pd->context = context;
+  pd->handle = rep.handle;
+  return pd;
+}
+
+int ibv_dealloc_pd(ibv_pd* pd) {
+  ctl::DeallocPdRep rep{};
+  if (const int err = client_of(pd->context).call(ctl::DeallocPdReq{{pd->handle, 0}}, rep); err != 0)
+    return err;
+  std::free(pd);
+  return 0;
+}
+
+// ---------------------------------------------------------------- MR
+
+ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, std::size_t length, std::uint64_t iova,
+                         unsigned int access) {
+  ctl::RegMrReq req{};
+  req.addr = reinterpret_cast<std::uintptr_t>(addr);
+  req.length = length;
+  req.iova = iova;
+  req.pd_handle = pd->handle;
+  // Optional access bits are hints a device may ignore (verbs.h:
+  // IBV_ACCESS_OPTIONAL_RANGE); drop them rather than fail.
+  req.access = access & ~static_cast<unsigned int>(IBV_ACCESS_OPTIONAL_RANGE);
+  ctl::RegMrRep rep{};
+  if (const int err = client_of(pd->context).call(req, rep); err != 0) {
+    errno = err;
+    return nullptr;
+  }
+  auto* mr = static_cast<ibv_mr*>(std::calloc(1, sizeof(ibv_mr)));
+  if (mr == nullptr) {
+    ctl::DeregMrRep drep{};
+    client_of(pd->context).call(ctl::DeregMrReq{{rep.handle, 0}}, drep);
+    errno = ENOMEM;
+    return nullptr;
+  }
+  mr->context = pd->context;
+  mr->pd = pd;
+  mr->addr = addr;
+  mr->length = length;
+  mr->handle = rep.handle;
+  mr->lkey = rep.lkey;
+  mr->rkey = rep.rkey;
+  return mr;
+}
+
+ibv_mr* ibv_reg_mr(ibv_pd* pd, void* addr, std::size_t length, int access) {
+  return ibv_reg_mr_iova2(pd, addr, length, reinterpret_cast<std::uintptr_t>(addr),
+                          static_cast<unsigned int>(access));
+}
+
+ibv_mr* ibv_reg_mr_iova(ibv_pd* pd, void* addr, std::size_t length, std::uint64_t iova, int access) {
+  return ibv_reg_mr_iova2(pd, addr, length, iova, static_cast<unsigned int>(access));
+}
+
+int ibv_dereg_mr(ibv_mr* mr) {
+  ctl::DeregMrRep rep{};
+  if (const int err = client_of(mr->context).call(ctl::DeregMrReq{{mr->handle, 0}}, rep); err != 0)
+    return err;
+  std::free(mr);
+  return 0;
+}
+
+// ---------------------------------------------------------------- channels
+
+ibv_comp_channel* ibv_create_comp_channel(ibv_context* context) {
+  ctl::CreateCompChannelRep rep{};
+  std::vector<int> fds;
+  if (const int err = client_of(context).call(ctl::CreateCompChannelReq{}, rep, &fds);
+      err != 0 || fds.size() != 1) {
+    for (int fd : fds) ::close(fd);
+    errno = err != 0 ? err : EIO;
+    return nullptr;
+  }
+  auto* c = new (std::nothrow) ShimChannel{};
+  if (c == nullptr) {
+    ::close(fds[0]);
+    errno = ENOMEM;
+    return nullptr;
+  }
+  c->ch.context = context;
+  c->ch.fd = fds[0];
+  c->ch.refcnt = 0;
+  c->handle = rep.handle;
+  return &c->ch;
+}
+
+int ibv_destroy_comp_channel(ibv_comp_channel* channel) {
+  if (channel->refcnt != 0) return EBUSY;  // CQs still use it
+  ShimChannel* c = shim_of_channel(channel);
+  ctl::DestroyCompChannelRep rep{};
+  if (const int err = client_of(channel->context).call(ctl::DestroyCompChannelReq{{c->handle, 0}}, rep);
+      err != 0)
+    return err;
+  ::close(channel->fd);
+  delete c;
+  return 0;
+}
+
+int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) {
+  ctl::CompEvent ev{};
+  ssize_t n;
+  do {
+    n = ::recv(channel->fd, &ev, sizeof ev, 0);  // blocks unless the app set O_NONBLOCK
+  } while (n < 0 && errno == EINTR);
+  if (n != static_cast<ssize_t>(sizeof ev)) {
+    if (n >= 0) errno = EIO;
+    return -1;
+  }
+  auto* c = static_cast<ShimCq*>(reinterpret_cast<void*>(static_cast<std::uintptr_t>(ev.cookie)));
+  ibv_cq* base = ibv_cq_ex_to_cq(&c->cqx);
+  pthread_mutex_lock(&base->mutex);
+  ++c->comp_events_reported;
+  pthread_mutex_unlock(&base->mutex);
+  *cq = base;
+  *cq_context = base->cq_context;
+  return 0;
+}
+
+void ibv_ack_cq_events(ibv_cq* cq, unsigned int nevents) {
+  pthread_mutex_lock(&cq->mutex);
+  cq->comp_events_completed += nevents;
+  pthread_cond_signal(&cq->cond);
+  pthread_mutex_unlock(&cq->mutex);
+}
+
+// ---------------------------------------------------------------- CQ
+
+ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel* channel,
+                      int comp_vector) {
+  if (cqe < 1 || comp_vector < 0) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  auto* c = new (std::nothrow) ShimCq{};
+  if (c == nullptr) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  ctl::CreateCqReq req{};
+  req.cookie = reinterpret_cast<std::uintptr_t>(c);
+  req.cqe = static_cast<std::uint32_t>(cqe);
+  req.comp_vector = static_cast<std::uint32_t>(comp_vector);
+  req.channel_handle = channel != nullptr ? shim_of_channel(channel)->handle : 0;
+  ctl::CreateCqRep rep{};
+  std::vector<int> fds;
+  if (const int err = client_of(context).call(req, rep, &fds); err != 0 || fds.size() != 1) {
+    for (int fd : fds) ::close(fd);
+    delete c;
+    errno = err != 0 ? err : EIO;
+    return nullptr;
+  }
+  c->map = map_fd(fds[0], rep.map_bytes);
+  if (c->map == nullptr) {
+    ctl::DestroyCqRep drep{};
+    client_of(context).call(ctl::DestroyCqReq{{rep.handle, 0}}, drep);
+    delete c;
+    errno = ENOMEM;
+    return nullptr;
+  }
+  c->map_bytes = rep.map_bytes;
+  c->ring = SpscRing(static_cast<std::byte*>(c->map), rep.slots, sizeof(CqeSlot));
+  c->poll_mu = new std::mutex;
+  c->ctx = shim_of(context);
+  ibv_cq* cq = ibv_cq_ex_to_cq(&c->cqx);
+  cq->context = context;
+  cq->channel = channel;
+  cq->cq_context = cq_context;
+  cq->handle = rep.handle;
+  cq->cqe = static_cast<int>(rep.cqe);
+  pthread_mutex_init(&cq->mutex, nullptr);
+  pthread_cond_init(&cq->cond, nullptr);
+  if (channel != nullptr) ++channel->refcnt;
+  return cq;
+}
+
+int ibv_destroy_cq(ibv_cq* cq) {
+  ShimCq* c = shim_of(cq);
+  ctl::DestroyCqRep rep{};
+  if (const int err = client_of(cq->context).call(ctl::DestroyCqReq{{cq->handle, 0}}, rep); err != 0)
+    return err;
+  // As libibverbs: wait until every reported completion event was acked.
+  pthread_mutex_lock(&cq->mutex);
+  while (cq->comp_events_completed != c->comp_events_reported) pthread_cond_wait(&cq->cond, &cq->mutex);
+  pthread_mutex_unlock(&cq->mutex);
+  if (cq->channel != nullptr) --cq->channel->refcnt;
+  ::munmap(c->map, c->map_bytes);
+  delete c->poll_mu;
+  pthread_mutex_destroy(&cq->mutex);
+  pthread_cond_destroy(&cq->cond);
+  delete c;
+  return 0;
+}
+
+int ibv_resize_cq(ibv_cq* cq, int cqe) {
+  (void)cq;
+  (void)cqe;
+  return EOPNOTSUPP;  // TODO: ring reallocation
+}
+
+// ---------------------------------------------------------------- QP
+
+ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* qp_init_attr) {
+  return create_qp_common(pd, qp_init_attr);
+}
+
+int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
+  ctl::ModifyQpReq req{};
+  req.handle = qp->handle;
+  req.attr_mask = static_cast<std::uint32_t>(attr_mask);
+  req.attr = to_wire(*attr);
+  ctl::ModifyQpRep rep{};
+  if (const int err = client_of(qp->context).call(req, rep); err != 0) return err;
+  if ((attr_mask & IBV_QP_STATE) != 0) {
+    std::lock_guard lock(*shim_of(qp)->post_mu);
+    qp->state = attr->qp_state;
+  }
+  return 0;
+}
+
+int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask, ibv_qp_init_attr* init_attr) {
+  (void)attr_mask;  // everything is returned, as providers do
+  ctl::QueryQpRep rep{};
+  if (const int err = client_of(qp->context).call(ctl::QueryQpReq{{qp->handle, 0}}, rep); err != 0)
+    return err;
+  *attr = from_wire(rep.attr);
+  if (init_attr != nullptr) {
+    *init_attr = ibv_qp_init_attr{};
+    init_attr->qp_context = qp->qp_context;
+    init_attr->send_cq = qp->send_cq;
+    init_attr->recv_cq = qp->recv_cq;
+    init_attr->srq = qp->srq;
+    init_attr->cap = attr->cap;
+    init_attr->qp_type = qp->qp_type;
+    init_attr->sq_sig_all = static_cast<int>(rep.sq_sig_all);
+  }
+  qp->state = attr->qp_state;
+  return 0;
+}
+
+int ibv_destroy_qp(ibv_qp* qp) {
+  ShimQp* q = shim_of(qp);
+  ctl::DestroyQpRep rep{};
+  if (const int err = client_of(qp->context).call(ctl::DestroyQpReq{{qp->handle, 0}}, rep); err != 0)
+    return err;
+  ::munmap(q->map, q->map_bytes);
+  delete q->post_mu;
+  pthread_mutex_destroy(&qp->mutex);
+  pthread_cond_destroy(&qp->cond);
+  delete q;
+  return 0;
+}
+
+ibv_qp_ex* ibv_qp_to_qp_ex(ibv_qp* qp) {
+  (void)qp;
+  return nullptr;  // TODO(data path): QPs created with send_ops_flags
+}
+
+// ---------------------------------------------------------------- SRQ
+
+ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* srq_init_attr) {
+  auto* s = new (std::nothrow) ShimSrq{};
+  if (s == nullptr) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  ctl::CreateSrqReq req{};
+  req.cookie = reinterpret_cast<std::uintptr_t>(s);
+  req.pd_handle = pd->handle;
+  req.max_wr = srq_init_attr->attr.max_wr;
+  req.max_sge = srq_init_attr->attr.max_sge;
+  req.srq_limit = srq_init_attr->attr.srq_limit;
+  ctl::CreateSrqRep rep{};
+  std::vector<int> fds;
+  if (const int err = client_of(pd->context).call(req, rep, &fds); err != 0 || fds.size() != 1) {
+    for (int fd : fds) ::close(fd);
+    delete s;
+    errno = err != 0 ? err : EIO;
+    return nullptr;
+  }
+  s->map = map_fd(fds[0], rep.map_bytes);
+  if (s->map == nullptr) {
+    ctl::DestroySrqRep drep{};
+    client_of(pd->context).call(ctl::DestroySrqReq{{rep.handle, 0}}, drep);
+    delete s;
+    errno = ENOMEM;
+    return nullptr;
+  }
+  s->map_bytes = rep.map_bytes;
+  s->ring = SpscRing(static_cast<std::byte*>(s->map), rep.slots, rep.slot_size);
+  s->post_mu = new std::mutex;
+  s->max_wr = rep.max_wr;
+  s->max_sge = rep.max_sge;
+  ibv_srq& srq = s->srq;
+  srq.context = pd->context;
+  srq.srq_context = srq_init_attr->srq_context;
+  srq.pd = pd;
+  srq.handle = rep.handle;
+  pthread_mutex_init(&srq.mutex, nullptr);
+  pthread_cond_init(&srq.cond, nullptr);
+  srq_init_attr->attr.max_wr = rep.max_wr;
+  srq_init_attr->attr.max_sge = rep.max_sge;
+  return &srq;
+}
+
+int ibv_modify_srq(ibv_srq* srq, ibv_srq_attr* srq_attr, int srq_attr_mask) {
+  ctl::ModifySrqReq req{};
+  req.handle = srq->handle;
+  req.attr_mask = static_cast<std::uint32_t>(srq_attr_mask);
+  req.attr = ctl::SrqAttrs{srq_attr->max_wr, srq_attr->max_sge, srq_attr->srq_limit, 0};
+  ctl::ModifySrqRep rep{};
+  return client_of(srq->context).call(req, rep);
+}
+
+int ibv_query_srq(ibv_srq* srq, ibv_srq_attr* srq_attr) {
+  ctl::QuerySrqRep rep{};
+  if (const int err = client_of(srq->context).call(ctl::QuerySrqReq{{srq->handle, 0}}, rep); err != 0)
+    return err;
+  srq_attr->max_wr = rep.attr.max_wr;
+  srq_attr->max_sge = rep.attr.max_sge;
+  srq_attr->srq_limit = rep.attr.srq_limit;
+  return 0;
+}
+
+int ibv_destroy_srq(ibv_srq* srq) {
+  ShimSrq* s = shim_of(srq);
+  ctl::DestroySrqRep rep{};
+  if (const int err = client_of(srq->context).call(ctl::DestroySrqReq{{srq->handle, 0}}, rep); err != 0)
+    return err;
+  ::munmap(s->map, s->map_bytes);
+  delete s->post_mu;
+  pthread_mutex_destroy(&srq->mutex);
+  pthread_cond_destroy(&srq->cond);
+  delete s;
+  return 0;
+}
+
+// ---------------------------------------------------------------- AH
+
+ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
+  ctl::CreateAhReq req{};
+  req.pd_handle = pd->handle;
+  req.attr = to_wire(*attr);
+  ctl::CreateAhRep rep{};
+  if (const int err = client_of(pd->context).call(req, rep); err != 0) {
+    errno = err;
+    return nullptr;
+  }
+  auto* a = new (std::nothrow) ShimAh{};
+  if (a == nullptr) {
+    ctl::DestroyAhRep drep{};
+    client_of(pd->context).call(ctl::DestroyAhReq{{rep.handle, 0}}, drep);
+    errno = ENOMEM;
+    return nullptr;
+  }
+  a->ah.context = pd->context;
+  a->ah.pd = pd;
+  a->ah.handle = rep.handle;
+  a->attr = req.attr;
+  return &a->ah;
+}
+
+int ibv_destroy_ah(ibv_ah* ah) {
+  ctl::DestroyAhRep rep{};
+  if (const int err = client_of(ah->context).call(ctl::DestroyAhReq{{ah->handle, 0}}, rep); err != 0)
+    return err;
+  delete shim_of(ah);
+  return 0;
+}

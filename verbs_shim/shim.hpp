@@ -1,0 +1,151 @@
+// Internals of the drop-in libibverbs.so.1 (not installed, not an API).
+//
+// Every object handed to the application is the rdma-core struct from the
+// system's <infiniband/verbs.h> (never re-declared here), embedded as the
+// first member of a standard-layout wrapper so the shim can get back to its
+// own state; daemon object handles live in the structs' own `handle` fields.
+#pragma once
+
+#include <infiniband/verbs.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "engine/ctl_proto.hpp"
+#include "engine/shm_ring.hpp"
+
+namespace urnic::shim {
+
+namespace ctl = urnic::engine::ctl;
+
+// A control connection to urnicd (one per opened device context, plus
+// short-lived ones for device discovery). Thread-safe: one request at a time.
+class CtlClient {
+ public:
+  // Connect, starting urnicd if none answers (see connect_daemon()). Returns
+  // nullptr and sets `err` on failure.
+  static std::unique_ptr<CtlClient> open(int& err);
+  ~CtlClient();
+  CtlClient(const CtlClient&) = delete;
+  CtlClient& operator=(const CtlClient&) = delete;
+
+  // One request/reply. Returns 0 or a positive errno (the daemon's status, or
+  // EIO if the daemon went away). Descriptors that came with the reply are
+  // appended to `fds` (or closed when `fds` is null or the call failed).
+  template <ctl::Message Req, ctl::Message Rep>
+  int call(const Req& req, Rep& rep, std::vector<int>* fds = nullptr);
+
+  [[nodiscard]] std::uint32_t daemon_pid() const { return daemon_pid_; }
+
+ private:
+  explicit CtlClient(int fd) : fd_(fd) {}
+  int call_raw(std::vector<std::byte> req, std::vector<std::byte>& reply, std::vector<int>& fds);
+  int fd_;
+  std::mutex mu_;
+  std::uint32_t seq_ = 0;
+  std::uint32_t daemon_pid_ = 0;
+};
+
+template <ctl::Message Req, ctl::Message Rep>
+int CtlClient::call(const Req& req, Rep& rep, std::vector<int>* fds) {
+  std::vector<std::byte> reply;
+  std::vector<int> got;
+  int err = call_raw(ctl::encode(req, 0), reply, got);
+  if (err == 0) {
+    const auto h = ctl::decode_header(reply);
+    if (!h || h->type != static_cast<std::uint16_t>(Rep::kType)) {
+      err = EIO;
+    } else if (h->status != 0) {
+      err = h->status;
+    } else if (auto body = ctl::decode<Rep>(reply)) {
+      rep = *body;
+    } else {
+      err = EIO;
+    }
+  }
+  if (err != 0 || fds == nullptr) {
+    for (int fd : got) ::close(fd);
+  } else {
+    fds->insert(fds->end(), got.begin(), got.end());
+  }
+  return err;
+}
+
+// The device as the application sees it before opening. `after_` must stay
+// zero: mlx5dv/efadv read the pointer right after struct ibv_device to decide
+// whether a device is theirs.
+struct ShimDevice {
+  ibv_device dev;
+  void* after_;
+  std::uint64_t guid_be;
+  int index;
+};
+static_assert(std::is_standard_layout_v<ShimDevice>);
+
+struct ShimContext;
+
+struct ShimCq {
+  ibv_cq_ex cqx;             // ibv_cq is its prefix (ibv_cq_ex_to_cq)
+  ShimContext* ctx;
+  engine::SpscRing ring;     // engine produces, we consume
+  void* map;
+  std::size_t map_bytes;
+  std::mutex* poll_mu;       // serializes pollers (the ring is single-consumer)
+  std::uint32_t comp_events_reported;
+};
+static_assert(std::is_standard_layout_v<ShimCq>);
+
+struct ShimSrq {
+  ibv_srq srq;
+  engine::SpscRing ring;     // we produce, engine consumes
+  void* map;
+  std::size_t map_bytes;
+  std::mutex* post_mu;
+  std::uint32_t max_wr, max_sge;
+};
+static_assert(std::is_standard_layout_v<ShimSrq>);
+
+struct ShimQp {
+  ibv_qp_ex qpx;             // ibv_qp is its first member (qp_base)
+  engine::SpscRing sq, rq;
+  void* map;
+  std::size_t map_bytes;
+  std::mutex* post_mu;
+  ctl::QpCaps caps;
+  std::uint32_t sq_sig_all;
+};
+static_assert(std::is_standard_layout_v<ShimQp>);
+
+struct ShimAh {
+  ibv_ah ah;
+  ctl::AhAttrs attr;
+};
+static_assert(std::is_standard_layout_v<ShimAh>);
+
+// An opened device. The application holds &vctx->context; vctx->priv points
+// back here (priv belongs to libibverbs, which we are).
+struct ShimContext {
+  verbs_context* vctx = nullptr;
+  ShimDevice* dev = nullptr;
+  std::unique_ptr<CtlClient> client;
+  ctl::OpenDeviceRep info{};   // attributes, port, GID/P_Key tables at open
+};
+
+ShimContext* shim_of(ibv_context* ctx);
+inline ShimCq* shim_of(ibv_cq* cq) { return static_cast<ShimCq*>(static_cast<void*>(cq)); }
+inline ShimQp* shim_of(ibv_qp* qp) { return static_cast<ShimQp*>(static_cast<void*>(qp)); }
+inline ShimSrq* shim_of(ibv_srq* srq) { return static_cast<ShimSrq*>(static_cast<void*>(srq)); }
+inline ShimAh* shim_of(ibv_ah* ah) { return static_cast<ShimAh*>(static_cast<void*>(ah)); }
+
+// Fill the ops tables of a new context (objects.cpp).
+void install_ops(verbs_context* vctx);
+
+// Debug logging to stderr when URNIC_DEBUG is set.
+void debug_log(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+
+}  // namespace urnic::shim
