@@ -1,0 +1,148 @@
+// Protection (IBA 10.6.3, 9.7.5.2.4): wrong rkey, wrong PD, out of bounds,
+// missing access flag -> the right NAK, the right error completion, the
+// responder QP in ERR, and the target memory untouched.
+#include <catch2/catch.hpp>
+
+#include "tests/transport/pair.hpp"
+
+using namespace urnic::transport;
+using namespace urnic::transport::test;
+namespace ae = urnic::wire::aeth;
+
+namespace {
+
+struct Case {
+  const char* name;
+  WrOpcode op;
+  int fault;  // 0 wrong rkey, 1 wrong PD, 2 out of bounds, 3 missing access, 4 misaligned atomic
+};
+
+}  // namespace
+
+TEST_CASE("protection violations NAK, fail the WR, and leave memory untouched", "[rc][protection]") {
+  const Case cases[] = {
+      {"write/bad rkey", WrOpcode::kRdmaWrite, 0},   {"write/wrong pd", WrOpcode::kRdmaWrite, 1},
+      {"write/out of bounds", WrOpcode::kRdmaWrite, 2}, {"write/no remote write", WrOpcode::kRdmaWrite, 3},
+      {"read/bad rkey", WrOpcode::kRdmaRead, 0},     {"read/wrong pd", WrOpcode::kRdmaRead, 1},
+      {"read/out of bounds", WrOpcode::kRdmaRead, 2},  {"read/no remote read", WrOpcode::kRdmaRead, 3},
+      {"faa/bad rkey", WrOpcode::kAtomicFetchAndAdd, 0}, {"faa/wrong pd", WrOpcode::kAtomicFetchAndAdd, 1},
+      {"faa/out of bounds", WrOpcode::kAtomicFetchAndAdd, 2},
+      {"faa/no remote atomic", WrOpcode::kAtomicFetchAndAdd, 3},
+      {"cas/misaligned", WrOpcode::kAtomicCmpAndSwp, 4},
+      {"write-imm/bad rkey", WrOpcode::kRdmaWriteWithImm, 0},
+  };
+  for (const Case& c : cases) {
+    INFO(c.name);
+    Pair p;
+    REQUIRE(p.recv_b(1, 60000, 64) == 0);
+    fill(p.a.bytes().subspan(0, 4096), p.qa, 1);
+    // Target: a 4 KiB window of B's buffer under its own MR with chosen access.
+    uint32_t acc = access::kLocalWrite | access::kRemoteWrite | access::kRemoteRead | access::kRemoteAtomic;
+    if (c.fault == 3) acc = access::kLocalWrite;
+    PdHandle pd = p.b.pd;
+    if (c.fault == 1) pd = p.tb.alloc_pd();
+    const MrKeys mr = p.tb.reg_mr(pd, p.b.dom, p.b.va + 8192, 4096, acc).value;
+    uint32_t rkey = mr.rkey;
+    uint64_t remote = p.b.va + 8192;
+    uint32_t len = c.op == WrOpcode::kAtomicFetchAndAdd || c.op == WrOpcode::kAtomicCmpAndSwp ? 8 : 2048;
+    if (c.fault == 0) rkey ^= 0x5500;
+    if (c.fault == 2) remote += 4096 - len + 8;
+    if (c.fault == 4) remote += 4;
+    const std::vector<uint8_t> before(p.b.bytes().begin(), p.b.bytes().end());
+    Sge sge{p.a.va + 8192, len, p.a.mr.lkey};
+    SendWr w;
+    w.wr_id = 5;
+    w.opcode = c.op;
+    w.send_flags = send_flag::kSignaled;
+    w.sg_list = {&sge, 1};
+    w.remote_addr = remote;
+    w.rkey = rkey;
+    REQUIRE(p.ta.post_send(p.qa, w, p.now) == 0);
+    REQUIRE(p.send(6, WrOpcode::kRdmaWrite, 0, 16, 0) == 0);  // after it: flushed
+    p.to_b(p.sa.take());
+    auto nak = p.sb.take();
+    REQUIRE(nak.size() == 1);
+    const uint8_t want = c.fault == 4 ? (ae::kNak | ae::kNakInvalidRequest) : (ae::kNak | ae::kNakRemoteAccess);
+    CHECK(nak[0].pkt.aeth.syndrome == want);
+    CHECK(nak[0].psn() == 0);
+    CHECK(std::equal(before.begin(), before.end(), p.b.bytes().begin()));
+    CHECK(p.mb.atomic_ops() == 0);
+    QpAttr st;
+    p.tb.query_qp(p.qb, st);
+    CHECK(st.qp_state == QpState::kErr);
+    REQUIRE(!p.sb.events.empty());
+    CHECK(p.sb.events[0].type == (c.fault == 4 ? EventType::kQpReqErr : EventType::kQpAccessErr));
+    p.to_a(nak);
+    auto sc = p.a.poll();
+    REQUIRE(sc.size() == 2);
+    CHECK(sc[0].wr_id == 5);
+    CHECK(sc[0].status == (c.fault == 4 ? WcStatus::kRemInvReqErr : WcStatus::kRemAccessErr));
+    CHECK(sc[1].wr_id == 6);
+    CHECK(sc[1].status == WcStatus::kWrFlushErr);
+    // The responder's pending receive is flushed.
+    auto rc = p.b.poll();
+    REQUIRE(rc.size() == 1);
+    CHECK(rc[0].status == WcStatus::kWrFlushErr);
+  }
+}
+
+TEST_CASE("a QP without remote write enabled answers WRITE with an invalid-request NAK", "[rc][protection]") {
+  QpParams pb;
+  pb.access = access::kLocalWrite | access::kRemoteRead;
+  Pair p(QpType::kRc, QpParams{}, pb);
+  REQUIRE(p.send(1, WrOpcode::kRdmaWrite, 0, 16, 0) == 0);
+  p.to_b(p.sa.take());
+  auto nak = p.sb.take();
+  REQUIRE(nak.size() == 1);
+  CHECK(nak[0].pkt.aeth.syndrome == (ae::kNak | ae::kNakInvalidRequest));
+  p.to_a(nak);
+  auto sc = p.a.poll();
+  REQUIRE(sc.size() == 1);
+  CHECK(sc[0].status == WcStatus::kRemInvReqErr);
+}
+
+TEST_CASE("a SEND longer than the receive buffer: invalid request NAK, LOC_LEN_ERR receive", "[rc][protection]") {
+  Pair p;
+  REQUIRE(p.recv_b(1, 0, 100) == 0);
+  REQUIRE(p.send(1, WrOpcode::kSend, 0, 101) == 0);
+  p.to_b(p.sa.take());
+  auto nak = p.sb.take();
+  REQUIRE(nak.size() == 1);
+  CHECK(nak[0].pkt.aeth.syndrome == (ae::kNak | ae::kNakInvalidRequest));
+  auto rc = p.b.poll();
+  REQUIRE(rc.size() == 1);
+  CHECK(rc[0].status == WcStatus::kLocLenErr);
+  p.to_a(nak);
+  auto sc = p.a.poll();
+  REQUIRE(sc.size() == 1);
+  CHECK(sc[0].status == WcStatus::kRemInvReqErr);
+}
+
+TEST_CASE("a bad lkey in the receive WQE: remote operational NAK, LOC_PROT_ERR receive", "[rc][protection]") {
+  Pair p;
+  Sge bad{p.b.va, 100, p.b.mr.lkey ^ 0x300};
+  REQUIRE(p.tb.post_recv(p.qb, RecvWr{1, {&bad, 1}}) == 0);
+  REQUIRE(p.send(1, WrOpcode::kSend, 0, 50) == 0);
+  p.to_b(p.sa.take());
+  auto nak = p.sb.take();
+  REQUIRE(nak.size() == 1);
+  CHECK(nak[0].pkt.aeth.syndrome == (ae::kNak | ae::kNakRemoteOperational));
+  auto rc = p.b.poll();
+  REQUIRE(rc.size() == 1);
+  CHECK(rc[0].status == WcStatus::kLocProtErr);
+  p.to_a(nak);
+  auto sc = p.a.poll();
+  REQUIRE(sc.size() == 1);
+  CHECK(sc[0].status == WcStatus::kRemOpErr);
+}
+
+TEST_CASE("an MR registered with remote write but no local write is refused", "[protection]") {
+  LocalMemory m;
+  CaptureSink s;
+  Transport t(m, s, s);
+  const PdHandle pd = t.alloc_pd();
+  const MemDomain d = m.add_buffer(0x1000, 4096);
+  CHECK(t.reg_mr(pd, d, 0x1000, 4096, access::kRemoteWrite).err == EINVAL);
+  CHECK(t.reg_mr(pd, d, 0x1000, 4096, access::kRemoteRead).ok());
+  CHECK(t.dealloc_pd(pd) == EBUSY);
+}

@@ -1,0 +1,224 @@
+// UC (IBA 9.8.2), UD (9.8.3, Q_Key rule 10.2.5, GRH area 11.4.1.2) and SRQ
+// (10.2.9, limit event).
+#include <catch2/catch.hpp>
+#include <cstring>
+
+#include "tests/transport/pair.hpp"
+
+using namespace urnic::transport;
+using namespace urnic::transport::test;
+namespace op = urnic::wire::opcode;
+
+TEST_CASE("UC: no ACKs; completion when sent; a message missing a packet is dropped whole", "[uc]") {
+  Pair p(QpType::kUc);
+  fill(p.a.bytes().subspan(0, 3000), p.qa, 1);
+  fill(p.a.bytes().subspan(4096, 3000), p.qa, 2);
+  REQUIRE(p.recv_b(100, 0, 4096) == 0);
+  REQUIRE(p.send(1, WrOpcode::kSend, 0, 3000) == 0);
+  REQUIRE(p.send(2, WrOpcode::kSend, 4096, 3000) == 0);
+  auto req = p.sa.take();
+  REQUIRE(req.size() == 6);
+  CHECK(req[0].op() == (op::kUc | op::kSendFirst));
+  CHECK(req[2].op() == (op::kUc | op::kSendLast));
+  CHECK_FALSE(req[2].pkt.bth.ack_req);
+  auto sc = p.a.poll();  // completed at send time
+  REQUIRE(sc.size() == 2);
+  CHECK(sc[0].status == WcStatus::kSuccess);
+  // Lose the middle packet of message 1: it is dropped, the receive WQE is
+  // reused by message 2, which arrives whole.
+  std::vector<Captured> lossy;
+  for (std::size_t i = 0; i < req.size(); ++i)
+    if (i != 1) lossy.push_back(std::move(req[i]));
+  p.to_b(lossy);
+  CHECK(p.sb.take().empty());  // UC never ACKs or NAKs
+  auto rc = p.b.poll();
+  REQUIRE(rc.size() == 1);
+  CHECK(rc[0].wr_id == 100);
+  CHECK(rc[0].byte_len == 3000);
+  CHECK(check(p.b.bytes().subspan(0, 3000), p.qa, 2));
+}
+
+TEST_CASE("UC WRITE: data placed; a WRITE losing its first packet writes nothing after", "[uc]") {
+  Pair p(QpType::kUc);
+  fill(p.a.bytes().subspan(0, 3000), p.qa, 1);
+  REQUIRE(p.send(1, WrOpcode::kRdmaWrite, 0, 3000, 0) == 0);
+  REQUIRE(p.send(2, WrOpcode::kRdmaWrite, 0, 100, 8192) == 0);
+  auto req = p.sa.take();
+  REQUIRE(req.size() == 4);
+  std::vector<Captured> lossy;
+  for (std::size_t i = 1; i < req.size(); ++i) lossy.push_back(std::move(req[i]));
+  p.to_b(lossy);
+  for (std::size_t i = 0; i < 3000; ++i) REQUIRE(p.b.bytes()[i] == 0);
+  CHECK(check(p.b.bytes().subspan(8192, 100), p.qa, 1));
+  CHECK(p.tb.counters().get(Counter::kDroppedPkts) == 2);
+}
+
+TEST_CASE("UD: DETH, Q_Key rule, GRH area first, source QPN, MTU limit", "[ud]") {
+  QpParams pa, pb;
+  pa.qkey = 0x1111;
+  pb.qkey = 0x2222;
+  TransportConfig cfg;
+  cfg.port_mtu = Mtu::k1024;
+  Pair p(QpType::kUd, pa, pb, cfg);
+  AhAttr ah;
+  ah.dgid[15] = 2;
+  const AhHandle h = p.ta.create_ah(p.a.pd, ah).value;
+  fill(p.a.bytes().subspan(0, 1024), p.qa, 1);
+  auto ud_send = [&](uint64_t id, uint32_t len, uint32_t qkey, uint32_t flags = send_flag::kSignaled) {
+    Sge sge{p.a.va, len, p.a.mr.lkey};
+    SendWr w;
+    w.wr_id = id;
+    w.opcode = WrOpcode::kSend;
+    w.send_flags = flags;
+    w.sg_list = {&sge, 1};
+    w.ah = h;
+    w.remote_qpn = p.qb;
+    w.remote_qkey = qkey;
+    return p.ta.post_send(p.qa, w, p.now);
+  };
+  REQUIRE(p.recv_b(1, 0, 40 + 1024) == 0);
+  REQUIRE(p.recv_b(2, 4096, 40 + 1024) == 0);
+  REQUIRE(ud_send(10, 1000, 0x2222) == 0);
+  REQUIRE(ud_send(11, 10, 0x80000000u) == 0);  // high bit: use our own Q_Key (0x1111): rejected
+  REQUIRE(ud_send(12, 1024, 0x2222) == 0);
+  auto req = p.sa.take();
+  REQUIRE(req.size() == 3);
+  CHECK(req[0].op() == (op::kUd | op::kSendOnly));
+  CHECK(req[0].pkt.deth.qkey == 0x2222);
+  CHECK(req[0].pkt.deth.src_qp == p.qa);
+  CHECK(req[0].addr.ah.dgid[15] == 2);
+  CHECK(req[1].pkt.deth.qkey == 0x1111);
+  RxInfo rx;
+  rx.has_grh = true;
+  for (std::size_t i = 0; i < 40; ++i) rx.grh[i] = static_cast<uint8_t>(0xA0 + i);
+  for (const auto& c : req) p.tb.on_packet(c.pkt, rx, p.now);
+  CHECK(p.tb.counters().get(Counter::kQkeyViolation) == 1);
+  auto rc = p.b.poll();
+  REQUIRE(rc.size() == 2);
+  CHECK(rc[0].wr_id == 1);
+  CHECK(rc[0].byte_len == 1040);
+  CHECK(rc[0].src_qp == p.qa);
+  CHECK(rc[0].wc_flags == wc_flag::kGrh);
+  CHECK(p.b.bytes()[0] == 0xA0);
+  CHECK(p.b.bytes()[39] == 0xA0 + 39);
+  CHECK(check(p.b.bytes().subspan(40, 1000), p.qa, 1));
+  CHECK(rc[1].byte_len == 1064);
+  // Larger than the MTU: a local length error, then the QP is in error.
+  REQUIRE(ud_send(13, 1025, 0x2222) == 0);
+  auto sc = p.a.poll();
+  REQUIRE(sc.size() == 4);
+  CHECK(sc[3].wr_id == 13);
+  CHECK(sc[3].status == WcStatus::kLocLenErr);
+}
+
+TEST_CASE("UD: a receive buffer too small for GRH + payload completes with LOC_LEN_ERR", "[ud]") {
+  Pair p(QpType::kUd);
+  const AhHandle h = p.ta.create_ah(p.a.pd, AhAttr{}).value;
+  REQUIRE(p.recv_b(1, 0, 60) == 0);
+  Sge sge{p.a.va, 100, p.a.mr.lkey};
+  SendWr w;
+  w.wr_id = 1;
+  w.sg_list = {&sge, 1};
+  w.ah = h;
+  w.remote_qpn = p.qb;
+  w.remote_qkey = QpParams{}.qkey;
+  REQUIRE(p.ta.post_send(p.qa, w, p.now) == 0);
+  p.to_b(p.sa.take());
+  auto rc = p.b.poll();
+  REQUIRE(rc.size() == 1);
+  CHECK(rc[0].status == WcStatus::kLocLenErr);
+}
+
+TEST_CASE("SRQ: QPs share receives; the limit event fires once when armed", "[srq]") {
+  LocalMemory ma, mb;
+  CaptureSink sa, sb;
+  Transport ta(ma, sa, sa), tb(mb, sb, sb);
+  Side a(ta, ma, 0x10000, 65536), b(tb, mb, 0x20000, 65536);
+  SrqAttr sattr{8, 2, 0};
+  auto srq = tb.create_srq(b.pd, sattr);
+  REQUIRE(srq.ok());
+  const uint32_t qa1 = a.create_qp(QpType::kRc), qa2 = a.create_qp(QpType::kRc);
+  const uint32_t qb1 = b.create_qp(QpType::kRc, 16, 2, true, srq.value);
+  const uint32_t qb2 = b.create_qp(QpType::kRc, 16, 2, true, srq.value);
+  QpParams pp;
+  connect_qp(ta, qa1, QpType::kRc, qb1, pp, 1000);
+  connect_qp(ta, qa2, QpType::kRc, qb2, pp, 1000);
+  connect_qp(tb, qb1, QpType::kRc, qa1, pp, 1000);
+  connect_qp(tb, qb2, QpType::kRc, qa2, pp, 1000);
+  Sge rs{b.va, 256, b.mr.lkey};
+  CHECK(tb.post_recv(qb1, RecvWr{1, {&rs, 1}}) == EINVAL);  // a QP with an SRQ takes no own receives
+  for (uint64_t i = 0; i < 4; ++i) REQUIRE(tb.post_srq_recv(srq.value, RecvWr{i, {&rs, 1}}) == 0);
+  Sge three[3] = {rs, rs, rs};
+  CHECK(tb.post_srq_recv(srq.value, RecvWr{9, {three, 3}}) == EINVAL);  // max_sge 2
+  SrqAttr lim;
+  lim.srq_limit = 3;
+  REQUIRE(tb.modify_srq(srq.value, lim, srq_attr::kLimit) == 0);
+  lim.srq_limit = 9;
+  CHECK(tb.modify_srq(srq.value, lim, srq_attr::kLimit) == EINVAL);  // above max_wr
+  auto send = [&](uint32_t qpn, uint64_t id) {
+    Sge sge{a.va, 16, a.mr.lkey};
+    SendWr w;
+    w.wr_id = id;
+    w.send_flags = send_flag::kSignaled;
+    w.sg_list = {&sge, 1};
+    REQUIRE(ta.post_send(qpn, w, 1000) == 0);
+    Pair::deliver(tb, sa.take(), 1000);
+  };
+  send(qa1, 1);
+  CHECK(sb.events.empty());  // 3 left: not below the limit
+  send(qa2, 2);
+  REQUIRE(sb.events.size() == 1);  // 2 left < 3
+  CHECK(sb.events[0].type == EventType::kSrqLimitReached);
+  CHECK(sb.events[0].srq == srq.value);
+  SrqAttr q;
+  REQUIRE(tb.query_srq(srq.value, q) == 0);
+  CHECK(q.srq_limit == 0);  // disarmed
+  send(qa1, 3);
+  CHECK(sb.events.size() == 1);
+  auto rc = b.poll();
+  REQUIRE(rc.size() == 3);
+  CHECK(rc[0].wr_id == 0);
+  CHECK(rc[0].qp_num == qb1);
+  CHECK(rc[1].wr_id == 1);
+  CHECK(rc[1].qp_num == qb2);
+  CHECK(rc[2].wr_id == 2);
+  CHECK(tb.destroy_srq(srq.value) == EBUSY);
+}
+
+TEST_CASE("UC and UD over the sim link with RoCE v2 frames", "[sim][uc][ud]") {
+  for (QpType type : {QpType::kUc, QpType::kUd}) {
+    sim::Harness h(sim::Harness::Config{});
+    Side a(h.a.transport(), h.a.memory(), 0x100000, 65536);
+    Side b(h.b.transport(), h.b.memory(), 0x200000, 65536);
+    const uint32_t qa = a.create_qp(type), qb = b.create_qp(type);
+    QpParams pp;
+    REQUIRE(connect_qp(a.t, qa, type, qb, pp, h.sim.now()) == 0);
+    REQUIRE(connect_qp(b.t, qb, type, qa, pp, h.sim.now()) == 0);
+    const AhHandle ah = a.t.create_ah(a.pd, AhAttr{}).value;
+    fill(a.bytes().subspan(0, 1000), qa, 7);
+    Sge rs{b.va, 2000, b.mr.lkey};
+    REQUIRE(b.t.post_recv(qb, RecvWr{1, {&rs, 1}}) == 0);
+    Sge sge{a.va, 1000, a.mr.lkey};
+    SendWr w;
+    w.wr_id = 7;
+    w.send_flags = send_flag::kSignaled;
+    w.sg_list = {&sge, 1};
+    w.ah = ah;
+    w.remote_qpn = qb;
+    w.remote_qkey = pp.qkey;
+    REQUIRE(a.t.post_send(qa, w, h.sim.now()) == 0);
+    std::vector<Cqe> rc;
+    REQUIRE(h.sim.run_until([&] {
+      auto x = b.poll();
+      rc.insert(rc.end(), x.begin(), x.end());
+      return !rc.empty();
+    }));
+    CHECK(rc[0].status == WcStatus::kSuccess);
+    const std::size_t off = type == QpType::kUd ? 40 : 0;
+    CHECK(check(b.bytes().subspan(off, 1000), qa, 7));
+    if (type == QpType::kUd) {
+      CHECK(rc[0].src_qp == qa);
+      CHECK(b.bytes()[20] == 0x45);  // GRH area: 20 zero bytes, then the IPv4 header
+    }
+  }
+}

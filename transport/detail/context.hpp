@@ -1,0 +1,102 @@
+// Private: the device-wide object tables and services a QP uses.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "transport/counters.hpp"
+#include "transport/io.hpp"
+#include "transport/transport.hpp"
+#include "transport/types.hpp"
+
+namespace urnic::transport::detail {
+
+enum class MrState : uint8_t { kValid, kInvalidated };  // IBA 10.6.1.3 (SEND with Invalidate)
+
+struct Mr {
+  uint32_t key = 0;
+  PdHandle pd{};
+  MemDomain dom{};
+  uint64_t addr = 0;
+  uint64_t length = 0;
+  uint32_t access = 0;
+  MrState state = MrState::kValid;
+};
+
+// Why a key check failed; each maps onto one local status or one NAK.
+enum class KeyCheck : uint8_t { kOk, kBadKey, kBadPd, kOutOfBounds, kNoAccess };
+
+struct RecvWqe {
+  uint64_t wr_id = 0;
+  std::vector<Sge> sges;
+  uint64_t length = 0;  // sum of the SGE lengths
+};
+
+enum class CqState : uint8_t { kOk, kOverflowed };  // IBA 11.4.2.1: overflow is a CQ error
+
+struct Cq {
+  CqHandle handle{};
+  uint32_t capacity = 0;
+  std::deque<Cqe> entries;  // invariant: size() <= capacity
+  CqState state = CqState::kOk;
+  uint32_t users = 0;       // QPs attached
+};
+
+struct Srq {
+  SrqHandle handle{};
+  PdHandle pd{};
+  SrqAttr attr;             // srq_limit 0 = disarmed (IBA 11.5.2.4)
+  std::deque<RecvWqe> q;
+  uint32_t users = 0;
+};
+
+struct Ah {
+  PdHandle pd{};
+  AhAttr attr;
+};
+
+struct Pd {
+  uint32_t users = 0;  // MRs, QPs, SRQs, AHs
+};
+
+struct Context {
+  MemoryAccess& mem;
+  TxSink& tx;
+  EventSink& events;
+  TransportConfig cfg;
+  Counters counters;
+  std::unordered_map<uint32_t, Pd> pds;
+  std::unordered_map<uint32_t, Mr> mrs;  // keyed by lkey (== rkey)
+  std::unordered_map<uint32_t, Cq> cqs;
+  std::unordered_map<uint32_t, Srq> srqs;
+  std::unordered_map<uint32_t, Ah> ahs;
+  uint32_t next_handle = 1;
+  uint32_t next_key_index = 1;
+  std::vector<uint8_t> scratch;  // one packet's payload (the largest MTU)
+
+  Context(MemoryAccess& m, TxSink& t, EventSink& e, TransportConfig c)
+      : mem(m), tx(t), events(e), cfg(c), scratch(4096) {}
+
+  // Looks up `key` and checks PD, bounds [va, va+len) and `need` access bits.
+  // IBA 10.6.3.1/10.6.3.2: zero-length accesses do not check the key
+  // (the caller skips the call).
+  KeyCheck check_key(uint32_t key, PdHandle pd, uint64_t va, uint64_t len, uint32_t need, const Mr** out) const;
+
+  // Copies between an SGE list (local keys, all in `pd`) and a byte span,
+  // starting `offset` bytes into the list. Returns kSuccess, kLocLenErr (the
+  // list is too short) or kLocProtErr (a key/bounds/access failure or a
+  // memory fault).
+  WcStatus gather(PdHandle pd, std::span<const Sge> sges, uint64_t offset, std::span<uint8_t> out);
+  WcStatus scatter(PdHandle pd, std::span<const Sge> sges, uint64_t offset, std::span<const uint8_t> in);
+
+  // Appends to a CQ. On overflow the CQ enters the error state and
+  // IBV_EVENT_CQ_ERR is raised once; returns false (the caller then moves
+  // its QP to the error state, as hardware does).
+  bool push_cqe(CqHandle cq, const Cqe& e);
+  void raise(const AsyncEvent& e) { events.on_async_event(e); }
+};
+
+}  // namespace urnic::transport::detail

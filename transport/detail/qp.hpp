@@ -1,0 +1,265 @@
+// Private: one queue pair. Three explicit state machines share it (STYLE 7):
+// the requester (ReqState: what blocks the send queue), the completer
+// (CompState: one pass per response packet, rxe_comp.c's shape) and the
+// responder (RespState: one pass per request packet, rxe_resp.c's shape,
+// with one error state per NAK it produces). The QP state (RESET..ERR)
+// changes only through modify() or enter_error().
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <string_view>
+#include <vector>
+
+#include "transport/detail/context.hpp"
+#include "wire/ib_packet.hpp"
+#include "wire/psn.hpp"
+
+namespace urnic::transport::detail {
+
+using wire::Psn;
+
+// A send WQE's progress. Invariant: WQEs in sq_[0, req_idx_) are never
+// kPosted; PSNs are assigned when a WQE first leaves kPosted.
+enum class WqeState : uint8_t {
+  kPosted,      // no PSN yet
+  kInFlight,    // PSNs [first_psn, last_psn] assigned, some packets sent
+  kSent,        // every packet sent at least once; awaiting ACK/response
+  kLocalError,  // failed a local check (lkey, length); completes in order with `status`
+};
+
+struct SendWqe {
+  uint64_t wr_id = 0;
+  WrOpcode opcode = WrOpcode::kSend;
+  uint32_t send_flags = 0;
+  bool signaled = false;
+  std::vector<Sge> sges;
+  std::vector<uint8_t> inline_bytes;
+  bool is_inline = false;
+  uint64_t length = 0;
+  uint32_t imm = 0;
+  uint32_t inv_rkey = 0;
+  uint64_t remote_addr = 0;
+  uint32_t rkey = 0;
+  uint64_t compare_add = 0;
+  uint64_t swap = 0;
+  AhAttr ud_ah;
+  uint32_t ud_qpn = 0;
+  uint32_t ud_qkey = 0;
+  WqeState state = WqeState::kPosted;
+  WcStatus status = WcStatus::kSuccess;
+  Psn first_psn;
+  Psn last_psn;
+  uint32_t npkts = 0;
+};
+
+// Why the requester is not sending (the state after a requester pass).
+enum class ReqState : uint8_t {
+  kIdle,          // nothing left to send
+  kSending,       // a packet was just sent; keep going
+  kWaitWindow,    // max_inflight_pkts PSNs unacknowledged
+  kWaitFence,     // IBV_SEND_FENCE: earlier READ/atomic still outstanding
+  kWaitRdAtomic,  // max_rd_atomic READ/atomic requests outstanding (IBA 9.5.x)
+  kRnrWait,       // RNR NAK received: wait for the RNR timer
+  kDrained,       // SQD: new WQEs are not started
+  kLocalError,    // the next WQE failed a local check; waits for the completer
+  kStopped,       // QP not in a sending state
+};
+
+// The completer's steps for one response packet.
+enum class CompState : uint8_t {
+  kGetAck,
+  kCheckPsn,
+  kCheckAck,
+  kRead,
+  kAtomic,
+  kWriteSend,
+  kUpdateComp,
+  kDone,
+  kErrorRetry,  // go-back-N (PSN sequence NAK, response PSN gap)
+  kRnrRetry,    // RNR NAK
+  kError,       // fatal NAK: the WQE fails, the QP enters ERR
+  kDrop,
+};
+
+// The responder's steps for one request packet; the kErr* states are named
+// after the NAK they send (IBA 9.7.5.2, table 41).
+enum class RespState : uint8_t {
+  kGetReq,
+  kChkPsn,
+  kChkOpSeq,
+  kChkOpValid,
+  kChkResource,
+  kChkLength,
+  kChkRkey,
+  kExecute,
+  kComplete,
+  kAcknowledge,
+  kDone,
+  kDuplicateRequest,
+  kErrNakPsnSequence,
+  kErrRnr,
+  kErrNakInvalidRequest,
+  kErrNakRemoteAccess,
+  kErrNakRemoteOperational,
+  kDrop,
+};
+
+// The NAK already sent for the current expected PSN (IBA 9.7.5.2.2: one NAK
+// per sequence error until the expected PSN arrives).
+enum class RespSeq : uint8_t { kInSequence, kSeqNakSent, kRnrNakSent };
+
+// The multi-packet message the responder is in the middle of.
+enum class RespMsg : uint8_t {
+  kNone,      // next request must be FIRST or ONLY
+  kSend,      // SEND MIDDLE/LAST expected; cur_recv_ holds the receive WQE
+  kWrite,     // WRITE MIDDLE/LAST expected
+  kDropping,  // UC only: a packet was lost; drop until the next FIRST/ONLY (IBA 9.8.4)
+};
+
+// IBA 9.7.5.1.5: responder resources for READ and atomic requests, kept so a
+// duplicate can be answered (a READ re-executed, an atomic replayed).
+struct RespResource {
+  bool atomic = false;
+  Psn first_psn;
+  Psn last_psn;
+  uint64_t va = 0;
+  uint32_t rkey = 0;
+  uint32_t length = 0;
+  uint64_t orig = 0;  // atomic: the value returned the first time
+};
+
+// Whether the completer has already gone back for the current gap: later
+// out-of-sequence responses of the same burst (or a duplicated sequence NAK)
+// must not start another go-back-N (rxe's comp.started_retry).
+enum class CompRetry : uint8_t { kNone, kRetrying };
+
+// The receive WQE the responder holds for the message in progress.
+enum class RecvSlot : uint8_t { kEmpty, kHeld };
+
+WcOpcode wc_opcode_for(WrOpcode op) noexcept;
+bool is_rd_atomic(WrOpcode op) noexcept;
+Nanos rnr_timer_ns(uint8_t code) noexcept;
+constexpr Nanos ack_timeout_ns(uint8_t timeout) noexcept { return Nanos{4096} << timeout; }
+
+std::string_view to_string(ReqState s) noexcept;
+std::string_view to_string(CompState s) noexcept;
+std::string_view to_string(RespState s) noexcept;
+
+class Qp {
+ public:
+  Qp(Context& ctx, uint32_t qpn, const QpInitAttr& init);
+
+  uint32_t qpn() const noexcept { return qpn_; }
+  const QpInitAttr& init() const noexcept { return init_; }
+  QpState state() const noexcept { return attr_.qp_state; }
+
+  int modify(const QpAttr& a, uint32_t mask, Nanos now);
+  void query(QpAttr& a) const;
+  int post_send(const SendWr& wr, Nanos now);
+  int post_recv(const RecvWr& wr);
+  void on_packet(const wire::IbPacket& pkt, const RxInfo& rx, Nanos now);
+  void on_timer(Nanos now);
+  Nanos next_deadline() const noexcept;
+
+  // Introspection for tests and the CLI.
+  ReqState req_state() const noexcept { return req_state_; }
+  Psn expected_psn() const noexcept { return epsn_; }
+  std::size_t sq_depth() const noexcept { return sq_.size(); }
+
+ private:
+  // qp.cpp: state changes, completions, receive WQEs, packet output.
+  void reset_state();
+  void enter_error(Nanos now);
+  void flush_sq();
+  void flush_rq();
+  bool complete(CqHandle cq, const Cqe& e, Nanos now);
+  bool take_recv(RecvWqe& out);
+  void emit(wire::IbPacket& p, const Addressing& addr, Nanos now);
+  Addressing path_addr() const;
+  uint32_t pmtu() const noexcept;
+  bool send_queue_active() const noexcept;
+
+  // requester.cpp
+  void req_run(Nanos now);
+  ReqState req_step(Nanos now);
+  bool start_wqe(SendWqe& w);
+  void send_next_packet(SendWqe& w, Nanos now);
+  void advance_req();
+  uint32_t outstanding_rd_atomic() const;
+  void retry_from(Psn p);
+  void reposition(Psn p);
+  void update_ack_timer(Nanos now, bool progress);
+
+  // completer.cpp
+  void comp_run(const wire::IbPacket& pkt, Nanos now);
+  CompState comp_check_psn(const wire::IbPacket& pkt);
+  CompState comp_check_ack(const wire::IbPacket& pkt, Nanos now);
+  CompState comp_read(const wire::IbPacket& pkt, Nanos now);
+  CompState comp_atomic(const wire::IbPacket& pkt, Nanos now);
+  void complete_acked_through(Psn p, Nanos now);
+  bool complete_head(WcStatus st, Nanos now);
+  void fail_head(WcStatus st, Nanos now);
+  void complete_local_errors(Nanos now);
+  void on_ack_timeout(Nanos now);
+  void on_rnr_timer(Nanos now);
+
+  // responder.cpp
+  void resp_run(const wire::IbPacket& pkt, const RxInfo& rx, Nanos now);
+  RespState resp_chk_psn(const wire::IbPacket& pkt);
+  RespState resp_chk_op_seq(const wire::IbPacket& pkt) const;
+  RespState resp_chk_op_valid(const wire::IbPacket& pkt) const;
+  RespState resp_chk_resource(const wire::IbPacket& pkt);
+  RespState resp_chk_length(const wire::IbPacket& pkt);
+  RespState resp_chk_rkey(const wire::IbPacket& pkt);
+  RespState resp_execute(const wire::IbPacket& pkt, Nanos now);
+  RespState resp_complete(const wire::IbPacket& pkt, Nanos now);
+  RespState resp_acknowledge(const wire::IbPacket& pkt, Nanos now);
+  RespState resp_duplicate(const wire::IbPacket& pkt, Nanos now);
+  void resp_nak(uint8_t syndrome, Psn psn, RespState why, Nanos now);
+  void send_ack(uint8_t syndrome, Psn psn, Nanos now);
+  void send_read_responses(const RespResource& r, Psn from, Nanos now);
+  void uc_run(const wire::IbPacket& pkt, Nanos now);
+  void ud_run(const wire::IbPacket& pkt, const RxInfo& rx, Nanos now);
+  void fail_recv(WcStatus st, Nanos now);
+
+  Context& ctx_;
+  uint32_t qpn_;
+  QpInitAttr init_;
+  QpAttr attr_;
+
+  // --- requester / completer ---
+  std::deque<SendWqe> sq_;    // posted, not yet completed; front is the oldest
+  std::size_t req_idx_ = 0;   // the WQE the requester sends next (index into sq_)
+  Psn req_psn_;               // the next PSN the requester sends (within sq_[req_idx_])
+  Psn next_psn_;              // the PSN the next unstarted WQE gets
+  Psn comp_psn_;              // all PSNs before it are acknowledged (or received, for READ)
+  ReqState req_state_ = ReqState::kStopped;
+  uint8_t retry_left_ = 0;    // reloaded from retry_cnt on forward progress
+  uint8_t rnr_retry_left_ = 0;// 7 means infinite (IBA 9.7.5.2.8)
+  Nanos ack_deadline_ = kNever;  // local ACK timeout; kNever when nothing is outstanding
+  Nanos rnr_deadline_ = kNever;  // set only in ReqState::kRnrWait
+  bool sqd_notify_pending_ = false;  // IBV_QP_EN_SQD_ASYNC_NOTIFY: raise SQ_DRAINED once drained
+  CompRetry comp_retry_ = CompRetry::kNone;
+  Psn comp_retry_psn_;               // valid in CompRetry::kRetrying: where we went back to
+  bool comp_progress_ = false;       // scratch for one completer pass: a WQE completed or comp_psn_ moved
+
+  // --- responder ---
+  std::deque<RecvWqe> rq_;    // posted receive WQEs (unused with an SRQ)
+  Psn epsn_;                  // the next request PSN expected
+  uint32_t msn_ = 0;          // messages completed (24 bits)
+  RespSeq resp_seq_ = RespSeq::kInSequence;
+  RespMsg resp_msg_ = RespMsg::kNone;
+  RecvSlot recv_slot_ = RecvSlot::kEmpty;
+  RecvWqe cur_recv_;          // valid while recv_slot_ == kHeld
+  uint64_t msg_offset_ = 0;   // payload bytes of the current message received
+  uint64_t write_va_ = 0;     // RETH of the current WRITE
+  uint32_t write_rkey_ = 0;
+  uint32_t write_len_ = 0;
+  uint32_t unacked_ = 0;      // requests accepted since the last ACK we sent
+  std::deque<RespResource> resources_;  // at most max(1, max_dest_rd_atomic)
+  uint8_t pending_nak_ = 0;   // the syndrome chosen by a check step
+  WcStatus pending_recv_status_ = WcStatus::kSuccess;
+};
+
+}  // namespace urnic::transport::detail

@@ -1,0 +1,68 @@
+// The transport's seams to the outside world: memory access, packet output
+// and async-event output. They are narrow abstract classes (not template
+// parameters): see docs/ARCHITECTURE.md "transport seams" for why.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "transport/types.hpp"
+#include "wire/ib_packet.hpp"
+
+namespace urnic::transport {
+
+// Byte and atomic access to registered memory. The transport has already
+// checked lkey/rkey, PD, bounds and access flags against its MR table before
+// calling; an implementation only moves bytes. A false return means the
+// access faulted (the process is gone, the mapping was torn down): the
+// transport turns it into a protection / remote-operational error, never a
+// crash.
+class MemoryAccess {
+ public:
+  virtual ~MemoryAccess() = default;
+  virtual bool read(MemDomain dom, uint64_t va, std::span<uint8_t> out) = 0;
+  virtual bool write(MemDomain dom, uint64_t va, std::span<const uint8_t> in) = 0;
+  // 8-byte atomics on an 8-byte aligned address, host byte order; `orig`
+  // receives the value before the operation (IBA 9.4.5).
+  virtual bool compare_swap(MemDomain dom, uint64_t va, uint64_t compare, uint64_t swap, uint64_t& orig) = 0;
+  virtual bool fetch_add(MemDomain dom, uint64_t va, uint64_t add, uint64_t& orig) = 0;
+};
+
+// Where a packet goes (and, on receive, where it came from).
+struct Addressing {
+  uint32_t src_qpn = 0;   // the sending QP
+  uint32_t dest_qpn = 0;  // also in the BTH
+  AhAttr ah;              // the path: RC/UC the QP's AV, UD the WR's AH
+  uint16_t pkey_index = 0;
+};
+
+// One outgoing packet. `pkt.payload` points into transport-owned scratch
+// memory valid only during TxSink::transmit: encode it or copy it there.
+struct TxPacket {
+  wire::IbPacket pkt;
+  Addressing addr;
+};
+
+class TxSink {
+ public:
+  virtual ~TxSink() = default;
+  virtual void transmit(const TxPacket& p, Nanos now) = 0;
+};
+
+// What the engine knows about a received packet beyond the IB headers.
+struct RxInfo {
+  // IBA 11.4.1.2: a UD receive buffer starts with 40 bytes for the GRH. The
+  // engine supplies them (for RoCE v2 over IPv4: 20 zero bytes, then the
+  // IPv4 header); `has_grh` sets IBV_WC_GRH.
+  std::array<uint8_t, 40> grh{};
+  bool has_grh = false;
+  uint16_t pkey_index = 0;
+};
+
+class EventSink {
+ public:
+  virtual ~EventSink() = default;
+  virtual void on_async_event(const AsyncEvent& e) = 0;
+};
+
+}  // namespace urnic::transport

@@ -1,0 +1,496 @@
+// QP lifecycle: the modify_qp transition table, posting, flushing,
+// completions and packet output.
+#include <cerrno>
+
+#include "transport/detail/qp.hpp"
+#include "transport/detail/trace.hpp"
+
+namespace urnic::transport::detail {
+namespace {
+
+namespace qa = qp_attr;
+
+// IBA 10.3.1 / 11.2.5.3 (table 93, "QP state transitions"), as the Linux
+// kernel's ib_modify_qp_is_ok tabulates it: for each transition and QP type,
+// the attributes that must be present and the ones that may be.
+struct Masks {
+  bool valid = false;
+  uint32_t req = 0;
+  uint32_t opt = 0;
+};
+
+constexpr uint32_t kRcUcRtsOpt = qa::kCurState | qa::kAltPath | qa::kAccessFlags | qa::kPathMigState;
+
+Masks transition(QpState cur, QpState next, QpType t) noexcept {
+  using S = QpState;
+  const bool ud = t == QpType::kUd;
+  const bool rc = t == QpType::kRc;
+  // Any state may go to RESET or ERR with no attributes (IBA 10.3.1).
+  if (next == S::kReset || next == S::kErr) return {true, 0, 0};
+  switch (cur) {
+    case S::kReset:
+      if (next == S::kInit)
+        return {true, ud ? (qa::kPkeyIndex | qa::kPort | qa::kQkey) : (qa::kPkeyIndex | qa::kPort | qa::kAccessFlags), 0};
+      return {};
+    case S::kInit:
+      if (next == S::kInit)
+        return {true, 0, ud ? (qa::kPkeyIndex | qa::kPort | qa::kQkey) : (qa::kPkeyIndex | qa::kPort | qa::kAccessFlags)};
+      if (next == S::kRtr) {
+        if (ud) return {true, 0, qa::kPkeyIndex | qa::kQkey};
+        const uint32_t req = qa::kAv | qa::kPathMtu | qa::kDestQpn | qa::kRqPsn |
+                             (rc ? (qa::kMaxDestRdAtomic | qa::kMinRnrTimer) : 0);
+        return {true, req, qa::kAltPath | qa::kAccessFlags | qa::kPkeyIndex};
+      }
+      return {};
+    case S::kRtr:
+      if (next == S::kRts) {
+        if (ud) return {true, qa::kSqPsn, qa::kCurState | qa::kQkey};
+        if (rc)
+          return {true, qa::kTimeout | qa::kRetryCnt | qa::kRnrRetry | qa::kSqPsn | qa::kMaxQpRdAtomic,
+                  kRcUcRtsOpt | qa::kMinRnrTimer};
+        return {true, qa::kSqPsn, kRcUcRtsOpt};
+      }
+      return {};
+    case S::kRts:
+      if (next == S::kRts)
+        return {true, 0, ud ? (qa::kCurState | qa::kQkey) : (kRcUcRtsOpt | (rc ? qa::kMinRnrTimer : 0))};
+      if (next == S::kSqd) return {true, 0, qa::kEnSqdAsyncNotify};
+      return {};
+    case S::kSqd:
+      if (next == S::kRts)
+        return {true, 0, ud ? (qa::kCurState | qa::kQkey) : (kRcUcRtsOpt | (rc ? qa::kMinRnrTimer : 0))};
+      if (next == S::kSqd) {
+        if (ud) return {true, 0, qa::kPkeyIndex | qa::kQkey};
+        if (rc)
+          return {true, 0,
+                  qa::kPort | qa::kAv | qa::kTimeout | qa::kRetryCnt | qa::kRnrRetry | qa::kMaxQpRdAtomic |
+                      qa::kMaxDestRdAtomic | qa::kAltPath | qa::kAccessFlags | qa::kPkeyIndex |
+                      qa::kMinRnrTimer | qa::kPathMigState};
+        return {true, 0, qa::kAv | qa::kAltPath | qa::kAccessFlags | qa::kPkeyIndex | qa::kPathMigState};
+      }
+      return {};
+    case S::kSqe:
+      if (next == S::kRts) return {true, 0, ud ? (qa::kCurState | qa::kQkey) : (qa::kCurState | qa::kAccessFlags)};
+      return {};
+    case S::kErr:
+      return {};
+  }
+  return {};
+}
+
+constexpr uint32_t kQpAccessBits = access::kLocalWrite | access::kRemoteWrite | access::kRemoteRead | access::kRemoteAtomic;
+
+bool opcode_allowed(WrOpcode op, QpType t) noexcept {
+  switch (op) {
+    case WrOpcode::kSend:
+    case WrOpcode::kSendWithImm: return true;
+    case WrOpcode::kRdmaWrite:
+    case WrOpcode::kRdmaWriteWithImm: return t != QpType::kUd;
+    case WrOpcode::kRdmaRead:
+    case WrOpcode::kAtomicCmpAndSwp:
+    case WrOpcode::kAtomicFetchAndAdd:
+    case WrOpcode::kSendWithInv: return t == QpType::kRc;
+    case WrOpcode::kLocalInv:
+    case WrOpcode::kBindMw: return false;  // memory windows: not yet
+  }
+  return false;
+}
+
+WcOpcode wc_opcode_of(WrOpcode op) noexcept {
+  switch (op) {
+    case WrOpcode::kRdmaWrite:
+    case WrOpcode::kRdmaWriteWithImm: return WcOpcode::kRdmaWrite;
+    case WrOpcode::kRdmaRead: return WcOpcode::kRdmaRead;
+    case WrOpcode::kAtomicCmpAndSwp: return WcOpcode::kCompSwap;
+    case WrOpcode::kAtomicFetchAndAdd: return WcOpcode::kFetchAdd;
+    case WrOpcode::kLocalInv: return WcOpcode::kLocalInv;
+    case WrOpcode::kBindMw: return WcOpcode::kBindMw;
+    default: return WcOpcode::kSend;
+  }
+}
+
+}  // namespace
+
+WcOpcode wc_opcode_for(WrOpcode op) noexcept { return wc_opcode_of(op); }
+
+Qp::Qp(Context& ctx, uint32_t qpn, const QpInitAttr& init) : ctx_(ctx), qpn_(qpn), init_(init) {
+  attr_.cap = init.cap;
+}
+
+uint32_t Qp::pmtu() const noexcept {
+  return init_.type == QpType::kUd ? mtu_bytes(ctx_.cfg.port_mtu) : mtu_bytes(attr_.path_mtu);
+}
+
+int Qp::modify(const QpAttr& a, uint32_t mask, Nanos now) {
+  const QpState cur = attr_.qp_state;
+  const QpState next = (mask & qa::kState) ? a.qp_state : cur;
+  if ((mask & qa::kCurState) && a.cur_qp_state != cur) return EINVAL;
+  const Masks m = transition(cur, next, init_.type);
+  if (!m.valid) return EINVAL;
+  if ((mask & m.req) != m.req) return EINVAL;
+  if (mask & ~(m.req | m.opt | qa::kState)) return EINVAL;
+  // Values (IBA 10.2.5 / ibv_modify_qp(3) ranges).
+  const DeviceCaps& caps = ctx_.cfg.caps;
+  if ((mask & qa::kPathMtu) && (static_cast<unsigned>(a.path_mtu) < 1 || static_cast<unsigned>(a.path_mtu) > 5))
+    return EINVAL;
+  if ((mask & qa::kTimeout) && a.timeout > 31) return EINVAL;
+  if ((mask & qa::kRetryCnt) && a.retry_cnt > 7) return EINVAL;
+  if ((mask & qa::kRnrRetry) && a.rnr_retry > 7) return EINVAL;
+  if ((mask & qa::kMinRnrTimer) && a.min_rnr_timer > 31) return EINVAL;
+  if ((mask & qa::kMaxQpRdAtomic) && a.max_rd_atomic > caps.max_qp_rd_atom) return EINVAL;
+  if ((mask & qa::kMaxDestRdAtomic) && a.max_dest_rd_atomic > caps.max_qp_rd_atom) return EINVAL;
+  if ((mask & qa::kPort) && a.port_num != 1) return EINVAL;
+  if ((mask & qa::kPkeyIndex) && a.pkey_index != 0) return EINVAL;  // one P_Key (0xFFFF) per port
+  if ((mask & qa::kAccessFlags) && (a.qp_access_flags & ~kQpAccessBits)) return EINVAL;
+  if ((mask & qa::kDestQpn) && a.dest_qp_num > 0xFFFFFF) return EINVAL;
+  if ((mask & qa::kRqPsn) && a.rq_psn > 0xFFFFFF) return EINVAL;
+  if ((mask & qa::kSqPsn) && a.sq_psn > 0xFFFFFF) return EINVAL;
+  if ((mask & qa::kAv) && a.ah_attr.port_num != 1) return EINVAL;
+
+  // Apply.
+  if (mask & qa::kAccessFlags) attr_.qp_access_flags = a.qp_access_flags;
+  if (mask & qa::kPkeyIndex) attr_.pkey_index = a.pkey_index;
+  if (mask & qa::kPort) attr_.port_num = a.port_num;
+  if (mask & qa::kQkey) attr_.qkey = a.qkey;
+  if (mask & qa::kAv) attr_.ah_attr = a.ah_attr;
+  if (mask & qa::kPathMtu) attr_.path_mtu = a.path_mtu;
+  if (mask & qa::kTimeout) attr_.timeout = a.timeout;
+  if (mask & qa::kRetryCnt) attr_.retry_cnt = a.retry_cnt;
+  if (mask & qa::kRnrRetry) attr_.rnr_retry = a.rnr_retry;
+  if (mask & qa::kMaxQpRdAtomic) attr_.max_rd_atomic = a.max_rd_atomic;
+  if (mask & qa::kMaxDestRdAtomic) attr_.max_dest_rd_atomic = a.max_dest_rd_atomic;
+  if (mask & qa::kMinRnrTimer) attr_.min_rnr_timer = a.min_rnr_timer;
+  if (mask & qa::kDestQpn) attr_.dest_qp_num = a.dest_qp_num;
+  if (mask & qa::kEnSqdAsyncNotify) attr_.en_sqd_async_notify = a.en_sqd_async_notify;
+  if (mask & qa::kRqPsn) {
+    attr_.rq_psn = a.rq_psn;
+    epsn_ = Psn(a.rq_psn);
+  }
+  if (mask & qa::kSqPsn) {
+    attr_.sq_psn = a.sq_psn;
+    next_psn_ = req_psn_ = comp_psn_ = Psn(a.sq_psn);
+  }
+  if (mask & qa::kRetryCnt) retry_left_ = attr_.retry_cnt;
+  if (mask & qa::kRnrRetry) rnr_retry_left_ = attr_.rnr_retry;
+
+  URNIC_TRACE(qpn_, "state", to_string(cur), to_string(next), "modify_qp");
+  attr_.qp_state = next;
+  if (next == QpState::kReset) {
+    reset_state();
+  } else if (next == QpState::kErr && cur != QpState::kErr) {
+    attr_.qp_state = cur;  // enter_error does the transition (and the flush)
+    enter_error(now);
+  } else if (next == QpState::kSqd && cur != QpState::kSqd) {
+    sqd_notify_pending_ = attr_.en_sqd_async_notify;
+    req_run(now);  // may already be drained
+  } else if (next == QpState::kRts) {
+    req_run(now);
+  }
+  return 0;
+}
+
+void Qp::query(QpAttr& a) const {
+  a = attr_;
+  a.cur_qp_state = attr_.qp_state;
+  a.rq_psn = epsn_.value();
+  a.sq_psn = next_psn_.value();
+  a.sq_draining = attr_.qp_state == QpState::kSqd && req_idx_ > 0;
+}
+
+void Qp::reset_state() {
+  // IBA 10.3.1: RESET discards every WQE without completions.
+  sq_.clear();
+  rq_.clear();
+  resources_.clear();
+  recv_slot_ = RecvSlot::kEmpty;
+  const QpCap cap = attr_.cap;
+  attr_ = QpAttr{};
+  attr_.cap = cap;
+  req_idx_ = 0;
+  req_psn_ = next_psn_ = comp_psn_ = epsn_ = Psn(0);
+  req_state_ = ReqState::kStopped;
+  retry_left_ = rnr_retry_left_ = 0;
+  ack_deadline_ = rnr_deadline_ = kNever;
+  sqd_notify_pending_ = false;
+  comp_retry_ = CompRetry::kNone;
+  msn_ = 0;
+  resp_seq_ = RespSeq::kInSequence;
+  resp_msg_ = RespMsg::kNone;
+  msg_offset_ = 0;
+  unacked_ = 0;
+}
+
+bool Qp::send_queue_active() const noexcept {
+  return attr_.qp_state == QpState::kRts || attr_.qp_state == QpState::kSqd;
+}
+
+void Qp::enter_error(Nanos now) {
+  (void)now;
+  if (attr_.qp_state == QpState::kErr) return;
+  URNIC_TRACE(qpn_, "state", to_string(attr_.qp_state), "ERR", "error");
+  attr_.qp_state = QpState::kErr;
+  req_state_ = ReqState::kStopped;
+  ack_deadline_ = rnr_deadline_ = kNever;
+  // IBA 10.3.1.2 / 11.4.2: in the error state every outstanding and later
+  // WR completes with IBV_WC_WR_FLUSH_ERR.
+  flush_sq();
+  flush_rq();
+}
+
+void Qp::flush_sq() {
+  while (!sq_.empty()) {
+    const SendWqe w = sq_.front();
+    sq_.pop_front();
+    Cqe e;
+    e.wr_id = w.wr_id;
+    e.status = WcStatus::kWrFlushErr;
+    e.opcode = wc_opcode_of(w.opcode);
+    e.qp_num = qpn_;
+    if (!ctx_.push_cqe(init_.send_cq, e)) break;
+  }
+  sq_.clear();
+  req_idx_ = 0;
+}
+
+void Qp::flush_rq() {
+  if (recv_slot_ == RecvSlot::kHeld) {
+    Cqe e;
+    e.wr_id = cur_recv_.wr_id;
+    e.status = WcStatus::kWrFlushErr;
+    e.opcode = WcOpcode::kRecv;
+    e.qp_num = qpn_;
+    ctx_.push_cqe(init_.recv_cq, e);
+    recv_slot_ = RecvSlot::kEmpty;
+  }
+  resp_msg_ = RespMsg::kNone;
+  while (!rq_.empty()) {
+    Cqe e;
+    e.wr_id = rq_.front().wr_id;
+    e.status = WcStatus::kWrFlushErr;
+    e.opcode = WcOpcode::kRecv;
+    e.qp_num = qpn_;
+    rq_.pop_front();
+    if (!ctx_.push_cqe(init_.recv_cq, e)) break;
+  }
+  rq_.clear();
+}
+
+bool Qp::complete(CqHandle cq, const Cqe& e, Nanos now) {
+  if (ctx_.push_cqe(cq, e)) return true;
+  // CQ overrun: IBA 11.4.2.1 -- the CQ is in error, and the QPs completing
+  // to it cannot make progress: they enter the error state.
+  ctx_.raise({EventType::kQpFatal, qpn_, {}, {}});
+  enter_error(now);
+  return false;
+}
+
+bool Qp::take_recv(RecvWqe& out) {
+  if (init_.has_srq) {
+    auto it = ctx_.srqs.find(static_cast<uint32_t>(init_.srq));
+    if (it == ctx_.srqs.end() || it->second.q.empty()) return false;
+    Srq& srq = it->second;
+    out = std::move(srq.q.front());
+    srq.q.pop_front();
+    // IBA 10.2.9.3 / 11.5.2.4: when the number of WQEs drops below the armed
+    // limit, raise SRQ_LIMIT_REACHED once and disarm.
+    if (srq.attr.srq_limit > 0 && srq.q.size() < srq.attr.srq_limit) {
+      srq.attr.srq_limit = 0;
+      ctx_.raise({EventType::kSrqLimitReached, 0, {}, srq.handle});
+    }
+    return true;
+  }
+  if (rq_.empty()) return false;
+  out = std::move(rq_.front());
+  rq_.pop_front();
+  return true;
+}
+
+Addressing Qp::path_addr() const {
+  Addressing a;
+  a.src_qpn = qpn_;
+  a.dest_qpn = attr_.dest_qp_num;
+  a.ah = attr_.ah_attr;
+  a.pkey_index = attr_.pkey_index;
+  return a;
+}
+
+void Qp::emit(wire::IbPacket& p, const Addressing& addr, Nanos now) {
+  p.bth.dest_qp = addr.dest_qpn;
+  p.bth.pkey = 0xFFFF;
+  p.bth.tver = 0;
+  p.bth.pad = static_cast<uint8_t>((4 - (p.payload.size() & 3)) & 3);
+  ctx_.counters.inc(Counter::kSentPkts);
+  ctx_.tx.transmit(TxPacket{p, addr}, now);
+}
+
+int Qp::post_send(const SendWr& wr, Nanos now) {
+  const QpState st = attr_.qp_state;
+  if (st == QpState::kReset || st == QpState::kInit || st == QpState::kRtr) return EINVAL;
+  if (!opcode_allowed(wr.opcode, init_.type)) return EINVAL;
+  const bool is_inline = (wr.send_flags & send_flag::kInline) != 0;
+  const bool rd_atomic = wr.opcode == WrOpcode::kRdmaRead || wr.opcode == WrOpcode::kAtomicCmpAndSwp ||
+                         wr.opcode == WrOpcode::kAtomicFetchAndAdd;
+  if (is_inline && rd_atomic) return EINVAL;
+  if (is_inline && wr.inline_data.size() > init_.cap.max_inline_data) return EINVAL;
+  if (!is_inline && wr.sg_list.size() > init_.cap.max_send_sge) return EINVAL;
+  if (sq_.size() >= init_.cap.max_send_wr) return ENOMEM;
+  SendWqe w;
+  if (init_.type == QpType::kUd) {
+    auto ah = ctx_.ahs.find(static_cast<uint32_t>(wr.ah));
+    if (ah == ctx_.ahs.end() || ah->second.pd != init_.pd) return EINVAL;
+    w.ud_ah = ah->second.attr;
+    w.ud_qpn = wr.remote_qpn & 0xFFFFFF;
+    // IBA 10.2.5: a WR Q_Key with the high-order bit set means "use the QP's Q_Key".
+    w.ud_qkey = (wr.remote_qkey & 0x80000000u) ? attr_.qkey : wr.remote_qkey;
+  }
+  w.wr_id = wr.wr_id;
+  w.opcode = wr.opcode;
+  w.send_flags = wr.send_flags;
+  w.signaled = init_.sq_sig_all || (wr.send_flags & send_flag::kSignaled);
+  w.is_inline = is_inline;
+  if (is_inline) {
+    w.inline_bytes.assign(wr.inline_data.begin(), wr.inline_data.end());
+    w.length = wr.inline_data.size();
+  } else {
+    w.sges.assign(wr.sg_list.begin(), wr.sg_list.end());
+    for (const Sge& s : w.sges) w.length += s.length;
+  }
+  w.imm = wr.imm_data;
+  w.inv_rkey = wr.invalidate_rkey;
+  w.remote_addr = wr.remote_addr;
+  w.rkey = wr.rkey;
+  w.compare_add = wr.compare_add;
+  w.swap = wr.swap;
+  if ((wr.opcode == WrOpcode::kAtomicCmpAndSwp || wr.opcode == WrOpcode::kAtomicFetchAndAdd) && w.length != 8)
+    return EINVAL;  // IBA 9.4.5: atomics move exactly 8 bytes
+  if (st == QpState::kErr) {
+    Cqe e;
+    e.wr_id = w.wr_id;
+    e.status = WcStatus::kWrFlushErr;
+    e.opcode = wc_opcode_of(w.opcode);
+    e.qp_num = qpn_;
+    complete(init_.send_cq, e, now);
+    return 0;
+  }
+  sq_.push_back(std::move(w));
+  req_run(now);
+  return 0;
+}
+
+int Qp::post_recv(const RecvWr& wr) {
+  if (attr_.qp_state == QpState::kReset) return EINVAL;
+  if (init_.has_srq) return EINVAL;
+  if (wr.sg_list.size() > init_.cap.max_recv_sge) return EINVAL;
+  if (rq_.size() >= init_.cap.max_recv_wr) return ENOMEM;
+  RecvWqe r;
+  r.wr_id = wr.wr_id;
+  r.sges.assign(wr.sg_list.begin(), wr.sg_list.end());
+  for (const Sge& s : r.sges) r.length += s.length;
+  if (attr_.qp_state == QpState::kErr) {
+    Cqe e;
+    e.wr_id = r.wr_id;
+    e.status = WcStatus::kWrFlushErr;
+    e.opcode = WcOpcode::kRecv;
+    e.qp_num = qpn_;
+    ctx_.push_cqe(init_.recv_cq, e);
+    return 0;
+  }
+  rq_.push_back(std::move(r));
+  return 0;
+}
+
+void Qp::on_packet(const wire::IbPacket& pkt, const RxInfo& rx, Nanos now) {
+  const QpState st = attr_.qp_state;
+  // IBA 10.3.1: packets are accepted from RTR on; RESET/INIT/ERR drop them.
+  if (st == QpState::kReset || st == QpState::kInit || st == QpState::kErr) {
+    ctx_.counters.inc(Counter::kDroppedPkts);
+    return;
+  }
+  const wire::IbTransport tt = wire::transport_of(pkt.bth.opcode);
+  switch (init_.type) {
+    case QpType::kRc:
+      if (tt != wire::IbTransport::kRc) break;
+      if (pkt.info().is(wire::Op::kResponse)) {
+        if (send_queue_active() || st == QpState::kSqe) comp_run(pkt, now);
+        else ctx_.counters.inc(Counter::kDroppedPkts);
+      } else {
+        resp_run(pkt, rx, now);
+      }
+      return;
+    case QpType::kUc:
+      if (tt != wire::IbTransport::kUc) break;
+      uc_run(pkt, now);
+      return;
+    case QpType::kUd:
+      if (tt != wire::IbTransport::kUd) break;
+      ud_run(pkt, rx, now);
+      return;
+  }
+  ctx_.counters.inc(Counter::kDroppedPkts);  // opcode of another transport
+}
+
+void Qp::on_timer(Nanos now) {
+  if (rnr_deadline_ != kNever && now >= rnr_deadline_) on_rnr_timer(now);
+  if (ack_deadline_ != kNever && now >= ack_deadline_) on_ack_timeout(now);
+}
+
+Nanos Qp::next_deadline() const noexcept { return ack_deadline_ < rnr_deadline_ ? ack_deadline_ : rnr_deadline_; }
+
+std::string_view to_string(ReqState s) noexcept {
+  switch (s) {
+    case ReqState::kIdle: return "IDLE";
+    case ReqState::kSending: return "SENDING";
+    case ReqState::kWaitWindow: return "WAIT_WINDOW";
+    case ReqState::kWaitFence: return "WAIT_FENCE";
+    case ReqState::kWaitRdAtomic: return "WAIT_RD_ATOMIC";
+    case ReqState::kRnrWait: return "RNR_WAIT";
+    case ReqState::kDrained: return "DRAINED";
+    case ReqState::kLocalError: return "LOCAL_ERROR";
+    case ReqState::kStopped: return "STOPPED";
+  }
+  return "?";
+}
+
+std::string_view to_string(CompState s) noexcept {
+  switch (s) {
+    case CompState::kGetAck: return "GET_ACK";
+    case CompState::kCheckPsn: return "CHECK_PSN";
+    case CompState::kCheckAck: return "CHECK_ACK";
+    case CompState::kRead: return "READ";
+    case CompState::kAtomic: return "ATOMIC";
+    case CompState::kWriteSend: return "WRITE_SEND";
+    case CompState::kUpdateComp: return "UPDATE_COMP";
+    case CompState::kDone: return "DONE";
+    case CompState::kErrorRetry: return "ERROR_RETRY";
+    case CompState::kRnrRetry: return "RNR_RETRY";
+    case CompState::kError: return "ERROR";
+    case CompState::kDrop: return "DROP";
+  }
+  return "?";
+}
+
+std::string_view to_string(RespState s) noexcept {
+  switch (s) {
+    case RespState::kGetReq: return "GET_REQ";
+    case RespState::kChkPsn: return "CHK_PSN";
+    case RespState::kChkOpSeq: return "CHK_OP_SEQ";
+    case RespState::kChkOpValid: return "CHK_OP_VALID";
+    case RespState::kChkResource: return "CHK_RESOURCE";
+    case RespState::kChkLength: return "CHK_LENGTH";
+    case RespState::kChkRkey: return "CHK_RKEY";
+    case RespState::kExecute: return "EXECUTE";
+    case RespState::kComplete: return "COMPLETE";
+    case RespState::kAcknowledge: return "ACKNOWLEDGE";
+    case RespState::kDone: return "DONE";
+    case RespState::kDuplicateRequest: return "DUPLICATE_REQUEST";
+    case RespState::kErrNakPsnSequence: return "ERR_NAK_PSN_SEQUENCE";
+    case RespState::kErrRnr: return "ERR_RNR";
+    case RespState::kErrNakInvalidRequest: return "ERR_NAK_INVALID_REQUEST";
+    case RespState::kErrNakRemoteAccess: return "ERR_NAK_REMOTE_ACCESS";
+    case RespState::kErrNakRemoteOperational: return "ERR_NAK_REMOTE_OPERATIONAL";
+    case RespState::kDrop: return "DROP";
+  }
+  return "?";
+}
+
+}  // namespace urnic::transport::detail

@@ -1,0 +1,248 @@
+// The requester: turns send WQEs into request packets (IBA 9.5, 9.7.1).
+// One pass (req_step) sends at most one packet and returns the ReqState that
+// says why it stopped, or kSending to go on.
+#include <algorithm>
+
+#include "transport/detail/qp.hpp"
+#include "transport/detail/trace.hpp"
+
+namespace urnic::transport::detail {
+
+namespace op = wire::opcode;
+
+bool is_rd_atomic(WrOpcode o) noexcept {
+  return o == WrOpcode::kRdmaRead || o == WrOpcode::kAtomicCmpAndSwp || o == WrOpcode::kAtomicFetchAndAdd;
+}
+
+// IBA 9.7.5.2.8, table 45: RNR NAK timer field -> minimum wait.
+Nanos rnr_timer_ns(uint8_t code) noexcept {
+  static constexpr uint32_t kMicros[32] = {655360, 10,    20,    30,    40,    60,     80,     120,
+                                           160,    240,   320,   480,   640,   960,    1280,   1920,
+                                           2560,   3840,  5120,  7680,  10240, 15360,  20480,  30720,
+                                           40960,  61440, 81920, 122880, 163840, 245760, 327680, 491520};
+  return Nanos{kMicros[code & 31]} * 1000;
+}
+
+void Qp::req_run(Nanos now) {
+  ReqState s = req_step(now);
+  while (s == ReqState::kSending) s = req_step(now);
+  if (s != req_state_) URNIC_TRACE(qpn_, "req", to_string(req_state_), to_string(s), "requester pass");
+  req_state_ = s;
+  update_ack_timer(now, false);
+  complete_local_errors(now);
+  // IBA 11.3.3 / 10.3.1: SQD with async notify: SQ_DRAINED once nothing is
+  // outstanding.
+  if (attr_.qp_state == QpState::kSqd && sqd_notify_pending_ && req_idx_ == 0) {
+    sqd_notify_pending_ = false;
+    ctx_.raise({EventType::kSqDrained, qpn_, {}, {}});
+  }
+}
+
+uint32_t Qp::outstanding_rd_atomic() const {
+  uint32_t n = 0;
+  for (std::size_t i = 0; i < req_idx_ && i < sq_.size(); ++i)
+    if (is_rd_atomic(sq_[i].opcode)) ++n;
+  return n;
+}
+
+ReqState Qp::req_step(Nanos now) {
+  if (!send_queue_active()) return ReqState::kStopped;
+  if (rnr_deadline_ != kNever) return ReqState::kRnrWait;
+  if (req_idx_ >= sq_.size()) return ReqState::kIdle;
+  SendWqe& w = sq_[req_idx_];
+  if (w.state == WqeState::kLocalError) return ReqState::kLocalError;
+  if (w.state == WqeState::kPosted) {
+    if (attr_.qp_state == QpState::kSqd) return ReqState::kDrained;
+    // IBA 10.8.3.3: a fenced WR waits for earlier READ/atomic WRs.
+    if ((w.send_flags & send_flag::kFence) && outstanding_rd_atomic() > 0) return ReqState::kWaitFence;
+    if (is_rd_atomic(w.opcode) &&
+        outstanding_rd_atomic() >= std::max<uint32_t>(1, attr_.max_rd_atomic))
+      return ReqState::kWaitRdAtomic;
+    if (!start_wqe(w)) return ReqState::kLocalError;
+  }
+  if (init_.type == QpType::kRc && (req_psn_ - comp_psn_) >= static_cast<int32_t>(ctx_.cfg.max_inflight_pkts))
+    return ReqState::kWaitWindow;
+  send_next_packet(w, now);
+  return ReqState::kSending;
+}
+
+// First transmission of a WQE: check its local keys and size, then assign
+// its PSN range. A READ of N response packets takes N PSNs (IBA 9.7.1).
+bool Qp::start_wqe(SendWqe& w) {
+  const uint32_t mtu = pmtu();
+  WcStatus st = WcStatus::kSuccess;
+  if (w.length > ctx_.cfg.caps.max_msg_sz) st = WcStatus::kLocLenErr;
+  if (init_.type == QpType::kUd && w.length > mtu) st = WcStatus::kLocLenErr;  // IBA 9.8.3: one packet
+  if (st == WcStatus::kSuccess && !w.is_inline) {
+    const uint32_t need = is_rd_atomic(w.opcode) ? access::kLocalWrite : 0;
+    for (const Sge& s : w.sges) {
+      if (s.length == 0) continue;
+      if (ctx_.check_key(s.lkey, init_.pd, s.addr, s.length, need, nullptr) != KeyCheck::kOk) {
+        st = WcStatus::kLocProtErr;
+        break;
+      }
+    }
+  }
+  if (st != WcStatus::kSuccess) {
+    w.state = WqeState::kLocalError;
+    w.status = st;
+    return false;
+  }
+  const bool atomic = w.opcode == WrOpcode::kAtomicCmpAndSwp || w.opcode == WrOpcode::kAtomicFetchAndAdd;
+  w.npkts = atomic ? 1 : std::max<uint32_t>(1, static_cast<uint32_t>((w.length + mtu - 1) / mtu));
+  w.first_psn = next_psn_;
+  w.last_psn = next_psn_ + static_cast<int32_t>(w.npkts - 1);
+  next_psn_ = w.last_psn + 1;
+  req_psn_ = w.first_psn;
+  w.state = WqeState::kInFlight;
+  return true;
+}
+
+void Qp::advance_req() {
+  ++req_idx_;
+  if (req_idx_ < sq_.size() && sq_[req_idx_].state != WqeState::kPosted && sq_[req_idx_].npkts > 0)
+    req_psn_ = sq_[req_idx_].first_psn;
+  else
+    req_psn_ = next_psn_;
+}
+
+void Qp::send_next_packet(SendWqe& w, Nanos now) {
+  const uint32_t mtu = pmtu();
+  const uint8_t base = init_.type == QpType::kRc ? op::kRc : init_.type == QpType::kUc ? op::kUc : op::kUd;
+  wire::IbPacket p;
+  p.bth.psn = req_psn_;
+  Addressing addr = path_addr();
+  if (init_.type == QpType::kUd) {
+    addr.dest_qpn = w.ud_qpn;
+    addr.ah = w.ud_ah;
+    p.deth.qkey = w.ud_qkey;
+    p.deth.src_qp = qpn_;
+  }
+  const uint32_t idx = static_cast<uint32_t>(req_psn_ - w.first_psn);
+  const uint64_t offset = uint64_t{idx} * mtu;
+  switch (w.opcode) {
+    case WrOpcode::kRdmaRead:
+      // A retried READ restarts at the first response not yet received, as a
+      // new request for the remainder (IBA 9.7.4.1.4 / o9-?? "partial retry").
+      p.bth.opcode = base | op::kReadRequest;
+      p.reth.va = w.remote_addr + offset;
+      p.reth.rkey = w.rkey;
+      p.reth.dma_len = static_cast<uint32_t>(w.length - std::min<uint64_t>(offset, w.length));
+      p.bth.ack_req = false;
+      w.state = WqeState::kSent;
+      emit(p, addr, now);
+      req_psn_ = w.last_psn + 1;
+      advance_req();
+      return;
+    case WrOpcode::kAtomicCmpAndSwp:
+    case WrOpcode::kAtomicFetchAndAdd: {
+      const bool cas = w.opcode == WrOpcode::kAtomicCmpAndSwp;
+      p.bth.opcode = base | (cas ? op::kCompareSwap : op::kFetchAdd);
+      p.atomic_eth.va = w.remote_addr;
+      p.atomic_eth.rkey = w.rkey;
+      p.atomic_eth.swap_add = cas ? w.swap : w.compare_add;
+      p.atomic_eth.compare = cas ? w.compare_add : 0;
+      p.bth.ack_req = true;
+      w.state = WqeState::kSent;
+      emit(p, addr, now);
+      advance_req();
+      return;
+    }
+    default:
+      break;
+  }
+  // SEND / WRITE: segment by the path MTU (IBA 9.7.2).
+  const bool first = idx == 0;
+  const bool last = idx + 1 == w.npkts;
+  const bool send = w.opcode == WrOpcode::kSend || w.opcode == WrOpcode::kSendWithImm || w.opcode == WrOpcode::kSendWithInv;
+  const bool imm = w.opcode == WrOpcode::kSendWithImm || w.opcode == WrOpcode::kRdmaWriteWithImm;
+  const bool inv = w.opcode == WrOpcode::kSendWithInv;
+  uint8_t code = 0;
+  if (send) {
+    if (first && last) code = imm ? op::kSendOnlyImm : inv ? op::kSendOnlyInv : op::kSendOnly;
+    else if (first) code = op::kSendFirst;
+    else if (!last) code = op::kSendMiddle;
+    else code = imm ? op::kSendLastImm : inv ? op::kSendLastInv : op::kSendLast;
+  } else {
+    if (first && last) code = imm ? op::kWriteOnlyImm : op::kWriteOnly;
+    else if (first) code = op::kWriteFirst;
+    else if (!last) code = op::kWriteMiddle;
+    else code = imm ? op::kWriteLastImm : op::kWriteLast;
+  }
+  p.bth.opcode = base | code;
+  if (!send && first) {
+    p.reth.va = w.remote_addr;
+    p.reth.rkey = w.rkey;
+    p.reth.dma_len = static_cast<uint32_t>(w.length);
+  }
+  if (imm && last) p.imm = w.imm;
+  if (inv && last) p.ieth_rkey = w.inv_rkey;
+  p.bth.solicited = last && (w.send_flags & send_flag::kSolicited) != 0;
+  // AckReq on the last packet of a message, and periodically inside a long
+  // one so the responder's ACKs keep the window moving.
+  p.bth.ack_req = init_.type == QpType::kRc && (last || (idx + 1) % ctx_.cfg.ack_req_every == 0);
+  const std::size_t len = static_cast<std::size_t>(std::min<uint64_t>(mtu, w.length - std::min(offset, w.length)));
+  std::span<uint8_t> buf(ctx_.scratch.data(), len);
+  if (len > 0) {
+    if (w.is_inline) {
+      std::copy_n(w.inline_bytes.begin() + static_cast<std::ptrdiff_t>(offset), len, buf.begin());
+    } else {
+      const WcStatus st = ctx_.gather(init_.pd, w.sges, offset, buf);
+      if (st != WcStatus::kSuccess) {
+        w.state = WqeState::kLocalError;
+        w.status = st;
+        return;
+      }
+    }
+  }
+  p.payload = buf;
+  ++req_psn_;
+  if (last) w.state = WqeState::kSent;
+  emit(p, addr, now);
+  if (last) {
+    if (send) ctx_.counters.inc(Counter::kRdmaSends);
+    advance_req();
+    // UC and UD are unacknowledged: a WQE completes once its last packet is
+    // out (IBA 9.8.2, 9.8.3).
+    if (init_.type != QpType::kRc) {
+      comp_psn_ = req_psn_;
+      complete_head(WcStatus::kSuccess, now);
+    }
+  }
+}
+
+// Go-back-N (IBA 9.7.5.1.x): resend from PSN p, which is inside a WQE that
+// already has PSNs (or is the next unassigned PSN).
+void Qp::retry_from(Psn p) {
+  reposition(p);
+  ctx_.counters.inc(Counter::kCompleterRetryErr);
+}
+
+void Qp::reposition(Psn p) {
+  std::size_t i = 0;
+  for (; i < sq_.size(); ++i) {
+    const SendWqe& w = sq_[i];
+    if (w.state == WqeState::kPosted || w.npkts == 0) break;
+    if ((p - w.last_psn) <= 0) break;
+  }
+  req_idx_ = i;
+  if (i < sq_.size() && sq_[i].state != WqeState::kPosted && sq_[i].npkts > 0)
+    req_psn_ = (p - sq_[i].first_psn) > 0 ? p : sq_[i].first_psn;
+  else
+    req_psn_ = next_psn_;
+}
+
+// The local ACK timer (IBA 9.7.6.1.3): armed while some PSN is unacknowledged,
+// restarted on forward progress; timeout 0 means never.
+void Qp::update_ack_timer(Nanos now, bool progress) {
+  if (init_.type != QpType::kRc || attr_.timeout == 0 || rnr_deadline_ != kNever ||
+      !send_queue_active()) {
+    ack_deadline_ = kNever;
+    return;
+  }
+  const bool outstanding = (req_psn_ - comp_psn_) > 0;
+  if (!outstanding) ack_deadline_ = kNever;
+  else if (progress || ack_deadline_ == kNever) ack_deadline_ = now + ack_timeout_ns(attr_.timeout);
+}
+
+}  // namespace urnic::transport::detail

@@ -1,0 +1,532 @@
+// The responder (IBA 9.7.5.1 "responder side", 9.7.4): checks each request
+// packet in a fixed order of steps, executes it against registered memory,
+// and ACKs, NAKs or answers it. Also the UC and UD receive paths.
+#include <algorithm>
+#include <cstring>
+
+#include "transport/detail/qp.hpp"
+#include "transport/detail/trace.hpp"
+
+namespace urnic::transport::detail {
+
+namespace op = wire::opcode;
+namespace ae = wire::aeth;
+using wire::Op;
+
+void Qp::resp_run(const wire::IbPacket& pkt, const RxInfo& rx, Nanos now) {
+  (void)rx;
+  RespState s = RespState::kChkPsn;
+  for (;;) {
+    switch (s) {
+      case RespState::kGetReq:
+      case RespState::kChkPsn: s = resp_chk_psn(pkt); break;
+      case RespState::kChkOpSeq: s = resp_chk_op_seq(pkt); break;
+      case RespState::kChkOpValid: s = resp_chk_op_valid(pkt); break;
+      case RespState::kChkResource: s = resp_chk_resource(pkt); break;
+      case RespState::kChkLength: s = resp_chk_length(pkt); break;
+      case RespState::kChkRkey: s = resp_chk_rkey(pkt); break;
+      case RespState::kExecute: s = resp_execute(pkt, now); break;
+      case RespState::kComplete: s = resp_complete(pkt, now); break;
+      case RespState::kAcknowledge: s = resp_acknowledge(pkt, now); break;
+      case RespState::kDuplicateRequest: s = resp_duplicate(pkt, now); break;
+      case RespState::kErrNakPsnSequence:
+        // IBA 9.7.5.2.2: NAK once with the PSN we expect; the requester goes back to it.
+        send_ack(ae::kNak | ae::kNakPsnSequence, epsn_, now);
+        return;
+      case RespState::kErrRnr:
+        // IBA 9.7.5.2.8: no receive WQE -- RNR NAK with our minimum RNR
+        // timer; nothing of this request is consumed.
+        ctx_.counters.inc(Counter::kSendRnrErr);
+        resp_seq_ = RespSeq::kRnrNakSent;
+        send_ack(static_cast<uint8_t>(ae::kRnrNak | (attr_.min_rnr_timer & 0x1F)), pkt.bth.psn, now);
+        return;
+      case RespState::kErrNakInvalidRequest:
+        resp_nak(ae::kNak | ae::kNakInvalidRequest, pkt.bth.psn, s, now);
+        return;
+      case RespState::kErrNakRemoteAccess:
+        resp_nak(ae::kNak | ae::kNakRemoteAccess, pkt.bth.psn, s, now);
+        return;
+      case RespState::kErrNakRemoteOperational:
+        resp_nak(ae::kNak | ae::kNakRemoteOperational, pkt.bth.psn, s, now);
+        return;
+      case RespState::kDone:
+      case RespState::kDrop:
+        return;
+    }
+  }
+}
+
+RespState Qp::resp_chk_psn(const wire::IbPacket& pkt) {
+  const int32_t d = pkt.bth.psn - epsn_;
+  if (d > 0) {
+    ctx_.counters.inc(Counter::kOutOfSeqRequest);
+    if (resp_seq_ != RespSeq::kInSequence) return RespState::kDrop;
+    resp_seq_ = RespSeq::kSeqNakSent;
+    return RespState::kErrNakPsnSequence;
+  }
+  if (d < 0) {
+    ctx_.counters.inc(Counter::kDuplicateRequest);
+    return RespState::kDuplicateRequest;
+  }
+  resp_seq_ = RespSeq::kInSequence;
+  return RespState::kChkOpSeq;
+}
+
+// IBA 9.7.5.1.x (C9-?): FIRST/ONLY only between messages, MIDDLE/LAST of
+// the same kind inside one.
+RespState Qp::resp_chk_op_seq(const wire::IbPacket& pkt) const {
+  const auto& i = pkt.info();
+  switch (resp_msg_) {
+    case RespMsg::kNone:
+    case RespMsg::kDropping:
+      return i.is(Op::kFirst) ? RespState::kChkOpValid : RespState::kErrNakInvalidRequest;
+    case RespMsg::kSend:
+      return i.is(Op::kSend) && !i.is(Op::kFirst) ? RespState::kChkOpValid : RespState::kErrNakInvalidRequest;
+    case RespMsg::kWrite:
+      return i.is(Op::kWrite) && !i.is(Op::kFirst) ? RespState::kChkOpValid : RespState::kErrNakInvalidRequest;
+  }
+  return RespState::kErrNakInvalidRequest;
+}
+
+// The QP's own remote access enables (IBV_QP_ACCESS_FLAGS); rxe and IBA
+// o10-?? answer a disabled operation with an invalid-request NAK.
+RespState Qp::resp_chk_op_valid(const wire::IbPacket& pkt) const {
+  const auto& i = pkt.info();
+  const uint32_t a = attr_.qp_access_flags;
+  if (i.is(Op::kWrite) && !(a & access::kRemoteWrite)) return RespState::kErrNakInvalidRequest;
+  if (i.is(Op::kReadRequest) && !(a & access::kRemoteRead)) return RespState::kErrNakInvalidRequest;
+  if (i.is(Op::kAtomic) && !(a & access::kRemoteAtomic)) return RespState::kErrNakInvalidRequest;
+  return RespState::kChkResource;
+}
+
+RespState Qp::resp_chk_resource(const wire::IbPacket& pkt) {
+  const auto& i = pkt.info();
+  pending_recv_status_ = WcStatus::kSuccess;
+  // A SEND takes its receive WQE at the first packet; a WRITE with
+  // immediate at its last (IBA 9.7.5.1.x, 10.8.4).
+  const bool needs_recv = (i.is(Op::kSend) && i.is(Op::kFirst)) || (i.is(Op::kWrite) && i.is(Op::kImm));
+  if (needs_recv && recv_slot_ == RecvSlot::kEmpty) {
+    if (!take_recv(cur_recv_)) return RespState::kErrRnr;
+    recv_slot_ = RecvSlot::kHeld;
+  }
+  return RespState::kChkLength;
+}
+
+RespState Qp::resp_chk_length(const wire::IbPacket& pkt) {
+  const auto& i = pkt.info();
+  const std::size_t pl = pkt.payload.size();
+  const uint32_t mtu = pmtu();
+  if (i.is(Op::kPayload)) {
+    // IBA 9.7.5.1.x: FIRST and MIDDLE carry exactly one PMTU, LAST 1..PMTU, ONLY 0..PMTU.
+    if (i.is(Op::kFirst) && i.is(Op::kLast)) {
+      if (pl > mtu) return RespState::kErrNakInvalidRequest;
+    } else if (i.is(Op::kFirst) || i.is(Op::kMiddle)) {
+      if (pl != mtu) return RespState::kErrNakInvalidRequest;
+    } else if (pl == 0 || pl > mtu) {
+      return RespState::kErrNakInvalidRequest;
+    }
+  }
+  if (i.is(Op::kSend)) {
+    if (msg_offset_ + pl > cur_recv_.length) {
+      pending_recv_status_ = WcStatus::kLocLenErr;  // IBA 9.9.3.1.3: responder length error
+      return RespState::kErrNakInvalidRequest;
+    }
+  } else if (i.is(Op::kWrite)) {
+    const uint64_t total = i.is(Op::kFirst) ? pkt.reth.dma_len : write_len_;
+    if (total > ctx_.cfg.caps.max_msg_sz) return RespState::kErrNakInvalidRequest;
+    if (msg_offset_ + pl > total) return RespState::kErrNakInvalidRequest;
+    if (i.is(Op::kLast) && msg_offset_ + pl != total) return RespState::kErrNakInvalidRequest;
+  } else if (i.is(Op::kReadRequest)) {
+    if (pkt.reth.dma_len > ctx_.cfg.caps.max_msg_sz) return RespState::kErrNakInvalidRequest;
+  }
+  return RespState::kChkRkey;
+}
+
+// IBA 9.7.5.1.x / 10.6.3.2: every RETH and AtomicETH is checked against the
+// MR table -- key, PD, bounds, access -- before memory is touched.
+RespState Qp::resp_chk_rkey(const wire::IbPacket& pkt) {
+  const auto& i = pkt.info();
+  if (i.is(Op::kAtomic)) {
+    if (pkt.atomic_eth.va & 7) return RespState::kErrNakInvalidRequest;  // IBA 9.4.5: 8-byte aligned
+    if (ctx_.check_key(pkt.atomic_eth.rkey, init_.pd, pkt.atomic_eth.va, 8, access::kRemoteAtomic, nullptr) !=
+        KeyCheck::kOk)
+      return RespState::kErrNakRemoteAccess;
+    return RespState::kExecute;
+  }
+  if (i.has(wire::Hdr::kReth)) {
+    const uint32_t need = i.is(Op::kWrite) ? access::kRemoteWrite : access::kRemoteRead;
+    // A zero-length RDMA does not validate the R_Key (IBA 9.7.4.1.x).
+    if (pkt.reth.dma_len > 0 &&
+        ctx_.check_key(pkt.reth.rkey, init_.pd, pkt.reth.va, pkt.reth.dma_len, need, nullptr) != KeyCheck::kOk)
+      return RespState::kErrNakRemoteAccess;
+    if (i.is(Op::kWrite)) {
+      write_va_ = pkt.reth.va;
+      write_rkey_ = pkt.reth.rkey;
+      write_len_ = pkt.reth.dma_len;
+      msg_offset_ = 0;
+    }
+  } else if (i.is(Op::kWrite) && !pkt.payload.empty()) {
+    // MIDDLE/LAST: the MR may have been deregistered since the FIRST.
+    if (ctx_.check_key(write_rkey_, init_.pd, write_va_ + msg_offset_, pkt.payload.size(), access::kRemoteWrite,
+                       nullptr) != KeyCheck::kOk)
+      return RespState::kErrNakRemoteAccess;
+  }
+  return RespState::kExecute;
+}
+
+RespState Qp::resp_execute(const wire::IbPacket& pkt, Nanos now) {
+  const auto& i = pkt.info();
+  const Psn p = pkt.bth.psn;
+  if (i.is(Op::kSend)) {
+    if (!pkt.payload.empty() &&
+        ctx_.scatter(init_.pd, cur_recv_.sges, msg_offset_, pkt.payload) != WcStatus::kSuccess) {
+      pending_recv_status_ = WcStatus::kLocProtErr;
+      return RespState::kErrNakRemoteOperational;
+    }
+    msg_offset_ += pkt.payload.size();
+    return RespState::kComplete;
+  }
+  if (i.is(Op::kWrite)) {
+    if (!pkt.payload.empty()) {
+      const Mr* mr = nullptr;
+      ctx_.check_key(write_rkey_, init_.pd, write_va_ + msg_offset_, pkt.payload.size(), access::kRemoteWrite, &mr);
+      if (mr == nullptr || !ctx_.mem.write(mr->dom, write_va_ + msg_offset_, pkt.payload))
+        return RespState::kErrNakRemoteOperational;
+    }
+    msg_offset_ += pkt.payload.size();
+    return RespState::kComplete;
+  }
+  const std::size_t max_res = std::max<std::size_t>(1, attr_.max_dest_rd_atomic);
+  if (i.is(Op::kReadRequest)) {
+    const uint32_t mtu = pmtu();
+    RespResource r;
+    r.first_psn = p;
+    const uint32_t n = std::max<uint32_t>(1, (pkt.reth.dma_len + mtu - 1) / mtu);
+    r.last_psn = p + static_cast<int32_t>(n - 1);
+    r.va = pkt.reth.va;
+    r.rkey = pkt.reth.rkey;
+    r.length = pkt.reth.dma_len;
+    resources_.push_back(r);
+    while (resources_.size() > max_res) resources_.pop_front();
+    msn_ = (msn_ + 1) & 0xFFFFFF;
+    epsn_ = r.last_psn + 1;
+    unacked_ = 0;
+    send_read_responses(r, p, now);
+    return RespState::kDone;
+  }
+  if (i.is(Op::kAtomic)) {
+    const Mr* mr = nullptr;
+    ctx_.check_key(pkt.atomic_eth.rkey, init_.pd, pkt.atomic_eth.va, 8, access::kRemoteAtomic, &mr);
+    uint64_t orig = 0;
+    const bool ok = mr != nullptr &&
+                    ((pkt.bth.opcode & 0x1F) == op::kCompareSwap
+                         ? ctx_.mem.compare_swap(mr->dom, pkt.atomic_eth.va, pkt.atomic_eth.compare,
+                                                 pkt.atomic_eth.swap_add, orig)
+                         : ctx_.mem.fetch_add(mr->dom, pkt.atomic_eth.va, pkt.atomic_eth.swap_add, orig));
+    if (!ok) return RespState::kErrNakRemoteOperational;
+    RespResource r;
+    r.atomic = true;
+    r.first_psn = r.last_psn = p;
+    r.va = pkt.atomic_eth.va;
+    r.rkey = pkt.atomic_eth.rkey;
+    r.orig = orig;
+    resources_.push_back(r);
+    while (resources_.size() > max_res) resources_.pop_front();
+    msn_ = (msn_ + 1) & 0xFFFFFF;
+    epsn_ = p + 1;
+    unacked_ = 0;
+    wire::IbPacket a;
+    a.bth.opcode = op::kRc | op::kAtomicAck;
+    a.bth.psn = p;
+    a.aeth.syndrome = ae::kAck | ae::kCreditsInvalid;
+    a.aeth.msn = msn_;
+    a.atomic_ack_eth.orig = orig;
+    emit(a, path_addr(), now);
+    return RespState::kDone;
+  }
+  return RespState::kErrNakInvalidRequest;
+}
+
+RespState Qp::resp_complete(const wire::IbPacket& pkt, Nanos now) {
+  const auto& i = pkt.info();
+  if (!i.is(Op::kLast)) {
+    resp_msg_ = i.is(Op::kSend) ? RespMsg::kSend : RespMsg::kWrite;
+    return RespState::kAcknowledge;
+  }
+  Cqe e;
+  e.qp_num = qpn_;
+  if (i.is(Op::kInvalidate)) {
+    // IBA 10.6.1.3 / 9.4.1.x: SEND with Invalidate invalidates the named
+    // R_Key of our PD; one we cannot invalidate is an invalid request.
+    auto it = ctx_.mrs.find(pkt.ieth_rkey);
+    if (it == ctx_.mrs.end() || it->second.pd != init_.pd || it->second.state != MrState::kValid)
+      return RespState::kErrNakInvalidRequest;
+    it->second.state = MrState::kInvalidated;
+    e.wc_flags |= wc_flag::kWithInv;
+    e.imm_data = pkt.ieth_rkey;
+  }
+  msn_ = (msn_ + 1) & 0xFFFFFF;
+  resp_msg_ = RespMsg::kNone;
+  const bool recv = i.is(Op::kSend) || i.is(Op::kImm);
+  if (recv) {
+    e.wr_id = cur_recv_.wr_id;
+    e.opcode = i.is(Op::kSend) ? WcOpcode::kRecv : WcOpcode::kRecvRdmaWithImm;
+    e.byte_len = static_cast<uint32_t>(i.is(Op::kSend) ? msg_offset_ : write_len_);
+    if (i.is(Op::kImm)) {
+      e.wc_flags |= wc_flag::kWithImm;
+      e.imm_data = pkt.imm;
+    }
+    e.src_qp = attr_.dest_qp_num;
+    recv_slot_ = RecvSlot::kEmpty;
+    ctx_.counters.inc(Counter::kRdmaRecvs);
+    msg_offset_ = 0;
+    // Advance the PSN before completing: a CQ overrun moves the QP to ERR.
+    epsn_ = pkt.bth.psn + 1;
+    if (!complete(init_.recv_cq, e, now)) return RespState::kDone;
+  }
+  msg_offset_ = 0;
+  return RespState::kAcknowledge;
+}
+
+// IBA 9.7.5.1.6 coalescing: ACK when the requester asks (AckReq) or when
+// max_unacked_pkts requests have gone unacknowledged.
+RespState Qp::resp_acknowledge(const wire::IbPacket& pkt, Nanos now) {
+  epsn_ = pkt.bth.psn + 1;
+  ++unacked_;
+  if (pkt.bth.ack_req || unacked_ >= ctx_.cfg.max_unacked_pkts) {
+    send_ack(ae::kAck | ae::kCreditsInvalid, pkt.bth.psn, now);
+  } else {
+    ctx_.counters.inc(Counter::kAckDeferred);
+  }
+  return RespState::kDone;
+}
+
+// IBA 9.7.5.1.5: a duplicate SEND/WRITE is re-ACKed; a duplicate READ is
+// re-executed from the original request's resource; a duplicate atomic is
+// answered from the saved result, never executed twice.
+RespState Qp::resp_duplicate(const wire::IbPacket& pkt, Nanos now) {
+  const Psn p = pkt.bth.psn;
+  const auto& i = pkt.info();
+  if (i.is(Op::kReadRequest)) {
+    for (auto it = resources_.rbegin(); it != resources_.rend(); ++it) {
+      const RespResource& r = *it;
+      if (r.atomic || (p - r.first_psn) < 0 || (p - r.last_psn) > 0) continue;
+      const uint64_t off = uint64_t{static_cast<uint32_t>(p - r.first_psn)} * pmtu();
+      if (pkt.reth.va != r.va + off || pkt.reth.rkey != r.rkey) return RespState::kDrop;
+      if (r.length > 0 &&
+          ctx_.check_key(r.rkey, init_.pd, r.va, r.length, access::kRemoteRead, nullptr) != KeyCheck::kOk)
+        return RespState::kErrNakRemoteAccess;
+      send_read_responses(r, p, now);
+      return RespState::kDone;
+    }
+    return RespState::kDrop;  // too old: its resource was reused
+  }
+  if (i.is(Op::kAtomic)) {
+    for (const RespResource& r : resources_) {
+      if (!r.atomic || r.first_psn != p) continue;
+      wire::IbPacket a;
+      a.bth.opcode = op::kRc | op::kAtomicAck;
+      a.bth.psn = p;
+      a.aeth.syndrome = ae::kAck | ae::kCreditsInvalid;
+      a.aeth.msn = msn_;
+      a.atomic_ack_eth.orig = r.orig;
+      emit(a, path_addr(), now);
+      return RespState::kDone;
+    }
+    return RespState::kDrop;
+  }
+  send_ack(ae::kAck | ae::kCreditsInvalid, epsn_ - 1, now);
+  return RespState::kDone;
+}
+
+void Qp::send_read_responses(const RespResource& r, Psn from, Nanos now) {
+  const uint32_t mtu = pmtu();
+  const Mr* mr = nullptr;
+  if (r.length > 0) ctx_.check_key(r.rkey, init_.pd, r.va, r.length, access::kRemoteRead, &mr);
+  for (Psn p = from;; ++p) {
+    const uint32_t idx = static_cast<uint32_t>(p - r.first_psn);
+    const bool first = p == from;
+    const bool last = p == r.last_psn;
+    const uint64_t off = uint64_t{idx} * mtu;
+    const std::size_t len = static_cast<std::size_t>(std::min<uint64_t>(mtu, r.length - std::min<uint64_t>(off, r.length)));
+    wire::IbPacket q;
+    q.bth.psn = p;
+    q.bth.opcode = op::kRc | (first && last ? op::kReadResponseOnly
+                              : first       ? op::kReadResponseFirst
+                              : last        ? op::kReadResponseLast
+                                            : op::kReadResponseMiddle);
+    q.aeth.syndrome = ae::kAck | ae::kCreditsInvalid;
+    q.aeth.msn = msn_;
+    std::span<uint8_t> buf(ctx_.scratch.data(), len);
+    if (len > 0 && (mr == nullptr || !ctx_.mem.read(mr->dom, r.va + off, buf))) {
+      resp_nak(ae::kNak | ae::kNakRemoteOperational, p, RespState::kErrNakRemoteOperational, now);
+      return;
+    }
+    q.payload = buf;
+    emit(q, path_addr(), now);
+    if (last) break;
+  }
+}
+
+void Qp::send_ack(uint8_t syndrome, Psn psn, Nanos now) {
+  wire::IbPacket a;
+  a.bth.opcode = op::kRc | op::kAck;
+  a.bth.psn = psn;
+  a.aeth.syndrome = syndrome;
+  a.aeth.msn = msn_;
+  if ((syndrome & ae::kTypeMask) == ae::kAck) unacked_ = 0;
+  emit(a, path_addr(), now);
+}
+
+// Class C/B responder errors (IBA 9.9.3.1.x): NAK, then the QP enters ERR;
+// the receive WQE in use completes with the local status.
+void Qp::resp_nak(uint8_t syndrome, Psn psn, RespState why, Nanos now) {
+  URNIC_TRACE(qpn_, "resp", "CHECKS", to_string(why), "NAK");
+  ctx_.counters.inc(Counter::kSentNakErr);
+  send_ack(syndrome, psn, now);
+  if (recv_slot_ == RecvSlot::kHeld && pending_recv_status_ != WcStatus::kSuccess) fail_recv(pending_recv_status_, now);
+  ctx_.raise({why == RespState::kErrNakRemoteAccess ? EventType::kQpAccessErr
+              : why == RespState::kErrNakInvalidRequest ? EventType::kQpReqErr
+                                                        : EventType::kQpFatal,
+              qpn_, {}, {}});
+  enter_error(now);
+}
+
+void Qp::fail_recv(WcStatus st, Nanos now) {
+  Cqe e;
+  e.wr_id = cur_recv_.wr_id;
+  e.status = st;
+  e.opcode = WcOpcode::kRecv;
+  e.qp_num = qpn_;
+  recv_slot_ = RecvSlot::kEmpty;
+  complete(init_.recv_cq, e, now);
+}
+
+// UC (IBA 9.8.2): no ACKs and no retries. A PSN gap drops the message in
+// progress (its receive WQE is reused) and packets until the next FIRST/ONLY.
+void Qp::uc_run(const wire::IbPacket& pkt, Nanos now) {
+  const auto& i = pkt.info();
+  const Psn p = pkt.bth.psn;
+  if (p != epsn_) {
+    ctx_.counters.inc(Counter::kOutOfSeqRequest);
+    if (resp_msg_ != RespMsg::kNone) resp_msg_ = RespMsg::kDropping;
+  }
+  epsn_ = p + 1;
+  auto drop = [&] {
+    ctx_.counters.inc(Counter::kDroppedPkts);
+    resp_msg_ = i.is(Op::kLast) ? RespMsg::kNone : RespMsg::kDropping;
+    msg_offset_ = 0;
+  };
+  if (i.is(Op::kFirst)) {
+    resp_msg_ = RespMsg::kNone;
+    msg_offset_ = 0;
+  }
+  const bool seq_ok = (resp_msg_ == RespMsg::kNone && i.is(Op::kFirst)) ||
+                      (resp_msg_ == RespMsg::kSend && i.is(Op::kSend) && !i.is(Op::kFirst)) ||
+                      (resp_msg_ == RespMsg::kWrite && i.is(Op::kWrite) && !i.is(Op::kFirst));
+  if (!seq_ok) return drop();
+  const std::size_t pl = pkt.payload.size();
+  const uint32_t mtu = pmtu();
+  if (pl > mtu || (!i.is(Op::kLast) && pl != mtu)) return drop();
+  if (i.is(Op::kWrite)) {
+    if (!(attr_.qp_access_flags & access::kRemoteWrite)) return drop();
+    if (i.has(wire::Hdr::kReth)) {
+      write_va_ = pkt.reth.va;
+      write_rkey_ = pkt.reth.rkey;
+      write_len_ = pkt.reth.dma_len;
+    }
+    if (msg_offset_ + pl > write_len_ || (i.is(Op::kLast) && msg_offset_ + pl != write_len_)) return drop();
+    if (pl > 0) {
+      const Mr* mr = nullptr;
+      if (ctx_.check_key(write_rkey_, init_.pd, write_va_ + msg_offset_, pl, access::kRemoteWrite, &mr) !=
+              KeyCheck::kOk ||
+          !ctx_.mem.write(mr->dom, write_va_ + msg_offset_, pkt.payload))
+        return drop();
+    }
+    if (i.is(Op::kImm) && recv_slot_ == RecvSlot::kEmpty) {
+      if (!take_recv(cur_recv_)) return drop();
+      recv_slot_ = RecvSlot::kHeld;
+    }
+  } else {
+    if (recv_slot_ == RecvSlot::kEmpty) {
+      if (!take_recv(cur_recv_)) return drop();
+      recv_slot_ = RecvSlot::kHeld;
+    }
+    if (msg_offset_ + pl > cur_recv_.length) {
+      fail_recv(WcStatus::kLocLenErr, now);
+      return drop();
+    }
+    if (pl > 0 && ctx_.scatter(init_.pd, cur_recv_.sges, msg_offset_, pkt.payload) != WcStatus::kSuccess) {
+      fail_recv(WcStatus::kLocProtErr, now);
+      return drop();
+    }
+  }
+  msg_offset_ += pl;
+  if (!i.is(Op::kLast)) {
+    resp_msg_ = i.is(Op::kSend) ? RespMsg::kSend : RespMsg::kWrite;
+    return;
+  }
+  resp_msg_ = RespMsg::kNone;
+  if (i.is(Op::kSend) || i.is(Op::kImm)) {
+    Cqe e;
+    e.qp_num = qpn_;
+    e.wr_id = cur_recv_.wr_id;
+    e.opcode = i.is(Op::kSend) ? WcOpcode::kRecv : WcOpcode::kRecvRdmaWithImm;
+    e.byte_len = static_cast<uint32_t>(msg_offset_);
+    if (i.is(Op::kImm)) {
+      e.wc_flags |= wc_flag::kWithImm;
+      e.imm_data = pkt.imm;
+    }
+    e.src_qp = attr_.dest_qp_num;
+    recv_slot_ = RecvSlot::kEmpty;
+    ctx_.counters.inc(Counter::kRdmaRecvs);
+    complete(init_.recv_cq, e, now);
+  }
+  msg_offset_ = 0;
+}
+
+// UD (IBA 9.8.3, 11.4.1.2): one packet per message; Q_Key must match; the
+// receive buffer gets the 40-byte GRH area first, then the payload.
+void Qp::ud_run(const wire::IbPacket& pkt, const RxInfo& rx, Nanos now) {
+  if (pkt.deth.qkey != attr_.qkey) {
+    ctx_.counters.inc(Counter::kQkeyViolation);
+    return;
+  }
+  const std::size_t pl = pkt.payload.size();
+  if (pl > pmtu() || attr_.qp_state == QpState::kInit) {
+    ctx_.counters.inc(Counter::kDroppedPkts);
+    return;
+  }
+  RecvWqe r;
+  if (!take_recv(r)) {  // UD has no RNR: the datagram is dropped
+    ctx_.counters.inc(Counter::kDroppedPkts);
+    return;
+  }
+  Cqe e;
+  e.wr_id = r.wr_id;
+  e.qp_num = qpn_;
+  e.opcode = WcOpcode::kRecv;
+  e.src_qp = pkt.deth.src_qp;
+  e.pkey_index = rx.pkey_index;
+  if (r.length < rx.grh.size() + pl) {
+    e.status = WcStatus::kLocLenErr;
+    complete(init_.recv_cq, e, now);
+    return;
+  }
+  if (ctx_.scatter(init_.pd, r.sges, 0, rx.grh) != WcStatus::kSuccess ||
+      (pl > 0 && ctx_.scatter(init_.pd, r.sges, rx.grh.size(), pkt.payload) != WcStatus::kSuccess)) {
+    e.status = WcStatus::kLocProtErr;
+    complete(init_.recv_cq, e, now);
+    return;
+  }
+  e.byte_len = static_cast<uint32_t>(rx.grh.size() + pl);
+  if (rx.has_grh) e.wc_flags |= wc_flag::kGrh;
+  if (pkt.info().is(Op::kImm)) {
+    e.wc_flags |= wc_flag::kWithImm;
+    e.imm_data = pkt.imm;
+  }
+  ctx_.counters.inc(Counter::kRdmaRecvs);
+  complete(init_.recv_cq, e, now);
+}
+
+}  // namespace urnic::transport::detail

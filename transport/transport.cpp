@@ -1,0 +1,383 @@
+// Device-level objects (PD, MR, CQ, SRQ, AH, QP tables), memory checks and
+// the packet demultiplexer.
+#include "transport/transport.hpp"
+
+#include <algorithm>
+#include <cerrno>
+
+#include "transport/detail/context.hpp"
+#include "transport/detail/qp.hpp"
+
+namespace urnic::transport {
+
+namespace detail {
+
+KeyCheck Context::check_key(uint32_t key, PdHandle pd, uint64_t va, uint64_t len, uint32_t need,
+                            const Mr** out) const {
+  if (out != nullptr) *out = nullptr;
+  auto it = mrs.find(key);
+  if (it == mrs.end() || it->second.state != MrState::kValid) return KeyCheck::kBadKey;
+  const Mr& mr = it->second;
+  if (mr.pd != pd) return KeyCheck::kBadPd;
+  // Overflow-safe [va, va+len) within [addr, addr+length).
+  if (va < mr.addr || len > mr.length || va - mr.addr > mr.length - len) return KeyCheck::kOutOfBounds;
+  if ((mr.access & need) != need) return KeyCheck::kNoAccess;
+  if (out != nullptr) *out = &mr;
+  return KeyCheck::kOk;
+}
+
+namespace {
+
+// Walks `sges` from byte `offset`, calling fn(mr, va, piece) for each piece
+// of `total` bytes. Returns the status of the first failure.
+template <class Fn>
+WcStatus walk_sges(const Context& ctx, PdHandle pd, std::span<const Sge> sges, uint64_t offset, std::size_t total,
+                   uint32_t need, Fn&& fn) {
+  std::size_t done = 0;
+  for (const Sge& s : sges) {
+    if (done == total) break;
+    if (offset >= s.length) {
+      offset -= s.length;
+      continue;
+    }
+    const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(s.length - offset, total - done));
+    const Mr* mr = nullptr;
+    if (ctx.check_key(s.lkey, pd, s.addr + offset, n, need, &mr) != KeyCheck::kOk) return WcStatus::kLocProtErr;
+    if (!fn(*mr, s.addr + offset, done, n)) return WcStatus::kLocProtErr;
+    done += n;
+    offset = 0;
+  }
+  return done == total ? WcStatus::kSuccess : WcStatus::kLocLenErr;
+}
+
+}  // namespace
+
+WcStatus Context::gather(PdHandle pd, std::span<const Sge> sges, uint64_t offset, std::span<uint8_t> out) {
+  return walk_sges(*this, pd, sges, offset, out.size(), 0, [&](const Mr& mr, uint64_t va, std::size_t at, std::size_t n) {
+    return mem.read(mr.dom, va, out.subspan(at, n));
+  });
+}
+
+WcStatus Context::scatter(PdHandle pd, std::span<const Sge> sges, uint64_t offset, std::span<const uint8_t> in) {
+  return walk_sges(*this, pd, sges, offset, in.size(), access::kLocalWrite,
+                   [&](const Mr& mr, uint64_t va, std::size_t at, std::size_t n) {
+                     return mem.write(mr.dom, va, in.subspan(at, n));
+                   });
+}
+
+bool Context::push_cqe(CqHandle cq, const Cqe& e) {
+  auto it = cqs.find(static_cast<uint32_t>(cq));
+  if (it == cqs.end()) return false;
+  Cq& c = it->second;
+  if (c.state == CqState::kOverflowed) return false;
+  if (c.entries.size() >= c.capacity) {
+    c.state = CqState::kOverflowed;
+    counters.inc(Counter::kCqOverflow);
+    raise({EventType::kCqErr, 0, cq, {}});
+    return false;
+  }
+  c.entries.push_back(e);
+  return true;
+}
+
+}  // namespace detail
+
+using detail::Qp;
+
+Transport::Transport(MemoryAccess& mem, TxSink& tx, EventSink& events, TransportConfig cfg)
+    : ctx_(std::make_unique<detail::Context>(mem, tx, events, cfg)), next_qpn_(cfg.first_qpn) {}
+
+Transport::~Transport() = default;
+
+const DeviceCaps& Transport::caps() const noexcept { return ctx_->cfg.caps; }
+const Counters& Transport::counters() const noexcept { return ctx_->counters; }
+
+PdHandle Transport::alloc_pd() {
+  const uint32_t h = ctx_->next_handle++;
+  ctx_->pds.emplace(h, detail::Pd{});
+  return PdHandle{h};
+}
+
+int Transport::dealloc_pd(PdHandle pd) {
+  auto it = ctx_->pds.find(static_cast<uint32_t>(pd));
+  if (it == ctx_->pds.end()) return EINVAL;
+  if (it->second.users > 0) return EBUSY;
+  ctx_->pds.erase(it);
+  return 0;
+}
+
+ErrnoOr<MrKeys> Transport::reg_mr(PdHandle pd, MemDomain dom, uint64_t addr, uint64_t length, uint32_t acc) {
+  auto it = ctx_->pds.find(static_cast<uint32_t>(pd));
+  if (it == ctx_->pds.end()) return {EINVAL, {}};
+  // IBA 10.6.3.1: remote write or remote atomic requires local write.
+  if ((acc & (access::kRemoteWrite | access::kRemoteAtomic)) && !(acc & access::kLocalWrite)) return {EINVAL, {}};
+  if (addr + length < addr) return {EINVAL, {}};
+  // Key = 24-bit index + 8-bit variant (IBA 10.6.2: the low byte is the
+  // consumer-owned key part; here it only makes keys less guessable).
+  const uint32_t idx = ctx_->next_key_index++;
+  const uint32_t key = (idx << 8) | ((idx * 0x9Du + 0x5Bu) & 0xFF);
+  detail::Mr mr;
+  mr.key = key;
+  mr.pd = pd;
+  mr.dom = dom;
+  mr.addr = addr;
+  mr.length = length;
+  mr.access = acc;
+  ctx_->mrs.emplace(key, mr);
+  ++it->second.users;
+  return {0, {key, key}};
+}
+
+int Transport::dereg_mr(uint32_t lkey) {
+  auto it = ctx_->mrs.find(lkey);
+  if (it == ctx_->mrs.end()) return EINVAL;
+  auto pd = ctx_->pds.find(static_cast<uint32_t>(it->second.pd));
+  if (pd != ctx_->pds.end()) --pd->second.users;
+  ctx_->mrs.erase(it);
+  return 0;
+}
+
+ErrnoOr<CqHandle> Transport::create_cq(uint32_t cqe) {
+  if (cqe == 0 || cqe > ctx_->cfg.caps.max_cqe) return {EINVAL, {}};
+  const uint32_t h = ctx_->next_handle++;
+  detail::Cq cq;
+  cq.handle = CqHandle{h};
+  cq.capacity = cqe;
+  ctx_->cqs.emplace(h, std::move(cq));
+  return {0, CqHandle{h}};
+}
+
+int Transport::destroy_cq(CqHandle cq) {
+  auto it = ctx_->cqs.find(static_cast<uint32_t>(cq));
+  if (it == ctx_->cqs.end()) return EINVAL;
+  if (it->second.users > 0) return EBUSY;
+  ctx_->cqs.erase(it);
+  return 0;
+}
+
+int Transport::poll_cq(CqHandle cq, std::span<Cqe> out) {
+  auto it = ctx_->cqs.find(static_cast<uint32_t>(cq));
+  if (it == ctx_->cqs.end()) return -EINVAL;
+  auto& q = it->second.entries;
+  std::size_t n = 0;
+  while (n < out.size() && !q.empty()) {
+    out[n++] = q.front();
+    q.pop_front();
+  }
+  return static_cast<int>(n);
+}
+
+ErrnoOr<SrqHandle> Transport::create_srq(PdHandle pd, const SrqAttr& attr) {
+  auto it = ctx_->pds.find(static_cast<uint32_t>(pd));
+  if (it == ctx_->pds.end()) return {EINVAL, {}};
+  if (attr.max_wr == 0 || attr.max_wr > ctx_->cfg.caps.max_srq_wr || attr.max_sge > ctx_->cfg.caps.max_sge ||
+      attr.srq_limit > attr.max_wr)
+    return {EINVAL, {}};
+  const uint32_t h = ctx_->next_handle++;
+  detail::Srq s;
+  s.handle = SrqHandle{h};
+  s.pd = pd;
+  s.attr = attr;
+  ctx_->srqs.emplace(h, std::move(s));
+  ++it->second.users;
+  return {0, SrqHandle{h}};
+}
+
+int Transport::modify_srq(SrqHandle srq, const SrqAttr& attr, uint32_t mask) {
+  auto it = ctx_->srqs.find(static_cast<uint32_t>(srq));
+  if (it == ctx_->srqs.end()) return EINVAL;
+  detail::Srq& s = it->second;
+  if (mask & ~(srq_attr::kMaxWr | srq_attr::kLimit)) return EINVAL;
+  if (mask & srq_attr::kMaxWr) {
+    if (attr.max_wr == 0 || attr.max_wr > ctx_->cfg.caps.max_srq_wr || attr.max_wr < s.q.size()) return EINVAL;
+  }
+  const uint32_t max_wr = (mask & srq_attr::kMaxWr) ? attr.max_wr : s.attr.max_wr;
+  if ((mask & srq_attr::kLimit) && attr.srq_limit > max_wr) return EINVAL;
+  s.attr.max_wr = max_wr;
+  if (mask & srq_attr::kLimit) s.attr.srq_limit = attr.srq_limit;  // arms the limit event
+  return 0;
+}
+
+int Transport::query_srq(SrqHandle srq, SrqAttr& attr) const {
+  auto it = ctx_->srqs.find(static_cast<uint32_t>(srq));
+  if (it == ctx_->srqs.end()) return EINVAL;
+  attr = it->second.attr;
+  return 0;
+}
+
+int Transport::destroy_srq(SrqHandle srq) {
+  auto it = ctx_->srqs.find(static_cast<uint32_t>(srq));
+  if (it == ctx_->srqs.end()) return EINVAL;
+  if (it->second.users > 0) return EBUSY;
+  auto pd = ctx_->pds.find(static_cast<uint32_t>(it->second.pd));
+  if (pd != ctx_->pds.end()) --pd->second.users;
+  ctx_->srqs.erase(it);
+  return 0;
+}
+
+int Transport::post_srq_recv(SrqHandle srq, const RecvWr& wr) {
+  auto it = ctx_->srqs.find(static_cast<uint32_t>(srq));
+  if (it == ctx_->srqs.end()) return EINVAL;
+  detail::Srq& s = it->second;
+  if (wr.sg_list.size() > s.attr.max_sge) return EINVAL;
+  if (s.q.size() >= s.attr.max_wr) return ENOMEM;
+  detail::RecvWqe r;
+  r.wr_id = wr.wr_id;
+  r.sges.assign(wr.sg_list.begin(), wr.sg_list.end());
+  for (const Sge& g : r.sges) r.length += g.length;
+  s.q.push_back(std::move(r));
+  return 0;
+}
+
+ErrnoOr<AhHandle> Transport::create_ah(PdHandle pd, const AhAttr& attr) {
+  auto it = ctx_->pds.find(static_cast<uint32_t>(pd));
+  if (it == ctx_->pds.end() || attr.port_num != 1) return {EINVAL, {}};
+  const uint32_t h = ctx_->next_handle++;
+  ctx_->ahs.emplace(h, detail::Ah{pd, attr});
+  ++it->second.users;
+  return {0, AhHandle{h}};
+}
+
+int Transport::destroy_ah(AhHandle ah) {
+  auto it = ctx_->ahs.find(static_cast<uint32_t>(ah));
+  if (it == ctx_->ahs.end()) return EINVAL;
+  auto pd = ctx_->pds.find(static_cast<uint32_t>(it->second.pd));
+  if (pd != ctx_->pds.end()) --pd->second.users;
+  ctx_->ahs.erase(it);
+  return 0;
+}
+
+ErrnoOr<uint32_t> Transport::create_qp(const QpInitAttr& a) {
+  const DeviceCaps& caps = ctx_->cfg.caps;
+  if (a.type != QpType::kRc && a.type != QpType::kUc && a.type != QpType::kUd) return {EINVAL, 0};
+  auto pd = ctx_->pds.find(static_cast<uint32_t>(a.pd));
+  auto scq = ctx_->cqs.find(static_cast<uint32_t>(a.send_cq));
+  auto rcq = ctx_->cqs.find(static_cast<uint32_t>(a.recv_cq));
+  if (pd == ctx_->pds.end() || scq == ctx_->cqs.end() || rcq == ctx_->cqs.end()) return {EINVAL, 0};
+  if (a.cap.max_send_wr > caps.max_qp_wr || a.cap.max_recv_wr > caps.max_qp_wr || a.cap.max_send_sge > caps.max_sge ||
+      a.cap.max_recv_sge > caps.max_sge || a.cap.max_inline_data > caps.max_inline_data)
+    return {EINVAL, 0};
+  detail::Srq* srq = nullptr;
+  if (a.has_srq) {
+    auto s = ctx_->srqs.find(static_cast<uint32_t>(a.srq));
+    if (s == ctx_->srqs.end() || s->second.pd != a.pd) return {EINVAL, 0};
+    srq = &s->second;
+  }
+  if (qps_.size() >= caps.max_qp) return {ENOMEM, 0};
+  uint32_t qpn = next_qpn_;
+  while (qps_.count(qpn) != 0 || qpn < 2) qpn = (qpn + 1) & 0xFFFFFF;
+  next_qpn_ = (qpn + 1) & 0xFFFFFF;
+  qps_.emplace(qpn, std::make_unique<Qp>(*ctx_, qpn, a));
+  ++pd->second.users;
+  ++scq->second.users;
+  ++rcq->second.users;
+  if (srq != nullptr) ++srq->users;
+  return {0, qpn};
+}
+
+detail::Qp* Transport::find_qp(uint32_t qpn) const {
+  auto it = qps_.find(qpn);
+  return it == qps_.end() ? nullptr : it->second.get();
+}
+
+int Transport::modify_qp(uint32_t qpn, const QpAttr& attr, uint32_t mask, Nanos now) {
+  Qp* qp = find_qp(qpn);
+  return qp == nullptr ? EINVAL : qp->modify(attr, mask, now);
+}
+
+int Transport::query_qp(uint32_t qpn, QpAttr& attr, QpInitAttr* init) const {
+  const Qp* qp = find_qp(qpn);
+  if (qp == nullptr) return EINVAL;
+  qp->query(attr);
+  if (init != nullptr) *init = qp->init();
+  return 0;
+}
+
+int Transport::destroy_qp(uint32_t qpn) {
+  auto it = qps_.find(qpn);
+  if (it == qps_.end()) return EINVAL;
+  const QpInitAttr& a = it->second->init();
+  auto dec = [](auto& map, uint32_t h) {
+    auto o = map.find(h);
+    if (o != map.end() && o->second.users > 0) --o->second.users;
+  };
+  dec(ctx_->pds, static_cast<uint32_t>(a.pd));
+  dec(ctx_->cqs, static_cast<uint32_t>(a.send_cq));
+  dec(ctx_->cqs, static_cast<uint32_t>(a.recv_cq));
+  if (a.has_srq) dec(ctx_->srqs, static_cast<uint32_t>(a.srq));
+  qps_.erase(it);
+  return 0;
+}
+
+int Transport::post_send(uint32_t qpn, const SendWr& wr, Nanos now) {
+  Qp* qp = find_qp(qpn);
+  return qp == nullptr ? EINVAL : qp->post_send(wr, now);
+}
+
+int Transport::post_recv(uint32_t qpn, const RecvWr& wr) {
+  Qp* qp = find_qp(qpn);
+  return qp == nullptr ? EINVAL : qp->post_recv(wr);
+}
+
+void Transport::on_packet(const wire::IbPacket& pkt, const RxInfo& rx, Nanos now) {
+  ctx_->counters.inc(Counter::kRcvdPkts);
+  Qp* qp = find_qp(pkt.bth.dest_qp);
+  // IBA 9.6.1.x: unknown QPN or a BTH that is not version 0 is dropped silently.
+  // IBA 10.9.3: a P_Key that does not match the port's (the default
+  // partition 0xFFFF; the membership bit is ignored) is dropped.
+  if (qp == nullptr || pkt.bth.tver != 0 || !pkt.info().valid() || (pkt.bth.pkey & 0x7FFF) != 0x7FFF) {
+    ctx_->counters.inc(Counter::kDroppedPkts);
+    return;
+  }
+  qp->on_packet(pkt, rx, now);
+}
+
+void Transport::on_timer(Nanos now) {
+  for (auto& [qpn, qp] : qps_) {
+    if (qp->next_deadline() <= now) qp->on_timer(now);
+  }
+}
+
+Nanos Transport::next_deadline() const {
+  Nanos d = kNever;
+  for (const auto& [qpn, qp] : qps_) d = std::min(d, qp->next_deadline());
+  return d;
+}
+
+Nanos Transport::qp_next_deadline(uint32_t qpn) const {
+  const Qp* qp = find_qp(qpn);
+  return qp == nullptr ? kNever : qp->next_deadline();
+}
+
+std::string_view to_string(QpState s) noexcept {
+  switch (s) {
+    case QpState::kReset: return "RESET";
+    case QpState::kInit: return "INIT";
+    case QpState::kRtr: return "RTR";
+    case QpState::kRts: return "RTS";
+    case QpState::kSqd: return "SQD";
+    case QpState::kSqe: return "SQE";
+    case QpState::kErr: return "ERR";
+  }
+  return "?";
+}
+
+std::string_view to_string(WcStatus s) noexcept {
+  switch (s) {
+    case WcStatus::kSuccess: return "SUCCESS";
+    case WcStatus::kLocLenErr: return "LOC_LEN_ERR";
+    case WcStatus::kLocQpOpErr: return "LOC_QP_OP_ERR";
+    case WcStatus::kLocProtErr: return "LOC_PROT_ERR";
+    case WcStatus::kWrFlushErr: return "WR_FLUSH_ERR";
+    case WcStatus::kRemInvReqErr: return "REM_INV_REQ_ERR";
+    case WcStatus::kRemAccessErr: return "REM_ACCESS_ERR";
+    case WcStatus::kRemOpErr: return "REM_OP_ERR";
+    case WcStatus::kRetryExcErr: return "RETRY_EXC_ERR";
+    case WcStatus::kRnrRetryExcErr: return "RNR_RETRY_EXC_ERR";
+    case WcStatus::kBadRespErr: return "BAD_RESP_ERR";
+    case WcStatus::kRemInvRdReqErr: return "REM_INV_RD_REQ_ERR";
+    default: return "OTHER_ERR";
+  }
+}
+
+}  // namespace urnic::transport

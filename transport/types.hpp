@@ -1,0 +1,274 @@
+// Public value types of the transport layer: verbs enums (with libibverbs'
+// numeric values, so the shim can pass them through; the shim static_asserts
+// the equality, transport/ never includes <infiniband/verbs.h>), work
+// requests, completions, QP/SRQ attributes, addressing and async events.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <string_view>
+
+namespace urnic::transport {
+
+// Time is an input: nanoseconds on the caller's clock (the engine's TSC, or
+// the simulator's virtual clock). transport/ never reads a clock.
+using Nanos = uint64_t;
+inline constexpr Nanos kNever = std::numeric_limits<Nanos>::max();
+
+// Object handles (strong: no implicit conversion between kinds).
+enum class PdHandle : uint32_t {};
+enum class CqHandle : uint32_t {};
+enum class SrqHandle : uint32_t {};
+enum class AhHandle : uint32_t {};
+// Which address space an MR lives in (the engine: an application process or
+// a shared mapping; the tests: a local buffer). Opaque to the transport.
+enum class MemDomain : uint64_t {};
+
+// ibv_qp_type.
+enum class QpType : uint8_t { kRc = 2, kUc = 3, kUd = 4 };
+
+// ibv_qp_state (IBA 10.3.1).
+enum class QpState : uint8_t { kReset = 0, kInit = 1, kRtr = 2, kRts = 3, kSqd = 4, kSqe = 5, kErr = 6 };
+
+// ibv_qp_attr_mask bits.
+namespace qp_attr {
+inline constexpr uint32_t kState = 1u << 0, kCurState = 1u << 1, kEnSqdAsyncNotify = 1u << 2,
+                          kAccessFlags = 1u << 3, kPkeyIndex = 1u << 4, kPort = 1u << 5, kQkey = 1u << 6,
+                          kAv = 1u << 7, kPathMtu = 1u << 8, kTimeout = 1u << 9, kRetryCnt = 1u << 10,
+                          kRnrRetry = 1u << 11, kRqPsn = 1u << 12, kMaxQpRdAtomic = 1u << 13, kAltPath = 1u << 14,
+                          kMinRnrTimer = 1u << 15, kSqPsn = 1u << 16, kMaxDestRdAtomic = 1u << 17,
+                          kPathMigState = 1u << 18, kCap = 1u << 19, kDestQpn = 1u << 20, kRateLimit = 1u << 25;
+}  // namespace qp_attr
+
+// ibv_access_flags.
+namespace access {
+inline constexpr uint32_t kLocalWrite = 1u << 0, kRemoteWrite = 1u << 1, kRemoteRead = 1u << 2,
+                          kRemoteAtomic = 1u << 3, kMwBind = 1u << 4, kZeroBased = 1u << 5, kOnDemand = 1u << 6,
+                          kHugetlb = 1u << 7, kRelaxedOrdering = 1u << 20;
+}  // namespace access
+
+// ibv_wr_opcode.
+enum class WrOpcode : uint8_t {
+  kRdmaWrite = 0,
+  kRdmaWriteWithImm = 1,
+  kSend = 2,
+  kSendWithImm = 3,
+  kRdmaRead = 4,
+  kAtomicCmpAndSwp = 5,
+  kAtomicFetchAndAdd = 6,
+  kLocalInv = 7,
+  kBindMw = 8,
+  kSendWithInv = 9,
+};
+
+// ibv_send_flags.
+namespace send_flag {
+inline constexpr uint32_t kFence = 1u << 0, kSignaled = 1u << 1, kSolicited = 1u << 2, kInline = 1u << 3;
+}  // namespace send_flag
+
+// ibv_wc_status.
+enum class WcStatus : uint8_t {
+  kSuccess = 0,
+  kLocLenErr = 1,
+  kLocQpOpErr = 2,
+  kLocEecOpErr = 3,
+  kLocProtErr = 4,
+  kWrFlushErr = 5,
+  kMwBindErr = 6,
+  kBadRespErr = 7,
+  kLocAccessErr = 8,
+  kRemInvReqErr = 9,
+  kRemAccessErr = 10,
+  kRemOpErr = 11,
+  kRetryExcErr = 12,
+  kRnrRetryExcErr = 13,
+  kLocRddViolErr = 14,
+  kRemInvRdReqErr = 15,
+  kRemAbortErr = 16,
+  kInvEecnErr = 17,
+  kInvEecStateErr = 18,
+  kFatalErr = 19,
+  kRespTimeoutErr = 20,
+  kGeneralErr = 21,
+};
+
+// ibv_wc_opcode.
+enum class WcOpcode : uint8_t {
+  kSend = 0,
+  kRdmaWrite = 1,
+  kRdmaRead = 2,
+  kCompSwap = 3,
+  kFetchAdd = 4,
+  kBindMw = 5,
+  kLocalInv = 6,
+  kRecv = 1u << 7,
+  kRecvRdmaWithImm = (1u << 7) + 1,
+};
+
+// ibv_wc_flags.
+namespace wc_flag {
+inline constexpr uint32_t kGrh = 1u << 0, kWithImm = 1u << 1, kWithInv = 1u << 3;
+}  // namespace wc_flag
+
+// ibv_event_type.
+enum class EventType : uint8_t {
+  kCqErr = 0,
+  kQpFatal = 1,
+  kQpReqErr = 2,
+  kQpAccessErr = 3,
+  kCommEst = 4,
+  kSqDrained = 5,
+  kSrqErr = 14,
+  kSrqLimitReached = 15,
+  kQpLastWqeReached = 16,
+};
+
+// ibv_mtu: 1 = 256 ... 5 = 4096.
+enum class Mtu : uint8_t { k256 = 1, k512 = 2, k1024 = 3, k2048 = 4, k4096 = 5 };
+constexpr uint32_t mtu_bytes(Mtu m) noexcept { return 128u << static_cast<unsigned>(m); }
+
+// ibv_srq_attr_mask.
+namespace srq_attr {
+inline constexpr uint32_t kMaxWr = 1u << 0, kLimit = 1u << 1;
+}  // namespace srq_attr
+
+struct Sge {
+  uint64_t addr = 0;
+  uint32_t length = 0;
+  uint32_t lkey = 0;
+};
+
+// An address handle / a QP's primary path (ibv_ah_attr, RoCE flavour: the
+// GRH fields carry the destination GID).
+struct AhAttr {
+  std::array<uint8_t, 16> dgid{};
+  uint32_t flow_label = 0;
+  uint8_t sgid_index = 0;
+  uint8_t hop_limit = 64;
+  uint8_t traffic_class = 0;
+  bool is_global = true;
+  uint16_t dlid = 0;
+  uint8_t sl = 0;
+  uint8_t port_num = 1;
+  bool operator==(const AhAttr&) const = default;
+};
+
+// ibv_send_wr, with the scatter list and inline bytes as spans: post_send
+// copies both into the WQE before returning (the caller's memory is not
+// referenced afterwards).
+struct SendWr {
+  uint64_t wr_id = 0;
+  WrOpcode opcode = WrOpcode::kSend;
+  uint32_t send_flags = 0;
+  std::span<const Sge> sg_list;
+  // With send_flag::kInline: the message bytes (the engine/shim has already
+  // fetched them from the application); sg_list is then ignored.
+  std::span<const uint8_t> inline_data;
+  uint32_t imm_data = 0;         // ImmDt as the 32-bit value carried on the wire
+  uint32_t invalidate_rkey = 0;  // kSendWithInv
+  uint64_t remote_addr = 0;      // RDMA and atomics
+  uint32_t rkey = 0;
+  uint64_t compare_add = 0;      // atomics: compare (CAS) or add (FAA)
+  uint64_t swap = 0;             // atomics: swap (CAS)
+  AhHandle ah{};                 // UD
+  uint32_t remote_qpn = 0;       // UD
+  uint32_t remote_qkey = 0;      // UD (high bit set: use the QP's Q_Key)
+};
+
+struct RecvWr {
+  uint64_t wr_id = 0;
+  std::span<const Sge> sg_list;
+};
+
+// Mirrors struct ibv_wc field for field.
+struct Cqe {
+  uint64_t wr_id = 0;
+  WcStatus status = WcStatus::kSuccess;
+  WcOpcode opcode = WcOpcode::kSend;
+  uint32_t vendor_err = 0;
+  uint32_t byte_len = 0;
+  uint32_t imm_data = 0;  // or the invalidated rkey when wc_flags has kWithInv
+  uint32_t qp_num = 0;
+  uint32_t src_qp = 0;
+  uint32_t wc_flags = 0;
+  uint16_t pkey_index = 0;
+  uint16_t slid = 0;
+  uint8_t sl = 0;
+  uint8_t dlid_path_bits = 0;
+};
+
+struct QpCap {
+  uint32_t max_send_wr = 0;
+  uint32_t max_recv_wr = 0;
+  uint32_t max_send_sge = 0;
+  uint32_t max_recv_sge = 0;
+  uint32_t max_inline_data = 0;
+};
+
+struct QpInitAttr {
+  QpType type = QpType::kRc;
+  PdHandle pd{};
+  CqHandle send_cq{};
+  CqHandle recv_cq{};
+  bool has_srq = false;
+  SrqHandle srq{};
+  QpCap cap;
+  bool sq_sig_all = false;
+};
+
+// ibv_qp_attr (the fields urnic uses).
+struct QpAttr {
+  QpState qp_state = QpState::kReset;
+  QpState cur_qp_state = QpState::kReset;
+  Mtu path_mtu = Mtu::k1024;
+  uint32_t qkey = 0;
+  uint32_t rq_psn = 0;
+  uint32_t sq_psn = 0;
+  uint32_t dest_qp_num = 0;
+  uint32_t qp_access_flags = 0;
+  QpCap cap;
+  AhAttr ah_attr;
+  uint16_t pkey_index = 0;
+  bool en_sqd_async_notify = false;
+  bool sq_draining = false;
+  uint8_t max_rd_atomic = 0;
+  uint8_t max_dest_rd_atomic = 0;
+  uint8_t min_rnr_timer = 0;
+  uint8_t port_num = 1;
+  uint8_t timeout = 0;
+  uint8_t retry_cnt = 0;
+  uint8_t rnr_retry = 0;
+};
+
+struct SrqAttr {
+  uint32_t max_wr = 0;
+  uint32_t max_sge = 0;
+  uint32_t srq_limit = 0;
+};
+
+struct AsyncEvent {
+  EventType type = EventType::kQpFatal;
+  uint32_t qpn = 0;  // QP events
+  CqHandle cq{};     // kCqErr
+  SrqHandle srq{};   // SRQ events
+};
+
+// Device limits (what ibv_query_device would report).
+struct DeviceCaps {
+  uint32_t max_qp_wr = 16384;
+  uint32_t max_sge = 32;
+  uint32_t max_inline_data = 256;
+  uint32_t max_cqe = 1u << 20;
+  uint32_t max_srq_wr = 16384;
+  uint8_t max_qp_rd_atom = 16;
+  // 1 GiB: at PMTU 256 that is 2^22 PSNs, inside the 2^23 PSN window.
+  uint64_t max_msg_sz = 1ull << 30;
+  uint32_t max_qp = 1u << 16;
+};
+
+std::string_view to_string(QpState s) noexcept;
+std::string_view to_string(WcStatus s) noexcept;
+
+}  // namespace urnic::transport
