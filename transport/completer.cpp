@@ -1,6 +1,7 @@
 // The completer: processes ACKs, NAKs, READ responses and atomic ACKs for the
 // RC requester (IBA 9.7.5.1 "requester side", 9.7.6), completes send WQEs in
 // order, and drives retransmission (go-back-N) and the error flow.
+#include <algorithm>
 #include <cstring>
 
 #include "transport/detail/qp.hpp"
@@ -65,7 +66,12 @@ void Qp::comp_run(const wire::IbPacket& pkt, Nanos now) {
         // first response missing (IBA 9.7.5.1.2, o9-88). A NAK that also
         // acknowledged something is forward progress: the budget reloads.
         if (comp_progress_) retry_left_ = attr_.retry_cnt;
-        if (comp_retry_ == CompRetry::kRetrying && comp_retry_psn_ == retry_psn) {
+        // The rest of the burst that was in flight when we went back (at
+        // most the PSNs sent then) is ignored; a gap after it means a re-sent
+        // request or its answer was lost too: go back again now rather than
+        // wait for the ACK timeout.
+        if (comp_retry_ == CompRetry::kRetrying && comp_retry_psn_ == retry_psn && comp_retry_stale_ > 0) {
+          --comp_retry_stale_;
           ctx_.counters.inc(Counter::kDuplicateResponse);
           s = CompState::kDone;
           break;
@@ -76,6 +82,8 @@ void Qp::comp_run(const wire::IbPacket& pkt, Nanos now) {
           return;
         }
         --retry_left_;
+        comp_retry_stale_ = static_cast<uint32_t>(std::max<int32_t>(0, req_psn_ - retry_psn));
+        read_window_ = 2;
         retry_from(retry_psn);
         comp_retry_ = CompRetry::kRetrying;
         comp_retry_psn_ = retry_psn;
@@ -212,9 +220,11 @@ CompState Qp::comp_read(const wire::IbPacket& pkt, Nanos now) {
   const uint64_t offset = uint64_t{idx} * mtu;
   const uint64_t want = last ? w.length - offset : mtu;
   const auto& info = pkt.info();
-  // First/Middle for every packet but the last, Last/Only for the last one
-  // (a restarted READ begins with a FIRST in the middle of the range).
-  const bool shape_ok = last ? info.is(wire::Op::kLast) : !info.is(wire::Op::kLast);
+  // Each READ request (one chunk of kReadChunkPkts PSNs) is answered by
+  // First/Middle.../Last or Only: Last/Only exactly at a chunk's last PSN (a
+  // restarted chunk begins with a FIRST in the middle of the range).
+  const bool chunk_last = last || (idx + 1) % kReadChunkPkts == 0;
+  const bool shape_ok = chunk_last ? info.is(wire::Op::kLast) : !info.is(wire::Op::kLast);
   if (!shape_ok || pkt.payload.size() != want) {
     ctx_.counters.inc(Counter::kDroppedPkts);
     return CompState::kDrop;
@@ -223,6 +233,7 @@ CompState Qp::comp_read(const wire::IbPacket& pkt, Nanos now) {
     return CompState::kError;
   comp_psn_ = p + 1;
   comp_progress_ = true;
+  if (chunk_last && read_window_ < 255) ++read_window_;
   if (last) complete_head(WcStatus::kSuccess, now);
   return CompState::kUpdateComp;
 }
@@ -267,11 +278,14 @@ bool Qp::complete_head(WcStatus st, Nanos now) {
 }
 
 // The head WQE fails: its error CQE, then the QP enters ERR and every later
-// WQE is flushed (IBA 10.7.3.1, 11.6.2).
+// WQE is flushed (IBA 10.7.3.1, 11.6.2). UC and UD have no connection to
+// break: a send-side error moves the QP to SQE instead, where the send queue
+// flushes and the receive queue keeps working (IBA 10.3.1 "Send Queue Error").
 void Qp::fail_head(WcStatus st, Nanos now) {
   URNIC_TRACE(qpn_, "comp", "CHECK_ACK", "ERROR", to_string(st));
   if (!sq_.empty() && complete_head(st, now) == false) return;
-  enter_error(now);
+  if (init_.type == QpType::kRc) enter_error(now);
+  else enter_sq_error(now);
 }
 
 void Qp::complete_local_errors(Nanos now) {
@@ -293,6 +307,7 @@ void Qp::on_ack_timeout(Nanos now) {
   --retry_left_;
   retry_from(comp_psn_);
   comp_retry_ = CompRetry::kNone;
+  read_window_ = 2;
   req_run(now);
 }
 

@@ -213,6 +213,8 @@ void Qp::reset_state() {
   ack_deadline_ = rnr_deadline_ = kNever;
   sqd_notify_pending_ = false;
   comp_retry_ = CompRetry::kNone;
+  comp_retry_stale_ = 0;
+  read_window_ = 255;
   msn_ = 0;
   resp_seq_ = RespSeq::kInSequence;
   resp_msg_ = RespMsg::kNone;
@@ -235,6 +237,21 @@ void Qp::enter_error(Nanos now) {
   // WR completes with IBV_WC_WR_FLUSH_ERR.
   flush_sq();
   flush_rq();
+}
+
+// IBA 10.3.1 (SQEr) / 11.6.3: a UC or UD send-side completion error puts
+// the QP in SQE, not ERR. Outstanding and later send WRs complete with
+// IBV_WC_WR_FLUSH_ERR; the receive queue is untouched and keeps receiving;
+// modify_qp(SQE -> RTS) resumes sending. No async event (there is none for SQE).
+void Qp::enter_sq_error(Nanos now) {
+  (void)now;
+  if (attr_.qp_state == QpState::kErr || attr_.qp_state == QpState::kSqe) return;
+  URNIC_TRACE(qpn_, "state", to_string(attr_.qp_state), "SQE", "send queue error");
+  attr_.qp_state = QpState::kSqe;
+  req_state_ = ReqState::kStopped;
+  ack_deadline_ = rnr_deadline_ = kNever;
+  sqd_notify_pending_ = false;
+  flush_sq();
 }
 
 void Qp::flush_sq() {
@@ -363,7 +380,7 @@ int Qp::post_send(const SendWr& wr, Nanos now) {
   w.swap = wr.swap;
   if ((wr.opcode == WrOpcode::kAtomicCmpAndSwp || wr.opcode == WrOpcode::kAtomicFetchAndAdd) && w.length != 8)
     return EINVAL;  // IBA 9.4.5: atomics move exactly 8 bytes
-  if (st == QpState::kErr) {
+  if (st == QpState::kErr || st == QpState::kSqe) {  // IBA 10.3.1: flushed in ERR and SQE
     Cqe e;
     e.wr_id = w.wr_id;
     e.status = WcStatus::kWrFlushErr;

@@ -38,11 +38,36 @@ void Qp::req_run(Nanos now) {
   }
 }
 
+// READ/atomic requests the responder is answering: every atomic sent and
+// not yet acknowledged, and every READ request (chunk) sent whose responses
+// have not all arrived. A go-back-N moves req_psn_ back, so requests about
+// to be re-sent are not counted twice.
 uint32_t Qp::outstanding_rd_atomic() const {
   uint32_t n = 0;
-  for (std::size_t i = 0; i < req_idx_ && i < sq_.size(); ++i)
-    if (is_rd_atomic(sq_[i].opcode)) ++n;
+  for (std::size_t i = 0; i <= req_idx_ && i < sq_.size(); ++i) {
+    const SendWqe& w = sq_[i];
+    if (!is_rd_atomic(w.opcode) || w.state == WqeState::kPosted || w.state == WqeState::kLocalError) continue;
+    const Psn issued_end = i < req_idx_ ? w.last_psn + 1 : req_psn_;
+    const int32_t hi = issued_end - w.first_psn;
+    const int32_t lo = std::max<int32_t>(0, comp_psn_ - w.first_psn);
+    if (hi <= lo) continue;
+    if (w.opcode != WrOpcode::kRdmaRead) {
+      ++n;
+      continue;
+    }
+    constexpr auto kChunk = static_cast<int32_t>(kReadChunkPkts);
+    n += static_cast<uint32_t>((hi - 1) / kChunk - lo / kChunk + 1);
+  }
   return n;
+}
+
+// max_rd_atomic, and for READs also the read window: after a lost READ
+// response only two READ requests are outstanding, and the window grows back by
+// one per chunk received whole -- what is in flight behind a loss (and is
+// discarded by go-back-N) stays small on a lossy path.
+uint32_t Qp::rd_atomic_limit(const SendWqe& w) const {
+  const uint32_t limit = std::max<uint32_t>(1, attr_.max_rd_atomic);
+  return w.opcode == WrOpcode::kRdmaRead ? std::min(limit, std::max<uint32_t>(1, read_window_)) : limit;
 }
 
 ReqState Qp::req_step(Nanos now) {
@@ -55,10 +80,12 @@ ReqState Qp::req_step(Nanos now) {
     if (attr_.qp_state == QpState::kSqd) return ReqState::kDrained;
     // IBA 10.8.3.3: a fenced WR waits for earlier READ/atomic WRs.
     if ((w.send_flags & send_flag::kFence) && outstanding_rd_atomic() > 0) return ReqState::kWaitFence;
-    if (is_rd_atomic(w.opcode) &&
-        outstanding_rd_atomic() >= std::max<uint32_t>(1, attr_.max_rd_atomic))
-      return ReqState::kWaitRdAtomic;
+    if (is_rd_atomic(w.opcode) && outstanding_rd_atomic() >= rd_atomic_limit(w)) return ReqState::kWaitRdAtomic;
     if (!start_wqe(w)) return ReqState::kLocalError;
+  } else if (is_rd_atomic(w.opcode) && outstanding_rd_atomic() >= rd_atomic_limit(w)) {
+    // The next READ chunk, or a READ/atomic re-sent after a go-back-N, is one
+    // more request in the responder's resources (IBA 9.5.x, max_rd_atomic).
+    return ReqState::kWaitRdAtomic;
   }
   if (init_.type == QpType::kRc && (req_psn_ - comp_psn_) >= static_cast<int32_t>(ctx_.cfg.max_inflight_pkts))
     return ReqState::kWaitWindow;
@@ -121,19 +148,28 @@ void Qp::send_next_packet(SendWqe& w, Nanos now) {
   const uint32_t idx = static_cast<uint32_t>(req_psn_ - w.first_psn);
   const uint64_t offset = uint64_t{idx} * mtu;
   switch (w.opcode) {
-    case WrOpcode::kRdmaRead:
-      // A retried READ restarts at the first response not yet received, as a
-      // new request for the remainder (IBA 9.7.4.1.4 / o9-?? "partial retry").
+    case WrOpcode::kRdmaRead: {
+      // A READ WQE goes out as one READ request per chunk of kReadChunkPkts
+      // response PSNs: to the responder these are ordinary back-to-back READ
+      // requests (each with its own RETH and PSN range, IBA 9.7.4.1.4), and
+      // a lost response costs at most the rest of its chunk, not the rest of
+      // the message. A retried chunk restarts at the first response not yet
+      // received, as a request for the remainder of that chunk (IBA 9.7.5.1.5:
+      // the responder re-executes it from the original request's resource).
+      const uint32_t chunk_last = std::min(w.npkts - 1, (idx / kReadChunkPkts + 1) * kReadChunkPkts - 1);
+      const uint64_t end = std::min<uint64_t>(w.length, (uint64_t{chunk_last} + 1) * mtu);
       p.bth.opcode = base | op::kReadRequest;
       p.reth.va = w.remote_addr + offset;
       p.reth.rkey = w.rkey;
-      p.reth.dma_len = static_cast<uint32_t>(w.length - std::min<uint64_t>(offset, w.length));
+      p.reth.dma_len = static_cast<uint32_t>(end - std::min<uint64_t>(offset, end));
       p.bth.ack_req = false;
-      w.state = WqeState::kSent;
+      const bool done = chunk_last + 1 == w.npkts;
+      w.state = done ? WqeState::kSent : WqeState::kInFlight;
       emit(p, addr, now);
-      req_psn_ = w.last_psn + 1;
-      advance_req();
+      req_psn_ = w.first_psn + static_cast<int32_t>(chunk_last + 1);
+      if (done) advance_req();
       return;
+    }
     case WrOpcode::kAtomicCmpAndSwp:
     case WrOpcode::kAtomicFetchAndAdd: {
       const bool cas = w.opcode == WrOpcode::kAtomicCmpAndSwp;

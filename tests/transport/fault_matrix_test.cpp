@@ -20,8 +20,9 @@ using namespace urnic::transport::test;
 
 namespace {
 
-enum class OpKind : uint8_t { kSend, kSendImm, kWrite, kWriteImm, kRead, kCas, kFaa, kMixed, kCount };
-constexpr const char* kOpNames[] = {"SEND", "SEND_IMM", "WRITE", "WRITE_IMM", "READ", "CMP_SWAP", "FETCH_ADD", "MIXED"};
+enum class OpKind : uint8_t { kSend, kSendImm, kWrite, kWriteImm, kRead, kCas, kFaa, kMixed, kReadLarge, kCount };
+constexpr const char* kOpNames[] = {"SEND", "SEND_IMM", "WRITE", "WRITE_IMM", "READ", "CMP_SWAP", "FETCH_ADD", "MIXED",
+                                     "READ_64K"};
 
 struct Profile {
   const char* name;
@@ -73,7 +74,7 @@ struct RunResult {
 
 constexpr uint32_t kWrs = 12;
 constexpr uint64_t kSlot = 16384;  // bytes per WR region (>= 3 x 4096 + slack)
-constexpr uint64_t kAtomicOff = kWrs * kSlot;
+constexpr uint64_t kLargeSlot = 65536 + 4096;  // READ_64K: many MTUs, several READ chunks
 
 RunResult run_one(OpKind kind, const Profile& prof, uint64_t seed) {
   const sim::Faults& faults = prof.faults;
@@ -91,8 +92,10 @@ RunResult run_one(OpKind kind, const Profile& prof, uint64_t seed) {
   cfg.b_to_a.faults = faults;
   cfg.a_to_b.jitter = cfg.b_to_a.jitter = 500;
   sim::Harness h(cfg);
-  Side a(h.a.transport(), h.a.memory(), 0x100000, kAtomicOff + 4096);
-  Side b(h.b.transport(), h.b.memory(), 0x9000000, kAtomicOff + 4096);
+  const uint64_t slot = kind == OpKind::kReadLarge ? kLargeSlot : kSlot;
+  const uint64_t atomic_off = kWrs * slot;
+  Side a(h.a.transport(), h.a.memory(), 0x100000, atomic_off + 4096);
+  Side b(h.b.transport(), h.b.memory(), 0x9000000, atomic_off + 4096);
   const Mtu mtus[] = {Mtu::k256, Mtu::k512, Mtu::k1024, Mtu::k2048, Mtu::k4096};
   QpParams pp;
   pp.mtu = mtus[rng() % 5];
@@ -117,16 +120,22 @@ RunResult run_one(OpKind kind, const Profile& prof, uint64_t seed) {
   for (uint32_t i = 0; i < kWrs; ++i) {
     OpKind k = kind == OpKind::kMixed ? static_cast<OpKind>(rng() % 7) : kind;
     Wr w{};
-    w.local_off = i * kSlot;
-    w.remote_off = i * kSlot;
+    w.local_off = i * slot;
+    w.remote_off = i * slot;
     const uint32_t sizes[] = {0, 1, mtu - 1, mtu, mtu + 1, 2 * mtu, 3 * mtu - 7};
     w.len = std::min<uint32_t>(sizes[rng() % 7], kSlot - 64);
+    if (k == OpKind::kReadLarge) {
+      // 64 KiB and around it: 16..256 response packets, 1..16 READ requests.
+      const uint32_t large[] = {65536, 65535, 65536 - mtu + 1, 40000, 16 * mtu + 1};
+      w.len = std::min<uint32_t>(large[rng() % 5], slot - 64);
+    }
     switch (k) {
       case OpKind::kSend: w.op = WrOpcode::kSend; break;
       case OpKind::kSendImm: w.op = WrOpcode::kSendWithImm; break;
       case OpKind::kWrite: w.op = WrOpcode::kRdmaWrite; break;
       case OpKind::kWriteImm: w.op = WrOpcode::kRdmaWriteWithImm; break;
-      case OpKind::kRead: w.op = WrOpcode::kRdmaRead; break;
+      case OpKind::kRead:
+      case OpKind::kReadLarge: w.op = WrOpcode::kRdmaRead; break;
       case OpKind::kCas: w.op = WrOpcode::kAtomicCmpAndSwp; w.len = 8; break;
       default: w.op = WrOpcode::kAtomicFetchAndAdd; w.len = 8; break;
     }
@@ -136,8 +145,8 @@ RunResult run_one(OpKind kind, const Profile& prof, uint64_t seed) {
   }
   // Source data: the requester's regions for SEND/WRITE, the responder's for READ.
   for (uint32_t i = 0; i < kWrs; ++i) {
-    fill(a.bytes().subspan(i * kSlot, kSlot), qa, i);
-    fill(b.bytes().subspan(i * kSlot, kSlot), qb, i);
+    fill(a.bytes().subspan(i * slot, wrs[i].len + 64), qa, i);
+    fill(b.bytes().subspan(i * slot, wrs[i].len + 64), qb, i);
   }
   // Receive r (for the r-th SEND / WRITE_IMM, WR i) lands in B's region i.
   std::vector<uint32_t> slot_owner(recv_slots);
@@ -146,7 +155,7 @@ RunResult run_one(OpKind kind, const Profile& prof, uint64_t seed) {
   auto post_recvs = [&, qb](uint64_t from, uint64_t to) {
     for (uint64_t r = from; r < to; ++r) {
       const uint32_t i = slot_owner[r];
-      Sge sge{b.va + i * kSlot, static_cast<uint32_t>(kSlot), b.mr.lkey};
+      Sge sge{b.va + i * slot, static_cast<uint32_t>(slot), b.mr.lkey};
       if (b.t.post_recv(qb, RecvWr{1000 + r, {&sge, 1}}) != 0) fail("post_recv");
     }
   };
@@ -167,13 +176,13 @@ RunResult run_one(OpKind kind, const Profile& prof, uint64_t seed) {
     s.rkey = b.mr.rkey;
     s.imm_data = 0xABC00000u + i;
     if (w.op == WrOpcode::kAtomicCmpAndSwp) {
-      s.remote_addr = b.va + kAtomicOff;
+      s.remote_addr = b.va + atomic_off;
       s.compare_add = cas_next;
       s.swap = cas_next + 1;
       ++cas_next;
       ++atomics;
     } else if (w.op == WrOpcode::kAtomicFetchAndAdd) {
-      s.remote_addr = b.va + kAtomicOff;
+      s.remote_addr = b.va + atomic_off;
       s.compare_add = 1;
       ++cas_next;  // FAA by 1 keeps the CAS chain consistent in mixed runs
       ++atomics;
@@ -234,7 +243,7 @@ RunResult run_one(OpKind kind, const Profile& prof, uint64_t seed) {
       if (rc[r].opcode != WcOpcode::kRecvRdmaWithImm || rc[r].imm_data != 0xABC00000u + i) fail("write-imm cqe");
     } else {
       if (rc[r].byte_len != w.len) fail("receive byte_len");
-      if (!check(b.bytes().subspan(i * kSlot, w.len), qa, i)) fail("SEND data wr " + std::to_string(i));
+      if (!check(b.bytes().subspan(i * slot, w.len), qa, i)) fail("SEND data wr " + std::to_string(i));
       if (w.op == WrOpcode::kSendWithImm && rc[r].imm_data != 0xABC00000u + i) fail("send imm");
     }
   }
@@ -249,15 +258,15 @@ RunResult run_one(OpKind kind, const Profile& prof, uint64_t seed) {
       case WrOpcode::kRdmaWriteWithImm: {
         // Delivered: its receive completed.
         if (w.recv_slot >= rc.size()) fail("successful SEND/WRITE_IMM without a receive completion");
-        if (w.op == WrOpcode::kRdmaWriteWithImm && !check(b.bytes().subspan(i * kSlot, w.len), qa, i))
+        if (w.op == WrOpcode::kRdmaWriteWithImm && !check(b.bytes().subspan(i * slot, w.len), qa, i))
           fail("WRITE_IMM data wr " + std::to_string(i));
         break;
       }
       case WrOpcode::kRdmaWrite:
-        if (!check(b.bytes().subspan(i * kSlot, w.len), qa, i)) fail("WRITE data wr " + std::to_string(i));
+        if (!check(b.bytes().subspan(i * slot, w.len), qa, i)) fail("WRITE data wr " + std::to_string(i));
         break;
       case WrOpcode::kRdmaRead:
-        if (!check(a.bytes().subspan(i * kSlot, w.len), qb, i)) fail("READ data wr " + std::to_string(i));
+        if (!check(a.bytes().subspan(i * slot, w.len), qb, i)) fail("READ data wr " + std::to_string(i));
         if (sc[i].byte_len != w.len) fail("READ byte_len");
         break;
       default: {
@@ -277,7 +286,7 @@ RunResult run_one(OpKind kind, const Profile& prof, uint64_t seed) {
   const uint64_t executed = h.b.memory().atomic_ops();
   if (executed < atomics_ok || executed > atomics) fail("atomic executions " + std::to_string(executed));
   uint64_t counter = 0;
-  std::memcpy(&counter, b.bytes().data() + kAtomicOff, 8);
+  std::memcpy(&counter, b.bytes().data() + atomic_off, 8);
   if (counter != executed) fail("atomic counter " + std::to_string(counter) + " vs executions");
   if (res.errors == 0 && executed != atomics) fail("not every atomic executed once");
   return res;

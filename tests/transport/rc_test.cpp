@@ -656,3 +656,61 @@ TEST_CASE("RNR timer codes follow IBA table 45", "[rc]") {
   p.to_a(rnr);
   CHECK(p.ta.next_deadline() == p.now + wait);
 }
+
+// A long READ goes out as READ requests of at most 16 response PSNs each
+// (detail::kReadChunkPkts), each taking a max_rd_atomic slot; a lost response
+// is re-requested from the gap to the end of its chunk only.
+TEST_CASE("a long READ is split into bounded READ requests; a loss re-requests the rest of one chunk", "[rc]") {
+  QpParams pa;
+  pa.max_rd_atomic = 2;
+  Pair p(QpType::kRc, pa);
+  constexpr uint32_t kLen = 40000;  // 40 response PSNs at MTU 1024: chunks of 16, 16, 8
+  fill(p.b.bytes().subspan(65536, kLen), p.qb, 3);
+  REQUIRE(p.send(3, WrOpcode::kRdmaRead, 0, kLen, 65536) == 0);
+  REQUIRE(p.send(4, WrOpcode::kRdmaWrite, 131072, 8, 0) == 0);
+  auto req = p.sa.take();
+  REQUIRE(ops(req) == V8{op::kReadRequest, op::kReadRequest});  // max_rd_atomic = 2
+  CHECK(psns(req) == V32{0, 16});
+  CHECK(req[0].pkt.reth.va == p.b.va + 65536);
+  CHECK(req[0].pkt.reth.dma_len == 16384);
+  CHECK(req[1].pkt.reth.va == p.b.va + 65536 + 16384);
+  CHECK(req[1].pkt.reth.dma_len == 16384);
+  p.to_b(req);
+  auto rsp = p.sb.take();
+  REQUIRE(rsp.size() == 32);
+  CHECK(rsp[0].op() == op::kReadResponseFirst);
+  CHECK(rsp[15].op() == op::kReadResponseLast);
+  CHECK(rsp[16].op() == op::kReadResponseFirst);
+  CHECK(rsp[31].op() == op::kReadResponseLast);
+  // Lose response PSN 5: the requester re-requests 5..15 (not 5..39), then
+  // the second chunk again (its responses were discarded behind the gap).
+  rsp.erase(rsp.begin() + 5);
+  p.to_a(rsp);
+  auto retry = p.sa.take();
+  REQUIRE(ops(retry) == V8{op::kReadRequest, op::kReadRequest});
+  CHECK(psns(retry) == V32{5, 16});
+  CHECK(retry[0].pkt.reth.va == p.b.va + 65536 + 5 * 1024);
+  CHECK(retry[0].pkt.reth.dma_len == 11 * 1024);
+  CHECK(retry[1].pkt.reth.dma_len == 16384);
+  p.to_b(retry);
+  auto rsp2 = p.sb.take();
+  REQUIRE(rsp2.size() == 27);
+  CHECK(rsp2[0].op() == op::kReadResponseFirst);
+  CHECK(rsp2[0].psn() == 5);
+  CHECK(rsp2[10].op() == op::kReadResponseLast);
+  p.to_a(rsp2);
+  auto tail = p.sa.take();
+  REQUIRE(ops(tail) == V8{op::kReadRequest, op::kWriteOnly});
+  CHECK(psns(tail) == V32{32, 40});
+  CHECK(tail[0].pkt.reth.dma_len == kLen - 32768);
+  CHECK(p.a.poll().empty());  // the READ completes with its last response
+  p.to_b(tail);
+  p.to_a(p.sb.take());
+  auto sc = p.a.poll();
+  REQUIRE(sc.size() == 2);
+  CHECK(sc[0].wr_id == 3);
+  CHECK(sc[0].status == WcStatus::kSuccess);
+  CHECK(sc[0].byte_len == kLen);
+  CHECK(sc[1].wr_id == 4);
+  CHECK(check(p.a.bytes().subspan(0, kLen), p.qb, 3));
+}

@@ -222,3 +222,72 @@ TEST_CASE("UC and UD over the sim link with RoCE v2 frames", "[sim][uc][ud]") {
     }
   }
 }
+
+// IBA 10.3.1 (SQEr) / 11.6.3: for UC and UD a send-side completion error
+// moves the QP to SQE, not ERR: the failed WR completes with its error, later
+// send WRs complete with WR_FLUSH_ERR, the receive queue keeps working, no
+// async event is raised, and modify_qp(SQE -> RTS) resumes sending.
+TEST_CASE("UC and UD: a send-side error moves the QP to SQE; receives keep working; RTS resumes", "[uc][ud]") {
+  const QpType type = GENERATE(QpType::kUc, QpType::kUd);
+  TransportConfig cfg;
+  cfg.port_mtu = Mtu::k1024;
+  Pair p(type, {}, {}, cfg);
+  AhHandle ah_a{}, ah_b{};
+  if (type == QpType::kUd) {
+    ah_a = p.ta.create_ah(p.a.pd, AhAttr{}).value;
+    ah_b = p.tb.create_ah(p.b.pd, AhAttr{}).value;
+  }
+  fill(p.a.bytes().subspan(0, 100), p.qa, 1);
+  fill(p.b.bytes().subspan(0, 100), p.qb, 2);
+  // UD: longer than the MTU (LOC_LEN_ERR); UC: a bad lkey (LOC_PROT_ERR).
+  auto post = [&](Transport& t, uint32_t qpn, uint32_t peer, AhHandle ah, uint64_t id, uint64_t va, uint32_t len,
+                  uint32_t lkey) {
+    Sge sge{va, len, lkey};
+    SendWr w;
+    w.wr_id = id;
+    w.opcode = WrOpcode::kSend;
+    w.send_flags = send_flag::kSignaled;
+    w.sg_list = {&sge, 1};
+    w.ah = ah;
+    w.remote_qpn = peer;
+    w.remote_qkey = 0x11111111;
+    return t.post_send(qpn, w, p.now);
+  };
+  const bool ud = type == QpType::kUd;
+  REQUIRE(post(p.ta, p.qa, p.qb, ah_a, 1, p.a.va, ud ? 1025 : 100, ud ? p.a.mr.lkey : p.a.mr.lkey + 0x100) == 0);
+  REQUIRE(post(p.ta, p.qa, p.qb, ah_a, 2, p.a.va, 100, p.a.mr.lkey) == 0);
+  CHECK(p.sa.take().empty());
+  auto sc = p.a.poll();
+  REQUIRE(sc.size() == 2);
+  CHECK(sc[0].wr_id == 1);
+  CHECK(sc[0].status == (ud ? WcStatus::kLocLenErr : WcStatus::kLocProtErr));
+  CHECK(sc[1].wr_id == 2);
+  CHECK(sc[1].status == WcStatus::kWrFlushErr);
+  QpAttr qa;
+  REQUIRE(p.ta.query_qp(p.qa, qa) == 0);
+  CHECK(qa.qp_state == QpState::kSqe);
+  CHECK(p.sa.events.empty());  // no QP_FATAL: the QP is not in ERR
+  // The receive queue still works in SQE.
+  Sge rs{p.a.va + 8192, 2048, p.a.mr.lkey};
+  REQUIRE(p.ta.post_recv(p.qa, RecvWr{50, {&rs, 1}}) == 0);
+  REQUIRE(post(p.tb, p.qb, p.qa, ah_b, 9, p.b.va, 100, p.b.mr.lkey) == 0);
+  p.to_a(p.sb.take());
+  auto rc = p.a.poll();
+  REQUIRE(rc.size() == 1);
+  CHECK(rc[0].wr_id == 50);
+  CHECK(rc[0].status == WcStatus::kSuccess);
+  CHECK(check(p.a.bytes().subspan(8192 + (ud ? 40 : 0), 100), p.qb, 2));
+  // SQE -> RTS: sending resumes.
+  QpAttr rts;
+  rts.qp_state = QpState::kRts;
+  rts.cur_qp_state = QpState::kSqe;
+  REQUIRE(p.ta.modify_qp(p.qa, rts, qp_attr::kState | qp_attr::kCurState, p.now) == 0);
+  REQUIRE(post(p.ta, p.qa, p.qb, ah_a, 3, p.a.va, 100, p.a.mr.lkey) == 0);
+  CHECK(p.sa.take().size() == 1);
+  sc = p.a.poll();
+  REQUIRE(sc.size() == 1);
+  CHECK(sc[0].wr_id == 3);
+  CHECK(sc[0].status == WcStatus::kSuccess);
+  REQUIRE(p.ta.query_qp(p.qa, qa) == 0);
+  CHECK(qa.qp_state == QpState::kRts);
+}

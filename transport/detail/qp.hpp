@@ -142,6 +142,12 @@ bool is_rd_atomic(WrOpcode op) noexcept;
 Nanos rnr_timer_ns(uint8_t code) noexcept;
 constexpr Nanos ack_timeout_ns(uint8_t timeout) noexcept { return Nanos{4096} << timeout; }
 
+// Response PSNs per READ request: the requester splits a longer READ WQE into
+// several READ requests (each one takes a max_rd_atomic slot), so a lost
+// response makes the responder resend at most one chunk, not the rest of a
+// message that may be 1 GiB long.
+inline constexpr uint32_t kReadChunkPkts = 16;
+
 std::string_view to_string(ReqState s) noexcept;
 std::string_view to_string(CompState s) noexcept;
 std::string_view to_string(RespState s) noexcept;
@@ -171,6 +177,7 @@ class Qp {
   // qp.cpp: state changes, completions, receive WQEs, packet output.
   void reset_state();
   void enter_error(Nanos now);
+  void enter_sq_error(Nanos now);
   void flush_sq();
   void flush_rq();
   bool complete(CqHandle cq, const Cqe& e, Nanos now);
@@ -187,6 +194,7 @@ class Qp {
   void send_next_packet(SendWqe& w, Nanos now);
   void advance_req();
   uint32_t outstanding_rd_atomic() const;
+  uint32_t rd_atomic_limit(const SendWqe& w) const;
   void retry_from(Psn p);
   void reposition(Psn p);
   void update_ack_timer(Nanos now, bool progress);
@@ -242,6 +250,8 @@ class Qp {
   bool sqd_notify_pending_ = false;  // IBV_QP_EN_SQD_ASYNC_NOTIFY: raise SQ_DRAINED once drained
   CompRetry comp_retry_ = CompRetry::kNone;
   Psn comp_retry_psn_;               // valid in CompRetry::kRetrying: where we went back to
+  uint32_t read_window_ = 255;       // READ requests allowed out (<= max_rd_atomic); 2 after a loss
+  uint32_t comp_retry_stale_ = 0;    // kRetrying: out-of-sequence responses still ignored (the old burst)
   bool comp_progress_ = false;       // scratch for one completer pass: a WQE completed or comp_psn_ moved
 
   // --- responder ---

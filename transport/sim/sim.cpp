@@ -329,8 +329,11 @@ bool LocalMemory::fetch_add(MemDomain dom, uint64_t va, uint64_t add, uint64_t& 
 
 // --- Node / Harness ------------------------------------------------------------------
 
-Node::Node(Simulator& sim, uint32_t id, TransportConfig cfg, FrameCodec& codec)
-    : sim_(sim), id_(id), codec_(codec), transport_(std::make_unique<Transport>(mem_, *this, *this, cfg)) {
+Node::Node(Simulator& sim, uint32_t id, TransportConfig cfg, FrameCodec& codec, MemoryAccess* memory)
+    : sim_(sim),
+      id_(id),
+      codec_(codec),
+      transport_(std::make_unique<Transport>(memory != nullptr ? *memory : mem_, *this, *this, cfg)) {
   sim_.add_timer_source([this] { return transport_->next_deadline(); },
                         [this](Nanos now) { transport_->on_timer(now); });
 }
@@ -367,8 +370,8 @@ void Node::deliver(std::vector<uint8_t> frame) {
 }
 
 Harness::Harness(Config cfg)
-    : a(sim, 1, cfg.transport, cfg.roce_frames ? static_cast<FrameCodec&>(roce_a) : ib_codec),
-      b(sim, 2, cfg.transport, cfg.roce_frames ? static_cast<FrameCodec&>(roce_b) : ib_codec),
+    : a(sim, 1, cfg.transport, cfg.roce_frames ? static_cast<FrameCodec&>(roce_a) : ib_codec, cfg.a_memory),
+      b(sim, 2, cfg.transport, cfg.roce_frames ? static_cast<FrameCodec&>(roce_b) : ib_codec, cfg.b_memory),
       ab(sim, cfg.a_to_b, cfg.seed * 2 + 1, [this](std::vector<uint8_t> f) { b.deliver(std::move(f)); }),
       ba(sim, cfg.b_to_a, cfg.seed * 2 + 2, [this](std::vector<uint8_t> f) { a.deliver(std::move(f)); }) {
   a.connect(&ab);

@@ -167,7 +167,9 @@ class Node final : public TxSink, public EventSink {
     Nanos at = 0;
   };
 
-  Node(Simulator& sim, uint32_t id, TransportConfig cfg, FrameCodec& codec);
+  // `memory` (optional) replaces the node's LocalMemory as the transport's
+  // MemoryAccess, e.g. a pattern-generating memory for 1 GiB tests.
+  Node(Simulator& sim, uint32_t id, TransportConfig cfg, FrameCodec& codec, MemoryAccess* memory = nullptr);
   Transport& transport() noexcept { return *transport_; }
   LocalMemory& memory() noexcept { return mem_; }
   uint32_t id() const noexcept { return id_; }
@@ -200,6 +202,8 @@ class Harness {
     LinkConfig b_to_a;
     TransportConfig transport;
     bool roce_frames = true;  // RoCE v2 frames with ICRC; false: the interim IbFrameCodec
+    MemoryAccess* a_memory = nullptr;  // optional: replaces node a's LocalMemory
+    MemoryAccess* b_memory = nullptr;
   };
   explicit Harness(Config cfg);
 
