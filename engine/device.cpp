@@ -76,7 +76,7 @@ std::optional<DaemonConfig> parse_config(const std::string& json_text, std::stri
       dc.link = d.value("link", std::string("udp"));
       dc.address = d.value("address", std::string("127.0.0.1"));
       dc.udp_port = d.value("udp_port", std::uint16_t{4791});
-      dc.active_mtu = d.value("mtu", std::uint32_t{1024});
+      dc.active_mtu = d.value("mtu", std::uint32_t{4096});
       if (d.contains("mac") && !parse_mac(d["mac"].get<std::string>(), dc.mac)) {
         error = "config: bad mac for " + dc.name;
         return std::nullopt;

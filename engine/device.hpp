@@ -19,7 +19,7 @@ struct DeviceConfig {
   std::string link = "udp";            // link backend: udp (default), later dpdk/afpacket/tcp/sim
   std::string address = "127.0.0.1";   // IPv4 address the link binds; gives GID ::ffff:a.b.c.d
   std::uint16_t udp_port = 4791;       // RoCE v2 (IBA Annex A17.2: UDP destination port 4791)
-  std::uint32_t active_mtu = 1024;     // bytes: 256..4096
+  std::uint32_t active_mtu = 4096;     // bytes: 256..4096 (loopback: 4096, as rdma_rxe on lo)
   std::uint8_t mac[6] = {0x02, 0x00, 0x75, 0x72, 0x6e, 0x00};  // locally administered
 };
 

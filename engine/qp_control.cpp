@@ -2,7 +2,11 @@
 
 #include <infiniband/verbs.h>
 
+#include <time.h>
+
+#include <algorithm>
 #include <cerrno>
+#include <iterator>
 
 namespace urnic::engine {
 
@@ -117,6 +121,11 @@ class BasicQpControl final : public QpControl {
 
   [[nodiscard]] ctl::QpAttrs query() const override { return attr_; }
   [[nodiscard]] std::uint32_t state() const override { return attr_.qp_state; }
+  // The transport changed the state on its own (e.g. to ERR).
+  void force_state(std::uint32_t st) {
+    attr_.qp_state = st;
+    attr_.cur_qp_state = st;
+  }
 
  private:
   [[nodiscard]] int check_values(const ctl::QpAttrs& a, std::uint32_t mask) const {
@@ -173,7 +182,101 @@ class BasicQpControl final : public QpControl {
   ctl::QpAttrs attr_{};
 };
 
+transport::AhAttr ah_to_transport(const ctl::AhAttrs& a) {
+  transport::AhAttr t;
+  std::copy(std::begin(a.dgid), std::end(a.dgid), t.dgid.begin());
+  t.flow_label = a.flow_label;
+  t.sgid_index = a.sgid_index;
+  t.hop_limit = a.hop_limit;
+  t.traffic_class = a.traffic_class;
+  t.is_global = a.is_global != 0;
+  t.dlid = a.dlid;
+  t.sl = a.sl;
+  t.port_num = a.port_num;
+  return t;
+}
+
+transport::QpAttr to_transport(const ctl::QpAttrs& a) {
+  transport::QpAttr t;
+  t.qp_state = static_cast<transport::QpState>(a.qp_state);
+  t.cur_qp_state = static_cast<transport::QpState>(a.cur_qp_state);
+  t.path_mtu = static_cast<transport::Mtu>(a.path_mtu < IBV_MTU_256 ? std::uint32_t{IBV_MTU_1024} : a.path_mtu);
+  t.qkey = a.qkey;
+  t.rq_psn = a.rq_psn;
+  t.sq_psn = a.sq_psn;
+  t.dest_qp_num = a.dest_qp_num;
+  t.qp_access_flags = a.qp_access_flags;
+  t.cap = transport::QpCap{a.cap.max_send_wr, a.cap.max_recv_wr, a.cap.max_send_sge,
+                           a.cap.max_recv_sge, a.cap.max_inline_data};
+  t.ah_attr = ah_to_transport(a.ah_attr);
+  t.pkey_index = a.pkey_index;
+  t.en_sqd_async_notify = a.en_sqd_async_notify != 0;
+  t.max_rd_atomic = a.max_rd_atomic;
+  t.max_dest_rd_atomic = a.max_dest_rd_atomic;
+  t.min_rnr_timer = a.min_rnr_timer;
+  t.port_num = a.port_num;
+  t.timeout = a.timeout;
+  t.retry_cnt = a.retry_cnt;
+  t.rnr_retry = a.rnr_retry;
+  return t;
+}
+
+transport::Nanos monotonic_now() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<transport::Nanos>(ts.tv_sec) * 1'000'000'000U + static_cast<transport::Nanos>(ts.tv_nsec);
+}
+
+class TransportQpControl final : public QpControl {
+ public:
+  TransportQpControl(const QpCreateInfo& info, transport::Transport& t)
+      : basic_(info), t_(t), qpn_(info.qpn) {}
+
+  int modify(const ctl::QpAttrs& a, std::uint32_t mask) override {
+    const BasicQpControl saved = basic_;
+    // The engine's table sees the transport's current state (it may have
+    // moved to ERR on its own).
+    if (const int rc = sync_state(); rc != 0) return rc;
+    if (const int rc = basic_.modify(a, mask); rc != 0) {
+      basic_ = saved;
+      return rc;
+    }
+    if (const int rc = t_.modify_qp(qpn_, to_transport(a), mask, monotonic_now()); rc != 0) {
+      basic_ = saved;
+      return rc;
+    }
+    return 0;
+  }
+
+  [[nodiscard]] ctl::QpAttrs query() const override {
+    ctl::QpAttrs a = basic_.query();
+    a.qp_state = state();
+    a.cur_qp_state = a.qp_state;
+    transport::QpAttr t;
+    if (t_.query_qp(qpn_, t) == 0) a.sq_draining = t.sq_draining ? 1 : 0;
+    return a;
+  }
+  [[nodiscard]] std::uint32_t state() const override {
+    transport::QpAttr t;
+    if (t_.query_qp(qpn_, t) != 0) return basic_.state();
+    return static_cast<std::uint32_t>(t.qp_state);
+  }
+
+ private:
+  int sync_state() {
+    const std::uint32_t st = state();
+    if (st != basic_.state()) basic_.force_state(st);
+    return 0;
+  }
+
+  BasicQpControl basic_;
+  transport::Transport& t_;
+  std::uint32_t qpn_;
+};
+
 }  // namespace
+
+transport::AhAttr to_transport(const ctl::AhAttrs& a) { return ah_to_transport(a); }
 
 int check_qp_transition(std::uint32_t type, std::uint32_t cur, std::uint32_t next,
                         std::uint32_t mask) {
@@ -188,6 +291,11 @@ int check_qp_transition(std::uint32_t type, std::uint32_t cur, std::uint32_t nex
 
 std::unique_ptr<QpControl> make_qp_control(const QpCreateInfo& info) {
   return std::make_unique<BasicQpControl>(info);
+}
+
+std::unique_ptr<QpControl> make_transport_qp_control(const QpCreateInfo& info,
+                                                     transport::Transport& t) {
+  return std::make_unique<TransportQpControl>(info, t);
 }
 
 }  // namespace urnic::engine

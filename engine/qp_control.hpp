@@ -1,38 +1,26 @@
 // The seam between the engine's control plane and the transport layer's QP:
-// everything modify_qp/query_qp need. The transport helper's QP object
-// (transport/, RC/UC/UD state machines) implements QpControl and is dropped in
-// through make_qp_control(); until then BasicQpControl holds the attributes
-// and enforces the IBA state-transition table so applications see the right
-// errno.
+// everything modify_qp/query_qp need. With a data path (urnicd),
+// make_transport_qp_control() drives the transport's QP (which owns PSNs,
+// timers and retry state) after the IBA transition table below has checked
+// the request, so applications see a hardware provider's errnos; without one
+// (control-plane tests), BasicQpControl holds the attributes alone.
 //
-// TODO(data path integration with transport/):
-//  - make_qp_control() returns transport's QP (which also owns PSNs, timers,
-//    retry state); the engine keeps the SQ/RQ rings and hands WQEs to it.
-//  - The engine loop: drain SQ rings (copy each WQE out first, STYLE 15),
-//    validate lkeys through Session::find_mr_by_lkey + MR access/bounds, feed
-//    transport; RX demux by destination QPN through Device's QPN table; write
-//    CQEs with Session::deliver_cqe (ring + armed-CQ CompEvent, done).
-//  - Registered memory: MrObj holds {pid (Session::pid), addr, length, iova,
-//    access, key}; DMA is process_vm_readv/writev on that pid (the shim has
-//    allowed it with PR_SET_PTRACER). An lkey/rkey -> MR table across sessions
-//    (Registry) is still to build for remote access by rkey.
-//  - Doorbells: the rings' ctl.sleeping word is in place; the engine sets it
-//    before sleeping and the shim must then kick an eventfd (not built yet:
-//    pass one per context at OpenDevice). Posting never makes a syscall
-//    otherwise.
+// The data path itself (rings -> transport, completions, doorbells, hairpin,
+// links) is engine/datapath.* and engine/engine_loop.*.
+//
+// Still open:
 //  - Shim: ibv_qp_ex wr_* ops (create_qp_ex with SEND_OPS_FLAGS) and
-//    ibv_create_cq_ex are still EOPNOTSUPP; perftest's Debian build uses the
-//    old post_send path ("ibv_wr* API: OFF") so it does not need them.
-//  - Transport-initiated state changes (to ERR on retry exhaustion, SQD
-//    drained) must be visible to query(): state() reads the transport's state.
-//  - Async events (QP fatal, path migrated, SRQ limit) go out through
-//    Session::post_async_event.
+//    ibv_create_cq_ex are EOPNOTSUPP; perftest's Debian build uses the old
+//    post_send path ("ibv_wr* API: OFF") so it does not need them.
+//  - MRs registered with an iova different from their address
+//    (ibv_reg_mr_iova, ZERO_BASED): the transport keys MRs by address.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 
 #include "engine/ctl_proto.hpp"
+#include "transport/transport.hpp"
 
 namespace urnic::engine {
 
@@ -59,6 +47,17 @@ struct QpCreateInfo {
 };
 
 std::unique_ptr<QpControl> make_qp_control(const QpCreateInfo& info);
+
+// The data path's QP control: the transport's QP `info.qpn` does the work
+// (PSNs, timers, retry state); the IBA transition table and value checks run
+// first so applications get the same errnos, and state() reads the
+// transport, so transport-initiated changes (to ERR on retry exhaustion) are
+// what query_qp reports.
+std::unique_ptr<QpControl> make_transport_qp_control(const QpCreateInfo& info,
+                                                     transport::Transport& t);
+
+// ctl wire attributes -> the transport's.
+transport::AhAttr to_transport(const ctl::AhAttrs& a);
 
 // Exposed for tests: is `mask` a valid attr_mask for `type` going cur -> next?
 // Returns 0 or EINVAL.

@@ -1,11 +1,15 @@
 #include "engine/session.hpp"
 
+#include "engine/datapath.hpp"
+#include "engine/process_memory.hpp"
+
 #include <fcntl.h>
 #include <infiniband/verbs.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <array>
+#include <atomic>
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
@@ -95,9 +99,26 @@ void Session::destroy_all() {
   // references a channel; MR references PD.
   if (dev_ != nullptr) {
     auto& u = dev_->usage();
+    if (dp_ != nullptr) {
+      // The transport objects go first (QPs before the CQs/SRQs/PDs they use):
+      // traffic still in flight for them is then dropped as unknown QPN.
+      for (auto& [h, ah] : ahs_) dp_->transport().destroy_ah(ah.tah);
+    }
     u.ahs -= static_cast<std::uint32_t>(ahs_.size());
     ahs_.clear();
     while (!qps_.empty()) destroy_qp(qps_.begin()->first);
+    if (dp_ != nullptr) {
+      for (auto& [h, srq] : srqs_) {
+        dp_->unbind_srq(srq.tsrq);
+        dp_->transport().destroy_srq(srq.tsrq);
+      }
+      for (auto& [h, cq] : cqs_) {
+        dp_->unbind_cq(cq.tcq);
+        dp_->transport().destroy_cq(cq.tcq);
+      }
+      for (auto& [h, mr] : mrs_) dp_->transport().dereg_mr(mr.key);
+      for (auto& [h, pd] : pds_) dp_->transport().dealloc_pd(pd.tpd);
+    }
     u.srqs -= static_cast<std::uint32_t>(srqs_.size());
     srqs_.clear();
     u.cqs -= static_cast<std::uint32_t>(cqs_.size());
@@ -105,7 +126,8 @@ void Session::destroy_all() {
     for (auto& [h, ch] : channels_) ::close(ch.fd);
     u.channels -= static_cast<std::uint32_t>(channels_.size());
     channels_.clear();
-    for (auto& [h, mr] : mrs_) dev_->free_mr_key(mr.key);
+    if (dp_ == nullptr)
+      for (auto& [h, mr] : mrs_) dev_->free_mr_key(mr.key);
     u.mrs -= static_cast<std::uint32_t>(mrs_.size());
     mrs_.clear();
     u.pds -= static_cast<std::uint32_t>(pds_.size());
@@ -121,6 +143,13 @@ const MrObj* Session::find_mr_by_key(std::uint32_t key) const {
   return nullptr;
 }
 
+bool Session::lookup_ah(std::uint32_t handle, std::uint32_t pd, transport::AhHandle& out) const {
+  auto it = ahs_.find(handle);
+  if (it == ahs_.end() || it->second.pd != pd) return false;
+  out = it->second.tah;
+  return true;
+}
+
 bool Session::post_async_event(const ctl::AsyncEvent& ev) {
   if (async_fd_ < 0) return false;
   return ::send(async_fd_, &ev, sizeof ev, MSG_DONTWAIT | MSG_NOSIGNAL) ==
@@ -133,6 +162,9 @@ int Session::deliver_cqe(std::uint32_t cq_handle, const CqeSlot& cqe, bool solic
   CqObj& cq = it->second;
   const std::array<CqeSlot, 1> one{cqe};
   if (cq.ring.enqueue_bulk(std::span<const CqeSlot>(one)) != 1) return EOVERFLOW;
+  // Pairs with the shim's fence after writing `arm` (op_req_notify_cq): either
+  // we see the arm, or the application's next poll sees this CQE.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
   const std::uint32_t arm = cq.ring.load_ctl(&RingControlLine::arm);
   const bool fire = arm == kArmNext ||
                     (arm == kArmSolicited && (solicited || cqe.status != IBV_WC_SUCCESS));
@@ -242,6 +274,12 @@ Reply Session::on_open_device(const MsgHeader& h, std::span<const std::byte> msg
   if (const int err = make_event_pair(async_fd_, process_end); err != 0)
     return fail<ctl::OpenDeviceRep>(h, err);
   dev_ = d;
+  dp_ = reg_.datapath(d);
+  std::vector<int> fds{process_end};
+  if (reg_.doorbell_fd() >= 0) {
+    const int db = ::fcntl(reg_.doorbell_fd(), F_DUPFD_CLOEXEC, 0);
+    if (db >= 0) fds.push_back(db);
+  }
   ctl::OpenDeviceRep rep{};
   rep.attrs = d->attrs();
   rep.port = d->port();
@@ -250,7 +288,7 @@ Reply Session::on_open_device(const MsgHeader& h, std::span<const std::byte> msg
     if (rep.gid_count == ctl::kMaxGids) break;
     rep.gids[rep.gid_count++] = g;
   }
-  return ok(h, rep, {process_end});
+  return ok(h, rep, std::move(fds));
 }
 
 Reply Session::on_query_port(const MsgHeader& h, std::span<const std::byte> msg) {
@@ -267,6 +305,7 @@ Reply Session::on_alloc_pd(const MsgHeader& h) {
   if (dev_->usage().pds >= dev_->attrs().max_pd) return fail<ctl::AllocPdRep>(h, ENOMEM);
   const std::uint32_t handle = next_handle();
   pds_[handle] = PdObj{};
+  if (dp_ != nullptr) pds_[handle].tpd = dp_->transport().alloc_pd();
   ++dev_->usage().pds;
   ctl::AllocPdRep rep{};
   rep.handle = handle;
@@ -279,6 +318,7 @@ Reply Session::on_dealloc_pd(const MsgHeader& h, std::span<const std::byte> msg)
   auto it = pds_.find(req->handle);
   if (it == pds_.end()) return fail<ctl::DeallocPdRep>(h, EINVAL);
   if (it->second.refs != 0) return fail<ctl::DeallocPdRep>(h, EBUSY);
+  if (dp_ != nullptr) dp_->transport().dealloc_pd(it->second.tpd);
   pds_.erase(it);
   --dev_->usage().pds;
   ctl::DeallocPdRep rep{};
@@ -305,8 +345,19 @@ Reply Session::on_reg_mr(const MsgHeader& h, std::span<const std::byte> msg) {
   if (const int err = check_user_range(pid_, req->addr, req->length, write); err != 0)
     return fail<ctl::RegMrRep>(h, err);
   if (dev_->usage().mrs >= dev_->attrs().max_mr) return fail<ctl::RegMrRep>(h, ENOMEM);
+  std::uint32_t key = 0;
+  if (dp_ != nullptr) {
+    // The transport owns the key space (device-wide, so a remote rkey finds
+    // the MR whatever process registered it); DMA goes to this process.
+    const auto keys = dp_->transport().reg_mr(pd->second.tpd, domain_of_pid(pid_), req->addr,
+                                               req->length, req->access);
+    if (!keys.ok()) return fail<ctl::RegMrRep>(h, keys.err);
+    key = keys.value.lkey;
+  } else {
+    key = dev_->alloc_mr_key();
+  }
   const std::uint32_t handle = next_handle();
-  MrObj mr{req->pd_handle, req->addr, req->length, req->iova, req->access, dev_->alloc_mr_key()};
+  MrObj mr{req->pd_handle, req->addr, req->length, req->iova, req->access, key};
   mrs_[handle] = mr;
   ++pd->second.refs;
   ++dev_->usage().mrs;
@@ -323,7 +374,11 @@ Reply Session::on_dereg_mr(const MsgHeader& h, std::span<const std::byte> msg) {
   auto it = mrs_.find(req->handle);
   if (it == mrs_.end()) return fail<ctl::DeregMrRep>(h, EINVAL);
   --pds_[it->second.pd].refs;
-  dev_->free_mr_key(it->second.key);
+  if (dp_ != nullptr) {
+    dp_->transport().dereg_mr(it->second.key);
+  } else {
+    dev_->free_mr_key(it->second.key);
+  }
   mrs_.erase(it);
   --dev_->usage().mrs;
   ctl::DeregMrRep rep{};
@@ -383,6 +438,14 @@ Reply Session::on_create_cq(const MsgHeader& h, std::span<const std::byte> msg) 
   const int fd = ::dup(cq.mem.fd());
   cq.mem.close_fd();
   if (fd < 0) return fail<ctl::CreateCqRep>(h, ENOMEM);
+  if (dp_ != nullptr) {
+    const auto tcq = dp_->transport().create_cq(slots);
+    if (!tcq.ok()) {
+      ::close(fd);
+      return fail<ctl::CreateCqRep>(h, tcq.err);
+    }
+    cq.tcq = tcq.value;
+  }
   const std::uint32_t handle = next_handle();
   ctl::CreateCqRep rep{};
   rep.handle = handle;
@@ -390,6 +453,10 @@ Reply Session::on_create_cq(const MsgHeader& h, std::span<const std::byte> msg) 
   rep.slots = slots;
   rep.map_bytes = cq.mem.size();
   cqs_[handle] = std::move(cq);
+  if (dp_ != nullptr) {
+    CqObj& c = cqs_[handle];
+    dp_->bind_cq(c.tcq, this, handle, c.cookie, &c.ring);
+  }
   if (ch != nullptr) ++ch->refs;
   ++dev_->usage().cqs;
   return ok(h, rep, {fd});
@@ -402,6 +469,10 @@ Reply Session::on_destroy_cq(const MsgHeader& h, std::span<const std::byte> msg)
   if (it == cqs_.end()) return fail<ctl::DestroyCqRep>(h, EINVAL);
   if (it->second.refs != 0) return fail<ctl::DestroyCqRep>(h, EBUSY);
   if (it->second.channel != 0) --channels_[it->second.channel].refs;
+  if (dp_ != nullptr) {
+    dp_->unbind_cq(it->second.tcq);
+    dp_->transport().destroy_cq(it->second.tcq);
+  }
   cqs_.erase(it);
   --dev_->usage().cqs;
   ctl::DestroyCqRep rep{};
@@ -475,7 +546,23 @@ Reply Session::on_create_qp(const MsgHeader& h, std::span<const std::byte> msg) 
   caps.max_send_wr = sq_slots > a.max_qp_wr ? a.max_qp_wr : sq_slots;
   if (rq_slots != 0) caps.max_recv_wr = rq_slots > a.max_qp_wr ? a.max_qp_wr : rq_slots;
   qp.caps = caps;
-  qp.qpn = dev_->alloc_qpn();
+  if (dp_ != nullptr) {
+    transport::QpInitAttr ia;
+    ia.type = static_cast<transport::QpType>(qp.type);
+    ia.pd = pd->second.tpd;
+    ia.send_cq = scq->second.tcq;
+    ia.recv_cq = rcq->second.tcq;
+    ia.has_srq = srq != nullptr;
+    if (srq != nullptr) ia.srq = srq->tsrq;
+    ia.cap = transport::QpCap{caps.max_send_wr, caps.max_recv_wr, caps.max_send_sge,
+                              caps.max_recv_sge, caps.max_inline_data};
+    ia.sq_sig_all = qp.sq_sig_all != 0;
+    const auto qpn = dp_->transport().create_qp(ia);
+    if (!qpn.ok()) return fail<ctl::CreateQpRep>(h, qpn.err);
+    qp.qpn = qpn.value;
+  } else {
+    qp.qpn = dev_->alloc_qpn();
+  }
   QpCreateInfo info;
   info.qpn = qp.qpn;
   info.qp_type = qp.type;
@@ -484,11 +571,15 @@ Reply Session::on_create_qp(const MsgHeader& h, std::span<const std::byte> msg) 
   info.gid_count = static_cast<std::uint32_t>(dev_->gids().size());
   info.max_qp_rd_atom = a.max_qp_rd_atom;
   info.max_qp_init_rd_atom = a.max_qp_init_rd_atom;
-  qp.ctl = make_qp_control(info);
+  qp.ctl = dp_ != nullptr ? make_transport_qp_control(info, dp_->transport()) : make_qp_control(info);
   const int fd = ::dup(qp.mem.fd());
   qp.mem.close_fd();
   if (fd < 0) {
-    dev_->free_qpn(qp.qpn);
+    if (dp_ != nullptr) {
+      dp_->transport().destroy_qp(qp.qpn);
+    } else {
+      dev_->free_qpn(qp.qpn);
+    }
     return fail<ctl::CreateQpRep>(h, ENOMEM);
   }
   const std::uint32_t handle = next_handle();
@@ -504,6 +595,7 @@ Reply Session::on_create_qp(const MsgHeader& h, std::span<const std::byte> msg) 
   rep.rq_offset = rq_slots != 0 ? sq_bytes : 0;
   rep.map_bytes = qp.mem.size();
   qps_[handle] = std::move(qp);
+  if (dp_ != nullptr) dp_->bind_qp(qps_[handle].qpn, this, &qps_[handle]);
   ++pd->second.refs;
   ++scq->second.refs;
   ++rcq->second.refs;
@@ -545,7 +637,12 @@ void Session::destroy_qp(std::uint32_t handle) {
   --cqs_[qp.send_cq].refs;
   --cqs_[qp.recv_cq].refs;
   if (qp.srq != 0) --srqs_[qp.srq].refs;
-  dev_->free_qpn(qp.qpn);
+  if (dp_ != nullptr) {
+    dp_->unbind_qp(qp.qpn);
+    dp_->transport().destroy_qp(qp.qpn);
+  } else {
+    dev_->free_qpn(qp.qpn);
+  }
   qps_.erase(it);
   --dev_->usage().qps;
 }
@@ -580,9 +677,18 @@ Reply Session::on_create_srq(const MsgHeader& h, std::span<const std::byte> msg)
   srq.ring = SpscRing(srq.mem.data(), slots, slot_size);
   srq.ring.init();
   srq.attr = ctl::SrqAttrs{slots, req->max_sge, req->srq_limit, 0};
+  if (dp_ != nullptr) {
+    const auto tsrq = dp_->transport().create_srq(
+        pd->second.tpd, transport::SrqAttr{slots, req->max_sge, req->srq_limit});
+    if (!tsrq.ok()) return fail<ctl::CreateSrqRep>(h, tsrq.err);
+    srq.tsrq = tsrq.value;
+  }
   const int fd = ::dup(srq.mem.fd());
   srq.mem.close_fd();
-  if (fd < 0) return fail<ctl::CreateSrqRep>(h, ENOMEM);
+  if (fd < 0) {
+    if (dp_ != nullptr) dp_->transport().destroy_srq(srq.tsrq);
+    return fail<ctl::CreateSrqRep>(h, ENOMEM);
+  }
   const std::uint32_t handle = next_handle();
   ctl::CreateSrqRep rep{};
   rep.handle = handle;
@@ -592,6 +698,7 @@ Reply Session::on_create_srq(const MsgHeader& h, std::span<const std::byte> msg)
   rep.slot_size = slot_size;
   rep.map_bytes = srq.mem.size();
   srqs_[handle] = std::move(srq);
+  if (dp_ != nullptr) dp_->bind_srq(srqs_[handle].tsrq, this, &srqs_[handle]);
   ++pd->second.refs;
   ++dev_->usage().srqs;
   return ok(h, rep, {fd});
@@ -610,7 +717,14 @@ Reply Session::on_modify_srq(const MsgHeader& h, std::span<const std::byte> msg)
   if ((req->attr_mask & IBV_SRQ_MAX_WR) != 0) return fail<ctl::ModifySrqRep>(h, EINVAL);
   if ((req->attr_mask & IBV_SRQ_LIMIT) != 0) {
     if (req->attr.srq_limit > srq.attr.max_wr) return fail<ctl::ModifySrqRep>(h, EINVAL);
-    srq.attr.srq_limit = req->attr.srq_limit;  // TODO(data path): arm SRQ_LIMIT_REACHED
+    srq.attr.srq_limit = req->attr.srq_limit;
+    if (dp_ != nullptr) {
+      if (const int err = dp_->transport().modify_srq(
+              srq.tsrq, transport::SrqAttr{srq.attr.max_wr, srq.attr.max_sge, req->attr.srq_limit},
+              transport::srq_attr::kLimit);
+          err != 0)
+        return fail<ctl::ModifySrqRep>(h, err);
+    }
   }
   ctl::ModifySrqRep rep{};
   rep.handle = req->handle;
@@ -634,6 +748,10 @@ Reply Session::on_destroy_srq(const MsgHeader& h, std::span<const std::byte> msg
   auto it = srqs_.find(req->handle);
   if (it == srqs_.end()) return fail<ctl::DestroySrqRep>(h, EINVAL);
   if (it->second.refs != 0) return fail<ctl::DestroySrqRep>(h, EBUSY);
+  if (dp_ != nullptr) {
+    dp_->unbind_srq(it->second.tsrq);
+    dp_->transport().destroy_srq(it->second.tsrq);
+  }
   --pds_[it->second.pd].refs;
   srqs_.erase(it);
   --dev_->usage().srqs;
@@ -652,8 +770,14 @@ Reply Session::on_create_ah(const MsgHeader& h, std::span<const std::byte> msg) 
       req->attr.sgid_index >= dev_->gids().size())
     return fail<ctl::CreateAhRep>(h, EINVAL);
   if (dev_->usage().ahs >= dev_->attrs().max_ah) return fail<ctl::CreateAhRep>(h, ENOMEM);
+  transport::AhHandle tah{};
+  if (dp_ != nullptr) {
+    const auto a = dp_->transport().create_ah(pd->second.tpd, to_transport(req->attr));
+    if (!a.ok()) return fail<ctl::CreateAhRep>(h, a.err);
+    tah = a.value;
+  }
   const std::uint32_t handle = next_handle();
-  ahs_[handle] = AhObj{req->pd_handle, req->attr};
+  ahs_[handle] = AhObj{req->pd_handle, req->attr, tah};
   ++pd->second.refs;
   ++dev_->usage().ahs;
   ctl::CreateAhRep rep{};
@@ -666,6 +790,7 @@ Reply Session::on_destroy_ah(const MsgHeader& h, std::span<const std::byte> msg)
   if (!req) return fail<ctl::DestroyAhRep>(h, EINVAL);
   auto it = ahs_.find(req->handle);
   if (it == ahs_.end()) return fail<ctl::DestroyAhRep>(h, EINVAL);
+  if (dp_ != nullptr) dp_->transport().destroy_ah(it->second.tah);
   --pds_[it->second.pd].refs;
   ahs_.erase(it);
   --dev_->usage().ahs;

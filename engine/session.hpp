@@ -21,10 +21,12 @@
 #include "engine/qp_control.hpp"
 #include "engine/shm_region.hpp"
 #include "engine/shm_ring.hpp"
+#include "transport/types.hpp"
 
 namespace urnic::engine {
 
 class Registry;
+class DataPath;
 
 struct Reply {
   std::vector<std::byte> bytes;
@@ -34,6 +36,7 @@ struct Reply {
 
 struct PdObj {
   std::uint32_t refs = 0;    // MRs, QPs, SRQs, AHs using it
+  transport::PdHandle tpd{}; // the transport's PD (with a data path)
 };
 
 struct MrObj {
@@ -53,6 +56,7 @@ struct CqObj {
   std::uint32_t refs = 0;    // QPs using it
   ShmRegion mem;
   SpscRing ring;             // engine is the producer
+  transport::CqHandle tcq{};
 };
 
 struct SrqObj {
@@ -61,6 +65,7 @@ struct SrqObj {
   ctl::SrqAttrs attr{};
   ShmRegion mem;
   SpscRing ring;             // engine is the consumer
+  transport::SrqHandle tsrq{};
 };
 
 struct QpObj {
@@ -75,6 +80,7 @@ struct QpObj {
 struct AhObj {
   std::uint32_t pd = 0;
   ctl::AhAttrs attr{};
+  transport::AhHandle tah{};
 };
 
 class Session {
@@ -95,6 +101,9 @@ class Session {
 
   // Seams for the data path (see qp_control.hpp TODO).
   [[nodiscard]] const MrObj* find_mr_by_key(std::uint32_t key) const;
+  // The transport AH behind this process's AH `handle`, if it exists and
+  // belongs to PD `pd` (a UD WQE names an AH by handle).
+  bool lookup_ah(std::uint32_t handle, std::uint32_t pd, transport::AhHandle& out) const;
   // Queue an async event to the process (returns false if its socket is full).
   bool post_async_event(const ctl::AsyncEvent& ev);
   // Write one completion into CQ `cq_handle`'s ring and, if the CQ is armed
@@ -145,6 +154,7 @@ class Session {
   std::uint32_t id_;
   bool greeted_ = false;
   Device* dev_ = nullptr;
+  DataPath* dp_ = nullptr;   // the device's data path (none in control-only tests)
   int async_fd_ = -1;        // daemon end of the async-event socket
   std::uint32_t last_handle_ = 0;
   std::map<std::uint32_t, PdObj> pds_;
@@ -166,7 +176,19 @@ class Registry {
   std::map<std::uint32_t, Session*>& sessions() { return sessions_; }
   [[nodiscard]] pid_t daemon_pid() const { return daemon_pid_; }
 
+  // The engine's data path per device, and its doorbell eventfd (a copy goes
+  // to each process at OpenDevice). Unset in control-plane-only tests.
+  void set_datapath(const Device* d, DataPath* dp) { datapaths_[d] = dp; }
+  [[nodiscard]] DataPath* datapath(const Device* d) const {
+    auto it = datapaths_.find(d);
+    return it == datapaths_.end() ? nullptr : it->second;
+  }
+  void set_doorbell_fd(int fd) { doorbell_fd_ = fd; }
+  [[nodiscard]] int doorbell_fd() const { return doorbell_fd_; }
+
  private:
+  std::map<const Device*, DataPath*> datapaths_;
+  int doorbell_fd_ = -1;
   std::vector<std::unique_ptr<Device>> devices_;
   std::map<std::uint32_t, Session*> sessions_;
   pid_t daemon_pid_;

@@ -23,6 +23,7 @@
 #include "engine/ctl_proto.hpp"
 #include "engine/ctl_server.hpp"
 #include "engine/device.hpp"
+#include "engine/engine_loop.hpp"
 #include "engine/hostif.hpp"
 
 namespace {
@@ -150,9 +151,15 @@ int main(int argc, char** argv) {
 
   Registry reg(cfg);
   int rc = kExitOk;
+  std::vector<std::unique_ptr<DataPath>> paths;  // outlives io (see EngineLoop)
   {
     boost::asio::io_context io;
     CtlServer server(io, reg);
+    EngineLoop loop(io, reg, paths);
+    if (std::string error; !loop.init(&error)) {
+      fmt::print(stderr, "urnicd: data path: {}\n", error);
+      return kExitStart;
+    }
     const std::string sock = socket_path(dir);
     if (const int err = server.listen(sock); err != 0) {
       fmt::print(stderr, "urnicd: listen on {}: {}\n", sock, std::strerror(err));
@@ -170,9 +177,10 @@ int main(int argc, char** argv) {
                  d->config().address, d->config().udp_port, d->config().active_mtu);
     }
     fmt::print(stderr, "urnicd: pid {} listening on {}\n", ::getpid(), sock);
-    // TODO(data path): the engine loop (links, rings, timers) runs beside the
-    // control loop; when idle both sleep in epoll, so an idle daemon uses no CPU.
-    io.run();
+    // One thread: the engine loop spins over the data path while there is
+    // work and sleeps in Asio's epoll (control sockets, links, doorbell,
+    // timers) when idle, so an idle daemon uses no CPU.
+    loop.run();
     ::unlink(sock.c_str());
   }
   ::unlink(pidfile.c_str());

@@ -254,14 +254,16 @@ ibv_context* ibv_open_device(ibv_device* device) {
   ctl::set_name(req.name, device->name);
   std::vector<int> fds;
   auto s = std::make_unique<ShimContext>();
-  if (err = client->call(req, s->info, &fds); err != 0 || fds.size() != 1) {
+  // fds[0]: the async-event socket; fds[1] (optional): the engine's doorbell
+  // eventfd, kicked after posting only while the engine sleeps.
+  if (err = client->call(req, s->info, &fds); err != 0 || fds.empty() || fds.size() > 2) {
     for (int fd : fds) ::close(fd);
     errno = err != 0 ? err : EIO;
     return nullptr;
   }
   auto* vctx = static_cast<verbs_context*>(std::calloc(1, sizeof(verbs_context)));
   if (vctx == nullptr) {
-    ::close(fds[0]);
+    for (int fd : fds) ::close(fd);
     errno = ENOMEM;
     return nullptr;
   }
@@ -272,6 +274,7 @@ ibv_context* ibv_open_device(ibv_device* device) {
   vctx->context.num_comp_vectors = static_cast<int>(s->info.attrs.num_comp_vectors);
   pthread_mutex_init(&vctx->context.mutex, nullptr);
   vctx->context.abi_compat = __VERBS_ABI_IS_EXTENDED;
+  s->doorbell_fd = fds.size() == 2 ? fds[1] : -1;
   s->vctx = vctx;
   s->dev = sdev;
   s->client = std::move(client);
@@ -286,6 +289,7 @@ int ibv_close_device(ibv_context* context) {
   // Closing the control connection makes the daemon destroy every object this
   // context created, as closing the uverbs fd does in the kernel.
   ::close(context->async_fd);
+  if (s->doorbell_fd >= 0) ::close(s->doorbell_fd);
   pthread_mutex_destroy(&context->mutex);
   delete s;
   std::free(vctx);

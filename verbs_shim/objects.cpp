@@ -5,6 +5,9 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 
+#include <unistd.h>
+
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -174,6 +177,19 @@ void write_recv_wqe(SpscRing& ring, std::uint32_t k, const ibv_recv_wr& wr) {
   }
 }
 
+}  // namespace
+
+void kick_if_sleeping(ibv_context* ctx, const SpscRing& ring) {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (ring.load_ctl(&RingControlLine::sleeping) == 0) return;
+  const int fd = shim_of(ctx)->doorbell_fd;
+  if (fd < 0) return;
+  const std::uint64_t one = 1;
+  [[maybe_unused]] const ssize_t w = ::write(fd, &one, sizeof one);
+}
+
+namespace {
+
 int op_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
   ShimQp* q = shim_of(qp);
   std::lock_guard lock(*q->post_mu);
@@ -253,8 +269,7 @@ int op_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
     }
   }
   q->sq.publish(n);
-  // TODO(data path): when the engine sleeps (ring ctl.sleeping), kick its
-  // doorbell eventfd; until the engine consumes rings, WQEs stay queued.
+  if (n != 0) kick_if_sleeping(qp->context, q->sq);
   if (err != 0) *bad_wr = wr;
   return err;
 }
@@ -279,6 +294,7 @@ int op_post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
     write_recv_wqe(q->rq, n, *wr);
   }
   if (q->rq.valid()) q->rq.publish(n);
+  if (n != 0) kick_if_sleeping(qp->context, q->rq);
   if (err != 0) *bad_wr = wr;
   return err;
 }
@@ -301,6 +317,7 @@ int op_post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
     write_recv_wqe(s->ring, n, *wr);
   }
   s->ring.publish(n);
+  if (n != 0) kick_if_sleeping(srq->context, s->ring);
   if (err != 0) *bad_wr = wr;
   return err;
 }
@@ -339,6 +356,9 @@ int op_req_notify_cq(ibv_cq* cq, int solicited_only) {
   // (solicited) completion and disarms (IBA 11.4.2.2).
   c->ring.store_ctl(&RingControlLine::arm, solicited_only != 0 ? engine::kArmSolicited : engine::kArmNext);
   c->ring.store_ctl(&RingControlLine::arm_seq, c->ring.load_ctl(&RingControlLine::arm_seq) + 1);
+  // Pairs with the engine's fence between publishing a CQE and reading `arm`:
+  // a completion the engine did not see armed is visible to our next poll.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
   return 0;
 }
 

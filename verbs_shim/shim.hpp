@@ -134,6 +134,7 @@ struct ShimContext {
   ShimDevice* dev = nullptr;
   std::unique_ptr<CtlClient> client;
   ctl::OpenDeviceRep info{};   // attributes, port, GID/P_Key tables at open
+  int doorbell_fd = -1;        // the engine's eventfd (see kick_if_sleeping)
 };
 
 ShimContext* shim_of(ibv_context* ctx);
@@ -141,6 +142,13 @@ inline ShimCq* shim_of(ibv_cq* cq) { return static_cast<ShimCq*>(static_cast<voi
 inline ShimQp* shim_of(ibv_qp* qp) { return static_cast<ShimQp*>(static_cast<void*>(qp)); }
 inline ShimSrq* shim_of(ibv_srq* srq) { return static_cast<ShimSrq*>(static_cast<void*>(srq)); }
 inline ShimAh* shim_of(ibv_ah* ah) { return static_cast<ShimAh*>(static_cast<void*>(ah)); }
+
+// After publishing WQEs on `ring`: if the engine has declared itself asleep
+// (ctl.sleeping), write its doorbell eventfd. The seq_cst fence pairs with the
+// engine's fence between setting `sleeping` and re-checking the rings: either
+// the engine sees our new producer index, or we see `sleeping` and kick, so
+// no post is left unnoticed; and no system call is made while it spins.
+void kick_if_sleeping(ibv_context* ctx, const engine::SpscRing& ring);
 
 // Fill the ops tables of a new context (objects.cpp).
 void install_ops(verbs_context* vctx);

@@ -76,7 +76,7 @@ out=$("${run_env[@]}" timeout 30 ibv_devinfo -v 2>&1); rc=$?
 check "ibv_devinfo -v exits 0" [ "$rc" -eq 0 ]
 for pat in 'hca_id:.urnic0' 'transport:.*InfiniBand \(0\)' 'state:.*PORT_ACTIVE \(4\)' \
            'link_layer:.*Ethernet' 'GID\[  0\]:.*fe80::.*RoCE v2' 'GID\[  1\]:.*::ffff:127\.0\.0\.1, RoCE v2' \
-           'atomic_cap:.*ATOMIC_HCA' 'max_qp:' 'active_mtu:.*1024'; do
+           'atomic_cap:.*ATOMIC_HCA' 'max_qp:' 'active_mtu:.*4096'; do
   check "ibv_devinfo -v shows /$pat/" grep -Eq "$pat" <<< "$out"
 done
 check "the same daemon served the second program" [ "$(daemon_pid)" == "$pid" ]

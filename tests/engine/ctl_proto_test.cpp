@@ -196,7 +196,7 @@ TEST_CASE("open device returns attributes, port, and GID table", "[engine][ctl]"
   CHECK(h.info.pkeys[0] == 0xffff);
   ctl::QueryPortRep port{};
   CHECK(h.call(ctl::QueryPortReq{1, 0}, &port) == 0);
-  CHECK(port.port.active_mtu == IBV_MTU_1024);
+  CHECK(port.port.active_mtu == IBV_MTU_4096);
   CHECK(h.call<ctl::QueryPortRep>(ctl::QueryPortReq{2, 0}) == EINVAL);
 }
 

@@ -1,0 +1,470 @@
+#include "engine/datapath.hpp"
+
+#include <arpa/inet.h>
+#include <fmt/core.h>
+#include <infiniband/verbs.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <iterator>
+
+#include "engine/device.hpp"
+#include "engine/session.hpp"
+
+namespace urnic::engine {
+
+namespace t = urnic::transport;
+
+namespace {
+
+// WQEs taken from one ring per pass, so one busy QP cannot starve the others.
+constexpr std::uint32_t kWqeBurst = 64;
+constexpr std::size_t kCqeBurst = 32;
+constexpr std::size_t kRxBurst = 32;
+constexpr std::size_t kMaxSge = 32;  // device max_sge
+
+// The IPv4 address in a v4-mapped GID (::ffff:a.b.c.d, RoCE v2 over IPv4,
+// IBA Annex A17.4.5.1), host order; 0 if the GID is not v4-mapped.
+std::uint32_t ipv4_of_gid(const std::array<std::uint8_t, 16>& gid) {
+  for (int i = 0; i < 10; ++i)
+    if (gid[static_cast<std::size_t>(i)] != 0) return 0;
+  if (gid[10] != 0xff || gid[11] != 0xff) return 0;
+  return (std::uint32_t{gid[12]} << 24) | (std::uint32_t{gid[13]} << 16) |
+         (std::uint32_t{gid[14]} << 8) | gid[15];
+}
+
+// IBA Annex A17.4.5.2: for RoCE v2 over IPv4 the 40 bytes a UD receive
+// buffer reserves for the GRH hold 20 unspecified bytes (zero, as rdma_rxe
+// writes) and then the packet's IPv4 header.
+std::array<std::uint8_t, 40> ipv4_grh(std::uint32_t src, std::uint32_t dst, std::uint8_t tclass,
+                                      std::uint8_t ttl, std::size_t ib_bytes) {
+  std::array<std::uint8_t, 40> g{};
+  std::uint8_t* ip = g.data() + 20;
+  const auto total = static_cast<std::uint16_t>(std::min<std::size_t>(20 + 8 + ib_bytes, 0xffff));
+  ip[0] = 0x45;
+  ip[1] = tclass;
+  ip[2] = static_cast<std::uint8_t>(total >> 8);
+  ip[3] = static_cast<std::uint8_t>(total);
+  ip[6] = 0x40;  // DF, ID 0 (what the udp link sends)
+  ip[8] = ttl;
+  ip[9] = 17;    // UDP
+  for (int i = 0; i < 4; ++i) {
+    ip[12 + i] = static_cast<std::uint8_t>(src >> (24 - 8 * i));
+    ip[16 + i] = static_cast<std::uint8_t>(dst >> (24 - 8 * i));
+  }
+  std::uint32_t sum = 0;
+  for (int i = 0; i < 20; i += 2) sum += (std::uint32_t{ip[i]} << 8) | ip[i + 1];
+  while ((sum >> 16) != 0) sum = (sum & 0xffff) + (sum >> 16);
+  const auto ck = static_cast<std::uint16_t>(~sum);
+  ip[10] = static_cast<std::uint8_t>(ck >> 8);
+  ip[11] = static_cast<std::uint8_t>(ck);
+  return g;
+}
+
+CqeSlot to_slot(const t::Cqe& e) {
+  CqeSlot s{};
+  s.wr_id = e.wr_id;
+  s.status = static_cast<std::uint32_t>(e.status);
+  s.opcode = static_cast<std::uint32_t>(e.opcode);
+  s.vendor_err = e.vendor_err;
+  s.byte_len = e.byte_len;
+  s.imm_data = e.imm_data;
+  s.qp_num = e.qp_num;
+  s.src_qp = e.src_qp;
+  s.wc_flags = e.wc_flags;
+  s.pkey_index = e.pkey_index;
+  s.slid = e.slid;
+  s.sl = e.sl;
+  s.dlid_path_bits = e.dlid_path_bits;
+  return s;
+}
+
+t::TransportConfig config_for(const Device& dev) {
+  t::TransportConfig cfg;
+  const auto& a = dev.attrs();
+  cfg.caps.max_qp_wr = a.max_qp_wr;
+  cfg.caps.max_sge = a.max_sge;
+  cfg.caps.max_inline_data = a.max_inline_data;
+  cfg.caps.max_cqe = std::max<std::uint32_t>(a.max_cqe + 1, 1U << 16);
+  cfg.caps.max_srq_wr = a.max_srq_wr;
+  cfg.caps.max_qp_rd_atom = static_cast<std::uint8_t>(std::min<std::uint32_t>(a.max_qp_rd_atom, 255));
+  cfg.caps.max_qp = a.max_qp;
+  cfg.port_mtu = static_cast<t::Mtu>(dev.port().max_mtu);
+  cfg.first_qpn = 17;  // IBA 10.2.4: QP0/QP1 are special; rxe also starts at 17
+  return cfg;
+}
+
+}  // namespace
+
+std::unique_ptr<DataPath> DataPath::create(const Device& dev, std::string* error) {
+  in_addr a{};
+  if (::inet_pton(AF_INET, dev.config().address.c_str(), &a) != 1) {
+    if (error != nullptr) *error = "bad IPv4 address " + dev.config().address;
+    return nullptr;
+  }
+  std::string link_error;
+  auto link = UdpLink::open(ntohl(a.s_addr), dev.config().udp_port, &link_error);
+  if (!link) {
+    // Same-host traffic does not need the socket (it is hairpinned); another
+    // daemon (another runtime directory) may hold the port.
+    fmt::print(stderr, "urnicd: device {}: {} on {}:{}; serving same-host traffic only\n",
+               dev.name(), link_error, dev.config().address, dev.config().udp_port);
+  }
+  auto dp = std::unique_ptr<DataPath>(new DataPath(dev, std::move(link)));
+  dp->ipv4_ = ntohl(a.s_addr);
+  return dp;
+}
+
+DataPath::DataPath(const Device& dev, std::optional<UdpLink> link) : link_(std::move(link)) {
+  for (const auto& g : dev.gids()) {
+    std::array<std::uint8_t, 16> raw{};
+    std::copy(std::begin(g.gid), std::end(g.gid), raw.begin());
+    if (g.valid != 0) own_gids_.push_back(raw);
+  }
+  transport_ = std::make_unique<t::Transport>(mem_, *this, *this, config_for(dev));
+}
+
+DataPath::~DataPath() = default;
+
+void DataPath::bind_cq(t::CqHandle tcq, Session* s, std::uint32_t cq_handle, std::uint64_t cookie,
+                       SpscRing* ring) {
+  cqs_[static_cast<std::uint32_t>(tcq)] = CqBinding{s, cq_handle, cookie, ring};
+}
+void DataPath::unbind_cq(t::CqHandle tcq) { cqs_.erase(static_cast<std::uint32_t>(tcq)); }
+void DataPath::bind_qp(std::uint32_t qpn, Session* s, QpObj* qp) { qps_[qpn] = QpBinding{s, qp}; }
+void DataPath::unbind_qp(std::uint32_t qpn) { qps_.erase(qpn); }
+void DataPath::bind_srq(t::SrqHandle tsrq, Session* s, SrqObj* srq) {
+  srqs_[static_cast<std::uint32_t>(tsrq)] = SrqBinding{s, srq};
+}
+void DataPath::unbind_srq(t::SrqHandle tsrq) { srqs_.erase(static_cast<std::uint32_t>(tsrq)); }
+
+t::Nanos DataPath::next_deadline() const {
+  return hairpin_.empty() ? transport_->next_deadline() : 0;
+}
+
+bool DataPath::poll(t::Nanos now, bool poll_link) {
+  bool work = false;
+  for (auto& [qpn, b] : qps_) {
+    if (b.qp->rq.valid()) work |= drain_rq(qpn, b);
+  }
+  for (auto& [h, b] : srqs_) work |= drain_srq(t::SrqHandle{h}, b);
+  for (auto& [qpn, b] : qps_) work |= drain_sq(qpn, b, now);
+  work |= run_hairpin(now);
+  if (poll_link) work |= run_link(now);
+  if (transport_->next_deadline() <= now) {
+    transport_->on_timer(now);
+    work = true;
+  }
+  work |= drain_cqs();
+  return work;
+}
+
+void DataPath::fail_qp(std::uint32_t qpn, QpBinding& b, std::uint64_t wr_id, std::uint32_t status,
+                       t::Nanos now) {
+  // A malformed WQE: an error completion, then the QP goes to the Error
+  // state (IBA 10.8.3.1 / 11.6.2: local QP operation error), which flushes
+  // the rest.
+  ++counters_.wqes_rejected;
+  CqeSlot e{};
+  e.wr_id = wr_id;
+  e.status = status;
+  e.qp_num = qpn;
+  const std::uint32_t cq = b.qp->send_cq;
+  t::QpAttr attr;
+  attr.qp_state = t::QpState::kErr;
+  transport_->modify_qp(qpn, attr, t::qp_attr::kState, now);
+  if (b.session->deliver_cqe(cq, e, true) == EOVERFLOW) ++counters_.cq_overflows;
+}
+
+bool DataPath::drain_sq(std::uint32_t qpn, QpBinding& b, t::Nanos now) {
+  SpscRing& ring = b.qp->sq;
+  if (!ring.valid()) return false;
+  const std::uint32_t n = std::min(ring.available(), kWqeBurst);
+  if (n == 0) return false;
+  const std::uint32_t slot_size = ring.slot_size();
+  if (wqe_scratch_.size() < slot_size) wqe_scratch_.resize(slot_size);
+  const ctl::QpCaps& caps = b.qp->caps;
+  std::array<t::Sge, kMaxSge> sges{};
+  for (std::uint32_t k = 0; k < n; ++k) {
+    // Copy out first: the application can rewrite the slot at any time.
+    std::memcpy(wqe_scratch_.data(), ring.consumer_slot(0), slot_size);
+    WqeHeader h;
+    std::memcpy(&h, wqe_scratch_.data(), sizeof h);
+    const std::byte* body = wqe_scratch_.data() + sizeof h;
+    const std::size_t body_room = slot_size - sizeof h;
+    t::SendWr wr;
+    wr.wr_id = h.wr_id;
+    wr.send_flags = h.send_flags;
+    bool bad = h.opcode > static_cast<std::uint32_t>(t::WrOpcode::kSendWithInv);
+    wr.opcode = static_cast<t::WrOpcode>(h.opcode);
+    if ((h.send_flags & IBV_SEND_INLINE) != 0) {
+      bad |= h.inline_len > caps.max_inline_data || h.inline_len > body_room;
+      if (!bad)
+        wr.inline_data = std::span<const std::uint8_t>(
+            static_cast<const std::uint8_t*>(static_cast<const void*>(body)), h.inline_len);
+    } else {
+      bad |= h.num_sge > caps.max_send_sge || h.num_sge > kMaxSge ||
+             std::size_t{h.num_sge} * sizeof(WqeSge) > body_room;
+      if (!bad) {
+        for (std::uint32_t i = 0; i < h.num_sge; ++i) {
+          WqeSge s;
+          std::memcpy(&s, body + std::size_t{i} * sizeof s, sizeof s);
+          sges[i] = t::Sge{s.addr, s.length, s.lkey};
+        }
+        wr.sg_list = std::span<const t::Sge>(sges.data(), h.num_sge);
+      }
+    }
+    wr.imm_data = h.imm_data;
+    wr.invalidate_rkey = h.imm_data;
+    wr.remote_addr = h.remote_addr;
+    wr.rkey = h.rkey;
+    wr.compare_add = h.compare_add;
+    wr.swap = h.swap;
+    if (b.qp->type == IBV_QPT_UD && !bad) {
+      bad = !b.session->lookup_ah(h.ah_handle, b.qp->pd, wr.ah);
+      wr.remote_qpn = h.remote_qpn;
+      wr.remote_qkey = h.remote_qkey;
+    }
+    if (bad) {
+      ring.release(1);
+      fail_qp(qpn, b, h.wr_id, IBV_WC_LOC_QP_OP_ERR, now);
+      return true;
+    }
+    const int rc = transport_->post_send(qpn, wr, now);
+    if (rc == ENOMEM) return k != 0;  // the transport's queue is full: retry later
+    ring.release(1);
+    if (rc != 0) {
+      fail_qp(qpn, b, h.wr_id, IBV_WC_LOC_QP_OP_ERR, now);
+      return true;
+    }
+    ++counters_.wqes_posted;
+  }
+  return true;
+}
+
+namespace {
+
+// Copies one receive WQE out of `ring` and checks it. Returns false if bad.
+bool read_recv_wqe(const SpscRing& ring, std::vector<std::byte>& scratch, std::uint32_t max_sge,
+                   std::array<t::Sge, kMaxSge>& sges, t::RecvWr& wr) {
+  const std::uint32_t slot_size = ring.slot_size();
+  if (scratch.size() < slot_size) scratch.resize(slot_size);
+  std::memcpy(scratch.data(), ring.consumer_slot(0), slot_size);
+  WqeHeader h;
+  std::memcpy(&h, scratch.data(), sizeof h);
+  wr.wr_id = h.wr_id;
+  if (h.num_sge > max_sge || h.num_sge > kMaxSge ||
+      sizeof h + std::size_t{h.num_sge} * sizeof(WqeSge) > slot_size)
+    return false;
+  for (std::uint32_t i = 0; i < h.num_sge; ++i) {
+    WqeSge s;
+    std::memcpy(&s, scratch.data() + sizeof h + std::size_t{i} * sizeof s, sizeof s);
+    sges[i] = t::Sge{s.addr, s.length, s.lkey};
+  }
+  wr.sg_list = std::span<const t::Sge>(sges.data(), h.num_sge);
+  return true;
+}
+
+}  // namespace
+
+bool DataPath::drain_rq(std::uint32_t qpn, QpBinding& b) {
+  SpscRing& ring = b.qp->rq;
+  const std::uint32_t n = std::min(ring.available(), kWqeBurst);
+  if (n == 0) return false;
+  std::array<t::Sge, kMaxSge> sges{};
+  for (std::uint32_t k = 0; k < n; ++k) {
+    t::RecvWr wr;
+    const bool ok = read_recv_wqe(ring, wqe_scratch_, b.qp->caps.max_recv_sge, sges, wr);
+    const int rc = ok ? transport_->post_recv(qpn, wr) : EINVAL;
+    if (rc == ENOMEM) return k != 0;
+    ring.release(1);
+    if (rc != 0) {
+      // IBA 10.8.3.1: a malformed receive WQE is a local QP operation error.
+      ++counters_.wqes_rejected;
+      CqeSlot e{};
+      e.wr_id = wr.wr_id;
+      e.status = IBV_WC_LOC_QP_OP_ERR;
+      e.opcode = IBV_WC_RECV;
+      e.qp_num = qpn;
+      t::QpAttr attr;
+      attr.qp_state = t::QpState::kErr;
+      transport_->modify_qp(qpn, attr, t::qp_attr::kState, 0);
+      b.session->deliver_cqe(b.qp->recv_cq, e, true);
+      return true;
+    }
+    ++counters_.wqes_posted;
+  }
+  return true;
+}
+
+bool DataPath::drain_srq(t::SrqHandle h, SrqBinding& b) {
+  SpscRing& ring = b.srq->ring;
+  const std::uint32_t n = std::min(ring.available(), kWqeBurst);
+  if (n == 0) return false;
+  std::array<t::Sge, kMaxSge> sges{};
+  for (std::uint32_t k = 0; k < n; ++k) {
+    t::RecvWr wr;
+    if (!read_recv_wqe(ring, wqe_scratch_, b.srq->attr.max_sge, sges, wr)) {
+      // Not attributable to a QP: drop it and report the SRQ as broken.
+      ring.release(1);
+      ++counters_.wqes_rejected;
+      b.session->post_async_event(ctl::AsyncEvent{b.srq->cookie, IBV_EVENT_SRQ_ERR, 0});
+      continue;
+    }
+    if (transport_->post_srq_recv(h, wr) == ENOMEM) return k != 0;
+    ring.release(1);
+    ++counters_.wqes_posted;
+  }
+  return true;
+}
+
+bool DataPath::drain_cqs() {
+  bool work = false;
+  std::array<t::Cqe, kCqeBurst> buf;
+  for (auto& [h, b] : cqs_) {
+    // Never take more from the transport than the shared ring can hold: the
+    // rest waits in the transport CQ until the application polls.
+    std::uint32_t room = b.ring->free_count();
+    while (room != 0) {
+      const std::size_t want = std::min<std::size_t>(room, buf.size());
+      const int got = transport_->poll_cq(t::CqHandle{h}, std::span<t::Cqe>(buf.data(), want));
+      if (got <= 0) break;
+      for (int i = 0; i < got; ++i) {
+        const t::Cqe& e = buf[static_cast<std::size_t>(i)];
+        // The transport's CQE does not carry the SE bit; a receive completion
+        // counts as solicited so that a solicited-only arm is never missed
+        // (an extra event is harmless, a missing one hangs the application).
+        const bool solicited = e.opcode == t::WcOpcode::kRecv || e.opcode == t::WcOpcode::kRecvRdmaWithImm;
+        if (b.session->deliver_cqe(b.handle, to_slot(e), solicited) == EOVERFLOW) ++counters_.cq_overflows;
+        ++counters_.cqes_delivered;
+      }
+      room -= static_cast<std::uint32_t>(got);
+      work = true;
+      if (static_cast<std::size_t>(got) < want) break;
+    }
+  }
+  return work;
+}
+
+void DataPath::transmit(const t::TxPacket& p, t::Nanos now) {
+  (void)now;
+  const std::uint32_t dst = ipv4_of_gid(p.addr.ah.dgid);
+  // To ourselves (the v4 address, or any of the device's GIDs, e.g. the
+  // link-local one at index 0): two processes on this host.
+  const bool own = dst == ipv4_ || std::find(own_gids_.begin(), own_gids_.end(), p.addr.ah.dgid) != own_gids_.end();
+  if (own) {
+    // Hairpin: copy now (the payload is transport scratch), deliver later.
+    Hairpin hp;
+    hp.pkt = p.pkt;
+    if (!spare_buffers_.empty()) {
+      hp.data = std::move(spare_buffers_.back());
+      spare_buffers_.pop_back();
+    }
+    hp.data.assign(p.pkt.payload.begin(), p.pkt.payload.end());
+    hp.src_ipv4 = ipv4_;
+    hp.dst_ipv4 = ipv4_;
+    hp.tclass = p.addr.ah.traffic_class;
+    hp.hop_limit = p.addr.ah.hop_limit;
+    hairpin_.push_back(std::move(hp));
+    ++counters_.hairpin_packets;
+    return;
+  }
+  if (link_ && dst != 0) link_->send(p.pkt, dst, p.addr.ah.traffic_class);
+}
+
+void DataPath::deliver_rx(const wire::IbPacket& pkt, std::uint32_t src_ipv4, std::uint32_t dst_ipv4,
+                          std::uint8_t tclass, std::uint8_t hop_limit, t::Nanos now) {
+  t::RxInfo rx;
+  if (wire::transport_of(pkt.bth.opcode) == wire::IbTransport::kUd) {
+    const std::size_t ib_bytes = pkt.info().length + pkt.payload.size() + pkt.bth.pad + 4;
+    rx.grh = ipv4_grh(src_ipv4, dst_ipv4, tclass, hop_limit, ib_bytes);
+    rx.has_grh = true;
+  }
+  transport_->on_packet(pkt, rx, now);
+}
+
+bool DataPath::run_hairpin(t::Nanos now) {
+  // Only what is queued now: packets the transport emits while handling
+  // these wait for the next pass (no unbounded recursion or starvation).
+  std::size_t n = hairpin_.size();
+  if (n == 0) return false;
+  while (n-- != 0) {
+    Hairpin hp = std::move(hairpin_.front());
+    hairpin_.pop_front();
+    hp.pkt.payload = wire::Bytes(hp.data.data(), hp.data.size());
+    deliver_rx(hp.pkt, hp.src_ipv4, hp.dst_ipv4, hp.tclass, hp.hop_limit, now);
+    if (spare_buffers_.size() < 256) spare_buffers_.push_back(std::move(hp.data));
+  }
+  return true;
+}
+
+bool DataPath::run_link(t::Nanos now) {
+  if (!link_) return false;
+  UdpRxPacket rx;
+  std::size_t n = 0;
+  while (n < kRxBurst && link_->receive(&rx)) {
+    deliver_rx(rx.ib, rx.src_ipv4, rx.dst_ipv4, 0, 64, now);
+    ++n;
+  }
+  return n != 0;
+}
+
+bool DataPath::prepare_sleep() {
+  if (!hairpin_.empty()) return false;
+  for (auto& [qpn, b] : qps_) {
+    b.qp->sq.store_ctl(&RingControlLine::sleeping, 1);
+    if (b.qp->rq.valid()) b.qp->rq.store_ctl(&RingControlLine::sleeping, 1);
+  }
+  for (auto& [h, b] : srqs_) b.srq->ring.store_ctl(&RingControlLine::sleeping, 1);
+  // Pairs with the shim's fence between publishing and reading `sleeping`
+  // (kick_if_sleeping): a WQE published before the shim could see the flag
+  // is visible to the re-check below.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  bool pending = false;
+  for (auto& [qpn, b] : qps_) {
+    pending |= b.qp->sq.available() != 0;
+    if (b.qp->rq.valid()) pending |= b.qp->rq.available() != 0;
+  }
+  for (auto& [h, b] : srqs_) pending |= b.srq->ring.available() != 0;
+  if (pending) end_sleep();
+  return !pending;
+}
+
+void DataPath::end_sleep() {
+  for (auto& [qpn, b] : qps_) {
+    b.qp->sq.store_ctl(&RingControlLine::sleeping, 0);
+    if (b.qp->rq.valid()) b.qp->rq.store_ctl(&RingControlLine::sleeping, 0);
+  }
+  for (auto& [h, b] : srqs_) b.srq->ring.store_ctl(&RingControlLine::sleeping, 0);
+}
+
+void DataPath::on_async_event(const t::AsyncEvent& e) {
+  switch (e.type) {
+    case t::EventType::kCqErr: {
+      auto it = cqs_.find(static_cast<std::uint32_t>(e.cq));
+      if (it != cqs_.end())
+        it->second.session->post_async_event(ctl::AsyncEvent{it->second.cookie, IBV_EVENT_CQ_ERR, 0});
+      return;
+    }
+    case t::EventType::kSrqErr:
+    case t::EventType::kSrqLimitReached: {
+      auto it = srqs_.find(static_cast<std::uint32_t>(e.srq));
+      if (it != srqs_.end())
+        it->second.session->post_async_event(
+            ctl::AsyncEvent{it->second.srq->cookie, static_cast<std::uint32_t>(e.type), 0});
+      return;
+    }
+    default: {
+      auto it = qps_.find(e.qpn);
+      if (it != qps_.end())
+        it->second.session->post_async_event(
+            ctl::AsyncEvent{it->second.qp->cookie, static_cast<std::uint32_t>(e.type), 0});
+      return;
+    }
+  }
+}
+
+}  // namespace urnic::engine

@@ -1,0 +1,134 @@
+// The data path of one device: the transport (RC/UC/UD/SRQ state machines),
+// the link it sends on, the application rings it serves and the completions
+// it writes back. One engine thread owns it: every call, including the ones
+// the control plane makes on behalf of a Session, happens on that thread, so
+// nothing here locks.
+//
+// Per poll() iteration: drain the SQ/RQ/SRQ rings of every bound QP/SRQ
+// (each WQE is copied out of shared memory, then validated, STYLE 15), feed
+// hairpinned packets and link RX to Transport::on_packet, fire due timers, and
+// move completions from the transport CQs into the shared CQE rings
+// (Session::deliver_cqe: arm/solicited semantics, channel events).
+//
+// Hairpin: a packet addressed to the device's own IP (two processes on this
+// host, both on urnic0) is queued and delivered back to on_packet on the next
+// iteration, without a system call and without recursing inside transmit().
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/process_memory.hpp"
+#include "engine/shm_ring.hpp"
+#include "engine/udp_link.hpp"
+#include "transport/transport.hpp"
+
+namespace urnic::engine {
+
+class Device;
+class Session;
+struct QpObj;
+struct SrqObj;
+
+struct DataPathCounters {
+  uint64_t wqes_posted = 0;
+  uint64_t wqes_rejected = 0;    // bad WQE from the application: error CQE, QP to ERR
+  uint64_t cqes_delivered = 0;
+  uint64_t cq_overflows = 0;
+  uint64_t hairpin_packets = 0;
+};
+
+class DataPath final : public transport::TxSink, public transport::EventSink {
+ public:
+  // Opens the device's link (udp: binds address:port). nullptr + *error on failure.
+  static std::unique_ptr<DataPath> create(const Device& dev, std::string* error);
+  ~DataPath() override;
+  DataPath(const DataPath&) = delete;
+  DataPath& operator=(const DataPath&) = delete;
+
+  transport::Transport& transport() { return *transport_; }
+  [[nodiscard]] int link_fd() const { return link_ ? link_->fd() : -1; }
+
+  // Bindings made by Session (which owns the objects and their rings).
+  void bind_cq(transport::CqHandle tcq, Session* s, std::uint32_t cq_handle, std::uint64_t cookie,
+               SpscRing* ring);
+  void unbind_cq(transport::CqHandle tcq);
+  void bind_qp(std::uint32_t qpn, Session* s, QpObj* qp);
+  void unbind_qp(std::uint32_t qpn);
+  void bind_srq(transport::SrqHandle tsrq, Session* s, SrqObj* srq);
+  void unbind_srq(transport::SrqHandle tsrq);
+
+  // One pass over everything; returns true if any work was done.
+  bool poll(transport::Nanos now, bool poll_link);
+  // Before sleeping: set ctl.sleeping on every application ring, fence, and
+  // re-check. Returns false (and clears the flags) if work showed up.
+  bool prepare_sleep();
+  // After waking: clear ctl.sleeping.
+  void end_sleep();
+  [[nodiscard]] transport::Nanos next_deadline() const;
+
+  // TxSink / EventSink.
+  void transmit(const transport::TxPacket& p, transport::Nanos now) override;
+  void on_async_event(const transport::AsyncEvent& e) override;
+
+  [[nodiscard]] const DataPathCounters& counters() const { return counters_; }
+
+ private:
+  DataPath(const Device& dev, std::optional<UdpLink> link);
+
+  struct CqBinding {
+    Session* session;
+    std::uint32_t handle;
+    std::uint64_t cookie;
+    SpscRing* ring;
+  };
+  struct QpBinding {
+    Session* session;
+    QpObj* qp;
+  };
+  struct SrqBinding {
+    Session* session;
+    SrqObj* srq;
+  };
+  // A hairpinned packet: the IbPacket with its payload copied into `data`.
+  struct Hairpin {
+    wire::IbPacket pkt;
+    std::vector<std::uint8_t> data;
+    std::uint32_t src_ipv4 = 0;
+    std::uint32_t dst_ipv4 = 0;
+    std::uint8_t tclass = 0;
+    std::uint8_t hop_limit = 0;
+  };
+
+  bool drain_sq(std::uint32_t qpn, QpBinding& b, transport::Nanos now);
+  bool drain_rq(std::uint32_t qpn, QpBinding& b);
+  bool drain_srq(transport::SrqHandle h, SrqBinding& b);
+  bool drain_cqs();
+  bool run_hairpin(transport::Nanos now);
+  bool run_link(transport::Nanos now);
+  void fail_qp(std::uint32_t qpn, QpBinding& b, std::uint64_t wr_id, std::uint32_t status,
+               transport::Nanos now);
+  void deliver_rx(const wire::IbPacket& pkt, std::uint32_t src_ipv4, std::uint32_t dst_ipv4,
+                  std::uint8_t tclass, std::uint8_t hop_limit, transport::Nanos now);
+
+  std::uint32_t ipv4_ = 0;  // the device's address (host order)
+  std::vector<std::array<std::uint8_t, 16>> own_gids_;  // any of these: hairpin
+  ProcessMemory mem_;
+  std::optional<UdpLink> link_;
+  std::unique_ptr<transport::Transport> transport_;
+  std::map<std::uint32_t, CqBinding> cqs_;   // by transport CqHandle
+  std::map<std::uint32_t, QpBinding> qps_;   // by QPN
+  std::map<std::uint32_t, SrqBinding> srqs_; // by transport SrqHandle
+  std::deque<Hairpin> hairpin_;
+  std::vector<std::vector<std::uint8_t>> spare_buffers_;
+  std::vector<std::byte> wqe_scratch_;
+  DataPathCounters counters_;
+};
+
+}  // namespace urnic::engine

@@ -1,0 +1,146 @@
+#include "engine/engine_loop.hpp"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+namespace urnic::engine {
+
+namespace {
+
+// Control-socket (Asio) checks while spinning: one non-blocking epoll_wait
+// every this many passes keeps control latency in the microseconds without
+// a system call per pass.
+constexpr std::uint64_t kCtlPollEvery = 64;
+// Link sockets are read every this many passes while spinning (same-host
+// traffic is hairpinned and never touches them).
+constexpr std::uint64_t kLinkPollEvery = 8;
+// Past this much idle spinning, yield the CPU between passes: on a small
+// machine the applications polling their CQs need the core.
+constexpr std::uint64_t kYieldAfterNs = 5'000;
+// Longest sleep without a deadline (a safety net, not a poll).
+constexpr std::uint64_t kMaxSleepNs = 1'000'000'000;
+
+transport::Nanos now_ns() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<transport::Nanos>(ts.tv_sec) * 1'000'000'000U + static_cast<transport::Nanos>(ts.tv_nsec);
+}
+
+}  // namespace
+
+EngineLoop::EngineLoop(boost::asio::io_context& io, Registry& reg,
+                       std::vector<std::unique_ptr<DataPath>>& paths)
+    : io_(io), reg_(reg), paths_(paths) {
+  // On a machine with two cores or fewer, the applications polling their
+  // CQs need them: spin briefly and let the doorbell wake us instead.
+  if (std::thread::hardware_concurrency() <= 2) spin_ns_ = 20'000;
+  if (const char* s = std::getenv("URNIC_SPIN_US"); s != nullptr && *s != '\0')
+    spin_ns_ = std::strtoull(s, nullptr, 10) * 1000U;
+}
+
+EngineLoop::~EngineLoop() {
+  watchers_.clear();
+  reg_.set_doorbell_fd(-1);
+  if (doorbell_fd_ >= 0) ::close(doorbell_fd_);
+}
+
+bool EngineLoop::init(std::string* error) {
+  doorbell_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (doorbell_fd_ < 0) {
+    if (error != nullptr) *error = std::string("eventfd: ") + std::strerror(errno);
+    return false;
+  }
+  reg_.set_doorbell_fd(doorbell_fd_);
+  auto watch = [&](int fd, bool doorbell) {
+    const int copy = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (copy < 0) return;
+    watchers_.push_back(std::make_unique<boost::asio::posix::stream_descriptor>(io_, copy));
+    arm_wait(*watchers_.back(), doorbell);
+  };
+  watch(doorbell_fd_, true);
+  for (auto& d : reg_.devices()) {
+    auto dp = DataPath::create(*d, error);
+    if (!dp) return false;
+    reg_.set_datapath(d.get(), dp.get());
+    if (dp->link_fd() >= 0) watch(dp->link_fd(), false);
+    paths_.push_back(std::move(dp));
+  }
+  return true;
+}
+
+void EngineLoop::arm_wait(boost::asio::posix::stream_descriptor& d, bool doorbell) {
+  d.async_wait(boost::asio::posix::stream_descriptor::wait_read,
+               [this, &d, doorbell](const boost::system::error_code& ec) {
+                 if (ec) return;
+                 if (doorbell) {
+                   std::uint64_t v = 0;
+                   while (::read(d.native_handle(), &v, sizeof v) == static_cast<ssize_t>(sizeof v)) {
+                   }
+                   ++counters_.doorbells;
+                 }
+                 // The link socket itself is drained by the data path.
+                 arm_wait(d, doorbell);
+               });
+}
+
+void EngineLoop::run() {
+  transport::Nanos last_work = now_ns();
+  std::uint64_t pass = 0;
+  while (!io_.stopped()) {
+    ++pass;
+    ++counters_.passes;
+    const transport::Nanos now = now_ns();
+    bool work = false;
+    const bool link = pass % kLinkPollEvery == 0;
+    for (auto& dp : paths_) work |= dp->poll(now, link);
+    if (pass % kCtlPollEvery == 0 && io_.poll() != 0) work = true;
+    if (work) {
+      last_work = now;
+      continue;
+    }
+    if (now - last_work < spin_ns_) {
+      if (now - last_work > kYieldAfterNs) ::sched_yield();
+      continue;
+    }
+    // Idle: declare sleep in every ring, re-check, then block.
+    bool can_sleep = true;
+    for (auto& dp : paths_) {
+      if (!dp->prepare_sleep()) {
+        can_sleep = false;
+        break;
+      }
+    }
+    if (!can_sleep) {
+      for (auto& dp : paths_) dp->end_sleep();
+      last_work = now_ns();
+      continue;
+    }
+    // Anything the link received before we declared sleep is drained here;
+    // later arrivals wake the epoll.
+    bool late = false;
+    for (auto& dp : paths_) late |= dp->poll(now_ns(), true);
+    if (!late) {
+      transport::Nanos deadline = transport::kNever;
+      for (auto& dp : paths_) deadline = std::min(deadline, dp->next_deadline());
+      const transport::Nanos t = now_ns();
+      const std::uint64_t wait = deadline <= t ? 0 : std::min<std::uint64_t>(deadline - t, kMaxSleepNs);
+      ++counters_.sleeps;
+      if (wait != 0) io_.run_one_for(std::chrono::nanoseconds(wait));
+      io_.poll();
+    }
+    for (auto& dp : paths_) dp->end_sleep();
+    last_work = now_ns();
+  }
+}
+
+}  // namespace urnic::engine

@@ -1,0 +1,189 @@
+#!/usr/bin/env bash
+# Acceptance (issue 4), the data path: unmodified Debian ibverbs-utils and
+# perftest programs move real data through urnicd on one host, zero
+# configuration. Server and client are two processes on 127.0.0.1, both on the
+# default device urnic0 (GID index 1 = ::ffff:127.0.0.1); the first program
+# starts urnicd in a private runtime directory. Each pair's exit status and
+# output are checked (the pingpongs validate the data they receive). Every
+# process this script starts is stopped by PID, the daemon last; at the end
+# the idle daemon must be asleep (~0 % CPU).
+#
+# usage: datapath_test.sh SHIM_DIR URNICD GROUP
+#   GROUP: pingpong | perftest-lat | perftest-bw
+set -uo pipefail
+shim_dir=$1
+urnicd=$2
+group=$3
+
+fails=0
+checks=0
+pass() { checks=$((checks + 1)); printf 'ok   %s\n' "$*"; }
+fail() { checks=$((checks + 1)); fails=$((fails + 1)); printf 'FAIL %s\n' "$*"; }
+
+rt=$(mktemp -d /tmp/urnic-datapath.XXXXXX)
+export URNIC_RUNTIME_DIR=$rt
+export URNIC_DAEMON=$urnicd
+export LD_LIBRARY_PATH=$shim_dir
+unset LD_PRELOAD
+asan_rt=$(ldd "$shim_dir/libibverbs.so.1" | awk '/libasan|libclang_rt\.asan/ {print $3; exit}')
+if [[ -n $asan_rt ]]; then
+  run_env=(env "LD_PRELOAD=$asan_rt" "ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0")
+else
+  run_env=(env)
+fi
+# Seconds one pair may take (sanitizer builds are several times slower).
+limit=${URNIC_PAIR_TIMEOUT:-60}
+[[ -n $asan_rt ]] && limit=$((limit * 3))
+
+server_pid=
+daemon_pid() { [[ -s $rt/urnicd.pid ]] && tr -dc '0-9' < "$rt/urnicd.pid"; }
+alive() { [[ -n ${1:-} ]] && kill -0 "$1" 2>/dev/null; }
+stop_pid() {
+  local pid=$1
+  alive "$pid" || return 0
+  kill -TERM "$pid" 2>/dev/null
+  for _ in $(seq 100); do alive "$pid" || return 0; sleep 0.05; done
+  kill -KILL "$pid" 2>/dev/null
+}
+cleanup() {
+  [[ -n $server_pid ]] && stop_pid "$server_pid"
+  local d
+  d=$(daemon_pid) || true
+  [[ -n $d ]] && stop_pid "$d"
+  rm -rf "$rt"
+}
+trap cleanup EXIT
+
+# A TCP port for the programs' out-of-band exchange, distinct per pair.
+next_port=$((20000 + ($$ % 20000)))
+# pair NAME EXPECT_REGEX COUNT PROG ARGS...: run PROG ARGS as server, then
+# PROG ARGS 127.0.0.1 as client; both must exit 0 and the client's output
+# must match EXPECT_REGEX on at least COUNT lines.
+pair() {
+  local name=$1 expect=$2 count=$3
+  shift 3
+  local port=$next_port
+  next_port=$((next_port + 1))
+  local out_s=$rt/server.out out_c=$rt/client.out
+  "${run_env[@]}" timeout "$limit" "$@" -p "$port" > "$out_s" 2>&1 &
+  server_pid=$!
+  # The server must be listening before the client connects (its stdout is
+  # block-buffered, so look for the socket: state 0A = LISTEN).
+  local hex
+  hex=$(printf '%04X' "$port")
+  for _ in $(seq 200); do
+    grep -qE "^ *[0-9]+: [0-9A-F]+:$hex [0-9A-F]+:0000 0A" /proc/net/tcp /proc/net/tcp6 2>/dev/null && break
+    alive "$server_pid" || break
+    sleep 0.02
+  done
+  "${run_env[@]}" timeout "$limit" "$@" -p "$port" 127.0.0.1 > "$out_c" 2>&1
+  local crc=$?
+  wait "$server_pid"
+  local src=$?
+  server_pid=
+  local got
+  got=$(grep -cE "$expect" "$out_c")
+  if [[ $crc -eq 0 && $src -eq 0 && $got -ge $count ]]; then
+    pass "$name: $(grep -E "$expect" "$out_c" | tail -1 | tr -s ' \t' ' ')"
+  else
+    fail "$name: server exit $src, client exit $crc, $got/$count result lines"
+    sed 's/^/    client: /' "$out_c" | tail -15
+    sed 's/^/    server: /' "$out_s" | tail -15
+  fi
+}
+
+pp='[0-9]+ iters in [0-9.]+ seconds'
+# perftest result rows: "#bytes #iterations ..." followed by numbers.
+row='^ *[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+'
+gid=(-g 1)
+x=(-x 1)
+
+case $group in
+  pingpong)
+    pair "ibv_rc_pingpong -n 1000" "$pp" 1 ibv_rc_pingpong "${gid[@]}" -n 1000
+    pair "ibv_rc_pingpong -s 65536 -n 1000 -e" "$pp" 1 ibv_rc_pingpong "${gid[@]}" -s 65536 -n 1000 -e
+    pair "ibv_rc_pingpong -s 65536 -n 100" "$pp" 1 ibv_rc_pingpong "${gid[@]}" -s 65536 -n 100
+    pair "ibv_rc_pingpong -s 1 -n 10000 -e" "$pp" 1 ibv_rc_pingpong "${gid[@]}" -s 1 -n 10000 -e
+    pair "ibv_uc_pingpong -n 200" "$pp" 1 ibv_uc_pingpong "${gid[@]}" -n 200
+    pair "ibv_uc_pingpong -s 65536 -n 1000 -e" "$pp" 1 ibv_uc_pingpong "${gid[@]}" -s 65536 -n 1000 -e
+    pair "ibv_ud_pingpong -n 1000" "$pp" 1 ibv_ud_pingpong "${gid[@]}" -n 1000
+    pair "ibv_ud_pingpong -s 4000 -n 1000 -e" "$pp" 1 ibv_ud_pingpong "${gid[@]}" -s 4000 -n 1000 -e
+    pair "ibv_srq_pingpong -n 1000" "$pp" 1 ibv_srq_pingpong "${gid[@]}" -n 1000
+    pair "ibv_srq_pingpong -s 65536 -n 1000 -e" "$pp" 1 ibv_srq_pingpong "${gid[@]}" -s 65536 -n 1000 -e
+    ;;
+  perftest-lat)
+    pair "ib_send_lat" "$row" 1 ib_send_lat "${x[@]}"
+    pair "ib_send_lat -e -s 65536 -n 200" "$row" 1 ib_send_lat "${x[@]}" -e -s 65536 -n 200
+    pair "ib_send_lat -c UC -I 64 -s 32 -n 200" "$row" 1 ib_send_lat "${x[@]}" -c UC -I 64 -s 32 -n 200
+    pair "ib_send_lat -c UD -s 1024 -n 200" "$row" 1 ib_send_lat "${x[@]}" -c UD -s 1024 -n 200
+    pair "ib_write_lat -a -n 20" "$row" 23 ib_write_lat "${x[@]}" -a -n 20
+    pair "ib_write_lat -c UC -s 4096 -n 200" "$row" 1 ib_write_lat "${x[@]}" -c UC -s 4096 -n 200
+    pair "ib_read_lat -s 65536 -n 200" "$row" 1 ib_read_lat "${x[@]}" -s 65536 -n 200
+    pair "ib_atomic_lat" "$row" 1 ib_atomic_lat "${x[@]}"
+    pair "ib_atomic_lat -A FETCH_AND_ADD -n 200" "$row" 1 ib_atomic_lat "${x[@]}" -A FETCH_AND_ADD -n 200
+    ;;
+  perftest-bw)
+    pair "ib_write_bw -a -n 20" "$row" 23 ib_write_bw "${x[@]}" -a -n 20
+    pair "ib_write_bw -q 4 -s 65536 --report_gbits" "$row" 1 ib_write_bw "${x[@]}" -q 4 -s 65536 --report_gbits
+    pair "ib_write_bw -b -s 65536" "$row" 1 ib_write_bw "${x[@]}" -b -s 65536
+    pair "ib_write_bw -c UC -s 65536" "$row" 1 ib_write_bw "${x[@]}" -c UC -s 65536
+    pair "ib_send_bw -a -n 20" "$row" 23 ib_send_bw "${x[@]}" -a -n 20
+    pair "ib_send_bw -e -s 65536" "$row" 1 ib_send_bw "${x[@]}" -e -s 65536
+    pair "ib_send_bw -c UC -s 65536" "$row" 1 ib_send_bw "${x[@]}" -c UC -s 65536
+    pair "ib_send_bw -c UD -s 2048" "$row" 1 ib_send_bw "${x[@]}" -c UD -s 2048
+    pair "ib_send_bw -q 4 -b -s 4096" "$row" 1 ib_send_bw "${x[@]}" -q 4 -b -s 4096
+    pair "ib_read_bw -s 65536" "$row" 1 ib_read_bw "${x[@]}" -s 65536
+    pair "ib_read_bw -q 4 -s 4096" "$row" 1 ib_read_bw "${x[@]}" -q 4 -s 4096
+    pair "ib_atomic_bw" "$row" 1 ib_atomic_bw "${x[@]}"
+    pair "ib_atomic_bw -q 4 -A FETCH_AND_ADD" "$row" 1 ib_atomic_bw "${x[@]}" -q 4 -A FETCH_AND_ADD
+    # A client killed in the middle of traffic: the daemon destroys what it
+    # created and keeps serving (the server, left waiting, is stopped by PID).
+    port=$next_port
+    "${run_env[@]}" ib_write_bw "${x[@]}" -D 4 -p "$port" > "$rt/server.out" 2>&1 &
+    server_pid=$!
+    hex=$(printf '%04X' "$port")
+    for _ in $(seq 200); do
+      grep -qE "^ *[0-9]+: [0-9A-F]+:$hex [0-9A-F]+:0000 0A" /proc/net/tcp /proc/net/tcp6 2>/dev/null && break
+      sleep 0.02
+    done
+    "${run_env[@]}" ib_write_bw "${x[@]}" -D 4 -p "$port" 127.0.0.1 > "$rt/client.out" 2>&1 &
+    client_pid=$!
+    sleep 1.5
+    kill -KILL "$client_pid" 2>/dev/null
+    wait "$client_pid" 2>/dev/null
+    stop_pid "$server_pid"
+    wait "$server_pid" 2>/dev/null
+    server_pid=
+    qps=
+    for _ in $(seq 50); do
+      qps=$("$urnicd" --status --runtime-dir "$rt" | awk '/^objects:/ {print $9}')
+      [[ $qps == 0 ]] && break
+      sleep 0.1
+    done
+    if [[ $qps == 0 ]]; then pass "a client killed mid-traffic: its QPs are gone, the daemon serves on"
+    else fail "a client killed mid-traffic: status still shows qp ${qps:-?}"; fi
+    pair "ib_write_bw after the kill" "$row" 1 ib_write_bw "${x[@]}" -s 4096 -n 1000
+    ;;
+  *)
+    echo "unknown group $group" >&2
+    exit 2
+    ;;
+esac
+
+# The daemon survived everything and, idle, sleeps: at most 5 clock ticks
+# (50 ms at 100 Hz) of CPU time over 2 seconds.
+d=$(daemon_pid) || true
+if alive "$d"; then
+  pass "urnicd (pid $d) still serving"
+  sleep 0.5  # let it finish its idle spin
+  ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+  t0=$(ticks "$d")
+  sleep 2
+  t1=$(ticks "$d")
+  if (( t1 - t0 <= 5 )); then pass "idle urnicd used $((t1 - t0)) ticks in 2 s"; else fail "idle urnicd used $((t1 - t0)) ticks in 2 s"; fi
+else
+  fail "urnicd is not running after the $group group"
+fi
+
+printf '%d checks, %d failed\n' "$checks" "$fails"
+[[ $fails -eq 0 ]]
