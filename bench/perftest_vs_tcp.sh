@@ -13,8 +13,18 @@ urnic=$root/tools/urnic
 "$urnic" build >/dev/null
 work=$(mktemp -d)
 pids=()
+# A private runtime directory, so the daemon this run starts is its own and
+# is stopped at the end (unless the caller chose a directory).
+own_daemon=0
+if [[ -z ${URNIC_RUNTIME_DIR:-} ]]; then
+  export URNIC_RUNTIME_DIR=$work/runtime
+  own_daemon=1
+fi
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  if [[ $own_daemon -eq 1 && -f $URNIC_RUNTIME_DIR/urnicd.pid ]]; then
+    kill "$(cat "$URNIC_RUNTIME_DIR/urnicd.pid")" 2>/dev/null || true
+  fi
   rm -rf "$work"
 }
 trap cleanup EXIT
