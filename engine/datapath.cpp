@@ -158,8 +158,22 @@ bool DataPath::poll(t::Nanos now, bool poll_link) {
     transport_->on_timer(now);
     work = true;
   }
+  // Slots first, completions second: an application that sees a CQE may
+  // post into the slot it freed at once (ibv_rc_pingpong with tx_depth 1).
+  retire_wqes();
   work |= drain_cqs();
   return work;
+}
+
+void DataPath::retire_wqes() {
+  // A ring slot is free only once the transport no longer holds the WQE
+  // copied from it (completed, consumed or flushed), so an application sees
+  // ENOMEM after max_wr outstanding WQEs as on hardware.
+  for (auto& [qpn, b] : qps_) {
+    if (b.qp->sq.valid()) b.qp->sq.retire(transport_->sq_outstanding(qpn));
+    if (b.qp->rq.valid()) b.qp->rq.retire(transport_->rq_outstanding(qpn));
+  }
+  for (auto& [h, b] : srqs_) b.srq->ring.retire(transport_->srq_outstanding(t::SrqHandle{h}));
 }
 
 void DataPath::fail_qp(std::uint32_t qpn, QpBinding& b, std::uint64_t wr_id, std::uint32_t status,
@@ -176,13 +190,14 @@ void DataPath::fail_qp(std::uint32_t qpn, QpBinding& b, std::uint64_t wr_id, std
   t::QpAttr attr;
   attr.qp_state = t::QpState::kErr;
   transport_->modify_qp(qpn, attr, t::qp_attr::kState, now);
+  retire_wqes();  // the bad WQE's slot is free before its CQE is visible
   if (b.session->deliver_cqe(cq, e, true) == EOVERFLOW) ++counters_.cq_overflows;
 }
 
 bool DataPath::drain_sq(std::uint32_t qpn, QpBinding& b, t::Nanos now) {
   SpscRing& ring = b.qp->sq;
   if (!ring.valid()) return false;
-  const std::uint32_t n = std::min(ring.available(), kWqeBurst);
+  const std::uint32_t n = std::min(ring.untaken(), kWqeBurst);
   if (n == 0) return false;
   const std::uint32_t slot_size = ring.slot_size();
   if (wqe_scratch_.size() < slot_size) wqe_scratch_.resize(slot_size);
@@ -190,7 +205,7 @@ bool DataPath::drain_sq(std::uint32_t qpn, QpBinding& b, t::Nanos now) {
   std::array<t::Sge, kMaxSge> sges{};
   for (std::uint32_t k = 0; k < n; ++k) {
     // Copy out first: the application can rewrite the slot at any time.
-    std::memcpy(wqe_scratch_.data(), ring.consumer_slot(0), slot_size);
+    std::memcpy(wqe_scratch_.data(), ring.untaken_slot(0), slot_size);
     WqeHeader h;
     std::memcpy(&h, wqe_scratch_.data(), sizeof h);
     const std::byte* body = wqe_scratch_.data() + sizeof h;
@@ -229,13 +244,13 @@ bool DataPath::drain_sq(std::uint32_t qpn, QpBinding& b, t::Nanos now) {
       wr.remote_qkey = h.remote_qkey;
     }
     if (bad) {
-      ring.release(1);
+      ring.take(1);
       fail_qp(qpn, b, h.wr_id, IBV_WC_LOC_QP_OP_ERR, now);
       return true;
     }
     const int rc = transport_->post_send(qpn, wr, now);
     if (rc == ENOMEM) return k != 0;  // the transport's queue is full: retry later
-    ring.release(1);
+    ring.take(1);
     if (rc != 0) {
       fail_qp(qpn, b, h.wr_id, IBV_WC_LOC_QP_OP_ERR, now);
       return true;
@@ -252,7 +267,7 @@ bool read_recv_wqe(const SpscRing& ring, std::vector<std::byte>& scratch, std::u
                    std::array<t::Sge, kMaxSge>& sges, t::RecvWr& wr) {
   const std::uint32_t slot_size = ring.slot_size();
   if (scratch.size() < slot_size) scratch.resize(slot_size);
-  std::memcpy(scratch.data(), ring.consumer_slot(0), slot_size);
+  std::memcpy(scratch.data(), ring.untaken_slot(0), slot_size);
   WqeHeader h;
   std::memcpy(&h, scratch.data(), sizeof h);
   wr.wr_id = h.wr_id;
@@ -272,7 +287,7 @@ bool read_recv_wqe(const SpscRing& ring, std::vector<std::byte>& scratch, std::u
 
 bool DataPath::drain_rq(std::uint32_t qpn, QpBinding& b) {
   SpscRing& ring = b.qp->rq;
-  const std::uint32_t n = std::min(ring.available(), kWqeBurst);
+  const std::uint32_t n = std::min(ring.untaken(), kWqeBurst);
   if (n == 0) return false;
   std::array<t::Sge, kMaxSge> sges{};
   for (std::uint32_t k = 0; k < n; ++k) {
@@ -280,7 +295,7 @@ bool DataPath::drain_rq(std::uint32_t qpn, QpBinding& b) {
     const bool ok = read_recv_wqe(ring, wqe_scratch_, b.qp->caps.max_recv_sge, sges, wr);
     const int rc = ok ? transport_->post_recv(qpn, wr) : EINVAL;
     if (rc == ENOMEM) return k != 0;
-    ring.release(1);
+    ring.take(1);
     if (rc != 0) {
       // IBA 10.8.3.1: a malformed receive WQE is a local QP operation error.
       ++counters_.wqes_rejected;
@@ -292,6 +307,7 @@ bool DataPath::drain_rq(std::uint32_t qpn, QpBinding& b) {
       t::QpAttr attr;
       attr.qp_state = t::QpState::kErr;
       transport_->modify_qp(qpn, attr, t::qp_attr::kState, 0);
+      retire_wqes();  // the bad WQE's slot is free before its CQE is visible
       b.session->deliver_cqe(b.qp->recv_cq, e, true);
       return true;
     }
@@ -302,20 +318,20 @@ bool DataPath::drain_rq(std::uint32_t qpn, QpBinding& b) {
 
 bool DataPath::drain_srq(t::SrqHandle h, SrqBinding& b) {
   SpscRing& ring = b.srq->ring;
-  const std::uint32_t n = std::min(ring.available(), kWqeBurst);
+  const std::uint32_t n = std::min(ring.untaken(), kWqeBurst);
   if (n == 0) return false;
   std::array<t::Sge, kMaxSge> sges{};
   for (std::uint32_t k = 0; k < n; ++k) {
     t::RecvWr wr;
     if (!read_recv_wqe(ring, wqe_scratch_, b.srq->attr.max_sge, sges, wr)) {
       // Not attributable to a QP: drop it and report the SRQ as broken.
-      ring.release(1);
+      ring.take(1);
       ++counters_.wqes_rejected;
       b.session->post_async_event(ctl::AsyncEvent{b.srq->cookie, IBV_EVENT_SRQ_ERR, 0});
       continue;
     }
     if (transport_->post_srq_recv(h, wr) == ENOMEM) return k != 0;
-    ring.release(1);
+    ring.take(1);
     ++counters_.wqes_posted;
   }
   return true;
@@ -414,6 +430,9 @@ bool DataPath::run_link(t::Nanos now) {
 
 bool DataPath::prepare_sleep() {
   if (!hairpin_.empty()) return false;
+  // The control plane (modify_qp to ERR flushes, destroy) runs between
+  // passes: free the slots of what it completed before sleeping.
+  retire_wqes();
   for (auto& [qpn, b] : qps_) {
     b.qp->sq.store_ctl(&RingControlLine::sleeping, 1);
     if (b.qp->rq.valid()) b.qp->rq.store_ctl(&RingControlLine::sleeping, 1);
@@ -425,10 +444,10 @@ bool DataPath::prepare_sleep() {
   std::atomic_thread_fence(std::memory_order_seq_cst);
   bool pending = false;
   for (auto& [qpn, b] : qps_) {
-    pending |= b.qp->sq.available() != 0;
-    if (b.qp->rq.valid()) pending |= b.qp->rq.available() != 0;
+    pending |= b.qp->sq.untaken() != 0;
+    if (b.qp->rq.valid()) pending |= b.qp->rq.untaken() != 0;
   }
-  for (auto& [h, b] : srqs_) pending |= b.srq->ring.available() != 0;
+  for (auto& [h, b] : srqs_) pending |= b.srq->ring.untaken() != 0;
   if (pending) end_sleep();
   return !pending;
 }

@@ -5,7 +5,8 @@
 // nothing here locks.
 //
 // Per poll() iteration: drain the SQ/RQ/SRQ rings of every bound QP/SRQ
-// (each WQE is copied out of shared memory, then validated, STYLE 15), feed
+// (each WQE is copied out of shared memory, then validated, STYLE 15; its
+// slot stays counted until the transport completes it), feed
 // hairpinned packets and link RX to Transport::on_packet, fire due timers, and
 // move completions from the transport CQs into the shared CQE rings
 // (Session::deliver_cqe: arm/solicited semantics, channel events).
@@ -110,6 +111,8 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
   bool drain_rq(std::uint32_t qpn, QpBinding& b);
   bool drain_srq(transport::SrqHandle h, SrqBinding& b);
   bool drain_cqs();
+  // Publishes each work queue ring's consumer index past its completed WQEs.
+  void retire_wqes();
   bool run_hairpin(transport::Nanos now);
   bool run_link(transport::Nanos now);
   void fail_qp(std::uint32_t qpn, QpBinding& b, std::uint64_t wr_id, std::uint32_t status,

@@ -164,6 +164,33 @@ class SpscRing {
     return dequeue_burst(out, available_left);
   }
 
+  // --- consumer side, deferred release (work queues) ---
+  // A work queue holds a WQE until it completes (IBA 10.8.3), not until the
+  // engine has copied it: the engine reads with a private cursor (`take`)
+  // and publishes the shared consumer index only as WQEs complete
+  // (`retire`), so the producer's free_count() counts outstanding WQEs too.
+  // Slots between the published index and the cursor are already copied
+  // out, so only the count matters, not the order WQEs complete in.
+  // Filled slots not yet taken. Clamped like available(): a producer index
+  // more than `size` ahead of the published index, or behind the cursor,
+  // gives 0.
+  [[nodiscard]] std::uint32_t untaken() const {
+    const std::uint32_t filled = load_acquire(true) - cons_local();
+    if (filled > size_) return 0;
+    const std::uint32_t taken = cursor_ - cons_local();
+    return filled >= taken ? filled - taken : 0;
+  }
+  [[nodiscard]] const std::byte* untaken_slot(std::uint32_t k) const { return slot_at(cursor_ + k); }
+  void take(std::uint32_t n) { cursor_ += n; }
+  // Taken WQEs still outstanding (not yet retired).
+  [[nodiscard]] std::uint32_t taken_outstanding() const { return cursor_ - cons_local(); }
+  // `outstanding` of the taken WQEs are not complete yet: publish the
+  // consumer index just past the others. Never moves it backwards.
+  void retire(std::uint32_t outstanding) {
+    const std::uint32_t held = cursor_ - cons_local();
+    if (outstanding < held) store_release(false, cursor_ - outstanding);
+  }
+
   // Control words (arm, arm_seq, sleeping, error).
   [[nodiscard]] std::uint32_t load_ctl(std::uint32_t RingControlLine::*field) const {
     return std::atomic_ref<std::uint32_t>(hdr()->ctl.*field).load(std::memory_order_acquire);
@@ -200,6 +227,7 @@ class SpscRing {
   std::uint32_t size_ = 0;
   std::uint32_t mask_ = 0;
   std::uint32_t slot_size_ = 0;
+  std::uint32_t cursor_ = 0;  // consumer-local read index (take/retire)
 };
 
 // ---- slot layouts (ABI between shim and engine; fixed, asserted) ----

@@ -319,6 +319,21 @@ int Transport::post_recv(uint32_t qpn, const RecvWr& wr) {
   return qp == nullptr ? EINVAL : qp->post_recv(wr);
 }
 
+uint32_t Transport::sq_outstanding(uint32_t qpn) const {
+  const Qp* qp = find_qp(qpn);
+  return qp == nullptr ? 0 : static_cast<uint32_t>(qp->sq_depth());
+}
+
+uint32_t Transport::rq_outstanding(uint32_t qpn) const {
+  const Qp* qp = find_qp(qpn);
+  return qp == nullptr ? 0 : static_cast<uint32_t>(qp->rq_depth());
+}
+
+uint32_t Transport::srq_outstanding(SrqHandle srq) const {
+  auto it = ctx_->srqs.find(static_cast<uint32_t>(srq));
+  return it == ctx_->srqs.end() ? 0 : static_cast<uint32_t>(it->second.q.size());
+}
+
 void Transport::on_packet(const wire::IbPacket& pkt, const RxInfo& rx, Nanos now) {
   ctx_->counters.inc(Counter::kRcvdPkts);
   Qp* qp = find_qp(pkt.bth.dest_qp);

@@ -83,6 +83,14 @@ class Transport {
   int destroy_qp(uint32_t qpn);
   int post_send(uint32_t qpn, const SendWr& wr, Nanos now);
   int post_recv(uint32_t qpn, const RecvWr& wr);
+  // Work queue occupancy: WQEs posted and not yet completed (a send WQE,
+  // signaled or not, until its completion is generated; a receive WQE until
+  // a message consumes it or it is flushed). A hardware queue holds its WQEs
+  // that long (IBA 10.8.3), so the engine frees ring slots only as these
+  // drop. 0 for an unknown QP/SRQ.
+  uint32_t sq_outstanding(uint32_t qpn) const;
+  uint32_t rq_outstanding(uint32_t qpn) const;
+  uint32_t srq_outstanding(SrqHandle srq) const;
 
   // The data path. on_packet takes a packet already parsed and validated by
   // the wire layer (ICRC checked); it is demultiplexed by BTH DestQP.

@@ -66,6 +66,19 @@ struct Ctx {
 // enum type; passing an int keeps clang's -Wdeprecated-enum-enum-conversion quiet.
 ibv_mr* reg(ibv_pd* pd, void* addr, std::size_t len, int access) { return ibv_reg_mr(pd, addr, len, access); }
 
+// A work queue counts a WQE until it completes, not until urnicd has copied
+// it out of the shared ring (IBA 10.8.3; hardware holds it that long). The
+// daemon drains a ring within microseconds of the post's kick, so after
+// giving it 100 ms, a post to a queue holding max_wr uncompleted WQEs must
+// still fail, every time.
+template <class Post>
+void expect_full_after_drain(Post post) {
+  for (int i = 0; i < 50; ++i) {
+    ::usleep(2000);
+    REQUIRE(post() == ENOMEM);
+  }
+}
+
 bool readable(int fd) {
   pollfd p{fd, POLLIN, 0};
   return ::poll(&p, 1, 0) == 1 && (p.revents & POLLIN) != 0;
@@ -278,6 +291,7 @@ TEST_CASE("RC QP: state machine, posting rules, queue overflow", "[shim]") {
   // Init: receives may be posted, until the queue is full (ENOMEM).
   for (std::uint32_t i = 0; i < rq_cap; ++i) REQUIRE(ibv_post_recv(qp, &rwr, &rbad) == 0);
   CHECK(ibv_post_recv(qp, &rwr, &rbad) == ENOMEM);
+  expect_full_after_drain([&] { return ibv_post_recv(qp, &rwr, &rbad); });
   CHECK(ibv_post_send(qp, &swr, &bad) == EINVAL);  // still not RTS
 
   a = ibv_qp_attr{};
@@ -340,6 +354,97 @@ TEST_CASE("RC QP: state machine, posting rules, queue overflow", "[shim]") {
   CHECK(ibv_destroy_cq(cq) == 0);
 }
 
+TEST_CASE("RC send queue counts unacknowledged sends, signaled or not", "[shim]") {
+  Ctx c;
+  ibv_cq* cq = ibv_create_cq(c.ctx, 64, nullptr, nullptr, 0);
+  REQUIRE(cq != nullptr);
+  ibv_qp_init_attr init{};
+  init.send_cq = cq;
+  init.recv_cq = cq;
+  init.qp_type = IBV_QPT_RC;
+  init.sq_sig_all = 0;
+  init.cap = ibv_qp_cap{8, 1, 1, 1, 0};
+  ibv_qp* qp = ibv_create_qp(c.pd, &init);
+  REQUIRE(qp != nullptr);
+  const std::uint32_t sq_cap = init.cap.max_send_wr;
+  REQUIRE(sq_cap >= 8);
+  std::vector<char> buf(256);
+  ibv_mr* mr = reg(c.pd, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE);
+  REQUIRE(mr != nullptr);
+
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_INIT;
+  a.port_num = 1;
+  REQUIRE(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) == 0);
+  // The peer is this device, but a QPN nobody owns: every request packet is
+  // dropped (IBA 9.6.1), nothing is ever ACKed, and with the longest local
+  // ACK timeout (4.096 us * 2^31) nothing times out during the test.
+  a = ibv_qp_attr{};
+  a.qp_state = IBV_QPS_RTR;
+  a.path_mtu = IBV_MTU_1024;
+  a.dest_qp_num = 0xFFFF00;
+  a.rq_psn = 1;
+  a.max_dest_rd_atomic = 1;
+  a.min_rnr_timer = 12;
+  a.ah_attr.is_global = 1;
+  a.ah_attr.grh.sgid_index = 1;
+  a.ah_attr.grh.hop_limit = 1;
+  a.ah_attr.port_num = 1;
+  REQUIRE(ibv_query_gid(c.ctx, 1, 1, &a.ah_attr.grh.dgid) == 0);
+  REQUIRE(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                                    IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) == 0);
+  a = ibv_qp_attr{};
+  a.qp_state = IBV_QPS_RTS;
+  a.sq_psn = 1;
+  a.timeout = 31;
+  a.retry_cnt = 7;
+  a.rnr_retry = 7;
+  a.max_rd_atomic = 1;
+  REQUIRE(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                                    IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC) == 0);
+
+  ibv_sge sge{reinterpret_cast<std::uintptr_t>(buf.data()), 64, mr->lkey};
+  ibv_send_wr swr{};
+  swr.sg_list = &sge;
+  swr.num_sge = 1;
+  swr.opcode = IBV_WR_SEND;
+  ibv_send_wr* bad = nullptr;
+  // Unsignaled and signaled sends alike hold their slot until completed.
+  for (std::uint32_t i = 0; i < sq_cap; ++i) {
+    swr.send_flags = (i % 2 == 0) ? 0 : IBV_SEND_SIGNALED;
+    REQUIRE(ibv_post_send(qp, &swr, &bad) == 0);
+  }
+  CHECK(ibv_post_send(qp, &swr, &bad) == ENOMEM);
+  swr.send_flags = 0;
+  expect_full_after_drain([&] { return ibv_post_send(qp, &swr, &bad); });
+  ibv_wc wc[4];
+  CHECK(ibv_poll_cq(cq, 4, wc) == 0);  // nothing was ACKed
+
+  // Error state flushes every send (IBA 10.3.1): the slots come back.
+  a = ibv_qp_attr{};
+  a.qp_state = IBV_QPS_ERR;
+  REQUIRE(ibv_modify_qp(qp, &a, IBV_QP_STATE) == 0);
+  int flushed = 0;
+  for (int i = 0; i < 1000 && flushed < static_cast<int>(sq_cap); ++i) {
+    const int n = ibv_poll_cq(cq, 4, wc);
+    REQUIRE(n >= 0);
+    for (int k = 0; k < n; ++k) CHECK(wc[k].status == IBV_WC_WR_FLUSH_ERR);
+    flushed += n;
+    if (n == 0) ::usleep(1000);
+  }
+  CHECK(flushed == static_cast<int>(sq_cap));
+  int posted = -1;
+  for (int i = 0; i < 1000 && posted != 0; ++i) {
+    posted = ibv_post_send(qp, &swr, &bad);
+    if (posted != 0) ::usleep(1000);
+  }
+  CHECK(posted == 0);  // a send posted in ERR completes with a flush error
+
+  CHECK(ibv_destroy_qp(qp) == 0);
+  CHECK(ibv_dereg_mr(mr) == 0);
+  CHECK(ibv_destroy_cq(cq) == 0);
+}
+
 TEST_CASE("UD QP, address handles and SRQ", "[shim]") {
   Ctx c;
   ibv_ah_attr ah{};
@@ -369,6 +474,7 @@ TEST_CASE("UD QP, address handles and SRQ", "[shim]") {
   ibv_recv_wr* rbad = nullptr;
   for (std::uint32_t i = 0; i < sinit.attr.max_wr; ++i) REQUIRE(ibv_post_srq_recv(srq, &rwr, &rbad) == 0);
   CHECK(ibv_post_srq_recv(srq, &rwr, &rbad) == ENOMEM);
+  expect_full_after_drain([&] { return ibv_post_srq_recv(srq, &rwr, &rbad); });
   ibv_srq_attr sa{};
   sa.srq_limit = 4;
   CHECK(ibv_modify_srq(srq, &sa, IBV_SRQ_LIMIT) == 0);

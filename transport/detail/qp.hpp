@@ -172,6 +172,7 @@ class Qp {
   ReqState req_state() const noexcept { return req_state_; }
   Psn expected_psn() const noexcept { return epsn_; }
   std::size_t sq_depth() const noexcept { return sq_.size(); }
+  std::size_t rq_depth() const noexcept { return rq_.size(); }
 
  private:
   // qp.cpp: state changes, completions, receive WQEs, packet output.
