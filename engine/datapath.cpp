@@ -142,7 +142,7 @@ void DataPath::bind_srq(t::SrqHandle tsrq, Session* s, SrqObj* srq) {
 void DataPath::unbind_srq(t::SrqHandle tsrq) { srqs_.erase(static_cast<std::uint32_t>(tsrq)); }
 
 t::Nanos DataPath::next_deadline() const {
-  return hairpin_.empty() ? transport_->next_deadline() : 0;
+  return hairpin_count_ == 0 ? transport_->next_deadline() : 0;
 }
 
 bool DataPath::poll(t::Nanos now, bool poll_link) {
@@ -373,18 +373,22 @@ void DataPath::transmit(const t::TxPacket& p, t::Nanos now) {
   const bool own = dst == ipv4_ || std::find(own_gids_.begin(), own_gids_.end(), p.addr.ah.dgid) != own_gids_.end();
   if (own) {
     // Hairpin: copy now (the payload is transport scratch), deliver later.
-    Hairpin hp;
-    hp.pkt = p.pkt;
-    if (!spare_buffers_.empty()) {
-      hp.data = std::move(spare_buffers_.back());
-      spare_buffers_.pop_back();
+    if (hairpin_count_ == hairpin_slots_.size()) {
+      // Full: grow, oldest first at index 0. Moving a slot moves its
+      // buffer, so a payload being delivered right now stays valid.
+      std::rotate(hairpin_slots_.begin(), hairpin_slots_.begin() + static_cast<std::ptrdiff_t>(hairpin_head_),
+                  hairpin_slots_.end());
+      hairpin_head_ = 0;
+      hairpin_slots_.resize(std::max<std::size_t>(64, hairpin_slots_.size() * 2));
     }
+    Hairpin& hp = hairpin_slots_[(hairpin_head_ + hairpin_count_) % hairpin_slots_.size()];
+    hp.pkt = p.pkt;
     hp.data.assign(p.pkt.payload.begin(), p.pkt.payload.end());
     hp.src_ipv4 = ipv4_;
     hp.dst_ipv4 = ipv4_;
     hp.tclass = p.addr.ah.traffic_class;
     hp.hop_limit = p.addr.ah.hop_limit;
-    hairpin_.push_back(std::move(hp));
+    ++hairpin_count_;
     ++counters_.hairpin_packets;
     return;
   }
@@ -405,14 +409,21 @@ void DataPath::deliver_rx(const wire::IbPacket& pkt, std::uint32_t src_ipv4, std
 bool DataPath::run_hairpin(t::Nanos now) {
   // Only what is queued now: packets the transport emits while handling
   // these wait for the next pass (no unbounded recursion or starvation).
-  std::size_t n = hairpin_.size();
+  std::size_t n = hairpin_count_;
   if (n == 0) return false;
   while (n-- != 0) {
-    Hairpin hp = std::move(hairpin_.front());
-    hairpin_.pop_front();
+    // The slot stays queued while it is delivered (packets the transport
+    // emits meanwhile go behind it, and growing the ring keeps its buffer),
+    // and is released after.
+    const std::size_t i = hairpin_head_;
+    Hairpin& hp = hairpin_slots_[i];
     hp.pkt.payload = wire::Bytes(hp.data.data(), hp.data.size());
-    deliver_rx(hp.pkt, hp.src_ipv4, hp.dst_ipv4, hp.tclass, hp.hop_limit, now);
-    if (spare_buffers_.size() < 256) spare_buffers_.push_back(std::move(hp.data));
+    const wire::IbPacket pkt = hp.pkt;
+    deliver_rx(pkt, hp.src_ipv4, hp.dst_ipv4, hp.tclass, hp.hop_limit, now);
+    // deliver_rx may have grown (rotated) the ring: the slot delivered is
+    // still the oldest, now at hairpin_head_.
+    hairpin_head_ = (hairpin_head_ + 1) % hairpin_slots_.size();
+    --hairpin_count_;
   }
   return true;
 }
@@ -429,7 +440,7 @@ bool DataPath::run_link(t::Nanos now) {
 }
 
 bool DataPath::prepare_sleep() {
-  if (!hairpin_.empty()) return false;
+  if (hairpin_count_ != 0) return false;
   // The control plane (modify_qp to ERR flushes, destroy) runs between
   // passes: free the slots of what it completed before sleeping.
   retire_wqes();

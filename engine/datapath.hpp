@@ -18,7 +18,6 @@
 
 #include <array>
 #include <cstdint>
-#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -128,8 +127,12 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
   std::map<std::uint32_t, CqBinding> cqs_;   // by transport CqHandle
   std::map<std::uint32_t, QpBinding> qps_;   // by QPN
   std::map<std::uint32_t, SrqBinding> srqs_; // by transport SrqHandle
-  std::deque<Hairpin> hairpin_;
-  std::vector<std::vector<std::uint8_t>> spare_buffers_;
+  // Hairpin queue: a ring of slots that keep their buffers, so a steady
+  // stream of same-host packets allocates nothing once the ring has grown
+  // to the burst size. [head, head + count) are queued, oldest first.
+  std::vector<Hairpin> hairpin_slots_;
+  std::size_t hairpin_head_ = 0;
+  std::size_t hairpin_count_ = 0;
   std::vector<std::byte> wqe_scratch_;
   DataPathCounters counters_;
 };
