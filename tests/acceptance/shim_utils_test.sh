@@ -96,6 +96,13 @@ for b in ibv_devices ibv_devinfo ibv_rc_pingpong ibv_uc_pingpong ibv_ud_pingpong
     bash -c "! grep -Eq 'symbol lookup error|undefined symbol|error while loading' <<< \"\$1\"" _ "$out"
 done
 
+# --- ibv_asyncwatch opens the device and blocks on its async-event fd --------
+# (async events belong to the context that caused them, so this process sees
+# none; it must wait, not fail, until it is stopped)
+out=$("${run_env[@]}" timeout 2 ibv_asyncwatch -d urnic0 2>&1); rc=$?
+check "ibv_asyncwatch waits on the async event fd until stopped (exit $rc: 124)" \
+  bash -c "[ $rc -eq 124 ] && grep -Eq '^urnic0: async event FD [0-9]+' <<< \"\$1\"" _ "$out"
+
 # --- two programs starting at once start exactly one daemon -------------------
 stop_daemon
 check "the daemon stopped on SIGTERM" bash -c "! kill -0 $pid 2>/dev/null"

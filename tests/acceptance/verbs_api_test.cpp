@@ -551,3 +551,171 @@ TEST_CASE("string and rate helpers match the system libibverbs", "[shim]") {
     CHECK(static_cast<int>(mbps_to_ibv_rate(b)) == rb2r(b));
   ::dlclose(real);
 }
+
+namespace {
+
+// Two RC QPs on urnic0 connected to each other (same host: the daemon's
+// hairpin carries the packets), sharing one CQ, with a 4 KiB buffer each
+// registered for local and remote access.
+struct RcPair {
+  Ctx& c;
+  ibv_cq* cq = nullptr;
+  ibv_qp* qp[2] = {nullptr, nullptr};
+  std::vector<char> buf[2] = {std::vector<char>(4096, 'a'), std::vector<char>(4096, 'b')};
+  ibv_mr* mr[2] = {nullptr, nullptr};
+
+  explicit RcPair(Ctx& ctx) : c(ctx) {
+    cq = ibv_create_cq(c.ctx, 64, nullptr, nullptr, 0);
+    REQUIRE(cq != nullptr);
+    const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+    for (int i = 0; i < 2; ++i) {
+      mr[i] = reg(c.pd, buf[i].data(), buf[i].size(), access);
+      REQUIRE(mr[i] != nullptr);
+      ibv_qp_init_attr init{};
+      init.send_cq = cq;
+      init.recv_cq = cq;
+      init.qp_type = IBV_QPT_RC;
+      init.sq_sig_all = 1;
+      init.cap = ibv_qp_cap{8, 8, 1, 1, 0};
+      qp[i] = ibv_create_qp(c.pd, &init);
+      REQUIRE(qp[i] != nullptr);
+    }
+    for (int i = 0; i < 2; ++i) connect(qp[i], qp[1 - i]->qp_num);
+  }
+  ~RcPair() {
+    for (int i = 0; i < 2; ++i) {
+      if (qp[i] != nullptr) CHECK(ibv_destroy_qp(qp[i]) == 0);
+      if (mr[i] != nullptr) CHECK(ibv_dereg_mr(mr[i]) == 0);
+    }
+    CHECK(ibv_destroy_cq(cq) == 0);
+  }
+  RcPair(const RcPair&) = delete;
+  RcPair& operator=(const RcPair&) = delete;
+
+  void connect(ibv_qp* q, std::uint32_t dest_qpn) const {
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_INIT;
+    a.port_num = 1;
+    a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+    REQUIRE(ibv_modify_qp(q, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) == 0);
+    a = ibv_qp_attr{};
+    a.qp_state = IBV_QPS_RTR;
+    a.path_mtu = IBV_MTU_1024;
+    a.dest_qp_num = dest_qpn;
+    a.rq_psn = 100;
+    a.max_dest_rd_atomic = 1;
+    a.min_rnr_timer = 12;
+    a.ah_attr.is_global = 1;
+    a.ah_attr.grh.sgid_index = 1;
+    a.ah_attr.grh.hop_limit = 1;
+    a.ah_attr.port_num = 1;
+    REQUIRE(ibv_query_gid(c.ctx, 1, 1, &a.ah_attr.grh.dgid) == 0);
+    REQUIRE(ibv_modify_qp(q, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                                     IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) == 0);
+    a = ibv_qp_attr{};
+    a.qp_state = IBV_QPS_RTS;
+    a.sq_psn = 100;
+    a.timeout = 14;
+    a.retry_cnt = 7;
+    a.rnr_retry = 7;
+    a.max_rd_atomic = 1;
+    REQUIRE(ibv_modify_qp(q, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                                     IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC) == 0);
+  }
+
+  // Posts one work request on qp[0] and returns its completion (the first
+  // one for that QP; waits up to 5 s).
+  ibv_wc post_and_wait(ibv_send_wr& wr) {
+    ibv_send_wr* bad = nullptr;
+    REQUIRE(ibv_post_send(qp[0], &wr, &bad) == 0);
+    for (int i = 0; i < 5000; ++i) {
+      ibv_wc wc{};
+      const int n = ibv_poll_cq(cq, 1, &wc);
+      REQUIRE(n >= 0);
+      if (n == 1 && wc.qp_num == qp[0]->qp_num) return wc;
+      if (n == 0) ::usleep(1000);
+    }
+    FAIL("no completion within 5 s");
+    return ibv_wc{};
+  }
+
+  ibv_qp_state state(int i) const {
+    ibv_qp_attr q{};
+    ibv_qp_init_attr qi{};
+    REQUIRE(ibv_query_qp(qp[i], &q, IBV_QP_STATE, &qi) == 0);
+    return q.qp_state;
+  }
+};
+
+}  // namespace
+
+// IBA 10.7.3 / 9.7.5.2.8: a protection violation is an error completion (the
+// requester's QP moves to Error), never a silent success, and memory outside
+// what the key grants is never touched. Each section uses a fresh pair.
+TEST_CASE("bad keys, bounds and destroyed MRs complete in error; nothing is written", "[shim]") {
+  Ctx c;
+  RcPair p(c);
+  ibv_sge sge{reinterpret_cast<std::uintptr_t>(p.buf[0].data()), 256, p.mr[0]->lkey};
+  ibv_send_wr wr{};
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.wr.rdma.remote_addr = reinterpret_cast<std::uintptr_t>(p.buf[1].data());
+  wr.wr.rdma.rkey = p.mr[1]->rkey;
+  const std::vector<char> untouched(4096, 'b');
+
+  SECTION("a good write lands (the pair works)") {
+    const ibv_wc wc = p.post_and_wait(wr);
+    CHECK(wc.status == IBV_WC_SUCCESS);
+    CHECK(wc.opcode == IBV_WC_RDMA_WRITE);
+    CHECK(std::string(p.buf[1].data(), 256) == std::string(256, 'a'));
+  }
+  SECTION("a wrong lkey in an SGE: local protection error") {
+    sge.lkey = p.mr[0]->lkey ^ 0x5a00;
+    const ibv_wc wc = p.post_and_wait(wr);
+    CHECK(wc.status == IBV_WC_LOC_PROT_ERR);
+    CHECK(p.state(0) == IBV_QPS_ERR);
+    CHECK(p.buf[1] == untouched);
+  }
+  SECTION("an SGE past the end of its MR: local protection error") {
+    sge.addr += 4000;
+    const ibv_wc wc = p.post_and_wait(wr);
+    CHECK(wc.status == IBV_WC_LOC_PROT_ERR);
+    CHECK(p.buf[1] == untouched);
+  }
+  SECTION("a wrong rkey: remote access error") {
+    wr.wr.rdma.rkey = p.mr[1]->rkey ^ 0x5a00;
+    const ibv_wc wc = p.post_and_wait(wr);
+    CHECK(wc.status == IBV_WC_REM_ACCESS_ERR);
+    CHECK(p.state(0) == IBV_QPS_ERR);
+    CHECK(p.buf[1] == untouched);
+  }
+  SECTION("a write past the end of the remote MR: remote access error") {
+    wr.wr.rdma.remote_addr += 4000;
+    const ibv_wc wc = p.post_and_wait(wr);
+    CHECK(wc.status == IBV_WC_REM_ACCESS_ERR);
+    CHECK(p.buf[1] == untouched);
+  }
+  SECTION("a read past the end of the remote MR: remote access error") {
+    wr.opcode = IBV_WR_RDMA_READ;
+    wr.wr.rdma.remote_addr += 3900;
+    const std::vector<char> mine = p.buf[0];
+    const ibv_wc wc = p.post_and_wait(wr);
+    CHECK(wc.status == IBV_WC_REM_ACCESS_ERR);
+    CHECK(p.buf[0] == mine);
+  }
+  SECTION("the rkey of a deregistered MR: remote access error") {
+    REQUIRE(ibv_dereg_mr(p.mr[1]) == 0);
+    p.mr[1] = nullptr;
+    const ibv_wc wc = p.post_and_wait(wr);
+    CHECK(wc.status == IBV_WC_REM_ACCESS_ERR);
+    CHECK(p.buf[1] == untouched);
+  }
+  SECTION("the lkey of a deregistered MR: local protection error") {
+    REQUIRE(ibv_dereg_mr(p.mr[0]) == 0);
+    p.mr[0] = nullptr;
+    const ibv_wc wc = p.post_and_wait(wr);
+    CHECK(wc.status == IBV_WC_LOC_PROT_ERR);
+    CHECK(p.buf[1] == untouched);
+  }
+}
