@@ -121,6 +121,11 @@ case $group in
     pair "ib_read_lat -s 65536 -n 200" "$row" 1 ib_read_lat "${x[@]}" -s 65536 -n 200
     pair "ib_atomic_lat" "$row" 1 ib_atomic_lat "${x[@]}"
     pair "ib_atomic_lat -A FETCH_AND_ADD -n 200" "$row" 1 ib_atomic_lat "${x[@]}" -A FETCH_AND_ADD -n 200
+    pair "ib_send_lat -a -n 20" "$row" 23 ib_send_lat "${x[@]}" -a -n 20
+    pair "ib_read_lat -a -n 20" "$row" 23 ib_read_lat "${x[@]}" -a -n 20
+    pair "ib_write_lat -I 128 -s 128 -n 500" "$row" 1 ib_write_lat "${x[@]}" -I 128 -s 128 -n 500
+    pair "ib_read_lat -e -s 4096 -n 200" "$row" 1 ib_read_lat "${x[@]}" -e -s 4096 -n 200
+    pair "ib_atomic_lat -e -n 200" "$row" 1 ib_atomic_lat "${x[@]}" -e -n 200
     ;;
   perftest-bw)
     pair "ib_write_bw -a -n 20" "$row" 23 ib_write_bw "${x[@]}" -a -n 20
@@ -136,6 +141,13 @@ case $group in
     pair "ib_read_bw -q 4 -s 4096" "$row" 1 ib_read_bw "${x[@]}" -q 4 -s 4096
     pair "ib_atomic_bw" "$row" 1 ib_atomic_bw "${x[@]}"
     pair "ib_atomic_bw -q 4 -A FETCH_AND_ADD" "$row" 1 ib_atomic_bw "${x[@]}" -q 4 -A FETCH_AND_ADD
+    pair "ib_write_bw -q 8 -s 65536" "$row" 1 ib_write_bw "${x[@]}" -q 8 -s 65536
+    pair "ib_send_bw -q 8 -s 4096" "$row" 1 ib_send_bw "${x[@]}" -q 8 -s 4096
+    pair "ib_read_bw -a -n 20" "$row" 23 ib_read_bw "${x[@]}" -a -n 20
+    pair "ib_read_bw -b -e -s 65536" "$row" 1 ib_read_bw "${x[@]}" -b -e -s 65536
+    pair "ib_write_bw -I 64 -s 64 --report_gbits" "$row" 1 ib_write_bw "${x[@]}" -I 64 -s 64 --report_gbits
+    pair "ib_send_bw -b -e -s 65536" "$row" 1 ib_send_bw "${x[@]}" -b -e -s 65536
+    pair "ib_atomic_bw -e -A CMP_AND_SWAP" "$row" 1 ib_atomic_bw "${x[@]}" -e -A CMP_AND_SWAP
     # A client killed in the middle of traffic: the daemon destroys what it
     # created and keeps serving (the server, left waiting, is stopped by PID).
     port=$next_port
