@@ -160,6 +160,7 @@ bool DataPath::poll(t::Nanos now, bool poll_link) {
   }
   // Slots first, completions second: an application that sees a CQE may
   // post into the slot it freed at once (ibv_rc_pingpong with tx_depth 1).
+  mem_.end_pass();
   retire_wqes();
   work |= drain_cqs();
   return work;
@@ -199,6 +200,7 @@ bool DataPath::drain_sq(std::uint32_t qpn, QpBinding& b, t::Nanos now) {
   if (!ring.valid()) return false;
   const std::uint32_t n = std::min(ring.untaken(), kWqeBurst);
   if (n == 0) return false;
+  mem_.forget_window();  // these WQEs' buffers may be newer than the read-ahead
   const std::uint32_t slot_size = ring.slot_size();
   if (wqe_scratch_.size() < slot_size) wqe_scratch_.resize(slot_size);
   const ctl::QpCaps& caps = b.qp->caps;
@@ -367,6 +369,7 @@ bool DataPath::drain_cqs() {
 
 void DataPath::transmit(const t::TxPacket& p, t::Nanos now) {
   (void)now;
+  mem_.flush_writes();
   const std::uint32_t dst = ipv4_of_gid(p.addr.ah.dgid);
   // To ourselves (the v4 address, or any of the device's GIDs, e.g. the
   // link-local one at index 0): two processes on this host.

@@ -5,6 +5,8 @@
 
 #include <array>
 #include <cstring>
+#include <vector>
+#include <algorithm>
 
 #include "engine/process_memory.hpp"
 
@@ -19,6 +21,7 @@ TEST_CASE("process memory: read, write and atomics on a process's memory", "[eng
 
   std::array<uint8_t, 8> in{1, 2, 3, 4, 5, 6, 7, 8};
   REQUIRE(mem.write(dom, va + 8, in));
+  mem.flush_writes();  // writes are staged until something could observe them
   CHECK(region[7] == 0xAA);  // nothing next to the range is touched
   CHECK(region[16] == 0xAA);
   CHECK(std::memcmp(region.data() + 8, in.data(), 8) == 0);
@@ -58,7 +61,84 @@ TEST_CASE("process memory: unmapped and read-only ranges", "[engine][memory]") {
   engine::ProcessMemory mem;
   std::array<uint8_t, 16> buf{};
   CHECK_FALSE(mem.read(engine::domain_of_pid(::getpid()), va + upage, buf));  // faults: false, no crash
-  CHECK_FALSE(mem.write(engine::domain_of_pid(::getpid()), va + 2 * upage, buf));
+  // A write is staged (its range was validated at registration); if the
+  // process has since made it read-only, the flush counts the fault.
+  CHECK(mem.write(engine::domain_of_pid(::getpid()), va + 2 * upage, buf));
+  mem.flush_writes();
+  CHECK(mem.counters().deferred_write_faults == 1);
   ::munmap(base, static_cast<size_t>(page));
   ::munmap(base + 2 * page, static_cast<size_t>(page));
+}
+
+TEST_CASE("process memory: staged writes are merged and land before reads and atomics", "[engine][memory]") {
+  engine::ProcessMemory mem;
+  const auto dom = engine::domain_of_pid(::getpid());
+  std::vector<uint8_t> region(64 * 1024, 0);
+  const auto va = reinterpret_cast<uint64_t>(region.data());
+  std::vector<uint8_t> chunk(4096);
+  for (int i = 0; i < 16; ++i) {
+    std::fill(chunk.begin(), chunk.end(), static_cast<uint8_t>(i + 1));
+    REQUIRE(mem.write(dom, va + static_cast<uint64_t>(i) * 4096, chunk));
+  }
+  CHECK(region[0] == 0);  // staged, not yet visible
+  CHECK(mem.counters().write_calls == 0);
+  std::array<uint8_t, 4> out{};
+  REQUIRE(mem.read(dom, va + 5 * 4096, out));  // a read flushes first
+  CHECK(out == std::array<uint8_t, 4>{6, 6, 6, 6});
+  CHECK(mem.counters().write_calls == 1);  // 16 adjacent writes, one system call
+  for (int i = 0; i < 16; ++i) CHECK(region[static_cast<std::size_t>(i) * 4096 + 4095] == i + 1);
+
+  alignas(8) uint64_t word = 7;
+  const auto wva = reinterpret_cast<uint64_t>(&word);
+  const uint64_t eight = 8;
+  REQUIRE(mem.write(dom, wva, {reinterpret_cast<const uint8_t*>(&eight), sizeof eight}));
+  uint64_t orig = 0;
+  REQUIRE(mem.fetch_add(dom, wva, 1, orig));  // sees the staged write
+  CHECK(orig == 8);
+  CHECK(word == 9);
+
+  mem.end_pass();
+  CHECK(mem.counters().deferred_write_faults == 0);
+}
+
+TEST_CASE("process memory: the read-ahead window serves a message, never stale data", "[engine][memory]") {
+  engine::ProcessMemory mem;
+  const auto dom = engine::domain_of_pid(::getpid());
+  std::vector<uint8_t> region(64 * 1024);
+  for (std::size_t i = 0; i < region.size(); ++i) region[i] = static_cast<uint8_t>(i / 4096);
+  const auto va = reinterpret_cast<uint64_t>(region.data());
+  std::vector<uint8_t> pkt(4096);
+  for (int i = 0; i < 8; ++i) {
+    REQUIRE(mem.read(dom, va + static_cast<uint64_t>(i) * 4096, pkt));
+    CHECK(pkt.front() == i);
+    CHECK(pkt.back() == i);
+  }
+  CHECK(mem.counters().read_calls == 1);
+  CHECK(mem.counters().reads_from_window == 7);
+
+  // The application rewrites the buffer and posts a new WQE: the data path
+  // forgets the window before taking it, so the new bytes are read.
+  std::fill(region.begin(), region.end(), 0xEE);
+  mem.forget_window();
+  REQUIRE(mem.read(dom, va, pkt));
+  CHECK(pkt.front() == 0xEE);
+  // So do a write through the daemon and the end of a pass.
+  const std::array<uint8_t, 1> one{0x11};
+  REQUIRE(mem.write(dom, va, one));
+  REQUIRE(mem.read(dom, va, pkt));
+  CHECK(pkt.front() == 0x11);
+  region[1] = 0x22;
+  mem.end_pass();
+  REQUIRE(mem.read(dom, va, pkt));
+  CHECK(pkt[1] == 0x22);
+
+  // A window that would run past the end of a mapping is just shorter.
+  const long page = ::sysconf(_SC_PAGESIZE);
+  void* p = ::mmap(nullptr, static_cast<size_t>(page), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(p != MAP_FAILED);
+  std::memset(p, 0x5A, static_cast<size_t>(page));
+  std::array<uint8_t, 64> tail{};
+  REQUIRE(mem.read(dom, reinterpret_cast<uint64_t>(p) + static_cast<uint64_t>(page) - 64, tail));
+  CHECK(tail[63] == 0x5A);
+  ::munmap(p, static_cast<size_t>(page));
 }
