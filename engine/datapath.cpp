@@ -352,11 +352,9 @@ bool DataPath::drain_cqs() {
       if (got <= 0) break;
       for (int i = 0; i < got; ++i) {
         const t::Cqe& e = buf[static_cast<std::size_t>(i)];
-        // The transport's CQE does not carry the SE bit; a receive completion
-        // counts as solicited so that a solicited-only arm is never missed
-        // (an extra event is harmless, a missing one hangs the application).
-        const bool solicited = e.opcode == t::WcOpcode::kRecv || e.opcode == t::WcOpcode::kRecvRdmaWithImm;
-        if (b.session->deliver_cqe(b.handle, to_slot(e), solicited) == EOVERFLOW) ++counters_.cq_overflows;
+        // Solicited-only arms fire on a receive of a message sent with SE,
+        // and on any error completion (Session::deliver_cqe; IBA 11.4.2.2).
+        if (b.session->deliver_cqe(b.handle, to_slot(e), e.solicited) == EOVERFLOW) ++counters_.cq_overflows;
         ++counters_.cqes_delivered;
       }
       room -= static_cast<std::uint32_t>(got);

@@ -277,6 +277,7 @@ RespState Qp::resp_complete(const wire::IbPacket& pkt, Nanos now) {
       e.imm_data = pkt.imm;
     }
     e.src_qp = attr_.dest_qp_num;
+    e.solicited = pkt.bth.solicited;
     recv_slot_ = RecvSlot::kEmpty;
     ctx_.counters.inc(Counter::kRdmaRecvs);
     msg_offset_ = 0;
@@ -478,6 +479,7 @@ void Qp::uc_run(const wire::IbPacket& pkt, Nanos now) {
       e.imm_data = pkt.imm;
     }
     e.src_qp = attr_.dest_qp_num;
+    e.solicited = pkt.bth.solicited;
     recv_slot_ = RecvSlot::kEmpty;
     ctx_.counters.inc(Counter::kRdmaRecvs);
     complete(init_.recv_cq, e, now);
@@ -508,6 +510,7 @@ void Qp::ud_run(const wire::IbPacket& pkt, const RxInfo& rx, Nanos now) {
   e.opcode = WcOpcode::kRecv;
   e.src_qp = pkt.deth.src_qp;
   e.pkey_index = rx.pkey_index;
+  e.solicited = pkt.bth.solicited;
   if (r.length < rx.grh.size() + pl) {
     e.status = WcStatus::kLocLenErr;
     complete(init_.recv_cq, e, now);

@@ -197,6 +197,9 @@ struct Cqe {
   uint16_t slid = 0;
   uint8_t sl = 0;
   uint8_t dlid_path_bits = 0;
+  // A receive completion of a message whose last packet had the BTH SE bit
+  // (IBA 9.2.1): wakes a CQ armed for solicited events only (11.4.2.2).
+  bool solicited = false;
 };
 
 struct QpCap {

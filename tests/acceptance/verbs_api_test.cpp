@@ -510,6 +510,7 @@ TEST_CASE("unsupported verbs fail with a provider's errno, never silently", "[sh
   CHECK(errno == EOPNOTSUPP);
   ibv_cq_init_attr_ex cqx{};
   cqx.cqe = 4;
+  cqx.wc_flags = IBV_WC_EX_WITH_COMPLETION_TIMESTAMP;  // no completion time stamps
   errno = 0;
   CHECK(ibv_create_cq_ex(c.ctx, &cqx) == nullptr);
   CHECK(errno == EOPNOTSUPP);
@@ -564,8 +565,8 @@ struct RcPair {
   std::vector<char> buf[2] = {std::vector<char>(4096, 'a'), std::vector<char>(4096, 'b')};
   ibv_mr* mr[2] = {nullptr, nullptr};
 
-  explicit RcPair(Ctx& ctx) : c(ctx) {
-    cq = ibv_create_cq(c.ctx, 64, nullptr, nullptr, 0);
+  explicit RcPair(Ctx& ctx, ibv_comp_channel* channel = nullptr) : c(ctx) {
+    cq = ibv_create_cq(c.ctx, 64, nullptr, channel, 0);
     REQUIRE(cq != nullptr);
     const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
     for (int i = 0; i < 2; ++i) {
@@ -718,4 +719,57 @@ TEST_CASE("bad keys, bounds and destroyed MRs complete in error; nothing is writ
     CHECK(wc.status == IBV_WC_LOC_PROT_ERR);
     CHECK(p.buf[1] == untouched);
   }
+}
+
+// IBA 11.4.2.2: a CQ armed for solicited events only is notified by a
+// receive completion of a message sent with the SE bit (or by an error),
+// not by ordinary completions.
+TEST_CASE("a solicited-only arm fires on a send with SE, not before", "[shim]") {
+  Ctx c;
+  ibv_comp_channel* ch = ibv_create_comp_channel(c.ctx);
+  REQUIRE(ch != nullptr);
+  {
+    RcPair p(c, ch);
+    ibv_sge rsge{reinterpret_cast<std::uintptr_t>(p.buf[1].data()), 256, p.mr[1]->lkey};
+    ibv_recv_wr rwr{};
+    rwr.sg_list = &rsge;
+    rwr.num_sge = 1;
+    ibv_recv_wr* rbad = nullptr;
+    for (int i = 0; i < 2; ++i) REQUIRE(ibv_post_recv(p.qp[1], &rwr, &rbad) == 0);
+    ibv_sge sge{reinterpret_cast<std::uintptr_t>(p.buf[0].data()), 64, p.mr[0]->lkey};
+    ibv_send_wr wr{};
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_SEND;
+    ibv_send_wr* bad = nullptr;
+    auto poll_two = [&] {
+      int got = 0;
+      for (int i = 0; i < 5000 && got < 2; ++i) {
+        ibv_wc wc[2];
+        const int n = ibv_poll_cq(p.cq, 2, wc);
+        REQUIRE(n >= 0);
+        for (int k = 0; k < n; ++k) CHECK(wc[k].status == IBV_WC_SUCCESS);
+        got += n;
+        if (n == 0) ::usleep(1000);
+      }
+      CHECK(got == 2);  // the send and its receive
+    };
+
+    REQUIRE(ibv_req_notify_cq(p.cq, 1) == 0);
+    REQUIRE(ibv_post_send(p.qp[0], &wr, &bad) == 0);
+    poll_two();
+    CHECK_FALSE(readable(ch->fd));  // neither completion was solicited
+
+    wr.send_flags = IBV_SEND_SOLICITED;
+    REQUIRE(ibv_post_send(p.qp[0], &wr, &bad) == 0);
+    pollfd pf{ch->fd, POLLIN, 0};
+    CHECK(::poll(&pf, 1, 5000) == 1);
+    ibv_cq* ev_cq = nullptr;
+    void* ev_ctx = nullptr;
+    REQUIRE(ibv_get_cq_event(ch, &ev_cq, &ev_ctx) == 0);
+    CHECK(ev_cq == p.cq);
+    ibv_ack_cq_events(p.cq, 1);
+    poll_two();
+  }
+  CHECK(ibv_destroy_comp_channel(ch) == 0);
 }
