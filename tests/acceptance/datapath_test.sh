@@ -32,7 +32,7 @@ else
   run_env=(env)
 fi
 # Seconds one pair may take (sanitizer builds are several times slower).
-limit=${URNIC_PAIR_TIMEOUT:-60}
+limit=${URNIC_PAIR_TIMEOUT:-120}
 [[ -n $asan_rt ]] && limit=$((limit * 3))
 
 server_pid=
