@@ -65,6 +65,36 @@ enum class MsgType : std::uint16_t {
   kCreateAh = 50,
   kDestroyAh = 51,
   kStatus = 60,             // `urnic status`: daemon-wide summary
+  kReregMr = 100,           // issue 9 (bodies in engine/verbs_ext_proto.hpp)
+  kResizeCq = 101,          // reply passes the new CQ ring memfd
+  kImportDevice = 102,      // on a duplicated connection fd; reply may pass the doorbell fd
+  kImportPd = 103,
+  kImportMr = 104,
+  // 90..99: observability and fault injection (engine/stats, engine/fault,
+  // engine/capture; engine/stats_ctl.cpp). No opened device needed: the
+  // request names the device.
+  kStats = 90,              // `urnic stats`: device counters and a page of per-QP counters
+  kFault = 91,              // `urnic fault`: query, set or clear a device's fault injection
+  kCapture = 92,            // `urnic capture`: query, start or stop a device's pcap capture
+  // 70..89: the RDMA connection manager (librdmacm shim <-> engine/cm_service);
+  // bodies in engine/cm_proto.hpp. No opened device needed.
+  kCmCreateChannel = 70,    // reply passes the event-channel fd
+  kCmDestroyChannel = 71,
+  kCmCreateId = 72,
+  kCmDestroyId = 73,
+  kCmBind = 74,
+  kCmResolveAddr = 75,
+  kCmResolveRoute = 76,
+  kCmListen = 77,
+  kCmConnect = 78,
+  kCmAccept = 79,
+  kCmReject = 80,
+  kCmDisconnect = 81,
+  kCmInitQpAttr = 82,
+  kCmMigrateId = 83,
+  kCmEstablish = 84,
+  kCmSetOption = 85,
+  kCmQuery = 86,
 };
 
 struct MsgHeader {
@@ -674,6 +704,110 @@ struct StatusRep {
 static_assert(sizeof(StatusRep) == 40);
 static_assert(offsetof(StatusRep, connections) == 8);
 static_assert(offsetof(StatusRep, qps) == 24);
+
+// ---------------------------------------------------------------- observability (90..99)
+// Counter values travel as flat vectors; their names are engine/stats.hpp's
+// tables (device_stat_name, qp_stat_name), compiled into daemon and CLI.
+inline constexpr std::size_t kStatsDeviceSlots = 64;
+inline constexpr std::size_t kStatsQpSlots = 40;
+inline constexpr std::size_t kStatsQpsPerReply = 10;
+inline constexpr std::size_t kPathLen = 512;
+
+struct StatsReq {
+  static constexpr MsgType kType = MsgType::kStats;
+  char device[kNameLen];
+  std::uint32_t first_qpn;        // page: QPs with QPN >= this, in QPN order
+  std::uint32_t reserved;
+};
+static_assert(sizeof(StatsReq) == 72);
+static_assert(offsetof(StatsReq, first_qpn) == 64);
+
+struct StatsQp {
+  std::uint32_t qpn;
+  std::uint32_t reserved;
+  std::uint64_t values[kStatsQpSlots];
+};
+static_assert(sizeof(StatsQp) == 8 + 8 * kStatsQpSlots);
+
+struct StatsRep {
+  static constexpr MsgType kType = MsgType::kStats;
+  std::uint32_t device_values;    // used entries of `device`
+  std::uint32_t qp_values;        // used entries of each StatsQp::values
+  std::uint32_t qps;              // used entries of `qp`
+  std::uint32_t next_qpn;         // 0: last page; else ask again from this QPN
+  std::uint32_t total_qps;        // QPs on the device
+  std::uint32_t reserved;
+  std::uint64_t device[kStatsDeviceSlots];
+  StatsQp qp[kStatsQpsPerReply];
+};
+static_assert(offsetof(StatsRep, device) == 24);
+static_assert(offsetof(StatsRep, qp) == 24 + 8 * kStatsDeviceSlots);
+static_assert(sizeof(StatsRep) + sizeof(MsgHeader) <= kMaxMessage);
+
+inline constexpr std::uint32_t kFaultQuery = 0;
+inline constexpr std::uint32_t kFaultSet = 1;
+inline constexpr std::uint32_t kFaultClear = 2;
+
+struct FaultSettings {
+  std::uint32_t active;           // reply: faults are being applied
+  std::uint32_t qpn;              // 0: every QP's frames; else only QP qpn's
+  double loss;                    // probabilities, fractions in [0, 1]
+  double duplicate;
+  double reorder;
+  double corrupt;
+  std::uint64_t delay_ns;
+  std::uint64_t reorder_delay_ns;
+  std::uint64_t seed;
+};
+static_assert(sizeof(FaultSettings) == 64);
+static_assert(offsetof(FaultSettings, loss) == 8);
+static_assert(offsetof(FaultSettings, delay_ns) == 40);
+static_assert(offsetof(FaultSettings, seed) == 56);
+
+struct FaultReq {
+  static constexpr MsgType kType = MsgType::kFault;
+  char device[kNameLen];
+  std::uint32_t op;               // kFaultQuery / kFaultSet / kFaultClear
+  std::uint32_t reserved;
+  FaultSettings settings;         // kFaultSet
+};
+static_assert(sizeof(FaultReq) == 136);
+static_assert(offsetof(FaultReq, op) == 64);
+static_assert(offsetof(FaultReq, settings) == 72);
+
+struct FaultRep {
+  static constexpr MsgType kType = MsgType::kFault;
+  FaultSettings settings;         // as now in force
+};
+static_assert(sizeof(FaultRep) == 64);
+
+inline constexpr std::uint32_t kCaptureQuery = 0;
+inline constexpr std::uint32_t kCaptureStart = 1;
+inline constexpr std::uint32_t kCaptureStop = 2;
+
+struct CaptureReq {
+  static constexpr MsgType kType = MsgType::kCapture;
+  char device[kNameLen];
+  std::uint32_t op;               // kCaptureQuery / kCaptureStart / kCaptureStop
+  std::uint32_t reserved;
+  std::uint64_t limit;            // start: stop after this many frames (0 = until stopped)
+  char path[kPathLen];            // start: absolute path the daemon writes
+};
+static_assert(sizeof(CaptureReq) == 80 + kPathLen);
+static_assert(offsetof(CaptureReq, limit) == 72);
+static_assert(offsetof(CaptureReq, path) == 80);
+
+struct CaptureRep {
+  static constexpr MsgType kType = MsgType::kCapture;
+  std::uint32_t active;
+  std::uint32_t reserved;
+  std::uint64_t frames;           // written by the current (or last) capture
+  std::uint64_t limit;
+  char path[kPathLen];
+};
+static_assert(sizeof(CaptureRep) == 24 + kPathLen);
+static_assert(offsetof(CaptureRep, frames) == 8);
+static_assert(offsetof(CaptureRep, path) == 24);
 
 // ---------------------------------------------------------------- codec
 template <typename Body>

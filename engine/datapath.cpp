@@ -25,6 +25,9 @@ constexpr std::uint32_t kWqeBurst = 64;
 constexpr std::size_t kCqeBurst = 32;
 constexpr std::size_t kRxBurst = 32;
 constexpr std::size_t kMaxSge = 32;  // device max_sge
+// IBA 13.5.1: the GSI is QP1 and takes the well-known Q_Key.
+constexpr std::uint32_t kGsiQpn = 1;
+constexpr std::uint32_t kGsiQkey = 0x80010000;
 
 // The IPv4 address in a v4-mapped GID (::ffff:a.b.c.d, RoCE v2 over IPv4,
 // IBA Annex A17.4.5.1), host order; 0 if the GID is not v4-mapped.
@@ -113,8 +116,18 @@ std::unique_ptr<DataPath> DataPath::create(const Device& dev, std::string* error
     fmt::print(stderr, "urnicd: device {}: {} on {}:{}; serving same-host traffic only\n",
                dev.name(), link_error, dev.config().address, dev.config().udp_port);
   }
+  if (link && !dev.gids().empty() && dev.gids()[0].gid[0] == 0xfe && dev.gids()[0].gid[1] == 0x80) {
+    // GID[0], the link-local one: usable on the wire only where the host
+    // interface holds that address (docs/INTEROP.md); otherwise IPv4 only.
+    std::array<std::uint8_t, 16> ll{};
+    std::copy(std::begin(dev.gids()[0].gid), std::end(dev.gids()[0].gid), ll.begin());
+    std::string why;
+    if (!link->enable_ipv6(ll, &why))
+      fmt::print(stderr, "urnicd: device {}: GID[0] (IPv6 link-local) not on the wire: {}\n", dev.name(), why);
+  }
   auto dp = std::unique_ptr<DataPath>(new DataPath(dev, std::move(link)));
   dp->ipv4_ = ntohl(a.s_addr);
+  dp->init_observe(dev);  // fault injection and capture from the config (stats_datapath.cpp)
   return dp;
 }
 
@@ -134,15 +147,23 @@ void DataPath::bind_cq(t::CqHandle tcq, Session* s, std::uint32_t cq_handle, std
   cqs_[static_cast<std::uint32_t>(tcq)] = CqBinding{s, cq_handle, cookie, ring};
 }
 void DataPath::unbind_cq(t::CqHandle tcq) { cqs_.erase(static_cast<std::uint32_t>(tcq)); }
-void DataPath::bind_qp(std::uint32_t qpn, Session* s, QpObj* qp) { qps_[qpn] = QpBinding{s, qp}; }
-void DataPath::unbind_qp(std::uint32_t qpn) { qps_.erase(qpn); }
+void DataPath::bind_qp(std::uint32_t qpn, Session* s, QpObj* qp) {
+  qps_[qpn] = QpBinding{s, qp};
+  stats_.add_qp(qpn);
+}
+void DataPath::unbind_qp(std::uint32_t qpn) {
+  qps_.erase(qpn);
+  stats_.forget_qp(qpn);
+}
 void DataPath::bind_srq(t::SrqHandle tsrq, Session* s, SrqObj* srq) {
   srqs_[static_cast<std::uint32_t>(tsrq)] = SrqBinding{s, srq};
 }
 void DataPath::unbind_srq(t::SrqHandle tsrq) { srqs_.erase(static_cast<std::uint32_t>(tsrq)); }
 
 t::Nanos DataPath::next_deadline() const {
-  return hairpin_count_ == 0 ? transport_->next_deadline() : 0;
+  if (hairpin_count_ != 0) return 0;
+  const t::Nanos d = std::min(transport_->next_deadline(), faults_.next_release());
+  return gsi_ != nullptr ? std::min(d, gsi_->gsi_deadline()) : d;
 }
 
 bool DataPath::poll(t::Nanos now, bool poll_link) {
@@ -153,14 +174,20 @@ bool DataPath::poll(t::Nanos now, bool poll_link) {
   for (auto& [h, b] : srqs_) work |= drain_srq(t::SrqHandle{h}, b);
   for (auto& [qpn, b] : qps_) work |= drain_sq(qpn, b, now);
   work |= run_hairpin(now);
+  work |= run_faults(now);  // frames held by fault injection, when due
   if (poll_link) work |= run_link(now);
   if (transport_->next_deadline() <= now) {
-    transport_->on_timer(now);
+    timer_attributed(now);  // transport_->on_timer, counted for the QP that is due
     work = true;
   }
+  if (gsi_ != nullptr && gsi_->gsi_deadline() <= now) {
+    gsi_->on_gsi_timer(now);
+    work = true;
+  }
+  // Staged writes land before any completion can announce them.
+  mem_.end_pass();
   // Slots first, completions second: an application that sees a CQE may
   // post into the slot it freed at once (ibv_rc_pingpong with tx_depth 1).
-  mem_.end_pass();
   retire_wqes();
   work |= drain_cqs();
   return work;
@@ -250,7 +277,8 @@ bool DataPath::drain_sq(std::uint32_t qpn, QpBinding& b, t::Nanos now) {
       fail_qp(qpn, b, h.wr_id, IBV_WC_LOC_QP_OP_ERR, now);
       return true;
     }
-    const int rc = transport_->post_send(qpn, wr, now);
+    int rc = 0;
+    stats_.attribute(qpn, transport_->counters(), [&] { rc = transport_->post_send(qpn, wr, now); });
     if (rc == ENOMEM) return k != 0;  // the transport's queue is full: retry later
     ring.take(1);
     if (rc != 0) {
@@ -367,11 +395,21 @@ bool DataPath::drain_cqs() {
 
 void DataPath::transmit(const t::TxPacket& p, t::Nanos now) {
   (void)now;
+  // An ACK or a READ response must not overtake the data it acknowledges:
+  // staged writes land in the application's memory before any packet leaves.
   mem_.flush_writes();
   const std::uint32_t dst = ipv4_of_gid(p.addr.ah.dgid);
   // To ourselves (the v4 address, or any of the device's GIDs, e.g. the
   // link-local one at index 0): two processes on this host.
   const bool own = dst == ipv4_ || std::find(own_gids_.begin(), own_gids_.end(), p.addr.ah.dgid) != own_gids_.end();
+  // Counters, fault injection, capture (engine/stats_datapath.cpp): one
+  // branch each when off. Faulted frames leave later through run_faults().
+  stats_.on_tx(p.pkt, p.addr.src_qpn);
+  if (faults_.applies(p.addr.src_qpn) && (own || dst != 0)) {  // IPv4 only (udp link frames)
+    fault_tx(p, own ? ipv4_ : dst, now);
+    return;
+  }
+  if (own && capture_.active()) capture_tx(p, ipv4_);  // link frames: once sent, below
   if (own) {
     // Hairpin: copy now (the payload is transport scratch), deliver later.
     if (hairpin_count_ == hairpin_slots_.size()) {
@@ -393,18 +431,46 @@ void DataPath::transmit(const t::TxPacket& p, t::Nanos now) {
     ++counters_.hairpin_packets;
     return;
   }
-  if (link_ && dst != 0) link_->send(p.pkt, dst, p.addr.ah.traffic_class);
+  if (link_ && dst != 0 && link_->send(p.pkt, dst, p.addr.ah.traffic_class) && capture_.active())
+    capture_tx(p, dst);
+  // Not v4-mapped: RoCE v2 over IPv6 (link-local GIDs), when the link has it.
+  if (link_ && dst == 0 && link_->ipv6_enabled()) link_->send6(p.pkt, p.addr.ah.dgid, p.addr.ah.traffic_class);
 }
 
 void DataPath::deliver_rx(const wire::IbPacket& pkt, std::uint32_t src_ipv4, std::uint32_t dst_ipv4,
                           std::uint8_t tclass, std::uint8_t hop_limit, t::Nanos now) {
+  stats_.on_rx(pkt);
+  if (pkt.bth.dest_qp == kGsiQpn) {
+    // QP1 is the GSI (IBA 13.5.1): MADs go to the CM service, not the transport.
+    if (gsi_ != nullptr) gsi_->on_gsi_packet(*this, pkt, src_ipv4, now);
+    return;
+  }
   t::RxInfo rx;
   if (wire::transport_of(pkt.bth.opcode) == wire::IbTransport::kUd) {
     const std::size_t ib_bytes = pkt.info().length + pkt.payload.size() + pkt.bth.pad + 4;
     rx.grh = ipv4_grh(src_ipv4, dst_ipv4, tclass, hop_limit, ib_bytes);
     rx.has_grh = true;
   }
-  transport_->on_packet(pkt, rx, now);
+  stats_.attribute(pkt.bth.dest_qp, transport_->counters(), [&] { transport_->on_packet(pkt, rx, now); });
+}
+
+void DataPath::send_gsi(const std::array<std::uint8_t, 16>& dgid, std::span<const std::uint8_t> mad) {
+  // IBA 13.5.1 / 13.5.3: a MAD is a UD SEND_ONLY from QP1 to QP1 with the
+  // GSI Q_Key; over RoCE the GRH/IP header addresses the peer.
+  t::TxPacket p;
+  p.pkt.bth.opcode = wire::opcode::kUd | wire::opcode::kSendOnly;
+  p.pkt.bth.dest_qp = kGsiQpn;
+  p.pkt.bth.ack_req = true;  // what rxe sends on a last/only packet (kernel captures)
+  p.pkt.bth.psn = wire::Psn(gsi_psn_++);
+  p.pkt.bth.pad = static_cast<std::uint8_t>((4 - mad.size() % 4) % 4);
+  p.pkt.deth.qkey = kGsiQkey;
+  p.pkt.deth.src_qp = kGsiQpn;
+  p.pkt.payload = mad;
+  p.addr.src_qpn = kGsiQpn;
+  p.addr.dest_qpn = kGsiQpn;
+  p.addr.ah.dgid = dgid;
+  p.addr.ah.sgid_index = 1;
+  transmit(p, 0);
 }
 
 bool DataPath::run_hairpin(t::Nanos now) {
@@ -429,11 +495,40 @@ bool DataPath::run_hairpin(t::Nanos now) {
   return true;
 }
 
+void DataPath::deliver_rx_v6(const UdpRxPacket& r, t::Nanos now) {
+  const wire::IbPacket& pkt = r.ib;
+  stats_.on_rx(pkt);
+  if (pkt.bth.dest_qp == kGsiQpn) return;  // the CM service speaks IPv4 only
+  t::RxInfo rx;
+  if (wire::transport_of(pkt.bth.opcode) == wire::IbTransport::kUd) {
+    // IBA Annex A17.4.5.2: over IPv6 the 40 GRH bytes are the IPv6 header.
+    const std::size_t ib_bytes = pkt.info().length + pkt.payload.size() + pkt.bth.pad + 4;
+    std::array<std::uint8_t, 40> g{};
+    g[0] = 0x60;
+    const auto plen = static_cast<std::uint16_t>(std::min<std::size_t>(8 + ib_bytes, 0xffff));
+    g[4] = static_cast<std::uint8_t>(plen >> 8);
+    g[5] = static_cast<std::uint8_t>(plen);
+    g[6] = 17;  // UDP
+    g[7] = 64;
+    std::copy(r.src_ip6.begin(), r.src_ip6.end(), g.begin() + 8);
+    std::copy(r.dst_ip6.begin(), r.dst_ip6.end(), g.begin() + 24);
+    rx.grh = g;
+    rx.has_grh = true;
+  }
+  stats_.attribute(pkt.bth.dest_qp, transport_->counters(), [&] { transport_->on_packet(pkt, rx, now); });
+}
+
 bool DataPath::run_link(t::Nanos now) {
   if (!link_) return false;
   UdpRxPacket rx;
   std::size_t n = 0;
   while (n < kRxBurst && link_->receive(&rx)) {
+    if (rx.ipv6) {
+      deliver_rx_v6(rx, now);
+      ++n;
+      continue;
+    }
+    if (capture_.active()) capture_.write_packet(rx.ib, rx.src_ipv4, rx.src_port, rx.dst_ipv4, 0);
     deliver_rx(rx.ib, rx.src_ipv4, rx.dst_ipv4, 0, 64, now);
     ++n;
   }

@@ -26,6 +26,10 @@
 
 #include "engine/process_memory.hpp"
 #include "engine/shm_ring.hpp"
+#include "engine/capture.hpp"
+#include "engine/ctl_proto.hpp"
+#include "engine/fault.hpp"
+#include "engine/stats.hpp"
 #include "engine/udp_link.hpp"
 #include "transport/transport.hpp"
 
@@ -44,6 +48,20 @@ struct DataPathCounters {
   uint64_t hairpin_packets = 0;
 };
 
+class DataPath;
+
+// Management datagrams: UD packets addressed to QP1, the GSI (IBA 13.5.1),
+// go to a handler instead of the transport (the CM service, engine/cm_service).
+// Its timers run on the engine thread like the transport's.
+class GsiHandler {
+ public:
+  virtual ~GsiHandler() = default;
+  virtual void on_gsi_packet(const DataPath& dp, const wire::IbPacket& pkt, std::uint32_t src_ipv4,
+                             transport::Nanos now) = 0;
+  [[nodiscard]] virtual transport::Nanos gsi_deadline() const = 0;
+  virtual void on_gsi_timer(transport::Nanos now) = 0;
+};
+
 class DataPath final : public transport::TxSink, public transport::EventSink {
  public:
   // Opens the device's link (udp: binds address:port). nullptr + *error on failure.
@@ -53,7 +71,9 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
   DataPath& operator=(const DataPath&) = delete;
 
   transport::Transport& transport() { return *transport_; }
-  [[nodiscard]] int link_fd() const { return link_ ? link_->fd() : -1; }
+  // What the engine loop watches for link RX (both sockets when the link
+  // also serves IPv6).
+  [[nodiscard]] int link_fd() const { return link_ ? link_->wait_fd() : -1; }
 
   // Bindings made by Session (which owns the objects and their rings).
   void bind_cq(transport::CqHandle tcq, Session* s, std::uint32_t cq_handle, std::uint64_t cookie,
@@ -78,6 +98,20 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
   void on_async_event(const transport::AsyncEvent& e) override;
 
   [[nodiscard]] const DataPathCounters& counters() const { return counters_; }
+
+  // Observability and fault injection (`urnic stats|fault|capture`; the
+  // members below are defined in engine/stats_datapath.cpp).
+  [[nodiscard]] const DeviceStats& stats() const { return stats_; }
+  FaultStage& faults() { return faults_; }
+  Capture& capture() { return capture_; }
+  // The device counters and one page of per-QP counters (QPN >= first_qpn).
+  void fill_stats(ctl::StatsRep& rep, std::uint32_t first_qpn) const;
+
+  // The GSI (QP1): `h` receives every packet to QPN 1; send_gsi() sends one
+  // MAD as a UD SEND_ONLY from QP1 to QP1 at `dgid` (Q_Key 0x80010000,
+  // IBA 13.5.1), hairpinned when `dgid` is this device's.
+  void set_gsi_handler(GsiHandler* h) { gsi_ = h; }
+  void send_gsi(const std::array<std::uint8_t, 16>& dgid, std::span<const std::uint8_t> mad);
 
  private:
   DataPath(const Device& dev, std::optional<UdpLink> link);
@@ -116,6 +150,8 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
   bool run_link(transport::Nanos now);
   void fail_qp(std::uint32_t qpn, QpBinding& b, std::uint64_t wr_id, std::uint32_t status,
                transport::Nanos now);
+  // RoCE v2 over IPv6 from the udp link (the link-local GID, issue 6).
+  void deliver_rx_v6(const UdpRxPacket& rx, transport::Nanos now);
   void deliver_rx(const wire::IbPacket& pkt, std::uint32_t src_ipv4, std::uint32_t dst_ipv4,
                   std::uint8_t tclass, std::uint8_t hop_limit, transport::Nanos now);
 
@@ -135,6 +171,20 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
   std::size_t hairpin_count_ = 0;
   std::vector<std::byte> wqe_scratch_;
   DataPathCounters counters_;
+  // engine/stats_datapath.cpp: fault injection, capture, counters.
+  void init_observe(const Device& dev);
+  void fault_tx(const transport::TxPacket& p, std::uint32_t dst_ipv4, transport::Nanos now);
+  bool run_faults(transport::Nanos now);
+  void receive_frame(wire::Bytes frame, transport::Nanos now);
+  void capture_tx(const transport::TxPacket& p, std::uint32_t dst_ipv4);
+  void timer_attributed(transport::Nanos now);
+  [[nodiscard]] std::uint16_t link_port() const;
+  DeviceStats stats_;
+  FaultStage faults_;
+  Capture capture_;
+  std::vector<std::uint8_t> frame_scratch_;  // fault_tx: one encoded frame
+  GsiHandler* gsi_ = nullptr;
+  std::uint32_t gsi_psn_ = 0;
 };
 
 }  // namespace urnic::engine

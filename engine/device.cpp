@@ -81,6 +81,7 @@ std::optional<DaemonConfig> parse_config(const std::string& json_text, std::stri
         error = "config: bad mac for " + dc.name;
         return std::nullopt;
       }
+      if (!parse_observe_config(d, dc.fault, dc.capture_path, dc.capture_limit, error)) return std::nullopt;
       in_addr a{};
       if (dc.link != "udp") {
         error = "config: link '" + dc.link + "' not available yet (only udp)";

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/ctl_proto.hpp"
+#include "engine/fault.hpp"
 
 namespace urnic::engine {
 
@@ -21,6 +22,9 @@ struct DeviceConfig {
   std::uint16_t udp_port = 4791;       // RoCE v2 (IBA Annex A17.2: UDP destination port 4791)
   std::uint32_t active_mtu = 4096;     // bytes: 256..4096 (loopback: 4096, as rdma_rxe on lo)
   std::uint8_t mac[6] = {0x02, 0x00, 0x75, 0x72, 0x6e, 0x00};  // locally administered
+  FaultConfig fault;                   // "fault": {...} (engine/fault.hpp): TX fault injection from start
+  std::string capture_path;            // "capture": "FILE.pcap" or {"file":..,"count":N}: pcap from start
+  std::uint64_t capture_limit = 0;     //   stop after this many frames (0: never)
 };
 
 struct DaemonConfig {

@@ -30,6 +30,19 @@ constexpr std::uint64_t kYieldAfterNs = 5'000;
 // Longest sleep without a deadline (a safety net, not a poll).
 constexpr std::uint64_t kMaxSleepNs = 1'000'000'000;
 
+// Runs the ready control handlers, at most kMaxHandlers of them, so that a
+// handler that re-arms on a descriptor that stays readable cannot keep the
+// loop from the data path. (Found in the rxe interop run, issue 6: the link
+// watcher used to re-arm itself while datagrams were queued, and an
+// unbounded io_context::poll() never returned; link watchers now fire once
+// per sleep, see arm_wait.)
+std::size_t poll_ready(boost::asio::io_context& io) {
+  constexpr std::size_t kMaxHandlers = 64;
+  std::size_t n = 0;
+  while (n < kMaxHandlers && io.poll_one() != 0) ++n;
+  return n;
+}
+
 transport::Nanos now_ns() {
   timespec ts{};
   ::clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -64,8 +77,8 @@ bool EngineLoop::init(std::string* error) {
   auto watch = [&](int fd, bool doorbell) {
     const int copy = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
     if (copy < 0) return;
-    watchers_.push_back(std::make_unique<boost::asio::posix::stream_descriptor>(io_, copy));
-    arm_wait(*watchers_.back(), doorbell);
+    watchers_.push_back(std::make_unique<Watcher>(Watcher{boost::asio::posix::stream_descriptor(io_, copy), doorbell}));
+    arm_wait(*watchers_.back());
   };
   watch(doorbell_fd_, true);
   for (auto& d : reg_.devices()) {
@@ -78,19 +91,19 @@ bool EngineLoop::init(std::string* error) {
   return true;
 }
 
-void EngineLoop::arm_wait(boost::asio::posix::stream_descriptor& d, bool doorbell) {
-  d.async_wait(boost::asio::posix::stream_descriptor::wait_read,
-               [this, &d, doorbell](const boost::system::error_code& ec) {
-                 if (ec) return;
-                 if (doorbell) {
-                   std::uint64_t v = 0;
-                   while (::read(d.native_handle(), &v, sizeof v) == static_cast<ssize_t>(sizeof v)) {
-                   }
-                   ++counters_.doorbells;
-                 }
-                 // The link socket itself is drained by the data path.
-                 arm_wait(d, doorbell);
-               });
+void EngineLoop::arm_wait(Watcher& w) {
+  w.armed = true;
+  w.sd.async_wait(boost::asio::posix::stream_descriptor::wait_read,
+                  [this, &w](const boost::system::error_code& ec) {
+                    if (ec) return;  // cancelled: `w` may be gone
+                    w.armed = false;
+                    if (!w.doorbell) return;  // the data path drains the link
+                    std::uint64_t v = 0;
+                    while (::read(w.sd.native_handle(), &v, sizeof v) == static_cast<ssize_t>(sizeof v)) {
+                    }
+                    ++counters_.doorbells;
+                    arm_wait(w);
+                  });
 }
 
 void EngineLoop::run() {
@@ -103,7 +116,7 @@ void EngineLoop::run() {
     bool work = false;
     const bool link = pass % kLinkPollEvery == 0;
     for (auto& dp : paths_) work |= dp->poll(now, link);
-    if (pass % kCtlPollEvery == 0 && io_.poll() != 0) work = true;
+    if (pass % kCtlPollEvery == 0 && poll_ready(io_) != 0) work = true;
     if (work) {
       last_work = now;
       continue;
@@ -125,6 +138,9 @@ void EngineLoop::run() {
       last_work = now_ns();
       continue;
     }
+    for (auto& w : watchers_) {
+      if (!w->armed) arm_wait(*w);
+    }
     // Anything the link received before we declared sleep is drained here;
     // later arrivals wake the epoll.
     bool late = false;
@@ -136,7 +152,7 @@ void EngineLoop::run() {
       const std::uint64_t wait = deadline <= t ? 0 : std::min<std::uint64_t>(deadline - t, kMaxSleepNs);
       ++counters_.sleeps;
       if (wait != 0) io_.run_one_for(std::chrono::nanoseconds(wait));
-      io_.poll();
+      poll_ready(io_);
     }
     for (auto& dp : paths_) dp->end_sleep();
     last_work = now_ns();

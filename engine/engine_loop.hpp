@@ -49,15 +49,23 @@ class EngineLoop {
   [[nodiscard]] const EngineLoopCounters& counters() const { return counters_; }
 
  private:
-  void arm_wait(boost::asio::posix::stream_descriptor& d, bool doorbell);
+  struct Watcher {
+    boost::asio::posix::stream_descriptor sd;
+    bool doorbell = false;
+    bool armed = false;
+  };
+  void arm_wait(Watcher& w);
 
   boost::asio::io_context& io_;
   Registry& reg_;
   std::vector<std::unique_ptr<DataPath>>& paths_;
   int doorbell_fd_ = -1;
   // Readiness watchers (dup'd descriptors, so closing them leaves the
-  // originals alone).
-  std::vector<std::unique_ptr<boost::asio::posix::stream_descriptor>> watchers_;
+  // originals alone). The doorbell's re-arms itself after draining the
+  // eventfd; a link's fires once and is re-armed only before the loop
+  // sleeps: the data path drains the socket, and a watcher re-armed on a
+  // socket with datagrams queued would fire on every control poll.
+  std::vector<std::unique_ptr<Watcher>> watchers_;
   std::uint64_t spin_ns_ = 200'000;
   EngineLoopCounters counters_;
 };

@@ -11,7 +11,10 @@
 namespace urnic::engine {
 namespace {
 
-pid_t pid_of(transport::MemDomain dom) { return static_cast<pid_t>(static_cast<uint64_t>(dom)); }
+pid_t pid_of(transport::MemDomain dom) {
+  return static_cast<pid_t>(static_cast<uint64_t>(dom) & ~kUnstagedDomainBit);
+}
+bool unstaged(transport::MemDomain dom) { return (static_cast<uint64_t>(dom) & kUnstagedDomainBit) != 0; }
 
 // Reads of at most this many bytes go through the read-ahead window; it is
 // the largest chunk worth fetching speculatively (16 packets at MTU 4096).
@@ -91,7 +94,7 @@ bool ProcessMemory::read(transport::MemDomain dom, uint64_t va, std::span<uint8_
 bool ProcessMemory::write(transport::MemDomain dom, uint64_t va, std::span<const uint8_t> in) {
   const pid_t pid = pid_of(dom);
   window_len_ = 0;  // whatever it held may be stale now
-  if (in.size() >= kStageBytes) {
+  if (in.size() >= kStageBytes || unstaged(dom)) {
     flush_writes();
     return write_now(pid, va, in);
   }

@@ -43,6 +43,13 @@ namespace urnic::engine {
 constexpr transport::MemDomain domain_of_pid(pid_t pid) noexcept {
   return static_cast<transport::MemDomain>(static_cast<uint64_t>(pid));
 }
+// The domain of an on-demand-paging MR of `pid`: its range may hold holes
+// that the application maps later, so a write there must fail when it is
+// made (the responder NAKs it), not be staged and lost at a later flush.
+inline constexpr uint64_t kUnstagedDomainBit = uint64_t{1} << 63;
+constexpr transport::MemDomain odp_domain_of_pid(pid_t pid) noexcept {
+  return static_cast<transport::MemDomain>(static_cast<uint64_t>(pid) | kUnstagedDomainBit);
+}
 
 struct ProcessMemoryCounters {
   uint64_t read_calls = 0;      // process_vm_readv system calls

@@ -1,7 +1,9 @@
 #include "engine/session.hpp"
 
+#include "engine/cm_service.hpp"
 #include "engine/datapath.hpp"
 #include "engine/process_memory.hpp"
+#include "engine/stats_ctl.hpp"
 
 #include <fcntl.h>
 #include <infiniband/verbs.h>
@@ -87,9 +89,11 @@ Device* Registry::find_device(const std::string& name) {
 
 Session::Session(Registry& reg, pid_t pid, std::uint32_t id) : reg_(reg), pid_(pid), id_(id) {
   reg_.sessions()[id_] = this;
+  reg_.cm();  // so a REQ from another host finds a CM (and gets a REJ at worst)
 }
 
 Session::~Session() {
+  reg_.cm().release_owner(id_);  // its CM ids (DREQ/REJ to their peers) and event channels
   destroy_all();
   reg_.sessions().erase(id_);
 }
@@ -195,11 +199,15 @@ Reply Session::handle(std::span<const std::byte> msg, std::vector<int>& in_fds) 
     r.close_after = true;
     return r;
   }
+  if (h->type >= 70 && h->type <= 89) return reg_.cm().handle(id_, *h, msg);  // engine/cm_proto.hpp
   switch (type) {
     case ctl::MsgType::kHello: return on_hello(*h, msg);
     case ctl::MsgType::kListDevices: return on_list_devices(*h);
     case ctl::MsgType::kOpenDevice: return on_open_device(*h, msg);
     case ctl::MsgType::kStatus: return on_status(*h);
+    case ctl::MsgType::kStats:
+    case ctl::MsgType::kFault:
+    case ctl::MsgType::kCapture: return handle_observe_request(reg_, *h, msg);  // engine/stats_ctl.cpp
     default: break;
   }
   if (dev_ == nullptr) {
@@ -209,6 +217,7 @@ Reply Session::handle(std::span<const std::byte> msg, std::vector<int>& in_fds) 
     std::memcpy(out.data(), &bad, sizeof bad);
     return Reply{std::move(out), {}, false};
   }
+  if (h->type >= 100 && h->type <= 119) return on_verbs_ext(*h, msg);  // engine/session_verbs_ext.cpp
   switch (type) {
     case ctl::MsgType::kQueryPort: return on_query_port(*h, msg);
     case ctl::MsgType::kAllocPd: return on_alloc_pd(*h);
@@ -337,19 +346,26 @@ Reply Session::on_reg_mr(const MsgHeader& h, std::span<const std::byte> msg) {
   if ((req->access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) != 0 &&
       (req->access & IBV_ACCESS_LOCAL_WRITE) == 0)
     return fail<ctl::RegMrRep>(h, EINVAL);
-  if ((req->access & IBV_ACCESS_ON_DEMAND) != 0) return fail<ctl::RegMrRep>(h, EOPNOTSUPP);
-  if (req->length == 0 || req->addr + req->length < req->addr || req->length > dev_->attrs().max_mr_size)
+  // On-demand paging (issue 9): the engine reaches memory with
+  // process_vm_readv/writev, which fault pages in at access time, so every
+  // MR already behaves as ODP; an ODP MR just skips the registration-time
+  // /proc/<pid>/maps check (its pages may be mapped later), and the
+  // implicit form (addr 0, length SIZE_MAX) covers the whole address space.
+  const bool odp = (req->access & IBV_ACCESS_ON_DEMAND) != 0;
+  const bool implicit = odp && req->addr == 0 && req->length == UINT64_MAX;
+  if (!implicit &&
+      (req->length == 0 || req->addr + req->length < req->addr || req->length > dev_->attrs().max_mr_size))
     return fail<ctl::RegMrRep>(h, EINVAL);
   const bool write = (req->access & (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
                                      IBV_ACCESS_REMOTE_ATOMIC)) != 0;
-  if (const int err = check_user_range(pid_, req->addr, req->length, write); err != 0)
+  if (const int err = odp ? 0 : check_user_range(pid_, req->addr, req->length, write); err != 0)
     return fail<ctl::RegMrRep>(h, err);
   if (dev_->usage().mrs >= dev_->attrs().max_mr) return fail<ctl::RegMrRep>(h, ENOMEM);
   std::uint32_t key = 0;
   if (dp_ != nullptr) {
     // The transport owns the key space (device-wide, so a remote rkey finds
     // the MR whatever process registered it); DMA goes to this process.
-    const auto keys = dp_->transport().reg_mr(pd->second.tpd, domain_of_pid(pid_), req->addr,
+    const auto keys = dp_->transport().reg_mr(pd->second.tpd, odp ? odp_domain_of_pid(pid_) : domain_of_pid(pid_), req->addr,
                                                req->length, req->access);
     if (!keys.ok()) return fail<ctl::RegMrRep>(h, keys.err);
     key = keys.value.lkey;

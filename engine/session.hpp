@@ -27,6 +27,7 @@ namespace urnic::engine {
 
 class Registry;
 class DataPath;
+class CmService;
 
 struct Reply {
   std::vector<std::byte> bytes;
@@ -143,6 +144,11 @@ class Session {
   Reply on_destroy_srq(const ctl::MsgHeader& h, std::span<const std::byte> msg);
   Reply on_create_ah(const ctl::MsgHeader& h, std::span<const std::byte> msg);
   Reply on_destroy_ah(const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  // MsgType 100..119 (issue 9, engine/session_verbs_ext.cpp).
+  Reply on_verbs_ext(const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_rereg_mr(const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_resize_cq(const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_import(const ctl::MsgHeader& h, std::span<const std::byte> msg);
   Reply on_status(const ctl::MsgHeader& h);
 
   void destroy_qp(std::uint32_t handle);
@@ -186,8 +192,13 @@ class Registry {
   void set_doorbell_fd(int fd) { doorbell_fd_ = fd; }
   [[nodiscard]] int doorbell_fd() const { return doorbell_fd_; }
 
+  // The communication manager (engine/cm_service.cpp), created on first use
+  // over the devices and data paths registered by then.
+  CmService& cm();
+
  private:
   std::map<const Device*, DataPath*> datapaths_;
+  std::shared_ptr<CmService> cm_;
   int doorbell_fd_ = -1;
   std::vector<std::unique_ptr<Device>> devices_;
   std::map<std::uint32_t, Session*> sessions_;

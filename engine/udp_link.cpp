@@ -2,10 +2,15 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/udp.h>
+#include <sys/epoll.h>
 #include <netinet/ip.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
 #include <cstring>
 
@@ -18,7 +23,54 @@ namespace urnic::engine {
 namespace {
 
 constexpr std::size_t kIpUdpHeaders = 20 + 8;
+constexpr std::size_t kIp6UdpHeaders = 40 + 8;
+// Room in front of a received datagram for either rebuilt header set.
+constexpr std::size_t kRxHeadroom = kIp6UdpHeaders;
+constexpr std::size_t kDatagramOffset6 = 14 + kIp6UdpHeaders;
 constexpr uint8_t kTtl = 64;
+
+// CRC-32 arithmetic for solve_ip_id, in the reflected representation the
+// ICRC register uses (bit 31 = coefficient of x^0; kPoly = x^32 mod P).
+constexpr uint32_t kPoly = 0xEDB88320U;
+constexpr uint32_t kX0 = 1U << 31;  // the polynomial 1
+
+// The raw CRC register one step on: times x, modulo P.
+constexpr uint32_t times_x(uint32_t v) { return (v & 1U) != 0 ? (v >> 1) ^ kPoly : v >> 1; }
+
+// a * b mod P.
+constexpr uint32_t gf_mul(uint32_t a, uint32_t b) {
+  uint32_t p = 0;
+  for (uint32_t m = kX0; m != 0; m >>= 1) {
+    if ((a & m) != 0) p ^= b;
+    b = times_x(b);
+  }
+  return p;
+}
+
+// x^(8 * bytes) mod P: what `bytes` zero bytes do to a raw CRC register.
+constexpr uint32_t zero_bytes_shift(std::size_t bytes) {
+  uint32_t result = kX0;
+  uint32_t base = kX0 >> 8;  // x^8
+  for (; bytes != 0; bytes >>= 1) {
+    if ((bytes & 1U) != 0) result = gf_mul(result, base);
+    base = gf_mul(base, base);
+  }
+  return result;
+}
+
+// The raw CRC register (init 0, no final inversion) after the 16-bit value
+// `v`, big-endian as the IP ID field holds it.
+constexpr uint32_t raw_crc16(uint16_t v) {
+  uint32_t r = 0;
+  for (const uint32_t byte : {uint32_t{v} >> 8, uint32_t{v} & 0xFFU}) {
+    r ^= byte;
+    for (int i = 0; i < 8; ++i) r = times_x(r);
+  }
+  return r;
+}
+
+// Where the ID sits in the ICRC input (8 bytes of 0xFF, then the IP header).
+constexpr std::size_t kIpIdOffset = 4;
 
 sockaddr_in make_addr(uint32_t ipv4, uint16_t port) {
   sockaddr_in a{};
@@ -58,30 +110,135 @@ std::optional<UdpLink> UdpLink::open(uint32_t ipv4, uint16_t port, std::string* 
 }
 
 UdpLink::UdpLink(int fd, uint32_t ipv4, uint16_t port)
-    : fd_(fd), ipv4_(ipv4), port_(port), rx_buf_(kIpUdpHeaders + kMaxDatagram), tx_buf_(14 + kIpUdpHeaders + kMaxDatagram) {}
+    : fd_(fd), ipv4_(ipv4), port_(port), rx_buf_(kRxHeadroom + kMaxDatagram), tx_buf_(kDatagramOffset6 + kMaxDatagram) {}
 
 UdpLink::UdpLink(UdpLink&& o) noexcept
-    : fd_(o.fd_), ipv4_(o.ipv4_), port_(o.port_), counters_(o.counters_), rx_buf_(std::move(o.rx_buf_)),
-      tx_buf_(std::move(o.tx_buf_)) {
+    : fd_(o.fd_), fd6_(o.fd6_), epfd_(o.epfd_), ifindex_(o.ifindex_), ll_(o.ll_), ipv4_(o.ipv4_),
+      port_(o.port_), counters_(o.counters_), rx_buf_(std::move(o.rx_buf_)), tx_buf_(std::move(o.tx_buf_)) {
   o.fd_ = -1;
+  o.fd6_ = -1;
+  o.epfd_ = -1;
+}
+
+void UdpLink::close_all() noexcept {
+  for (int* f : {&fd_, &fd6_, &epfd_}) {
+    if (*f >= 0) ::close(*f);
+    *f = -1;
+  }
 }
 
 UdpLink& UdpLink::operator=(UdpLink&& o) noexcept {
   if (this != &o) {
-    if (fd_ >= 0) ::close(fd_);
+    close_all();
     fd_ = o.fd_;
+    fd6_ = o.fd6_;
+    epfd_ = o.epfd_;
+    ifindex_ = o.ifindex_;
+    ll_ = o.ll_;
     ipv4_ = o.ipv4_;
     port_ = o.port_;
     counters_ = o.counters_;
     rx_buf_ = std::move(o.rx_buf_);
     tx_buf_ = std::move(o.tx_buf_);
     o.fd_ = -1;
+    o.fd6_ = -1;
+    o.epfd_ = -1;
   }
   return *this;
 }
 
-UdpLink::~UdpLink() {
-  if (fd_ >= 0) ::close(fd_);
+UdpLink::~UdpLink() { close_all(); }
+
+bool UdpLink::enable_ipv6(const std::array<uint8_t, 16>& link_local, std::string* error) {
+  auto fail = [&](const std::string& what) {
+    if (error != nullptr) *error = what;
+    if (fd6_ >= 0) ::close(fd6_);
+    fd6_ = -1;
+    return false;
+  };
+  if (fd6_ >= 0) return true;
+  // The interface that holds the IPv4 address: the link-local address is
+  // only meaningful with its scope (interface index).
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) return fail(std::string("getifaddrs: ") + std::strerror(errno));
+  uint32_t ifindex = 0;
+  for (const ifaddrs* a = list; a != nullptr; a = a->ifa_next) {
+    if (a->ifa_addr == nullptr || a->ifa_addr->sa_family != AF_INET) continue;
+    sockaddr_in sin{};
+    std::memcpy(&sin, a->ifa_addr, sizeof sin);
+    if (ntohl(sin.sin_addr.s_addr) == ipv4_) ifindex = ::if_nametoindex(a->ifa_name);
+  }
+  ::freeifaddrs(list);
+  if (ifindex == 0) return fail("no interface holds the IPv4 address");
+  fd6_ = ::socket(AF_INET6, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd6_ < 0) return fail(std::string("socket(AF_INET6): ") + std::strerror(errno));
+  const int on = 1;
+  const int hops = kTtl;
+  const int buf = 4 << 20;
+  sockaddr_in6 addr{};
+  addr.sin6_family = AF_INET6;
+  addr.sin6_port = htons(port_);
+  std::memcpy(addr.sin6_addr.s6_addr, link_local.data(), 16);
+  addr.sin6_scope_id = ifindex;
+  // UDP_NO_CHECK6_RX: RoCE v2 senders (rdma_rxe too) put UDP checksum 0,
+  // which RFC 8200 forbids and the kernel drops unless told; the ICRC
+  // protects the packet instead (annex A17.4.3.3).
+  if (::setsockopt(fd6_, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof on) != 0 ||
+      ::setsockopt(fd6_, IPPROTO_UDP, UDP_NO_CHECK6_RX, &on, sizeof on) != 0 ||
+      ::setsockopt(fd6_, IPPROTO_IPV6, IPV6_UNICAST_HOPS, &hops, sizeof hops) != 0 ||
+      ::setsockopt(fd6_, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf) != 0 ||
+      ::setsockopt(fd6_, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf) != 0 ||
+      ::bind(fd6_, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0)
+    return fail(std::string("udp link (IPv6 link-local): ") + std::strerror(errno));
+  // One readable fd for the engine loop: an epoll set of both sockets.
+  epfd_ = ::epoll_create1(EPOLL_CLOEXEC);
+  if (epfd_ < 0) return fail(std::string("epoll_create1: ") + std::strerror(errno));
+  for (const int f : {fd_, fd6_}) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = f;
+    if (::epoll_ctl(epfd_, EPOLL_CTL_ADD, f, &ev) != 0) {
+      ::close(epfd_);
+      epfd_ = -1;
+      return fail(std::string("epoll_ctl: ") + std::strerror(errno));
+    }
+  }
+  ifindex_ = ifindex;
+  ll_ = link_local;
+  return true;
+}
+
+bool UdpLink::send6(const wire::IbPacket& pkt, const std::array<uint8_t, 16>& dst, uint8_t traffic_class) {
+  if (fd6_ < 0) {
+    ++counters_.tx_errors;
+    return false;
+  }
+  wire::RoceHeaders hdr;
+  hdr.version = wire::RoceVersion::kV2;
+  hdr.ipv6 = true;
+  std::memcpy(hdr.src_ip.bytes.data(), ll_.data(), 16);
+  std::memcpy(hdr.dst_ip.bytes.data(), dst.data(), 16);
+  hdr.traffic_class = traffic_class;
+  hdr.hop_limit = kTtl;
+  hdr.udp_src_port = port_;
+  auto n = wire::build_roce_frame(hdr, pkt, tx_buf_);
+  if (!n || *n <= kDatagramOffset6) {
+    ++counters_.tx_errors;
+    return false;
+  }
+  sockaddr_in6 to{};
+  to.sin6_family = AF_INET6;
+  to.sin6_port = htons(wire::kRoceV2Port);
+  std::memcpy(to.sin6_addr.s6_addr, dst.data(), 16);
+  to.sin6_scope_id = ifindex_;
+  const ssize_t sent = ::sendto(fd6_, tx_buf_.data() + kDatagramOffset6, *n - kDatagramOffset6, 0,
+                                reinterpret_cast<const sockaddr*>(&to), sizeof to);
+  if (sent < 0) {
+    ++counters_.tx_errors;
+    return false;
+  }
+  ++counters_.tx_packets;
+  return true;
 }
 
 std::size_t UdpLink::encode_frame(const wire::IbPacket& pkt, uint32_t src_ipv4, uint16_t src_port,
@@ -118,11 +275,60 @@ bool UdpLink::send(const wire::IbPacket& pkt, uint32_t dst_ipv4, uint8_t traffic
   return true;
 }
 
+std::optional<uint16_t> UdpLink::solve_ip_id(wire::Bytes packet) {
+  const auto computed = wire::icrc_compute(wire::RoceVersion::kV2, packet);
+  if (!computed) return std::nullopt;
+  // CRC(m ^ d) = CRC(m) ^ rawCRC(d) for messages of equal length, and d is
+  // zero except the ID bytes, so `delta` is the raw CRC of the ID followed
+  // by the rest of the input as zero bytes: raw_crc16(id) * x^(8 * rest).
+  const uint32_t delta = wire::icrc_stored(packet) ^ *computed;
+  if (delta == 0) return uint16_t{0};
+  // Bytes of ICRC input after the ID: the packet without its ICRC, past the
+  // ID field.
+  const std::size_t rest = packet.size() - wire::kIcrcSize - (kIpIdOffset + 2);
+  const uint32_t shift = zero_bytes_shift(rest);
+  // The map ID -> contribution is linear and injective (x is invertible mod
+  // P), so Gaussian elimination over GF(2) finds the one ID, if any: rows
+  // indexed by their leading bit, each carrying the ID bits it stands for.
+  std::array<uint32_t, 32> row{};
+  std::array<uint16_t, 32> ids{};
+  for (int j = 0; j < 16; ++j) {
+    auto id = static_cast<uint16_t>(1U << j);
+    uint32_t v = gf_mul(raw_crc16(id), shift);
+    for (int b = 31; b >= 0 && v != 0; --b) {
+      const auto i = static_cast<std::size_t>(b);
+      if (((v >> b) & 1U) == 0) continue;
+      if (row[i] == 0) {
+        row[i] = v;
+        ids[i] = id;
+        break;
+      }
+      v ^= row[i];
+      id = static_cast<uint16_t>(id ^ ids[i]);
+    }
+  }
+  uint32_t v = delta;
+  uint16_t id = 0;
+  for (int b = 31; b >= 0 && v != 0; --b) {
+    const auto i = static_cast<std::size_t>(b);
+    if (((v >> b) & 1U) == 0) continue;
+    if (row[i] == 0) return std::nullopt;  // outside the span: corrupt
+    v ^= row[i];
+    id = static_cast<uint16_t>(id ^ ids[i]);
+  }
+  return id;
+}
+
 bool UdpLink::receive(UdpRxPacket* out) {
+  if (receive_v4(out)) return true;
+  return fd6_ >= 0 && receive_v6(out);
+}
+
+bool UdpLink::receive_v4(UdpRxPacket* out) {
   for (;;) {
     sockaddr_in from{};
     socklen_t from_len = sizeof from;
-    uint8_t* datagram = rx_buf_.data() + kIpUdpHeaders;
+    uint8_t* datagram = rx_buf_.data() + kRxHeadroom;
     const ssize_t n = ::recvfrom(fd_, datagram, kMaxDatagram, 0, reinterpret_cast<sockaddr*>(&from), &from_len);
     if (n < 0) return false;  // EAGAIN: nothing more
     ++counters_.rx_packets;
@@ -131,7 +337,7 @@ bool UdpLink::receive(UdpRxPacket* out) {
     const uint16_t sport = ntohs(from.sin_port);
     // Rebuild the IPv4 + UDP headers the sender's kernel wrote (ID 0, DF),
     // in front of the datagram, and check the ICRC over the whole.
-    uint8_t* ip = rx_buf_.data();
+    uint8_t* ip = datagram - kIpUdpHeaders;
     std::memset(ip, 0, kIpUdpHeaders);
     ip[0] = 0x45;
     wire::store_be16(ip + 2, static_cast<uint16_t>(kIpUdpHeaders + len));
@@ -148,9 +354,18 @@ bool UdpLink::receive(UdpRxPacket* out) {
     wire::store_be16(udp + 4, static_cast<uint16_t>(8 + len));
     const wire::Bytes packet(ip, kIpUdpHeaders + len);
     auto ok = wire::icrc_verify(wire::RoceVersion::kV2, packet);
-    if (!ok || !*ok) {
-      ++counters_.rx_bad_icrc;
+    if (!ok) {
+      ++counters_.rx_malformed;
       continue;
+    }
+    if (!*ok) {
+      // Not ID 0: another implementation's kernel chose the ID (see the
+      // header); accept the packet only if some ID explains the ICRC.
+      if (!solve_ip_id(packet)) {
+        ++counters_.rx_bad_icrc;
+        continue;
+      }
+      ++counters_.rx_icrc_ip_id;
     }
     auto ib = wire::decode_ib(wire::Bytes(datagram, len - wire::kIcrcSize));
     if (!ib) {
@@ -161,6 +376,57 @@ bool UdpLink::receive(UdpRxPacket* out) {
     out->src_ipv4 = src;
     out->src_port = sport;
     out->dst_ipv4 = ipv4_;
+    out->ipv6 = false;
+    return true;
+  }
+}
+
+bool UdpLink::receive_v6(UdpRxPacket* out) {
+  for (;;) {
+    sockaddr_in6 from{};
+    socklen_t from_len = sizeof from;
+    uint8_t* datagram = rx_buf_.data() + kRxHeadroom;
+    const ssize_t n = ::recvfrom(fd6_, datagram, kMaxDatagram, 0, reinterpret_cast<sockaddr*>(&from), &from_len);
+    if (n < 0) return false;
+    ++counters_.rx_packets;
+    const auto len = static_cast<std::size_t>(n);
+    const uint16_t sport = ntohs(from.sin6_port);
+    // Rebuild the IPv6 + UDP headers: traffic class, flow label, hop limit
+    // and the UDP checksum are masked in the ICRC (annex A17.4.3.2), and
+    // IPv6 has no identification, so the check is complete.
+    uint8_t* ip = datagram - kIp6UdpHeaders;
+    std::memset(ip, 0, kIp6UdpHeaders);
+    ip[0] = 0x60;
+    wire::store_be16(ip + 4, static_cast<uint16_t>(8 + len));
+    ip[6] = 17;  // next header: UDP
+    ip[7] = kTtl;
+    std::memcpy(ip + 8, from.sin6_addr.s6_addr, 16);
+    std::memcpy(ip + 24, ll_.data(), 16);
+    uint8_t* udp = ip + 40;
+    wire::store_be16(udp, sport);
+    wire::store_be16(udp + 2, wire::kRoceV2Port);
+    wire::store_be16(udp + 4, static_cast<uint16_t>(8 + len));
+    auto ok = wire::icrc_verify(wire::RoceVersion::kV2, wire::Bytes(ip, kIp6UdpHeaders + len));
+    if (!ok) {
+      ++counters_.rx_malformed;
+      continue;
+    }
+    if (!*ok) {
+      ++counters_.rx_bad_icrc;
+      continue;
+    }
+    auto ib = wire::decode_ib(wire::Bytes(datagram, len - wire::kIcrcSize));
+    if (!ib) {
+      ++counters_.rx_malformed;
+      continue;
+    }
+    out->ib = *ib;
+    out->src_ipv4 = 0;
+    out->dst_ipv4 = 0;
+    out->src_port = sport;
+    out->ipv6 = true;
+    std::memcpy(out->src_ip6.data(), from.sin6_addr.s6_addr, 16);
+    out->dst_ip6 = ll_;
     return true;
   }
 }

@@ -6,11 +6,27 @@
 // them. On send, the socket is set so the kernel writes the headers we
 // predict: IP_MTU_DISCOVER = IP_PMTUDISC_DO gives DF and IP ID 0 (checked on
 // this kernel, see ../shared/notes/wire-pitfalls.md); TOS, TTL and the UDP
-// checksum are masked in the ICRC anyway. On receive, the kernel does not
-// reveal the IP ID, so the headers are rebuilt with ID 0 (what urnic sends);
-// a peer that sends another ID (the kernel's rdma_rxe increments it) fails
-// the check: interoperating with it over this link needs the raw links (or
-// solving the ICRC for the ID), which is the interop issue's business.
+// checksum are masked in the ICRC anyway.
+//
+// On receive, the kernel does not reveal the IP identification, which the
+// ICRC covers unmasked (annex A17.4.3.1 masks only TOS, TTL and checksum).
+// The headers are rebuilt with ID 0 (what urnic sends) and checked. When that
+// fails, the link solves for the ID: the CRC is linear, so the difference
+// between the stored ICRC and the one computed with ID 0 must be the CRC
+// contribution of the 16 ID bits alone; a packet is accepted when some ID
+// explains the difference exactly (Linux rdma_rxe sends a varying ID). The
+// price: such a packet is checked by 32 - 16 = 16 bits instead of 32 (a
+// corrupted packet passes with probability 2^-16, after the Ethernet FCS and
+// the IP header checksum already passed). The raw links (afpacket, dpdk) see
+// the real ID and check all 32 bits. docs/INTEROP.md has the details.
+//
+// IPv6 link-local GID (GID[0], fe80::EUI-64 of the device MAC): when the
+// host's interface that holds the device's IPv4 address also holds that
+// link-local address (the device MAC is the interface's), enable_ipv6()
+// opens a second socket bound to it, so RoCE v2 over IPv6 works as with
+// rdma_rxe's GID[0]. IPv6 has no IP ID, so its ICRC is checked in full.
+// Both sockets are then behind one epoll fd (wait_fd()), which the engine
+// loop watches like a socket.
 #pragma once
 
 #include <netinet/in.h>
@@ -30,7 +46,8 @@ struct UdpLinkCounters {
   uint64_t tx_packets = 0;
   uint64_t tx_errors = 0;
   uint64_t rx_packets = 0;
-  uint64_t rx_bad_icrc = 0;    // dropped: ICRC mismatch
+  uint64_t rx_bad_icrc = 0;    // dropped: ICRC mismatch (no IP ID explains it)
+  uint64_t rx_icrc_ip_id = 0;  // accepted with a nonzero IP ID solved from the ICRC
   uint64_t rx_malformed = 0;   // dropped: not a valid IB transport packet
 };
 
@@ -41,6 +58,10 @@ struct UdpRxPacket {
   uint32_t src_ipv4 = 0;  // host byte order
   uint16_t src_port = 0;
   uint32_t dst_ipv4 = 0;
+  // RoCE v2 over IPv6 (the link-local GID): src_ipv4/dst_ipv4 are 0.
+  bool ipv6 = false;
+  std::array<uint8_t, 16> src_ip6{};
+  std::array<uint8_t, 16> dst_ip6{};
 };
 
 class UdpLink {
@@ -54,7 +75,21 @@ class UdpLink {
   UdpLink& operator=(UdpLink&&) noexcept;
   ~UdpLink();
 
+  // The IPv4 socket (what sendto of an IPv4 datagram uses).
   int fd() const noexcept { return fd_; }
+  // What to watch for readability: the IPv4 socket, or the epoll fd over
+  // both sockets once enable_ipv6() succeeded.
+  int wait_fd() const noexcept { return epfd_ >= 0 ? epfd_ : fd_; }
+
+  // Also serve RoCE v2 over IPv6 on `link_local` (fe80::/64), bound on the
+  // interface that holds the IPv4 address, same port. False with a message
+  // when the host does not have that address there (IPv6 disabled, another
+  // MAC) or the port is taken; the IPv4 side keeps working.
+  bool enable_ipv6(const std::array<uint8_t, 16>& link_local, std::string* error);
+  bool ipv6_enabled() const noexcept { return fd6_ >= 0; }
+
+  // As send(), over IPv6 to `dst` (a link-local GID on the same link).
+  bool send6(const wire::IbPacket& pkt, const std::array<uint8_t, 16>& dst, uint8_t traffic_class);
   uint32_t address() const noexcept { return ipv4_; }
   uint16_t port() const noexcept { return port_; }
 
@@ -71,6 +106,13 @@ class UdpLink {
                                   uint32_t dst_ipv4, uint8_t traffic_class, wire::MutBytes scratch);
   static constexpr std::size_t kDatagramOffset = 14 + 20 + 8;
 
+  // The IPv4 identification `packet` was sent with, found from its ICRC.
+  // `packet` is the IPv4 header (20 bytes, ID field 0, DF) + UDP + BTH ..
+  // ICRC as rebuilt on receive. Returns the ID for which the stored ICRC is
+  // right (0 when it already is), or nullopt when no ID gives it: the packet
+  // is corrupt. Pure computation; public for the tests.
+  static std::optional<uint16_t> solve_ip_id(wire::Bytes packet);
+
   // Receives one datagram if any is waiting (non-blocking). Returns false
   // when there is nothing (more) to read; packets that fail the checks are
   // counted and skipped.
@@ -80,13 +122,20 @@ class UdpLink {
 
  private:
   UdpLink(int fd, uint32_t ipv4, uint16_t port);
+  bool receive_v4(UdpRxPacket* out);
+  bool receive_v6(UdpRxPacket* out);
+  void close_all() noexcept;
 
   int fd_ = -1;
+  int fd6_ = -1;
+  int epfd_ = -1;
+  uint32_t ifindex_ = 0;
+  std::array<uint8_t, 16> ll_{};
   uint32_t ipv4_ = 0;
   uint16_t port_ = 0;
   UdpLinkCounters counters_;
-  // Receive buffer with room in front for the rebuilt IPv4 + UDP headers,
-  // so the ICRC is computed in place.
+  // Receive buffer with room in front for the rebuilt IPv4 or IPv6 + UDP
+  // headers, so the ICRC is computed in place.
   std::vector<uint8_t> rx_buf_;
   std::vector<uint8_t> tx_buf_;
 };

@@ -31,6 +31,15 @@ struct MrKeys {
   uint32_t rkey = 0;
 };
 
+// What ibv_rereg_mr changes (the flags mirror IBV_REREG_MR_CHANGE_*).
+struct MrRereg {
+  bool translation = false, pd = false, access = false;
+  MemDomain dom{};
+  uint64_t addr = 0, length = 0;
+  PdHandle new_pd{};
+  uint32_t new_access = 0;
+};
+
 struct TransportConfig {
   DeviceCaps caps;
   Mtu port_mtu = Mtu::k4096;        // UD messages are limited to this (IBA 9.8.3)
@@ -59,6 +68,11 @@ class Transport {
   int dealloc_pd(PdHandle pd);  // EBUSY while objects use it
   ErrnoOr<MrKeys> reg_mr(PdHandle pd, MemDomain dom, uint64_t addr, uint64_t length, uint32_t access);
   int dereg_mr(uint32_t lkey);
+  // ibv_rereg_mr (transport/mr_resize.cpp): change an MR's translation, PD
+  // and/or access in place; the keys stay the same.
+  int rereg_mr(uint32_t lkey, const MrRereg& change);
+  // ibv_resize_cq: EINVAL when more CQEs are queued than `cqe`.
+  int resize_cq(CqHandle cq, uint32_t cqe);
 
   // Completion queues. poll_cq returns the number of CQEs written to `out`.
   ErrnoOr<CqHandle> create_cq(uint32_t cqe);

@@ -178,7 +178,9 @@ std::unique_ptr<CtlClient> CtlClient::open(int& err) {
   return c;
 }
 
-CtlClient::~CtlClient() { ::close(fd_); }
+CtlClient::~CtlClient() {
+  if (fd_ >= 0) ::close(fd_);
+}
 
 int CtlClient::call_raw(std::vector<std::byte> req, std::vector<std::byte>& reply,
                         std::vector<int>& fds) {

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <vector>
 
+#include "engine/verbs_ext_proto.hpp"
 #include "verbs_shim/shim.hpp"
 
 #undef ibv_query_port
@@ -143,6 +144,16 @@ int op_query_device_ex(ibv_context* context, const ibv_query_device_ex_input* in
   full.max_dm_size = 0;
   full.phys_port_cnt_ex = s->info.attrs.phys_port_cnt;  // must equal phys_port_cnt
   full.raw_packet_caps = 0;
+  // On-demand paging: urnicd reads and writes application memory with
+  // process_vm_readv/writev at access time, which faults pages in, so MRs
+  // need no pinning and may cover memory mapped later (implicit ODP: the
+  // whole address space). Every operation of every transport works on them.
+  full.odp_caps.general_caps = IBV_ODP_SUPPORT | IBV_ODP_SUPPORT_IMPLICIT;
+  constexpr std::uint32_t kOdpSendRecv = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_SRQ_RECV;
+  full.odp_caps.per_transport_caps.rc_odp_caps =
+      kOdpSendRecv | IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_READ | IBV_ODP_SUPPORT_ATOMIC;
+  full.odp_caps.per_transport_caps.uc_odp_caps = kOdpSendRecv | IBV_ODP_SUPPORT_WRITE;
+  full.odp_caps.per_transport_caps.ud_odp_caps = kOdpSendRecv;
   std::memcpy(attr, &full, attr_size < sizeof full ? attr_size : sizeof full);
   return 0;
 }
@@ -242,6 +253,34 @@ int ibv_get_device_index(ibv_device* device) {
 
 // ---------------------------------------------------------------- open/close
 
+namespace {
+
+// The verbs_context around a connection bound to `sdev` (open and import).
+ibv_context* make_context(ShimDevice* sdev, std::unique_ptr<ShimContext> s, int async_fd, int doorbell_fd) {
+  auto* vctx = static_cast<verbs_context*>(std::calloc(1, sizeof(verbs_context)));
+  if (vctx == nullptr) {
+    if (async_fd >= 0) ::close(async_fd);
+    if (doorbell_fd >= 0) ::close(doorbell_fd);
+    errno = ENOMEM;
+    return nullptr;
+  }
+  vctx->sz = sizeof(verbs_context);
+  vctx->context.device = &sdev->dev;
+  vctx->context.cmd_fd = s->client->fd();
+  vctx->context.async_fd = async_fd;
+  vctx->context.num_comp_vectors = static_cast<int>(s->info.attrs.num_comp_vectors);
+  pthread_mutex_init(&vctx->context.mutex, nullptr);
+  vctx->context.abi_compat = __VERBS_ABI_IS_EXTENDED;
+  s->doorbell_fd = doorbell_fd;
+  s->vctx = vctx;
+  s->dev = sdev;
+  vctx->priv = static_cast<verbs_ex_private*>(static_cast<void*>(s.release()));
+  install_ops(vctx);
+  return &vctx->context;
+}
+
+}  // namespace
+
 ibv_context* ibv_open_device(ibv_device* device) {
   auto* sdev = static_cast<ShimDevice*>(static_cast<void*>(device));
   int err = 0;
@@ -261,34 +300,90 @@ ibv_context* ibv_open_device(ibv_device* device) {
     errno = err != 0 ? err : EIO;
     return nullptr;
   }
-  auto* vctx = static_cast<verbs_context*>(std::calloc(1, sizeof(verbs_context)));
-  if (vctx == nullptr) {
+  s->client = std::move(client);
+  return make_context(sdev, std::move(s), fds[0], fds.size() == 2 ? fds[1] : -1);
+}
+
+// cmd_fd is a duplicate of another context's control connection (the
+// uverbs fd a kernel device would have), possibly received from another
+// process: the new context speaks for the same daemon Session, so handles
+// from the original context name the same objects. Async events keep going
+// to the original context (async_fd is -1 here).
+ibv_context* ibv_import_device(int cmd_fd) {
+  auto client = CtlClient::adopt(cmd_fd);
+  auto s = std::make_unique<ShimContext>();
+  ctl::ImportDeviceRep rep{};
+  std::vector<int> fds;
+  if (const int err = client->call(ctl::ImportDeviceReq{}, rep, &fds); err != 0 || fds.size() > 1) {
     for (int fd : fds) ::close(fd);
+    client->release_fd();  // on failure the caller keeps its fd
+    errno = err == ENODEV || err == EIO ? EINVAL : (err != 0 ? err : EIO);
+    return nullptr;
+  }
+  s->info = rep.info;
+  s->client = std::move(client);
+  ShimDevice* sdev;
+  {
+    std::lock_guard lock(g_devices_mu);
+    sdev = device_for(rep.entry, static_cast<int>(rep.index));
+  }
+  return make_context(sdev, std::move(s), -1, fds.empty() ? -1 : fds[0]);
+}
+
+ibv_pd* ibv_import_pd(ibv_context* context, std::uint32_t pd_handle) {
+  ctl::ImportPdRep rep{};
+  if (const int err = shim_of(context)->client->call(ctl::ImportPdReq{{pd_handle, 0}}, rep); err != 0) {
+    errno = err;
+    return nullptr;
+  }
+  auto* pd = static_cast<ibv_pd*>(std::calloc(1, sizeof(ibv_pd)));
+  if (pd == nullptr) {
     errno = ENOMEM;
     return nullptr;
   }
-  vctx->sz = sizeof(verbs_context);
-  vctx->context.device = device;
-  vctx->context.cmd_fd = -1;
-  vctx->context.async_fd = fds[0];
-  vctx->context.num_comp_vectors = static_cast<int>(s->info.attrs.num_comp_vectors);
-  pthread_mutex_init(&vctx->context.mutex, nullptr);
-  vctx->context.abi_compat = __VERBS_ABI_IS_EXTENDED;
-  s->doorbell_fd = fds.size() == 2 ? fds[1] : -1;
-  s->vctx = vctx;
-  s->dev = sdev;
-  s->client = std::move(client);
-  vctx->priv = static_cast<verbs_ex_private*>(static_cast<void*>(s.release()));
-  install_ops(vctx);
-  return &vctx->context;
+  pd->context = context;
+  pd->handle = rep.handle;
+  return pd;
 }
+
+// Unimport frees the process's struct; the object lives on.
+void ibv_unimport_pd(ibv_pd* pd) { std::free(pd); }
+
+ibv_mr* ibv_import_mr(ibv_pd* pd, std::uint32_t mr_handle) {
+  ctl::ImportMrRep rep{};
+  if (const int err = shim_of(pd->context)->client->call(ctl::ImportMrReq{{mr_handle, 0}}, rep); err != 0) {
+    errno = err;
+    return nullptr;
+  }
+  if (rep.pd_handle != pd->handle) {
+    errno = EINVAL;  // the MR belongs to another PD
+    return nullptr;
+  }
+  auto* mr = static_cast<ibv_mr*>(std::calloc(1, sizeof(ibv_mr)));
+  if (mr == nullptr) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  mr->context = pd->context;
+  mr->pd = pd;
+  // As libibverbs, whose import query returns no address: the address is
+  // the importer's to know (pyverbs passes it separately).
+  mr->addr = nullptr;
+  mr->length = rep.length;
+  mr->handle = rep.handle;
+  mr->lkey = rep.lkey;
+  mr->rkey = rep.rkey;
+  return mr;
+}
+
+void ibv_unimport_mr(ibv_mr* mr) { std::free(mr); }
 
 int ibv_close_device(ibv_context* context) {
   ShimContext* s = shim_of(context);
   verbs_context* vctx = s->vctx;
   // Closing the control connection makes the daemon destroy every object this
   // context created, as closing the uverbs fd does in the kernel.
-  ::close(context->async_fd);
+  if (context->async_fd >= 0) ::close(context->async_fd);
   if (s->doorbell_fd >= 0) ::close(s->doorbell_fd);
   pthread_mutex_destroy(&context->mutex);
   delete s;

@@ -382,17 +382,6 @@ int ibv_resolve_eth_l2_from_gid(ibv_context* context, ibv_ah_attr* attr, std::ui
 
 // ---------------------------------------------------------------- not offered
 
-int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, std::size_t length, int access) {
-  (void)mr;
-  (void)flags;
-  (void)pd;
-  (void)addr;
-  (void)length;
-  (void)access;
-  errno = EOPNOTSUPP;
-  return IBV_REREG_MR_ERR_INPUT;
-}
-
 ibv_mr* ibv_reg_dmabuf_mr(ibv_pd* pd, std::uint64_t offset, std::size_t length, std::uint64_t iova,
                           int fd, int access) {
   (void)pd;
@@ -419,26 +408,7 @@ int ibv_detach_mcast(ibv_qp* qp, const ibv_gid* gid, std::uint16_t lid) {
   return EOPNOTSUPP;
 }
 
-// Sharing objects between processes through a uverbs fd needs a kernel.
-ibv_context* ibv_import_device(int cmd_fd) {
-  (void)cmd_fd;
-  errno = EOPNOTSUPP;
-  return nullptr;
-}
-ibv_pd* ibv_import_pd(ibv_context* context, std::uint32_t pd_handle) {
-  (void)context;
-  (void)pd_handle;
-  errno = EOPNOTSUPP;
-  return nullptr;
-}
-void ibv_unimport_pd(ibv_pd* pd) { (void)pd; }
-ibv_mr* ibv_import_mr(ibv_pd* pd, std::uint32_t mr_handle) {
-  (void)pd;
-  (void)mr_handle;
-  errno = EOPNOTSUPP;
-  return nullptr;
-}
-void ibv_unimport_mr(ibv_mr* mr) { (void)mr; }
+// ibv_import_device / _pd / _mr: device.cpp. Device memory is not offered.
 ibv_dm* ibv_import_dm(ibv_context* context, std::uint32_t dm_handle) {
   (void)context;
   (void)dm_handle;

@@ -15,6 +15,7 @@
 #include <new>
 #include <vector>
 
+#include "engine/verbs_ext_proto.hpp"
 #include "verbs_shim/shim.hpp"
 
 #undef ibv_reg_mr
@@ -191,8 +192,14 @@ void kick_if_sleeping(ibv_context* ctx, const SpscRing& ring) {
 namespace {
 
 int op_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
+  std::lock_guard lock(*shim_of(qp)->post_mu);
+  return post_send_locked(qp, wr, bad_wr, false);
+}
+
+}  // namespace
+
+int post_send_locked(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, bool all_or_nothing) {
   ShimQp* q = shim_of(qp);
-  std::lock_guard lock(*q->post_mu);
   int err = 0;
   std::uint32_t n = 0;
   // A QP accepts send WRs from RTS on (IBA 10.3.1: not in Reset, Init, RTR).
@@ -268,11 +275,14 @@ int op_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
       }
     }
   }
+  if (err != 0 && all_or_nothing) n = 0;
   q->sq.publish(n);
   if (n != 0) kick_if_sleeping(qp->context, q->sq);
   if (err != 0) *bad_wr = wr;
   return err;
 }
+
+namespace {
 
 int op_post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
   ShimQp* q = shim_of(qp);
@@ -383,6 +393,8 @@ void* op_compat_unsupported() {
   return nullptr;
 }
 
+}  // namespace
+
 ibv_qp* create_qp_common(ibv_pd* pd, ibv_qp_init_attr* attr) {
   ibv_context* ctx = pd->context;
   if (attr->send_cq == nullptr || attr->recv_cq == nullptr) {
@@ -446,16 +458,28 @@ ibv_qp* create_qp_common(ibv_pd* pd, ibv_qp_init_attr* attr) {
   return &qp;
 }
 
+namespace {
+
 ibv_qp* op_create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr) {
-  // TODO(data path): IBV_QP_INIT_ATTR_SEND_OPS_FLAGS needs the ibv_qp_ex
-  // wr_* function pointers (perftest's default "new post send" path).
-  if ((attr->comp_mask & ~static_cast<std::uint32_t>(IBV_QP_INIT_ATTR_PD)) != 0) {
+  // What urnic offers of ibv_qp_init_attr_ex: a PD, no creation flags (the
+  // mask bit with flags 0 is accepted, as rxe does), the ibv_qp_ex post
+  // path. XRC domains, RSS hashing, TSO headers and the rest are not offered.
+  constexpr std::uint32_t kKnown = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS |
+                                   IBV_QP_INIT_ATTR_SEND_OPS_FLAGS | IBV_QP_INIT_ATTR_MAX_TSO_HEADER;
+  if ((attr->comp_mask & ~kKnown) != 0 ||
+      ((attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) != 0 && attr->create_flags != 0) ||
+      ((attr->comp_mask & IBV_QP_INIT_ATTR_MAX_TSO_HEADER) != 0 && attr->max_tso_header != 0)) {
     errno = EOPNOTSUPP;
     return nullptr;
   }
   if ((attr->comp_mask & IBV_QP_INIT_ATTR_PD) == 0 || attr->pd == nullptr ||
       attr->pd->context != context) {
     errno = EINVAL;
+    return nullptr;
+  }
+  const bool ext = (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) != 0;
+  if (ext && !qp_ex_ops_supported(attr->qp_type, attr->send_ops_flags)) {
+    errno = EOPNOTSUPP;
     return nullptr;
   }
   ibv_qp_init_attr basic{};
@@ -467,7 +491,13 @@ ibv_qp* op_create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr) {
   basic.qp_type = attr->qp_type;
   basic.sq_sig_all = attr->sq_sig_all;
   ibv_qp* qp = create_qp_common(attr->pd, &basic);
-  if (qp != nullptr) attr->cap = basic.cap;
+  if (qp == nullptr) return nullptr;
+  attr->cap = basic.cap;
+  if (ext && !setup_qp_ex(shim_of(qp), attr->send_ops_flags)) {
+    ibv_destroy_qp(qp);
+    errno = ENOMEM;
+    return nullptr;
+  }
   return qp;
 }
 
@@ -496,6 +526,7 @@ void install_ops(verbs_context* vctx) {
   install_query_ops(vctx);
   // Extended verbs: NULL means "not supported" to the inlines (EOPNOTSUPP).
   vctx->create_qp_ex = op_create_qp_ex;
+  install_extended_ops(vctx);
 }
 
 }  // namespace urnic::shim
@@ -578,6 +609,40 @@ int ibv_dereg_mr(ibv_mr* mr) {
   if (const int err = client_of(mr->context).call(ctl::DeregMrReq{{mr->handle, 0}}, rep); err != 0)
     return err;
   std::free(mr);
+  return 0;
+}
+
+// As libibverbs' ibv_rereg_mr: input checks (IBV_REREG_MR_ERR_INPUT), then
+// the device (IBV_REREG_MR_ERR_CMD); errno says why. The keys stay the same.
+int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, std::size_t length, int access) {
+  constexpr int kKnown = IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_PD | IBV_REREG_MR_CHANGE_ACCESS;
+  if (flags == 0 || (flags & ~kKnown) != 0 ||
+      ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) != 0 && (addr == nullptr || length == 0)) ||
+      (access != 0 && (flags & IBV_REREG_MR_CHANGE_ACCESS) == 0) ||
+      ((flags & IBV_REREG_MR_CHANGE_PD) != 0 && (pd == nullptr || pd->context != mr->context))) {
+    errno = EINVAL;
+    return IBV_REREG_MR_ERR_INPUT;
+  }
+  ctl::ReregMrReq req{};
+  req.handle = mr->handle;
+  req.flags = static_cast<std::uint32_t>(flags);
+  req.addr = reinterpret_cast<std::uintptr_t>(addr);
+  req.length = length;
+  req.iova = req.addr;
+  req.pd_handle = (flags & IBV_REREG_MR_CHANGE_PD) != 0 ? pd->handle : 0;
+  req.access = static_cast<std::uint32_t>(access);
+  ctl::ReregMrRep rep{};
+  if (const int err = client_of(mr->context).call(req, rep); err != 0) {
+    errno = err;
+    return IBV_REREG_MR_ERR_CMD;
+  }
+  if ((flags & IBV_REREG_MR_CHANGE_PD) != 0) mr->pd = pd;
+  if ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) != 0) {
+    mr->addr = addr;
+    mr->length = length;
+  }
+  mr->lkey = rep.lkey;
+  mr->rkey = rep.rkey;
   return 0;
 }
 
@@ -682,6 +747,7 @@ ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_
   c->ring = SpscRing(static_cast<std::byte*>(c->map), rep.slots, sizeof(CqeSlot));
   c->poll_mu = new std::mutex;
   c->ctx = shim_of(context);
+  setup_cq_ex(c, IBV_WC_STANDARD_FLAGS);
   ibv_cq* cq = ibv_cq_ex_to_cq(&c->cqx);
   cq->context = context;
   cq->channel = channel;
@@ -712,10 +778,32 @@ int ibv_destroy_cq(ibv_cq* cq) {
   return 0;
 }
 
+// The daemon builds a new ring holding the unpolled CQEs; we swap rings
+// under the poll lock, so no poller sees the old one after it is unmapped.
 int ibv_resize_cq(ibv_cq* cq, int cqe) {
-  (void)cq;
-  (void)cqe;
-  return EOPNOTSUPP;  // TODO: ring reallocation
+  if (cqe < 1) return EINVAL;
+  ShimCq* c = shim_of(cq);
+  std::lock_guard lock(*c->poll_mu);
+  // Every CQE polled so far is released (ibv_poll_cq releases at once,
+  // ibv_end_poll before dropping this lock), so the daemon moves exactly the
+  // unpolled ones.
+  ctl::ResizeCqReq req{};
+  req.handle = cq->handle;
+  req.cqe = static_cast<std::uint32_t>(cqe);
+  ctl::ResizeCqRep rep{};
+  std::vector<int> fds;
+  if (const int err = client_of(cq->context).call(req, rep, &fds); err != 0 || fds.size() != 1) {
+    for (int fd : fds) ::close(fd);
+    return err != 0 ? err : EIO;
+  }
+  void* map = map_fd(fds[0], rep.map_bytes);
+  if (map == nullptr) return ENOMEM;  // the daemon already switched: the CQ is lost
+  ::munmap(c->map, c->map_bytes);
+  c->map = map;
+  c->map_bytes = rep.map_bytes;
+  c->ring = SpscRing(static_cast<std::byte*>(map), rep.slots, sizeof(CqeSlot));
+  cq->cqe = static_cast<int>(rep.cqe);
+  return 0;
 }
 
 // ---------------------------------------------------------------- QP
@@ -724,16 +812,52 @@ ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* qp_init_attr) {
   return create_qp_common(pd, qp_init_attr);
 }
 
+namespace {
+
+// Moving a QP to Reset removes its completions not yet polled from its CQs
+// (IBA 10.3.1: Reset empties the QP's work queues; libmlx5 cleans the CQs
+// too, and pyverbs' restate-after-error tests rely on it). The unpolled
+// slots belong to the consumer until released, so the survivors are packed
+// toward the producer end in place and the rest released.
+void clean_cq(ibv_cq* cq, std::uint32_t qpn) {
+  ShimCq* c = shim_of(cq);
+  std::lock_guard lock(*c->poll_mu);
+  const std::uint32_t n = c->ring.available();
+  std::vector<CqeSlot> keep;
+  keep.reserve(n);
+  for (std::uint32_t k = 0; k < n; ++k) {
+    CqeSlot e;
+    std::memcpy(&e, c->ring.consumer_slot(k), sizeof e);
+    if (e.qp_num != qpn) keep.push_back(e);
+  }
+  const auto kept = static_cast<std::uint32_t>(keep.size());
+  if (kept == n) return;
+  for (std::uint32_t k = 0; k < kept; ++k)
+    std::memcpy(const_cast<std::byte*>(c->ring.consumer_slot(n - kept + k)), &keep[k], sizeof(CqeSlot));
+  c->ring.release(n - kept);
+}
+
+}  // namespace
+
 int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
   ctl::ModifyQpReq req{};
   req.handle = qp->handle;
   req.attr_mask = static_cast<std::uint32_t>(attr_mask);
   req.attr = to_wire(*attr);
+  // ON_DEMAND describes memory, not a QP: MR access bits applications pass
+  // to both (pyverbs' ODP tests do) mean nothing to the QP, as with mlx5.
+  req.attr.qp_access_flags &= ~static_cast<std::uint32_t>(IBV_ACCESS_ON_DEMAND);
   ctl::ModifyQpRep rep{};
   if (const int err = client_of(qp->context).call(req, rep); err != 0) return err;
   if ((attr_mask & IBV_QP_STATE) != 0) {
-    std::lock_guard lock(*shim_of(qp)->post_mu);
-    qp->state = attr->qp_state;
+    {
+      std::lock_guard lock(*shim_of(qp)->post_mu);
+      qp->state = attr->qp_state;
+    }
+    if (attr->qp_state == IBV_QPS_RESET) {
+      clean_cq(qp->send_cq, qp->qp_num);
+      if (qp->recv_cq != qp->send_cq) clean_cq(qp->recv_cq, qp->qp_num);
+    }
   }
   return 0;
 }
@@ -765,6 +889,7 @@ int ibv_destroy_qp(ibv_qp* qp) {
     return err;
   ::munmap(q->map, q->map_bytes);
   delete q->post_mu;
+  teardown_qp_ex(q);
   pthread_mutex_destroy(&qp->mutex);
   pthread_cond_destroy(&qp->cond);
   delete q;
@@ -772,8 +897,10 @@ int ibv_destroy_qp(ibv_qp* qp) {
 }
 
 ibv_qp_ex* ibv_qp_to_qp_ex(ibv_qp* qp) {
-  (void)qp;
-  return nullptr;  // TODO(data path): QPs created with send_ops_flags
+  // As libibverbs: only QPs created with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS
+  // have the wr_* interface.
+  ShimQp* q = shim_of(qp);
+  return q->ext != nullptr ? &q->qpx : nullptr;
 }
 
 // ---------------------------------------------------------------- SRQ

@@ -30,6 +30,10 @@ class CtlClient {
   // Connect, starting urnicd if none answers (see connect_daemon()). Returns
   // nullptr and sets `err` on failure.
   static std::unique_ptr<CtlClient> open(int& err);
+  // An already greeted connection (ibv_import_device's duplicated cmd_fd);
+  // the client owns `fd` from now on unless release_fd() gives it back.
+  static std::unique_ptr<CtlClient> adopt(int fd) { return std::unique_ptr<CtlClient>(new CtlClient(fd)); }
+  void release_fd() { fd_ = -1; }
   ~CtlClient();
   CtlClient(const CtlClient&) = delete;
   CtlClient& operator=(const CtlClient&) = delete;
@@ -41,6 +45,9 @@ class CtlClient {
   int call(const Req& req, Rep& rep, std::vector<int>* fds = nullptr);
 
   [[nodiscard]] std::uint32_t daemon_pid() const { return daemon_pid_; }
+  // The connection's socket: what ibv_context.cmd_fd shows (the uverbs fd
+  // of a kernel device; ibv_import_device takes a duplicate of it).
+  [[nodiscard]] int fd() const { return fd_; }
 
  private:
   explicit CtlClient(int fd) : fd_(fd) {}
@@ -97,6 +104,12 @@ struct ShimCq {
   std::size_t map_bytes;
   std::mutex* poll_mu;       // serializes pollers (the ring is single-consumer)
   std::uint32_t comp_events_reported;
+  // ibv_cq_ex polling (extended.cpp): the CQE start_poll/next_poll made
+  // current, copied out of the ring; its slot is released by the next
+  // next_poll or end_poll.
+  engine::CqeSlot cur;
+  std::uint32_t held;        // ring slots taken and not yet released (0 or 1)
+  std::uint64_t wc_flags;    // IBV_WC_EX_WITH_* the CQ was created with
 };
 static_assert(std::is_standard_layout_v<ShimCq>);
 
@@ -110,8 +123,11 @@ struct ShimSrq {
 };
 static_assert(std::is_standard_layout_v<ShimSrq>);
 
+struct QpExState;            // ibv_qp_ex work requests being built (extended.cpp)
+
 struct ShimQp {
   ibv_qp_ex qpx;             // ibv_qp is its first member (qp_base)
+  QpExState* ext;            // non-null when created with send_ops_flags
   engine::SpscRing sq, rq;
   void* map;
   std::size_t map_bytes;
@@ -152,6 +168,20 @@ void kick_if_sleeping(ibv_context* ctx, const engine::SpscRing& ring);
 
 // Fill the ops tables of a new context (objects.cpp).
 void install_ops(verbs_context* vctx);
+
+// objects.cpp: the ibv_post_send body (caller holds post_mu). With
+// `all_or_nothing` nothing is published when any WR fails (ibv_wr_complete).
+int post_send_locked(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, bool all_or_nothing);
+ibv_qp* create_qp_common(ibv_pd* pd, ibv_qp_init_attr* attr);
+
+// extended.cpp: ibv_qp_ex and ibv_cq_ex over the same shared rings.
+bool qp_ex_ops_supported(ibv_qp_type type, std::uint64_t send_ops_flags);
+bool setup_qp_ex(ShimQp* q, std::uint64_t send_ops_flags);
+void teardown_qp_ex(ShimQp* q);
+void install_extended_ops(verbs_context* vctx);
+// The ibv_cq_ex read_* / poll pointers of a CQ (ibv_create_cq fills them too,
+// so ibv_cq_ex_to_cq round trips work either way).
+void setup_cq_ex(ShimCq* c, std::uint64_t wc_flags);
 
 // Debug logging to stderr when URNIC_DEBUG is set.
 void debug_log(const char* fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -220,7 +220,9 @@ TEST_CASE("memory registration checks access flags and the mapping", "[engine][c
   CHECK(reg(base, page, IBV_ACCESS_REMOTE_ATOMIC) == EINVAL);
   CHECK(reg(base, 0, IBV_ACCESS_LOCAL_WRITE) == EINVAL);
   CHECK(reg(base, page, 1U << 30) == EINVAL);
-  CHECK(reg(base, page, IBV_ACCESS_ON_DEMAND | IBV_ACCESS_LOCAL_WRITE) == EOPNOTSUPP);
+  // On-demand paging (issue 9): memory is reached at access time, so an ODP
+  // MR is accepted without the mapping check (see the hole below).
+  CHECK(reg(base, page, IBV_ACCESS_ON_DEMAND | IBV_ACCESS_LOCAL_WRITE) == 0);
   ctl::RegMrReq badpd{base, static_cast<std::uint64_t>(page), base, 999, 0};
   CHECK(h.call<ctl::RegMrRep>(badpd) == EINVAL);
   // Read-only memory: fine for local read, EFAULT when write access is asked.
@@ -231,6 +233,7 @@ TEST_CASE("memory registration checks access flags and the mapping", "[engine][c
   REQUIRE(::munmap(static_cast<char*>(rw) + 2 * page, static_cast<std::size_t>(page)) == 0);
   CHECK(reg(base, 4 * page, 0) == EFAULT);
   CHECK(reg(base + 2 * static_cast<std::uint64_t>(page), 1, 0) == EFAULT);
+  CHECK(reg(base, 4 * page, IBV_ACCESS_ON_DEMAND) == 0);
   // The PD is busy while an MR uses it.
   CHECK(h.call<ctl::DeallocPdRep>(ctl::DeallocPdReq{{pd, 0}}) == EBUSY);
   CHECK(h.call<ctl::DeregMrRep>(ctl::DeregMrReq{{mr.handle, 0}}) == 0);

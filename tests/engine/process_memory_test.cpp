@@ -66,6 +66,11 @@ TEST_CASE("process memory: unmapped and read-only ranges", "[engine][memory]") {
   CHECK(mem.write(engine::domain_of_pid(::getpid()), va + 2 * upage, buf));
   mem.flush_writes();
   CHECK(mem.counters().deferred_write_faults == 1);
+  // An on-demand-paging MR's domain is never staged: the fault is reported
+  // by the write itself, so the responder can NAK it.
+  CHECK_FALSE(mem.write(engine::odp_domain_of_pid(::getpid()), va + 2 * upage, buf));
+  CHECK(mem.write(engine::odp_domain_of_pid(::getpid()), va, buf));
+  CHECK(mem.counters().deferred_write_faults == 1);
   ::munmap(base, static_cast<size_t>(page));
   ::munmap(base + 2 * page, static_cast<size_t>(page));
 }

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "tools/cli/frame_decode.hpp"
+#include "tools/cli/observe.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"urnic: a software RDMA NIC in user space"};
@@ -20,6 +21,8 @@ int main(int argc, char** argv) {
 
   int status = 0;
   decode->callback([&] { status = urnic::tools::run_frame_decode(decode_opts); });
+
+  urnic::tools::register_observe_commands(app, status);  // stats, fault, capture (observe_cli.cpp)
 
   CLI11_PARSE(app, argc, argv);
   return status;

@@ -230,39 +230,35 @@ bool RoceV2FrameCodec::decode(std::span<const uint8_t> frame, wire::IbPacket& pk
 // --- Link -----------------------------------------------------------------------
 
 Link::Link(Simulator& sim, LinkConfig cfg, uint64_t seed, std::function<void(std::vector<uint8_t>)> deliver)
-    : sim_(sim), cfg_(cfg), rng_(seed), deliver_(std::move(deliver)) {}
+    : sim_(sim), cfg_(cfg), roller_(seed), deliver_(std::move(deliver)) {}
 
 void Link::carry(std::vector<uint8_t> frame) {
   ++stats_.frames;
-  std::uniform_real_distribution<double> u(0.0, 1.0);
-  const Faults& f = cfg_.faults;
-  // Every decision draws from the RNG in a fixed order, so a run depends
-  // only on the seed.
-  const double r_loss = u(rng_), r_dup = u(rng_), r_reorder = u(rng_), r_corrupt = u(rng_);
-  const uint64_t r_bit = rng_();
-  const Nanos jitter = cfg_.jitter ? rng_() % (cfg_.jitter + 1) : 0;
-  if ((f.drop_every != 0 && stats_.frames % f.drop_every == 0) || r_loss < f.loss) {
+  // Every decision draws from the seeded roller in a fixed order, so a run
+  // depends only on the seed.
+  const FaultVerdict v = roller_.roll(cfg_.faults, stats_.frames, cfg_.jitter);
+  if (v.drop) {
     ++stats_.dropped;
     return;
   }
-  if (r_corrupt < f.corrupt && !frame.empty()) {
-    const uint64_t bit = r_bit % (frame.size() * 8);
+  if (v.corrupt && !frame.empty()) {
+    const uint64_t bit = v.corrupt_bit % (frame.size() * 8);
     frame[bit / 8] ^= static_cast<uint8_t>(1u << (bit % 8));
     ++stats_.corrupted;
   }
   // Jitter never reorders: a wire is FIFO unless the reorder fault holds a
   // frame back.
-  Nanos delay = cfg_.delay + jitter;
+  Nanos delay = cfg_.delay + v.jitter;
   if (sim_.now() + delay < last_arrival_) delay = last_arrival_ - sim_.now();
   last_arrival_ = sim_.now() + delay;
-  if (r_reorder < f.reorder) {
-    delay += f.reorder_delay;
+  if (v.reorder) {
+    delay += cfg_.faults.reorder_delay;
     ++stats_.reordered;
   }
-  if (r_dup < f.duplicate) {
+  if (v.duplicate) {
     ++stats_.duplicated;
     auto copy = frame;
-    sim_.schedule_in(delay + 1 + (rng_() % 5'000), [this, c = std::move(copy)]() mutable {
+    sim_.schedule_in(delay + v.duplicate_lag, [this, c = std::move(copy)]() mutable {
       ++stats_.delivered;
       deliver_(std::move(c));
     });

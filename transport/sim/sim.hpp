@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "transport/io.hpp"
+#include "transport/sim/fault_model.hpp"
 #include "transport/transport.hpp"
 #include "transport/types.hpp"
 #include "wire/ib_packet.hpp"
@@ -94,14 +95,8 @@ class RoceV2FrameCodec final : public FrameCodec {
   std::array<uint8_t, 40> grh_{};
 };
 
-struct Faults {
-  double loss = 0;       // probability a frame is dropped
-  double duplicate = 0;  // probability a frame is delivered twice
-  double reorder = 0;    // probability a frame is held back by reorder_delay
-  double corrupt = 0;    // probability one random bit is flipped
-  Nanos reorder_delay = 20'000;
-  uint64_t drop_every = 0;  // deterministic: drop every n-th frame (0 = off)
-};
+// Faults (the seeded fault model, shared with urnicd's fault injection) are
+// in fault_model.hpp.
 
 struct LinkConfig {
   Nanos delay = 2'000;   // one-way propagation
@@ -124,7 +119,7 @@ class Link {
  private:
   Simulator& sim_;
   LinkConfig cfg_;
-  std::mt19937_64 rng_;
+  FaultRoller roller_;
   std::function<void(std::vector<uint8_t>)> deliver_;
   LinkStats stats_;
   Nanos last_arrival_ = 0;  // FIFO: no frame arrives before an earlier one (reorder aside)

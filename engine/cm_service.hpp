@@ -1,0 +1,232 @@
+// The communication manager of urnicd: what the kernel's ib_cm + rdma_cm are
+// to a hardware RNIC, serving librdmacm.so.1 (rdmacm_shim/) over the control
+// socket (engine/cm_proto.hpp) and speaking the IBTA CM on the wire.
+//
+// - Ids, ports and listeners: rdma_cm ids per control connection ("owner"),
+//   bound to an IP address (or the wildcard) and a port in a port space
+//   (RDMA_PS_TCP/UDP/IB); address resolution maps an IP address to a urnic
+//   device and its RoCE v2 GID (127.0.0.0/8 and ::1 are the first device).
+// - On the wire: CM MADs (class 0x07, IBA 12.6) as UD SENDs to QP1 with the
+//   GSI Q_Key, through the device's link or hairpin (DataPath::send_gsi):
+//   REQ/MRA/REJ/REP/RTU/DREQ/DREP for RC, SIDR_REQ/SIDR_REP for UD (IBA
+//   12.11), the RDMA IP CM service ID and private-data header (annex A11).
+//   Requests are retransmitted on a timer and time out with the rdma_cm
+//   event the kernel gives (UNREACHABLE / CONNECT_ERROR / DISCONNECTED).
+// - QP states are driven by the process (as librdmacm does with the
+//   attributes rdma_init_qp_attr returns): the CM only computes them.
+//
+// Not implemented: LAP/APR (path migration), timewait (an id is reusable at
+// once), multicast, and RDMA_PS_IB service IDs other than the IP form.
+//
+// Everything runs on the engine thread: control requests through handle(),
+// packets and timers through the GsiHandler interface.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/cm_proto.hpp"
+#include "engine/datapath.hpp"
+#include "engine/session.hpp"
+#include "wire/cm.hpp"
+
+namespace urnic::engine {
+
+// What the CM needs to know about one device.
+struct CmDevice {
+  std::string name;
+  std::uint32_t ipv4 = 0;                // host order
+  std::array<std::uint8_t, 16> gid{};    // its RoCE v2 GID (::ffff:ipv4)
+  std::uint8_t sgid_index = 1;           // index of `gid` in the GID table
+  std::uint64_t node_guid = 0;           // network order, as the device reports it
+  std::uint32_t active_mtu = 5;          // enum ibv_mtu
+  std::uint8_t max_rd_atomic = 16;       // max_qp_rd_atom / max_qp_init_rd_atom
+  // Sends one 256-byte MAD to QP1 at `dgid`.
+  std::function<void(const std::array<std::uint8_t, 16>& dgid, std::span<const std::uint8_t> mad)> send;
+};
+
+struct CmCounters {
+  std::uint64_t mads_received = 0;
+  std::uint64_t mads_sent = 0;
+  std::uint64_t mads_dropped = 0;        // malformed or not for the CM (bad header, Q_Key, length)
+  std::uint64_t mads_unmatched = 0;      // well formed, but no id they belong to
+  std::uint64_t retransmits = 0;
+  std::uint64_t timeouts = 0;
+  std::uint64_t rej_sent = 0;
+  std::uint64_t reqs_deferred = 0;       // REQ/SIDR_REQ dropped while a port is between listeners
+};
+
+class CmService final : public GsiHandler {
+ public:
+  using Clock = std::function<transport::Nanos()>;
+  CmService(std::vector<CmDevice> devices, Clock clock);
+  ~CmService() override;
+  CmService(const CmService&) = delete;
+  CmService& operator=(const CmService&) = delete;
+
+  // One control request (MsgType 70..89) from connection `owner`.
+  Reply handle(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  // The connection closed: destroy its ids (telling their peers) and channels.
+  void release_owner(std::uint32_t owner);
+
+  // A datagram that arrived at QP1 of device `dev` from `src_ipv4`.
+  void on_gsi_datagram(std::size_t dev, const wire::IbPacket& pkt, std::uint32_t src_ipv4,
+                       transport::Nanos now);
+  // One MAD (already checked to be a GSI datagram) from the peer at `src_gid`.
+  void on_mad(std::size_t dev, const std::array<std::uint8_t, 16>& src_gid, wire::Bytes mad,
+              transport::Nanos now);
+
+  // Which device a data path serves (for on_gsi_packet).
+  void attach(const DataPath* dp, std::size_t dev) { paths_[dp] = dev; }
+
+  // GsiHandler.
+  void on_gsi_packet(const DataPath& dp, const wire::IbPacket& pkt, std::uint32_t src_ipv4,
+                     transport::Nanos now) override;
+  [[nodiscard]] transport::Nanos gsi_deadline() const override;
+  void on_gsi_timer(transport::Nanos now) override;
+
+  [[nodiscard]] const CmCounters& counters() const { return counters_; }
+  [[nodiscard]] std::size_t id_count() const { return ids_.size(); }
+
+  // Retransmission policy (IBA 12.7.x response timeouts): tests shorten it.
+  void set_retry_policy(transport::Nanos timeout, int retries) {
+    retry_timeout_ = timeout;
+    max_retries_ = retries;
+  }
+
+  enum class State : std::uint8_t {
+    kIdle,
+    kBound,
+    kAddrResolved,
+    kRouteResolved,
+    kListen,
+    kReqSent,
+    kReqRcvd,       // passive: CONNECT_REQUEST delivered, waiting for accept/reject
+    kRepSent,
+    kRepRcvd,       // active: CONNECT_RESPONSE delivered, waiting for establish
+    kEstablished,
+    kDreqSent,
+    kDisconnected,
+    kSidrReqSent,
+    kSidrReqRcvd,
+    kRejected,
+    kError,
+  };
+  // The state of id `handle` (tests).
+  [[nodiscard]] std::optional<State> state_of(std::uint32_t handle) const;
+
+ private:
+  struct Id {
+    std::uint32_t handle = 0;
+    std::uint32_t owner = 0;
+    std::uint32_t channel = 0;
+    std::uint64_t cookie = 0;
+    std::uint32_t port_space = 0;  // enum rdma_port_space
+    std::uint32_t qp_type = 0;     // enum ibv_qp_type
+    State state = State::kIdle;
+    int dev = -1;                  // device index once bound to one
+    bool bound = false;            // has a port in its port space
+    bool route = false;
+    ctl::CmAddr src{};
+    ctl::CmAddr dst{};
+    std::array<std::uint8_t, 16> dgid{};
+    std::uint32_t path_mtu = 0;
+    // Connection.
+    std::uint32_t local_comm_id = 0;
+    std::uint32_t remote_comm_id = 0;
+    std::uint64_t tid = 0;
+    std::uint32_t local_qpn = 0, remote_qpn = 0;
+    std::uint32_t local_psn = 0, remote_psn = 0;
+    std::uint32_t qkey = 0, remote_qkey = 0;
+    std::uint8_t responder_resources = 0, initiator_depth = 0;
+    std::uint8_t retry_count = 7, rnr_retry_count = 7;
+    std::uint8_t tos = 0, ack_timeout = 0;
+    bool reuseaddr = false, afonly = false;
+    std::uint32_t listener = 0;    // passive ids: the listening id
+    // Retransmission of the last request sent.
+    std::array<std::uint8_t, wire::mad::kMadSize> last_mad{};
+    transport::Nanos deadline = transport::kNever;
+    int retries_left = 0;
+  };
+  struct Channel {
+    std::uint32_t owner = 0;
+    int fd = -1;                   // daemon end (non-blocking)
+  };
+
+  Reply on_create_channel(std::uint32_t owner, const ctl::MsgHeader& h);
+  Reply on_destroy_channel(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_create_id(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_destroy_id(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_bind(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_resolve_addr(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_resolve_route(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_listen(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_connect(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_accept(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_reject(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_disconnect(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_init_qp_attr(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_migrate(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_establish(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_set_option(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_query(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
+
+  void on_req(std::size_t dev, const std::array<std::uint8_t, 16>& src_gid, const wire::MadHeader& mh,
+              const wire::CmReq& m, transport::Nanos now);
+  void on_rep(const wire::MadHeader& mh, const wire::CmRep& m, transport::Nanos now);
+  void on_rtu(const wire::CmRtu& m);
+  void on_rej(const wire::CmRej& m);
+  void on_mra(const wire::CmMra& m, transport::Nanos now);
+  void on_dreq(std::size_t dev, const std::array<std::uint8_t, 16>& src_gid, const wire::MadHeader& mh,
+               const wire::CmDreq& m);
+  void on_drep(const wire::CmDrep& m);
+  void on_sidr_req(std::size_t dev, const std::array<std::uint8_t, 16>& src_gid, const wire::MadHeader& mh,
+                   const wire::CmSidrReq& m);
+  void on_sidr_rep(const wire::CmSidrRep& m);
+
+  Id* find_owned(std::uint32_t owner, std::uint32_t handle);
+  Id* find_by_comm_id(std::uint32_t local_comm_id);
+  int bind_port(Id& id, const ctl::CmAddr& addr);
+  int resolve_device(const ctl::CmAddr& addr, int& dev) const;
+  bool recently_listened(std::uint32_t port_space, std::uint16_t port, transport::Nanos now_ns);
+  Id* find_listener(std::uint32_t port_space, std::uint16_t port, const ctl::CmAddr& dst) const;
+  ctl::CmIdInfo info_of(const Id& id) const;
+  void emit(const Id& id, std::uint32_t event, std::int32_t status, const ctl::CmConnParam* param = nullptr,
+            const ctl::AhAttrs* ah = nullptr, std::uint64_t listen_cookie = 0, std::uint32_t listen_handle = 0);
+  // Sends a CM MAD to the id's peer; with `retry`, keeps it for retransmission.
+  void send(Id& id, const wire::CmMessage& m, bool retry);
+  void send_to(std::size_t dev, const std::array<std::uint8_t, 16>& dgid, std::uint64_t tid,
+               const wire::CmMessage& m);
+  void stop_timer(Id& id) { id.deadline = transport::kNever; }
+  void destroy(Id& id);     // tells the peer (DREQ/REJ) as the kernel does on destroy
+  std::uint32_t new_comm_id();
+  ctl::AhAttrs ah_of(const Id& id) const;
+  [[nodiscard]] transport::Nanos now() const { return clock_(); }
+
+  std::vector<CmDevice> devices_;
+  Clock clock_;
+  std::map<const DataPath*, std::size_t> paths_;
+  std::map<std::uint32_t, Id> ids_;
+  std::map<std::uint32_t, Channel> channels_;
+  std::map<std::uint32_t, std::uint32_t> comm_ids_;  // local comm id -> id handle
+  // port -> when its last listener (in any port space) went away: a REQ or
+  // SIDR_REQ for it shortly after is dropped (the peer retries) rather than
+  // rejected.
+  std::map<std::uint16_t, transport::Nanos> closed_listeners_;
+  std::uint32_t last_handle_ = 0;
+  std::uint64_t rng_;
+  transport::Nanos retry_timeout_ = 1'000'000'000;  // wire value 18: 4.096 us * 2^18 ~ 1.07 s
+  int max_retries_ = 15;                            // IBA 12.7.27 Max CM Retries, as the kernel sends
+  CmCounters counters_;
+};
+
+// The CmDevice of a urnic device (without a sender).
+CmDevice cm_device_of(const Device& d);
+
+}  // namespace urnic::engine

@@ -1,0 +1,169 @@
+// DataPath's observability and fault-injection members (declared in
+// engine/datapath.hpp): the TX fault stage and its release, the pcap tap,
+// per-QP attribution of timer work, and the counter snapshot for
+// `urnic stats`. Kept apart from datapath.cpp so the packet loop there stays
+// readable; the hooks it calls are one branch each when the features are off.
+#include <fmt/core.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "engine/datapath.hpp"
+#include "engine/device.hpp"
+#include "wire/roce_frame.hpp"
+#include "wire/udp.hpp"
+
+namespace urnic::engine {
+
+namespace t = urnic::transport;
+
+void DataPath::init_observe(const Device& dev) {
+  frame_scratch_.resize(UdpLink::kDatagramOffset + UdpLink::kMaxDatagram);
+  const DeviceConfig& c = dev.config();
+  if (c.fault.active()) {
+    faults_.configure(c.fault);
+    fmt::print(stderr, "urnicd: device {}: fault injection on (loss {} dup {} reorder {} corrupt {} delay {} ns)\n",
+               dev.name(), c.fault.faults.loss, c.fault.faults.duplicate, c.fault.faults.reorder,
+               c.fault.faults.corrupt, c.fault.delay);
+  }
+  if (!c.capture_path.empty()) {
+    std::string error;
+    if (capture_.start(c.capture_path, c.capture_limit, &error))
+      fmt::print(stderr, "urnicd: device {}: capturing to {}\n", dev.name(), c.capture_path);
+    else
+      fmt::print(stderr, "urnicd: device {}: {}\n", dev.name(), error);
+  }
+}
+
+std::uint16_t DataPath::link_port() const { return link_ ? link_->port() : wire::kRoceV2Port; }
+
+void DataPath::capture_tx(const t::TxPacket& p, std::uint32_t dst_ipv4) {
+  if (dst_ipv4 == 0) return;  // not sent (no IPv4 destination, no link)
+  capture_.write_packet(p.pkt, ipv4_, link_port(), dst_ipv4, p.addr.ah.traffic_class);
+  stats_.inc(DevStat::kCaptureFrames);
+}
+
+void DataPath::fault_tx(const t::TxPacket& p, std::uint32_t dst_ipv4, t::Nanos now) {
+  if (dst_ipv4 == 0 || (dst_ipv4 != ipv4_ && !link_)) return;  // would not be sent anyway
+  // The frame exactly as the udp link would put it on the wire, so the
+  // receiving side checks a real ICRC.
+  const std::size_t n = UdpLink::encode_frame(p.pkt, ipv4_, link_port(), dst_ipv4, p.addr.ah.traffic_class,
+                                              frame_scratch_);
+  if (n <= UdpLink::kDatagramOffset) {
+    stats_.inc(DevStat::kLinkTxErrors);
+    return;
+  }
+  const FaultCounters before = faults_.counters();
+  faults_.submit(std::span<const std::uint8_t>(frame_scratch_.data(), n), UdpLink::kDatagramOffset, dst_ipv4,
+                 now);
+  const FaultCounters& after = faults_.counters();
+  stats_.inc(DevStat::kFaultDropped, after.dropped - before.dropped);
+  stats_.inc(DevStat::kFaultDuplicated, after.duplicated - before.duplicated);
+  stats_.inc(DevStat::kFaultReordered, after.reordered - before.reordered);
+  stats_.inc(DevStat::kFaultCorrupted, after.corrupted - before.corrupted);
+  stats_.inc(DevStat::kFaultDelayed, after.delayed - before.delayed);
+}
+
+bool DataPath::run_faults(t::Nanos now) {
+  if (faults_.held() == 0 || faults_.next_release() > now) return false;
+  return faults_.release(now, [&](std::uint32_t dst, std::span<const std::uint8_t> frame) {
+    if (capture_.active()) {
+      capture_.write(frame);
+      stats_.inc(DevStat::kCaptureFrames);
+    }
+    if (dst == ipv4_) {
+      ++counters_.hairpin_packets;
+      receive_frame(frame, now);
+      return;
+    }
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_port = htons(wire::kRoceV2Port);
+    to.sin_addr.s_addr = htonl(dst);
+    const std::span<const std::uint8_t> datagram = frame.subspan(UdpLink::kDatagramOffset);
+    if (::sendto(link_->fd(), datagram.data(), datagram.size(), 0,
+                 static_cast<const sockaddr*>(static_cast<const void*>(&to)), sizeof to) < 0)
+      stats_.inc(DevStat::kLinkTxErrors);
+  }) != 0;
+}
+
+void DataPath::receive_frame(wire::Bytes frame, t::Nanos now) {
+  // The receive side of a hairpinned frame that went through the faults:
+  // checked as a NIC checks it (annex A17: a bad ICRC is dropped, counted).
+  auto r = wire::parse_roce_frame(frame);
+  if (!r.ok() || r->hdr.ipv6) {
+    stats_.inc(DevStat::kRxMalformed);
+    return;
+  }
+  if (!r->icrc_ok) {
+    stats_.inc(DevStat::kRxIcrcErrors);
+    return;
+  }
+  deliver_rx(r->ib, r->hdr.src_ip.v4(), r->hdr.dst_ip.v4(), r->hdr.traffic_class, r->hdr.hop_limit, now);
+}
+
+void DataPath::timer_attributed(t::Nanos now) {
+  // Which QP is the expiry for? With exactly one due, its counters get what
+  // the timer work changed; otherwise only the device's do.
+  std::uint32_t due = 0;
+  std::size_t n_due = 0;
+  for (const auto& [qpn, b] : qps_) {
+    if (transport_->qp_next_deadline(qpn) <= now) {
+      due = qpn;
+      if (++n_due > 1) break;
+    }
+  }
+  if (n_due == 1)
+    stats_.attribute(due, transport_->counters(), [&] { transport_->on_timer(now); });
+  else
+    transport_->on_timer(now);
+}
+
+void DataPath::fill_stats(ctl::StatsRep& rep, std::uint32_t first_qpn) const {
+  static_assert(kDeviceVectorSize <= ctl::kStatsDeviceSlots);
+  static_assert(kQpVectorSize <= ctl::kStatsQpSlots);
+  std::array<std::uint64_t, kDevStatCount> d{};
+  for (std::size_t i = 0; i < kDevStatCount; ++i) d[i] = stats_.get(static_cast<DevStat>(i));
+  // Merge what the link and the data path count themselves.
+  auto at = [&](DevStat s) -> std::uint64_t& { return d[static_cast<std::size_t>(s)]; };
+  if (link_) {
+    const UdpLinkCounters& l = link_->counters();
+    at(DevStat::kRxIcrcErrors) += l.rx_bad_icrc;
+    at(DevStat::kRxMalformed) += l.rx_malformed;
+    at(DevStat::kLinkTxErrors) += l.tx_errors;
+  }
+  at(DevStat::kHairpinPkts) = counters_.hairpin_packets;
+  at(DevStat::kWqesPosted) = counters_.wqes_posted;
+  at(DevStat::kWqesRejected) = counters_.wqes_rejected;
+  at(DevStat::kCqesDelivered) = counters_.cqes_delivered;
+  at(DevStat::kCqOverflows) = counters_.cq_overflows;
+  rep.device_values = static_cast<std::uint32_t>(kDeviceVectorSize);
+  std::copy(d.begin(), d.end(), rep.device);
+  const t::Counters& tc = transport_->counters();
+  for (std::size_t i = 0; i < kTransportStatCount; ++i)
+    rep.device[kDevStatCount + i] = tc.get(static_cast<t::Counter>(i));
+
+  // Per-QP: in QPN order from first_qpn, one page.
+  std::vector<std::uint32_t> qpns;
+  qpns.reserve(stats_.qps().size());
+  for (const auto& [qpn, q] : stats_.qps())
+    if (qpn >= first_qpn) qpns.push_back(qpn);
+  std::sort(qpns.begin(), qpns.end());
+  rep.qp_values = static_cast<std::uint32_t>(kQpVectorSize);
+  rep.total_qps = static_cast<std::uint32_t>(stats_.qps().size());
+  rep.next_qpn = 0;
+  for (std::uint32_t qpn : qpns) {
+    if (rep.qps == ctl::kStatsQpsPerReply) {
+      rep.next_qpn = qpn;
+      break;
+    }
+    ctl::StatsQp& e = rep.qp[rep.qps++];
+    e.qpn = qpn;
+    const QpStats* q = stats_.find_qp(qpn);
+    std::copy(q->v.begin(), q->v.end(), e.values);
+  }
+}
+
+}  // namespace urnic::engine

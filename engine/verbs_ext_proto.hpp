@@ -1,0 +1,116 @@
+// Control messages for the verbs the pyverbs suite needs beyond issue 4's
+// set (issue 9): ibv_rereg_mr and ibv_resize_cq. Same rules as
+// ctl_proto.hpp (fixed layout, asserted offsets, host byte order); the
+// MsgType numbers (100..119) are declared there.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "engine/ctl_proto.hpp"
+
+namespace urnic::engine::ctl {
+
+// ibv_rereg_mr: change an MR's translation, PD and/or access in place,
+// keeping its lkey/rkey (as the kernel's rereg does). `flags` are
+// enum ibv_rereg_mr_flags; fields whose flag is clear are ignored.
+struct ReregMrReq {
+  static constexpr MsgType kType = MsgType::kReregMr;
+  std::uint32_t handle;
+  std::uint32_t flags;
+  std::uint64_t addr;       // CHANGE_TRANSLATION
+  std::uint64_t length;
+  std::uint64_t iova;
+  std::uint32_t pd_handle;  // CHANGE_PD
+  std::uint32_t access;     // CHANGE_ACCESS
+};
+static_assert(sizeof(ReregMrReq) == 40);
+static_assert(offsetof(ReregMrReq, flags) == 4);
+static_assert(offsetof(ReregMrReq, addr) == 8);
+static_assert(offsetof(ReregMrReq, length) == 16);
+static_assert(offsetof(ReregMrReq, iova) == 24);
+static_assert(offsetof(ReregMrReq, pd_handle) == 32);
+static_assert(offsetof(ReregMrReq, access) == 36);
+
+struct ReregMrRep {
+  static constexpr MsgType kType = MsgType::kReregMr;
+  std::uint32_t handle;
+  std::uint32_t lkey;
+  std::uint32_t rkey;
+  std::uint32_t reserved;
+};
+static_assert(sizeof(ReregMrRep) == 16);
+static_assert(offsetof(ReregMrRep, lkey) == 4);
+static_assert(offsetof(ReregMrRep, rkey) == 8);
+
+// ibv_resize_cq: the daemon makes a new CQE ring of the new size, moves the
+// CQEs not yet polled into it (EINVAL when they do not fit), and passes the
+// new ring's memfd (fd[0]); the shim, holding its poll lock, maps the new
+// ring and unmaps the old one.
+struct ResizeCqReq {
+  static constexpr MsgType kType = MsgType::kResizeCq;
+  std::uint32_t handle;
+  std::uint32_t cqe;
+};
+static_assert(sizeof(ResizeCqReq) == 8);
+static_assert(offsetof(ResizeCqReq, cqe) == 4);
+
+struct ResizeCqRep {
+  static constexpr MsgType kType = MsgType::kResizeCq;
+  std::uint32_t handle;
+  std::uint32_t cqe;        // actual capacity (>= requested)
+  std::uint32_t slots;
+  std::uint32_t reserved;
+  std::uint64_t map_bytes;
+};
+static_assert(sizeof(ResizeCqRep) == 24);
+static_assert(offsetof(ResizeCqRep, cqe) == 4);
+static_assert(offsetof(ResizeCqRep, slots) == 8);
+static_assert(offsetof(ResizeCqRep, map_bytes) == 16);
+
+// ibv_import_device / ibv_import_pd / ibv_import_mr. A context's cmd_fd is
+// its control connection; a process that duplicates it and imports the
+// duplicate talks to the same Session, so the handles it names are the
+// same objects (as two ibv_contexts on one uverbs file share them in the
+// kernel). ImportDevice returns what OpenDevice returned for the
+// connection, and which device it is bound to (ENODEV when none).
+struct ImportDeviceReq {
+  static constexpr MsgType kType = MsgType::kImportDevice;
+  std::uint64_t reserved;
+};
+static_assert(sizeof(ImportDeviceReq) == 8);
+
+struct ImportDeviceRep {
+  static constexpr MsgType kType = MsgType::kImportDevice;
+  DeviceEntry entry;
+  std::uint32_t index;        // position in ListDevices
+  std::uint32_t reserved;
+  OpenDeviceRep info;
+};
+static_assert(offsetof(ImportDeviceRep, index) == sizeof(DeviceEntry));
+static_assert(offsetof(ImportDeviceRep, info) == sizeof(DeviceEntry) + 8);
+static_assert(sizeof(ImportDeviceRep) == sizeof(DeviceEntry) + 8 + sizeof(OpenDeviceRep));
+static_assert(sizeof(ImportDeviceRep) + sizeof(MsgHeader) <= kMaxMessage);
+
+struct ImportPdReq : HandleMsg { static constexpr MsgType kType = MsgType::kImportPd; };
+struct ImportPdRep : HandleMsg { static constexpr MsgType kType = MsgType::kImportPd; };
+
+struct ImportMrReq : HandleMsg { static constexpr MsgType kType = MsgType::kImportMr; };
+struct ImportMrRep {
+  static constexpr MsgType kType = MsgType::kImportMr;
+  std::uint32_t handle;
+  std::uint32_t pd_handle;
+  std::uint32_t lkey;
+  std::uint32_t rkey;
+  std::uint64_t addr;
+  std::uint64_t length;
+  std::uint32_t access;
+  std::uint32_t reserved;
+};
+static_assert(sizeof(ImportMrRep) == 40);
+static_assert(offsetof(ImportMrRep, lkey) == 8);
+static_assert(offsetof(ImportMrRep, addr) == 16);
+static_assert(offsetof(ImportMrRep, length) == 24);
+static_assert(offsetof(ImportMrRep, access) == 32);
+
+}  // namespace urnic::engine::ctl

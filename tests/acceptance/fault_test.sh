@@ -1,0 +1,235 @@
+#!/usr/bin/env bash
+# Acceptance (issue 5), fault injection, counters and capture on the udp
+# link: unmodified Debian ibverbs-utils and perftest programs on one host
+# (server and client on urnic0, 127.0.0.1, hairpinned) complete under 5 %
+# loss set at run time with `urnic fault` and from the daemon's config file;
+# ibv_rc_pingpong --chk validates every byte it receives. `urnic stats --json`
+# must show the retransmissions that loss caused, and corruption must show as
+# ICRC errors, never as bad data. `urnic capture` must write a pcap that
+# `urnic frame decode` accepts with every ICRC ok and tshark decodes as RoCE.
+# Every process this script starts is stopped by PID.
+#
+# usage: fault_test.sh SHIM_DIR URNICD URNIC_CLI
+set -uo pipefail
+shim_dir=$1
+urnicd=$2
+cli=$3
+
+fails=0
+checks=0
+pass() { checks=$((checks + 1)); printf 'ok   %s\n' "$*"; }
+fail() { checks=$((checks + 1)); fails=$((fails + 1)); printf 'FAIL %s\n' "$*"; }
+
+rt=$(mktemp -d /tmp/urnic-fault.XXXXXX)
+export URNIC_RUNTIME_DIR=$rt
+export URNIC_DAEMON=$urnicd
+export LD_LIBRARY_PATH=$shim_dir
+unset LD_PRELOAD
+asan_rt=$(ldd "$shim_dir/libibverbs.so.1" | awk '/libasan|libclang_rt\.asan/ {print $3; exit}')
+if [[ -n $asan_rt ]]; then
+  run_env=(env "LD_PRELOAD=$asan_rt" "ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0")
+else
+  run_env=(env)
+fi
+# Seconds one pair may take (sanitizer builds are several times slower).
+limit=${URNIC_PAIR_TIMEOUT:-120}
+[[ -n $asan_rt ]] && limit=$((limit * 3))
+
+server_pid=
+daemon=
+capture_pid=
+alive() { [[ -n ${1:-} ]] && kill -0 "$1" 2>/dev/null; }
+stop_pid() {
+  local pid=$1
+  alive "$pid" || return 0
+  kill -TERM "$pid" 2>/dev/null
+  for _ in $(seq 100); do alive "$pid" || return 0; sleep 0.05; done
+  kill -KILL "$pid" 2>/dev/null
+}
+cleanup() {
+  [[ -n $server_pid ]] && stop_pid "$server_pid"
+  [[ -n $capture_pid ]] && stop_pid "$capture_pid"
+  [[ -n $daemon ]] && stop_pid "$daemon"
+  rm -rf "$rt"
+}
+trap cleanup EXIT
+
+# start_daemon [--config FILE]: a private urnicd; waits for its socket.
+start_daemon() {
+  "$urnicd" --runtime-dir "$rt" "$@" >> "$rt/urnicd.log" 2>&1 &
+  daemon=$!
+  for _ in $(seq 200); do
+    [[ -S $rt/urnicd.sock ]] && return 0
+    alive "$daemon" || break
+    sleep 0.02
+  done
+  fail "urnicd did not start: $(tail -n 3 "$rt/urnicd.log")"
+  exit 1
+}
+stop_daemon() {
+  stop_pid "$daemon"
+  wait "$daemon" 2>/dev/null
+  daemon=
+  rm -f "$rt/urnicd.sock"
+}
+
+next_port=$((20000 + ($$ % 20000)))
+# pair NAME EXPECT_REGEX COUNT PROG ARGS...: server, then client to 127.0.0.1;
+# both must exit 0 and the client print EXPECT_REGEX on COUNT lines.
+pair() {
+  local name=$1 expect=$2 count=$3
+  shift 3
+  local port=$next_port
+  next_port=$((next_port + 1))
+  local out_s=$rt/server.out out_c=$rt/client.out
+  "${run_env[@]}" timeout "$limit" "$@" -p "$port" > "$out_s" 2>&1 &
+  server_pid=$!
+  local hex
+  hex=$(printf '%04X' "$port")
+  for _ in $(seq 200); do
+    grep -qE "^ *[0-9]+: [0-9A-F]+:$hex [0-9A-F]+:0000 0A" /proc/net/tcp /proc/net/tcp6 2>/dev/null && break
+    alive "$server_pid" || break
+    sleep 0.02
+  done
+  local t0=$SECONDS
+  "${run_env[@]}" timeout "$limit" "$@" -p "$port" 127.0.0.1 > "$out_c" 2>&1
+  local crc=$?
+  wait "$server_pid"
+  local src=$?
+  server_pid=
+  local got
+  got=$(grep -cE "$expect" "$out_c")
+  if [[ $crc -eq 0 && $src -eq 0 && $got -ge $count ]]; then
+    pass "$name ($((SECONDS - t0)) s): $(grep -E "$expect" "$out_c" | tail -n 1 | tr -s ' \t' ' ')"
+  else
+    fail "$name: server exit $src, client exit $crc, $got/$count result lines"
+    sed 's/^/    client: /' "$out_c" | tail -n 15
+    sed 's/^/    server: /' "$out_s" | tail -n 15
+  fi
+}
+
+# stat NAME [JSON FILE]: a device counter from `urnic stats --json`.
+stat() {
+  python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["counters"][sys.argv[2]])' "$2" "$1"
+}
+snapshot() {
+  "$cli" stats -d urnic0 --json > "$1" || { fail "urnic stats --json failed"; return 1; }
+}
+# expect_more NAME BEFORE AFTER: counter NAME grew between two snapshots.
+expect_more() {
+  local a b
+  a=$(stat "$1" "$2") && b=$(stat "$1" "$3") || { fail "stats: no counter $1"; return; }
+  if (( b > a )); then pass "stats: $1 $a -> $b"; else fail "stats: $1 did not grow ($a -> $b)"; fi
+}
+
+pp='[0-9]+ iters in [0-9.]+ seconds'
+row='^ *[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+'
+gid=(-g 1)
+x=(-x 1)
+
+run_lossy_programs() {
+  pair "ibv_rc_pingpong --chk -n 100 ($1)" "$pp" 1 ibv_rc_pingpong "${gid[@]}" -c -n 100
+  pair "ibv_rc_pingpong --chk -s 5000 -n 100 ($1)" "$pp" 1 ibv_rc_pingpong "${gid[@]}" -c -s 5000 -n 100
+  pair "ib_write_bw -s 65536 -n 300 ($1)" "$row" 1 ib_write_bw "${x[@]}" -s 65536 -n 300
+  pair "ib_write_bw -s 2048 -n 2000 ($1)" "$row" 1 ib_write_bw "${x[@]}" -s 2048 -n 2000
+  pair "ib_send_bw -s 65536 -n 300 ($1)" "$row" 1 ib_send_bw "${x[@]}" -s 65536 -n 300
+  pair "ib_send_bw -s 100 -n 2000 ($1)" "$row" 1 ib_send_bw "${x[@]}" -s 100 -n 2000
+}
+
+# --- 1. 5 % loss set at run time --------------------------------------------
+start_daemon
+if out=$("$cli" fault -d urnic0 --loss 0.05 --seed 11) && [[ $out == *"loss 0.05"* ]]; then
+  pass "urnic fault --loss 0.05: $out"
+else
+  fail "urnic fault --loss 0.05: ${out:-no output}"
+fi
+"$cli" fault -d urnic0 --loss 2 > /dev/null 2>&1 && fail "urnic fault --loss 2 accepted" || pass "urnic fault --loss 2 refused"
+"$cli" fault -d nosuch0 --loss 0.1 > /dev/null 2>&1 && fail "urnic fault on an unknown device accepted" ||
+  pass "urnic fault on an unknown device refused"
+snapshot "$rt/s0.json"
+run_lossy_programs "5 % loss"
+snapshot "$rt/s1.json"
+expect_more retransmitted_pkts "$rt/s0.json" "$rt/s1.json"
+expect_more fault_dropped "$rt/s0.json" "$rt/s1.json"
+expect_more seq_err_naks_sent "$rt/s0.json" "$rt/s1.json"
+expect_more completer_retry_err "$rt/s0.json" "$rt/s1.json"
+text=$("$cli" stats -d urnic0)
+grep -qE '^ +retransmitted_pkts +[1-9]' <<< "$text" && pass "urnic stats (text) shows retransmissions" ||
+  fail "urnic stats (text) shows no retransmissions"
+
+# --- 2. corruption, duplication, reordering: caught, never delivered ---------
+"$cli" fault -d urnic0 --corrupt 0.03 --dup 0.03 --reorder 0.03 --seed 5 > /dev/null || fail "urnic fault --corrupt"
+snapshot "$rt/s2.json"
+pair "ibv_rc_pingpong --chk -s 5000 -n 100 (corrupt/dup/reorder 3 %)" "$pp" 1 ibv_rc_pingpong "${gid[@]}" -c -s 5000 -n 100
+pair "ib_send_bw -s 16384 -n 500 (corrupt/dup/reorder 3 %)" "$row" 1 ib_send_bw "${x[@]}" -s 16384 -n 500
+snapshot "$rt/s3.json"
+expect_more rx_icrc_errors "$rt/s2.json" "$rt/s3.json"
+expect_more fault_duplicated "$rt/s2.json" "$rt/s3.json"
+expect_more duplicate_request "$rt/s2.json" "$rt/s3.json"
+if out=$("$cli" fault -d urnic0 --clear) && [[ $out == *"no fault injection"* ]]; then pass "urnic fault --clear"
+else fail "urnic fault --clear: ${out:-no output}"; fi
+
+# --- 3. capture: COUNT frames, then until interrupted -------------------------
+cap=$rt/count.pcap
+"$cli" capture -d urnic0 -w "$cap" -c 300 2> "$rt/capture.err" &
+capture_pid=$!
+for _ in $(seq 100); do grep -q capturing "$rt/capture.err" && break; sleep 0.02; done
+pair "ibv_rc_pingpong -n 100 (captured)" "$pp" 1 ibv_rc_pingpong "${gid[@]}" -n 100
+for _ in $(seq 100); do alive "$capture_pid" || break; sleep 0.05; done
+if alive "$capture_pid"; then fail "urnic capture -c 300 did not stop by itself"; stop_pid "$capture_pid"; fi
+wait "$capture_pid" 2>/dev/null
+capture_pid=
+decoded=$("$cli" frame decode "$cap" 2>&1)
+dec_rc=$?
+frames=$(grep -c 'icrc=ok' <<< "$decoded")
+if [[ $dec_rc -eq 0 && $frames -eq 300 ]]; then pass "capture -c 300: frame decode: 300 frames, every ICRC ok"
+else fail "capture -c 300: frame decode exit $dec_rc, $frames frames with icrc=ok"; fi
+if command -v tshark > /dev/null; then
+  n=$(tshark --disable-protocol rpcordma -r "$cap" -Y 'infiniband' 2>/dev/null | wc -l)
+  if [[ $n -eq 300 ]]; then pass "tshark decodes all 300 captured frames as RoCE (InfiniBand BTH)"
+  else fail "tshark decodes $n of 300 captured frames as RoCE"; fi
+else
+  pass "tshark not installed: skipped its check"
+fi
+
+cap=$rt/sigint.pcap
+"$cli" capture -d urnic0 -w "$cap" 2> "$rt/capture.err" &
+capture_pid=$!
+for _ in $(seq 100); do grep -q capturing "$rt/capture.err" && break; sleep 0.02; done
+pair "ib_write_bw -s 8192 -n 200 (captured)" "$row" 1 ib_write_bw "${x[@]}" -s 8192 -n 200
+kill -INT "$capture_pid"
+wait "$capture_pid"
+crc=$?
+capture_pid=
+decoded=$("$cli" frame decode "$cap" 2>&1)
+dec_rc=$?
+frames=$(grep -c 'icrc=ok' <<< "$decoded")
+total=$(grep -cE '^ *[0-9]+ ' <<< "$decoded")
+if [[ $crc -eq 0 && $dec_rc -eq 0 && $frames -gt 200 && $frames -eq $total ]]; then
+  pass "capture until SIGINT: $frames frames, every ICRC ok ($(tail -n 1 "$rt/capture.err"))"
+else
+  fail "capture until SIGINT: exit $crc, decode exit $dec_rc, $frames of $total frames ok"
+fi
+stop_daemon
+
+# --- 4. the same from the daemon's config file --------------------------------
+cat > "$rt/urnicd.json" <<EOF
+{"devices": [{"name": "urnic0", "address": "127.0.0.1", "udp_port": 0,
+              "fault": {"loss": 0.05, "seed": 3},
+              "capture": {"file": "$rt/config.pcap", "count": 100}}]}
+EOF
+start_daemon --config "$rt/urnicd.json"
+if out=$("$cli" fault -d urnic0) && [[ $out == *"loss 0.05"* ]]; then pass "config fault: $out"
+else fail "config fault not in force: ${out:-no output}"; fi
+snapshot "$rt/c0.json"
+pair "ibv_rc_pingpong --chk -s 5000 -n 100 (config, 5 % loss)" "$pp" 1 ibv_rc_pingpong "${gid[@]}" -c -s 5000 -n 100
+pair "ib_write_bw -s 65536 -n 200 (config, 5 % loss)" "$row" 1 ib_write_bw "${x[@]}" -s 65536 -n 200
+snapshot "$rt/c1.json"
+expect_more retransmitted_pkts "$rt/c0.json" "$rt/c1.json"
+stop_daemon
+n=$("$cli" frame decode "$rt/config.pcap" 2>&1 | grep -c 'icrc=ok')
+# Frames dropped by the fault injection never leave, so are never captured.
+if [[ $n -eq 100 ]]; then pass "config capture: 100 frames, every ICRC ok"; else fail "config capture: $n frames ok"; fi
+
+printf '%d checks, %d failed\n' "$checks" "$fails"
+(( fails == 0 ))

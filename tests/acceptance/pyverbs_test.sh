@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Acceptance (issue 9): rdma-core's own Python test suite (Debian 12
+# python3-pyverbs, rdma-core 44) against urnic's RoCE device through the
+# drop-in libibverbs.so.1. The suite is copied out of
+# /usr/share/doc/rdma-core/tests (shipped gzipped) into a temporary directory
+# and run with the distribution's /usr/bin/python3 (the one that has pyverbs);
+# the first verbs call starts urnicd in a private runtime directory, and the
+# daemon is stopped by PID at the end. Prints the suite's pass / fail / error
+# / skip counts, one line per skip reason, and fails if any test failed or
+# errored. Skips come from the suite's own capability checks (see
+# docs/PYVERBS.md for each and why). Installs nothing: without the suite
+# (tools/packages.txt lists python3-pyverbs) the test is skipped (exit 77).
+#
+# usage: pyverbs_test.sh SHIM_DIR URNICD [DEVICE]
+set -uo pipefail
+shim_dir=$1
+urnicd=$2
+dev=${3:-urnic0}
+suite=/usr/share/doc/rdma-core/tests
+py=/usr/bin/python3
+
+if [[ ! -f $suite/run_tests.py ]] || ! "$py" -c 'import pyverbs' 2>/dev/null; then
+  echo "SKIP: python3-pyverbs (rdma-core's test suite) is not installed"
+  exit 77
+fi
+
+work=$(mktemp -d /tmp/urnic-pyverbs.XXXXXX)
+rt=$work/runtime
+mkdir -p "$rt"
+export URNIC_RUNTIME_DIR=$rt
+export URNIC_DAEMON=$urnicd
+export LD_LIBRARY_PATH=$shim_dir
+unset LD_PRELOAD
+# A sanitizer build of the shim needs its runtime first in the process.
+asan_rt=$(ldd "$shim_dir/libibverbs.so.1" | awk '/libasan|libclang_rt\.asan/ {print $3; exit}')
+run_env=(env)
+if [[ -n $asan_rt ]]; then
+  run_env=(env "LD_PRELOAD=$asan_rt" "ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0")
+fi
+limit=${URNIC_PYVERBS_TIMEOUT:-1200}
+
+alive() { [[ -n ${1:-} ]] && kill -0 "$1" 2>/dev/null; }
+stop_pid() {
+  local pid=$1
+  alive "$pid" || return 0
+  kill -TERM "$pid" 2>/dev/null
+  for _ in $(seq 100); do alive "$pid" || return 0; sleep 0.05; done
+  kill -KILL "$pid" 2>/dev/null
+}
+cleanup() {
+  local d=
+  [[ -s $rt/urnicd.pid ]] && d=$(tr -dc '0-9' < "$rt/urnicd.pid")
+  [[ -n $d ]] && stop_pid "$d"
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+cp -r "$suite" "$work/tests"
+find "$work/tests" -name '*.gz' -exec gunzip -f {} +
+
+log=$work/suite.log
+(cd "$work" && "${run_env[@]}" timeout "$limit" "$py" tests/run_tests.py --dev "$dev" -v) > "$log" 2>&1
+rc=$?
+
+# unittest's summary: "Ran N tests in Xs" then "OK (skipped=S)" or
+# "FAILED (failures=F, errors=E, skipped=S)".
+ran=$(sed -n 's/^Ran \([0-9]*\) tests\? in .*/\1/p' "$log" | tail -1)
+summary=$(grep -E '^(OK|FAILED)( \(.*\))?$' "$log" | tail -1)
+field() { sed -n "s/.*[( ]$1=\([0-9]*\).*/\1/p" <<< "$summary"; }
+failures=$(field failures); errors=$(field errors); skipped=$(field skipped)
+failures=${failures:-0}; errors=${errors:-0}; skipped=${skipped:-0}
+if [[ -z $ran || -z $summary ]]; then
+  echo "FAIL the suite did not finish (exit $rc); last lines:"
+  tail -40 "$log"
+  exit 1
+fi
+passed=$((ran - failures - errors - skipped))
+
+echo "skips by reason:"
+grep -o "skipped .*" "$log" | sort | uniq -c | sort -rn
+grep -E '^(FAIL|ERROR): ' "$log"
+printf 'pyverbs on %s: %d tests, %d passed, %d failed, %d errors, %d skipped\n' \
+  "$dev" "$ran" "$passed" "$failures" "$errors" "$skipped"
+if (( failures != 0 || errors != 0 )); then
+  echo "---- failing tests"
+  sed -n '/^=\{20,\}$/,$p' "$log" | head -400
+  exit 1
+fi
+exit 0

@@ -1,0 +1,179 @@
+#!/usr/bin/env bash
+# Acceptance (issue 7), the RDMA connection manager: unmodified Debian
+# rdmacm-utils and perftest (-R: connections made by rdma_cm) on one host over
+# urnic0 through the drop-in librdmacm.so.1 and libibverbs.so.1, with an
+# auto-started urnicd in a private runtime directory. Every connection is a
+# real IBTA CM exchange (REQ/REP/RTU/DREQ/DREP, SIDR for UD) hairpinned through
+# the daemon's QP1. Server and client exit statuses and outputs are checked;
+# a connect to a port nobody listens on must be rejected (REJ reason 8,
+# RDMA_CM_EVENT_REJECTED). Every process started here is stopped by PID, the
+# daemon last.
+#
+# usage: rdmacm_test.sh VERBS_SHIM_DIR RDMACM_SHIM_DIR URNICD
+set -uo pipefail
+verbs_dir=$1
+rdmacm_dir=$2
+urnicd=$3
+
+for prog in rping ucmatose udaddy rdma_server rdma_client ib_send_bw ib_write_lat ib_read_bw ib_write_bw; do
+  command -v $prog > /dev/null || { echo "SKIP: $prog not installed (rdmacm-utils, perftest)"; exit 77; }
+done
+
+fails=0
+checks=0
+pass() { checks=$((checks + 1)); printf 'ok   %s\n' "$*"; }
+fail() { checks=$((checks + 1)); fails=$((fails + 1)); printf 'FAIL %s\n' "$*"; }
+
+rt=$(mktemp -d /tmp/urnic-rdmacm.XXXXXX)
+export URNIC_RUNTIME_DIR=$rt
+export URNIC_DAEMON=$urnicd
+export LD_LIBRARY_PATH=$verbs_dir:$rdmacm_dir
+unset LD_PRELOAD URNIC_CM_DEBUG
+asan_rt=$(ldd "$rdmacm_dir/librdmacm.so.1" | awk '/libasan|libclang_rt\.asan/ {print $3; exit}')
+if [[ -n $asan_rt ]]; then
+  run_env=(env "LD_PRELOAD=$asan_rt" "ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0")
+else
+  run_env=(env)
+fi
+limit=${URNIC_PAIR_TIMEOUT:-60}
+[[ -n $asan_rt ]] && limit=$((limit * 3))
+
+# The programs must load urnic's libraries, not rdma-core's.
+for prog in rping ucmatose udaddy rdma_server ib_send_bw; do
+  lib=$(ldd "$(command -v $prog)" | awk '/librdmacm.so.1/ {print $3}')
+  if [[ $lib == "$rdmacm_dir"/* ]]; then pass "$prog loads $lib"
+  else fail "$prog loads ${lib:-no librdmacm} instead of $rdmacm_dir/librdmacm.so.1"; fi
+done
+
+server_pid=
+daemon_pid() { [[ -s $rt/urnicd.pid ]] && tr -dc '0-9' < "$rt/urnicd.pid"; }
+alive() { [[ -n ${1:-} ]] && kill -0 "$1" 2>/dev/null; }
+stop_pid() {
+  local pid=$1
+  alive "$pid" || return 0
+  kill -TERM "$pid" 2>/dev/null
+  for _ in $(seq 100); do alive "$pid" || return 0; sleep 0.05; done
+  kill -KILL "$pid" 2>/dev/null
+}
+cleanup() {
+  [[ -n $server_pid ]] && stop_pid "$server_pid"
+  local d
+  d=$(daemon_pid) || true
+  [[ -n $d ]] && stop_pid "$d"
+  rm -rf "$rt"
+}
+trap cleanup EXIT
+
+# [HEAD_START=SECONDS] pair NAME SERVER_REGEX CLIENT_REGEX -- SERVER_CMD... -- CLIENT_CMD...
+# Starts the server, then the client; a client that finds no listener yet
+# (the server is still starting: REJECTED, reason 8) is run again while the
+# server lives. Both must exit 0 and their outputs match the regexes.
+pair() {
+  local name=$1 sre=$2 cre=$3
+  shift 3
+  [[ $1 == -- ]] && shift
+  local scmd=() ccmd=()
+  while [[ $1 != -- ]]; do scmd+=("$1"); shift; done
+  shift
+  ccmd=("$@")
+  local out_s=$rt/server.out out_c=$rt/client.out
+  "${run_env[@]}" timeout "$limit" "${scmd[@]}" > "$out_s" 2>&1 &
+  server_pid=$!
+  # rdma_cm servers show no listening socket to wait for: give them a head
+  # start (perftest needs longer to set up before it listens).
+  sleep "${HEAD_START:-0.5}"
+  local crc=1 try
+  for try in $(seq 20); do
+    "${run_env[@]}" timeout "$limit" "${ccmd[@]}" > "$out_c" 2>&1
+    crc=$?
+    [[ $crc -eq 0 ]] && break
+    alive "$server_pid" || break
+    grep -qE "REJECTED|rror 8|Unable to|Failed to" "$out_c" || break
+    sleep 0.5
+  done
+  wait "$server_pid"
+  local src=$?
+  server_pid=
+  if [[ $crc -eq 0 && $src -eq 0 ]] && grep -qE "$sre" "$out_s" && grep -qE "$cre" "$out_c"; then
+    pass "$name${try:+ (client attempt $try)}"
+  else
+    fail "$name: server exit $src, client exit $crc"
+    sed 's/^/    client: /' "$out_c" | tail -15
+    sed 's/^/    server: /' "$out_s" | tail -15
+  fi
+}
+
+row='^ *[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+'
+p=$((20000 + ($$ % 20000)))
+
+# rping: RC send + RDMA read/write ping-pong with data verification.
+pair "rping -V -C 100 -S 65535" 'DISCONNECT' 'DISCONNECT' \
+  -- rping -s -a 127.0.0.1 -p $p -V -C 100 -S 65535 \
+  -- rping -c -a 127.0.0.1 -p $p -V -C 100 -S 65535
+pair "rping -v -C 100 -S 4096" 'server ping data: rdma-ping-99:' 'ping data: rdma-ping-99:' \
+  -- rping -s -a 127.0.0.1 -p $((p + 1)) -v -C 100 -S 4096 \
+  -- rping -c -a 127.0.0.1 -p $((p + 1)) -v -C 100 -S 4096
+pair "rping server on the wildcard, -C 20" 'DISCONNECT' 'ping data: rdma-ping-19:' \
+  -- rping -s -a 0.0.0.0 -p $((p + 2)) -v -C 20 \
+  -- rping -c -a 127.0.0.1 -p $((p + 2)) -v -C 20
+pair "rping over IPv6 loopback (::1)" 'DISCONNECT' 'ping data: rdma-ping-9:' \
+  -- rping -s -a ::1 -p $((p + 11)) -v -C 10 \
+  -- rping -c -a ::1 -p $((p + 11)) -v -C 10
+# -q: the program creates and moves its own QP (rdma_init_qp_attr) and
+# finishes the handshake with rdma_establish.
+pair "rping -q (self-managed QP)" 'DISCONNECT' 'ping data: rdma-ping-9:' \
+  -- rping -s -q -a 127.0.0.1 -p $((p + 12)) -v -C 10 \
+  -- rping -c -q -a 127.0.0.1 -p $((p + 12)) -v -C 10
+# ucmatose: several RC connections on one event channel, sends both ways.
+pair "ucmatose -c 4 -C 50" 'return status 0' 'return status 0' \
+  -- ucmatose -p $((p + 3)) -c 4 -C 50 \
+  -- ucmatose -s 127.0.0.1 -p $((p + 3)) -c 4 -C 50
+pair "ucmatose -c 1 -C 200 -S 4000" 'return status 0' 'return status 0' \
+  -- ucmatose -p $((p + 4)) -c 1 -C 200 -S 4000 \
+  -- ucmatose -s 127.0.0.1 -p $((p + 4)) -c 1 -C 200 -S 4000
+# udaddy: UD services resolved with SIDR_REQ/SIDR_REP (its port is fixed).
+pair "udaddy -c 2 -C 20" 'return status 0' 'return status 0' \
+  -- udaddy -c 2 -C 20 \
+  -- udaddy -s 127.0.0.1 -c 2 -C 20
+# rdma_server / rdma_client: rdma_getaddrinfo, rdma_create_ep, rdma_get_request
+# and the rdma_verbs.h inlines over the CQs and channels the library made.
+pair "rdma_server / rdma_client" 'rdma_server: end 0' 'rdma_client: end 0' \
+  -- rdma_server -p $((p + 5)) \
+  -- rdma_client -s 127.0.0.1 -p $((p + 5))
+# perftest with -R: both the exchange and the test QPs connected by rdma_cm.
+HEAD_START=2 pair "ib_send_bw -R" "$row" "$row" \
+  -- ib_send_bw -R -n 500 -p $((p + 6)) \
+  -- ib_send_bw -R -n 500 -p $((p + 6)) 127.0.0.1
+HEAD_START=2 pair "ib_write_lat -R" "$row" "$row" \
+  -- ib_write_lat -R -n 500 -p $((p + 7)) \
+  -- ib_write_lat -R -n 500 -p $((p + 7)) 127.0.0.1
+HEAD_START=2 pair "ib_read_bw -R" "$row" "$row" \
+  -- ib_read_bw -R -n 500 -p $((p + 8)) \
+  -- ib_read_bw -R -n 500 -p $((p + 8)) 127.0.0.1
+HEAD_START=2 pair "ib_write_bw -R -q 2" "$row" "$row" \
+  -- ib_write_bw -R -q 2 -n 500 -p $((p + 9)) \
+  -- ib_write_bw -R -q 2 -n 500 -p $((p + 9)) 127.0.0.1
+HEAD_START=2 pair "ib_send_bw -R -c UD (SIDR)" "$row" "$row" \
+  -- ib_send_bw -R -c UD -n 200 -p $((p + 13)) \
+  -- ib_send_bw -R -c UD -n 200 -p $((p + 13)) 127.0.0.1
+
+# A REQ to a port nobody listens on: REJ (reason 8, invalid service ID), so
+# rping fails at once with RDMA_CM_EVENT_REJECTED, as over the kernel.
+out=$rt/reject.out
+start=$(date +%s%N)
+"${run_env[@]}" timeout 20 rping -c -a 127.0.0.1 -p $((p + 10)) -C 1 > "$out" 2>&1
+rc=$?
+ms=$((($(date +%s%N) - start) / 1000000))
+if [[ $rc -ne 0 && $rc -ne 124 ]] && grep -q "RDMA_CM_EVENT_REJECTED, error 8" "$out"; then
+  pass "rping to an unused port: rejected in $ms ms (exit $rc)"
+else
+  fail "rping to an unused port: exit $rc after $ms ms"
+  sed 's/^/    /' "$out" | tail -5
+fi
+
+d=$(daemon_pid) || true
+if alive "$d"; then pass "urnicd (pid $d) still serving"
+else fail "urnicd is gone"; fi
+
+printf '%d checks, %d failed\n' "$checks" "$fails"
+[[ $fails -eq 0 ]]

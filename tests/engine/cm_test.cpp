@@ -1,0 +1,867 @@
+// The CM service (engine/cm_service) without a daemon: control requests go
+// straight to CmService::handle(), the MADs it sends are captured and fed
+// back (as the data path's hairpin does) or dropped, time is a variable.
+// Every assertion looks at what went on the wire (decoded CM MADs) or at the
+// events a process would read from its channel socket.
+#include <catch2/catch.hpp>
+
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <deque>
+#include <string>
+#include <optional>
+#include <vector>
+
+#include "engine/cm_proto.hpp"
+#include "engine/cm_service.hpp"
+#include "tests/test_support.hpp"
+#include "wire/cm.hpp"
+#include "wire/pcap/pcap_file.hpp"
+#include "wire/roce_frame.hpp"
+
+namespace {
+
+using namespace urnic;
+using engine::CmService;
+namespace ctl = engine::ctl;
+
+using Gid = std::array<std::uint8_t, 16>;
+
+Gid v4_gid(std::uint32_t ip) {
+  Gid g{};
+  g[10] = 0xff;
+  g[11] = 0xff;
+  g[12] = static_cast<std::uint8_t>(ip >> 24);
+  g[13] = static_cast<std::uint8_t>(ip >> 16);
+  g[14] = static_cast<std::uint8_t>(ip >> 8);
+  g[15] = static_cast<std::uint8_t>(ip);
+  return g;
+}
+
+constexpr std::uint32_t kLoopback = 0x7f000001;
+
+ctl::CmAddr v4(std::uint32_t ip, std::uint16_t port) {
+  ctl::CmAddr a{};
+  a.family = AF_INET;
+  a.port = port;
+  const Gid g = wire::ip_cm_addr_v4(ip);
+  std::memcpy(a.addr, g.data(), 16);
+  return a;
+}
+
+struct Sent {
+  Gid dgid;
+  std::array<std::uint8_t, 256> mad;
+};
+
+// One device (urnic0 on 127.0.0.1) whose sender queues the MADs.
+struct Harness {
+  std::deque<Sent> wire_q;
+  transport::Nanos now = 1000;
+  CmService cm;
+  std::vector<int> fds;
+
+  Harness() : cm(devices(), [this] { return now; }) {}
+  ~Harness() {
+    for (int fd : fds) ::close(fd);
+  }
+  Harness(const Harness&) = delete;
+  Harness& operator=(const Harness&) = delete;
+
+  std::vector<engine::CmDevice> devices() {
+    engine::CmDevice d;
+    d.name = "urnic0";
+    d.ipv4 = kLoopback;
+    d.gid = v4_gid(kLoopback);
+    d.sgid_index = 1;
+    d.node_guid = 0x0100000000000002ULL;
+    d.active_mtu = IBV_MTU_4096;
+    d.max_rd_atomic = 16;
+    d.send = [this](const Gid& dgid, std::span<const std::uint8_t> mad) {
+      Sent s{dgid, {}};
+      REQUIRE(mad.size() == 256);
+      std::memcpy(s.mad.data(), mad.data(), 256);
+      wire_q.push_back(s);
+    };
+    return {d};
+  }
+
+  template <ctl::Message Req, ctl::Message Rep>
+  int call(std::uint32_t owner, const Req& req, Rep& rep) {
+    const auto bytes = ctl::encode(req, 7);
+    const auto h = ctl::decode_header(bytes);
+    engine::Reply r = cm.handle(owner, *h, bytes);
+    for (int fd : r.fds) fds.push_back(fd);
+    const auto rh = ctl::decode_header(r.bytes);
+    REQUIRE(rh);
+    REQUIRE(rh->seq == 7);
+    if (rh->status != 0) return rh->status;
+    auto body = ctl::decode<Rep>(r.bytes);
+    REQUIRE(body);
+    rep = *body;
+    return 0;
+  }
+
+  // A channel for `owner`; returns {handle, process-end fd}.
+  std::pair<std::uint32_t, int> channel(std::uint32_t owner) {
+    ctl::CmCreateChannelRep rep{};
+    REQUIRE(call(owner, ctl::CmCreateChannelReq{}, rep) == 0);
+    REQUIRE(!fds.empty());
+    return {rep.handle, fds.back()};
+  }
+
+  std::uint32_t create_id(std::uint32_t owner, std::uint32_t ch, std::uint32_t ps = RDMA_PS_TCP) {
+    ctl::CmCreateIdReq req{};
+    req.cookie = 0x1234;
+    req.channel = ch;
+    req.port_space = ps;
+    req.qp_type = ps == RDMA_PS_UDP ? IBV_QPT_UD : IBV_QPT_RC;
+    ctl::CmCreateIdRep rep{};
+    REQUIRE(call(owner, req, rep) == 0);
+    return rep.handle;
+  }
+
+  int bind(std::uint32_t owner, std::uint32_t id, ctl::CmAddr a, ctl::CmIdInfo* info = nullptr) {
+    ctl::CmBindReq req{};
+    req.handle = id;
+    req.addr = a;
+    ctl::CmBindRep rep{};
+    const int err = call(owner, req, rep);
+    if (info != nullptr) *info = rep.info;
+    return err;
+  }
+
+  void listen(std::uint32_t owner, std::uint32_t id) {
+    ctl::CmListenRep rep{};
+    REQUIRE(call(owner, ctl::CmListenReq{id, 1}, rep) == 0);
+  }
+
+  void resolve(std::uint32_t owner, std::uint32_t id, ctl::CmAddr dst) {
+    ctl::CmResolveAddrReq req{};
+    req.handle = id;
+    req.dst = dst;
+    ctl::CmResolveAddrRep rep{};
+    REQUIRE(call(owner, req, rep) == 0);
+    ctl::CmResolveRouteRep rrep{};
+    REQUIRE(call(owner, ctl::CmResolveRouteReq{id, 1000}, rrep) == 0);
+  }
+
+  // Delivers every queued MAD to the CM (hairpin) and returns how many.
+  int pump() {
+    int n = 0;
+    while (!wire_q.empty()) {
+      const Sent s = wire_q.front();
+      wire_q.pop_front();
+      cm.on_mad(0, v4_gid(kLoopback), s.mad, now);
+      ++n;
+    }
+    return n;
+  }
+
+  // Delivers only the oldest queued MAD.
+  void pump_one() {
+    REQUIRE(!wire_q.empty());
+    const Sent s = wire_q.front();
+    wire_q.pop_front();
+    cm.on_mad(0, v4_gid(kLoopback), s.mad, now);
+  }
+
+  std::optional<wire::CmMad> peek(std::size_t i = 0) const {
+    if (i >= wire_q.size()) return std::nullopt;
+    auto r = wire::parse_cm_mad(wire_q[i].mad);
+    if (!r.ok()) return std::nullopt;
+    return r.value();
+  }
+};
+
+std::optional<ctl::CmEventMsg> next_event(int fd) {
+  ctl::CmEventMsg ev{};
+  const ssize_t n = ::recv(fd, &ev, sizeof ev, MSG_DONTWAIT);
+  if (n != static_cast<ssize_t>(sizeof ev)) return std::nullopt;
+  return ev;
+}
+
+ctl::CmEventMsg expect_event(int fd, std::uint32_t type) {
+  const auto ev = next_event(fd);
+  REQUIRE(ev);
+  INFO("event " << ev->event << ", expected " << type);
+  REQUIRE(ev->event == type);
+  return *ev;
+}
+
+}  // namespace
+
+TEST_CASE("RC connection: REQ, REP, RTU, DREQ, DREP with the IP CM header", "[cm][engine]") {
+  Harness t;
+  const auto [sch, sfd] = t.channel(1);
+  const auto [cch, cfd] = t.channel(2);
+  const std::uint32_t lid = t.create_id(1, sch);
+  REQUIRE(t.bind(1, lid, v4(kLoopback, 7174)) == 0);
+  t.listen(1, lid);
+
+  const std::uint32_t cid = t.create_id(2, cch);
+  t.resolve(2, cid, v4(kLoopback, 7174));
+  const auto addr_ev = expect_event(cfd, RDMA_CM_EVENT_ADDR_RESOLVED);
+  CHECK(std::string(addr_ev.info.device) == "urnic0");
+  CHECK(addr_ev.info.src.port >= 32768);
+  expect_event(cfd, RDMA_CM_EVENT_ROUTE_RESOLVED);
+
+  ctl::CmConnectReq conn{};
+  conn.handle = cid;
+  conn.param.qp_num = 0x42;
+  conn.param.responder_resources = 1;
+  conn.param.initiator_depth = 1;
+  conn.param.retry_count = 7;
+  conn.param.rnr_retry_count = 7;
+  conn.param.private_data_len = 5;
+  std::memcpy(conn.param.private_data, "hello", 5);
+  ctl::CmConnectRep crep{};
+  REQUIRE(t.call(2, conn, crep) == 0);
+
+  // The REQ on the wire (IBA 12.6.5, annex A11).
+  REQUIRE(t.wire_q.size() == 1);
+  CHECK(t.wire_q[0].dgid == v4_gid(kLoopback));
+  const auto req_mad = t.peek();
+  REQUIRE(req_mad);
+  CHECK(req_mad->header.mgmt_class == wire::mad::kClassCm);
+  CHECK(req_mad->header.class_version == 2);
+  CHECK(req_mad->header.method == wire::mad::kMethodSend);
+  const auto& req = std::get<wire::CmReq>(req_mad->message);
+  CHECK(req.service_id == 0x0000000001061C06ULL);
+  CHECK(req.local_qpn == 0x42);
+  CHECK(req.responder_resources == 1);
+  CHECK(req.initiator_depth == 1);
+  CHECK(req.path_mtu == wire::cm::kMtu4096);
+  CHECK(req.transport_service_type == wire::cm::kTransportRc);
+  CHECK(req.primary.local_gid == v4_gid(kLoopback));
+  CHECK(req.primary.remote_gid == v4_gid(kLoopback));
+  const auto ip = wire::parse_ip_cm_header(req.private_data);
+  REQUIRE(ip.ok());
+  CHECK(ip->ip_version == 4);
+  CHECK(ip->src_port == addr_ev.info.src.port);
+  CHECK(ip->dst_addr == wire::ip_cm_addr_v4(kLoopback));
+  CHECK(std::memcmp(req.private_data.data() + 36, "hello", 5) == 0);
+
+  REQUIRE(t.pump() == 1);
+  const auto creq = expect_event(sfd, RDMA_CM_EVENT_CONNECT_REQUEST);
+  CHECK(creq.listen_handle == lid);
+  CHECK(creq.listen_cookie == 0x1234);
+  CHECK(creq.param.qp_num == 0x42);
+  CHECK(creq.param.private_data_len == 56);
+  CHECK(std::memcmp(creq.param.private_data, "hello", 5) == 0);
+  CHECK(creq.info.dst.port == addr_ev.info.src.port);
+  CHECK(creq.info.src.port == 7174);
+  const std::uint32_t child = creq.id_handle;
+  CHECK(t.cm.state_of(child) == CmService::State::kReqRcvd);
+
+  // The passive side's RTR attributes come from the REQ.
+  ctl::CmInitQpAttrRep rtr{};
+  REQUIRE(t.call(1, ctl::CmInitQpAttrReq{child, IBV_QPS_RTR}, rtr) == 0);
+  CHECK(rtr.attr.dest_qp_num == 0x42);
+  CHECK(rtr.attr.rq_psn == req.starting_psn);
+  CHECK(rtr.attr.path_mtu == IBV_MTU_4096);
+  CHECK(rtr.attr.ah_attr.is_global == 1);
+  CHECK(rtr.attr.ah_attr.sgid_index == 1);
+  CHECK((rtr.attr_mask & IBV_QP_DEST_QPN) != 0);
+
+  ctl::CmAcceptReq acc{};
+  acc.handle = child;
+  acc.param.qp_num = 0x43;
+  acc.param.responder_resources = 1;
+  acc.param.initiator_depth = 1;
+  acc.param.rnr_retry_count = 7;
+  ctl::CmAcceptRep arep{};
+  REQUIRE(t.call(1, acc, arep) == 0);
+  const auto rep_mad = t.peek();
+  REQUIRE(rep_mad);
+  const auto& rep = std::get<wire::CmRep>(rep_mad->message);
+  CHECK(rep.remote_comm_id == req.local_comm_id);
+  CHECK(rep.local_qpn == 0x43);
+  CHECK(rep_mad->header.transaction_id == req_mad->header.transaction_id);
+
+  REQUIRE(t.pump() == 1);
+  const auto cresp = expect_event(cfd, RDMA_CM_EVENT_CONNECT_RESPONSE);
+  CHECK(cresp.param.qp_num == 0x43);
+  ctl::CmInitQpAttrRep crtr{};
+  REQUIRE(t.call(2, ctl::CmInitQpAttrReq{cid, IBV_QPS_RTR}, crtr) == 0);
+  CHECK(crtr.attr.dest_qp_num == 0x43);
+  CHECK(crtr.attr.rq_psn == rep.starting_psn);
+  ctl::CmInitQpAttrRep crts{};
+  REQUIRE(t.call(2, ctl::CmInitQpAttrReq{cid, IBV_QPS_RTS}, crts) == 0);
+  CHECK(crts.attr.sq_psn == req.starting_psn);
+  CHECK(crts.attr.max_rd_atomic == 1);
+
+  ctl::CmEstablishRep erep{};
+  REQUIRE(t.call(2, ctl::CmEstablishReq{{cid, 0}}, erep) == 0);
+  REQUIRE(t.peek());
+  CHECK(std::holds_alternative<wire::CmRtu>(t.peek()->message));
+  REQUIRE(t.pump() == 1);
+  expect_event(sfd, RDMA_CM_EVENT_ESTABLISHED);
+  CHECK(t.cm.state_of(child) == CmService::State::kEstablished);
+  CHECK(t.cm.state_of(cid) == CmService::State::kEstablished);
+
+  // Active disconnect: DREQ, the passive side answers DREP at once.
+  ctl::CmDisconnectRep drep{};
+  REQUIRE(t.call(2, ctl::CmDisconnectReq{{cid, 0}}, drep) == 0);
+  REQUIRE(t.peek());
+  const auto dreq = std::get<wire::CmDreq>(t.peek()->message);
+  CHECK(dreq.remote_qpn_eecn == 0x43);
+  REQUIRE(t.pump() == 2);  // DREQ, then the DREP it produced
+  expect_event(sfd, RDMA_CM_EVENT_DISCONNECTED);
+  expect_event(cfd, RDMA_CM_EVENT_DISCONNECTED);
+  // rdma_disconnect after the peer's DREQ succeeds and sends nothing.
+  REQUIRE(t.call(1, ctl::CmDisconnectReq{{child, 0}}, drep) == 0);
+  CHECK(t.wire_q.empty());
+  CHECK(t.cm.counters().mads_dropped == 0);
+  CHECK(t.cm.counters().mads_received == 5);
+}
+
+TEST_CASE("A REQ to a port nobody listens on is rejected (reason 8)", "[cm][engine]") {
+  Harness t;
+  const auto [cch, cfd] = t.channel(2);
+  const std::uint32_t cid = t.create_id(2, cch);
+  t.resolve(2, cid, v4(kLoopback, 9999));
+  ctl::CmConnectReq conn{};
+  conn.handle = cid;
+  conn.param.qp_num = 0x50;
+  ctl::CmConnectRep crep{};
+  REQUIRE(t.call(2, conn, crep) == 0);
+  t.pump_one();  // the REQ; the REJ is queued
+  REQUIRE(t.wire_q.size() == 1);
+  REQUIRE(t.peek());
+  const auto rej = std::get<wire::CmRej>(t.peek()->message);
+  CHECK(rej.reason == wire::cm::kRejInvalidServiceId);
+  CHECK(rej.message_rejected == wire::cm::kMsgReq);
+  REQUIRE(t.pump() == 1);
+  expect_event(cfd, RDMA_CM_EVENT_ADDR_RESOLVED);
+  expect_event(cfd, RDMA_CM_EVENT_ROUTE_RESOLVED);
+  const auto ev = expect_event(cfd, RDMA_CM_EVENT_REJECTED);
+  CHECK(ev.status == 8);
+  CHECK(t.cm.counters().rej_sent == 1);
+  CHECK(t.cm.state_of(cid) == CmService::State::kRejected);
+}
+
+TEST_CASE("A consumer reject carries its private data to the active side", "[cm][engine]") {
+  Harness t;
+  const auto [sch, sfd] = t.channel(1);
+  const auto [cch, cfd] = t.channel(2);
+  const std::uint32_t lid = t.create_id(1, sch);
+  REQUIRE(t.bind(1, lid, v4(0, 5000)) == 0);  // the wildcard
+  t.listen(1, lid);
+  const std::uint32_t cid = t.create_id(2, cch);
+  t.resolve(2, cid, v4(kLoopback, 5000));
+  ctl::CmConnectReq conn{};
+  conn.handle = cid;
+  ctl::CmConnectRep crep{};
+  REQUIRE(t.call(2, conn, crep) == 0);
+  t.pump();
+  const auto creq = expect_event(sfd, RDMA_CM_EVENT_CONNECT_REQUEST);
+  CHECK(std::string(creq.info.device) == "urnic0");  // a wildcard listener's child has a device
+  ctl::CmRejectReq rj{};
+  rj.handle = creq.id_handle;
+  rj.reason = 28;
+  rj.private_data_len = 3;
+  std::memcpy(rj.private_data, "no!", 3);
+  ctl::CmRejectRep rrep{};
+  REQUIRE(t.call(1, rj, rrep) == 0);
+  t.pump();
+  expect_event(cfd, RDMA_CM_EVENT_ADDR_RESOLVED);
+  expect_event(cfd, RDMA_CM_EVENT_ROUTE_RESOLVED);
+  const auto ev = expect_event(cfd, RDMA_CM_EVENT_REJECTED);
+  CHECK(ev.status == 28);
+  CHECK(std::memcmp(ev.param.private_data, "no!", 3) == 0);
+  // Accepting a rejected request is refused.
+  ctl::CmAcceptReq acc{};
+  acc.handle = creq.id_handle;
+  ctl::CmAcceptRep arep{};
+  CHECK(t.call(1, acc, arep) == EINVAL);
+}
+
+TEST_CASE("A lost REQ is retransmitted, then times out as UNREACHABLE", "[cm][engine]") {
+  Harness t;
+  t.cm.set_retry_policy(1'000'000, 2);
+  const auto [cch, cfd] = t.channel(2);
+  const std::uint32_t cid = t.create_id(2, cch);
+  t.resolve(2, cid, v4(0x0a000002, 7174));  // a remote host that never answers
+  ctl::CmConnectReq conn{};
+  conn.handle = cid;
+  ctl::CmConnectRep crep{};
+  REQUIRE(t.call(2, conn, crep) == 0);
+  REQUIRE(t.wire_q.size() == 1);
+  CHECK(t.wire_q[0].dgid == v4_gid(0x0a000002));
+  const auto first = t.wire_q[0].mad;
+  CHECK(t.cm.gsi_deadline() == t.now + 1'000'000);
+  t.now += 1'000'000;
+  t.cm.on_gsi_timer(t.now);
+  REQUIRE(t.wire_q.size() == 2);
+  CHECK(t.wire_q[1].mad == first);  // the same REQ again
+  t.now += 1'000'000;
+  t.cm.on_gsi_timer(t.now);
+  REQUIRE(t.wire_q.size() == 3);
+  expect_event(cfd, RDMA_CM_EVENT_ADDR_RESOLVED);
+  expect_event(cfd, RDMA_CM_EVENT_ROUTE_RESOLVED);
+  CHECK_FALSE(next_event(cfd));
+  t.now += 1'000'000;
+  t.cm.on_gsi_timer(t.now);
+  CHECK(t.wire_q.size() == 3);
+  const auto ev = expect_event(cfd, RDMA_CM_EVENT_UNREACHABLE);
+  CHECK(ev.status == -ETIMEDOUT);
+  CHECK(t.cm.counters().retransmits == 2);
+  CHECK(t.cm.counters().timeouts == 1);
+  CHECK(t.cm.gsi_deadline() == transport::kNever);
+}
+
+TEST_CASE("Malformed or foreign MADs are dropped and counted", "[cm][engine][mad]") {
+  Harness t;
+  const std::array<std::uint8_t, 100> short_mad{};
+  t.cm.on_mad(0, v4_gid(kLoopback), short_mad, t.now);
+  CHECK(t.cm.counters().mads_dropped == 1);
+
+  std::array<std::uint8_t, 256> mad{};
+  mad[0] = 1;     // base version
+  mad[1] = 0x04;  // performance management: not the CM
+  mad[2] = 1;
+  mad[3] = 1;
+  t.cm.on_mad(0, v4_gid(kLoopback), mad, t.now);
+  CHECK(t.cm.counters().mads_dropped == 2);
+  mad[0] = 2;  // a base version nobody speaks
+  mad[1] = wire::mad::kClassCm;
+  t.cm.on_mad(0, v4_gid(kLoopback), mad, t.now);
+  CHECK(t.cm.counters().mads_dropped == 3);
+
+  // A well-formed RTU for no connection: unmatched, nothing sent.
+  std::array<std::uint8_t, 256> rtu{};
+  wire::CmRtu m;
+  m.local_comm_id = 1;
+  m.remote_comm_id = 0xdeadbeef;
+  REQUIRE(wire::build_cm_mad(wire::make_cm_header(1, wire::cm::kAttrRtu), m, rtu).ok());
+  t.cm.on_mad(0, v4_gid(kLoopback), rtu, t.now);
+  CHECK(t.cm.counters().mads_unmatched == 1);
+  CHECK(t.wire_q.empty());
+
+  // Datagrams that are not GSI MADs: wrong Q_Key, wrong opcode, wrong length.
+  wire::IbPacket p;
+  p.bth.opcode = wire::opcode::kUd | wire::opcode::kSendOnly;
+  p.bth.dest_qp = 1;
+  p.deth.qkey = 0x12345678;
+  p.payload = rtu;
+  t.cm.on_gsi_datagram(0, p, kLoopback, t.now);
+  CHECK(t.cm.counters().mads_dropped == 4);
+  p.deth.qkey = wire::mad::kGsiQkey;
+  p.bth.opcode = wire::opcode::kRc | wire::opcode::kSendOnly;
+  t.cm.on_gsi_datagram(0, p, kLoopback, t.now);
+  CHECK(t.cm.counters().mads_dropped == 5);
+  p.bth.opcode = wire::opcode::kUd | wire::opcode::kSendOnly;
+  p.payload = wire::Bytes(rtu.data(), 200);
+  t.cm.on_gsi_datagram(0, p, kLoopback, t.now);
+  CHECK(t.cm.counters().mads_dropped == 6);
+  p.payload = rtu;
+  t.cm.on_gsi_datagram(0, p, kLoopback, t.now);
+  CHECK(t.cm.counters().mads_dropped == 6);
+  CHECK(t.cm.counters().mads_unmatched == 2);
+
+  // A DREQ for an unknown connection still gets its DREP (the peer can finish).
+  std::array<std::uint8_t, 256> dreq{};
+  wire::CmDreq d;
+  d.local_comm_id = 0x77;
+  d.remote_comm_id = 0x88;
+  REQUIRE(wire::build_cm_mad(wire::make_cm_header(5, wire::cm::kAttrDreq), d, dreq).ok());
+  t.cm.on_mad(0, v4_gid(kLoopback), dreq, t.now);
+  REQUIRE(t.peek());
+  const auto drep = std::get<wire::CmDrep>(t.peek()->message);
+  CHECK(drep.remote_comm_id == 0x77);
+  CHECK(t.peek()->header.transaction_id == 5);
+}
+
+TEST_CASE("UD service resolution with SIDR_REQ / SIDR_REP", "[cm][engine]") {
+  Harness t;
+  const auto [sch, sfd] = t.channel(1);
+  const auto [cch, cfd] = t.channel(2);
+  const std::uint32_t lid = t.create_id(1, sch, RDMA_PS_UDP);
+  REQUIRE(t.bind(1, lid, v4(0, 7174)) == 0);
+  t.listen(1, lid);
+  const std::uint32_t cid = t.create_id(2, cch, RDMA_PS_UDP);
+  t.resolve(2, cid, v4(kLoopback, 7174));
+  ctl::CmConnectReq conn{};
+  conn.handle = cid;
+  conn.param.private_data_len = 4;
+  std::memcpy(conn.param.private_data, "ping", 4);
+  ctl::CmConnectRep crep{};
+  REQUIRE(t.call(2, conn, crep) == 0);
+  REQUIRE(t.peek());
+  const auto sreq = std::get<wire::CmSidrReq>(t.peek()->message);
+  CHECK(sreq.service_id == 0x0000000001111C06ULL);
+  t.pump();
+  const auto creq = expect_event(sfd, RDMA_CM_EVENT_CONNECT_REQUEST);
+  CHECK(std::memcmp(creq.param.private_data, "ping", 4) == 0);
+  ctl::CmInitQpAttrRep init{};
+  REQUIRE(t.call(1, ctl::CmInitQpAttrReq{creq.id_handle, IBV_QPS_INIT}, init) == 0);
+  CHECK(init.attr.qkey == RDMA_UDP_QKEY);
+  CHECK((init.attr_mask & IBV_QP_QKEY) != 0);
+  ctl::CmAcceptReq acc{};
+  acc.handle = creq.id_handle;
+  acc.param.qp_num = 0x55;
+  ctl::CmAcceptRep arep{};
+  REQUIRE(t.call(1, acc, arep) == 0);
+  REQUIRE(t.peek());
+  const auto srep = std::get<wire::CmSidrRep>(t.peek()->message);
+  CHECK(srep.status == wire::cm::kSidrValid);
+  CHECK(srep.qpn == 0x55);
+  CHECK(srep.request_id == sreq.request_id);
+  t.pump();
+  expect_event(cfd, RDMA_CM_EVENT_ADDR_RESOLVED);
+  expect_event(cfd, RDMA_CM_EVENT_ROUTE_RESOLVED);
+  const auto est = expect_event(cfd, RDMA_CM_EVENT_ESTABLISHED);
+  CHECK(est.param.qp_num == 0x55);
+  CHECK(est.param.qkey == RDMA_UDP_QKEY);
+  CHECK(est.ah.is_global == 1);
+  CHECK(std::memcmp(est.ah.dgid, v4_gid(kLoopback).data(), 16) == 0);
+
+  // A SIDR_REQ for a port nobody serves: SIDR_REP "service ID not supported".
+  const std::uint32_t cid2 = t.create_id(2, cch, RDMA_PS_UDP);
+  t.resolve(2, cid2, v4(kLoopback, 7175));
+  conn.handle = cid2;
+  REQUIRE(t.call(2, conn, crep) == 0);
+  t.pump();
+  expect_event(cfd, RDMA_CM_EVENT_ADDR_RESOLVED);
+  expect_event(cfd, RDMA_CM_EVENT_ROUTE_RESOLVED);
+  const auto un = expect_event(cfd, RDMA_CM_EVENT_UNREACHABLE);
+  CHECK(un.status == wire::cm::kSidrServiceIdNotSupported);
+}
+
+TEST_CASE("Binding: devices, the wildcard, ports and conflicts", "[cm][engine]") {
+  Harness t;
+  const auto [ch, fd] = t.channel(1);
+  (void)fd;
+  const std::uint32_t a = t.create_id(1, ch);
+  const std::uint32_t b = t.create_id(1, ch);
+  const std::uint32_t c = t.create_id(1, ch);
+  const std::uint32_t u = t.create_id(1, ch, RDMA_PS_UDP);
+  ctl::CmIdInfo info{};
+  REQUIRE(t.bind(1, a, v4(kLoopback, 6000), &info) == 0);
+  CHECK(std::string(info.device) == "urnic0");
+  CHECK(info.port_num == 1);
+  CHECK(t.bind(1, b, v4(0, 6000)) == EADDRINUSE);     // the wildcard overlaps 127.0.0.1
+  CHECK(t.bind(1, b, v4(0x0a010203, 6001)) == ENODEV);  // no urnic device has 10.1.2.3
+  REQUIRE(t.bind(1, u, v4(kLoopback, 6000)) == 0);     // another port space
+  REQUIRE(t.bind(1, b, v4(0, 0), &info) == 0);         // the wildcard, any port
+  CHECK(info.device[0] == '\0');
+  CHECK(info.src.port >= 32768);
+  CHECK(t.bind(1, b, v4(kLoopback, 6002)) == EINVAL);  // bound already
+  // Other owners cannot touch the id; unknown ids are EINVAL.
+  CHECK(t.bind(2, c, v4(kLoopback, 6003)) == EINVAL);
+  CHECK(t.bind(1, 9999, v4(kLoopback, 6003)) == EINVAL);
+  // rdma_listen on an unbound id binds it to the wildcard.
+  t.listen(1, c);
+  ctl::CmQueryRep q{};
+  ctl::CmQueryReq qr{};
+  qr.handle = c;
+  REQUIRE(t.call(1, qr, q) == 0);
+  CHECK(q.info.src.port >= 32768);
+  // An unsupported option is ENOSYS, a port space that does not exist EINVAL.
+  ctl::CmSetOptionRep orep{};
+  CHECK(t.call(1, ctl::CmSetOptionReq{a, 99, 1, 0}, orep) == ENOSYS);
+  ctl::CmCreateIdReq bad{};
+  bad.channel = ch;
+  bad.port_space = 0x1234;
+  ctl::CmCreateIdRep brep{};
+  CHECK(t.call(1, bad, brep) == EINVAL);
+  // A channel in use cannot be destroyed.
+  ctl::CmDestroyChannelRep dch{};
+  CHECK(t.call(1, ctl::CmDestroyChannelReq{{ch, 0}}, dch) == EBUSY);
+}
+
+TEST_CASE("A process that goes away disconnects its peers", "[cm][engine]") {
+  Harness t;
+  const auto [sch, sfd] = t.channel(1);
+  const auto [cch, cfd] = t.channel(2);
+  const std::uint32_t lid = t.create_id(1, sch);
+  REQUIRE(t.bind(1, lid, v4(kLoopback, 7000)) == 0);
+  t.listen(1, lid);
+  const std::uint32_t cid = t.create_id(2, cch);
+  t.resolve(2, cid, v4(kLoopback, 7000));
+  ctl::CmConnectReq conn{};
+  conn.handle = cid;
+  conn.param.qp_num = 0x60;
+  ctl::CmConnectRep crep{};
+  REQUIRE(t.call(2, conn, crep) == 0);
+  t.pump();
+  const auto creq = expect_event(sfd, RDMA_CM_EVENT_CONNECT_REQUEST);
+  ctl::CmAcceptReq acc{};
+  acc.handle = creq.id_handle;
+  acc.param.qp_num = 0x61;
+  ctl::CmAcceptRep arep{};
+  REQUIRE(t.call(1, acc, arep) == 0);
+  t.pump();
+  ctl::CmEstablishRep erep{};
+  REQUIRE(t.call(2, ctl::CmEstablishReq{{cid, 0}}, erep) == 0);
+  t.pump();
+  expect_event(sfd, RDMA_CM_EVENT_ESTABLISHED);
+  const std::size_t ids = t.cm.id_count();
+  t.cm.release_owner(2);  // the client's control connection closed
+  CHECK(t.cm.id_count() == ids - 1);
+  REQUIRE(t.peek());
+  CHECK(std::holds_alternative<wire::CmDreq>(t.peek()->message));
+  t.pump();
+  expect_event(sfd, RDMA_CM_EVENT_DISCONNECTED);
+  // The DREP went to an id that no longer exists: counted, not a crash.
+  t.pump();
+  CHECK(t.cm.counters().mads_unmatched == 1);
+}
+
+namespace {
+
+// The RoCE frames of a kernel capture (the payload vectors stay
+// owned by `frames`).
+std::vector<wire::RoceFrame> roce_frames(const std::string& name, std::vector<pcap::Frame>& frames) {
+  std::string err;
+  frames = pcap::read_all(test::vector_path(name), &err);
+  INFO(err);
+  REQUIRE(!frames.empty());
+  std::vector<wire::RoceFrame> out;
+  for (const auto& f : frames) {
+    auto r = wire::parse_roce_frame(f.data);
+    if (r.ok()) out.push_back(r.value());  // ARP and other non-RoCE frames are skipped
+  }
+  return out;
+}
+
+std::uint32_t v4_of(const wire::IpAddr& a) {
+  return (std::uint32_t{a.bytes[12]} << 24) | (std::uint32_t{a.bytes[13]} << 16) |
+         (std::uint32_t{a.bytes[14]} << 8) | a.bytes[15];
+}
+
+}  // namespace
+
+TEST_CASE("The kernel's REQ (rping over rxe) gets a CONNECT_REQUEST and a matching REP", "[cm][engine][roce]") {
+  std::vector<pcap::Frame> raw;
+  const auto frames = roce_frames("roce-cm-rping.pcap", raw);
+  const wire::RoceFrame& kreq = frames[0];
+  const wire::RoceFrame& krep = frames[1];
+  REQUIRE(kreq.ib.bth.dest_qp == 1);
+  const auto kreq_mad = wire::parse_cm_mad(kreq.ib.payload);
+  const auto krep_mad = wire::parse_cm_mad(krep.ib.payload);
+  REQUIRE(kreq_mad.ok());
+  REQUIRE(krep_mad.ok());
+  const auto& kr = std::get<wire::CmReq>(kreq_mad->message);
+  const auto& kp = std::get<wire::CmRep>(krep_mad->message);
+
+  // urnic plays the kernel's passive side: a device with 10.99.0.12, rping's
+  // listener on the wildcard, port 7174.
+  const std::uint32_t server_ip = v4_of(kreq.hdr.dst_ip);
+  const std::uint32_t client_ip = v4_of(kreq.hdr.src_ip);
+  std::deque<Sent> out;
+  engine::CmDevice d;
+  d.name = "urnic0";
+  d.ipv4 = server_ip;
+  d.gid = v4_gid(server_ip);
+  d.active_mtu = IBV_MTU_1024;
+  d.send = [&out](const Gid& dgid, std::span<const std::uint8_t> mad) {
+    Sent s{dgid, {}};
+    std::memcpy(s.mad.data(), mad.data(), 256);
+    out.push_back(s);
+  };
+  transport::Nanos now = 1;
+  CmService cm({d}, [&now] { return now; });
+  auto call = [&](const auto& req, auto& rep, std::vector<int>* fds = nullptr) {
+    const auto bytes = ctl::encode(req, 1);
+    engine::Reply r = cm.handle(1, *ctl::decode_header(bytes), bytes);
+    const int status = ctl::decode_header(r.bytes)->status;
+    if (status == 0) rep = *ctl::decode<std::decay_t<decltype(rep)>>(r.bytes);
+    if (fds != nullptr) *fds = r.fds;
+    return status;
+  };
+  ctl::CmCreateChannelRep ch{};
+  std::vector<int> fds;
+  REQUIRE(call(ctl::CmCreateChannelReq{}, ch, &fds) == 0);
+  REQUIRE(fds.size() == 1);
+  ctl::CmCreateIdReq cr{};
+  cr.channel = ch.handle;
+  cr.port_space = RDMA_PS_TCP;
+  cr.qp_type = IBV_QPT_RC;
+  ctl::CmCreateIdRep id{};
+  REQUIRE(call(cr, id) == 0);
+  ctl::CmBindReq b{};
+  b.handle = id.handle;
+  b.addr = v4(0, 7174);
+  ctl::CmBindRep brep{};
+  REQUIRE(call(b, brep) == 0);
+  ctl::CmListenRep lrep{};
+  REQUIRE(call(ctl::CmListenReq{id.handle, 1}, lrep) == 0);
+
+  cm.on_gsi_datagram(0, kreq.ib, client_ip, now);
+  CHECK(cm.counters().mads_dropped == 0);
+  const auto ev = next_event(fds[0]);
+  REQUIRE(ev);
+  CHECK(ev->event == RDMA_CM_EVENT_CONNECT_REQUEST);
+  CHECK(ev->param.qp_num == kr.local_qpn);
+  CHECK(ev->param.responder_resources == kr.initiator_depth);
+  CHECK(ev->param.initiator_depth == kr.responder_resources);
+  CHECK(ev->info.dst.port == 0xc593);  // the kernel client's source port (IP CM header)
+  CHECK(ev->info.src.port == 7174);
+  CHECK(std::memcmp(ev->info.dst.addr + 12, kreq.hdr.src_ip.bytes.data() + 12, 4) == 0);
+
+  ctl::CmInitQpAttrRep rtr{};
+  REQUIRE(call(ctl::CmInitQpAttrReq{ev->id_handle, IBV_QPS_RTR}, rtr) == 0);
+  CHECK(rtr.attr.dest_qp_num == kr.local_qpn);
+  CHECK(rtr.attr.rq_psn == kr.starting_psn);
+  CHECK(rtr.attr.path_mtu == std::min<std::uint32_t>(kr.path_mtu, IBV_MTU_1024));
+
+  ctl::CmAcceptReq acc{};
+  acc.handle = ev->id_handle;
+  acc.param.qp_num = kp.local_qpn;
+  acc.param.responder_resources = 1;
+  acc.param.initiator_depth = 1;
+  acc.param.rnr_retry_count = kp.rnr_retry_count;
+  ctl::CmAcceptRep arep{};
+  REQUIRE(call(acc, arep) == 0);
+  REQUIRE(out.size() == 1);
+  CHECK(out[0].dgid == v4_gid(client_ip));
+  const auto ours = wire::parse_cm_mad(out[0].mad);
+  REQUIRE(ours.ok());
+  // What the kernel's client checks in a REP: same transaction, its comm ID
+  // echoed, our QPN, resources within what it asked.
+  CHECK(ours->header.transaction_id == krep_mad->header.transaction_id);
+  CHECK(ours->header.attribute_id == wire::cm::kAttrRep);
+  const auto& op = std::get<wire::CmRep>(ours->message);
+  CHECK(op.remote_comm_id == kp.remote_comm_id);
+  CHECK(op.local_qpn == kp.local_qpn);
+  CHECK(op.responder_resources == kp.responder_resources);
+  CHECK(op.initiator_depth == kp.initiator_depth);
+  CHECK(op.rnr_retry_count == kp.rnr_retry_count);
+  CHECK(op.local_comm_id != 0);
+  for (int fd : fds) ::close(fd);
+}
+
+TEST_CASE("urnic's REQ carries what the kernel's REQ carries", "[cm][engine][roce]") {
+  std::vector<pcap::Frame> raw;
+  const auto frames = roce_frames("roce-cm-rping.pcap", raw);
+  const auto kreq_mad = wire::parse_cm_mad(frames[0].ib.payload);
+  REQUIRE(kreq_mad.ok());
+  const auto& kr = std::get<wire::CmReq>(kreq_mad->message);
+  const std::uint32_t client_ip = v4_of(frames[0].hdr.src_ip);
+  const std::uint32_t server_ip = v4_of(frames[0].hdr.dst_ip);
+
+  std::deque<Sent> out;
+  engine::CmDevice d;
+  d.name = "urnic0";
+  d.ipv4 = client_ip;
+  d.gid = v4_gid(client_ip);
+  d.active_mtu = kr.path_mtu;
+  d.send = [&out](const Gid& dgid, std::span<const std::uint8_t> mad) {
+    Sent s{dgid, {}};
+    std::memcpy(s.mad.data(), mad.data(), 256);
+    out.push_back(s);
+  };
+  CmService cm({d}, [] { return transport::Nanos{1}; });
+  auto call = [&](const auto& req, auto& rep, std::vector<int>* fds = nullptr) {
+    const auto bytes = ctl::encode(req, 1);
+    engine::Reply r = cm.handle(1, *ctl::decode_header(bytes), bytes);
+    const int status = ctl::decode_header(r.bytes)->status;
+    if (status == 0) rep = *ctl::decode<std::decay_t<decltype(rep)>>(r.bytes);
+    if (fds != nullptr) *fds = r.fds;
+    return status;
+  };
+  ctl::CmCreateChannelRep ch{};
+  std::vector<int> fds;
+  REQUIRE(call(ctl::CmCreateChannelReq{}, ch, &fds) == 0);
+  ctl::CmCreateIdReq cr{};
+  cr.channel = ch.handle;
+  cr.port_space = RDMA_PS_TCP;
+  cr.qp_type = IBV_QPT_RC;
+  ctl::CmCreateIdRep id{};
+  REQUIRE(call(cr, id) == 0);
+  ctl::CmResolveAddrReq ra{};
+  ra.handle = id.handle;
+  ra.dst = v4(server_ip, 7174);
+  ctl::CmResolveAddrRep rarep{};
+  REQUIRE(call(ra, rarep) == 0);
+  ctl::CmResolveRouteRep rrrep{};
+  REQUIRE(call(ctl::CmResolveRouteReq{id.handle, 1000}, rrrep) == 0);
+  ctl::CmConnectReq conn{};
+  conn.handle = id.handle;
+  conn.param.qp_num = kr.local_qpn;
+  conn.param.responder_resources = kr.responder_resources;
+  conn.param.initiator_depth = kr.initiator_depth;
+  conn.param.retry_count = kr.retry_count;
+  conn.param.rnr_retry_count = kr.rnr_retry_count;
+  ctl::CmConnectRep crep{};
+  REQUIRE(call(conn, crep) == 0);
+  REQUIRE(out.size() == 1);
+  CHECK(out[0].dgid == v4_gid(server_ip));
+  const auto ours = wire::parse_cm_mad(out[0].mad);
+  REQUIRE(ours.ok());
+  const auto& r = std::get<wire::CmReq>(ours->message);
+  CHECK(r.service_id == kr.service_id);
+  CHECK(r.local_qpn == kr.local_qpn);
+  CHECK(r.local_qkey == kr.local_qkey);
+  CHECK(r.responder_resources == kr.responder_resources);
+  CHECK(r.initiator_depth == kr.initiator_depth);
+  CHECK(r.transport_service_type == kr.transport_service_type);
+  CHECK(r.end_to_end_flow_control == kr.end_to_end_flow_control);
+  CHECK(r.retry_count == kr.retry_count);
+  CHECK(r.rnr_retry_count == kr.rnr_retry_count);
+  CHECK(r.pkey == kr.pkey);
+  CHECK(r.path_mtu == kr.path_mtu);
+  CHECK(r.max_cm_retries == kr.max_cm_retries);
+  CHECK(r.srq == kr.srq);
+  CHECK(r.primary.local_lid == kr.primary.local_lid);
+  CHECK(r.primary.remote_lid == kr.primary.remote_lid);
+  CHECK(r.primary.local_gid == kr.primary.local_gid);
+  CHECK(r.primary.remote_gid == kr.primary.remote_gid);
+  CHECK(r.primary.hop_limit == kr.primary.hop_limit);
+  CHECK(r.primary.traffic_class == kr.primary.traffic_class);
+  CHECK(r.primary.sl == kr.primary.sl);
+  CHECK(r.alternate == kr.alternate);
+  const auto ip = wire::parse_ip_cm_header(r.private_data);
+  const auto kip = wire::parse_ip_cm_header(kr.private_data);
+  REQUIRE(ip.ok());
+  REQUIRE(kip.ok());
+  CHECK(ip->ip_version == kip->ip_version);
+  CHECK(ip->major_version == kip->major_version);
+  CHECK(ip->src_addr == kip->src_addr);
+  CHECK(ip->dst_addr == kip->dst_addr);
+  for (int fd : fds) ::close(fd);
+}
+
+TEST_CASE("A REQ racing with a re-listen is left to the retry, then rejected", "[cm][engine]") {
+  Harness t;
+  t.cm.set_retry_policy(1'000'000'000, 5);
+  const auto [sch, sfd] = t.channel(1);
+  const auto [cch, cfd] = t.channel(2);
+  (void)sfd;
+  const std::uint32_t lid = t.create_id(1, sch);
+  REQUIRE(t.bind(1, lid, v4(kLoopback, 7300)) == 0);
+  t.listen(1, lid);
+  ctl::CmDestroyIdRep drep{};
+  REQUIRE(t.call(1, ctl::CmDestroyIdReq{{lid, 0}}, drep) == 0);
+
+  const std::uint32_t cid = t.create_id(2, cch);
+  t.resolve(2, cid, v4(kLoopback, 7300));
+  ctl::CmConnectReq conn{};
+  conn.handle = cid;
+  ctl::CmConnectRep crep{};
+  REQUIRE(t.call(2, conn, crep) == 0);
+  t.pump_one();  // the REQ: no listener, but one went away just now
+  CHECK(t.wire_q.empty());
+  CHECK(t.cm.counters().reqs_deferred == 1);
+  CHECK(t.cm.counters().rej_sent == 0);
+  // Our own retry comes 1 s later, still within the grace: silence again.
+  t.now += 1'000'000'000;
+  t.cm.on_gsi_timer(t.now);
+  t.pump_one();
+  CHECK(t.wire_q.empty());
+  CHECK(t.cm.counters().reqs_deferred == 2);
+  // The next one finds the port long closed: REJ, reason 8.
+  t.now += 1'500'000'000;
+  t.cm.on_gsi_timer(t.now);
+  t.pump();
+  CHECK(t.cm.counters().rej_sent == 1);
+  expect_event(cfd, RDMA_CM_EVENT_ADDR_RESOLVED);
+  expect_event(cfd, RDMA_CM_EVENT_ROUTE_RESOLVED);
+  CHECK(expect_event(cfd, RDMA_CM_EVENT_REJECTED).status == 8);
+}

@@ -1,0 +1,437 @@
+// The extended verbs' data path: ibv_qp_ex (ibv_wr_start / ibv_wr_* /
+// ibv_wr_complete) and ibv_cq_ex (ibv_start_poll / ibv_next_poll /
+// ibv_end_poll / ibv_wc_read_*). Both run over the same shared rings as
+// ibv_post_send and ibv_poll_cq, so they make no system call either: the
+// wr_* builders stage work requests in the QP's private state and
+// wr_complete writes them into the send ring in one go (all or nothing, as
+// libibverbs documents for ibv_wr_complete); start_poll copies one CQE out of
+// the ring and the read_* accessors read that copy.
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <new>
+#include <vector>
+
+#include "verbs_shim/shim.hpp"
+
+namespace urnic::shim {
+
+// One ibv_wr_start .. ibv_wr_complete/abort batch. The WRs are kept as
+// ibv_send_wr so that wr_complete can hand them to the ordinary post path
+// (one set of checks for both APIs); their SGE and inline-data pointers are
+// fixed up only at wr_complete, when the vectors no longer move.
+struct QpExState {
+  struct Staged {
+    ibv_send_wr wr;
+    std::size_t sge_begin = 0, sge_count = 0;   // into `sges`
+    std::size_t inl_begin = 0, inl_count = 0;   // into `inl` (inline buffers)
+    bool is_inline = false;
+  };
+  struct InlineBuf {
+    std::size_t offset, length;                 // into `inl_bytes`
+  };
+  std::uint64_t send_ops_flags = 0;
+  bool started = false;
+  int err = 0;                                   // first builder error of the batch
+  std::vector<Staged> wrs;
+  std::vector<ibv_sge> sges;
+  std::vector<InlineBuf> inl;
+  std::vector<std::byte> inl_bytes;
+  std::vector<ibv_sge> inl_sges;                 // built at wr_complete
+
+  void clear() {
+    wrs.clear();
+    sges.clear();
+    inl.clear();
+    inl_bytes.clear();
+    inl_sges.clear();
+    err = 0;
+  }
+};
+
+namespace {
+
+// Which ibv_qp_ex send operations each QP type can carry (IBA 11.4.1.1, as
+// opcode_valid in objects.cpp). Memory windows, local invalidate, TSO and
+// the IBA 1.5 ATOMIC WRITE are not offered by the transport.
+std::uint64_t ops_for(ibv_qp_type type) {
+  constexpr std::uint64_t kSend = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM;
+  constexpr std::uint64_t kWrite = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM;
+  constexpr std::uint64_t kRcOnly = IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
+                                    IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_SEND_WITH_INV;
+  switch (type) {
+    case IBV_QPT_RC: return kSend | kWrite | kRcOnly;
+    case IBV_QPT_UC: return kSend | kWrite;
+    case IBV_QPT_UD: return kSend;
+    default: return 0;
+  }
+}
+
+ShimQp* shim_of_ex(ibv_qp_ex* qpx) { return static_cast<ShimQp*>(static_cast<void*>(qpx)); }
+ShimCq* shim_of_ex(ibv_cq_ex* cqx) { return static_cast<ShimCq*>(static_cast<void*>(cqx)); }
+
+// Begin a new WR of `opcode` carrying the QP's current wr_id / wr_flags.
+ibv_send_wr* begin_wr(ibv_qp_ex* qpx, ibv_wr_opcode opcode, std::uint64_t needed_op) {
+  QpExState& st = *shim_of_ex(qpx)->ext;
+  if (!st.started) return nullptr;  // wr_* outside wr_start/wr_complete: ignored
+  if ((st.send_ops_flags & needed_op) == 0 && st.err == 0) st.err = EINVAL;
+  QpExState::Staged s{};
+  s.wr.wr_id = qpx->wr_id;
+  s.wr.send_flags = qpx->wr_flags;
+  s.wr.opcode = opcode;
+  st.wrs.push_back(s);
+  return &st.wrs.back().wr;
+}
+
+// The WR the wr_set_* calls complete (the last one begun), or nullptr with
+// EINVAL recorded when there is none.
+QpExState::Staged* current(ibv_qp_ex* qpx) {
+  QpExState& st = *shim_of_ex(qpx)->ext;
+  if (!st.started) return nullptr;
+  if (st.wrs.empty()) {
+    if (st.err == 0) st.err = EINVAL;
+    return nullptr;
+  }
+  return &st.wrs.back();
+}
+
+void wr_start(ibv_qp_ex* qpx) {
+  ShimQp* q = shim_of_ex(qpx);
+  q->post_mu->lock();  // held until wr_complete / wr_abort, as providers hold the SQ lock
+  q->ext->clear();
+  q->ext->started = true;
+}
+
+int wr_complete(ibv_qp_ex* qpx) {
+  ShimQp* q = shim_of_ex(qpx);
+  QpExState& st = *q->ext;
+  if (!st.started) return EINVAL;
+  int err = st.err;
+  if (err == 0 && !st.wrs.empty()) {
+    st.inl_sges.clear();
+    st.inl_sges.reserve(st.inl.size());
+    for (const auto& b : st.inl)
+      st.inl_sges.push_back(ibv_sge{reinterpret_cast<std::uintptr_t>(st.inl_bytes.data() + b.offset),
+                                    static_cast<std::uint32_t>(b.length), 0});
+    for (std::size_t i = 0; i < st.wrs.size(); ++i) {
+      auto& s = st.wrs[i];
+      if (s.is_inline) {
+        s.wr.sg_list = s.inl_count != 0 ? &st.inl_sges[s.inl_begin] : nullptr;
+        s.wr.num_sge = static_cast<int>(s.inl_count);
+        s.wr.send_flags |= IBV_SEND_INLINE;
+      } else {
+        s.wr.sg_list = s.sge_count != 0 ? &st.sges[s.sge_begin] : nullptr;
+        s.wr.num_sge = static_cast<int>(s.sge_count);
+      }
+      s.wr.next = i + 1 < st.wrs.size() ? &st.wrs[i + 1].wr : nullptr;
+    }
+    ibv_send_wr* bad = nullptr;
+    err = post_send_locked(&qpx->qp_base, &st.wrs.front().wr, &bad, true);
+  }
+  st.clear();
+  st.started = false;
+  q->post_mu->unlock();
+  return err;
+}
+
+void wr_abort(ibv_qp_ex* qpx) {
+  ShimQp* q = shim_of_ex(qpx);
+  if (!q->ext->started) return;
+  q->ext->clear();
+  q->ext->started = false;
+  q->post_mu->unlock();
+}
+
+void wr_send(ibv_qp_ex* qpx) { begin_wr(qpx, IBV_WR_SEND, IBV_QP_EX_WITH_SEND); }
+
+void wr_send_imm(ibv_qp_ex* qpx, __be32 imm_data) {
+  if (ibv_send_wr* wr = begin_wr(qpx, IBV_WR_SEND_WITH_IMM, IBV_QP_EX_WITH_SEND_WITH_IMM)) wr->imm_data = imm_data;
+}
+
+void wr_send_inv(ibv_qp_ex* qpx, std::uint32_t invalidate_rkey) {
+  if (ibv_send_wr* wr = begin_wr(qpx, IBV_WR_SEND_WITH_INV, IBV_QP_EX_WITH_SEND_WITH_INV))
+    wr->invalidate_rkey = invalidate_rkey;
+}
+
+void wr_rdma_write(ibv_qp_ex* qpx, std::uint32_t rkey, std::uint64_t remote_addr) {
+  if (ibv_send_wr* wr = begin_wr(qpx, IBV_WR_RDMA_WRITE, IBV_QP_EX_WITH_RDMA_WRITE)) {
+    wr->wr.rdma.rkey = rkey;
+    wr->wr.rdma.remote_addr = remote_addr;
+  }
+}
+
+void wr_rdma_write_imm(ibv_qp_ex* qpx, std::uint32_t rkey, std::uint64_t remote_addr, __be32 imm_data) {
+  if (ibv_send_wr* wr = begin_wr(qpx, IBV_WR_RDMA_WRITE_WITH_IMM, IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM)) {
+    wr->wr.rdma.rkey = rkey;
+    wr->wr.rdma.remote_addr = remote_addr;
+    wr->imm_data = imm_data;
+  }
+}
+
+void wr_rdma_read(ibv_qp_ex* qpx, std::uint32_t rkey, std::uint64_t remote_addr) {
+  if (ibv_send_wr* wr = begin_wr(qpx, IBV_WR_RDMA_READ, IBV_QP_EX_WITH_RDMA_READ)) {
+    wr->wr.rdma.rkey = rkey;
+    wr->wr.rdma.remote_addr = remote_addr;
+  }
+}
+
+void wr_atomic_cmp_swp(ibv_qp_ex* qpx, std::uint32_t rkey, std::uint64_t remote_addr, std::uint64_t compare,
+                       std::uint64_t swap) {
+  if (ibv_send_wr* wr = begin_wr(qpx, IBV_WR_ATOMIC_CMP_AND_SWP, IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP)) {
+    wr->wr.atomic.rkey = rkey;
+    wr->wr.atomic.remote_addr = remote_addr;
+    wr->wr.atomic.compare_add = compare;
+    wr->wr.atomic.swap = swap;
+  }
+}
+
+void wr_atomic_fetch_add(ibv_qp_ex* qpx, std::uint32_t rkey, std::uint64_t remote_addr, std::uint64_t add) {
+  if (ibv_send_wr* wr = begin_wr(qpx, IBV_WR_ATOMIC_FETCH_AND_ADD, IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)) {
+    wr->wr.atomic.rkey = rkey;
+    wr->wr.atomic.remote_addr = remote_addr;
+    wr->wr.atomic.compare_add = add;
+  }
+}
+
+// Operations the device does not offer: the batch fails at wr_complete.
+void wr_unsupported(ibv_qp_ex* qpx) {
+  QpExState& st = *shim_of_ex(qpx)->ext;
+  if (st.started && st.err == 0) st.err = EOPNOTSUPP;
+}
+void wr_bind_mw(ibv_qp_ex* qpx, ibv_mw* mw, std::uint32_t rkey, const ibv_mw_bind_info* info) {
+  (void)mw;
+  (void)rkey;
+  (void)info;
+  wr_unsupported(qpx);
+}
+void wr_local_inv(ibv_qp_ex* qpx, std::uint32_t rkey) {
+  (void)rkey;
+  wr_unsupported(qpx);
+}
+void wr_send_tso(ibv_qp_ex* qpx, void* hdr, std::uint16_t hdr_sz, std::uint16_t mss) {
+  (void)hdr;
+  (void)hdr_sz;
+  (void)mss;
+  wr_unsupported(qpx);
+}
+void wr_atomic_write(ibv_qp_ex* qpx, std::uint32_t rkey, std::uint64_t remote_addr, const void* data) {
+  (void)rkey;
+  (void)remote_addr;
+  (void)data;
+  wr_unsupported(qpx);
+}
+void wr_set_xrc_srqn(ibv_qp_ex* qpx, std::uint32_t srqn) {
+  (void)srqn;
+  wr_unsupported(qpx);
+}
+
+void wr_set_ud_addr(ibv_qp_ex* qpx, ibv_ah* ah, std::uint32_t remote_qpn, std::uint32_t remote_qkey) {
+  if (auto* s = current(qpx)) {
+    s->wr.wr.ud.ah = ah;
+    s->wr.wr.ud.remote_qpn = remote_qpn;
+    s->wr.wr.ud.remote_qkey = remote_qkey;
+  }
+}
+
+void wr_set_sge_list(ibv_qp_ex* qpx, std::size_t num_sge, const ibv_sge* sg_list) {
+  QpExState& st = *shim_of_ex(qpx)->ext;
+  if (auto* s = current(qpx)) {
+    s->is_inline = false;
+    s->sge_begin = st.sges.size();
+    s->sge_count = num_sge;
+    st.sges.insert(st.sges.end(), sg_list, sg_list + num_sge);
+  }
+}
+
+void wr_set_sge(ibv_qp_ex* qpx, std::uint32_t lkey, std::uint64_t addr, std::uint32_t length) {
+  const ibv_sge sge{addr, length, lkey};
+  wr_set_sge_list(qpx, 1, &sge);
+}
+
+void wr_set_inline_data_list(ibv_qp_ex* qpx, std::size_t num_buf, const ibv_data_buf* buf_list) {
+  QpExState& st = *shim_of_ex(qpx)->ext;
+  if (auto* s = current(qpx)) {
+    // Copied now: the buffers may be reused as soon as the call returns.
+    s->is_inline = true;
+    s->inl_begin = st.inl.size();
+    s->inl_count = num_buf;
+    for (std::size_t i = 0; i < num_buf; ++i) {
+      const std::size_t off = st.inl_bytes.size();
+      const auto* src = static_cast<const std::byte*>(buf_list[i].addr);
+      st.inl_bytes.insert(st.inl_bytes.end(), src, src + buf_list[i].length);
+      st.inl.push_back({off, buf_list[i].length});
+    }
+  }
+}
+
+void wr_set_inline_data(ibv_qp_ex* qpx, void* addr, std::size_t length) {
+  const ibv_data_buf buf{addr, length};
+  wr_set_inline_data_list(qpx, 1, &buf);
+}
+
+// ---------------------------------------------------------------- ibv_cq_ex
+
+// Take the next CQE out of the ring into c->cur (the caller holds poll_mu).
+int take_next(ShimCq* c) {
+  if (c->held != 0) {
+    c->ring.release(c->held);
+    c->held = 0;
+  }
+  if (c->ring.available() == 0) return ENOENT;
+  std::memcpy(&c->cur, c->ring.consumer_slot(0), sizeof c->cur);
+  c->held = 1;
+  c->cqx.wr_id = c->cur.wr_id;
+  c->cqx.status = static_cast<ibv_wc_status>(c->cur.status);
+  return 0;
+}
+
+int start_poll(ibv_cq_ex* cqx, ibv_poll_cq_attr* attr) {
+  if (attr != nullptr && attr->comp_mask != 0) return EINVAL;
+  ShimCq* c = shim_of_ex(cqx);
+  c->poll_mu->lock();  // held until end_poll, unless nothing is there (ENOENT)
+  const int err = take_next(c);
+  if (err != 0) c->poll_mu->unlock();
+  return err;
+}
+
+int next_poll(ibv_cq_ex* cqx) { return take_next(shim_of_ex(cqx)); }
+
+void end_poll(ibv_cq_ex* cqx) {
+  ShimCq* c = shim_of_ex(cqx);
+  if (c->held != 0) {
+    c->ring.release(c->held);
+    c->held = 0;
+  }
+  c->poll_mu->unlock();
+}
+
+ibv_wc_opcode read_opcode(ibv_cq_ex* cqx) { return static_cast<ibv_wc_opcode>(shim_of_ex(cqx)->cur.opcode); }
+std::uint32_t read_vendor_err(ibv_cq_ex* cqx) { return shim_of_ex(cqx)->cur.vendor_err; }
+std::uint32_t read_byte_len(ibv_cq_ex* cqx) { return shim_of_ex(cqx)->cur.byte_len; }
+__be32 read_imm_data(ibv_cq_ex* cqx) { return shim_of_ex(cqx)->cur.imm_data; }
+std::uint32_t read_qp_num(ibv_cq_ex* cqx) { return shim_of_ex(cqx)->cur.qp_num; }
+std::uint32_t read_src_qp(ibv_cq_ex* cqx) { return shim_of_ex(cqx)->cur.src_qp; }
+unsigned int read_wc_flags(ibv_cq_ex* cqx) { return shim_of_ex(cqx)->cur.wc_flags; }
+std::uint32_t read_slid(ibv_cq_ex* cqx) { return shim_of_ex(cqx)->cur.slid; }
+std::uint8_t read_sl(ibv_cq_ex* cqx) { return shim_of_ex(cqx)->cur.sl; }
+std::uint8_t read_dlid_path_bits(ibv_cq_ex* cqx) { return shim_of_ex(cqx)->cur.dlid_path_bits; }
+
+// The wc_flags ibv_create_cq_ex accepts: every field a CQE carries. Time
+// stamps, VLAN, flow tag and tag matching are not produced by the device.
+constexpr std::uint64_t kCqWcFlags = IBV_WC_STANDARD_FLAGS;
+
+ibv_cq_ex* op_create_cq_ex(ibv_context* context, ibv_cq_init_attr_ex* attr) {
+  // ibv_create_cq_ex (the inline) already rejected reserved comp_mask bits.
+  if ((attr->wc_flags & ~kCqWcFlags) != 0) {
+    errno = EOPNOTSUPP;
+    return nullptr;
+  }
+  if ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) != 0) {
+    errno = EOPNOTSUPP;  // parent domains are not offered
+    return nullptr;
+  }
+  if ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) != 0 &&
+      (attr->flags & ~static_cast<std::uint32_t>(IBV_CREATE_CQ_ATTR_SINGLE_THREADED)) != 0) {
+    errno = EOPNOTSUPP;  // IGNORE_OVERRUN: the CQ always reports overruns
+    return nullptr;
+  }
+  if (attr->cqe > static_cast<std::uint32_t>(INT32_MAX)) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  ibv_cq* cq = ibv_create_cq(context, static_cast<int>(attr->cqe), attr->cq_context, attr->channel,
+                             static_cast<int>(attr->comp_vector));
+  if (cq == nullptr) return nullptr;
+  ShimCq* c = shim_of(cq);
+  c->wc_flags = attr->wc_flags;
+  return &c->cqx;
+}
+
+}  // namespace
+
+bool qp_ex_ops_supported(ibv_qp_type type, std::uint64_t send_ops_flags) {
+  return (send_ops_flags & ~ops_for(type)) == 0;
+}
+
+bool setup_qp_ex(ShimQp* q, std::uint64_t send_ops_flags) {
+  q->ext = new (std::nothrow) QpExState{};
+  if (q->ext == nullptr) return false;
+  q->ext->send_ops_flags = send_ops_flags;
+  ibv_qp_ex& x = q->qpx;
+  x.comp_mask = 0;
+  x.wr_atomic_cmp_swp = wr_atomic_cmp_swp;
+  x.wr_atomic_fetch_add = wr_atomic_fetch_add;
+  x.wr_bind_mw = wr_bind_mw;
+  x.wr_local_inv = wr_local_inv;
+  x.wr_rdma_read = wr_rdma_read;
+  x.wr_rdma_write = wr_rdma_write;
+  x.wr_rdma_write_imm = wr_rdma_write_imm;
+  x.wr_send = wr_send;
+  x.wr_send_imm = wr_send_imm;
+  x.wr_send_inv = wr_send_inv;
+  x.wr_send_tso = wr_send_tso;
+  x.wr_set_ud_addr = wr_set_ud_addr;
+  x.wr_set_xrc_srqn = wr_set_xrc_srqn;
+  x.wr_set_inline_data = wr_set_inline_data;
+  x.wr_set_inline_data_list = wr_set_inline_data_list;
+  x.wr_set_sge = wr_set_sge;
+  x.wr_set_sge_list = wr_set_sge_list;
+  x.wr_start = wr_start;
+  x.wr_complete = wr_complete;
+  x.wr_abort = wr_abort;
+  x.wr_atomic_write = wr_atomic_write;
+  return true;
+}
+
+void teardown_qp_ex(ShimQp* q) {
+  delete q->ext;
+  q->ext = nullptr;
+}
+
+void setup_cq_ex(ShimCq* c, std::uint64_t wc_flags) {
+  c->wc_flags = wc_flags;
+  c->held = 0;
+  ibv_cq_ex& x = c->cqx;
+  x.comp_mask = 0;
+  x.start_poll = start_poll;
+  x.next_poll = next_poll;
+  x.end_poll = end_poll;
+  x.read_opcode = read_opcode;
+  x.read_vendor_err = read_vendor_err;
+  x.read_byte_len = read_byte_len;
+  x.read_imm_data = read_imm_data;
+  x.read_qp_num = read_qp_num;
+  x.read_src_qp = read_src_qp;
+  x.read_wc_flags = read_wc_flags;
+  x.read_slid = read_slid;
+  x.read_sl = read_sl;
+  x.read_dlid_path_bits = read_dlid_path_bits;
+  // read_completion_ts, read_cvlan, read_flow_tag, read_tm_info and
+  // read_completion_wallclock_ns stay NULL: creating a CQ that asks for
+  // them fails with EOPNOTSUPP.
+}
+
+namespace {
+
+// ibv_advise_mr: prefetching is a hint; with on-demand access at packet
+// time (see query_device_ex's odp_caps) there is nothing to prefetch, so a
+// well-formed advice succeeds. Checks as the kernel's ib_uverbs_advise_mr.
+int op_advise_mr(ibv_pd* pd, ibv_advise_mr_advice advice, std::uint32_t flags, ibv_sge* sg_list,
+                 std::uint32_t num_sge) {
+  (void)pd;
+  if (advice != IBV_ADVISE_MR_ADVICE_PREFETCH && advice != IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE &&
+      advice != IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT)
+    return EOPNOTSUPP;
+  if ((flags & ~static_cast<std::uint32_t>(IBV_ADVISE_MR_FLAG_FLUSH)) != 0 || num_sge == 0 || sg_list == nullptr)
+    return EINVAL;
+  return 0;
+}
+
+}  // namespace
+
+void install_extended_ops(verbs_context* vctx) {
+  vctx->create_cq_ex = op_create_cq_ex;
+  vctx->advise_mr = op_advise_mr;
+}
+
+}  // namespace urnic::shim
