@@ -365,8 +365,9 @@ Reply Session::on_reg_mr(const MsgHeader& h, std::span<const std::byte> msg) {
   if (dp_ != nullptr) {
     // The transport owns the key space (device-wide, so a remote rkey finds
     // the MR whatever process registered it); DMA goes to this process.
+    // ibv_reg_mr_iova: SGEs and remote requests address the MR by its IOVA.
     const auto keys = dp_->transport().reg_mr(pd->second.tpd, odp ? odp_domain_of_pid(pid_) : domain_of_pid(pid_), req->addr,
-                                               req->length, req->access);
+                                               req->length, req->access, req->iova);
     if (!keys.ok()) return fail<ctl::RegMrRep>(h, keys.err);
     key = keys.value.lkey;
   } else {

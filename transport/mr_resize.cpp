@@ -31,6 +31,7 @@ int Transport::rereg_mr(uint32_t lkey, const MrRereg& c) {
   if (c.translation) {
     mr.dom = c.dom;
     mr.addr = c.addr;
+    mr.iova = c.addr;  // ibv_rereg_mr has no IOVA: the new range is its own
     mr.length = c.length;
   }
   mr.access = acc;

@@ -190,7 +190,7 @@ RespState Qp::resp_execute(const wire::IbPacket& pkt, Nanos now) {
     if (!pkt.payload.empty()) {
       const Mr* mr = nullptr;
       ctx_.check_key(write_rkey_, init_.pd, write_va_ + msg_offset_, pkt.payload.size(), access::kRemoteWrite, &mr);
-      if (mr == nullptr || !ctx_.mem.write(mr->dom, write_va_ + msg_offset_, pkt.payload))
+      if (mr == nullptr || !ctx_.mem.write(mr->dom, mr->local(write_va_ + msg_offset_), pkt.payload))
         return RespState::kErrNakRemoteOperational;
     }
     msg_offset_ += pkt.payload.size();
@@ -220,9 +220,9 @@ RespState Qp::resp_execute(const wire::IbPacket& pkt, Nanos now) {
     uint64_t orig = 0;
     const bool ok = mr != nullptr &&
                     ((pkt.bth.opcode & 0x1F) == op::kCompareSwap
-                         ? ctx_.mem.compare_swap(mr->dom, pkt.atomic_eth.va, pkt.atomic_eth.compare,
+                         ? ctx_.mem.compare_swap(mr->dom, mr->local(pkt.atomic_eth.va), pkt.atomic_eth.compare,
                                                  pkt.atomic_eth.swap_add, orig)
-                         : ctx_.mem.fetch_add(mr->dom, pkt.atomic_eth.va, pkt.atomic_eth.swap_add, orig));
+                         : ctx_.mem.fetch_add(mr->dom, mr->local(pkt.atomic_eth.va), pkt.atomic_eth.swap_add, orig));
     if (!ok) return RespState::kErrNakRemoteOperational;
     RespResource r;
     r.atomic = true;
@@ -359,7 +359,7 @@ void Qp::send_read_responses(const RespResource& r, Psn from, Nanos now) {
     q.aeth.syndrome = ae::kAck | ae::kCreditsInvalid;
     q.aeth.msn = msn_;
     std::span<uint8_t> buf(ctx_.scratch.data(), len);
-    if (len > 0 && (mr == nullptr || !ctx_.mem.read(mr->dom, r.va + off, buf))) {
+    if (len > 0 && (mr == nullptr || !ctx_.mem.read(mr->dom, mr->local(r.va + off), buf))) {
       resp_nak(ae::kNak | ae::kNakRemoteOperational, p, RespState::kErrNakRemoteOperational, now);
       return;
     }
@@ -441,7 +441,7 @@ void Qp::uc_run(const wire::IbPacket& pkt, Nanos now) {
       const Mr* mr = nullptr;
       if (ctx_.check_key(write_rkey_, init_.pd, write_va_ + msg_offset_, pl, access::kRemoteWrite, &mr) !=
               KeyCheck::kOk ||
-          !ctx_.mem.write(mr->dom, write_va_ + msg_offset_, pkt.payload))
+          !ctx_.mem.write(mr->dom, mr->local(write_va_ + msg_offset_), pkt.payload))
         return drop();
     }
     if (i.is(Op::kImm) && recv_slot_ == RecvSlot::kEmpty) {

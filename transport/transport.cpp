@@ -19,8 +19,8 @@ KeyCheck Context::check_key(uint32_t key, PdHandle pd, uint64_t va, uint64_t len
   if (it == mrs.end() || it->second.state != MrState::kValid) return KeyCheck::kBadKey;
   const Mr& mr = it->second;
   if (mr.pd != pd) return KeyCheck::kBadPd;
-  // Overflow-safe [va, va+len) within [addr, addr+length).
-  if (va < mr.addr || len > mr.length || va - mr.addr > mr.length - len) return KeyCheck::kOutOfBounds;
+  // Overflow-safe [va, va+len) within [iova, iova+length).
+  if (va < mr.iova || len > mr.length || va - mr.iova > mr.length - len) return KeyCheck::kOutOfBounds;
   if ((mr.access & need) != need) return KeyCheck::kNoAccess;
   if (out != nullptr) *out = &mr;
   return KeyCheck::kOk;
@@ -43,7 +43,7 @@ WcStatus walk_sges(const Context& ctx, PdHandle pd, std::span<const Sge> sges, u
     const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(s.length - offset, total - done));
     const Mr* mr = nullptr;
     if (ctx.check_key(s.lkey, pd, s.addr + offset, n, need, &mr) != KeyCheck::kOk) return WcStatus::kLocProtErr;
-    if (!fn(*mr, s.addr + offset, done, n)) return WcStatus::kLocProtErr;
+    if (!fn(*mr, mr->local(s.addr + offset), done, n)) return WcStatus::kLocProtErr;
     done += n;
     offset = 0;
   }
@@ -107,11 +107,16 @@ int Transport::dealloc_pd(PdHandle pd) {
 }
 
 ErrnoOr<MrKeys> Transport::reg_mr(PdHandle pd, MemDomain dom, uint64_t addr, uint64_t length, uint32_t acc) {
+  return reg_mr(pd, dom, addr, length, acc, addr);
+}
+
+ErrnoOr<MrKeys> Transport::reg_mr(PdHandle pd, MemDomain dom, uint64_t addr, uint64_t length, uint32_t acc,
+                                  uint64_t iova) {
   auto it = ctx_->pds.find(static_cast<uint32_t>(pd));
   if (it == ctx_->pds.end()) return {EINVAL, {}};
   // IBA 10.6.3.1: remote write or remote atomic requires local write.
   if ((acc & (access::kRemoteWrite | access::kRemoteAtomic)) && !(acc & access::kLocalWrite)) return {EINVAL, {}};
-  if (addr + length < addr) return {EINVAL, {}};
+  if (addr + length < addr || iova + length < iova) return {EINVAL, {}};
   // Key = 24-bit index + 8-bit variant (IBA 10.6.2: the low byte is the
   // consumer-owned key part; here it only makes keys less guessable).
   const uint32_t idx = ctx_->next_key_index++;
@@ -122,6 +127,7 @@ ErrnoOr<MrKeys> Transport::reg_mr(PdHandle pd, MemDomain dom, uint64_t addr, uin
   mr.dom = dom;
   mr.addr = addr;
   mr.length = length;
+  mr.iova = iova;
   mr.access = acc;
   ctx_->mrs.emplace(key, mr);
   ++it->second.users;

@@ -67,6 +67,10 @@ class Transport {
   PdHandle alloc_pd();
   int dealloc_pd(PdHandle pd);  // EBUSY while objects use it
   ErrnoOr<MrKeys> reg_mr(PdHandle pd, MemDomain dom, uint64_t addr, uint64_t length, uint32_t access);
+  // ibv_reg_mr_iova: the MR is addressed by [iova, iova + length) in SGEs and
+  // remote requests alike; the bytes are at [addr, addr + length) in `dom`.
+  ErrnoOr<MrKeys> reg_mr(PdHandle pd, MemDomain dom, uint64_t addr, uint64_t length, uint32_t access,
+                         uint64_t iova);
   int dereg_mr(uint32_t lkey);
   // ibv_rereg_mr (transport/mr_resize.cpp): change an MR's translation, PD
   // and/or access in place; the keys stay the same.

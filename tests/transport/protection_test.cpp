@@ -146,3 +146,55 @@ TEST_CASE("an MR registered with remote write but no local write is refused", "[
   CHECK(t.reg_mr(pd, d, 0x1000, 4096, access::kRemoteRead).ok());
   CHECK(t.dealloc_pd(pd) == EBUSY);
 }
+
+// ibv_reg_mr_iova (IBA 10.6.2.2: the virtual address a consumer gives an MR
+// need not be where it lives): SGEs and RETHs address the MR by its IOVA,
+// here zero-based, and the bytes land at the registered address.
+TEST_CASE("an MR registered with an IOVA is addressed by it, locally and remotely", "[rc][protection]") {
+  Pair p;
+  const uint32_t rw = access::kLocalWrite | access::kRemoteWrite | access::kRemoteRead;
+  // B: bytes at va+8192, addressed as [0, 4096). A: bytes at va+4096, addressed as [0x100000, +4096).
+  const MrKeys mb = p.tb.reg_mr(p.b.pd, p.b.dom, p.b.va + 8192, 4096, rw, 0).value;
+  const MrKeys ma = p.ta.reg_mr(p.a.pd, p.a.dom, p.a.va + 4096, 4096, rw, 0x100000).value;
+  fill(p.a.bytes().subspan(4096 + 64, 512), p.qa, 7);
+  const std::vector<uint8_t> src(p.a.bytes().begin() + 4096 + 64, p.a.bytes().begin() + 4096 + 64 + 512);
+
+  Sge sge{0x100000 + 64, 512, ma.lkey};
+  SendWr w;
+  w.wr_id = 1;
+  w.opcode = WrOpcode::kRdmaWrite;
+  w.send_flags = send_flag::kSignaled;
+  w.sg_list = {&sge, 1};
+  w.remote_addr = 1000;
+  w.rkey = mb.rkey;
+  REQUIRE(p.ta.post_send(p.qa, w, p.now) == 0);
+  p.to_b(p.sa.take());
+  p.to_a(p.sb.take());
+  auto sc = p.a.poll();
+  REQUIRE(sc.size() == 1);
+  CHECK(sc[0].status == WcStatus::kSuccess);
+  CHECK(std::equal(src.begin(), src.end(), p.b.bytes().begin() + 8192 + 1000));
+
+  // READ it back into A at IOVA 0x100000 + 2048.
+  w.wr_id = 2;
+  w.opcode = WrOpcode::kRdmaRead;
+  sge.addr = 0x100000 + 2048;
+  REQUIRE(p.ta.post_send(p.qa, w, p.now) == 0);
+  p.to_b(p.sa.take());
+  p.to_a(p.sb.take());
+  sc = p.a.poll();
+  REQUIRE(sc.size() == 1);
+  CHECK(sc[0].status == WcStatus::kSuccess);
+  CHECK(std::equal(src.begin(), src.end(), p.a.bytes().begin() + 4096 + 2048));
+
+  // The registered address is not an address of the MR: remote access error.
+  w.wr_id = 3;
+  w.opcode = WrOpcode::kRdmaWrite;
+  sge.addr = 0x100000;
+  w.remote_addr = p.b.va + 8192;
+  REQUIRE(p.ta.post_send(p.qa, w, p.now) == 0);
+  p.to_b(p.sa.take());
+  auto nak = p.sb.take();
+  REQUIRE(nak.size() == 1);
+  CHECK(nak[0].pkt.aeth.syndrome == (ae::kNak | ae::kNakRemoteAccess));
+}

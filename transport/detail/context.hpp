@@ -20,10 +20,17 @@ struct Mr {
   uint32_t key = 0;
   PdHandle pd{};
   MemDomain dom{};
-  uint64_t addr = 0;
+  uint64_t addr = 0;    // where the bytes are in the owner's address space
   uint64_t length = 0;
+  // The I/O virtual address the MR is addressed by, in SGEs and in RETH/
+  // AtomicETH alike (ibv_reg_mr_iova; rxe does the same): [iova, iova +
+  // length) maps onto [addr, addr + length). ibv_reg_mr: iova == addr.
+  uint64_t iova = 0;
   uint32_t access = 0;
   MrState state = MrState::kValid;
+
+  // The owner's address of an I/O virtual address check_key accepted.
+  [[nodiscard]] uint64_t local(uint64_t io_va) const { return addr + (io_va - iova); }
 };
 
 // Why a key check failed; each maps onto one local status or one NAK.
