@@ -626,6 +626,11 @@ Reply CmService::on_connect(std::uint32_t owner, const MsgHeader& h, std::span<c
   if (id == nullptr) return fail<ctl::CmConnectRep>(h, EINVAL);
   if (id->state != State::kRouteResolved) return fail<ctl::CmConnectRep>(h, EINVAL);
   const ctl::CmConnParam& p = req->param;
+  // Validate before taking a communication ID, so a refused call leaves none.
+  const std::size_t max_private = is_ud(id->port_space, id->qp_type)
+                                      ? cmw::kSidrReqPrivateDataSize - ipcm::kIpHeaderSize
+                                      : ipcm::kReqConsumerPrivateDataSize;
+  if (p.private_data_len > max_private) return fail<ctl::CmConnectRep>(h, EINVAL);
   const CmDevice& d = devices_[static_cast<std::size_t>(id->dev)];
   wire::IpCmHeader ip;
   ip.ip_version = id->src.family == AF_INET6 && !is_v4mapped(id->src) ? 6 : 4;
@@ -708,6 +713,7 @@ Reply CmService::on_accept(std::uint32_t owner, const MsgHeader& h, std::span<co
     m.qkey = p.qkey != 0 ? p.qkey : RDMA_UDP_QKEY;
     std::memcpy(m.private_data.data(), p.private_data, p.private_data_len);
     send(*id, m, false);
+    id->answered = true;
     id->local_qpn = p.qp_num;
     id->state = State::kEstablished;
     ctl::CmAcceptRep rep{};
@@ -721,7 +727,8 @@ Reply CmService::on_accept(std::uint32_t owner, const MsgHeader& h, std::span<co
   // CONNECT_REQUEST event gave them swapped, as the kernel does).
   id->responder_resources = std::min(p.responder_resources, id->responder_resources);
   id->initiator_depth = std::min(p.initiator_depth, id->initiator_depth);
-  id->rnr_retry_count = std::min<std::uint8_t>(p.rnr_retry_count, 7);
+  // IBA 12.7.38/12.8: the REQ's RNR retry count is what this (passive) QP
+  // uses; the accept's value goes only into the REP, for the active QP.
   id->local_qpn = p.qp_num;
   wire::CmRep m;
   m.local_comm_id = id->local_comm_id;
@@ -732,7 +739,7 @@ Reply CmService::on_accept(std::uint32_t owner, const MsgHeader& h, std::span<co
   m.initiator_depth = id->initiator_depth;
   m.target_ack_delay = kLocalAckTimeout;
   m.end_to_end_flow_control = p.flow_control != 0;
-  m.rnr_retry_count = id->rnr_retry_count;
+  m.rnr_retry_count = std::min<std::uint8_t>(p.rnr_retry_count, 7);
   m.srq = p.srq != 0;
   m.local_ca_guid = be64toh(d.node_guid);
   std::memcpy(m.private_data.data(), p.private_data, p.private_data_len);
@@ -765,6 +772,7 @@ Reply CmService::on_reject(std::uint32_t owner, const MsgHeader& h, std::span<co
     m.reason = req->reason != 0 ? req->reason : cmw::kRejConsumerReject;
     std::memcpy(m.private_data.data(), req->private_data, req->private_data_len);
     send(*id, m, false);
+    id->answered = id->state == State::kReqRcvd;
     ++counters_.rej_sent;
   } else {
     return fail<ctl::CmRejectRep>(h, EINVAL);
@@ -992,7 +1000,7 @@ void CmService::on_req(std::size_t dev, const std::array<std::uint8_t, 16>& src_
   // A retransmitted REQ (our REP or MRA was lost): resend what we sent.
   for (auto& [h, id] : ids_) {
     if (id.listener != 0 && id.remote_comm_id == m.local_comm_id && id.dgid == src_gid) {
-      if (id.state == State::kRepSent) {
+      if (id.state == State::kRepSent || (id.state == State::kRejected && id.answered)) {
         const CmDevice& d = devices_[static_cast<std::size_t>(id.dev)];
         if (d.send) d.send(id.dgid, id.last_mad);
         ++counters_.retransmits;
@@ -1011,6 +1019,12 @@ void CmService::on_req(std::size_t dev, const std::array<std::uint8_t, 16>& src_
   const auto ip = wire::parse_ip_cm_header(m.private_data);
   if (!ipcm::is_ip_service_id(m.service_id) || !ip.ok()) {
     reject(cmw::kRejInvalidServiceId);
+    return;
+  }
+  // The path MTU is an ibv_mtu code (IBA 12.7.22: 1 = 256 ... 5 = 4096);
+  // anything else would only fail later in the application's modify_qp.
+  if (m.path_mtu < 1 || m.path_mtu > 5) {
+    reject(cmw::kRejInvalidMtu);
     return;
   }
   if (m.transport_service_type != cmw::kTransportRc) {
@@ -1217,8 +1231,17 @@ void CmService::on_drep(const wire::CmDrep& m) {
 
 void CmService::on_sidr_req(std::size_t dev, const std::array<std::uint8_t, 16>& src_gid,
                             const wire::MadHeader& mh, const wire::CmSidrReq& m) {
-  for (auto& [h, id] : ids_)
-    if (id.listener != 0 && id.remote_comm_id == m.request_id && id.dgid == src_gid) return;  // duplicate
+  // A retransmitted SIDR_REQ: our SIDR_REP (or REJ) was lost; send it again.
+  for (auto& [h, id] : ids_) {
+    if (id.listener != 0 && id.remote_comm_id == m.request_id && id.dgid == src_gid) {
+      if (id.answered) {
+        const CmDevice& d = devices_[static_cast<std::size_t>(id.dev)];
+        if (d.send) d.send(id.dgid, id.last_mad);
+        ++counters_.retransmits;
+      }
+      return;
+    }
+  }
   auto answer = [&](std::uint8_t status) {
     wire::CmSidrRep rep;
     rep.request_id = m.request_id;

@@ -151,6 +151,10 @@ class CmService final : public GsiHandler {
     std::uint32_t listener = 0;    // passive ids: the listening id
     // Retransmission of the last request sent.
     std::array<std::uint8_t, wire::mad::kMadSize> last_mad{};
+    // Passive ids: last_mad is our final answer to the peer's REQ or
+    // SIDR_REQ (a REJ or a SIDR_REP); a retransmitted request means it was
+    // lost, so it is sent again (IBA 12.9.8.1: duplicate REQ handling).
+    bool answered = false;
     transport::Nanos deadline = transport::kNever;
     int retries_left = 0;
   };

@@ -865,3 +865,97 @@ TEST_CASE("A REQ racing with a re-listen is left to the retry, then rejected", "
   expect_event(cfd, RDMA_CM_EVENT_ROUTE_RESOLVED);
   CHECK(expect_event(cfd, RDMA_CM_EVENT_REJECTED).status == 8);
 }
+
+TEST_CASE("A lost SIDR_REP is sent again when the SIDR_REQ is retransmitted", "[cm][engine]") {
+  Harness t;
+  t.cm.set_retry_policy(1'000'000, 3);
+  const auto [sch, sfd] = t.channel(1);
+  const auto [cch, cfd] = t.channel(2);
+  const std::uint32_t lid = t.create_id(1, sch, RDMA_PS_UDP);
+  REQUIRE(t.bind(1, lid, v4(0, 7174)) == 0);
+  t.listen(1, lid);
+  const std::uint32_t cid = t.create_id(2, cch, RDMA_PS_UDP);
+  t.resolve(2, cid, v4(kLoopback, 7174));
+  ctl::CmConnectReq conn{};
+  conn.handle = cid;
+  ctl::CmConnectRep crep{};
+  REQUIRE(t.call(2, conn, crep) == 0);
+  t.pump();
+  const auto creq = expect_event(sfd, RDMA_CM_EVENT_CONNECT_REQUEST);
+  ctl::CmAcceptReq acc{};
+  acc.handle = creq.id_handle;
+  acc.param.qp_num = 0x55;
+  ctl::CmAcceptRep arep{};
+  REQUIRE(t.call(1, acc, arep) == 0);
+  REQUIRE(t.wire_q.size() == 1);
+  t.wire_q.clear();  // the SIDR_REP is lost
+  t.now += 1'000'000;
+  t.cm.on_gsi_timer(t.now);  // the active side sends its SIDR_REQ again
+  REQUIRE(t.wire_q.size() == 1);
+  t.pump_one();  // ... and the passive side answers it with the same SIDR_REP
+  REQUIRE(t.peek());
+  CHECK(std::get<wire::CmSidrRep>(t.peek()->message).qpn == 0x55);
+  t.pump();
+  expect_event(cfd, RDMA_CM_EVENT_ADDR_RESOLVED);
+  expect_event(cfd, RDMA_CM_EVENT_ROUTE_RESOLVED);
+  CHECK(expect_event(cfd, RDMA_CM_EVENT_ESTABLISHED).param.qp_num == 0x55);
+  CHECK_FALSE(next_event(sfd));  // no second CONNECT_REQUEST
+}
+
+TEST_CASE("The passive QP's RNR retry count comes from the REQ, the accept's goes into the REP", "[cm][engine]") {
+  Harness t;
+  const auto [sch, sfd] = t.channel(1);
+  const auto [cch, cfd] = t.channel(2);
+  const std::uint32_t lid = t.create_id(1, sch);
+  REQUIRE(t.bind(1, lid, v4(kLoopback, 7174)) == 0);
+  t.listen(1, lid);
+  const std::uint32_t cid = t.create_id(2, cch);
+  t.resolve(2, cid, v4(kLoopback, 7174));
+  ctl::CmConnectReq conn{};
+  conn.handle = cid;
+  conn.param.qp_num = 0x42;
+  conn.param.retry_count = 7;
+  conn.param.rnr_retry_count = 6;
+  ctl::CmConnectRep crep{};
+  REQUIRE(t.call(2, conn, crep) == 0);
+  t.pump();
+  const auto creq = expect_event(sfd, RDMA_CM_EVENT_CONNECT_REQUEST);
+  ctl::CmAcceptReq acc{};
+  acc.handle = creq.id_handle;
+  acc.param.qp_num = 0x43;  // rping's server: rnr_retry_count 0 in its conn_param
+  ctl::CmAcceptRep arep{};
+  REQUIRE(t.call(1, acc, arep) == 0);
+  REQUIRE(t.peek());
+  CHECK(std::get<wire::CmRep>(t.peek()->message).rnr_retry_count == 0);
+  ctl::CmInitQpAttrRep rts{};
+  REQUIRE(t.call(1, ctl::CmInitQpAttrReq{creq.id_handle, IBV_QPS_RTS}, rts) == 0);
+  CHECK(rts.attr.rnr_retry == 6);
+}
+
+TEST_CASE("A REQ with an invalid path MTU is rejected (reason 26)", "[cm][engine]") {
+  Harness t;
+  const auto [sch, sfd] = t.channel(1);
+  const auto [cch, cfd] = t.channel(2);
+  const std::uint32_t lid = t.create_id(1, sch);
+  REQUIRE(t.bind(1, lid, v4(kLoopback, 7174)) == 0);
+  t.listen(1, lid);
+  const std::uint32_t cid = t.create_id(2, cch);
+  t.resolve(2, cid, v4(kLoopback, 7174));
+  ctl::CmConnectReq conn{};
+  conn.handle = cid;
+  ctl::CmConnectRep crep{};
+  REQUIRE(t.call(2, conn, crep) == 0);
+  REQUIRE(t.wire_q.size() == 1);
+  auto mad = wire::parse_cm_mad(t.wire_q[0].mad);
+  REQUIRE(mad.ok());
+  auto req = std::get<wire::CmReq>(mad.value().message);
+  req.path_mtu = 0;
+  std::array<std::uint8_t, 256> bad{};
+  REQUIRE(wire::build_cm_mad(mad.value().header, req, bad).ok());
+  t.wire_q[0].mad = bad;
+  t.pump_one();
+  CHECK_FALSE(next_event(sfd));
+  REQUIRE(t.peek());
+  const auto rej = std::get<wire::CmRej>(t.peek()->message);
+  CHECK(rej.reason == wire::cm::kRejInvalidMtu);
+}
