@@ -358,13 +358,22 @@ bool UdpLink::receive_v4(UdpRxPacket* out) {
       ++counters_.rx_malformed;
       continue;
     }
-    if (!*ok) {
+    auto habit = id_habit_.find(src);
+    if (habit == id_habit_.end() && id_habit_.size() < kMaxSources) habit = id_habit_.emplace(src, IdHabit{}).first;
+    IdHabit scratch_habit;  // for a source the table has no room for
+    IdHabit& h = habit != id_habit_.end() ? habit->second : scratch_habit;
+    if (*ok) {
+      if (!h.varying && h.zero_streak < kZeroStreak) ++h.zero_streak;
+    } else {
       // Not ID 0: another implementation's kernel chose the ID (see the
-      // header); accept the packet only if some ID explains the ICRC.
-      if (!solve_ip_id(packet)) {
+      // header); accept the packet only if some ID explains the ICRC, and
+      // only from a source not known to send ID 0.
+      const bool id0_sender = !h.varying && h.zero_streak >= kZeroStreak;
+      if (id0_sender || !solve_ip_id(packet)) {
         ++counters_.rx_bad_icrc;
         continue;
       }
+      h.varying = true;
       ++counters_.rx_icrc_ip_id;
     }
     auto ib = wire::decode_ib(wire::Bytes(datagram, len - wire::kIcrcSize));

@@ -17,8 +17,13 @@
 // explains the difference exactly (Linux rdma_rxe sends a varying ID). The
 // price: such a packet is checked by 32 - 16 = 16 bits instead of 32 (a
 // corrupted packet passes with probability 2^-16, after the Ethernet FCS and
-// the IP header checksum already passed). The raw links (afpacket, dpdk) see
-// the real ID and check all 32 bits. docs/INTEROP.md has the details.
+// the IP header checksum already passed; and the accepted errors form a
+// fixed subspace, so some single-bit errors at some positions always pass).
+// So the solver is used only for sources that need it: a source whose
+// packets have verified with ID 0 (another urnic) keeps the full 32-bit
+// check for good; only sources seen with a nonzero ID (rdma_rxe) get the
+// weaker one. The raw links (afpacket, dpdk) see the real ID and check all
+// 32 bits. docs/INTEROP.md has the details.
 //
 // IPv6 link-local GID (GID[0], fe80::EUI-64 of the device MAC): when the
 // host's interface that holds the device's IPv4 address also holds that
@@ -35,6 +40,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "wire/bytes.hpp"
@@ -138,6 +144,19 @@ class UdpLink {
   // headers, so the ICRC is computed in place.
   std::vector<uint8_t> rx_buf_;
   std::vector<uint8_t> tx_buf_;
+  // What each IPv4 source sends as IP ID. A source whose first kZeroStreak
+  // packets all verified with ID 0 is an ID-0 sender (another urnic): the
+  // solver is never used for it, so its ICRC keeps all 32 bits. A source
+  // that ever needed a solved ID (rdma_rxe, whose ID is a counter that may
+  // pass 0 now and then) stays "varying". Bounded: past kMaxSources, new
+  // sources are checked with the solver allowed, without being remembered.
+  struct IdHabit {
+    uint8_t zero_streak = 0;
+    bool varying = false;
+  };
+  static constexpr uint8_t kZeroStreak = 4;
+  static constexpr std::size_t kMaxSources = 4096;
+  std::unordered_map<uint32_t, IdHabit> id_habit_;
 };
 
 }  // namespace urnic::engine

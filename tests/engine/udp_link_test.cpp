@@ -159,3 +159,76 @@ TEST_CASE("udp link: IP ID solving over full-size frames, and corruption still d
     }
   }
 }
+
+namespace {
+
+// A datagram (BTH .. ICRC) whose ICRC is right for IP ID `id`, as the
+// socket `tx` (bound to `src`) would deliver it to `to`.
+std::vector<uint8_t> datagram_with_id(int tx, uint32_t src, uint32_t dst, uint16_t id, uint32_t psn) {
+  sockaddr_in txa{};
+  socklen_t txl = sizeof txa;
+  REQUIRE(::getsockname(tx, reinterpret_cast<sockaddr*>(&txa), &txl) == 0);
+  static const std::array<uint8_t, 16> data{};
+  wire::RoceHeaders h;
+  h.src_ip = wire::IpAddr::from_v4(src);
+  h.dst_ip = wire::IpAddr::from_v4(dst);
+  h.ip_id = id;
+  h.udp_src_port = ntohs(txa.sin_port);
+  std::vector<uint8_t> frame(9000);
+  const auto n = wire::build_roce_frame(h, send_only(0x11, psn, data), frame);
+  REQUIRE(n);
+  return {frame.begin() + 14 + 28, frame.begin() + static_cast<std::ptrdiff_t>(*n)};
+}
+
+int bound_socket(uint32_t ip) {
+  const int s = ::socket(AF_INET, SOCK_DGRAM, 0);
+  REQUIRE(s >= 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(ip);
+  REQUIRE(::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  return s;
+}
+
+}  // namespace
+
+// A source that sends IP ID 0 (another urnic) keeps the full 32-bit ICRC
+// check: a packet that only a solved ID would explain is dropped. A source
+// seen with nonzero IDs (rdma_rxe) has them solved.
+TEST_CASE("udp link: the IP ID solver is used only for sources that vary the ID", "[engine][link]") {
+  std::string error;
+  auto link = engine::UdpLink::open(kLoopback, 0, &error);
+  REQUIRE(link.has_value());
+  sockaddr_in me{};
+  socklen_t len = sizeof me;
+  REQUIRE(::getsockname(link->fd(), reinterpret_cast<sockaddr*>(&me), &len) == 0);
+  auto send = [&](int s, const std::vector<uint8_t>& d) {
+    REQUIRE(::sendto(s, d.data(), d.size(), 0, reinterpret_cast<sockaddr*>(&me), sizeof me) > 0);
+  };
+  auto receive_one = [&] {
+    engine::UdpRxPacket rx;
+    for (int i = 0; i < 200; ++i) {
+      if (link->receive(&rx)) return true;
+      ::usleep(1000);
+    }
+    return false;
+  };
+  const int urnic_peer = bound_socket(kLoopback);
+  for (uint32_t i = 0; i < 4; ++i) {
+    send(urnic_peer, datagram_with_id(urnic_peer, kLoopback, kLoopback, 0, i));
+    REQUIRE(receive_one());
+  }
+  send(urnic_peer, datagram_with_id(urnic_peer, kLoopback, kLoopback, 0x1234, 4));
+  CHECK_FALSE(receive_one());
+  CHECK(link->counters().rx_bad_icrc == 1);
+
+  const int rxe_peer = bound_socket(0x7F000002);
+  for (uint16_t id : {uint16_t{0x5000}, uint16_t{0x5001}, uint16_t{0}, uint16_t{0x5003}}) {
+    send(rxe_peer, datagram_with_id(rxe_peer, 0x7F000002, kLoopback, id, id));
+    CHECK(receive_one());
+  }
+  CHECK(link->counters().rx_icrc_ip_id == 3);
+  CHECK(link->counters().rx_bad_icrc == 1);
+  ::close(urnic_peer);
+  ::close(rxe_peer);
+}
