@@ -111,6 +111,11 @@ bool FaultStage::submit(std::span<const std::uint8_t> frame, std::size_t ib_offs
     ++counters_.dropped;
     return false;
   }
+  if (heap_.size() + (v.duplicate ? 2 : 1) > kMaxHeld) {
+    ++counters_.dropped;
+    ++counters_.overflow;
+    return false;
+  }
   // Departure: FIFO after the configured delay; the reorder fault holds one
   // frame back so later ones overtake it.
   transport::Nanos at = std::max(now + cfg_.delay, last_departure_);

@@ -63,10 +63,16 @@ struct FaultCounters {
   std::uint64_t reordered = 0;
   std::uint64_t corrupted = 0;
   std::uint64_t delayed = 0;
+  std::uint64_t overflow = 0;    // dropped because kMaxHeld frames were already held
 };
 
 class FaultStage {
  public:
+  // At most this many frames wait at once (as netem's default limit): past
+  // it, new frames are dropped and counted, so a long delay at a high rate
+  // cannot grow the daemon's memory without bound.
+  static constexpr std::size_t kMaxHeld = 10000;
+
   FaultStage() : roller_(1) {}
 
   // New settings; reseeds the generator. Frames already held still go out.

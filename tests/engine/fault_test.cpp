@@ -273,3 +273,15 @@ TEST_CASE("fault: config file keys and validation", "[engine][fault]") {
   nan.faults.loss = std::numeric_limits<double>::quiet_NaN();
   CHECK_FALSE(urnic::engine::valid_fault_config(nan, nullptr));
 }
+
+TEST_CASE("fault: a long delay holds at most kMaxHeld frames; the rest are dropped and counted",
+          "[engine][fault]") {
+  FaultStage st;
+  st.configure(faults(0, 0, 0, 0, 1'000'000'000));
+  for (std::size_t i = 0; i < FaultStage::kMaxHeld + 5; ++i)
+    st.submit(frame(static_cast<std::uint32_t>(i)), UdpLink::kDatagramOffset, kDst, 1'000);
+  CHECK(st.held() == FaultStage::kMaxHeld);
+  CHECK(st.counters().overflow == 5);
+  CHECK(st.counters().dropped == 5);
+  CHECK(drain(st, 2'000'000'000).size() == FaultStage::kMaxHeld);
+}
