@@ -243,7 +243,11 @@ void CmService::emit(const Id& id, std::uint32_t event, std::int32_t status, con
   ev.info = info_of(id);
   if (param != nullptr) ev.param = *param;
   if (ah != nullptr) ev.ah = *ah;
-  ::send(ch->second.fd, &ev, sizeof ev, MSG_DONTWAIT | MSG_NOSIGNAL);
+  // A full channel (the process has stopped reading events) loses the
+  // event, as an overflowing uverbs event queue would; count it so that
+  // `urnic status` can show why an application hangs.
+  if (::send(ch->second.fd, &ev, sizeof ev, MSG_DONTWAIT | MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof ev))
+    ++counters_.events_lost;
 }
 
 // ------------------------------------------------------------------ control

@@ -60,6 +60,7 @@ struct CmCounters {
   std::uint64_t timeouts = 0;
   std::uint64_t rej_sent = 0;
   std::uint64_t reqs_deferred = 0;       // REQ/SIDR_REQ dropped while a port is between listeners
+  std::uint64_t events_lost = 0;         // a channel's socket was full (the process reads no events)
 };
 
 class CmService final : public GsiHandler {

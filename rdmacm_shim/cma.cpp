@@ -27,6 +27,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -203,12 +204,19 @@ struct IdPriv {
   ibv_sa_path_rec path{};
   ibv_ece local_ece{};
   ibv_ece remote_ece{};
+  // Events handed out that name this id (as event->id or ->listen_id), and
+  // how many of them were acked; both under g_ids_mu. rdma_destroy_id waits
+  // until they are equal, as librdmacm does, so that no thread still holding
+  // an event writes through a freed id.
+  std::uint32_t events_reported = 0;
+  std::uint32_t events_completed = 0;
 };
 static_assert(std::is_standard_layout_v<IdPriv>);
 
 struct EventPriv {
   rdma_cm_event event;         // first: handed to the application
   std::uint8_t private_data[ctl::kCmPrivateDataMax];
+  IdPriv* refs[1] = {nullptr};  // the id whose events_reported this event counts in
 };
 static_assert(std::is_standard_layout_v<EventPriv>);
 
@@ -221,10 +229,24 @@ std::map<std::uint32_t, IdPriv*>& ids() {
   return *m;
 }
 
-IdPriv* lookup(std::uint32_t handle) {
+std::condition_variable g_ids_cv;  // events_completed moved
+
+// lookup() for an event about to be handed out: counts it in the id's
+// events_reported in the same critical section, so the id cannot be freed
+// until the event is acked (see release_refs).
+IdPriv* lookup_for_event(std::uint32_t handle) {
   std::lock_guard lock(g_ids_mu);
   auto it = ids().find(handle);
-  return it == ids().end() ? nullptr : it->second;
+  if (it == ids().end()) return nullptr;
+  ++it->second->events_reported;
+  return it->second;
+}
+
+void release_refs(IdPriv* const (&refs)[1]) {
+  std::lock_guard lock(g_ids_mu);
+  for (IdPriv* r : refs)
+    if (r != nullptr) ++r->events_completed;
+  g_ids_cv.notify_all();
 }
 
 // ------------------------------------------------------------------ conversions
@@ -509,7 +531,7 @@ int get_event(rdma_event_channel* ch, rdma_cm_event** out) {
     e.status = m.status;
     IdPriv* p = nullptr;
     if (m.event == RDMA_CM_EVENT_CONNECT_REQUEST) {
-      IdPriv* listener = lookup(m.listen_handle);
+      IdPriv* listener = lookup_for_event(m.listen_handle);
       if (listener == nullptr) {
         // The listener is gone: nobody will accept; destroy the new id.
         ctl::CmDestroyIdReq req{};
@@ -523,18 +545,23 @@ int get_event(rdma_event_channel* ch, rdma_cm_event** out) {
       p = new_id(listener->id.channel, listener->id.context, listener->id.ps, listener->id.qp_type);
       p->handle = m.id_handle;
       register_id(p);
+      // As in librdmacm, a CONNECT_REQUEST counts against the listener (the
+      // id the daemon reported it for), not against the new id.
+      ev->refs[0] = listener;
       apply_info(p, m.info);
       e.listen_id = &listener->id;
       if (listener->sync && make_sync(p) != 0) {
+        release_refs(ev->refs);
         delete ev;
         return -1;
       }
     } else {
-      p = lookup(m.id_handle);
+      p = lookup_for_event(m.id_handle);
       if (p == nullptr) {
         delete ev;  // for an id destroyed since
         continue;
       }
+      ev->refs[0] = p;
       apply_info(p, m.info);
     }
     e.id = &p->id;
@@ -728,6 +755,12 @@ int rdma_destroy_id(rdma_cm_id* id) {
   }
   if (err != 0 && err != EINVAL) return set_errno(err);
   if (p->id.event != nullptr) rdma_ack_cm_event(p->id.event);
+  {
+    // librdmacm: wait until every event naming this id has been acked (an
+    // application that never acks one blocks here, as with rdma-core).
+    std::unique_lock lock(g_ids_mu);
+    g_ids_cv.wait(lock, [p] { return p->events_completed >= p->events_reported; });
+  }
   if (p->own_channel != nullptr) destroy_channel(p->own_channel);
   delete p->ep_attr;
   delete p;
@@ -1023,7 +1056,9 @@ int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** event) {
 
 int rdma_ack_cm_event(rdma_cm_event* event) {
   if (event == nullptr) return set_errno(EINVAL);
-  delete static_cast<EventPriv*>(static_cast<void*>(event));  // first member
+  auto* ev = static_cast<EventPriv*>(static_cast<void*>(event));  // first member
+  release_refs(ev->refs);
+  delete ev;
   return 0;
 }
 
