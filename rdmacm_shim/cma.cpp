@@ -714,7 +714,13 @@ void rdma_destroy_event_channel(rdma_event_channel* channel) {
   if (channel != nullptr) destroy_channel(priv(channel));
 }
 
-int rdma_create_id(rdma_event_channel* channel, rdma_cm_id** id, void* context, rdma_port_space ps) {
+namespace {
+
+// librdmacm's rdma_create_id2: the QP type is the port space's default for
+// rdma_create_id, and the address info's for rdma_create_ep; the daemon must
+// know it (UD ids resolve with SIDR, connected ones with REQ/REP).
+int create_id(rdma_event_channel* channel, rdma_cm_id** id, void* context, rdma_port_space ps,
+              ibv_qp_type qp_type) {
   if (id == nullptr) return set_errno(EINVAL);
   if (const int err = init(); err != 0) return set_errno(err);
   ChannelPriv* own = nullptr;
@@ -722,14 +728,14 @@ int rdma_create_id(rdma_event_channel* channel, rdma_cm_id** id, void* context, 
     own = create_channel();
     if (own == nullptr) return -1;
   }
-  IdPriv* p = new_id(own != nullptr ? &own->channel : channel, context, ps, qp_type_of(ps));
+  IdPriv* p = new_id(own != nullptr ? &own->channel : channel, context, ps, qp_type);
   p->sync = own != nullptr;
   p->own_channel = own;
   ctl::CmCreateIdReq req{};
   req.cookie = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(p));
   req.channel = priv(p->id.channel)->handle;
   req.port_space = static_cast<std::uint32_t>(ps);
-  req.qp_type = qp_type_of(ps);
+  req.qp_type = qp_type;
   ctl::CmCreateIdRep rep{};
   if (const int err = call(req, rep); err != 0) {
     if (own != nullptr) destroy_channel(own);
@@ -740,6 +746,12 @@ int rdma_create_id(rdma_event_channel* channel, rdma_cm_id** id, void* context, 
   register_id(p);
   *id = &p->id;
   return 0;
+}
+
+}  // namespace
+
+int rdma_create_id(rdma_event_channel* channel, rdma_cm_id** id, void* context, rdma_port_space ps) {
+  return create_id(channel, id, context, ps, static_cast<ibv_qp_type>(qp_type_of(ps)));
 }
 
 int rdma_destroy_id(rdma_cm_id* id) {
@@ -1262,9 +1274,10 @@ void rdma_freeaddrinfo(rdma_addrinfo* res) {
 int rdma_create_ep(rdma_cm_id** id, rdma_addrinfo* res, ibv_pd* pd, ibv_qp_init_attr* qp_init_attr) {
   if (id == nullptr || res == nullptr) return set_errno(EINVAL);
   rdma_cm_id* cm_id = nullptr;
-  if (rdma_create_id(nullptr, &cm_id, nullptr, static_cast<rdma_port_space>(res->ai_port_space)) != 0) return -1;
+  if (create_id(nullptr, &cm_id, nullptr, static_cast<rdma_port_space>(res->ai_port_space),
+                static_cast<ibv_qp_type>(res->ai_qp_type)) != 0)
+    return -1;
   IdPriv* p = priv(cm_id);
-  cm_id->qp_type = static_cast<ibv_qp_type>(res->ai_qp_type);
   auto fail = [&]() {
     const int err = errno;
     rdma_destroy_ep(cm_id);
