@@ -14,6 +14,11 @@
 # Output: WORKDIR/out/vmlinuz, WORKDIR/out/initramfs.cpio.gz, WORKDIR/out/build-info.txt
 # Idempotent: every step is skipped when its result already exists.
 set -euo pipefail
+# The VM's userspace is copied from the host's own packages, following ldd:
+# never through a caller's LD_LIBRARY_PATH (meson test sets it to urnic's
+# verbs shim), which would copy urnic's libibverbs.so.1 instead of rdma-core's
+# and leave the VM's programs unable to load theirs.
+unset LD_LIBRARY_PATH LD_PRELOAD
 
 FORCE=0; SELF=$(readlink -f "$0")
 if [ "${1:-}" = "-f" ]; then FORCE=1; shift; fi
