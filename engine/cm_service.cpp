@@ -588,6 +588,29 @@ Reply CmService::on_listen(std::uint32_t owner, const MsgHeader& h, std::span<co
   return ok(h, rep);
 }
 
+CmService::Id CmService::make_child(const Id& listener, std::size_t dev, const std::array<std::uint8_t, 16>& src_gid,
+                                    const ctl::CmAddr& dst, const wire::IpCmHeader& ip, std::uint32_t qp_type,
+                                    State state, std::uint64_t tid) {
+  Id child;
+  child.handle = ++last_handle_;
+  child.owner = listener.owner;
+  child.channel = listener.channel;
+  child.port_space = listener.port_space;
+  child.qp_type = qp_type;
+  child.state = state;
+  child.dev = static_cast<int>(dev);
+  child.bound = true;
+  child.route = true;
+  child.listener = listener.handle;
+  child.src = dst;
+  child.dst.family = dst.family;
+  child.dst.port = ip.src_port;
+  std::memcpy(child.dst.addr, ip.src_addr.data(), 16);
+  child.dgid = src_gid;
+  child.tid = tid;
+  return child;
+}
+
 CmService::Id* CmService::find_listener(std::uint32_t port_space, std::uint16_t port, const ctl::CmAddr& dst) const {
   const Id* wildcard = nullptr;
   for (const auto& [h, id] : ids_) {
@@ -1055,26 +1078,10 @@ void CmService::on_req(std::size_t dev, const std::array<std::uint8_t, 16>& src_
     reject(cmw::kRejInvalidServiceId);
     return;
   }
-  Id child;
-  child.handle = ++last_handle_;
-  child.owner = listener->owner;
-  child.channel = listener->channel;
-  child.port_space = listener->port_space;
-  child.qp_type = IBV_QPT_RC;
-  child.state = State::kReqRcvd;
-  child.dev = static_cast<int>(dev);
-  child.bound = true;
-  child.route = true;
-  child.listener = listener->handle;
-  child.src = dst;
-  child.dst.family = dst.family;
-  child.dst.port = ip->src_port;
-  std::memcpy(child.dst.addr, ip->src_addr.data(), 16);
-  child.dgid = src_gid;
+  Id child = make_child(*listener, dev, src_gid, dst, ip.value(), IBV_QPT_RC, State::kReqRcvd, mh.transaction_id);
   child.path_mtu = std::min<std::uint32_t>(m.path_mtu, devices_[dev].active_mtu);
   child.local_comm_id = new_comm_id();
   child.remote_comm_id = m.local_comm_id;
-  child.tid = mh.transaction_id;
   child.remote_qpn = m.local_qpn;
   child.remote_psn = m.starting_psn;
   rng_ = rng_ * 6364136223846793005ULL + 1442695040888963407ULL;
@@ -1272,25 +1279,10 @@ void CmService::on_sidr_req(std::size_t dev, const std::array<std::uint8_t, 16>&
     answer(cmw::kSidrServiceIdNotSupported);  // IBA 12.11.2: no such service
     return;
   }
-  Id child;
-  child.handle = ++last_handle_;
-  child.owner = listener->owner;
-  child.channel = listener->channel;
-  child.port_space = listener->port_space;
-  child.qp_type = IBV_QPT_UD;
-  child.state = State::kSidrReqRcvd;
-  child.dev = static_cast<int>(dev);
-  child.bound = true;
-  child.route = true;
-  child.listener = listener->handle;
-  child.src = dst;
-  child.dst.family = dst.family;
-  child.dst.port = ip->src_port;
-  std::memcpy(child.dst.addr, ip->src_addr.data(), 16);
-  child.dgid = src_gid;
+  Id child = make_child(*listener, dev, src_gid, dst, ip.value(), IBV_QPT_UD, State::kSidrReqRcvd,
+                        mh.transaction_id);
   child.path_mtu = devices_[dev].active_mtu;
   child.remote_comm_id = m.request_id;
-  child.tid = mh.transaction_id;
   const auto [it, inserted] = ids_.emplace(child.handle, child);
   (void)inserted;
   ctl::CmConnParam p{};

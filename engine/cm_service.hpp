@@ -201,6 +201,11 @@ class CmService final : public GsiHandler {
   int resolve_device(const ctl::CmAddr& addr, int& dev) const;
   bool recently_listened(std::uint32_t port_space, std::uint16_t port, transport::Nanos now_ns);
   Id* find_listener(std::uint32_t port_space, std::uint16_t port, const ctl::CmAddr& dst) const;
+  // The passive id a REQ or SIDR_REQ creates under `listener`: the peer's
+  // address from the IP CM header, ours from the service ID (`dst`).
+  Id make_child(const Id& listener, std::size_t dev, const std::array<std::uint8_t, 16>& src_gid,
+                const ctl::CmAddr& dst, const wire::IpCmHeader& ip, std::uint32_t qp_type, State state,
+                std::uint64_t tid);
   ctl::CmIdInfo info_of(const Id& id) const;
   void emit(const Id& id, std::uint32_t event, std::int32_t status, const ctl::CmConnParam* param = nullptr,
             const ctl::AhAttrs* ah = nullptr, std::uint64_t listen_cookie = 0, std::uint32_t listen_handle = 0);
