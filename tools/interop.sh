@@ -248,7 +248,10 @@ cell() {
     # Loss cells only: the pingpongs end with a race no transport can win
     # (docs/INTEROP.md): when the ACK of the last message is lost and the
     # receiver has already exited, the sender retransmits to a destroyed QP.
-    # Run such a cell once more and say so.
+    # And once in CI (2026-11-29) "loss5% ib_send_lat -s 2148
+    # urnic=server,rxe=client" hung with neither side printing anything:
+    # not yet understood (see docs/INTEROP.md, open question). Run a failed
+    # loss cell once more and say so on its line; two failures fail it.
     retried="server rc=${src:-?} client rc=${crc:-?}" cell "$name" "$side" "$gidx" "$expect" "$prog" "$@"
     return
   else
@@ -345,11 +348,11 @@ if [[ $loss == 1 ]]; then
     L=(-F -n 50 -u 18)
     for side in urnic rxe; do
       RETRY_ONCE=1 cell "loss5% ibv_rc_pingpong -s 2148 -c" $side 1 "$pp" ibv_rc_pingpong -m 1024 -s 2148 -n 50 -c
-      cell "loss5% ib_send_lat -s 2148"         $side 1 "$row" ib_send_lat -m 1024 -s 2148 "${L[@]}"
-      cell "loss5% ib_write_bw -s 8192"         $side 1 "$row" ib_write_bw -m 1024 -s 8192 "${L[@]}"
-      cell "loss5% ib_read_bw -s 8192"          $side 1 "$row" ib_read_bw -m 1024 -s 8192 "${L[@]}"
-      cell "loss5% ib_send_bw -s 8192"          $side 1 "$row" ib_send_bw -m 1024 -s 8192 "${L[@]}"
-      cell "loss5% ib_atomic_bw FETCH_AND_ADD"  $side 1 "$row" ib_atomic_bw -m 1024 -A FETCH_AND_ADD "${L[@]}"
+      RETRY_ONCE=1 cell "loss5% ib_send_lat -s 2148"         $side 1 "$row" ib_send_lat -m 1024 -s 2148 "${L[@]}"
+      RETRY_ONCE=1 cell "loss5% ib_write_bw -s 8192"         $side 1 "$row" ib_write_bw -m 1024 -s 8192 "${L[@]}"
+      RETRY_ONCE=1 cell "loss5% ib_read_bw -s 8192"          $side 1 "$row" ib_read_bw -m 1024 -s 8192 "${L[@]}"
+      RETRY_ONCE=1 cell "loss5% ib_send_bw -s 8192"          $side 1 "$row" ib_send_bw -m 1024 -s 8192 "${L[@]}"
+      RETRY_ONCE=1 cell "loss5% ib_atomic_bw FETCH_AND_ADD"  $side 1 "$row" ib_atomic_bw -m 1024 -A FETCH_AND_ADD "${L[@]}"
     done
     capture_check "$pcap" ipv4 1024
     drops=$(vm "/sbin/tc -s qdisc show dev eth0" | sed -n 's/.*dropped \([0-9]*\).*/\1/p' | head -1)
