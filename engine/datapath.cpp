@@ -168,11 +168,17 @@ t::Nanos DataPath::next_deadline() const {
 
 bool DataPath::poll(t::Nanos now, bool poll_link) {
   bool work = false;
+  for (auto& [qpn, b] : qps_) work |= drain_sq(qpn, b, now);
+  // Receive WQEs after send WQEs, before any packet is delivered: a receive
+  // an application posted before its send (ibv_post_recv, then ibv_post_send
+  // to itself over UD) is in the ring by the time that send was taken, so it
+  // is known to the transport when the send's packet arrives. Draining
+  // receives first left a window in which a UD send hairpinned in this pass
+  // found no receive WQE and was dropped (pyverbs test_odp_ud_traffic).
   for (auto& [qpn, b] : qps_) {
     if (b.qp->rq.valid()) work |= drain_rq(qpn, b);
   }
   for (auto& [h, b] : srqs_) work |= drain_srq(t::SrqHandle{h}, b);
-  for (auto& [qpn, b] : qps_) work |= drain_sq(qpn, b, now);
   work |= run_hairpin(now);
   work |= run_faults(now);  // frames held by fault injection, when due
   if (poll_link) work |= run_link(now);
