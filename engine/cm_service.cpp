@@ -891,7 +891,12 @@ Reply CmService::on_init_qp_attr(std::uint32_t owner, const MsgHeader& h, std::s
         return fail<ctl::CmInitQpAttrRep>(h, EINVAL);
       a.path_mtu = id->path_mtu;
       a.dest_qp_num = id->remote_qpn;
-      a.rq_psn = id->remote_psn;
+      // The Starting PSN a side puts in its REQ or REP is the PSN its own
+      // receive queue expects first, i.e. the one the other side starts
+      // sending with (the kernel's ib_cm: rq_psn from the message it sent,
+      // sq_psn from the one it received; roce-cm-rping.pcap: each side's
+      // first data PSN is the other side's Starting PSN).
+      a.rq_psn = id->local_psn;
       a.max_dest_rd_atomic = id->responder_resources;
       a.min_rnr_timer = kMinRnrTimer;
       a.ah_attr = ah_of(*id);
@@ -899,7 +904,8 @@ Reply CmService::on_init_qp_attr(std::uint32_t owner, const MsgHeader& h, std::s
               IBV_QP_MIN_RNR_TIMER;
       break;
     case IBV_QPS_RTS:
-      a.sq_psn = id->local_psn;
+      // UD: no peer PSN (SIDR carries none); RC/UC: the peer's Starting PSN.
+      a.sq_psn = ud ? id->local_psn : id->remote_psn;
       mask |= IBV_QP_SQ_PSN;
       if (ud) break;
       if (id->state != State::kReqRcvd && id->state != State::kRepRcvd && id->state != State::kRepSent &&

@@ -262,7 +262,6 @@ TEST_CASE("RC connection: REQ, REP, RTU, DREQ, DREP with the IP CM header", "[cm
   ctl::CmInitQpAttrRep rtr{};
   REQUIRE(t.call(1, ctl::CmInitQpAttrReq{child, IBV_QPS_RTR}, rtr) == 0);
   CHECK(rtr.attr.dest_qp_num == 0x42);
-  CHECK(rtr.attr.rq_psn == req.starting_psn);
   CHECK(rtr.attr.path_mtu == IBV_MTU_4096);
   CHECK(rtr.attr.ah_attr.is_global == 1);
   CHECK(rtr.attr.ah_attr.sgid_index == 1);
@@ -282,6 +281,13 @@ TEST_CASE("RC connection: REQ, REP, RTU, DREQ, DREP with the IP CM header", "[cm
   CHECK(rep.remote_comm_id == req.local_comm_id);
   CHECK(rep.local_qpn == 0x43);
   CHECK(rep_mad->header.transaction_id == req_mad->header.transaction_id);
+  // Each side receives from the Starting PSN it announced and sends from
+  // the one its peer announced (as the kernel's CM; roce-cm-rping.pcap).
+  CHECK(rtr.attr.rq_psn == rep.starting_psn);
+  ctl::CmInitQpAttrRep srts{};
+  REQUIRE(t.call(1, ctl::CmInitQpAttrReq{child, IBV_QPS_RTS}, srts) == 0);
+  CHECK(srts.attr.sq_psn == req.starting_psn);
+  CHECK(rep.starting_psn != req.starting_psn);
 
   REQUIRE(t.pump() == 1);
   const auto cresp = expect_event(cfd, RDMA_CM_EVENT_CONNECT_RESPONSE);
@@ -289,10 +295,10 @@ TEST_CASE("RC connection: REQ, REP, RTU, DREQ, DREP with the IP CM header", "[cm
   ctl::CmInitQpAttrRep crtr{};
   REQUIRE(t.call(2, ctl::CmInitQpAttrReq{cid, IBV_QPS_RTR}, crtr) == 0);
   CHECK(crtr.attr.dest_qp_num == 0x43);
-  CHECK(crtr.attr.rq_psn == rep.starting_psn);
+  CHECK(crtr.attr.rq_psn == req.starting_psn);
   ctl::CmInitQpAttrRep crts{};
   REQUIRE(t.call(2, ctl::CmInitQpAttrReq{cid, IBV_QPS_RTS}, crts) == 0);
-  CHECK(crts.attr.sq_psn == req.starting_psn);
+  CHECK(crts.attr.sq_psn == rep.starting_psn);
   CHECK(crts.attr.max_rd_atomic == 1);
 
   ctl::CmEstablishRep erep{};
@@ -708,7 +714,12 @@ TEST_CASE("The kernel's REQ (rping over rxe) gets a CONNECT_REQUEST and a matchi
   ctl::CmInitQpAttrRep rtr{};
   REQUIRE(call(ctl::CmInitQpAttrReq{ev->id_handle, IBV_QPS_RTR}, rtr) == 0);
   CHECK(rtr.attr.dest_qp_num == kr.local_qpn);
-  CHECK(rtr.attr.rq_psn == kr.starting_psn);
+  // The kernel client sends from the Starting PSN in our REP and expects
+  // ours to start at the one in its REQ (in the capture, the kernel server's
+  // first data packet carries the REQ's Starting PSN).
+  ctl::CmInitQpAttrRep rts{};
+  REQUIRE(call(ctl::CmInitQpAttrReq{ev->id_handle, IBV_QPS_RTS}, rts) == 0);
+  CHECK(rts.attr.sq_psn == kr.starting_psn);
   CHECK(rtr.attr.path_mtu == std::min<std::uint32_t>(kr.path_mtu, IBV_MTU_1024));
 
   ctl::CmAcceptReq acc{};
@@ -734,6 +745,21 @@ TEST_CASE("The kernel's REQ (rping over rxe) gets a CONNECT_REQUEST and a matchi
   CHECK(op.initiator_depth == kp.initiator_depth);
   CHECK(op.rnr_retry_count == kp.rnr_retry_count);
   CHECK(op.local_comm_id != 0);
+  CHECK(rtr.attr.rq_psn == op.starting_psn);
+  // The ground truth for which PSN is whose: in the capture each side's
+  // first RC request carries the Starting PSN of the other side's message.
+  const wire::IbPacket* client_first = nullptr;
+  const wire::IbPacket* server_first = nullptr;
+  for (const auto& f : frames) {
+    if (wire::transport_of(f.ib.bth.opcode) != wire::IbTransport::kRc || f.ib.bth.opcode == 0x11) continue;
+    const bool from_client = v4_of(f.hdr.src_ip) == v4_of(frames[0].hdr.src_ip);
+    if (from_client && client_first == nullptr) client_first = &f.ib;
+    if (!from_client && server_first == nullptr) server_first = &f.ib;
+  }
+  REQUIRE(client_first != nullptr);
+  REQUIRE(server_first != nullptr);
+  CHECK(client_first->bth.psn.value() == kp.starting_psn);
+  CHECK(server_first->bth.psn.value() == kr.starting_psn);
   for (int fd : fds) ::close(fd);
 }
 
