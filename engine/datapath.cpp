@@ -74,7 +74,10 @@ CqeSlot to_slot(const t::Cqe& e) {
   s.opcode = static_cast<std::uint32_t>(e.opcode);
   s.vendor_err = e.vendor_err;
   s.byte_len = e.byte_len;
-  s.imm_data = e.imm_data;
+  // ibv_wc.imm_data is __be32, the wire's bytes as they are (IBA 9.3.3.2.4);
+  // the transport carries it as a number. An invalidated R_Key shares the
+  // field and is host order.
+  s.imm_data = (e.wc_flags & t::wc_flag::kWithImm) != 0 ? htonl(e.imm_data) : e.imm_data;
   s.qp_num = e.qp_num;
   s.src_qp = e.src_qp;
   s.wc_flags = e.wc_flags;
@@ -267,8 +270,8 @@ bool DataPath::drain_sq(std::uint32_t qpn, QpBinding& b, t::Nanos now) {
         wr.sg_list = std::span<const t::Sge>(sges.data(), h.num_sge);
       }
     }
-    wr.imm_data = h.imm_data;
-    wr.invalidate_rkey = h.imm_data;
+    wr.imm_data = ntohl(h.imm_data);   // __be32 in ibv_send_wr (see to_slot)
+    wr.invalidate_rkey = h.imm_data;   // host order
     wr.remote_addr = h.remote_addr;
     wr.rkey = h.rkey;
     wr.compare_add = h.compare_add;

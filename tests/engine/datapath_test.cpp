@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include <infiniband/verbs.h>
+#include <arpa/inet.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <time.h>
@@ -22,6 +23,8 @@
 #include "engine/ctl_proto.hpp"
 #include "engine/datapath.hpp"
 #include "engine/session.hpp"
+#include "wire/pcap/pcap_file.hpp"
+#include "wire/roce_frame.hpp"
 
 namespace ctl = urnic::engine::ctl;
 using urnic::engine::CqeSlot;
@@ -288,6 +291,50 @@ TEST_CASE("data path: RC send and RDMA write move bytes between two QPs by hairp
     CHECK(std::equal(src.begin(), src.begin() + 2000, wdst.begin() + 100));
     CHECK(std::all_of(wdst.begin(), wdst.begin() + 100, [](std::uint8_t v) { return v == 0; }));
     CHECK(std::all_of(wdst.begin() + 2100, wdst.end(), [](std::uint8_t v) { return v == 0; }));
+  }
+
+  SECTION("immediate data goes on the wire as the bytes of the __be32 the application gave") {
+    // ibv_send_wr.imm_data and ibv_wc.imm_data are network order: the
+    // ImmDt field carries their bytes unchanged, so a peer's be32toh()
+    // (udaddy's QPN in the immediate, against the kernel's rxe) reads the
+    // number that was meant. Found against rxe: urnic swapped them, and
+    // only urnic-to-urnic traffic agreed.
+    char tmpl[] = "/tmp/urnic-imm-XXXXXX";
+    const int fd = ::mkstemp(tmpl);
+    REQUIRE(fd >= 0);
+    ::close(fd);
+    std::string err;
+    REQUIRE(rig.dp->capture().start(tmpl, 0, &err));
+    post_wqe(b.rq, rh, rsge);
+    WqeHeader ih{};
+    ih.wr_id = 0xa3;
+    ih.opcode = IBV_WR_SEND_WITH_IMM;
+    ih.send_flags = IBV_SEND_SIGNALED;
+    ih.num_sge = 1;
+    ih.imm_data = htonl(0x11223344);
+    const std::array<WqeSge, 1> isge{WqeSge{reinterpret_cast<std::uintptr_t>(src.data()), 64, src_key}};
+    post_wqe(a.sq, ih, isge);
+    cqes = rig.run_until(2);
+    rig.dp->capture().stop();
+    REQUIRE(cqes.size() == 2);
+    for (const auto& c : cqes) {
+      CHECK(c.status == IBV_WC_SUCCESS);
+      if (c.wr_id != 0xb0) continue;
+      CHECK((c.wc_flags & IBV_WC_WITH_IMM) != 0);
+      CHECK(c.imm_data == htonl(0x11223344));
+    }
+    const auto frames = urnic::pcap::read_all(tmpl, &err);
+    ::unlink(tmpl);
+    INFO(err);
+    int seen = 0;
+    for (const auto& f : frames) {
+      const auto r = urnic::wire::parse_roce_frame(f.data);
+      if (!r.ok() || r.value().ib.bth.opcode != (urnic::wire::opcode::kRc | urnic::wire::opcode::kSendOnlyImm))
+        continue;
+      ++seen;
+      CHECK(r.value().ib.imm == 0x11223344);  // ImmDt as read off the wire, big-endian
+    }
+    CHECK(seen == 1);
   }
 
   SECTION("a WQE with too many SGEs errors the QP with LOC_QP_OP_ERR") {
