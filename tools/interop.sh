@@ -69,6 +69,7 @@ for t in ip bc python3; do command -v $t >/dev/null || skip "missing $t"; done
 mkdir -p "$W"
 W=$(cd "$W" && pwd)
 rt=$(mktemp -d /tmp/urnic-interop.XXXXXX)
+keep_captures=$capdir
 [[ -n $capdir ]] || capdir=$rt/captures
 mkdir -p "$capdir"
 capdir=$(cd "$capdir" && pwd)
@@ -137,6 +138,8 @@ cleanup() {
   [[ -n $daemon_pid ]] && stop_pid "$daemon_pid"
   [[ $keep == 1 ]] && vm "/sbin/tc qdisc del dev eth0 root" >/dev/null 2>&1
   if [[ $keep == 0 ]]; then "$PV/run-peer-vm.sh" "$W" down >/dev/null 2>&1; fi
+  # With --captures, the daemon's log and the failure details stay too.
+  if [[ -n $keep_captures ]]; then cp "$rt"/urnicd.log "$rt"/failures.log "$capdir"/ 2>/dev/null; fi
   rm -rf "$rt"
 }
 trap cleanup EXIT
@@ -175,7 +178,7 @@ EOF
 }
 
 # Programs on the urnic side: the drop-in libibverbs, the private daemon.
-host_env=(env "LD_LIBRARY_PATH=$shim" "URNIC_RUNTIME_DIR=$rt/run" "URNIC_NO_AUTOSTART=1" "URNIC_DAEMON=$urnicd")
+host_env=(env "LD_LIBRARY_PATH=$shim:$build/rdmacm_shim" "URNIC_RUNTIME_DIR=$rt/run" "URNIC_NO_AUTOSTART=1" "URNIC_DAEMON=$urnicd")
 # A sanitizer build of the shim needs its runtime first in the (uninstrumented)
 # Debian programs.
 asan_rt=$(ldd "$shim/libibverbs.so.1" | awk '/libasan|libclang_rt\.asan/ {print $3; exit}')
@@ -205,6 +208,7 @@ cell() {
   local prog=$1; shift
   local dir gopt dev_u dev_r srv_out=$rt/srv.out cli_out=$rt/cli.out t0 src crc hex
   [[ -n $only && ! $name =~ $only ]] && return 0
+  cells_run=$((cells_run + 1))
   port=$((port + 1)); t0=$(date +%s.%N)
   case $prog in ib_*) gopt="-x $gidx" ;; *) gopt="-g $gidx" ;; esac
   dev_u="-d urnic0 $gopt -p $port"
@@ -262,7 +266,64 @@ cell() {
   fi
 }
 
+cells_run=0
+# cm_cell NAME SIDE EXPECT SERVER_CMD... -- CLIENT_CMD...
+#   rdma_cm programs: they find the device from the address, so no -d/-g;
+#   @A@ in either command is the server's RoCE address (urnic 10.99.0.1,
+#   rxe 10.99.0.11), @P@ a fresh port. PASS: both exit 0 and, if EXPECT is
+#   not empty, the client's output matches it.
+cm_cell() {
+  local name=$1 side=$2 expect=$3; shift 3
+  local scmd=() ccmd=() a dir t0 crc src srv_out=$rt/srv.out cli_out=$rt/cli.out
+  while [[ $1 != -- ]]; do scmd+=("$1"); shift; done
+  shift
+  ccmd=("$@")
+  [[ -n $only && ! $name =~ $only ]] && return 0
+  cells_run=$((cells_run + 1))
+  port=$((port + 1)); t0=$(date +%s.%N)
+  if [[ $side == urnic ]]; then a=10.99.0.1; else a=10.99.0.11; fi
+  scmd=("${scmd[@]//@A@/$a}"); scmd=("${scmd[@]//@P@/$port}")
+  ccmd=("${ccmd[@]//@A@/$a}"); ccmd=("${ccmd[@]//@P@/$port}")
+  : > "$srv_out"; : > "$cli_out"
+  if [[ $side == urnic ]]; then
+    dir="urnic=server,rxe=client"
+    nsx "${host_env[@]}" timeout 60 "${scmd[@]}" > "$srv_out" 2>&1 &
+    server_pid=$!
+    sleep 1  # listening once rdma_listen returned; no port to watch
+    VMT=90 vm "timeout 60 ${ccmd[*]}; echo rc=\$?" > "$cli_out" 2>&1
+    crc=$(sed -n 's/^rc=//p' "$cli_out" | tail -1)
+    wait "$server_pid"; src=$?
+    server_pid=""
+  else
+    dir="rxe=server,urnic=client"
+    vm "rm -f /tmp/s.out /tmp/s.pid; (timeout 60 ${scmd[*]} > /tmp/s.out 2>&1 & echo \$! > /tmp/s.pid; wait \$!; echo rc=\$? >> /tmp/s.out) </dev/null >/dev/null 2>&1 &" >/dev/null 2>&1
+    sleep 2  # the emulated peer starts programs slowly
+    nsx "${host_env[@]}" timeout 60 "${ccmd[@]}" > "$cli_out" 2>&1
+    crc=$?
+    src=""
+    for _ in $(seq 60); do
+      vm 'cat /tmp/s.out' > "$srv_out" 2>/dev/null
+      src=$(sed -n 's/^rc=//p' "$srv_out" | tail -1)
+      [[ -n $src ]] && break
+      sleep 0.5
+    done
+    if [[ -z $src ]]; then vm 'kill $(cat /tmp/s.pid) 2>/dev/null; true' >/dev/null 2>&1; src=hung; fi
+  fi
+  local dt got=1
+  dt=$(printf '%.1f' "$(echo "$(date +%s.%N) - $t0" | bc)")
+  [[ -z $expect ]] || got=$(grep -cE "$expect" "$cli_out")
+  if [[ $crc == 0 && $src == 0 && $got -ge 1 ]]; then
+    line "$name" "$dir" "$gname" "$mtu" PASS "${dt}s $( [[ -n $expect ]] && grep -E "$expect" "$cli_out" | tail -1 | tr -s ' \t' ' ' | cut -c1-60)"
+  else
+    local r
+    r=$(why "$cli_out"); [[ -n $r ]] || r=$(why "$srv_out")
+    line "$name" "$dir" "$gname" "$mtu" FAIL "${dt}s server rc=${src:-?} client rc=${crc:-?}: ${r:-no result line}"
+    { echo "--- $name $dir $gname $mtu"; echo "client:"; tail -15 "$cli_out"; echo "server:"; tail -15 "$srv_out"; } >> "$rt/failures.log"
+  fi
+}
+
 capture_start() { # capture_start FILE
+  cells_run=0
   ip netns exec "$NS" dumpcap -q -P -i br-roce -w "$1" > /dev/null 2>&1 &
   cap_pid=$!
   for _ in $(seq 50); do [[ -s $1 ]] && break; sleep 0.1; done
@@ -270,6 +331,7 @@ capture_start() { # capture_start FILE
 capture_check() { # capture_check FILE GID MTU: every RoCE frame decodes, every ICRC ok
   sleep 0.3
   stop_pid "$cap_pid"; cap_pid=""
+  [[ $cells_run -gt 0 ]] || return 0  # --only left this group empty
   local out=$rt/decode.txt n bad
   "$cli" frame decode "$1" > "$out" 2>&1
   local rc=$?
@@ -319,6 +381,30 @@ for mtu in $mtus; do
       cell "ib_atomic_bw CMP_AND_SWAP"     $side $gidx "$row" ib_atomic_bw -m "$mtu" -A CMP_AND_SWAP "${P[@]}"
       cell "ib_write_bw -c UC -s $multi"   $side $gidx "$row" ib_write_bw -c UC -m "$mtu" -s "$multi" "${P[@]}"
       cell "ib_send_bw -c UD -s $ud"       $side $gidx "$row" ib_send_bw -c UD -m "$mtu" -s "$ud" "${P[@]}"
+      # RDMA CM (IB CM MADs on QP1 against the kernel's ib_cm/rdma_cm):
+      # IPv4 addresses only (urnic's CM speaks IPv4 to other hosts).
+      if [[ $g == ipv4 ]]; then
+        cm_cell "rping -V -C 20 -S $multi"   $side '' rping -s -a @A@ -p @P@ -V -C 20 -S "$multi" -- \
+          rping -c -a @A@ -p @P@ -V -C 20 -S "$multi"
+        cm_cell "ucmatose -c 2 -C 10"        $side 'return status 0' ucmatose -p @P@ -c 2 -C 10 -- \
+          ucmatose -s @A@ -p @P@ -c 2 -C 10
+        cm_cell "udaddy -c 2 -C 10"          $side 'return status 0' udaddy -c 2 -C 10 -- \
+          udaddy -s @A@ -c 2 -C 10
+      fi
+      # perftest -R connects twice; its server listens again in between, and
+      # a client whose second REQ comes first gets the kernel's immediate
+      # REJ (no listener) and crashes (Debian's perftest 4.5). The emulated
+      # peer is slow enough to lose that race, so these run with urnic as
+      # server (whose CM lets the REQ wait; docs/ARCHITECTURE.md); urnic's
+      # active side meets the kernel's passive side in the cells above.
+      if [[ $g == ipv4 && $side == urnic ]]; then
+        cm_cell "ib_send_bw -R -s $multi"    $side "$row" ib_send_bw -R -p @P@ -s "$multi" "${P[@]}" -- \
+          ib_send_bw -R -p @P@ -s "$multi" "${P[@]}" @A@
+        cm_cell "ib_read_lat -R -s 64"       $side "$row" ib_read_lat -R -p @P@ -s 64 "${P[@]}" -- \
+          ib_read_lat -R -p @P@ -s 64 "${P[@]}" @A@
+        cm_cell "ib_write_bw -R -s $multi"   $side "$row" ib_write_bw -R -p @P@ -s "$multi" "${P[@]}" -- \
+          ib_write_bw -R -p @P@ -s "$multi" "${P[@]}" @A@
+      fi
     done
     capture_check "$pcap" "$g" "$mtu"
   done
