@@ -248,6 +248,19 @@ static_assert(offsetof(CmSetOptionReq, optname) == 4);
 static_assert(offsetof(CmSetOptionReq, value) == 8);
 struct CmSetOptionRep : HandleMsg { static constexpr MsgType kType = MsgType::kCmSetOption; };
 
+// rdma_join_multicast: the group's address; the event that answers it
+// (RDMA_CM_EVENT_MULTICAST_JOIN or _ERROR) carries the address vector to the
+// group (ah: dgid = the multicast GID), qp_num 0xFFFFFF and the Q_Key.
+struct CmJoinMcastReq {
+  static constexpr MsgType kType = MsgType::kCmJoinMcast;
+  std::uint32_t handle;
+  std::uint32_t join_flags;   // enum rdma_cm_join_mc_attr_mask flags (full member, send-only)
+  CmAddr addr;
+};
+static_assert(sizeof(CmJoinMcastReq) == 32);
+static_assert(offsetof(CmJoinMcastReq, addr) == 8);
+struct CmJoinMcastRep : HandleMsg { static constexpr MsgType kType = MsgType::kCmJoinMcast; };
+
 struct CmQueryReq : HandleMsg { static constexpr MsgType kType = MsgType::kCmQuery; };
 struct CmQueryRep : CmIdInfoRep { static constexpr MsgType kType = MsgType::kCmQuery; };
 

@@ -181,6 +181,7 @@ class CmService final : public GsiHandler {
   Reply on_establish(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
   Reply on_set_option(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
   Reply on_query(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_join_mcast(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
 
   void on_req(std::size_t dev, const std::array<std::uint8_t, 16>& src_gid, const wire::MadHeader& mh,
               const wire::CmReq& m, transport::Nanos now);

@@ -64,6 +64,8 @@ enum class MsgType : std::uint16_t {
   kDestroySrq = 43,
   kCreateAh = 50,
   kDestroyAh = 51,
+  kAttachMcast = 52,        // ibv_attach_mcast: a UD QP joins a multicast GID
+  kDetachMcast = 53,
   kStatus = 60,             // `urnic status`: daemon-wide summary
   kReregMr = 100,           // issue 9 (bodies in engine/verbs_ext_proto.hpp)
   kResizeCq = 101,          // reply passes the new CQ ring memfd
@@ -95,6 +97,7 @@ enum class MsgType : std::uint16_t {
   kCmEstablish = 84,
   kCmSetOption = 85,
   kCmQuery = 86,
+  kCmJoinMcast = 87,        // rdma_join_multicast: answered by RDMA_CM_EVENT_MULTICAST_JOIN
 };
 
 struct MsgHeader {
@@ -685,6 +688,21 @@ static_assert(offsetof(CreateAhReq, attr) == 8);
 struct CreateAhRep : HandleMsg { static constexpr MsgType kType = MsgType::kCreateAh; };
 struct DestroyAhReq : HandleMsg { static constexpr MsgType kType = MsgType::kDestroyAh; };
 struct DestroyAhRep : HandleMsg { static constexpr MsgType kType = MsgType::kDestroyAh; };
+
+// ibv_attach_mcast / ibv_detach_mcast: the QP's handle, the group's GID (the
+// LID is ignored on RoCE, as by rxe).
+struct McastReqBody {
+  std::uint32_t qp_handle;
+  std::uint16_t lid;
+  std::uint16_t reserved;
+  std::uint8_t gid[16];
+};
+static_assert(sizeof(McastReqBody) == 24);
+static_assert(offsetof(McastReqBody, gid) == 8);
+struct AttachMcastReq : McastReqBody { static constexpr MsgType kType = MsgType::kAttachMcast; };
+struct AttachMcastRep : HandleMsg { static constexpr MsgType kType = MsgType::kAttachMcast; };
+struct DetachMcastReq : McastReqBody { static constexpr MsgType kType = MsgType::kDetachMcast; };
+struct DetachMcastRep : HandleMsg { static constexpr MsgType kType = MsgType::kDetachMcast; };
 
 struct StatusReq { static constexpr MsgType kType = MsgType::kStatus; std::uint64_t reserved; };
 static_assert(sizeof(StatusReq) == 8);

@@ -28,6 +28,8 @@ constexpr std::size_t kMaxSge = 32;  // device max_sge
 // IBA 13.5.1: the GSI is QP1 and takes the well-known Q_Key.
 constexpr std::uint32_t kGsiQpn = 1;
 constexpr std::uint32_t kGsiQkey = 0x80010000;
+// IBA 10.5.2.3: the destination QPN of every multicast packet.
+constexpr std::uint32_t kMulticastQpn = 0xFFFFFF;
 
 // The IPv4 address in a v4-mapped GID (::ffff:a.b.c.d, RoCE v2 over IPv4,
 // IBA Annex A17.4.5.1), host order; 0 if the GID is not v4-mapped.
@@ -134,7 +136,9 @@ std::unique_ptr<DataPath> DataPath::create(const Device& dev, std::string* error
   return dp;
 }
 
-DataPath::DataPath(const Device& dev, std::optional<UdpLink> link) : link_(std::move(link)) {
+DataPath::DataPath(const Device& dev, std::optional<UdpLink> link)
+    : link_(std::move(link)),
+      mcast_(dev.attrs().max_mcast_grp, dev.attrs().max_mcast_qp_attach, dev.attrs().max_total_mcast_qp_attach) {
   for (const auto& g : dev.gids()) {
     std::array<std::uint8_t, 16> raw{};
     std::copy(std::begin(g.gid), std::end(g.gid), raw.begin());
@@ -156,6 +160,7 @@ void DataPath::bind_qp(std::uint32_t qpn, Session* s, QpObj* qp) {
 }
 void DataPath::unbind_qp(std::uint32_t qpn) {
   qps_.erase(qpn);
+  mcast_.forget_qp(qpn);
   stats_.forget_qp(qpn);
 }
 void DataPath::bind_srq(t::SrqHandle tsrq, Session* s, SrqObj* srq) {
@@ -408,17 +413,27 @@ void DataPath::transmit(const t::TxPacket& p, t::Nanos now) {
   // staged writes land in the application's memory before any packet leaves.
   mem_.flush_writes();
   const std::uint32_t dst = ipv4_of_gid(p.addr.ah.dgid);
+  // A multicast group (engine/multicast.hpp): delivered to the device's
+  // member QPs like a hairpinned packet; never put on the link, where no
+  // group is joined.
+  const bool mcast = McastGroups::is_multicast(p.addr.ah.dgid);
+  if (mcast && mcast_.members(p.addr.ah.dgid) == nullptr) {
+    stats_.on_tx(p.pkt, p.addr.src_qpn);
+    ++counters_.mcast_no_members;
+    return;
+  }
   // To ourselves (the v4 address, or any of the device's GIDs, e.g. the
   // link-local one at index 0): two processes on this host.
-  const bool own = dst == ipv4_ || std::find(own_gids_.begin(), own_gids_.end(), p.addr.ah.dgid) != own_gids_.end();
+  const bool own = mcast || dst == ipv4_ ||
+                   std::find(own_gids_.begin(), own_gids_.end(), p.addr.ah.dgid) != own_gids_.end();
   // Counters, fault injection, capture (engine/stats_datapath.cpp): one
   // branch each when off. Faulted frames leave later through run_faults().
   stats_.on_tx(p.pkt, p.addr.src_qpn);
-  if (faults_.applies(p.addr.src_qpn) && (own || dst != 0)) {  // IPv4 only (udp link frames)
+  if (faults_.applies(p.addr.src_qpn) && !mcast && (own || dst != 0)) {  // IPv4 only (udp link frames)
     fault_tx(p, own ? ipv4_ : dst, now);
     return;
   }
-  if (own && capture_.active()) capture_tx(p, ipv4_);  // link frames: once sent, below
+  if (own && capture_.active()) capture_tx(p, mcast && dst != 0 ? dst : ipv4_);  // link frames: once sent, below
   if (own) {
     // Hairpin: copy now (the payload is transport scratch), deliver later.
     if (hairpin_count_ == hairpin_slots_.size()) {
@@ -433,9 +448,11 @@ void DataPath::transmit(const t::TxPacket& p, t::Nanos now) {
     hp.pkt = p.pkt;
     hp.data.assign(p.pkt.payload.begin(), p.pkt.payload.end());
     hp.src_ipv4 = ipv4_;
-    hp.dst_ipv4 = ipv4_;
+    hp.dst_ipv4 = mcast ? dst : ipv4_;
     hp.tclass = p.addr.ah.traffic_class;
     hp.hop_limit = p.addr.ah.hop_limit;
+    hp.multicast = mcast;
+    hp.mgid = p.addr.ah.dgid;
     ++hairpin_count_;
     ++counters_.hairpin_packets;
     return;
@@ -461,6 +478,29 @@ void DataPath::deliver_rx(const wire::IbPacket& pkt, std::uint32_t src_ipv4, std
     rx.has_grh = true;
   }
   stats_.attribute(pkt.bth.dest_qp, transport_->counters(), [&] { transport_->on_packet(pkt, rx, now); });
+}
+
+void DataPath::deliver_multicast(const wire::IbPacket& pkt, const McastGroups::Gid& mgid, std::uint32_t src_ipv4,
+                                 std::uint32_t dst_ipv4, std::uint8_t tclass, std::uint8_t hop_limit,
+                                 t::Nanos now) {
+  // IBA 10.5.2.3: only UD packets with DQPN 0xFFFFFF are multicast; each
+  // member QP then takes it as its own (Q_Key checked by the transport).
+  // Anything else sent to a multicast GID (an RC QP's path, a UD send to
+  // another QPN) is an ordinary packet for the QPN it names.
+  if (pkt.bth.dest_qp != kMulticastQpn || wire::transport_of(pkt.bth.opcode) != wire::IbTransport::kUd) {
+    deliver_rx(pkt, src_ipv4, dst_ipv4, tclass, hop_limit, now);
+    return;
+  }
+  const std::vector<std::uint32_t>* members = mcast_.members(mgid);
+  if (members == nullptr) return;  // the group emptied while the packet was queued
+  // A copy of the list: delivery cannot change membership today, but the
+  // list must not be walked while something could.
+  mcast_scratch_.assign(members->begin(), members->end());
+  for (const std::uint32_t qpn : mcast_scratch_) {
+    wire::IbPacket copy = pkt;
+    copy.bth.dest_qp = qpn;
+    deliver_rx(copy, src_ipv4, dst_ipv4, tclass, hop_limit, now);
+  }
 }
 
 void DataPath::send_gsi(const std::array<std::uint8_t, 16>& dgid, std::span<const std::uint8_t> mad) {
@@ -495,7 +535,10 @@ bool DataPath::run_hairpin(t::Nanos now) {
     Hairpin& hp = hairpin_slots_[i];
     hp.pkt.payload = wire::Bytes(hp.data.data(), hp.data.size());
     const wire::IbPacket pkt = hp.pkt;
-    deliver_rx(pkt, hp.src_ipv4, hp.dst_ipv4, hp.tclass, hp.hop_limit, now);
+    if (hp.multicast)
+      deliver_multicast(pkt, hp.mgid, hp.src_ipv4, hp.dst_ipv4, hp.tclass, hp.hop_limit, now);
+    else
+      deliver_rx(pkt, hp.src_ipv4, hp.dst_ipv4, hp.tclass, hp.hop_limit, now);
     // deliver_rx may have grown (rotated) the ring: the slot delivered is
     // still the oldest, now at hairpin_head_.
     hairpin_head_ = (hairpin_head_ + 1) % hairpin_slots_.size();

@@ -29,6 +29,7 @@
 #include "engine/capture.hpp"
 #include "engine/ctl_proto.hpp"
 #include "engine/fault.hpp"
+#include "engine/multicast.hpp"
 #include "engine/stats.hpp"
 #include "engine/udp_link.hpp"
 #include "transport/transport.hpp"
@@ -46,6 +47,7 @@ struct DataPathCounters {
   uint64_t cqes_delivered = 0;
   uint64_t cq_overflows = 0;
   uint64_t hairpin_packets = 0;
+  uint64_t mcast_no_members = 0;  // multicast sends no QP of the device had joined
 };
 
 class DataPath;
@@ -83,6 +85,9 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
   void unbind_qp(std::uint32_t qpn);
   void bind_srq(transport::SrqHandle tsrq, Session* s, SrqObj* srq);
   void unbind_srq(transport::SrqHandle tsrq);
+  // UD multicast membership (Session: ibv_attach_mcast / ibv_detach_mcast;
+  // unbind_qp makes a destroyed QP leave its groups).
+  McastGroups& mcast() { return mcast_; }
 
   // One pass over everything; returns true if any work was done.
   bool poll(transport::Nanos now, bool poll_link);
@@ -138,6 +143,8 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
     std::uint32_t dst_ipv4 = 0;
     std::uint8_t tclass = 0;
     std::uint8_t hop_limit = 0;
+    bool multicast = false;                 // to every member of `mgid`
+    std::array<std::uint8_t, 16> mgid{};
   };
 
   bool drain_sq(std::uint32_t qpn, QpBinding& b, transport::Nanos now);
@@ -154,6 +161,10 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
   void deliver_rx_v6(const UdpRxPacket& rx, transport::Nanos now);
   void deliver_rx(const wire::IbPacket& pkt, std::uint32_t src_ipv4, std::uint32_t dst_ipv4,
                   std::uint8_t tclass, std::uint8_t hop_limit, transport::Nanos now);
+  // A multicast packet (DQPN 0xFFFFFF): one copy to each member QP of `mgid`.
+  void deliver_multicast(const wire::IbPacket& pkt, const McastGroups::Gid& mgid, std::uint32_t src_ipv4,
+                         std::uint32_t dst_ipv4, std::uint8_t tclass, std::uint8_t hop_limit,
+                         transport::Nanos now);
 
   std::uint32_t ipv4_ = 0;  // the device's address (host order)
   std::vector<std::array<std::uint8_t, 16>> own_gids_;  // any of these: hairpin
@@ -170,6 +181,8 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
   std::size_t hairpin_head_ = 0;
   std::size_t hairpin_count_ = 0;
   std::vector<std::byte> wqe_scratch_;
+  McastGroups mcast_;
+  std::vector<std::uint32_t> mcast_scratch_;  // deliver_multicast: the members of one group
   DataPathCounters counters_;
   // engine/stats_datapath.cpp: fault injection, capture, counters.
   void init_observe(const Device& dev);

@@ -143,10 +143,10 @@ Device::Device(const DeviceConfig& cfg) : cfg_(cfg) {
   a.max_qp_init_rd_atom = 128;
   a.atomic_cap = IBV_ATOMIC_HCA;
   a.max_mw = 0;
-  // No UD multicast yet: ibv_attach_mcast fails with EOPNOTSUPP.
-  a.max_mcast_grp = 0;
-  a.max_mcast_qp_attach = 0;
-  a.max_total_mcast_qp_attach = 0;
+  // UD multicast within the device (engine/multicast.hpp); rxe's limits.
+  a.max_mcast_grp = 8192;
+  a.max_mcast_qp_attach = 56;
+  a.max_total_mcast_qp_attach = 8192 * 56;
   a.max_ah = 32767;
   a.max_srq = 65536;
   a.max_srq_wr = 16384;

@@ -238,6 +238,8 @@ Reply Session::handle(std::span<const std::byte> msg, std::vector<int>& in_fds) 
     case ctl::MsgType::kDestroySrq: return on_destroy_srq(*h, msg);
     case ctl::MsgType::kCreateAh: return on_create_ah(*h, msg);
     case ctl::MsgType::kDestroyAh: return on_destroy_ah(*h, msg);
+    case ctl::MsgType::kAttachMcast: return on_mcast(*h, msg, true);
+    case ctl::MsgType::kDetachMcast: return on_mcast(*h, msg, false);
     default: {
       const MsgHeader bad{h->type, ctl::kFlagReply, h->seq, EOPNOTSUPP, 0};
       std::vector<std::byte> out(sizeof bad);
@@ -667,7 +669,11 @@ void Session::destroy_qp(std::uint32_t handle) {
 Reply Session::on_destroy_qp(const MsgHeader& h, std::span<const std::byte> msg) {
   const auto req = ctl::decode<ctl::DestroyQpReq>(msg);
   if (!req) return fail<ctl::DestroyQpRep>(h, EINVAL);
-  if (!qps_.contains(req->handle)) return fail<ctl::DestroyQpRep>(h, EINVAL);
+  auto qp = qps_.find(req->handle);
+  if (qp == qps_.end()) return fail<ctl::DestroyQpRep>(h, EINVAL);
+  // uverbs: a QP still attached to a multicast group cannot be destroyed
+  // (a process that exits has its attachments dropped instead).
+  if (dp_ != nullptr && dp_->mcast().groups_of(qp->second.qpn) != 0) return fail<ctl::DestroyQpRep>(h, EBUSY);
   destroy_qp(req->handle);
   ctl::DestroyQpRep rep{};
   rep.handle = req->handle;
@@ -814,6 +820,29 @@ Reply Session::on_destroy_ah(const MsgHeader& h, std::span<const std::byte> msg)
   ctl::DestroyAhRep rep{};
   rep.handle = req->handle;
   return ok(h, rep);
+}
+
+Reply Session::on_mcast(const MsgHeader& h, std::span<const std::byte> msg, bool attach) {
+  // Both bodies are McastReqBody; the reply is a HandleMsg either way.
+  std::optional<ctl::McastReqBody> req;
+  if (attach) {
+    if (const auto r = ctl::decode<ctl::AttachMcastReq>(msg)) req = *r;
+  } else if (const auto r = ctl::decode<ctl::DetachMcastReq>(msg)) {
+    req = *r;
+  }
+  auto done = [&](int err) {
+    if (err != 0) return attach ? fail<ctl::AttachMcastRep>(h, err) : fail<ctl::DetachMcastRep>(h, err);
+    if (attach) return ok(h, ctl::AttachMcastRep{{req->qp_handle, 0}});
+    return ok(h, ctl::DetachMcastRep{{req->qp_handle, 0}});
+  };
+  if (!req) return attach ? fail<ctl::AttachMcastRep>(h, EINVAL) : fail<ctl::DetachMcastRep>(h, EINVAL);
+  auto qp = qps_.find(req->qp_handle);
+  // Only UD QPs join groups (IBA 10.5.2.3; uverbs: EINVAL otherwise).
+  if (qp == qps_.end() || qp->second.type != IBV_QPT_UD) return done(EINVAL);
+  if (dp_ == nullptr) return done(EOPNOTSUPP);
+  McastGroups::Gid g{};
+  std::copy(std::begin(req->gid), std::end(req->gid), g.begin());
+  return done(attach ? dp_->mcast().attach(g, qp->second.qpn) : dp_->mcast().detach(g, qp->second.qpn));
 }
 
 Reply Session::on_status(const MsgHeader& h) {

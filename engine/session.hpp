@@ -144,6 +144,7 @@ class Session {
   Reply on_destroy_srq(const ctl::MsgHeader& h, std::span<const std::byte> msg);
   Reply on_create_ah(const ctl::MsgHeader& h, std::span<const std::byte> msg);
   Reply on_destroy_ah(const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_mcast(const ctl::MsgHeader& h, std::span<const std::byte> msg, bool attach);
   // MsgType 100..119 (issue 9, engine/session_verbs_ext.cpp).
   Reply on_verbs_ext(const ctl::MsgHeader& h, std::span<const std::byte> msg);
   Reply on_rereg_mr(const ctl::MsgHeader& h, std::span<const std::byte> msg);

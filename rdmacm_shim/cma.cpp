@@ -25,6 +25,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <condition_variable>
@@ -210,8 +212,30 @@ struct IdPriv {
   // an event writes through a freed id.
   std::uint32_t events_reported = 0;
   std::uint32_t events_completed = 0;
+  struct McJoins* mcs = nullptr;  // the multicast groups joined (rdma_join_multicast)
 };
 static_assert(std::is_standard_layout_v<IdPriv>);
+
+// One rdma_join_multicast: the group's GID (what the daemon answers with in
+// the MULTICAST_JOIN event's address vector), the caller's context (the
+// event's private_data, as librdmacm) and whether the id's QP was attached.
+struct McJoin {
+  std::array<std::uint8_t, 16> mgid{};
+  void* context = nullptr;
+  bool attached = false;
+};
+struct McJoins {
+  std::vector<McJoin> joins;
+};
+
+// RoCE: a group's GID is its address, v4-mapped for IPv4 (as the kernel's
+// cma_iboe_set_mgid; the daemon checks that it is multicast).
+std::array<std::uint8_t, 16> mgid_of(const ctl::CmAddr& a) {
+  std::array<std::uint8_t, 16> g{};
+  std::memcpy(g.data(), a.addr, 16);
+  if (a.family == AF_INET) g[10] = g[11] = 0xff;  // to_cm keeps just the 4 bytes
+  return g;
+}
 
 struct EventPriv {
   rdma_cm_event event;         // first: handed to the application
@@ -509,6 +533,36 @@ int make_sync(IdPriv* p) {
   return 0;
 }
 
+void on_mcast_event(IdPriv* p, const ctl::CmEventMsg& m, rdma_cm_event& e) {
+  std::array<std::uint8_t, 16> g{};
+  std::memcpy(g.data(), m.ah.dgid, 16);
+  auto find = [&]() -> McJoin* {
+    if (p->mcs == nullptr) return nullptr;
+    for (McJoin& j : p->mcs->joins)
+      if (j.mgid == g) return &j;
+    return nullptr;
+  };
+  bool attach = false;
+  {
+    std::lock_guard lock(g_ids_mu);
+    const McJoin* j = find();
+    if (j == nullptr) return;  // left again before its event was read
+    e.param.ud.private_data = j->context;
+    e.param.ud.private_data_len = 0;
+    attach = e.event == RDMA_CM_EVENT_MULTICAST_JOIN && p->id.qp != nullptr && !j->attached;
+  }
+  if (!attach) return;
+  ibv_gid gid{};
+  std::memcpy(gid.raw, g.data(), 16);
+  if (const int err = ibv_attach_mcast(p->id.qp, &gid, 0); err != 0) {
+    e.event = RDMA_CM_EVENT_MULTICAST_ERROR;
+    e.status = -err;
+    return;
+  }
+  std::lock_guard lock(g_ids_mu);
+  if (McJoin* j = find()) j->attached = true;
+}
+
 // Reads one event message for a live id from `ch` (blocking unless the fd
 // is non-blocking) and turns it into an rdma_cm_event.
 int get_event(rdma_event_channel* ch, rdma_cm_event** out) {
@@ -583,6 +637,12 @@ int get_event(rdma_event_channel* ch, rdma_cm_event** out) {
       e.param.conn.qp_num = m.param.qp_num;
     }
     switch (e.event) {
+      case RDMA_CM_EVENT_MULTICAST_JOIN:
+      case RDMA_CM_EVENT_MULTICAST_ERROR:
+        // librdmacm (ucma_process_join): the join's context is the event's
+        // private data, and an id with a QP has it attached to the group.
+        on_mcast_event(p, m, e);
+        break;
       case RDMA_CM_EVENT_CONNECT_RESPONSE:
         // rdma-core: with a QP on the id the library finishes the handshake
         // and reports ESTABLISHED; without one the application calls
@@ -775,6 +835,7 @@ int rdma_destroy_id(rdma_cm_id* id) {
   }
   if (p->own_channel != nullptr) destroy_channel(p->own_channel);
   delete p->ep_attr;
+  delete p->mcs;
   delete p;
   return 0;
 }
@@ -1041,23 +1102,72 @@ int rdma_disconnect(rdma_cm_id* id) {
   return complete(priv(id));
 }
 
+namespace {
+
+int join_multicast(rdma_cm_id* id, const sockaddr* addr, std::uint32_t flags, void* context) {
+  if (id == nullptr || addr == nullptr) return set_errno(EINVAL);
+  if (!supported_family(addr)) return set_errno(EAFNOSUPPORT);
+  IdPriv* p = priv(id);
+  ctl::CmJoinMcastReq req{};
+  req.handle = p->handle;
+  req.join_flags = flags;
+  req.addr = to_cm(addr);
+  McJoin j;
+  j.mgid = mgid_of(req.addr);
+  j.context = context;
+  {
+    // Recorded before the request: its event may be read by another thread
+    // as soon as the daemon has sent it.
+    std::lock_guard lock(g_ids_mu);
+    if (p->mcs == nullptr) p->mcs = new McJoins;
+    p->mcs->joins.push_back(j);
+  }
+  ctl::CmJoinMcastRep rep{};
+  if (const int err = call(req, rep); err != 0) {
+    std::lock_guard lock(g_ids_mu);
+    p->mcs->joins.pop_back();
+    return set_errno(err);
+  }
+  return complete(p);
+}
+
+}  // namespace
+
 int rdma_join_multicast(rdma_cm_id* id, sockaddr* addr, void* context) {
-  (void)addr;
-  (void)context;
-  if (id == nullptr) return set_errno(EINVAL);
-  return set_errno(ENOSYS);  // multicast is not implemented by urnic's CM
+  return join_multicast(id, addr, RDMA_MC_JOIN_FLAG_FULLMEMBER, context);
 }
 
 int rdma_join_multicast_ex(rdma_cm_id* id, rdma_cm_join_mc_attr_ex* mc_join_attr, void* context) {
-  (void)mc_join_attr;
-  (void)context;
-  if (id == nullptr) return set_errno(EINVAL);
-  return set_errno(ENOSYS);
+  if (id == nullptr || mc_join_attr == nullptr) return set_errno(EINVAL);
+  // librdmacm: both fields are required; the flags are full member or
+  // send-only full member.
+  if ((mc_join_attr->comp_mask & (RDMA_CM_JOIN_MC_ATTR_ADDRESS | RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS)) !=
+          (RDMA_CM_JOIN_MC_ATTR_ADDRESS | RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS) ||
+      mc_join_attr->join_flags >= RDMA_MC_JOIN_FLAG_RESERVED)
+    return set_errno(EINVAL);
+  return join_multicast(id, mc_join_attr->addr, mc_join_attr->join_flags, context);
 }
 
 int rdma_leave_multicast(rdma_cm_id* id, sockaddr* addr) {
   if (id == nullptr || addr == nullptr) return set_errno(EINVAL);
-  return set_errno(EADDRNOTAVAIL);  // never joined (rdma-core: no such group)
+  if (!supported_family(addr)) return set_errno(EAFNOSUPPORT);
+  IdPriv* p = priv(id);
+  const auto g = mgid_of(to_cm(addr));
+  McJoin j;
+  {
+    std::lock_guard lock(g_ids_mu);
+    if (p->mcs == nullptr) return set_errno(EADDRNOTAVAIL);
+    auto it = std::find_if(p->mcs->joins.begin(), p->mcs->joins.end(), [&](const McJoin& x) { return x.mgid == g; });
+    if (it == p->mcs->joins.end()) return set_errno(EADDRNOTAVAIL);  // never joined (as librdmacm)
+    j = *it;
+    p->mcs->joins.erase(it);
+  }
+  if (j.attached && id->qp != nullptr) {
+    ibv_gid gid{};
+    std::memcpy(gid.raw, g.data(), 16);
+    ibv_detach_mcast(id->qp, &gid, 0);
+  }
+  return 0;
 }
 
 int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** event) {

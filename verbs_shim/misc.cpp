@@ -48,6 +48,21 @@ bool is_zero_gid(const std::uint8_t* g) {
   return true;
 }
 
+// UD multicast (engine/multicast.hpp): the daemon keeps the membership and
+// fans multicast packets out to the member QPs. Errors as uverbs returns
+// them: EINVAL for a QP that is not UD, a GID that is not multicast, or a
+// detach from a group the QP is not in; ENOMEM past max_mcast_* limits.
+template <typename Req, typename Rep>
+int mcast_call(ibv_qp* qp, const ibv_gid* gid, std::uint16_t lid) {
+  if (qp == nullptr || gid == nullptr) return EINVAL;
+  Req req{};
+  req.qp_handle = qp->handle;
+  req.lid = lid;
+  std::memcpy(req.gid, gid->raw, sizeof req.gid);
+  Rep rep{};
+  return shim_of(qp->context)->client->call(req, rep);
+}
+
 }  // namespace
 
 // Exported but declared only in rdma-core's private headers.
@@ -395,17 +410,11 @@ ibv_mr* ibv_reg_dmabuf_mr(ibv_pd* pd, std::uint64_t offset, std::size_t length, 
 }
 
 int ibv_attach_mcast(ibv_qp* qp, const ibv_gid* gid, std::uint16_t lid) {
-  (void)qp;
-  (void)gid;
-  (void)lid;
-  return EOPNOTSUPP;  // TODO: UD multicast (the device reports max_mcast_grp 0)
+  return mcast_call<ctl::AttachMcastReq, ctl::AttachMcastRep>(qp, gid, lid);
 }
 
 int ibv_detach_mcast(ibv_qp* qp, const ibv_gid* gid, std::uint16_t lid) {
-  (void)qp;
-  (void)gid;
-  (void)lid;
-  return EOPNOTSUPP;
+  return mcast_call<ctl::DetachMcastReq, ctl::DetachMcastRep>(qp, gid, lid);
 }
 
 // ibv_import_device / _pd / _mr: device.cpp. Device memory is not offered.

@@ -15,7 +15,7 @@ verbs_dir=$1
 rdmacm_dir=$2
 urnicd=$3
 
-for prog in rping ucmatose udaddy rdma_server rdma_client ib_send_bw ib_write_lat ib_read_bw ib_write_bw; do
+for prog in rping ucmatose udaddy mckey rdma_server rdma_client ib_send_bw ib_write_lat ib_read_bw ib_write_bw; do
   command -v $prog > /dev/null || { echo "SKIP: $prog not installed (rdmacm-utils, perftest)"; exit 77; }
 done
 
@@ -135,6 +135,16 @@ pair "ucmatose -c 1 -C 200 -S 4000" 'return status 0' 'return status 0' \
 pair "udaddy -c 2 -C 20" 'return status 0' 'return status 0' \
   -- udaddy -c 2 -C 20 \
   -- udaddy -s 127.0.0.1 -c 2 -C 20
+# mckey: UD multicast. Both join 239.1.2.3 (RDMA_CM_EVENT_MULTICAST_JOIN,
+# the library attaches the QP); the sender's datagrams to QPN 0xFFFFFF reach
+# the receiver's QP, which exits after 20. The receiver needs its head start:
+# multicast is unreliable, and a datagram sent before it has joined is gone.
+HEAD_START=1 pair "mckey -C 20 (UD multicast)" 'return status 0' 'return status 0' \
+  -- mckey -m 239.1.2.3 -b 127.0.0.1 -C 20 \
+  -- mckey -m 239.1.2.3 -b 127.0.0.1 -s -C 20
+HEAD_START=1 pair "mckey -c 2 -C 10 -S 1000 (two ids, two QPs each side)" 'return status 0' 'return status 0' \
+  -- mckey -m 239.1.2.4 -b 127.0.0.1 -c 2 -C 10 -S 1000 \
+  -- mckey -m 239.1.2.4 -b 127.0.0.1 -s -c 2 -C 10 -S 1000
 # rdma_server / rdma_client: rdma_getaddrinfo, rdma_create_ep, rdma_get_request
 # and the rdma_verbs.h inlines over the CQs and channels the library made.
 pair "rdma_server / rdma_client" 'rdma_server: end 0' 'rdma_client: end 0' \

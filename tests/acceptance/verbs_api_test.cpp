@@ -773,3 +773,164 @@ TEST_CASE("a solicited-only arm fires on a send with SE, not before", "[shim]") 
   }
   CHECK(ibv_destroy_comp_channel(ch) == 0);
 }
+
+namespace {
+
+// A UD QP in RTS with Q_Key `qkey` (IBA 11.4: RESET -> INIT -> RTR -> RTS).
+ibv_qp* ud_qp(ibv_pd* pd, ibv_cq* cq, std::uint32_t qkey) {
+  ibv_qp_init_attr init{};
+  init.send_cq = cq;
+  init.recv_cq = cq;
+  init.qp_type = IBV_QPT_UD;
+  init.cap = ibv_qp_cap{4, 4, 1, 1, 0};
+  ibv_qp* qp = ibv_create_qp(pd, &init);
+  REQUIRE(qp != nullptr);
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_INIT;
+  a.port_num = 1;
+  a.qkey = qkey;
+  REQUIRE(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY) == 0);
+  a.qp_state = IBV_QPS_RTR;
+  REQUIRE(ibv_modify_qp(qp, &a, IBV_QP_STATE) == 0);
+  a.qp_state = IBV_QPS_RTS;
+  a.sq_psn = 1;
+  REQUIRE(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN) == 0);
+  return qp;
+}
+
+// Polls `cq` for up to ~1 s; returns the completions seen.
+std::vector<ibv_wc> poll_for(ibv_cq* cq, std::size_t want) {
+  std::vector<ibv_wc> got;
+  for (int i = 0; i < 1000 && got.size() < want; ++i) {
+    ibv_wc wc{};
+    if (ibv_poll_cq(cq, 1, &wc) == 1) got.push_back(wc);
+    else ::usleep(1000);
+  }
+  return got;
+}
+
+}  // namespace
+
+TEST_CASE("UD multicast: attached QPs receive a copy each, others do not; uverbs errnos", "[shim][mcast]") {
+  Ctx c;
+  constexpr std::uint32_t kQkey = 0x11111111;
+  ibv_device_attr da{};
+  REQUIRE(ibv_query_device(c.ctx, &da) == 0);
+  CHECK(da.max_mcast_grp > 0);
+  CHECK(da.max_mcast_qp_attach > 0);
+  ibv_cq* cq_a = ibv_create_cq(c.ctx, 16, nullptr, nullptr, 0);
+  ibv_cq* cq_b = ibv_create_cq(c.ctx, 16, nullptr, nullptr, 0);
+  ibv_cq* cq_o = ibv_create_cq(c.ctx, 16, nullptr, nullptr, 0);
+  ibv_cq* cq_s = ibv_create_cq(c.ctx, 16, nullptr, nullptr, 0);
+  REQUIRE((cq_a && cq_b && cq_o && cq_s));
+  ibv_qp* a = ud_qp(c.pd, cq_a, kQkey);
+  ibv_qp* b = ud_qp(c.pd, cq_b, kQkey);
+  ibv_qp* outsider = ud_qp(c.pd, cq_o, kQkey);
+  ibv_qp* sender = ud_qp(c.pd, cq_s, kQkey);
+
+  ibv_gid group{};  // ::ffff:239.7.7.7, an IPv4 multicast group as RoCE v2 names it
+  group.raw[10] = group.raw[11] = 0xff;
+  group.raw[12] = 239;
+  group.raw[13] = group.raw[14] = group.raw[15] = 7;
+  ibv_gid unicast{};  // ::ffff:127.0.0.1
+  unicast.raw[10] = unicast.raw[11] = 0xff;
+  unicast.raw[12] = 127;
+  unicast.raw[15] = 1;
+  CHECK(ibv_attach_mcast(a, &unicast, 0) == EINVAL);  // not a multicast GID
+  CHECK(ibv_detach_mcast(a, &group, 0) == EINVAL);    // not a member
+  REQUIRE(ibv_attach_mcast(a, &group, 0) == 0);
+  CHECK(ibv_attach_mcast(a, &group, 0) == 0);  // already a member: fine, as uverbs
+  REQUIRE(ibv_attach_mcast(b, &group, 0) == 0);
+  {
+    // Only UD QPs join groups.
+    ibv_qp_init_attr rc{};
+    rc.send_cq = rc.recv_cq = cq_o;
+    rc.qp_type = IBV_QPT_RC;
+    rc.cap = ibv_qp_cap{1, 1, 1, 1, 0};
+    ibv_qp* r = ibv_create_qp(c.pd, &rc);
+    REQUIRE(r != nullptr);
+    CHECK(ibv_attach_mcast(r, &group, 0) == EINVAL);
+    CHECK(ibv_destroy_qp(r) == 0);
+  }
+
+  std::vector<char> rbuf(4 * 256, 0), sbuf(64);
+  for (std::size_t i = 0; i < sbuf.size(); ++i) sbuf[i] = static_cast<char>('a' + i % 26);
+  ibv_mr* rmr = reg(c.pd, rbuf.data(), rbuf.size(), IBV_ACCESS_LOCAL_WRITE);
+  ibv_mr* smr = reg(c.pd, sbuf.data(), sbuf.size(), 0);
+  REQUIRE((rmr && smr));
+  ibv_qp* receivers[3] = {a, b, outsider};
+  for (int i = 0; i < 3; ++i) {
+    ibv_sge sge{reinterpret_cast<std::uintptr_t>(rbuf.data()) + 256U * static_cast<unsigned>(i), 256, rmr->lkey};
+    ibv_recv_wr rwr{};
+    rwr.wr_id = static_cast<std::uint64_t>(i);
+    rwr.sg_list = &sge;
+    rwr.num_sge = 1;
+    ibv_recv_wr* bad = nullptr;
+    REQUIRE(ibv_post_recv(receivers[i], &rwr, &bad) == 0);
+  }
+  ibv_ah_attr ah{};
+  ah.is_global = 1;
+  ah.grh.dgid = group;
+  ah.grh.sgid_index = 1;
+  ah.grh.hop_limit = 1;
+  ah.port_num = 1;
+  ibv_ah* gah = ibv_create_ah(c.pd, &ah);
+  REQUIRE(gah != nullptr);
+  ibv_sge ssge{reinterpret_cast<std::uintptr_t>(sbuf.data()), 64, smr->lkey};
+  ibv_send_wr wr{};
+  wr.wr_id = 99;
+  wr.sg_list = &ssge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_SEND;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr.ud.ah = gah;
+  wr.wr.ud.remote_qpn = 0xFFFFFF;  // IBA 10.5.2.3: multicast
+  wr.wr.ud.remote_qkey = kQkey;
+  ibv_send_wr* sbad = nullptr;
+  REQUIRE(ibv_post_send(sender, &wr, &sbad) == 0);
+  REQUIRE(poll_for(cq_s, 1).size() == 1);
+
+  for (int i = 0; i < 2; ++i) {
+    const auto got = poll_for(i == 0 ? cq_a : cq_b, 1);
+    REQUIRE(got.size() == 1);
+    CHECK(got[0].status == IBV_WC_SUCCESS);
+    CHECK(got[0].byte_len == 64 + 40);  // the 40-byte GRH first
+    CHECK(got[0].qp_num == receivers[i]->qp_num);
+    CHECK(got[0].src_qp == sender->qp_num);
+    CHECK((got[0].wc_flags & IBV_WC_GRH) != 0);
+    const char* base = rbuf.data() + 256 * i;
+    CHECK(std::memcmp(base + 40, sbuf.data(), 64) == 0);
+    // RoCE v2 over IPv4: the GRH's last 20 bytes are the IPv4 header, whose
+    // destination is the group.
+    CHECK(static_cast<unsigned char>(base[20 + 16]) == 239);
+    CHECK(static_cast<unsigned char>(base[20 + 19]) == 7);
+  }
+  CHECK(poll_for(cq_o, 1).empty());  // not attached: nothing
+
+  // Destroying an attached QP is refused (uverbs); detached, it goes.
+  CHECK(ibv_destroy_qp(a) == EBUSY);
+  CHECK(ibv_detach_mcast(a, &group, 0) == 0);
+  CHECK(ibv_detach_mcast(a, &group, 0) == EINVAL);
+  // Only b is a member now: a second send reaches b, and a gets nothing.
+  {
+    ibv_sge sge{reinterpret_cast<std::uintptr_t>(rbuf.data()), 256, rmr->lkey};
+    ibv_recv_wr rwr{};
+    rwr.sg_list = &sge;
+    rwr.num_sge = 1;
+    ibv_recv_wr* bad = nullptr;
+    REQUIRE(ibv_post_recv(a, &rwr, &bad) == 0);
+    sge.addr = reinterpret_cast<std::uintptr_t>(rbuf.data()) + 256;
+    REQUIRE(ibv_post_recv(b, &rwr, &bad) == 0);
+  }
+  REQUIRE(ibv_post_send(sender, &wr, &sbad) == 0);
+  REQUIRE(poll_for(cq_s, 1).size() == 1);
+  CHECK(poll_for(cq_b, 1).size() == 1);
+  CHECK(poll_for(cq_a, 1).empty());
+  CHECK(ibv_detach_mcast(b, &group, 0) == 0);
+
+  CHECK(ibv_destroy_ah(gah) == 0);
+  for (ibv_qp* q : {a, b, outsider, sender}) CHECK(ibv_destroy_qp(q) == 0);
+  for (ibv_cq* q : {cq_a, cq_b, cq_o, cq_s}) CHECK(ibv_destroy_cq(q) == 0);
+  CHECK(ibv_dereg_mr(rmr) == 0);
+  CHECK(ibv_dereg_mr(smr) == 0);
+}
