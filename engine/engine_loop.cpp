@@ -88,6 +88,11 @@ bool EngineLoop::init(std::string* error) {
     if (dp->link_fd() >= 0) watch(dp->link_fd(), false);
     paths_.push_back(std::move(dp));
   }
+  // The CM serves QP1 from the start, as the kernel's does: a peer's REQ
+  // gets its REP or REJ even before any local program has used rdma_cm
+  // (made lazily, its MADs were dropped: a REQ to a port nobody listened on
+  // went unanswered until the peer gave up).
+  reg_.cm();
   return true;
 }
 

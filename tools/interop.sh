@@ -322,6 +322,34 @@ cm_cell() {
   fi
 }
 
+# cm_reject_cell NAME SIDE: rping to a port nobody listens on at SIDE
+#   (urnic: 10.99.0.1, rxe: 10.99.0.11), from the other side: the CM there
+#   must answer with a REJ (reason 8, invalid service ID), the client must
+#   see RDMA_CM_EVENT_REJECTED and fail, within seconds (no retries to a
+#   timeout).
+cm_reject_cell() {
+  local name=$1 side=$2 a dir t0 rc out=$rt/cli.out
+  [[ -n $only && ! $name =~ $only ]] && return 0
+  cells_run=$((cells_run + 1))
+  port=$((port + 1)); t0=$(date +%s.%N)
+  if [[ $side == urnic ]]; then
+    a=10.99.0.1; dir="urnic=server,rxe=client"
+    VMT=60 vm "timeout 30 rping -c -a $a -p $port -C 1; echo rc=\$?" > "$out" 2>&1
+    rc=$(sed -n 's/^rc=//p' "$out" | tail -1)
+  else
+    a=10.99.0.11; dir="rxe=server,urnic=client"
+    nsx "${host_env[@]}" timeout 30 rping -c -a $a -p $port -C 1 > "$out" 2>&1
+    rc=$?
+  fi
+  local dt
+  dt=$(printf '%.1f' "$(echo "$(date +%s.%N) - $t0" | bc)")
+  if [[ -n $rc && $rc != 0 && $rc != 124 ]] && grep -qE 'REJECTED.*error 8' "$out"; then
+    line "$name" "$dir" "$gname" "$mtu" PASS "${dt}s exit $rc: $(grep -E 'REJECTED' "$out" | tail -1 | cut -c1-50)"
+  else
+    line "$name" "$dir" "$gname" "$mtu" FAIL "${dt}s exit ${rc:-?}: $(tail -1 "$out" | cut -c1-80)"
+  fi
+}
+
 capture_start() { # capture_start FILE
   cells_run=0
   ip netns exec "$NS" dumpcap -q -P -i br-roce -w "$1" > /dev/null 2>&1 &
@@ -390,6 +418,9 @@ for mtu in $mtus; do
           ucmatose -s @A@ -p @P@ -c 2 -C 10
         cm_cell "udaddy -c 2 -C 10"          $side 'return status 0' udaddy -c 2 -C 10 -- \
           udaddy -s @A@ -c 2 -C 10
+        cm_cell "rdma_server / rdma_client"  $side 'rdma_client: end 0' rdma_server -p @P@ -- \
+          rdma_client -s @A@ -p @P@
+        cm_reject_cell "rping to a port nobody listens on" $side
       fi
       # perftest -R connects twice; its server listens again in between, and
       # a client whose second REQ comes first gets the kernel's immediate
