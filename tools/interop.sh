@@ -199,6 +199,25 @@ line() { # line PROGRAM DIR GID MTU RESULT DETAIL
 # last error-looking line of a program's output, for the FAIL reason
 why() { grep -vE '^ *$|^-+$' "$1" 2>/dev/null | grep -iE 'fail|error|err |couldn|unable|invalid|timeout|mismatch' | tail -1 | cut -c1-110; }
 
+# A server program in the peer VM, in the background: its output and, at
+# its end, "rc=N" go to /tmp/s.out there.
+vm_server_start() { # vm_server_start "CMD ARGS"
+  vm "rm -f /tmp/s.out /tmp/s.pid; (timeout 60 $1 > /tmp/s.out 2>&1 & echo \$! > /tmp/s.pid; wait \$!; echo rc=\$? >> /tmp/s.out) </dev/null >/dev/null 2>&1 &" >/dev/null 2>&1
+}
+# Waits up to 30 s for it to end; copies its output to FILE and prints its
+# exit status, or "hung" (it is then killed).
+vm_server_wait() { # vm_server_wait FILE
+  local rc=""
+  for _ in $(seq 60); do
+    vm 'cat /tmp/s.out' > "$1" 2>/dev/null
+    rc=$(sed -n 's/^rc=//p' "$1" | tail -1)
+    [[ -n $rc ]] && break
+    sleep 0.5
+  done
+  if [[ -z $rc ]]; then vm 'kill $(cat /tmp/s.pid) 2>/dev/null; true' >/dev/null 2>&1; rc=hung; fi
+  echo "$rc"
+}
+
 # cell NAME SERVER(urnic|rxe) GIDIDX EXPECT PROG ARGS...
 #   PROG ARGS run on both sides (the device and GID options are added);
 #   the client also gets the server's control address. PASS: both exit 0
@@ -230,18 +249,11 @@ cell() {
     server_pid=""
   else
     dir="rxe=server,urnic=client"
-    vm "rm -f /tmp/s.out /tmp/s.pid; (timeout 60 $prog $dev_r $* > /tmp/s.out 2>&1 & echo \$! > /tmp/s.pid; wait \$!; echo rc=\$? >> /tmp/s.out) </dev/null >/dev/null 2>&1 &" >/dev/null 2>&1
+    vm_server_start "$prog $dev_r $*"
     VMT=30 vm "i=0; while [ \$i -lt 100 ]; do netstat -ltn 2>/dev/null | grep -q ':$port ' && exit 0; sleep 0.1; i=\$((i+1)); done" >/dev/null 2>&1
     nsx "${host_env[@]}" timeout 60 "$prog" $dev_u "$@" $VM_CTL > "$cli_out" 2>&1
     crc=$?
-    src=""
-    for _ in $(seq 60); do
-      vm 'cat /tmp/s.out' > "$srv_out" 2>/dev/null
-      src=$(sed -n 's/^rc=//p' "$srv_out" | tail -1)
-      [[ -n $src ]] && break
-      sleep 0.5
-    done
-    if [[ -z $src ]]; then vm 'kill $(cat /tmp/s.pid) 2>/dev/null; true' >/dev/null 2>&1; src=hung; fi
+    src=$(vm_server_wait "$srv_out")
   fi
   local dt got
   dt=$(printf '%.1f' "$(echo "$(date +%s.%N) - $t0" | bc)")
@@ -296,18 +308,11 @@ cm_cell() {
     server_pid=""
   else
     dir="rxe=server,urnic=client"
-    vm "rm -f /tmp/s.out /tmp/s.pid; (timeout 60 ${scmd[*]} > /tmp/s.out 2>&1 & echo \$! > /tmp/s.pid; wait \$!; echo rc=\$? >> /tmp/s.out) </dev/null >/dev/null 2>&1 &" >/dev/null 2>&1
+    vm_server_start "${scmd[*]}"
     sleep 2  # the emulated peer starts programs slowly
     nsx "${host_env[@]}" timeout 60 "${ccmd[@]}" > "$cli_out" 2>&1
     crc=$?
-    src=""
-    for _ in $(seq 60); do
-      vm 'cat /tmp/s.out' > "$srv_out" 2>/dev/null
-      src=$(sed -n 's/^rc=//p' "$srv_out" | tail -1)
-      [[ -n $src ]] && break
-      sleep 0.5
-    done
-    if [[ -z $src ]]; then vm 'kill $(cat /tmp/s.pid) 2>/dev/null; true' >/dev/null 2>&1; src=hung; fi
+    src=$(vm_server_wait "$srv_out")
   fi
   local dt got=1
   dt=$(printf '%.1f' "$(echo "$(date +%s.%N) - $t0" | bc)")
