@@ -288,7 +288,15 @@ void Qp::fail_head(WcStatus st, Nanos now) {
   else enter_sq_error(now);
 }
 
+// Executed binds/invalidates complete as soon as they reach the head (in
+// order: every WQE before them has completed).
+void Qp::complete_local_ops(Nanos now) {
+  while (!sq_.empty() && is_local_op(sq_.front().opcode) && sq_.front().state == WqeState::kSent)
+    if (!complete_head(WcStatus::kSuccess, now)) return;
+}
+
 void Qp::complete_local_errors(Nanos now) {
+  complete_local_ops(now);
   if (!sq_.empty() && sq_.front().state == WqeState::kLocalError) {
     ctx_.counters.inc(Counter::kSendErr);
     fail_head(sq_.front().status, now);

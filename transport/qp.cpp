@@ -90,8 +90,10 @@ bool opcode_allowed(WrOpcode op, QpType t) noexcept {
     case WrOpcode::kAtomicCmpAndSwp:
     case WrOpcode::kAtomicFetchAndAdd:
     case WrOpcode::kSendWithInv: return t == QpType::kRc;
+    // IBA 10.6.7.2 / 10.6.7.4: binds and local invalidation on the
+    // connected service types (a UD QP cannot bind or invalidate).
     case WrOpcode::kLocalInv:
-    case WrOpcode::kBindMw: return false;  // memory windows: not yet
+    case WrOpcode::kBindMw: return t != QpType::kUd;
   }
   return false;
 }
@@ -374,6 +376,13 @@ int Qp::post_send(const SendWr& wr, Nanos now) {
   }
   w.imm = wr.imm_data;
   w.inv_rkey = wr.invalidate_rkey;
+  if (wr.opcode == WrOpcode::kBindMw) w.bind = wr.bind;
+  if (is_local_op(wr.opcode)) {  // no data: a scatter list or inline bytes are ignored
+    w.sges.clear();
+    w.inline_bytes.clear();
+    w.is_inline = false;
+    w.length = 0;
+  }
   w.remote_addr = wr.remote_addr;
   w.rkey = wr.rkey;
   w.compare_add = wr.compare_add;

@@ -76,10 +76,15 @@ ReqState Qp::req_step(Nanos now) {
   if (req_idx_ >= sq_.size()) return ReqState::kIdle;
   SendWqe& w = sq_[req_idx_];
   if (w.state == WqeState::kLocalError) return ReqState::kLocalError;
+  if (is_local_op(w.opcode) && w.state != WqeState::kPosted) {
+    advance_req();  // executed already; a go-back-N pass steps over it
+    return ReqState::kSending;
+  }
   if (w.state == WqeState::kPosted) {
     if (attr_.qp_state == QpState::kSqd) return ReqState::kDrained;
     // IBA 10.8.3.3: a fenced WR waits for earlier READ/atomic WRs.
     if ((w.send_flags & send_flag::kFence) && outstanding_rd_atomic() > 0) return ReqState::kWaitFence;
+    if (is_local_op(w.opcode)) return run_local_op(w, now);
     if (is_rd_atomic(w.opcode) && outstanding_rd_atomic() >= rd_atomic_limit(w)) return ReqState::kWaitRdAtomic;
     if (!start_wqe(w)) return ReqState::kLocalError;
   } else if (is_rd_atomic(w.opcode) && outstanding_rd_atomic() >= rd_atomic_limit(w)) {
@@ -123,6 +128,29 @@ bool Qp::start_wqe(SendWqe& w) {
   req_psn_ = w.first_psn;
   w.state = WqeState::kInFlight;
   return true;
+}
+
+// A bind or local invalidate (IBA 10.6.7.2, 10.6.7.4): executed in send
+// queue order when the requester reaches it -- WRs posted after it see its
+// effect, WRs before it were already sent. A failed check completes it in
+// order with its error status (kMwBindErr for a bind, kLocQpOpErr for an
+// invalidate of a key that cannot be invalidated, as rxe reports it).
+ReqState Qp::run_local_op(SendWqe& w, Nanos now) {
+  const WcStatus st = w.opcode == WrOpcode::kBindMw ? ctx_.bind_mw(init_.pd, qpn_, w.bind)
+                      : ctx_.invalidate(w.inv_rkey, init_.pd, qpn_, false) ? WcStatus::kSuccess
+                                                                            : WcStatus::kLocQpOpErr;
+  w.npkts = 0;
+  w.first_psn = next_psn_;
+  w.last_psn = next_psn_ - 1;
+  if (st != WcStatus::kSuccess) {
+    w.state = WqeState::kLocalError;
+    w.status = st;
+    return ReqState::kLocalError;
+  }
+  w.state = WqeState::kSent;
+  advance_req();
+  complete_local_ops(now);  // at once when nothing before it is outstanding
+  return ReqState::kSending;
 }
 
 void Qp::advance_req() {
@@ -258,7 +286,8 @@ void Qp::reposition(Psn p) {
   std::size_t i = 0;
   for (; i < sq_.size(); ++i) {
     const SendWqe& w = sq_[i];
-    if (w.state == WqeState::kPosted || w.npkts == 0) break;
+    if (w.state == WqeState::kPosted || w.state == WqeState::kLocalError) break;
+    if (w.npkts == 0) continue;  // an executed bind/invalidate: nothing to resend
     if ((p - w.last_psn) <= 0) break;
   }
   req_idx_ = i;

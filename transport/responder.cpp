@@ -148,8 +148,8 @@ RespState Qp::resp_chk_rkey(const wire::IbPacket& pkt) {
   const auto& i = pkt.info();
   if (i.is(Op::kAtomic)) {
     if (pkt.atomic_eth.va & 7) return RespState::kErrNakInvalidRequest;  // IBA 9.4.5: 8-byte aligned
-    if (ctx_.check_key(pkt.atomic_eth.rkey, init_.pd, pkt.atomic_eth.va, 8, access::kRemoteAtomic, nullptr) !=
-        KeyCheck::kOk)
+    if (ctx_.check_rkey(pkt.atomic_eth.rkey, init_.pd, qpn_, pkt.atomic_eth.va, 8, access::kRemoteAtomic,
+                        nullptr) != KeyCheck::kOk)
       return RespState::kErrNakRemoteAccess;
     return RespState::kExecute;
   }
@@ -157,7 +157,7 @@ RespState Qp::resp_chk_rkey(const wire::IbPacket& pkt) {
     const uint32_t need = i.is(Op::kWrite) ? access::kRemoteWrite : access::kRemoteRead;
     // A zero-length RDMA does not validate the R_Key (IBA 9.7.4.1.x).
     if (pkt.reth.dma_len > 0 &&
-        ctx_.check_key(pkt.reth.rkey, init_.pd, pkt.reth.va, pkt.reth.dma_len, need, nullptr) != KeyCheck::kOk)
+        ctx_.check_rkey(pkt.reth.rkey, init_.pd, qpn_, pkt.reth.va, pkt.reth.dma_len, need, nullptr) != KeyCheck::kOk)
       return RespState::kErrNakRemoteAccess;
     if (i.is(Op::kWrite)) {
       write_va_ = pkt.reth.va;
@@ -167,8 +167,8 @@ RespState Qp::resp_chk_rkey(const wire::IbPacket& pkt) {
     }
   } else if (i.is(Op::kWrite) && !pkt.payload.empty()) {
     // MIDDLE/LAST: the MR may have been deregistered since the FIRST.
-    if (ctx_.check_key(write_rkey_, init_.pd, write_va_ + msg_offset_, pkt.payload.size(), access::kRemoteWrite,
-                       nullptr) != KeyCheck::kOk)
+    if (ctx_.check_rkey(write_rkey_, init_.pd, qpn_, write_va_ + msg_offset_, pkt.payload.size(),
+                        access::kRemoteWrite, nullptr) != KeyCheck::kOk)
       return RespState::kErrNakRemoteAccess;
   }
   return RespState::kExecute;
@@ -189,7 +189,8 @@ RespState Qp::resp_execute(const wire::IbPacket& pkt, Nanos now) {
   if (i.is(Op::kWrite)) {
     if (!pkt.payload.empty()) {
       const Mr* mr = nullptr;
-      ctx_.check_key(write_rkey_, init_.pd, write_va_ + msg_offset_, pkt.payload.size(), access::kRemoteWrite, &mr);
+      ctx_.check_rkey(write_rkey_, init_.pd, qpn_, write_va_ + msg_offset_, pkt.payload.size(), access::kRemoteWrite,
+                      &mr);
       if (mr == nullptr || !ctx_.mem.write(mr->dom, mr->local(write_va_ + msg_offset_), pkt.payload))
         return RespState::kErrNakRemoteOperational;
     }
@@ -216,7 +217,7 @@ RespState Qp::resp_execute(const wire::IbPacket& pkt, Nanos now) {
   }
   if (i.is(Op::kAtomic)) {
     const Mr* mr = nullptr;
-    ctx_.check_key(pkt.atomic_eth.rkey, init_.pd, pkt.atomic_eth.va, 8, access::kRemoteAtomic, &mr);
+    ctx_.check_rkey(pkt.atomic_eth.rkey, init_.pd, qpn_, pkt.atomic_eth.va, 8, access::kRemoteAtomic, &mr);
     uint64_t orig = 0;
     const bool ok = mr != nullptr &&
                     ((pkt.bth.opcode & 0x1F) == op::kCompareSwap
@@ -256,12 +257,10 @@ RespState Qp::resp_complete(const wire::IbPacket& pkt, Nanos now) {
   Cqe e;
   e.qp_num = qpn_;
   if (i.is(Op::kInvalidate)) {
-    // IBA 10.6.1.3 / 9.4.1.x: SEND with Invalidate invalidates the named
-    // R_Key of our PD; one we cannot invalidate is an invalid request.
-    auto it = ctx_.mrs.find(pkt.ieth_rkey);
-    if (it == ctx_.mrs.end() || it->second.pd != init_.pd || it->second.state != MrState::kValid)
-      return RespState::kErrNakInvalidRequest;
-    it->second.state = MrState::kInvalidated;
+    // IBA 10.6.1.3 / 10.6.7.4: SEND with Invalidate invalidates the named
+    // R_Key of our PD (an MR, or a type 2 window bound to this QP); one we
+    // cannot invalidate is an invalid request.
+    if (!ctx_.invalidate(pkt.ieth_rkey, init_.pd, qpn_, true)) return RespState::kErrNakInvalidRequest;
     e.wc_flags |= wc_flag::kWithInv;
     e.imm_data = pkt.ieth_rkey;
   }
@@ -315,7 +314,7 @@ RespState Qp::resp_duplicate(const wire::IbPacket& pkt, Nanos now) {
       const uint64_t off = uint64_t{static_cast<uint32_t>(p - r.first_psn)} * pmtu();
       if (pkt.reth.va != r.va + off || pkt.reth.rkey != r.rkey) return RespState::kDrop;
       if (r.length > 0 &&
-          ctx_.check_key(r.rkey, init_.pd, r.va, r.length, access::kRemoteRead, nullptr) != KeyCheck::kOk)
+          ctx_.check_rkey(r.rkey, init_.pd, qpn_, r.va, r.length, access::kRemoteRead, nullptr) != KeyCheck::kOk)
         return RespState::kErrNakRemoteAccess;
       send_read_responses(r, p, now);
       return RespState::kDone;
@@ -343,7 +342,7 @@ RespState Qp::resp_duplicate(const wire::IbPacket& pkt, Nanos now) {
 void Qp::send_read_responses(const RespResource& r, Psn from, Nanos now) {
   const uint32_t mtu = pmtu();
   const Mr* mr = nullptr;
-  if (r.length > 0) ctx_.check_key(r.rkey, init_.pd, r.va, r.length, access::kRemoteRead, &mr);
+  if (r.length > 0) ctx_.check_rkey(r.rkey, init_.pd, qpn_, r.va, r.length, access::kRemoteRead, &mr);
   for (Psn p = from;; ++p) {
     const uint32_t idx = static_cast<uint32_t>(p - r.first_psn);
     const bool first = p == from;
@@ -439,7 +438,7 @@ void Qp::uc_run(const wire::IbPacket& pkt, Nanos now) {
     if (msg_offset_ + pl > write_len_ || (i.is(Op::kLast) && msg_offset_ + pl != write_len_)) return drop();
     if (pl > 0) {
       const Mr* mr = nullptr;
-      if (ctx_.check_key(write_rkey_, init_.pd, write_va_ + msg_offset_, pl, access::kRemoteWrite, &mr) !=
+      if (ctx_.check_rkey(write_rkey_, init_.pd, qpn_, write_va_ + msg_offset_, pl, access::kRemoteWrite, &mr) !=
               KeyCheck::kOk ||
           !ctx_.mem.write(mr->dom, mr->local(write_va_ + msg_offset_), pkt.payload))
         return drop();

@@ -117,10 +117,7 @@ ErrnoOr<MrKeys> Transport::reg_mr(PdHandle pd, MemDomain dom, uint64_t addr, uin
   // IBA 10.6.3.1: remote write or remote atomic requires local write.
   if ((acc & (access::kRemoteWrite | access::kRemoteAtomic)) && !(acc & access::kLocalWrite)) return {EINVAL, {}};
   if (addr + length < addr || iova + length < iova) return {EINVAL, {}};
-  // Key = 24-bit index + 8-bit variant (IBA 10.6.2: the low byte is the
-  // consumer-owned key part; here it only makes keys less guessable).
-  const uint32_t idx = ctx_->next_key_index++;
-  const uint32_t key = (idx << 8) | ((idx * 0x9Du + 0x5Bu) & 0xFF);
+  const uint32_t key = ctx_->new_key();
   detail::Mr mr;
   mr.key = key;
   mr.pd = pd;
@@ -137,6 +134,9 @@ ErrnoOr<MrKeys> Transport::reg_mr(PdHandle pd, MemDomain dom, uint64_t addr, uin
 int Transport::dereg_mr(uint32_t lkey) {
   auto it = ctx_->mrs.find(lkey);
   if (it == ctx_->mrs.end()) return EINVAL;
+  // IBA 11.2.8.4: a region with memory windows bound to it cannot be
+  // deregistered (the windows would expose freed memory).
+  if (it->second.windows > 0) return EBUSY;
   auto pd = ctx_->pds.find(static_cast<uint32_t>(it->second.pd));
   if (pd != ctx_->pds.end()) --pd->second.users;
   ctx_->mrs.erase(it);
@@ -311,6 +311,12 @@ int Transport::destroy_qp(uint32_t qpn) {
   dec(ctx_->cqs, static_cast<uint32_t>(a.send_cq));
   dec(ctx_->cqs, static_cast<uint32_t>(a.recv_cq));
   if (a.has_srq) dec(ctx_->srqs, static_cast<uint32_t>(a.srq));
+  // IBA 10.6.7.2.2: type 2 windows bound to a destroyed QP are invalidated.
+  for (auto& [idx, mw] : ctx_->mws)
+    if (mw.type == MwType::kType2 && mw.state == detail::MwState::kValid && mw.qpn == qpn) {
+      ctx_->unbind(mw);
+      mw.state = detail::MwState::kFree;
+    }
   qps_.erase(it);
   return 0;
 }

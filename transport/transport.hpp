@@ -75,6 +75,14 @@ class Transport {
   // ibv_rereg_mr (transport/mr_resize.cpp): change an MR's translation, PD
   // and/or access in place; the keys stay the same.
   int rereg_mr(uint32_t lkey, const MrRereg& change);
+  // Memory windows (IBA 10.6.7; transport/mw.cpp). alloc_mw returns the
+  // window's R_Key (type 1: valid with length 0, i.e. granting nothing;
+  // type 2: free until a bind WR binds it); other types are EINVAL.
+  // Windows are bound and invalidated by send WRs (WrOpcode::kBindMw,
+  // kLocalInv) and by a peer's SEND with Invalidate. dealloc_mw takes any
+  // key of the window and releases its MR.
+  ErrnoOr<uint32_t> alloc_mw(PdHandle pd, MwType type);
+  int dealloc_mw(uint32_t rkey);
   // ibv_resize_cq: EINVAL when more CQEs are queued than `cqe`.
   int resize_cq(CqHandle cq, uint32_t cqe);
 

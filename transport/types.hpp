@@ -63,6 +63,11 @@ enum class WrOpcode : uint8_t {
   kSendWithInv = 9,
 };
 
+// ibv_mw_type (IBA 10.6.7: type 1 is bound with the Bind MW verb and
+// belongs to a PD; type 2 (2B) is bound with a send WR and is then
+// associated with the QP that bound it).
+enum class MwType : uint8_t { kType1 = 1, kType2 = 2 };
+
 // ibv_send_flags.
 namespace send_flag {
 inline constexpr uint32_t kFence = 1u << 0, kSignaled = 1u << 1, kSolicited = 1u << 2, kInline = 1u << 3;
@@ -155,6 +160,17 @@ struct AhAttr {
   bool operator==(const AhAttr&) const = default;
 };
 
+// A memory window bind (WrOpcode::kBindMw; ibv_bind_mw and IBV_WR_BIND_MW):
+// which window, the R_Key it gets, and the part of which MR it exposes.
+struct MwBind {
+  uint32_t mw_rkey = 0;   // names the window: any key carrying its 24-bit index
+  uint32_t new_rkey = 0;  // the window's R_Key after the bind (same index; the consumer's 8-bit key)
+  uint32_t mr_lkey = 0;
+  uint64_t addr = 0;      // in the MR's I/O virtual address space
+  uint64_t length = 0;    // 0: unbind (type 1 only)
+  uint32_t access = 0;    // access:: remote bits (local write is ignored)
+};
+
 // ibv_send_wr, with the scatter list and inline bytes as spans: post_send
 // copies both into the WQE before returning (the caller's memory is not
 // referenced afterwards).
@@ -167,7 +183,8 @@ struct SendWr {
   // fetched them from the application); sg_list is then ignored.
   std::span<const uint8_t> inline_data;
   uint32_t imm_data = 0;         // ImmDt as the 32-bit value carried on the wire
-  uint32_t invalidate_rkey = 0;  // kSendWithInv
+  uint32_t invalidate_rkey = 0;  // kSendWithInv, kLocalInv
+  MwBind bind;                   // kBindMw
   uint64_t remote_addr = 0;      // RDMA and atomics
   uint32_t rkey = 0;
   uint64_t compare_add = 0;      // atomics: compare (CAS) or add (FAA)
@@ -269,6 +286,7 @@ struct DeviceCaps {
   // 1 GiB: at PMTU 256 that is 2^22 PSNs, inside the 2^23 PSN window.
   uint64_t max_msg_sz = 1ull << 30;
   uint32_t max_qp = 1u << 16;
+  uint32_t max_mw = 1u << 16;
 };
 
 std::string_view to_string(QpState s) noexcept;
