@@ -284,7 +284,7 @@ bool Qp::complete_head(WcStatus st, Nanos now) {
 void Qp::fail_head(WcStatus st, Nanos now) {
   URNIC_TRACE(qpn_, "comp", "CHECK_ACK", "ERROR", to_string(st));
   if (!sq_.empty() && complete_head(st, now) == false) return;
-  if (init_.type == QpType::kRc) enter_error(now);
+  if (reliable()) enter_error(now);
   else enter_sq_error(now);
 }
 

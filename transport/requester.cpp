@@ -92,7 +92,7 @@ ReqState Qp::req_step(Nanos now) {
     // more request in the responder's resources (IBA 9.5.x, max_rd_atomic).
     return ReqState::kWaitRdAtomic;
   }
-  if (init_.type == QpType::kRc && (req_psn_ - comp_psn_) >= static_cast<int32_t>(ctx_.cfg.max_inflight_pkts))
+  if (reliable() && (req_psn_ - comp_psn_) >= static_cast<int32_t>(ctx_.cfg.max_inflight_pkts))
     return ReqState::kWaitWindow;
   send_next_packet(w, now);
   return ReqState::kSending;
@@ -163,9 +163,10 @@ void Qp::advance_req() {
 
 void Qp::send_next_packet(SendWqe& w, Nanos now) {
   const uint32_t mtu = pmtu();
-  const uint8_t base = init_.type == QpType::kRc ? op::kRc : init_.type == QpType::kUc ? op::kUc : op::kUd;
+  const uint8_t base = opcode_base();
   wire::IbPacket p;
   p.bth.psn = req_psn_;
+  p.xrc_srqn = w.xrc_srqn;  // on the wire only for XRC (the opcode's XRCETH)
   Addressing addr = path_addr();
   if (init_.type == QpType::kUd) {
     addr.dest_qpn = w.ud_qpn;
@@ -244,7 +245,7 @@ void Qp::send_next_packet(SendWqe& w, Nanos now) {
   p.bth.solicited = last && (w.send_flags & send_flag::kSolicited) != 0;
   // AckReq on the last packet of a message, and periodically inside a long
   // one so the responder's ACKs keep the window moving.
-  p.bth.ack_req = init_.type == QpType::kRc && (last || (idx + 1) % ctx_.cfg.ack_req_every == 0);
+  p.bth.ack_req = reliable() && (last || (idx + 1) % ctx_.cfg.ack_req_every == 0);
   const std::size_t len = static_cast<std::size_t>(std::min<uint64_t>(mtu, w.length - std::min(offset, w.length)));
   std::span<uint8_t> buf(ctx_.scratch.data(), len);
   if (len > 0) {
@@ -268,7 +269,7 @@ void Qp::send_next_packet(SendWqe& w, Nanos now) {
     advance_req();
     // UC and UD are unacknowledged: a WQE completes once its last packet is
     // out (IBA 9.8.2, 9.8.3).
-    if (init_.type != QpType::kRc) {
+    if (!reliable()) {
       comp_psn_ = req_psn_;
       complete_head(WcStatus::kSuccess, now);
     }
@@ -300,7 +301,7 @@ void Qp::reposition(Psn p) {
 // The local ACK timer (IBA 9.7.6.1.3): armed while some PSN is unacknowledged,
 // restarted on forward progress; timeout 0 means never.
 void Qp::update_ack_timer(Nanos now, bool progress) {
-  if (init_.type != QpType::kRc || attr_.timeout == 0 || rnr_deadline_ != kNever ||
+  if (!reliable() || attr_.timeout == 0 || rnr_deadline_ != kNever ||
       !send_queue_active()) {
     ack_deadline_ = kNever;
     return;

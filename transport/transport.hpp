@@ -98,6 +98,15 @@ class Transport {
   int destroy_srq(SrqHandle srq);
   int post_srq_recv(SrqHandle srq, const RecvWr& wr);
 
+  // XRC domains and XRC SRQs (transport/xrc.cpp). An XRC SRQ belongs to an
+  // XRC domain, takes memory checks from its PD and completes receives to
+  // its own CQ; its number (srq_num, what an initiator puts in the XRCETH)
+  // is unique on the device.
+  XrcdHandle alloc_xrcd();
+  int dealloc_xrcd(XrcdHandle xrcd);  // EBUSY while XRC SRQs or XRC_RECV QPs use it
+  ErrnoOr<SrqHandle> create_xrc_srq(PdHandle pd, XrcdHandle xrcd, CqHandle cq, const SrqAttr& attr);
+  uint32_t srq_num(SrqHandle srq) const noexcept { return static_cast<uint32_t>(srq) & 0xFFFFFF; }
+
   // Address handles (UD).
   ErrnoOr<AhHandle> create_ah(PdHandle pd, const AhAttr& attr);
   int destroy_ah(AhHandle ah);
@@ -129,6 +138,8 @@ class Transport {
 
  private:
   detail::Qp* find_qp(uint32_t qpn) const;
+  uint32_t alloc_qpn();
+  ErrnoOr<uint32_t> create_xrc_recv_qp(const QpInitAttr& a);
 
   std::unique_ptr<detail::Context> ctx_;
   std::unordered_map<uint32_t, std::unique_ptr<detail::Qp>> qps_;

@@ -22,12 +22,16 @@ enum class PdHandle : uint32_t {};
 enum class CqHandle : uint32_t {};
 enum class SrqHandle : uint32_t {};
 enum class AhHandle : uint32_t {};
+enum class XrcdHandle : uint32_t {};
 // Which address space an MR lives in (the engine: an application process or
 // a shared mapping; the tests: a local buffer). Opaque to the transport.
 enum class MemDomain : uint64_t {};
 
-// ibv_qp_type.
-enum class QpType : uint8_t { kRc = 2, kUc = 3, kUd = 4 };
+// ibv_qp_type. XRC (IBA XRC annex): an XRC_SEND (initiator) QP is an RC
+// requester whose requests name an XRC SRQ at the target; an XRC_RECV
+// (target) QP is an RC responder that takes receive WQEs from, and checks
+// memory against the PD of, the XRC SRQ each request names.
+enum class QpType : uint8_t { kRc = 2, kUc = 3, kUd = 4, kXrcSend = 9, kXrcRecv = 10 };
 
 // ibv_qp_state (IBA 10.3.1).
 enum class QpState : uint8_t { kReset = 0, kInit = 1, kRtr = 2, kRts = 3, kSqd = 4, kSqe = 5, kErr = 6 };
@@ -192,6 +196,7 @@ struct SendWr {
   AhHandle ah{};                 // UD
   uint32_t remote_qpn = 0;       // UD
   uint32_t remote_qkey = 0;      // UD (high bit set: use the QP's Q_Key)
+  uint32_t xrc_remote_srqn = 0;  // XRC_SEND: the target's XRC SRQ (XRCETH)
 };
 
 struct RecvWr {
@@ -234,6 +239,7 @@ struct QpInitAttr {
   CqHandle recv_cq{};
   bool has_srq = false;
   SrqHandle srq{};
+  XrcdHandle xrcd{};  // XRC_RECV: its XRC domain (no PD, CQs or queues of its own)
   QpCap cap;
   bool sq_sig_all = false;
 };

@@ -73,6 +73,9 @@ struct Cq {
 struct Srq {
   SrqHandle handle{};
   PdHandle pd{};
+  bool xrc = false;         // an XRC SRQ: in `xrcd`, completing to `cq`
+  XrcdHandle xrcd{};
+  CqHandle cq{};
   SrqAttr attr;             // srq_limit 0 = disarmed (IBA 11.5.2.4)
   std::deque<RecvWqe> q;
   uint32_t users = 0;
@@ -87,6 +90,10 @@ struct Pd {
   uint32_t users = 0;  // MRs, QPs, SRQs, AHs
 };
 
+struct Xrcd {
+  uint32_t users = 0;  // XRC SRQs, XRC_RECV QPs
+};
+
 struct Context {
   MemoryAccess& mem;
   TxSink& tx;
@@ -98,6 +105,7 @@ struct Context {
   std::unordered_map<uint32_t, Cq> cqs;
   std::unordered_map<uint32_t, Srq> srqs;
   std::unordered_map<uint32_t, Ah> ahs;
+  std::unordered_map<uint32_t, Xrcd> xrcds;
   std::unordered_map<uint32_t, Mw> mws;  // keyed by key index (key >> 8); MRs and windows share the index space
   uint32_t next_handle = 1;
   uint32_t next_key_index = 1;

@@ -51,6 +51,7 @@ struct SendWqe {
   AhAttr ud_ah;
   uint32_t ud_qpn = 0;
   uint32_t ud_qkey = 0;
+  uint32_t xrc_srqn = 0;    // XRC_SEND: XRCETH of every request packet
   WqeState state = WqeState::kPosted;
   WcStatus status = WcStatus::kSuccess;
   Psn first_psn;
@@ -193,6 +194,18 @@ class Qp {
   Addressing path_addr() const;
   uint32_t pmtu() const noexcept;
   bool send_queue_active() const noexcept;
+  // RC and both XRC halves are reliably connected (ACKs, retries, ERR on a
+  // send error); the XRC target answers with XRC opcodes.
+  bool reliable() const noexcept {
+    return init_.type == QpType::kRc || init_.type == QpType::kXrcSend || init_.type == QpType::kXrcRecv;
+  }
+  bool xrc_target() const noexcept { return init_.type == QpType::kXrcRecv; }
+  uint8_t opcode_base() const noexcept;
+  // The responder's PD and receive CQ: the QP's own, or for an XRC target
+  // those of the XRC SRQ the current request names (select_xrc_srq).
+  PdHandle resp_pd() const noexcept;
+  CqHandle resp_cq() const noexcept;
+  bool select_xrc_srq(const wire::IbPacket& pkt);
 
   // requester.cpp
   void req_run(Nanos now);
@@ -278,6 +291,7 @@ class Qp {
   uint32_t unacked_ = 0;      // requests accepted since the last ACK we sent
   std::deque<RespResource> resources_;  // at most max(1, max_dest_rd_atomic)
   uint8_t pending_nak_ = 0;   // the syndrome chosen by a check step
+  SrqHandle xrc_srq_{};       // XRC target: the SRQ the request being processed names
   WcStatus pending_recv_status_ = WcStatus::kSuccess;
 };
 
