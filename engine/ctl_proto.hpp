@@ -72,6 +72,8 @@ enum class MsgType : std::uint16_t {
   kImportDevice = 102,      // on a duplicated connection fd; reply may pass the doorbell fd
   kImportPd = 103,
   kImportMr = 104,
+  kAllocMw = 105,
+  kDeallocMw = 106,
   // 90..99: observability and fault injection (engine/stats, engine/fault,
   // engine/capture; engine/stats_ctl.cpp). No opened device needed: the
   // request names the device.

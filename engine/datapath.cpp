@@ -100,6 +100,7 @@ t::TransportConfig config_for(const Device& dev) {
   cfg.caps.max_srq_wr = a.max_srq_wr;
   cfg.caps.max_qp_rd_atom = static_cast<std::uint8_t>(std::min<std::uint32_t>(a.max_qp_rd_atom, 255));
   cfg.caps.max_qp = a.max_qp;
+  cfg.caps.max_mw = a.max_mw;
   cfg.port_mtu = static_cast<t::Mtu>(dev.port().max_mtu);
   cfg.first_qpn = 17;  // IBA 10.2.4: QP0/QP1 are special; rxe also starts at 17
   return cfg;
@@ -281,6 +282,16 @@ bool DataPath::drain_sq(std::uint32_t qpn, QpBinding& b, t::Nanos now) {
     wr.rkey = h.rkey;
     wr.compare_add = h.compare_add;
     wr.swap = h.swap;
+    if (wr.opcode == t::WrOpcode::kBindMw) {
+      // The bind WQE layout (engine/shm_ring.hpp): the window is named by
+      // its R_Key's index; the transport checks the rest when it executes.
+      wr.bind.mw_rkey = h.imm_data;
+      wr.bind.new_rkey = h.rkey;
+      wr.bind.mr_lkey = static_cast<std::uint32_t>(h.swap);
+      wr.bind.addr = h.remote_addr;
+      wr.bind.length = h.compare_add;
+      wr.bind.access = static_cast<std::uint32_t>(h.swap >> 32);
+    }
     if (b.qp->type == IBV_QPT_UD && !bad) {
       bad = !b.session->lookup_ah(h.ah_handle, b.qp->pd, wr.ah);
       wr.remote_qpn = h.remote_qpn;

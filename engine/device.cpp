@@ -126,11 +126,13 @@ Device::Device(const DeviceConfig& cfg) : cfg_(cfg) {
   a.hw_ver = 1;
   a.max_qp = 65536;
   a.max_qp_wr = 16384;
-  // Only what is implemented is claimed: no memory windows, fast-register or
-  // SRQ resize (MEM_WINDOW / MEM_MGT_EXTENSIONS / SRQ_RESIZE) yet.
+  // Only what is implemented is claimed: memory windows of type 1 and 2B
+  // (transport/mw.cpp), no fast-register or SRQ resize (MEM_MGT_EXTENSIONS /
+  // SRQ_RESIZE) yet.
   a.device_cap_flags = IBV_DEVICE_BAD_PKEY_CNTR | IBV_DEVICE_BAD_QKEY_CNTR |
                        IBV_DEVICE_UD_AV_PORT_ENFORCE | IBV_DEVICE_PORT_ACTIVE_EVENT |
-                       IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_RC_RNR_NAK_GEN;
+                       IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_RC_RNR_NAK_GEN |
+                       IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B;
   a.device_cap_flags_ex = a.device_cap_flags;
   a.max_sge = 32;
   a.max_sge_rd = 32;
@@ -142,7 +144,7 @@ Device::Device(const DeviceConfig& cfg) : cfg_(cfg) {
   a.max_res_rd_atom = 258048;
   a.max_qp_init_rd_atom = 128;
   a.atomic_cap = IBV_ATOMIC_HCA;
-  a.max_mw = 0;
+  a.max_mw = 65536;
   // UD multicast within the device (engine/multicast.hpp); rxe's limits.
   a.max_mcast_grp = 8192;
   a.max_mcast_qp_attach = 56;

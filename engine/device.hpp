@@ -44,7 +44,7 @@ std::uint32_t mtu_enum(std::uint32_t bytes);
 
 // Device-wide counts of live objects (limits are checked against these).
 struct DeviceUsage {
-  std::uint32_t pds = 0, mrs = 0, cqs = 0, qps = 0, srqs = 0, ahs = 0, channels = 0;
+  std::uint32_t pds = 0, mrs = 0, cqs = 0, qps = 0, srqs = 0, ahs = 0, channels = 0, mws = 0;
 };
 
 class Device {

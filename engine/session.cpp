@@ -120,6 +120,7 @@ void Session::destroy_all() {
         dp_->unbind_cq(cq.tcq);
         dp_->transport().destroy_cq(cq.tcq);
       }
+      destroy_mws();  // windows first: an MR with a bound window cannot go
       for (auto& [h, mr] : mrs_) dp_->transport().dereg_mr(mr.key);
       for (auto& [h, pd] : pds_) dp_->transport().dealloc_pd(pd.tpd);
     }
@@ -130,8 +131,10 @@ void Session::destroy_all() {
     for (auto& [h, ch] : channels_) ::close(ch.fd);
     u.channels -= static_cast<std::uint32_t>(channels_.size());
     channels_.clear();
-    if (dp_ == nullptr)
+    if (dp_ == nullptr) {
+      destroy_mws();
       for (auto& [h, mr] : mrs_) dev_->free_mr_key(mr.key);
+    }
     u.mrs -= static_cast<std::uint32_t>(mrs_.size());
     mrs_.clear();
     u.pds -= static_cast<std::uint32_t>(pds_.size());
@@ -392,12 +395,13 @@ Reply Session::on_dereg_mr(const MsgHeader& h, std::span<const std::byte> msg) {
   if (!req) return fail<ctl::DeregMrRep>(h, EINVAL);
   auto it = mrs_.find(req->handle);
   if (it == mrs_.end()) return fail<ctl::DeregMrRep>(h, EINVAL);
-  --pds_[it->second.pd].refs;
   if (dp_ != nullptr) {
-    dp_->transport().dereg_mr(it->second.key);
+    // EBUSY while memory windows are bound to it (IBA 11.2.8.4).
+    if (const int err = dp_->transport().dereg_mr(it->second.key); err != 0) return fail<ctl::DeregMrRep>(h, err);
   } else {
     dev_->free_mr_key(it->second.key);
   }
+  --pds_[it->second.pd].refs;
   mrs_.erase(it);
   --dev_->usage().mrs;
   ctl::DeregMrRep rep{};

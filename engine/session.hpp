@@ -1,5 +1,5 @@
 // One control connection = one attached process's view of one device: the
-// objects it created (PD, MR, CQ, QP, SRQ, AH, completion channels). When the
+// objects it created (PD, MR, MW, CQ, QP, SRQ, AH, completion channels). When the
 // connection closes, the session's destructor destroys every object in
 // dependency order, as the kernel does when a process closes its uverbs fd.
 //
@@ -36,7 +36,7 @@ struct Reply {
 };
 
 struct PdObj {
-  std::uint32_t refs = 0;    // MRs, QPs, SRQs, AHs using it
+  std::uint32_t refs = 0;    // MRs, MWs, QPs, SRQs, AHs using it
   transport::PdHandle tpd{}; // the transport's PD (with a data path)
 };
 
@@ -44,6 +44,12 @@ struct MrObj {
   std::uint32_t pd = 0;
   std::uint64_t addr = 0, length = 0, iova = 0;
   std::uint32_t access = 0, key = 0;
+};
+
+// A memory window (ibv_alloc_mw). `key` is the R_Key it was allocated
+// with: its index names the transport's window whatever binds did since.
+struct MwObj {
+  std::uint32_t pd = 0, type = 0, key = 0;
 };
 
 struct ChannelObj {
@@ -116,6 +122,7 @@ class Session {
 
   [[nodiscard]] std::size_t count_pds() const { return pds_.size(); }
   [[nodiscard]] std::size_t count_mrs() const { return mrs_.size(); }
+  [[nodiscard]] std::size_t count_mws() const { return mws_.size(); }
   [[nodiscard]] std::size_t count_cqs() const { return cqs_.size(); }
   [[nodiscard]] std::size_t count_qps() const { return qps_.size(); }
   [[nodiscard]] std::size_t count_srqs() const { return srqs_.size(); }
@@ -150,6 +157,10 @@ class Session {
   Reply on_rereg_mr(const ctl::MsgHeader& h, std::span<const std::byte> msg);
   Reply on_resize_cq(const ctl::MsgHeader& h, std::span<const std::byte> msg);
   Reply on_import(const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  // engine/session_mw.cpp
+  Reply on_alloc_mw(const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_dealloc_mw(const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  void destroy_mws();
   Reply on_status(const ctl::MsgHeader& h);
 
   void destroy_qp(std::uint32_t handle);
@@ -166,6 +177,7 @@ class Session {
   std::uint32_t last_handle_ = 0;
   std::map<std::uint32_t, PdObj> pds_;
   std::map<std::uint32_t, MrObj> mrs_;
+  std::map<std::uint32_t, MwObj> mws_;
   std::map<std::uint32_t, ChannelObj> channels_;
   std::map<std::uint32_t, CqObj> cqs_;
   std::map<std::uint32_t, SrqObj> srqs_;

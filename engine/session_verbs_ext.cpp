@@ -54,6 +54,8 @@ Reply Session::on_verbs_ext(const MsgHeader& h, std::span<const std::byte> msg) 
     case ctl::MsgType::kImportDevice:
     case ctl::MsgType::kImportPd:
     case ctl::MsgType::kImportMr: return on_import(h, msg);
+    case ctl::MsgType::kAllocMw: return on_alloc_mw(h, msg);
+    case ctl::MsgType::kDeallocMw: return on_dealloc_mw(h, msg);
     default: {
       const MsgHeader bad{h.type, ctl::kFlagReply, h.seq, EOPNOTSUPP, 0};
       std::vector<std::byte> out(sizeof bad);

@@ -270,6 +270,10 @@ static_assert(std::is_trivially_copyable_v<CqeSlot>);
 // The fixed part of a work request slot (app -> engine); followed in the slot
 // by `num_sge` WqeSge entries, or by `inline_len` bytes of inline data when
 // kWqeInline is set. Slot size = round_up(64 + max(sge*16, inline), 64).
+// IBV_WR_BIND_MW (no SGEs): imm_data = the window's R_Key (its index names
+// the window), rkey = its new R_Key, remote_addr/compare_add = address and
+// length in the MR, swap = MR lkey | (uint64 mw_access_flags << 32).
+// IBV_WR_LOCAL_INV / SEND_WITH_INV: imm_data = the R_Key to invalidate.
 struct WqeHeader {
   std::uint64_t wr_id;
   std::uint32_t opcode;      // enum ibv_wr_opcode (send queue) / 0 (receive)

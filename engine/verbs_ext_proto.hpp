@@ -1,5 +1,5 @@
 // Control messages for the verbs the pyverbs suite needs beyond issue 4's
-// set (issue 9): ibv_rereg_mr and ibv_resize_cq. Same rules as
+// set (issue 9): ibv_rereg_mr, ibv_resize_cq, import, memory windows. Same rules as
 // ctl_proto.hpp (fixed layout, asserted offsets, host byte order); the
 // MsgType numbers (100..119) are declared there.
 #pragma once
@@ -112,5 +112,28 @@ static_assert(offsetof(ImportMrRep, lkey) == 8);
 static_assert(offsetof(ImportMrRep, addr) == 16);
 static_assert(offsetof(ImportMrRep, length) == 24);
 static_assert(offsetof(ImportMrRep, access) == 32);
+
+// ibv_alloc_mw / ibv_dealloc_mw (IBA 10.6.7). `type` is enum ibv_mw_type
+// (1 or 2; anything else is EINVAL, as the kernel answers). The reply's
+// rkey is the window's R_Key: its 24-bit index names the window in bind
+// WQEs, the 8-bit key changes with every bind.
+struct AllocMwReq {
+  static constexpr MsgType kType = MsgType::kAllocMw;
+  std::uint32_t pd_handle;
+  std::uint32_t type;
+};
+static_assert(sizeof(AllocMwReq) == 8);
+static_assert(offsetof(AllocMwReq, type) == 4);
+
+struct AllocMwRep {
+  static constexpr MsgType kType = MsgType::kAllocMw;
+  std::uint32_t handle;
+  std::uint32_t rkey;
+};
+static_assert(sizeof(AllocMwRep) == 8);
+static_assert(offsetof(AllocMwRep, rkey) == 4);
+
+struct DeallocMwReq : HandleMsg { static constexpr MsgType kType = MsgType::kDeallocMw; };
+struct DeallocMwRep : HandleMsg { static constexpr MsgType kType = MsgType::kDeallocMw; };
 
 }  // namespace urnic::engine::ctl

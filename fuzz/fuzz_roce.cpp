@@ -38,6 +38,7 @@ bool same_packet(const IbPacket& a, const IbPacket& b) {
   if (!(a.bth == b.bth)) return false;
   const OpcodeInfo& info = a.info();
   if (info.has(Hdr::kDeth) && !(a.deth == b.deth)) return false;
+  if (info.has(Hdr::kXrceth) && a.xrc_srqn != b.xrc_srqn) return false;
   if (info.has(Hdr::kReth) && !(a.reth == b.reth)) return false;
   if (info.has(Hdr::kAtomicEth) && !(a.atomic_eth == b.atomic_eth)) return false;
   if (info.has(Hdr::kAeth) && !(a.aeth == b.aeth)) return false;

@@ -284,11 +284,19 @@ bool Qp::complete_head(WcStatus st, Nanos now) {
 void Qp::fail_head(WcStatus st, Nanos now) {
   URNIC_TRACE(qpn_, "comp", "CHECK_ACK", "ERROR", to_string(st));
   if (!sq_.empty() && complete_head(st, now) == false) return;
-  if (init_.type == QpType::kRc) enter_error(now);
+  if (reliable()) enter_error(now);
   else enter_sq_error(now);
 }
 
+// Executed binds/invalidates complete as soon as they reach the head (in
+// order: every WQE before them has completed).
+void Qp::complete_local_ops(Nanos now) {
+  while (!sq_.empty() && is_local_op(sq_.front().opcode) && sq_.front().state == WqeState::kSent)
+    if (!complete_head(WcStatus::kSuccess, now)) return;
+}
+
 void Qp::complete_local_errors(Nanos now) {
+  complete_local_ops(now);
   if (!sq_.empty() && sq_.front().state == WqeState::kLocalError) {
     ctx_.counters.inc(Counter::kSendErr);
     fail_head(sq_.front().status, now);

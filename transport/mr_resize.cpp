@@ -18,6 +18,9 @@ int Transport::rereg_mr(uint32_t lkey, const MrRereg& c) {
   auto it = ctx_->mrs.find(lkey);
   if (it == ctx_->mrs.end()) return EINVAL;
   detail::Mr& mr = it->second;
+  // Windows bound to the region were checked against its PD, bounds and
+  // access at bind time; it cannot change under them.
+  if (mr.windows > 0) return EBUSY;
   if (c.pd && ctx_->pds.find(static_cast<uint32_t>(c.new_pd)) == ctx_->pds.end()) return EINVAL;
   const uint32_t acc = c.access ? c.new_access : mr.access;
   if ((acc & (access::kRemoteWrite | access::kRemoteAtomic)) && !(acc & access::kLocalWrite)) return EINVAL;

@@ -24,7 +24,12 @@ constexpr uint32_t kRcUcRtsOpt = qa::kCurState | qa::kAltPath | qa::kAccessFlags
 Masks transition(QpState cur, QpState next, QpType t) noexcept {
   using S = QpState;
   const bool ud = t == QpType::kUd;
-  const bool rc = t == QpType::kRc;
+  // XRC QPs move as RC ones, except that an initiator has no responder
+  // attributes to set at RTR and a target no requester ones at RTS (the
+  // kernel's ib_modify_qp_is_ok table).
+  const bool rc = t == QpType::kRc || t == QpType::kXrcSend || t == QpType::kXrcRecv;
+  const bool xrc_ini = t == QpType::kXrcSend;
+  const bool xrc_tgt = t == QpType::kXrcRecv;
   // Any state may go to RESET or ERR with no attributes (IBA 10.3.1).
   if (next == S::kReset || next == S::kErr) return {true, 0, 0};
   switch (cur) {
@@ -38,13 +43,14 @@ Masks transition(QpState cur, QpState next, QpType t) noexcept {
       if (next == S::kRtr) {
         if (ud) return {true, 0, qa::kPkeyIndex | qa::kQkey};
         const uint32_t req = qa::kAv | qa::kPathMtu | qa::kDestQpn | qa::kRqPsn |
-                             (rc ? (qa::kMaxDestRdAtomic | qa::kMinRnrTimer) : 0);
+                             (rc && !xrc_ini ? (qa::kMaxDestRdAtomic | qa::kMinRnrTimer) : 0);
         return {true, req, qa::kAltPath | qa::kAccessFlags | qa::kPkeyIndex};
       }
       return {};
     case S::kRtr:
       if (next == S::kRts) {
         if (ud) return {true, qa::kSqPsn, qa::kCurState | qa::kQkey};
+        if (xrc_tgt) return {true, qa::kTimeout | qa::kSqPsn, kRcUcRtsOpt | qa::kMinRnrTimer};
         if (rc)
           return {true, qa::kTimeout | qa::kRetryCnt | qa::kRnrRetry | qa::kSqPsn | qa::kMaxQpRdAtomic,
                   kRcUcRtsOpt | qa::kMinRnrTimer};
@@ -81,6 +87,7 @@ Masks transition(QpState cur, QpState next, QpType t) noexcept {
 constexpr uint32_t kQpAccessBits = access::kLocalWrite | access::kRemoteWrite | access::kRemoteRead | access::kRemoteAtomic;
 
 bool opcode_allowed(WrOpcode op, QpType t) noexcept {
+  if (t == QpType::kXrcRecv) return false;  // an XRC target has no send queue
   switch (op) {
     case WrOpcode::kSend:
     case WrOpcode::kSendWithImm: return true;
@@ -89,9 +96,11 @@ bool opcode_allowed(WrOpcode op, QpType t) noexcept {
     case WrOpcode::kRdmaRead:
     case WrOpcode::kAtomicCmpAndSwp:
     case WrOpcode::kAtomicFetchAndAdd:
-    case WrOpcode::kSendWithInv: return t == QpType::kRc;
+    case WrOpcode::kSendWithInv: return t == QpType::kRc || t == QpType::kXrcSend;
+    // IBA 10.6.7.2 / 10.6.7.4: binds and local invalidation on the
+    // connected service types (a UD QP cannot bind or invalidate).
     case WrOpcode::kLocalInv:
-    case WrOpcode::kBindMw: return false;  // memory windows: not yet
+    case WrOpcode::kBindMw: return t != QpType::kUd;
   }
   return false;
 }
@@ -276,7 +285,7 @@ void Qp::flush_rq() {
     e.status = WcStatus::kWrFlushErr;
     e.opcode = WcOpcode::kRecv;
     e.qp_num = qpn_;
-    ctx_.push_cqe(init_.recv_cq, e);
+    ctx_.push_cqe(resp_cq(), e);
     recv_slot_ = RecvSlot::kEmpty;
   }
   resp_msg_ = RespMsg::kNone;
@@ -302,8 +311,8 @@ bool Qp::complete(CqHandle cq, const Cqe& e, Nanos now) {
 }
 
 bool Qp::take_recv(RecvWqe& out) {
-  if (init_.has_srq) {
-    auto it = ctx_.srqs.find(static_cast<uint32_t>(init_.srq));
+  if (init_.has_srq || xrc_target()) {
+    auto it = ctx_.srqs.find(static_cast<uint32_t>(xrc_target() ? xrc_srq_ : init_.srq));
     if (it == ctx_.srqs.end() || it->second.q.empty()) return false;
     Srq& srq = it->second;
     out = std::move(srq.q.front());
@@ -319,6 +328,38 @@ bool Qp::take_recv(RecvWqe& out) {
   if (rq_.empty()) return false;
   out = std::move(rq_.front());
   rq_.pop_front();
+  return true;
+}
+
+uint8_t Qp::opcode_base() const noexcept {
+  switch (init_.type) {
+    case QpType::kUc: return wire::opcode::kUc;
+    case QpType::kUd: return wire::opcode::kUd;
+    case QpType::kXrcSend:
+    case QpType::kXrcRecv: return wire::opcode::kXrc;
+    case QpType::kRc: break;
+  }
+  return wire::opcode::kRc;
+}
+
+PdHandle Qp::resp_pd() const noexcept {
+  if (!xrc_target()) return init_.pd;
+  auto it = ctx_.srqs.find(static_cast<uint32_t>(xrc_srq_));
+  return it == ctx_.srqs.end() ? PdHandle{} : it->second.pd;
+}
+
+CqHandle Qp::resp_cq() const noexcept {
+  if (!xrc_target()) return init_.recv_cq;
+  auto it = ctx_.srqs.find(static_cast<uint32_t>(xrc_srq_));
+  return it == ctx_.srqs.end() ? CqHandle{} : it->second.cq;
+}
+
+// XRC annex: every request to a target names, in its XRCETH, an XRC SRQ of
+// the target's XRC domain; any other is an invalid request.
+bool Qp::select_xrc_srq(const wire::IbPacket& pkt) {
+  auto it = ctx_.srqs.find(pkt.xrc_srqn);
+  if (it == ctx_.srqs.end() || !it->second.xrc || it->second.xrcd != init_.xrcd) return false;
+  xrc_srq_ = it->second.handle;
   return true;
 }
 
@@ -374,6 +415,14 @@ int Qp::post_send(const SendWr& wr, Nanos now) {
   }
   w.imm = wr.imm_data;
   w.inv_rkey = wr.invalidate_rkey;
+  w.xrc_srqn = wr.xrc_remote_srqn & 0xFFFFFF;
+  if (wr.opcode == WrOpcode::kBindMw) w.bind = wr.bind;
+  if (is_local_op(wr.opcode)) {  // no data: a scatter list or inline bytes are ignored
+    w.sges.clear();
+    w.inline_bytes.clear();
+    w.is_inline = false;
+    w.length = 0;
+  }
   w.remote_addr = wr.remote_addr;
   w.rkey = wr.rkey;
   w.compare_add = wr.compare_add;
@@ -396,7 +445,7 @@ int Qp::post_send(const SendWr& wr, Nanos now) {
 
 int Qp::post_recv(const RecvWr& wr) {
   if (attr_.qp_state == QpState::kReset) return EINVAL;
-  if (init_.has_srq) return EINVAL;
+  if (init_.has_srq || init_.type == QpType::kXrcSend || xrc_target()) return EINVAL;  // no receive queue
   if (wr.sg_list.size() > init_.cap.max_recv_sge) return EINVAL;
   if (rq_.size() >= init_.cap.max_recv_wr) return ENOMEM;
   RecvWqe r;
@@ -441,6 +490,15 @@ void Qp::on_packet(const wire::IbPacket& pkt, const RxInfo& rx, Nanos now) {
     case QpType::kUd:
       if (tt != wire::IbTransport::kUd) break;
       ud_run(pkt, rx, now);
+      return;
+    case QpType::kXrcSend:  // the initiator takes responses only
+      if (tt != wire::IbTransport::kXrc || !pkt.info().is(wire::Op::kResponse)) break;
+      if (send_queue_active()) comp_run(pkt, now);
+      else ctx_.counters.inc(Counter::kDroppedPkts);
+      return;
+    case QpType::kXrcRecv:  // the target takes requests only
+      if (tt != wire::IbTransport::kXrc || !pkt.info().is(wire::Op::kRequest)) break;
+      resp_run(pkt, rx, now);
       return;
   }
   ctx_.counters.inc(Counter::kDroppedPkts);  // opcode of another transport

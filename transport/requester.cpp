@@ -76,10 +76,15 @@ ReqState Qp::req_step(Nanos now) {
   if (req_idx_ >= sq_.size()) return ReqState::kIdle;
   SendWqe& w = sq_[req_idx_];
   if (w.state == WqeState::kLocalError) return ReqState::kLocalError;
+  if (is_local_op(w.opcode) && w.state != WqeState::kPosted) {
+    advance_req();  // executed already; a go-back-N pass steps over it
+    return ReqState::kSending;
+  }
   if (w.state == WqeState::kPosted) {
     if (attr_.qp_state == QpState::kSqd) return ReqState::kDrained;
     // IBA 10.8.3.3: a fenced WR waits for earlier READ/atomic WRs.
     if ((w.send_flags & send_flag::kFence) && outstanding_rd_atomic() > 0) return ReqState::kWaitFence;
+    if (is_local_op(w.opcode)) return run_local_op(w, now);
     if (is_rd_atomic(w.opcode) && outstanding_rd_atomic() >= rd_atomic_limit(w)) return ReqState::kWaitRdAtomic;
     if (!start_wqe(w)) return ReqState::kLocalError;
   } else if (is_rd_atomic(w.opcode) && outstanding_rd_atomic() >= rd_atomic_limit(w)) {
@@ -87,7 +92,7 @@ ReqState Qp::req_step(Nanos now) {
     // more request in the responder's resources (IBA 9.5.x, max_rd_atomic).
     return ReqState::kWaitRdAtomic;
   }
-  if (init_.type == QpType::kRc && (req_psn_ - comp_psn_) >= static_cast<int32_t>(ctx_.cfg.max_inflight_pkts))
+  if (reliable() && (req_psn_ - comp_psn_) >= static_cast<int32_t>(ctx_.cfg.max_inflight_pkts))
     return ReqState::kWaitWindow;
   send_next_packet(w, now);
   return ReqState::kSending;
@@ -125,6 +130,29 @@ bool Qp::start_wqe(SendWqe& w) {
   return true;
 }
 
+// A bind or local invalidate (IBA 10.6.7.2, 10.6.7.4): executed in send
+// queue order when the requester reaches it -- WRs posted after it see its
+// effect, WRs before it were already sent. A failed check completes it in
+// order with its error status (kMwBindErr for a bind, kLocQpOpErr for an
+// invalidate of a key that cannot be invalidated, as rxe reports it).
+ReqState Qp::run_local_op(SendWqe& w, Nanos now) {
+  const WcStatus st = w.opcode == WrOpcode::kBindMw ? ctx_.bind_mw(init_.pd, qpn_, w.bind)
+                      : ctx_.invalidate(w.inv_rkey, init_.pd, qpn_, false) ? WcStatus::kSuccess
+                                                                            : WcStatus::kLocQpOpErr;
+  w.npkts = 0;
+  w.first_psn = next_psn_;
+  w.last_psn = next_psn_ - 1;
+  if (st != WcStatus::kSuccess) {
+    w.state = WqeState::kLocalError;
+    w.status = st;
+    return ReqState::kLocalError;
+  }
+  w.state = WqeState::kSent;
+  advance_req();
+  complete_local_ops(now);  // at once when nothing before it is outstanding
+  return ReqState::kSending;
+}
+
 void Qp::advance_req() {
   ++req_idx_;
   if (req_idx_ < sq_.size() && sq_[req_idx_].state != WqeState::kPosted && sq_[req_idx_].npkts > 0)
@@ -135,9 +163,10 @@ void Qp::advance_req() {
 
 void Qp::send_next_packet(SendWqe& w, Nanos now) {
   const uint32_t mtu = pmtu();
-  const uint8_t base = init_.type == QpType::kRc ? op::kRc : init_.type == QpType::kUc ? op::kUc : op::kUd;
+  const uint8_t base = opcode_base();
   wire::IbPacket p;
   p.bth.psn = req_psn_;
+  p.xrc_srqn = w.xrc_srqn;  // on the wire only for XRC (the opcode's XRCETH)
   Addressing addr = path_addr();
   if (init_.type == QpType::kUd) {
     addr.dest_qpn = w.ud_qpn;
@@ -216,7 +245,7 @@ void Qp::send_next_packet(SendWqe& w, Nanos now) {
   p.bth.solicited = last && (w.send_flags & send_flag::kSolicited) != 0;
   // AckReq on the last packet of a message, and periodically inside a long
   // one so the responder's ACKs keep the window moving.
-  p.bth.ack_req = init_.type == QpType::kRc && (last || (idx + 1) % ctx_.cfg.ack_req_every == 0);
+  p.bth.ack_req = reliable() && (last || (idx + 1) % ctx_.cfg.ack_req_every == 0);
   const std::size_t len = static_cast<std::size_t>(std::min<uint64_t>(mtu, w.length - std::min(offset, w.length)));
   std::span<uint8_t> buf(ctx_.scratch.data(), len);
   if (len > 0) {
@@ -240,7 +269,7 @@ void Qp::send_next_packet(SendWqe& w, Nanos now) {
     advance_req();
     // UC and UD are unacknowledged: a WQE completes once its last packet is
     // out (IBA 9.8.2, 9.8.3).
-    if (init_.type != QpType::kRc) {
+    if (!reliable()) {
       comp_psn_ = req_psn_;
       complete_head(WcStatus::kSuccess, now);
     }
@@ -258,7 +287,8 @@ void Qp::reposition(Psn p) {
   std::size_t i = 0;
   for (; i < sq_.size(); ++i) {
     const SendWqe& w = sq_[i];
-    if (w.state == WqeState::kPosted || w.npkts == 0) break;
+    if (w.state == WqeState::kPosted || w.state == WqeState::kLocalError) break;
+    if (w.npkts == 0) continue;  // an executed bind/invalidate: nothing to resend
     if ((p - w.last_psn) <= 0) break;
   }
   req_idx_ = i;
@@ -271,7 +301,7 @@ void Qp::reposition(Psn p) {
 // The local ACK timer (IBA 9.7.6.1.3): armed while some PSN is unacknowledged,
 // restarted on forward progress; timeout 0 means never.
 void Qp::update_ack_timer(Nanos now, bool progress) {
-  if (init_.type != QpType::kRc || attr_.timeout == 0 || rnr_deadline_ != kNever ||
+  if (!reliable() || attr_.timeout == 0 || rnr_deadline_ != kNever ||
       !send_queue_active()) {
     ack_deadline_ = kNever;
     return;

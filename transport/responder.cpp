@@ -16,6 +16,12 @@ using wire::Op;
 void Qp::resp_run(const wire::IbPacket& pkt, const RxInfo& rx, Nanos now) {
   (void)rx;
   RespState s = RespState::kChkPsn;
+  // An XRC target answers a request for an SRQ outside its XRC domain with
+  // an invalid-request NAK (in sequence) or drops it.
+  if (xrc_target() && !select_xrc_srq(pkt)) {
+    ctx_.counters.inc(Counter::kDroppedPkts);
+    s = pkt.bth.psn == epsn_ ? RespState::kErrNakInvalidRequest : RespState::kDrop;
+  }
   for (;;) {
     switch (s) {
       case RespState::kGetReq:
@@ -148,8 +154,8 @@ RespState Qp::resp_chk_rkey(const wire::IbPacket& pkt) {
   const auto& i = pkt.info();
   if (i.is(Op::kAtomic)) {
     if (pkt.atomic_eth.va & 7) return RespState::kErrNakInvalidRequest;  // IBA 9.4.5: 8-byte aligned
-    if (ctx_.check_key(pkt.atomic_eth.rkey, init_.pd, pkt.atomic_eth.va, 8, access::kRemoteAtomic, nullptr) !=
-        KeyCheck::kOk)
+    if (ctx_.check_rkey(pkt.atomic_eth.rkey, resp_pd(), qpn_, pkt.atomic_eth.va, 8, access::kRemoteAtomic,
+                        nullptr) != KeyCheck::kOk)
       return RespState::kErrNakRemoteAccess;
     return RespState::kExecute;
   }
@@ -157,7 +163,7 @@ RespState Qp::resp_chk_rkey(const wire::IbPacket& pkt) {
     const uint32_t need = i.is(Op::kWrite) ? access::kRemoteWrite : access::kRemoteRead;
     // A zero-length RDMA does not validate the R_Key (IBA 9.7.4.1.x).
     if (pkt.reth.dma_len > 0 &&
-        ctx_.check_key(pkt.reth.rkey, init_.pd, pkt.reth.va, pkt.reth.dma_len, need, nullptr) != KeyCheck::kOk)
+        ctx_.check_rkey(pkt.reth.rkey, resp_pd(), qpn_, pkt.reth.va, pkt.reth.dma_len, need, nullptr) != KeyCheck::kOk)
       return RespState::kErrNakRemoteAccess;
     if (i.is(Op::kWrite)) {
       write_va_ = pkt.reth.va;
@@ -167,8 +173,8 @@ RespState Qp::resp_chk_rkey(const wire::IbPacket& pkt) {
     }
   } else if (i.is(Op::kWrite) && !pkt.payload.empty()) {
     // MIDDLE/LAST: the MR may have been deregistered since the FIRST.
-    if (ctx_.check_key(write_rkey_, init_.pd, write_va_ + msg_offset_, pkt.payload.size(), access::kRemoteWrite,
-                       nullptr) != KeyCheck::kOk)
+    if (ctx_.check_rkey(write_rkey_, resp_pd(), qpn_, write_va_ + msg_offset_, pkt.payload.size(),
+                        access::kRemoteWrite, nullptr) != KeyCheck::kOk)
       return RespState::kErrNakRemoteAccess;
   }
   return RespState::kExecute;
@@ -179,7 +185,7 @@ RespState Qp::resp_execute(const wire::IbPacket& pkt, Nanos now) {
   const Psn p = pkt.bth.psn;
   if (i.is(Op::kSend)) {
     if (!pkt.payload.empty() &&
-        ctx_.scatter(init_.pd, cur_recv_.sges, msg_offset_, pkt.payload) != WcStatus::kSuccess) {
+        ctx_.scatter(resp_pd(), cur_recv_.sges, msg_offset_, pkt.payload) != WcStatus::kSuccess) {
       pending_recv_status_ = WcStatus::kLocProtErr;
       return RespState::kErrNakRemoteOperational;
     }
@@ -189,7 +195,8 @@ RespState Qp::resp_execute(const wire::IbPacket& pkt, Nanos now) {
   if (i.is(Op::kWrite)) {
     if (!pkt.payload.empty()) {
       const Mr* mr = nullptr;
-      ctx_.check_key(write_rkey_, init_.pd, write_va_ + msg_offset_, pkt.payload.size(), access::kRemoteWrite, &mr);
+      ctx_.check_rkey(write_rkey_, resp_pd(), qpn_, write_va_ + msg_offset_, pkt.payload.size(), access::kRemoteWrite,
+                      &mr);
       if (mr == nullptr || !ctx_.mem.write(mr->dom, mr->local(write_va_ + msg_offset_), pkt.payload))
         return RespState::kErrNakRemoteOperational;
     }
@@ -216,7 +223,7 @@ RespState Qp::resp_execute(const wire::IbPacket& pkt, Nanos now) {
   }
   if (i.is(Op::kAtomic)) {
     const Mr* mr = nullptr;
-    ctx_.check_key(pkt.atomic_eth.rkey, init_.pd, pkt.atomic_eth.va, 8, access::kRemoteAtomic, &mr);
+    ctx_.check_rkey(pkt.atomic_eth.rkey, resp_pd(), qpn_, pkt.atomic_eth.va, 8, access::kRemoteAtomic, &mr);
     uint64_t orig = 0;
     const bool ok = mr != nullptr &&
                     ((pkt.bth.opcode & 0x1F) == op::kCompareSwap
@@ -236,7 +243,7 @@ RespState Qp::resp_execute(const wire::IbPacket& pkt, Nanos now) {
     epsn_ = p + 1;
     unacked_ = 0;
     wire::IbPacket a;
-    a.bth.opcode = op::kRc | op::kAtomicAck;
+    a.bth.opcode = opcode_base() | op::kAtomicAck;
     a.bth.psn = p;
     a.aeth.syndrome = ae::kAck | ae::kCreditsInvalid;
     a.aeth.msn = msn_;
@@ -256,12 +263,10 @@ RespState Qp::resp_complete(const wire::IbPacket& pkt, Nanos now) {
   Cqe e;
   e.qp_num = qpn_;
   if (i.is(Op::kInvalidate)) {
-    // IBA 10.6.1.3 / 9.4.1.x: SEND with Invalidate invalidates the named
-    // R_Key of our PD; one we cannot invalidate is an invalid request.
-    auto it = ctx_.mrs.find(pkt.ieth_rkey);
-    if (it == ctx_.mrs.end() || it->second.pd != init_.pd || it->second.state != MrState::kValid)
-      return RespState::kErrNakInvalidRequest;
-    it->second.state = MrState::kInvalidated;
+    // IBA 10.6.1.3 / 10.6.7.4: SEND with Invalidate invalidates the named
+    // R_Key of our PD (an MR, or a type 2 window bound to this QP); one we
+    // cannot invalidate is an invalid request.
+    if (!ctx_.invalidate(pkt.ieth_rkey, resp_pd(), qpn_, true)) return RespState::kErrNakInvalidRequest;
     e.wc_flags |= wc_flag::kWithInv;
     e.imm_data = pkt.ieth_rkey;
   }
@@ -283,7 +288,7 @@ RespState Qp::resp_complete(const wire::IbPacket& pkt, Nanos now) {
     msg_offset_ = 0;
     // Advance the PSN before completing: a CQ overrun moves the QP to ERR.
     epsn_ = pkt.bth.psn + 1;
-    if (!complete(init_.recv_cq, e, now)) return RespState::kDone;
+    if (!complete(resp_cq(), e, now)) return RespState::kDone;
   }
   msg_offset_ = 0;
   return RespState::kAcknowledge;
@@ -315,7 +320,7 @@ RespState Qp::resp_duplicate(const wire::IbPacket& pkt, Nanos now) {
       const uint64_t off = uint64_t{static_cast<uint32_t>(p - r.first_psn)} * pmtu();
       if (pkt.reth.va != r.va + off || pkt.reth.rkey != r.rkey) return RespState::kDrop;
       if (r.length > 0 &&
-          ctx_.check_key(r.rkey, init_.pd, r.va, r.length, access::kRemoteRead, nullptr) != KeyCheck::kOk)
+          ctx_.check_rkey(r.rkey, resp_pd(), qpn_, r.va, r.length, access::kRemoteRead, nullptr) != KeyCheck::kOk)
         return RespState::kErrNakRemoteAccess;
       send_read_responses(r, p, now);
       return RespState::kDone;
@@ -326,7 +331,7 @@ RespState Qp::resp_duplicate(const wire::IbPacket& pkt, Nanos now) {
     for (const RespResource& r : resources_) {
       if (!r.atomic || r.first_psn != p) continue;
       wire::IbPacket a;
-      a.bth.opcode = op::kRc | op::kAtomicAck;
+      a.bth.opcode = opcode_base() | op::kAtomicAck;
       a.bth.psn = p;
       a.aeth.syndrome = ae::kAck | ae::kCreditsInvalid;
       a.aeth.msn = msn_;
@@ -343,7 +348,7 @@ RespState Qp::resp_duplicate(const wire::IbPacket& pkt, Nanos now) {
 void Qp::send_read_responses(const RespResource& r, Psn from, Nanos now) {
   const uint32_t mtu = pmtu();
   const Mr* mr = nullptr;
-  if (r.length > 0) ctx_.check_key(r.rkey, init_.pd, r.va, r.length, access::kRemoteRead, &mr);
+  if (r.length > 0) ctx_.check_rkey(r.rkey, resp_pd(), qpn_, r.va, r.length, access::kRemoteRead, &mr);
   for (Psn p = from;; ++p) {
     const uint32_t idx = static_cast<uint32_t>(p - r.first_psn);
     const bool first = p == from;
@@ -352,7 +357,7 @@ void Qp::send_read_responses(const RespResource& r, Psn from, Nanos now) {
     const std::size_t len = static_cast<std::size_t>(std::min<uint64_t>(mtu, r.length - std::min<uint64_t>(off, r.length)));
     wire::IbPacket q;
     q.bth.psn = p;
-    q.bth.opcode = op::kRc | (first && last ? op::kReadResponseOnly
+    q.bth.opcode = opcode_base() | (first && last ? op::kReadResponseOnly
                               : first       ? op::kReadResponseFirst
                               : last        ? op::kReadResponseLast
                                             : op::kReadResponseMiddle);
@@ -371,7 +376,7 @@ void Qp::send_read_responses(const RespResource& r, Psn from, Nanos now) {
 
 void Qp::send_ack(uint8_t syndrome, Psn psn, Nanos now) {
   wire::IbPacket a;
-  a.bth.opcode = op::kRc | op::kAck;
+  a.bth.opcode = opcode_base() | op::kAck;
   a.bth.psn = psn;
   a.aeth.syndrome = syndrome;
   a.aeth.msn = msn_;
@@ -400,7 +405,7 @@ void Qp::fail_recv(WcStatus st, Nanos now) {
   e.opcode = WcOpcode::kRecv;
   e.qp_num = qpn_;
   recv_slot_ = RecvSlot::kEmpty;
-  complete(init_.recv_cq, e, now);
+  complete(resp_cq(), e, now);
 }
 
 // UC (IBA 9.8.2): no ACKs and no retries. A PSN gap drops the message in
@@ -439,7 +444,7 @@ void Qp::uc_run(const wire::IbPacket& pkt, Nanos now) {
     if (msg_offset_ + pl > write_len_ || (i.is(Op::kLast) && msg_offset_ + pl != write_len_)) return drop();
     if (pl > 0) {
       const Mr* mr = nullptr;
-      if (ctx_.check_key(write_rkey_, init_.pd, write_va_ + msg_offset_, pl, access::kRemoteWrite, &mr) !=
+      if (ctx_.check_rkey(write_rkey_, resp_pd(), qpn_, write_va_ + msg_offset_, pl, access::kRemoteWrite, &mr) !=
               KeyCheck::kOk ||
           !ctx_.mem.write(mr->dom, mr->local(write_va_ + msg_offset_), pkt.payload))
         return drop();
@@ -457,7 +462,7 @@ void Qp::uc_run(const wire::IbPacket& pkt, Nanos now) {
       fail_recv(WcStatus::kLocLenErr, now);
       return drop();
     }
-    if (pl > 0 && ctx_.scatter(init_.pd, cur_recv_.sges, msg_offset_, pkt.payload) != WcStatus::kSuccess) {
+    if (pl > 0 && ctx_.scatter(resp_pd(), cur_recv_.sges, msg_offset_, pkt.payload) != WcStatus::kSuccess) {
       fail_recv(WcStatus::kLocProtErr, now);
       return drop();
     }

@@ -117,10 +117,7 @@ ErrnoOr<MrKeys> Transport::reg_mr(PdHandle pd, MemDomain dom, uint64_t addr, uin
   // IBA 10.6.3.1: remote write or remote atomic requires local write.
   if ((acc & (access::kRemoteWrite | access::kRemoteAtomic)) && !(acc & access::kLocalWrite)) return {EINVAL, {}};
   if (addr + length < addr || iova + length < iova) return {EINVAL, {}};
-  // Key = 24-bit index + 8-bit variant (IBA 10.6.2: the low byte is the
-  // consumer-owned key part; here it only makes keys less guessable).
-  const uint32_t idx = ctx_->next_key_index++;
-  const uint32_t key = (idx << 8) | ((idx * 0x9Du + 0x5Bu) & 0xFF);
+  const uint32_t key = ctx_->new_key();
   detail::Mr mr;
   mr.key = key;
   mr.pd = pd;
@@ -137,6 +134,9 @@ ErrnoOr<MrKeys> Transport::reg_mr(PdHandle pd, MemDomain dom, uint64_t addr, uin
 int Transport::dereg_mr(uint32_t lkey) {
   auto it = ctx_->mrs.find(lkey);
   if (it == ctx_->mrs.end()) return EINVAL;
+  // IBA 11.2.8.4: a region with memory windows bound to it cannot be
+  // deregistered (the windows would expose freed memory).
+  if (it->second.windows > 0) return EBUSY;
   auto pd = ctx_->pds.find(static_cast<uint32_t>(it->second.pd));
   if (pd != ctx_->pds.end()) --pd->second.users;
   ctx_->mrs.erase(it);
@@ -217,6 +217,12 @@ int Transport::destroy_srq(SrqHandle srq) {
   if (it->second.users > 0) return EBUSY;
   auto pd = ctx_->pds.find(static_cast<uint32_t>(it->second.pd));
   if (pd != ctx_->pds.end()) --pd->second.users;
+  if (it->second.xrc) {
+    auto x = ctx_->xrcds.find(static_cast<uint32_t>(it->second.xrcd));
+    if (x != ctx_->xrcds.end() && x->second.users > 0) --x->second.users;
+    auto c = ctx_->cqs.find(static_cast<uint32_t>(it->second.cq));
+    if (c != ctx_->cqs.end() && c->second.users > 0) --c->second.users;
+  }
   ctx_->srqs.erase(it);
   return 0;
 }
@@ -255,11 +261,16 @@ int Transport::destroy_ah(AhHandle ah) {
 
 ErrnoOr<uint32_t> Transport::create_qp(const QpInitAttr& a) {
   const DeviceCaps& caps = ctx_->cfg.caps;
-  if (a.type != QpType::kRc && a.type != QpType::kUc && a.type != QpType::kUd) return {EINVAL, 0};
+  if (a.type == QpType::kXrcRecv) return create_xrc_recv_qp(a);
+  if (a.type != QpType::kRc && a.type != QpType::kUc && a.type != QpType::kUd && a.type != QpType::kXrcSend)
+    return {EINVAL, 0};
+  // An XRC_SEND QP has no receive queue: a receive CQ is optional.
+  const bool xrc_send = a.type == QpType::kXrcSend;
   auto pd = ctx_->pds.find(static_cast<uint32_t>(a.pd));
   auto scq = ctx_->cqs.find(static_cast<uint32_t>(a.send_cq));
   auto rcq = ctx_->cqs.find(static_cast<uint32_t>(a.recv_cq));
-  if (pd == ctx_->pds.end() || scq == ctx_->cqs.end() || rcq == ctx_->cqs.end()) return {EINVAL, 0};
+  if (pd == ctx_->pds.end() || scq == ctx_->cqs.end() || (rcq == ctx_->cqs.end() && !xrc_send)) return {EINVAL, 0};
+  if (xrc_send && (a.has_srq || a.cap.max_recv_wr != 0 || a.cap.max_recv_sge != 0)) return {EINVAL, 0};
   if (a.cap.max_send_wr > caps.max_qp_wr || a.cap.max_recv_wr > caps.max_qp_wr || a.cap.max_send_sge > caps.max_sge ||
       a.cap.max_recv_sge > caps.max_sge || a.cap.max_inline_data > caps.max_inline_data)
     return {EINVAL, 0};
@@ -270,14 +281,35 @@ ErrnoOr<uint32_t> Transport::create_qp(const QpInitAttr& a) {
     srq = &s->second;
   }
   if (qps_.size() >= caps.max_qp) return {ENOMEM, 0};
-  uint32_t qpn = next_qpn_;
-  while (qps_.count(qpn) != 0 || qpn < 2) qpn = (qpn + 1) & 0xFFFFFF;
-  next_qpn_ = (qpn + 1) & 0xFFFFFF;
+  const uint32_t qpn = alloc_qpn();
   qps_.emplace(qpn, std::make_unique<Qp>(*ctx_, qpn, a));
   ++pd->second.users;
   ++scq->second.users;
-  ++rcq->second.users;
+  if (rcq != ctx_->cqs.end()) ++rcq->second.users;
   if (srq != nullptr) ++srq->users;
+  return {0, qpn};
+}
+
+uint32_t Transport::alloc_qpn() {
+  uint32_t qpn = next_qpn_;
+  while (qps_.count(qpn) != 0 || qpn < 2) qpn = (qpn + 1) & 0xFFFFFF;
+  next_qpn_ = (qpn + 1) & 0xFFFFFF;
+  return qpn;
+}
+
+// An XRC_RECV QP belongs to an XRC domain only: no PD, CQs or queues (its
+// receives come from the XRC SRQs its requests name).
+ErrnoOr<uint32_t> Transport::create_xrc_recv_qp(const QpInitAttr& a) {
+  auto x = ctx_->xrcds.find(static_cast<uint32_t>(a.xrcd));
+  if (x == ctx_->xrcds.end() || a.has_srq || a.cap.max_send_wr != 0 || a.cap.max_recv_wr != 0) return {EINVAL, 0};
+  if (qps_.size() >= ctx_->cfg.caps.max_qp) return {ENOMEM, 0};
+  QpInitAttr init = a;
+  init.pd = PdHandle{};
+  init.send_cq = init.recv_cq = CqHandle{};
+  init.cap = QpCap{};
+  const uint32_t qpn = alloc_qpn();
+  qps_.emplace(qpn, std::make_unique<Qp>(*ctx_, qpn, init));
+  ++x->second.users;
   return {0, qpn};
 }
 
@@ -311,6 +343,13 @@ int Transport::destroy_qp(uint32_t qpn) {
   dec(ctx_->cqs, static_cast<uint32_t>(a.send_cq));
   dec(ctx_->cqs, static_cast<uint32_t>(a.recv_cq));
   if (a.has_srq) dec(ctx_->srqs, static_cast<uint32_t>(a.srq));
+  if (a.type == QpType::kXrcRecv) dec(ctx_->xrcds, static_cast<uint32_t>(a.xrcd));
+  // IBA 10.6.7.2.2: type 2 windows bound to a destroyed QP are invalidated.
+  for (auto& [idx, mw] : ctx_->mws)
+    if (mw.type == MwType::kType2 && mw.state == detail::MwState::kValid && mw.qpn == qpn) {
+      ctx_->unbind(mw);
+      mw.state = detail::MwState::kFree;
+    }
   qps_.erase(it);
   return 0;
 }

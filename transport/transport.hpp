@@ -75,6 +75,14 @@ class Transport {
   // ibv_rereg_mr (transport/mr_resize.cpp): change an MR's translation, PD
   // and/or access in place; the keys stay the same.
   int rereg_mr(uint32_t lkey, const MrRereg& change);
+  // Memory windows (IBA 10.6.7; transport/mw.cpp). alloc_mw returns the
+  // window's R_Key (type 1: valid with length 0, i.e. granting nothing;
+  // type 2: free until a bind WR binds it); other types are EINVAL.
+  // Windows are bound and invalidated by send WRs (WrOpcode::kBindMw,
+  // kLocalInv) and by a peer's SEND with Invalidate. dealloc_mw takes any
+  // key of the window and releases its MR.
+  ErrnoOr<uint32_t> alloc_mw(PdHandle pd, MwType type);
+  int dealloc_mw(uint32_t rkey);
   // ibv_resize_cq: EINVAL when more CQEs are queued than `cqe`.
   int resize_cq(CqHandle cq, uint32_t cqe);
 
@@ -89,6 +97,15 @@ class Transport {
   int query_srq(SrqHandle srq, SrqAttr& attr) const;
   int destroy_srq(SrqHandle srq);
   int post_srq_recv(SrqHandle srq, const RecvWr& wr);
+
+  // XRC domains and XRC SRQs (transport/xrc.cpp). An XRC SRQ belongs to an
+  // XRC domain, takes memory checks from its PD and completes receives to
+  // its own CQ; its number (srq_num, what an initiator puts in the XRCETH)
+  // is unique on the device.
+  XrcdHandle alloc_xrcd();
+  int dealloc_xrcd(XrcdHandle xrcd);  // EBUSY while XRC SRQs or XRC_RECV QPs use it
+  ErrnoOr<SrqHandle> create_xrc_srq(PdHandle pd, XrcdHandle xrcd, CqHandle cq, const SrqAttr& attr);
+  uint32_t srq_num(SrqHandle srq) const noexcept { return static_cast<uint32_t>(srq) & 0xFFFFFF; }
 
   // Address handles (UD).
   ErrnoOr<AhHandle> create_ah(PdHandle pd, const AhAttr& attr);
@@ -121,6 +138,8 @@ class Transport {
 
  private:
   detail::Qp* find_qp(uint32_t qpn) const;
+  uint32_t alloc_qpn();
+  ErrnoOr<uint32_t> create_xrc_recv_qp(const QpInitAttr& a);
 
   std::unique_ptr<detail::Context> ctx_;
   std::unordered_map<uint32_t, std::unique_ptr<detail::Qp>> qps_;

@@ -22,12 +22,16 @@ enum class PdHandle : uint32_t {};
 enum class CqHandle : uint32_t {};
 enum class SrqHandle : uint32_t {};
 enum class AhHandle : uint32_t {};
+enum class XrcdHandle : uint32_t {};
 // Which address space an MR lives in (the engine: an application process or
 // a shared mapping; the tests: a local buffer). Opaque to the transport.
 enum class MemDomain : uint64_t {};
 
-// ibv_qp_type.
-enum class QpType : uint8_t { kRc = 2, kUc = 3, kUd = 4 };
+// ibv_qp_type. XRC (IBA XRC annex): an XRC_SEND (initiator) QP is an RC
+// requester whose requests name an XRC SRQ at the target; an XRC_RECV
+// (target) QP is an RC responder that takes receive WQEs from, and checks
+// memory against the PD of, the XRC SRQ each request names.
+enum class QpType : uint8_t { kRc = 2, kUc = 3, kUd = 4, kXrcSend = 9, kXrcRecv = 10 };
 
 // ibv_qp_state (IBA 10.3.1).
 enum class QpState : uint8_t { kReset = 0, kInit = 1, kRtr = 2, kRts = 3, kSqd = 4, kSqe = 5, kErr = 6 };
@@ -62,6 +66,11 @@ enum class WrOpcode : uint8_t {
   kBindMw = 8,
   kSendWithInv = 9,
 };
+
+// ibv_mw_type (IBA 10.6.7: type 1 is bound with the Bind MW verb and
+// belongs to a PD; type 2 (2B) is bound with a send WR and is then
+// associated with the QP that bound it).
+enum class MwType : uint8_t { kType1 = 1, kType2 = 2 };
 
 // ibv_send_flags.
 namespace send_flag {
@@ -155,6 +164,17 @@ struct AhAttr {
   bool operator==(const AhAttr&) const = default;
 };
 
+// A memory window bind (WrOpcode::kBindMw; ibv_bind_mw and IBV_WR_BIND_MW):
+// which window, the R_Key it gets, and the part of which MR it exposes.
+struct MwBind {
+  uint32_t mw_rkey = 0;   // names the window: any key carrying its 24-bit index
+  uint32_t new_rkey = 0;  // the window's R_Key after the bind (same index; the consumer's 8-bit key)
+  uint32_t mr_lkey = 0;
+  uint64_t addr = 0;      // in the MR's I/O virtual address space
+  uint64_t length = 0;    // 0: unbind (type 1 only)
+  uint32_t access = 0;    // access:: remote bits (local write is ignored)
+};
+
 // ibv_send_wr, with the scatter list and inline bytes as spans: post_send
 // copies both into the WQE before returning (the caller's memory is not
 // referenced afterwards).
@@ -167,7 +187,8 @@ struct SendWr {
   // fetched them from the application); sg_list is then ignored.
   std::span<const uint8_t> inline_data;
   uint32_t imm_data = 0;         // ImmDt as the 32-bit value carried on the wire
-  uint32_t invalidate_rkey = 0;  // kSendWithInv
+  uint32_t invalidate_rkey = 0;  // kSendWithInv, kLocalInv
+  MwBind bind;                   // kBindMw
   uint64_t remote_addr = 0;      // RDMA and atomics
   uint32_t rkey = 0;
   uint64_t compare_add = 0;      // atomics: compare (CAS) or add (FAA)
@@ -175,6 +196,7 @@ struct SendWr {
   AhHandle ah{};                 // UD
   uint32_t remote_qpn = 0;       // UD
   uint32_t remote_qkey = 0;      // UD (high bit set: use the QP's Q_Key)
+  uint32_t xrc_remote_srqn = 0;  // XRC_SEND: the target's XRC SRQ (XRCETH)
 };
 
 struct RecvWr {
@@ -217,6 +239,7 @@ struct QpInitAttr {
   CqHandle recv_cq{};
   bool has_srq = false;
   SrqHandle srq{};
+  XrcdHandle xrcd{};  // XRC_RECV: its XRC domain (no PD, CQs or queues of its own)
   QpCap cap;
   bool sq_sig_all = false;
 };
@@ -269,6 +292,7 @@ struct DeviceCaps {
   // 1 GiB: at PMTU 256 that is 2^22 PSNs, inside the 2^23 PSN window.
   uint64_t max_msg_sz = 1ull << 30;
   uint32_t max_qp = 1u << 16;
+  uint32_t max_mw = 1u << 16;
 };
 
 std::string_view to_string(QpState s) noexcept;

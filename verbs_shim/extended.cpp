@@ -52,16 +52,17 @@ struct QpExState {
 namespace {
 
 // Which ibv_qp_ex send operations each QP type can carry (IBA 11.4.1.1, as
-// opcode_valid in objects.cpp). Memory windows, local invalidate, TSO and
-// the IBA 1.5 ATOMIC WRITE are not offered by the transport.
+// opcode_valid in objects.cpp). TSO and the IBA 1.5 ATOMIC WRITE are not
+// offered by the transport.
 std::uint64_t ops_for(ibv_qp_type type) {
   constexpr std::uint64_t kSend = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM;
   constexpr std::uint64_t kWrite = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM;
+  constexpr std::uint64_t kMemory = IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_LOCAL_INV;
   constexpr std::uint64_t kRcOnly = IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
                                     IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_SEND_WITH_INV;
   switch (type) {
-    case IBV_QPT_RC: return kSend | kWrite | kRcOnly;
-    case IBV_QPT_UC: return kSend | kWrite;
+    case IBV_QPT_RC: return kSend | kWrite | kMemory | kRcOnly;
+    case IBV_QPT_UC: return kSend | kWrite | kMemory;
     case IBV_QPT_UD: return kSend;
     default: return 0;
   }
@@ -153,6 +154,26 @@ void wr_send_inv(ibv_qp_ex* qpx, std::uint32_t invalidate_rkey) {
     wr->invalidate_rkey = invalidate_rkey;
 }
 
+// A type 2 window bind: `rkey` is the window's new R_Key (the caller's
+// choice of 8-bit key, typically ibv_inc_rkey(mw->rkey)); mw->rkey is left
+// as it is, as with IBV_WR_BIND_MW in ibv_post_send.
+void wr_bind_mw(ibv_qp_ex* qpx, ibv_mw* mw, std::uint32_t rkey, const ibv_mw_bind_info* info) {
+  ibv_send_wr* wr = begin_wr(qpx, IBV_WR_BIND_MW, IBV_QP_EX_WITH_BIND_MW);
+  if (wr == nullptr) return;
+  QpExState& st = *shim_of_ex(qpx)->ext;
+  if ((mw == nullptr || info == nullptr) && st.err == 0) st.err = EINVAL;
+  if (mw == nullptr || info == nullptr) return;
+  if ((info->mw_access_flags & IBV_ACCESS_ZERO_BASED) != 0 && st.err == 0) st.err = EINVAL;
+  wr->bind_mw.mw = mw;
+  wr->bind_mw.rkey = rkey;
+  wr->bind_mw.bind_info = *info;
+}
+
+void wr_local_inv(ibv_qp_ex* qpx, std::uint32_t invalidate_rkey) {
+  if (ibv_send_wr* wr = begin_wr(qpx, IBV_WR_LOCAL_INV, IBV_QP_EX_WITH_LOCAL_INV))
+    wr->invalidate_rkey = invalidate_rkey;
+}
+
 void wr_rdma_write(ibv_qp_ex* qpx, std::uint32_t rkey, std::uint64_t remote_addr) {
   if (ibv_send_wr* wr = begin_wr(qpx, IBV_WR_RDMA_WRITE, IBV_QP_EX_WITH_RDMA_WRITE)) {
     wr->wr.rdma.rkey = rkey;
@@ -197,16 +218,6 @@ void wr_atomic_fetch_add(ibv_qp_ex* qpx, std::uint32_t rkey, std::uint64_t remot
 void wr_unsupported(ibv_qp_ex* qpx) {
   QpExState& st = *shim_of_ex(qpx)->ext;
   if (st.started && st.err == 0) st.err = EOPNOTSUPP;
-}
-void wr_bind_mw(ibv_qp_ex* qpx, ibv_mw* mw, std::uint32_t rkey, const ibv_mw_bind_info* info) {
-  (void)mw;
-  (void)rkey;
-  (void)info;
-  wr_unsupported(qpx);
-}
-void wr_local_inv(ibv_qp_ex* qpx, std::uint32_t rkey) {
-  (void)rkey;
-  wr_unsupported(qpx);
 }
 void wr_send_tso(ibv_qp_ex* qpx, void* hdr, std::uint16_t hdr_sz, std::uint16_t mss) {
   (void)hdr;

@@ -161,7 +161,10 @@ bool opcode_valid(ibv_qp_type type, ibv_wr_opcode op) {
     case IBV_WR_ATOMIC_CMP_AND_SWP:
     case IBV_WR_ATOMIC_FETCH_AND_ADD:
     case IBV_WR_SEND_WITH_INV: return type == IBV_QPT_RC;
-    default: return false;  // LOCAL_INV, BIND_MW, TSO, ...: not offered
+    // Memory windows (IBA 10.6.7) are bound and invalidated on connected QPs.
+    case IBV_WR_LOCAL_INV:
+    case IBV_WR_BIND_MW: return type == IBV_QPT_RC || type == IBV_QPT_UC;
+    default: return false;  // TSO, ATOMIC_WRITE, ...: not offered
   }
 }
 
@@ -223,6 +226,15 @@ int post_send_locked(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, bool all
       err = EINVAL;
       break;
     }
+    const bool bind = wr->opcode == IBV_WR_BIND_MW;
+    const bool memory_op = bind || wr->opcode == IBV_WR_LOCAL_INV;
+    // A bind names its window and, unless it unbinds (length 0), the MR
+    // (verbs.h ibv_bind_mw makes the same check).
+    if (bind && (wr->bind_mw.mw == nullptr ||
+                 (wr->bind_mw.bind_info.mr == nullptr && wr->bind_mw.bind_info.length != 0))) {
+      err = EINVAL;
+      break;
+    }
     if (n == room) {
       err = ENOMEM;  // send queue full
       break;
@@ -232,9 +244,10 @@ int post_send_locked(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, bool all
     h.wr_id = wr->wr_id;
     h.opcode = wr->opcode;
     h.send_flags = wr->send_flags;
-    h.num_sge = is_inline ? 0 : static_cast<std::uint32_t>(wr->num_sge);
-    h.inline_len = is_inline ? static_cast<std::uint32_t>(total) : 0;
-    h.imm_data = wr->opcode == IBV_WR_SEND_WITH_INV ? wr->invalidate_rkey : wr->imm_data;
+    h.num_sge = is_inline || memory_op ? 0 : static_cast<std::uint32_t>(wr->num_sge);
+    h.inline_len = is_inline && !memory_op ? static_cast<std::uint32_t>(total) : 0;
+    h.imm_data = wr->opcode == IBV_WR_SEND_WITH_INV || wr->opcode == IBV_WR_LOCAL_INV ? wr->invalidate_rkey
+                                                                                        : wr->imm_data;
     switch (wr->opcode) {
       case IBV_WR_RDMA_WRITE:
       case IBV_WR_RDMA_WRITE_WITH_IMM:
@@ -249,6 +262,16 @@ int post_send_locked(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, bool all
         h.compare_add = wr->wr.atomic.compare_add;
         h.swap = wr->wr.atomic.swap;
         break;
+      case IBV_WR_BIND_MW: {
+        // Layout in engine/shm_ring.hpp (WqeHeader): the window by its R_Key.
+        const ibv_mw_bind_info& b = wr->bind_mw.bind_info;
+        h.imm_data = wr->bind_mw.mw->rkey;
+        h.rkey = wr->bind_mw.rkey;
+        h.remote_addr = b.addr;
+        h.compare_add = b.length;
+        h.swap = (b.mr != nullptr ? b.mr->lkey : 0) | (std::uint64_t{b.mw_access_flags} << 32);
+        break;
+      }
       default:
         break;
     }
@@ -259,7 +282,9 @@ int post_send_locked(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, bool all
     }
     std::memcpy(slot, &h, sizeof h);
     std::byte* body = slot + sizeof h;
-    if (is_inline) {
+    if (memory_op) {
+      // no data
+    } else if (is_inline) {
       // Inline data is copied now: the application may reuse its buffer as
       // soon as post_send returns.
       for (int i = 0; i < wr->num_sge; ++i) {
@@ -372,22 +397,6 @@ int op_req_notify_cq(ibv_cq* cq, int solicited_only) {
   return 0;
 }
 
-ibv_mw* op_alloc_mw(ibv_pd* pd, ibv_mw_type type) {
-  (void)pd;
-  (void)type;
-  errno = EOPNOTSUPP;  // max_mw is 0: no memory windows
-  return nullptr;
-}
-int op_bind_mw(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* bind) {
-  (void)qp;
-  (void)mw;
-  (void)bind;
-  return EOPNOTSUPP;
-}
-int op_dealloc_mw(ibv_mw* mw) {
-  (void)mw;
-  return EOPNOTSUPP;
-}
 void* op_compat_unsupported() {
   errno = EOPNOTSUPP;
   return nullptr;
@@ -511,9 +520,9 @@ void install_ops(verbs_context* vctx) {
   ops.post_srq_recv = op_post_srq_recv;
   ops.poll_cq = op_poll_cq;
   ops.req_notify_cq = op_req_notify_cq;
-  ops.alloc_mw = op_alloc_mw;
-  ops.bind_mw = op_bind_mw;
-  ops.dealloc_mw = op_dealloc_mw;
+  ops.alloc_mw = mw_alloc;  // verbs_shim/mw.cpp
+  ops.bind_mw = mw_bind;
+  ops.dealloc_mw = mw_dealloc;
   for (void* (**slot)() : {&ops._compat_alloc_pd, &ops._compat_dealloc_pd, &ops._compat_reg_mr,
                            &ops._compat_rereg_mr, &ops._compat_dereg_mr, &ops._compat_create_cq,
                            &ops._compat_cq_event, &ops._compat_resize_cq, &ops._compat_destroy_cq,

@@ -174,6 +174,12 @@ void install_ops(verbs_context* vctx);
 int post_send_locked(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, bool all_or_nothing);
 ibv_qp* create_qp_common(ibv_pd* pd, ibv_qp_init_attr* attr);
 
+// mw.cpp: memory windows (the context ops ibv_alloc_mw / ibv_bind_mw /
+// ibv_dealloc_mw call).
+ibv_mw* mw_alloc(ibv_pd* pd, ibv_mw_type type);
+int mw_bind(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* bind);
+int mw_dealloc(ibv_mw* mw);
+
 // extended.cpp: ibv_qp_ex and ibv_cq_ex over the same shared rings.
 bool qp_ex_ops_supported(ibv_qp_type type, std::uint64_t send_ops_flags);
 bool setup_qp_ex(ShimQp* q, std::uint64_t send_ops_flags);

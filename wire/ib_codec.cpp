@@ -32,6 +32,7 @@ Result<IbPacket> decode_ib(Bytes transport) noexcept {
     const DethView h(base + info.offset_of(Hdr::kDeth));
     pkt.deth = {h.qkey(), h.src_qp()};
   }
+  if (info.has(Hdr::kXrceth)) pkt.xrc_srqn = XrcethView(base + info.offset_of(Hdr::kXrceth)).xrc_srq();
   if (info.has(Hdr::kReth)) {
     const RethView h(base + info.offset_of(Hdr::kReth));
     pkt.reth = {h.va(), h.rkey(), h.dma_len()};
@@ -105,6 +106,7 @@ Result<std::size_t> encode_ib(const IbPacket& pkt, MutBytes out) noexcept {
     h.set_qkey(pkt.deth.qkey);
     h.set_src_qp(pkt.deth.src_qp);
   }
+  if (info.has(Hdr::kXrceth)) MutXrcethView(base + info.offset_of(Hdr::kXrceth)).set_xrc_srq(pkt.xrc_srqn);
   if (info.has(Hdr::kReth)) {
     const MutRethView h(base + info.offset_of(Hdr::kReth));
     h.set_va(pkt.reth.va);

@@ -125,6 +125,24 @@ class BasicDethView : public IbHeaderView<BasicDethView<Byte>, Byte, hdr_size(Hd
 using DethView = BasicDethView<const uint8_t>;
 using MutDethView = BasicDethView<uint8_t>;
 
+// The XRC annex of the IBA: XRC ETH, the destination XRC SRQ of an XRC
+// request (8 reserved bits, 24-bit XRCSRQ).
+template <class Byte>
+class BasicXrcethView : public IbHeaderView<BasicXrcethView<Byte>, Byte, hdr_size(Hdr::kXrceth)> {
+  using Base = IbHeaderView<BasicXrcethView<Byte>, Byte, hdr_size(Hdr::kXrceth)>;
+
+ public:
+  using Resv8 = Field<0, 1, 8>;
+  using XrcSrq = Field<1, 3, 24>;
+  using Base::Base;
+  // clang-format off
+  uint32_t xrc_srq() const noexcept { return this->template get<XrcSrq>(); }
+  void set_xrc_srq(uint32_t v) const noexcept requires Base::kWritable { this->template set<XrcSrq>(v); }
+  // clang-format on
+};
+using XrcethView = BasicXrcethView<const uint8_t>;
+using MutXrcethView = BasicXrcethView<uint8_t>;
+
 // IBA 9.3.3, figure 104: RDMA ETH.
 template <class Byte>
 class BasicRethView : public IbHeaderView<BasicRethView<Byte>, Byte, hdr_size(Hdr::kReth)> {

@@ -15,9 +15,21 @@
 namespace urnic::wire {
 
 // Extension headers that may follow the BTH, in the order IBA puts them on
-// the wire (IBA 9.2: BTH, RDETH, DETH, RETH, AtomicETH, AETH, AtomicAckETH,
-// ImmDt, IETH, payload).
-enum class Hdr : uint8_t { kRdeth, kDeth, kReth, kAtomicEth, kAeth, kAtomicAckEth, kImmDt, kIeth, kCnpPad, kCount };
+// the wire (IBA 9.2: BTH, RDETH, DETH, XRCETH, RETH, AtomicETH, AETH,
+// AtomicAckETH, ImmDt, IETH, payload).
+enum class Hdr : uint8_t {
+  kRdeth,
+  kDeth,
+  kXrceth,
+  kReth,
+  kAtomicEth,
+  kAeth,
+  kAtomicAckEth,
+  kImmDt,
+  kIeth,
+  kCnpPad,
+  kCount
+};
 
 constexpr std::size_t kBthSize = 12;
 constexpr std::size_t kIcrcSize = 4;
@@ -26,6 +38,7 @@ constexpr std::size_t hdr_size(Hdr h) noexcept {
   switch (h) {
     case Hdr::kRdeth: return 4;
     case Hdr::kDeth: return 8;
+    case Hdr::kXrceth: return 4;
     case Hdr::kReth: return 16;
     case Hdr::kAtomicEth: return 28;
     case Hdr::kAeth: return 4;
@@ -45,6 +58,11 @@ class HdrSet {
     for (Hdr h : hs) bits_ = static_cast<uint16_t>(bits_ | bit(h));
   }
   constexpr bool has(Hdr h) const noexcept { return (bits_ & bit(h)) != 0; }
+  constexpr HdrSet with(Hdr h) const noexcept {
+    HdrSet r = *this;
+    r.bits_ = static_cast<uint16_t>(r.bits_ | bit(h));
+    return r;
+  }
   constexpr bool operator==(const HdrSet&) const noexcept = default;
 
  private:

@@ -90,6 +90,7 @@ struct IbPacket {
   AtomicAckEth atomic_ack_eth;
   uint32_t imm = 0;        // ImmDt, as the 32-bit big-endian value on the wire
   uint32_t ieth_rkey = 0;  // IETH: the R_Key to invalidate
+  uint32_t xrc_srqn = 0;   // XRCETH: the XRC SRQ the request is for (24 bits)
   Bytes payload;           // payload only: no pad, no ICRC
 
   const OpcodeInfo& info() const noexcept { return opcode_info(bth.opcode); }

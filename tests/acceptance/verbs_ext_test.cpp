@@ -1,7 +1,7 @@
 // The verbs issue 9 added to the shim, through the drop-in libibverbs.so.1
 // against an auto-started urnicd in a private runtime directory:
 // ibv_qp_ex (wr_* batches), ibv_cq_ex polling, ibv_resize_cq, ibv_rereg_mr,
-// import/unimport and the ODP capabilities. rdma-core's own suite
+// import/unimport, the ODP capabilities and memory windows. rdma-core's own suite
 // (pyverbs_test.sh) covers the same ground from Python; these pin the
 // details (all-or-nothing batches, unpolled CQEs surviving a resize, keys
 // kept by rereg) in the project's own tests.
@@ -254,7 +254,7 @@ TEST_CASE("ibv_create_qp_ex / ibv_create_cq_ex refuse what the device does not d
   CHECK(create_qp_ex(d, cq, IBV_QPT_RC, IBV_QP_EX_WITH_ATOMIC_WRITE) == nullptr);
   CHECK(errno == EOPNOTSUPP);
   errno = 0;
-  CHECK(create_qp_ex(d, cq, IBV_QPT_RC, IBV_QP_EX_WITH_BIND_MW) == nullptr);
+  CHECK(create_qp_ex(d, cq, IBV_QPT_UD, IBV_QP_EX_WITH_BIND_MW) == nullptr);  // windows: connected QPs only
   CHECK(errno == EOPNOTSUPP);
   // A QP created without send_ops_flags has no ibv_qp_ex interface.
   ibv_qp_init_attr init{};
@@ -396,4 +396,229 @@ TEST_CASE("import: a duplicated cmd_fd names the same PD and MR", "[shim][ext]")
   CHECK(ibv_close_device(ctx2) == 0);
   // The objects outlive the importer's unimport and close.
   CHECK(ibv_dereg_mr(mr) == 0);
+}
+
+namespace {
+
+ibv_wc poll_one(ibv_cq* cq) {
+  ibv_wc wc{};
+  for (int tries = 0; tries < 5000; ++tries) {
+    const int n = ibv_poll_cq(cq, 1, &wc);
+    REQUIRE(n >= 0);
+    if (n == 1) return wc;
+    ::usleep(1000);
+  }
+  FAIL("no completion within 5 s");
+  return wc;
+}
+
+// Two RC QPs on one device connected to each other (hairpinned): `t` owns
+// the memory and binds windows (ibv_qp_ex with BIND_MW / LOCAL_INV),
+// `i` writes into it. Each has its own CQ.
+struct MwLink {
+  Dev& d;
+  ibv_cq* ct = nullptr;
+  ibv_cq* ci = nullptr;
+  ibv_qp* t = nullptr;
+  ibv_qp* i = nullptr;
+  explicit MwLink(Dev& dev) : d(dev) {
+    ct = ibv_create_cq(d.ctx, 16, nullptr, nullptr, 0);
+    ci = ibv_create_cq(d.ctx, 16, nullptr, nullptr, 0);
+    REQUIRE(ct != nullptr);
+    REQUIRE(ci != nullptr);
+    t = create_qp_ex(d, ct, IBV_QPT_RC,
+                     IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_SEND);
+    REQUIRE(t != nullptr);
+    ibv_qp_init_attr init{};
+    init.send_cq = ci;
+    init.recv_cq = ci;
+    init.qp_type = IBV_QPT_RC;
+    init.cap = ibv_qp_cap{8, 8, 1, 1, 0};
+    i = ibv_create_qp(d.pd, &init);
+    REQUIRE(i != nullptr);
+    connect_rc(d.ctx, t, i->qp_num);
+    connect_rc(d.ctx, i, t->qp_num);
+  }
+  ~MwLink() {
+    ibv_destroy_qp(i);
+    ibv_destroy_qp(t);
+    ibv_destroy_cq(ci);
+    ibv_destroy_cq(ct);
+  }
+  MwLink(const MwLink&) = delete;
+  MwLink& operator=(const MwLink&) = delete;
+
+  // One RDMA WRITE of `len` bytes from `src` (lkey) to `raddr` with `rkey`.
+  ibv_wc write(const void* src, std::uint32_t len, std::uint32_t lkey, std::uint64_t raddr, std::uint32_t rkey) {
+    ibv_sge sge{addr_of(src), len, lkey};
+    ibv_send_wr wr{};
+    wr.wr_id = 77;
+    wr.opcode = IBV_WR_RDMA_WRITE;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.wr.rdma.remote_addr = raddr;
+    wr.wr.rdma.rkey = rkey;
+    ibv_send_wr* bad = nullptr;
+    REQUIRE(ibv_post_send(i, &wr, &bad) == 0);
+    return poll_one(ci);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("memory windows: bind, remote write through the window, invalidation, bad binds", "[shim][ext][mw]") {
+  Dev d;
+  ibv_device_attr attr{};
+  REQUIRE(ibv_query_device(d.ctx, &attr) == 0);
+  CHECK(attr.max_mw > 0);
+  CHECK((attr.device_cap_flags & IBV_DEVICE_MEM_WINDOW) != 0);
+  CHECK((attr.device_cap_flags & IBV_DEVICE_MEM_WINDOW_TYPE_2B) != 0);
+  errno = 0;
+  CHECK(ibv_alloc_mw(d.pd, static_cast<ibv_mw_type>(3)) == nullptr);
+  CHECK(errno == EINVAL);
+
+  std::vector<char> target(8192, 0), src(4096, 'w');
+  // The target MR grants no remote access itself: only windows do.
+  ibv_mr* mr = reg(d.pd, target.data(), target.size(), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND);
+  ibv_mr* smr = reg(d.pd, src.data(), src.size(), IBV_ACCESS_LOCAL_WRITE);
+  REQUIRE(mr != nullptr);
+  REQUIRE(smr != nullptr);
+  const std::uint64_t win = addr_of(target.data()) + 1024;
+
+  SECTION("type 1: ibv_bind_mw, a write through the window, none beyond it, none after unbinding") {
+    MwLink l(d);
+    CHECK(l.write(src.data(), 32, smr->lkey, win, mr->rkey).status == IBV_WC_REM_ACCESS_ERR);
+    MwLink m(d);
+    ibv_mw* mw = ibv_alloc_mw(d.pd, IBV_MW_TYPE_1);
+    REQUIRE(mw != nullptr);
+    const std::uint32_t before = mw->rkey;
+    ibv_mw_bind bind{};
+    bind.wr_id = 5;
+    bind.send_flags = IBV_SEND_SIGNALED;
+    bind.bind_info = ibv_mw_bind_info{mr, win, 2048, IBV_ACCESS_REMOTE_WRITE};
+    REQUIRE(ibv_bind_mw(m.t, mw, &bind) == 0);
+    CHECK(mw->rkey != before);
+    CHECK((mw->rkey >> 8) == (before >> 8));
+    ibv_wc wc = poll_one(m.ct);
+    CHECK(wc.wr_id == 5);
+    CHECK(wc.status == IBV_WC_SUCCESS);
+    CHECK(wc.opcode == IBV_WC_BIND_MW);
+    CHECK(ibv_dereg_mr(mr) == EBUSY);  // a window is bound to it
+    CHECK(m.write(src.data(), 32, smr->lkey, win, mw->rkey).status == IBV_WC_SUCCESS);
+    CHECK(std::memcmp(target.data() + 1024, src.data(), 32) == 0);
+    CHECK(target[1023] == 0);
+    CHECK(m.write(src.data(), 32, smr->lkey, win + 2048 - 16, mw->rkey).status == IBV_WC_REM_ACCESS_ERR);
+
+    // Unbind (length 0) on a fresh pair: the window's new key grants nothing.
+    MwLink n(d);
+    bind.bind_info = ibv_mw_bind_info{mr, 0, 0, 0};
+    REQUIRE(ibv_bind_mw(n.t, mw, &bind) == 0);
+    CHECK(poll_one(n.ct).status == IBV_WC_SUCCESS);
+    CHECK(n.write(src.data(), 32, smr->lkey, win, mw->rkey).status == IBV_WC_REM_ACCESS_ERR);
+    CHECK(ibv_dealloc_mw(mw) == 0);
+  }
+
+  SECTION("type 2: IBV_WR_BIND_MW, then Local Invalidate or SEND with Invalidate ends it") {
+    ibv_mw* mw = ibv_alloc_mw(d.pd, IBV_MW_TYPE_2);
+    REQUIRE(mw != nullptr);
+    const std::uint32_t key = ibv_inc_rkey(mw->rkey);
+    {
+      MwLink l(d);
+      ibv_send_wr wr{};
+      wr.wr_id = 6;
+      wr.opcode = IBV_WR_BIND_MW;
+      wr.send_flags = IBV_SEND_SIGNALED;
+      wr.bind_mw.mw = mw;
+      wr.bind_mw.rkey = key;
+      wr.bind_mw.bind_info = ibv_mw_bind_info{mr, win, 2048, IBV_ACCESS_REMOTE_WRITE};
+      ibv_send_wr* bad = nullptr;
+      REQUIRE(ibv_post_send(l.t, &wr, &bad) == 0);
+      ibv_wc wc = poll_one(l.ct);
+      CHECK(wc.status == IBV_WC_SUCCESS);
+      CHECK(wc.opcode == IBV_WC_BIND_MW);
+      CHECK(l.write(src.data(), 64, smr->lkey, win + 64, key).status == IBV_WC_SUCCESS);
+      CHECK(std::memcmp(target.data() + 1024 + 64, src.data(), 64) == 0);
+
+      // Local Invalidate through ibv_qp_ex.
+      ibv_qp_ex* qx = ibv_qp_to_qp_ex(l.t);
+      REQUIRE(qx != nullptr);
+      ibv_wr_start(qx);
+      qx->wr_id = 7;
+      qx->wr_flags = IBV_SEND_SIGNALED;
+      ibv_wr_local_inv(qx, key);
+      REQUIRE(ibv_wr_complete(qx) == 0);
+      wc = poll_one(l.ct);
+      CHECK(wc.wr_id == 7);
+      CHECK(wc.status == IBV_WC_SUCCESS);
+      CHECK(wc.opcode == IBV_WC_LOCAL_INV);
+      CHECK(l.write(src.data(), 64, smr->lkey, win + 64, key).status == IBV_WC_REM_ACCESS_ERR);
+    }
+    {
+      // Bound again (ibv_wr_bind_mw), then invalidated by the peer's SEND
+      // with Invalidate: the receive completion says WITH_INV and names the key.
+      MwLink l(d);
+      const std::uint32_t key2 = ibv_inc_rkey(key);
+      ibv_qp_ex* qx = ibv_qp_to_qp_ex(l.t);
+      ibv_wr_start(qx);
+      qx->wr_id = 8;
+      qx->wr_flags = IBV_SEND_SIGNALED;
+      const ibv_mw_bind_info info{mr, win, 2048, IBV_ACCESS_REMOTE_WRITE};
+      ibv_wr_bind_mw(qx, mw, key2, &info);
+      REQUIRE(ibv_wr_complete(qx) == 0);
+      CHECK(poll_one(l.ct).status == IBV_WC_SUCCESS);
+      ibv_sge rsge{addr_of(target.data()), 256, mr->lkey};
+      ibv_recv_wr rwr{};
+      rwr.wr_id = 9;
+      rwr.sg_list = &rsge;
+      rwr.num_sge = 1;
+      ibv_recv_wr* rbad = nullptr;
+      REQUIRE(ibv_post_recv(l.t, &rwr, &rbad) == 0);
+      ibv_sge sge{addr_of(src.data()), 16, smr->lkey};
+      ibv_send_wr inv{};
+      inv.wr_id = 10;
+      inv.opcode = IBV_WR_SEND_WITH_INV;
+      inv.send_flags = IBV_SEND_SIGNALED;
+      inv.sg_list = &sge;
+      inv.num_sge = 1;
+      inv.invalidate_rkey = key2;
+      ibv_send_wr* bad = nullptr;
+      REQUIRE(ibv_post_send(l.i, &inv, &bad) == 0);
+      CHECK(poll_one(l.ci).status == IBV_WC_SUCCESS);
+      const ibv_wc r = poll_one(l.ct);
+      CHECK(r.wr_id == 9);
+      CHECK(r.status == IBV_WC_SUCCESS);
+      CHECK(r.opcode == IBV_WC_RECV);
+      CHECK((r.wc_flags & IBV_WC_WITH_INV) != 0);
+      CHECK(r.invalidated_rkey == key2);
+      CHECK(l.write(src.data(), 64, smr->lkey, win + 64, key2).status == IBV_WC_REM_ACCESS_ERR);
+    }
+    CHECK(ibv_dealloc_mw(mw) == 0);
+  }
+
+  SECTION("a bind beyond the MR completes with IBV_WC_MW_BIND_ERR") {
+    MwLink l(d);
+    ibv_mw* mw = ibv_alloc_mw(d.pd, IBV_MW_TYPE_2);
+    REQUIRE(mw != nullptr);
+    ibv_qp_ex* qx = ibv_qp_to_qp_ex(l.t);
+    ibv_wr_start(qx);
+    qx->wr_id = 11;
+    qx->wr_flags = IBV_SEND_SIGNALED;
+    const ibv_mw_bind_info info{mr, addr_of(target.data()) + 4096, 8192, IBV_ACCESS_REMOTE_WRITE};
+    ibv_wr_bind_mw(qx, mw, ibv_inc_rkey(mw->rkey), &info);
+    REQUIRE(ibv_wr_complete(qx) == 0);
+    const ibv_wc wc = poll_one(l.ct);
+    CHECK(wc.wr_id == 11);
+    CHECK(wc.status == IBV_WC_MW_BIND_ERR);
+    CHECK(wc.opcode == IBV_WC_BIND_MW);
+    // A bind error is a QP error (IBA 11.6.2): the QP is in ERR.
+    ibv_qp_attr qa{};
+    ibv_qp_init_attr qi{};
+    REQUIRE(ibv_query_qp(l.t, &qa, IBV_QP_STATE, &qi) == 0);
+    CHECK(qa.qp_state == IBV_QPS_ERR);
+    CHECK(ibv_dealloc_mw(mw) == 0);
+  }
+
+  CHECK(ibv_dereg_mr(smr) == 0);
+  CHECK(ibv_dereg_mr(mr) == 0);  // no window is bound any more
 }

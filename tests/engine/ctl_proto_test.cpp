@@ -16,6 +16,7 @@
 #include "engine/ctl_proto.hpp"
 #include "engine/qp_control.hpp"
 #include "engine/session.hpp"
+#include "engine/verbs_ext_proto.hpp"
 
 namespace ctl = urnic::engine::ctl;
 using urnic::engine::Registry;
@@ -488,4 +489,26 @@ TEST_CASE("completions reach the CQ ring and armed CQs notify their channel", "[
   CHECK(h.s->deliver_cqe(9999, c, false) == EINVAL);
   ::munmap(map, rep.map_bytes);
   ::close(chan);
+}
+
+TEST_CASE("memory windows: types 1 and 2 only, they hold their PD, the device says so", "[engine][ctl][mw]") {
+  Harness h;
+  h.hello_and_open();
+  CHECK(h.info.attrs.max_mw > 0);
+  CHECK((h.info.attrs.device_cap_flags & IBV_DEVICE_MEM_WINDOW) != 0);
+  CHECK((h.info.attrs.device_cap_flags & IBV_DEVICE_MEM_WINDOW_TYPE_2B) != 0);
+  const std::uint32_t pd = h.alloc_pd();
+  CHECK(h.call<ctl::AllocMwRep>(ctl::AllocMwReq{pd, 3}) == EINVAL);
+  CHECK(h.call<ctl::AllocMwRep>(ctl::AllocMwReq{pd, 0}) == EINVAL);
+  CHECK(h.call<ctl::AllocMwRep>(ctl::AllocMwReq{999, IBV_MW_TYPE_1}) == EINVAL);
+  ctl::AllocMwRep w1{}, w2{};
+  REQUIRE(h.call(ctl::AllocMwReq{pd, IBV_MW_TYPE_1}, &w1) == 0);
+  REQUIRE(h.call(ctl::AllocMwReq{pd, IBV_MW_TYPE_2}, &w2) == 0);
+  CHECK(w1.rkey != 0);
+  CHECK((w1.rkey >> 8) != (w2.rkey >> 8));
+  CHECK(h.call<ctl::DeallocPdRep>(ctl::DeallocPdReq{{pd, 0}}) == EBUSY);
+  CHECK(h.call<ctl::DeallocMwRep>(ctl::DeallocMwReq{{w1.handle, 0}}) == 0);
+  CHECK(h.call<ctl::DeallocMwRep>(ctl::DeallocMwReq{{w1.handle, 0}}) == EINVAL);  // already gone
+  CHECK(h.call<ctl::DeallocPdRep>(ctl::DeallocPdReq{{pd, 0}}) == EBUSY);
+  // The session's teardown frees what is left (w2) with its PD.
 }

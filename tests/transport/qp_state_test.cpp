@@ -225,9 +225,6 @@ TEST_CASE("post_send / post_recv validation returns provider errnos", "[qp]") {
   big_inline.send_flags = send_flag::kInline;
   big_inline.inline_data = {inl, sizeof inl};  // > max_inline_data 128
   CHECK(o.t.post_send(q, big_inline, 1000) == EINVAL);
-  SendWr bind = wr;
-  bind.opcode = WrOpcode::kBindMw;
-  CHECK(o.t.post_send(q, bind, 1000) == EINVAL);
   SendWr short_atomic = wr;
   short_atomic.opcode = WrOpcode::kAtomicFetchAndAdd;  // 16-byte SGE: atomics move exactly 8
   CHECK(o.t.post_send(q, short_atomic, 1000) == EINVAL);
@@ -240,6 +237,8 @@ TEST_CASE("post_send / post_recv validation returns provider errnos", "[qp]") {
   SendWr w = wr;
   w.opcode = WrOpcode::kRdmaWrite;
   CHECK(o.t.post_send(ud, w, 1000) == EINVAL);  // WRITE on UD
+  w.opcode = WrOpcode::kBindMw;
+  CHECK(o.t.post_send(ud, w, 1000) == EINVAL);  // memory windows are bound on connected QPs only
   w.opcode = WrOpcode::kSend;
   w.ah = AhHandle{12345};
   CHECK(o.t.post_send(ud, w, 1000) == EINVAL);  // no such AH

@@ -24,6 +24,19 @@ TEST_CASE("opcode table: header sets derive offsets and lengths", "[wire][opcode
 
   CHECK(opcode_info(opcode::kFetchAdd).length == 40);
   CHECK(opcode_info(opcode::kCnp).length == 28);
+
+  // XRC requests: the XRCETH right after the BTH, the rest shifted by 4.
+  const auto& xrc_write_imm = opcode_info(opcode::kXrc | opcode::kWriteOnlyImm);
+  REQUIRE(xrc_write_imm.valid());
+  CHECK(xrc_write_imm.name == "XRC_RDMA_WRITE_ONLY_IMM");
+  CHECK(xrc_write_imm.offset_of(Hdr::kXrceth) == 12);
+  CHECK(xrc_write_imm.offset_of(Hdr::kReth) == 16);
+  CHECK(xrc_write_imm.offset_of(Hdr::kImmDt) == 32);
+  CHECK(xrc_write_imm.length == 36);
+  CHECK(opcode_info(opcode::kXrc | opcode::kFetchAdd).length == 44);
+  // XRC responses are shaped as RC's.
+  CHECK(opcode_info(opcode::kXrc | opcode::kAck).length == 16);
+  CHECK_FALSE(opcode_info(opcode::kXrc | opcode::kAck).has(Hdr::kXrceth));
 }
 
 TEST_CASE("opcode table: every row is consistent", "[wire][opcode]") {
@@ -44,9 +57,17 @@ TEST_CASE("opcode table: every row is consistent", "[wire][opcode]") {
       CHECK(info.has(Hdr::kReth) == (info.is(Op::kFirst)));
     CHECK(!(info.is(Op::kRequest) && info.is(Op::kResponse)));
     if (transport_of(static_cast<uint8_t>(op)) == IbTransport::kUd) CHECK(info.has(Hdr::kDeth));
+    // The XRCETH is on XRC requests and nowhere else.
+    CHECK(info.has(Hdr::kXrceth) ==
+          (transport_of(static_cast<uint8_t>(op)) == IbTransport::kXrc && info.is(Op::kRequest)));
+    if (transport_of(static_cast<uint8_t>(op)) == IbTransport::kXrc) {
+      const auto& rc = opcode_info(static_cast<uint8_t>(op & 0x1F));
+      CHECK(rc.flags == info.flags);
+      CHECK(info.name.substr(4) == rc.name.substr(3));
+    }
   }
-  // RC: 23 opcodes, UC: 12, UD: 2, CNP: 1.
-  CHECK(valid == 23 + 12 + 2 + 1);
+  // RC: 23 opcodes, UC: 12, UD: 2, CNP: 1, XRC: 23.
+  CHECK(valid == 23 + 12 + 2 + 1 + 23);
   CHECK_FALSE(opcode_info(0x15).valid());
   CHECK_FALSE(opcode_info(opcode::kUc | opcode::kReadRequest).valid());
 }

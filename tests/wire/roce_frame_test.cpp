@@ -33,6 +33,7 @@ IbPacket sample_packet(uint8_t op, Bytes payload) {
   p.atomic_ack_eth = {0xFEDCBA9876543210ull};
   p.imm = 0xCAFEBABE;
   p.ieth_rkey = 0x0BADF00D;
+  p.xrc_srqn = 0x5A5A5A;
   if (p.info().is(Op::kPayload)) {
     p.payload = payload;
     p.bth.pad = ib_pad_for(payload.size());
@@ -45,6 +46,7 @@ void check_same(const IbPacket& a, const IbPacket& b) {
   CHECK(a.bth == b.bth);
   const OpcodeInfo& info = a.info();
   if (info.has(Hdr::kDeth)) CHECK(a.deth == b.deth);
+  if (info.has(Hdr::kXrceth)) CHECK(a.xrc_srqn == b.xrc_srqn);
   if (info.has(Hdr::kReth)) CHECK(a.reth == b.reth);
   if (info.has(Hdr::kAtomicEth)) CHECK(a.atomic_eth == b.atomic_eth);
   if (info.has(Hdr::kAeth)) CHECK(a.aeth == b.aeth);
@@ -104,6 +106,8 @@ TEST_CASE("every opcode encodes and decodes to the same packet", "[wire][roce]")
     if (info.has(Hdr::kReth)) CHECK(RethView(buf.data() + info.offset_of(Hdr::kReth)).rkey() == 0x11223344);
     if (info.has(Hdr::kImmDt)) CHECK(ImmDtView(buf.data() + info.offset_of(Hdr::kImmDt)).imm() == 0xCAFEBABE);
     if (info.has(Hdr::kDeth)) CHECK(DethView(buf.data() + info.offset_of(Hdr::kDeth)).qkey() == 0x80010000);
+    if (info.has(Hdr::kXrceth))
+      CHECK(XrcethView(buf.data() + info.offset_of(Hdr::kXrceth)).xrc_srq() == 0x5A5A5A);
     auto d = decode_ib(Bytes(buf).first(size));
     REQUIRE(d.ok());
     check_same(p, *d);
@@ -119,7 +123,7 @@ TEST_CASE("every opcode encodes and decodes to the same packet", "[wire][roce]")
       }
     }
   }
-  CHECK(valid == 38);  // 23 RC + 12 UC + 2 UD + CNP (IBA 9.2.3 table 38, annex A17)
+  CHECK(valid == 61);  // 23 RC + 12 UC + 2 UD + CNP + 23 XRC (IBA 9.2.3 table 38, annex A17)
 }
 
 TEST_CASE("decode_ib error values", "[wire][roce]") {

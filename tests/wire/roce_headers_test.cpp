@@ -439,6 +439,7 @@ TEST_CASE("IB extension header fields", "[wire][roce]") {
   check_field<MutDethView, MutDethView::QKey>([](MutDethView v, uint64_t x) { v.set_qkey(static_cast<uint32_t>(x)); }, [](MutDethView v) { return v.qkey(); });
   check_field<MutDethView, MutDethView::Resv8>([](MutDethView v, uint64_t x) { v.set_resv8(static_cast<uint8_t>(x)); }, [](MutDethView v) { return v.resv8(); });
   check_field<MutDethView, MutDethView::SrcQp>([](MutDethView v, uint64_t x) { v.set_src_qp(static_cast<uint32_t>(x)); }, [](MutDethView v) { return v.src_qp(); });
+  check_field<MutXrcethView, MutXrcethView::XrcSrq>([](MutXrcethView v, uint64_t x) { v.set_xrc_srq(static_cast<uint32_t>(x)); }, [](MutXrcethView v) { return v.xrc_srq(); });
   check_field<MutRethView, MutRethView::Va>([](MutRethView v, uint64_t x) { v.set_va(x); }, [](MutRethView v) { return v.va(); });
   check_field<MutRethView, MutRethView::RKey>([](MutRethView v, uint64_t x) { v.set_rkey(static_cast<uint32_t>(x)); }, [](MutRethView v) { return v.rkey(); });
   check_field<MutRethView, MutRethView::DmaLen>([](MutRethView v, uint64_t x) { v.set_dma_len(static_cast<uint32_t>(x)); }, [](MutRethView v) { return v.dma_len(); });

@@ -64,6 +64,7 @@ std::string ib_summary(const IbPacket& p) {
   const OpcodeInfo& info = p.info();
   std::string s;
   if (info.has(Hdr::kDeth)) s += fmt::format(" DETH(qkey=0x{:08x} src_qp=0x{:06x})", p.deth.qkey, p.deth.src_qp);
+  if (info.has(Hdr::kXrceth)) s += fmt::format(" XRCETH(srq=0x{:06x})", p.xrc_srqn);
   if (info.has(Hdr::kReth))
     s += fmt::format(" RETH(va=0x{:x} rkey=0x{:08x} len={})", p.reth.va, p.reth.rkey, p.reth.dma_len);
   if (info.has(Hdr::kAtomicEth))

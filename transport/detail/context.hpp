@@ -28,9 +28,27 @@ struct Mr {
   uint64_t iova = 0;
   uint32_t access = 0;
   MrState state = MrState::kValid;
+  uint32_t windows = 0;  // memory windows bound to this MR (deregistration is EBUSY meanwhile)
 
   // The owner's address of an I/O virtual address check_key accepted.
   [[nodiscard]] uint64_t local(uint64_t io_va) const { return addr + (io_va - iova); }
+};
+
+// IBA 10.6.7: a type 1 window is valid from allocation on (with length 0
+// it grants nothing); a type 2 window is free until a bind WR binds it and
+// again after it is invalidated.
+enum class MwState : uint8_t { kFree, kValid };
+
+struct Mw {
+  uint32_t key = 0;      // current R_Key: 24-bit index (fixed) + 8-bit key (set by each bind)
+  MwType type = MwType::kType1;
+  PdHandle pd{};
+  MwState state = MwState::kFree;
+  uint32_t mr_key = 0;   // the MR it exposes (0: none, length 0)
+  uint64_t addr = 0;     // in that MR's I/O virtual address space
+  uint64_t length = 0;
+  uint32_t access = 0;   // remote access bits granted through the window
+  uint32_t qpn = 0;      // type 2: the QP it is bound to (IBA 10.6.7.2.2)
 };
 
 // Why a key check failed; each maps onto one local status or one NAK.
@@ -55,6 +73,9 @@ struct Cq {
 struct Srq {
   SrqHandle handle{};
   PdHandle pd{};
+  bool xrc = false;         // an XRC SRQ: in `xrcd`, completing to `cq`
+  XrcdHandle xrcd{};
+  CqHandle cq{};
   SrqAttr attr;             // srq_limit 0 = disarmed (IBA 11.5.2.4)
   std::deque<RecvWqe> q;
   uint32_t users = 0;
@@ -69,6 +90,10 @@ struct Pd {
   uint32_t users = 0;  // MRs, QPs, SRQs, AHs
 };
 
+struct Xrcd {
+  uint32_t users = 0;  // XRC SRQs, XRC_RECV QPs
+};
+
 struct Context {
   MemoryAccess& mem;
   TxSink& tx;
@@ -80,6 +105,8 @@ struct Context {
   std::unordered_map<uint32_t, Cq> cqs;
   std::unordered_map<uint32_t, Srq> srqs;
   std::unordered_map<uint32_t, Ah> ahs;
+  std::unordered_map<uint32_t, Xrcd> xrcds;
+  std::unordered_map<uint32_t, Mw> mws;  // keyed by key index (key >> 8); MRs and windows share the index space
   uint32_t next_handle = 1;
   uint32_t next_key_index = 1;
   std::vector<uint8_t> scratch;  // one packet's payload (the largest MTU)
@@ -87,10 +114,34 @@ struct Context {
   Context(MemoryAccess& m, TxSink& t, EventSink& e, TransportConfig c)
       : mem(m), tx(t), events(e), cfg(c), scratch(4096) {}
 
+  // A fresh key: 24-bit index + 8-bit variant (IBA 10.6.2: the low byte is
+  // the consumer-owned key part; for an MR it only makes keys less
+  // guessable, a window's changes with every bind).
+  uint32_t new_key() {
+    const uint32_t idx = next_key_index++;
+    return (idx << 8) | ((idx * 0x9Du + 0x5Bu) & 0xFF);
+  }
+
   // Looks up `key` and checks PD, bounds [va, va+len) and `need` access bits.
   // IBA 10.6.3.1/10.6.3.2: zero-length accesses do not check the key
   // (the caller skips the call).
   KeyCheck check_key(uint32_t key, PdHandle pd, uint64_t va, uint64_t len, uint32_t need, const Mr** out) const;
+  // An R_Key in a remote request (transport/mw.cpp): an MR's key, checked
+  // as check_key does, or a memory window's, checked against the window
+  // (current key, bounds, access, PD; a type 2 window only through the QP
+  // `qpn` it is bound to) and then resolved to the MR behind it.
+  KeyCheck check_rkey(uint32_t key, PdHandle pd, uint32_t qpn, uint64_t va, uint64_t len, uint32_t need,
+                      const Mr** out) const;
+
+  // Send-queue memory operations, executed in order by QP `qpn` of PD `pd`
+  // (transport/mw.cpp). bind_mw returns kSuccess or kMwBindErr.
+  WcStatus bind_mw(PdHandle pd, uint32_t qpn, const MwBind& b);
+  // Invalidates an MR key or a type 2 window's R_Key: by a Local
+  // Invalidate WR (`remote` false) or by the responder of a SEND with
+  // Invalidate (`remote` true: a window must be bound to `qpn`).
+  bool invalidate(uint32_t key, PdHandle pd, uint32_t qpn, bool remote);
+  // Releases a window's MR (it is then bound to nothing).
+  void unbind(Mw& mw);
 
   // Copies between an SGE list (local keys, all in `pd`) and a byte span,
   // starting `offset` bytes into the list. Returns kSuccess, kLocLenErr (the

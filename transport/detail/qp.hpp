@@ -25,8 +25,12 @@ enum class WqeState : uint8_t {
   kPosted,      // no PSN yet
   kInFlight,    // PSNs [first_psn, last_psn] assigned, some packets sent
   kSent,        // every packet sent at least once; awaiting ACK/response
-  kLocalError,  // failed a local check (lkey, length); completes in order with `status`
+  kLocalError,  // failed a local check (lkey, length, bind); completes in order with `status`
 };
+// A memory operation (bind, local invalidate) takes no PSN: it is executed
+// when the requester reaches it (npkts 0, first_psn = last_psn + 1 = the
+// next PSN at that time, state kSent) and completes once every WQE before
+// it has.
 
 struct SendWqe {
   uint64_t wr_id = 0;
@@ -38,7 +42,8 @@ struct SendWqe {
   bool is_inline = false;
   uint64_t length = 0;
   uint32_t imm = 0;
-  uint32_t inv_rkey = 0;
+  uint32_t inv_rkey = 0;    // kSendWithInv, kLocalInv
+  MwBind bind;              // kBindMw
   uint64_t remote_addr = 0;
   uint32_t rkey = 0;
   uint64_t compare_add = 0;
@@ -46,6 +51,7 @@ struct SendWqe {
   AhAttr ud_ah;
   uint32_t ud_qpn = 0;
   uint32_t ud_qkey = 0;
+  uint32_t xrc_srqn = 0;    // XRC_SEND: XRCETH of every request packet
   WqeState state = WqeState::kPosted;
   WcStatus status = WcStatus::kSuccess;
   Psn first_psn;
@@ -139,6 +145,7 @@ enum class RecvSlot : uint8_t { kEmpty, kHeld };
 
 WcOpcode wc_opcode_for(WrOpcode op) noexcept;
 bool is_rd_atomic(WrOpcode op) noexcept;
+constexpr bool is_local_op(WrOpcode op) noexcept { return op == WrOpcode::kBindMw || op == WrOpcode::kLocalInv; }
 Nanos rnr_timer_ns(uint8_t code) noexcept;
 constexpr Nanos ack_timeout_ns(uint8_t timeout) noexcept { return Nanos{4096} << timeout; }
 
@@ -187,11 +194,24 @@ class Qp {
   Addressing path_addr() const;
   uint32_t pmtu() const noexcept;
   bool send_queue_active() const noexcept;
+  // RC and both XRC halves are reliably connected (ACKs, retries, ERR on a
+  // send error); the XRC target answers with XRC opcodes.
+  bool reliable() const noexcept {
+    return init_.type == QpType::kRc || init_.type == QpType::kXrcSend || init_.type == QpType::kXrcRecv;
+  }
+  bool xrc_target() const noexcept { return init_.type == QpType::kXrcRecv; }
+  uint8_t opcode_base() const noexcept;
+  // The responder's PD and receive CQ: the QP's own, or for an XRC target
+  // those of the XRC SRQ the current request names (select_xrc_srq).
+  PdHandle resp_pd() const noexcept;
+  CqHandle resp_cq() const noexcept;
+  bool select_xrc_srq(const wire::IbPacket& pkt);
 
   // requester.cpp
   void req_run(Nanos now);
   ReqState req_step(Nanos now);
   bool start_wqe(SendWqe& w);
+  ReqState run_local_op(SendWqe& w, Nanos now);
   void send_next_packet(SendWqe& w, Nanos now);
   void advance_req();
   uint32_t outstanding_rd_atomic() const;
@@ -210,6 +230,7 @@ class Qp {
   bool complete_head(WcStatus st, Nanos now);
   void fail_head(WcStatus st, Nanos now);
   void complete_local_errors(Nanos now);
+  void complete_local_ops(Nanos now);
   void on_ack_timeout(Nanos now);
   void on_rnr_timer(Nanos now);
 
@@ -270,6 +291,7 @@ class Qp {
   uint32_t unacked_ = 0;      // requests accepted since the last ACK we sent
   std::deque<RespResource> resources_;  // at most max(1, max_dest_rd_atomic)
   uint8_t pending_nak_ = 0;   // the syndrome chosen by a check step
+  SrqHandle xrc_srq_{};       // XRC target: the SRQ the request being processed names
   WcStatus pending_recv_status_ = WcStatus::kSuccess;
 };
 

@@ -1,0 +1,377 @@
+// Memory windows (IBA 10.6.7, transport/mw.cpp): binds and invalidations
+// as ordered send-queue operations, remote access through a window's R_Key
+// checked like an MR's (bounds, access, PD, and for type 2 the QP), the bind
+// checks, and SEND with Invalidate of a window.
+#include <catch2/catch.hpp>
+
+#include <cerrno>
+#include <cstring>
+
+#include "tests/transport/pair.hpp"
+
+using namespace urnic::transport;
+using namespace urnic::transport::test;
+namespace ae = urnic::wire::aeth;
+
+namespace {
+
+constexpr uint32_t kWindowMrAccess = access::kLocalWrite | access::kMwBind;
+
+uint32_t inc_key(uint32_t key) { return (key & ~0xFFu) | ((key + 1) & 0xFFu); }
+
+// An MR on B that windows can be bound to (no remote rights of its own).
+MrKeys bindable_mr(Pair& p, uint32_t acc = kWindowMrAccess) {
+  auto r = p.tb.reg_mr(p.b.pd, p.b.dom, p.b.va, 1 << 16, acc);
+  REQUIRE(r.ok());
+  return r.value;
+}
+
+// B binds window `mw_key` to [b.va + off, + len) of MR `mr_lkey`, signaled.
+int bind_b(Pair& p, uint32_t qpn, uint32_t mw_key, uint32_t new_key, uint32_t mr_lkey, uint64_t off, uint64_t len,
+           uint32_t acc, uint64_t wr_id) {
+  SendWr wr;
+  wr.wr_id = wr_id;
+  wr.opcode = WrOpcode::kBindMw;
+  wr.send_flags = send_flag::kSignaled;
+  wr.bind.mw_rkey = mw_key;
+  wr.bind.new_rkey = new_key;
+  wr.bind.mr_lkey = mr_lkey;
+  wr.bind.addr = p.b.va + off;
+  wr.bind.length = len;
+  wr.bind.access = acc;
+  return p.tb.post_send(qpn, wr, p.now);
+}
+
+int local_inv_b(Pair& p, uint32_t key, uint64_t wr_id) {
+  SendWr wr;
+  wr.wr_id = wr_id;
+  wr.opcode = WrOpcode::kLocalInv;
+  wr.send_flags = send_flag::kSignaled;
+  wr.invalidate_rkey = key;
+  return p.tb.post_send(p.qb, wr, p.now);
+}
+
+Cqe only_cqe(Side& s) {
+  auto c = s.poll();
+  REQUIRE(c.size() == 1);
+  return c[0];
+}
+
+// A writes `len` bytes of its buffer to b.va + remote_off through `rkey`;
+// returns A's completion status.
+WcStatus write_via(Pair& p, uint32_t rkey, uint64_t remote_off, uint32_t len, uint64_t wr_id) {
+  Sge sge{p.a.va, len, p.a.mr.lkey};
+  SendWr wr;
+  wr.wr_id = wr_id;
+  wr.opcode = WrOpcode::kRdmaWrite;
+  wr.send_flags = send_flag::kSignaled;
+  wr.sg_list = {&sge, 1};
+  wr.remote_addr = p.b.va + remote_off;
+  wr.rkey = rkey;
+  REQUIRE(p.ta.post_send(p.qa, wr, p.now) == 0);
+  p.pump();
+  const Cqe c = only_cqe(p.a);
+  CHECK(c.wr_id == wr_id);
+  return c.status;
+}
+
+}  // namespace
+
+TEST_CASE("alloc_mw: types 1 and 2 only; a window holds its PD", "[mw]") {
+  Pair p;
+  CHECK(p.tb.alloc_mw(p.b.pd, static_cast<MwType>(3)).err == EINVAL);
+  CHECK(p.tb.alloc_mw(PdHandle{0xdead}, MwType::kType1).err == EINVAL);
+  const PdHandle pd = p.tb.alloc_pd();
+  const auto w1 = p.tb.alloc_mw(pd, MwType::kType1);
+  const auto w2 = p.tb.alloc_mw(pd, MwType::kType2);
+  REQUIRE(w1.ok());
+  REQUIRE(w2.ok());
+  CHECK((w1.value >> 8) != (w2.value >> 8));
+  CHECK(p.tb.dealloc_pd(pd) == EBUSY);
+  CHECK(p.tb.dealloc_mw(w1.value) == 0);
+  CHECK(p.tb.dealloc_mw(w1.value) == EINVAL);
+  CHECK(p.tb.dealloc_pd(pd) == EBUSY);
+  CHECK(p.tb.dealloc_mw(w2.value) == 0);
+  CHECK(p.tb.dealloc_pd(pd) == 0);
+}
+
+TEST_CASE("type 1 window: bind, remote write through it, bounds, rebind with length 0", "[mw]") {
+  Pair p;
+  const MrKeys mr = bindable_mr(p);
+  // The MR grants no remote access by itself.
+  CHECK(write_via(p, mr.rkey, 0, 16, 1) == WcStatus::kRemAccessErr);
+
+  Pair q;
+  const MrKeys qmr = bindable_mr(q);
+  const uint32_t qmw = q.tb.alloc_mw(q.b.pd, MwType::kType1).value;
+  const uint32_t key = inc_key(qmw);
+  REQUIRE(bind_b(q, q.qb, qmw, key, qmr.lkey, 4096, 8192, access::kRemoteWrite | access::kLocalWrite, 7) == 0);
+  const Cqe b = only_cqe(q.b);
+  CHECK(b.wr_id == 7);
+  CHECK(b.status == WcStatus::kSuccess);
+  CHECK(b.opcode == WcOpcode::kBindMw);
+  CHECK(q.sb.take().empty());  // a bind puts nothing on the wire
+
+  for (std::size_t i = 0; i < 16; ++i) q.a.bytes()[i] = static_cast<uint8_t>(0xA0 + i);
+  CHECK(write_via(q, key, 4096, 16, 2) == WcStatus::kSuccess);
+  CHECK(std::memcmp(q.b.bytes().data() + 4096, q.a.bytes().data(), 16) == 0);
+  CHECK(write_via(q, key, 4096 + 8192 - 16, 16, 3) == WcStatus::kSuccess);
+
+  SECTION("the window's key before the bind is refused") {
+    CHECK(write_via(q, qmw, 4096, 16, 4) == WcStatus::kRemAccessErr);
+  }
+  SECTION("beyond the window's end") { CHECK(write_via(q, key, 4096 + 8192 - 8, 16, 4) == WcStatus::kRemAccessErr); }
+  SECTION("below its start") { CHECK(write_via(q, key, 4096 - 8, 16, 4) == WcStatus::kRemAccessErr); }
+  SECTION("an MR-range access the window does not grant (READ)") {
+    Sge sge{q.a.va, 16, q.a.mr.lkey};
+    SendWr wr;
+    wr.wr_id = 4;
+    wr.opcode = WrOpcode::kRdmaRead;
+    wr.send_flags = send_flag::kSignaled;
+    wr.sg_list = {&sge, 1};
+    wr.remote_addr = q.b.va + 4096;
+    wr.rkey = key;
+    REQUIRE(q.ta.post_send(q.qa, wr, q.now) == 0);
+    q.pump();
+    CHECK(only_cqe(q.a).status == WcStatus::kRemAccessErr);
+  }
+  SECTION("a zero-length bind unbinds it: the new key grants nothing") {
+    const uint32_t key2 = inc_key(key);
+    REQUIRE(bind_b(q, q.qb, qmw, key2, 0, 0, 0, 0, 8) == 0);
+    CHECK(only_cqe(q.b).status == WcStatus::kSuccess);
+    CHECK(q.tb.dereg_mr(qmr.lkey) == 0);  // nothing bound to it any more
+    CHECK(write_via(q, key2, 4096, 16, 4) == WcStatus::kRemAccessErr);
+  }
+  SECTION("a type 1 window is not invalidated by Local Invalidate") {
+    REQUIRE(local_inv_b(q, key, 9) == 0);
+    const Cqe c = only_cqe(q.b);
+    CHECK(c.status == WcStatus::kLocQpOpErr);
+    CHECK(c.opcode == WcOpcode::kLocalInv);
+  }
+}
+
+TEST_CASE("type 2 window: bound to the QP that bound it; Local Invalidate and dealloc end it", "[mw]") {
+  Pair p;
+  const MrKeys mr = bindable_mr(p);
+  const uint32_t mw = p.tb.alloc_mw(p.b.pd, MwType::kType2).value;
+  // Free until bound: its key grants nothing.
+  CHECK(write_via(p, mw, 0, 16, 1) == WcStatus::kRemAccessErr);
+
+  Pair q;
+  const MrKeys qmr = bindable_mr(q);
+  const uint32_t qmw = q.tb.alloc_mw(q.b.pd, MwType::kType2).value;
+  const uint32_t key = inc_key(qmw);
+  REQUIRE(bind_b(q, q.qb, qmw, key, qmr.lkey, 0, 4096, access::kRemoteWrite | access::kRemoteRead, 1) == 0);
+  CHECK(only_cqe(q.b).status == WcStatus::kSuccess);
+  CHECK(write_via(q, key, 0, 64, 2) == WcStatus::kSuccess);
+  CHECK(q.tb.dereg_mr(qmr.lkey) == EBUSY);  // a window is bound to it
+  MrRereg rr;
+  rr.access = true;
+  rr.new_access = kWindowMrAccess;
+  CHECK(q.tb.rereg_mr(qmr.lkey, rr) == EBUSY);
+
+  SECTION("another QP of the same PD cannot use it") {
+    // A second connected pair of QPs between the same two transports.
+    const uint32_t qa2 = q.a.create_qp(QpType::kRc);
+    const uint32_t qb2 = q.b.create_qp(QpType::kRc);
+    QpParams pp;
+    REQUIRE(connect_qp(q.ta, qa2, QpType::kRc, qb2, pp, q.now) == 0);
+    REQUIRE(connect_qp(q.tb, qb2, QpType::kRc, qa2, pp, q.now) == 0);
+    Sge sge{q.a.va, 16, q.a.mr.lkey};
+    SendWr wr;
+    wr.wr_id = 3;
+    wr.opcode = WrOpcode::kRdmaWrite;
+    wr.send_flags = send_flag::kSignaled;
+    wr.sg_list = {&sge, 1};
+    wr.remote_addr = q.b.va;
+    wr.rkey = key;
+    REQUIRE(q.ta.post_send(qa2, wr, q.now) == 0);
+    q.to_b(q.sa.take());
+    auto nak = q.sb.take();
+    REQUIRE(nak.size() == 1);
+    CHECK(nak[0].pkt.aeth.syndrome == (ae::kNak | ae::kNakRemoteAccess));
+  }
+  SECTION("a bound type 2 window cannot be bound again before it is invalidated") {
+    REQUIRE(bind_b(q, q.qb, qmw, inc_key(key), qmr.lkey, 0, 4096, access::kRemoteWrite, 3) == 0);
+    const Cqe c = only_cqe(q.b);
+    CHECK(c.status == WcStatus::kMwBindErr);
+    CHECK(c.opcode == WcOpcode::kBindMw);
+    QpAttr a;
+    REQUIRE(q.tb.query_qp(q.qb, a) == 0);
+    CHECK(a.qp_state == QpState::kErr);
+  }
+  SECTION("Local Invalidate: the key stops working; the window can be bound again") {
+    CHECK(local_inv_b(q, qmw, 3) == 0);  // the stale key: not the window's current one
+    CHECK(only_cqe(q.b).status == WcStatus::kLocQpOpErr);
+    Pair r;
+    const MrKeys rmr = bindable_mr(r);
+    const uint32_t rmw = r.tb.alloc_mw(r.b.pd, MwType::kType2).value;
+    const uint32_t k1 = inc_key(rmw);
+    REQUIRE(bind_b(r, r.qb, rmw, k1, rmr.lkey, 0, 4096, access::kRemoteWrite, 1) == 0);
+    REQUIRE(local_inv_b(r, k1, 2) == 0);
+    auto c = r.b.poll();
+    REQUIRE(c.size() == 2);
+    CHECK(c[1].opcode == WcOpcode::kLocalInv);
+    CHECK(c[1].status == WcStatus::kSuccess);
+    CHECK(write_via(r, k1, 0, 16, 3) == WcStatus::kRemAccessErr);
+    CHECK(r.tb.dereg_mr(rmr.lkey) == 0);  // released by the invalidation
+    // A fresh pair to rebind (the refused WRITE moved r's QPs to ERR).
+    Pair s;
+    const MrKeys smr = bindable_mr(s);
+    const uint32_t smw = s.tb.alloc_mw(s.b.pd, MwType::kType2).value;
+    const uint32_t s1 = inc_key(smw);
+    const uint32_t s2 = inc_key(s1);
+    REQUIRE(bind_b(s, s.qb, smw, s1, smr.lkey, 0, 4096, access::kRemoteWrite, 1) == 0);
+    REQUIRE(local_inv_b(s, s1, 2) == 0);
+    REQUIRE(bind_b(s, s.qb, smw, s2, smr.lkey, 0, 4096, access::kRemoteWrite, 3) == 0);
+    auto sc = s.b.poll();
+    REQUIRE(sc.size() == 3);
+    for (const Cqe& e : sc) CHECK(e.status == WcStatus::kSuccess);
+    CHECK(write_via(s, s2, 0, 16, 4) == WcStatus::kSuccess);
+  }
+  SECTION("deallocating a bound window invalidates it and releases the MR") {
+    CHECK(q.tb.dealloc_mw(key) == 0);
+    CHECK(q.tb.dereg_mr(qmr.lkey) == 0);
+    CHECK(write_via(q, key, 0, 16, 3) == WcStatus::kRemAccessErr);
+  }
+  SECTION("destroying the QP it is bound to invalidates it") {
+    QpAttr err;
+    err.qp_state = QpState::kErr;
+    REQUIRE(q.tb.modify_qp(q.qb, err, qp_attr::kState, q.now) == 0);
+    REQUIRE(q.tb.destroy_qp(q.qb) == 0);
+    CHECK(q.tb.dereg_mr(qmr.lkey) == 0);
+  }
+  (void)mr;
+  (void)mw;
+}
+
+TEST_CASE("bad binds complete with MW_BIND_ERR and move the QP to ERR", "[mw]") {
+  struct BadBind {
+    const char* what;
+    uint32_t mr_access;
+    uint64_t off, len;
+    uint32_t mw_access;
+    bool other_pd_window;
+    bool wrong_index;
+  };
+  const BadBind cases[] = {
+      {"MR without MW_BIND", access::kLocalWrite, 0, 4096, access::kRemoteRead, false, false},
+      {"remote write through an MR without local write", access::kMwBind, 0, 4096, access::kRemoteWrite, false,
+       false},
+      {"window beyond the MR's end", kWindowMrAccess, (1 << 16) - 4096, 8192, access::kRemoteWrite, false, false},
+      {"zero-based window", kWindowMrAccess, 0, 4096, access::kRemoteWrite | access::kZeroBased, false, false},
+      {"window of another PD", kWindowMrAccess, 0, 4096, access::kRemoteWrite, true, false},
+      {"new R_Key with another index", kWindowMrAccess, 0, 4096, access::kRemoteWrite, false, true},
+      {"type 2 with length 0", kWindowMrAccess, 0, 0, access::kRemoteWrite, false, false},
+  };
+  for (const BadBind& c : cases) {
+    INFO(c.what);
+    Pair p;
+    const MrKeys mr = bindable_mr(p, c.mr_access);
+    const PdHandle pd = c.other_pd_window ? p.tb.alloc_pd() : p.b.pd;
+    const uint32_t mw = p.tb.alloc_mw(pd, MwType::kType2).value;
+    const uint32_t key = c.wrong_index ? inc_key(mw) + 0x100 : inc_key(mw);
+    REQUIRE(bind_b(p, p.qb, mw, key, mr.lkey, c.off, c.len, c.mw_access, 5) == 0);
+    const Cqe e = only_cqe(p.b);
+    CHECK(e.wr_id == 5);
+    CHECK(e.status == WcStatus::kMwBindErr);
+    QpAttr a;
+    REQUIRE(p.tb.query_qp(p.qb, a) == 0);
+    CHECK(a.qp_state == QpState::kErr);
+    CHECK(p.tb.dereg_mr(mr.lkey) == 0);  // the failed bind left nothing bound
+  }
+}
+
+TEST_CASE("binds are ordered: after outstanding WRs, and stepped over by go-back-N", "[mw]") {
+  // A's own window: A sends to B (not yet acknowledged), then binds; the
+  // bind completes only after the SEND's ACK, and a go-back-N does not
+  // execute it twice.
+  Pair p;
+  auto mr = p.ta.reg_mr(p.a.pd, p.a.dom, p.a.va, 1 << 16, kWindowMrAccess);
+  REQUIRE(mr.ok());
+  const uint32_t mw = p.ta.alloc_mw(p.a.pd, MwType::kType1).value;
+  REQUIRE(p.recv_b(1, 0, 64) == 0);
+  REQUIRE(p.recv_b(2, 0, 64) == 0);
+  REQUIRE(p.send(10, WrOpcode::kSend, 0, 32) == 0);
+  SendWr bind;
+  bind.wr_id = 11;
+  bind.opcode = WrOpcode::kBindMw;
+  bind.send_flags = send_flag::kSignaled;
+  bind.bind = MwBind{mw, inc_key(mw), mr.value.lkey, p.a.va, 4096, access::kRemoteWrite};
+  REQUIRE(p.ta.post_send(p.qa, bind, p.now) == 0);
+  REQUIRE(p.send(12, WrOpcode::kSend, 0, 32) == 0);
+  CHECK(p.a.poll().empty());  // the bind waits for the first SEND
+  auto first = p.sa.take();
+  REQUIRE(first.size() == 2);
+  // Both SENDs are lost; the ACK timer resends them (and not the bind).
+  p.now += 1'000'000'000;
+  p.ta.on_timer(p.now);
+  p.pump();
+  auto c = p.a.poll();
+  REQUIRE(c.size() == 3);
+  CHECK(c[0].wr_id == 10);
+  CHECK(c[1].wr_id == 11);
+  CHECK(c[1].opcode == WcOpcode::kBindMw);
+  CHECK(c[2].wr_id == 12);
+  for (const Cqe& e : c) CHECK(e.status == WcStatus::kSuccess);
+  CHECK(p.b.poll().size() == 2);
+}
+
+TEST_CASE("SEND with Invalidate of a type 2 window: WITH_INV at the receiver, the key dies", "[mw]") {
+  Pair p;
+  const MrKeys mr = bindable_mr(p);
+  const uint32_t mw = p.tb.alloc_mw(p.b.pd, MwType::kType2).value;
+  const uint32_t key = inc_key(mw);
+  REQUIRE(bind_b(p, p.qb, mw, key, mr.lkey, 0, 4096, access::kRemoteWrite, 1) == 0);
+  REQUIRE(only_cqe(p.b).status == WcStatus::kSuccess);
+  REQUIRE(p.recv_b(2, 8192, 64) == 0);
+  Sge sge{p.a.va, 8, p.a.mr.lkey};
+  SendWr inv;
+  inv.wr_id = 3;
+  inv.opcode = WrOpcode::kSendWithInv;
+  inv.send_flags = send_flag::kSignaled;
+  inv.sg_list = {&sge, 1};
+  inv.invalidate_rkey = key;
+  REQUIRE(p.ta.post_send(p.qa, inv, p.now) == 0);
+  p.pump();
+  const Cqe r = only_cqe(p.b);
+  CHECK(r.wr_id == 2);
+  CHECK(r.status == WcStatus::kSuccess);
+  CHECK(r.opcode == WcOpcode::kRecv);
+  CHECK(r.wc_flags == wc_flag::kWithInv);
+  CHECK(r.imm_data == key);
+  CHECK(only_cqe(p.a).status == WcStatus::kSuccess);
+  CHECK(p.tb.dereg_mr(mr.lkey) == 0);  // the window no longer holds it
+  CHECK(write_via(p, key, 0, 16, 4) == WcStatus::kRemAccessErr);
+
+  SECTION("a type 1 window cannot be invalidated remotely: invalid-request NAK") {
+    Pair q;
+    const MrKeys qmr = bindable_mr(q);
+    const uint32_t w1 = q.tb.alloc_mw(q.b.pd, MwType::kType1).value;
+    REQUIRE(bind_b(q, q.qb, w1, inc_key(w1), qmr.lkey, 0, 4096, access::kRemoteWrite, 1) == 0);
+    REQUIRE(only_cqe(q.b).status == WcStatus::kSuccess);
+    REQUIRE(q.recv_b(2, 8192, 64) == 0);
+    Sge s2{q.a.va, 8, q.a.mr.lkey};
+    inv.sg_list = {&s2, 1};
+    inv.invalidate_rkey = inc_key(w1);
+    REQUIRE(q.ta.post_send(q.qa, inv, q.now) == 0);
+    q.to_b(q.sa.take());
+    auto nak = q.sb.take();
+    REQUIRE(nak.size() == 1);
+    CHECK(nak[0].pkt.aeth.syndrome == (ae::kNak | ae::kNakInvalidRequest));
+    q.to_a(nak);
+    CHECK(only_cqe(q.a).status == WcStatus::kRemInvReqErr);
+  }
+}
+
+TEST_CASE("binds on UC; none on UD", "[mw][uc]") {
+  Pair p(QpType::kUc);
+  const MrKeys mr = bindable_mr(p);
+  const uint32_t mw = p.tb.alloc_mw(p.b.pd, MwType::kType2).value;
+  REQUIRE(bind_b(p, p.qb, mw, inc_key(mw), mr.lkey, 0, 4096, access::kRemoteWrite, 1) == 0);
+  CHECK(only_cqe(p.b).opcode == WcOpcode::kBindMw);
+  Pair u(QpType::kUd);
+  const MrKeys umr = bindable_mr(u);
+  const uint32_t umw = u.tb.alloc_mw(u.b.pd, MwType::kType2).value;
+  CHECK(bind_b(u, u.qb, umw, inc_key(umw), umr.lkey, 0, 4096, access::kRemoteWrite, 1) == EINVAL);
+}

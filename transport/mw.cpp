@@ -1,0 +1,153 @@
+// Memory windows (IBA 10.6.7): allocation, the bind and invalidate
+// operations the send queue executes, and R_Key checks through a window.
+// A window exposes part of one MR to remote access with its own R_Key and
+// access rights; the MR itself needs no remote rights, only MW_BIND.
+#include <cerrno>
+
+#include "transport/detail/context.hpp"
+#include "transport/transport.hpp"
+
+namespace urnic::transport {
+
+namespace detail {
+
+namespace {
+
+constexpr uint32_t kRemoteBits = access::kRemoteWrite | access::kRemoteRead | access::kRemoteAtomic;
+
+bool in_bounds(uint64_t va, uint64_t len, uint64_t base, uint64_t size) {
+  return va >= base && len <= size && va - base <= size - len;  // overflow-safe
+}
+
+}  // namespace
+
+KeyCheck Context::check_rkey(uint32_t key, PdHandle pd, uint32_t qpn, uint64_t va, uint64_t len, uint32_t need,
+                             const Mr** out) const {
+  if (out != nullptr) *out = nullptr;
+  auto w = mws.find(key >> 8);
+  if (w == mws.end()) return check_key(key, pd, va, len, need, out);
+  // IBA 10.6.7.3: the R_Key must be the window's current one and
+  // the window bound; the request must lie within it and need only rights
+  // it grants. A type 2 window serves only the QP it is bound to.
+  const Mw& mw = w->second;
+  if (mw.key != key || mw.state != MwState::kValid || mw.length == 0) return KeyCheck::kBadKey;
+  if (mw.pd != pd) return KeyCheck::kBadPd;
+  if (mw.type == MwType::kType2 && mw.qpn != qpn) return KeyCheck::kBadKey;
+  if (!in_bounds(va, len, mw.addr, mw.length)) return KeyCheck::kOutOfBounds;
+  if ((mw.access & need) != need) return KeyCheck::kNoAccess;
+  auto m = mrs.find(mw.mr_key);
+  if (m == mrs.end() || m->second.state != MrState::kValid) return KeyCheck::kBadKey;
+  if (out != nullptr) *out = &m->second;
+  return KeyCheck::kOk;
+}
+
+void Context::unbind(Mw& mw) {
+  if (mw.mr_key != 0) {
+    auto m = mrs.find(mw.mr_key);
+    if (m != mrs.end() && m->second.windows > 0) --m->second.windows;
+  }
+  mw.mr_key = 0;
+  mw.addr = mw.length = 0;
+  mw.access = 0;
+  mw.qpn = 0;
+}
+
+// IBA 10.6.7.2 (bind) with the compliance statements rxe cites; every
+// failure is a Memory Window Bind Error completion (11.6.2) and leaves the
+// window as it was.
+WcStatus Context::bind_mw(PdHandle pd, uint32_t qpn, const MwBind& b) {
+  auto w = mws.find(b.mw_rkey >> 8);
+  if (w == mws.end()) return WcStatus::kMwBindErr;
+  Mw& mw = w->second;
+  const uint32_t idx = mw.key >> 8;
+  // The window, the QP and the MR are all in one PD (C10-72, 10.6.7.2.1).
+  if (mw.pd != pd) return WcStatus::kMwBindErr;
+  // The new R_Key keeps the window's index; only the 8-bit key changes.
+  if ((b.new_rkey >> 8) != idx) return WcStatus::kMwBindErr;
+  // Zero-based windows (o10-36.2.2 forbids them for type 1) are not
+  // offered: every window is addressed by its MR's I/O virtual addresses.
+  if ((b.access & access::kZeroBased) != 0) return WcStatus::kMwBindErr;
+  if (mw.type == MwType::kType2) {
+    // o10-37.2.30: a bound type 2 window must be invalidated before it is
+    // bound again; o10-37.2.40: a type 2 bind has a nonzero length.
+    if (mw.state != MwState::kFree || b.length == 0) return WcStatus::kMwBindErr;
+  }
+  const uint32_t acc = b.access & kRemoteBits;
+  if (b.length == 0) {
+    // Type 1 with length 0: the window is unbound; its new key grants nothing.
+    unbind(mw);
+    mw.key = b.new_rkey;
+    mw.state = MwState::kValid;
+    return WcStatus::kSuccess;
+  }
+  auto m = mrs.find(b.mr_lkey);
+  if (m == mrs.end() || m->second.state != MrState::kValid) return WcStatus::kMwBindErr;
+  Mr& mr = m->second;
+  if (mr.pd != pd) return WcStatus::kMwBindErr;
+  if ((mr.access & access::kMwBind) == 0) return WcStatus::kMwBindErr;  // C10-73
+  if ((acc & (access::kRemoteWrite | access::kRemoteAtomic)) != 0 && (mr.access & access::kLocalWrite) == 0)
+    return WcStatus::kMwBindErr;  // C10-74
+  if ((mr.access & access::kZeroBased) != 0) return WcStatus::kMwBindErr;
+  if (!in_bounds(b.addr, b.length, mr.iova, mr.length)) return WcStatus::kMwBindErr;  // C10-75
+  unbind(mw);
+  mw.key = b.new_rkey;
+  mw.state = MwState::kValid;
+  mw.mr_key = mr.key;
+  mw.addr = b.addr;
+  mw.length = b.length;
+  mw.access = acc;
+  mw.qpn = mw.type == MwType::kType2 ? qpn : 0;
+  ++mr.windows;
+  return WcStatus::kSuccess;
+}
+
+bool Context::invalidate(uint32_t key, PdHandle pd, uint32_t qpn, bool remote) {
+  auto w = mws.find(key >> 8);
+  if (w == mws.end()) {
+    // IBA 10.6.1.3: an MR key of this PD; not while windows are bound to it.
+    auto m = mrs.find(key);
+    if (m == mrs.end() || m->second.pd != pd || m->second.state != MrState::kValid || m->second.windows > 0)
+      return false;
+    m->second.state = MrState::kInvalidated;
+    return true;
+  }
+  Mw& mw = w->second;
+  // o10-37.2.26: only type 2 windows are invalidated (a type 1 window is
+  // unbound by a zero-length bind); a remote invalidation must arrive on
+  // the QP the window is bound to.
+  if (mw.key != key || mw.type != MwType::kType2 || mw.state != MwState::kValid || mw.pd != pd) return false;
+  if (remote && mw.qpn != qpn) return false;
+  unbind(mw);
+  mw.state = MwState::kFree;
+  return true;
+}
+
+}  // namespace detail
+
+ErrnoOr<uint32_t> Transport::alloc_mw(PdHandle pd, MwType type) {
+  auto it = ctx_->pds.find(static_cast<uint32_t>(pd));
+  if (it == ctx_->pds.end() || (type != MwType::kType1 && type != MwType::kType2)) return {EINVAL, 0};
+  if (ctx_->mws.size() >= ctx_->cfg.caps.max_mw) return {ENOMEM, 0};
+  detail::Mw mw;
+  mw.key = ctx_->new_key();
+  mw.type = type;
+  mw.pd = pd;
+  mw.state = type == MwType::kType1 ? detail::MwState::kValid : detail::MwState::kFree;
+  ctx_->mws.emplace(mw.key >> 8, mw);
+  ++it->second.users;
+  return {0, mw.key};
+}
+
+// Deallocating a bound window invalidates it (IBA 11.2.8, Deallocate
+// Memory Window): its R_Key stops working and its MR is released.
+int Transport::dealloc_mw(uint32_t rkey) {
+  auto it = ctx_->mws.find(rkey >> 8);
+  if (it == ctx_->mws.end()) return EINVAL;
+  ctx_->unbind(it->second);
+  auto pd = ctx_->pds.find(static_cast<uint32_t>(it->second.pd));
+  if (pd != ctx_->pds.end() && pd->second.users > 0) --pd->second.users;
+  ctx_->mws.erase(it);
+  return 0;
+}
+
+}  // namespace urnic::transport
