@@ -1,0 +1,47 @@
+#include "engine/link_open.hpp"
+
+#include <arpa/inet.h>
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <iterator>
+
+#include "engine/device.hpp"
+#include "engine/udp_link.hpp"
+
+namespace urnic::engine {
+
+namespace {
+
+std::unique_ptr<Link> open_udp(const Device& dev, std::string* error) {
+  const DeviceConfig& c = dev.config();
+  in_addr a{};
+  ::inet_pton(AF_INET, c.address.c_str(), &a);  // checked by parse_config
+  std::string why;
+  auto link = UdpLink::open(ntohl(a.s_addr), c.udp_port, &why);
+  if (!link) {
+    // Same-host traffic does not need the socket (it is hairpinned); another
+    // daemon (another runtime directory) may hold the port.
+    fmt::print(stderr, "urnicd: device {}: {} on {}:{}; serving same-host traffic only\n", dev.name(), why,
+               c.address, c.udp_port);
+    if (error != nullptr) *error = why;
+    return nullptr;
+  }
+  if (!dev.gids().empty() && dev.gids()[0].gid[0] == 0xfe && dev.gids()[0].gid[1] == 0x80) {
+    // GID[0], the link-local one: usable on the wire only where the host
+    // interface holds that address (docs/INTEROP.md); otherwise IPv4 only.
+    std::array<std::uint8_t, 16> ll{};
+    std::copy(std::begin(dev.gids()[0].gid), std::end(dev.gids()[0].gid), ll.begin());
+    if (!link->enable_ipv6(ll, &why))
+      fmt::print(stderr, "urnicd: device {}: GID[0] (IPv6 link-local) not on the wire: {}\n", dev.name(), why);
+  }
+  return link;
+}
+
+}  // namespace
+
+std::unique_ptr<Link> open_link(const Device& dev, std::string* error) {
+  return open_udp(dev, error);
+}
+
+}  // namespace urnic::engine
