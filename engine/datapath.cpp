@@ -163,7 +163,8 @@ void DataPath::unbind_srq(t::SrqHandle tsrq) { srqs_.erase(static_cast<std::uint
 
 t::Nanos DataPath::next_deadline() const {
   if (hairpin_count_ != 0) return 0;
-  const t::Nanos d = std::min(transport_->next_deadline(), faults_.next_release());
+  t::Nanos d = std::min(transport_->next_deadline(), faults_.next_release());
+  if (link_) d = std::min(d, link_->next_deadline());
   return gsi_ != nullptr ? std::min(d, gsi_->gsi_deadline()) : d;
 }
 
@@ -193,7 +194,7 @@ bool DataPath::poll(t::Nanos now, bool poll_link) {
   }
   // Staged writes land before any completion can announce them.
   mem_.end_pass();
-  if (link_) link_->flush();  // what this pass queued on the link leaves now
+  if (link_) link_->flush(now);  // what this pass queued on the link leaves now
   // Slots first, completions second: an application that sees a CQE may
   // post into the slot it freed at once (ibv_rc_pingpong with tx_depth 1).
   retire_wqes();
@@ -439,7 +440,7 @@ void DataPath::transmit(const t::TxPacket& p, t::Nanos now) {
   const std::uint32_t dst = ipv4_of_gid(p.addr.ah.dgid);
   // To ourselves (the v4 address, or any of the device's GIDs, e.g. the
   // link-local one at index 0): two processes on this host.
-  const bool own = dst == ipv4_ || std::find(own_gids_.begin(), own_gids_.end(), p.addr.ah.dgid) != own_gids_.end();
+  const bool own = (ipv4_ != 0 && dst == ipv4_) || std::find(own_gids_.begin(), own_gids_.end(), p.addr.ah.dgid) != own_gids_.end();
   // Counters, fault injection, capture (engine/stats_datapath.cpp): one
   // branch each when off. Faulted frames leave later through run_faults().
   stats_.on_tx(p.pkt, p.addr.src_qpn);

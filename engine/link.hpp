@@ -17,6 +17,7 @@
 #include <span>
 #include <string_view>
 
+#include "transport/types.hpp"
 #include "wire/bytes.hpp"
 #include "wire/ib_packet.hpp"
 #include "wire/icrc.hpp"
@@ -136,9 +137,12 @@ class Link {
   virtual EncodedFrame encode(const wire::IbPacket& pkt, const LinkDest& dst, wire::MutBytes out) = 0;
   // Sends a frame encode() built (the fault stage may have flipped a bit).
   virtual bool send_frame(wire::Bytes frame) = 0;
-  // Pushes out what send() queued (a TX ring's kick); called at the end of
-  // every data-path pass.
-  virtual void flush() {}
+  // Pushes out what send() queued (a TX ring's kick) and retries frames
+  // waiting for a neighbour; called at the end of every data-path pass.
+  virtual void flush(transport::Nanos now) { (void)now; }
+  // When flush() next has something to do by itself (a frame waiting for
+  // address resolution), so a sleeping engine wakes for it.
+  [[nodiscard]] virtual transport::Nanos next_deadline() const noexcept { return transport::kNever; }
 
   // One received packet that passed every check, if any is waiting (never
   // blocks). Frames that fail are counted and skipped.

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <iterator>
 
+#include "engine/afpacket_link.hpp"
 #include "engine/device.hpp"
 #include "engine/udp_link.hpp"
 
@@ -38,9 +39,25 @@ std::unique_ptr<Link> open_udp(const Device& dev, std::string* error) {
   return link;
 }
 
+std::unique_ptr<Link> open_afpacket(const Device& dev, std::string* error) {
+  if (!dev.netdev()) {
+    if (error != nullptr) *error = dev.netdev_error();
+    return nullptr;
+  }
+  // Frames to any GID of the table are ours.
+  std::vector<wire::IpAddr> own;
+  for (const ctl::GidEntry& g : dev.gids()) {
+    wire::IpAddr a;
+    std::copy(std::begin(g.gid), std::end(g.gid), a.bytes.begin());
+    if (g.valid != 0 && std::find(own.begin(), own.end(), a) == own.end()) own.push_back(a);
+  }
+  return AfPacketLink::open(*dev.netdev(), std::move(own), error);
+}
+
 }  // namespace
 
 std::unique_ptr<Link> open_link(const Device& dev, std::string* error) {
+  if (dev.config().link == "afpacket") return open_afpacket(dev, error);
   return open_udp(dev, error);
 }
 
