@@ -242,6 +242,15 @@ hp=$(stat a hairpin_pkts)
 icrc=$(stat a rx_icrc_errors)
 if [[ $hp == 0 && $rx -gt 0 && $icrc == 0 ]]; then pass "host a: $rx packets over the link, none hairpinned, no ICRC errors"
 else fail "host a: rx_pkts $rx, hairpin_pkts $hp, rx_icrc_errors $icrc"; fi
+# An idle daemon on the raw link sleeps in epoll on its packet socket:
+# CPU time (utime + stime, clock ticks) over 2 s of idleness.
+ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+t0=$(ticks "$daemon_pid_a")
+sleep 2
+t1=$(ticks "$daemon_pid_a")
+hz=$(getconf CLK_TCK)
+if (( (t1 - t0) * 100 <= 2 * hz * 2 )); then pass "idle urnicd on afpacket: $((t1 - t0)) ticks of CPU in 2 s (<= 2 %)"
+else fail "idle urnicd on afpacket: $((t1 - t0)) ticks of CPU in 2 s (CLK_TCK $hz)"; fi
 stop_pair
 
 start_pair 1024
