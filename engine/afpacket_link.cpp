@@ -64,7 +64,7 @@ const sock_filter kRoceFilter[] = {
 }  // namespace
 
 AfPacketLink::AfPacketLink(const Netdev& nd, std::vector<wire::IpAddr> own)
-    : mac_(nd.mac), ifindex_(nd.ifindex), own_(std::move(own)), neigh_(nd.ifindex, nd.name) {}
+    : mac_(nd.mac), own_(std::move(own)), neigh_(nd.ifindex, nd.name) {}
 
 std::unique_ptr<AfPacketLink> AfPacketLink::open(const Netdev& nd, std::vector<wire::IpAddr> own,
                                                  std::string* error) {

@@ -99,7 +99,6 @@ class AfPacketLink final : public Link {
   std::uint32_t tx_next_ = 0;     // the next TX slot to fill
   std::uint32_t tx_queued_ = 0;   // filled since the last kick
   wire::MacAddr mac_{};
-  std::uint32_t ifindex_ = 0;
   std::vector<wire::IpAddr> own_;
   NeighbourTable neigh_;
   std::uint16_t ip_id_ = 0;       // IPv4 identification, incremented per frame (as rdma_rxe)
