@@ -14,7 +14,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "wire/roce_frame.hpp"
+#include "engine/raw_frame.hpp"
 
 namespace urnic::engine {
 
@@ -128,10 +128,6 @@ AfPacketLink::~AfPacketLink() {
   if (absorb_fd_ >= 0) ::close(absorb_fd_);
 }
 
-bool AfPacketLink::is_own(const wire::IpAddr& a) const noexcept {
-  return std::find(own_.begin(), own_.end(), a) != own_.end();
-}
-
 std::optional<wire::MacAddr> AfPacketLink::resolve(const wire::IpAddr& dst) {
   // A link-local GID names its MAC (RoCE v1's default GIDs, and GID[0]/[1]).
   if (auto m = mac_of_link_local(dst)) return m;
@@ -140,32 +136,7 @@ std::optional<wire::MacAddr> AfPacketLink::resolve(const wire::IpAddr& dst) {
 
 EncodedFrame AfPacketLink::build(const wire::IbPacket& pkt, const LinkDest& dst, const wire::MacAddr& mac,
                                  wire::MutBytes out) {
-  wire::RoceHeaders hdr;
-  hdr.version = dst.version;
-  hdr.dst_mac = mac;
-  hdr.src_mac = mac_;
-  hdr.ipv6 = dst.version == wire::RoceVersion::kV1 || !dst.dst.is_v4_mapped();
-  hdr.src_ip = dst.src;
-  hdr.dst_ip = dst.dst;
-  hdr.traffic_class = dst.traffic_class;
-  hdr.flow_label = dst.flow_label;
-  hdr.hop_limit = dst.hop_limit;
-  hdr.ip_id = ip_id_++;
-  hdr.df = true;
-  hdr.udp_src_port = dst.udp_src_port;
-  auto n = wire::build_roce_frame(hdr, pkt, out);
-  if (!n) return {};
-  std::size_t len = *n;
-  // A NIC pads short frames to the Ethernet minimum; the receiver bounds
-  // the packet by the IP / GRH length.
-  if (len < wire::kEthMinFrameNoFcs && out.size() >= wire::kEthMinFrameNoFcs) {
-    std::fill(out.begin() + static_cast<std::ptrdiff_t>(len), out.begin() + wire::kEthMinFrameNoFcs, 0);
-    len = wire::kEthMinFrameNoFcs;
-  }
-  std::size_t ib_offset = wire::kEthHeaderSize;
-  if (dst.version == wire::RoceVersion::kV1) ib_offset += 40;
-  else ib_offset += (hdr.ipv6 ? 40 : 20) + wire::kUdpHeaderSize;
-  return {len, ib_offset};
+  return build_raw_frame(pkt, dst, mac_, mac, ip_id_++, out);
 }
 
 std::uint8_t* AfPacketLink::tx_slot() {
@@ -335,27 +306,10 @@ bool AfPacketLink::receive(LinkRxPacket* out) {
       release_rx();
       continue;
     }
-    const wire::Bytes frame(slot + h->tp_mac, h->tp_snaplen);
-    auto r = wire::parse_roce_frame(frame);
-    if (!r.ok()) {
-      ++counters_.rx_malformed;
+    if (!accept_raw_frame(wire::Bytes(slot + h->tp_mac, h->tp_snaplen), own_, counters_, out)) {
       release_rx();
       continue;
     }
-    if (!r->icrc_ok) {
-      // IBA 7.8.1 / annex A17.4.3: a packet with a bad ICRC is dropped.
-      ++counters_.rx_bad_icrc;
-      release_rx();
-      continue;
-    }
-    if (!is_own(r->hdr.dst_ip)) {
-      ++counters_.rx_not_ours;
-      release_rx();
-      continue;
-    }
-    out->ib = r->ib;
-    out->from = rx_address_of(r->hdr);
-    out->frame = wire::Bytes(frame.data(), r->length);
     return true;
   }
 }

@@ -88,7 +88,6 @@ class AfPacketLink final : public Link {
   void kick();
   void hold_for_neighbour(wire::Bytes frame, const wire::IpAddr& next_hop);
   void retry_pending(transport::Nanos now);
-  [[nodiscard]] bool is_own(const wire::IpAddr& a) const noexcept;
 
   int fd_ = -1;
   int absorb_fd_ = -1;  // the never-read UDP socket on port 4791 (see above)
