@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # bench/links_bench.sh: ib_write_lat and ib_write_bw between two network
 # namespaces (a veth pair, MTU 9000, one urnicd per namespace), per link type
-# in one run: udp (kernel UDP socket, RoCE v2/IPv4) and afpacket (raw
-# Ethernet rings; RoCE v2/IPv4 and RoCE v1). A benchmark: it prints one
+# in one run: udp (kernel UDP socket, RoCE v2/IPv4), afpacket (raw Ethernet
+# rings; RoCE v2/IPv4 and RoCE v1) and, when urnicd has DPDK, dpdk with a
+# net_af_packet vdev (RoCE v2/IPv4; the daemons' own addresses .11/.22 and
+# ARP). A benchmark: it prints one
 # table and asserts nothing. Needs root. Usage:
 #   bench/links_bench.sh [BUILD_DIR] [LAT_ITERS] [BW_ITERS]
 # Latency is perftest's one-way figure (half the round trip): t_typical and
@@ -55,6 +57,9 @@ start() {  # start LINK: one daemon per namespace
     mkdir -p "$rt/$h"
     if [[ $1 == udp ]]; then
       printf '{"devices":[{"name":"urnic0","link":"udp","address":"%s"}]}\n' "$addr" > "$rt/$h.json"
+    elif [[ $1 == dpdk ]]; then
+      printf '{"devices":[{"name":"urnic0","link":"dpdk","devargs":"net_af_packet0,iface=%s,framesz=8192,blocksz=8192","address":"%s","mac":"02:00:75:72:6e:%s"}]}\n' \
+        "$ifname" "$addr$([[ $h == a ]] && echo 1 || echo 2)" "$([[ $h == a ]] && echo 0a || echo 0b)" > "$rt/$h.json"
     else
       printf '{"devices":[{"name":"urnic0","link":"afpacket","interface":"%s"}]}\n' "$ifname" > "$rt/$h.json"
     fi
@@ -99,3 +104,8 @@ start afpacket
 row afpacket "RoCE v2 IPv4 (3)" 3
 row afpacket "RoCE v1 (0)" 0
 stop
+if ldd "$urnicd" | grep -q librte_eal; then
+  start dpdk
+  row "dpdk net_af_packet" "RoCE v2 IPv4 (3)" 3
+  stop
+fi

@@ -78,6 +78,9 @@ std::optional<DaemonConfig> parse_config(const std::string& json_text, std::stri
       dc.name = d.value("name", "urnic" + std::to_string(index));
       dc.link = d.value("link", std::string("udp"));
       dc.interface = d.value("interface", std::string());
+      dc.devargs = d.value("devargs", std::string());
+      if (d.contains("eal")) dc.eal = d["eal"].get<std::vector<std::string>>();
+      dc.port_mtu = d.value("port_mtu", std::uint32_t{9000});
       // A raw link takes its address from the interface unless told.
       dc.address = d.value("address", std::string(dc.link == "afpacket" ? "" : "127.0.0.1"));
       dc.udp_port = d.value("udp_port", std::uint16_t{4791});
@@ -88,8 +91,12 @@ std::optional<DaemonConfig> parse_config(const std::string& json_text, std::stri
       }
       if (!parse_observe_config(d, dc.fault, dc.capture_path, dc.capture_limit, error)) return std::nullopt;
       in_addr a{};
-      if (dc.link != "udp" && dc.link != "afpacket") {
-        error = "config: link '" + dc.link + "' not available (udp or afpacket)";
+      if (dc.link != "udp" && dc.link != "afpacket" && dc.link != "dpdk") {
+        error = "config: link '" + dc.link + "' not available (udp, afpacket or dpdk)";
+        return std::nullopt;
+      }
+      if (dc.link == "dpdk" && (dc.devargs.empty() || !d.contains("address"))) {
+        error = "config: link dpdk needs \"devargs\" and \"address\" for " + dc.name;
         return std::nullopt;
       }
       if (dc.link == "afpacket" && (dc.interface.empty() || dc.interface.size() >= IFNAMSIZ)) {
@@ -141,6 +148,17 @@ Device::Device(const DeviceConfig& cfg) : cfg_(cfg) {
       while (cfg_.active_mtu > 256 && cfg_.active_mtu + 128 > netdev_->mtu) cfg_.active_mtu /= 2;
     }
     if (cfg_.address.empty()) cfg_.address = "0.0.0.0";  // no IPv4: RoCE v1 / IPv6 only, no CM
+  } else if (cfg_.link == "dpdk") {
+    // A DPDK port is not a kernel interface: it is what the config says
+    // (its MAC, its IPv4 address, the port MTU).
+    Netdev nd;
+    nd.name = cfg_.devargs;
+    std::copy(std::begin(cfg_.mac), std::end(cfg_.mac), nd.mac.begin());
+    nd.mtu = cfg_.port_mtu;
+    in_addr ia{};
+    if (::inet_pton(AF_INET, cfg_.address.c_str(), &ia) == 1) nd.ipv4.push_back(ntohl(ia.s_addr));
+    while (cfg_.active_mtu > 256 && cfg_.active_mtu + 128 > nd.mtu) cfg_.active_mtu /= 2;
+    netdev_ = nd;
   }
   const std::uint64_t guid = eui64(cfg_.mac);
   auto& a = attrs_;

@@ -20,6 +20,9 @@ struct DeviceConfig {
   std::string name = "urnic0";
   std::string link = "udp";            // link backend: udp (default) or afpacket (raw Ethernet)
   std::string interface;               // afpacket: the kernel interface (e.g. a veth)
+  std::string devargs;                 // dpdk: the port, as DPDK devargs (engine/dpdk_link.hpp)
+  std::vector<std::string> eal;        // dpdk: EAL arguments replacing --no-huge -m 256
+  std::uint32_t port_mtu = 9000;       // dpdk: the port's MTU
   std::string address = "127.0.0.1";   // udp: the IPv4 address the link binds; gives GID ::ffff:a.b.c.d
                                        // afpacket: the IPv4 address the CM uses (default: the interface's first)
   std::uint16_t udp_port = 4791;       // RoCE v2 (IBA Annex A17.2: UDP destination port 4791)

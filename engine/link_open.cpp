@@ -9,6 +9,9 @@
 #include "engine/afpacket_link.hpp"
 #include "engine/device.hpp"
 #include "engine/udp_link.hpp"
+#ifdef URNIC_HAVE_DPDK
+#include "engine/dpdk_link.hpp"
+#endif
 
 namespace urnic::engine {
 
@@ -39,25 +42,47 @@ std::unique_ptr<Link> open_udp(const Device& dev, std::string* error) {
   return link;
 }
 
-std::unique_ptr<Link> open_afpacket(const Device& dev, std::string* error) {
-  if (!dev.netdev()) {
-    if (error != nullptr) *error = dev.netdev_error();
-    return nullptr;
-  }
-  // Frames to any GID of the table are ours.
+// Frames to any GID of the table are ours.
+std::vector<wire::IpAddr> own_addresses(const Device& dev) {
   std::vector<wire::IpAddr> own;
   for (const ctl::GidEntry& g : dev.gids()) {
     wire::IpAddr a;
     std::copy(std::begin(g.gid), std::end(g.gid), a.bytes.begin());
     if (g.valid != 0 && std::find(own.begin(), own.end(), a) == own.end()) own.push_back(a);
   }
-  return AfPacketLink::open(*dev.netdev(), std::move(own), error);
+  return own;
+}
+
+std::unique_ptr<Link> open_afpacket(const Device& dev, std::string* error) {
+  if (!dev.netdev()) {
+    if (error != nullptr) *error = dev.netdev_error();
+    return nullptr;
+  }
+  return AfPacketLink::open(*dev.netdev(), own_addresses(dev), error);
+}
+
+std::unique_ptr<Link> open_dpdk(const Device& dev, std::string* error) {
+#ifdef URNIC_HAVE_DPDK
+  DpdkConfig c;
+  c.devargs = dev.config().devargs;
+  c.eal = dev.config().eal;
+  std::copy(std::begin(dev.config().mac), std::end(dev.config().mac), c.mac.begin());
+  in_addr a{};
+  if (::inet_pton(AF_INET, dev.config().address.c_str(), &a) == 1) c.ipv4 = ntohl(a.s_addr);
+  c.port_mtu = dev.config().port_mtu;
+  return DpdkLink::open(c, own_addresses(dev), error);
+#else
+  if (error != nullptr) *error = "dpdk link: urnicd was built without DPDK (libdpdk-dev)";
+  (void)dev;
+  return nullptr;
+#endif
 }
 
 }  // namespace
 
 std::unique_ptr<Link> open_link(const Device& dev, std::string* error) {
   if (dev.config().link == "afpacket") return open_afpacket(dev, error);
+  if (dev.config().link == "dpdk") return open_dpdk(dev, error);
   return open_udp(dev, error);
 }
 
