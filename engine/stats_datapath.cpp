@@ -60,6 +60,7 @@ void DataPath::fault_tx(const t::TxPacket& p, const LinkDest& d, bool own, t::Na
   // frames: RoCE v2 over IPv4 to ourselves), so the receiving side checks a
   // real ICRC.
   EncodedFrame f;
+  const std::uint64_t no_neighbour_before = link_ ? link_->counters().tx_no_neighbour : 0;
   if (own) {
     f.size = UdpLink::encode_frame(p.pkt, ipv4_, link_port(), ipv4_, p.addr.ah.traffic_class, frame_scratch_);
     f.ib_offset = UdpLink::kDatagramOffset;
@@ -68,7 +69,9 @@ void DataPath::fault_tx(const t::TxPacket& p, const LinkDest& d, bool own, t::Na
     f = link_->encode(p.pkt, d, frame_scratch_);
   }
   if (f.size == 0) {
-    stats_.inc(DevStat::kLinkTxErrors);
+    // Not encodable, or (raw links) no neighbour yet: the link counted the
+    // latter itself (tx_no_neighbour, merged into link_tx_errors).
+    if (own || link_->counters().tx_no_neighbour == no_neighbour_before) stats_.inc(DevStat::kLinkTxErrors);
     return;
   }
   const FaultCounters before = faults_.counters();
