@@ -146,6 +146,7 @@ void DpdkLink::tx_burst() {
   if (tx_count_ == 0) return;
   const std::uint16_t n = rte_eth_tx_burst(port_id_, 0, tx_.data(), tx_count_);
   counters_.tx_packets += n;
+  if (n != 0) last_tx_ = now_;
   // What the port did not take is a drop, as on a congested wire.
   for (std::uint16_t i = n; i < tx_count_; ++i) {
     rte_pktmbuf_free(tx_[i]);
@@ -280,9 +281,11 @@ void DpdkLink::flush(transport::Nanos now) {
 
 transport::Nanos DpdkLink::next_deadline() const noexcept {
   // Adaptive polling: soon after traffic, rarely after a long silence.
-  // A quarter of the silence so far, within [kPollMin, kPollMax].
+  // A quarter of the silence so far (since frames last came or went: an
+  // answer is due soon after a send), within [kPollMin, kPollMax].
   if (!pending_.empty()) return now_ + kPollMin;
-  const transport::Nanos silence = now_ > last_rx_ ? now_ - last_rx_ : 0;
+  const transport::Nanos last = std::max(last_rx_, last_tx_);
+  const transport::Nanos silence = now_ > last ? now_ - last : 0;
   return now_ + std::clamp<transport::Nanos>(silence / 4, kPollMin, kPollMax);
 }
 

@@ -18,7 +18,7 @@
 //
 // Adaptive polling: a PMD gives no file descriptor to sleep on, so while
 // idle the engine sleeps until next_deadline(): a quarter of the time since
-// frames last came in, within [kPollMin, kPollMax]. Soon after traffic it
+// frames last came in or went out, within [kPollMin, kPollMax]. Soon after traffic it
 // polls every 20 us; an idle daemon wakes 200 times a second for a few
 // microseconds (a first frame after a long silence waits up to 5 ms).
 #pragma once
@@ -110,6 +110,7 @@ class DpdkLink final : public Link {
   std::vector<Pending> pending_;
   transport::Nanos now_ = 0;
   transport::Nanos last_rx_ = 0;  // when a burst last brought frames
+  transport::Nanos last_tx_ = 0;  // when frames last left
   LinkCounters counters_;
 };
 
