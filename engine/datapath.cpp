@@ -12,6 +12,7 @@
 #include <iterator>
 
 #include "engine/device.hpp"
+#include "engine/link_open.hpp"
 #include "engine/session.hpp"
 
 namespace urnic::engine {
@@ -115,21 +116,12 @@ std::unique_ptr<DataPath> DataPath::create(const Device& dev, std::string* error
     return nullptr;
   }
   std::string link_error;
-  auto link = UdpLink::open(ntohl(a.s_addr), dev.config().udp_port, &link_error);
-  if (!link) {
-    // Same-host traffic does not need the socket (it is hairpinned); another
-    // daemon (another runtime directory) may hold the port.
-    fmt::print(stderr, "urnicd: device {}: {} on {}:{}; serving same-host traffic only\n",
-               dev.name(), link_error, dev.config().address, dev.config().udp_port);
-  }
-  if (link && !dev.gids().empty() && dev.gids()[0].gid[0] == 0xfe && dev.gids()[0].gid[1] == 0x80) {
-    // GID[0], the link-local one: usable on the wire only where the host
-    // interface holds that address (docs/INTEROP.md); otherwise IPv4 only.
-    std::array<std::uint8_t, 16> ll{};
-    std::copy(std::begin(dev.gids()[0].gid), std::end(dev.gids()[0].gid), ll.begin());
-    std::string why;
-    if (!link->enable_ipv6(ll, &why))
-      fmt::print(stderr, "urnicd: device {}: GID[0] (IPv6 link-local) not on the wire: {}\n", dev.name(), why);
+  std::unique_ptr<Link> link = open_link(dev, &link_error);
+  if (!link && dev.config().link != "udp") {
+    // A raw link that does not open is a configuration error; the udp link
+    // degrades (open_link said why) to same-host traffic.
+    if (error != nullptr) *error = link_error;
+    return nullptr;
   }
   auto dp = std::unique_ptr<DataPath>(new DataPath(dev, std::move(link)));
   dp->ipv4_ = ntohl(a.s_addr);
@@ -137,13 +129,22 @@ std::unique_ptr<DataPath> DataPath::create(const Device& dev, std::string* error
   return dp;
 }
 
-DataPath::DataPath(const Device& dev, std::optional<UdpLink> link)
-    : link_(std::move(link)),
+DataPath::DataPath(const Device& dev, std::unique_ptr<Link> link)
+    : gid_table_(dev.gids()),
+      link_(std::move(link)),
       mcast_(dev.attrs().max_mcast_grp, dev.attrs().max_mcast_qp_attach, dev.attrs().max_total_mcast_qp_attach) {
-  for (const auto& g : dev.gids()) {
+  bool have_gsi_gid = false;
+  for (std::size_t i = 0; i < gid_table_.size(); ++i) {
+    const ctl::GidEntry& g = gid_table_[i];
+    if (g.valid == 0) continue;
     std::array<std::uint8_t, 16> raw{};
     std::copy(std::begin(g.gid), std::end(g.gid), raw.begin());
-    if (g.valid != 0) own_gids_.push_back(raw);
+    own_gids_.push_back(raw);
+    // CM MADs go RoCE v2 over IPv4 (the CM service speaks IPv4).
+    if (!have_gsi_gid && ipv4_of_gid(raw) != 0 && g.type == ctl::kGidTypeRoceV2) {
+      gsi_sgid_index_ = static_cast<std::uint8_t>(i);
+      have_gsi_gid = true;
+    }
   }
   transport_ = std::make_unique<t::Transport>(mem_, *this, *this, config_for(dev));
 }
@@ -171,7 +172,8 @@ void DataPath::unbind_srq(t::SrqHandle tsrq) { srqs_.erase(static_cast<std::uint
 
 t::Nanos DataPath::next_deadline() const {
   if (hairpin_count_ != 0) return 0;
-  const t::Nanos d = std::min(transport_->next_deadline(), faults_.next_release());
+  t::Nanos d = std::min(transport_->next_deadline(), faults_.next_release());
+  if (link_) d = std::min(d, link_->next_deadline());
   return gsi_ != nullptr ? std::min(d, gsi_->gsi_deadline()) : d;
 }
 
@@ -201,6 +203,7 @@ bool DataPath::poll(t::Nanos now, bool poll_link) {
   }
   // Staged writes land before any completion can announce them.
   mem_.end_pass();
+  if (link_) link_->flush(now);  // what this pass queued on the link leaves now
   // Slots first, completions second: an application that sees a CQE may
   // post into the slot it freed at once (ibv_rc_pingpong with tx_depth 1).
   retire_wqes();
@@ -418,8 +421,38 @@ bool DataPath::drain_cqs() {
   return work;
 }
 
+LinkDest DataPath::link_dest(const t::TxPacket& p) const {
+  const t::AhAttr& ah = p.addr.ah;
+  LinkDest d;
+  std::copy(ah.dgid.begin(), ah.dgid.end(), d.dst.bytes.begin());
+  // The source GID's type says RoCE v1 or v2 (as on hardware: the sgid_index
+  // of the AH / QP path picks a GID table entry, and with it the version).
+  const ctl::GidEntry* s = ah.sgid_index < gid_table_.size() && gid_table_[ah.sgid_index].valid != 0
+                               ? &gid_table_[ah.sgid_index] : nullptr;
+  d.version = s != nullptr && s->type == ctl::kGidTypeIbRoceV1 ? wire::RoceVersion::kV1 : wire::RoceVersion::kV2;
+  if (s != nullptr) std::copy(std::begin(s->gid), std::end(s->gid), d.src.bytes.begin());
+  else d.src = wire::IpAddr::from_v4(ipv4_);
+  if (d.version == wire::RoceVersion::kV2 && d.src.is_v4_mapped() != d.dst.is_v4_mapped()) {
+    // RoCE v2 cannot mix IP families: take the device's first v2 GID of the
+    // destination's family (the CM's MADs, and paths set up with a GID
+    // index of the other family).
+    for (const ctl::GidEntry& g : gid_table_) {
+      wire::IpAddr a;
+      std::copy(std::begin(g.gid), std::end(g.gid), a.bytes.begin());
+      if (g.valid != 0 && g.type == ctl::kGidTypeRoceV2 && a.is_v4_mapped() == d.dst.is_v4_mapped()) {
+        d.src = a;
+        break;
+      }
+    }
+  }
+  d.traffic_class = ah.traffic_class;
+  d.hop_limit = ah.hop_limit != 0 ? ah.hop_limit : 64;
+  d.flow_label = ah.flow_label & 0xFFFFF;
+  d.udp_src_port = roce_v2_source_port(ah.flow_label, p.addr.src_qpn, p.addr.dest_qpn);
+  return d;
+}
+
 void DataPath::transmit(const t::TxPacket& p, t::Nanos now) {
-  (void)now;
   // An ACK or a READ response must not overtake the data it acknowledges:
   // staged writes land in the application's memory before any packet leaves.
   mem_.flush_writes();
@@ -435,13 +468,13 @@ void DataPath::transmit(const t::TxPacket& p, t::Nanos now) {
   }
   // To ourselves (the v4 address, or any of the device's GIDs, e.g. the
   // link-local one at index 0): two processes on this host.
-  const bool own = mcast || dst == ipv4_ ||
+  const bool own = mcast || (ipv4_ != 0 && dst == ipv4_) ||
                    std::find(own_gids_.begin(), own_gids_.end(), p.addr.ah.dgid) != own_gids_.end();
   // Counters, fault injection, capture (engine/stats_datapath.cpp): one
   // branch each when off. Faulted frames leave later through run_faults().
   stats_.on_tx(p.pkt, p.addr.src_qpn);
-  if (faults_.applies(p.addr.src_qpn) && !mcast && (own || dst != 0)) {  // IPv4 only (udp link frames)
-    fault_tx(p, own ? ipv4_ : dst, now);
+  if (faults_.applies(p.addr.src_qpn) && !mcast && (own || link_)) {
+    fault_tx(p, own ? LinkDest{} : link_dest(p), own, now);
     return;
   }
   if (own && capture_.active()) capture_tx(p, mcast && dst != 0 ? dst : ipv4_);  // link frames: once sent, below
@@ -458,51 +491,84 @@ void DataPath::transmit(const t::TxPacket& p, t::Nanos now) {
     Hairpin& hp = hairpin_slots_[(hairpin_head_ + hairpin_count_) % hairpin_slots_.size()];
     hp.pkt = p.pkt;
     hp.data.assign(p.pkt.payload.begin(), p.pkt.payload.end());
-    hp.src_ipv4 = ipv4_;
-    hp.dst_ipv4 = mcast ? dst : ipv4_;
-    hp.tclass = p.addr.ah.traffic_class;
-    hp.hop_limit = p.addr.ah.hop_limit;
+    // Same-host frames are RoCE v2 over IPv4 between the device's address
+    // and itself (what the capture shows, and the GRH a UD receive gets);
+    // a multicast one is addressed to its group.
+    hp.from = RxAddress{};
+    hp.from.src = wire::IpAddr::from_v4(ipv4_);
+    hp.from.dst = hp.from.src;
+    if (mcast) {
+      std::copy(p.addr.ah.dgid.begin(), p.addr.ah.dgid.end(), hp.from.dst.bytes.begin());
+      hp.from.ipv6 = !hp.from.dst.is_v4_mapped();
+      if (hp.from.ipv6) hp.from.src = link_dest(p).src;  // a source GID of the group's family
+    }
+    hp.from.traffic_class = p.addr.ah.traffic_class;
+    hp.from.hop_limit = p.addr.ah.hop_limit;
     hp.multicast = mcast;
-    hp.mgid = p.addr.ah.dgid;
     ++hairpin_count_;
     ++counters_.hairpin_packets;
     return;
   }
-  if (link_ && dst != 0 && link_->send(p.pkt, dst, p.addr.ah.traffic_class) && capture_.active())
-    capture_tx(p, dst);
-  // Not v4-mapped: RoCE v2 over IPv6 (link-local GIDs), when the link has it.
-  if (link_ && dst == 0 && link_->ipv6_enabled()) link_->send6(p.pkt, p.addr.ah.dgid, p.addr.ah.traffic_class);
+  if (!link_) return;
+  wire::Bytes sent;
+  if (link_->send(p.pkt, link_dest(p), capture_.active() ? &sent : nullptr) && capture_.active()) {
+    capture_.write(sent);
+    stats_.inc(DevStat::kCaptureFrames);
+  }
 }
 
-void DataPath::deliver_rx(const wire::IbPacket& pkt, std::uint32_t src_ipv4, std::uint32_t dst_ipv4,
-                          std::uint8_t tclass, std::uint8_t hop_limit, t::Nanos now) {
+namespace {
+
+// The 40 bytes a UD receive buffer reserves for the GRH, for a packet that
+// arrived as `from` says (IBA 11.4.1.2, annex A17.4.5.2): RoCE v2 over IPv4:
+// 20 zero bytes then the IPv4 header; over IPv6: the IPv6 header; RoCE v1:
+// the GRH itself.
+std::array<std::uint8_t, 40> receive_grh(const RxAddress& from, std::size_t ib_bytes) {
+  if (!from.ipv6) return ipv4_grh(from.src.v4(), from.dst.v4(), from.traffic_class, from.hop_limit, ib_bytes);
+  std::array<std::uint8_t, 40> g{};
+  const bool v1 = from.version == wire::RoceVersion::kV1;
+  const std::uint32_t word0 = (6U << 28) | (std::uint32_t{from.traffic_class} << 20) | (from.flow_label & 0xFFFFF);
+  for (int i = 0; i < 4; ++i) g[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(word0 >> (24 - 8 * i));
+  // IPv6: payload = UDP header + IB part; GRH (IBA 8.3.1): bytes after the GRH.
+  const auto plen = static_cast<std::uint16_t>(std::min<std::size_t>((v1 ? 0 : 8) + ib_bytes, 0xffff));
+  g[4] = static_cast<std::uint8_t>(plen >> 8);
+  g[5] = static_cast<std::uint8_t>(plen);
+  g[6] = v1 ? 0x1B : 17;  // GRH NxtHdr: BTH; IPv6 next header: UDP
+  g[7] = from.hop_limit;
+  std::copy(from.src.bytes.begin(), from.src.bytes.end(), g.begin() + 8);
+  std::copy(from.dst.bytes.begin(), from.dst.bytes.end(), g.begin() + 24);
+  return g;
+}
+
+}  // namespace
+
+void DataPath::deliver_rx(const wire::IbPacket& pkt, const RxAddress& from, t::Nanos now) {
   stats_.on_rx(pkt);
   if (pkt.bth.dest_qp == kGsiQpn) {
-    // QP1 is the GSI (IBA 13.5.1): MADs go to the CM service, not the transport.
-    if (gsi_ != nullptr) gsi_->on_gsi_packet(*this, pkt, src_ipv4, now);
+    // QP1 is the GSI (IBA 13.5.1): MADs go to the CM service, not the
+    // transport. The CM service speaks RoCE v2 over IPv4 only.
+    if (gsi_ != nullptr && !from.ipv6) gsi_->on_gsi_packet(*this, pkt, from.src.v4(), now);
     return;
   }
   t::RxInfo rx;
   if (wire::transport_of(pkt.bth.opcode) == wire::IbTransport::kUd) {
     const std::size_t ib_bytes = pkt.info().length + pkt.payload.size() + pkt.bth.pad + 4;
-    rx.grh = ipv4_grh(src_ipv4, dst_ipv4, tclass, hop_limit, ib_bytes);
+    rx.grh = receive_grh(from, ib_bytes);
     rx.has_grh = true;
   }
   stats_.attribute(pkt.bth.dest_qp, transport_->counters(), [&] { transport_->on_packet(pkt, rx, now); });
 }
 
-void DataPath::deliver_multicast(const wire::IbPacket& pkt, const McastGroups::Gid& mgid, std::uint32_t src_ipv4,
-                                 std::uint32_t dst_ipv4, std::uint8_t tclass, std::uint8_t hop_limit,
-                                 t::Nanos now) {
+void DataPath::deliver_multicast(const wire::IbPacket& pkt, const RxAddress& from, t::Nanos now) {
   // IBA 10.5.2.3: only UD packets with DQPN 0xFFFFFF are multicast; each
   // member QP then takes it as its own (Q_Key checked by the transport).
   // Anything else sent to a multicast GID (an RC QP's path, a UD send to
   // another QPN) is an ordinary packet for the QPN it names.
   if (pkt.bth.dest_qp != kMulticastQpn || wire::transport_of(pkt.bth.opcode) != wire::IbTransport::kUd) {
-    deliver_rx(pkt, src_ipv4, dst_ipv4, tclass, hop_limit, now);
+    deliver_rx(pkt, from, now);
     return;
   }
-  const std::vector<std::uint32_t>* members = mcast_.members(mgid);
+  const std::vector<std::uint32_t>* members = mcast_.members(from.dst.bytes);
   if (members == nullptr) return;  // the group emptied while the packet was queued
   // A copy of the list: delivery cannot change membership today, but the
   // list must not be walked while something could.
@@ -510,7 +576,7 @@ void DataPath::deliver_multicast(const wire::IbPacket& pkt, const McastGroups::G
   for (const std::uint32_t qpn : mcast_scratch_) {
     wire::IbPacket copy = pkt;
     copy.bth.dest_qp = qpn;
-    deliver_rx(copy, src_ipv4, dst_ipv4, tclass, hop_limit, now);
+    deliver_rx(copy, from, now);
   }
 }
 
@@ -529,7 +595,7 @@ void DataPath::send_gsi(const std::array<std::uint8_t, 16>& dgid, std::span<cons
   p.addr.src_qpn = kGsiQpn;
   p.addr.dest_qpn = kGsiQpn;
   p.addr.ah.dgid = dgid;
-  p.addr.ah.sgid_index = 1;
+  p.addr.ah.sgid_index = gsi_sgid_index_;
   transmit(p, 0);
 }
 
@@ -547,9 +613,9 @@ bool DataPath::run_hairpin(t::Nanos now) {
     hp.pkt.payload = wire::Bytes(hp.data.data(), hp.data.size());
     const wire::IbPacket pkt = hp.pkt;
     if (hp.multicast)
-      deliver_multicast(pkt, hp.mgid, hp.src_ipv4, hp.dst_ipv4, hp.tclass, hp.hop_limit, now);
+      deliver_multicast(pkt, hp.from, now);
     else
-      deliver_rx(pkt, hp.src_ipv4, hp.dst_ipv4, hp.tclass, hp.hop_limit, now);
+      deliver_rx(pkt, hp.from, now);
     // deliver_rx may have grown (rotated) the ring: the slot delivered is
     // still the oldest, now at hairpin_head_.
     hairpin_head_ = (hairpin_head_ + 1) % hairpin_slots_.size();
@@ -558,43 +624,16 @@ bool DataPath::run_hairpin(t::Nanos now) {
   return true;
 }
 
-void DataPath::deliver_rx_v6(const UdpRxPacket& r, t::Nanos now) {
-  const wire::IbPacket& pkt = r.ib;
-  stats_.on_rx(pkt);
-  if (pkt.bth.dest_qp == kGsiQpn) return;  // the CM service speaks IPv4 only
-  t::RxInfo rx;
-  if (wire::transport_of(pkt.bth.opcode) == wire::IbTransport::kUd) {
-    // IBA Annex A17.4.5.2: over IPv6 the 40 GRH bytes are the IPv6 header.
-    const std::size_t ib_bytes = pkt.info().length + pkt.payload.size() + pkt.bth.pad + 4;
-    std::array<std::uint8_t, 40> g{};
-    g[0] = 0x60;
-    const auto plen = static_cast<std::uint16_t>(std::min<std::size_t>(8 + ib_bytes, 0xffff));
-    g[4] = static_cast<std::uint8_t>(plen >> 8);
-    g[5] = static_cast<std::uint8_t>(plen);
-    g[6] = 17;  // UDP
-    g[7] = 64;
-    std::copy(r.src_ip6.begin(), r.src_ip6.end(), g.begin() + 8);
-    std::copy(r.dst_ip6.begin(), r.dst_ip6.end(), g.begin() + 24);
-    rx.grh = g;
-    rx.has_grh = true;
-  }
-  stats_.attribute(pkt.bth.dest_qp, transport_->counters(), [&] { transport_->on_packet(pkt, rx, now); });
-}
-
 bool DataPath::run_link(t::Nanos now) {
   if (!link_) return false;
-  UdpRxPacket rx;
+  LinkRxPacket rx;
   std::size_t n = 0;
   while (n < kRxBurst && link_->receive(&rx)) {
-    if (rx.ipv6) {
-      deliver_rx_v6(rx, now);
-      ++n;
-      continue;
-    }
-    if (capture_.active()) capture_.write_packet(rx.ib, rx.src_ipv4, rx.src_port, rx.dst_ipv4, 0);
-    deliver_rx(rx.ib, rx.src_ipv4, rx.dst_ipv4, 0, 64, now);
+    if (capture_.active()) capture_rx(rx);
+    deliver_rx(rx.ib, rx.from, now);
     ++n;
   }
+  link_->release_rx();
   return n != 0;
 }
 

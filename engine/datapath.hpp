@@ -31,7 +31,7 @@
 #include "engine/fault.hpp"
 #include "engine/multicast.hpp"
 #include "engine/stats.hpp"
-#include "engine/udp_link.hpp"
+#include "engine/link.hpp"
 #include "transport/transport.hpp"
 
 namespace urnic::engine {
@@ -66,7 +66,8 @@ class GsiHandler {
 
 class DataPath final : public transport::TxSink, public transport::EventSink {
  public:
-  // Opens the device's link (udp: binds address:port). nullptr + *error on failure.
+  // Opens the device's link (engine/link_open.cpp: udp binds address:port,
+  // afpacket opens the interface). nullptr + *error on failure.
   static std::unique_ptr<DataPath> create(const Device& dev, std::string* error);
   ~DataPath() override;
   DataPath(const DataPath&) = delete;
@@ -119,7 +120,7 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
   void send_gsi(const std::array<std::uint8_t, 16>& dgid, std::span<const std::uint8_t> mad);
 
  private:
-  DataPath(const Device& dev, std::optional<UdpLink> link);
+  DataPath(const Device& dev, std::unique_ptr<Link> link);
 
   struct CqBinding {
     Session* session;
@@ -139,12 +140,8 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
   struct Hairpin {
     wire::IbPacket pkt;
     std::vector<std::uint8_t> data;
-    std::uint32_t src_ipv4 = 0;
-    std::uint32_t dst_ipv4 = 0;
-    std::uint8_t tclass = 0;
-    std::uint8_t hop_limit = 0;
-    bool multicast = false;                 // to every member of `mgid`
-    std::array<std::uint8_t, 16> mgid{};
+    RxAddress from;
+    bool multicast = false;  // to every member of the group from.dst
   };
 
   bool drain_sq(std::uint32_t qpn, QpBinding& b, transport::Nanos now);
@@ -157,19 +154,20 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
   bool run_link(transport::Nanos now);
   void fail_qp(std::uint32_t qpn, QpBinding& b, std::uint64_t wr_id, std::uint32_t status,
                transport::Nanos now);
-  // RoCE v2 over IPv6 from the udp link (the link-local GID, issue 6).
-  void deliver_rx_v6(const UdpRxPacket& rx, transport::Nanos now);
-  void deliver_rx(const wire::IbPacket& pkt, std::uint32_t src_ipv4, std::uint32_t dst_ipv4,
-                  std::uint8_t tclass, std::uint8_t hop_limit, transport::Nanos now);
-  // A multicast packet (DQPN 0xFFFFFF): one copy to each member QP of `mgid`.
-  void deliver_multicast(const wire::IbPacket& pkt, const McastGroups::Gid& mgid, std::uint32_t src_ipv4,
-                         std::uint32_t dst_ipv4, std::uint8_t tclass, std::uint8_t hop_limit,
-                         transport::Nanos now);
+  void deliver_rx(const wire::IbPacket& pkt, const RxAddress& from, transport::Nanos now);
+  // A multicast packet (DQPN 0xFFFFFF): one copy to each member QP of the
+  // group `from.dst`.
+  void deliver_multicast(const wire::IbPacket& pkt, const RxAddress& from, transport::Nanos now);
+  // Where a packet the transport emits goes: RoCE version from the source
+  // GID's type, addresses, traffic class, flow label, UDP source port.
+  [[nodiscard]] LinkDest link_dest(const transport::TxPacket& p) const;
 
   std::uint32_t ipv4_ = 0;  // the device's address (host order)
   std::vector<std::array<std::uint8_t, 16>> own_gids_;  // any of these: hairpin
+  std::vector<ctl::GidEntry> gid_table_;                // the device's, by sgid_index
+  std::uint8_t gsi_sgid_index_ = 1;                     // the IPv4 RoCE v2 GID (CM MADs)
   ProcessMemory mem_;
-  std::optional<UdpLink> link_;
+  std::unique_ptr<Link> link_;
   std::unique_ptr<transport::Transport> transport_;
   std::map<std::uint32_t, CqBinding> cqs_;   // by transport CqHandle
   std::map<std::uint32_t, QpBinding> qps_;   // by QPN
@@ -186,10 +184,11 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
   DataPathCounters counters_;
   // engine/stats_datapath.cpp: fault injection, capture, counters.
   void init_observe(const Device& dev);
-  void fault_tx(const transport::TxPacket& p, std::uint32_t dst_ipv4, transport::Nanos now);
+  void fault_tx(const transport::TxPacket& p, const LinkDest& d, bool own, transport::Nanos now);
   bool run_faults(transport::Nanos now);
   void receive_frame(wire::Bytes frame, transport::Nanos now);
   void capture_tx(const transport::TxPacket& p, std::uint32_t dst_ipv4);
+  void capture_rx(const LinkRxPacket& rx);
   void timer_attributed(transport::Nanos now);
   [[nodiscard]] std::uint16_t link_port() const;
   DeviceStats stats_;

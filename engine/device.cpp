@@ -2,6 +2,9 @@
 
 #include <arpa/inet.h>
 #include <infiniband/verbs.h>
+#include <net/if.h>
+
+#include <algorithm>
 
 #include <cstdio>
 #include <cstring>
@@ -74,7 +77,12 @@ std::optional<DaemonConfig> parse_config(const std::string& json_text, std::stri
       dc.mac[5] = index;
       dc.name = d.value("name", "urnic" + std::to_string(index));
       dc.link = d.value("link", std::string("udp"));
-      dc.address = d.value("address", std::string("127.0.0.1"));
+      dc.interface = d.value("interface", std::string());
+      dc.devargs = d.value("devargs", std::string());
+      if (d.contains("eal")) dc.eal = d["eal"].get<std::vector<std::string>>();
+      dc.port_mtu = d.value("port_mtu", std::uint32_t{9000});
+      // A raw link takes its address from the interface unless told.
+      dc.address = d.value("address", std::string(dc.link == "afpacket" ? "" : "127.0.0.1"));
       dc.udp_port = d.value("udp_port", std::uint16_t{4791});
       dc.active_mtu = d.value("mtu", std::uint32_t{4096});
       if (d.contains("mac") && !parse_mac(d["mac"].get<std::string>(), dc.mac)) {
@@ -83,11 +91,19 @@ std::optional<DaemonConfig> parse_config(const std::string& json_text, std::stri
       }
       if (!parse_observe_config(d, dc.fault, dc.capture_path, dc.capture_limit, error)) return std::nullopt;
       in_addr a{};
-      if (dc.link != "udp") {
-        error = "config: link '" + dc.link + "' not available yet (only udp)";
+      if (dc.link != "udp" && dc.link != "afpacket" && dc.link != "dpdk") {
+        error = "config: link '" + dc.link + "' not available (udp, afpacket or dpdk)";
         return std::nullopt;
       }
-      if (::inet_pton(AF_INET, dc.address.c_str(), &a) != 1) {
+      if (dc.link == "dpdk" && (dc.devargs.empty() || !d.contains("address"))) {
+        error = "config: link dpdk needs \"devargs\" and \"address\" for " + dc.name;
+        return std::nullopt;
+      }
+      if (dc.link == "afpacket" && (dc.interface.empty() || dc.interface.size() >= IFNAMSIZ)) {
+        error = "config: link afpacket needs \"interface\" (a network interface name) for " + dc.name;
+        return std::nullopt;
+      }
+      if (!(dc.link == "afpacket" && dc.address.empty()) && ::inet_pton(AF_INET, dc.address.c_str(), &a) != 1) {
         error = "config: bad IPv4 address for " + dc.name;
         return std::nullopt;
       }
@@ -114,7 +130,37 @@ std::optional<DaemonConfig> parse_config(const std::string& json_text, std::stri
 }
 
 Device::Device(const DeviceConfig& cfg) : cfg_(cfg) {
-  const std::uint64_t guid = eui64(cfg.mac);
+  if (cfg_.link == "afpacket") {
+    // The port is the interface: its MAC names the device (GUID, GID[0]),
+    // its addresses fill the GID table, its MTU bounds the path MTU.
+    netdev_ = query_netdev(cfg_.interface, &netdev_error_);
+    if (netdev_) {
+      std::copy(netdev_->mac.begin(), netdev_->mac.end(), cfg_.mac);
+      if (cfg_.address.empty() && !netdev_->ipv4.empty()) {
+        in_addr ia{};
+        ia.s_addr = htonl(netdev_->ipv4.front());
+        char text[INET_ADDRSTRLEN] = {};
+        ::inet_ntop(AF_INET, &ia, text, sizeof text);
+        cfg_.address = text;
+      }
+      // The largest IB MTU whose frame fits the interface: BTH and its
+      // extension headers, ICRC and the IPv6 + UDP headers take < 128 bytes.
+      while (cfg_.active_mtu > 256 && cfg_.active_mtu + 128 > netdev_->mtu) cfg_.active_mtu /= 2;
+    }
+    if (cfg_.address.empty()) cfg_.address = "0.0.0.0";  // no IPv4: RoCE v1 / IPv6 only, no CM
+  } else if (cfg_.link == "dpdk") {
+    // A DPDK port is not a kernel interface: it is what the config says
+    // (its MAC, its IPv4 address, the port MTU).
+    Netdev nd;
+    nd.name = cfg_.devargs;
+    std::copy(std::begin(cfg_.mac), std::end(cfg_.mac), nd.mac.begin());
+    nd.mtu = cfg_.port_mtu;
+    in_addr ia{};
+    if (::inet_pton(AF_INET, cfg_.address.c_str(), &ia) == 1) nd.ipv4.push_back(ntohl(ia.s_addr));
+    while (cfg_.active_mtu > 256 && cfg_.active_mtu + 128 > nd.mtu) cfg_.active_mtu /= 2;
+    netdev_ = nd;
+  }
+  const std::uint64_t guid = eui64(cfg_.mac);
   auto& a = attrs_;
   ctl::set_name(a.fw_ver, "0.1.0");
   a.node_guid = to_be64(guid);
@@ -164,7 +210,7 @@ Device::Device(const DeviceConfig& cfg) : cfg_(cfg) {
   auto& p = port_;
   p.state = IBV_PORT_ACTIVE;
   p.max_mtu = IBV_MTU_4096;
-  p.active_mtu = mtu_enum(cfg.active_mtu);
+  p.active_mtu = mtu_enum(cfg_.active_mtu);
   p.gid_tbl_len = ctl::kMaxGids;
   p.port_cap_flags = IBV_PORT_CM_SUP;
   p.max_msg_sz = 0x40000000;  // 1 GiB
@@ -175,6 +221,10 @@ Device::Device(const DeviceConfig& cfg) : cfg_(cfg) {
   p.phys_state = 5;     // LinkUp
   p.link_layer = IBV_LINK_LAYER_ETHERNET;
 
+  if (netdev_) {
+    build_raw_gids(*netdev_);
+    return;
+  }
   // GID[0]: the IPv6 link-local address of the (virtual) netdev, as rxe
   // reports it; GID[1]: the IPv4-mapped address (RoCE v2, IBA Annex A17.4.5.2).
   ctl::GidEntry ll{};
@@ -188,11 +238,32 @@ Device::Device(const DeviceConfig& cfg) : cfg_(cfg) {
   v4.gid[10] = 0xff;
   v4.gid[11] = 0xff;
   in_addr addr{};
-  ::inet_pton(AF_INET, cfg.address.c_str(), &addr);
+  ::inet_pton(AF_INET, cfg_.address.c_str(), &addr);
   std::memcpy(&v4.gid[12], &addr.s_addr, 4);
   v4.valid = 1;
   v4.type = ctl::kGidTypeRoceV2;
   gids_.push_back(v4);
+}
+
+void Device::build_raw_gids(const Netdev& nd) {
+  // As the kernel's RDMA core fills a RoCE port's table (and mlx5 shows it):
+  // each address twice, RoCE v1 then RoCE v2, in the order link-local
+  // (from the MAC, always present), IPv4 (mapped, annex A17.4.5.1), other
+  // IPv6. ibv_query_gid_type tells the entries apart.
+  std::vector<wire::IpAddr> addrs{link_local_of(nd.mac)};
+  for (const std::uint32_t v4 : nd.ipv4) addrs.push_back(wire::IpAddr::from_v4(v4));
+  for (const wire::IpAddr& v6 : nd.ipv6) addrs.push_back(v6);
+  for (const wire::IpAddr& a : addrs) {
+    for (const std::uint32_t type : {ctl::kGidTypeIbRoceV1, ctl::kGidTypeRoceV2}) {
+      if (gids_.size() == ctl::kMaxGids) return;
+      ctl::GidEntry e{};
+      std::copy(a.bytes.begin(), a.bytes.end(), e.gid);
+      e.valid = 1;
+      e.type = type;
+      e.ndev_ifindex = nd.ifindex;
+      gids_.push_back(e);
+    }
+  }
 }
 
 ctl::DeviceEntry Device::entry() const {

@@ -11,14 +11,20 @@
 
 #include "engine/ctl_proto.hpp"
 #include "engine/fault.hpp"
+#include "engine/netdev.hpp"
 
 namespace urnic::engine {
 
 // What a config file (or the zero-configuration default) says about a device.
 struct DeviceConfig {
   std::string name = "urnic0";
-  std::string link = "udp";            // link backend: udp (default), later dpdk/afpacket/tcp/sim
-  std::string address = "127.0.0.1";   // IPv4 address the link binds; gives GID ::ffff:a.b.c.d
+  std::string link = "udp";            // link backend: udp (default) or afpacket (raw Ethernet)
+  std::string interface;               // afpacket: the kernel interface (e.g. a veth)
+  std::string devargs;                 // dpdk: the port, as DPDK devargs (engine/dpdk_link.hpp)
+  std::vector<std::string> eal;        // dpdk: EAL arguments replacing --no-huge -m 256
+  std::uint32_t port_mtu = 9000;       // dpdk: the port's MTU
+  std::string address = "127.0.0.1";   // udp: the IPv4 address the link binds; gives GID ::ffff:a.b.c.d
+                                       // afpacket: the IPv4 address the CM uses (default: the interface's first)
   std::uint16_t udp_port = 4791;       // RoCE v2 (IBA Annex A17.2: UDP destination port 4791)
   std::uint32_t active_mtu = 4096;     // bytes: 256..4096 (loopback: 4096, as rdma_rxe on lo)
   std::uint8_t mac[6] = {0x02, 0x00, 0x75, 0x72, 0x6e, 0x00};  // locally administered
@@ -35,8 +41,10 @@ struct DaemonConfig {
 // loopback.
 DaemonConfig default_config();
 // Parse a JSON config: {"devices":[{"name":..,"link":"udp","address":"a.b.c.d",
-// "udp_port":4791,"mtu":1024,"mac":"02:00:75:72:6e:00"}]}. Returns an error
-// message through `error` on failure.
+// "udp_port":4791,"mtu":1024,"mac":"02:00:75:72:6e:00"}]}, or for raw
+// Ethernet {"name":..,"link":"afpacket","interface":"veth0"[,"address":..]
+// [,"mtu":..]} (MAC, addresses and GID table from the interface). Returns an
+// error message through `error` on failure.
 std::optional<DaemonConfig> parse_config(const std::string& json_text, std::string& error);
 
 // ibv_mtu enum value (IBV_MTU_256 = 1 ... IBV_MTU_4096 = 5) for a byte size; 0 if invalid.
@@ -58,6 +66,10 @@ class Device {
   [[nodiscard]] const std::vector<ctl::GidEntry>& gids() const { return gids_; }
   [[nodiscard]] std::uint16_t pkey(std::size_t i) const { return i == 0 ? 0xffff : 0; }
   [[nodiscard]] ctl::DeviceEntry entry() const;
+  // afpacket: the interface as it was when the device was made (nullopt if
+  // it could not be read: the link then fails to open, with netdev_error()).
+  [[nodiscard]] const std::optional<Netdev>& netdev() const { return netdev_; }
+  [[nodiscard]] const std::string& netdev_error() const { return netdev_error_; }
 
   DeviceUsage& usage() { return usage_; }
   [[nodiscard]] const DeviceUsage& usage() const { return usage_; }
@@ -72,7 +84,13 @@ class Device {
   void free_mr_key(std::uint32_t key);
 
  private:
+  // The GID table of a raw link (afpacket): for every address of the
+  // interface a RoCE v1 and a RoCE v2 entry.
+  void build_raw_gids(const Netdev& nd);
+
   DeviceConfig cfg_;
+  std::optional<Netdev> netdev_;
+  std::string netdev_error_;
   ctl::DeviceAttrs attrs_{};
   ctl::PortAttrs port_{};
   std::vector<ctl::GidEntry> gids_;

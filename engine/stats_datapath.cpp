@@ -12,6 +12,7 @@
 
 #include "engine/datapath.hpp"
 #include "engine/device.hpp"
+#include "engine/udp_link.hpp"
 #include "wire/roce_frame.hpp"
 #include "wire/udp.hpp"
 
@@ -20,7 +21,7 @@ namespace urnic::engine {
 namespace t = urnic::transport;
 
 void DataPath::init_observe(const Device& dev) {
-  frame_scratch_.resize(UdpLink::kDatagramOffset + UdpLink::kMaxDatagram);
+  frame_scratch_.resize(Link::kMaxFrame);
   const DeviceConfig& c = dev.config();
   if (c.fault.active()) {
     faults_.configure(c.fault);
@@ -45,18 +46,38 @@ void DataPath::capture_tx(const t::TxPacket& p, std::uint32_t dst_ipv4) {
   stats_.inc(DevStat::kCaptureFrames);
 }
 
-void DataPath::fault_tx(const t::TxPacket& p, std::uint32_t dst_ipv4, t::Nanos now) {
-  if (dst_ipv4 == 0 || (dst_ipv4 != ipv4_ && !link_)) return;  // would not be sent anyway
-  // The frame exactly as the udp link would put it on the wire, so the
-  // receiving side checks a real ICRC.
-  const std::size_t n = UdpLink::encode_frame(p.pkt, ipv4_, link_port(), dst_ipv4, p.addr.ah.traffic_class,
-                                              frame_scratch_);
-  if (n <= UdpLink::kDatagramOffset) {
-    stats_.inc(DevStat::kLinkTxErrors);
+void DataPath::capture_rx(const LinkRxPacket& rx) {
+  // Raw links hand over the frame as it came in; the udp link only the
+  // payload, so the tap rebuilds IPv4 frames as the link checked them.
+  if (!rx.frame.empty())
+    capture_.write(rx.frame);
+  else if (!rx.from.ipv6)
+    capture_.write_packet(rx.ib, rx.from.src.v4(), rx.from.src_port, rx.from.dst.v4(), 0);
+}
+
+void DataPath::fault_tx(const t::TxPacket& p, const LinkDest& d, bool own, t::Nanos now) {
+  // The frame exactly as the link would put it on the wire (same-host
+  // frames: RoCE v2 over IPv4 to ourselves), so the receiving side checks a
+  // real ICRC.
+  EncodedFrame f;
+  const std::uint64_t no_neighbour_before = link_ ? link_->counters().tx_no_neighbour : 0;
+  if (own) {
+    f.size = UdpLink::encode_frame(p.pkt, ipv4_, link_port(), ipv4_, p.addr.ah.traffic_class, frame_scratch_);
+    f.ib_offset = UdpLink::kDatagramOffset;
+    if (f.size <= f.ib_offset) f.size = 0;
+  } else {
+    f = link_->encode(p.pkt, d, frame_scratch_);
+  }
+  if (f.size == 0) {
+    // Not encodable, or (raw links) no neighbour yet: the link counted the
+    // latter itself (tx_no_neighbour, merged into link_tx_errors).
+    if (own || link_->counters().tx_no_neighbour == no_neighbour_before) stats_.inc(DevStat::kLinkTxErrors);
     return;
   }
   const FaultCounters before = faults_.counters();
-  faults_.submit(std::span<const std::uint8_t>(frame_scratch_.data(), n), UdpLink::kDatagramOffset, dst_ipv4,
+  // The stage's destination tag only tells the hairpin (ipv4_) from the
+  // link (0): the frame carries its own addresses.
+  faults_.submit(std::span<const std::uint8_t>(frame_scratch_.data(), f.size), f.ib_offset, own ? ipv4_ : 0,
                  now);
   const FaultCounters& after = faults_.counters();
   stats_.inc(DevStat::kFaultDropped, after.dropped - before.dropped);
@@ -78,14 +99,7 @@ bool DataPath::run_faults(t::Nanos now) {
       receive_frame(frame, now);
       return;
     }
-    sockaddr_in to{};
-    to.sin_family = AF_INET;
-    to.sin_port = htons(wire::kRoceV2Port);
-    to.sin_addr.s_addr = htonl(dst);
-    const std::span<const std::uint8_t> datagram = frame.subspan(UdpLink::kDatagramOffset);
-    if (::sendto(link_->fd(), datagram.data(), datagram.size(), 0,
-                 static_cast<const sockaddr*>(static_cast<const void*>(&to)), sizeof to) < 0)
-      stats_.inc(DevStat::kLinkTxErrors);
+    if (link_) link_->send_frame(frame);  // a failure is in the link's tx_errors
   }) != 0;
 }
 
@@ -93,7 +107,7 @@ void DataPath::receive_frame(wire::Bytes frame, t::Nanos now) {
   // The receive side of a hairpinned frame that went through the faults:
   // checked as a NIC checks it (annex A17: a bad ICRC is dropped, counted).
   auto r = wire::parse_roce_frame(frame);
-  if (!r.ok() || r->hdr.ipv6) {
+  if (!r.ok()) {
     stats_.inc(DevStat::kRxMalformed);
     return;
   }
@@ -101,7 +115,7 @@ void DataPath::receive_frame(wire::Bytes frame, t::Nanos now) {
     stats_.inc(DevStat::kRxIcrcErrors);
     return;
   }
-  deliver_rx(r->ib, r->hdr.src_ip.v4(), r->hdr.dst_ip.v4(), r->hdr.traffic_class, r->hdr.hop_limit, now);
+  deliver_rx(r->ib, rx_address_of(r->hdr), now);
 }
 
 void DataPath::timer_attributed(t::Nanos now) {
@@ -129,10 +143,10 @@ void DataPath::fill_stats(ctl::StatsRep& rep, std::uint32_t first_qpn) const {
   // Merge what the link and the data path count themselves.
   auto at = [&](DevStat s) -> std::uint64_t& { return d[static_cast<std::size_t>(s)]; };
   if (link_) {
-    const UdpLinkCounters& l = link_->counters();
+    const LinkCounters& l = link_->counters();
     at(DevStat::kRxIcrcErrors) += l.rx_bad_icrc;
     at(DevStat::kRxMalformed) += l.rx_malformed;
-    at(DevStat::kLinkTxErrors) += l.tx_errors;
+    at(DevStat::kLinkTxErrors) += l.tx_errors + l.tx_no_neighbour;
   }
   at(DevStat::kHairpinPkts) = counters_.hairpin_packets;
   at(DevStat::kWqesPosted) = counters_.wqes_posted;

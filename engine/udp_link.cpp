@@ -82,11 +82,11 @@ sockaddr_in make_addr(uint32_t ipv4, uint16_t port) {
 
 }  // namespace
 
-std::optional<UdpLink> UdpLink::open(uint32_t ipv4, uint16_t port, std::string* error) {
+std::unique_ptr<UdpLink> UdpLink::open(uint32_t ipv4, uint16_t port, std::string* error) {
   const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) {
     if (error != nullptr) *error = std::string("socket: ") + std::strerror(errno);
-    return std::nullopt;
+    return nullptr;
   }
   // DF and IP ID 0 on the wire: the ICRC covers the IP ID, and the receiver
   // cannot read it from a UDP socket, so it must be predictable.
@@ -101,50 +101,22 @@ std::optional<UdpLink> UdpLink::open(uint32_t ipv4, uint16_t port, std::string* 
       ::bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
     if (error != nullptr) *error = std::string("udp link: ") + std::strerror(errno);
     ::close(fd);
-    return std::nullopt;
+    return nullptr;
   }
   sockaddr_in bound{};
   socklen_t bound_len = sizeof bound;
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &bound_len);
-  return UdpLink(fd, ipv4, ntohs(bound.sin_port));
+  return std::unique_ptr<UdpLink>(new UdpLink(fd, ipv4, ntohs(bound.sin_port)));
 }
 
 UdpLink::UdpLink(int fd, uint32_t ipv4, uint16_t port)
     : fd_(fd), ipv4_(ipv4), port_(port), rx_buf_(kRxHeadroom + kMaxDatagram), tx_buf_(kDatagramOffset6 + kMaxDatagram) {}
-
-UdpLink::UdpLink(UdpLink&& o) noexcept
-    : fd_(o.fd_), fd6_(o.fd6_), epfd_(o.epfd_), ifindex_(o.ifindex_), ll_(o.ll_), ipv4_(o.ipv4_),
-      port_(o.port_), counters_(o.counters_), rx_buf_(std::move(o.rx_buf_)), tx_buf_(std::move(o.tx_buf_)) {
-  o.fd_ = -1;
-  o.fd6_ = -1;
-  o.epfd_ = -1;
-}
 
 void UdpLink::close_all() noexcept {
   for (int* f : {&fd_, &fd6_, &epfd_}) {
     if (*f >= 0) ::close(*f);
     *f = -1;
   }
-}
-
-UdpLink& UdpLink::operator=(UdpLink&& o) noexcept {
-  if (this != &o) {
-    close_all();
-    fd_ = o.fd_;
-    fd6_ = o.fd6_;
-    epfd_ = o.epfd_;
-    ifindex_ = o.ifindex_;
-    ll_ = o.ll_;
-    ipv4_ = o.ipv4_;
-    port_ = o.port_;
-    counters_ = o.counters_;
-    rx_buf_ = std::move(o.rx_buf_);
-    tx_buf_ = std::move(o.tx_buf_);
-    o.fd_ = -1;
-    o.fd6_ = -1;
-    o.epfd_ = -1;
-  }
-  return *this;
 }
 
 UdpLink::~UdpLink() { close_all(); }
@@ -208,39 +180,6 @@ bool UdpLink::enable_ipv6(const std::array<uint8_t, 16>& link_local, std::string
   return true;
 }
 
-bool UdpLink::send6(const wire::IbPacket& pkt, const std::array<uint8_t, 16>& dst, uint8_t traffic_class) {
-  if (fd6_ < 0) {
-    ++counters_.tx_errors;
-    return false;
-  }
-  wire::RoceHeaders hdr;
-  hdr.version = wire::RoceVersion::kV2;
-  hdr.ipv6 = true;
-  std::memcpy(hdr.src_ip.bytes.data(), ll_.data(), 16);
-  std::memcpy(hdr.dst_ip.bytes.data(), dst.data(), 16);
-  hdr.traffic_class = traffic_class;
-  hdr.hop_limit = kTtl;
-  hdr.udp_src_port = port_;
-  auto n = wire::build_roce_frame(hdr, pkt, tx_buf_);
-  if (!n || *n <= kDatagramOffset6) {
-    ++counters_.tx_errors;
-    return false;
-  }
-  sockaddr_in6 to{};
-  to.sin6_family = AF_INET6;
-  to.sin6_port = htons(wire::kRoceV2Port);
-  std::memcpy(to.sin6_addr.s6_addr, dst.data(), 16);
-  to.sin6_scope_id = ifindex_;
-  const ssize_t sent = ::sendto(fd6_, tx_buf_.data() + kDatagramOffset6, *n - kDatagramOffset6, 0,
-                                reinterpret_cast<const sockaddr*>(&to), sizeof to);
-  if (sent < 0) {
-    ++counters_.tx_errors;
-    return false;
-  }
-  ++counters_.tx_packets;
-  return true;
-}
-
 std::size_t UdpLink::encode_frame(const wire::IbPacket& pkt, uint32_t src_ipv4, uint16_t src_port,
                                   uint32_t dst_ipv4, uint8_t traffic_class, wire::MutBytes scratch) {
   wire::RoceHeaders hdr;
@@ -257,15 +196,58 @@ std::size_t UdpLink::encode_frame(const wire::IbPacket& pkt, uint32_t src_ipv4, 
   return n ? *n : 0;
 }
 
-bool UdpLink::send(const wire::IbPacket& pkt, uint32_t dst_ipv4, uint8_t traffic_class) {
-  const std::size_t n = encode_frame(pkt, ipv4_, port_, dst_ipv4, traffic_class, tx_buf_);
-  if (n <= kDatagramOffset) {
+EncodedFrame UdpLink::encode(const wire::IbPacket& pkt, const LinkDest& dst, wire::MutBytes out) {
+  // RoCE v2 only (the kernel's UDP socket), from this link's own addresses:
+  // the kernel writes the source address and port.
+  if (dst.version != wire::RoceVersion::kV2) return {};
+  if (dst.dst.is_v4_mapped()) {
+    const std::size_t n = encode_frame(pkt, ipv4_, port_, dst.dst.v4(), dst.traffic_class, out);
+    return n > kDatagramOffset ? EncodedFrame{n, kDatagramOffset} : EncodedFrame{};
+  }
+  if (fd6_ < 0) return {};
+  wire::RoceHeaders hdr;
+  hdr.version = wire::RoceVersion::kV2;
+  hdr.ipv6 = true;
+  std::memcpy(hdr.src_ip.bytes.data(), ll_.data(), 16);
+  hdr.dst_ip = dst.dst;
+  hdr.traffic_class = dst.traffic_class;
+  hdr.hop_limit = kTtl;
+  hdr.udp_src_port = port_;
+  auto n = wire::build_roce_frame(hdr, pkt, out);
+  return n && *n > kDatagramOffset6 ? EncodedFrame{*n, kDatagramOffset6} : EncodedFrame{};
+}
+
+bool UdpLink::send(const wire::IbPacket& pkt, const LinkDest& dst, wire::Bytes* sent) {
+  const EncodedFrame f = encode(pkt, dst, tx_buf_);
+  if (f.size == 0) {
     ++counters_.tx_errors;
     return false;
   }
-  const sockaddr_in to = make_addr(dst_ipv4, wire::kRoceV2Port);
-  const ssize_t sent = ::sendto(fd_, tx_buf_.data() + kDatagramOffset, n - kDatagramOffset, 0,
-                                reinterpret_cast<const sockaddr*>(&to), sizeof to);
+  const wire::Bytes frame(tx_buf_.data(), f.size);
+  if (!send_datagram(frame)) return false;
+  if (sent != nullptr) *sent = frame;
+  return true;
+}
+
+bool UdpLink::send_frame(wire::Bytes frame) { return send_datagram(frame); }
+
+bool UdpLink::send_datagram(wire::Bytes frame) {
+  // The frame is one encode() built: Ethernet (no VLAN), then IPv4 or IPv6.
+  ssize_t sent = -1;
+  if (frame.size() > kDatagramOffset && wire::load_be16(frame.data() + 12) == wire::ethertype::kIpv4) {
+    const sockaddr_in to = make_addr(wire::load_be32(frame.data() + 14 + 16), wire::kRoceV2Port);
+    sent = ::sendto(fd_, frame.data() + kDatagramOffset, frame.size() - kDatagramOffset, 0,
+                    reinterpret_cast<const sockaddr*>(&to), sizeof to);
+  } else if (fd6_ >= 0 && frame.size() > kDatagramOffset6 &&
+             wire::load_be16(frame.data() + 12) == wire::ethertype::kIpv6) {
+    sockaddr_in6 to{};
+    to.sin6_family = AF_INET6;
+    to.sin6_port = htons(wire::kRoceV2Port);
+    std::memcpy(to.sin6_addr.s6_addr, frame.data() + 14 + 24, 16);
+    to.sin6_scope_id = ifindex_;
+    sent = ::sendto(fd6_, frame.data() + kDatagramOffset6, frame.size() - kDatagramOffset6, 0,
+                    reinterpret_cast<const sockaddr*>(&to), sizeof to);
+  }
   if (sent < 0) {
     // A full socket buffer is a drop, as on a congested wire: RC recovers.
     ++counters_.tx_errors;
@@ -319,12 +301,12 @@ std::optional<uint16_t> UdpLink::solve_ip_id(wire::Bytes packet) {
   return id;
 }
 
-bool UdpLink::receive(UdpRxPacket* out) {
+bool UdpLink::receive(LinkRxPacket* out) {
   if (receive_v4(out)) return true;
   return fd6_ >= 0 && receive_v6(out);
 }
 
-bool UdpLink::receive_v4(UdpRxPacket* out) {
+bool UdpLink::receive_v4(LinkRxPacket* out) {
   for (;;) {
     sockaddr_in from{};
     socklen_t from_len = sizeof from;
@@ -381,16 +363,16 @@ bool UdpLink::receive_v4(UdpRxPacket* out) {
       ++counters_.rx_malformed;
       continue;
     }
+    *out = LinkRxPacket{};
     out->ib = *ib;
-    out->src_ipv4 = src;
-    out->src_port = sport;
-    out->dst_ipv4 = ipv4_;
-    out->ipv6 = false;
+    out->from.src = wire::IpAddr::from_v4(src);
+    out->from.dst = wire::IpAddr::from_v4(ipv4_);
+    out->from.src_port = sport;
     return true;
   }
 }
 
-bool UdpLink::receive_v6(UdpRxPacket* out) {
+bool UdpLink::receive_v6(LinkRxPacket* out) {
   for (;;) {
     sockaddr_in6 from{};
     socklen_t from_len = sizeof from;
@@ -429,13 +411,12 @@ bool UdpLink::receive_v6(UdpRxPacket* out) {
       ++counters_.rx_malformed;
       continue;
     }
+    *out = LinkRxPacket{};
     out->ib = *ib;
-    out->src_ipv4 = 0;
-    out->dst_ipv4 = 0;
-    out->src_port = sport;
-    out->ipv6 = true;
-    std::memcpy(out->src_ip6.data(), from.sin6_addr.s6_addr, 16);
-    out->dst_ip6 = ll_;
+    out->from.src_port = sport;
+    out->from.ipv6 = true;
+    std::memcpy(out->from.src.bytes.data(), from.sin6_addr.s6_addr, 16);
+    out->from.dst.bytes = ll_;
     return true;
   }
 }

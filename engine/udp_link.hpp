@@ -32,60 +32,60 @@
 // rdma_rxe's GID[0]. IPv6 has no IP ID, so its ICRC is checked in full.
 // Both sockets are then behind one epoll fd (wait_fd()), which the engine
 // loop watches like a socket.
+//
+// As a Link (engine/link.hpp) it sends RoCE v2 only: a destination whose
+// source GID is RoCE v1 is refused (counted in tx_errors); the udp device's
+// GID table has no v1 entries.
 #pragma once
 
 #include <netinet/in.h>
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "engine/link.hpp"
 #include "wire/bytes.hpp"
 #include "wire/ib_packet.hpp"
 
 namespace urnic::engine {
 
-struct UdpLinkCounters {
-  uint64_t tx_packets = 0;
-  uint64_t tx_errors = 0;
-  uint64_t rx_packets = 0;
-  uint64_t rx_bad_icrc = 0;    // dropped: ICRC mismatch (no IP ID explains it)
-  uint64_t rx_icrc_ip_id = 0;  // accepted with a nonzero IP ID solved from the ICRC
-  uint64_t rx_malformed = 0;   // dropped: not a valid IB transport packet
-};
-
-// One received packet: its IB headers (payload pointing into the link's
-// receive buffer, valid until the next poll) and where it came from.
-struct UdpRxPacket {
-  wire::IbPacket ib;
-  uint32_t src_ipv4 = 0;  // host byte order
-  uint16_t src_port = 0;
-  uint32_t dst_ipv4 = 0;
-  // RoCE v2 over IPv6 (the link-local GID): src_ipv4/dst_ipv4 are 0.
-  bool ipv6 = false;
-  std::array<uint8_t, 16> src_ip6{};
-  std::array<uint8_t, 16> dst_ip6{};
-};
-
-class UdpLink {
+class UdpLink final : public Link {
  public:
   static constexpr std::size_t kMaxDatagram = 4096 + 128;  // path MTU 4096 + headers + ICRC
 
-  // Binds address:port (IPv4, host byte order). Returns nullopt with a
+  // Binds address:port (IPv4, host byte order). Returns nullptr with a
   // message in *error on failure (e.g. the port is taken).
-  static std::optional<UdpLink> open(uint32_t ipv4, uint16_t port, std::string* error);
-  UdpLink(UdpLink&&) noexcept;
-  UdpLink& operator=(UdpLink&&) noexcept;
-  ~UdpLink();
+  static std::unique_ptr<UdpLink> open(uint32_t ipv4, uint16_t port, std::string* error);
+  UdpLink(const UdpLink&) = delete;
+  UdpLink& operator=(const UdpLink&) = delete;
+  ~UdpLink() override;
+
+  // Link.
+  [[nodiscard]] std::string_view kind() const noexcept override { return "udp"; }
+  // What to watch for readability: the IPv4 socket, or the epoll fd over
+  // both sockets once enable_ipv6() succeeded.
+  [[nodiscard]] int wait_fd() const noexcept override { return epfd_ >= 0 ? epfd_ : fd_; }
+  [[nodiscard]] uint16_t port() const noexcept override { return port_; }
+  // IPv4-mapped destination: the IPv4 socket; another (link-local) GID: the
+  // IPv6 socket when enabled. The frame given back is encode_frame()'s.
+  bool send(const wire::IbPacket& pkt, const LinkDest& dst, wire::Bytes* sent) override;
+  EncodedFrame encode(const wire::IbPacket& pkt, const LinkDest& dst, wire::MutBytes out) override;
+  // Sends the UDP payload of a frame encode() built to the IP destination
+  // in its header.
+  bool send_frame(wire::Bytes frame) override;
+  // Receives one datagram if any is waiting (non-blocking). Returns false
+  // when there is nothing (more) to read; packets that fail the checks are
+  // counted and skipped.
+  bool receive(LinkRxPacket* out) override;
+  [[nodiscard]] const LinkCounters& counters() const noexcept override { return counters_; }
 
   // The IPv4 socket (what sendto of an IPv4 datagram uses).
   int fd() const noexcept { return fd_; }
-  // What to watch for readability: the IPv4 socket, or the epoll fd over
-  // both sockets once enable_ipv6() succeeded.
-  int wait_fd() const noexcept { return epfd_ >= 0 ? epfd_ : fd_; }
 
   // Also serve RoCE v2 over IPv6 on `link_local` (fe80::/64), bound on the
   // interface that holds the IPv4 address, same port. False with a message
@@ -94,15 +94,7 @@ class UdpLink {
   bool enable_ipv6(const std::array<uint8_t, 16>& link_local, std::string* error);
   bool ipv6_enabled() const noexcept { return fd6_ >= 0; }
 
-  // As send(), over IPv6 to `dst` (a link-local GID on the same link).
-  bool send6(const wire::IbPacket& pkt, const std::array<uint8_t, 16>& dst, uint8_t traffic_class);
   uint32_t address() const noexcept { return ipv4_; }
-  uint16_t port() const noexcept { return port_; }
-
-  // Encodes `pkt`, appends its ICRC and sends it to dst_ipv4:4791. The
-  // traffic class goes into the IP TOS. Returns false (and counts) on a
-  // send error or an unencodable packet.
-  bool send(const wire::IbPacket& pkt, uint32_t dst_ipv4, uint8_t traffic_class);
 
   // Builds the whole frame `send()` would produce (Ethernet + IPv4 with ID 0
   // and DF + UDP + BTH .. ICRC) into `scratch`; returns its size, 0 if it
@@ -119,17 +111,11 @@ class UdpLink {
   // is corrupt. Pure computation; public for the tests.
   static std::optional<uint16_t> solve_ip_id(wire::Bytes packet);
 
-  // Receives one datagram if any is waiting (non-blocking). Returns false
-  // when there is nothing (more) to read; packets that fail the checks are
-  // counted and skipped.
-  bool receive(UdpRxPacket* out);
-
-  const UdpLinkCounters& counters() const noexcept { return counters_; }
-
  private:
   UdpLink(int fd, uint32_t ipv4, uint16_t port);
-  bool receive_v4(UdpRxPacket* out);
-  bool receive_v6(UdpRxPacket* out);
+  bool receive_v4(LinkRxPacket* out);
+  bool receive_v6(LinkRxPacket* out);
+  bool send_datagram(wire::Bytes frame);
   void close_all() noexcept;
 
   int fd_ = -1;
@@ -139,7 +125,7 @@ class UdpLink {
   std::array<uint8_t, 16> ll_{};
   uint32_t ipv4_ = 0;
   uint16_t port_ = 0;
-  UdpLinkCounters counters_;
+  LinkCounters counters_;
   // Receive buffer with room in front for the rebuilt IPv4 or IPv6 + UDP
   // headers, so the ICRC is computed in place.
   std::vector<uint8_t> rx_buf_;

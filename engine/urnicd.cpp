@@ -173,8 +173,15 @@ int main(int argc, char** argv) {
       io.stop();
     });
     for (const auto& d : reg.devices()) {
-      fmt::print(stderr, "urnicd: device {}: RoCE v2 over udp {}:{}, mtu {}\n", d->name(),
-                 d->config().address, d->config().udp_port, d->config().active_mtu);
+      if (d->config().link == "afpacket")
+        fmt::print(stderr, "urnicd: device {}: RoCE v1/v2 over afpacket {} ({}), mtu {}, {} GIDs\n", d->name(),
+                   d->config().interface, d->config().address, d->config().active_mtu, d->gids().size());
+      else if (d->config().link == "dpdk")
+        fmt::print(stderr, "urnicd: device {}: RoCE v1/v2 over dpdk {} ({}), mtu {}, {} GIDs\n", d->name(),
+                   d->config().devargs, d->config().address, d->config().active_mtu, d->gids().size());
+      else
+        fmt::print(stderr, "urnicd: device {}: RoCE v2 over udp {}:{}, mtu {}\n", d->name(),
+                   d->config().address, d->config().udp_port, d->config().active_mtu);
     }
     fmt::print(stderr, "urnicd: pid {} listening on {}\n", ::getpid(), sock);
     // One thread: the engine loop spins over the data path while there is

@@ -37,7 +37,7 @@ TEST_CASE("udp link: a packet sent to our own address comes back with a good ICR
   // Port 0: the kernel picks a free port, so the test never collides with a
   // running daemon on 4791.
   auto link = engine::UdpLink::open(kLoopback, 0, &error);
-  REQUIRE(link.has_value());
+  REQUIRE(link != nullptr);
   sockaddr_in me{};
   socklen_t len = sizeof me;
   REQUIRE(::getsockname(link->fd(), reinterpret_cast<sockaddr*>(&me), &len) == 0);
@@ -65,7 +65,7 @@ TEST_CASE("udp link: a packet sent to our own address comes back with a good ICR
                    reinterpret_cast<sockaddr*>(&me), sizeof me) > 0);
 
   SECTION("a good datagram decodes") {
-    engine::UdpRxPacket rx;
+    engine::LinkRxPacket rx;
     bool got = false;
     for (int i = 0; i < 1000 && !got; ++i) {
       got = link->receive(&rx);
@@ -76,11 +76,11 @@ TEST_CASE("udp link: a packet sent to our own address comes back with a good ICR
     CHECK(rx.ib.bth.psn == wire::Psn(0xFFFFFF));
     REQUIRE(rx.ib.payload.size() == data.size());
     CHECK(std::equal(data.begin(), data.end(), rx.ib.payload.begin()));
-    CHECK(rx.src_port == ntohs(txa.sin_port));
+    CHECK(rx.from.src_port == ntohs(txa.sin_port));
     CHECK(link->counters().rx_bad_icrc == 0);
   }
   SECTION("a corrupted datagram is dropped and counted") {
-    engine::UdpRxPacket rx;
+    engine::LinkRxPacket rx;
     for (int i = 0; i < 100 && !link->receive(&rx); ++i) ::usleep(1000);  // drain the good one
     frame[engine::UdpLink::kDatagramOffset + 14] ^= 0x01;  // a payload bit
     REQUIRE(::sendto(tx, frame.data() + engine::UdpLink::kDatagramOffset, m - engine::UdpLink::kDatagramOffset, 0,
@@ -198,7 +198,7 @@ int bound_socket(uint32_t ip) {
 TEST_CASE("udp link: the IP ID solver is used only for sources that vary the ID", "[engine][link]") {
   std::string error;
   auto link = engine::UdpLink::open(kLoopback, 0, &error);
-  REQUIRE(link.has_value());
+  REQUIRE(link != nullptr);
   sockaddr_in me{};
   socklen_t len = sizeof me;
   REQUIRE(::getsockname(link->fd(), reinterpret_cast<sockaddr*>(&me), &len) == 0);
@@ -206,7 +206,7 @@ TEST_CASE("udp link: the IP ID solver is used only for sources that vary the ID"
     REQUIRE(::sendto(s, d.data(), d.size(), 0, reinterpret_cast<sockaddr*>(&me), sizeof me) > 0);
   };
   auto receive_one = [&] {
-    engine::UdpRxPacket rx;
+    engine::LinkRxPacket rx;
     for (int i = 0; i < 200; ++i) {
       if (link->receive(&rx)) return true;
       ::usleep(1000);

@@ -1,0 +1,335 @@
+#include "engine/dpdk_link.hpp"
+
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_ethdev.h>
+#include <rte_lcore.h>
+#include <rte_mbuf.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "engine/netdev.hpp"
+#include "engine/raw_frame.hpp"
+
+namespace urnic::engine {
+
+namespace {
+
+constexpr std::uint16_t kEtherArp = 0x0806;
+constexpr std::uint16_t kArpRequest = 1;
+constexpr std::uint16_t kArpReply = 2;
+constexpr std::size_t kArpFrame = 14 + 28;
+const wire::MacAddr kBroadcast{0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+
+bool eal_initialised = false;  // the EAL can be initialised once per process
+
+std::uint8_t* mbuf_data(rte_mbuf* m) { return static_cast<std::uint8_t*>(m->buf_addr) + m->data_off; }
+
+std::string runtime_prefix() { return "urnicd-" + std::to_string(::getpid()); }
+
+bool init_eal(const DpdkConfig& cfg, std::string* error) {
+  if (eal_initialised) {
+    if (error != nullptr) *error = "dpdk link: one dpdk device per daemon (the EAL initialises once)";
+    return false;
+  }
+  // A file prefix of our own: its (empty) runtime directory is ours to
+  // remove at shutdown, and never collides with another DPDK process.
+  std::vector<std::string> args{"urnicd", "-l", "0", "--no-pci", "--no-shconf", "--no-telemetry",
+                                "--file-prefix", runtime_prefix(), "--log-level", "lib.eal:warning",
+                                "--vdev", cfg.devargs};
+  if (cfg.eal.empty()) {
+    for (const char* a : {"--no-huge", "-m", "256"}) args.emplace_back(a);
+  } else {
+    args.insert(args.end(), cfg.eal.begin(), cfg.eal.end());
+  }
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  // -l 0 pins the calling thread (the engine thread) to CPU 0: keep the
+  // daemon's own affinity instead.
+  cpu_set_t affinity;
+  const bool have_affinity = ::sched_getaffinity(0, sizeof affinity, &affinity) == 0;
+  const int rc = rte_eal_init(static_cast<int>(args.size()), argv.data());
+  if (have_affinity) (void)::sched_setaffinity(0, sizeof affinity, &affinity);
+  // rte_eal_init can fail without setting rte_errno (notes/dpdk-here.md).
+  if (rc < 0) {
+    if (error != nullptr) *error = std::string("dpdk link: rte_eal_init failed: ") + rte_strerror(rte_errno);
+    return false;
+  }
+  eal_initialised = true;
+  return true;
+}
+
+}  // namespace
+
+DpdkLink::DpdkLink(const DpdkConfig& cfg, std::vector<wire::IpAddr> own) : cfg_(cfg), own_(std::move(own)) {}
+
+std::unique_ptr<DpdkLink> DpdkLink::open(const DpdkConfig& cfg, std::vector<wire::IpAddr> own, std::string* error) {
+  if (!init_eal(cfg, error)) return nullptr;
+  auto link = std::unique_ptr<DpdkLink>(new DpdkLink(cfg, std::move(own)));
+  auto fail = [&](const std::string& what, int rc) -> std::unique_ptr<DpdkLink> {
+    if (error != nullptr) *error = "dpdk link " + cfg.devargs + ": " + what + ": " + rte_strerror(rc < 0 ? -rc : rc);
+    return nullptr;  // the destructor stops the port and cleans the EAL up
+  };
+  const std::string name = cfg.devargs.substr(0, cfg.devargs.find(','));
+  if (int rc = rte_eth_dev_get_port_by_name(name.c_str(), &link->port_id_); rc != 0) return fail("no port " + name, rc);
+  link->pool_ = rte_pktmbuf_pool_create("urnic_mbufs", kMbufs, 256, 0, kDataRoom, static_cast<int>(rte_socket_id()));
+  if (link->pool_ == nullptr) return fail("mbuf pool", rte_errno);
+  rte_eth_dev_info info{};
+  if (int rc = rte_eth_dev_info_get(link->port_id_, &info); rc != 0) return fail("dev_info", rc);
+  rte_eth_conf conf{};
+  // The port MTU as far as the PMD allows (net_af_packet says 1500, yet
+  // carries frames up to its framesz: the kernel interface's MTU rules).
+  const std::uint32_t overhead = RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN;
+  const std::uint32_t pmd_mtu = info.max_rx_pktlen > overhead ? info.max_rx_pktlen - overhead : RTE_ETHER_MTU;
+  conf.rxmode.mtu = std::min({cfg.port_mtu, pmd_mtu, std::uint32_t{info.max_mtu}});
+  if (int rc = rte_eth_dev_configure(link->port_id_, 1, 1, &conf); rc != 0) return fail("configure", rc);
+  std::uint16_t rxd = kRingSize;
+  std::uint16_t txd = kRingSize;
+  (void)rte_eth_dev_adjust_nb_rx_tx_desc(link->port_id_, &rxd, &txd);
+  const auto socket = static_cast<unsigned>(rte_eth_dev_socket_id(link->port_id_));
+  if (int rc = rte_eth_rx_queue_setup(link->port_id_, 0, rxd, socket, nullptr, link->pool_); rc != 0)
+    return fail("rx queue", rc);
+  if (int rc = rte_eth_tx_queue_setup(link->port_id_, 0, txd, socket, nullptr); rc != 0) return fail("tx queue", rc);
+  if (int rc = rte_eth_dev_start(link->port_id_); rc != 0) return fail("start", rc);
+  link->started_ = true;
+  // The device's MAC is its own (the config's), not necessarily the port's.
+  (void)rte_eth_promiscuous_enable(link->port_id_);
+  return link;
+}
+
+DpdkLink::~DpdkLink() {
+  release_rx();
+  for (std::uint16_t i = rx_index_; i < rx_count_; ++i) rte_pktmbuf_free(rx_[i]);
+  for (std::uint16_t i = 0; i < tx_count_; ++i) rte_pktmbuf_free(tx_[i]);
+  if (started_) {
+    (void)rte_eth_dev_stop(port_id_);
+    (void)rte_eth_dev_close(port_id_);
+  }
+  if (pool_ != nullptr) rte_mempool_free(pool_);
+  if (eal_initialised) {
+    (void)rte_eal_cleanup();
+    // Not re-initialisable: the flag stays set. --no-shconf leaves an empty
+    // runtime directory behind; it is ours.
+    (void)::rmdir(("/var/run/dpdk/" + runtime_prefix()).c_str());
+  }
+}
+
+std::optional<wire::MacAddr> DpdkLink::resolve(const wire::IpAddr& dst) const {
+  if (auto m = mac_of_link_local(dst)) return m;
+  if (!dst.is_v4_mapped()) return std::nullopt;
+  const auto it = arp_.find(dst.v4());
+  if (it == arp_.end()) return std::nullopt;
+  return it->second;
+}
+
+rte_mbuf* DpdkLink::tx_alloc() {
+  // A full burst goes out before the next frame is built (not right after
+  // the last one was queued, so the frame send() returned stays valid until
+  // the next send).
+  if (tx_count_ == kBurst) tx_burst();
+  rte_mbuf* m = rte_pktmbuf_alloc(pool_);
+  if (m == nullptr) ++counters_.tx_errors;
+  return m;
+}
+
+void DpdkLink::tx_queue(rte_mbuf* m, std::size_t len) {
+  m->data_len = static_cast<std::uint16_t>(len);
+  m->pkt_len = static_cast<std::uint32_t>(len);
+  tx_[tx_count_++] = m;
+}
+
+void DpdkLink::tx_burst() {
+  if (tx_count_ == 0) return;
+  const std::uint16_t n = rte_eth_tx_burst(port_id_, 0, tx_.data(), tx_count_);
+  counters_.tx_packets += n;
+  if (n != 0) last_tx_ = now_;
+  // What the port did not take is a drop, as on a congested wire.
+  for (std::uint16_t i = n; i < tx_count_; ++i) {
+    rte_pktmbuf_free(tx_[i]);
+    ++counters_.tx_errors;
+  }
+  tx_count_ = 0;
+}
+
+bool DpdkLink::send(const wire::IbPacket& pkt, const LinkDest& dst, wire::Bytes* sent) {
+  const auto mac = resolve(dst.dst);
+  if (!mac) {
+    std::array<std::uint8_t, kMaxFrame> scratch;
+    const EncodedFrame f = build_raw_frame(pkt, dst, cfg_.mac, wire::MacAddr{}, ip_id_++, scratch);
+    if (f.size == 0) {
+      ++counters_.tx_errors;
+      return false;
+    }
+    hold_for_neighbour(wire::Bytes(scratch.data(), f.size), dst.dst);
+    return false;
+  }
+  rte_mbuf* m = tx_alloc();
+  if (m == nullptr) return false;
+  std::uint8_t* data = mbuf_data(m);
+  const std::size_t room = std::min<std::size_t>(rte_pktmbuf_tailroom(m), kMaxFrame);
+  const EncodedFrame f = build_raw_frame(pkt, dst, cfg_.mac, *mac, ip_id_++, wire::MutBytes(data, room));
+  if (f.size == 0) {
+    rte_pktmbuf_free(m);
+    ++counters_.tx_errors;
+    return false;
+  }
+  tx_queue(m, f.size);
+  if (sent != nullptr) *sent = wire::Bytes(data, f.size);
+  return true;
+}
+
+EncodedFrame DpdkLink::encode(const wire::IbPacket& pkt, const LinkDest& dst, wire::MutBytes out) {
+  const auto mac = resolve(dst.dst);
+  if (!mac) {
+    ++counters_.tx_no_neighbour;
+    if (dst.dst.is_v4_mapped()) send_arp(kArpRequest, wire::MacAddr{}, dst.dst.v4(), kBroadcast);
+    return {};
+  }
+  return build_raw_frame(pkt, dst, cfg_.mac, *mac, ip_id_++, out);
+}
+
+bool DpdkLink::send_frame(wire::Bytes frame) {
+  rte_mbuf* m = tx_alloc();
+  if (m == nullptr) return false;
+  if (frame.size() > rte_pktmbuf_tailroom(m)) {
+    rte_pktmbuf_free(m);
+    ++counters_.tx_errors;
+    return false;
+  }
+  std::memcpy(mbuf_data(m), frame.data(), frame.size());
+  tx_queue(m, frame.size());
+  return true;
+}
+
+void DpdkLink::send_arp(std::uint16_t op, const wire::MacAddr& to_mac, std::uint32_t to_ip,
+                        const wire::MacAddr& eth_dst) {
+  // RFC 826 over Ethernet: htype 1, ptype IPv4, hlen 6, plen 4.
+  std::array<std::uint8_t, wire::kEthMinFrameNoFcs> f{};
+  std::copy(eth_dst.begin(), eth_dst.end(), f.begin());
+  std::copy(cfg_.mac.begin(), cfg_.mac.end(), f.begin() + 6);
+  wire::store_be16(f.data() + 12, kEtherArp);
+  std::uint8_t* a = f.data() + 14;
+  wire::store_be16(a, 1);
+  wire::store_be16(a + 2, wire::ethertype::kIpv4);
+  a[4] = 6;
+  a[5] = 4;
+  wire::store_be16(a + 6, op);
+  std::copy(cfg_.mac.begin(), cfg_.mac.end(), a + 8);
+  wire::store_be32(a + 14, cfg_.ipv4);
+  std::copy(to_mac.begin(), to_mac.end(), a + 18);
+  wire::store_be32(a + 24, to_ip);
+  send_frame(f);
+}
+
+void DpdkLink::on_arp(wire::Bytes frame) {
+  if (frame.size() < kArpFrame) return;
+  const std::uint8_t* a = frame.data() + 14;
+  if (wire::load_be16(a) != 1 || wire::load_be16(a + 2) != wire::ethertype::kIpv4 || a[4] != 6 || a[5] != 4) return;
+  const std::uint16_t op = wire::load_be16(a + 6);
+  wire::MacAddr sha{};
+  std::copy(a + 8, a + 14, sha.begin());
+  const std::uint32_t spa = wire::load_be32(a + 14);
+  const std::uint32_t tpa = wire::load_be32(a + 24);
+  // Learn the sender (requests and replies alike, RFC 826's merge step).
+  if (spa != 0 && (tpa == cfg_.ipv4 || arp_.contains(spa))) arp_[spa] = sha;
+  if (op == kArpRequest && tpa == cfg_.ipv4 && cfg_.ipv4 != 0) send_arp(kArpReply, sha, spa, sha);
+}
+
+void DpdkLink::hold_for_neighbour(wire::Bytes frame, const wire::IpAddr& next_hop) {
+  if (pending_.size() >= kMaxPending || !next_hop.is_v4_mapped()) {
+    ++counters_.tx_no_neighbour;  // no neighbour discovery for IPv6 beyond link-local GIDs
+    return;
+  }
+  const bool asked = std::any_of(pending_.begin(), pending_.end(),
+                                 [&](const Pending& p) { return p.next_hop == next_hop; });
+  if (!asked) send_arp(kArpRequest, wire::MacAddr{}, next_hop.v4(), kBroadcast);
+  pending_.push_back(Pending{next_hop, now_, now_, std::vector<std::uint8_t>(frame.begin(), frame.end())});
+}
+
+void DpdkLink::retry_pending(transport::Nanos now) {
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < pending_.size(); ++i) {
+    Pending& p = pending_[i];
+    if (auto mac = resolve(p.next_hop)) {
+      std::copy(mac->begin(), mac->end(), p.frame.begin());
+      send_frame(p.frame);
+      continue;
+    }
+    if (now - p.since >= kResolveTimeout) {
+      ++counters_.tx_no_neighbour;
+      continue;
+    }
+    if (now - p.asked >= kArpRetry) {
+      send_arp(kArpRequest, wire::MacAddr{}, p.next_hop.v4(), kBroadcast);
+      p.asked = now;
+    }
+    if (kept != i) pending_[kept] = std::move(p);
+    ++kept;
+  }
+  pending_.resize(kept);
+}
+
+void DpdkLink::flush(transport::Nanos now) {
+  now_ = now;
+  if (!pending_.empty()) retry_pending(now);
+  tx_burst();
+}
+
+transport::Nanos DpdkLink::next_deadline() const noexcept {
+  // Adaptive polling: soon after traffic, rarely after a long silence.
+  // A quarter of the silence so far (since frames last came or went: an
+  // answer is due soon after a send), within [kPollMin, kPollMax].
+  if (!pending_.empty()) return now_ + kPollMin;
+  const transport::Nanos last = std::max(last_rx_, last_tx_);
+  const transport::Nanos silence = now_ > last ? now_ - last : 0;
+  return now_ + std::clamp<transport::Nanos>(silence / 4, kPollMin, kPollMax);
+}
+
+void DpdkLink::release_rx() {
+  if (rx_held_ != nullptr) rte_pktmbuf_free(rx_held_);
+  rx_held_ = nullptr;
+}
+
+bool DpdkLink::receive(LinkRxPacket* out) {
+  release_rx();
+  for (;;) {
+    if (rx_index_ == rx_count_) {
+      rx_index_ = 0;
+      rx_count_ = rte_eth_rx_burst(port_id_, 0, rx_.data(), kBurst);
+      if (rx_count_ == 0) return false;
+      last_rx_ = now_;
+    }
+    rte_mbuf* m = rx_[rx_index_++];
+    ++counters_.rx_packets;
+    const wire::Bytes frame(mbuf_data(m), rte_pktmbuf_data_len(m));
+    if (m->nb_segs != 1 || frame.size() < wire::kEthHeaderSize) {
+      ++counters_.rx_malformed;  // chained mbufs: larger than any RoCE frame this pool takes
+      rte_pktmbuf_free(m);
+      continue;
+    }
+    wire::MacAddr dst_mac{};
+    std::copy(frame.begin(), frame.begin() + 6, dst_mac.begin());
+    if (wire::load_be16(frame.data() + 12) == kEtherArp && (dst_mac == cfg_.mac || dst_mac == kBroadcast)) {
+      on_arp(frame);
+      rte_pktmbuf_free(m);
+      continue;
+    }
+    if (dst_mac != cfg_.mac || !accept_raw_frame(frame, own_, counters_, out)) {
+      if (dst_mac != cfg_.mac) ++counters_.rx_not_ours;
+      rte_pktmbuf_free(m);
+      continue;
+    }
+    // A RoCE v2/IPv4 sender's MAC is known from now on (as ARP's merge).
+    if (!out->from.ipv6 && arp_.contains(out->from.src.v4())) {
+      std::copy(frame.begin() + 6, frame.begin() + 12, arp_[out->from.src.v4()].begin());
+    }
+    rx_held_ = m;
+    return true;
+  }
+}
+
+}  // namespace urnic::engine

@@ -1,0 +1,117 @@
+// The `dpdk` link: one DPDK port given as a devargs string ("devargs":
+// "net_af_packet0,iface=veth0,framesz=8192,blocksz=8192", "net_memif0,...",
+// or a real NIC's), driven by burst RX/TX from the engine thread. The EAL is
+// initialised by the daemon from its own config (never from argv): always
+// --no-pci (the machine's own NIC is never probed; a real NIC is named with
+// "eal": ["-a", "0000:03:00.0"]), --no-huge -m 256 unless the config's
+// "eal" list says otherwise, --no-shconf (several daemons on one machine),
+// -l 0 with the daemon's CPU affinity restored afterwards, the port as a
+// --vdev. The EAL can be initialised once per process (notes/dpdk-here.md),
+// so a daemon has at most one dpdk device. rte_eal_cleanup() on shutdown.
+//
+// The port has the device's own MAC (the config's "mac") and IPv4 address;
+// the link does ARP itself: it answers requests for its address, learns
+// senders, and asks (broadcast) for a peer it lacks while the frame waits
+// (at most kMaxPending frames, 1 s). Link-local GIDs (RoCE v1, GID[0/1])
+// name their MAC directly; other IPv6 addresses are not resolved (no
+// neighbour discovery): frames to them are dropped (tx_no_neighbour).
+//
+// Adaptive polling: a PMD gives no file descriptor to sleep on, so while
+// idle the engine sleeps until next_deadline(): a quarter of the time since
+// frames last came in or went out, within [kPollMin, kPollMax]. Soon after traffic it
+// polls every 20 us; an idle daemon wakes 200 times a second for a few
+// microseconds (a first frame after a long silence waits up to 5 ms).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/link.hpp"
+#include "wire/eth.hpp"
+
+struct rte_mbuf;
+struct rte_mempool;
+
+namespace urnic::engine {
+
+struct DpdkConfig {
+  std::string devargs;
+  std::vector<std::string> eal;   // extra EAL arguments (replace the --no-huge -m 256 default if any)
+  wire::MacAddr mac{};
+  std::uint32_t ipv4 = 0;         // host order
+  std::uint32_t port_mtu = 9000;
+};
+
+class DpdkLink final : public Link {
+ public:
+  static constexpr std::uint16_t kBurst = 32;
+  static constexpr std::uint16_t kRingSize = 1024;
+  static constexpr unsigned kMbufs = 8191;
+  static constexpr std::uint16_t kDataRoom = 9216 + 128;  // jumbo frame + headroom
+  static constexpr std::size_t kMaxPending = 64;
+  static constexpr transport::Nanos kResolveTimeout = 1'000'000'000;
+  static constexpr transport::Nanos kArpRetry = 100'000'000;
+  static constexpr transport::Nanos kPollMin = 20'000;
+  static constexpr transport::Nanos kPollMax = 5'000'000;
+
+  static std::unique_ptr<DpdkLink> open(const DpdkConfig& cfg, std::vector<wire::IpAddr> own, std::string* error);
+  ~DpdkLink() override;
+  DpdkLink(const DpdkLink&) = delete;
+  DpdkLink& operator=(const DpdkLink&) = delete;
+
+  [[nodiscard]] std::string_view kind() const noexcept override { return "dpdk"; }
+  [[nodiscard]] int wait_fd() const noexcept override { return -1; }
+  [[nodiscard]] std::uint16_t port() const noexcept override { return wire::kRoceV2Port; }
+  bool send(const wire::IbPacket& pkt, const LinkDest& dst, wire::Bytes* sent) override;
+  EncodedFrame encode(const wire::IbPacket& pkt, const LinkDest& dst, wire::MutBytes out) override;
+  bool send_frame(wire::Bytes frame) override;
+  void flush(transport::Nanos now) override;
+  [[nodiscard]] transport::Nanos next_deadline() const noexcept override;
+  bool receive(LinkRxPacket* out) override;
+  void release_rx() override;
+  [[nodiscard]] const LinkCounters& counters() const noexcept override { return counters_; }
+
+ private:
+  explicit DpdkLink(const DpdkConfig& cfg, std::vector<wire::IpAddr> own);
+  [[nodiscard]] std::optional<wire::MacAddr> resolve(const wire::IpAddr& dst) const;
+  // An mbuf with room for kMaxFrame bytes, queued for TX by tx_queue().
+  rte_mbuf* tx_alloc();
+  void tx_queue(rte_mbuf* m, std::size_t len);
+  void tx_burst();
+  void on_arp(wire::Bytes frame);
+  void send_arp(std::uint16_t op, const wire::MacAddr& to_mac, std::uint32_t to_ip, const wire::MacAddr& eth_dst);
+  void hold_for_neighbour(wire::Bytes frame, const wire::IpAddr& next_hop);
+  void retry_pending(transport::Nanos now);
+
+  DpdkConfig cfg_;
+  std::vector<wire::IpAddr> own_;
+  std::uint16_t port_id_ = 0;
+  bool started_ = false;
+  rte_mempool* pool_ = nullptr;
+  std::array<rte_mbuf*, kBurst> rx_{};
+  std::uint16_t rx_count_ = 0;
+  std::uint16_t rx_index_ = 0;
+  rte_mbuf* rx_held_ = nullptr;   // the mbuf of the packet receive() returned last
+  std::array<rte_mbuf*, kBurst> tx_{};
+  std::uint16_t tx_count_ = 0;
+  std::uint16_t ip_id_ = 0;
+  std::map<std::uint32_t, wire::MacAddr> arp_;  // IPv4 (host order) -> MAC
+  struct Pending {
+    wire::IpAddr next_hop;
+    transport::Nanos since = 0;
+    transport::Nanos asked = 0;
+    std::vector<std::uint8_t> frame;
+  };
+  std::vector<Pending> pending_;
+  transport::Nanos now_ = 0;
+  transport::Nanos last_rx_ = 0;  // when a burst last brought frames
+  transport::Nanos last_tx_ = 0;  // when frames last left
+  LinkCounters counters_;
+};
+
+}  // namespace urnic::engine

@@ -1,0 +1,156 @@
+// What a device sends and receives RoCE frames through: one small abstract
+// class the data path uses, with one implementation per backend
+// (engine/udp_link: the kernel's UDP socket, the unprivileged default;
+// engine/afpacket_link: raw Ethernet on a named interface through an
+// AF_PACKET socket). A device's config chooses it ("link": "udp" |
+// "afpacket").
+//
+// The data path decides *what* goes out (the IB packet, the RoCE version
+// from the source GID's type, addresses, traffic class, flow label, UDP
+// source port); the link decides *how* (socket, ring, neighbour MACs). One
+// virtual call per packet, next to a copy of up to 4 KiB, is noise (the
+// transport's seams make the same choice, docs/ARCHITECTURE.md).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "transport/types.hpp"
+#include "wire/bytes.hpp"
+#include "wire/ib_packet.hpp"
+#include "wire/icrc.hpp"
+#include "wire/ip.hpp"
+#include "wire/roce_frame.hpp"
+
+namespace urnic::engine {
+
+// What the link counts itself (merged into the device counters of
+// `urnic stats`).
+struct LinkCounters {
+  std::uint64_t tx_packets = 0;
+  std::uint64_t tx_errors = 0;        // not sent: unencodable, socket/ring error, ring full
+  std::uint64_t tx_no_neighbour = 0;  // not sent: the peer's MAC is not known (yet)
+  std::uint64_t rx_packets = 0;
+  std::uint64_t rx_bad_icrc = 0;      // dropped: ICRC mismatch
+  std::uint64_t rx_icrc_ip_id = 0;    // udp: accepted with a nonzero IP ID solved from the ICRC
+  std::uint64_t rx_malformed = 0;     // dropped: not a valid RoCE frame / IB transport packet
+  std::uint64_t rx_not_ours = 0;      // raw links: RoCE frames for another address or host
+};
+
+// Where one packet goes, as the data path resolved it from the AH / QP path
+// and the GID table. Addresses in GID form (IPv4 as ::ffff:a.b.c.d).
+struct LinkDest {
+  wire::RoceVersion version = wire::RoceVersion::kV2;  // from the source GID's type
+  wire::IpAddr src;                 // the source GID (v1: SGID; v2: source IP)
+  wire::IpAddr dst;                 // the destination GID
+  std::uint8_t traffic_class = 0;   // IPv4 TOS / IPv6 traffic class / GRH TClass
+  std::uint8_t hop_limit = 64;
+  std::uint32_t flow_label = 0;     // IPv6 / GRH (20 bits)
+  std::uint16_t udp_src_port = 0xC000;  // v2: flow entropy (annex A17.5.1)
+};
+
+// Where a received packet came from and went to, as its headers say.
+struct RxAddress {
+  wire::RoceVersion version = wire::RoceVersion::kV2;
+  bool ipv6 = false;                // v2 over IPv6, or v1 (the GRH is IPv6-shaped)
+  wire::IpAddr src;                 // GID form
+  wire::IpAddr dst;
+  std::uint8_t traffic_class = 0;
+  std::uint8_t hop_limit = 64;
+  std::uint32_t flow_label = 0;
+  std::uint16_t src_port = 0;       // v2
+};
+
+// The addresses of a parsed frame (wire/roce_frame).
+inline RxAddress rx_address_of(const wire::RoceHeaders& h) noexcept {
+  RxAddress a;
+  a.version = h.version;
+  a.ipv6 = h.version == wire::RoceVersion::kV1 || h.ipv6;
+  a.src = h.src_ip;
+  a.dst = h.dst_ip;
+  a.traffic_class = h.traffic_class;
+  a.hop_limit = h.hop_limit;
+  a.flow_label = h.flow_label;
+  a.src_port = h.udp_src_port;
+  return a;
+}
+
+// One received packet. `ib.payload` (and `frame`) point into the link's
+// receive memory, valid until the next receive() or release_rx().
+struct LinkRxPacket {
+  wire::IbPacket ib;
+  RxAddress from;
+  // The whole frame as it came in (raw links), for capture; empty when the
+  // link sees only UDP payloads (udp: the tap rebuilds the headers).
+  wire::Bytes frame;
+};
+
+// A frame encode() built: its size, and where its IB transport part
+// (BTH .. ICRC) starts, which is what the fault stage may corrupt.
+struct EncodedFrame {
+  std::size_t size = 0;       // 0: not encodable / no route
+  std::size_t ib_offset = 0;
+};
+
+// The UDP source port of a RoCE v2 packet: flow entropy, so that ECMP
+// spreads QPs over paths (annex A17.5.1), in 0xC000..0xFFFF as rdma_rxe
+// sends. The 20-bit flow label of the path, or, when it has none, one mixed
+// from the two QPNs (the kernel's choice for RoCE), is folded to 14 bits.
+// Symmetric in the QPNs, so both directions of a connection use one port.
+constexpr std::uint16_t roce_v2_source_port(std::uint32_t flow_label, std::uint32_t src_qpn,
+                                            std::uint32_t dst_qpn) noexcept {
+  std::uint32_t fl = flow_label & 0xFFFFF;
+  if (fl == 0) {
+    std::uint64_t v = std::uint64_t{src_qpn} * dst_qpn;
+    v ^= v >> 20;
+    v ^= v >> 40;
+    fl = static_cast<std::uint32_t>(v & 0xFFFFF);
+  }
+  const std::uint32_t low = (fl & 0x3FFF) ^ (fl >> 14);
+  return static_cast<std::uint16_t>(0xC000 | (low & 0x3FFF));
+}
+
+class Link {
+ public:
+  // Path MTU 4096 + every header RoCE puts in front (Ethernet, VLAN, IPv6 +
+  // UDP or GRH) + ICRC, with room to spare.
+  static constexpr std::size_t kMaxFrame = 4096 + 256;
+
+  virtual ~Link() = default;
+
+  [[nodiscard]] virtual std::string_view kind() const noexcept = 0;
+  // What the engine loop watches for readability while it sleeps.
+  [[nodiscard]] virtual int wait_fd() const noexcept = 0;
+  // The UDP source port this link's frames carry when the data path gives
+  // none of its own (udp: the bound port; raw links: 0 = use LinkDest's).
+  [[nodiscard]] virtual std::uint16_t port() const noexcept = 0;
+
+  // Encodes `pkt` for `dst` and sends it. On success, *sent (if given) is
+  // the whole frame as it went out (or, udp, as the kernel frames it: zero
+  // MACs), valid until the next send; the tap captures it. False (counted)
+  // when it could not be sent.
+  virtual bool send(const wire::IbPacket& pkt, const LinkDest& dst, wire::Bytes* sent) = 0;
+  // Builds the frame send() would send into `out` without sending it (the
+  // fault stage holds frames and sends them later with send_frame()).
+  virtual EncodedFrame encode(const wire::IbPacket& pkt, const LinkDest& dst, wire::MutBytes out) = 0;
+  // Sends a frame encode() built (the fault stage may have flipped a bit).
+  virtual bool send_frame(wire::Bytes frame) = 0;
+  // Pushes out what send() queued (a TX ring's kick) and retries frames
+  // waiting for a neighbour; called at the end of every data-path pass.
+  virtual void flush(transport::Nanos now) { (void)now; }
+  // When flush() next has something to do by itself (a frame waiting for
+  // address resolution), so a sleeping engine wakes for it.
+  [[nodiscard]] virtual transport::Nanos next_deadline() const noexcept { return transport::kNever; }
+
+  // One received packet that passed every check, if any is waiting (never
+  // blocks). Frames that fail are counted and skipped.
+  virtual bool receive(LinkRxPacket* out) = 0;
+  // Done with the packets receive() returned (a ring hands slots back).
+  virtual void release_rx() {}
+
+  [[nodiscard]] virtual const LinkCounters& counters() const noexcept = 0;
+};
+
+}  // namespace urnic::engine

@@ -1,0 +1,286 @@
+#!/usr/bin/env bash
+# Acceptance (issue 5), two hosts on one machine over the afpacket link (raw
+# Ethernet, AF_PACKET rings): two network namespaces joined by a veth pair
+# (MTU 9000), one urnicd per namespace on its veth, unmodified ibverbs-utils
+# and perftest, server in one namespace and client in the other, over each
+# kind of GID the raw link's table has: RoCE v2 over IPv4, RoCE v2 over IPv6
+# (a ULA address on the veths) and RoCE v1 (the link-local GID), each at path
+# MTU 4096 and 1024 (the device's port MTU, so the daemons restart between
+# the two). The GID table itself is checked (v1/v2 pairs per address,
+# ibv_devinfo's GID types), and a capture on one side must decode with
+# `urnic frame decode`, every ICRC ok, with RoCE v1 and v2 frames in it.
+# Needs root (network namespaces, AF_PACKET); exits 77 (skipped) with the
+# reason otherwise. About 2-3 minutes on a loaded 2-core machine. Removes the
+# namespaces (and with them the veths) and stops every process it started,
+# by PID.
+#
+# With LINK = dpdk the same runs over the dpdk link (a net_af_packet vdev on
+# each veth, --no-huge): the daemons have addresses of their own (.11/.12,
+# answered by their own ARP; the kernel's .1/.2 carry perftest's TCP
+# exchange), and the IPv6 GID is the link-local one (no neighbour discovery
+# on a DPDK port). Skipped (77) when urnicd was built without DPDK.
+#
+# usage: afpacket_test.sh SHIM_DIR URNICD URNIC_CLI [afpacket|dpdk]
+set -uo pipefail
+shim_dir=$1
+urnicd=$2
+cli=$3
+link=${4:-afpacket}
+if [[ $link == dpdk ]] && ! ldd "$urnicd" | grep -q librte_eal; then
+  echo "SKIP: urnicd was built without DPDK"
+  exit 77
+fi
+
+if [[ $(id -u) -ne 0 ]]; then
+  echo "SKIP: needs root to create network namespaces"
+  exit 77
+fi
+if ! command -v ip > /dev/null; then
+  echo "SKIP: iproute2 (ip) is not installed"
+  exit 77
+fi
+
+fails=0
+checks=0
+pass() { checks=$((checks + 1)); printf 'ok   %s\n' "$*"; }
+fail() { checks=$((checks + 1)); fails=$((fails + 1)); printf 'FAIL %s\n' "$*"; }
+
+tag=$$
+ns_a=urnic-a-$tag
+ns_b=urnic-b-$tag
+veth_a=upa$tag
+veth_b=upb$tag
+# A /24 derived from the PID, in 10.200-231.x.0, so parallel runs do not collide.
+net=10.$((232 + tag % 16)).$(((tag / 16) % 256))
+net6=fd75:726e:$(printf '%x' $((tag % 65536)))::
+ip_a=$net.1
+ip_b=$net.2
+rt=$(mktemp -d "/tmp/urnic-$link.XXXXXX")
+export URNIC_DAEMON=$urnicd
+export LD_LIBRARY_PATH=$shim_dir
+unset LD_PRELOAD URNIC_RUNTIME_DIR
+asan_rt=$(ldd "$shim_dir/libibverbs.so.1" | awk '/libasan|libclang_rt\.asan/ {print $3; exit}')
+if [[ -n $asan_rt ]]; then
+  run_env=(env "LD_PRELOAD=$asan_rt" "ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0")
+else
+  run_env=(env)
+fi
+limit=${URNIC_PAIR_TIMEOUT:-120}
+[[ -n $asan_rt ]] && limit=$((limit * 3))
+
+pids=()
+server_pid=
+alive() { [[ -n ${1:-} ]] && kill -0 "$1" 2>/dev/null; }
+stop_pid() {
+  local pid=$1
+  alive "$pid" || return 0
+  kill -TERM "$pid" 2>/dev/null
+  for _ in $(seq 100); do alive "$pid" || return 0; sleep 0.05; done
+  kill -KILL "$pid" 2>/dev/null
+}
+cleanup() {
+  [[ -n $server_pid ]] && stop_pid "$server_pid"
+  local p
+  for p in "${pids[@]}"; do stop_pid "$p"; done
+  ip netns del "$ns_a" 2>/dev/null
+  ip netns del "$ns_b" 2>/dev/null
+  rm -rf "$rt"
+}
+trap cleanup EXIT
+
+# --- the two hosts ------------------------------------------------------------
+ip netns add "$ns_a" && ip netns add "$ns_b" || { fail "ip netns add"; exit 1; }
+ip link add "$veth_a" netns "$ns_a" type veth peer name "$veth_b" netns "$ns_b" || { fail "ip link add veth"; exit 1; }
+ip -n "$ns_a" addr add "$ip_a/24" dev "$veth_a"
+ip -n "$ns_b" addr add "$ip_b/24" dev "$veth_b"
+# nodad: usable at once (the daemons read the addresses when they start).
+ip -n "$ns_a" addr add "${net6}1/64" dev "$veth_a" nodad
+ip -n "$ns_b" addr add "${net6}2/64" dev "$veth_b" nodad
+for ns in "$ns_a" "$ns_b"; do ip -n "$ns" link set lo up; done
+# Jumbo frames: path MTU 4096 needs frames of ~4.2 KB on the wire.
+ip -n "$ns_a" link set "$veth_a" mtu 9000
+ip -n "$ns_b" link set "$veth_b" mtu 9000
+ip -n "$ns_a" link set "$veth_a" up
+ip -n "$ns_b" link set "$veth_b" up
+for _ in $(seq 100); do
+  ip -n "$ns_a" -6 addr show dev "$veth_a" | grep -q 'fe80.*scope link' &&
+    ip -n "$ns_b" -6 addr show dev "$veth_b" | grep -q 'fe80.*scope link' && break
+  sleep 0.05
+done
+pass "veth $ns_a ($ip_a, ${net6}1) <-> $ns_b ($ip_b, ${net6}2)"
+
+host() {
+  local h=$1
+  shift
+  ip netns exec "urnic-$h-$tag" env "URNIC_RUNTIME_DIR=$rt/$h" "$@"
+}
+bg_host() {
+  local h=$1
+  shift
+  ip netns exec "urnic-$h-$tag" env "URNIC_RUNTIME_DIR=$rt/$h" "$@" &
+}
+daemon_pid_a=
+daemon_pid_b=
+start_daemon() {
+  local h=$1 ifname=$2 mtu=$3
+  mkdir -p "$rt/$h"
+  if [[ $link == dpdk ]]; then
+    local roce_ip=$net.1$([[ $h == a ]] && echo 1 || echo 2)
+    printf '{"devices": [{"name": "urnic0", "link": "dpdk", "devargs": "net_af_packet0,iface=%s,framesz=8192,blocksz=8192", "address": "%s", "mac": "02:00:75:72:6e:%s", "mtu": %d}]}\n' \
+      "$ifname" "$roce_ip" "$([[ $h == a ]] && echo 0a || echo 0b)" "$mtu" > "$rt/$h.json"
+  else
+    printf '{"devices": [{"name": "urnic0", "link": "afpacket", "interface": "%s", "mtu": %d}]}\n' \
+      "$ifname" "$mtu" > "$rt/$h.json"
+  fi
+  bg_host "$h" "$urnicd" --config "$rt/$h.json" --runtime-dir "$rt/$h" > "$rt/$h.log" 2>&1
+  local pid=$!
+  pids+=("$pid")
+  eval "daemon_pid_$h=$pid"
+  for _ in $(seq 200); do
+    [[ -S $rt/$h/urnicd.sock ]] && return 0
+    alive "$pid" || break
+    sleep 0.02
+  done
+  fail "urnicd in $h did not start: $(tail -n 3 "$rt/$h.log")"
+  exit 1
+}
+start_pair() {
+  start_daemon a "$veth_a" "$1"
+  start_daemon b "$veth_b" "$1"
+}
+stop_pair() {
+  stop_pid "$daemon_pid_a"
+  stop_pid "$daemon_pid_b"
+  wait "$daemon_pid_a" "$daemon_pid_b" 2>/dev/null
+}
+
+port=$((20000 + tag % 20000))
+# pair NAME EXPECT COUNT PROG ARGS...: server in a, client in b to $ip_a.
+pair() {
+  local name=$1 expect=$2 count=$3
+  shift 3
+  port=$((port + 1))
+  local out_s=$rt/server.out out_c=$rt/client.out
+  bg_host a "${run_env[@]}" timeout "$limit" "$@" -p "$port" > "$out_s" 2>&1
+  server_pid=$!
+  local hex
+  hex=$(printf '%04X' "$port")
+  for _ in $(seq 200); do
+    ip netns exec "$ns_a" grep -qE "^ *[0-9]+: [0-9A-F]+:$hex [0-9A-F]+:0000 0A" /proc/net/tcp /proc/net/tcp6 2>/dev/null && break
+    alive "$server_pid" || break
+    sleep 0.02
+  done
+  local t0=$SECONDS
+  host b "${run_env[@]}" timeout "$limit" "$@" -p "$port" "$ip_a" > "$out_c" 2>&1
+  local crc=$?
+  wait "$server_pid"
+  local src=$?
+  server_pid=
+  local got
+  got=$(grep -cE "$expect" "$out_c")
+  if [[ $crc -eq 0 && $src -eq 0 && $got -ge $count ]]; then
+    pass "$name ($((SECONDS - t0)) s): $(grep -E "$expect" "$out_c" | tail -n 1 | tr -s ' \t' ' ')"
+  else
+    fail "$name: server exit $src, client exit $crc, $got/$count result lines"
+    sed 's/^/    client: /' "$out_c" | tail -n 15
+    sed 's/^/    server: /' "$out_s" | tail -n 15
+  fi
+}
+stat() {
+  host "$1" "$cli" stats -d urnic0 --json |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["counters"][sys.argv[1]])' "$2"
+}
+
+pp='[0-9]+ iters in [0-9.]+ seconds'
+row='^ *[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+'
+
+# --- the GID table -------------------------------------------------------------
+start_pair 4096
+if [[ $link == dpdk ]]; then
+  roce_a=$net.11 ngids=4 want_types='v1 v2 v1 v2' v6_check='GID\[ *1\]:.*fe80'
+else
+  roce_a=$ip_a ngids=6 want_types='v1 v2 v1 v2 v1 v2' v6_check="GID\[ *5\]:.*${net6}1"
+fi
+grep -q "$link .*($roce_a), mtu 4096, $ngids GIDs" "$rt/a.log" &&
+  pass "urnicd in a: $(grep -o "RoCE v1/v2 over $link.*" "$rt/a.log")" ||
+  fail "urnicd in a: $(cat "$rt/a.log")"
+# Expected: fe80 v1, fe80 v2, IPv4 v1, IPv4 v2 (afpacket: ULA v1, ULA v2).
+devinfo=$(host a "${run_env[@]}" ibv_devinfo -v 2>&1)
+gid_lines=$(grep -E 'GID\[ *[0-9]+\]:' <<< "$devinfo")
+types=$(grep -oE 'RoCE v[12]' <<< "$gid_lines" | awk '{print $2}' | tr '\n' ' ' | sed 's/ $//')
+if [[ $types == "$want_types" ]] && grep -qE "GID\[ *3\]:.*::ffff:$roce_a" <<< "$gid_lines" &&
+   grep -qiE "$v6_check" <<< "$gid_lines" && grep -qE 'GID\[ *0\]:.*fe80' <<< "$gid_lines"; then
+  pass "GID table: $(tr -s ' \t\n' ' ' <<< "$gid_lines")"
+else
+  fail "GID table: types '$types', want '$want_types':"
+  sed 's/^/    /' <<< "$gid_lines"
+fi
+
+# --- the matrix: GID kind x MTU x program ---------------------------------------
+# GID indexes as above: 3 RoCE v2 IPv4, 5 (dpdk: 1) RoCE v2 IPv6, 0 RoCE v1.
+v6_gid=5
+[[ $link == dpdk ]] && v6_gid=1
+matrix() {
+  local mtu=$1 ud_size=$2
+  local g kind
+  for g in 3 "$v6_gid" 0; do
+    case $g in 3) kind="RoCE v2 IPv4" ;; 0) kind="RoCE v1" ;; *) kind="RoCE v2 IPv6" ;; esac
+    local tagline="$kind, mtu $mtu"
+    pair "ibv_rc_pingpong --chk ($tagline)" "$pp" 1 ibv_rc_pingpong -g "$g" -m "$mtu" -c -s 8000 -n 200
+    pair "ibv_ud_pingpong ($tagline)" "$pp" 1 ibv_ud_pingpong -g "$g" -s "$ud_size" -n 200
+    pair "ib_write_bw -s 65536 ($tagline)" "$row" 1 ib_write_bw -x "$g" -m "$mtu" -s 65536 -n 500
+    pair "ib_send_bw -s 4096 ($tagline)" "$row" 1 ib_send_bw -x "$g" -m "$mtu" -s 4096 -n 500
+    pair "ib_write_lat ($tagline)" "$row" 1 ib_write_lat -x "$g" -m "$mtu" -n 200
+  done
+}
+
+# A capture on b: RoCE v1, v2/IPv6 and v2/IPv4 frames, every ICRC ok
+# (~120 frames per pingpong at b: 30 iterations, a SEND and an ACK each way).
+bg_host b "$cli" capture -d urnic0 -w "$rt/b.pcap" -c 300 2> "$rt/capture.err"
+cap_pid=$!
+pids+=("$cap_pid")
+for _ in $(seq 100); do grep -q capturing "$rt/capture.err" && break; sleep 0.02; done
+for g in 0 "$v6_gid" 3; do
+  pair "ibv_rc_pingpong --chk -g $g, captured on b" "$pp" 1 ibv_rc_pingpong -g "$g" -c -s 100 -n 30
+done
+for _ in $(seq 100); do alive "$cap_pid" || break; sleep 0.05; done
+stop_pid "$cap_pid"
+wait "$cap_pid" 2>/dev/null
+decoded=$("$cli" frame decode "$rt/b.pcap" 2>&1)
+dec_rc=$?
+ok=$(grep -c 'icrc=ok' <<< "$decoded")
+total=$(tshark -r "$rt/b.pcap" 2>/dev/null | wc -l)
+v1=$(tshark -r "$rt/b.pcap" -Y 'eth.type == 0x8915' 2>/dev/null | wc -l)
+v6=$(tshark -r "$rt/b.pcap" -Y 'ipv6 && udp.dstport == 4791' 2>/dev/null | wc -l)
+if [[ $dec_rc -eq 0 && $total -eq 300 && $ok -eq 300 && $v1 -gt 0 && $v6 -gt 0 ]]; then
+  pass "capture on b: $total frames ($v1 RoCE v1, $v6 RoCE v2 over IPv6), every ICRC ok"
+else
+  fail "capture on b: decode exit $dec_rc, $ok/$total frames ok, $v1 RoCE v1, $v6 IPv6"
+  head -n 5 <<< "$decoded" | sed 's/^/    /'
+fi
+
+matrix 4096 2048
+rx=$(stat a rx_pkts)
+hp=$(stat a hairpin_pkts)
+icrc=$(stat a rx_icrc_errors)
+if [[ $hp == 0 && $rx -gt 0 && $icrc == 0 ]]; then pass "host a: $rx packets over the link, none hairpinned, no ICRC errors"
+else fail "host a: rx_pkts $rx, hairpin_pkts $hp, rx_icrc_errors $icrc"; fi
+# An idle daemon on the raw link sleeps in epoll on its packet socket
+# (dpdk: adaptive polling, 200 wake-ups a second): CPU time (utime + stime,
+# clock ticks) over 2 s of idleness.
+ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+t0=$(ticks "$daemon_pid_a")
+sleep 2
+t1=$(ticks "$daemon_pid_a")
+hz=$(getconf CLK_TCK)
+if (( (t1 - t0) * 100 <= 2 * hz * 2 )); then pass "idle urnicd on $link: $((t1 - t0)) ticks of CPU in 2 s (<= 2 %)"
+else fail "idle urnicd on $link: $((t1 - t0)) ticks of CPU in 2 s (CLK_TCK $hz)"; fi
+stop_pair
+
+start_pair 1024
+grep -q "mtu 1024" "$rt/a.log" && pass "urnicd restarted with port MTU 1024" || fail "mtu 1024: $(cat "$rt/a.log")"
+matrix 1024 1024
+stop_pair
+
+printf '%d checks, %d failed\n' "$checks" "$fails"
+(( fails == 0 ))
