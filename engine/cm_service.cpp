@@ -145,8 +145,14 @@ CmDevice cm_device_of(const Device& d) {
 
 CmService& Registry::cm() {
   if (!cm_) {
+    // The IB CM serves the RoCE devices. iWARP devices are connected by
+    // TCP + MPA, which this CM does not speak yet (issue 8): they are left
+    // out, so their addresses do not resolve to them.
     std::vector<CmDevice> devs;
+    std::vector<Device*> served;
     for (auto& d : devices_) {
+      if (d->iwarp()) continue;
+      served.push_back(d.get());
       CmDevice c = cm_device_of(*d);
       if (DataPath* dp = datapath(d.get()); dp != nullptr)
         c.send = [dp](const std::array<std::uint8_t, 16>& dgid, std::span<const std::uint8_t> mad) {
@@ -155,8 +161,8 @@ CmService& Registry::cm() {
       devs.push_back(std::move(c));
     }
     cm_ = std::make_shared<CmService>(std::move(devs), monotonic_now);
-    for (std::size_t i = 0; i < devices_.size(); ++i) {
-      if (DataPath* dp = datapath(devices_[i].get()); dp != nullptr) {
+    for (std::size_t i = 0; i < served.size(); ++i) {
+      if (DataPath* dp = datapath(served[i]); dp != nullptr) {
         cm_->attach(dp, i);
         dp->set_gsi_handler(cm_.get());
       }

@@ -1,6 +1,7 @@
 #include "engine/datapath.hpp"
 
 #include <arpa/inet.h>
+#include <unistd.h>
 #include <fmt/core.h>
 #include <infiniband/verbs.h>
 
@@ -97,6 +98,7 @@ t::TransportConfig config_for(const Device& dev) {
   cfg.caps.max_qp = a.max_qp;
   cfg.port_mtu = static_cast<t::Mtu>(dev.port().max_mtu);
   cfg.first_qpn = 17;  // IBA 10.2.4: QP0/QP1 are special; rxe also starts at 17
+  cfg.iwarp = dev.iwarp();
   return cfg;
 }
 
@@ -107,6 +109,18 @@ std::unique_ptr<DataPath> DataPath::create(const Device& dev, std::string* error
   if (::inet_pton(AF_INET, dev.config().address.c_str(), &a) != 1) {
     if (error != nullptr) *error = "bad IPv4 address " + dev.config().address;
     return nullptr;
+  }
+  if (dev.iwarp()) {
+    // iWARP QPs run over TCP connections the CM hands over (iw_attach).
+    auto dp = std::unique_ptr<DataPath>(new DataPath(dev, std::nullopt));
+    dp->ipv4_ = ntohl(a.s_addr);
+    dp->iw_ = std::make_unique<IwStreams>(*dp->transport_);
+    if (dp->iw_->wait_fd() < 0) {
+      if (error != nullptr) *error = std::string("epoll_create1: ") + std::strerror(errno);
+      return nullptr;
+    }
+    dp->init_observe(dev);
+    return dp;
   }
   std::string link_error;
   auto link = UdpLink::open(ntohl(a.s_addr), dev.config().udp_port, &link_error);
@@ -151,7 +165,16 @@ void DataPath::bind_qp(std::uint32_t qpn, Session* s, QpObj* qp) {
   qps_[qpn] = QpBinding{s, qp};
   stats_.add_qp(qpn);
 }
+int DataPath::iw_attach(std::uint32_t qpn, int fd, const t::iwarp::StreamParams& params, t::Nanos now) {
+  if (!iw_) {
+    ::close(fd);
+    return EINVAL;
+  }
+  return iw_->attach(qpn, fd, params, now);
+}
+
 void DataPath::unbind_qp(std::uint32_t qpn) {
+  if (iw_) iw_->detach(qpn);
   qps_.erase(qpn);
   stats_.forget_qp(qpn);
 }
@@ -179,6 +202,12 @@ bool DataPath::poll(t::Nanos now, bool poll_link) {
     if (b.qp->rq.valid()) work |= drain_rq(qpn, b);
   }
   for (auto& [h, b] : srqs_) work |= drain_srq(t::SrqHandle{h}, b);
+  if (iw_) {
+    // Placed data lands before anything more leaves or arrives (a Read
+    // Response must carry what an earlier Write put there).
+    mem_.flush_writes();
+    work |= iw_->poll(now, poll_link);
+  }
   work |= run_hairpin(now);
   work |= run_faults(now);  // frames held by fault injection, when due
   if (poll_link) work |= run_link(now);
@@ -192,6 +221,8 @@ bool DataPath::poll(t::Nanos now, bool poll_link) {
   }
   // Staged writes land before any completion can announce them.
   mem_.end_pass();
+  // FPDUs the timers or completions queued (iWARP) go out this pass.
+  if (iw_ && iw_->has_pending_output()) work |= iw_->flush(now);
   // Slots first, completions second: an application that sees a CQE may
   // post into the slot it freed at once (ibv_rc_pingpong with tx_depth 1).
   retire_wqes();
