@@ -165,12 +165,13 @@ void DataPath::bind_qp(std::uint32_t qpn, Session* s, QpObj* qp) {
   qps_[qpn] = QpBinding{s, qp};
   stats_.add_qp(qpn);
 }
-int DataPath::iw_attach(std::uint32_t qpn, int fd, const t::iwarp::StreamParams& params, t::Nanos now) {
-  if (!iw_) {
+int DataPath::iw_attach(std::uint32_t qpn, int fd, const t::iwarp::StreamParams& params, t::Nanos now,
+                        std::span<const std::uint8_t> early) {
+  if (!iw_ || !qps_.contains(qpn)) {
     ::close(fd);
     return EINVAL;
   }
-  return iw_->attach(qpn, fd, params, now);
+  return iw_->attach(qpn, fd, params, now, early);
 }
 
 void DataPath::unbind_qp(std::uint32_t qpn) {

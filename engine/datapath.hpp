@@ -79,9 +79,12 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
   // iWARP devices: QP `qpn` runs over the connected TCP socket `fd` from
   // now on (the CM has done the MPA exchange; `params` is its outcome).
   // Takes the fd. EINVAL on a RoCE device or an unknown QP.
-  int iw_attach(std::uint32_t qpn, int fd, const transport::iwarp::StreamParams& params, transport::Nanos now);
+  // `early`: bytes that came with the peer's MPA frame (its first FPDUs).
+  int iw_attach(std::uint32_t qpn, int fd, const transport::iwarp::StreamParams& params, transport::Nanos now,
+                std::span<const std::uint8_t> early = {});
   [[nodiscard]] bool iwarp() const { return iw_ != nullptr; }
   [[nodiscard]] const IwStreams* iw_streams() const { return iw_.get(); }
+  IwStreams* iw_streams() { return iw_.get(); }
 
   // Bindings made by Session (which owns the objects and their rings).
   void bind_cq(transport::CqHandle tcq, Session* s, std::uint32_t cq_handle, std::uint64_t cookie,

@@ -71,7 +71,8 @@ IwStreams::~IwStreams() {
   if (epoll_fd_ >= 0) ::close(epoll_fd_);
 }
 
-int IwStreams::attach(std::uint32_t qpn, int fd, const transport::iwarp::StreamParams& params, transport::Nanos now) {
+int IwStreams::attach(std::uint32_t qpn, int fd, const transport::iwarp::StreamParams& params, transport::Nanos now,
+                      std::span<const std::uint8_t> early) {
   if (epoll_fd_ < 0 || streams_.contains(qpn)) {
     ::close(fd);
     return EINVAL;
@@ -87,7 +88,7 @@ int IwStreams::attach(std::uint32_t qpn, int fd, const transport::iwarp::StreamP
   auto s = std::make_unique<TcpStream>(fd, kTxCapacity);
   epoll_event ev{};
   ev.events = EPOLLIN | EPOLLRDHUP;
-  ev.data.u32 = qpn;
+  ev.data.u64 = qpn;
   if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
     const int err = errno;
     return err;  // `s` closes the fd
@@ -100,8 +101,26 @@ int IwStreams::attach(std::uint32_t qpn, int fd, const transport::iwarp::StreamP
     return rc;
   }
   ++counters_.attached;
+  if (!early.empty()) {
+    counters_.bytes_in += early.size();
+    t_.iw_on_stream_data(qpn, early, now);
+  }
   flush(now);
   return 0;
+}
+
+bool IwStreams::watch(int fd, std::uint32_t events, IwWatcher* w) {
+  epoll_event ev{};
+  ev.events = events;
+  ev.data.u64 = kWatchTag | static_cast<std::uint32_t>(fd);
+  const bool known = watchers_.contains(fd);
+  if (::epoll_ctl(epoll_fd_, known ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, fd, &ev) != 0) return false;
+  watchers_[fd] = w;
+  return true;
+}
+
+void IwStreams::unwatch(int fd) {
+  if (watchers_.erase(fd) != 0) ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
 }
 
 void IwStreams::detach(std::uint32_t qpn) { streams_.erase(qpn); }
@@ -111,7 +130,7 @@ void IwStreams::update_interest(std::uint32_t qpn, TcpStream& s) {
   if (want == s.want_out) return;
   epoll_event ev{};
   ev.events = EPOLLIN | EPOLLRDHUP | (want ? EPOLLOUT : 0u);
-  ev.data.u32 = qpn;
+  ev.data.u64 = qpn;
   ::epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, s.fd(), &ev);
   s.want_out = want;
 }
@@ -122,16 +141,26 @@ void IwStreams::peer_closed(std::uint32_t qpn, TcpStream& s, transport::Nanos no
   ++counters_.closed_by_peer;
   ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, s.fd(), nullptr);
   t_.iw_on_stream_closed(qpn, now);
+  if (!s.reported && closed_) closed_(qpn, now);
+  s.reported = true;
 }
 
 bool IwStreams::poll(transport::Nanos now, bool read) {
   bool work = false;
-  if (read && !streams_.empty()) {
+  if (read && (!streams_.empty() || !watchers_.empty())) {
     std::array<epoll_event, 32> evs{};
     const int n = ::epoll_wait(epoll_fd_, evs.data(), static_cast<int>(evs.size()), 0);
     for (int i = 0; i < n; ++i) {
-      const std::uint32_t qpn = evs[static_cast<std::size_t>(i)].data.u32;
+      const std::uint64_t key = evs[static_cast<std::size_t>(i)].data.u64;
       const std::uint32_t what = evs[static_cast<std::size_t>(i)].events;
+      if ((key & kWatchTag) != 0) {
+        const int fd = static_cast<int>(key & 0xFFFFFFFFU);
+        auto w = watchers_.find(fd);
+        if (w != watchers_.end()) w->second->on_fd_ready(fd, what, now);
+        work = true;
+        continue;
+      }
+      const auto qpn = static_cast<std::uint32_t>(key);
       auto it = streams_.find(qpn);
       if (it == streams_.end()) continue;
       TcpStream& s = *it->second;
@@ -182,11 +211,11 @@ bool IwStreams::flush(transport::Nanos now) {
       work = true;
     }
   }
-  reap();
+  reap(now);
   return work;
 }
 
-void IwStreams::reap() {
+void IwStreams::reap(transport::Nanos now) {
   // A stream the QP closed goes once its last bytes (a Terminate) are out;
   // one whose peer is gone has nothing more to send.
   for (auto it = streams_.begin(); it != streams_.end();) {
@@ -194,6 +223,8 @@ void IwStreams::reap() {
     if ((s.closing() && s.pending() == 0) || (s.closing() && s.peer_gone)) {
       ::shutdown(s.fd(), SHUT_RDWR);
       ++counters_.closed_by_qp;
+      if (!s.reported && closed_) closed_(it->first, now);
+      s.reported = true;
       // The QP no longer refers to the stream (it called close()).
       it = streams_.erase(it);
     } else {

@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <vector>
@@ -43,12 +44,21 @@ class TcpStream final : public transport::iwarp::StreamSink {
   bool dirty = false;        // written since the last flush
   bool want_out = false;     // EPOLLOUT registered
   bool peer_gone = false;    // EOF/RST seen and reported
+  bool reported = false;     // the closed handler has been told
 
  private:
   int fd_;
   std::vector<std::uint8_t> buf_;
   std::size_t head_ = 0, tail_ = 0;
   bool closing_ = false;
+};
+
+// Other descriptors the iWARP connection manager has in the same epoll set
+// (listening sockets, connections still in the MPA exchange).
+class IwWatcher {
+ public:
+  virtual ~IwWatcher() = default;
+  virtual void on_fd_ready(int fd, std::uint32_t epoll_events, transport::Nanos now) = 0;
 };
 
 struct IwStreamCounters {
@@ -66,7 +76,10 @@ class IwStreams {
   [[nodiscard]] int wait_fd() const noexcept { return epoll_fd_; }
   // Takes `fd` (a connected TCP socket, MPA exchange done), makes it
   // non-blocking and binds QP `qpn` to it. On error the fd is closed.
-  int attach(std::uint32_t qpn, int fd, const transport::iwarp::StreamParams& params, transport::Nanos now);
+  // `early`: stream bytes that arrived with the MPA frame (the peer's first
+  // FPDUs), delivered to the QP right after binding.
+  int attach(std::uint32_t qpn, int fd, const transport::iwarp::StreamParams& params, transport::Nanos now,
+             std::span<const std::uint8_t> early = {});
   // The QP is being destroyed: close its connection.
   void detach(std::uint32_t qpn);
   // Reads what is readable, sends what is buffered; true if anything moved.
@@ -76,14 +89,27 @@ class IwStreams {
   [[nodiscard]] bool has_pending_output() const;
   [[nodiscard]] const IwStreamCounters& counters() const noexcept { return counters_; }
 
+  // Watches `fd` for `events` (EPOLLIN/EPOLLOUT) on behalf of `w`; again
+  // with other events to change them. unwatch() before closing the fd.
+  bool watch(int fd, std::uint32_t events, IwWatcher* w);
+  void unwatch(int fd);
+  // Told once per stream when it is gone (closed by its QP or its peer), so
+  // the connection manager can report the disconnect.
+  void set_closed_handler(std::function<void(std::uint32_t qpn, transport::Nanos now)> h) {
+    closed_ = std::move(h);
+  }
+
  private:
+  static constexpr std::uint64_t kWatchTag = 1ULL << 32;  // epoll data: stream QPN, or tag | fd
   void update_interest(std::uint32_t qpn, TcpStream& s);
   void peer_closed(std::uint32_t qpn, TcpStream& s, transport::Nanos now);
-  void reap();
+  void reap(transport::Nanos now);
 
   transport::Transport& t_;
   int epoll_fd_ = -1;
   std::map<std::uint32_t, std::unique_ptr<TcpStream>> streams_;  // by QPN
+  std::map<int, IwWatcher*> watchers_;
+  std::function<void(std::uint32_t, transport::Nanos)> closed_;
   std::vector<std::uint8_t> rx_;  // one read's worth, shared by all streams
   IwStreamCounters counters_;
 };
