@@ -11,6 +11,12 @@ namespace {
 
 namespace qa = qp_attr;
 
+// How long a Send that found no receive WQE waits for one (see
+// IwQp::rx_stalled_); the stream's bytes behind it wait too, at most
+// kMaxBacklog of them (TCP's own buffers hold the rest back).
+constexpr Nanos kRecvGrace = 1'000'000'000;
+constexpr std::size_t kMaxBacklog = 4u << 20;
+
 constexpr uint32_t kQpAccessBits = access::kLocalWrite | access::kRemoteWrite | access::kRemoteRead;
 
 // The attributes an iWARP QP takes: the IB path attributes (AV, PSNs,
@@ -103,6 +109,10 @@ void IwQp::reset_state() {
   recv_slot_ = RecvSlot::kEmpty;
   recv_off_ = 0;
   term_rx_.reset();
+  rx_stalled_ = rx_no_wait_ = false;
+  rx_held_.clear();
+  rx_backlog_.clear();
+  rx_stall_until_ = kNever;
 }
 
 void IwQp::query(QpAttr& a) const {
@@ -174,7 +184,36 @@ int IwQp::post_recv(const RecvWr& wr) {
     return 0;
   }
   rq_.push_back(std::move(r));
+  if (rx_stalled_) rx_resume(last_now_);
   return 0;
+}
+
+void IwQp::rx_resume(Nanos now) {
+  // The held Send goes first, then what arrived behind it.
+  rx_stalled_ = false;
+  rx_stall_until_ = kNever;
+  std::vector<uint8_t> held = std::move(rx_held_);
+  std::vector<uint8_t> backlog = std::move(rx_backlog_);
+  rx_held_.clear();
+  rx_backlog_.clear();
+  wire::Fpdu f;
+  f.ulpdu = held;
+  rx_fpdu(f, now);
+  if (rx_stalled_) {  // cannot happen with a receive WQE posted; keep the order anyway
+    rx_backlog_ = std::move(backlog);
+    return;
+  }
+  if (!backlog.empty()) on_stream_data(backlog, now);
+  else tx_run(now);
+}
+
+void IwQp::on_timer(Nanos now) {
+  last_now_ = now;
+  if (!rx_stalled_ || now < rx_stall_until_) return;
+  // Nobody posted a receive: the Send is terminated (DDP untagged, no buffer).
+  rx_no_wait_ = true;
+  rx_resume(now);
+  rx_no_wait_ = false;
 }
 
 int IwQp::bind_stream(const iwarp::StreamParams& p, iwarp::StreamSink& sink, Nanos now) {
@@ -199,6 +238,17 @@ int IwQp::bind_stream(const iwarp::StreamParams& p, iwarp::StreamSink& sink, Nan
 }
 
 void IwQp::on_stream_data(std::span<const uint8_t> in, Nanos now) {
+  last_now_ = now;
+  if (rx_stalled_ && !in.empty()) {
+    if (rx_backlog_.size() + in.size() > kMaxBacklog) {
+      rx_no_wait_ = true;  // the peer keeps sending: give up waiting
+      rx_resume(now);
+      rx_no_wait_ = false;
+      if (attr_.qp_state == QpState::kErr) return;
+    }
+    rx_backlog_.insert(rx_backlog_.end(), in.begin(), in.end());
+    return;
+  }
   while (!in.empty()) {
     if (!rx_ || attr_.qp_state == QpState::kErr || link_ == IwLink::kClosed || link_ == IwLink::kTerminating) {
       ctx_.counters.inc(Counter::kDroppedPkts);
@@ -226,6 +276,12 @@ void IwQp::on_stream_data(std::span<const uint8_t> in, Nanos now) {
       return;
     }
     rx_fpdu(*step->fpdu, now);
+    if (rx_stalled_) {
+      rx_held_.assign(step->fpdu->ulpdu.begin(), step->fpdu->ulpdu.end());
+      rx_backlog_.assign(in.begin(), in.end());
+      rx_stall_until_ = now + kRecvGrace;
+      break;
+    }
   }
   tx_run(now);
 }
@@ -269,6 +325,10 @@ void IwQp::enter_error(Nanos now) {
   if (attr_.qp_state == QpState::kErr) return;
   URNIC_TRACE(qpn_, "iw state", to_string(attr_.qp_state), "ERR", "error");
   attr_.qp_state = QpState::kErr;
+  rx_stalled_ = false;
+  rx_stall_until_ = kNever;
+  rx_held_.clear();
+  rx_backlog_.clear();
   // A pending Terminate goes out first (tx_terminate closes the stream).
   if (link_ != IwLink::kTerminating) close_stream();
   flush_sq();

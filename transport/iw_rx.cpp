@@ -214,6 +214,10 @@ bool IwQp::rx_send(const DdpRdmapPacket& p, IwTermCause& cause, Nanos now) {
       return false;
     }
     if (!take_recv(cur_recv_)) {
+      if (!rx_no_wait_) {
+        rx_stalled_ = true;  // wait a while for a receive WQE (IwQp::rx_stalled_)
+        return true;
+      }
       untagged_error(cause, term::kDdpUntaggedNoBuffer);
       return false;
     }

@@ -378,15 +378,20 @@ void Transport::on_timer(Nanos now) {
   for (auto& [qpn, qp] : qps_) {
     if (qp->next_deadline() <= now) qp->on_timer(now);
   }
+  for (auto& [qpn, qp] : iw_qps_) {
+    if (qp->next_deadline() <= now) qp->on_timer(now);
+  }
 }
 
 Nanos Transport::next_deadline() const {
   Nanos d = kNever;
   for (const auto& [qpn, qp] : qps_) d = std::min(d, qp->next_deadline());
+  for (const auto& [qpn, qp] : iw_qps_) d = std::min(d, qp->next_deadline());
   return d;
 }
 
 Nanos Transport::qp_next_deadline(uint32_t qpn) const {
+  if (const detail::IwQp* iw = find_iw_qp(qpn)) return iw->next_deadline();
   const Qp* qp = find_qp(qpn);
   return qp == nullptr ? kNever : qp->next_deadline();
 }

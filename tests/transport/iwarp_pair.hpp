@@ -122,11 +122,22 @@ class IwPair {
     return true;
   }
 
-  // Moves bytes both ways in random pieces until nothing moves.
+  // Moves bytes both ways in random pieces until nothing moves; then lets
+  // the next transport timer (a Send waiting for a receive WQE) expire.
   void pump(std::size_t max_rounds = 10'000'000) {
-    for (std::size_t i = 0; i < max_rounds; ++i)
-      if (!step()) return;
+    for (std::size_t i = 0; i < max_rounds; ++i) {
+      if (step()) continue;
+      if (!run_timers()) return;
+    }
     FAIL("stream pump did not settle");
+  }
+  bool run_timers() {
+    const Nanos d = std::min(a.t.next_deadline(), b.t.next_deadline());
+    if (d == kNever) return false;
+    now_ = std::max(now_, d);
+    a.t.on_timer(now_);
+    b.t.on_timer(now_);
+    return true;
   }
   template <class Pred>
   void pump_until(Pred done, std::size_t max_rounds = 10'000'000) {

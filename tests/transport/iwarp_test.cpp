@@ -326,12 +326,14 @@ TEST_CASE("iWARP: bad STag, bounds and access end in the RFC 5040/5041 Terminate
     REQUIRE(ca.size() == 1);
     CHECK(ca[0].status == WcStatus::kRemAccessErr);
   }
-  SECTION("Send without a receive WQE: DDP untagged, no buffer") {
+  SECTION("Send without a receive WQE: DDP untagged, no buffer (after the grace period)") {
     IwPair p(cfg);
     REQUIRE(p.connect());
     REQUIRE(post(p.a, WrOpcode::kSend, 1, 0, 10) == 0);
+    const Nanos t0 = p.now();
     p.pump();
     expect_terminated(p, p.a, term::kLayerDdp, term::kDdpUntaggedBuffer, term::kDdpUntaggedNoBuffer);
+    CHECK(p.now() - t0 >= 1'000'000'000);  // it waited for a receive WQE first
   }
   SECTION("Send longer than the receive WQE: DDP untagged, too long; the receive fails LOC_LEN_ERR") {
     IwPair p(cfg);
@@ -557,4 +559,38 @@ TEST_CASE("iWARP: posting rules of an iWARP QP", "[iwarp]") {
   REQUIRE(cb.size() == 1);
   CHECK(cb[0].byte_len == 5);
   CHECK(std::memcmp(p.b.side.bytes().data(), bytes, 5) == 0);
+}
+
+TEST_CASE("iWARP: a Send that arrives before its receive WQE waits for it (no RNR in iWARP)", "[iwarp]") {
+  IwConfig cfg;
+  cfg.pipe_capacity = 20000;
+  IwPair p(cfg);
+  REQUIRE(p.connect());
+  auto sa = p.a.side.bytes();
+  auto sb = p.b.side.bytes();
+  fill(sa.subspan(0, 300000), 8, 8);
+  // Two Sends and a Write behind them, all in the stream before B posts.
+  REQUIRE(post(p.a, WrOpcode::kSend, 1, 0, 100000) == 0);
+  REQUIRE(post(p.a, WrOpcode::kSend, 2, 100000, 5000) == 0);
+  REQUIRE(post(p.a, WrOpcode::kRdmaWrite, 3, 200000, 70000, p.b.side.va + (3u << 20), p.b.side.mr.rkey) == 0);
+  for (int i = 0; i < 3000; ++i) p.step();  // no timers: well inside the grace period
+  REQUIRE(p.b.side.poll().empty());
+  REQUIRE(post_recv(p.b, 7, kDst, 100000) == 0);
+  REQUIRE(post_recv(p.b, 8, kDst + 200000, 5000) == 0);
+  p.pump();
+  auto cb = p.b.side.poll();
+  REQUIRE(cb.size() == 2);
+  CHECK(cb[0].status == WcStatus::kSuccess);
+  CHECK(cb[0].byte_len == 100000);
+  CHECK(cb[1].status == WcStatus::kSuccess);
+  CHECK(cb[1].byte_len == 5000);
+  CHECK(std::memcmp(sb.data() + kDst, sa.data(), 100000) == 0);
+  CHECK(std::memcmp(sb.data() + kDst + 200000, sa.data() + 100000, 5000) == 0);
+  CHECK(std::memcmp(sb.data() + (3u << 20), sa.data() + 200000, 70000) == 0);
+  auto ca = p.a.side.poll();
+  REQUIRE(ca.size() == 3);
+  for (auto& e : ca) CHECK(e.status == WcStatus::kSuccess);
+  CHECK(p.b.t.iw_terminate_received(p.b.qpn) == nullptr);
+  CHECK(p.a.t.iw_terminate_received(p.a.qpn) == nullptr);
+  CHECK(state(p.b) == QpState::kRts);
 }

@@ -101,6 +101,8 @@ class IwQp {
   void on_stream_data(std::span<const uint8_t> in, Nanos now);
   void on_stream_writable(Nanos now);
   void on_stream_closed(Nanos now);
+  void on_timer(Nanos now);
+  Nanos next_deadline() const noexcept { return rx_stall_until_; }
   // The Terminate this QP received (layer/etype/ecode), if any.
   const std::optional<wire::Terminate>& terminate_received() const noexcept { return term_rx_; }
 
@@ -136,6 +138,7 @@ class IwQp {
   bool rx_read_request(const wire::DdpRdmapPacket& p, IwTermCause& cause);
   void rx_terminate(const wire::DdpRdmapPacket& p, Nanos now);
   bool invalidate(uint32_t stag);
+  void rx_resume(Nanos now);
 
   Context& ctx_;
   uint32_t qpn_;
@@ -171,6 +174,17 @@ class IwQp {
   RecvWqe cur_recv_;
   uint64_t recv_off_ = 0;          // bytes of the current Send placed
   std::optional<wire::Terminate> term_rx_;
+  // A Send that found no receive WQE waits (and the stream behind it) for
+  // one to be posted until rx_stall_until_, then is terminated (RFC 5041
+  // 7.2: no buffer). IB has RNR NAKs for this race (an application that
+  // posts its receive right after ESTABLISHED); iWARP does not, so the
+  // stream is simply not read further for a while.
+  bool rx_stalled_ = false;
+  bool rx_no_wait_ = false;              // the grace is over: fail instead of stalling
+  std::vector<uint8_t> rx_held_;         // the stalled FPDU's ULPDU
+  std::vector<uint8_t> rx_backlog_;      // stream bytes after it
+  Nanos rx_stall_until_ = kNever;
+  Nanos last_now_ = 0;                   // for post_recv, which is not given the time
   std::array<uint8_t, 64> term_rx_hdrs_{};  // the received Terminate's copied headers
 };
 
