@@ -102,6 +102,9 @@ iw::MpaOptions mpa_options(std::uint16_t ird, std::uint16_t ord) {
   return o;
 }
 
+// How often a connect refused during a re-listen is tried again.
+constexpr transport::Nanos kIwConnectRetry = 100'000'000;
+
 // FPDUs are sized to the connection's segment size.
 std::uint32_t mss_of(int fd) {
   int mss = 0;
@@ -176,45 +179,68 @@ void CmService::iw_drop_conn(int fd) {
 }
 
 Reply CmService::iw_connect(Id& id, const MsgHeader& h, const ctl::CmConnParam& p) {
-  IwStreams* streams = iw_streams_of(id);
-  if (streams == nullptr) return fail<ctl::CmConnectRep>(h, ENODEV);
+  if (iw_streams_of(id) == nullptr) return fail<ctl::CmConnectRep>(h, ENODEV);
   if (p.private_data_len > wire::mpa::kMaxPrivateData - wire::mpa::kEnhancedSize)
     return fail<ctl::CmConnectRep>(h, EINVAL);
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) return fail<ctl::CmConnectRep>(h, errno);
-  const sockaddr_in src = sock_v4(devices_[static_cast<std::size_t>(id.dev)].ipv4, 0);
-  const sockaddr_in dst = sock_v4(v4(id.dst), id.dst.port);
-  if (::bind(fd, reinterpret_cast<const sockaddr*>(&src), sizeof src) != 0) {
-    const int err = errno;
-    ::close(fd);
-    return fail<ctl::CmConnectRep>(h, err);
-  }
   const CmDevice& d = devices_[static_cast<std::size_t>(id.dev)];
   id.local_qpn = p.qp_num;
   id.responder_resources = std::min(p.responder_resources, d.max_rd_atomic);
   id.initiator_depth = std::min(p.initiator_depth, d.max_rd_atomic);
   id.state = State::kReqSent;
-  const int rc = ::connect(fd, reinterpret_cast<const sockaddr*>(&dst), sizeof dst);
-  if (rc != 0 && errno != EINPROGRESS) {
-    // As with the kernel, rdma_connect succeeds; the event says why not.
-    const int err = errno;
-    ::close(fd);
-    id.state = State::kRejected;
-    emit(id, err == ECONNREFUSED ? RDMA_CM_EVENT_REJECTED : RDMA_CM_EVENT_UNREACHABLE, -err);
-  } else {
-    IwConn& c = iw_conns_[fd];
-    c.fd = fd;
-    c.dev = id.dev;
-    c.id = id.handle;
-    c.connecting = true;
-    c.pd.assign(p.private_data, p.private_data + p.private_data_len);
-    c.ird = id.responder_resources;
-    c.ord = id.initiator_depth;
-    streams->watch(fd, EPOLLOUT, this);
-  }
+  IwConn c;
+  c.dev = id.dev;
+  c.id = id.handle;
+  c.pd.assign(p.private_data, p.private_data + p.private_data_len);
+  c.ird = id.responder_resources;
+  c.ord = id.initiator_depth;
+  // As with the kernel, rdma_connect succeeds; an event says if it did not.
+  if (const int err = iw_start_connect(id, c); err != 0) iw_connect_failed(id, std::move(c), err, now());
   ctl::CmConnectRep rep{};
   rep.handle = id.handle;
   return ok(h, rep);
+}
+
+int CmService::iw_start_connect(Id& id, IwConn c) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return errno;
+  const sockaddr_in src = sock_v4(devices_[static_cast<std::size_t>(id.dev)].ipv4, 0);
+  const sockaddr_in dst = sock_v4(v4(id.dst), id.dst.port);
+  if (::bind(fd, reinterpret_cast<const sockaddr*>(&src), sizeof src) != 0 ||
+      (::connect(fd, reinterpret_cast<const sockaddr*>(&dst), sizeof dst) != 0 && errno != EINPROGRESS)) {
+    const int err = errno;
+    ::close(fd);
+    return err;
+  }
+  c.fd = fd;
+  c.connecting = true;
+  c.mpa = iw::MpaSetup(iw::MpaSetup::Role::kInitiator);
+  iw_conns_[fd] = std::move(c);
+  iw_streams_of(id)->watch(fd, EPOLLOUT, this);
+  return 0;
+}
+
+void CmService::iw_connect_failed(Id& id, IwConn c, int err, transport::Nanos now_ns) {
+  // A port of ours whose listener went away moments ago (perftest -R
+  // listens again between its two connections): try again shortly, as the
+  // IB CM leaves such a REQ unanswered for the peer to retransmit.
+  bool local = false;
+  for (const CmDevice& d : devices_) local |= d.iwarp && d.ipv4 == v4(id.dst);
+  if (err == ECONNREFUSED && local && recently_listened(id.port_space, id.dst.port, now_ns)) {
+    c.fd = -1;
+    iw_retry_[id.handle] = std::move(c);
+    id.deadline = now_ns + kIwConnectRetry;
+    return;
+  }
+  id.state = State::kRejected;
+  emit(id, err == ECONNREFUSED ? RDMA_CM_EVENT_REJECTED : RDMA_CM_EVENT_UNREACHABLE, -err);
+}
+
+void CmService::iw_retry_connect(Id& id, transport::Nanos now_ns) {
+  auto it = iw_retry_.find(id.handle);
+  if (it == iw_retry_.end() || id.state != State::kReqSent) return;
+  IwConn c = std::move(it->second);
+  iw_retry_.erase(it);
+  if (const int err = iw_start_connect(id, c); err != 0) iw_connect_failed(id, std::move(c), err, now_ns);
 }
 
 void CmService::on_fd_ready(int fd, std::uint32_t events, transport::Nanos now) {
@@ -265,9 +291,9 @@ void CmService::iw_conn_ready(IwConn& c, std::uint32_t events, transport::Nanos 
     if (id_it == ids_.end()) return iw_drop_conn(fd);
     Id& id = id_it->second;
     if (err != 0) {
-      id.state = State::kRejected;
-      emit(id, err == ECONNREFUSED ? RDMA_CM_EVENT_REJECTED : RDMA_CM_EVENT_UNREACHABLE, -err);
-      return iw_drop_conn(fd);
+      IwConn again = c;  // its parameters, for a retry
+      iw_drop_conn(fd);
+      return iw_connect_failed(id, std::move(again), err, now);
     }
     c.connecting = false;
     SocketSink sink(fd);

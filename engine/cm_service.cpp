@@ -353,6 +353,7 @@ void CmService::destroy(Id& id) {
     for (const auto& [fd, c] : iw_conns_)
       if (c.id == id.handle) mine.push_back(fd);
     for (int fd : mine) iw_drop_conn(fd);
+    iw_retry_.erase(id.handle);
   }
   // As ib_destroy_cm_id does: a connection in progress is rejected, an
   // established one disconnected, so the peer is not left waiting.
@@ -1384,6 +1385,11 @@ void CmService::on_gsi_timer(transport::Nanos now_ns) {
     auto it = ids_.find(h);
     if (it == ids_.end()) continue;
     Id& id = it->second;
+    if (iw(id)) {
+      stop_timer(id);
+      iw_retry_connect(id, now_ns);  // the only iWARP timer
+      continue;
+    }
     if (id.retries_left > 0) {
       --id.retries_left;
       ++counters_.retransmits;

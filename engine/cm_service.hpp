@@ -248,6 +248,9 @@ class CmService final : public GsiHandler, public IwWatcher {
   int iw_listen(Id& id, int backlog);
   void iw_close_listeners(const Id& id);
   Reply iw_connect(Id& id, const ctl::MsgHeader& h, const ctl::CmConnParam& p);
+  int iw_start_connect(Id& id, IwConn c);
+  void iw_connect_failed(Id& id, IwConn c, int err, transport::Nanos now);
+  void iw_retry_connect(Id& id, transport::Nanos now);
   Reply iw_accept(Id& id, const ctl::MsgHeader& h, const ctl::CmConnParam& p);
   Reply iw_reject(Id& id, const ctl::MsgHeader& h, std::span<const std::uint8_t> pd);
   Reply iw_establish(Id& id, const ctl::MsgHeader& h);
@@ -262,6 +265,10 @@ class CmService final : public GsiHandler, public IwWatcher {
   Clock clock_;
   std::map<int, std::uint32_t> iw_listen_fds_;  // listening socket -> listening id
   std::map<int, IwConn> iw_conns_;              // by socket
+  // Active ids whose TCP connect was refused by a port of ours that had a
+  // listener moments ago: connected again on their timer (the IB CM's
+  // re-listen grace, kRelistenGrace, for TCP).
+  std::map<std::uint32_t, IwConn> iw_retry_;
   std::map<const DataPath*, std::size_t> paths_;
   std::map<std::uint32_t, Id> ids_;
   std::map<std::uint32_t, Channel> channels_;

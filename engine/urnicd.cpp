@@ -173,8 +173,12 @@ int main(int argc, char** argv) {
       io.stop();
     });
     for (const auto& d : reg.devices()) {
-      fmt::print(stderr, "urnicd: device {}: RoCE v2 over udp {}:{}, mtu {}\n", d->name(),
-                 d->config().address, d->config().udp_port, d->config().active_mtu);
+      if (d->iwarp())
+        fmt::print(stderr, "urnicd: device {}: iWARP over tcp {}, mtu {}\n", d->name(), d->config().address,
+                   d->config().active_mtu);
+      else
+        fmt::print(stderr, "urnicd: device {}: RoCE v2 over udp {}:{}, mtu {}\n", d->name(),
+                   d->config().address, d->config().udp_port, d->config().active_mtu);
     }
     fmt::print(stderr, "urnicd: pid {} listening on {}\n", ::getpid(), sock);
     // One thread: the engine loop spins over the data path while there is
