@@ -180,8 +180,9 @@ void CmService::iw_drop_conn(int fd) {
 
 Reply CmService::iw_connect(Id& id, const MsgHeader& h, const ctl::CmConnParam& p) {
   if (iw_streams_of(id) == nullptr) return fail<ctl::CmConnectRep>(h, ENODEV);
-  if (p.private_data_len > wire::mpa::kMaxPrivateData - wire::mpa::kEnhancedSize)
-    return fail<ctl::CmConnectRep>(h, EINVAL);
+  // rdma_conn_param's private data (at most 255 bytes) always fits an MPA
+  // frame (512 minus the enhanced header).
+  static_assert(sizeof(p.private_data_len) == 1 && 255 <= wire::mpa::kMaxPrivateData - wire::mpa::kEnhancedSize);
   const CmDevice& d = devices_[static_cast<std::size_t>(id.dev)];
   id.local_qpn = p.qp_num;
   id.responder_resources = std::min(p.responder_resources, d.max_rd_atomic);
@@ -433,8 +434,6 @@ Reply CmService::iw_establish(Id& id, const MsgHeader& h) {
 Reply CmService::iw_accept(Id& id, const MsgHeader& h, const ctl::CmConnParam& p) {
   auto it = std::find_if(iw_conns_.begin(), iw_conns_.end(), [&](const auto& kv) { return kv.second.id == id.handle; });
   if (id.state != State::kReqRcvd || it == iw_conns_.end()) return fail<ctl::CmAcceptRep>(h, EINVAL);
-  if (p.private_data_len > wire::mpa::kMaxPrivateData - wire::mpa::kEnhancedSize)
-    return fail<ctl::CmAcceptRep>(h, EINVAL);
   IwConn& c = it->second;
   const int fd = c.fd;
   id.responder_resources = std::min(p.responder_resources, id.responder_resources);
