@@ -140,25 +140,37 @@ CmDevice cm_device_of(const Device& d) {
   c.active_mtu = d.port().active_mtu;
   c.max_rd_atomic = static_cast<std::uint8_t>(
       std::min<std::uint32_t>({d.attrs().max_qp_rd_atom, d.attrs().max_qp_init_rd_atom, 255}));
+  c.iwarp = d.iwarp();
+  if (c.iwarp) c.sgid_index = 0;
   return c;
 }
 
 CmService& Registry::cm() {
   if (!cm_) {
+    // RoCE devices speak the IB CM through their GSI; iWARP devices TCP +
+    // MPA through their data path's sockets (engine/cm_iwarp.cpp).
     std::vector<CmDevice> devs;
+    std::vector<Device*> served;
     for (auto& d : devices_) {
+      served.push_back(d.get());
       CmDevice c = cm_device_of(*d);
-      if (DataPath* dp = datapath(d.get()); dp != nullptr)
+      DataPath* dp = datapath(d.get());
+      if (dp != nullptr && d->iwarp()) c.dp = dp;
+      else if (dp != nullptr)
         c.send = [dp](const std::array<std::uint8_t, 16>& dgid, std::span<const std::uint8_t> mad) {
           dp->send_gsi(dgid, mad);
         };
       devs.push_back(std::move(c));
     }
     cm_ = std::make_shared<CmService>(std::move(devs), monotonic_now);
-    for (std::size_t i = 0; i < devices_.size(); ++i) {
-      if (DataPath* dp = datapath(devices_[i].get()); dp != nullptr) {
+    for (std::size_t i = 0; i < served.size(); ++i) {
+      if (DataPath* dp = datapath(served[i]); dp != nullptr) {
         cm_->attach(dp, i);
         dp->set_gsi_handler(cm_.get());
+        if (IwStreams* st = dp->iw_streams(); st != nullptr) {
+          CmService* cm = cm_.get();
+          st->set_closed_handler([cm, i](std::uint32_t qpn, transport::Nanos t) { cm->iw_stream_closed(i, qpn, t); });
+        }
       }
     }
   }
@@ -170,6 +182,8 @@ CmService::CmService(std::vector<CmDevice> devices, Clock clock)
 
 CmService::~CmService() {
   for (auto& [h, c] : channels_) ::close(c.fd);
+  for (auto& [fd, h] : iw_listen_fds_) ::close(fd);
+  for (auto& [fd, c] : iw_conns_) ::close(fd);
 }
 
 std::optional<CmService::State> CmService::state_of(std::uint32_t handle) const {
@@ -331,9 +345,20 @@ Reply CmService::on_create_id(std::uint32_t owner, const MsgHeader& h, std::span
 }
 
 void CmService::destroy(Id& id) {
+  if (iw(id) || !iw_listen_fds_.empty()) {
+    // iWARP: its listening sockets and a connection still in the MPA
+    // exchange close (the peer sees the TCP connection go); an established
+    // one belongs to the QP.
+    iw_close_listeners(id);
+    std::vector<int> mine;
+    for (const auto& [fd, c] : iw_conns_)
+      if (c.id == id.handle) mine.push_back(fd);
+    for (int fd : mine) iw_drop_conn(fd);
+    iw_retry_.erase(id.handle);
+  }
   // As ib_destroy_cm_id does: a connection in progress is rejected, an
   // established one disconnected, so the peer is not left waiting.
-  switch (id.state) {
+  if (!iw(id)) switch (id.state) {
     case State::kReqSent:
     case State::kRepRcvd: {
       wire::CmRej rej;
@@ -583,6 +608,10 @@ Reply CmService::on_listen(std::uint32_t owner, const MsgHeader& h, std::span<co
         return fail<ctl::CmListenRep>(h, EADDRINUSE);
     }
   }
+  if (id->state == State::kBound && (iw(*id) || is_wildcard(id->src))) {
+    // iWARP listens on TCP (a wildcard id on every iWARP device too).
+    if (const int err = iw_listen(*id, req->backlog); err != 0) return fail<ctl::CmListenRep>(h, err);
+  }
   id->state = State::kListen;
   ctl::CmListenRep rep{};
   rep.handle = id->handle;
@@ -654,6 +683,10 @@ Reply CmService::on_connect(std::uint32_t owner, const MsgHeader& h, std::span<c
   if (id == nullptr) return fail<ctl::CmConnectRep>(h, EINVAL);
   if (id->state != State::kRouteResolved) return fail<ctl::CmConnectRep>(h, EINVAL);
   const ctl::CmConnParam& p = req->param;
+  if (iw(*id)) {
+    if (is_ud(id->port_space, id->qp_type)) return fail<ctl::CmConnectRep>(h, EINVAL);  // iWARP is RC only
+    return iw_connect(*id, h, p);
+  }
   // Validate before taking a communication ID, so a refused call leaves none.
   const std::size_t max_private = is_ud(id->port_space, id->qp_type)
                                       ? cmw::kSidrReqPrivateDataSize - ipcm::kIpHeaderSize
@@ -749,6 +782,7 @@ Reply CmService::on_accept(std::uint32_t owner, const MsgHeader& h, std::span<co
     return ok(h, rep);
   }
   if (id->state != State::kReqRcvd) return fail<ctl::CmAcceptRep>(h, EINVAL);
+  if (iw(*id)) return iw_accept(*id, h, p);
   if (p.private_data_len > cmw::kRepPrivateDataSize) return fail<ctl::CmAcceptRep>(h, EINVAL);
   const CmDevice& d = devices_[static_cast<std::size_t>(id->dev)];
   // The values the process asked for, within what the REQ offered (the
@@ -783,6 +817,8 @@ Reply CmService::on_reject(std::uint32_t owner, const MsgHeader& h, std::span<co
   if (!req) return fail<ctl::CmRejectRep>(h, EINVAL);
   Id* id = find_owned(owner, req->handle);
   if (id == nullptr) return fail<ctl::CmRejectRep>(h, EINVAL);
+  if (iw(*id))
+    return iw_reject(*id, h, std::span<const std::uint8_t>(req->private_data, req->private_data_len));
   if (id->state == State::kSidrReqRcvd) {
     wire::CmSidrRep m;
     m.request_id = id->remote_comm_id;
@@ -819,6 +855,20 @@ Reply CmService::on_disconnect(std::uint32_t owner, const MsgHeader& h, std::spa
   if (id == nullptr) return fail<ctl::CmDisconnectRep>(h, EINVAL);
   ctl::CmDisconnectRep rep{};
   rep.handle = id->handle;
+  if (iw(*id)) {
+    // iWARP: the QP goes to ERR (its stream closes; the peer sees the
+    // TCP connection end) and this side's DISCONNECTED follows at once.
+    if (id->state == State::kDisconnected) return ok(h, rep);
+    if (id->state != State::kEstablished) return fail<ctl::CmDisconnectRep>(h, EINVAL);
+    if (DataPath* dp = devices_[static_cast<std::size_t>(id->dev)].dp; dp != nullptr) {
+      transport::QpAttr err;
+      err.qp_state = transport::QpState::kErr;
+      dp->transport().modify_qp(id->local_qpn, err, transport::qp_attr::kState, now());
+    }
+    id->state = State::kDisconnected;
+    emit(*id, RDMA_CM_EVENT_DISCONNECTED, 0);
+    return ok(h, rep);
+  }
   switch (id->state) {
     case State::kEstablished:
     case State::kRepSent:
@@ -843,6 +893,7 @@ Reply CmService::on_establish(std::uint32_t owner, const MsgHeader& h, std::span
   if (!req) return fail<ctl::CmEstablishRep>(h, EINVAL);
   Id* id = find_owned(owner, req->handle);
   if (id == nullptr) return fail<ctl::CmEstablishRep>(h, EINVAL);
+  if (iw(*id)) return iw_establish(*id, h);
   if (id->state != State::kRepRcvd) return fail<ctl::CmEstablishRep>(h, EINVAL);
   wire::CmRtu m;
   m.local_comm_id = id->local_comm_id;
@@ -1372,6 +1423,11 @@ void CmService::on_gsi_timer(transport::Nanos now_ns) {
     auto it = ids_.find(h);
     if (it == ids_.end()) continue;
     Id& id = it->second;
+    if (iw(id)) {
+      stop_timer(id);
+      iw_retry_connect(id, now_ns);  // the only iWARP timer
+      continue;
+    }
     if (id.retries_left > 0) {
       --id.retries_left;
       ++counters_.retransmits;

@@ -33,7 +33,9 @@
 
 #include "engine/cm_proto.hpp"
 #include "engine/datapath.hpp"
+#include "engine/iw_streams.hpp"
 #include "engine/session.hpp"
+#include "transport/iwarp/mpa_setup.hpp"
 #include "wire/cm.hpp"
 
 namespace urnic::engine {
@@ -47,6 +49,10 @@ struct CmDevice {
   std::uint64_t node_guid = 0;           // network order, as the device reports it
   std::uint32_t active_mtu = 5;          // enum ibv_mtu
   std::uint8_t max_rd_atomic = 16;       // max_qp_rd_atom / max_qp_init_rd_atom
+  // iWARP devices are connected by TCP + MPA (engine/cm_iwarp.cpp): their
+  // listening and handshaking sockets live in the data path's epoll set.
+  bool iwarp = false;
+  DataPath* dp = nullptr;
   // Sends one 256-byte MAD to QP1 at `dgid`.
   std::function<void(const std::array<std::uint8_t, 16>& dgid, std::span<const std::uint8_t> mad)> send;
 };
@@ -63,7 +69,7 @@ struct CmCounters {
   std::uint64_t events_lost = 0;         // a channel's socket was full (the process reads no events)
 };
 
-class CmService final : public GsiHandler {
+class CmService final : public GsiHandler, public IwWatcher {
  public:
   using Clock = std::function<transport::Nanos()>;
   CmService(std::vector<CmDevice> devices, Clock clock);
@@ -94,6 +100,11 @@ class CmService final : public GsiHandler {
 
   [[nodiscard]] const CmCounters& counters() const { return counters_; }
   [[nodiscard]] std::size_t id_count() const { return ids_.size(); }
+
+  // iWARP (engine/cm_iwarp.cpp): a listening or handshaking socket is ready;
+  // a QP's stream on device `dev` is gone (report the disconnect).
+  void on_fd_ready(int fd, std::uint32_t epoll_events, transport::Nanos now) override;
+  void iw_stream_closed(std::size_t dev, std::uint32_t qpn, transport::Nanos now);
 
   // Retransmission policy (IBA 12.7.x response timeouts): tests shorten it.
   void set_retry_policy(transport::Nanos timeout, int retries) {
@@ -163,6 +174,19 @@ class CmService final : public GsiHandler {
     std::uint32_t owner = 0;
     int fd = -1;                   // daemon end (non-blocking)
   };
+  // An iWARP connection before its QP owns it: TCP connect, then the MPA
+  // Request/Reply (transport::iwarp::MpaSetup) with its bytes.
+  struct IwConn {
+    int fd = -1;
+    int dev = -1;                  // the iWARP device (index into devices_)
+    std::uint32_t id = 0;          // the id it belongs to (0: passive, no id before the MPA Request)
+    std::uint32_t listener = 0;    // passive: the listening id
+    bool connecting = false;       // active: TCP connect in progress
+    transport::iwarp::MpaSetup mpa{transport::iwarp::MpaSetup::Role::kInitiator};
+    std::vector<std::uint8_t> pd;  // active: the private data to send once connected
+    std::vector<std::uint8_t> early;  // bytes after the peer's MPA frame (its first FPDUs)
+    std::uint16_t ird = 0, ord = 0;
+  };
 
   Reply on_create_channel(std::uint32_t owner, const ctl::MsgHeader& h);
   Reply on_destroy_channel(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
@@ -220,8 +244,32 @@ class CmService final : public GsiHandler {
   ctl::AhAttrs ah_of(const Id& id) const;
   [[nodiscard]] transport::Nanos now() const { return clock_(); }
 
+  // engine/cm_iwarp.cpp
+  [[nodiscard]] bool iw(const Id& id) const;
+  int iw_listen(Id& id, int backlog);
+  void iw_close_listeners(const Id& id);
+  Reply iw_connect(Id& id, const ctl::MsgHeader& h, const ctl::CmConnParam& p);
+  int iw_start_connect(Id& id, IwConn c);
+  void iw_connect_failed(Id& id, IwConn c, int err, transport::Nanos now);
+  void iw_retry_connect(Id& id, transport::Nanos now);
+  Reply iw_accept(Id& id, const ctl::MsgHeader& h, const ctl::CmConnParam& p);
+  Reply iw_reject(Id& id, const ctl::MsgHeader& h, std::span<const std::uint8_t> pd);
+  Reply iw_establish(Id& id, const ctl::MsgHeader& h);
+  void iw_drop_conn(int fd);
+  void iw_accept_ready(int lfd, transport::Nanos now);
+  void iw_conn_ready(IwConn& c, std::uint32_t events, transport::Nanos now);
+  void iw_request_in(IwConn& c, transport::Nanos now);
+  void iw_reply_in(IwConn& c, transport::Nanos now);
+  IwStreams* iw_streams_of(const Id& id) const;
+
   std::vector<CmDevice> devices_;
   Clock clock_;
+  std::map<int, std::uint32_t> iw_listen_fds_;  // listening socket -> listening id
+  std::map<int, IwConn> iw_conns_;              // by socket
+  // Active ids whose TCP connect was refused by a port of ours that had a
+  // listener moments ago: connected again on their timer (the IB CM's
+  // re-listen grace, kRelistenGrace, for TCP).
+  std::map<std::uint32_t, IwConn> iw_retry_;
   std::map<const DataPath*, std::size_t> paths_;
   std::map<std::uint32_t, Id> ids_;
   std::map<std::uint32_t, Channel> channels_;

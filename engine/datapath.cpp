@@ -1,6 +1,7 @@
 #include "engine/datapath.hpp"
 
 #include <arpa/inet.h>
+#include <unistd.h>
 #include <fmt/core.h>
 #include <infiniband/verbs.h>
 
@@ -104,6 +105,7 @@ t::TransportConfig config_for(const Device& dev) {
   cfg.caps.max_mw = a.max_mw;
   cfg.port_mtu = static_cast<t::Mtu>(dev.port().max_mtu);
   cfg.first_qpn = 17;  // IBA 10.2.4: QP0/QP1 are special; rxe also starts at 17
+  cfg.iwarp = dev.iwarp();
   return cfg;
 }
 
@@ -114,6 +116,18 @@ std::unique_ptr<DataPath> DataPath::create(const Device& dev, std::string* error
   if (::inet_pton(AF_INET, dev.config().address.c_str(), &a) != 1) {
     if (error != nullptr) *error = "bad IPv4 address " + dev.config().address;
     return nullptr;
+  }
+  if (dev.iwarp()) {
+    // iWARP QPs run over TCP connections the CM hands over (iw_attach).
+    auto dp = std::unique_ptr<DataPath>(new DataPath(dev, nullptr));
+    dp->ipv4_ = ntohl(a.s_addr);
+    dp->iw_ = std::make_unique<IwStreams>(*dp->transport_);
+    if (dp->iw_->wait_fd() < 0) {
+      if (error != nullptr) *error = std::string("epoll_create1: ") + std::strerror(errno);
+      return nullptr;
+    }
+    dp->init_observe(dev);
+    return dp;
   }
   std::string link_error;
   std::unique_ptr<Link> link = open_link(dev, &link_error);
@@ -160,7 +174,17 @@ void DataPath::bind_qp(std::uint32_t qpn, Session* s, QpObj* qp) {
   qps_[qpn] = QpBinding{s, qp};
   stats_.add_qp(qpn);
 }
+int DataPath::iw_attach(std::uint32_t qpn, int fd, const t::iwarp::StreamParams& params, t::Nanos now,
+                        std::span<const std::uint8_t> early) {
+  if (!iw_ || !qps_.contains(qpn)) {
+    ::close(fd);
+    return EINVAL;
+  }
+  return iw_->attach(qpn, fd, params, now, early);
+}
+
 void DataPath::unbind_qp(std::uint32_t qpn) {
+  if (iw_) iw_->detach(qpn);
   qps_.erase(qpn);
   mcast_.forget_qp(qpn);
   stats_.forget_qp(qpn);
@@ -190,6 +214,12 @@ bool DataPath::poll(t::Nanos now, bool poll_link) {
     if (b.qp->rq.valid()) work |= drain_rq(qpn, b);
   }
   for (auto& [h, b] : srqs_) work |= drain_srq(t::SrqHandle{h}, b);
+  if (iw_) {
+    // Placed data lands before anything more leaves or arrives (a Read
+    // Response must carry what an earlier Write put there).
+    mem_.flush_writes();
+    work |= iw_->poll(now, poll_link);
+  }
   work |= run_hairpin(now);
   work |= run_faults(now);  // frames held by fault injection, when due
   if (poll_link) work |= run_link(now);
@@ -204,6 +234,8 @@ bool DataPath::poll(t::Nanos now, bool poll_link) {
   // Staged writes land before any completion can announce them.
   mem_.end_pass();
   if (link_) link_->flush(now);  // what this pass queued on the link leaves now
+  // FPDUs the timers or completions queued (iWARP) go out this pass.
+  if (iw_ && iw_->has_pending_output()) work |= iw_->flush(now);
   // Slots first, completions second: an application that sees a CQE may
   // post into the slot it freed at once (ibv_rc_pingpong with tx_depth 1).
   retire_wqes();

@@ -30,6 +30,7 @@
 #include "engine/ctl_proto.hpp"
 #include "engine/fault.hpp"
 #include "engine/multicast.hpp"
+#include "engine/iw_streams.hpp"
 #include "engine/stats.hpp"
 #include "engine/link.hpp"
 #include "transport/transport.hpp"
@@ -76,7 +77,17 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
   transport::Transport& transport() { return *transport_; }
   // What the engine loop watches for link RX (both sockets when the link
   // also serves IPv6).
-  [[nodiscard]] int link_fd() const { return link_ ? link_->wait_fd() : -1; }
+  [[nodiscard]] int link_fd() const { return iw_ ? iw_->wait_fd() : link_ ? link_->wait_fd() : -1; }
+
+  // iWARP devices: QP `qpn` runs over the connected TCP socket `fd` from
+  // now on (the CM has done the MPA exchange; `params` is its outcome).
+  // Takes the fd. EINVAL on a RoCE device or an unknown QP.
+  // `early`: bytes that came with the peer's MPA frame (its first FPDUs).
+  int iw_attach(std::uint32_t qpn, int fd, const transport::iwarp::StreamParams& params, transport::Nanos now,
+                std::span<const std::uint8_t> early = {});
+  [[nodiscard]] bool iwarp() const { return iw_ != nullptr; }
+  [[nodiscard]] const IwStreams* iw_streams() const { return iw_.get(); }
+  IwStreams* iw_streams() { return iw_.get(); }
 
   // Bindings made by Session (which owns the objects and their rings).
   void bind_cq(transport::CqHandle tcq, Session* s, std::uint32_t cq_handle, std::uint64_t cookie,
@@ -169,6 +180,7 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
   ProcessMemory mem_;
   std::unique_ptr<Link> link_;
   std::unique_ptr<transport::Transport> transport_;
+  std::unique_ptr<IwStreams> iw_;  // iWARP devices: the QPs' TCP connections
   std::map<std::uint32_t, CqBinding> cqs_;   // by transport CqHandle
   std::map<std::uint32_t, QpBinding> qps_;   // by QPN
   std::map<std::uint32_t, SrqBinding> srqs_; // by transport SrqHandle

@@ -46,9 +46,20 @@ bool parse_mac(const std::string& s, std::uint8_t (&mac)[6]) {
 
 }  // namespace
 
+DeviceConfig iwarp_device_config(std::string name, std::string address, std::uint8_t index) {
+  DeviceConfig d;
+  d.name = std::move(name);
+  d.transport = "iwarp";
+  d.link = "tcp";
+  d.address = std::move(address);
+  d.mac[5] = index;
+  return d;
+}
+
 DaemonConfig default_config() {
   DaemonConfig c;
   c.devices.emplace_back();
+  c.devices.push_back(iwarp_device_config("urnic_iw0", "127.0.0.2", 1));
   return c;
 }
 
@@ -76,7 +87,8 @@ std::optional<DaemonConfig> parse_config(const std::string& json_text, std::stri
       DeviceConfig dc;
       dc.mac[5] = index;
       dc.name = d.value("name", "urnic" + std::to_string(index));
-      dc.link = d.value("link", std::string("udp"));
+      dc.transport = d.value("transport", std::string("roce"));
+      dc.link = d.value("link", std::string(dc.transport == "iwarp" ? "tcp" : "udp"));
       dc.interface = d.value("interface", std::string());
       dc.devargs = d.value("devargs", std::string());
       if (d.contains("eal")) dc.eal = d["eal"].get<std::vector<std::string>>();
@@ -91,8 +103,13 @@ std::optional<DaemonConfig> parse_config(const std::string& json_text, std::stri
       }
       if (!parse_observe_config(d, dc.fault, dc.capture_path, dc.capture_limit, error)) return std::nullopt;
       in_addr a{};
-      if (dc.link != "udp" && dc.link != "afpacket" && dc.link != "dpdk") {
-        error = "config: link '" + dc.link + "' not available (udp, afpacket or dpdk)";
+      if (dc.transport != "roce" && dc.transport != "iwarp") {
+        error = "config: transport must be roce or iwarp for " + dc.name;
+        return std::nullopt;
+      }
+      if (dc.transport == "iwarp" ? dc.link != "tcp" : (dc.link != "udp" && dc.link != "afpacket" && dc.link != "dpdk")) {
+        error = "config: link '" + dc.link + "' not available for " + dc.transport +
+                " (roce: udp, afpacket or dpdk; iwarp: tcp)";
         return std::nullopt;
       }
       if (dc.link == "dpdk" && (dc.devargs.empty() || !d.contains("address"))) {
@@ -206,6 +223,22 @@ Device::Device(const DeviceConfig& cfg) : cfg_(cfg) {
   a.max_inline_data = 512;
   a.transport = IBV_TRANSPORT_IB;  // RoCE reports the IB transport, as rxe does
   a.node_type = IBV_NODE_CA;
+  if (cfg.transport == "iwarp") {
+    // What siw reports, less what is not implemented yet: RC only, no
+    // atomics (RFC 7306 needs both ends to negotiate them), no SRQ on
+    // iWARP QPs, no RNR NAKs (a Send without a receive WQE is terminated).
+    a.transport = IBV_TRANSPORT_IWARP;
+    a.node_type = IBV_NODE_RNIC;
+    a.atomic_cap = IBV_ATOMIC_NONE;
+    a.device_cap_flags &= ~static_cast<std::uint32_t>(IBV_DEVICE_RC_RNR_NAK_GEN);
+    a.device_cap_flags_ex = a.device_cap_flags;
+    a.max_qp_rd_atom = 16;
+    a.max_qp_init_rd_atom = 16;
+    a.max_res_rd_atom = 16 * 65536;
+    a.max_srq = 0;
+    a.max_srq_wr = 0;
+    a.max_srq_sge = 0;
+  }
 
   auto& p = port_;
   p.state = IBV_PORT_ACTIVE;
@@ -221,6 +254,15 @@ Device::Device(const DeviceConfig& cfg) : cfg_(cfg) {
   p.phys_state = 5;     // LinkUp
   p.link_layer = IBV_LINK_LAYER_ETHERNET;
 
+  if (cfg.transport == "iwarp") {
+    // iWARP addresses by IP (the CM), not GID; siw's one GID is the MAC.
+    ctl::GidEntry mac{};
+    std::memcpy(mac.gid, cfg.mac, 6);
+    mac.valid = 1;
+    mac.type = ctl::kGidTypeIbRoceV1;
+    gids_.push_back(mac);
+    return;
+  }
   if (netdev_) {
     build_raw_gids(*netdev_);
     return;

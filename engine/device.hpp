@@ -18,12 +18,14 @@ namespace urnic::engine {
 // What a config file (or the zero-configuration default) says about a device.
 struct DeviceConfig {
   std::string name = "urnic0";
-  std::string link = "udp";            // link backend: udp (default) or afpacket (raw Ethernet)
+  std::string link = "udp";            // link backend: udp (default), afpacket (raw Ethernet), dpdk; tcp for iWARP
+  // "roce" (RoCE v1/v2) or "iwarp" (RDMAP/DDP/MPA over the host's TCP, issue 8).
+  std::string transport = "roce";
   std::string interface;               // afpacket: the kernel interface (e.g. a veth)
   std::string devargs;                 // dpdk: the port, as DPDK devargs (engine/dpdk_link.hpp)
   std::vector<std::string> eal;        // dpdk: EAL arguments replacing --no-huge -m 256
   std::uint32_t port_mtu = 9000;       // dpdk: the port's MTU
-  std::string address = "127.0.0.1";   // udp: the IPv4 address the link binds; gives GID ::ffff:a.b.c.d
+  std::string address = "127.0.0.1";   // udp/tcp: the IPv4 address the link binds; gives GID ::ffff:a.b.c.d
                                        // afpacket: the IPv4 address the CM uses (default: the interface's first)
   std::uint16_t udp_port = 4791;       // RoCE v2 (IBA Annex A17.2: UDP destination port 4791)
   std::uint32_t active_mtu = 4096;     // bytes: 256..4096 (loopback: 4096, as rdma_rxe on lo)
@@ -37,9 +39,13 @@ struct DaemonConfig {
   std::vector<DeviceConfig> devices;
 };
 
-// The default: one device urnic0, RoCE v2 over the kernel UDP socket link on
-// loopback.
+// The default: urnic0, RoCE v2 over the kernel UDP socket link on
+// 127.0.0.1, and urnic_iw0, iWARP over TCP on 127.0.0.2 (so the connection
+// manager can tell the two apart by address).
 DaemonConfig default_config();
+// An iWARP device (transport "iwarp", link "tcp") at `address`; `index`
+// makes its MAC (and so its GUID) unique.
+DeviceConfig iwarp_device_config(std::string name, std::string address, std::uint8_t index);
 // Parse a JSON config: {"devices":[{"name":..,"link":"udp","address":"a.b.c.d",
 // "udp_port":4791,"mtu":1024,"mac":"02:00:75:72:6e:00"}]}, or for raw
 // Ethernet {"name":..,"link":"afpacket","interface":"veth0"[,"address":..]
@@ -61,6 +67,7 @@ class Device {
 
   [[nodiscard]] const std::string& name() const { return cfg_.name; }
   [[nodiscard]] const DeviceConfig& config() const { return cfg_; }
+  [[nodiscard]] bool iwarp() const { return cfg_.transport == "iwarp"; }
   [[nodiscard]] const ctl::DeviceAttrs& attrs() const { return attrs_; }
   [[nodiscard]] const ctl::PortAttrs& port() const { return port_; }
   [[nodiscard]] const std::vector<ctl::GidEntry>& gids() const { return gids_; }

@@ -173,7 +173,10 @@ int main(int argc, char** argv) {
       io.stop();
     });
     for (const auto& d : reg.devices()) {
-      if (d->config().link == "afpacket")
+      if (d->iwarp())
+        fmt::print(stderr, "urnicd: device {}: iWARP over tcp {}, mtu {}\n", d->name(), d->config().address,
+                   d->config().active_mtu);
+      else if (d->config().link == "afpacket")
         fmt::print(stderr, "urnicd: device {}: RoCE v1/v2 over afpacket {} ({}), mtu {}, {} GIDs\n", d->name(),
                    d->config().interface, d->config().address, d->config().active_mtu, d->gids().size());
       else if (d->config().link == "dpdk")

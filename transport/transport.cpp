@@ -6,6 +6,7 @@
 #include <cerrno>
 
 #include "transport/detail/context.hpp"
+#include "transport/detail/iw_qp.hpp"
 #include "transport/detail/qp.hpp"
 
 namespace urnic::transport {
@@ -280,9 +281,12 @@ ErrnoOr<uint32_t> Transport::create_qp(const QpInitAttr& a) {
     if (s == ctx_->srqs.end() || s->second.pd != a.pd) return {EINVAL, 0};
     srq = &s->second;
   }
-  if (qps_.size() >= caps.max_qp) return {ENOMEM, 0};
+  // iWARP defines reliable connected QPs only (RFC 5040); no SRQ yet.
+  if (ctx_->cfg.iwarp && (a.type != QpType::kRc || a.has_srq)) return {EINVAL, 0};
+  if (qps_.size() + iw_qps_.size() >= caps.max_qp) return {ENOMEM, 0};
   const uint32_t qpn = alloc_qpn();
-  qps_.emplace(qpn, std::make_unique<Qp>(*ctx_, qpn, a));
+  if (ctx_->cfg.iwarp) iw_qps_.emplace(qpn, std::make_unique<detail::IwQp>(*ctx_, qpn, a));
+  else qps_.emplace(qpn, std::make_unique<Qp>(*ctx_, qpn, a));
   ++pd->second.users;
   ++scq->second.users;
   if (rcq != ctx_->cqs.end()) ++rcq->second.users;
@@ -292,7 +296,7 @@ ErrnoOr<uint32_t> Transport::create_qp(const QpInitAttr& a) {
 
 uint32_t Transport::alloc_qpn() {
   uint32_t qpn = next_qpn_;
-  while (qps_.count(qpn) != 0 || qpn < 2) qpn = (qpn + 1) & 0xFFFFFF;
+  while (qps_.count(qpn) != 0 || iw_qps_.count(qpn) != 0 || qpn < 2) qpn = (qpn + 1) & 0xFFFFFF;
   next_qpn_ = (qpn + 1) & 0xFFFFFF;
   return qpn;
 }
@@ -318,12 +322,23 @@ detail::Qp* Transport::find_qp(uint32_t qpn) const {
   return it == qps_.end() ? nullptr : it->second.get();
 }
 
+detail::IwQp* Transport::find_iw_qp(uint32_t qpn) const {
+  auto it = iw_qps_.find(qpn);
+  return it == iw_qps_.end() ? nullptr : it->second.get();
+}
+
 int Transport::modify_qp(uint32_t qpn, const QpAttr& attr, uint32_t mask, Nanos now) {
+  if (detail::IwQp* iw = find_iw_qp(qpn)) return iw->modify(attr, mask, now);
   Qp* qp = find_qp(qpn);
   return qp == nullptr ? EINVAL : qp->modify(attr, mask, now);
 }
 
 int Transport::query_qp(uint32_t qpn, QpAttr& attr, QpInitAttr* init) const {
+  if (const detail::IwQp* iw = find_iw_qp(qpn)) {
+    iw->query(attr);
+    if (init != nullptr) *init = iw->init();
+    return 0;
+  }
   const Qp* qp = find_qp(qpn);
   if (qp == nullptr) return EINVAL;
   qp->query(attr);
@@ -333,8 +348,9 @@ int Transport::query_qp(uint32_t qpn, QpAttr& attr, QpInitAttr* init) const {
 
 int Transport::destroy_qp(uint32_t qpn) {
   auto it = qps_.find(qpn);
-  if (it == qps_.end()) return EINVAL;
-  const QpInitAttr& a = it->second->init();
+  auto iw = iw_qps_.find(qpn);
+  if (it == qps_.end() && iw == iw_qps_.end()) return EINVAL;
+  const QpInitAttr& a = it != qps_.end() ? it->second->init() : iw->second->init();
   auto dec = [](auto& map, uint32_t h) {
     auto o = map.find(h);
     if (o != map.end() && o->second.users > 0) --o->second.users;
@@ -350,26 +366,31 @@ int Transport::destroy_qp(uint32_t qpn) {
       ctx_->unbind(mw);
       mw.state = detail::MwState::kFree;
     }
-  qps_.erase(it);
+  if (it != qps_.end()) qps_.erase(it);
+  else iw_qps_.erase(iw);
   return 0;
 }
 
 int Transport::post_send(uint32_t qpn, const SendWr& wr, Nanos now) {
+  if (detail::IwQp* iw = find_iw_qp(qpn)) return iw->post_send(wr, now);
   Qp* qp = find_qp(qpn);
   return qp == nullptr ? EINVAL : qp->post_send(wr, now);
 }
 
 int Transport::post_recv(uint32_t qpn, const RecvWr& wr) {
+  if (detail::IwQp* iw = find_iw_qp(qpn)) return iw->post_recv(wr);
   Qp* qp = find_qp(qpn);
   return qp == nullptr ? EINVAL : qp->post_recv(wr);
 }
 
 uint32_t Transport::sq_outstanding(uint32_t qpn) const {
+  if (const detail::IwQp* iw = find_iw_qp(qpn)) return static_cast<uint32_t>(iw->sq_depth());
   const Qp* qp = find_qp(qpn);
   return qp == nullptr ? 0 : static_cast<uint32_t>(qp->sq_depth());
 }
 
 uint32_t Transport::rq_outstanding(uint32_t qpn) const {
+  if (const detail::IwQp* iw = find_iw_qp(qpn)) return static_cast<uint32_t>(iw->rq_depth());
   const Qp* qp = find_qp(qpn);
   return qp == nullptr ? 0 : static_cast<uint32_t>(qp->rq_depth());
 }
@@ -396,17 +417,54 @@ void Transport::on_timer(Nanos now) {
   for (auto& [qpn, qp] : qps_) {
     if (qp->next_deadline() <= now) qp->on_timer(now);
   }
+  for (auto& [qpn, qp] : iw_qps_) {
+    if (qp->next_deadline() <= now) qp->on_timer(now);
+  }
 }
 
 Nanos Transport::next_deadline() const {
   Nanos d = kNever;
   for (const auto& [qpn, qp] : qps_) d = std::min(d, qp->next_deadline());
+  for (const auto& [qpn, qp] : iw_qps_) d = std::min(d, qp->next_deadline());
   return d;
 }
 
 Nanos Transport::qp_next_deadline(uint32_t qpn) const {
+  if (const detail::IwQp* iw = find_iw_qp(qpn)) return iw->next_deadline();
   const Qp* qp = find_qp(qpn);
   return qp == nullptr ? kNever : qp->next_deadline();
+}
+
+int Transport::iw_bind_stream(uint32_t qpn, const iwarp::StreamParams& params, iwarp::StreamSink& sink, Nanos now) {
+  detail::IwQp* qp = find_iw_qp(qpn);
+  return qp == nullptr ? EINVAL : qp->bind_stream(params, sink, now);
+}
+
+int Transport::iw_on_stream_data(uint32_t qpn, std::span<const uint8_t> bytes, Nanos now) {
+  detail::IwQp* qp = find_iw_qp(qpn);
+  if (qp == nullptr) return EINVAL;
+  qp->on_stream_data(bytes, now);
+  return 0;
+}
+
+int Transport::iw_on_stream_writable(uint32_t qpn, Nanos now) {
+  detail::IwQp* qp = find_iw_qp(qpn);
+  if (qp == nullptr) return EINVAL;
+  qp->on_stream_writable(now);
+  return 0;
+}
+
+int Transport::iw_on_stream_closed(uint32_t qpn, Nanos now) {
+  detail::IwQp* qp = find_iw_qp(qpn);
+  if (qp == nullptr) return EINVAL;
+  qp->on_stream_closed(now);
+  return 0;
+}
+
+const wire::Terminate* Transport::iw_terminate_received(uint32_t qpn) const {
+  const detail::IwQp* qp = find_iw_qp(qpn);
+  if (qp == nullptr || !qp->terminate_received()) return nullptr;
+  return &*qp->terminate_received();
 }
 
 std::string_view to_string(QpState s) noexcept {

@@ -13,7 +13,9 @@
 
 #include "transport/counters.hpp"
 #include "transport/io.hpp"
+#include "transport/iwarp/stream.hpp"
 #include "transport/types.hpp"
+#include "wire/ddp_rdmap.hpp"
 #include "wire/ib_packet.hpp"
 
 namespace urnic::transport {
@@ -47,11 +49,15 @@ struct TransportConfig {
   uint32_t ack_req_every = 16;      // requester sets AckReq at least this often within a message
   uint32_t max_unacked_pkts = 16;   // responder ACK coalescing bound
   uint32_t first_qpn = 0x11;
+  // An iWARP device (RFC 5040/5041/5044 over a byte stream per QP): its QPs
+  // are RC only and run over a stream bound with iw_bind_stream.
+  bool iwarp = false;
 };
 
 namespace detail {
 struct Context;
 class Qp;
+class IwQp;
 }  // namespace detail
 
 class Transport {
@@ -136,13 +142,29 @@ class Transport {
 
   const Counters& counters() const noexcept;
 
+  // iWARP QPs (TransportConfig::iwarp; transport/iw_*.cpp). The connection
+  // manager runs the MPA exchange (transport/iwarp/mpa_setup.hpp), then
+  // binds the QP (INIT/RTR/RTS) to the stream, which puts it in RTS. The
+  // owner of the stream feeds what arrives, says when the sink has room
+  // again, and that the peer closed it. modify_qp(ERR) closes the stream
+  // (disconnect). EINVAL for an unknown or non-iWARP QP.
+  int iw_bind_stream(uint32_t qpn, const iwarp::StreamParams& params, iwarp::StreamSink& sink, Nanos now);
+  int iw_on_stream_data(uint32_t qpn, std::span<const uint8_t> bytes, Nanos now);
+  int iw_on_stream_writable(uint32_t qpn, Nanos now);
+  int iw_on_stream_closed(uint32_t qpn, Nanos now);
+  // The Terminate the QP received, or nullptr (headers valid until the QP
+  // is reset or destroyed).
+  const wire::Terminate* iw_terminate_received(uint32_t qpn) const;
+
  private:
   detail::Qp* find_qp(uint32_t qpn) const;
   uint32_t alloc_qpn();
   ErrnoOr<uint32_t> create_xrc_recv_qp(const QpInitAttr& a);
+  detail::IwQp* find_iw_qp(uint32_t qpn) const;
 
   std::unique_ptr<detail::Context> ctx_;
   std::unordered_map<uint32_t, std::unique_ptr<detail::Qp>> qps_;
+  std::unordered_map<uint32_t, std::unique_ptr<detail::IwQp>> iw_qps_;
   uint32_t next_qpn_;
 };
 

@@ -49,7 +49,11 @@ struct Ctx {
     int n = 0;
     list = ibv_get_device_list(&n);
     REQUIRE(list != nullptr);
-    REQUIRE(n == 1);
+    // The default configuration: urnic0 (RoCE v2) first, urnic_iw0 (iWARP) next.
+    REQUIRE(n == 2);
+    REQUIRE(std::string(ibv_get_device_name(list[0])) == "urnic0");
+    REQUIRE(list[1]->transport_type == IBV_TRANSPORT_IWARP);
+    REQUIRE(list[1]->node_type == IBV_NODE_RNIC);
     ctx = ibv_open_device(list[0]);
     REQUIRE(ctx != nullptr);
     pd = ibv_alloc_pd(ctx);

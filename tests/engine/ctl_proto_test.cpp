@@ -169,8 +169,10 @@ TEST_CASE("device listing and open report urnic0 with RoCE v2 GIDs", "[engine][c
   REQUIRE(h.call<ctl::HelloRep>(ctl::HelloReq{ctl::kMagic, ctl::kVersion, 0, 0}) == 0);
   ctl::ListDevicesRep list{};
   REQUIRE(h.call(ctl::ListDevicesReq{}, &list) == 0);
-  REQUIRE(list.count == 1);
+  // The default configuration: urnic0 (RoCE v2), then urnic_iw0 (iWARP).
+  REQUIRE(list.count == 2);
   CHECK(std::string(list.devices[0].name) == "urnic0");
+  CHECK(std::string(list.devices[1].name) == "urnic_iw0");
   CHECK(h.call<ctl::AllocPdRep>(ctl::AllocPdReq{}) == ENODEV);  // not opened yet
   ctl::OpenDeviceReq bad{};
   ctl::set_name(bad.name, "mlx5_0");

@@ -1,0 +1,117 @@
+// The TCP connections an iWARP device's QPs run over (the host's TCP stack;
+// transport/ sees only a byte stream). One TcpStream per QP, all watched by
+// one epoll descriptor that the engine loop sleeps on like a link socket.
+//
+// Output: the QP writes whole FPDUs into the stream's send buffer (fixed,
+// allocated at attach); each data-path pass sends what is buffered with one
+// send() per stream that has data, and asks epoll for EPOLLOUT only while
+// the kernel's buffer is full. Input: readable streams are read (bounded
+// per pass) into one shared buffer and handed to the transport. A stream
+// the QP closed is shut down once its buffer has drained (so a Terminate
+// reaches the peer); a stream the peer closed or reset is reported to the
+// QP, which flushes its WRs.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "transport/iwarp/stream.hpp"
+#include "transport/transport.hpp"
+
+namespace urnic::engine {
+
+class TcpStream final : public transport::iwarp::StreamSink {
+ public:
+  TcpStream(int fd, std::size_t tx_capacity);
+  ~TcpStream() override;
+  TcpStream(const TcpStream&) = delete;
+  TcpStream& operator=(const TcpStream&) = delete;
+
+  std::size_t room() const noexcept override;
+  void write(std::span<const std::uint8_t> bytes) override;
+  void close() override { closing_ = true; }
+
+  [[nodiscard]] int fd() const noexcept { return fd_; }
+  [[nodiscard]] bool closing() const noexcept { return closing_; }
+  [[nodiscard]] std::size_t pending() const noexcept { return tail_ - head_; }
+  // send()s buffered bytes, adding them to `sent`. False when the
+  // connection is broken.
+  bool flush(std::uint64_t& sent);
+  bool dirty = false;        // written since the last flush
+  bool want_out = false;     // EPOLLOUT registered
+  bool peer_gone = false;    // EOF/RST seen and reported
+  bool reported = false;     // the closed handler has been told
+
+ private:
+  int fd_;
+  std::vector<std::uint8_t> buf_;
+  std::size_t head_ = 0, tail_ = 0;
+  bool closing_ = false;
+};
+
+// Other descriptors the iWARP connection manager has in the same epoll set
+// (listening sockets, connections still in the MPA exchange).
+class IwWatcher {
+ public:
+  virtual ~IwWatcher() = default;
+  virtual void on_fd_ready(int fd, std::uint32_t epoll_events, transport::Nanos now) = 0;
+};
+
+struct IwStreamCounters {
+  std::uint64_t bytes_in = 0, bytes_out = 0;
+  std::uint64_t attached = 0, closed_by_qp = 0, closed_by_peer = 0;
+};
+
+class IwStreams {
+ public:
+  explicit IwStreams(transport::Transport& t);
+  ~IwStreams();
+  IwStreams(const IwStreams&) = delete;
+  IwStreams& operator=(const IwStreams&) = delete;
+
+  [[nodiscard]] int wait_fd() const noexcept { return epoll_fd_; }
+  // Takes `fd` (a connected TCP socket, MPA exchange done), makes it
+  // non-blocking and binds QP `qpn` to it. On error the fd is closed.
+  // `early`: stream bytes that arrived with the MPA frame (the peer's first
+  // FPDUs), delivered to the QP right after binding.
+  int attach(std::uint32_t qpn, int fd, const transport::iwarp::StreamParams& params, transport::Nanos now,
+             std::span<const std::uint8_t> early = {});
+  // The QP is being destroyed: close its connection.
+  void detach(std::uint32_t qpn);
+  // Reads what is readable, sends what is buffered; true if anything moved.
+  bool poll(transport::Nanos now, bool read);
+  // Sends buffered output (after the transport ran).
+  bool flush(transport::Nanos now);
+  [[nodiscard]] bool has_pending_output() const;
+  [[nodiscard]] const IwStreamCounters& counters() const noexcept { return counters_; }
+
+  // Watches `fd` for `events` (EPOLLIN/EPOLLOUT) on behalf of `w`; again
+  // with other events to change them. unwatch() before closing the fd.
+  bool watch(int fd, std::uint32_t events, IwWatcher* w);
+  void unwatch(int fd);
+  // Told once per stream when it is gone (closed by its QP or its peer), so
+  // the connection manager can report the disconnect.
+  void set_closed_handler(std::function<void(std::uint32_t qpn, transport::Nanos now)> h) {
+    closed_ = std::move(h);
+  }
+
+ private:
+  static constexpr std::uint64_t kWatchTag = 1ULL << 32;  // epoll data: stream QPN, or tag | fd
+  void update_interest(std::uint32_t qpn, TcpStream& s);
+  void peer_closed(std::uint32_t qpn, TcpStream& s, transport::Nanos now);
+  void reap(transport::Nanos now);
+
+  transport::Transport& t_;
+  int epoll_fd_ = -1;
+  std::map<std::uint32_t, std::unique_ptr<TcpStream>> streams_;  // by QPN
+  std::map<int, IwWatcher*> watchers_;
+  std::function<void(std::uint32_t, transport::Nanos)> closed_;
+  std::vector<std::uint8_t> rx_;  // one read's worth, shared by all streams
+  IwStreamCounters counters_;
+};
+
+}  // namespace urnic::engine

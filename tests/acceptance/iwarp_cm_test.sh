@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# Acceptance (issue 8), iWARP through the connection manager: unmodified
+# Debian rdmacm-utils and perftest (-R) on one host over urnic_iw0
+# (127.0.0.2) through the drop-in librdmacm.so.1 and libibverbs.so.1, with an
+# auto-started urnicd in a private runtime directory. Every connection is a
+# TCP connection of the host stack with the MPA Request/Reply exchange, then
+# RDMAP/DDP in FPDUs. Server and client exit statuses and outputs are
+# checked, the traffic must have gone through urnic_iw0 and not urnic0
+# (`urnic stats`), and a connect to a port nobody listens on must be refused
+# (RDMA_CM_EVENT_REJECTED, ECONNREFUSED, as with the kernel's iw_cm). Every
+# process started here is stopped by PID, the daemon last.
+#
+# usage: iwarp_cm_test.sh VERBS_SHIM_DIR RDMACM_SHIM_DIR URNICD CLI
+set -uo pipefail
+verbs_dir=$1
+rdmacm_dir=$2
+urnicd=$3
+cli=$4
+
+for prog in rping ucmatose rdma_server rdma_client ib_send_bw ib_write_bw ib_read_bw; do
+  command -v $prog > /dev/null || { echo "SKIP: $prog not installed (rdmacm-utils, perftest)"; exit 77; }
+done
+
+fails=0
+checks=0
+pass() { checks=$((checks + 1)); printf 'ok   %s\n' "$*"; }
+fail() { checks=$((checks + 1)); fails=$((fails + 1)); printf 'FAIL %s\n' "$*"; }
+
+rt=$(mktemp -d /tmp/urnic-iwarp.XXXXXX)
+export URNIC_RUNTIME_DIR=$rt
+export URNIC_DAEMON=$urnicd
+export LD_LIBRARY_PATH=$verbs_dir:$rdmacm_dir
+unset LD_PRELOAD URNIC_CM_DEBUG
+asan_rt=$(ldd "$rdmacm_dir/librdmacm.so.1" | awk '/libasan|libclang_rt\.asan/ {print $3; exit}')
+if [[ -n $asan_rt ]]; then
+  run_env=(env "LD_PRELOAD=$asan_rt" "ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0")
+else
+  run_env=(env)
+fi
+limit=${URNIC_PAIR_TIMEOUT:-60}
+[[ -n $asan_rt ]] && limit=$((limit * 3))
+
+server_pid=
+daemon_pid() { [[ -s $rt/urnicd.pid ]] && tr -dc '0-9' < "$rt/urnicd.pid"; }
+alive() { [[ -n ${1:-} ]] && kill -0 "$1" 2>/dev/null; }
+stop_pid() {
+  local pid=$1
+  alive "$pid" || return 0
+  kill -TERM "$pid" 2>/dev/null
+  for _ in $(seq 100); do alive "$pid" || return 0; sleep 0.05; done
+  kill -KILL "$pid" 2>/dev/null
+}
+cleanup() {
+  [[ -n $server_pid ]] && stop_pid "$server_pid"
+  local d
+  d=$(daemon_pid) || true
+  [[ -n $d ]] && stop_pid "$d"
+  rm -rf "$rt"
+}
+trap cleanup EXIT
+
+# [HEAD_START=SECONDS] pair NAME SERVER_REGEX CLIENT_REGEX -- SERVER_CMD... -- CLIENT_CMD...
+# Starts the server, then the client; a client that finds no listener yet
+# (the server is still starting: REJECTED, connection refused) is run again
+# while the server lives. Both must exit 0 and their outputs match.
+pair() {
+  local name=$1 sre=$2 cre=$3
+  shift 3
+  [[ $1 == -- ]] && shift
+  local scmd=() ccmd=()
+  while [[ $1 != -- ]]; do scmd+=("$1"); shift; done
+  shift
+  ccmd=("$@")
+  local out_s=$rt/server.out out_c=$rt/client.out
+  "${run_env[@]}" timeout "$limit" "${scmd[@]}" > "$out_s" 2>&1 &
+  server_pid=$!
+  sleep "${HEAD_START:-0.5}"
+  local crc=1 try
+  for try in $(seq 20); do
+    "${run_env[@]}" timeout "$limit" "${ccmd[@]}" > "$out_c" 2>&1
+    crc=$?
+    [[ $crc -eq 0 ]] && break
+    alive "$server_pid" || break
+    grep -qE "REJECTED|rror -111|Unable to|Failed to" "$out_c" || break
+    sleep 0.5
+  done
+  wait "$server_pid"
+  local src=$?
+  server_pid=
+  if [[ $crc -eq 0 && $src -eq 0 ]] && grep -qE "$sre" "$out_s" && grep -qE "$cre" "$out_c"; then
+    pass "$name${try:+ (client attempt $try)}"
+  else
+    fail "$name: server exit $src, client exit $crc"
+    sed 's/^/    client: /' "$out_c" | tail -15
+    sed 's/^/    server: /' "$out_s" | tail -15
+  fi
+}
+
+stat_of() { "$cli" stats -d "$1" | awk -v k="$2" '$1 == k {print $2}'; }
+
+row='^ *[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+'
+a=127.0.0.2
+p=$((20000 + ($$ % 20000)))
+
+# The commands of the issue: rping with data verification, 100 pings.
+pair "rping -s -a $a / rping -c -a $a -V -C 100" 'DISCONNECT' 'DISCONNECT' \
+  -- rping -s -a $a -p $p -V -C 100 \
+  -- rping -c -a $a -p $p -V -C 100
+pair "rping -v -C 100 -S 65535 (FPDUs split at the segment size)" 'server ping data: rdma-ping-99:' \
+  'ping data: rdma-ping-99:' \
+  -- rping -s -a $a -p $((p + 1)) -v -C 100 -S 65535 \
+  -- rping -c -a $a -p $((p + 1)) -v -C 100 -S 65535
+pair "rping server on the wildcard" 'DISCONNECT' 'ping data: rdma-ping-19:' \
+  -- rping -s -a 0.0.0.0 -p $((p + 2)) -v -C 20 \
+  -- rping -c -a $a -p $((p + 2)) -v -C 20
+pair "rping -q (self-managed QP, rdma_establish)" 'DISCONNECT' 'ping data: rdma-ping-9:' \
+  -- rping -s -q -a $a -p $((p + 3)) -v -C 10 \
+  -- rping -c -q -a $a -p $((p + 3)) -v -C 10
+pair "ucmatose -c 4 -C 50" 'return status 0' 'return status 0' \
+  -- ucmatose -p $((p + 4)) -c 4 -C 50 \
+  -- ucmatose -s $a -p $((p + 4)) -c 4 -C 50
+pair "rdma_server / rdma_client" 'rdma_server: end 0' 'rdma_client: end 0' \
+  -- rdma_server -p $((p + 5)) \
+  -- rdma_client -s $a -p $((p + 5))
+HEAD_START=2 pair "ib_send_bw -R" "$row" "$row" \
+  -- ib_send_bw -d urnic_iw0 -R -n 500 -p $((p + 6)) \
+  -- ib_send_bw -d urnic_iw0 -R -n 500 -p $((p + 6)) $a
+HEAD_START=2 pair "ib_write_bw -R" "$row" "$row" \
+  -- ib_write_bw -d urnic_iw0 -R -n 500 -p $((p + 7)) \
+  -- ib_write_bw -d urnic_iw0 -R -n 500 -p $((p + 7)) $a
+HEAD_START=2 pair "ib_read_bw -R" "$row" "$row" \
+  -- ib_read_bw -d urnic_iw0 -R -n 500 -p $((p + 8)) \
+  -- ib_read_bw -d urnic_iw0 -R -n 500 -p $((p + 8)) $a
+if grep -q 'Transport type : IW' "$rt/client.out"; then pass "perftest reports Transport type IW"
+else fail "perftest does not report the iWARP transport"; fi
+
+# No listener: the TCP connect is refused, rping sees REJECTED at once.
+out=$rt/reject.out
+"${run_env[@]}" timeout 20 rping -c -a $a -p $((p + 10)) -C 1 > "$out" 2>&1
+rc=$?
+if [[ $rc -ne 0 && $rc -ne 124 ]] && grep -q "RDMA_CM_EVENT_REJECTED, error -111" "$out"; then
+  pass "rping to an unused port: rejected (connection refused, exit $rc)"
+else
+  fail "rping to an unused port: exit $rc"
+  sed 's/^/    /' "$out" | tail -5
+fi
+
+# All of it went over urnic_iw0 (FPDUs), none over urnic0.
+iw_sent=$(stat_of urnic_iw0 sent_pkts)
+roce_posted=$(stat_of urnic0 wqes_posted)
+if [[ ${iw_sent:-0} -gt 1000 && ${roce_posted:-1} -eq 0 ]]; then
+  pass "traffic on urnic_iw0 ($iw_sent FPDUs sent), none on urnic0"
+else
+  fail "urnic_iw0 sent ${iw_sent:-?} FPDUs, urnic0 took ${roce_posted:-?} WQEs"
+fi
+terms=$(stat_of urnic_iw0 sent_nak_err)
+if [[ ${terms:-1} -eq 0 ]]; then pass "no Terminate sent"; else fail "$terms Terminates sent"; fi
+
+d=$(daemon_pid) || true
+if alive "$d"; then pass "urnicd (pid $d) still serving"
+else fail "urnicd is gone"; fi
+
+printf '%d checks, %d failed\n' "$checks" "$fails"
+[[ $fails -eq 0 ]]

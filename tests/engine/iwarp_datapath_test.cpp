@@ -1,0 +1,362 @@
+// The iWARP device urnic_iw0 without the daemon: a Session on the default
+// registry, the device's DataPath, two QPs whose streams are real TCP
+// connections on 127.0.0.2 (the MPA exchange run over them first, as the
+// CM will), WQEs written into the rings as the shim writes them, and
+// DataPath::poll() driven by hand.
+#include <catch2/catch.hpp>
+
+#include <arpa/inet.h>
+#include <infiniband/verbs.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <memory>
+#include <numeric>
+#include <vector>
+
+#include "engine/ctl_proto.hpp"
+#include "engine/datapath.hpp"
+#include "engine/device.hpp"
+#include "engine/session.hpp"
+#include "transport/iwarp/mpa_setup.hpp"
+
+namespace ctl = urnic::engine::ctl;
+using urnic::engine::CqeSlot;
+using urnic::engine::DataPath;
+using urnic::engine::Registry;
+using urnic::engine::Reply;
+using urnic::engine::Session;
+using urnic::engine::SpscRing;
+using urnic::engine::WqeHeader;
+using urnic::engine::WqeSge;
+using urnic::transport::iwarp::MpaOptions;
+using urnic::transport::iwarp::MpaSetup;
+
+namespace {
+
+std::uint64_t now_ns() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000U + static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+struct Mapped {
+  void* base = nullptr;
+  std::size_t bytes = 0;
+  ~Mapped() {
+    if (base != nullptr) ::munmap(base, bytes);
+  }
+};
+
+struct Qp {
+  std::uint32_t handle = 0, qpn = 0;
+  SpscRing sq, rq;
+  Mapped map;
+};
+
+// A blocking socket as the MPA exchange's output (the CM's job later).
+class FdSink final : public urnic::transport::iwarp::StreamSink {
+ public:
+  explicit FdSink(int fd) : fd_(fd) {}
+  std::size_t room() const noexcept override { return 4096; }
+  void write(std::span<const std::uint8_t> b) override {
+    REQUIRE(::send(fd_, b.data(), b.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(b.size()));
+  }
+  void close() override {}
+
+ private:
+  int fd_;
+};
+
+// Reads from `fd` into `m` until it has the peer's whole MPA frame.
+void run_mpa(MpaSetup& m, int fd) {
+  std::array<std::uint8_t, 1> byte{};  // one at a time: nothing past the frame is taken
+  while (m.state() == MpaSetup::State::kAwaitReply || m.state() == MpaSetup::State::kAwaitRequest) {
+    REQUIRE(::recv(fd, byte.data(), 1, 0) == 1);
+    REQUIRE(m.feed(byte) == 1);
+  }
+}
+
+struct Rig {
+  Registry reg{urnic::engine::default_config()};
+  std::unique_ptr<DataPath> dp;
+  int doorbell = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  std::unique_ptr<Session> s;
+  std::uint32_t seq = 0;
+  std::vector<int> open_fds;
+  ctl::OpenDeviceRep info{};
+  std::uint32_t pd = 0, cq = 0;
+  SpscRing cq_ring;
+  Mapped cq_map;
+
+  Rig() {
+    REQUIRE(reg.devices().size() == 2);
+    auto& dev = *reg.devices()[1];
+    REQUIRE(dev.name() == "urnic_iw0");
+    std::string err;
+    dp = DataPath::create(dev, &err);
+    REQUIRE(dp);
+    REQUIRE(dp->iwarp());
+    reg.set_datapath(&dev, dp.get());
+    reg.set_doorbell_fd(doorbell);
+    s = std::make_unique<Session>(reg, ::getpid(), 1);
+    REQUIRE(call<ctl::HelloRep>(ctl::HelloReq{ctl::kMagic, ctl::kVersion, 0, 0}) == 0);
+    ctl::OpenDeviceReq open{};
+    ctl::set_name(open.name, "urnic_iw0");
+    REQUIRE(call(open, &info, &open_fds) == 0);
+    ctl::AllocPdRep pdr{};
+    REQUIRE(call(ctl::AllocPdReq{}, &pdr) == 0);
+    pd = pdr.handle;
+    ctl::CreateCqReq cr{};
+    cr.cqe = 63;
+    ctl::CreateCqRep crr{};
+    std::vector<int> fds;
+    REQUIRE(call(cr, &crr, &fds) == 0);
+    cq = crr.handle;
+    cq_map.bytes = crr.map_bytes;
+    cq_map.base = ::mmap(nullptr, crr.map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
+    ::close(fds[0]);
+    REQUIRE(cq_map.base != MAP_FAILED);
+    cq_ring = SpscRing(static_cast<std::byte*>(cq_map.base), crr.slots, sizeof(CqeSlot));
+  }
+  ~Rig() {
+    s.reset();
+    for (int fd : open_fds) ::close(fd);
+    ::close(doorbell);
+  }
+
+  template <ctl::Message Rep, ctl::Message Req>
+  int call(const Req& req, Rep* out = nullptr, std::vector<int>* fds = nullptr) {
+    std::vector<int> in;
+    Reply r = s->handle(ctl::encode(req, ++seq), in);
+    const auto h = ctl::decode_header(r.bytes);
+    REQUIRE(h);
+    if (fds != nullptr) *fds = r.fds;
+    else
+      for (int fd : r.fds) ::close(fd);
+    if (h->status != 0) return h->status;
+    auto body = ctl::decode<Rep>(r.bytes);
+    REQUIRE(body);
+    if (out != nullptr) *out = *body;
+    return 0;
+  }
+
+  std::uint32_t reg_mr(void* p, std::size_t len) {
+    ctl::RegMrReq req{};
+    req.addr = reinterpret_cast<std::uintptr_t>(p);
+    req.iova = req.addr;
+    req.length = len;
+    req.pd_handle = pd;
+    req.access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+    ctl::RegMrRep rep{};
+    REQUIRE(call(req, &rep) == 0);
+    return rep.lkey;
+  }
+
+  void create_qp(Qp& q) {
+    ctl::CreateQpReq req{};
+    req.pd_handle = pd;
+    req.send_cq_handle = cq;
+    req.recv_cq_handle = cq;
+    req.qp_type = IBV_QPT_RC;
+    req.caps = ctl::QpCaps{16, 16, 2, 2, 64, 0};
+    ctl::CreateQpRep rep{};
+    std::vector<int> fds;
+    REQUIRE(call(req, &rep, &fds) == 0);
+    q.handle = rep.handle;
+    q.qpn = rep.qpn;
+    q.map.bytes = rep.map_bytes;
+    q.map.base = ::mmap(nullptr, rep.map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
+    ::close(fds[0]);
+    REQUIRE(q.map.base != MAP_FAILED);
+    auto* b = static_cast<std::byte*>(q.map.base);
+    q.sq = SpscRing(b + rep.sq_offset, rep.sq_slots, rep.sq_slot_size);
+    q.rq = SpscRing(b + rep.rq_offset, rep.rq_slots, rep.rq_slot_size);
+    ctl::ModifyQpReq m{};
+    m.handle = q.handle;
+    m.attr.qp_state = IBV_QPS_INIT;
+    m.attr.port_num = 1;
+    m.attr.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+    m.attr_mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
+    REQUIRE(call<ctl::ModifyQpRep>(m) == 0);
+  }
+
+  std::uint32_t state(const Qp& q) {
+    ctl::QueryQpReq req{};
+    req.handle = q.handle;
+    ctl::QueryQpRep rep{};
+    REQUIRE(call(req, &rep) == 0);
+    return rep.attr.qp_state;
+  }
+
+  std::vector<CqeSlot> run_until(std::size_t want) {
+    std::vector<CqeSlot> got;
+    for (int i = 0; i < 2'000'000 && got.size() < want; ++i) {
+      dp->poll(now_ns(), true);
+      std::array<CqeSlot, 8> buf{};
+      const std::uint32_t n = cq_ring.dequeue_burst(std::span<CqeSlot>(buf));
+      got.insert(got.end(), buf.begin(), buf.begin() + n);
+    }
+    return got;
+  }
+};
+
+void post_wqe(SpscRing& ring, const WqeHeader& h, std::span<const WqeSge> sges) {
+  REQUIRE(ring.free_count() > 0);
+  std::byte* slot = ring.producer_slot(0);
+  std::memcpy(slot, &h, sizeof h);
+  for (std::size_t i = 0; i < sges.size(); ++i)
+    std::memcpy(slot + sizeof h + i * sizeof(WqeSge), &sges[i], sizeof(WqeSge));
+  ring.publish(1);
+}
+
+// A TCP connection on 127.0.0.2 with the MPA exchange done; both QPs bound.
+void connect_qps(Rig& rig, const Qp& a, const Qp& b) {
+  const int lsn = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  REQUIRE(lsn >= 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  ::inet_pton(AF_INET, "127.0.0.2", &addr.sin_addr);
+  REQUIRE(::bind(lsn, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  socklen_t len = sizeof addr;
+  REQUIRE(::getsockname(lsn, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+  REQUIRE(::listen(lsn, 1) == 0);
+  const int cfd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  REQUIRE(::connect(cfd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  const int sfd = ::accept4(lsn, nullptr, nullptr, SOCK_CLOEXEC);
+  REQUIRE(sfd >= 0);
+  ::close(lsn);
+  MpaSetup ini(MpaSetup::Role::kInitiator), rsp(MpaSetup::Role::kResponder);
+  FdSink to_s(cfd), to_c(sfd);
+  MpaOptions opts;
+  opts.markers = true;
+  const std::array<std::uint8_t, 3> pd = {1, 2, 3};
+  REQUIRE(ini.start(opts, pd, to_s) == 0);
+  run_mpa(rsp, sfd);
+  REQUIRE(rsp.state() == MpaSetup::State::kRequestReceived);
+  REQUIRE(rsp.accept(opts, {}, to_c) == 0);
+  run_mpa(ini, cfd);
+  REQUIRE(ini.state() == MpaSetup::State::kEstablished);
+  int mss = 0;
+  socklen_t ml = sizeof mss;
+  REQUIRE(::getsockopt(cfd, IPPROTO_TCP, TCP_MAXSEG, &mss, &ml) == 0);
+  const auto seg = static_cast<std::uint32_t>(std::min(mss, 16384));
+  REQUIRE(rig.dp->iw_attach(b.qpn, sfd, rsp.negotiated().stream(seg), now_ns()) == 0);
+  REQUIRE(rig.dp->iw_attach(a.qpn, cfd, ini.negotiated().stream(seg), now_ns()) == 0);
+}
+
+}  // namespace
+
+TEST_CASE("iWARP device: urnic_iw0 reports the iWARP transport and an RNIC node", "[engine][iwarp]") {
+  Rig rig;
+  CHECK(rig.info.attrs.transport == IBV_TRANSPORT_IWARP);
+  CHECK(rig.info.attrs.node_type == IBV_NODE_RNIC);
+  CHECK(rig.info.attrs.atomic_cap == IBV_ATOMIC_NONE);
+  ctl::ListDevicesRep list{};
+  REQUIRE(rig.call(ctl::ListDevicesReq{}, &list) == 0);
+  REQUIRE(list.count == 2);
+  CHECK(std::string(list.devices[0].name) == "urnic0");
+  CHECK(list.devices[0].transport == IBV_TRANSPORT_IB);
+  CHECK(std::string(list.devices[1].name) == "urnic_iw0");
+  CHECK(list.devices[1].transport == IBV_TRANSPORT_IWARP);
+  CHECK(list.devices[1].node_type == IBV_NODE_RNIC);
+  // RC only.
+  ctl::CreateQpReq ud{};
+  ud.pd_handle = rig.pd;
+  ud.send_cq_handle = ud.recv_cq_handle = rig.cq;
+  ud.qp_type = IBV_QPT_UD;
+  ud.caps = ctl::QpCaps{4, 4, 1, 1, 0, 0};
+  ctl::CreateQpRep rep{};
+  std::vector<int> fds;
+  CHECK(rig.call(ud, &rep, &fds) != 0);
+}
+
+TEST_CASE("iWARP device: Send, Write and Read over a TCP connection, then disconnect", "[engine][iwarp]") {
+  Rig rig;
+  Qp a, b;
+  rig.create_qp(a);
+  rig.create_qp(b);
+  connect_qps(rig, a, b);
+  CHECK(rig.state(a) == IBV_QPS_RTS);
+  CHECK(rig.state(b) == IBV_QPS_RTS);
+
+  const std::size_t n = 300000;
+  std::vector<std::uint8_t> src(n), dst(n, 0), wdst(n, 0), rdst(n, 0);
+  std::iota(src.begin(), src.end(), std::uint8_t{3});
+  const std::uint32_t src_key = rig.reg_mr(src.data(), n);
+  const std::uint32_t dst_key = rig.reg_mr(dst.data(), n);
+  const std::uint32_t wdst_key = rig.reg_mr(wdst.data(), n);
+  const std::uint32_t rdst_key = rig.reg_mr(rdst.data(), n);
+  auto sge = [](const std::vector<std::uint8_t>& v, std::uint32_t key) {
+    return std::array<WqeSge, 1>{WqeSge{reinterpret_cast<std::uintptr_t>(v.data()), static_cast<std::uint32_t>(v.size()), key}};
+  };
+  WqeHeader rh{};
+  rh.wr_id = 0xb0;
+  rh.num_sge = 1;
+  post_wqe(b.rq, rh, sge(dst, dst_key));
+  WqeHeader sh{};
+  sh.wr_id = 0xa0;
+  sh.opcode = IBV_WR_SEND;
+  sh.send_flags = IBV_SEND_SIGNALED;
+  sh.num_sge = 1;
+  post_wqe(a.sq, sh, sge(src, src_key));
+  WqeHeader wh{};
+  wh.wr_id = 0xa1;
+  wh.opcode = IBV_WR_RDMA_WRITE;
+  wh.send_flags = IBV_SEND_SIGNALED;
+  wh.num_sge = 1;
+  wh.remote_addr = reinterpret_cast<std::uintptr_t>(wdst.data());
+  wh.rkey = wdst_key;
+  post_wqe(a.sq, wh, sge(src, src_key));
+  WqeHeader rd{};
+  rd.wr_id = 0xa2;
+  rd.opcode = IBV_WR_RDMA_READ;
+  rd.send_flags = IBV_SEND_SIGNALED;
+  rd.num_sge = 1;
+  rd.remote_addr = reinterpret_cast<std::uintptr_t>(wdst.data());
+  rd.rkey = wdst_key;
+  post_wqe(a.sq, rd, sge(rdst, rdst_key));
+
+  auto cqes = rig.run_until(4);
+  REQUIRE(cqes.size() == 4);
+  for (const auto& c : cqes) {
+    CAPTURE(c.wr_id, c.status);
+    CHECK(c.status == IBV_WC_SUCCESS);
+    if (c.wr_id == 0xb0) CHECK(c.byte_len == n);
+    if (c.wr_id == 0xa2) CHECK(c.byte_len == n);
+  }
+  CHECK(dst == src);
+  CHECK(wdst == src);
+  CHECK(rdst == src);
+  const auto* st = rig.dp->iw_streams();
+  REQUIRE(st != nullptr);
+  CHECK(st->counters().bytes_out > 3 * n);
+  CHECK(st->counters().bytes_in > 3 * n);
+
+  // B waits for a message that will not come; A disconnects (QP to ERR,
+  // its TCP connection closes): B sees the close and flushes.
+  WqeHeader rh2{};
+  rh2.wr_id = 0xb1;
+  rh2.num_sge = 1;
+  post_wqe(b.rq, rh2, sge(dst, dst_key));
+  rig.run_until(0);
+  ctl::ModifyQpReq m{};
+  m.handle = a.handle;
+  m.attr.qp_state = IBV_QPS_ERR;
+  m.attr_mask = IBV_QP_STATE;
+  REQUIRE(rig.call<ctl::ModifyQpRep>(m) == 0);
+  cqes = rig.run_until(1);
+  REQUIRE(cqes.size() == 1);
+  CHECK(cqes[0].wr_id == 0xb1);
+  CHECK(cqes[0].status == IBV_WC_WR_FLUSH_ERR);
+  CHECK(rig.state(b) == IBV_QPS_ERR);
+  CHECK(st->counters().closed_by_peer == 1);
+}

@@ -1,0 +1,158 @@
+// MPA Request/Reply exchange (RFC 5044 7.1, RFC 6581): negotiation of
+// revision, CRC, markers, IRD/ORD, peer-to-peer RTR, private data, reject,
+// and malformed frames, with frames fed in arbitrary pieces.
+#include <catch2/catch.hpp>
+
+#include <vector>
+
+#include "tests/transport/iwarp_pair.hpp"
+#include "wire/mpa.hpp"
+
+using namespace urnic;
+using namespace urnic::transport;
+using namespace urnic::transport::test;
+using iwarp::MpaNegotiated;
+using iwarp::Rtr;
+using State = MpaSetup::State;
+
+namespace {
+
+// Runs the exchange with the frames delivered `piece` bytes at a time.
+struct Exchange {
+  Pipe a_out{4096}, b_out{4096};
+  MpaSetup a{MpaSetup::Role::kInitiator};
+  MpaSetup b{MpaSetup::Role::kResponder};
+
+  static void feed(MpaSetup& m, Pipe& p, std::size_t piece) {
+    while (p.pending() > 0 && (m.state() == State::kAwaitRequest || m.state() == State::kAwaitReply)) {
+      auto chunk = p.take(piece);
+      REQUIRE(m.feed(chunk) == chunk.size());
+    }
+  }
+  void run(const MpaOptions& ia, const MpaOptions& rb, std::vector<uint8_t> apd, std::vector<uint8_t> bpd,
+           std::size_t piece = 1, bool reject = false) {
+    REQUIRE(a.start(ia, apd, a_out) == 0);
+    feed(b, a_out, piece);
+    REQUIRE(b.state() == State::kRequestReceived);
+    CHECK(std::vector<uint8_t>(b.peer_private_data().begin(), b.peer_private_data().end()) == apd);
+    if (reject) REQUIRE(b.reject(bpd, b_out) == 0);
+    else REQUIRE(b.accept(rb, bpd, b_out) == 0);
+    feed(a, b_out, piece);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("MPA v2: IRD/ORD, RTR, CRC and markers are negotiated per direction", "[iwarp][mpa]") {
+  for (std::size_t piece : {std::size_t{1}, std::size_t{7}, std::size_t{4096}}) {
+    Exchange x;
+    MpaOptions ia, rb;
+    ia.crc = false;
+    ia.markers = true;  // the initiator wants markers in what it receives
+    ia.ird = 4;
+    ia.ord = 32;
+    rb.crc = true;  // the responder requires CRC: on both ways
+    rb.markers = false;
+    rb.ird = 8;
+    rb.ord = 16;
+    x.run(ia, rb, {1, 2, 3}, {9, 8, 7, 6}, piece);
+    REQUIRE(x.a.state() == State::kEstablished);
+    REQUIRE(x.b.state() == State::kEstablished);
+    CHECK(std::vector<uint8_t>(x.a.peer_private_data().begin(), x.a.peer_private_data().end()) ==
+          std::vector<uint8_t>{9, 8, 7, 6});
+    const MpaNegotiated& na = x.a.negotiated();
+    const MpaNegotiated& nb = x.b.negotiated();
+    CHECK(na.revision == 2);
+    CHECK(na.tx.crc);
+    CHECK(na.rx.crc);
+    CHECK(nb.tx.crc);
+    CHECK_FALSE(na.tx.markers);  // the responder did not ask
+    CHECK(na.rx.markers);
+    CHECK(nb.tx.markers);
+    CHECK_FALSE(nb.rx.markers);
+    CHECK(na.ord == 8);   // min(32, responder IRD 8)
+    CHECK(nb.ord == 4);   // min(16, initiator IRD 4)
+    CHECK(na.ird == 4);
+    CHECK(nb.ird == 8);
+    CHECK(na.rtr == Rtr::kSendWrite);  // the responder prefers the zero-length Write
+    CHECK(nb.rtr == Rtr::kAwait);
+  }
+}
+
+TEST_CASE("MPA: a revision 1 responder answers a revision 2 request with revision 1", "[iwarp][mpa]") {
+  Exchange x;
+  MpaOptions ia, rb;
+  rb.revision = 1;
+  x.run(ia, rb, {}, {});
+  REQUIRE(x.a.state() == State::kEstablished);
+  CHECK(x.a.negotiated().revision == 1);
+  CHECK(x.b.negotiated().revision == 1);
+  CHECK(x.a.negotiated().rtr == Rtr::kNone);
+  CHECK(x.b.negotiated().rtr == Rtr::kNone);
+  CHECK(x.a.negotiated().ord == ia.ord);
+}
+
+TEST_CASE("MPA: without peer-to-peer there is no RTR; CRC off when neither asks", "[iwarp][mpa]") {
+  Exchange x;
+  MpaOptions ia, rb;
+  ia.peer_to_peer = false;
+  ia.crc = rb.crc = false;
+  x.run(ia, rb, {}, {});
+  REQUIRE(x.a.state() == State::kEstablished);
+  CHECK(x.a.negotiated().rtr == Rtr::kNone);
+  CHECK(x.b.negotiated().rtr == Rtr::kNone);
+  CHECK_FALSE(x.a.negotiated().tx.crc);
+  CHECK_FALSE(x.b.negotiated().rx.crc);
+}
+
+TEST_CASE("MPA: a reject reaches the initiator with its private data", "[iwarp][mpa]") {
+  Exchange x;
+  x.run({}, {}, {1}, {'n', 'o'}, 3, true);
+  CHECK(x.b.state() == State::kRejected);
+  REQUIRE(x.a.state() == State::kRejected);
+  CHECK(x.a.peer_frame().reject);
+  CHECK(std::vector<uint8_t>(x.a.peer_private_data().begin(), x.a.peer_private_data().end()) ==
+        std::vector<uint8_t>{'n', 'o'});
+}
+
+TEST_CASE("MPA: malformed frames fail the exchange; FPDUs after the reply are left alone", "[iwarp][mpa]") {
+  SECTION("bad key") {
+    MpaSetup b(MpaSetup::Role::kResponder);
+    std::vector<uint8_t> junk(20, 'x');
+    b.feed(junk);
+    CHECK(b.state() == State::kFailed);
+    CHECK(b.failure() == iwarp::MpaFailure::kMalformed);
+  }
+  SECTION("a reply where a request is due") {
+    Exchange x;
+    MpaOptions o;
+    REQUIRE(x.a.start(o, {}, x.a_out) == 0);
+    MpaSetup other(MpaSetup::Role::kInitiator);
+    Pipe p(4096);
+    REQUIRE(other.start(o, {}, p) == 0);
+    // Feed the initiator its own request as if it were the reply.
+    auto req = p.take(p.pending());
+    x.a.feed(req);
+    CHECK(x.a.state() == State::kFailed);
+    CHECK(x.a.failure() == iwarp::MpaFailure::kUnexpectedFrame);
+  }
+  SECTION("oversized private data is refused locally") {
+    MpaSetup a(MpaSetup::Role::kInitiator);
+    Pipe p(4096);
+    std::vector<uint8_t> big(600, 1);
+    CHECK(a.start({}, big, p) == EINVAL);
+    CHECK(p.pending() == 0);
+  }
+  SECTION("trailing bytes") {
+    Exchange x;
+    REQUIRE(x.a.start({}, {}, x.a_out) == 0);
+    Exchange::feed(x.b, x.a_out, 4096);
+    const std::vector<uint8_t> pd = {5};
+    REQUIRE(x.b.accept({}, pd, x.b_out) == 0);
+    auto reply = x.b_out.take(x.b_out.pending());
+    const std::size_t frame = reply.size();
+    reply.insert(reply.end(), {0, 4, 1, 2, 3, 4});
+    CHECK(x.a.feed(reply) == frame);
+    CHECK(x.a.state() == State::kEstablished);
+  }
+}

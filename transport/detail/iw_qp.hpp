@@ -1,0 +1,191 @@
+// Private: one iWARP RC queue pair (RFC 5040 RDMAP over RFC 5041 DDP over
+// RFC 5044 MPA FPDUs), bound to a reliable byte stream. TCP gives
+// reliability and order, so there are no PSNs, ACKs or retransmission
+// timers: a Send or Write completes once its last FPDU is in the stream, a
+// Read when its last Read Response has been placed. Protocol errors end the
+// stream with a Terminate (RFC 5040 section 7) and put the QP in ERR.
+//
+// Three explicit states (STYLE 7): the link (IwLink: is there a stream, may
+// we send), each send WQE (IwWqeState), and the receive side's message in
+// progress (RecvSlot from detail/qp.hpp).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <vector>
+
+#include "transport/detail/context.hpp"
+#include "transport/detail/qp.hpp"
+#include "transport/iwarp/stream.hpp"
+#include "wire/ddp_rdmap.hpp"
+#include "wire/fpdu.hpp"
+
+namespace urnic::transport::detail {
+
+enum class IwLink : uint8_t {
+  kUnbound,      // no stream yet (RESET..RTS before the CM binds one)
+  kAwaitRtr,     // peer-to-peer responder: nothing may be sent before the first FPDU
+  kStreaming,    // FPDUs both ways
+  kTerminating,  // a Terminate waits for room in the stream; then close
+  kClosed,       // the stream is gone (closed by us or the peer)
+};
+
+enum class IwWqeState : uint8_t {
+  kPosted,         // nothing sent
+  kSending,        // some FPDUs of a Send/Write in the stream
+  kAwaitResponse,  // Read Request sent; Read Responses being placed
+  kDone,           // completes (in order) with `status`
+};
+
+struct IwSendWqe {
+  uint64_t wr_id = 0;
+  WrOpcode opcode = WrOpcode::kSend;
+  uint32_t send_flags = 0;
+  bool signaled = false;
+  std::vector<Sge> sges;
+  std::vector<uint8_t> inline_bytes;
+  bool is_inline = false;
+  uint64_t length = 0;
+  uint32_t inv_rkey = 0;
+  uint64_t remote_addr = 0;
+  uint32_t rkey = 0;
+  IwWqeState state = IwWqeState::kPosted;
+  WcStatus status = WcStatus::kSuccess;
+  uint64_t done_bytes = 0;  // Send/Write: payload sent; Read: response bytes placed
+  uint32_t msn = 0;         // Send: the DDP MSN of its message (queue 0)
+};
+
+// An inbound RDMA Read Request being answered (RFC 5040 section 5.3: the
+// responder keeps at most IRD of them).
+struct IwReadResp {
+  uint32_t sink_stag = 0;
+  uint64_t sink_to = 0;
+  uint32_t src_stag = 0;
+  uint64_t src_to = 0;
+  uint32_t size = 0;
+  uint32_t sent = 0;
+};
+
+// Everything a Terminate says, gathered where the error is found.
+struct IwTermCause {
+  uint8_t layer = 0, etype = 0, ecode = 0;
+  // The offending segment's DDP header (and its ULPDU length) and, for a
+  // Read Request, its RDMAP header, copied into the Terminate (RFC 5040 4.8).
+  std::array<uint8_t, wire::ddp::kUntaggedHeaderSize> ddp_hdr{};
+  std::size_t ddp_hdr_len = 0;
+  uint16_t ulpdu_len = 0;
+  bool has_seg_len = false;
+  std::array<uint8_t, wire::rdmap::kReadRequestSize> rdma_hdr{};
+  bool has_rdma_hdr = false;
+};
+
+class IwQp {
+ public:
+  IwQp(Context& ctx, uint32_t qpn, const QpInitAttr& init);
+
+  uint32_t qpn() const noexcept { return qpn_; }
+  const QpInitAttr& init() const noexcept { return init_; }
+  QpState state() const noexcept { return attr_.qp_state; }
+  IwLink link() const noexcept { return link_; }
+
+  int modify(const QpAttr& a, uint32_t mask, Nanos now);
+  void query(QpAttr& a) const;
+  int post_send(const SendWr& wr, Nanos now);
+  int post_recv(const RecvWr& wr);
+  std::size_t sq_depth() const noexcept { return sq_.size(); }
+  std::size_t rq_depth() const noexcept { return rq_.size(); }
+
+  int bind_stream(const iwarp::StreamParams& p, iwarp::StreamSink& sink, Nanos now);
+  void on_stream_data(std::span<const uint8_t> in, Nanos now);
+  void on_stream_writable(Nanos now);
+  void on_stream_closed(Nanos now);
+  void on_timer(Nanos now);
+  Nanos next_deadline() const noexcept { return rx_stall_until_; }
+  // The Terminate this QP received (layer/etype/ecode), if any.
+  const std::optional<wire::Terminate>& terminate_received() const noexcept { return term_rx_; }
+
+ private:
+  // iw_qp.cpp: lifecycle, posting, completions, errors.
+  void reset_state();
+  void enter_error(Nanos now);
+  void fail_stream(const IwTermCause& cause, Nanos now);
+  void close_stream();
+  void flush_sq();
+  void flush_rq();
+  void complete_sq(Nanos now);
+  bool complete(CqHandle cq, const Cqe& e, Nanos now);
+  bool take_recv(RecvWqe& out);
+
+  // iw_tx.cpp: the stream's output side.
+  void tx_run(Nanos now);
+  bool tx_send_wqe(IwSendWqe& w, Nanos now);
+  bool tx_read_response(Nanos now);
+  bool tx_rtr();
+  bool tx_terminate();
+  bool emit(const wire::DdpRdmapPacket& hdr, std::span<const uint8_t> payload);
+  std::size_t payload_budget(const wire::DdpRdmapPacket& hdr) const noexcept;
+  bool check_local(const IwSendWqe& w, uint32_t need) const;
+
+  // iw_rx.cpp: the stream's input side, one FPDU at a time.
+  // Each rx_* returns false with `cause` filled when the segment must be
+  // answered with a Terminate.
+  void rx_fpdu(const wire::Fpdu& f, Nanos now);
+  bool rx_write(const wire::DdpRdmapPacket& p, IwTermCause& cause);
+  bool rx_read_response(const wire::DdpRdmapPacket& p, IwTermCause& cause, Nanos now);
+  bool rx_send(const wire::DdpRdmapPacket& p, IwTermCause& cause, Nanos now);
+  bool rx_read_request(const wire::DdpRdmapPacket& p, IwTermCause& cause);
+  void rx_terminate(const wire::DdpRdmapPacket& p, Nanos now);
+  bool invalidate(uint32_t stag);
+  void rx_resume(Nanos now);
+
+  Context& ctx_;
+  uint32_t qpn_;
+  QpInitAttr init_;
+  QpAttr attr_;
+  IwLink link_ = IwLink::kUnbound;
+  iwarp::StreamParams params_;
+  iwarp::StreamSink* sink_ = nullptr;
+  iwarp::Rtr rtr_ = iwarp::Rtr::kNone;  // initiator: RTR still to send
+  bool rtr_read_outstanding_ = false;   // our zero-length RTR Read awaits its response
+
+  // Output.
+  uint64_t tx_pos_ = 0;            // stream position (markers)
+  std::vector<uint8_t> tx_buf_;    // one FPDU (the MSS), allocated at bind
+  std::vector<uint8_t> tx_payload_;  // one FPDU's payload gathered from memory
+  uint32_t tx_send_msn_ = 1;       // DDP MSNs per untagged queue (RFC 5041 5.3: start at 1)
+  uint32_t tx_rreq_msn_ = 1;
+  uint32_t tx_term_msn_ = 1;
+  std::deque<IwSendWqe> sq_;
+  std::size_t tx_idx_ = 0;         // next WQE to transmit; those before it are sent or awaiting responses
+  uint32_t reads_out_ = 0;         // Read Requests awaiting responses (<= ORD)
+  std::deque<IwReadResp> irq_;     // inbound Read Requests being answered (<= IRD)
+  bool tx_prefer_resp_ = false;    // alternates requests and Read Responses
+  std::optional<IwTermCause> term_tx_;  // the Terminate to send (IwLink::kTerminating)
+
+  // Input.
+  std::optional<wire::FpduDeframer> rx_;
+  uint32_t rx_send_msn_ = 1;
+  uint32_t rx_rreq_msn_ = 1;
+  uint32_t rx_term_msn_ = 1;
+  std::deque<RecvWqe> rq_;
+  RecvSlot recv_slot_ = RecvSlot::kEmpty;
+  RecvWqe cur_recv_;
+  uint64_t recv_off_ = 0;          // bytes of the current Send placed
+  std::optional<wire::Terminate> term_rx_;
+  // A Send that found no receive WQE waits (and the stream behind it) for
+  // one to be posted until rx_stall_until_, then is terminated (RFC 5041
+  // 7.2: no buffer). IB has RNR NAKs for this race (an application that
+  // posts its receive right after ESTABLISHED); iWARP does not, so the
+  // stream is simply not read further for a while.
+  bool rx_stalled_ = false;
+  bool rx_no_wait_ = false;              // the grace is over: fail instead of stalling
+  std::vector<uint8_t> rx_held_;         // the stalled FPDU's ULPDU
+  std::vector<uint8_t> rx_backlog_;      // stream bytes after it
+  Nanos rx_stall_until_ = kNever;
+  Nanos last_now_ = 0;                   // for post_recv, which is not given the time
+  std::array<uint8_t, 64> term_rx_hdrs_{};  // the received Terminate's copied headers
+};
+
+}  // namespace urnic::transport::detail

@@ -1,0 +1,99 @@
+// MPA connection setup (RFC 5044 section 7.1, RFC 6581) as a pure state
+// machine: the exchange of one MPA Request and one MPA Reply at the start of
+// a fresh TCP stream, before either direction switches to FPDUs. The
+// connection manager runs it (the request's private data must reach the
+// listening application before a QP exists); the result feeds the QP's
+// StreamParams.
+//
+//   initiator: start() -> kAwaitReply -> feed(reply) -> kEstablished | kRejected | kFailed
+//   responder: feed(request) -> kRequestReceived -> accept() -> kEstablished
+//                                                -> reject()  -> kRejected
+//
+// feed() consumes only the MPA frame: FPDUs that follow it in the same read
+// are left to the caller (they belong to the QP).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "transport/iwarp/stream.hpp"
+#include "wire/mpa.hpp"
+
+namespace urnic::transport::iwarp {
+
+// What this side asks for or accepts.
+struct MpaOptions {
+  uint8_t revision = wire::mpa::kRevision2;  // 1 (RFC 5044) or 2 (RFC 6581)
+  bool crc = true;         // initiator: ask for CRC; responder: require it (either side wanting it turns it on)
+  bool markers = false;    // markers in the stream this side receives
+  uint16_t ird = 16;       // inbound Read Requests this side accepts at once
+  uint16_t ord = 16;       // outbound Read Requests this side wants
+  bool peer_to_peer = true;  // revision 2: negotiate an RTR message
+};
+
+// The outcome once both frames have been exchanged.
+struct MpaNegotiated {
+  uint8_t revision = wire::mpa::kRevision1;
+  wire::FpduConfig tx;  // markers if the peer asked for them; CRC if either did
+  wire::FpduConfig rx;
+  uint16_t ord = 0;  // after RFC 6581 negotiation (never above the peer's IRD)
+  uint16_t ird = 0;
+  Rtr rtr = Rtr::kNone;
+  StreamParams stream(uint32_t mss) const noexcept;
+};
+
+// Why the exchange failed (kFailed); maps onto RFC 5044/6581 MPA error codes.
+enum class MpaFailure : uint8_t {
+  kNone,
+  kMalformed,      // bad key, revision, length or reserved use: RFC 5044 "invalid request/reply"
+  kUnexpectedFrame,  // a reply where a request was due or the other way round
+  kNoMatchingRtr,  // RFC 6581: peer-to-peer offered/picked no RTR type both support
+  kCrcRequired,    // responder: this side requires CRC, the peer's reply turned it off
+  kSinkFull,       // the stream could not take the frame
+};
+
+class MpaSetup {
+ public:
+  enum class Role : uint8_t { kInitiator, kResponder };
+  enum class State : uint8_t { kIdle, kAwaitRequest, kAwaitReply, kRequestReceived, kEstablished, kRejected, kFailed };
+
+  explicit MpaSetup(Role role);
+
+  // Initiator: sends the MPA Request (private_data at most 512 bytes minus
+  // the enhanced header). EINVAL for oversized private data or bad options.
+  int start(const MpaOptions& opts, std::span<const uint8_t> private_data, StreamSink& out);
+
+  // Stream bytes in; returns how many were consumed (the rest, if any, are
+  // FPDUs for the QP). State changes tell the outcome.
+  std::size_t feed(std::span<const uint8_t> in);
+
+  // Responder, in kRequestReceived: answers the request.
+  int accept(const MpaOptions& opts, std::span<const uint8_t> private_data, StreamSink& out);
+  int reject(std::span<const uint8_t> private_data, StreamSink& out);
+
+  State state() const noexcept { return state_; }
+  MpaFailure failure() const noexcept { return failure_; }
+  // The peer's frame (request on the responder, reply on the initiator),
+  // its private data copied (without the enhanced header).
+  const wire::MpaFrame& peer_frame() const noexcept { return peer_; }
+  std::span<const uint8_t> peer_private_data() const noexcept { return peer_pd_; }
+  const MpaNegotiated& negotiated() const noexcept { return neg_; }
+
+ private:
+  bool write_frame(const wire::MpaFrame& f, StreamSink& out);
+  void on_frame();
+  void fail(MpaFailure why) noexcept;
+
+  Role role_;
+  State state_ = State::kIdle;
+  MpaFailure failure_ = MpaFailure::kNone;
+  MpaOptions opts_;
+  std::vector<uint8_t> buf_;       // the peer's frame while it arrives (<= 532 bytes)
+  wire::MpaFrame peer_;            // private_data points into peer_pd_
+  std::vector<uint8_t> peer_pd_;
+  MpaNegotiated neg_;
+};
+
+}  // namespace urnic::transport::iwarp
