@@ -26,6 +26,7 @@
 #include "engine/datapath.hpp"
 #include "engine/device.hpp"
 #include "engine/session.hpp"
+#include "tests/engine/session_rig.hpp"
 #include "transport/iwarp/mpa_setup.hpp"
 
 namespace ctl = urnic::engine::ctl;
@@ -42,25 +43,8 @@ using urnic::transport::iwarp::MpaSetup;
 
 namespace {
 
-std::uint64_t now_ns() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000U + static_cast<std::uint64_t>(ts.tv_nsec);
-}
-
-struct Mapped {
-  void* base = nullptr;
-  std::size_t bytes = 0;
-  ~Mapped() {
-    if (base != nullptr) ::munmap(base, bytes);
-  }
-};
-
-struct Qp {
-  std::uint32_t handle = 0, qpn = 0;
-  SpscRing sq, rq;
-  Mapped map;
-};
+using urnic::test::now_ns;
+using Qp = urnic::test::RigQp;
 
 // A blocking socket as the MPA exchange's output (the CM's job later).
 class FdSink final : public urnic::transport::iwarp::StreamSink {
@@ -85,101 +69,13 @@ void run_mpa(MpaSetup& m, int fd) {
   }
 }
 
-struct Rig {
-  Registry reg{urnic::engine::default_config()};
-  std::unique_ptr<DataPath> dp;
-  int doorbell = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  std::unique_ptr<Session> s;
-  std::uint32_t seq = 0;
-  std::vector<int> open_fds;
-  ctl::OpenDeviceRep info{};
-  std::uint32_t pd = 0, cq = 0;
-  SpscRing cq_ring;
-  Mapped cq_map;
+// One process, one session, the data path of urnic_iw0.
+struct Rig : urnic::test::SessionRig {
+  Rig() : SessionRig(1) { REQUIRE(dp->iwarp()); }
 
-  Rig() {
-    REQUIRE(reg.devices().size() == 2);
-    auto& dev = *reg.devices()[1];
-    REQUIRE(dev.name() == "urnic_iw0");
-    std::string err;
-    dp = DataPath::create(dev, &err);
-    REQUIRE(dp);
-    REQUIRE(dp->iwarp());
-    reg.set_datapath(&dev, dp.get());
-    reg.set_doorbell_fd(doorbell);
-    s = std::make_unique<Session>(reg, ::getpid(), 1);
-    REQUIRE(call<ctl::HelloRep>(ctl::HelloReq{ctl::kMagic, ctl::kVersion, 0, 0}) == 0);
-    ctl::OpenDeviceReq open{};
-    ctl::set_name(open.name, "urnic_iw0");
-    REQUIRE(call(open, &info, &open_fds) == 0);
-    ctl::AllocPdRep pdr{};
-    REQUIRE(call(ctl::AllocPdReq{}, &pdr) == 0);
-    pd = pdr.handle;
-    ctl::CreateCqReq cr{};
-    cr.cqe = 63;
-    ctl::CreateCqRep crr{};
-    std::vector<int> fds;
-    REQUIRE(call(cr, &crr, &fds) == 0);
-    cq = crr.handle;
-    cq_map.bytes = crr.map_bytes;
-    cq_map.base = ::mmap(nullptr, crr.map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
-    ::close(fds[0]);
-    REQUIRE(cq_map.base != MAP_FAILED);
-    cq_ring = SpscRing(static_cast<std::byte*>(cq_map.base), crr.slots, sizeof(CqeSlot));
-  }
-  ~Rig() {
-    s.reset();
-    for (int fd : open_fds) ::close(fd);
-    ::close(doorbell);
-  }
-
-  template <ctl::Message Rep, ctl::Message Req>
-  int call(const Req& req, Rep* out = nullptr, std::vector<int>* fds = nullptr) {
-    std::vector<int> in;
-    Reply r = s->handle(ctl::encode(req, ++seq), in);
-    const auto h = ctl::decode_header(r.bytes);
-    REQUIRE(h);
-    if (fds != nullptr) *fds = r.fds;
-    else
-      for (int fd : r.fds) ::close(fd);
-    if (h->status != 0) return h->status;
-    auto body = ctl::decode<Rep>(r.bytes);
-    REQUIRE(body);
-    if (out != nullptr) *out = *body;
-    return 0;
-  }
-
-  std::uint32_t reg_mr(void* p, std::size_t len) {
-    ctl::RegMrReq req{};
-    req.addr = reinterpret_cast<std::uintptr_t>(p);
-    req.iova = req.addr;
-    req.length = len;
-    req.pd_handle = pd;
-    req.access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-    ctl::RegMrRep rep{};
-    REQUIRE(call(req, &rep) == 0);
-    return rep.lkey;
-  }
-
+  // An RC QP, moved to INIT (iWARP QPs take their stream in RTS).
   void create_qp(Qp& q) {
-    ctl::CreateQpReq req{};
-    req.pd_handle = pd;
-    req.send_cq_handle = cq;
-    req.recv_cq_handle = cq;
-    req.qp_type = IBV_QPT_RC;
-    req.caps = ctl::QpCaps{16, 16, 2, 2, 64, 0};
-    ctl::CreateQpRep rep{};
-    std::vector<int> fds;
-    REQUIRE(call(req, &rep, &fds) == 0);
-    q.handle = rep.handle;
-    q.qpn = rep.qpn;
-    q.map.bytes = rep.map_bytes;
-    q.map.base = ::mmap(nullptr, rep.map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
-    ::close(fds[0]);
-    REQUIRE(q.map.base != MAP_FAILED);
-    auto* b = static_cast<std::byte*>(q.map.base);
-    q.sq = SpscRing(b + rep.sq_offset, rep.sq_slots, rep.sq_slot_size);
-    q.rq = SpscRing(b + rep.rq_offset, rep.rq_slots, rep.rq_slot_size);
+    SessionRig::create_qp(q);
     ctl::ModifyQpReq m{};
     m.handle = q.handle;
     m.attr.qp_state = IBV_QPS_INIT;

@@ -1,0 +1,170 @@
+// A Session on the default registry with one device's real DataPath, driven
+// by hand, as the shim would drive the daemon: control messages through
+// Session::handle, rings mapped from the memfds the replies pass, WQEs
+// written into them, DataPath::poll() called by the test. Shared by the
+// data-path, stats and iWARP engine tests; each adds its own connect/run
+// helpers on top.
+#pragma once
+
+#include <catch2/catch.hpp>
+
+#include <infiniband/verbs.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/ctl_proto.hpp"
+#include "engine/datapath.hpp"
+#include "engine/device.hpp"
+#include "engine/session.hpp"
+
+namespace urnic::test {
+
+namespace ctl = urnic::engine::ctl;
+
+inline std::uint64_t now_ns() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000U + static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+// A shared mapping of a ring memfd, unmapped at the end.
+struct Mapped {
+  void* base = nullptr;
+  std::size_t bytes = 0;
+  Mapped() = default;
+  Mapped(const Mapped&) = delete;
+  Mapped& operator=(const Mapped&) = delete;
+  ~Mapped() {
+    if (base != nullptr) ::munmap(base, bytes);
+  }
+};
+
+struct RigQp {
+  std::uint32_t handle = 0, qpn = 0;
+  engine::SpscRing sq, rq;
+  Mapped map;
+};
+
+class SessionRig {
+ public:
+  engine::Registry reg{engine::default_config()};
+  std::unique_ptr<engine::DataPath> dp;
+  int doorbell = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  std::unique_ptr<engine::Session> s;
+  std::uint32_t seq = 0;
+  std::vector<int> open_fds;
+  ctl::OpenDeviceRep info{};
+  std::uint32_t pd = 0, cq = 0;
+  engine::SpscRing cq_ring;
+  Mapped cq_map;
+
+  // The session opens device `index` of the default config (0: urnic0,
+  // 1: urnic_iw0), with a PD and one CQ of `cqe` entries.
+  explicit SessionRig(std::size_t index, std::uint32_t cqe = 63) {
+    REQUIRE(reg.devices().size() > index);
+    auto& dev = *reg.devices()[index];
+    std::string err;
+    dp = engine::DataPath::create(dev, &err);
+    INFO(err);
+    REQUIRE(dp);
+    reg.set_datapath(&dev, dp.get());
+    reg.set_doorbell_fd(doorbell);
+    s = std::make_unique<engine::Session>(reg, ::getpid(), 1);
+    REQUIRE(call<ctl::HelloRep>(ctl::HelloReq{ctl::kMagic, ctl::kVersion, 0, 0}) == 0);
+    ctl::OpenDeviceReq open{};
+    ctl::set_name(open.name, dev.name().c_str());
+    REQUIRE(call(open, &info, &open_fds) == 0);
+    ctl::AllocPdRep pdr{};
+    REQUIRE(call(ctl::AllocPdReq{}, &pdr) == 0);
+    pd = pdr.handle;
+    ctl::CreateCqReq cr{};
+    cr.cqe = cqe;
+    ctl::CreateCqRep crr{};
+    std::vector<int> fds;
+    REQUIRE(call(cr, &crr, &fds) == 0);
+    cq = crr.handle;
+    cq_map.bytes = crr.map_bytes;
+    cq_map.base = ::mmap(nullptr, crr.map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
+    ::close(fds[0]);
+    REQUIRE(cq_map.base != MAP_FAILED);
+    cq_ring = engine::SpscRing(static_cast<std::byte*>(cq_map.base), crr.slots, sizeof(engine::CqeSlot));
+  }
+  SessionRig(const SessionRig&) = delete;
+  SessionRig& operator=(const SessionRig&) = delete;
+  ~SessionRig() {
+    s.reset();
+    for (int fd : open_fds) ::close(fd);
+    ::close(doorbell);
+  }
+
+  // One control message; 0 or the reply's errno. Fds the reply passes go to
+  // `fds`, or are closed.
+  template <ctl::Message Rep, ctl::Message Req>
+  int call(const Req& req, Rep* out = nullptr, std::vector<int>* fds = nullptr) {
+    std::vector<int> in;
+    engine::Reply r = s->handle(ctl::encode(req, ++seq), in);
+    const auto h = ctl::decode_header(r.bytes);
+    REQUIRE(h);
+    if (fds != nullptr) *fds = r.fds;
+    else
+      for (int fd : r.fds) ::close(fd);
+    if (h->status != 0) return h->status;
+    auto body = ctl::decode<Rep>(r.bytes);
+    REQUIRE(body);
+    if (out != nullptr) *out = *body;
+    return 0;
+  }
+
+  std::uint32_t reg_mr(void* p, std::size_t len,
+                       std::uint32_t access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                                              IBV_ACCESS_REMOTE_READ) {
+    ctl::RegMrReq req{};
+    req.addr = reinterpret_cast<std::uintptr_t>(p);
+    req.iova = req.addr;
+    req.length = len;
+    req.pd_handle = pd;
+    req.access = access;
+    ctl::RegMrRep rep{};
+    REQUIRE(call(req, &rep) == 0);
+    return rep.lkey;
+  }
+
+  // An RC QP on the rig's CQ, its rings mapped.
+  void create_qp(RigQp& q, ctl::QpCaps caps = ctl::QpCaps{16, 16, 2, 2, 64, 0}) {
+    ctl::CreateQpReq req{};
+    req.pd_handle = pd;
+    req.send_cq_handle = cq;
+    req.recv_cq_handle = cq;
+    req.qp_type = IBV_QPT_RC;
+    req.caps = caps;
+    ctl::CreateQpRep rep{};
+    std::vector<int> fds;
+    REQUIRE(call(req, &rep, &fds) == 0);
+    q.handle = rep.handle;
+    q.qpn = rep.qpn;
+    q.map.bytes = rep.map_bytes;
+    q.map.base = ::mmap(nullptr, rep.map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
+    ::close(fds[0]);
+    REQUIRE(q.map.base != MAP_FAILED);
+    auto* b = static_cast<std::byte*>(q.map.base);
+    q.sq = engine::SpscRing(b + rep.sq_offset, rep.sq_slots, rep.sq_slot_size);
+    q.rq = engine::SpscRing(b + rep.rq_offset, rep.rq_slots, rep.rq_slot_size);
+  }
+
+  int modify(const RigQp& q, const ctl::QpAttrs& a, std::uint32_t mask) {
+    ctl::ModifyQpReq req{};
+    req.handle = q.handle;
+    req.attr = a;
+    req.attr_mask = mask;
+    return call<ctl::ModifyQpRep>(req);
+  }
+};
+
+}  // namespace urnic::test
