@@ -375,7 +375,7 @@ void CmService::iw_request_in(IwConn& c, transport::Nanos now) {
   p.initiator_depth = child.initiator_depth;
   const auto pd = c.mpa.peer_private_data();
   p.private_data_len = static_cast<std::uint8_t>(std::min<std::size_t>(pd.size(), 255));
-  std::memcpy(p.private_data, pd.data(), p.private_data_len);
+  if (p.private_data_len != 0) std::memcpy(p.private_data, pd.data(), p.private_data_len);  // no data: pd.data() may be null
   emit(it->second, RDMA_CM_EVENT_CONNECT_REQUEST, 0, &p, nullptr, listener.cookie, listener.handle);
 }
 
@@ -387,7 +387,7 @@ void CmService::iw_reply_in(IwConn& c, transport::Nanos now) {
   ctl::CmConnParam p{};
   const auto pd = c.mpa.peer_private_data();
   p.private_data_len = static_cast<std::uint8_t>(std::min<std::size_t>(pd.size(), 255));
-  std::memcpy(p.private_data, pd.data(), p.private_data_len);
+  if (p.private_data_len != 0) std::memcpy(p.private_data, pd.data(), p.private_data_len);  // no data: pd.data() may be null
   switch (c.mpa.state()) {
     case iw::MpaSetup::State::kEstablished: {
       const iw::MpaNegotiated& n = c.mpa.negotiated();

@@ -614,6 +614,8 @@ ibv_mr* ibv_reg_mr_iova(ibv_pd* pd, void* addr, std::size_t length, std::uint64_
 }
 
 int ibv_dereg_mr(ibv_mr* mr) {
+  // ucmatose deregisters a NULL MR after a failed setup; fail, do not crash.
+  if (mr == nullptr) return EINVAL;
   ctl::DeregMrRep rep{};
   if (const int err = client_of(mr->context).call(ctl::DeregMrReq{{mr->handle, 0}}, rep); err != 0)
     return err;
