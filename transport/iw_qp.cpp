@@ -170,21 +170,8 @@ int IwQp::post_recv(const RecvWr& wr) {
   if (init_.has_srq) return EINVAL;
   if (wr.sg_list.size() > init_.cap.max_recv_sge) return EINVAL;
   if (rq_.size() >= init_.cap.max_recv_wr) return ENOMEM;
-  RecvWqe r;
-  r.wr_id = wr.wr_id;
-  r.sges.assign(wr.sg_list.begin(), wr.sg_list.end());
-  for (const Sge& s : r.sges) r.length += s.length;
-  if (attr_.qp_state == QpState::kErr) {
-    Cqe e;
-    e.wr_id = r.wr_id;
-    e.status = WcStatus::kWrFlushErr;
-    e.opcode = WcOpcode::kRecv;
-    e.qp_num = qpn_;
-    ctx_.push_cqe(init_.recv_cq, e);
-    return 0;
-  }
-  rq_.push_back(std::move(r));
-  if (rx_stalled_) rx_resume(last_now_);
+  ctx_.queue_recv(rq_, wr, attr_.qp_state == QpState::kErr, init_.recv_cq, qpn_);
+  if (rx_stalled_ && attr_.qp_state != QpState::kErr) rx_resume(last_now_);  // a Send waited for this
   return 0;
 }
 

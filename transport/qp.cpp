@@ -448,20 +448,7 @@ int Qp::post_recv(const RecvWr& wr) {
   if (init_.has_srq || init_.type == QpType::kXrcSend || xrc_target()) return EINVAL;  // no receive queue
   if (wr.sg_list.size() > init_.cap.max_recv_sge) return EINVAL;
   if (rq_.size() >= init_.cap.max_recv_wr) return ENOMEM;
-  RecvWqe r;
-  r.wr_id = wr.wr_id;
-  r.sges.assign(wr.sg_list.begin(), wr.sg_list.end());
-  for (const Sge& s : r.sges) r.length += s.length;
-  if (attr_.qp_state == QpState::kErr) {
-    Cqe e;
-    e.wr_id = r.wr_id;
-    e.status = WcStatus::kWrFlushErr;
-    e.opcode = WcOpcode::kRecv;
-    e.qp_num = qpn_;
-    ctx_.push_cqe(init_.recv_cq, e);
-    return 0;
-  }
-  rq_.push_back(std::move(r));
+  ctx_.queue_recv(rq_, wr, attr_.qp_state == QpState::kErr, init_.recv_cq, qpn_);
   return 0;
 }
 

@@ -66,6 +66,23 @@ WcStatus Context::scatter(PdHandle pd, std::span<const Sge> sges, uint64_t offse
                    });
 }
 
+void Context::queue_recv(std::deque<RecvWqe>& rq, const RecvWr& wr, bool in_error, CqHandle cq, uint32_t qpn) {
+  RecvWqe r;
+  r.wr_id = wr.wr_id;
+  r.sges.assign(wr.sg_list.begin(), wr.sg_list.end());
+  for (const Sge& s : r.sges) r.length += s.length;
+  if (in_error) {
+    Cqe e;
+    e.wr_id = r.wr_id;
+    e.status = WcStatus::kWrFlushErr;
+    e.opcode = WcOpcode::kRecv;
+    e.qp_num = qpn;
+    push_cqe(cq, e);
+    return;
+  }
+  rq.push_back(std::move(r));
+}
+
 bool Context::push_cqe(CqHandle cq, const Cqe& e) {
   auto it = cqs.find(static_cast<uint32_t>(cq));
   if (it == cqs.end()) return false;

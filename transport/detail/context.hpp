@@ -154,6 +154,10 @@ struct Context {
   // IBV_EVENT_CQ_ERR is raised once; returns false (the caller then moves
   // its QP to the error state, as hardware does).
   bool push_cqe(CqHandle cq, const Cqe& e);
+  // ibv_post_recv's work once the QP's own checks passed (IBA 10.8.3): the
+  // WQE is queued on `rq`, or, on a QP in the Error state, completed at once
+  // as flushed to `cq`. Shared by RoCE and iWARP QPs.
+  void queue_recv(std::deque<RecvWqe>& rq, const RecvWr& wr, bool in_error, CqHandle cq, uint32_t qpn);
   void raise(const AsyncEvent& e) { events.on_async_event(e); }
 };
 
