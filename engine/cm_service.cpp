@@ -119,6 +119,7 @@ constexpr std::uint8_t kMinRnrTimer = 12;  // 0.64 ms (IBA Table 45)
 // How long after its listener went away a port's REQs are left for the
 // peer to retry instead of rejected (see on_req).
 constexpr transport::Nanos kRelistenGrace = 2'000'000'000;
+constexpr int kMaxBacklog = 1024;  // ucma's default max_backlog
 constexpr std::uint16_t kEphemeralLow = 32768;
 constexpr std::uint16_t kEphemeralHigh = 60999;
 
@@ -401,6 +402,7 @@ void CmService::destroy(Id& id) {
   }
   if (id.state == State::kListen)
     closed_listeners_[id.src.port] = now();
+  stop_timer(id);
   if (id.local_comm_id != 0) comm_ids_.erase(id.local_comm_id);
   ids_.erase(id.handle);
 }
@@ -612,6 +614,8 @@ Reply CmService::on_listen(std::uint32_t owner, const MsgHeader& h, std::span<co
     // iWARP listens on TCP (a wildcard id on every iWARP device too).
     if (const int err = iw_listen(*id, req->backlog); err != 0) return fail<ctl::CmListenRep>(h, err);
   }
+  // ucma_listen: a backlog outside 1..max_backlog (1024) means max_backlog.
+  id->backlog = req->backlog > 0 && req->backlog < kMaxBacklog ? req->backlog : kMaxBacklog;
   id->state = State::kListen;
   ctl::CmListenRep rep{};
   rep.handle = id->handle;
@@ -671,7 +675,7 @@ void CmService::send(Id& id, const wire::CmMessage& m, bool retry) {
   const CmDevice& d = devices_[static_cast<std::size_t>(id.dev)];
   if (d.send) d.send(id.dgid, id.last_mad);
   if (retry) {
-    id.deadline = now() + retry_timeout_;
+    set_timer(id, now() + retry_timeout_);
     id.retries_left = max_retries_;
   }
 }
@@ -1167,6 +1171,14 @@ void CmService::on_req(std::size_t dev, const std::array<std::uint8_t, 16>& src_
     reject(cmw::kRejInvalidServiceId);
     return;
   }
+  if (pending_requests(*listener) >= listener->backlog) {
+    // ucma refuses the CONNECT_REQUEST (-ENOMEM) and ib_cm then drops the
+    // REQ without a REJ "to allow future retries": the peer retransmits
+    // after its response timeout, as a TCP client re-sends a SYN to a full
+    // accept queue.
+    ++counters_.reqs_backlog_full;
+    return;
+  }
   Id child = make_child(*listener, dev, src_gid, dst, ip.value(), IBV_QPT_RC, State::kReqRcvd, mh.transaction_id);
   child.path_mtu = std::min<std::uint32_t>(m.path_mtu, devices_[dev].active_mtu);
   child.local_comm_id = new_comm_id();
@@ -1196,6 +1208,13 @@ void CmService::on_req(std::size_t dev, const std::array<std::uint8_t, 16>& src_
   p.private_data_len = static_cast<std::uint8_t>(ipcm::kReqConsumerPrivateDataSize);
   std::memcpy(p.private_data, m.private_data.data() + ipcm::kIpHeaderSize, ipcm::kReqConsumerPrivateDataSize);
   emit(it->second, RDMA_CM_EVENT_CONNECT_REQUEST, 0, &p, nullptr, listener->cookie, listener->handle);
+}
+
+int CmService::pending_requests(const Id& listener) const {
+  int n = 0;
+  for (const auto& [h, id] : ids_)
+    if (id.listener == listener.handle && (id.state == State::kReqRcvd || id.state == State::kSidrReqRcvd)) ++n;
+  return n;
 }
 
 bool CmService::recently_listened(std::uint32_t port_space, std::uint16_t port, transport::Nanos now_ns) {
@@ -1286,7 +1305,7 @@ void CmService::on_mra(const wire::CmMra& m, transport::Nanos now_ns) {
   // IBA 12.6.6: the peer needs service_timeout longer; wait that long
   // before the next retry.
   if (id->state == State::kReqSent || id->state == State::kRepSent)
-    id->deadline = now_ns + timeout_ns(m.service_timeout) + retry_timeout_;
+    set_timer(*id, now_ns + timeout_ns(m.service_timeout) + retry_timeout_);
 }
 
 void CmService::on_dreq(std::size_t dev, const std::array<std::uint8_t, 16>& src_gid, const wire::MadHeader& mh,
@@ -1309,8 +1328,8 @@ void CmService::on_dreq(std::size_t dev, const std::array<std::uint8_t, 16>& src
     case State::kRepSent:
     case State::kRepRcvd:
     case State::kDreqSent:
-      stop_timer(*id);
       id->state = State::kDisconnected;
+      enter_timewait(*id, now());
       emit(*id, RDMA_CM_EVENT_DISCONNECTED, 0);
       break;
     default: break;  // already disconnected: the DREP above was a resend
@@ -1324,8 +1343,8 @@ void CmService::on_drep(const wire::CmDrep& m) {
     return;
   }
   if (id->state != State::kDreqSent) return;
-  stop_timer(*id);
   id->state = State::kDisconnected;
+  enter_timewait(*id, now());
   emit(*id, RDMA_CM_EVENT_DISCONNECTED, 0);
 }
 
@@ -1366,6 +1385,13 @@ void CmService::on_sidr_req(std::size_t dev, const std::array<std::uint8_t, 16>&
   }
   if (listener == nullptr) {
     answer(cmw::kSidrServiceIdNotSupported);  // IBA 12.11.2: no such service
+    return;
+  }
+  if (pending_requests(*listener) >= listener->backlog) {
+    // ucma refuses the CONNECT_REQUEST and ib_cm rejects the SIDR_REQ
+    // (cm_reject_sidr_req, IB_SIDR_REJECT) when it destroys the new id.
+    ++counters_.reqs_backlog_full;
+    answer(cmw::kSidrRejected);
     return;
   }
   Id child = make_child(*listener, dev, src_gid, dst, ip.value(), IBV_QPT_UD, State::kSidrReqRcvd,
@@ -1409,22 +1435,49 @@ void CmService::on_sidr_rep(const wire::CmSidrRep& m) {
 
 // ------------------------------------------------------------------ timers
 
+void CmService::set_timer(Id& id, transport::Nanos at) {
+  stop_timer(id);
+  id.deadline = at;
+  timers_.emplace(at, id.handle);
+}
+
+void CmService::stop_timer(Id& id) {
+  if (id.deadline != transport::kNever) timers_.erase({id.deadline, id.handle});
+  id.deadline = transport::kNever;
+}
+
+void CmService::enter_timewait(Id& id, transport::Nanos now_ns) {
+  // ib_cm waits the path's packet lifetime + 1 (cm_enter_timewait); the
+  // kernel's rdma_cm gives RoCE paths a packet lifetime of 16, so code 17:
+  // 4.096 us * 2^17 ~ 0.54 s.
+  constexpr std::uint8_t kTimewaitTimeout = 17;
+  id.retries_left = 0;
+  id.timewait = true;
+  set_timer(id, now_ns + timeout_ns(kTimewaitTimeout));
+}
+
 transport::Nanos CmService::gsi_deadline() const {
-  transport::Nanos d = transport::kNever;
-  for (const auto& [h, id] : ids_) d = std::min(d, id.deadline);
-  return d;
+  return timers_.empty() ? transport::kNever : timers_.begin()->first;
 }
 
 void CmService::on_gsi_timer(transport::Nanos now_ns) {
-  std::vector<std::uint32_t> due;
-  for (const auto& [h, id] : ids_)
-    if (id.deadline <= now_ns) due.push_back(h);
-  for (std::uint32_t h : due) {
+  // Handlers may arm, stop or destroy other ids' timers: take one due timer
+  // at a time from the front.
+  while (!timers_.empty() && timers_.begin()->first <= now_ns) {
+    const std::uint32_t h = timers_.begin()->second;
+    timers_.erase(timers_.begin());
     auto it = ids_.find(h);
     if (it == ids_.end()) continue;
     Id& id = it->second;
+    id.deadline = transport::kNever;
+    if (id.timewait) {
+      // cma_ib_handler IB_CM_TIMEWAIT_EXIT, for an id that still exists.
+      id.timewait = false;
+      ++counters_.timewait_exits;
+      emit(id, RDMA_CM_EVENT_TIMEWAIT_EXIT, 0);
+      continue;
+    }
     if (iw(id)) {
-      stop_timer(id);
       iw_retry_connect(id, now_ns);  // the only iWARP timer
       continue;
     }
@@ -1433,11 +1486,10 @@ void CmService::on_gsi_timer(transport::Nanos now_ns) {
       ++counters_.retransmits;
       const CmDevice& d = devices_[static_cast<std::size_t>(id.dev)];
       if (d.send) d.send(id.dgid, id.last_mad);
-      id.deadline = now_ns + retry_timeout_;
+      set_timer(id, now_ns + retry_timeout_);
       continue;
     }
     ++counters_.timeouts;
-    stop_timer(id);
     switch (id.state) {
       case State::kReqSent:
       case State::kSidrReqSent:
@@ -1450,8 +1502,10 @@ void CmService::on_gsi_timer(transport::Nanos now_ns) {
         emit(id, RDMA_CM_EVENT_CONNECT_ERROR, -ETIMEDOUT);
         break;
       case State::kDreqSent:
-        // IBA 12.9.7: DREQ timeout ends the connection anyway.
+        // IBA 12.9.7: DREQ timeout ends the connection anyway (and ib_cm
+        // enters timewait, as after a DREP).
         id.state = State::kDisconnected;
+        enter_timewait(id, now_ns);
         emit(id, RDMA_CM_EVENT_DISCONNECTED, 0);
         break;
       default: break;

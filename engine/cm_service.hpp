@@ -15,8 +15,8 @@
 // - QP states are driven by the process (as librdmacm does with the
 //   attributes rdma_init_qp_attr returns): the CM only computes them.
 //
-// Not implemented: LAP/APR (path migration), timewait (an id is reusable at
-// once), multicast, and RDMA_PS_IB service IDs other than the IP form.
+// Not implemented: LAP/APR (path migration) and RDMA_PS_IB service IDs
+// other than the IP form.
 //
 // Everything runs on the engine thread: control requests through handle(),
 // packets and timers through the GsiHandler interface.
@@ -27,6 +27,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -66,6 +67,8 @@ struct CmCounters {
   std::uint64_t timeouts = 0;
   std::uint64_t rej_sent = 0;
   std::uint64_t reqs_deferred = 0;       // REQ/SIDR_REQ dropped while a port is between listeners
+  std::uint64_t reqs_backlog_full = 0;   // REQ dropped: the listener's backlog is full (the peer retries)
+  std::uint64_t timewait_exits = 0;
   std::uint64_t events_lost = 0;         // a channel's socket was full (the process reads no events)
 };
 
@@ -169,6 +172,10 @@ class CmService final : public GsiHandler, public IwWatcher {
     bool answered = false;
     transport::Nanos deadline = transport::kNever;
     int retries_left = 0;
+    bool timewait = false;         // kDisconnected and waiting for TIMEWAIT_EXIT
+    // Listening ids: connect requests not yet accepted or rejected that may
+    // wait (rdma_listen's backlog, as ucma bounds it).
+    int backlog = 0;
   };
   struct Channel {
     std::uint32_t owner = 0;
@@ -225,6 +232,9 @@ class CmService final : public GsiHandler, public IwWatcher {
   int bind_port(Id& id, const ctl::CmAddr& addr);
   int resolve_device(const ctl::CmAddr& addr, int& dev) const;
   bool recently_listened(std::uint32_t port_space, std::uint16_t port, transport::Nanos now_ns);
+  // Connect requests under `listener` that wait for rdma_accept/rdma_reject
+  // (what its backlog bounds).
+  [[nodiscard]] int pending_requests(const Id& listener) const;
   Id* find_listener(std::uint32_t port_space, std::uint16_t port, const ctl::CmAddr& dst) const;
   // The passive id a REQ or SIDR_REQ creates under `listener`: the peer's
   // address from the IP CM header, ours from the service ID (`dst`).
@@ -238,7 +248,15 @@ class CmService final : public GsiHandler, public IwWatcher {
   void send(Id& id, const wire::CmMessage& m, bool retry);
   void send_to(std::size_t dev, const std::array<std::uint8_t, 16>& dgid, std::uint64_t tid,
                const wire::CmMessage& m);
-  void stop_timer(Id& id) { id.deadline = transport::kNever; }
+  // The id's one timer (a retransmission, timewait or the iWARP connect
+  // retry); kept in timers_ so the engine's per-pass deadline query and the
+  // timer pass cost O(log n), not a walk over every id.
+  void set_timer(Id& id, transport::Nanos at);
+  void stop_timer(Id& id);
+  // IBA 12.9.8.4 / ib_cm's cm_enter_timewait: a connection that ended with
+  // DREQ/DREP waits out in-flight packets before its QP may be reused; the
+  // end is RDMA_CM_EVENT_TIMEWAIT_EXIT.
+  void enter_timewait(Id& id, transport::Nanos now);
   void destroy(Id& id);     // tells the peer (DREQ/REJ) as the kernel does on destroy
   std::uint32_t new_comm_id();
   ctl::AhAttrs ah_of(const Id& id) const;
@@ -272,6 +290,7 @@ class CmService final : public GsiHandler, public IwWatcher {
   std::map<std::uint32_t, IwConn> iw_retry_;
   std::map<const DataPath*, std::size_t> paths_;
   std::map<std::uint32_t, Id> ids_;
+  std::set<std::pair<transport::Nanos, std::uint32_t>> timers_;  // (deadline, id handle)
   std::map<std::uint32_t, Channel> channels_;
   std::map<std::uint32_t, std::uint32_t> comm_ids_;  // local comm id -> id handle
   // port -> when its last listener (in any port space) went away: a REQ or

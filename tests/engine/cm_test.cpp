@@ -135,9 +135,29 @@ struct Harness {
     return err;
   }
 
-  void listen(std::uint32_t owner, std::uint32_t id) {
+  void listen(std::uint32_t owner, std::uint32_t id, std::int32_t backlog = 1) {
     ctl::CmListenRep rep{};
-    REQUIRE(call(owner, ctl::CmListenReq{id, 1}, rep) == 0);
+    REQUIRE(call(owner, ctl::CmListenReq{id, backlog}, rep) == 0);
+  }
+
+  // rdma_connect from a new id of `owner` to loopback:`port`; returns the id.
+  std::uint32_t connect(std::uint32_t owner, std::uint32_t ch, std::uint16_t port, std::uint32_t qpn) {
+    const std::uint32_t id = create_id(owner, ch);
+    resolve(owner, id, v4(kLoopback, port));
+    ctl::CmConnectReq conn{};
+    conn.handle = id;
+    conn.param.qp_num = qpn;
+    ctl::CmConnectRep crep{};
+    REQUIRE(call(owner, conn, crep) == 0);
+    return id;
+  }
+
+  void accept(std::uint32_t owner, std::uint32_t id, std::uint32_t qpn) {
+    ctl::CmAcceptReq acc{};
+    acc.handle = id;
+    acc.param.qp_num = qpn;
+    ctl::CmAcceptRep arep{};
+    REQUIRE(call(owner, acc, arep) == 0);
   }
 
   void resolve(std::uint32_t owner, std::uint32_t id, ctl::CmAddr dst) {
@@ -984,4 +1004,179 @@ TEST_CASE("A REQ with an invalid path MTU is rejected (reason 26)", "[cm][engine
   REQUIRE(t.peek());
   const auto rej = std::get<wire::CmRej>(t.peek()->message);
   CHECK(rej.reason == wire::cm::kRejInvalidMtu);
+}
+
+TEST_CASE("A full backlog drops REQs (the peer retries) until a request is answered", "[cm][engine]") {
+  Harness t;
+  t.cm.set_retry_policy(1'000'000, 5);
+  const auto [sch, sfd] = t.channel(1);
+  const auto [cch, cfd] = t.channel(2);
+  const std::uint32_t lid = t.create_id(1, sch);
+  REQUIRE(t.bind(1, lid, v4(kLoopback, 7400)) == 0);
+  t.listen(1, lid, 2);
+  t.connect(2, cch, 7400, 0x70);
+  t.connect(2, cch, 7400, 0x71);
+  const std::uint32_t third = t.connect(2, cch, 7400, 0x72);
+  REQUIRE(t.pump() == 3);
+  const auto first = expect_event(sfd, RDMA_CM_EVENT_CONNECT_REQUEST);
+  expect_event(sfd, RDMA_CM_EVENT_CONNECT_REQUEST);
+  // The third REQ is over the backlog of 2: no event, and no REJ either
+  // (ib_cm drops it "to allow future retries").
+  CHECK_FALSE(next_event(sfd));
+  CHECK(t.wire_q.empty());
+  CHECK(t.cm.counters().reqs_backlog_full == 1);
+  CHECK(t.cm.counters().rej_sent == 0);
+  CHECK(t.cm.state_of(third) == CmService::State::kReqSent);
+  // Still full at the first retransmission.
+  t.now += 1'000'000;
+  t.cm.on_gsi_timer(t.now);
+  REQUIRE(t.pump() == 3);  // the three REQs again; the first two are duplicates
+  CHECK_FALSE(next_event(sfd));
+  CHECK(t.cm.counters().reqs_backlog_full == 2);
+  // Accepting one makes room: the next retransmission gets through.
+  t.accept(1, first.id_handle, 0x80);
+  t.wire_q.clear();  // the REP: not needed here
+  t.now += 1'000'000;
+  t.cm.on_gsi_timer(t.now);
+  t.pump();
+  const auto late = expect_event(sfd, RDMA_CM_EVENT_CONNECT_REQUEST);
+  CHECK(late.param.qp_num == 0x72);
+  CHECK(t.cm.counters().reqs_backlog_full == 2);
+}
+
+TEST_CASE("rdma_listen's backlog: 0 or negative means ucma's maximum (1024)", "[cm][engine]") {
+  Harness t;
+  const auto [sch, sfd] = t.channel(1);
+  const auto [cch, cfd] = t.channel(2);
+  (void)cfd;
+  const std::uint32_t lid = t.create_id(1, sch);
+  REQUIRE(t.bind(1, lid, v4(kLoopback, 7401)) == 0);
+  t.listen(1, lid, 0);
+  for (std::uint32_t i = 0; i < 40; ++i) t.connect(2, cch, 7401, 0x100 + i);
+  REQUIRE(t.pump() == 40);
+  for (int i = 0; i < 40; ++i) expect_event(sfd, RDMA_CM_EVENT_CONNECT_REQUEST);
+  CHECK(t.cm.counters().reqs_backlog_full == 0);
+}
+
+TEST_CASE("After DREQ/DREP both sides wait out timewait, then get TIMEWAIT_EXIT", "[cm][engine]") {
+  Harness t;
+  const auto [sch, sfd] = t.channel(1);
+  const auto [cch, cfd] = t.channel(2);
+  const std::uint32_t lid = t.create_id(1, sch);
+  REQUIRE(t.bind(1, lid, v4(kLoopback, 7402)) == 0);
+  t.listen(1, lid);
+  const std::uint32_t cid = t.connect(2, cch, 7402, 0x90);
+  t.pump();
+  const auto creq = expect_event(sfd, RDMA_CM_EVENT_CONNECT_REQUEST);
+  t.accept(1, creq.id_handle, 0x91);
+  t.pump();
+  ctl::CmEstablishRep erep{};
+  REQUIRE(t.call(2, ctl::CmEstablishReq{{cid, 0}}, erep) == 0);
+  t.pump();
+  expect_event(sfd, RDMA_CM_EVENT_ESTABLISHED);
+  expect_event(cfd, RDMA_CM_EVENT_ADDR_RESOLVED);
+  expect_event(cfd, RDMA_CM_EVENT_ROUTE_RESOLVED);
+  expect_event(cfd, RDMA_CM_EVENT_CONNECT_RESPONSE);
+  CHECK(t.cm.gsi_deadline() == transport::kNever);
+
+  ctl::CmDisconnectRep drep{};
+  REQUIRE(t.call(2, ctl::CmDisconnectReq{{cid, 0}}, drep) == 0);
+  REQUIRE(t.pump() == 2);  // DREQ, DREP
+  expect_event(sfd, RDMA_CM_EVENT_DISCONNECTED);
+  expect_event(cfd, RDMA_CM_EVENT_DISCONNECTED);
+  // Timewait: packet lifetime code 17, 4.096 us * 2^17.
+  const transport::Nanos timewait = transport::Nanos{4096} << 17;
+  CHECK(t.cm.gsi_deadline() == t.now + timewait);
+  t.now += timewait - 1;
+  t.cm.on_gsi_timer(t.now);
+  CHECK_FALSE(next_event(sfd));
+  CHECK_FALSE(next_event(cfd));
+  // A DREQ retransmitted into timewait is answered with a DREP again.
+  wire::CmDreq again;
+  again.local_comm_id = 0x5555;  // not ours: answered all the same
+  again.remote_comm_id = 0x6666;
+  std::array<std::uint8_t, 256> mad{};
+  REQUIRE(wire::build_cm_mad(wire::make_cm_header(9, wire::cm_attr_id(wire::CmMessage{again})),
+                             wire::CmMessage{again}, mad).ok());
+  t.cm.on_mad(0, v4_gid(kLoopback), mad, t.now);
+  REQUIRE(t.peek());
+  CHECK(std::holds_alternative<wire::CmDrep>(t.peek()->message));
+  t.wire_q.clear();
+  t.now += 1;
+  t.cm.on_gsi_timer(t.now);
+  CHECK(expect_event(sfd, RDMA_CM_EVENT_TIMEWAIT_EXIT).id_handle == creq.id_handle);
+  CHECK(expect_event(cfd, RDMA_CM_EVENT_TIMEWAIT_EXIT).id_handle == cid);
+  CHECK(t.cm.counters().timewait_exits == 2);
+  CHECK(t.cm.gsi_deadline() == transport::kNever);
+  CHECK(t.wire_q.empty());
+}
+
+TEST_CASE("An id destroyed in timewait gets no TIMEWAIT_EXIT and leaves no timer", "[cm][engine]") {
+  Harness t;
+  const auto [sch, sfd] = t.channel(1);
+  const auto [cch, cfd] = t.channel(2);
+  const std::uint32_t lid = t.create_id(1, sch);
+  REQUIRE(t.bind(1, lid, v4(kLoopback, 7403)) == 0);
+  t.listen(1, lid);
+  const std::uint32_t cid = t.connect(2, cch, 7403, 0x92);
+  t.pump();
+  const auto creq = expect_event(sfd, RDMA_CM_EVENT_CONNECT_REQUEST);
+  t.accept(1, creq.id_handle, 0x93);
+  t.pump();
+  ctl::CmEstablishRep erep{};
+  REQUIRE(t.call(2, ctl::CmEstablishReq{{cid, 0}}, erep) == 0);
+  t.pump();
+  ctl::CmDisconnectRep drep{};
+  REQUIRE(t.call(1, ctl::CmDisconnectReq{{creq.id_handle, 0}}, drep) == 0);
+  REQUIRE(t.pump() == 2);
+  ctl::CmDestroyIdRep xrep{};
+  REQUIRE(t.call(1, ctl::CmDestroyIdReq{{creq.id_handle, 0}}, xrep) == 0);
+  REQUIRE(t.call(2, ctl::CmDestroyIdReq{{cid, 0}}, xrep) == 0);
+  CHECK(t.wire_q.empty());  // nothing to tell a peer after the DREP
+  CHECK(t.cm.gsi_deadline() == transport::kNever);
+  t.now += 10'000'000'000;
+  t.cm.on_gsi_timer(t.now);
+  CHECK(t.cm.counters().timewait_exits == 0);
+  while (const auto ev = next_event(cfd)) CHECK(ev->event != RDMA_CM_EVENT_TIMEWAIT_EXIT);
+  while (const auto ev = next_event(sfd)) CHECK(ev->event != RDMA_CM_EVENT_TIMEWAIT_EXIT);
+}
+
+TEST_CASE("Timers of many ids fire in deadline order, each once", "[cm][engine]") {
+  Harness t;
+  t.cm.set_retry_policy(1'000'000, 1);
+  const auto [cch, cfd] = t.channel(2);
+  std::vector<std::uint32_t> ids;
+  for (std::uint32_t i = 0; i < 50; ++i) {
+    const std::uint32_t id = t.create_id(2, cch);
+    t.resolve(2, id, v4(0x0a000002, 7500));  // nobody answers
+    ctl::CmConnectReq conn{};
+    conn.handle = id;
+    ctl::CmConnectRep crep{};
+    REQUIRE(t.call(2, conn, crep) == 0);
+    ids.push_back(id);
+    t.now += 1000;  // staggered deadlines
+  }
+  CHECK(t.wire_q.size() == 50);
+  CHECK(t.cm.gsi_deadline() == 1000 + 1'000'000);
+  // Half of them are due: exactly those retransmit.
+  t.now = 1000 + 1'000'000 + 24 * 1000;
+  t.cm.on_gsi_timer(t.now);
+  CHECK(t.wire_q.size() == 75);
+  CHECK(t.cm.counters().retransmits == 25);
+  CHECK(t.cm.gsi_deadline() == 1000 + 1'000'000 + 25 * 1000);
+  // Destroying a waiting id removes its timer.
+  ctl::CmDestroyIdRep xrep{};
+  REQUIRE(t.call(2, ctl::CmDestroyIdReq{{ids[25], 0}}, xrep) == 0);
+  CHECK(t.cm.gsi_deadline() == 1000 + 1'000'000 + 26 * 1000);
+  t.now += 10'000'000;
+  t.cm.on_gsi_timer(t.now);  // the rest retransmit; the first 25 time out
+  t.now += 10'000'000;
+  t.cm.on_gsi_timer(t.now);  // and now the rest time out
+  CHECK(t.cm.counters().retransmits == 49);
+  CHECK(t.cm.counters().timeouts == 49);
+  CHECK(t.cm.gsi_deadline() == transport::kNever);
+  int unreachable = 0;
+  while (const auto ev = next_event(cfd))
+    if (ev->event == RDMA_CM_EVENT_UNREACHABLE) ++unreachable;
+  CHECK(unreachable == 49);
 }
