@@ -89,6 +89,22 @@ ctl::CmAddr addr_v4(std::uint32_t ip, std::uint16_t port) {
   return a;
 }
 
+using Gid = std::array<std::uint8_t, 16>;
+
+bool is_v4mapped_gid(const Gid& g) {
+  for (int i = 0; i < 10; ++i)
+    if (g[static_cast<std::size_t>(i)] != 0) return false;
+  return g[10] == 0xff && g[11] == 0xff;
+}
+
+bool is_link_local_gid(const Gid& g) { return g[0] == 0xfe && (g[1] & 0xc0) == 0x80; }
+
+Gid gid_of(const ctl::CmAddr& a) {
+  Gid g{};
+  std::memcpy(g.data(), a.addr, 16);
+  return g;
+}
+
 std::array<std::uint8_t, 16> gid_of_v4(std::uint32_t ip) {
   std::array<std::uint8_t, 16> g{};
   g[10] = 0xff;
@@ -131,11 +147,21 @@ CmDevice cm_device_of(const Device& d) {
   in_addr a{};
   if (::inet_pton(AF_INET, d.config().address.c_str(), &a) == 1) c.ipv4 = ntohl(a.s_addr);
   c.gid = gid_of_v4(c.ipv4);
+  // The RoCE v2 entry (a raw link's table lists each address as v1, then v2).
   for (std::size_t i = 0; i < d.gids().size(); ++i) {
-    if (std::equal(c.gid.begin(), c.gid.end(), std::begin(d.gids()[i].gid))) {
+    if (d.gids()[i].type == ctl::kGidTypeRoceV2 &&
+        std::equal(c.gid.begin(), c.gid.end(), std::begin(d.gids()[i].gid))) {
       c.sgid_index = static_cast<std::uint8_t>(i);
       break;
     }
+  }
+  for (std::size_t i = 0; i < d.gids().size(); ++i) {
+    const ctl::GidEntry& e = d.gids()[i];
+    CmDevice::Ipv6Gid g;
+    std::copy(std::begin(e.gid), std::end(e.gid), g.gid.begin());
+    g.index = static_cast<std::uint8_t>(i);
+    if (e.valid != 0 && e.type == ctl::kGidTypeRoceV2 && !is_v4mapped_gid(g.gid) && g.gid != Gid{})
+      c.ipv6.push_back(g);
   }
   c.node_guid = d.attrs().node_guid;
   c.active_mtu = d.port().active_mtu;
@@ -158,9 +184,8 @@ CmService& Registry::cm() {
       DataPath* dp = datapath(d.get());
       if (dp != nullptr && d->iwarp()) c.dp = dp;
       else if (dp != nullptr)
-        c.send = [dp](const std::array<std::uint8_t, 16>& dgid, std::span<const std::uint8_t> mad) {
-          dp->send_gsi(dgid, mad);
-        };
+        c.send = [dp](std::uint8_t sgid_index, const std::array<std::uint8_t, 16>& dgid,
+                      std::span<const std::uint8_t> mad) { dp->send_gsi(sgid_index, dgid, mad); };
       devs.push_back(std::move(c));
     }
     cm_ = std::make_shared<CmService>(std::move(devs), monotonic_now);
@@ -221,7 +246,7 @@ ctl::CmIdInfo CmService::info_of(const Id& id) const {
   if (id.dev >= 0) {
     const CmDevice& d = devices_[static_cast<std::size_t>(id.dev)];
     ctl::set_name(info.device, d.name.c_str());
-    std::memcpy(info.sgid, d.gid.data(), 16);
+    std::memcpy(info.sgid, id.sgid == Gid{} ? d.gid.data() : id.sgid.data(), 16);
     info.port_num = 1;
   }
   info.src = id.src;
@@ -240,7 +265,7 @@ ctl::AhAttrs CmService::ah_of(const Id& id) const {
   ah.hop_limit = 64;
   ah.traffic_class = id.tos;
   ah.port_num = 1;
-  if (id.dev >= 0) ah.sgid_index = devices_[static_cast<std::size_t>(id.dev)].sgid_index;
+  if (id.dev >= 0) ah.sgid_index = id.sgid == Gid{} ? devices_[static_cast<std::size_t>(id.dev)].sgid_index : id.sgid_index;
   return ah;
 }
 
@@ -448,11 +473,46 @@ int CmService::resolve_device(const ctl::CmAddr& addr, int& dev) const {
       return 0;
     }
   }
+  if (addr.family == AF_INET6 && !is_v4mapped(addr)) {
+    const Gid g = gid_of(addr);
+    for (std::size_t i = 0; i < devices_.size(); ++i)
+      for (const CmDevice::Ipv6Gid& v6 : devices_[i].ipv6)
+        if (v6.gid == g) {
+          dev = static_cast<int>(i);
+          return 0;
+        }
+  }
   if (is_loopback(addr)) {
     dev = 0;
     return 0;
   }
   return ENODEV;  // cma_acquire_dev: no RDMA device has this address
+}
+
+CmDevice::Ipv6Gid CmService::local_gid(int dev, const Gid& local, const Gid& peer) const {
+  const CmDevice& d = devices_[static_cast<std::size_t>(dev)];
+  const CmDevice::Ipv6Gid v4{d.gid, d.sgid_index};
+  if (is_v4mapped_gid(peer) || d.ipv6.empty()) return v4;
+  for (const CmDevice::Ipv6Gid& g : d.ipv6)
+    if (g.gid == local) return g;
+  // A peer's link-local address is reached from ours, a global one from a
+  // global one (RFC 6724's scope rule), as the kernel picks a source.
+  for (const CmDevice::Ipv6Gid& g : d.ipv6)
+    if (is_link_local_gid(g.gid) == is_link_local_gid(peer)) return g;
+  return d.ipv6.front();
+}
+
+void CmService::use_device_gid(Id& id, const Gid& local) {
+  if (id.dev < 0) return;
+  const CmDevice::Ipv6Gid g = local_gid(id.dev, local, id.dgid);
+  id.sgid = g.gid;
+  id.sgid_index = g.index;
+}
+
+void CmService::transmit_last(const Id& id) {
+  if (id.dev < 0) return;
+  const CmDevice& d = devices_[static_cast<std::size_t>(id.dev)];
+  if (d.send) d.send(id.sgid == Gid{} ? d.sgid_index : id.sgid_index, id.dgid, id.last_mad);
 }
 
 int CmService::bind_port(Id& id, const ctl::CmAddr& addr) {
@@ -531,9 +591,21 @@ Reply CmService::on_resolve_addr(std::uint32_t owner, const MsgHeader& h, std::s
     } else if (is_loopback(req->dst)) {
       src = req->dst;
       src.port = 0;
+    } else if (req->dst.family == AF_INET6 && !is_v4mapped(req->dst) && !devices_.empty()) {
+      // The first device with an IPv6 address of the destination's scope
+      // (none: the wildcard, and the destination is unreachable below).
+      src.family = AF_INET6;
+      const Gid peer = gid_of(req->dst);
+      for (std::size_t i = 0; i < devices_.size(); ++i) {
+        if (devices_[i].iwarp || devices_[i].ipv6.empty()) continue;
+        const Gid g = local_gid(static_cast<int>(i), Gid{}, peer).gid;
+        if (is_link_local_gid(g) == is_link_local_gid(peer)) {
+          std::memcpy(src.addr, g.data(), 16);
+          break;
+        }
+      }
     } else if (!devices_.empty()) {
       src = addr_v4(devices_[0].ipv4, 0);
-      if (req->dst.family == AF_INET6 && !is_v4mapped(req->dst)) src.family = AF_INET6;
     }
     int dev = -1;
     if (!is_wildcard(src)) {
@@ -544,23 +616,37 @@ Reply CmService::on_resolve_addr(std::uint32_t owner, const MsgHeader& h, std::s
     id->state = State::kBound;
   }
   // The destination: one of our devices (hairpin), loopback, or a remote
-  // IPv4 host reached through the bound (or first) device's link.
+  // host reached through the bound (or first) device's link: IPv4, or IPv6
+  // if that device has an IPv6 address (a raw link's, or a link-local one).
+  const bool ipv6 = req->dst.family == AF_INET6 && !is_v4mapped(req->dst) && !is_loopback(req->dst);
   int dst_dev = -1;
   std::int32_t status = 0;
   if (resolve_device(req->dst, dst_dev) == 0) {
     if (id->dev < 0) id->dev = dst_dev;
-    id->dgid = devices_[static_cast<std::size_t>(dst_dev)].gid;
+    id->dgid = ipv6 ? gid_of(req->dst) : devices_[static_cast<std::size_t>(dst_dev)].gid;
   } else if (ipv4_of(req->dst) != 0 && !devices_.empty()) {
     if (id->dev < 0) id->dev = 0;
     id->dgid = gid_of_v4(ipv4_of(req->dst));
+  } else if (ipv6 && !devices_.empty() && !devices_[static_cast<std::size_t>(std::max(id->dev, 0))].ipv6.empty()) {
+    if (id->dev < 0) id->dev = 0;
+    id->dgid = gid_of(req->dst);
   } else {
-    status = -EHOSTUNREACH;  // IPv6 peers: the udp link carries IPv4 only
+    status = -EHOSTUNREACH;  // no device of ours has an address of that family
   }
   if (status == 0 && is_wildcard(id->src) && id->dev >= 0) {
     const std::uint16_t port = id->src.port;
-    id->src = is_loopback(req->dst) ? req->dst : addr_v4(devices_[static_cast<std::size_t>(id->dev)].ipv4, 0);
+    if (is_loopback(req->dst)) {
+      id->src = req->dst;
+    } else if (ipv6) {
+      id->src.family = AF_INET6;
+      const Gid g = local_gid(id->dev, Gid{}, id->dgid).gid;
+      std::memcpy(id->src.addr, g.data(), 16);
+    } else {
+      id->src = addr_v4(devices_[static_cast<std::size_t>(id->dev)].ipv4, 0);
+    }
     id->src.port = port;
   }
+  if (status == 0) use_device_gid(*id, gid_of(id->src));
   id->dst = req->dst;
   if (status == 0) id->state = State::kAddrResolved;
   emit(*id, status == 0 ? RDMA_CM_EVENT_ADDR_RESOLVED : RDMA_CM_EVENT_ADDR_ERROR, status);
@@ -642,6 +728,7 @@ CmService::Id CmService::make_child(const Id& listener, std::size_t dev, const s
   std::memcpy(child.dst.addr, ip.src_addr.data(), 16);
   child.dgid = src_gid;
   child.tid = tid;
+  use_device_gid(child, gid_of(dst));
   return child;
 }
 
@@ -664,7 +751,8 @@ void CmService::send_to(std::size_t dev, const std::array<std::uint8_t, 16>& dgi
   const auto hdr = wire::make_cm_header(tid, wire::cm_attr_id(m));
   if (!wire::build_cm_mad(hdr, m, mad).ok()) return;
   ++counters_.mads_sent;
-  if (dev < devices_.size() && devices_[dev].send) devices_[dev].send(dgid, mad);
+  if (dev < devices_.size() && devices_[dev].send)
+    devices_[dev].send(local_gid(static_cast<int>(dev), Gid{}, dgid).index, dgid, mad);
 }
 
 void CmService::send(Id& id, const wire::CmMessage& m, bool retry) {
@@ -672,8 +760,7 @@ void CmService::send(Id& id, const wire::CmMessage& m, bool retry) {
   const auto hdr = wire::make_cm_header(id.tid, wire::cm_attr_id(m));
   if (!wire::build_cm_mad(hdr, m, id.last_mad).ok()) return;
   ++counters_.mads_sent;
-  const CmDevice& d = devices_[static_cast<std::size_t>(id.dev)];
-  if (d.send) d.send(id.dgid, id.last_mad);
+  transmit_last(id);
   if (retry) {
     set_timer(id, now() + retry_timeout_);
     id.retries_left = max_retries_;
@@ -747,7 +834,7 @@ Reply CmService::on_connect(std::uint32_t owner, const MsgHeader& h, std::span<c
     m.srq = p.srq != 0;
     m.primary.local_lid = 0xffff;   // RoCE: permissive LIDs (kernel captures)
     m.primary.remote_lid = 0xffff;
-    m.primary.local_gid = d.gid;
+    m.primary.local_gid = id->sgid == Gid{} ? d.gid : id->sgid;
     m.primary.remote_gid = id->dgid;
     m.primary.traffic_class = id->tos;
     m.primary.hop_limit = 64;
@@ -1059,14 +1146,14 @@ Reply CmService::on_query(std::uint32_t owner, const MsgHeader& h, std::span<con
 
 // ------------------------------------------------------------------ wire
 
-void CmService::on_gsi_packet(const DataPath& dp, const wire::IbPacket& pkt, std::uint32_t src_ipv4,
+void CmService::on_gsi_packet(const DataPath& dp, const wire::IbPacket& pkt, const Gid& src_gid,
                               transport::Nanos now_ns) {
   auto it = paths_.find(&dp);
   if (it == paths_.end()) return;
-  on_gsi_datagram(it->second, pkt, src_ipv4, now_ns);
+  on_gsi_datagram(it->second, pkt, src_gid, now_ns);
 }
 
-void CmService::on_gsi_datagram(std::size_t dev, const wire::IbPacket& pkt, std::uint32_t src_ipv4,
+void CmService::on_gsi_datagram(std::size_t dev, const wire::IbPacket& pkt, const Gid& src_gid,
                                 transport::Nanos now_ns) {
   // IBA 13.5.1 / 13.5.3: the GSI takes UD SEND_ONLY with the GSI Q_Key
   // carrying exactly one 256-byte MAD; anything else is dropped (counted).
@@ -1075,7 +1162,7 @@ void CmService::on_gsi_datagram(std::size_t dev, const wire::IbPacket& pkt, std:
     ++counters_.mads_dropped;
     return;
   }
-  on_mad(dev, gid_of_v4(src_ipv4), pkt.payload, now_ns);
+  on_mad(dev, src_gid, pkt.payload, now_ns);
 }
 
 void CmService::on_mad(std::size_t dev, const std::array<std::uint8_t, 16>& src_gid, wire::Bytes mad,
@@ -1121,8 +1208,7 @@ void CmService::on_req(std::size_t dev, const std::array<std::uint8_t, 16>& src_
   for (auto& [h, id] : ids_) {
     if (id.listener != 0 && id.remote_comm_id == m.local_comm_id && id.dgid == src_gid) {
       if (id.state == State::kRepSent || (id.state == State::kRejected && id.answered)) {
-        const CmDevice& d = devices_[static_cast<std::size_t>(id.dev)];
-        if (d.send) d.send(id.dgid, id.last_mad);
+        transmit_last(id);
         ++counters_.retransmits;
       }
       return;
@@ -1354,8 +1440,7 @@ void CmService::on_sidr_req(std::size_t dev, const std::array<std::uint8_t, 16>&
   for (auto& [h, id] : ids_) {
     if (id.listener != 0 && id.remote_comm_id == m.request_id && id.dgid == src_gid) {
       if (id.answered) {
-        const CmDevice& d = devices_[static_cast<std::size_t>(id.dev)];
-        if (d.send) d.send(id.dgid, id.last_mad);
+        transmit_last(id);
         ++counters_.retransmits;
       }
       return;
@@ -1484,8 +1569,7 @@ void CmService::on_gsi_timer(transport::Nanos now_ns) {
     if (id.retries_left > 0) {
       --id.retries_left;
       ++counters_.retransmits;
-      const CmDevice& d = devices_[static_cast<std::size_t>(id.dev)];
-      if (d.send) d.send(id.dgid, id.last_mad);
+      transmit_last(id);
       set_timer(id, now_ns + retry_timeout_);
       continue;
     }

@@ -147,18 +147,11 @@ DataPath::DataPath(const Device& dev, std::unique_ptr<Link> link)
     : gid_table_(dev.gids()),
       link_(std::move(link)),
       mcast_(dev.attrs().max_mcast_grp, dev.attrs().max_mcast_qp_attach, dev.attrs().max_total_mcast_qp_attach) {
-  bool have_gsi_gid = false;
-  for (std::size_t i = 0; i < gid_table_.size(); ++i) {
-    const ctl::GidEntry& g = gid_table_[i];
+  for (const ctl::GidEntry& g : gid_table_) {
     if (g.valid == 0) continue;
     std::array<std::uint8_t, 16> raw{};
     std::copy(std::begin(g.gid), std::end(g.gid), raw.begin());
     own_gids_.push_back(raw);
-    // CM MADs go RoCE v2 over IPv4 (the CM service speaks IPv4).
-    if (!have_gsi_gid && ipv4_of_gid(raw) != 0 && g.type == ctl::kGidTypeRoceV2) {
-      gsi_sgid_index_ = static_cast<std::uint8_t>(i);
-      have_gsi_gid = true;
-    }
   }
   transport_ = std::make_unique<t::Transport>(mem_, *this, *this, config_for(dev));
 }
@@ -578,8 +571,10 @@ void DataPath::deliver_rx(const wire::IbPacket& pkt, const RxAddress& from, t::N
   stats_.on_rx(pkt);
   if (pkt.bth.dest_qp == kGsiQpn) {
     // QP1 is the GSI (IBA 13.5.1): MADs go to the CM service, not the
-    // transport. The CM service speaks RoCE v2 over IPv4 only.
-    if (gsi_ != nullptr && !from.ipv6) gsi_->on_gsi_packet(*this, pkt, from.src.v4(), now);
+    // transport. The CM service speaks RoCE v2 (over IPv4 or IPv6); a
+    // RoCE v1 MAD could only be answered from a v2 GID, so it is not taken.
+    if (gsi_ != nullptr && from.version != wire::RoceVersion::kV1)
+      gsi_->on_gsi_packet(*this, pkt, from.src.bytes, now);
     return;
   }
   t::RxInfo rx;
@@ -612,7 +607,8 @@ void DataPath::deliver_multicast(const wire::IbPacket& pkt, const RxAddress& fro
   }
 }
 
-void DataPath::send_gsi(const std::array<std::uint8_t, 16>& dgid, std::span<const std::uint8_t> mad) {
+void DataPath::send_gsi(std::uint8_t sgid_index, const std::array<std::uint8_t, 16>& dgid,
+                        std::span<const std::uint8_t> mad) {
   // IBA 13.5.1 / 13.5.3: a MAD is a UD SEND_ONLY from QP1 to QP1 with the
   // GSI Q_Key; over RoCE the GRH/IP header addresses the peer.
   t::TxPacket p;
@@ -627,7 +623,7 @@ void DataPath::send_gsi(const std::array<std::uint8_t, 16>& dgid, std::span<cons
   p.addr.src_qpn = kGsiQpn;
   p.addr.dest_qpn = kGsiQpn;
   p.addr.ah.dgid = dgid;
-  p.addr.ah.sgid_index = gsi_sgid_index_;
+  p.addr.ah.sgid_index = sgid_index;
   transmit(p, 0);
 }
 

@@ -59,8 +59,9 @@ class DataPath;
 class GsiHandler {
  public:
   virtual ~GsiHandler() = default;
-  virtual void on_gsi_packet(const DataPath& dp, const wire::IbPacket& pkt, std::uint32_t src_ipv4,
-                             transport::Nanos now) = 0;
+  // `src_gid`: the sender's address in GID form (IPv4-mapped or IPv6).
+  virtual void on_gsi_packet(const DataPath& dp, const wire::IbPacket& pkt,
+                             const std::array<std::uint8_t, 16>& src_gid, transport::Nanos now) = 0;
   [[nodiscard]] virtual transport::Nanos gsi_deadline() const = 0;
   virtual void on_gsi_timer(transport::Nanos now) = 0;
 };
@@ -125,10 +126,11 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
   void fill_stats(ctl::StatsRep& rep, std::uint32_t first_qpn) const;
 
   // The GSI (QP1): `h` receives every packet to QPN 1; send_gsi() sends one
-  // MAD as a UD SEND_ONLY from QP1 to QP1 at `dgid` (Q_Key 0x80010000,
-  // IBA 13.5.1), hairpinned when `dgid` is this device's.
+  // MAD as a UD SEND_ONLY from QP1 to QP1 at `dgid` from GID `sgid_index`
+  // (Q_Key 0x80010000, IBA 13.5.1), hairpinned when `dgid` is this device's.
   void set_gsi_handler(GsiHandler* h) { gsi_ = h; }
-  void send_gsi(const std::array<std::uint8_t, 16>& dgid, std::span<const std::uint8_t> mad);
+  void send_gsi(std::uint8_t sgid_index, const std::array<std::uint8_t, 16>& dgid,
+                std::span<const std::uint8_t> mad);
 
  private:
   DataPath(const Device& dev, std::unique_ptr<Link> link);
@@ -176,7 +178,6 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
   std::uint32_t ipv4_ = 0;  // the device's address (host order)
   std::vector<std::array<std::uint8_t, 16>> own_gids_;  // any of these: hairpin
   std::vector<ctl::GidEntry> gid_table_;                // the device's, by sgid_index
-  std::uint8_t gsi_sgid_index_ = 1;                     // the IPv4 RoCE v2 GID (CM MADs)
   ProcessMemory mem_;
   std::unique_ptr<Link> link_;
   std::unique_ptr<transport::Transport> transport_;

@@ -56,16 +56,19 @@ ctl::CmAddr v4(std::uint32_t ip, std::uint16_t port) {
 struct Sent {
   Gid dgid;
   std::array<std::uint8_t, 256> mad;
+  std::uint8_t sgid_index = 0;
 };
 
 // One device (urnic0 on 127.0.0.1) whose sender queues the MADs.
 struct Harness {
   std::deque<Sent> wire_q;
   transport::Nanos now = 1000;
+  std::vector<engine::CmDevice::Ipv6Gid> ipv6;  // the device's IPv6 GIDs (none by default)
   CmService cm;
   std::vector<int> fds;
 
-  Harness() : cm(devices(), [this] { return now; }) {}
+  explicit Harness(std::vector<engine::CmDevice::Ipv6Gid> v6 = {})
+      : ipv6(std::move(v6)), cm(devices(), [this] { return now; }) {}
   ~Harness() {
     for (int fd : fds) ::close(fd);
   }
@@ -81,8 +84,9 @@ struct Harness {
     d.node_guid = 0x0100000000000002ULL;
     d.active_mtu = IBV_MTU_4096;
     d.max_rd_atomic = 16;
-    d.send = [this](const Gid& dgid, std::span<const std::uint8_t> mad) {
-      Sent s{dgid, {}};
+    d.ipv6 = ipv6;
+    d.send = [this](std::uint8_t sgid_index, const Gid& dgid, std::span<const std::uint8_t> mad) {
+      Sent s{dgid, {}, sgid_index};
       REQUIRE(mad.size() == 256);
       std::memcpy(s.mad.data(), mad.data(), 256);
       wire_q.push_back(s);
@@ -170,13 +174,20 @@ struct Harness {
     REQUIRE(call(owner, ctl::CmResolveRouteReq{id, 1000}, rrep) == 0);
   }
 
+  // The GID a MAD was sent from (what the receiver sees as its source).
+  Gid sender(const Sent& s) const {
+    for (const auto& g : ipv6)
+      if (g.index == s.sgid_index) return g.gid;
+    return v4_gid(kLoopback);
+  }
+
   // Delivers every queued MAD to the CM (hairpin) and returns how many.
   int pump() {
     int n = 0;
     while (!wire_q.empty()) {
       const Sent s = wire_q.front();
       wire_q.pop_front();
-      cm.on_mad(0, v4_gid(kLoopback), s.mad, now);
+      cm.on_mad(0, sender(s), s.mad, now);
       ++n;
     }
     return n;
@@ -187,7 +198,7 @@ struct Harness {
     REQUIRE(!wire_q.empty());
     const Sent s = wire_q.front();
     wire_q.pop_front();
-    cm.on_mad(0, v4_gid(kLoopback), s.mad, now);
+    cm.on_mad(0, sender(s), s.mad, now);
   }
 
   std::optional<wire::CmMad> peek(std::size_t i = 0) const {
@@ -475,18 +486,18 @@ TEST_CASE("Malformed or foreign MADs are dropped and counted", "[cm][engine][mad
   p.bth.dest_qp = 1;
   p.deth.qkey = 0x12345678;
   p.payload = rtu;
-  t.cm.on_gsi_datagram(0, p, kLoopback, t.now);
+  t.cm.on_gsi_datagram(0, p, v4_gid(kLoopback), t.now);
   CHECK(t.cm.counters().mads_dropped == 4);
   p.deth.qkey = wire::mad::kGsiQkey;
   p.bth.opcode = wire::opcode::kRc | wire::opcode::kSendOnly;
-  t.cm.on_gsi_datagram(0, p, kLoopback, t.now);
+  t.cm.on_gsi_datagram(0, p, v4_gid(kLoopback), t.now);
   CHECK(t.cm.counters().mads_dropped == 5);
   p.bth.opcode = wire::opcode::kUd | wire::opcode::kSendOnly;
   p.payload = wire::Bytes(rtu.data(), 200);
-  t.cm.on_gsi_datagram(0, p, kLoopback, t.now);
+  t.cm.on_gsi_datagram(0, p, v4_gid(kLoopback), t.now);
   CHECK(t.cm.counters().mads_dropped == 6);
   p.payload = rtu;
-  t.cm.on_gsi_datagram(0, p, kLoopback, t.now);
+  t.cm.on_gsi_datagram(0, p, v4_gid(kLoopback), t.now);
   CHECK(t.cm.counters().mads_dropped == 6);
   CHECK(t.cm.counters().mads_unmatched == 2);
 
@@ -686,7 +697,7 @@ TEST_CASE("The kernel's REQ (rping over rxe) gets a CONNECT_REQUEST and a matchi
   d.ipv4 = server_ip;
   d.gid = v4_gid(server_ip);
   d.active_mtu = IBV_MTU_1024;
-  d.send = [&out](const Gid& dgid, std::span<const std::uint8_t> mad) {
+  d.send = [&out](std::uint8_t, const Gid& dgid, std::span<const std::uint8_t> mad) {
     Sent s{dgid, {}};
     std::memcpy(s.mad.data(), mad.data(), 256);
     out.push_back(s);
@@ -719,7 +730,7 @@ TEST_CASE("The kernel's REQ (rping over rxe) gets a CONNECT_REQUEST and a matchi
   ctl::CmListenRep lrep{};
   REQUIRE(call(ctl::CmListenReq{id.handle, 1}, lrep) == 0);
 
-  cm.on_gsi_datagram(0, kreq.ib, client_ip, now);
+  cm.on_gsi_datagram(0, kreq.ib, v4_gid(client_ip), now);
   CHECK(cm.counters().mads_dropped == 0);
   const auto ev = next_event(fds[0]);
   REQUIRE(ev);
@@ -798,7 +809,7 @@ TEST_CASE("urnic's REQ carries what the kernel's REQ carries", "[cm][engine][roc
   d.ipv4 = client_ip;
   d.gid = v4_gid(client_ip);
   d.active_mtu = kr.path_mtu;
-  d.send = [&out](const Gid& dgid, std::span<const std::uint8_t> mad) {
+  d.send = [&out](std::uint8_t, const Gid& dgid, std::span<const std::uint8_t> mad) {
     Sent s{dgid, {}};
     std::memcpy(s.mad.data(), mad.data(), 256);
     out.push_back(s);
@@ -1179,4 +1190,138 @@ TEST_CASE("Timers of many ids fire in deadline order, each once", "[cm][engine]"
   while (const auto ev = next_event(cfd))
     if (ev->event == RDMA_CM_EVENT_UNREACHABLE) ++unreachable;
   CHECK(unreachable == 49);
+}
+
+namespace {
+
+Gid v6_gid(std::initializer_list<std::uint8_t> head, std::uint8_t last) {
+  Gid g{};
+  std::size_t i = 0;
+  for (std::uint8_t b : head) g[i++] = b;
+  g[15] = last;
+  return g;
+}
+
+ctl::CmAddr v6(const Gid& g, std::uint16_t port) {
+  ctl::CmAddr a{};
+  a.family = AF_INET6;
+  a.port = port;
+  std::memcpy(a.addr, g.data(), 16);
+  return a;
+}
+
+}  // namespace
+
+TEST_CASE("RC connection over IPv6 GIDs: resolution, REQ/REP from the IPv6 GID, the IP CM header v6", "[cm][engine][ipv6]") {
+  const Gid ll = v6_gid({0xfe, 0x80}, 1);
+  const Gid global = v6_gid({0xfd, 0x00}, 1);
+  Harness t({{ll, 3}, {global, 5}});
+  const auto [sch, sfd] = t.channel(1);
+  const auto [cch, cfd] = t.channel(2);
+  const std::uint32_t lid = t.create_id(1, sch);
+  REQUIRE(t.bind(1, lid, v6(global, 7600)) == 0);  // an IPv6 address of the device
+  t.listen(1, lid);
+
+  const std::uint32_t cid = t.create_id(2, cch);
+  t.resolve(2, cid, v6(global, 7600));
+  const auto addr_ev = expect_event(cfd, RDMA_CM_EVENT_ADDR_RESOLVED);
+  CHECK(addr_ev.info.src.family == AF_INET6);
+  CHECK(std::memcmp(addr_ev.info.src.addr, global.data(), 16) == 0);
+  CHECK(std::memcmp(addr_ev.info.sgid, global.data(), 16) == 0);
+  CHECK(std::memcmp(addr_ev.info.dgid, global.data(), 16) == 0);
+  expect_event(cfd, RDMA_CM_EVENT_ROUTE_RESOLVED);
+  ctl::CmConnectReq conn{};
+  conn.handle = cid;
+  conn.param.qp_num = 0xa0;
+  ctl::CmConnectRep crep{};
+  REQUIRE(t.call(2, conn, crep) == 0);
+  REQUIRE(t.wire_q.size() == 1);
+  CHECK(t.wire_q[0].sgid_index == 5);
+  CHECK(t.wire_q[0].dgid == global);
+  const auto& req = std::get<wire::CmReq>(t.peek()->message);
+  CHECK(req.primary.local_gid == global);
+  CHECK(req.primary.remote_gid == global);
+  const auto ip = wire::parse_ip_cm_header(req.private_data);
+  REQUIRE(ip.ok());
+  CHECK(ip->ip_version == 6);
+  CHECK(ip->dst_addr == global);
+
+  REQUIRE(t.pump() == 1);
+  const auto creq = expect_event(sfd, RDMA_CM_EVENT_CONNECT_REQUEST);
+  CHECK(creq.info.src.family == AF_INET6);
+  CHECK(creq.info.dst.family == AF_INET6);
+  CHECK(std::memcmp(creq.info.sgid, global.data(), 16) == 0);
+  ctl::CmInitQpAttrRep rtr{};
+  REQUIRE(t.call(1, ctl::CmInitQpAttrReq{creq.id_handle, IBV_QPS_RTR}, rtr) == 0);
+  CHECK(rtr.attr.ah_attr.sgid_index == 5);
+  CHECK(std::memcmp(rtr.attr.ah_attr.dgid, global.data(), 16) == 0);
+  t.accept(1, creq.id_handle, 0xa1);
+  REQUIRE(t.wire_q.size() == 1);
+  CHECK(t.wire_q[0].sgid_index == 5);
+  REQUIRE(t.pump() == 1);
+  expect_event(cfd, RDMA_CM_EVENT_CONNECT_RESPONSE);
+  ctl::CmInitQpAttrRep crtr{};
+  REQUIRE(t.call(2, ctl::CmInitQpAttrReq{cid, IBV_QPS_RTR}, crtr) == 0);
+  CHECK(crtr.attr.ah_attr.sgid_index == 5);
+}
+
+TEST_CASE("Remote IPv6 peers: the source GID of the peer's scope; no IPv6 GID means EHOSTUNREACH", "[cm][engine][ipv6]") {
+  const Gid ll = v6_gid({0xfe, 0x80}, 1);
+  const Gid global = v6_gid({0xfd, 0x00}, 1);
+  {
+    Harness t({{ll, 3}, {global, 5}});
+    const auto [cch, cfd] = t.channel(2);
+    const std::uint32_t a = t.create_id(2, cch);
+    t.resolve(2, a, v6(v6_gid({0xfd, 0x00}, 2), 7601));
+    auto ev = expect_event(cfd, RDMA_CM_EVENT_ADDR_RESOLVED);
+    CHECK(std::memcmp(ev.info.sgid, global.data(), 16) == 0);
+    CHECK(std::memcmp(ev.info.src.addr, global.data(), 16) == 0);
+    expect_event(cfd, RDMA_CM_EVENT_ROUTE_RESOLVED);
+    const std::uint32_t b = t.create_id(2, cch);
+    t.resolve(2, b, v6(v6_gid({0xfe, 0x80}, 2), 7601));
+    ev = expect_event(cfd, RDMA_CM_EVENT_ADDR_RESOLVED);
+    CHECK(std::memcmp(ev.info.sgid, ll.data(), 16) == 0);
+    expect_event(cfd, RDMA_CM_EVENT_ROUTE_RESOLVED);
+    ctl::CmConnectReq conn{};
+    conn.handle = b;
+    ctl::CmConnectRep crep{};
+    REQUIRE(t.call(2, conn, crep) == 0);
+    REQUIRE(t.wire_q.size() == 1);
+    CHECK(t.wire_q[0].sgid_index == 3);
+    CHECK(t.wire_q[0].dgid == v6_gid({0xfe, 0x80}, 2));
+    // A REQ from an IPv6 peer to a port nobody listens on: the REJ goes
+    // back from our IPv6 GID of its scope.
+    t.wire_q.clear();
+    wire::CmReq req;
+    req.local_comm_id = 0x77;
+    req.service_id = 0x0000000001061C00ULL | 7700;
+    req.path_mtu = wire::cm::kMtu1024;
+    req.transport_service_type = wire::cm::kTransportRc;
+    wire::IpCmHeader h;
+    h.ip_version = 6;
+    h.src_port = 5000;
+    h.src_addr = v6_gid({0xfd, 0x00}, 9);
+    h.dst_addr = global;
+    REQUIRE(wire::build_ip_cm_header(h, req.private_data).ok());
+    std::array<std::uint8_t, 256> mad{};
+    REQUIRE(wire::build_cm_mad(wire::make_cm_header(3, wire::cm_attr_id(wire::CmMessage{req})),
+                               wire::CmMessage{req}, mad).ok());
+    t.cm.on_mad(0, v6_gid({0xfd, 0x00}, 9), mad, t.now);
+    REQUIRE(t.wire_q.size() == 1);
+    CHECK(std::holds_alternative<wire::CmRej>(t.peek()->message));
+    CHECK(t.wire_q[0].sgid_index == 5);
+    CHECK(t.wire_q[0].dgid == v6_gid({0xfd, 0x00}, 9));
+  }
+  {
+    Harness t;  // IPv4 only (the udp link on loopback)
+    const auto [cch, cfd] = t.channel(2);
+    const std::uint32_t a = t.create_id(2, cch);
+    ctl::CmResolveAddrReq req{};
+    req.handle = a;
+    req.dst = v6(v6_gid({0xfd, 0x00}, 2), 7601);
+    ctl::CmResolveAddrRep rep{};
+    REQUIRE(t.call(2, req, rep) == 0);
+    const auto ev = expect_event(cfd, RDMA_CM_EVENT_ADDR_ERROR);
+    CHECK(ev.status == -EHOSTUNREACH);
+  }
 }
