@@ -1,4 +1,5 @@
 #include "engine/cm_service.hpp"
+#include "engine/clock.hpp"
 
 #include <arpa/inet.h>
 #include <endian.h>
@@ -114,12 +115,6 @@ std::array<std::uint8_t, 16> gid_of_v4(std::uint32_t ip) {
   g[14] = static_cast<std::uint8_t>(ip >> 8);
   g[15] = static_cast<std::uint8_t>(ip);
   return g;
-}
-
-transport::Nanos monotonic_now() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<transport::Nanos>(ts.tv_sec) * 1'000'000'000U + static_cast<transport::Nanos>(ts.tv_nsec);
 }
 
 // IBA 12.7.4 (and 9.7.6.1.3): a timeout field t means 4.096 us * 2^t.

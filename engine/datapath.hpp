@@ -96,11 +96,19 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
   void unbind_cq(transport::CqHandle tcq);
   void bind_qp(std::uint32_t qpn, Session* s, QpObj* qp);
   void unbind_qp(std::uint32_t qpn);
+  // Before a QP is destroyed: takes every send WQE the process posted (its
+  // doorbell rang before the destroy, and a NIC would have fetched them),
+  // so a UD sender that posts and destroys at once (mckey) still sends.
+  void take_posted_sends(std::uint32_t qpn, transport::Nanos now);
   void bind_srq(transport::SrqHandle tsrq, Session* s, SrqObj* srq);
   void unbind_srq(transport::SrqHandle tsrq);
   // UD multicast membership (Session: ibv_attach_mcast / ibv_detach_mcast;
-  // unbind_qp makes a destroyed QP leave its groups).
-  McastGroups& mcast() { return mcast_; }
+  // unbind_qp makes a destroyed QP leave its groups). A group with members
+  // is joined on the link too when the link can (Link::join_group), so
+  // other hosts' sends to it arrive; errnos as McastGroups.
+  int attach_mcast(const McastGroups::Gid& g, std::uint32_t qpn);
+  int detach_mcast(const McastGroups::Gid& g, std::uint32_t qpn);
+  [[nodiscard]] const McastGroups& mcast() const { return mcast_; }
 
   // One pass over everything; returns true if any work was done.
   bool poll(transport::Nanos now, bool poll_link);
@@ -193,6 +201,11 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
   std::size_t hairpin_count_ = 0;
   std::vector<std::byte> wqe_scratch_;
   McastGroups mcast_;
+  std::vector<McastGroups::Gid> link_groups_;  // groups joined on the link
+  // Joins groups that gained members on the link, leaves those that lost all.
+  void sync_link_groups();
+  void hairpin(const transport::TxPacket& p, bool mcast);
+  void send_on_link(const transport::TxPacket& p);
   std::vector<std::uint32_t> mcast_scratch_;  // deliver_multicast: the members of one group
   DataPathCounters counters_;
   // engine/stats_datapath.cpp: fault injection, capture, counters.
