@@ -27,6 +27,8 @@ urnicd=$2
 cli=$3
 link=${4:-afpacket}
 rdmacm_dir=${5:-$shim_dir}
+# shellcheck source=cm_client.sh
+source "$(dirname "$0")/cm_client.sh"
 if [[ $link == dpdk ]] && ! ldd "$urnicd" | grep -q librte_eal; then
   echo "SKIP: urnicd was built without DPDK"
   exit 77
@@ -195,20 +197,12 @@ cm_pair() {
   # shellcheck disable=SC2086
   bg_host a "${run_env[@]}" timeout "$limit" $server_args > "$out_s" 2>&1
   server_pid=$!
-  # The listener is in the daemon's CM (no socket to wait for): a client
-  # that finds none yet (REJECTED, reason 8) runs again while the server
-  # lives, as in rdmacm_test.sh.
+  # The listener is in the daemon's CM (no socket to wait for).
   sleep 0.5
-  local t0=$SECONDS crc=1
-  for _ in $(seq 20); do
-    # shellcheck disable=SC2086
-    host b "${run_env[@]}" timeout "$limit" $client_args > "$out_c" 2>&1
-    crc=$?
-    [[ $crc -eq 0 ]] && break
-    alive "$server_pid" || break
-    grep -qE "REJECTED|rror 8|Unable to|Failed to" "$out_c" || break
-    sleep 0.5
-  done
+  local t0=$SECONDS crc
+  # shellcheck disable=SC2086
+  cm_client_retry "$out_c" "$server_pid" host b "${run_env[@]}" timeout "$limit" $client_args
+  crc=$?
   wait "$server_pid"
   local src=$?
   server_pid=

@@ -164,6 +164,14 @@ struct Harness {
     REQUIRE(call(owner, acc, arep) == 0);
   }
 
+  // An established RC connection on loopback:`port` between owner 1 (the
+  // passive side) and owner 2, every event so far read.
+  struct Connection {
+    std::uint32_t passive = 0, active = 0;  // id handles
+    int passive_fd = -1, active_fd = -1;    // their channels
+  };
+  Connection establish(std::uint16_t port);
+
   void resolve(std::uint32_t owner, std::uint32_t id, ctl::CmAddr dst) {
     ctl::CmResolveAddrReq req{};
     req.handle = id;
@@ -222,6 +230,30 @@ ctl::CmEventMsg expect_event(int fd, std::uint32_t type) {
   INFO("event " << ev->event << ", expected " << type);
   REQUIRE(ev->event == type);
   return *ev;
+}
+
+Harness::Connection Harness::establish(std::uint16_t port) {
+  Connection c;
+  const auto [sch, sfd] = channel(1);
+  const auto [cch, cfd] = channel(2);
+  c.passive_fd = sfd;
+  c.active_fd = cfd;
+  const std::uint32_t lid = create_id(1, sch);
+  REQUIRE(bind(1, lid, v4(kLoopback, port)) == 0);
+  listen(1, lid);
+  c.active = connect(2, cch, port, 0x90);
+  pump();
+  c.passive = expect_event(sfd, RDMA_CM_EVENT_CONNECT_REQUEST).id_handle;
+  accept(1, c.passive, 0x91);
+  pump();
+  ctl::CmEstablishRep erep{};
+  REQUIRE(call(2, ctl::CmEstablishReq{{c.active, 0}}, erep) == 0);
+  pump();
+  expect_event(sfd, RDMA_CM_EVENT_ESTABLISHED);
+  expect_event(cfd, RDMA_CM_EVENT_ADDR_RESOLVED);
+  expect_event(cfd, RDMA_CM_EVENT_ROUTE_RESOLVED);
+  expect_event(cfd, RDMA_CM_EVENT_CONNECT_RESPONSE);
+  return c;
 }
 
 }  // namespace
@@ -1071,23 +1103,9 @@ TEST_CASE("rdma_listen's backlog: 0 or negative means ucma's maximum (1024)", "[
 
 TEST_CASE("After DREQ/DREP both sides wait out timewait, then get TIMEWAIT_EXIT", "[cm][engine]") {
   Harness t;
-  const auto [sch, sfd] = t.channel(1);
-  const auto [cch, cfd] = t.channel(2);
-  const std::uint32_t lid = t.create_id(1, sch);
-  REQUIRE(t.bind(1, lid, v4(kLoopback, 7402)) == 0);
-  t.listen(1, lid);
-  const std::uint32_t cid = t.connect(2, cch, 7402, 0x90);
-  t.pump();
-  const auto creq = expect_event(sfd, RDMA_CM_EVENT_CONNECT_REQUEST);
-  t.accept(1, creq.id_handle, 0x91);
-  t.pump();
-  ctl::CmEstablishRep erep{};
-  REQUIRE(t.call(2, ctl::CmEstablishReq{{cid, 0}}, erep) == 0);
-  t.pump();
-  expect_event(sfd, RDMA_CM_EVENT_ESTABLISHED);
-  expect_event(cfd, RDMA_CM_EVENT_ADDR_RESOLVED);
-  expect_event(cfd, RDMA_CM_EVENT_ROUTE_RESOLVED);
-  expect_event(cfd, RDMA_CM_EVENT_CONNECT_RESPONSE);
+  const auto conn = t.establish(7402);
+  const int sfd = conn.passive_fd, cfd = conn.active_fd;
+  const std::uint32_t cid = conn.active;
   CHECK(t.cm.gsi_deadline() == transport::kNever);
 
   ctl::CmDisconnectRep drep{};
@@ -1115,7 +1133,7 @@ TEST_CASE("After DREQ/DREP both sides wait out timewait, then get TIMEWAIT_EXIT"
   t.wire_q.clear();
   t.now += 1;
   t.cm.on_gsi_timer(t.now);
-  CHECK(expect_event(sfd, RDMA_CM_EVENT_TIMEWAIT_EXIT).id_handle == creq.id_handle);
+  CHECK(expect_event(sfd, RDMA_CM_EVENT_TIMEWAIT_EXIT).id_handle == conn.passive);
   CHECK(expect_event(cfd, RDMA_CM_EVENT_TIMEWAIT_EXIT).id_handle == cid);
   CHECK(t.cm.counters().timewait_exits == 2);
   CHECK(t.cm.gsi_deadline() == transport::kNever);
@@ -1124,25 +1142,14 @@ TEST_CASE("After DREQ/DREP both sides wait out timewait, then get TIMEWAIT_EXIT"
 
 TEST_CASE("An id destroyed in timewait gets no TIMEWAIT_EXIT and leaves no timer", "[cm][engine]") {
   Harness t;
-  const auto [sch, sfd] = t.channel(1);
-  const auto [cch, cfd] = t.channel(2);
-  const std::uint32_t lid = t.create_id(1, sch);
-  REQUIRE(t.bind(1, lid, v4(kLoopback, 7403)) == 0);
-  t.listen(1, lid);
-  const std::uint32_t cid = t.connect(2, cch, 7403, 0x92);
-  t.pump();
-  const auto creq = expect_event(sfd, RDMA_CM_EVENT_CONNECT_REQUEST);
-  t.accept(1, creq.id_handle, 0x93);
-  t.pump();
-  ctl::CmEstablishRep erep{};
-  REQUIRE(t.call(2, ctl::CmEstablishReq{{cid, 0}}, erep) == 0);
-  t.pump();
+  const auto conn = t.establish(7403);
+  const int sfd = conn.passive_fd, cfd = conn.active_fd;
   ctl::CmDisconnectRep drep{};
-  REQUIRE(t.call(1, ctl::CmDisconnectReq{{creq.id_handle, 0}}, drep) == 0);
+  REQUIRE(t.call(1, ctl::CmDisconnectReq{{conn.passive, 0}}, drep) == 0);
   REQUIRE(t.pump() == 2);
   ctl::CmDestroyIdRep xrep{};
-  REQUIRE(t.call(1, ctl::CmDestroyIdReq{{creq.id_handle, 0}}, xrep) == 0);
-  REQUIRE(t.call(2, ctl::CmDestroyIdReq{{cid, 0}}, xrep) == 0);
+  REQUIRE(t.call(1, ctl::CmDestroyIdReq{{conn.passive, 0}}, xrep) == 0);
+  REQUIRE(t.call(2, ctl::CmDestroyIdReq{{conn.active, 0}}, xrep) == 0);
   CHECK(t.wire_q.empty());  // nothing to tell a peer after the DREP
   CHECK(t.cm.gsi_deadline() == transport::kNever);
   t.now += 10'000'000'000;
