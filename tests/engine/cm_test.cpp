@@ -1245,7 +1245,9 @@ TEST_CASE("RC connection over IPv6 GIDs: resolution, REQ/REP from the IPv6 GID, 
   REQUIRE(t.wire_q.size() == 1);
   CHECK(t.wire_q[0].sgid_index == 5);
   CHECK(t.wire_q[0].dgid == global);
-  const auto& req = std::get<wire::CmReq>(t.peek()->message);
+  const auto req_mad = t.peek();  // kept: req refers into it
+  REQUIRE(req_mad);
+  const auto& req = std::get<wire::CmReq>(req_mad->message);
   CHECK(req.primary.local_gid == global);
   CHECK(req.primary.remote_gid == global);
   const auto ip = wire::parse_ip_cm_header(req.private_data);
