@@ -332,6 +332,8 @@ bool DataPath::drain_sq(std::uint32_t qpn, QpBinding& b, t::Nanos now) {
       wr.remote_qpn = h.remote_qpn;
       wr.remote_qkey = h.remote_qkey;
     }
+    // XRC initiator: the target's XRC SRQ, carried in every request's XRCETH.
+    if (b.qp->type == IBV_QPT_XRC_SEND) wr.xrc_remote_srqn = h.remote_qpn;
     if (bad) {
       ring.take(1);
       fail_qp(qpn, b, h.wr_id, IBV_WC_LOC_QP_OP_ERR, now);

@@ -291,8 +291,11 @@ TEST_CASE("CQ, QP, SRQ and AH creation enforce limits with the right errno", "[e
   bad.caps.max_inline_data = a.max_inline_data + 1;
   CHECK(h.call<ctl::CreateQpRep>(bad) == EINVAL);
   bad = q;
-  bad.qp_type = IBV_QPT_XRC_SEND;
+  bad.qp_type = IBV_QPT_RAW_PACKET;
   CHECK(h.call<ctl::CreateQpRep>(bad) == EOPNOTSUPP);
+  bad = q;
+  bad.qp_type = IBV_QPT_XRC_RECV;  // a target QP is created in its XRC domain (kCreateXrcTgtQp)
+  CHECK(h.call<ctl::CreateQpRep>(bad) == EINVAL);
   bad = q;
   bad.qp_type = 77;
   CHECK(h.call<ctl::CreateQpRep>(bad) == EINVAL);
