@@ -193,6 +193,18 @@ void DataPath::bind_srq(t::SrqHandle tsrq, Session* s, SrqObj* srq) {
   srqs_[static_cast<std::uint32_t>(tsrq)] = SrqBinding{s, srq};
 }
 void DataPath::unbind_srq(t::SrqHandle tsrq) { srqs_.erase(static_cast<std::uint32_t>(tsrq)); }
+void DataPath::bind_tgt_handle(std::uint32_t qpn, Session* s, std::uint64_t cookie) {
+  tgt_handles_.emplace(qpn, std::pair{s, cookie});
+}
+void DataPath::unbind_tgt_handle(std::uint32_t qpn, Session* s, std::uint64_t cookie) {
+  auto [lo, hi] = tgt_handles_.equal_range(qpn);
+  for (auto it = lo; it != hi; ++it) {
+    if (it->second == std::pair{s, cookie}) {
+      tgt_handles_.erase(it);
+      return;
+    }
+  }
+}
 
 t::Nanos DataPath::next_deadline() const {
   if (hairpin_count_ != 0) return 0;
@@ -724,6 +736,9 @@ void DataPath::on_async_event(const t::AsyncEvent& e) {
       if (it != qps_.end())
         it->second.session->post_async_event(
             ctl::AsyncEvent{it->second.qp->cookie, static_cast<std::uint32_t>(e.type), 0});
+      auto [lo, hi] = tgt_handles_.equal_range(e.qpn);
+      for (auto h = lo; h != hi; ++h)
+        h->second.first->post_async_event(ctl::AsyncEvent{h->second.second, static_cast<std::uint32_t>(e.type), 0});
       return;
     }
   }

@@ -680,6 +680,7 @@ void Session::destroy_qp(std::uint32_t handle) {
     // One handle fewer on an XRC target QP; the QP goes with the last one
     // (XrcTgtQp's destructor), in whichever process that is.
     --xrcds_[qp.xrcd].refs;
+    if (dp_ != nullptr) dp_->unbind_tgt_handle(qp.qpn, this, qp.cookie);
     qps_.erase(it);
     return;
   }

@@ -9,6 +9,7 @@
 
 #include <fcntl.h>
 #include <infiniband/verbs.h>
+#include <poll.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -863,6 +864,17 @@ TEST_CASE("XRC: domains by inode, XRC SRQs, target and initiator QPs, ibv_open_q
   sw.qp_type.xrc.remote_srqn = srqn + 1;
   REQUIRE(ibv_post_send(ini, &sw, &sbad) == 0);
   CHECK(poll_one(cq).status == IBV_WC_REM_INV_REQ_ERR);
+  // The target went to ERR with QP_REQ_ERR, reported to the context that
+  // holds a handle on it now (the creator's is gone), naming that handle.
+  pollfd pfd{d2.ctx->async_fd, POLLIN, 0};
+  REQUIRE(::poll(&pfd, 1, 5000) == 1);
+  ibv_async_event ev{};
+  REQUIRE(ibv_get_async_event(d2.ctx, &ev) == 0);
+  CHECK(ev.event_type == IBV_EVENT_QP_REQ_ERR);
+  CHECK(ev.element.qp == opened);
+  ibv_ack_async_event(&ev);
+  REQUIRE(ibv_query_qp(opened, &qa, IBV_QP_STATE, &qi) == 0);
+  CHECK(qa.qp_state == IBV_QPS_ERR);
 
   CHECK(ibv_destroy_qp(opened) == 0);
   CHECK(ibv_destroy_qp(ini) == 0);
