@@ -130,8 +130,8 @@ Reply Session::on_create_xrc_tgt_qp(const MsgHeader& h, std::span<const std::byt
   info.gid_count = static_cast<std::uint32_t>(dev_->gids().size());
   info.max_qp_rd_atom = a.max_qp_rd_atom;
   info.max_qp_init_rd_atom = a.max_qp_init_rd_atom;
-  auto ctl = dp_ != nullptr ? make_transport_qp_control(info, dp_->transport()) : make_qp_control(info);
-  auto tgt = std::make_shared<XrcTgtQp>(domain, qpn, std::move(ctl));
+  auto control = dp_ != nullptr ? make_transport_qp_control(info, dp_->transport()) : make_qp_control(info);
+  auto tgt = std::make_shared<XrcTgtQp>(domain, qpn, std::move(control));
   domain->tgt_qps[qpn] = tgt;
   ctl::CreateXrcTgtQpRep rep{};
   rep.handle = add_tgt_qp_handle(req->cookie, req->xrcd_handle, std::move(tgt));
