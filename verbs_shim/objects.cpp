@@ -412,13 +412,12 @@ void* op_compat_unsupported() {
 
 ibv_qp* create_qp_common(ibv_pd* pd, ibv_qp_init_attr* attr) {
   ibv_context* ctx = pd->context;
-  // An XRC initiator has no receive queue (and so no receive CQ or SRQ).
+  // An XRC initiator has no receive queue: its receive CQ and SRQ, if
+  // given, are ignored (as uverbs does).
   const bool xrc_send = attr->qp_type == IBV_QPT_XRC_SEND;
-  if (xrc_send) {
-    attr->recv_cq = nullptr;
-    attr->srq = nullptr;
-  }
-  if (attr->send_cq == nullptr || (attr->recv_cq == nullptr && !xrc_send)) {
+  ibv_cq* const recv_cq = xrc_send ? nullptr : attr->recv_cq;
+  ibv_srq* const srq = xrc_send ? nullptr : attr->srq;
+  if (attr->send_cq == nullptr || (recv_cq == nullptr && !xrc_send)) {
     errno = EINVAL;
     return nullptr;
   }
@@ -431,8 +430,8 @@ ibv_qp* create_qp_common(ibv_pd* pd, ibv_qp_init_attr* attr) {
   req.cookie = reinterpret_cast<std::uintptr_t>(q);
   req.pd_handle = pd->handle;
   req.send_cq_handle = attr->send_cq->handle;
-  req.recv_cq_handle = attr->recv_cq != nullptr ? attr->recv_cq->handle : 0;
-  req.srq_handle = attr->srq != nullptr ? attr->srq->handle : 0;
+  req.recv_cq_handle = recv_cq != nullptr ? recv_cq->handle : 0;
+  req.srq_handle = srq != nullptr ? srq->handle : 0;
   req.qp_type = attr->qp_type;
   req.sq_sig_all = attr->sq_sig_all != 0 ? 1 : 0;
   req.caps = ctl::QpCaps{attr->cap.max_send_wr, attr->cap.max_recv_wr, attr->cap.max_send_sge,
@@ -465,8 +464,8 @@ ibv_qp* create_qp_common(ibv_pd* pd, ibv_qp_init_attr* attr) {
   qp.qp_context = attr->qp_context;
   qp.pd = pd;
   qp.send_cq = attr->send_cq;
-  qp.recv_cq = attr->recv_cq;
-  qp.srq = attr->srq;
+  qp.recv_cq = recv_cq;
+  qp.srq = srq;
   qp.handle = rep.handle;
   qp.qp_num = rep.qpn;
   qp.state = IBV_QPS_RESET;
