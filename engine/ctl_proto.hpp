@@ -74,6 +74,11 @@ enum class MsgType : std::uint16_t {
   kImportMr = 104,
   kAllocMw = 105,
   kDeallocMw = 106,
+  kOpenXrcd = 107,          // ibv_open_xrcd; the request may pass the file's fd (fd[0])
+  kCloseXrcd = 108,
+  kCreateXrcSrq = 109,      // ibv_create_srq_ex IBV_SRQT_XRC; reply passes the SRQ ring memfd
+  kCreateXrcTgtQp = 110,    // ibv_create_qp_ex IBV_QPT_XRC_RECV (no rings)
+  kOpenQp = 111,            // ibv_open_qp: another handle on an XRC_RECV QP of an XRC domain
   // 90..99: observability and fault injection (engine/stats, engine/fault,
   // engine/capture; engine/stats_ctl.cpp). No opened device needed: the
   // request names the device.
@@ -640,10 +645,11 @@ struct CreateSrqRep {
   std::uint32_t max_sge;
   std::uint32_t slots;
   std::uint32_t slot_size;
-  std::uint32_t reserved;
+  std::uint32_t srq_num;    // the SRQ number (ibv_get_srq_num; XRCETH for XRC SRQs)
   std::uint64_t map_bytes;
 };
 static_assert(sizeof(CreateSrqRep) == 32);
+static_assert(offsetof(CreateSrqRep, srq_num) == 20);
 static_assert(offsetof(CreateSrqRep, slots) == 12);
 static_assert(offsetof(CreateSrqRep, slot_size) == 16);
 static_assert(offsetof(CreateSrqRep, map_bytes) == 24);

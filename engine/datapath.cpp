@@ -229,6 +229,18 @@ void DataPath::bind_srq(t::SrqHandle tsrq, Session* s, SrqObj* srq) {
   srqs_[static_cast<std::uint32_t>(tsrq)] = SrqBinding{s, srq};
 }
 void DataPath::unbind_srq(t::SrqHandle tsrq) { srqs_.erase(static_cast<std::uint32_t>(tsrq)); }
+void DataPath::bind_tgt_handle(std::uint32_t qpn, Session* s, std::uint64_t cookie) {
+  tgt_handles_.emplace(qpn, std::pair{s, cookie});
+}
+void DataPath::unbind_tgt_handle(std::uint32_t qpn, Session* s, std::uint64_t cookie) {
+  auto [lo, hi] = tgt_handles_.equal_range(qpn);
+  for (auto it = lo; it != hi; ++it) {
+    if (it->second == std::pair{s, cookie}) {
+      tgt_handles_.erase(it);
+      return;
+    }
+  }
+}
 
 t::Nanos DataPath::next_deadline() const {
   if (hairpin_count_ != 0) return 0;
@@ -368,6 +380,8 @@ bool DataPath::drain_sq(std::uint32_t qpn, QpBinding& b, t::Nanos now) {
       wr.remote_qpn = h.remote_qpn;
       wr.remote_qkey = h.remote_qkey;
     }
+    // XRC initiator: the target's XRC SRQ, carried in every request's XRCETH.
+    if (b.qp->type == IBV_QPT_XRC_SEND) wr.xrc_remote_srqn = h.remote_qpn;
     if (bad) {
       ring.take(1);
       fail_qp(qpn, b, h.wr_id, IBV_WC_LOC_QP_OP_ERR, now);
@@ -781,6 +795,9 @@ void DataPath::on_async_event(const t::AsyncEvent& e) {
       if (it != qps_.end())
         it->second.session->post_async_event(
             ctl::AsyncEvent{it->second.qp->cookie, static_cast<std::uint32_t>(e.type), 0});
+      auto [lo, hi] = tgt_handles_.equal_range(e.qpn);
+      for (auto h = lo; h != hi; ++h)
+        h->second.first->post_async_event(ctl::AsyncEvent{h->second.second, static_cast<std::uint32_t>(e.type), 0});
       return;
     }
   }

@@ -102,6 +102,11 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
   void take_posted_sends(std::uint32_t qpn, transport::Nanos now);
   void bind_srq(transport::SrqHandle tsrq, Session* s, SrqObj* srq);
   void unbind_srq(transport::SrqHandle tsrq);
+  // XRC target QPs have no work queues (no bind_qp); their async events go
+  // to every handle on them, in each process that created or opened one
+  // (as the kernel's shared-QP event handler), with that handle's cookie.
+  void bind_tgt_handle(std::uint32_t qpn, Session* s, std::uint64_t cookie);
+  void unbind_tgt_handle(std::uint32_t qpn, Session* s, std::uint64_t cookie);
   // UD multicast membership (Session: ibv_attach_mcast / ibv_detach_mcast;
   // unbind_qp makes a destroyed QP leave its groups). A group with members
   // is joined on the link too when the link can (Link::join_group), so
@@ -193,6 +198,7 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
   std::map<std::uint32_t, CqBinding> cqs_;   // by transport CqHandle
   std::map<std::uint32_t, QpBinding> qps_;   // by QPN
   std::map<std::uint32_t, SrqBinding> srqs_; // by transport SrqHandle
+  std::multimap<std::uint32_t, std::pair<Session*, std::uint64_t>> tgt_handles_;  // by QPN
   // Hairpin queue: a ring of slots that keep their buffers, so a steady
   // stream of same-host packets allocates nothing once the ring has grown
   // to the burst size. [head, head + count) are queued, oldest first.

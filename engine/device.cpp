@@ -190,12 +190,12 @@ Device::Device(const DeviceConfig& cfg) : cfg_(cfg) {
   a.max_qp = 65536;
   a.max_qp_wr = 16384;
   // Only what is implemented is claimed: memory windows of type 1 and 2B
-  // (transport/mw.cpp), no fast-register or SRQ resize (MEM_MGT_EXTENSIONS /
-  // SRQ_RESIZE) yet.
+  // (transport/mw.cpp), XRC (transport/xrc.cpp, engine/session_xrc.cpp),
+  // no fast-register or SRQ resize (MEM_MGT_EXTENSIONS / SRQ_RESIZE) yet.
   a.device_cap_flags = IBV_DEVICE_BAD_PKEY_CNTR | IBV_DEVICE_BAD_QKEY_CNTR |
                        IBV_DEVICE_UD_AV_PORT_ENFORCE | IBV_DEVICE_PORT_ACTIVE_EVENT |
                        IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_RC_RNR_NAK_GEN |
-                       IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B;
+                       IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B | IBV_DEVICE_XRC;
   a.device_cap_flags_ex = a.device_cap_flags;
   a.max_sge = 32;
   a.max_sge_rd = 32;
@@ -230,7 +230,7 @@ Device::Device(const DeviceConfig& cfg) : cfg_(cfg) {
     a.transport = IBV_TRANSPORT_IWARP;
     a.node_type = IBV_NODE_RNIC;
     a.atomic_cap = IBV_ATOMIC_NONE;
-    a.device_cap_flags &= ~static_cast<std::uint32_t>(IBV_DEVICE_RC_RNR_NAK_GEN);
+    a.device_cap_flags &= ~static_cast<std::uint32_t>(IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_XRC);
     a.device_cap_flags_ex = a.device_cap_flags;
     a.max_qp_rd_atom = 16;
     a.max_qp_init_rd_atom = 16;

@@ -24,8 +24,13 @@ struct Rule {
 // IBA 10.3.1 / Table 91 ("QP state transition properties"): per QP type, which
 // attributes a transition requires and which it accepts. Keyed by states; the
 // type selects the column.
+// XRC QPs (IBA XRC annex) move as RC ones, except that an initiator
+// (XRC_SEND) has no responder attributes to set at RTR and a target
+// (XRC_RECV) no requester ones at RTS: the kernel's ib_modify_qp_is_ok rows.
 Rule rule_for(std::uint32_t type, std::uint32_t cur, std::uint32_t next) {
-  const bool rc = type == IBV_QPT_RC;
+  const bool xrc_ini = type == IBV_QPT_XRC_SEND;
+  const bool xrc_tgt = type == IBV_QPT_XRC_RECV;
+  const bool rc = type == IBV_QPT_RC || xrc_ini || xrc_tgt;
   const bool uc = type == IBV_QPT_UC;
   const bool ud = type == IBV_QPT_UD;
   if (!rc && !uc && !ud) return {};
@@ -43,7 +48,7 @@ Rule rule_for(std::uint32_t type, std::uint32_t cur, std::uint32_t next) {
         if (ud) return {true, 0, IBV_QP_PKEY_INDEX | IBV_QP_QKEY};
         const std::uint32_t opt = IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX;
         const std::uint32_t uc_req = IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
-        if (uc) return {true, uc_req, opt};
+        if (uc || xrc_ini) return {true, uc_req, opt};
         return {true, uc_req | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER, opt};
       }
       return {};
@@ -53,6 +58,11 @@ Rule rule_for(std::uint32_t type, std::uint32_t cur, std::uint32_t next) {
         const std::uint32_t opt =
             IBV_QP_CUR_STATE | IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS | IBV_QP_PATH_MIG_STATE;
         if (uc) return {true, IBV_QP_SQ_PSN, opt};
+        if (xrc_tgt) return {true, IBV_QP_SQ_PSN | IBV_QP_TIMEOUT, opt | IBV_QP_MIN_RNR_TIMER};
+        if (xrc_ini)
+          return {true,
+                  IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC,
+                  opt};
         return {true,
                 IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
                     IBV_QP_MAX_QP_RD_ATOMIC,
@@ -65,7 +75,7 @@ Rule rule_for(std::uint32_t type, std::uint32_t cur, std::uint32_t next) {
         if (ud) return {true, 0, IBV_QP_CUR_STATE | IBV_QP_QKEY | IBV_QP_RATE_LIMIT};
         const std::uint32_t opt = IBV_QP_CUR_STATE | IBV_QP_ACCESS_FLAGS | IBV_QP_ALT_PATH |
                                   IBV_QP_PATH_MIG_STATE | IBV_QP_RATE_LIMIT;
-        return {true, 0, rc ? (opt | IBV_QP_MIN_RNR_TIMER) : opt};
+        return {true, 0, rc && !xrc_ini ? (opt | IBV_QP_MIN_RNR_TIMER) : opt};
       }
       if (next == IBV_QPS_SQD && cur == IBV_QPS_RTS) return {true, 0, IBV_QP_EN_SQD_ASYNC_NOTIFY};
       if (next == IBV_QPS_SQD) {

@@ -117,6 +117,13 @@ void Session::destroy_all() {
         dp_->unbind_srq(srq.tsrq);
         dp_->transport().destroy_srq(srq.tsrq);
       }
+    }
+    u.srqs -= static_cast<std::uint32_t>(srqs_.size());
+    srqs_.clear();
+    // After its SRQs and QP handles here: a domain that other processes
+    // still hold (or whose target QPs they hold) lives on.
+    xrcds_.clear();
+    if (dp_ != nullptr) {
       for (auto& [h, cq] : cqs_) {
         dp_->unbind_cq(cq.tcq);
         dp_->transport().destroy_cq(cq.tcq);
@@ -125,8 +132,6 @@ void Session::destroy_all() {
       for (auto& [h, mr] : mrs_) dp_->transport().dereg_mr(mr.key);
       for (auto& [h, pd] : pds_) dp_->transport().dealloc_pd(pd.tpd);
     }
-    u.srqs -= static_cast<std::uint32_t>(srqs_.size());
-    srqs_.clear();
     u.cqs -= static_cast<std::uint32_t>(cqs_.size());
     cqs_.clear();
     for (auto& [h, ch] : channels_) ::close(ch.fd);
@@ -187,8 +192,15 @@ int Session::deliver_cqe(std::uint32_t cq_handle, const CqeSlot& cqe, bool solic
 }
 
 Reply Session::handle(std::span<const std::byte> msg, std::vector<int>& in_fds) {
-  // No request carries descriptors yet: close any the process sent.
-  for (int fd : in_fds) ::close(fd);
+  // Only OpenXrcd takes a descriptor (and keeps it by setting it to -1);
+  // whatever else the process sent is closed on the way out.
+  struct CloseFds {
+    std::vector<int> fds;
+    ~CloseFds() {
+      for (int fd : fds)
+        if (fd >= 0) ::close(fd);
+    }
+  } in{std::move(in_fds)};
   in_fds.clear();
   const auto h = ctl::decode_header(msg);
   if (!h || (h->flags & ctl::kFlagReply) != 0) {
@@ -221,6 +233,7 @@ Reply Session::handle(std::span<const std::byte> msg, std::vector<int>& in_fds) 
     std::memcpy(out.data(), &bad, sizeof bad);
     return Reply{std::move(out), {}, false};
   }
+  if (type == ctl::MsgType::kOpenXrcd) return on_open_xrcd(*h, msg, in.fds);  // engine/session_xrc.cpp
   if (h->type >= 100 && h->type <= 119) return on_verbs_ext(*h, msg);  // engine/session_verbs_ext.cpp
   switch (type) {
     case ctl::MsgType::kDestroyAh:
@@ -524,25 +537,32 @@ Reply Session::on_create_qp(const MsgHeader& h, std::span<const std::byte> msg) 
     case IBV_QPT_RC:
     case IBV_QPT_UC:
     case IBV_QPT_UD: break;
-    case IBV_QPT_RAW_PACKET:
     case IBV_QPT_XRC_SEND:
-    case IBV_QPT_XRC_RECV:
+      // The RoCE device's transport has XRC; the iWARP one has RC only.
+      if (dev_->attrs().transport != IBV_TRANSPORT_IB) return fail<ctl::CreateQpRep>(h, EOPNOTSUPP);
+      break;
+    case IBV_QPT_XRC_RECV: return fail<ctl::CreateQpRep>(h, EINVAL);  // needs its XRC domain: kCreateXrcTgtQp
+    case IBV_QPT_RAW_PACKET:
     case IBV_QPT_DRIVER: return fail<ctl::CreateQpRep>(h, EOPNOTSUPP);
     default: return fail<ctl::CreateQpRep>(h, EINVAL);
   }
+  // An XRC initiator has a send queue only: uverbs ignores its receive CQ,
+  // SRQ and receive capacities.
+  const bool xrc_send = req->qp_type == IBV_QPT_XRC_SEND;
+  const std::uint32_t recv_cq_handle = xrc_send ? 0 : req->recv_cq_handle;
   auto pd = pds_.find(req->pd_handle);
   auto scq = cqs_.find(req->send_cq_handle);
-  auto rcq = cqs_.find(req->recv_cq_handle);
-  if (pd == pds_.end() || scq == cqs_.end() || rcq == cqs_.end())
+  auto rcq = cqs_.find(recv_cq_handle);
+  if (pd == pds_.end() || scq == cqs_.end() || (rcq == cqs_.end() && !xrc_send))
     return fail<ctl::CreateQpRep>(h, EINVAL);
   SrqObj* srq = nullptr;
-  if (req->srq_handle != 0) {
+  if (req->srq_handle != 0 && !xrc_send) {
     auto it = srqs_.find(req->srq_handle);
     if (it == srqs_.end()) return fail<ctl::CreateQpRep>(h, EINVAL);
     srq = &it->second;
   }
   ctl::QpCaps caps = req->caps;
-  if (srq != nullptr) {
+  if (srq != nullptr || xrc_send) {
     caps.max_recv_wr = 0;
     caps.max_recv_sge = 0;
   }
@@ -556,8 +576,8 @@ Reply Session::on_create_qp(const MsgHeader& h, std::span<const std::byte> msg) 
   qp.cookie = req->cookie;
   qp.pd = req->pd_handle;
   qp.send_cq = req->send_cq_handle;
-  qp.recv_cq = req->recv_cq_handle;
-  qp.srq = req->srq_handle;
+  qp.recv_cq = recv_cq_handle;
+  qp.srq = srq != nullptr ? req->srq_handle : 0;
   qp.type = req->qp_type;
   qp.sq_sig_all = req->sq_sig_all;
   // Ring geometry: a power of two of fixed-size slots; the slot holds the
@@ -565,7 +585,7 @@ Reply Session::on_create_qp(const MsgHeader& h, std::span<const std::byte> msg) 
   const std::uint32_t sq_slots = round_up_pow2(caps.max_send_wr == 0 ? 1 : caps.max_send_wr);
   const std::uint32_t sq_slot = wqe_slot_size(caps.max_send_sge, caps.max_inline_data);
   const std::uint32_t rq_slots =
-      srq != nullptr ? 0 : round_up_pow2(caps.max_recv_wr == 0 ? 1 : caps.max_recv_wr);
+      srq != nullptr || xrc_send ? 0 : round_up_pow2(caps.max_recv_wr == 0 ? 1 : caps.max_recv_wr);
   const std::uint32_t rq_slot = wqe_slot_size(caps.max_recv_sge, 0);
   const std::size_t sq_bytes = ring_bytes(sq_slots, sq_slot);
   const std::size_t rq_bytes = rq_slots == 0 ? 0 : ring_bytes(rq_slots, rq_slot);
@@ -587,7 +607,7 @@ Reply Session::on_create_qp(const MsgHeader& h, std::span<const std::byte> msg) 
     ia.type = static_cast<transport::QpType>(qp.type);
     ia.pd = pd->second.tpd;
     ia.send_cq = scq->second.tcq;
-    ia.recv_cq = rcq->second.tcq;
+    if (rcq != cqs_.end()) ia.recv_cq = rcq->second.tcq;
     ia.has_srq = srq != nullptr;
     if (srq != nullptr) ia.srq = srq->tsrq;
     ia.cap = transport::QpCap{caps.max_send_wr, caps.max_recv_wr, caps.max_send_sge,
@@ -634,7 +654,7 @@ Reply Session::on_create_qp(const MsgHeader& h, std::span<const std::byte> msg) 
   if (dp_ != nullptr) dp_->bind_qp(qps_[handle].qpn, this, &qps_[handle]);
   ++pd->second.refs;
   ++scq->second.refs;
-  ++rcq->second.refs;
+  if (rcq != cqs_.end()) ++rcq->second.refs;
   if (srq != nullptr) ++srq->refs;
   ++dev_->usage().qps;
   return ok(h, rep, {fd});
@@ -645,7 +665,7 @@ Reply Session::on_modify_qp(const MsgHeader& h, std::span<const std::byte> msg) 
   if (!req) return fail<ctl::ModifyQpRep>(h, EINVAL);
   auto it = qps_.find(req->handle);
   if (it == qps_.end()) return fail<ctl::ModifyQpRep>(h, EINVAL);
-  if (const int err = it->second.ctl->modify(req->attr, req->attr_mask); err != 0)
+  if (const int err = it->second.control().modify(req->attr, req->attr_mask); err != 0)
     return fail<ctl::ModifyQpRep>(h, err);
   ctl::ModifyQpRep rep{};
   rep.handle = req->handle;
@@ -660,7 +680,7 @@ Reply Session::on_query_qp(const MsgHeader& h, std::span<const std::byte> msg) {
   ctl::QueryQpRep rep{};
   rep.handle = req->handle;
   rep.sq_sig_all = it->second.sq_sig_all;
-  rep.attr = it->second.ctl->query();
+  rep.attr = it->second.control().query();
   rep.attr.cap = it->second.caps;
   return ok(h, rep);
 }
@@ -669,9 +689,17 @@ void Session::destroy_qp(std::uint32_t handle) {
   auto it = qps_.find(handle);
   if (it == qps_.end()) return;
   QpObj& qp = it->second;
+  if (qp.tgt) {
+    // One handle fewer on an XRC target QP; the QP goes with the last one
+    // (XrcTgtQp's destructor), in whichever process that is.
+    --xrcds_[qp.xrcd].refs;
+    if (dp_ != nullptr) dp_->unbind_tgt_handle(qp.qpn, this, qp.cookie);
+    qps_.erase(it);
+    return;
+  }
   --pds_[qp.pd].refs;
   --cqs_[qp.send_cq].refs;
-  --cqs_[qp.recv_cq].refs;
+  if (qp.recv_cq != 0) --cqs_[qp.recv_cq].refs;
   if (qp.srq != 0) --srqs_[qp.srq].refs;
   if (dp_ != nullptr) {
     dp_->unbind_qp(qp.qpn);
@@ -706,48 +734,62 @@ Reply Session::on_destroy_qp(const MsgHeader& h, std::span<const std::byte> msg)
 Reply Session::on_create_srq(const MsgHeader& h, std::span<const std::byte> msg) {
   const auto req = ctl::decode<ctl::CreateSrqReq>(msg);
   if (!req) return fail<ctl::CreateSrqRep>(h, EINVAL);
-  const auto& a = dev_->attrs();
-  auto pd = pds_.find(req->pd_handle);
-  if (pd == pds_.end()) return fail<ctl::CreateSrqRep>(h, EINVAL);
-  if (req->max_wr < 1 || req->max_wr > a.max_srq_wr || req->max_sge < 1 ||
-      req->max_sge > a.max_srq_sge || req->srq_limit > req->max_wr)
-    return fail<ctl::CreateSrqRep>(h, EINVAL);
-  if (dev_->usage().srqs >= a.max_srq) return fail<ctl::CreateSrqRep>(h, ENOMEM);
   SrqObj srq;
   srq.cookie = req->cookie;
   srq.pd = req->pd_handle;
-  const std::uint32_t slots = round_up_pow2(req->max_wr);
-  const std::uint32_t slot_size = wqe_slot_size(req->max_sge, 0);
-  if (const int err = srq.mem.create("urnic-srq", ring_bytes(slots, slot_size)); err != 0)
+  ctl::CreateSrqRep rep{};
+  int fd = -1;
+  if (const int err = create_srq_obj(std::move(srq), req->max_wr, req->max_sge, req->srq_limit, rep, fd); err != 0)
     return fail<ctl::CreateSrqRep>(h, err);
+  return ok(h, rep, {fd});
+}
+
+int Session::create_srq_obj(SrqObj srq, std::uint32_t max_wr, std::uint32_t max_sge, std::uint32_t srq_limit,
+                            ctl::CreateSrqRep& rep, int& fd) {
+  const auto& a = dev_->attrs();
+  auto pd = pds_.find(srq.pd);
+  if (pd == pds_.end()) return EINVAL;
+  if (max_wr < 1 || max_wr > a.max_srq_wr || max_sge < 1 || max_sge > a.max_srq_sge || srq_limit > max_wr)
+    return EINVAL;
+  if (dev_->usage().srqs >= a.max_srq) return ENOMEM;
+  const std::uint32_t slots = round_up_pow2(max_wr);
+  const std::uint32_t slot_size = wqe_slot_size(max_sge, 0);
+  if (const int err = srq.mem.create("urnic-srq", ring_bytes(slots, slot_size)); err != 0) return err;
   srq.ring = SpscRing(srq.mem.data(), slots, slot_size);
   srq.ring.init();
-  srq.attr = ctl::SrqAttrs{slots, req->max_sge, req->srq_limit, 0};
+  srq.attr = ctl::SrqAttrs{slots, max_sge, srq_limit, 0};
   if (dp_ != nullptr) {
-    const auto tsrq = dp_->transport().create_srq(
-        pd->second.tpd, transport::SrqAttr{slots, req->max_sge, req->srq_limit});
-    if (!tsrq.ok()) return fail<ctl::CreateSrqRep>(h, tsrq.err);
+    const transport::SrqAttr ta{slots, max_sge, srq_limit};
+    const auto tsrq = srq.domain ? dp_->transport().create_xrc_srq(pd->second.tpd, srq.domain->txrcd,
+                                                                   cqs_.at(srq.cq).tcq, ta)
+                                 : dp_->transport().create_srq(pd->second.tpd, ta);
+    if (!tsrq.ok()) return tsrq.err;
     srq.tsrq = tsrq.value;
   }
-  const int fd = ::dup(srq.mem.fd());
+  fd = ::dup(srq.mem.fd());
   srq.mem.close_fd();
   if (fd < 0) {
     if (dp_ != nullptr) dp_->transport().destroy_srq(srq.tsrq);
-    return fail<ctl::CreateSrqRep>(h, ENOMEM);
+    return ENOMEM;
   }
   const std::uint32_t handle = next_handle();
-  ctl::CreateSrqRep rep{};
   rep.handle = handle;
   rep.max_wr = slots;
-  rep.max_sge = req->max_sge;
+  rep.max_sge = max_sge;
   rep.slots = slots;
   rep.slot_size = slot_size;
   rep.map_bytes = srq.mem.size();
+  // The number XRC initiators put in their XRCETHs: unique on the device.
+  rep.srq_num = dp_ != nullptr ? dp_->transport().srq_num(srq.tsrq) : handle;
+  if (srq.domain) {
+    ++xrcds_.at(srq.xrcd).refs;
+    ++cqs_.at(srq.cq).refs;
+  }
   srqs_[handle] = std::move(srq);
   if (dp_ != nullptr) dp_->bind_srq(srqs_[handle].tsrq, this, &srqs_[handle]);
   ++pd->second.refs;
   ++dev_->usage().srqs;
-  return ok(h, rep, {fd});
+  return 0;
 }
 
 Reply Session::on_modify_srq(const MsgHeader& h, std::span<const std::byte> msg) {
@@ -799,6 +841,10 @@ Reply Session::on_destroy_srq(const MsgHeader& h, std::span<const std::byte> msg
     dp_->transport().destroy_srq(it->second.tsrq);
   }
   --pds_[it->second.pd].refs;
+  if (it->second.domain) {
+    --xrcds_[it->second.xrcd].refs;
+    --cqs_[it->second.cq].refs;
+  }
   srqs_.erase(it);
   --dev_->usage().srqs;
   ctl::DestroySrqRep rep{};

@@ -21,6 +21,7 @@
 #include "engine/qp_control.hpp"
 #include "engine/shm_region.hpp"
 #include "engine/shm_ring.hpp"
+#include "engine/xrc_domain.hpp"
 #include "transport/types.hpp"
 
 namespace urnic::engine {
@@ -69,6 +70,8 @@ struct CqObj {
 struct SrqObj {
   std::uint64_t cookie = 0;
   std::uint32_t pd = 0, refs = 0;
+  std::uint32_t xrcd = 0, cq = 0;       // an XRC SRQ: its domain and CQ (handles)
+  std::shared_ptr<XrcDomain> domain;   // an XRC SRQ keeps its domain alive
   ctl::SrqAttrs attr{};
   ShmRegion mem;
   SpscRing ring;             // engine is the consumer
@@ -82,6 +85,17 @@ struct QpObj {
   ShmRegion mem;
   SpscRing sq, rq;           // engine is the consumer of both
   std::unique_ptr<QpControl> ctl;
+  // XRC_RECV: a handle on a target QP of the domain `xrcd` (no PD, CQs or
+  // rings; the QP's state is shared with every other handle on it).
+  std::uint32_t xrcd = 0;
+  std::shared_ptr<XrcTgtQp> tgt;
+  QpControl& control() { return tgt ? *tgt->ctl : *ctl; }
+};
+
+// A handle on an XRC domain (ibv_open_xrcd).
+struct XrcdObj {
+  std::shared_ptr<XrcDomain> domain;
+  std::uint32_t refs = 0;    // this session's XRC SRQs and XRC_RECV QP handles in it
 };
 
 struct AhObj {
@@ -161,6 +175,19 @@ class Session {
   Reply on_alloc_mw(const ctl::MsgHeader& h, std::span<const std::byte> msg);
   Reply on_dealloc_mw(const ctl::MsgHeader& h, std::span<const std::byte> msg);
   void destroy_mws();
+  // engine/session_xrc.cpp (MsgType 107..111)
+  Reply on_open_xrcd(const ctl::MsgHeader& h, std::span<const std::byte> msg, std::vector<int>& fds);
+  Reply on_close_xrcd(const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_create_xrc_srq(const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_create_xrc_tgt_qp(const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_open_qp(const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  // A new target-QP handle in this session (create or open).
+  std::uint32_t add_tgt_qp_handle(std::uint64_t cookie, std::uint32_t xrcd, std::shared_ptr<XrcTgtQp> tgt);
+  // An SRQ's ring and transport object, for ibv_create_srq and XRC SRQs:
+  // `srq` comes with cookie/pd (and for XRC xrcd/cq/domain) set; on success
+  // it is registered under rep.handle and `fd` is its ring's memfd.
+  int create_srq_obj(SrqObj srq, std::uint32_t max_wr, std::uint32_t max_sge, std::uint32_t srq_limit,
+                     ctl::CreateSrqRep& rep, int& fd);
   Reply on_status(const ctl::MsgHeader& h);
 
   void destroy_qp(std::uint32_t handle);
@@ -186,6 +213,7 @@ class Session {
   std::map<std::uint32_t, SrqObj> srqs_;
   std::map<std::uint32_t, QpObj> qps_;
   std::map<std::uint32_t, AhObj> ahs_;
+  std::map<std::uint32_t, XrcdObj> xrcds_;
 };
 
 // Daemon-wide state: devices and live sessions (for status and, later, for
@@ -211,8 +239,11 @@ class Registry {
   // The communication manager (engine/cm_service.cpp), created on first use
   // over the devices and data paths registered by then.
   CmService& cm();
+  // The XRC domains opened through files (engine/xrc_domain.hpp).
+  XrcDomainTable& xrc_domains() { return xrc_domains_; }
 
  private:
+  XrcDomainTable xrc_domains_;
   std::map<const Device*, DataPath*> datapaths_;
   std::shared_ptr<CmService> cm_;
   int doorbell_fd_ = -1;

@@ -51,6 +51,10 @@ Reply Session::on_verbs_ext(const MsgHeader& h, std::span<const std::byte> msg) 
     case ctl::MsgType::kImportMr: return on_import(h, msg);
     case ctl::MsgType::kAllocMw: return on_alloc_mw(h, msg);
     case ctl::MsgType::kDeallocMw: return on_dealloc_mw(h, msg);
+    case ctl::MsgType::kCloseXrcd: return on_close_xrcd(h, msg);  // engine/session_xrc.cpp
+    case ctl::MsgType::kCreateXrcSrq: return on_create_xrc_srq(h, msg);
+    case ctl::MsgType::kCreateXrcTgtQp: return on_create_xrc_tgt_qp(h, msg);
+    case ctl::MsgType::kOpenQp: return on_open_qp(h, msg);
     default: {
       const MsgHeader bad{h.type, ctl::kFlagReply, h.seq, EOPNOTSUPP, 0};
       std::vector<std::byte> out(sizeof bad);

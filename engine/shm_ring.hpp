@@ -286,7 +286,7 @@ struct WqeHeader {
   std::uint64_t compare_add;
   std::uint64_t swap;
   std::uint32_t ah_handle;   // UD: daemon AH handle
-  std::uint32_t remote_qpn;  // UD
+  std::uint32_t remote_qpn;  // UD; XRC_SEND: the remote XRC SRQ number (qp_type.xrc.remote_srqn)
   std::uint32_t remote_qkey; // UD
   std::uint32_t reserved;
 };

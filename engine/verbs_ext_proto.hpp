@@ -1,5 +1,5 @@
 // Control messages for the verbs the pyverbs suite needs beyond issue 4's
-// set (issue 9): ibv_rereg_mr, ibv_resize_cq, import, memory windows. Same rules as
+// set (issue 9): ibv_rereg_mr, ibv_resize_cq, import, memory windows, XRC. Same rules as
 // ctl_proto.hpp (fixed layout, asserted offsets, host byte order); the
 // MsgType numbers (100..119) are declared there.
 #pragma once
@@ -135,5 +135,90 @@ static_assert(offsetof(AllocMwRep, rkey) == 4);
 
 struct DeallocMwReq : HandleMsg { static constexpr MsgType kType = MsgType::kDeallocMw; };
 struct DeallocMwRep : HandleMsg { static constexpr MsgType kType = MsgType::kDeallocMw; };
+
+// XRC (the IBA XRC annex; engine/session_xrc.cpp). ibv_open_xrcd: with
+// `has_fd` the request passes the application's descriptor (fd[0]) and the
+// domain is the device's one for that file's inode (shared by every process
+// that opens the same file); `oflags` are O_CREAT / O_EXCL as uverbs takes
+// them. Without a file the domain is private to the handle.
+struct OpenXrcdReq {
+  static constexpr MsgType kType = MsgType::kOpenXrcd;
+  std::uint32_t has_fd;
+  std::uint32_t oflags;
+};
+static_assert(sizeof(OpenXrcdReq) == 8);
+static_assert(offsetof(OpenXrcdReq, oflags) == 4);
+
+struct OpenXrcdRep : HandleMsg { static constexpr MsgType kType = MsgType::kOpenXrcd; };
+struct CloseXrcdReq : HandleMsg { static constexpr MsgType kType = MsgType::kCloseXrcd; };
+struct CloseXrcdRep : HandleMsg { static constexpr MsgType kType = MsgType::kCloseXrcd; };
+
+// ibv_create_srq_ex with IBV_SRQT_XRC: an SRQ in an XRC domain that takes
+// memory checks from its PD and completes receives to its own CQ. The
+// reply is CreateSrqRep's (its srq_num is what initiators name in XRCETHs).
+struct CreateXrcSrqReq {
+  static constexpr MsgType kType = MsgType::kCreateXrcSrq;
+  std::uint64_t cookie;
+  std::uint32_t pd_handle;
+  std::uint32_t xrcd_handle;
+  std::uint32_t cq_handle;
+  std::uint32_t max_wr;
+  std::uint32_t max_sge;
+  std::uint32_t srq_limit;
+};
+static_assert(sizeof(CreateXrcSrqReq) == 32);
+static_assert(offsetof(CreateXrcSrqReq, pd_handle) == 8);
+static_assert(offsetof(CreateXrcSrqReq, xrcd_handle) == 12);
+static_assert(offsetof(CreateXrcSrqReq, cq_handle) == 16);
+static_assert(offsetof(CreateXrcSrqReq, max_wr) == 20);
+static_assert(offsetof(CreateXrcSrqReq, max_sge) == 24);
+static_assert(offsetof(CreateXrcSrqReq, srq_limit) == 28);
+
+struct CreateXrcSrqRep {
+  static constexpr MsgType kType = MsgType::kCreateXrcSrq;
+  CreateSrqRep srq;
+};
+static_assert(sizeof(CreateXrcSrqRep) == sizeof(CreateSrqRep));
+
+// ibv_create_qp_ex with IBV_QPT_XRC_RECV: a target QP owned by the XRC
+// domain (no PD, CQs or work queues: its receives come from the XRC SRQs
+// its requests name). It lives while any handle on it does: the creator's
+// and those ibv_open_qp gave out, in any process that has the domain open.
+struct CreateXrcTgtQpReq {
+  static constexpr MsgType kType = MsgType::kCreateXrcTgtQp;
+  std::uint64_t cookie;
+  std::uint32_t xrcd_handle;
+  std::uint32_t reserved;
+};
+static_assert(sizeof(CreateXrcTgtQpReq) == 16);
+static_assert(offsetof(CreateXrcTgtQpReq, xrcd_handle) == 8);
+
+struct CreateXrcTgtQpRep {
+  static constexpr MsgType kType = MsgType::kCreateXrcTgtQp;
+  std::uint32_t handle;
+  std::uint32_t qpn;
+};
+static_assert(sizeof(CreateXrcTgtQpRep) == 8);
+static_assert(offsetof(CreateXrcTgtQpRep, qpn) == 4);
+
+struct OpenQpReq {
+  static constexpr MsgType kType = MsgType::kOpenQp;
+  std::uint64_t cookie;
+  std::uint32_t xrcd_handle;
+  std::uint32_t qpn;
+  std::uint32_t qp_type;  // enum ibv_qp_type: IBV_QPT_XRC_RECV is the only shareable type
+  std::uint32_t reserved;
+};
+static_assert(sizeof(OpenQpReq) == 24);
+static_assert(offsetof(OpenQpReq, xrcd_handle) == 8);
+static_assert(offsetof(OpenQpReq, qpn) == 12);
+static_assert(offsetof(OpenQpReq, qp_type) == 16);
+
+struct OpenQpRep {
+  static constexpr MsgType kType = MsgType::kOpenQp;
+  std::uint32_t handle;
+  std::uint32_t qpn;
+};
+static_assert(sizeof(OpenQpRep) == 8);
 
 }  // namespace urnic::engine::ctl

@@ -183,12 +183,12 @@ CtlClient::~CtlClient() {
 }
 
 int CtlClient::call_raw(std::vector<std::byte> req, std::vector<std::byte>& reply,
-                        std::vector<int>& fds) {
+                        std::vector<int>& fds, std::span<const int> send_fds) {
   std::lock_guard lock(mu_);
   // Stamp our sequence number into the header (offset 4, see MsgHeader).
   const std::uint32_t seq = ++seq_;
   std::memcpy(req.data() + offsetof(ctl::MsgHeader, seq), &seq, sizeof seq);
-  if (engine::send_message(fd_, req) != 0) return EIO;
+  if (engine::send_message(fd_, req, send_fds) != 0) return EIO;
   if (engine::recv_message(fd_, reply, fds) != 0) return EIO;
   const auto h = ctl::decode_header(reply);
   if (!h || h->seq != seq || (h->flags & ctl::kFlagReply) == 0) return EIO;

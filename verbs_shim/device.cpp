@@ -154,6 +154,10 @@ int op_query_device_ex(ibv_context* context, const ibv_query_device_ex_input* in
       kOdpSendRecv | IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_READ | IBV_ODP_SUPPORT_ATOMIC;
   full.odp_caps.per_transport_caps.uc_odp_caps = kOdpSendRecv | IBV_ODP_SUPPORT_WRITE;
   full.odp_caps.per_transport_caps.ud_odp_caps = kOdpSendRecv;
+  // XRC: initiators send, write, read and do atomics; XRC SRQs receive.
+  if ((s->info.attrs.device_cap_flags & IBV_DEVICE_XRC) != 0)
+    full.xrc_odp_caps = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_READ |
+                        IBV_ODP_SUPPORT_ATOMIC | IBV_ODP_SUPPORT_SRQ_RECV;
   std::memcpy(attr, &full, attr_size < sizeof full ? attr_size : sizeof full);
   return 0;
 }

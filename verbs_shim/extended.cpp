@@ -64,7 +64,8 @@ std::uint64_t ops_for(ibv_qp_type type) {
     case IBV_QPT_RC: return kSend | kWrite | kMemory | kRcOnly;
     case IBV_QPT_UC: return kSend | kWrite | kMemory;
     case IBV_QPT_UD: return kSend;
-    default: return 0;
+    case IBV_QPT_XRC_SEND: return kSend | kWrite | kRcOnly;  // windows are bound on RC/UC QPs only
+    default: return 0;  // XRC_RECV: no send queue
   }
 }
 
@@ -231,9 +232,9 @@ void wr_atomic_write(ibv_qp_ex* qpx, std::uint32_t rkey, std::uint64_t remote_ad
   (void)data;
   wr_unsupported(qpx);
 }
+// The XRC SRQ at the target the current WR goes to (its XRCETH).
 void wr_set_xrc_srqn(ibv_qp_ex* qpx, std::uint32_t srqn) {
-  (void)srqn;
-  wr_unsupported(qpx);
+  if (auto* s = current(qpx)) s->wr.qp_type.xrc.remote_srqn = srqn;
 }
 
 void wr_set_ud_addr(ibv_qp_ex* qpx, ibv_ah* ah, std::uint32_t remote_qpn, std::uint32_t remote_qkey) {

@@ -150,17 +150,19 @@ ibv_qp_attr from_wire(const ctl::QpAttrs& w) {
 // ---------------------------------------------------------------- data path
 
 // Which send opcodes a QP type accepts (IBA 11.4.1.1 / Table 103: RDMA read
-// and atomics are RC only; UD carries sends only).
+// and atomics are RC only; UD carries sends only; an XRC initiator carries
+// what RC does, to the SRQ / memory behind the target).
 bool opcode_valid(ibv_qp_type type, ibv_wr_opcode op) {
+  const bool rc = type == IBV_QPT_RC || type == IBV_QPT_XRC_SEND;
   switch (op) {
     case IBV_WR_SEND:
     case IBV_WR_SEND_WITH_IMM: return true;
     case IBV_WR_RDMA_WRITE:
-    case IBV_WR_RDMA_WRITE_WITH_IMM: return type == IBV_QPT_RC || type == IBV_QPT_UC;
+    case IBV_WR_RDMA_WRITE_WITH_IMM: return rc || type == IBV_QPT_UC;
     case IBV_WR_RDMA_READ:
     case IBV_WR_ATOMIC_CMP_AND_SWP:
     case IBV_WR_ATOMIC_FETCH_AND_ADD:
-    case IBV_WR_SEND_WITH_INV: return type == IBV_QPT_RC;
+    case IBV_WR_SEND_WITH_INV: return rc;
     // Memory windows (IBA 10.6.7) are bound and invalidated on connected QPs.
     case IBV_WR_LOCAL_INV:
     case IBV_WR_BIND_MW: return type == IBV_QPT_RC || type == IBV_QPT_UC;
@@ -205,8 +207,9 @@ int post_send_locked(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, bool all
   ShimQp* q = shim_of(qp);
   int err = 0;
   std::uint32_t n = 0;
-  // A QP accepts send WRs from RTS on (IBA 10.3.1: not in Reset, Init, RTR).
-  if (qp->state == IBV_QPS_RESET || qp->state == IBV_QPS_INIT || qp->state == IBV_QPS_RTR)
+  // A QP accepts send WRs from RTS on (IBA 10.3.1: not in Reset, Init, RTR);
+  // an XRC target has no send queue.
+  if (qp->state == IBV_QPS_RESET || qp->state == IBV_QPS_INIT || qp->state == IBV_QPS_RTR || !q->sq.valid())
     err = EINVAL;
   std::uint32_t room = err == 0 ? q->sq.free_count() : 0;
   for (; err == 0 && wr != nullptr; wr = wr->next, ++n) {
@@ -280,6 +283,7 @@ int post_send_locked(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, bool all
       h.remote_qpn = wr->wr.ud.remote_qpn;
       h.remote_qkey = wr->wr.ud.remote_qkey;
     }
+    if (qp->qp_type == IBV_QPT_XRC_SEND) h.remote_qpn = wr->qp_type.xrc.remote_srqn & 0xFFFFFF;
     std::memcpy(slot, &h, sizeof h);
     std::byte* body = slot + sizeof h;
     if (memory_op) {
@@ -301,8 +305,10 @@ int post_send_locked(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, bool all
     }
   }
   if (err != 0 && all_or_nothing) n = 0;
-  q->sq.publish(n);
-  if (n != 0) kick_if_sleeping(qp->context, q->sq);
+  if (n != 0) {
+    q->sq.publish(n);
+    kick_if_sleeping(qp->context, q->sq);
+  }
   if (err != 0) *bad_wr = wr;
   return err;
 }
@@ -406,7 +412,12 @@ void* op_compat_unsupported() {
 
 ibv_qp* create_qp_common(ibv_pd* pd, ibv_qp_init_attr* attr) {
   ibv_context* ctx = pd->context;
-  if (attr->send_cq == nullptr || attr->recv_cq == nullptr) {
+  // An XRC initiator has no receive queue: its receive CQ and SRQ, if
+  // given, are ignored (as uverbs does).
+  const bool xrc_send = attr->qp_type == IBV_QPT_XRC_SEND;
+  ibv_cq* const recv_cq = xrc_send ? nullptr : attr->recv_cq;
+  ibv_srq* const srq = xrc_send ? nullptr : attr->srq;
+  if (attr->send_cq == nullptr || (recv_cq == nullptr && !xrc_send)) {
     errno = EINVAL;
     return nullptr;
   }
@@ -419,8 +430,8 @@ ibv_qp* create_qp_common(ibv_pd* pd, ibv_qp_init_attr* attr) {
   req.cookie = reinterpret_cast<std::uintptr_t>(q);
   req.pd_handle = pd->handle;
   req.send_cq_handle = attr->send_cq->handle;
-  req.recv_cq_handle = attr->recv_cq->handle;
-  req.srq_handle = attr->srq != nullptr ? attr->srq->handle : 0;
+  req.recv_cq_handle = recv_cq != nullptr ? recv_cq->handle : 0;
+  req.srq_handle = srq != nullptr ? srq->handle : 0;
   req.qp_type = attr->qp_type;
   req.sq_sig_all = attr->sq_sig_all != 0 ? 1 : 0;
   req.caps = ctl::QpCaps{attr->cap.max_send_wr, attr->cap.max_recv_wr, attr->cap.max_send_sge,
@@ -453,8 +464,8 @@ ibv_qp* create_qp_common(ibv_pd* pd, ibv_qp_init_attr* attr) {
   qp.qp_context = attr->qp_context;
   qp.pd = pd;
   qp.send_cq = attr->send_cq;
-  qp.recv_cq = attr->recv_cq;
-  qp.srq = attr->srq;
+  qp.recv_cq = recv_cq;
+  qp.srq = srq;
   qp.handle = rep.handle;
   qp.qp_num = rep.qpn;
   qp.state = IBV_QPS_RESET;
@@ -470,10 +481,11 @@ ibv_qp* create_qp_common(ibv_pd* pd, ibv_qp_init_attr* attr) {
 namespace {
 
 ibv_qp* op_create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr) {
-  // What urnic offers of ibv_qp_init_attr_ex: a PD, no creation flags (the
-  // mask bit with flags 0 is accepted, as rxe does), the ibv_qp_ex post
-  // path. XRC domains, RSS hashing, TSO headers and the rest are not offered.
-  constexpr std::uint32_t kKnown = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS |
+  // What urnic offers of ibv_qp_init_attr_ex: a PD, an XRC domain (for
+  // XRC_RECV), no creation flags (the mask bit with flags 0 is accepted, as
+  // rxe does), the ibv_qp_ex post path. RSS hashing, TSO headers and the
+  // rest are not offered.
+  constexpr std::uint32_t kKnown = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_XRCD | IBV_QP_INIT_ATTR_CREATE_FLAGS |
                                    IBV_QP_INIT_ATTR_SEND_OPS_FLAGS | IBV_QP_INIT_ATTR_MAX_TSO_HEADER;
   if ((attr->comp_mask & ~kKnown) != 0 ||
       ((attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) != 0 && attr->create_flags != 0) ||
@@ -481,12 +493,26 @@ ibv_qp* op_create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr) {
     errno = EOPNOTSUPP;
     return nullptr;
   }
+  const bool ext = (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) != 0;
+  if (attr->qp_type == IBV_QPT_XRC_RECV) {
+    // A target QP belongs to its XRC domain (as libibverbs: the XRCD bit is
+    // required, the PD is not used); it has no send queue for wr_* ops.
+    if ((attr->comp_mask & IBV_QP_INIT_ATTR_XRCD) == 0 || attr->xrcd == nullptr ||
+        attr->xrcd->context != context) {
+      errno = EINVAL;
+      return nullptr;
+    }
+    if (ext && !qp_ex_ops_supported(attr->qp_type, attr->send_ops_flags)) {
+      errno = EOPNOTSUPP;
+      return nullptr;
+    }
+    return create_xrc_recv_qp(context, attr);
+  }
   if ((attr->comp_mask & IBV_QP_INIT_ATTR_PD) == 0 || attr->pd == nullptr ||
       attr->pd->context != context) {
     errno = EINVAL;
     return nullptr;
   }
-  const bool ext = (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) != 0;
   if (ext && !qp_ex_ops_supported(attr->qp_type, attr->send_ops_flags)) {
     errno = EOPNOTSUPP;
     return nullptr;
@@ -536,6 +562,7 @@ void install_ops(verbs_context* vctx) {
   // Extended verbs: NULL means "not supported" to the inlines (EOPNOTSUPP).
   vctx->create_qp_ex = op_create_qp_ex;
   install_extended_ops(vctx);
+  install_xrc_ops(vctx);
 }
 
 }  // namespace urnic::shim
@@ -865,9 +892,10 @@ int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
       std::lock_guard lock(*shim_of(qp)->post_mu);
       qp->state = attr->qp_state;
     }
+    // (An XRC target has no CQs; an initiator no receive CQ.)
     if (attr->qp_state == IBV_QPS_RESET) {
-      clean_cq(qp->send_cq, qp->qp_num);
-      if (qp->recv_cq != qp->send_cq) clean_cq(qp->recv_cq, qp->qp_num);
+      if (qp->send_cq != nullptr) clean_cq(qp->send_cq, qp->qp_num);
+      if (qp->recv_cq != nullptr && qp->recv_cq != qp->send_cq) clean_cq(qp->recv_cq, qp->qp_num);
     }
   }
   return 0;
@@ -898,7 +926,7 @@ int ibv_destroy_qp(ibv_qp* qp) {
   ctl::DestroyQpRep rep{};
   if (const int err = client_of(qp->context).call(ctl::DestroyQpReq{{qp->handle, 0}}, rep); err != 0)
     return err;
-  ::munmap(q->map, q->map_bytes);
+  if (q->map != nullptr) ::munmap(q->map, q->map_bytes);  // an XRC target has no rings
   delete q->post_mu;
   teardown_qp_ex(q);
   pthread_mutex_destroy(&qp->mutex);
@@ -936,10 +964,21 @@ ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* srq_init_attr) {
     errno = err != 0 ? err : EIO;
     return nullptr;
   }
-  s->map = map_fd(fds[0], rep.map_bytes);
+  ibv_srq* srq = finish_srq(pd->context, s, rep, fds[0], pd, srq_init_attr->srq_context);
+  if (srq == nullptr) return nullptr;
+  srq_init_attr->attr.max_wr = rep.max_wr;
+  srq_init_attr->attr.max_sge = rep.max_sge;
+  return srq;
+}
+
+namespace urnic::shim {
+
+ibv_srq* finish_srq(ibv_context* ctx, ShimSrq* s, const ctl::CreateSrqRep& rep, int fd, ibv_pd* pd,
+                    void* srq_context) {
+  s->map = map_fd(fd, rep.map_bytes);
   if (s->map == nullptr) {
     ctl::DestroySrqRep drep{};
-    client_of(pd->context).call(ctl::DestroySrqReq{{rep.handle, 0}}, drep);
+    client_of(ctx).call(ctl::DestroySrqReq{{rep.handle, 0}}, drep);
     delete s;
     errno = ENOMEM;
     return nullptr;
@@ -949,17 +988,18 @@ ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* srq_init_attr) {
   s->post_mu = new std::mutex;
   s->max_wr = rep.max_wr;
   s->max_sge = rep.max_sge;
+  s->srq_num = rep.srq_num;
   ibv_srq& srq = s->srq;
-  srq.context = pd->context;
-  srq.srq_context = srq_init_attr->srq_context;
+  srq.context = ctx;
+  srq.srq_context = srq_context;
   srq.pd = pd;
   srq.handle = rep.handle;
   pthread_mutex_init(&srq.mutex, nullptr);
   pthread_cond_init(&srq.cond, nullptr);
-  srq_init_attr->attr.max_wr = rep.max_wr;
-  srq_init_attr->attr.max_sge = rep.max_sge;
   return &srq;
 }
+
+}  // namespace urnic::shim
 
 int ibv_modify_srq(ibv_srq* srq, ibv_srq_attr* srq_attr, int srq_attr_mask) {
   ctl::ModifySrqReq req{};

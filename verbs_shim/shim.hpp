@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <mutex>
 #include <string>
 #include <type_traits>
@@ -43,6 +44,10 @@ class CtlClient {
   // appended to `fds` (or closed when `fds` is null or the call failed).
   template <ctl::Message Req, ctl::Message Rep>
   int call(const Req& req, Rep& rep, std::vector<int>* fds = nullptr);
+  // The same, passing `send_fd` with the request (SCM_RIGHTS; the daemon
+  // gets its own copy, the caller keeps `send_fd`).
+  template <ctl::Message Req, ctl::Message Rep>
+  int call_passing_fd(const Req& req, Rep& rep, int send_fd);
 
   [[nodiscard]] std::uint32_t daemon_pid() const { return daemon_pid_; }
   // The connection's socket: what ibv_context.cmd_fd shows (the uverbs fd
@@ -51,30 +56,44 @@ class CtlClient {
 
  private:
   explicit CtlClient(int fd) : fd_(fd) {}
-  int call_raw(std::vector<std::byte> req, std::vector<std::byte>& reply, std::vector<int>& fds);
+  int call_raw(std::vector<std::byte> req, std::vector<std::byte>& reply, std::vector<int>& fds,
+               std::span<const int> send_fds = {});
+  template <ctl::Message Rep>
+  int check_reply(int err, const std::vector<std::byte>& reply, Rep& rep);
   int fd_;
   std::mutex mu_;
   std::uint32_t seq_ = 0;
   std::uint32_t daemon_pid_ = 0;
 };
 
+template <ctl::Message Rep>
+int CtlClient::check_reply(int err, const std::vector<std::byte>& reply, Rep& rep) {
+  if (err != 0) return err;
+  const auto h = ctl::decode_header(reply);
+  if (!h || h->type != static_cast<std::uint16_t>(Rep::kType)) return EIO;
+  if (h->status != 0) return h->status;
+  if (auto body = ctl::decode<Rep>(reply)) {
+    rep = *body;
+    return 0;
+  }
+  return EIO;
+}
+
+template <ctl::Message Req, ctl::Message Rep>
+int CtlClient::call_passing_fd(const Req& req, Rep& rep, int send_fd) {
+  std::vector<std::byte> reply;
+  std::vector<int> got;
+  const int fds[1] = {send_fd};
+  const int err = check_reply(call_raw(ctl::encode(req, 0), reply, got, fds), reply, rep);
+  for (int fd : got) ::close(fd);
+  return err;
+}
+
 template <ctl::Message Req, ctl::Message Rep>
 int CtlClient::call(const Req& req, Rep& rep, std::vector<int>* fds) {
   std::vector<std::byte> reply;
   std::vector<int> got;
-  int err = call_raw(ctl::encode(req, 0), reply, got);
-  if (err == 0) {
-    const auto h = ctl::decode_header(reply);
-    if (!h || h->type != static_cast<std::uint16_t>(Rep::kType)) {
-      err = EIO;
-    } else if (h->status != 0) {
-      err = h->status;
-    } else if (auto body = ctl::decode<Rep>(reply)) {
-      rep = *body;
-    } else {
-      err = EIO;
-    }
-  }
+  const int err = check_reply(call_raw(ctl::encode(req, 0), reply, got), reply, rep);
   if (err != 0 || fds == nullptr) {
     for (int fd : got) ::close(fd);
   } else {
@@ -120,6 +139,7 @@ struct ShimSrq {
   std::size_t map_bytes;
   std::mutex* post_mu;
   std::uint32_t max_wr, max_sge;
+  std::uint32_t srq_num;     // ibv_get_srq_num (what XRC initiators name)
 };
 static_assert(std::is_standard_layout_v<ShimSrq>);
 
@@ -136,6 +156,13 @@ struct ShimQp {
   std::uint32_t sq_sig_all;
 };
 static_assert(std::is_standard_layout_v<ShimQp>);
+
+// An XRC domain handle (ibv_open_xrcd; verbs_shim/xrc.cpp).
+struct ShimXrcd {
+  ibv_xrcd xrcd;
+  std::uint32_t handle;
+};
+static_assert(std::is_standard_layout_v<ShimXrcd>);
 
 struct ShimAh {
   ibv_ah ah;
@@ -158,6 +185,7 @@ inline ShimCq* shim_of(ibv_cq* cq) { return static_cast<ShimCq*>(static_cast<voi
 inline ShimQp* shim_of(ibv_qp* qp) { return static_cast<ShimQp*>(static_cast<void*>(qp)); }
 inline ShimSrq* shim_of(ibv_srq* srq) { return static_cast<ShimSrq*>(static_cast<void*>(srq)); }
 inline ShimAh* shim_of(ibv_ah* ah) { return static_cast<ShimAh*>(static_cast<void*>(ah)); }
+inline ShimXrcd* shim_of(ibv_xrcd* x) { return static_cast<ShimXrcd*>(static_cast<void*>(x)); }
 
 // After publishing WQEs on `ring`: if the engine has declared itself asleep
 // (ctl.sleeping), write its doorbell eventfd. The seq_cst fence pairs with the
@@ -173,6 +201,15 @@ void install_ops(verbs_context* vctx);
 // `all_or_nothing` nothing is published when any WR fails (ibv_wr_complete).
 int post_send_locked(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, bool all_or_nothing);
 ibv_qp* create_qp_common(ibv_pd* pd, ibv_qp_init_attr* attr);
+// objects.cpp: map an SRQ ring the daemon created and fill the ShimSrq
+// (ibv_create_srq and XRC SRQs). Takes `fd`. Returns the ibv_srq or null
+// with errno set (the daemon's SRQ is then destroyed).
+ibv_srq* finish_srq(ibv_context* ctx, ShimSrq* s, const ctl::CreateSrqRep& rep, int fd, ibv_pd* pd,
+                    void* srq_context);
+
+// xrc.cpp: XRC domains, XRC SRQs, XRC_RECV QPs, ibv_open_qp.
+ibv_qp* create_xrc_recv_qp(ibv_context* context, ibv_qp_init_attr_ex* attr);
+void install_xrc_ops(verbs_context* vctx);
 
 // mw.cpp: memory windows (the context ops ibv_alloc_mw / ibv_bind_mw /
 // ibv_dealloc_mw call).

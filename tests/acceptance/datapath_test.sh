@@ -58,13 +58,14 @@ trap cleanup EXIT
 next_port=$((20000 + ($$ % 20000)))
 # pair NAME EXPECT_REGEX COUNT PROG ARGS...: run PROG ARGS as server, then
 # PROG ARGS 127.0.0.1 as client; both must exit 0 and the client's output
-# must match EXPECT_REGEX on at least COUNT lines.
+# must match EXPECT_REGEX on at least COUNT lines. With clients=N set, N
+# clients run at once against the one server, and each must pass.
 pair() {
-  local name=$1 expect=$2 count=$3
+  local name=$1 expect=$2 count=$3 n=${clients:-1}
   shift 3
   local port=$next_port
   next_port=$((next_port + 1))
-  local out_s=$rt/server.out out_c=$rt/client.out
+  local out_s=$rt/server.out
   "${run_env[@]}" timeout "$limit" "$@" -p "$port" > "$out_s" 2>&1 &
   server_pid=$!
   # The server must be listening before the client connects (its stdout is
@@ -76,17 +77,31 @@ pair() {
     alive "$server_pid" || break
     sleep 0.02
   done
-  "${run_env[@]}" timeout "$limit" "$@" -p "$port" 127.0.0.1 > "$out_c" 2>&1
-  local crc=$?
+  local i pids=() crcs=()
+  for ((i = 1; i <= n; i++)); do
+    "${run_env[@]}" timeout "$limit" "$@" -p "$port" 127.0.0.1 > "$rt/client$i.out" 2>&1 &
+    pids+=($!)
+  done
+  local crc=0 c
+  for c in "${pids[@]}"; do
+    wait "$c"
+    local r=$?
+    crcs+=("$r")
+    [[ $r -ne 0 ]] && crc=$r
+  done
   wait "$server_pid"
   local src=$?
   server_pid=
-  local got
-  got=$(grep -cE "$expect" "$out_c")
+  local got=$count out_c=$rt/client1.out
+  for ((i = 1; i <= n; i++)); do
+    local g
+    g=$(grep -cE "$expect" "$rt/client$i.out")
+    if (( g < got )); then got=$g; out_c=$rt/client$i.out; fi
+  done
   if [[ $crc -eq 0 && $src -eq 0 && $got -ge $count ]]; then
     pass "$name: $(grep -E "$expect" "$out_c" | tail -1 | tr -s ' \t' ' ')"
   else
-    fail "$name: server exit $src, client exit $crc, $got/$count result lines"
+    fail "$name: server exit $src, client exit ${crcs[*]}, $got/$count result lines"
     sed 's/^/    client: /' "$out_c" | tail -15
     sed 's/^/    server: /' "$out_s" | tail -15
   fi
@@ -110,6 +125,16 @@ case $group in
     pair "ibv_ud_pingpong -s 4000 -n 1000 -e" "$pp" 1 ibv_ud_pingpong "${gid[@]}" -s 4000 -n 1000 -e
     pair "ibv_srq_pingpong -n 1000" "$pp" 1 ibv_srq_pingpong "${gid[@]}" -n 1000
     pair "ibv_srq_pingpong -s 65536 -n 1000 -e" "$pp" 1 ibv_srq_pingpong "${gid[@]}" -s 65536 -n 1000 -e
+    # XRC: every process opens the XRC domain of /tmp/xrc_domain (one domain
+    # for the daemon); each side's SENDs name the other's XRC SRQ. The
+    # program prints "success" after its exchange and orderly teardown.
+    pair "ibv_xsrq_pingpong -n 1000" '^success$' 1 ibv_xsrq_pingpong "${gid[@]}" -n 1000
+    pair "ibv_xsrq_pingpong -s 65536 -n 200 -e" '^success$' 1 ibv_xsrq_pingpong "${gid[@]}" -s 65536 -n 200 -e
+    pair "ibv_xsrq_pingpong -s 1 -m 256 -n 500" '^success$' 1 ibv_xsrq_pingpong "${gid[@]}" -s 1 -m 256 -n 500
+    clients=3 pair "ibv_xsrq_pingpong -c 3 -n 300 (3 clients)" '^success$' 1 \
+      ibv_xsrq_pingpong "${gid[@]}" -c 3 -n 300
+    clients=2 pair "ibv_xsrq_pingpong -c 2 -n 100 -e (2 clients)" '^success$' 1 \
+      ibv_xsrq_pingpong "${gid[@]}" -c 2 -n 100 -e
     ;;
   perftest-lat)
     pair "ib_send_lat" "$row" 1 ib_send_lat "${x[@]}"

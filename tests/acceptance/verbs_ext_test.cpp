@@ -7,7 +7,9 @@
 // kept by rereg) in the project's own tests.
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
 #include <infiniband/verbs.h>
+#include <poll.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -621,4 +623,267 @@ TEST_CASE("memory windows: bind, remote write through the window, invalidation, 
 
   CHECK(ibv_dereg_mr(smr) == 0);
   CHECK(ibv_dereg_mr(mr) == 0);  // no window is bound any more
+}
+
+namespace {
+
+// An XRC domain through a file of its own (removed at the end).
+struct XrcFile {
+  std::string path;
+  int fd = -1;
+  XrcFile() {
+    char tmpl[] = "/tmp/urnic-xrcd.XXXXXX";
+    fd = ::mkstemp(tmpl);
+    REQUIRE(fd >= 0);
+    path = tmpl;
+  }
+  ~XrcFile() {
+    ::close(fd);
+    ::unlink(path.c_str());
+  }
+  XrcFile(const XrcFile&) = delete;
+  XrcFile& operator=(const XrcFile&) = delete;
+};
+
+ibv_xrcd* open_xrcd(ibv_context* ctx, int fd, int oflags, std::uint32_t mask = IBV_XRCD_INIT_ATTR_FD |
+                                                                              IBV_XRCD_INIT_ATTR_OFLAGS) {
+  ibv_xrcd_init_attr a{};
+  a.comp_mask = mask;
+  a.fd = fd;
+  a.oflags = oflags;
+  return ibv_open_xrcd(ctx, &a);
+}
+
+// RESET -> RTS with the XRC rows of the kernel's transition table: no
+// responder attributes at an initiator's RTR, no requester ones at a
+// target's RTS (as ibv_xsrq_pingpong moves its QPs).
+void connect_xrc(ibv_context* ctx, ibv_qp* q, std::uint32_t dest) {
+  const bool tgt = q->qp_type == IBV_QPT_XRC_RECV;
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_INIT;
+  a.port_num = 1;
+  a.qp_access_flags = tgt ? IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ : 0;
+  REQUIRE(ibv_modify_qp(q, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) == 0);
+  a = ibv_qp_attr{};
+  a.qp_state = IBV_QPS_RTR;
+  a.path_mtu = IBV_MTU_1024;
+  a.dest_qp_num = dest;
+  a.min_rnr_timer = 12;
+  a.ah_attr.is_global = 1;
+  a.ah_attr.grh.sgid_index = 1;
+  a.ah_attr.grh.hop_limit = 1;
+  a.ah_attr.port_num = 1;
+  REQUIRE(ibv_query_gid(ctx, 1, 1, &a.ah_attr.grh.dgid) == 0);
+  int mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
+  // The responder attributes are required at a target's RTR and refused at
+  // an initiator's (it has no responder).
+  CHECK(ibv_modify_qp(q, &a, mask | (tgt ? 0 : IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER)) == EINVAL);
+  REQUIRE(ibv_modify_qp(q, &a, mask | (tgt ? IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER : 0)) == 0);
+  a = ibv_qp_attr{};
+  a.qp_state = IBV_QPS_RTS;
+  a.timeout = 14;
+  a.retry_cnt = 7;
+  a.rnr_retry = 7;
+  mask = IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_SQ_PSN;
+  REQUIRE(ibv_modify_qp(q, &a, mask | (tgt ? 0 : IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC)) ==
+          0);
+}
+
+}  // namespace
+
+TEST_CASE("XRC: domains by inode, XRC SRQs, target and initiator QPs, ibv_open_qp, uverbs errnos", "[shim][ext][xrc]") {
+  Dev d;
+  ibv_device_attr da{};
+  REQUIRE(ibv_query_device(d.ctx, &da) == 0);
+  CHECK((da.device_cap_flags & IBV_DEVICE_XRC) != 0);
+  XrcFile f;
+
+  // libibverbs' and uverbs' checks, in their order.
+  errno = 0;
+  CHECK(open_xrcd(d.ctx, f.fd, O_CREAT, IBV_XRCD_INIT_ATTR_FD) == nullptr);
+  CHECK(errno == EINVAL);
+  CHECK(open_xrcd(d.ctx, f.fd, O_CREAT, IBV_XRCD_INIT_ATTR_RESERVED | IBV_XRCD_INIT_ATTR_FD) == nullptr);
+  CHECK(errno == EOPNOTSUPP);
+  CHECK(open_xrcd(d.ctx, f.fd, 0) == nullptr);  // no domain for the inode yet, no O_CREAT
+  CHECK(errno == EAGAIN);
+  ibv_xrcd* x = open_xrcd(d.ctx, f.fd, O_CREAT);
+  REQUIRE(x != nullptr);
+  CHECK(open_xrcd(d.ctx, f.fd, O_CREAT | O_EXCL) == nullptr);  // it exists now
+  CHECK(errno == EINVAL);
+
+  // Another context (as another process would) opens the same domain
+  // through another descriptor of the same file; fd -1 is a private one.
+  Dev d2;
+  const int fd2 = ::open(f.path.c_str(), O_RDONLY);
+  REQUIRE(fd2 >= 0);
+  ibv_xrcd* x2 = open_xrcd(d2.ctx, fd2, 0);
+  REQUIRE(x2 != nullptr);
+  ::close(fd2);  // the domain does not depend on the descriptor
+  ibv_xrcd* priv = open_xrcd(d2.ctx, -1, 0);
+  REQUIRE(priv != nullptr);
+
+  ibv_cq* cq = ibv_create_cq(d.ctx, 16, nullptr, nullptr, 0);
+  ibv_cq* rcq = ibv_create_cq(d.ctx, 16, nullptr, nullptr, 0);
+  REQUIRE(cq != nullptr);
+  REQUIRE(rcq != nullptr);
+  ibv_srq_init_attr_ex sa{};
+  sa.attr.max_wr = 8;
+  sa.attr.max_sge = 1;
+  sa.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_XRCD;
+  sa.srq_type = IBV_SRQT_XRC;
+  sa.pd = d.pd;
+  sa.xrcd = x;
+  sa.cq = rcq;
+  errno = 0;
+  CHECK(ibv_create_srq_ex(d.ctx, &sa) == nullptr);  // an XRC SRQ needs its CQ
+  CHECK(errno == EINVAL);
+  sa.comp_mask |= IBV_SRQ_INIT_ATTR_CQ;
+  ibv_srq* srq = ibv_create_srq_ex(d.ctx, &sa);
+  REQUIRE(srq != nullptr);
+  std::uint32_t srqn = 0;
+  REQUIRE(ibv_get_srq_num(srq, &srqn) == 0);
+  CHECK(srqn != 0);
+  CHECK(ibv_close_xrcd(x) == EBUSY);        // its SRQ uses the handle
+  CHECK(ibv_destroy_cq(rcq) == EBUSY);      // and the SRQ's CQ
+
+  ibv_qp_init_attr_ex ta{};
+  ta.qp_type = IBV_QPT_XRC_RECV;
+  ta.comp_mask = 0;                         // no XRCD
+  errno = 0;
+  CHECK(ibv_create_qp_ex(d.ctx, &ta) == nullptr);
+  CHECK(errno == EINVAL);
+  ta.comp_mask = IBV_QP_INIT_ATTR_XRCD;
+  ta.xrcd = x;
+  ibv_qp* tgt = ibv_create_qp_ex(d.ctx, &ta);
+  REQUIRE(tgt != nullptr);
+  ibv_qp_init_attr_ex ia{};
+  ia.qp_type = IBV_QPT_XRC_SEND;
+  ia.send_cq = cq;
+  ia.cap.max_send_wr = 8;
+  ia.cap.max_send_sge = 1;
+  ia.comp_mask = IBV_QP_INIT_ATTR_PD;       // (the inline hands this to ibv_create_qp)
+  ia.pd = d.pd;
+  ibv_qp* ini = ibv_create_qp_ex(d.ctx, &ia);
+  REQUIRE(ini != nullptr);
+  CHECK(ia.cap.max_recv_wr == 0);
+
+  // ibv_open_qp: the other context's handle on the domain finds the QP; a
+  // private domain does not; only target QPs are shareable.
+  ibv_qp_open_attr oa{};
+  oa.comp_mask = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD | IBV_QP_OPEN_ATTR_TYPE;
+  oa.qp_num = tgt->qp_num;
+  oa.qp_type = IBV_QPT_XRC_RECV;
+  oa.xrcd = priv;
+  errno = 0;
+  CHECK(ibv_open_qp(d2.ctx, &oa) == nullptr);
+  CHECK(errno == EINVAL);
+  oa.xrcd = x2;
+  oa.qp_type = IBV_QPT_RC;
+  CHECK(ibv_open_qp(d2.ctx, &oa) == nullptr);
+  CHECK(errno == EINVAL);
+  oa.qp_type = IBV_QPT_XRC_RECV;
+  oa.comp_mask = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD;
+  CHECK(ibv_open_qp(d2.ctx, &oa) == nullptr);
+  CHECK(errno == EINVAL);
+  oa.comp_mask |= IBV_QP_OPEN_ATTR_TYPE;
+  ibv_qp* opened = ibv_open_qp(d2.ctx, &oa);
+  REQUIRE(opened != nullptr);
+  CHECK(opened->qp_num == tgt->qp_num);
+
+  connect_xrc(d.ctx, ini, tgt->qp_num);
+  connect_xrc(d.ctx, tgt, ini->qp_num);
+  ibv_qp_attr qa{};
+  ibv_qp_init_attr qi{};
+  REQUIRE(ibv_query_qp(opened, &qa, IBV_QP_STATE, &qi) == 0);
+  CHECK(qa.qp_state == IBV_QPS_RTS);       // one QP, whichever handle moved it
+
+  std::vector<std::uint8_t> src(256, 0x5a), dst(256, 0);
+  ibv_mr* smr = ibv_reg_mr(d.pd, src.data(), src.size(), IBV_ACCESS_LOCAL_WRITE);
+  ibv_mr* dmr = ibv_reg_mr(d.pd, dst.data(), dst.size(), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  REQUIRE(smr != nullptr);
+  REQUIRE(dmr != nullptr);
+  ibv_sge rs{addr_of(dst.data()), 256, dmr->lkey};
+  ibv_recv_wr rw{};
+  rw.wr_id = 5;
+  rw.sg_list = &rs;
+  rw.num_sge = 1;
+  ibv_recv_wr* rbad = nullptr;
+  REQUIRE(ibv_post_srq_recv(srq, &rw, &rbad) == 0);
+  CHECK(ibv_post_recv(ini, &rw, &rbad) == EINVAL);  // an initiator has no receive queue
+
+  ibv_sge ss{addr_of(src.data()), 100, smr->lkey};
+  ibv_send_wr sw{};
+  sw.wr_id = 6;
+  sw.opcode = IBV_WR_SEND;
+  sw.send_flags = IBV_SEND_SIGNALED;
+  sw.sg_list = &ss;
+  sw.num_sge = 1;
+  sw.qp_type.xrc.remote_srqn = srqn;
+  ibv_send_wr* sbad = nullptr;
+  CHECK(ibv_post_send(tgt, &sw, &sbad) == EINVAL);  // a target has no send queue
+  REQUIRE(ibv_post_send(ini, &sw, &sbad) == 0);
+  ibv_wc wc = poll_one(cq);
+  CHECK(wc.status == IBV_WC_SUCCESS);
+  CHECK(wc.wr_id == 6);
+  // The receive completes on the XRC SRQ's CQ, for the target QP, from the
+  // initiator (the XRC annex: the QP the request arrived on).
+  wc = poll_one(rcq);
+  CHECK(wc.status == IBV_WC_SUCCESS);
+  CHECK(wc.wr_id == 5);
+  CHECK(wc.opcode == IBV_WC_RECV);
+  CHECK(wc.byte_len == 100);
+  CHECK(wc.qp_num == tgt->qp_num);
+  CHECK(wc.src_qp == ini->qp_num);
+  CHECK(dst[99] == 0x5a);
+
+  // An RDMA WRITE through the target checks the rkey against the SRQ's PD.
+  sw.wr_id = 7;
+  sw.opcode = IBV_WR_RDMA_WRITE;
+  sw.wr.rdma.remote_addr = addr_of(dst.data()) + 128;
+  sw.wr.rdma.rkey = dmr->rkey;
+  src[0] = 0x77;
+  REQUIRE(ibv_post_send(ini, &sw, &sbad) == 0);
+  CHECK(poll_one(cq).status == IBV_WC_SUCCESS);
+  CHECK(dst[128] == 0x77);
+
+  // The creator's handle goes; the QP lives on through the opened one.
+  REQUIRE(ibv_destroy_qp(tgt) == 0);
+  REQUIRE(ibv_query_qp(opened, &qa, IBV_QP_STATE, &qi) == 0);
+  CHECK(qa.qp_state == IBV_QPS_RTS);
+  rw.wr_id = 8;
+  REQUIRE(ibv_post_srq_recv(srq, &rw, &rbad) == 0);
+  sw.wr_id = 9;
+  sw.opcode = IBV_WR_SEND;
+  REQUIRE(ibv_post_send(ini, &sw, &sbad) == 0);
+  CHECK(poll_one(cq).status == IBV_WC_SUCCESS);
+  CHECK(poll_one(rcq).wr_id == 8);
+
+  // A SEND naming an SRQ the target's domain does not have is an invalid
+  // request: the initiator completes in error.
+  sw.wr_id = 10;
+  sw.qp_type.xrc.remote_srqn = srqn + 1;
+  REQUIRE(ibv_post_send(ini, &sw, &sbad) == 0);
+  CHECK(poll_one(cq).status == IBV_WC_REM_INV_REQ_ERR);
+  // The target went to ERR with QP_REQ_ERR, reported to the context that
+  // holds a handle on it now (the creator's is gone), naming that handle.
+  pollfd pfd{d2.ctx->async_fd, POLLIN, 0};
+  REQUIRE(::poll(&pfd, 1, 5000) == 1);
+  ibv_async_event ev{};
+  REQUIRE(ibv_get_async_event(d2.ctx, &ev) == 0);
+  CHECK(ev.event_type == IBV_EVENT_QP_REQ_ERR);
+  CHECK(ev.element.qp == opened);
+  ibv_ack_async_event(&ev);
+  REQUIRE(ibv_query_qp(opened, &qa, IBV_QP_STATE, &qi) == 0);
+  CHECK(qa.qp_state == IBV_QPS_ERR);
+
+  CHECK(ibv_destroy_qp(opened) == 0);
+  CHECK(ibv_destroy_qp(ini) == 0);
+  CHECK(ibv_destroy_srq(srq) == 0);
+  CHECK(ibv_close_xrcd(x) == 0);
+  CHECK(ibv_close_xrcd(x2) == 0);
+  CHECK(ibv_close_xrcd(priv) == 0);
+  CHECK(ibv_destroy_cq(rcq) == 0);
+  CHECK(ibv_destroy_cq(cq) == 0);
+  CHECK(ibv_dereg_mr(smr) == 0);
+  CHECK(ibv_dereg_mr(dmr) == 0);
 }

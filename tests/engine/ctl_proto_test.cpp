@@ -3,6 +3,7 @@
 // object lifetimes and per-process teardown, limits and errnos.
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
 #include <infiniband/verbs.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -10,6 +11,7 @@
 
 #include <array>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -291,8 +293,11 @@ TEST_CASE("CQ, QP, SRQ and AH creation enforce limits with the right errno", "[e
   bad.caps.max_inline_data = a.max_inline_data + 1;
   CHECK(h.call<ctl::CreateQpRep>(bad) == EINVAL);
   bad = q;
-  bad.qp_type = IBV_QPT_XRC_SEND;
+  bad.qp_type = IBV_QPT_RAW_PACKET;
   CHECK(h.call<ctl::CreateQpRep>(bad) == EOPNOTSUPP);
+  bad = q;
+  bad.qp_type = IBV_QPT_XRC_RECV;  // a target QP is created in its XRC domain (kCreateXrcTgtQp)
+  CHECK(h.call<ctl::CreateQpRep>(bad) == EINVAL);
   bad = q;
   bad.qp_type = 77;
   CHECK(h.call<ctl::CreateQpRep>(bad) == EINVAL);
@@ -513,4 +518,91 @@ TEST_CASE("memory windows: types 1 and 2 only, they hold their PD, the device sa
   CHECK(h.call<ctl::DeallocMwRep>(ctl::DeallocMwReq{{w1.handle, 0}}) == EINVAL);  // already gone
   CHECK(h.call<ctl::DeallocPdRep>(ctl::DeallocPdReq{{pd, 0}}) == EBUSY);
   // The session's teardown frees what is left (w2) with its PD.
+}
+
+namespace {
+
+// One request to `s` with descriptors (the Harness sends none).
+template <ctl::Message Rep, ctl::Message Req>
+int call_on(Session& s, const Req& req, std::vector<int> fds = {}, Rep* out = nullptr) {
+  Reply r = s.handle(ctl::encode(req, 1), fds);
+  for (int fd : r.fds) ::close(fd);
+  const auto h = ctl::decode_header(r.bytes);
+  REQUIRE(h);
+  if (h->status != 0) return h->status;
+  auto body = ctl::decode<Rep>(r.bytes);
+  REQUIRE(body);
+  if (out != nullptr) *out = *body;
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("XRC control plane: domains by inode across sessions, XRC SRQs, target QPs, open_qp", "[ctl][xrc]") {
+  Harness h;
+  h.hello_and_open();
+  Session s2(h.reg, ::getpid(), 2);
+  REQUIRE(call_on<ctl::HelloRep>(s2, ctl::HelloReq{ctl::kMagic, ctl::kVersion, 0, 0}) == 0);
+  ctl::OpenDeviceReq open{};
+  ctl::set_name(open.name, "urnic0");
+  REQUIRE(call_on<ctl::OpenDeviceRep>(s2, open) == 0);
+
+  char path[] = "/tmp/urnic-xrcd-ctl.XXXXXX";
+  const int file = ::mkstemp(path);
+  REQUIRE(file >= 0);
+  const ctl::OpenXrcdReq by_file{1, 0};
+  CHECK(call_on<ctl::OpenXrcdRep>(*h.s, by_file, {::dup(file)}) == EAGAIN);  // none yet, no O_CREAT
+  CHECK(call_on<ctl::OpenXrcdRep>(*h.s, by_file) == EBADF);                  // no descriptor came
+  ctl::OpenXrcdRep x1{}, x2{}, xp{};
+  REQUIRE(call_on(*h.s, ctl::OpenXrcdReq{1, O_CREAT}, {::dup(file)}, &x1) == 0);
+  CHECK(call_on<ctl::OpenXrcdRep>(s2, ctl::OpenXrcdReq{1, O_CREAT | O_EXCL}, {::dup(file)}) == EINVAL);
+  REQUIRE(call_on(s2, by_file, {::dup(file)}, &x2) == 0);  // the same domain, from the other session
+  REQUIRE(call_on(s2, ctl::OpenXrcdReq{0, 0}, {}, &xp) == 0);  // a private one
+  ::close(file);
+  ::unlink(path);
+
+  const std::uint32_t pd = h.alloc_pd();
+  const std::uint32_t cq = h.create_cq();
+  ctl::CreateXrcSrqReq sreq{0, pd, x1.handle, 4242, 16, 1, 0};
+  CHECK(call_on<ctl::CreateXrcSrqRep>(*h.s, sreq) == EINVAL);  // no such CQ
+  sreq.cq_handle = cq;
+  ctl::CreateXrcSrqRep srq{};
+  REQUIRE(call_on(*h.s, sreq, {}, &srq) == 0);
+  CHECK(srq.srq.srq_num != 0);
+  CHECK(srq.srq.max_wr == 16);
+  CHECK(call_on<ctl::CloseXrcdRep>(*h.s, ctl::CloseXrcdReq{{x1.handle, 0}}) == EBUSY);
+  CHECK(call_on<ctl::DestroyCqRep>(*h.s, ctl::DestroyCqReq{{cq, 0}}) == EBUSY);
+
+  ctl::CreateXrcTgtQpRep tgt{};
+  CHECK(call_on<ctl::CreateXrcTgtQpRep>(*h.s, ctl::CreateXrcTgtQpReq{0, 999, 0}) == EINVAL);
+  REQUIRE(call_on(*h.s, ctl::CreateXrcTgtQpReq{0, x1.handle, 0}, {}, &tgt) == 0);
+  // Session 2 opens it through its own handle on the same domain only.
+  CHECK(call_on<ctl::OpenQpRep>(s2, ctl::OpenQpReq{0, xp.handle, tgt.qpn, IBV_QPT_XRC_RECV, 0}) == EINVAL);
+  CHECK(call_on<ctl::OpenQpRep>(s2, ctl::OpenQpReq{0, x2.handle, tgt.qpn, IBV_QPT_RC, 0}) == EINVAL);
+  CHECK(call_on<ctl::OpenQpRep>(s2, ctl::OpenQpReq{0, x2.handle, tgt.qpn + 1, IBV_QPT_XRC_RECV, 0}) == EINVAL);
+  ctl::OpenQpRep opened{};
+  REQUIRE(call_on(s2, ctl::OpenQpReq{0, x2.handle, tgt.qpn, IBV_QPT_XRC_RECV, 0}, {}, &opened) == 0);
+  CHECK(opened.qpn == tgt.qpn);
+
+  // One QP: a transition through either handle is seen through the other.
+  ctl::ModifyQpReq m{};
+  m.handle = tgt.handle;
+  m.attr_mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
+  m.attr.qp_state = IBV_QPS_INIT;
+  m.attr.port_num = 1;
+  REQUIRE(call_on<ctl::ModifyQpRep>(*h.s, m) == 0);
+  ctl::QueryQpRep q{};
+  REQUIRE(call_on(s2, ctl::QueryQpReq{{opened.handle, 0}}, {}, &q) == 0);
+  CHECK(q.attr.qp_state == IBV_QPS_INIT);
+
+  // The creator's handle and its session go; the QP and domain live on.
+  REQUIRE(call_on<ctl::DestroyQpRep>(*h.s, ctl::DestroyQpReq{{tgt.handle, 0}}) == 0);
+  h.s.reset();
+  REQUIRE(call_on(s2, ctl::QueryQpReq{{opened.handle, 0}}, {}, &q) == 0);
+  CHECK(q.attr.qp_state == IBV_QPS_INIT);
+  CHECK(call_on<ctl::CloseXrcdRep>(s2, ctl::CloseXrcdReq{{x2.handle, 0}}) == EBUSY);  // the opened QP uses it
+  REQUIRE(call_on<ctl::DestroyQpRep>(s2, ctl::DestroyQpReq{{opened.handle, 0}}) == 0);
+  CHECK(call_on<ctl::CloseXrcdRep>(s2, ctl::CloseXrcdReq{{x2.handle, 0}}) == 0);
+  CHECK(call_on<ctl::CloseXrcdRep>(s2, ctl::CloseXrcdReq{{x2.handle, 0}}) == EINVAL);
+  CHECK(call_on<ctl::CloseXrcdRep>(s2, ctl::CloseXrcdReq{{xp.handle, 0}}) == 0);
 }
