@@ -2,6 +2,7 @@
 // processing, credits, and the send/receive/riowrite primitives the r*
 // calls are built from. Every function here runs with Rsocket::mu held.
 #include <arpa/inet.h>
+#include <sched.h>
 #include <time.h>
 
 #include <algorithm>
@@ -547,7 +548,13 @@ int Rsocket::get_comp(bool nonblock, Test test) {
   std::uint64_t start = 0;
   for (;;) {
     const int ret = process_cq(true, test);
-    if (ret == 0 || nonblock || errno != EWOULDBLOCK) return ret;
+    if (ret == 0 || errno != EWOULDBLOCK) return ret;
+    if (nonblock) {
+      // Nothing yet: a program that spins on EAGAIN would otherwise take
+      // the CPU from urnicd, which does the NIC's work on these cores.
+      sched_yield();
+      return ret;
+    }
     const std::uint64_t t = now_us();
     if (start == 0) start = t;
     if (t - start > kPollingTimeUs) break;
