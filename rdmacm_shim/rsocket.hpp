@@ -163,6 +163,7 @@ struct Rsocket {
   ssize_t recv_bytes(std::uint8_t* buf, std::size_t len, int flags);
   ssize_t write_direct(const std::uint8_t* buf, std::size_t len, std::uint64_t offset, int flags);
   void shutdown_qp();  // QP to ERR: flushes receives, wakes pollers
+  void drain_cm_events();  // a connected id's CM events (a vanished peer's DISCONNECTED)
 
   short poll_events(short events, bool nonblock, Test test);  // rs_poll_rs
 

@@ -45,23 +45,36 @@ int check_all(pollfd* fds, nfds_t nfds) {
   return ready;
 }
 
-// Arms every rsocket and fills `rfds` with what to sleep on; true when one
-// became ready meanwhile.
-bool arm_all(std::vector<pollfd>& rfds, pollfd* fds, nfds_t nfds) {
+// Arms every rsocket and fills `rfds` with what to sleep on: one entry per
+// caller's entry, then the CM channel of every connected rsocket (`cm_of`
+// says whose), where a vanished peer's DISCONNECTED arrives. True when
+// one became ready meanwhile.
+bool arm_all(std::vector<pollfd>& rfds, std::vector<nfds_t>& cm_of, pollfd* fds, nfds_t nfds) {
+  rfds.resize(nfds);
+  cm_of.clear();
   for (nfds_t i = 0; i < nfds; ++i) {
     if (Rsocket* rs = lookup(fds[i].fd)) {
       std::lock_guard lock(rs->mu);
       if (rs->poll_events(fds[i].events, false, &Rsocket::cq_is_armed) != 0) return true;
       const bool on_cq = rs->channel != nullptr && rs->state >= st::kConnected;
       rfds[i] = pollfd{on_cq ? rs->channel->fd : rs->cm_id->channel->fd, POLLIN, 0};
+      if (on_cq && (rs->state & st::kConnected) != 0) cm_of.push_back(i);
     } else {
       rfds[i] = pollfd{fds[i].fd, fds[i].events, 0};
     }
   }
+  for (nfds_t i : cm_of) rfds.push_back(pollfd{fds[i].fd, POLLIN, 0});  // the socket number is its CM fd
   return false;
 }
 
-int collect(const std::vector<pollfd>& rfds, pollfd* fds, nfds_t nfds) {
+int collect(const std::vector<pollfd>& rfds, const std::vector<nfds_t>& cm_of, pollfd* fds, nfds_t nfds) {
+  for (std::size_t k = 0; k < cm_of.size(); ++k) {
+    if (rfds[nfds + k].revents == 0) continue;
+    if (Rsocket* rs = lookup(fds[cm_of[k]].fd)) {
+      std::lock_guard lock(rs->mu);
+      rs->drain_cm_events();
+    }
+  }
   int ready = 0;
   for (nfds_t i = 0; i < nfds; ++i) {
     if (Rsocket* rs = lookup(fds[i].fd)) {
@@ -101,22 +114,22 @@ int rpoll(pollfd* fds, nfds_t nfds, int timeout) {
     if (now_us() - start > urnic::rsocket::kPollingTimeUs) break;
   }
   thread_local std::vector<pollfd> rfds;  // reused: no allocation per call once grown
-  rfds.resize(nfds);
+  thread_local std::vector<nfds_t> cm_of;
   const std::int64_t deadline = timeout < 0 ? -1 : start + std::int64_t{timeout} * 1000;
   for (;;) {
-    if (arm_all(rfds, fds, nfds)) return check_all(fds, nfds);
+    if (arm_all(rfds, cm_of, fds, nfds)) return check_all(fds, nfds);
     int wait_ms = -1;
     if (deadline >= 0) {
       const std::int64_t left = deadline - now_us();
       wait_ms = left <= 0 ? 0 : static_cast<int>((left + 999) / 1000);
     }
-    const int n = ::poll(rfds.data(), nfds, wait_ms);
+    const int n = ::poll(rfds.data(), rfds.size(), wait_ms);
     if (n < 0) return -1;
     if (n == 0) {
       for (nfds_t i = 0; i < nfds; ++i) fds[i].revents = 0;
       return 0;
     }
-    if (const int ready = collect(rfds, fds, nfds); ready != 0) return ready;
+    if (const int ready = collect(rfds, cm_of, fds, nfds); ready != 0) return ready;
     if (deadline >= 0 && now_us() >= deadline) return 0;
   }
 }

@@ -476,6 +476,40 @@ int Rsocket::poll_cq() {
   return 0;
 }
 
+// Reads the CM events of a connected socket's id without blocking.
+void Rsocket::drain_cm_events() {
+  for (;;) {
+    pollfd p{cm_id->channel->fd, POLLIN, 0};
+    if (::poll(&p, 1, 0) <= 0) break;
+    if ((p.revents & POLLIN) == 0) {
+      if ((p.revents & (POLLHUP | POLLERR)) != 0 && (state & st::kConnected) != 0) {
+        state = st::kError;  // the daemon closed the channel
+        err = ECONNRESET;
+      }
+      break;
+    }
+    rdma_cm_event* e = nullptr;
+    if (rdma_get_cm_event(cm_id->channel, &e) != 0) {
+      if ((state & st::kConnected) != 0) {
+        state = st::kError;  // the daemon went away
+        err = ECONNRESET;
+      }
+      break;
+    }
+    const rdma_cm_event_type type = e->event;
+    rdma_ack_cm_event(e);
+    if ((type == RDMA_CM_EVENT_DISCONNECTED || type == RDMA_CM_EVENT_DEVICE_REMOVAL) &&
+        (state & st::kConnected) != 0) {
+      // The CM disconnect came without the stream's disconnect message
+      // (which would have ended kConnected first): the peer vanished,
+      // like a TCP reset.
+      state = st::kError;
+      err = ECONNRESET;
+      shutdown_qp();
+    }
+  }
+}
+
 // Sleeps until the CQ's channel or the CM channel has something, with the
 // socket unlocked. A CM DISCONNECTED (the peer's id went away without a
 // disconnect message, e.g. its process died) ends the connection.
@@ -494,27 +528,7 @@ int Rsocket::wait_cq_event() {
       unacked_events = 0;
     }
   }
-  if ((fds[1].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
-    for (;;) {
-      pollfd p{cm_id->channel->fd, POLLIN, 0};
-      if (::poll(&p, 1, 0) <= 0 || (p.revents & POLLIN) == 0) break;
-      rdma_cm_event* e = nullptr;
-      if (rdma_get_cm_event(cm_id->channel, &e) != 0) {
-        if ((state & st::kConnected) != 0) {
-          state = st::kError;  // the daemon went away
-          err = ECONNRESET;
-        }
-        break;
-      }
-      const rdma_cm_event_type type = e->event;
-      rdma_ack_cm_event(e);
-      if ((type == RDMA_CM_EVENT_DISCONNECTED || type == RDMA_CM_EVENT_DEVICE_REMOVAL) &&
-          (state & st::kConnected) != 0) {
-        state = st::kDisconnected;
-        shutdown_qp();
-      }
-    }
-  }
+  if ((fds[1].revents & (POLLIN | POLLHUP | POLLERR)) != 0) drain_cm_events();
   return 0;
 }
 
@@ -545,21 +559,36 @@ int Rsocket::process_cq(bool nonblock, Test test) {
 }
 
 int Rsocket::get_comp(bool nonblock, Test test) {
+  const int saved_errno = errno;  // a call that succeeds leaves errno alone
   std::uint64_t start = 0;
   for (;;) {
     const int ret = process_cq(true, test);
-    if (ret == 0 || errno != EWOULDBLOCK) return ret;
+    if (ret == 0) {
+      errno = saved_errno;
+      return 0;
+    }
+    if (errno != EWOULDBLOCK) return ret;
     if (nonblock) {
       // Nothing yet: a program that spins on EAGAIN would otherwise take
-      // the CPU from urnicd, which does the NIC's work on these cores.
+      // the CPU from urnicd, which does the NIC's work on these cores. And
+      // a peer that vanished shows on the CM channel only.
+      if ((state & st::kConnected) != 0) {
+        drain_cm_events();
+        if ((this->*test)()) {
+          errno = saved_errno;
+          return 0;
+        }
+      }
       sched_yield();
-      return ret;
+      return fail(EWOULDBLOCK);
     }
     const std::uint64_t t = now_us();
     if (start == 0) start = t;
     if (t - start > kPollingTimeUs) break;
   }
-  return process_cq(false, test);
+  const int ret = process_cq(false, test);
+  if (ret == 0) errno = saved_errno;
+  return ret;
 }
 
 void Rsocket::shutdown_qp() {
@@ -774,15 +803,26 @@ short Rsocket::poll_events(short events, bool nonblock, Test test) {
   for (int pass = 0; pass < 2; ++pass) {
     if ((state & st::kConnected) != 0 || state == st::kDisconnected || (state & st::kError) != 0) {
       process_cq(nonblock, test);
-      short rev = 0;
-      if ((events & POLLIN) != 0 && conn_have_rdata()) rev |= POLLIN;
-      if ((events & POLLOUT) != 0 && can_send()) rev |= POLLOUT;
-      // Hang-up only once the data that came before it is read: a peer
-      // that sends and disconnects at once must not make the last read
-      // look like an error (TCP, too, reports a peer's close as readable).
-      if ((state & st::kConnected) == 0) {
-        if (state != st::kDisconnected) rev |= POLLERR;
-        else if (!have_rdata()) rev |= POLLHUP;
+      auto revents = [&] {
+        short rev = 0;
+        if ((events & POLLIN) != 0 && conn_have_rdata()) rev |= POLLIN;
+        if ((events & POLLOUT) != 0 && can_send()) rev |= POLLOUT;
+        // Hang-up only once the data that came before it is read: a peer
+        // that sends and disconnects at once must not make the last read
+        // look like an error (TCP, too, reports a peer's close as readable).
+        if ((state & st::kConnected) == 0) {
+          if (state != st::kDisconnected) rev |= POLLERR;
+          else if (!have_rdata()) rev |= POLLHUP;
+        }
+        return rev;
+      };
+      short rev = revents();
+      // Nothing to report: look at the CM channel too (one poll() on an
+      // idle check, never while data flows), so that a program that only
+      // rpolls with timeout 0 still learns that its peer vanished.
+      if (rev == 0 && nonblock && (state & st::kConnected) != 0) {
+        drain_cm_events();
+        rev = revents();
       }
       return rev;
     }
