@@ -5,13 +5,14 @@
 # directory. Every stream is an rsocket connection as rdma-core makes it:
 # connect data in the CM private data, RDMA writes with immediate into the
 # peer's receive buffer, credit updates, iomap announcements and riowrite
-# for riostream, disconnect messages. Covered: the default runs (latency and
-# bandwidth tests, 64 B .. 1 MiB), transfer sizes and counts, verify mode
+# for riostream, disconnect messages. Covered: rstream's default run
+# (latency and bandwidth tests, 64 B .. 1 MiB; riostream's only with
+# URNIC_RSOCKET_FULL=1, see below), transfer sizes and counts, verify mode
 # (-T v; and a negative check that a verifying receiver does reject data
 # that was not formatted), asynchronous (rpoll), blocking, non-blocking,
 # rdma_getaddrinfo (-T r), small socket buffers (-B), IPv6 loopback, the
-# iWARP device (127.0.0.2, immediates as SENDs), and a connect to a port
-# nobody listens on (ECONNREFUSED). Exit statuses and outputs are checked;
+# iWARP device (127.0.0.2, immediates as SENDs), a connect to a port
+# nobody listens on (ECONNREFUSED) and a peer killed mid-stream. Exit statuses and outputs are checked;
 # every process started here is stopped by PID, the daemon last. About a
 # minute on an idle 2-core machine.
 #
@@ -239,8 +240,8 @@ fi
 
 # A peer that dies mid-stream (SIGKILL: no disconnect message; its
 # process's ids are destroyed, so the CM sends a DREQ): the survivor's
-# blocking rrecv fails with ECONNRESET at once instead of hanging, and an
-# rpoll-driven one gets POLLERR.
+# blocking (-T b) or non-blocking (-T n) rrecv fails with ECONNRESET at
+# once instead of hanging, and an rpoll-driven one (-T a) gets POLLERR.
 port=$((p + 21))
 for mode in b a n; do
   "${run_env[@]}" rstream -p $port -T $mode -S 1000 -C 1 -I 100000000 > "$rt/victim.out" 2>&1 &
