@@ -655,6 +655,7 @@ ssize_t Rsocket::recv_bytes(std::uint8_t* buf, std::size_t len, int flags) {
     return -1;
   }
   if ((state & (st::kConnected | st::kDisconnected | st::kError)) == 0) return fail(ENOTCONN);
+  if (len == 0) return 0;  // as recv(2): nothing asked, nothing waited for
   std::size_t left = len;
   int ret = 0;
   do {
@@ -706,8 +707,8 @@ ssize_t Rsocket::recv_bytes(std::uint8_t* buf, std::size_t len, int flags) {
   update_credits();
   if (left < len) return static_cast<ssize_t>(len - left);
   if (ret != 0) return -1;
-  if ((state & st::kError) != 0 && len > 0) return fail(err != 0 ? err : ECONNRESET);
-  return 0;  // end of stream (or len 0)
+  if ((state & st::kError) != 0) return fail(err != 0 ? err : ECONNRESET);
+  return 0;  // end of stream
 }
 
 int Rsocket::send_iomaps(int flags) {

@@ -225,6 +225,7 @@ TEST_CASE("stream semantics: data, peek, iovecs, half-close, end of stream, EPIP
   std::uint8_t b[64];
   CHECK(rrecv(p.server, b, sizeof b, MSG_DONTWAIT) == -1);
   CHECK(errno == EAGAIN);
+  CHECK(rrecv(p.server, b, 0, 0) == 0);  // returns at once, as recv(2)
 
   // 3 MiB through a 128 KiB receive buffer: many grants and credits.
   std::vector<std::uint8_t> out(3 << 20), in(out.size());
