@@ -35,6 +35,12 @@ int posted(int rc) { return rc == 0 ? 0 : fail(rc); }
 
 constexpr std::uint32_t kCqEventsPerAck = 256;
 
+// ibv_reg_mr is a macro that mixes the access flags with another enum;
+// an int keeps that well-defined for every compiler.
+ibv_mr* reg(ibv_pd* pd, void* addr, std::size_t len, int access) { return ibv_reg_mr(pd, addr, len, access); }
+constexpr int kLocal = IBV_ACCESS_LOCAL_WRITE;
+constexpr int kRemote = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+
 }  // namespace
 
 // ------------------------------------------------------------------ setup
@@ -67,11 +73,11 @@ int Rsocket::create_ep() {
   tbuf.reset(new (std::nothrow) std::uint8_t[tbuf_total]());
   rbuf.reset(new (std::nothrow) std::uint8_t[rbuf_total]());
   if (!sbuf || !tbuf || !rbuf) return fail(ENOMEM);
-  smr = ibv_reg_mr(pd, sbuf.get(), sbuf_total, IBV_ACCESS_LOCAL_WRITE);
+  smr = reg(pd, sbuf.get(), sbuf_total, kLocal);
   if (smr == nullptr) return -1;
-  tmr = ibv_reg_mr(pd, tbuf.get(), tbuf_total, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  tmr = reg(pd, tbuf.get(), tbuf_total, kRemote);
   if (tmr == nullptr) return -1;
-  rmr = ibv_reg_mr(pd, rbuf.get(), rbuf_total, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  rmr = reg(pd, rbuf.get(), rbuf_total, kRemote);
   if (rmr == nullptr) return -1;
   rmsg.assign(rq_size + 1, RecvMsg{0});
   peer_iomaps.assign(target_iomap_size, IomapEntry{});
