@@ -43,7 +43,7 @@ if [[ -n $asan_rt ]]; then
 else
   run_env=(env)
 fi
-limit=${URNIC_PAIR_TIMEOUT:-120}
+limit=${URNIC_PAIR_TIMEOUT:-240}
 [[ -n $asan_rt ]] && limit=$((limit * 3))
 
 for prog in rstream riostream; do
@@ -183,9 +183,9 @@ if [[ -n ${URNIC_RSOCKET_FULL:-} ]]; then
     -- riostream -p $((p + 11)) \
     -- riostream -s 127.0.0.1 -p $((p + 11))
 else
-  pair "riostream -S 64 -C 1 -I 2000 (the default run's 64_lat, shorter)" "$custom" "$custom" \
-    -- riostream -p $((p + 11)) -S 64 -C 1 -I 2000 \
-    -- riostream -s 127.0.0.1 -p $((p + 11)) -S 64 -C 1 -I 2000
+  pair "riostream -S 64 -C 1 -I 1000 (the default run's 64_lat, shorter)" "$custom" "$custom" \
+    -- riostream -p $((p + 11)) -S 64 -C 1 -I 1000 \
+    -- riostream -s 127.0.0.1 -p $((p + 11)) -S 64 -C 1 -I 1000
 fi
 pair "riostream -S 1000000 -C 20 -T v" "$custom" "$custom" \
   -- riostream -p $((p + 12)) -S 1000000 -C 20 -T v \
@@ -246,16 +246,24 @@ port=$((p + 21))
 for mode in b a n; do
   "${run_env[@]}" rstream -p $port -T $mode -S 1000 -C 1 -I 100000000 > "$rt/victim.out" 2>&1 &
   victim=$!
+  server_pid=$victim  # stopped by cleanup if the script ends early
   sleep 0.5
-  "${run_env[@]}" timeout "$limit" rstream -s 127.0.0.1 -p $port -T $mode -S 1000 -C 1 -I 100000000 \
-    > "$rt/survivor.out" 2>&1 &
-  survivor=$!
-  sleep 2
+  for _ in $(seq 20); do
+    "${run_env[@]}" timeout "$limit" rstream -s 127.0.0.1 -p $port -T $mode -S 1000 -C 1 -I 100000000 \
+      > "$rt/survivor.out" 2>&1 &
+    survivor=$!
+    sleep 2
+    # Still running: connected and streaming. Refused: the victim was not
+    # listening yet; try again.
+    alive "$survivor" && break
+    grep -q "Connection refused" "$rt/survivor.out" || break
+  done
   kill -KILL "$victim" 2>/dev/null
   start=$(date +%s%N)
   wait "$survivor"
   rc=$?
   wait "$victim" 2>/dev/null
+  server_pid=
   ms=$((($(date +%s%N) - start) / 1000000))
   ok=0
   if [[ $rc -ne 0 && $rc -ne 124 ]]; then
