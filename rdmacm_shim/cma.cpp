@@ -20,7 +20,6 @@
 #include <netdb.h>
 #include <rdma/rdma_cma.h>
 #include <rdma/rdma_verbs.h>
-#include <rdma/rsocket.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -41,6 +40,7 @@
 
 #include "engine/cm_proto.hpp"
 #include "engine/hostif.hpp"
+#include "rdmacm_shim/cm_internal.hpp"
 
 namespace {
 
@@ -1422,44 +1422,8 @@ void rdma_destroy_ep(rdma_cm_id* id) {
   rdma_destroy_id(id);
 }
 
-// ------------------------------------------------------------------ rsocket
-// rsockets (RDMA streams over the CM) are not implemented: every call fails
-// with ENOSYS, so a program falls back or reports it (never a silent success).
-
-int rsocket(int domain, int type, int protocol) {
-  (void)domain;
-  (void)type;
-  (void)protocol;
-  return set_errno(ENOSYS);
-}
-int rbind(int, const sockaddr*, socklen_t) { return set_errno(ENOSYS); }
-int rlisten(int, int) { return set_errno(ENOSYS); }
-int raccept(int, sockaddr*, socklen_t*) { return set_errno(ENOSYS); }
-int rconnect(int, const sockaddr*, socklen_t) { return set_errno(ENOSYS); }
-int rshutdown(int, int) { return set_errno(ENOSYS); }
-int rclose(int) { return set_errno(ENOSYS); }
-ssize_t rrecv(int, void*, size_t, int) { return set_errno(ENOSYS); }
-ssize_t rrecvfrom(int, void*, size_t, int, sockaddr*, socklen_t*) { return set_errno(ENOSYS); }
-ssize_t rrecvmsg(int, msghdr*, int) { return set_errno(ENOSYS); }
-ssize_t rsend(int, const void*, size_t, int) { return set_errno(ENOSYS); }
-ssize_t rsendto(int, const void*, size_t, int, const sockaddr*, socklen_t) { return set_errno(ENOSYS); }
-ssize_t rsendmsg(int, const msghdr*, int) { return set_errno(ENOSYS); }
-ssize_t rread(int, void*, size_t) { return set_errno(ENOSYS); }
-ssize_t rreadv(int, const iovec*, int) { return set_errno(ENOSYS); }
-ssize_t rwrite(int, const void*, size_t) { return set_errno(ENOSYS); }
-ssize_t rwritev(int, const iovec*, int) { return set_errno(ENOSYS); }
-int rpoll(pollfd*, nfds_t, int) { return set_errno(ENOSYS); }
-int rselect(int, fd_set*, fd_set*, fd_set*, timeval*) { return set_errno(ENOSYS); }
-int rgetpeername(int, sockaddr*, socklen_t*) { return set_errno(ENOSYS); }
-int rgetsockname(int, sockaddr*, socklen_t*) { return set_errno(ENOSYS); }
-int rsetsockopt(int, int, int, const void*, socklen_t) { return set_errno(ENOSYS); }
-int rgetsockopt(int, int, int, void*, socklen_t*) { return set_errno(ENOSYS); }
-int rfcntl(int, int, ...) { return set_errno(ENOSYS); }
-off_t riomap(int, void*, size_t, int, int, off_t) { return set_errno(ENOSYS); }
-int riounmap(int, void*, size_t) { return set_errno(ENOSYS); }
-size_t riowrite(int, const void*, size_t, off_t, int) {
-  errno = ENOSYS;
-  return 0;
-}
-
 }  // extern "C"
+
+int urnic::rdmacm::complete_sync(rdma_cm_id* id) { return complete(priv(id)); }
+
+ibv_pd* urnic::rdmacm::device_pd(ibv_context* verbs) { return default_pd(verbs); }
