@@ -13,6 +13,7 @@
 #include <cstring>
 #include <mutex>
 #include <new>
+#include <type_traits>
 #include <vector>
 
 #include "engine/verbs_ext_proto.hpp"
@@ -83,12 +84,23 @@ ibv_ah_attr from_wire(const ctl::AhAttrs& w) {
   return a;
 }
 
+// An enum field's bits, without loading it as the enum: applications
+// leave the fields attr_mask does not name unset (ibv_xsrq_pingpong does),
+// and loading an out-of-range value as an enum is undefined behaviour.
+template <typename E>
+std::uint32_t enum_bits(const E& e) {
+  static_assert(std::is_enum_v<E> && sizeof(E) == sizeof(std::uint32_t));
+  std::uint32_t v;
+  std::memcpy(&v, &e, sizeof v);
+  return v;
+}
+
 ctl::QpAttrs to_wire(const ibv_qp_attr& a) {
   ctl::QpAttrs w{};
-  w.qp_state = a.qp_state;
-  w.cur_qp_state = a.cur_qp_state;
-  w.path_mtu = a.path_mtu;
-  w.path_mig_state = a.path_mig_state;
+  w.qp_state = enum_bits(a.qp_state);
+  w.cur_qp_state = enum_bits(a.cur_qp_state);
+  w.path_mtu = enum_bits(a.path_mtu);
+  w.path_mig_state = enum_bits(a.path_mig_state);
   w.qkey = a.qkey;
   w.rq_psn = a.rq_psn;
   w.sq_psn = a.sq_psn;
