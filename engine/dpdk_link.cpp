@@ -23,7 +23,7 @@ namespace {
 constexpr std::uint16_t kEtherArp = 0x0806;
 constexpr std::uint16_t kArpRequest = 1;
 constexpr std::uint16_t kArpReply = 2;
-constexpr std::size_t kArpFrame = 14 + 28;
+constexpr std::size_t kArpPacket = 28;
 const wire::MacAddr kBroadcast{0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
 
 bool eal_initialised = false;  // the EAL can be initialised once per process
@@ -161,6 +161,11 @@ DpdkLink::~DpdkLink() {
   }
 }
 
+bool DpdkLink::link_up() const noexcept {
+  rte_eth_link l{};
+  return started_ && rte_eth_link_get_nowait(port_id_, &l) == 0 && l.link_status == RTE_ETH_LINK_UP;
+}
+
 std::optional<wire::MacAddr> DpdkLink::resolve(const wire::IpAddr& dst) const {
   if (auto m = mac_of_link_local(dst)) return m;
   if (!dst.is_v4_mapped()) return std::nullopt;
@@ -202,7 +207,7 @@ bool DpdkLink::send(const wire::IbPacket& pkt, const LinkDest& dst, wire::Bytes*
   const auto mac = resolve(dst.dst);
   if (!mac) {
     std::array<std::uint8_t, kMaxFrame> scratch;
-    const EncodedFrame f = build_raw_frame(pkt, dst, cfg_.mac, wire::MacAddr{}, ip_id_++, scratch);
+    const EncodedFrame f = build_raw_frame(pkt, dst, cfg_.mac, wire::MacAddr{}, ip_id_++, cfg_.vlan, scratch);
     if (f.size == 0) {
       ++counters_.tx_errors;
       return false;
@@ -214,7 +219,7 @@ bool DpdkLink::send(const wire::IbPacket& pkt, const LinkDest& dst, wire::Bytes*
   if (m == nullptr) return false;
   std::uint8_t* data = mbuf_data(m);
   const std::size_t room = std::min<std::size_t>(rte_pktmbuf_tailroom(m), kMaxFrame);
-  const EncodedFrame f = build_raw_frame(pkt, dst, cfg_.mac, *mac, ip_id_++, wire::MutBytes(data, room));
+  const EncodedFrame f = build_raw_frame(pkt, dst, cfg_.mac, *mac, ip_id_++, cfg_.vlan, wire::MutBytes(data, room));
   if (f.size == 0) {
     rte_pktmbuf_free(m);
     ++counters_.tx_errors;
@@ -232,7 +237,7 @@ EncodedFrame DpdkLink::encode(const wire::IbPacket& pkt, const LinkDest& dst, wi
     if (dst.dst.is_v4_mapped()) send_arp(kArpRequest, wire::MacAddr{}, dst.dst.v4(), kBroadcast);
     return {};
   }
-  return build_raw_frame(pkt, dst, cfg_.mac, *mac, ip_id_++, out);
+  return build_raw_frame(pkt, dst, cfg_.mac, *mac, ip_id_++, cfg_.vlan, out);
 }
 
 bool DpdkLink::send_frame(wire::Bytes frame) {
@@ -250,12 +255,19 @@ bool DpdkLink::send_frame(wire::Bytes frame) {
 
 void DpdkLink::send_arp(std::uint16_t op, const wire::MacAddr& to_mac, std::uint32_t to_ip,
                         const wire::MacAddr& eth_dst) {
-  // RFC 826 over Ethernet: htype 1, ptype IPv4, hlen 6, plen 4.
-  std::array<std::uint8_t, wire::kEthMinFrameNoFcs> f{};
+  // RFC 826 over Ethernet: htype 1, ptype IPv4, hlen 6, plen 4; in the
+  // device's VLAN (priority 0) when it has one.
+  std::array<std::uint8_t, wire::kEthMinFrameNoFcs + wire::kVlanTagSize> f{};
   std::copy(eth_dst.begin(), eth_dst.end(), f.begin());
   std::copy(cfg_.mac.begin(), cfg_.mac.end(), f.begin() + 6);
-  wire::store_be16(f.data() + 12, kEtherArp);
-  std::uint8_t* a = f.data() + 14;
+  std::size_t l2 = wire::kEthHeaderSize;
+  if (cfg_.vlan != 0) {
+    wire::store_be16(f.data() + 12, wire::ethertype::kVlan);
+    wire::store_be16(f.data() + 14, cfg_.vlan);
+    l2 += wire::kVlanTagSize;
+  }
+  wire::store_be16(f.data() + l2 - 2, kEtherArp);
+  std::uint8_t* a = f.data() + l2;
   wire::store_be16(a, 1);
   wire::store_be16(a + 2, wire::ethertype::kIpv4);
   a[4] = 6;
@@ -265,12 +277,12 @@ void DpdkLink::send_arp(std::uint16_t op, const wire::MacAddr& to_mac, std::uint
   wire::store_be32(a + 14, cfg_.ipv4);
   std::copy(to_mac.begin(), to_mac.end(), a + 18);
   wire::store_be32(a + 24, to_ip);
-  send_frame(f);
+  send_frame(wire::Bytes(f.data(), cfg_.vlan != 0 ? f.size() : wire::kEthMinFrameNoFcs));
 }
 
-void DpdkLink::on_arp(wire::Bytes frame) {
-  if (frame.size() < kArpFrame) return;
-  const std::uint8_t* a = frame.data() + 14;
+void DpdkLink::on_arp(wire::Bytes arp) {
+  if (arp.size() < kArpPacket) return;
+  const std::uint8_t* a = arp.data();
   if (wire::load_be16(a) != 1 || wire::load_be16(a + 2) != wire::ethertype::kIpv4 || a[4] != 6 || a[5] != 4) return;
   const std::uint16_t op = wire::load_be16(a + 6);
   wire::MacAddr sha{};
@@ -373,12 +385,22 @@ bool DpdkLink::receive(LinkRxPacket* out) {
     const wire::Bytes frame(data, len);
     wire::MacAddr dst_mac{};
     std::copy(frame.begin(), frame.begin() + 6, dst_mac.begin());
-    if (wire::load_be16(frame.data() + 12) == kEtherArp && (dst_mac == cfg_.mac || dst_mac == kBroadcast)) {
-      on_arp(frame);
+    // The VLAN: the frame's own 802.1Q tag, or the one the PMD stripped.
+    std::uint16_t stripped_vid = (m->ol_flags & RTE_MBUF_F_RX_VLAN_STRIPPED) != 0 ? m->vlan_tci & 0x0FFF : 0;
+    std::size_t l2 = wire::kEthHeaderSize;
+    std::uint16_t type = wire::load_be16(frame.data() + 12);
+    if (type == wire::ethertype::kVlan && frame.size() >= l2 + wire::kVlanTagSize) {
+      stripped_vid = wire::load_be16(frame.data() + 14) & 0x0FFF;
+      type = wire::load_be16(frame.data() + 16);
+      l2 += wire::kVlanTagSize;
+    }
+    if (type == kEtherArp && (dst_mac == cfg_.mac || dst_mac == kBroadcast)) {
+      if (stripped_vid == cfg_.vlan) on_arp(frame.subspan(l2));
+      else ++counters_.rx_other_vlan;
       rte_pktmbuf_free(m);
       continue;
     }
-    if (dst_mac != cfg_.mac || !accept_raw_frame(frame, own_, counters_, out)) {
+    if (dst_mac != cfg_.mac || !accept_raw_frame(frame, own_, cfg_.vlan, stripped_vid, counters_, out)) {
       if (dst_mac != cfg_.mac) ++counters_.rx_not_ours;
       rte_pktmbuf_free(m);
       continue;

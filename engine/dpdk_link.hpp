@@ -48,6 +48,7 @@ struct DpdkConfig {
   wire::MacAddr mac{};
   std::uint32_t ipv4 = 0;         // host order
   std::uint32_t port_mtu = 9000;
+  std::uint16_t vlan = 0;         // 802.1Q VLAN ID of every frame (RoCE and ARP); 0: untagged
 };
 
 // The --vdev argument for `devargs`: as given, except that net_memif gets
@@ -79,6 +80,8 @@ class DpdkLink final : public Link {
   [[nodiscard]] std::string_view kind() const noexcept override { return "dpdk"; }
   [[nodiscard]] int wait_fd() const noexcept override { return -1; }
   [[nodiscard]] std::uint16_t port() const noexcept override { return wire::kRoceV2Port; }
+  [[nodiscard]] std::string port_name() const override { return cfg_.devargs; }
+  [[nodiscard]] bool link_up() const noexcept override;
   bool send(const wire::IbPacket& pkt, const LinkDest& dst, wire::Bytes* sent) override;
   EncodedFrame encode(const wire::IbPacket& pkt, const LinkDest& dst, wire::MutBytes out) override;
   bool send_frame(wire::Bytes frame) override;
@@ -95,7 +98,8 @@ class DpdkLink final : public Link {
   rte_mbuf* tx_alloc();
   void tx_queue(rte_mbuf* m, std::size_t len);
   void tx_burst();
-  void on_arp(wire::Bytes frame);
+  // The ARP packet (after Ethernet and any VLAN tag).
+  void on_arp(wire::Bytes arp);
   void send_arp(std::uint16_t op, const wire::MacAddr& to_mac, std::uint32_t to_ip, const wire::MacAddr& eth_dst);
   void hold_for_neighbour(wire::Bytes frame, const wire::IpAddr& next_hop);
   void retry_pending(transport::Nanos now);

@@ -71,6 +71,7 @@ class UdpLink final : public Link {
   // both sockets once enable_ipv6() succeeded.
   [[nodiscard]] int wait_fd() const noexcept override { return epfd_ >= 0 ? epfd_ : fd_; }
   [[nodiscard]] uint16_t port() const noexcept override { return port_; }
+  [[nodiscard]] std::string port_name() const override;
   // IPv4-mapped destination: the IPv4 socket; another (link-local) GID: the
   // IPv6 socket when enabled. The frame given back is encode_frame()'s.
   bool send(const wire::IbPacket& pkt, const LinkDest& dst, wire::Bytes* sent) override;

@@ -162,6 +162,15 @@ start_daemon() {
 start_pair() {
   start_daemon a "$veth_a" "$1"
   start_daemon b "$veth_b" "$1"
+  # A memif client connects to the server after it started: wait until
+  # both ports report a link (`urnicd --status`).
+  local h
+  for h in a b; do
+    for _ in $(seq 100); do
+      host "$h" "$urnicd" --status --runtime-dir "$rt/$h" | grep -qE '^device urnic0: link .*, up$' && break
+      sleep 0.05
+    done
+  done
 }
 stop_pair() {
   stop_pid "$daemon_pid_a"
@@ -221,6 +230,16 @@ $dpdk_like && kind=dpdk
 grep -q "$kind .*($roce_a), mtu 4096, $ngids GIDs" "$rt/a.log" &&
   pass "urnicd in a: $(grep -o "RoCE v1/v2 over $kind.*" "$rt/a.log")" ||
   fail "urnicd in a: $(cat "$rt/a.log")"
+# `urnicd --status` names the real link and its port.
+status=$(host a "$urnicd" --status --runtime-dir "$rt/a")
+want_port=$veth_a
+[[ $link == dpdk ]] && want_port="net_af_packet0,iface=$veth_a"
+[[ $link == memif ]] && want_port="net_memif0,role=server"
+if grep -qF "device urnic0: link $kind $want_port" <<< "$status" && grep -qE '^device urnic0: .*, up$' <<< "$status"; then
+  pass "urnicd --status: $(grep '^device' <<< "$status")"
+else
+  fail "urnicd --status: $status"
+fi
 # Expected: fe80 v1, fe80 v2, IPv4 v1, IPv4 v2 (afpacket: ULA v1, ULA v2).
 devinfo=$(host a "${run_env[@]}" ibv_devinfo -v 2>&1)
 gid_lines=$(grep -E 'GID\[ *[0-9]+\]:' <<< "$devinfo")
@@ -282,6 +301,13 @@ hp=$(stat a hairpin_pkts)
 icrc=$(stat a rx_icrc_errors)
 if [[ $hp == 0 && $rx -gt 0 && $icrc == 0 ]]; then pass "host a: $rx packets over the link, none hairpinned, no ICRC errors"
 else fail "host a: rx_pkts $rx, hairpin_pkts $hp, rx_icrc_errors $icrc"; fi
+# The raw links count frames that were not for them: on the dpdk port
+# (promiscuous on the veth) the kernel's own TCP frames of perftest's
+# exchange are such frames.
+not_ours=$(stat a rx_not_ours)
+no_neigh=$(stat a tx_no_neighbour)
+if [[ $link != dpdk || $not_ours -gt 0 ]]; then pass "host a: rx_not_ours $not_ours, tx_no_neighbour $no_neigh"
+else fail "host a: rx_not_ours $not_ours (want > 0: the kernel's frames on the veth), tx_no_neighbour $no_neigh"; fi
 # An idle daemon on the raw link sleeps in epoll on its packet socket
 # (dpdk: adaptive polling, at most 1000 looks a second): CPU time (utime +
 # stime, clock ticks) of both daemons over 5 s of idleness must stay below
