@@ -159,7 +159,7 @@ for link in udp afpacket dpdk memif; do
   gid=3
   [[ $link == udp ]] && gid=1
   lat_typ=- lat_avg=- lat_99=- bw=- note=
-  if [[ $link == dpdk || $link == memif ]] && ! ldd "$urnicd" | grep -q librte_eal; then
+  if [[ $link == dpdk || $link == memif ]] && ! grep -q librte_eal <<< "$(ldd "$urnicd")"; then
     note="urnicd built without DPDK"
   elif ! start_pair "$link"; then
     note="daemon did not start: $(tail -n 1 "$rt/$link-a.log" "$rt/$link-b.log" 2>/dev/null | grep -v '^==' | tr '\n' ' ')"

@@ -36,7 +36,9 @@ link=${4:-afpacket}
 # memif is a dpdk link with another port: the same GIDs, ARP and addresses.
 dpdk_like=false
 [[ $link == dpdk || $link == memif ]] && dpdk_like=true
-if $dpdk_like && ! ldd "$urnicd" | grep -q librte_eal; then
+# (Not `ldd | grep -q` under pipefail: grep exiting at the first match can
+# fail ldd with SIGPIPE, which skipped the test now and then.)
+if $dpdk_like && ! grep -q librte_eal <<< "$(ldd "$urnicd")"; then
   echo "SKIP: urnicd was built without DPDK"
   exit 77
 fi
