@@ -229,7 +229,7 @@ void CmService::iw_connect_failed(Id& id, IwConn c, int err, transport::Nanos no
   if (err == ECONNREFUSED && local && recently_listened(id.port_space, id.dst.port, now_ns)) {
     c.fd = -1;
     iw_retry_[id.handle] = std::move(c);
-    id.deadline = now_ns + kIwConnectRetry;
+    set_timer(id, now_ns + kIwConnectRetry);
     return;
   }
   id.state = State::kRejected;

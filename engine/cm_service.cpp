@@ -1,4 +1,5 @@
 #include "engine/cm_service.hpp"
+#include "engine/clock.hpp"
 
 #include <arpa/inet.h>
 #include <endian.h>
@@ -89,6 +90,22 @@ ctl::CmAddr addr_v4(std::uint32_t ip, std::uint16_t port) {
   return a;
 }
 
+using Gid = std::array<std::uint8_t, 16>;
+
+bool is_v4mapped_gid(const Gid& g) {
+  for (int i = 0; i < 10; ++i)
+    if (g[static_cast<std::size_t>(i)] != 0) return false;
+  return g[10] == 0xff && g[11] == 0xff;
+}
+
+bool is_link_local_gid(const Gid& g) { return g[0] == 0xfe && (g[1] & 0xc0) == 0x80; }
+
+Gid gid_of(const ctl::CmAddr& a) {
+  Gid g{};
+  std::memcpy(g.data(), a.addr, 16);
+  return g;
+}
+
 std::array<std::uint8_t, 16> gid_of_v4(std::uint32_t ip) {
   std::array<std::uint8_t, 16> g{};
   g[10] = 0xff;
@@ -98,12 +115,6 @@ std::array<std::uint8_t, 16> gid_of_v4(std::uint32_t ip) {
   g[14] = static_cast<std::uint8_t>(ip >> 8);
   g[15] = static_cast<std::uint8_t>(ip);
   return g;
-}
-
-transport::Nanos monotonic_now() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<transport::Nanos>(ts.tv_sec) * 1'000'000'000U + static_cast<transport::Nanos>(ts.tv_nsec);
 }
 
 // IBA 12.7.4 (and 9.7.6.1.3): a timeout field t means 4.096 us * 2^t.
@@ -119,6 +130,7 @@ constexpr std::uint8_t kMinRnrTimer = 12;  // 0.64 ms (IBA Table 45)
 // How long after its listener went away a port's REQs are left for the
 // peer to retry instead of rejected (see on_req).
 constexpr transport::Nanos kRelistenGrace = 2'000'000'000;
+constexpr int kMaxBacklog = 1024;  // ucma's default max_backlog
 constexpr std::uint16_t kEphemeralLow = 32768;
 constexpr std::uint16_t kEphemeralHigh = 60999;
 
@@ -130,11 +142,21 @@ CmDevice cm_device_of(const Device& d) {
   in_addr a{};
   if (::inet_pton(AF_INET, d.config().address.c_str(), &a) == 1) c.ipv4 = ntohl(a.s_addr);
   c.gid = gid_of_v4(c.ipv4);
+  // The RoCE v2 entry (a raw link's table lists each address as v1, then v2).
   for (std::size_t i = 0; i < d.gids().size(); ++i) {
-    if (std::equal(c.gid.begin(), c.gid.end(), std::begin(d.gids()[i].gid))) {
+    if (d.gids()[i].type == ctl::kGidTypeRoceV2 &&
+        std::equal(c.gid.begin(), c.gid.end(), std::begin(d.gids()[i].gid))) {
       c.sgid_index = static_cast<std::uint8_t>(i);
       break;
     }
+  }
+  for (std::size_t i = 0; i < d.gids().size(); ++i) {
+    const ctl::GidEntry& e = d.gids()[i];
+    CmDevice::Ipv6Gid g;
+    std::copy(std::begin(e.gid), std::end(e.gid), g.gid.begin());
+    g.index = static_cast<std::uint8_t>(i);
+    if (e.valid != 0 && e.type == ctl::kGidTypeRoceV2 && !is_v4mapped_gid(g.gid) && g.gid != Gid{})
+      c.ipv6.push_back(g);
   }
   c.node_guid = d.attrs().node_guid;
   c.active_mtu = d.port().active_mtu;
@@ -157,9 +179,8 @@ CmService& Registry::cm() {
       DataPath* dp = datapath(d.get());
       if (dp != nullptr && d->iwarp()) c.dp = dp;
       else if (dp != nullptr)
-        c.send = [dp](const std::array<std::uint8_t, 16>& dgid, std::span<const std::uint8_t> mad) {
-          dp->send_gsi(dgid, mad);
-        };
+        c.send = [dp](std::uint8_t sgid_index, const std::array<std::uint8_t, 16>& dgid,
+                      std::span<const std::uint8_t> mad) { dp->send_gsi(sgid_index, dgid, mad); };
       devs.push_back(std::move(c));
     }
     cm_ = std::make_shared<CmService>(std::move(devs), monotonic_now);
@@ -220,7 +241,7 @@ ctl::CmIdInfo CmService::info_of(const Id& id) const {
   if (id.dev >= 0) {
     const CmDevice& d = devices_[static_cast<std::size_t>(id.dev)];
     ctl::set_name(info.device, d.name.c_str());
-    std::memcpy(info.sgid, d.gid.data(), 16);
+    std::memcpy(info.sgid, id.sgid == Gid{} ? d.gid.data() : id.sgid.data(), 16);
     info.port_num = 1;
   }
   info.src = id.src;
@@ -239,7 +260,7 @@ ctl::AhAttrs CmService::ah_of(const Id& id) const {
   ah.hop_limit = 64;
   ah.traffic_class = id.tos;
   ah.port_num = 1;
-  if (id.dev >= 0) ah.sgid_index = devices_[static_cast<std::size_t>(id.dev)].sgid_index;
+  if (id.dev >= 0) ah.sgid_index = id.sgid == Gid{} ? devices_[static_cast<std::size_t>(id.dev)].sgid_index : id.sgid_index;
   return ah;
 }
 
@@ -401,6 +422,7 @@ void CmService::destroy(Id& id) {
   }
   if (id.state == State::kListen)
     closed_listeners_[id.src.port] = now();
+  stop_timer(id);
   if (id.local_comm_id != 0) comm_ids_.erase(id.local_comm_id);
   ids_.erase(id.handle);
 }
@@ -446,11 +468,46 @@ int CmService::resolve_device(const ctl::CmAddr& addr, int& dev) const {
       return 0;
     }
   }
+  if (addr.family == AF_INET6 && !is_v4mapped(addr)) {
+    const Gid g = gid_of(addr);
+    for (std::size_t i = 0; i < devices_.size(); ++i)
+      for (const CmDevice::Ipv6Gid& v6 : devices_[i].ipv6)
+        if (v6.gid == g) {
+          dev = static_cast<int>(i);
+          return 0;
+        }
+  }
   if (is_loopback(addr)) {
     dev = 0;
     return 0;
   }
   return ENODEV;  // cma_acquire_dev: no RDMA device has this address
+}
+
+CmDevice::Ipv6Gid CmService::local_gid(int dev, const Gid& local, const Gid& peer) const {
+  const CmDevice& d = devices_[static_cast<std::size_t>(dev)];
+  const CmDevice::Ipv6Gid v4{d.gid, d.sgid_index};
+  if (is_v4mapped_gid(peer) || d.ipv6.empty()) return v4;
+  for (const CmDevice::Ipv6Gid& g : d.ipv6)
+    if (g.gid == local) return g;
+  // A peer's link-local address is reached from ours, a global one from a
+  // global one (RFC 6724's scope rule), as the kernel picks a source.
+  for (const CmDevice::Ipv6Gid& g : d.ipv6)
+    if (is_link_local_gid(g.gid) == is_link_local_gid(peer)) return g;
+  return d.ipv6.front();
+}
+
+void CmService::use_device_gid(Id& id, const Gid& local) {
+  if (id.dev < 0) return;
+  const CmDevice::Ipv6Gid g = local_gid(id.dev, local, id.dgid);
+  id.sgid = g.gid;
+  id.sgid_index = g.index;
+}
+
+void CmService::transmit_last(const Id& id) {
+  if (id.dev < 0) return;
+  const CmDevice& d = devices_[static_cast<std::size_t>(id.dev)];
+  if (d.send) d.send(id.sgid == Gid{} ? d.sgid_index : id.sgid_index, id.dgid, id.last_mad);
 }
 
 int CmService::bind_port(Id& id, const ctl::CmAddr& addr) {
@@ -529,9 +586,21 @@ Reply CmService::on_resolve_addr(std::uint32_t owner, const MsgHeader& h, std::s
     } else if (is_loopback(req->dst)) {
       src = req->dst;
       src.port = 0;
+    } else if (req->dst.family == AF_INET6 && !is_v4mapped(req->dst) && !devices_.empty()) {
+      // The first device with an IPv6 address of the destination's scope
+      // (none: the wildcard, and the destination is unreachable below).
+      src.family = AF_INET6;
+      const Gid peer = gid_of(req->dst);
+      for (std::size_t i = 0; i < devices_.size(); ++i) {
+        if (devices_[i].iwarp || devices_[i].ipv6.empty()) continue;
+        const Gid g = local_gid(static_cast<int>(i), Gid{}, peer).gid;
+        if (is_link_local_gid(g) == is_link_local_gid(peer)) {
+          std::memcpy(src.addr, g.data(), 16);
+          break;
+        }
+      }
     } else if (!devices_.empty()) {
       src = addr_v4(devices_[0].ipv4, 0);
-      if (req->dst.family == AF_INET6 && !is_v4mapped(req->dst)) src.family = AF_INET6;
     }
     int dev = -1;
     if (!is_wildcard(src)) {
@@ -542,23 +611,37 @@ Reply CmService::on_resolve_addr(std::uint32_t owner, const MsgHeader& h, std::s
     id->state = State::kBound;
   }
   // The destination: one of our devices (hairpin), loopback, or a remote
-  // IPv4 host reached through the bound (or first) device's link.
+  // host reached through the bound (or first) device's link: IPv4, or IPv6
+  // if that device has an IPv6 address (a raw link's, or a link-local one).
+  const bool ipv6 = req->dst.family == AF_INET6 && !is_v4mapped(req->dst) && !is_loopback(req->dst);
   int dst_dev = -1;
   std::int32_t status = 0;
   if (resolve_device(req->dst, dst_dev) == 0) {
     if (id->dev < 0) id->dev = dst_dev;
-    id->dgid = devices_[static_cast<std::size_t>(dst_dev)].gid;
+    id->dgid = ipv6 ? gid_of(req->dst) : devices_[static_cast<std::size_t>(dst_dev)].gid;
   } else if (ipv4_of(req->dst) != 0 && !devices_.empty()) {
     if (id->dev < 0) id->dev = 0;
     id->dgid = gid_of_v4(ipv4_of(req->dst));
+  } else if (ipv6 && !devices_.empty() && !devices_[static_cast<std::size_t>(std::max(id->dev, 0))].ipv6.empty()) {
+    if (id->dev < 0) id->dev = 0;
+    id->dgid = gid_of(req->dst);
   } else {
-    status = -EHOSTUNREACH;  // IPv6 peers: the udp link carries IPv4 only
+    status = -EHOSTUNREACH;  // no device of ours has an address of that family
   }
   if (status == 0 && is_wildcard(id->src) && id->dev >= 0) {
     const std::uint16_t port = id->src.port;
-    id->src = is_loopback(req->dst) ? req->dst : addr_v4(devices_[static_cast<std::size_t>(id->dev)].ipv4, 0);
+    if (is_loopback(req->dst)) {
+      id->src = req->dst;
+    } else if (ipv6) {
+      id->src.family = AF_INET6;
+      const Gid g = local_gid(id->dev, Gid{}, id->dgid).gid;
+      std::memcpy(id->src.addr, g.data(), 16);
+    } else {
+      id->src = addr_v4(devices_[static_cast<std::size_t>(id->dev)].ipv4, 0);
+    }
     id->src.port = port;
   }
+  if (status == 0) use_device_gid(*id, gid_of(id->src));
   id->dst = req->dst;
   if (status == 0) id->state = State::kAddrResolved;
   emit(*id, status == 0 ? RDMA_CM_EVENT_ADDR_RESOLVED : RDMA_CM_EVENT_ADDR_ERROR, status);
@@ -612,6 +695,8 @@ Reply CmService::on_listen(std::uint32_t owner, const MsgHeader& h, std::span<co
     // iWARP listens on TCP (a wildcard id on every iWARP device too).
     if (const int err = iw_listen(*id, req->backlog); err != 0) return fail<ctl::CmListenRep>(h, err);
   }
+  // ucma_listen: a backlog outside 1..max_backlog (1024) means max_backlog.
+  id->backlog = req->backlog > 0 && req->backlog < kMaxBacklog ? req->backlog : kMaxBacklog;
   id->state = State::kListen;
   ctl::CmListenRep rep{};
   rep.handle = id->handle;
@@ -638,6 +723,7 @@ CmService::Id CmService::make_child(const Id& listener, std::size_t dev, const s
   std::memcpy(child.dst.addr, ip.src_addr.data(), 16);
   child.dgid = src_gid;
   child.tid = tid;
+  use_device_gid(child, gid_of(dst));
   return child;
 }
 
@@ -660,7 +746,8 @@ void CmService::send_to(std::size_t dev, const std::array<std::uint8_t, 16>& dgi
   const auto hdr = wire::make_cm_header(tid, wire::cm_attr_id(m));
   if (!wire::build_cm_mad(hdr, m, mad).ok()) return;
   ++counters_.mads_sent;
-  if (dev < devices_.size() && devices_[dev].send) devices_[dev].send(dgid, mad);
+  if (dev < devices_.size() && devices_[dev].send)
+    devices_[dev].send(local_gid(static_cast<int>(dev), Gid{}, dgid).index, dgid, mad);
 }
 
 void CmService::send(Id& id, const wire::CmMessage& m, bool retry) {
@@ -668,10 +755,9 @@ void CmService::send(Id& id, const wire::CmMessage& m, bool retry) {
   const auto hdr = wire::make_cm_header(id.tid, wire::cm_attr_id(m));
   if (!wire::build_cm_mad(hdr, m, id.last_mad).ok()) return;
   ++counters_.mads_sent;
-  const CmDevice& d = devices_[static_cast<std::size_t>(id.dev)];
-  if (d.send) d.send(id.dgid, id.last_mad);
+  transmit_last(id);
   if (retry) {
-    id.deadline = now() + retry_timeout_;
+    set_timer(id, now() + retry_timeout_);
     id.retries_left = max_retries_;
   }
 }
@@ -743,7 +829,7 @@ Reply CmService::on_connect(std::uint32_t owner, const MsgHeader& h, std::span<c
     m.srq = p.srq != 0;
     m.primary.local_lid = 0xffff;   // RoCE: permissive LIDs (kernel captures)
     m.primary.remote_lid = 0xffff;
-    m.primary.local_gid = d.gid;
+    m.primary.local_gid = id->sgid == Gid{} ? d.gid : id->sgid;
     m.primary.remote_gid = id->dgid;
     m.primary.traffic_class = id->tos;
     m.primary.hop_limit = 64;
@@ -1055,14 +1141,14 @@ Reply CmService::on_query(std::uint32_t owner, const MsgHeader& h, std::span<con
 
 // ------------------------------------------------------------------ wire
 
-void CmService::on_gsi_packet(const DataPath& dp, const wire::IbPacket& pkt, std::uint32_t src_ipv4,
+void CmService::on_gsi_packet(const DataPath& dp, const wire::IbPacket& pkt, const Gid& src_gid,
                               transport::Nanos now_ns) {
   auto it = paths_.find(&dp);
   if (it == paths_.end()) return;
-  on_gsi_datagram(it->second, pkt, src_ipv4, now_ns);
+  on_gsi_datagram(it->second, pkt, src_gid, now_ns);
 }
 
-void CmService::on_gsi_datagram(std::size_t dev, const wire::IbPacket& pkt, std::uint32_t src_ipv4,
+void CmService::on_gsi_datagram(std::size_t dev, const wire::IbPacket& pkt, const Gid& src_gid,
                                 transport::Nanos now_ns) {
   // IBA 13.5.1 / 13.5.3: the GSI takes UD SEND_ONLY with the GSI Q_Key
   // carrying exactly one 256-byte MAD; anything else is dropped (counted).
@@ -1071,7 +1157,7 @@ void CmService::on_gsi_datagram(std::size_t dev, const wire::IbPacket& pkt, std:
     ++counters_.mads_dropped;
     return;
   }
-  on_mad(dev, gid_of_v4(src_ipv4), pkt.payload, now_ns);
+  on_mad(dev, src_gid, pkt.payload, now_ns);
 }
 
 void CmService::on_mad(std::size_t dev, const std::array<std::uint8_t, 16>& src_gid, wire::Bytes mad,
@@ -1117,8 +1203,7 @@ void CmService::on_req(std::size_t dev, const std::array<std::uint8_t, 16>& src_
   for (auto& [h, id] : ids_) {
     if (id.listener != 0 && id.remote_comm_id == m.local_comm_id && id.dgid == src_gid) {
       if (id.state == State::kRepSent || (id.state == State::kRejected && id.answered)) {
-        const CmDevice& d = devices_[static_cast<std::size_t>(id.dev)];
-        if (d.send) d.send(id.dgid, id.last_mad);
+        transmit_last(id);
         ++counters_.retransmits;
       }
       return;
@@ -1167,6 +1252,14 @@ void CmService::on_req(std::size_t dev, const std::array<std::uint8_t, 16>& src_
     reject(cmw::kRejInvalidServiceId);
     return;
   }
+  if (pending_requests(*listener) >= listener->backlog) {
+    // ucma refuses the CONNECT_REQUEST (-ENOMEM) and ib_cm then drops the
+    // REQ without a REJ "to allow future retries": the peer retransmits
+    // after its response timeout, as a TCP client re-sends a SYN to a full
+    // accept queue.
+    ++counters_.reqs_backlog_full;
+    return;
+  }
   Id child = make_child(*listener, dev, src_gid, dst, ip.value(), IBV_QPT_RC, State::kReqRcvd, mh.transaction_id);
   child.path_mtu = std::min<std::uint32_t>(m.path_mtu, devices_[dev].active_mtu);
   child.local_comm_id = new_comm_id();
@@ -1196,6 +1289,13 @@ void CmService::on_req(std::size_t dev, const std::array<std::uint8_t, 16>& src_
   p.private_data_len = static_cast<std::uint8_t>(ipcm::kReqConsumerPrivateDataSize);
   std::memcpy(p.private_data, m.private_data.data() + ipcm::kIpHeaderSize, ipcm::kReqConsumerPrivateDataSize);
   emit(it->second, RDMA_CM_EVENT_CONNECT_REQUEST, 0, &p, nullptr, listener->cookie, listener->handle);
+}
+
+int CmService::pending_requests(const Id& listener) const {
+  int n = 0;
+  for (const auto& [h, id] : ids_)
+    if (id.listener == listener.handle && (id.state == State::kReqRcvd || id.state == State::kSidrReqRcvd)) ++n;
+  return n;
 }
 
 bool CmService::recently_listened(std::uint32_t port_space, std::uint16_t port, transport::Nanos now_ns) {
@@ -1286,7 +1386,7 @@ void CmService::on_mra(const wire::CmMra& m, transport::Nanos now_ns) {
   // IBA 12.6.6: the peer needs service_timeout longer; wait that long
   // before the next retry.
   if (id->state == State::kReqSent || id->state == State::kRepSent)
-    id->deadline = now_ns + timeout_ns(m.service_timeout) + retry_timeout_;
+    set_timer(*id, now_ns + timeout_ns(m.service_timeout) + retry_timeout_);
 }
 
 void CmService::on_dreq(std::size_t dev, const std::array<std::uint8_t, 16>& src_gid, const wire::MadHeader& mh,
@@ -1309,8 +1409,8 @@ void CmService::on_dreq(std::size_t dev, const std::array<std::uint8_t, 16>& src
     case State::kRepSent:
     case State::kRepRcvd:
     case State::kDreqSent:
-      stop_timer(*id);
       id->state = State::kDisconnected;
+      enter_timewait(*id, now());
       emit(*id, RDMA_CM_EVENT_DISCONNECTED, 0);
       break;
     default: break;  // already disconnected: the DREP above was a resend
@@ -1324,8 +1424,8 @@ void CmService::on_drep(const wire::CmDrep& m) {
     return;
   }
   if (id->state != State::kDreqSent) return;
-  stop_timer(*id);
   id->state = State::kDisconnected;
+  enter_timewait(*id, now());
   emit(*id, RDMA_CM_EVENT_DISCONNECTED, 0);
 }
 
@@ -1335,8 +1435,7 @@ void CmService::on_sidr_req(std::size_t dev, const std::array<std::uint8_t, 16>&
   for (auto& [h, id] : ids_) {
     if (id.listener != 0 && id.remote_comm_id == m.request_id && id.dgid == src_gid) {
       if (id.answered) {
-        const CmDevice& d = devices_[static_cast<std::size_t>(id.dev)];
-        if (d.send) d.send(id.dgid, id.last_mad);
+        transmit_last(id);
         ++counters_.retransmits;
       }
       return;
@@ -1366,6 +1465,13 @@ void CmService::on_sidr_req(std::size_t dev, const std::array<std::uint8_t, 16>&
   }
   if (listener == nullptr) {
     answer(cmw::kSidrServiceIdNotSupported);  // IBA 12.11.2: no such service
+    return;
+  }
+  if (pending_requests(*listener) >= listener->backlog) {
+    // ucma refuses the CONNECT_REQUEST and ib_cm rejects the SIDR_REQ
+    // (cm_reject_sidr_req, IB_SIDR_REJECT) when it destroys the new id.
+    ++counters_.reqs_backlog_full;
+    answer(cmw::kSidrRejected);
     return;
   }
   Id child = make_child(*listener, dev, src_gid, dst, ip.value(), IBV_QPT_UD, State::kSidrReqRcvd,
@@ -1409,35 +1515,60 @@ void CmService::on_sidr_rep(const wire::CmSidrRep& m) {
 
 // ------------------------------------------------------------------ timers
 
+void CmService::set_timer(Id& id, transport::Nanos at) {
+  stop_timer(id);
+  id.deadline = at;
+  timers_.emplace(at, id.handle);
+}
+
+void CmService::stop_timer(Id& id) {
+  if (id.deadline != transport::kNever) timers_.erase({id.deadline, id.handle});
+  id.deadline = transport::kNever;
+}
+
+void CmService::enter_timewait(Id& id, transport::Nanos now_ns) {
+  // ib_cm waits the path's packet lifetime + 1 (cm_enter_timewait); the
+  // kernel's rdma_cm gives RoCE paths a packet lifetime of 16, so code 17:
+  // 4.096 us * 2^17 ~ 0.54 s.
+  constexpr std::uint8_t kTimewaitTimeout = 17;
+  id.retries_left = 0;
+  id.timewait = true;
+  set_timer(id, now_ns + timeout_ns(kTimewaitTimeout));
+}
+
 transport::Nanos CmService::gsi_deadline() const {
-  transport::Nanos d = transport::kNever;
-  for (const auto& [h, id] : ids_) d = std::min(d, id.deadline);
-  return d;
+  return timers_.empty() ? transport::kNever : timers_.begin()->first;
 }
 
 void CmService::on_gsi_timer(transport::Nanos now_ns) {
-  std::vector<std::uint32_t> due;
-  for (const auto& [h, id] : ids_)
-    if (id.deadline <= now_ns) due.push_back(h);
-  for (std::uint32_t h : due) {
+  // Handlers may arm, stop or destroy other ids' timers: take one due timer
+  // at a time from the front.
+  while (!timers_.empty() && timers_.begin()->first <= now_ns) {
+    const std::uint32_t h = timers_.begin()->second;
+    timers_.erase(timers_.begin());
     auto it = ids_.find(h);
     if (it == ids_.end()) continue;
     Id& id = it->second;
+    id.deadline = transport::kNever;
+    if (id.timewait) {
+      // cma_ib_handler IB_CM_TIMEWAIT_EXIT, for an id that still exists.
+      id.timewait = false;
+      ++counters_.timewait_exits;
+      emit(id, RDMA_CM_EVENT_TIMEWAIT_EXIT, 0);
+      continue;
+    }
     if (iw(id)) {
-      stop_timer(id);
       iw_retry_connect(id, now_ns);  // the only iWARP timer
       continue;
     }
     if (id.retries_left > 0) {
       --id.retries_left;
       ++counters_.retransmits;
-      const CmDevice& d = devices_[static_cast<std::size_t>(id.dev)];
-      if (d.send) d.send(id.dgid, id.last_mad);
-      id.deadline = now_ns + retry_timeout_;
+      transmit_last(id);
+      set_timer(id, now_ns + retry_timeout_);
       continue;
     }
     ++counters_.timeouts;
-    stop_timer(id);
     switch (id.state) {
       case State::kReqSent:
       case State::kSidrReqSent:
@@ -1450,8 +1581,10 @@ void CmService::on_gsi_timer(transport::Nanos now_ns) {
         emit(id, RDMA_CM_EVENT_CONNECT_ERROR, -ETIMEDOUT);
         break;
       case State::kDreqSent:
-        // IBA 12.9.7: DREQ timeout ends the connection anyway.
+        // IBA 12.9.7: DREQ timeout ends the connection anyway (and ib_cm
+        // enters timewait, as after a DREP).
         id.state = State::kDisconnected;
+        enter_timewait(id, now_ns);
         emit(id, RDMA_CM_EVENT_DISCONNECTED, 0);
         break;
       default: break;

@@ -5,7 +5,8 @@
 // - Ids, ports and listeners: rdma_cm ids per control connection ("owner"),
 //   bound to an IP address (or the wildcard) and a port in a port space
 //   (RDMA_PS_TCP/UDP/IB); address resolution maps an IP address to a urnic
-//   device and its RoCE v2 GID (127.0.0.0/8 and ::1 are the first device).
+//   device and the RoCE v2 GID of its family (IPv4-mapped, or an IPv6 one
+//   of a raw link's table; 127.0.0.0/8 and ::1 are the first device).
 // - On the wire: CM MADs (class 0x07, IBA 12.6) as UD SENDs to QP1 with the
 //   GSI Q_Key, through the device's link or hairpin (DataPath::send_gsi):
 //   REQ/MRA/REJ/REP/RTU/DREQ/DREP for RC, SIDR_REQ/SIDR_REP for UD (IBA
@@ -15,8 +16,8 @@
 // - QP states are driven by the process (as librdmacm does with the
 //   attributes rdma_init_qp_attr returns): the CM only computes them.
 //
-// Not implemented: LAP/APR (path migration), timewait (an id is reusable at
-// once), multicast, and RDMA_PS_IB service IDs other than the IP form.
+// Not implemented: LAP/APR (path migration) and RDMA_PS_IB service IDs
+// other than the IP form.
 //
 // Everything runs on the engine thread: control requests through handle(),
 // packets and timers through the GsiHandler interface.
@@ -27,6 +28,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -46,6 +48,13 @@ struct CmDevice {
   std::uint32_t ipv4 = 0;                // host order
   std::array<std::uint8_t, 16> gid{};    // its RoCE v2 GID (::ffff:ipv4)
   std::uint8_t sgid_index = 1;           // index of `gid` in the GID table
+  // Its RoCE v2 IPv6 GIDs (link-local and others, as the GID table lists
+  // them) with their table index: IPv6 addresses the CM resolves to it.
+  struct Ipv6Gid {
+    std::array<std::uint8_t, 16> gid{};
+    std::uint8_t index = 0;
+  };
+  std::vector<Ipv6Gid> ipv6;
   std::uint64_t node_guid = 0;           // network order, as the device reports it
   std::uint32_t active_mtu = 5;          // enum ibv_mtu
   std::uint8_t max_rd_atomic = 16;       // max_qp_rd_atom / max_qp_init_rd_atom
@@ -53,8 +62,10 @@ struct CmDevice {
   // listening and handshaking sockets live in the data path's epoll set.
   bool iwarp = false;
   DataPath* dp = nullptr;
-  // Sends one 256-byte MAD to QP1 at `dgid`.
-  std::function<void(const std::array<std::uint8_t, 16>& dgid, std::span<const std::uint8_t> mad)> send;
+  // Sends one 256-byte MAD to QP1 at `dgid`, from GID `sgid_index`.
+  std::function<void(std::uint8_t sgid_index, const std::array<std::uint8_t, 16>& dgid,
+                     std::span<const std::uint8_t> mad)>
+      send;
 };
 
 struct CmCounters {
@@ -66,6 +77,8 @@ struct CmCounters {
   std::uint64_t timeouts = 0;
   std::uint64_t rej_sent = 0;
   std::uint64_t reqs_deferred = 0;       // REQ/SIDR_REQ dropped while a port is between listeners
+  std::uint64_t reqs_backlog_full = 0;   // REQ dropped: the listener's backlog is full (the peer retries)
+  std::uint64_t timewait_exits = 0;
   std::uint64_t events_lost = 0;         // a channel's socket was full (the process reads no events)
 };
 
@@ -82,8 +95,8 @@ class CmService final : public GsiHandler, public IwWatcher {
   // The connection closed: destroy its ids (telling their peers) and channels.
   void release_owner(std::uint32_t owner);
 
-  // A datagram that arrived at QP1 of device `dev` from `src_ipv4`.
-  void on_gsi_datagram(std::size_t dev, const wire::IbPacket& pkt, std::uint32_t src_ipv4,
+  // A datagram that arrived at QP1 of device `dev` from `src_gid`.
+  void on_gsi_datagram(std::size_t dev, const wire::IbPacket& pkt, const std::array<std::uint8_t, 16>& src_gid,
                        transport::Nanos now);
   // One MAD (already checked to be a GSI datagram) from the peer at `src_gid`.
   void on_mad(std::size_t dev, const std::array<std::uint8_t, 16>& src_gid, wire::Bytes mad,
@@ -93,7 +106,7 @@ class CmService final : public GsiHandler, public IwWatcher {
   void attach(const DataPath* dp, std::size_t dev) { paths_[dp] = dev; }
 
   // GsiHandler.
-  void on_gsi_packet(const DataPath& dp, const wire::IbPacket& pkt, std::uint32_t src_ipv4,
+  void on_gsi_packet(const DataPath& dp, const wire::IbPacket& pkt, const std::array<std::uint8_t, 16>& src_gid,
                      transport::Nanos now) override;
   [[nodiscard]] transport::Nanos gsi_deadline() const override;
   void on_gsi_timer(transport::Nanos now) override;
@@ -148,6 +161,10 @@ class CmService final : public GsiHandler, public IwWatcher {
     ctl::CmAddr src{};
     ctl::CmAddr dst{};
     std::array<std::uint8_t, 16> dgid{};
+    // Our GID on this connection: the device's IPv4 one, or the IPv6 one
+    // of the address it uses (set with the device, see use_device_gid).
+    std::array<std::uint8_t, 16> sgid{};
+    std::uint8_t sgid_index = 0;
     std::uint32_t path_mtu = 0;
     // Connection.
     std::uint32_t local_comm_id = 0;
@@ -169,6 +186,10 @@ class CmService final : public GsiHandler, public IwWatcher {
     bool answered = false;
     transport::Nanos deadline = transport::kNever;
     int retries_left = 0;
+    bool timewait = false;         // kDisconnected and waiting for TIMEWAIT_EXIT
+    // Listening ids: connect requests not yet accepted or rejected that may
+    // wait (rdma_listen's backlog, as ucma bounds it).
+    int backlog = 0;
   };
   struct Channel {
     std::uint32_t owner = 0;
@@ -224,7 +245,18 @@ class CmService final : public GsiHandler, public IwWatcher {
   Id* find_by_comm_id(std::uint32_t local_comm_id);
   int bind_port(Id& id, const ctl::CmAddr& addr);
   int resolve_device(const ctl::CmAddr& addr, int& dev) const;
+  // Our GID (and its table index) on device `dev` for talking with `peer`
+  // from local address `local`: the IPv4 GID for IPv4, else the device's
+  // IPv6 GID equal to `local`, else one of the same scope as `peer`.
+  [[nodiscard]] CmDevice::Ipv6Gid local_gid(int dev, const std::array<std::uint8_t, 16>& local,
+                                            const std::array<std::uint8_t, 16>& peer) const;
+  void use_device_gid(Id& id, const std::array<std::uint8_t, 16>& local);
+  // Sends (or resends) the id's last MAD.
+  void transmit_last(const Id& id);
   bool recently_listened(std::uint32_t port_space, std::uint16_t port, transport::Nanos now_ns);
+  // Connect requests under `listener` that wait for rdma_accept/rdma_reject
+  // (what its backlog bounds).
+  [[nodiscard]] int pending_requests(const Id& listener) const;
   Id* find_listener(std::uint32_t port_space, std::uint16_t port, const ctl::CmAddr& dst) const;
   // The passive id a REQ or SIDR_REQ creates under `listener`: the peer's
   // address from the IP CM header, ours from the service ID (`dst`).
@@ -238,7 +270,15 @@ class CmService final : public GsiHandler, public IwWatcher {
   void send(Id& id, const wire::CmMessage& m, bool retry);
   void send_to(std::size_t dev, const std::array<std::uint8_t, 16>& dgid, std::uint64_t tid,
                const wire::CmMessage& m);
-  void stop_timer(Id& id) { id.deadline = transport::kNever; }
+  // The id's one timer (a retransmission, timewait or the iWARP connect
+  // retry); kept in timers_ so the engine's per-pass deadline query and the
+  // timer pass cost O(log n), not a walk over every id.
+  void set_timer(Id& id, transport::Nanos at);
+  void stop_timer(Id& id);
+  // IBA 12.9.8.4 / ib_cm's cm_enter_timewait: a connection that ended with
+  // DREQ/DREP waits out in-flight packets before its QP may be reused; the
+  // end is RDMA_CM_EVENT_TIMEWAIT_EXIT.
+  void enter_timewait(Id& id, transport::Nanos now);
   void destroy(Id& id);     // tells the peer (DREQ/REJ) as the kernel does on destroy
   std::uint32_t new_comm_id();
   ctl::AhAttrs ah_of(const Id& id) const;
@@ -272,6 +312,7 @@ class CmService final : public GsiHandler, public IwWatcher {
   std::map<std::uint32_t, IwConn> iw_retry_;
   std::map<const DataPath*, std::size_t> paths_;
   std::map<std::uint32_t, Id> ids_;
+  std::set<std::pair<transport::Nanos, std::uint32_t>> timers_;  // (deadline, id handle)
   std::map<std::uint32_t, Channel> channels_;
   std::map<std::uint32_t, std::uint32_t> comm_ids_;  // local comm id -> id handle
   // port -> when its last listener (in any port space) went away: a REQ or

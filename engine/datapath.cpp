@@ -147,18 +147,11 @@ DataPath::DataPath(const Device& dev, std::unique_ptr<Link> link)
     : gid_table_(dev.gids()),
       link_(std::move(link)),
       mcast_(dev.attrs().max_mcast_grp, dev.attrs().max_mcast_qp_attach, dev.attrs().max_total_mcast_qp_attach) {
-  bool have_gsi_gid = false;
-  for (std::size_t i = 0; i < gid_table_.size(); ++i) {
-    const ctl::GidEntry& g = gid_table_[i];
+  for (const ctl::GidEntry& g : gid_table_) {
     if (g.valid == 0) continue;
     std::array<std::uint8_t, 16> raw{};
     std::copy(std::begin(g.gid), std::end(g.gid), raw.begin());
     own_gids_.push_back(raw);
-    // CM MADs go RoCE v2 over IPv4 (the CM service speaks IPv4).
-    if (!have_gsi_gid && ipv4_of_gid(raw) != 0 && g.type == ctl::kGidTypeRoceV2) {
-      gsi_sgid_index_ = static_cast<std::uint8_t>(i);
-      have_gsi_gid = true;
-    }
   }
   transport_ = std::make_unique<t::Transport>(mem_, *this, *this, config_for(dev));
 }
@@ -186,8 +179,51 @@ int DataPath::iw_attach(std::uint32_t qpn, int fd, const t::iwarp::StreamParams&
 void DataPath::unbind_qp(std::uint32_t qpn) {
   if (iw_) iw_->detach(qpn);
   qps_.erase(qpn);
-  mcast_.forget_qp(qpn);
+  if (mcast_.groups_of(qpn) != 0) {
+    mcast_.forget_qp(qpn);
+    sync_link_groups();
+  }
   stats_.forget_qp(qpn);
+}
+
+void DataPath::take_posted_sends(std::uint32_t qpn, t::Nanos now) {
+  auto it = qps_.find(qpn);
+  if (it == qps_.end()) return;
+  while (drain_sq(qpn, it->second, now)) {
+  }
+  mem_.end_pass();
+  if (link_) link_->flush(now);
+}
+
+int DataPath::attach_mcast(const McastGroups::Gid& g, std::uint32_t qpn) {
+  const int err = mcast_.attach(g, qpn);
+  if (err == 0) sync_link_groups();
+  return err;
+}
+
+int DataPath::detach_mcast(const McastGroups::Gid& g, std::uint32_t qpn) {
+  const int err = mcast_.detach(g, qpn);
+  if (err == 0) sync_link_groups();
+  return err;
+}
+
+void DataPath::sync_link_groups() {
+  if (!link_ || !link_->sends_multicast()) return;
+  // Control path only (attach, detach, QP destroy): linear is fine.
+  for (auto it = link_groups_.begin(); it != link_groups_.end();) {
+    if (mcast_.members(*it) != nullptr) {
+      ++it;
+      continue;
+    }
+    link_->leave_group(wire::IpAddr::from_v6(*it));
+    it = link_groups_.erase(it);
+  }
+  mcast_.for_each_group([&](const McastGroups::Gid& g) {
+    if (std::find(link_groups_.begin(), link_groups_.end(), g) != link_groups_.end()) return;
+    // A link that cannot join this kind of group (IPv6 on udp) keeps it on
+    // the device, as before.
+    if (link_->join_group(wire::IpAddr::from_v6(g))) link_groups_.push_back(g);
+  });
 }
 void DataPath::bind_srq(t::SrqHandle tsrq, Session* s, SrqObj* srq) {
   srqs_[static_cast<std::uint32_t>(tsrq)] = SrqBinding{s, srq};
@@ -490,58 +526,76 @@ void DataPath::transmit(const t::TxPacket& p, t::Nanos now) {
   // staged writes land in the application's memory before any packet leaves.
   mem_.flush_writes();
   const std::uint32_t dst = ipv4_of_gid(p.addr.ah.dgid);
-  // A multicast group (engine/multicast.hpp): delivered to the device's
-  // member QPs like a hairpinned packet; never put on the link, where no
-  // group is joined.
-  const bool mcast = McastGroups::is_multicast(p.addr.ah.dgid);
-  if (mcast && mcast_.members(p.addr.ah.dgid) == nullptr) {
+  // A multicast group (engine/multicast.hpp): a copy for each of the
+  // device's member QPs (like a hairpinned packet), and the frame on the
+  // link when the link sends multicast (other hosts' members). Multicast
+  // bypasses fault injection.
+  if (McastGroups::is_multicast(p.addr.ah.dgid)) {
     stats_.on_tx(p.pkt, p.addr.src_qpn);
-    ++counters_.mcast_no_members;
+    const bool local = mcast_.members(p.addr.ah.dgid) != nullptr;
+    const bool wire = link_ && link_->sends_multicast();
+    if (!local && !wire) {
+      ++counters_.mcast_no_members;
+      return;
+    }
+    if (local) {
+      if (capture_.active() && !wire) capture_tx(p, dst != 0 ? dst : ipv4_);  // a link frame is captured once sent
+      hairpin(p, true);
+    }
+    if (wire) send_on_link(p);
     return;
   }
   // To ourselves (the v4 address, or any of the device's GIDs, e.g. the
   // link-local one at index 0): two processes on this host.
-  const bool own = mcast || (ipv4_ != 0 && dst == ipv4_) ||
+  const bool own = (ipv4_ != 0 && dst == ipv4_) ||
                    std::find(own_gids_.begin(), own_gids_.end(), p.addr.ah.dgid) != own_gids_.end();
   // Counters, fault injection, capture (engine/stats_datapath.cpp): one
   // branch each when off. Faulted frames leave later through run_faults().
   stats_.on_tx(p.pkt, p.addr.src_qpn);
-  if (faults_.applies(p.addr.src_qpn) && !mcast && (own || link_)) {
+  if (faults_.applies(p.addr.src_qpn) && (own || link_)) {
     fault_tx(p, own ? LinkDest{} : link_dest(p), own, now);
     return;
   }
-  if (own && capture_.active()) capture_tx(p, mcast && dst != 0 ? dst : ipv4_);  // link frames: once sent, below
   if (own) {
-    // Hairpin: copy now (the payload is transport scratch), deliver later.
-    if (hairpin_count_ == hairpin_slots_.size()) {
-      // Full: grow, oldest first at index 0. Moving a slot moves its
-      // buffer, so a payload being delivered right now stays valid.
-      std::rotate(hairpin_slots_.begin(), hairpin_slots_.begin() + static_cast<std::ptrdiff_t>(hairpin_head_),
-                  hairpin_slots_.end());
-      hairpin_head_ = 0;
-      hairpin_slots_.resize(std::max<std::size_t>(64, hairpin_slots_.size() * 2));
-    }
-    Hairpin& hp = hairpin_slots_[(hairpin_head_ + hairpin_count_) % hairpin_slots_.size()];
-    hp.pkt = p.pkt;
-    hp.data.assign(p.pkt.payload.begin(), p.pkt.payload.end());
-    // Same-host frames are RoCE v2 over IPv4 between the device's address
-    // and itself (what the capture shows, and the GRH a UD receive gets);
-    // a multicast one is addressed to its group.
-    hp.from = RxAddress{};
-    hp.from.src = wire::IpAddr::from_v4(ipv4_);
-    hp.from.dst = hp.from.src;
-    if (mcast) {
-      std::copy(p.addr.ah.dgid.begin(), p.addr.ah.dgid.end(), hp.from.dst.bytes.begin());
-      hp.from.ipv6 = !hp.from.dst.is_v4_mapped();
-      if (hp.from.ipv6) hp.from.src = link_dest(p).src;  // a source GID of the group's family
-    }
-    hp.from.traffic_class = p.addr.ah.traffic_class;
-    hp.from.hop_limit = p.addr.ah.hop_limit;
-    hp.multicast = mcast;
-    ++hairpin_count_;
-    ++counters_.hairpin_packets;
+    if (capture_.active()) capture_tx(p, ipv4_);  // link frames: once sent, in send_on_link
+    hairpin(p, false);
     return;
   }
+  send_on_link(p);
+}
+
+void DataPath::hairpin(const t::TxPacket& p, bool mcast) {
+  // Copy now (the payload is transport scratch), deliver later.
+  if (hairpin_count_ == hairpin_slots_.size()) {
+    // Full: grow, oldest first at index 0. Moving a slot moves its
+    // buffer, so a payload being delivered right now stays valid.
+    std::rotate(hairpin_slots_.begin(), hairpin_slots_.begin() + static_cast<std::ptrdiff_t>(hairpin_head_),
+                hairpin_slots_.end());
+    hairpin_head_ = 0;
+    hairpin_slots_.resize(std::max<std::size_t>(64, hairpin_slots_.size() * 2));
+  }
+  Hairpin& hp = hairpin_slots_[(hairpin_head_ + hairpin_count_) % hairpin_slots_.size()];
+  hp.pkt = p.pkt;
+  hp.data.assign(p.pkt.payload.begin(), p.pkt.payload.end());
+  // Same-host frames are RoCE v2 over IPv4 between the device's address
+  // and itself (what the capture shows, and the GRH a UD receive gets);
+  // a multicast one is addressed to its group.
+  hp.from = RxAddress{};
+  hp.from.src = wire::IpAddr::from_v4(ipv4_);
+  hp.from.dst = hp.from.src;
+  if (mcast) {
+    std::copy(p.addr.ah.dgid.begin(), p.addr.ah.dgid.end(), hp.from.dst.bytes.begin());
+    hp.from.ipv6 = !hp.from.dst.is_v4_mapped();
+    if (hp.from.ipv6) hp.from.src = link_dest(p).src;  // a source GID of the group's family
+  }
+  hp.from.traffic_class = p.addr.ah.traffic_class;
+  hp.from.hop_limit = p.addr.ah.hop_limit;
+  hp.multicast = mcast;
+  ++hairpin_count_;
+  ++counters_.hairpin_packets;
+}
+
+void DataPath::send_on_link(const t::TxPacket& p) {
   if (!link_) return;
   wire::Bytes sent;
   if (link_->send(p.pkt, link_dest(p), capture_.active() ? &sent : nullptr) && capture_.active()) {
@@ -579,8 +633,10 @@ void DataPath::deliver_rx(const wire::IbPacket& pkt, const RxAddress& from, t::N
   stats_.on_rx(pkt);
   if (pkt.bth.dest_qp == kGsiQpn) {
     // QP1 is the GSI (IBA 13.5.1): MADs go to the CM service, not the
-    // transport. The CM service speaks RoCE v2 over IPv4 only.
-    if (gsi_ != nullptr && !from.ipv6) gsi_->on_gsi_packet(*this, pkt, from.src.v4(), now);
+    // transport. The CM service speaks RoCE v2 (over IPv4 or IPv6); a
+    // RoCE v1 MAD could only be answered from a v2 GID, so it is not taken.
+    if (gsi_ != nullptr && from.version != wire::RoceVersion::kV1)
+      gsi_->on_gsi_packet(*this, pkt, from.src.bytes, now);
     return;
   }
   t::RxInfo rx;
@@ -613,7 +669,8 @@ void DataPath::deliver_multicast(const wire::IbPacket& pkt, const RxAddress& fro
   }
 }
 
-void DataPath::send_gsi(const std::array<std::uint8_t, 16>& dgid, std::span<const std::uint8_t> mad) {
+void DataPath::send_gsi(std::uint8_t sgid_index, const std::array<std::uint8_t, 16>& dgid,
+                        std::span<const std::uint8_t> mad) {
   // IBA 13.5.1 / 13.5.3: a MAD is a UD SEND_ONLY from QP1 to QP1 with the
   // GSI Q_Key; over RoCE the GRH/IP header addresses the peer.
   t::TxPacket p;
@@ -628,7 +685,7 @@ void DataPath::send_gsi(const std::array<std::uint8_t, 16>& dgid, std::span<cons
   p.addr.src_qpn = kGsiQpn;
   p.addr.dest_qpn = kGsiQpn;
   p.addr.ah.dgid = dgid;
-  p.addr.ah.sgid_index = gsi_sgid_index_;
+  p.addr.ah.sgid_index = sgid_index;
   transmit(p, 0);
 }
 
@@ -663,7 +720,9 @@ bool DataPath::run_link(t::Nanos now) {
   std::size_t n = 0;
   while (n < kRxBurst && link_->receive(&rx)) {
     if (capture_.active()) capture_rx(rx);
-    deliver_rx(rx.ib, rx.from, now);
+    // Sent to a group this link joined (Link::join_group): its members.
+    if (McastGroups::is_multicast(rx.from.dst.bytes)) deliver_multicast(rx.ib, rx.from, now);
+    else deliver_rx(rx.ib, rx.from, now);
     ++n;
   }
   link_->release_rx();

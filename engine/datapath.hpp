@@ -59,8 +59,9 @@ class DataPath;
 class GsiHandler {
  public:
   virtual ~GsiHandler() = default;
-  virtual void on_gsi_packet(const DataPath& dp, const wire::IbPacket& pkt, std::uint32_t src_ipv4,
-                             transport::Nanos now) = 0;
+  // `src_gid`: the sender's address in GID form (IPv4-mapped or IPv6).
+  virtual void on_gsi_packet(const DataPath& dp, const wire::IbPacket& pkt,
+                             const std::array<std::uint8_t, 16>& src_gid, transport::Nanos now) = 0;
   [[nodiscard]] virtual transport::Nanos gsi_deadline() const = 0;
   virtual void on_gsi_timer(transport::Nanos now) = 0;
 };
@@ -97,11 +98,19 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
   void unbind_cq(transport::CqHandle tcq);
   void bind_qp(std::uint32_t qpn, Session* s, QpObj* qp);
   void unbind_qp(std::uint32_t qpn);
+  // Before a QP is destroyed: takes every send WQE the process posted (its
+  // doorbell rang before the destroy, and a NIC would have fetched them),
+  // so a UD sender that posts and destroys at once (mckey) still sends.
+  void take_posted_sends(std::uint32_t qpn, transport::Nanos now);
   void bind_srq(transport::SrqHandle tsrq, Session* s, SrqObj* srq);
   void unbind_srq(transport::SrqHandle tsrq);
   // UD multicast membership (Session: ibv_attach_mcast / ibv_detach_mcast;
-  // unbind_qp makes a destroyed QP leave its groups).
-  McastGroups& mcast() { return mcast_; }
+  // unbind_qp makes a destroyed QP leave its groups). A group with members
+  // is joined on the link too when the link can (Link::join_group), so
+  // other hosts' sends to it arrive; errnos as McastGroups.
+  int attach_mcast(const McastGroups::Gid& g, std::uint32_t qpn);
+  int detach_mcast(const McastGroups::Gid& g, std::uint32_t qpn);
+  [[nodiscard]] const McastGroups& mcast() const { return mcast_; }
 
   // One pass over everything; returns true if any work was done.
   bool poll(transport::Nanos now, bool poll_link);
@@ -127,10 +136,11 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
   void fill_stats(ctl::StatsRep& rep, std::uint32_t first_qpn) const;
 
   // The GSI (QP1): `h` receives every packet to QPN 1; send_gsi() sends one
-  // MAD as a UD SEND_ONLY from QP1 to QP1 at `dgid` (Q_Key 0x80010000,
-  // IBA 13.5.1), hairpinned when `dgid` is this device's.
+  // MAD as a UD SEND_ONLY from QP1 to QP1 at `dgid` from GID `sgid_index`
+  // (Q_Key 0x80010000, IBA 13.5.1), hairpinned when `dgid` is this device's.
   void set_gsi_handler(GsiHandler* h) { gsi_ = h; }
-  void send_gsi(const std::array<std::uint8_t, 16>& dgid, std::span<const std::uint8_t> mad);
+  void send_gsi(std::uint8_t sgid_index, const std::array<std::uint8_t, 16>& dgid,
+                std::span<const std::uint8_t> mad);
 
  private:
   DataPath(const Device& dev, std::unique_ptr<Link> link);
@@ -178,7 +188,6 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
   std::uint32_t ipv4_ = 0;  // the device's address (host order)
   std::vector<std::array<std::uint8_t, 16>> own_gids_;  // any of these: hairpin
   std::vector<ctl::GidEntry> gid_table_;                // the device's, by sgid_index
-  std::uint8_t gsi_sgid_index_ = 1;                     // the IPv4 RoCE v2 GID (CM MADs)
   ProcessMemory mem_;
   std::unique_ptr<Link> link_;
   std::unique_ptr<transport::Transport> transport_;
@@ -194,6 +203,11 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
   std::size_t hairpin_count_ = 0;
   std::vector<std::byte> wqe_scratch_;
   McastGroups mcast_;
+  std::vector<McastGroups::Gid> link_groups_;  // groups joined on the link
+  // Joins groups that gained members on the link, leaves those that lost all.
+  void sync_link_groups();
+  void hairpin(const transport::TxPacket& p, bool mcast);
+  void send_on_link(const transport::TxPacket& p);
   std::vector<std::uint32_t> mcast_scratch_;  // deliver_multicast: the members of one group
   DataPathCounters counters_;
   // engine/stats_datapath.cpp: fault injection, capture, counters.

@@ -1,4 +1,5 @@
 #include "engine/engine_loop.hpp"
+#include "engine/clock.hpp"
 
 #include <fcntl.h>
 #include <sched.h>
@@ -41,12 +42,6 @@ std::size_t poll_ready(boost::asio::io_context& io) {
   std::size_t n = 0;
   while (n < kMaxHandlers && io.poll_one() != 0) ++n;
   return n;
-}
-
-transport::Nanos now_ns() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<transport::Nanos>(ts.tv_sec) * 1'000'000'000U + static_cast<transport::Nanos>(ts.tv_nsec);
 }
 
 }  // namespace
@@ -112,7 +107,7 @@ void EngineLoop::arm_wait(Watcher& w) {
 }
 
 void EngineLoop::run() {
-  transport::Nanos last_work = now_ns();
+  transport::Nanos last_work = monotonic_now();
   std::uint64_t pass = 0;
   // Woken (by a deadline, a descriptor or a stray event) and nothing to do
   // since: back to sleep without the idle spin. A link without a descriptor
@@ -122,7 +117,7 @@ void EngineLoop::run() {
   while (!io_.stopped()) {
     ++pass;
     ++counters_.passes;
-    const transport::Nanos now = now_ns();
+    const transport::Nanos now = monotonic_now();
     bool work = false;
     const bool link = pass % kLinkPollEvery == 0;
     for (auto& dp : paths_) work |= dp->poll(now, link);
@@ -146,7 +141,7 @@ void EngineLoop::run() {
     }
     if (!can_sleep) {
       for (auto& dp : paths_) dp->end_sleep();
-      last_work = now_ns();
+      last_work = monotonic_now();
       idle_wake = false;
       continue;
     }
@@ -156,18 +151,18 @@ void EngineLoop::run() {
     // Anything the link received before we declared sleep is drained here;
     // later arrivals wake the epoll.
     bool late = false;
-    for (auto& dp : paths_) late |= dp->poll(now_ns(), true);
+    for (auto& dp : paths_) late |= dp->poll(monotonic_now(), true);
     if (!late) {
       transport::Nanos deadline = transport::kNever;
       for (auto& dp : paths_) deadline = std::min(deadline, dp->next_deadline());
-      const transport::Nanos t = now_ns();
+      const transport::Nanos t = monotonic_now();
       const std::uint64_t wait = deadline <= t ? 0 : std::min<std::uint64_t>(deadline - t, kMaxSleepNs);
       ++counters_.sleeps;
       if (wait != 0) io_.run_one_for(std::chrono::nanoseconds(wait));
       poll_ready(io_);
     }
     for (auto& dp : paths_) dp->end_sleep();
-    last_work = now_ns();
+    last_work = monotonic_now();
     idle_wake = !late;
   }
 }

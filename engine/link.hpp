@@ -159,6 +159,19 @@ class Link {
   // Done with the packets receive() returned (a ring hands slots back).
   virtual void release_rx() {}
 
+  // Multicast on the link (RoCE v2: an IP multicast group, annex A17.4.6):
+  // join_group makes frames sent to `group` by other hosts arrive through
+  // receive() with `from.dst` = the group (the kernel sends the IGMP/MLD
+  // membership report); leave_group undoes it. sends_multicast(): send()
+  // can put a frame to a group on the wire. Links that cannot (the default)
+  // keep multicast on the device.
+  [[nodiscard]] virtual bool sends_multicast() const noexcept { return false; }
+  virtual bool join_group(const wire::IpAddr& group) {
+    (void)group;
+    return false;
+  }
+  virtual void leave_group(const wire::IpAddr& group) { (void)group; }
+
   [[nodiscard]] virtual const LinkCounters& counters() const noexcept = 0;
 };
 

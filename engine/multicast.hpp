@@ -3,8 +3,9 @@
 // 0xFFFFFF is delivered to every QP of the device attached to that group,
 // the sender's own included (hardware loops multicast back unless a QP asks
 // for IBV_QP_CREATE_BLOCK_SELF_MCAST_LB, which urnic does not offer).
-// Membership is local to the device: nothing is joined on the link (no IGMP
-// or MLD), so groups reach the QPs of this daemon only (docs/ARCHITECTURE.md).
+// This is the device's table; the data path also joins each group with
+// members on the link when the link can (engine/link.hpp join_group), so
+// sends from other hosts arrive (docs/ARCHITECTURE.md).
 #pragma once
 
 #include <array>
@@ -35,6 +36,11 @@ class McastGroups {
   // The QPs attached to `g`, or nullptr if none.
   [[nodiscard]] const std::vector<std::uint32_t>* members(const Gid& g) const;
   [[nodiscard]] std::size_t group_count() const { return groups_.size(); }
+  // Calls f(gid) for every group with members.
+  template <typename F>
+  void for_each_group(F&& f) const {
+    for (const auto& [g, qps] : groups_) f(g);
+  }
 
  private:
   std::uint32_t max_groups_, max_per_group_, max_total_;

@@ -1,4 +1,5 @@
 #include "engine/qp_control.hpp"
+#include "engine/clock.hpp"
 
 #include <infiniband/verbs.h>
 
@@ -219,12 +220,6 @@ transport::QpAttr to_transport(const ctl::QpAttrs& a) {
   t.retry_cnt = a.retry_cnt;
   t.rnr_retry = a.rnr_retry;
   return t;
-}
-
-transport::Nanos monotonic_now() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<transport::Nanos>(ts.tv_sec) * 1'000'000'000U + static_cast<transport::Nanos>(ts.tv_nsec);
 }
 
 class TransportQpControl final : public QpControl {

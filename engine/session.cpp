@@ -1,4 +1,5 @@
 #include "engine/session.hpp"
+#include "engine/clock.hpp"
 
 #include "engine/cm_service.hpp"
 #include "engine/datapath.hpp"
@@ -221,6 +222,18 @@ Reply Session::handle(std::span<const std::byte> msg, std::vector<int>& in_fds) 
     return Reply{std::move(out), {}, false};
   }
   if (h->type >= 100 && h->type <= 119) return on_verbs_ext(*h, msg);  // engine/session_verbs_ext.cpp
+  switch (type) {
+    case ctl::MsgType::kDestroyAh:
+    case ctl::MsgType::kDestroyQp:
+    case ctl::MsgType::kDeregMr:
+      // What the process posted before this call rang its doorbell first:
+      // a NIC would have fetched those WQEs already, so they are taken now,
+      // while the AH, QP or MR they name still exists (mckey's sender posts
+      // unsignaled UD sends, then destroys its AH and QP at once).
+      take_posted_sends();
+      break;
+    default: break;
+  }
   switch (type) {
     case ctl::MsgType::kQueryPort: return on_query_port(*h, msg);
     case ctl::MsgType::kAllocPd: return on_alloc_pd(*h);
@@ -670,6 +683,12 @@ void Session::destroy_qp(std::uint32_t handle) {
   --dev_->usage().qps;
 }
 
+void Session::take_posted_sends() {
+  if (dp_ == nullptr) return;
+  const transport::Nanos now = monotonic_now();
+  for (const auto& [handle, qp] : qps_) dp_->take_posted_sends(qp.qpn, now);
+}
+
 Reply Session::on_destroy_qp(const MsgHeader& h, std::span<const std::byte> msg) {
   const auto req = ctl::decode<ctl::DestroyQpReq>(msg);
   if (!req) return fail<ctl::DestroyQpRep>(h, EINVAL);
@@ -846,7 +865,7 @@ Reply Session::on_mcast(const MsgHeader& h, std::span<const std::byte> msg, bool
   if (dp_ == nullptr) return done(EOPNOTSUPP);
   McastGroups::Gid g{};
   std::copy(std::begin(req->gid), std::end(req->gid), g.begin());
-  return done(attach ? dp_->mcast().attach(g, qp->second.qpn) : dp_->mcast().detach(g, qp->second.qpn));
+  return done(attach ? dp_->attach_mcast(g, qp->second.qpn) : dp_->detach_mcast(g, qp->second.qpn));
 }
 
 Reply Session::on_status(const MsgHeader& h) {

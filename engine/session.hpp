@@ -164,6 +164,9 @@ class Session {
   Reply on_status(const ctl::MsgHeader& h);
 
   void destroy_qp(std::uint32_t handle);
+  // Takes the send WQEs posted on this session's QPs (before a control call
+  // that could invalidate what they name).
+  void take_posted_sends();
   void destroy_all();
   std::uint32_t next_handle() { return ++last_handle_; }
 

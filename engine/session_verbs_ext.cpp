@@ -8,6 +8,7 @@
 #include <ctime>
 #include <cstring>
 
+#include "engine/clock.hpp"
 #include "engine/datapath.hpp"
 #include "engine/process_memory.hpp"
 #include "engine/session.hpp"
@@ -38,12 +39,6 @@ constexpr std::uint32_t kReregAccessKnown =
     IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
     IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED | IBV_ACCESS_HUGETLB |
     IBV_ACCESS_OPTIONAL_RANGE;
-
-transport::Nanos now_ns() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<transport::Nanos>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
 
 }  // namespace
 
@@ -147,7 +142,7 @@ Reply Session::on_resize_cq(const MsgHeader& h, std::span<const std::byte> msg) 
   // CQEs counted are those a NIC would hold by now (a hardware CQ fills
   // while the resize command travels; here control and data share a thread).
   if (dp_ != nullptr) {
-    for (int pass = 0; pass < 64 && dp_->poll(now_ns(), true); ++pass) {
+    for (int pass = 0; pass < 64 && dp_->poll(monotonic_now(), true); ++pass) {
     }
   }
   const std::uint32_t slots = round_up_pow2(req->cqe + 1);

@@ -102,8 +102,15 @@ std::unique_ptr<UdpLink> UdpLink::open(uint32_t ipv4, uint16_t port, std::string
   const int ttl = kTtl;
   const int buf = 4 << 20;
   const sockaddr_in addr = make_addr(ipv4, port);
+  // Multicast leaves through the device's interface, without a copy back
+  // to this host's sockets (the data path delivers to its own members).
+  in_addr mcast_if{};
+  mcast_if.s_addr = htonl(ipv4);
+  const unsigned char no_loop = 0;
   if (::setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof pmtu) != 0 ||
       ::setsockopt(fd, IPPROTO_IP, IP_TTL, &ttl, sizeof ttl) != 0 ||
+      ::setsockopt(fd, IPPROTO_IP, IP_MULTICAST_IF, &mcast_if, sizeof mcast_if) != 0 ||
+      ::setsockopt(fd, IPPROTO_IP, IP_MULTICAST_LOOP, &no_loop, sizeof no_loop) != 0 ||
       ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf) != 0 ||
       ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf) != 0 ||
       ::bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
@@ -114,16 +121,81 @@ std::unique_ptr<UdpLink> UdpLink::open(uint32_t ipv4, uint16_t port, std::string
   sockaddr_in bound{};
   socklen_t bound_len = sizeof bound;
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &bound_len);
-  return std::unique_ptr<UdpLink>(new UdpLink(fd, ipv4, ntohs(bound.sin_port)));
+  auto link = std::unique_ptr<UdpLink>(new UdpLink(fd, ipv4, ntohs(bound.sin_port)));
+  // The engine loop watches wait_fd() from the start: the epoll set exists
+  // from now on, so sockets added later (IPv6, multicast groups) wake it.
+  if (!link->watch(-1)) {
+    if (error != nullptr) *error = std::string("udp link: epoll: ") + std::strerror(errno);
+    return nullptr;
+  }
+  return link;
 }
 
 UdpLink::UdpLink(int fd, uint32_t ipv4, uint16_t port)
     : fd_(fd), ipv4_(ipv4), port_(port), rx_buf_(kRxHeadroom + kMaxDatagram), tx_buf_(kDatagramOffset6 + kMaxDatagram) {}
 
 void UdpLink::close_all() noexcept {
+  for (Group& g : groups_) ::close(g.fd);
+  groups_.clear();
   for (int* f : {&fd_, &fd6_, &epfd_}) {
     if (*f >= 0) ::close(*f);
     *f = -1;
+  }
+}
+
+bool UdpLink::watch(int fd) {
+  // fd -1: only create the set.
+  if (epfd_ < 0) {
+    epfd_ = ::epoll_create1(EPOLL_CLOEXEC);
+    if (epfd_ < 0) return false;
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = fd_;
+    if (::epoll_ctl(epfd_, EPOLL_CTL_ADD, fd_, &ev) != 0) {
+      ::close(epfd_);
+      epfd_ = -1;
+      return false;
+    }
+  }
+  if (fd < 0) return true;
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = fd;
+  return ::epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev) == 0;
+}
+
+bool UdpLink::join_group(const wire::IpAddr& group) {
+  if (!group.is_v4_mapped()) return false;  // IPv6 groups: the link-local socket has no MLD join yet
+  const uint32_t g = group.v4();
+  for (const Group& j : groups_)
+    if (j.group == g) return true;
+  const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  const int on = 1;
+  const int buf = 4 << 20;
+  // RoCE v2 goes to 4791 (annex A17.2), whatever port this link listens on.
+  const sockaddr_in addr = make_addr(g, wire::kRoceV2Port);
+  ip_mreq mreq{};
+  mreq.imr_multiaddr.s_addr = htonl(g);
+  mreq.imr_interface.s_addr = htonl(ipv4_);
+  if (::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on) != 0 ||
+      ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf) != 0 ||
+      ::bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0 ||
+      ::setsockopt(fd, IPPROTO_IP, IP_ADD_MEMBERSHIP, &mreq, sizeof mreq) != 0 || !watch(fd)) {
+    ::close(fd);
+    return false;
+  }
+  groups_.push_back(Group{g, fd});
+  return true;
+}
+
+void UdpLink::leave_group(const wire::IpAddr& group) {
+  if (!group.is_v4_mapped()) return;
+  for (auto it = groups_.begin(); it != groups_.end(); ++it) {
+    if (it->group != group.v4()) continue;
+    ::close(it->fd);  // leaves the group (and the epoll set)
+    groups_.erase(it);
+    return;
   }
 }
 
@@ -170,19 +242,8 @@ bool UdpLink::enable_ipv6(const std::array<uint8_t, 16>& link_local, std::string
       ::setsockopt(fd6_, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf) != 0 ||
       ::bind(fd6_, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0)
     return fail(std::string("udp link (IPv6 link-local): ") + std::strerror(errno));
-  // One readable fd for the engine loop: an epoll set of both sockets.
-  epfd_ = ::epoll_create1(EPOLL_CLOEXEC);
-  if (epfd_ < 0) return fail(std::string("epoll_create1: ") + std::strerror(errno));
-  for (const int f : {fd_, fd6_}) {
-    epoll_event ev{};
-    ev.events = EPOLLIN;
-    ev.data.fd = f;
-    if (::epoll_ctl(epfd_, EPOLL_CTL_ADD, f, &ev) != 0) {
-      ::close(epfd_);
-      epfd_ = -1;
-      return fail(std::string("epoll_ctl: ") + std::strerror(errno));
-    }
-  }
+  // One readable fd for the engine loop: an epoll set of the sockets.
+  if (!watch(fd6_)) return fail(std::string("epoll: ") + std::strerror(errno));
   ifindex_ = ifindex;
   ll_ = link_local;
   return true;
@@ -310,21 +371,30 @@ std::optional<uint16_t> UdpLink::solve_ip_id(wire::Bytes packet) {
 }
 
 bool UdpLink::receive(LinkRxPacket* out) {
-  if (receive_v4(out)) return true;
-  return fd6_ >= 0 && receive_v6(out);
+  if (receive_v4(fd_, ipv4_, out)) return true;
+  if (fd6_ >= 0 && receive_v6(out)) return true;
+  for (const Group& g : groups_)
+    if (receive_v4(g.fd, g.group, out)) return true;
+  return false;
 }
 
-bool UdpLink::receive_v4(LinkRxPacket* out) {
+bool UdpLink::receive_v4(int fd, uint32_t dst, LinkRxPacket* out) {
   for (;;) {
     sockaddr_in from{};
     socklen_t from_len = sizeof from;
     uint8_t* datagram = rx_buf_.data() + kRxHeadroom;
-    const ssize_t n = ::recvfrom(fd_, datagram, kMaxDatagram, 0, reinterpret_cast<sockaddr*>(&from), &from_len);
+    const ssize_t n = ::recvfrom(fd, datagram, kMaxDatagram, 0, reinterpret_cast<sockaddr*>(&from), &from_len);
     if (n < 0) return false;  // EAGAIN: nothing more
     ++counters_.rx_packets;
     const auto len = static_cast<std::size_t>(n);
     const uint32_t src = ntohl(from.sin_addr.s_addr);
     const uint16_t sport = ntohs(from.sin_port);
+    if (dst != ipv4_ && src == ipv4_) {
+      // Our own send to a group, back through an interface that loops
+      // multicast (lo): the data path already gave its members their copy.
+      ++counters_.rx_not_ours;
+      continue;
+    }
     // Rebuild the IPv4 + UDP headers the sender's kernel wrote (ID 0, DF),
     // in front of the datagram, and check the ICRC over the whole.
     uint8_t* ip = datagram - kIpUdpHeaders;
@@ -335,7 +405,7 @@ bool UdpLink::receive_v4(LinkRxPacket* out) {
     ip[8] = kTtl;
     ip[9] = 17;    // UDP
     wire::store_be32(ip + 12, src);
-    wire::store_be32(ip + 16, ipv4_);
+    wire::store_be32(ip + 16, dst);
     uint8_t* udp = ip + 20;
     wire::store_be16(udp, sport);
     // RoCE v2 datagrams go to port 4791 (annex A17.2); the ICRC covers it
@@ -374,7 +444,7 @@ bool UdpLink::receive_v4(LinkRxPacket* out) {
     *out = LinkRxPacket{};
     out->ib = *ib;
     out->from.src = wire::IpAddr::from_v4(src);
-    out->from.dst = wire::IpAddr::from_v4(ipv4_);
+    out->from.dst = wire::IpAddr::from_v4(dst);
     out->from.src_port = sport;
     return true;
   }

@@ -30,8 +30,15 @@
 // link-local address (the device MAC is the interface's), enable_ipv6()
 // opens a second socket bound to it, so RoCE v2 over IPv6 works as with
 // rdma_rxe's GID[0]. IPv6 has no IP ID, so its ICRC is checked in full.
-// Both sockets are then behind one epoll fd (wait_fd()), which the engine
-// loop watches like a socket.
+// Every socket is behind one epoll fd (wait_fd()), which the engine loop
+// watches like a socket.
+//
+// Multicast (IPv4 groups): sends to a group leave from the IPv4 socket
+// (IP_MULTICAST_IF = the device's address, no loopback: the data path
+// delivers to the device's own members itself); join_group opens a socket
+// bound to group:port with IP_ADD_MEMBERSHIP on the device's interface (the
+// kernel sends the IGMP report), shared with other daemons on the host
+// through SO_REUSEADDR, behind the same epoll fd.
 //
 // As a Link (engine/link.hpp) it sends RoCE v2 only: a destination whose
 // source GID is RoCE v1 is refused (counted in tx_errors); the udp device's
@@ -67,9 +74,9 @@ class UdpLink final : public Link {
 
   // Link.
   [[nodiscard]] std::string_view kind() const noexcept override { return "udp"; }
-  // What to watch for readability: the IPv4 socket, or the epoll fd over
-  // both sockets once enable_ipv6() succeeded.
-  [[nodiscard]] int wait_fd() const noexcept override { return epfd_ >= 0 ? epfd_ : fd_; }
+  // What to watch for readability: the epoll fd over every socket (IPv4,
+  // IPv6 once enabled, joined groups).
+  [[nodiscard]] int wait_fd() const noexcept override { return epfd_; }
   [[nodiscard]] uint16_t port() const noexcept override { return port_; }
   [[nodiscard]] std::string port_name() const override;
   // IPv4-mapped destination: the IPv4 socket; another (link-local) GID: the
@@ -84,6 +91,9 @@ class UdpLink final : public Link {
   // counted and skipped.
   bool receive(LinkRxPacket* out) override;
   [[nodiscard]] const LinkCounters& counters() const noexcept override { return counters_; }
+  [[nodiscard]] bool sends_multicast() const noexcept override { return true; }
+  bool join_group(const wire::IpAddr& group) override;
+  void leave_group(const wire::IpAddr& group) override;
 
   // The IPv4 socket (what sendto of an IPv4 datagram uses).
   int fd() const noexcept { return fd_; }
@@ -114,14 +124,23 @@ class UdpLink final : public Link {
 
  private:
   UdpLink(int fd, uint32_t ipv4, uint16_t port);
-  bool receive_v4(LinkRxPacket* out);
+  // One datagram from IPv4 socket `fd`, which receives what is sent to
+  // `dst` (our address, or a joined group).
+  bool receive_v4(int fd, uint32_t dst, LinkRxPacket* out);
   bool receive_v6(LinkRxPacket* out);
   bool send_datagram(wire::Bytes frame);
   void close_all() noexcept;
+  // The epoll fd over every socket (created on first need, with fd_ in it).
+  bool watch(int fd);
 
   int fd_ = -1;
   int fd6_ = -1;
   int epfd_ = -1;
+  struct Group {
+    uint32_t group = 0;  // IPv4, host order
+    int fd = -1;
+  };
+  std::vector<Group> groups_;  // joined multicast groups
   uint32_t ifindex_ = 0;
   std::array<uint8_t, 16> ll_{};
   uint32_t ipv4_ = 0;

@@ -27,12 +27,15 @@
 # 4096 puts ~4.2 KB frames through memif rings (one ring buffer each, see
 # engine/dpdk_link.cpp). --no-huge, as with dpdk.
 #
-# usage: afpacket_test.sh SHIM_DIR URNICD URNIC_CLI [afpacket|dpdk|memif]
+# usage: afpacket_test.sh SHIM_DIR URNICD URNIC_CLI [afpacket|dpdk|memif] [RDMACM_SHIM_DIR]
 set -uo pipefail
 shim_dir=$1
 urnicd=$2
 cli=$3
 link=${4:-afpacket}
+rdmacm_dir=${5:-$shim_dir}
+# shellcheck source=cm_client.sh
+source "$(dirname "$0")/cm_client.sh"
 # memif is a dpdk link with another port: the same GIDs, ARP and addresses.
 dpdk_like=false
 [[ $link == dpdk || $link == memif ]] && dpdk_like=true
@@ -69,7 +72,7 @@ ip_a=$net.1
 ip_b=$net.2
 rt=$(mktemp -d "/tmp/urnic-$link.XXXXXX")
 export URNIC_DAEMON=$urnicd
-export LD_LIBRARY_PATH=$shim_dir
+export LD_LIBRARY_PATH=$shim_dir:$rdmacm_dir
 unset LD_PRELOAD URNIC_RUNTIME_DIR
 asan_rt=$(ldd "$shim_dir/libibverbs.so.1" | awk '/libasan|libclang_rt\.asan/ {print $3; exit}')
 if [[ -n $asan_rt ]]; then
@@ -212,6 +215,33 @@ pair() {
     sed 's/^/    server: /' "$out_s" | tail -n 15
   fi
 }
+# cm_pair NAME EXPECT COUNT "SERVER ARGS" "CLIENT ARGS": an rdma_cm program,
+# server in a, client in b; EXPECT must match COUNT lines of both outputs.
+cm_pair() {
+  local name=$1 expect=$2 count=$3 server_args=$4 client_args=$5
+  local out_s=$rt/server.out out_c=$rt/client.out
+  # shellcheck disable=SC2086
+  bg_host a "${run_env[@]}" timeout "$limit" $server_args > "$out_s" 2>&1
+  server_pid=$!
+  # The listener is in the daemon's CM (no socket to wait for).
+  sleep 0.5
+  local t0=$SECONDS crc
+  # shellcheck disable=SC2086
+  cm_client_retry "$out_c" "$server_pid" host b "${run_env[@]}" timeout "$limit" $client_args
+  crc=$?
+  wait "$server_pid"
+  local src=$?
+  server_pid=
+  local got
+  got=$(cat "$out_c" "$out_s" | grep -cE "$expect")
+  if [[ $crc -eq 0 && $src -eq 0 && $got -ge $count ]]; then
+    pass "$name ($((SECONDS - t0)) s)"
+  else
+    fail "$name: server exit $src, client exit $crc, $got/$count result lines"
+    sed 's/^/    client: /' "$out_c" | tail -n 15
+    sed 's/^/    server: /' "$out_s" | tail -n 15
+  fi
+}
 stat() {
   host "$1" "$cli" stats -d urnic0 --json |
     python3 -c 'import json,sys; print(json.load(sys.stdin)["counters"][sys.argv[1]])' "$2"
@@ -298,6 +328,19 @@ else
 fi
 
 matrix 4096 2048
+# The RDMA CM across the link: IB CM MADs on QP1 from the RoCE v2 GID of the
+# address family the program uses (the IPv4-mapped one, or the IPv6 one).
+cm_addrs=("$roce_a")
+[[ $link == afpacket ]] && cm_addrs+=("${net6}1")
+for addr in "${cm_addrs[@]}"; do
+  port=$((port + 2))
+  cm_pair "rping -v -V -C 20 -S 4096 over $addr" 'ping data: rdma-ping-19:' 1 \
+    "rping -s -a $addr -p $port -V -S 4096" "rping -c -a $addr -p $port -v -V -C 20 -S 4096"
+  cm_pair "ucmatose -c 2 -C 10 over $addr" 'return status 0' 2 \
+    "ucmatose -b $addr -p $((port + 1)) -c 2 -C 10" "ucmatose -s $addr -p $((port + 1)) -c 2 -C 10"
+  cm_pair "udaddy -c 2 -C 10 over $addr" 'return status 0' 2 \
+    "udaddy -b $addr -c 2 -C 10" "udaddy -s $addr -c 2 -C 10"
+done
 rx=$(stat a rx_pkts)
 hp=$(stat a hairpin_pkts)
 icrc=$(stat a rx_icrc_errors)

@@ -10,11 +10,16 @@
 # otherwise. Removes the namespaces (and with them the veths) and stops every
 # process it started, by PID.
 #
-# usage: netns_test.sh SHIM_DIR URNICD URNIC_CLI
+# Also UD multicast across the hosts: mckey in a joins a group (the udp
+# link joins it on a's veth), mckey in b sends to it, a receives every
+# datagram.
+#
+# usage: netns_test.sh SHIM_DIR URNICD URNIC_CLI [RDMACM_SHIM_DIR]
 set -uo pipefail
 shim_dir=$1
 urnicd=$2
 cli=$3
+rdmacm_dir=${4:-$shim_dir}
 
 if [[ $(id -u) -ne 0 ]]; then
   echo "SKIP: needs root to create network namespaces"
@@ -41,7 +46,7 @@ ip_a=$net.1
 ip_b=$net.2
 rt=$(mktemp -d /tmp/urnic-netns.XXXXXX)
 export URNIC_DAEMON=$urnicd
-export LD_LIBRARY_PATH=$shim_dir
+export LD_LIBRARY_PATH=$shim_dir:$rdmacm_dir
 unset LD_PRELOAD URNIC_RUNTIME_DIR
 asan_rt=$(ldd "$shim_dir/libibverbs.so.1" | awk '/libasan|libclang_rt\.asan/ {print $3; exit}')
 if [[ -n $asan_rt ]]; then
@@ -172,6 +177,36 @@ hp=$(stat a hairpin_pkts)
 rx=$(stat a rx_pkts)
 if [[ $hp == 0 && $rx -gt 0 ]]; then pass "host a: $rx packets over the link, none hairpinned"
 else fail "host a: rx_pkts $rx, hairpin_pkts $hp"; fi
+
+# mc_pair NAME GROUP ARGS...: mckey receiving in a (joined first: multicast
+# is unreliable, a datagram sent before the join is gone), sending from b.
+mc_pair() {
+  local name=$1 group=$2
+  shift 2
+  local out_r=$rt/mc_recv.out out_s=$rt/mc_send.out
+  bg_host a "${run_env[@]}" timeout "$limit" stdbuf -oL mckey -m "$group" -b "$ip_a" "$@" > "$out_r" 2>&1
+  server_pid=$!
+  # Its QPs are attached (and the group joined on the link) once it says so.
+  for _ in $(seq 600); do
+    grep -q 'joined dgid' "$out_r" && break
+    alive "$server_pid" || break
+    sleep 0.05
+  done
+  host b "${run_env[@]}" timeout "$limit" mckey -m "$group" -b "$ip_b" -s "$@" > "$out_s" 2>&1
+  local src=$?
+  wait "$server_pid"
+  local rrc=$?
+  server_pid=
+  if [[ $rrc -eq 0 && $src -eq 0 ]] && grep -q 'return status 0' "$out_r"; then
+    pass "$name"
+  else
+    fail "$name: receiver exit $rrc, sender exit $src"
+    sed 's/^/    receiver: /' "$out_r" | tail -n 10
+    sed 's/^/    sender: /' "$out_s" | tail -n 10
+  fi
+}
+mc_pair "mckey -C 20 across hosts (b -> 239.1.2.3 -> a)" 239.1.2.3 -C 20
+mc_pair "mckey -c 2 -C 10 -S 1000 across hosts" 239.1.2.4 -c 2 -C 10 -S 1000
 
 # Loss on a's TX, a capture on b: b sees a's frames as they came in.
 host a "$cli" fault -d urnic0 --loss 0.05 --seed 21 > /dev/null || fail "urnic fault in a"

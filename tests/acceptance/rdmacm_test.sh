@@ -14,6 +14,8 @@ set -uo pipefail
 verbs_dir=$1
 rdmacm_dir=$2
 urnicd=$3
+# shellcheck source=cm_client.sh
+source "$(dirname "$0")/cm_client.sh"
 
 for prog in rping ucmatose udaddy mckey rdma_server rdma_client ib_send_bw ib_write_lat ib_read_bw ib_write_bw; do
   command -v $prog > /dev/null || { echo "SKIP: $prog not installed (rdmacm-utils, perftest)"; exit 77; }
@@ -82,20 +84,14 @@ pair() {
   # rdma_cm servers show no listening socket to wait for: give them a head
   # start (perftest needs longer to set up before it listens).
   sleep "${HEAD_START:-0.5}"
-  local crc=1 try
-  for try in $(seq 20); do
-    "${run_env[@]}" timeout "$limit" "${ccmd[@]}" > "$out_c" 2>&1
-    crc=$?
-    [[ $crc -eq 0 ]] && break
-    alive "$server_pid" || break
-    grep -qE "REJECTED|rror 8|Unable to|Failed to" "$out_c" || break
-    sleep 0.5
-  done
+  local crc
+  cm_client_retry "$out_c" "$server_pid" "${run_env[@]}" timeout "$limit" "${ccmd[@]}"
+  crc=$?
   wait "$server_pid"
   local src=$?
   server_pid=
   if [[ $crc -eq 0 && $src -eq 0 ]] && grep -qE "$sre" "$out_s" && grep -qE "$cre" "$out_c"; then
-    pass "$name${try:+ (client attempt $try)}"
+    pass "$name (client attempt $cm_client_tries)"
   else
     fail "$name: server exit $src, client exit $crc"
     sed 's/^/    client: /' "$out_c" | tail -15

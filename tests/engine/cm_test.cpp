@@ -56,16 +56,19 @@ ctl::CmAddr v4(std::uint32_t ip, std::uint16_t port) {
 struct Sent {
   Gid dgid;
   std::array<std::uint8_t, 256> mad;
+  std::uint8_t sgid_index = 0;
 };
 
 // One device (urnic0 on 127.0.0.1) whose sender queues the MADs.
 struct Harness {
   std::deque<Sent> wire_q;
   transport::Nanos now = 1000;
+  std::vector<engine::CmDevice::Ipv6Gid> ipv6;  // the device's IPv6 GIDs (none by default)
   CmService cm;
   std::vector<int> fds;
 
-  Harness() : cm(devices(), [this] { return now; }) {}
+  explicit Harness(std::vector<engine::CmDevice::Ipv6Gid> v6 = {})
+      : ipv6(std::move(v6)), cm(devices(), [this] { return now; }) {}
   ~Harness() {
     for (int fd : fds) ::close(fd);
   }
@@ -81,8 +84,9 @@ struct Harness {
     d.node_guid = 0x0100000000000002ULL;
     d.active_mtu = IBV_MTU_4096;
     d.max_rd_atomic = 16;
-    d.send = [this](const Gid& dgid, std::span<const std::uint8_t> mad) {
-      Sent s{dgid, {}};
+    d.ipv6 = ipv6;
+    d.send = [this](std::uint8_t sgid_index, const Gid& dgid, std::span<const std::uint8_t> mad) {
+      Sent s{dgid, {}, sgid_index};
       REQUIRE(mad.size() == 256);
       std::memcpy(s.mad.data(), mad.data(), 256);
       wire_q.push_back(s);
@@ -135,10 +139,38 @@ struct Harness {
     return err;
   }
 
-  void listen(std::uint32_t owner, std::uint32_t id) {
+  void listen(std::uint32_t owner, std::uint32_t id, std::int32_t backlog = 1) {
     ctl::CmListenRep rep{};
-    REQUIRE(call(owner, ctl::CmListenReq{id, 1}, rep) == 0);
+    REQUIRE(call(owner, ctl::CmListenReq{id, backlog}, rep) == 0);
   }
+
+  // rdma_connect from a new id of `owner` to loopback:`port`; returns the id.
+  std::uint32_t connect(std::uint32_t owner, std::uint32_t ch, std::uint16_t port, std::uint32_t qpn) {
+    const std::uint32_t id = create_id(owner, ch);
+    resolve(owner, id, v4(kLoopback, port));
+    ctl::CmConnectReq conn{};
+    conn.handle = id;
+    conn.param.qp_num = qpn;
+    ctl::CmConnectRep crep{};
+    REQUIRE(call(owner, conn, crep) == 0);
+    return id;
+  }
+
+  void accept(std::uint32_t owner, std::uint32_t id, std::uint32_t qpn) {
+    ctl::CmAcceptReq acc{};
+    acc.handle = id;
+    acc.param.qp_num = qpn;
+    ctl::CmAcceptRep arep{};
+    REQUIRE(call(owner, acc, arep) == 0);
+  }
+
+  // An established RC connection on loopback:`port` between owner 1 (the
+  // passive side) and owner 2, every event so far read.
+  struct Connection {
+    std::uint32_t passive = 0, active = 0;  // id handles
+    int passive_fd = -1, active_fd = -1;    // their channels
+  };
+  Connection establish(std::uint16_t port);
 
   void resolve(std::uint32_t owner, std::uint32_t id, ctl::CmAddr dst) {
     ctl::CmResolveAddrReq req{};
@@ -150,13 +182,20 @@ struct Harness {
     REQUIRE(call(owner, ctl::CmResolveRouteReq{id, 1000}, rrep) == 0);
   }
 
+  // The GID a MAD was sent from (what the receiver sees as its source).
+  Gid sender(const Sent& s) const {
+    for (const auto& g : ipv6)
+      if (g.index == s.sgid_index) return g.gid;
+    return v4_gid(kLoopback);
+  }
+
   // Delivers every queued MAD to the CM (hairpin) and returns how many.
   int pump() {
     int n = 0;
     while (!wire_q.empty()) {
       const Sent s = wire_q.front();
       wire_q.pop_front();
-      cm.on_mad(0, v4_gid(kLoopback), s.mad, now);
+      cm.on_mad(0, sender(s), s.mad, now);
       ++n;
     }
     return n;
@@ -167,7 +206,7 @@ struct Harness {
     REQUIRE(!wire_q.empty());
     const Sent s = wire_q.front();
     wire_q.pop_front();
-    cm.on_mad(0, v4_gid(kLoopback), s.mad, now);
+    cm.on_mad(0, sender(s), s.mad, now);
   }
 
   std::optional<wire::CmMad> peek(std::size_t i = 0) const {
@@ -191,6 +230,30 @@ ctl::CmEventMsg expect_event(int fd, std::uint32_t type) {
   INFO("event " << ev->event << ", expected " << type);
   REQUIRE(ev->event == type);
   return *ev;
+}
+
+Harness::Connection Harness::establish(std::uint16_t port) {
+  Connection c;
+  const auto [sch, sfd] = channel(1);
+  const auto [cch, cfd] = channel(2);
+  c.passive_fd = sfd;
+  c.active_fd = cfd;
+  const std::uint32_t lid = create_id(1, sch);
+  REQUIRE(bind(1, lid, v4(kLoopback, port)) == 0);
+  listen(1, lid);
+  c.active = connect(2, cch, port, 0x90);
+  pump();
+  c.passive = expect_event(sfd, RDMA_CM_EVENT_CONNECT_REQUEST).id_handle;
+  accept(1, c.passive, 0x91);
+  pump();
+  ctl::CmEstablishRep erep{};
+  REQUIRE(call(2, ctl::CmEstablishReq{{c.active, 0}}, erep) == 0);
+  pump();
+  expect_event(sfd, RDMA_CM_EVENT_ESTABLISHED);
+  expect_event(cfd, RDMA_CM_EVENT_ADDR_RESOLVED);
+  expect_event(cfd, RDMA_CM_EVENT_ROUTE_RESOLVED);
+  expect_event(cfd, RDMA_CM_EVENT_CONNECT_RESPONSE);
+  return c;
 }
 
 }  // namespace
@@ -455,18 +518,18 @@ TEST_CASE("Malformed or foreign MADs are dropped and counted", "[cm][engine][mad
   p.bth.dest_qp = 1;
   p.deth.qkey = 0x12345678;
   p.payload = rtu;
-  t.cm.on_gsi_datagram(0, p, kLoopback, t.now);
+  t.cm.on_gsi_datagram(0, p, v4_gid(kLoopback), t.now);
   CHECK(t.cm.counters().mads_dropped == 4);
   p.deth.qkey = wire::mad::kGsiQkey;
   p.bth.opcode = wire::opcode::kRc | wire::opcode::kSendOnly;
-  t.cm.on_gsi_datagram(0, p, kLoopback, t.now);
+  t.cm.on_gsi_datagram(0, p, v4_gid(kLoopback), t.now);
   CHECK(t.cm.counters().mads_dropped == 5);
   p.bth.opcode = wire::opcode::kUd | wire::opcode::kSendOnly;
   p.payload = wire::Bytes(rtu.data(), 200);
-  t.cm.on_gsi_datagram(0, p, kLoopback, t.now);
+  t.cm.on_gsi_datagram(0, p, v4_gid(kLoopback), t.now);
   CHECK(t.cm.counters().mads_dropped == 6);
   p.payload = rtu;
-  t.cm.on_gsi_datagram(0, p, kLoopback, t.now);
+  t.cm.on_gsi_datagram(0, p, v4_gid(kLoopback), t.now);
   CHECK(t.cm.counters().mads_dropped == 6);
   CHECK(t.cm.counters().mads_unmatched == 2);
 
@@ -666,7 +729,7 @@ TEST_CASE("The kernel's REQ (rping over rxe) gets a CONNECT_REQUEST and a matchi
   d.ipv4 = server_ip;
   d.gid = v4_gid(server_ip);
   d.active_mtu = IBV_MTU_1024;
-  d.send = [&out](const Gid& dgid, std::span<const std::uint8_t> mad) {
+  d.send = [&out](std::uint8_t, const Gid& dgid, std::span<const std::uint8_t> mad) {
     Sent s{dgid, {}};
     std::memcpy(s.mad.data(), mad.data(), 256);
     out.push_back(s);
@@ -699,7 +762,7 @@ TEST_CASE("The kernel's REQ (rping over rxe) gets a CONNECT_REQUEST and a matchi
   ctl::CmListenRep lrep{};
   REQUIRE(call(ctl::CmListenReq{id.handle, 1}, lrep) == 0);
 
-  cm.on_gsi_datagram(0, kreq.ib, client_ip, now);
+  cm.on_gsi_datagram(0, kreq.ib, v4_gid(client_ip), now);
   CHECK(cm.counters().mads_dropped == 0);
   const auto ev = next_event(fds[0]);
   REQUIRE(ev);
@@ -778,7 +841,7 @@ TEST_CASE("urnic's REQ carries what the kernel's REQ carries", "[cm][engine][roc
   d.ipv4 = client_ip;
   d.gid = v4_gid(client_ip);
   d.active_mtu = kr.path_mtu;
-  d.send = [&out](const Gid& dgid, std::span<const std::uint8_t> mad) {
+  d.send = [&out](std::uint8_t, const Gid& dgid, std::span<const std::uint8_t> mad) {
     Sent s{dgid, {}};
     std::memcpy(s.mad.data(), mad.data(), 256);
     out.push_back(s);
@@ -984,4 +1047,290 @@ TEST_CASE("A REQ with an invalid path MTU is rejected (reason 26)", "[cm][engine
   REQUIRE(t.peek());
   const auto rej = std::get<wire::CmRej>(t.peek()->message);
   CHECK(rej.reason == wire::cm::kRejInvalidMtu);
+}
+
+TEST_CASE("A full backlog drops REQs (the peer retries) until a request is answered", "[cm][engine]") {
+  Harness t;
+  t.cm.set_retry_policy(1'000'000, 5);
+  const auto [sch, sfd] = t.channel(1);
+  const auto [cch, cfd] = t.channel(2);
+  const std::uint32_t lid = t.create_id(1, sch);
+  REQUIRE(t.bind(1, lid, v4(kLoopback, 7400)) == 0);
+  t.listen(1, lid, 2);
+  t.connect(2, cch, 7400, 0x70);
+  t.connect(2, cch, 7400, 0x71);
+  const std::uint32_t third = t.connect(2, cch, 7400, 0x72);
+  REQUIRE(t.pump() == 3);
+  const auto first = expect_event(sfd, RDMA_CM_EVENT_CONNECT_REQUEST);
+  expect_event(sfd, RDMA_CM_EVENT_CONNECT_REQUEST);
+  // The third REQ is over the backlog of 2: no event, and no REJ either
+  // (ib_cm drops it "to allow future retries").
+  CHECK_FALSE(next_event(sfd));
+  CHECK(t.wire_q.empty());
+  CHECK(t.cm.counters().reqs_backlog_full == 1);
+  CHECK(t.cm.counters().rej_sent == 0);
+  CHECK(t.cm.state_of(third) == CmService::State::kReqSent);
+  // Still full at the first retransmission.
+  t.now += 1'000'000;
+  t.cm.on_gsi_timer(t.now);
+  REQUIRE(t.pump() == 3);  // the three REQs again; the first two are duplicates
+  CHECK_FALSE(next_event(sfd));
+  CHECK(t.cm.counters().reqs_backlog_full == 2);
+  // Accepting one makes room: the next retransmission gets through.
+  t.accept(1, first.id_handle, 0x80);
+  t.wire_q.clear();  // the REP: not needed here
+  t.now += 1'000'000;
+  t.cm.on_gsi_timer(t.now);
+  t.pump();
+  const auto late = expect_event(sfd, RDMA_CM_EVENT_CONNECT_REQUEST);
+  CHECK(late.param.qp_num == 0x72);
+  CHECK(t.cm.counters().reqs_backlog_full == 2);
+}
+
+TEST_CASE("rdma_listen's backlog: 0 or negative means ucma's maximum (1024)", "[cm][engine]") {
+  Harness t;
+  const auto [sch, sfd] = t.channel(1);
+  const auto [cch, cfd] = t.channel(2);
+  (void)cfd;
+  const std::uint32_t lid = t.create_id(1, sch);
+  REQUIRE(t.bind(1, lid, v4(kLoopback, 7401)) == 0);
+  t.listen(1, lid, 0);
+  for (std::uint32_t i = 0; i < 40; ++i) t.connect(2, cch, 7401, 0x100 + i);
+  REQUIRE(t.pump() == 40);
+  for (int i = 0; i < 40; ++i) expect_event(sfd, RDMA_CM_EVENT_CONNECT_REQUEST);
+  CHECK(t.cm.counters().reqs_backlog_full == 0);
+}
+
+TEST_CASE("After DREQ/DREP both sides wait out timewait, then get TIMEWAIT_EXIT", "[cm][engine]") {
+  Harness t;
+  const auto conn = t.establish(7402);
+  const int sfd = conn.passive_fd, cfd = conn.active_fd;
+  const std::uint32_t cid = conn.active;
+  CHECK(t.cm.gsi_deadline() == transport::kNever);
+
+  ctl::CmDisconnectRep drep{};
+  REQUIRE(t.call(2, ctl::CmDisconnectReq{{cid, 0}}, drep) == 0);
+  REQUIRE(t.pump() == 2);  // DREQ, DREP
+  expect_event(sfd, RDMA_CM_EVENT_DISCONNECTED);
+  expect_event(cfd, RDMA_CM_EVENT_DISCONNECTED);
+  // Timewait: packet lifetime code 17, 4.096 us * 2^17.
+  const transport::Nanos timewait = transport::Nanos{4096} << 17;
+  CHECK(t.cm.gsi_deadline() == t.now + timewait);
+  t.now += timewait - 1;
+  t.cm.on_gsi_timer(t.now);
+  CHECK_FALSE(next_event(sfd));
+  CHECK_FALSE(next_event(cfd));
+  // A DREQ retransmitted into timewait is answered with a DREP again.
+  wire::CmDreq again;
+  again.local_comm_id = 0x5555;  // not ours: answered all the same
+  again.remote_comm_id = 0x6666;
+  std::array<std::uint8_t, 256> mad{};
+  REQUIRE(wire::build_cm_mad(wire::make_cm_header(9, wire::cm_attr_id(wire::CmMessage{again})),
+                             wire::CmMessage{again}, mad).ok());
+  t.cm.on_mad(0, v4_gid(kLoopback), mad, t.now);
+  REQUIRE(t.peek());
+  CHECK(std::holds_alternative<wire::CmDrep>(t.peek()->message));
+  t.wire_q.clear();
+  t.now += 1;
+  t.cm.on_gsi_timer(t.now);
+  CHECK(expect_event(sfd, RDMA_CM_EVENT_TIMEWAIT_EXIT).id_handle == conn.passive);
+  CHECK(expect_event(cfd, RDMA_CM_EVENT_TIMEWAIT_EXIT).id_handle == cid);
+  CHECK(t.cm.counters().timewait_exits == 2);
+  CHECK(t.cm.gsi_deadline() == transport::kNever);
+  CHECK(t.wire_q.empty());
+}
+
+TEST_CASE("An id destroyed in timewait gets no TIMEWAIT_EXIT and leaves no timer", "[cm][engine]") {
+  Harness t;
+  const auto conn = t.establish(7403);
+  const int sfd = conn.passive_fd, cfd = conn.active_fd;
+  ctl::CmDisconnectRep drep{};
+  REQUIRE(t.call(1, ctl::CmDisconnectReq{{conn.passive, 0}}, drep) == 0);
+  REQUIRE(t.pump() == 2);
+  ctl::CmDestroyIdRep xrep{};
+  REQUIRE(t.call(1, ctl::CmDestroyIdReq{{conn.passive, 0}}, xrep) == 0);
+  REQUIRE(t.call(2, ctl::CmDestroyIdReq{{conn.active, 0}}, xrep) == 0);
+  CHECK(t.wire_q.empty());  // nothing to tell a peer after the DREP
+  CHECK(t.cm.gsi_deadline() == transport::kNever);
+  t.now += 10'000'000'000;
+  t.cm.on_gsi_timer(t.now);
+  CHECK(t.cm.counters().timewait_exits == 0);
+  while (const auto ev = next_event(cfd)) CHECK(ev->event != RDMA_CM_EVENT_TIMEWAIT_EXIT);
+  while (const auto ev = next_event(sfd)) CHECK(ev->event != RDMA_CM_EVENT_TIMEWAIT_EXIT);
+}
+
+TEST_CASE("Timers of many ids fire in deadline order, each once", "[cm][engine]") {
+  Harness t;
+  t.cm.set_retry_policy(1'000'000, 1);
+  const auto [cch, cfd] = t.channel(2);
+  std::vector<std::uint32_t> ids;
+  for (std::uint32_t i = 0; i < 50; ++i) {
+    const std::uint32_t id = t.create_id(2, cch);
+    t.resolve(2, id, v4(0x0a000002, 7500));  // nobody answers
+    ctl::CmConnectReq conn{};
+    conn.handle = id;
+    ctl::CmConnectRep crep{};
+    REQUIRE(t.call(2, conn, crep) == 0);
+    ids.push_back(id);
+    t.now += 1000;  // staggered deadlines
+  }
+  CHECK(t.wire_q.size() == 50);
+  CHECK(t.cm.gsi_deadline() == 1000 + 1'000'000);
+  // Half of them are due: exactly those retransmit.
+  t.now = 1000 + 1'000'000 + 24 * 1000;
+  t.cm.on_gsi_timer(t.now);
+  CHECK(t.wire_q.size() == 75);
+  CHECK(t.cm.counters().retransmits == 25);
+  CHECK(t.cm.gsi_deadline() == 1000 + 1'000'000 + 25 * 1000);
+  // Destroying a waiting id removes its timer.
+  ctl::CmDestroyIdRep xrep{};
+  REQUIRE(t.call(2, ctl::CmDestroyIdReq{{ids[25], 0}}, xrep) == 0);
+  CHECK(t.cm.gsi_deadline() == 1000 + 1'000'000 + 26 * 1000);
+  t.now += 10'000'000;
+  t.cm.on_gsi_timer(t.now);  // the rest retransmit; the first 25 time out
+  t.now += 10'000'000;
+  t.cm.on_gsi_timer(t.now);  // and now the rest time out
+  CHECK(t.cm.counters().retransmits == 49);
+  CHECK(t.cm.counters().timeouts == 49);
+  CHECK(t.cm.gsi_deadline() == transport::kNever);
+  int unreachable = 0;
+  while (const auto ev = next_event(cfd))
+    if (ev->event == RDMA_CM_EVENT_UNREACHABLE) ++unreachable;
+  CHECK(unreachable == 49);
+}
+
+namespace {
+
+Gid v6_gid(std::initializer_list<std::uint8_t> head, std::uint8_t last) {
+  Gid g{};
+  std::size_t i = 0;
+  for (std::uint8_t b : head) g[i++] = b;
+  g[15] = last;
+  return g;
+}
+
+ctl::CmAddr v6(const Gid& g, std::uint16_t port) {
+  ctl::CmAddr a{};
+  a.family = AF_INET6;
+  a.port = port;
+  std::memcpy(a.addr, g.data(), 16);
+  return a;
+}
+
+}  // namespace
+
+TEST_CASE("RC connection over IPv6 GIDs: resolution, REQ/REP from the IPv6 GID, the IP CM header v6", "[cm][engine][ipv6]") {
+  const Gid ll = v6_gid({0xfe, 0x80}, 1);
+  const Gid global = v6_gid({0xfd, 0x00}, 1);
+  Harness t({{ll, 3}, {global, 5}});
+  const auto [sch, sfd] = t.channel(1);
+  const auto [cch, cfd] = t.channel(2);
+  const std::uint32_t lid = t.create_id(1, sch);
+  REQUIRE(t.bind(1, lid, v6(global, 7600)) == 0);  // an IPv6 address of the device
+  t.listen(1, lid);
+
+  const std::uint32_t cid = t.create_id(2, cch);
+  t.resolve(2, cid, v6(global, 7600));
+  const auto addr_ev = expect_event(cfd, RDMA_CM_EVENT_ADDR_RESOLVED);
+  CHECK(addr_ev.info.src.family == AF_INET6);
+  CHECK(std::memcmp(addr_ev.info.src.addr, global.data(), 16) == 0);
+  CHECK(std::memcmp(addr_ev.info.sgid, global.data(), 16) == 0);
+  CHECK(std::memcmp(addr_ev.info.dgid, global.data(), 16) == 0);
+  expect_event(cfd, RDMA_CM_EVENT_ROUTE_RESOLVED);
+  ctl::CmConnectReq conn{};
+  conn.handle = cid;
+  conn.param.qp_num = 0xa0;
+  ctl::CmConnectRep crep{};
+  REQUIRE(t.call(2, conn, crep) == 0);
+  REQUIRE(t.wire_q.size() == 1);
+  CHECK(t.wire_q[0].sgid_index == 5);
+  CHECK(t.wire_q[0].dgid == global);
+  const auto req_mad = t.peek();  // kept: req refers into it
+  REQUIRE(req_mad);
+  const auto& req = std::get<wire::CmReq>(req_mad->message);
+  CHECK(req.primary.local_gid == global);
+  CHECK(req.primary.remote_gid == global);
+  const auto ip = wire::parse_ip_cm_header(req.private_data);
+  REQUIRE(ip.ok());
+  CHECK(ip->ip_version == 6);
+  CHECK(ip->dst_addr == global);
+
+  REQUIRE(t.pump() == 1);
+  const auto creq = expect_event(sfd, RDMA_CM_EVENT_CONNECT_REQUEST);
+  CHECK(creq.info.src.family == AF_INET6);
+  CHECK(creq.info.dst.family == AF_INET6);
+  CHECK(std::memcmp(creq.info.sgid, global.data(), 16) == 0);
+  ctl::CmInitQpAttrRep rtr{};
+  REQUIRE(t.call(1, ctl::CmInitQpAttrReq{creq.id_handle, IBV_QPS_RTR}, rtr) == 0);
+  CHECK(rtr.attr.ah_attr.sgid_index == 5);
+  CHECK(std::memcmp(rtr.attr.ah_attr.dgid, global.data(), 16) == 0);
+  t.accept(1, creq.id_handle, 0xa1);
+  REQUIRE(t.wire_q.size() == 1);
+  CHECK(t.wire_q[0].sgid_index == 5);
+  REQUIRE(t.pump() == 1);
+  expect_event(cfd, RDMA_CM_EVENT_CONNECT_RESPONSE);
+  ctl::CmInitQpAttrRep crtr{};
+  REQUIRE(t.call(2, ctl::CmInitQpAttrReq{cid, IBV_QPS_RTR}, crtr) == 0);
+  CHECK(crtr.attr.ah_attr.sgid_index == 5);
+}
+
+TEST_CASE("Remote IPv6 peers: the source GID of the peer's scope; no IPv6 GID means EHOSTUNREACH", "[cm][engine][ipv6]") {
+  const Gid ll = v6_gid({0xfe, 0x80}, 1);
+  const Gid global = v6_gid({0xfd, 0x00}, 1);
+  {
+    Harness t({{ll, 3}, {global, 5}});
+    const auto [cch, cfd] = t.channel(2);
+    const std::uint32_t a = t.create_id(2, cch);
+    t.resolve(2, a, v6(v6_gid({0xfd, 0x00}, 2), 7601));
+    auto ev = expect_event(cfd, RDMA_CM_EVENT_ADDR_RESOLVED);
+    CHECK(std::memcmp(ev.info.sgid, global.data(), 16) == 0);
+    CHECK(std::memcmp(ev.info.src.addr, global.data(), 16) == 0);
+    expect_event(cfd, RDMA_CM_EVENT_ROUTE_RESOLVED);
+    const std::uint32_t b = t.create_id(2, cch);
+    t.resolve(2, b, v6(v6_gid({0xfe, 0x80}, 2), 7601));
+    ev = expect_event(cfd, RDMA_CM_EVENT_ADDR_RESOLVED);
+    CHECK(std::memcmp(ev.info.sgid, ll.data(), 16) == 0);
+    expect_event(cfd, RDMA_CM_EVENT_ROUTE_RESOLVED);
+    ctl::CmConnectReq conn{};
+    conn.handle = b;
+    ctl::CmConnectRep crep{};
+    REQUIRE(t.call(2, conn, crep) == 0);
+    REQUIRE(t.wire_q.size() == 1);
+    CHECK(t.wire_q[0].sgid_index == 3);
+    CHECK(t.wire_q[0].dgid == v6_gid({0xfe, 0x80}, 2));
+    // A REQ from an IPv6 peer to a port nobody listens on: the REJ goes
+    // back from our IPv6 GID of its scope.
+    t.wire_q.clear();
+    wire::CmReq req;
+    req.local_comm_id = 0x77;
+    req.service_id = 0x0000000001061C00ULL | 7700;
+    req.path_mtu = wire::cm::kMtu1024;
+    req.transport_service_type = wire::cm::kTransportRc;
+    wire::IpCmHeader h;
+    h.ip_version = 6;
+    h.src_port = 5000;
+    h.src_addr = v6_gid({0xfd, 0x00}, 9);
+    h.dst_addr = global;
+    REQUIRE(wire::build_ip_cm_header(h, req.private_data).ok());
+    std::array<std::uint8_t, 256> mad{};
+    REQUIRE(wire::build_cm_mad(wire::make_cm_header(3, wire::cm_attr_id(wire::CmMessage{req})),
+                               wire::CmMessage{req}, mad).ok());
+    t.cm.on_mad(0, v6_gid({0xfd, 0x00}, 9), mad, t.now);
+    REQUIRE(t.wire_q.size() == 1);
+    CHECK(std::holds_alternative<wire::CmRej>(t.peek()->message));
+    CHECK(t.wire_q[0].sgid_index == 5);
+    CHECK(t.wire_q[0].dgid == v6_gid({0xfd, 0x00}, 9));
+  }
+  {
+    Harness t;  // IPv4 only (the udp link on loopback)
+    const auto [cch, cfd] = t.channel(2);
+    const std::uint32_t a = t.create_id(2, cch);
+    ctl::CmResolveAddrReq req{};
+    req.handle = a;
+    req.dst = v6(v6_gid({0xfd, 0x00}, 2), 7601);
+    ctl::CmResolveAddrRep rep{};
+    REQUIRE(t.call(2, req, rep) == 0);
+    const auto ev = expect_event(cfd, RDMA_CM_EVENT_ADDR_ERROR);
+    CHECK(ev.status == -EHOSTUNREACH);
+  }
 }
