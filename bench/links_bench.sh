@@ -112,7 +112,10 @@ start_pair() {
     rm -rf "${rt:?}/$h"
     mkdir -p "$rt/$h"
     config "$link" "$h" > "$rt/$h.json"
-    in_ns "$h" "$urnicd" --config "$rt/$h.json" --runtime-dir "$rt/$h" > "$rt/$link-$h.log" 2>&1 &
+    # Not through in_ns (a function: `&` would fork a subshell and $! be its
+    # PID): ip netns exec and env exec into urnicd, so $! is the daemon.
+    ip netns exec "urnic-b$h-$tag" env "URNIC_RUNTIME_DIR=$rt/$h" \
+      "$urnicd" --config "$rt/$h.json" --runtime-dir "$rt/$h" > "$rt/$link-$h.log" 2>&1 &
     local pid=$!
     pids+=("$pid")
     daemons+=("$pid")
@@ -140,7 +143,7 @@ port=$((20000 + tag % 20000))
 # perf PROG ARGS...: server in a, client in b; the client's output on stdout.
 perf() {
   port=$((port + 1))
-  in_ns a timeout 120 "$@" -p "$port" > "$rt/server.out" 2>&1 &
+  ip netns exec "$ns_a" env "URNIC_RUNTIME_DIR=$rt/a" timeout 120 "$@" -p "$port" > "$rt/server.out" 2>&1 &
   local spid=$!
   local hex
   hex=$(printf '%04X' "$port")
@@ -186,7 +189,7 @@ for link in udp afpacket dpdk memif; do
 done
 
 # The kernel's TCP over the same veth, one stream for 5 s.
-in_ns a iperf3 -s -1 -p "$((port + 1))" > "$rt/iperf-server.out" 2>&1 &
+ip netns exec "$ns_a" iperf3 -s -1 -p "$((port + 1))" > "$rt/iperf-server.out" 2>&1 &
 ipid=$!
 pids+=("$ipid")
 sleep 0.5
