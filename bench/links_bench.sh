@@ -1,45 +1,74 @@
 #!/usr/bin/env bash
-# bench/links_bench.sh: ib_write_lat and ib_write_bw between two network
-# namespaces (a veth pair, MTU 9000, one urnicd per namespace), per link type
-# in one run: udp (kernel UDP socket, RoCE v2/IPv4), afpacket (raw Ethernet
-# rings; RoCE v2/IPv4 and RoCE v1) and, when urnicd has DPDK, dpdk with a
-# net_af_packet vdev (RoCE v2/IPv4; the daemons' own addresses .11/.22 and
-# ARP). A benchmark: it prints one
-# table and asserts nothing. Needs root. Usage:
-#   bench/links_bench.sh [BUILD_DIR] [LAT_ITERS] [BW_ITERS]
-# Latency is perftest's one-way figure (half the round trip): t_typical and
-# the 99 % percentile; bandwidth is BW average for 64 KiB writes.
+# bench/links_bench.sh (tools/urnic bench-links): ib_write_lat and
+# ib_write_bw per link type, in one run, with an iperf3 TCP baseline over
+# the same veth. A measurement, not a test (nothing fails on a slow number).
+#
+# Two network namespaces joined by a veth pair (MTU 9000); for each link
+# (udp, afpacket, dpdk with net_af_packet on the veths, dpdk with net_memif
+# between the two daemons) one urnicd per namespace, perftest server in a,
+# client in b over RoCE v2/IPv4 at path MTU 4096. Prints one markdown
+# table: write latency (perftest's one-way t_typical, t_avg and 99 %
+# percentile, us) and write bandwidth (BW average, Gbit/s), and the
+# kernel's TCP throughput over the veth for comparison.
+#
+# Needs root (namespaces; AF_PACKET; DPDK with --no-huge --no-pci). Links
+# that cannot run (urnicd without DPDK) show as "-". The numbers depend on
+# the machine and on what else runs on it: say so when you quote them.
+#
+# usage: bench/links_bench.sh [BUILD_DIR] [-s LAT_SIZE] [-S BW_SIZE] [-n LAT_ITERS] [-N BW_ITERS]
+#        (defaults: build, 64, 65536, 1000, 2000)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-build=${1:-$root/build}
-lat_iters=${2:-5000}
-bw_iters=${3:-5000}
+build=$root/build
+if [[ $# -gt 0 && $1 != -* ]]; then build=$1; shift; fi
+lat_size=64 bw_size=65536 lat_iters=1000 bw_iters=2000
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    -s) lat_size=$2; shift 2 ;;
+    -S) bw_size=$2; shift 2 ;;
+    -n) lat_iters=$2; shift 2 ;;
+    -N) bw_iters=$2; shift 2 ;;
+    *) echo "usage: $0 [BUILD_DIR] [-s LAT_SIZE] [-S BW_SIZE] [-n LAT_ITERS] [-N BW_ITERS]" >&2; exit 2 ;;
+  esac
+done
 urnicd=$build/engine/urnicd
-[[ $(id -u) -eq 0 ]] || { echo "needs root (network namespaces)"; exit 1; }
-[[ -x $urnicd ]] || { echo "no $urnicd: build first"; exit 1; }
+shim_dir=$build/verbs_shim
+[[ $(id -u) -eq 0 ]] || { echo "bench-links: needs root (network namespaces)" >&2; exit 1; }
+[[ -x $urnicd && -e $shim_dir/libibverbs.so.1 ]] || { echo "bench-links: no urnicd/shim in $build" >&2; exit 1; }
+for tool in ip ib_write_lat ib_write_bw iperf3; do
+  command -v "$tool" > /dev/null || { echo "bench-links: $tool is not installed" >&2; exit 1; }
+done
 
 tag=$$
-ns_a=urnb-a-$tag
-ns_b=urnb-b-$tag
+ns_a=urnic-ba-$tag
+ns_b=urnic-bb-$tag
 veth_a=uba$tag
 veth_b=ubb$tag
-net=10.$((248 + tag % 8)).$(((tag / 8) % 256))
+net=10.$((232 + tag % 16)).$(((tag / 16) % 256))
 ip_a=$net.1
 ip_b=$net.2
-rt=$(mktemp -d /tmp/urnic-links-bench.XXXXXX)
-export URNIC_DAEMON=$urnicd
-export LD_LIBRARY_PATH=$build/verbs_shim
+rt=$(mktemp -d /tmp/urnic-bench.XXXXXX)
+export URNIC_DAEMON=$urnicd LD_LIBRARY_PATH=$shim_dir
 unset LD_PRELOAD URNIC_RUNTIME_DIR
-daemons=()
+
+pids=()
+alive() { [[ -n ${1:-} ]] && kill -0 "$1" 2>/dev/null; }
+stop_pid() {
+  local pid=$1
+  alive "$pid" || return 0
+  kill -TERM "$pid" 2>/dev/null
+  for _ in $(seq 100); do alive "$pid" || return 0; sleep 0.05; done
+  kill -KILL "$pid" 2>/dev/null
+}
 cleanup() {
   local p
-  for p in "${daemons[@]}"; do kill -TERM "$p" 2>/dev/null; done
-  for p in "${daemons[@]}"; do wait "$p" 2>/dev/null; done
+  for p in "${pids[@]}"; do stop_pid "$p"; done
   ip netns del "$ns_a" 2>/dev/null
   ip netns del "$ns_b" 2>/dev/null
   rm -rf "$rt"
 }
 trap cleanup EXIT
+
 ip netns add "$ns_a" && ip netns add "$ns_b" || exit 1
 ip link add "$veth_a" netns "$ns_a" type veth peer name "$veth_b" netns "$ns_b" || exit 1
 ip -n "$ns_a" addr add "$ip_a/24" dev "$veth_a"
@@ -48,64 +77,130 @@ for ns in "$ns_a" "$ns_b"; do ip -n "$ns" link set lo up; done
 ip -n "$ns_a" link set "$veth_a" mtu 9000 up
 ip -n "$ns_b" link set "$veth_b" mtu 9000 up
 
-in_ns() { local h=$1; shift; ip netns exec "urnb-$h-$tag" env "URNIC_RUNTIME_DIR=$rt/$h" "$@"; }
-start() {  # start LINK: one daemon per namespace
-  local h
-  for h in a b; do
-    local ifname addr
-    [[ $h == a ]] && { ifname=$veth_a; addr=$ip_a; } || { ifname=$veth_b; addr=$ip_b; }
-    mkdir -p "$rt/$h"
-    if [[ $1 == udp ]]; then
-      printf '{"devices":[{"name":"urnic0","link":"udp","address":"%s"}]}\n' "$addr" > "$rt/$h.json"
-    elif [[ $1 == dpdk ]]; then
-      printf '{"devices":[{"name":"urnic0","link":"dpdk","devargs":"net_af_packet0,iface=%s,framesz=8192,blocksz=8192","address":"%s","mac":"02:00:75:72:6e:%s"}]}\n' \
-        "$ifname" "$addr$([[ $h == a ]] && echo 1 || echo 2)" "$([[ $h == a ]] && echo 0a || echo 0b)" > "$rt/$h.json"
-    else
-      printf '{"devices":[{"name":"urnic0","link":"afpacket","interface":"%s"}]}\n' "$ifname" > "$rt/$h.json"
-    fi
-    # Not through in_ns: $! must be the daemon's own PID (ip netns exec and
-    # env exec into it), so stop() can signal and reap it.
-    ip netns exec "urnb-$h-$tag" env "URNIC_RUNTIME_DIR=$rt/$h" \
-      "$urnicd" --config "$rt/$h.json" --runtime-dir "$rt/$h" > "$rt/$h.log" 2>&1 &
-    daemons+=($!)
-    for _ in $(seq 200); do [[ -S $rt/$h/urnicd.sock ]] && break; sleep 0.02; done
-  done
-}
-stop() {
-  local p
-  for p in "${daemons[@]}"; do kill -TERM "$p" 2>/dev/null; done
-  for p in "${daemons[@]}"; do wait "$p" 2>/dev/null; done
-  daemons=()
-}
-port=$((30000 + tag % 20000))
-run() {  # run PROG ARGS...: server in a, client in b; prints the client's result row
-  port=$((port + 1))
-  ip netns exec "urnb-a-$tag" env "URNIC_RUNTIME_DIR=$rt/a" timeout 120 "$@" -p "$port" > "$rt/server.out" 2>&1 &
-  local s=$!
-  sleep 0.5
-  in_ns b timeout 120 "$@" -p "$port" "$ip_a" > "$rt/client.out" 2>&1
-  grep -E "^ *[0-9]+ +[0-9]+ +[0-9.]+" "$rt/client.out" | tail -n 1 || { tail -n 5 "$rt/client.out" "$rt/server.out" "$rt/a.log" >&2; }
-  wait "$s"
+in_ns() {
+  local h=$1
+  shift
+  ip netns exec "urnic-b$h-$tag" env "URNIC_RUNTIME_DIR=$rt/$h" "$@"
 }
 
-printf '| link | GID | ib_write_lat t_typical [us] | ib_write_lat 99%% [us] | ib_write_bw 64 KiB [MB/s] |\n'
-printf '|---|---|---|---|---|\n'
-row() {  # row LINK LABEL GID_INDEX
-  local lat bw
-  lat=$(run ib_write_lat -x "$3" -n "$lat_iters")
-  bw=$(run ib_write_bw -x "$3" -s 65536 -n "$bw_iters")
-  printf '| %s | %s | %s | %s | %s |\n' "$1" "$2" "$(awk '{print $5}' <<< "$lat")" "$(awk '{print $8}' <<< "$lat")" \
-    "$(awk '{print $4}' <<< "$bw")"
+# config LINK HOST: the device's JSON for that host.
+config() {
+  local link=$1 h=$2 ifname ip roce_ip mac
+  ifname=$([[ $h == a ]] && echo "$veth_a" || echo "$veth_b")
+  ip=$([[ $h == a ]] && echo "$ip_a" || echo "$ip_b")
+  roce_ip=$net.1$([[ $h == a ]] && echo 1 || echo 2)
+  mac=02:00:75:72:6e:$([[ $h == a ]] && echo 0a || echo 0b)
+  case $link in
+    udp) printf '{"devices": [{"name": "urnic0", "link": "udp", "address": "%s", "mtu": 4096}]}' "$ip" ;;
+    afpacket) printf '{"devices": [{"name": "urnic0", "link": "afpacket", "interface": "%s", "mtu": 4096}]}' "$ifname" ;;
+    dpdk)
+      printf '{"devices": [{"name": "urnic0", "link": "dpdk", "devargs": "net_af_packet0,iface=%s,framesz=8192,blocksz=8192", "address": "%s", "mac": "%s", "mtu": 4096}]}' \
+        "$ifname" "$roce_ip" "$mac" ;;
+    memif)
+      printf '{"devices": [{"name": "urnic0", "link": "dpdk", "devargs": "net_memif0,role=%s,socket=%s/memif.sock,socket-abstract=no,id=0", "address": "%s", "mac": "%s", "mtu": 4096}]}' \
+        "$([[ $h == a ]] && echo server || echo client)" "$rt" "$roce_ip" "$mac" ;;
+  esac
 }
-${SKIP_UDP:+:} start udp
-${SKIP_UDP:+:} row udp "RoCE v2 IPv4 (1)" 1
-${SKIP_UDP:+:} stop
-start afpacket
-row afpacket "RoCE v2 IPv4 (3)" 3
-row afpacket "RoCE v1 (0)" 0
-stop
-if ldd "$urnicd" | grep -q librte_eal; then
-  start dpdk
-  row "dpdk net_af_packet" "RoCE v2 IPv4 (3)" 3
-  stop
-fi
+
+# start_pair LINK: both daemons; false when one does not come up.
+daemons=()
+start_pair() {
+  local link=$1 h
+  daemons=()
+  rm -f "$rt/memif.sock"
+  for h in a b; do
+    rm -rf "${rt:?}/$h"
+    mkdir -p "$rt/$h"
+    config "$link" "$h" > "$rt/$h.json"
+    # Not through in_ns (a function: `&` would fork a subshell and $! be its
+    # PID): ip netns exec and env exec into urnicd, so $! is the daemon.
+    ip netns exec "urnic-b$h-$tag" env "URNIC_RUNTIME_DIR=$rt/$h" \
+      "$urnicd" --config "$rt/$h.json" --runtime-dir "$rt/$h" > "$rt/$link-$h.log" 2>&1 &
+    local pid=$!
+    pids+=("$pid")
+    daemons+=("$pid")
+    for _ in $(seq 250); do
+      [[ -S $rt/$h/urnicd.sock ]] && break
+      alive "$pid" || return 1
+      sleep 0.02
+    done
+    [[ -S $rt/$h/urnicd.sock ]] || return 1
+  done
+  for h in a b; do
+    for _ in $(seq 100); do
+      in_ns "$h" "$urnicd" --status --runtime-dir "$rt/$h" | grep -qE '^device urnic0: link .*, up$' && break
+      sleep 0.05
+    done
+  done
+}
+stop_pair() {
+  local p
+  for p in "${daemons[@]}"; do stop_pid "$p"; done
+  daemons=()
+}
+
+port=$((20000 + tag % 20000))
+# perf PROG ARGS...: server in a, client in b; the client's output on stdout.
+perf() {
+  port=$((port + 1))
+  ip netns exec "$ns_a" env "URNIC_RUNTIME_DIR=$rt/a" timeout 120 "$@" -p "$port" > "$rt/server.out" 2>&1 &
+  local spid=$!
+  local hex
+  hex=$(printf '%04X' "$port")
+  for _ in $(seq 250); do
+    ip netns exec "$ns_a" grep -qE "^ *[0-9]+: [0-9A-F]+:$hex [0-9A-F]+:0000 0A" /proc/net/tcp 2>/dev/null && break
+    alive "$spid" || break
+    sleep 0.02
+  done
+  in_ns b timeout 120 "$@" -p "$port" "$ip_a" 2>&1
+  wait "$spid" 2>/dev/null
+}
+
+row='^ *[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+'
+results=()
+for link in udp afpacket dpdk memif; do
+  gid=3
+  [[ $link == udp ]] && gid=1
+  lat_typ=- lat_avg=- lat_99=- bw=- note=
+  if [[ $link == dpdk || $link == memif ]] && ! grep -q librte_eal <<< "$(ldd "$urnicd")"; then
+    note="urnicd built without DPDK"
+  elif ! start_pair "$link"; then
+    note="daemon did not start: $(tail -n 1 "$rt/$link-a.log" "$rt/$link-b.log" 2>/dev/null | grep -v '^==' | tr '\n' ' ')"
+    stop_pair
+  else
+    out=$(perf ib_write_lat -x "$gid" -m 4096 -s "$lat_size" -n "$lat_iters")
+    line=$(grep -E "$row" <<< "$out" | tail -n 1)
+    # #bytes #iterations t_min t_max t_typical t_avg t_stdev 99% 99.9%
+    [[ -n $line ]] && read -r _ _ _ _ lat_typ lat_avg _ lat_99 _ <<< "$line"
+    out=$(perf ib_write_bw -x "$gid" -m 4096 -s "$bw_size" -n "$bw_iters")
+    line=$(grep -E "$row" <<< "$out" | tail -n 1)
+    # #bytes #iterations BW_peak BW_average[MB/s] MsgRate
+    if [[ -n $line ]]; then
+      read -r _ _ _ bw_mb _ <<< "$line"
+      bw=$(awk -v m="$bw_mb" 'BEGIN { printf "%.2f", m * 8 / 1000 }')
+    fi
+    [[ $lat_typ == - || $bw == - ]] && note="a run failed (see $link logs)"
+    stop_pair
+  fi
+  label=$link
+  [[ $link == dpdk ]] && label="dpdk net_af_packet"
+  [[ $link == memif ]] && label="dpdk net_memif"
+  results+=("$(printf '| %s | %s | %s | %s | %s | %s |' "$label" "$lat_typ" "$lat_avg" "$lat_99" "$bw" "$note")")
+done
+
+# The kernel's TCP over the same veth, one stream for 5 s.
+ip netns exec "$ns_a" iperf3 -s -1 -p "$((port + 1))" > "$rt/iperf-server.out" 2>&1 &
+ipid=$!
+pids+=("$ipid")
+sleep 0.5
+tcp=$(in_ns b iperf3 -c "$ip_a" -p "$((port + 1))" -t 5 -J 2>/dev/null |
+  python3 -c 'import json,sys; print("%.2f" % (json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"] / 1e9))' 2>/dev/null || echo -)
+wait "$ipid" 2>/dev/null
+
+printf '\nurnic links, %s: ib_write_lat -s %s (%s iters), ib_write_bw -s %s (%s iters), RoCE v2/IPv4, MTU 4096\n' \
+  "$(date -u '+%Y-%m-%d %H:%M UTC')" "$lat_size" "$lat_iters" "$bw_size" "$bw_iters"
+printf 'machine: %s CPUs, load average %s\n' "$(nproc)" "$(cut -d' ' -f1-3 /proc/loadavg)"
+printf '| link | write_lat typical [us] | write_lat avg [us] | write_lat 99%% [us] | write_bw [Gbit/s] | note |\n'
+printf '|---|---|---|---|---|---|\n'
+printf '%s\n' "${results[@]}"
+printf '| iperf3 TCP | - | - | - | %s | kernel TCP over the same veth, 1 stream, 5 s |\n' "$tcp"

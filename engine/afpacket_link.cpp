@@ -63,12 +63,12 @@ const sock_filter kRoceFilter[] = {
 
 }  // namespace
 
-AfPacketLink::AfPacketLink(const Netdev& nd, std::vector<wire::IpAddr> own)
-    : mac_(nd.mac), own_(std::move(own)), neigh_(nd.ifindex, nd.name) {}
+AfPacketLink::AfPacketLink(const Netdev& nd, std::vector<wire::IpAddr> own, std::uint16_t vlan)
+    : mac_(nd.mac), ifname_(nd.name), vlan_(vlan), own_(std::move(own)), neigh_(nd.ifindex, nd.name) {}
 
 std::unique_ptr<AfPacketLink> AfPacketLink::open(const Netdev& nd, std::vector<wire::IpAddr> own,
-                                                 std::string* error) {
-  auto link = std::unique_ptr<AfPacketLink>(new AfPacketLink(nd, std::move(own)));
+                                                 std::uint16_t vlan, std::string* error) {
+  auto link = std::unique_ptr<AfPacketLink>(new AfPacketLink(nd, std::move(own), vlan));
   auto fail = [&](const char* what) -> std::unique_ptr<AfPacketLink> {
     if (error != nullptr) *error = "afpacket link on " + nd.name + ": " + what + ": " + std::strerror(errno);
     return nullptr;
@@ -136,7 +136,7 @@ std::optional<wire::MacAddr> AfPacketLink::resolve(const wire::IpAddr& dst) {
 
 EncodedFrame AfPacketLink::build(const wire::IbPacket& pkt, const LinkDest& dst, const wire::MacAddr& mac,
                                  wire::MutBytes out) {
-  return build_raw_frame(pkt, dst, mac_, mac, ip_id_++, out);
+  return build_raw_frame(pkt, dst, mac_, mac, ip_id_++, vlan_, out);
 }
 
 std::uint8_t* AfPacketLink::tx_slot() {
@@ -293,10 +293,8 @@ bool AfPacketLink::receive(LinkRxPacket* out) {
     ++counters_.rx_packets;
     sockaddr_ll from{};
     std::memcpy(&from, slot + kTpHdrAligned, sizeof from);
-    const bool vlan = (st & TP_STATUS_VLAN_VALID) != 0 && h->tp_vlan_tci != 0;
-    if (from.sll_pkttype != PACKET_HOST || vlan) {
-      // Another host's frame (promiscuous peers, broadcast) or a VLAN this
-      // port is not on.
+    if (from.sll_pkttype != PACKET_HOST) {
+      // Another host's frame (promiscuous peers, broadcast).
       ++counters_.rx_not_ours;
       release_rx();
       continue;
@@ -306,7 +304,10 @@ bool AfPacketLink::receive(LinkRxPacket* out) {
       release_rx();
       continue;
     }
-    if (!accept_raw_frame(wire::Bytes(slot + h->tp_mac, h->tp_snaplen), own_, counters_, out)) {
+    // The kernel takes the 802.1Q tag out of the frame (into tp_vlan_tci):
+    // the VLAN check uses that.
+    const std::uint16_t vid = (st & TP_STATUS_VLAN_VALID) != 0 ? h->tp_vlan_tci & 0x0FFF : 0;
+    if (!accept_raw_frame(wire::Bytes(slot + h->tp_mac, h->tp_snaplen), own_, vlan_, vid, counters_, out)) {
       release_rx();
       continue;
     }

@@ -56,8 +56,12 @@ class AfPacketLink final : public Link {
   static constexpr transport::Nanos kRefreshEvery = 2'000'000'000;
 
   // Opens the interface `nd`; frames addressed to one of `own` (GID form)
-  // are delivered. nullptr with a message on failure (not root: EPERM).
-  static std::unique_ptr<AfPacketLink> open(const Netdev& nd, std::vector<wire::IpAddr> own, std::string* error);
+  // are delivered. With `vlan` (1..4094) frames go out with an 802.1Q tag
+  // and only frames of that VLAN are taken (the kernel hands the tag over
+  // in tp_vlan_tci, not in the frame); 0: untagged. nullptr with a message
+  // on failure (not root: EPERM).
+  static std::unique_ptr<AfPacketLink> open(const Netdev& nd, std::vector<wire::IpAddr> own, std::uint16_t vlan,
+                                            std::string* error);
   ~AfPacketLink() override;
   AfPacketLink(const AfPacketLink&) = delete;
   AfPacketLink& operator=(const AfPacketLink&) = delete;
@@ -65,6 +69,7 @@ class AfPacketLink final : public Link {
   [[nodiscard]] std::string_view kind() const noexcept override { return "afpacket"; }
   [[nodiscard]] int wait_fd() const noexcept override { return fd_; }
   [[nodiscard]] std::uint16_t port() const noexcept override { return wire::kRoceV2Port; }
+  [[nodiscard]] std::string port_name() const override { return ifname_; }
   bool send(const wire::IbPacket& pkt, const LinkDest& dst, wire::Bytes* sent) override;
   EncodedFrame encode(const wire::IbPacket& pkt, const LinkDest& dst, wire::MutBytes out) override;
   bool send_frame(wire::Bytes frame) override;
@@ -75,7 +80,7 @@ class AfPacketLink final : public Link {
   [[nodiscard]] const LinkCounters& counters() const noexcept override { return counters_; }
 
  private:
-  AfPacketLink(const Netdev& nd, std::vector<wire::IpAddr> own);
+  AfPacketLink(const Netdev& nd, std::vector<wire::IpAddr> own, std::uint16_t vlan);
 
   // Which address's MAC a frame to `dst` needs (itself: the link is one
   // broadcast domain; no routing through gateways).
@@ -98,6 +103,8 @@ class AfPacketLink final : public Link {
   std::uint32_t tx_next_ = 0;     // the next TX slot to fill
   std::uint32_t tx_queued_ = 0;   // filled since the last kick
   wire::MacAddr mac_{};
+  std::string ifname_;
+  std::uint16_t vlan_ = 0;
   std::vector<wire::IpAddr> own_;
   NeighbourTable neigh_;
   std::uint16_t ip_id_ = 0;       // IPv4 identification, incremented per frame (as rdma_rxe)

@@ -714,6 +714,17 @@ struct DetachMcastRep : HandleMsg { static constexpr MsgType kType = MsgType::kD
 
 struct StatusReq { static constexpr MsgType kType = MsgType::kStatus; std::uint64_t reserved; };
 static_assert(sizeof(StatusReq) == 8);
+// One device's link, as `urnicd --status` shows it.
+struct StatusLink {
+  char device[kNameLen];
+  char kind[16];                  // udp, afpacket, dpdk, tcp (iWARP), none (not opened)
+  char port[160];                 // address:port, interface, or devargs (truncated)
+  std::uint32_t up;               // the port has a link (dpdk: PMD link status)
+  std::uint32_t reserved;
+};
+static_assert(sizeof(StatusLink) == 248);
+static_assert(offsetof(StatusLink, up) == 240);
+
 struct StatusRep {
   static constexpr MsgType kType = MsgType::kStatus;
   std::uint32_t daemon_pid;
@@ -726,10 +737,12 @@ struct StatusRep {
   std::uint32_t srqs;
   std::uint32_t ahs;
   std::uint32_t reserved;
+  StatusLink links[kMaxDevices];  // `devices` of them
 };
-static_assert(sizeof(StatusRep) == 40);
 static_assert(offsetof(StatusRep, connections) == 8);
 static_assert(offsetof(StatusRep, qps) == 24);
+static_assert(offsetof(StatusRep, links) == 40);
+static_assert(sizeof(StatusRep) + sizeof(MsgHeader) <= kMaxMessage);
 
 // ---------------------------------------------------------------- observability (90..99)
 // Counter values travel as flat vectors; their names are engine/stats.hpp's

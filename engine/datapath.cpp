@@ -528,6 +528,7 @@ LinkDest DataPath::link_dest(const t::TxPacket& p) const {
     }
   }
   d.traffic_class = ah.traffic_class;
+  d.sl = ah.sl;
   d.hop_limit = ah.hop_limit != 0 ? ah.hop_limit : 64;
   d.flow_label = ah.flow_label & 0xFFFFF;
   d.udp_src_port = roce_v2_source_port(ah.flow_label, p.addr.src_qpn, p.addr.dest_qpn);

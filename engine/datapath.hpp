@@ -87,6 +87,8 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
   int iw_attach(std::uint32_t qpn, int fd, const transport::iwarp::StreamParams& params, transport::Nanos now,
                 std::span<const std::uint8_t> early = {});
   [[nodiscard]] bool iwarp() const { return iw_ != nullptr; }
+  // The RoCE link (nullptr: iWARP, or the udp socket could not be bound).
+  [[nodiscard]] const Link* link() const { return link_.get(); }
   [[nodiscard]] const IwStreams* iw_streams() const { return iw_.get(); }
   IwStreams* iw_streams() { return iw_.get(); }
 

@@ -96,6 +96,14 @@ std::optional<DaemonConfig> parse_config(const std::string& json_text, std::stri
       // A raw link takes its address from the interface unless told.
       dc.address = d.value("address", std::string(dc.link == "afpacket" ? "" : "127.0.0.1"));
       dc.udp_port = d.value("udp_port", std::uint16_t{4791});
+      if (d.contains("vlan")) {
+        const auto v = d["vlan"].is_number_unsigned() ? d["vlan"].get<std::uint64_t>() : 0;
+        if (v < 1 || v > 4094 || (dc.link != "afpacket" && dc.link != "dpdk")) {
+          error = "config: \"vlan\" is a VLAN ID 1..4094, on an afpacket or dpdk link, for " + dc.name;
+          return std::nullopt;
+        }
+        dc.vlan = static_cast<std::uint16_t>(v);
+      }
       dc.active_mtu = d.value("mtu", std::uint32_t{4096});
       if (d.contains("mac") && !parse_mac(d["mac"].get<std::string>(), dc.mac)) {
         error = "config: bad mac for " + dc.name;

@@ -25,6 +25,7 @@ struct DeviceConfig {
   std::string devargs;                 // dpdk: the port, as DPDK devargs (engine/dpdk_link.hpp)
   std::vector<std::string> eal;        // dpdk: EAL arguments replacing --no-huge -m 256
   std::uint32_t port_mtu = 9000;       // dpdk: the port's MTU
+  std::uint16_t vlan = 0;              // raw links: 802.1Q VLAN ID 1..4094 the device is on (0: untagged)
   std::string address = "127.0.0.1";   // udp/tcp: the IPv4 address the link binds; gives GID ::ffff:a.b.c.d
                                        // afpacket: the IPv4 address the CM uses (default: the interface's first)
   std::uint16_t udp_port = 4791;       // RoCE v2 (IBA Annex A17.2: UDP destination port 4791)

@@ -9,7 +9,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 
 #include "engine/netdev.hpp"
 #include "engine/raw_frame.hpp"
@@ -21,7 +23,7 @@ namespace {
 constexpr std::uint16_t kEtherArp = 0x0806;
 constexpr std::uint16_t kArpRequest = 1;
 constexpr std::uint16_t kArpReply = 2;
-constexpr std::size_t kArpFrame = 14 + 28;
+constexpr std::size_t kArpPacket = 28;
 const wire::MacAddr kBroadcast{0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
 
 bool eal_initialised = false;  // the EAL can be initialised once per process
@@ -30,7 +32,47 @@ std::uint8_t* mbuf_data(rte_mbuf* m) { return static_cast<std::uint8_t*>(m->buf_
 
 std::string runtime_prefix() { return "urnicd-" + std::to_string(::getpid()); }
 
-bool init_eal(const DpdkConfig& cfg, std::string* error) {
+// The value of `key` in a devargs string ("name,key=value,..."), if set.
+std::optional<std::string> devarg(const std::string& devargs, std::string_view key) {
+  std::size_t pos = devargs.find(',');
+  while (pos != std::string::npos) {
+    const std::size_t start = pos + 1;
+    pos = devargs.find(',', start);
+    const std::string_view item(devargs.data() + start, (pos == std::string::npos ? devargs.size() : pos) - start);
+    if (item.size() > key.size() && item.substr(0, key.size()) == key && item[key.size()] == '=')
+      return std::string(item.substr(key.size() + 1));
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::string> dpdk_vdev_args(const std::string& devargs, std::string* error) {
+  if (devargs.rfind("net_memif", 0) != 0) return devargs;
+  // DPDK 22.11's memif copies a frame larger than one ring buffer into
+  // several descriptors chained by a NEXT flag it never clears, and its
+  // receiver follows a stale flag past the ring's head, delivering old
+  // frames again (a storm of duplicates that stalled RC QPs at path MTU
+  // 4096, 2048-byte buffers being the default; fixed upstream in 2026,
+  // "net/memif: fix descriptor Tx flags corruption"). So every frame must
+  // fit one buffer: bsize defaults to the mbuf data room, and a smaller one
+  // is refused.
+  const auto bsize = devarg(devargs, "bsize");
+  if (!bsize) return devargs + ",bsize=" + std::to_string(DpdkLink::kMemifBufferSize);
+  char* end = nullptr;
+  const unsigned long v = std::strtoul(bsize->c_str(), &end, 0);
+  if (end == bsize->c_str() || *end != '\0' || v < Link::kMaxFrame) {
+    if (error != nullptr)
+      *error = "dpdk link " + devargs + ": memif bsize " + *bsize + " is smaller than a RoCE frame (" +
+               std::to_string(Link::kMaxFrame) + " bytes); DPDK 22.11's memif corrupts frames split over buffers";
+    return std::nullopt;
+  }
+  return devargs;
+}
+
+namespace {
+
+bool init_eal(const DpdkConfig& cfg, const std::string& vdev, std::string* error) {
   if (eal_initialised) {
     if (error != nullptr) *error = "dpdk link: one dpdk device per daemon (the EAL initialises once)";
     return false;
@@ -39,7 +81,7 @@ bool init_eal(const DpdkConfig& cfg, std::string* error) {
   // remove at shutdown, and never collides with another DPDK process.
   std::vector<std::string> args{"urnicd", "-l", "0", "--no-pci", "--no-shconf", "--no-telemetry",
                                 "--file-prefix", runtime_prefix(), "--log-level", "lib.eal:warning",
-                                "--vdev", cfg.devargs};
+                                "--vdev", vdev};
   if (cfg.eal.empty()) {
     for (const char* a : {"--no-huge", "-m", "256"}) args.emplace_back(a);
   } else {
@@ -68,7 +110,8 @@ bool init_eal(const DpdkConfig& cfg, std::string* error) {
 DpdkLink::DpdkLink(const DpdkConfig& cfg, std::vector<wire::IpAddr> own) : cfg_(cfg), own_(std::move(own)) {}
 
 std::unique_ptr<DpdkLink> DpdkLink::open(const DpdkConfig& cfg, std::vector<wire::IpAddr> own, std::string* error) {
-  if (!init_eal(cfg, error)) return nullptr;
+  const auto vdev = dpdk_vdev_args(cfg.devargs, error);
+  if (!vdev || !init_eal(cfg, *vdev, error)) return nullptr;
   auto link = std::unique_ptr<DpdkLink>(new DpdkLink(cfg, std::move(own)));
   auto fail = [&](const std::string& what, int rc) -> std::unique_ptr<DpdkLink> {
     if (error != nullptr) *error = "dpdk link " + cfg.devargs + ": " + what + ": " + rte_strerror(rc < 0 ? -rc : rc);
@@ -118,6 +161,11 @@ DpdkLink::~DpdkLink() {
   }
 }
 
+bool DpdkLink::link_up() const noexcept {
+  rte_eth_link l{};
+  return started_ && rte_eth_link_get_nowait(port_id_, &l) == 0 && l.link_status == RTE_ETH_LINK_UP;
+}
+
 std::optional<wire::MacAddr> DpdkLink::resolve(const wire::IpAddr& dst) const {
   if (auto m = mac_of_link_local(dst)) return m;
   if (!dst.is_v4_mapped()) return std::nullopt;
@@ -146,7 +194,7 @@ void DpdkLink::tx_burst() {
   if (tx_count_ == 0) return;
   const std::uint16_t n = rte_eth_tx_burst(port_id_, 0, tx_.data(), tx_count_);
   counters_.tx_packets += n;
-  if (n != 0) last_tx_ = now_;
+  if (n != 0) active_ = true;
   // What the port did not take is a drop, as on a congested wire.
   for (std::uint16_t i = n; i < tx_count_; ++i) {
     rte_pktmbuf_free(tx_[i]);
@@ -159,7 +207,7 @@ bool DpdkLink::send(const wire::IbPacket& pkt, const LinkDest& dst, wire::Bytes*
   const auto mac = resolve(dst.dst);
   if (!mac) {
     std::array<std::uint8_t, kMaxFrame> scratch;
-    const EncodedFrame f = build_raw_frame(pkt, dst, cfg_.mac, wire::MacAddr{}, ip_id_++, scratch);
+    const EncodedFrame f = build_raw_frame(pkt, dst, cfg_.mac, wire::MacAddr{}, ip_id_++, cfg_.vlan, scratch);
     if (f.size == 0) {
       ++counters_.tx_errors;
       return false;
@@ -171,7 +219,7 @@ bool DpdkLink::send(const wire::IbPacket& pkt, const LinkDest& dst, wire::Bytes*
   if (m == nullptr) return false;
   std::uint8_t* data = mbuf_data(m);
   const std::size_t room = std::min<std::size_t>(rte_pktmbuf_tailroom(m), kMaxFrame);
-  const EncodedFrame f = build_raw_frame(pkt, dst, cfg_.mac, *mac, ip_id_++, wire::MutBytes(data, room));
+  const EncodedFrame f = build_raw_frame(pkt, dst, cfg_.mac, *mac, ip_id_++, cfg_.vlan, wire::MutBytes(data, room));
   if (f.size == 0) {
     rte_pktmbuf_free(m);
     ++counters_.tx_errors;
@@ -189,7 +237,7 @@ EncodedFrame DpdkLink::encode(const wire::IbPacket& pkt, const LinkDest& dst, wi
     if (dst.dst.is_v4_mapped()) send_arp(kArpRequest, wire::MacAddr{}, dst.dst.v4(), kBroadcast);
     return {};
   }
-  return build_raw_frame(pkt, dst, cfg_.mac, *mac, ip_id_++, out);
+  return build_raw_frame(pkt, dst, cfg_.mac, *mac, ip_id_++, cfg_.vlan, out);
 }
 
 bool DpdkLink::send_frame(wire::Bytes frame) {
@@ -207,12 +255,19 @@ bool DpdkLink::send_frame(wire::Bytes frame) {
 
 void DpdkLink::send_arp(std::uint16_t op, const wire::MacAddr& to_mac, std::uint32_t to_ip,
                         const wire::MacAddr& eth_dst) {
-  // RFC 826 over Ethernet: htype 1, ptype IPv4, hlen 6, plen 4.
-  std::array<std::uint8_t, wire::kEthMinFrameNoFcs> f{};
+  // RFC 826 over Ethernet: htype 1, ptype IPv4, hlen 6, plen 4; in the
+  // device's VLAN (priority 0) when it has one.
+  std::array<std::uint8_t, wire::kEthMinFrameNoFcs + wire::kVlanTagSize> f{};
   std::copy(eth_dst.begin(), eth_dst.end(), f.begin());
   std::copy(cfg_.mac.begin(), cfg_.mac.end(), f.begin() + 6);
-  wire::store_be16(f.data() + 12, kEtherArp);
-  std::uint8_t* a = f.data() + 14;
+  std::size_t l2 = wire::kEthHeaderSize;
+  if (cfg_.vlan != 0) {
+    wire::store_be16(f.data() + 12, wire::ethertype::kVlan);
+    wire::store_be16(f.data() + 14, cfg_.vlan);
+    l2 += wire::kVlanTagSize;
+  }
+  wire::store_be16(f.data() + l2 - 2, kEtherArp);
+  std::uint8_t* a = f.data() + l2;
   wire::store_be16(a, 1);
   wire::store_be16(a + 2, wire::ethertype::kIpv4);
   a[4] = 6;
@@ -222,12 +277,12 @@ void DpdkLink::send_arp(std::uint16_t op, const wire::MacAddr& to_mac, std::uint
   wire::store_be32(a + 14, cfg_.ipv4);
   std::copy(to_mac.begin(), to_mac.end(), a + 18);
   wire::store_be32(a + 24, to_ip);
-  send_frame(f);
+  send_frame(wire::Bytes(f.data(), cfg_.vlan != 0 ? f.size() : wire::kEthMinFrameNoFcs));
 }
 
-void DpdkLink::on_arp(wire::Bytes frame) {
-  if (frame.size() < kArpFrame) return;
-  const std::uint8_t* a = frame.data() + 14;
+void DpdkLink::on_arp(wire::Bytes arp) {
+  if (arp.size() < kArpPacket) return;
+  const std::uint8_t* a = arp.data();
   if (wire::load_be16(a) != 1 || wire::load_be16(a + 2) != wire::ethertype::kIpv4 || a[4] != 6 || a[5] != 4) return;
   const std::uint16_t op = wire::load_be16(a + 6);
   wire::MacAddr sha{};
@@ -277,16 +332,23 @@ void DpdkLink::flush(transport::Nanos now) {
   now_ = now;
   if (!pending_.empty()) retry_pending(now);
   tx_burst();
+  // Stamped here, with the pass's clock: receive() and a mid-pass burst
+  // only know the previous pass's.
+  if (active_) {
+    last_active_ = now;
+    active_ = false;
+  }
 }
 
 transport::Nanos DpdkLink::next_deadline() const noexcept {
-  // Adaptive polling: soon after traffic, rarely after a long silence.
-  // A quarter of the silence so far (since frames last came or went: an
-  // answer is due soon after a send), within [kPollMin, kPollMax].
+  // Adaptive polling with exponential back-off: the next look is half the
+  // silence so far away (since frames last came or went: an answer is due
+  // soon after a send), within [kPollMin, kPollMax]. So the wake-ups after
+  // a frame come at +kPollMin, then ever further apart (each sleep 1.5x
+  // the last), and an idle link is looked at every kPollMax.
   if (!pending_.empty()) return now_ + kPollMin;
-  const transport::Nanos last = std::max(last_rx_, last_tx_);
-  const transport::Nanos silence = now_ > last ? now_ - last : 0;
-  return now_ + std::clamp<transport::Nanos>(silence / 4, kPollMin, kPollMax);
+  const transport::Nanos silence = now_ > last_active_ ? now_ - last_active_ : 0;
+  return now_ + std::clamp<transport::Nanos>(silence / 2, kPollMin, kPollMax);
 }
 
 void DpdkLink::release_rx() {
@@ -301,24 +363,44 @@ bool DpdkLink::receive(LinkRxPacket* out) {
       rx_index_ = 0;
       rx_count_ = rte_eth_rx_burst(port_id_, 0, rx_.data(), kBurst);
       if (rx_count_ == 0) return false;
-      last_rx_ = now_;
+      active_ = true;
     }
     rte_mbuf* m = rx_[rx_index_++];
     ++counters_.rx_packets;
-    const wire::Bytes frame(mbuf_data(m), rte_pktmbuf_data_len(m));
-    if (m->nb_segs != 1 || frame.size() < wire::kEthHeaderSize) {
-      ++counters_.rx_malformed;  // chained mbufs: larger than any RoCE frame this pool takes
+    // A PMD may hand over a frame in several segments (scattered RX, a
+    // peer's chained buffers): gathered into rx_linear_, one copy, when it
+    // can be a RoCE frame at all.
+    const std::uint32_t len = rte_pktmbuf_pkt_len(m);
+    const std::uint8_t* data = mbuf_data(m);
+    if (m->nb_segs != 1) {
+      data = len <= rx_linear_.size()
+                 ? static_cast<const std::uint8_t*>(rte_pktmbuf_read(m, 0, len, rx_linear_.data()))
+                 : nullptr;
+    }
+    if (data == nullptr || len < wire::kEthHeaderSize) {
+      ++counters_.rx_malformed;  // longer than any RoCE frame, or shorter than Ethernet
       rte_pktmbuf_free(m);
       continue;
     }
+    const wire::Bytes frame(data, len);
     wire::MacAddr dst_mac{};
     std::copy(frame.begin(), frame.begin() + 6, dst_mac.begin());
-    if (wire::load_be16(frame.data() + 12) == kEtherArp && (dst_mac == cfg_.mac || dst_mac == kBroadcast)) {
-      on_arp(frame);
+    // The VLAN: the frame's own 802.1Q tag, or the one the PMD stripped.
+    std::uint16_t stripped_vid = (m->ol_flags & RTE_MBUF_F_RX_VLAN_STRIPPED) != 0 ? m->vlan_tci & 0x0FFF : 0;
+    std::size_t l2 = wire::kEthHeaderSize;
+    std::uint16_t type = wire::load_be16(frame.data() + 12);
+    if (type == wire::ethertype::kVlan && frame.size() >= l2 + wire::kVlanTagSize) {
+      stripped_vid = wire::load_be16(frame.data() + 14) & 0x0FFF;
+      type = wire::load_be16(frame.data() + 16);
+      l2 += wire::kVlanTagSize;
+    }
+    if (type == kEtherArp && (dst_mac == cfg_.mac || dst_mac == kBroadcast)) {
+      if (stripped_vid == cfg_.vlan) on_arp(frame.subspan(l2));
+      else ++counters_.rx_other_vlan;
       rte_pktmbuf_free(m);
       continue;
     }
-    if (dst_mac != cfg_.mac || !accept_raw_frame(frame, own_, counters_, out)) {
+    if (dst_mac != cfg_.mac || !accept_raw_frame(frame, own_, cfg_.vlan, stripped_vid, counters_, out)) {
       if (dst_mac != cfg_.mac) ++counters_.rx_not_ours;
       rte_pktmbuf_free(m);
       continue;

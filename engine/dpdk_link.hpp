@@ -16,11 +16,14 @@
 // name their MAC directly; other IPv6 addresses are not resolved (no
 // neighbour discovery): frames to them are dropped (tx_no_neighbour).
 //
-// Adaptive polling: a PMD gives no file descriptor to sleep on, so while
-// idle the engine sleeps until next_deadline(): a quarter of the time since
-// frames last came in or went out, within [kPollMin, kPollMax]. Soon after traffic it
-// polls every 20 us; an idle daemon wakes 200 times a second for a few
-// microseconds (a first frame after a long silence waits up to 5 ms).
+// Adaptive polling: the PMDs used here (net_af_packet, and net_memif in
+// DPDK 22.11) implement no RX interrupts, so there is no descriptor to sleep
+// on; while idle the engine sleeps until next_deadline(): half the time
+// since frames last came in or went out, within [kPollMin, kPollMax]
+// (exponential back-off: each sleep 1.5 times the last). Soon after traffic
+// it looks every 10 us; an idle daemon wakes 1000 times a second for a few
+// microseconds (a first frame after a long silence waits up to 1 ms). The
+// shim's doorbell still wakes it at once for posted work.
 #pragma once
 
 #include <array>
@@ -45,7 +48,14 @@ struct DpdkConfig {
   wire::MacAddr mac{};
   std::uint32_t ipv4 = 0;         // host order
   std::uint32_t port_mtu = 9000;
+  std::uint16_t vlan = 0;         // 802.1Q VLAN ID of every frame (RoCE and ARP); 0: untagged
 };
+
+// The --vdev argument for `devargs`: as given, except that net_memif gets
+// buffers that hold a whole RoCE frame ("bsize", unless set; a bsize too
+// small for one is refused with *error): DPDK 22.11's memif corrupts frames
+// that span several ring buffers (dpdk_link.cpp).
+std::optional<std::string> dpdk_vdev_args(const std::string& devargs, std::string* error);
 
 class DpdkLink final : public Link {
  public:
@@ -53,11 +63,14 @@ class DpdkLink final : public Link {
   static constexpr std::uint16_t kRingSize = 1024;
   static constexpr unsigned kMbufs = 8191;
   static constexpr std::uint16_t kDataRoom = 9216 + 128;  // jumbo frame + headroom
+  // net_memif's ring buffer size ("bsize"): one RoCE frame per descriptor
+  // (see dpdk_vdev_args).
+  static constexpr std::size_t kMemifBufferSize = kMaxFrame;
   static constexpr std::size_t kMaxPending = 64;
   static constexpr transport::Nanos kResolveTimeout = 1'000'000'000;
   static constexpr transport::Nanos kArpRetry = 100'000'000;
-  static constexpr transport::Nanos kPollMin = 20'000;
-  static constexpr transport::Nanos kPollMax = 5'000'000;
+  static constexpr transport::Nanos kPollMin = 10'000;
+  static constexpr transport::Nanos kPollMax = 1'000'000;
 
   static std::unique_ptr<DpdkLink> open(const DpdkConfig& cfg, std::vector<wire::IpAddr> own, std::string* error);
   ~DpdkLink() override;
@@ -67,6 +80,8 @@ class DpdkLink final : public Link {
   [[nodiscard]] std::string_view kind() const noexcept override { return "dpdk"; }
   [[nodiscard]] int wait_fd() const noexcept override { return -1; }
   [[nodiscard]] std::uint16_t port() const noexcept override { return wire::kRoceV2Port; }
+  [[nodiscard]] std::string port_name() const override { return cfg_.devargs; }
+  [[nodiscard]] bool link_up() const noexcept override;
   bool send(const wire::IbPacket& pkt, const LinkDest& dst, wire::Bytes* sent) override;
   EncodedFrame encode(const wire::IbPacket& pkt, const LinkDest& dst, wire::MutBytes out) override;
   bool send_frame(wire::Bytes frame) override;
@@ -83,7 +98,8 @@ class DpdkLink final : public Link {
   rte_mbuf* tx_alloc();
   void tx_queue(rte_mbuf* m, std::size_t len);
   void tx_burst();
-  void on_arp(wire::Bytes frame);
+  // The ARP packet (after Ethernet and any VLAN tag).
+  void on_arp(wire::Bytes arp);
   void send_arp(std::uint16_t op, const wire::MacAddr& to_mac, std::uint32_t to_ip, const wire::MacAddr& eth_dst);
   void hold_for_neighbour(wire::Bytes frame, const wire::IpAddr& next_hop);
   void retry_pending(transport::Nanos now);
@@ -100,6 +116,8 @@ class DpdkLink final : public Link {
   std::array<rte_mbuf*, kBurst> tx_{};
   std::uint16_t tx_count_ = 0;
   std::uint16_t ip_id_ = 0;
+  // A chained (multi-segment) mbuf's frame, made contiguous for the parser.
+  std::array<std::uint8_t, kMaxFrame> rx_linear_{};
   std::map<std::uint32_t, wire::MacAddr> arp_;  // IPv4 (host order) -> MAC
   struct Pending {
     wire::IpAddr next_hop;
@@ -109,8 +127,8 @@ class DpdkLink final : public Link {
   };
   std::vector<Pending> pending_;
   transport::Nanos now_ = 0;
-  transport::Nanos last_rx_ = 0;  // when a burst last brought frames
-  transport::Nanos last_tx_ = 0;  // when frames last left
+  bool active_ = false;               // frames came or left since the last flush()
+  transport::Nanos last_active_ = 0;  // the flush() after frames last came or left
   LinkCounters counters_;
 };
 

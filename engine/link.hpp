@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
 
 #include "transport/types.hpp"
@@ -37,6 +38,7 @@ struct LinkCounters {
   std::uint64_t rx_icrc_ip_id = 0;    // udp: accepted with a nonzero IP ID solved from the ICRC
   std::uint64_t rx_malformed = 0;     // dropped: not a valid RoCE frame / IB transport packet
   std::uint64_t rx_not_ours = 0;      // raw links: RoCE frames for another address or host
+  std::uint64_t rx_other_vlan = 0;    // raw links: frames tagged for another VLAN (or untagged on a VLAN)
 };
 
 // Where one packet goes, as the data path resolved it from the AH / QP path
@@ -46,6 +48,7 @@ struct LinkDest {
   wire::IpAddr src;                 // the source GID (v1: SGID; v2: source IP)
   wire::IpAddr dst;                 // the destination GID
   std::uint8_t traffic_class = 0;   // IPv4 TOS / IPv6 traffic class / GRH TClass
+  std::uint8_t sl = 0;              // service level: the 802.1Q priority on a VLAN
   std::uint8_t hop_limit = 64;
   std::uint32_t flow_label = 0;     // IPv6 / GRH (20 bits)
   std::uint16_t udp_src_port = 0xC000;  // v2: flow entropy (annex A17.5.1)
@@ -121,6 +124,12 @@ class Link {
   virtual ~Link() = default;
 
   [[nodiscard]] virtual std::string_view kind() const noexcept = 0;
+  // What it drives, for `urnicd --status`: the bound address:port (udp),
+  // the interface (afpacket), the port's devargs (dpdk).
+  [[nodiscard]] virtual std::string port_name() const = 0;
+  // Whether the port has a link (dpdk: the PMD's link status; a memif port
+  // is down until its peer connects). Kernel-socket links are always up.
+  [[nodiscard]] virtual bool link_up() const noexcept { return true; }
   // What the engine loop watches for readability while it sleeps.
   [[nodiscard]] virtual int wait_fd() const noexcept = 0;
   // The UDP source port this link's frames carry when the data path gives

@@ -58,7 +58,7 @@ std::unique_ptr<Link> open_afpacket(const Device& dev, std::string* error) {
     if (error != nullptr) *error = dev.netdev_error();
     return nullptr;
   }
-  return AfPacketLink::open(*dev.netdev(), own_addresses(dev), error);
+  return AfPacketLink::open(*dev.netdev(), own_addresses(dev), dev.config().vlan, error);
 }
 
 std::unique_ptr<Link> open_dpdk(const Device& dev, std::string* error) {
@@ -70,6 +70,7 @@ std::unique_ptr<Link> open_dpdk(const Device& dev, std::string* error) {
   in_addr a{};
   if (::inet_pton(AF_INET, dev.config().address.c_str(), &a) == 1) c.ipv4 = ntohl(a.s_addr);
   c.port_mtu = dev.config().port_mtu;
+  c.vlan = dev.config().vlan;
   return DpdkLink::open(c, own_addresses(dev), error);
 #else
   if (error != nullptr) *error = "dpdk link: urnicd was built without DPDK (libdpdk-dev)";

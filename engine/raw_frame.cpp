@@ -7,7 +7,8 @@
 namespace urnic::engine {
 
 EncodedFrame build_raw_frame(const wire::IbPacket& pkt, const LinkDest& dst, const wire::MacAddr& src_mac,
-                             const wire::MacAddr& dst_mac, std::uint16_t ip_id, wire::MutBytes out) {
+                             const wire::MacAddr& dst_mac, std::uint16_t ip_id, std::uint16_t vlan,
+                             wire::MutBytes out) {
   wire::RoceHeaders hdr;
   hdr.version = dst.version;
   hdr.dst_mac = dst_mac;
@@ -21,6 +22,10 @@ EncodedFrame build_raw_frame(const wire::IbPacket& pkt, const LinkDest& dst, con
   hdr.ip_id = ip_id;
   hdr.df = true;
   hdr.udp_src_port = dst.udp_src_port;
+  if (vlan != 0) {
+    hdr.has_vlan = true;
+    hdr.vlan_tci = static_cast<std::uint16_t>(vlan_pcp(dst) << 13 | (vlan & 0x0FFF));  // DEI 0
+  }
   auto n = wire::build_roce_frame(hdr, pkt, out);
   if (!n) return {};
   std::size_t len = *n;
@@ -30,17 +35,22 @@ EncodedFrame build_raw_frame(const wire::IbPacket& pkt, const LinkDest& dst, con
     std::fill(out.begin() + static_cast<std::ptrdiff_t>(len), out.begin() + wire::kEthMinFrameNoFcs, 0);
     len = wire::kEthMinFrameNoFcs;
   }
-  std::size_t ib_offset = wire::kEthHeaderSize;
+  std::size_t ib_offset = wire::kEthHeaderSize + (hdr.has_vlan ? wire::kVlanTagSize : 0);
   if (dst.version == wire::RoceVersion::kV1) ib_offset += 40;
   else ib_offset += (hdr.ipv6 ? 40 : 20) + wire::kUdpHeaderSize;
   return {len, ib_offset};
 }
 
-bool accept_raw_frame(wire::Bytes frame, const std::vector<wire::IpAddr>& own, LinkCounters& counters,
-                      LinkRxPacket* out) {
+bool accept_raw_frame(wire::Bytes frame, const std::vector<wire::IpAddr>& own, std::uint16_t vlan,
+                      std::uint16_t stripped_vid, LinkCounters& counters, LinkRxPacket* out) {
   auto r = wire::parse_roce_frame(frame);
   if (!r.ok()) {
     ++counters.rx_malformed;
+    return false;
+  }
+  const std::uint16_t vid = r->hdr.has_vlan ? (r->hdr.vlan_tci & 0x0FFF) : (stripped_vid & 0x0FFF);
+  if (vid != vlan) {
+    ++counters.rx_other_vlan;
     return false;
   }
   if (!r->icrc_ok) {

@@ -917,7 +917,31 @@ Reply Session::on_mcast(const MsgHeader& h, std::span<const std::byte> msg, bool
 Reply Session::on_status(const MsgHeader& h) {
   ctl::StatusRep rep{};
   rep.daemon_pid = static_cast<std::uint32_t>(reg_.daemon_pid());
-  rep.devices = static_cast<std::uint32_t>(reg_.devices().size());
+  rep.devices = static_cast<std::uint32_t>(std::min(reg_.devices().size(), ctl::kMaxDevices));
+  auto put = [](char* dst, std::size_t cap, std::string_view v) {
+    std::memcpy(dst, v.data(), std::min(v.size(), cap - 1));  // NUL-terminated: the rest is zero
+  };
+  for (std::uint32_t i = 0; i < rep.devices; ++i) {
+    const Device& d = *reg_.devices()[i];
+    ctl::StatusLink& l = rep.links[i];
+    put(l.device, sizeof l.device, d.name());
+    const DataPath* dp = reg_.datapath(&d);
+    if (dp != nullptr && dp->link() != nullptr) {
+      put(l.kind, sizeof l.kind, dp->link()->kind());
+      put(l.port, sizeof l.port, dp->link()->port_name());
+      l.up = dp->link()->link_up() ? 1 : 0;
+    } else if (dp != nullptr && dp->iwarp()) {
+      put(l.kind, sizeof l.kind, "tcp");
+      put(l.port, sizeof l.port, d.config().address);
+      l.up = 1;
+    } else {
+      // No link: the udp port was taken by another daemon (same-host
+      // traffic is served, hairpinned), or the data path is not running.
+      put(l.kind, sizeof l.kind, d.config().link);
+      put(l.port, sizeof l.port, d.config().address + ":" + std::to_string(d.config().udp_port) +
+                                     " (not bound: same-host traffic only)");
+    }
+  }
   for (const auto& [id, s] : reg_.sessions()) {
     if (s->device() != nullptr) ++rep.connections;
     rep.pds += static_cast<std::uint32_t>(s->count_pds());

@@ -44,7 +44,7 @@ enum class DevStat : std::uint8_t {
   kRxIcrcErrors,        // dropped: bad ICRC (link and hairpin)
   kRxMalformed,         // dropped: not a valid RoCE / IB transport packet
   kRxUnknownQp,         // received for a QPN no process owns (dropped by the transport)
-  kLinkTxErrors,        // the link could not send (socket buffer full, unencodable)
+  kLinkTxErrors,        // the link could not send (socket buffer full, ring full, unencodable)
   kFaultDropped,        // fault injection: frames dropped
   kFaultDuplicated,
   kFaultReordered,
@@ -55,6 +55,9 @@ enum class DevStat : std::uint8_t {
   kWqesRejected,
   kCqesDelivered,
   kCqOverflows,
+  kRxNotOurs,           // raw links: frames for another MAC or address (dropped)
+  kTxNoNeighbour,       // raw links: not sent, the peer's MAC could not be resolved
+  kRxOtherVlan,         // raw links: dropped, tagged for another VLAN (or untagged on a VLAN device)
   kCount,
 };
 
@@ -64,7 +67,7 @@ inline constexpr std::array<std::string_view, static_cast<std::size_t>(DevStat::
     "other_naks_sent",  "other_naks_rcvd",   "rx_icrc_errors",   "rx_malformed",     "rx_unknown_qp",
     "link_tx_errors",   "fault_dropped",     "fault_duplicated", "fault_reordered",  "fault_corrupted",
     "fault_delayed",    "capture_frames",    "wqes_posted",      "wqes_rejected",    "cqes_delivered",
-    "cq_overflows",
+    "cq_overflows",     "rx_not_ours",       "tx_no_neighbour",  "rx_other_vlan",
 };
 static_assert(kDevStatNames.size() == static_cast<std::size_t>(DevStat::kCount));
 

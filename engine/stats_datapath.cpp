@@ -70,7 +70,7 @@ void DataPath::fault_tx(const t::TxPacket& p, const LinkDest& d, bool own, t::Na
   }
   if (f.size == 0) {
     // Not encodable, or (raw links) no neighbour yet: the link counted the
-    // latter itself (tx_no_neighbour, merged into link_tx_errors).
+    // latter itself (tx_no_neighbour).
     if (own || link_->counters().tx_no_neighbour == no_neighbour_before) stats_.inc(DevStat::kLinkTxErrors);
     return;
   }
@@ -146,7 +146,10 @@ void DataPath::fill_stats(ctl::StatsRep& rep, std::uint32_t first_qpn) const {
     const LinkCounters& l = link_->counters();
     at(DevStat::kRxIcrcErrors) += l.rx_bad_icrc;
     at(DevStat::kRxMalformed) += l.rx_malformed;
-    at(DevStat::kLinkTxErrors) += l.tx_errors + l.tx_no_neighbour;
+    at(DevStat::kLinkTxErrors) += l.tx_errors;
+    at(DevStat::kRxNotOurs) += l.rx_not_ours;
+    at(DevStat::kTxNoNeighbour) += l.tx_no_neighbour;
+    at(DevStat::kRxOtherVlan) += l.rx_other_vlan;
   }
   at(DevStat::kHairpinPkts) = counters_.hairpin_packets;
   at(DevStat::kWqesPosted) = counters_.wqes_posted;

@@ -82,6 +82,14 @@ sockaddr_in make_addr(uint32_t ipv4, uint16_t port) {
 
 }  // namespace
 
+std::string UdpLink::port_name() const {
+  in_addr a{};
+  a.s_addr = htonl(ipv4_);
+  char buf[INET_ADDRSTRLEN] = {};
+  ::inet_ntop(AF_INET, &a, buf, sizeof buf);
+  return std::string(buf) + ":" + std::to_string(port_);
+}
+
 std::unique_ptr<UdpLink> UdpLink::open(uint32_t ipv4, uint16_t port, std::string* error) {
   const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) {

@@ -78,6 +78,7 @@ class UdpLink final : public Link {
   // IPv6 once enabled, joined groups).
   [[nodiscard]] int wait_fd() const noexcept override { return epfd_; }
   [[nodiscard]] uint16_t port() const noexcept override { return port_; }
+  [[nodiscard]] std::string port_name() const override;
   // IPv4-mapped destination: the IPv4 socket; another (link-local) GID: the
   // IPv6 socket when enabled. The frame given back is encode_frame()'s.
   bool send(const wire::IbPacket& pkt, const LinkDest& dst, wire::Bytes* sent) override;

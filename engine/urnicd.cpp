@@ -74,10 +74,11 @@ int print_status(const std::string& dir) {
     return kExitStart;
   }
   fmt::print("urnicd pid {} at {}\n", st->daemon_pid, path);
-  for (std::uint32_t i = 0; i < list->count && i < ctl::kMaxDevices; ++i) {
-    char name[ctl::kNameLen + 1] = {};
-    std::memcpy(name, list->devices[i].name, ctl::kNameLen);
-    fmt::print("device {}: link udp, port 1 ACTIVE\n", name);
+  auto text = [](const char* field, std::size_t cap) { return std::string(field, ::strnlen(field, cap)); };
+  for (std::uint32_t i = 0; i < st->devices && i < ctl::kMaxDevices; ++i) {
+    const ctl::StatusLink& l = st->links[i];
+    fmt::print("device {}: link {} {}, {}\n", text(l.device, sizeof l.device), text(l.kind, sizeof l.kind),
+               text(l.port, sizeof l.port), l.up != 0 ? "up" : "down");
   }
   fmt::print("attached processes: {}\nobjects: pd {} mr {} cq {} qp {} srq {} ah {}\n",
              st->connections, st->pds, st->mrs, st->cqs, st->qps, st->srqs, st->ahs);
@@ -173,15 +174,16 @@ int main(int argc, char** argv) {
       io.stop();
     });
     for (const auto& d : reg.devices()) {
+      const std::string vlan = d->config().vlan != 0 ? fmt::format(", vlan {}", d->config().vlan) : "";
       if (d->iwarp())
         fmt::print(stderr, "urnicd: device {}: iWARP over tcp {}, mtu {}\n", d->name(), d->config().address,
                    d->config().active_mtu);
       else if (d->config().link == "afpacket")
-        fmt::print(stderr, "urnicd: device {}: RoCE v1/v2 over afpacket {} ({}), mtu {}, {} GIDs\n", d->name(),
-                   d->config().interface, d->config().address, d->config().active_mtu, d->gids().size());
+        fmt::print(stderr, "urnicd: device {}: RoCE v1/v2 over afpacket {} ({}), mtu {}, {} GIDs{}\n", d->name(),
+                   d->config().interface, d->config().address, d->config().active_mtu, d->gids().size(), vlan);
       else if (d->config().link == "dpdk")
-        fmt::print(stderr, "urnicd: device {}: RoCE v1/v2 over dpdk {} ({}), mtu {}, {} GIDs\n", d->name(),
-                   d->config().devargs, d->config().address, d->config().active_mtu, d->gids().size());
+        fmt::print(stderr, "urnicd: device {}: RoCE v1/v2 over dpdk {} ({}), mtu {}, {} GIDs{}\n", d->name(),
+                   d->config().devargs, d->config().address, d->config().active_mtu, d->gids().size(), vlan);
       else
         fmt::print(stderr, "urnicd: device {}: RoCE v2 over udp {}:{}, mtu {}\n", d->name(),
                    d->config().address, d->config().udp_port, d->config().active_mtu);

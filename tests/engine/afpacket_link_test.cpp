@@ -3,7 +3,8 @@
 // afpacket link itself on the loopback interface, where every frame sent
 // comes back as received: RoCE v1 and v2/IPv6 frames with traffic class and
 // flow label in their headers, a bit flipped by send_frame() dropped as an
-// ICRC error, frames for another address counted as not ours.
+// ICRC error, frames for another address counted as not ours, a frame for
+// an address without a neighbour entry counted as such.
 #include <catch2/catch.hpp>
 
 #include <unistd.h>
@@ -16,6 +17,7 @@
 #include "engine/afpacket_link.hpp"
 #include "engine/device.hpp"
 #include "engine/netdev.hpp"
+#include "engine/raw_frame.hpp"
 #include "wire/ib_codec.hpp"
 
 using namespace urnic;
@@ -95,7 +97,7 @@ TEST_CASE("the afpacket link on loopback: v1 and v2 frames, ICRC checked over re
   // lo's MAC is all zeros: its EUI-64 link-local GID resolves to it
   // without a neighbour table, so frames to it come straight back.
   const wire::IpAddr self = engine::link_local_of(nd->mac);
-  auto link = engine::AfPacketLink::open(*nd, {self}, &error);
+  auto link = engine::AfPacketLink::open(*nd, {self}, 0, &error);
   if (!link) {
     WARN("afpacket link not tested: " << error << " (needs root)");
     return;
@@ -157,4 +159,53 @@ TEST_CASE("the afpacket link on loopback: v1 and v2 frames, ICRC checked over re
   CHECK_FALSE(receive_one(rx));
   CHECK(link->counters().rx_not_ours == 1);
   CHECK(link->counters().rx_bad_icrc == 1);
+  // An IPv4 peer lo has no neighbour entry for (lo does no ARP): encode()
+  // (the fault stage's path) cannot address the frame and counts it.
+  engine::LinkDest unknown = d;
+  unknown.src = wire::IpAddr::from_v4(0x7f000001);
+  unknown.dst = wire::IpAddr::from_v4(0x0a636363);  // 10.99.99.99
+  CHECK(link->encode(pkt, unknown, frame).size == 0);
+  CHECK(link->counters().tx_no_neighbour == 1);
+  CHECK(link->port_name() == "lo");
+}
+
+TEST_CASE("raw frames on a VLAN: 802.1Q tag with the SL as priority, other VLANs dropped", "[engine][link]") {
+  const wire::MacAddr a{0x02, 0, 0x75, 0x72, 0x6e, 0x0a};
+  const wire::MacAddr b{0x02, 0, 0x75, 0x72, 0x6e, 0x0b};
+  const std::array<std::uint8_t, 8> data{1, 2, 3, 4, 5, 6, 7, 8};
+  const auto pkt = send_only(0x42, 0x100, data);
+  engine::LinkDest d;
+  d.src = wire::IpAddr::from_v4(0x0a000001);
+  d.dst = wire::IpAddr::from_v4(0x0a000002);
+  d.traffic_class = 0xb8;  // DSCP 46 (EF): precedence 5
+  std::vector<std::uint8_t> frame(engine::Link::kMaxFrame);
+  // Without an SL the priority is the traffic class's precedence; with one, the SL.
+  CHECK(engine::vlan_pcp(d) == 5);
+  d.sl = 3;
+  CHECK(engine::vlan_pcp(d) == 3);
+  const engine::EncodedFrame f = engine::build_raw_frame(pkt, d, a, b, 7, 100, frame);
+  REQUIRE(f.size != 0);
+  CHECK(wire::load_be16(frame.data() + 12) == 0x8100);
+  CHECK(wire::load_be16(frame.data() + 14) == (3U << 13 | 100U));
+  CHECK(wire::load_be16(frame.data() + 16) == 0x0800);
+  CHECK(f.ib_offset == 14 + 4 + 20 + 8);
+  const std::vector<wire::IpAddr> own{d.dst};
+  const wire::Bytes in(frame.data(), f.size);
+  engine::LinkCounters c;
+  engine::LinkRxPacket rx;
+  CHECK(engine::accept_raw_frame(in, own, 100, 0, c, &rx));
+  CHECK(rx.ib.bth.dest_qp == 0x42);
+  CHECK_FALSE(engine::accept_raw_frame(in, own, 200, 0, c, &rx));  // another VLAN
+  CHECK_FALSE(engine::accept_raw_frame(in, own, 0, 0, c, &rx));    // a device without a VLAN
+  CHECK(c.rx_other_vlan == 2);
+  // Untagged on the wire, the tag handed over beside the frame (AF_PACKET).
+  const engine::EncodedFrame u = engine::build_raw_frame(pkt, d, a, b, 7, 0, frame);
+  REQUIRE(u.size != 0);
+  CHECK(wire::load_be16(frame.data() + 12) == 0x0800);
+  const wire::Bytes plain(frame.data(), u.size);
+  CHECK(engine::accept_raw_frame(plain, own, 100, 100, c, &rx));
+  CHECK(engine::accept_raw_frame(plain, own, 0, 0, c, &rx));
+  CHECK_FALSE(engine::accept_raw_frame(plain, own, 100, 0, c, &rx));  // untagged on a VLAN device
+  CHECK(c.rx_other_vlan == 3);
+  CHECK(c.rx_bad_icrc == 0);
 }
