@@ -141,6 +141,8 @@ CmDevice cm_device_of(const Device& d) {
   c.max_rd_atomic = static_cast<std::uint8_t>(
       std::min<std::uint32_t>({d.attrs().max_qp_rd_atom, d.attrs().max_qp_init_rd_atom, 255}));
   c.iwarp = d.iwarp();
+  c.mpa_crc = d.config().mpa_crc;
+  c.mpa_markers = d.config().mpa_markers;
   if (c.iwarp) c.sgid_index = 0;
   return c;
 }
@@ -612,7 +614,9 @@ Reply CmService::on_listen(std::uint32_t owner, const MsgHeader& h, std::span<co
     // iWARP listens on TCP (a wildcard id on every iWARP device too).
     if (const int err = iw_listen(*id, req->backlog); err != 0) return fail<ctl::CmListenRep>(h, err);
   }
+  const bool was_listening = id->state == State::kListen;
   id->state = State::kListen;
+  if (!was_listening && (iw(*id) || is_wildcard(id->src))) iw_serve_waiting(*id, now());
   ctl::CmListenRep rep{};
   rep.handle = id->handle;
   return ok(h, rep);
@@ -1412,10 +1416,11 @@ void CmService::on_sidr_rep(const wire::CmSidrRep& m) {
 transport::Nanos CmService::gsi_deadline() const {
   transport::Nanos d = transport::kNever;
   for (const auto& [h, id] : ids_) d = std::min(d, id.deadline);
-  return d;
+  return std::min(d, iw_linger_deadline());
 }
 
 void CmService::on_gsi_timer(transport::Nanos now_ns) {
+  if (iw_linger_deadline() <= now_ns) iw_linger_expired(now_ns);
   std::vector<std::uint32_t> due;
   for (const auto& [h, id] : ids_)
     if (id.deadline <= now_ns) due.push_back(h);
