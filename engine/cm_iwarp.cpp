@@ -110,6 +110,10 @@ iw::MpaOptions mpa_options(const CmDevice& d, std::uint16_t ird, std::uint16_t o
 // IB CM).
 constexpr transport::Nanos kIwRelistenGrace = 2'000'000'000;
 
+// How long an initiator's first FPDU waits after the MPA Reply (see
+// iw_establish).
+constexpr transport::Nanos kIwFirstFpduDelay = 20'000'000;
+
 // How often a connect refused during a re-listen is tried again.
 constexpr transport::Nanos kIwConnectRetry = 100'000'000;
 
@@ -499,7 +503,12 @@ Reply CmService::iw_establish(Id& id, const MsgHeader& h) {
   const std::vector<std::uint8_t> early = std::move(c.early);
   const iw::StreamParams params = c.mpa.negotiated().stream(mss_of(fd));
   iw_conns_.erase(it);  // the QP's stream owns the socket from here on
-  const int rc = dp->iw_attach(id.local_qpn, fd, params, now(), early);
+  // The first FPDU (the RTR, or the first message) waits a little: a
+  // kernel 6.1 siw responder sends its Reply before it has put its receive
+  // upcall on the socket, and data that comes in between is not noticed
+  // (the connection hangs; docs/INTEROP.md). The peer may send at once.
+  const transport::Nanos t = now();
+  const int rc = dp->iw_attach(id.local_qpn, fd, params, t, early, t + kIwFirstFpduDelay);
   if (rc != 0) {
     id.state = State::kError;
     return fail<ctl::CmEstablishRep>(h, rc);
@@ -531,7 +540,12 @@ Reply CmService::iw_accept(Id& id, const MsgHeader& h, const ctl::CmConnParam& p
   const iw::StreamParams params = c.mpa.negotiated().stream(mss_of(fd));
   iw_conns_.erase(it);
   id.local_qpn = p.qp_num;
-  const int rc = dp->iw_attach(p.qp_num, fd, params, now(), early);
+  // Without an RTR the responder may send at once; its first FPDU waits a
+  // little all the same, so that it does not reach the peer in the same
+  // read as the Reply (a kernel 6.1 siw initiator then fails the
+  // connection: "peer sent extra data"; docs/INTEROP.md).
+  const transport::Nanos t = now();
+  const int rc = dp->iw_attach(p.qp_num, fd, params, t, early, t + kIwFirstFpduDelay);
   if (rc != 0) {
     id.state = State::kError;
     return fail<ctl::CmAcceptRep>(h, rc);

@@ -110,7 +110,10 @@ start_daemon() {
   mkdir -p "$rt/$h"
   printf '{"devices": [{"name": "urnic_iw0", "transport": "iwarp", "address": "%s", "mpa_crc": "%s", "mpa_markers": "%s"}]}\n' \
     "$(addr_of "$h")" "$crc" "$markers" > "$rt/$h.json"
-  host "$h" "$urnicd" --config "$rt/$h.json" --runtime-dir "$rt/$h" > "$rt/$h.log" 2>&1 &
+  # Not through host(): a backgrounded function is a subshell, and $! would
+  # be its PID, not the daemon's (ip netns exec and env exec into urnicd).
+  ip netns exec "$(nsname "$h")" env "URNIC_RUNTIME_DIR=$rt/$h" "$urnicd" --config "$rt/$h.json" \
+    --runtime-dir "$rt/$h" > "$rt/$h.log" 2>&1 &
   daemons+=($!)
   for _ in $(seq 200); do
     [[ -S $rt/$h/urnicd.sock ]] && return 0
@@ -135,7 +138,8 @@ pair() {
   local arg
   for arg in "$@"; do ccmd+=("${arg//@SERVER@/$(addr_of "$sh")}"); done
   local out_s=$rt/server.out out_c=$rt/client.out
-  host "$sh" "${run_env[@]}" timeout "$limit" "${scmd[@]}" > "$out_s" 2>&1 &
+  ip netns exec "$(nsname "$sh")" env "URNIC_RUNTIME_DIR=$rt/$sh" "${run_env[@]}" timeout "$limit" "${scmd[@]}" \
+    > "$out_s" 2>&1 &
   server_pid=$!
   sleep "${HEAD_START:-0.5}"
   local crc=1 try t0=$SECONDS
