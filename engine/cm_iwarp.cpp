@@ -93,14 +93,26 @@ class SocketSink final : public iw::StreamSink {
   bool ok_ = true;
 };
 
-// What urnic asks for: MPA revision 2 with peer-to-peer RTR, CRC (a siw
-// responder turns it on only if asked), no markers (siw refuses them).
-iw::MpaOptions mpa_options(std::uint16_t ird, std::uint16_t ord) {
+// What urnic asks for: MPA revision 2 with peer-to-peer RTR; CRC and
+// markers as the device is configured (by default CRC asked for: a siw
+// responder turns it on only if asked; no markers asked for: siw refuses
+// them).
+iw::MpaOptions mpa_options(const CmDevice& d, std::uint16_t ird, std::uint16_t ord) {
   iw::MpaOptions o;
+  o.crc = d.mpa_crc;
+  o.markers = d.mpa_markers;
   o.ird = ird;
   o.ord = ord;
   return o;
 }
+
+// How long a listening socket outlives its listener (kRelistenGrace of the
+// IB CM).
+constexpr transport::Nanos kIwRelistenGrace = 2'000'000'000;
+
+// How long an initiator's first FPDU waits after the MPA Reply (see
+// iw_establish).
+constexpr transport::Nanos kIwFirstFpduDelay = 20'000'000;
 
 // How often a connect refused during a re-listen is tried again.
 constexpr transport::Nanos kIwConnectRetry = 100'000'000;
@@ -134,6 +146,19 @@ int CmService::iw_listen(Id& id, int backlog) {
     const CmDevice& d = devices_[i];
     if (!d.iwarp || d.dp == nullptr || d.dp->iw_streams() == nullptr) continue;
     if (!wildcard(id.src) && v4(id.src) != d.ipv4) continue;
+    // The socket of a listener that went away moments ago on this address
+    // and port is taken over, with the connections that waited on it.
+    auto lit = std::find_if(iw_lingering_.begin(), iw_lingering_.end(), [&](const auto& kv) {
+      return kv.second.ipv4 == d.ipv4 && kv.second.port == id.src.port;
+    });
+    if (lit != iw_lingering_.end()) {
+      const int lfd = lit->first;
+      iw_lingering_.erase(lit);
+      iw_listen_fds_[lfd] = id.handle;
+      for (auto& [cfd, c] : iw_conns_)
+        if (c.lfd == lfd && c.id == 0) c.listener = id.handle;
+      continue;
+    }
     const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) return errno;
     const int one = 1;
@@ -151,21 +176,62 @@ int CmService::iw_listen(Id& id, int backlog) {
 }
 
 void CmService::iw_close_listeners(const Id& id) {
-  for (auto it = iw_listen_fds_.begin(); it != iw_listen_fds_.end();) {
-    if (it->second != id.handle) {
-      ++it;
-      continue;
-    }
-    for (const CmDevice& d : devices_)
-      if (d.iwarp && d.dp != nullptr && d.dp->iw_streams() != nullptr) d.dp->iw_streams()->unwatch(it->first);
-    ::close(it->first);
-    it = iw_listen_fds_.erase(it);
+  // The sockets stay open for the re-listen grace (perftest -R listens
+  // again on the same port between its two connections, and a peer's
+  // connect in that gap would be refused: TCP has no REQ retransmission to
+  // ride it out, the IB CM has).
+  const transport::Nanos until = now() + kIwRelistenGrace;
+  for (auto& [fd, h] : iw_listen_fds_) {
+    if (h != id.handle) continue;
+    h = 0;
+    sockaddr_in a{};
+    socklen_t len = sizeof a;
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    iw_lingering_[fd] = IwLinger{ntohl(a.sin_addr.s_addr), ntohs(a.sin_port), until};
   }
-  // Connections accepted but not yet asked for (no MPA Request yet).
-  std::vector<int> pending;
+  for (auto& [fd, c] : iw_conns_)
+    if (c.listener == id.handle && c.id == 0) c.listener = 0;
+}
+
+void CmService::iw_serve_waiting(const Id& listener, transport::Nanos now_ns) {
+  std::vector<int> ready;
   for (const auto& [fd, c] : iw_conns_)
-    if (c.listener == id.handle && c.id == 0) pending.push_back(fd);
-  for (int fd : pending) iw_drop_conn(fd);
+    if (c.listener == listener.handle && c.id == 0 && c.mpa.state() == iw::MpaSetup::State::kRequestReceived)
+      ready.push_back(fd);
+  for (int fd : ready)
+    if (auto it = iw_conns_.find(fd); it != iw_conns_.end()) iw_request_in(it->second, now_ns);
+}
+
+transport::Nanos CmService::iw_linger_deadline() const {
+  transport::Nanos d = transport::kNever;
+  for (const auto& [fd, l] : iw_lingering_) d = std::min(d, l.until);
+  return d;
+}
+
+void CmService::iw_linger_expired(transport::Nanos now_ns) {
+  std::vector<int> expired;
+  for (const auto& [fd, l] : iw_lingering_)
+    if (l.until <= now_ns) expired.push_back(fd);
+  for (int lfd : expired) {
+    iw_lingering_.erase(lfd);
+    iw_listen_fds_.erase(lfd);
+    for (const CmDevice& d : devices_)
+      if (d.iwarp && d.dp != nullptr && d.dp->iw_streams() != nullptr) d.dp->iw_streams()->unwatch(lfd);
+    ::close(lfd);
+    // Nobody listens any more: a Request that waited is rejected (the
+    // peer sees REJECTED, as for a refused connect), the rest closed.
+    std::vector<int> waiting;
+    for (const auto& [fd, c] : iw_conns_)
+      if (c.lfd == lfd && c.id == 0) waiting.push_back(fd);
+    for (int fd : waiting) {
+      IwConn& c = iw_conns_[fd];
+      if (c.mpa.state() == iw::MpaSetup::State::kRequestReceived) {
+        SocketSink sink(fd);
+        c.mpa.reject({}, sink);
+      }
+      iw_drop_conn(fd);
+    }
+  }
 }
 
 void CmService::iw_drop_conn(int fd) {
@@ -224,9 +290,17 @@ void CmService::iw_connect_failed(Id& id, IwConn c, int err, transport::Nanos no
   // A port of ours whose listener went away moments ago (perftest -R
   // listens again between its two connections): try again shortly, as the
   // IB CM leaves such a REQ unanswered for the peer to retransmit.
+  // A remote port this side connected to moments ago: its listener is
+  // likely between two rdma_listen calls too (a kernel peer's iw_cm keeps
+  // no socket open across them), so the same applies.
   bool local = false;
   for (const CmDevice& d : devices_) local |= d.iwarp && d.ipv4 == v4(id.dst);
-  if (err == ECONNREFUSED && local && recently_listened(id.port_space, id.dst.port, now_ns)) {
+  const std::uint64_t key = (std::uint64_t{v4(id.dst)} << 16) | id.dst.port;
+  auto conn_it = iw_connected_.find(key);
+  const bool connected_lately = conn_it != iw_connected_.end() && now_ns - conn_it->second < kIwRelistenGrace;
+  if (conn_it != iw_connected_.end() && !connected_lately) iw_connected_.erase(conn_it);
+  if (err == ECONNREFUSED &&
+      ((local && recently_listened(id.port_space, id.dst.port, now_ns)) || (!local && connected_lately))) {
     c.fd = -1;
     iw_retry_[id.handle] = std::move(c);
     set_timer(id, now_ns + kIwConnectRetry);
@@ -276,6 +350,7 @@ void CmService::iw_accept_ready(int lfd, transport::Nanos now) {
     c.fd = fd;
     c.dev = dev;
     c.listener = listener;
+    c.lfd = lfd;
     c.mpa = iw::MpaSetup(iw::MpaSetup::Role::kResponder);
     s->watch(fd, EPOLLIN | EPOLLRDHUP, this);
   }
@@ -298,7 +373,7 @@ void CmService::iw_conn_ready(IwConn& c, std::uint32_t events, transport::Nanos 
     }
     c.connecting = false;
     SocketSink sink(fd);
-    if (c.mpa.start(mpa_options(c.ird, c.ord), c.pd, sink) != 0 || !sink.ok()) {
+    if (c.mpa.start(mpa_options(devices_[static_cast<std::size_t>(c.dev)], c.ird, c.ord), c.pd, sink) != 0 || !sink.ok()) {
       id.state = State::kError;
       emit(id, RDMA_CM_EVENT_CONNECT_ERROR, -ECONNRESET);
       return iw_drop_conn(fd);
@@ -336,6 +411,7 @@ void CmService::iw_conn_ready(IwConn& c, std::uint32_t events, transport::Nanos 
 
 void CmService::iw_request_in(IwConn& c, transport::Nanos now) {
   (void)now;
+  if (c.listener == 0 && iw_lingering_.contains(c.lfd)) return;  // waits for the next listener
   auto lit = ids_.find(c.listener);
   if (lit == ids_.end() || lit->second.state != State::kListen) return iw_drop_conn(c.fd);
   const Id& listener = lit->second;
@@ -380,7 +456,6 @@ void CmService::iw_request_in(IwConn& c, transport::Nanos now) {
 }
 
 void CmService::iw_reply_in(IwConn& c, transport::Nanos now) {
-  (void)now;
   auto it = ids_.find(c.id);
   if (it == ids_.end() || it->second.state != State::kReqSent) return iw_drop_conn(c.fd);
   Id& id = it->second;
@@ -395,6 +470,7 @@ void CmService::iw_reply_in(IwConn& c, transport::Nanos now) {
       p.responder_resources = id.responder_resources;
       p.initiator_depth = id.initiator_depth;
       id.state = State::kRepRcvd;
+      iw_connected_[(std::uint64_t{v4(id.dst)} << 16) | id.dst.port] = now;
       // Nothing more is read until the QP takes the socket (rdma_establish).
       devices_[static_cast<std::size_t>(c.dev)].dp->iw_streams()->unwatch(c.fd);
       emit(id, RDMA_CM_EVENT_CONNECT_RESPONSE, 0, &p);
@@ -405,6 +481,13 @@ void CmService::iw_reply_in(IwConn& c, transport::Nanos now) {
       emit(id, RDMA_CM_EVENT_REJECTED, -ECONNREFUSED, &p);
       return iw_drop_conn(c.fd);
     default:
+      if (c.mpa.failure() == iw::MpaFailure::kCrcRequired) {
+        // A Reply this side cannot take (CRC required, the responder said
+        // C=0): refused, as siw reports a Reply it does not support.
+        id.state = State::kRejected;
+        emit(id, RDMA_CM_EVENT_REJECTED, -ECONNREFUSED);
+        return iw_drop_conn(c.fd);
+      }
       id.state = State::kError;
       emit(id, RDMA_CM_EVENT_CONNECT_ERROR, -ECONNRESET);
       return iw_drop_conn(c.fd);
@@ -420,7 +503,12 @@ Reply CmService::iw_establish(Id& id, const MsgHeader& h) {
   const std::vector<std::uint8_t> early = std::move(c.early);
   const iw::StreamParams params = c.mpa.negotiated().stream(mss_of(fd));
   iw_conns_.erase(it);  // the QP's stream owns the socket from here on
-  const int rc = dp->iw_attach(id.local_qpn, fd, params, now(), early);
+  // The first FPDU (the RTR, or the first message) waits a little: a
+  // kernel 6.1 siw responder sends its Reply before it has put its receive
+  // upcall on the socket, and data that comes in between is not noticed
+  // (the connection hangs; docs/INTEROP.md). The peer may send at once.
+  const transport::Nanos t = now();
+  const int rc = dp->iw_attach(id.local_qpn, fd, params, t, early, t + kIwFirstFpduDelay);
   if (rc != 0) {
     id.state = State::kError;
     return fail<ctl::CmEstablishRep>(h, rc);
@@ -439,7 +527,7 @@ Reply CmService::iw_accept(Id& id, const MsgHeader& h, const ctl::CmConnParam& p
   id.responder_resources = std::min(p.responder_resources, id.responder_resources);
   id.initiator_depth = std::min(p.initiator_depth, id.initiator_depth);
   SocketSink sink(fd);
-  if (c.mpa.accept(mpa_options(id.responder_resources, id.initiator_depth),
+  if (c.mpa.accept(mpa_options(devices_[static_cast<std::size_t>(c.dev)], id.responder_resources, id.initiator_depth),
                    std::span<const std::uint8_t>(p.private_data, p.private_data_len), sink) != 0 ||
       !sink.ok()) {
     iw_drop_conn(fd);
@@ -452,7 +540,12 @@ Reply CmService::iw_accept(Id& id, const MsgHeader& h, const ctl::CmConnParam& p
   const iw::StreamParams params = c.mpa.negotiated().stream(mss_of(fd));
   iw_conns_.erase(it);
   id.local_qpn = p.qp_num;
-  const int rc = dp->iw_attach(p.qp_num, fd, params, now(), early);
+  // Without an RTR the responder may send at once; its first FPDU waits a
+  // little all the same, so that it does not reach the peer in the same
+  // read as the Reply (a kernel 6.1 siw initiator then fails the
+  // connection: "peer sent extra data"; docs/INTEROP.md).
+  const transport::Nanos t = now();
+  const int rc = dp->iw_attach(p.qp_num, fd, params, t, early, t + kIwFirstFpduDelay);
   if (rc != 0) {
     id.state = State::kError;
     return fail<ctl::CmAcceptRep>(h, rc);

@@ -163,6 +163,8 @@ CmDevice cm_device_of(const Device& d) {
   c.max_rd_atomic = static_cast<std::uint8_t>(
       std::min<std::uint32_t>({d.attrs().max_qp_rd_atom, d.attrs().max_qp_init_rd_atom, 255}));
   c.iwarp = d.iwarp();
+  c.mpa_crc = d.config().mpa_crc;
+  c.mpa_markers = d.config().mpa_markers;
   if (c.iwarp) c.sgid_index = 0;
   return c;
 }
@@ -697,7 +699,9 @@ Reply CmService::on_listen(std::uint32_t owner, const MsgHeader& h, std::span<co
   }
   // ucma_listen: a backlog outside 1..max_backlog (1024) means max_backlog.
   id->backlog = req->backlog > 0 && req->backlog < kMaxBacklog ? req->backlog : kMaxBacklog;
+  const bool was_listening = id->state == State::kListen;
   id->state = State::kListen;
+  if (!was_listening && (iw(*id) || is_wildcard(id->src))) iw_serve_waiting(*id, now());
   ctl::CmListenRep rep{};
   rep.handle = id->handle;
   return ok(h, rep);
@@ -1537,10 +1541,12 @@ void CmService::enter_timewait(Id& id, transport::Nanos now_ns) {
 }
 
 transport::Nanos CmService::gsi_deadline() const {
-  return timers_.empty() ? transport::kNever : timers_.begin()->first;
+  const transport::Nanos d = timers_.empty() ? transport::kNever : timers_.begin()->first;
+  return std::min(d, iw_linger_deadline());
 }
 
 void CmService::on_gsi_timer(transport::Nanos now_ns) {
+  if (iw_linger_deadline() <= now_ns) iw_linger_expired(now_ns);
   // Handlers may arm, stop or destroy other ids' timers: take one due timer
   // at a time from the front.
   while (!timers_.empty() && timers_.begin()->first <= now_ns) {

@@ -62,6 +62,9 @@ struct CmDevice {
   // listening and handshaking sockets live in the data path's epoll set.
   bool iwarp = false;
   DataPath* dp = nullptr;
+  // iWARP: CRC and markers as the device's config says (both roles).
+  transport::iwarp::MpaUse mpa_crc = transport::iwarp::MpaUse::kRequest;
+  transport::iwarp::MpaUse mpa_markers = transport::iwarp::MpaUse::kOff;
   // Sends one 256-byte MAD to QP1 at `dgid`, from GID `sgid_index`.
   std::function<void(std::uint8_t sgid_index, const std::array<std::uint8_t, 16>& dgid,
                      std::span<const std::uint8_t> mad)>
@@ -207,6 +210,15 @@ class CmService final : public GsiHandler, public IwWatcher {
     std::vector<std::uint8_t> pd;  // active: the private data to send once connected
     std::vector<std::uint8_t> early;  // bytes after the peer's MPA frame (its first FPDUs)
     std::uint16_t ird = 0, ord = 0;
+    int lfd = -1;                  // passive: the listening socket it came in on
+  };
+  // A listening socket whose listener went away, kept open for the re-listen
+  // grace: connections that come meanwhile wait (their MPA Request is read)
+  // for the next listener on that address and port instead of being refused.
+  struct IwLinger {
+    std::uint32_t ipv4 = 0;
+    std::uint16_t port = 0;
+    transport::Nanos until = 0;
   };
 
   Reply on_create_channel(std::uint32_t owner, const ctl::MsgHeader& h);
@@ -300,16 +312,26 @@ class CmService final : public GsiHandler, public IwWatcher {
   void iw_conn_ready(IwConn& c, std::uint32_t events, transport::Nanos now);
   void iw_request_in(IwConn& c, transport::Nanos now);
   void iw_reply_in(IwConn& c, transport::Nanos now);
+  void iw_linger_expired(transport::Nanos now);
+  // A new listener took over sockets that lingered: the Requests that
+  // waited on them become its CONNECT_REQUESTs.
+  void iw_serve_waiting(const Id& listener, transport::Nanos now);
+  [[nodiscard]] transport::Nanos iw_linger_deadline() const;
   IwStreams* iw_streams_of(const Id& id) const;
 
   std::vector<CmDevice> devices_;
   Clock clock_;
   std::map<int, std::uint32_t> iw_listen_fds_;  // listening socket -> listening id
   std::map<int, IwConn> iw_conns_;              // by socket
+  std::map<int, IwLinger> iw_lingering_;        // listening sockets without a listener (id 0 in iw_listen_fds_)
   // Active ids whose TCP connect was refused by a port of ours that had a
   // listener moments ago: connected again on their timer (the IB CM's
   // re-listen grace, kRelistenGrace, for TCP).
   std::map<std::uint32_t, IwConn> iw_retry_;
+  // (IPv4 << 16 | port) of remote listeners this side connected to, and
+  // when: a connect refused by one of them shortly after is tried again
+  // (the peer is between two listeners on that port, as perftest -R is).
+  std::map<std::uint64_t, transport::Nanos> iw_connected_;
   std::map<const DataPath*, std::size_t> paths_;
   std::map<std::uint32_t, Id> ids_;
   std::set<std::pair<transport::Nanos, std::uint32_t>> timers_;  // (deadline, id handle)

@@ -168,12 +168,12 @@ void DataPath::bind_qp(std::uint32_t qpn, Session* s, QpObj* qp) {
   stats_.add_qp(qpn);
 }
 int DataPath::iw_attach(std::uint32_t qpn, int fd, const t::iwarp::StreamParams& params, t::Nanos now,
-                        std::span<const std::uint8_t> early) {
+                        std::span<const std::uint8_t> early, t::Nanos hold_until) {
   if (!iw_ || !qps_.contains(qpn)) {
     ::close(fd);
     return EINVAL;
   }
-  return iw_->attach(qpn, fd, params, now, early);
+  return iw_->attach(qpn, fd, params, now, early, hold_until);
 }
 
 void DataPath::unbind_qp(std::uint32_t qpn) {
@@ -246,6 +246,7 @@ t::Nanos DataPath::next_deadline() const {
   if (hairpin_count_ != 0) return 0;
   t::Nanos d = std::min(transport_->next_deadline(), faults_.next_release());
   if (link_) d = std::min(d, link_->next_deadline());
+  if (iw_) d = std::min(d, iw_->next_deadline());
   return gsi_ != nullptr ? std::min(d, gsi_->gsi_deadline()) : d;
 }
 

@@ -84,8 +84,9 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
   // now on (the CM has done the MPA exchange; `params` is its outcome).
   // Takes the fd. EINVAL on a RoCE device or an unknown QP.
   // `early`: bytes that came with the peer's MPA frame (its first FPDUs).
+  // `hold_until`: nothing is sent before then (IwStreams::attach).
   int iw_attach(std::uint32_t qpn, int fd, const transport::iwarp::StreamParams& params, transport::Nanos now,
-                std::span<const std::uint8_t> early = {});
+                std::span<const std::uint8_t> early = {}, transport::Nanos hold_until = 0);
   [[nodiscard]] bool iwarp() const { return iw_ != nullptr; }
   // The RoCE link (nullptr: iWARP, or the udp socket could not be bound).
   [[nodiscard]] const Link* link() const { return link_.get(); }

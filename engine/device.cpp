@@ -8,6 +8,8 @@
 
 #include <cstdio>
 #include <cstring>
+#include <optional>
+#include <utility>
 #include <nlohmann/json.hpp>
 
 namespace urnic::engine {
@@ -31,6 +33,15 @@ std::uint64_t eui64(const std::uint8_t (&mac)[6]) {
   std::uint64_t v = 0;
   for (std::uint8_t x : b) v = (v << 8) | x;
   return v;
+}
+
+bool parse_mpa_use(const std::string& s, transport::iwarp::MpaUse& use) {
+  using enum transport::iwarp::MpaUse;
+  if (s == "off") use = kOff;
+  else if (s == "request") use = kRequest;
+  else if (s == "require") use = kRequire;
+  else return false;
+  return true;
 }
 
 bool parse_mac(const std::string& s, std::uint8_t (&mac)[6]) {
@@ -110,6 +121,15 @@ std::optional<DaemonConfig> parse_config(const std::string& json_text, std::stri
         return std::nullopt;
       }
       if (!parse_observe_config(d, dc.fault, dc.capture_path, dc.capture_limit, error)) return std::nullopt;
+      for (const auto& [key, use] : {std::pair{"mpa_crc", &dc.mpa_crc}, std::pair{"mpa_markers", &dc.mpa_markers}}) {
+        if (!d.contains(key)) continue;
+        const auto v = d[key].is_string() ? std::optional(d[key].get<std::string>()) : std::nullopt;
+        if (dc.transport != "iwarp" || !v || !parse_mpa_use(*v, *use)) {
+          error = std::string("config: ") + key + " must be off, request or require, on an iwarp device (" +
+                  dc.name + ")";
+          return std::nullopt;
+        }
+      }
       in_addr a{};
       if (dc.transport != "roce" && dc.transport != "iwarp") {
         error = "config: transport must be roce or iwarp for " + dc.name;

@@ -12,6 +12,7 @@
 #include "engine/ctl_proto.hpp"
 #include "engine/fault.hpp"
 #include "engine/netdev.hpp"
+#include "transport/iwarp/mpa_setup.hpp"
 
 namespace urnic::engine {
 
@@ -34,6 +35,11 @@ struct DeviceConfig {
   FaultConfig fault;                   // "fault": {...} (engine/fault.hpp): TX fault injection from start
   std::string capture_path;            // "capture": "FILE.pcap" or {"file":..,"count":N}: pcap from start
   std::uint64_t capture_limit = 0;     //   stop after this many frames (0: never)
+  // iwarp: MPA CRC and markers per connection, "off" | "request" | "require"
+  // ("mpa_crc", "mpa_markers"; transport/iwarp/mpa_setup.hpp has the rules),
+  // in both roles; siw enables CRC only when asked, and refuses markers.
+  transport::iwarp::MpaUse mpa_crc = transport::iwarp::MpaUse::kRequest;
+  transport::iwarp::MpaUse mpa_markers = transport::iwarp::MpaUse::kOff;
 };
 
 struct DaemonConfig {
@@ -50,7 +56,9 @@ DeviceConfig iwarp_device_config(std::string name, std::string address, std::uin
 // Parse a JSON config: {"devices":[{"name":..,"link":"udp","address":"a.b.c.d",
 // "udp_port":4791,"mtu":1024,"mac":"02:00:75:72:6e:00"}]}, or for raw
 // Ethernet {"name":..,"link":"afpacket","interface":"veth0"[,"address":..]
-// [,"mtu":..]} (MAC, addresses and GID table from the interface). Returns an
+// [,"mtu":..]} (MAC, addresses and GID table from the interface), or for
+// iWARP {"name":..,"transport":"iwarp","address":..[,"mpa_crc":"request"]
+// [,"mpa_markers":"off"]}. Returns an
 // error message through `error` on failure.
 std::optional<DaemonConfig> parse_config(const std::string& json_text, std::string& error);
 

@@ -72,7 +72,7 @@ IwStreams::~IwStreams() {
 }
 
 int IwStreams::attach(std::uint32_t qpn, int fd, const transport::iwarp::StreamParams& params, transport::Nanos now,
-                      std::span<const std::uint8_t> early) {
+                      std::span<const std::uint8_t> early, transport::Nanos hold_until) {
   if (epoll_fd_ < 0 || streams_.contains(qpn)) {
     ::close(fd);
     return EINVAL;
@@ -86,6 +86,7 @@ int IwStreams::attach(std::uint32_t qpn, int fd, const transport::iwarp::StreamP
   const int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   auto s = std::make_unique<TcpStream>(fd, kTxCapacity);
+  s->hold_until = hold_until;
   epoll_event ev{};
   ev.events = EPOLLIN | EPOLLRDHUP;
   ev.data.u64 = qpn;
@@ -199,6 +200,10 @@ bool IwStreams::flush(transport::Nanos now) {
   bool work = false;
   for (auto& [qpn, sp] : streams_) {
     TcpStream& s = *sp;
+    if (s.hold_until != 0) {
+      if (s.hold_until > now) continue;
+      s.hold_until = 0;
+    }
     if (s.dirty && !s.peer_gone) {
       const std::size_t before = s.pending();
       if (!s.flush(counters_.bytes_out)) {
@@ -231,6 +236,13 @@ void IwStreams::reap(transport::Nanos now) {
       ++it;
     }
   }
+}
+
+transport::Nanos IwStreams::next_deadline() const {
+  transport::Nanos d = transport::kNever;
+  for (const auto& [qpn, s] : streams_)
+    if (s->hold_until != 0) d = std::min(d, s->hold_until);
+  return d;
 }
 
 bool IwStreams::has_pending_output() const {

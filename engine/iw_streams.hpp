@@ -45,6 +45,7 @@ class TcpStream final : public transport::iwarp::StreamSink {
   bool want_out = false;     // EPOLLOUT registered
   bool peer_gone = false;    // EOF/RST seen and reported
   bool reported = false;     // the closed handler has been told
+  transport::Nanos hold_until = 0;  // nothing is sent before this time (the first FPDU's delay)
 
  private:
   int fd_;
@@ -78,8 +79,10 @@ class IwStreams {
   // non-blocking and binds QP `qpn` to it. On error the fd is closed.
   // `early`: stream bytes that arrived with the MPA frame (the peer's first
   // FPDUs), delivered to the QP right after binding.
+  // `hold_until`: the QP's first bytes wait until then (an initiator's
+  // first FPDU after the MPA Reply; engine/cm_iwarp.cpp says why).
   int attach(std::uint32_t qpn, int fd, const transport::iwarp::StreamParams& params, transport::Nanos now,
-             std::span<const std::uint8_t> early = {});
+             std::span<const std::uint8_t> early = {}, transport::Nanos hold_until = 0);
   // The QP is being destroyed: close its connection.
   void detach(std::uint32_t qpn);
   // Reads what is readable, sends what is buffered; true if anything moved.
@@ -87,6 +90,8 @@ class IwStreams {
   // Sends buffered output (after the transport ran).
   bool flush(transport::Nanos now);
   [[nodiscard]] bool has_pending_output() const;
+  // When a held stream may send (kNever if none is held).
+  [[nodiscard]] transport::Nanos next_deadline() const;
   [[nodiscard]] const IwStreamCounters& counters() const noexcept { return counters_; }
 
   // Watches `fd` for `events` (EPOLLIN/EPOLLOUT) on behalf of `w`; again

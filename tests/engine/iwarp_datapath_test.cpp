@@ -133,7 +133,7 @@ void connect_qps(Rig& rig, const Qp& a, const Qp& b) {
   MpaSetup ini(MpaSetup::Role::kInitiator), rsp(MpaSetup::Role::kResponder);
   FdSink to_s(cfd), to_c(sfd);
   MpaOptions opts;
-  opts.markers = true;
+  opts.markers = urnic::transport::iwarp::MpaUse::kRequire;
   const std::array<std::uint8_t, 3> pd = {1, 2, 3};
   REQUIRE(ini.start(opts, pd, to_s) == 0);
   run_mpa(rsp, sfd);

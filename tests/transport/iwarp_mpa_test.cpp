@@ -3,6 +3,8 @@
 // and malformed frames, with frames fed in arbitrary pieces.
 #include <catch2/catch.hpp>
 
+#include <array>
+#include <span>
 #include <vector>
 
 #include "tests/transport/iwarp_pair.hpp"
@@ -12,6 +14,7 @@ using namespace urnic;
 using namespace urnic::transport;
 using namespace urnic::transport::test;
 using iwarp::MpaNegotiated;
+using iwarp::MpaUse;
 using iwarp::Rtr;
 using State = MpaSetup::State;
 
@@ -47,12 +50,12 @@ TEST_CASE("MPA v2: IRD/ORD, RTR, CRC and markers are negotiated per direction", 
   for (std::size_t piece : {std::size_t{1}, std::size_t{7}, std::size_t{4096}}) {
     Exchange x;
     MpaOptions ia, rb;
-    ia.crc = false;
-    ia.markers = true;  // the initiator wants markers in what it receives
+    ia.crc = MpaUse::kOff;
+    ia.markers = MpaUse::kRequire;  // the initiator wants markers in what it receives
     ia.ird = 4;
     ia.ord = 32;
-    rb.crc = true;  // the responder requires CRC: on both ways
-    rb.markers = false;
+    rb.crc = MpaUse::kRequest;  // the responder asks for CRC: on both ways
+    rb.markers = MpaUse::kOff;
     rb.ird = 8;
     rb.ord = 16;
     x.run(ia, rb, {1, 2, 3}, {9, 8, 7, 6}, piece);
@@ -96,7 +99,7 @@ TEST_CASE("MPA: without peer-to-peer there is no RTR; CRC off when neither asks"
   Exchange x;
   MpaOptions ia, rb;
   ia.peer_to_peer = false;
-  ia.crc = rb.crc = false;
+  ia.crc = rb.crc = MpaUse::kOff;
   x.run(ia, rb, {}, {});
   REQUIRE(x.a.state() == State::kEstablished);
   CHECK(x.a.negotiated().rtr == Rtr::kNone);
@@ -154,5 +157,108 @@ TEST_CASE("MPA: malformed frames fail the exchange; FPDUs after the reply are le
     reply.insert(reply.end(), {0, 4, 1, 2, 3, 4});
     CHECK(x.a.feed(reply) == frame);
     CHECK(x.a.state() == State::kEstablished);
+  }
+}
+
+namespace {
+
+const char* use_name(MpaUse u) {
+  switch (u) {
+    case MpaUse::kOff: return "off";
+    case MpaUse::kRequest: return "request";
+    case MpaUse::kRequire: return "require";
+  }
+  return "?";
+}
+
+}  // namespace
+
+TEST_CASE("MPA: the CRC table (off/request/require, both roles)", "[iwarp][mpa]") {
+  using enum MpaUse;
+  // RFC 5044 7.1.2: either side's C turns CRC on, in both directions.
+  struct Row {
+    MpaUse initiator, responder;
+    bool crc;
+  };
+  const Row rows[] = {{kOff, kOff, false},         {kOff, kRequest, true},     {kOff, kRequire, true},
+                      {kRequest, kOff, true},      {kRequest, kRequest, true}, {kRequest, kRequire, true},
+                      {kRequire, kOff, true},      {kRequire, kRequest, true}, {kRequire, kRequire, true}};
+  for (const Row& r : rows) {
+    INFO("initiator " << use_name(r.initiator) << ", responder " << use_name(r.responder));
+    Exchange x;
+    MpaOptions ia, rb;
+    ia.crc = r.initiator;
+    rb.crc = r.responder;
+    x.run(ia, rb, {}, {});
+    REQUIRE(x.a.state() == State::kEstablished);
+    REQUIRE(x.b.state() == State::kEstablished);
+    CHECK(x.b.peer_frame().crc == (r.initiator != kOff));
+    CHECK(x.a.peer_frame().crc == r.crc);
+    for (const MpaNegotiated* n : {&x.a.negotiated(), &x.b.negotiated()}) {
+      CHECK(n->tx.crc == r.crc);
+      CHECK(n->rx.crc == r.crc);
+    }
+  }
+}
+
+TEST_CASE("MPA: an initiator that requires CRC fails on a Reply without it", "[iwarp][mpa]") {
+  for (const MpaUse use : {MpaUse::kRequest, MpaUse::kRequire}) {
+    MpaSetup a(MpaSetup::Role::kInitiator);
+    Pipe out(4096);
+    MpaOptions o;
+    o.crc = use;
+    REQUIRE(a.start(o, {}, out) == 0);
+    // A responder that does not honour C=1 (RFC 5044 says it must): its
+    // Reply says C=0.
+    wire::MpaFrame rep;
+    rep.type = wire::MpaFrameType::kReply;
+    rep.revision = 2;
+    rep.enhanced = rep.enhanced_header = true;
+    rep.params.ird = rep.params.ord = 4;
+    rep.params.peer_to_peer = rep.params.rtr_write = true;
+    std::array<uint8_t, 64> buf{};
+    auto n = wire::build_mpa_frame(rep, buf);
+    REQUIRE(n);
+    a.feed(std::span<const uint8_t>(buf.data(), *n));
+    if (use == MpaUse::kRequire) {
+      CHECK(a.state() == State::kFailed);
+      CHECK(a.failure() == iwarp::MpaFailure::kCrcRequired);
+    } else {
+      // Asked for: used (either side's C turns it on).
+      REQUIRE(a.state() == State::kEstablished);
+      CHECK(a.negotiated().tx.crc);
+      CHECK(a.negotiated().rx.crc);
+    }
+  }
+}
+
+TEST_CASE("MPA: the marker table (off/request/require, both roles, per direction)", "[iwarp][mpa]") {
+  using enum MpaUse;
+  // M asks for markers in what the frame's sender receives; a kRequest
+  // responder asks only when the initiator did.
+  struct Row {
+    MpaUse initiator, responder;
+    bool to_initiator, to_responder;  // markers in the stream each side receives
+  };
+  const Row rows[] = {{kOff, kOff, false, false},         {kOff, kRequest, false, false},
+                      {kOff, kRequire, false, true},      {kRequest, kOff, true, false},
+                      {kRequest, kRequest, true, true},   {kRequest, kRequire, true, true},
+                      {kRequire, kOff, true, false},      {kRequire, kRequest, true, true},
+                      {kRequire, kRequire, true, true}};
+  for (const Row& r : rows) {
+    INFO("initiator " << use_name(r.initiator) << ", responder " << use_name(r.responder));
+    Exchange x;
+    MpaOptions ia, rb;
+    ia.markers = r.initiator;
+    rb.markers = r.responder;
+    x.run(ia, rb, {}, {}, 5);
+    REQUIRE(x.a.state() == State::kEstablished);
+    REQUIRE(x.b.state() == State::kEstablished);
+    CHECK(x.b.peer_frame().markers == r.to_initiator);
+    CHECK(x.a.peer_frame().markers == r.to_responder);
+    CHECK(x.a.negotiated().rx.markers == r.to_initiator);
+    CHECK(x.b.negotiated().tx.markers == r.to_initiator);
+    CHECK(x.b.negotiated().rx.markers == r.to_responder);
+    CHECK(x.a.negotiated().tx.markers == r.to_responder);
   }
 }

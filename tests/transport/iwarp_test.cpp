@@ -78,10 +78,10 @@ IwConfig config_for(const StreamCase& c, uint64_t seed) {
   IwConfig cfg;
   cfg.a.revision = cfg.b.revision = c.revision;
   cfg.a.peer_to_peer = cfg.b.peer_to_peer = c.p2p;
-  cfg.a.crc = c.crc;
-  cfg.b.crc = false;
-  cfg.a.markers = c.markers_a;
-  cfg.b.markers = c.markers_b;
+  cfg.a.crc = c.crc ? iwarp::MpaUse::kRequest : iwarp::MpaUse::kOff;
+  cfg.b.crc = iwarp::MpaUse::kOff;
+  cfg.a.markers = c.markers_a ? iwarp::MpaUse::kRequire : iwarp::MpaUse::kOff;
+  cfg.b.markers = c.markers_b ? iwarp::MpaUse::kRequire : iwarp::MpaUse::kOff;
   cfg.mss = c.mss;
   cfg.seed = seed;
   cfg.pipe_capacity = 64 * 1024;
@@ -152,7 +152,7 @@ TEST_CASE("iWARP: every operation over every stream configuration, random segmen
 TEST_CASE("iWARP: operations both ways at once, Send with Invalidate, multi-SGE Read", "[iwarp]") {
   IwConfig cfg;
   cfg.seed = 77;
-  cfg.a.markers = true;
+  cfg.a.markers = iwarp::MpaUse::kRequire;
   IwPair p(cfg);
   REQUIRE(p.connect());
   auto sa = p.a.side.bytes();
@@ -205,7 +205,7 @@ TEST_CASE("iWARP: operations both ways at once, Send with Invalidate, multi-SGE 
 
 TEST_CASE("iWARP: large messages with markers and CRC through a small send buffer", "[iwarp][large]") {
   IwConfig cfg;
-  cfg.a.markers = cfg.b.markers = true;
+  cfg.a.markers = cfg.b.markers = iwarp::MpaUse::kRequire;
   cfg.mss = 8960;
   cfg.pipe_capacity = 20000;  // back-pressure: the sender waits for room all the time
   cfg.seed = 5;
@@ -374,7 +374,7 @@ TEST_CASE("iWARP: bad STag, bounds and access end in the RFC 5040/5041 Terminate
 TEST_CASE("iWARP: a corrupted FPDU is a CRC error (Terminate LLP), the connection closes", "[iwarp][error]") {
   for (bool markers : {false, true}) {
     IwConfig cfg;
-    cfg.a.markers = cfg.b.markers = markers;
+    cfg.a.markers = cfg.b.markers = markers ? iwarp::MpaUse::kRequire : iwarp::MpaUse::kOff;
     IwPair p(cfg);
     REQUIRE(p.connect());
     REQUIRE(post_recv(p.b, 1, 0, 10000) == 0);
@@ -453,7 +453,7 @@ TEST_CASE("iWARP: malformed FPDUs get the Terminate their layer defines", "[iwar
 
 TEST_CASE("iWARP: a broken marker desynchronises the stream: Terminate LLP, marker mismatch", "[iwarp][error]") {
   IwConfig cfg;
-  cfg.a.markers = cfg.b.markers = true;
+  cfg.a.markers = cfg.b.markers = iwarp::MpaUse::kRequire;
   cfg.a.peer_to_peer = false;
   IwPair p(cfg);
   REQUIRE(p.connect());

@@ -59,8 +59,8 @@ int MpaSetup::start(const MpaOptions& opts, std::span<const uint8_t> private_dat
   if (role_ != Role::kInitiator || state_ != State::kIdle || !valid_options(opts)) return EINVAL;
   wire::MpaFrame req;
   req.type = wire::MpaFrameType::kRequest;
-  req.markers = opts.markers;
-  req.crc = opts.crc;
+  req.markers = opts.markers != MpaUse::kOff;
+  req.crc = opts.crc != MpaUse::kOff;
   req.revision = opts.revision;
   if (opts.revision == mpa::kRevision2) {
     req.enhanced = req.enhanced_header = true;
@@ -129,11 +129,12 @@ void MpaSetup::on_frame() {
     return;
   }
   neg_.revision = peer_.revision;
+  if (opts_.crc == MpaUse::kRequire && !peer_.crc) return fail(MpaFailure::kCrcRequired);
   // RFC 5044 7.1: CRC is used in both directions if either side set C.
-  neg_.tx.crc = neg_.rx.crc = opts_.crc || peer_.crc;
+  neg_.tx.crc = neg_.rx.crc = opts_.crc != MpaUse::kOff || peer_.crc;
   // M in a frame asks for markers in the stream its sender receives.
   neg_.tx.markers = peer_.markers;
-  neg_.rx.markers = opts_.markers;
+  neg_.rx.markers = opts_.markers != MpaUse::kOff;
   neg_.ord = opts_.ord;
   neg_.ird = opts_.ird;
   if (peer_.enhanced_header) {
@@ -156,12 +157,12 @@ int MpaSetup::accept(const MpaOptions& opts, std::span<const uint8_t> private_da
   wire::MpaFrame rep;
   rep.type = wire::MpaFrameType::kReply;
   rep.revision = std::min(req.revision, opts.revision);
-  rep.crc = req.crc || opts.crc;
-  rep.markers = opts.markers;
+  rep.crc = req.crc || opts.crc != MpaUse::kOff;
+  rep.markers = opts.markers == MpaUse::kRequire || (opts.markers == MpaUse::kRequest && req.markers);
   neg_.revision = rep.revision;
   neg_.tx.crc = neg_.rx.crc = rep.crc;
   neg_.tx.markers = req.markers;
-  neg_.rx.markers = opts.markers;
+  neg_.rx.markers = rep.markers;
   neg_.ord = opts.ord;
   neg_.ird = opts.ird;
   if (rep.revision == mpa::kRevision2 && req.enhanced_header) {

@@ -23,11 +23,30 @@
 
 namespace urnic::transport::iwarp {
 
+// How this side uses an optional MPA feature (CRC, markers); for CRC the
+// counterpart of siw's module parameter mpa_crc_required.
+//
+// CRC (RFC 5044 7.1.2: CRC is used in both directions if either side sets C):
+//   kOff      C=0 in this side's frame; CRC is still used if the peer sets C.
+//   kRequest  C=1 in this side's frame, so CRC is used.
+//   kRequire  as kRequest; an initiator also fails the connection
+//             (kCrcRequired) on a Reply with C=0, a responder that did not
+//             agree (siw as initiator with mpa_crc_required does the same).
+// Markers (M asks for markers in the stream the frame's sender receives;
+// urnic inserts them whenever the peer asks, in any mode):
+//   kOff      M=0: no markers in what this side receives.
+//   kRequest  markers both ways if the peer does them: an initiator asks
+//             (a responder that cannot insert them rejects, as siw does);
+//             a responder asks only if the Request asked, so it never
+//             fails an initiator without markers.
+//   kRequire  M=1 in either role: the peer inserts them or refuses.
+enum class MpaUse : uint8_t { kOff, kRequest, kRequire };
+
 // What this side asks for or accepts.
 struct MpaOptions {
   uint8_t revision = wire::mpa::kRevision2;  // 1 (RFC 5044) or 2 (RFC 6581)
-  bool crc = true;         // initiator: ask for CRC; responder: require it (either side wanting it turns it on)
-  bool markers = false;    // markers in the stream this side receives
+  MpaUse crc = MpaUse::kRequest;
+  MpaUse markers = MpaUse::kOff;
   uint16_t ird = 16;       // inbound Read Requests this side accepts at once
   uint16_t ord = 16;       // outbound Read Requests this side wants
   bool peer_to_peer = true;  // revision 2: negotiate an RTR message
@@ -50,7 +69,7 @@ enum class MpaFailure : uint8_t {
   kMalformed,      // bad key, revision, length or reserved use: RFC 5044 "invalid request/reply"
   kUnexpectedFrame,  // a reply where a request was due or the other way round
   kNoMatchingRtr,  // RFC 6581: peer-to-peer offered/picked no RTR type both support
-  kCrcRequired,    // responder: this side requires CRC, the peer's reply turned it off
+  kCrcRequired,    // initiator: this side requires CRC, the Reply has C=0
   kSinkFull,       // the stream could not take the frame
 };
 

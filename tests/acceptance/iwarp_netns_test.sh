@@ -1,0 +1,235 @@
+#!/usr/bin/env bash
+# Acceptance (issue 8), iWARP urnic to urnic across two network namespaces
+# joined by a veth pair (MTU 1500): one urnicd per namespace with an iWARP
+# device bound to its address, unmodified rdmacm-utils and perftest (-R)
+# through the drop-in librdmacm.so.1 / libibverbs.so.1, servers on either
+# side. Four daemon configurations: {CRC on, off} x {markers on, off}, set
+# differently on the two sides so that each option is honoured both as
+# initiator and as responder:
+#   CRC on:      a "request", b "off"      (b's requests have C=0: a's
+#                                            Replies turn CRC on; a asks)
+#   CRC off:     both "off"
+#   markers on:  a "require", b "request"  (both directions, either role)
+#   markers off: both "off"
+# rping and ucmatose of each configuration are captured on the veth and
+# decoded (`urnic frame decode`): the MPA Request/Reply flags must say what
+# the configuration says, and every FPDU must deframe (markers) with
+# crc=ok or crc=off as negotiated. Needs root (namespaces): exits 77 with
+# the reason otherwise. Stops what it started by PID; deletes the
+# namespaces.
+#
+# usage: iwarp_netns_test.sh VERBS_SHIM_DIR RDMACM_SHIM_DIR URNICD URNIC_CLI
+set -uo pipefail
+verbs_dir=$1
+rdmacm_dir=$2
+urnicd=$3
+cli=$4
+
+if [[ $(id -u) -ne 0 ]]; then
+  echo "SKIP: needs root to create network namespaces"
+  exit 77
+fi
+for prog in ip rping ucmatose ib_send_bw ib_write_bw ib_read_lat dumpcap; do
+  command -v $prog > /dev/null || { echo "SKIP: $prog not installed (iproute2, rdmacm-utils, perftest, tshark)"; exit 77; }
+done
+
+fails=0
+checks=0
+pass() { checks=$((checks + 1)); printf 'ok   %s\n' "$*"; }
+fail() { checks=$((checks + 1)); fails=$((fails + 1)); printf 'FAIL %s\n' "$*"; }
+
+tag=$$
+ns_a=urnic-iwa-$tag
+ns_b=urnic-iwb-$tag
+veth_a=uia$tag
+veth_b=uib$tag
+# A /24 derived from the PID, in 10.232-247.x.0 (netns_test.sh uses 10.200-231).
+net=10.$((232 + tag % 16)).$(((tag / 16) % 256))
+ip_a=$net.1
+ip_b=$net.2
+rt=$(mktemp -d /tmp/urnic-iwnetns.XXXXXX)
+export URNIC_DAEMON=$urnicd
+export LD_LIBRARY_PATH=$verbs_dir:$rdmacm_dir
+unset LD_PRELOAD URNIC_RUNTIME_DIR URNIC_CM_DEBUG
+asan_rt=$(ldd "$rdmacm_dir/librdmacm.so.1" | awk '/libasan|libclang_rt\.asan/ {print $3; exit}')
+if [[ -n $asan_rt ]]; then
+  run_env=(env "LD_PRELOAD=$asan_rt" "ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0")
+else
+  run_env=(env)
+fi
+limit=${URNIC_PAIR_TIMEOUT:-60}
+[[ -n $asan_rt ]] && limit=$((limit * 3))
+
+daemons=()
+server_pid=
+cap_pid=
+alive() { [[ -n ${1:-} ]] && kill -0 "$1" 2>/dev/null; }
+stop_pid() {
+  local pid=$1
+  alive "$pid" || return 0
+  kill -TERM "$pid" 2>/dev/null
+  for _ in $(seq 100); do alive "$pid" || return 0; sleep 0.05; done
+  kill -KILL "$pid" 2>/dev/null
+}
+stop_daemons() {
+  local p
+  for p in "${daemons[@]}"; do stop_pid "$p"; wait "$p" 2>/dev/null; done
+  daemons=()
+}
+cleanup() {
+  [[ -n $server_pid ]] && stop_pid "$server_pid"
+  [[ -n $cap_pid ]] && stop_pid "$cap_pid"
+  stop_daemons
+  ip netns del "$ns_a" 2>/dev/null
+  ip netns del "$ns_b" 2>/dev/null
+  rm -rf "$rt"
+}
+trap cleanup EXIT
+
+ip netns add "$ns_a" && ip netns add "$ns_b" || { fail "ip netns add"; exit 1; }
+ip link add "$veth_a" netns "$ns_a" type veth peer name "$veth_b" netns "$ns_b" || { fail "ip link add veth"; exit 1; }
+ip -n "$ns_a" addr add "$ip_a/24" dev "$veth_a"
+ip -n "$ns_b" addr add "$ip_b/24" dev "$veth_b"
+for ns in "$ns_a" "$ns_b"; do ip -n "$ns" link set lo up; done
+ip -n "$ns_a" link set "$veth_a" up
+ip -n "$ns_b" link set "$veth_b" up
+pass "veth $ns_a ($ip_a) <-> $ns_b ($ip_b), MTU 1500"
+
+nsname() { [[ $1 == a ]] && echo "$ns_a" || echo "$ns_b"; }
+addr_of() { [[ $1 == a ]] && echo "$ip_a" || echo "$ip_b"; }
+# host H CMD...: CMD in H's namespace with H's runtime directory.
+host() {
+  local h=$1
+  shift
+  ip netns exec "$(nsname "$h")" env "URNIC_RUNTIME_DIR=$rt/$h" "$@"
+}
+# start_daemon H CRC MARKERS: urnicd in H with urnic_iw0 on H's address.
+start_daemon() {
+  local h=$1 crc=$2 markers=$3
+  rm -rf "${rt:?}/$h"
+  mkdir -p "$rt/$h"
+  printf '{"devices": [{"name": "urnic_iw0", "transport": "iwarp", "address": "%s", "mpa_crc": "%s", "mpa_markers": "%s"}]}\n' \
+    "$(addr_of "$h")" "$crc" "$markers" > "$rt/$h.json"
+  # Not through host(): a backgrounded function is a subshell, and $! would
+  # be its PID, not the daemon's (ip netns exec and env exec into urnicd).
+  ip netns exec "$(nsname "$h")" env "URNIC_RUNTIME_DIR=$rt/$h" "$urnicd" --config "$rt/$h.json" \
+    --runtime-dir "$rt/$h" > "$rt/$h.log" 2>&1 &
+  daemons+=($!)
+  for _ in $(seq 200); do
+    [[ -S $rt/$h/urnicd.sock ]] && return 0
+    sleep 0.02
+  done
+  fail "urnicd in $h did not start: $(tail -n 3 "$rt/$h.log")"
+  exit 1
+}
+
+port=$((20000 + tag % 20000))
+# pair NAME SERVER_HOST SRE CRE -- SERVER_CMD... -- CLIENT_CMD...: the
+# client runs in the other namespace; "@SERVER@" in its arguments is the
+# server's address. A client that finds no listener yet is run again.
+pair() {
+  local name=$1 sh=$2 sre=$3 cre=$4
+  shift 4
+  [[ $1 == -- ]] && shift
+  local scmd=() ccmd=() ch=b
+  [[ $sh == b ]] && ch=a
+  while [[ $1 != -- ]]; do scmd+=("$1"); shift; done
+  shift
+  local arg
+  for arg in "$@"; do ccmd+=("${arg//@SERVER@/$(addr_of "$sh")}"); done
+  local out_s=$rt/server.out out_c=$rt/client.out
+  ip netns exec "$(nsname "$sh")" env "URNIC_RUNTIME_DIR=$rt/$sh" "${run_env[@]}" timeout "$limit" "${scmd[@]}" \
+    > "$out_s" 2>&1 &
+  server_pid=$!
+  sleep "${HEAD_START:-0.5}"
+  local crc=1 try t0=$SECONDS
+  for try in $(seq 20); do
+    host "$ch" "${run_env[@]}" timeout "$limit" "${ccmd[@]}" > "$out_c" 2>&1
+    crc=$?
+    [[ $crc -eq 0 ]] && break
+    alive "$server_pid" || break
+    grep -qE "REJECTED|rror -111|Unable to|Failed to" "$out_c" || break
+    sleep 0.5
+  done
+  wait "$server_pid"
+  local src=$?
+  server_pid=
+  if [[ $crc -eq 0 && $src -eq 0 ]] && grep -qE "$sre" "$out_s" && grep -qE "$cre" "$out_c"; then
+    pass "$name ($sh <- $ch, $((SECONDS - t0)) s${try:+, client attempt $try})"
+  else
+    fail "$name ($sh <- $ch): server exit $src, client exit $crc"
+    sed 's/^/    client: /' "$out_c" | tail -12
+    sed 's/^/    server: /' "$out_s" | tail -12
+    tail -n 5 "$rt/a.log" | sed 's/^/    urnicd a: /'
+    tail -n 5 "$rt/b.log" | sed 's/^/    urnicd b: /'
+  fi
+}
+
+row='^ *[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+'
+# configuration NAME CRC_A MARKERS_A CRC_B MARKERS_B CRC_ON MARKERS_ON
+configuration() {
+  local name=$1 crc_on=$6 markers_on=$7
+  stop_daemons
+  start_daemon a "$2" "$3"
+  start_daemon b "$4" "$5"
+  echo "--- $name: a crc=$2 markers=$3, b crc=$4 markers=$5"
+  local pcap=$rt/veth.pcap
+  rm -f "$pcap"
+  ip netns exec "$ns_b" dumpcap -q -P -i "$veth_b" -f tcp -w "$pcap" > "$rt/dumpcap.log" 2>&1 &
+  cap_pid=$!
+  for _ in $(seq 100); do [[ -s $pcap ]] && break; sleep 0.05; done
+  port=$((port + 10))
+  pair "$name: rping -V -C 50 -S 20000" a 'DISCONNECT' 'DISCONNECT' \
+    -- rping -s -a "$ip_a" -p $port -V -C 50 -S 20000 \
+    -- rping -c -a @SERVER@ -p $port -V -C 50 -S 20000
+  pair "$name: ucmatose -c 2 -C 20" b 'return status 0' 'return status 0' \
+    -- ucmatose -p $((port + 1)) -c 2 -C 20 \
+    -- ucmatose -s @SERVER@ -p $((port + 1)) -c 2 -C 20
+  sleep 0.3
+  stop_pid "$cap_pid"
+  wait "$cap_pid" 2>/dev/null
+  cap_pid=
+  local dec=$rt/decode.txt
+  "$cli" frame decode "$pcap" > "$dec" 2>&1
+  local want_m=0 want_c=0 crc_word=off
+  [[ $markers_on == 1 ]] && want_m=1
+  [[ $crc_on == 1 ]] && { want_c=1; crc_word=ok; }
+  local reqs reps bad_reps fpdus good_fpdus errors
+  reqs=$(grep -c 'MPA_REQ' "$dec")
+  reps=$(grep -c 'MPA_REP' "$dec")
+  bad_reps=$(grep -o 'MPA_REP rev=[0-9] M=[01] C=[01]' "$dec" | grep -vc "M=$want_m C=$want_c")
+  fpdus=$(grep -oE 'crc=[a-z]+[(]?' "$dec" | wc -l)
+  good_fpdus=$(grep -oE "crc=$crc_word[(]?" "$dec" | grep -vc '(')
+  errors=$(grep -c 'FPDU error\|DDP malformed\|TERMINATE' "$dec")
+  if [[ $reqs -ge 3 && $reps -eq $reqs && $bad_reps -eq 0 && $fpdus -gt 100 && $good_fpdus -eq $fpdus && $errors -eq 0 ]]; then
+    pass "$name: capture: $reqs MPA exchanges with M=$want_m C=$want_c in the Reply, $fpdus FPDUs all crc=$crc_word, markers deframed"
+  else
+    fail "$name: capture: $reqs requests, $reps replies ($bad_reps not M=$want_m C=$want_c), $good_fpdus/$fpdus FPDUs crc=$crc_word, $errors errors"
+    grep 'MPA_' "$dec" | head -6 | sed 's/^/    /'
+    grep 'FPDU error\|malformed' "$dec" | head -3 | sed 's/^/    /'
+  fi
+  HEAD_START=1.5 pair "$name: ib_send_bw -R" a "$row" "$row" \
+    -- ib_send_bw -d urnic_iw0 -R -n 300 -p $((port + 2)) \
+    -- ib_send_bw -d urnic_iw0 -R -n 300 -p $((port + 2)) @SERVER@
+  HEAD_START=1.5 pair "$name: ib_write_bw -R" b "$row" "$row" \
+    -- ib_write_bw -d urnic_iw0 -R -n 300 -p $((port + 3)) \
+    -- ib_write_bw -d urnic_iw0 -R -n 300 -p $((port + 3)) @SERVER@
+  # A latency server prints no result row.
+  HEAD_START=1.5 pair "$name: ib_read_lat -R" a 'remote address' "$row" \
+    -- ib_read_lat -d urnic_iw0 -R -n 300 -p $((port + 4)) \
+    -- ib_read_lat -d urnic_iw0 -R -n 300 -p $((port + 4)) @SERVER@
+  local h terms
+  for h in a b; do
+    terms=$(host "$h" "$cli" stats -d urnic_iw0 | awk '$1 == "sent_nak_err" {print $2}')
+    if [[ ${terms:-1} -eq 0 ]]; then pass "$name: host $h sent no Terminate"
+    else fail "$name: host $h sent ${terms:-?} Terminates"; fi
+  done
+}
+
+configuration "CRC on, markers on" request require off request 1 1
+configuration "CRC on, markers off" request off off off 1 0
+configuration "CRC off, markers on" off require off request 0 1
+configuration "CRC off, markers off" off off off off 0 0
+
+printf '%d checks, %d failed\n' "$checks" "$fails"
+(( fails == 0 ))

@@ -1,0 +1,39 @@
+// The daemon's JSON config: the iWARP connection options (mpa_crc,
+// mpa_markers) per device, their defaults, and what is refused.
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "engine/device.hpp"
+
+using urnic::engine::parse_config;
+using urnic::transport::iwarp::MpaUse;
+
+TEST_CASE("config: mpa_crc and mpa_markers per iWARP device", "[config][iwarp]") {
+  std::string err;
+  auto c = parse_config(R"({"devices":[
+      {"name":"iw_a","transport":"iwarp","address":"10.0.0.1","mpa_crc":"off","mpa_markers":"require"},
+      {"name":"iw_b","transport":"iwarp","address":"10.0.0.2","mpa_crc":"require","mpa_markers":"request"},
+      {"name":"iw_c","transport":"iwarp","address":"10.0.0.3"}]})",
+                        err);
+  REQUIRE(c);
+  REQUIRE(c->devices.size() == 3);
+  CHECK(c->devices[0].mpa_crc == MpaUse::kOff);
+  CHECK(c->devices[0].mpa_markers == MpaUse::kRequire);
+  CHECK(c->devices[1].mpa_crc == MpaUse::kRequire);
+  CHECK(c->devices[1].mpa_markers == MpaUse::kRequest);
+  // Defaults: CRC asked for, no markers asked for.
+  CHECK(c->devices[2].mpa_crc == MpaUse::kRequest);
+  CHECK(c->devices[2].mpa_markers == MpaUse::kOff);
+}
+
+TEST_CASE("config: bad mpa_crc / mpa_markers values are refused", "[config][iwarp]") {
+  for (const char* bad : {R"({"devices":[{"transport":"iwarp","mpa_crc":"on"}]})",
+                          R"({"devices":[{"transport":"iwarp","mpa_markers":true}]})",
+                          R"({"devices":[{"transport":"roce","mpa_crc":"off"}]})"}) {
+    INFO(bad);
+    std::string err;
+    CHECK_FALSE(parse_config(bad, err));
+    CHECK(err.find("off, request or require") != std::string::npos);
+  }
+}
