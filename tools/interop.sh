@@ -302,20 +302,20 @@ PEER=rxe
 # cm_cell NAME SIDE EXPECT SERVER_CMD... -- CLIENT_CMD...
 #   rdma_cm programs: they find the device from the address, so no -d/-g;
 #   @A@ in either command is the server's RoCE address (urnic 10.99.0.1,
-#   rxe 10.99.0.11), @P@ a fresh port. PASS: both exit 0 and, if EXPECT is
-#   not empty, the client's output matches it.
+#   rxe 10.99.0.11), @C@ the client's, @P@ a fresh port. PASS: both exit 0
+#   and, if EXPECT is not empty, the client's output matches it.
 cm_cell() {
   local name=$1 side=$2 expect=$3; shift 3
-  local scmd=() ccmd=() a dir t0 crc src srv_out=$rt/srv.out cli_out=$rt/cli.out
+  local scmd=() ccmd=() a c dir t0 crc src srv_out=$rt/srv.out cli_out=$rt/cli.out
   while [[ $1 != -- ]]; do scmd+=("$1"); shift; done
   shift
   ccmd=("$@")
   [[ -n $only && ! $name =~ $only ]] && return 0
   cells_run=$((cells_run + 1))
   port=$((port + 1)); t0=$(date +%s.%N)
-  if [[ $side == urnic ]]; then a=$CM_URNIC; else a=$CM_PEER; fi
-  scmd=("${scmd[@]//@A@/$a}"); scmd=("${scmd[@]//@P@/$port}")
-  ccmd=("${ccmd[@]//@A@/$a}"); ccmd=("${ccmd[@]//@P@/$port}")
+  if [[ $side == urnic ]]; then a=$CM_URNIC c=$CM_PEER; else a=$CM_PEER c=$CM_URNIC; fi
+  scmd=("${scmd[@]//@A@/$a}"); scmd=("${scmd[@]//@C@/$c}"); scmd=("${scmd[@]//@P@/$port}")
+  ccmd=("${ccmd[@]//@A@/$a}"); ccmd=("${ccmd[@]//@C@/$c}"); ccmd=("${ccmd[@]//@P@/$port}")
   : > "$srv_out"; : > "$cli_out"
   if [[ $side == urnic ]]; then
     dir="urnic=server,$PEER=client"
@@ -448,6 +448,11 @@ for mtu in $mtus; do
         cm_cell "rdma_server / rdma_client"  $side 'rdma_client: end 0' rdma_server -p @P@ -- \
           rdma_client -s @A@ -p @P@
         cm_reject_cell "rping to a port nobody listens on" $side
+        # UD multicast: the server side receives (joined first), the client
+        # side sends after its join (mckey waits 3 s); urnic's udp link
+        # joins the group on br-roce, rxe's rdma_cm sends the IGMP report.
+        cm_cell "mckey -C 20 (multicast)"    $side 'return status 0' mckey -m 239.1.2.$((mtu / 1024)) -b @A@ -C 20 -- \
+          mckey -m 239.1.2.$((mtu / 1024)) -b @C@ -s -C 20
       fi
       # perftest -R connects twice; its server listens again in between, and
       # a client whose second REQ comes first gets the kernel's immediate
