@@ -453,6 +453,11 @@ for mtu in $mtus; do
         # joins the group on br-roce, rxe's rdma_cm sends the IGMP report.
         cm_cell "mckey -C 20 (multicast)"    $side 'return status 0' mckey -m 239.1.2.$((mtu / 1024)) -b @A@ -C 20 -- \
           mckey -m 239.1.2.$((mtu / 1024)) -b @C@ -s -C 20
+        # rsockets against the kernel host's librdmacm (rsocket protocol v1).
+        cm_cell "rstream -T v -S 65536 -C 100" $side '^custom +' rstream -b @A@ -p @P@ -T v -S 65536 -C 100 -- \
+          rstream -s @A@ -p @P@ -T v -S 65536 -C 100
+        cm_cell "riostream -T v -S 65536 -C 100" $side '^custom +' riostream -b @A@ -p @P@ -T v -S 65536 -C 100 -- \
+          riostream -s @A@ -p @P@ -T v -S 65536 -C 100
       fi
       # perftest -R connects twice; its server listens again in between, and
       # a client whose second REQ comes first gets the kernel's immediate
