@@ -1334,3 +1334,40 @@ TEST_CASE("Remote IPv6 peers: the source GID of the peer's scope; no IPv6 GID me
     CHECK(ev.status == -EHOSTUNREACH);
   }
 }
+
+TEST_CASE("An active side that vanishes after its REQ: the REP is retried, then CONNECT_ERROR", "[cm][engine]") {
+  Harness t;
+  t.cm.set_retry_policy(1'000'000, 2);
+  const auto [sch, sfd] = t.channel(1);
+  const auto [cch, cfd] = t.channel(2);
+  (void)cfd;
+  const std::uint32_t lid = t.create_id(1, sch);
+  REQUIRE(t.bind(1, lid, v4(kLoopback, 7404)) == 0);
+  t.listen(1, lid);
+  t.connect(2, cch, 7404, 0x94);
+  REQUIRE(t.pump() == 1);
+  const auto creq = expect_event(sfd, RDMA_CM_EVENT_CONNECT_REQUEST);
+  t.accept(1, creq.id_handle, 0x95);
+  // The peer is gone: its REP never arrives, and no RTU comes back. (The
+  // active id in this harness keeps retrying its REQ; those go nowhere.)
+  REQUIRE(t.wire_q.size() == 1);
+  const auto rep = t.wire_q[0].mad;
+  t.wire_q.clear();
+  for (int i = 0; i < 2; ++i) {
+    t.now += 1'000'000;
+    t.cm.on_gsi_timer(t.now);
+    int reps = 0;
+    for (const Sent& m : t.wire_q) reps += m.mad == rep ? 1 : 0;  // the same REP again
+    CHECK(reps == 1);
+    t.wire_q.clear();
+  }
+  CHECK_FALSE(next_event(sfd));
+  t.now += 1'000'000;
+  t.cm.on_gsi_timer(t.now);
+  // cma_ib_handler: IB_CM_REP_ERROR (no RTU) is CONNECT_ERROR, -ETIMEDOUT.
+  const auto ev = expect_event(sfd, RDMA_CM_EVENT_CONNECT_ERROR);
+  CHECK(ev.id_handle == creq.id_handle);
+  CHECK(ev.status == -ETIMEDOUT);
+  CHECK(t.cm.state_of(creq.id_handle) == CmService::State::kError);
+  CHECK(t.cm.counters().timeouts >= 1);
+}
