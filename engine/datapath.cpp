@@ -341,7 +341,12 @@ bool DataPath::drain_sq(std::uint32_t qpn, QpBinding& b, t::Nanos now) {
     t::SendWr wr;
     wr.wr_id = h.wr_id;
     wr.send_flags = h.send_flags;
-    bool bad = h.opcode > static_cast<std::uint32_t>(t::WrOpcode::kSendWithInv);
+    static_assert(static_cast<int>(t::WrOpcode::kAtomicWrite) == IBV_WR_ATOMIC_WRITE);
+    static_assert(static_cast<int>(t::WcOpcode::kAtomicWrite) == IBV_WC_ATOMIC_WRITE);
+    // ibv_wr_opcode values 0..9 and IBV_WR_ATOMIC_WRITE (15; the 8 bytes in
+    // compare_add, see engine/shm_ring.hpp); TSO and the rest are refused.
+    bool bad = h.opcode > static_cast<std::uint32_t>(t::WrOpcode::kSendWithInv) &&
+               h.opcode != static_cast<std::uint32_t>(t::WrOpcode::kAtomicWrite);
     wr.opcode = static_cast<t::WrOpcode>(h.opcode);
     if ((h.send_flags & IBV_SEND_INLINE) != 0) {
       bad |= h.inline_len > caps.max_inline_data || h.inline_len > body_room;

@@ -224,7 +224,11 @@ Device::Device(const DeviceConfig& cfg) : cfg_(cfg) {
                        IBV_DEVICE_UD_AV_PORT_ENFORCE | IBV_DEVICE_PORT_ACTIVE_EVENT |
                        IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_RC_RNR_NAK_GEN |
                        IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B | IBV_DEVICE_XRC;
-  a.device_cap_flags_ex = a.device_cap_flags;
+  // IBA 1.5 RDMA ATOMIC WRITE (transport/responder.cpp): the kernel's
+  // IB_UVERBS_DEVICE_ATOMIC_WRITE bit, which rdma_rxe reports too; rdma-core
+  // 44's verbs.h has no name for it yet.
+  constexpr std::uint64_t kDeviceAtomicWrite = 1ULL << 40;
+  a.device_cap_flags_ex = a.device_cap_flags | kDeviceAtomicWrite;
   a.max_sge = 32;
   a.max_sge_rd = 32;
   a.max_cq = 65536;

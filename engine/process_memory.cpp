@@ -164,6 +164,14 @@ bool ProcessMemory::fetch_add(transport::MemDomain dom, uint64_t va, uint64_t ad
   return write_now(pid, va, {reinterpret_cast<const uint8_t*>(&sum), sizeof sum});
 }
 
+// Staged writes go out first: an ATOMIC WRITE is placed after every earlier
+// write (IBA 1.5). One aligned 8-byte process_vm_writev, like the atomics'.
+bool ProcessMemory::atomic_write(transport::MemDomain dom, uint64_t va, uint64_t value) {
+  flush_writes();
+  window_len_ = 0;
+  return write_now(pid_of(dom), va, {reinterpret_cast<const uint8_t*>(&value), sizeof value});
+}
+
 bool ProcessMemory::range_accessible(pid_t pid, uint64_t va, uint64_t len, bool writable) {
   if (len == 0) return true;
   if (va + len < va) return false;

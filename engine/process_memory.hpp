@@ -70,6 +70,7 @@ class ProcessMemory final : public transport::MemoryAccess {
   bool compare_swap(transport::MemDomain dom, uint64_t va, uint64_t compare, uint64_t swap,
                     uint64_t& orig) override;
   bool fetch_add(transport::MemDomain dom, uint64_t va, uint64_t add, uint64_t& orig) override;
+  bool atomic_write(transport::MemDomain dom, uint64_t va, uint64_t value) override;
 
   // Makes every staged write visible in its process.
   void flush_writes();

@@ -274,6 +274,8 @@ static_assert(std::is_trivially_copyable_v<CqeSlot>);
 // the window), rkey = its new R_Key, remote_addr/compare_add = address and
 // length in the MR, swap = MR lkey | (uint64 mw_access_flags << 32).
 // IBV_WR_LOCAL_INV / SEND_WITH_INV: imm_data = the R_Key to invalidate.
+// IBV_WR_ATOMIC_WRITE (no SGEs): rkey/remote_addr, compare_add = the 8 bytes
+// to store, as they lay in the application's buffer.
 struct WqeHeader {
   std::uint64_t wr_id;
   std::uint32_t opcode;      // enum ibv_wr_opcode (send queue) / 0 (receive)

@@ -40,6 +40,7 @@ class Memory final : public MemoryAccess {
   }
   bool compare_swap(MemDomain, uint64_t, uint64_t, uint64_t, uint64_t&) override { return false; }
   bool fetch_add(MemDomain, uint64_t, uint64_t, uint64_t&) override { return false; }
+  bool atomic_write(MemDomain, uint64_t, uint64_t) override { return false; }
   std::vector<uint8_t> buf = std::vector<uint8_t>(kSize);
 };
 

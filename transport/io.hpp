@@ -26,6 +26,10 @@ class MemoryAccess {
   // receives the value before the operation (IBA 9.4.5).
   virtual bool compare_swap(MemDomain dom, uint64_t va, uint64_t compare, uint64_t swap, uint64_t& orig) = 0;
   virtual bool fetch_add(MemDomain dom, uint64_t va, uint64_t add, uint64_t& orig) = 0;
+  // RDMA ATOMIC WRITE (IBA 1.5): the 8 bytes `value` (memory order) stored
+  // at the 8-byte aligned `va` at once, after every earlier write reached
+  // memory.
+  virtual bool atomic_write(MemDomain dom, uint64_t va, uint64_t value) = 0;
 };
 
 // Where a packet goes (and, on receive, where it came from).

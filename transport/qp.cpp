@@ -1,6 +1,7 @@
 // QP lifecycle: the modify_qp transition table, posting, flushing,
 // completions and packet output.
 #include <cerrno>
+#include <cstring>
 
 #include "transport/detail/qp.hpp"
 #include "transport/detail/trace.hpp"
@@ -97,6 +98,9 @@ bool opcode_allowed(WrOpcode op, QpType t) noexcept {
     case WrOpcode::kAtomicCmpAndSwp:
     case WrOpcode::kAtomicFetchAndAdd:
     case WrOpcode::kSendWithInv: return t == QpType::kRc || t == QpType::kXrcSend;
+    // IBA 1.5 ATOMIC WRITE: RC only, as rdma_rxe offers it (the wire table
+    // has no XRC/UC opcode for it).
+    case WrOpcode::kAtomicWrite: return t == QpType::kRc;
     // IBA 10.6.7.2 / 10.6.7.4: binds and local invalidation on the
     // connected service types (a UD QP cannot bind or invalidate).
     case WrOpcode::kLocalInv:
@@ -112,6 +116,7 @@ WcOpcode wc_opcode_of(WrOpcode op) noexcept {
     case WrOpcode::kRdmaRead: return WcOpcode::kRdmaRead;
     case WrOpcode::kAtomicCmpAndSwp: return WcOpcode::kCompSwap;
     case WrOpcode::kAtomicFetchAndAdd: return WcOpcode::kFetchAdd;
+    case WrOpcode::kAtomicWrite: return WcOpcode::kAtomicWrite;
     case WrOpcode::kLocalInv: return WcOpcode::kLocalInv;
     case WrOpcode::kBindMw: return WcOpcode::kBindMw;
     default: return WcOpcode::kSend;
@@ -417,6 +422,15 @@ int Qp::post_send(const SendWr& wr, Nanos now) {
   w.inv_rkey = wr.invalidate_rkey;
   w.xrc_srqn = wr.xrc_remote_srqn & 0xFFFFFF;
   if (wr.opcode == WrOpcode::kBindMw) w.bind = wr.bind;
+  if (wr.opcode == WrOpcode::kAtomicWrite) {
+    // The 8 bytes travel in the WQE (ibv_wr_atomic_write copies them at
+    // post time); a scatter list or inline bytes are ignored.
+    w.sges.clear();
+    w.is_inline = true;
+    w.inline_bytes.resize(8);
+    std::memcpy(w.inline_bytes.data(), &wr.compare_add, 8);
+    w.length = 8;
+  }
   if (is_local_op(wr.opcode)) {  // no data: a scatter list or inline bytes are ignored
     w.sges.clear();
     w.inline_bytes.clear();

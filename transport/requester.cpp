@@ -223,7 +223,9 @@ void Qp::send_next_packet(SendWqe& w, Nanos now) {
   const bool imm = w.opcode == WrOpcode::kSendWithImm || w.opcode == WrOpcode::kRdmaWriteWithImm;
   const bool inv = w.opcode == WrOpcode::kSendWithInv;
   uint8_t code = 0;
-  if (send) {
+  if (w.opcode == WrOpcode::kAtomicWrite) {
+    code = op::kAtomicWrite;  // one packet (8 bytes), RETH, acknowledged like a WRITE
+  } else if (send) {
     if (first && last) code = imm ? op::kSendOnlyImm : inv ? op::kSendOnlyInv : op::kSendOnly;
     else if (first) code = op::kSendFirst;
     else if (!last) code = op::kSendMiddle;

@@ -137,6 +137,10 @@ RespState Qp::resp_chk_length(const wire::IbPacket& pkt) {
       pending_recv_status_ = WcStatus::kLocLenErr;  // IBA 9.9.3.1.3: responder length error
       return RespState::kErrNakInvalidRequest;
     }
+  } else if (i.is(Op::kAtomicWrite)) {
+    // IBA 1.5 ATOMIC WRITE: exactly 8 bytes, in the RETH and the payload
+    // (rxe answers a wrong length with an invalid-request NAK too).
+    if (pkt.reth.dma_len != 8 || pl != 8) return RespState::kErrNakInvalidRequest;
   } else if (i.is(Op::kWrite)) {
     const uint64_t total = i.is(Op::kFirst) ? pkt.reth.dma_len : write_len_;
     if (total > ctx_.cfg.caps.max_msg_sz) return RespState::kErrNakInvalidRequest;
@@ -165,6 +169,9 @@ RespState Qp::resp_chk_rkey(const wire::IbPacket& pkt) {
     if (pkt.reth.dma_len > 0 &&
         ctx_.check_rkey(pkt.reth.rkey, resp_pd(), qpn_, pkt.reth.va, pkt.reth.dma_len, need, nullptr) != KeyCheck::kOk)
       return RespState::kErrNakRemoteAccess;
+    // ATOMIC WRITE: the R_Key needs remote write access (as rxe checks it);
+    // a misaligned address is an invalid request (rxe: misaligned atomic).
+    if (i.is(Op::kAtomicWrite) && (pkt.reth.va & 7) != 0) return RespState::kErrNakInvalidRequest;
     if (i.is(Op::kWrite)) {
       write_va_ = pkt.reth.va;
       write_rkey_ = pkt.reth.rkey;
@@ -190,6 +197,20 @@ RespState Qp::resp_execute(const wire::IbPacket& pkt, Nanos now) {
       return RespState::kErrNakRemoteOperational;
     }
     msg_offset_ += pkt.payload.size();
+    return RespState::kComplete;
+  }
+  if (i.is(Op::kAtomicWrite)) {
+    const Mr* mr = nullptr;
+    ctx_.check_rkey(pkt.reth.rkey, resp_pd(), qpn_, pkt.reth.va, 8, access::kRemoteWrite, &mr);
+    if (mr == nullptr) return RespState::kErrNakRemoteOperational;
+    // The store must be aligned where it lands too (an MR with an IOVA
+    // may map an aligned VA to an unaligned address), as rxe checks it.
+    const uint64_t dst = mr->local(pkt.reth.va);
+    if ((dst & 7) != 0) return RespState::kErrNakInvalidRequest;
+    uint64_t value = 0;
+    std::memcpy(&value, pkt.payload.data(), 8);  // length checked: exactly 8
+    if (!ctx_.mem.atomic_write(mr->dom, dst, value)) return RespState::kErrNakRemoteOperational;
+    msg_offset_ = 8;
     return RespState::kComplete;
   }
   if (i.is(Op::kWrite)) {
@@ -307,7 +328,8 @@ RespState Qp::resp_acknowledge(const wire::IbPacket& pkt, Nanos now) {
   return RespState::kDone;
 }
 
-// IBA 9.7.5.1.5: a duplicate SEND/WRITE is re-ACKed; a duplicate READ is
+// IBA 9.7.5.1.5: a duplicate SEND/WRITE (and ATOMIC WRITE, as rxe replays
+// it: the ACK only) is re-ACKed; a duplicate READ is
 // re-executed from the original request's resource; a duplicate atomic is
 // answered from the saved result, never executed twice.
 RespState Qp::resp_duplicate(const wire::IbPacket& pkt, Nanos now) {

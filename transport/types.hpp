@@ -65,6 +65,9 @@ enum class WrOpcode : uint8_t {
   kLocalInv = 7,
   kBindMw = 8,
   kSendWithInv = 9,
+  // IBA 1.5 RDMA ATOMIC WRITE (IBV_WR_ATOMIC_WRITE, ibv_wr_atomic_write):
+  // SendWr::compare_add holds the 8 bytes to store, as they lie in memory.
+  kAtomicWrite = 15,
 };
 
 // ibv_mw_type (IBA 10.6.7: type 1 is bound with the Bind MW verb and
@@ -112,6 +115,7 @@ enum class WcOpcode : uint8_t {
   kFetchAdd = 4,
   kBindMw = 5,
   kLocalInv = 6,
+  kAtomicWrite = 9,
   kRecv = 1u << 7,
   kRecvRdmaWithImm = (1u << 7) + 1,
 };
@@ -191,7 +195,7 @@ struct SendWr {
   MwBind bind;                   // kBindMw
   uint64_t remote_addr = 0;      // RDMA and atomics
   uint32_t rkey = 0;
-  uint64_t compare_add = 0;      // atomics: compare (CAS) or add (FAA)
+  uint64_t compare_add = 0;      // atomics: compare (CAS) or add (FAA); kAtomicWrite: the 8 bytes
   uint64_t swap = 0;             // atomics: swap (CAS)
   AhHandle ah{};                 // UD
   uint32_t remote_qpn = 0;       // UD

@@ -52,8 +52,8 @@ struct QpExState {
 namespace {
 
 // Which ibv_qp_ex send operations each QP type can carry (IBA 11.4.1.1, as
-// opcode_valid in objects.cpp). TSO and the IBA 1.5 ATOMIC WRITE are not
-// offered by the transport.
+// opcode_valid in objects.cpp). TSO is not offered by the transport; the
+// IBA 1.5 ATOMIC WRITE is RC only (as rdma_rxe offers it).
 std::uint64_t ops_for(ibv_qp_type type) {
   constexpr std::uint64_t kSend = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM;
   constexpr std::uint64_t kWrite = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM;
@@ -61,7 +61,7 @@ std::uint64_t ops_for(ibv_qp_type type) {
   constexpr std::uint64_t kRcOnly = IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
                                     IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_SEND_WITH_INV;
   switch (type) {
-    case IBV_QPT_RC: return kSend | kWrite | kMemory | kRcOnly;
+    case IBV_QPT_RC: return kSend | kWrite | kMemory | kRcOnly | IBV_QP_EX_WITH_ATOMIC_WRITE;
     case IBV_QPT_UC: return kSend | kWrite | kMemory;
     case IBV_QPT_UD: return kSend;
     case IBV_QPT_XRC_SEND: return kSend | kWrite | kRcOnly;  // windows are bound on RC/UC QPs only
@@ -215,6 +215,22 @@ void wr_atomic_fetch_add(ibv_qp_ex* qpx, std::uint32_t rkey, std::uint64_t remot
   }
 }
 
+// IBA 1.5 RDMA ATOMIC WRITE: the 8 bytes at `data` are copied now (the
+// caller may reuse them at once) and travel in the WQE header's
+// compare_add; no scatter list (ibv_wr_atomic_write(3) takes none).
+void wr_atomic_write(ibv_qp_ex* qpx, std::uint32_t rkey, std::uint64_t remote_addr, const void* data) {
+  ibv_send_wr* wr = begin_wr(qpx, IBV_WR_ATOMIC_WRITE, IBV_QP_EX_WITH_ATOMIC_WRITE);
+  if (wr == nullptr) return;
+  QpExState& st = *shim_of_ex(qpx)->ext;
+  if (data == nullptr) {
+    if (st.err == 0) st.err = EINVAL;
+    return;
+  }
+  wr->wr.atomic.rkey = rkey;
+  wr->wr.atomic.remote_addr = remote_addr;
+  std::memcpy(&wr->wr.atomic.compare_add, data, sizeof wr->wr.atomic.compare_add);
+}
+
 // Operations the device does not offer: the batch fails at wr_complete.
 void wr_unsupported(ibv_qp_ex* qpx) {
   QpExState& st = *shim_of_ex(qpx)->ext;
@@ -224,12 +240,6 @@ void wr_send_tso(ibv_qp_ex* qpx, void* hdr, std::uint16_t hdr_sz, std::uint16_t 
   (void)hdr;
   (void)hdr_sz;
   (void)mss;
-  wr_unsupported(qpx);
-}
-void wr_atomic_write(ibv_qp_ex* qpx, std::uint32_t rkey, std::uint64_t remote_addr, const void* data) {
-  (void)rkey;
-  (void)remote_addr;
-  (void)data;
   wr_unsupported(qpx);
 }
 // The XRC SRQ at the target the current WR goes to (its XRCETH).

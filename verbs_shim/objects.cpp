@@ -164,7 +164,7 @@ ibv_qp_attr from_wire(const ctl::QpAttrs& w) {
 // Which send opcodes a QP type accepts (IBA 11.4.1.1 / Table 103: RDMA read
 // and atomics are RC only; UD carries sends only; an XRC initiator carries
 // what RC does, to the SRQ / memory behind the target).
-bool opcode_valid(ibv_qp_type type, ibv_wr_opcode op) {
+bool opcode_valid(ibv_qp_type type, ibv_wr_opcode op, bool extended) {
   const bool rc = type == IBV_QPT_RC || type == IBV_QPT_XRC_SEND;
   switch (op) {
     case IBV_WR_SEND:
@@ -178,7 +178,11 @@ bool opcode_valid(ibv_qp_type type, ibv_wr_opcode op) {
     // Memory windows (IBA 10.6.7) are bound and invalidated on connected QPs.
     case IBV_WR_LOCAL_INV:
     case IBV_WR_BIND_MW: return type == IBV_QPT_RC || type == IBV_QPT_UC;
-    default: return false;  // TSO, ATOMIC_WRITE, ...: not offered
+    // IBA 1.5 ATOMIC WRITE: RC only, and only through ibv_wr_atomic_write
+    // (ibv_send_wr has no field for its 8 bytes; libibverbs providers refuse
+    // it in ibv_post_send too).
+    case IBV_WR_ATOMIC_WRITE: return extended && type == IBV_QPT_RC;
+    default: return false;  // TSO, ...: not offered
   }
 }
 
@@ -226,7 +230,7 @@ int post_send_locked(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, bool all
   std::uint32_t room = err == 0 ? q->sq.free_count() : 0;
   for (; err == 0 && wr != nullptr; wr = wr->next, ++n) {
     if (wr->num_sge < 0 || static_cast<std::uint32_t>(wr->num_sge) > q->caps.max_send_sge ||
-        !opcode_valid(qp->qp_type, wr->opcode)) {
+        !opcode_valid(qp->qp_type, wr->opcode, all_or_nothing)) {
       err = EINVAL;
       break;
     }
@@ -272,6 +276,7 @@ int post_send_locked(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, bool all
         break;
       case IBV_WR_ATOMIC_CMP_AND_SWP:
       case IBV_WR_ATOMIC_FETCH_AND_ADD:
+      case IBV_WR_ATOMIC_WRITE:  // compare_add: its 8 bytes (wr_atomic_write)
         h.remote_addr = wr->wr.atomic.remote_addr;
         h.rkey = wr->wr.atomic.rkey;
         h.compare_add = wr->wr.atomic.compare_add;

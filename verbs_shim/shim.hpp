@@ -198,7 +198,8 @@ void kick_if_sleeping(ibv_context* ctx, const engine::SpscRing& ring);
 void install_ops(verbs_context* vctx);
 
 // objects.cpp: the ibv_post_send body (caller holds post_mu). With
-// `all_or_nothing` nothing is published when any WR fails (ibv_wr_complete).
+// `all_or_nothing` (ibv_wr_complete) nothing is published when any WR fails,
+// and IBV_WR_ATOMIC_WRITE (only ibv_wr_atomic_write builds it) is accepted.
 int post_send_locked(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, bool all_or_nothing);
 ibv_qp* create_qp_common(ibv_pd* pd, ibv_qp_init_attr* attr);
 // objects.cpp: map an SRQ ring the daemon created and fill the ShimSrq

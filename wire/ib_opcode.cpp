@@ -67,6 +67,12 @@ constexpr std::array<OpcodeInfo, 256> make_table() {
     if (!r.uc_name.empty()) t[opcode::kUc | r.op] = row(r.uc_name, r.hdrs, r.flags);
     t[opcode::kXrc | r.op] = row(r.xrc_name, r.flags.has(kRequest) ? r.hdrs.with(H::kXrceth) : r.hdrs, r.flags);
   }
+  // RDMA ATOMIC WRITE (IBA 1.5, opcode 0x1D): BTH + RETH + exactly 8 bytes
+  // of payload, stored at the responder as one 8-byte write and
+  // acknowledged like an RDMA WRITE ONLY (hence kWrite too). RC only, as
+  // rdma_rxe has it: urnic offers no XRC or UC variant.
+  t[opcode::kRc | opcode::kAtomicWrite] =
+      row("RC_ATOMIC_WRITE", {H::kReth}, {kValid, kRequest, kFirst, kLast, kWrite, kAtomicWrite, kPayload});
   // UD (IBA 9.2.3: SEND ONLY and SEND ONLY with immediate, both with DETH).
   t[opcode::kUd | opcode::kSendOnly] =
       row("UD_SEND_ONLY", {H::kDeth}, {kValid, kRequest, kFirst, kLast, kSend, kPayload, kConsumesRecv});

@@ -91,6 +91,7 @@ enum class Op : uint32_t {
   kPayload = 1u << 15,   // may carry payload
   kConsumesRecv = 1u << 16,  // consumes a receive WQE at the responder
   kCnp = 1u << 17,
+  kAtomicWrite = 1u << 18,   // ATOMIC WRITE (IBA 1.5): also kWrite; 8 bytes stored at once
 };
 
 class OpFlags {
@@ -131,7 +132,8 @@ inline constexpr uint8_t kSendFirst = 0x00, kSendMiddle = 0x01, kSendLast = 0x02
                          kWriteLast = 0x08, kWriteLastImm = 0x09, kWriteOnly = 0x0A, kWriteOnlyImm = 0x0B,
                          kReadRequest = 0x0C, kReadResponseFirst = 0x0D, kReadResponseMiddle = 0x0E,
                          kReadResponseLast = 0x0F, kReadResponseOnly = 0x10, kAck = 0x11, kAtomicAck = 0x12,
-                         kCompareSwap = 0x13, kFetchAdd = 0x14, kSendLastInv = 0x16, kSendOnlyInv = 0x17;
+                         kCompareSwap = 0x13, kFetchAdd = 0x14, kSendLastInv = 0x16, kSendOnlyInv = 0x17,
+                         kAtomicWrite = 0x1D;
 inline constexpr uint8_t kCnp = 0x81;
 }  // namespace opcode
 

@@ -253,7 +253,10 @@ TEST_CASE("ibv_create_qp_ex / ibv_create_cq_ex refuse what the device does not d
   CHECK(create_qp_ex(d, cq, IBV_QPT_UD, IBV_QP_EX_WITH_RDMA_WRITE) == nullptr);
   CHECK(errno == EOPNOTSUPP);
   errno = 0;
-  CHECK(create_qp_ex(d, cq, IBV_QPT_RC, IBV_QP_EX_WITH_ATOMIC_WRITE) == nullptr);
+  CHECK(create_qp_ex(d, cq, IBV_QPT_UC, IBV_QP_EX_WITH_ATOMIC_WRITE) == nullptr);  // ATOMIC WRITE: RC only
+  CHECK(errno == EOPNOTSUPP);
+  errno = 0;
+  CHECK(create_qp_ex(d, cq, IBV_QPT_RC, IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_TSO) == nullptr);
   CHECK(errno == EOPNOTSUPP);
   errno = 0;
   CHECK(create_qp_ex(d, cq, IBV_QPT_UD, IBV_QP_EX_WITH_BIND_MW) == nullptr);  // windows: connected QPs only
@@ -285,6 +288,69 @@ TEST_CASE("ibv_create_qp_ex / ibv_create_cq_ex refuse what the device does not d
   CHECK((attr.odp_caps.general_caps & IBV_ODP_SUPPORT) != 0);
   CHECK((attr.odp_caps.per_transport_caps.rc_odp_caps & IBV_ODP_SUPPORT_WRITE) != 0);
   CHECK(ibv_destroy_cq(cq) == 0);
+}
+
+TEST_CASE("ibv_wr_atomic_write: 8 bytes stored at the target, IBV_WC_ATOMIC_WRITE, misaligned fails", "[shim][ext]") {
+  Dev d;
+  ibv_device_attr_ex attr{};
+  REQUIRE(ibv_query_device_ex(d.ctx, nullptr, &attr) == 0);
+  CHECK((attr.device_cap_flags_ex & (1ULL << 40)) != 0);  // IB_UVERBS_DEVICE_ATOMIC_WRITE
+  ibv_cq_init_attr_ex ca{};
+  ca.cqe = 32;
+  ca.wc_flags = IBV_WC_STANDARD_FLAGS;
+  ibv_cq_ex* cq = ibv_create_cq_ex(d.ctx, &ca);
+  REQUIRE(cq != nullptr);
+  ibv_cq* cqb = ibv_cq_ex_to_cq(cq);
+  const std::uint64_t ops = IBV_QP_EX_WITH_ATOMIC_WRITE | IBV_QP_EX_WITH_RDMA_WRITE;
+  ibv_qp* qp[2] = {create_qp_ex(d, cqb, IBV_QPT_RC, ops), create_qp_ex(d, cqb, IBV_QPT_RC, ops)};
+  REQUIRE(qp[0] != nullptr);
+  REQUIRE(qp[1] != nullptr);
+  for (int i = 0; i < 2; ++i) connect_rc(d.ctx, qp[i], qp[1 - i]->qp_num);
+  alignas(8) std::vector<std::uint64_t> dst(64, 0);
+  ibv_mr* md = reg(d.pd, dst.data(), dst.size() * 8, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  REQUIRE(md != nullptr);
+  ibv_qp_ex* x = ibv_qp_to_qp_ex(qp[0]);
+  REQUIRE(x != nullptr);
+
+  // ibv_post_send cannot carry it: ibv_send_wr has no field for the 8 bytes.
+  ibv_send_wr wr{};
+  wr.opcode = IBV_WR_ATOMIC_WRITE;
+  ibv_send_wr* bad = nullptr;
+  CHECK(ibv_post_send(qp[0], &wr, &bad) == EINVAL);
+
+  unsigned char value[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  ibv_wr_start(x);
+  x->wr_id = 1;
+  x->wr_flags = IBV_SEND_SIGNALED;
+  ibv_wr_atomic_write(x, md->rkey, addr_of(&dst[3]), value);
+  std::memset(value, 0xEE, sizeof value);  // copied at the call
+  REQUIRE(ibv_wr_complete(x) == 0);
+  auto got = poll_ex(cq, 1);
+  REQUIRE(got.size() == 1);
+  CHECK(got[0].wr_id == 1);
+  CHECK(got[0].status == IBV_WC_SUCCESS);
+  CHECK(got[0].opcode == IBV_WC_ATOMIC_WRITE);
+  const unsigned char want[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  CHECK(std::memcmp(&dst[3], want, 8) == 0);
+  CHECK(dst[2] == 0);
+  CHECK(dst[4] == 0);
+
+  // 4 bytes off: the responder NAKs an invalid request.
+  ibv_wr_start(x);
+  x->wr_id = 2;
+  ibv_wr_atomic_write(x, md->rkey, addr_of(&dst[8]) + 4, want);
+  REQUIRE(ibv_wr_complete(x) == 0);
+  got = poll_ex(cq, 1);
+  REQUIRE(got.size() == 1);
+  CHECK(got[0].wr_id == 2);
+  CHECK(got[0].status == IBV_WC_REM_INV_REQ_ERR);
+  CHECK(dst[8] == 0);
+  CHECK(dst[9] == 0);
+
+  CHECK(ibv_destroy_qp(qp[0]) == 0);
+  CHECK(ibv_destroy_qp(qp[1]) == 0);
+  CHECK(ibv_dereg_mr(md) == 0);
+  CHECK(ibv_destroy_cq(cqb) == 0);
 }
 
 TEST_CASE("ibv_resize_cq keeps unpolled completions and refuses to drop them", "[shim][ext]") {

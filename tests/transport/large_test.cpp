@@ -140,6 +140,7 @@ class PatternMemory final : public MemoryAccess {
   }
   bool compare_swap(MemDomain, uint64_t, uint64_t, uint64_t, uint64_t&) override { return false; }
   bool fetch_add(MemDomain, uint64_t, uint64_t, uint64_t&) override { return false; }
+  bool atomic_write(MemDomain, uint64_t, uint64_t) override { return false; }
 
   // True when exactly [0, len) was written.
   bool covered(uint64_t len) const {

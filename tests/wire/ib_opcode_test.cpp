@@ -66,8 +66,11 @@ TEST_CASE("opcode table: every row is consistent", "[wire][opcode]") {
       CHECK(info.name.substr(4) == rc.name.substr(3));
     }
   }
-  // RC: 23 opcodes, UC: 12, UD: 2, CNP: 1, XRC: 23.
-  CHECK(valid == 23 + 12 + 2 + 1 + 23);
+  // RC: 24 opcodes (with IBA 1.5 ATOMIC WRITE), UC: 12, UD: 2, CNP: 1, XRC: 23.
+  CHECK(valid == 24 + 12 + 2 + 1 + 23);
+  CHECK(opcode_info(opcode::kRc | opcode::kAtomicWrite).valid());
+  CHECK_FALSE(opcode_info(opcode::kUc | opcode::kAtomicWrite).valid());
+  CHECK_FALSE(opcode_info(opcode::kXrc | opcode::kAtomicWrite).valid());
   CHECK_FALSE(opcode_info(0x15).valid());
   CHECK_FALSE(opcode_info(opcode::kUc | opcode::kReadRequest).valid());
 }

@@ -123,7 +123,39 @@ TEST_CASE("every opcode encodes and decodes to the same packet", "[wire][roce]")
       }
     }
   }
-  CHECK(valid == 61);  // 23 RC + 12 UC + 2 UD + CNP + 23 XRC (IBA 9.2.3 table 38, annex A17)
+  CHECK(valid == 62);  // 24 RC (with IBA 1.5 ATOMIC WRITE) + 12 UC + 2 UD + CNP + 23 XRC (IBA 9.2.3 table 38, annex A17)
+}
+
+TEST_CASE("RC ATOMIC WRITE: BTH + RETH + 8 bytes, byte for byte", "[wire][roce]") {
+  IbPacket p;
+  p.bth.opcode = opcode::kRc | opcode::kAtomicWrite;
+  p.bth.dest_qp = 0x000123;
+  p.bth.ack_req = true;
+  p.bth.psn = Psn(0x000456);
+  p.reth = {0x00007F0000001008ull, 0x00ABCDEF, 8};
+  constexpr std::array<uint8_t, 8> value = {0x63, 0x63, 0x63, 0x63, 0x63, 0x63, 0x63, 0x64};
+  p.payload = value;
+  REQUIRE(ib_encoded_size(p) == 12 + 16 + 8);
+  std::array<uint8_t, 64> buf{};
+  auto n = encode_ib(p, buf);
+  REQUIRE(n.ok());
+  REQUIRE(*n == 36);
+  // BTH: opcode 0x1D, AckReq, QPN, PSN; RETH: VA, R_Key, DMA length 8; then the value as it is.
+  constexpr std::array<uint8_t, 36> expect = {
+      0x1D, 0x00, 0xFF, 0xFF, 0x00, 0x00, 0x01, 0x23, 0x80, 0x00, 0x04, 0x56,
+      0x00, 0x00, 0x7F, 0x00, 0x00, 0x00, 0x10, 0x08, 0x00, 0xAB, 0xCD, 0xEF, 0x00, 0x00, 0x00, 0x08,
+      0x63, 0x63, 0x63, 0x63, 0x63, 0x63, 0x63, 0x64};
+  for (std::size_t i = 0; i < expect.size(); ++i) {
+    INFO("byte " << i);
+    CHECK(buf[i] == expect[i]);
+  }
+  auto d = decode_ib(Bytes(buf).first(36));
+  REQUIRE(d.ok());
+  check_same(p, *d);
+  CHECK(d->info().is(Op::kAtomicWrite));
+  CHECK(d->info().is(Op::kWrite));
+  CHECK_FALSE(d->info().is(Op::kAtomic));  // no AtomicETH, no atomic ACK, no rd_atomic resource
+  CHECK(d->info().name == "RC_ATOMIC_WRITE");
 }
 
 TEST_CASE("decode_ib error values", "[wire][roce]") {

@@ -323,6 +323,14 @@ bool LocalMemory::fetch_add(MemDomain dom, uint64_t va, uint64_t add, uint64_t& 
   return true;
 }
 
+bool LocalMemory::atomic_write(MemDomain dom, uint64_t va, uint64_t value) {
+  uint8_t* p = at(dom, va, 8);
+  if (p == nullptr) return false;
+  std::memcpy(p, &value, 8);
+  ++atomic_ops_;
+  return true;
+}
+
 // --- Node / Harness ------------------------------------------------------------------
 
 Node::Node(Simulator& sim, uint32_t id, TransportConfig cfg, FrameCodec& codec, MemoryAccess* memory)

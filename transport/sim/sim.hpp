@@ -139,6 +139,7 @@ class LocalMemory final : public MemoryAccess {
   bool write(MemDomain dom, uint64_t va, std::span<const uint8_t> in) override;
   bool compare_swap(MemDomain dom, uint64_t va, uint64_t compare, uint64_t swap, uint64_t& orig) override;
   bool fetch_add(MemDomain dom, uint64_t va, uint64_t add, uint64_t& orig) override;
+  bool atomic_write(MemDomain dom, uint64_t va, uint64_t value) override;
 
  private:
   struct Buffer {
