@@ -447,6 +447,14 @@ int destroy_channel(ChannelPriv* ch) {
   return 0;
 }
 
+// The private channel of a synchronous id (rdma_create_id without a
+// channel, rdma_migrate_id to NULL, rsockets): only the id's own calls wait
+// on it, and none can once the id is gone, so it is freed (a process that
+// opens and closes many rsockets or sync ids would otherwise grow).
+void destroy_own_channel(ChannelPriv* ch) {
+  if (destroy_channel(ch) == 0) delete ch;
+}
+
 int init_qp_attr(rdma_cm_id* id, ibv_qp_attr& attr, int& mask, ibv_qp_state state) {
   ctl::CmInitQpAttrReq req{priv(id)->handle, static_cast<std::uint32_t>(state)};
   ctl::CmInitQpAttrRep rep{};
@@ -524,7 +532,7 @@ int make_sync(IdPriv* p) {
   ctl::CmMigrateIdReq req{p->handle, ch->handle};
   ctl::CmMigrateIdRep rep{};
   if (const int err = call(req, rep); err != 0) {
-    destroy_channel(ch);
+    destroy_own_channel(ch);
     return err;
   }
   p->own_channel = ch;
@@ -798,7 +806,7 @@ int create_id(rdma_event_channel* channel, rdma_cm_id** id, void* context, rdma_
   req.qp_type = qp_type;
   ctl::CmCreateIdRep rep{};
   if (const int err = call(req, rep); err != 0) {
-    if (own != nullptr) destroy_channel(own);
+    if (own != nullptr) destroy_own_channel(own);
     delete p;
     return set_errno(err);
   }
@@ -833,7 +841,7 @@ int rdma_destroy_id(rdma_cm_id* id) {
     std::unique_lock lock(g_ids_mu);
     g_ids_cv.wait(lock, [p] { return p->events_completed >= p->events_reported; });
   }
-  if (p->own_channel != nullptr) destroy_channel(p->own_channel);
+  if (p->own_channel != nullptr) destroy_own_channel(p->own_channel);
   delete p->ep_attr;
   delete p->mcs;
   delete p;
@@ -1285,7 +1293,7 @@ int rdma_migrate_id(rdma_cm_id* id, rdma_event_channel* channel) {
     p->own_channel = nullptr;
     p->sync = false;
   }
-  if (old_own != nullptr && old_own != p->own_channel) destroy_channel(old_own);
+  if (old_own != nullptr && old_own != p->own_channel) destroy_own_channel(old_own);
   return 0;
 }
 
