@@ -48,7 +48,7 @@ std::size_t poll_ready(boost::asio::io_context& io) {
 
 EngineLoop::EngineLoop(boost::asio::io_context& io, Registry& reg,
                        std::vector<std::unique_ptr<DataPath>>& paths)
-    : io_(io), reg_(reg), paths_(paths) {
+    : io_(io), reg_(reg), paths_(paths), wake_timer_(io) {
   // On a machine with two cores or fewer, the applications polling their
   // CQs need them: spin briefly and let the doorbell wake us instead.
   if (std::thread::hardware_concurrency() <= 2) spin_ns_ = 20'000;
@@ -106,6 +106,20 @@ void EngineLoop::arm_wait(Watcher& w) {
                   });
 }
 
+void EngineLoop::sleep_for(std::uint64_t ns) {
+  // Not io_.run_one_for(ns): its timeout goes to epoll_wait in whole
+  // milliseconds, rounded up, so a 10 us deadline (a DPDK link's next look,
+  // an RC retransmission due soon) slept a full millisecond. A timer's
+  // expiry goes to Asio's timerfd as it is.
+  wake_timer_.expires_after(std::chrono::nanoseconds(ns));
+  wake_timer_.async_wait([](const boost::system::error_code&) {});
+  io_.run_one();
+  // Woken by a descriptor first: the cancelled wait's handler is queued now
+  // and runs in the caller's poll_ready, so no stale expiry ends a later
+  // sleep early.
+  wake_timer_.cancel();
+}
+
 void EngineLoop::run() {
   transport::Nanos last_work = monotonic_now();
   std::uint64_t pass = 0;
@@ -158,7 +172,7 @@ void EngineLoop::run() {
       const transport::Nanos t = monotonic_now();
       const std::uint64_t wait = deadline <= t ? 0 : std::min<std::uint64_t>(deadline - t, kMaxSleepNs);
       ++counters_.sleeps;
-      if (wait != 0) io_.run_one_for(std::chrono::nanoseconds(wait));
+      if (wait != 0) sleep_for(wait);
       poll_ready(io_);
     }
     for (auto& dp : paths_) dp->end_sleep();

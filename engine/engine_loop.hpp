@@ -8,12 +8,15 @@
 // cores or fewer; URNIC_SPIN_US overrides) it sets ctl.sleeping in every
 // application ring, re-checks them (see DataPath::prepare_sleep) and blocks
 // in Asio's epoll on the control sockets, the link sockets, the doorbell
-// eventfd and the transport's next deadline. An idle daemon therefore uses
-// no CPU, and applications make system calls only while it sleeps.
+// eventfd and the transport's next deadline (a steady_timer: Asio arms a
+// timerfd for it to the nanosecond, where run_one_for's own timeout is
+// rounded up to whole milliseconds by epoll_wait). An idle daemon therefore
+// uses no CPU, and applications make system calls only while it sleeps.
 #pragma once
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -55,6 +58,8 @@ class EngineLoop {
     bool armed = false;
   };
   void arm_wait(Watcher& w);
+  // Blocks in Asio until a descriptor is ready or `ns` have passed.
+  void sleep_for(std::uint64_t ns);
 
   boost::asio::io_context& io_;
   Registry& reg_;
@@ -66,6 +71,7 @@ class EngineLoop {
   // sleeps: the data path drains the socket, and a watcher re-armed on a
   // socket with datagrams queued would fire on every control poll.
   std::vector<std::unique_ptr<Watcher>> watchers_;
+  boost::asio::steady_timer wake_timer_;
   std::uint64_t spin_ns_ = 200'000;
   EngineLoopCounters counters_;
 };
