@@ -24,56 +24,19 @@ if ! grep -q librte_eal <<< "$(ldd "$urnicd")"; then
   echo "SKIP: urnicd was built without DPDK"
   exit 77
 fi
-if [[ $(id -u) -ne 0 ]]; then
-  echo "SKIP: needs root (network namespaces, hugepage reservation)"
-  exit 77
-fi
+# shellcheck source=two_hosts.sh
+source "$(dirname "$0")/two_hosts.sh"
+two_hosts_require_root
 if [[ ! -w $pages_file ]] || ! grep -q '^Hugepagesize: *2048 kB' /proc/meminfo; then
   echo "SKIP: no 2 MiB hugepages on this kernel"
   exit 77
 fi
-
-fails=0
-checks=0
-pass() { checks=$((checks + 1)); printf 'ok   %s\n' "$*"; }
-fail() { checks=$((checks + 1)); fails=$((fails + 1)); printf 'FAIL %s\n' "$*"; }
 meminfo() { awk -v k="$1:" '$1 == k { print $2 }' /proc/meminfo; }
-
-tag=$$
-ns_a=urnic-ha-$tag
-ns_b=urnic-hb-$tag
-veth_a=uha$tag
-veth_b=uhb$tag
-net=10.$((232 + tag % 16)).$(((tag / 16) % 256))
-rt=$(mktemp -d /tmp/urnic-huge.XXXXXX)
 export URNIC_DAEMON=$urnicd LD_LIBRARY_PATH=$shim_dir
 unset LD_PRELOAD URNIC_RUNTIME_DIR
-asan_rt=$(ldd "$shim_dir/libibverbs.so.1" | awk '/libasan|libclang_rt\.asan/ {print $3; exit}')
-run_env=(env)
-[[ -n $asan_rt ]] && run_env=(env "LD_PRELOAD=$asan_rt" "ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0")
-limit=120
-[[ -n $asan_rt ]] && limit=360
 
 old_pages=$(cat "$pages_file")
-pids=()
-alive() { [[ -n ${1:-} ]] && kill -0 "$1" 2>/dev/null; }
-stop_pid() {
-  local pid=$1
-  alive "$pid" || return 0
-  kill -TERM "$pid" 2>/dev/null
-  for _ in $(seq 200); do alive "$pid" || return 0; sleep 0.05; done
-  kill -KILL "$pid" 2>/dev/null
-}
-cleanup() {
-  local p
-  for p in "${pids[@]}"; do stop_pid "$p"; done
-  ip netns del "$ns_a" 2>/dev/null
-  ip netns del "$ns_b" 2>/dev/null
-  echo "$old_pages" > "$pages_file"
-  rm -rf "$rt"
-}
-trap cleanup EXIT
-
+cleanup_extra() { echo "$old_pages" > "$pages_file"; }
 echo $((old_pages + want_pages)) > "$pages_file"
 total=$(meminfo HugePages_Total)
 if ((total < old_pages + want_pages)); then
@@ -83,29 +46,14 @@ fi
 free_before=$(meminfo HugePages_Free)
 pass "reserved $want_pages hugepages of 2 MiB ($free_before free)"
 
-ip netns add "$ns_a" && ip netns add "$ns_b" || { fail "ip netns add"; exit 1; }
-ip link add "$veth_a" netns "$ns_a" type veth peer name "$veth_b" netns "$ns_b" || { fail "ip link add veth"; exit 1; }
-ip -n "$ns_a" addr add "$net.1/24" dev "$veth_a"
-ip -n "$ns_b" addr add "$net.2/24" dev "$veth_b"
-for ns in "$ns_a" "$ns_b"; do ip -n "$ns" link set lo up; done
-ip -n "$ns_a" link set "$veth_a" mtu 9000 up
-ip -n "$ns_b" link set "$veth_b" mtu 9000 up
+two_hosts_create h 232
 
-# host H CMD...: CMD in host H's namespace with its runtime directory.
-host() {
-  local h=$1
-  shift
-  ip netns exec "urnic-h$h-$tag" env "URNIC_RUNTIME_DIR=$rt/$h" "$@"
-}
 start_daemon() {
   local h=$1 ifname=$2 last=$3
   mkdir -p "$rt/$h"
   printf '{"devices": [{"name": "urnic0", "link": "dpdk", "devargs": "net_af_packet0,iface=%s,framesz=8192,blocksz=8192", "address": "%s", "mac": "02:00:75:72:6e:%s", "mtu": 4096, "eal": ["--in-memory", "-m", "256"]}]}\n' \
     "$ifname" "$net.1$last" "0$last" > "$rt/$h.json"
-  # Not through host() in a subshell: ip netns exec and env exec into
-  # urnicd, so $! is the daemon.
-  ip netns exec "urnic-h$h-$tag" env "URNIC_RUNTIME_DIR=$rt/$h" \
-    "$urnicd" --config "$rt/$h.json" --runtime-dir "$rt/$h" > "$rt/$h.log" 2>&1 &
+  bg_host "$h" "$urnicd" --config "$rt/$h.json" --runtime-dir "$rt/$h" > "$rt/$h.log" 2>&1
   local pid=$!
   pids+=("$pid")
   for _ in $(seq 400); do
@@ -130,42 +78,14 @@ else
   fail "only $used hugepages in use while both daemons run (expected >= 200)"
 fi
 
-port=$((20000 + tag % 20000))
-# pair NAME EXPECT PROG ARGS...: server in a, client in b; both must exit 0
-# and the client print a line matching EXPECT.
-pair() {
-  local name=$1 expect=$2
-  shift 2
-  port=$((port + 1))
-  host a "${run_env[@]}" timeout "$limit" "$@" -p "$port" > "$rt/server.out" 2>&1 &
-  local spid=$! hex
-  hex=$(printf '%04X' "$port")
-  for _ in $(seq 200); do
-    ip netns exec "$ns_a" grep -qE "^ *[0-9]+: [0-9A-F]+:$hex [0-9A-F]+:0000 0A" /proc/net/tcp 2>/dev/null && break
-    alive "$spid" || break
-    sleep 0.02
-  done
-  host b "${run_env[@]}" timeout "$limit" "$@" -p "$port" "$net.1" > "$rt/client.out" 2>&1
-  local crc=$?
-  wait "$spid"
-  local src=$?
-  if [[ $crc -eq 0 && $src -eq 0 ]] && grep -qE "$expect" "$rt/client.out"; then
-    pass "$name: $(grep -E "$expect" "$rt/client.out" | tail -n 1 | tr -s ' \t' ' ')"
-  else
-    fail "$name: server exit $src, client exit $crc"
-    sed 's/^/    client: /' "$rt/client.out" | tail -n 10
-    sed 's/^/    server: /' "$rt/server.out" | tail -n 10
-  fi
-}
 # GID 3: RoCE v2 over the daemons' IPv4 address (0/1 link-local v1/v2, 2/3 IPv4 v1/v2).
-pair "ibv_rc_pingpong -g 3 -m 4096 -s 65536 -n 200 -c" 'bytes in' \
+pair "ibv_rc_pingpong -g 3 -m 4096 -s 65536 -n 200 -c" "$pp" 1 \
   ibv_rc_pingpong -d urnic0 -g 3 -m 4096 -s 65536 -n 200 -c
-pair "ibv_ud_pingpong -g 3 -s 2048 -n 200 -c" 'bytes in' \
+pair "ibv_ud_pingpong -g 3 -s 2048 -n 200 -c" "$pp" 1 \
   ibv_ud_pingpong -d urnic0 -g 3 -s 2048 -n 200 -c
-row='^ *[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+'
-pair "ib_write_bw -x 3 -m 4096 -s 65536 -n 500" "$row" \
+pair "ib_write_bw -x 3 -m 4096 -s 65536 -n 500" "$row" 1 \
   ib_write_bw -d urnic0 -x 3 -m 4096 -s 65536 -n 500
-pair "ib_read_bw -x 3 -m 4096 -s 65536 -n 200" "$row" \
+pair "ib_read_bw -x 3 -m 4096 -s 65536 -n 200" "$row" 1 \
   ib_read_bw -d urnic0 -x 3 -m 4096 -s 65536 -n 200
 
 for p in "$daemon_a" "$daemon_b"; do stop_pid "$p"; done
@@ -183,5 +103,4 @@ for h in a b; do
   fi
 done
 
-echo "$((checks - fails))/$checks checks passed"
-((fails == 0))
+finish

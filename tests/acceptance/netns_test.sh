@@ -21,92 +21,19 @@ urnicd=$2
 cli=$3
 rdmacm_dir=${4:-$shim_dir}
 
-if [[ $(id -u) -ne 0 ]]; then
-  echo "SKIP: needs root to create network namespaces"
-  exit 77
-fi
-if ! command -v ip > /dev/null; then
-  echo "SKIP: iproute2 (ip) is not installed"
-  exit 77
-fi
-
-fails=0
-checks=0
-pass() { checks=$((checks + 1)); printf 'ok   %s\n' "$*"; }
-fail() { checks=$((checks + 1)); fails=$((fails + 1)); printf 'FAIL %s\n' "$*"; }
-
-tag=$$
-ns_a=urnic-a-$tag
-ns_b=urnic-b-$tag
-veth_a=ura$tag
-veth_b=urb$tag
-# A /24 derived from the PID, in 10.200-231.x.0, so parallel runs do not collide.
-net=10.$((200 + tag % 32)).$(((tag / 32) % 256))
-ip_a=$net.1
-ip_b=$net.2
-rt=$(mktemp -d /tmp/urnic-netns.XXXXXX)
+# shellcheck source=two_hosts.sh
+source "$(dirname "$0")/two_hosts.sh"
+two_hosts_require_root
 export URNIC_DAEMON=$urnicd
 export LD_LIBRARY_PATH=$shim_dir:$rdmacm_dir
 unset LD_PRELOAD URNIC_RUNTIME_DIR
-asan_rt=$(ldd "$shim_dir/libibverbs.so.1" | awk '/libasan|libclang_rt\.asan/ {print $3; exit}')
-if [[ -n $asan_rt ]]; then
-  run_env=(env "LD_PRELOAD=$asan_rt" "ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0")
-else
-  run_env=(env)
-fi
-limit=${URNIC_PAIR_TIMEOUT:-120}
-[[ -n $asan_rt ]] && limit=$((limit * 3))
-
-pids=()
-server_pid=
-alive() { [[ -n ${1:-} ]] && kill -0 "$1" 2>/dev/null; }
-stop_pid() {
-  local pid=$1
-  alive "$pid" || return 0
-  kill -TERM "$pid" 2>/dev/null
-  for _ in $(seq 100); do alive "$pid" || return 0; sleep 0.05; done
-  kill -KILL "$pid" 2>/dev/null
-}
-cleanup() {
-  [[ -n $server_pid ]] && stop_pid "$server_pid"
-  local p
-  for p in "${pids[@]}"; do stop_pid "$p"; done
-  ip netns del "$ns_a" 2>/dev/null
-  ip netns del "$ns_b" 2>/dev/null
-  rm -rf "$rt"
-}
-trap cleanup EXIT
 
 # --- the two hosts ------------------------------------------------------------
-ip netns add "$ns_a" && ip netns add "$ns_b" || { fail "ip netns add"; exit 1; }
-ip link add "$veth_a" netns "$ns_a" type veth peer name "$veth_b" netns "$ns_b" || { fail "ip link add veth"; exit 1; }
-ip -n "$ns_a" addr add "$ip_a/24" dev "$veth_a"
-ip -n "$ns_b" addr add "$ip_b/24" dev "$veth_b"
-for ns in "$ns_a" "$ns_b"; do ip -n "$ns" link set lo up; done
-# Jumbo frames: perftest uses the port's active MTU (4096), and the udp link
-# sends with DF (a 4096-byte payload does not fit a 1500-byte veth).
-ip -n "$ns_a" link set "$veth_a" mtu 9000
-ip -n "$ns_b" link set "$veth_b" mtu 9000
-ip -n "$ns_a" link set "$veth_a" up
-ip -n "$ns_b" link set "$veth_b" up
+two_hosts_create n 200
 addrs="$(ip -n "$ns_a" -o addr show dev "$veth_a") $(ip -n "$ns_b" -o addr show dev "$veth_b")"
 if [[ $addrs == *"$ip_a/24"* && $addrs == *"$ip_b/24"* ]]; then pass "veth $ns_a ($ip_a) <-> $ns_b ($ip_b)"
 else fail "veth addresses not configured"; exit 1; fi
 
-# host NAME: runs the rest of the command line in namespace NAME with its
-# runtime directory (the shim finds that namespace's urnicd there).
-host() {
-  local h=$1
-  shift
-  ip netns exec "urnic-$h-$tag" env "URNIC_RUNTIME_DIR=$rt/$h" "$@"
-}
-# bg_host NAME CMD...: the same in the background; $! is CMD's PID (ip netns
-# exec and env exec into it).
-bg_host() {
-  local h=$1
-  shift
-  ip netns exec "urnic-$h-$tag" env "URNIC_RUNTIME_DIR=$rt/$h" "$@" &
-}
 start_daemon() {
   local h=$1 addr=$2
   mkdir -p "$rt/$h"
@@ -125,45 +52,6 @@ start_daemon b "$ip_b"
 grep -q "udp $ip_a:4791" "$rt/a.log" && grep -q "udp $ip_b:4791" "$rt/b.log" &&
   pass "urnicd per namespace, bound to $ip_a and $ip_b" || fail "daemons not bound: $(cat "$rt/a.log" "$rt/b.log")"
 
-port=$((20000 + tag % 20000))
-# pair NAME EXPECT COUNT PROG ARGS...: server in a, client in b to $ip_a.
-pair() {
-  local name=$1 expect=$2 count=$3
-  shift 3
-  port=$((port + 1))
-  local out_s=$rt/server.out out_c=$rt/client.out
-  bg_host a "${run_env[@]}" timeout "$limit" "$@" -p "$port" > "$out_s" 2>&1
-  server_pid=$!
-  local hex
-  hex=$(printf '%04X' "$port")
-  for _ in $(seq 200); do
-    ip netns exec "$ns_a" grep -qE "^ *[0-9]+: [0-9A-F]+:$hex [0-9A-F]+:0000 0A" /proc/net/tcp /proc/net/tcp6 2>/dev/null && break
-    alive "$server_pid" || break
-    sleep 0.02
-  done
-  local t0=$SECONDS
-  host b "${run_env[@]}" timeout "$limit" "$@" -p "$port" "$ip_a" > "$out_c" 2>&1
-  local crc=$?
-  wait "$server_pid"
-  local src=$?
-  server_pid=
-  local got
-  got=$(grep -cE "$expect" "$out_c")
-  if [[ $crc -eq 0 && $src -eq 0 && $got -ge $count ]]; then
-    pass "$name ($((SECONDS - t0)) s): $(grep -E "$expect" "$out_c" | tail -n 1 | tr -s ' \t' ' ')"
-  else
-    fail "$name: server exit $src, client exit $crc, $got/$count result lines"
-    sed 's/^/    client: /' "$out_c" | tail -n 15
-    sed 's/^/    server: /' "$out_s" | tail -n 15
-  fi
-}
-stat() {
-  host "$1" "$cli" stats -d urnic0 --json |
-    python3 -c 'import json,sys; print(json.load(sys.stdin)["counters"][sys.argv[1]])' "$2"
-}
-
-pp='[0-9]+ iters in [0-9.]+ seconds'
-row='^ *[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+'
 gid=(-g 1)
 x=(-x 1)
 
@@ -237,5 +125,4 @@ from_a=$(tshark -r "$rt/b.pcap" -T fields -e ip.src 2>/dev/null | grep -c "^$ip_
 if [[ $dec_rc -eq 0 && $ok -eq 400 ]]; then pass "capture on b: 400 frames (${from_a:-?} from $ip_a), every ICRC ok"
 else fail "capture on b: decode exit $dec_rc, $ok/400 frames ok"; fi
 
-printf '%d checks, %d failed\n' "$checks" "$fails"
-(( fails == 0 ))
+finish

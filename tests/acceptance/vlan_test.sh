@@ -28,10 +28,9 @@ if [[ $link == dpdk ]] && ! grep -q librte_eal <<< "$(ldd "$urnicd")"; then
   exit 77
 fi
 
-if [[ $(id -u) -ne 0 ]]; then
-  echo "SKIP: needs root to create network namespaces"
-  exit 77
-fi
+# shellcheck source=two_hosts.sh
+source "$(dirname "$0")/two_hosts.sh"
+two_hosts_require_root
 for tool in ip tshark; do
   if ! command -v "$tool" > /dev/null; then
     echo "SKIP: $tool is not installed"
@@ -39,71 +38,15 @@ for tool in ip tshark; do
   fi
 done
 
-fails=0
-checks=0
-pass() { checks=$((checks + 1)); printf 'ok   %s\n' "$*"; }
-fail() { checks=$((checks + 1)); fails=$((fails + 1)); printf 'FAIL %s\n' "$*"; }
-
-tag=$$
-ns_a=urnic-va-$tag
-ns_b=urnic-vb-$tag
-veth_a=uva$tag
-veth_b=uvb$tag
-net=10.$((232 + tag % 16)).$(((tag / 16) % 256))
-ip_a=$net.1
-ip_b=$net.2
-rt=$(mktemp -d /tmp/urnic-vlan.XXXXXX)
 export URNIC_DAEMON=$urnicd
 export LD_LIBRARY_PATH=$shim_dir
 unset LD_PRELOAD URNIC_RUNTIME_DIR
-asan_rt=$(ldd "$shim_dir/libibverbs.so.1" | awk '/libasan|libclang_rt\.asan/ {print $3; exit}')
-if [[ -n $asan_rt ]]; then
-  run_env=(env "LD_PRELOAD=$asan_rt" "ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0")
-else
-  run_env=(env)
-fi
 limit=${URNIC_PAIR_TIMEOUT:-60}
 [[ -n $asan_rt ]] && limit=$((limit * 3))
 
-pids=()
-server_pid=
-alive() { [[ -n ${1:-} ]] && kill -0 "$1" 2>/dev/null; }
-stop_pid() {
-  local pid=$1
-  alive "$pid" || return 0
-  kill -TERM "$pid" 2>/dev/null
-  for _ in $(seq 100); do alive "$pid" || return 0; sleep 0.05; done
-  kill -KILL "$pid" 2>/dev/null
-}
-cleanup() {
-  [[ -n $server_pid ]] && stop_pid "$server_pid"
-  local p
-  for p in "${pids[@]}"; do stop_pid "$p"; done
-  ip netns del "$ns_a" 2>/dev/null
-  ip netns del "$ns_b" 2>/dev/null
-  rm -rf "$rt"
-}
-trap cleanup EXIT
-
-ip netns add "$ns_a" && ip netns add "$ns_b" || { fail "ip netns add"; exit 1; }
-ip link add "$veth_a" netns "$ns_a" type veth peer name "$veth_b" netns "$ns_b" || { fail "ip link add veth"; exit 1; }
-ip -n "$ns_a" addr add "$ip_a/24" dev "$veth_a"
-ip -n "$ns_b" addr add "$ip_b/24" dev "$veth_b"
-for ns in "$ns_a" "$ns_b"; do ip -n "$ns" link set lo up; done
-ip -n "$ns_a" link set "$veth_a" mtu 9000 up
-ip -n "$ns_b" link set "$veth_b" mtu 9000 up
+two_hosts_create v 232
 pass "veth $ns_a ($ip_a) <-> $ns_b ($ip_b)"
 
-host() {
-  local h=$1
-  shift
-  ip netns exec "urnic-v$h-$tag" env "URNIC_RUNTIME_DIR=$rt/$h" "$@"
-}
-bg_host() {
-  local h=$1
-  shift
-  ip netns exec "urnic-v$h-$tag" env "URNIC_RUNTIME_DIR=$rt/$h" "$@" &
-}
 daemon_pid_a=
 daemon_pid_b=
 start_daemon() {
@@ -129,22 +72,15 @@ start_daemon() {
   exit 1
 }
 
-port=$((20000 + tag % 20000))
-# pair NAME LIMIT PROG ARGS...: server in a, client in b to $ip_a; sets
+# try_pair NAME LIMIT PROG ARGS...: server in a, client in b to $ip_a; sets
 # pair_rc (0: both ended well) and leaves the client's output in $rt/client.out.
-pair() {
+try_pair() {
   local name=$1 lim=$2
   shift 2
   port=$((port + 1))
   bg_host a "${run_env[@]}" timeout "$lim" "$@" -p "$port" > "$rt/server.out" 2>&1
   server_pid=$!
-  local hex
-  hex=$(printf '%04X' "$port")
-  for _ in $(seq 200); do
-    ip netns exec "$ns_a" grep -qE "^ *[0-9]+: [0-9A-F]+:$hex [0-9A-F]+:0000 0A" /proc/net/tcp 2>/dev/null && break
-    alive "$server_pid" || break
-    sleep 0.02
-  done
+  wait_listen "$port" "$server_pid"
   host b "${run_env[@]}" timeout "$lim" "$@" -p "$port" "$ip_a" > "$rt/client.out" 2>&1
   local crc=$?
   wait "$server_pid"
@@ -152,12 +88,6 @@ pair() {
   server_pid=
   pair_rc=$((crc != 0 || src != 0))
 }
-stat() {
-  host "$1" "$cli" stats -d urnic0 --json |
-    python3 -c 'import json,sys; print(json.load(sys.stdin)["counters"][sys.argv[1]])' "$2"
-}
-pp='[0-9]+ iters in [0-9.]+ seconds'
-row='^ *[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+'
 
 # --- both on VLAN 100 ----------------------------------------------------------
 start_daemon a "$veth_a" 100
@@ -171,7 +101,7 @@ ip netns exec "$ns_b" tshark -q -i "$veth_b" -w "$rt/b.pcap" > "$rt/tshark.out" 
 cap_pid=$!
 pids+=("$cap_pid")
 for _ in $(seq 200); do grep -q "Capturing on" "$rt/tshark.out" && break; sleep 0.05; done
-pair "rc_pingpong" "$limit" ibv_rc_pingpong -g 3 -l 5 -c -s 4000 -n 100
+try_pair "rc_pingpong" "$limit" ibv_rc_pingpong -g 3 -l 5 -c -s 4000 -n 100
 if (( pair_rc == 0 )) && grep -qE "$pp" "$rt/client.out"; then
   pass "ibv_rc_pingpong --chk -l 5 (RoCE v2 IPv4, VLAN 100): $(grep -E "$pp" "$rt/client.out" | tail -n 1)"
 else
@@ -194,14 +124,14 @@ else
   tshark -r "$rt/b.pcap" -V -Y "$roce" -c 1 2>/dev/null | grep -iE '802.1Q|ID:|Priority' | sed 's/^/    /'
 fi
 
-pair "rc_pingpong v1" "$limit" ibv_rc_pingpong -g 0 -c -s 1000 -n 100
+try_pair "rc_pingpong v1" "$limit" ibv_rc_pingpong -g 0 -c -s 1000 -n 100
 if (( pair_rc == 0 )) && grep -qE "$pp" "$rt/client.out"; then
   pass "ibv_rc_pingpong --chk (RoCE v1, VLAN 100): $(grep -E "$pp" "$rt/client.out" | tail -n 1)"
 else
   fail "ibv_rc_pingpong --chk (RoCE v1) over VLAN 100"
   sed 's/^/    client: /' "$rt/client.out" | tail -n 10
 fi
-pair "write_bw" "$limit" ib_write_bw -x 3 -s 65536 -n 300
+try_pair "write_bw" "$limit" ib_write_bw -x 3 -s 65536 -n 300
 if (( pair_rc == 0 )) && grep -qE "$row" "$rt/client.out"; then
   pass "ib_write_bw -s 65536 (RoCE v2 IPv4, VLAN 100): $(grep -E "$row" "$rt/client.out" | tail -n 1 | tr -s ' ')"
 else
@@ -220,7 +150,7 @@ stop_pid "$daemon_pid_b"
 wait "$daemon_pid_b" 2>/dev/null
 start_daemon b "$veth_b" 200
 before_a=$(stat a rx_pkts)
-pair "rc_pingpong across VLANs" 6 ibv_rc_pingpong -g 3 -c -s 100 -n 10
+try_pair "rc_pingpong across VLANs" 6 ibv_rc_pingpong -g 3 -c -s 100 -n 10
 delivered=$(( $(stat a rx_pkts) - before_a ))
 other_a=$(stat a rx_other_vlan)
 other_b=$(stat b rx_other_vlan)
@@ -232,5 +162,4 @@ else
   fail "VLAN 100 vs 200: pingpong rc $pair_rc, delivered a $delivered b $rx_b, rx_other_vlan a $other_a b $other_b"
 fi
 
-printf '%d checks, %d failed\n' "$checks" "$fails"
-(( fails == 0 ))
+finish

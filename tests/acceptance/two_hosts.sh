@@ -1,0 +1,161 @@
+# shellcheck shell=bash disable=SC2154  # shim_dir and cli are the sourcing script's
+# tests/acceptance/two_hosts.sh: sourced (not run) by the acceptance scripts
+# that build two hosts on one machine: two network namespaces a and b joined
+# by a veth pair, one urnicd per namespace with a runtime directory of its
+# own, programs run in either namespace. It holds what those scripts share:
+# the check counters, process handling by PID, the ASan environment for the
+# programs, the namespaces and their cleanup, and the perftest-style pair.
+#
+# Before sourcing, set `shim_dir` (the verbs shim's directory: an ASan build
+# is recognised from it). Then:
+#   two_hosts_require_root             exit 77 (skipped) without root or ip(8)
+#   two_hosts_create LETTER BASE       namespaces urnic-LETTERa-PID and -b,
+#                                      veths uLETTERa/bPID at MTU 9000, up,
+#                                      ip_a/ip_b = NET.1/.2 of the /24 NET =
+#                                      10.(BASE + PID % 16).(PID / 16 % 256)
+#   host H CMD... / bg_host H CMD...   CMD in host H (a or b), foreground or
+#                                      background ($! is CMD: ip netns exec
+#                                      and env exec into it)
+#   pair NAME EXPECT COUNT PROG ARGS...
+#                                      server in a, client in b to $ip_a (-p
+#                                      a fresh port); both must exit 0 and
+#                                      the client print COUNT lines matching
+#                                      EXPECT
+#   stat H COUNTER                     device urnic0's COUNTER in host H
+#                                      (`urnic stats --json`; needs `cli`)
+#   finish                             prints the counts; its status is the verdict
+# The EXIT trap stops every PID in `pids` (and `server_pid`), deletes the
+# namespaces (and with them the veths) and the runtime directory `rt`; in
+# between (processes gone, namespaces still there) it runs the script's own
+# `cleanup_extra` if it defines one.
+
+fails=0
+checks=0
+pass() { checks=$((checks + 1)); printf 'ok   %s\n' "$*"; }
+fail() { checks=$((checks + 1)); fails=$((fails + 1)); printf 'FAIL %s\n' "$*"; }
+finish() {
+  printf '%d checks, %d failed\n' "$checks" "$fails"
+  ((fails == 0))
+}
+
+two_hosts_require_root() {
+  if [[ $(id -u) -ne 0 ]]; then
+    echo "SKIP: needs root to create network namespaces"
+    exit 77
+  fi
+  if ! command -v ip > /dev/null; then
+    echo "SKIP: iproute2 (ip) is not installed"
+    exit 77
+  fi
+}
+
+# Programs linked against an ASan shim need the runtime preloaded (they are
+# not instrumented themselves), and more time.
+asan_rt=$(ldd "$shim_dir/libibverbs.so.1" | awk '/libasan|libclang_rt\.asan/ {print $3; exit}')
+run_env=(env)
+[[ -n $asan_rt ]] && run_env=(env "LD_PRELOAD=$asan_rt" "ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0")
+limit=${URNIC_PAIR_TIMEOUT:-120}
+[[ -n $asan_rt ]] && limit=$((limit * 3))
+
+pids=()
+server_pid=
+alive() { [[ -n ${1:-} ]] && kill -0 "$1" 2>/dev/null; }
+stop_pid() {
+  local pid=$1
+  alive "$pid" || return 0
+  kill -TERM "$pid" 2>/dev/null
+  for _ in $(seq 200); do alive "$pid" || return 0; sleep 0.05; done
+  kill -KILL "$pid" 2>/dev/null
+}
+two_hosts_cleanup() {
+  [[ -n $server_pid ]] && stop_pid "$server_pid"
+  local p
+  for p in "${pids[@]}"; do stop_pid "$p"; done
+  declare -F cleanup_extra > /dev/null && cleanup_extra
+  [[ -n ${ns_a:-} ]] && ip netns del "$ns_a" 2>/dev/null
+  [[ -n ${ns_b:-} ]] && ip netns del "$ns_b" 2>/dev/null
+  [[ -n ${rt:-} ]] && rm -rf "$rt"
+}
+trap two_hosts_cleanup EXIT
+
+tag=$$
+two_hosts_create() {
+  local letter=$1 base=$2
+  ns_a=urnic-${letter}a-$tag
+  ns_b=urnic-${letter}b-$tag
+  veth_a=u${letter}a$tag
+  veth_b=u${letter}b$tag
+  net=10.$((base + tag % 16)).$(((tag / 16) % 256))
+  ip_a=$net.1
+  ip_b=$net.2
+  rt=$(mktemp -d "/tmp/urnic-$letter.XXXXXX")
+  ip netns add "$ns_a" && ip netns add "$ns_b" || { fail "ip netns add"; exit 1; }
+  ip link add "$veth_a" netns "$ns_a" type veth peer name "$veth_b" netns "$ns_b" || { fail "ip link add veth"; exit 1; }
+  ip -n "$ns_a" addr add "$ip_a/24" dev "$veth_a"
+  ip -n "$ns_b" addr add "$ip_b/24" dev "$veth_b"
+  local ns
+  for ns in "$ns_a" "$ns_b"; do ip -n "$ns" link set lo up; done
+  # Jumbo frames: path MTU 4096 needs ~4.2 KB frames (and the udp link
+  # sends with DF).
+  ip -n "$ns_a" link set "$veth_a" mtu 9000 up
+  ip -n "$ns_b" link set "$veth_b" mtu 9000 up
+}
+
+host() {
+  local h=$1
+  shift
+  ip netns exec "$([[ $h == a ]] && echo "$ns_a" || echo "$ns_b")" env "URNIC_RUNTIME_DIR=$rt/$h" "$@"
+}
+bg_host() {
+  local h=$1
+  shift
+  ip netns exec "$([[ $h == a ]] && echo "$ns_a" || echo "$ns_b")" env "URNIC_RUNTIME_DIR=$rt/$h" "$@" &
+}
+
+# wait_listen PORT PID: until something in a listens on TCP PORT (perftest's
+# and the pingpongs' exchange), or PID has ended; at most 4 s.
+wait_listen() {
+  local hex
+  hex=$(printf '%04X' "$1")
+  for _ in $(seq 200); do
+    ip netns exec "$ns_a" grep -qE "^ *[0-9]+: [0-9A-F]+:$hex [0-9A-F]+:0000 0A" /proc/net/tcp /proc/net/tcp6 2>/dev/null && return 0
+    alive "$2" || return 1
+    sleep 0.02
+  done
+  return 1
+}
+
+port=$((20000 + tag % 20000))
+pair() {
+  local name=$1 expect=$2 count=$3
+  shift 3
+  port=$((port + 1))
+  local out_s=$rt/server.out out_c=$rt/client.out
+  bg_host a "${run_env[@]}" timeout "$limit" "$@" -p "$port" > "$out_s" 2>&1
+  server_pid=$!
+  wait_listen "$port" "$server_pid"
+  local t0=$SECONDS
+  host b "${run_env[@]}" timeout "$limit" "$@" -p "$port" "$ip_a" > "$out_c" 2>&1
+  local crc=$?
+  wait "$server_pid"
+  local src=$?
+  server_pid=
+  local got
+  got=$(grep -cE "$expect" "$out_c")
+  if [[ $crc -eq 0 && $src -eq 0 && $got -ge $count ]]; then
+    pass "$name ($((SECONDS - t0)) s): $(grep -E "$expect" "$out_c" | tail -n 1 | tr -s ' \t' ' ')"
+  else
+    fail "$name: server exit $src, client exit $crc, $got/$count result lines"
+    sed 's/^/    client: /' "$out_c" | tail -n 15
+    sed 's/^/    server: /' "$out_s" | tail -n 15
+  fi
+}
+
+stat() {
+  host "$1" "$cli" stats -d urnic0 --json |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["counters"][sys.argv[1]])' "$2"
+}
+
+# Patterns of the programs' result lines.
+pp='[0-9]+ iters in [0-9.]+ seconds'
+row='^ *[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+'
