@@ -33,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/cm_counters.hpp"
 #include "engine/cm_proto.hpp"
 #include "engine/datapath.hpp"
 #include "engine/iw_streams.hpp"
@@ -69,20 +70,6 @@ struct CmDevice {
   std::function<void(std::uint8_t sgid_index, const std::array<std::uint8_t, 16>& dgid,
                      std::span<const std::uint8_t> mad)>
       send;
-};
-
-struct CmCounters {
-  std::uint64_t mads_received = 0;
-  std::uint64_t mads_sent = 0;
-  std::uint64_t mads_dropped = 0;        // malformed or not for the CM (bad header, Q_Key, length)
-  std::uint64_t mads_unmatched = 0;      // well formed, but no id they belong to
-  std::uint64_t retransmits = 0;
-  std::uint64_t timeouts = 0;
-  std::uint64_t rej_sent = 0;
-  std::uint64_t reqs_deferred = 0;       // REQ/SIDR_REQ dropped while a port is between listeners
-  std::uint64_t reqs_backlog_full = 0;   // REQ dropped: the listener's backlog is full (the peer retries)
-  std::uint64_t timewait_exits = 0;
-  std::uint64_t events_lost = 0;         // a channel's socket was full (the process reads no events)
 };
 
 class CmService final : public GsiHandler, public IwWatcher {

@@ -85,6 +85,7 @@ enum class MsgType : std::uint16_t {
   kStats = 90,              // `urnic stats`: device counters and a page of per-QP counters
   kFault = 91,              // `urnic fault`: query, set or clear a device's fault injection
   kCapture = 92,            // `urnic capture`: query, start or stop a device's pcap capture
+  kCmStats = 93,            // `urnic stats`: the connection manager's (daemon-wide) counters
   // 70..89: the RDMA connection manager (librdmacm shim <-> engine/cm_service);
   // bodies in engine/cm_proto.hpp. No opened device needed.
   kCmCreateChannel = 70,    // reply passes the event-channel fd
@@ -847,6 +848,23 @@ struct CaptureRep {
 static_assert(sizeof(CaptureRep) == 24 + kPathLen);
 static_assert(offsetof(CaptureRep, frames) == 8);
 static_assert(offsetof(CaptureRep, path) == 24);
+
+// The CM's counters, in engine/cm_counters.hpp's order.
+inline constexpr std::size_t kCmStatsSlots = 32;
+struct CmStatsReq {
+  static constexpr MsgType kType = MsgType::kCmStats;
+  std::uint32_t reserved;
+};
+static_assert(sizeof(CmStatsReq) == 4);
+
+struct CmStatsRep {
+  static constexpr MsgType kType = MsgType::kCmStats;
+  std::uint32_t values;           // used entries of `value`
+  std::uint32_t reserved;
+  std::uint64_t value[kCmStatsSlots];
+};
+static_assert(offsetof(CmStatsRep, value) == 8);
+static_assert(sizeof(CmStatsRep) + sizeof(MsgHeader) <= kMaxMessage);
 
 // ---------------------------------------------------------------- codec
 template <typename Body>

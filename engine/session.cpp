@@ -223,6 +223,7 @@ Reply Session::handle(std::span<const std::byte> msg, std::vector<int>& in_fds) 
     case ctl::MsgType::kStatus: return on_status(*h);
     case ctl::MsgType::kStats:
     case ctl::MsgType::kFault:
+    case ctl::MsgType::kCmStats:
     case ctl::MsgType::kCapture: return handle_observe_request(reg_, *h, msg);  // engine/stats_ctl.cpp
     default: break;
   }

@@ -6,6 +6,8 @@
 #include <cstring>
 #include <string>
 
+#include "engine/cm_counters.hpp"
+#include "engine/cm_service.hpp"
 #include "engine/datapath.hpp"
 #include "engine/fault.hpp"
 
@@ -104,6 +106,16 @@ Reply on_capture(Registry& reg, const MsgHeader& h, std::span<const std::byte> m
   return ok(h, capture_state(cap));
 }
 
+Reply on_cm_stats(Registry& reg, const MsgHeader& h, std::span<const std::byte> msg) {
+  if (!ctl::decode<ctl::CmStatsReq>(msg)) return fail<ctl::CmStatsRep>(h, EINVAL);
+  static_assert(kCmCounterFields.size() <= ctl::kCmStatsSlots);
+  const CmCounters& c = reg.cm().counters();
+  ctl::CmStatsRep rep{};
+  rep.values = static_cast<std::uint32_t>(kCmCounterFields.size());
+  for (std::size_t i = 0; i < kCmCounterFields.size(); ++i) rep.value[i] = c.*kCmCounterFields[i].second;
+  return ok(h, rep);
+}
+
 }  // namespace
 
 FaultConfig fault_config_from(const ctl::FaultSettings& s) {
@@ -139,6 +151,7 @@ Reply handle_observe_request(Registry& reg, const ctl::MsgHeader& h, std::span<c
     case ctl::MsgType::kStats: return on_stats(reg, h, msg);
     case ctl::MsgType::kFault: return on_fault(reg, h, msg);
     case ctl::MsgType::kCapture: return on_capture(reg, h, msg);
+    case ctl::MsgType::kCmStats: return on_cm_stats(reg, h, msg);
     default: break;
   }
   const MsgHeader bad{h.type, ctl::kFlagReply, h.seq, EOPNOTSUPP, 0};

@@ -9,11 +9,15 @@
 # RDMA_CM_EVENT_REJECTED). Every process started here is stopped by PID, the
 # daemon last.
 #
-# usage: rdmacm_test.sh VERBS_SHIM_DIR RDMACM_SHIM_DIR URNICD
+# With URNIC_CLI, the CM's counters in `urnic stats --json` must show the
+# MADs both ways and the REJ.
+#
+# usage: rdmacm_test.sh VERBS_SHIM_DIR RDMACM_SHIM_DIR URNICD [URNIC_CLI]
 set -uo pipefail
 verbs_dir=$1
 rdmacm_dir=$2
 urnicd=$3
+cli=${4:-}
 # shellcheck source=cm_client.sh
 source "$(dirname "$0")/cm_client.sh"
 
@@ -179,6 +183,20 @@ if [[ $rc -ne 0 && $rc -ne 124 ]] && grep -q "RDMA_CM_EVENT_REJECTED, error 8" "
 else
   fail "rping to an unused port: exit $rc after $ms ms"
   sed 's/^/    /' "$out" | tail -5
+fi
+
+if [[ -n $cli ]]; then
+  cm=$("$cli" stats -d urnic0 --json | python3 -c '
+import json, sys
+c = json.load(sys.stdin)["cm"]
+print(c["mads_received"], c["mads_sent"], c["rej_sent"], c["mads_dropped"])' 2>&1)
+  read -r received sent rej dropped <<< "$cm"
+  # One daemon is both ends: it sent and received MADs, and the REJ.
+  if [[ $received =~ ^[0-9]+$ ]] && ((received > 0 && sent > 0 && rej >= 1 && dropped == 0)); then
+    pass "urnic stats: cm mads_received $received, mads_sent $sent, rej_sent $rej, mads_dropped 0"
+  else
+    fail "urnic stats: cm counters: $cm"
+  fi
 fi
 
 d=$(daemon_pid) || true

@@ -17,6 +17,7 @@
 
 #include "engine/ctl_proto.hpp"
 #include "engine/hostif.hpp"
+#include "engine/cm_counters.hpp"
 #include "engine/stats.hpp"
 
 namespace urnic::tools {
@@ -135,11 +136,23 @@ int run_stats(const StatsOptions& o) {
     if (rep->next_qpn == 0) break;
     req.first_qpn = rep->next_qpn;
   }
+  // The connection manager's counters: daemon-wide, shown with every device.
+  nlohmann::ordered_json cm = nlohmann::ordered_json::object();
+  int cm_status = 0;
+  if (const auto rep = conn.call<ctl::CmStatsRep>(ctl::CmStatsReq{}, cm_status); rep && cm_status == 0) {
+    text += "cm (daemon-wide)\n";
+    for (std::size_t i = 0; i < rep->values && i < engine::kCmCounterFields.size(); ++i) {
+      const std::string name(engine::kCmCounterFields[i].first);
+      cm[name] = rep->value[i];
+      text += fmt::format("  {:<26}{}\n", name, rep->value[i]);
+    }
+  }
   if (o.json) {
     nlohmann::ordered_json out;
     out["device"] = o.daemon.device;
     out["counters"] = dev;
     out["qps"] = qps;
+    out["cm"] = cm;
     fmt::print("{}\n", out.dump(2));
   } else {
     fmt::print("{}", text);

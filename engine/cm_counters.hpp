@@ -1,0 +1,44 @@
+// The connection manager's counters (engine/cm_service), daemon-wide: one CM
+// serves every device. Header-only, with its name table, so that `urnic
+// stats` prints them without linking the daemon (as engine/stats.hpp).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string_view>
+#include <utility>
+
+namespace urnic::engine {
+
+struct CmCounters {
+  std::uint64_t mads_received = 0;
+  std::uint64_t mads_sent = 0;
+  std::uint64_t mads_dropped = 0;        // malformed or not for the CM (bad header, Q_Key, length)
+  std::uint64_t mads_unmatched = 0;      // well formed, but no id they belong to
+  std::uint64_t retransmits = 0;
+  std::uint64_t timeouts = 0;
+  std::uint64_t rej_sent = 0;
+  std::uint64_t reqs_deferred = 0;       // REQ/SIDR_REQ dropped while a port is between listeners
+  std::uint64_t reqs_backlog_full = 0;   // REQ dropped: the listener's backlog is full (the peer retries)
+  std::uint64_t timewait_exits = 0;
+  std::uint64_t events_lost = 0;         // a channel's socket was full (the process reads no events)
+};
+
+// Names as `urnic stats` prints them (JSON "cm" object), in struct order.
+inline constexpr std::array<std::pair<std::string_view, std::uint64_t CmCounters::*>, 11> kCmCounterFields = {{
+    {"mads_received", &CmCounters::mads_received},
+    {"mads_sent", &CmCounters::mads_sent},
+    {"mads_dropped", &CmCounters::mads_dropped},
+    {"mads_unmatched", &CmCounters::mads_unmatched},
+    {"retransmits", &CmCounters::retransmits},
+    {"timeouts", &CmCounters::timeouts},
+    {"rej_sent", &CmCounters::rej_sent},
+    {"reqs_deferred", &CmCounters::reqs_deferred},
+    {"reqs_backlog_full", &CmCounters::reqs_backlog_full},
+    {"timewait_exits", &CmCounters::timewait_exits},
+    {"events_lost", &CmCounters::events_lost},
+}};
+// A counter added to the struct but not to the table fails here.
+static_assert(sizeof(CmCounters) == kCmCounterFields.size() * sizeof(std::uint64_t));
+
+}  // namespace urnic::engine
