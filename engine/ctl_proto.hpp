@@ -432,12 +432,16 @@ struct CreateCqReq {
   std::uint32_t cqe;
   std::uint32_t comp_vector;
   std::uint32_t channel_handle;   // 0: none
-  std::uint32_t reserved;
+  std::uint32_t flags;            // kCqFlag*; unknown bits: EINVAL
 };
+// Stamp every CQE with CqeSlot::completion_ts and completion_wallclock_ns
+// (engine/device_clock.hpp) when it is written into the ring.
+inline constexpr std::uint32_t kCqFlagTimestamps = 1U << 0;
 static_assert(sizeof(CreateCqReq) == 24);
 static_assert(offsetof(CreateCqReq, cqe) == 8);
 static_assert(offsetof(CreateCqReq, comp_vector) == 12);
 static_assert(offsetof(CreateCqReq, channel_handle) == 16);
+static_assert(offsetof(CreateCqReq, flags) == 20);
 
 // fd[0] = memfd holding the CQ ring (RingHeader + `slots` CqeSlot) at offset 0.
 struct CreateCqRep {

@@ -3,6 +3,7 @@
 
 #include "engine/cm_service.hpp"
 #include "engine/datapath.hpp"
+#include "engine/device_clock.hpp"
 #include "engine/process_memory.hpp"
 #include "engine/stats_ctl.hpp"
 
@@ -173,7 +174,13 @@ int Session::deliver_cqe(std::uint32_t cq_handle, const CqeSlot& cqe, bool solic
   auto it = cqs_.find(cq_handle);
   if (it == cqs_.end()) return EINVAL;
   CqObj& cq = it->second;
-  const std::array<CqeSlot, 1> one{cqe};
+  std::array<CqeSlot, 1> one{cqe};
+  if (cq.timestamps) {
+    // The moment the completion is generated (written for the application
+    // to poll), as a NIC stamps the CQE it writes.
+    one[0].completion_ts = device_clock_ticks();
+    one[0].completion_wallclock_ns = wallclock_ns();
+  }
   if (cq.ring.enqueue_bulk(std::span<const CqeSlot>(one)) != 1) return EOVERFLOW;
   // Pairs with the shim's fence after writing `arm` (op_req_notify_cq): either
   // we see the arm, or the application's next poll sees this CQE.
@@ -468,6 +475,7 @@ Reply Session::on_create_cq(const MsgHeader& h, std::span<const std::byte> msg) 
   const auto& a = dev_->attrs();
   if (req->cqe < 1 || req->cqe > a.max_cqe) return fail<ctl::CreateCqRep>(h, EINVAL);
   if (req->comp_vector >= a.num_comp_vectors) return fail<ctl::CreateCqRep>(h, EINVAL);
+  if ((req->flags & ~ctl::kCqFlagTimestamps) != 0) return fail<ctl::CreateCqRep>(h, EINVAL);
   ChannelObj* ch = nullptr;
   if (req->channel_handle != 0) {
     auto it = channels_.find(req->channel_handle);
@@ -478,6 +486,7 @@ Reply Session::on_create_cq(const MsgHeader& h, std::span<const std::byte> msg) 
   CqObj cq;
   cq.cookie = req->cookie;
   cq.channel = req->channel_handle;
+  cq.timestamps = (req->flags & ctl::kCqFlagTimestamps) != 0;
   const std::uint32_t slots = round_up_pow2(req->cqe + 1);
   const auto slot_size = static_cast<std::uint32_t>(sizeof(CqeSlot));
   if (const int err = cq.mem.create("urnic-cq", ring_bytes(slots, slot_size)); err != 0)

@@ -62,6 +62,7 @@ struct CqObj {
   std::uint64_t cookie = 0;
   std::uint32_t cqe = 0, channel = 0;
   std::uint32_t refs = 0;    // QPs using it
+  bool timestamps = false;   // ctl::kCqFlagTimestamps: stamp CQEs as they are written
   ShmRegion mem;
   SpscRing ring;             // engine is the producer
   transport::CqHandle tcq{};

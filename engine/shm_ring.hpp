@@ -233,7 +233,10 @@ class SpscRing {
 // ---- slot layouts (ABI between shim and engine; fixed, asserted) ----
 
 // One completion (engine -> app), 64 bytes. Mirrors struct ibv_wc's content
-// with fixed-width fields so the shim can fill an ibv_wc from it.
+// with fixed-width fields so the shim can fill an ibv_wc from it. The two
+// time stamps are written only into CQs created with kCqFlagTimestamps
+// (ibv_create_cq_ex with IBV_WC_EX_WITH_COMPLETION_TIMESTAMP*); elsewhere
+// they are 0. They fill what was spare room, so every CQE stays 64 bytes.
 struct CqeSlot {
   std::uint64_t wr_id;
   std::uint32_t status;      // enum ibv_wc_status
@@ -249,7 +252,8 @@ struct CqeSlot {
   std::uint8_t sl;
   std::uint8_t dlid_path_bits;
   std::uint16_t reserved0;
-  std::uint64_t reserved1[2];
+  std::uint64_t completion_ts;           // device clock ticks (ns of CLOCK_MONOTONIC)
+  std::uint64_t completion_wallclock_ns; // ns of CLOCK_REALTIME
 };
 static_assert(sizeof(CqeSlot) == 64);
 static_assert(offsetof(CqeSlot, wr_id) == 0);
@@ -265,6 +269,8 @@ static_assert(offsetof(CqeSlot, pkey_index) == 40);
 static_assert(offsetof(CqeSlot, slid) == 42);
 static_assert(offsetof(CqeSlot, sl) == 44);
 static_assert(offsetof(CqeSlot, dlid_path_bits) == 45);
+static_assert(offsetof(CqeSlot, completion_ts) == 48);
+static_assert(offsetof(CqeSlot, completion_wallclock_ns) == 56);
 static_assert(std::is_trivially_copyable_v<CqeSlot>);
 
 // The fixed part of a work request slot (app -> engine); followed in the slot

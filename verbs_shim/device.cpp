@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/verbs_ext_proto.hpp"
+#include "engine/device_clock.hpp"
 #include "verbs_shim/shim.hpp"
 
 #undef ibv_query_port
@@ -144,6 +145,10 @@ int op_query_device_ex(ibv_context* context, const ibv_query_device_ex_input* in
   full.max_dm_size = 0;
   full.phys_port_cnt_ex = s->info.attrs.phys_port_cnt;  // must equal phys_port_cnt
   full.raw_packet_caps = 0;
+  // Completion time stamps count the device clock (engine/device_clock.hpp):
+  // 1 GHz, all 64 bits valid.
+  full.completion_timestamp_mask = UINT64_MAX;
+  full.hca_core_clock = engine::kDeviceClockKhz;
   // On-demand paging: urnicd reads and writes application memory with
   // process_vm_readv/writev at access time, which faults pages in, so MRs
   // need no pinning and may cover memory mapped later (implicit ODP: the

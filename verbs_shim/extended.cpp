@@ -12,6 +12,7 @@
 #include <new>
 #include <vector>
 
+#include "engine/device_clock.hpp"
 #include "verbs_shim/shim.hpp"
 
 namespace urnic::shim {
@@ -337,10 +338,17 @@ unsigned int read_wc_flags(ibv_cq_ex* cqx) { return shim_of_ex(cqx)->cur.wc_flag
 std::uint32_t read_slid(ibv_cq_ex* cqx) { return shim_of_ex(cqx)->cur.slid; }
 std::uint8_t read_sl(ibv_cq_ex* cqx) { return shim_of_ex(cqx)->cur.sl; }
 std::uint8_t read_dlid_path_bits(ibv_cq_ex* cqx) { return shim_of_ex(cqx)->cur.dlid_path_bits; }
+std::uint64_t read_completion_ts(ibv_cq_ex* cqx) { return shim_of_ex(cqx)->cur.completion_ts; }
+std::uint64_t read_completion_wallclock_ns(ibv_cq_ex* cqx) {
+  return shim_of_ex(cqx)->cur.completion_wallclock_ns;
+}
 
-// The wc_flags ibv_create_cq_ex accepts: every field a CQE carries. Time
-// stamps, VLAN, flow tag and tag matching are not produced by the device.
-constexpr std::uint64_t kCqWcFlags = IBV_WC_STANDARD_FLAGS;
+constexpr std::uint64_t kCqTimestampFlags =
+    IBV_WC_EX_WITH_COMPLETION_TIMESTAMP | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK;
+// The wc_flags ibv_create_cq_ex accepts: every field a CQE carries, and the
+// completion time stamps (the daemon writes them only into CQs that ask).
+// VLAN, flow tag and tag matching are not produced by the device.
+constexpr std::uint64_t kCqWcFlags = IBV_WC_STANDARD_FLAGS | kCqTimestampFlags;
 
 ibv_cq_ex* op_create_cq_ex(ibv_context* context, ibv_cq_init_attr_ex* attr) {
   // ibv_create_cq_ex (the inline) already rejected reserved comp_mask bits.
@@ -361,11 +369,12 @@ ibv_cq_ex* op_create_cq_ex(ibv_context* context, ibv_cq_init_attr_ex* attr) {
     errno = EINVAL;
     return nullptr;
   }
-  ibv_cq* cq = ibv_create_cq(context, static_cast<int>(attr->cqe), attr->cq_context, attr->channel,
-                             static_cast<int>(attr->comp_vector));
+  const std::uint32_t cq_flags = (attr->wc_flags & kCqTimestampFlags) != 0 ? ctl::kCqFlagTimestamps : 0;
+  ibv_cq* cq = create_cq_with_flags(context, static_cast<int>(attr->cqe), attr->cq_context, attr->channel,
+                                    static_cast<int>(attr->comp_vector), cq_flags);
   if (cq == nullptr) return nullptr;
   ShimCq* c = shim_of(cq);
-  c->wc_flags = attr->wc_flags;
+  setup_cq_ex(c, attr->wc_flags);
   return &c->cqx;
 }
 
@@ -428,9 +437,12 @@ void setup_cq_ex(ShimCq* c, std::uint64_t wc_flags) {
   x.read_slid = read_slid;
   x.read_sl = read_sl;
   x.read_dlid_path_bits = read_dlid_path_bits;
-  // read_completion_ts, read_cvlan, read_flow_tag, read_tm_info and
-  // read_completion_wallclock_ns stay NULL: creating a CQ that asks for
-  // them fails with EOPNOTSUPP.
+  // The time stamps only where the CQ was created to carry them (as
+  // libmlx5 does); read_cvlan, read_flow_tag and read_tm_info stay NULL:
+  // creating a CQ that asks for them fails with EOPNOTSUPP.
+  x.read_completion_ts = (wc_flags & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP) != 0 ? read_completion_ts : nullptr;
+  x.read_completion_wallclock_ns =
+      (wc_flags & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK) != 0 ? read_completion_wallclock_ns : nullptr;
 }
 
 namespace {
@@ -449,10 +461,29 @@ int op_advise_mr(ibv_pd* pd, ibv_advise_mr_advice advice, std::uint32_t flags, i
   return 0;
 }
 
+// ibv_query_rt_values_ex: the device clock the CQE time stamps count
+// (engine/device_clock.hpp), read here as the daemon reads it. Like libmlx5:
+// unknown request bits are EINVAL, and the returned comp_mask says what was
+// filled. The raw clock is a timespec of ticks (1 tick = 1 ns).
+int op_query_rt_values(ibv_context* context, ibv_values_ex* values) {
+  (void)context;
+  if ((values->comp_mask & ~static_cast<std::uint32_t>(IBV_VALUES_MASK_RAW_CLOCK)) != 0) return EINVAL;
+  std::uint32_t filled = 0;
+  if ((values->comp_mask & IBV_VALUES_MASK_RAW_CLOCK) != 0) {
+    const std::uint64_t ticks = engine::device_clock_ticks();
+    values->raw_clock.tv_sec = static_cast<time_t>(ticks / 1'000'000'000U);
+    values->raw_clock.tv_nsec = static_cast<long>(ticks % 1'000'000'000U);
+    filled |= IBV_VALUES_MASK_RAW_CLOCK;
+  }
+  values->comp_mask = filled;
+  return 0;
+}
+
 }  // namespace
 
 void install_extended_ops(verbs_context* vctx) {
   vctx->create_cq_ex = op_create_cq_ex;
+  vctx->query_rt_values = op_query_rt_values;
   vctx->advise_mr = op_advise_mr;
 }
 

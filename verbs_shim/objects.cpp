@@ -766,8 +766,8 @@ void ibv_ack_cq_events(ibv_cq* cq, unsigned int nevents) {
 
 // ---------------------------------------------------------------- CQ
 
-ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel* channel,
-                      int comp_vector) {
+ibv_cq* urnic::shim::create_cq_with_flags(ibv_context* context, int cqe, void* cq_context,
+                                          ibv_comp_channel* channel, int comp_vector, std::uint32_t cq_flags) {
   if (cqe < 1 || comp_vector < 0) {
     errno = EINVAL;
     return nullptr;
@@ -782,6 +782,7 @@ ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_
   req.cqe = static_cast<std::uint32_t>(cqe);
   req.comp_vector = static_cast<std::uint32_t>(comp_vector);
   req.channel_handle = channel != nullptr ? shim_of_channel(channel)->handle : 0;
+  req.flags = cq_flags;
   ctl::CreateCqRep rep{};
   std::vector<int> fds;
   if (const int err = client_of(context).call(req, rep, &fds); err != 0 || fds.size() != 1) {
@@ -813,6 +814,11 @@ ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_
   pthread_cond_init(&cq->cond, nullptr);
   if (channel != nullptr) ++channel->refcnt;
   return cq;
+}
+
+ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel* channel,
+                      int comp_vector) {
+  return create_cq_with_flags(context, cqe, cq_context, channel, comp_vector, 0);
 }
 
 int ibv_destroy_cq(ibv_cq* cq) {

@@ -227,6 +227,11 @@ void install_extended_ops(verbs_context* vctx);
 // so ibv_cq_ex_to_cq round trips work either way).
 void setup_cq_ex(ShimCq* c, std::uint64_t wc_flags);
 
+// objects.cpp: ibv_create_cq with the daemon's CQ flags (ctl::kCqFlag*);
+// ibv_create_cq is this with 0, ibv_create_cq_ex passes what its wc_flags need.
+ibv_cq* create_cq_with_flags(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel* channel,
+                             int comp_vector, std::uint32_t cq_flags);
+
 // Debug logging to stderr when URNIC_DEBUG is set.
 void debug_log(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 

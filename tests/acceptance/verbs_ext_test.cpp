@@ -1,7 +1,8 @@
 // The verbs issue 9 added to the shim, through the drop-in libibverbs.so.1
 // against an auto-started urnicd in a private runtime directory:
 // ibv_qp_ex (wr_* batches), ibv_cq_ex polling, ibv_resize_cq, ibv_rereg_mr,
-// import/unimport, the ODP capabilities and memory windows. rdma-core's own suite
+// import/unimport, the ODP capabilities, memory windows and completion
+// time stamps. rdma-core's own suite
 // (pyverbs_test.sh) covers the same ground from Python; these pin the
 // details (all-or-nothing batches, unpolled CQEs surviving a resize, keys
 // kept by rereg) in the project's own tests.
@@ -11,9 +12,11 @@
 #include <infiniband/verbs.h>
 #include <poll.h>
 #include <signal.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -351,6 +354,118 @@ TEST_CASE("ibv_wr_atomic_write: 8 bytes stored at the target, IBV_WC_ATOMIC_WRIT
   CHECK(ibv_destroy_qp(qp[1]) == 0);
   CHECK(ibv_dereg_mr(md) == 0);
   CHECK(ibv_destroy_cq(cqb) == 0);
+}
+
+namespace {
+
+std::uint64_t now_ns(clockid_t id) {
+  timespec ts{};
+  ::clock_gettime(id, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000U + static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+}  // namespace
+
+TEST_CASE("completion time stamps: device clock and wall clock, only on CQs that ask", "[shim][ext][ts]") {
+  Dev d;
+  ibv_device_attr_ex attr{};
+  REQUIRE(ibv_query_device_ex(d.ctx, nullptr, &attr) == 0);
+  CHECK(attr.hca_core_clock == 1'000'000);  // kHz: a 1 GHz (nanosecond) clock
+  CHECK(attr.completion_timestamp_mask == UINT64_MAX);
+
+  // The raw clock is the device clock, which is the host's CLOCK_MONOTONIC.
+  ibv_values_ex v{};
+  v.comp_mask = IBV_VALUES_MASK_RAW_CLOCK;
+  const std::uint64_t before = now_ns(CLOCK_MONOTONIC);
+  REQUIRE(ibv_query_rt_values_ex(d.ctx, &v) == 0);
+  const std::uint64_t after = now_ns(CLOCK_MONOTONIC);
+  CHECK(v.comp_mask == IBV_VALUES_MASK_RAW_CLOCK);
+  const std::uint64_t raw = static_cast<std::uint64_t>(v.raw_clock.tv_sec) * 1'000'000'000U +
+                            static_cast<std::uint64_t>(v.raw_clock.tv_nsec);
+  CHECK(raw >= before);
+  CHECK(raw <= after);
+  v.comp_mask = IBV_VALUES_MASK_RESERVED;
+  CHECK(ibv_query_rt_values_ex(d.ctx, &v) == EINVAL);
+  v.comp_mask = 0;  // nothing asked, nothing filled
+  CHECK(ibv_query_rt_values_ex(d.ctx, &v) == 0);
+  CHECK(v.comp_mask == 0);
+
+  ibv_cq_init_attr_ex ca{};
+  ca.cqe = 32;
+  ca.wc_flags = static_cast<std::uint64_t>(IBV_WC_STANDARD_FLAGS) | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP |
+                IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK;
+  ibv_cq_ex* stamped = ibv_create_cq_ex(d.ctx, &ca);
+  REQUIRE(stamped != nullptr);
+  ca.wc_flags = IBV_WC_STANDARD_FLAGS;
+  ibv_cq_ex* plain = ibv_create_cq_ex(d.ctx, &ca);
+  REQUIRE(plain != nullptr);
+  // As libmlx5: the accessors exist only on a CQ created to carry them.
+  CHECK(stamped->read_completion_ts != nullptr);
+  CHECK(stamped->read_completion_wallclock_ns != nullptr);
+  CHECK(plain->read_completion_ts == nullptr);
+  CHECK(plain->read_completion_wallclock_ns == nullptr);
+
+  // qp[0] sends into qp[1]; qp[0]'s completions carry stamps, qp[1]'s not.
+  ibv_qp* qp[2] = {create_qp_ex(d, ibv_cq_ex_to_cq(stamped), IBV_QPT_RC, IBV_QP_EX_WITH_SEND),
+                   create_qp_ex(d, ibv_cq_ex_to_cq(plain), IBV_QPT_RC, IBV_QP_EX_WITH_SEND)};
+  REQUIRE(qp[0] != nullptr);
+  REQUIRE(qp[1] != nullptr);
+  for (int i = 0; i < 2; ++i) connect_rc(d.ctx, qp[i], qp[1 - i]->qp_num);
+  std::vector<char> buf(256, 's');
+  ibv_mr* mr = reg(d.pd, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE);
+  REQUIRE(mr != nullptr);
+
+  std::uint64_t last_ts = 0, last_wall = 0;
+  for (std::uint64_t i = 0; i < 4; ++i) {
+    ibv_sge rs{addr_of(buf.data() + 128), 64, mr->lkey};
+    ibv_recv_wr rwr{};
+    rwr.wr_id = 100 + i;
+    rwr.sg_list = &rs;
+    rwr.num_sge = 1;
+    ibv_recv_wr* rbad = nullptr;
+    REQUIRE(ibv_post_recv(qp[1], &rwr, &rbad) == 0);
+    const std::uint64_t mono0 = now_ns(CLOCK_MONOTONIC), wall0 = now_ns(CLOCK_REALTIME);
+    ibv_sge ss{addr_of(buf.data()), 64, mr->lkey};
+    ibv_send_wr swr{};
+    swr.wr_id = i;
+    swr.sg_list = &ss;
+    swr.num_sge = 1;
+    swr.opcode = IBV_WR_SEND;
+    swr.send_flags = IBV_SEND_SIGNALED;
+    ibv_send_wr* sbad = nullptr;
+    REQUIRE(ibv_post_send(qp[0], &swr, &sbad) == 0);
+
+    ibv_poll_cq_attr pa{};
+    int rc = ENOENT;
+    for (int tries = 0; rc == ENOENT && tries < 5000; ++tries) {
+      rc = ibv_start_poll(stamped, &pa);
+      if (rc == ENOENT) ::usleep(1000);
+    }
+    REQUIRE(rc == 0);
+    CHECK(stamped->status == IBV_WC_SUCCESS);
+    CHECK(stamped->wr_id == i);
+    const std::uint64_t ts = ibv_wc_read_completion_ts(stamped);
+    const std::uint64_t wall = ibv_wc_read_completion_wallclock_ns(stamped);
+    ibv_end_poll(stamped);
+    const std::uint64_t mono1 = now_ns(CLOCK_MONOTONIC), wall1 = now_ns(CLOCK_REALTIME);
+    // Taken between the post and the poll, on the caller's clocks.
+    CHECK(ts >= mono0);
+    CHECK(ts <= mono1);
+    CHECK(wall >= wall0);
+    CHECK(wall <= wall1);
+    // Monotonic across completions of the CQ.
+    CHECK(ts >= last_ts);
+    CHECK(wall >= last_wall);
+    last_ts = ts;
+    last_wall = wall;
+    REQUIRE(poll_ex(plain, 1).size() == 1);
+  }
+
+  CHECK(ibv_destroy_qp(qp[0]) == 0);
+  CHECK(ibv_destroy_qp(qp[1]) == 0);
+  CHECK(ibv_dereg_mr(mr) == 0);
+  CHECK(ibv_destroy_cq(ibv_cq_ex_to_cq(stamped)) == 0);
+  CHECK(ibv_destroy_cq(ibv_cq_ex_to_cq(plain)) == 0);
 }
 
 TEST_CASE("ibv_resize_cq keeps unpolled completions and refuses to drop them", "[shim][ext]") {
