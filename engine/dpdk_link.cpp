@@ -70,6 +70,31 @@ std::optional<std::string> dpdk_vdev_args(const std::string& devargs, std::strin
   return devargs;
 }
 
+PmdLimits dpdk_pmd_limits(const std::string& devargs, std::uint32_t max_rx_pktlen) {
+  PmdLimits l{Link::kMaxFrame, DpdkLink::kDataRoom};
+  if (devargs.rfind("net_af_xdp", 0) == 0) {
+    // The PMD makes the mempool's memory its umem, one object per chunk,
+    // and a chunk is at most a page (aligned mode): a 9 KiB mbuf fails
+    // the queue setup. What it takes in is bounded by XDP on veth (a frame
+    // and its headroom in one page) and, measured, by 3400 bytes.
+    l.data_room = DpdkLink::kAfXdpDataRoom;
+    l.max_frame = std::min<std::size_t>(DpdkLink::kAfXdpMaxFrame, max_rx_pktlen);
+  } else if (devargs.rfind("net_af_packet", 0) == 0) {
+    // net_af_packet reports 1518 bytes, yet carries what its TPACKET
+    // frames hold: framesz less the header the kernel puts in front (the
+    // frame starts at byte 66 of a slot; rounded up).
+    const auto fs = devarg(devargs, "framesz");
+    const unsigned long framesz = fs ? std::strtoul(fs->c_str(), nullptr, 0) : 2048;
+    l.max_frame = framesz > 80 ? std::min<std::size_t>(framesz - 80, Link::kMaxFrame) : 0;
+  } else if (devargs.rfind("net_memif", 0) != 0 && max_rx_pktlen != 0) {
+    // net_tap: 1522 (RTE_ETHER_MAX_VLAN_FRAME_LEN); real NICs report what
+    // they can configure. (net_memif is bounded by its buffer size, which
+    // dpdk_vdev_args makes hold a whole frame.)
+    l.max_frame = std::min<std::size_t>(max_rx_pktlen, Link::kMaxFrame);
+  }
+  return l;
+}
+
 namespace {
 
 bool init_eal(const DpdkConfig& cfg, const std::string& vdev, std::string* error) {
@@ -119,10 +144,24 @@ std::unique_ptr<DpdkLink> DpdkLink::open(const DpdkConfig& cfg, std::vector<wire
   };
   const std::string name = cfg.devargs.substr(0, cfg.devargs.find(','));
   if (int rc = rte_eth_dev_get_port_by_name(name.c_str(), &link->port_id_); rc != 0) return fail("no port " + name, rc);
-  link->pool_ = rte_pktmbuf_pool_create("urnic_mbufs", kMbufs, 256, 0, kDataRoom, static_cast<int>(rte_socket_id()));
-  if (link->pool_ == nullptr) return fail("mbuf pool", rte_errno);
   rte_eth_dev_info info{};
   if (int rc = rte_eth_dev_info_get(link->port_id_, &info); rc != 0) return fail("dev_info", rc);
+  // The device's path MTU must fit the port, or frames would vanish in the
+  // PMD (or the kernel under it) without a trace: refused here.
+  const PmdLimits limits = dpdk_pmd_limits(cfg.devargs, info.max_rx_pktlen);
+  if (frame_for_path_mtu(cfg.path_mtu) > limits.max_frame) {
+    std::uint32_t fits = 4096;
+    while (fits > 256 && frame_for_path_mtu(fits) > limits.max_frame) fits /= 2;
+    if (error != nullptr)
+      *error = "dpdk link " + cfg.devargs + ": path MTU " + std::to_string(cfg.path_mtu) + " needs frames of up to " +
+               std::to_string(frame_for_path_mtu(cfg.path_mtu)) + " bytes, but " + name + " carries at most " +
+               std::to_string(limits.max_frame) + " here; set \"mtu\" to " + std::to_string(fits) +
+               " or less";
+    return nullptr;
+  }
+  link->pool_ = rte_pktmbuf_pool_create("urnic_mbufs", kMbufs, 256, 0, limits.data_room,
+                                        static_cast<int>(rte_socket_id()));
+  if (link->pool_ == nullptr) return fail("mbuf pool", rte_errno);
   rte_eth_conf conf{};
   // The port MTU as far as the PMD allows (net_af_packet says 1500, yet
   // carries frames up to its framesz: the kernel interface's MTU rules).

@@ -48,8 +48,26 @@ struct DpdkConfig {
   wire::MacAddr mac{};
   std::uint32_t ipv4 = 0;         // host order
   std::uint32_t port_mtu = 9000;
+  std::uint32_t path_mtu = 4096;  // the device's path MTU: the port must carry its frames
   std::uint16_t vlan = 0;         // 802.1Q VLAN ID of every frame (RoCE and ARP); 0: untagged
 };
+
+// What a virtual PMD can carry here (notes/dpdk-here.md): the largest frame,
+// and the mbuf data room its RX queue needs. net_af_xdp: its umem chunks
+// are 4 KiB pages (the mbufs must fit one) and frames of 3400 bytes and more
+// are dropped (veth MTU <= 3500 for XDP), so path MTU 2048 at most;
+// net_tap: frames up to 1522 bytes (dev_info's max_rx_pktlen), path MTU
+// 1024; net_af_packet: its "framesz" (default 2048) less the TPACKET
+// header in front of the frame. Other PMDs: what dev_info says.
+struct PmdLimits {
+  std::size_t max_frame = 0;
+  std::uint16_t data_room = 0;
+};
+PmdLimits dpdk_pmd_limits(const std::string& devargs, std::uint32_t max_rx_pktlen);
+// The largest frame a path MTU puts on the wire: the payload and every
+// header RoCE adds (Ethernet, VLAN, IPv6 + UDP or GRH, BTH + extension
+// headers, pad, ICRC) take less than 128 bytes (the Device's own rule).
+constexpr std::size_t frame_for_path_mtu(std::uint32_t path_mtu) noexcept { return std::size_t{path_mtu} + 128; }
 
 // The --vdev argument for `devargs`: as given, except that net_memif gets
 // buffers that hold a whole RoCE frame ("bsize", unless set; a bsize too
@@ -63,6 +81,10 @@ class DpdkLink final : public Link {
   static constexpr std::uint16_t kRingSize = 1024;
   static constexpr unsigned kMbufs = 8191;
   static constexpr std::uint16_t kDataRoom = 9216 + 128;  // jumbo frame + headroom
+  // net_af_xdp: an mbuf (header, headroom, data room) within one 4 KiB umem chunk.
+  static constexpr std::uint16_t kAfXdpDataRoom = 4096 - 256;
+  // net_af_xdp drops frames of 3400 bytes and more on these kernels.
+  static constexpr std::size_t kAfXdpMaxFrame = 3399;
   // net_memif's ring buffer size ("bsize"): one RoCE frame per descriptor
   // (see dpdk_vdev_args).
   static constexpr std::size_t kMemifBufferSize = kMaxFrame;
