@@ -25,6 +25,13 @@ constexpr std::uint16_t kArpRequest = 1;
 constexpr std::uint16_t kArpReply = 2;
 constexpr std::size_t kArpPacket = 28;
 const wire::MacAddr kBroadcast{0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+// ff02::1, the all-nodes group (RFC 4291 2.7.1): where an NA that defends
+// an address against a DAD probe goes (RFC 4861 7.2.4).
+constexpr wire::IpAddr kAllNodes{{0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x01}};
+
+constexpr bool is_link_local(const wire::IpAddr& a) noexcept {
+  return a.bytes[0] == 0xfe && (a.bytes[1] & 0xc0) == 0x80;
+}
 
 bool eal_initialised = false;  // the EAL can be initialised once per process
 
@@ -207,7 +214,11 @@ bool DpdkLink::link_up() const noexcept {
 
 std::optional<wire::MacAddr> DpdkLink::resolve(const wire::IpAddr& dst) const {
   if (auto m = mac_of_link_local(dst)) return m;
-  if (!dst.is_v4_mapped()) return std::nullopt;
+  if (!dst.is_v4_mapped()) {
+    const auto it = nd_.find(dst.bytes);
+    if (it == nd_.end()) return std::nullopt;
+    return it->second;
+  }
   const auto it = arp_.find(dst.v4());
   if (it == arp_.end()) return std::nullopt;
   return it->second;
@@ -251,7 +262,7 @@ bool DpdkLink::send(const wire::IbPacket& pkt, const LinkDest& dst, wire::Bytes*
       ++counters_.tx_errors;
       return false;
     }
-    hold_for_neighbour(wire::Bytes(scratch.data(), f.size), dst.dst);
+    hold_for_neighbour(wire::Bytes(scratch.data(), f.size), dst.dst, dst.src);
     return false;
   }
   rte_mbuf* m = tx_alloc();
@@ -273,7 +284,7 @@ EncodedFrame DpdkLink::encode(const wire::IbPacket& pkt, const LinkDest& dst, wi
   const auto mac = resolve(dst.dst);
   if (!mac) {
     ++counters_.tx_no_neighbour;
-    if (dst.dst.is_v4_mapped()) send_arp(kArpRequest, wire::MacAddr{}, dst.dst.v4(), kBroadcast);
+    solicit(dst.dst, dst.src);
     return {};
   }
   return build_raw_frame(pkt, dst, cfg_.mac, *mac, ip_id_++, cfg_.vlan, out);
@@ -333,15 +344,88 @@ void DpdkLink::on_arp(wire::Bytes arp) {
   if (op == kArpRequest && tpa == cfg_.ipv4 && cfg_.ipv4 != 0) send_arp(kArpReply, sha, spa, sha);
 }
 
-void DpdkLink::hold_for_neighbour(wire::Bytes frame, const wire::IpAddr& next_hop) {
-  if (pending_.size() >= kMaxPending || !next_hop.is_v4_mapped()) {
-    ++counters_.tx_no_neighbour;  // no neighbour discovery for IPv6 beyond link-local GIDs
+bool DpdkLink::own_ipv6(const wire::IpAddr& a) const noexcept {
+  return !a.is_v4_mapped() && std::find(own_.begin(), own_.end(), a) != own_.end();
+}
+
+void DpdkLink::solicit(const wire::IpAddr& next_hop, const wire::IpAddr& source) {
+  if (next_hop.is_v4_mapped()) {
+    send_arp(kArpRequest, wire::MacAddr{}, next_hop.v4(), kBroadcast);
+    return;
+  }
+  // RFC 4861 7.2.2: the source of the packet that prompted the
+  // solicitation when it is ours, else one of ours (of the target's scope).
+  wire::IpAddr src = source;
+  if (!own_ipv6(src)) {
+    src = wire::IpAddr{};
+    for (const wire::IpAddr& a : own_) {
+      if (a.is_v4_mapped()) continue;
+      if (is_link_local(a) == is_link_local(next_hop)) {
+        src = a;
+        break;
+      }
+      if (wire::ndp::is_unspecified(src)) src = a;
+    }
+  }
+  if (!wire::ndp::is_unspecified(src)) send_ns(next_hop, src);
+}
+
+void DpdkLink::send_ndp(const wire::ndp::Message& m, const wire::MacAddr& eth_dst) {
+  std::array<std::uint8_t, wire::ndp::kMaxFrame> f{};
+  // In the device's VLAN, priority 0, as ARP.
+  auto n = wire::ndp::build_frame(m, eth_dst, cfg_.mac, cfg_.vlan != 0, cfg_.vlan, f);
+  if (n) send_frame(wire::Bytes(f.data(), *n));
+}
+
+void DpdkLink::send_ns(const wire::IpAddr& target, const wire::IpAddr& source) {
+  wire::ndp::Message m;
+  m.type = wire::ndp::kNeighborSolicitation;
+  m.src = source;
+  m.dst = wire::ndp::solicited_node_group(target);
+  m.target = target;
+  m.link_addr = cfg_.mac;
+  send_ndp(m, wire::ndp::multicast_mac(m.dst));
+}
+
+void DpdkLink::on_ndp(const wire::ndp::Message& m, const wire::MacAddr& eth_src) {
+  if (m.type == wire::ndp::kNeighborSolicitation) {
+    if (!own_ipv6(m.target)) return;  // another host's (or the kernel's) address
+    const bool dad = wire::ndp::is_unspecified(m.src);
+    // RFC 4861 7.2.3: a solicitation with a source link-layer address
+    // creates or updates the sender's entry.
+    if (!dad && m.link_addr) nd_[m.src.bytes] = *m.link_addr;
+    // 7.2.4: answer with our MAC, Solicited (unless it was a DAD probe,
+    // answered to all nodes) and Override (we are not an anycast proxy).
+    wire::ndp::Message na;
+    na.type = wire::ndp::kNeighborAdvertisement;
+    na.src = m.target;
+    na.dst = dad ? kAllNodes : m.src;
+    na.target = m.target;
+    na.solicited = !dad;
+    na.override_flag = true;
+    na.link_addr = cfg_.mac;
+    send_ndp(na, dad ? wire::ndp::multicast_mac(kAllNodes) : (m.link_addr ? *m.link_addr : eth_src));
+    return;
+  }
+  // 7.2.5: an advertisement for an address without an entry (known or
+  // being resolved) is discarded; one with a target link-layer address
+  // updates it.
+  if (!m.link_addr) return;
+  const bool wanted = nd_.contains(m.target.bytes) ||
+                      std::any_of(pending_.begin(), pending_.end(),
+                                  [&](const Pending& p) { return p.next_hop == m.target; });
+  if (wanted) nd_[m.target.bytes] = *m.link_addr;
+}
+
+void DpdkLink::hold_for_neighbour(wire::Bytes frame, const wire::IpAddr& next_hop, const wire::IpAddr& source) {
+  if (pending_.size() >= kMaxPending) {
+    ++counters_.tx_no_neighbour;
     return;
   }
   const bool asked = std::any_of(pending_.begin(), pending_.end(),
                                  [&](const Pending& p) { return p.next_hop == next_hop; });
-  if (!asked) send_arp(kArpRequest, wire::MacAddr{}, next_hop.v4(), kBroadcast);
-  pending_.push_back(Pending{next_hop, now_, now_, std::vector<std::uint8_t>(frame.begin(), frame.end())});
+  if (!asked) solicit(next_hop, source);
+  pending_.push_back(Pending{next_hop, source, now_, now_, std::vector<std::uint8_t>(frame.begin(), frame.end())});
 }
 
 void DpdkLink::retry_pending(transport::Nanos now) {
@@ -358,7 +442,10 @@ void DpdkLink::retry_pending(transport::Nanos now) {
       continue;
     }
     if (now - p.asked >= kArpRetry) {
-      send_arp(kArpRequest, wire::MacAddr{}, p.next_hop.v4(), kBroadcast);
+      // One solicitation per peer and retry round, however many frames wait.
+      const bool asked_now = std::any_of(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(i),
+                                         [&](const Pending& q) { return q.next_hop == p.next_hop && q.asked == now; });
+      if (!asked_now) solicit(p.next_hop, p.source);
       p.asked = now;
     }
     if (kept != i) pending_[kept] = std::move(p);
@@ -439,14 +526,37 @@ bool DpdkLink::receive(LinkRxPacket* out) {
       rte_pktmbuf_free(m);
       continue;
     }
+    // ICMPv6 to us or to a multicast group (a solicited-node group): IPv6
+    // neighbour discovery. Other ICMPv6 (router solicitations, MLD) is
+    // not ours.
+    if (type == wire::ethertype::kIpv6 && (dst_mac == cfg_.mac || (dst_mac[0] == 0x33 && dst_mac[1] == 0x33)) &&
+        frame.size() > l2 + 6 && frame[l2 + 6] == wire::ndp::kIcmpv6) {
+      if (stripped_vid != cfg_.vlan) {
+        ++counters_.rx_other_vlan;
+      } else if (auto l3 = wire::parse_l2l3(frame); l3) {
+        if (auto nd = wire::ndp::parse(*l3); nd) {
+          wire::MacAddr src_mac{};
+          std::copy(frame.begin() + 6, frame.begin() + 12, src_mac.begin());
+          on_ndp(*nd, src_mac);
+        }
+      }
+      rte_pktmbuf_free(m);
+      continue;
+    }
     if (dst_mac != cfg_.mac || !accept_raw_frame(frame, own_, cfg_.vlan, stripped_vid, counters_, out)) {
       if (dst_mac != cfg_.mac) ++counters_.rx_not_ours;
       rte_pktmbuf_free(m);
       continue;
     }
-    // A RoCE v2/IPv4 sender's MAC is known from now on (as ARP's merge).
-    if (!out->from.ipv6 && arp_.contains(out->from.src.v4())) {
-      std::copy(frame.begin() + 6, frame.begin() + 12, arp_[out->from.src.v4()].begin());
+    // A RoCE v2/IPv4 sender's MAC is known from now on (as ARP's merge);
+    // a RoCE v2/IPv6 sender's is learnt (it is on the link: no routing),
+    // so the answers need no solicitation.
+    if (out->from.version == wire::RoceVersion::kV2) {
+      if (!out->from.ipv6 && arp_.contains(out->from.src.v4())) {
+        std::copy(frame.begin() + 6, frame.begin() + 12, arp_[out->from.src.v4()].begin());
+      } else if (out->from.ipv6 && !mac_of_link_local(out->from.src)) {
+        std::copy(frame.begin() + 6, frame.begin() + 12, nd_[out->from.src.bytes].begin());
+      }
     }
     rx_held_ = m;
     return true;

@@ -9,12 +9,18 @@
 // --vdev. The EAL can be initialised once per process (notes/dpdk-here.md),
 // so a daemon has at most one dpdk device. rte_eal_cleanup() on shutdown.
 //
-// The port has the device's own MAC (the config's "mac") and IPv4 address;
-// the link does ARP itself: it answers requests for its address, learns
-// senders, and asks (broadcast) for a peer it lacks while the frame waits
-// (at most kMaxPending frames, 1 s). Link-local GIDs (RoCE v1, GID[0/1])
-// name their MAC directly; other IPv6 addresses are not resolved (no
-// neighbour discovery): frames to them are dropped (tx_no_neighbour).
+// The port has the device's own MAC (the config's "mac"), IPv4 address and
+// IPv6 addresses (its link-local one, from the MAC, and the config's
+// "ipv6"); the link resolves neighbours itself, as a host stack does. ARP
+// (RFC 826) for IPv4: it answers requests for its address, learns senders,
+// and asks (broadcast) for a peer it lacks. Neighbour discovery (RFC 4861,
+// wire/ndp) for IPv6: it answers Neighbor Solicitations for its addresses
+// with Advertisements, solicits a peer it lacks (multicast to the
+// solicited-node group), and learns from solicitations, advertisements it
+// asked for and received RoCE v2/IPv6 frames. A frame for an unresolved
+// peer waits (at most kMaxPending frames, 1 s; asked again every 100 ms),
+// then is dropped (tx_no_neighbour). Link-local GIDs with an EUI-64
+// interface ID (RoCE v1, GID[0/1]) name their MAC directly.
 //
 // Adaptive polling: the PMDs used here (net_af_packet, and net_memif in
 // DPDK 22.11) implement no RX interrupts, so there is no descriptor to sleep
@@ -36,6 +42,7 @@
 
 #include "engine/link.hpp"
 #include "wire/eth.hpp"
+#include "wire/ndp.hpp"
 
 struct rte_mbuf;
 struct rte_mempool;
@@ -123,7 +130,16 @@ class DpdkLink final : public Link {
   // The ARP packet (after Ethernet and any VLAN tag).
   void on_arp(wire::Bytes arp);
   void send_arp(std::uint16_t op, const wire::MacAddr& to_mac, std::uint32_t to_ip, const wire::MacAddr& eth_dst);
-  void hold_for_neighbour(wire::Bytes frame, const wire::IpAddr& next_hop);
+  // An NS or NA that came in (wire/ndp), from Ethernet source `eth_src`.
+  void on_ndp(const wire::ndp::Message& m, const wire::MacAddr& eth_src);
+  // A Neighbor Solicitation for `target` from our address `source`.
+  void send_ns(const wire::IpAddr& target, const wire::IpAddr& source);
+  void send_ndp(const wire::ndp::Message& m, const wire::MacAddr& eth_dst);
+  // Asks for `next_hop`'s MAC: ARP for IPv4, an NS for IPv6 (from our
+  // address `source` when it is one, RFC 4861 7.2.2).
+  void solicit(const wire::IpAddr& next_hop, const wire::IpAddr& source);
+  [[nodiscard]] bool own_ipv6(const wire::IpAddr& a) const noexcept;
+  void hold_for_neighbour(wire::Bytes frame, const wire::IpAddr& next_hop, const wire::IpAddr& source);
   void retry_pending(transport::Nanos now);
 
   DpdkConfig cfg_;
@@ -141,8 +157,10 @@ class DpdkLink final : public Link {
   // A chained (multi-segment) mbuf's frame, made contiguous for the parser.
   std::array<std::uint8_t, kMaxFrame> rx_linear_{};
   std::map<std::uint32_t, wire::MacAddr> arp_;  // IPv4 (host order) -> MAC
+  std::map<std::array<std::uint8_t, 16>, wire::MacAddr> nd_;  // IPv6 -> MAC (neighbour cache)
   struct Pending {
     wire::IpAddr next_hop;
+    wire::IpAddr source;  // the frame's source address (NS source)
     transport::Nanos since = 0;
     transport::Nanos asked = 0;
     std::vector<std::uint8_t> frame;

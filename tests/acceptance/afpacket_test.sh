@@ -17,8 +17,9 @@
 # With LINK = dpdk the same runs over the dpdk link (a net_af_packet vdev on
 # each veth, --no-huge): the daemons have addresses of their own (.11/.12,
 # answered by their own ARP; the kernel's .1/.2 carry perftest's TCP
-# exchange), and the IPv6 GID is the link-local one (no neighbour discovery
-# on a DPDK port). Skipped (77) when urnicd was built without DPDK.
+# exchange), and ULA addresses of their own (${net6}11/12, configured as
+# "ipv6", answered and resolved by their own IPv6 neighbour discovery) give
+# the RoCE v2 IPv6 GID. Skipped (77) when urnicd was built without DPDK.
 #
 # With LINK = memif the RoCE frames go over a net_memif shared-memory link
 # between the two daemons instead (a is the memif server, b the client; the
@@ -194,8 +195,8 @@ start_daemon() {
     elif [[ $link == tap ]]; then
       devargs="net_tap0,iface=ut$h$tag"
     fi
-    printf '{"devices": [{"name": "urnic0", "link": "dpdk", "devargs": "%s", "address": "%s", "mac": "02:00:75:72:6e:%s", "mtu": %d}]}\n' \
-      "$devargs" "$roce_ip" "$([[ $h == a ]] && echo 0a || echo 0b)" "$mtu" > "$rt/$h.json"
+    printf '{"devices": [{"name": "urnic0", "link": "dpdk", "devargs": "%s", "address": "%s", "ipv6": "%s", "mac": "02:00:75:72:6e:%s", "mtu": %d}]}\n' \
+      "$devargs" "$roce_ip" "${net6}1${roce_ip: -1}" "$([[ $h == a ]] && echo 0a || echo 0b)" "$mtu" > "$rt/$h.json"
   else
     printf '{"devices": [{"name": "urnic0", "link": "afpacket", "interface": "%s", "mtu": %d}]}\n' \
       "$ifname" "$mtu" > "$rt/$h.json"
@@ -332,7 +333,7 @@ case $link in
 esac
 start_pair "$mtu1"
 if $dpdk_like; then
-  roce_a=$net.11 ngids=4 want_types='v1 v2 v1 v2' v6_check='GID\[ *1\]:.*fe80'
+  roce_a=$net.11 ngids=6 want_types='v1 v2 v1 v2 v1 v2' v6_check="GID\[ *5\]:.*${net6}11"
 else
   roce_a=$ip_a ngids=6 want_types='v1 v2 v1 v2 v1 v2' v6_check="GID\[ *5\]:.*${net6}1"
 fi
@@ -353,7 +354,7 @@ if grep -qF "device urnic0: link $kind $want_port" <<< "$status" && grep -qE '^d
 else
   fail "urnicd --status: $status"
 fi
-# Expected: fe80 v1, fe80 v2, IPv4 v1, IPv4 v2 (afpacket: ULA v1, ULA v2).
+# Expected: fe80 v1, fe80 v2, IPv4 v1, IPv4 v2, ULA v1, ULA v2.
 devinfo=$(host a "${run_env[@]}" ibv_devinfo -v 2>&1)
 gid_lines=$(grep -E 'GID\[ *[0-9]+\]:' <<< "$devinfo")
 types=$(grep -oE 'RoCE v[12]' <<< "$gid_lines" | awk '{print $2}' | tr '\n' ' ' | sed 's/ $//')
@@ -366,9 +367,8 @@ else
 fi
 
 # --- the matrix: GID kind x MTU x program ---------------------------------------
-# GID indexes as above: 3 RoCE v2 IPv4, 5 (dpdk: 1) RoCE v2 IPv6, 0 RoCE v1.
+# GID indexes as above: 3 RoCE v2 IPv4, 5 RoCE v2 IPv6, 0 RoCE v1.
 v6_gid=5
-$dpdk_like && v6_gid=1
 matrix() {
   local mtu=$1 ud_size=$2
   local g kind
@@ -412,7 +412,7 @@ matrix "$mtu1" "$ud1"
 # The RDMA CM across the link: IB CM MADs on QP1 from the RoCE v2 GID of the
 # address family the program uses (the IPv4-mapped one, or the IPv6 one).
 cm_addrs=("$roce_a")
-[[ $link == afpacket ]] && cm_addrs+=("${net6}1")
+if [[ $link == afpacket ]]; then cm_addrs+=("${net6}1"); else cm_addrs+=("${net6}11"); fi
 for addr in "${cm_addrs[@]}"; do
   port=$((port + 2))
   cm_pair "rping -v -V -C 20 -S 4096 over $addr" 'ping data: rdma-ping-19:' 1 \
