@@ -139,7 +139,8 @@ bool init_eal(const DpdkConfig& cfg, const std::string& vdev, std::string* error
 
 }  // namespace
 
-DpdkLink::DpdkLink(const DpdkConfig& cfg, std::vector<wire::IpAddr> own) : cfg_(cfg), own_(std::move(own)) {}
+DpdkLink::DpdkLink(const DpdkConfig& cfg, std::vector<wire::IpAddr> own)
+    : cfg_(cfg), own_(std::move(own)), accepted_(own_) {}
 
 std::unique_ptr<DpdkLink> DpdkLink::open(const DpdkConfig& cfg, std::vector<wire::IpAddr> own, std::string* error) {
   const auto vdev = dpdk_vdev_args(cfg.devargs, error);
@@ -185,8 +186,10 @@ std::unique_ptr<DpdkLink> DpdkLink::open(const DpdkConfig& cfg, std::vector<wire
   if (int rc = rte_eth_tx_queue_setup(link->port_id_, 0, txd, socket, nullptr); rc != 0) return fail("tx queue", rc);
   if (int rc = rte_eth_dev_start(link->port_id_); rc != 0) return fail("start", rc);
   link->started_ = true;
-  // The device's MAC is its own (the config's), not necessarily the port's.
+  // The device's MAC is its own (the config's), not necessarily the port's;
+  // multicast groups are joined by the link itself (join_group).
   (void)rte_eth_promiscuous_enable(link->port_id_);
+  (void)rte_eth_allmulticast_enable(link->port_id_);
   return link;
 }
 
@@ -212,8 +215,21 @@ bool DpdkLink::link_up() const noexcept {
   return started_ && rte_eth_link_get_nowait(port_id_, &l) == 0 && l.link_status == RTE_ETH_LINK_UP;
 }
 
+bool DpdkLink::join_group(const wire::IpAddr& group) {
+  if (!multicast_mac_of(group)) return false;
+  if (std::find(accepted_.begin(), accepted_.end(), group) == accepted_.end()) accepted_.push_back(group);
+  return true;
+}
+
+void DpdkLink::leave_group(const wire::IpAddr& group) {
+  // Only groups: the device's own addresses stay.
+  if (!multicast_mac_of(group)) return;
+  accepted_.erase(std::remove(accepted_.begin(), accepted_.end(), group), accepted_.end());
+}
+
 std::optional<wire::MacAddr> DpdkLink::resolve(const wire::IpAddr& dst) const {
   if (auto m = mac_of_link_local(dst)) return m;
+  if (auto m = multicast_mac_of(dst)) return m;
   if (!dst.is_v4_mapped()) {
     const auto it = nd_.find(dst.bytes);
     if (it == nd_.end()) return std::nullopt;
@@ -543,8 +559,20 @@ bool DpdkLink::receive(LinkRxPacket* out) {
       rte_pktmbuf_free(m);
       continue;
     }
-    if (dst_mac != cfg_.mac || !accept_raw_frame(frame, own_, cfg_.vlan, stripped_vid, counters_, out)) {
-      if (dst_mac != cfg_.mac) ++counters_.rx_not_ours;
+    // To a multicast MAC: a joined group's frame (accept_raw_frame checks
+    // the group is one), unless it is our own come back.
+    const bool group_mac = (dst_mac[0] & 1) != 0 && dst_mac != kBroadcast &&
+                           !std::equal(cfg_.mac.begin(), cfg_.mac.end(), frame.begin() + 6);
+    if ((dst_mac != cfg_.mac && !group_mac) ||
+        !accept_raw_frame(frame, accepted_, cfg_.vlan, stripped_vid, counters_, out)) {
+      if (dst_mac != cfg_.mac && !group_mac) ++counters_.rx_not_ours;
+      rte_pktmbuf_free(m);
+      continue;
+    }
+    // A group's frame carries the group as its IP destination, a unicast
+    // frame one of our addresses.
+    if (group_mac != (multicast_mac_of(out->from.dst) == dst_mac)) {
+      ++counters_.rx_not_ours;
       rte_pktmbuf_free(m);
       continue;
     }

@@ -120,6 +120,16 @@ class DpdkLink final : public Link {
   void release_rx() override;
   [[nodiscard]] const LinkCounters& counters() const noexcept override { return counters_; }
 
+  // UD multicast on the wire (RoCE v2, annex A17.4.6): frames to a group go
+  // to its Ethernet MAC (01:00:5e + 23 bits for IPv4, RFC 1112 6.4; 33:33 +
+  // 32 bits for IPv6, RFC 2464 7); the port takes every multicast frame
+  // (promiscuous and all-multicast), so joining is local: frames to a
+  // joined group are received, others are rx_not_ours. No IGMP/MLD report
+  // is sent (the peers are on the link; a snooping switch would need one).
+  [[nodiscard]] bool sends_multicast() const noexcept override { return true; }
+  bool join_group(const wire::IpAddr& group) override;
+  void leave_group(const wire::IpAddr& group) override;
+
  private:
   explicit DpdkLink(const DpdkConfig& cfg, std::vector<wire::IpAddr> own);
   [[nodiscard]] std::optional<wire::MacAddr> resolve(const wire::IpAddr& dst) const;
@@ -144,6 +154,7 @@ class DpdkLink final : public Link {
 
   DpdkConfig cfg_;
   std::vector<wire::IpAddr> own_;
+  std::vector<wire::IpAddr> accepted_;  // own_ and the joined groups: what receive() delivers
   std::uint16_t port_id_ = 0;
   bool started_ = false;
   rte_mempool* pool_ = nullptr;

@@ -333,9 +333,9 @@ case $link in
 esac
 start_pair "$mtu1"
 if $dpdk_like; then
-  roce_a=$net.11 ngids=6 want_types='v1 v2 v1 v2 v1 v2' v6_check="GID\[ *5\]:.*${net6}11"
+  roce_a=$net.11 roce_b=$net.12 ngids=6 want_types='v1 v2 v1 v2 v1 v2' v6_check="GID\[ *5\]:.*${net6}11"
 else
-  roce_a=$ip_a ngids=6 want_types='v1 v2 v1 v2 v1 v2' v6_check="GID\[ *5\]:.*${net6}1"
+  roce_a=$ip_a roce_b=$ip_b ngids=6 want_types='v1 v2 v1 v2 v1 v2' v6_check="GID\[ *5\]:.*${net6}1"
 fi
 kind=$link
 $dpdk_like && kind=dpdk
@@ -422,6 +422,37 @@ for addr in "${cm_addrs[@]}"; do
   cm_pair "udaddy -c 2 -C 10 over $addr" 'return status 0' 2 \
     "udaddy -b $addr -c 2 -C 10" "udaddy -s $addr -c 2 -C 10"
 done
+# UD multicast across the hosts on the raw link (its join_group: afpacket
+# adds the group's MAC to the interface's filter, a dpdk port takes all
+# multicast): mckey in a joins a group, mckey in b sends to it (the frames
+# go to the group's 01:00:5e MAC), a receives every datagram. Joined
+# first: a datagram sent before the join is gone.
+mc_pair() {
+  local name=$1 group=$2
+  shift 2
+  local out_r=$rt/mc_recv.out out_s=$rt/mc_send.out
+  bg_host a "${run_env[@]}" timeout "$limit" stdbuf -oL mckey -m "$group" -b "$roce_a" "$@" > "$out_r" 2>&1
+  server_pid=$!
+  for _ in $(seq 600); do
+    grep -q 'joined dgid' "$out_r" && break
+    alive "$server_pid" || break
+    sleep 0.05
+  done
+  host b "${run_env[@]}" timeout "$limit" mckey -m "$group" -b "$roce_b" -s "$@" > "$out_s" 2>&1
+  local src=$?
+  wait "$server_pid"
+  local rrc=$?
+  server_pid=
+  if [[ $rrc -eq 0 && $src -eq 0 ]] && grep -q 'return status 0' "$out_r"; then
+    pass "$name"
+  else
+    fail "$name: receiver exit $rrc, sender exit $src"
+    sed 's/^/    receiver: /' "$out_r" | tail -n 10
+    sed 's/^/    sender: /' "$out_s" | tail -n 10
+  fi
+}
+mc_pair "mckey -C 20 across hosts (b -> 239.1.2.3 -> a)" 239.1.2.3 -C 20
+mc_pair "mckey -c 2 -C 10 -S 1000 across hosts" 239.1.2.4 -c 2 -C 10 -S 1000
 rx=$(stat a rx_pkts)
 hp=$(stat a hairpin_pkts)
 icrc=$(stat a rx_icrc_errors)
