@@ -364,6 +364,11 @@ bool DpdkLink::own_ipv6(const wire::IpAddr& a) const noexcept {
   return !a.is_v4_mapped() && std::find(own_.begin(), own_.end(), a) != own_.end();
 }
 
+void DpdkLink::learn_neighbour(const wire::IpAddr& a, const wire::MacAddr& mac) {
+  if (auto it = nd_.find(a.bytes); it != nd_.end()) it->second = mac;
+  else if (nd_.size() < kMaxNeighbours) nd_.emplace(a.bytes, mac);
+}
+
 void DpdkLink::solicit(const wire::IpAddr& next_hop, const wire::IpAddr& source) {
   if (next_hop.is_v4_mapped()) {
     send_arp(kArpRequest, wire::MacAddr{}, next_hop.v4(), kBroadcast);
@@ -409,7 +414,7 @@ void DpdkLink::on_ndp(const wire::ndp::Message& m, const wire::MacAddr& eth_src)
     const bool dad = wire::ndp::is_unspecified(m.src);
     // RFC 4861 7.2.3: a solicitation with a source link-layer address
     // creates or updates the sender's entry.
-    if (!dad && m.link_addr) nd_[m.src.bytes] = *m.link_addr;
+    if (!dad && m.link_addr) learn_neighbour(m.src, *m.link_addr);
     // 7.2.4: answer with our MAC, Solicited (unless it was a DAD probe,
     // answered to all nodes) and Override (we are not an anycast proxy).
     wire::ndp::Message na;
@@ -430,7 +435,7 @@ void DpdkLink::on_ndp(const wire::ndp::Message& m, const wire::MacAddr& eth_src)
   const bool wanted = nd_.contains(m.target.bytes) ||
                       std::any_of(pending_.begin(), pending_.end(),
                                   [&](const Pending& p) { return p.next_hop == m.target; });
-  if (wanted) nd_[m.target.bytes] = *m.link_addr;
+  if (wanted) learn_neighbour(m.target, *m.link_addr);
 }
 
 void DpdkLink::hold_for_neighbour(wire::Bytes frame, const wire::IpAddr& next_hop, const wire::IpAddr& source) {
@@ -583,7 +588,9 @@ bool DpdkLink::receive(LinkRxPacket* out) {
       if (!out->from.ipv6 && arp_.contains(out->from.src.v4())) {
         std::copy(frame.begin() + 6, frame.begin() + 12, arp_[out->from.src.v4()].begin());
       } else if (out->from.ipv6 && !mac_of_link_local(out->from.src)) {
-        std::copy(frame.begin() + 6, frame.begin() + 12, nd_[out->from.src.bytes].begin());
+        wire::MacAddr src_mac{};
+        std::copy(frame.begin() + 6, frame.begin() + 12, src_mac.begin());
+        learn_neighbour(out->from.src, src_mac);
       }
     }
     rx_held_ = m;

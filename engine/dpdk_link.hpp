@@ -96,6 +96,10 @@ class DpdkLink final : public Link {
   // (see dpdk_vdev_args).
   static constexpr std::size_t kMemifBufferSize = kMaxFrame;
   static constexpr std::size_t kMaxPending = 64;
+  // Neighbour cache entries made from what arrives (NS senders, RoCE v2/IPv6
+  // sources): bounded, so a flood of made-up sources cannot grow it; known
+  // entries are still updated beyond it.
+  static constexpr std::size_t kMaxNeighbours = 4096;
   static constexpr transport::Nanos kResolveTimeout = 1'000'000'000;
   static constexpr transport::Nanos kArpRetry = 100'000'000;
   static constexpr transport::Nanos kPollMin = 10'000;
@@ -149,6 +153,8 @@ class DpdkLink final : public Link {
   // address `source` when it is one, RFC 4861 7.2.2).
   void solicit(const wire::IpAddr& next_hop, const wire::IpAddr& source);
   [[nodiscard]] bool own_ipv6(const wire::IpAddr& a) const noexcept;
+  // Records `mac` for `a` (an update, or a new entry within kMaxNeighbours).
+  void learn_neighbour(const wire::IpAddr& a, const wire::MacAddr& mac);
   void hold_for_neighbour(wire::Bytes frame, const wire::IpAddr& next_hop, const wire::IpAddr& source);
   void retry_pending(transport::Nanos now);
 
