@@ -428,17 +428,17 @@ done
 # go to the group's 01:00:5e MAC), a receives every datagram. Joined
 # first: a datagram sent before the join is gone.
 mc_pair() {
-  local name=$1 group=$2
+  local name=$1 group=$2 bind_a=${mc_bind_a:-$roce_a} bind_b=${mc_bind_b:-$roce_b}
   shift 2
   local out_r=$rt/mc_recv.out out_s=$rt/mc_send.out
-  bg_host a "${run_env[@]}" timeout "$limit" stdbuf -oL mckey -m "$group" -b "$roce_a" "$@" > "$out_r" 2>&1
+  bg_host a "${run_env[@]}" timeout "$limit" stdbuf -oL mckey -m "$group" -b "$bind_a" "$@" > "$out_r" 2>&1
   server_pid=$!
   for _ in $(seq 600); do
     grep -q 'joined dgid' "$out_r" && break
     alive "$server_pid" || break
     sleep 0.05
   done
-  host b "${run_env[@]}" timeout "$limit" mckey -m "$group" -b "$roce_b" -s "$@" > "$out_s" 2>&1
+  host b "${run_env[@]}" timeout "$limit" mckey -m "$group" -b "$bind_b" -s "$@" > "$out_s" 2>&1
   local src=$?
   wait "$server_pid"
   local rrc=$?
@@ -453,6 +453,10 @@ mc_pair() {
 }
 mc_pair "mckey -C 20 across hosts (b -> 239.1.2.3 -> a)" 239.1.2.3 -C 20
 mc_pair "mckey -c 2 -C 10 -S 1000 across hosts" 239.1.2.4 -c 2 -C 10 -S 1000
+# An IPv6 group (33:33 MAC), from and to the hosts' ULA addresses.
+if $dpdk_like; then mc_bind_a=${net6}11 mc_bind_b=${net6}12; else mc_bind_a=${net6}1 mc_bind_b=${net6}2; fi
+mc_pair "mckey -C 20 across hosts over IPv6 (b -> ff0e::1:2:3 -> a)" ff0e::1:2:3 -C 20
+mc_bind_a= mc_bind_b=
 rx=$(stat a rx_pkts)
 hp=$(stat a hairpin_pkts)
 icrc=$(stat a rx_icrc_errors)
