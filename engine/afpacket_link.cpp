@@ -64,7 +64,13 @@ const sock_filter kRoceFilter[] = {
 }  // namespace
 
 AfPacketLink::AfPacketLink(const Netdev& nd, std::vector<wire::IpAddr> own, std::uint16_t vlan)
-    : mac_(nd.mac), ifname_(nd.name), vlan_(vlan), own_(std::move(own)), neigh_(nd.ifindex, nd.name) {}
+    : mac_(nd.mac),
+      ifname_(nd.name),
+      ifindex_(static_cast<int>(nd.ifindex)),
+      vlan_(vlan),
+      own_(std::move(own)),
+      accepted_(own_),
+      neigh_(nd.ifindex, nd.name) {}
 
 std::unique_ptr<AfPacketLink> AfPacketLink::open(const Netdev& nd, std::vector<wire::IpAddr> own,
                                                  std::uint16_t vlan, std::string* error) {
@@ -128,9 +134,41 @@ AfPacketLink::~AfPacketLink() {
   if (absorb_fd_ >= 0) ::close(absorb_fd_);
 }
 
+bool AfPacketLink::join_group(const wire::IpAddr& group) {
+  const auto mac = multicast_mac_of(group);
+  if (!mac) return false;
+  if (std::find(groups_.begin(), groups_.end(), group) != groups_.end()) return true;
+  // The group's MAC in the interface's filter (counted per socket by the
+  // kernel, dropped with it); two groups may share a MAC.
+  packet_mreq mr{};
+  mr.mr_ifindex = ifindex_;
+  mr.mr_type = PACKET_MR_MULTICAST;
+  mr.mr_alen = 6;
+  std::copy(mac->begin(), mac->end(), mr.mr_address);
+  if (::setsockopt(fd_, SOL_PACKET, PACKET_ADD_MEMBERSHIP, &mr, sizeof mr) != 0) return false;
+  groups_.push_back(group);
+  accepted_.push_back(group);
+  return true;
+}
+
+void AfPacketLink::leave_group(const wire::IpAddr& group) {
+  const auto it = std::find(groups_.begin(), groups_.end(), group);
+  if (it == groups_.end()) return;
+  const auto mac = multicast_mac_of(group);
+  packet_mreq mr{};
+  mr.mr_ifindex = ifindex_;
+  mr.mr_type = PACKET_MR_MULTICAST;
+  mr.mr_alen = 6;
+  std::copy(mac->begin(), mac->end(), mr.mr_address);
+  (void)::setsockopt(fd_, SOL_PACKET, PACKET_DROP_MEMBERSHIP, &mr, sizeof mr);
+  groups_.erase(it);
+  accepted_.erase(std::remove(accepted_.begin(), accepted_.end(), group), accepted_.end());
+}
+
 std::optional<wire::MacAddr> AfPacketLink::resolve(const wire::IpAddr& dst) {
   // A link-local GID names its MAC (RoCE v1's default GIDs, and GID[0]/[1]).
   if (auto m = mac_of_link_local(dst)) return m;
+  if (auto m = multicast_mac_of(dst)) return m;
   return neigh_.find(dst);
 }
 
@@ -293,7 +331,9 @@ bool AfPacketLink::receive(LinkRxPacket* out) {
     ++counters_.rx_packets;
     sockaddr_ll from{};
     std::memcpy(&from, slot + kTpHdrAligned, sizeof from);
-    if (from.sll_pkttype != PACKET_HOST) {
+    // Ours, or to a multicast MAC (a joined group's, checked below).
+    const bool group_frame = from.sll_pkttype == PACKET_MULTICAST && !groups_.empty();
+    if (from.sll_pkttype != PACKET_HOST && !group_frame) {
       // Another host's frame (promiscuous peers, broadcast).
       ++counters_.rx_not_ours;
       release_rx();
@@ -307,7 +347,14 @@ bool AfPacketLink::receive(LinkRxPacket* out) {
     // The kernel takes the 802.1Q tag out of the frame (into tp_vlan_tci):
     // the VLAN check uses that.
     const std::uint16_t vid = (st & TP_STATUS_VLAN_VALID) != 0 ? h->tp_vlan_tci & 0x0FFF : 0;
-    if (!accept_raw_frame(wire::Bytes(slot + h->tp_mac, h->tp_snaplen), own_, vlan_, vid, counters_, out)) {
+    if (!accept_raw_frame(wire::Bytes(slot + h->tp_mac, h->tp_snaplen), accepted_, vlan_, vid, counters_, out)) {
+      release_rx();
+      continue;
+    }
+    // A multicast frame carries a group as its IP destination, a unicast
+    // one one of our addresses.
+    if (group_frame != multicast_mac_of(out->from.dst).has_value()) {
+      ++counters_.rx_not_ours;
       release_rx();
       continue;
     }

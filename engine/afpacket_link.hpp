@@ -79,6 +79,15 @@ class AfPacketLink final : public Link {
   void release_rx() override;
   [[nodiscard]] const LinkCounters& counters() const noexcept override { return counters_; }
 
+  // UD multicast on the wire: a joined group's Ethernet MAC (raw_frame's
+  // multicast_mac_of) is added to the interface's filter
+  // (PACKET_ADD_MEMBERSHIP), frames to it are received (PACKET_MULTICAST)
+  // and frames to a group go to that MAC. The kernel sends no IGMP/MLD
+  // report for it (the peers are on the link).
+  [[nodiscard]] bool sends_multicast() const noexcept override { return true; }
+  bool join_group(const wire::IpAddr& group) override;
+  void leave_group(const wire::IpAddr& group) override;
+
  private:
   AfPacketLink(const Netdev& nd, std::vector<wire::IpAddr> own, std::uint16_t vlan);
 
@@ -104,8 +113,11 @@ class AfPacketLink final : public Link {
   std::uint32_t tx_queued_ = 0;   // filled since the last kick
   wire::MacAddr mac_{};
   std::string ifname_;
+  int ifindex_ = 0;
   std::uint16_t vlan_ = 0;
   std::vector<wire::IpAddr> own_;
+  std::vector<wire::IpAddr> groups_;  // joined multicast groups
+  std::vector<wire::IpAddr> accepted_;  // own_ and groups_: what receive() delivers
   NeighbourTable neigh_;
   std::uint16_t ip_id_ = 0;       // IPv4 identification, incremented per frame (as rdma_rxe)
   transport::Nanos now_ = 0;      // as of the last flush()

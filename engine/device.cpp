@@ -104,6 +104,22 @@ std::optional<DaemonConfig> parse_config(const std::string& json_text, std::stri
       dc.devargs = d.value("devargs", std::string());
       if (d.contains("eal")) dc.eal = d["eal"].get<std::vector<std::string>>();
       dc.port_mtu = d.value("port_mtu", std::uint32_t{9000});
+      if (d.contains("ipv6")) {
+        std::vector<std::string> v6;
+        if (d["ipv6"].is_string()) v6.push_back(d["ipv6"].get<std::string>());
+        else v6 = d["ipv6"].get<std::vector<std::string>>();
+        for (const std::string& text : v6) {
+          wire::IpAddr a;
+          // A unicast address that is not IPv4-mapped (that is the IPv4 GID).
+          if (dc.link != "dpdk" || ::inet_pton(AF_INET6, text.c_str(), a.bytes.data()) != 1 || a.bytes[0] == 0xff ||
+              a.is_v4_mapped() || a == wire::IpAddr{}) {
+            error = "config: \"ipv6\" is a unicast IPv6 address (or a list), on a dpdk link, for " + dc.name +
+                    ": " + text;
+            return std::nullopt;
+          }
+          dc.ipv6.push_back(a);
+        }
+      }
       // A raw link takes its address from the interface unless told.
       dc.address = d.value("address", std::string(dc.link == "afpacket" ? "" : "127.0.0.1"));
       dc.udp_port = d.value("udp_port", std::uint16_t{4791});
@@ -202,6 +218,8 @@ Device::Device(const DeviceConfig& cfg) : cfg_(cfg) {
     nd.mtu = cfg_.port_mtu;
     in_addr ia{};
     if (::inet_pton(AF_INET, cfg_.address.c_str(), &ia) == 1) nd.ipv4.push_back(ntohl(ia.s_addr));
+    for (const wire::IpAddr& a : cfg_.ipv6)
+      if (a != link_local_of(nd.mac)) nd.ipv6.push_back(a);  // the link-local one is always there
     while (cfg_.active_mtu > 256 && cfg_.active_mtu + 128 > nd.mtu) cfg_.active_mtu /= 2;
     netdev_ = nd;
   }

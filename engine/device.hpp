@@ -26,6 +26,10 @@ struct DeviceConfig {
   std::string devargs;                 // dpdk: the port, as DPDK devargs (engine/dpdk_link.hpp)
   std::vector<std::string> eal;        // dpdk: EAL arguments replacing --no-huge -m 256
   std::uint32_t port_mtu = 9000;       // dpdk: the port's MTU
+  // dpdk: IPv6 addresses of the port besides its link-local one ("ipv6":
+  // "fd00::11" or a list), each a RoCE v1 and a RoCE v2 GID, answered by
+  // the link's own neighbour discovery.
+  std::vector<wire::IpAddr> ipv6;
   std::uint16_t vlan = 0;              // raw links: 802.1Q VLAN ID 1..4094 the device is on (0: untagged)
   std::string address = "127.0.0.1";   // udp/tcp: the IPv4 address the link binds; gives GID ::ffff:a.b.c.d
                                        // afpacket: the IPv4 address the CM uses (default: the interface's first)

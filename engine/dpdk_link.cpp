@@ -25,6 +25,13 @@ constexpr std::uint16_t kArpRequest = 1;
 constexpr std::uint16_t kArpReply = 2;
 constexpr std::size_t kArpPacket = 28;
 const wire::MacAddr kBroadcast{0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+// ff02::1, the all-nodes group (RFC 4291 2.7.1): where an NA that defends
+// an address against a DAD probe goes (RFC 4861 7.2.4).
+constexpr wire::IpAddr kAllNodes{{0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x01}};
+
+constexpr bool is_link_local(const wire::IpAddr& a) noexcept {
+  return a.bytes[0] == 0xfe && (a.bytes[1] & 0xc0) == 0x80;
+}
 
 bool eal_initialised = false;  // the EAL can be initialised once per process
 
@@ -70,6 +77,31 @@ std::optional<std::string> dpdk_vdev_args(const std::string& devargs, std::strin
   return devargs;
 }
 
+PmdLimits dpdk_pmd_limits(const std::string& devargs, std::uint32_t max_rx_pktlen) {
+  PmdLimits l{Link::kMaxFrame, DpdkLink::kDataRoom};
+  if (devargs.rfind("net_af_xdp", 0) == 0) {
+    // The PMD makes the mempool's memory its umem, one object per chunk,
+    // and a chunk is at most a page (aligned mode): a 9 KiB mbuf fails
+    // the queue setup. What it takes in is bounded by XDP on veth (a frame
+    // and its headroom in one page) and, measured, by 3400 bytes.
+    l.data_room = DpdkLink::kAfXdpDataRoom;
+    l.max_frame = std::min<std::size_t>(DpdkLink::kAfXdpMaxFrame, max_rx_pktlen);
+  } else if (devargs.rfind("net_af_packet", 0) == 0) {
+    // net_af_packet reports 1518 bytes, yet carries what its TPACKET
+    // frames hold: framesz less the header the kernel puts in front (the
+    // frame starts at byte 66 of a slot; rounded up).
+    const auto fs = devarg(devargs, "framesz");
+    const unsigned long framesz = fs ? std::strtoul(fs->c_str(), nullptr, 0) : 2048;
+    l.max_frame = framesz > 80 ? std::min<std::size_t>(framesz - 80, Link::kMaxFrame) : 0;
+  } else if (devargs.rfind("net_memif", 0) != 0 && max_rx_pktlen != 0) {
+    // net_tap: 1522 (RTE_ETHER_MAX_VLAN_FRAME_LEN); real NICs report what
+    // they can configure. (net_memif is bounded by its buffer size, which
+    // dpdk_vdev_args makes hold a whole frame.)
+    l.max_frame = std::min<std::size_t>(max_rx_pktlen, Link::kMaxFrame);
+  }
+  return l;
+}
+
 namespace {
 
 bool init_eal(const DpdkConfig& cfg, const std::string& vdev, std::string* error) {
@@ -107,7 +139,8 @@ bool init_eal(const DpdkConfig& cfg, const std::string& vdev, std::string* error
 
 }  // namespace
 
-DpdkLink::DpdkLink(const DpdkConfig& cfg, std::vector<wire::IpAddr> own) : cfg_(cfg), own_(std::move(own)) {}
+DpdkLink::DpdkLink(const DpdkConfig& cfg, std::vector<wire::IpAddr> own)
+    : cfg_(cfg), own_(std::move(own)), accepted_(own_) {}
 
 std::unique_ptr<DpdkLink> DpdkLink::open(const DpdkConfig& cfg, std::vector<wire::IpAddr> own, std::string* error) {
   const auto vdev = dpdk_vdev_args(cfg.devargs, error);
@@ -119,10 +152,24 @@ std::unique_ptr<DpdkLink> DpdkLink::open(const DpdkConfig& cfg, std::vector<wire
   };
   const std::string name = cfg.devargs.substr(0, cfg.devargs.find(','));
   if (int rc = rte_eth_dev_get_port_by_name(name.c_str(), &link->port_id_); rc != 0) return fail("no port " + name, rc);
-  link->pool_ = rte_pktmbuf_pool_create("urnic_mbufs", kMbufs, 256, 0, kDataRoom, static_cast<int>(rte_socket_id()));
-  if (link->pool_ == nullptr) return fail("mbuf pool", rte_errno);
   rte_eth_dev_info info{};
   if (int rc = rte_eth_dev_info_get(link->port_id_, &info); rc != 0) return fail("dev_info", rc);
+  // The device's path MTU must fit the port, or frames would vanish in the
+  // PMD (or the kernel under it) without a trace: refused here.
+  const PmdLimits limits = dpdk_pmd_limits(cfg.devargs, info.max_rx_pktlen);
+  if (frame_for_path_mtu(cfg.path_mtu) > limits.max_frame) {
+    std::uint32_t fits = 4096;
+    while (fits > 256 && frame_for_path_mtu(fits) > limits.max_frame) fits /= 2;
+    if (error != nullptr)
+      *error = "dpdk link " + cfg.devargs + ": path MTU " + std::to_string(cfg.path_mtu) + " needs frames of up to " +
+               std::to_string(frame_for_path_mtu(cfg.path_mtu)) + " bytes, but " + name + " carries at most " +
+               std::to_string(limits.max_frame) + " here; set \"mtu\" to " + std::to_string(fits) +
+               " or less";
+    return nullptr;
+  }
+  link->pool_ = rte_pktmbuf_pool_create("urnic_mbufs", kMbufs, 256, 0, limits.data_room,
+                                        static_cast<int>(rte_socket_id()));
+  if (link->pool_ == nullptr) return fail("mbuf pool", rte_errno);
   rte_eth_conf conf{};
   // The port MTU as far as the PMD allows (net_af_packet says 1500, yet
   // carries frames up to its framesz: the kernel interface's MTU rules).
@@ -139,8 +186,10 @@ std::unique_ptr<DpdkLink> DpdkLink::open(const DpdkConfig& cfg, std::vector<wire
   if (int rc = rte_eth_tx_queue_setup(link->port_id_, 0, txd, socket, nullptr); rc != 0) return fail("tx queue", rc);
   if (int rc = rte_eth_dev_start(link->port_id_); rc != 0) return fail("start", rc);
   link->started_ = true;
-  // The device's MAC is its own (the config's), not necessarily the port's.
+  // The device's MAC is its own (the config's), not necessarily the port's;
+  // multicast groups are joined by the link itself (join_group).
   (void)rte_eth_promiscuous_enable(link->port_id_);
+  (void)rte_eth_allmulticast_enable(link->port_id_);
   return link;
 }
 
@@ -166,9 +215,26 @@ bool DpdkLink::link_up() const noexcept {
   return started_ && rte_eth_link_get_nowait(port_id_, &l) == 0 && l.link_status == RTE_ETH_LINK_UP;
 }
 
+bool DpdkLink::join_group(const wire::IpAddr& group) {
+  if (!multicast_mac_of(group)) return false;
+  if (std::find(accepted_.begin(), accepted_.end(), group) == accepted_.end()) accepted_.push_back(group);
+  return true;
+}
+
+void DpdkLink::leave_group(const wire::IpAddr& group) {
+  // Only groups: the device's own addresses stay.
+  if (!multicast_mac_of(group)) return;
+  accepted_.erase(std::remove(accepted_.begin(), accepted_.end(), group), accepted_.end());
+}
+
 std::optional<wire::MacAddr> DpdkLink::resolve(const wire::IpAddr& dst) const {
   if (auto m = mac_of_link_local(dst)) return m;
-  if (!dst.is_v4_mapped()) return std::nullopt;
+  if (auto m = multicast_mac_of(dst)) return m;
+  if (!dst.is_v4_mapped()) {
+    const auto it = nd_.find(dst.bytes);
+    if (it == nd_.end()) return std::nullopt;
+    return it->second;
+  }
   const auto it = arp_.find(dst.v4());
   if (it == arp_.end()) return std::nullopt;
   return it->second;
@@ -212,7 +278,7 @@ bool DpdkLink::send(const wire::IbPacket& pkt, const LinkDest& dst, wire::Bytes*
       ++counters_.tx_errors;
       return false;
     }
-    hold_for_neighbour(wire::Bytes(scratch.data(), f.size), dst.dst);
+    hold_for_neighbour(wire::Bytes(scratch.data(), f.size), dst.dst, dst.src);
     return false;
   }
   rte_mbuf* m = tx_alloc();
@@ -234,7 +300,7 @@ EncodedFrame DpdkLink::encode(const wire::IbPacket& pkt, const LinkDest& dst, wi
   const auto mac = resolve(dst.dst);
   if (!mac) {
     ++counters_.tx_no_neighbour;
-    if (dst.dst.is_v4_mapped()) send_arp(kArpRequest, wire::MacAddr{}, dst.dst.v4(), kBroadcast);
+    solicit(dst.dst, dst.src);
     return {};
   }
   return build_raw_frame(pkt, dst, cfg_.mac, *mac, ip_id_++, cfg_.vlan, out);
@@ -294,15 +360,93 @@ void DpdkLink::on_arp(wire::Bytes arp) {
   if (op == kArpRequest && tpa == cfg_.ipv4 && cfg_.ipv4 != 0) send_arp(kArpReply, sha, spa, sha);
 }
 
-void DpdkLink::hold_for_neighbour(wire::Bytes frame, const wire::IpAddr& next_hop) {
-  if (pending_.size() >= kMaxPending || !next_hop.is_v4_mapped()) {
-    ++counters_.tx_no_neighbour;  // no neighbour discovery for IPv6 beyond link-local GIDs
+bool DpdkLink::own_ipv6(const wire::IpAddr& a) const noexcept {
+  return !a.is_v4_mapped() && std::find(own_.begin(), own_.end(), a) != own_.end();
+}
+
+void DpdkLink::learn_neighbour(const wire::IpAddr& a, const wire::MacAddr& mac) {
+  if (auto it = nd_.find(a.bytes); it != nd_.end()) it->second = mac;
+  else if (nd_.size() < kMaxNeighbours) nd_.emplace(a.bytes, mac);
+}
+
+void DpdkLink::solicit(const wire::IpAddr& next_hop, const wire::IpAddr& source) {
+  if (next_hop.is_v4_mapped()) {
+    send_arp(kArpRequest, wire::MacAddr{}, next_hop.v4(), kBroadcast);
+    return;
+  }
+  // RFC 4861 7.2.2: the source of the packet that prompted the
+  // solicitation when it is ours, else one of ours (of the target's scope).
+  wire::IpAddr src = source;
+  if (!own_ipv6(src)) {
+    src = wire::IpAddr{};
+    for (const wire::IpAddr& a : own_) {
+      if (a.is_v4_mapped()) continue;
+      if (is_link_local(a) == is_link_local(next_hop)) {
+        src = a;
+        break;
+      }
+      if (wire::ndp::is_unspecified(src)) src = a;
+    }
+  }
+  if (!wire::ndp::is_unspecified(src)) send_ns(next_hop, src);
+}
+
+void DpdkLink::send_ndp(const wire::ndp::Message& m, const wire::MacAddr& eth_dst) {
+  std::array<std::uint8_t, wire::ndp::kMaxFrame> f{};
+  // In the device's VLAN, priority 0, as ARP.
+  auto n = wire::ndp::build_frame(m, eth_dst, cfg_.mac, cfg_.vlan != 0, cfg_.vlan, f);
+  if (n) send_frame(wire::Bytes(f.data(), *n));
+}
+
+void DpdkLink::send_ns(const wire::IpAddr& target, const wire::IpAddr& source) {
+  wire::ndp::Message m;
+  m.type = wire::ndp::kNeighborSolicitation;
+  m.src = source;
+  m.dst = wire::ndp::solicited_node_group(target);
+  m.target = target;
+  m.link_addr = cfg_.mac;
+  send_ndp(m, wire::ndp::multicast_mac(m.dst));
+}
+
+void DpdkLink::on_ndp(const wire::ndp::Message& m, const wire::MacAddr& eth_src) {
+  if (m.type == wire::ndp::kNeighborSolicitation) {
+    if (!own_ipv6(m.target)) return;  // another host's (or the kernel's) address
+    const bool dad = wire::ndp::is_unspecified(m.src);
+    // RFC 4861 7.2.3: a solicitation with a source link-layer address
+    // creates or updates the sender's entry.
+    if (!dad && m.link_addr) learn_neighbour(m.src, *m.link_addr);
+    // 7.2.4: answer with our MAC, Solicited (unless it was a DAD probe,
+    // answered to all nodes) and Override (we are not an anycast proxy).
+    wire::ndp::Message na;
+    na.type = wire::ndp::kNeighborAdvertisement;
+    na.src = m.target;
+    na.dst = dad ? kAllNodes : m.src;
+    na.target = m.target;
+    na.solicited = !dad;
+    na.override_flag = true;
+    na.link_addr = cfg_.mac;
+    send_ndp(na, dad ? wire::ndp::multicast_mac(kAllNodes) : (m.link_addr ? *m.link_addr : eth_src));
+    return;
+  }
+  // 7.2.5: an advertisement for an address without an entry (known or
+  // being resolved) is discarded; one with a target link-layer address
+  // updates it.
+  if (!m.link_addr) return;
+  const bool wanted = nd_.contains(m.target.bytes) ||
+                      std::any_of(pending_.begin(), pending_.end(),
+                                  [&](const Pending& p) { return p.next_hop == m.target; });
+  if (wanted) learn_neighbour(m.target, *m.link_addr);
+}
+
+void DpdkLink::hold_for_neighbour(wire::Bytes frame, const wire::IpAddr& next_hop, const wire::IpAddr& source) {
+  if (pending_.size() >= kMaxPending) {
+    ++counters_.tx_no_neighbour;
     return;
   }
   const bool asked = std::any_of(pending_.begin(), pending_.end(),
                                  [&](const Pending& p) { return p.next_hop == next_hop; });
-  if (!asked) send_arp(kArpRequest, wire::MacAddr{}, next_hop.v4(), kBroadcast);
-  pending_.push_back(Pending{next_hop, now_, now_, std::vector<std::uint8_t>(frame.begin(), frame.end())});
+  if (!asked) solicit(next_hop, source);
+  pending_.push_back(Pending{next_hop, source, now_, now_, std::vector<std::uint8_t>(frame.begin(), frame.end())});
 }
 
 void DpdkLink::retry_pending(transport::Nanos now) {
@@ -319,7 +463,10 @@ void DpdkLink::retry_pending(transport::Nanos now) {
       continue;
     }
     if (now - p.asked >= kArpRetry) {
-      send_arp(kArpRequest, wire::MacAddr{}, p.next_hop.v4(), kBroadcast);
+      // One solicitation per peer and retry round, however many frames wait.
+      const bool asked_now = std::any_of(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(i),
+                                         [&](const Pending& q) { return q.next_hop == p.next_hop && q.asked == now; });
+      if (!asked_now) solicit(p.next_hop, p.source);
       p.asked = now;
     }
     if (kept != i) pending_[kept] = std::move(p);
@@ -400,14 +547,51 @@ bool DpdkLink::receive(LinkRxPacket* out) {
       rte_pktmbuf_free(m);
       continue;
     }
-    if (dst_mac != cfg_.mac || !accept_raw_frame(frame, own_, cfg_.vlan, stripped_vid, counters_, out)) {
-      if (dst_mac != cfg_.mac) ++counters_.rx_not_ours;
+    // ICMPv6 to us or to a multicast group (a solicited-node group): IPv6
+    // neighbour discovery. Other ICMPv6 (router solicitations, MLD) is
+    // not ours.
+    if (type == wire::ethertype::kIpv6 && (dst_mac == cfg_.mac || (dst_mac[0] == 0x33 && dst_mac[1] == 0x33)) &&
+        frame.size() > l2 + 6 && frame[l2 + 6] == wire::ndp::kIcmpv6) {
+      if (stripped_vid != cfg_.vlan) {
+        ++counters_.rx_other_vlan;
+      } else if (auto l3 = wire::parse_l2l3(frame); l3) {
+        if (auto nd = wire::ndp::parse(*l3); nd) {
+          wire::MacAddr src_mac{};
+          std::copy(frame.begin() + 6, frame.begin() + 12, src_mac.begin());
+          on_ndp(*nd, src_mac);
+        }
+      }
       rte_pktmbuf_free(m);
       continue;
     }
-    // A RoCE v2/IPv4 sender's MAC is known from now on (as ARP's merge).
-    if (!out->from.ipv6 && arp_.contains(out->from.src.v4())) {
-      std::copy(frame.begin() + 6, frame.begin() + 12, arp_[out->from.src.v4()].begin());
+    // To a multicast MAC: a joined group's frame (accept_raw_frame checks
+    // the group is one), unless it is our own come back.
+    const bool group_mac = (dst_mac[0] & 1) != 0 && dst_mac != kBroadcast &&
+                           !std::equal(cfg_.mac.begin(), cfg_.mac.end(), frame.begin() + 6);
+    if ((dst_mac != cfg_.mac && !group_mac) ||
+        !accept_raw_frame(frame, accepted_, cfg_.vlan, stripped_vid, counters_, out)) {
+      if (dst_mac != cfg_.mac && !group_mac) ++counters_.rx_not_ours;
+      rte_pktmbuf_free(m);
+      continue;
+    }
+    // A group's frame carries the group as its IP destination, a unicast
+    // frame one of our addresses.
+    if (group_mac != (multicast_mac_of(out->from.dst) == dst_mac)) {
+      ++counters_.rx_not_ours;
+      rte_pktmbuf_free(m);
+      continue;
+    }
+    // A RoCE v2/IPv4 sender's MAC is known from now on (as ARP's merge);
+    // a RoCE v2/IPv6 sender's is learnt (it is on the link: no routing),
+    // so the answers need no solicitation.
+    if (out->from.version == wire::RoceVersion::kV2) {
+      if (!out->from.ipv6 && arp_.contains(out->from.src.v4())) {
+        std::copy(frame.begin() + 6, frame.begin() + 12, arp_[out->from.src.v4()].begin());
+      } else if (out->from.ipv6 && !mac_of_link_local(out->from.src)) {
+        wire::MacAddr src_mac{};
+        std::copy(frame.begin() + 6, frame.begin() + 12, src_mac.begin());
+        learn_neighbour(out->from.src, src_mac);
+      }
     }
     rx_held_ = m;
     return true;

@@ -70,6 +70,7 @@ std::unique_ptr<Link> open_dpdk(const Device& dev, std::string* error) {
   in_addr a{};
   if (::inet_pton(AF_INET, dev.config().address.c_str(), &a) == 1) c.ipv4 = ntohl(a.s_addr);
   c.port_mtu = dev.config().port_mtu;
+  c.path_mtu = dev.config().active_mtu;  // as the Device fitted it to port_mtu
   c.vlan = dev.config().vlan;
   return DpdkLink::open(c, own_addresses(dev), error);
 #else

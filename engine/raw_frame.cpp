@@ -6,6 +6,17 @@
 
 namespace urnic::engine {
 
+std::optional<wire::MacAddr> multicast_mac_of(const wire::IpAddr& a) noexcept {
+  if (a.is_v4_mapped()) {
+    const std::uint32_t v4 = a.v4();
+    if ((v4 >> 28) != 0xE) return std::nullopt;  // 224.0.0.0/4
+    return wire::MacAddr{0x01, 0x00, 0x5e, static_cast<std::uint8_t>((v4 >> 16) & 0x7F),
+                         static_cast<std::uint8_t>(v4 >> 8), static_cast<std::uint8_t>(v4)};
+  }
+  if (a.bytes[0] != 0xff) return std::nullopt;  // ff00::/8
+  return wire::MacAddr{0x33, 0x33, a.bytes[12], a.bytes[13], a.bytes[14], a.bytes[15]};
+}
+
 EncodedFrame build_raw_frame(const wire::IbPacket& pkt, const LinkDest& dst, const wire::MacAddr& src_mac,
                              const wire::MacAddr& dst_mac, std::uint16_t ip_id, std::uint16_t vlan,
                              wire::MutBytes out) {

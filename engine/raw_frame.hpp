@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "engine/link.hpp"
@@ -16,6 +17,12 @@ namespace urnic::engine {
 constexpr std::uint8_t vlan_pcp(const LinkDest& dst) noexcept {
   return static_cast<std::uint8_t>((dst.sl != 0 ? dst.sl : dst.traffic_class >> 5) & 7);
 }
+
+// The Ethernet MAC of an IP multicast group (RoCE v2 multicast, annex
+// A17.4.6): 01:00:5e + the low 23 bits of an IPv4 group (RFC 1112 6.4),
+// 33:33 + the low 32 bits of an IPv6 one (RFC 2464 7); nullopt when `a` is
+// not a group.
+std::optional<wire::MacAddr> multicast_mac_of(const wire::IpAddr& a) noexcept;
 
 // Builds `pkt` for `dst` into `out`: Ethernet from `src_mac` to `dst_mac`
 // (with an 802.1Q tag for VLAN `vlan` when it is not 0, priority from

@@ -17,8 +17,9 @@
 # With LINK = dpdk the same runs over the dpdk link (a net_af_packet vdev on
 # each veth, --no-huge): the daemons have addresses of their own (.11/.12,
 # answered by their own ARP; the kernel's .1/.2 carry perftest's TCP
-# exchange), and the IPv6 GID is the link-local one (no neighbour discovery
-# on a DPDK port). Skipped (77) when urnicd was built without DPDK.
+# exchange), and ULA addresses of their own (${net6}11/12, configured as
+# "ipv6", answered and resolved by their own IPv6 neighbour discovery) give
+# the RoCE v2 IPv6 GID. Skipped (77) when urnicd was built without DPDK.
 #
 # With LINK = memif the RoCE frames go over a net_memif shared-memory link
 # between the two daemons instead (a is the memif server, b the client; the
@@ -27,7 +28,19 @@
 # 4096 puts ~4.2 KB frames through memif rings (one ring buffer each, see
 # engine/dpdk_link.cpp). --no-huge, as with dpdk.
 #
-# usage: afpacket_test.sh SHIM_DIR URNICD URNIC_CLI [afpacket|dpdk|memif] [RDMACM_SHIM_DIR]
+# With LINK = afxdp the dpdk link drives a net_af_xdp vdev (an AF_XDP socket
+# and an XDP program on a second veth pair, MTU 3500: XDP on veth needs a
+# frame within a page, and the PMD drops frames of 3400 bytes and more, so
+# path MTU 2048); with LINK = tap a net_tap vdev, whose tap interface the
+# test puts into a bridge in the daemon's namespace with one end of the
+# second veth pair (frames of at most 1522 bytes: path MTU 1024). Both
+# PMDs take the interface from the kernel (af_xdp steers every frame of the
+# queue to its socket), so perftest's TCP exchange has the first veth pair
+# to itself. Each runs the matrix once, at the largest path MTU its PMD
+# carries, after checking that a larger one is refused at start-up.
+# Skipped (77) without the PMD or the kernel's AF_XDP sockets / tun.
+#
+# usage: afpacket_test.sh SHIM_DIR URNICD URNIC_CLI [afpacket|dpdk|memif|afxdp|tap] [RDMACM_SHIM_DIR]
 set -uo pipefail
 shim_dir=$1
 urnicd=$2
@@ -38,7 +51,7 @@ rdmacm_dir=${5:-$shim_dir}
 source "$(dirname "$0")/cm_client.sh"
 # memif is a dpdk link with another port: the same GIDs, ARP and addresses.
 dpdk_like=false
-[[ $link == dpdk || $link == memif ]] && dpdk_like=true
+[[ $link == dpdk || $link == memif || $link == afxdp || $link == tap ]] && dpdk_like=true
 # (Not `ldd | grep -q` under pipefail: grep exiting at the first match can
 # fail ldd with SIGPIPE, which skipped the test now and then.)
 if $dpdk_like && ! grep -q librte_eal <<< "$(ldd "$urnicd")"; then
@@ -49,6 +62,18 @@ fi
 if [[ $(id -u) -ne 0 ]]; then
   echo "SKIP: needs root to create network namespaces"
   exit 77
+fi
+# The PMD as a shared object in DPDK's PMD directory (Debian: librte-net-*).
+have_pmd() { compgen -G "/usr/lib/*/dpdk/pmds-*/librte_net_$1.so*" > /dev/null; }
+if [[ $link == afxdp ]]; then
+  have_pmd af_xdp || { echo "SKIP: DPDK's net_af_xdp PMD is not installed"; exit 77; }
+  # AF_XDP sockets (CONFIG_XDP_SOCKETS): address family 44.
+  python3 -c 'import socket; socket.socket(44, socket.SOCK_RAW, 0)' 2> /dev/null ||
+    { echo "SKIP: the kernel has no AF_XDP sockets"; exit 77; }
+fi
+if [[ $link == tap ]]; then
+  have_pmd tap || { echo "SKIP: DPDK's net_tap PMD is not installed"; exit 77; }
+  [[ -c /dev/net/tun ]] || { echo "SKIP: no /dev/net/tun"; exit 77; }
 fi
 if ! command -v ip > /dev/null; then
   echo "SKIP: iproute2 (ip) is not installed"
@@ -65,6 +90,10 @@ ns_a=urnic-a-$tag
 ns_b=urnic-b-$tag
 veth_a=upa$tag
 veth_b=upb$tag
+# afxdp / tap: the second veth pair the PMD's frames cross (tap: bridged
+# with the tap interface in each namespace).
+vx_a=uxa$tag
+vx_b=uxb$tag
 # A /24 derived from the PID, in 10.200-231.x.0, so parallel runs do not collide.
 net=10.$((232 + tag % 16)).$(((tag / 16) % 256))
 net6=fd75:726e:$(printf '%x' $((tag % 65536)))::
@@ -117,6 +146,22 @@ ip -n "$ns_a" link set "$veth_a" mtu 9000
 ip -n "$ns_b" link set "$veth_b" mtu 9000
 ip -n "$ns_a" link set "$veth_a" up
 ip -n "$ns_b" link set "$veth_b" up
+if [[ $link == afxdp || $link == tap ]]; then
+  ip link add "$vx_a" netns "$ns_a" type veth peer name "$vx_b" netns "$ns_b" || { fail "ip link add veth 2"; exit 1; }
+  for h in a b; do
+    ns=urnic-$h-$tag
+    vx=ux$h$tag
+    if [[ $link == afxdp ]]; then
+      # XDP on a veth needs the frame and its headroom within one page.
+      ip -n "$ns" link set "$vx" mtu 3500
+    else
+      ip -n "$ns" link add "ubr$h$tag" type bridge
+      ip -n "$ns" link set "$vx" master "ubr$h$tag"
+      ip -n "$ns" link set "ubr$h$tag" up
+    fi
+    ip -n "$ns" link set "$vx" up
+  done
+fi
 for _ in $(seq 100); do
   ip -n "$ns_a" -6 addr show dev "$veth_a" | grep -q 'fe80.*scope link' &&
     ip -n "$ns_b" -6 addr show dev "$veth_b" | grep -q 'fe80.*scope link' && break
@@ -145,9 +190,13 @@ start_daemon() {
     if [[ $link == memif ]]; then
       [[ $h == a ]] && rm -f "$rt/memif.sock"  # the server makes it anew
       devargs="net_memif0,role=$([[ $h == a ]] && echo server || echo client),socket=$rt/memif.sock,socket-abstract=no,id=0"
+    elif [[ $link == afxdp ]]; then
+      devargs="net_af_xdp0,iface=ux$h$tag,start_queue=0,queue_count=1"
+    elif [[ $link == tap ]]; then
+      devargs="net_tap0,iface=ut$h$tag"
     fi
-    printf '{"devices": [{"name": "urnic0", "link": "dpdk", "devargs": "%s", "address": "%s", "mac": "02:00:75:72:6e:%s", "mtu": %d}]}\n' \
-      "$devargs" "$roce_ip" "$([[ $h == a ]] && echo 0a || echo 0b)" "$mtu" > "$rt/$h.json"
+    printf '{"devices": [{"name": "urnic0", "link": "dpdk", "devargs": "%s", "address": "%s", "ipv6": "%s", "mac": "02:00:75:72:6e:%s", "mtu": %d}]}\n' \
+      "$devargs" "$roce_ip" "${net6}1${roce_ip: -1}" "$([[ $h == a ]] && echo 0a || echo 0b)" "$mtu" > "$rt/$h.json"
   else
     printf '{"devices": [{"name": "urnic0", "link": "afpacket", "interface": "%s", "mtu": %d}]}\n' \
       "$ifname" "$mtu" > "$rt/$h.json"
@@ -157,12 +206,36 @@ start_daemon() {
   pids+=("$pid")
   eval "daemon_pid_$h=$pid"
   for _ in $(seq 200); do
-    [[ -S $rt/$h/urnicd.sock ]] && return 0
+    if [[ -S $rt/$h/urnicd.sock ]]; then
+      # The tap interface the PMD made joins the namespace's bridge.
+      if [[ $link == tap ]]; then
+        ip -n "urnic-$h-$tag" link set "ut$h$tag" master "ubr$h$tag" &&
+          ip -n "urnic-$h-$tag" link set "ut$h$tag" up || fail "tap ut$h$tag into the bridge"
+      fi
+      return 0
+    fi
     alive "$pid" || break
     sleep 0.02
   done
   fail "urnicd in $h did not start: $(tail -n 3 "$rt/$h.log")"
   exit 1
+}
+# refuse_mtu MTU: a daemon whose path MTU the PMD cannot carry must not
+# start, and must say why.
+refuse_mtu() {
+  local mtu=$1
+  local devargs=net_af_xdp0,iface=$vx_a
+  [[ $link == tap ]] && devargs=net_tap0,iface=uta$tag
+  mkdir -p "$rt/refuse"
+  printf '{"devices": [{"name": "urnic0", "link": "dpdk", "devargs": "%s", "address": "%s.11", "mtu": %d}]}\n' \
+    "$devargs" "$net" "$mtu" > "$rt/refuse.json"
+  host a timeout 30 "$urnicd" --config "$rt/refuse.json" --runtime-dir "$rt/refuse" > "$rt/refuse.log" 2>&1
+  local rc=$?
+  if [[ $rc -ne 0 && $rc -ne 124 ]] && grep -q "path MTU $mtu needs frames of up to" "$rt/refuse.log"; then
+    pass "path MTU $mtu refused on $link: $(grep -o 'path MTU.*' "$rt/refuse.log" | head -n 1)"
+  else
+    fail "path MTU $mtu on $link: exit $rc, $(tail -n 3 "$rt/refuse.log")"
+  fi
 }
 start_pair() {
   start_daemon a "$veth_a" "$1"
@@ -251,15 +324,22 @@ pp='[0-9]+ iters in [0-9.]+ seconds'
 row='^ *[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+'
 
 # --- the GID table -------------------------------------------------------------
-start_pair 4096
+# The largest path MTU the link carries (notes/dpdk-here.md).
+mtu1=4096
+ud1=2048
+case $link in
+  afxdp) mtu1=2048; refuse_mtu 4096 ;;
+  tap) mtu1=1024 ud1=1024; refuse_mtu 2048 ;;
+esac
+start_pair "$mtu1"
 if $dpdk_like; then
-  roce_a=$net.11 ngids=4 want_types='v1 v2 v1 v2' v6_check='GID\[ *1\]:.*fe80'
+  roce_a=$net.11 roce_b=$net.12 ngids=6 want_types='v1 v2 v1 v2 v1 v2' v6_check="GID\[ *5\]:.*${net6}11"
 else
-  roce_a=$ip_a ngids=6 want_types='v1 v2 v1 v2 v1 v2' v6_check="GID\[ *5\]:.*${net6}1"
+  roce_a=$ip_a roce_b=$ip_b ngids=6 want_types='v1 v2 v1 v2 v1 v2' v6_check="GID\[ *5\]:.*${net6}1"
 fi
 kind=$link
 $dpdk_like && kind=dpdk
-grep -q "$kind .*($roce_a), mtu 4096, $ngids GIDs" "$rt/a.log" &&
+grep -q "$kind .*($roce_a), mtu $mtu1, $ngids GIDs" "$rt/a.log" &&
   pass "urnicd in a: $(grep -o "RoCE v1/v2 over $kind.*" "$rt/a.log")" ||
   fail "urnicd in a: $(cat "$rt/a.log")"
 # `urnicd --status` names the real link and its port.
@@ -267,12 +347,14 @@ status=$(host a "$urnicd" --status --runtime-dir "$rt/a")
 want_port=$veth_a
 [[ $link == dpdk ]] && want_port="net_af_packet0,iface=$veth_a"
 [[ $link == memif ]] && want_port="net_memif0,role=server"
+[[ $link == afxdp ]] && want_port="net_af_xdp0,iface=$vx_a"
+[[ $link == tap ]] && want_port="net_tap0,iface=uta$tag"
 if grep -qF "device urnic0: link $kind $want_port" <<< "$status" && grep -qE '^device urnic0: .*, up$' <<< "$status"; then
   pass "urnicd --status: $(grep '^device' <<< "$status")"
 else
   fail "urnicd --status: $status"
 fi
-# Expected: fe80 v1, fe80 v2, IPv4 v1, IPv4 v2 (afpacket: ULA v1, ULA v2).
+# Expected: fe80 v1, fe80 v2, IPv4 v1, IPv4 v2, ULA v1, ULA v2.
 devinfo=$(host a "${run_env[@]}" ibv_devinfo -v 2>&1)
 gid_lines=$(grep -E 'GID\[ *[0-9]+\]:' <<< "$devinfo")
 types=$(grep -oE 'RoCE v[12]' <<< "$gid_lines" | awk '{print $2}' | tr '\n' ' ' | sed 's/ $//')
@@ -285,9 +367,8 @@ else
 fi
 
 # --- the matrix: GID kind x MTU x program ---------------------------------------
-# GID indexes as above: 3 RoCE v2 IPv4, 5 (dpdk: 1) RoCE v2 IPv6, 0 RoCE v1.
+# GID indexes as above: 3 RoCE v2 IPv4, 5 RoCE v2 IPv6, 0 RoCE v1.
 v6_gid=5
-$dpdk_like && v6_gid=1
 matrix() {
   local mtu=$1 ud_size=$2
   local g kind
@@ -327,11 +408,11 @@ else
   head -n 5 <<< "$decoded" | sed 's/^/    /'
 fi
 
-matrix 4096 2048
+matrix "$mtu1" "$ud1"
 # The RDMA CM across the link: IB CM MADs on QP1 from the RoCE v2 GID of the
 # address family the program uses (the IPv4-mapped one, or the IPv6 one).
 cm_addrs=("$roce_a")
-[[ $link == afpacket ]] && cm_addrs+=("${net6}1")
+if [[ $link == afpacket ]]; then cm_addrs+=("${net6}1"); else cm_addrs+=("${net6}11"); fi
 for addr in "${cm_addrs[@]}"; do
   port=$((port + 2))
   cm_pair "rping -v -V -C 20 -S 4096 over $addr" 'ping data: rdma-ping-19:' 1 \
@@ -341,6 +422,41 @@ for addr in "${cm_addrs[@]}"; do
   cm_pair "udaddy -c 2 -C 10 over $addr" 'return status 0' 2 \
     "udaddy -b $addr -c 2 -C 10" "udaddy -s $addr -c 2 -C 10"
 done
+# UD multicast across the hosts on the raw link (its join_group: afpacket
+# adds the group's MAC to the interface's filter, a dpdk port takes all
+# multicast): mckey in a joins a group, mckey in b sends to it (the frames
+# go to the group's 01:00:5e MAC), a receives every datagram. Joined
+# first: a datagram sent before the join is gone.
+mc_pair() {
+  local name=$1 group=$2 bind_a=${mc_bind_a:-$roce_a} bind_b=${mc_bind_b:-$roce_b}
+  shift 2
+  local out_r=$rt/mc_recv.out out_s=$rt/mc_send.out
+  bg_host a "${run_env[@]}" timeout "$limit" stdbuf -oL mckey -m "$group" -b "$bind_a" "$@" > "$out_r" 2>&1
+  server_pid=$!
+  for _ in $(seq 600); do
+    grep -q 'joined dgid' "$out_r" && break
+    alive "$server_pid" || break
+    sleep 0.05
+  done
+  host b "${run_env[@]}" timeout "$limit" mckey -m "$group" -b "$bind_b" -s "$@" > "$out_s" 2>&1
+  local src=$?
+  wait "$server_pid"
+  local rrc=$?
+  server_pid=
+  if [[ $rrc -eq 0 && $src -eq 0 ]] && grep -q 'return status 0' "$out_r"; then
+    pass "$name"
+  else
+    fail "$name: receiver exit $rrc, sender exit $src"
+    sed 's/^/    receiver: /' "$out_r" | tail -n 10
+    sed 's/^/    sender: /' "$out_s" | tail -n 10
+  fi
+}
+mc_pair "mckey -C 20 across hosts (b -> 239.1.2.3 -> a)" 239.1.2.3 -C 20
+mc_pair "mckey -c 2 -C 10 -S 1000 across hosts" 239.1.2.4 -c 2 -C 10 -S 1000
+# An IPv6 group (33:33 MAC), from and to the hosts' ULA addresses.
+if $dpdk_like; then mc_bind_a=${net6}11 mc_bind_b=${net6}12; else mc_bind_a=${net6}1 mc_bind_b=${net6}2; fi
+mc_pair "mckey -C 20 across hosts over IPv6 (b -> ff0e::1:2:3 -> a)" ff0e::1:2:3 -C 20
+mc_bind_a= mc_bind_b=
 rx=$(stat a rx_pkts)
 hp=$(stat a hairpin_pkts)
 icrc=$(stat a rx_icrc_errors)
@@ -371,10 +487,13 @@ for h in a b; do
 done
 stop_pair
 
-start_pair 1024
-grep -q "mtu 1024" "$rt/a.log" && pass "urnicd restarted with port MTU 1024" || fail "mtu 1024: $(cat "$rt/a.log")"
-matrix 1024 1024
-stop_pair
+# The PMDs with a small frame limit ran at their one path MTU above.
+if [[ $link != afxdp && $link != tap ]]; then
+  start_pair 1024
+  grep -q "mtu 1024" "$rt/a.log" && pass "urnicd restarted with port MTU 1024" || fail "mtu 1024: $(cat "$rt/a.log")"
+  matrix 1024 1024
+  stop_pair
+fi
 
 printf '%d checks, %d failed\n' "$checks" "$fails"
 (( fails == 0 ))
