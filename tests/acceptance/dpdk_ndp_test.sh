@@ -25,83 +25,20 @@ if ! grep -q librte_eal <<< "$(ldd "$urnicd")"; then
   echo "SKIP: urnicd was built without DPDK"
   exit 77
 fi
-if [[ $(id -u) -ne 0 ]]; then
-  echo "SKIP: needs root to create network namespaces"
-  exit 77
-fi
+# shellcheck source=two_hosts.sh
+source "$(dirname "$0")/two_hosts.sh"
+two_hosts_require_root
 for tool in ip tshark; do
   command -v "$tool" > /dev/null || { echo "SKIP: $tool is not installed"; exit 77; }
 done
 
-fails=0
-checks=0
-pass() { checks=$((checks + 1)); printf 'ok   %s\n' "$*"; }
-fail() { checks=$((checks + 1)); fails=$((fails + 1)); printf 'FAIL %s\n' "$*"; }
-
-tag=$$
-ns_a=urnic-a-$tag
-ns_b=urnic-b-$tag
-veth_a=una$tag
-veth_b=unb$tag
-net=10.$((232 + tag % 16)).$(((tag / 16) % 256))
-net6=fd75:726e:$(printf '%x' $((tag % 65536)))::
-ip_a=$net.1
-ip_b=$net.2
-rt=$(mktemp -d /tmp/urnic-ndp.XXXXXX)
 export URNIC_DAEMON=$urnicd
 export LD_LIBRARY_PATH=$shim_dir
 unset LD_PRELOAD URNIC_RUNTIME_DIR
-asan_rt=$(ldd "$shim_dir/libibverbs.so.1" | awk '/libasan|libclang_rt\.asan/ {print $3; exit}')
-if [[ -n $asan_rt ]]; then
-  run_env=(env "LD_PRELOAD=$asan_rt" "ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0")
-else
-  run_env=(env)
-fi
-limit=${URNIC_PAIR_TIMEOUT:-120}
-[[ -n $asan_rt ]] && limit=$((limit * 3))
 
-pids=()
-server_pid=
-alive() { [[ -n ${1:-} ]] && kill -0 "$1" 2>/dev/null; }
-stop_pid() {
-  local pid=$1
-  alive "$pid" || return 0
-  kill -TERM "$pid" 2>/dev/null
-  for _ in $(seq 100); do alive "$pid" || return 0; sleep 0.05; done
-  kill -KILL "$pid" 2>/dev/null
-}
-cleanup() {
-  [[ -n $server_pid ]] && stop_pid "$server_pid"
-  local p
-  for p in "${pids[@]}"; do stop_pid "$p"; done
-  ip netns del "$ns_a" 2>/dev/null
-  ip netns del "$ns_b" 2>/dev/null
-  rm -rf "$rt"
-}
-trap cleanup EXIT
-
-ip netns add "$ns_a" && ip netns add "$ns_b" || { fail "ip netns add"; exit 1; }
-ip link add "$veth_a" netns "$ns_a" type veth peer name "$veth_b" netns "$ns_b" || { fail "ip link add veth"; exit 1; }
-ip -n "$ns_a" addr add "$ip_a/24" dev "$veth_a"
-ip -n "$ns_b" addr add "$ip_b/24" dev "$veth_b"
-ip -n "$ns_a" addr add "${net6}1/64" dev "$veth_a" nodad
-ip -n "$ns_b" addr add "${net6}2/64" dev "$veth_b" nodad
-for ns in "$ns_a" "$ns_b"; do ip -n "$ns" link set lo up; done
-ip -n "$ns_a" link set "$veth_a" mtu 9000 up
-ip -n "$ns_b" link set "$veth_b" mtu 9000 up
+two_hosts_create n 232 ipv6
 pass "veth $ns_a ($ip_a, ${net6}1) <-> $ns_b ($ip_b, ${net6}2)"
 
-host() {
-  local h=$1
-  shift
-  ip netns exec "urnic-$h-$tag" env "URNIC_RUNTIME_DIR=$rt/$h" "$@"
-}
-# In the background with $! the program's own PID (not a subshell's).
-bg_host() {
-  local h=$1
-  shift
-  ip netns exec "urnic-$h-$tag" env "URNIC_RUNTIME_DIR=$rt/$h" "$@" &
-}
 daemon_pid_a=
 daemon_pid_b=
 # start_daemon HOST dpdk|afpacket: the dpdk one has .1x and ${net6}1x.
@@ -135,38 +72,6 @@ stop_pair() {
   wait "$daemon_pid_a" "$daemon_pid_b" 2>/dev/null
 }
 
-port=$((20000 + tag % 20000))
-# pair NAME EXPECT PROG ARGS...: server in a, client in b to $ip_a.
-pair() {
-  local name=$1 expect=$2
-  shift 2
-  port=$((port + 1))
-  local out_s=$rt/server.out out_c=$rt/client.out
-  bg_host a "${run_env[@]}" timeout "$limit" "$@" -p "$port" > "$out_s" 2>&1
-  server_pid=$!
-  local hex
-  hex=$(printf '%04X' "$port")
-  for _ in $(seq 200); do
-    ip netns exec "$ns_a" grep -qE "^ *[0-9]+: [0-9A-F]+:$hex [0-9A-F]+:0000 0A" /proc/net/tcp /proc/net/tcp6 2>/dev/null && break
-    alive "$server_pid" || break
-    sleep 0.02
-  done
-  host b "${run_env[@]}" timeout "$limit" "$@" -p "$port" "$ip_a" > "$out_c" 2>&1
-  local crc=$?
-  wait "$server_pid"
-  local src=$?
-  server_pid=
-  if [[ $crc -eq 0 && $src -eq 0 ]] && grep -qE "$expect" "$out_c"; then
-    pass "$name: $(grep -E "$expect" "$out_c" | tail -n 1 | tr -s ' \t' ' ')"
-  else
-    fail "$name: server exit $src, client exit $crc"
-    sed 's/^/    client: /' "$out_c" | tail -n 10
-    sed 's/^/    server: /' "$out_s" | tail -n 10
-  fi
-}
-pp='[0-9]+ iters in [0-9.]+ seconds'
-row='^ *[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+'
-
 # --- 1. two dpdk daemons over their global IPv6 GIDs -------------------------
 start_daemon a dpdk
 start_daemon b dpdk
@@ -186,12 +91,12 @@ ip netns exec "$ns_b" dumpcap -q -i "$veth_b" -f 'icmp6' -w "$rt/nd_b.pcap" > /d
 cap_b=$!
 pids+=("$cap_a" "$cap_b")
 sleep 1
-pair "ibv_rc_pingpong --chk -g 5 (dpdk <-> dpdk, ${net6}11/12)" "$pp" ibv_rc_pingpong -g 5 -c -s 4096 -n 100
+pair "ibv_rc_pingpong --chk -g 5 (dpdk <-> dpdk, ${net6}11/12)" "$pp" 1 ibv_rc_pingpong -g 5 -c -s 4096 -n 100
 stop_pid "$cap_a"
 stop_pid "$cap_b"
 wait "$cap_a" "$cap_b" 2>/dev/null
-pair "ibv_ud_pingpong -g 5 (dpdk <-> dpdk)" "$pp" ibv_ud_pingpong -g 5 -s 2048 -n 100
-pair "ib_write_bw -x 5 (dpdk <-> dpdk)" "$row" ib_write_bw -x 5 -s 65536 -n 300
+pair "ibv_ud_pingpong -g 5 (dpdk <-> dpdk)" "$pp" 1 ibv_ud_pingpong -g 5 -s 2048 -n 100
+pair "ib_write_bw -x 5 (dpdk <-> dpdk)" "$row" 1 ib_write_bw -x 5 -s 65536 -n 300
 # b solicited a's address (the client speaks first); a answered.
 ns_filter="icmpv6.type == 135 && ipv6.src == ${net6}12 && ipv6.dst == ff02::1:ff00:11 && eth.dst == 33:33:ff:00:00:11 && ipv6.hlim == 255 && icmpv6.nd.ns.target_address == ${net6}11 && icmpv6.opt.linkaddr == 02:00:75:72:6e:0b && icmpv6.checksum.status == 1"
 na_filter="icmpv6.type == 136 && ipv6.src == ${net6}11 && ipv6.dst == ${net6}12 && eth.dst == 02:00:75:72:6e:0b && ipv6.hlim == 255 && icmpv6.nd.na.flag.s == 1 && icmpv6.opt.linkaddr == 02:00:75:72:6e:0a && icmpv6.checksum.status == 1"
@@ -210,8 +115,8 @@ stop_pair
 # through the dpdk link's NA.
 start_daemon a dpdk
 start_daemon b afpacket
-pair "ibv_rc_pingpong --chk -g 5 (dpdk ${net6}11 <-> afpacket ${net6}2)" "$pp" ibv_rc_pingpong -g 5 -c -s 4096 -n 100
-pair "ib_write_bw -x 5 (dpdk <-> afpacket)" "$row" ib_write_bw -x 5 -s 65536 -n 300
+pair "ibv_rc_pingpong --chk -g 5 (dpdk ${net6}11 <-> afpacket ${net6}2)" "$pp" 1 ibv_rc_pingpong -g 5 -c -s 4096 -n 100
+pair "ib_write_bw -x 5 (dpdk <-> afpacket)" "$row" 1 ib_write_bw -x 5 -s 65536 -n 300
 neigh=$(ip -n "$ns_b" -6 neigh show "${net6}11" dev "$veth_b")
 if grep -qiE 'lladdr 02:00:75:72:6e:0a (REACHABLE|STALE|DELAY|PROBE)' <<< "$neigh"; then
   pass "kernel in b learnt the dpdk daemon's address: $neigh"
@@ -223,9 +128,8 @@ stop_pair
 # kernel's ${net6}1 and learns it from the kernel's NA.
 start_daemon a afpacket
 start_daemon b dpdk
-pair "ibv_rc_pingpong --chk -g 5 (afpacket ${net6}1 <-> dpdk ${net6}12)" "$pp" ibv_rc_pingpong -g 5 -c -s 4096 -n 100
-pair "ib_write_bw -x 5 (afpacket <-> dpdk)" "$row" ib_write_bw -x 5 -s 65536 -n 300
+pair "ibv_rc_pingpong --chk -g 5 (afpacket ${net6}1 <-> dpdk ${net6}12)" "$pp" 1 ibv_rc_pingpong -g 5 -c -s 4096 -n 100
+pair "ib_write_bw -x 5 (afpacket <-> dpdk)" "$row" 1 ib_write_bw -x 5 -s 65536 -n 300
 stop_pair
 
-printf '%d checks, %d failed\n' "$checks" "$fails"
-(( fails == 0 ))
+finish

@@ -9,10 +9,14 @@
 # Before sourcing, set `shim_dir` (the verbs shim's directory: an ASan build
 # is recognised from it). Then:
 #   two_hosts_require_root             exit 77 (skipped) without root or ip(8)
-#   two_hosts_create LETTER BASE       namespaces urnic-LETTERa-PID and -b,
+#   two_hosts_create LETTER BASE [ipv6]
+#                                      namespaces urnic-LETTERa-PID and -b,
 #                                      veths uLETTERa/bPID at MTU 9000, up,
 #                                      ip_a/ip_b = NET.1/.2 of the /24 NET =
-#                                      10.(BASE + PID % 16).(PID / 16 % 256)
+#                                      10.(BASE + PID % 16).(PID / 16 % 256);
+#                                      with ipv6 also ${net6}1/2 (a ULA /64,
+#                                      no DAD) and waits for the link-local
+#                                      addresses
 #   host H CMD... / bg_host H CMD...   CMD in host H (a or b), foreground or
 #                                      background ($! is CMD: ip netns exec
 #                                      and env exec into it)
@@ -80,7 +84,7 @@ trap two_hosts_cleanup EXIT
 
 tag=$$
 two_hosts_create() {
-  local letter=$1 base=$2
+  local letter=$1 base=$2 ipv6=${3:-}
   ns_a=urnic-${letter}a-$tag
   ns_b=urnic-${letter}b-$tag
   veth_a=u${letter}a$tag
@@ -97,8 +101,20 @@ two_hosts_create() {
   for ns in "$ns_a" "$ns_b"; do ip -n "$ns" link set lo up; done
   # Jumbo frames: path MTU 4096 needs ~4.2 KB frames (and the udp link
   # sends with DF).
+  net6=fd75:726e:$(printf '%x' $((tag % 65536)))::
+  if [[ $ipv6 == ipv6 ]]; then
+    # nodad: usable at once (the daemons read the addresses when they start).
+    ip -n "$ns_a" addr add "${net6}1/64" dev "$veth_a" nodad
+    ip -n "$ns_b" addr add "${net6}2/64" dev "$veth_b" nodad
+  fi
   ip -n "$ns_a" link set "$veth_a" mtu 9000 up
   ip -n "$ns_b" link set "$veth_b" mtu 9000 up
+  [[ $ipv6 == ipv6 ]] || return 0
+  for _ in $(seq 100); do
+    ip -n "$ns_a" -6 addr show dev "$veth_a" | grep -q 'fe80.*scope link' &&
+      ip -n "$ns_b" -6 addr show dev "$veth_b" | grep -q 'fe80.*scope link' && return 0
+    sleep 0.05
+  done
 }
 
 host() {
