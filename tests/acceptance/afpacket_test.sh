@@ -59,10 +59,9 @@ if $dpdk_like && ! grep -q librte_eal <<< "$(ldd "$urnicd")"; then
   exit 77
 fi
 
-if [[ $(id -u) -ne 0 ]]; then
-  echo "SKIP: needs root to create network namespaces"
-  exit 77
-fi
+# shellcheck source=two_hosts.sh
+source "$(dirname "$0")/two_hosts.sh"
+two_hosts_require_root
 # The PMD as a shared object in DPDK's PMD directory (Debian: librte-net-*).
 have_pmd() { compgen -G "/usr/lib/*/dpdk/pmds-*/librte_net_$1.so*" > /dev/null; }
 if [[ $link == afxdp ]]; then
@@ -75,81 +74,20 @@ if [[ $link == tap ]]; then
   have_pmd tap || { echo "SKIP: DPDK's net_tap PMD is not installed"; exit 77; }
   [[ -c /dev/net/tun ]] || { echo "SKIP: no /dev/net/tun"; exit 77; }
 fi
-if ! command -v ip > /dev/null; then
-  echo "SKIP: iproute2 (ip) is not installed"
-  exit 77
-fi
-
-fails=0
-checks=0
-pass() { checks=$((checks + 1)); printf 'ok   %s\n' "$*"; }
-fail() { checks=$((checks + 1)); fails=$((fails + 1)); printf 'FAIL %s\n' "$*"; }
-
-tag=$$
-ns_a=urnic-a-$tag
-ns_b=urnic-b-$tag
-veth_a=upa$tag
-veth_b=upb$tag
 # afxdp / tap: the second veth pair the PMD's frames cross (tap: bridged
 # with the tap interface in each namespace).
 vx_a=uxa$tag
 vx_b=uxb$tag
-# A /24 derived from the PID, in 10.200-231.x.0, so parallel runs do not collide.
-net=10.$((232 + tag % 16)).$(((tag / 16) % 256))
-net6=fd75:726e:$(printf '%x' $((tag % 65536)))::
-ip_a=$net.1
-ip_b=$net.2
-rt=$(mktemp -d "/tmp/urnic-$link.XXXXXX")
 export URNIC_DAEMON=$urnicd
 export LD_LIBRARY_PATH=$shim_dir:$rdmacm_dir
 unset LD_PRELOAD URNIC_RUNTIME_DIR
-asan_rt=$(ldd "$shim_dir/libibverbs.so.1" | awk '/libasan|libclang_rt\.asan/ {print $3; exit}')
-if [[ -n $asan_rt ]]; then
-  run_env=(env "LD_PRELOAD=$asan_rt" "ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0")
-else
-  run_env=(env)
-fi
-limit=${URNIC_PAIR_TIMEOUT:-120}
-[[ -n $asan_rt ]] && limit=$((limit * 3))
-
-pids=()
-server_pid=
-alive() { [[ -n ${1:-} ]] && kill -0 "$1" 2>/dev/null; }
-stop_pid() {
-  local pid=$1
-  alive "$pid" || return 0
-  kill -TERM "$pid" 2>/dev/null
-  for _ in $(seq 100); do alive "$pid" || return 0; sleep 0.05; done
-  kill -KILL "$pid" 2>/dev/null
-}
-cleanup() {
-  [[ -n $server_pid ]] && stop_pid "$server_pid"
-  local p
-  for p in "${pids[@]}"; do stop_pid "$p"; done
-  ip netns del "$ns_a" 2>/dev/null
-  ip netns del "$ns_b" 2>/dev/null
-  rm -rf "$rt"
-}
-trap cleanup EXIT
 
 # --- the two hosts ------------------------------------------------------------
-ip netns add "$ns_a" && ip netns add "$ns_b" || { fail "ip netns add"; exit 1; }
-ip link add "$veth_a" netns "$ns_a" type veth peer name "$veth_b" netns "$ns_b" || { fail "ip link add veth"; exit 1; }
-ip -n "$ns_a" addr add "$ip_a/24" dev "$veth_a"
-ip -n "$ns_b" addr add "$ip_b/24" dev "$veth_b"
-# nodad: usable at once (the daemons read the addresses when they start).
-ip -n "$ns_a" addr add "${net6}1/64" dev "$veth_a" nodad
-ip -n "$ns_b" addr add "${net6}2/64" dev "$veth_b" nodad
-for ns in "$ns_a" "$ns_b"; do ip -n "$ns" link set lo up; done
-# Jumbo frames: path MTU 4096 needs frames of ~4.2 KB on the wire.
-ip -n "$ns_a" link set "$veth_a" mtu 9000
-ip -n "$ns_b" link set "$veth_b" mtu 9000
-ip -n "$ns_a" link set "$veth_a" up
-ip -n "$ns_b" link set "$veth_b" up
+two_hosts_create p 232 ipv6
 if [[ $link == afxdp || $link == tap ]]; then
   ip link add "$vx_a" netns "$ns_a" type veth peer name "$vx_b" netns "$ns_b" || { fail "ip link add veth 2"; exit 1; }
   for h in a b; do
-    ns=urnic-$h-$tag
+    ns=$([[ $h == a ]] && echo "$ns_a" || echo "$ns_b")
     vx=ux$h$tag
     if [[ $link == afxdp ]]; then
       # XDP on a veth needs the frame and its headroom within one page.
@@ -162,23 +100,8 @@ if [[ $link == afxdp || $link == tap ]]; then
     ip -n "$ns" link set "$vx" up
   done
 fi
-for _ in $(seq 100); do
-  ip -n "$ns_a" -6 addr show dev "$veth_a" | grep -q 'fe80.*scope link' &&
-    ip -n "$ns_b" -6 addr show dev "$veth_b" | grep -q 'fe80.*scope link' && break
-  sleep 0.05
-done
 pass "veth $ns_a ($ip_a, ${net6}1) <-> $ns_b ($ip_b, ${net6}2)"
 
-host() {
-  local h=$1
-  shift
-  ip netns exec "urnic-$h-$tag" env "URNIC_RUNTIME_DIR=$rt/$h" "$@"
-}
-bg_host() {
-  local h=$1
-  shift
-  ip netns exec "urnic-$h-$tag" env "URNIC_RUNTIME_DIR=$rt/$h" "$@" &
-}
 daemon_pid_a=
 daemon_pid_b=
 start_daemon() {
@@ -209,8 +132,8 @@ start_daemon() {
     if [[ -S $rt/$h/urnicd.sock ]]; then
       # The tap interface the PMD made joins the namespace's bridge.
       if [[ $link == tap ]]; then
-        ip -n "urnic-$h-$tag" link set "ut$h$tag" master "ubr$h$tag" &&
-          ip -n "urnic-$h-$tag" link set "ut$h$tag" up || fail "tap ut$h$tag into the bridge"
+        ip -n "$([[ $h == a ]] && echo "$ns_a" || echo "$ns_b")" link set "ut$h$tag" master "ubr$h$tag" &&
+          ip -n "$([[ $h == a ]] && echo "$ns_a" || echo "$ns_b")" link set "ut$h$tag" up || fail "tap ut$h$tag into the bridge"
       fi
       return 0
     fi
@@ -256,38 +179,6 @@ stop_pair() {
   wait "$daemon_pid_a" "$daemon_pid_b" 2>/dev/null
 }
 
-port=$((20000 + tag % 20000))
-# pair NAME EXPECT COUNT PROG ARGS...: server in a, client in b to $ip_a.
-pair() {
-  local name=$1 expect=$2 count=$3
-  shift 3
-  port=$((port + 1))
-  local out_s=$rt/server.out out_c=$rt/client.out
-  bg_host a "${run_env[@]}" timeout "$limit" "$@" -p "$port" > "$out_s" 2>&1
-  server_pid=$!
-  local hex
-  hex=$(printf '%04X' "$port")
-  for _ in $(seq 200); do
-    ip netns exec "$ns_a" grep -qE "^ *[0-9]+: [0-9A-F]+:$hex [0-9A-F]+:0000 0A" /proc/net/tcp /proc/net/tcp6 2>/dev/null && break
-    alive "$server_pid" || break
-    sleep 0.02
-  done
-  local t0=$SECONDS
-  host b "${run_env[@]}" timeout "$limit" "$@" -p "$port" "$ip_a" > "$out_c" 2>&1
-  local crc=$?
-  wait "$server_pid"
-  local src=$?
-  server_pid=
-  local got
-  got=$(grep -cE "$expect" "$out_c")
-  if [[ $crc -eq 0 && $src -eq 0 && $got -ge $count ]]; then
-    pass "$name ($((SECONDS - t0)) s): $(grep -E "$expect" "$out_c" | tail -n 1 | tr -s ' \t' ' ')"
-  else
-    fail "$name: server exit $src, client exit $crc, $got/$count result lines"
-    sed 's/^/    client: /' "$out_c" | tail -n 15
-    sed 's/^/    server: /' "$out_s" | tail -n 15
-  fi
-}
 # cm_pair NAME EXPECT COUNT "SERVER ARGS" "CLIENT ARGS": an rdma_cm program,
 # server in a, client in b; EXPECT must match COUNT lines of both outputs.
 cm_pair() {
@@ -315,13 +206,6 @@ cm_pair() {
     sed 's/^/    server: /' "$out_s" | tail -n 15
   fi
 }
-stat() {
-  host "$1" "$cli" stats -d urnic0 --json |
-    python3 -c 'import json,sys; print(json.load(sys.stdin)["counters"][sys.argv[1]])' "$2"
-}
-
-pp='[0-9]+ iters in [0-9.]+ seconds'
-row='^ *[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+'
 
 # --- the GID table -------------------------------------------------------------
 # The largest path MTU the link carries (notes/dpdk-here.md).
@@ -425,38 +309,12 @@ done
 # UD multicast across the hosts on the raw link (its join_group: afpacket
 # adds the group's MAC to the interface's filter, a dpdk port takes all
 # multicast): mckey in a joins a group, mckey in b sends to it (the frames
-# go to the group's 01:00:5e MAC), a receives every datagram. Joined
-# first: a datagram sent before the join is gone.
-mc_pair() {
-  local name=$1 group=$2 bind_a=${mc_bind_a:-$roce_a} bind_b=${mc_bind_b:-$roce_b}
-  shift 2
-  local out_r=$rt/mc_recv.out out_s=$rt/mc_send.out
-  bg_host a "${run_env[@]}" timeout "$limit" stdbuf -oL mckey -m "$group" -b "$bind_a" "$@" > "$out_r" 2>&1
-  server_pid=$!
-  for _ in $(seq 600); do
-    grep -q 'joined dgid' "$out_r" && break
-    alive "$server_pid" || break
-    sleep 0.05
-  done
-  host b "${run_env[@]}" timeout "$limit" mckey -m "$group" -b "$bind_b" -s "$@" > "$out_s" 2>&1
-  local src=$?
-  wait "$server_pid"
-  local rrc=$?
-  server_pid=
-  if [[ $rrc -eq 0 && $src -eq 0 ]] && grep -q 'return status 0' "$out_r"; then
-    pass "$name"
-  else
-    fail "$name: receiver exit $rrc, sender exit $src"
-    sed 's/^/    receiver: /' "$out_r" | tail -n 10
-    sed 's/^/    sender: /' "$out_s" | tail -n 10
-  fi
-}
-mc_pair "mckey -C 20 across hosts (b -> 239.1.2.3 -> a)" 239.1.2.3 -C 20
-mc_pair "mckey -c 2 -C 10 -S 1000 across hosts" 239.1.2.4 -c 2 -C 10 -S 1000
+# go to the group's 01:00:5e MAC), a receives every datagram.
+mc_pair "mckey -C 20 across hosts (b -> 239.1.2.3 -> a)" 239.1.2.3 "$roce_a" "$roce_b" -C 20
+mc_pair "mckey -c 2 -C 10 -S 1000 across hosts" 239.1.2.4 "$roce_a" "$roce_b" -c 2 -C 10 -S 1000
 # An IPv6 group (33:33 MAC), from and to the hosts' ULA addresses.
-if $dpdk_like; then mc_bind_a=${net6}11 mc_bind_b=${net6}12; else mc_bind_a=${net6}1 mc_bind_b=${net6}2; fi
-mc_pair "mckey -C 20 across hosts over IPv6 (b -> ff0e::1:2:3 -> a)" ff0e::1:2:3 -C 20
-mc_bind_a= mc_bind_b=
+if $dpdk_like; then mc6_a=${net6}11 mc6_b=${net6}12; else mc6_a=${net6}1 mc6_b=${net6}2; fi
+mc_pair "mckey -C 20 across hosts over IPv6 (b -> ff0e::1:2:3 -> a)" ff0e::1:2:3 "$mc6_a" "$mc6_b" -C 20
 rx=$(stat a rx_pkts)
 hp=$(stat a hairpin_pkts)
 icrc=$(stat a rx_icrc_errors)
@@ -495,5 +353,4 @@ if [[ $link != afxdp && $link != tap ]]; then
   stop_pair
 fi
 
-printf '%d checks, %d failed\n' "$checks" "$fails"
-(( fails == 0 ))
+finish

@@ -25,6 +25,10 @@
 #                                      a fresh port); both must exit 0 and
 #                                      the client print COUNT lines matching
 #                                      EXPECT
+#   mc_pair NAME GROUP BIND_A BIND_B ARGS...
+#                                      mckey receiving GROUP in a (bound to
+#                                      BIND_A, joined first), sending from b
+#                                      (BIND_B); a must get every datagram
 #   stat H COUNTER                     device urnic0's COUNTER in host H
 #                                      (`urnic stats --json`; needs `cli`)
 #   finish                             prints the counts; its status is the verdict
@@ -164,6 +168,34 @@ pair() {
     fail "$name: server exit $src, client exit $crc, $got/$count result lines"
     sed 's/^/    client: /' "$out_c" | tail -n 15
     sed 's/^/    server: /' "$out_s" | tail -n 15
+  fi
+}
+
+# Multicast is unreliable: a datagram sent before the receiver joined is
+# gone, so the sender starts once the receiver says it joined (its QPs are
+# attached and the group joined on the link by then).
+mc_pair() {
+  local name=$1 group=$2 bind_a=$3 bind_b=$4
+  shift 4
+  local out_r=$rt/mc_recv.out out_s=$rt/mc_send.out
+  bg_host a "${run_env[@]}" timeout "$limit" stdbuf -oL mckey -m "$group" -b "$bind_a" "$@" > "$out_r" 2>&1
+  server_pid=$!
+  for _ in $(seq 600); do
+    grep -q 'joined dgid' "$out_r" && break
+    alive "$server_pid" || break
+    sleep 0.05
+  done
+  host b "${run_env[@]}" timeout "$limit" mckey -m "$group" -b "$bind_b" -s "$@" > "$out_s" 2>&1
+  local src=$?
+  wait "$server_pid"
+  local rrc=$?
+  server_pid=
+  if [[ $rrc -eq 0 && $src -eq 0 ]] && grep -q 'return status 0' "$out_r"; then
+    pass "$name"
+  else
+    fail "$name: receiver exit $rrc, sender exit $src"
+    sed 's/^/    receiver: /' "$out_r" | tail -n 10
+    sed 's/^/    sender: /' "$out_s" | tail -n 10
   fi
 }
 
