@@ -272,9 +272,9 @@ Device::Device(const DeviceConfig& cfg) : cfg_(cfg) {
   a.transport = IBV_TRANSPORT_IB;  // RoCE reports the IB transport, as rxe does
   a.node_type = IBV_NODE_CA;
   if (cfg.transport == "iwarp") {
-    // What siw reports, less what is not implemented yet: RC only, no SRQ
-    // on iWARP QPs, no RNR NAKs (a Send without a receive WQE is
-    // terminated). Atomics (RFC 7306) are the device's unless turned off;
+    // What siw reports, less what is not implemented yet: RC only (SRQs
+    // feed RC receives as on RoCE), no RNR NAKs (a Send without a receive
+    // WQE is terminated). Atomics (RFC 7306) are the device's unless turned off;
     // a connection whose peer did not negotiate them refuses them per WR.
     a.transport = IBV_TRANSPORT_IWARP;
     a.node_type = IBV_NODE_RNIC;
@@ -284,9 +284,6 @@ Device::Device(const DeviceConfig& cfg) : cfg_(cfg) {
     a.max_qp_rd_atom = 16;
     a.max_qp_init_rd_atom = 16;
     a.max_res_rd_atom = 16 * 65536;
-    a.max_srq = 0;
-    a.max_srq_wr = 0;
-    a.max_srq_sge = 0;
   }
 
   auto& p = port_;

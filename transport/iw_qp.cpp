@@ -189,6 +189,11 @@ int IwQp::post_recv(const RecvWr& wr) {
   return 0;
 }
 
+void IwQp::on_srq_recv(SrqHandle srq) {
+  // A Send (or Immediate Data) that found the SRQ empty waited for this.
+  if (rx_stalled_ && init_.has_srq && init_.srq == srq && attr_.qp_state != QpState::kErr) rx_resume(last_now_);
+}
+
 void IwQp::rx_resume(Nanos now) {
   // The held Send goes first, then what arrived behind it.
   rx_stalled_ = false;
@@ -411,6 +416,7 @@ bool IwQp::complete(CqHandle cq, const Cqe& e, Nanos now) {
 }
 
 bool IwQp::take_recv(RecvWqe& out) {
+  if (init_.has_srq) return ctx_.take_srq_recv(static_cast<uint32_t>(init_.srq), out);
   if (rq_.empty()) return false;
   out = std::move(rq_.front());
   rq_.pop_front();

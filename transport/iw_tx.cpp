@@ -163,8 +163,8 @@ bool IwQp::tx_send_wqe(IwSendWqe& w, Nanos now) {
   const bool write = w.opcode == WrOpcode::kRdmaWrite || w.opcode == WrOpcode::kRdmaWriteWithImm;
   DdpRdmapPacket p = write ? tagged(RdmapOpcode::kWrite, w.rkey, w.remote_addr + w.done_bytes, false)
                            : iw_untagged(send_opcode(w), wire::ddp::kQnSend,
-                                      w.state == IwWqeState::kPosted ? tx_send_msn_ : w.msn,
-                                      static_cast<uint32_t>(w.done_bytes), false);
+                                         w.state == IwWqeState::kPosted ? tx_send_msn_ : w.msn,
+                                         static_cast<uint32_t>(w.done_bytes), false);
   if (!write && w.opcode == WrOpcode::kSendWithInv) p.rsvd_ulp = w.inv_rkey;
   if (w.opcode == WrOpcode::kSendWithImm) {
     // urnic's Send with Immediate (negotiated with RFC 7306, which has

@@ -126,6 +126,10 @@ pair "rdma_server / rdma_client" 'rdma_server: end 0' 'rdma_client: end 0' \
 HEAD_START=2 pair "ib_send_bw -R" "$row" "$row" \
   -- ib_send_bw -d urnic_iw0 -R -n 500 -p $((p + 6)) \
   -- ib_send_bw -d urnic_iw0 -R -n 500 -p $((p + 6)) $a
+# An SRQ behind the iWARP QPs (both sides' receives come from it).
+HEAD_START=2 pair "ib_send_bw -R --use-srq" "$row" "$row" \
+  -- ib_send_bw -d urnic_iw0 -R --use-srq -n 500 -p $((p + 9)) \
+  -- ib_send_bw -d urnic_iw0 -R --use-srq -n 500 -p $((p + 9)) $a
 HEAD_START=2 pair "ib_write_bw -R" "$row" "$row" \
   -- ib_write_bw -d urnic_iw0 -R -n 500 -p $((p + 7)) \
   -- ib_write_bw -d urnic_iw0 -R -n 500 -p $((p + 7)) $a

@@ -403,3 +403,42 @@ TEST_CASE("RFC 7306 masked atomics are not offered: Terminate, unexpected opcode
   p.pump();
   expect_terminated(p, p.a, term::kLayerRdmap, term::kRdmapRemoteOperation, term::kRdmapUnexpectedOpcode);
 }
+
+TEST_CASE("iWARP with an SRQ: Sends and Immediate Data take its WQEs, a Send waits for one", "[iwarp][srq]") {
+  IwConfig cfg = ext_config(12);
+  cfg.b_srq = true;
+  IwPair p(cfg);
+  REQUIRE(p.connect());
+  auto srq_recv = [&](uint64_t wr_id, uint64_t off) {
+    Sge s{p.b.side.va + off, 4096, p.b.side.mr.lkey};
+    RecvWr wr;
+    wr.wr_id = wr_id;
+    wr.sg_list = {&s, 1};
+    return p.b.t.post_srq_recv(*p.b.srq, wr);
+  };
+  // The QP's own receive queue is not there.
+  CHECK(post_recv(p.b, 1, 0, 16) == EINVAL);
+  fill(p.a.side.bytes().subspan(0, 8192), 7, 7);
+  REQUIRE(srq_recv(10, 0) == 0);
+  REQUIRE(srq_recv(11, 4096) == 0);
+  REQUIRE(post(p.a, {.wr_id = 1, .op = WrOpcode::kSend, .local = 0, .len = 3000}) == 0);
+  REQUIRE(post(p.a, {.wr_id = 2, .op = WrOpcode::kRdmaWriteWithImm, .imm = 3}) == 0);
+  // A third message finds the SRQ empty and waits until a WQE is posted.
+  REQUIRE(post(p.a, {.wr_id = 3, .op = WrOpcode::kSend, .local = 100, .len = 200}) == 0);
+  p.pump_until([] { return false; }, 500);
+  CHECK(p.b.side.poll().size() == 2);
+  REQUIRE(srq_recv(12, 8192) == 0);
+  p.pump();
+  auto cb = p.b.side.poll();
+  REQUIRE(cb.size() == 1);
+  CHECK(cb[0].wr_id == 12);
+  CHECK(cb[0].byte_len == 200);
+  CHECK(std::memcmp(p.b.side.bytes().data() + 8192, p.a.side.bytes().data() + 100, 200) == 0);
+  CHECK(p.a.side.poll().size() == 3);
+  CHECK(p.b.t.iw_terminate_received(p.b.qpn) == nullptr);
+  CHECK(p.a.t.iw_terminate_received(p.a.qpn) == nullptr);
+  // Nobody posts: the next Send is terminated (DDP untagged, no buffer).
+  REQUIRE(post(p.a, {.wr_id = 4, .op = WrOpcode::kSend, .local = 0, .len = 10}) == 0);
+  p.pump();
+  expect_terminated(p, p.a, term::kLayerDdp, term::kDdpUntaggedBuffer, term::kDdpUntaggedNoBuffer);
+}

@@ -124,6 +124,8 @@ class IwQp {
   void query(QpAttr& a) const;
   int post_send(const SendWr& wr, Nanos now);
   int post_recv(const RecvWr& wr);
+  // A receive WQE was posted to SRQ `srq` (which this QP may take from).
+  void on_srq_recv(SrqHandle srq);
   std::size_t sq_depth() const noexcept { return sq_.size(); }
   std::size_t rq_depth() const noexcept { return rq_.size(); }
 
