@@ -101,6 +101,7 @@ iw::MpaOptions mpa_options(const CmDevice& d, std::uint16_t ird, std::uint16_t o
   iw::MpaOptions o;
   o.crc = d.mpa_crc;
   o.markers = d.mpa_markers;
+  o.rfc7306 = d.mpa_rfc7306;
   o.ird = ird;
   o.ord = ord;
   return o;

@@ -165,6 +165,7 @@ CmDevice cm_device_of(const Device& d) {
   c.iwarp = d.iwarp();
   c.mpa_crc = d.config().mpa_crc;
   c.mpa_markers = d.config().mpa_markers;
+  c.mpa_rfc7306 = d.config().mpa_rfc7306;
   if (c.iwarp) c.sgid_index = 0;
   return c;
 }

@@ -66,6 +66,7 @@ struct CmDevice {
   // iWARP: CRC and markers as the device's config says (both roles).
   transport::iwarp::MpaUse mpa_crc = transport::iwarp::MpaUse::kRequest;
   transport::iwarp::MpaUse mpa_markers = transport::iwarp::MpaUse::kOff;
+  transport::iwarp::Rfc7306Use mpa_rfc7306 = transport::iwarp::Rfc7306Use::kOffer;
   // Sends one 256-byte MAD to QP1 at `dgid`, from GID `sgid_index`.
   std::function<void(std::uint8_t sgid_index, const std::array<std::uint8_t, 16>& dgid,
                      std::span<const std::uint8_t> mad)>

@@ -44,6 +44,15 @@ bool parse_mpa_use(const std::string& s, transport::iwarp::MpaUse& use) {
   return true;
 }
 
+bool parse_rfc7306_use(const std::string& s, transport::iwarp::Rfc7306Use& use) {
+  using enum transport::iwarp::Rfc7306Use;
+  if (s == "off") use = kOff;
+  else if (s == "accept") use = kAccept;
+  else if (s == "offer") use = kOffer;
+  else return false;
+  return true;
+}
+
 bool parse_mac(const std::string& s, std::uint8_t (&mac)[6]) {
   unsigned v[6];
   if (std::sscanf(s.c_str(), "%x:%x:%x:%x:%x:%x", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5]) != 6)
@@ -143,6 +152,13 @@ std::optional<DaemonConfig> parse_config(const std::string& json_text, std::stri
         if (dc.transport != "iwarp" || !v || !parse_mpa_use(*v, *use)) {
           error = std::string("config: ") + key + " must be off, request or require, on an iwarp device (" +
                   dc.name + ")";
+          return std::nullopt;
+        }
+      }
+      if (d.contains("mpa_rfc7306")) {
+        const auto v = d["mpa_rfc7306"].is_string() ? std::optional(d["mpa_rfc7306"].get<std::string>()) : std::nullopt;
+        if (dc.transport != "iwarp" || !v || !parse_rfc7306_use(*v, dc.mpa_rfc7306)) {
+          error = "config: mpa_rfc7306 must be off, accept or offer, on an iwarp device (" + dc.name + ")";
           return std::nullopt;
         }
       }
@@ -274,20 +290,18 @@ Device::Device(const DeviceConfig& cfg) : cfg_(cfg) {
   a.transport = IBV_TRANSPORT_IB;  // RoCE reports the IB transport, as rxe does
   a.node_type = IBV_NODE_CA;
   if (cfg.transport == "iwarp") {
-    // What siw reports, less what is not implemented yet: RC only, no
-    // atomics (RFC 7306 needs both ends to negotiate them), no SRQ on
-    // iWARP QPs, no RNR NAKs (a Send without a receive WQE is terminated).
+    // What siw reports, less what is not implemented yet: RC only (SRQs
+    // feed RC receives as on RoCE), no RNR NAKs (a Send without a receive
+    // WQE is terminated). Atomics (RFC 7306) are the device's unless turned off;
+    // a connection whose peer did not negotiate them refuses them per WR.
     a.transport = IBV_TRANSPORT_IWARP;
     a.node_type = IBV_NODE_RNIC;
-    a.atomic_cap = IBV_ATOMIC_NONE;
+    a.atomic_cap = cfg.mpa_rfc7306 == transport::iwarp::Rfc7306Use::kOff ? IBV_ATOMIC_NONE : IBV_ATOMIC_HCA;
     a.device_cap_flags &= ~static_cast<std::uint32_t>(IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_XRC);
     a.device_cap_flags_ex = a.device_cap_flags;
     a.max_qp_rd_atom = 16;
     a.max_qp_init_rd_atom = 16;
     a.max_res_rd_atom = 16 * 65536;
-    a.max_srq = 0;
-    a.max_srq_wr = 0;
-    a.max_srq_sge = 0;
   }
 
   auto& p = port_;

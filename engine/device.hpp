@@ -44,6 +44,12 @@ struct DeviceConfig {
   // in both roles; siw enables CRC only when asked, and refuses markers.
   transport::iwarp::MpaUse mpa_crc = transport::iwarp::MpaUse::kRequest;
   transport::iwarp::MpaUse mpa_markers = transport::iwarp::MpaUse::kOff;
+  // iwarp: the RFC 7306 extensions (atomics, Immediate Data), "off" |
+  // "accept" | "offer" ("mpa_rfc7306"; transport/iwarp/mpa_setup.hpp): by
+  // default offered to every peer in a reserved MPA Request bit and used
+  // when the peer answers it (urnic does, siw ignores it); "accept" keeps
+  // the Request byte for byte RFC 5044/6581 and only answers an offer.
+  transport::iwarp::Rfc7306Use mpa_rfc7306 = transport::iwarp::Rfc7306Use::kOffer;
 };
 
 struct DaemonConfig {
@@ -62,7 +68,7 @@ DeviceConfig iwarp_device_config(std::string name, std::string address, std::uin
 // Ethernet {"name":..,"link":"afpacket","interface":"veth0"[,"address":..]
 // [,"mtu":..]} (MAC, addresses and GID table from the interface), or for
 // iWARP {"name":..,"transport":"iwarp","address":..[,"mpa_crc":"request"]
-// [,"mpa_markers":"off"]}. Returns an
+// [,"mpa_markers":"off"][,"mpa_rfc7306":"offer"]}. Returns an
 // error message through `error` on failure.
 std::optional<DaemonConfig> parse_config(const std::string& json_text, std::string& error);
 

@@ -6,7 +6,9 @@
 // terminated, no WQE left outstanding after the error.
 //
 // The first input byte picks the stream configuration (CRC, markers,
-// whether the QP awaits an RTR), the second seeds the piece sizes.
+// whether the QP awaits an RTR), the second seeds the piece sizes and (its
+// low bit) whether RFC 7306 was negotiated: then the QP also has an atomic
+// outstanding and takes Immediate Data and Atomic Requests.
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -38,10 +40,27 @@ class Memory final : public MemoryAccess {
     std::memcpy(buf.data() + (va - kBase), in.data(), in.size());
     return true;
   }
-  bool compare_swap(MemDomain, uint64_t, uint64_t, uint64_t, uint64_t&) override { return false; }
-  bool fetch_add(MemDomain, uint64_t, uint64_t, uint64_t&) override { return false; }
+  // The transport checked STag, bounds and alignment: the word is inside.
+  bool compare_swap(MemDomain, uint64_t va, uint64_t compare, uint64_t swap, uint64_t& orig) override {
+    uint64_t* w = word(va);
+    orig = *w;
+    if (orig == compare) *w = swap;
+    return true;
+  }
+  bool fetch_add(MemDomain, uint64_t va, uint64_t add, uint64_t& orig) override {
+    uint64_t* w = word(va);
+    orig = *w;
+    *w += add;
+    return true;
+  }
   bool atomic_write(MemDomain, uint64_t, uint64_t) override { return false; }
   std::vector<uint8_t> buf = std::vector<uint8_t>(kSize);
+
+ private:
+  uint64_t* word(uint64_t va) {
+    require(va >= kBase && va - kBase + 8 <= kSize && (va & 7) == 0);
+    return reinterpret_cast<uint64_t*>(buf.data() + (va - kBase));
+  }
 };
 
 class Sink final : public iwarp::StreamSink, public TxSink, public EventSink {
@@ -71,7 +90,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
   const PdHandle pd = t.alloc_pd();
   const CqHandle cq = t.create_cq(256).value;
   const MrKeys mr = t.reg_mr(pd, MemDomain{1}, kBase, kSize,
-                             access::kLocalWrite | access::kRemoteWrite | access::kRemoteRead).value;
+                             access::kLocalWrite | access::kRemoteWrite | access::kRemoteRead |
+                                 access::kRemoteAtomic).value;
   QpInitAttr init;
   init.pd = pd;
   init.send_cq = init.recv_cq = cq;
@@ -79,7 +99,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
   const uint32_t qpn = t.create_qp(init).value;
   QpAttr a;
   a.qp_state = QpState::kInit;
-  a.qp_access_flags = access::kLocalWrite | access::kRemoteWrite | access::kRemoteRead;
+  a.qp_access_flags = access::kLocalWrite | access::kRemoteWrite | access::kRemoteRead | access::kRemoteAtomic;
   require(t.modify_qp(qpn, a, qp_attr::kState | qp_attr::kAccessFlags, 0) == 0);
   for (uint64_t i = 0; i < 4; ++i) {
     const Sge s{kBase + i * 4096, 4096, mr.lkey};
@@ -96,6 +116,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
   p.mss = 256 + (data[0] >> 4) * 512;
   p.ird = 2;
   p.ord = 2;
+  p.rfc7306 = (data[1] & 1) != 0;
   require(t.iw_bind_stream(qpn, p, sink, 0) == 0);
   // A Read (its responses are what the input may carry) and a Write.
   const Sge rs{kBase + 0x8000, 0x2000, mr.lkey};
@@ -113,6 +134,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
   wr.opcode = WrOpcode::kRdmaWrite;
   wr.sg_list = {&ws, 1};
   t.post_send(qpn, wr, 0);
+  if (p.rfc7306) {
+    const Sge as{kBase + 0x9000, 8, mr.lkey};
+    SendWr at;
+    at.wr_id = 102;
+    at.opcode = WrOpcode::kAtomicFetchAndAdd;
+    at.send_flags = send_flag::kSignaled;
+    at.sg_list = {&as, 1};
+    at.remote_addr = 0x2000;
+    at.rkey = 0x1234;
+    at.compare_add = 1;
+    require(t.post_send(qpn, at, 0) == 0);
+  }
 
   uint32_t rng = data[1] * 2654435761u + 1;
   std::size_t at = 2;

@@ -39,19 +39,29 @@ bool transition_ok(QpState cur, QpState next) noexcept {
   }
 }
 
-bool opcode_allowed(WrOpcode op) noexcept {
-  // RFC 5040 operations; RFC 7306 atomics and immediate data are only
-  // available when both peers negotiate them (not offered yet).
+bool is_atomic(WrOpcode op) noexcept {
+  return op == WrOpcode::kAtomicCmpAndSwp || op == WrOpcode::kAtomicFetchAndAdd;
+}
+
+}  // namespace
+
+bool IwQp::ext_allowed(WrOpcode op) const noexcept {
+  // RFC 5040 operations always; RFC 7306 atomics and immediate data only on
+  // a stream whose peer negotiated them (MPA setup). Otherwise the WR is
+  // refused as siw refuses an opcode it does not support (EINVAL; the
+  // engine completes it with IBV_WC_LOC_QP_OP_ERR).
   switch (op) {
     case WrOpcode::kSend:
     case WrOpcode::kSendWithInv:
     case WrOpcode::kRdmaWrite:
     case WrOpcode::kRdmaRead: return true;
+    case WrOpcode::kSendWithImm:
+    case WrOpcode::kRdmaWriteWithImm:
+    case WrOpcode::kAtomicCmpAndSwp:
+    case WrOpcode::kAtomicFetchAndAdd: return link_ != IwLink::kUnbound && params_.rfc7306;
     default: return false;
   }
 }
-
-}  // namespace
 
 IwQp::IwQp(Context& ctx, uint32_t qpn, const QpInitAttr& init) : ctx_(ctx), qpn_(qpn), init_(init) {
   attr_.cap = init.cap;
@@ -96,7 +106,7 @@ void IwQp::reset_state() {
   rtr_ = iwarp::Rtr::kNone;
   rtr_read_outstanding_ = false;
   tx_pos_ = 0;
-  tx_send_msn_ = tx_rreq_msn_ = tx_term_msn_ = 1;
+  tx_send_msn_ = tx_rreq_msn_ = tx_term_msn_ = tx_aresp_msn_ = tx_atomic_id_ = 1;
   sq_.clear();
   tx_idx_ = 0;
   reads_out_ = 0;
@@ -104,7 +114,7 @@ void IwQp::reset_state() {
   tx_prefer_resp_ = false;
   term_tx_.reset();
   rx_.reset();
-  rx_send_msn_ = rx_rreq_msn_ = rx_term_msn_ = 1;
+  rx_send_msn_ = rx_rreq_msn_ = rx_term_msn_ = rx_aresp_msn_ = 1;
   rq_.clear();
   recv_slot_ = RecvSlot::kEmpty;
   recv_off_ = 0;
@@ -127,9 +137,9 @@ void IwQp::query(QpAttr& a) const {
 int IwQp::post_send(const SendWr& wr, Nanos now) {
   const QpState st = attr_.qp_state;
   if (st == QpState::kReset || st == QpState::kInit || st == QpState::kRtr) return EINVAL;
-  if (!opcode_allowed(wr.opcode)) return EINVAL;
+  if (!ext_allowed(wr.opcode)) return EINVAL;
   const bool is_inline = (wr.send_flags & send_flag::kInline) != 0;
-  if (is_inline && wr.opcode == WrOpcode::kRdmaRead) return EINVAL;
+  if (is_inline && (wr.opcode == WrOpcode::kRdmaRead || is_atomic(wr.opcode))) return EINVAL;
   if (is_inline && wr.inline_data.size() > init_.cap.max_inline_data) return EINVAL;
   if (!is_inline && wr.sg_list.size() > init_.cap.max_send_sge) return EINVAL;
   if (sq_.size() >= init_.cap.max_send_wr) return ENOMEM;
@@ -148,9 +158,13 @@ int IwQp::post_send(const SendWr& wr, Nanos now) {
   }
   // DDP MO and the Read Message Size are 32-bit (RFC 5041 5.3, RFC 5040 4.4).
   if (w.length > ctx_.cfg.caps.max_msg_sz || w.length > 0xFFFFFFFFull) return EINVAL;
+  if (is_atomic(wr.opcode) && w.length != 8) return EINVAL;  // atomics move exactly 8 bytes (as on RoCE)
   w.inv_rkey = wr.invalidate_rkey;
   w.remote_addr = wr.remote_addr;
   w.rkey = wr.rkey;
+  w.imm = wr.imm_data;
+  w.compare_add = wr.compare_add;
+  w.swap = wr.swap;
   if (st == QpState::kErr) {
     Cqe e;
     e.wr_id = w.wr_id;
@@ -173,6 +187,11 @@ int IwQp::post_recv(const RecvWr& wr) {
   ctx_.queue_recv(rq_, wr, attr_.qp_state == QpState::kErr, init_.recv_cq, qpn_);
   if (rx_stalled_ && attr_.qp_state != QpState::kErr) rx_resume(last_now_);  // a Send waited for this
   return 0;
+}
+
+void IwQp::on_srq_recv(SrqHandle srq) {
+  // A Send (or Immediate Data) that found the SRQ empty waited for this.
+  if (rx_stalled_ && init_.has_srq && init_.srq == srq && attr_.qp_state != QpState::kErr) rx_resume(last_now_);
 }
 
 void IwQp::rx_resume(Nanos now) {
@@ -334,7 +353,7 @@ void IwQp::flush_sq() {
     e.qp_num = qpn_;
     const bool finished = w.state == IwWqeState::kDone;
     e.status = finished || w.status != WcStatus::kSuccess ? w.status : WcStatus::kWrFlushErr;
-    if (e.opcode == WcOpcode::kRdmaRead && finished) e.byte_len = static_cast<uint32_t>(w.length);
+    if ((e.opcode == WcOpcode::kRdmaRead || is_atomic(w.opcode)) && finished) e.byte_len = static_cast<uint32_t>(w.length);
     const bool report = e.status != WcStatus::kSuccess || w.signaled;
     sq_.pop_front();
     if (report && !ctx_.push_cqe(init_.send_cq, e)) break;
@@ -377,7 +396,7 @@ void IwQp::complete_sq(Nanos now) {
     e.status = w.status;
     e.opcode = wc_opcode_for(w.opcode);
     e.qp_num = qpn_;
-    if (w.opcode == WrOpcode::kRdmaRead) e.byte_len = static_cast<uint32_t>(w.length);
+    if (w.opcode == WrOpcode::kRdmaRead || is_atomic(w.opcode)) e.byte_len = static_cast<uint32_t>(w.length);
     const bool report = w.signaled || w.status != WcStatus::kSuccess;
     sq_.pop_front();
     if (tx_idx_ > 0) --tx_idx_;
@@ -397,6 +416,7 @@ bool IwQp::complete(CqHandle cq, const Cqe& e, Nanos now) {
 }
 
 bool IwQp::take_recv(RecvWqe& out) {
+  if (init_.has_srq) return ctx_.take_srq_recv(static_cast<uint32_t>(init_.srq), out);
   if (rq_.empty()) return false;
   out = std::move(rq_.front());
   rq_.pop_front();

@@ -14,11 +14,7 @@ namespace term = wire::terminate;
 using wire::DdpRdmapPacket;
 using wire::RdmapOpcode;
 
-void set(IwTermCause& c, uint8_t layer, uint8_t etype, uint8_t ecode) {
-  c.layer = layer;
-  c.etype = etype;
-  c.ecode = ecode;
-}
+void set(IwTermCause& c, uint8_t layer, uint8_t etype, uint8_t ecode) { iw_term_set(c, layer, etype, ecode); }
 
 // RFC 5041 7.2 (tagged buffer errors) for a failed key check of a Write or
 // Read Response; an access-rights failure is RDMAP's (RFC 5040 7.2).
@@ -35,19 +31,7 @@ void tagged_key_error(IwTermCause& c, KeyCheck k, uint64_t to, uint64_t len) {
   }
 }
 
-// RFC 5040 7.2 for the data source of a Read Request (checked by RDMAP).
-void read_source_error(IwTermCause& c, KeyCheck k, uint64_t to, uint64_t len) {
-  uint8_t code = term::kRdmapAccessRights;
-  switch (k) {
-    case KeyCheck::kBadKey: code = term::kRdmapInvalidStag; break;
-    case KeyCheck::kBadPd: code = term::kRdmapStagNotAssociated; break;
-    case KeyCheck::kOutOfBounds: code = to + len < to ? term::kRdmapToWrap : term::kRdmapBaseBounds; break;
-    default: break;
-  }
-  set(c, term::kLayerRdmap, term::kRdmapRemoteProtection, code);
-}
-
-void untagged_error(IwTermCause& c, uint8_t code) { set(c, term::kLayerDdp, term::kDdpUntaggedBuffer, code); }
+void untagged_error(IwTermCause& c, uint8_t code) { iw_untagged_error(c, code); }
 
 // What a received Terminate means for the WR it ended (siw's mapping).
 WcStatus status_for(const wire::Terminate& t) noexcept {
@@ -59,6 +43,27 @@ WcStatus status_for(const wire::Terminate& t) noexcept {
 }
 
 }  // namespace
+
+void iw_term_set(IwTermCause& c, uint8_t layer, uint8_t etype, uint8_t ecode) noexcept {
+  c.layer = layer;
+  c.etype = etype;
+  c.ecode = ecode;
+}
+
+void iw_untagged_error(IwTermCause& c, uint8_t code) noexcept {
+  iw_term_set(c, term::kLayerDdp, term::kDdpUntaggedBuffer, code);
+}
+
+void iw_remote_key_error(IwTermCause& c, KeyCheck k, uint64_t to, uint64_t len) noexcept {
+  uint8_t code = term::kRdmapAccessRights;
+  switch (k) {
+    case KeyCheck::kBadKey: code = term::kRdmapInvalidStag; break;
+    case KeyCheck::kBadPd: code = term::kRdmapStagNotAssociated; break;
+    case KeyCheck::kOutOfBounds: code = to + len < to ? term::kRdmapToWrap : term::kRdmapBaseBounds; break;
+    default: break;
+  }
+  iw_term_set(c, term::kLayerRdmap, term::kRdmapRemoteProtection, code);
+}
 
 void IwQp::rx_fpdu(const wire::Fpdu& f, Nanos now) {
   ctx_.counters.inc(Counter::kRcvdPkts);
@@ -124,9 +129,18 @@ void IwQp::rx_fpdu(const wire::Fpdu& f, Nanos now) {
       ok = rx_read_request(p, cause);
       break;
     case RdmapOpcode::kTerminate: rx_terminate(p, now); return;
-    default:
-      // RFC 7306 atomics and immediate data were not negotiated.
-      set(cause, term::kLayerRdmap, term::kRdmapRemoteOperation, term::kRdmapUnexpectedOpcode);
+    case RdmapOpcode::kImmediateData:
+    case RdmapOpcode::kImmediateDataSe:
+    case RdmapOpcode::kAtomicRequest:
+    case RdmapOpcode::kAtomicResponse:
+      if (!params_.rfc7306) {
+        // RFC 7306 was not negotiated on this stream: RFC 5040 7.2.
+        set(cause, term::kLayerRdmap, term::kRdmapRemoteOperation, term::kRdmapUnexpectedOpcode);
+        break;
+      }
+      if (p.opcode == RdmapOpcode::kAtomicRequest) ok = rx_atomic_request(p, cause);
+      else if (p.opcode == RdmapOpcode::kAtomicResponse) ok = rx_atomic_response(p, cause, now);
+      else ok = rx_immediate(p, cause, now);
       break;
   }
   if (!ok) fail_stream(cause, now);
@@ -168,6 +182,10 @@ bool IwQp::rx_read_response(const DdpRdmapPacket& p, IwTermCause& cause, Nanos n
     return false;
   }
   IwSendWqe& w = *it;
+  if (w.opcode != WrOpcode::kRdmaRead) {  // the oldest request outstanding is an atomic
+    set(cause, term::kLayerRdmap, term::kRdmapRemoteOperation, term::kRdmapUnexpectedOpcode);
+    return false;
+  }
   const uint32_t sink_stag = w.sges.empty() ? 0 : w.sges.front().lkey;
   const uint64_t sink_to = w.sges.empty() ? 0 : w.sges.front().addr;
   const uint64_t len = p.payload.size();
@@ -249,6 +267,10 @@ bool IwQp::rx_send(const DdpRdmapPacket& p, IwTermCause& cause, Nanos now) {
   }
   recv_off_ += len;
   if (!p.last) return true;
+  if (params_.rfc7306 && p.rdmap_rsvd == wire::rdmap::kUrnicSendImm && !p.info().invalidate) {
+    e.wc_flags |= wc_flag::kWithImm;  // urnic's Send with Immediate (wire/ddp_rdmap.hpp)
+    e.imm_data = p.rsvd_ulp;
+  }
   if (p.info().invalidate) {
     if (!invalidate(p.invalidate_stag())) {
       e.status = WcStatus::kLocProtErr;
@@ -287,7 +309,7 @@ bool IwQp::rx_read_request(const DdpRdmapPacket& p, IwTermCause& cause) {
     }
     const KeyCheck k = ctx_.check_key(r.src_stag, init_.pd, r.src_to, r.size, access::kRemoteRead, nullptr);
     if (k != KeyCheck::kOk) {
-      read_source_error(cause, k, r.src_to, r.size);
+      iw_remote_key_error(cause, k, r.src_to, r.size);
       return false;
     }
   }

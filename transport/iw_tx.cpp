@@ -13,17 +13,6 @@ namespace {
 using wire::DdpRdmapPacket;
 using wire::RdmapOpcode;
 
-DdpRdmapPacket untagged(RdmapOpcode op, uint32_t qn, uint32_t msn, uint32_t mo, bool last) {
-  DdpRdmapPacket p;
-  p.tagged = false;
-  p.opcode = op;
-  p.qn = qn;
-  p.msn = msn;
-  p.mo = mo;
-  p.last = last;
-  return p;
-}
-
 DdpRdmapPacket tagged(RdmapOpcode op, uint32_t stag, uint64_t to, bool last) {
   DdpRdmapPacket p;
   p.tagged = true;
@@ -38,6 +27,11 @@ RdmapOpcode send_opcode(const IwSendWqe& w) noexcept {
   const bool se = (w.send_flags & send_flag::kSolicited) != 0;
   if (w.opcode == WrOpcode::kSendWithInv) return se ? RdmapOpcode::kSendSeInvalidate : RdmapOpcode::kSendInvalidate;
   return se ? RdmapOpcode::kSendSe : RdmapOpcode::kSend;
+}
+
+bool is_rd_atomic_wqe(const IwSendWqe& w) noexcept {
+  return w.opcode == WrOpcode::kRdmaRead || w.opcode == WrOpcode::kAtomicCmpAndSwp ||
+         w.opcode == WrOpcode::kAtomicFetchAndAdd;
 }
 
 IwTermCause local_catastrophic() {
@@ -93,9 +87,10 @@ void IwQp::tx_run(Nanos now) {
     IwSendWqe* w = nullptr;
     if (tx_idx_ < sq_.size()) {
       IwSendWqe& next = sq_[tx_idx_];
-      const bool is_read = next.opcode == WrOpcode::kRdmaRead;
-      // RFC 5040 5.3: at most ORD Read Requests outstanding; IBV_SEND_FENCE
-      // waits for earlier Reads to complete.
+      const bool is_read = is_rd_atomic_wqe(next);
+      // RFC 5040 5.3: at most ORD Read Requests outstanding (RFC 7306: Atomic
+      // Requests count too); IBV_SEND_FENCE waits for earlier Reads and
+      // atomics to complete.
       const bool blocked = next.state == IwWqeState::kPosted &&
                            ((is_read && reads_out_ >= params_.ord) ||
                             ((next.send_flags & send_flag::kFence) && reads_out_ > 0));
@@ -115,14 +110,14 @@ bool IwQp::tx_rtr() {
   switch (rtr_) {
     case iwarp::Rtr::kSendWrite: return emit(tagged(RdmapOpcode::kWrite, 0, 0, true), {});
     case iwarp::Rtr::kSendRead: {
-      DdpRdmapPacket p = untagged(RdmapOpcode::kReadRequest, wire::ddp::kQnReadRequest, tx_rreq_msn_, 0, true);
+      DdpRdmapPacket p = iw_untagged(RdmapOpcode::kReadRequest, wire::ddp::kQnReadRequest, tx_rreq_msn_, 0, true);
       if (!emit(p, {})) return false;
       ++tx_rreq_msn_;
       rtr_read_outstanding_ = true;
       return true;
     }
     case iwarp::Rtr::kSendSend: {
-      if (!emit(untagged(RdmapOpcode::kSend, wire::ddp::kQnSend, tx_send_msn_, 0, true), {})) return false;
+      if (!emit(iw_untagged(RdmapOpcode::kSend, wire::ddp::kQnSend, tx_send_msn_, 0, true), {})) return false;
       ++tx_send_msn_;
       return true;
     }
@@ -134,7 +129,7 @@ bool IwQp::tx_send_wqe(IwSendWqe& w, Nanos now) {
   if (w.state == IwWqeState::kPosted) {
     // A bad lkey is found when the WR executes, before anything is sent
     // (as on hardware): LOC_PROT_ERR, then the QP is in ERR.
-    const uint32_t need = w.opcode == WrOpcode::kRdmaRead ? access::kLocalWrite : 0;
+    const uint32_t need = is_rd_atomic_wqe(w) ? access::kLocalWrite : 0;
     if (!check_local(w, need)) {
       w.status = WcStatus::kLocProtErr;
       w.state = IwWqeState::kDone;
@@ -144,7 +139,7 @@ bool IwQp::tx_send_wqe(IwSendWqe& w, Nanos now) {
     }
   }
   if (w.opcode == WrOpcode::kRdmaRead) {
-    DdpRdmapPacket p = untagged(RdmapOpcode::kReadRequest, wire::ddp::kQnReadRequest, tx_rreq_msn_, 0, true);
+    DdpRdmapPacket p = iw_untagged(RdmapOpcode::kReadRequest, wire::ddp::kQnReadRequest, tx_rreq_msn_, 0, true);
     // The data sink is the first SGE's buffer; the responses are placed
     // across the whole list (rx_read_response), so several SGEs work.
     if (!w.sges.empty()) {
@@ -161,12 +156,22 @@ bool IwQp::tx_send_wqe(IwSendWqe& w, Nanos now) {
     ++tx_idx_;
     return true;
   }
-  const bool write = w.opcode == WrOpcode::kRdmaWrite;
+  if (w.opcode == WrOpcode::kAtomicCmpAndSwp || w.opcode == WrOpcode::kAtomicFetchAndAdd) return tx_atomic_request(w);
+  // RFC 7306: an RDMA Write with Immediate Data is the Write (none when it
+  // is empty) followed by an Immediate Data message.
+  if (w.opcode == WrOpcode::kRdmaWriteWithImm && (w.write_done || w.length == 0)) return tx_immediate(w);
+  const bool write = w.opcode == WrOpcode::kRdmaWrite || w.opcode == WrOpcode::kRdmaWriteWithImm;
   DdpRdmapPacket p = write ? tagged(RdmapOpcode::kWrite, w.rkey, w.remote_addr + w.done_bytes, false)
-                           : untagged(send_opcode(w), wire::ddp::kQnSend,
-                                      w.state == IwWqeState::kPosted ? tx_send_msn_ : w.msn,
-                                      static_cast<uint32_t>(w.done_bytes), false);
+                           : iw_untagged(send_opcode(w), wire::ddp::kQnSend,
+                                         w.state == IwWqeState::kPosted ? tx_send_msn_ : w.msn,
+                                         static_cast<uint32_t>(w.done_bytes), false);
   if (!write && w.opcode == WrOpcode::kSendWithInv) p.rsvd_ulp = w.inv_rkey;
+  if (w.opcode == WrOpcode::kSendWithImm) {
+    // urnic's Send with Immediate (negotiated with RFC 7306, which has
+    // none): RsvdULP carries the ImmDt, an RDMAP reserved bit says so.
+    p.rsvd_ulp = w.imm;
+    p.rdmap_rsvd = wire::rdmap::kUrnicSendImm;
+  }
   const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(w.length - w.done_bytes, payload_budget(p)));
   p.last = w.done_bytes + n == w.length;
   const std::size_t size = wire::fpdu_wire_size(p.header_size() + n, params_.tx, tx_pos_);
@@ -186,6 +191,10 @@ bool IwQp::tx_send_wqe(IwSendWqe& w, Nanos now) {
     if (!write) w.msn = tx_send_msn_++;
   }
   w.done_bytes += n;
+  if (p.last && w.opcode == WrOpcode::kRdmaWriteWithImm) {
+    w.write_done = true;  // the Immediate Data goes next
+    return true;
+  }
   if (p.last) {
     // TCP delivers what is in the stream: the WR is done (as in siw).
     w.state = IwWqeState::kDone;
@@ -197,6 +206,7 @@ bool IwQp::tx_send_wqe(IwSendWqe& w, Nanos now) {
 
 bool IwQp::tx_read_response(Nanos now) {
   IwReadResp& r = irq_.front();
+  if (r.atomic) return tx_atomic_response(now);
   DdpRdmapPacket p = tagged(RdmapOpcode::kReadResponse, r.sink_stag, r.sink_to + r.sent, false);
   const std::size_t n = std::min<std::size_t>(r.size - r.sent, payload_budget(p));
   p.last = r.sent + n == r.size;
@@ -229,7 +239,7 @@ bool IwQp::tx_read_response(Nanos now) {
 bool IwQp::tx_terminate() {
   if (!term_tx_) return true;
   const IwTermCause& c = *term_tx_;
-  DdpRdmapPacket p = untagged(RdmapOpcode::kTerminate, wire::ddp::kQnTerminate, tx_term_msn_, 0, true);
+  DdpRdmapPacket p = iw_untagged(RdmapOpcode::kTerminate, wire::ddp::kQnTerminate, tx_term_msn_, 0, true);
   p.term.layer = c.layer;
   p.term.etype = c.etype;
   p.term.ecode = c.ecode;

@@ -316,20 +316,8 @@ bool Qp::complete(CqHandle cq, const Cqe& e, Nanos now) {
 }
 
 bool Qp::take_recv(RecvWqe& out) {
-  if (init_.has_srq || xrc_target()) {
-    auto it = ctx_.srqs.find(static_cast<uint32_t>(xrc_target() ? xrc_srq_ : init_.srq));
-    if (it == ctx_.srqs.end() || it->second.q.empty()) return false;
-    Srq& srq = it->second;
-    out = std::move(srq.q.front());
-    srq.q.pop_front();
-    // IBA 10.2.9.3 / 11.5.2.4: when the number of WQEs drops below the armed
-    // limit, raise SRQ_LIMIT_REACHED once and disarm.
-    if (srq.attr.srq_limit > 0 && srq.q.size() < srq.attr.srq_limit) {
-      srq.attr.srq_limit = 0;
-      ctx_.raise({EventType::kSrqLimitReached, 0, {}, srq.handle});
-    }
-    return true;
-  }
+  if (init_.has_srq || xrc_target())
+    return ctx_.take_srq_recv(static_cast<uint32_t>(xrc_target() ? xrc_srq_ : init_.srq), out);
   if (rq_.empty()) return false;
   out = std::move(rq_.front());
   rq_.pop_front();

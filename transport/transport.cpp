@@ -66,6 +66,19 @@ WcStatus Context::scatter(PdHandle pd, std::span<const Sge> sges, uint64_t offse
                    });
 }
 
+bool Context::take_srq_recv(uint32_t srq_handle, RecvWqe& out) {
+  auto it = srqs.find(srq_handle);
+  if (it == srqs.end() || it->second.q.empty()) return false;
+  Srq& srq = it->second;
+  out = std::move(srq.q.front());
+  srq.q.pop_front();
+  if (srq.attr.srq_limit > 0 && srq.q.size() < srq.attr.srq_limit) {
+    srq.attr.srq_limit = 0;
+    raise({EventType::kSrqLimitReached, 0, {}, srq.handle});
+  }
+  return true;
+}
+
 void Context::queue_recv(std::deque<RecvWqe>& rq, const RecvWr& wr, bool in_error, CqHandle cq, uint32_t qpn) {
   RecvWqe r;
   r.wr_id = wr.wr_id;
@@ -256,6 +269,10 @@ int Transport::post_srq_recv(SrqHandle srq, const RecvWr& wr) {
   r.sges.assign(wr.sg_list.begin(), wr.sg_list.end());
   for (const Sge& g : r.sges) r.length += g.length;
   s.q.push_back(std::move(r));
+  // iWARP has no RNR: a QP whose Send found the SRQ empty is waiting (its
+  // stream paused) for exactly this.
+  if (!iw_qps_.empty() && s.users > 0)
+    for (auto& e : iw_qps_) e.second->on_srq_recv(srq);
   return 0;
 }
 
@@ -298,8 +315,9 @@ ErrnoOr<uint32_t> Transport::create_qp(const QpInitAttr& a) {
     if (s == ctx_->srqs.end() || s->second.pd != a.pd) return {EINVAL, 0};
     srq = &s->second;
   }
-  // iWARP defines reliable connected QPs only (RFC 5040); no SRQ yet.
-  if (ctx_->cfg.iwarp && (a.type != QpType::kRc || a.has_srq)) return {EINVAL, 0};
+  // iWARP defines reliable connected QPs only (RFC 5040); an SRQ feeds
+  // their untagged queue 0 as it feeds RC receives (no XRC SRQs).
+  if (ctx_->cfg.iwarp && (a.type != QpType::kRc || (srq != nullptr && srq->xrc))) return {EINVAL, 0};
   if (qps_.size() + iw_qps_.size() >= caps.max_qp) return {ENOMEM, 0};
   const uint32_t qpn = alloc_qpn();
   if (ctx_->cfg.iwarp) iw_qps_.emplace(qpn, std::make_unique<detail::IwQp>(*ctx_, qpn, a));

@@ -34,9 +34,11 @@ inline constexpr std::size_t kUntaggedHeaderSize = 18;  // ctrl(2) RsvdULP(4) QN
 inline constexpr uint32_t kQnSend = 0;
 inline constexpr uint32_t kQnReadRequest = 1;
 inline constexpr uint32_t kQnTerminate = 2;
-// RFC 7306 section 8: atomic requests and responses get queues of their own.
-inline constexpr uint32_t kQnAtomicRequest = 3;
-inline constexpr uint32_t kQnAtomicResponse = 4;
+// RFC 7306: an Atomic Request travels on the Read Request queue (QN 1: the
+// responder serves Read and Atomic Requests in arrival order, from the same
+// IRD), an Atomic Response on the queue RFC 7306 registers for it (QN 3).
+inline constexpr uint32_t kQnAtomicRequest = kQnReadRequest;
+inline constexpr uint32_t kQnAtomicResponse = 3;
 }  // namespace ddp
 
 namespace rdmap {
@@ -51,6 +53,11 @@ inline constexpr std::size_t kTerminatedRdmaSize = 28;  // the copied Read Reque
 inline constexpr std::size_t kAtomicRequestSize = 52;   // RFC 7306 8.1.1
 inline constexpr std::size_t kAtomicResponseSize = 12;  // RFC 7306 8.1.2
 inline constexpr std::size_t kImmediateDataSize = 8;    // RFC 7306 8.2
+// urnic's Send with Immediate, only between peers that negotiated the RFC
+// 7306 extensions (RFC 7306 has no such message): a Send whose RDMAP
+// reserved field (DdpRdmapPacket::rdmap_rsvd) is this value carries the
+// 32-bit IB ImmDt in RsvdULP. RFC 5040 4.2 receivers ignore the field.
+inline constexpr uint8_t kUrnicSendImm = 0x1;
 }  // namespace rdmap
 
 // RFC 5040 section 4.3 table 1, plus RFC 7306 section 8 (opcodes 8..11).
@@ -169,7 +176,7 @@ struct Terminate {
   Bytes rdma_header;          // copied Read Request header (R), 28 bytes
 };
 
-// RFC 7306 section 8.1.1, Atomic Request (untagged, QN 3).
+// RFC 7306 section 8.1.1, Atomic Request (untagged, QN 1).
 namespace atomic {
 inline constexpr uint8_t kFetchAdd = 0x0;
 inline constexpr uint8_t kCompareSwap = 0x2;
@@ -187,7 +194,7 @@ struct AtomicRequest {
   bool operator==(const AtomicRequest&) const = default;
 };
 
-// RFC 7306 section 8.1.2, Atomic Response (untagged, QN 4).
+// RFC 7306 section 8.1.2, Atomic Response (untagged, QN 3).
 struct AtomicResponse {
   uint32_t request_id = 0;  // the request's identifier
   uint64_t original = 0;    // value at the remote address before the operation

@@ -33,6 +33,12 @@ inline constexpr uint8_t kFlagCrc = 0x40;       // C: CRC32c in every FPDU
 inline constexpr uint8_t kFlagReject = 0x20;    // R: reply rejects the connection
 inline constexpr uint8_t kFlagEnhanced = 0x10;  // H: enhanced private data header follows
 inline constexpr uint8_t kFlagReservedMask = 0x0F;
+// urnic's use of the lowest reserved flag bit (RFC 5044 7.1 "Res": ignored
+// by receivers; the kernel's siw looks at 0x08 (its GSO experiment) and at
+// nothing below it): in a Request, "the initiator speaks the RFC 7306
+// extensions"; in a Reply, only to such a Request, "so does the responder".
+// transport/iwarp/mpa_setup.hpp has the negotiation.
+inline constexpr uint8_t kFlagUrnicRfc7306 = 0x01;
 inline constexpr uint8_t kRevision1 = 1;  // RFC 5044
 inline constexpr uint8_t kRevision2 = 2;  // RFC 6581
 // RFC 6581 section 5: the enhanced header is 4 bytes of private data.

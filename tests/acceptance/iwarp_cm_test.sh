@@ -4,7 +4,8 @@
 # (127.0.0.2) through the drop-in librdmacm.so.1 and libibverbs.so.1, with an
 # auto-started urnicd in a private runtime directory. Every connection is a
 # TCP connection of the host stack with the MPA Request/Reply exchange, then
-# RDMAP/DDP in FPDUs. Server and client exit statuses and outputs are
+# RDMAP/DDP in FPDUs; the RFC 7306 atomics (ib_atomic_bw/lat -R, both -A
+# types) run once the two urnic ends negotiated them. Server and client exit statuses and outputs are
 # checked, the traffic must have gone through urnic_iw0 and not urnic0
 # (`urnic stats`), and a connect to a port nobody listens on must be refused
 # (RDMA_CM_EVENT_REJECTED, ECONNREFUSED, as with the kernel's iw_cm). Every
@@ -17,7 +18,7 @@ rdmacm_dir=$2
 urnicd=$3
 cli=$4
 
-for prog in rping ucmatose rdma_server rdma_client ib_send_bw ib_write_bw ib_read_bw; do
+for prog in rping ucmatose rdma_server rdma_client ib_send_bw ib_write_bw ib_read_bw ib_atomic_bw ib_atomic_lat ibv_devinfo; do
   command -v $prog > /dev/null || { echo "SKIP: $prog not installed (rdmacm-utils, perftest)"; exit 77; }
 done
 
@@ -125,6 +126,10 @@ pair "rdma_server / rdma_client" 'rdma_server: end 0' 'rdma_client: end 0' \
 HEAD_START=2 pair "ib_send_bw -R" "$row" "$row" \
   -- ib_send_bw -d urnic_iw0 -R -n 500 -p $((p + 6)) \
   -- ib_send_bw -d urnic_iw0 -R -n 500 -p $((p + 6)) $a
+# An SRQ behind the iWARP QPs (both sides' receives come from it).
+HEAD_START=2 pair "ib_send_bw -R --use-srq" "$row" "$row" \
+  -- ib_send_bw -d urnic_iw0 -R --use-srq -n 500 -p $((p + 9)) \
+  -- ib_send_bw -d urnic_iw0 -R --use-srq -n 500 -p $((p + 9)) $a
 HEAD_START=2 pair "ib_write_bw -R" "$row" "$row" \
   -- ib_write_bw -d urnic_iw0 -R -n 500 -p $((p + 7)) \
   -- ib_write_bw -d urnic_iw0 -R -n 500 -p $((p + 7)) $a
@@ -133,6 +138,25 @@ HEAD_START=2 pair "ib_read_bw -R" "$row" "$row" \
   -- ib_read_bw -d urnic_iw0 -R -n 500 -p $((p + 8)) $a
 if grep -q 'Transport type : IW' "$rt/client.out"; then pass "perftest reports Transport type IW"
 else fail "perftest does not report the iWARP transport"; fi
+
+# RFC 7306 between two urnic peers (negotiated in the MPA exchange): the
+# device reports atomics, and perftest's atomic tests run over urnic_iw0.
+if ibv_devinfo -d urnic_iw0 -v 2>/dev/null | grep -q 'atomic_cap:.*ATOMIC_HCA'; then
+  pass "urnic_iw0 reports atomic_cap ATOMIC_HCA"
+else
+  fail "urnic_iw0 does not report ATOMIC_HCA"
+fi
+q=$((p + 11))
+for at in FETCH_AND_ADD CMP_AND_SWAP; do
+  HEAD_START=2 pair "ib_atomic_bw -R -A $at" "$row" "$row" \
+    -- ib_atomic_bw -d urnic_iw0 -R -A $at -n 500 -p $q \
+    -- ib_atomic_bw -d urnic_iw0 -R -A $at -n 500 -p $q $a
+  # A latency test's server prints no results, only the connection.
+  HEAD_START=2 pair "ib_atomic_lat -R -A $at" 'remote address' "$row" \
+    -- ib_atomic_lat -d urnic_iw0 -R -A $at -n 500 -p $((q + 1)) \
+    -- ib_atomic_lat -d urnic_iw0 -R -A $at -n 500 -p $((q + 1)) $a
+  q=$((q + 2))
+done
 
 # No listener: the TCP connect is refused, rping sees REJECTED at once.
 out=$rt/reject.out

@@ -37,3 +37,23 @@ TEST_CASE("config: bad mpa_crc / mpa_markers values are refused", "[config][iwar
     CHECK(err.find("off, request or require") != std::string::npos);
   }
 }
+
+TEST_CASE("config: mpa_rfc7306 per iWARP device, offered by default", "[config][iwarp][rfc7306]") {
+  using urnic::transport::iwarp::Rfc7306Use;
+  std::string err;
+  auto c = parse_config(R"({"devices":[
+      {"name":"iw_a","transport":"iwarp","address":"10.0.0.1","mpa_rfc7306":"off"},
+      {"name":"iw_b","transport":"iwarp","address":"10.0.0.2","mpa_rfc7306":"accept"},
+      {"name":"iw_c","transport":"iwarp","address":"10.0.0.3"}]})",
+                        err);
+  REQUIRE(c);
+  CHECK(c->devices[0].mpa_rfc7306 == Rfc7306Use::kOff);
+  CHECK(c->devices[1].mpa_rfc7306 == Rfc7306Use::kAccept);
+  CHECK(c->devices[2].mpa_rfc7306 == Rfc7306Use::kOffer);
+  for (const char* bad : {R"({"devices":[{"transport":"iwarp","mpa_rfc7306":"on"}]})",
+                          R"({"devices":[{"transport":"roce","mpa_rfc7306":"offer"}]})"}) {
+    INFO(bad);
+    CHECK_FALSE(parse_config(bad, err));
+    CHECK(err.find("off, accept or offer") != std::string::npos);
+  }
+}

@@ -155,7 +155,10 @@ TEST_CASE("iWARP device: urnic_iw0 reports the iWARP transport and an RNIC node"
   Rig rig;
   CHECK(rig.info.attrs.transport == IBV_TRANSPORT_IWARP);
   CHECK(rig.info.attrs.node_type == IBV_NODE_RNIC);
-  CHECK(rig.info.attrs.atomic_cap == IBV_ATOMIC_NONE);
+  // RFC 7306 atomics, offered to every peer by default (docs/ARCHITECTURE.md);
+  // SRQs as on RoCE.
+  CHECK(rig.info.attrs.atomic_cap == IBV_ATOMIC_HCA);
+  CHECK(rig.info.attrs.max_srq > 0);
   ctl::ListDevicesRep list{};
   REQUIRE(rig.call(ctl::ListDevicesReq{}, &list) == 0);
   REQUIRE(list.count == 2);

@@ -83,6 +83,7 @@ struct IwEnd {
   bool bound = false;
   bool closed_seen = false;            // we told the transport the peer's FIN arrived
   std::vector<uint8_t> early;          // bytes after the MPA frame, before binding
+  std::optional<SrqHandle> srq;        // the QP's SRQ, if it has one
 };
 
 struct IwConfig {
@@ -93,14 +94,20 @@ struct IwConfig {
   uint64_t seed = 1;
   std::vector<uint8_t> a_pd = {'h', 'e', 'l', 'l', 'o'};
   std::vector<uint8_t> b_pd = {'w', 'o', 'r', 'l', 'd', '!'};
+  bool b_srq = false;  // B's QP takes its receive WQEs from an SRQ (IwEnd::srq)
 };
 
 class IwPair {
  public:
   explicit IwPair(const IwConfig& cfg)
       : a(0x10000000, cfg.pipe_capacity), b(0x20000000, cfg.pipe_capacity), cfg_(cfg), rng_(cfg.seed) {
+    if (cfg.b_srq) {
+      auto s = b.t.create_srq(b.side.pd, SrqAttr{64, 4, 0});
+      REQUIRE(s.ok());
+      b.srq = s.value;
+    }
     for (IwEnd* e : {&a, &b}) {
-      e->qpn = e->side.create_qp(QpType::kRc, 512, 4);
+      e->qpn = e->side.create_qp(QpType::kRc, 512, 4, e->srq.has_value(), e->srq.value_or(SrqHandle{}));
       QpParams p;
       REQUIRE(to_init(e->t, e->qpn, QpType::kRc, p, now_) == 0);
     }

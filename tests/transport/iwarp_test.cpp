@@ -419,7 +419,7 @@ TEST_CASE("iWARP: malformed FPDUs get the Terminate their layer defines", "[iwar
        term::kLayerDdp, term::kDdpUntaggedBuffer, term::kDdpUntaggedMsnRange},
       {"truncated header", {0x41, 0x43, 0, 0}, term::kLayerDdp, term::kDdpLocalCatastrophic, 0},
       {"atomic request not negotiated", [&] {
-         auto h = send_hdr(0x41, 0x4A, 3);
+         auto h = send_hdr(0x41, 0x4A, 1);  // QN 1, as RFC 7306 has it
          h.resize(18 + 52, 0);
          return h;
        }(),

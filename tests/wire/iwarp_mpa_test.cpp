@@ -410,6 +410,39 @@ TEST_CASE("DDP/RDMAP: specific field layouts", "[wire][iwarp]") {
     CHECK(load_be64(r + 28) == 2);
     CHECK(load_be64(r + 36) == 3);
     CHECK(load_be64(r + 44) == 4);
+    CHECK(load_be32(&out[6]) == 1);  // QN 1, the Read Request queue
+    // On any other queue it is malformed.
+    out[9] = 3;
+    CHECK(decode_ddp_rdmap(Bytes(out.data(), *n)).error() == WireError::kMalformed);
+  }
+  SECTION("Atomic Response and Immediate Data layout (RFC 7306)") {
+    DdpRdmapPacket p;
+    p.opcode = RdmapOpcode::kAtomicResponse;
+    p.qn = ddp::kQnAtomicResponse;
+    p.msn = 5;
+    p.atomic_resp = {.request_id = 0x11223344, .original = 0x0102030405060708ull};
+    auto n = encode_ddp_rdmap(p, out);
+    REQUIRE(n.ok());
+    CHECK(*n == 18 + 12);
+    CHECK(load_be32(&out[6]) == 3);  // QN 3
+    CHECK(load_be32(&out[18]) == 0x11223344u);
+    CHECK(load_be64(&out[22]) == 0x0102030405060708ull);
+    auto d = decode_ddp_rdmap(Bytes(out.data(), *n));
+    REQUIRE(d.ok());
+    CHECK(d->atomic_resp == p.atomic_resp);
+    DdpRdmapPacket im;
+    im.opcode = RdmapOpcode::kImmediateDataSe;
+    im.qn = ddp::kQnSend;
+    im.immediate = 0xA1B2C3D4E5F60718ull;
+    n = encode_ddp_rdmap(im, out);
+    REQUIRE(n.ok());
+    CHECK(*n == 18 + 8);
+    CHECK((out[1] & 0x0F) == 9);
+    CHECK(load_be32(&out[6]) == 0);  // QN 0: it takes a receive buffer
+    CHECK(load_be64(&out[18]) == 0xA1B2C3D4E5F60718ull);
+    // Immediate Data is exactly 8 bytes: one more is a bad length.
+    out[*n] = 0;
+    CHECK(decode_ddp_rdmap(Bytes(out.data(), *n + 1)).error() == WireError::kBadLength);
   }
 }
 

@@ -158,6 +158,10 @@ struct Context {
   // WQE is queued on `rq`, or, on a QP in the Error state, completed at once
   // as flushed to `cq`. Shared by RoCE and iWARP QPs.
   void queue_recv(std::deque<RecvWqe>& rq, const RecvWr& wr, bool in_error, CqHandle cq, uint32_t qpn);
+  // Takes the oldest WQE of SRQ `srq` (false if none); when fewer than its
+  // armed limit remain, SRQ_LIMIT_REACHED once (IBA 10.2.9.3 / 11.5.2.4).
+  // Shared by RoCE and iWARP QPs.
+  bool take_srq_recv(uint32_t srq, RecvWqe& out);
   void raise(const AsyncEvent& e) { events.on_async_event(e); }
 };
 

@@ -51,14 +51,21 @@ struct IwSendWqe {
   uint32_t inv_rkey = 0;
   uint64_t remote_addr = 0;
   uint32_t rkey = 0;
+  uint32_t imm = 0;          // Send/Write with Immediate: the IB ImmDt value
+  uint64_t compare_add = 0;  // atomics (SendWr::compare_add, ::swap)
+  uint64_t swap = 0;
+  bool write_done = false;   // Write with Immediate: the Write is in the stream, the Immediate Data next
   IwWqeState state = IwWqeState::kPosted;
   WcStatus status = WcStatus::kSuccess;
   uint64_t done_bytes = 0;  // Send/Write: payload sent; Read: response bytes placed
   uint32_t msn = 0;         // Send: the DDP MSN of its message (queue 0)
+  uint32_t request_id = 0;  // atomics: the Atomic Request's identifier (RFC 7306)
 };
 
 // An inbound RDMA Read Request being answered (RFC 5040 section 5.3: the
-// responder keeps at most IRD of them).
+// responder keeps at most IRD of them), or an RFC 7306 Atomic Request, which
+// shares the queue and the IRD: it is executed in its turn, after the Read
+// Responses before it have read their data.
 struct IwReadResp {
   uint32_t sink_stag = 0;
   uint64_t sink_to = 0;
@@ -66,6 +73,10 @@ struct IwReadResp {
   uint64_t src_to = 0;
   uint32_t size = 0;
   uint32_t sent = 0;
+  bool atomic = false;
+  bool executed = false;  // atomic: done once; the response may still wait for room
+  uint64_t orig = 0;      // atomic: the value before it
+  wire::AtomicRequest areq;
 };
 
 // Everything a Terminate says, gathered where the error is found.
@@ -81,6 +92,25 @@ struct IwTermCause {
   bool has_rdma_hdr = false;
 };
 
+// Terminate causes (iw_rx.cpp): layer/etype/ecode; a DDP untagged buffer
+// error; RFC 5040 7.2 for a remote STag that RDMAP checks (a Read source,
+// an atomic target).
+void iw_term_set(IwTermCause& c, uint8_t layer, uint8_t etype, uint8_t ecode) noexcept;
+void iw_untagged_error(IwTermCause& c, uint8_t code) noexcept;
+void iw_remote_key_error(IwTermCause& c, KeyCheck k, uint64_t to, uint64_t len) noexcept;
+
+// The DDP/RDMAP header of one untagged segment.
+inline wire::DdpRdmapPacket iw_untagged(wire::RdmapOpcode op, uint32_t qn, uint32_t msn, uint32_t mo, bool last) {
+  wire::DdpRdmapPacket p;
+  p.tagged = false;
+  p.opcode = op;
+  p.qn = qn;
+  p.msn = msn;
+  p.mo = mo;
+  p.last = last;
+  return p;
+}
+
 class IwQp {
  public:
   IwQp(Context& ctx, uint32_t qpn, const QpInitAttr& init);
@@ -94,6 +124,8 @@ class IwQp {
   void query(QpAttr& a) const;
   int post_send(const SendWr& wr, Nanos now);
   int post_recv(const RecvWr& wr);
+  // A receive WQE was posted to SRQ `srq` (which this QP may take from).
+  void on_srq_recv(SrqHandle srq);
   std::size_t sq_depth() const noexcept { return sq_.size(); }
   std::size_t rq_depth() const noexcept { return rq_.size(); }
 
@@ -122,6 +154,10 @@ class IwQp {
   void tx_run(Nanos now);
   bool tx_send_wqe(IwSendWqe& w, Nanos now);
   bool tx_read_response(Nanos now);
+  bool tx_atomic_response(Nanos now);
+  bool tx_immediate(IwSendWqe& w);
+  bool tx_atomic_request(IwSendWqe& w);
+  bool ext_allowed(WrOpcode op) const noexcept;
   bool tx_rtr();
   bool tx_terminate();
   bool emit(const wire::DdpRdmapPacket& hdr, std::span<const uint8_t> payload);
@@ -136,6 +172,10 @@ class IwQp {
   bool rx_read_response(const wire::DdpRdmapPacket& p, IwTermCause& cause, Nanos now);
   bool rx_send(const wire::DdpRdmapPacket& p, IwTermCause& cause, Nanos now);
   bool rx_read_request(const wire::DdpRdmapPacket& p, IwTermCause& cause);
+  // iw_ext.cpp: RFC 7306 Immediate Data and atomics (when negotiated).
+  bool rx_immediate(const wire::DdpRdmapPacket& p, IwTermCause& cause, Nanos now);
+  bool rx_atomic_request(const wire::DdpRdmapPacket& p, IwTermCause& cause);
+  bool rx_atomic_response(const wire::DdpRdmapPacket& p, IwTermCause& cause, Nanos now);
   void rx_terminate(const wire::DdpRdmapPacket& p, Nanos now);
   bool invalidate(uint32_t stag);
   void rx_resume(Nanos now);
@@ -157,9 +197,11 @@ class IwQp {
   uint32_t tx_send_msn_ = 1;       // DDP MSNs per untagged queue (RFC 5041 5.3: start at 1)
   uint32_t tx_rreq_msn_ = 1;
   uint32_t tx_term_msn_ = 1;
+  uint32_t tx_aresp_msn_ = 1;      // RFC 7306: Atomic Responses (queue 3)
+  uint32_t tx_atomic_id_ = 1;      // next Atomic Request identifier
   std::deque<IwSendWqe> sq_;
   std::size_t tx_idx_ = 0;         // next WQE to transmit; those before it are sent or awaiting responses
-  uint32_t reads_out_ = 0;         // Read Requests awaiting responses (<= ORD)
+  uint32_t reads_out_ = 0;         // Read and Atomic Requests awaiting responses (<= ORD)
   std::deque<IwReadResp> irq_;     // inbound Read Requests being answered (<= IRD)
   bool tx_prefer_resp_ = false;    // alternates requests and Read Responses
   std::optional<IwTermCause> term_tx_;  // the Terminate to send (IwLink::kTerminating)
@@ -169,6 +211,7 @@ class IwQp {
   uint32_t rx_send_msn_ = 1;
   uint32_t rx_rreq_msn_ = 1;
   uint32_t rx_term_msn_ = 1;
+  uint32_t rx_aresp_msn_ = 1;
   std::deque<RecvWqe> rq_;
   RecvSlot recv_slot_ = RecvSlot::kEmpty;
   RecvWqe cur_recv_;

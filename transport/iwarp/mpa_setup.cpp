@@ -30,6 +30,7 @@ StreamParams MpaNegotiated::stream(uint32_t mss) const noexcept {
   p.ord = ord;
   p.ird = ird;
   p.rtr = rtr;
+  p.rfc7306 = rfc7306;
   return p;
 }
 
@@ -71,6 +72,7 @@ int MpaSetup::start(const MpaOptions& opts, std::span<const uint8_t> private_dat
     // offer the two RTR types that do not (siw offers the same).
     req.params.rtr_write = req.params.rtr_read = opts.peer_to_peer;
   }
+  if (opts.rfc7306 == Rfc7306Use::kOffer) req.reserved_flags |= mpa::kFlagUrnicRfc7306;
   req.private_data = private_data;
   if (req.pd_length() > mpa::kMaxPrivateData) return EINVAL;
   opts_ = opts;
@@ -137,6 +139,8 @@ void MpaSetup::on_frame() {
   neg_.rx.markers = opts_.markers != MpaUse::kOff;
   neg_.ord = opts_.ord;
   neg_.ird = opts_.ird;
+  // On only if we offered and the responder answered the offer.
+  neg_.rfc7306 = opts_.rfc7306 == Rfc7306Use::kOffer && (peer_.reserved_flags & mpa::kFlagUrnicRfc7306) != 0;
   if (peer_.enhanced_header) {
     neg_.ord = limit(opts_.ord, peer_.params.ird);
     if (peer_.params.peer_to_peer) {
@@ -165,6 +169,10 @@ int MpaSetup::accept(const MpaOptions& opts, std::span<const uint8_t> private_da
   neg_.rx.markers = rep.markers;
   neg_.ord = opts.ord;
   neg_.ird = opts.ird;
+  // The bit goes back only to an initiator that offered it: a Reply to
+  // anyone else is byte for byte the RFC 5044/6581 one.
+  neg_.rfc7306 = opts.rfc7306 != Rfc7306Use::kOff && (req.reserved_flags & mpa::kFlagUrnicRfc7306) != 0;
+  if (neg_.rfc7306) rep.reserved_flags |= mpa::kFlagUrnicRfc7306;
   if (rep.revision == mpa::kRevision2 && req.enhanced_header) {
     rep.enhanced = rep.enhanced_header = true;
     // RFC 6581 section 5: the responder's ORD must not exceed the

@@ -42,6 +42,19 @@ namespace urnic::transport::iwarp {
 //   kRequire  M=1 in either role: the peer inserts them or refuses.
 enum class MpaUse : uint8_t { kOff, kRequest, kRequire };
 
+// The RFC 7306 extensions (atomics, Immediate Data). RFC 7306 leaves their
+// negotiation to connection setup; urnic peers agree on them with a
+// reserved MPA flag bit (wire::mpa::kFlagUrnicRfc7306) that RFC 5044
+// receivers ignore, so the application's private data stays exactly its own:
+//   kOff     never: every frame is what RFC 5044/6581 alone would send.
+//   kAccept  a responder that sees the bit in the Request sets it in its
+//            Reply; an initiator does not offer. Every byte sent to a peer
+//            that did not offer first is as with kOff.
+//   kOffer   as kAccept, and an initiator sets the bit in its Request; the
+//            extensions are on iff the Reply carries it back (a peer that
+//            does not know the bit never sets it).
+enum class Rfc7306Use : uint8_t { kOff, kAccept, kOffer };
+
 // What this side asks for or accepts.
 struct MpaOptions {
   uint8_t revision = wire::mpa::kRevision2;  // 1 (RFC 5044) or 2 (RFC 6581)
@@ -50,6 +63,7 @@ struct MpaOptions {
   uint16_t ird = 16;       // inbound Read Requests this side accepts at once
   uint16_t ord = 16;       // outbound Read Requests this side wants
   bool peer_to_peer = true;  // revision 2: negotiate an RTR message
+  Rfc7306Use rfc7306 = Rfc7306Use::kOff;
 };
 
 // The outcome once both frames have been exchanged.
@@ -60,6 +74,7 @@ struct MpaNegotiated {
   uint16_t ord = 0;  // after RFC 6581 negotiation (never above the peer's IRD)
   uint16_t ird = 0;
   Rtr rtr = Rtr::kNone;
+  bool rfc7306 = false;  // both sides speak the RFC 7306 extensions
   StreamParams stream(uint32_t mss) const noexcept;
 };
 

@@ -48,6 +48,9 @@ struct StreamParams {
   uint16_t ord = 16;       // RDMA Read Requests this side may have outstanding
   uint16_t ird = 16;       // Read Requests the peer may have outstanding here
   Rtr rtr = Rtr::kNone;
+  // Both peers negotiated the RFC 7306 extensions (MpaNegotiated::rfc7306):
+  // atomics and Immediate Data may be sent, and are accepted.
+  bool rfc7306 = false;
 };
 
 }  // namespace urnic::transport::iwarp
