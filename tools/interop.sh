@@ -349,7 +349,9 @@ cm_cell() {
     local r
     r=$(why "$cli_out"); [[ -n $r ]] || r=$(why "$srv_out")
     line "$name" "$dir" "$gname" "$mtu" FAIL "${dt}s server rc=${src:-?} client rc=${crc:-?}: ${r:-no result line}"
-    { echo "--- $name $dir $gname $mtu"; echo "client:"; tail -15 "$cli_out"; echo "server:"; tail -15 "$srv_out"; } >> "$rt/failures.log"
+    { echo "--- $name $dir $gname $mtu"; echo "client:"; tail -15 "$cli_out"; echo "server:"; tail -15 "$srv_out"
+      # siw logs a dropped connection; rxe stays quiet.
+      [[ $PEER == siw ]] && { echo "peer dmesg:"; vm 'dmesg | tail -6'; }; } >> "$rt/failures.log"
   fi
 }
 
@@ -583,6 +585,11 @@ if in_group iwarp-siw; then
   CM_DEV_PEER=siw0
   PEER=siw
   row='^ *[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+'
+  # Latency rows may read "inf" when the client is in the VM: perftest
+  # derives its clock rate from a regression of TSC against gettimeofday,
+  # which an emulated CPU on a loaded host can fail (then 0 MHz); the row
+  # still says all iterations completed (docs/INTEROP.md).
+  lat_row='^ *[0-9]+ +[0-9]+ +([0-9.]+|inf) +([0-9.]+|inf)'
   P=(-F -n 20)
   for mtu in $iw_mtus; do
     vm "ip link set eth1 mtu $mtu" >/dev/null
@@ -608,11 +615,11 @@ if in_group iwarp-siw; then
           ib_write_bw -R -d @D@ -p @P@ -s "$big" "${P[@]}" @A@
         iw_cell "iw ib_read_bw -R -s $big"        $side "$row" ib_read_bw -R -d @D@ -p @P@ -s "$big" "${P[@]}" -- \
           ib_read_bw -R -d @D@ -p @P@ -s "$big" "${P[@]}" @A@
-        iw_cell "iw ib_send_lat -R -s 64"         $side "$row" ib_send_lat -R -d @D@ -p @P@ -s 64 "${P[@]}" -- \
+        iw_cell "iw ib_send_lat -R -s 64"         $side "$lat_row" ib_send_lat -R -d @D@ -p @P@ -s 64 "${P[@]}" -- \
           ib_send_lat -R -d @D@ -p @P@ -s 64 "${P[@]}" @A@
-        iw_cell "iw ib_write_lat -R -s 64"        $side "$row" ib_write_lat -R -d @D@ -p @P@ -s 64 "${P[@]}" -- \
+        iw_cell "iw ib_write_lat -R -s 64"        $side "$lat_row" ib_write_lat -R -d @D@ -p @P@ -s 64 "${P[@]}" -- \
           ib_write_lat -R -d @D@ -p @P@ -s 64 "${P[@]}" @A@
-        iw_cell "iw ib_read_lat -R -s $big"       $side "$row" ib_read_lat -R -d @D@ -p @P@ -s "$big" "${P[@]}" -- \
+        iw_cell "iw ib_read_lat -R -s $big"       $side "$lat_row" ib_read_lat -R -d @D@ -p @P@ -s "$big" "${P[@]}" -- \
           ib_read_lat -R -d @D@ -p @P@ -s "$big" "${P[@]}" @A@
       done
       iw_capture_check "$pcap" "$crc" "$mtu"
