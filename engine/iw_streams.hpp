@@ -65,6 +65,7 @@ class IwWatcher {
 struct IwStreamCounters {
   std::uint64_t bytes_in = 0, bytes_out = 0;
   std::uint64_t attached = 0, closed_by_qp = 0, closed_by_peer = 0;
+  std::uint64_t mpa_rejects_sent = 0, mpa_rejects_rcvd = 0;  // counted by the connection manager
 };
 
 class IwStreams {
@@ -93,6 +94,8 @@ class IwStreams {
   // When a held stream may send (kNever if none is held).
   [[nodiscard]] transport::Nanos next_deadline() const;
   [[nodiscard]] const IwStreamCounters& counters() const noexcept { return counters_; }
+  // The connection manager's MPA Rejects (sent: true; received: false).
+  void count_mpa_reject(bool sent) noexcept { ++(sent ? counters_.mpa_rejects_sent : counters_.mpa_rejects_rcvd); }
 
   // Watches `fd` for `events` (EPOLLIN/EPOLLOUT) on behalf of `w`; again
   // with other events to change them. unwatch() before closing the fd.
