@@ -8,8 +8,8 @@
 // the kernel's buffer is full. Input: readable streams are read (bounded
 // per pass) into one shared buffer and handed to the transport. A stream
 // the QP closed is shut down once its buffer has drained (so a Terminate
-// reaches the peer); a stream the peer closed or reset is reported to the
-// QP, which flushes its WRs.
+// reaches the peer) and kFinDelay has passed (see there); a stream the peer
+// closed or reset is reported to the QP, which flushes its WRs.
 #pragma once
 
 #include <cstddef>
@@ -46,6 +46,7 @@ class TcpStream final : public transport::iwarp::StreamSink {
   bool peer_gone = false;    // EOF/RST seen and reported
   bool reported = false;     // the closed handler has been told
   transport::Nanos hold_until = 0;  // nothing is sent before this time (the first FPDU's delay)
+  transport::Nanos fin_at = 0;      // closed by the QP, drained: shut down at this time
 
  private:
   int fd_;
@@ -109,6 +110,14 @@ class IwStreams {
 
  private:
   static constexpr std::uint64_t kWatchTag = 1ULL << 32;  // epoll data: stream QPN, or tag | fd
+  // A closed stream's FIN waits this long after its last byte went out.
+  // siw (Linux 6.1) completes a Send it has sent in full with LOC_QP_OP_ERR
+  // when the peer's FIN is seen before its transmit path has finished with
+  // the WQE (the suspend check comes before the last-segment check in
+  // siw_qp_sq_proc_tx); a peer that disconnects as soon as it has the
+  // message, as perftest does after its final exchange, then fails the
+  // sender's last Send (docs/INTEROP.md).
+  static constexpr transport::Nanos kFinDelay = 50'000'000;
   void update_interest(std::uint32_t qpn, TcpStream& s);
   void peer_closed(std::uint32_t qpn, TcpStream& s, transport::Nanos now);
   void reap(transport::Nanos now);
@@ -116,6 +125,9 @@ class IwStreams {
   transport::Transport& t_;
   int epoll_fd_ = -1;
   std::map<std::uint32_t, std::unique_ptr<TcpStream>> streams_;  // by QPN
+  // Streams of destroyed QPs waiting for their FIN (kFinDelay; fin_at 0:
+  // set on the next pass), out of the epoll set.
+  std::vector<std::unique_ptr<TcpStream>> lingering_;
   std::map<int, IwWatcher*> watchers_;
   std::function<void(std::uint32_t, transport::Nanos)> closed_;
   std::vector<std::uint8_t> rx_;  // one read's worth, shared by all streams
