@@ -71,6 +71,15 @@ struct IwStreamCounters {
 
 class IwStreams {
  public:
+  // A closed stream's FIN waits this long after its last byte went out.
+  // siw (Linux 6.1) completes a Send it has sent in full with LOC_QP_OP_ERR
+  // when the peer's FIN is seen before its transmit path has finished with
+  // the WQE (the suspend check comes before the last-segment check in
+  // siw_qp_sq_proc_tx); a peer that disconnects as soon as it has the
+  // message, as perftest does after its final exchange, then fails the
+  // sender's last Send (docs/INTEROP.md).
+  static constexpr transport::Nanos kFinDelay = 50'000'000;
+
   explicit IwStreams(transport::Transport& t);
   ~IwStreams();
   IwStreams(const IwStreams&) = delete;
@@ -110,14 +119,6 @@ class IwStreams {
 
  private:
   static constexpr std::uint64_t kWatchTag = 1ULL << 32;  // epoll data: stream QPN, or tag | fd
-  // A closed stream's FIN waits this long after its last byte went out.
-  // siw (Linux 6.1) completes a Send it has sent in full with LOC_QP_OP_ERR
-  // when the peer's FIN is seen before its transmit path has finished with
-  // the WQE (the suspend check comes before the last-segment check in
-  // siw_qp_sq_proc_tx); a peer that disconnects as soon as it has the
-  // message, as perftest does after its final exchange, then fails the
-  // sender's last Send (docs/INTEROP.md).
-  static constexpr transport::Nanos kFinDelay = 50'000'000;
   void update_interest(std::uint32_t qpn, TcpStream& s);
   void peer_closed(std::uint32_t qpn, TcpStream& s, transport::Nanos now);
   void reap(transport::Nanos now);
