@@ -335,7 +335,14 @@ cm_cell() {
   else
     dir="$PEER=server,urnic=client"
     vm_server_start "${scmd[*]}"
-    sleep 2  # the emulated peer starts programs slowly
+    if [[ $PEER == siw ]]; then
+      # siw listens on a TCP socket of the VM: wait for it (the emulated
+      # peer can take seconds to start a program on a loaded host, and a
+      # connect before the listen is refused at once).
+      VMT=30 vm "i=0; while [ \$i -lt 200 ]; do netstat -ltn 2>/dev/null | grep -q ':$port ' && exit 0; sleep 0.1; i=\$((i+1)); done" >/dev/null 2>&1
+    else
+      sleep 2  # the emulated peer starts programs slowly
+    fi
     nsx "${host_env[@]}" timeout 60 "${ccmd[@]}" > "$cli_out" 2>&1
     crc=$?
     src=$(vm_server_wait "$srv_out")
