@@ -133,6 +133,12 @@ bool CmService::iw(const Id& id) const {
          devices_[static_cast<std::size_t>(id.dev)].iwarp;
 }
 
+void CmService::count_mpa_reject(int dev, bool sent) {
+  if (dev < 0 || static_cast<std::size_t>(dev) >= devices_.size()) return;
+  DataPath* dp = devices_[static_cast<std::size_t>(dev)].dp;
+  if (IwStreams* s = dp != nullptr ? dp->iw_streams() : nullptr) s->count_mpa_reject(sent);
+}
+
 IwStreams* CmService::iw_streams_of(const Id& id) const {
   if (!iw(id)) return nullptr;
   DataPath* dp = devices_[static_cast<std::size_t>(id.dev)].dp;
@@ -228,7 +234,7 @@ void CmService::iw_linger_expired(transport::Nanos now_ns) {
       IwConn& c = iw_conns_[fd];
       if (c.mpa.state() == iw::MpaSetup::State::kRequestReceived) {
         SocketSink sink(fd);
-        c.mpa.reject({}, sink);
+        if (c.mpa.reject({}, sink) == 0) count_mpa_reject(c.dev, true);
       }
       iw_drop_conn(fd);
     }
@@ -478,6 +484,7 @@ void CmService::iw_reply_in(IwConn& c, transport::Nanos now) {
       return;
     }
     case iw::MpaSetup::State::kRejected:
+      count_mpa_reject(c.dev, false);
       id.state = State::kRejected;
       emit(id, RDMA_CM_EVENT_REJECTED, -ECONNREFUSED, &p);
       return iw_drop_conn(c.fd);
@@ -562,8 +569,9 @@ Reply CmService::iw_reject(Id& id, const MsgHeader& h, std::span<const std::uint
   auto it = std::find_if(iw_conns_.begin(), iw_conns_.end(), [&](const auto& kv) { return kv.second.id == id.handle; });
   if (id.state != State::kReqRcvd || it == iw_conns_.end()) return fail<ctl::CmRejectRep>(h, EINVAL);
   SocketSink sink(it->second.fd);
-  it->second.mpa.reject(pd.first(std::min<std::size_t>(pd.size(), wire::mpa::kMaxPrivateData - wire::mpa::kEnhancedSize)),
-                        sink);
+  if (it->second.mpa.reject(
+          pd.first(std::min<std::size_t>(pd.size(), wire::mpa::kMaxPrivateData - wire::mpa::kEnhancedSize)), sink) == 0)
+    count_mpa_reject(it->second.dev, true);
   iw_drop_conn(it->second.fd);
   id.state = State::kRejected;
   ctl::CmRejectRep rep{};

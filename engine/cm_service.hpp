@@ -306,6 +306,8 @@ class CmService final : public GsiHandler, public IwWatcher {
   void iw_serve_waiting(const Id& listener, transport::Nanos now);
   [[nodiscard]] transport::Nanos iw_linger_deadline() const;
   IwStreams* iw_streams_of(const Id& id) const;
+  // `urnic stats`: an MPA Reject this device sent (`sent`) or received.
+  void count_mpa_reject(int dev, bool sent);
 
   std::vector<CmDevice> devices_;
   Clock clock_;

@@ -68,6 +68,7 @@ IwStreams::IwStreams(transport::Transport& t) : t_(t), rx_(kRxChunk) {
 
 IwStreams::~IwStreams() {
   streams_.clear();
+  lingering_.clear();
   if (epoll_fd_ >= 0) ::close(epoll_fd_);
 }
 
@@ -124,7 +125,16 @@ void IwStreams::unwatch(int fd) {
   if (watchers_.erase(fd) != 0) ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
 }
 
-void IwStreams::detach(std::uint32_t qpn) { streams_.erase(qpn); }
+void IwStreams::detach(std::uint32_t qpn) {
+  auto it = streams_.find(qpn);
+  if (it == streams_.end()) return;
+  std::unique_ptr<TcpStream> s = std::move(it->second);
+  streams_.erase(it);
+  // What the QP had buffered is lost with it; the FIN still waits (kFinDelay).
+  if (s->peer_gone) return;
+  ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, s->fd(), nullptr);
+  lingering_.push_back(std::move(s));
+}
 
 void IwStreams::update_interest(std::uint32_t qpn, TcpStream& s) {
   const bool want = s.pending() > 0;
@@ -221,17 +231,34 @@ bool IwStreams::flush(transport::Nanos now) {
 }
 
 void IwStreams::reap(transport::Nanos now) {
-  // A stream the QP closed goes once its last bytes (a Terminate) are out;
-  // one whose peer is gone has nothing more to send.
+  // A stream the QP closed is reported closed once its last bytes (a
+  // Terminate) are out, and shut down kFinDelay later (still read meanwhile,
+  // so that what arrives is not answered with a reset); one whose peer is
+  // gone has nothing more to send and goes at once.
   for (auto it = streams_.begin(); it != streams_.end();) {
     TcpStream& s = *it->second;
-    if ((s.closing() && s.pending() == 0) || (s.closing() && s.peer_gone)) {
+    if (s.closing() && (s.pending() == 0 || s.peer_gone)) {
+      if (!s.reported) {
+        ++counters_.closed_by_qp;
+        if (closed_) closed_(it->first, now);
+        s.reported = true;
+      }
+      if (s.fin_at == 0 && !s.peer_gone) s.fin_at = now + kFinDelay;
+      if (s.peer_gone || now >= s.fin_at) {
+        ::shutdown(s.fd(), SHUT_RDWR);
+        // The QP no longer refers to the stream (it called close()).
+        it = streams_.erase(it);
+        continue;
+      }
+    }
+    ++it;
+  }
+  for (auto it = lingering_.begin(); it != lingering_.end();) {
+    TcpStream& s = **it;
+    if (s.fin_at == 0) s.fin_at = now + kFinDelay;
+    if (now >= s.fin_at) {
       ::shutdown(s.fd(), SHUT_RDWR);
-      ++counters_.closed_by_qp;
-      if (!s.reported && closed_) closed_(it->first, now);
-      s.reported = true;
-      // The QP no longer refers to the stream (it called close()).
-      it = streams_.erase(it);
+      it = lingering_.erase(it);
     } else {
       ++it;
     }
@@ -240,8 +267,11 @@ void IwStreams::reap(transport::Nanos now) {
 
 transport::Nanos IwStreams::next_deadline() const {
   transport::Nanos d = transport::kNever;
-  for (const auto& [qpn, s] : streams_)
+  for (const auto& [qpn, s] : streams_) {
     if (s->hold_until != 0) d = std::min(d, s->hold_until);
+    if (s->fin_at != 0) d = std::min(d, s->fin_at);
+  }
+  for (const auto& s : lingering_) d = std::min(d, s->fin_at);  // 0 (not set yet): the next pass sets it
   return d;
 }
 

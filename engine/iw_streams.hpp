@@ -8,8 +8,8 @@
 // the kernel's buffer is full. Input: readable streams are read (bounded
 // per pass) into one shared buffer and handed to the transport. A stream
 // the QP closed is shut down once its buffer has drained (so a Terminate
-// reaches the peer); a stream the peer closed or reset is reported to the
-// QP, which flushes its WRs.
+// reaches the peer) and kFinDelay has passed (see there); a stream the peer
+// closed or reset is reported to the QP, which flushes its WRs.
 #pragma once
 
 #include <cstddef>
@@ -46,6 +46,7 @@ class TcpStream final : public transport::iwarp::StreamSink {
   bool peer_gone = false;    // EOF/RST seen and reported
   bool reported = false;     // the closed handler has been told
   transport::Nanos hold_until = 0;  // nothing is sent before this time (the first FPDU's delay)
+  transport::Nanos fin_at = 0;      // closed by the QP, drained: shut down at this time
 
  private:
   int fd_;
@@ -65,10 +66,20 @@ class IwWatcher {
 struct IwStreamCounters {
   std::uint64_t bytes_in = 0, bytes_out = 0;
   std::uint64_t attached = 0, closed_by_qp = 0, closed_by_peer = 0;
+  std::uint64_t mpa_rejects_sent = 0, mpa_rejects_rcvd = 0;  // counted by the connection manager
 };
 
 class IwStreams {
  public:
+  // A closed stream's FIN waits this long after its last byte went out.
+  // siw (Linux 6.1) completes a Send it has sent in full with LOC_QP_OP_ERR
+  // when the peer's FIN is seen before its transmit path has finished with
+  // the WQE (the suspend check comes before the last-segment check in
+  // siw_qp_sq_proc_tx); a peer that disconnects as soon as it has the
+  // message, as perftest does after its final exchange, then fails the
+  // sender's last Send (docs/INTEROP.md).
+  static constexpr transport::Nanos kFinDelay = 50'000'000;
+
   explicit IwStreams(transport::Transport& t);
   ~IwStreams();
   IwStreams(const IwStreams&) = delete;
@@ -93,6 +104,8 @@ class IwStreams {
   // When a held stream may send (kNever if none is held).
   [[nodiscard]] transport::Nanos next_deadline() const;
   [[nodiscard]] const IwStreamCounters& counters() const noexcept { return counters_; }
+  // The connection manager's MPA Rejects (sent: true; received: false).
+  void count_mpa_reject(bool sent) noexcept { ++(sent ? counters_.mpa_rejects_sent : counters_.mpa_rejects_rcvd); }
 
   // Watches `fd` for `events` (EPOLLIN/EPOLLOUT) on behalf of `w`; again
   // with other events to change them. unwatch() before closing the fd.
@@ -113,6 +126,9 @@ class IwStreams {
   transport::Transport& t_;
   int epoll_fd_ = -1;
   std::map<std::uint32_t, std::unique_ptr<TcpStream>> streams_;  // by QPN
+  // Streams of destroyed QPs waiting for their FIN (kFinDelay; fin_at 0:
+  // set on the next pass), out of the epoll set.
+  std::vector<std::unique_ptr<TcpStream>> lingering_;
   std::map<int, IwWatcher*> watchers_;
   std::function<void(std::uint32_t, transport::Nanos)> closed_;
   std::vector<std::uint8_t> rx_;  // one read's worth, shared by all streams

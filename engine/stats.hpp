@@ -58,6 +58,10 @@ enum class DevStat : std::uint8_t {
   kRxNotOurs,           // raw links: frames for another MAC or address (dropped)
   kTxNoNeighbour,       // raw links: not sent, the peer's MAC could not be resolved
   kRxOtherVlan,         // raw links: dropped, tagged for another VLAN (or untagged on a VLAN device)
+  kIwBytesSent,         // iWARP: stream bytes sent on the QPs' TCP connections (after the MPA exchange)
+  kIwBytesRcvd,
+  kIwMpaRejectsSent,    // iWARP: MPA Replies with the Reject bit this device sent (rdma_reject, no listener)
+  kIwMpaRejectsRcvd,    // ... and received (the connect fails with REJECTED)
   kCount,
 };
 
@@ -67,7 +71,8 @@ inline constexpr std::array<std::string_view, static_cast<std::size_t>(DevStat::
     "other_naks_sent",  "other_naks_rcvd",   "rx_icrc_errors",   "rx_malformed",     "rx_unknown_qp",
     "link_tx_errors",   "fault_dropped",     "fault_duplicated", "fault_reordered",  "fault_corrupted",
     "fault_delayed",    "capture_frames",    "wqes_posted",      "wqes_rejected",    "cqes_delivered",
-    "cq_overflows",     "rx_not_ours",       "tx_no_neighbour",  "rx_other_vlan",
+    "cq_overflows",     "rx_not_ours",       "tx_no_neighbour",  "rx_other_vlan",    "iw_bytes_sent",
+    "iw_bytes_rcvd",    "iw_mpa_rejects_sent", "iw_mpa_rejects_rcvd",
 };
 static_assert(kDevStatNames.size() == static_cast<std::size_t>(DevStat::kCount));
 

@@ -156,6 +156,13 @@ void DataPath::fill_stats(ctl::StatsRep& rep, std::uint32_t first_qpn) const {
   at(DevStat::kWqesRejected) = counters_.wqes_rejected;
   at(DevStat::kCqesDelivered) = counters_.cqes_delivered;
   at(DevStat::kCqOverflows) = counters_.cq_overflows;
+  if (iw_) {
+    const IwStreamCounters& w = iw_->counters();
+    at(DevStat::kIwBytesSent) = w.bytes_out;
+    at(DevStat::kIwBytesRcvd) = w.bytes_in;
+    at(DevStat::kIwMpaRejectsSent) = w.mpa_rejects_sent;
+    at(DevStat::kIwMpaRejectsRcvd) = w.mpa_rejects_rcvd;
+  }
   rep.device_values = static_cast<std::uint32_t>(kDeviceVectorSize);
   std::copy(d.begin(), d.end(), rep.device);
   const t::Counters& tc = transport_->counters();

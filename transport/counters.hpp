@@ -33,6 +33,13 @@ enum class Counter : uint8_t {
   kDroppedPkts,          // no such QP, wrong state, bad P_Key/Q_Key, UC message drop
   kQkeyViolation,
   kCqOverflow,
+  // iWARP QPs (their FPDUs are also sent_pkts / rcvd_pkts): FPDUs framed
+  // out and deframed in (bad CRC included), MPA CRC errors, Terminates.
+  kIwFpdusSent,
+  kIwFpdusRcvd,
+  kIwCrcErrors,
+  kIwTerminatesSent,
+  kIwTerminatesRcvd,
   kCount,
 };
 
@@ -43,6 +50,8 @@ inline constexpr std::array<std::string_view, static_cast<std::size_t>(Counter::
     "rdma_sends",         "rdma_recvs",          "duplicate_response",    "out_of_seq_response",
     "rcvd_nak_err",       "sent_nak_err",        "local_ack_timeout_err", "dropped_pkts",
     "qkey_violation",     "cq_overflow",
+    "iw_fpdus_sent",      "iw_fpdus_rcvd",       "iw_crc_errors",         "iw_terminates_sent",
+    "iw_terminates_rcvd",
 };
 static_assert(kCounterNames.size() == static_cast<std::size_t>(Counter::kCount));
 

@@ -273,7 +273,9 @@ void IwQp::on_stream_data(std::span<const uint8_t> in, Nanos now) {
     }
     in = in.subspan(step->consumed);
     if (!step->fpdu) continue;
+    ctx_.counters.inc(Counter::kIwFpdusRcvd);
     if (step->fpdu->crc == wire::CrcCheck::kBad) {
+      ctx_.counters.inc(Counter::kIwCrcErrors);
       IwTermCause c;
       c.layer = wire::terminate::kLayerLlp;
       c.etype = wire::terminate::kLlpMpa;
@@ -281,6 +283,7 @@ void IwQp::on_stream_data(std::span<const uint8_t> in, Nanos now) {
       fail_stream(c, now);
       return;
     }
+    ctx_.counters.inc(Counter::kRcvdPkts);
     rx_fpdu(*step->fpdu, now);
     if (rx_stalled_) {
       rx_held_.assign(step->fpdu->ulpdu.begin(), step->fpdu->ulpdu.end());

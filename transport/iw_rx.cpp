@@ -66,7 +66,8 @@ void iw_remote_key_error(IwTermCause& c, KeyCheck k, uint64_t to, uint64_t len) 
 }
 
 void IwQp::rx_fpdu(const wire::Fpdu& f, Nanos now) {
-  ctx_.counters.inc(Counter::kRcvdPkts);
+  // Counted where the stream is deframed (on_stream_data), not here: a Send
+  // that waited for its receive WQE comes through here twice.
   // RFC 6581 section 6: in peer-to-peer mode the responder's first
   // received FPDU is the initiator's RTR; only then may it send.
   if (link_ == IwLink::kAwaitRtr) link_ = IwLink::kStreaming;
@@ -333,6 +334,7 @@ void IwQp::rx_terminate(const DdpRdmapPacket& p, Nanos now) {
   t.rdma_header = keep(t.rdma_header);
   term_rx_ = t;
   ctx_.counters.inc(Counter::kRcvdNakErr);
+  ctx_.counters.inc(Counter::kIwTerminatesRcvd);
   auto it = std::find_if(sq_.begin(), sq_.end(), [](const IwSendWqe& w) { return w.state != IwWqeState::kDone; });
   if (it != sq_.end()) it->status = status_for(t);
   ctx_.raise({EventType::kQpFatal, qpn_, {}, {}});

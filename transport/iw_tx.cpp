@@ -61,6 +61,7 @@ bool IwQp::emit(const DdpRdmapPacket& hdr, std::span<const uint8_t> payload) {
   sink_->write(std::span<const uint8_t>(tx_buf_.data(), *n));
   tx_pos_ += *n;
   ctx_.counters.inc(Counter::kSentPkts);
+  ctx_.counters.inc(Counter::kIwFpdusSent);
   return true;
 }
 
@@ -254,6 +255,7 @@ bool IwQp::tx_terminate() {
     p.term.rdma_header = wire::Bytes(c.rdma_hdr.data(), c.rdma_hdr.size());
   }
   if (!emit(p, {})) return false;  // waits for room; on_stream_writable retries
+  ctx_.counters.inc(Counter::kIwTerminatesSent);
   ++tx_term_msn_;
   term_tx_.reset();
   close_stream();

@@ -180,6 +180,29 @@ fi
 terms=$(stat_of urnic_iw0 sent_nak_err)
 if [[ ${terms:-1} -eq 0 ]]; then pass "no Terminate sent"; else fail "$terms Terminates sent"; fi
 
+# The iWARP stream counters, in the JSON output too. Both ends are on
+# urnic_iw0: every FPDU taken (rcvd_pkts, once each, also a Send that
+# waited for its receive WQE) was deframed (iw_fpdus_rcvd) and sent
+# (iw_fpdus_sent); FPDUs that reach a QP already closed are not deframed.
+"$cli" stats -d urnic_iw0 --json > "$rt/stats.json"
+iwj() { python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["counters"][sys.argv[2]])' "$rt/stats.json" "$1" 2>/dev/null; }
+fs=$(iwj iw_fpdus_sent) fr=$(iwj iw_fpdus_rcvd) rp=$(iwj rcvd_pkts) sp=$(iwj sent_pkts)
+bs=$(iwj iw_bytes_sent) br=$(iwj iw_bytes_rcvd)
+if [[ -n $fs && -n $fr && -n $rp && $fs -eq ${sp:-x} && $fr -le $fs && $rp -le $fr && $fr -gt $((fs * 3 / 4)) &&
+      ${bs:-0} -gt 0 && ${br:-0} -gt 0 && ${br:-0} -le ${bs:-0} ]]; then
+  pass "stream counters: $fs FPDUs sent, $fr deframed, $rp taken; $bs bytes sent, $br received"
+else
+  fail "stream counters: iw_fpdus_sent ${fs:-?} (sent_pkts ${sp:-?}), iw_fpdus_rcvd ${fr:-?}, rcvd_pkts ${rp:-?}, bytes ${bs:-?}/${br:-?}"
+fi
+errs="$(iwj iw_crc_errors) $(iwj iw_terminates_sent) $(iwj iw_terminates_rcvd) $(iwj iw_mpa_rejects_sent) $(iwj iw_mpa_rejects_rcvd)"
+if [[ $errs == "0 0 0 0 0" ]]; then
+  pass "no CRC error, Terminate or MPA Reject (the unused port was a TCP refusal)"
+else
+  fail "iw_crc_errors, iw_terminates_sent/rcvd, iw_mpa_rejects_sent/rcvd: $errs"
+fi
+if [[ $(stat_of urnic_iw0 iw_fpdus_sent) == "$fs" ]]; then pass "urnic stats (text) shows iw_fpdus_sent"
+else fail "urnic stats (text): no iw_fpdus_sent $fs"; fi
+
 d=$(daemon_pid) || true
 if alive "$d"; then pass "urnicd (pid $d) still serving"
 else fail "urnicd is gone"; fi

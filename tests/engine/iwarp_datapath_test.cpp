@@ -20,6 +20,7 @@
 #include <cstring>
 #include <memory>
 #include <numeric>
+#include <string_view>
 #include <vector>
 
 #include "engine/ctl_proto.hpp"
@@ -240,6 +241,27 @@ TEST_CASE("iWARP device: Send, Write and Read over a TCP connection, then discon
   CHECK(st->counters().bytes_out > 3 * n);
   CHECK(st->counters().bytes_in > 3 * n);
 
+  // `urnic stats`: the stream counters are in the device's vector. Both QPs
+  // are on this device and everything sent has arrived: each FPDU framed
+  // once, deframed once and taken once.
+  auto rep = std::make_unique<ctl::StatsRep>();
+  rig.dp->fill_stats(*rep, 0);
+  auto dev_stat = [&](std::string_view name) -> std::uint64_t {
+    for (std::size_t i = 0; i < rep->device_values; ++i)
+      if (urnic::engine::device_stat_name(i) == name) return rep->device[i];
+    FAIL("no device counter " << name);
+    return 0;
+  };
+  CHECK(dev_stat("iw_bytes_sent") == st->counters().bytes_out);
+  CHECK(dev_stat("iw_bytes_rcvd") == st->counters().bytes_in);
+  CHECK(dev_stat("iw_fpdus_sent") > 3);  // messages of many segments
+  CHECK(dev_stat("iw_fpdus_sent") == dev_stat("sent_pkts"));
+  CHECK(dev_stat("iw_fpdus_rcvd") == dev_stat("iw_fpdus_sent"));
+  CHECK(dev_stat("rcvd_pkts") == dev_stat("iw_fpdus_rcvd"));
+  CHECK(dev_stat("iw_crc_errors") == 0);
+  CHECK(dev_stat("iw_terminates_sent") + dev_stat("iw_terminates_rcvd") == 0);
+  CHECK(dev_stat("iw_mpa_rejects_sent") + dev_stat("iw_mpa_rejects_rcvd") == 0);
+
   // B waits for a message that will not come; A disconnects (QP to ERR,
   // its TCP connection closes): B sees the close and flushes.
   WqeHeader rh2{};
@@ -251,8 +273,11 @@ TEST_CASE("iWARP device: Send, Write and Read over a TCP connection, then discon
   m.handle = a.handle;
   m.attr.qp_state = IBV_QPS_ERR;
   m.attr_mask = IBV_QP_STATE;
+  const urnic::transport::Nanos t_close = now_ns();
   REQUIRE(rig.call<ctl::ModifyQpRep>(m) == 0);
   cqes = rig.run_until(1);
+  // A's FIN waits IwStreams::kFinDelay (a siw quirk): B cannot see it sooner.
+  CHECK(now_ns() - t_close >= urnic::engine::IwStreams::kFinDelay);
   REQUIRE(cqes.size() == 1);
   CHECK(cqes[0].wr_id == 0xb1);
   CHECK(cqes[0].status == IBV_WC_WR_FLUSH_ERR);

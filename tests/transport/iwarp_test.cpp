@@ -388,6 +388,17 @@ TEST_CASE("iWARP: a corrupted FPDU is a CRC error (Terminate LLP), the connectio
     expect_terminated(p, p.a, term::kLayerLlp, term::kLlpMpa, term::kMpaCrcError);
     CHECK(p.a.t.counters().get(Counter::kRcvdNakErr) == 1);
     CHECK(p.b.t.counters().get(Counter::kSentNakErr) == 1);
+    // The iWARP stream counters: one bad CRC at B, one Terminate each way
+    // (sent by B, received by A); every FPDU B deframed before and at the
+    // bad one is counted, the bad one is not passed on (rcvd_pkts).
+    const Counters& cb = p.b.t.counters();
+    CHECK(cb.get(Counter::kIwCrcErrors) == 1);
+    CHECK(cb.get(Counter::kIwTerminatesSent) == 1);
+    CHECK(p.a.t.counters().get(Counter::kIwTerminatesRcvd) == 1);
+    CHECK(p.a.t.counters().get(Counter::kIwCrcErrors) == 0);
+    CHECK(cb.get(Counter::kIwFpdusRcvd) >= 1);
+    CHECK(cb.get(Counter::kRcvdPkts) == cb.get(Counter::kIwFpdusRcvd) - 1);
+    CHECK(cb.get(Counter::kIwFpdusSent) == cb.get(Counter::kSentPkts));
   }
 }
 
@@ -593,4 +604,13 @@ TEST_CASE("iWARP: a Send that arrives before its receive WQE waits for it (no RN
   CHECK(p.b.t.iw_terminate_received(p.b.qpn) == nullptr);
   CHECK(p.a.t.iw_terminate_received(p.a.qpn) == nullptr);
   CHECK(state(p.b) == QpState::kRts);
+  // Each FPDU counted once, the held Send that is placed on its receive
+  // WQE's arrival included: what A framed is what B deframed and took.
+  const Counters& ca_ = p.a.t.counters();
+  const Counters& cb_ = p.b.t.counters();
+  CHECK(ca_.get(Counter::kIwFpdusSent) > 3);
+  CHECK(cb_.get(Counter::kIwFpdusRcvd) == ca_.get(Counter::kIwFpdusSent));
+  CHECK(cb_.get(Counter::kRcvdPkts) == ca_.get(Counter::kSentPkts));
+  CHECK(cb_.get(Counter::kIwCrcErrors) == 0);
+  CHECK(ca_.get(Counter::kIwTerminatesSent) + cb_.get(Counter::kIwTerminatesSent) == 0);
 }
