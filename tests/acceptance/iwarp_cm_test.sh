@@ -141,10 +141,13 @@ else fail "perftest does not report the iWARP transport"; fi
 
 # RFC 7306 between two urnic peers (negotiated in the MPA exchange): the
 # device reports atomics, and perftest's atomic tests run over urnic_iw0.
-if ibv_devinfo -d urnic_iw0 -v 2>/dev/null | grep -q 'atomic_cap:.*ATOMIC_HCA'; then
+# (With the ASan shim ibv_devinfo needs the runtime preloaded; not a pipe into
+# grep -q, which can SIGPIPE ibv_devinfo and fail the pipeline.)
+devinfo=$("${run_env[@]}" ibv_devinfo -d urnic_iw0 -v 2>&1)
+if grep -q 'atomic_cap:.*ATOMIC_HCA' <<< "$devinfo"; then
   pass "urnic_iw0 reports atomic_cap ATOMIC_HCA"
 else
-  fail "urnic_iw0 does not report ATOMIC_HCA"
+  fail "urnic_iw0 does not report ATOMIC_HCA: $(grep -E 'atomic_cap|rror' <<< "$devinfo" | head -n 3 | tr '\n' ' ')"
 fi
 q=$((p + 11))
 for at in FETCH_AND_ADD CMP_AND_SWAP; do
