@@ -79,7 +79,7 @@ bool Context::take_srq_recv(uint32_t srq_handle, RecvWqe& out) {
   return true;
 }
 
-void Context::queue_recv(std::deque<RecvWqe>& rq, const RecvWr& wr, bool in_error, CqHandle cq, uint32_t qpn) {
+void Context::queue_recv(PoolDeque<RecvWqe>& rq, const RecvWr& wr, bool in_error, CqHandle cq, uint32_t qpn) {
   RecvWqe r;
   r.wr_id = wr.wr_id;
   r.sges.assign(wr.sg_list.begin(), wr.sg_list.end());

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "transport/counters.hpp"
+#include "transport/detail/pool_alloc.hpp"
 #include "transport/io.hpp"
 #include "transport/transport.hpp"
 #include "transport/types.hpp"
@@ -56,7 +57,7 @@ enum class KeyCheck : uint8_t { kOk, kBadKey, kBadPd, kOutOfBounds, kNoAccess };
 
 struct RecvWqe {
   uint64_t wr_id = 0;
-  std::vector<Sge> sges;
+  PoolVector<Sge> sges;
   uint64_t length = 0;  // sum of the SGE lengths
 };
 
@@ -65,7 +66,7 @@ enum class CqState : uint8_t { kOk, kOverflowed };  // IBA 11.4.2.1: overflow is
 struct Cq {
   CqHandle handle{};
   uint32_t capacity = 0;
-  std::deque<Cqe> entries;  // invariant: size() <= capacity
+  PoolDeque<Cqe> entries;  // invariant: size() <= capacity
   CqState state = CqState::kOk;
   uint32_t users = 0;       // QPs attached
 };
@@ -77,7 +78,7 @@ struct Srq {
   XrcdHandle xrcd{};
   CqHandle cq{};
   SrqAttr attr;             // srq_limit 0 = disarmed (IBA 11.5.2.4)
-  std::deque<RecvWqe> q;
+  PoolDeque<RecvWqe> q;
   uint32_t users = 0;
 };
 
@@ -157,7 +158,7 @@ struct Context {
   // ibv_post_recv's work once the QP's own checks passed (IBA 10.8.3): the
   // WQE is queued on `rq`, or, on a QP in the Error state, completed at once
   // as flushed to `cq`. Shared by RoCE and iWARP QPs.
-  void queue_recv(std::deque<RecvWqe>& rq, const RecvWr& wr, bool in_error, CqHandle cq, uint32_t qpn);
+  void queue_recv(PoolDeque<RecvWqe>& rq, const RecvWr& wr, bool in_error, CqHandle cq, uint32_t qpn);
   // Takes the oldest WQE of SRQ `srq` (false if none); when fewer than its
   // armed limit remain, SRQ_LIMIT_REACHED once (IBA 10.2.9.3 / 11.5.2.4).
   // Shared by RoCE and iWARP QPs.

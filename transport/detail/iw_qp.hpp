@@ -44,8 +44,8 @@ struct IwSendWqe {
   WrOpcode opcode = WrOpcode::kSend;
   uint32_t send_flags = 0;
   bool signaled = false;
-  std::vector<Sge> sges;
-  std::vector<uint8_t> inline_bytes;
+  PoolVector<Sge> sges;
+  PoolVector<uint8_t> inline_bytes;
   bool is_inline = false;
   uint64_t length = 0;
   uint32_t inv_rkey = 0;
@@ -199,10 +199,10 @@ class IwQp {
   uint32_t tx_term_msn_ = 1;
   uint32_t tx_aresp_msn_ = 1;      // RFC 7306: Atomic Responses (queue 3)
   uint32_t tx_atomic_id_ = 1;      // next Atomic Request identifier
-  std::deque<IwSendWqe> sq_;
+  PoolDeque<IwSendWqe> sq_;
   std::size_t tx_idx_ = 0;         // next WQE to transmit; those before it are sent or awaiting responses
   uint32_t reads_out_ = 0;         // Read and Atomic Requests awaiting responses (<= ORD)
-  std::deque<IwReadResp> irq_;     // inbound Read Requests being answered (<= IRD)
+  PoolDeque<IwReadResp> irq_;     // inbound Read Requests being answered (<= IRD)
   bool tx_prefer_resp_ = false;    // alternates requests and Read Responses
   std::optional<IwTermCause> term_tx_;  // the Terminate to send (IwLink::kTerminating)
 
@@ -212,7 +212,7 @@ class IwQp {
   uint32_t rx_rreq_msn_ = 1;
   uint32_t rx_term_msn_ = 1;
   uint32_t rx_aresp_msn_ = 1;
-  std::deque<RecvWqe> rq_;
+  PoolDeque<RecvWqe> rq_;
   RecvSlot recv_slot_ = RecvSlot::kEmpty;
   RecvWqe cur_recv_;
   uint64_t recv_off_ = 0;          // bytes of the current Send placed

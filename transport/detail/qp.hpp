@@ -37,8 +37,8 @@ struct SendWqe {
   WrOpcode opcode = WrOpcode::kSend;
   uint32_t send_flags = 0;
   bool signaled = false;
-  std::vector<Sge> sges;
-  std::vector<uint8_t> inline_bytes;
+  PoolVector<Sge> sges;
+  PoolVector<uint8_t> inline_bytes;
   bool is_inline = false;
   uint64_t length = 0;
   uint32_t imm = 0;
@@ -259,7 +259,7 @@ class Qp {
   QpAttr attr_;
 
   // --- requester / completer ---
-  std::deque<SendWqe> sq_;    // posted, not yet completed; front is the oldest
+  PoolDeque<SendWqe> sq_;    // posted, not yet completed; front is the oldest
   std::size_t req_idx_ = 0;   // the WQE the requester sends next (index into sq_)
   Psn req_psn_;               // the next PSN the requester sends (within sq_[req_idx_])
   Psn next_psn_;              // the PSN the next unstarted WQE gets
@@ -277,7 +277,7 @@ class Qp {
   bool comp_progress_ = false;       // scratch for one completer pass: a WQE completed or comp_psn_ moved
 
   // --- responder ---
-  std::deque<RecvWqe> rq_;    // posted receive WQEs (unused with an SRQ)
+  PoolDeque<RecvWqe> rq_;    // posted receive WQEs (unused with an SRQ)
   Psn epsn_;                  // the next request PSN expected
   uint32_t msn_ = 0;          // messages completed (24 bits)
   RespSeq resp_seq_ = RespSeq::kInSequence;
@@ -289,7 +289,7 @@ class Qp {
   uint32_t write_rkey_ = 0;
   uint32_t write_len_ = 0;
   uint32_t unacked_ = 0;      // requests accepted since the last ACK we sent
-  std::deque<RespResource> resources_;  // at most max(1, max_dest_rd_atomic)
+  PoolDeque<RespResource> resources_;  // at most max(1, max_dest_rd_atomic)
   uint8_t pending_nak_ = 0;   // the syndrome chosen by a check step
   SrqHandle xrc_srq_{};       // XRC target: the SRQ the request being processed names
   WcStatus pending_recv_status_ = WcStatus::kSuccess;

@@ -1,0 +1,218 @@
+// The transport's data path allocates nothing per operation once its queues
+// have reached their working size (DESIGN.md: no system call, allocation or
+// lock per operation). Two transports are joined by fixed-size packet rings,
+// so the harness itself allocates nothing; every operator new in the program
+// is counted, and a steady-state loop of RC SEND / WRITE / READ / atomics, UD
+// SENDs and SRQ receives must count none. Its own executable: it replaces the
+// global operator new.
+#include <array>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <new>
+
+#include <catch2/catch.hpp>
+
+#include "tests/transport/fixture.hpp"
+
+namespace {
+std::atomic<bool> g_counting{false};
+std::atomic<std::size_t> g_news{0};
+
+void* counted_alloc(std::size_t n, std::size_t align) {
+  if (g_counting.load(std::memory_order_relaxed)) g_news.fetch_add(1, std::memory_order_relaxed);
+  if (n == 0) n = 1;
+  void* p = align <= alignof(std::max_align_t) ? std::malloc(n) : std::aligned_alloc(align, (n + align - 1) / align * align);
+  if (!p) throw std::bad_alloc();
+  return p;
+}
+}  // namespace
+
+void* operator new(std::size_t n) { return counted_alloc(n, alignof(std::max_align_t)); }
+void* operator new[](std::size_t n) { return counted_alloc(n, alignof(std::max_align_t)); }
+void* operator new(std::size_t n, std::align_val_t a) { return counted_alloc(n, static_cast<std::size_t>(a)); }
+void* operator new[](std::size_t n, std::align_val_t a) { return counted_alloc(n, static_cast<std::size_t>(a)); }
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+
+namespace urnic::transport::test {
+namespace {
+
+// Inside the counted loops a Catch2 assertion could allocate itself, so
+// failures there are only counted and checked afterwards.
+int g_failures = 0;
+void expect(bool ok) {
+  if (!ok) ++g_failures;
+}
+
+// A transport's output as a fixed ring of packets (payload copied into the
+// slot): what the other side receives next.
+class RingSink final : public TxSink, public EventSink {
+ public:
+  void transmit(const TxPacket& p, Nanos) override {
+    if (count_ == kSlots || p.pkt.payload.size() > kMaxPayload) {
+      ++g_failures;
+      return;
+    }
+    Slot& s = slots_[(head_ + count_) % kSlots];
+    s.pkt = p.pkt;
+    std::memcpy(s.bytes.data(), p.pkt.payload.data(), p.pkt.payload.size());
+    s.pkt.payload = {s.bytes.data(), p.pkt.payload.size()};
+    ++count_;
+  }
+  void on_async_event(const AsyncEvent&) override { ++events; }
+  // Hands every queued packet to `t` (which may queue more in its own sink).
+  std::size_t deliver_to(Transport& t, Nanos now) {
+    std::size_t n = 0;
+    RxInfo rx;
+    while (count_ > 0) {
+      t.on_packet(slots_[head_].pkt, rx, now);
+      head_ = (head_ + 1) % kSlots;
+      --count_;
+      ++n;
+    }
+    return n;
+  }
+  std::size_t events = 0;
+
+ private:
+  static constexpr std::size_t kSlots = 1024;
+  static constexpr std::size_t kMaxPayload = 4096;
+  struct Slot {
+    IbPacket pkt;
+    std::array<uint8_t, kMaxPayload> bytes;
+  };
+  std::array<Slot, kSlots> slots_{};
+  std::size_t head_ = 0, count_ = 0;
+};
+
+struct QuietPair {
+  LocalMemory ma, mb;
+  RingSink sa, sb;
+  Transport ta, tb;
+  Side a, b;
+  Nanos now = 1000;
+
+  QuietPair() : ta(ma, sa, sa), tb(mb, sb, sb), a(ta, ma, 0x10000, 1 << 20), b(tb, mb, 0x7000000, 1 << 20) {}
+  void pump() {
+    for (int i = 0; i < 10000; ++i) {
+      now += 1000;
+      if (sa.deliver_to(tb, now) + sb.deliver_to(ta, now) == 0) return;
+    }
+    ++g_failures;  // never went quiet
+  }
+  // Drains a side's CQ into a fixed buffer; returns the CQEs seen and fails
+  // on any that is not a success.
+  static int drain(Side& s) {
+    std::array<Cqe, 64> buf;
+    int total = 0;
+    for (;;) {
+      const int n = s.t.poll_cq(s.cq, buf);
+      if (n <= 0) return total;
+      for (int i = 0; i < n; ++i) expect(buf[static_cast<std::size_t>(i)].status == WcStatus::kSuccess);
+      total += n;
+    }
+  }
+};
+
+// One round: each operation type once (receives reposted as they are used).
+int rc_round(QuietPair& p, uint32_t qa, uint32_t qb, uint64_t id) {
+  std::array<Sge, 2> rs{Sge{p.b.va, 512, p.b.mr.lkey}, Sge{p.b.va + 4096, 1536, p.b.mr.lkey}};
+  RecvWr rw{id, rs};
+  expect(p.tb.post_recv(qb, rw) == 0);
+  const WrOpcode ops[] = {WrOpcode::kSend, WrOpcode::kRdmaWrite, WrOpcode::kRdmaRead, WrOpcode::kAtomicFetchAndAdd,
+                          WrOpcode::kAtomicCmpAndSwp};
+  for (WrOpcode op : ops) {
+    const bool atomic = op == WrOpcode::kAtomicFetchAndAdd || op == WrOpcode::kAtomicCmpAndSwp;
+    std::array<Sge, 2> sg{Sge{p.a.va + 8192, atomic ? 8u : 1024u, p.a.mr.lkey},
+                          Sge{p.a.va + 16384, 1000, p.a.mr.lkey}};
+    SendWr wr;
+    wr.wr_id = id;
+    wr.opcode = op;
+    wr.send_flags = send_flag::kSignaled;
+    wr.sg_list = {sg.data(), atomic ? 1u : 2u};
+    wr.remote_addr = p.b.va + (atomic ? 65536 : 32768);
+    wr.rkey = p.b.mr.rkey;
+    wr.compare_add = 1;
+    expect(p.ta.post_send(qa, wr, p.now) == 0);
+  }
+  p.pump();
+  return QuietPair::drain(p.a) + QuietPair::drain(p.b);
+}
+
+TEST_CASE("the RC data path allocates nothing per operation in steady state", "[alloc]") {
+  g_failures = 0;
+  auto owner = std::make_unique<QuietPair>();  // ~8 MB of packet rings: not on the stack
+  QuietPair& p = *owner;
+  const uint32_t qa = p.a.create_qp(QpType::kRc, 64, 4);
+  const uint32_t qb = p.b.create_qp(QpType::kRc, 64, 4);
+  QpParams pa, pb;
+  REQUIRE(connect_qp(p.ta, qa, QpType::kRc, qb, pa, p.now) == 0);
+  REQUIRE(connect_qp(p.tb, qb, QpType::kRc, qa, pb, p.now) == 0);
+  // Warm-up: the queues and free lists reach their working size.
+  for (uint64_t i = 0; i < 50; ++i) REQUIRE(rc_round(p, qa, qb, i) == 6);
+  g_news = 0;
+  g_counting = true;
+  int cqes = 0;
+  for (uint64_t i = 0; i < 500; ++i) cqes += rc_round(p, qa, qb, 1000 + i);
+  g_counting = false;
+  CHECK(cqes == 3000);
+  CHECK(g_failures == 0);
+  CHECK(g_news.load() == 0);
+}
+
+TEST_CASE("UD sends and SRQ receives allocate nothing per operation in steady state", "[alloc]") {
+  g_failures = 0;
+  auto owner = std::make_unique<QuietPair>();
+  QuietPair& p = *owner;
+  SrqAttr sa;
+  sa.max_wr = 64;
+  sa.max_sge = 2;
+  const SrqHandle srq = p.tb.create_srq(p.b.pd, sa).value;
+  const uint32_t qa = p.a.create_qp(QpType::kUd, 64, 2);
+  const uint32_t qb = p.b.create_qp(QpType::kUd, 64, 2, true, srq);
+  QpParams pa, pb;
+  REQUIRE(connect_qp(p.ta, qa, QpType::kUd, 0, pa, p.now) == 0);
+  REQUIRE(connect_qp(p.tb, qb, QpType::kUd, 0, pb, p.now) == 0);
+  AhAttr aa;
+  aa.port_num = 1;
+  const AhHandle ah = p.ta.create_ah(p.a.pd, aa).value;
+  auto round = [&](uint64_t id) {
+    for (int k = 0; k < 4; ++k) {
+      std::array<Sge, 2> rs{Sge{p.b.va, 40, p.b.mr.lkey}, Sge{p.b.va + 4096, 1024, p.b.mr.lkey}};
+      RecvWr rw{id, rs};
+      expect(p.tb.post_srq_recv(srq, rw) == 0);
+      Sge sg{p.a.va, 512, p.a.mr.lkey};
+      SendWr wr;
+      wr.wr_id = id;
+      wr.opcode = WrOpcode::kSend;
+      wr.send_flags = send_flag::kSignaled;
+      wr.sg_list = {&sg, 1};
+      wr.ah = ah;
+      wr.remote_qpn = qb;
+      wr.remote_qkey = pb.qkey;
+      expect(p.ta.post_send(qa, wr, p.now) == 0);
+    }
+    p.pump();
+    return QuietPair::drain(p.a) + QuietPair::drain(p.b);
+  };
+  for (uint64_t i = 0; i < 50; ++i) REQUIRE(round(i) == 8);
+  g_news = 0;
+  g_counting = true;
+  int cqes = 0;
+  for (uint64_t i = 0; i < 500; ++i) cqes += round(1000 + i);
+  g_counting = false;
+  CHECK(cqes == 4000);
+  CHECK(g_failures == 0);
+  CHECK(g_news.load() == 0);
+}
+
+}  // namespace
+}  // namespace urnic::transport::test
