@@ -22,43 +22,11 @@ for prog in rping ucmatose rdma_server rdma_client ib_send_bw ib_write_bw ib_rea
   command -v $prog > /dev/null || { echo "SKIP: $prog not installed (rdmacm-utils, perftest)"; exit 77; }
 done
 
-fails=0
-checks=0
-pass() { checks=$((checks + 1)); printf 'ok   %s\n' "$*"; }
-fail() { checks=$((checks + 1)); fails=$((fails + 1)); printf 'FAIL %s\n' "$*"; }
-
-rt=$(mktemp -d /tmp/urnic-iwarp.XXXXXX)
-export URNIC_RUNTIME_DIR=$rt
-export URNIC_DAEMON=$urnicd
-export LD_LIBRARY_PATH=$verbs_dir:$rdmacm_dir
-unset LD_PRELOAD URNIC_CM_DEBUG
-asan_rt=$(ldd "$rdmacm_dir/librdmacm.so.1" | awk '/libasan|libclang_rt\.asan/ {print $3; exit}')
-if [[ -n $asan_rt ]]; then
-  run_env=(env "LD_PRELOAD=$asan_rt" "ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0")
-else
-  run_env=(env)
-fi
-limit=${URNIC_PAIR_TIMEOUT:-60}
-[[ -n $asan_rt ]] && limit=$((limit * 3))
-
-server_pid=
-daemon_pid() { [[ -s $rt/urnicd.pid ]] && tr -dc '0-9' < "$rt/urnicd.pid"; }
-alive() { [[ -n ${1:-} ]] && kill -0 "$1" 2>/dev/null; }
-stop_pid() {
-  local pid=$1
-  alive "$pid" || return 0
-  kill -TERM "$pid" 2>/dev/null
-  for _ in $(seq 100); do alive "$pid" || return 0; sleep 0.05; done
-  kill -KILL "$pid" 2>/dev/null
-}
-cleanup() {
-  [[ -n $server_pid ]] && stop_pid "$server_pid"
-  local d
-  d=$(daemon_pid) || true
-  [[ -n $d ]] && stop_pid "$d"
-  rm -rf "$rt"
-}
-trap cleanup EXIT
+asan_probe="$rdmacm_dir/librdmacm.so.1"
+default_limit=60
+# shellcheck source=tests/acceptance/common.sh
+source "$(dirname "$0")/common.sh"
+one_host_setup iwarp "$urnicd" "$verbs_dir:$rdmacm_dir"
 
 # [HEAD_START=SECONDS] pair NAME SERVER_REGEX CLIENT_REGEX -- SERVER_CMD... -- CLIENT_CMD...
 # Starts the server, then the client; a client that finds no listener yet

@@ -2,9 +2,9 @@
 # tests/acceptance/two_hosts.sh: sourced (not run) by the acceptance scripts
 # that build two hosts on one machine: two network namespaces a and b joined
 # by a veth pair, one urnicd per namespace with a runtime directory of its
-# own, programs run in either namespace. It holds what those scripts share:
-# the check counters, process handling by PID, the ASan environment for the
-# programs, the namespaces and their cleanup, and the perftest-style pair.
+# own, programs run in either namespace. It holds what those scripts share
+# beyond common.sh (check counters, the ASan environment, stop_pid): the
+# namespaces and their cleanup, and the perftest-style pair.
 #
 # Before sourcing, set `shim_dir` (the verbs shim's directory: an ASan build
 # is recognised from it). Then:
@@ -37,14 +37,9 @@
 # between (processes gone, namespaces still there) it runs the script's own
 # `cleanup_extra` if it defines one.
 
-fails=0
-checks=0
-pass() { checks=$((checks + 1)); printf 'ok   %s\n' "$*"; }
-fail() { checks=$((checks + 1)); fails=$((fails + 1)); printf 'FAIL %s\n' "$*"; }
-finish() {
-  printf '%d checks, %d failed\n' "$checks" "$fails"
-  ((fails == 0))
-}
+asan_probe=${asan_probe:-$shim_dir/libibverbs.so.1}
+# shellcheck source=tests/acceptance/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 two_hosts_require_root() {
   if [[ $(id -u) -ne 0 ]]; then
@@ -57,24 +52,9 @@ two_hosts_require_root() {
   fi
 }
 
-# Programs linked against an ASan shim need the runtime preloaded (they are
-# not instrumented themselves), and more time.
-asan_rt=$(ldd "$shim_dir/libibverbs.so.1" | awk '/libasan|libclang_rt\.asan/ {print $3; exit}')
-run_env=(env)
-[[ -n $asan_rt ]] && run_env=(env "LD_PRELOAD=$asan_rt" "ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0")
-limit=${URNIC_PAIR_TIMEOUT:-120}
-[[ -n $asan_rt ]] && limit=$((limit * 3))
 
 pids=()
 server_pid=
-alive() { [[ -n ${1:-} ]] && kill -0 "$1" 2>/dev/null; }
-stop_pid() {
-  local pid=$1
-  alive "$pid" || return 0
-  kill -TERM "$pid" 2>/dev/null
-  for _ in $(seq 200); do alive "$pid" || return 0; sleep 0.05; done
-  kill -KILL "$pid" 2>/dev/null
-}
 two_hosts_cleanup() {
   [[ -n $server_pid ]] && stop_pid "$server_pid"
   local p
