@@ -15,37 +15,19 @@ shim_dir=$1
 urnicd=$2
 cli=$3
 
-fails=0
-checks=0
-pass() { checks=$((checks + 1)); printf 'ok   %s\n' "$*"; }
-fail() { checks=$((checks + 1)); fails=$((fails + 1)); printf 'FAIL %s\n' "$*"; }
+asan_probe="$shim_dir/libibverbs.so.1"
+# shellcheck source=tests/acceptance/common.sh
+source "$(dirname "$0")/common.sh"
 
 rt=$(mktemp -d /tmp/urnic-fault.XXXXXX)
 export URNIC_RUNTIME_DIR=$rt
 export URNIC_DAEMON=$urnicd
 export LD_LIBRARY_PATH=$shim_dir
 unset LD_PRELOAD
-asan_rt=$(ldd "$shim_dir/libibverbs.so.1" | awk '/libasan|libclang_rt\.asan/ {print $3; exit}')
-if [[ -n $asan_rt ]]; then
-  run_env=(env "LD_PRELOAD=$asan_rt" "ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0")
-else
-  run_env=(env)
-fi
-# Seconds one pair may take (sanitizer builds are several times slower).
-limit=${URNIC_PAIR_TIMEOUT:-120}
-[[ -n $asan_rt ]] && limit=$((limit * 3))
 
 server_pid=
 daemon=
 capture_pid=
-alive() { [[ -n ${1:-} ]] && kill -0 "$1" 2>/dev/null; }
-stop_pid() {
-  local pid=$1
-  alive "$pid" || return 0
-  kill -TERM "$pid" 2>/dev/null
-  for _ in $(seq 100); do alive "$pid" || return 0; sleep 0.05; done
-  kill -KILL "$pid" 2>/dev/null
-}
 cleanup() {
   [[ -n $server_pid ]] && stop_pid "$server_pid"
   [[ -n $capture_pid ]] && stop_pid "$capture_pid"
