@@ -345,18 +345,16 @@ ibv_pd* ibv_import_pd(ibv_context* context, std::uint32_t pd_handle) {
     errno = err;
     return nullptr;
   }
-  auto* pd = static_cast<ibv_pd*>(std::calloc(1, sizeof(ibv_pd)));
+  ShimPd* pd = new_shim_pd(context, rep.handle);
   if (pd == nullptr) {
     errno = ENOMEM;
     return nullptr;
   }
-  pd->context = context;
-  pd->handle = rep.handle;
-  return pd;
+  return &pd->pd;
 }
 
 // Unimport frees the process's struct; the object lives on.
-void ibv_unimport_pd(ibv_pd* pd) { std::free(pd); }
+void ibv_unimport_pd(ibv_pd* pd) { delete shim_of_pd(pd); }
 
 ibv_mr* ibv_import_mr(ibv_pd* pd, std::uint32_t mr_handle) {
   ctl::ImportMrRep rep{};

@@ -580,6 +580,7 @@ void install_ops(verbs_context* vctx) {
   vctx->create_qp_ex = op_create_qp_ex;
   install_extended_ops(vctx);
   install_xrc_ops(vctx);
+  install_parent_domain_ops(vctx);
 }
 
 }  // namespace urnic::shim
@@ -594,23 +595,28 @@ ibv_pd* ibv_alloc_pd(ibv_context* context) {
     errno = err;
     return nullptr;
   }
-  auto* pd = static_cast<ibv_pd*>(std::calloc(1, sizeof(ibv_pd)));
+  ShimPd* pd = new_shim_pd(context, rep.handle);
   if (pd == nullptr) {
     ctl::DeallocPdRep drep{};
     client_of(context).call(ctl::DeallocPdReq{{rep.handle, 0}}, drep);
     errno = ENOMEM;
     return nullptr;
   }
-  pd->context = context;
-  pd->handle = rep.handle;
-  return pd;
+  return &pd->pd;
 }
 
 int ibv_dealloc_pd(ibv_pd* pd) {
+  ShimPd* s = shim_of_pd(pd);
+  if (s->protection_domain != nullptr) {  // a parent domain: the PD lives on
+    s->protection_domain->parents.fetch_sub(1);
+    delete s;
+    return 0;
+  }
+  if (s->parents.load() != 0) return EBUSY;  // as libmlx5: a parent domain holds it
   ctl::DeallocPdRep rep{};
   if (const int err = client_of(pd->context).call(ctl::DeallocPdReq{{pd->handle, 0}}, rep); err != 0)
     return err;
-  std::free(pd);
+  delete s;
   return 0;
 }
 

@@ -9,6 +9,7 @@
 #include <infiniband/verbs.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -170,6 +171,20 @@ struct ShimAh {
 };
 static_assert(std::is_standard_layout_v<ShimAh>);
 
+// A protection domain or a parent domain (ibv_alloc_parent_domain;
+// verbs_shim/parent_domain.cpp). A parent domain carries its protection
+// domain's daemon handle in pd.handle, so every verb that takes an ibv_pd
+// works on either; only dealloc tells them apart.
+struct ShimPd {
+  ibv_pd pd;
+  ShimPd* protection_domain;      // a parent domain's PD, nullptr for a PD
+  void* pd_context;               // IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT
+  std::atomic<std::uint32_t> parents;  // a PD's live parent domains
+};
+static_assert(std::is_standard_layout_v<ShimPd>);
+inline ShimPd* shim_of_pd(ibv_pd* pd) { return static_cast<ShimPd*>(static_cast<void*>(pd)); }
+ShimPd* new_shim_pd(ibv_context* context, std::uint32_t handle);
+
 // An opened device. The application holds &vctx->context; vctx->priv points
 // back here (priv belongs to libibverbs, which we are).
 struct ShimContext {
@@ -211,6 +226,7 @@ ibv_srq* finish_srq(ibv_context* ctx, ShimSrq* s, const ctl::CreateSrqRep& rep, 
 // xrc.cpp: XRC domains, XRC SRQs, XRC_RECV QPs, ibv_open_qp.
 ibv_qp* create_xrc_recv_qp(ibv_context* context, ibv_qp_init_attr_ex* attr);
 void install_xrc_ops(verbs_context* vctx);
+void install_parent_domain_ops(verbs_context* vctx);
 
 // mw.cpp: memory windows (the context ops ibv_alloc_mw / ibv_bind_mw /
 // ibv_dealloc_mw call).

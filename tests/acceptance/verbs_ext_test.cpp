@@ -1068,3 +1068,55 @@ TEST_CASE("XRC: domains by inode, XRC SRQs, target and initiator QPs, ibv_open_q
   CHECK(ibv_dereg_mr(smr) == 0);
   CHECK(ibv_dereg_mr(dmr) == 0);
 }
+
+TEST_CASE("parent domains: a PD's stand-in without allocators; allocators and thread domains EOPNOTSUPP", "[pd]") {
+  Dev d;
+  ibv_parent_domain_init_attr pa{};
+  pa.pd = d.pd;
+  int ctx_tag = 0;
+  pa.pd_context = &ctx_tag;
+  pa.comp_mask = IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT;
+  ibv_pd* parent = ibv_alloc_parent_domain(d.ctx, &pa);
+  REQUIRE(parent != nullptr);
+  CHECK(parent->context == d.ctx);
+  // Every verb that takes a PD takes the parent domain: an MR and a QP.
+  std::vector<char> buf(4096);
+  ibv_mr* mr = reg(parent, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE);
+  REQUIRE(mr != nullptr);
+  ibv_cq* cq = ibv_create_cq(d.ctx, 4, nullptr, nullptr, 0);
+  REQUIRE(cq != nullptr);
+  ibv_qp_init_attr qa{};
+  qa.send_cq = qa.recv_cq = cq;
+  qa.qp_type = IBV_QPT_RC;
+  qa.cap = {4, 4, 1, 1, 0};
+  ibv_qp* qp = ibv_create_qp(parent, &qa);
+  REQUIRE(qp != nullptr);
+  // The protection domain is held while the parent domain lives.
+  CHECK(ibv_dealloc_pd(d.pd) == EBUSY);
+  // A parent domain of a parent domain, another context's PD, unknown bits.
+  pa.pd = parent;
+  errno = 0;
+  CHECK(ibv_alloc_parent_domain(d.ctx, &pa) == nullptr);
+  CHECK(errno == EINVAL);
+  pa.pd = d.pd;
+  pa.comp_mask = 1u << 7;
+  errno = 0;
+  CHECK(ibv_alloc_parent_domain(d.ctx, &pa) == nullptr);
+  CHECK(errno == EINVAL);
+  // Custom allocators: urnic's queues are the daemon's shared memory.
+  pa.comp_mask = IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS;
+  pa.alloc = [](ibv_pd*, void*, std::size_t, std::size_t, std::uint64_t) -> void* { return IBV_ALLOCATOR_USE_DEFAULT; };
+  pa.free = [](ibv_pd*, void*, void*, std::uint64_t) {};
+  errno = 0;
+  CHECK(ibv_alloc_parent_domain(d.ctx, &pa) == nullptr);
+  CHECK(errno == EOPNOTSUPP);
+  ibv_td_init_attr ta{};
+  errno = 0;
+  CHECK(ibv_alloc_td(d.ctx, &ta) == nullptr);
+  CHECK(errno == EOPNOTSUPP);
+  REQUIRE(ibv_destroy_qp(qp) == 0);
+  REQUIRE(ibv_dereg_mr(mr) == 0);
+  REQUIRE(ibv_destroy_cq(cq) == 0);
+  CHECK(ibv_dealloc_pd(parent) == 0);
+  // Dev's destructor now frees the PD itself.
+}
