@@ -63,7 +63,7 @@ class RingSink final : public TxSink, public EventSink {
     }
     Slot& s = slots_[(head_ + count_) % kSlots];
     s.pkt = p.pkt;
-    std::memcpy(s.bytes.data(), p.pkt.payload.data(), p.pkt.payload.size());
+    if (!p.pkt.payload.empty()) std::memcpy(s.bytes.data(), p.pkt.payload.data(), p.pkt.payload.size());
     s.pkt.payload = {s.bytes.data(), p.pkt.payload.size()};
     ++count_;
   }
