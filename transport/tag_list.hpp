@@ -1,0 +1,84 @@
+// A tag-matching SRQ's tag list (rdma-core Documentation/tag_matching.md):
+// the bounded prefix of receive tags the device holds, matched against the
+// tag of each incoming TM message in posting order, and the unexpected-
+// message counter that keeps device and software matching consistent.
+//
+// Ordering rule: once the device deems a message unexpected (no posted tag
+// matches it), software handles it, and a tag software posts without having
+// seen that message could match a later message out of MPI order. So every
+// unexpected message disables matching until software reports, in an ADD or
+// a SYNC, an unexpected_cnt equal to the device's count.
+//
+// Fixed storage sized at creation (max_num_tags): add, delete and sync do
+// not allocate; match walks only the posted tags, oldest first.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "transport/types.hpp"
+
+namespace urnic::transport {
+
+// A tagged receive buffer (the ADD op's tag, mask, recv_wr_id and one SGE:
+// the device's max_sge for tagged buffers is 1).
+struct TaggedBuffer {
+  uint64_t tag = 0;
+  uint64_t mask = 0;
+  uint64_t recv_wr_id = 0;
+  Sge sge;
+};
+
+struct TagAddResult {
+  int err = 0;               // ENOMEM: the list is full (a posting error)
+  uint32_t handle = 0;       // the ADD op's output handle
+  bool sync_required = false;  // the completion carries IBV_WC_TM_SYNC_REQ
+};
+
+struct TagMatch {
+  uint32_t handle = 0;
+  TaggedBuffer buffer;
+};
+
+class TagList {
+ public:
+  explicit TagList(uint32_t max_num_tags);
+
+  uint32_t capacity() const noexcept { return static_cast<uint32_t>(slots_.size()); }
+  uint32_t posted() const noexcept { return posted_; }
+  // Messages the device has deemed unexpected so far.
+  uint32_t unexpected_cnt() const noexcept { return device_unexpected_; }
+  bool matching_enabled() const noexcept { return sw_unexpected_ == device_unexpected_; }
+
+  // IBV_WR_TAG_ADD carrying the application's unexpected_cnt.
+  TagAddResult add(const TaggedBuffer& buf, uint32_t unexpected_cnt);
+  // IBV_WR_TAG_DEL: 0, or EINVAL for a handle that names no posted tag
+  // (never added, already deleted, or consumed by a match).
+  int del(uint32_t handle);
+  // IBV_WR_TAG_SYNC: whether matching is enabled again afterwards.
+  bool sync(uint32_t unexpected_cnt);
+
+  // An incoming EAGER or RNDV message's tag. A match removes the tag (its
+  // buffer now belongs to that message). No match, or matching disabled:
+  // the message is unexpected, the counter rises and matching stops.
+  std::optional<TagMatch> match(uint64_t tag);
+
+ private:
+  static constexpr uint32_t kNone = UINT32_MAX;
+  struct Slot {
+    TaggedBuffer buf;
+    uint32_t prev = kNone, next = kNone;  // posting order, or the free list (next)
+    bool in_use = false;
+  };
+  void unlink(uint32_t i);
+
+  std::vector<Slot> slots_;
+  uint32_t head_ = kNone, tail_ = kNone;  // oldest / newest posted
+  uint32_t free_ = kNone;
+  uint32_t posted_ = 0;
+  uint32_t device_unexpected_ = 0;
+  uint32_t sw_unexpected_ = 0;
+};
+
+}  // namespace urnic::transport
