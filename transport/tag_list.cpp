@@ -11,7 +11,7 @@ TagList::TagList(uint32_t max_num_tags) : slots_(max_num_tags) {
   }
 }
 
-TagAddResult TagList::add(const TaggedBuffer& buf, uint32_t unexpected_cnt) {
+TagAddResult TagList::add(const TaggedBuffer& buf, bool report_cnt, uint32_t unexpected_cnt) {
   if (free_ == kNone) return {ENOMEM, 0, false};
   const uint32_t i = free_;
   Slot& s = slots_[i];
@@ -23,8 +23,9 @@ TagAddResult TagList::add(const TaggedBuffer& buf, uint32_t unexpected_cnt) {
   if (tail_ == kNone) head_ = i; else slots_[tail_].next = i;
   tail_ = i;
   ++posted_;
-  sw_unexpected_ = unexpected_cnt;
-  return {0, i, !matching_enabled()};
+  if (report_cnt) sw_unexpected_ = unexpected_cnt;
+  s.phase = sw_unexpected_;
+  return {0, i, s.phase != device_unexpected_};
 }
 
 void TagList::unlink(uint32_t i) {
@@ -38,10 +39,11 @@ void TagList::unlink(uint32_t i) {
   --posted_;
 }
 
-int TagList::del(uint32_t handle) {
-  if (handle >= slots_.size() || !slots_[handle].in_use) return EINVAL;
+TagDelResult TagList::del(uint32_t handle) {
+  if (handle >= slots_.size() || !slots_[handle].in_use) return {EINVAL, false};
+  const bool sync_required = slots_[handle].phase != device_unexpected_;
   unlink(handle);
-  return 0;
+  return {0, sync_required};
 }
 
 bool TagList::sync(uint32_t unexpected_cnt) {

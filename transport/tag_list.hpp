@@ -7,7 +7,11 @@
 // matches it), software handles it, and a tag software posts without having
 // seen that message could match a later message out of MPI order. So every
 // unexpected message disables matching until software reports, in an ADD or
-// a SYNC, an unexpected_cnt equal to the device's count.
+// a SYNC, an unexpected_cnt equal to the device's count. Like libmlx5, an
+// ADD updates software's count only when it carries IBV_OPS_TM_SYNC, and
+// each tag remembers the count it was posted under: an ADD or DEL
+// completion asks for a sync (IBV_WC_TM_SYNC_REQ) when that count is behind
+// the device's.
 //
 // Fixed storage sized at creation (max_num_tags): add, delete and sync do
 // not allocate; match walks only the posted tags, oldest first.
@@ -31,9 +35,18 @@ struct TaggedBuffer {
 };
 
 struct TagAddResult {
-  int err = 0;               // ENOMEM: the list is full (a posting error)
-  uint32_t handle = 0;       // the ADD op's output handle
+  int err = 0;                 // ENOMEM: the list is full (a posting error, as libmlx5)
+  uint32_t handle = 0;         // the ADD op's output handle
   bool sync_required = false;  // the completion carries IBV_WC_TM_SYNC_REQ
+};
+
+struct TagDelResult {
+  // EINVAL: the handle names no posted tag (never added, already deleted,
+  // or consumed by a match). A handle beyond max_num_tags should fail the
+  // post; one in range completes with IBV_WC_TM_ERR, as the device's
+  // REMOVE of a tag it no longer holds does.
+  int err = 0;
+  bool sync_required = false;
 };
 
 struct TagMatch {
@@ -51,11 +64,11 @@ class TagList {
   uint32_t unexpected_cnt() const noexcept { return device_unexpected_; }
   bool matching_enabled() const noexcept { return sw_unexpected_ == device_unexpected_; }
 
-  // IBV_WR_TAG_ADD carrying the application's unexpected_cnt.
-  TagAddResult add(const TaggedBuffer& buf, uint32_t unexpected_cnt);
-  // IBV_WR_TAG_DEL: 0, or EINVAL for a handle that names no posted tag
-  // (never added, already deleted, or consumed by a match).
-  int del(uint32_t handle);
+  // IBV_WR_TAG_ADD; report_cnt: the op has IBV_OPS_TM_SYNC, so its
+  // unexpected_cnt is software's new count.
+  TagAddResult add(const TaggedBuffer& buf, bool report_cnt, uint32_t unexpected_cnt);
+  // IBV_WR_TAG_DEL.
+  TagDelResult del(uint32_t handle);
   // IBV_WR_TAG_SYNC: whether matching is enabled again afterwards.
   bool sync(uint32_t unexpected_cnt);
 
@@ -68,6 +81,7 @@ class TagList {
   static constexpr uint32_t kNone = UINT32_MAX;
   struct Slot {
     TaggedBuffer buf;
+    uint32_t phase = 0;  // software's unexpected count when it was posted
     uint32_t prev = kNone, next = kNone;  // posting order, or the free list (next)
     bool in_use = false;
   };

@@ -61,8 +61,8 @@ TEST_CASE("write_tmh produces what parse_tmh reads (the rendezvous FIN)", "[tm]"
 
 TEST_CASE("tags match oldest first under their mask and are consumed", "[tm]") {
   TagList list(4);
-  const auto a = list.add(tagged(0x10, 1, 0xF0), 0);  // matches 0x10..0x1F
-  const auto b = list.add(tagged(0x15, 2), 0);          // exact 0x15
+  const auto a = list.add(tagged(0x10, 1, 0xF0), true, 0);  // matches 0x10..0x1F
+  const auto b = list.add(tagged(0x15, 2), true, 0);          // exact 0x15
   REQUIRE(a.err == 0);
   REQUIRE(b.err == 0);
   CHECK_FALSE(a.sync_required);
@@ -81,11 +81,11 @@ TEST_CASE("tags match oldest first under their mask and are consumed", "[tm]") {
 
 TEST_CASE("a full tag list refuses ADD with ENOMEM; a freed slot is reused", "[tm]") {
   TagList list(2);
-  const auto a = list.add(tagged(1, 1), 0);
-  REQUIRE(list.add(tagged(2, 2), 0).err == 0);
-  CHECK(list.add(tagged(3, 3), 0).err == ENOMEM);
-  REQUIRE(list.del(a.handle) == 0);
-  const auto c = list.add(tagged(3, 3), 0);
+  const auto a = list.add(tagged(1, 1), true, 0);
+  REQUIRE(list.add(tagged(2, 2), true, 0).err == 0);
+  CHECK(list.add(tagged(3, 3), true, 0).err == ENOMEM);
+  REQUIRE(list.del(a.handle).err == 0);
+  const auto c = list.add(tagged(3, 3), true, 0);
   CHECK(c.err == 0);
   CHECK(c.handle == a.handle);
   // Ordering follows posting, not slot numbers: 2 is now older than 3.
@@ -96,14 +96,14 @@ TEST_CASE("a full tag list refuses ADD with ENOMEM; a freed slot is reused", "[t
 
 TEST_CASE("DEL of a handle that names no posted tag is EINVAL", "[tm]") {
   TagList list(2);
-  CHECK(list.del(0) == EINVAL);   // never added
-  CHECK(list.del(99) == EINVAL);  // out of range
-  const auto a = list.add(tagged(5, 1), 0);
-  REQUIRE(list.del(a.handle) == 0);
-  CHECK(list.del(a.handle) == EINVAL);  // already deleted
-  const auto b = list.add(tagged(6, 2), 0);
+  CHECK(list.del(0).err == EINVAL);   // never added
+  CHECK(list.del(99).err == EINVAL);  // out of range
+  const auto a = list.add(tagged(5, 1), true, 0);
+  REQUIRE(list.del(a.handle).err == 0);
+  CHECK(list.del(a.handle).err == EINVAL);  // already deleted
+  const auto b = list.add(tagged(6, 2), true, 0);
   REQUIRE(list.match(6));
-  CHECK(list.del(b.handle) == EINVAL);  // consumed by a match
+  CHECK(list.del(b.handle).err == EINVAL);  // consumed by a match
   CHECK(list.posted() == 0);
 }
 
@@ -114,7 +114,7 @@ TEST_CASE("an unexpected message stops matching until software syncs", "[tm]") {
   CHECK_FALSE(list.matching_enabled());
 
   // An ADD with the stale count is taken but flagged, and does not match.
-  const auto a = list.add(tagged(7, 1), 0);
+  const auto a = list.add(tagged(7, 1), true, 0);
   REQUIRE(a.err == 0);
   CHECK(a.sync_required);
   CHECK_FALSE(list.match(7));  // unexpected again: count 2
@@ -128,5 +128,22 @@ TEST_CASE("an unexpected message stops matching until software syncs", "[tm]") {
   CHECK(m->buffer.recv_wr_id == 1);
 
   // An ADD that carries the current count needs no sync.
-  CHECK_FALSE(list.add(tagged(8, 2), 2).sync_required);
+  CHECK_FALSE(list.add(tagged(8, 2), true, 2).sync_required);
+}
+
+TEST_CASE("an ADD without IBV_OPS_TM_SYNC keeps software's count; DEL reports a stale tag", "[tm]") {
+  TagList list(4);
+  const auto a = list.add(tagged(1, 1), true, 0);
+  CHECK_FALSE(list.match(9));  // unexpected: the device's count is 1
+  // Not reporting a count: the tag is posted under the old count 0.
+  const auto b = list.add(tagged(2, 2), false, 5);
+  CHECK(b.sync_required);
+  CHECK_FALSE(list.matching_enabled());
+  const auto d = list.del(a.handle);
+  CHECK(d.err == 0);
+  CHECK(d.sync_required);  // posted under 0, the device is at 1
+  CHECK(list.sync(1));
+  const auto c = list.add(tagged(3, 3), false, 0);  // inherits the synced count
+  CHECK_FALSE(c.sync_required);
+  CHECK_FALSE(list.del(c.handle).sync_required);
 }
