@@ -4,18 +4,12 @@
 
 namespace urnic::transport {
 
-TagList::TagList(uint32_t max_num_tags) : slots_(max_num_tags) {
-  for (uint32_t i = max_num_tags; i-- > 0;) {
-    slots_[i].next = free_;
-    free_ = i;
-  }
-}
+TagList::TagList(uint32_t max_num_tags) : slots_(max_num_tags) {}
 
-TagAddResult TagList::add(const TaggedBuffer& buf, bool report_cnt, uint32_t unexpected_cnt) {
-  if (free_ == kNone) return {ENOMEM, 0, false};
-  const uint32_t i = free_;
+TagAddResult TagList::add(uint32_t handle, const TaggedBuffer& buf, bool report_cnt, uint32_t unexpected_cnt) {
+  if (handle >= slots_.size() || slots_[handle].in_use) return {EINVAL, false};
+  const uint32_t i = handle;
   Slot& s = slots_[i];
-  free_ = s.next;
   s.buf = buf;
   s.in_use = true;
   s.prev = tail_;
@@ -25,7 +19,7 @@ TagAddResult TagList::add(const TaggedBuffer& buf, bool report_cnt, uint32_t une
   ++posted_;
   if (report_cnt) sw_unexpected_ = unexpected_cnt;
   s.phase = sw_unexpected_;
-  return {0, i, s.phase != device_unexpected_};
+  return {0, s.phase != device_unexpected_};
 }
 
 void TagList::unlink(uint32_t i) {
@@ -33,9 +27,7 @@ void TagList::unlink(uint32_t i) {
   if (s.prev == kNone) head_ = s.next; else slots_[s.prev].next = s.next;
   if (s.next == kNone) tail_ = s.prev; else slots_[s.next].prev = s.prev;
   s.in_use = false;
-  s.prev = kNone;
-  s.next = free_;
-  free_ = i;
+  s.prev = s.next = kNone;
   --posted_;
 }
 
@@ -51,19 +43,26 @@ bool TagList::sync(uint32_t unexpected_cnt) {
   return matching_enabled();
 }
 
-std::optional<TagMatch> TagList::match(uint64_t tag) {
-  if (matching_enabled()) {
-    for (uint32_t i = head_; i != kNone; i = slots_[i].next) {
-      const TaggedBuffer& b = slots_[i].buf;
-      if ((tag & b.mask) == (b.tag & b.mask)) {
-        TagMatch m{i, b};
-        unlink(i);
-        return m;
-      }
-    }
+uint32_t TagList::find(uint64_t tag) const noexcept {
+  if (!matching_enabled()) return kNone;
+  for (uint32_t i = head_; i != kNone; i = slots_[i].next) {
+    const TaggedBuffer& b = slots_[i].buf;
+    if ((tag & b.mask) == (b.tag & b.mask)) return i;
   }
-  ++device_unexpected_;
-  return std::nullopt;
+  return kNone;
+}
+
+bool TagList::would_match(uint64_t tag) const noexcept { return find(tag) != kNone; }
+
+std::optional<TagMatch> TagList::match(uint64_t tag) {
+  const uint32_t i = find(tag);
+  if (i == kNone) {
+    ++device_unexpected_;
+    return std::nullopt;
+  }
+  TagMatch m{i, slots_[i].buf};
+  unlink(i);
+  return m;
 }
 
 }  // namespace urnic::transport

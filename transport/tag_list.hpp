@@ -13,8 +13,11 @@
 // completion asks for a sync (IBV_WC_TM_SYNC_REQ) when that count is behind
 // the device's.
 //
-// Fixed storage sized at creation (max_num_tags): add, delete and sync do
-// not allocate; match walks only the posted tags, oldest first.
+// Handles are chosen by the provider (as libmlx5 does, so that
+// ibv_post_srq_ops can return one without asking the device): a handle is
+// the index of its slot. Fixed storage sized at creation (max_num_tags):
+// add, delete and sync do not allocate; match walks only the posted tags,
+// oldest first.
 #pragma once
 
 #include <cstdint>
@@ -35,8 +38,9 @@ struct TaggedBuffer {
 };
 
 struct TagAddResult {
-  int err = 0;                 // ENOMEM: the list is full (a posting error, as libmlx5)
-  uint32_t handle = 0;         // the ADD op's output handle
+  // EINVAL: the handle is beyond max_num_tags or names a tag already
+  // posted (the provider hands out free handles; a full list is its ENOMEM).
+  int err = 0;
   bool sync_required = false;  // the completion carries IBV_WC_TM_SYNC_REQ
 };
 
@@ -64,32 +68,40 @@ class TagList {
   uint32_t unexpected_cnt() const noexcept { return device_unexpected_; }
   bool matching_enabled() const noexcept { return sw_unexpected_ == device_unexpected_; }
 
-  // IBV_WR_TAG_ADD; report_cnt: the op has IBV_OPS_TM_SYNC, so its
-  // unexpected_cnt is software's new count.
-  TagAddResult add(const TaggedBuffer& buf, bool report_cnt, uint32_t unexpected_cnt);
+  // IBV_WR_TAG_ADD under `handle`; report_cnt: the op has IBV_OPS_TM_SYNC,
+  // so its unexpected_cnt is software's new count.
+  TagAddResult add(uint32_t handle, const TaggedBuffer& buf, bool report_cnt, uint32_t unexpected_cnt);
+  bool holds(uint32_t handle) const noexcept { return handle < slots_.size() && slots_[handle].in_use; }
   // IBV_WR_TAG_DEL.
   TagDelResult del(uint32_t handle);
   // IBV_WR_TAG_SYNC: whether matching is enabled again afterwards.
   bool sync(uint32_t unexpected_cnt);
 
+  // Whether match(tag) would find a tag, without changing anything (the
+  // responder checks first that an unexpected message has a WQE to land in:
+  // an RNR NAK must leave the list as it was).
+  bool would_match(uint64_t tag) const noexcept;
   // An incoming EAGER or RNDV message's tag. A match removes the tag (its
   // buffer now belongs to that message). No match, or matching disabled:
   // the message is unexpected, the counter rises and matching stops.
   std::optional<TagMatch> match(uint64_t tag);
+  // A tagged message the device hands to software without trying to match
+  // it (a malformed rendezvous request): unexpected all the same.
+  void note_unexpected() noexcept { ++device_unexpected_; }
 
  private:
   static constexpr uint32_t kNone = UINT32_MAX;
   struct Slot {
     TaggedBuffer buf;
     uint32_t phase = 0;  // software's unexpected count when it was posted
-    uint32_t prev = kNone, next = kNone;  // posting order, or the free list (next)
+    uint32_t prev = kNone, next = kNone;  // posting order
     bool in_use = false;
   };
   void unlink(uint32_t i);
+  uint32_t find(uint64_t tag) const noexcept;
 
   std::vector<Slot> slots_;
   uint32_t head_ = kNone, tail_ = kNone;  // oldest / newest posted
-  uint32_t free_ = kNone;
   uint32_t posted_ = 0;
   uint32_t device_unexpected_ = 0;
   uint32_t sw_unexpected_ = 0;

@@ -1,6 +1,6 @@
 // Tag matching's building blocks (transport/tag_list.*, transport/tm_header.*):
-// the TMH/RVH layouts, matching in posting order under a mask, the full
-// list and unknown-handle errors, and the unexpected-count rule that keeps
+// the TMH/RVH layouts, matching in posting order under a mask, provider-
+// chosen handles and their errors, and the unexpected-count rule that keeps
 // matching off until software's ADD/SYNC reports the device's count.
 #include <catch2/catch.hpp>
 
@@ -61,49 +61,59 @@ TEST_CASE("write_tmh produces what parse_tmh reads (the rendezvous FIN)", "[tm]"
 
 TEST_CASE("tags match oldest first under their mask and are consumed", "[tm]") {
   TagList list(4);
-  const auto a = list.add(tagged(0x10, 1, 0xF0), true, 0);  // matches 0x10..0x1F
-  const auto b = list.add(tagged(0x15, 2), true, 0);          // exact 0x15
+  const auto a = list.add(3, tagged(0x10, 1, 0xF0), true, 0);  // matches 0x10..0x1F
+  const auto b = list.add(0, tagged(0x15, 2), true, 0);          // exact 0x15
   REQUIRE(a.err == 0);
   REQUIRE(b.err == 0);
   CHECK_FALSE(a.sync_required);
   CHECK(list.posted() == 2);
+  CHECK(list.holds(3));
+  CHECK(list.would_match(0x15));
+  CHECK_FALSE(list.would_match(0x25));
+  CHECK(list.posted() == 2);  // would_match changes nothing
+  CHECK(list.unexpected_cnt() == 0);
 
-  auto m = list.match(0x15);  // both match; the older wins
+  auto m = list.match(0x15);  // both match; the older (posted first, handle 3) wins
   REQUIRE(m);
-  CHECK(m->handle == a.handle);
+  CHECK(m->handle == 3);
   CHECK(m->buffer.recv_wr_id == 1);
+  CHECK_FALSE(list.holds(3));
   m = list.match(0x15);
   REQUIRE(m);
+  CHECK(m->handle == 0);
   CHECK(m->buffer.recv_wr_id == 2);
   CHECK(list.posted() == 0);
   CHECK(list.unexpected_cnt() == 0);
 }
 
-TEST_CASE("a full tag list refuses ADD with ENOMEM; a freed slot is reused", "[tm]") {
+TEST_CASE("ADD under a handle out of range or already posted is EINVAL; a freed handle is reusable", "[tm]") {
   TagList list(2);
-  const auto a = list.add(tagged(1, 1), true, 0);
-  REQUIRE(list.add(tagged(2, 2), true, 0).err == 0);
-  CHECK(list.add(tagged(3, 3), true, 0).err == ENOMEM);
-  REQUIRE(list.del(a.handle).err == 0);
-  const auto c = list.add(tagged(3, 3), true, 0);
-  CHECK(c.err == 0);
-  CHECK(c.handle == a.handle);
-  // Ordering follows posting, not slot numbers: 2 is now older than 3.
+  REQUIRE(list.add(0, tagged(1, 1), true, 0).err == 0);
+  REQUIRE(list.add(1, tagged(2, 2), true, 0).err == 0);
+  CHECK(list.add(2, tagged(3, 3), true, 0).err == EINVAL);  // beyond max_num_tags
+  CHECK(list.add(1, tagged(3, 3), true, 0).err == EINVAL);  // posted already
+  CHECK(list.posted() == 2);
+  REQUIRE(list.del(0).err == 0);
+  CHECK(list.add(0, tagged(3, 3), true, 0).err == 0);
+  // Ordering follows posting, not handles: 2 (handle 1) is now older than 3 (handle 0).
   auto m = list.match(2);
   REQUIRE(m);
   CHECK(m->buffer.recv_wr_id == 2);
+  m = list.match(3);
+  REQUIRE(m);
+  CHECK(m->handle == 0);
 }
 
 TEST_CASE("DEL of a handle that names no posted tag is EINVAL", "[tm]") {
   TagList list(2);
   CHECK(list.del(0).err == EINVAL);   // never added
   CHECK(list.del(99).err == EINVAL);  // out of range
-  const auto a = list.add(tagged(5, 1), true, 0);
-  REQUIRE(list.del(a.handle).err == 0);
-  CHECK(list.del(a.handle).err == EINVAL);  // already deleted
-  const auto b = list.add(tagged(6, 2), true, 0);
+  REQUIRE(list.add(0, tagged(5, 1), true, 0).err == 0);
+  REQUIRE(list.del(0).err == 0);
+  CHECK(list.del(0).err == EINVAL);  // already deleted
+  REQUIRE(list.add(1, tagged(6, 2), true, 0).err == 0);
   REQUIRE(list.match(6));
-  CHECK(list.del(b.handle).err == EINVAL);  // consumed by a match
+  CHECK(list.del(1).err == EINVAL);  // consumed by a match
   CHECK(list.posted() == 0);
 }
 
@@ -114,9 +124,10 @@ TEST_CASE("an unexpected message stops matching until software syncs", "[tm]") {
   CHECK_FALSE(list.matching_enabled());
 
   // An ADD with the stale count is taken but flagged, and does not match.
-  const auto a = list.add(tagged(7, 1), true, 0);
+  const auto a = list.add(0, tagged(7, 1), true, 0);
   REQUIRE(a.err == 0);
   CHECK(a.sync_required);
+  CHECK_FALSE(list.would_match(7));
   CHECK_FALSE(list.match(7));  // unexpected again: count 2
   CHECK(list.unexpected_cnt() == 2);
   CHECK(list.posted() == 1);
@@ -128,22 +139,22 @@ TEST_CASE("an unexpected message stops matching until software syncs", "[tm]") {
   CHECK(m->buffer.recv_wr_id == 1);
 
   // An ADD that carries the current count needs no sync.
-  CHECK_FALSE(list.add(tagged(8, 2), true, 2).sync_required);
+  CHECK_FALSE(list.add(1, tagged(8, 2), true, 2).sync_required);
 }
 
 TEST_CASE("an ADD without IBV_OPS_TM_SYNC keeps software's count; DEL reports a stale tag", "[tm]") {
   TagList list(4);
-  const auto a = list.add(tagged(1, 1), true, 0);
+  REQUIRE(list.add(0, tagged(1, 1), true, 0).err == 0);
   CHECK_FALSE(list.match(9));  // unexpected: the device's count is 1
   // Not reporting a count: the tag is posted under the old count 0.
-  const auto b = list.add(tagged(2, 2), false, 5);
+  const auto b = list.add(1, tagged(2, 2), false, 5);
   CHECK(b.sync_required);
   CHECK_FALSE(list.matching_enabled());
-  const auto d = list.del(a.handle);
+  const auto d = list.del(0);
   CHECK(d.err == 0);
   CHECK(d.sync_required);  // posted under 0, the device is at 1
   CHECK(list.sync(1));
-  const auto c = list.add(tagged(3, 3), false, 0);  // inherits the synced count
+  const auto c = list.add(2, tagged(3, 3), false, 0);  // inherits the synced count
   CHECK_FALSE(c.sync_required);
-  CHECK_FALSE(list.del(c.handle).sync_required);
+  CHECK_FALSE(list.del(2).sync_required);
 }
