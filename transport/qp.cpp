@@ -257,7 +257,7 @@ Cqe Qp::held_recv_error(WcStatus st) const {
   e.qp_num = qpn_;
   if (tm_land_ != TmLanding::kNone) {
     e.opcode = tm_land_ == TmLanding::kNoTag ? WcOpcode::kTmNoTag : WcOpcode::kTmRecv;
-    if (tm_land_ == TmLanding::kEager || tm_land_ == TmLanding::kRndv) e.tm_handle = tm_handle_;
+    e.tm_handle = tm_handle_;  // unless a match CQE reported it already
   }
   return e;
 }

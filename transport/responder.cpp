@@ -291,6 +291,10 @@ RespState Qp::resp_complete(const wire::IbPacket& pkt, Nanos now) {
   const auto& i = pkt.info();
   if (!i.is(Op::kLast)) {
     resp_msg_ = i.is(Op::kSend) ? RespMsg::kSend : RespMsg::kWrite;
+    // A matched EAGER of several packets completes its match now and its
+    // data at the last packet (tag_matching.md: two CQEs).
+    if (tm_land_ == TmLanding::kEager && i.is(Op::kSend) && i.is(Op::kFirst) && !tm_report_match(now))
+      return RespState::kDone;
     return RespState::kAcknowledge;
   }
   Cqe e;

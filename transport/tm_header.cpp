@@ -35,4 +35,10 @@ void write_tmh(std::span<std::byte, kTmhBytes> out, const Tmh& tmh) noexcept {
   store_be(out, 8, 8, tmh.tag);
 }
 
+void write_rvh(std::span<std::byte, kRvhBytes> out, const Rvh& rvh) noexcept {
+  store_be(out, 0, 8, rvh.va);
+  store_be(out, 8, 4, rvh.rkey);
+  store_be(out, 12, 4, rvh.length);
+}
+
 }  // namespace urnic::transport

@@ -4,6 +4,8 @@
 // rendezvous request, the RVH right after it (16 bytes: va at 0, rkey at 8,
 // length at 12, all big-endian). TM messages are ordinary RC SENDs, so these
 // are parsed from the first bytes of the payload by a TM SRQ's responder.
+// The rendezvous FIN is "a copy of the original TMH and RVH of the
+// rendezvous request, apart the opcode" (tag_matching.md).
 #pragma once
 
 #include <cstddef>
@@ -39,5 +41,7 @@ std::optional<Tmh> parse_tmh(std::span<const std::byte> msg) noexcept;
 std::optional<Rvh> parse_rvh(std::span<const std::byte> msg) noexcept;
 // Writes a TMH into out[0, kTmhBytes) (the rendezvous FIN the device sends).
 void write_tmh(std::span<std::byte, kTmhBytes> out, const Tmh& tmh) noexcept;
+// Writes an RVH into out[0, kRvhBytes) (the FIN copies the request's).
+void write_rvh(std::span<std::byte, kRvhBytes> out, const Rvh& rvh) noexcept;
 
 }  // namespace urnic::transport

@@ -124,7 +124,8 @@ TEST_CASE("tag operations: completions with wr_id, handle and SYNC_REQ; posting 
   CHECK(c[0].status == WcStatus::kSuccess);
 }
 
-TEST_CASE("matched EAGER over several packets: the payload after the TMH in the tagged buffer", "[tm]") {
+TEST_CASE("matched EAGER over several packets: the payload after the TMH in the tagged buffer, match and data CQEs",
+          "[tm]") {
   TmPair p;
   std::fill(p.b.bytes().begin(), p.b.bytes().end(), 0xEE);
   constexpr uint32_t kLen = 3000;  // three packets at PMTU 1024
@@ -134,18 +135,31 @@ TEST_CASE("matched EAGER over several packets: the payload after the TMH in the 
   REQUIRE(p.add(3, 0x5, 33, 0, 4096) == 0);
   REQUIRE(p.poll_tm().size() == 1);
   REQUIRE(p.send(1, 0, kLen) == 0);
-  p.pump();
+  auto req = p.sa.take();
+  REQUIRE(req.size() == 3);
+  Pair::deliver(p.tb, {req[0]}, p.now);
   auto c = p.poll_tm();
-  REQUIRE(c.size() == 1);
+  REQUIRE(c.size() == 1);  // the match, at the first packet
   CHECK(c[0].status == WcStatus::kSuccess);
   CHECK(c[0].opcode == WcOpcode::kTmRecv);
-  CHECK(c[0].wc_flags == (wc_flag::kTmMatch | wc_flag::kTmDataValid));
+  CHECK(c[0].wc_flags == wc_flag::kTmMatch);
   CHECK(c[0].wr_id == 33);
-  CHECK(c[0].byte_len == kLen - kTmhBytes);
+  CHECK(c[0].byte_len == 0);
   CHECK(c[0].tm_tag == 0x5);
   CHECK(c[0].tm_priv == 0xC0FFEEu);
   CHECK(c[0].tm_handle == 3);
   CHECK(c[0].qp_num == p.qb);
+  Pair::deliver(p.tb, {req[1], req[2]}, p.now);
+  p.pump();
+  c = p.poll_tm();
+  REQUIRE(c.size() == 1);  // the data
+  CHECK(c[0].status == WcStatus::kSuccess);
+  CHECK(c[0].opcode == WcOpcode::kTmRecv);
+  CHECK(c[0].wc_flags == wc_flag::kTmDataValid);
+  CHECK(c[0].wr_id == 33);
+  CHECK(c[0].byte_len == kLen - kTmhBytes);
+  CHECK(c[0].tm_tag == 0);
+  CHECK(c[0].tm_handle == kNoTmHandle);
   CHECK(same(p, kTagged, kTmhBytes, kLen - kTmhBytes));
   CHECK(untouched(p, kTagged + kLen - kTmhBytes, 64));  // nothing beyond the payload
   CHECK(untouched(p, kSrqBuf, 4096));                   // the SRQ WQE was not used
@@ -218,10 +232,12 @@ TEST_CASE("unexpected messages: whole into an SRQ WQE, TM_RECV without flags; ma
   REQUIRE(p.send(4, 0, kLen) == 0);
   p.pump();
   c = p.poll_tm();
-  REQUIRE(c.size() == 1);
+  REQUIRE(c.size() == 2);  // two packets: match, then data
   CHECK(c[0].wr_id == 11);
-  CHECK(c[0].wc_flags == (wc_flag::kTmMatch | wc_flag::kTmDataValid));
+  CHECK(c[0].wc_flags == wc_flag::kTmMatch);
   CHECK(c[0].tm_tag == 0x7);
+  CHECK(c[1].wr_id == 11);
+  CHECK(c[1].wc_flags == wc_flag::kTmDataValid);
   CHECK(same(p, kTagged + 4096, kTmhBytes, kLen - kTmhBytes));
   CHECK(p.a.poll().size() == 4);
 }
@@ -291,6 +307,7 @@ TEST_CASE("an unexpected message finding no SRQ WQE is RNR-NAKed and leaves the 
   CHECK(c[0].wr_id == 13);
   CHECK(c[0].wc_flags == (wc_flag::kTmMatch | wc_flag::kTmDataValid));
   CHECK(c[0].byte_len == kLen - kTmhBytes);
+  CHECK(c[0].tm_handle == 0);
 }
 
 TEST_CASE("a matched EAGER longer than its tagged buffer: LOC_LEN_ERR for the tag, NAK to the sender", "[tm]") {
@@ -312,4 +329,33 @@ TEST_CASE("a matched EAGER longer than its tagged buffer: LOC_LEN_ERR for the ta
   auto s = p.a.poll();
   REQUIRE(!s.empty());
   CHECK(s[0].status == WcStatus::kRemInvReqErr);
+}
+
+TEST_CASE("a resent matched EAGER (its ACK lost) is a duplicate: not matched again", "[tm]") {
+  TmPair p;
+  constexpr uint32_t kLen = 300;
+  fill(p.a.bytes().subspan(0, kLen), p.qa, 6);
+  p.write_tmh(0, TmhOp::kEager, 0x44, 0);
+  REQUIRE(p.add(0, 0x44, 20, 0, 4096) == 0);
+  REQUIRE(p.add(1, 0x44, 21, 4096, 4096) == 0);
+  REQUIRE(p.poll_tm().size() == 2);
+  REQUIRE(p.send(1, 0, kLen) == 0);
+  Pair::deliver(p.tb, p.sa.take(), p.now);
+  REQUIRE(p.sb.take().size() == 1);  // the ACK, lost
+  auto c = p.poll_tm();
+  REQUIRE(c.size() == 1);
+  CHECK(c[0].wr_id == 20);
+  p.now = p.ta.next_deadline();
+  p.ta.on_timer(p.now);  // ACK timeout: the SEND again
+  p.pump();
+  CHECK(p.poll_tm().empty());  // re-ACKed only; the second tag stays posted
+  auto s = p.a.poll();
+  REQUIRE(s.size() == 1);
+  CHECK(s[0].status == WcStatus::kSuccess);
+  REQUIRE(p.send(2, 0, kLen) == 0);
+  p.pump();
+  c = p.poll_tm();
+  REQUIRE(c.size() == 1);
+  CHECK(c[0].wr_id == 21);
+  CHECK(same(p, kTagged + 4096, kTmhBytes, kLen - kTmhBytes));
 }

@@ -96,12 +96,19 @@ TEST_CASE("matched RNDV: TM_MATCH, the device's READ, TM_DATA_VALID, the FIN to 
   CHECK(ca[1].opcode == WcOpcode::kRecv);
   CHECK(ca[1].status == WcStatus::kSuccess);
   CHECK(ca[1].wr_id == 77);
-  CHECK(ca[1].byte_len == kTmhBytes);
-  auto fin = parse_tmh(std::as_bytes(p.a.bytes().subspan(0x20000, kTmhBytes)));
+  // The FIN: the request's TMH and RVH, opcode FIN (tag_matching.md).
+  CHECK(ca[1].byte_len == kTmhBytes + kRvhBytes);
+  auto fin_msg = std::as_bytes(p.a.bytes().subspan(0x20000, kTmhBytes + kRvhBytes));
+  auto fin = parse_tmh(fin_msg);
   REQUIRE(fin);
   CHECK(fin->op == TmhOp::kFin);
   CHECK(fin->app_ctx == 0xABCDu);
   CHECK(fin->tag == 0x21);
+  auto rvh = parse_rvh(fin_msg);
+  REQUIRE(rvh);
+  CHECK(rvh->va == p.a.va + kData);
+  CHECK(rvh->rkey == p.a.mr.rkey);
+  CHECK(rvh->length == kLen);
   CHECK(p.tb.qp_next_deadline(p.qb) == kNever);  // nothing outstanding
 }
 
@@ -179,23 +186,37 @@ TEST_CASE("RNDV over a lossy wire: the device's READ goes back and the data arri
   auto ca = p.a.poll();
   REQUIRE(ca.size() == 2);
   CHECK(ca[1].wr_id == 79);
-  CHECK(ca[1].byte_len == kTmhBytes);
+  CHECK(ca[1].byte_len == kTmhBytes + kRvhBytes);
   CHECK(p.b.poll().empty());
 }
 
-TEST_CASE("RNDV longer than the tagged buffer: LOC_LEN_ERR after the match, no READ", "[tm]") {
+TEST_CASE("RNDV longer than the tagged buffer: the request lands there for software, TM_RNDV_INCOMPLETE, no READ",
+          "[tm]") {
   TmPair p;
+  std::fill(p.b.bytes().begin(), p.b.bytes().end(), 0xEE);
   rndv_request(p, 0x24, 3, 5000);
   REQUIRE(p.add(2, 0x24, 69, 0, 4096) == 0);
   REQUIRE(p.poll_tm().size() == 1);
   REQUIRE(p.send(1, 0, kHdrLen) == 0);
   Pair::deliver(p.tb, p.sa.take(), p.now);
   auto c = p.poll_tm();
-  REQUIRE(c.size() == 2);
-  CHECK(c[0].wc_flags == wc_flag::kTmMatch);
-  CHECK(c[1].status == WcStatus::kLocLenErr);
-  CHECK(c[1].wr_id == 69);
-  for (const Captured& x : p.sb.take()) CHECK(x.op() != (op::kRc | op::kReadRequest));
+  REQUIRE(c.size() == 1);
+  CHECK(c[0].status == WcStatus::kTmRndvIncomplete);
+  CHECK(c[0].opcode == WcOpcode::kTmRecv);
+  CHECK(c[0].wc_flags == (wc_flag::kTmMatch | wc_flag::kTmDataValid));
+  CHECK(c[0].wr_id == 69);
+  CHECK(c[0].byte_len == kHdrLen);
+  CHECK(c[0].tm_tag == 0x24);
+  CHECK(c[0].tm_priv == 3u);
+  CHECK(c[0].tm_handle == 2);
+  CHECK(same(p, kTagged, 0, kHdrLen));  // TMH, RVH and user header
+  CHECK(untouched(p, kTagged + kHdrLen, 64));
+  auto out = p.sb.take();
+  CHECK_FALSE(out.empty());  // the ACK
+  for (const Captured& x : out) CHECK(x.op() != (op::kRc | op::kReadRequest));
+  QpAttr qa;
+  REQUIRE(p.tb.query_qp(p.qb, qa) == 0);
+  CHECK(qa.qp_state == QpState::kRts);  // software's problem, not the connection's
 }
 
 TEST_CASE("RNDV without a match, or beyond max_rndv_hdr_size: unexpected, whole into an SRQ WQE", "[tm]") {

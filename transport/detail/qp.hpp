@@ -65,7 +65,8 @@ struct SendWqe {
   uint32_t xrc_srqn = 0;    // XRC_SEND: XRCETH of every request packet
   TmWqe tm = TmWqe::kNone;
   uint64_t tm_recv_wr_id = 0;  // kRndvRead: the matched tag's recv_wr_id
-  Tmh tm_req;                  // kRndvRead: the request's TMH (the FIN echoes it)
+  Tmh tm_req;                  // kRndvRead: the request's TMH and RVH (the FIN copies them)
+  Rvh tm_rvh;
   WqeState state = WqeState::kPosted;
   WcStatus status = WcStatus::kSuccess;
   Psn first_psn;
@@ -165,6 +166,7 @@ enum class TmLanding : uint8_t {
   kUnexpected,  // EAGER/RNDV without a match: whole, in an SRQ WQE; TM_RECV, no flags
   kEager,       // matched EAGER: the payload after the TMH in the tagged buffer
   kRndv,        // matched RNDV: nothing placed; the QP READs the data itself
+  kRndvSw,      // matched RNDV too long for the tagged buffer: its headers land there for software
 };
 
 WcOpcode wc_opcode_for(WrOpcode op) noexcept;
@@ -284,6 +286,7 @@ class Qp {
   // tm_rx.cpp: tag matching on a TM SRQ.
   RespState tm_take_landing(const wire::IbPacket& pkt);
   void tm_fill_recv_cqe(Cqe& e) const;
+  bool tm_report_match(Nanos now);
   void tm_start_rndv(Nanos now);
   bool tm_wqe_done(const SendWqe& w, WcStatus st, Nanos now);
   void tm_flush_wqe(const SendWqe& w);
@@ -337,7 +340,8 @@ class Qp {
   TmLanding tm_land_ = TmLanding::kNone;
   Tmh tm_hdr_;
   Rvh tm_rvh_;
-  uint32_t tm_handle_ = kNoTmHandle;
+  uint32_t tm_handle_ = kNoTmHandle;  // the matched tag's, until a CQE has reported it
+  bool tm_match_reported_ = false;    // a multi-packet EAGER's match CQE went at its first packet
 };
 
 }  // namespace urnic::transport::detail
