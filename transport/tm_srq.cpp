@@ -29,22 +29,26 @@ ErrnoOr<SrqHandle> Transport::create_tm_srq(PdHandle pd, CqHandle cq, const SrqA
 }
 
 // Operations are executed as they are posted (the device's command queue
-// is processed in order, so a later op sees an earlier one's effect). A
-// completion goes to the SRQ's CQ when the op is signaled; an op the device
-// cannot do (DEL of a tag it no longer holds) completes with IBV_WC_TM_ERR
-// even unsignaled, as a failed WQE always does (IBA 10.7.3.1).
+// is processed in order, so a later op sees an earlier one's effect). Any
+// op with IBV_OPS_TM_SYNC reports software's unexpected count (mlx5's
+// TM segment carries it for ADD, DEL and NOP alike); a SYNC without it
+// changes nothing. A completion goes to the SRQ's CQ only when the op is
+// signaled, also for a DEL the device cannot do (a tag it no longer
+// holds: IBV_WC_TM_ERR): libmlx5 expects completions of signaled ops only
+// (an unsignaled DEL's tag is released at posting), so mlx5 hardware
+// cannot be completing the others.
 int Transport::post_srq_op(SrqHandle srq, const TagOp& op, Nanos now) {
   (void)now;  // executed at once: nothing waits on a timer
   auto it = ctx_->srqs.find(static_cast<uint32_t>(srq));
   if (it == ctx_->srqs.end() || !it->second.tags) return EINVAL;
   detail::Srq& s = it->second;
   TagList& tags = *s.tags;
+  if ((op.kind == TagOpKind::kAdd || op.kind == TagOpKind::kDel) && op.handle >= tags.capacity()) return EINVAL;
+  if (op.kind == TagOpKind::kAdd && tags.holds(op.handle)) return EINVAL;
   Cqe e;
   e.wr_id = op.wr_id;
-  bool report = op.signaled;
   switch (op.kind) {
     case TagOpKind::kAdd: {
-      if (op.handle >= tags.capacity() || tags.holds(op.handle)) return EINVAL;
       const TagAddResult r =
           tags.add(op.handle, TaggedBuffer{op.tag, op.mask, op.recv_wr_id, op.sge}, op.report_cnt, op.unexpected_cnt);
       if (r.err != 0) return r.err;
@@ -54,28 +58,25 @@ int Transport::post_srq_op(SrqHandle srq, const TagOp& op, Nanos now) {
       break;
     }
     case TagOpKind::kDel: {
-      if (op.handle >= tags.capacity()) return EINVAL;
+      if (op.report_cnt) tags.sync(op.unexpected_cnt);
       const TagDelResult r = tags.del(op.handle);
       e.opcode = WcOpcode::kTmDel;
       e.tm_handle = op.handle;
       if (r.err != 0) {
         e.status = WcStatus::kTmErr;
-        report = true;
       } else if (r.sync_required) {
         e.wc_flags |= wc_flag::kTmSyncReq;
       }
       break;
     }
     case TagOpKind::kSync:
-      // A SYNC always carries software's count (libmlx5 sends it with or
-      // without IBV_OPS_TM_SYNC).
-      tags.sync(op.unexpected_cnt);
+      if (op.report_cnt) tags.sync(op.unexpected_cnt);
       e.opcode = WcOpcode::kTmSync;
       break;
   }
   // A CQ overrun puts the CQ in error and raises CQ_ERR (push_cqe); there
   // is no QP to move to the error state.
-  if (report) ctx_->push_cqe(s.cq, e);
+  if (op.signaled) ctx_->push_cqe(s.cq, e);
   return 0;
 }
 

@@ -104,8 +104,8 @@ TEST_CASE("tag operations: completions with wr_id, handle and SYNC_REQ; posting 
   CHECK(c[0].wr_id == 55);
   CHECK(c[0].tm_handle == 2);
 
-  // DEL of a handle the device does not hold: TM_ERR, even unsignaled.
-  del.signaled = false;
+  // DEL of a handle the device does not hold: TM_ERR when signaled, nothing
+  // unsignaled (as libmlx5 expects).
   del.wr_id = 56;
   REQUIRE(p.tb.post_srq_op(p.srq, del, p.now) == 0);
   c = p.poll_tm();
@@ -113,6 +113,10 @@ TEST_CASE("tag operations: completions with wr_id, handle and SYNC_REQ; posting 
   CHECK(c[0].opcode == WcOpcode::kTmDel);
   CHECK(c[0].status == WcStatus::kTmErr);
   CHECK(c[0].wr_id == 56);
+  CHECK(c[0].tm_handle == 2);
+  del.signaled = false;
+  REQUIRE(p.tb.post_srq_op(p.srq, del, p.now) == 0);
+  CHECK(p.poll_tm().empty());
   del.handle = 4;
   CHECK(p.tb.post_srq_op(p.srq, del, p.now) == EINVAL);
 
@@ -358,4 +362,46 @@ TEST_CASE("a resent matched EAGER (its ACK lost) is a duplicate: not matched aga
   REQUIRE(c.size() == 1);
   CHECK(c[0].wr_id == 21);
   CHECK(same(p, kTagged + 4096, kTmhBytes, kLen - kTmhBytes));
+}
+
+TEST_CASE("software's unexpected count comes with IBV_OPS_TM_SYNC only, on SYNC and DEL alike", "[tm]") {
+  TmPair p;
+  fill(p.a.bytes().subspan(0, 100), p.qa, 7);
+  p.write_tmh(0, TmhOp::kEager, 0x51, 0);
+  for (uint64_t i = 0; i < 2; ++i) REQUIRE(p.srq_recv(800 + i, i * 4096, 4096) == 0);
+  REQUIRE(p.send(1, 0, 100) == 0);  // nothing posted: unexpected, the device's count is 1
+  p.pump();
+  REQUIRE(p.poll_tm().size() == 1);
+  REQUIRE(p.add(0, 0x51, 30, 0, 4096) == 0);
+  REQUIRE(p.poll_tm().size() == 1);
+  TagOp sync;
+  sync.kind = TagOpKind::kSync;
+  sync.signaled = true;
+  sync.unexpected_cnt = 1;  // without report_cnt: not taken
+  REQUIRE(p.tb.post_srq_op(p.srq, sync, p.now) == 0);
+  REQUIRE(p.poll_tm().size() == 1);
+  REQUIRE(p.send(2, 0, 100) == 0);
+  p.pump();
+  auto c = p.poll_tm();
+  REQUIRE(c.size() == 1);
+  CHECK(c[0].wr_id == 801);  // still unexpected: the device's count is 2
+  // A DEL carrying the count (2) syncs; the tag it names goes, matching is back.
+  REQUIRE(p.add(1, 0x51, 31, 4096, 4096) == 0);
+  REQUIRE(p.poll_tm().size() == 1);
+  TagOp del;
+  del.kind = TagOpKind::kDel;
+  del.signaled = true;
+  del.handle = 0;
+  del.report_cnt = true;
+  del.unexpected_cnt = 2;
+  REQUIRE(p.tb.post_srq_op(p.srq, del, p.now) == 0);
+  c = p.poll_tm();
+  REQUIRE(c.size() == 1);
+  CHECK(c[0].status == WcStatus::kSuccess);
+  REQUIRE(p.send(3, 0, 100) == 0);
+  p.pump();
+  c = p.poll_tm();
+  REQUIRE(c.size() == 1);
+  CHECK(c[0].wr_id == 31);
+  CHECK(c[0].wc_flags == (wc_flag::kTmMatch | wc_flag::kTmDataValid));
 }
