@@ -27,7 +27,7 @@ struct TmPair {
   uint32_t qa = 0, qb = 0;
   Nanos now = 1000;
 
-  explicit TmPair(uint32_t max_num_tags = 16, QpParams pa = {}, QpParams pb = {})
+  explicit TmPair(uint32_t max_num_tags = 16, uint32_t b_send_wr = 0, QpParams pa = {}, QpParams pb = {})
       : ta(ma, sa, sa), tb(mb, sb, sb), a(ta, ma, 0x10000, 1 << 20), b(tb, mb, 0x7000000, 1 << 20) {
     tm_cq = tb.create_cq(256).value;
     auto s = tb.create_tm_srq(b.pd, tm_cq, SrqAttr{64, 1, 0}, TmSrqAttr{max_num_tags, 16});
@@ -39,7 +39,7 @@ struct TmPair {
     bi.pd = b.pd;
     bi.send_cq = b.cq;
     bi.recv_cq = b.cq;
-    bi.cap = {0, 0, 0, 0, 0};  // as the suite's server: no send queue of its own
+    bi.cap = {b_send_wr, 0, b_send_wr > 0 ? 1u : 0u, 0, 0};  // default as the suite's server: no send queue
     bi.has_srq = true;
     bi.srq = srq;
     auto q = tb.create_qp(bi);

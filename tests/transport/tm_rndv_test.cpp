@@ -291,3 +291,45 @@ TEST_CASE("RNDV into a tagged buffer with a bad lkey: the READ fails locally, TM
   CHECK(qa.qp_state == QpState::kErr);
   CHECK(p.b.poll().empty());
 }
+
+TEST_CASE("the rendezvous READ shares the send queue but not the application's slots or CQ", "[tm]") {
+  TmPair p(16, 1);  // B's application may have one send WQE outstanding
+  constexpr uint32_t kLen = 3000;
+  rndv_request(p, 0x27, 6, kLen);
+  REQUIRE(p.recv_a(80, 0x20000, 256) == 0);
+  REQUIRE(p.recv_a(81, 0x30000, 256) == 0);
+  REQUIRE(p.add(0, 0x27, 72, 0, 8192) == 0);
+  REQUIRE(p.poll_tm().size() == 1);
+  REQUIRE(p.send(1, 0, kHdrLen) == 0);
+  Pair::deliver(p.tb, p.sa.take(), p.now);
+  REQUIRE(p.poll_tm().size() == 1);  // the match; the READ is queued
+  CHECK(p.tb.sq_outstanding(p.qb) == 0);  // none of the application's
+  // B's application posts a SEND now: it goes behind the READ.
+  fill(p.b.bytes().subspan(0x60000, 100), p.qb, 9);
+  Sge sge{p.b.va + 0x60000, 100, p.b.mr.lkey};
+  SendWr wr;
+  wr.wr_id = 9;
+  wr.opcode = WrOpcode::kSend;
+  wr.send_flags = send_flag::kSignaled;
+  wr.sg_list = {&sge, 1};
+  REQUIRE(p.tb.post_send(p.qb, wr, p.now) == 0);
+  CHECK(p.tb.sq_outstanding(p.qb) == 1);
+  CHECK(p.tb.post_send(p.qb, wr, p.now) == ENOMEM);  // its one slot is taken
+  p.pump();
+  auto c = p.poll_tm();
+  REQUIRE(c.size() == 1);
+  CHECK(c[0].wc_flags == wc_flag::kTmDataValid);
+  auto s = p.b.poll();
+  REQUIRE(s.size() == 1);  // only the application's SEND completes to B's CQ
+  CHECK(s[0].wr_id == 9);
+  CHECK(s[0].opcode == WcOpcode::kSend);
+  CHECK(p.tb.sq_outstanding(p.qb) == 0);
+  // A got B's SEND first (it was queued before the READ completed), then the FIN.
+  auto ca = p.a.poll();
+  REQUIRE(ca.size() == 3);
+  CHECK(ca[1].wr_id == 80);
+  CHECK(ca[1].byte_len == 100);
+  CHECK(ca[2].wr_id == 81);
+  CHECK(ca[2].byte_len == kTmhBytes + kRvhBytes);
+  CHECK(same(p, kTagged, kData, kLen));
+}

@@ -204,7 +204,9 @@ class Qp {
   // Introspection for tests and the CLI.
   ReqState req_state() const noexcept { return req_state_; }
   Psn expected_psn() const noexcept { return epsn_; }
-  std::size_t sq_depth() const noexcept { return sq_.size(); }
+  // The application's send WQEs outstanding (the engine frees its ring
+  // slots by this); the QP's own (TmWqe) are not from the ring.
+  std::size_t sq_depth() const noexcept { return sq_.size() - tm_wqes_; }
   std::size_t rq_depth() const noexcept { return rq_.size(); }
 
  private:
