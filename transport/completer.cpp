@@ -263,6 +263,7 @@ bool Qp::complete_head(WcStatus st, Nanos now) {
   const SendWqe w = std::move(sq_.front());
   sq_.pop_front();
   if (req_idx_ > 0) --req_idx_;
+  if (w.tm != TmWqe::kNone) return tm_wqe_done(w, st, now);  // the QP's own: no send CQE
   if (st == WcStatus::kSuccess && !w.signaled) return true;
   Cqe e;
   e.wr_id = w.wr_id;

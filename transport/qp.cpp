@@ -129,6 +129,13 @@ WcOpcode wc_opcode_for(WrOpcode op) noexcept { return wc_opcode_of(op); }
 
 Qp::Qp(Context& ctx, uint32_t qpn, const QpInitAttr& init) : ctx_(ctx), qpn_(qpn), init_(init) {
   attr_.cap = init.cap;
+  if (init.has_srq) {
+    auto s = ctx_.srqs.find(static_cast<uint32_t>(init.srq));
+    if (s != ctx_.srqs.end() && s->second.tags) {
+      tm_ = true;
+      tm_cq_ = s->second.cq;
+    }
+  }
 }
 
 uint32_t Qp::pmtu() const noexcept {
@@ -214,6 +221,7 @@ void Qp::query(QpAttr& a) const {
 void Qp::reset_state() {
   // IBA 10.3.1: RESET discards every WQE without completions.
   sq_.clear();
+  tm_wqes_ = 0;
   rq_.clear();
   resources_.clear();
   recv_slot_ = RecvSlot::kEmpty;
@@ -233,7 +241,25 @@ void Qp::reset_state() {
   resp_seq_ = RespSeq::kInSequence;
   resp_msg_ = RespMsg::kNone;
   msg_offset_ = 0;
+  recv_skip_ = 0;
+  tm_land_ = TmLanding::kNone;
   unacked_ = 0;
+}
+
+// The error completion of the receive WQE the responder holds: on a TM
+// SRQ, of the tagged buffer (its handle: the device no longer holds the
+// tag) or of the SRQ WQE an unexpected/NO_TAG message took.
+Cqe Qp::held_recv_error(WcStatus st) const {
+  Cqe e;
+  e.wr_id = cur_recv_.wr_id;
+  e.status = st;
+  e.opcode = WcOpcode::kRecv;
+  e.qp_num = qpn_;
+  if (tm_land_ != TmLanding::kNone) {
+    e.opcode = tm_land_ == TmLanding::kNoTag ? WcOpcode::kTmNoTag : WcOpcode::kTmRecv;
+    e.tm_handle = tm_handle_;  // unless a match CQE reported it already
+  }
+  return e;
 }
 
 bool Qp::send_queue_active() const noexcept {
@@ -272,6 +298,10 @@ void Qp::flush_sq() {
   while (!sq_.empty()) {
     const SendWqe w = sq_.front();
     sq_.pop_front();
+    if (w.tm != TmWqe::kNone) {
+      tm_flush_wqe(w);
+      continue;
+    }
     Cqe e;
     e.wr_id = w.wr_id;
     e.status = WcStatus::kWrFlushErr;
@@ -280,17 +310,13 @@ void Qp::flush_sq() {
     if (!ctx_.push_cqe(init_.send_cq, e)) break;
   }
   sq_.clear();
+  tm_wqes_ = 0;
   req_idx_ = 0;
 }
 
 void Qp::flush_rq() {
   if (recv_slot_ == RecvSlot::kHeld) {
-    Cqe e;
-    e.wr_id = cur_recv_.wr_id;
-    e.status = WcStatus::kWrFlushErr;
-    e.opcode = WcOpcode::kRecv;
-    e.qp_num = qpn_;
-    ctx_.push_cqe(resp_cq(), e);
+    ctx_.push_cqe(resp_cq(), held_recv_error(WcStatus::kWrFlushErr));
     recv_slot_ = RecvSlot::kEmpty;
   }
   resp_msg_ = RespMsg::kNone;
@@ -342,6 +368,7 @@ PdHandle Qp::resp_pd() const noexcept {
 }
 
 CqHandle Qp::resp_cq() const noexcept {
+  if (tm_) return tm_cq_;
   if (!xrc_target()) return init_.recv_cq;
   auto it = ctx_.srqs.find(static_cast<uint32_t>(xrc_srq_));
   return it == ctx_.srqs.end() ? CqHandle{} : it->second.cq;
@@ -384,7 +411,7 @@ int Qp::post_send(const SendWr& wr, Nanos now) {
   if (is_inline && rd_atomic) return EINVAL;
   if (is_inline && wr.inline_data.size() > init_.cap.max_inline_data) return EINVAL;
   if (!is_inline && wr.sg_list.size() > init_.cap.max_send_sge) return EINVAL;
-  if (sq_.size() >= init_.cap.max_send_wr) return ENOMEM;
+  if (sq_.size() - tm_wqes_ >= init_.cap.max_send_wr) return ENOMEM;
   SendWqe w;
   if (init_.type == QpType::kUd) {
     auto ah = ctx_.ahs.find(static_cast<uint32_t>(wr.ah));

@@ -112,7 +112,15 @@ RespState Qp::resp_chk_resource(const wire::IbPacket& pkt) {
   // immediate at its last (IBA 9.7.5.1.x, 10.8.4).
   const bool needs_recv = (i.is(Op::kSend) && i.is(Op::kFirst)) || (i.is(Op::kWrite) && i.is(Op::kImm));
   if (needs_recv && recv_slot_ == RecvSlot::kEmpty) {
-    if (!take_recv(cur_recv_)) return RespState::kErrRnr;
+    if (tm_ && i.is(Op::kSend)) {
+      // A TM SRQ: the TMH decides where the message lands (a tagged
+      // buffer or an SRQ WQE).
+      if (const RespState s = tm_take_landing(pkt); s != RespState::kChkLength) return s;
+    } else {
+      if (!take_recv(cur_recv_)) return RespState::kErrRnr;
+      recv_skip_ = 0;
+      tm_land_ = TmLanding::kNone;
+    }
     recv_slot_ = RecvSlot::kHeld;
   }
   return RespState::kChkLength;
@@ -133,7 +141,7 @@ RespState Qp::resp_chk_length(const wire::IbPacket& pkt) {
     }
   }
   if (i.is(Op::kSend)) {
-    if (msg_offset_ + pl > cur_recv_.length) {
+    if (placed_bytes(msg_offset_ + pl) > cur_recv_.length) {
       pending_recv_status_ = WcStatus::kLocLenErr;  // IBA 9.9.3.1.3: responder length error
       return RespState::kErrNakInvalidRequest;
     }
@@ -191,8 +199,12 @@ RespState Qp::resp_execute(const wire::IbPacket& pkt, Nanos now) {
   const auto& i = pkt.info();
   const Psn p = pkt.bth.psn;
   if (i.is(Op::kSend)) {
-    if (!pkt.payload.empty() &&
-        ctx_.scatter(resp_pd(), cur_recv_.sges, msg_offset_, pkt.payload) != WcStatus::kSuccess) {
+    // The bytes after recv_skip_ (all of them but for a matched TM message)
+    // land in the receive buffer at their offset past it.
+    const uint64_t placed_before = placed_bytes(msg_offset_);
+    const uint64_t placed_now = placed_bytes(msg_offset_ + pkt.payload.size()) - placed_before;
+    if (placed_now > 0 &&
+        ctx_.scatter(resp_pd(), cur_recv_.sges, placed_before, pkt.payload.last(placed_now)) != WcStatus::kSuccess) {
       pending_recv_status_ = WcStatus::kLocProtErr;
       return RespState::kErrNakRemoteOperational;
     }
@@ -279,6 +291,10 @@ RespState Qp::resp_complete(const wire::IbPacket& pkt, Nanos now) {
   const auto& i = pkt.info();
   if (!i.is(Op::kLast)) {
     resp_msg_ = i.is(Op::kSend) ? RespMsg::kSend : RespMsg::kWrite;
+    // A matched EAGER of several packets completes its match now and its
+    // data at the last packet (tag_matching.md: two CQEs).
+    if (tm_land_ == TmLanding::kEager && i.is(Op::kSend) && i.is(Op::kFirst) && !tm_report_match(now))
+      return RespState::kDone;
     return RespState::kAcknowledge;
   }
   Cqe e;
@@ -297,19 +313,26 @@ RespState Qp::resp_complete(const wire::IbPacket& pkt, Nanos now) {
   if (recv) {
     e.wr_id = cur_recv_.wr_id;
     e.opcode = i.is(Op::kSend) ? WcOpcode::kRecv : WcOpcode::kRecvRdmaWithImm;
-    e.byte_len = static_cast<uint32_t>(i.is(Op::kSend) ? msg_offset_ : write_len_);
+    e.byte_len = static_cast<uint32_t>(i.is(Op::kSend) ? placed_bytes(msg_offset_) : write_len_);
     if (i.is(Op::kImm)) {
       e.wc_flags |= wc_flag::kWithImm;
       e.imm_data = pkt.imm;
     }
     e.src_qp = attr_.dest_qp_num;
     e.solicited = pkt.bth.solicited;
+    if (tm_land_ != TmLanding::kNone && i.is(Op::kSend)) tm_fill_recv_cqe(e);
     recv_slot_ = RecvSlot::kEmpty;
     ctx_.counters.inc(Counter::kRdmaRecvs);
     msg_offset_ = 0;
     // Advance the PSN before completing: a CQ overrun moves the QP to ERR.
     epsn_ = pkt.bth.psn + 1;
     if (!complete(resp_cq(), e, now)) return RespState::kDone;
+    // A matched rendezvous request: the device now fetches the data (a
+    // tagged buffer failing the READ's local checks puts the QP in ERR).
+    if (tm_land_ == TmLanding::kRndv && i.is(Op::kSend)) {
+      tm_start_rndv(now);
+      if (attr_.qp_state == QpState::kErr) return RespState::kDone;
+    }
   }
   msg_offset_ = 0;
   return RespState::kAcknowledge;
@@ -421,11 +444,7 @@ void Qp::resp_nak(uint8_t syndrome, Psn psn, RespState why, Nanos now) {
 }
 
 void Qp::fail_recv(WcStatus st, Nanos now) {
-  Cqe e;
-  e.wr_id = cur_recv_.wr_id;
-  e.status = st;
-  e.opcode = WcOpcode::kRecv;
-  e.qp_num = qpn_;
+  const Cqe e = held_recv_error(st);
   recv_slot_ = RecvSlot::kEmpty;
   complete(resp_cq(), e, now);
 }

@@ -251,6 +251,8 @@ int Transport::destroy_srq(SrqHandle srq) {
   if (it->second.xrc) {
     auto x = ctx_->xrcds.find(static_cast<uint32_t>(it->second.xrcd));
     if (x != ctx_->xrcds.end() && x->second.users > 0) --x->second.users;
+  }
+  if (it->second.xrc || it->second.tags) {
     auto c = ctx_->cqs.find(static_cast<uint32_t>(it->second.cq));
     if (c != ctx_->cqs.end() && c->second.users > 0) --c->second.users;
   }
@@ -314,6 +316,8 @@ ErrnoOr<uint32_t> Transport::create_qp(const QpInitAttr& a) {
     auto s = ctx_->srqs.find(static_cast<uint32_t>(a.srq));
     if (s == ctx_->srqs.end() || s->second.pd != a.pd) return {EINVAL, 0};
     srq = &s->second;
+    // Tag matching is an RC offload (tm_caps.flags IBV_TM_CAP_RC only).
+    if (srq->tags && a.type != QpType::kRc) return {EINVAL, 0};
   }
   // iWARP defines reliable connected QPs only (RFC 5040); an SRQ feeds
   // their untagged queue 0 as it feeds RC receives (no XRC SRQs).

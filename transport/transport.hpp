@@ -113,6 +113,22 @@ class Transport {
   ErrnoOr<SrqHandle> create_xrc_srq(PdHandle pd, XrcdHandle xrcd, CqHandle cq, const SrqAttr& attr);
   uint32_t srq_num(SrqHandle srq) const noexcept { return static_cast<uint32_t>(srq) & 0xFFFFFF; }
 
+  // Tag-matching SRQs (rdma-core Documentation/tag_matching.md; transport/
+  // tm_*.cpp). An RC QP attached to a TM SRQ matches each incoming SEND's
+  // TMH against the SRQ's tag list: a match lands in the tagged buffer, an
+  // unexpected message (or one with IBV_TMH_NO_TAG) in an ordinary SRQ WQE
+  // posted with post_srq_recv. All of the SRQ's completions (tag operations
+  // and messages) go to `cq`. A rendezvous request is completed by the
+  // device itself: a READ of the sender's buffer and a FIN message back on
+  // the same QP, outside the application's send queue (which may have
+  // max_send_wr 0). Not on iWARP devices (EOPNOTSUPP).
+  ErrnoOr<SrqHandle> create_tm_srq(PdHandle pd, CqHandle cq, const SrqAttr& attr, const TmSrqAttr& tm);
+  // ibv_post_srq_ops. 0, or EINVAL (not a TM SRQ; a handle >= max_num_tags;
+  // ADD of a handle already posted; more than max_sge SGEs), in which case
+  // nothing happened. A DEL of a handle the device no longer holds (matched
+  // meanwhile) is not a posting error: it completes IBV_WC_TM_ERR.
+  int post_srq_op(SrqHandle srq, const TagOp& op, Nanos now);
+
   // Address handles (UD).
   ErrnoOr<AhHandle> create_ah(PdHandle pd, const AhAttr& attr);
   int destroy_ah(AhHandle ah);

@@ -104,6 +104,8 @@ enum class WcStatus : uint8_t {
   kFatalErr = 19,
   kRespTimeoutErr = 20,
   kGeneralErr = 21,
+  kTmErr = 22,             // IBV_WC_TM_ERR: a tag operation the device could not do
+  kTmRndvIncomplete = 23,  // IBV_WC_TM_RNDV_INCOMPLETE
 };
 
 // ibv_wc_opcode.
@@ -118,11 +120,21 @@ enum class WcOpcode : uint8_t {
   kAtomicWrite = 9,
   kRecv = 1u << 7,
   kRecvRdmaWithImm = (1u << 7) + 1,
+  // Tag matching (a TM SRQ's CQ): completions of tag operations, and of
+  // messages that arrived on a TM SRQ.
+  kTmAdd = (1u << 7) + 2,
+  kTmDel = (1u << 7) + 3,
+  kTmSync = (1u << 7) + 4,
+  kTmRecv = (1u << 7) + 5,
+  kTmNoTag = (1u << 7) + 6,
 };
 
 // ibv_wc_flags.
 namespace wc_flag {
 inline constexpr uint32_t kGrh = 1u << 0, kWithImm = 1u << 1, kWithInv = 1u << 3;
+// Tag matching (ibv_wc_flags): the op's completion asks software for a
+// TAG_SYNC; the message matched a posted tag; the tagged buffer holds the data.
+inline constexpr uint32_t kTmSyncReq = 1u << 4, kTmMatch = 1u << 5, kTmDataValid = 1u << 6;
 }  // namespace wc_flag
 
 // ibv_event_type.
@@ -226,6 +238,50 @@ struct Cqe {
   // A receive completion of a message whose last packet had the BTH SE bit
   // (IBA 9.2.1): wakes a CQ armed for solicited events only (11.4.2.2).
   bool solicited = false;
+  // Tag matching (IBV_WC_EX_WITH_TM_INFO; ibv_wc_read_tm_info): the TMH's
+  // tag and app_ctx of a TM_RECV that matched (kTmMatch).
+  uint64_t tm_tag = 0;
+  uint32_t tm_priv = 0;
+  // Internal, for the provider's handle bookkeeping (not an ibv_wc field):
+  // the tag handle this CQE is about, or kNoTmHandle. Set on the TM_RECV
+  // CQE of the match (kTmMatch: the device no longer holds the tag) and on
+  // TM_ADD / TM_DEL completions.
+  uint32_t tm_handle = UINT32_MAX;
+};
+inline constexpr uint32_t kNoTmHandle = UINT32_MAX;
+
+// A tag-matching SRQ's size (ibv_srq_init_attr_ex.tm_cap).
+struct TmSrqAttr {
+  uint32_t max_num_tags = 0;
+  uint32_t max_ops = 0;
+};
+
+// One ibv_post_srq_ops operation. Handles are chosen by the provider (the
+// shim, like libmlx5, hands out a free handle < max_num_tags at post time so
+// that ibv_post_srq_ops can return it without asking the device); the
+// device processes operations in posting order, so a handle freed by a DEL
+// may be reused by a later ADD.
+enum class TagOpKind : uint8_t { kAdd, kDel, kSync };
+struct TagOp {
+  TagOpKind kind = TagOpKind::kAdd;
+  uint64_t wr_id = 0;
+  bool signaled = false;    // IBV_OPS_SIGNALED: complete to the SRQ's CQ
+  bool report_cnt = false;  // IBV_OPS_TM_SYNC: unexpected_cnt is software's count
+  uint32_t unexpected_cnt = 0;
+  uint32_t handle = 0;      // ADD: the handle to post under; DEL: the tag to remove
+  // ADD: the tagged buffer (one SGE: tm_caps.max_sge is 1).
+  uint64_t tag = 0;
+  uint64_t mask = 0;
+  uint64_t recv_wr_id = 0;
+  Sge sge;
+};
+
+// ibv_tm_caps as the transport implements them (reported on RoCE devices).
+struct TmCaps {
+  uint32_t max_rndv_hdr_size = 64;  // bytes of TMH + RVH + user header a RNDV request may carry
+  uint32_t max_num_tags = 1024;
+  uint32_t max_ops = 1024;
+  uint32_t max_sge = 1;
 };
 
 struct QpCap {
@@ -297,6 +353,7 @@ struct DeviceCaps {
   uint64_t max_msg_sz = 1ull << 30;
   uint32_t max_qp = 1u << 16;
   uint32_t max_mw = 1u << 16;
+  TmCaps tm;
 };
 
 std::string_view to_string(QpState s) noexcept;

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <optional>
 #include <span>
 #include <unordered_map>
 #include <vector>
@@ -10,6 +11,7 @@
 #include "transport/counters.hpp"
 #include "transport/detail/pool_alloc.hpp"
 #include "transport/io.hpp"
+#include "transport/tag_list.hpp"
 #include "transport/transport.hpp"
 #include "transport/types.hpp"
 
@@ -76,7 +78,10 @@ struct Srq {
   PdHandle pd{};
   bool xrc = false;         // an XRC SRQ: in `xrcd`, completing to `cq`
   XrcdHandle xrcd{};
-  CqHandle cq{};
+  CqHandle cq{};            // XRC and tag-matching SRQs: where their completions go
+  // A tag-matching SRQ (transport/tm_srq.cpp): its tag list. Unexpected and
+  // NO_TAG messages still take WQEs from `q`.
+  std::optional<TagList> tags;
   SrqAttr attr;             // srq_limit 0 = disarmed (IBA 11.5.2.4)
   PoolDeque<RecvWqe> q;
   uint32_t users = 0;

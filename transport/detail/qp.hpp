@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "transport/detail/context.hpp"
+#include "transport/tm_header.hpp"
 #include "wire/ib_packet.hpp"
 #include "wire/psn.hpp"
 
@@ -31,6 +32,16 @@ enum class WqeState : uint8_t {
 // when the requester reaches it (npkts 0, first_psn = last_psn + 1 = the
 // next PSN at that time, state kSent) and completes once every WQE before
 // it has.
+
+// A WQE the QP itself posts (tag matching's rendezvous, transport/tm_rx.cpp)
+// rather than the application: it takes PSNs, the ORD limit and retries
+// like any WQE, in send-queue order, but completes to the tag-matching
+// logic instead of the send CQ, and does not count against max_send_wr.
+enum class TmWqe : uint8_t {
+  kNone,      // the application's
+  kRndvRead,  // the READ of a matched rendezvous request's data into the tagged buffer
+  kFin,       // the FIN message back to the rendezvous sender
+};
 
 struct SendWqe {
   uint64_t wr_id = 0;
@@ -52,6 +63,10 @@ struct SendWqe {
   uint32_t ud_qpn = 0;
   uint32_t ud_qkey = 0;
   uint32_t xrc_srqn = 0;    // XRC_SEND: XRCETH of every request packet
+  TmWqe tm = TmWqe::kNone;
+  uint64_t tm_recv_wr_id = 0;  // kRndvRead: the matched tag's recv_wr_id
+  Tmh tm_req;                  // kRndvRead: the request's TMH and RVH (the FIN copies them)
+  Rvh tm_rvh;
   WqeState state = WqeState::kPosted;
   WcStatus status = WcStatus::kSuccess;
   Psn first_psn;
@@ -143,6 +158,17 @@ enum class CompRetry : uint8_t { kNone, kRetrying };
 // The receive WQE the responder holds for the message in progress.
 enum class RecvSlot : uint8_t { kEmpty, kHeld };
 
+// Where a SEND arriving on a tag-matching SRQ lands (transport/tm_rx.cpp),
+// decided at its first packet.
+enum class TmLanding : uint8_t {
+  kNone,        // not a TM SRQ (or not a SEND): an ordinary receive
+  kNoTag,       // IBV_TMH_NO_TAG / FIN / no valid TMH: whole, in an SRQ WQE; TM_NO_TAG
+  kUnexpected,  // EAGER/RNDV without a match: whole, in an SRQ WQE; TM_RECV, no flags
+  kEager,       // matched EAGER: the payload after the TMH in the tagged buffer
+  kRndv,        // matched RNDV: nothing placed; the QP READs the data itself
+  kRndvSw,      // matched RNDV too long for the tagged buffer: its headers land there for software
+};
+
 WcOpcode wc_opcode_for(WrOpcode op) noexcept;
 bool is_rd_atomic(WrOpcode op) noexcept;
 constexpr bool is_local_op(WrOpcode op) noexcept { return op == WrOpcode::kBindMw || op == WrOpcode::kLocalInv; }
@@ -178,7 +204,9 @@ class Qp {
   // Introspection for tests and the CLI.
   ReqState req_state() const noexcept { return req_state_; }
   Psn expected_psn() const noexcept { return epsn_; }
-  std::size_t sq_depth() const noexcept { return sq_.size(); }
+  // The application's send WQEs outstanding (the engine frees its ring
+  // slots by this); the QP's own (TmWqe) are not from the ring.
+  std::size_t sq_depth() const noexcept { return sq_.size() - tm_wqes_; }
   std::size_t rq_depth() const noexcept { return rq_.size(); }
 
  private:
@@ -190,6 +218,10 @@ class Qp {
   void flush_rq();
   bool complete(CqHandle cq, const Cqe& e, Nanos now);
   bool take_recv(RecvWqe& out);
+  // Bytes of the first `n` message bytes that land in cur_recv_ (those
+  // after recv_skip_).
+  uint64_t placed_bytes(uint64_t n) const noexcept { return n > recv_skip_ ? n - recv_skip_ : 0; }
+  Cqe held_recv_error(WcStatus st) const;
   void emit(wire::IbPacket& p, const Addressing& addr, Nanos now);
   Addressing path_addr() const;
   uint32_t pmtu() const noexcept;
@@ -253,6 +285,14 @@ class Qp {
   void ud_run(const wire::IbPacket& pkt, const RxInfo& rx, Nanos now);
   void fail_recv(WcStatus st, Nanos now);
 
+  // tm_rx.cpp: tag matching on a TM SRQ.
+  RespState tm_take_landing(const wire::IbPacket& pkt);
+  void tm_fill_recv_cqe(Cqe& e) const;
+  bool tm_report_match(Nanos now);
+  void tm_start_rndv(Nanos now);
+  bool tm_wqe_done(const SendWqe& w, WcStatus st, Nanos now);
+  void tm_flush_wqe(const SendWqe& w);
+
   Context& ctx_;
   uint32_t qpn_;
   QpInitAttr init_;
@@ -260,6 +300,7 @@ class Qp {
 
   // --- requester / completer ---
   PoolDeque<SendWqe> sq_;    // posted, not yet completed; front is the oldest
+  uint32_t tm_wqes_ = 0;      // of which the QP's own (TmWqe), not the application's
   std::size_t req_idx_ = 0;   // the WQE the requester sends next (index into sq_)
   Psn req_psn_;               // the next PSN the requester sends (within sq_[req_idx_])
   Psn next_psn_;              // the PSN the next unstarted WQE gets
@@ -293,6 +334,16 @@ class Qp {
   uint8_t pending_nak_ = 0;   // the syndrome chosen by a check step
   SrqHandle xrc_srq_{};       // XRC target: the SRQ the request being processed names
   WcStatus pending_recv_status_ = WcStatus::kSuccess;
+  uint64_t recv_skip_ = 0;    // message bytes not placed in cur_recv_ (a matched TMH; all of a RNDV)
+  // Tag matching: whether init_.srq is a TM SRQ (then the responder's CQ is
+  // the SRQ's), and the current message's landing, TMH, RVH and matched tag.
+  bool tm_ = false;
+  CqHandle tm_cq_{};
+  TmLanding tm_land_ = TmLanding::kNone;
+  Tmh tm_hdr_;
+  Rvh tm_rvh_;
+  uint32_t tm_handle_ = kNoTmHandle;  // the matched tag's, until a CQE has reported it
+  bool tm_match_reported_ = false;    // a multi-packet EAGER's match CQE went at its first packet
 };
 
 }  // namespace urnic::transport::detail
