@@ -40,9 +40,10 @@ namespace urnic::shim {
 
 // THE CLAIM. IBV_TM_CAP_RC in tm_caps.flags tells applications (and
 // pyverbs' test_tag_matching) that RC tag matching works; it is reported
-// only once the whole path (this shim, the engine, the transport's
-// matching and rendezvous) passes rdma-core's tag-matching tests.
-constexpr bool kClaimTagMatchingRc = false;
+// because the whole path (this shim, the engine, the transport's matching
+// and rendezvous) passes rdma-core's tag-matching tests (docs/PYVERBS.md).
+// Set it false to withdraw the offload from applications.
+constexpr bool kClaimTagMatchingRc = true;
 
 namespace {
 

@@ -1170,6 +1170,9 @@ TEST_CASE("tag matching: tm_caps on RoCE only, TM SRQ creation errnos", "[shim][
   CHECK(attr.tm_caps.max_ops > 0);
   CHECK(attr.tm_caps.max_sge == 1);
   CHECK(attr.tm_caps.max_rndv_hdr_size >= 64);
+  // Claimed (verbs_shim/tm.cpp kClaimTagMatchingRc) since rdma-core's
+  // test_tag_matching passes; withdrawing the claim changes this line too.
+  CHECK(attr.tm_caps.flags == IBV_TM_CAP_RC);
   ibv_cq_ex* cq = create_tm_cq(d.ctx);
   REQUIRE(cq != nullptr);
   ibv_cq* c = ibv_cq_ex_to_cq(cq);
