@@ -79,6 +79,7 @@ enum class MsgType : std::uint16_t {
   kCreateXrcSrq = 109,      // ibv_create_srq_ex IBV_SRQT_XRC; reply passes the SRQ ring memfd
   kCreateXrcTgtQp = 110,    // ibv_create_qp_ex IBV_QPT_XRC_RECV (no rings)
   kOpenQp = 111,            // ibv_open_qp: another handle on an XRC_RECV QP of an XRC domain
+  kCreateTmSrq = 112,       // ibv_create_srq_ex IBV_SRQT_TM; reply passes the SRQ ring memfd
   // 90..99: observability and fault injection (engine/stats, engine/fault,
   // engine/capture; engine/stats_ctl.cpp). No opened device needed: the
   // request names the device.
@@ -215,8 +216,15 @@ struct DeviceAttrs {
   std::uint32_t node_type;          // enum ibv_node_type
   std::uint32_t reserved;
   std::uint64_t device_cap_flags_ex;
+  // ibv_tm_caps less its flags (which the shim decides: verbs_shim/tm.cpp);
+  // all 0 on a device without tag matching (iWARP).
+  std::uint32_t tm_max_rndv_hdr_size;
+  std::uint32_t tm_max_num_tags;
+  std::uint32_t tm_max_ops;
+  std::uint32_t tm_max_sge;
 };
-static_assert(sizeof(DeviceAttrs) == 64 + 4 * 8 + 32 * 4 + 8);
+static_assert(sizeof(DeviceAttrs) == 64 + 4 * 8 + 32 * 4 + 8 + 4 * 4);
+static_assert(offsetof(DeviceAttrs, tm_max_rndv_hdr_size) == 232);
 static_assert(offsetof(DeviceAttrs, node_guid) == 64);
 static_assert(offsetof(DeviceAttrs, sys_image_guid) == 72);
 static_assert(offsetof(DeviceAttrs, max_mr_size) == 80);
@@ -437,6 +445,9 @@ struct CreateCqReq {
 // Stamp every CQE with CqeSlot::completion_ts and completion_wallclock_ns
 // (engine/device_clock.hpp) when it is written into the ring.
 inline constexpr std::uint32_t kCqFlagTimestamps = 1U << 0;
+// IBV_WC_EX_WITH_TM_INFO: 128-byte CqeTmSlot slots (engine/shm_ring.hpp)
+// that carry a matched message's tag and app_ctx.
+inline constexpr std::uint32_t kCqFlagTmInfo = 1U << 1;
 static_assert(sizeof(CreateCqReq) == 24);
 static_assert(offsetof(CreateCqReq, cqe) == 8);
 static_assert(offsetof(CreateCqReq, comp_vector) == 12);

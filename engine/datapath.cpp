@@ -89,6 +89,9 @@ CqeSlot to_slot(const t::Cqe& e) {
   s.slid = e.slid;
   s.sl = e.sl;
   s.dlid_path_bits = e.dlid_path_bits;
+  // The shim's tag-handle bookkeeping (CqeSlot::tm_ref); TM SRQs have fewer
+  // than kMaxTmHandles tags (Session::on_create_tm_srq).
+  if (e.tm_handle < kMaxTmHandles) s.tm_ref = static_cast<std::uint16_t>(e.tm_handle + 1);
   return s;
 }
 
@@ -262,7 +265,7 @@ bool DataPath::poll(t::Nanos now, bool poll_link) {
   for (auto& [qpn, b] : qps_) {
     if (b.qp->rq.valid()) work |= drain_rq(qpn, b);
   }
-  for (auto& [h, b] : srqs_) work |= drain_srq(t::SrqHandle{h}, b);
+  for (auto& [h, b] : srqs_) work |= drain_srq(t::SrqHandle{h}, b, now);
   if (iw_) {
     // Placed data lands before anything more leaves or arrives (a Read
     // Response must carry what an earlier Write put there).
@@ -462,12 +465,67 @@ bool DataPath::drain_rq(std::uint32_t qpn, QpBinding& b) {
   return true;
 }
 
-bool DataPath::drain_srq(t::SrqHandle h, SrqBinding& b) {
+namespace {
+
+// A tag operation slot of a TM SRQ's ring (engine/shm_ring.hpp WqeHeader)
+// as the transport takes it. False if malformed.
+bool read_tag_op(const SpscRing& ring, std::vector<std::byte>& scratch, t::TagOp& op) {
+  const std::uint32_t slot_size = ring.slot_size();
+  if (scratch.size() < slot_size) scratch.resize(slot_size);
+  std::memcpy(scratch.data(), ring.untaken_slot(0), slot_size);
+  WqeHeader h;
+  std::memcpy(&h, scratch.data(), sizeof h);
+  switch (h.opcode) {
+    case kWqeOpTagAdd: op.kind = t::TagOpKind::kAdd; break;
+    case kWqeOpTagDel: op.kind = t::TagOpKind::kDel; break;
+    case kWqeOpTagSync: op.kind = t::TagOpKind::kSync; break;
+    default: return false;
+  }
+  op.wr_id = h.wr_id;
+  op.signaled = (h.send_flags & IBV_OPS_SIGNALED) != 0;
+  op.report_cnt = (h.send_flags & IBV_OPS_TM_SYNC) != 0;
+  op.unexpected_cnt = h.imm_data;
+  op.handle = h.rkey;
+  if (op.kind == t::TagOpKind::kAdd) {
+    if (h.num_sge > 1 || sizeof h + sizeof(WqeSge) > slot_size) return false;
+    op.tag = h.remote_addr;
+    op.mask = h.compare_add;
+    op.recv_wr_id = h.swap;
+    op.sge = t::Sge{};
+    if (h.num_sge == 1) {
+      WqeSge sge;
+      std::memcpy(&sge, scratch.data() + sizeof h, sizeof sge);
+      op.sge = t::Sge{sge.addr, sge.length, sge.lkey};
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+bool DataPath::drain_srq(t::SrqHandle h, SrqBinding& b, t::Nanos now) {
   SpscRing& ring = b.srq->ring;
   const std::uint32_t n = std::min(ring.untaken(), kWqeBurst);
   if (n == 0) return false;
   std::array<t::Sge, kMaxSge> sges{};
   for (std::uint32_t k = 0; k < n; ++k) {
+    std::uint32_t opcode = 0;
+    std::memcpy(&opcode, ring.untaken_slot(0) + offsetof(WqeHeader, opcode), sizeof opcode);
+    if (opcode != 0) {
+      // A tag operation (only a TM SRQ's shim writes them): done at once,
+      // in ring order with the receive WQEs around it. The shim checked it,
+      // so a refusal means a corrupt ring, reported like a bad WQE.
+      t::TagOp op;
+      const bool ok = b.srq->tm && read_tag_op(ring, wqe_scratch_, op) && transport_->post_srq_op(h, op, now) == 0;
+      ring.take(1);
+      if (!ok) {
+        ++counters_.wqes_rejected;
+        b.session->post_async_event(ctl::AsyncEvent{b.srq->cookie, IBV_EVENT_SRQ_ERR, 0});
+        continue;
+      }
+      ++counters_.wqes_posted;
+      continue;
+    }
     t::RecvWr wr;
     if (!read_recv_wqe(ring, wqe_scratch_, b.srq->attr.max_sge, sges, wr)) {
       // Not attributable to a QP: drop it and report the SRQ as broken.
@@ -498,7 +556,8 @@ bool DataPath::drain_cqs() {
         const t::Cqe& e = buf[static_cast<std::size_t>(i)];
         // Solicited-only arms fire on a receive of a message sent with SE,
         // and on any error completion (Session::deliver_cqe; IBA 11.4.2.2).
-        if (b.session->deliver_cqe(b.handle, to_slot(e), e.solicited) == EOVERFLOW) ++counters_.cq_overflows;
+        if (b.session->deliver_cqe(b.handle, to_slot(e), e.solicited, e.tm_tag, e.tm_priv) == EOVERFLOW)
+          ++counters_.cq_overflows;
         ++counters_.cqes_delivered;
       }
       room -= static_cast<std::uint32_t>(got);

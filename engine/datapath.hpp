@@ -175,7 +175,7 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
 
   bool drain_sq(std::uint32_t qpn, QpBinding& b, transport::Nanos now);
   bool drain_rq(std::uint32_t qpn, QpBinding& b);
-  bool drain_srq(transport::SrqHandle h, SrqBinding& b);
+  bool drain_srq(transport::SrqHandle h, SrqBinding& b, transport::Nanos now);
   bool drain_cqs();
   // Publishes each work queue ring's consumer index past its completed WQEs.
   void retire_wqes();

@@ -12,6 +12,8 @@
 #include <utility>
 #include <nlohmann/json.hpp>
 
+#include "transport/types.hpp"
+
 namespace urnic::engine {
 
 namespace {
@@ -289,6 +291,13 @@ Device::Device(const DeviceConfig& cfg) : cfg_(cfg) {
   a.max_inline_data = 512;
   a.transport = IBV_TRANSPORT_IB;  // RoCE reports the IB transport, as rxe does
   a.node_type = IBV_NODE_CA;
+  // Tag matching (transport/tag_list.hpp, the RC responder): the
+  // transport's TmCaps, on RoCE only.
+  const transport::TmCaps tm{};
+  a.tm_max_rndv_hdr_size = tm.max_rndv_hdr_size;
+  a.tm_max_num_tags = tm.max_num_tags;
+  a.tm_max_ops = tm.max_ops;
+  a.tm_max_sge = tm.max_sge;
   if (cfg.transport == "iwarp") {
     // What siw reports, less what is not implemented yet: RC only (SRQs
     // feed RC receives as on RoCE), no RNR NAKs (a Send without a receive
@@ -299,6 +308,7 @@ Device::Device(const DeviceConfig& cfg) : cfg_(cfg) {
     a.atomic_cap = cfg.mpa_rfc7306 == transport::iwarp::Rfc7306Use::kOff ? IBV_ATOMIC_NONE : IBV_ATOMIC_HCA;
     a.device_cap_flags &= ~static_cast<std::uint32_t>(IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_XRC);
     a.device_cap_flags_ex = a.device_cap_flags;
+    a.tm_max_rndv_hdr_size = a.tm_max_num_tags = a.tm_max_ops = a.tm_max_sge = 0;
     a.max_qp_rd_atom = 16;
     a.max_qp_init_rd_atom = 16;
     a.max_res_rd_atom = 16 * 65536;

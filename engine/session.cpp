@@ -170,18 +170,24 @@ bool Session::post_async_event(const ctl::AsyncEvent& ev) {
          static_cast<ssize_t>(sizeof ev);
 }
 
-int Session::deliver_cqe(std::uint32_t cq_handle, const CqeSlot& cqe, bool solicited) {
+int Session::deliver_cqe(std::uint32_t cq_handle, const CqeSlot& cqe, bool solicited, std::uint64_t tm_tag,
+                         std::uint32_t tm_priv) {
   auto it = cqs_.find(cq_handle);
   if (it == cqs_.end()) return EINVAL;
   CqObj& cq = it->second;
-  std::array<CqeSlot, 1> one{cqe};
+  if (cq.ring.free_count() == 0) return EOVERFLOW;
+  CqeTmSlot slot{};  // the 64-byte CqeSlot, and what a TM_INFO CQ's larger slot adds
+  slot.base = cqe;
   if (cq.timestamps) {
     // The moment the completion is generated (written for the application
     // to poll), as a NIC stamps the CQE it writes.
-    one[0].completion_ts = device_clock_ticks();
-    one[0].completion_wallclock_ns = wallclock_ns();
+    slot.base.completion_ts = device_clock_ticks();
+    slot.base.completion_wallclock_ns = wallclock_ns();
   }
-  if (cq.ring.enqueue_bulk(std::span<const CqeSlot>(one)) != 1) return EOVERFLOW;
+  slot.tm_tag = tm_tag;
+  slot.tm_priv = tm_priv;
+  std::memcpy(cq.ring.producer_slot(0), &slot, cq.ring.slot_size());
+  cq.ring.publish(1);
   // Pairs with the shim's fence after writing `arm` (op_req_notify_cq): either
   // we see the arm, or the application's next poll sees this CQE.
   std::atomic_thread_fence(std::memory_order_seq_cst);
@@ -475,7 +481,7 @@ Reply Session::on_create_cq(const MsgHeader& h, std::span<const std::byte> msg) 
   const auto& a = dev_->attrs();
   if (req->cqe < 1 || req->cqe > a.max_cqe) return fail<ctl::CreateCqRep>(h, EINVAL);
   if (req->comp_vector >= a.num_comp_vectors) return fail<ctl::CreateCqRep>(h, EINVAL);
-  if ((req->flags & ~ctl::kCqFlagTimestamps) != 0) return fail<ctl::CreateCqRep>(h, EINVAL);
+  if ((req->flags & ~(ctl::kCqFlagTimestamps | ctl::kCqFlagTmInfo)) != 0) return fail<ctl::CreateCqRep>(h, EINVAL);
   ChannelObj* ch = nullptr;
   if (req->channel_handle != 0) {
     auto it = channels_.find(req->channel_handle);
@@ -487,8 +493,9 @@ Reply Session::on_create_cq(const MsgHeader& h, std::span<const std::byte> msg) 
   cq.cookie = req->cookie;
   cq.channel = req->channel_handle;
   cq.timestamps = (req->flags & ctl::kCqFlagTimestamps) != 0;
+  cq.tm_info = (req->flags & ctl::kCqFlagTmInfo) != 0;
   const std::uint32_t slots = round_up_pow2(req->cqe + 1);
-  const auto slot_size = static_cast<std::uint32_t>(sizeof(CqeSlot));
+  const auto slot_size = static_cast<std::uint32_t>(cq.tm_info ? sizeof(CqeTmSlot) : sizeof(CqeSlot));
   if (const int err = cq.mem.create("urnic-cq", ring_bytes(slots, slot_size)); err != 0)
     return fail<ctl::CreateCqRep>(h, err);
   cq.ring = SpscRing(cq.mem.data(), slots, slot_size);
@@ -762,16 +769,21 @@ int Session::create_srq_obj(SrqObj srq, std::uint32_t max_wr, std::uint32_t max_
   if (max_wr < 1 || max_wr > a.max_srq_wr || max_sge < 1 || max_sge > a.max_srq_sge || srq_limit > max_wr)
     return EINVAL;
   if (dev_->usage().srqs >= a.max_srq) return ENOMEM;
-  const std::uint32_t slots = round_up_pow2(max_wr);
+  // A TM SRQ's ring also carries its tag operations (at most max_ops of
+  // them between the engine's passes).
+  const std::uint32_t ops = srq.tm ? srq.tm_attr.max_ops : 0;
+  const std::uint32_t slots = round_up_pow2(max_wr + ops);
   const std::uint32_t slot_size = wqe_slot_size(max_sge, 0);
   if (const int err = srq.mem.create("urnic-srq", ring_bytes(slots, slot_size)); err != 0) return err;
   srq.ring = SpscRing(srq.mem.data(), slots, slot_size);
   srq.ring.init();
-  srq.attr = ctl::SrqAttrs{slots, max_sge, srq_limit, 0};
+  srq.attr = ctl::SrqAttrs{slots - ops, max_sge, srq_limit, 0};
   if (dp_ != nullptr) {
     const transport::SrqAttr ta{slots, max_sge, srq_limit};
     const auto tsrq = srq.domain ? dp_->transport().create_xrc_srq(pd->second.tpd, srq.domain->txrcd,
                                                                    cqs_.at(srq.cq).tcq, ta)
+                      : srq.tm   ? dp_->transport().create_tm_srq(pd->second.tpd, cqs_.at(srq.cq).tcq, ta,
+                                                                  srq.tm_attr)
                                  : dp_->transport().create_srq(pd->second.tpd, ta);
     if (!tsrq.ok()) return tsrq.err;
     srq.tsrq = tsrq.value;
@@ -784,17 +796,15 @@ int Session::create_srq_obj(SrqObj srq, std::uint32_t max_wr, std::uint32_t max_
   }
   const std::uint32_t handle = next_handle();
   rep.handle = handle;
-  rep.max_wr = slots;
+  rep.max_wr = slots - ops;
   rep.max_sge = max_sge;
   rep.slots = slots;
   rep.slot_size = slot_size;
   rep.map_bytes = srq.mem.size();
   // The number XRC initiators put in their XRCETHs: unique on the device.
   rep.srq_num = dp_ != nullptr ? dp_->transport().srq_num(srq.tsrq) : handle;
-  if (srq.domain) {
-    ++xrcds_.at(srq.xrcd).refs;
-    ++cqs_.at(srq.cq).refs;
-  }
+  if (srq.domain) ++xrcds_.at(srq.xrcd).refs;
+  if (srq.domain || srq.tm) ++cqs_.at(srq.cq).refs;
   srqs_[handle] = std::move(srq);
   if (dp_ != nullptr) dp_->bind_srq(srqs_[handle].tsrq, this, &srqs_[handle]);
   ++pd->second.refs;
@@ -851,10 +861,8 @@ Reply Session::on_destroy_srq(const MsgHeader& h, std::span<const std::byte> msg
     dp_->transport().destroy_srq(it->second.tsrq);
   }
   --pds_[it->second.pd].refs;
-  if (it->second.domain) {
-    --xrcds_[it->second.xrcd].refs;
-    --cqs_[it->second.cq].refs;
-  }
+  if (it->second.domain) --xrcds_[it->second.xrcd].refs;
+  if (it->second.domain || it->second.tm) --cqs_[it->second.cq].refs;
   srqs_.erase(it);
   --dev_->usage().srqs;
   ctl::DestroySrqRep rep{};

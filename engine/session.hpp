@@ -63,6 +63,7 @@ struct CqObj {
   std::uint32_t cqe = 0, channel = 0;
   std::uint32_t refs = 0;    // QPs using it
   bool timestamps = false;   // ctl::kCqFlagTimestamps: stamp CQEs as they are written
+  bool tm_info = false;      // ctl::kCqFlagTmInfo: CqeTmSlot slots (tag, app_ctx)
   ShmRegion mem;
   SpscRing ring;             // engine is the producer
   transport::CqHandle tcq{};
@@ -71,7 +72,9 @@ struct CqObj {
 struct SrqObj {
   std::uint64_t cookie = 0;
   std::uint32_t pd = 0, refs = 0;
-  std::uint32_t xrcd = 0, cq = 0;       // an XRC SRQ: its domain and CQ (handles)
+  std::uint32_t xrcd = 0, cq = 0;       // an XRC or TM SRQ: its domain, CQ (handles)
+  bool tm = false;                      // a tag-matching SRQ (tag ops in its ring)
+  transport::TmSrqAttr tm_attr{};
   std::shared_ptr<XrcDomain> domain;   // an XRC SRQ keeps its domain alive
   ctl::SrqAttrs attr{};
   ShmRegion mem;
@@ -132,8 +135,10 @@ class Session {
   // (for any completion, or for solicited ones and this one is solicited or
   // an error), send one CompEvent on its channel and disarm it (IBA 11.4.2.2).
   // Returns 0, EINVAL (no such CQ) or EOVERFLOW (ring full: the caller raises
-  // IBV_EVENT_CQ_ERR). Only the engine loop calls this.
-  int deliver_cqe(std::uint32_t cq_handle, const CqeSlot& cqe, bool solicited);
+  // IBV_EVENT_CQ_ERR). Only the engine loop calls this. `tm_tag`/`tm_priv`
+  // reach only a CQ created with kCqFlagTmInfo (its slot has room for them).
+  int deliver_cqe(std::uint32_t cq_handle, const CqeSlot& cqe, bool solicited, std::uint64_t tm_tag = 0,
+                  std::uint32_t tm_priv = 0);
 
   [[nodiscard]] std::size_t count_pds() const { return pds_.size(); }
   [[nodiscard]] std::size_t count_mrs() const { return mrs_.size(); }
@@ -182,10 +187,13 @@ class Session {
   Reply on_create_xrc_srq(const ctl::MsgHeader& h, std::span<const std::byte> msg);
   Reply on_create_xrc_tgt_qp(const ctl::MsgHeader& h, std::span<const std::byte> msg);
   Reply on_open_qp(const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  // engine/session_tm.cpp (MsgType 112)
+  Reply on_create_tm_srq(const ctl::MsgHeader& h, std::span<const std::byte> msg);
   // A new target-QP handle in this session (create or open).
   std::uint32_t add_tgt_qp_handle(std::uint64_t cookie, std::uint32_t xrcd, std::shared_ptr<XrcTgtQp> tgt);
-  // An SRQ's ring and transport object, for ibv_create_srq and XRC SRQs:
-  // `srq` comes with cookie/pd (and for XRC xrcd/cq/domain) set; on success
+  // An SRQ's ring and transport object, for ibv_create_srq, XRC and TM SRQs:
+  // `srq` comes with cookie/pd (for XRC xrcd/cq/domain, for TM cq/tm/tm_attr)
+  // set; on success
   // it is registered under rep.handle and `fd` is its ring's memfd.
   int create_srq_obj(SrqObj srq, std::uint32_t max_wr, std::uint32_t max_sge, std::uint32_t srq_limit,
                      ctl::CreateSrqRep& rep, int& fd);

@@ -55,6 +55,7 @@ Reply Session::on_verbs_ext(const MsgHeader& h, std::span<const std::byte> msg) 
     case ctl::MsgType::kCreateXrcSrq: return on_create_xrc_srq(h, msg);
     case ctl::MsgType::kCreateXrcTgtQp: return on_create_xrc_tgt_qp(h, msg);
     case ctl::MsgType::kOpenQp: return on_open_qp(h, msg);
+    case ctl::MsgType::kCreateTmSrq: return on_create_tm_srq(h, msg);  // engine/session_tm.cpp
     default: {
       const MsgHeader bad{h.type, ctl::kFlagReply, h.seq, EOPNOTSUPP, 0};
       std::vector<std::byte> out(sizeof bad);
@@ -153,7 +154,7 @@ Reply Session::on_resize_cq(const MsgHeader& h, std::span<const std::byte> msg) 
   const std::uint32_t pending = cq.ring.size() - cq.ring.free_count();
   if (pending > slots - 1) return fail<ctl::ResizeCqRep>(h, EINVAL);
   ShmRegion mem;
-  const auto slot_size = static_cast<std::uint32_t>(sizeof(CqeSlot));
+  const std::uint32_t slot_size = cq.ring.slot_size();  // 64, or 128 with TM info
   if (const int err = mem.create("urnic-cq", ring_bytes(slots, slot_size)); err != 0)
     return fail<ctl::ResizeCqRep>(h, err);
   if (dp_ != nullptr) {

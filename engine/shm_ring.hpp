@@ -237,6 +237,11 @@ class SpscRing {
 // time stamps are written only into CQs created with kCqFlagTimestamps
 // (ibv_create_cq_ex with IBV_WC_EX_WITH_COMPLETION_TIMESTAMP*); elsewhere
 // they are 0. They fill what was spare room, so every CQE stays 64 bytes.
+// `tm_ref` is internal to the shim (not an ibv_wc field): 1 + the tag handle
+// a tag-matching CQE is about (the TM_RECV of a match, a TM_ADD / TM_DEL
+// completion), or 0 (so a zeroed slot names none); the shim's handle free
+// list needs it on every CQ a TM SRQ completes to, so it lives in the
+// common 64 bytes.
 struct CqeSlot {
   std::uint64_t wr_id;
   std::uint32_t status;      // enum ibv_wc_status
@@ -251,7 +256,7 @@ struct CqeSlot {
   std::uint16_t slid;
   std::uint8_t sl;
   std::uint8_t dlid_path_bits;
-  std::uint16_t reserved0;
+  std::uint16_t tm_ref;      // 0, or 1 + a TM SRQ's tag handle (handles < 0xFFFF)
   std::uint64_t completion_ts;           // device clock ticks (ns of CLOCK_MONOTONIC)
   std::uint64_t completion_wallclock_ns; // ns of CLOCK_REALTIME
 };
@@ -269,9 +274,28 @@ static_assert(offsetof(CqeSlot, pkey_index) == 40);
 static_assert(offsetof(CqeSlot, slid) == 42);
 static_assert(offsetof(CqeSlot, sl) == 44);
 static_assert(offsetof(CqeSlot, dlid_path_bits) == 45);
+static_assert(offsetof(CqeSlot, tm_ref) == 46);
 static_assert(offsetof(CqeSlot, completion_ts) == 48);
 static_assert(offsetof(CqeSlot, completion_wallclock_ns) == 56);
 static_assert(std::is_trivially_copyable_v<CqeSlot>);
+inline constexpr std::uint32_t kMaxTmHandles = 0xFFFF;  // what tm_ref can name
+
+// The slot of a CQ created with IBV_WC_EX_WITH_TM_INFO (ctl::kCqFlagTmInfo):
+// the 64-byte CqeSlot, then the TMH's tag and app_ctx of a TM_RECV that
+// matched (ibv_wc_read_tm_info), padded to 128 bytes. The ring's stride is
+// per ring (SpscRing::slot_size), so only such CQs pay for the larger slot,
+// and a TM CQ keeps its time stamps. Other CQs never carry these fields.
+struct CqeTmSlot {
+  CqeSlot base;
+  std::uint64_t tm_tag;
+  std::uint32_t tm_priv;
+  std::uint32_t reserved;
+  std::uint8_t pad[48];
+};
+static_assert(sizeof(CqeTmSlot) == 128);
+static_assert(offsetof(CqeTmSlot, tm_tag) == 64);
+static_assert(offsetof(CqeTmSlot, tm_priv) == 72);
+static_assert(std::is_trivially_copyable_v<CqeTmSlot>);
 
 // The fixed part of a work request slot (app -> engine); followed in the slot
 // by `num_sge` WqeSge entries, or by `inline_len` bytes of inline data when
@@ -282,6 +306,14 @@ static_assert(std::is_trivially_copyable_v<CqeSlot>);
 // IBV_WR_LOCAL_INV / SEND_WITH_INV: imm_data = the R_Key to invalidate.
 // IBV_WR_ATOMIC_WRITE (no SGEs): rkey/remote_addr, compare_add = the 8 bytes
 // to store, as they lay in the application's buffer.
+//
+// Tag operations (ibv_post_srq_ops on a TM SRQ) are slots of the SRQ's
+// receive ring, so they stay in order with ibv_post_srq_recv and cost no
+// system call: opcode = kWqeOpTagAdd / kWqeOpTagDel / kWqeOpTagSync (an
+// ordinary receive WQE has opcode 0), wr_id = the op's wr_id, send_flags =
+// its ibv_ops_flags, imm_data = unexpected_cnt, rkey = the tag handle (ADD:
+// chosen by the shim; DEL: the one to remove), and for ADD remote_addr =
+// tag, compare_add = mask, swap = recv_wr_id, num_sge (0 or 1) WqeSges.
 struct WqeHeader {
   std::uint64_t wr_id;
   std::uint32_t opcode;      // enum ibv_wr_opcode (send queue) / 0 (receive)
@@ -312,6 +344,10 @@ static_assert(offsetof(WqeHeader, ah_handle) == 56);
 static_assert(offsetof(WqeHeader, remote_qpn) == 60);
 static_assert(offsetof(WqeHeader, remote_qkey) == 64);
 static_assert(std::is_trivially_copyable_v<WqeHeader>);
+
+inline constexpr std::uint32_t kWqeOpTagAdd = 0x7A000001;
+inline constexpr std::uint32_t kWqeOpTagDel = 0x7A000002;
+inline constexpr std::uint32_t kWqeOpTagSync = 0x7A000003;
 
 struct WqeSge {
   std::uint64_t addr;

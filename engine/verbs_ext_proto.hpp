@@ -180,6 +180,37 @@ struct CreateXrcSrqRep {
 };
 static_assert(sizeof(CreateXrcSrqRep) == sizeof(CreateSrqRep));
 
+// ibv_create_srq_ex with IBV_SRQT_TM: a tag-matching SRQ completing to its
+// own CQ. Its ring holds max_wr receive WQEs plus max_ops tag operations
+// (engine/shm_ring.hpp WqeHeader); the reply is CreateSrqRep's, whose
+// max_wr is the receive WQEs' share.
+struct CreateTmSrqReq {
+  static constexpr MsgType kType = MsgType::kCreateTmSrq;
+  std::uint64_t cookie;
+  std::uint32_t pd_handle;
+  std::uint32_t cq_handle;
+  std::uint32_t max_wr;
+  std::uint32_t max_sge;
+  std::uint32_t srq_limit;
+  std::uint32_t max_num_tags;
+  std::uint32_t max_ops;
+  std::uint32_t reserved;
+};
+static_assert(sizeof(CreateTmSrqReq) == 40);
+static_assert(offsetof(CreateTmSrqReq, pd_handle) == 8);
+static_assert(offsetof(CreateTmSrqReq, cq_handle) == 12);
+static_assert(offsetof(CreateTmSrqReq, max_wr) == 16);
+static_assert(offsetof(CreateTmSrqReq, max_sge) == 20);
+static_assert(offsetof(CreateTmSrqReq, srq_limit) == 24);
+static_assert(offsetof(CreateTmSrqReq, max_num_tags) == 28);
+static_assert(offsetof(CreateTmSrqReq, max_ops) == 32);
+
+struct CreateTmSrqRep {
+  static constexpr MsgType kType = MsgType::kCreateTmSrq;
+  CreateSrqRep srq;
+};
+static_assert(sizeof(CreateTmSrqRep) == sizeof(CreateSrqRep));
+
 // ibv_create_qp_ex with IBV_QPT_XRC_RECV: a target QP owned by the XRC
 // domain (no PD, CQs or work queues: its receives come from the XRC SRQs
 // its requests name). It lives while any handle on it does: the creator's

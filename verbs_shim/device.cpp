@@ -163,6 +163,8 @@ int op_query_device_ex(ibv_context* context, const ibv_query_device_ex_input* in
   if ((s->info.attrs.device_cap_flags & IBV_DEVICE_XRC) != 0)
     full.xrc_odp_caps = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_READ |
                         IBV_ODP_SUPPORT_ATOMIC | IBV_ODP_SUPPORT_SRQ_RECV;
+  // Tag matching on RoCE devices (verbs_shim/tm.cpp decides the flags).
+  fill_tm_caps(*s, full.tm_caps);
   std::memcpy(attr, &full, attr_size < sizeof full ? attr_size : sizeof full);
   return 0;
 }

@@ -300,8 +300,18 @@ int take_next(ShimCq* c) {
     c->ring.release(c->held);
     c->held = 0;
   }
-  if (c->ring.available() == 0) return ENOENT;
-  std::memcpy(&c->cur, c->ring.consumer_slot(0), sizeof c->cur);
+  for (;;) {
+    if (c->ring.available() == 0) return ENOENT;
+    std::memcpy(&c->cur, c->ring.consumer_slot(0), sizeof c->cur);
+    if (!cqe_hidden(c, c->cur)) break;
+    c->ring.release(1);  // the shim's own (verbs_shim/tm.cpp)
+  }
+  if (c->stride >= sizeof(engine::CqeTmSlot)) {
+    engine::CqeTmSlot t;
+    std::memcpy(&t, c->ring.consumer_slot(0), sizeof t);
+    c->cur_tm_tag = t.tm_tag;
+    c->cur_tm_priv = t.tm_priv;
+  }
   c->held = 1;
   c->cqx.wr_id = c->cur.wr_id;
   c->cqx.status = static_cast<ibv_wc_status>(c->cur.status);
@@ -343,12 +353,19 @@ std::uint64_t read_completion_wallclock_ns(ibv_cq_ex* cqx) {
   return shim_of_ex(cqx)->cur.completion_wallclock_ns;
 }
 
+void read_tm_info(ibv_cq_ex* cqx, ibv_wc_tm_info* tm_info) {
+  const ShimCq* c = shim_of_ex(cqx);
+  tm_info->tag = c->cur_tm_tag;
+  tm_info->priv = c->cur_tm_priv;
+}
+
 constexpr std::uint64_t kCqTimestampFlags =
     IBV_WC_EX_WITH_COMPLETION_TIMESTAMP | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK;
 // The wc_flags ibv_create_cq_ex accepts: every field a CQE carries, and the
 // completion time stamps (the daemon writes them only into CQs that ask).
-// VLAN, flow tag and tag matching are not produced by the device.
-constexpr std::uint64_t kCqWcFlags = IBV_WC_STANDARD_FLAGS | kCqTimestampFlags;
+// Tag-matching info on RoCE devices (its CQEs have a 128-byte slot). VLAN
+// and flow tag are not produced by the device.
+constexpr std::uint64_t kCqWcFlags = IBV_WC_STANDARD_FLAGS | kCqTimestampFlags | IBV_WC_EX_WITH_TM_INFO;
 
 ibv_cq_ex* op_create_cq_ex(ibv_context* context, ibv_cq_init_attr_ex* attr) {
   // ibv_create_cq_ex (the inline) already rejected reserved comp_mask bits.
@@ -369,7 +386,13 @@ ibv_cq_ex* op_create_cq_ex(ibv_context* context, ibv_cq_init_attr_ex* attr) {
     errno = EINVAL;
     return nullptr;
   }
-  const std::uint32_t cq_flags = (attr->wc_flags & kCqTimestampFlags) != 0 ? ctl::kCqFlagTimestamps : 0;
+  const bool tm_info = (attr->wc_flags & IBV_WC_EX_WITH_TM_INFO) != 0;
+  if (tm_info && shim_of(context)->info.attrs.tm_max_num_tags == 0) {
+    errno = EOPNOTSUPP;  // no tag matching on this device (iWARP)
+    return nullptr;
+  }
+  const std::uint32_t cq_flags = ((attr->wc_flags & kCqTimestampFlags) != 0 ? ctl::kCqFlagTimestamps : 0) |
+                                 (tm_info ? ctl::kCqFlagTmInfo : 0);
   ibv_cq* cq = create_cq_with_flags(context, static_cast<int>(attr->cqe), attr->cq_context, attr->channel,
                                     static_cast<int>(attr->comp_vector), cq_flags);
   if (cq == nullptr) return nullptr;
@@ -437,12 +460,13 @@ void setup_cq_ex(ShimCq* c, std::uint64_t wc_flags) {
   x.read_slid = read_slid;
   x.read_sl = read_sl;
   x.read_dlid_path_bits = read_dlid_path_bits;
-  // The time stamps only where the CQ was created to carry them (as
-  // libmlx5 does); read_cvlan, read_flow_tag and read_tm_info stay NULL:
+  // The time stamps and tag-matching info only where the CQ was created to
+  // carry them (as libmlx5 does); read_cvlan and read_flow_tag stay NULL:
   // creating a CQ that asks for them fails with EOPNOTSUPP.
   x.read_completion_ts = (wc_flags & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP) != 0 ? read_completion_ts : nullptr;
   x.read_completion_wallclock_ns =
       (wc_flags & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK) != 0 ? read_completion_wallclock_ns : nullptr;
+  x.read_tm_info = (wc_flags & IBV_WC_EX_WITH_TM_INFO) != 0 ? read_tm_info : nullptr;
 }
 
 namespace {

@@ -385,11 +385,13 @@ int op_poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc) {
   if (num_entries <= 0) return 0;
   std::lock_guard lock(*c->poll_mu);
   const std::uint32_t have = c->ring.available();
-  const std::uint32_t n = have < static_cast<std::uint32_t>(num_entries) ? have : static_cast<std::uint32_t>(num_entries);
-  for (std::uint32_t k = 0; k < n; ++k) {
+  const auto want = static_cast<std::uint32_t>(num_entries);
+  std::uint32_t k = 0, got = 0;  // slots consumed, completions returned
+  for (; k < have && got < want; ++k) {
     CqeSlot e;
     std::memcpy(&e, c->ring.consumer_slot(k), sizeof e);
-    ibv_wc& w = wc[k];
+    if (cqe_hidden(c, e)) continue;  // the shim's own (verbs_shim/tm.cpp)
+    ibv_wc& w = wc[got++];
     w.wr_id = e.wr_id;
     w.status = static_cast<ibv_wc_status>(e.status);
     w.opcode = static_cast<ibv_wc_opcode>(e.opcode);
@@ -404,8 +406,8 @@ int op_poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc) {
     w.sl = e.sl;
     w.dlid_path_bits = e.dlid_path_bits;
   }
-  c->ring.release(n);
-  return static_cast<int>(n);
+  c->ring.release(k);
+  return static_cast<int>(got);
 }
 
 int op_req_notify_cq(ibv_cq* cq, int solicited_only) {
@@ -581,6 +583,7 @@ void install_ops(verbs_context* vctx) {
   install_extended_ops(vctx);
   install_xrc_ops(vctx);
   install_parent_domain_ops(vctx);
+  install_tm_ops(vctx);
 }
 
 }  // namespace urnic::shim
@@ -806,7 +809,9 @@ ibv_cq* urnic::shim::create_cq_with_flags(ibv_context* context, int cqe, void* c
     return nullptr;
   }
   c->map_bytes = rep.map_bytes;
-  c->ring = SpscRing(static_cast<std::byte*>(c->map), rep.slots, sizeof(CqeSlot));
+  c->stride = static_cast<std::uint32_t>((cq_flags & ctl::kCqFlagTmInfo) != 0 ? sizeof(engine::CqeTmSlot)
+                                                                             : sizeof(CqeSlot));
+  c->ring = SpscRing(static_cast<std::byte*>(c->map), rep.slots, c->stride);
   c->poll_mu = new std::mutex;
   c->ctx = shim_of(context);
   setup_cq_ex(c, IBV_WC_STANDARD_FLAGS);
@@ -868,7 +873,7 @@ int ibv_resize_cq(ibv_cq* cq, int cqe) {
   ::munmap(c->map, c->map_bytes);
   c->map = map;
   c->map_bytes = rep.map_bytes;
-  c->ring = SpscRing(static_cast<std::byte*>(map), rep.slots, sizeof(CqeSlot));
+  c->ring = SpscRing(static_cast<std::byte*>(map), rep.slots, c->stride);
   cq->cqe = static_cast<int>(rep.cqe);
   return 0;
 }
@@ -890,17 +895,23 @@ void clean_cq(ibv_cq* cq, std::uint32_t qpn) {
   ShimCq* c = shim_of(cq);
   std::lock_guard lock(*c->poll_mu);
   const std::uint32_t n = c->ring.available();
-  std::vector<CqeSlot> keep;
-  keep.reserve(n);
+  const std::size_t stride = c->stride;  // whole slots: a TM_INFO CQ's carry more than CqeSlot
+  std::vector<std::byte> keep;
+  keep.reserve(std::size_t{n} * stride);
+  std::uint32_t kept = 0;
   for (std::uint32_t k = 0; k < n; ++k) {
     CqeSlot e;
     std::memcpy(&e, c->ring.consumer_slot(k), sizeof e);
-    if (e.qp_num != qpn) keep.push_back(e);
+    if (e.qp_num == qpn) {
+      (void)cqe_hidden(c, e);  // a dropped match still frees its tag handle (verbs_shim/tm.cpp)
+      continue;
+    }
+    keep.insert(keep.end(), c->ring.consumer_slot(k), c->ring.consumer_slot(k) + stride);
+    ++kept;
   }
-  const auto kept = static_cast<std::uint32_t>(keep.size());
   if (kept == n) return;
   for (std::uint32_t k = 0; k < kept; ++k)
-    std::memcpy(const_cast<std::byte*>(c->ring.consumer_slot(n - kept + k)), &keep[k], sizeof(CqeSlot));
+    std::memcpy(const_cast<std::byte*>(c->ring.consumer_slot(n - kept + k)), keep.data() + k * stride, stride);
   c->ring.release(n - kept);
 }
 
@@ -1054,6 +1065,7 @@ int ibv_destroy_srq(ibv_srq* srq) {
   ctl::DestroySrqRep rep{};
   if (const int err = client_of(srq->context).call(ctl::DestroySrqReq{{srq->handle, 0}}, rep); err != 0)
     return err;
+  destroy_tm_state(s);
   ::munmap(s->map, s->map_bytes);
   delete s->post_mu;
   pthread_mutex_destroy(&srq->mutex);

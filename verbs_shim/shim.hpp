@@ -130,6 +130,10 @@ struct ShimCq {
   engine::CqeSlot cur;
   std::uint32_t held;        // ring slots taken and not yet released (0 or 1)
   std::uint64_t wc_flags;    // IBV_WC_EX_WITH_* the CQ was created with
+  std::uint32_t stride;      // slot size: sizeof CqeSlot, or CqeTmSlot (IBV_WC_EX_WITH_TM_INFO)
+  std::uint32_t cur_tm_priv; // ibv_wc_read_tm_info of `cur` (TM_INFO CQs)
+  std::uint64_t cur_tm_tag;
+  struct ShimSrq* tm_srq;    // the TM SRQ completing here, if any (verbs_shim/tm.cpp)
 };
 static_assert(std::is_standard_layout_v<ShimCq>);
 
@@ -141,6 +145,8 @@ struct ShimSrq {
   std::mutex* post_mu;
   std::uint32_t max_wr, max_sge;
   std::uint32_t srq_num;     // ibv_get_srq_num (what XRC initiators name)
+  struct TmTags* tm;         // a TM SRQ's tag handles (verbs_shim/tm.cpp), else null
+  ShimCq* tm_cq;             // a TM SRQ's CQ
 };
 static_assert(std::is_standard_layout_v<ShimSrq>);
 
@@ -222,6 +228,20 @@ ibv_qp* create_qp_common(ibv_pd* pd, ibv_qp_init_attr* attr);
 // with errno set (the daemon's SRQ is then destroyed).
 ibv_srq* finish_srq(ibv_context* ctx, ShimSrq* s, const ctl::CreateSrqRep& rep, int fd, ibv_pd* pd,
                     void* srq_context);
+
+// tm.cpp: tag matching. The tm_caps ibv_query_device_ex reports; a TM SRQ
+// (ibv_create_srq_ex with IBV_SRQT_TM); ibv_post_srq_ops; its teardown.
+void fill_tm_caps(const ShimContext& ctx, ibv_tm_caps& caps);
+ibv_srq* create_tm_srq(ibv_context* context, ibv_srq_init_attr_ex* attr);
+void destroy_tm_state(ShimSrq* s);
+void install_tm_ops(verbs_context* vctx);
+// A polled CQE that names a tag handle (CqeSlot::tm_ref) updates its TM
+// SRQ's handle free list. Returns true when the CQE is the shim's own (the
+// completion of an unsignaled DEL, which the shim asked for to learn when
+// the handle is free) and must not reach the application. The caller holds
+// the CQ's poll_mu.
+bool tm_cqe_consumed(ShimCq* c, const engine::CqeSlot& e);
+inline bool cqe_hidden(ShimCq* c, const engine::CqeSlot& e) { return e.tm_ref != 0 && tm_cqe_consumed(c, e); }
 
 // xrc.cpp: XRC domains, XRC SRQs, XRC_RECV QPs, ibv_open_qp.
 ibv_qp* create_xrc_recv_qp(ibv_context* context, ibv_qp_init_attr_ex* attr);

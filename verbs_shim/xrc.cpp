@@ -66,8 +66,8 @@ int op_close_xrcd(ibv_xrcd* xrcd) {
 }
 
 // As libibverbs' ibv_create_srq_ex dispatch: a basic SRQ is ibv_create_srq;
-// an XRC SRQ needs its PD, domain and CQ; tag-matching SRQs are not offered
-// (the device reports no tm_caps).
+// an XRC SRQ needs its PD, domain and CQ; a tag-matching SRQ its PD, CQ and
+// tm_cap (verbs_shim/tm.cpp).
 ibv_srq* op_create_srq_ex(ibv_context* context, ibv_srq_init_attr_ex* attr) {
   if (attr->comp_mask >= IBV_SRQ_INIT_ATTR_RESERVED) {
     errno = EOPNOTSUPP;
@@ -84,8 +84,9 @@ ibv_srq* op_create_srq_ex(ibv_context* context, ibv_srq_init_attr_ex* attr) {
     if (srq != nullptr) attr->attr = basic.attr;
     return srq;
   }
+  if (type == IBV_SRQT_TM) return create_tm_srq(context, attr);
   if (type != IBV_SRQT_XRC) {
-    errno = type == IBV_SRQT_TM ? EOPNOTSUPP : EINVAL;
+    errno = EINVAL;
     return nullptr;
   }
   if ((attr->comp_mask & IBV_SRQ_INIT_ATTR_XRCD) == 0 || (attr->comp_mask & IBV_SRQ_INIT_ATTR_CQ) == 0 ||

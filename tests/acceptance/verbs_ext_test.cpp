@@ -1,14 +1,15 @@
 // The verbs issue 9 added to the shim, through the drop-in libibverbs.so.1
 // against an auto-started urnicd in a private runtime directory:
 // ibv_qp_ex (wr_* batches), ibv_cq_ex polling, ibv_resize_cq, ibv_rereg_mr,
-// import/unimport, the ODP capabilities, memory windows and completion
-// time stamps. rdma-core's own suite
+// import/unimport, the ODP capabilities, memory windows, completion
+// time stamps and tag matching (TM SRQs, ibv_post_srq_ops). rdma-core's own suite
 // (pyverbs_test.sh) covers the same ground from Python; these pin the
 // details (all-or-nothing batches, unpolled CQEs surviving a resize, keys
 // kept by rereg) in the project's own tests.
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
+#include <infiniband/tm_types.h>
 #include <infiniband/verbs.h>
 #include <poll.h>
 #include <signal.h>
@@ -1119,4 +1120,413 @@ TEST_CASE("parent domains: a PD's stand-in without allocators; allocators and th
   REQUIRE(ibv_destroy_cq(cq) == 0);
   CHECK(ibv_dealloc_pd(parent) == 0);
   // Dev's destructor now frees the PD itself.
+// ---------------------------------------------------------------- tag matching
+
+namespace {
+
+// A TM SRQ's CQ as the suite makes it: ibv_cq_ex with tag-matching info.
+ibv_cq_ex* create_tm_cq(ibv_context* ctx, std::uint32_t cqe = 64) {
+  ibv_cq_init_attr_ex ca{};
+  ca.cqe = cqe;
+  ca.wc_flags = std::uint64_t{IBV_WC_STANDARD_FLAGS} | IBV_WC_EX_WITH_TM_INFO;
+  return ibv_create_cq_ex(ctx, &ca);
+}
+
+ibv_srq* create_tm_srq(Dev& d, ibv_cq* cq, std::uint32_t tags, std::uint32_t ops,
+                       std::uint32_t mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_CQ |
+                                            IBV_SRQ_INIT_ATTR_TM) {
+  ibv_srq_init_attr_ex sa{};
+  sa.attr.max_wr = 16;
+  sa.attr.max_sge = 1;
+  sa.comp_mask = mask;
+  sa.srq_type = IBV_SRQT_TM;
+  sa.pd = d.pd;
+  sa.cq = cq;
+  sa.tm_cap.max_num_tags = tags;
+  sa.tm_cap.max_ops = ops;
+  return ibv_create_srq_ex(d.ctx, &sa);
+}
+
+struct TmCqe {
+  std::uint64_t wr_id;
+  ibv_wc_status status;
+  ibv_wc_opcode opcode;
+  unsigned int wc_flags;
+  std::uint32_t byte_len;
+  std::uint64_t tag;
+  std::uint32_t priv;
+};
+
+// One completion through ibv_cq_ex with the TM info (5 s limit).
+TmCqe poll_tm(ibv_cq_ex* cq) {
+  for (int tries = 0; tries < 5000; ++tries) {
+    ibv_poll_cq_attr attr{};
+    const int rc = ibv_start_poll(cq, &attr);
+    if (rc == ENOENT) {
+      ::usleep(1000);
+      continue;
+    }
+    REQUIRE(rc == 0);
+    TmCqe e{cq->wr_id, cq->status, ibv_wc_read_opcode(cq), ibv_wc_read_wc_flags(cq), ibv_wc_read_byte_len(cq), 0, 0};
+    ibv_wc_tm_info tm{};
+    ibv_wc_read_tm_info(cq, &tm);
+    e.tag = tm.tag;
+    e.priv = tm.priv;
+    ibv_end_poll(cq);
+    return e;
+  }
+  FAIL("no completion within 5 s");
+  return {};
+}
+
+// Nothing more to poll (after a short wait).
+bool cq_quiet(ibv_cq_ex* cq) {
+  ::usleep(20000);
+  ibv_poll_cq_attr attr{};
+  const int rc = ibv_start_poll(cq, &attr);
+  if (rc == 0) ibv_end_poll(cq);
+  return rc == ENOENT;
+}
+
+ibv_ops_wr tag_add(std::uint64_t wr_id, std::uint64_t tag, ibv_sge* sge, int num_sge = 1) {
+  ibv_ops_wr w{};
+  w.wr_id = wr_id;
+  w.opcode = IBV_WR_TAG_ADD;
+  w.flags = IBV_OPS_SIGNALED;
+  w.tm.add.recv_wr_id = wr_id;
+  w.tm.add.sg_list = sge;
+  w.tm.add.num_sge = num_sge;
+  w.tm.add.tag = tag;
+  w.tm.add.mask = 0xffff;
+  return w;
+}
+
+ibv_ops_wr tag_del(std::uint64_t wr_id, std::uint32_t handle, int flags = IBV_OPS_SIGNALED) {
+  ibv_ops_wr w{};
+  w.wr_id = wr_id;
+  w.opcode = IBV_WR_TAG_DEL;
+  w.flags = flags;
+  w.tm.handle = handle;
+  return w;
+}
+
+}  // namespace
+
+TEST_CASE("tag matching: tm_caps on RoCE only, TM SRQ creation errnos", "[shim][ext][tm]") {
+  Dev d;
+  ibv_device_attr_ex attr{};
+  REQUIRE(ibv_query_device_ex(d.ctx, nullptr, &attr) == 0);
+  CHECK(attr.tm_caps.max_num_tags > 0);
+  CHECK(attr.tm_caps.max_ops > 0);
+  CHECK(attr.tm_caps.max_sge == 1);
+  CHECK(attr.tm_caps.max_rndv_hdr_size >= 64);
+  // Claimed (verbs_shim/tm.cpp kClaimTagMatchingRc) since rdma-core's
+  // test_tag_matching passes; withdrawing the claim changes this line too.
+  CHECK(attr.tm_caps.flags == IBV_TM_CAP_RC);
+  ibv_cq_ex* cq = create_tm_cq(d.ctx);
+  REQUIRE(cq != nullptr);
+  ibv_cq* c = ibv_cq_ex_to_cq(cq);
+  errno = 0;
+  CHECK(create_tm_srq(d, c, 0, 4) == nullptr);
+  CHECK(errno == EINVAL);
+  errno = 0;
+  CHECK(create_tm_srq(d, c, attr.tm_caps.max_num_tags + 1, 4) == nullptr);
+  CHECK(errno == EINVAL);
+  errno = 0;
+  CHECK(create_tm_srq(d, c, 4, 0) == nullptr);
+  CHECK(errno == EINVAL);
+  errno = 0;
+  CHECK(create_tm_srq(d, c, 4, attr.tm_caps.max_ops + 1) == nullptr);
+  CHECK(errno == EINVAL);
+  errno = 0;
+  CHECK(create_tm_srq(d, c, 4, 4, IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_TM) == nullptr);
+  CHECK(errno == EINVAL);  // no CQ
+  ibv_srq* srq = create_tm_srq(d, c, attr.tm_caps.max_num_tags, 4);
+  REQUIRE(srq != nullptr);
+  CHECK(ibv_destroy_cq(c) == EBUSY);  // the SRQ completes to it
+  CHECK(ibv_destroy_srq(srq) == 0);
+  CHECK(ibv_destroy_cq(c) == 0);
+
+  // The iWARP device: no tag matching at all.
+  int n = 0;
+  ibv_device** list = ibv_get_device_list(&n);
+  REQUIRE(n >= 2);
+  ibv_context* iw = ibv_open_device(list[1]);
+  REQUIRE(iw != nullptr);
+  REQUIRE(ibv_query_device_ex(iw, nullptr, &attr) == 0);
+  CHECK(attr.tm_caps.max_num_tags == 0);
+  CHECK(attr.tm_caps.flags == 0);
+  errno = 0;
+  CHECK(create_tm_cq(iw) == nullptr);
+  CHECK(errno == EOPNOTSUPP);
+  ibv_pd* ipd = ibv_alloc_pd(iw);
+  REQUIRE(ipd != nullptr);
+  ibv_cq* icq = ibv_create_cq(iw, 8, nullptr, nullptr, 0);
+  REQUIRE(icq != nullptr);
+  ibv_srq_init_attr_ex sa{};
+  sa.attr.max_wr = 4;
+  sa.attr.max_sge = 1;
+  sa.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_CQ | IBV_SRQ_INIT_ATTR_TM;
+  sa.srq_type = IBV_SRQT_TM;
+  sa.pd = ipd;
+  sa.cq = icq;
+  sa.tm_cap.max_num_tags = 4;
+  sa.tm_cap.max_ops = 4;
+  errno = 0;
+  CHECK(ibv_create_srq_ex(iw, &sa) == nullptr);
+  CHECK(errno == EOPNOTSUPP);
+  CHECK(ibv_destroy_cq(icq) == 0);
+  CHECK(ibv_dealloc_pd(ipd) == 0);
+  CHECK(ibv_close_device(iw) == 0);
+  ibv_free_device_list(list);
+}
+
+TEST_CASE("tag matching: ibv_post_srq_ops handles, bad_wr and errnos", "[shim][ext][tm]") {
+  Dev d;
+  ibv_cq_ex* cq = create_tm_cq(d.ctx);
+  REQUIRE(cq != nullptr);
+  ibv_srq* srq = create_tm_srq(d, ibv_cq_ex_to_cq(cq), 2, 8);
+  REQUIRE(srq != nullptr);
+  std::vector<char> buf(256);
+  ibv_mr* mr = reg(d.pd, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE);
+  REQUIRE(mr != nullptr);
+  ibv_sge sge{addr_of(buf.data()), 128, mr->lkey};
+
+  // Two tags take the two handles; a third finds none: ENOMEM, bad_wr it.
+  ibv_ops_wr a1 = tag_add(1, 0x11, &sge);
+  ibv_ops_wr a2 = tag_add(2, 0x12, &sge);
+  ibv_ops_wr a3 = tag_add(3, 0x13, &sge);
+  a1.next = &a2;
+  a2.next = &a3;
+  ibv_ops_wr* bad = nullptr;
+  CHECK(ibv_post_srq_ops(srq, &a1, &bad) == ENOMEM);
+  CHECK(bad == &a3);
+  CHECK(a1.tm.handle != a2.tm.handle);
+  CHECK(a1.tm.handle < 2);
+  CHECK(a2.tm.handle < 2);
+  for (std::uint64_t id : {1, 2}) {
+    const TmCqe e = poll_tm(cq);
+    CHECK(e.wr_id == id);
+    CHECK(e.status == IBV_WC_SUCCESS);
+    CHECK(e.opcode == IBV_WC_TM_ADD);
+  }
+  // More than one SGE, a handle beyond max_num_tags, an unknown opcode.
+  ibv_sge two[2] = {sge, sge};
+  ibv_ops_wr a4 = tag_add(4, 0x14, two, 2);
+  CHECK(ibv_post_srq_ops(srq, &a4, &bad) == EINVAL);
+  CHECK(bad == &a4);
+  ibv_ops_wr d9 = tag_del(9, 2);
+  CHECK(ibv_post_srq_ops(srq, &d9, &bad) == EINVAL);
+  CHECK(bad == &d9);
+
+  // A signaled DEL completes and frees its handle: the next ADD gets it.
+  ibv_ops_wr d1 = tag_del(5, a1.tm.handle);
+  REQUIRE(ibv_post_srq_ops(srq, &d1, &bad) == 0);
+  TmCqe e = poll_tm(cq);
+  CHECK(e.wr_id == 5);
+  CHECK(e.opcode == IBV_WC_TM_DEL);
+  CHECK(e.status == IBV_WC_SUCCESS);
+  // Deleting it again: it is not posted any more.
+  ibv_ops_wr d1b = tag_del(6, a1.tm.handle);
+  CHECK(ibv_post_srq_ops(srq, &d1b, &bad) == EINVAL);
+  a3.next = nullptr;
+  REQUIRE(ibv_post_srq_ops(srq, &a3, &bad) == 0);
+  CHECK(a3.tm.handle == a1.tm.handle);
+  CHECK(poll_tm(cq).opcode == IBV_WC_TM_ADD);
+
+  // An unsignaled DEL: no completion reaches the application, and the
+  // handle is free once the CQ was polled past the shim's own one.
+  ibv_ops_wr d2 = tag_del(7, a2.tm.handle, 0);
+  REQUIRE(ibv_post_srq_ops(srq, &d2, &bad) == 0);
+  CHECK(cq_quiet(cq));
+  ibv_ops_wr a5 = tag_add(8, 0x15, &sge);
+  REQUIRE(ibv_post_srq_ops(srq, &a5, &bad) == 0);
+  CHECK(a5.tm.handle == a2.tm.handle);
+  CHECK(poll_tm(cq).opcode == IBV_WC_TM_ADD);
+
+  // A SYNC completes as IBV_WC_TM_SYNC.
+  ibv_ops_wr s{};
+  s.wr_id = 27;
+  s.opcode = IBV_WR_TAG_SYNC;
+  s.flags = IBV_OPS_SIGNALED | IBV_OPS_TM_SYNC;
+  REQUIRE(ibv_post_srq_ops(srq, &s, &bad) == 0);
+  e = poll_tm(cq);
+  CHECK(e.wr_id == 27);
+  CHECK(e.opcode == IBV_WC_TM_SYNC);
+
+  // An ordinary SRQ has no tag operations.
+  ibv_srq_init_attr ba{};
+  ba.attr.max_wr = 4;
+  ba.attr.max_sge = 1;
+  ibv_srq* basic = ibv_create_srq(d.pd, &ba);
+  REQUIRE(basic != nullptr);
+  CHECK(ibv_post_srq_ops(basic, &s, &bad) == EINVAL);
+  CHECK(ibv_destroy_srq(basic) == 0);
+
+  CHECK(ibv_destroy_srq(srq) == 0);
+  CHECK(ibv_destroy_cq(ibv_cq_ex_to_cq(cq)) == 0);
+  CHECK(ibv_dereg_mr(mr) == 0);
+}
+
+namespace {
+
+// The 16-byte TMH (<infiniband/tm_types.h> struct ibv_tmh): opcode, app_ctx
+// and tag big-endian; a rendezvous request adds the RVH (va, rkey, len).
+void write_tmh(char* p, std::uint8_t op, std::uint32_t app_ctx, std::uint64_t tag) {
+  std::memset(p, 0, 16);
+  p[0] = static_cast<char>(op);
+  for (int i = 0; i < 4; ++i) p[4 + i] = static_cast<char>(app_ctx >> (24 - 8 * i));
+  for (int i = 0; i < 8; ++i) p[8 + i] = static_cast<char>(tag >> (56 - 8 * i));
+}
+void write_rvh(char* p, std::uint64_t va, std::uint32_t rkey, std::uint32_t len) {
+  for (int i = 0; i < 8; ++i) p[16 + i] = static_cast<char>(va >> (56 - 8 * i));
+  for (int i = 0; i < 4; ++i) p[24 + i] = static_cast<char>(rkey >> (24 - 8 * i));
+  for (int i = 0; i < 4; ++i) p[28 + i] = static_cast<char>(len >> (24 - 8 * i));
+}
+
+}  // namespace
+
+TEST_CASE("tag matching end to end: eager match, unexpected, no tag, rendezvous", "[shim][ext][tm]") {
+  Dev d;
+  // The server: a TM SRQ with one tag (so a match must free its handle
+  // for the next ADD to succeed), its CQ, an RC QP without a send queue.
+  ibv_cq_ex* scq = create_tm_cq(d.ctx);
+  REQUIRE(scq != nullptr);
+  ibv_srq* srq = create_tm_srq(d, ibv_cq_ex_to_cq(scq), 1, 8);
+  REQUIRE(srq != nullptr);
+  ibv_cq* ccq = ibv_create_cq(d.ctx, 16, nullptr, nullptr, 0);
+  REQUIRE(ccq != nullptr);
+  ibv_qp_init_attr si{};
+  si.send_cq = ibv_cq_ex_to_cq(scq);
+  si.recv_cq = ibv_cq_ex_to_cq(scq);
+  si.srq = srq;
+  si.qp_type = IBV_QPT_RC;
+  si.cap = ibv_qp_cap{0, 0, 0, 0, 0};
+  ibv_qp* sq = ibv_create_qp(d.pd, &si);
+  REQUIRE(sq != nullptr);
+  ibv_qp_init_attr ci{};
+  ci.send_cq = ccq;
+  ci.recv_cq = ccq;
+  ci.qp_type = IBV_QPT_RC;
+  ci.cap = ibv_qp_cap{8, 8, 1, 1, 0};
+  ibv_qp* cq = ibv_create_qp(d.pd, &ci);
+  REQUIRE(cq != nullptr);
+  connect_rc(d.ctx, sq, cq->qp_num);
+  connect_rc(d.ctx, cq, sq->qp_num);
+
+  std::vector<char> tagged(512), unexp(512), cbuf(512);
+  const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
+  ibv_mr* tmr = reg(d.pd, tagged.data(), tagged.size(), access);
+  ibv_mr* umr = reg(d.pd, unexp.data(), unexp.size(), access);
+  ibv_mr* cmr = reg(d.pd, cbuf.data(), cbuf.size(), access);
+  REQUIRE(tmr != nullptr);
+  REQUIRE(umr != nullptr);
+  REQUIRE(cmr != nullptr);
+  // Ordinary SRQ WQEs for unexpected and untagged messages.
+  ibv_sge usge{addr_of(unexp.data()), 512, umr->lkey};
+  ibv_recv_wr rw{};
+  rw.sg_list = &usge;
+  rw.num_sge = 1;
+  ibv_recv_wr* rbad = nullptr;
+  for (std::uint64_t id : {100, 101}) {
+    rw.wr_id = id;
+    REQUIRE(ibv_post_srq_recv(srq, &rw, &rbad) == 0);
+  }
+  auto send = [&](std::uint32_t len) {
+    ibv_sge s{addr_of(cbuf.data()), len, cmr->lkey};
+    ibv_send_wr w{};
+    w.wr_id = 1;
+    w.sg_list = &s;
+    w.num_sge = 1;
+    w.opcode = IBV_WR_SEND;
+    w.send_flags = IBV_SEND_SIGNALED;
+    ibv_send_wr* bad = nullptr;
+    REQUIRE(ibv_post_send(cq, &w, &bad) == 0);
+    CHECK(poll_one(ccq).status == IBV_WC_SUCCESS);
+  };
+  ibv_sge tsge{addr_of(tagged.data()), 512, tmr->lkey};
+  ibv_ops_wr* obad = nullptr;
+
+  SECTION("eager: the payload after the TMH lands in the tagged buffer; the match frees the handle") {
+    for (std::uint64_t tag : {5, 6}) {
+      ibv_ops_wr add = tag_add(tag, tag, &tsge);
+      REQUIRE(ibv_post_srq_ops(srq, &add, &obad) == 0);  // one tag: needs the handle of the previous match
+      CHECK(poll_tm(scq).opcode == IBV_WC_TM_ADD);
+      write_tmh(cbuf.data(), IBV_TMH_EAGER, 0x77, tag);
+      std::memset(cbuf.data() + 16, static_cast<int>('a' + tag), 48);
+      send(64);
+      const TmCqe e = poll_tm(scq);
+      CHECK(e.status == IBV_WC_SUCCESS);
+      CHECK(e.opcode == IBV_WC_TM_RECV);
+      CHECK(e.wc_flags == (IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID));
+      CHECK(e.wr_id == tag);
+      CHECK(e.tag == tag);
+      CHECK(e.priv == 0x77);
+      CHECK(std::memcmp(tagged.data(), cbuf.data() + 16, 48) == 0);
+    }
+  }
+  SECTION("unexpected and no-tag messages take ordinary SRQ WQEs, whole") {
+    write_tmh(cbuf.data(), IBV_TMH_EAGER, 0, 0x1234);  // no tag posted
+    std::memset(cbuf.data() + 16, 'u', 48);
+    send(64);
+    TmCqe e = poll_tm(scq);
+    CHECK(e.opcode == IBV_WC_TM_RECV);
+    CHECK((e.wc_flags & (IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID)) == 0);
+    CHECK(e.wr_id == 100);
+    CHECK(std::memcmp(unexp.data(), cbuf.data(), 64) == 0);
+    // Matching stays off until software reports the unexpected message.
+    ibv_ops_wr s{};
+    s.wr_id = 27;
+    s.opcode = IBV_WR_TAG_SYNC;
+    s.flags = IBV_OPS_SIGNALED | IBV_OPS_TM_SYNC;
+    s.tm.unexpected_cnt = 1;
+    REQUIRE(ibv_post_srq_ops(srq, &s, &obad) == 0);
+    e = poll_tm(scq);
+    CHECK(e.opcode == IBV_WC_TM_SYNC);
+    CHECK(e.wr_id == 27);
+    write_tmh(cbuf.data(), IBV_TMH_NO_TAG, 0, 0x1234);
+    send(64);
+    e = poll_tm(scq);
+    CHECK(e.opcode == IBV_WC_TM_NO_TAG);
+    CHECK(e.wr_id == 101);
+  }
+  SECTION("rendezvous: the device reads the sender's buffer and answers with a FIN") {
+    ibv_recv_wr crw{};
+    ibv_sge fsge{addr_of(cbuf.data() + 256), 64, cmr->lkey};
+    crw.wr_id = 300;
+    crw.sg_list = &fsge;
+    crw.num_sge = 1;
+    REQUIRE(ibv_post_recv(cq, &crw, &rbad) == 0);
+    ibv_ops_wr add = tag_add(6, 6, &tsge);
+    REQUIRE(ibv_post_srq_ops(srq, &add, &obad) == 0);
+    CHECK(poll_tm(scq).opcode == IBV_WC_TM_ADD);
+    std::memset(cbuf.data() + 64, 'r', 192);
+    write_tmh(cbuf.data(), IBV_TMH_RNDV, 0x99, 6);
+    write_rvh(cbuf.data(), addr_of(cbuf.data() + 64), cmr->rkey, 192);
+    send(64);
+    TmCqe e = poll_tm(scq);
+    CHECK(e.opcode == IBV_WC_TM_RECV);
+    CHECK(e.wc_flags == IBV_WC_TM_MATCH);
+    CHECK(e.wr_id == 6);
+    CHECK(e.tag == 6);
+    const ibv_wc fin = poll_one(ccq);
+    CHECK(fin.status == IBV_WC_SUCCESS);
+    CHECK(fin.opcode == IBV_WC_RECV);
+    CHECK(fin.wr_id == 300);
+    CHECK(static_cast<std::uint8_t>(cbuf[256]) == IBV_TMH_FIN);
+    e = poll_tm(scq);
+    CHECK(e.opcode == IBV_WC_TM_RECV);
+    CHECK(e.wc_flags == IBV_WC_TM_DATA_VALID);
+    CHECK(e.wr_id == 6);
+    CHECK(std::memcmp(tagged.data(), cbuf.data() + 64, 192) == 0);
+  }
+
+  CHECK(ibv_destroy_qp(cq) == 0);
+  CHECK(ibv_destroy_qp(sq) == 0);
+  CHECK(ibv_destroy_srq(srq) == 0);
+  CHECK(ibv_destroy_cq(ibv_cq_ex_to_cq(scq)) == 0);
+  CHECK(ibv_destroy_cq(ccq) == 0);
+  CHECK(ibv_dereg_mr(tmr) == 0);
+  CHECK(ibv_dereg_mr(umr) == 0);
+  CHECK(ibv_dereg_mr(cmr) == 0);
 }
