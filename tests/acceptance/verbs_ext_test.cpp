@@ -1465,6 +1465,31 @@ TEST_CASE("tag matching end to end: eager match, unexpected, no tag, rendezvous"
       CHECK(std::memcmp(tagged.data(), cbuf.data() + 16, 48) == 0);
     }
   }
+  SECTION("a DEL racing a match: the match's CQE, then TM_ERR; the handle is free once, after both") {
+    ibv_ops_wr add = tag_add(7, 7, &tsge);
+    REQUIRE(ibv_post_srq_ops(srq, &add, &obad) == 0);
+    CHECK(poll_tm(scq).opcode == IBV_WC_TM_ADD);
+    write_tmh(cbuf.data(), IBV_TMH_EAGER, 0, 7);
+    send(32);  // acknowledged: the device has matched the tag
+    // The application has not polled the match yet, so the tag is still
+    // posted for it: the DEL is accepted and the device refuses it.
+    ibv_ops_wr del = tag_del(8, add.tm.handle);
+    REQUIRE(ibv_post_srq_ops(srq, &del, &obad) == 0);
+    ibv_ops_wr again = tag_add(9, 9, &tsge);
+    CHECK(ibv_post_srq_ops(srq, &again, &obad) == ENOMEM);  // the only handle is not free yet
+    TmCqe e = poll_tm(scq);
+    CHECK(e.opcode == IBV_WC_TM_RECV);
+    CHECK((e.wc_flags & IBV_WC_TM_MATCH) != 0);
+    CHECK(e.wr_id == 7);
+    CHECK(ibv_post_srq_ops(srq, &again, &obad) == ENOMEM);  // still the DEL's
+    e = poll_tm(scq);
+    CHECK(e.opcode == IBV_WC_TM_DEL);
+    CHECK(e.status == IBV_WC_TM_ERR);
+    CHECK(e.wr_id == 8);
+    REQUIRE(ibv_post_srq_ops(srq, &again, &obad) == 0);
+    CHECK(again.tm.handle == add.tm.handle);
+    CHECK(poll_tm(scq).opcode == IBV_WC_TM_ADD);
+  }
   SECTION("unexpected and no-tag messages take ordinary SRQ WQEs, whole") {
     write_tmh(cbuf.data(), IBV_TMH_EAGER, 0, 0x1234);  // no tag posted
     std::memset(cbuf.data() + 16, 'u', 48);
