@@ -1120,6 +1120,8 @@ TEST_CASE("parent domains: a PD's stand-in without allocators; allocators and th
   REQUIRE(ibv_destroy_cq(cq) == 0);
   CHECK(ibv_dealloc_pd(parent) == 0);
   // Dev's destructor now frees the PD itself.
+}
+
 // ---------------------------------------------------------------- tag matching
 
 namespace {
