@@ -7,7 +7,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <set>
+#include <iterator>
 
 namespace urnic::sysfs {
 
