@@ -126,7 +126,13 @@ transport::Nanos timeout_ns(std::uint8_t t) { return transport::Nanos{4096} << s
 constexpr std::uint8_t kCmResponseTimeout = 18;
 constexpr std::uint8_t kMaxCmRetries = 15;
 constexpr std::uint8_t kLocalAckTimeout = 14;
-constexpr std::uint8_t kMinRnrTimer = 12;  // 0.64 ms (IBA Table 45)
+// The RNR NAK timer a connected QP advertises (rdma_init_qp_attr for RTR):
+// code 0, 655.36 ms (IBA Table 45), as the kernel's CM sets it
+// (cm_init_qp_rtr_attr). With the rnr_retry count the peer asked for (5 in
+// pyverbs, 7 in most programs) a sender then waits seconds for a receive to
+// be posted, which applications that post their receive right after a send
+// completes rely on; 0.64 ms gave them ~3 ms before RNR_RETRY_EXC_ERR.
+constexpr std::uint8_t kMinRnrTimer = 0;
 // How long after its listener went away a port's REQs are left for the
 // peer to retry instead of rejected (see on_req).
 constexpr transport::Nanos kRelistenGrace = 2'000'000'000;

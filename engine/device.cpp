@@ -232,6 +232,7 @@ Device::Device(const DeviceConfig& cfg) : cfg_(cfg) {
     // (its MAC, its IPv4 address, the port MTU).
     Netdev nd;
     nd.name = cfg_.devargs;
+    nd.ifindex = ifindex_of_devargs(cfg_.devargs);  // the interface its frames leave by, if any
     std::copy(std::begin(cfg_.mac), std::end(cfg_.mac), nd.mac.begin());
     nd.mtu = cfg_.port_mtu;
     in_addr ia{};
@@ -334,6 +335,7 @@ Device::Device(const DeviceConfig& cfg) : cfg_(cfg) {
     std::memcpy(mac.gid, cfg.mac, 6);
     mac.valid = 1;
     mac.type = ctl::kGidTypeIbRoceV1;
+    mac.ndev_ifindex = ifindex_of_address(cfg_.address);  // the TCP streams' interface
     gids_.push_back(mac);
     return;
   }
@@ -343,7 +345,11 @@ Device::Device(const DeviceConfig& cfg) : cfg_(cfg) {
   }
   // GID[0]: the IPv6 link-local address of the (virtual) netdev, as rxe
   // reports it; GID[1]: the IPv4-mapped address (RoCE v2, IBA Annex A17.4.5.2).
+  // Both run on the interface of the socket's address (lo for 127.0.0.1),
+  // as rxe's entries name the netdev it is bound to.
+  const std::uint32_t ndev = ifindex_of_address(cfg_.address);
   ctl::GidEntry ll{};
+  ll.ndev_ifindex = ndev;
   ll.gid[0] = 0xfe;
   ll.gid[1] = 0x80;
   for (int i = 0; i < 8; ++i) ll.gid[8 + i] = static_cast<std::uint8_t>(guid >> (56 - 8 * i));
@@ -358,6 +364,7 @@ Device::Device(const DeviceConfig& cfg) : cfg_(cfg) {
   std::memcpy(&v4.gid[12], &addr.s_addr, 4);
   v4.valid = 1;
   v4.type = ctl::kGidTypeRoceV2;
+  v4.ndev_ifindex = ndev;
   gids_.push_back(v4);
 }
 

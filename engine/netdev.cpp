@@ -1,5 +1,6 @@
 #include "engine/netdev.hpp"
 
+#include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <linux/if_packet.h>
 #include <net/if.h>
@@ -89,6 +90,78 @@ std::optional<Netdev> query_netdev(const std::string& name, std::string* error) 
     ::close(s);
   }
   return d;
+}
+
+namespace {
+
+// Whether `a` and `b` (both of `len` bytes) agree on the bits `mask` has set.
+bool same_under_mask(const std::uint8_t* a, const std::uint8_t* b, const std::uint8_t* mask, std::size_t len) {
+  for (std::size_t i = 0; i < len; ++i)
+    if (((a[i] ^ b[i]) & mask[i]) != 0) return false;
+  return true;
+}
+
+}  // namespace
+
+std::uint32_t ifindex_of_address(const std::string& address) noexcept {
+  std::uint8_t want[16] = {};
+  int family = AF_INET;
+  if (::inet_pton(AF_INET, address.c_str(), want) != 1) {
+    family = AF_INET6;
+    if (::inet_pton(AF_INET6, address.c_str(), want) != 1) return 0;
+  }
+  const std::size_t len = family == AF_INET ? 4 : 16;
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) return 0;
+  std::string exact;
+  std::string loopback;
+  for (const ifaddrs* a = list; a != nullptr; a = a->ifa_next) {
+    if (a->ifa_addr == nullptr || a->ifa_addr->sa_family != family) continue;
+    const std::uint8_t* have = nullptr;
+    const std::uint8_t* mask = nullptr;
+    sockaddr_in sin{};
+    sockaddr_in mask4{};
+    sockaddr_in6 sin6{};
+    sockaddr_in6 mask6{};
+    if (family == AF_INET) {
+      std::memcpy(&sin, a->ifa_addr, sizeof sin);
+      have = static_cast<const std::uint8_t*>(static_cast<const void*>(&sin.sin_addr));
+      if (a->ifa_netmask != nullptr) {
+        std::memcpy(&mask4, a->ifa_netmask, sizeof mask4);
+        mask = static_cast<const std::uint8_t*>(static_cast<const void*>(&mask4.sin_addr));
+      }
+    } else {
+      std::memcpy(&sin6, a->ifa_addr, sizeof sin6);
+      have = sin6.sin6_addr.s6_addr;
+      if (a->ifa_netmask != nullptr) {
+        std::memcpy(&mask6, a->ifa_netmask, sizeof mask6);
+        mask = mask6.sin6_addr.s6_addr;
+      }
+    }
+    if (std::memcmp(have, want, len) == 0) {
+      exact = a->ifa_name;
+      break;
+    }
+    // The kernel routes a whole loopback prefix locally (127.0.0.0/8).
+    if ((a->ifa_flags & IFF_LOOPBACK) != 0 && mask != nullptr && loopback.empty() &&
+        same_under_mask(have, want, mask, len))
+      loopback = a->ifa_name;
+  }
+  ::freeifaddrs(list);
+  const std::string& name = exact.empty() ? loopback : exact;
+  return name.empty() ? 0 : ::if_nametoindex(name.c_str());
+}
+
+std::uint32_t ifindex_of_devargs(const std::string& devargs) noexcept {
+  // devargs: "driver,key=value,key=value".
+  std::size_t pos = devargs.find(',');
+  while (pos != std::string::npos) {
+    const std::size_t start = pos + 1;
+    pos = devargs.find(',', start);
+    const std::string kv = devargs.substr(start, pos == std::string::npos ? std::string::npos : pos - start);
+    if (kv.rfind("iface=", 0) == 0) return ::if_nametoindex(kv.substr(6).c_str());
+  }
+  return 0;
 }
 
 }  // namespace urnic::engine

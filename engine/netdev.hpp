@@ -26,6 +26,19 @@ struct Netdev {
 // message when there is no such interface or it has no Ethernet address.
 std::optional<Netdev> query_netdev(const std::string& name, std::string* error);
 
+// The kernel interface an IPv4 or IPv6 address (text) is on, as a socket
+// bound to it sends through it: the interface that holds the address, else a
+// loopback interface whose prefix covers it (127.0.0.2 is lo's although only
+// 127.0.0.1/8 is configured). 0 when none does (a DPDK port's own address)
+// or the text is not an address. This is what the GID table reports as the
+// entries' netdev (ndev_ifindex), as the kernel's RDMA core does for rxe.
+std::uint32_t ifindex_of_address(const std::string& address) noexcept;
+
+// The kernel interface a DPDK port's devargs put it on (`iface=NAME`:
+// net_af_packet, net_af_xdp, net_pcap; net_tap's own tap), 0 for none
+// (memif, ring, null) or an interface that does not exist (yet).
+std::uint32_t ifindex_of_devargs(const std::string& devargs) noexcept;
+
 // fe80::/64 with the modified EUI-64 of `mac` (RFC 4291 appendix A): the
 // default GID of a RoCE port.
 wire::IpAddr link_local_of(const wire::MacAddr& mac) noexcept;

@@ -373,6 +373,10 @@ void apply_info(IdPriv* p, const ctl::CmIdInfo& info) {
     char name[ctl::kNameLen + 1] = {};
     std::memcpy(name, info.device, ctl::kNameLen);
     if (id.verbs == nullptr) id.verbs = context_of(name);
+    // As librdmacm (ucma_get_device): an id bound to a device carries the
+    // device's PD from then on, so that rdma_reg_msgs / an AH / a QP can be
+    // made on it before (or without) rdma_create_qp.
+    if (id.pd == nullptr && id.verbs != nullptr) id.pd = default_pd(id.verbs);
     id.port_num = info.port_num;
     std::memcpy(id.route.addr.addr.ibaddr.sgid.raw, info.sgid, 16);
     std::memcpy(id.route.addr.addr.ibaddr.dgid.raw, info.dgid, 16);
@@ -1322,55 +1326,75 @@ int rdma_get_remote_ece(rdma_cm_id* id, ibv_ece* ece) {
 
 // ------------------------------------------------------------------ rdma_getaddrinfo / endpoints
 
+namespace {
+
+// A malloc'ed copy of a socket address (rdma_freeaddrinfo frees it).
+bool copy_sockaddr(sockaddr** dst, socklen_t* dst_len, const sockaddr* src, socklen_t len) {
+  auto* a = static_cast<sockaddr*>(std::malloc(len));
+  if (a == nullptr) return false;
+  std::memcpy(a, src, len);
+  *dst = a;
+  *dst_len = len;
+  return true;
+}
+
+}  // namespace
+
 int rdma_getaddrinfo(const char* node, const char* service, const rdma_addrinfo* hints, rdma_addrinfo** res) {
-  if (res == nullptr || (node == nullptr && service == nullptr)) return set_errno(EINVAL);
+  // As librdmacm: with neither a node nor a service the answer is built from
+  // the hints alone (their addresses, family, port space); pyverbs' AddrInfo
+  // resolves a source that way (rdma_getaddrinfo(NULL, NULL, hints with
+  // ai_src_addr)) for rdma_join_multicast. Only no node, no service and no
+  // hints is EINVAL.
+  if (res == nullptr || (node == nullptr && service == nullptr && hints == nullptr)) return set_errno(EINVAL);
   rdma_addrinfo h{};
   if (hints != nullptr) h = *hints;
-  addrinfo ai_hints{};
-  ai_hints.ai_family = h.ai_family;
-  ai_hints.ai_socktype = SOCK_STREAM;
-  if ((h.ai_flags & RAI_PASSIVE) != 0) ai_hints.ai_flags |= AI_PASSIVE;
-  if ((h.ai_flags & RAI_NUMERICHOST) != 0) ai_hints.ai_flags |= AI_NUMERICHOST;
-  if (node == nullptr && ai_hints.ai_family == AF_UNSPEC) ai_hints.ai_family = AF_INET;
-  addrinfo* ai = nullptr;
-  if (const int rc = ::getaddrinfo(node, service, &ai_hints, &ai); rc != 0) {
-    // rdma-core returns the getaddrinfo error code (EAI_*), errno set.
-    if (rc != EAI_SYSTEM) errno = rc == EAI_NONAME ? ENOENT : EINVAL;
-    return rc;
-  }
   auto* r = static_cast<rdma_addrinfo*>(std::calloc(1, sizeof(rdma_addrinfo)));
-  if (r == nullptr) {
-    ::freeaddrinfo(ai);
-    return set_errno(ENOMEM);
-  }
-  r->ai_flags = h.ai_flags;
-  r->ai_family = ai->ai_family;
-  r->ai_port_space = h.ai_port_space != 0 ? h.ai_port_space : RDMA_PS_TCP;
-  r->ai_qp_type = h.ai_qp_type != 0 ? h.ai_qp_type
-                                     : static_cast<int>(qp_type_of(static_cast<rdma_port_space>(r->ai_port_space)));
-  auto* addr = static_cast<sockaddr*>(std::malloc(ai->ai_addrlen));
-  if (addr == nullptr) {
-    ::freeaddrinfo(ai);
-    std::free(r);
-    return set_errno(ENOMEM);
-  }
-  std::memcpy(addr, ai->ai_addr, ai->ai_addrlen);
-  if ((h.ai_flags & RAI_PASSIVE) != 0) {
-    r->ai_src_addr = addr;
-    r->ai_src_len = ai->ai_addrlen;
+  if (r == nullptr) return set_errno(ENOMEM);
+  if (node == nullptr && service == nullptr) {
+    r->ai_flags = h.ai_flags;
+    r->ai_family = h.ai_family;
+    r->ai_qp_type = h.ai_qp_type;
+    r->ai_port_space = h.ai_port_space;
+    if (h.ai_dst_addr != nullptr && h.ai_dst_len != 0 &&
+        !copy_sockaddr(&r->ai_dst_addr, &r->ai_dst_len, h.ai_dst_addr, h.ai_dst_len)) {
+      rdma_freeaddrinfo(r);
+      return set_errno(ENOMEM);
+    }
   } else {
-    r->ai_dst_addr = addr;
-    r->ai_dst_len = ai->ai_addrlen;
-    if (h.ai_src_addr != nullptr && h.ai_src_len != 0) {
-      auto* src = static_cast<sockaddr*>(std::malloc(h.ai_src_len));
-      if (src != nullptr) {
-        std::memcpy(src, h.ai_src_addr, h.ai_src_len);
-        r->ai_src_addr = src;
-        r->ai_src_len = h.ai_src_len;
-      }
+    addrinfo ai_hints{};
+    ai_hints.ai_family = h.ai_family;
+    ai_hints.ai_socktype = SOCK_STREAM;
+    if ((h.ai_flags & RAI_PASSIVE) != 0) ai_hints.ai_flags |= AI_PASSIVE;
+    if ((h.ai_flags & RAI_NUMERICHOST) != 0) ai_hints.ai_flags |= AI_NUMERICHOST;
+    if (node == nullptr && ai_hints.ai_family == AF_UNSPEC) ai_hints.ai_family = AF_INET;
+    addrinfo* ai = nullptr;
+    if (const int rc = ::getaddrinfo(node, service, &ai_hints, &ai); rc != 0) {
+      std::free(r);
+      // rdma-core returns the getaddrinfo error code (EAI_*), errno set.
+      if (rc != EAI_SYSTEM) errno = rc == EAI_NONAME ? ENOENT : EINVAL;
+      return rc;
+    }
+    r->ai_flags = h.ai_flags;
+    r->ai_family = ai->ai_family;
+    r->ai_port_space = h.ai_port_space != 0 ? h.ai_port_space : RDMA_PS_TCP;
+    r->ai_qp_type = h.ai_qp_type != 0 ? h.ai_qp_type
+                                       : static_cast<int>(qp_type_of(static_cast<rdma_port_space>(r->ai_port_space)));
+    const bool ok = (h.ai_flags & RAI_PASSIVE) != 0
+                        ? copy_sockaddr(&r->ai_src_addr, &r->ai_src_len, ai->ai_addr, ai->ai_addrlen)
+                        : copy_sockaddr(&r->ai_dst_addr, &r->ai_dst_len, ai->ai_addr, ai->ai_addrlen);
+    ::freeaddrinfo(ai);
+    if (!ok) {
+      rdma_freeaddrinfo(r);
+      return set_errno(ENOMEM);
     }
   }
-  ::freeaddrinfo(ai);
+  // The hints' source address, when the answer has none of its own.
+  if (r->ai_src_len == 0 && h.ai_src_addr != nullptr && h.ai_src_len != 0 &&
+      !copy_sockaddr(&r->ai_src_addr, &r->ai_src_len, h.ai_src_addr, h.ai_src_len)) {
+    rdma_freeaddrinfo(r);
+    return set_errno(ENOMEM);
+  }
   *res = r;
   return 0;
 }

@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# Acceptance (issue 9): urnic-sysfs's view of /sys/class/infiniband
+# (tools/sysfs/). Inside `urnic-sysfs -- CMD`, for a daemon in a private
+# runtime directory,
+#   - /sys/class/infiniband/urnic0/ has node_guid, node_type, the port's
+#     state, phys_state, link_layer and every valid GID with its type and
+#     netdev, all equal to what ibv_devinfo -v says through the drop-in
+#     libibverbs (the daemon's answers); device/net/ lists lo (the udp link's
+#     interface) and urnic_iw0 is an RNIC;
+#   - the rest of /sys/class is the host's (same entries; `ip -j addr show
+#     lo` and /sys/class/net work), and the view is read-only;
+# and afterwards the host's mount namespace is untouched (same mountinfo,
+# no /sys/class/infiniband that was not there before). As an unprivileged
+# user urnic-sysfs refuses with exit 125 and says why. Needs root (exit 77
+# otherwise). A few seconds.
+#
+# usage: sysfs_view_test.sh SHIM_DIR URNICD URNIC_SYSFS
+set -uo pipefail
+shim_dir=$1
+urnicd=$2
+sysfs=$3
+
+if (( EUID != 0 )); then
+  echo "SKIP: urnic-sysfs needs root (it makes a private mount namespace)"
+  exit 77
+fi
+command -v ibv_devinfo > /dev/null || { echo "SKIP: ibv_devinfo (ibverbs-utils) not installed"; exit 77; }
+
+fails=0
+checks=0
+pass() { checks=$((checks + 1)); printf 'ok   %s\n' "$*"; }
+fail() { checks=$((checks + 1)); fails=$((fails + 1)); printf 'FAIL %s\n' "$*"; }
+
+rt=$(mktemp -d /tmp/urnic-sysfs-view.XXXXXX)
+chmod 755 "$rt"
+export URNIC_RUNTIME_DIR=$rt URNIC_DAEMON=$urnicd LD_LIBRARY_PATH=$shim_dir
+unset LD_PRELOAD
+asan_rt=$(ldd "$shim_dir/libibverbs.so.1" | awk '/libasan|libclang_rt\.asan/ {print $3; exit}')
+run_env=(env)
+[[ -n $asan_rt ]] && run_env=(env "LD_PRELOAD=$asan_rt" "ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0")
+
+alive() { [[ -n ${1:-} ]] && kill -0 "$1" 2>/dev/null; }
+cleanup() {
+  local d= dir
+  for dir in "$rt/nobody" "$rt"; do
+    d=
+    [[ -s $dir/urnicd.pid ]] && d=$(tr -dc '0-9' < "$dir/urnicd.pid")
+    if alive "$d"; then
+      kill -TERM "$d" 2>/dev/null
+      for _ in $(seq 100); do alive "$d" || break; sleep 0.05; done
+      alive "$d" && kill -KILL "$d" 2>/dev/null
+    fi
+  done
+  rm -rf "$rt"
+}
+trap cleanup EXIT
+
+mounts_before=$(sort /proc/self/mountinfo)
+ib_before=$(ls -A /sys/class/infiniband 2>&1)
+class_host=$(ls -A /sys/class | grep -vx infiniband)
+
+devinfo=$("${run_env[@]}" ibv_devinfo -v -d urnic0 2>&1) || { fail "ibv_devinfo -v -d urnic0: $devinfo"; exit 1; }
+field() { awk -v k="$1:" '$1 == k { print $2; exit }' <<< "$devinfo"; }
+
+view=$("${run_env[@]}" "$sysfs" -- /bin/sh -c '
+  d=/sys/class/infiniband/urnic0
+  p=$d/ports/1
+  echo "node_guid $(cat $d/node_guid)"
+  echo "node_type $(cat $d/node_type)"
+  echo "state $(cat $p/state)"
+  echo "phys_state $(cat $p/phys_state)"
+  echo "link_layer $(cat $p/link_layer)"
+  for f in $p/gid_attrs/types/*; do
+    n=${f##*/}
+    echo "gid $n $(cat $p/gids/$n)|$(cat $f)|$(cat $p/gid_attrs/ndevs/$n 2>/dev/null)"
+  done
+  echo "net $(ls $d/device/net/)"
+  echo "iw_node_type $(cat /sys/class/infiniband/urnic_iw0/node_type)"
+  echo "class $(ls -A /sys/class | grep -vx infiniband | tr "\n" " ")"
+  echo "lo_mtu $(cat /sys/class/net/lo/mtu)"
+  echo "ip_lo $(ip -j addr show lo | /usr/bin/python3 -c "import json, sys; print(json.load(sys.stdin)[0][\"addr_info\"][0][\"local\"])")"
+  if touch $d/new 2>/dev/null; then echo "writable yes"; else echo "writable no"; fi
+' 2>&1)
+rc=$?
+if (( rc != 0 )); then
+  fail "urnic-sysfs exited $rc: $view"
+  exit 1
+fi
+pass "urnic-sysfs ran a command in the view"
+get() { sed -n "s/^$1 //p" <<< "$view" | head -1; }
+
+[[ $(get node_guid) == "$(field node_guid)" ]] && pass "node_guid $(get node_guid) = ibv_devinfo's" \
+  || fail "node_guid $(get node_guid), ibv_devinfo says $(field node_guid)"
+[[ $(get node_type) == "1: CA" ]] && pass "node_type 1: CA" || fail "node_type '$(get node_type)'"
+[[ $(get iw_node_type) == "4: RNIC" ]] && pass "urnic_iw0 node_type 4: RNIC" || fail "urnic_iw0 node_type '$(get iw_node_type)'"
+state_num=$(grep -m1 -E '^\s+state:' <<< "$devinfo" | sed 's/.*(\([0-9]*\)).*/\1/')
+[[ $(get state) == "$state_num: ACTIVE" ]] && pass "port state $(get state) (ibv_devinfo: $state_num)" \
+  || fail "port state '$(get state)', ibv_devinfo $state_num"
+phys_num=$(grep -m1 -E '^\s+phys_state:' <<< "$devinfo" | sed 's/.*(\([0-9]*\)).*/\1/')
+[[ $(get phys_state) == "$phys_num: LinkUp" ]] && pass "phys_state $(get phys_state)" \
+  || fail "phys_state '$(get phys_state)', ibv_devinfo $phys_num"
+[[ $(get link_layer) == "$(field link_layer)" ]] && pass "link_layer $(get link_layer)" \
+  || fail "link_layer '$(get link_layer)', ibv_devinfo $(field link_layer)"
+
+# Every GID ibv_devinfo lists, with its type, and the netdev lo.
+want=$(grep -E 'GID\[ *[0-9]+\]:' <<< "$devinfo" | sed 's/.*GID\[ *\([0-9]*\)\]:[[:space:]]*\([^,]*\), \(.*\)/\1 \2|\3/')
+have=$(sed -n 's/^gid //p' <<< "$view" | /usr/bin/python3 -c '
+import socket, sys
+for line in sys.stdin:
+    n, rest = line.rstrip("\n").split(" ", 1)
+    gid, typ, ndev = rest.split("|")
+    text = socket.inet_ntop(socket.AF_INET6, bytes.fromhex(gid.replace(":", "")))
+    print(n + " " + text + "|" + typ + "\t" + ndev)')
+ngids=$(grep -c . <<< "$want")
+if [[ -n $want ]] && [[ $(cut -f1 <<< "$have") == "$want" ]]; then
+  pass "$ngids GIDs with their types equal ibv_devinfo's"
+else
+  fail "GIDs differ: view [$have], ibv_devinfo [$want]"
+fi
+if [[ -n $have ]] && [[ $(cut -f2 <<< "$have" | sort -u) == lo ]]; then pass "every GID's netdev is lo"; else fail "GID netdevs: [$have]"; fi
+[[ $(get net) == lo ]] && pass "device/net/ lists lo" || fail "device/net/ lists '$(get net)'"
+
+[[ $(get class) == "$(tr '\n' ' ' <<< "$class_host")" ]] && pass "the rest of /sys/class is the host's" \
+  || fail "/sys/class in the view: $(get class); on the host: $(tr '\n' ' ' <<< "$class_host")"
+[[ $(get lo_mtu) == "$(cat /sys/class/net/lo/mtu)" ]] && pass "/sys/class/net/lo/mtu reads $(get lo_mtu)" \
+  || fail "/sys/class/net/lo/mtu reads '$(get lo_mtu)'"
+[[ $(get ip_lo) == 127.0.0.1 ]] && pass "ip -j addr show lo: 127.0.0.1" || fail "ip -j addr show lo: '$(get ip_lo)'"
+[[ $(get writable) == no ]] && pass "the view is read-only" || fail "a file could be created in the view"
+
+[[ $(sort /proc/self/mountinfo) == "$mounts_before" ]] && pass "the host's mounts are unchanged" \
+  || fail "the host's mountinfo changed"
+[[ $(ls -A /sys/class/infiniband 2>&1) == "$ib_before" ]] && pass "the host's /sys/class/infiniband is as before" \
+  || fail "the host's /sys/class/infiniband changed"
+
+# Unprivileged: refused, with the reason. The user gets a daemon of its own
+# (its own runtime directory), so the verbs queries succeed and the refusal
+# is the namespace's.
+if command -v setpriv > /dev/null && setpriv --reuid=nobody --regid=nogroup --clear-groups test -x "$urnicd"; then
+  mkdir -p "$rt/nobody" && chown nobody "$rt/nobody"
+  out=$(setpriv --reuid=nobody --regid=nogroup --clear-groups "${run_env[@]}" URNIC_RUNTIME_DIR="$rt/nobody" \
+        "$sysfs" -- /bin/true 2>&1)
+  rc=$?
+  if (( rc == 125 )) && grep -q 'CAP_SYS_ADMIN' <<< "$out"; then
+    pass "unprivileged: exit 125, '$out'"
+  else
+    fail "unprivileged: exit $rc, '$out'"
+  fi
+fi
+
+echo "sysfs view: $((checks - fails))/$checks checks passed"
+(( fails == 0 ))

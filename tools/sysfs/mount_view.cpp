@@ -1,0 +1,137 @@
+#include "tools/sysfs/mount_view.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <utility>
+
+namespace urnic::sysfs {
+
+namespace {
+
+constexpr const char* kClass = "/sys/class";
+constexpr const char* kInfiniband = "infiniband";
+
+struct Entry {
+  std::string name;
+  int fd = -1;          // O_PATH handle on the real directory, for the bind
+  std::string target;   // for a symlink (not expected at the top; copied)
+};
+
+bool fail(std::string* error, const std::string& what) {
+  *error = what + ": " + std::strerror(errno);
+  return false;
+}
+
+// Symlinks of the kernel's own RDMA devices (../../devices/...), copied into
+// the view's infiniband/ so that they stay visible next to urnic's.
+std::vector<std::pair<std::string, std::string>> kernel_rdma_links() {
+  std::vector<std::pair<std::string, std::string>> out;
+  const std::string dir = std::string(kClass) + "/" + kInfiniband;
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return out;
+  while (const dirent* e = ::readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    char target[4096];
+    const ssize_t n = ::readlinkat(::dirfd(d), e->d_name, target, sizeof target - 1);
+    if (n <= 0) continue;
+    out.emplace_back(e->d_name, std::string(target, static_cast<std::size_t>(n)));
+  }
+  ::closedir(d);
+  return out;
+}
+
+}  // namespace
+
+bool enter_view(const std::vector<DeviceView>& devices, std::string* error) {
+  if (::unshare(CLONE_NEWNS) != 0) {
+    if (errno == EPERM)
+      *error = "making a private mount namespace needs CAP_SYS_ADMIN (run as root): unshare: " +
+               std::string(std::strerror(errno));
+    else
+      fail(error, "unshare(CLONE_NEWNS)");
+    return false;
+  }
+  // From here on only this process's namespace changes; first cut it off
+  // from propagation both ways.
+  if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return fail(error, "making / private");
+  // Everything is read from the real /sys/class before it is covered, and
+  // in the new namespace: a bind mount's source must be one of its mounts.
+  std::vector<Entry> entries;
+  DIR* d = ::opendir(kClass);
+  if (d == nullptr) return fail(error, std::string("opendir ") + kClass);
+  while (const dirent* e = ::readdir(d)) {
+    if (e->d_name[0] == '.' || std::strcmp(e->d_name, kInfiniband) == 0) continue;
+    Entry en;
+    en.name = e->d_name;
+    struct stat st {};
+    if (::fstatat(::dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    if (S_ISLNK(st.st_mode)) {
+      char target[4096];
+      const ssize_t n = ::readlinkat(::dirfd(d), e->d_name, target, sizeof target - 1);
+      if (n <= 0) continue;
+      en.target.assign(target, static_cast<std::size_t>(n));
+    } else {
+      en.fd = ::openat(::dirfd(d), e->d_name, O_PATH | O_DIRECTORY | O_CLOEXEC);
+      if (en.fd < 0) continue;
+    }
+    entries.push_back(std::move(en));
+  }
+  ::closedir(d);
+  const auto kernel_links = kernel_rdma_links();
+  auto close_all = [&] {
+    for (Entry& en : entries)
+      if (en.fd >= 0) ::close(en.fd);
+  };
+
+  constexpr unsigned long kFlags = MS_NOSUID | MS_NODEV | MS_NOEXEC;
+  if (::mount("urnic-sysfs", kClass, "tmpfs", kFlags, "mode=0755") != 0) {
+    close_all();
+    return fail(error, std::string("tmpfs on ") + kClass);
+  }
+  for (Entry& en : entries) {
+    const std::string path = std::string(kClass) + "/" + en.name;
+    if (en.fd < 0) {
+      if (::symlink(en.target.c_str(), path.c_str()) != 0) {
+        close_all();
+        return fail(error, "symlink " + path);
+      }
+      continue;
+    }
+    const std::string src = "/proc/self/fd/" + std::to_string(en.fd);
+    if (::mkdir(path.c_str(), 0755) != 0 || ::mount(src.c_str(), path.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0) {
+      close_all();
+      return fail(error, "bind " + path);
+    }
+  }
+  close_all();
+  const std::string ib = std::string(kClass) + "/" + kInfiniband;
+  if (::mkdir(ib.c_str(), 0755) != 0) return fail(error, "mkdir " + ib);
+  for (const auto& [name, target] : kernel_links)
+    if (::symlinkat(target.c_str(), AT_FDCWD, (ib + "/" + name).c_str()) != 0) return fail(error, "symlink " + name);
+  for (const DeviceView& dev : devices) {
+    bool taken = false;
+    for (const auto& kl : kernel_links) taken = taken || kl.first == dev.name;
+    if (taken) {
+      std::fprintf(stderr, "urnic-sysfs: the kernel has an RDMA device named %s; it is shown, not urnic's\n",
+                   dev.name.c_str());
+      continue;
+    }
+    if (!write_device(ib, dev, std::string(kClass) + "/net", error)) return false;
+  }
+  if (::chmod(ib.c_str(), 0555) != 0) return fail(error, "chmod " + ib);
+  // Read-only like sysfs: the generated files cannot be changed, and nobody
+  // creates entries that the real /sys/class would not have.
+  if (::mount(nullptr, kClass, nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | kFlags, nullptr) != 0)
+    return fail(error, std::string("read-only ") + kClass);
+  return true;
+}
+
+}  // namespace urnic::sysfs
