@@ -35,16 +35,6 @@ namespace {
 using ctl::MsgHeader;
 namespace iw = transport::iwarp;
 
-template <ctl::Message Rep>
-Reply ok(const MsgHeader& h, const Rep& rep) {
-  return Reply{ctl::encode(rep, h.seq, true, 0), {}, false};
-}
-
-template <ctl::Message Rep>
-Reply fail(const MsgHeader& h, int err) {
-  return Reply{ctl::encode_error<Rep>(h.seq, err), {}, false};
-}
-
 bool wildcard(const ctl::CmAddr& a) {
   return std::all_of(std::begin(a.addr), std::end(a.addr), [](std::uint8_t b) { return b == 0; });
 }

@@ -23,16 +23,6 @@ using ctl::MsgHeader;
 namespace cmw = wire::cm;
 namespace ipcm = wire::rdma_cm;
 
-template <ctl::Message Rep>
-Reply ok(const MsgHeader& h, const Rep& rep, std::vector<int> fds = {}) {
-  return Reply{ctl::encode(rep, h.seq, true, 0), std::move(fds), false};
-}
-
-template <ctl::Message Rep>
-Reply fail(const MsgHeader& h, int err) {
-  return Reply{ctl::encode_error<Rep>(h.seq, err), {}, false};
-}
-
 Reply bare(const MsgHeader& h, int err) {
   const MsgHeader bad{h.type, ctl::kFlagReply, h.seq, err, 0};
   std::vector<std::byte> out(sizeof bad);

@@ -27,16 +27,6 @@ namespace {
 
 using ctl::MsgHeader;
 
-template <ctl::Message Rep>
-Reply ok(const MsgHeader& h, const Rep& rep, std::vector<int> fds = {}) {
-  return Reply{ctl::encode(rep, h.seq, true, 0), std::move(fds), false};
-}
-
-template <ctl::Message Rep>
-Reply fail(const MsgHeader& h, int err) {
-  return Reply{ctl::encode_error<Rep>(h.seq, err), {}, false};
-}
-
 // A socketpair for events flowing daemon -> process; returns {daemon end
 // (non-blocking), process end} or an errno.
 int make_event_pair(int& daemon_end, int& process_end) {

@@ -14,6 +14,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/ctl_proto.hpp"
@@ -35,6 +36,17 @@ struct Reply {
   std::vector<int> fds;      // owned: the caller sends then closes them
   bool close_after = false;  // protocol violation: send, then drop the connection
 };
+
+// The reply to request `h`: success carrying `rep` (and descriptors), or the
+// errno `err` in a reply of Rep's type. Every control handler answers so.
+template <ctl::Message Rep>
+Reply ok(const ctl::MsgHeader& h, const Rep& rep, std::vector<int> fds = {}) {
+  return Reply{ctl::encode(rep, h.seq, true, 0), std::move(fds), false};
+}
+template <ctl::Message Rep>
+Reply fail(const ctl::MsgHeader& h, int err) {
+  return Reply{ctl::encode_error<Rep>(h.seq, err), {}, false};
+}
 
 struct PdObj {
   std::uint32_t refs = 0;    // MRs, MWs, QPs, SRQs, AHs using it

@@ -13,19 +13,7 @@
 namespace urnic::engine {
 
 namespace {
-
 using ctl::MsgHeader;
-
-template <ctl::Message Rep>
-Reply ok(const MsgHeader& h, const Rep& rep) {
-  return Reply{ctl::encode(rep, h.seq, true, 0), {}, false};
-}
-
-template <ctl::Message Rep>
-Reply fail(const MsgHeader& h, int err) {
-  return Reply{ctl::encode_error<Rep>(h.seq, err), {}, false};
-}
-
 }  // namespace
 
 // The kernel's ib_uverbs_alloc_mw: the PD, then the type (type 1 and 2 are

@@ -14,19 +14,7 @@
 namespace urnic::engine {
 
 namespace {
-
 using ctl::MsgHeader;
-
-template <ctl::Message Rep>
-Reply ok(const MsgHeader& h, const Rep& rep, std::vector<int> fds = {}) {
-  return Reply{ctl::encode(rep, h.seq, true, 0), std::move(fds), false};
-}
-
-template <ctl::Message Rep>
-Reply fail(const MsgHeader& h, int err) {
-  return Reply{ctl::encode_error<Rep>(h.seq, err), {}, false};
-}
-
 }  // namespace
 
 // Tag matching is a RoCE (IB transport) offload: iWARP devices have no

@@ -20,16 +20,6 @@ namespace {
 
 using ctl::MsgHeader;
 
-template <ctl::Message Rep>
-Reply ok(const MsgHeader& h, const Rep& rep, std::vector<int> fds = {}) {
-  return Reply{ctl::encode(rep, h.seq, true, 0), std::move(fds), false};
-}
-
-template <ctl::Message Rep>
-Reply fail(const MsgHeader& h, int err) {
-  return Reply{ctl::encode_error<Rep>(h.seq, err), {}, false};
-}
-
 constexpr std::uint32_t kReregFlags =
     IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_PD | IBV_REREG_MR_CHANGE_ACCESS;
 

@@ -17,16 +17,6 @@ namespace {
 
 using ctl::MsgHeader;
 
-template <ctl::Message Rep>
-Reply ok(const MsgHeader& h, const Rep& rep) {
-  return Reply{ctl::encode(rep, h.seq, true, 0), {}, false};
-}
-
-template <ctl::Message Rep>
-Reply fail(const MsgHeader& h, int err) {
-  return Reply{ctl::encode_error<Rep>(h.seq, err), {}, false};
-}
-
 // A fixed char field as a string (NUL-terminated or full).
 template <std::size_t N>
 std::string field(const char (&f)[N]) {
