@@ -309,7 +309,10 @@ PEER=rxe
 #   and, if EXPECT is not empty, the client's output matches it.
 CM_DEV_URNIC=urnic0
 CM_DEV_PEER=rxe0
+cm_retry=""
+cm_retries=0  # perftest cells whose connection setup was retried (below)
 cm_cell() {
+  local orig=("$@")
   local name=$1 side=$2 expect=$3; shift 3
   local scmd=() ccmd=() a c sd cd dir t0 crc src srv_out=$rt/srv.out cli_out=$rt/cli.out
   while [[ $1 != -- ]]; do scmd+=("$1"); shift; done
@@ -351,10 +354,27 @@ cm_cell() {
   dt=$(printf '%.1f' "$(echo "$(date +%s.%N) - $t0" | bc)")
   [[ -z $expect ]] || got=$(grep -cE "$expect" "$cli_out")
   if [[ $crc == 0 && $src == 0 && $got -ge 1 ]]; then
-    line "$name" "$dir" "$gname" "$mtu" PASS "${dt}s $( [[ -n $expect ]] && grep -E "$expect" "$cli_out" | tail -1 | tr -s ' \t' ' ' | cut -c1-60)"
+    line "$name" "$dir" "$gname" "$mtu" PASS "${dt}s${cm_retry:+ (2nd attempt)} $( [[ -n $expect ]] && grep -E "$expect" "$cli_out" | tail -1 | tr -s ' \t' ' ' | cut -c1-60)"
   else
     local r
     r=$(why "$cli_out"); [[ -n $r ]] || r=$(why "$srv_out")
+    # perftest -R connects twice and its server listens again in between;
+    # a second connect that comes first meets no listener (the kernel peer
+    # refuses or resets it at once) and Debian's perftest 4.5 then crashes.
+    # That race is the peer program's, not the device's: a perftest client
+    # of urnic whose connection setup failed before any data moved (no
+    # result row) gets one more attempt; the first is kept in failures.log.
+    if [[ -z $cm_retry && $side != urnic && $name == ib_* && $got == 0 ]] &&
+      grep -qE 'RDMA_CM_EVENT_(CONNECT_ERROR|REJECTED|UNREACHABLE)' "$cli_out"; then
+      { echo "--- $name $dir $gname $mtu: attempt 1 (retried: connection setup failed, no data moved)"
+        echo "client:"; tail -8 "$cli_out"; } >> "$rt/failures.log"
+      cm_retries=$((cm_retries + 1))
+      cells_run=$((cells_run - 1))
+      cm_retry=1
+      cm_cell "${orig[@]}"
+      cm_retry=""
+      return
+    fi
     line "$name" "$dir" "$gname" "$mtu" FAIL "${dt}s server rc=${src:-?} client rc=${crc:-?}: ${r:-no result line}"
     { echo "--- $name $dir $gname $mtu"; echo "client:"; tail -15 "$cli_out"; echo "server:"; tail -15 "$srv_out"
       # siw logs a dropped connection; rxe stays quiet.
@@ -642,5 +662,5 @@ fi
 if [[ -s $rt/failures.log ]]; then
   echo "--- failure details"; cat "$rt/failures.log"
 fi
-echo "interop: $pass/$total cells passed in $(elapsed)s (peer VM $([[ $booted == 1 ]] && echo booted || echo reused))"
+echo "interop: $pass/$total cells passed in $(elapsed)s (peer VM $([[ $booted == 1 ]] && echo booted || echo reused))$( ((cm_retries > 0)) && echo "; $cm_retries perftest connection setups retried, see failures.log")"
 [[ $fail == 0 && $total -gt 0 ]]
