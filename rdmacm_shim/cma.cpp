@@ -192,8 +192,21 @@ struct ChannelPriv {
   rdma_event_channel channel;  // first: handed to the application
   std::uint32_t handle = 0;
   std::atomic<bool> destroyed{false};
+  ChannelPriv* next_retired = nullptr;  // on g_retired_channels once destroyed
 };
 static_assert(std::is_standard_layout_v<ChannelPriv>);
+
+// Channels the application destroyed (rdma_destroy_event_channel) are kept,
+// not freed: another thread may still be inside rdma_get_cm_event on one
+// (see destroy_channel). They stay on this list until the process exits, so
+// the memory is owned and reachable, not leaked.
+std::atomic<ChannelPriv*> g_retired_channels{nullptr};
+void retire_channel(ChannelPriv* ch) {
+  ch->next_retired = g_retired_channels.load(std::memory_order_relaxed);
+  while (!g_retired_channels.compare_exchange_weak(ch->next_retired, ch, std::memory_order_release,
+                                                   std::memory_order_relaxed)) {
+  }
+}
 
 struct IdPriv {
   rdma_cm_id id;               // first: handed to the application
@@ -445,9 +458,10 @@ int destroy_channel(ChannelPriv* ch) {
     return set_errno(err);
   }
   ::close(ch->channel.fd);
-  // Not freed: another thread may still be inside rdma_get_cm_event on it
-  // (rping's CM thread is, when its main thread tears down). With the
+  // Not freed here: another thread may still be inside rdma_get_cm_event on
+  // it (rping's CM thread is, when its main thread tears down). With the
   // kernel such a read stays blocked until the process exits; so does ours.
+  // The caller frees a private channel or retires an application's.
   return 0;
 }
 
@@ -783,7 +797,7 @@ rdma_event_channel* rdma_create_event_channel(void) {
 }
 
 void rdma_destroy_event_channel(rdma_event_channel* channel) {
-  if (channel != nullptr) destroy_channel(priv(channel));
+  if (channel != nullptr && destroy_channel(priv(channel)) == 0) retire_channel(priv(channel));
 }
 
 namespace {
