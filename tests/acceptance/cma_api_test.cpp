@@ -9,6 +9,8 @@
 //     (pyverbs registers MRs and makes AHs on it; it was NULL).
 #include <catch2/catch.hpp>
 
+#include "runtime_dir.hpp"
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <rdma/rdma_cma.h>
@@ -23,23 +25,7 @@
 
 namespace {
 
-struct RuntimeDir {
-  std::string dir;
-  RuntimeDir() {
-    char tmpl[] = "/tmp/urnic-cma-api.XXXXXX";
-    dir = ::mkdtemp(tmpl);
-    ::setenv("URNIC_RUNTIME_DIR", dir.c_str(), 1);
-  }
-  ~RuntimeDir() {
-    std::ifstream pidf(dir + "/urnicd.pid");
-    pid_t pid = 0;
-    if (pidf >> pid && pid > 0 && ::kill(pid, SIGTERM) == 0) {
-      for (int i = 0; i < 200 && ::kill(pid, 0) == 0; ++i) ::usleep(10000);
-    }
-    std::system(("rm -rf '" + dir + "'").c_str());
-  }
-};
-RuntimeDir g_runtime;
+urnic::test::RuntimeDir g_runtime("cma-api");
 
 sockaddr_in loopback(std::uint16_t port) {
   sockaddr_in a{};

@@ -7,6 +7,8 @@
 // Both ends live in this process (a server thread and the test thread).
 #include <catch2/catch.hpp>
 
+#include "runtime_dir.hpp"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -31,23 +33,7 @@
 
 namespace {
 
-struct RuntimeDir {
-  std::string dir;
-  RuntimeDir() {
-    char tmpl[] = "/tmp/urnic-rsocket-api.XXXXXX";
-    dir = ::mkdtemp(tmpl);
-    ::setenv("URNIC_RUNTIME_DIR", dir.c_str(), 1);
-  }
-  ~RuntimeDir() {
-    std::ifstream pidf(dir + "/urnicd.pid");
-    pid_t pid = 0;
-    if (pidf >> pid && pid > 0 && ::kill(pid, SIGTERM) == 0) {
-      for (int i = 0; i < 200 && ::kill(pid, 0) == 0; ++i) ::usleep(10000);
-    }
-    std::system(("rm -rf '" + dir + "'").c_str());
-  }
-};
-RuntimeDir g_runtime;
+urnic::test::RuntimeDir g_runtime("rsocket-api");
 
 std::uint16_t next_port() {
   static std::atomic<int> n{0};

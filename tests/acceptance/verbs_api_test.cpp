@@ -4,6 +4,8 @@
 // provider gives for each kind of bad input.
 #include <catch2/catch.hpp>
 
+#include "runtime_dir.hpp"
+
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <infiniband/verbs.h>
@@ -23,23 +25,7 @@ namespace {
 
 // Private runtime directory for the whole run; the daemon the first test
 // starts is stopped by PID at exit.
-struct RuntimeDir {
-  std::string dir;
-  RuntimeDir() {
-    char tmpl[] = "/tmp/urnic-verbs-api.XXXXXX";
-    dir = ::mkdtemp(tmpl);
-    ::setenv("URNIC_RUNTIME_DIR", dir.c_str(), 1);
-  }
-  ~RuntimeDir() {
-    std::ifstream pidf(dir + "/urnicd.pid");
-    pid_t pid = 0;
-    if (pidf >> pid && pid > 0 && ::kill(pid, SIGTERM) == 0) {
-      for (int i = 0; i < 200 && ::kill(pid, 0) == 0; ++i) ::usleep(10000);
-    }
-    std::system(("rm -rf '" + dir + "'").c_str());
-  }
-};
-RuntimeDir g_runtime;
+urnic::test::RuntimeDir g_runtime("verbs-api");
 
 struct Ctx {
   ibv_device** list = nullptr;

@@ -8,6 +8,8 @@
 // kept by rereg) in the project's own tests.
 #include <catch2/catch.hpp>
 
+#include "runtime_dir.hpp"
+
 #include <fcntl.h>
 #include <infiniband/tm_types.h>
 #include <infiniband/verbs.h>
@@ -26,23 +28,7 @@
 
 namespace {
 
-struct RuntimeDir {
-  std::string dir;
-  RuntimeDir() {
-    char tmpl[] = "/tmp/urnic-verbs-ext.XXXXXX";
-    dir = ::mkdtemp(tmpl);
-    ::setenv("URNIC_RUNTIME_DIR", dir.c_str(), 1);
-  }
-  ~RuntimeDir() {
-    std::ifstream pidf(dir + "/urnicd.pid");
-    pid_t pid = 0;
-    if (pidf >> pid && pid > 0 && ::kill(pid, SIGTERM) == 0) {
-      for (int i = 0; i < 200 && ::kill(pid, 0) == 0; ++i) ::usleep(10000);
-    }
-    std::system(("rm -rf '" + dir + "'").c_str());
-  }
-};
-RuntimeDir g_runtime;
+urnic::test::RuntimeDir g_runtime("verbs-ext");
 
 ibv_mr* reg(ibv_pd* pd, void* addr, std::size_t len, int access) { return ibv_reg_mr(pd, addr, len, access); }
 

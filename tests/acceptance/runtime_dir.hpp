@@ -1,0 +1,36 @@
+// The private runtime directory of a Catch2 acceptance test: the first verbs
+// or rdma_cm call starts urnicd there (URNIC_RUNTIME_DIR); at exit the daemon
+// it started is stopped by the PID in urnicd.pid and the directory removed.
+#pragma once
+
+#include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+namespace urnic::test {
+
+struct RuntimeDir {
+  std::string dir;
+  // `name` goes into the directory's name: /tmp/urnic-NAME.XXXXXX.
+  explicit RuntimeDir(const std::string& name) {
+    std::string tmpl = "/tmp/urnic-" + name + ".XXXXXX";
+    dir = ::mkdtemp(tmpl.data());
+    ::setenv("URNIC_RUNTIME_DIR", dir.c_str(), 1);
+  }
+  ~RuntimeDir() {
+    std::ifstream pidf(dir + "/urnicd.pid");
+    pid_t pid = 0;
+    if (pidf >> pid && pid > 0 && ::kill(pid, SIGTERM) == 0) {
+      for (int i = 0; i < 200 && ::kill(pid, 0) == 0; ++i) ::usleep(10000);
+    }
+    std::system(("rm -rf '" + dir + "'").c_str());
+  }
+  RuntimeDir(const RuntimeDir&) = delete;
+  RuntimeDir& operator=(const RuntimeDir&) = delete;
+};
+
+}  // namespace urnic::test
