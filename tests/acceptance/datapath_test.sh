@@ -9,7 +9,8 @@
 # the idle daemon must be asleep (~0 % CPU).
 #
 # usage: datapath_test.sh SHIM_DIR URNICD GROUP
-#   GROUP: pingpong | perftest-lat | perftest-bw
+#   GROUP: smoke | pingpong | perftest-lat | perftest-bw
+#   (smoke: one short pair per family, for tools/urnic test --quick)
 set -uo pipefail
 shim_dir=$1
 urnicd=$2
@@ -80,6 +81,13 @@ gid=(-g 1)
 x=(-x 1)
 
 case $group in
+  smoke)
+    pair "ibv_rc_pingpong -n 200" "$pp" 1 ibv_rc_pingpong "${gid[@]}" -n 200
+    pair "ibv_ud_pingpong -n 200 -e" "$pp" 1 ibv_ud_pingpong "${gid[@]}" -n 200 -e
+    pair "ib_write_bw -s 65536 -n 500" "$row" 1 ib_write_bw "${x[@]}" -s 65536 -n 500
+    pair "ib_read_lat -s 4096 -n 200" "$row" 1 ib_read_lat "${x[@]}" -s 4096 -n 200
+    pair "ib_atomic_bw -n 200" "$row" 1 ib_atomic_bw "${x[@]}" -n 200
+    ;;
   pingpong)
     pair "ibv_rc_pingpong -n 1000" "$pp" 1 ibv_rc_pingpong "${gid[@]}" -n 1000
     pair "ibv_rc_pingpong -s 65536 -n 1000 -e" "$pp" 1 ibv_rc_pingpong "${gid[@]}" -s 65536 -n 1000 -e
