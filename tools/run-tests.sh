@@ -1,44 +1,106 @@
 #!/usr/bin/env bash
-# The whole test suite, as `tools/urnic test` runs it (and CI through .ci/run):
-#   1. the normal build with warnings as errors: unit and acceptance tests
-#   2. an AddressSanitizer + UndefinedBehaviorSanitizer build: the same tests
-#   3. a clang libFuzzer build: every fuzz target for URNIC_FUZZ_SECONDS each
-# Ends with one summary line: "urnic test summary: ... PASS" or "... FAIL".
+# The test suite, as `tools/urnic test` runs it (and CI through .ci/run).
+#
+#   tools/urnic test                  the CI run, three stages, each built once:
+#       release   g++ -Werror: every test (unit, acceptance, hosts, root, interop, slow)
+#       sanitize  g++ ASan+UBSan: the unit suites and the acceptance tests labelled
+#                 'sanitize' (chosen by coverage: docs/TESTING.md says which and why)
+#       clang     clang -Werror with libFuzzer: the fuzz targets and the unit suites
+#   tools/urnic test --quick          unit + smoke suites of the release build (< 1 min once built)
+#   tools/urnic test --suite NAME     one suite (repeatable) of the release build; 'fuzz' and
+#                                     'sanitize' run in their own stage's build
+#   tools/urnic test --coverage [--suite NAME]...
+#                                     a gcov build; runs the suites (default: unit acceptance),
+#                                     prints line coverage per layer
+#   tools/urnic test --coverage --per-test [--suite NAME]...
+#                                     the same, one test at a time: the lines each test reaches
+#                                     that the unit suites do not (how 'sanitize' is chosen)
+# Suites: unit, smoke, acceptance, hosts, root, interop, slow, sanitize, fuzz (tests/meson.build).
+# Ends with one line "urnic test summary: ... PASS" or "... FAIL", after one line per stage
+# with its wall time and the five slowest tests. A full run over 60 minutes fails: CI's limit
+# is 90 and the budget is 40 (docs/TESTING.md).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${URNIC_TEST_BUILD_ROOT:-$root/build-test}
 fuzz_seconds=${URNIC_FUZZ_SECONDS:-30}
+budget_seconds=${URNIC_TEST_BUDGET_SECONDS:-3600}
 jobs=$(nproc)
 
+usage() { sed -n '2,/^set -uo/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//' >&2; exit 2; }
+
+mode=ci suites=() per_test=
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --quick) mode=quick ;;
+    --suite) [[ $# -ge 2 ]] || usage; suites+=("$2"); shift ;;
+    --suite=*) suites+=("${1#--suite=}") ;;
+    --coverage) mode=coverage ;;
+    --per-test) per_test=1 ;;
+    -h|--help) usage ;;
+    *) printf 'urnic test: unknown option %s\n' "$1" >&2; usage ;;
+  esac
+  shift
+done
+known_suites=" unit smoke acceptance hosts root interop slow sanitize fuzz "
+for s in "${suites[@]}"; do
+  [[ $known_suites == *" $s "* ]] || {
+    printf 'urnic test: no suite "%s"; the suites are:%s\n' "$s" "$known_suites" >&2; exit 2; }
+done
+[[ $mode == ci && ${#suites[@]} -gt 0 ]] && mode=suites
+[[ -n $per_test && $mode != coverage ]] && { echo "urnic test: --per-test goes with --coverage" >&2; exit 2; }
+
 total_ok=0 total_fail=0 total_skip=0
-failed_stages=()
+failed_stages=() stage_lines=() stage_dirs=()
+run_start=$SECONDS
 
 log() { printf '\n=== %s ===\n' "$*"; }
+mmss() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
 
-# stage NAME BUILD_DIR [env...] -- [meson setup options...]
+# Build configurations: the meson setup options and the environment of each.
+# CI's builds carry no full debug information (-g costs a fifth of the build
+# time): release none, the sanitizer and clang builds line tables (-g1), which
+# is what ASan, UBSan and libFuzzer need for file:line in their reports.
+# Assertions stay on in all three (NDEBUG only for buildtype=release).
+no_interop="URNIC_SKIP_INTEROP=the rxe interop matrix runs in the release stage only"
+release_env=() release_opts=(-Dwerror=true -Ddebug=false -Doptimization=2)
+sanitize_env=("$no_interop" ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+              UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1)
+sanitize_opts=(-Db_sanitize=address,undefined -Db_lundef=false -Ddebug=false -Doptimization=2
+               "-Dcpp_args=-g1 -fno-sanitize-recover=all")
+clang_env=("$no_interop" CC=clang CXX=clang++ "URNIC_FUZZ_SECONDS=$fuzz_seconds")
+clang_opts=(-Dfuzz=true -Db_lundef=false -Dwerror=true -Ddebug=false -Doptimization=2 -Dcpp_args=-g1)
+
+# stage NAME DIR ENV_ARRAY OPTS_ARRAY [meson test selection args...]
+# Builds DIR once (ninja decides what is stale), then runs the selected tests.
 stage() {
-  local name=$1 dir=$2; shift 2
-  local envs=()
-  while [[ $# -gt 0 && $1 != -- ]]; do envs+=("$1"); shift; done
-  shift  # --
+  local name=$1 dir=$2 envname=$3 optname=$4; shift 4
+  local -n envs=$envname opts=$optname
+  local t0=$SECONDS t1
   log "$name: build ($dir)"
   if [[ ! -f $dir/build.ninja ]]; then
-    if ! env "${envs[@]}" meson setup "$dir" "$root" "$@"; then
-      failed_stages+=("$name:setup"); total_fail=$((total_fail + 1)); return
+    if ! env "${envs[@]}" meson setup "$dir" "$root" "${opts[@]}"; then
+      failed_stages+=("$name:setup"); total_fail=$((total_fail + 1)); return 1
     fi
   fi
-  if ! ninja -C "$dir" -j "$jobs"; then
-    failed_stages+=("$name:build"); total_fail=$((total_fail + 1)); return
+  if ! env "${envs[@]}" ninja -C "$dir" -j "$jobs"; then
+    failed_stages+=("$name:build"); total_fail=$((total_fail + 1))
+    stage_lines+=("$name: build FAILED after $(mmss $((SECONDS - t0)))")
+    return 1
   fi
-  log "$name: test"
-  env "${envs[@]}" meson test -C "$dir" --print-errorlogs --num-processes "$jobs" \
-      --test-args="${URNIC_TEST_ARGS:-}" 
+  t1=$SECONDS
+  log "$name: test ${*:-(all)}"
+  # --no-rebuild: the build above is the stage's only build.
+  env "${envs[@]}" meson test -C "$dir" --no-rebuild --print-errorlogs \
+      --num-processes "$jobs" --test-args="${URNIC_TEST_ARGS:-}" "$@"
   local rc=$?
   local ok fail skip
   ok=$(meson_count "$dir" OK); fail=$(meson_count "$dir" FAIL); skip=$(meson_count "$dir" SKIP)
   total_ok=$((total_ok + ok)); total_fail=$((total_fail + fail)); total_skip=$((total_skip + skip))
   [[ $rc -eq 0 ]] || failed_stages+=("$name")
-  printf '%s: %d ok, %d failed, %d skipped\n' "$name" "$ok" "$fail" "$skip"
+  stage_dirs+=("$name=$dir")
+  stage_lines+=("$(printf '%s: %s (build %s, tests %s): %d ok, %d failed, %d skipped' "$name" \
+      "$(mmss $((SECONDS - t0)))" "$(mmss $((t1 - t0)))" "$(mmss $((SECONDS - t1)))" "$ok" "$fail" "$skip")")
+  return $rc
 }
 
 # Count results of one kind from meson's JSON test log.
@@ -53,23 +115,82 @@ meson_count() {
   esac
 }
 
-stage release "$out/release" -- -Dwerror=true
-# The kernel-peer interop matrix boots VMs under emulation and takes minutes:
-# it runs in the release stage; the other stages report it skipped, saying so.
-no_interop="URNIC_SKIP_INTEROP=the rxe interop matrix runs in the release stage only"
-stage sanitize "$out/asan" "$no_interop" ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
-    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 -- \
-    -Db_sanitize=address,undefined -Db_lundef=false -Dcpp_args=-fno-sanitize-recover=all
-if [[ $fuzz_seconds -gt 0 ]]; then
-  stage fuzz "$out/fuzz" "$no_interop" CC=clang CXX=clang++ URNIC_FUZZ_SECONDS="$fuzz_seconds" -- \
-      -Dfuzz=true -Db_lundef=false --buildtype=debugoptimized
-fi
+# The five slowest tests over every stage that ran (meson's testlog.json).
+slowest() {
+  python3 - "${stage_dirs[@]}" <<'EOF'
+import json, sys
+rows = []
+for arg in sys.argv[1:]:
+    stage, d = arg.split('=', 1)
+    try:
+        with open(d + '/meson-logs/testlog.json') as f:
+            for line in f:
+                t = json.loads(line)
+                rows.append((t.get('duration', 0.0), stage, t['name'], t['result']))
+    except OSError:
+        pass
+rows.sort(reverse=True)
+if rows:
+    print('slowest: ' + '; '.join(f'{s}/{n} {d:.0f} s' + ('' if r == 'OK' else f' ({r})')
+                                  for d, s, n, r in rows[:5]))
+EOF
+}
 
-echo
-if [[ ${#failed_stages[@]} -eq 0 && $total_fail -eq 0 ]]; then
-  printf 'urnic test summary: %d passed, %d failed, %d skipped: PASS\n' "$total_ok" "$total_fail" "$total_skip"
-  exit 0
-fi
-printf 'urnic test summary: %d passed, %d failed, %d skipped (failing: %s): FAIL\n' \
-  "$total_ok" "$total_fail" "$total_skip" "${failed_stages[*]}"
-exit 1
+summary() {
+  local elapsed=$((SECONDS - run_start))
+  echo
+  local l
+  for l in "${stage_lines[@]}"; do echo "$l"; done
+  slowest
+  echo "total: $(mmss "$elapsed")"
+  if [[ $mode == ci && $elapsed -gt $budget_seconds ]]; then
+    printf 'urnic test: the run took %s, over its %d-minute budget (CI stops at 90): make the slowest tests faster or move them (docs/TESTING.md)\n' \
+      "$(mmss "$elapsed")" $((budget_seconds / 60))
+    failed_stages+=("over-budget")
+  fi
+  if [[ ${#failed_stages[@]} -eq 0 && $total_fail -eq 0 ]]; then
+    printf 'urnic test summary: %d passed, %d failed, %d skipped: PASS\n' "$total_ok" "$total_fail" "$total_skip"
+    exit 0
+  fi
+  printf 'urnic test summary: %d passed, %d failed, %d skipped (failing: %s): FAIL\n' \
+    "$total_ok" "$total_fail" "$total_skip" "${failed_stages[*]}"
+  exit 1
+}
+
+suite_args() { local s; for s in "$@"; do printf -- '--suite\n%s\n' "$s"; done; }
+
+case $mode in
+  ci)
+    stage release "$out/release" release_env release_opts
+    mapfile -t sel < <(suite_args unit sanitize)
+    stage sanitize "$out/asan" sanitize_env sanitize_opts "${sel[@]}"
+    # URNIC_FUZZ_SECONDS=0: the clang build and its unit tests, no fuzzing.
+    clang_suites=(unit); [[ $fuzz_seconds -gt 0 ]] && clang_suites+=(fuzz)
+    mapfile -t sel < <(suite_args "${clang_suites[@]}")
+    stage clang "$out/clang" clang_env clang_opts "${sel[@]}"
+    ;;
+  quick)
+    mapfile -t sel < <(suite_args unit smoke)
+    stage quick "$out/release" release_env release_opts "${sel[@]}"
+    ;;
+  suites)
+    rel=() san=() fz=()
+    for s in "${suites[@]}"; do
+      case $s in fuzz) fz+=("$s") ;; sanitize) san+=(unit sanitize) ;; *) rel+=("$s") ;; esac
+    done
+    if [[ ${#rel[@]} -gt 0 ]]; then
+      mapfile -t sel < <(suite_args "${rel[@]}")
+      stage release "$out/release" release_env release_opts "${sel[@]}"
+    fi
+    if [[ ${#san[@]} -gt 0 ]]; then
+      mapfile -t sel < <(suite_args "${san[@]}")
+      stage sanitize "$out/asan" sanitize_env sanitize_opts "${sel[@]}"
+    fi
+    [[ ${#fz[@]} -gt 0 ]] && stage clang "$out/clang" clang_env clang_opts --suite fuzz
+    ;;
+  coverage)
+    [[ ${#suites[@]} -gt 0 ]] || suites=(unit acceptance)
+    exec "$root/tools/coverage.sh" "$root" "$out/coverage" "${per_test:-}" "${suites[@]}"
+    ;;
+esac
+summary
