@@ -1,5 +1,6 @@
 #include "engine/cm/cm_service.hpp"
 #include "engine/datapath/clock.hpp"
+#include "engine/device/device.hpp"
 
 #include <arpa/inet.h>
 #include <endian.h>
@@ -164,37 +165,6 @@ CmDevice cm_device_of(const Device& d) {
   c.mpa_rfc7306 = d.config().mpa_rfc7306;
   if (c.iwarp) c.sgid_index = 0;
   return c;
-}
-
-CmService& Registry::cm() {
-  if (!cm_) {
-    // RoCE devices speak the IB CM through their GSI; iWARP devices TCP +
-    // MPA through their data path's sockets (engine/cm_iwarp.cpp).
-    std::vector<CmDevice> devs;
-    std::vector<Device*> served;
-    for (auto& d : devices_) {
-      served.push_back(d.get());
-      CmDevice c = cm_device_of(*d);
-      DataPath* dp = datapath(d.get());
-      if (dp != nullptr && d->iwarp()) c.dp = dp;
-      else if (dp != nullptr)
-        c.send = [dp](std::uint8_t sgid_index, const std::array<std::uint8_t, 16>& dgid,
-                      std::span<const std::uint8_t> mad) { dp->send_gsi(sgid_index, dgid, mad); };
-      devs.push_back(std::move(c));
-    }
-    cm_ = std::make_shared<CmService>(std::move(devs), monotonic_now);
-    for (std::size_t i = 0; i < served.size(); ++i) {
-      if (DataPath* dp = datapath(served[i]); dp != nullptr) {
-        cm_->attach(dp, i);
-        dp->set_gsi_handler(cm_.get());
-        if (IwStreams* st = dp->iw_streams(); st != nullptr) {
-          CmService* cm = cm_.get();
-          st->set_closed_handler([cm, i](std::uint32_t qpn, transport::Nanos t) { cm->iw_stream_closed(i, qpn, t); });
-        }
-      }
-    }
-  }
-  return *cm_;
 }
 
 CmService::CmService(std::vector<CmDevice> devices, Clock clock)

@@ -35,9 +35,9 @@
 
 #include "hostif/cm_counters.hpp"
 #include "hostif/cm_proto.hpp"
+#include "hostif/ctl_reply.hpp"
 #include "engine/datapath/datapath.hpp"
 #include "engine/link/iw_streams.hpp"
-#include "engine/control/session.hpp"
 #include "transport/iwarp/mpa_setup.hpp"
 #include "wire/cm.hpp"
 

@@ -18,6 +18,8 @@
 #include <vector>
 
 #include "hostif/ctl_proto.hpp"
+#include "hostif/ctl_reply.hpp"
+#include "engine/datapath/queue_owner.hpp"
 #include "engine/device/device.hpp"
 #include "engine/control/qp_control.hpp"
 #include "engine/control/shm_region.hpp"
@@ -30,23 +32,6 @@ namespace urnic::engine {
 class Registry;
 class DataPath;
 class CmService;
-
-struct Reply {
-  std::vector<std::byte> bytes;
-  std::vector<int> fds;      // owned: the caller sends then closes them
-  bool close_after = false;  // protocol violation: send, then drop the connection
-};
-
-// The reply to request `h`: success carrying `rep` (and descriptors), or the
-// errno `err` in a reply of Rep's type. Every control handler answers so.
-template <ctl::Message Rep>
-Reply ok(const ctl::MsgHeader& h, const Rep& rep, std::vector<int> fds = {}) {
-  return Reply{ctl::encode(rep, h.seq, true, 0), std::move(fds), false};
-}
-template <ctl::Message Rep>
-Reply fail(const ctl::MsgHeader& h, int err) {
-  return Reply{ctl::encode_error<Rep>(h.seq, err), {}, false};
-}
 
 struct PdObj {
   std::uint32_t refs = 0;    // MRs, MWs, QPs, SRQs, AHs using it
@@ -81,25 +66,20 @@ struct CqObj {
   transport::CqHandle tcq{};
 };
 
-struct SrqObj {
-  std::uint64_t cookie = 0;
+// SrqQueue: cookie, tm, attr, ring (what the data path serves).
+struct SrqObj : SrqQueue {
   std::uint32_t pd = 0, refs = 0;
   std::uint32_t xrcd = 0, cq = 0;       // an XRC or TM SRQ: its domain, CQ (handles)
-  bool tm = false;                      // a tag-matching SRQ (tag ops in its ring)
   transport::TmSrqAttr tm_attr{};
   std::shared_ptr<XrcDomain> domain;   // an XRC SRQ keeps its domain alive
-  ctl::SrqAttrs attr{};
-  ShmRegion mem;
-  SpscRing ring;             // engine is the consumer
+  ShmRegion mem;             // ring's memory (SpscRing only points into it)
   transport::SrqHandle tsrq{};
 };
 
-struct QpObj {
-  std::uint64_t cookie = 0;
-  std::uint32_t qpn = 0, pd = 0, send_cq = 0, recv_cq = 0, srq = 0, type = 0, sq_sig_all = 0;
-  ctl::QpCaps caps{};
-  ShmRegion mem;
-  SpscRing sq, rq;           // engine is the consumer of both
+// QpQueues: cookie, qpn, pd, CQs, type, caps, the sq and rq rings (what the
+// data path serves).
+struct QpObj : QpQueues {
+  ShmRegion mem;             // the rings' memory (SpscRing only points into it)
   std::unique_ptr<QpControl> ctl;
   // XRC_RECV: a handle on a target QP of the domain `xrcd` (no PD, CQs or
   // rings; the QP's state is shared with every other handle on it).
@@ -120,10 +100,10 @@ struct AhObj {
   transport::AhHandle tah{};
 };
 
-class Session {
+class Session final : public QueueOwner {
  public:
   Session(Registry& reg, pid_t pid, std::uint32_t id);
-  ~Session();
+  ~Session() override;
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 
@@ -138,19 +118,12 @@ class Session {
 
   // Seams for the data path (see qp_control.hpp TODO).
   [[nodiscard]] const MrObj* find_mr_by_key(std::uint32_t key) const;
-  // The transport AH behind this process's AH `handle`, if it exists and
-  // belongs to PD `pd` (a UD WQE names an AH by handle).
-  bool lookup_ah(std::uint32_t handle, std::uint32_t pd, transport::AhHandle& out) const;
-  // Queue an async event to the process (returns false if its socket is full).
-  bool post_async_event(const ctl::AsyncEvent& ev);
-  // Write one completion into CQ `cq_handle`'s ring and, if the CQ is armed
-  // (for any completion, or for solicited ones and this one is solicited or
-  // an error), send one CompEvent on its channel and disarm it (IBA 11.4.2.2).
-  // Returns 0, EINVAL (no such CQ) or EOVERFLOW (ring full: the caller raises
-  // IBV_EVENT_CQ_ERR). Only the engine loop calls this. `tm_tag`/`tm_priv`
-  // reach only a CQ created with kCqFlagTmInfo (its slot has room for them).
+  // QueueOwner (engine/datapath/queue_owner.hpp): the data path's calls.
+  // Only the engine loop calls these.
+  bool lookup_ah(std::uint32_t handle, std::uint32_t pd, transport::AhHandle& out) const override;
+  bool post_async_event(const ctl::AsyncEvent& ev) override;
   int deliver_cqe(std::uint32_t cq_handle, const CqeSlot& cqe, bool solicited, std::uint64_t tm_tag = 0,
-                  std::uint32_t tm_priv = 0);
+                  std::uint32_t tm_priv = 0) override;
 
   [[nodiscard]] std::size_t count_pds() const { return pds_.size(); }
   [[nodiscard]] std::size_t count_mrs() const { return mrs_.size(); }

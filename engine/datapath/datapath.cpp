@@ -14,7 +14,6 @@
 
 #include "engine/device/device.hpp"
 #include "engine/datapath/link_open.hpp"
-#include "engine/control/session.hpp"
 
 namespace urnic::engine {
 
@@ -161,12 +160,12 @@ DataPath::DataPath(const Device& dev, std::unique_ptr<Link> link)
 
 DataPath::~DataPath() = default;
 
-void DataPath::bind_cq(t::CqHandle tcq, Session* s, std::uint32_t cq_handle, std::uint64_t cookie,
+void DataPath::bind_cq(t::CqHandle tcq, QueueOwner* s, std::uint32_t cq_handle, std::uint64_t cookie,
                        SpscRing* ring) {
   cqs_[static_cast<std::uint32_t>(tcq)] = CqBinding{s, cq_handle, cookie, ring};
 }
 void DataPath::unbind_cq(t::CqHandle tcq) { cqs_.erase(static_cast<std::uint32_t>(tcq)); }
-void DataPath::bind_qp(std::uint32_t qpn, Session* s, QpObj* qp) {
+void DataPath::bind_qp(std::uint32_t qpn, QueueOwner* s, QpQueues* qp) {
   qps_[qpn] = QpBinding{s, qp};
   stats_.add_qp(qpn);
 }
@@ -228,14 +227,14 @@ void DataPath::sync_link_groups() {
     if (link_->join_group(wire::IpAddr::from_v6(g))) link_groups_.push_back(g);
   });
 }
-void DataPath::bind_srq(t::SrqHandle tsrq, Session* s, SrqObj* srq) {
+void DataPath::bind_srq(t::SrqHandle tsrq, QueueOwner* s, SrqQueue* srq) {
   srqs_[static_cast<std::uint32_t>(tsrq)] = SrqBinding{s, srq};
 }
 void DataPath::unbind_srq(t::SrqHandle tsrq) { srqs_.erase(static_cast<std::uint32_t>(tsrq)); }
-void DataPath::bind_tgt_handle(std::uint32_t qpn, Session* s, std::uint64_t cookie) {
+void DataPath::bind_tgt_handle(std::uint32_t qpn, QueueOwner* s, std::uint64_t cookie) {
   tgt_handles_.emplace(qpn, std::pair{s, cookie});
 }
-void DataPath::unbind_tgt_handle(std::uint32_t qpn, Session* s, std::uint64_t cookie) {
+void DataPath::unbind_tgt_handle(std::uint32_t qpn, QueueOwner* s, std::uint64_t cookie) {
   auto [lo, hi] = tgt_handles_.equal_range(qpn);
   for (auto it = lo; it != hi; ++it) {
     if (it->second == std::pair{s, cookie}) {

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "engine/datapath/process_memory.hpp"
+#include "engine/datapath/queue_owner.hpp"
 #include "hostif/shm_ring.hpp"
 #include "engine/observe/capture.hpp"
 #include "hostif/ctl_proto.hpp"
@@ -38,9 +39,6 @@
 namespace urnic::engine {
 
 class Device;
-class Session;
-struct QpObj;
-struct SrqObj;
 
 struct DataPathCounters {
   uint64_t wqes_posted = 0;
@@ -93,23 +91,24 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
   [[nodiscard]] const IwStreams* iw_streams() const { return iw_.get(); }
   IwStreams* iw_streams() { return iw_.get(); }
 
-  // Bindings made by Session (which owns the objects and their rings).
-  void bind_cq(transport::CqHandle tcq, Session* s, std::uint32_t cq_handle, std::uint64_t cookie,
+  // Bindings made by the control plane (a Session owns the objects and
+  // their rings, engine/datapath/queue_owner.hpp).
+  void bind_cq(transport::CqHandle tcq, QueueOwner* s, std::uint32_t cq_handle, std::uint64_t cookie,
                SpscRing* ring);
   void unbind_cq(transport::CqHandle tcq);
-  void bind_qp(std::uint32_t qpn, Session* s, QpObj* qp);
+  void bind_qp(std::uint32_t qpn, QueueOwner* s, QpQueues* qp);
   void unbind_qp(std::uint32_t qpn);
   // Before a QP is destroyed: takes every send WQE the process posted (its
   // doorbell rang before the destroy, and a NIC would have fetched them),
   // so a UD sender that posts and destroys at once (mckey) still sends.
   void take_posted_sends(std::uint32_t qpn, transport::Nanos now);
-  void bind_srq(transport::SrqHandle tsrq, Session* s, SrqObj* srq);
+  void bind_srq(transport::SrqHandle tsrq, QueueOwner* s, SrqQueue* srq);
   void unbind_srq(transport::SrqHandle tsrq);
   // XRC target QPs have no work queues (no bind_qp); their async events go
   // to every handle on them, in each process that created or opened one
   // (as the kernel's shared-QP event handler), with that handle's cookie.
-  void bind_tgt_handle(std::uint32_t qpn, Session* s, std::uint64_t cookie);
-  void unbind_tgt_handle(std::uint32_t qpn, Session* s, std::uint64_t cookie);
+  void bind_tgt_handle(std::uint32_t qpn, QueueOwner* s, std::uint64_t cookie);
+  void unbind_tgt_handle(std::uint32_t qpn, QueueOwner* s, std::uint64_t cookie);
   // UD multicast membership (Session: ibv_attach_mcast / ibv_detach_mcast;
   // unbind_qp makes a destroyed QP leave its groups). A group with members
   // is joined on the link too when the link can (Link::join_group), so
@@ -152,18 +151,18 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
   DataPath(const Device& dev, std::unique_ptr<Link> link);
 
   struct CqBinding {
-    Session* session;
+    QueueOwner* session;
     std::uint32_t handle;
     std::uint64_t cookie;
     SpscRing* ring;
   };
   struct QpBinding {
-    Session* session;
-    QpObj* qp;
+    QueueOwner* session;
+    QpQueues* qp;
   };
   struct SrqBinding {
-    Session* session;
-    SrqObj* srq;
+    QueueOwner* session;
+    SrqQueue* srq;
   };
   // A hairpinned packet: the IbPacket with its payload copied into `data`.
   struct Hairpin {
@@ -201,7 +200,7 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
   std::map<std::uint32_t, CqBinding> cqs_;   // by transport CqHandle
   std::map<std::uint32_t, QpBinding> qps_;   // by QPN
   std::map<std::uint32_t, SrqBinding> srqs_; // by transport SrqHandle
-  std::multimap<std::uint32_t, std::pair<Session*, std::uint64_t>> tgt_handles_;  // by QPN
+  std::multimap<std::uint32_t, std::pair<QueueOwner*, std::uint64_t>> tgt_handles_;  // by QPN
   // Hairpin queue: a ring of slots that keep their buffers, so a steady
   // stream of same-host packets allocates nothing once the ring has grown
   // to the burst size. [head, head + count) are queued, oldest first.

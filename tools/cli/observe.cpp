@@ -18,7 +18,7 @@
 #include "hostif/ctl_proto.hpp"
 #include "hostif/hostif.hpp"
 #include "hostif/cm_counters.hpp"
-#include "engine/observe/stats.hpp"
+#include "hostif/stats_names.hpp"
 
 namespace urnic::tools {
 
