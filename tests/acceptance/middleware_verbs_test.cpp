@@ -340,3 +340,51 @@ TEST_CASE("ibv_get_cq_event and ibv_get_async_event return EINTR on a signal", "
   CHECK(ibv_destroy_cq(cq) == 0);
   CHECK(ibv_destroy_comp_channel(ch) == 0);
 }
+
+// rxe and mlx5 round max_inline_data up to what their WQE holds and return
+// the real value in the QP's caps; rdma_xclient asks for 0 and posts 16-byte
+// inline sends (it failed with EINVAL when 0 was honoured exactly).
+TEST_CASE("max_inline_data is rounded up to the WQE slot and inline sends of that size work", "[middleware][qp]") {
+  Ctx c;
+  ibv_cq* cq = ibv_create_cq(c.ctx, 16, nullptr, nullptr, 0);
+  REQUIRE(cq != nullptr);
+  std::vector<char> buf(4096, 0);
+  ibv_mr* mr = reg(c.pd, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  REQUIRE(mr != nullptr);
+  ibv_qp* qp[2] = {};
+  for (auto& q : qp) {
+    ibv_qp_init_attr init{};
+    init.send_cq = init.recv_cq = cq;
+    init.qp_type = IBV_QPT_RC;
+    init.sq_sig_all = 1;
+    init.cap = ibv_qp_cap{4, 4, 1, 1, 0};  // max_inline_data 0
+    q = ibv_create_qp(c.pd, &init);
+    REQUIRE(q != nullptr);
+    CHECK(init.cap.max_inline_data >= 16);
+  }
+  ibv_qp_attr qa{};
+  ibv_qp_init_attr qi{};
+  REQUIRE(ibv_query_qp(qp[0], &qa, IBV_QP_CAP, &qi) == 0);
+  CHECK(qi.cap.max_inline_data >= 16);
+  for (int i = 0; i < 2; ++i) to_rts_rc(c.ctx, qp[i], qp[1 - i]->qp_num);
+  char payload[16];
+  for (int i = 0; i < 16; ++i) payload[i] = static_cast<char>('a' + i);
+  ibv_sge sge{reinterpret_cast<std::uintptr_t>(payload), 16, 0};  // inline: no lkey needed
+  ibv_send_wr wr{};
+  wr.wr_id = 16;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.send_flags = IBV_SEND_INLINE;
+  wr.wr.rdma.remote_addr = reinterpret_cast<std::uintptr_t>(buf.data()) + 100;
+  wr.wr.rdma.rkey = mr->rkey;
+  ibv_send_wr* bad = nullptr;
+  REQUIRE(ibv_post_send(qp[0], &wr, &bad) == 0);
+  const auto got = poll_for(cq, 1);
+  REQUIRE(got.size() == 1);
+  CHECK(got[0].status == IBV_WC_SUCCESS);
+  CHECK(std::memcmp(buf.data() + 100, payload, 16) == 0);
+  for (ibv_qp* q : qp) CHECK(ibv_destroy_qp(q) == 0);
+  CHECK(ibv_dereg_mr(mr) == 0);
+  CHECK(ibv_destroy_cq(cq) == 0);
+}
