@@ -60,6 +60,13 @@ struct RxInfo {
   // IPv4 header); `has_grh` sets IBV_WC_GRH.
   std::array<uint8_t, 40> grh{};
   bool has_grh = false;
+  // The network header a UD packet came with, as a ConnectX CQE reports it
+  // in the SL field of a RoCE responder completion (and libmlx5 in wc.sl):
+  // bit 3 set for RoCE v2 (a UDP header), bits 2:0 the L3 header, 0 GRH
+  // (RoCE v1), 1 IPv6, 2 IPv4. RoCE has no service level on the wire, so
+  // the field is free; UCX's ud_verbs reads it to find the destination GID
+  // in the 40 GRH bytes (4 bytes for IPv4, 16 otherwise).
+  uint8_t roce_pkt_type = 0;
   uint16_t pkey_index = 0;
 };
 

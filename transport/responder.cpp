@@ -570,6 +570,7 @@ void Qp::ud_run(const wire::IbPacket& pkt, const RxInfo& rx, Nanos now) {
   }
   e.byte_len = static_cast<uint32_t>(rx.grh.size() + pl);
   if (rx.has_grh) e.wc_flags |= wc_flag::kGrh;
+  e.sl = rx.roce_pkt_type;
   if (pkt.info().is(Op::kImm)) {
     e.wc_flags |= wc_flag::kWithImm;
     e.imm_data = pkt.imm;

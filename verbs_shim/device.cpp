@@ -497,10 +497,9 @@ int ibv_get_pkey_index(ibv_context* context, std::uint8_t port_num, __be16 pkey)
 
 int ibv_get_async_event(ibv_context* context, ibv_async_event* event) {
   ctl::AsyncEvent ev{};
-  ssize_t n;
-  do {
-    n = ::recv(context->async_fd, &ev, sizeof ev, 0);  // honours O_NONBLOCK set by the app
-  } while (n < 0 && errno == EINTR);
+  // Honours O_NONBLOCK set by the app; a signal ends the wait with EINTR, as
+  // libibverbs' read(2) of the uverbs async fd does.
+  const ssize_t n = ::recv(context->async_fd, &ev, sizeof ev, 0);
   if (n != static_cast<ssize_t>(sizeof ev)) {
     if (n >= 0) errno = EIO;
     return -1;

@@ -748,10 +748,10 @@ int ibv_destroy_comp_channel(ibv_comp_channel* channel) {
 
 int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) {
   ctl::CompEvent ev{};
-  ssize_t n;
-  do {
-    n = ::recv(channel->fd, &ev, sizeof ev, 0);  // blocks unless the app set O_NONBLOCK
-  } while (n < 0 && errno == EINTR);
+  // Blocks unless the app set O_NONBLOCK. A signal ends the wait with -1 and
+  // EINTR, as libibverbs' read(2) of the uverbs event fd does (unless the
+  // handler has SA_RESTART): programs end a blocking wait that way.
+  const ssize_t n = ::recv(channel->fd, &ev, sizeof ev, 0);
   if (n != static_cast<ssize_t>(sizeof ev)) {
     if (n >= 0) errno = EIO;
     return -1;
@@ -966,6 +966,12 @@ int ibv_destroy_qp(ibv_qp* qp) {
   ctl::DestroyQpRep rep{};
   if (const int err = client_of(qp->context).call(ctl::DestroyQpReq{{qp->handle, 0}}, rep); err != 0)
     return err;
+  // As hardware providers (libmlx5's destroy_qp cleans both CQs): completions
+  // of the destroyed QP that were not polled yet are gone with it, so no
+  // later poll returns a wr_id whose QP (and its owner's context) is freed.
+  // The daemon produces none for it after the reply.
+  if (qp->send_cq != nullptr) clean_cq(qp->send_cq, qp->qp_num);
+  if (qp->recv_cq != nullptr && qp->recv_cq != qp->send_cq) clean_cq(qp->recv_cq, qp->qp_num);
   if (q->map != nullptr) ::munmap(q->map, q->map_bytes);  // an XRC target has no rings
   delete q->post_mu;
   teardown_qp_ex(q);

@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cerrno>
@@ -608,6 +609,10 @@ Reply Session::on_create_qp(const MsgHeader& h, std::span<const std::byte> msg) 
   // the actual values may be larger than requested).
   caps.max_send_wr = sq_slots > a.max_qp_wr ? a.max_qp_wr : sq_slots;
   if (rq_slots != 0) caps.max_recv_wr = rq_slots > a.max_qp_wr ? a.max_qp_wr : rq_slots;
+  // Inline data: whatever the slot's body holds (at least what was asked),
+  // as rxe and mlx5 round it up to their WQE size; programs that ask for 0
+  // and post small inline sends (rdma_xclient) rely on it.
+  caps.max_inline_data = std::min<std::uint32_t>(a.max_inline_data, sq_slot - sizeof(WqeHeader));
   qp.caps = caps;
   if (dp_ != nullptr) {
     transport::QpInitAttr ia;

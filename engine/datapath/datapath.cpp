@@ -705,6 +705,12 @@ std::array<std::uint8_t, 40> receive_grh(const RxAddress& from, std::size_t ib_b
   return g;
 }
 
+// What mlx5 reports in wc.sl for a RoCE UD receive (t::RxInfo::roce_pkt_type).
+std::uint8_t roce_pkt_type(const RxAddress& from) {
+  if (from.version == wire::RoceVersion::kV1) return 0;
+  return from.ipv6 ? 0x9 : 0xA;
+}
+
 }  // namespace
 
 void DataPath::deliver_rx(const wire::IbPacket& pkt, const RxAddress& from, t::Nanos now) {
@@ -722,6 +728,7 @@ void DataPath::deliver_rx(const wire::IbPacket& pkt, const RxAddress& from, t::N
     const std::size_t ib_bytes = pkt.info().length + pkt.payload.size() + pkt.bth.pad + 4;
     rx.grh = receive_grh(from, ib_bytes);
     rx.has_grh = true;
+    rx.roce_pkt_type = roce_pkt_type(from);
   }
   stats_.attribute(pkt.bth.dest_qp, transport_->counters(), [&] { transport_->on_packet(pkt, rx, now); });
 }

@@ -269,7 +269,11 @@ Device::Device(const DeviceConfig& cfg) : cfg_(cfg) {
   a.max_sge = 32;
   a.max_sge_rd = 32;
   a.max_cq = 65536;
-  a.max_cqe = 65535;
+  // What a ConnectX-5 reports (mlx5: 2^22 - 1): middleware sizes CQs from it
+  // (libfabric's ofi_rxm asks for 196,608 entries by default). A CQ's ring is
+  // a memfd mapping whose pages exist only once a completion is written
+  // there, so a large CQ costs address space, not memory, until it fills.
+  a.max_cqe = 4194303;
   a.max_mr = 524287;
   a.max_pd = 65536;
   a.max_qp_rd_atom = 128;

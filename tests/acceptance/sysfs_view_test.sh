@@ -9,6 +9,8 @@
 #     interface) and urnic_iw0 is an RNIC;
 #   - the rest of /sys/class is the host's (same entries; `ip -j addr show
 #     lo` and /sys/class/net work), and the view is read-only;
+#   - /dev/infiniband has uverbs0, uverbs1 and rdma_cm as the kernel numbers
+#     them, and the rest of /dev is the host's and works;
 # and afterwards the host's mount namespace is untouched (same mountinfo,
 # no /sys/class/infiniband that was not there before). As an unprivileged
 # user urnic-sysfs refuses with exit 125 and says why. Needs root (exit 77
@@ -57,6 +59,7 @@ trap cleanup EXIT
 
 mounts_before=$(sort /proc/self/mountinfo)
 ib_before=$(ls -A /sys/class/infiniband 2>&1)
+dev_ib_before=$(ls -A /dev/infiniband 2>&1)
 class_host=$(ls -A /sys/class | grep -vx infiniband)
 
 devinfo=$("${run_env[@]}" ibv_devinfo -v -d urnic0 2>&1) || { fail "ibv_devinfo -v -d urnic0: $devinfo"; exit 1; }
@@ -80,6 +83,9 @@ view=$("${run_env[@]}" "$sysfs" -- /bin/sh -c '
   echo "lo_mtu $(cat /sys/class/net/lo/mtu)"
   echo "ip_lo $(ip -j addr show lo | /usr/bin/python3 -c "import json, sys; print(json.load(sys.stdin)[0][\"addr_info\"][0][\"local\"])")"
   if touch $d/new 2>/dev/null; then echo "writable yes"; else echo "writable no"; fi
+  echo "ibdev $(stat -c "%n %F %t:%T %a" /dev/infiniband/* | tr "\n" ";")"
+  echo "dev $(ls -A /dev | grep -vx infiniband | tr "\n" " ")"
+  echo "devnull $(echo x > /dev/null && head -c 4 /dev/zero | od -An -tx1 | tr -d " ")"
 ' 2>&1)
 rc=$?
 if (( rc != 0 )); then
@@ -126,6 +132,18 @@ if [[ -n $have ]] && [[ $(cut -f2 <<< "$have" | sort -u) == lo ]]; then pass "ev
   || fail "/sys/class/net/lo/mtu reads '$(get lo_mtu)'"
 [[ $(get ip_lo) == 127.0.0.1 ]] && pass "ip -j addr show lo: 127.0.0.1" || fail "ip -j addr show lo: '$(get ip_lo)'"
 [[ $(get writable) == no ]] && pass "the view is read-only" || fail "a file could be created in the view"
+
+# /dev/infiniband (tools/sysfs/dev_view.hpp): uverbsN with the kernel's
+# numbers (231:192+N, hex in stat) for each device, rdma_cm, mode 0666; the
+# rest of /dev is the host's and works.
+want_ib="/dev/infiniband/rdma_cm character special file e7:ff 666;/dev/infiniband/uverbs0 character special file e7:c0 666;/dev/infiniband/uverbs1 character special file e7:c1 666;"
+[[ $(get ibdev) == "$want_ib" ]] && pass "/dev/infiniband: rdma_cm, uverbs0, uverbs1 (231:192+N, 0666)" \
+  || fail "/dev/infiniband in the view: '$(get ibdev)'"
+[[ $(get dev) == "$(ls -A /dev | grep -vx infiniband | tr '\n' ' ')" ]] && pass "the rest of /dev is the host's" \
+  || fail "/dev in the view: $(get dev)"
+[[ $(get devnull) == 00000000 ]] && pass "/dev/null and /dev/zero work in the view" || fail "/dev/null, /dev/zero: '$(get devnull)'"
+[[ $(ls -A /dev/infiniband 2>&1) == "$dev_ib_before" ]] && pass "the host's /dev/infiniband is as before" \
+  || fail "the host's /dev/infiniband changed: $(ls -A /dev/infiniband 2>&1)"
 
 [[ $(sort /proc/self/mountinfo) == "$mounts_before" ]] && pass "the host's mounts are unchanged" \
   || fail "the host's mountinfo changed"

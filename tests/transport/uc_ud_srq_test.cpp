@@ -91,6 +91,7 @@ TEST_CASE("UD: DETH, Q_Key rule, GRH area first, source QPN, MTU limit", "[ud]")
   RxInfo rx;
   rx.has_grh = true;
   for (std::size_t i = 0; i < 40; ++i) rx.grh[i] = static_cast<uint8_t>(0xA0 + i);
+  rx.roce_pkt_type = 0x9;  // RoCE v2 over IPv6, as the engine says
   for (const auto& c : req) p.tb.on_packet(c.pkt, rx, p.now);
   CHECK(p.tb.counters().get(Counter::kQkeyViolation) == 1);
   auto rc = p.b.poll();
@@ -99,6 +100,7 @@ TEST_CASE("UD: DETH, Q_Key rule, GRH area first, source QPN, MTU limit", "[ud]")
   CHECK(rc[0].byte_len == 1040);
   CHECK(rc[0].src_qp == p.qa);
   CHECK(rc[0].wc_flags == wc_flag::kGrh);
+  CHECK(rc[0].sl == 0x9);  // the network header type, where mlx5 reports it
   CHECK(p.b.bytes()[0] == 0xA0);
   CHECK(p.b.bytes()[39] == 0xA0 + 39);
   CHECK(check(p.b.bytes().subspan(40, 1000), p.qa, 1));

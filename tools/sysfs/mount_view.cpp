@@ -1,5 +1,7 @@
 #include "tools/sysfs/mount_view.hpp"
 
+#include "tools/sysfs/dev_view.hpp"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <sched.h>
@@ -131,7 +133,7 @@ bool enter_view(const std::vector<DeviceView>& devices, std::string* error) {
   // creates entries that the real /sys/class would not have.
   if (::mount(nullptr, kClass, nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | kFlags, nullptr) != 0)
     return fail(error, std::string("read-only ") + kClass);
-  return true;
+  return enter_dev_view(devices, error);
 }
 
 }  // namespace urnic::sysfs

@@ -37,6 +37,7 @@ struct PortView {
 
 struct DeviceView {
   std::string name;
+  std::string uverbs;             // ibv_device::dev_name: /dev/infiniband/<uverbs> (dev_view.hpp)
   std::uint32_t node_type = 0;    // enum ibv_node_type (the kernel's numbering)
   std::uint64_t node_guid = 0;    // network byte order, as verbs returns it
   std::uint64_t sys_image_guid = 0;

@@ -63,6 +63,7 @@ bool collect_devices(std::vector<DeviceView>* out, std::string* error) {
     ibv_device* dev = list.get()[i];
     DeviceView v;
     v.name = ibv_get_device_name(dev);
+    v.uverbs = dev->dev_name;
     std::unique_ptr<ibv_context, decltype(&ibv_close_device)> ctx(ibv_open_device(dev), &ibv_close_device);
     if (!ctx) {
       *error = "ibv_open_device " + v.name + ": " + std::strerror(errno);

@@ -1,0 +1,390 @@
+// Verbs behaviour the RDMA middleware stacks (UCX, libfabric, MPI, librpma;
+// issue 19, docs/MIDDLEWARE.md) rely on and that hardware providers give,
+// through the drop-in libibverbs.so.1 against an auto-started urnicd. Each
+// case is a cause one of those stacks found, kept as a test of its own.
+#include <catch2/catch.hpp>
+
+#include "runtime_dir.hpp"
+
+#include <infiniband/verbs.h>
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace {
+
+urnic::test::RuntimeDir g_runtime("middleware-verbs");
+
+struct Ctx {
+  ibv_device** list = nullptr;
+  ibv_context* ctx = nullptr;
+  ibv_pd* pd = nullptr;
+  Ctx() {
+    int n = 0;
+    list = ibv_get_device_list(&n);
+    REQUIRE(list != nullptr);
+    REQUIRE(n >= 1);
+    REQUIRE(std::string(ibv_get_device_name(list[0])) == "urnic0");
+    ctx = ibv_open_device(list[0]);
+    REQUIRE(ctx != nullptr);
+    pd = ibv_alloc_pd(ctx);
+    REQUIRE(pd != nullptr);
+  }
+  ~Ctx() {
+    ibv_dealloc_pd(pd);
+    ibv_close_device(ctx);
+    ibv_free_device_list(list);
+  }
+  Ctx(const Ctx&) = delete;
+  Ctx& operator=(const Ctx&) = delete;
+};
+
+ibv_mr* reg(ibv_pd* pd, void* addr, std::size_t len, int access) { return ibv_reg_mr(pd, addr, len, access); }
+
+// The daemon's resident memory in KiB (VmRSS; memfd pages it touched count).
+long daemon_rss_kib() {
+  std::ifstream pidf(g_runtime.dir + "/urnicd.pid");
+  long pid = 0;
+  REQUIRE(pidf >> pid);
+  std::ifstream st("/proc/" + std::to_string(pid) + "/status");
+  std::string key;
+  while (st >> key) {
+    if (key == "VmRSS:") {
+      long kib = 0;
+      st >> kib;
+      return kib;
+    }
+  }
+  FAIL("no VmRSS for urnicd");
+  return 0;
+}
+
+// Polls `cq` for up to ~1 s; returns the completions seen.
+std::vector<ibv_wc> poll_for(ibv_cq* cq, std::size_t want, int ms = 1000) {
+  std::vector<ibv_wc> got;
+  for (int i = 0; i < ms && got.size() < want; ++i) {
+    ibv_wc wc{};
+    if (ibv_poll_cq(cq, 1, &wc) == 1) got.push_back(wc);
+    else ::usleep(1000);
+  }
+  return got;
+}
+
+void to_rts_rc(ibv_context* ctx, ibv_qp* q, std::uint32_t dest_qpn) {
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_INIT;
+  a.port_num = 1;
+  a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
+  REQUIRE(ibv_modify_qp(q, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) == 0);
+  a = ibv_qp_attr{};
+  a.qp_state = IBV_QPS_RTR;
+  a.path_mtu = IBV_MTU_1024;
+  a.dest_qp_num = dest_qpn;
+  a.rq_psn = 1;
+  a.max_dest_rd_atomic = 1;
+  a.min_rnr_timer = 12;
+  a.ah_attr.is_global = 1;
+  a.ah_attr.grh.sgid_index = 1;
+  a.ah_attr.grh.hop_limit = 1;
+  a.ah_attr.port_num = 1;
+  REQUIRE(ibv_query_gid(ctx, 1, 1, &a.ah_attr.grh.dgid) == 0);
+  REQUIRE(ibv_modify_qp(q, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                                   IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) == 0);
+  a = ibv_qp_attr{};
+  a.qp_state = IBV_QPS_RTS;
+  a.sq_psn = 1;
+  a.timeout = 14;
+  a.retry_cnt = 7;
+  a.rnr_retry = 7;
+  a.max_rd_atomic = 1;
+  REQUIRE(ibv_modify_qp(q, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                                   IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC) == 0);
+}
+
+}  // namespace
+
+// libfabric's ofi_rxm asks for a 196,608-entry CQ by default (fi_enable
+// failed with -EINVAL at max_cqe 65,535); a ConnectX-5 reports 4,194,303. A
+// CQ that large must not cost its size in memory before it is used.
+TEST_CASE("max_cqe is hardware-sized and a large CQ costs no memory until used", "[middleware][cq]") {
+  Ctx c;
+  ibv_device_attr da{};
+  REQUIRE(ibv_query_device(c.ctx, &da) == 0);
+  CHECK(da.max_cqe >= 4194303);
+  const long before = daemon_rss_kib();
+  ibv_cq* rxm = ibv_create_cq(c.ctx, 196608, nullptr, nullptr, 0);
+  REQUIRE(rxm != nullptr);
+  CHECK(rxm->cqe >= 196608);
+  ibv_cq* biggest = ibv_create_cq(c.ctx, da.max_cqe, nullptr, nullptr, 0);
+  REQUIRE(biggest != nullptr);
+  CHECK(biggest->cqe >= da.max_cqe);
+  // 64-byte slots: eagerly touched rings would be 12 MiB + 256 MiB.
+  CHECK(daemon_rss_kib() - before < 8 * 1024);
+  ibv_wc wc{};
+  CHECK(ibv_poll_cq(biggest, 1, &wc) == 0);
+  CHECK(ibv_destroy_cq(biggest) == 0);
+  CHECK(ibv_destroy_cq(rxm) == 0);
+}
+
+// Hardware providers remove a destroyed QP's unpolled completions from its
+// CQs (libmlx5 mlx5_destroy_qp: __mlx5_cq_clean on both); ofi_rxm frees its
+// per-connection state at destroy and crashed on a later stale completion.
+TEST_CASE("ibv_destroy_qp removes the QP's unpolled completions from its CQs", "[middleware][qp]") {
+  Ctx c;
+  ibv_cq* cq = ibv_create_cq(c.ctx, 64, nullptr, nullptr, 0);
+  REQUIRE(cq != nullptr);
+  std::vector<char> buf(4096, 'x');
+  ibv_mr* mr = reg(c.pd, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  REQUIRE(mr != nullptr);
+  ibv_qp* qp[2] = {};
+  for (auto& q : qp) {
+    ibv_qp_init_attr init{};
+    init.send_cq = init.recv_cq = cq;
+    init.qp_type = IBV_QPT_RC;
+    init.sq_sig_all = 1;
+    init.cap = ibv_qp_cap{8, 8, 1, 1, 0};
+    q = ibv_create_qp(c.pd, &init);
+    REQUIRE(q != nullptr);
+  }
+  for (int i = 0; i < 2; ++i) to_rts_rc(c.ctx, qp[i], qp[1 - i]->qp_num);
+  // Three RDMA WRITEs from qp[0] and one from qp[1], into the other half of
+  // the buffer: four send completions, none polled.
+  auto write = [&](ibv_qp* q, std::uint64_t id) {
+    ibv_sge sge{reinterpret_cast<std::uintptr_t>(buf.data()), 64, mr->lkey};
+    ibv_send_wr wr{};
+    wr.wr_id = id;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_RDMA_WRITE;
+    wr.wr.rdma.remote_addr = reinterpret_cast<std::uintptr_t>(buf.data()) + 2048;
+    wr.wr.rdma.rkey = mr->rkey;
+    ibv_send_wr* bad = nullptr;
+    REQUIRE(ibv_post_send(q, &wr, &bad) == 0);
+  };
+  for (std::uint64_t id = 1; id <= 3; ++id) write(qp[0], id);
+  write(qp[1], 100);
+  // Wait until all four are in the CQ without polling it: the written bytes
+  // land before the completions, and the daemon needs well under 200 ms.
+  for (int i = 0; i < 200 && buf[2048] != 'x'; ++i) ::usleep(1000);
+  ::usleep(200000);
+  REQUIRE(ibv_destroy_qp(qp[0]) == 0);
+  const auto got = poll_for(cq, 4, 300);
+  REQUIRE(got.size() == 1);
+  CHECK(got[0].wr_id == 100);
+  CHECK(got[0].qp_num == qp[1]->qp_num);
+  CHECK(got[0].status == IBV_WC_SUCCESS);
+  CHECK(ibv_destroy_qp(qp[1]) == 0);
+  CHECK(ibv_dereg_mr(mr) == 0);
+  CHECK(ibv_destroy_cq(cq) == 0);
+}
+
+// UCX's ud_verbs takes the network header type of a UD receive from wc.sl
+// (what a ConnectX CQE reports there on RoCE: bit 3 for RoCE v2, bits 2:0 =
+// 2 for IPv4, 1 for IPv6, 0 for a GRH) to find the destination address in
+// the 40 GRH bytes; with 0 it read 16 bytes of the IPv4 header as a GID,
+// dropped every packet and died with "unhandled timeout error".
+TEST_CASE("a UD receive over RoCE v2/IPv4 reports the network header type in wc.sl as mlx5 does",
+          "[middleware][ud]") {
+  Ctx c;
+  constexpr std::uint32_t kQkey = 0x1ee7;
+  ibv_cq* cq = ibv_create_cq(c.ctx, 16, nullptr, nullptr, 0);
+  REQUIRE(cq != nullptr);
+  ibv_qp* qp[2] = {};
+  for (auto& q : qp) {
+    ibv_qp_init_attr init{};
+    init.send_cq = init.recv_cq = cq;
+    init.qp_type = IBV_QPT_UD;
+    init.cap = ibv_qp_cap{4, 4, 1, 1, 0};
+    q = ibv_create_qp(c.pd, &init);
+    REQUIRE(q != nullptr);
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_INIT;
+    a.port_num = 1;
+    a.qkey = kQkey;
+    REQUIRE(ibv_modify_qp(q, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY) == 0);
+    a.qp_state = IBV_QPS_RTR;
+    REQUIRE(ibv_modify_qp(q, &a, IBV_QP_STATE) == 0);
+    a.qp_state = IBV_QPS_RTS;
+    a.sq_psn = 1;
+    REQUIRE(ibv_modify_qp(q, &a, IBV_QP_STATE | IBV_QP_SQ_PSN) == 0);
+  }
+  std::vector<char> rbuf(40 + 64, 0), sbuf(64);
+  for (std::size_t i = 0; i < sbuf.size(); ++i) sbuf[i] = static_cast<char>('A' + i % 26);
+  ibv_mr* rmr = reg(c.pd, rbuf.data(), rbuf.size(), IBV_ACCESS_LOCAL_WRITE);
+  ibv_mr* smr = reg(c.pd, sbuf.data(), sbuf.size(), 0);
+  REQUIRE((rmr && smr));
+  ibv_sge rsge{reinterpret_cast<std::uintptr_t>(rbuf.data()), static_cast<std::uint32_t>(rbuf.size()), rmr->lkey};
+  ibv_recv_wr rwr{};
+  rwr.wr_id = 7;
+  rwr.sg_list = &rsge;
+  rwr.num_sge = 1;
+  ibv_recv_wr* rbad = nullptr;
+  REQUIRE(ibv_post_recv(qp[1], &rwr, &rbad) == 0);
+  ibv_gid gid{};
+  REQUIRE(ibv_query_gid(c.ctx, 1, 1, &gid) == 0);  // index 1: RoCE v2, ::ffff:127.0.0.1
+  ibv_ah_attr ah{};
+  ah.is_global = 1;
+  ah.grh.dgid = gid;
+  ah.grh.sgid_index = 1;
+  ah.grh.hop_limit = 64;
+  ah.port_num = 1;
+  ibv_ah* h = ibv_create_ah(c.pd, &ah);
+  REQUIRE(h != nullptr);
+  ibv_sge ssge{reinterpret_cast<std::uintptr_t>(sbuf.data()), 64, smr->lkey};
+  ibv_send_wr wr{};
+  wr.wr_id = 8;
+  wr.sg_list = &ssge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_SEND;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr.ud.ah = h;
+  wr.wr.ud.remote_qpn = qp[1]->qp_num;
+  wr.wr.ud.remote_qkey = kQkey;
+  ibv_send_wr* sbad = nullptr;
+  REQUIRE(ibv_post_send(qp[0], &wr, &sbad) == 0);
+  const auto got = poll_for(cq, 2);
+  REQUIRE(got.size() == 2);
+  const ibv_wc& r = got[0].wr_id == 7 ? got[0] : got[1];
+  REQUIRE(r.wr_id == 7);
+  CHECK(r.status == IBV_WC_SUCCESS);
+  CHECK((r.wc_flags & IBV_WC_GRH) != 0);
+  CHECK(r.byte_len == 40 + 64);
+  CHECK(std::memcmp(rbuf.data() + 40, sbuf.data(), 64) == 0);
+  CHECK(r.sl == 0xA);  // RoCE v2 (bit 3), IPv4 (2)
+  // Where UCX then looks for an IPv4 destination: the GRH area's last 4 bytes.
+  CHECK(std::memcmp(rbuf.data() + 36, gid.raw + 12, 4) == 0);
+  CHECK(ibv_destroy_ah(h) == 0);
+  for (ibv_qp* q : qp) CHECK(ibv_destroy_qp(q) == 0);
+  CHECK(ibv_destroy_cq(cq) == 0);
+  CHECK(ibv_dereg_mr(rmr) == 0);
+  CHECK(ibv_dereg_mr(smr) == 0);
+}
+
+namespace {
+
+void on_signal(int) {}
+
+// Runs `wait` in a thread, interrupts it with SIGUSR1 (a handler without
+// SA_RESTART, as programs install to end a blocking wait) and returns what
+// it returned and its errno.
+template <class Wait>
+std::pair<int, int> interrupted(Wait wait) {
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  struct sigaction old {};
+  REQUIRE(::sigaction(SIGUSR1, &sa, &old) == 0);
+  std::atomic<bool> done{false};
+  std::pair<int, int> result{0, 0};
+  std::thread t([&] {
+    const int rc = wait();
+    result = {rc, errno};
+    done = true;
+  });
+  for (int i = 0; i < 100 && !done; ++i) {  // ~1 s of signals at most
+    ::usleep(10000);
+    ::pthread_kill(t.native_handle(), SIGUSR1);
+  }
+  const bool ended = done;
+  if (!ended) {
+    // The shim retried: unblock it the only way left, so the test can fail
+    // cleanly instead of hanging (the caller writes to the fd it waits on).
+    t.detach();
+    ::sigaction(SIGUSR1, &old, nullptr);
+    return {1, 0};
+  }
+  t.join();
+  ::sigaction(SIGUSR1, &old, nullptr);
+  return result;
+}
+
+}  // namespace
+
+// rdma-core returns -1 with errno EINTR from ibv_get_cq_event and
+// ibv_get_async_event when a signal arrives (its read(2) of the uverbs fd);
+// programs (and MPI progress threads) end a blocking wait that way.
+TEST_CASE("ibv_get_cq_event and ibv_get_async_event return EINTR on a signal", "[middleware][events]") {
+  Ctx c;
+  ibv_comp_channel* ch = ibv_create_comp_channel(c.ctx);
+  REQUIRE(ch != nullptr);
+  ibv_cq* cq = ibv_create_cq(c.ctx, 4, nullptr, ch, 0);
+  REQUIRE(cq != nullptr);
+  REQUIRE(ibv_req_notify_cq(cq, 0) == 0);
+  const auto cq_wait = interrupted([&] {
+    ibv_cq* got = nullptr;
+    void* ctx = nullptr;
+    return ibv_get_cq_event(ch, &got, &ctx);
+  });
+  CHECK(cq_wait.first == -1);
+  CHECK(cq_wait.second == EINTR);
+  const auto async_wait = interrupted([&] {
+    ibv_async_event ev{};
+    return ibv_get_async_event(c.ctx, &ev);
+  });
+  CHECK(async_wait.first == -1);
+  CHECK(async_wait.second == EINTR);
+  if (cq_wait.first == 1 || async_wait.first == 1) {
+    // A thread is still blocked inside the shim: leave the objects alone.
+    FAIL("a signal did not end the wait");
+  }
+  CHECK(ibv_destroy_cq(cq) == 0);
+  CHECK(ibv_destroy_comp_channel(ch) == 0);
+}
+
+// rxe and mlx5 round max_inline_data up to what their WQE holds and return
+// the real value in the QP's caps; rdma_xclient asks for 0 and posts 16-byte
+// inline sends (it failed with EINVAL when 0 was honoured exactly).
+TEST_CASE("max_inline_data is rounded up to the WQE slot and inline sends of that size work", "[middleware][qp]") {
+  Ctx c;
+  ibv_cq* cq = ibv_create_cq(c.ctx, 16, nullptr, nullptr, 0);
+  REQUIRE(cq != nullptr);
+  std::vector<char> buf(4096, 0);
+  ibv_mr* mr = reg(c.pd, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  REQUIRE(mr != nullptr);
+  ibv_qp* qp[2] = {};
+  for (auto& q : qp) {
+    ibv_qp_init_attr init{};
+    init.send_cq = init.recv_cq = cq;
+    init.qp_type = IBV_QPT_RC;
+    init.sq_sig_all = 1;
+    init.cap = ibv_qp_cap{4, 4, 1, 1, 0};  // max_inline_data 0
+    q = ibv_create_qp(c.pd, &init);
+    REQUIRE(q != nullptr);
+    CHECK(init.cap.max_inline_data >= 16);
+  }
+  ibv_qp_attr qa{};
+  ibv_qp_init_attr qi{};
+  REQUIRE(ibv_query_qp(qp[0], &qa, IBV_QP_CAP, &qi) == 0);
+  CHECK(qi.cap.max_inline_data >= 16);
+  for (int i = 0; i < 2; ++i) to_rts_rc(c.ctx, qp[i], qp[1 - i]->qp_num);
+  char payload[16];
+  for (int i = 0; i < 16; ++i) payload[i] = static_cast<char>('a' + i);
+  ibv_sge sge{reinterpret_cast<std::uintptr_t>(payload), 16, 0};  // inline: no lkey needed
+  ibv_send_wr wr{};
+  wr.wr_id = 16;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.send_flags = IBV_SEND_INLINE;
+  wr.wr.rdma.remote_addr = reinterpret_cast<std::uintptr_t>(buf.data()) + 100;
+  wr.wr.rdma.rkey = mr->rkey;
+  ibv_send_wr* bad = nullptr;
+  REQUIRE(ibv_post_send(qp[0], &wr, &bad) == 0);
+  const auto got = poll_for(cq, 1);
+  REQUIRE(got.size() == 1);
+  CHECK(got[0].status == IBV_WC_SUCCESS);
+  CHECK(std::memcmp(buf.data() + 100, payload, 16) == 0);
+  for (ibv_qp* q : qp) CHECK(ibv_destroy_qp(q) == 0);
+  CHECK(ibv_dereg_mr(mr) == 0);
+  CHECK(ibv_destroy_cq(cq) == 0);
+}
