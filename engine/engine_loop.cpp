@@ -135,7 +135,7 @@ void EngineLoop::sleep_for(std::uint64_t ns) {
 }
 
 void EngineLoop::run() {
-  transport::Nanos last_work = monotonic_now();
+  transport::Nanos last_work = engine_now();
   std::uint64_t pass = 0;
   // Woken (by a deadline, a descriptor or a stray event) and nothing to do
   // since: back to sleep without the idle spin. A link without a descriptor
@@ -145,7 +145,9 @@ void EngineLoop::run() {
   while (!io_.stopped()) {
     ++pass;
     ++counters_.passes;
-    const transport::Nanos now = monotonic_now();
+    // Time beyond one pass's budget since the last pass (descheduled,
+    // stopped, an overlong pass) is starvation: the clock skips it.
+    const transport::Nanos now = nic_clock().tick(raw_monotonic_now());
     bool work = false;
     const bool link = pass % kLinkPollEvery == 0;
     for (auto& dp : paths_) work |= dp->poll(now, link);
@@ -169,7 +171,7 @@ void EngineLoop::run() {
     }
     if (!can_sleep) {
       for (auto& dp : paths_) dp->end_sleep();
-      last_work = monotonic_now();
+      last_work = engine_now();
       idle_wake = false;
       continue;
     }
@@ -179,18 +181,19 @@ void EngineLoop::run() {
     // Anything the link received before we declared sleep is drained here;
     // later arrivals wake the epoll.
     bool late = false;
-    for (auto& dp : paths_) late |= dp->poll(monotonic_now(), true);
+    for (auto& dp : paths_) late |= dp->poll(engine_now(), true);
     if (!late) {
       transport::Nanos deadline = transport::kNever;
       for (auto& dp : paths_) deadline = std::min(deadline, dp->next_deadline());
-      const transport::Nanos t = monotonic_now();
+      const transport::Nanos t = engine_now();
       const std::uint64_t wait = deadline <= t ? 0 : std::min<std::uint64_t>(deadline - t, kMaxSleepNs);
       ++counters_.sleeps;
+      nic_clock().expect_sleep_until(t + wait);  // a sleep we chose counts; waking late does not
       if (wait != 0) sleep_for(wait);
       poll_ready(io_);
     }
     for (auto& dp : paths_) dp->end_sleep();
-    last_work = monotonic_now();
+    last_work = engine_now();
     idle_wake = !late;
   }
 }
