@@ -319,6 +319,14 @@ bool DataPath::take_arrivals(t::Nanos now) {
   return work;
 }
 
+void DataPath::trim_idle() {
+  if (hairpin_count_ != 0) return;
+  // A bandwidth burst grows the ring to its window (1024 slots of 4 KiB
+  // buffers with four busy QPs); the next burst grows it again.
+  std::vector<Hairpin>().swap(hairpin_slots_);
+  hairpin_head_ = 0;
+}
+
 void DataPath::retire_wqes() {
   // A ring slot is free only once the transport no longer holds the WQE
   // copied from it (completed, consumed or flushed), so an application sees

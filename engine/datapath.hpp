@@ -126,6 +126,8 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
   // After waking: clear ctl.sleeping.
   void end_sleep();
   [[nodiscard]] transport::Nanos next_deadline() const;
+  // Idle (nothing queued): frees the hairpin slots a burst grew.
+  void trim_idle();
 
   // TxSink / EventSink.
   void transmit(const transport::TxPacket& p, transport::Nanos now) override;

@@ -3,6 +3,7 @@
 #include "transport/detail/pool_alloc.hpp"
 
 #include <fcntl.h>
+#include <malloc.h>
 #include <sched.h>
 #include <sys/eventfd.h>
 #include <time.h>
@@ -31,6 +32,9 @@ constexpr std::uint64_t kLinkPollEvery = 8;
 constexpr std::uint64_t kYieldAfterNs = 5'000;
 // Longest sleep without a deadline (a safety net, not a poll).
 constexpr std::uint64_t kMaxSleepNs = 1'000'000'000;
+// A sleep at least this long after work was done: the burst is over, and
+// what it grew (free lists, hairpin slots, malloc's heap) goes back.
+constexpr std::uint64_t kTrimSleepNs = 100'000'000;
 
 // Runs the ready control handlers, at most kMaxHandlers of them, so that a
 // handler that re-arms on a descriptor that stays readable cannot keep the
@@ -134,6 +138,18 @@ void EngineLoop::sleep_for(std::uint64_t ns) {
   wake_timer_.cancel();
 }
 
+void EngineLoop::trim_idle() {
+  // Idle, with a long sleep ahead: the memory a burst grew goes back. The
+  // transport's free lists (per thread, never shrunk on their own), the
+  // hairpin slots and what malloc holds at the top of its arenas. Once per
+  // burst, never on the data path; the next burst allocates again.
+  worked_since_trim_ = false;
+  ++counters_.trims;
+  transport::detail::BlockPool::trim();
+  for (auto& dp : paths_) dp->trim_idle();
+  ::malloc_trim(0);
+}
+
 void EngineLoop::run() {
   transport::Nanos last_work = engine_now();
   std::uint64_t pass = 0;
@@ -155,6 +171,7 @@ void EngineLoop::run() {
     if (work) {
       last_work = now;
       idle_wake = false;
+      worked_since_trim_ = true;
       continue;
     }
     if (!idle_wake && now - last_work < spin_ns_) {
@@ -188,6 +205,7 @@ void EngineLoop::run() {
       const transport::Nanos t = engine_now();
       const std::uint64_t wait = deadline <= t ? 0 : std::min<std::uint64_t>(deadline - t, kMaxSleepNs);
       ++counters_.sleeps;
+      if (worked_since_trim_ && wait >= kTrimSleepNs) trim_idle();
       nic_clock().expect_sleep_until(t + wait);  // a sleep we chose counts; waking late does not
       if (wait != 0) sleep_for(wait);
       poll_ready(io_);
