@@ -38,8 +38,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/cm_proto.hpp"
-#include "engine/hostif.hpp"
+#include "hostif/cm_proto.hpp"
+#include "hostif/hostif.hpp"
 #include "rdmacm_shim/cm_internal.hpp"
 
 namespace {

@@ -18,7 +18,7 @@
 #include <cstring>
 #include <string>
 
-#include "engine/hostif.hpp"
+#include "hostif/hostif.hpp"
 #include "verbs_shim/shim.hpp"
 
 extern char** environ;

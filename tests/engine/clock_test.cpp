@@ -1,8 +1,8 @@
-// The engine's clock (engine/clock.hpp): CLOCK_MONOTONIC minus the time
+// The engine's clock (engine/datapath/clock.hpp): CLOCK_MONOTONIC minus the time
 // the engine was not running, driven here with made-up raw times.
 #include <catch2/catch.hpp>
 
-#include "engine/clock.hpp"
+#include "engine/datapath/clock.hpp"
 
 using urnic::engine::NicClock;
 using urnic::transport::Nanos;

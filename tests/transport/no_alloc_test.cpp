@@ -15,7 +15,7 @@
 #include <catch2/catch.hpp>
 
 #include "tests/transport/fixture.hpp"
-#include "transport/detail/pool_alloc.hpp"
+#include "transport/pool_alloc.hpp"
 
 namespace {
 std::atomic<bool> g_counting{false};

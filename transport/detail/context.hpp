@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "transport/counters.hpp"
-#include "transport/detail/pool_alloc.hpp"
+#include "transport/pool_alloc.hpp"
 #include "transport/io.hpp"
 #include "transport/tag_list.hpp"
 #include "transport/transport.hpp"
