@@ -246,7 +246,7 @@ class TransportQpControl final : public QpControl {
       basic_ = saved;
       return rc;
     }
-    if (const int rc = t_.modify_qp(qpn_, to_transport(a), mask, monotonic_now()); rc != 0) {
+    if (const int rc = t_.modify_qp(qpn_, to_transport(a), mask, engine_now()); rc != 0) {
       basic_ = saved;
       return rc;
     }

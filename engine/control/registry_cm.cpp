@@ -28,7 +28,7 @@ CmService& Registry::cm() {
                       std::span<const std::uint8_t> mad) { dp->send_gsi(sgid_index, dgid, mad); };
       devs.push_back(std::move(c));
     }
-    cm_ = std::make_shared<CmService>(std::move(devs), monotonic_now);
+    cm_ = std::make_shared<CmService>(std::move(devs), engine_now);
     for (std::size_t i = 0; i < served.size(); ++i) {
       if (DataPath* dp = datapath(served[i]); dp != nullptr) {
         cm_->attach(dp, i);

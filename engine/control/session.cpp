@@ -725,7 +725,7 @@ void Session::destroy_qp(std::uint32_t handle) {
 
 void Session::take_posted_sends() {
   if (dp_ == nullptr) return;
-  const transport::Nanos now = monotonic_now();
+  const transport::Nanos now = engine_now();
   for (const auto& [handle, qp] : qps_) dp_->take_posted_sends(qp.qpn, now);
 }
 

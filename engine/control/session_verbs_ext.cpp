@@ -137,7 +137,7 @@ Reply Session::on_resize_cq(const MsgHeader& h, std::span<const std::byte> msg) 
   // CQEs counted are those a NIC would hold by now (a hardware CQ fills
   // while the resize command travels; here control and data share a thread).
   if (dp_ != nullptr) {
-    for (int pass = 0; pass < 64 && dp_->poll(monotonic_now(), true); ++pass) {
+    for (int pass = 0; pass < 64 && dp_->poll(engine_now(), true); ++pass) {
     }
   }
   const std::uint32_t slots = round_up_pow2(req->cqe + 1);

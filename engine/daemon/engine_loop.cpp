@@ -3,6 +3,7 @@
 #include "transport/pool_alloc.hpp"
 
 #include <fcntl.h>
+#include <malloc.h>
 #include <sched.h>
 #include <sys/eventfd.h>
 #include <time.h>
@@ -31,6 +32,9 @@ constexpr std::uint64_t kLinkPollEvery = 8;
 constexpr std::uint64_t kYieldAfterNs = 5'000;
 // Longest sleep without a deadline (a safety net, not a poll).
 constexpr std::uint64_t kMaxSleepNs = 1'000'000'000;
+// A sleep at least this long after work was done: the burst is over, and
+// what it grew (free lists, hairpin slots, malloc's heap) goes back.
+constexpr std::uint64_t kTrimSleepNs = 100'000'000;
 
 // Runs the ready control handlers, at most kMaxHandlers of them, so that a
 // handler that re-arms on a descriptor that stays readable cannot keep the
@@ -134,8 +138,20 @@ void EngineLoop::sleep_for(std::uint64_t ns) {
   wake_timer_.cancel();
 }
 
+void EngineLoop::trim_idle() {
+  // Idle, with a long sleep ahead: the memory a burst grew goes back. The
+  // transport's free lists (per thread, never shrunk on their own), the
+  // hairpin slots and what malloc holds at the top of its arenas. Once per
+  // burst, never on the data path; the next burst allocates again.
+  worked_since_trim_ = false;
+  ++counters_.trims;
+  transport::detail::BlockPool::trim();
+  for (auto& dp : paths_) dp->trim_idle();
+  ::malloc_trim(0);
+}
+
 void EngineLoop::run() {
-  transport::Nanos last_work = monotonic_now();
+  transport::Nanos last_work = engine_now();
   std::uint64_t pass = 0;
   // Woken (by a deadline, a descriptor or a stray event) and nothing to do
   // since: back to sleep without the idle spin. A link without a descriptor
@@ -145,7 +161,9 @@ void EngineLoop::run() {
   while (!io_.stopped()) {
     ++pass;
     ++counters_.passes;
-    const transport::Nanos now = monotonic_now();
+    // Time beyond one pass's budget since the last pass (descheduled,
+    // stopped, an overlong pass) is starvation: the clock skips it.
+    const transport::Nanos now = nic_clock().tick(raw_monotonic_now());
     bool work = false;
     const bool link = pass % kLinkPollEvery == 0;
     for (auto& dp : paths_) work |= dp->poll(now, link);
@@ -153,6 +171,7 @@ void EngineLoop::run() {
     if (work) {
       last_work = now;
       idle_wake = false;
+      worked_since_trim_ = true;
       continue;
     }
     if (!idle_wake && now - last_work < spin_ns_) {
@@ -169,7 +188,7 @@ void EngineLoop::run() {
     }
     if (!can_sleep) {
       for (auto& dp : paths_) dp->end_sleep();
-      last_work = monotonic_now();
+      last_work = engine_now();
       idle_wake = false;
       continue;
     }
@@ -179,18 +198,20 @@ void EngineLoop::run() {
     // Anything the link received before we declared sleep is drained here;
     // later arrivals wake the epoll.
     bool late = false;
-    for (auto& dp : paths_) late |= dp->poll(monotonic_now(), true);
+    for (auto& dp : paths_) late |= dp->poll(engine_now(), true);
     if (!late) {
       transport::Nanos deadline = transport::kNever;
       for (auto& dp : paths_) deadline = std::min(deadline, dp->next_deadline());
-      const transport::Nanos t = monotonic_now();
+      const transport::Nanos t = engine_now();
       const std::uint64_t wait = deadline <= t ? 0 : std::min<std::uint64_t>(deadline - t, kMaxSleepNs);
       ++counters_.sleeps;
+      if (worked_since_trim_ && wait >= kTrimSleepNs) trim_idle();
+      nic_clock().expect_sleep_until(t + wait);  // a sleep we chose counts; waking late does not
       if (wait != 0) sleep_for(wait);
       poll_ready(io_);
     }
     for (auto& dp : paths_) dp->end_sleep();
-    last_work = monotonic_now();
+    last_work = engine_now();
     idle_wake = !late;
   }
 }

@@ -31,6 +31,7 @@ struct EngineLoopCounters {
   uint64_t passes = 0;
   uint64_t sleeps = 0;
   uint64_t doorbells = 0;
+  uint64_t trims = 0;  // idle memory trims (EngineLoop::trim_idle)
 };
 
 class EngineLoop {
@@ -60,6 +61,8 @@ class EngineLoop {
   void arm_wait(Watcher& w);
   // Blocks in Asio until a descriptor is ready or `ns` have passed.
   void sleep_for(std::uint64_t ns);
+  // Gives back what a burst grew; called before a long idle sleep.
+  void trim_idle();
 
   boost::asio::io_context& io_;
   Registry& reg_;
@@ -74,6 +77,7 @@ class EngineLoop {
   boost::asio::steady_timer wake_timer_;
   std::uint64_t spin_ns_ = 200'000;
   EngineLoopCounters counters_;
+  bool worked_since_trim_ = false;
 };
 
 }  // namespace urnic::engine

@@ -25,6 +25,8 @@ namespace {
 constexpr std::uint32_t kWqeBurst = 64;
 constexpr std::size_t kCqeBurst = 32;
 constexpr std::size_t kRxBurst = 32;
+// Link RX bursts taken in before due timers fire (DataPath::take_arrivals).
+constexpr int kArrivalBursts = 4;
 constexpr std::size_t kMaxSge = 32;  // device max_sge
 // IBA 13.5.1: the GSI is QP1 and takes the well-known Q_Key.
 constexpr std::uint32_t kGsiQpn = 1;
@@ -275,8 +277,17 @@ bool DataPath::poll(t::Nanos now, bool poll_link) {
   work |= run_faults(now);  // frames held by fault injection, when due
   if (poll_link) work |= run_link(now);
   if (transport_->next_deadline() <= now) {
-    timer_attributed(now);  // transport_->on_timer, counted for the QP that is due
-    work = true;
+    // Before a timer says the peer is late, take in what has already
+    // arrived: the responses this very pass produced for same-host peers
+    // (hairpinned, otherwise delivered next pass), what waits in the link
+    // socket, the iWARP streams. A peer whose answer sits in our own
+    // queues is not late (engine/datapath/clock.hpp has the other half: time the
+    // engine was not running does not count either).
+    work |= take_arrivals(now);
+    if (transport_->next_deadline() <= now) {
+      timer_attributed(now);  // transport_->on_timer, counted for the QP that is due
+      work = true;
+    }
   }
   if (gsi_ != nullptr && gsi_->gsi_deadline() <= now) {
     gsi_->on_gsi_timer(now);
@@ -292,6 +303,27 @@ bool DataPath::poll(t::Nanos now, bool poll_link) {
   retire_wqes();
   work |= drain_cqs();
   return work;
+}
+
+bool DataPath::take_arrivals(t::Nanos now) {
+  bool work = false;
+  if (iw_) {
+    mem_.flush_writes();
+    work |= iw_->poll(now, true);
+  }
+  work |= run_hairpin(now);
+  // A few bursts, not "until empty": a peer that floods us must not keep
+  // every timer from firing.
+  for (int i = 0; i < kArrivalBursts && run_link(now); ++i) work = true;
+  return work;
+}
+
+void DataPath::trim_idle() {
+  if (hairpin_count_ != 0) return;
+  // A bandwidth burst grows the ring to its window (1024 slots of 4 KiB
+  // buffers with four busy QPs); the next burst grows it again.
+  std::vector<Hairpin>().swap(hairpin_slots_);
+  hairpin_head_ = 0;
 }
 
 void DataPath::retire_wqes() {

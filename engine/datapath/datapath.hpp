@@ -125,6 +125,8 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
   // After waking: clear ctl.sleeping.
   void end_sleep();
   [[nodiscard]] transport::Nanos next_deadline() const;
+  // Idle (nothing queued): frees the hairpin slots a burst grew.
+  void trim_idle();
 
   // TxSink / EventSink.
   void transmit(const transport::TxPacket& p, transport::Nanos now) override;
@@ -180,6 +182,9 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
   void retire_wqes();
   bool run_hairpin(transport::Nanos now);
   bool run_link(transport::Nanos now);
+  // Due timers are about to fire: deliver what has arrived first (hairpin
+  // queue, a few link bursts, iWARP streams). True if anything was.
+  bool take_arrivals(transport::Nanos now);
   void fail_qp(std::uint32_t qpn, QpBinding& b, std::uint64_t wr_id, std::uint32_t status,
                transport::Nanos now);
   void deliver_rx(const wire::IbPacket& pkt, const RxAddress& from, transport::Nanos now);

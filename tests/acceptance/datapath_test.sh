@@ -21,59 +21,6 @@ asan_probe="$shim_dir/libibverbs.so.1"
 source "$(dirname "$0")/common.sh"
 one_host_setup datapath "$urnicd" "$shim_dir"
 
-# A TCP port for the programs' out-of-band exchange, distinct per pair.
-next_port=$((20000 + ($$ % 20000)))
-# pair NAME EXPECT_REGEX COUNT PROG ARGS...: run PROG ARGS as server, then
-# PROG ARGS 127.0.0.1 as client; both must exit 0 and the client's output
-# must match EXPECT_REGEX on at least COUNT lines. With clients=N set, N
-# clients run at once against the one server, and each must pass.
-pair() {
-  local name=$1 expect=$2 count=$3 n=${clients:-1}
-  shift 3
-  local port=$next_port
-  next_port=$((next_port + 1))
-  local out_s=$rt/server.out
-  "${run_env[@]}" timeout "$limit" "$@" -p "$port" > "$out_s" 2>&1 &
-  server_pid=$!
-  # The server must be listening before the client connects (its stdout is
-  # block-buffered, so look for the socket: state 0A = LISTEN).
-  local hex
-  hex=$(printf '%04X' "$port")
-  for _ in $(seq 200); do
-    grep -qE "^ *[0-9]+: [0-9A-F]+:$hex [0-9A-F]+:0000 0A" /proc/net/tcp /proc/net/tcp6 2>/dev/null && break
-    alive "$server_pid" || break
-    sleep 0.02
-  done
-  local i pids=() crcs=()
-  for ((i = 1; i <= n; i++)); do
-    "${run_env[@]}" timeout "$limit" "$@" -p "$port" 127.0.0.1 > "$rt/client$i.out" 2>&1 &
-    pids+=($!)
-  done
-  local crc=0 c
-  for c in "${pids[@]}"; do
-    wait "$c"
-    local r=$?
-    crcs+=("$r")
-    [[ $r -ne 0 ]] && crc=$r
-  done
-  wait "$server_pid"
-  local src=$?
-  server_pid=
-  local got=$count out_c=$rt/client1.out
-  for ((i = 1; i <= n; i++)); do
-    local g
-    g=$(grep -cE "$expect" "$rt/client$i.out")
-    if (( g < got )); then got=$g; out_c=$rt/client$i.out; fi
-  done
-  if [[ $crc -eq 0 && $src -eq 0 && $got -ge $count ]]; then
-    pass "$name: $(grep -E "$expect" "$out_c" | tail -1 | tr -s ' \t' ' ')"
-  else
-    fail "$name: server exit $src, client exit ${crcs[*]}, $got/$count result lines"
-    sed 's/^/    client: /' "$out_c" | tail -15
-    sed 's/^/    server: /' "$out_s" | tail -15
-  fi
-}
-
 pp='[0-9]+ iters in [0-9.]+ seconds'
 # perftest result rows: "#bytes #iterations ..." followed by numbers.
 row='^ *[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+'

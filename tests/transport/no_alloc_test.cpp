@@ -15,6 +15,7 @@
 #include <catch2/catch.hpp>
 
 #include "tests/transport/fixture.hpp"
+#include "transport/pool_alloc.hpp"
 
 namespace {
 std::atomic<bool> g_counting{false};
@@ -234,6 +235,32 @@ TEST_CASE("UD sends and SRQ receives allocate nothing per operation in steady st
   CHECK(cqes == 4000);
   CHECK(g_failures == 0);
   CHECK(g_news.load() == 0);
+}
+
+// The free lists keep what a burst grew until the engine, idle, trims them
+// (issue 24: bounded memory); after a trim the blocks come from operator new
+// again, and the lists refill.
+TEST_CASE("BlockPool::trim gives this thread's free blocks back", "[alloc]") {
+  using detail::BlockPool;
+  BlockPool::trim();
+  std::array<void*, 64> blocks{};
+  for (void*& b : blocks) b = BlockPool::allocate(200);
+  for (void* b : blocks) BlockPool::deallocate(b, 200);
+  g_news = 0;
+  g_counting = true;
+  void* again = BlockPool::allocate(200);  // from the free list
+  g_counting = false;
+  CHECK(g_news.load() == 0);
+  BlockPool::deallocate(again, 200);
+  CHECK(BlockPool::trim() == 64 * 256);  // 200 bytes: the 256-byte class
+  CHECK(BlockPool::trim() == 0);
+  g_news = 0;
+  g_counting = true;
+  again = BlockPool::allocate(200);  // the lists are empty: operator new
+  g_counting = false;
+  CHECK(g_news.load() == 1);
+  BlockPool::deallocate(again, 200);
+  BlockPool::trim();
 }
 
 }  // namespace
