@@ -20,11 +20,11 @@
 #include <span>
 #include <vector>
 
-#include "engine/cm_proto.hpp"
-#include "engine/ctl_proto.hpp"
-#include "engine/device.hpp"
-#include "engine/session.hpp"
-#include "engine/verbs_ext_proto.hpp"
+#include "hostif/cm_proto.hpp"
+#include "hostif/ctl_proto.hpp"
+#include "engine/device/device.hpp"
+#include "engine/control/session.hpp"
+#include "hostif/verbs_ext_proto.hpp"
 
 using namespace urnic::engine;
 

@@ -38,9 +38,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/cm_proto.hpp"
-#include "engine/daemon_trust.hpp"
-#include "engine/hostif.hpp"
+#include "hostif/cm_proto.hpp"
+#include "hostif/daemon_trust.hpp"
+#include "hostif/hostif.hpp"
 #include "rdmacm_shim/cm_internal.hpp"
 
 namespace {

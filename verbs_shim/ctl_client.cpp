@@ -18,8 +18,8 @@
 #include <cstring>
 #include <string>
 
-#include "engine/daemon_trust.hpp"
-#include "engine/hostif.hpp"
+#include "hostif/daemon_trust.hpp"
+#include "hostif/hostif.hpp"
 #include "verbs_shim/shim.hpp"
 
 extern char** environ;

@@ -9,8 +9,8 @@
 #include <mutex>
 #include <vector>
 
-#include "engine/verbs_ext_proto.hpp"
-#include "engine/device_clock.hpp"
+#include "hostif/verbs_ext_proto.hpp"
+#include "hostif/device_clock.hpp"
 #include "verbs_shim/shim.hpp"
 
 #undef ibv_query_port

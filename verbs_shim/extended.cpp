@@ -12,7 +12,7 @@
 #include <new>
 #include <vector>
 
-#include "engine/device_clock.hpp"
+#include "hostif/device_clock.hpp"
 #include "verbs_shim/shim.hpp"
 
 namespace urnic::shim {

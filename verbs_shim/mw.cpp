@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <mutex>
 
-#include "engine/verbs_ext_proto.hpp"
+#include "hostif/verbs_ext_proto.hpp"
 #include "verbs_shim/shim.hpp"
 
 namespace urnic::shim {

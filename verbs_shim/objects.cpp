@@ -16,7 +16,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "engine/verbs_ext_proto.hpp"
+#include "hostif/verbs_ext_proto.hpp"
 #include "verbs_shim/shim.hpp"
 
 #undef ibv_reg_mr

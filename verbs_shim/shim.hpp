@@ -18,8 +18,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "engine/ctl_proto.hpp"
-#include "engine/shm_ring.hpp"
+#include "hostif/ctl_proto.hpp"
+#include "hostif/shm_ring.hpp"
 
 namespace urnic::shim {
 

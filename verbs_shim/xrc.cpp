@@ -13,7 +13,7 @@
 #include <new>
 #include <vector>
 
-#include "engine/verbs_ext_proto.hpp"
+#include "hostif/verbs_ext_proto.hpp"
 #include "verbs_shim/shim.hpp"
 
 namespace urnic::shim {

@@ -14,10 +14,10 @@
 #include <string>
 #include <vector>
 
-#include "engine/afpacket_link.hpp"
-#include "engine/device.hpp"
-#include "engine/netdev.hpp"
-#include "engine/raw_frame.hpp"
+#include "engine/link/afpacket_link.hpp"
+#include "engine/device/device.hpp"
+#include "engine/link/netdev.hpp"
+#include "engine/link/raw_frame.hpp"
 #include "wire/ib_codec.hpp"
 
 using namespace urnic;

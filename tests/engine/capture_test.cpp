@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/capture.hpp"
+#include "engine/observe/capture.hpp"
 #include "wire/ib_opcode.hpp"
 #include "wire/pcap/pcap_file.hpp"
 #include "wire/roce_frame.hpp"

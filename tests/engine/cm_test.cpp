@@ -16,8 +16,8 @@
 #include <optional>
 #include <vector>
 
-#include "engine/cm_proto.hpp"
-#include "engine/cm_service.hpp"
+#include "hostif/cm_proto.hpp"
+#include "engine/cm/cm_service.hpp"
 #include "tests/test_support.hpp"
 #include "wire/cm.hpp"
 #include "wire/pcap/pcap_file.hpp"

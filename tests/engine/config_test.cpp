@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "engine/device.hpp"
+#include "engine/device/device.hpp"
 
 using urnic::engine::parse_config;
 using urnic::transport::iwarp::MpaUse;

@@ -15,10 +15,10 @@
 #include <cstring>
 #include <vector>
 
-#include "engine/ctl_proto.hpp"
-#include "engine/qp_control.hpp"
-#include "engine/session.hpp"
-#include "engine/verbs_ext_proto.hpp"
+#include "hostif/ctl_proto.hpp"
+#include "engine/control/qp_control.hpp"
+#include "engine/control/session.hpp"
+#include "hostif/verbs_ext_proto.hpp"
 
 namespace ctl = urnic::engine::ctl;
 using urnic::engine::Registry;

@@ -20,9 +20,9 @@
 #include <numeric>
 #include <vector>
 
-#include "engine/ctl_proto.hpp"
-#include "engine/datapath.hpp"
-#include "engine/session.hpp"
+#include "hostif/ctl_proto.hpp"
+#include "engine/datapath/datapath.hpp"
+#include "engine/control/session.hpp"
 #include "tests/engine/session_rig.hpp"
 #include "wire/pcap/pcap_file.hpp"
 #include "wire/roce_frame.hpp"

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/fault.hpp"
-#include "engine/udp_link.hpp"
-#include "transport/sim/fault_model.hpp"
+#include "engine/observe/fault.hpp"
+#include "engine/link/udp_link.hpp"
+#include "transport/fault_model.hpp"
 #include "wire/ib_opcode.hpp"
 #include "wire/roce_frame.hpp"
 

@@ -23,10 +23,10 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/ctl_proto.hpp"
-#include "engine/datapath.hpp"
-#include "engine/device.hpp"
-#include "engine/session.hpp"
+#include "hostif/ctl_proto.hpp"
+#include "engine/datapath/datapath.hpp"
+#include "engine/device/device.hpp"
+#include "engine/control/session.hpp"
 #include "tests/engine/session_rig.hpp"
 #include "transport/iwarp/mpa_setup.hpp"
 

@@ -4,7 +4,7 @@
 
 #include <cerrno>
 
-#include "engine/multicast.hpp"
+#include "engine/datapath/multicast.hpp"
 
 using urnic::engine::McastGroups;
 

@@ -5,8 +5,8 @@
 
 #include <catch2/catch.hpp>
 
-#include "engine/device.hpp"
-#include "engine/netdev.hpp"
+#include "engine/device/device.hpp"
+#include "engine/link/netdev.hpp"
 
 using namespace urnic;
 

@@ -8,7 +8,7 @@
 #include <vector>
 #include <algorithm>
 
-#include "engine/process_memory.hpp"
+#include "engine/datapath/process_memory.hpp"
 
 using namespace urnic;
 

@@ -9,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-#include "engine/shm_ring.hpp"
+#include "hostif/shm_ring.hpp"
 
 using urnic::engine::CqeSlot;
 using urnic::engine::RingHeader;

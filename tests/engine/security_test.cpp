@@ -15,10 +15,10 @@
 #include <string>
 #include <vector>
 
-#include "engine/device.hpp"
-#include "engine/hostif.hpp"
-#include "engine/peer_identity.hpp"
-#include "engine/shm_region.hpp"
+#include "engine/device/device.hpp"
+#include "hostif/hostif.hpp"
+#include "engine/control/peer_identity.hpp"
+#include "engine/control/shm_region.hpp"
 #include "tests/engine/session_rig.hpp"
 
 namespace ctl = urnic::engine::ctl;

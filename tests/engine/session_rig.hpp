@@ -19,10 +19,10 @@
 #include <string>
 #include <vector>
 
-#include "engine/ctl_proto.hpp"
-#include "engine/datapath.hpp"
-#include "engine/device.hpp"
-#include "engine/session.hpp"
+#include "hostif/ctl_proto.hpp"
+#include "engine/datapath/datapath.hpp"
+#include "engine/device/device.hpp"
+#include "engine/control/session.hpp"
 
 namespace urnic::test {
 

@@ -20,10 +20,10 @@
 #include <string>
 #include <vector>
 
-#include "engine/ctl_proto.hpp"
-#include "engine/datapath.hpp"
-#include "engine/session.hpp"
-#include "engine/stats.hpp"
+#include "hostif/ctl_proto.hpp"
+#include "engine/datapath/datapath.hpp"
+#include "engine/control/session.hpp"
+#include "engine/observe/stats.hpp"
 #include "tests/engine/session_rig.hpp"
 #include "wire/ib_opcode.hpp"
 #include "wire/pcap/pcap_file.hpp"

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/udp_link.hpp"
+#include "engine/link/udp_link.hpp"
 #include "wire/ib_codec.hpp"
 #include "wire/icrc.hpp"
 #include "wire/roce_frame.hpp"

@@ -15,11 +15,11 @@
 #include <thread>
 #include <vector>
 
-#include "engine/ctl_proto.hpp"
-#include "engine/daemon_trust.hpp"
-#include "engine/hostif.hpp"
-#include "engine/cm_counters.hpp"
-#include "engine/stats.hpp"
+#include "hostif/ctl_proto.hpp"
+#include "hostif/daemon_trust.hpp"
+#include "hostif/hostif.hpp"
+#include "hostif/cm_counters.hpp"
+#include "hostif/stats_names.hpp"
 
 namespace urnic::tools {
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "transport/counters.hpp"
-#include "transport/detail/pool_alloc.hpp"
+#include "transport/pool_alloc.hpp"
 #include "transport/io.hpp"
 #include "transport/key_source.hpp"
 #include "transport/tag_list.hpp"

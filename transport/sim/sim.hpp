@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "transport/io.hpp"
-#include "transport/sim/fault_model.hpp"
+#include "transport/fault_model.hpp"
 #include "transport/transport.hpp"
 #include "transport/types.hpp"
 #include "wire/ib_packet.hpp"

@@ -1,0 +1,67 @@
+// The seam between the engine's control plane and the transport layer's QP:
+// everything modify_qp/query_qp need. With a data path (urnicd),
+// make_transport_qp_control() drives the transport's QP (which owns PSNs,
+// timers and retry state) after the IBA transition table below has checked
+// the request, so applications see a hardware provider's errnos; without one
+// (control-plane tests), BasicQpControl holds the attributes alone.
+//
+// The data path itself (rings -> transport, completions, doorbells, hairpin,
+// links) is engine/datapath.* and engine/engine_loop.*.
+//
+// Still open:
+//  - Shim: ibv_qp_ex wr_* ops (create_qp_ex with SEND_OPS_FLAGS) and
+//    ibv_create_cq_ex are EOPNOTSUPP; perftest's Debian build uses the old
+//    post_send path ("ibv_wr* API: OFF") so it does not need them.
+//  - MRs registered with an iova different from their address
+//    (ibv_reg_mr_iova, ZERO_BASED): the transport keys MRs by address.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "hostif/ctl_proto.hpp"
+#include "transport/transport.hpp"
+
+namespace urnic::engine {
+
+class QpControl {
+ public:
+  virtual ~QpControl() = default;
+  // Apply ibv_modify_qp semantics (IBA 11.2.5.2 / 10.3.1). Returns 0 or a
+  // positive errno (EINVAL for a bad transition, missing or extra mask bits,
+  // or out-of-range values) and changes nothing on failure.
+  virtual int modify(const ctl::QpAttrs& attr, std::uint32_t attr_mask) = 0;
+  [[nodiscard]] virtual ctl::QpAttrs query() const = 0;
+  [[nodiscard]] virtual std::uint32_t state() const = 0;  // enum ibv_qp_state
+};
+
+// What the control plane knows about the device/QP when creating a QP.
+struct QpCreateInfo {
+  std::uint32_t qpn = 0;
+  std::uint32_t qp_type = 0;          // enum ibv_qp_type
+  ctl::QpCaps caps{};
+  std::uint32_t max_mtu = 0;          // port max MTU (ibv_mtu enum)
+  std::uint32_t gid_count = 0;        // valid sgid_index values: < gid_count
+  std::uint32_t max_qp_rd_atom = 0;   // responder resources limit
+  std::uint32_t max_qp_init_rd_atom = 0;
+};
+
+std::unique_ptr<QpControl> make_qp_control(const QpCreateInfo& info);
+
+// The data path's QP control: the transport's QP `info.qpn` does the work
+// (PSNs, timers, retry state); the IBA transition table and value checks run
+// first so applications get the same errnos, and state() reads the
+// transport, so transport-initiated changes (to ERR on retry exhaustion) are
+// what query_qp reports.
+std::unique_ptr<QpControl> make_transport_qp_control(const QpCreateInfo& info,
+                                                     transport::Transport& t);
+
+// ctl wire attributes -> the transport's.
+transport::AhAttr to_transport(const ctl::AhAttrs& a);
+
+// Exposed for tests: is `mask` a valid attr_mask for `type` going cur -> next?
+// Returns 0 or EINVAL.
+int check_qp_transition(std::uint32_t type, std::uint32_t cur, std::uint32_t next,
+                        std::uint32_t mask);
+
+}  // namespace urnic::engine

@@ -1,0 +1,965 @@
+#include "engine/control/session.hpp"
+#include "engine/datapath/clock.hpp"
+
+#include "engine/cm/cm_service.hpp"
+#include "engine/datapath/datapath.hpp"
+#include "hostif/device_clock.hpp"
+#include "engine/datapath/process_memory.hpp"
+#include "engine/control/stats_ctl.hpp"
+
+#include <fcntl.h>
+#include <infiniband/verbs.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+namespace urnic::engine {
+
+namespace {
+
+using ctl::MsgHeader;
+
+// A socketpair for events flowing daemon -> process; returns {daemon end
+// (non-blocking), process end} or an errno.
+int make_event_pair(int& daemon_end, int& process_end) {
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
+    return errno == EMFILE || errno == ENFILE ? ENOMEM : errno;
+  ::fcntl(sv[0], F_SETFL, ::fcntl(sv[0], F_GETFL) | O_NONBLOCK);
+  ::shutdown(sv[1], SHUT_WR);  // the process only reads
+  daemon_end = sv[0];
+  process_end = sv[1];
+  return 0;
+}
+
+constexpr std::uint32_t kMrAccessKnown =
+    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+    IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED |
+    IBV_ACCESS_ON_DEMAND | IBV_ACCESS_HUGETLB | IBV_ACCESS_OPTIONAL_RANGE;
+
+}  // namespace
+
+int check_user_range(pid_t pid, std::uint64_t addr, std::uint64_t len, bool write) {
+  if (len == 0) return 0;
+  const std::uint64_t end = addr + len;
+  if (end < addr) return EFAULT;
+  std::ifstream maps("/proc/" + std::to_string(pid) + "/maps");
+  if (!maps) return EFAULT;
+  std::uint64_t covered = addr;  // [addr, covered) is known mapped with the right rights
+  std::string line;
+  while (std::getline(maps, line) && covered < end) {
+    std::uint64_t lo = 0, hi = 0;
+    char perms[5] = {};
+    if (std::sscanf(line.c_str(), "%" SCNx64 "-%" SCNx64 " %4s", &lo, &hi, perms) != 3) continue;
+    if (hi <= covered) continue;
+    if (lo > covered) return EFAULT;  // a hole
+    const bool readable = perms[0] == 'r';
+    const bool writable = perms[1] == 'w';
+    if (!readable || (write && !writable)) return EFAULT;
+    covered = hi;
+  }
+  return covered >= end ? 0 : EFAULT;
+}
+
+Registry::Registry(const DaemonConfig& cfg) : quota_(cfg.quota), daemon_pid_(::getpid()) {
+  for (const auto& d : cfg.devices) devices_.push_back(std::make_unique<Device>(d));
+}
+
+Device* Registry::find_device(const std::string& name) {
+  for (auto& d : devices_)
+    if (d->name() == name) return d.get();
+  return nullptr;
+}
+
+Session::Session(Registry& reg, pid_t pid, std::uint32_t id) : reg_(reg), pid_(pid), id_(id) {
+  reg_.sessions()[id_] = this;
+  reg_.cm();  // so a REQ from another host finds a CM (and gets a REJ at worst)
+}
+
+Session::~Session() {
+  reg_.cm().release_owner(id_);  // its CM ids (DREQ/REJ to their peers) and event channels
+  destroy_all();
+  reg_.sessions().erase(id_);
+}
+
+void Session::destroy_all() {
+  // Dependency order: AH and QP reference PD/CQ/SRQ; SRQ references PD; CQ
+  // references a channel; MR references PD.
+  if (dev_ != nullptr) {
+    auto& u = dev_->usage();
+    if (dp_ != nullptr) {
+      // The transport objects go first (QPs before the CQs/SRQs/PDs they use):
+      // traffic still in flight for them is then dropped as unknown QPN.
+      for (auto& [h, ah] : ahs_) dp_->transport().destroy_ah(ah.tah);
+    }
+    u.ahs -= static_cast<std::uint32_t>(ahs_.size());
+    ahs_.clear();
+    while (!qps_.empty()) destroy_qp(qps_.begin()->first);
+    if (dp_ != nullptr) {
+      for (auto& [h, srq] : srqs_) {
+        dp_->unbind_srq(srq.tsrq);
+        dp_->transport().destroy_srq(srq.tsrq);
+      }
+    }
+    u.srqs -= static_cast<std::uint32_t>(srqs_.size());
+    srqs_.clear();
+    // After its SRQs and QP handles here: a domain that other processes
+    // still hold (or whose target QPs they hold) lives on.
+    xrcds_.clear();
+    if (dp_ != nullptr) {
+      for (auto& [h, cq] : cqs_) {
+        dp_->unbind_cq(cq.tcq);
+        dp_->transport().destroy_cq(cq.tcq);
+      }
+      destroy_mws();  // windows first: an MR with a bound window cannot go
+      for (auto& [h, mr] : mrs_) dp_->transport().dereg_mr(mr.key);
+      for (auto& [h, pd] : pds_) dp_->transport().dealloc_pd(pd.tpd);
+    }
+    u.cqs -= static_cast<std::uint32_t>(cqs_.size());
+    cqs_.clear();
+    for (auto& [h, ch] : channels_) ::close(ch.fd);
+    u.channels -= static_cast<std::uint32_t>(channels_.size());
+    channels_.clear();
+    if (dp_ == nullptr) {
+      destroy_mws();
+      for (auto& [h, mr] : mrs_) dev_->free_mr_key(mr.key);
+    }
+    u.mrs -= static_cast<std::uint32_t>(mrs_.size());
+    mrs_.clear();
+    u.pds -= static_cast<std::uint32_t>(pds_.size());
+    pds_.clear();
+  }
+  if (async_fd_ >= 0) ::close(async_fd_);
+  async_fd_ = -1;
+}
+
+const MrObj* Session::find_mr_by_key(std::uint32_t key) const {
+  for (const auto& [h, mr] : mrs_)
+    if (mr.key == key) return &mr;
+  return nullptr;
+}
+
+bool Session::lookup_ah(std::uint32_t handle, std::uint32_t pd, transport::AhHandle& out) const {
+  auto it = ahs_.find(handle);
+  if (it == ahs_.end() || it->second.pd != pd) return false;
+  out = it->second.tah;
+  return true;
+}
+
+bool Session::post_async_event(const ctl::AsyncEvent& ev) {
+  if (async_fd_ < 0) return false;
+  return ::send(async_fd_, &ev, sizeof ev, MSG_DONTWAIT | MSG_NOSIGNAL) ==
+         static_cast<ssize_t>(sizeof ev);
+}
+
+int Session::deliver_cqe(std::uint32_t cq_handle, const CqeSlot& cqe, bool solicited, std::uint64_t tm_tag,
+                         std::uint32_t tm_priv) {
+  auto it = cqs_.find(cq_handle);
+  if (it == cqs_.end()) return EINVAL;
+  CqObj& cq = it->second;
+  if (cq.ring.free_count() == 0) return EOVERFLOW;
+  CqeTmSlot slot{};  // the 64-byte CqeSlot, and what a TM_INFO CQ's larger slot adds
+  slot.base = cqe;
+  if (cq.timestamps) {
+    // The moment the completion is generated (written for the application
+    // to poll), as a NIC stamps the CQE it writes.
+    slot.base.completion_ts = device_clock_ticks();
+    slot.base.completion_wallclock_ns = wallclock_ns();
+  }
+  slot.tm_tag = tm_tag;
+  slot.tm_priv = tm_priv;
+  std::memcpy(cq.ring.producer_slot(0), &slot, cq.ring.slot_size());
+  cq.ring.publish(1);
+  // Pairs with the shim's fence after writing `arm` (op_req_notify_cq): either
+  // we see the arm, or the application's next poll sees this CQE.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  const std::uint32_t arm = cq.ring.load_ctl(&RingControlLine::arm);
+  const bool fire = arm == kArmNext ||
+                    (arm == kArmSolicited && (solicited || cqe.status != IBV_WC_SUCCESS));
+  if (fire && cq.channel != 0) {
+    // Disarm before notifying: a re-arm by the application after it sees the
+    // event must not be lost.
+    cq.ring.store_ctl(&RingControlLine::arm, kArmNone);
+    const ctl::CompEvent ev{cq.cookie, cq_handle, 0};
+    ::send(channels_[cq.channel].fd, &ev, sizeof ev, MSG_DONTWAIT | MSG_NOSIGNAL);
+  }
+  return 0;
+}
+
+Reply Session::handle(std::span<const std::byte> msg, std::vector<int>& in_fds) {
+  // Only OpenXrcd takes a descriptor (and keeps it by setting it to -1);
+  // whatever else the process sent is closed on the way out.
+  struct CloseFds {
+    std::vector<int> fds;
+    ~CloseFds() {
+      for (int fd : fds)
+        if (fd >= 0) ::close(fd);
+    }
+  } in{std::move(in_fds)};
+  in_fds.clear();
+  const auto h = ctl::decode_header(msg);
+  if (!h || (h->flags & ctl::kFlagReply) != 0) {
+    const MsgHeader bad{0, ctl::kFlagReply, h ? h->seq : 0, EPROTO, 0};
+    std::vector<std::byte> out(sizeof bad);
+    std::memcpy(out.data(), &bad, sizeof bad);
+    return Reply{std::move(out), {}, true};
+  }
+  const auto type = static_cast<ctl::MsgType>(h->type);
+  if (!greeted_ && type != ctl::MsgType::kHello) {
+    Reply r = fail<ctl::HelloRep>(*h, EPROTO);
+    r.close_after = true;
+    return r;
+  }
+  if (h->type >= 70 && h->type <= 89) return reg_.cm().handle(id_, *h, msg);  // engine/cm_proto.hpp
+  switch (type) {
+    case ctl::MsgType::kHello: return on_hello(*h, msg);
+    case ctl::MsgType::kListDevices: return on_list_devices(*h);
+    case ctl::MsgType::kOpenDevice: return on_open_device(*h, msg);
+    case ctl::MsgType::kStatus: return on_status(*h);
+    case ctl::MsgType::kStats:
+    case ctl::MsgType::kFault:
+    case ctl::MsgType::kCmStats:
+    case ctl::MsgType::kCapture: return handle_observe_request(reg_, *h, msg);  // engine/stats_ctl.cpp
+    default: break;
+  }
+  if (dev_ == nullptr) {
+    // Object commands need an opened device. Reply with a bare header.
+    const MsgHeader bad{h->type, ctl::kFlagReply, h->seq, ENODEV, 0};
+    std::vector<std::byte> out(sizeof bad);
+    std::memcpy(out.data(), &bad, sizeof bad);
+    return Reply{std::move(out), {}, false};
+  }
+  if (type == ctl::MsgType::kOpenXrcd) return on_open_xrcd(*h, msg, in.fds);  // engine/session_xrc.cpp
+  if (h->type >= 100 && h->type <= 119) return on_verbs_ext(*h, msg);  // engine/session_verbs_ext.cpp
+  switch (type) {
+    case ctl::MsgType::kDestroyAh:
+    case ctl::MsgType::kDestroyQp:
+    case ctl::MsgType::kDeregMr:
+      // What the process posted before this call rang its doorbell first:
+      // a NIC would have fetched those WQEs already, so they are taken now,
+      // while the AH, QP or MR they name still exists (mckey's sender posts
+      // unsignaled UD sends, then destroys its AH and QP at once).
+      take_posted_sends();
+      break;
+    default: break;
+  }
+  switch (type) {
+    case ctl::MsgType::kQueryPort: return on_query_port(*h, msg);
+    case ctl::MsgType::kAllocPd: return on_alloc_pd(*h);
+    case ctl::MsgType::kDeallocPd: return on_dealloc_pd(*h, msg);
+    case ctl::MsgType::kRegMr: return on_reg_mr(*h, msg);
+    case ctl::MsgType::kDeregMr: return on_dereg_mr(*h, msg);
+    case ctl::MsgType::kCreateCompChannel: return on_create_channel(*h);
+    case ctl::MsgType::kDestroyCompChannel: return on_destroy_channel(*h, msg);
+    case ctl::MsgType::kCreateCq: return on_create_cq(*h, msg);
+    case ctl::MsgType::kDestroyCq: return on_destroy_cq(*h, msg);
+    case ctl::MsgType::kCreateQp: return on_create_qp(*h, msg);
+    case ctl::MsgType::kModifyQp: return on_modify_qp(*h, msg);
+    case ctl::MsgType::kQueryQp: return on_query_qp(*h, msg);
+    case ctl::MsgType::kDestroyQp: return on_destroy_qp(*h, msg);
+    case ctl::MsgType::kCreateSrq: return on_create_srq(*h, msg);
+    case ctl::MsgType::kModifySrq: return on_modify_srq(*h, msg);
+    case ctl::MsgType::kQuerySrq: return on_query_srq(*h, msg);
+    case ctl::MsgType::kDestroySrq: return on_destroy_srq(*h, msg);
+    case ctl::MsgType::kCreateAh: return on_create_ah(*h, msg);
+    case ctl::MsgType::kDestroyAh: return on_destroy_ah(*h, msg);
+    case ctl::MsgType::kAttachMcast: return on_mcast(*h, msg, true);
+    case ctl::MsgType::kDetachMcast: return on_mcast(*h, msg, false);
+    default: {
+      const MsgHeader bad{h->type, ctl::kFlagReply, h->seq, EOPNOTSUPP, 0};
+      std::vector<std::byte> out(sizeof bad);
+      std::memcpy(out.data(), &bad, sizeof bad);
+      return Reply{std::move(out), {}, false};
+    }
+  }
+}
+
+Reply Session::on_hello(const MsgHeader& h, std::span<const std::byte> msg) {
+  const auto req = ctl::decode<ctl::HelloReq>(msg);
+  ctl::HelloRep rep{};
+  rep.magic = ctl::kMagic;
+  rep.version = ctl::kVersion;
+  rep.caps = ctl::kCapSharedRings;
+  rep.daemon_pid = static_cast<std::uint32_t>(reg_.daemon_pid());
+  if (!req || req->magic != ctl::kMagic || req->version != ctl::kVersion || greeted_) {
+    // Refuse: the reply still says which version we speak, then we hang up.
+    return Reply{ctl::encode(rep, h.seq, true, EPROTONOSUPPORT), {}, true};
+  }
+  greeted_ = true;
+  return ok(h, rep);
+}
+
+Reply Session::on_list_devices(const MsgHeader& h) {
+  ctl::ListDevicesRep rep{};
+  for (const auto& d : reg_.devices()) {
+    if (rep.count == ctl::kMaxDevices) break;
+    rep.devices[rep.count++] = d->entry();
+  }
+  return ok(h, rep);
+}
+
+Reply Session::on_open_device(const MsgHeader& h, std::span<const std::byte> msg) {
+  const auto req = ctl::decode<ctl::OpenDeviceReq>(msg);
+  if (!req) return fail<ctl::OpenDeviceRep>(h, EINVAL);
+  if (dev_ != nullptr) return fail<ctl::OpenDeviceRep>(h, EBUSY);  // one device per connection
+  char name[ctl::kNameLen + 1] = {};
+  std::memcpy(name, req->name, ctl::kNameLen);
+  Device* d = reg_.find_device(name);
+  if (d == nullptr) return fail<ctl::OpenDeviceRep>(h, ENODEV);
+  int process_end = -1;
+  if (const int err = make_event_pair(async_fd_, process_end); err != 0)
+    return fail<ctl::OpenDeviceRep>(h, err);
+  dev_ = d;
+  dp_ = reg_.datapath(d);
+  std::vector<int> fds{process_end};
+  if (reg_.doorbell_fd() >= 0) {
+    const int db = ::fcntl(reg_.doorbell_fd(), F_DUPFD_CLOEXEC, 0);
+    if (db >= 0) fds.push_back(db);
+  }
+  ctl::OpenDeviceRep rep{};
+  rep.attrs = d->attrs();
+  rep.port = d->port();
+  rep.pkeys[0] = d->pkey(0);
+  for (const auto& g : d->gids()) {
+    if (rep.gid_count == ctl::kMaxGids) break;
+    rep.gids[rep.gid_count++] = g;
+  }
+  return ok(h, rep, std::move(fds));
+}
+
+Reply Session::on_query_port(const MsgHeader& h, std::span<const std::byte> msg) {
+  const auto req = ctl::decode<ctl::QueryPortReq>(msg);
+  if (!req) return fail<ctl::QueryPortRep>(h, EINVAL);
+  if (req->port_num < 1 || req->port_num > dev_->attrs().phys_port_cnt)
+    return fail<ctl::QueryPortRep>(h, EINVAL);
+  ctl::QueryPortRep rep{};
+  rep.port = dev_->port();
+  return ok(h, rep);
+}
+
+Reply Session::on_alloc_pd(const MsgHeader& h) {
+  if (dev_->usage().pds >= dev_->attrs().max_pd || over_quota(pds_.size(), reg_.quota().pd)) return fail<ctl::AllocPdRep>(h, ENOMEM);
+  const std::uint32_t handle = next_handle();
+  pds_[handle] = PdObj{};
+  if (dp_ != nullptr) pds_[handle].tpd = dp_->transport().alloc_pd();
+  ++dev_->usage().pds;
+  ctl::AllocPdRep rep{};
+  rep.handle = handle;
+  return ok(h, rep);
+}
+
+Reply Session::on_dealloc_pd(const MsgHeader& h, std::span<const std::byte> msg) {
+  const auto req = ctl::decode<ctl::DeallocPdReq>(msg);
+  if (!req) return fail<ctl::DeallocPdRep>(h, EINVAL);
+  auto it = pds_.find(req->handle);
+  if (it == pds_.end()) return fail<ctl::DeallocPdRep>(h, EINVAL);
+  if (it->second.refs != 0) return fail<ctl::DeallocPdRep>(h, EBUSY);
+  if (dp_ != nullptr) dp_->transport().dealloc_pd(it->second.tpd);
+  pds_.erase(it);
+  --dev_->usage().pds;
+  ctl::DeallocPdRep rep{};
+  rep.handle = req->handle;
+  return ok(h, rep);
+}
+
+Reply Session::on_reg_mr(const MsgHeader& h, std::span<const std::byte> msg) {
+  const auto req = ctl::decode<ctl::RegMrReq>(msg);
+  if (!req) return fail<ctl::RegMrRep>(h, EINVAL);
+  auto pd = pds_.find(req->pd_handle);
+  if (pd == pds_.end()) return fail<ctl::RegMrRep>(h, EINVAL);
+  // ib_check_mr_access (kernel): unknown bits and remote write/atomic without
+  // local write are EINVAL; on-demand paging without ODP support is EOPNOTSUPP.
+  if ((req->access & ~kMrAccessKnown) != 0) return fail<ctl::RegMrRep>(h, EINVAL);
+  if ((req->access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) != 0 &&
+      (req->access & IBV_ACCESS_LOCAL_WRITE) == 0)
+    return fail<ctl::RegMrRep>(h, EINVAL);
+  // On-demand paging (issue 9): the engine reaches memory with
+  // process_vm_readv/writev, which fault pages in at access time, so every
+  // MR already behaves as ODP; an ODP MR just skips the registration-time
+  // /proc/<pid>/maps check (its pages may be mapped later), and the
+  // implicit form (addr 0, length SIZE_MAX) covers the whole address space.
+  const bool odp = (req->access & IBV_ACCESS_ON_DEMAND) != 0;
+  const bool implicit = odp && req->addr == 0 && req->length == UINT64_MAX;
+  if (!implicit &&
+      (req->length == 0 || req->addr + req->length < req->addr || req->length > dev_->attrs().max_mr_size))
+    return fail<ctl::RegMrRep>(h, EINVAL);
+  const bool write = (req->access & (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                                     IBV_ACCESS_REMOTE_ATOMIC)) != 0;
+  if (const int err = odp ? 0 : check_user_range(pid_, req->addr, req->length, write); err != 0)
+    return fail<ctl::RegMrRep>(h, err);
+  if (dev_->usage().mrs >= dev_->attrs().max_mr || over_quota(mrs_.size(), reg_.quota().mr)) return fail<ctl::RegMrRep>(h, ENOMEM);
+  std::uint32_t key = 0;
+  if (dp_ != nullptr) {
+    // The transport owns the key space (device-wide, so a remote rkey finds
+    // the MR whatever process registered it); DMA goes to this process.
+    // ibv_reg_mr_iova: SGEs and remote requests address the MR by its IOVA.
+    const auto keys = dp_->transport().reg_mr(pd->second.tpd, odp ? odp_domain_of_pid(pid_) : domain_of_pid(pid_), req->addr,
+                                               req->length, req->access, req->iova);
+    if (!keys.ok()) return fail<ctl::RegMrRep>(h, keys.err);
+    key = keys.value.lkey;
+  } else {
+    key = dev_->alloc_mr_key();
+  }
+  const std::uint32_t handle = next_handle();
+  MrObj mr{req->pd_handle, req->addr, req->length, req->iova, req->access, key};
+  mrs_[handle] = mr;
+  ++pd->second.refs;
+  ++dev_->usage().mrs;
+  ctl::RegMrRep rep{};
+  rep.handle = handle;
+  rep.lkey = mr.key;
+  rep.rkey = mr.key;
+  return ok(h, rep);
+}
+
+Reply Session::on_dereg_mr(const MsgHeader& h, std::span<const std::byte> msg) {
+  const auto req = ctl::decode<ctl::DeregMrReq>(msg);
+  if (!req) return fail<ctl::DeregMrRep>(h, EINVAL);
+  auto it = mrs_.find(req->handle);
+  if (it == mrs_.end()) return fail<ctl::DeregMrRep>(h, EINVAL);
+  if (dp_ != nullptr) {
+    // EBUSY while memory windows are bound to it (IBA 11.2.8.4).
+    if (const int err = dp_->transport().dereg_mr(it->second.key); err != 0) return fail<ctl::DeregMrRep>(h, err);
+  } else {
+    dev_->free_mr_key(it->second.key);
+  }
+  --pds_[it->second.pd].refs;
+  mrs_.erase(it);
+  --dev_->usage().mrs;
+  ctl::DeregMrRep rep{};
+  rep.handle = req->handle;
+  return ok(h, rep);
+}
+
+Reply Session::on_create_channel(const MsgHeader& h) {
+  int daemon_end = -1, process_end = -1;
+  if (const int err = make_event_pair(daemon_end, process_end); err != 0)
+    return fail<ctl::CreateCompChannelRep>(h, err);
+  const std::uint32_t handle = next_handle();
+  channels_[handle] = ChannelObj{daemon_end, 0};
+  ++dev_->usage().channels;
+  ctl::CreateCompChannelRep rep{};
+  rep.handle = handle;
+  return ok(h, rep, {process_end});
+}
+
+Reply Session::on_destroy_channel(const MsgHeader& h, std::span<const std::byte> msg) {
+  const auto req = ctl::decode<ctl::DestroyCompChannelReq>(msg);
+  if (!req) return fail<ctl::DestroyCompChannelRep>(h, EINVAL);
+  auto it = channels_.find(req->handle);
+  if (it == channels_.end()) return fail<ctl::DestroyCompChannelRep>(h, EINVAL);
+  if (it->second.refs != 0) return fail<ctl::DestroyCompChannelRep>(h, EBUSY);
+  ::close(it->second.fd);
+  channels_.erase(it);
+  --dev_->usage().channels;
+  ctl::DestroyCompChannelRep rep{};
+  rep.handle = req->handle;
+  return ok(h, rep);
+}
+
+Reply Session::on_create_cq(const MsgHeader& h, std::span<const std::byte> msg) {
+  const auto req = ctl::decode<ctl::CreateCqReq>(msg);
+  if (!req) return fail<ctl::CreateCqRep>(h, EINVAL);
+  const auto& a = dev_->attrs();
+  if (req->cqe < 1 || req->cqe > a.max_cqe) return fail<ctl::CreateCqRep>(h, EINVAL);
+  if (req->comp_vector >= a.num_comp_vectors) return fail<ctl::CreateCqRep>(h, EINVAL);
+  if ((req->flags & ~(ctl::kCqFlagTimestamps | ctl::kCqFlagTmInfo)) != 0) return fail<ctl::CreateCqRep>(h, EINVAL);
+  ChannelObj* ch = nullptr;
+  if (req->channel_handle != 0) {
+    auto it = channels_.find(req->channel_handle);
+    if (it == channels_.end()) return fail<ctl::CreateCqRep>(h, EINVAL);
+    ch = &it->second;
+  }
+  if (dev_->usage().cqs >= a.max_cq || over_quota(cqs_.size(), reg_.quota().cq)) return fail<ctl::CreateCqRep>(h, ENOMEM);
+  CqObj cq;
+  cq.cookie = req->cookie;
+  cq.channel = req->channel_handle;
+  cq.timestamps = (req->flags & ctl::kCqFlagTimestamps) != 0;
+  cq.tm_info = (req->flags & ctl::kCqFlagTmInfo) != 0;
+  const std::uint32_t slots = round_up_pow2(req->cqe + 1);
+  const auto slot_size = static_cast<std::uint32_t>(cq.tm_info ? sizeof(CqeTmSlot) : sizeof(CqeSlot));
+  if (const int err = cq.mem.create("urnic-cq", ring_bytes(slots, slot_size)); err != 0)
+    return fail<ctl::CreateCqRep>(h, err);
+  cq.ring = SpscRing(cq.mem.data(), slots, slot_size);
+  cq.ring.init();
+  cq.cqe = slots - 1;
+  const int fd = ::dup(cq.mem.fd());
+  cq.mem.close_fd();
+  if (fd < 0) return fail<ctl::CreateCqRep>(h, ENOMEM);
+  if (dp_ != nullptr) {
+    const auto tcq = dp_->transport().create_cq(slots);
+    if (!tcq.ok()) {
+      ::close(fd);
+      return fail<ctl::CreateCqRep>(h, tcq.err);
+    }
+    cq.tcq = tcq.value;
+  }
+  const std::uint32_t handle = next_handle();
+  ctl::CreateCqRep rep{};
+  rep.handle = handle;
+  rep.cqe = cq.cqe;
+  rep.slots = slots;
+  rep.map_bytes = cq.mem.size();
+  cqs_[handle] = std::move(cq);
+  if (dp_ != nullptr) {
+    CqObj& c = cqs_[handle];
+    dp_->bind_cq(c.tcq, this, handle, c.cookie, &c.ring);
+  }
+  if (ch != nullptr) ++ch->refs;
+  ++dev_->usage().cqs;
+  return ok(h, rep, {fd});
+}
+
+Reply Session::on_destroy_cq(const MsgHeader& h, std::span<const std::byte> msg) {
+  const auto req = ctl::decode<ctl::DestroyCqReq>(msg);
+  if (!req) return fail<ctl::DestroyCqRep>(h, EINVAL);
+  auto it = cqs_.find(req->handle);
+  if (it == cqs_.end()) return fail<ctl::DestroyCqRep>(h, EINVAL);
+  if (it->second.refs != 0) return fail<ctl::DestroyCqRep>(h, EBUSY);
+  if (it->second.channel != 0) --channels_[it->second.channel].refs;
+  if (dp_ != nullptr) {
+    dp_->unbind_cq(it->second.tcq);
+    dp_->transport().destroy_cq(it->second.tcq);
+  }
+  cqs_.erase(it);
+  --dev_->usage().cqs;
+  ctl::DestroyCqRep rep{};
+  rep.handle = req->handle;
+  return ok(h, rep);
+}
+
+Reply Session::on_create_qp(const MsgHeader& h, std::span<const std::byte> msg) {
+  const auto req = ctl::decode<ctl::CreateQpReq>(msg);
+  if (!req) return fail<ctl::CreateQpRep>(h, EINVAL);
+  const auto& a = dev_->attrs();
+  switch (req->qp_type) {
+    case IBV_QPT_RC:
+    case IBV_QPT_UC:
+    case IBV_QPT_UD: break;
+    case IBV_QPT_XRC_SEND:
+      // The RoCE device's transport has XRC; the iWARP one has RC only.
+      if (dev_->attrs().transport != IBV_TRANSPORT_IB) return fail<ctl::CreateQpRep>(h, EOPNOTSUPP);
+      break;
+    case IBV_QPT_XRC_RECV: return fail<ctl::CreateQpRep>(h, EINVAL);  // needs its XRC domain: kCreateXrcTgtQp
+    case IBV_QPT_RAW_PACKET:
+    case IBV_QPT_DRIVER: return fail<ctl::CreateQpRep>(h, EOPNOTSUPP);
+    default: return fail<ctl::CreateQpRep>(h, EINVAL);
+  }
+  // An XRC initiator has a send queue only: uverbs ignores its receive CQ,
+  // SRQ and receive capacities.
+  const bool xrc_send = req->qp_type == IBV_QPT_XRC_SEND;
+  const std::uint32_t recv_cq_handle = xrc_send ? 0 : req->recv_cq_handle;
+  auto pd = pds_.find(req->pd_handle);
+  auto scq = cqs_.find(req->send_cq_handle);
+  auto rcq = cqs_.find(recv_cq_handle);
+  if (pd == pds_.end() || scq == cqs_.end() || (rcq == cqs_.end() && !xrc_send))
+    return fail<ctl::CreateQpRep>(h, EINVAL);
+  SrqObj* srq = nullptr;
+  if (req->srq_handle != 0 && !xrc_send) {
+    auto it = srqs_.find(req->srq_handle);
+    if (it == srqs_.end()) return fail<ctl::CreateQpRep>(h, EINVAL);
+    srq = &it->second;
+  }
+  ctl::QpCaps caps = req->caps;
+  if (srq != nullptr || xrc_send) {
+    caps.max_recv_wr = 0;
+    caps.max_recv_sge = 0;
+  }
+  if (caps.max_send_wr > a.max_qp_wr || caps.max_recv_wr > a.max_qp_wr ||
+      caps.max_send_sge > a.max_sge || caps.max_recv_sge > a.max_sge ||
+      caps.max_inline_data > a.max_inline_data)
+    return fail<ctl::CreateQpRep>(h, EINVAL);
+  if (dev_->usage().qps >= a.max_qp || over_quota(qps_.size(), reg_.quota().qp)) return fail<ctl::CreateQpRep>(h, ENOMEM);
+
+  QpObj qp;
+  qp.cookie = req->cookie;
+  qp.pd = req->pd_handle;
+  qp.send_cq = req->send_cq_handle;
+  qp.recv_cq = recv_cq_handle;
+  qp.srq = srq != nullptr ? req->srq_handle : 0;
+  qp.type = req->qp_type;
+  qp.sq_sig_all = req->sq_sig_all;
+  // Ring geometry: a power of two of fixed-size slots; the slot holds the
+  // WQE header plus max(sge list, inline data) (STYLE 14, fixed WQE slots).
+  const std::uint32_t sq_slots = round_up_pow2(caps.max_send_wr == 0 ? 1 : caps.max_send_wr);
+  const std::uint32_t sq_slot = wqe_slot_size(caps.max_send_sge, caps.max_inline_data);
+  const std::uint32_t rq_slots =
+      srq != nullptr || xrc_send ? 0 : round_up_pow2(caps.max_recv_wr == 0 ? 1 : caps.max_recv_wr);
+  const std::uint32_t rq_slot = wqe_slot_size(caps.max_recv_sge, 0);
+  const std::size_t sq_bytes = ring_bytes(sq_slots, sq_slot);
+  const std::size_t rq_bytes = rq_slots == 0 ? 0 : ring_bytes(rq_slots, rq_slot);
+  if (const int err = qp.mem.create("urnic-qp", sq_bytes + rq_bytes); err != 0)
+    return fail<ctl::CreateQpRep>(h, err);
+  qp.sq = SpscRing(qp.mem.data(), sq_slots, sq_slot);
+  qp.sq.init();
+  if (rq_slots != 0) {
+    qp.rq = SpscRing(qp.mem.data() + sq_bytes, rq_slots, rq_slot);
+    qp.rq.init();
+  }
+  // Report what the rings really hold (providers round up, IBA 11.2.5.1:
+  // the actual values may be larger than requested).
+  caps.max_send_wr = sq_slots > a.max_qp_wr ? a.max_qp_wr : sq_slots;
+  if (rq_slots != 0) caps.max_recv_wr = rq_slots > a.max_qp_wr ? a.max_qp_wr : rq_slots;
+  qp.caps = caps;
+  if (dp_ != nullptr) {
+    transport::QpInitAttr ia;
+    ia.type = static_cast<transport::QpType>(qp.type);
+    ia.pd = pd->second.tpd;
+    ia.send_cq = scq->second.tcq;
+    if (rcq != cqs_.end()) ia.recv_cq = rcq->second.tcq;
+    ia.has_srq = srq != nullptr;
+    if (srq != nullptr) ia.srq = srq->tsrq;
+    ia.cap = transport::QpCap{caps.max_send_wr, caps.max_recv_wr, caps.max_send_sge,
+                              caps.max_recv_sge, caps.max_inline_data};
+    ia.sq_sig_all = qp.sq_sig_all != 0;
+    const auto qpn = dp_->transport().create_qp(ia);
+    if (!qpn.ok()) return fail<ctl::CreateQpRep>(h, qpn.err);
+    qp.qpn = qpn.value;
+  } else {
+    qp.qpn = dev_->alloc_qpn();
+  }
+  QpCreateInfo info;
+  info.qpn = qp.qpn;
+  info.qp_type = qp.type;
+  info.caps = caps;
+  info.max_mtu = dev_->port().max_mtu;
+  info.gid_count = static_cast<std::uint32_t>(dev_->gids().size());
+  info.max_qp_rd_atom = a.max_qp_rd_atom;
+  info.max_qp_init_rd_atom = a.max_qp_init_rd_atom;
+  qp.ctl = dp_ != nullptr ? make_transport_qp_control(info, dp_->transport()) : make_qp_control(info);
+  const int fd = ::dup(qp.mem.fd());
+  qp.mem.close_fd();
+  if (fd < 0) {
+    if (dp_ != nullptr) {
+      dp_->transport().destroy_qp(qp.qpn);
+    } else {
+      dev_->free_qpn(qp.qpn);
+    }
+    return fail<ctl::CreateQpRep>(h, ENOMEM);
+  }
+  const std::uint32_t handle = next_handle();
+  ctl::CreateQpRep rep{};
+  rep.handle = handle;
+  rep.qpn = qp.qpn;
+  rep.caps = caps;
+  rep.sq_slots = sq_slots;
+  rep.sq_slot_size = sq_slot;
+  rep.rq_slots = rq_slots;
+  rep.rq_slot_size = rq_slots != 0 ? rq_slot : 0;
+  rep.sq_offset = 0;
+  rep.rq_offset = rq_slots != 0 ? sq_bytes : 0;
+  rep.map_bytes = qp.mem.size();
+  qps_[handle] = std::move(qp);
+  if (dp_ != nullptr) dp_->bind_qp(qps_[handle].qpn, this, &qps_[handle]);
+  ++pd->second.refs;
+  ++scq->second.refs;
+  if (rcq != cqs_.end()) ++rcq->second.refs;
+  if (srq != nullptr) ++srq->refs;
+  ++dev_->usage().qps;
+  return ok(h, rep, {fd});
+}
+
+Reply Session::on_modify_qp(const MsgHeader& h, std::span<const std::byte> msg) {
+  const auto req = ctl::decode<ctl::ModifyQpReq>(msg);
+  if (!req) return fail<ctl::ModifyQpRep>(h, EINVAL);
+  auto it = qps_.find(req->handle);
+  if (it == qps_.end()) return fail<ctl::ModifyQpRep>(h, EINVAL);
+  if (const int err = it->second.control().modify(req->attr, req->attr_mask); err != 0)
+    return fail<ctl::ModifyQpRep>(h, err);
+  ctl::ModifyQpRep rep{};
+  rep.handle = req->handle;
+  return ok(h, rep);
+}
+
+Reply Session::on_query_qp(const MsgHeader& h, std::span<const std::byte> msg) {
+  const auto req = ctl::decode<ctl::QueryQpReq>(msg);
+  if (!req) return fail<ctl::QueryQpRep>(h, EINVAL);
+  auto it = qps_.find(req->handle);
+  if (it == qps_.end()) return fail<ctl::QueryQpRep>(h, EINVAL);
+  ctl::QueryQpRep rep{};
+  rep.handle = req->handle;
+  rep.sq_sig_all = it->second.sq_sig_all;
+  rep.attr = it->second.control().query();
+  rep.attr.cap = it->second.caps;
+  return ok(h, rep);
+}
+
+void Session::destroy_qp(std::uint32_t handle) {
+  auto it = qps_.find(handle);
+  if (it == qps_.end()) return;
+  QpObj& qp = it->second;
+  if (qp.tgt) {
+    // One handle fewer on an XRC target QP; the QP goes with the last one
+    // (XrcTgtQp's destructor), in whichever process that is.
+    --xrcds_[qp.xrcd].refs;
+    if (dp_ != nullptr) dp_->unbind_tgt_handle(qp.qpn, this, qp.cookie);
+    qps_.erase(it);
+    return;
+  }
+  --pds_[qp.pd].refs;
+  --cqs_[qp.send_cq].refs;
+  if (qp.recv_cq != 0) --cqs_[qp.recv_cq].refs;
+  if (qp.srq != 0) --srqs_[qp.srq].refs;
+  if (dp_ != nullptr) {
+    dp_->unbind_qp(qp.qpn);
+    dp_->transport().destroy_qp(qp.qpn);
+  } else {
+    dev_->free_qpn(qp.qpn);
+  }
+  qps_.erase(it);
+  --dev_->usage().qps;
+}
+
+void Session::take_posted_sends() {
+  if (dp_ == nullptr) return;
+  const transport::Nanos now = monotonic_now();
+  for (const auto& [handle, qp] : qps_) dp_->take_posted_sends(qp.qpn, now);
+}
+
+Reply Session::on_destroy_qp(const MsgHeader& h, std::span<const std::byte> msg) {
+  const auto req = ctl::decode<ctl::DestroyQpReq>(msg);
+  if (!req) return fail<ctl::DestroyQpRep>(h, EINVAL);
+  auto qp = qps_.find(req->handle);
+  if (qp == qps_.end()) return fail<ctl::DestroyQpRep>(h, EINVAL);
+  // uverbs: a QP still attached to a multicast group cannot be destroyed
+  // (a process that exits has its attachments dropped instead).
+  if (dp_ != nullptr && dp_->mcast().groups_of(qp->second.qpn) != 0) return fail<ctl::DestroyQpRep>(h, EBUSY);
+  destroy_qp(req->handle);
+  ctl::DestroyQpRep rep{};
+  rep.handle = req->handle;
+  return ok(h, rep);
+}
+
+Reply Session::on_create_srq(const MsgHeader& h, std::span<const std::byte> msg) {
+  const auto req = ctl::decode<ctl::CreateSrqReq>(msg);
+  if (!req) return fail<ctl::CreateSrqRep>(h, EINVAL);
+  SrqObj srq;
+  srq.cookie = req->cookie;
+  srq.pd = req->pd_handle;
+  ctl::CreateSrqRep rep{};
+  int fd = -1;
+  if (const int err = create_srq_obj(std::move(srq), req->max_wr, req->max_sge, req->srq_limit, rep, fd); err != 0)
+    return fail<ctl::CreateSrqRep>(h, err);
+  return ok(h, rep, {fd});
+}
+
+int Session::create_srq_obj(SrqObj srq, std::uint32_t max_wr, std::uint32_t max_sge, std::uint32_t srq_limit,
+                            ctl::CreateSrqRep& rep, int& fd) {
+  const auto& a = dev_->attrs();
+  auto pd = pds_.find(srq.pd);
+  if (pd == pds_.end()) return EINVAL;
+  if (max_wr < 1 || max_wr > a.max_srq_wr || max_sge < 1 || max_sge > a.max_srq_sge || srq_limit > max_wr)
+    return EINVAL;
+  if (dev_->usage().srqs >= a.max_srq || over_quota(srqs_.size(), reg_.quota().srq)) return ENOMEM;
+  // A TM SRQ's ring also carries its tag operations (at most max_ops of
+  // them between the engine's passes).
+  const std::uint32_t ops = srq.tm ? srq.tm_attr.max_ops : 0;
+  const std::uint32_t slots = round_up_pow2(max_wr + ops);
+  const std::uint32_t slot_size = wqe_slot_size(max_sge, 0);
+  if (const int err = srq.mem.create("urnic-srq", ring_bytes(slots, slot_size)); err != 0) return err;
+  srq.ring = SpscRing(srq.mem.data(), slots, slot_size);
+  srq.ring.init();
+  srq.attr = ctl::SrqAttrs{slots - ops, max_sge, srq_limit, 0};
+  if (dp_ != nullptr) {
+    const transport::SrqAttr ta{slots, max_sge, srq_limit};
+    const auto tsrq = srq.domain ? dp_->transport().create_xrc_srq(pd->second.tpd, srq.domain->txrcd,
+                                                                   cqs_.at(srq.cq).tcq, ta)
+                      : srq.tm   ? dp_->transport().create_tm_srq(pd->second.tpd, cqs_.at(srq.cq).tcq, ta,
+                                                                  srq.tm_attr)
+                                 : dp_->transport().create_srq(pd->second.tpd, ta);
+    if (!tsrq.ok()) return tsrq.err;
+    srq.tsrq = tsrq.value;
+  }
+  fd = ::dup(srq.mem.fd());
+  srq.mem.close_fd();
+  if (fd < 0) {
+    if (dp_ != nullptr) dp_->transport().destroy_srq(srq.tsrq);
+    return ENOMEM;
+  }
+  const std::uint32_t handle = next_handle();
+  rep.handle = handle;
+  rep.max_wr = slots - ops;
+  rep.max_sge = max_sge;
+  rep.slots = slots;
+  rep.slot_size = slot_size;
+  rep.map_bytes = srq.mem.size();
+  // The number XRC initiators put in their XRCETHs: unique on the device.
+  rep.srq_num = dp_ != nullptr ? dp_->transport().srq_num(srq.tsrq) : handle;
+  if (srq.domain) ++xrcds_.at(srq.xrcd).refs;
+  if (srq.domain || srq.tm) ++cqs_.at(srq.cq).refs;
+  srqs_[handle] = std::move(srq);
+  if (dp_ != nullptr) dp_->bind_srq(srqs_[handle].tsrq, this, &srqs_[handle]);
+  ++pd->second.refs;
+  ++dev_->usage().srqs;
+  return 0;
+}
+
+Reply Session::on_modify_srq(const MsgHeader& h, std::span<const std::byte> msg) {
+  const auto req = ctl::decode<ctl::ModifySrqReq>(msg);
+  if (!req) return fail<ctl::ModifySrqRep>(h, EINVAL);
+  auto it = srqs_.find(req->handle);
+  if (it == srqs_.end()) return fail<ctl::ModifySrqRep>(h, EINVAL);
+  SrqObj& srq = it->second;
+  if ((req->attr_mask & ~static_cast<std::uint32_t>(IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT)) != 0)
+    return fail<ctl::ModifySrqRep>(h, EINVAL);
+  // Resizing is not offered (the device does not claim SRQ_RESIZE): a
+  // provider without it rejects IBV_SRQ_MAX_WR with EINVAL.
+  if ((req->attr_mask & IBV_SRQ_MAX_WR) != 0) return fail<ctl::ModifySrqRep>(h, EINVAL);
+  if ((req->attr_mask & IBV_SRQ_LIMIT) != 0) {
+    if (req->attr.srq_limit > srq.attr.max_wr) return fail<ctl::ModifySrqRep>(h, EINVAL);
+    srq.attr.srq_limit = req->attr.srq_limit;
+    if (dp_ != nullptr) {
+      if (const int err = dp_->transport().modify_srq(
+              srq.tsrq, transport::SrqAttr{srq.attr.max_wr, srq.attr.max_sge, req->attr.srq_limit},
+              transport::srq_attr::kLimit);
+          err != 0)
+        return fail<ctl::ModifySrqRep>(h, err);
+    }
+  }
+  ctl::ModifySrqRep rep{};
+  rep.handle = req->handle;
+  return ok(h, rep);
+}
+
+Reply Session::on_query_srq(const MsgHeader& h, std::span<const std::byte> msg) {
+  const auto req = ctl::decode<ctl::QuerySrqReq>(msg);
+  if (!req) return fail<ctl::QuerySrqRep>(h, EINVAL);
+  auto it = srqs_.find(req->handle);
+  if (it == srqs_.end()) return fail<ctl::QuerySrqRep>(h, EINVAL);
+  ctl::QuerySrqRep rep{};
+  rep.handle = req->handle;
+  rep.attr = it->second.attr;
+  return ok(h, rep);
+}
+
+Reply Session::on_destroy_srq(const MsgHeader& h, std::span<const std::byte> msg) {
+  const auto req = ctl::decode<ctl::DestroySrqReq>(msg);
+  if (!req) return fail<ctl::DestroySrqRep>(h, EINVAL);
+  auto it = srqs_.find(req->handle);
+  if (it == srqs_.end()) return fail<ctl::DestroySrqRep>(h, EINVAL);
+  if (it->second.refs != 0) return fail<ctl::DestroySrqRep>(h, EBUSY);
+  if (dp_ != nullptr) {
+    dp_->unbind_srq(it->second.tsrq);
+    dp_->transport().destroy_srq(it->second.tsrq);
+  }
+  --pds_[it->second.pd].refs;
+  if (it->second.domain) --xrcds_[it->second.xrcd].refs;
+  if (it->second.domain || it->second.tm) --cqs_[it->second.cq].refs;
+  srqs_.erase(it);
+  --dev_->usage().srqs;
+  ctl::DestroySrqRep rep{};
+  rep.handle = req->handle;
+  return ok(h, rep);
+}
+
+Reply Session::on_create_ah(const MsgHeader& h, std::span<const std::byte> msg) {
+  const auto req = ctl::decode<ctl::CreateAhReq>(msg);
+  if (!req) return fail<ctl::CreateAhRep>(h, EINVAL);
+  auto pd = pds_.find(req->pd_handle);
+  if (pd == pds_.end()) return fail<ctl::CreateAhRep>(h, EINVAL);
+  // RoCE address vectors must carry a GRH with an existing source GID.
+  if (req->attr.port_num != 1 || req->attr.is_global == 0 ||
+      req->attr.sgid_index >= dev_->gids().size())
+    return fail<ctl::CreateAhRep>(h, EINVAL);
+  if (dev_->usage().ahs >= dev_->attrs().max_ah || over_quota(ahs_.size(), reg_.quota().ah)) return fail<ctl::CreateAhRep>(h, ENOMEM);
+  transport::AhHandle tah{};
+  if (dp_ != nullptr) {
+    const auto a = dp_->transport().create_ah(pd->second.tpd, to_transport(req->attr));
+    if (!a.ok()) return fail<ctl::CreateAhRep>(h, a.err);
+    tah = a.value;
+  }
+  const std::uint32_t handle = next_handle();
+  ahs_[handle] = AhObj{req->pd_handle, req->attr, tah};
+  ++pd->second.refs;
+  ++dev_->usage().ahs;
+  ctl::CreateAhRep rep{};
+  rep.handle = handle;
+  return ok(h, rep);
+}
+
+Reply Session::on_destroy_ah(const MsgHeader& h, std::span<const std::byte> msg) {
+  const auto req = ctl::decode<ctl::DestroyAhReq>(msg);
+  if (!req) return fail<ctl::DestroyAhRep>(h, EINVAL);
+  auto it = ahs_.find(req->handle);
+  if (it == ahs_.end()) return fail<ctl::DestroyAhRep>(h, EINVAL);
+  if (dp_ != nullptr) dp_->transport().destroy_ah(it->second.tah);
+  --pds_[it->second.pd].refs;
+  ahs_.erase(it);
+  --dev_->usage().ahs;
+  ctl::DestroyAhRep rep{};
+  rep.handle = req->handle;
+  return ok(h, rep);
+}
+
+Reply Session::on_mcast(const MsgHeader& h, std::span<const std::byte> msg, bool attach) {
+  // Both bodies are McastReqBody; the reply is a HandleMsg either way.
+  std::optional<ctl::McastReqBody> req;
+  if (attach) {
+    if (const auto r = ctl::decode<ctl::AttachMcastReq>(msg)) req = *r;
+  } else if (const auto r = ctl::decode<ctl::DetachMcastReq>(msg)) {
+    req = *r;
+  }
+  auto done = [&](int err) {
+    if (err != 0) return attach ? fail<ctl::AttachMcastRep>(h, err) : fail<ctl::DetachMcastRep>(h, err);
+    if (attach) return ok(h, ctl::AttachMcastRep{{req->qp_handle, 0}});
+    return ok(h, ctl::DetachMcastRep{{req->qp_handle, 0}});
+  };
+  if (!req) return attach ? fail<ctl::AttachMcastRep>(h, EINVAL) : fail<ctl::DetachMcastRep>(h, EINVAL);
+  auto qp = qps_.find(req->qp_handle);
+  // Only UD QPs join groups (IBA 10.5.2.3; uverbs: EINVAL otherwise).
+  if (qp == qps_.end() || qp->second.type != IBV_QPT_UD) return done(EINVAL);
+  if (dp_ == nullptr) return done(EOPNOTSUPP);
+  McastGroups::Gid g{};
+  std::copy(std::begin(req->gid), std::end(req->gid), g.begin());
+  return done(attach ? dp_->attach_mcast(g, qp->second.qpn) : dp_->detach_mcast(g, qp->second.qpn));
+}
+
+Reply Session::on_status(const MsgHeader& h) {
+  ctl::StatusRep rep{};
+  rep.daemon_pid = static_cast<std::uint32_t>(reg_.daemon_pid());
+  rep.devices = static_cast<std::uint32_t>(std::min(reg_.devices().size(), ctl::kMaxDevices));
+  auto put = [](char* dst, std::size_t cap, std::string_view v) {
+    std::memcpy(dst, v.data(), std::min(v.size(), cap - 1));  // NUL-terminated: the rest is zero
+  };
+  for (std::uint32_t i = 0; i < rep.devices; ++i) {
+    const Device& d = *reg_.devices()[i];
+    ctl::StatusLink& l = rep.links[i];
+    put(l.device, sizeof l.device, d.name());
+    const DataPath* dp = reg_.datapath(&d);
+    if (dp != nullptr && dp->link() != nullptr) {
+      put(l.kind, sizeof l.kind, dp->link()->kind());
+      put(l.port, sizeof l.port, dp->link()->port_name());
+      l.up = dp->link()->link_up() ? 1 : 0;
+    } else if (dp != nullptr && dp->iwarp()) {
+      put(l.kind, sizeof l.kind, "tcp");
+      put(l.port, sizeof l.port, d.config().address);
+      l.up = 1;
+    } else {
+      // No link: the udp port was taken by another daemon (same-host
+      // traffic is served, hairpinned), or the data path is not running.
+      put(l.kind, sizeof l.kind, d.config().link);
+      put(l.port, sizeof l.port, d.config().address + ":" + std::to_string(d.config().udp_port) +
+                                     " (not bound: same-host traffic only)");
+    }
+  }
+  for (const auto& [id, s] : reg_.sessions()) {
+    if (s->device() != nullptr) ++rep.connections;
+    rep.pds += static_cast<std::uint32_t>(s->count_pds());
+    rep.mrs += static_cast<std::uint32_t>(s->count_mrs());
+    rep.cqs += static_cast<std::uint32_t>(s->count_cqs());
+    rep.qps += static_cast<std::uint32_t>(s->count_qps());
+    rep.srqs += static_cast<std::uint32_t>(s->count_srqs());
+    rep.ahs += static_cast<std::uint32_t>(s->count_ahs());
+  }
+  return ok(h, rep);
+}
+
+}  // namespace urnic::engine

@@ -1,0 +1,260 @@
+// One control connection = one attached process's view of one device: the
+// objects it created (PD, MR, MW, CQ, QP, SRQ, AH, completion channels). When the
+// connection closes, the session's destructor destroys every object in
+// dependency order, as the kernel does when a process closes its uverbs fd.
+//
+// Session is transport-free: handle() takes one request and returns the reply
+// (bytes + descriptors to pass), so tests can drive it without sockets.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "hostif/ctl_proto.hpp"
+#include "hostif/ctl_reply.hpp"
+#include "engine/datapath/queue_owner.hpp"
+#include "engine/device/device.hpp"
+#include "engine/control/qp_control.hpp"
+#include "engine/control/shm_region.hpp"
+#include "hostif/shm_ring.hpp"
+#include "engine/control/xrc_domain.hpp"
+#include "transport/types.hpp"
+
+namespace urnic::engine {
+
+class Registry;
+class DataPath;
+class CmService;
+
+struct PdObj {
+  std::uint32_t refs = 0;    // MRs, MWs, QPs, SRQs, AHs using it
+  transport::PdHandle tpd{}; // the transport's PD (with a data path)
+};
+
+struct MrObj {
+  std::uint32_t pd = 0;
+  std::uint64_t addr = 0, length = 0, iova = 0;
+  std::uint32_t access = 0, key = 0;
+};
+
+// A memory window (ibv_alloc_mw). `key` is the R_Key it was allocated
+// with: its index names the transport's window whatever binds did since.
+struct MwObj {
+  std::uint32_t pd = 0, type = 0, key = 0;
+};
+
+struct ChannelObj {
+  int fd = -1;               // daemon end of the channel socket
+  std::uint32_t refs = 0;    // CQs using it
+};
+
+struct CqObj {
+  std::uint64_t cookie = 0;
+  std::uint32_t cqe = 0, channel = 0;
+  std::uint32_t refs = 0;    // QPs using it
+  bool timestamps = false;   // ctl::kCqFlagTimestamps: stamp CQEs as they are written
+  bool tm_info = false;      // ctl::kCqFlagTmInfo: CqeTmSlot slots (tag, app_ctx)
+  ShmRegion mem;
+  SpscRing ring;             // engine is the producer
+  transport::CqHandle tcq{};
+};
+
+// SrqQueue: cookie, tm, attr, ring (what the data path serves).
+struct SrqObj : SrqQueue {
+  std::uint32_t pd = 0, refs = 0;
+  std::uint32_t xrcd = 0, cq = 0;       // an XRC or TM SRQ: its domain, CQ (handles)
+  transport::TmSrqAttr tm_attr{};
+  std::shared_ptr<XrcDomain> domain;   // an XRC SRQ keeps its domain alive
+  ShmRegion mem;             // ring's memory (SpscRing only points into it)
+  transport::SrqHandle tsrq{};
+};
+
+// QpQueues: cookie, qpn, pd, CQs, type, caps, the sq and rq rings (what the
+// data path serves).
+struct QpObj : QpQueues {
+  ShmRegion mem;             // the rings' memory (SpscRing only points into it)
+  std::unique_ptr<QpControl> ctl;
+  // XRC_RECV: a handle on a target QP of the domain `xrcd` (no PD, CQs or
+  // rings; the QP's state is shared with every other handle on it).
+  std::uint32_t xrcd = 0;
+  std::shared_ptr<XrcTgtQp> tgt;
+  QpControl& control() { return tgt ? *tgt->ctl : *ctl; }
+};
+
+// A handle on an XRC domain (ibv_open_xrcd).
+struct XrcdObj {
+  std::shared_ptr<XrcDomain> domain;
+  std::uint32_t refs = 0;    // this session's XRC SRQs and XRC_RECV QP handles in it
+};
+
+struct AhObj {
+  std::uint32_t pd = 0;
+  ctl::AhAttrs attr{};
+  transport::AhHandle tah{};
+};
+
+class Session final : public QueueOwner {
+ public:
+  Session(Registry& reg, pid_t pid, std::uint32_t id);
+  ~Session() override;
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  // Handle one request message (already received with its fds, which this
+  // takes ownership of and closes).
+  Reply handle(std::span<const std::byte> msg, std::vector<int>& in_fds);
+
+  [[nodiscard]] pid_t pid() const { return pid_; }
+  [[nodiscard]] std::uint32_t id() const { return id_; }
+  [[nodiscard]] const Device* device() const { return dev_; }
+  [[nodiscard]] bool greeted() const { return greeted_; }
+
+  // Seams for the data path (see qp_control.hpp TODO).
+  [[nodiscard]] const MrObj* find_mr_by_key(std::uint32_t key) const;
+  // QueueOwner (engine/datapath/queue_owner.hpp): the data path's calls.
+  // Only the engine loop calls these.
+  bool lookup_ah(std::uint32_t handle, std::uint32_t pd, transport::AhHandle& out) const override;
+  bool post_async_event(const ctl::AsyncEvent& ev) override;
+  int deliver_cqe(std::uint32_t cq_handle, const CqeSlot& cqe, bool solicited, std::uint64_t tm_tag = 0,
+                  std::uint32_t tm_priv = 0) override;
+
+  [[nodiscard]] std::size_t count_pds() const { return pds_.size(); }
+  [[nodiscard]] std::size_t count_mrs() const { return mrs_.size(); }
+  [[nodiscard]] std::size_t count_mws() const { return mws_.size(); }
+  [[nodiscard]] std::size_t count_cqs() const { return cqs_.size(); }
+  [[nodiscard]] std::size_t count_qps() const { return qps_.size(); }
+  [[nodiscard]] std::size_t count_srqs() const { return srqs_.size(); }
+  [[nodiscard]] std::size_t count_ahs() const { return ahs_.size(); }
+
+ private:
+  Reply on_hello(const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_list_devices(const ctl::MsgHeader& h);
+  Reply on_open_device(const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_query_port(const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_alloc_pd(const ctl::MsgHeader& h);
+  Reply on_dealloc_pd(const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_reg_mr(const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_dereg_mr(const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_create_channel(const ctl::MsgHeader& h);
+  Reply on_destroy_channel(const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_create_cq(const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_destroy_cq(const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_create_qp(const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_modify_qp(const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_query_qp(const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_destroy_qp(const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_create_srq(const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_modify_srq(const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_query_srq(const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_destroy_srq(const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_create_ah(const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_destroy_ah(const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_mcast(const ctl::MsgHeader& h, std::span<const std::byte> msg, bool attach);
+  // MsgType 100..119 (issue 9, engine/session_verbs_ext.cpp).
+  Reply on_verbs_ext(const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_rereg_mr(const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_resize_cq(const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_import(const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  // engine/session_mw.cpp
+  Reply on_alloc_mw(const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_dealloc_mw(const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  void destroy_mws();
+  // engine/session_xrc.cpp (MsgType 107..111)
+  Reply on_open_xrcd(const ctl::MsgHeader& h, std::span<const std::byte> msg, std::vector<int>& fds);
+  Reply on_close_xrcd(const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_create_xrc_srq(const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_create_xrc_tgt_qp(const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_open_qp(const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  // engine/session_tm.cpp (MsgType 112)
+  Reply on_create_tm_srq(const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  // A new target-QP handle in this session (create or open).
+  std::uint32_t add_tgt_qp_handle(std::uint64_t cookie, std::uint32_t xrcd, std::shared_ptr<XrcTgtQp> tgt);
+  // An SRQ's ring and transport object, for ibv_create_srq, XRC and TM SRQs:
+  // `srq` comes with cookie/pd (for XRC xrcd/cq/domain, for TM cq/tm/tm_attr)
+  // set; on success
+  // it is registered under rep.handle and `fd` is its ring's memfd.
+  int create_srq_obj(SrqObj srq, std::uint32_t max_wr, std::uint32_t max_sge, std::uint32_t srq_limit,
+                     ctl::CreateSrqRep& rep, int& fd);
+  Reply on_status(const ctl::MsgHeader& h);
+
+  void destroy_qp(std::uint32_t handle);
+  // Takes the send WQEs posted on this session's QPs (before a control call
+  // that could invalidate what they name).
+  void take_posted_sends();
+  void destroy_all();
+  std::uint32_t next_handle() { return ++last_handle_; }
+  // Whether this process already holds `have` objects of a kind whose
+  // per-process quota is `limit` (0: none).
+  static bool over_quota(std::size_t have, std::uint32_t limit) { return limit != 0 && have >= limit; }
+
+  Registry& reg_;
+  pid_t pid_;
+  std::uint32_t id_;
+  bool greeted_ = false;
+  Device* dev_ = nullptr;
+  DataPath* dp_ = nullptr;   // the device's data path (none in control-only tests)
+  int async_fd_ = -1;        // daemon end of the async-event socket
+  std::uint32_t last_handle_ = 0;
+  std::map<std::uint32_t, PdObj> pds_;
+  std::map<std::uint32_t, MrObj> mrs_;
+  std::map<std::uint32_t, MwObj> mws_;
+  std::map<std::uint32_t, ChannelObj> channels_;
+  std::map<std::uint32_t, CqObj> cqs_;
+  std::map<std::uint32_t, SrqObj> srqs_;
+  std::map<std::uint32_t, QpObj> qps_;
+  std::map<std::uint32_t, AhObj> ahs_;
+  std::map<std::uint32_t, XrcdObj> xrcds_;
+};
+
+// Daemon-wide state: devices and live sessions (for status and, later, for
+// the data path to find a QP by QPN or an MR by key).
+class Registry {
+ public:
+  explicit Registry(const DaemonConfig& cfg);
+  [[nodiscard]] const ProcessQuota& quota() const { return quota_; }
+  void set_quota(const ProcessQuota& q) { quota_ = q; }
+  std::vector<std::unique_ptr<Device>>& devices() { return devices_; }
+  Device* find_device(const std::string& name);
+  std::map<std::uint32_t, Session*>& sessions() { return sessions_; }
+  [[nodiscard]] pid_t daemon_pid() const { return daemon_pid_; }
+
+  // The engine's data path per device, and its doorbell eventfd (a copy goes
+  // to each process at OpenDevice). Unset in control-plane-only tests.
+  void set_datapath(const Device* d, DataPath* dp) { datapaths_[d] = dp; }
+  [[nodiscard]] DataPath* datapath(const Device* d) const {
+    auto it = datapaths_.find(d);
+    return it == datapaths_.end() ? nullptr : it->second;
+  }
+  void set_doorbell_fd(int fd) { doorbell_fd_ = fd; }
+  [[nodiscard]] int doorbell_fd() const { return doorbell_fd_; }
+
+  // The communication manager (engine/cm_service.cpp), created on first use
+  // over the devices and data paths registered by then.
+  CmService& cm();
+  // The XRC domains opened through files (engine/xrc_domain.hpp).
+  XrcDomainTable& xrc_domains() { return xrc_domains_; }
+
+ private:
+  XrcDomainTable xrc_domains_;
+  std::map<const Device*, DataPath*> datapaths_;
+  std::shared_ptr<CmService> cm_;
+  int doorbell_fd_ = -1;
+  std::vector<std::unique_ptr<Device>> devices_;
+  std::map<std::uint32_t, Session*> sessions_;
+  ProcessQuota quota_;
+  pid_t daemon_pid_;
+};
+
+// Does [addr, addr+len) lie entirely in mappings of process `pid` with read
+// (and, if `write`, write) permission? Reads /proc/<pid>/maps. Returns 0 or
+// EFAULT (as ib_umem_get's pinning fails on a hole or a read-only page).
+int check_user_range(pid_t pid, std::uint64_t addr, std::uint64_t len, bool write);
+
+}  // namespace urnic::engine

@@ -1,0 +1,70 @@
+#include "engine/control/shm_region.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <utility>
+
+namespace urnic::engine {
+
+ShmRegion::~ShmRegion() { reset(); }
+
+ShmRegion::ShmRegion(ShmRegion&& o) noexcept
+    : base_(std::exchange(o.base_, nullptr)), size_(std::exchange(o.size_, 0)),
+      fd_(std::exchange(o.fd_, -1)) {}
+
+ShmRegion& ShmRegion::operator=(ShmRegion&& o) noexcept {
+  if (this != &o) {
+    reset();
+    base_ = std::exchange(o.base_, nullptr);
+    size_ = std::exchange(o.size_, 0);
+    fd_ = std::exchange(o.fd_, -1);
+  }
+  return *this;
+}
+
+void ShmRegion::reset() {
+  if (base_ != nullptr) ::munmap(base_, size_);
+  close_fd();
+  base_ = nullptr;
+  size_ = 0;
+}
+
+void ShmRegion::close_fd() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+int ShmRegion::create(const std::string& name, std::size_t bytes) {
+  reset();
+  const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  const std::size_t len = (bytes + page - 1) / page * page;
+  const int fd = ::memfd_create(name.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0) return errno == EMFILE || errno == ENFILE ? ENOMEM : errno;
+  if (::ftruncate(fd, static_cast<off_t>(len)) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return err == EFBIG ? ENOMEM : err;
+  }
+  // The process gets this fd: sealed, it cannot shrink the file under our
+  // mapping (which would kill the daemon with SIGBUS on its next access)
+  // nor grow it or take the seals off.
+  if (::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return err;
+  }
+  void* p = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) {
+    ::close(fd);
+    return ENOMEM;
+  }
+  base_ = static_cast<std::byte*>(p);
+  size_ = len;
+  fd_ = fd;
+  return 0;
+}
+
+}  // namespace urnic::engine

@@ -1,0 +1,79 @@
+// urnicd's one thread: the Boost.Asio control loop and the poll-mode data
+// path, interleaved so that every Transport call happens on this thread.
+//
+// Adaptive polling: while there is work (WQEs in application rings, packets,
+// hairpinned traffic, due timers, completions) the loop spins over the data
+// paths and looks at the control socket every kCtlPollEvery passes. After an
+// idle spell (200 us, 20 us on a machine with two
+// cores or fewer; URNIC_SPIN_US overrides) it sets ctl.sleeping in every
+// application ring, re-checks them (see DataPath::prepare_sleep) and blocks
+// in Asio's epoll on the control sockets, the link sockets, the doorbell
+// eventfd and the transport's next deadline (a steady_timer: Asio arms a
+// timerfd for it to the nanosecond, where run_one_for's own timeout is
+// rounded up to whole milliseconds by epoll_wait). An idle daemon therefore
+// uses no CPU, and applications make system calls only while it sleeps.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/datapath/datapath.hpp"
+#include "engine/control/session.hpp"
+
+namespace urnic::engine {
+
+struct EngineLoopCounters {
+  uint64_t passes = 0;
+  uint64_t sleeps = 0;
+  uint64_t doorbells = 0;
+};
+
+class EngineLoop {
+ public:
+  // `paths` receives the data paths and must outlive `io`: sessions still
+  // held by pending Asio handlers tear their objects down through them when
+  // the io_context is destroyed.
+  EngineLoop(boost::asio::io_context& io, Registry& reg, std::vector<std::unique_ptr<DataPath>>& paths);
+  ~EngineLoop();
+  EngineLoop(const EngineLoop&) = delete;
+  EngineLoop& operator=(const EngineLoop&) = delete;
+
+  // Creates each device's data path and the doorbell; registers them with
+  // the registry. Returns false with a message on failure.
+  bool init(std::string* error);
+  // Runs until io.stop().
+  void run();
+
+  [[nodiscard]] const EngineLoopCounters& counters() const { return counters_; }
+
+ private:
+  struct Watcher {
+    boost::asio::posix::stream_descriptor sd;
+    bool doorbell = false;
+    bool armed = false;
+  };
+  void arm_wait(Watcher& w);
+  // Blocks in Asio until a descriptor is ready or `ns` have passed.
+  void sleep_for(std::uint64_t ns);
+
+  boost::asio::io_context& io_;
+  Registry& reg_;
+  std::vector<std::unique_ptr<DataPath>>& paths_;
+  int doorbell_fd_ = -1;
+  // Readiness watchers (dup'd descriptors, so closing them leaves the
+  // originals alone). The doorbell's re-arms itself after draining the
+  // eventfd; a link's fires once and is re-armed only before the loop
+  // sleeps: the data path drains the socket, and a watcher re-armed on a
+  // socket with datagrams queued would fire on every control poll.
+  std::vector<std::unique_ptr<Watcher>> watchers_;
+  boost::asio::steady_timer wake_timer_;
+  std::uint64_t spin_ns_ = 200'000;
+  EngineLoopCounters counters_;
+};
+
+}  // namespace urnic::engine

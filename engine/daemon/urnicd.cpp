@@ -1,0 +1,202 @@
+// urnicd: the emulated RNIC. A foreground process (logs to stderr, stops
+// cleanly on SIGINT/SIGTERM) that a service manager can run, or that the
+// verbs shim starts on first use with the default device urnic0.
+//
+// Exit status: 0 stopped by a signal; 1 bad usage or config; 2 could not
+// start (runtime directory, socket); 3 another urnicd already serves this
+// runtime directory (or, for --status, none is running).
+#include <fcntl.h>
+#include <fmt/core.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <csignal>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "hostif/ctl_proto.hpp"
+#include "engine/control/ctl_server.hpp"
+#include "engine/device/device.hpp"
+#include "engine/daemon/engine_loop.hpp"
+#include "hostif/hostif.hpp"
+
+namespace {
+
+using namespace urnic::engine;
+
+constexpr int kExitOk = 0;
+constexpr int kExitUsage = 1;
+constexpr int kExitStart = 2;
+constexpr int kExitRunning = 3;
+
+void usage() {
+  fmt::print(stderr,
+             "usage: urnicd [--config FILE] [--runtime-dir DIR]\n"
+             "       urnicd --status [--runtime-dir DIR]\n"
+             "Serves the emulated RDMA devices (default: urnic0, RoCE v2 over UDP on\n"
+             "127.0.0.1) on DIR/urnicd.sock. DIR: $URNIC_RUNTIME_DIR, else\n"
+             "$XDG_RUNTIME_DIR/urnic, else /tmp/urnic-$UID.\n");
+}
+
+// `urnicd --status`: ask a running daemon for a summary (what `urnic status`
+// shows). Exit 3 when no daemon answers.
+int print_status(const std::string& dir) {
+  const int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  const std::string path = socket_path(dir);
+  if (fd < 0 || path.size() >= sizeof addr.sun_path) return kExitStart;
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  if (::connect(fd, static_cast<sockaddr*>(static_cast<void*>(&addr)), sizeof addr) != 0) {
+    fmt::print("urnicd: not running (no daemon at {})\n", path);
+    ::close(fd);
+    return kExitRunning;
+  }
+  auto call = [&](const auto& req) -> std::vector<std::byte> {
+    std::vector<std::byte> msg;
+    std::vector<int> fds;
+    if (send_message(fd, ctl::encode(req, 1)) != 0 || recv_message(fd, msg, fds) != 0) msg.clear();
+    for (int f : fds) ::close(f);
+    return msg;
+  };
+  const auto hello = ctl::decode<ctl::HelloRep>(call(ctl::HelloReq{ctl::kMagic, ctl::kVersion, 0, 0}));
+  const auto list = ctl::decode<ctl::ListDevicesRep>(call(ctl::ListDevicesReq{}));
+  const auto st = ctl::decode<ctl::StatusRep>(call(ctl::StatusReq{}));
+  ::close(fd);
+  if (!hello || !list || !st) {
+    fmt::print("urnicd: daemon at {} did not answer the status request\n", path);
+    return kExitStart;
+  }
+  fmt::print("urnicd pid {} at {}\n", st->daemon_pid, path);
+  auto text = [](const char* field, std::size_t cap) { return std::string(field, ::strnlen(field, cap)); };
+  for (std::uint32_t i = 0; i < st->devices && i < ctl::kMaxDevices; ++i) {
+    const ctl::StatusLink& l = st->links[i];
+    fmt::print("device {}: link {} {}, {}\n", text(l.device, sizeof l.device), text(l.kind, sizeof l.kind),
+               text(l.port, sizeof l.port), l.up != 0 ? "up" : "down");
+  }
+  fmt::print("attached processes: {}\nobjects: pd {} mr {} cq {} qp {} srq {} ah {}\n",
+             st->connections, st->pds, st->mrs, st->cqs, st->qps, st->srqs, st->ahs);
+  return kExitOk;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string config_file;
+  std::string dir = runtime_dir();
+  bool status = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--config" && i + 1 < argc) {
+      config_file = argv[++i];
+    } else if (a == "--runtime-dir" && i + 1 < argc) {
+      dir = argv[++i];
+    } else if (a == "--status") {
+      status = true;
+    } else if (a == "-h" || a == "--help") {
+      usage();
+      return kExitOk;
+    } else {
+      usage();
+      return kExitUsage;
+    }
+  }
+  if (status) return print_status(dir);
+
+  DaemonConfig cfg = default_config();
+  if (!config_file.empty()) {
+    std::ifstream in(config_file);
+    if (!in) {
+      fmt::print(stderr, "urnicd: cannot read {}\n", config_file);
+      return kExitUsage;
+    }
+    std::stringstream text;
+    text << in.rdbuf();
+    std::string error;
+    auto parsed = parse_config(text.str(), error);
+    if (!parsed) {
+      fmt::print(stderr, "urnicd: {}\n", error);
+      return kExitUsage;
+    }
+    cfg = *parsed;
+  }
+
+  if (const int err = make_runtime_dir(dir); err != 0) {
+    fmt::print(stderr, "urnicd: runtime directory {}: {}\n", dir, std::strerror(err));
+    return kExitStart;
+  }
+  // One daemon per runtime directory: the pid file is locked for our lifetime.
+  const std::string pidfile = pid_path(dir);
+  const int pid_fd = ::open(pidfile.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (pid_fd < 0) {
+    fmt::print(stderr, "urnicd: {}: {}\n", pidfile, std::strerror(errno));
+    return kExitStart;
+  }
+  if (::flock(pid_fd, LOCK_EX | LOCK_NB) != 0) {
+    fmt::print(stderr, "urnicd: another urnicd serves {}\n", dir);
+    return kExitRunning;
+  }
+  const std::string pid_text = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(pid_fd, 0) != 0 ||
+      ::pwrite(pid_fd, pid_text.data(), pid_text.size(), 0) != static_cast<ssize_t>(pid_text.size())) {
+    fmt::print(stderr, "urnicd: cannot write {}\n", pidfile);
+    return kExitStart;
+  }
+  std::signal(SIGPIPE, SIG_IGN);
+
+  Registry reg(cfg);
+  int rc = kExitOk;
+  std::vector<std::unique_ptr<DataPath>> paths;  // outlives io (see EngineLoop)
+  {
+    boost::asio::io_context io;
+    CtlServer server(io, reg, cfg.access);
+    EngineLoop loop(io, reg, paths);
+    if (std::string error; !loop.init(&error)) {
+      fmt::print(stderr, "urnicd: data path: {}\n", error);
+      return kExitStart;
+    }
+    const std::string sock = socket_path(dir);
+    if (const int err = server.listen(sock); err != 0) {
+      fmt::print(stderr, "urnicd: listen on {}: {}\n", sock, std::strerror(err));
+      return kExitStart;
+    }
+    boost::asio::signal_set signals(io, SIGINT, SIGTERM);
+    signals.async_wait([&](const boost::system::error_code& ec, int sig) {
+      if (ec) return;
+      fmt::print(stderr, "urnicd: {} received, stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+      server.close();
+      io.stop();
+    });
+    for (const auto& d : reg.devices()) {
+      const std::string vlan = d->config().vlan != 0 ? fmt::format(", vlan {}", d->config().vlan) : "";
+      if (d->iwarp())
+        fmt::print(stderr, "urnicd: device {}: iWARP over tcp {}, mtu {}\n", d->name(), d->config().address,
+                   d->config().active_mtu);
+      else if (d->config().link == "afpacket")
+        fmt::print(stderr, "urnicd: device {}: RoCE v1/v2 over afpacket {} ({}), mtu {}, {} GIDs{}\n", d->name(),
+                   d->config().interface, d->config().address, d->config().active_mtu, d->gids().size(), vlan);
+      else if (d->config().link == "dpdk")
+        fmt::print(stderr, "urnicd: device {}: RoCE v1/v2 over dpdk {} ({}), mtu {}, {} GIDs{}\n", d->name(),
+                   d->config().devargs, d->config().address, d->config().active_mtu, d->gids().size(), vlan);
+      else
+        fmt::print(stderr, "urnicd: device {}: RoCE v2 over udp {}:{}, mtu {}\n", d->name(),
+                   d->config().address, d->config().udp_port, d->config().active_mtu);
+    }
+    fmt::print(stderr, "urnicd: pid {} listening on {}\n", ::getpid(), sock);
+    // One thread: the engine loop spins over the data path while there is
+    // work and sleeps in Asio's epoll (control sockets, links, doorbell,
+    // timers) when idle, so an idle daemon uses no CPU.
+    loop.run();
+    ::unlink(sock.c_str());
+  }
+  ::unlink(pidfile.c_str());
+  ::close(pid_fd);
+  fmt::print(stderr, "urnicd: stopped\n");
+  return rc;
+}

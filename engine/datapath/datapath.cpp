@@ -1,0 +1,894 @@
+#include "engine/datapath/datapath.hpp"
+
+#include <arpa/inet.h>
+#include <unistd.h>
+#include <fmt/core.h>
+#include <infiniband/verbs.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <iterator>
+
+#include "engine/device/device.hpp"
+#include "engine/datapath/link_open.hpp"
+
+namespace urnic::engine {
+
+namespace t = urnic::transport;
+
+namespace {
+
+// WQEs taken from one ring per pass, so one busy QP cannot starve the others.
+constexpr std::uint32_t kWqeBurst = 64;
+constexpr std::size_t kCqeBurst = 32;
+constexpr std::size_t kRxBurst = 32;
+constexpr std::size_t kMaxSge = 32;  // device max_sge
+// IBA 13.5.1: the GSI is QP1 and takes the well-known Q_Key.
+constexpr std::uint32_t kGsiQpn = 1;
+constexpr std::uint32_t kGsiQkey = 0x80010000;
+// IBA 10.5.2.3: the destination QPN of every multicast packet.
+constexpr std::uint32_t kMulticastQpn = 0xFFFFFF;
+
+// The IPv4 address in a v4-mapped GID (::ffff:a.b.c.d, RoCE v2 over IPv4,
+// IBA Annex A17.4.5.1), host order; 0 if the GID is not v4-mapped.
+std::uint32_t ipv4_of_gid(const std::array<std::uint8_t, 16>& gid) {
+  for (int i = 0; i < 10; ++i)
+    if (gid[static_cast<std::size_t>(i)] != 0) return 0;
+  if (gid[10] != 0xff || gid[11] != 0xff) return 0;
+  return (std::uint32_t{gid[12]} << 24) | (std::uint32_t{gid[13]} << 16) |
+         (std::uint32_t{gid[14]} << 8) | gid[15];
+}
+
+// IBA Annex A17.4.5.2: for RoCE v2 over IPv4 the 40 bytes a UD receive
+// buffer reserves for the GRH hold 20 unspecified bytes (zero, as rdma_rxe
+// writes) and then the packet's IPv4 header.
+std::array<std::uint8_t, 40> ipv4_grh(std::uint32_t src, std::uint32_t dst, std::uint8_t tclass,
+                                      std::uint8_t ttl, std::size_t ib_bytes) {
+  std::array<std::uint8_t, 40> g{};
+  std::uint8_t* ip = g.data() + 20;
+  const auto total = static_cast<std::uint16_t>(std::min<std::size_t>(20 + 8 + ib_bytes, 0xffff));
+  ip[0] = 0x45;
+  ip[1] = tclass;
+  ip[2] = static_cast<std::uint8_t>(total >> 8);
+  ip[3] = static_cast<std::uint8_t>(total);
+  ip[6] = 0x40;  // DF, ID 0 (what the udp link sends)
+  ip[8] = ttl;
+  ip[9] = 17;    // UDP
+  for (int i = 0; i < 4; ++i) {
+    ip[12 + i] = static_cast<std::uint8_t>(src >> (24 - 8 * i));
+    ip[16 + i] = static_cast<std::uint8_t>(dst >> (24 - 8 * i));
+  }
+  std::uint32_t sum = 0;
+  for (int i = 0; i < 20; i += 2) sum += (std::uint32_t{ip[i]} << 8) | ip[i + 1];
+  while ((sum >> 16) != 0) sum = (sum & 0xffff) + (sum >> 16);
+  const auto ck = static_cast<std::uint16_t>(~sum);
+  ip[10] = static_cast<std::uint8_t>(ck >> 8);
+  ip[11] = static_cast<std::uint8_t>(ck);
+  return g;
+}
+
+CqeSlot to_slot(const t::Cqe& e) {
+  CqeSlot s{};
+  s.wr_id = e.wr_id;
+  s.status = static_cast<std::uint32_t>(e.status);
+  s.opcode = static_cast<std::uint32_t>(e.opcode);
+  s.vendor_err = e.vendor_err;
+  s.byte_len = e.byte_len;
+  // ibv_wc.imm_data is __be32, the wire's bytes as they are (IBA 9.3.3.2.4);
+  // the transport carries it as a number. An invalidated R_Key shares the
+  // field and is host order.
+  s.imm_data = (e.wc_flags & t::wc_flag::kWithImm) != 0 ? htonl(e.imm_data) : e.imm_data;
+  s.qp_num = e.qp_num;
+  s.src_qp = e.src_qp;
+  s.wc_flags = e.wc_flags;
+  s.pkey_index = e.pkey_index;
+  s.slid = e.slid;
+  s.sl = e.sl;
+  s.dlid_path_bits = e.dlid_path_bits;
+  // The shim's tag-handle bookkeeping (CqeSlot::tm_ref); TM SRQs have fewer
+  // than kMaxTmHandles tags (Session::on_create_tm_srq).
+  if (e.tm_handle < kMaxTmHandles) s.tm_ref = static_cast<std::uint16_t>(e.tm_handle + 1);
+  return s;
+}
+
+t::TransportConfig config_for(const Device& dev) {
+  t::TransportConfig cfg;
+  const auto& a = dev.attrs();
+  cfg.caps.max_qp_wr = a.max_qp_wr;
+  cfg.caps.max_sge = a.max_sge;
+  cfg.caps.max_inline_data = a.max_inline_data;
+  cfg.caps.max_cqe = std::max<std::uint32_t>(a.max_cqe + 1, 1U << 16);
+  cfg.caps.max_srq_wr = a.max_srq_wr;
+  cfg.caps.max_qp_rd_atom = static_cast<std::uint8_t>(std::min<std::uint32_t>(a.max_qp_rd_atom, 255));
+  cfg.caps.max_qp = a.max_qp;
+  cfg.caps.max_mw = a.max_mw;
+  cfg.port_mtu = static_cast<t::Mtu>(dev.port().max_mtu);
+  cfg.first_qpn = 17;  // IBA 10.2.4: QP0/QP1 are special; rxe also starts at 17
+  cfg.iwarp = dev.iwarp();
+  return cfg;
+}
+
+}  // namespace
+
+std::unique_ptr<DataPath> DataPath::create(const Device& dev, std::string* error) {
+  in_addr a{};
+  if (::inet_pton(AF_INET, dev.config().address.c_str(), &a) != 1) {
+    if (error != nullptr) *error = "bad IPv4 address " + dev.config().address;
+    return nullptr;
+  }
+  if (dev.iwarp()) {
+    // iWARP QPs run over TCP connections the CM hands over (iw_attach).
+    auto dp = std::unique_ptr<DataPath>(new DataPath(dev, nullptr));
+    dp->ipv4_ = ntohl(a.s_addr);
+    dp->iw_ = std::make_unique<IwStreams>(*dp->transport_);
+    if (dp->iw_->wait_fd() < 0) {
+      if (error != nullptr) *error = std::string("epoll_create1: ") + std::strerror(errno);
+      return nullptr;
+    }
+    dp->init_observe(dev);
+    return dp;
+  }
+  std::string link_error;
+  std::unique_ptr<Link> link = open_link(dev, &link_error);
+  if (!link && dev.config().link != "udp") {
+    // A raw link that does not open is a configuration error; the udp link
+    // degrades (open_link said why) to same-host traffic.
+    if (error != nullptr) *error = link_error;
+    return nullptr;
+  }
+  auto dp = std::unique_ptr<DataPath>(new DataPath(dev, std::move(link)));
+  dp->ipv4_ = ntohl(a.s_addr);
+  dp->init_observe(dev);  // fault injection and capture from the config (stats_datapath.cpp)
+  return dp;
+}
+
+DataPath::DataPath(const Device& dev, std::unique_ptr<Link> link)
+    : gid_table_(dev.gids()),
+      link_(std::move(link)),
+      mcast_(dev.attrs().max_mcast_grp, dev.attrs().max_mcast_qp_attach, dev.attrs().max_total_mcast_qp_attach) {
+  for (const ctl::GidEntry& g : gid_table_) {
+    if (g.valid == 0) continue;
+    std::array<std::uint8_t, 16> raw{};
+    std::copy(std::begin(g.gid), std::end(g.gid), raw.begin());
+    own_gids_.push_back(raw);
+  }
+  transport_ = std::make_unique<t::Transport>(mem_, *this, *this, config_for(dev));
+}
+
+DataPath::~DataPath() = default;
+
+void DataPath::bind_cq(t::CqHandle tcq, QueueOwner* s, std::uint32_t cq_handle, std::uint64_t cookie,
+                       SpscRing* ring) {
+  cqs_[static_cast<std::uint32_t>(tcq)] = CqBinding{s, cq_handle, cookie, ring};
+}
+void DataPath::unbind_cq(t::CqHandle tcq) { cqs_.erase(static_cast<std::uint32_t>(tcq)); }
+void DataPath::bind_qp(std::uint32_t qpn, QueueOwner* s, QpQueues* qp) {
+  qps_[qpn] = QpBinding{s, qp, false};
+  stats_.add_qp(qpn);
+}
+int DataPath::iw_attach(std::uint32_t qpn, int fd, const t::iwarp::StreamParams& params, t::Nanos now,
+                        std::span<const std::uint8_t> early, t::Nanos hold_until) {
+  if (!iw_ || !qps_.contains(qpn)) {
+    ::close(fd);
+    return EINVAL;
+  }
+  return iw_->attach(qpn, fd, params, now, early, hold_until);
+}
+
+void DataPath::unbind_qp(std::uint32_t qpn) {
+  if (iw_) iw_->detach(qpn);
+  qps_.erase(qpn);
+  if (mcast_.groups_of(qpn) != 0) {
+    mcast_.forget_qp(qpn);
+    sync_link_groups();
+  }
+  stats_.forget_qp(qpn);
+}
+
+void DataPath::take_posted_sends(std::uint32_t qpn, t::Nanos now) {
+  auto it = qps_.find(qpn);
+  if (it == qps_.end()) return;
+  while (drain_sq(qpn, it->second, now)) {
+  }
+  mem_.end_pass();
+  if (link_) link_->flush(now);
+}
+
+int DataPath::attach_mcast(const McastGroups::Gid& g, std::uint32_t qpn) {
+  const int err = mcast_.attach(g, qpn);
+  if (err == 0) sync_link_groups();
+  return err;
+}
+
+int DataPath::detach_mcast(const McastGroups::Gid& g, std::uint32_t qpn) {
+  const int err = mcast_.detach(g, qpn);
+  if (err == 0) sync_link_groups();
+  return err;
+}
+
+void DataPath::sync_link_groups() {
+  if (!link_ || !link_->sends_multicast()) return;
+  // Control path only (attach, detach, QP destroy): linear is fine.
+  for (auto it = link_groups_.begin(); it != link_groups_.end();) {
+    if (mcast_.members(*it) != nullptr) {
+      ++it;
+      continue;
+    }
+    link_->leave_group(wire::IpAddr::from_v6(*it));
+    it = link_groups_.erase(it);
+  }
+  mcast_.for_each_group([&](const McastGroups::Gid& g) {
+    if (std::find(link_groups_.begin(), link_groups_.end(), g) != link_groups_.end()) return;
+    // A link that cannot join this kind of group (IPv6 on udp) keeps it on
+    // the device, as before.
+    if (link_->join_group(wire::IpAddr::from_v6(g))) link_groups_.push_back(g);
+  });
+}
+void DataPath::bind_srq(t::SrqHandle tsrq, QueueOwner* s, SrqQueue* srq) {
+  srqs_[static_cast<std::uint32_t>(tsrq)] = SrqBinding{s, srq};
+}
+void DataPath::unbind_srq(t::SrqHandle tsrq) { srqs_.erase(static_cast<std::uint32_t>(tsrq)); }
+void DataPath::bind_tgt_handle(std::uint32_t qpn, QueueOwner* s, std::uint64_t cookie) {
+  tgt_handles_.emplace(qpn, std::pair{s, cookie});
+}
+void DataPath::unbind_tgt_handle(std::uint32_t qpn, QueueOwner* s, std::uint64_t cookie) {
+  auto [lo, hi] = tgt_handles_.equal_range(qpn);
+  for (auto it = lo; it != hi; ++it) {
+    if (it->second == std::pair{s, cookie}) {
+      tgt_handles_.erase(it);
+      return;
+    }
+  }
+}
+
+t::Nanos DataPath::next_deadline() const {
+  if (hairpin_count_ != 0) return 0;
+  t::Nanos d = std::min(transport_->next_deadline(), faults_.next_release());
+  if (link_) d = std::min(d, link_->next_deadline());
+  if (iw_) d = std::min(d, iw_->next_deadline());
+  return gsi_ != nullptr ? std::min(d, gsi_->gsi_deadline()) : d;
+}
+
+bool DataPath::poll(t::Nanos now, bool poll_link) {
+  bool work = false;
+  for (auto& [qpn, b] : qps_) work |= drain_sq(qpn, b, now);
+  // Receive WQEs after send WQEs, before any packet is delivered: a receive
+  // an application posted before its send (ibv_post_recv, then ibv_post_send
+  // to itself over UD) is in the ring by the time that send was taken, so it
+  // is known to the transport when the send's packet arrives. Draining
+  // receives first left a window in which a UD send hairpinned in this pass
+  // found no receive WQE and was dropped (pyverbs test_odp_ud_traffic).
+  for (auto& [qpn, b] : qps_) {
+    if (b.qp->rq.valid()) work |= drain_rq(qpn, b, now);
+  }
+  for (auto& [h, b] : srqs_) work |= drain_srq(t::SrqHandle{h}, b, now);
+  if (iw_) {
+    // Placed data lands before anything more leaves or arrives (a Read
+    // Response must carry what an earlier Write put there).
+    mem_.flush_writes();
+    work |= iw_->poll(now, poll_link);
+  }
+  work |= run_hairpin(now);
+  work |= run_faults(now);  // frames held by fault injection, when due
+  if (poll_link) work |= run_link(now);
+  if (transport_->next_deadline() <= now) {
+    timer_attributed(now);  // transport_->on_timer, counted for the QP that is due
+    work = true;
+  }
+  if (gsi_ != nullptr && gsi_->gsi_deadline() <= now) {
+    gsi_->on_gsi_timer(now);
+    work = true;
+  }
+  // Staged writes land before any completion can announce them.
+  mem_.end_pass();
+  if (link_) link_->flush(now);  // what this pass queued on the link leaves now
+  // FPDUs the timers or completions queued (iWARP) go out this pass.
+  if (iw_ && iw_->has_pending_output()) work |= iw_->flush(now);
+  // Slots first, completions second: an application that sees a CQE may
+  // post into the slot it freed at once (ibv_rc_pingpong with tx_depth 1).
+  retire_wqes();
+  work |= drain_cqs();
+  return work;
+}
+
+void DataPath::retire_wqes() {
+  // A ring slot is free only once the transport no longer holds the WQE
+  // copied from it (completed, consumed or flushed), so an application sees
+  // ENOMEM after max_wr outstanding WQEs as on hardware.
+  for (auto& [qpn, b] : qps_) {
+    if (b.qp->sq.valid()) b.qp->sq.retire(transport_->sq_outstanding(qpn));
+    if (b.qp->rq.valid()) b.qp->rq.retire(transport_->rq_outstanding(qpn));
+  }
+  for (auto& [h, b] : srqs_) b.srq->ring.retire(transport_->srq_outstanding(t::SrqHandle{h}));
+}
+
+void DataPath::fail_qp(std::uint32_t qpn, QpBinding& b, std::uint64_t wr_id, std::uint32_t status,
+                       t::Nanos now) {
+  // A malformed WQE: an error completion, then the QP goes to the Error
+  // state (IBA 10.8.3.1 / 11.6.2: local QP operation error), which flushes
+  // the rest.
+  ++counters_.wqes_rejected;
+  CqeSlot e{};
+  e.wr_id = wr_id;
+  e.status = status;
+  e.qp_num = qpn;
+  const std::uint32_t cq = b.qp->send_cq;
+  t::QpAttr attr;
+  attr.qp_state = t::QpState::kErr;
+  transport_->modify_qp(qpn, attr, t::qp_attr::kState, now);
+  retire_wqes();  // the bad WQE's slot is free before its CQE is visible
+  if (b.session->deliver_cqe(cq, e, true) == EOVERFLOW) ++counters_.cq_overflows;
+}
+
+void DataPath::ring_corrupt(std::uint32_t qpn, QpBinding& b, t::Nanos now) {
+  if (b.ring_corrupt) return;
+  b.ring_corrupt = true;
+  ++counters_.rings_corrupt;
+  if (b.qp->sq.valid()) b.qp->sq.store_ctl(&RingControlLine::error, 1);
+  if (b.qp->rq.valid()) b.qp->rq.store_ctl(&RingControlLine::error, 1);
+  t::QpAttr attr;
+  attr.qp_state = t::QpState::kErr;
+  transport_->modify_qp(qpn, attr, t::qp_attr::kState, now);
+  b.session->post_async_event(ctl::AsyncEvent{b.qp->cookie, IBV_EVENT_QP_FATAL, 0});
+}
+
+bool DataPath::drain_sq(std::uint32_t qpn, QpBinding& b, t::Nanos now) {
+  SpscRing& ring = b.qp->sq;
+  if (!ring.valid()) return false;
+  const std::uint32_t n = std::min(ring.untaken(), kWqeBurst);
+  if (n == 0) {
+    if (ring.producer_corrupt()) ring_corrupt(qpn, b, now);
+    return false;
+  }
+  mem_.forget_window();  // these WQEs' buffers may be newer than the read-ahead
+  const std::uint32_t slot_size = ring.slot_size();
+  if (wqe_scratch_.size() < slot_size) wqe_scratch_.resize(slot_size);
+  const ctl::QpCaps& caps = b.qp->caps;
+  std::array<t::Sge, kMaxSge> sges{};
+  for (std::uint32_t k = 0; k < n; ++k) {
+    // Copy out first: the application can rewrite the slot at any time.
+    std::memcpy(wqe_scratch_.data(), ring.untaken_slot(0), slot_size);
+    WqeHeader h;
+    std::memcpy(&h, wqe_scratch_.data(), sizeof h);
+    const std::byte* body = wqe_scratch_.data() + sizeof h;
+    const std::size_t body_room = slot_size - sizeof h;
+    t::SendWr wr;
+    wr.wr_id = h.wr_id;
+    wr.send_flags = h.send_flags;
+    static_assert(static_cast<int>(t::WrOpcode::kAtomicWrite) == IBV_WR_ATOMIC_WRITE);
+    static_assert(static_cast<int>(t::WcOpcode::kAtomicWrite) == IBV_WC_ATOMIC_WRITE);
+    // ibv_wr_opcode values 0..9 and IBV_WR_ATOMIC_WRITE (15; the 8 bytes in
+    // compare_add, see engine/shm_ring.hpp); TSO and the rest are refused.
+    bool bad = h.opcode > static_cast<std::uint32_t>(t::WrOpcode::kSendWithInv) &&
+               h.opcode != static_cast<std::uint32_t>(t::WrOpcode::kAtomicWrite);
+    wr.opcode = static_cast<t::WrOpcode>(h.opcode);
+    if ((h.send_flags & IBV_SEND_INLINE) != 0) {
+      bad |= h.inline_len > caps.max_inline_data || h.inline_len > body_room;
+      if (!bad)
+        wr.inline_data = std::span<const std::uint8_t>(
+            static_cast<const std::uint8_t*>(static_cast<const void*>(body)), h.inline_len);
+    } else {
+      bad |= h.num_sge > caps.max_send_sge || h.num_sge > kMaxSge ||
+             std::size_t{h.num_sge} * sizeof(WqeSge) > body_room;
+      if (!bad) {
+        for (std::uint32_t i = 0; i < h.num_sge; ++i) {
+          WqeSge s;
+          std::memcpy(&s, body + std::size_t{i} * sizeof s, sizeof s);
+          sges[i] = t::Sge{s.addr, s.length, s.lkey};
+        }
+        wr.sg_list = std::span<const t::Sge>(sges.data(), h.num_sge);
+      }
+    }
+    wr.imm_data = ntohl(h.imm_data);   // __be32 in ibv_send_wr (see to_slot)
+    wr.invalidate_rkey = h.imm_data;   // host order
+    wr.remote_addr = h.remote_addr;
+    wr.rkey = h.rkey;
+    wr.compare_add = h.compare_add;
+    wr.swap = h.swap;
+    if (wr.opcode == t::WrOpcode::kBindMw) {
+      // The bind WQE layout (engine/shm_ring.hpp): the window is named by
+      // its R_Key's index; the transport checks the rest when it executes.
+      wr.bind.mw_rkey = h.imm_data;
+      wr.bind.new_rkey = h.rkey;
+      wr.bind.mr_lkey = static_cast<std::uint32_t>(h.swap);
+      wr.bind.addr = h.remote_addr;
+      wr.bind.length = h.compare_add;
+      wr.bind.access = static_cast<std::uint32_t>(h.swap >> 32);
+    }
+    if (b.qp->type == IBV_QPT_UD && !bad) {
+      bad = !b.session->lookup_ah(h.ah_handle, b.qp->pd, wr.ah);
+      wr.remote_qpn = h.remote_qpn;
+      wr.remote_qkey = h.remote_qkey;
+    }
+    // XRC initiator: the target's XRC SRQ, carried in every request's XRCETH.
+    if (b.qp->type == IBV_QPT_XRC_SEND) wr.xrc_remote_srqn = h.remote_qpn;
+    if (bad) {
+      ring.take(1);
+      fail_qp(qpn, b, h.wr_id, IBV_WC_LOC_QP_OP_ERR, now);
+      return true;
+    }
+    int rc = 0;
+    stats_.attribute(qpn, transport_->counters(), [&] { rc = transport_->post_send(qpn, wr, now); });
+    if (rc == ENOMEM) return k != 0;  // the transport's queue is full: retry later
+    ring.take(1);
+    if (rc != 0) {
+      fail_qp(qpn, b, h.wr_id, IBV_WC_LOC_QP_OP_ERR, now);
+      return true;
+    }
+    ++counters_.wqes_posted;
+  }
+  return true;
+}
+
+namespace {
+
+// Copies one receive WQE out of `ring` and checks it. Returns false if bad.
+bool read_recv_wqe(const SpscRing& ring, std::vector<std::byte>& scratch, std::uint32_t max_sge,
+                   std::array<t::Sge, kMaxSge>& sges, t::RecvWr& wr) {
+  const std::uint32_t slot_size = ring.slot_size();
+  if (scratch.size() < slot_size) scratch.resize(slot_size);
+  std::memcpy(scratch.data(), ring.untaken_slot(0), slot_size);
+  WqeHeader h;
+  std::memcpy(&h, scratch.data(), sizeof h);
+  wr.wr_id = h.wr_id;
+  if (h.num_sge > max_sge || h.num_sge > kMaxSge ||
+      sizeof h + std::size_t{h.num_sge} * sizeof(WqeSge) > slot_size)
+    return false;
+  for (std::uint32_t i = 0; i < h.num_sge; ++i) {
+    WqeSge s;
+    std::memcpy(&s, scratch.data() + sizeof h + std::size_t{i} * sizeof s, sizeof s);
+    sges[i] = t::Sge{s.addr, s.length, s.lkey};
+  }
+  wr.sg_list = std::span<const t::Sge>(sges.data(), h.num_sge);
+  return true;
+}
+
+}  // namespace
+
+bool DataPath::drain_rq(std::uint32_t qpn, QpBinding& b, t::Nanos now) {
+  SpscRing& ring = b.qp->rq;
+  const std::uint32_t n = std::min(ring.untaken(), kWqeBurst);
+  if (n == 0) {
+    if (ring.producer_corrupt()) ring_corrupt(qpn, b, now);
+    return false;
+  }
+  std::array<t::Sge, kMaxSge> sges{};
+  for (std::uint32_t k = 0; k < n; ++k) {
+    t::RecvWr wr;
+    const bool ok = read_recv_wqe(ring, wqe_scratch_, b.qp->caps.max_recv_sge, sges, wr);
+    const int rc = ok ? transport_->post_recv(qpn, wr) : EINVAL;
+    if (rc == ENOMEM) return k != 0;
+    ring.take(1);
+    if (rc != 0) {
+      // IBA 10.8.3.1: a malformed receive WQE is a local QP operation error.
+      ++counters_.wqes_rejected;
+      CqeSlot e{};
+      e.wr_id = wr.wr_id;
+      e.status = IBV_WC_LOC_QP_OP_ERR;
+      e.opcode = IBV_WC_RECV;
+      e.qp_num = qpn;
+      t::QpAttr attr;
+      attr.qp_state = t::QpState::kErr;
+      transport_->modify_qp(qpn, attr, t::qp_attr::kState, 0);
+      retire_wqes();  // the bad WQE's slot is free before its CQE is visible
+      b.session->deliver_cqe(b.qp->recv_cq, e, true);
+      return true;
+    }
+    ++counters_.wqes_posted;
+  }
+  return true;
+}
+
+namespace {
+
+// A tag operation slot of a TM SRQ's ring (engine/shm_ring.hpp WqeHeader)
+// as the transport takes it. False if malformed.
+bool read_tag_op(const SpscRing& ring, std::vector<std::byte>& scratch, t::TagOp& op) {
+  const std::uint32_t slot_size = ring.slot_size();
+  if (scratch.size() < slot_size) scratch.resize(slot_size);
+  std::memcpy(scratch.data(), ring.untaken_slot(0), slot_size);
+  WqeHeader h;
+  std::memcpy(&h, scratch.data(), sizeof h);
+  switch (h.opcode) {
+    case kWqeOpTagAdd: op.kind = t::TagOpKind::kAdd; break;
+    case kWqeOpTagDel: op.kind = t::TagOpKind::kDel; break;
+    case kWqeOpTagSync: op.kind = t::TagOpKind::kSync; break;
+    default: return false;
+  }
+  op.wr_id = h.wr_id;
+  op.signaled = (h.send_flags & IBV_OPS_SIGNALED) != 0;
+  op.report_cnt = (h.send_flags & IBV_OPS_TM_SYNC) != 0;
+  op.unexpected_cnt = h.imm_data;
+  op.handle = h.rkey;
+  if (op.kind == t::TagOpKind::kAdd) {
+    if (h.num_sge > 1 || sizeof h + sizeof(WqeSge) > slot_size) return false;
+    op.tag = h.remote_addr;
+    op.mask = h.compare_add;
+    op.recv_wr_id = h.swap;
+    op.sge = t::Sge{};
+    if (h.num_sge == 1) {
+      WqeSge sge;
+      std::memcpy(&sge, scratch.data() + sizeof h, sizeof sge);
+      op.sge = t::Sge{sge.addr, sge.length, sge.lkey};
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+bool DataPath::drain_srq(t::SrqHandle h, SrqBinding& b, t::Nanos now) {
+  SpscRing& ring = b.srq->ring;
+  const std::uint32_t n = std::min(ring.untaken(), kWqeBurst);
+  if (n == 0) return false;
+  std::array<t::Sge, kMaxSge> sges{};
+  for (std::uint32_t k = 0; k < n; ++k) {
+    std::uint32_t opcode = 0;
+    std::memcpy(&opcode, ring.untaken_slot(0) + offsetof(WqeHeader, opcode), sizeof opcode);
+    if (opcode != 0) {
+      // A tag operation (only a TM SRQ's shim writes them): done at once,
+      // in ring order with the receive WQEs around it. The shim checked it,
+      // so a refusal means a corrupt ring, reported like a bad WQE.
+      t::TagOp op;
+      const bool ok = b.srq->tm && read_tag_op(ring, wqe_scratch_, op) && transport_->post_srq_op(h, op, now) == 0;
+      ring.take(1);
+      if (!ok) {
+        ++counters_.wqes_rejected;
+        b.session->post_async_event(ctl::AsyncEvent{b.srq->cookie, IBV_EVENT_SRQ_ERR, 0});
+        continue;
+      }
+      ++counters_.wqes_posted;
+      continue;
+    }
+    t::RecvWr wr;
+    if (!read_recv_wqe(ring, wqe_scratch_, b.srq->attr.max_sge, sges, wr)) {
+      // Not attributable to a QP: drop it and report the SRQ as broken.
+      ring.take(1);
+      ++counters_.wqes_rejected;
+      b.session->post_async_event(ctl::AsyncEvent{b.srq->cookie, IBV_EVENT_SRQ_ERR, 0});
+      continue;
+    }
+    if (transport_->post_srq_recv(h, wr) == ENOMEM) return k != 0;
+    ring.take(1);
+    ++counters_.wqes_posted;
+  }
+  return true;
+}
+
+bool DataPath::drain_cqs() {
+  bool work = false;
+  std::array<t::Cqe, kCqeBurst> buf;
+  for (auto& [h, b] : cqs_) {
+    // Never take more from the transport than the shared ring can hold: the
+    // rest waits in the transport CQ until the application polls.
+    std::uint32_t room = b.ring->free_count();
+    while (room != 0) {
+      const std::size_t want = std::min<std::size_t>(room, buf.size());
+      const int got = transport_->poll_cq(t::CqHandle{h}, std::span<t::Cqe>(buf.data(), want));
+      if (got <= 0) break;
+      for (int i = 0; i < got; ++i) {
+        const t::Cqe& e = buf[static_cast<std::size_t>(i)];
+        // Solicited-only arms fire on a receive of a message sent with SE,
+        // and on any error completion (Session::deliver_cqe; IBA 11.4.2.2).
+        if (b.session->deliver_cqe(b.handle, to_slot(e), e.solicited, e.tm_tag, e.tm_priv) == EOVERFLOW)
+          ++counters_.cq_overflows;
+        ++counters_.cqes_delivered;
+      }
+      room -= static_cast<std::uint32_t>(got);
+      work = true;
+      if (static_cast<std::size_t>(got) < want) break;
+    }
+  }
+  return work;
+}
+
+LinkDest DataPath::link_dest(const t::TxPacket& p) const {
+  const t::AhAttr& ah = p.addr.ah;
+  LinkDest d;
+  std::copy(ah.dgid.begin(), ah.dgid.end(), d.dst.bytes.begin());
+  // The source GID's type says RoCE v1 or v2 (as on hardware: the sgid_index
+  // of the AH / QP path picks a GID table entry, and with it the version).
+  const ctl::GidEntry* s = ah.sgid_index < gid_table_.size() && gid_table_[ah.sgid_index].valid != 0
+                               ? &gid_table_[ah.sgid_index] : nullptr;
+  d.version = s != nullptr && s->type == ctl::kGidTypeIbRoceV1 ? wire::RoceVersion::kV1 : wire::RoceVersion::kV2;
+  if (s != nullptr) std::copy(std::begin(s->gid), std::end(s->gid), d.src.bytes.begin());
+  else d.src = wire::IpAddr::from_v4(ipv4_);
+  if (d.version == wire::RoceVersion::kV2 && d.src.is_v4_mapped() != d.dst.is_v4_mapped()) {
+    // RoCE v2 cannot mix IP families: take the device's first v2 GID of the
+    // destination's family (the CM's MADs, and paths set up with a GID
+    // index of the other family).
+    for (const ctl::GidEntry& g : gid_table_) {
+      wire::IpAddr a;
+      std::copy(std::begin(g.gid), std::end(g.gid), a.bytes.begin());
+      if (g.valid != 0 && g.type == ctl::kGidTypeRoceV2 && a.is_v4_mapped() == d.dst.is_v4_mapped()) {
+        d.src = a;
+        break;
+      }
+    }
+  }
+  d.traffic_class = ah.traffic_class;
+  d.sl = ah.sl;
+  d.hop_limit = ah.hop_limit != 0 ? ah.hop_limit : 64;
+  d.flow_label = ah.flow_label & 0xFFFFF;
+  d.udp_src_port = roce_v2_source_port(ah.flow_label, p.addr.src_qpn, p.addr.dest_qpn);
+  return d;
+}
+
+void DataPath::transmit(const t::TxPacket& p, t::Nanos now) {
+  // An ACK or a READ response must not overtake the data it acknowledges:
+  // staged writes land in the application's memory before any packet leaves.
+  mem_.flush_writes();
+  const std::uint32_t dst = ipv4_of_gid(p.addr.ah.dgid);
+  // A multicast group (engine/multicast.hpp): a copy for each of the
+  // device's member QPs (like a hairpinned packet), and the frame on the
+  // link when the link sends multicast (other hosts' members). Multicast
+  // bypasses fault injection.
+  if (McastGroups::is_multicast(p.addr.ah.dgid)) {
+    stats_.on_tx(p.pkt, p.addr.src_qpn);
+    const bool local = mcast_.members(p.addr.ah.dgid) != nullptr;
+    const bool wire = link_ && link_->sends_multicast();
+    if (!local && !wire) {
+      ++counters_.mcast_no_members;
+      return;
+    }
+    if (local) {
+      if (capture_.active() && !wire) capture_tx(p, dst != 0 ? dst : ipv4_);  // a link frame is captured once sent
+      hairpin(p, true);
+    }
+    if (wire) send_on_link(p);
+    return;
+  }
+  // To ourselves (the v4 address, or any of the device's GIDs, e.g. the
+  // link-local one at index 0): two processes on this host.
+  const bool own = (ipv4_ != 0 && dst == ipv4_) ||
+                   std::find(own_gids_.begin(), own_gids_.end(), p.addr.ah.dgid) != own_gids_.end();
+  // Counters, fault injection, capture (engine/stats_datapath.cpp): one
+  // branch each when off. Faulted frames leave later through run_faults().
+  stats_.on_tx(p.pkt, p.addr.src_qpn);
+  if (faults_.applies(p.addr.src_qpn) && (own || link_)) {
+    fault_tx(p, own ? LinkDest{} : link_dest(p), own, now);
+    return;
+  }
+  if (own) {
+    if (capture_.active()) capture_tx(p, ipv4_);  // link frames: once sent, in send_on_link
+    hairpin(p, false);
+    return;
+  }
+  send_on_link(p);
+}
+
+void DataPath::hairpin(const t::TxPacket& p, bool mcast) {
+  // Copy now (the payload is transport scratch), deliver later.
+  if (hairpin_count_ == hairpin_slots_.size()) {
+    // Full: grow, oldest first at index 0. Moving a slot moves its
+    // buffer, so a payload being delivered right now stays valid.
+    std::rotate(hairpin_slots_.begin(), hairpin_slots_.begin() + static_cast<std::ptrdiff_t>(hairpin_head_),
+                hairpin_slots_.end());
+    hairpin_head_ = 0;
+    hairpin_slots_.resize(std::max<std::size_t>(64, hairpin_slots_.size() * 2));
+  }
+  Hairpin& hp = hairpin_slots_[(hairpin_head_ + hairpin_count_) % hairpin_slots_.size()];
+  hp.pkt = p.pkt;
+  hp.data.assign(p.pkt.payload.begin(), p.pkt.payload.end());
+  // Same-host frames are RoCE v2 over IPv4 between the device's address
+  // and itself (what the capture shows, and the GRH a UD receive gets);
+  // a multicast one is addressed to its group.
+  hp.from = RxAddress{};
+  hp.from.src = wire::IpAddr::from_v4(ipv4_);
+  hp.from.dst = hp.from.src;
+  if (mcast) {
+    std::copy(p.addr.ah.dgid.begin(), p.addr.ah.dgid.end(), hp.from.dst.bytes.begin());
+    hp.from.ipv6 = !hp.from.dst.is_v4_mapped();
+    if (hp.from.ipv6) hp.from.src = link_dest(p).src;  // a source GID of the group's family
+  }
+  hp.from.traffic_class = p.addr.ah.traffic_class;
+  hp.from.hop_limit = p.addr.ah.hop_limit;
+  // Who sent it, as a peer's QP path names it (the GID it would go out
+  // from on a link): what the receiving RC/UC QP checks.
+  hp.sender = link_dest(p).src;
+  hp.multicast = mcast;
+  ++hairpin_count_;
+  ++counters_.hairpin_packets;
+}
+
+void DataPath::send_on_link(const t::TxPacket& p) {
+  if (!link_) return;
+  wire::Bytes sent;
+  if (link_->send(p.pkt, link_dest(p), capture_.active() ? &sent : nullptr) && capture_.active()) {
+    capture_.write(sent);
+    stats_.inc(DevStat::kCaptureFrames);
+  }
+}
+
+namespace {
+
+// The 40 bytes a UD receive buffer reserves for the GRH, for a packet that
+// arrived as `from` says (IBA 11.4.1.2, annex A17.4.5.2): RoCE v2 over IPv4:
+// 20 zero bytes then the IPv4 header; over IPv6: the IPv6 header; RoCE v1:
+// the GRH itself.
+std::array<std::uint8_t, 40> receive_grh(const RxAddress& from, std::size_t ib_bytes) {
+  if (!from.ipv6) return ipv4_grh(from.src.v4(), from.dst.v4(), from.traffic_class, from.hop_limit, ib_bytes);
+  std::array<std::uint8_t, 40> g{};
+  const bool v1 = from.version == wire::RoceVersion::kV1;
+  const std::uint32_t word0 = (6U << 28) | (std::uint32_t{from.traffic_class} << 20) | (from.flow_label & 0xFFFFF);
+  for (int i = 0; i < 4; ++i) g[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(word0 >> (24 - 8 * i));
+  // IPv6: payload = UDP header + IB part; GRH (IBA 8.3.1): bytes after the GRH.
+  const auto plen = static_cast<std::uint16_t>(std::min<std::size_t>((v1 ? 0 : 8) + ib_bytes, 0xffff));
+  g[4] = static_cast<std::uint8_t>(plen >> 8);
+  g[5] = static_cast<std::uint8_t>(plen);
+  g[6] = v1 ? 0x1B : 17;  // GRH NxtHdr: BTH; IPv6 next header: UDP
+  g[7] = from.hop_limit;
+  std::copy(from.src.bytes.begin(), from.src.bytes.end(), g.begin() + 8);
+  std::copy(from.dst.bytes.begin(), from.dst.bytes.end(), g.begin() + 24);
+  return g;
+}
+
+}  // namespace
+
+void DataPath::deliver_rx(const wire::IbPacket& pkt, const RxAddress& from, t::Nanos now, const wire::IpAddr* sender) {
+  stats_.on_rx(pkt);
+  if (pkt.bth.dest_qp == kGsiQpn) {
+    // QP1 is the GSI (IBA 13.5.1): MADs go to the CM service, not the
+    // transport. The CM service speaks RoCE v2 (over IPv4 or IPv6); a
+    // RoCE v1 MAD could only be answered from a v2 GID, so it is not taken.
+    if (gsi_ != nullptr && from.version != wire::RoceVersion::kV1)
+      gsi_->on_gsi_packet(*this, pkt, from.src.bytes, now);
+    return;
+  }
+  t::RxInfo rx;
+  rx.src_gid = sender != nullptr ? sender->bytes : from.src.bytes;
+  rx.has_src = true;
+  if (wire::transport_of(pkt.bth.opcode) == wire::IbTransport::kUd) {
+    const std::size_t ib_bytes = pkt.info().length + pkt.payload.size() + pkt.bth.pad + 4;
+    rx.grh = receive_grh(from, ib_bytes);
+    rx.has_grh = true;
+  }
+  stats_.attribute(pkt.bth.dest_qp, transport_->counters(), [&] { transport_->on_packet(pkt, rx, now); });
+}
+
+void DataPath::deliver_multicast(const wire::IbPacket& pkt, const RxAddress& from, t::Nanos now) {
+  // IBA 10.5.2.3: only UD packets with DQPN 0xFFFFFF are multicast; each
+  // member QP then takes it as its own (Q_Key checked by the transport).
+  // Anything else sent to a multicast GID (an RC QP's path, a UD send to
+  // another QPN) is an ordinary packet for the QPN it names.
+  if (pkt.bth.dest_qp != kMulticastQpn || wire::transport_of(pkt.bth.opcode) != wire::IbTransport::kUd) {
+    deliver_rx(pkt, from, now);
+    return;
+  }
+  const std::vector<std::uint32_t>* members = mcast_.members(from.dst.bytes);
+  if (members == nullptr) return;  // the group emptied while the packet was queued
+  // A copy of the list: delivery cannot change membership today, but the
+  // list must not be walked while something could.
+  mcast_scratch_.assign(members->begin(), members->end());
+  for (const std::uint32_t qpn : mcast_scratch_) {
+    wire::IbPacket copy = pkt;
+    copy.bth.dest_qp = qpn;
+    deliver_rx(copy, from, now);
+  }
+}
+
+void DataPath::send_gsi(std::uint8_t sgid_index, const std::array<std::uint8_t, 16>& dgid,
+                        std::span<const std::uint8_t> mad) {
+  // IBA 13.5.1 / 13.5.3: a MAD is a UD SEND_ONLY from QP1 to QP1 with the
+  // GSI Q_Key; over RoCE the GRH/IP header addresses the peer.
+  t::TxPacket p;
+  p.pkt.bth.opcode = wire::opcode::kUd | wire::opcode::kSendOnly;
+  p.pkt.bth.dest_qp = kGsiQpn;
+  p.pkt.bth.ack_req = true;  // what rxe sends on a last/only packet (kernel captures)
+  p.pkt.bth.psn = wire::Psn(gsi_psn_++);
+  p.pkt.bth.pad = static_cast<std::uint8_t>((4 - mad.size() % 4) % 4);
+  p.pkt.deth.qkey = kGsiQkey;
+  p.pkt.deth.src_qp = kGsiQpn;
+  p.pkt.payload = mad;
+  p.addr.src_qpn = kGsiQpn;
+  p.addr.dest_qpn = kGsiQpn;
+  p.addr.ah.dgid = dgid;
+  p.addr.ah.sgid_index = sgid_index;
+  transmit(p, 0);
+}
+
+bool DataPath::run_hairpin(t::Nanos now) {
+  // Only what is queued now: packets the transport emits while handling
+  // these wait for the next pass (no unbounded recursion or starvation).
+  std::size_t n = hairpin_count_;
+  if (n == 0) return false;
+  while (n-- != 0) {
+    // The slot stays queued while it is delivered (packets the transport
+    // emits meanwhile go behind it, and growing the ring keeps its buffer),
+    // and is released after.
+    const std::size_t i = hairpin_head_;
+    Hairpin& hp = hairpin_slots_[i];
+    hp.pkt.payload = wire::Bytes(hp.data.data(), hp.data.size());
+    const wire::IbPacket pkt = hp.pkt;
+    if (hp.multicast)
+      deliver_multicast(pkt, hp.from, now);
+    else
+      deliver_rx(pkt, hp.from, now, &hp.sender);
+    // deliver_rx may have grown (rotated) the ring: the slot delivered is
+    // still the oldest, now at hairpin_head_.
+    hairpin_head_ = (hairpin_head_ + 1) % hairpin_slots_.size();
+    --hairpin_count_;
+  }
+  return true;
+}
+
+bool DataPath::run_link(t::Nanos now) {
+  if (!link_) return false;
+  LinkRxPacket rx;
+  std::size_t n = 0;
+  while (n < kRxBurst && link_->receive(&rx)) {
+    if (capture_.active()) capture_rx(rx);
+    // Sent to a group this link joined (Link::join_group): its members.
+    if (McastGroups::is_multicast(rx.from.dst.bytes)) deliver_multicast(rx.ib, rx.from, now);
+    else deliver_rx(rx.ib, rx.from, now);
+    ++n;
+  }
+  link_->release_rx();
+  return n != 0;
+}
+
+bool DataPath::prepare_sleep() {
+  if (hairpin_count_ != 0) return false;
+  // The control plane (modify_qp to ERR flushes, destroy) runs between
+  // passes: free the slots of what it completed before sleeping.
+  retire_wqes();
+  for (auto& [qpn, b] : qps_) {
+    b.qp->sq.store_ctl(&RingControlLine::sleeping, 1);
+    if (b.qp->rq.valid()) b.qp->rq.store_ctl(&RingControlLine::sleeping, 1);
+  }
+  for (auto& [h, b] : srqs_) b.srq->ring.store_ctl(&RingControlLine::sleeping, 1);
+  // Pairs with the shim's fence between publishing and reading `sleeping`
+  // (kick_if_sleeping): a WQE published before the shim could see the flag
+  // is visible to the re-check below.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  bool pending = false;
+  for (auto& [qpn, b] : qps_) {
+    pending |= b.qp->sq.untaken() != 0;
+    if (b.qp->rq.valid()) pending |= b.qp->rq.untaken() != 0;
+  }
+  for (auto& [h, b] : srqs_) pending |= b.srq->ring.untaken() != 0;
+  if (pending) end_sleep();
+  return !pending;
+}
+
+void DataPath::end_sleep() {
+  for (auto& [qpn, b] : qps_) {
+    b.qp->sq.store_ctl(&RingControlLine::sleeping, 0);
+    if (b.qp->rq.valid()) b.qp->rq.store_ctl(&RingControlLine::sleeping, 0);
+  }
+  for (auto& [h, b] : srqs_) b.srq->ring.store_ctl(&RingControlLine::sleeping, 0);
+}
+
+void DataPath::on_async_event(const t::AsyncEvent& e) {
+  switch (e.type) {
+    case t::EventType::kCqErr: {
+      auto it = cqs_.find(static_cast<std::uint32_t>(e.cq));
+      if (it != cqs_.end())
+        it->second.session->post_async_event(ctl::AsyncEvent{it->second.cookie, IBV_EVENT_CQ_ERR, 0});
+      return;
+    }
+    case t::EventType::kSrqErr:
+    case t::EventType::kSrqLimitReached: {
+      auto it = srqs_.find(static_cast<std::uint32_t>(e.srq));
+      if (it != srqs_.end())
+        it->second.session->post_async_event(
+            ctl::AsyncEvent{it->second.srq->cookie, static_cast<std::uint32_t>(e.type), 0});
+      return;
+    }
+    default: {
+      auto it = qps_.find(e.qpn);
+      if (it != qps_.end())
+        it->second.session->post_async_event(
+            ctl::AsyncEvent{it->second.qp->cookie, static_cast<std::uint32_t>(e.type), 0});
+      auto [lo, hi] = tgt_handles_.equal_range(e.qpn);
+      for (auto h = lo; h != hi; ++h)
+        h->second.first->post_async_event(ctl::AsyncEvent{h->second.second, static_cast<std::uint32_t>(e.type), 0});
+      return;
+    }
+  }
+}
+
+}  // namespace urnic::engine

@@ -1,0 +1,245 @@
+// The data path of one device: the transport (RC/UC/UD/SRQ state machines),
+// the link it sends on, the application rings it serves and the completions
+// it writes back. One engine thread owns it: every call, including the ones
+// the control plane makes on behalf of a Session, happens on that thread, so
+// nothing here locks.
+//
+// Per poll() iteration: drain the SQ/RQ/SRQ rings of every bound QP/SRQ
+// (each WQE is copied out of shared memory, then validated, STYLE 15; its
+// slot stays counted until the transport completes it), feed
+// hairpinned packets and link RX to Transport::on_packet, fire due timers, and
+// move completions from the transport CQs into the shared CQE rings
+// (Session::deliver_cqe: arm/solicited semantics, channel events).
+//
+// Hairpin: a packet addressed to the device's own IP (two processes on this
+// host, both on urnic0) is queued and delivered back to on_packet on the next
+// iteration, without a system call and without recursing inside transmit().
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/datapath/process_memory.hpp"
+#include "engine/datapath/queue_owner.hpp"
+#include "hostif/shm_ring.hpp"
+#include "engine/observe/capture.hpp"
+#include "hostif/ctl_proto.hpp"
+#include "engine/observe/fault.hpp"
+#include "engine/datapath/multicast.hpp"
+#include "engine/link/iw_streams.hpp"
+#include "engine/observe/stats.hpp"
+#include "engine/link/link.hpp"
+#include "transport/transport.hpp"
+
+namespace urnic::engine {
+
+class Device;
+
+struct DataPathCounters {
+  uint64_t wqes_posted = 0;
+  uint64_t wqes_rejected = 0;    // bad WQE from the application: error CQE, QP to ERR
+  uint64_t cqes_delivered = 0;
+  uint64_t cq_overflows = 0;
+  uint64_t hairpin_packets = 0;
+  uint64_t mcast_no_members = 0;  // multicast sends no QP of the device had joined
+  uint64_t rings_corrupt = 0;     // QPs errored for a corrupt producer index (DataPath::ring_corrupt)
+};
+
+class DataPath;
+
+// Management datagrams: UD packets addressed to QP1, the GSI (IBA 13.5.1),
+// go to a handler instead of the transport (the CM service, engine/cm_service).
+// Its timers run on the engine thread like the transport's.
+class GsiHandler {
+ public:
+  virtual ~GsiHandler() = default;
+  // `src_gid`: the sender's address in GID form (IPv4-mapped or IPv6).
+  virtual void on_gsi_packet(const DataPath& dp, const wire::IbPacket& pkt,
+                             const std::array<std::uint8_t, 16>& src_gid, transport::Nanos now) = 0;
+  [[nodiscard]] virtual transport::Nanos gsi_deadline() const = 0;
+  virtual void on_gsi_timer(transport::Nanos now) = 0;
+};
+
+class DataPath final : public transport::TxSink, public transport::EventSink {
+ public:
+  // Opens the device's link (engine/link_open.cpp: udp binds address:port,
+  // afpacket opens the interface). nullptr + *error on failure.
+  static std::unique_ptr<DataPath> create(const Device& dev, std::string* error);
+  ~DataPath() override;
+  DataPath(const DataPath&) = delete;
+  DataPath& operator=(const DataPath&) = delete;
+
+  transport::Transport& transport() { return *transport_; }
+  // What the engine loop watches for link RX (both sockets when the link
+  // also serves IPv6).
+  [[nodiscard]] int link_fd() const { return iw_ ? iw_->wait_fd() : link_ ? link_->wait_fd() : -1; }
+
+  // iWARP devices: QP `qpn` runs over the connected TCP socket `fd` from
+  // now on (the CM has done the MPA exchange; `params` is its outcome).
+  // Takes the fd. EINVAL on a RoCE device or an unknown QP.
+  // `early`: bytes that came with the peer's MPA frame (its first FPDUs).
+  // `hold_until`: nothing is sent before then (IwStreams::attach).
+  int iw_attach(std::uint32_t qpn, int fd, const transport::iwarp::StreamParams& params, transport::Nanos now,
+                std::span<const std::uint8_t> early = {}, transport::Nanos hold_until = 0);
+  [[nodiscard]] bool iwarp() const { return iw_ != nullptr; }
+  // The RoCE link (nullptr: iWARP, or the udp socket could not be bound).
+  [[nodiscard]] const Link* link() const { return link_.get(); }
+  [[nodiscard]] const IwStreams* iw_streams() const { return iw_.get(); }
+  IwStreams* iw_streams() { return iw_.get(); }
+
+  // Bindings made by the control plane (a Session owns the objects and
+  // their rings, engine/datapath/queue_owner.hpp).
+  void bind_cq(transport::CqHandle tcq, QueueOwner* s, std::uint32_t cq_handle, std::uint64_t cookie,
+               SpscRing* ring);
+  void unbind_cq(transport::CqHandle tcq);
+  void bind_qp(std::uint32_t qpn, QueueOwner* s, QpQueues* qp);
+  void unbind_qp(std::uint32_t qpn);
+  // Before a QP is destroyed: takes every send WQE the process posted (its
+  // doorbell rang before the destroy, and a NIC would have fetched them),
+  // so a UD sender that posts and destroys at once (mckey) still sends.
+  void take_posted_sends(std::uint32_t qpn, transport::Nanos now);
+  void bind_srq(transport::SrqHandle tsrq, QueueOwner* s, SrqQueue* srq);
+  void unbind_srq(transport::SrqHandle tsrq);
+  // XRC target QPs have no work queues (no bind_qp); their async events go
+  // to every handle on them, in each process that created or opened one
+  // (as the kernel's shared-QP event handler), with that handle's cookie.
+  void bind_tgt_handle(std::uint32_t qpn, QueueOwner* s, std::uint64_t cookie);
+  void unbind_tgt_handle(std::uint32_t qpn, QueueOwner* s, std::uint64_t cookie);
+  // UD multicast membership (Session: ibv_attach_mcast / ibv_detach_mcast;
+  // unbind_qp makes a destroyed QP leave its groups). A group with members
+  // is joined on the link too when the link can (Link::join_group), so
+  // other hosts' sends to it arrive; errnos as McastGroups.
+  int attach_mcast(const McastGroups::Gid& g, std::uint32_t qpn);
+  int detach_mcast(const McastGroups::Gid& g, std::uint32_t qpn);
+  [[nodiscard]] const McastGroups& mcast() const { return mcast_; }
+
+  // One pass over everything; returns true if any work was done.
+  bool poll(transport::Nanos now, bool poll_link);
+  // Before sleeping: set ctl.sleeping on every application ring, fence, and
+  // re-check. Returns false (and clears the flags) if work showed up.
+  bool prepare_sleep();
+  // After waking: clear ctl.sleeping.
+  void end_sleep();
+  [[nodiscard]] transport::Nanos next_deadline() const;
+
+  // TxSink / EventSink.
+  void transmit(const transport::TxPacket& p, transport::Nanos now) override;
+  void on_async_event(const transport::AsyncEvent& e) override;
+
+  [[nodiscard]] const DataPathCounters& counters() const { return counters_; }
+
+  // Observability and fault injection (`urnic stats|fault|capture`; the
+  // members below are defined in engine/stats_datapath.cpp).
+  [[nodiscard]] const DeviceStats& stats() const { return stats_; }
+  FaultStage& faults() { return faults_; }
+  Capture& capture() { return capture_; }
+  // The device counters and one page of per-QP counters (QPN >= first_qpn).
+  void fill_stats(ctl::StatsRep& rep, std::uint32_t first_qpn) const;
+
+  // The GSI (QP1): `h` receives every packet to QPN 1; send_gsi() sends one
+  // MAD as a UD SEND_ONLY from QP1 to QP1 at `dgid` from GID `sgid_index`
+  // (Q_Key 0x80010000, IBA 13.5.1), hairpinned when `dgid` is this device's.
+  void set_gsi_handler(GsiHandler* h) { gsi_ = h; }
+  void send_gsi(std::uint8_t sgid_index, const std::array<std::uint8_t, 16>& dgid,
+                std::span<const std::uint8_t> mad);
+
+ private:
+  DataPath(const Device& dev, std::unique_ptr<Link> link);
+
+  struct CqBinding {
+    QueueOwner* session;
+    std::uint32_t handle;
+    std::uint64_t cookie;
+    SpscRing* ring;
+  };
+  struct QpBinding {
+    QueueOwner* session;
+    QpQueues* qp;
+    bool ring_corrupt = false;  // a producer index out of range was seen (once per QP)
+  };
+  struct SrqBinding {
+    QueueOwner* session;
+    SrqQueue* srq;
+  };
+  // A hairpinned packet: the IbPacket with its payload copied into `data`.
+  struct Hairpin {
+    wire::IbPacket pkt;
+    std::vector<std::uint8_t> data;
+    RxAddress from;
+    wire::IpAddr sender;     // the sending QP's source GID (from.src is the UD GRH's)
+    bool multicast = false;  // to every member of the group from.dst
+  };
+
+  bool drain_sq(std::uint32_t qpn, QpBinding& b, transport::Nanos now);
+  bool drain_rq(std::uint32_t qpn, QpBinding& b, transport::Nanos now);
+  bool drain_srq(transport::SrqHandle h, SrqBinding& b, transport::Nanos now);
+  bool drain_cqs();
+  // Publishes each work queue ring's consumer index past its completed WQEs.
+  void retire_wqes();
+  bool run_hairpin(transport::Nanos now);
+  bool run_link(transport::Nanos now);
+  void fail_qp(std::uint32_t qpn, QpBinding& b, std::uint64_t wr_id, std::uint32_t status,
+               transport::Nanos now);
+  // The application's producer index of one of QP `qpn`'s rings is out of
+  // range: the ring's error word says so, the QP goes to the Error state and
+  // the process gets IBV_EVENT_QP_FATAL, once. Other QPs go on.
+  void ring_corrupt(std::uint32_t qpn, QpBinding& b, transport::Nanos now);
+  // `sender`: the sending QP's GID for a hairpinned packet (else from.src).
+  void deliver_rx(const wire::IbPacket& pkt, const RxAddress& from, transport::Nanos now,
+                  const wire::IpAddr* sender = nullptr);
+  // A multicast packet (DQPN 0xFFFFFF): one copy to each member QP of the
+  // group `from.dst`.
+  void deliver_multicast(const wire::IbPacket& pkt, const RxAddress& from, transport::Nanos now);
+  // Where a packet the transport emits goes: RoCE version from the source
+  // GID's type, addresses, traffic class, flow label, UDP source port.
+  [[nodiscard]] LinkDest link_dest(const transport::TxPacket& p) const;
+
+  std::uint32_t ipv4_ = 0;  // the device's address (host order)
+  std::vector<std::array<std::uint8_t, 16>> own_gids_;  // any of these: hairpin
+  std::vector<ctl::GidEntry> gid_table_;                // the device's, by sgid_index
+  ProcessMemory mem_;
+  std::unique_ptr<Link> link_;
+  std::unique_ptr<transport::Transport> transport_;
+  std::unique_ptr<IwStreams> iw_;  // iWARP devices: the QPs' TCP connections
+  std::map<std::uint32_t, CqBinding> cqs_;   // by transport CqHandle
+  std::map<std::uint32_t, QpBinding> qps_;   // by QPN
+  std::map<std::uint32_t, SrqBinding> srqs_; // by transport SrqHandle
+  std::multimap<std::uint32_t, std::pair<QueueOwner*, std::uint64_t>> tgt_handles_;  // by QPN
+  // Hairpin queue: a ring of slots that keep their buffers, so a steady
+  // stream of same-host packets allocates nothing once the ring has grown
+  // to the burst size. [head, head + count) are queued, oldest first.
+  std::vector<Hairpin> hairpin_slots_;
+  std::size_t hairpin_head_ = 0;
+  std::size_t hairpin_count_ = 0;
+  std::vector<std::byte> wqe_scratch_;
+  McastGroups mcast_;
+  std::vector<McastGroups::Gid> link_groups_;  // groups joined on the link
+  // Joins groups that gained members on the link, leaves those that lost all.
+  void sync_link_groups();
+  void hairpin(const transport::TxPacket& p, bool mcast);
+  void send_on_link(const transport::TxPacket& p);
+  std::vector<std::uint32_t> mcast_scratch_;  // deliver_multicast: the members of one group
+  DataPathCounters counters_;
+  // engine/stats_datapath.cpp: fault injection, capture, counters.
+  void init_observe(const Device& dev);
+  void fault_tx(const transport::TxPacket& p, const LinkDest& d, bool own, transport::Nanos now);
+  bool run_faults(transport::Nanos now);
+  void receive_frame(wire::Bytes frame, transport::Nanos now);
+  void capture_tx(const transport::TxPacket& p, std::uint32_t dst_ipv4);
+  void capture_rx(const LinkRxPacket& rx);
+  void timer_attributed(transport::Nanos now);
+  [[nodiscard]] std::uint16_t link_port() const;
+  DeviceStats stats_;
+  FaultStage faults_;
+  Capture capture_;
+  std::vector<std::uint8_t> frame_scratch_;  // fault_tx: one encoded frame
+  GsiHandler* gsi_ = nullptr;
+  std::uint32_t gsi_psn_ = 0;
+};
+
+}  // namespace urnic::engine

@@ -1,0 +1,485 @@
+#include "engine/device/device.hpp"
+
+#include <grp.h>
+#include <pwd.h>
+
+#include <arpa/inet.h>
+#include <infiniband/verbs.h>
+#include <net/if.h>
+
+#include <algorithm>
+
+#include <cstdio>
+#include <cstring>
+#include <optional>
+#include <utility>
+#include <nlohmann/json.hpp>
+
+#include "transport/types.hpp"
+
+namespace urnic::engine {
+
+namespace {
+
+std::uint64_t to_be64(std::uint64_t v) {
+  std::uint64_t out = 0;
+  for (int i = 0; i < 8; ++i) {
+    out = (out << 8) | (v & 0xff);
+    v >>= 8;
+  }
+  return out;
+}
+
+// Modified EUI-64 from a MAC (RFC 4291 Appendix A): insert ff:fe, flip the
+// universal/local bit. Returned in host order, big-endian byte sequence.
+std::uint64_t eui64(const std::uint8_t (&mac)[6]) {
+  const std::uint8_t b[8] = {static_cast<std::uint8_t>(mac[0] ^ 0x02), mac[1], mac[2], 0xff,
+                             0xfe, mac[3], mac[4], mac[5]};
+  std::uint64_t v = 0;
+  for (std::uint8_t x : b) v = (v << 8) | x;
+  return v;
+}
+
+bool parse_mpa_use(const std::string& s, transport::iwarp::MpaUse& use) {
+  using enum transport::iwarp::MpaUse;
+  if (s == "off") use = kOff;
+  else if (s == "request") use = kRequest;
+  else if (s == "require") use = kRequire;
+  else return false;
+  return true;
+}
+
+bool parse_rfc7306_use(const std::string& s, transport::iwarp::Rfc7306Use& use) {
+  using enum transport::iwarp::Rfc7306Use;
+  if (s == "off") use = kOff;
+  else if (s == "accept") use = kAccept;
+  else if (s == "offer") use = kOffer;
+  else return false;
+  return true;
+}
+
+bool parse_mac(const std::string& s, std::uint8_t (&mac)[6]) {
+  unsigned v[6];
+  if (std::sscanf(s.c_str(), "%x:%x:%x:%x:%x:%x", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5]) != 6)
+    return false;
+  for (int i = 0; i < 6; ++i) {
+    if (v[i] > 0xff) return false;
+    mac[i] = static_cast<std::uint8_t>(v[i]);
+  }
+  return true;
+}
+
+}  // namespace
+
+DeviceConfig iwarp_device_config(std::string name, std::string address, std::uint8_t index) {
+  DeviceConfig d;
+  d.name = std::move(name);
+  d.transport = "iwarp";
+  d.link = "tcp";
+  d.address = std::move(address);
+  d.mac[5] = index;
+  return d;
+}
+
+DaemonConfig default_config() {
+  DaemonConfig c;
+  c.devices.emplace_back();
+  c.devices.push_back(iwarp_device_config("urnic_iw0", "127.0.0.2", 1));
+  return c;
+}
+
+std::uint32_t mtu_enum(std::uint32_t bytes) {
+  switch (bytes) {
+    case 256: return IBV_MTU_256;
+    case 512: return IBV_MTU_512;
+    case 1024: return IBV_MTU_1024;
+    case 2048: return IBV_MTU_2048;
+    case 4096: return IBV_MTU_4096;
+    default: return 0;
+  }
+}
+
+namespace {
+
+// "access": {"uids": [...], "gids": [...]}: numbers or user/group names.
+bool parse_access(const nlohmann::json& a, AccessPolicy& out, std::string& error) {
+  if (!a.is_object()) {
+    error = "config: \"access\" must be an object {\"uids\": [...], \"gids\": [...]}";
+    return false;
+  }
+  for (const auto& [key, list] : a.items()) {
+    if ((key != "uids" && key != "gids") || !list.is_array()) {
+      error = "config: \"access\" takes \"uids\" and \"gids\", each an array of numbers or names";
+      return false;
+    }
+    for (const auto& v : list) {
+      if (v.is_number_unsigned()) {
+        (key == "uids" ? out.uids : out.gids).push_back(v.get<std::uint32_t>());
+        continue;
+      }
+      const std::string name = v.is_string() ? v.get<std::string>() : v.dump();
+      if (key == "uids") {
+        const passwd* pw = v.is_string() ? ::getpwnam(name.c_str()) : nullptr;
+        if (pw == nullptr) {
+          error = "config: \"access\": no such user " + name;
+          return false;
+        }
+        out.uids.push_back(pw->pw_uid);
+      } else {
+        const group* gr = v.is_string() ? ::getgrnam(name.c_str()) : nullptr;
+        if (gr == nullptr) {
+          error = "config: \"access\": no such group " + name;
+          return false;
+        }
+        out.gids.push_back(gr->gr_gid);
+      }
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+std::optional<DaemonConfig> parse_config(const std::string& json_text, std::string& error) {
+  DaemonConfig cfg;
+  try {
+    const auto j = nlohmann::json::parse(json_text);
+    if (!j.contains("devices") || !j["devices"].is_array() || j["devices"].empty()) {
+      error = "config: \"devices\" must be a non-empty array";
+      return std::nullopt;
+    }
+    std::uint8_t index = 0;
+    for (const auto& d : j["devices"]) {
+      DeviceConfig dc;
+      dc.mac[5] = index;
+      dc.name = d.value("name", "urnic" + std::to_string(index));
+      dc.transport = d.value("transport", std::string("roce"));
+      dc.link = d.value("link", std::string(dc.transport == "iwarp" ? "tcp" : "udp"));
+      dc.interface = d.value("interface", std::string());
+      dc.devargs = d.value("devargs", std::string());
+      if (d.contains("eal")) dc.eal = d["eal"].get<std::vector<std::string>>();
+      dc.port_mtu = d.value("port_mtu", std::uint32_t{9000});
+      if (d.contains("ipv6")) {
+        std::vector<std::string> v6;
+        if (d["ipv6"].is_string()) v6.push_back(d["ipv6"].get<std::string>());
+        else v6 = d["ipv6"].get<std::vector<std::string>>();
+        for (const std::string& text : v6) {
+          wire::IpAddr a;
+          // A unicast address that is not IPv4-mapped (that is the IPv4 GID).
+          if (dc.link != "dpdk" || ::inet_pton(AF_INET6, text.c_str(), a.bytes.data()) != 1 || a.bytes[0] == 0xff ||
+              a.is_v4_mapped() || a == wire::IpAddr{}) {
+            error = "config: \"ipv6\" is a unicast IPv6 address (or a list), on a dpdk link, for " + dc.name +
+                    ": " + text;
+            return std::nullopt;
+          }
+          dc.ipv6.push_back(a);
+        }
+      }
+      // A raw link takes its address from the interface unless told.
+      dc.address = d.value("address", std::string(dc.link == "afpacket" ? "" : "127.0.0.1"));
+      dc.udp_port = d.value("udp_port", std::uint16_t{4791});
+      if (d.contains("vlan")) {
+        const auto v = d["vlan"].is_number_unsigned() ? d["vlan"].get<std::uint64_t>() : 0;
+        if (v < 1 || v > 4094 || (dc.link != "afpacket" && dc.link != "dpdk")) {
+          error = "config: \"vlan\" is a VLAN ID 1..4094, on an afpacket or dpdk link, for " + dc.name;
+          return std::nullopt;
+        }
+        dc.vlan = static_cast<std::uint16_t>(v);
+      }
+      dc.active_mtu = d.value("mtu", std::uint32_t{4096});
+      if (d.contains("mac") && !parse_mac(d["mac"].get<std::string>(), dc.mac)) {
+        error = "config: bad mac for " + dc.name;
+        return std::nullopt;
+      }
+      if (!parse_observe_config(d, dc.fault, dc.capture_path, dc.capture_limit, error)) return std::nullopt;
+      for (const auto& [key, use] : {std::pair{"mpa_crc", &dc.mpa_crc}, std::pair{"mpa_markers", &dc.mpa_markers}}) {
+        if (!d.contains(key)) continue;
+        const auto v = d[key].is_string() ? std::optional(d[key].get<std::string>()) : std::nullopt;
+        if (dc.transport != "iwarp" || !v || !parse_mpa_use(*v, *use)) {
+          error = std::string("config: ") + key + " must be off, request or require, on an iwarp device (" +
+                  dc.name + ")";
+          return std::nullopt;
+        }
+      }
+      if (d.contains("mpa_rfc7306")) {
+        const auto v = d["mpa_rfc7306"].is_string() ? std::optional(d["mpa_rfc7306"].get<std::string>()) : std::nullopt;
+        if (dc.transport != "iwarp" || !v || !parse_rfc7306_use(*v, dc.mpa_rfc7306)) {
+          error = "config: mpa_rfc7306 must be off, accept or offer, on an iwarp device (" + dc.name + ")";
+          return std::nullopt;
+        }
+      }
+      in_addr a{};
+      if (dc.transport != "roce" && dc.transport != "iwarp") {
+        error = "config: transport must be roce or iwarp for " + dc.name;
+        return std::nullopt;
+      }
+      if (dc.transport == "iwarp" ? dc.link != "tcp" : (dc.link != "udp" && dc.link != "afpacket" && dc.link != "dpdk")) {
+        error = "config: link '" + dc.link + "' not available for " + dc.transport +
+                " (roce: udp, afpacket or dpdk; iwarp: tcp)";
+        return std::nullopt;
+      }
+      if (dc.link == "dpdk" && (dc.devargs.empty() || !d.contains("address"))) {
+        error = "config: link dpdk needs \"devargs\" and \"address\" for " + dc.name;
+        return std::nullopt;
+      }
+      if (dc.link == "afpacket" && (dc.interface.empty() || dc.interface.size() >= IFNAMSIZ)) {
+        error = "config: link afpacket needs \"interface\" (a network interface name) for " + dc.name;
+        return std::nullopt;
+      }
+      if (!(dc.link == "afpacket" && dc.address.empty()) && ::inet_pton(AF_INET, dc.address.c_str(), &a) != 1) {
+        error = "config: bad IPv4 address for " + dc.name;
+        return std::nullopt;
+      }
+      if (mtu_enum(dc.active_mtu) == 0) {
+        error = "config: mtu must be 256, 512, 1024, 2048 or 4096";
+        return std::nullopt;
+      }
+      if (dc.name.empty() || dc.name.size() >= ctl::kNameLen) {
+        error = "config: bad device name";
+        return std::nullopt;
+      }
+      cfg.devices.push_back(dc);
+      if (cfg.devices.size() > ctl::kMaxDevices) {
+        error = "config: too many devices";
+        return std::nullopt;
+      }
+      ++index;
+    }
+    if (j.contains("access") && !parse_access(j["access"], cfg.access, error)) return std::nullopt;
+    if (j.contains("process_quota")) {
+      const auto& q = j["process_quota"];
+      const std::pair<const char*, std::uint32_t ProcessQuota::*> fields[] = {
+          {"pd", &ProcessQuota::pd}, {"mr", &ProcessQuota::mr},   {"cq", &ProcessQuota::cq}, {"qp", &ProcessQuota::qp},
+          {"srq", &ProcessQuota::srq}, {"ah", &ProcessQuota::ah}, {"mw", &ProcessQuota::mw}};
+      for (const auto& [key, v] : q.items()) {
+        bool known = false;
+        for (const auto& [name, field] : fields)
+          if (key == name) {
+            cfg.quota.*field = v.get<std::uint32_t>();
+            known = true;
+          }
+        if (!known) {
+          error = "config: \"process_quota\" takes pd, mr, cq, qp, srq, ah, mw (not " + key + ")";
+          return std::nullopt;
+        }
+      }
+    }
+  } catch (const nlohmann::json::exception& e) {
+    error = std::string("config: ") + e.what();
+    return std::nullopt;
+  }
+  return cfg;
+}
+
+Device::Device(const DeviceConfig& cfg) : cfg_(cfg) {
+  if (cfg_.link == "afpacket") {
+    // The port is the interface: its MAC names the device (GUID, GID[0]),
+    // its addresses fill the GID table, its MTU bounds the path MTU.
+    netdev_ = query_netdev(cfg_.interface, &netdev_error_);
+    if (netdev_) {
+      std::copy(netdev_->mac.begin(), netdev_->mac.end(), cfg_.mac);
+      if (cfg_.address.empty() && !netdev_->ipv4.empty()) {
+        in_addr ia{};
+        ia.s_addr = htonl(netdev_->ipv4.front());
+        char text[INET_ADDRSTRLEN] = {};
+        ::inet_ntop(AF_INET, &ia, text, sizeof text);
+        cfg_.address = text;
+      }
+      // The largest IB MTU whose frame fits the interface: BTH and its
+      // extension headers, ICRC and the IPv6 + UDP headers take < 128 bytes.
+      while (cfg_.active_mtu > 256 && cfg_.active_mtu + 128 > netdev_->mtu) cfg_.active_mtu /= 2;
+    }
+    if (cfg_.address.empty()) cfg_.address = "0.0.0.0";  // no IPv4: RoCE v1 / IPv6 only, no CM
+  } else if (cfg_.link == "dpdk") {
+    // A DPDK port is not a kernel interface: it is what the config says
+    // (its MAC, its IPv4 address, the port MTU).
+    Netdev nd;
+    nd.name = cfg_.devargs;
+    nd.ifindex = ifindex_of_devargs(cfg_.devargs);  // the interface its frames leave by, if any
+    std::copy(std::begin(cfg_.mac), std::end(cfg_.mac), nd.mac.begin());
+    nd.mtu = cfg_.port_mtu;
+    in_addr ia{};
+    if (::inet_pton(AF_INET, cfg_.address.c_str(), &ia) == 1) nd.ipv4.push_back(ntohl(ia.s_addr));
+    for (const wire::IpAddr& a : cfg_.ipv6)
+      if (a != link_local_of(nd.mac)) nd.ipv6.push_back(a);  // the link-local one is always there
+    while (cfg_.active_mtu > 256 && cfg_.active_mtu + 128 > nd.mtu) cfg_.active_mtu /= 2;
+    netdev_ = nd;
+  }
+  const std::uint64_t guid = eui64(cfg_.mac);
+  auto& a = attrs_;
+  ctl::set_name(a.fw_ver, "0.1.0");
+  a.node_guid = to_be64(guid);
+  a.sys_image_guid = a.node_guid;
+  a.max_mr_size = ~std::uint64_t{0};
+  a.page_size_cap = 0xfffff000;
+  a.vendor_id = 0x7572;      // our own ("ur"), not a PCI vendor
+  a.vendor_part_id = 0x6e69; // ("ni")
+  a.hw_ver = 1;
+  a.max_qp = 65536;
+  a.max_qp_wr = 16384;
+  // Only what is implemented is claimed: memory windows of type 1 and 2B
+  // (transport/mw.cpp), XRC (transport/xrc.cpp, engine/session_xrc.cpp),
+  // no fast-register or SRQ resize (MEM_MGT_EXTENSIONS / SRQ_RESIZE) yet.
+  a.device_cap_flags = IBV_DEVICE_BAD_PKEY_CNTR | IBV_DEVICE_BAD_QKEY_CNTR |
+                       IBV_DEVICE_UD_AV_PORT_ENFORCE | IBV_DEVICE_PORT_ACTIVE_EVENT |
+                       IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_RC_RNR_NAK_GEN |
+                       IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B | IBV_DEVICE_XRC;
+  // IBA 1.5 RDMA ATOMIC WRITE (transport/responder.cpp): the kernel's
+  // IB_UVERBS_DEVICE_ATOMIC_WRITE bit, which rdma_rxe reports too; rdma-core
+  // 44's verbs.h has no name for it yet.
+  constexpr std::uint64_t kDeviceAtomicWrite = 1ULL << 40;
+  a.device_cap_flags_ex = a.device_cap_flags | kDeviceAtomicWrite;
+  a.max_sge = 32;
+  a.max_sge_rd = 32;
+  a.max_cq = 65536;
+  a.max_cqe = 65535;
+  a.max_mr = 524287;
+  a.max_pd = 65536;
+  a.max_qp_rd_atom = 128;
+  a.max_res_rd_atom = 258048;
+  a.max_qp_init_rd_atom = 128;
+  a.atomic_cap = IBV_ATOMIC_HCA;
+  a.max_mw = 65536;
+  // UD multicast within the device (engine/multicast.hpp); rxe's limits.
+  a.max_mcast_grp = 8192;
+  a.max_mcast_qp_attach = 56;
+  a.max_total_mcast_qp_attach = 8192 * 56;
+  a.max_ah = 32767;
+  a.max_srq = 65536;
+  a.max_srq_wr = 16384;
+  a.max_srq_sge = 27;
+  a.max_pkeys = 64;
+  a.local_ca_ack_delay = 15;
+  a.phys_port_cnt = 1;
+  a.num_comp_vectors = 1;
+  a.max_inline_data = 512;
+  a.transport = IBV_TRANSPORT_IB;  // RoCE reports the IB transport, as rxe does
+  a.node_type = IBV_NODE_CA;
+  // Tag matching (transport/tag_list.hpp, the RC responder): the
+  // transport's TmCaps, on RoCE only.
+  const transport::TmCaps tm{};
+  a.tm_max_rndv_hdr_size = tm.max_rndv_hdr_size;
+  a.tm_max_num_tags = tm.max_num_tags;
+  a.tm_max_ops = tm.max_ops;
+  a.tm_max_sge = tm.max_sge;
+  if (cfg.transport == "iwarp") {
+    // What siw reports, less what is not implemented yet: RC only (SRQs
+    // feed RC receives as on RoCE), no RNR NAKs (a Send without a receive
+    // WQE is terminated). Atomics (RFC 7306) are the device's unless turned off;
+    // a connection whose peer did not negotiate them refuses them per WR.
+    a.transport = IBV_TRANSPORT_IWARP;
+    a.node_type = IBV_NODE_RNIC;
+    a.atomic_cap = cfg.mpa_rfc7306 == transport::iwarp::Rfc7306Use::kOff ? IBV_ATOMIC_NONE : IBV_ATOMIC_HCA;
+    a.device_cap_flags &= ~static_cast<std::uint32_t>(IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_XRC);
+    a.device_cap_flags_ex = a.device_cap_flags;
+    a.tm_max_rndv_hdr_size = a.tm_max_num_tags = a.tm_max_ops = a.tm_max_sge = 0;
+    a.max_qp_rd_atom = 16;
+    a.max_qp_init_rd_atom = 16;
+    a.max_res_rd_atom = 16 * 65536;
+  }
+
+  auto& p = port_;
+  p.state = IBV_PORT_ACTIVE;
+  p.max_mtu = IBV_MTU_4096;
+  p.active_mtu = mtu_enum(cfg_.active_mtu);
+  p.gid_tbl_len = ctl::kMaxGids;
+  p.port_cap_flags = IBV_PORT_CM_SUP;
+  p.max_msg_sz = 0x40000000;  // 1 GiB
+  p.pkey_tbl_len = 1;
+  p.max_vl_num = 1;
+  p.active_width = 2;   // 4X
+  p.active_speed = 32;  // EDR (25.78125 Gb/s per lane)
+  p.phys_state = 5;     // LinkUp
+  p.link_layer = IBV_LINK_LAYER_ETHERNET;
+
+  if (cfg.transport == "iwarp") {
+    // iWARP addresses by IP (the CM), not GID; siw's one GID is the MAC.
+    ctl::GidEntry mac{};
+    std::memcpy(mac.gid, cfg.mac, 6);
+    mac.valid = 1;
+    mac.type = ctl::kGidTypeIbRoceV1;
+    mac.ndev_ifindex = ifindex_of_address(cfg_.address);  // the TCP streams' interface
+    gids_.push_back(mac);
+    return;
+  }
+  if (netdev_) {
+    build_raw_gids(*netdev_);
+    return;
+  }
+  // GID[0]: the IPv6 link-local address of the (virtual) netdev, as rxe
+  // reports it; GID[1]: the IPv4-mapped address (RoCE v2, IBA Annex A17.4.5.2).
+  // Both run on the interface of the socket's address (lo for 127.0.0.1),
+  // as rxe's entries name the netdev it is bound to.
+  const std::uint32_t ndev = ifindex_of_address(cfg_.address);
+  ctl::GidEntry ll{};
+  ll.ndev_ifindex = ndev;
+  ll.gid[0] = 0xfe;
+  ll.gid[1] = 0x80;
+  for (int i = 0; i < 8; ++i) ll.gid[8 + i] = static_cast<std::uint8_t>(guid >> (56 - 8 * i));
+  ll.valid = 1;
+  ll.type = ctl::kGidTypeRoceV2;
+  gids_.push_back(ll);
+  ctl::GidEntry v4{};
+  v4.gid[10] = 0xff;
+  v4.gid[11] = 0xff;
+  in_addr addr{};
+  ::inet_pton(AF_INET, cfg_.address.c_str(), &addr);
+  std::memcpy(&v4.gid[12], &addr.s_addr, 4);
+  v4.valid = 1;
+  v4.type = ctl::kGidTypeRoceV2;
+  v4.ndev_ifindex = ndev;
+  gids_.push_back(v4);
+}
+
+void Device::build_raw_gids(const Netdev& nd) {
+  // As the kernel's RDMA core fills a RoCE port's table (and mlx5 shows it):
+  // each address twice, RoCE v1 then RoCE v2, in the order link-local
+  // (from the MAC, always present), IPv4 (mapped, annex A17.4.5.1), other
+  // IPv6. ibv_query_gid_type tells the entries apart.
+  std::vector<wire::IpAddr> addrs{link_local_of(nd.mac)};
+  for (const std::uint32_t v4 : nd.ipv4) addrs.push_back(wire::IpAddr::from_v4(v4));
+  for (const wire::IpAddr& v6 : nd.ipv6) addrs.push_back(v6);
+  for (const wire::IpAddr& a : addrs) {
+    for (const std::uint32_t type : {ctl::kGidTypeIbRoceV1, ctl::kGidTypeRoceV2}) {
+      if (gids_.size() == ctl::kMaxGids) return;
+      ctl::GidEntry e{};
+      std::copy(a.bytes.begin(), a.bytes.end(), e.gid);
+      e.valid = 1;
+      e.type = type;
+      e.ndev_ifindex = nd.ifindex;
+      gids_.push_back(e);
+    }
+  }
+}
+
+ctl::DeviceEntry Device::entry() const {
+  ctl::DeviceEntry e{};
+  ctl::set_name(e.name, cfg_.name.c_str());
+  e.node_guid = attrs_.node_guid;
+  e.node_type = attrs_.node_type;
+  e.transport = attrs_.transport;
+  return e;
+}
+
+std::uint32_t Device::alloc_qpn() {
+  for (;;) {
+    const std::uint32_t q = next_qpn_;
+    next_qpn_ = next_qpn_ >= 0xffffff ? 17 : next_qpn_ + 1;
+    if (!qpns_in_use_.contains(q)) {
+      qpns_in_use_[q] = true;
+      return q;
+    }
+  }
+}
+
+void Device::free_qpn(std::uint32_t qpn) { qpns_in_use_.erase(qpn); }
+
+std::uint32_t Device::alloc_mr_key() {
+  const std::uint32_t key = mr_key_source_.next([this](std::uint32_t idx) { return mr_keys_in_use_.contains(idx); });
+  mr_keys_in_use_[key >> 8] = true;
+  return key;
+}
+
+void Device::free_mr_key(std::uint32_t key) { mr_keys_in_use_.erase(key >> 8); }
+
+}  // namespace urnic::engine

@@ -1,0 +1,365 @@
+#include "engine/link/afpacket_link.hpp"
+
+#include <linux/filter.h>
+#include <linux/if_ether.h>
+#include <linux/if_packet.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+
+#include "engine/link/raw_frame.hpp"
+
+namespace urnic::engine {
+
+namespace {
+
+// Where a TPACKET_V2 frame's data starts on TX (the kernel reads it at
+// tp_hdrlen - sizeof(sockaddr_ll) without PACKET_TX_HAS_OFF), and where the
+// RX frame's sockaddr_ll sits.
+constexpr std::size_t kTpHdrAligned = TPACKET_ALIGN(sizeof(tpacket2_hdr));
+
+tpacket2_hdr* frame_hdr(std::uint8_t* slot) { return static_cast<tpacket2_hdr*>(static_cast<void*>(slot)); }
+
+// The ring's status word is shared with the kernel: acquire when reading
+// what it wrote, release when handing a slot back.
+std::uint32_t load_status(tpacket2_hdr* h) {
+  return std::atomic_ref<std::uint32_t>(h->tp_status).load(std::memory_order_acquire);
+}
+void store_status(tpacket2_hdr* h, std::uint32_t v) {
+  std::atomic_ref<std::uint32_t>(h->tp_status).store(v, std::memory_order_release);
+}
+
+// Classic BPF: accept RoCE v1 (EtherType 0x8915), and IPv4 / IPv6 UDP to
+// port 4791 (IPv4 not fragmented; IPv6 without extension headers, as RoCE
+// v2 senders send); drop everything else before it reaches the ring.
+// Jump offsets count instructions after the jump.
+constexpr std::uint16_t op(unsigned v) { return static_cast<std::uint16_t>(v); }
+const sock_filter kRoceFilter[] = {
+    /* 0 */ {op(BPF_LD | BPF_H | BPF_ABS), 0, 0, 12},            // EtherType
+    /* 1 */ {op(BPF_JMP | BPF_JEQ | BPF_K), 13, 0, 0x8915},       // -> 15 accept
+    /* 2 */ {op(BPF_JMP | BPF_JEQ | BPF_K), 1, 0, 0x0800},        // -> 4 IPv4
+    /* 3 */ {op(BPF_JMP | BPF_JEQ | BPF_K), 7, 12, 0x86DD},       // -> 11 IPv6, else 16 drop
+    /* 4 */ {op(BPF_LD | BPF_B | BPF_ABS), 0, 0, 14 + 9},         // IPv4 protocol
+    /* 5 */ {op(BPF_JMP | BPF_JEQ | BPF_K), 0, 10, 17},           // UDP, else drop
+    /* 6 */ {op(BPF_LD | BPF_H | BPF_ABS), 0, 0, 14 + 6},         // flags + fragment offset
+    /* 7 */ {op(BPF_JMP | BPF_JSET | BPF_K), 8, 0, 0x1FFF},       // a fragment: drop
+    /* 8 */ {op(BPF_LDX | BPF_B | BPF_MSH), 0, 0, 14},            // X = IPv4 header length
+    /* 9 */ {op(BPF_LD | BPF_H | BPF_IND), 0, 0, 14 + 2},         // UDP destination port
+    /* 10 */ {op(BPF_JMP | BPF_JEQ | BPF_K), 4, 5, 4791},         // -> 15 accept, else 16 drop
+    /* 11 */ {op(BPF_LD | BPF_B | BPF_ABS), 0, 0, 14 + 6},        // IPv6 next header
+    /* 12 */ {op(BPF_JMP | BPF_JEQ | BPF_K), 0, 3, 17},           // UDP, else drop
+    /* 13 */ {op(BPF_LD | BPF_H | BPF_ABS), 0, 0, 14 + 40 + 2},   // UDP destination port
+    /* 14 */ {op(BPF_JMP | BPF_JEQ | BPF_K), 0, 1, 4791},         // accept, else drop
+    /* 15 */ {op(BPF_RET | BPF_K), 0, 0, 0x40000},                // accept (whole frame)
+    /* 16 */ {op(BPF_RET | BPF_K), 0, 0, 0},                      // drop
+};
+
+}  // namespace
+
+AfPacketLink::AfPacketLink(const Netdev& nd, std::vector<wire::IpAddr> own, std::uint16_t vlan)
+    : mac_(nd.mac),
+      ifname_(nd.name),
+      ifindex_(static_cast<int>(nd.ifindex)),
+      vlan_(vlan),
+      own_(std::move(own)),
+      accepted_(own_),
+      neigh_(nd.ifindex, nd.name) {}
+
+std::unique_ptr<AfPacketLink> AfPacketLink::open(const Netdev& nd, std::vector<wire::IpAddr> own,
+                                                 std::uint16_t vlan, std::string* error) {
+  auto link = std::unique_ptr<AfPacketLink>(new AfPacketLink(nd, std::move(own), vlan));
+  auto fail = [&](const char* what) -> std::unique_ptr<AfPacketLink> {
+    if (error != nullptr) *error = "afpacket link on " + nd.name + ": " + what + ": " + std::strerror(errno);
+    return nullptr;
+  };
+  // Protocol 0: nothing is received until the filter and rings are in
+  // place and bind() names the protocol and interface.
+  link->fd_ = ::socket(AF_PACKET, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (link->fd_ < 0) return fail("socket(AF_PACKET)");
+  const int fd = link->fd_;
+  const int version = TPACKET_V2;
+  if (::setsockopt(fd, SOL_PACKET, PACKET_VERSION, &version, sizeof version) != 0) return fail("PACKET_VERSION");
+  sock_fprog prog{};
+  prog.len = static_cast<unsigned short>(std::size(kRoceFilter));
+  prog.filter = const_cast<sock_filter*>(kRoceFilter);  // the kernel copies it
+  if (::setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof prog) != 0) return fail("SO_ATTACH_FILTER");
+  const int one = 1;
+  // Our own frames are not received back; the qdisc is skipped (the TX
+  // ring is the queue). Both are optimisations: failures are ignored.
+  (void)::setsockopt(fd, SOL_PACKET, PACKET_IGNORE_OUTGOING, &one, sizeof one);
+  (void)::setsockopt(fd, SOL_PACKET, PACKET_QDISC_BYPASS, &one, sizeof one);
+  constexpr std::uint32_t kPerBlock = kBlockSize / kFrameSize;
+  tpacket_req rx{kBlockSize, kRxFrames / kPerBlock, kFrameSize, kRxFrames};
+  tpacket_req tx{kBlockSize, kTxFrames / kPerBlock, kFrameSize, kTxFrames};
+  if (::setsockopt(fd, SOL_PACKET, PACKET_RX_RING, &rx, sizeof rx) != 0) return fail("PACKET_RX_RING");
+  if (::setsockopt(fd, SOL_PACKET, PACKET_TX_RING, &tx, sizeof tx) != 0) return fail("PACKET_TX_RING");
+  link->ring_bytes_ = std::size_t{kFrameSize} * (kRxFrames + kTxFrames);
+  void* m = ::mmap(nullptr, link->ring_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (m == MAP_FAILED) return fail("mmap rings");
+  link->ring_ = static_cast<std::uint8_t*>(m);
+  sockaddr_ll addr{};
+  addr.sll_family = AF_PACKET;
+  addr.sll_protocol = htons(ETH_P_ALL);
+  addr.sll_ifindex = static_cast<int>(nd.ifindex);
+  if (::bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) return fail("bind");
+
+  // The never-read port-4791 socket (header comment); optional.
+  link->absorb_fd_ = ::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (link->absorb_fd_ >= 0) {
+    const int small = 1;
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(wire::kRoceV2Port);
+    (void)::setsockopt(link->absorb_fd_, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    (void)::setsockopt(link->absorb_fd_, SOL_SOCKET, SO_BINDTODEVICE, nd.name.c_str(),
+                       static_cast<socklen_t>(nd.name.size()));
+    if (::bind(link->absorb_fd_, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0) {
+      ::close(link->absorb_fd_);
+      link->absorb_fd_ = -1;
+    }
+  }
+  return link;
+}
+
+AfPacketLink::~AfPacketLink() {
+  if (ring_ != nullptr) ::munmap(ring_, ring_bytes_);
+  if (fd_ >= 0) ::close(fd_);
+  if (absorb_fd_ >= 0) ::close(absorb_fd_);
+}
+
+bool AfPacketLink::join_group(const wire::IpAddr& group) {
+  const auto mac = multicast_mac_of(group);
+  if (!mac) return false;
+  if (std::find(groups_.begin(), groups_.end(), group) != groups_.end()) return true;
+  // The group's MAC in the interface's filter (counted per socket by the
+  // kernel, dropped with it); two groups may share a MAC.
+  packet_mreq mr{};
+  mr.mr_ifindex = ifindex_;
+  mr.mr_type = PACKET_MR_MULTICAST;
+  mr.mr_alen = 6;
+  std::copy(mac->begin(), mac->end(), mr.mr_address);
+  if (::setsockopt(fd_, SOL_PACKET, PACKET_ADD_MEMBERSHIP, &mr, sizeof mr) != 0) return false;
+  groups_.push_back(group);
+  accepted_.push_back(group);
+  return true;
+}
+
+void AfPacketLink::leave_group(const wire::IpAddr& group) {
+  const auto it = std::find(groups_.begin(), groups_.end(), group);
+  if (it == groups_.end()) return;
+  const auto mac = multicast_mac_of(group);
+  packet_mreq mr{};
+  mr.mr_ifindex = ifindex_;
+  mr.mr_type = PACKET_MR_MULTICAST;
+  mr.mr_alen = 6;
+  std::copy(mac->begin(), mac->end(), mr.mr_address);
+  (void)::setsockopt(fd_, SOL_PACKET, PACKET_DROP_MEMBERSHIP, &mr, sizeof mr);
+  groups_.erase(it);
+  accepted_.erase(std::remove(accepted_.begin(), accepted_.end(), group), accepted_.end());
+}
+
+std::optional<wire::MacAddr> AfPacketLink::resolve(const wire::IpAddr& dst) {
+  // A link-local GID names its MAC (RoCE v1's default GIDs, and GID[0]/[1]).
+  if (auto m = mac_of_link_local(dst)) return m;
+  if (auto m = multicast_mac_of(dst)) return m;
+  return neigh_.find(dst);
+}
+
+EncodedFrame AfPacketLink::build(const wire::IbPacket& pkt, const LinkDest& dst, const wire::MacAddr& mac,
+                                 wire::MutBytes out) {
+  return build_raw_frame(pkt, dst, mac_, mac, ip_id_++, vlan_, out);
+}
+
+std::uint8_t* AfPacketLink::tx_slot() {
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    std::uint8_t* slot = ring_ + std::size_t{kFrameSize} * (kRxFrames + tx_next_);
+    tpacket2_hdr* h = frame_hdr(slot);
+    const std::uint32_t st = load_status(h);
+    if (st == TP_STATUS_AVAILABLE) return slot + kTpHdrAligned;
+    if (st == TP_STATUS_WRONG_FORMAT) {
+      // The kernel refused the frame this slot held (e.g. larger than the
+      // interface MTU): count it and reuse the slot.
+      ++counters_.tx_errors;
+      store_status(h, TP_STATUS_AVAILABLE);
+      return slot + kTpHdrAligned;
+    }
+    kick();  // every slot in flight: push them and look once more
+  }
+  return nullptr;
+}
+
+void AfPacketLink::tx_commit(std::uint32_t len) {
+  std::uint8_t* slot = ring_ + std::size_t{kFrameSize} * (kRxFrames + tx_next_);
+  tpacket2_hdr* h = frame_hdr(slot);
+  h->tp_len = len;
+  h->tp_snaplen = len;
+  store_status(h, TP_STATUS_SEND_REQUEST);
+  tx_next_ = (tx_next_ + 1) % kTxFrames;
+  ++counters_.tx_packets;
+  if (++tx_queued_ >= kTxBatch) kick();
+}
+
+void AfPacketLink::kick() {
+  if (tx_queued_ == 0) return;
+  tx_queued_ = 0;
+  // One system call sends every SEND_REQUEST slot. ENOBUFS / EAGAIN: the
+  // slots stay queued and go with the next kick.
+  if (::send(fd_, nullptr, 0, MSG_DONTWAIT) < 0 && errno != EAGAIN && errno != ENOBUFS) ++counters_.tx_errors;
+}
+
+bool AfPacketLink::send(const wire::IbPacket& pkt, const LinkDest& dst, wire::Bytes* sent) {
+  const auto mac = resolve(dst.dst);
+  if (!mac) {
+    // Build it now (the payload is transport scratch) and hold it until the
+    // kernel has the neighbour.
+    std::array<std::uint8_t, kMaxFrame> scratch;
+    const EncodedFrame f = build(pkt, dst, wire::MacAddr{}, scratch);
+    if (f.size == 0) {
+      ++counters_.tx_errors;
+      return false;
+    }
+    hold_for_neighbour(wire::Bytes(scratch.data(), f.size), dst.dst);
+    return false;
+  }
+  std::uint8_t* data = tx_slot();
+  if (data == nullptr) {
+    ++counters_.tx_errors;  // ring full: a drop, as on a congested wire; RC recovers
+    return false;
+  }
+  const EncodedFrame f = build(pkt, dst, *mac, wire::MutBytes(data, kFrameSize - kTpHdrAligned));
+  if (f.size == 0) {
+    ++counters_.tx_errors;
+    return false;
+  }
+  tx_commit(static_cast<std::uint32_t>(f.size));
+  if (sent != nullptr) *sent = wire::Bytes(data, f.size);
+  return true;
+}
+
+EncodedFrame AfPacketLink::encode(const wire::IbPacket& pkt, const LinkDest& dst, wire::MutBytes out) {
+  const auto mac = resolve(dst.dst);
+  if (!mac) {
+    ++counters_.tx_no_neighbour;
+    neigh_.solicit(dst.dst);
+    return {};
+  }
+  return build(pkt, dst, *mac, out);
+}
+
+bool AfPacketLink::send_frame(wire::Bytes frame) {
+  std::uint8_t* data = tx_slot();
+  if (data == nullptr || frame.size() > kFrameSize - kTpHdrAligned) {
+    ++counters_.tx_errors;
+    return false;
+  }
+  std::memcpy(data, frame.data(), frame.size());
+  tx_commit(static_cast<std::uint32_t>(frame.size()));
+  return true;
+}
+
+void AfPacketLink::hold_for_neighbour(wire::Bytes frame, const wire::IpAddr& next_hop) {
+  const bool asked = std::any_of(pending_.begin(), pending_.end(),
+                                 [&](const Pending& p) { return p.next_hop == next_hop; });
+  if (pending_.size() >= kMaxPending) {
+    ++counters_.tx_no_neighbour;
+    return;
+  }
+  if (!asked) neigh_.solicit(next_hop);
+  pending_.push_back(Pending{next_hop, now_, std::vector<std::uint8_t>(frame.begin(), frame.end())});
+  next_retry_ = std::min(next_retry_, now_ + kResolveRetry);
+}
+
+void AfPacketLink::retry_pending(transport::Nanos now) {
+  neigh_.refresh();
+  last_refresh_ = now;
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < pending_.size(); ++i) {
+    Pending& p = pending_[i];
+    if (auto mac = resolve(p.next_hop)) {
+      std::copy(mac->begin(), mac->end(), p.frame.begin());  // the destination MAC (not in the ICRC)
+      send_frame(p.frame);
+      continue;
+    }
+    if (now - p.since >= kResolveTimeout) {
+      ++counters_.tx_no_neighbour;
+      continue;
+    }
+    if (kept != i) pending_[kept] = std::move(p);
+    ++kept;
+  }
+  pending_.resize(kept);
+  next_retry_ = pending_.empty() ? transport::kNever : now + kResolveRetry;
+}
+
+void AfPacketLink::flush(transport::Nanos now) {
+  now_ = now;
+  if (next_retry_ <= now) retry_pending(now);
+  // A neighbour's MAC may change (or its entry go): re-read the table now
+  // and then while the link is in use; one netlink dump, not per packet.
+  if (now - last_refresh_ >= kRefreshEvery && counters_.tx_packets != 0) {
+    neigh_.refresh();
+    last_refresh_ = now;
+  }
+  kick();
+}
+
+transport::Nanos AfPacketLink::next_deadline() const noexcept { return next_retry_; }
+
+void AfPacketLink::release_rx() {
+  if (!rx_held_) return;
+  const std::uint32_t prev = (rx_next_ + kRxFrames - 1) % kRxFrames;
+  store_status(frame_hdr(ring_ + std::size_t{kFrameSize} * prev), TP_STATUS_KERNEL);
+  rx_held_ = false;
+}
+
+bool AfPacketLink::receive(LinkRxPacket* out) {
+  release_rx();  // the previous packet has been handled
+  for (;;) {
+    std::uint8_t* slot = ring_ + std::size_t{kFrameSize} * rx_next_;
+    tpacket2_hdr* h = frame_hdr(slot);
+    const std::uint32_t st = load_status(h);
+    if ((st & TP_STATUS_USER) == 0) return false;
+    rx_next_ = (rx_next_ + 1) % kRxFrames;
+    rx_held_ = true;
+    ++counters_.rx_packets;
+    sockaddr_ll from{};
+    std::memcpy(&from, slot + kTpHdrAligned, sizeof from);
+    // Ours, or to a multicast MAC (a joined group's, checked below).
+    const bool group_frame = from.sll_pkttype == PACKET_MULTICAST && !groups_.empty();
+    if (from.sll_pkttype != PACKET_HOST && !group_frame) {
+      // Another host's frame (promiscuous peers, broadcast).
+      ++counters_.rx_not_ours;
+      release_rx();
+      continue;
+    }
+    if (h->tp_snaplen != h->tp_len || h->tp_mac + h->tp_snaplen > kFrameSize) {
+      ++counters_.rx_malformed;  // truncated: larger than any RoCE frame
+      release_rx();
+      continue;
+    }
+    // The kernel takes the 802.1Q tag out of the frame (into tp_vlan_tci):
+    // the VLAN check uses that.
+    const std::uint16_t vid = (st & TP_STATUS_VLAN_VALID) != 0 ? h->tp_vlan_tci & 0x0FFF : 0;
+    if (!accept_raw_frame(wire::Bytes(slot + h->tp_mac, h->tp_snaplen), accepted_, vlan_, vid, counters_, out)) {
+      release_rx();
+      continue;
+    }
+    // A multicast frame carries a group as its IP destination, a unicast
+    // one one of our addresses.
+    if (group_frame != multicast_mac_of(out->from.dst).has_value()) {
+      ++counters_.rx_not_ours;
+      release_rx();
+      continue;
+    }
+    return true;
+  }
+}
+
+}  // namespace urnic::engine

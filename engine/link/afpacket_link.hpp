@@ -1,0 +1,135 @@
+// The `afpacket` link: raw Ethernet on a named kernel interface through an
+// AF_PACKET socket, without DPDK. RoCE v1 (EtherType 0x8915, GRH) and RoCE
+// v2 over IPv4 and IPv6 (UDP 4791), every header built by wire/roce_frame,
+// so the whole frame, IP ID included, is what the ICRC is checked against:
+// a bad ICRC is dropped and counted, with all 32 bits (unlike the udp link,
+// which cannot see the IP ID).
+//
+// Rings (TPACKET_V2, one mmap): the kernel writes received frames into an
+// RX ring the link reads in place (no copy, no system call per frame), and
+// the link writes frames into a TX ring the kernel sends on one send() per
+// batch (every kTxBatch frames and at the end of every data-path pass). A
+// classic BPF filter lets only RoCE frames into the RX ring (0x8915, or
+// IPv4/IPv6 UDP to port 4791, not fragments). The socket is pollable, so an
+// idle engine sleeps in epoll on it.
+//
+// Addressing: the peer's MAC comes from the kernel's neighbour table for the
+// interface (engine/neighbours; ARP / neighbour discovery stay the kernel's
+// job), or straight from a link-local GID (fe80::/64 with an EUI-64
+// interface ID, the RoCE v1 default GID). A frame for an address the table
+// lacks waits (at most kMaxPending frames, kResolveTimeout) while the kernel
+// is asked to resolve it, like the kernel's own neighbour queue; it is then
+// sent or dropped (tx_no_neighbour).
+//
+// The kernel also sees RoCE v2 frames addressed to the interface's IP: an
+// IPv4 UDP socket bound to port 4791 that is never read keeps it from
+// answering each one with ICMP port unreachable (its tiny buffer overflows
+// silently). IPv6 RoCE frames carry UDP checksum 0, which the kernel drops
+// without a reply.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/link/link.hpp"
+#include "engine/link/neighbours.hpp"
+#include "engine/link/netdev.hpp"
+#include "wire/eth.hpp"
+
+namespace urnic::engine {
+
+class AfPacketLink final : public Link {
+ public:
+  // Ring geometry: a frame slot holds the TPACKET header and the largest
+  // RoCE frame (path MTU 4096 + headers < 4400 bytes); frames that do not
+  // fit arrive truncated and are dropped as malformed.
+  static constexpr std::uint32_t kFrameSize = 8192;
+  static constexpr std::uint32_t kBlockSize = 1U << 16;
+  static constexpr std::uint32_t kRxFrames = 512;
+  static constexpr std::uint32_t kTxFrames = 512;
+  static constexpr std::uint32_t kTxBatch = 32;
+  static constexpr std::size_t kMaxPending = 64;
+  static constexpr transport::Nanos kResolveTimeout = 1'000'000'000;  // as the kernel's ARP retries
+  static constexpr transport::Nanos kResolveRetry = 1'000'000;
+  static constexpr transport::Nanos kRefreshEvery = 2'000'000'000;
+
+  // Opens the interface `nd`; frames addressed to one of `own` (GID form)
+  // are delivered. With `vlan` (1..4094) frames go out with an 802.1Q tag
+  // and only frames of that VLAN are taken (the kernel hands the tag over
+  // in tp_vlan_tci, not in the frame); 0: untagged. nullptr with a message
+  // on failure (not root: EPERM).
+  static std::unique_ptr<AfPacketLink> open(const Netdev& nd, std::vector<wire::IpAddr> own, std::uint16_t vlan,
+                                            std::string* error);
+  ~AfPacketLink() override;
+  AfPacketLink(const AfPacketLink&) = delete;
+  AfPacketLink& operator=(const AfPacketLink&) = delete;
+
+  [[nodiscard]] std::string_view kind() const noexcept override { return "afpacket"; }
+  [[nodiscard]] int wait_fd() const noexcept override { return fd_; }
+  [[nodiscard]] std::uint16_t port() const noexcept override { return wire::kRoceV2Port; }
+  [[nodiscard]] std::string port_name() const override { return ifname_; }
+  bool send(const wire::IbPacket& pkt, const LinkDest& dst, wire::Bytes* sent) override;
+  EncodedFrame encode(const wire::IbPacket& pkt, const LinkDest& dst, wire::MutBytes out) override;
+  bool send_frame(wire::Bytes frame) override;
+  void flush(transport::Nanos now) override;
+  [[nodiscard]] transport::Nanos next_deadline() const noexcept override;
+  bool receive(LinkRxPacket* out) override;
+  void release_rx() override;
+  [[nodiscard]] const LinkCounters& counters() const noexcept override { return counters_; }
+
+  // UD multicast on the wire: a joined group's Ethernet MAC (raw_frame's
+  // multicast_mac_of) is added to the interface's filter
+  // (PACKET_ADD_MEMBERSHIP), frames to it are received (PACKET_MULTICAST)
+  // and frames to a group go to that MAC. The kernel sends no IGMP/MLD
+  // report for it (the peers are on the link).
+  [[nodiscard]] bool sends_multicast() const noexcept override { return true; }
+  bool join_group(const wire::IpAddr& group) override;
+  void leave_group(const wire::IpAddr& group) override;
+
+ private:
+  AfPacketLink(const Netdev& nd, std::vector<wire::IpAddr> own, std::uint16_t vlan);
+
+  // Which address's MAC a frame to `dst` needs (itself: the link is one
+  // broadcast domain; no routing through gateways).
+  [[nodiscard]] std::optional<wire::MacAddr> resolve(const wire::IpAddr& dst);
+  // Builds the frame into `out` with destination MAC `mac`.
+  EncodedFrame build(const wire::IbPacket& pkt, const LinkDest& dst, const wire::MacAddr& mac, wire::MutBytes out);
+  // A free TX slot's data area (kicking the ring once if none), or nullptr.
+  std::uint8_t* tx_slot();
+  void tx_commit(std::uint32_t len);
+  void kick();
+  void hold_for_neighbour(wire::Bytes frame, const wire::IpAddr& next_hop);
+  void retry_pending(transport::Nanos now);
+
+  int fd_ = -1;
+  int absorb_fd_ = -1;  // the never-read UDP socket on port 4791 (see above)
+  std::uint8_t* ring_ = nullptr;
+  std::size_t ring_bytes_ = 0;
+  std::uint32_t rx_next_ = 0;     // the next RX slot to look at
+  bool rx_held_ = false;          // slot rx_next_ - 1 is still ours (its packet is in use)
+  std::uint32_t tx_next_ = 0;     // the next TX slot to fill
+  std::uint32_t tx_queued_ = 0;   // filled since the last kick
+  wire::MacAddr mac_{};
+  std::string ifname_;
+  int ifindex_ = 0;
+  std::uint16_t vlan_ = 0;
+  std::vector<wire::IpAddr> own_;
+  std::vector<wire::IpAddr> groups_;  // joined multicast groups
+  std::vector<wire::IpAddr> accepted_;  // own_ and groups_: what receive() delivers
+  NeighbourTable neigh_;
+  std::uint16_t ip_id_ = 0;       // IPv4 identification, incremented per frame (as rdma_rxe)
+  transport::Nanos now_ = 0;      // as of the last flush()
+  transport::Nanos last_refresh_ = 0;
+  struct Pending {
+    wire::IpAddr next_hop;
+    transport::Nanos since = 0;
+    std::vector<std::uint8_t> frame;
+  };
+  std::vector<Pending> pending_;
+  transport::Nanos next_retry_ = transport::kNever;
+  LinkCounters counters_;
+};
+
+}  // namespace urnic::engine

@@ -1,0 +1,70 @@
+#include "engine/observe/capture.hpp"
+
+#include <time.h>
+
+#include "engine/link/udp_link.hpp"
+
+namespace urnic::engine {
+
+namespace {
+
+std::uint64_t wall_ns() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ULL + static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+}  // namespace
+
+Capture::Capture() = default;
+Capture::~Capture() { stop(); }
+
+bool Capture::start(const std::string& path, std::uint64_t limit, std::string* error) {
+  stop();
+  std::string why;
+  auto w = pcap::Writer::create(path, &why);
+  if (!w) {
+    if (error != nullptr) *error = "capture: " + path + ": " + why;
+    return false;
+  }
+  writer_.emplace(std::move(*w));
+  buf_.resize(UdpLink::kDatagramOffset + UdpLink::kMaxDatagram);
+  path_ = path;
+  frames_ = 0;
+  limit_ = limit;
+  return true;
+}
+
+std::uint64_t Capture::stop() {
+  if (writer_) {
+    writer_->flush();
+    writer_.reset();  // closes the file
+  }
+  return frames_;
+}
+
+void Capture::flush() {
+  if (writer_) writer_->flush();
+}
+
+void Capture::write(wire::Bytes frame) {
+  if (!writer_) return;
+  writer_->write(wall_ns(), frame);
+  ++frames_;
+  ++total_;
+  if (limit_ != 0 && frames_ >= limit_) {
+    stop();
+  } else if (frames_ % kFlushEvery == 0) {
+    writer_->flush();
+  }
+}
+
+void Capture::write_packet(const wire::IbPacket& pkt, std::uint32_t src_ipv4, std::uint16_t src_port,
+                           std::uint32_t dst_ipv4, std::uint8_t traffic_class) {
+  if (!writer_) return;
+  const std::size_t n = UdpLink::encode_frame(pkt, src_ipv4, src_port, dst_ipv4, traffic_class, buf_);
+  if (n == 0) return;
+  write(wire::Bytes(buf_.data(), n));
+}
+
+}  // namespace urnic::engine
