@@ -1,7 +1,7 @@
 // Fault injection on a device's TX path (`urnic fault`, the config's
 // "fault" object): loss, duplication, reordering, bit corruption and delay,
 // with a seed, for users' CI. The decisions come from the `sim` link's
-// seeded fault model (transport/sim/fault_model.hpp), so a daemon run and a
+// seeded fault model (transport/fault_model.hpp), so a daemon run and a
 // simulator run with the same seed and frame sequence make the same choices.
 //
 // Where it sits: DataPath::transmit, after the transport and before the link

@@ -26,7 +26,7 @@
 # socket is a file in the test's private directory, so it is reachable from
 # both namespaces); the veths carry only perftest's TCP exchange. Path MTU
 # 4096 puts ~4.2 KB frames through memif rings (one ring buffer each, see
-# engine/dpdk_link.cpp). --no-huge, as with dpdk.
+# engine/link/dpdk_link.cpp). --no-huge, as with dpdk.
 #
 # With LINK = afxdp the dpdk link drives a net_af_xdp vdev (an AF_XDP socket
 # and an XDP program on a second veth pair, MTU 3500: XDP on veth needs a
