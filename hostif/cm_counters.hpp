@@ -22,10 +22,16 @@ struct CmCounters {
   std::uint64_t reqs_backlog_full = 0;   // REQ dropped: the listener's backlog is full (the peer retries)
   std::uint64_t timewait_exits = 0;
   std::uint64_t events_lost = 0;         // a channel's socket was full (the process reads no events)
+  // iWARP connections the daemon closed before they were established
+  // (issue 18): over the listener's backlog, no MPA Request in time, more
+  // bytes before the accept than a peer may send.
+  std::uint64_t iw_backlog_full = 0;
+  std::uint64_t iw_mpa_timeouts = 0;
+  std::uint64_t iw_early_overflows = 0;
 };
 
 // Names as `urnic stats` prints them (JSON "cm" object), in struct order.
-inline constexpr std::array<std::pair<std::string_view, std::uint64_t CmCounters::*>, 11> kCmCounterFields = {{
+inline constexpr std::array<std::pair<std::string_view, std::uint64_t CmCounters::*>, 14> kCmCounterFields = {{
     {"mads_received", &CmCounters::mads_received},
     {"mads_sent", &CmCounters::mads_sent},
     {"mads_dropped", &CmCounters::mads_dropped},
@@ -37,6 +43,9 @@ inline constexpr std::array<std::pair<std::string_view, std::uint64_t CmCounters
     {"reqs_backlog_full", &CmCounters::reqs_backlog_full},
     {"timewait_exits", &CmCounters::timewait_exits},
     {"events_lost", &CmCounters::events_lost},
+    {"iw_backlog_full", &CmCounters::iw_backlog_full},
+    {"iw_mpa_timeouts", &CmCounters::iw_mpa_timeouts},
+    {"iw_early_overflows", &CmCounters::iw_early_overflows},
 }};
 // A counter added to the struct but not to the table fails here.
 static_assert(sizeof(CmCounters) == kCmCounterFields.size() * sizeof(std::uint64_t));

@@ -59,10 +59,11 @@ int send_message(int sock, std::span<const std::byte> msg, std::span<const int> 
   }
 }
 
-int recv_message(int sock, std::vector<std::byte>& msg, std::vector<int>& fds) {
+int recv_message(int sock, std::vector<std::byte>& msg, std::vector<int>& fds, int* sender) {
   msg.resize(ctl::kMaxMessage);
   iovec iov{msg.data(), msg.size()};
-  alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int) * ctl::kMaxFds)]{};
+  alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int) * ctl::kMaxFds) + CMSG_SPACE(sizeof(ucred))]{};
+  if (sender != nullptr) *sender = 0;
   msghdr mh{};
   mh.msg_iov = &iov;
   mh.msg_iovlen = 1;
@@ -74,6 +75,12 @@ int recv_message(int sock, std::vector<std::byte>& msg, std::vector<int>& fds) {
   } while (n < 0 && errno == EINTR);
   if (n < 0) return errno;
   for (cmsghdr* c = CMSG_FIRSTHDR(&mh); c != nullptr; c = CMSG_NXTHDR(&mh, c)) {
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_CREDENTIALS && c->cmsg_len >= CMSG_LEN(sizeof(ucred))) {
+      ucred cred{};
+      std::memcpy(&cred, CMSG_DATA(c), sizeof cred);
+      if (sender != nullptr) *sender = cred.pid;
+      continue;
+    }
     if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
     const std::size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
     for (std::size_t i = 0; i < count; ++i) {

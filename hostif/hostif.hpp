@@ -28,6 +28,8 @@ int send_message(int sock, std::span<const std::byte> msg, std::span<const int> 
 // Receive one message (resizes `msg` to its length) and the descriptors that
 // came with it (appended to `fds`, close-on-exec). Returns 0, an errno, or
 // ECONNRESET at end of stream. Truncated messages fail with EMSGSIZE.
-int recv_message(int sock, std::vector<std::byte>& msg, std::vector<int>& fds);
+// `sender`, if given, receives the sending process's pid as the kernel
+// stamped it (SCM_CREDENTIALS; needs SO_PASSCRED on `sock`, else 0).
+int recv_message(int sock, std::vector<std::byte>& msg, std::vector<int>& fds, int* sender = nullptr);
 
 }  // namespace urnic::engine

@@ -48,6 +48,7 @@ enum class DevStat : std::uint8_t {
   kIwBytesRcvd,
   kIwMpaRejectsSent,    // iWARP: MPA Replies with the Reject bit this device sent (rdma_reject, no listener)
   kIwMpaRejectsRcvd,    // ... and received (the connect fails with REJECTED)
+  kRingsCorrupt,        // QPs moved to the Error state for an out-of-range producer index
   kCount,
 };
 
@@ -58,7 +59,7 @@ inline constexpr std::array<std::string_view, static_cast<std::size_t>(DevStat::
     "link_tx_errors",   "fault_dropped",     "fault_duplicated", "fault_reordered",  "fault_corrupted",
     "fault_delayed",    "capture_frames",    "wqes_posted",      "wqes_rejected",    "cqes_delivered",
     "cq_overflows",     "rx_not_ours",       "tx_no_neighbour",  "rx_other_vlan",    "iw_bytes_sent",
-    "iw_bytes_rcvd",    "iw_mpa_rejects_sent", "iw_mpa_rejects_rcvd",
+    "iw_bytes_rcvd",    "iw_mpa_rejects_sent", "iw_mpa_rejects_rcvd", "rings_corrupt",
 };
 static_assert(kDevStatNames.size() == static_cast<std::size_t>(DevStat::kCount));
 

@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "hostif/cm_proto.hpp"
+#include "hostif/daemon_trust.hpp"
 #include "hostif/hostif.hpp"
 #include "rdmacm_shim/cm_internal.hpp"
 
@@ -53,7 +54,9 @@ namespace ctl = urnic::engine::ctl;
 class Client {
  public:
   int open() {
-    const std::string path = urnic::engine::socket_path(urnic::engine::runtime_dir());
+    const std::string dir = urnic::engine::runtime_dir();
+    const std::string path = urnic::engine::socket_path(dir);
+    if (urnic::engine::check_runtime_dir(dir) != 0 || urnic::engine::check_socket_file(path) != 0) return EPERM;
     sockaddr_un addr{};
     addr.sun_family = AF_UNIX;
     if (path.size() >= sizeof addr.sun_path) return ENAMETOOLONG;
@@ -64,6 +67,11 @@ class Client {
       ::close(fd_);
       fd_ = -1;
       return ENODEV;
+    }
+    if (urnic::engine::check_daemon_peer(fd_, path) != 0) {
+      ::close(fd_);
+      fd_ = -1;
+      return EPERM;
     }
     ctl::HelloReq hello{ctl::kMagic, ctl::kVersion, 0, 0};
     ctl::HelloRep rep{};

@@ -40,6 +40,9 @@ enum class Counter : uint8_t {
   kIwCrcErrors,
   kIwTerminatesSent,
   kIwTerminatesRcvd,
+  // RC/UC packets whose source GID is not the QP's connected peer (its
+  // path's DGID; rxe's check_addr): dropped (issue 18).
+  kWrongPeerPkts,
   kCount,
 };
 
@@ -51,7 +54,7 @@ inline constexpr std::array<std::string_view, static_cast<std::size_t>(Counter::
     "rcvd_nak_err",       "sent_nak_err",        "local_ack_timeout_err", "dropped_pkts",
     "qkey_violation",     "cq_overflow",
     "iw_fpdus_sent",      "iw_fpdus_rcvd",       "iw_crc_errors",         "iw_terminates_sent",
-    "iw_terminates_rcvd",
+    "iw_terminates_rcvd", "wrong_peer_pkts",
 };
 static_assert(kCounterNames.size() == static_cast<std::size_t>(Counter::kCount));
 

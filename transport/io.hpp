@@ -68,6 +68,12 @@ struct RxInfo {
   // in the 40 GRH bytes (4 bytes for IPv4, 16 otherwise).
   uint8_t roce_pkt_type = 0;
   uint16_t pkey_index = 0;
+  // The sender's source GID (RoCE v2: its IP address in GID form; v1: the
+  // GRH's SGID), when the engine knows it: an RC or UC QP takes packets
+  // only from the GID its path names (IBA 9.6.1.5's "packet's source is
+  // the QP's destination" for connected QPs; rxe's check_addr).
+  std::array<uint8_t, 16> src_gid{};
+  bool has_src = false;
 };
 
 class EventSink {

@@ -146,6 +146,7 @@ int Transport::dealloc_mw(uint32_t rkey) {
   ctx_->unbind(it->second);
   auto pd = ctx_->pds.find(static_cast<uint32_t>(it->second.pd));
   if (pd != ctx_->pds.end() && pd->second.users > 0) --pd->second.users;
+  ctx_->free_key(it->second.key);
   ctx_->mws.erase(it);
   return 0;
 }

@@ -170,6 +170,7 @@ int Transport::dereg_mr(uint32_t lkey) {
   if (it->second.windows > 0) return EBUSY;
   auto pd = ctx_->pds.find(static_cast<uint32_t>(it->second.pd));
   if (pd != ctx_->pds.end()) --pd->second.users;
+  ctx_->free_key(it->first);
   ctx_->mrs.erase(it);
   return 0;
 }

@@ -18,6 +18,7 @@
 #include <cstring>
 #include <string>
 
+#include "hostif/daemon_trust.hpp"
 #include "hostif/hostif.hpp"
 #include "verbs_shim/shim.hpp"
 
@@ -38,6 +39,18 @@ int connect_socket(const std::string& path) {
   if (fd < 0) return -errno;
   if (::connect(fd, static_cast<sockaddr*>(static_cast<void*>(&addr)), sizeof addr) != 0) {
     const int err = errno;
+    ::close(fd);
+    return -err;
+  }
+  return fd;
+}
+
+// connect_socket, then check_daemon_peer; EPERM if the peer is untrusted.
+int connect_trusted(const std::string& sock) {
+  if (const int err = engine::check_socket_file(sock); err != 0) return -err;
+  const int fd = connect_socket(sock);
+  if (fd < 0) return fd;
+  if (const int err = engine::check_daemon_peer(fd, sock); err != 0) {
     ::close(fd);
     return -err;
   }
@@ -110,16 +123,18 @@ int spawn_daemon(const std::string& daemon, const std::string& dir) {
 int connect_daemon() {
   const std::string dir = engine::runtime_dir();
   const std::string sock = engine::socket_path(dir);
-  int fd = connect_socket(sock);
-  if (fd >= 0) return fd;
+  if (const int err = engine::check_runtime_dir(dir); err != 0) return -err;
+  int fd = connect_trusted(sock);
+  if (fd >= 0 || fd == -EPERM) return fd;
   if (const char* no = std::getenv("URNIC_NO_AUTOSTART"); no != nullptr && no[0] == '1') return fd;
   if (const int err = engine::make_runtime_dir(dir); err != 0) return -err;
+  if (const int err = engine::check_runtime_dir(dir); err != 0) return -err;
   const int lock_fd = ::open(engine::start_lock_path(dir).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (lock_fd < 0) return -errno;
   while (::flock(lock_fd, LOCK_EX) != 0 && errno == EINTR) {
   }
-  fd = connect_socket(sock);
-  if (fd < 0) {
+  fd = connect_trusted(sock);
+  if (fd < 0 && fd != -EPERM) {
     const std::string daemon = find_daemon();
     if (daemon.empty()) {
       std::fprintf(stderr, "urnic: no urnicd found (set URNIC_DAEMON)\n");
@@ -129,8 +144,8 @@ int connect_daemon() {
     } else {
       debug_log("started %s for %s", daemon.c_str(), dir.c_str());
       for (int waited = 0; waited < kStartTimeoutMs; waited += 10) {
-        fd = connect_socket(sock);
-        if (fd >= 0) break;
+        fd = connect_trusted(sock);
+        if (fd >= 0 || fd == -EPERM) break;
         sleep_ms(10);
       }
       if (fd < 0)
@@ -166,6 +181,9 @@ std::unique_ptr<CtlClient> CtlClient::open(int& err) {
   ctl::HelloRep rep{};
   err = c->call(ctl::HelloReq{ctl::kMagic, ctl::kVersion, 0, ctl::kCapSharedRings}, rep);
   if (err != 0) {
+    if (err == EACCES)
+      std::fprintf(stderr, "urnic: urnicd at %s does not serve uid %u (its log says why); its owner can allow you with \"access\" in its config, or run your own (URNIC_RUNTIME_DIR)\n",
+                   engine::socket_path(engine::runtime_dir()).c_str(), static_cast<unsigned>(::getuid()));
     if (err == EPROTONOSUPPORT)
       std::fprintf(stderr, "urnic: urnicd speaks control protocol version %u, this library %u\n",
                    rep.version, ctl::kVersion);
@@ -174,7 +192,12 @@ std::unique_ptr<CtlClient> CtlClient::open(int& err) {
   c->daemon_pid_ = rep.daemon_pid;
   // The daemon reads and writes registered memory with process_vm_readv/
   // writev; under Yama ptrace_scope=1 that needs our explicit permission.
-  ::prctl(PR_SET_PTRACER, static_cast<unsigned long>(rep.daemon_pid), 0, 0, 0);
+  // Given to the process the kernel says is at the other end of the socket
+  // (checked in connect_trusted), not to whatever pid its reply names.
+  ucred cred{};
+  socklen_t len = sizeof cred;
+  if (::getsockopt(c->fd_, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0)
+    ::prctl(PR_SET_PTRACER, static_cast<unsigned long>(cred.pid), 0, 0, 0);
   return c;
 }
 

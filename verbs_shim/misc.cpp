@@ -186,7 +186,10 @@ ibv_rate mbps_to_ibv_rate(int mbps) {
 
 // The daemon reaches registered memory through the process's mappings
 // (process_vm_readv/writev), not through pinned pages, so fork() needs no
-// special care: report fork support as unneeded.
+// special care: report fork support as unneeded. A child that uses its
+// parent's context gets EPERM from urnicd for every command (the session is
+// bound to the parent, docs/SECURITY.md), as libibverbs expects a child to
+// open its own device.
 int ibv_fork_init(void) { return 0; }
 ibv_fork_status ibv_is_fork_initialized(void) { return IBV_FORK_UNNEEDED; }
 int ibv_dontfork_range(void* base, std::size_t size) {

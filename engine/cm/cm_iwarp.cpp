@@ -100,6 +100,14 @@ iw::MpaOptions mpa_options(const CmDevice& d, std::uint16_t ird, std::uint16_t o
 // How long a listening socket outlives its listener (kRelistenGrace of the
 // IB CM).
 constexpr transport::Nanos kIwRelistenGrace = 2'000'000'000;
+// Bounds on connections a TCP peer can open before it is anyone's
+// (issue 18): the MPA Request must come within kIwMpaTimeout of the accept
+// (siw waits as long for it), at most kIwMaxEarlyBytes may follow a
+// peer's MPA frame before a QP owns the stream, and a listener's backlog
+// (default kIwDefaultBacklog) bounds its connections not yet established.
+constexpr transport::Nanos kIwMpaTimeout = 20'000'000'000;
+constexpr std::size_t kIwMaxEarlyBytes = 256 * 1024;
+constexpr int kIwDefaultBacklog = 128;
 
 // How long an initiator's first FPDU waits after the MPA Reply (see
 // iw_establish).
@@ -152,6 +160,7 @@ int CmService::iw_listen(Id& id, int backlog) {
       const int lfd = lit->first;
       iw_lingering_.erase(lit);
       iw_listen_fds_[lfd] = id.handle;
+      iw_backlog_[lfd] = backlog > 0 ? backlog : kIwDefaultBacklog;
       for (auto& [cfd, c] : iw_conns_)
         if (c.lfd == lfd && c.id == 0) c.listener = id.handle;
       continue;
@@ -162,12 +171,13 @@ int CmService::iw_listen(Id& id, int backlog) {
     ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     const sockaddr_in a = sock_v4(d.ipv4, id.src.port);
     if (::bind(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0 ||
-        ::listen(fd, backlog > 0 ? backlog : 128) != 0 || !d.dp->iw_streams()->watch(fd, EPOLLIN, this)) {
+        ::listen(fd, backlog > 0 ? backlog : kIwDefaultBacklog) != 0 || !d.dp->iw_streams()->watch(fd, EPOLLIN, this)) {
       err = errno;
       ::close(fd);
       continue;
     }
     iw_listen_fds_[fd] = id.handle;
+    iw_backlog_[fd] = backlog > 0 ? backlog : kIwDefaultBacklog;
   }
   return iw(id) ? err : 0;
 }
@@ -202,16 +212,31 @@ void CmService::iw_serve_waiting(const Id& listener, transport::Nanos now_ns) {
 transport::Nanos CmService::iw_linger_deadline() const {
   transport::Nanos d = transport::kNever;
   for (const auto& [fd, l] : iw_lingering_) d = std::min(d, l.until);
+  // Connections waiting for their MPA Request (at most the listeners'
+  // backlogs, so this stays short).
+  for (const auto& [fd, c] : iw_conns_) d = std::min(d, c.mpa_deadline);
   return d;
 }
 
+void CmService::iw_mpa_expired(transport::Nanos now_ns) {
+  std::vector<int> late;
+  for (const auto& [fd, c] : iw_conns_)
+    if (c.mpa_deadline <= now_ns) late.push_back(fd);
+  for (int fd : late) {
+    ++counters_.iw_mpa_timeouts;
+    iw_drop_conn(fd);
+  }
+}
+
 void CmService::iw_linger_expired(transport::Nanos now_ns) {
+  iw_mpa_expired(now_ns);
   std::vector<int> expired;
   for (const auto& [fd, l] : iw_lingering_)
     if (l.until <= now_ns) expired.push_back(fd);
   for (int lfd : expired) {
     iw_lingering_.erase(lfd);
     iw_listen_fds_.erase(lfd);
+    iw_backlog_.erase(lfd);
     for (const CmDevice& d : devices_)
       if (d.iwarp && d.dp != nullptr && d.dp->iw_streams() != nullptr) d.dp->iw_streams()->unwatch(lfd);
     ::close(lfd);
@@ -325,12 +350,23 @@ void CmService::on_fd_ready(int fd, std::uint32_t events, transport::Nanos now) 
 }
 
 void CmService::iw_accept_ready(int lfd, transport::Nanos now) {
-  (void)now;
   const std::uint32_t listener = iw_listen_fds_[lfd];
+  const auto bl = iw_backlog_.find(lfd);
+  const std::size_t backlog = static_cast<std::size_t>(bl != iw_backlog_.end() ? bl->second : kIwDefaultBacklog);
   for (;;) {
     sockaddr_in local{};
     const int fd = ::accept4(lfd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) return;
+    // The backlog bounds the connections not yet established on this
+    // socket (as the kernel's iw_cm bounds pending connect requests):
+    // beyond it, new ones are closed at once.
+    const auto pending = static_cast<std::size_t>(std::count_if(
+        iw_conns_.begin(), iw_conns_.end(), [&](const auto& kv) { return kv.second.lfd == lfd; }));
+    if (pending >= backlog) {
+      ++counters_.iw_backlog_full;
+      ::close(fd);
+      continue;
+    }
     socklen_t len = sizeof local;
     ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len);
     int dev = -1;
@@ -349,6 +385,7 @@ void CmService::iw_accept_ready(int lfd, transport::Nanos now) {
     c.listener = listener;
     c.lfd = lfd;
     c.mpa = iw::MpaSetup(iw::MpaSetup::Role::kResponder);
+    c.mpa_deadline = now + kIwMpaTimeout;
     s->watch(fd, EPOLLIN | EPOLLRDHUP, this);
   }
 }
@@ -393,6 +430,18 @@ void CmService::iw_conn_ready(IwConn& c, std::uint32_t events, transport::Nanos 
   const bool waiting = c.mpa.state() == iw::MpaSetup::State::kAwaitRequest ||
                        c.mpa.state() == iw::MpaSetup::State::kAwaitReply;
   if (waiting) in = in.subspan(c.mpa.feed(in));
+  if (c.mpa.state() != iw::MpaSetup::State::kAwaitRequest) c.mpa_deadline = transport::kNever;
+  // Bytes after the peer's MPA frame wait here until a QP owns the stream.
+  // A Requester may send none before our Reply (RFC 5044 7.1.2), a
+  // Responder only what fits its first FPDUs: more is a flood.
+  if (c.early.size() + in.size() > kIwMaxEarlyBytes) {
+    ++counters_.iw_early_overflows;
+    if (id_it != ids_.end() && id_it->second.state == State::kReqSent) {
+      id_it->second.state = State::kError;
+      emit(id_it->second, RDMA_CM_EVENT_CONNECT_ERROR, -ECONNRESET);
+    }
+    return iw_drop_conn(fd);
+  }
   c.early.insert(c.early.end(), in.begin(), in.end());
   if (!waiting) return;
   switch (c.mpa.state()) {

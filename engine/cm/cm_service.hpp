@@ -199,6 +199,9 @@ class CmService final : public GsiHandler, public IwWatcher {
     std::vector<std::uint8_t> early;  // bytes after the peer's MPA frame (its first FPDUs)
     std::uint16_t ird = 0, ord = 0;
     int lfd = -1;                  // passive: the listening socket it came in on
+    // Passive: the MPA Request must arrive by then (an idle TCP peer is not
+    // held for ever; kNever once it came).
+    transport::Nanos mpa_deadline = transport::kNever;
   };
   // A listening socket whose listener went away, kept open for the re-listen
   // grace: connections that come meanwhile wait (their MPA Request is read)
@@ -301,6 +304,8 @@ class CmService final : public GsiHandler, public IwWatcher {
   void iw_request_in(IwConn& c, transport::Nanos now);
   void iw_reply_in(IwConn& c, transport::Nanos now);
   void iw_linger_expired(transport::Nanos now);
+  // Passive connections whose MPA Request did not come in time: closed.
+  void iw_mpa_expired(transport::Nanos now);
   // A new listener took over sockets that lingered: the Requests that
   // waited on them become its CONNECT_REQUESTs.
   void iw_serve_waiting(const Id& listener, transport::Nanos now);
@@ -312,6 +317,7 @@ class CmService final : public GsiHandler, public IwWatcher {
   std::vector<CmDevice> devices_;
   Clock clock_;
   std::map<int, std::uint32_t> iw_listen_fds_;  // listening socket -> listening id
+  std::map<int, int> iw_backlog_;               // listening socket -> its backlog (connections not yet established)
   std::map<int, IwConn> iw_conns_;              // by socket
   std::map<int, IwLinger> iw_lingering_;        // listening sockets without a listener (id 0 in iw_listen_fds_)
   // Active ids whose TCP connect was refused by a port of ours that had a

@@ -70,7 +70,7 @@ int check_user_range(pid_t pid, std::uint64_t addr, std::uint64_t len, bool writ
   return covered >= end ? 0 : EFAULT;
 }
 
-Registry::Registry(const DaemonConfig& cfg) : daemon_pid_(::getpid()) {
+Registry::Registry(const DaemonConfig& cfg) : quota_(cfg.quota), daemon_pid_(::getpid()) {
   for (const auto& d : cfg.devices) devices_.push_back(std::make_unique<Device>(d));
 }
 
@@ -347,7 +347,7 @@ Reply Session::on_query_port(const MsgHeader& h, std::span<const std::byte> msg)
 }
 
 Reply Session::on_alloc_pd(const MsgHeader& h) {
-  if (dev_->usage().pds >= dev_->attrs().max_pd) return fail<ctl::AllocPdRep>(h, ENOMEM);
+  if (dev_->usage().pds >= dev_->attrs().max_pd || over_quota(pds_.size(), reg_.quota().pd)) return fail<ctl::AllocPdRep>(h, ENOMEM);
   const std::uint32_t handle = next_handle();
   pds_[handle] = PdObj{};
   if (dp_ != nullptr) pds_[handle].tpd = dp_->transport().alloc_pd();
@@ -396,7 +396,7 @@ Reply Session::on_reg_mr(const MsgHeader& h, std::span<const std::byte> msg) {
                                      IBV_ACCESS_REMOTE_ATOMIC)) != 0;
   if (const int err = odp ? 0 : check_user_range(pid_, req->addr, req->length, write); err != 0)
     return fail<ctl::RegMrRep>(h, err);
-  if (dev_->usage().mrs >= dev_->attrs().max_mr) return fail<ctl::RegMrRep>(h, ENOMEM);
+  if (dev_->usage().mrs >= dev_->attrs().max_mr || over_quota(mrs_.size(), reg_.quota().mr)) return fail<ctl::RegMrRep>(h, ENOMEM);
   std::uint32_t key = 0;
   if (dp_ != nullptr) {
     // The transport owns the key space (device-wide, so a remote rkey finds
@@ -479,7 +479,7 @@ Reply Session::on_create_cq(const MsgHeader& h, std::span<const std::byte> msg) 
     if (it == channels_.end()) return fail<ctl::CreateCqRep>(h, EINVAL);
     ch = &it->second;
   }
-  if (dev_->usage().cqs >= a.max_cq) return fail<ctl::CreateCqRep>(h, ENOMEM);
+  if (dev_->usage().cqs >= a.max_cq || over_quota(cqs_.size(), reg_.quota().cq)) return fail<ctl::CreateCqRep>(h, ENOMEM);
   CqObj cq;
   cq.cookie = req->cookie;
   cq.channel = req->channel_handle;
@@ -578,7 +578,7 @@ Reply Session::on_create_qp(const MsgHeader& h, std::span<const std::byte> msg) 
       caps.max_send_sge > a.max_sge || caps.max_recv_sge > a.max_sge ||
       caps.max_inline_data > a.max_inline_data)
     return fail<ctl::CreateQpRep>(h, EINVAL);
-  if (dev_->usage().qps >= a.max_qp) return fail<ctl::CreateQpRep>(h, ENOMEM);
+  if (dev_->usage().qps >= a.max_qp || over_quota(qps_.size(), reg_.quota().qp)) return fail<ctl::CreateQpRep>(h, ENOMEM);
 
   QpObj qp;
   qp.cookie = req->cookie;
@@ -763,7 +763,7 @@ int Session::create_srq_obj(SrqObj srq, std::uint32_t max_wr, std::uint32_t max_
   if (pd == pds_.end()) return EINVAL;
   if (max_wr < 1 || max_wr > a.max_srq_wr || max_sge < 1 || max_sge > a.max_srq_sge || srq_limit > max_wr)
     return EINVAL;
-  if (dev_->usage().srqs >= a.max_srq) return ENOMEM;
+  if (dev_->usage().srqs >= a.max_srq || over_quota(srqs_.size(), reg_.quota().srq)) return ENOMEM;
   // A TM SRQ's ring also carries its tag operations (at most max_ops of
   // them between the engine's passes).
   const std::uint32_t ops = srq.tm ? srq.tm_attr.max_ops : 0;
@@ -874,7 +874,7 @@ Reply Session::on_create_ah(const MsgHeader& h, std::span<const std::byte> msg) 
   if (req->attr.port_num != 1 || req->attr.is_global == 0 ||
       req->attr.sgid_index >= dev_->gids().size())
     return fail<ctl::CreateAhRep>(h, EINVAL);
-  if (dev_->usage().ahs >= dev_->attrs().max_ah) return fail<ctl::CreateAhRep>(h, ENOMEM);
+  if (dev_->usage().ahs >= dev_->attrs().max_ah || over_quota(ahs_.size(), reg_.quota().ah)) return fail<ctl::CreateAhRep>(h, ENOMEM);
   transport::AhHandle tah{};
   if (dp_ != nullptr) {
     const auto a = dp_->transport().create_ah(pd->second.tpd, to_transport(req->attr));

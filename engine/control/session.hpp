@@ -190,6 +190,9 @@ class Session final : public QueueOwner {
   void take_posted_sends();
   void destroy_all();
   std::uint32_t next_handle() { return ++last_handle_; }
+  // Whether this process already holds `have` objects of a kind whose
+  // per-process quota is `limit` (0: none).
+  static bool over_quota(std::size_t have, std::uint32_t limit) { return limit != 0 && have >= limit; }
 
   Registry& reg_;
   pid_t pid_;
@@ -215,6 +218,8 @@ class Session final : public QueueOwner {
 class Registry {
  public:
   explicit Registry(const DaemonConfig& cfg);
+  [[nodiscard]] const ProcessQuota& quota() const { return quota_; }
+  void set_quota(const ProcessQuota& q) { quota_ = q; }
   std::vector<std::unique_ptr<Device>>& devices() { return devices_; }
   Device* find_device(const std::string& name);
   std::map<std::uint32_t, Session*>& sessions() { return sessions_; }
@@ -243,6 +248,7 @@ class Registry {
   int doorbell_fd_ = -1;
   std::vector<std::unique_ptr<Device>> devices_;
   std::map<std::uint32_t, Session*> sessions_;
+  ProcessQuota quota_;
   pid_t daemon_pid_;
 };
 

@@ -24,7 +24,7 @@ Reply Session::on_alloc_mw(const MsgHeader& h, std::span<const std::byte> msg) {
   auto pd = pds_.find(req->pd_handle);
   if (pd == pds_.end()) return fail<ctl::AllocMwRep>(h, EINVAL);
   if (req->type != IBV_MW_TYPE_1 && req->type != IBV_MW_TYPE_2) return fail<ctl::AllocMwRep>(h, EINVAL);
-  if (dev_->usage().mws >= dev_->attrs().max_mw) return fail<ctl::AllocMwRep>(h, ENOMEM);
+  if (dev_->usage().mws >= dev_->attrs().max_mw || over_quota(mws_.size(), reg_.quota().mw)) return fail<ctl::AllocMwRep>(h, ENOMEM);
   std::uint32_t key = 0;
   if (dp_ != nullptr) {
     const auto r = dp_->transport().alloc_mw(

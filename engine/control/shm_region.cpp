@@ -1,5 +1,6 @@
 #include "engine/control/shm_region.hpp"
 
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -40,12 +41,20 @@ int ShmRegion::create(const std::string& name, std::size_t bytes) {
   reset();
   const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
   const std::size_t len = (bytes + page - 1) / page * page;
-  const int fd = ::memfd_create(name.c_str(), MFD_CLOEXEC);
+  const int fd = ::memfd_create(name.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0) return errno == EMFILE || errno == ENFILE ? ENOMEM : errno;
   if (::ftruncate(fd, static_cast<off_t>(len)) != 0) {
     const int err = errno;
     ::close(fd);
     return err == EFBIG ? ENOMEM : err;
+  }
+  // The process gets this fd: sealed, it cannot shrink the file under our
+  // mapping (which would kill the daemon with SIGBUS on its next access)
+  // nor grow it or take the seals off.
+  if (::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return err;
   }
   void* p = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED) {

@@ -18,7 +18,8 @@ class ShmRegion {
   ShmRegion(const ShmRegion&) = delete;
   ShmRegion& operator=(const ShmRegion&) = delete;
 
-  // Create and map `bytes` (rounded up to pages) of zeroed shared memory.
+  // Create and map `bytes` (rounded up to pages) of zeroed shared memory,
+  // sealed at that size (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL).
   // Returns 0 or an errno (ENOMEM when memfd/mmap fail for lack of memory).
   int create(const std::string& name, std::size_t bytes);
 

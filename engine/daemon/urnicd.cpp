@@ -155,7 +155,7 @@ int main(int argc, char** argv) {
   std::vector<std::unique_ptr<DataPath>> paths;  // outlives io (see EngineLoop)
   {
     boost::asio::io_context io;
-    CtlServer server(io, reg);
+    CtlServer server(io, reg, cfg.access);
     EngineLoop loop(io, reg, paths);
     if (std::string error; !loop.init(&error)) {
       fmt::print(stderr, "urnicd: data path: {}\n", error);

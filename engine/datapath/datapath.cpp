@@ -168,7 +168,7 @@ void DataPath::bind_cq(t::CqHandle tcq, QueueOwner* s, std::uint32_t cq_handle, 
 }
 void DataPath::unbind_cq(t::CqHandle tcq) { cqs_.erase(static_cast<std::uint32_t>(tcq)); }
 void DataPath::bind_qp(std::uint32_t qpn, QueueOwner* s, QpQueues* qp) {
-  qps_[qpn] = QpBinding{s, qp};
+  qps_[qpn] = QpBinding{s, qp, false};
   stats_.add_qp(qpn);
 }
 int DataPath::iw_attach(std::uint32_t qpn, int fd, const t::iwarp::StreamParams& params, t::Nanos now,
@@ -264,7 +264,7 @@ bool DataPath::poll(t::Nanos now, bool poll_link) {
   // receives first left a window in which a UD send hairpinned in this pass
   // found no receive WQE and was dropped (pyverbs test_odp_ud_traffic).
   for (auto& [qpn, b] : qps_) {
-    if (b.qp->rq.valid()) work |= drain_rq(qpn, b);
+    if (b.qp->rq.valid()) work |= drain_rq(qpn, b, now);
   }
   for (auto& [h, b] : srqs_) work |= drain_srq(t::SrqHandle{h}, b, now);
   if (iw_) {
@@ -355,11 +355,26 @@ void DataPath::fail_qp(std::uint32_t qpn, QpBinding& b, std::uint64_t wr_id, std
   if (b.session->deliver_cqe(cq, e, true) == EOVERFLOW) ++counters_.cq_overflows;
 }
 
+void DataPath::ring_corrupt(std::uint32_t qpn, QpBinding& b, t::Nanos now) {
+  if (b.ring_corrupt) return;
+  b.ring_corrupt = true;
+  ++counters_.rings_corrupt;
+  if (b.qp->sq.valid()) b.qp->sq.store_ctl(&RingControlLine::error, 1);
+  if (b.qp->rq.valid()) b.qp->rq.store_ctl(&RingControlLine::error, 1);
+  t::QpAttr attr;
+  attr.qp_state = t::QpState::kErr;
+  transport_->modify_qp(qpn, attr, t::qp_attr::kState, now);
+  b.session->post_async_event(ctl::AsyncEvent{b.qp->cookie, IBV_EVENT_QP_FATAL, 0});
+}
+
 bool DataPath::drain_sq(std::uint32_t qpn, QpBinding& b, t::Nanos now) {
   SpscRing& ring = b.qp->sq;
   if (!ring.valid()) return false;
   const std::uint32_t n = std::min(ring.untaken(), kWqeBurst);
-  if (n == 0) return false;
+  if (n == 0) {
+    if (ring.producer_corrupt()) ring_corrupt(qpn, b, now);
+    return false;
+  }
   mem_.forget_window();  // these WQEs' buffers may be newer than the read-ahead
   const std::uint32_t slot_size = ring.slot_size();
   if (wqe_scratch_.size() < slot_size) wqe_scratch_.resize(slot_size);
@@ -465,10 +480,13 @@ bool read_recv_wqe(const SpscRing& ring, std::vector<std::byte>& scratch, std::u
 
 }  // namespace
 
-bool DataPath::drain_rq(std::uint32_t qpn, QpBinding& b) {
+bool DataPath::drain_rq(std::uint32_t qpn, QpBinding& b, t::Nanos now) {
   SpscRing& ring = b.qp->rq;
   const std::uint32_t n = std::min(ring.untaken(), kWqeBurst);
-  if (n == 0) return false;
+  if (n == 0) {
+    if (ring.producer_corrupt()) ring_corrupt(qpn, b, now);
+    return false;
+  }
   std::array<t::Sge, kMaxSge> sges{};
   for (std::uint32_t k = 0; k < n; ++k) {
     t::RecvWr wr;
@@ -700,6 +718,9 @@ void DataPath::hairpin(const t::TxPacket& p, bool mcast) {
   }
   hp.from.traffic_class = p.addr.ah.traffic_class;
   hp.from.hop_limit = p.addr.ah.hop_limit;
+  // Who sent it, as a peer's QP path names it (the GID it would go out
+  // from on a link): what the receiving RC/UC QP checks.
+  hp.sender = link_dest(p).src;
   hp.multicast = mcast;
   ++hairpin_count_;
   ++counters_.hairpin_packets;
@@ -745,7 +766,7 @@ std::uint8_t roce_pkt_type(const RxAddress& from) {
 
 }  // namespace
 
-void DataPath::deliver_rx(const wire::IbPacket& pkt, const RxAddress& from, t::Nanos now) {
+void DataPath::deliver_rx(const wire::IbPacket& pkt, const RxAddress& from, t::Nanos now, const wire::IpAddr* sender) {
   stats_.on_rx(pkt);
   if (pkt.bth.dest_qp == kGsiQpn) {
     // QP1 is the GSI (IBA 13.5.1): MADs go to the CM service, not the
@@ -756,6 +777,8 @@ void DataPath::deliver_rx(const wire::IbPacket& pkt, const RxAddress& from, t::N
     return;
   }
   t::RxInfo rx;
+  rx.src_gid = sender != nullptr ? sender->bytes : from.src.bytes;
+  rx.has_src = true;
   if (wire::transport_of(pkt.bth.opcode) == wire::IbTransport::kUd) {
     const std::size_t ib_bytes = pkt.info().length + pkt.payload.size() + pkt.bth.pad + 4;
     rx.grh = receive_grh(from, ib_bytes);
@@ -822,7 +845,7 @@ bool DataPath::run_hairpin(t::Nanos now) {
     if (hp.multicast)
       deliver_multicast(pkt, hp.from, now);
     else
-      deliver_rx(pkt, hp.from, now);
+      deliver_rx(pkt, hp.from, now, &hp.sender);
     // deliver_rx may have grown (rotated) the ring: the slot delivered is
     // still the oldest, now at hairpin_head_.
     hairpin_head_ = (hairpin_head_ + 1) % hairpin_slots_.size();

@@ -47,6 +47,7 @@ struct DataPathCounters {
   uint64_t cq_overflows = 0;
   uint64_t hairpin_packets = 0;
   uint64_t mcast_no_members = 0;  // multicast sends no QP of the device had joined
+  uint64_t rings_corrupt = 0;     // QPs errored for a corrupt producer index (DataPath::ring_corrupt)
 };
 
 class DataPath;
@@ -161,6 +162,7 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
   struct QpBinding {
     QueueOwner* session;
     QpQueues* qp;
+    bool ring_corrupt = false;  // a producer index out of range was seen (once per QP)
   };
   struct SrqBinding {
     QueueOwner* session;
@@ -171,11 +173,12 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
     wire::IbPacket pkt;
     std::vector<std::uint8_t> data;
     RxAddress from;
+    wire::IpAddr sender;     // the sending QP's source GID (from.src is the UD GRH's)
     bool multicast = false;  // to every member of the group from.dst
   };
 
   bool drain_sq(std::uint32_t qpn, QpBinding& b, transport::Nanos now);
-  bool drain_rq(std::uint32_t qpn, QpBinding& b);
+  bool drain_rq(std::uint32_t qpn, QpBinding& b, transport::Nanos now);
   bool drain_srq(transport::SrqHandle h, SrqBinding& b, transport::Nanos now);
   bool drain_cqs();
   // Publishes each work queue ring's consumer index past its completed WQEs.
@@ -187,7 +190,13 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
   bool take_arrivals(transport::Nanos now);
   void fail_qp(std::uint32_t qpn, QpBinding& b, std::uint64_t wr_id, std::uint32_t status,
                transport::Nanos now);
-  void deliver_rx(const wire::IbPacket& pkt, const RxAddress& from, transport::Nanos now);
+  // The application's producer index of one of QP `qpn`'s rings is out of
+  // range: the ring's error word says so, the QP goes to the Error state and
+  // the process gets IBV_EVENT_QP_FATAL, once. Other QPs go on.
+  void ring_corrupt(std::uint32_t qpn, QpBinding& b, transport::Nanos now);
+  // `sender`: the sending QP's GID for a hairpinned packet (else from.src).
+  void deliver_rx(const wire::IbPacket& pkt, const RxAddress& from, transport::Nanos now,
+                  const wire::IpAddr* sender = nullptr);
   // A multicast packet (DQPN 0xFFFFFF): one copy to each member QP of the
   // group `from.dst`.
   void deliver_multicast(const wire::IbPacket& pkt, const RxAddress& from, transport::Nanos now);

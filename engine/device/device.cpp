@@ -1,5 +1,8 @@
 #include "engine/device/device.hpp"
 
+#include <grp.h>
+#include <pwd.h>
+
 #include <arpa/inet.h>
 #include <infiniband/verbs.h>
 #include <net/if.h>
@@ -95,6 +98,47 @@ std::uint32_t mtu_enum(std::uint32_t bytes) {
     default: return 0;
   }
 }
+
+namespace {
+
+// "access": {"uids": [...], "gids": [...]}: numbers or user/group names.
+bool parse_access(const nlohmann::json& a, AccessPolicy& out, std::string& error) {
+  if (!a.is_object()) {
+    error = "config: \"access\" must be an object {\"uids\": [...], \"gids\": [...]}";
+    return false;
+  }
+  for (const auto& [key, list] : a.items()) {
+    if ((key != "uids" && key != "gids") || !list.is_array()) {
+      error = "config: \"access\" takes \"uids\" and \"gids\", each an array of numbers or names";
+      return false;
+    }
+    for (const auto& v : list) {
+      if (v.is_number_unsigned()) {
+        (key == "uids" ? out.uids : out.gids).push_back(v.get<std::uint32_t>());
+        continue;
+      }
+      const std::string name = v.is_string() ? v.get<std::string>() : v.dump();
+      if (key == "uids") {
+        const passwd* pw = v.is_string() ? ::getpwnam(name.c_str()) : nullptr;
+        if (pw == nullptr) {
+          error = "config: \"access\": no such user " + name;
+          return false;
+        }
+        out.uids.push_back(pw->pw_uid);
+      } else {
+        const group* gr = v.is_string() ? ::getgrnam(name.c_str()) : nullptr;
+        if (gr == nullptr) {
+          error = "config: \"access\": no such group " + name;
+          return false;
+        }
+        out.gids.push_back(gr->gr_gid);
+      }
+    }
+  }
+  return true;
+}
+
+}  // namespace
 
 std::optional<DaemonConfig> parse_config(const std::string& json_text, std::string& error) {
   DaemonConfig cfg;
@@ -200,6 +244,25 @@ std::optional<DaemonConfig> parse_config(const std::string& json_text, std::stri
         return std::nullopt;
       }
       ++index;
+    }
+    if (j.contains("access") && !parse_access(j["access"], cfg.access, error)) return std::nullopt;
+    if (j.contains("process_quota")) {
+      const auto& q = j["process_quota"];
+      const std::pair<const char*, std::uint32_t ProcessQuota::*> fields[] = {
+          {"pd", &ProcessQuota::pd}, {"mr", &ProcessQuota::mr},   {"cq", &ProcessQuota::cq}, {"qp", &ProcessQuota::qp},
+          {"srq", &ProcessQuota::srq}, {"ah", &ProcessQuota::ah}, {"mw", &ProcessQuota::mw}};
+      for (const auto& [key, v] : q.items()) {
+        bool known = false;
+        for (const auto& [name, field] : fields)
+          if (key == name) {
+            cfg.quota.*field = v.get<std::uint32_t>();
+            known = true;
+          }
+        if (!known) {
+          error = "config: \"process_quota\" takes pd, mr, cq, qp, srq, ah, mw (not " + key + ")";
+          return std::nullopt;
+        }
+      }
     }
   } catch (const nlohmann::json::exception& e) {
     error = std::string("config: ") + e.what();
@@ -416,15 +479,9 @@ std::uint32_t Device::alloc_qpn() {
 void Device::free_qpn(std::uint32_t qpn) { qpns_in_use_.erase(qpn); }
 
 std::uint32_t Device::alloc_mr_key() {
-  for (;;) {
-    const std::uint32_t index = next_mr_index_;
-    next_mr_index_ = next_mr_index_ >= 0xffffff ? 1 : next_mr_index_ + 1;
-    const std::uint32_t key = (index << 8) | mr_key_byte_++;
-    if (!mr_keys_in_use_.contains(key >> 8)) {
-      mr_keys_in_use_[key >> 8] = true;
-      return key;
-    }
-  }
+  const std::uint32_t key = mr_key_source_.next([this](std::uint32_t idx) { return mr_keys_in_use_.contains(idx); });
+  mr_keys_in_use_[key >> 8] = true;
+  return key;
 }
 
 void Device::free_mr_key(std::uint32_t key) { mr_keys_in_use_.erase(key >> 8); }

@@ -3,6 +3,8 @@
 // are per device, across all processes, as on a hardware RNIC).
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -13,6 +15,7 @@
 #include "engine/observe/fault.hpp"
 #include "engine/link/netdev.hpp"
 #include "transport/iwarp/mpa_setup.hpp"
+#include "transport/key_source.hpp"
 
 namespace urnic::engine {
 
@@ -52,8 +55,27 @@ struct DeviceConfig {
   transport::iwarp::Rfc7306Use mpa_rfc7306 = transport::iwarp::Rfc7306Use::kOffer;
 };
 
+// Who may use this daemon (config key "access"; engine/control/peer_identity
+// enforces it): by default its own uid only. Root (uid 0) may always connect.
+struct AccessPolicy {
+  std::vector<uid_t> uids;  // further uids allowed
+  std::vector<gid_t> gids;  // members of these groups (primary or supplementary) allowed
+};
+
+// Per-process limits (config key "process_quota": {"pd": N, "mr": N, "cq": N,
+// "qp": N, "srq": N, "ah": N, "mw": N}), on top of the device's: so that one
+// application cannot take a whole device from the others. 0: no limit
+// other than the device's (the default, as on hardware).
+struct ProcessQuota {
+  std::uint32_t pd = 0, mr = 0, cq = 0, qp = 0, srq = 0, ah = 0, mw = 0;
+};
+
 struct DaemonConfig {
   std::vector<DeviceConfig> devices;
+  // Who may connect besides the daemon's own uid (and root): config key
+  // "access": {"uids": [1001, "alice"], "gids": ["rdma"]}.
+  AccessPolicy access;
+  ProcessQuota quota;
 };
 
 // The default: urnic0, RoCE v2 over the kernel UDP socket link on
@@ -104,8 +126,9 @@ class Device {
   // as rxe does). Never returns a QPN still in use.
   std::uint32_t alloc_qpn();
   void free_qpn(std::uint32_t qpn);
-  // A fresh memory key (lkey == rkey): index in the upper 24 bits, an 8-bit
-  // "key" byte that changes on reuse so stale keys miss (IBA 10.6.3.2).
+  // A fresh memory key (lkey == rkey) for control-only sessions: a random
+  // index not in use in the upper 24 bits, a random 8-bit "key" byte
+  // (transport/key_source.hpp).
   std::uint32_t alloc_mr_key();
   void free_mr_key(std::uint32_t key);
 
@@ -123,8 +146,7 @@ class Device {
   DeviceUsage usage_;
   std::uint32_t next_qpn_ = 17;
   std::map<std::uint32_t, bool> qpns_in_use_;
-  std::uint32_t next_mr_index_ = 1;
-  std::uint8_t mr_key_byte_ = 0;
+  transport::KeySource mr_key_source_;
   std::map<std::uint32_t, bool> mr_keys_in_use_;
 };
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "hostif/ctl_proto.hpp"
+#include "hostif/daemon_trust.hpp"
 #include "hostif/hostif.hpp"
 #include "hostif/cm_counters.hpp"
 #include "hostif/stats_names.hpp"
@@ -44,6 +45,7 @@ class DaemonConn {
   bool open(const DaemonOptions& o) {
     const std::string dir = o.runtime_dir.empty() ? engine::runtime_dir() : o.runtime_dir;
     const std::string path = engine::socket_path(dir);
+    if (engine::check_runtime_dir(dir) != 0 || engine::check_socket_file(path) != 0) return false;
     fd_ = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     sockaddr_un addr{};
     addr.sun_family = AF_UNIX;
@@ -53,6 +55,7 @@ class DaemonConn {
       fmt::print(stderr, "urnic: urnicd is not running (no daemon at {})\n", path);
       return false;
     }
+    if (engine::check_daemon_peer(fd_, path) != 0) return false;
     int status = 0;
     const auto hello = call<ctl::HelloRep>(ctl::HelloReq{ctl::kMagic, ctl::kVersion, 0, 0}, status);
     if (!hello || status != 0) {

@@ -6,11 +6,13 @@
 #include <optional>
 #include <span>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "transport/counters.hpp"
 #include "transport/pool_alloc.hpp"
 #include "transport/io.hpp"
+#include "transport/key_source.hpp"
 #include "transport/tag_list.hpp"
 #include "transport/transport.hpp"
 #include "transport/types.hpp"
@@ -107,26 +109,30 @@ struct Context {
   TransportConfig cfg;
   Counters counters;
   std::unordered_map<uint32_t, Pd> pds;
-  std::unordered_map<uint32_t, Mr> mrs;  // keyed by lkey (== rkey)
+  std::unordered_map<uint32_t, Mr> mrs;  // keyed by lkey (== rkey, as rxe and mlx5 have them)
   std::unordered_map<uint32_t, Cq> cqs;
   std::unordered_map<uint32_t, Srq> srqs;
   std::unordered_map<uint32_t, Ah> ahs;
   std::unordered_map<uint32_t, Xrcd> xrcds;
   std::unordered_map<uint32_t, Mw> mws;  // keyed by key index (key >> 8); MRs and windows share the index space
   uint32_t next_handle = 1;
-  uint32_t next_key_index = 1;
+  KeySource keys;
+  std::unordered_set<uint32_t> key_indices;  // indices of live MR and window keys
   std::vector<uint8_t> scratch;  // one packet's payload (the largest MTU)
 
   Context(MemoryAccess& m, TxSink& t, EventSink& e, TransportConfig c)
       : mem(m), tx(t), events(e), cfg(c), scratch(4096) {}
 
   // A fresh key: 24-bit index + 8-bit variant (IBA 10.6.2: the low byte is
-  // the consumer-owned key part; for an MR it only makes keys less
-  // guessable, a window's changes with every bind).
+  // the consumer-owned key part; a window's changes with every bind), both
+  // random (transport/key_source.hpp), the index not in use. free_key
+  // returns the index when the MR or window goes.
   uint32_t new_key() {
-    const uint32_t idx = next_key_index++;
-    return (idx << 8) | ((idx * 0x9Du + 0x5Bu) & 0xFF);
+    const uint32_t key = keys.next([this](uint32_t idx) { return key_indices.contains(idx); });
+    key_indices.insert(key >> 8);
+    return key;
   }
+  void free_key(uint32_t key) { key_indices.erase(key >> 8); }
 
   // Looks up `key` and checks PD, bounds [va, va+len) and `need` access bits.
   // IBA 10.6.3.1/10.6.3.2: zero-length accesses do not check the key

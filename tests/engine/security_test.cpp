@@ -1,0 +1,170 @@
+// Issue 18 in the daemon's pieces: the memfds it shares cannot be shrunk
+// under its mappings, a control connection knows which process sent each
+// message, peers are identified by pidfd and checked against the access
+// policy, and the config's access and quota keys.
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <string>
+#include <vector>
+
+#include "engine/device/device.hpp"
+#include "hostif/hostif.hpp"
+#include "engine/control/peer_identity.hpp"
+#include "engine/control/shm_region.hpp"
+#include "tests/engine/session_rig.hpp"
+
+namespace ctl = urnic::engine::ctl;
+
+using namespace urnic::engine;
+
+TEST_CASE("a shared ring's memfd cannot be shrunk, grown or unsealed by the process", "[security][memfd]") {
+  ShmRegion r;
+  REQUIRE(r.create("urnic-test", 8192) == 0);
+  // What a hostile client does with the fd it was passed (old code: this
+  // succeeded, and the daemon's next access to the ring died of SIGBUS).
+  CHECK(::ftruncate(r.fd(), 0) == -1);
+  CHECK(errno == EPERM);
+  CHECK(::ftruncate(r.fd(), 1 << 20) == -1);
+  const int seals = ::fcntl(r.fd(), F_GET_SEALS);
+  CHECK((seals & F_SEAL_SHRINK) != 0);
+  CHECK((seals & F_SEAL_SEAL) != 0);
+  CHECK(::fcntl(r.fd(), F_ADD_SEALS, F_SEAL_WRITE) == -1);
+  // The daemon's mapping still works.
+  r.data()[8191] = std::byte{7};
+  CHECK(r.data()[8191] == std::byte{7});
+}
+
+TEST_CASE("each control message says which process sent it (a forked child is not its parent)",
+          "[security][identity]") {
+  int sv[2];
+  REQUIRE(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == 0);
+  PeerIdentity peer;
+  std::string why;
+  REQUIRE(identify_peer(sv[0], boottime_ns(), peer, why) == 0);
+  CHECK(peer.pid == ::getpid());
+  CHECK(peer.uid == ::getuid());
+  REQUIRE(peer.pidfd >= 0);
+  CHECK(!pidfd_exited(peer.pidfd));
+  const std::byte hello[4]{};
+  REQUIRE(send_message(sv[1], hello) == 0);
+  std::vector<std::byte> msg;
+  std::vector<int> fds;
+  int sender = -1;
+  REQUIRE(recv_message(sv[0], msg, fds, &sender) == 0);
+  CHECK(sender == ::getpid());
+  // A child that inherited the socket sends through it.
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(send_message(sv[1], hello) == 0 ? 0 : 1);
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  REQUIRE(recv_message(sv[0], msg, fds, &sender) == 0);
+  CHECK(sender == child);
+  CHECK(sender != peer.pid);
+  ::close(peer.pidfd);
+  ::close(sv[0]);
+  ::close(sv[1]);
+}
+
+TEST_CASE("a pid is the peer only if its process started before the connection", "[security][identity]") {
+  const std::uint64_t started = process_start_ns(::getpid());
+  REQUIRE(started > 0);
+  CHECK(started <= boottime_ns());
+  // The pidfd of an exited process says so (what closes its session).
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, child, 0));
+  REQUIRE(pidfd >= 0);
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  CHECK(pidfd_exited(pidfd));
+  ::close(pidfd);
+}
+
+TEST_CASE("the daemon serves its own uid and root by default, others only by config", "[security][access]") {
+  PeerIdentity p;
+  p.pid = ::getpid();
+  p.uid = 1234;
+  p.gid = 1234;
+  std::string why;
+  CHECK(peer_allowed(p, 1234, {}, why));
+  CHECK(!peer_allowed(p, 1000, {}, why));
+  CHECK(why.find("\"access\"") != std::string::npos);
+  CHECK(peer_allowed(p, 1000, AccessPolicy{{1234}, {}}, why));
+  CHECK(peer_allowed(p, 1000, AccessPolicy{{}, {1234}}, why));  // its primary group
+  CHECK(!peer_allowed(p, 1000, AccessPolicy{{99}, {98}}, why));
+  p.uid = 0;
+  CHECK(peer_allowed(p, 1000, {}, why));
+}
+
+TEST_CASE("config: access and process_quota", "[security][config]") {
+  std::string err;
+  auto c = parse_config(R"({"devices":[{"name":"urnic0","link":"udp","address":"127.0.0.1"}],
+      "access":{"uids":[1001,"root"],"gids":[0]},"process_quota":{"mr":10,"qp":2}})", err);
+  REQUIRE(c);
+  CHECK(c->access.uids == std::vector<uid_t>{1001, 0});
+  CHECK(c->access.gids == std::vector<gid_t>{0});
+  CHECK(c->quota.mr == 10);
+  CHECK(c->quota.qp == 2);
+  CHECK(c->quota.cq == 0);
+  CHECK(!parse_config(R"({"devices":[{"name":"u","link":"udp","address":"127.0.0.1"}],"access":{"uids":["no-such-user-x"]}})", err));
+  CHECK(err.find("no-such-user-x") != std::string::npos);
+  CHECK(!parse_config(R"({"devices":[{"name":"u","link":"udp","address":"127.0.0.1"}],"process_quota":{"mrs":1}})", err));
+}
+
+TEST_CASE("per-process quotas: one process cannot take the whole device", "[security][quota]") {
+  urnic::test::SessionRig rig(0);
+  ProcessQuota q;
+  q.mr = 2;
+  q.cq = 1;  // the rig holds one already
+  rig.reg.set_quota(q);
+  std::vector<char> buf(4096);
+  rig.reg_mr(buf.data(), buf.size());
+  rig.reg_mr(buf.data(), buf.size());
+  ctl::RegMrReq req{};
+  req.addr = reinterpret_cast<std::uintptr_t>(buf.data());
+  req.iova = req.addr;
+  req.length = buf.size();
+  req.pd_handle = rig.pd;
+  req.access = IBV_ACCESS_LOCAL_WRITE;
+  ctl::RegMrRep rep{};
+  CHECK(rig.call(req, &rep) == ENOMEM);
+  ctl::CreateCqReq cr{};
+  cr.cqe = 15;
+  ctl::CreateCqRep crr{};
+  CHECK(rig.call(cr, &crr) == ENOMEM);
+  // Without a quota, the device's limits alone apply again.
+  rig.reg.set_quota({});
+  CHECK(rig.call(req, &rep) == 0);
+}
+
+TEST_CASE("a corrupt producer index errors that QP with an async event, once", "[security][ring]") {
+  urnic::test::SessionRig rig(0);
+  urnic::test::RigQp q;
+  rig.create_qp(q);
+  // The application claims more WQEs than its send queue holds (old code:
+  // the QP stayed in RTS with its ring silently ignored).
+  q.sq.publish(q.sq.size() + 5);
+  rig.dp->poll(urnic::test::now_ns(), false);
+  rig.dp->poll(urnic::test::now_ns(), false);
+  CHECK(rig.dp->counters().rings_corrupt == 1);
+  CHECK(q.sq.load_ctl(&RingControlLine::error) == 1);
+  REQUIRE(!rig.open_fds.empty());
+  ctl::AsyncEvent ev{};
+  REQUIRE(::recv(rig.open_fds[0], &ev, sizeof ev, MSG_DONTWAIT) == static_cast<ssize_t>(sizeof ev));
+  CHECK(ev.event_type == IBV_EVENT_QP_FATAL);
+  CHECK(::recv(rig.open_fds[0], &ev, sizeof ev, MSG_DONTWAIT) == -1);  // once
+  // Another QP of the process is not affected.
+  urnic::test::RigQp other;
+  rig.create_qp(other);
+  rig.dp->poll(urnic::test::now_ns(), false);
+  CHECK(other.sq.load_ctl(&RingControlLine::error) == 0);
+  CHECK(rig.dp->counters().rings_corrupt == 1);
+}
