@@ -805,7 +805,14 @@ rdma_event_channel* rdma_create_event_channel(void) {
 }
 
 void rdma_destroy_event_channel(rdma_event_channel* channel) {
-  if (channel != nullptr && destroy_channel(priv(channel)) == 0) retire_channel(priv(channel));
+  if (channel == nullptr) return;
+  // retired even when the daemon refuses (EBUSY: ids still on the channel,
+  // e.g. connection requests the application never took): the call is void,
+  // the application cannot try again, and the channel stays owned (not
+  // leaked) until the process exits. The kernel instead destroys the ids left
+  // on a closed channel; see engine/cm/README.md.
+  destroy_channel(priv(channel));
+  retire_channel(priv(channel));
 }
 
 namespace {
