@@ -84,10 +84,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::uint32_t seq = 0;
   std::size_t pos = 0;
   if (size == 0 || (data[0] & 1) == 0) {
-    send(s, valid(ctl::HelloReq{ctl::kMagic, ctl::kVersion, 0, ctl::kCapSharedRings}, ++seq), seq, true);
+    // seq is advanced before the call: as an argument next to ++seq its value
+    // would be unsequenced.
+    ++seq;
+    send(s, valid(ctl::HelloReq{ctl::kMagic, ctl::kVersion, 0, ctl::kCapSharedRings}, seq), seq, true);
     ctl::OpenDeviceReq open{};
     ctl::set_name(open.name, "urnic0");
-    send(s, valid(open, ++seq), seq, true);
+    ++seq;
+    send(s, valid(open, seq), seq, true);
   }
   if (size > 0) pos = 1;
   while (pos + 2 <= size) {

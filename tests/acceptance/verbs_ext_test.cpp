@@ -966,7 +966,9 @@ TEST_CASE("XRC: domains by inode, XRC SRQs, target and initiator QPs, ibv_open_q
   CHECK(qa.qp_state == IBV_QPS_RTS);       // one QP, whichever handle moved it
 
   std::vector<std::uint8_t> src(256, 0x5a), dst(256, 0);
-  ibv_mr* smr = ibv_reg_mr(d.pd, src.data(), src.size(), IBV_ACCESS_LOCAL_WRITE);
+  // An int, not the enum: ibv_reg_mr's macro ands it with another enum type
+  // (clang's -Wdeprecated-enum-enum-conversion).
+  ibv_mr* smr = ibv_reg_mr(d.pd, src.data(), src.size(), static_cast<int>(IBV_ACCESS_LOCAL_WRITE));
   ibv_mr* dmr = ibv_reg_mr(d.pd, dst.data(), dst.size(), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
   REQUIRE(smr != nullptr);
   REQUIRE(dmr != nullptr);
