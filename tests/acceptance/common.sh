@@ -70,16 +70,51 @@ one_host_cleanup() {
 
 # A TCP port for the programs' out-of-band exchange, distinct per pair.
 next_port=$((20000 + ($$ % 20000)))
+# perftest_clock_failed FILE...: perftest gave up on its own CPU-clock
+# calibration in one of these outputs. perftest times 200 busy-wait samples of
+# gettimeofday against the TSC and refuses to report ("Correlation coefficient
+# r^2: ... < 0.9" then "Can't produce a report", exit 1) when they were
+# preempted: seen on busy 2-core machines, where the two perftest processes and
+# urnicd share the cores. The transfer itself ran; only the report is missing.
+perftest_clock_failed() {
+  local f
+  for f in "$@"; do
+    grep -q 'Correlation coefficient r^2' "$f" 2>/dev/null &&
+      grep -q "Can't produce a report" "$f" 2>/dev/null && return 0
+  done
+  return 1
+}
+
 # pair NAME EXPECT_REGEX COUNT PROG ARGS...: run PROG ARGS as server, then
 # PROG ARGS 127.0.0.1 as client; both must exit 0 and the client's output
 # must match EXPECT_REGEX on at least COUNT lines. With clients=N set, N
 # clients run at once against the one server, and each must pass.
+# A run that failed only because perftest could not calibrate its clock runs
+# once more, with a note.
 pair() {
+  local attempt
+  for attempt in 1 2; do
+    pair_once "$@" && { pass "$pair_msg"; return 0; }
+    # One more run only when perftest's clock, not the data path, failed.
+    if (( attempt == 1 )) && perftest_clock_failed "$rt"/client*.out "$rt/server.out"; then
+      printf 'note %s: perftest could not calibrate its clock (a preempted machine); run again\n' "$1"
+      continue
+    fi
+    break
+  done
+  fail "$pair_msg"
+  printf '%s\n' "$pair_detail"
+  return 1
+}
+
+# pair_once: one run of `pair`; sets pair_msg (and pair_detail on failure).
+pair_once() {
   local name=$1 expect=$2 count=$3 n=${clients:-1}
   shift 3
   local port=$next_port
   next_port=$((next_port + 1))
   local out_s=$rt/server.out
+  rm -f "$rt"/client*.out
   "${run_env[@]}" timeout "$limit" "$@" -p "$port" > "$out_s" 2>&1 &
   server_pid=$!
   # The server must be listening before the client connects (its stdout is
@@ -123,10 +158,10 @@ pair() {
     if (( g < got )); then got=$g; out_c=$rt/client$i.out; fi
   done
   if [[ $crc -eq 0 && $src -eq 0 && $got -ge $count ]]; then
-    pass "$name: $(grep -E "$expect" "$out_c" | tail -1 | tr -s ' \t' ' ')"
-  else
-    fail "$name: server exit $src, client exit ${crcs[*]}, $got/$count result lines"
-    sed 's/^/    client: /' "$out_c" | tail -15
-    sed 's/^/    server: /' "$out_s" | tail -15
+    pair_msg="$name: $(grep -E "$expect" "$out_c" | tail -1 | tr -s ' \t' ' ')"
+    return 0
   fi
+  pair_msg="$name: server exit $src, client exit ${crcs[*]}, $got/$count result lines"
+  pair_detail=$(sed 's/^/    client: /' "$out_c" | tail -15; sed 's/^/    server: /' "$out_s" | tail -15)
+  return 1
 }
