@@ -37,7 +37,6 @@ namespace urnic::shim {
 namespace {
 
 constexpr std::int64_t kLivenessCheckNs = 10'000'000;  // detection within ~10 ms of spinning
-constexpr std::uint32_t kEmptyPollsPerClockRead = 64;
 
 std::int64_t coarse_now_ns() {
   timespec ts{};
@@ -81,10 +80,8 @@ bool flush_one(engine::SpscRing& wq, std::uint32_t qpn, bool recv, engine::CqeSl
 
 }  // namespace
 
-bool device_dead_on_empty_poll(ShimCq* c) {
+bool liveness_check(ShimCq* c) {
   ShimContext* s = c->ctx;
-  if (device_dead(s)) return true;
-  if (++c->empty_polls % kEmptyPollsPerClockRead != 0) return false;
   const std::int64_t now = coarse_now_ns();
   if (now < s->next_liveness_check_ns.load(std::memory_order_relaxed)) return false;
   s->next_liveness_check_ns.store(now + kLivenessCheckNs, std::memory_order_relaxed);

@@ -836,6 +836,7 @@ ibv_cq* urnic::shim::create_cq_with_flags(ibv_context* context, int cqe, void* c
   c->ring = SpscRing(static_cast<std::byte*>(c->map), rep.slots, c->stride);
   c->poll_mu = new std::mutex;
   c->ctx = shim_of(context);
+  c->device_gone = &c->ctx->client->gone_flag();
   setup_cq_ex(c, IBV_WC_STANDARD_FLAGS);
   ibv_cq* cq = ibv_cq_ex_to_cq(&c->cqx);
   cq->context = context;

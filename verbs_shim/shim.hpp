@@ -63,6 +63,7 @@ class CtlClient {
   // Set by a failed request, by the end of the async or a completion
   // channel's stream, or by peer_hung_up(); never cleared.
   [[nodiscard]] bool gone() const { return gone_.load(std::memory_order_acquire); }
+  [[nodiscard]] const std::atomic<bool>& gone_flag() const { return gone_; }
   void mark_gone() { gone_.store(true, std::memory_order_release); }
   // Asks the kernel, without blocking, whether the daemon's end hung up
   // (one poll(2); the data path calls it rarely, see device_fatal.cpp).
@@ -154,6 +155,7 @@ struct ShimCq {
   std::uint64_t cur_tm_tag;
   struct ShimSrq* tm_srq;    // the TM SRQ completing here, if any (verbs_shim/tm.cpp)
   std::uint32_t empty_polls; // polls that found the ring empty (device_fatal.cpp)
+  const std::atomic<bool>* device_gone;  // its context's CtlClient::gone_flag()
 };
 static_assert(std::is_standard_layout_v<ShimCq>);
 
@@ -301,8 +303,14 @@ ibv_cq* create_cq_with_flags(ibv_context* context, int cqe, void* cq_context, ib
 inline bool device_dead(const ShimContext* s) { return s->client->gone(); }
 // The same from a poll that found its CQ empty: every 64th such poll, and
 // then at most every 10 ms, asks the kernel whether the control socket hung
-// up. A spinning poller learns of the death that way; nothing else costs.
-bool device_dead_on_empty_poll(ShimCq* c);
+// up (liveness_check). A spinning poller learns of the death that way; the
+// empty poll itself pays one load and an increment (inline, on the CQ).
+bool liveness_check(ShimCq* c);
+inline bool device_dead_on_empty_poll(ShimCq* c) {
+  if (c->device_gone->load(std::memory_order_acquire)) return true;
+  if (++c->empty_polls % 64 != 0) return false;
+  return liveness_check(c);
+}
 // After the death, the next flushed completion of a WQE that was posted to
 // a QP completing to `c` and never completed (IBV_WC_WR_FLUSH_ERR, as the
 // engine flushes a QP in the Error state). Returns false when there are no
