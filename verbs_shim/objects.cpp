@@ -219,8 +219,26 @@ int op_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
 
 }  // namespace
 
+namespace {
+
+// A type 2 bind posted: the window's R_Key is its own 24-bit index and the
+// 8-bit key the consumer asked for (the engine computes the same key); it is
+// returned in mw->rkey at once, as libirdma does, so that the consumer can
+// use mw->rkey without its own arithmetic (mlx5 leaves that to the consumer).
+void take_type2_keys(ibv_send_wr* wr, std::uint32_t n) {
+  for (; n != 0; wr = wr->next, --n) {
+    if (wr->opcode != IBV_WR_BIND_MW || wr->bind_mw.mw->type != IBV_MW_TYPE_2) continue;
+    ibv_mw* mw = wr->bind_mw.mw;
+    mw->rkey = (mw->rkey & ~0xFFu) | (wr->bind_mw.rkey & 0xFFu);
+  }
+}
+
+}  // namespace
+
 int post_send_locked(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, bool all_or_nothing) {
   ShimQp* q = shim_of(qp);
+  ibv_send_wr* const first = wr;
+  bool type2_bind = false;
   int err = 0;
   std::uint32_t n = 0;
   // A QP accepts send WRs from RTS on (IBA 10.3.1: not in Reset, Init, RTR);
@@ -254,6 +272,7 @@ int post_send_locked(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, bool all
       err = EINVAL;
       break;
     }
+    type2_bind = type2_bind || (bind && wr->bind_mw.mw->type == IBV_MW_TYPE_2);
     if (n == room) {
       err = ENOMEM;  // send queue full
       break;
@@ -325,6 +344,7 @@ int post_send_locked(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, bool all
   if (n != 0) {
     q->sq.publish(n);
     kick_if_sleeping(qp->context, q->sq);
+    if (type2_bind) take_type2_keys(first, n);
   }
   if (err != 0) *bad_wr = wr;
   return err;
