@@ -433,8 +433,12 @@ int op_poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc) {
 int op_req_notify_cq(ibv_cq* cq, int solicited_only) {
   ShimCq* c = shim_of(cq);
   // Arm: the engine sends one CompEvent on the CQ's channel at the next
-  // (solicited) completion and disarms (IBA 11.4.2.2).
-  c->ring.store_ctl(&RingControlLine::arm, solicited_only != 0 ? engine::kArmSolicited : engine::kArmNext);
+  // (solicited) completion and disarms (IBA 11.4.2.2). An arm is upgraded
+  // (solicited -> next completion), never downgraded: a solicited request on
+  // a CQ armed for the next completion leaves it so (rdma-unit-test
+  // DowngradeRequest, which no NIC of the suite lists as a deviation).
+  if (solicited_only == 0) c->ring.store_ctl(&RingControlLine::arm, engine::kArmNext);
+  else c->ring.cas_ctl(&RingControlLine::arm, engine::kArmNone, engine::kArmSolicited);
   c->ring.store_ctl(&RingControlLine::arm_seq, c->ring.load_ctl(&RingControlLine::arm_seq) + 1);
   // Pairs with the engine's fence between publishing a CQE and reading `arm`:
   // a completion the engine did not see armed is visible to our next poll.
