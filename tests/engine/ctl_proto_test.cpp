@@ -242,7 +242,7 @@ TEST_CASE("memory registration checks access flags and the mapping", "[engine][c
   // The PD is busy while an MR uses it.
   CHECK(h.call<ctl::DeallocPdRep>(ctl::DeallocPdReq{{pd, 0}}) == EBUSY);
   CHECK(h.call<ctl::DeregMrRep>(ctl::DeregMrReq{{mr.handle, 0}}) == 0);
-  CHECK(h.call<ctl::DeregMrRep>(ctl::DeregMrReq{{mr.handle, 0}}) == EINVAL);  // already gone
+  CHECK(h.call<ctl::DeregMrRep>(ctl::DeregMrReq{{mr.handle, 0}}) == ENOENT);  // already gone (uverbs: no such object)
   ::munmap(rw, 2 * static_cast<std::size_t>(page));
   ::munmap(static_cast<char*>(rw) + 3 * page, static_cast<std::size_t>(page));
 }
@@ -515,7 +515,7 @@ TEST_CASE("memory windows: types 1 and 2 only, they hold their PD, the device sa
   CHECK((w1.rkey >> 8) != (w2.rkey >> 8));
   CHECK(h.call<ctl::DeallocPdRep>(ctl::DeallocPdReq{{pd, 0}}) == EBUSY);
   CHECK(h.call<ctl::DeallocMwRep>(ctl::DeallocMwReq{{w1.handle, 0}}) == 0);
-  CHECK(h.call<ctl::DeallocMwRep>(ctl::DeallocMwReq{{w1.handle, 0}}) == EINVAL);  // already gone
+  CHECK(h.call<ctl::DeallocMwRep>(ctl::DeallocMwReq{{w1.handle, 0}}) == ENOENT);  // already gone (uverbs: no such object)
   CHECK(h.call<ctl::DeallocPdRep>(ctl::DeallocPdReq{{pd, 0}}) == EBUSY);
   // The session's teardown frees what is left (w2) with its PD.
 }
