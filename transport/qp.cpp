@@ -466,8 +466,6 @@ int Qp::post_send(const SendWr& wr, Nanos now) {
   w.rkey = wr.rkey;
   w.compare_add = wr.compare_add;
   w.swap = wr.swap;
-  if ((wr.opcode == WrOpcode::kAtomicCmpAndSwp || wr.opcode == WrOpcode::kAtomicFetchAndAdd) && w.length != 8)
-    return EINVAL;  // IBA 9.4.5: atomics move exactly 8 bytes
   if (st == QpState::kErr || st == QpState::kSqe) {  // IBA 10.3.1: flushed in ERR and SQE
     Cqe e;
     e.wr_id = w.wr_id;
