@@ -64,6 +64,7 @@ if [[ -n $urnic_build ]]; then
     rm -rf "$rt"
   }
   trap stop_daemon EXIT
+  trap 'exit 143' TERM INT  # so that the EXIT trap runs when the runner is stopped
 fi
 [[ -n $log_dir ]] && mkdir -p "$log_dir"
 
