@@ -191,6 +191,20 @@ class SpscRing {
     if (outstanding < held) store_release(false, cursor_ - outstanding);
   }
 
+  // --- producer side, once the consumer is dead ---
+  // A dead daemon (verbs_shim/device_fatal.cpp) leaves a work queue's
+  // consumer index where it retired WQEs up to; the shim then flushes the
+  // rest itself, oldest first, moving the index the consumer no longer
+  // does. Never while the consumer lives: the index is its own.
+  // Published slots the consumer never released (0 if its index makes no
+  // sense: more than `size` behind, or ahead of ours).
+  [[nodiscard]] std::uint32_t unreleased() const {
+    const std::uint32_t used = prod_local() - load_acquire(false);
+    return used > size_ ? 0 : used;
+  }
+  [[nodiscard]] const std::byte* oldest_unreleased() const { return slot_at(load_acquire(false)); }
+  void reclaim_oldest() { store_release(false, load_acquire(false) + 1); }
+
   // Control words (arm, arm_seq, sleeping, error).
   [[nodiscard]] std::uint32_t load_ctl(std::uint32_t RingControlLine::*field) const {
     return std::atomic_ref<std::uint32_t>(hdr()->ctl.*field).load(std::memory_order_acquire);

@@ -17,11 +17,13 @@
 #   --mtu LIST       path MTUs to run (default "1024 4096")
 #   --gid LIST       GID types: ipv4 (::ffff:a.b.c.d, index 1) and/or
 #                    ll (IPv6 link-local, index 0) (default "ipv4 ll")
-#   --full           every MTU with every GID type, every iwarp-siw MTU with
-#                    every CRC setting. Default: pairwise, each value of each
-#                    factor once (MTU 1024 with ipv4, 4096 with ll; siw 1500
-#                    with CRC on, 9000 with CRC off); --mtu/--gid/--iw-mtu/
-#                    --iw-crc given on the command line also mean --full
+#   --full           every cell at every MTU with every GID type, and every
+#                    iwarp-siw cell at every MTU with every CRC setting.
+#                    Default: pairwise, every cell once per value of each
+#                    factor (MTU 1024 with ipv4, 4096 with ll; siw 1500 with
+#                    CRC on, 9000 with CRC off) and a cross subset (RC
+#                    SEND/WRITE/READ) in the other combinations; --mtu/--gid/
+#                    --iw-mtu/--iw-crc on the command line also mean --full
 #   --only REGEX     run only the cells whose program line matches REGEX
 #   --no-loss        skip the loss-recovery cells
 #   --keep           leave the VM and the namespace up at the end (re-used by
@@ -67,7 +69,7 @@ while [[ $# -gt 0 ]]; do
     --iw-mtu) iw_mtus=$2; full=1; shift 2 ;;
     --iw-crc) iw_crcs=$2; full=1; shift 2 ;;
     --repeat) repeat=$2; shift 2 ;;
-    -h|--help) sed -n '2,40p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "interop: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -241,6 +243,16 @@ vm_server_wait() { # vm_server_wait FILE
   echo "$rc"
 }
 
+# filtered_out NAME: the cell is not run: --only excludes it, or the group
+# runs the cross subset (`subset`, a regex set by the pairwise matrix) and
+# NAME is not in it.
+subset=""
+filtered_out() {
+  [[ -n $only && ! $1 =~ $only ]] && return 0
+  [[ -n $subset && ! $1 =~ $subset ]] && return 0
+  return 1
+}
+
 # cell NAME SERVER(urnic|rxe) GIDIDX EXPECT PROG ARGS...
 #   PROG ARGS run on both sides (the device and GID options are added);
 #   the client also gets the server's control address. PASS: both exit 0
@@ -249,7 +261,7 @@ cell() {
   local name=$1 side=$2 gidx=$3 expect=$4; shift 4
   local prog=$1; shift
   local dir gopt dev_u dev_r srv_out=$rt/srv.out cli_out=$rt/cli.out t0 src crc hex
-  [[ -n $only && ! $name =~ $only ]] && return 0
+  filtered_out "$name" && return 0
   cells_run=$((cells_run + 1))
   port=$((port + 1)); t0=$(date +%s.%N)
   case $prog in ib_*) gopt="-x $gidx" ;; *) gopt="-g $gidx" ;; esac
@@ -325,7 +337,7 @@ cm_cell() {
   while [[ $1 != -- ]]; do scmd+=("$1"); shift; done
   shift
   ccmd=("$@")
-  [[ -n $only && ! $name =~ $only ]] && return 0
+  filtered_out "$name" && return 0
   cells_run=$((cells_run + 1))
   port=$((port + 1)); t0=$(date +%s.%N)
   if [[ $side == urnic ]]; then a=$CM_URNIC c=$CM_PEER sd=$CM_DEV_URNIC cd=$CM_DEV_PEER
@@ -396,7 +408,7 @@ cm_cell() {
 #   timeout).
 cm_reject_cell() {
   local name=$1 side=$2 a dir t0 rc out=$rt/cli.out
-  [[ -n $only && ! $name =~ $only ]] && return 0
+  filtered_out "$name" && return 0
   cells_run=$((cells_run + 1))
   port=$((port + 1)); t0=$(date +%s.%N)
   if [[ $side == urnic ]]; then
@@ -443,15 +455,19 @@ capture_check() { # capture_check FILE GID MTU: every RoCE frame decodes, every 
 in_group() { [[ " $groups " == *" $1 "* ]]; }
 vm_up
 log "peer: $(vm 'rdma link show' | tr -d '\r' | head -1)"
-# pick K LIST...: with --full all of LIST, else its K-th word (mod its length):
-# the pairwise matrix runs the i-th MTU with the i-th GID type (CRC setting),
-# so every value of every factor runs once. The factors are independent in
-# the code (GID type: addressing and GRH; MTU: segmentation; CRC: the MPA
-# trailer), which is what makes the crossed cells redundant in CI.
-pick() {
+# The pairwise matrix (the default; --full crosses every factor): the i-th
+# MTU runs the whole cell list with the i-th GID type (CRC setting), so every
+# value of every factor gets every cell once; the other combinations run a
+# cross subset (RC SEND/WRITE/READ with segmentation, both directions). The
+# factors are independent in the code (GID type: addressing and GRH; MTU:
+# segmentation; CRC: the MPA trailer): the subset checks that each crossed
+# combination works at all without running every cell again.
+roce_cross='^(ibv_rc_pingpong|ib_write_bw -s|ib_read_lat)'
+iw_cross='^iw (rping -V -C 10 -S 60000|ib_write_bw)'
+nth() { # nth K WORD...: the K-th word (mod their number)
   local k=$1; shift
-  local words; read -ra words <<< "$*"
-  if [[ $full == 1 ]]; then printf '%s ' "${words[@]}"; else printf '%s' "${words[k % ${#words[@]}]}"; fi
+  local words=("$@")
+  printf '%s' "${words[k % ${#words[@]}]}"
 }
 in_group roce || mtus=""
 mtu_i=-1
@@ -466,10 +482,13 @@ for mtu in $mtus; do
   urnic_start "$mtu"
   multi=$((2 * mtu + 100))   # three packets
   ud=$((mtu - 40))           # UD: one packet (pingpong posts size + 40 GRH)
-  for g in $(pick "$mtu_i" "$gids"); do
+  # shellcheck disable=SC2086 # word lists
+  lead=$(nth "$mtu_i" $gids)
+  for g in $gids; do
+    subset=""; [[ $full == 0 && $g != "$lead" ]] && subset=$roce_cross
     case $g in ipv4) gidx=1 ;; ll) gidx=0 ;; *) echo "interop: GID type $g?" >&2; exit 2 ;; esac
     gname=$g
-    log "MTU $mtu, GID $g"
+    log "MTU $mtu, GID $g${subset:+ (cross subset)}"
     pcap=$capdir/interop-$g-$mtu.pcap
     capture_start "$pcap"
     pp='[0-9]+ iters in [0-9.]+ seconds'
@@ -532,6 +551,7 @@ for mtu in $mtus; do
   done
 done
 
+subset=""
 # ---------------------------------------------------------------- loss
 # 5 % of the frames lost in each direction: urnic's own fault injection on
 # its transmit path (the device's "fault" config) and tc netem on the
@@ -595,7 +615,7 @@ urnic_iw_start() { # urnic_iw_start CRC(on|off)
 # in a row; passed/total per cell go to $rt/repeat.txt.
 iw_cell() {
   local name=$1 side=$2 p0=$pass r d=urnic=server,siw=client
-  [[ -n $only && ! $name =~ $only ]] && return 0
+  filtered_out "$name" && return 0
   [[ $side == siw ]] && d=siw=server,urnic=client
   for r in $(seq "$repeat"); do cm_cell "$@"; done
   printf '%-40s %-22s %-7s %-5s %s/%s\n' "$name" "$d" "$gname" "$mtu" "$((pass - p0))" "$repeat" >> "$rt/repeat.txt"
@@ -642,9 +662,12 @@ if in_group iwarp-siw; then
     iw_i=$((iw_i + 1))
     vm "ip link set eth1 mtu $mtu" >/dev/null
     big=$((3 * mtu + 100))   # several segments
-    for crc in $(pick "$iw_i" "$iw_crcs"); do
+    # shellcheck disable=SC2086 # word lists
+    lead=$(nth "$iw_i" $iw_crcs)
+    for crc in $iw_crcs; do
+      subset=""; [[ $full == 0 && $crc != "$lead" ]] && subset=$iw_cross
       gname=crc-$crc
-      log "iwarp-siw: VM MTU $mtu, CRC $crc"
+      log "iwarp-siw: VM MTU $mtu, CRC $crc${subset:+ (cross subset)}"
       urnic_iw_start "$crc"
       pcap=$capdir/interop-iw-$crc-$mtu.pcap
       iw_capture_start "$pcap"

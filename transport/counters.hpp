@@ -43,6 +43,10 @@ enum class Counter : uint8_t {
   // RC/UC packets whose source GID is not the QP's connected peer (its
   // path's DGID; rxe's check_addr): dropped (issue 18).
   kWrongPeerPkts,
+  // Responder writes of received data that faulted when they were made
+  // (registered memory unmapped or made read-only since registration):
+  // NAKed / failed, never acknowledged (issue 18).
+  kWriteFaults,
   kCount,
 };
 
@@ -54,7 +58,7 @@ inline constexpr std::array<std::string_view, static_cast<std::size_t>(Counter::
     "rcvd_nak_err",       "sent_nak_err",        "local_ack_timeout_err", "dropped_pkts",
     "qkey_violation",     "cq_overflow",
     "iw_fpdus_sent",      "iw_fpdus_rcvd",       "iw_crc_errors",         "iw_terminates_sent",
-    "iw_terminates_rcvd", "wrong_peer_pkts",
+    "iw_terminates_rcvd", "wrong_peer_pkts",     "write_faults",
 };
 static_assert(kCounterNames.size() == static_cast<std::size_t>(Counter::kCount));
 

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "transport/types.hpp"
 #include "wire/ib_packet.hpp"
@@ -17,11 +18,35 @@ namespace urnic::transport {
 // access faulted (the process is gone, the mapping was torn down): the
 // transport turns it into a protection / remote-operational error, never a
 // crash.
+// Whose data a responder's write carries, so that a fault found only when
+// a staged write is finally made (MemoryAccess::settle) is charged to the
+// message it belongs to, never to another QP's.
+struct WriteTag {
+  uint32_t qpn = 0;   // the receiving QP (never 0: QP0 receives no data)
+  uint32_t psn = 0;   // RC: the request packet's PSN (what the NAK names)
+  uint32_t msg = 0;   // UC/UD: the QP's message number (which receive completion to fail)
+  bool recv = false;  // into a receive WQE's buffer (SEND) rather than an MR named by an R_Key
+};
+
 class MemoryAccess {
  public:
   virtual ~MemoryAccess() = default;
   virtual bool read(MemDomain dom, uint64_t va, std::span<uint8_t> out) = 0;
   virtual bool write(MemDomain dom, uint64_t va, std::span<const uint8_t> in) = 0;
+  // A responder's write of received data. An implementation may stage it
+  // (true now, the copy made later, batched with others: the process_vm_*
+  // backend does) and must then report a fault of the later copy through
+  // settle() with `tag`. Default: an immediate write().
+  virtual bool stage_write(MemDomain dom, uint64_t va, std::span<const uint8_t> in, const WriteTag& tag) {
+    (void)tag;
+    return write(dom, va, in);
+  }
+  // Makes every staged write land, then appends to `faulted` the tags of
+  // the staged writes that faulted since the last call (those found by
+  // flushes the implementation made on its own included). The transport
+  // calls it before it acknowledges or completes anything whose data may
+  // be staged; it must cost nothing when nothing is staged.
+  virtual void settle(std::vector<WriteTag>& faulted) { (void)faulted; }
   // 8-byte atomics on an 8-byte aligned address, host byte order; `orig`
   // receives the value before the operation (IBA 9.4.5).
   virtual bool compare_swap(MemDomain dom, uint64_t va, uint64_t compare, uint64_t swap, uint64_t& orig) = 0;

@@ -203,14 +203,19 @@ RespState Qp::resp_execute(const wire::IbPacket& pkt, Nanos now) {
     // land in the receive buffer at their offset past it.
     const uint64_t placed_before = placed_bytes(msg_offset_);
     const uint64_t placed_now = placed_bytes(msg_offset_ + pkt.payload.size()) - placed_before;
-    if (placed_now > 0 &&
-        ctx_.scatter(recv_pd(), cur_recv_.sges, placed_before, pkt.payload.last(placed_now)) != WcStatus::kSuccess) {
+    const WriteTag tag = resp_tag(pkt, true);
+    if (placed_now > 0 && ctx_.scatter(recv_pd(), cur_recv_.sges, placed_before, pkt.payload.last(placed_now),
+                                       &tag) != WcStatus::kSuccess) {
       pending_recv_status_ = WcStatus::kLocProtErr;
       return RespState::kErrNakRemoteOperational;
     }
     msg_offset_ += pkt.payload.size();
     return RespState::kComplete;
   }
+  // A READ, an atomic or an ATOMIC WRITE is executed only once every
+  // earlier request's data has landed (its response acknowledges them).
+  if ((i.is(Op::kAtomicWrite) || i.is(Op::kReadRequest) || i.is(Op::kAtomic)) && !resp_settle(now))
+    return RespState::kDone;
   if (i.is(Op::kAtomicWrite)) {
     const Mr* mr = nullptr;
     ctx_.check_rkey(pkt.reth.rkey, resp_pd(), qpn_, pkt.reth.va, 8, access::kRemoteWrite, &mr);
@@ -230,8 +235,13 @@ RespState Qp::resp_execute(const wire::IbPacket& pkt, Nanos now) {
       const Mr* mr = nullptr;
       ctx_.check_rkey(write_rkey_, resp_pd(), qpn_, write_va_ + msg_offset_, pkt.payload.size(), access::kRemoteWrite,
                       &mr);
-      if (mr == nullptr || !ctx_.mem.write(mr->dom, mr->local(write_va_ + msg_offset_), pkt.payload))
-        return RespState::kErrNakRemoteOperational;
+      if (mr == nullptr) return RespState::kErrNakRemoteOperational;
+      // Memory that faults under a valid R_Key (unmapped or made read-only
+      // since registration, an ODP hole): a remote access error, as rxe
+      // answers a failed copy into an MR (RESPST_ERR_RKEY_VIOLATION). A
+      // staged write's fault comes back through resp_settle().
+      if (!ctx_.mem.stage_write(mr->dom, mr->local(write_va_ + msg_offset_), pkt.payload, resp_tag(pkt, false)))
+        return RespState::kErrNakRemoteAccess;
     }
     msg_offset_ += pkt.payload.size();
     return RespState::kComplete;
@@ -297,6 +307,9 @@ RespState Qp::resp_complete(const wire::IbPacket& pkt, Nanos now) {
       return RespState::kDone;
     return RespState::kAcknowledge;
   }
+  // The data a receive completion announces must be in memory, not staged
+  // (a fault fails the WQE still held: transport/write_faults.cpp).
+  if ((i.is(Op::kSend) || i.is(Op::kImm)) && !resp_settle(now)) return RespState::kDone;
   Cqe e;
   e.qp_num = qpn_;
   if (i.is(Op::kInvalidate)) {
@@ -375,6 +388,7 @@ RespState Qp::resp_duplicate(const wire::IbPacket& pkt, Nanos now) {
   if (i.is(Op::kAtomic)) {
     for (const RespResource& r : resources_) {
       if (!r.atomic || r.first_psn != p) continue;
+      if (!resp_settle(now)) return RespState::kDone;
       wire::IbPacket a;
       a.bth.opcode = opcode_base() | op::kAtomicAck;
       a.bth.psn = p;
@@ -391,6 +405,7 @@ RespState Qp::resp_duplicate(const wire::IbPacket& pkt, Nanos now) {
 }
 
 void Qp::send_read_responses(const RespResource& r, Psn from, Nanos now) {
+  if (!resp_settle(now)) return;
   const uint32_t mtu = pmtu();
   const Mr* mr = nullptr;
   if (r.length > 0) ctx_.check_rkey(r.rkey, resp_pd(), qpn_, r.va, r.length, access::kRemoteRead, &mr);
@@ -419,7 +434,14 @@ void Qp::send_read_responses(const RespResource& r, Psn from, Nanos now) {
   }
 }
 
+// An ACK or NAK with PSN p acknowledges every request before p (IBA
+// 9.7.5.1.x: the requester completes them): their data lands first.
 void Qp::send_ack(uint8_t syndrome, Psn psn, Nanos now) {
+  if (!resp_settle(now)) return;
+  emit_ack(syndrome, psn, now);
+}
+
+void Qp::emit_ack(uint8_t syndrome, Psn psn, Nanos now) {
   wire::IbPacket a;
   a.bth.opcode = opcode_base() | op::kAck;
   a.bth.psn = psn;
@@ -432,9 +454,16 @@ void Qp::send_ack(uint8_t syndrome, Psn psn, Nanos now) {
 // Class C/B responder errors (IBA 9.9.3.1.x): NAK, then the QP enters ERR;
 // the receive WQE in use completes with the local status.
 void Qp::resp_nak(uint8_t syndrome, Psn psn, RespState why, Nanos now) {
+  // An earlier request whose staged data faulted is the first error: its
+  // NAK (resp_settle) went instead.
+  if (!resp_settle(now)) return;
+  nak_and_error(syndrome, psn, why, now);
+}
+
+void Qp::nak_and_error(uint8_t syndrome, Psn psn, RespState why, Nanos now) {
   URNIC_TRACE(qpn_, "resp", "CHECKS", to_string(why), "NAK");
   ctx_.counters.inc(Counter::kSentNakErr);
-  send_ack(syndrome, psn, now);
+  emit_ack(syndrome, psn, now);
   if (recv_slot_ == RecvSlot::kHeld && pending_recv_status_ != WcStatus::kSuccess) fail_recv(pending_recv_status_, now);
   ctx_.raise({why == RespState::kErrNakRemoteAccess ? EventType::kQpAccessErr
               : why == RespState::kErrNakInvalidRequest ? EventType::kQpReqErr
@@ -467,6 +496,8 @@ void Qp::uc_run(const wire::IbPacket& pkt, Nanos now) {
   if (i.is(Op::kFirst)) {
     resp_msg_ = RespMsg::kNone;
     msg_offset_ = 0;
+    ++resp_msg_no_;
+    uc_msg_fault_ = WcStatus::kSuccess;
   }
   const bool seq_ok = (resp_msg_ == RespMsg::kNone && i.is(Op::kFirst)) ||
                       (resp_msg_ == RespMsg::kSend && i.is(Op::kSend) && !i.is(Op::kFirst)) ||
@@ -487,7 +518,7 @@ void Qp::uc_run(const wire::IbPacket& pkt, Nanos now) {
       const Mr* mr = nullptr;
       if (ctx_.check_rkey(write_rkey_, resp_pd(), qpn_, write_va_ + msg_offset_, pl, access::kRemoteWrite, &mr) !=
               KeyCheck::kOk ||
-          !ctx_.mem.write(mr->dom, mr->local(write_va_ + msg_offset_), pkt.payload))
+          !ctx_.mem.stage_write(mr->dom, mr->local(write_va_ + msg_offset_), pkt.payload, resp_tag(pkt, false)))
         return drop();
     }
     if (i.is(Op::kImm) && recv_slot_ == RecvSlot::kEmpty) {
@@ -503,7 +534,8 @@ void Qp::uc_run(const wire::IbPacket& pkt, Nanos now) {
       fail_recv(WcStatus::kLocLenErr, now);
       return drop();
     }
-    if (pl > 0 && ctx_.scatter(recv_pd(), cur_recv_.sges, msg_offset_, pkt.payload) != WcStatus::kSuccess) {
+    const WriteTag tag = resp_tag(pkt, true);
+    if (pl > 0 && ctx_.scatter(recv_pd(), cur_recv_.sges, msg_offset_, pkt.payload, &tag) != WcStatus::kSuccess) {
       fail_recv(WcStatus::kLocProtErr, now);
       return drop();
     }
@@ -526,8 +558,13 @@ void Qp::uc_run(const wire::IbPacket& pkt, Nanos now) {
     }
     e.src_qp = attr_.dest_qp_num;
     e.solicited = pkt.bth.solicited;
+    // A fault already found in this message's data fails it; one found
+    // later (Transport::settle_writes, before the CQE leaves) fails it in
+    // the CQ (fail_unreliable_recv).
+    e.status = uc_msg_fault_;
+    e.resp_msg = resp_msg_no_;
     recv_slot_ = RecvSlot::kEmpty;
-    ctx_.counters.inc(Counter::kRdmaRecvs);
+    if (e.status == WcStatus::kSuccess) ctx_.counters.inc(Counter::kRdmaRecvs);
     complete(init_.recv_cq, e, now);
   }
   msg_offset_ = 0;
@@ -550,6 +587,8 @@ void Qp::ud_run(const wire::IbPacket& pkt, const RxInfo& rx, Nanos now) {
     ctx_.counters.inc(Counter::kDroppedPkts);
     return;
   }
+  ++resp_msg_no_;
+  const WriteTag tag = resp_tag(pkt, true);
   Cqe e;
   e.wr_id = r.wr_id;
   e.qp_num = qpn_;
@@ -562,8 +601,8 @@ void Qp::ud_run(const wire::IbPacket& pkt, const RxInfo& rx, Nanos now) {
     complete(init_.recv_cq, e, now);
     return;
   }
-  if (ctx_.scatter(recv_pd(), r.sges, 0, rx.grh) != WcStatus::kSuccess ||
-      (pl > 0 && ctx_.scatter(recv_pd(), r.sges, rx.grh.size(), pkt.payload) != WcStatus::kSuccess)) {
+  if (ctx_.scatter(recv_pd(), r.sges, 0, rx.grh, &tag) != WcStatus::kSuccess ||
+      (pl > 0 && ctx_.scatter(recv_pd(), r.sges, rx.grh.size(), pkt.payload, &tag) != WcStatus::kSuccess)) {
     e.status = WcStatus::kLocProtErr;
     complete(init_.recv_cq, e, now);
     return;
@@ -575,6 +614,7 @@ void Qp::ud_run(const wire::IbPacket& pkt, const RxInfo& rx, Nanos now) {
     e.wc_flags |= wc_flag::kWithImm;
     e.imm_data = pkt.imm;
   }
+  e.resp_msg = resp_msg_no_;
   ctx_.counters.inc(Counter::kRdmaRecvs);
   complete(init_.recv_cq, e, now);
 }

@@ -59,11 +59,27 @@ WcStatus Context::gather(PdHandle pd, std::span<const Sge> sges, uint64_t offset
   });
 }
 
-WcStatus Context::scatter(PdHandle pd, std::span<const Sge> sges, uint64_t offset, std::span<const uint8_t> in) {
+WcStatus Context::scatter(PdHandle pd, std::span<const Sge> sges, uint64_t offset, std::span<const uint8_t> in,
+                          const WriteTag* tag) {
   return walk_sges(*this, pd, sges, offset, in.size(), access::kLocalWrite,
                    [&](const Mr& mr, uint64_t va, std::size_t at, std::size_t n) {
-                     return mem.write(mr.dom, va, in.subspan(at, n));
+                     return tag != nullptr ? mem.stage_write(mr.dom, va, in.subspan(at, n), *tag)
+                                           : mem.write(mr.dom, va, in.subspan(at, n));
                    });
+}
+
+bool Context::writes_landed(uint32_t qpn, WriteTag& first) {
+  mem.settle(write_faults);
+  if (write_faults.empty()) return true;
+  bool found = false;
+  std::erase_if(write_faults, [&](const WriteTag& t) {
+    if (t.qpn != qpn) return false;
+    if (!found) first = t;
+    found = true;
+    counters.inc(Counter::kWriteFaults);
+    return true;
+  });
+  return !found;
 }
 
 bool Context::take_srq_recv(uint32_t srq_handle, RecvWqe& out) {

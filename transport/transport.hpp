@@ -153,6 +153,11 @@ class Transport {
   // the wire layer (ICRC checked); it is demultiplexed by BTH DestQP.
   void on_packet(const wire::IbPacket& pkt, const RxInfo& rx, Nanos now);
   void on_timer(Nanos now);
+  // Lands the writes memory staged and acts on those that faulted
+  // (transport/write_faults.cpp): an RC QP NAKs and enters Error, a UC/UD
+  // receive completion still in the CQ fails. The engine calls it after its
+  // end-of-pass flush, before it polls CQs.
+  void settle_writes(Nanos now);
   Nanos next_deadline() const;
   Nanos qp_next_deadline(uint32_t qpn) const;
 

@@ -247,6 +247,10 @@ struct Cqe {
   // CQE of the match (kTmMatch: the device no longer holds the tag) and on
   // TM_ADD / TM_DEL completions.
   uint32_t tm_handle = UINT32_MAX;
+  // Internal: a UC/UD receive completion's message number (WriteTag::msg),
+  // so that a staged write of its data that faults before the CQE leaves
+  // the transport turns it into an error (transport/write_faults.cpp).
+  uint32_t resp_msg = 0;
 };
 inline constexpr uint32_t kNoTmHandle = UINT32_MAX;
 

@@ -2,6 +2,7 @@
 // directory yet ("zero configuration": the first RDMA program starts the NIC).
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -201,6 +202,18 @@ std::unique_ptr<CtlClient> CtlClient::open(int& err) {
   return c;
 }
 
+bool CtlClient::peer_hung_up() {
+  if (gone()) return true;
+  // POLLHUP is reported whether asked or not; POLLIN alone is a reply
+  // another thread is about to read, not a death.
+  pollfd p{fd_, POLLRDHUP, 0};
+  if (::poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLRDHUP | POLLERR | POLLNVAL)) != 0) {
+    debug_log("urnicd's end of the control connection closed: the device is dead");
+    mark_gone();
+  }
+  return gone();
+}
+
 CtlClient::~CtlClient() {
   if (fd_ >= 0) ::close(fd_);
 }
@@ -208,11 +221,20 @@ CtlClient::~CtlClient() {
 int CtlClient::call_raw(std::vector<std::byte> req, std::vector<std::byte>& reply,
                         std::vector<int>& fds, std::span<const int> send_fds) {
   std::lock_guard lock(mu_);
+  // After the daemon's death every request fails at once, with the EIO
+  // that ib_uverbs gives a command to a disassociated device.
+  if (gone()) return EIO;
   // Stamp our sequence number into the header (offset 4, see MsgHeader).
   const std::uint32_t seq = ++seq_;
   std::memcpy(req.data() + offsetof(ctl::MsgHeader, seq), &seq, sizeof seq);
-  if (engine::send_message(fd_, req, send_fds) != 0) return EIO;
-  if (engine::recv_message(fd_, reply, fds) != 0) return EIO;
+  if (const int err = engine::send_message(fd_, req, send_fds); err != 0) {
+    if (err == EPIPE || err == ECONNRESET || err == ENOTCONN) mark_gone();
+    return EIO;
+  }
+  if (const int err = engine::recv_message(fd_, reply, fds); err != 0) {
+    if (err == ECONNRESET) mark_gone();  // also the end of the stream
+    return EIO;
+  }
   const auto h = ctl::decode_header(reply);
   if (!h || h->seq != seq || (h->flags & ctl::kFlagReply) == 0) return EIO;
   return 0;

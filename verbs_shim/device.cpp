@@ -501,7 +501,20 @@ int ibv_get_async_event(ibv_context* context, ibv_async_event* event) {
   // libibverbs' read(2) of the uverbs async fd does.
   const ssize_t n = ::recv(context->async_fd, &ev, sizeof ev, 0);
   if (n != static_cast<ssize_t>(sizeof ev)) {
-    if (n >= 0) errno = EIO;
+    // The end of the stream: the daemon, our NIC, is gone. After the events
+    // it sent, IBV_EVENT_DEVICE_FATAL once, then EIO, as ib_uverbs gives on a
+    // device that reported a fatal error and was disassociated
+    // (verbs_shim/device_fatal.cpp).
+    if (n == 0 || (n < 0 && errno == ECONNRESET)) {
+      ShimContext* s = shim_of(context);
+      s->client->mark_gone();
+      if (!s->fatal_reported.exchange(true)) {
+        event->event_type = IBV_EVENT_DEVICE_FATAL;
+        event->element.port_num = 0;  // unaffiliated: names no port
+        return 0;
+      }
+    }
+    if (n >= 0 || errno == ECONNRESET) errno = EIO;
     return -1;
   }
   event->event_type = static_cast<ibv_event_type>(ev.event_type);

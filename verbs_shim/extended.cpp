@@ -301,7 +301,17 @@ int take_next(ShimCq* c) {
     c->held = 0;
   }
   for (;;) {
-    if (c->ring.available() == 0) return ENOENT;
+    if (c->ring.available() == 0) {
+      // A dead daemon's outstanding WQEs, flushed (verbs_shim/device_fatal.cpp);
+      // they hold no ring slot.
+      if (!device_dead_on_empty_poll(c) || c->ring.available() != 0 || !next_flush_cqe(c, c->cur))
+        return ENOENT;
+      c->cur_tm_tag = 0;
+      c->cur_tm_priv = 0;
+      c->cqx.wr_id = c->cur.wr_id;
+      c->cqx.status = static_cast<ibv_wc_status>(c->cur.status);
+      return 0;
+    }
     std::memcpy(&c->cur, c->ring.consumer_slot(0), sizeof c->cur);
     if (!cqe_hidden(c, c->cur)) break;
     c->ring.release(1);  // the shim's own (verbs_shim/tm.cpp)

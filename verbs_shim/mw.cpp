@@ -38,7 +38,7 @@ ibv_mw* mw_alloc(ibv_pd* pd, ibv_mw_type type) {
 
 int mw_dealloc(ibv_mw* mw) {
   ctl::DeallocMwRep rep{};
-  if (const int err = shim_of(mw->context)->client->call(ctl::DeallocMwReq{{mw->handle, 0}}, rep); err != 0)
+  if (const int err = shim_of(mw->context)->client->call_destroy(ctl::DeallocMwReq{{mw->handle, 0}}, rep); err != 0)
     return err;
   std::free(mw);
   return 0;

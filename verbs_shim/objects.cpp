@@ -242,8 +242,11 @@ int post_send_locked(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, bool all
   int err = 0;
   std::uint32_t n = 0;
   // A QP accepts send WRs from RTS on (IBA 10.3.1: not in Reset, Init, RTR);
-  // an XRC target has no send queue.
-  if (qp->state == IBV_QPS_RESET || qp->state == IBV_QPS_INIT || qp->state == IBV_QPS_RTR || !q->sq.valid())
+  // an XRC target has no send queue. A dead device takes none (EIO, as
+  // mlx5_ib after a fatal error; verbs_shim/device_fatal.cpp).
+  if (device_dead(shim_of(qp->context)))
+    err = EIO;
+  else if (qp->state == IBV_QPS_RESET || qp->state == IBV_QPS_INIT || qp->state == IBV_QPS_RTR || !q->sq.valid())
     err = EINVAL;
   std::uint32_t room = err == 0 ? q->sq.free_count() : 0;
   for (; err == 0 && wr != nullptr; wr = wr->next, ++n) {
@@ -358,7 +361,10 @@ int op_post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
   int err = 0;
   std::uint32_t n = 0;
   // Receive WRs may be posted from Init on (IBA 10.3.1.2); never with an SRQ.
-  if (qp->srq != nullptr || qp->state == IBV_QPS_RESET || !q->rq.valid()) err = EINVAL;
+  if (device_dead(shim_of(qp->context)))
+    err = EIO;
+  else if (qp->srq != nullptr || qp->state == IBV_QPS_RESET || !q->rq.valid())
+    err = EINVAL;
   const std::uint32_t room = err == 0 ? q->rq.free_count() : 0;
   for (; err == 0 && wr != nullptr; wr = wr->next, ++n) {
     if (wr->num_sge < 0 || static_cast<std::uint32_t>(wr->num_sge) > q->caps.max_recv_sge) {
@@ -371,7 +377,7 @@ int op_post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
     }
     write_recv_wqe(q->rq, n, *wr);
   }
-  if (q->rq.valid()) q->rq.publish(n);
+  if (q->rq.valid() && n != 0) q->rq.publish(n);
   if (n != 0) kick_if_sleeping(qp->context, q->rq);
   if (err != 0) *bad_wr = wr;
   return err;
@@ -380,10 +386,10 @@ int op_post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
 int op_post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
   ShimSrq* s = shim_of(srq);
   std::lock_guard lock(*s->post_mu);
-  int err = 0;
+  int err = device_dead(shim_of(srq->context)) ? EIO : 0;
   std::uint32_t n = 0;
-  const std::uint32_t room = s->ring.free_count();
-  for (; wr != nullptr; wr = wr->next, ++n) {
+  const std::uint32_t room = err == 0 ? s->ring.free_count() : 0;
+  for (; err == 0 && wr != nullptr; wr = wr->next, ++n) {
     if (wr->num_sge < 0 || static_cast<std::uint32_t>(wr->num_sge) > s->max_sge) {
       err = EINVAL;
       break;
@@ -394,10 +400,28 @@ int op_post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
     }
     write_recv_wqe(s->ring, n, *wr);
   }
-  s->ring.publish(n);
-  if (n != 0) kick_if_sleeping(srq->context, s->ring);
+  if (n != 0) {
+    s->ring.publish(n);
+    kick_if_sleeping(srq->context, s->ring);
+  }
   if (err != 0) *bad_wr = wr;
   return err;
+}
+
+void to_wc(const CqeSlot& e, ibv_wc& w) {
+  w.wr_id = e.wr_id;
+  w.status = static_cast<ibv_wc_status>(e.status);
+  w.opcode = static_cast<ibv_wc_opcode>(e.opcode);
+  w.vendor_err = e.vendor_err;
+  w.byte_len = e.byte_len;
+  w.imm_data = e.imm_data;
+  w.qp_num = e.qp_num;
+  w.src_qp = e.src_qp;
+  w.wc_flags = e.wc_flags;
+  w.pkey_index = e.pkey_index;
+  w.slid = e.slid;
+  w.sl = e.sl;
+  w.dlid_path_bits = e.dlid_path_bits;
 }
 
 int op_poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc) {
@@ -411,22 +435,15 @@ int op_poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc) {
     CqeSlot e;
     std::memcpy(&e, c->ring.consumer_slot(k), sizeof e);
     if (cqe_hidden(c, e)) continue;  // the shim's own (verbs_shim/tm.cpp)
-    ibv_wc& w = wc[got++];
-    w.wr_id = e.wr_id;
-    w.status = static_cast<ibv_wc_status>(e.status);
-    w.opcode = static_cast<ibv_wc_opcode>(e.opcode);
-    w.vendor_err = e.vendor_err;
-    w.byte_len = e.byte_len;
-    w.imm_data = e.imm_data;
-    w.qp_num = e.qp_num;
-    w.src_qp = e.src_qp;
-    w.wc_flags = e.wc_flags;
-    w.pkey_index = e.pkey_index;
-    w.slid = e.slid;
-    w.sl = e.sl;
-    w.dlid_path_bits = e.dlid_path_bits;
+    to_wc(e, wc[got++]);
   }
   c->ring.release(k);
+  // A dead daemon produces nothing more: after what it produced, the WQEs
+  // it never completed, flushed (verbs_shim/device_fatal.cpp).
+  if (got == 0 && device_dead_on_empty_poll(c) && c->ring.available() == 0) {
+    CqeSlot e;
+    while (got < want && next_flush_cqe(c, e)) to_wc(e, wc[got++]);
+  }
   return static_cast<int>(got);
 }
 
@@ -515,6 +532,7 @@ ibv_qp* create_qp_common(ibv_pd* pd, ibv_qp_init_attr* attr) {
   qp.qp_type = attr->qp_type;
   pthread_mutex_init(&qp.mutex, nullptr);
   pthread_cond_init(&qp.cond, nullptr);
+  register_qp(shim_of(ctx), q);
   // The actual capacities go back to the caller (IBA 11.2.5.1).
   attr->cap = ibv_qp_cap{rep.caps.max_send_wr, rep.caps.max_recv_wr, rep.caps.max_send_sge,
                          rep.caps.max_recv_sge, rep.caps.max_inline_data};
@@ -641,7 +659,7 @@ int ibv_dealloc_pd(ibv_pd* pd) {
   }
   if (s->parents.load() != 0) return EBUSY;  // as libmlx5: a parent domain holds it
   ctl::DeallocPdRep rep{};
-  if (const int err = client_of(pd->context).call(ctl::DeallocPdReq{{pd->handle, 0}}, rep); err != 0)
+  if (const int err = client_of(pd->context).call_destroy(ctl::DeallocPdReq{{pd->handle, 0}}, rep); err != 0)
     return err;
   delete s;
   return 0;
@@ -694,7 +712,7 @@ int ibv_dereg_mr(ibv_mr* mr) {
   // ucmatose deregisters a NULL MR after a failed setup; fail, do not crash.
   if (mr == nullptr) return EINVAL;
   ctl::DeregMrRep rep{};
-  if (const int err = client_of(mr->context).call(ctl::DeregMrReq{{mr->handle, 0}}, rep); err != 0)
+  if (const int err = client_of(mr->context).call_destroy(ctl::DeregMrReq{{mr->handle, 0}}, rep); err != 0)
     return err;
   std::free(mr);
   return 0;
@@ -762,7 +780,7 @@ int ibv_destroy_comp_channel(ibv_comp_channel* channel) {
   if (channel->refcnt != 0) return EBUSY;  // CQs still use it
   ShimChannel* c = shim_of_channel(channel);
   ctl::DestroyCompChannelRep rep{};
-  if (const int err = client_of(channel->context).call(ctl::DestroyCompChannelReq{{c->handle, 0}}, rep);
+  if (const int err = client_of(channel->context).call_destroy(ctl::DestroyCompChannelReq{{c->handle, 0}}, rep);
       err != 0)
     return err;
   ::close(channel->fd);
@@ -777,7 +795,11 @@ int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) 
   // handler has SA_RESTART): programs end a blocking wait that way.
   const ssize_t n = ::recv(channel->fd, &ev, sizeof ev, 0);
   if (n != static_cast<ssize_t>(sizeof ev)) {
-    if (n >= 0) errno = EIO;
+    // The end of the stream: the daemon died (or dropped us). Events it
+    // sent before are read first; then EIO, as ib_uverbs gives on a
+    // disassociated device's completion channel.
+    if (n == 0 || (n < 0 && errno == ECONNRESET)) shim_of(channel->context)->client->mark_gone();
+    if (n >= 0 || errno == ECONNRESET) errno = EIO;
     return -1;
   }
   auto* c = static_cast<ShimCq*>(reinterpret_cast<void*>(static_cast<std::uintptr_t>(ev.cookie)));
@@ -838,6 +860,7 @@ ibv_cq* urnic::shim::create_cq_with_flags(ibv_context* context, int cqe, void* c
   c->ring = SpscRing(static_cast<std::byte*>(c->map), rep.slots, c->stride);
   c->poll_mu = new std::mutex;
   c->ctx = shim_of(context);
+  c->device_gone = &c->ctx->client->gone_flag();
   setup_cq_ex(c, IBV_WC_STANDARD_FLAGS);
   ibv_cq* cq = ibv_cq_ex_to_cq(&c->cqx);
   cq->context = context;
@@ -859,7 +882,7 @@ ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_
 int ibv_destroy_cq(ibv_cq* cq) {
   ShimCq* c = shim_of(cq);
   ctl::DestroyCqRep rep{};
-  if (const int err = client_of(cq->context).call(ctl::DestroyCqReq{{cq->handle, 0}}, rep); err != 0)
+  if (const int err = client_of(cq->context).call_destroy(ctl::DestroyCqReq{{cq->handle, 0}}, rep); err != 0)
     return err;
   // As libibverbs: wait until every reported completion event was acked.
   pthread_mutex_lock(&cq->mutex);
@@ -988,8 +1011,9 @@ int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask, ibv_qp_init_attr*
 int ibv_destroy_qp(ibv_qp* qp) {
   ShimQp* q = shim_of(qp);
   ctl::DestroyQpRep rep{};
-  if (const int err = client_of(qp->context).call(ctl::DestroyQpReq{{qp->handle, 0}}, rep); err != 0)
+  if (const int err = client_of(qp->context).call_destroy(ctl::DestroyQpReq{{qp->handle, 0}}, rep); err != 0)
     return err;
+  unregister_qp(shim_of(qp->context), q);  // before its rings go (device_fatal.cpp)
   // As hardware providers (libmlx5's destroy_qp cleans both CQs): completions
   // of the destroyed QP that were not polled yet are gone with it, so no
   // later poll returns a wr_id whose QP (and its owner's context) is freed.
@@ -1093,7 +1117,7 @@ int ibv_query_srq(ibv_srq* srq, ibv_srq_attr* srq_attr) {
 int ibv_destroy_srq(ibv_srq* srq) {
   ShimSrq* s = shim_of(srq);
   ctl::DestroySrqRep rep{};
-  if (const int err = client_of(srq->context).call(ctl::DestroySrqReq{{srq->handle, 0}}, rep); err != 0)
+  if (const int err = client_of(srq->context).call_destroy(ctl::DestroySrqReq{{srq->handle, 0}}, rep); err != 0)
     return err;
   destroy_tm_state(s);
   ::munmap(s->map, s->map_bytes);
@@ -1131,7 +1155,7 @@ ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
 
 int ibv_destroy_ah(ibv_ah* ah) {
   ctl::DestroyAhRep rep{};
-  if (const int err = client_of(ah->context).call(ctl::DestroyAhReq{{ah->handle, 0}}, rep); err != 0)
+  if (const int err = client_of(ah->context).call_destroy(ctl::DestroyAhReq{{ah->handle, 0}}, rep); err != 0)
     return err;
   delete shim_of(ah);
   return 0;

@@ -54,6 +54,25 @@ class CtlClient {
   template <ctl::Message Req, ctl::Message Rep>
   int call_passing_fd(const Req& req, Rep& rep, int send_fd);
 
+  // A destroy request: as call(), but once the daemon is gone (EIO and
+  // gone()) it succeeds, because the daemon's death already freed the
+  // object (verbs_shim/device_fatal.cpp); the caller then frees its part.
+  template <ctl::Message Req, ctl::Message Rep>
+  int call_destroy(const Req& req, Rep& rep) {
+    const int err = call(req, rep);
+    return err == EIO && gone() ? 0 : err;
+  }
+
+  // The daemon's end of the connection is closed: it died, or dropped us.
+  // Set by a failed request, by the end of the async or a completion
+  // channel's stream, or by peer_hung_up(); never cleared.
+  [[nodiscard]] bool gone() const { return gone_.load(std::memory_order_acquire); }
+  [[nodiscard]] const std::atomic<bool>& gone_flag() const { return gone_; }
+  void mark_gone() { gone_.store(true, std::memory_order_release); }
+  // Asks the kernel, without blocking, whether the daemon's end hung up
+  // (one poll(2); the data path calls it rarely, see device_fatal.cpp).
+  bool peer_hung_up();
+
   [[nodiscard]] std::uint32_t daemon_pid() const { return daemon_pid_; }
   // The connection's socket: what ibv_context.cmd_fd shows (the uverbs fd
   // of a kernel device; ibv_import_device takes a duplicate of it).
@@ -69,6 +88,7 @@ class CtlClient {
   std::mutex mu_;
   std::uint32_t seq_ = 0;
   std::uint32_t daemon_pid_ = 0;
+  std::atomic<bool> gone_{false};
 };
 
 template <ctl::Message Rep>
@@ -140,6 +160,8 @@ struct ShimCq {
   std::uint32_t cur_tm_priv; // ibv_wc_read_tm_info of `cur` (TM_INFO CQs)
   std::uint64_t cur_tm_tag;
   struct ShimSrq* tm_srq;    // the TM SRQ completing here, if any (verbs_shim/tm.cpp)
+  std::uint32_t empty_polls; // polls that found the ring empty (device_fatal.cpp)
+  const std::atomic<bool>* device_gone;  // its context's CtlClient::gone_flag()
 };
 static_assert(std::is_standard_layout_v<ShimCq>);
 
@@ -205,6 +227,14 @@ struct ShimContext {
   std::unique_ptr<CtlClient> client;
   ctl::OpenDeviceRep info{};   // attributes, port, GID/P_Key tables at open
   int doorbell_fd = -1;        // the engine's eventfd (see kick_if_sleeping)
+  // The daemon's death (verbs_shim/device_fatal.cpp): the QPs with rings,
+  // whose outstanding WQEs are then flushed into their CQs; when the
+  // control socket was last asked whether the daemon is alive; whether
+  // ibv_get_async_event has reported IBV_EVENT_DEVICE_FATAL yet.
+  std::mutex qps_mu;
+  std::vector<ShimQp*> qps;
+  std::atomic<std::int64_t> next_liveness_check_ns{0};
+  std::atomic<bool> fatal_reported{false};
 };
 
 ShimContext* shim_of(ibv_context* ctx);
@@ -273,6 +303,29 @@ void setup_cq_ex(ShimCq* c, std::uint64_t wc_flags);
 // ibv_create_cq is this with 0, ibv_create_cq_ex passes what its wc_flags need.
 ibv_cq* create_cq_with_flags(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel* channel,
                              int comp_vector, std::uint32_t cq_flags);
+
+// device_fatal.cpp: the daemon's death as a device fatal error.
+// The daemon is known to be gone (one atomic load: the posting verbs' check).
+inline bool device_dead(const ShimContext* s) { return s->client->gone(); }
+// The same from a poll that found its CQ empty: every 64th such poll, and
+// then at most every 10 ms, asks the kernel whether the control socket hung
+// up (liveness_check). A spinning poller learns of the death that way; the
+// empty poll itself pays one load and an increment (inline, on the CQ).
+bool liveness_check(ShimCq* c);
+inline bool device_dead_on_empty_poll(ShimCq* c) {
+  if (c->device_gone->load(std::memory_order_acquire)) return true;
+  if (++c->empty_polls % 64 != 0) return false;
+  return liveness_check(c);
+}
+// After the death, the next flushed completion of a WQE that was posted to
+// a QP completing to `c` and never completed (IBV_WC_WR_FLUSH_ERR, as the
+// engine flushes a QP in the Error state). Returns false when there are no
+// more. The caller holds c->poll_mu.
+bool next_flush_cqe(ShimCq* c, engine::CqeSlot& out);
+// A QP with rings joins its context's list at creation and leaves it before
+// its rings are unmapped.
+void register_qp(ShimContext* s, ShimQp* q);
+void unregister_qp(ShimContext* s, ShimQp* q);
 
 // Debug logging to stderr when URNIC_DEBUG is set.
 void debug_log(const char* fmt, ...) __attribute__((format(printf, 1, 2)));

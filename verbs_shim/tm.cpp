@@ -218,10 +218,10 @@ int op_post_srq_ops(ibv_srq* srq, ibv_ops_wr* wr, ibv_ops_wr** bad_wr) {
   }
   TmTags& t = *s->tm;
   std::lock_guard lock(*s->post_mu);
-  int err = 0;
+  int err = device_dead(shim_of(srq->context)) ? EIO : 0;  // verbs_shim/device_fatal.cpp
   std::uint32_t n = 0;
-  const std::uint32_t room = s->ring.free_count();
-  for (; wr != nullptr; wr = wr->next) {
+  const std::uint32_t room = err == 0 ? s->ring.free_count() : 0;
+  for (; err == 0 && wr != nullptr; wr = wr->next) {
     if (n == room) {
       err = ENOMEM;
       break;

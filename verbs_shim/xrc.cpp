@@ -59,7 +59,7 @@ ibv_xrcd* op_open_xrcd(ibv_context* context, ibv_xrcd_init_attr* attr) {
 int op_close_xrcd(ibv_xrcd* xrcd) {
   ShimXrcd* x = shim_of(xrcd);
   ctl::CloseXrcdRep rep{};
-  if (const int err = client_of(xrcd->context).call(ctl::CloseXrcdReq{{x->handle, 0}}, rep); err != 0)
+  if (const int err = client_of(xrcd->context).call_destroy(ctl::CloseXrcdReq{{x->handle, 0}}, rep); err != 0)
     return err;
   delete x;
   return 0;

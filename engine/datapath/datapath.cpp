@@ -196,6 +196,7 @@ void DataPath::take_posted_sends(std::uint32_t qpn, t::Nanos now) {
   while (drain_sq(qpn, it->second, now)) {
   }
   mem_.end_pass();
+  transport_->settle_writes(now);
   if (link_) link_->flush(now);
 }
 
@@ -293,8 +294,11 @@ bool DataPath::poll(t::Nanos now, bool poll_link) {
     gsi_->on_gsi_timer(now);
     work = true;
   }
-  // Staged writes land before any completion can announce them.
+  // Staged writes land before any completion can announce them, and a
+  // write that faulted fails its message before its CQE leaves
+  // (transport/write_faults.cpp).
   mem_.end_pass();
+  transport_->settle_writes(now);
   if (link_) link_->flush(now);  // what this pass queued on the link leaves now
   // FPDUs the timers or completions queued (iWARP) go out this pass.
   if (iw_ && iw_->has_pending_output()) work |= iw_->flush(now);

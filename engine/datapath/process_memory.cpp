@@ -45,6 +45,7 @@ bool transfer_all(uint8_t* local, uint64_t remote, std::size_t len, Fn&& fn) {
 ProcessMemory::ProcessMemory() {
   staged_.reserve(kStageBytes);
   staged_remote_.reserve(kStageRanges);
+  staged_tags_.reserve(kStageRanges);
   window_.resize(kWindowBytes);
 }
 
@@ -92,6 +93,16 @@ bool ProcessMemory::read(transport::MemDomain dom, uint64_t va, std::span<uint8_
 }
 
 bool ProcessMemory::write(transport::MemDomain dom, uint64_t va, std::span<const uint8_t> in) {
+  return stage(dom, va, in, transport::WriteTag{});
+}
+
+bool ProcessMemory::stage_write(transport::MemDomain dom, uint64_t va, std::span<const uint8_t> in,
+                                const transport::WriteTag& tag) {
+  return stage(dom, va, in, tag);
+}
+
+bool ProcessMemory::stage(transport::MemDomain dom, uint64_t va, std::span<const uint8_t> in,
+                          const transport::WriteTag& tag) {
   const pid_t pid = pid_of(dom);
   window_len_ = 0;  // whatever it held may be stale now
   if (in.size() >= kStageBytes || unstaged(dom)) {
@@ -102,17 +113,30 @@ bool ProcessMemory::write(transport::MemDomain dom, uint64_t va, std::span<const
       (pid != staged_pid_ || staged_.size() + in.size() > kStageBytes || staged_remote_.size() == kStageRanges))
     flush_writes();
   staged_pid_ = pid;
+  // Ranges merge only within one packet's data (same tag), so that a fault
+  // is charged to the packet it hit; it is still one system call a flush.
   const bool adjacent = !staged_remote_.empty() &&
-                        reinterpret_cast<uint64_t>(staged_remote_.back().iov_base) + staged_remote_.back().iov_len == va;
+                        reinterpret_cast<uint64_t>(staged_remote_.back().iov_base) + staged_remote_.back().iov_len == va &&
+                        staged_tags_.back().qpn == tag.qpn && staged_tags_.back().psn == tag.psn &&
+                        staged_tags_.back().msg == tag.msg;
   staged_.insert(staged_.end(), in.begin(), in.end());
   if (adjacent) {
     staged_remote_.back().iov_len += in.size();
   } else {
     staged_remote_.push_back(iovec{reinterpret_cast<void*>(va), in.size()});  // NOLINT: a remote address
+    staged_tags_.push_back(tag);
   }
   // The range was validated against a registered MR; a fault can only mean
-  // the application unmapped registered memory, which flush_writes counts.
+  // the application unmapped registered memory, which flush_writes counts
+  // and settle() reports.
   return true;
+}
+
+void ProcessMemory::settle(std::vector<transport::WriteTag>& faulted) {
+  flush_writes();
+  if (faults_.empty()) return;
+  faulted.insert(faulted.end(), faults_.begin(), faults_.end());
+  faults_.clear();
 }
 
 void ProcessMemory::flush_writes() {
@@ -126,14 +150,18 @@ void ProcessMemory::flush_writes() {
     // Partial or failed: redo range by range so that every range that can
     // be written is, and count the ones that cannot.
     std::size_t off = 0;
-    for (const iovec& r : staged_remote_) {
-      if (!write_now(staged_pid_, reinterpret_cast<uint64_t>(r.iov_base), {staged_.data() + off, r.iov_len}))
+    for (std::size_t i = 0; i < staged_remote_.size(); ++i) {
+      const iovec& r = staged_remote_[i];
+      if (!write_now(staged_pid_, reinterpret_cast<uint64_t>(r.iov_base), {staged_.data() + off, r.iov_len})) {
         ++counters_.deferred_write_faults;
+        if (staged_tags_[i].qpn != 0) faults_.push_back(staged_tags_[i]);
+      }
       off += r.iov_len;
     }
   }
   staged_.clear();
   staged_remote_.clear();
+  staged_tags_.clear();
 }
 
 void ProcessMemory::end_pass() {

@@ -19,7 +19,13 @@
 //   merged) before anything can observe them: before any read or atomic,
 //   before the data path transmits a packet (an ACK or a READ response must
 //   not overtake the data it acknowledges) and before it writes completions
-//   (flush_writes / end_pass).
+//   (flush_writes / end_pass). A staged write that faults when it is made
+//   (the application unmapped or mprotect()ed registered memory since)
+//   keeps its WriteTag; settle() hands those to the transport, which NAKs
+//   or fails the message instead of acknowledging it (docs/SECURITY.md
+//   "Memory semantics"). The transport settles at its ACK and completion
+//   decisions, where the data path would have flushed anyway (an ACK is
+//   transmitted right after): no extra system call on the good path.
 // - Small reads fetch a read-ahead window once and serve the following
 //   packets of the same message from it. The window is dropped by any write,
 //   at the end of each engine pass (end_pass), and whenever the data path
@@ -71,6 +77,9 @@ class ProcessMemory final : public transport::MemoryAccess {
                     uint64_t& orig) override;
   bool fetch_add(transport::MemDomain dom, uint64_t va, uint64_t add, uint64_t& orig) override;
   bool atomic_write(transport::MemDomain dom, uint64_t va, uint64_t value) override;
+  bool stage_write(transport::MemDomain dom, uint64_t va, std::span<const uint8_t> in,
+                   const transport::WriteTag& tag) override;
+  void settle(std::vector<transport::WriteTag>& faulted) override;
 
   // Makes every staged write visible in its process.
   void flush_writes();
@@ -88,11 +97,16 @@ class ProcessMemory final : public transport::MemoryAccess {
  private:
   bool write_now(pid_t pid, uint64_t va, std::span<const uint8_t> in);
   bool read_now(pid_t pid, uint64_t va, std::span<uint8_t> out);
+  bool stage(transport::MemDomain dom, uint64_t va, std::span<const uint8_t> in, const transport::WriteTag& tag);
 
-  // Staged writes: all to one process, data back to back in `staged_`.
+  // Staged writes: all to one process, data back to back in `staged_`;
+  // range i is for staged_tags_[i] (qpn 0: not a responder's write).
   pid_t staged_pid_ = 0;
   std::vector<uint8_t> staged_;
   std::vector<iovec> staged_remote_;
+  std::vector<transport::WriteTag> staged_tags_;
+  // Tagged staged writes that faulted, until settle() hands them over.
+  std::vector<transport::WriteTag> faults_;
   // Read-ahead window: bytes [window_va_, window_va_ + window_len_) of
   // window_pid_, valid while window_len_ > 0.
   pid_t window_pid_ = 0;

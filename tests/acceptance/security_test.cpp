@@ -9,11 +9,15 @@
 
 #include <fcntl.h>
 #include <infiniband/verbs.h>
+#include <poll.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -53,44 +57,63 @@ struct Ctx {
 
 // A UC QP of `c` connected to QPN `dest` on this host (GID index 1: RoCE v2
 // on the device's IPv4 address), sending from PSN `psn`.
-ibv_qp* uc_qp(Ctx& c) {
+ibv_qp* make_qp(Ctx& c, ibv_qp_type type) {
   ibv_qp_init_attr ia{};
   ia.send_cq = c.cq;
   ia.recv_cq = c.cq;
-  ia.qp_type = IBV_QPT_UC;
+  ia.qp_type = type;
   ia.cap.max_send_wr = 4;
   ia.cap.max_recv_wr = 4;
   ia.cap.max_send_sge = 1;
   ia.cap.max_recv_sge = 1;
   ibv_qp* qp = ibv_create_qp(c.pd, &ia);
+  return qp;
+}
+ibv_qp* uc_qp(Ctx& c) {
+  ibv_qp* qp = make_qp(c, IBV_QPT_UC);
   REQUIRE(qp != nullptr);
   return qp;
 }
 
-void connect(Ctx& c, ibv_qp* qp, std::uint32_t dest, std::uint32_t psn) {
+// RESET -> RTS towards QPN `dest` on this host; false if a step failed
+// (usable in a forked child, where Catch2's REQUIRE must not throw).
+bool try_connect(ibv_context* ctx, ibv_qp* qp, std::uint32_t dest, std::uint32_t psn) {
+  const bool rc = qp->qp_type == IBV_QPT_RC;
   ibv_qp_attr a{};
   a.qp_state = IBV_QPS_INIT;
   a.port_num = 1;
   a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
-  REQUIRE(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) == 0);
+  if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) != 0) return false;
   ibv_gid gid{};
-  REQUIRE(ibv_query_gid(c.ctx, 1, 1, &gid) == 0);
+  if (ibv_query_gid(ctx, 1, 1, &gid) != 0) return false;
   a = {};
   a.qp_state = IBV_QPS_RTR;
   a.path_mtu = IBV_MTU_1024;
   a.dest_qp_num = dest;
   a.rq_psn = psn;
+  a.max_dest_rd_atomic = 1;
+  a.min_rnr_timer = 12;
   a.ah_attr.is_global = 1;
   a.ah_attr.grh.dgid = gid;
   a.ah_attr.grh.sgid_index = 1;
   a.ah_attr.grh.hop_limit = 64;
   a.ah_attr.port_num = 1;
-  REQUIRE(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN) == 0);
+  int mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
+  if (rc) mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+  if (ibv_modify_qp(qp, &a, mask) != 0) return false;
   a = {};
   a.qp_state = IBV_QPS_RTS;
   a.sq_psn = psn;
-  REQUIRE(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN) == 0);
+  a.timeout = 14;
+  a.retry_cnt = 7;
+  a.rnr_retry = 7;
+  a.max_rd_atomic = 1;
+  mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
+  if (rc) mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
+  return ibv_modify_qp(qp, &a, mask) == 0;
 }
+
+void connect(Ctx& c, ibv_qp* qp, std::uint32_t dest, std::uint32_t psn) { REQUIRE(try_connect(c.ctx, qp, dest, psn)); }
 
 // One signaled RDMA WRITE of `len` bytes from `mr` to (addr, rkey); its
 // completion status.
@@ -255,4 +278,135 @@ TEST_CASE("a process's session ends when it exits, even if a child still holds i
   (void)::write(pipefd[1], "x", 1);
   ::close(pipefd[0]);
   ::close(pipefd[1]);
+}
+
+namespace {
+
+// A daemon counter from `urnic stats --json` (device-wide), or -1.
+long daemon_counter(const std::string& name) {
+  const char* cli = std::getenv("URNIC_CLI");
+  if (cli == nullptr) return -1;
+  const std::string cmd = std::string(cli) + " stats --json --runtime-dir " + g_runtime.dir + " 2>/dev/null";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (p == nullptr) return -1;
+  std::string out;
+  std::array<char, 4096> buf{};
+  while (std::size_t n = std::fread(buf.data(), 1, buf.size(), p)) out.append(buf.data(), n);
+  ::pclose(p);
+  const auto at = out.find("\"" + name + "\"");
+  if (at == std::string::npos) return -1;
+  return std::strtol(out.c_str() + out.find(':', at) + 1, nullptr, 10);
+}
+
+struct VictimInfo {
+  std::uint32_t qpn = 0;
+  std::uint32_t rkey = 0;
+  std::uint64_t addr = 0;
+};
+
+// The victim process: registers two pages for remote writes on an RC QP,
+// then unmaps them (or makes them read-only) before its peer writes.
+// Reports on `out` what it saw: its QP info, then the async event its QP
+// got (or -1). Exit status 0 if its own checks held.
+[[noreturn]] void victim(bool unmap, int in, int out) {
+  int rc = 1;
+  {
+    Ctx c;
+    const std::size_t len = 8192;
+    void* buf = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (buf == MAP_FAILED) ::_exit(10);
+    std::memset(buf, 'v', len);
+    ibv_mr* mr = reg(c.pd, buf, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    ibv_qp* qp = make_qp(c, IBV_QPT_RC);
+    if (mr == nullptr || qp == nullptr) ::_exit(11);
+    const VictimInfo vi{qp->qp_num, mr->rkey, reinterpret_cast<std::uintptr_t>(buf)};
+    std::uint32_t peer = 0;
+    if (::write(out, &vi, sizeof vi) != sizeof vi || ::read(in, &peer, sizeof peer) != sizeof peer) ::_exit(12);
+    if (!try_connect(c.ctx, qp, peer, 300)) ::_exit(13);
+    // The application gives the registered memory up (ibv_dereg_mr not
+    // called): hardware would go on writing the pinned pages.
+    if ((unmap ? ::munmap(buf, len) : ::mprotect(buf, len, PROT_READ)) != 0) ::_exit(14);
+    if (::write(out, "r", 1) != 1) ::_exit(15);
+    int event = -1;
+    pollfd pfd{c.ctx->async_fd, POLLIN, 0};
+    if (::poll(&pfd, 1, 5000) == 1) {
+      ibv_async_event ev{};
+      if (ibv_get_async_event(c.ctx, &ev) == 0) {
+        if (ev.element.qp == qp) event = ev.event_type;
+        ibv_ack_async_event(&ev);
+      }
+    }
+    if (::write(out, &event, sizeof event) != sizeof event) ::_exit(16);
+    ibv_qp_attr qa{};
+    ibv_qp_init_attr qi{};
+    const bool in_error = ibv_query_qp(qp, &qa, IBV_QP_STATE, &qi) == 0 && qa.qp_state == IBV_QPS_ERR;
+    // A read-only mapping still holds what the victim put there.
+    const bool untouched = unmap || std::all_of(static_cast<char*>(buf), static_cast<char*>(buf) + len,
+                                                [](char ch) { return ch == 'v'; });
+    rc = in_error && untouched ? 0 : 17;
+    ibv_destroy_qp(qp);
+    ibv_dereg_mr(mr);
+  }
+  ::_exit(rc);
+}
+
+}  // namespace
+
+TEST_CASE("an RDMA WRITE into registered memory the victim unmapped or made read-only fails on both sides",
+          "[security][memory]") {
+  for (const bool unmap : {true, false}) {
+    INFO((unmap ? "munmap" : "mprotect PROT_READ"));
+    Ctx peer;
+    ibv_qp* wq = make_qp(peer, IBV_QPT_RC);
+    REQUIRE(wq != nullptr);
+    int to_victim[2], from_victim[2];
+    REQUIRE(::pipe(to_victim) == 0);
+    REQUIRE(::pipe(from_victim) == 0);
+    const long faults_before = daemon_counter("write_faults");
+    const pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) victim(unmap, to_victim[0], from_victim[1]);
+    VictimInfo vi;
+    REQUIRE(::read(from_victim[0], &vi, sizeof vi) == sizeof vi);
+    REQUIRE(::write(to_victim[1], &wq->qp_num, sizeof wq->qp_num) == sizeof wq->qp_num);
+    connect(peer, wq, vi.qpn, 300);
+    char ready = 0;
+    REQUIRE(::read(from_victim[0], &ready, 1) == 1);
+    // The peer writes 4 KiB (four packets at MTU 1024) into the victim's
+    // MR: the key, bounds and access are all valid, the memory is not.
+    std::vector<char> src(4096, 'X');
+    ibv_mr* smr = reg(peer.pd, src.data(), src.size(), IBV_ACCESS_LOCAL_WRITE);
+    REQUIRE(smr != nullptr);
+    // Old code: SUCCESS, the data gone.
+    CHECK(write(wq, peer.cq, smr, src.size(), vi.addr + 1024, vi.rkey) == IBV_WC_REM_ACCESS_ERR);
+    int event = 0;
+    REQUIRE(::read(from_victim[0], &event, sizeof event) == sizeof event);
+    CHECK(event == IBV_EVENT_QP_ACCESS_ERR);
+    int status = 0;
+    REQUIRE(::waitpid(child, &status, 0) == child);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+    if (faults_before >= 0) CHECK(daemon_counter("write_faults") > faults_before);
+    else WARN("URNIC_CLI not set: the write_faults counter is not checked");
+    for (int fd : {to_victim[0], to_victim[1], from_victim[0], from_victim[1]}) ::close(fd);
+    // The daemon goes on serving: a fresh RC pair writes and the data lands.
+    std::vector<char> dst(4096, 'd');
+    ibv_mr* dmr = reg(peer.pd, dst.data(), dst.size(), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    REQUIRE(dmr != nullptr);
+    ibv_qp* x = make_qp(peer, IBV_QPT_RC);
+    ibv_qp* y = make_qp(peer, IBV_QPT_RC);
+    REQUIRE(x != nullptr);
+    REQUIRE(y != nullptr);
+    connect(peer, x, y->qp_num, 5);
+    connect(peer, y, x->qp_num, 5);
+    CHECK(write(x, peer.cq, smr, 2048, reinterpret_cast<std::uintptr_t>(dst.data()), dmr->rkey) == IBV_WC_SUCCESS);
+    CHECK(dst[0] == 'X');
+    CHECK(dst[2047] == 'X');
+    CHECK(dst[2048] == 'd');
+    ibv_destroy_qp(x);
+    ibv_destroy_qp(y);
+    ibv_destroy_qp(wq);
+    ibv_dereg_mr(dmr);
+    ibv_dereg_mr(smr);
+  }
 }

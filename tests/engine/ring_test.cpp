@@ -163,3 +163,29 @@ TEST_CASE("WQE slot size covers header plus SGEs or inline data", "[engine][ring
   CHECK(wqe_slot_size(32, 0) == 640);    // 72 + 512
   CHECK(wqe_slot_size(2, 16) % 64 == 0);
 }
+
+TEST_CASE("a dead consumer's work queue: the producer reclaims the unretired slots, oldest first",
+          "[engine][ring]") {
+  // The daemon's death (verbs_shim/device_fatal.cpp): the engine took 3 of
+  // 5 WQEs and retired 1; the shim then flushes the other 4 in order.
+  RingMem m(8, sizeof(std::uint64_t));
+  SpscRing engine_view(reinterpret_cast<std::byte*>(m.storage.data()), 8, sizeof(std::uint64_t));
+  for (std::uint64_t v = 0; v < 5; ++v) std::memcpy(m.ring.producer_slot(static_cast<std::uint32_t>(v)), &v, sizeof v);
+  m.ring.publish(5);
+  engine_view.take(3);
+  engine_view.retire(2);  // 2 of the 3 taken are outstanding
+  REQUIRE(m.ring.unreleased() == 4);
+  std::vector<std::uint64_t> flushed;
+  while (m.ring.unreleased() != 0) {
+    std::uint64_t v;
+    std::memcpy(&v, m.ring.oldest_unreleased(), sizeof v);
+    m.ring.reclaim_oldest();
+    flushed.push_back(v);
+  }
+  CHECK(flushed == std::vector<std::uint64_t>{1, 2, 3, 4});
+  CHECK(m.ring.free_count() == 8);
+  SECTION("a consumer index that makes no sense reclaims nothing") {
+    m.header().cons.value = m.header().prod.value + 1;  // ahead of the producer
+    CHECK(m.ring.unreleased() == 0);
+  }
+}

@@ -119,6 +119,9 @@ struct Context {
   KeySource keys;
   std::unordered_set<uint32_t> key_indices;  // indices of live MR and window keys
   std::vector<uint8_t> scratch;  // one packet's payload (the largest MTU)
+  // Staged responder writes that faulted (MemoryAccess::settle), not yet
+  // acted on by their QP. Almost always empty.
+  std::vector<WriteTag> write_faults;
 
   Context(MemoryAccess& m, TxSink& t, EventSink& e, TransportConfig c)
       : mem(m), tx(t), events(e), cfg(c), scratch(4096) {}
@@ -160,7 +163,15 @@ struct Context {
   // list is too short) or kLocProtErr (a key/bounds/access failure or a
   // memory fault).
   WcStatus gather(PdHandle pd, std::span<const Sge> sges, uint64_t offset, std::span<uint8_t> out);
-  WcStatus scatter(PdHandle pd, std::span<const Sge> sges, uint64_t offset, std::span<const uint8_t> in);
+  // A non-null `tag` makes it a responder's write of received data, which
+  // memory may stage (MemoryAccess::stage_write).
+  WcStatus scatter(PdHandle pd, std::span<const Sge> sges, uint64_t offset, std::span<const uint8_t> in,
+                   const WriteTag* tag = nullptr);
+  // Lands every staged write, then takes out the faults charged to QP
+  // `qpn`: false if there were any, with the first (in the order the QP
+  // staged them) in `first`. The responder calls it before it acknowledges
+  // or completes received data.
+  bool writes_landed(uint32_t qpn, WriteTag& first);
 
   // Appends to a CQ. On overflow the CQ enters the error state and
   // IBV_EVENT_CQ_ERR is raised once; returns false (the caller then moves

@@ -200,6 +200,9 @@ class Qp {
   void on_packet(const wire::IbPacket& pkt, const RxInfo& rx, Nanos now);
   void on_timer(Nanos now);
   Nanos next_deadline() const noexcept;
+  // A staged write of data this QP received faulted when it was made
+  // (Transport::settle_writes; transport/write_faults.cpp).
+  void on_write_fault(const WriteTag& t, Nanos now);
 
   // Introspection for tests and the CLI.
   ReqState req_state() const noexcept { return req_state_; }
@@ -280,7 +283,20 @@ class Qp {
   RespState resp_acknowledge(const wire::IbPacket& pkt, Nanos now);
   RespState resp_duplicate(const wire::IbPacket& pkt, Nanos now);
   void resp_nak(uint8_t syndrome, Psn psn, RespState why, Nanos now);
+  void nak_and_error(uint8_t syndrome, Psn psn, RespState why, Nanos now);
   void send_ack(uint8_t syndrome, Psn psn, Nanos now);
+  void emit_ack(uint8_t syndrome, Psn psn, Nanos now);
+  // transport/write_faults.cpp: before the responder answers or completes
+  // anything (every ACK/NAK/response with PSN p acknowledges the requests
+  // before p), the data it staged must have landed. False: a write had
+  // faulted; the QP has NAKed it and is in the Error state.
+  bool resp_settle(Nanos now);
+  WriteTag resp_tag(const wire::IbPacket& pkt, bool recv) const noexcept {
+    return WriteTag{qpn_, pkt.bth.psn.value(), resp_msg_no_, recv};
+  }
+  // UC/UD: the receive completion of message `t.msg` fails (still queued
+  // in the CQ, or the message still arriving).
+  void fail_unreliable_recv(const WriteTag& t);
   void send_read_responses(const RespResource& r, Psn from, Nanos now);
   void uc_run(const wire::IbPacket& pkt, Nanos now);
   void ud_run(const wire::IbPacket& pkt, const RxInfo& rx, Nanos now);
@@ -335,6 +351,11 @@ class Qp {
   uint8_t pending_nak_ = 0;   // the syndrome chosen by a check step
   SrqHandle xrc_srq_{};       // XRC target: the SRQ the request being processed names
   WcStatus pending_recv_status_ = WcStatus::kSuccess;
+  // UC/UD: the number of the message being received (WriteTag::msg, and
+  // Cqe::resp_msg of its completion), and the status a write fault of the
+  // UC message still arriving gives its completion.
+  uint32_t resp_msg_no_ = 0;
+  WcStatus uc_msg_fault_ = WcStatus::kSuccess;
   uint64_t recv_skip_ = 0;    // message bytes not placed in cur_recv_ (a matched TMH; all of a RNDV)
   // Tag matching: whether init_.srq is a TM SRQ (then the responder's CQ is
   // the SRQ's), and the current message's landing, TMH, RVH and matched tag.

@@ -371,6 +371,8 @@ void Node::deliver(std::vector<uint8_t> frame) {
     wire::store_be32(rx.grh.data() + 20, addr.src_qpn);
   }
   transport_->on_packet(pkt, rx, sim_.now());
+  // As the engine does at the end of each pass (a memory that stages writes).
+  transport_->settle_writes(sim_.now());
 }
 
 Harness::Harness(Config cfg)

@@ -1,0 +1,241 @@
+// The daemon's death as a device fatal error (issue 24; the behaviour and
+// its sources: verbs_shim/device_fatal.cpp). Through the drop-in
+// libibverbs.so.1, against a urnicd it starts in a private runtime
+// directory and then SIGKILLs: a spinning ibv_poll_cq sees the outstanding
+// work flushed (sends first, then receives, in posting order, after what
+// had completed), ibv_cq_ex polling likewise, the async fd gives
+// IBV_EVENT_DEVICE_FATAL once and then EIO, ibv_get_cq_event and posting
+// fail with EIO, every destroy succeeds, and the next program starts a new
+// daemon. Each wait is bounded (alarm), so the old hang fails the test.
+#include <catch2/catch.hpp>
+
+#include "runtime_dir.hpp"
+
+#include <infiniband/verbs.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <vector>
+
+namespace {
+
+urnic::test::RuntimeDir g_runtime("device-fatal");
+
+constexpr std::uint32_t kBogusQpn = 0xFFFFF0;  // no such QP: sends wait for ACKs that never come
+
+pid_t daemon_pid() {
+  std::ifstream f(g_runtime.dir + "/urnicd.pid");
+  pid_t pid = 0;
+  f >> pid;
+  return pid;
+}
+
+// Poll until `n` completions arrived or `ms` passed.
+std::vector<ibv_wc> poll_n(ibv_cq* cq, std::size_t n, int ms) {
+  std::vector<ibv_wc> out;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  while (out.size() < n && std::chrono::steady_clock::now() < end) {
+    ibv_wc wc[4]{};
+    const int got = ibv_poll_cq(cq, 4, wc);
+    if (got < 0) FAIL("ibv_poll_cq failed: " << got);
+    out.insert(out.end(), wc, wc + got);
+  }
+  return out;
+}
+
+void to_rts(ibv_context* ctx, ibv_qp* qp) {
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_INIT;
+  a.port_num = 1;
+  REQUIRE(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) == 0);
+  a = ibv_qp_attr{};
+  a.qp_state = IBV_QPS_RTR;
+  a.path_mtu = IBV_MTU_1024;
+  a.dest_qp_num = kBogusQpn;
+  a.rq_psn = 1;
+  a.max_dest_rd_atomic = 1;
+  a.min_rnr_timer = 12;
+  a.ah_attr.is_global = 1;
+  a.ah_attr.grh.sgid_index = 1;
+  a.ah_attr.grh.hop_limit = 1;
+  a.ah_attr.port_num = 1;
+  REQUIRE(ibv_query_gid(ctx, 1, 1, &a.ah_attr.grh.dgid) == 0);
+  REQUIRE(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                                    IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) == 0);
+  a = ibv_qp_attr{};
+  a.qp_state = IBV_QPS_RTS;
+  a.sq_psn = 1;
+  a.timeout = 20;  // 4 s per try, 7 retries: the sends stay outstanding for the test
+  a.retry_cnt = 7;
+  a.rnr_retry = 7;
+  a.max_rd_atomic = 1;
+  REQUIRE(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                                    IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC) == 0);
+}
+
+}  // namespace
+
+TEST_CASE("a killed daemon is IBV_EVENT_DEVICE_FATAL with flushed work, not a hang", "[fatal]") {
+  int n = 0;
+  ibv_device** list = ibv_get_device_list(&n);
+  REQUIRE(list != nullptr);
+  REQUIRE(n >= 1);
+  ibv_context* ctx = ibv_open_device(list[0]);
+  REQUIRE(ctx != nullptr);
+  ibv_pd* pd = ibv_alloc_pd(ctx);
+  REQUIRE(pd != nullptr);
+  static char buf[4096];
+  ibv_mr* mr = ibv_reg_mr(pd, buf, sizeof buf, IBV_ACCESS_LOCAL_WRITE);
+  REQUIRE(mr != nullptr);
+  ibv_comp_channel* ch = ibv_create_comp_channel(ctx);
+  REQUIRE(ch != nullptr);
+  ibv_cq* cq = ibv_create_cq(ctx, 16, nullptr, ch, 0);
+  REQUIRE(cq != nullptr);
+  ibv_qp_init_attr qia{};
+  qia.send_cq = cq;
+  qia.recv_cq = cq;
+  qia.qp_type = IBV_QPT_RC;
+  qia.cap = {8, 8, 1, 1, 0};
+  ibv_qp* qp = ibv_create_qp(pd, &qia);
+  REQUIRE(qp != nullptr);
+  to_rts(ctx, qp);
+  // A second QP whose receives complete to an ibv_cq_ex.
+  ibv_cq_init_attr_ex cqa{};
+  cqa.cqe = 16;
+  cqa.wc_flags = IBV_WC_STANDARD_FLAGS;
+  ibv_cq_ex* cqx = ibv_create_cq_ex(ctx, &cqa);
+  REQUIRE(cqx != nullptr);
+  qia.send_cq = ibv_cq_ex_to_cq(cqx);
+  qia.recv_cq = ibv_cq_ex_to_cq(cqx);
+  ibv_qp* qp2 = ibv_create_qp(pd, &qia);
+  REQUIRE(qp2 != nullptr);
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_INIT;
+  a.port_num = 1;
+  REQUIRE(ibv_modify_qp(qp2, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) == 0);
+
+  ibv_sge sge{reinterpret_cast<std::uintptr_t>(buf), 64, mr->lkey};
+  ibv_recv_wr rwr{};
+  rwr.sg_list = &sge;
+  rwr.num_sge = 1;
+  ibv_recv_wr* rbad = nullptr;
+  for (std::uint64_t id : {100, 101, 102, 103}) {
+    rwr.wr_id = id;
+    REQUIRE(ibv_post_recv(qp, &rwr, &rbad) == 0);
+  }
+  for (std::uint64_t id : {300, 301}) {
+    rwr.wr_id = id;
+    REQUIRE(ibv_post_recv(qp2, &rwr, &rbad) == 0);
+  }
+  ibv_send_wr swr{};
+  swr.sg_list = &sge;
+  swr.num_sge = 1;
+  swr.opcode = IBV_WR_SEND;
+  swr.send_flags = IBV_SEND_SIGNALED;
+  ibv_send_wr* sbad = nullptr;
+  for (std::uint64_t id : {200, 201, 202}) {
+    swr.wr_id = id;
+    REQUIRE(ibv_post_send(qp, &swr, &sbad) == 0);
+  }
+  REQUIRE(ibv_req_notify_cq(cq, 0) == 0);
+  // Nothing completes: the sends wait for ACKs, the receives for sends.
+  ::usleep(100000);
+  REQUIRE(poll_n(cq, 1, 50).empty());
+
+  const pid_t pid = daemon_pid();
+  REQUIRE(pid > 0);
+  REQUIRE(::kill(pid, SIGKILL) == 0);
+  for (int i = 0; i < 500 && ::kill(pid, 0) == 0; ++i) ::usleep(10000);
+  REQUIRE(::kill(pid, 0) != 0);
+  ::alarm(20);  // a hang below fails the test instead of stalling CI
+
+  // A program that only spins in ibv_poll_cq learns of it: the sends (the
+  // send queue is flushed first), then the receives, each in posting order.
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::vector<ibv_wc> wcs = poll_n(cq, 7, 3000);
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+  INFO("flushed completions after " << ms << " ms");
+  REQUIRE(wcs.size() == 7);
+  const std::uint64_t want_ids[7] = {200, 201, 202, 100, 101, 102, 103};
+  for (std::size_t i = 0; i < 7; ++i) {
+    CHECK(wcs[i].wr_id == want_ids[i]);
+    CHECK(wcs[i].status == IBV_WC_WR_FLUSH_ERR);
+    CHECK(wcs[i].qp_num == qp->qp_num);
+    CHECK(wcs[i].opcode == (i < 3 ? IBV_WC_SEND : IBV_WC_RECV));
+  }
+  CHECK(ms < 1000);
+  CHECK(poll_n(cq, 1, 50).empty());  // each WQE once
+
+  // ibv_cq_ex polling gives the other QP's receives the same way.
+  REQUIRE(ibv_start_poll(cqx, nullptr) == 0);
+  CHECK(cqx->wr_id == 300);
+  CHECK(cqx->status == IBV_WC_WR_FLUSH_ERR);
+  CHECK(ibv_wc_read_opcode(cqx) == IBV_WC_RECV);
+  CHECK(ibv_wc_read_qp_num(cqx) == qp2->qp_num);
+  REQUIRE(ibv_next_poll(cqx) == 0);
+  CHECK(cqx->wr_id == 301);
+  CHECK(ibv_next_poll(cqx) == ENOENT);
+  ibv_end_poll(cqx);
+  CHECK(ibv_start_poll(cqx, nullptr) == ENOENT);
+
+  // The async fd: IBV_EVENT_DEVICE_FATAL once, then EIO (never a block).
+  ibv_async_event ev{};
+  REQUIRE(ibv_get_async_event(ctx, &ev) == 0);
+  CHECK(ev.event_type == IBV_EVENT_DEVICE_FATAL);
+  ibv_ack_async_event(&ev);
+  errno = 0;
+  CHECK(ibv_get_async_event(ctx, &ev) == -1);
+  CHECK(errno == EIO);
+
+  // The completion channel: an error, not a wait forever.
+  ibv_cq* ev_cq = nullptr;
+  void* ev_ctx = nullptr;
+  errno = 0;
+  CHECK(ibv_get_cq_event(ch, &ev_cq, &ev_ctx) == -1);
+  CHECK(errno == EIO);
+
+  // Posting: EIO, *bad_wr the first WR.
+  swr.wr_id = 203;
+  sbad = nullptr;
+  CHECK(ibv_post_send(qp, &swr, &sbad) == EIO);
+  CHECK(sbad == &swr);
+  rbad = nullptr;
+  CHECK(ibv_post_recv(qp, &rwr, &rbad) == EIO);
+  CHECK(rbad == &rwr);
+  CHECK(poll_n(cq, 1, 50).empty());  // nothing was posted
+  // Control verbs: EIO as well.
+  ibv_qp_attr qa{};
+  ibv_qp_init_attr qi{};
+  CHECK(ibv_query_qp(qp, &qa, IBV_QP_STATE, &qi) == EIO);
+  CHECK(ibv_alloc_pd(ctx) == nullptr);
+
+  // Clean-up succeeds, so a program can free what it made and exit.
+  CHECK(ibv_destroy_qp(qp2) == 0);
+  CHECK(ibv_destroy_cq(ibv_cq_ex_to_cq(cqx)) == 0);
+  CHECK(ibv_destroy_qp(qp) == 0);
+  CHECK(ibv_destroy_cq(cq) == 0);
+  CHECK(ibv_destroy_comp_channel(ch) == 0);
+  CHECK(ibv_dereg_mr(mr) == 0);
+  CHECK(ibv_dealloc_pd(pd) == 0);
+  CHECK(ibv_close_device(ctx) == 0);
+  ibv_free_device_list(list);
+  ::alarm(0);
+
+  // The next program (here: the next open) starts a new daemon.
+  list = ibv_get_device_list(&n);
+  REQUIRE(list != nullptr);
+  REQUIRE(n >= 1);
+  ctx = ibv_open_device(list[0]);
+  REQUIRE(ctx != nullptr);
+  pd = ibv_alloc_pd(ctx);
+  CHECK(pd != nullptr);
+  CHECK(daemon_pid() != pid);
+  if (pd != nullptr) CHECK(ibv_dealloc_pd(pd) == 0);
+  CHECK(ibv_close_device(ctx) == 0);
+  ibv_free_device_list(list);
+}

@@ -1,0 +1,317 @@
+// Staged responder writes that fault when they are finally made (issue 18,
+// "memory semantics"): the application unmapped or mprotect()ed registered
+// memory after registration, and the engine's process_vm_writev batch
+// finds out only at its flush. The message must fail on both sides, never
+// be acknowledged or completed with SUCCESS while its data went nowhere.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <deque>
+
+#include "tests/transport/fixture.hpp"
+
+using namespace urnic::transport;
+using namespace urnic::transport::test;
+namespace ae = urnic::wire::aeth;
+namespace op = urnic::wire::opcode;
+
+namespace {
+
+// What ProcessMemory does, over a LocalMemory: responder writes are staged
+// and made at settle() (or before any read or atomic), and a write into
+// [hole_lo, hole_hi) then faults and is reported with its tag.
+class StagingMemory final : public MemoryAccess {
+ public:
+  explicit StagingMemory(LocalMemory& m) : inner_(m) {}
+  uint64_t hole_lo = 0, hole_hi = 0;
+  std::size_t flushes = 0;
+
+  bool read(MemDomain d, uint64_t va, std::span<uint8_t> out) override {
+    flush();
+    return inner_.read(d, va, out);
+  }
+  bool write(MemDomain d, uint64_t va, std::span<const uint8_t> in) override {
+    return stage_write(d, va, in, WriteTag{});
+  }
+  bool stage_write(MemDomain d, uint64_t va, std::span<const uint8_t> in, const WriteTag& tag) override {
+    staged_.push_back({d, va, {in.begin(), in.end()}, tag});
+    return true;
+  }
+  void settle(std::vector<WriteTag>& faulted) override {
+    flush();
+    faulted.insert(faulted.end(), faults_.begin(), faults_.end());
+    faults_.clear();
+  }
+  bool compare_swap(MemDomain d, uint64_t va, uint64_t c, uint64_t s, uint64_t& orig) override {
+    flush();
+    return inner_.compare_swap(d, va, c, s, orig);
+  }
+  bool fetch_add(MemDomain d, uint64_t va, uint64_t add, uint64_t& orig) override {
+    flush();
+    return inner_.fetch_add(d, va, add, orig);
+  }
+  bool atomic_write(MemDomain d, uint64_t va, uint64_t v) override {
+    flush();
+    return inner_.atomic_write(d, va, v);
+  }
+
+ private:
+  struct Staged {
+    MemDomain dom;
+    uint64_t va;
+    std::vector<uint8_t> bytes;
+    WriteTag tag;
+  };
+  void flush() {
+    if (staged_.empty()) return;
+    ++flushes;
+    for (const Staged& s : staged_) {
+      const bool hole = s.va < hole_hi && s.va + s.bytes.size() > hole_lo;
+      if (hole || !inner_.write(s.dom, s.va, s.bytes)) {
+        if (s.tag.qpn != 0) faults_.push_back(s.tag);
+      }
+    }
+    staged_.clear();
+  }
+  LocalMemory& inner_;
+  std::deque<Staged> staged_;
+  std::vector<WriteTag> faults_;
+};
+
+// A and B joined by hand; B's memory stages its writes.
+struct FaultPair {
+  LocalMemory ma, mb;
+  StagingMemory sb{mb};
+  CaptureSink ca, cb;
+  Transport ta, tb;
+  Side a, b;
+  uint32_t qa = 0, qb = 0;
+  Nanos now = 1000;
+
+  explicit FaultPair(QpType type = QpType::kRc)
+      : ta(ma, ca, ca), tb(sb, cb, cb), a(ta, ma, 0x10000, 1 << 20), b(tb, mb, 0x7000000, 1 << 20) {
+    qa = a.create_qp(type);
+    qb = b.create_qp(type);
+    QpParams p;
+    connect_qp(ta, qa, type, qb, p, now);
+    connect_qp(tb, qb, type, qa, p, now);
+  }
+  // B's engine pass over what A sent: packets in, then the end-of-pass
+  // settle before any CQE leaves.
+  void to_b() {
+    RxInfo rx;
+    for (const Captured& c : ca.take()) tb.on_packet(c.pkt, rx, now);
+    tb.settle_writes(now);
+  }
+  void to_a(const std::vector<Captured>& pkts) {
+    RxInfo rx;
+    for (const Captured& c : pkts) ta.on_packet(c.pkt, rx, now);
+  }
+  int post(uint64_t wr_id, WrOpcode opc, uint32_t len, uint64_t remote_off, uint32_t flags = send_flag::kSignaled) {
+    Sge sge{a.va, len, a.mr.lkey};
+    SendWr wr;
+    wr.wr_id = wr_id;
+    wr.opcode = opc;
+    wr.send_flags = flags;
+    wr.sg_list = {&sge, 1};
+    wr.remote_addr = b.va + remote_off;
+    wr.rkey = b.mr.rkey;
+    wr.imm_data = 7;
+    return ta.post_send(qa, wr, now);
+  }
+  int recv_b(uint64_t wr_id, uint64_t off, uint32_t len) {
+    Sge sge{b.va + off, len, b.mr.lkey};
+    return tb.post_recv(qb, RecvWr{wr_id, {&sge, 1}});
+  }
+  QpState b_state() {
+    QpAttr at;
+    tb.query_qp(qb, at);
+    return at.qp_state;
+  }
+  bool b_event(EventType t) const {
+    return std::any_of(cb.events.begin(), cb.events.end(),
+                       [&](const AsyncEvent& e) { return e.type == t && e.qpn == qb; });
+  }
+};
+
+bool is_ack(const Captured& c) { return (c.op() & 0x1F) == op::kAck && (c.pkt.aeth.syndrome & ae::kTypeMask) == ae::kAck; }
+
+}  // namespace
+
+TEST_CASE("an RC WRITE whose staged data faults is NAKed remote access, never ACKed", "[rc][write-fault]") {
+  FaultPair p;
+  // Three 1 KiB packets; the second lands in memory the application has
+  // since unmapped.
+  p.sb.hole_lo = p.b.va + 4096 + 1024;
+  p.sb.hole_hi = p.b.va + 4096 + 2048;
+  REQUIRE(p.post(1, WrOpcode::kRdmaWrite, 3072, 4096) == 0);
+  auto req = p.ca.pkts;
+  REQUIRE(req.size() == 3);
+  const uint32_t bad_psn = req[1].psn();
+  p.to_b();
+  auto resp = p.cb.take();
+  REQUIRE(resp.size() == 1);
+  CHECK_FALSE(is_ack(resp[0]));
+  CHECK(resp[0].pkt.aeth.syndrome == (ae::kNak | ae::kNakRemoteAccess));
+  CHECK(resp[0].psn() == bad_psn);
+  CHECK(p.b_state() == QpState::kErr);
+  CHECK(p.b_event(EventType::kQpAccessErr));
+  CHECK(p.tb.counters().get(Counter::kWriteFaults) == 1);
+  // One flush for the whole message (at the ACK decision), as before.
+  CHECK(p.sb.flushes == 1);
+  p.to_a(resp);
+  auto sc = p.a.poll();
+  REQUIRE(sc.size() == 1);
+  CHECK(sc[0].wr_id == 1);
+  CHECK(sc[0].status == WcStatus::kRemAccessErr);
+}
+
+TEST_CASE("a fault found at the end of a pass, before the ACK was due, is NAKed then", "[rc][write-fault]") {
+  FaultPair p;
+  p.sb.hole_lo = p.b.va;
+  p.sb.hole_hi = p.b.va + 1;
+  // Two WRITEs; only the first packet of the first is delivered in this
+  // pass (no AckReq on it: coalesced), so the engine's end-of-pass settle
+  // is what finds the fault.
+  REQUIRE(p.post(1, WrOpcode::kRdmaWrite, 2048, 0) == 0);
+  auto req = p.ca.take();
+  REQUIRE(req.size() == 2);
+  REQUIRE_FALSE(req[0].pkt.bth.ack_req);
+  RxInfo rx;
+  p.tb.on_packet(req[0].pkt, rx, p.now);
+  CHECK(p.cb.pkts.empty());
+  p.tb.settle_writes(p.now);
+  auto resp = p.cb.take();
+  REQUIRE(resp.size() == 1);
+  CHECK(resp[0].pkt.aeth.syndrome == (ae::kNak | ae::kNakRemoteAccess));
+  CHECK(resp[0].psn() == req[0].psn());
+  CHECK(p.b_state() == QpState::kErr);
+  // The rest of the message is not acknowledged either.
+  p.tb.on_packet(req[1].pkt, rx, p.now);
+  CHECK(std::none_of(p.cb.pkts.begin(), p.cb.pkts.end(), is_ack));
+  p.to_a(resp);
+  auto sc = p.a.poll();
+  REQUIRE(sc.size() == 1);
+  CHECK(sc[0].status == WcStatus::kRemAccessErr);
+}
+
+TEST_CASE("an RC SEND whose receive buffer faults does not complete with SUCCESS", "[rc][write-fault]") {
+  FaultPair p;
+  REQUIRE(p.recv_b(9, 0, 4096) == 0);
+  p.sb.hole_lo = p.b.va + 100;
+  p.sb.hole_hi = p.b.va + 200;
+  REQUIRE(p.post(1, WrOpcode::kSend, 512, 0) == 0);
+  p.to_b();
+  auto rc = p.b.poll();
+  REQUIRE(rc.size() == 1);
+  CHECK(rc[0].wr_id == 9);
+  CHECK(rc[0].status == WcStatus::kLocProtErr);
+  auto resp = p.cb.take();
+  REQUIRE(resp.size() == 1);
+  CHECK(resp[0].pkt.aeth.syndrome == (ae::kNak | ae::kNakRemoteOperational));
+  CHECK(p.b_state() == QpState::kErr);
+  p.to_a(resp);
+  auto sc = p.a.poll();
+  REQUIRE(sc.size() == 1);
+  CHECK(sc[0].status == WcStatus::kRemOpErr);
+}
+
+TEST_CASE("a write fault is charged to its own QP only", "[rc][write-fault]") {
+  FaultPair p;
+  // A second QP pair between the same two transports.
+  const uint32_t qa2 = p.a.create_qp(QpType::kRc);
+  const uint32_t qb2 = p.b.create_qp(QpType::kRc);
+  QpParams prm;
+  connect_qp(p.ta, qa2, QpType::kRc, qb2, prm, p.now);
+  connect_qp(p.tb, qb2, QpType::kRc, qa2, prm, p.now);
+  p.sb.hole_lo = p.b.va + 8192;
+  p.sb.hole_hi = p.b.va + 8193;
+  // QP 2's first packet (no AckReq) is staged into the hole; QP 1's
+  // WRITE (fine) is staged after it, and its ACK decision flushes both.
+  Sge sge{p.a.va, 2048, p.a.mr.lkey};
+  SendWr wr;
+  wr.wr_id = 2;
+  wr.opcode = WrOpcode::kRdmaWrite;
+  wr.send_flags = send_flag::kSignaled;
+  wr.sg_list = {&sge, 1};
+  wr.remote_addr = p.b.va + 8192;
+  wr.rkey = p.b.mr.rkey;
+  REQUIRE(p.ta.post_send(qa2, wr, p.now) == 0);
+  auto two = p.ca.take();
+  REQUIRE(two.size() == 2);
+  REQUIRE(p.post(1, WrOpcode::kRdmaWrite, 512, 0) == 0);
+  auto one = p.ca.take();
+  REQUIRE(one.size() == 1);
+  RxInfo rx;
+  p.tb.on_packet(two[0].pkt, rx, p.now);
+  p.tb.on_packet(one[0].pkt, rx, p.now);
+  auto resp = p.cb.take();
+  REQUIRE(resp.size() == 1);
+  CHECK(is_ack(resp[0]));
+  CHECK(resp[0].addr.dest_qpn == p.qa);
+  CHECK(p.b_state() == QpState::kRts);
+  // QP 2's fault waited for the end of the pass.
+  p.tb.settle_writes(p.now);
+  auto nak = p.cb.take();
+  REQUIRE(nak.size() == 1);
+  CHECK(nak[0].addr.dest_qpn == qa2);
+  CHECK(nak[0].pkt.aeth.syndrome == (ae::kNak | ae::kNakRemoteAccess));
+  CHECK(nak[0].psn() == two[0].psn());
+  QpAttr at;
+  p.tb.query_qp(qb2, at);
+  CHECK(at.qp_state == QpState::kErr);
+  p.to_a(resp);
+  p.to_a(nak);
+  auto sc = p.a.poll();
+  REQUIRE(sc.size() == 2);
+  for (const Cqe& e : sc) CHECK(e.status == (e.wr_id == 1 ? WcStatus::kSuccess : WcStatus::kRemAccessErr));
+}
+
+TEST_CASE("UD and UC receives whose data faults do not complete with SUCCESS", "[ud][uc][write-fault]") {
+  SECTION("UD SEND") {
+    FaultPair p(QpType::kUd);
+    REQUIRE(p.recv_b(3, 0, 4096) == 0);
+    p.sb.hole_lo = p.b.va + 40;
+    p.sb.hole_hi = p.b.va + 41;
+    AhAttr ah;
+    ah.port_num = 1;
+    const AhHandle h = p.ta.create_ah(p.a.pd, ah).value;
+    Sge sge{p.a.va, 256, p.a.mr.lkey};
+    SendWr wr;
+    wr.wr_id = 1;
+    wr.opcode = WrOpcode::kSend;
+    wr.send_flags = send_flag::kSignaled;
+    wr.sg_list = {&sge, 1};
+    wr.ah = h;
+    wr.remote_qpn = p.qb;
+    wr.remote_qkey = QpParams{}.qkey;
+    REQUIRE(p.ta.post_send(p.qa, wr, p.now) == 0);
+    p.to_b();
+    auto rc = p.b.poll();
+    REQUIRE(rc.size() == 1);
+    CHECK(rc[0].wr_id == 3);
+    CHECK(rc[0].status == WcStatus::kLocProtErr);
+    CHECK(p.tb.counters().get(Counter::kWriteFaults) == 1);
+  }
+  SECTION("UC WRITE with immediate") {
+    FaultPair p(QpType::kUc);
+    REQUIRE(p.recv_b(4, 0, 64) == 0);
+    p.sb.hole_lo = p.b.va + 8192;
+    p.sb.hole_hi = p.b.va + 8193;
+    REQUIRE(p.post(1, WrOpcode::kRdmaWriteWithImm, 3000, 8192) == 0);
+    p.to_b();
+    auto rc = p.b.poll();
+    REQUIRE(rc.size() == 1);
+    CHECK(rc[0].wr_id == 4);
+    CHECK(rc[0].status != WcStatus::kSuccess);
+  }
+  SECTION("UC WRITE: no completion on the responder; counted") {
+    FaultPair p(QpType::kUc);
+    p.sb.hole_lo = p.b.va;
+    p.sb.hole_hi = p.b.va + 1;
+    REQUIRE(p.post(1, WrOpcode::kRdmaWrite, 100, 0) == 0);
+    p.to_b();
+    CHECK(p.b.poll().empty());
+    CHECK(p.tb.counters().get(Counter::kWriteFaults) == 1);
+  }
+}

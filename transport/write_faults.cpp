@@ -1,0 +1,98 @@
+// Responder writes of received data that fault only when they are made
+// (issue 18). Memory may stage a write and make it later, batched with
+// others (engine/datapath/process_memory.hpp); if the application has
+// unmapped or mprotect()ed the registered range meanwhile, that later
+// copy fails. Hardware and rxe never see this for a non-ODP MR (they pin
+// the pages: the data lands in pages the application no longer maps, and
+// the requester is told SUCCESS); urnic cannot pin, so the message fails
+// on both sides instead of being acknowledged with its data lost
+// (docs/SECURITY.md "Memory semantics").
+//
+// Invariant: a request's data is settled (MemoryAccess::settle) before the
+// responder sends anything that acknowledges it (every ACK, NAK, READ or
+// atomic response with PSN p acknowledges the requests before p) and
+// before its receive completion is queued (RC), or before that completion
+// leaves the transport (UC/UD: Transport::settle_writes, which the engine
+// runs after its end-of-pass flush and before it drains CQs). The settle
+// points are where the engine flushed anyway (an ACK is transmitted right
+// after), so the good path makes no extra system call.
+#include <algorithm>
+
+#include "transport/detail/qp.hpp"
+#include "transport/detail/trace.hpp"
+
+namespace urnic::transport {
+
+namespace detail {
+
+namespace ae = wire::aeth;
+
+bool Qp::resp_settle(Nanos now) {
+  WriteTag first;
+  if (ctx_.writes_landed(qpn_, first)) return true;
+  on_write_fault(first, now);
+  return false;
+}
+
+void Qp::on_write_fault(const WriteTag& t, Nanos now) {
+  if (!reliable()) {
+    fail_unreliable_recv(t);
+    return;
+  }
+  if (attr_.qp_state == QpState::kErr || attr_.qp_state == QpState::kReset) return;
+  URNIC_TRACE(qpn_, "resp", "SETTLE", "write fault", "NAK");
+  if (t.recv) {
+    // A SEND into a receive buffer that faults: what the immediate path
+    // answers (responder.cpp, resp_execute): the receive WQE completes with
+    // LOC_PROT_ERR (a local protection error of the responder's own
+    // buffer), the requester is NAKed remote operational error (IBA
+    // 9.7.5.2.4; the requester's WQE gets REM_OP_ERR, as on mlx5).
+    pending_recv_status_ = WcStatus::kLocProtErr;
+    nak_and_error(ae::kNak | ae::kNakRemoteOperational, Psn{t.psn}, RespState::kErrNakRemoteOperational, now);
+    return;
+  }
+  // An RDMA WRITE into an MR whose memory faults: a remote access error
+  // (IBA 9.7.5.2.4, table 43 "remote access error"; rxe answers a failed
+  // copy into an MR the same way), NAKed at the first PSN that faulted;
+  // the QP enters Error with IBV_EVENT_QP_ACCESS_ERR (IBA 11.6.3.1, local
+  // access violation work queue error).
+  nak_and_error(ae::kNak | ae::kNakRemoteAccess, Psn{t.psn}, RespState::kErrNakRemoteAccess, now);
+}
+
+void Qp::fail_unreliable_recv(const WriteTag& t) {
+  // A UC WRITE without immediate has no completion on the responder: the
+  // fault is only counted (write_faults), as hardware drops a UC message
+  // it cannot place (IBA 9.8.2, no NAK on UC).
+  const WcStatus st = t.recv ? WcStatus::kLocProtErr : WcStatus::kRemAccessErr;
+  if (t.msg == resp_msg_no_ && resp_msg_ != RespMsg::kNone) {
+    uc_msg_fault_ = st;  // still arriving: its completion fails when it comes
+    return;
+  }
+  auto it = ctx_.cqs.find(static_cast<uint32_t>(init_.recv_cq));
+  if (it == ctx_.cqs.end()) return;
+  for (auto e = it->second.entries.rbegin(); e != it->second.entries.rend(); ++e) {
+    if (e->qp_num != qpn_ || e->resp_msg != t.msg) continue;
+    if (e->status == WcStatus::kSuccess && (e->opcode == WcOpcode::kRecv || e->opcode == WcOpcode::kRecvRdmaWithImm))
+      e->status = st;
+    return;
+  }
+}
+
+}  // namespace detail
+
+void Transport::settle_writes(Nanos now) {
+  detail::Context& c = *ctx_;
+  c.mem.settle(c.write_faults);
+  // Each QP acts on its first fault (in the order it staged them); the
+  // rest of an RC QP's are moot once it is in Error.
+  while (!c.write_faults.empty()) {
+    const uint32_t qpn = c.write_faults.front().qpn;
+    detail::Qp* qp = find_qp(qpn);
+    WriteTag first;
+    if (!c.writes_landed(qpn, first) && qp != nullptr) qp->on_write_fault(first, now);
+    // An RC QP's NAK settled again: faults of other QPs it found stay queued.
+    c.mem.settle(c.write_faults);
+  }
+}
+
+}  // namespace urnic::transport
