@@ -212,6 +212,12 @@ class SpscRing {
   void store_ctl(std::uint32_t RingControlLine::*field, std::uint32_t v) {
     std::atomic_ref<std::uint32_t>(hdr()->ctl.*field).store(v, std::memory_order_release);
   }
+  // Sets the word to `desired` only if it holds `expected`; returns what it held.
+  std::uint32_t cas_ctl(std::uint32_t RingControlLine::*field, std::uint32_t expected, std::uint32_t desired) {
+    std::atomic_ref<std::uint32_t>(hdr()->ctl.*field).compare_exchange_strong(expected, desired,
+                                                                              std::memory_order_acq_rel);
+    return expected;
+  }
 
  private:
   // The creator zeroes the header (init()); both sides then reach its 32-bit

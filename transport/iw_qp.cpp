@@ -418,6 +418,12 @@ bool IwQp::complete(CqHandle cq, const Cqe& e, Nanos now) {
   return false;
 }
 
+PdHandle IwQp::recv_pd() const noexcept {
+  if (!init_.has_srq) return init_.pd;
+  auto it = ctx_.srqs.find(static_cast<uint32_t>(init_.srq));
+  return it == ctx_.srqs.end() ? PdHandle{} : it->second.pd;
+}
+
 bool IwQp::take_recv(RecvWqe& out) {
   if (init_.has_srq) return ctx_.take_srq_recv(static_cast<uint32_t>(init_.srq), out);
   if (rq_.empty()) return false;

@@ -259,7 +259,7 @@ bool IwQp::rx_send(const DdpRdmapPacket& p, IwTermCause& cause, Nanos now) {
     untagged_error(cause, term::kDdpUntaggedTooLong);
     return false;
   }
-  if (len > 0 && ctx_.scatter(init_.pd, cur_recv_.sges, recv_off_, p.payload) != WcStatus::kSuccess) {
+  if (len > 0 && ctx_.scatter(recv_pd(), cur_recv_.sges, recv_off_, p.payload) != WcStatus::kSuccess) {
     e.status = WcStatus::kLocProtErr;
     recv_slot_ = RecvSlot::kEmpty;
     ctx_.push_cqe(init_.recv_cq, e);

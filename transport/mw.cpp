@@ -59,11 +59,12 @@ WcStatus Context::bind_mw(PdHandle pd, uint32_t qpn, const MwBind& b) {
   auto w = mws.find(b.mw_rkey >> 8);
   if (w == mws.end()) return WcStatus::kMwBindErr;
   Mw& mw = w->second;
-  const uint32_t idx = mw.key >> 8;
   // The window, the QP and the MR are all in one PD (C10-72, 10.6.7.2.1).
   if (mw.pd != pd) return WcStatus::kMwBindErr;
-  // The new R_Key keeps the window's index; only the 8-bit key changes.
-  if ((b.new_rkey >> 8) != idx) return WcStatus::kMwBindErr;
+  // IBA 10.6.7.2: the consumer owns only the 8-bit key of the R_Key; the
+  // 24-bit index is the window's. The rest of the requested key is ignored,
+  // as mlx5 (the low byte into the mkey), rxe and irdma do.
+  const uint32_t new_key = (mw.key & ~0xFFu) | (b.new_rkey & 0xFFu);
   // Zero-based windows (o10-36.2.2 forbids them for type 1) are not
   // offered: every window is addressed by its MR's I/O virtual addresses.
   if ((b.access & access::kZeroBased) != 0) return WcStatus::kMwBindErr;
@@ -76,7 +77,7 @@ WcStatus Context::bind_mw(PdHandle pd, uint32_t qpn, const MwBind& b) {
   if (b.length == 0) {
     // Type 1 with length 0: the window is unbound; its new key grants nothing.
     unbind(mw);
-    mw.key = b.new_rkey;
+    mw.key = new_key;
     mw.state = MwState::kValid;
     return WcStatus::kSuccess;
   }
@@ -90,7 +91,7 @@ WcStatus Context::bind_mw(PdHandle pd, uint32_t qpn, const MwBind& b) {
   if ((mr.access & access::kZeroBased) != 0) return WcStatus::kMwBindErr;
   if (!in_bounds(b.addr, b.length, mr.iova, mr.length)) return WcStatus::kMwBindErr;  // C10-75
   unbind(mw);
-  mw.key = b.new_rkey;
+  mw.key = new_key;
   mw.state = MwState::kValid;
   mw.mr_key = mr.key;
   mw.addr = b.addr;

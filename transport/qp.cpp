@@ -367,6 +367,16 @@ PdHandle Qp::resp_pd() const noexcept {
   return it == ctx_.srqs.end() ? PdHandle{} : it->second.pd;
 }
 
+// A receive WQE's L_Keys are checked in the PD of the queue it was posted
+// to: an SRQ has its own PD, which need not be the QP's (ibv_create_qp does
+// not require them to match, in the kernel nor in mlx5, whose SRQ context
+// carries its PD); RDMA WRITEs and READs still go by the QP's (resp_pd).
+PdHandle Qp::recv_pd() const noexcept {
+  if (xrc_target() || !init_.has_srq) return resp_pd();
+  auto it = ctx_.srqs.find(static_cast<uint32_t>(init_.srq));
+  return it == ctx_.srqs.end() ? PdHandle{} : it->second.pd;
+}
+
 CqHandle Qp::resp_cq() const noexcept {
   if (tm_) return tm_cq_;
   if (!xrc_target()) return init_.recv_cq;
@@ -456,8 +466,6 @@ int Qp::post_send(const SendWr& wr, Nanos now) {
   w.rkey = wr.rkey;
   w.compare_add = wr.compare_add;
   w.swap = wr.swap;
-  if ((wr.opcode == WrOpcode::kAtomicCmpAndSwp || wr.opcode == WrOpcode::kAtomicFetchAndAdd) && w.length != 8)
-    return EINVAL;  // IBA 9.4.5: atomics move exactly 8 bytes
   if (st == QpState::kErr || st == QpState::kSqe) {  // IBA 10.3.1: flushed in ERR and SQE
     Cqe e;
     e.wr_id = w.wr_id;

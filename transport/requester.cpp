@@ -105,6 +105,11 @@ bool Qp::start_wqe(SendWqe& w) {
   WcStatus st = WcStatus::kSuccess;
   if (w.length > ctx_.cfg.caps.max_msg_sz) st = WcStatus::kLocLenErr;
   if (init_.type == QpType::kUd && w.length > mtu) st = WcStatus::kLocLenErr;  // IBA 9.8.3: one packet
+  // IBA 9.4.5: an atomic moves exactly 8 bytes. Another local length is a
+  // Local Length Error completion (what rdma-unit-test's *InvalidSize expect
+  // of hardware), nothing is sent and the remote value stays.
+  const bool atomic = w.opcode == WrOpcode::kAtomicCmpAndSwp || w.opcode == WrOpcode::kAtomicFetchAndAdd;
+  if (atomic && w.length != 8) st = WcStatus::kLocLenErr;
   if (st == WcStatus::kSuccess && !w.is_inline) {
     const uint32_t need = is_rd_atomic(w.opcode) ? access::kLocalWrite : 0;
     for (const Sge& s : w.sges) {
@@ -120,7 +125,6 @@ bool Qp::start_wqe(SendWqe& w) {
     w.status = st;
     return false;
   }
-  const bool atomic = w.opcode == WrOpcode::kAtomicCmpAndSwp || w.opcode == WrOpcode::kAtomicFetchAndAdd;
   w.npkts = atomic ? 1 : std::max<uint32_t>(1, static_cast<uint32_t>((w.length + mtu - 1) / mtu));
   w.first_psn = next_psn_;
   w.last_psn = next_psn_ + static_cast<int32_t>(w.npkts - 1);

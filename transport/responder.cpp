@@ -204,7 +204,7 @@ RespState Qp::resp_execute(const wire::IbPacket& pkt, Nanos now) {
     const uint64_t placed_before = placed_bytes(msg_offset_);
     const uint64_t placed_now = placed_bytes(msg_offset_ + pkt.payload.size()) - placed_before;
     const WriteTag tag = resp_tag(pkt, true);
-    if (placed_now > 0 && ctx_.scatter(resp_pd(), cur_recv_.sges, placed_before, pkt.payload.last(placed_now),
+    if (placed_now > 0 && ctx_.scatter(recv_pd(), cur_recv_.sges, placed_before, pkt.payload.last(placed_now),
                                        &tag) != WcStatus::kSuccess) {
       pending_recv_status_ = WcStatus::kLocProtErr;
       return RespState::kErrNakRemoteOperational;
@@ -535,7 +535,7 @@ void Qp::uc_run(const wire::IbPacket& pkt, Nanos now) {
       return drop();
     }
     const WriteTag tag = resp_tag(pkt, true);
-    if (pl > 0 && ctx_.scatter(resp_pd(), cur_recv_.sges, msg_offset_, pkt.payload, &tag) != WcStatus::kSuccess) {
+    if (pl > 0 && ctx_.scatter(recv_pd(), cur_recv_.sges, msg_offset_, pkt.payload, &tag) != WcStatus::kSuccess) {
       fail_recv(WcStatus::kLocProtErr, now);
       return drop();
     }
@@ -601,8 +601,8 @@ void Qp::ud_run(const wire::IbPacket& pkt, const RxInfo& rx, Nanos now) {
     complete(init_.recv_cq, e, now);
     return;
   }
-  if (ctx_.scatter(init_.pd, r.sges, 0, rx.grh, &tag) != WcStatus::kSuccess ||
-      (pl > 0 && ctx_.scatter(init_.pd, r.sges, rx.grh.size(), pkt.payload, &tag) != WcStatus::kSuccess)) {
+  if (ctx_.scatter(recv_pd(), r.sges, 0, rx.grh, &tag) != WcStatus::kSuccess ||
+      (pl > 0 && ctx_.scatter(recv_pd(), r.sges, rx.grh.size(), pkt.payload, &tag) != WcStatus::kSuccess)) {
     e.status = WcStatus::kLocProtErr;
     complete(init_.recv_cq, e, now);
     return;

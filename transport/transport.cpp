@@ -331,7 +331,8 @@ ErrnoOr<uint32_t> Transport::create_qp(const QpInitAttr& a) {
   detail::Srq* srq = nullptr;
   if (a.has_srq) {
     auto s = ctx_->srqs.find(static_cast<uint32_t>(a.srq));
-    if (s == ctx_->srqs.end() || s->second.pd != a.pd) return {EINVAL, 0};
+    // The SRQ may be in another PD than the QP (see Qp::recv_pd).
+    if (s == ctx_->srqs.end()) return {EINVAL, 0};
     srq = &s->second;
     // Tag matching is an RC offload (tm_caps.flags IBV_TM_CAP_RC only).
     if (srq->tags && a.type != QpType::kRc) return {EINVAL, 0};

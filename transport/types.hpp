@@ -184,7 +184,7 @@ struct AhAttr {
 // which window, the R_Key it gets, and the part of which MR it exposes.
 struct MwBind {
   uint32_t mw_rkey = 0;   // names the window: any key carrying its 24-bit index
-  uint32_t new_rkey = 0;  // the window's R_Key after the bind (same index; the consumer's 8-bit key)
+  uint32_t new_rkey = 0;  // only its low 8 bits count: the window keeps its index (IBA 10.6.7.2)
   uint32_t mr_lkey = 0;
   uint64_t addr = 0;      // in the MR's I/O virtual address space
   uint64_t length = 0;    // 0: unbind (type 1 only)

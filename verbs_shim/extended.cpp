@@ -156,9 +156,9 @@ void wr_send_inv(ibv_qp_ex* qpx, std::uint32_t invalidate_rkey) {
     wr->invalidate_rkey = invalidate_rkey;
 }
 
-// A type 2 window bind: `rkey` is the window's new R_Key (the caller's
-// choice of 8-bit key, typically ibv_inc_rkey(mw->rkey)); mw->rkey is left
-// as it is, as with IBV_WR_BIND_MW in ibv_post_send.
+// A type 2 window bind: the low 8 bits of `rkey` are the window's new key
+// (typically ibv_inc_rkey(mw->rkey)); on ibv_wr_complete mw->rkey takes
+// them, as with IBV_WR_BIND_MW in ibv_post_send (post_send_locked).
 void wr_bind_mw(ibv_qp_ex* qpx, ibv_mw* mw, std::uint32_t rkey, const ibv_mw_bind_info* info) {
   ibv_send_wr* wr = begin_wr(qpx, IBV_WR_BIND_MW, IBV_QP_EX_WITH_BIND_MW);
   if (wr == nullptr) return;

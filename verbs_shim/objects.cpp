@@ -219,8 +219,26 @@ int op_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
 
 }  // namespace
 
+namespace {
+
+// A type 2 bind posted: the window's R_Key is its own 24-bit index and the
+// 8-bit key the consumer asked for (the engine computes the same key); it is
+// returned in mw->rkey at once, as libirdma does, so that the consumer can
+// use mw->rkey without its own arithmetic (mlx5 leaves that to the consumer).
+void take_type2_keys(ibv_send_wr* wr, std::uint32_t n) {
+  for (; n != 0; wr = wr->next, --n) {
+    if (wr->opcode != IBV_WR_BIND_MW || wr->bind_mw.mw->type != IBV_MW_TYPE_2) continue;
+    ibv_mw* mw = wr->bind_mw.mw;
+    mw->rkey = (mw->rkey & ~0xFFu) | (wr->bind_mw.rkey & 0xFFu);
+  }
+}
+
+}  // namespace
+
 int post_send_locked(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, bool all_or_nothing) {
   ShimQp* q = shim_of(qp);
+  ibv_send_wr* const first = wr;
+  bool type2_bind = false;
   int err = 0;
   std::uint32_t n = 0;
   // A QP accepts send WRs from RTS on (IBA 10.3.1: not in Reset, Init, RTR);
@@ -257,6 +275,7 @@ int post_send_locked(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, bool all
       err = EINVAL;
       break;
     }
+    type2_bind = type2_bind || (bind && wr->bind_mw.mw->type == IBV_MW_TYPE_2);
     if (n == room) {
       err = ENOMEM;  // send queue full
       break;
@@ -328,6 +347,7 @@ int post_send_locked(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, bool all
   if (n != 0) {
     q->sq.publish(n);
     kick_if_sleeping(qp->context, q->sq);
+    if (type2_bind) take_type2_keys(first, n);
   }
   if (err != 0) *bad_wr = wr;
   return err;
@@ -430,8 +450,12 @@ int op_poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc) {
 int op_req_notify_cq(ibv_cq* cq, int solicited_only) {
   ShimCq* c = shim_of(cq);
   // Arm: the engine sends one CompEvent on the CQ's channel at the next
-  // (solicited) completion and disarms (IBA 11.4.2.2).
-  c->ring.store_ctl(&RingControlLine::arm, solicited_only != 0 ? engine::kArmSolicited : engine::kArmNext);
+  // (solicited) completion and disarms (IBA 11.4.2.2). An arm is upgraded
+  // (solicited -> next completion), never downgraded: a solicited request on
+  // a CQ armed for the next completion leaves it so (rdma-unit-test
+  // DowngradeRequest, which no NIC of the suite lists as a deviation).
+  if (solicited_only == 0) c->ring.store_ctl(&RingControlLine::arm, engine::kArmNext);
+  else c->ring.cas_ctl(&RingControlLine::arm, engine::kArmNone, engine::kArmSolicited);
   c->ring.store_ctl(&RingControlLine::arm_seq, c->ring.load_ctl(&RingControlLine::arm_seq) + 1);
   // Pairs with the engine's fence between publishing a CQE and reading `arm`:
   // a completion the engine did not see armed is visible to our next poll.

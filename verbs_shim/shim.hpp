@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -41,8 +42,11 @@ class CtlClient {
   CtlClient& operator=(const CtlClient&) = delete;
 
   // One request/reply. Returns 0 or a positive errno (the daemon's status, or
-  // EIO if the daemon went away). Descriptors that came with the reply are
-  // appended to `fds` (or closed when `fds` is null or the call failed).
+  // EIO if the daemon went away), and on failure sets errno to it too: a
+  // kernel provider's verb fails in its uverbs write(), which sets errno, and
+  // callers check it (ibv_dealloc_pd returning EBUSY leaves errno EBUSY).
+  // Descriptors that came with the reply are appended to `fds` (or closed
+  // when `fds` is null or the call failed).
   template <ctl::Message Req, ctl::Message Rep>
   int call(const Req& req, Rep& rep, std::vector<int>* fds = nullptr);
   // The same, passing `send_fd` with the request (SCM_RIGHTS; the daemon
@@ -107,6 +111,7 @@ int CtlClient::call_passing_fd(const Req& req, Rep& rep, int send_fd) {
   const int fds[1] = {send_fd};
   const int err = check_reply(call_raw(ctl::encode(req, 0), reply, got, fds), reply, rep);
   for (int fd : got) ::close(fd);
+  if (err != 0) errno = err;
   return err;
 }
 
@@ -120,6 +125,7 @@ int CtlClient::call(const Req& req, Rep& rep, std::vector<int>* fds) {
   } else {
     fds->insert(fds->end(), got.begin(), got.end());
   }
+  if (err != 0) errno = err;  // after the closes, which may change it
   return err;
 }
 

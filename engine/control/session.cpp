@@ -357,11 +357,13 @@ Reply Session::on_alloc_pd(const MsgHeader& h) {
   return ok(h, rep);
 }
 
+// Destroying an unknown handle is ENOENT, as uverbs gives for a handle it
+// cannot look up (rdma-unit-test checks it with a garbled handle).
 Reply Session::on_dealloc_pd(const MsgHeader& h, std::span<const std::byte> msg) {
   const auto req = ctl::decode<ctl::DeallocPdReq>(msg);
   if (!req) return fail<ctl::DeallocPdRep>(h, EINVAL);
   auto it = pds_.find(req->handle);
-  if (it == pds_.end()) return fail<ctl::DeallocPdRep>(h, EINVAL);
+  if (it == pds_.end()) return fail<ctl::DeallocPdRep>(h, ENOENT);
   if (it->second.refs != 0) return fail<ctl::DeallocPdRep>(h, EBUSY);
   if (dp_ != nullptr) dp_->transport().dealloc_pd(it->second.tpd);
   pds_.erase(it);
@@ -389,8 +391,9 @@ Reply Session::on_reg_mr(const MsgHeader& h, std::span<const std::byte> msg) {
   // implicit form (addr 0, length SIZE_MAX) covers the whole address space.
   const bool odp = (req->access & IBV_ACCESS_ON_DEMAND) != 0;
   const bool implicit = odp && req->addr == 0 && req->length == UINT64_MAX;
-  if (!implicit &&
-      (req->length == 0 || req->addr + req->length < req->addr || req->length > dev_->attrs().max_mr_size))
+  // A zero-length MR is valid, as the kernel's (ib_umem_get refuses only a
+  // range that wraps) and mlx5's: its keys serve zero-byte operations.
+  if (!implicit && (req->addr + req->length < req->addr || req->length > dev_->attrs().max_mr_size))
     return fail<ctl::RegMrRep>(h, EINVAL);
   const bool write = (req->access & (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
                                      IBV_ACCESS_REMOTE_ATOMIC)) != 0;
@@ -425,7 +428,7 @@ Reply Session::on_dereg_mr(const MsgHeader& h, std::span<const std::byte> msg) {
   const auto req = ctl::decode<ctl::DeregMrReq>(msg);
   if (!req) return fail<ctl::DeregMrRep>(h, EINVAL);
   auto it = mrs_.find(req->handle);
-  if (it == mrs_.end()) return fail<ctl::DeregMrRep>(h, EINVAL);
+  if (it == mrs_.end()) return fail<ctl::DeregMrRep>(h, ENOENT);
   if (dp_ != nullptr) {
     // EBUSY while memory windows are bound to it (IBA 11.2.8.4).
     if (const int err = dp_->transport().dereg_mr(it->second.key); err != 0) return fail<ctl::DeregMrRep>(h, err);
@@ -523,7 +526,7 @@ Reply Session::on_destroy_cq(const MsgHeader& h, std::span<const std::byte> msg)
   const auto req = ctl::decode<ctl::DestroyCqReq>(msg);
   if (!req) return fail<ctl::DestroyCqRep>(h, EINVAL);
   auto it = cqs_.find(req->handle);
-  if (it == cqs_.end()) return fail<ctl::DestroyCqRep>(h, EINVAL);
+  if (it == cqs_.end()) return fail<ctl::DestroyCqRep>(h, ENOENT);
   if (it->second.refs != 0) return fail<ctl::DestroyCqRep>(h, EBUSY);
   if (it->second.channel != 0) --channels_[it->second.channel].refs;
   if (dp_ != nullptr) {
@@ -733,7 +736,7 @@ Reply Session::on_destroy_qp(const MsgHeader& h, std::span<const std::byte> msg)
   const auto req = ctl::decode<ctl::DestroyQpReq>(msg);
   if (!req) return fail<ctl::DestroyQpRep>(h, EINVAL);
   auto qp = qps_.find(req->handle);
-  if (qp == qps_.end()) return fail<ctl::DestroyQpRep>(h, EINVAL);
+  if (qp == qps_.end()) return fail<ctl::DestroyQpRep>(h, ENOENT);
   // uverbs: a QP still attached to a multicast group cannot be destroyed
   // (a process that exits has its attachments dropped instead).
   if (dp_ != nullptr && dp_->mcast().groups_of(qp->second.qpn) != 0) return fail<ctl::DestroyQpRep>(h, EBUSY);
@@ -849,7 +852,7 @@ Reply Session::on_destroy_srq(const MsgHeader& h, std::span<const std::byte> msg
   const auto req = ctl::decode<ctl::DestroySrqReq>(msg);
   if (!req) return fail<ctl::DestroySrqRep>(h, EINVAL);
   auto it = srqs_.find(req->handle);
-  if (it == srqs_.end()) return fail<ctl::DestroySrqRep>(h, EINVAL);
+  if (it == srqs_.end()) return fail<ctl::DestroySrqRep>(h, ENOENT);
   if (it->second.refs != 0) return fail<ctl::DestroySrqRep>(h, EBUSY);
   if (dp_ != nullptr) {
     dp_->unbind_srq(it->second.tsrq);
@@ -894,7 +897,7 @@ Reply Session::on_destroy_ah(const MsgHeader& h, std::span<const std::byte> msg)
   const auto req = ctl::decode<ctl::DestroyAhReq>(msg);
   if (!req) return fail<ctl::DestroyAhRep>(h, EINVAL);
   auto it = ahs_.find(req->handle);
-  if (it == ahs_.end()) return fail<ctl::DestroyAhRep>(h, EINVAL);
+  if (it == ahs_.end()) return fail<ctl::DestroyAhRep>(h, ENOENT);
   if (dp_ != nullptr) dp_->transport().destroy_ah(it->second.tah);
   --pds_[it->second.pd].refs;
   ahs_.erase(it);

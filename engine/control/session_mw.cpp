@@ -50,7 +50,7 @@ Reply Session::on_dealloc_mw(const MsgHeader& h, std::span<const std::byte> msg)
   const auto req = ctl::decode<ctl::DeallocMwReq>(msg);
   if (!req) return fail<ctl::DeallocMwRep>(h, EINVAL);
   auto it = mws_.find(req->handle);
-  if (it == mws_.end()) return fail<ctl::DeallocMwRep>(h, EINVAL);
+  if (it == mws_.end()) return fail<ctl::DeallocMwRep>(h, ENOENT);
   if (dp_ != nullptr) {
     dp_->transport().dealloc_mw(it->second.key);
   } else {

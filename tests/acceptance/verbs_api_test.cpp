@@ -203,6 +203,69 @@ TEST_CASE("memory registration: EFAULT for unmapped or read-only, EINVAL for bad
   CHECK(ibv_dereg_mr(mr) == 0);
 }
 
+// rdma-unit-test's resource rules, with the errnos of a kernel provider: a
+// verb that fails in uverbs sets errno too; an unknown handle is ENOENT.
+TEST_CASE("destroying: EBUSY and ENOENT in the return value and errno; zero-length MRs; an SRQ of another PD",
+          "[shim]") {
+  Ctx c;
+  std::vector<char> buf(4096);
+  ibv_mr* mr = reg(c.pd, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE);
+  REQUIRE(mr != nullptr);
+  errno = 0;
+  CHECK(ibv_dealloc_pd(c.pd) == EBUSY);
+  CHECK(errno == EBUSY);
+
+  // A garbled handle (rdma-unit-test's HandleGarble: handle ^ 0xDEADBEEF).
+  auto garbled = [](std::uint32_t& handle, auto destroy) {
+    const std::uint32_t saved = handle;
+    handle ^= 0xDEADBEEF;
+    errno = 0;
+    const int rc = destroy();
+    const int e = errno;
+    handle = saved;
+    CHECK(rc == ENOENT);
+    CHECK(e == ENOENT);
+  };
+  garbled(mr->handle, [&] { return ibv_dereg_mr(mr); });
+  ibv_pd* pd2 = ibv_alloc_pd(c.ctx);
+  REQUIRE(pd2 != nullptr);
+  garbled(pd2->handle, [&] { return ibv_dealloc_pd(pd2); });
+  ibv_cq* cq = ibv_create_cq(c.ctx, 8, nullptr, nullptr, 0);
+  REQUIRE(cq != nullptr);
+  garbled(cq->handle, [&] { return ibv_destroy_cq(cq); });
+  ibv_mw* mw = ibv_alloc_mw(c.pd, IBV_MW_TYPE_2);
+  REQUIRE(mw != nullptr);
+  garbled(mw->handle, [&] { return ibv_dealloc_mw(mw); });
+  CHECK(ibv_dealloc_mw(mw) == 0);
+
+  // An SRQ may be in another PD than the QPs that use it (kernel, mlx5).
+  ibv_srq_init_attr sattr{};
+  sattr.attr.max_wr = 4;
+  sattr.attr.max_sge = 1;
+  ibv_srq* srq = ibv_create_srq(pd2, &sattr);
+  REQUIRE(srq != nullptr);
+  garbled(srq->handle, [&] { return ibv_destroy_srq(srq); });
+  ibv_qp_init_attr init{};
+  init.send_cq = cq;
+  init.recv_cq = cq;
+  init.srq = srq;
+  init.qp_type = IBV_QPT_RC;
+  init.cap = ibv_qp_cap{4, 0, 1, 0, 0};
+  ibv_qp* qp = ibv_create_qp(c.pd, &init);
+  CHECK(qp != nullptr);
+  if (qp != nullptr) CHECK(ibv_destroy_qp(qp) == 0);
+  CHECK(ibv_destroy_srq(srq) == 0);
+
+  // Zero-length MRs register (ib_umem_get refuses only a wrapping range).
+  ibv_mr* zero = reg(c.pd, buf.data() + 64, 0, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
+  CHECK(zero != nullptr);
+  if (zero != nullptr) CHECK(ibv_dereg_mr(zero) == 0);
+
+  CHECK(ibv_destroy_cq(cq) == 0);
+  CHECK(ibv_dealloc_pd(pd2) == 0);
+  CHECK(ibv_dereg_mr(mr) == 0);
+}
+
 TEST_CASE("CQs and completion channels", "[shim]") {
   Ctx c;
   ibv_device_attr attr{};
@@ -711,7 +774,7 @@ TEST_CASE("bad keys, bounds and destroyed MRs complete in error; nothing is writ
 // IBA 11.4.2.2: a CQ armed for solicited events only is notified by a
 // receive completion of a message sent with the SE bit (or by an error),
 // not by ordinary completions.
-TEST_CASE("a solicited-only arm fires on a send with SE, not before", "[shim]") {
+TEST_CASE("a solicited-only arm fires on a send with SE, not before; an arm is never downgraded", "[shim]") {
   Ctx c;
   ibv_comp_channel* ch = ibv_create_comp_channel(c.ctx);
   REQUIRE(ch != nullptr);
@@ -722,7 +785,7 @@ TEST_CASE("a solicited-only arm fires on a send with SE, not before", "[shim]") 
     rwr.sg_list = &rsge;
     rwr.num_sge = 1;
     ibv_recv_wr* rbad = nullptr;
-    for (int i = 0; i < 2; ++i) REQUIRE(ibv_post_recv(p.qp[1], &rwr, &rbad) == 0);
+    for (int i = 0; i < 3; ++i) REQUIRE(ibv_post_recv(p.qp[1], &rwr, &rbad) == 0);
     ibv_sge sge{reinterpret_cast<std::uintptr_t>(p.buf[0].data()), 64, p.mr[0]->lkey};
     ibv_send_wr wr{};
     wr.sg_list = &sge;
@@ -755,6 +818,18 @@ TEST_CASE("a solicited-only arm fires on a send with SE, not before", "[shim]") 
     void* ev_ctx = nullptr;
     REQUIRE(ibv_get_cq_event(ch, &ev_cq, &ev_ctx) == 0);
     CHECK(ev_cq == p.cq);
+    ibv_ack_cq_events(p.cq, 1);
+    poll_two();
+
+    // An arm is upgraded, never downgraded (IBA 11.4.2.2): armed for the
+    // next completion, a solicited-only request leaves it so, and a send
+    // without SE fires it.
+    REQUIRE(ibv_req_notify_cq(p.cq, 0) == 0);
+    REQUIRE(ibv_req_notify_cq(p.cq, 1) == 0);
+    wr.send_flags = 0;
+    REQUIRE(ibv_post_send(p.qp[0], &wr, &bad) == 0);
+    CHECK(::poll(&pf, 1, 5000) == 1);
+    REQUIRE(ibv_get_cq_event(ch, &ev_cq, &ev_ctx) == 0);
     ibv_ack_cq_events(p.cq, 1);
     poll_two();
   }

@@ -766,6 +766,29 @@ TEST_CASE("memory windows: bind, remote write through the window, invalidation, 
     CHECK(ibv_dealloc_mw(mw) == 0);
   }
 
+  SECTION("type 2: only the 8-bit key of the requested R_Key counts; mw->rkey returns it") {
+    // As mlx5 (the low byte into the mkey) and libirdma (mw->rkey updated at
+    // post): rdma-unit-test binds with 1024, whatever the window's index.
+    MwLink l(d);
+    ibv_mw* mw = ibv_alloc_mw(d.pd, IBV_MW_TYPE_2);
+    REQUIRE(mw != nullptr);
+    const std::uint32_t index = mw->rkey & ~0xFFu;
+    ibv_send_wr wr{};
+    wr.wr_id = 12;
+    wr.opcode = IBV_WR_BIND_MW;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.bind_mw.mw = mw;
+    wr.bind_mw.rkey = (index + 0x100) | 0x5A;  // another index
+    wr.bind_mw.bind_info = ibv_mw_bind_info{mr, win, 2048, IBV_ACCESS_REMOTE_WRITE};
+    ibv_send_wr* bad = nullptr;
+    REQUIRE(ibv_post_send(l.t, &wr, &bad) == 0);
+    CHECK(mw->rkey == (index | 0x5A));
+    CHECK(poll_one(l.ct).status == IBV_WC_SUCCESS);
+    CHECK(l.write(src.data(), 64, smr->lkey, win + 128, mw->rkey).status == IBV_WC_SUCCESS);
+    CHECK(std::memcmp(target.data() + 1024 + 128, src.data(), 64) == 0);
+    CHECK(ibv_dealloc_mw(mw) == 0);
+  }
+
   SECTION("a bind beyond the MR completes with IBV_WC_MW_BIND_ERR") {
     MwLink l(d);
     ibv_mw* mw = ibv_alloc_mw(d.pd, IBV_MW_TYPE_2);

@@ -3,6 +3,8 @@
 // responder QP in ERR, and the target memory untouched.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include "tests/transport/pair.hpp"
 
 using namespace urnic::transport;
@@ -116,6 +118,38 @@ TEST_CASE("a SEND longer than the receive buffer: invalid request NAK, LOC_LEN_E
   auto sc = p.a.poll();
   REQUIRE(sc.size() == 1);
   CHECK(sc[0].status == WcStatus::kRemInvReqErr);
+}
+
+TEST_CASE("an atomic whose local buffer is not 8 bytes: LOC_LEN_ERR, nothing sent, remote value kept",
+          "[rc][protection]") {
+  // rdma-unit-test FetchAddInvalidSize / CompareSwapInvalidSize (9 bytes).
+  for (const WrOpcode op : {WrOpcode::kAtomicFetchAndAdd, WrOpcode::kAtomicCmpAndSwp}) {
+    for (const uint32_t len : {4u, 9u}) {
+      INFO(static_cast<int>(op) << " length " << len);
+      Pair p;
+      fill(p.b.bytes().subspan(0, 8), p.qb, 3);
+      const std::vector<uint8_t> before(p.b.bytes().begin(), p.b.bytes().begin() + 8);
+      Sge sge{p.a.va, len, p.a.mr.lkey};
+      SendWr w;
+      w.wr_id = 6;
+      w.opcode = op;
+      w.send_flags = send_flag::kSignaled;
+      w.sg_list = {&sge, 1};
+      w.remote_addr = p.b.va;
+      w.rkey = p.b.mr.rkey;
+      w.compare_add = 1;
+      REQUIRE(p.ta.post_send(p.qa, w, p.now) == 0);
+      CHECK(p.sa.take().empty());
+      const auto sc = p.a.poll();
+      REQUIRE(sc.size() == 1);
+      CHECK(sc[0].wr_id == 6);
+      CHECK(sc[0].status == WcStatus::kLocLenErr);
+      CHECK(std::equal(before.begin(), before.end(), p.b.bytes().begin()));
+      QpAttr a;
+      REQUIRE(p.ta.query_qp(p.qa, a) == 0);
+      CHECK(a.qp_state == QpState::kErr);
+    }
+  }
 }
 
 TEST_CASE("a bad lkey in the receive WQE: remote operational NAK, LOC_PROT_ERR receive", "[rc][protection]") {

@@ -187,6 +187,76 @@ TEST_CASE("SRQ: QPs share receives; the limit event fires once when armed", "[sr
   CHECK(tb.destroy_srq(srq.value) == EBUSY);
 }
 
+TEST_CASE("SRQ of another PD than its QP: receive L_Keys are checked in the SRQ's PD, WRITEs in the QP's",
+          "[srq]") {
+  // The kernel and mlx5 let a QP use an SRQ of another PD (rdma-unit-test
+  // PdSrqTest); a receive WQE belongs to the SRQ and its PD.
+  LocalMemory ma, mb;
+  CaptureSink sa, sb;
+  Transport ta(ma, sa, sa), tb(mb, sb, sb);
+  Side a(ta, ma, 0x10000, 65536), b(tb, mb, 0x20000, 65536);
+  const PdHandle srq_pd = tb.alloc_pd();
+  const auto srq_mr = tb.reg_mr(srq_pd, b.dom, b.va, 65536, access::kLocalWrite);
+  REQUIRE(srq_mr.ok());
+  auto srq = tb.create_srq(srq_pd, SrqAttr{8, 1, 0});
+  REQUIRE(srq.ok());
+  const uint32_t qa = a.create_qp(QpType::kRc);
+  const uint32_t qb = b.create_qp(QpType::kRc, 16, 1, true, srq.value);  // in b.pd
+  REQUIRE(qb != 0);
+  QpParams pp;
+  connect_qp(ta, qa, QpType::kRc, qb, pp, 1000);
+  connect_qp(tb, qb, QpType::kRc, qa, pp, 1000);
+  auto post = [&](WrOpcode opc, uint64_t id, uint64_t remote_off, uint32_t rkey) {
+    Sge sge{a.va, 16, a.mr.lkey};
+    SendWr w;
+    w.wr_id = id;
+    w.opcode = opc;
+    w.send_flags = send_flag::kSignaled;
+    w.sg_list = {&sge, 1};
+    w.remote_addr = b.va + remote_off;
+    w.rkey = rkey;
+    REQUIRE(ta.post_send(qa, w, 1000) == 0);
+    Pair::deliver(tb, sa.take(), 1000);
+    Pair::deliver(ta, sb.take(), 1000);
+  };
+  fill(a.bytes().subspan(0, 16), qa, 7);
+
+  // A receive WQE with an L_Key of the SRQ's PD takes the SEND.
+  Sge in_srq_pd{b.va + 256, 16, srq_mr.value.lkey};
+  REQUIRE(tb.post_srq_recv(srq.value, RecvWr{1, {&in_srq_pd, 1}}) == 0);
+  post(WrOpcode::kSend, 10, 0, 0);
+  auto rc = b.poll();
+  REQUIRE(rc.size() == 1);
+  CHECK(rc[0].status == WcStatus::kSuccess);
+  CHECK(check(b.bytes().subspan(256, 16), qa, 7));
+  // A WRITE goes by the QP's PD: an R_Key of b.pd works, though the SRQ's is
+  // another; its immediate takes a receive WQE of the SRQ's PD.
+  REQUIRE(tb.post_srq_recv(srq.value, RecvWr{3, {&in_srq_pd, 1}}) == 0);
+  post(WrOpcode::kRdmaWriteWithImm, 11, 1024, b.mr.rkey);
+  CHECK(check(b.bytes().subspan(1024, 16), qa, 7));
+  rc = b.poll();
+  REQUIRE(rc.size() == 1);
+  CHECK(rc[0].wr_id == 3);
+  CHECK(rc[0].status == WcStatus::kSuccess);
+  auto sc = a.poll();
+  REQUIRE(sc.size() == 2);
+  CHECK(sc[0].status == WcStatus::kSuccess);
+  CHECK(sc[1].status == WcStatus::kSuccess);
+
+  // A receive WQE with an L_Key of the QP's PD is a protection error
+  // (rdma-unit-test SrqRecvMrSrqMismatch: LOC_PROT_ERR here, REM_OP_ERR at the sender).
+  Sge in_qp_pd{b.va + 512, 16, b.mr.lkey};
+  REQUIRE(tb.post_srq_recv(srq.value, RecvWr{2, {&in_qp_pd, 1}}) == 0);
+  post(WrOpcode::kSend, 12, 0, 0);
+  rc = b.poll();
+  REQUIRE(rc.size() == 1);
+  CHECK(rc[0].wr_id == 2);
+  CHECK(rc[0].status == WcStatus::kLocProtErr);
+  sc = a.poll();
+  REQUIRE(sc.size() == 1);
+  CHECK(sc[0].status == WcStatus::kRemOpErr);
+}
+
 TEST_CASE("UC and UD over the sim link with RoCE v2 frames", "[sim][uc][ud]") {
   for (QpType type : {QpType::kUc, QpType::kUd}) {
     sim::Harness h(sim::Harness::Config{});

@@ -149,6 +149,7 @@ class IwQp {
   void complete_sq(Nanos now);
   bool complete(CqHandle cq, const Cqe& e, Nanos now);
   bool take_recv(RecvWqe& out);
+  PdHandle recv_pd() const noexcept;  // the PD of the receive WQEs (the SRQ's, if any; see Qp::recv_pd)
 
   // iw_tx.cpp: the stream's output side.
   void tx_run(Nanos now);

@@ -239,6 +239,7 @@ class Qp {
   // The responder's PD and receive CQ: the QP's own, or for an XRC target
   // those of the XRC SRQ the current request names (select_xrc_srq).
   PdHandle resp_pd() const noexcept;
+  PdHandle recv_pd() const noexcept;  // the PD of the receive WQEs (the SRQ's, if any)
   CqHandle resp_cq() const noexcept;
   bool select_xrc_srq(const wire::IbPacket& pkt);
 

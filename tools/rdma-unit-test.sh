@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# Runs Google's rdma-unit-test (built outside the repository, see
+# docs/RDMA-UNIT-TEST.md) against urnic, one test per process with a time
+# limit, so that a crash or a hang costs one verdict and not the rest.
+#
+#   tools/rdma-unit-test.sh [OPTIONS] BINARY [-- SUITE-ARGS...]
+#
+#   --urnic-build DIR   use urnic from this build directory: its libibverbs
+#                       (LD_LIBRARY_PATH) and its urnicd (URNIC_DAEMON), in a
+#                       private runtime directory whose daemon is stopped at
+#                       the end (what a meson test would pass). Without it the
+#                       caller's environment is used as it is, e.g.
+#                       tools/urnic run -- tools/rdma-unit-test.sh BINARY
+#   --timeout S         limit per test in seconds (default 120)
+#   --filter PATTERN    gtest filter selecting the tests (default '*')
+#   --log-dir DIR       keep each failed test's output in DIR/<test>.log
+#
+# Prints one line per test (PASS / FAIL / SKIP / TIMEOUT, seconds, and for a
+# failure its first failure message), then the summary line
+#   rdma-unit-test: P passed, F failed, S skipped
+# (a timeout counts as failed). Exits 0 when nothing failed, 1 otherwise,
+# 2 on a usage error.
+set -uo pipefail
+
+usage() { sed -n '2,/^set -uo/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//' >&2; exit 2; }
+
+timeout_s=120
+filter='*'
+log_dir=
+urnic_build=
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --timeout) timeout_s=${2:?}; shift 2 ;;
+    --filter) filter=${2:?}; shift 2 ;;
+    --log-dir) log_dir=${2:?}; shift 2 ;;
+    --urnic-build) urnic_build=${2:?}; shift 2 ;;
+    -h|--help) usage ;;
+    --) shift; break ;;
+    -*) echo "rdma-unit-test: unknown option $1" >&2; usage ;;
+    *) [[ -z ${binary:-} ]] || usage; binary=$1; shift ;;
+  esac
+done
+[[ $# -gt 0 && ${1:-} == -- ]] && shift
+[[ -n ${binary:-} ]] || usage
+if [[ ! -x $binary ]]; then
+  echo "rdma-unit-test: $binary is not an executable (build the suite first: docs/RDMA-UNIT-TEST.md)" >&2
+  exit 2
+fi
+suite_args=("$@")
+
+if [[ -n $urnic_build ]]; then
+  urnic_build=$(cd "$urnic_build" && pwd) || exit 2
+  [[ -x $urnic_build/engine/urnicd ]] || { echo "rdma-unit-test: no urnicd in $urnic_build/engine" >&2; exit 2; }
+  rt=$(mktemp -d /tmp/urnic-rut.XXXXXX)
+  export URNIC_RUNTIME_DIR=$rt URNIC_DAEMON=$urnic_build/engine/urnicd
+  export LD_LIBRARY_PATH=$urnic_build/verbs_shim:$urnic_build/rdmacm_shim
+  stop_daemon() {
+    local pid
+    pid=$(tr -dc '0-9' < "$rt/urnicd.pid" 2>/dev/null) || true
+    if [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null; then
+      kill -TERM "$pid"
+      for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+    fi
+    rm -rf "$rt"
+  }
+  trap stop_daemon EXIT
+  trap 'exit 143' TERM INT  # so that the EXIT trap runs when the runner is stopped
+fi
+[[ -n $log_dir ]] && mkdir -p "$log_dir"
+
+# --gtest_list_tests: "Suite." lines, then indented test names (a
+# parameterised one is followed by "  # GetParam() = ...").
+mapfile -t tests < <("$binary" --gtest_list_tests "--gtest_filter=$filter" "${suite_args[@]}" 2>/dev/null |
+  awk '/^[^ ]/ { suite = $1; next } /^  [^ ]/ { print suite $1 }')
+if [[ ${#tests[@]} -eq 0 ]]; then
+  echo "rdma-unit-test: no tests listed by $binary for filter '$filter'" >&2
+  exit 2
+fi
+
+passed=0 failed=0 skipped=0
+out=$(mktemp /tmp/rut-test.XXXXXX)
+for t in "${tests[@]}"; do
+  start=$(date +%s.%N)
+  timeout -k 5 "$timeout_s" "$binary" "--gtest_filter=$t" "${suite_args[@]}" > "$out" 2>&1
+  rc=$?
+  secs=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+  why=
+  if [[ $rc -eq 124 || $rc -eq 137 ]]; then
+    verdict=TIMEOUT why="after ${timeout_s} s"
+  elif [[ $rc -eq 0 ]] && grep -q '^\[  SKIPPED \]' "$out"; then
+    verdict=SKIP
+  elif [[ $rc -eq 0 ]] && grep -q '^\[  PASSED  \] 1 test' "$out"; then
+    verdict=PASS
+  else
+    verdict=FAIL
+    # The first gtest failure location and message, or why the process died.
+    why=$(grep -m1 -A2 -E '^[^ ]+:[0-9]+: Failure' "$out" | tr '\n' ' ' | cut -c1-200)
+    [[ -n $why ]] || why="exit status $rc: $(tail -n 1 "$out" | cut -c1-150)"
+  fi
+  case $verdict in
+    PASS) passed=$((passed + 1)) ;;
+    SKIP) skipped=$((skipped + 1)) ;;
+    *) failed=$((failed + 1))
+       [[ -n $log_dir ]] && cp "$out" "$log_dir/${t//\//_}.log" ;;
+  esac
+  printf '%-7s %s (%s s)%s\n' "$verdict" "$t" "$secs" "${why:+  $why}"
+done
+rm -f "$out"
+echo "rdma-unit-test: $passed passed, $failed failed, $skipped skipped"
+[[ $failed -eq 0 ]]
