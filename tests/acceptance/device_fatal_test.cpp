@@ -9,6 +9,7 @@
 // daemon. Each wait is bounded (alarm), so the old hang fails the test.
 #include <catch2/catch.hpp>
 
+#include "loopback_rc.hpp"
 #include "runtime_dir.hpp"
 
 #include <infiniband/verbs.h>
@@ -23,6 +24,8 @@
 #include <vector>
 
 namespace {
+
+using urnic::test::connect_loopback_rc;
 
 urnic::test::RuntimeDir g_runtime("device-fatal");
 
@@ -49,33 +52,8 @@ std::vector<ibv_wc> poll_n(ibv_cq* cq, std::size_t n, int ms) {
 }
 
 void to_rts(ibv_context* ctx, ibv_qp* qp) {
-  ibv_qp_attr a{};
-  a.qp_state = IBV_QPS_INIT;
-  a.port_num = 1;
-  REQUIRE(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) == 0);
-  a = ibv_qp_attr{};
-  a.qp_state = IBV_QPS_RTR;
-  a.path_mtu = IBV_MTU_1024;
-  a.dest_qp_num = kBogusQpn;
-  a.rq_psn = 1;
-  a.max_dest_rd_atomic = 1;
-  a.min_rnr_timer = 12;
-  a.ah_attr.is_global = 1;
-  a.ah_attr.grh.sgid_index = 1;
-  a.ah_attr.grh.hop_limit = 1;
-  a.ah_attr.port_num = 1;
-  REQUIRE(ibv_query_gid(ctx, 1, 1, &a.ah_attr.grh.dgid) == 0);
-  REQUIRE(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                                    IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) == 0);
-  a = ibv_qp_attr{};
-  a.qp_state = IBV_QPS_RTS;
-  a.sq_psn = 1;
-  a.timeout = 20;  // 4 s per try, 7 retries: the sends stay outstanding for the test
-  a.retry_cnt = 7;
-  a.rnr_retry = 7;
-  a.max_rd_atomic = 1;
-  REQUIRE(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                                    IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC) == 0);
+  // 4 s per try, 7 retries: the sends stay outstanding for the test.
+  connect_loopback_rc(ctx, qp, {.dest_qpn = kBogusQpn, .timeout = 20, .psn = 1});
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 // kept by rereg) in the project's own tests.
 #include <catch2/catch.hpp>
 
+#include "loopback_rc.hpp"
 #include "runtime_dir.hpp"
 
 #include <fcntl.h>
@@ -27,6 +28,8 @@
 #include <vector>
 
 namespace {
+
+using urnic::test::connect_loopback_rc;
 
 urnic::test::RuntimeDir g_runtime("verbs-ext");
 
@@ -60,32 +63,7 @@ struct Dev {
 // Reset -> Init -> RTR -> RTS towards `dest` on this host (GID index 1 is
 // the IPv4 loopback GID; the daemon hairpins the packets).
 void connect_rc(ibv_context* ctx, ibv_qp* q, std::uint32_t dest) {
-  ibv_qp_attr a{};
-  a.qp_state = IBV_QPS_INIT;
-  a.port_num = 1;
-  a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-  REQUIRE(ibv_modify_qp(q, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) == 0);
-  a = ibv_qp_attr{};
-  a.qp_state = IBV_QPS_RTR;
-  a.path_mtu = IBV_MTU_1024;
-  a.dest_qp_num = dest;
-  a.max_dest_rd_atomic = 1;
-  a.min_rnr_timer = 12;
-  a.ah_attr.is_global = 1;
-  a.ah_attr.grh.sgid_index = 1;
-  a.ah_attr.grh.hop_limit = 1;
-  a.ah_attr.port_num = 1;
-  REQUIRE(ibv_query_gid(ctx, 1, 1, &a.ah_attr.grh.dgid) == 0);
-  REQUIRE(ibv_modify_qp(q, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                                   IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) == 0);
-  a = ibv_qp_attr{};
-  a.qp_state = IBV_QPS_RTS;
-  a.timeout = 14;
-  a.retry_cnt = 7;
-  a.rnr_retry = 7;
-  a.max_rd_atomic = 1;
-  REQUIRE(ibv_modify_qp(q, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                                   IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC) == 0);
+  connect_loopback_rc(ctx, q, {.dest_qpn = dest, .access = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ});
 }
 
 ibv_qp* create_qp_ex(Dev& d, ibv_cq* cq, ibv_qp_type type, std::uint64_t ops, std::uint32_t depth = 8) {
