@@ -39,6 +39,8 @@
 #                    passed/total per cell at the end (default 1)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=lib/perftest_clock.sh
+source "$root/tools/lib/perftest_clock.sh"
 build=${URNIC_BUILD_DIR:-$root/build}
 W=${URNIC_PEERVM_DIR:-/tmp/urnic-peervm}
 mtus="1024 4096"
@@ -295,6 +297,10 @@ cell() {
   got=$(grep -cE "$expect" "$cli_out")
   if [[ $crc == 0 && $src == 0 && $got -ge 1 ]]; then
     line "$name" "$dir" "$gname" "$mtu" PASS "${dt}s ${retried:+(2nd try; 1st: $retried) }$(grep -E "$expect" "$cli_out" | tail -1 | tr -s ' \t' ' ' | cut -c1-60)"
+  elif [[ -z ${retried:-} ]] && perftest_clock_failed "$cli_out" "$srv_out"; then
+    # perftest's own clock calibration, not the transfer (tools/lib/perftest_clock.sh).
+    retried="perftest could not calibrate its clock" cell "$name" "$side" "$gidx" "$expect" "$prog" "$@"
+    return
   elif [[ -n ${RETRY_ONCE:-} && -z ${retried:-} ]]; then
     # Loss cells only: the pingpongs end with a race no transport can win
     # (docs/INTEROP.md): when the ACK of the last message is lost and the
@@ -383,6 +389,17 @@ cm_cell() {
     # That race is the peer program's, not the device's: a perftest client
     # of urnic whose connection setup failed before any data moved (no
     # result row) gets one more attempt; the first is kept in failures.log.
+    if [[ -z $cm_retry ]] && perftest_clock_failed "$cli_out" "$srv_out"; then
+      # perftest's own clock calibration, not the transfer (tools/lib/perftest_clock.sh).
+      { echo "--- $name $dir $gname $mtu: attempt 1 (retried: perftest could not calibrate its clock)"
+        echo "client:"; tail -4 "$cli_out"; echo "server:"; tail -4 "$srv_out"; } >> "$rt/failures.log"
+      cm_retries=$((cm_retries + 1))
+      cells_run=$((cells_run - 1))
+      cm_retry=1
+      cm_cell "${orig[@]}"
+      cm_retry=""
+      return
+    fi
     if [[ -z $cm_retry && $side != urnic && $name == ib_* && $got == 0 ]] &&
       grep -qE 'RDMA_CM_EVENT_(CONNECT_ERROR|REJECTED|UNREACHABLE)' "$cli_out"; then
       { echo "--- $name $dir $gname $mtu: attempt 1 (retried: connection setup failed, no data moved)"
@@ -706,5 +723,5 @@ fi
 if [[ -s $rt/failures.log ]]; then
   echo "--- failure details"; cat "$rt/failures.log"
 fi
-echo "interop: $pass/$total cells passed in $(elapsed)s (peer VM $([[ $booted == 1 ]] && echo booted || echo reused))$( ((cm_retries > 0)) && echo "; $cm_retries perftest connection setups retried, see failures.log")"
+echo "interop: $pass/$total cells passed in $(elapsed)s (peer VM $([[ $booted == 1 ]] && echo booted || echo reused))$( ((cm_retries > 0)) && echo "; $cm_retries rdma_cm perftest cells run twice (connection setup or perftest's clock calibration), see failures.log")"
 [[ $fail == 0 && $total -gt 0 ]]

@@ -138,9 +138,35 @@ if rows:
 EOF
 }
 
+# What each failed test said, short, just above the summary: CI keeps only the
+# tail of a run's output, and meson's --print-errorlogs prints a failure where
+# it happened, far above. Per failed test: its lines that say FAIL (at most
+# 12) and its last 8 lines.
+failure_excerpts() {
+  python3 - "${stage_dirs[@]}" <<'PY'
+import json, re, sys
+for arg in sys.argv[1:]:
+    stage, d = arg.split('=', 1)
+    try:
+        lines = open(d + '/meson-logs/testlog.json').read().splitlines()
+    except OSError:
+        continue
+    for line in lines:
+        t = json.loads(line)
+        if t['result'] in ('OK', 'SKIP', 'EXPECTEDFAIL'):
+            continue
+        out = (t.get('stdout') or '').splitlines()
+        said = [l for l in out if re.search(r'\bFAIL|^not ok|^FAILED', l)][:12]
+        print(f"--- {stage}/{t['name']} ({t['result']}, {t.get('duration', 0):.0f} s)")
+        for l in said + ['  ...'] + out[-8:]:
+            print('  ' + l[:200])
+PY
+}
+
 summary() {
   local elapsed=$((SECONDS - run_start))
   echo
+  failure_excerpts
   local l
   for l in "${stage_lines[@]}"; do echo "$l"; done
   slowest

@@ -70,20 +70,9 @@ one_host_cleanup() {
 
 # A TCP port for the programs' out-of-band exchange, distinct per pair.
 next_port=$((20000 + ($$ % 20000)))
-# perftest_clock_failed FILE...: perftest gave up on its own CPU-clock
-# calibration in one of these outputs. perftest times 200 busy-wait samples of
-# gettimeofday against the TSC and refuses to report ("Correlation coefficient
-# r^2: ... < 0.9" then "Can't produce a report", exit 1) when they were
-# preempted: seen on busy 2-core machines, where the two perftest processes and
-# urnicd share the cores. The transfer itself ran; only the report is missing.
-perftest_clock_failed() {
-  local f
-  for f in "$@"; do
-    grep -q 'Correlation coefficient r^2' "$f" 2>/dev/null &&
-      grep -q "Can't produce a report" "$f" 2>/dev/null && return 0
-  done
-  return 1
-}
+# perftest_clock_failed FILE...: tools/lib/perftest_clock.sh.
+# shellcheck source=../../tools/lib/perftest_clock.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../../tools/lib/perftest_clock.sh"
 
 # pair NAME EXPECT_REGEX COUNT PROG ARGS...: run PROG ARGS as server, then
 # PROG ARGS 127.0.0.1 as client; both must exit 0 and the client's output
