@@ -67,10 +67,10 @@ no_interop="URNIC_SKIP_INTEROP=the rxe interop matrix runs in the release stage 
 release_env=() release_opts=(-Dwerror=true -Ddebug=false -Doptimization=2)
 sanitize_env=("$no_interop" ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
               UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1)
-sanitize_opts=(-Db_sanitize=address,undefined -Db_lundef=false -Ddebug=false -Doptimization=1
+sanitize_opts=(-Db_sanitize=address,undefined -Db_lundef=false -Ddebug=false -Doptimization=1 -Dtest_optimization=0
                "-Dcpp_args=-g1 -fno-sanitize-recover=all")
 clang_env=("$no_interop" CC=clang CXX=clang++ "URNIC_FUZZ_SECONDS=$fuzz_seconds")
-clang_opts=(-Dfuzz=true -Db_lundef=false -Dwerror=true -Ddebug=false -Doptimization=1 -Dcpp_args=-g1)
+clang_opts=(-Dfuzz=true -Db_lundef=false -Dwerror=true -Ddebug=false -Doptimization=1 -Dtest_optimization=0 -Dcpp_args=-g1)
 
 # stage NAME DIR ENV_ARRAY OPTS_ARRAY [meson test selection args...]
 # Builds DIR once (ninja decides what is stale), then runs the selected tests.

@@ -32,7 +32,10 @@ bool transfer_all(uint8_t* local, uint64_t remote, std::size_t len, Fn&& fn) {
     iovec l{local, len};
     iovec r{reinterpret_cast<void*>(remote), len};  // NOLINT: a remote address, never dereferenced here
     const ssize_t n = fn(&l, &r);
-    if (n <= 0) return false;
+    if (n <= 0) {
+      if (n == 0) errno = EFAULT;  // nothing moved, no error said: a fault
+      return false;
+    }
     local += n;
     remote += static_cast<uint64_t>(n);
     len -= static_cast<std::size_t>(n);
@@ -60,10 +63,22 @@ bool ProcessMemory::read_now(pid_t pid, uint64_t va, std::span<uint8_t> out) {
 
 bool ProcessMemory::write_now(pid_t pid, uint64_t va, std::span<const uint8_t> in) {
   // process_vm_writev takes a non-const local iovec although it only reads it.
-  return transfer_all(const_cast<uint8_t*>(in.data()), va, in.size(), [&](const iovec* l, const iovec* r) {
-    ++counters_.write_calls;
-    return ::process_vm_writev(pid, l, 1, r, 1, 0);
-  });
+  if (transfer_all(const_cast<uint8_t*>(in.data()), va, in.size(), [&](const iovec* l, const iovec* r) {
+        ++counters_.write_calls;
+        return ::process_vm_writev(pid, l, 1, r, 1, 0);
+      }))
+    return true;
+  // ESRCH: the process has exited (or is a zombie without memory) and urnicd
+  // has not yet seen its control socket close and destroyed its QPs. A
+  // hardware NIC keeps placing data in such a process's pinned pages until
+  // the kernel destroys its QPs, and acknowledges it: nobody can read those
+  // pages again. So does urnic: the write counts as made, never as a fault
+  // that would NAK the peer (a peer of a killed process then sees the
+  // connection end as on hardware, by the CM's DREQ, not by a remote access
+  // error). A range the live process unmapped is still a fault (EFAULT).
+  if (errno != ESRCH) return false;
+  ++counters_.writes_to_exited;
+  return true;
 }
 
 bool ProcessMemory::read(transport::MemDomain dom, uint64_t va, std::span<uint8_t> out) {

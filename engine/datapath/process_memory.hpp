@@ -62,6 +62,7 @@ struct ProcessMemoryCounters {
   uint64_t write_calls = 0;     // process_vm_writev system calls
   uint64_t reads_from_window = 0;
   uint64_t deferred_write_faults = 0;  // staged writes the target no longer had mapped
+  uint64_t writes_to_exited = 0;       // writes into a process that had exited: dropped, as made
 };
 
 class ProcessMemory final : public transport::MemoryAccess {

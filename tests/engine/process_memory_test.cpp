@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
@@ -189,4 +190,32 @@ TEST_CASE("process memory: a staged write that faults is reported by settle() wi
   CHECK(mem.counters().write_calls == calls);
   ::munmap(base, upage);
   ::munmap(base + 2 * upage, upage);
+}
+
+TEST_CASE("process memory: writes into a process that has exited are made, not faults", "[engine][memory]") {
+  // A child that has exited but is not yet reaped (a zombie: no memory
+  // left), as a killed application is until urnicd sees its socket close.
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) ::_exit(0);
+  siginfo_t info{};
+  REQUIRE(::waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOWAIT) == 0);
+  engine::ProcessMemory mem;
+  const auto dom = engine::domain_of_pid(child);
+  std::vector<uint8_t> chunk(256, 0x5A);
+  const auto va = reinterpret_cast<uint64_t>(chunk.data());  // the same address in the child's copy
+  REQUIRE(mem.stage_write(dom, va, chunk, transport::WriteTag{9, 100, 0, false}));
+  REQUIRE(mem.stage_write(dom, va + 4096, chunk, transport::WriteTag{9, 101, 0, false}));
+  std::vector<transport::WriteTag> faulted;
+  mem.settle(faulted);
+  CHECK(faulted.empty());  // no NAK for the peer: the data is placed as far as anyone can tell
+  CHECK(mem.counters().writes_to_exited == 2);
+  CHECK(mem.counters().deferred_write_faults == 0);
+  CHECK(mem.write(dom, va, chunk));
+  mem.flush_writes();
+  CHECK(mem.counters().writes_to_exited == 3);
+  // Reads cannot be made up: a READ of an exited process's memory fails.
+  std::array<uint8_t, 8> out{};
+  CHECK_FALSE(mem.read(dom, va, out));
+  ::waitpid(child, nullptr, 0);
 }
