@@ -171,7 +171,7 @@ CmService::CmService(std::vector<CmDevice> devices, Clock clock)
     : devices_(std::move(devices)), clock_(std::move(clock)), rng_(std::random_device{}()) {}
 
 CmService::~CmService() {
-  for (auto& [h, c] : channels_) ::close(c.fd);
+  for (auto& [h, c] : channels_) close_channel(c);
   for (auto& [fd, h] : iw_listen_fds_) ::close(fd);
   for (auto& [fd, c] : iw_conns_) ::close(fd);
 }
@@ -288,8 +288,15 @@ Reply CmService::on_create_channel(std::uint32_t owner, const MsgHeader& h) {
   const int buf = 1 << 20;  // room for many queued events (a listener under a burst of REQs)
   ::setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
   ::shutdown(sv[1], SHUT_WR);
+  const int app_copy = ::fcntl(sv[1], F_DUPFD_CLOEXEC, 0);
+  if (app_copy < 0) {
+    const int err = errno;
+    ::close(sv[0]);
+    ::close(sv[1]);
+    return fail<ctl::CmCreateChannelRep>(h, err == EMFILE || err == ENFILE ? ENOMEM : err);
+  }
   const std::uint32_t handle = ++last_handle_;
-  channels_[handle] = Channel{owner, sv[0]};
+  channels_[handle] = Channel{owner, sv[0], app_copy};
   ctl::CmCreateChannelRep rep{};
   rep.handle = handle;
   return ok(h, rep, {sv[1]});
@@ -302,7 +309,7 @@ Reply CmService::on_destroy_channel(std::uint32_t owner, const MsgHeader& h, std
   if (it == channels_.end() || it->second.owner != owner) return fail<ctl::CmDestroyChannelRep>(h, EINVAL);
   for (const auto& [hd, id] : ids_)
     if (id.channel == req->handle) return fail<ctl::CmDestroyChannelRep>(h, EBUSY);
-  ::close(it->second.fd);
+  close_channel(it->second);
   channels_.erase(it);
   ctl::CmDestroyChannelRep rep{};
   rep.handle = req->handle;
@@ -417,7 +424,7 @@ void CmService::release_owner(std::uint32_t owner) {
   }
   for (auto it = channels_.begin(); it != channels_.end();) {
     if (it->second.owner == owner) {
-      ::close(it->second.fd);
+      close_channel(it->second);
       it = channels_.erase(it);
     } else {
       ++it;
@@ -1032,6 +1039,34 @@ Reply CmService::on_init_qp_attr(std::uint32_t owner, const MsgHeader& h, std::s
   return ok(h, rep);
 }
 
+void CmService::close_channel(Channel& c) {
+  ::close(c.fd);
+  if (c.app_fd >= 0) ::close(c.app_fd);
+  c.fd = c.app_fd = -1;
+}
+
+// Takes every event still queued on `from` (the application has not read
+// it yet), sends the id's to `to` and the others back to `from`, each in
+// its order. The daemon is the only writer of both channels and does
+// nothing else meanwhile, so nothing can come in between. An id's
+// CONNECT_REQUESTs are those reported for it as a listener.
+void CmService::move_queued_events(Channel& from, Channel& to, std::uint32_t id_handle) {
+  std::vector<ctl::CmEventMsg> others;
+  ctl::CmEventMsg ev{};
+  while (::recv(from.app_fd, &ev, sizeof ev, MSG_DONTWAIT) == static_cast<ssize_t>(sizeof ev)) {
+    const std::uint32_t whose = ev.event == RDMA_CM_EVENT_CONNECT_REQUEST ? ev.listen_handle : ev.id_handle;
+    if (whose != id_handle) {
+      others.push_back(ev);
+      continue;
+    }
+    if (::send(to.fd, &ev, sizeof ev, MSG_DONTWAIT | MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof ev))
+      ++counters_.events_lost;
+  }
+  for (const auto& o : others)
+    if (::send(from.fd, &o, sizeof o, MSG_DONTWAIT | MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof o))
+      ++counters_.events_lost;
+}
+
 Reply CmService::on_migrate(std::uint32_t owner, const MsgHeader& h, std::span<const std::byte> msg) {
   const auto req = ctl::decode<ctl::CmMigrateIdReq>(msg);
   if (!req) return fail<ctl::CmMigrateIdRep>(h, EINVAL);
@@ -1039,6 +1074,10 @@ Reply CmService::on_migrate(std::uint32_t owner, const MsgHeader& h, std::span<c
   auto ch = channels_.find(req->channel);
   if (id == nullptr || ch == channels_.end() || ch->second.owner != owner)
     return fail<ctl::CmMigrateIdRep>(h, EINVAL);
+  if (id->channel != req->channel) {
+    auto from = channels_.find(id->channel);
+    if (from != channels_.end()) move_queued_events(from->second, ch->second, id->handle);
+  }
   id->channel = req->channel;
   ctl::CmMigrateIdRep rep{};
   rep.handle = id->handle;

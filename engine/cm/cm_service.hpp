@@ -185,7 +185,13 @@ class CmService final : public GsiHandler, public IwWatcher {
   struct Channel {
     std::uint32_t owner = 0;
     int fd = -1;                   // daemon end (non-blocking)
+    // A copy of the application's end, read only by rdma_migrate_id: the
+    // events already queued for the id move to its new channel (as the
+    // kernel's ucma_migrate_id moves them between files).
+    int app_fd = -1;
   };
+  static void close_channel(Channel& c);
+  void move_queued_events(Channel& from, Channel& to, std::uint32_t id_handle);
   // An iWARP connection before its QP owns it: TCP connect, then the MPA
   // Request/Reply (transport::iwarp::MpaSetup) with its bytes.
   struct IwConn {

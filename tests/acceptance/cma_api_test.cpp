@@ -6,7 +6,10 @@
 //     no node, no service and no hints is EINVAL;
 //   - an id bound to a device (rdma_bind_addr, rdma_resolve_addr) carries
 //     that device's PD in id->pd before any QP exists, one PD per device
-//     (pyverbs registers MRs and makes AHs on it; it was NULL).
+//     (pyverbs registers MRs and makes AHs on it; it was NULL);
+//   - rdma_migrate_id moves the events already queued for the id to its
+//     new channel, as the kernel does (librpma migrates a new id right
+//     after rdma_accept; over iWARP its ESTABLISHED was already queued).
 #include <catch2/catch.hpp>
 
 #include "runtime_dir.hpp"
@@ -21,6 +24,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <poll.h>
 #include <string>
 
 namespace {
@@ -121,4 +125,45 @@ TEST_CASE("an id bound to a device carries the device's PD", "[cma]") {
   CHECK(rdma_destroy_id(resolved) == 0);
   CHECK(rdma_destroy_id(bound) == 0);
   rdma_destroy_event_channel(ch);
+}
+
+TEST_CASE("rdma_migrate_id takes the id's queued events to the new channel", "[cma]") {
+  rdma_event_channel* from = rdma_create_event_channel();
+  rdma_event_channel* to = rdma_create_event_channel();
+  REQUIRE(from != nullptr);
+  REQUIRE(to != nullptr);
+  rdma_cm_id* moving = nullptr;
+  rdma_cm_id* staying = nullptr;
+  REQUIRE(rdma_create_id(from, &moving, nullptr, RDMA_PS_UDP) == 0);
+  REQUIRE(rdma_create_id(from, &staying, nullptr, RDMA_PS_UDP) == 0);
+  sockaddr_in dst = loopback(7472);
+  REQUIRE(rdma_resolve_addr(staying, nullptr, as_sa(dst), 2000) == 0);
+  REQUIRE(rdma_resolve_addr(moving, nullptr, as_sa(dst), 2000) == 0);
+  // Both ADDR_RESOLVED events are queued on `from` before anything reads it.
+  pollfd p{from->fd, POLLIN, 0};
+  for (int i = 0; i < 200 && ::poll(&p, 1, 10) == 0; ++i) {
+  }
+  ::usleep(50 * 1000);
+  REQUIRE(rdma_migrate_id(moving, to) == 0);
+  CHECK(moving->channel == to);
+
+  pollfd q{to->fd, POLLIN, 0};
+  REQUIRE(::poll(&q, 1, 2000) == 1);  // not left behind on `from`
+  rdma_cm_event* ev = nullptr;
+  REQUIRE(rdma_get_cm_event(to, &ev) == 0);
+  CHECK(ev->event == RDMA_CM_EVENT_ADDR_RESOLVED);
+  CHECK(ev->id == moving);
+  REQUIRE(rdma_ack_cm_event(ev) == 0);
+  REQUIRE(rdma_get_cm_event(from, &ev) == 0);
+  CHECK(ev->event == RDMA_CM_EVENT_ADDR_RESOLVED);
+  CHECK(ev->id == staying);
+  REQUIRE(rdma_ack_cm_event(ev) == 0);
+  // Nothing else on either.
+  pollfd both[2] = {{from->fd, POLLIN, 0}, {to->fd, POLLIN, 0}};
+  CHECK(::poll(both, 2, 100) == 0);
+
+  CHECK(rdma_destroy_id(moving) == 0);
+  CHECK(rdma_destroy_id(staying) == 0);
+  rdma_destroy_event_channel(to);
+  rdma_destroy_event_channel(from);
 }
