@@ -229,12 +229,18 @@ CompState Qp::comp_read(const wire::IbPacket& pkt, Nanos now) {
     ctx_.counters.inc(Counter::kDroppedPkts);
     return CompState::kDrop;
   }
-  if (want > 0 && ctx_.scatter(init_.pd, w.sges, offset, pkt.payload) != WcStatus::kSuccess)
+  const WriteTag tag = req_tag(p);
+  if (want > 0 && ctx_.scatter(init_.pd, w.sges, offset, pkt.payload, &tag) != WcStatus::kSuccess)
     return CompState::kError;
   comp_psn_ = p + 1;
   comp_progress_ = true;
   if (chunk_last && read_window_ < 255) ++read_window_;
-  if (last) complete_head(WcStatus::kSuccess, now);
+  if (last) {
+    // The data is staged (one system call for many packets): it must have
+    // landed before the WQE says SUCCESS (transport/write_faults.cpp).
+    if (!req_landed()) return CompState::kError;
+    complete_head(WcStatus::kSuccess, now);
+  }
   return CompState::kUpdateComp;
 }
 
@@ -250,7 +256,8 @@ CompState Qp::comp_atomic(const wire::IbPacket& pkt, Nanos now) {
   uint8_t bytes[8];
   const uint64_t orig = pkt.atomic_ack_eth.orig;
   std::memcpy(bytes, &orig, sizeof bytes);
-  if (ctx_.scatter(init_.pd, w.sges, 0, bytes) != WcStatus::kSuccess) return CompState::kError;
+  const WriteTag tag = req_tag(p);
+  if (ctx_.scatter(init_.pd, w.sges, 0, bytes, &tag) != WcStatus::kSuccess || !req_landed()) return CompState::kError;
   comp_psn_ = p + 1;
   comp_progress_ = true;
   complete_head(WcStatus::kSuccess, now);

@@ -26,6 +26,11 @@ struct WriteTag {
   uint32_t psn = 0;   // RC: the request packet's PSN (what the NAK names)
   uint32_t msg = 0;   // UC/UD: the QP's message number (which receive completion to fail)
   bool recv = false;  // into a receive WQE's buffer (SEND) rather than an MR named by an R_Key
+  // The requester's own placement, not a responder's: an RDMA READ
+  // response's data or an atomic's original value (qpn: the requester's
+  // QP, psn: the response's). An RC QP is both; each side settles its own.
+  bool requester = false;
+  bool operator==(const WriteTag&) const = default;
 };
 
 class MemoryAccess {

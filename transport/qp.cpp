@@ -272,6 +272,7 @@ void Qp::enter_error(Nanos now) {
   URNIC_TRACE(qpn_, "state", to_string(attr_.qp_state), "ERR", "error");
   attr_.qp_state = QpState::kErr;
   req_state_ = ReqState::kStopped;
+  req_write_fault_ = false;
   ack_deadline_ = rnr_deadline_ = kNever;
   // IBA 10.3.1.2 / 11.4.2: in the error state every outstanding and later
   // WR completes with IBV_WC_WR_FLUSH_ERR.

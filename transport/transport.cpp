@@ -68,12 +68,12 @@ WcStatus Context::scatter(PdHandle pd, std::span<const Sge> sges, uint64_t offse
                    });
 }
 
-bool Context::writes_landed(uint32_t qpn, WriteTag& first) {
+bool Context::writes_landed(uint32_t qpn, bool requester, WriteTag& first) {
   mem.settle(write_faults);
   if (write_faults.empty()) return true;
   bool found = false;
   std::erase_if(write_faults, [&](const WriteTag& t) {
-    if (t.qpn != qpn) return false;
+    if (t.qpn != qpn || t.requester != requester) return false;
     if (!found) first = t;
     found = true;
     counters.inc(Counter::kWriteFaults);

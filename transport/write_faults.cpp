@@ -29,12 +29,26 @@ namespace ae = wire::aeth;
 
 bool Qp::resp_settle(Nanos now) {
   WriteTag first;
-  if (ctx_.writes_landed(qpn_, first)) return true;
+  if (ctx_.writes_landed(qpn_, false, first)) return true;
   on_write_fault(first, now);
   return false;
 }
 
+bool Qp::req_landed() {
+  WriteTag first;
+  const bool landed = ctx_.writes_landed(qpn_, true, first) && !req_write_fault_;
+  req_write_fault_ = false;
+  return landed;
+}
+
 void Qp::on_write_fault(const WriteTag& t, Nanos now) {
+  if (t.requester) {
+    // Part of a READ response (or an atomic's value) did not land in the
+    // local buffer: found by a flush before the WQE completes, which then
+    // fails (req_landed) as an immediate fault would.
+    req_write_fault_ = true;
+    return;
+  }
   if (!reliable()) {
     fail_unreliable_recv(t);
     return;
@@ -87,9 +101,10 @@ void Transport::settle_writes(Nanos now) {
   // rest of an RC QP's are moot once it is in Error.
   while (!c.write_faults.empty()) {
     const uint32_t qpn = c.write_faults.front().qpn;
+    const bool requester = c.write_faults.front().requester;
     detail::Qp* qp = find_qp(qpn);
     WriteTag first;
-    if (!c.writes_landed(qpn, first) && qp != nullptr) qp->on_write_fault(first, now);
+    if (!c.writes_landed(qpn, requester, first) && qp != nullptr) qp->on_write_fault(first, now);
     // An RC QP's NAK settled again: faults of other QPs it found stay queued.
     c.mem.settle(c.write_faults);
   }

@@ -132,8 +132,7 @@ bool ProcessMemory::stage(transport::MemDomain dom, uint64_t va, std::span<const
   // is charged to the packet it hit; it is still one system call a flush.
   const bool adjacent = !staged_remote_.empty() &&
                         reinterpret_cast<uint64_t>(staged_remote_.back().iov_base) + staged_remote_.back().iov_len == va &&
-                        staged_tags_.back().qpn == tag.qpn && staged_tags_.back().psn == tag.psn &&
-                        staged_tags_.back().msg == tag.msg;
+                        staged_tags_.back() == tag;
   staged_.insert(staged_.end(), in.begin(), in.end());
   if (adjacent) {
     staged_remote_.back().iov_len += in.size();

@@ -315,3 +315,58 @@ TEST_CASE("UD and UC receives whose data faults do not complete with SUCCESS", "
     CHECK(p.tb.counters().get(Counter::kWriteFaults) == 1);
   }
 }
+
+namespace {
+
+// B (whose memory stages writes) is the requester: a READ or an atomic of
+// A's memory into B's own buffer, and one exchange of packets.
+std::vector<Cqe> b_reads(FaultPair& p, WrOpcode opc, uint32_t len) {
+  Sge sge{p.b.va, len, p.b.mr.lkey};
+  SendWr wr;
+  wr.wr_id = 5;
+  wr.opcode = opc;
+  wr.send_flags = send_flag::kSignaled;
+  wr.sg_list = {&sge, 1};
+  wr.remote_addr = p.a.va;
+  wr.rkey = p.a.mr.rkey;
+  wr.compare_add = 1;
+  REQUIRE(p.tb.post_send(p.qb, wr, p.now) == 0);
+  RxInfo rx;
+  for (const Captured& c : p.cb.take()) p.ta.on_packet(c.pkt, rx, p.now);
+  for (const Captured& c : p.ca.take()) p.tb.on_packet(c.pkt, rx, p.now);
+  p.tb.settle_writes(p.now);
+  return p.b.poll();
+}
+
+}  // namespace
+
+TEST_CASE("an RDMA READ whose response lands in a faulting local buffer fails, never SUCCESS", "[rc][write-fault]") {
+  SECTION("the buffer is whole: SUCCESS with A's bytes") {
+    FaultPair p;
+    std::fill_n(p.a.bytes().begin(), 3072, uint8_t{0x3C});
+    auto sc = b_reads(p, WrOpcode::kRdmaRead, 3072);
+    REQUIRE(sc.size() == 1);
+    CHECK(sc[0].status == WcStatus::kSuccess);
+    CHECK(std::all_of(p.b.bytes().begin(), p.b.bytes().begin() + 3072, [](uint8_t v) { return v == 0x3C; }));
+  }
+  SECTION("the second KiB was unmapped: LOC_PROT_ERR, QP in Error") {
+    FaultPair p;
+    p.sb.hole_lo = p.b.va + 1024;
+    p.sb.hole_hi = p.b.va + 1025;
+    auto sc = b_reads(p, WrOpcode::kRdmaRead, 3072);
+    REQUIRE(sc.size() == 1);
+    CHECK(sc[0].wr_id == 5);
+    CHECK(sc[0].status == WcStatus::kLocProtErr);
+    CHECK(p.b_state() == QpState::kErr);
+    CHECK(p.tb.counters().get(Counter::kWriteFaults) == 1);
+  }
+  SECTION("an atomic's original value into a faulting buffer: LOC_PROT_ERR") {
+    FaultPair p;
+    p.sb.hole_lo = p.b.va;
+    p.sb.hole_hi = p.b.va + 8;
+    auto sc = b_reads(p, WrOpcode::kAtomicFetchAndAdd, 8);
+    REQUIRE(sc.size() == 1);
+    CHECK(sc[0].status == WcStatus::kLocProtErr);
+    CHECK(p.b_state() == QpState::kErr);
+  }
+}

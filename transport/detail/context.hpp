@@ -171,7 +171,7 @@ struct Context {
   // `qpn`: false if there were any, with the first (in the order the QP
   // staged them) in `first`. The responder calls it before it acknowledges
   // or completes received data.
-  bool writes_landed(uint32_t qpn, WriteTag& first);
+  bool writes_landed(uint32_t qpn, bool requester, WriteTag& first);
 
   // Appends to a CQ. On overflow the CQ enters the error state and
   // IBV_EVENT_CQ_ERR is raised once; returns false (the caller then moves

@@ -291,6 +291,11 @@ class Qp {
   // before p), the data it staged must have landed. False: a write had
   // faulted; the QP has NAKed it and is in the Error state.
   bool resp_settle(Nanos now);
+  // The requester's side: before the head READ or atomic WQE completes,
+  // its data must have landed in the local buffer. False: it faulted (the
+  // WQE then fails with LOC_PROT_ERR, as rxe's copy failure does).
+  bool req_landed();
+  WriteTag req_tag(Psn psn) const noexcept { return WriteTag{qpn_, psn.value(), 0, false, true}; }
   WriteTag resp_tag(const wire::IbPacket& pkt, bool recv) const noexcept {
     return WriteTag{qpn_, pkt.bth.psn.value(), resp_msg_no_, recv};
   }
@@ -356,6 +361,7 @@ class Qp {
   // UC message still arriving gives its completion.
   uint32_t resp_msg_no_ = 0;
   WcStatus uc_msg_fault_ = WcStatus::kSuccess;
+  bool req_write_fault_ = false;  // a staged READ-response write faulted (on_write_fault)
   uint64_t recv_skip_ = 0;    // message bytes not placed in cur_recv_ (a matched TMH; all of a RNDV)
   // Tag matching: whether init_.srq is a TM SRQ (then the responder's CQ is
   // the SRQ's), and the current message's landing, TMH, RVH and matched tag.
