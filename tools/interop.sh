@@ -383,27 +383,26 @@ cm_cell() {
   else
     local r
     r=$(why "$cli_out"); [[ -n $r ]] || r=$(why "$srv_out")
-    # perftest -R connects twice and its server listens again in between;
-    # a second connect that comes first meets no listener (the kernel peer
-    # refuses or resets it at once) and Debian's perftest 4.5 then crashes.
-    # That race is the peer program's, not the device's: a perftest client
-    # of urnic whose connection setup failed before any data moved (no
-    # result row) gets one more attempt; the first is kept in failures.log.
-    if [[ -z $cm_retry ]] && perftest_clock_failed "$cli_out" "$srv_out"; then
-      # perftest's own clock calibration, not the transfer (tools/lib/perftest_clock.sh).
-      { echo "--- $name $dir $gname $mtu: attempt 1 (retried: perftest could not calibrate its clock)"
-        echo "client:"; tail -4 "$cli_out"; echo "server:"; tail -4 "$srv_out"; } >> "$rt/failures.log"
-      cm_retries=$((cm_retries + 1))
-      cells_run=$((cells_run - 1))
-      cm_retry=1
-      cm_cell "${orig[@]}"
-      cm_retry=""
-      return
+    # A failed cell runs once more (the first attempt kept in failures.log)
+    # for one of two causes that are the peer program's, not the device's:
+    # - perftest refused its own clock calibration (tools/lib/perftest_clock.sh);
+    # - perftest -R connects twice and its server listens again in between;
+    #   a second connect that comes first meets no listener (the kernel peer
+    #   refuses or resets it at once) and Debian's perftest 4.5 then crashes:
+    #   a perftest client of urnic whose connection setup failed before any
+    #   data moved (no result row).
+    local retry_why=""
+    if [[ -z $cm_retry ]]; then
+      if perftest_clock_failed "$cli_out" "$srv_out"; then
+        retry_why="perftest could not calibrate its clock"
+      elif [[ $side != urnic && $name == ib_* && $got == 0 ]] &&
+        grep -qE 'RDMA_CM_EVENT_(CONNECT_ERROR|REJECTED|UNREACHABLE)' "$cli_out"; then
+        retry_why="connection setup failed, no data moved"
+      fi
     fi
-    if [[ -z $cm_retry && $side != urnic && $name == ib_* && $got == 0 ]] &&
-      grep -qE 'RDMA_CM_EVENT_(CONNECT_ERROR|REJECTED|UNREACHABLE)' "$cli_out"; then
-      { echo "--- $name $dir $gname $mtu: attempt 1 (retried: connection setup failed, no data moved)"
-        echo "client:"; tail -8 "$cli_out"; } >> "$rt/failures.log"
+    if [[ -n $retry_why ]]; then
+      { echo "--- $name $dir $gname $mtu: attempt 1 (retried: $retry_why)"
+        echo "client:"; tail -8 "$cli_out"; echo "server:"; tail -4 "$srv_out"; } >> "$rt/failures.log"
       cm_retries=$((cm_retries + 1))
       cells_run=$((cells_run - 1))
       cm_retry=1
