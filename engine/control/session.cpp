@@ -99,10 +99,10 @@ void Session::destroy_all() {
     if (dp_ != nullptr) {
       // The transport objects go first (QPs before the CQs/SRQs/PDs they use):
       // traffic still in flight for them is then dropped as unknown QPN.
-      for (auto& [h, ah] : ahs_) dp_->transport().destroy_ah(ah.tah);
+      for (auto& [h, ah] : port_.ahs) dp_->transport().destroy_ah(ah.tah);
     }
-    u.ahs -= static_cast<std::uint32_t>(ahs_.size());
-    ahs_.clear();
+    u.ahs -= static_cast<std::uint32_t>(port_.ahs.size());
+    port_.ahs.clear();
     while (!qps_.empty()) destroy_qp(qps_.begin()->first);
     if (dp_ != nullptr) {
       for (auto& [h, srq] : srqs_) {
@@ -138,8 +138,8 @@ void Session::destroy_all() {
     u.pds -= static_cast<std::uint32_t>(pds_.size());
     pds_.clear();
   }
-  if (async_fd_ >= 0) ::close(async_fd_);
-  async_fd_ = -1;
+  if (port_.async_fd >= 0) ::close(port_.async_fd);
+  port_.async_fd = -1;
 }
 
 const MrObj* Session::find_mr_by_key(std::uint32_t key) const {
@@ -148,51 +148,9 @@ const MrObj* Session::find_mr_by_key(std::uint32_t key) const {
   return nullptr;
 }
 
-bool Session::lookup_ah(std::uint32_t handle, std::uint32_t pd, transport::AhHandle& out) const {
-  auto it = ahs_.find(handle);
-  if (it == ahs_.end() || it->second.pd != pd) return false;
-  out = it->second.tah;
-  return true;
-}
-
-bool Session::post_async_event(const ctl::AsyncEvent& ev) {
-  if (async_fd_ < 0) return false;
-  return ::send(async_fd_, &ev, sizeof ev, MSG_DONTWAIT | MSG_NOSIGNAL) ==
-         static_cast<ssize_t>(sizeof ev);
-}
-
-int Session::deliver_cqe(std::uint32_t cq_handle, const CqeSlot& cqe, bool solicited, std::uint64_t tm_tag,
-                         std::uint32_t tm_priv) {
-  auto it = cqs_.find(cq_handle);
-  if (it == cqs_.end()) return EINVAL;
-  CqObj& cq = it->second;
-  if (cq.ring.free_count() == 0) return EOVERFLOW;
-  CqeTmSlot slot{};  // the 64-byte CqeSlot, and what a TM_INFO CQ's larger slot adds
-  slot.base = cqe;
-  if (cq.timestamps) {
-    // The moment the completion is generated (written for the application
-    // to poll), as a NIC stamps the CQE it writes.
-    slot.base.completion_ts = device_clock_ticks();
-    slot.base.completion_wallclock_ns = wallclock_ns();
-  }
-  slot.tm_tag = tm_tag;
-  slot.tm_priv = tm_priv;
-  std::memcpy(cq.ring.producer_slot(0), &slot, cq.ring.slot_size());
-  cq.ring.publish(1);
-  // Pairs with the shim's fence after writing `arm` (op_req_notify_cq): either
-  // we see the arm, or the application's next poll sees this CQE.
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  const std::uint32_t arm = cq.ring.load_ctl(&RingControlLine::arm);
-  const bool fire = arm == kArmNext ||
-                    (arm == kArmSolicited && (solicited || cqe.status != IBV_WC_SUCCESS));
-  if (fire && cq.channel != 0) {
-    // Disarm before notifying: a re-arm by the application after it sees the
-    // event must not be lost.
-    cq.ring.store_ctl(&RingControlLine::arm, kArmNone);
-    const ctl::CompEvent ev{cq.cookie, cq_handle, 0};
-    ::send(channels_[cq.channel].fd, &ev, sizeof ev, MSG_DONTWAIT | MSG_NOSIGNAL);
-  }
-  return 0;
+CqQueue* Session::cq_queue(std::uint32_t handle) {
+  auto it = cqs_.find(handle);
+  return it == cqs_.end() ? nullptr : &it->second;
 }
 
 Reply Session::handle(std::span<const std::byte> msg, std::vector<int>& in_fds) {
@@ -316,7 +274,7 @@ Reply Session::on_open_device(const MsgHeader& h, std::span<const std::byte> msg
   Device* d = reg_.find_device(name);
   if (d == nullptr) return fail<ctl::OpenDeviceRep>(h, ENODEV);
   int process_end = -1;
-  if (const int err = make_event_pair(async_fd_, process_end); err != 0)
+  if (const int err = make_event_pair(port_.async_fd, process_end); err != 0)
     return fail<ctl::OpenDeviceRep>(h, err);
   dev_ = d;
   dp_ = reg_.datapath(d);
@@ -486,6 +444,7 @@ Reply Session::on_create_cq(const MsgHeader& h, std::span<const std::byte> msg) 
   CqObj cq;
   cq.cookie = req->cookie;
   cq.channel = req->channel_handle;
+  cq.channel_fd = ch != nullptr ? ch->fd : -1;
   cq.timestamps = (req->flags & ctl::kCqFlagTimestamps) != 0;
   cq.tm_info = (req->flags & ctl::kCqFlagTmInfo) != 0;
   const std::uint32_t slots = round_up_pow2(req->cqe + 1);
@@ -512,10 +471,11 @@ Reply Session::on_create_cq(const MsgHeader& h, std::span<const std::byte> msg) 
   rep.cqe = cq.cqe;
   rep.slots = slots;
   rep.map_bytes = cq.mem.size();
+  cq.handle = handle;
   cqs_[handle] = std::move(cq);
   if (dp_ != nullptr) {
     CqObj& c = cqs_[handle];
-    dp_->bind_cq(c.tcq, this, handle, c.cookie, &c.ring);
+    dp_->bind_cq(c.tcq, &port_, &c);
   }
   if (ch != nullptr) ++ch->refs;
   ++dev_->usage().cqs;
@@ -665,8 +625,10 @@ Reply Session::on_create_qp(const MsgHeader& h, std::span<const std::byte> msg) 
   rep.sq_offset = 0;
   rep.rq_offset = rq_slots != 0 ? sq_bytes : 0;
   rep.map_bytes = qp.mem.size();
+  qp.send_cq_queue = &scq->second;
+  qp.recv_cq_queue = rcq != cqs_.end() ? &rcq->second : nullptr;
   qps_[handle] = std::move(qp);
-  if (dp_ != nullptr) dp_->bind_qp(qps_[handle].qpn, this, &qps_[handle]);
+  if (dp_ != nullptr) dp_->bind_qp(qps_[handle].qpn, &port_, &qps_[handle]);
   ++pd->second.refs;
   ++scq->second.refs;
   if (rcq != cqs_.end()) ++rcq->second.refs;
@@ -708,7 +670,7 @@ void Session::destroy_qp(std::uint32_t handle) {
     // One handle fewer on an XRC target QP; the QP goes with the last one
     // (XrcTgtQp's destructor), in whichever process that is.
     --xrcds_[qp.xrcd].refs;
-    if (dp_ != nullptr) dp_->unbind_tgt_handle(qp.qpn, this, qp.cookie);
+    if (dp_ != nullptr) dp_->unbind_tgt_handle(qp.qpn, &port_, qp.cookie);
     qps_.erase(it);
     return;
   }
@@ -804,7 +766,7 @@ int Session::create_srq_obj(SrqObj srq, std::uint32_t max_wr, std::uint32_t max_
   if (srq.domain) ++xrcds_.at(srq.xrcd).refs;
   if (srq.domain || srq.tm) ++cqs_.at(srq.cq).refs;
   srqs_[handle] = std::move(srq);
-  if (dp_ != nullptr) dp_->bind_srq(srqs_[handle].tsrq, this, &srqs_[handle]);
+  if (dp_ != nullptr) dp_->bind_srq(srqs_[handle].tsrq, &port_, &srqs_[handle]);
   ++pd->second.refs;
   ++dev_->usage().srqs;
   return 0;
@@ -877,7 +839,7 @@ Reply Session::on_create_ah(const MsgHeader& h, std::span<const std::byte> msg) 
   if (req->attr.port_num != 1 || req->attr.is_global == 0 ||
       req->attr.sgid_index >= dev_->gids().size())
     return fail<ctl::CreateAhRep>(h, EINVAL);
-  if (dev_->usage().ahs >= dev_->attrs().max_ah || over_quota(ahs_.size(), reg_.quota().ah)) return fail<ctl::CreateAhRep>(h, ENOMEM);
+  if (dev_->usage().ahs >= dev_->attrs().max_ah || over_quota(port_.ahs.size(), reg_.quota().ah)) return fail<ctl::CreateAhRep>(h, ENOMEM);
   transport::AhHandle tah{};
   if (dp_ != nullptr) {
     const auto a = dp_->transport().create_ah(pd->second.tpd, to_transport(req->attr));
@@ -885,7 +847,7 @@ Reply Session::on_create_ah(const MsgHeader& h, std::span<const std::byte> msg) 
     tah = a.value;
   }
   const std::uint32_t handle = next_handle();
-  ahs_[handle] = AhObj{req->pd_handle, req->attr, tah};
+  port_.ahs[handle] = AhEntry{req->pd_handle, req->attr, tah};
   ++pd->second.refs;
   ++dev_->usage().ahs;
   ctl::CreateAhRep rep{};
@@ -896,11 +858,11 @@ Reply Session::on_create_ah(const MsgHeader& h, std::span<const std::byte> msg) 
 Reply Session::on_destroy_ah(const MsgHeader& h, std::span<const std::byte> msg) {
   const auto req = ctl::decode<ctl::DestroyAhReq>(msg);
   if (!req) return fail<ctl::DestroyAhRep>(h, EINVAL);
-  auto it = ahs_.find(req->handle);
-  if (it == ahs_.end()) return fail<ctl::DestroyAhRep>(h, ENOENT);
+  auto it = port_.ahs.find(req->handle);
+  if (it == port_.ahs.end()) return fail<ctl::DestroyAhRep>(h, ENOENT);
   if (dp_ != nullptr) dp_->transport().destroy_ah(it->second.tah);
   --pds_[it->second.pd].refs;
-  ahs_.erase(it);
+  port_.ahs.erase(it);
   --dev_->usage().ahs;
   ctl::DestroyAhRep rep{};
   rep.handle = req->handle;

@@ -19,7 +19,7 @@
 
 #include "hostif/ctl_proto.hpp"
 #include "hostif/ctl_reply.hpp"
-#include "engine/datapath/queue_owner.hpp"
+#include "engine/datapath/queues.hpp"
 #include "engine/device/device.hpp"
 #include "engine/control/qp_control.hpp"
 #include "engine/control/shm_region.hpp"
@@ -55,14 +55,12 @@ struct ChannelObj {
   std::uint32_t refs = 0;    // CQs using it
 };
 
-struct CqObj {
-  std::uint64_t cookie = 0;
+// CqQueue: cookie, handle, flags, channel fd, ring (what the data path
+// serves).
+struct CqObj : CqQueue {
   std::uint32_t cqe = 0, channel = 0;
   std::uint32_t refs = 0;    // QPs using it
-  bool timestamps = false;   // ctl::kCqFlagTimestamps: stamp CQEs as they are written
-  bool tm_info = false;      // ctl::kCqFlagTmInfo: CqeTmSlot slots (tag, app_ctx)
-  ShmRegion mem;
-  SpscRing ring;             // engine is the producer
+  ShmRegion mem;             // the ring's memory (SpscRing only points into it)
   transport::CqHandle tcq{};
 };
 
@@ -94,16 +92,10 @@ struct XrcdObj {
   std::uint32_t refs = 0;    // this session's XRC SRQs and XRC_RECV QP handles in it
 };
 
-struct AhObj {
-  std::uint32_t pd = 0;
-  ctl::AhAttrs attr{};
-  transport::AhHandle tah{};
-};
-
-class Session final : public QueueOwner {
+class Session {
  public:
   Session(Registry& reg, pid_t pid, std::uint32_t id);
-  ~Session() override;
+  ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 
@@ -118,12 +110,8 @@ class Session final : public QueueOwner {
 
   // Seams for the data path (see qp_control.hpp TODO).
   [[nodiscard]] const MrObj* find_mr_by_key(std::uint32_t key) const;
-  // QueueOwner (engine/datapath/queue_owner.hpp): the data path's calls.
-  // Only the engine loop calls these.
-  bool lookup_ah(std::uint32_t handle, std::uint32_t pd, transport::AhHandle& out) const override;
-  bool post_async_event(const ctl::AsyncEvent& ev) override;
-  int deliver_cqe(std::uint32_t cq_handle, const CqeSlot& cqe, bool solicited, std::uint64_t tm_tag = 0,
-                  std::uint32_t tm_priv = 0) override;
+  // CQ `handle`'s ring as the data path writes it (nullptr: no such CQ).
+  CqQueue* cq_queue(std::uint32_t handle);
 
   [[nodiscard]] std::size_t count_pds() const { return pds_.size(); }
   [[nodiscard]] std::size_t count_mrs() const { return mrs_.size(); }
@@ -131,7 +119,7 @@ class Session final : public QueueOwner {
   [[nodiscard]] std::size_t count_cqs() const { return cqs_.size(); }
   [[nodiscard]] std::size_t count_qps() const { return qps_.size(); }
   [[nodiscard]] std::size_t count_srqs() const { return srqs_.size(); }
-  [[nodiscard]] std::size_t count_ahs() const { return ahs_.size(); }
+  [[nodiscard]] std::size_t count_ahs() const { return port_.ahs.size(); }
 
  private:
   Reply on_hello(const ctl::MsgHeader& h, std::span<const std::byte> msg);
@@ -200,7 +188,7 @@ class Session final : public QueueOwner {
   bool greeted_ = false;
   Device* dev_ = nullptr;
   DataPath* dp_ = nullptr;   // the device's data path (none in control-only tests)
-  int async_fd_ = -1;        // daemon end of the async-event socket
+  ProcessPort port_;         // its AHs and async-event socket, for the data path
   std::uint32_t last_handle_ = 0;
   std::map<std::uint32_t, PdObj> pds_;
   std::map<std::uint32_t, MrObj> mrs_;
@@ -209,7 +197,6 @@ class Session final : public QueueOwner {
   std::map<std::uint32_t, CqObj> cqs_;
   std::map<std::uint32_t, SrqObj> srqs_;
   std::map<std::uint32_t, QpObj> qps_;
-  std::map<std::uint32_t, AhObj> ahs_;
   std::map<std::uint32_t, XrcdObj> xrcds_;
 };
 

@@ -84,7 +84,7 @@ std::uint32_t Session::add_tgt_qp_handle(std::uint64_t cookie, std::uint32_t xrc
   qp.xrcd = xrcd;
   qp.tgt = std::move(tgt);
   const std::uint32_t handle = next_handle();
-  if (dp_ != nullptr) dp_->bind_tgt_handle(qp.qpn, this, qp.cookie);
+  if (dp_ != nullptr) dp_->bind_tgt_handle(qp.qpn, &port_, qp.cookie);
   qps_[handle] = std::move(qp);
   ++xrcds_.at(xrcd).refs;
   return handle;

@@ -162,13 +162,12 @@ DataPath::DataPath(const Device& dev, std::unique_ptr<Link> link)
 
 DataPath::~DataPath() = default;
 
-void DataPath::bind_cq(t::CqHandle tcq, QueueOwner* s, std::uint32_t cq_handle, std::uint64_t cookie,
-                       SpscRing* ring) {
-  cqs_[static_cast<std::uint32_t>(tcq)] = CqBinding{s, cq_handle, cookie, ring};
+void DataPath::bind_cq(t::CqHandle tcq, ProcessPort* p, CqQueue* cq) {
+  cqs_[static_cast<std::uint32_t>(tcq)] = CqBinding{p, cq};
 }
 void DataPath::unbind_cq(t::CqHandle tcq) { cqs_.erase(static_cast<std::uint32_t>(tcq)); }
-void DataPath::bind_qp(std::uint32_t qpn, QueueOwner* s, QpQueues* qp) {
-  qps_[qpn] = QpBinding{s, qp, false};
+void DataPath::bind_qp(std::uint32_t qpn, ProcessPort* p, QpQueues* qp) {
+  qps_[qpn] = QpBinding{p, qp, false};
   stats_.add_qp(qpn);
 }
 int DataPath::iw_attach(std::uint32_t qpn, int fd, const t::iwarp::StreamParams& params, t::Nanos now,
@@ -230,17 +229,17 @@ void DataPath::sync_link_groups() {
     if (link_->join_group(wire::IpAddr::from_v6(g))) link_groups_.push_back(g);
   });
 }
-void DataPath::bind_srq(t::SrqHandle tsrq, QueueOwner* s, SrqQueue* srq) {
-  srqs_[static_cast<std::uint32_t>(tsrq)] = SrqBinding{s, srq};
+void DataPath::bind_srq(t::SrqHandle tsrq, ProcessPort* p, SrqQueue* srq) {
+  srqs_[static_cast<std::uint32_t>(tsrq)] = SrqBinding{p, srq};
 }
 void DataPath::unbind_srq(t::SrqHandle tsrq) { srqs_.erase(static_cast<std::uint32_t>(tsrq)); }
-void DataPath::bind_tgt_handle(std::uint32_t qpn, QueueOwner* s, std::uint64_t cookie) {
-  tgt_handles_.emplace(qpn, std::pair{s, cookie});
+void DataPath::bind_tgt_handle(std::uint32_t qpn, const ProcessPort* p, std::uint64_t cookie) {
+  tgt_handles_.emplace(qpn, std::pair{p, cookie});
 }
-void DataPath::unbind_tgt_handle(std::uint32_t qpn, QueueOwner* s, std::uint64_t cookie) {
+void DataPath::unbind_tgt_handle(std::uint32_t qpn, const ProcessPort* p, std::uint64_t cookie) {
   auto [lo, hi] = tgt_handles_.equal_range(qpn);
   for (auto it = lo; it != hi; ++it) {
-    if (it->second == std::pair{s, cookie}) {
+    if (it->second == std::pair{p, cookie}) {
       tgt_handles_.erase(it);
       return;
     }
@@ -351,12 +350,11 @@ void DataPath::fail_qp(std::uint32_t qpn, QpBinding& b, std::uint64_t wr_id, std
   e.wr_id = wr_id;
   e.status = status;
   e.qp_num = qpn;
-  const std::uint32_t cq = b.qp->send_cq;
   t::QpAttr attr;
   attr.qp_state = t::QpState::kErr;
   transport_->modify_qp(qpn, attr, t::qp_attr::kState, now);
   retire_wqes();  // the bad WQE's slot is free before its CQE is visible
-  if (b.session->deliver_cqe(cq, e, true) == EOVERFLOW) ++counters_.cq_overflows;
+  if (b.qp->send_cq_queue != nullptr && b.qp->send_cq_queue->deliver(e, true) == EOVERFLOW) ++counters_.cq_overflows;
 }
 
 void DataPath::ring_corrupt(std::uint32_t qpn, QpBinding& b, t::Nanos now) {
@@ -368,7 +366,7 @@ void DataPath::ring_corrupt(std::uint32_t qpn, QpBinding& b, t::Nanos now) {
   t::QpAttr attr;
   attr.qp_state = t::QpState::kErr;
   transport_->modify_qp(qpn, attr, t::qp_attr::kState, now);
-  b.session->post_async_event(ctl::AsyncEvent{b.qp->cookie, IBV_EVENT_QP_FATAL, 0});
+  b.port->post_async_event(ctl::AsyncEvent{b.qp->cookie, IBV_EVENT_QP_FATAL, 0});
 }
 
 bool DataPath::drain_sq(std::uint32_t qpn, QpBinding& b, t::Nanos now) {
@@ -435,7 +433,7 @@ bool DataPath::drain_sq(std::uint32_t qpn, QpBinding& b, t::Nanos now) {
       wr.bind.access = static_cast<std::uint32_t>(h.swap >> 32);
     }
     if (b.qp->type == IBV_QPT_UD && !bad) {
-      bad = !b.session->lookup_ah(h.ah_handle, b.qp->pd, wr.ah);
+      bad = !b.port->lookup_ah(h.ah_handle, b.qp->pd, wr.ah);
       wr.remote_qpn = h.remote_qpn;
       wr.remote_qkey = h.remote_qkey;
     }
@@ -510,7 +508,8 @@ bool DataPath::drain_rq(std::uint32_t qpn, QpBinding& b, t::Nanos now) {
       attr.qp_state = t::QpState::kErr;
       transport_->modify_qp(qpn, attr, t::qp_attr::kState, 0);
       retire_wqes();  // the bad WQE's slot is free before its CQE is visible
-      b.session->deliver_cqe(b.qp->recv_cq, e, true);
+      if (b.qp->recv_cq_queue != nullptr && b.qp->recv_cq_queue->deliver(e, true) == EOVERFLOW)
+        ++counters_.cq_overflows;
       return true;
     }
     ++counters_.wqes_posted;
@@ -573,7 +572,7 @@ bool DataPath::drain_srq(t::SrqHandle h, SrqBinding& b, t::Nanos now) {
       ring.take(1);
       if (!ok) {
         ++counters_.wqes_rejected;
-        b.session->post_async_event(ctl::AsyncEvent{b.srq->cookie, IBV_EVENT_SRQ_ERR, 0});
+        b.port->post_async_event(ctl::AsyncEvent{b.srq->cookie, IBV_EVENT_SRQ_ERR, 0});
         continue;
       }
       ++counters_.wqes_posted;
@@ -584,7 +583,7 @@ bool DataPath::drain_srq(t::SrqHandle h, SrqBinding& b, t::Nanos now) {
       // Not attributable to a QP: drop it and report the SRQ as broken.
       ring.take(1);
       ++counters_.wqes_rejected;
-      b.session->post_async_event(ctl::AsyncEvent{b.srq->cookie, IBV_EVENT_SRQ_ERR, 0});
+      b.port->post_async_event(ctl::AsyncEvent{b.srq->cookie, IBV_EVENT_SRQ_ERR, 0});
       continue;
     }
     if (transport_->post_srq_recv(h, wr) == ENOMEM) return k != 0;
@@ -600,7 +599,7 @@ bool DataPath::drain_cqs() {
   for (auto& [h, b] : cqs_) {
     // Never take more from the transport than the shared ring can hold: the
     // rest waits in the transport CQ until the application polls.
-    std::uint32_t room = b.ring->free_count();
+    std::uint32_t room = b.cq->ring.free_count();
     while (room != 0) {
       const std::size_t want = std::min<std::size_t>(room, buf.size());
       const int got = transport_->poll_cq(t::CqHandle{h}, std::span<t::Cqe>(buf.data(), want));
@@ -608,8 +607,8 @@ bool DataPath::drain_cqs() {
       for (int i = 0; i < got; ++i) {
         const t::Cqe& e = buf[static_cast<std::size_t>(i)];
         // Solicited-only arms fire on a receive of a message sent with SE,
-        // and on any error completion (Session::deliver_cqe; IBA 11.4.2.2).
-        if (b.session->deliver_cqe(b.handle, to_slot(e), e.solicited, e.tm_tag, e.tm_priv) == EOVERFLOW)
+        // and on any error completion (CqQueue::deliver; IBA 11.4.2.2).
+        if (b.cq->deliver(to_slot(e), e.solicited, e.tm_tag, e.tm_priv) == EOVERFLOW)
           ++counters_.cq_overflows;
         ++counters_.cqes_delivered;
       }
@@ -910,21 +909,21 @@ void DataPath::on_async_event(const t::AsyncEvent& e) {
     case t::EventType::kCqErr: {
       auto it = cqs_.find(static_cast<std::uint32_t>(e.cq));
       if (it != cqs_.end())
-        it->second.session->post_async_event(ctl::AsyncEvent{it->second.cookie, IBV_EVENT_CQ_ERR, 0});
+        it->second.port->post_async_event(ctl::AsyncEvent{it->second.cq->cookie, IBV_EVENT_CQ_ERR, 0});
       return;
     }
     case t::EventType::kSrqErr:
     case t::EventType::kSrqLimitReached: {
       auto it = srqs_.find(static_cast<std::uint32_t>(e.srq));
       if (it != srqs_.end())
-        it->second.session->post_async_event(
+        it->second.port->post_async_event(
             ctl::AsyncEvent{it->second.srq->cookie, static_cast<std::uint32_t>(e.type), 0});
       return;
     }
     default: {
       auto it = qps_.find(e.qpn);
       if (it != qps_.end())
-        it->second.session->post_async_event(
+        it->second.port->post_async_event(
             ctl::AsyncEvent{it->second.qp->cookie, static_cast<std::uint32_t>(e.type), 0});
       auto [lo, hi] = tgt_handles_.equal_range(e.qpn);
       for (auto h = lo; h != hi; ++h)

@@ -9,7 +9,7 @@
 // slot stays counted until the transport completes it), feed
 // hairpinned packets and link RX to Transport::on_packet, fire due timers, and
 // move completions from the transport CQs into the shared CQE rings
-// (Session::deliver_cqe: arm/solicited semantics, channel events).
+// (CqQueue::deliver: arm/solicited semantics, channel events).
 //
 // Hairpin: a packet addressed to the device's own IP (two processes on this
 // host, both on urnic0) is queued and delivered back to on_packet on the next
@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "engine/datapath/process_memory.hpp"
-#include "engine/datapath/queue_owner.hpp"
+#include "engine/datapath/queues.hpp"
 #include "hostif/shm_ring.hpp"
 #include "engine/observe/capture.hpp"
 #include "hostif/ctl_proto.hpp"
@@ -92,24 +92,23 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
   [[nodiscard]] const IwStreams* iw_streams() const { return iw_.get(); }
   IwStreams* iw_streams() { return iw_.get(); }
 
-  // Bindings made by the control plane (a Session owns the objects and
-  // their rings, engine/datapath/queue_owner.hpp).
-  void bind_cq(transport::CqHandle tcq, QueueOwner* s, std::uint32_t cq_handle, std::uint64_t cookie,
-               SpscRing* ring);
+  // Bindings made by the control plane (a Session owns the objects, their
+  // rings and its ProcessPort, engine/datapath/queues.hpp).
+  void bind_cq(transport::CqHandle tcq, ProcessPort* p, CqQueue* cq);
   void unbind_cq(transport::CqHandle tcq);
-  void bind_qp(std::uint32_t qpn, QueueOwner* s, QpQueues* qp);
+  void bind_qp(std::uint32_t qpn, ProcessPort* p, QpQueues* qp);
   void unbind_qp(std::uint32_t qpn);
   // Before a QP is destroyed: takes every send WQE the process posted (its
   // doorbell rang before the destroy, and a NIC would have fetched them),
   // so a UD sender that posts and destroys at once (mckey) still sends.
   void take_posted_sends(std::uint32_t qpn, transport::Nanos now);
-  void bind_srq(transport::SrqHandle tsrq, QueueOwner* s, SrqQueue* srq);
+  void bind_srq(transport::SrqHandle tsrq, ProcessPort* p, SrqQueue* srq);
   void unbind_srq(transport::SrqHandle tsrq);
   // XRC target QPs have no work queues (no bind_qp); their async events go
   // to every handle on them, in each process that created or opened one
   // (as the kernel's shared-QP event handler), with that handle's cookie.
-  void bind_tgt_handle(std::uint32_t qpn, QueueOwner* s, std::uint64_t cookie);
-  void unbind_tgt_handle(std::uint32_t qpn, QueueOwner* s, std::uint64_t cookie);
+  void bind_tgt_handle(std::uint32_t qpn, const ProcessPort* p, std::uint64_t cookie);
+  void unbind_tgt_handle(std::uint32_t qpn, const ProcessPort* p, std::uint64_t cookie);
   // UD multicast membership (Session: ibv_attach_mcast / ibv_detach_mcast;
   // unbind_qp makes a destroyed QP leave its groups). A group with members
   // is joined on the link too when the link can (Link::join_group), so
@@ -154,18 +153,16 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
   DataPath(const Device& dev, std::unique_ptr<Link> link);
 
   struct CqBinding {
-    QueueOwner* session;
-    std::uint32_t handle;
-    std::uint64_t cookie;
-    SpscRing* ring;
+    ProcessPort* port;
+    CqQueue* cq;
   };
   struct QpBinding {
-    QueueOwner* session;
+    ProcessPort* port;
     QpQueues* qp;
     bool ring_corrupt = false;  // a producer index out of range was seen (once per QP)
   };
   struct SrqBinding {
-    QueueOwner* session;
+    ProcessPort* port;
     SrqQueue* srq;
   };
   // A hairpinned packet: the IbPacket with its payload copied into `data`.
@@ -214,7 +211,7 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
   std::map<std::uint32_t, CqBinding> cqs_;   // by transport CqHandle
   std::map<std::uint32_t, QpBinding> qps_;   // by QPN
   std::map<std::uint32_t, SrqBinding> srqs_; // by transport SrqHandle
-  std::multimap<std::uint32_t, std::pair<QueueOwner*, std::uint64_t>> tgt_handles_;  // by QPN
+  std::multimap<std::uint32_t, std::pair<const ProcessPort*, std::uint64_t>> tgt_handles_;  // by QPN
   // Hairpin queue: a ring of slots that keep their buffers, so a steady
   // stream of same-host packets allocates nothing once the ring has grown
   // to the burst size. [head, head + count) are queued, oldest first.

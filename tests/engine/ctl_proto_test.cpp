@@ -475,28 +475,30 @@ TEST_CASE("completions reach the CQ ring and armed CQs notify their channel", "[
     }
     return n;
   };
+  urnic::engine::CqQueue* q = h.s->cq_queue(rep.handle);
+  REQUIRE(q != nullptr);
   urnic::engine::CqeSlot c{};
   c.wr_id = 1;
-  CHECK(h.s->deliver_cqe(rep.handle, c, false) == 0);
+  CHECK(q->deliver(c, false) == 0);
   CHECK(pending_events() == 0);  // not armed
   ring.store_ctl(&urnic::engine::RingControlLine::arm, urnic::engine::kArmSolicited);
   c.wr_id = 2;
-  CHECK(h.s->deliver_cqe(rep.handle, c, false) == 0);
+  CHECK(q->deliver(c, false) == 0);
   CHECK(pending_events() == 0);  // armed for solicited only
   c.wr_id = 3;
-  CHECK(h.s->deliver_cqe(rep.handle, c, true) == 0);
+  CHECK(q->deliver(c, true) == 0);
   CHECK(pending_events() == 1);
   CHECK(ring.load_ctl(&urnic::engine::RingControlLine::arm) == urnic::engine::kArmNone);
   ring.store_ctl(&urnic::engine::RingControlLine::arm, urnic::engine::kArmNext);
   c.wr_id = 4;
-  CHECK(h.s->deliver_cqe(rep.handle, c, false) == 0);
+  CHECK(q->deliver(c, false) == 0);
   CHECK(pending_events() == 1);
   // The ring now holds 4 completions: full. The next one overflows.
-  CHECK(h.s->deliver_cqe(rep.handle, c, false) == EOVERFLOW);
+  CHECK(q->deliver(c, false) == EOVERFLOW);
   std::array<urnic::engine::CqeSlot, 8> out{};
   REQUIRE(ring.dequeue_burst(std::span<urnic::engine::CqeSlot>(out)) == 4);
   for (std::uint64_t i = 0; i < 4; ++i) CHECK(out[i].wr_id == i + 1);
-  CHECK(h.s->deliver_cqe(9999, c, false) == EINVAL);
+  CHECK(h.s->cq_queue(9999) == nullptr);
   ::munmap(map, rep.map_bytes);
   ::close(chan);
 }

@@ -1,0 +1,56 @@
+// CQE delivery and a process's outputs (queues.hpp).
+#include "engine/datapath/queues.hpp"
+
+#include <infiniband/verbs.h>
+#include <sys/socket.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+
+#include "hostif/device_clock.hpp"
+
+namespace urnic::engine {
+
+int CqQueue::deliver(const CqeSlot& cqe, bool solicited, std::uint64_t tm_tag, std::uint32_t tm_priv) {
+  if (ring.free_count() == 0) return EOVERFLOW;
+  CqeTmSlot slot{};  // the 64-byte CqeSlot, and what a TM_INFO CQ's larger slot adds
+  slot.base = cqe;
+  if (timestamps) {
+    // The moment the completion is generated (written for the application
+    // to poll), as a NIC stamps the CQE it writes.
+    slot.base.completion_ts = device_clock_ticks();
+    slot.base.completion_wallclock_ns = wallclock_ns();
+  }
+  slot.tm_tag = tm_tag;
+  slot.tm_priv = tm_priv;
+  std::memcpy(ring.producer_slot(0), &slot, ring.slot_size());
+  ring.publish(1);
+  // Pairs with the shim's fence after writing `arm` (op_req_notify_cq): either
+  // we see the arm, or the application's next poll sees this CQE.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  const std::uint32_t arm = ring.load_ctl(&RingControlLine::arm);
+  const bool fire = arm == kArmNext || (arm == kArmSolicited && (solicited || cqe.status != IBV_WC_SUCCESS));
+  if (fire && channel_fd >= 0) {
+    // Disarm before notifying: a re-arm by the application after it sees the
+    // event must not be lost.
+    ring.store_ctl(&RingControlLine::arm, kArmNone);
+    const ctl::CompEvent ev{cookie, handle, 0};
+    ::send(channel_fd, &ev, sizeof ev, MSG_DONTWAIT | MSG_NOSIGNAL);
+  }
+  return 0;
+}
+
+bool ProcessPort::lookup_ah(std::uint32_t h, std::uint32_t pd, transport::AhHandle& out) const {
+  auto it = ahs.find(h);
+  if (it == ahs.end() || it->second.pd != pd) return false;
+  out = it->second.tah;
+  return true;
+}
+
+bool ProcessPort::post_async_event(const ctl::AsyncEvent& ev) const {
+  if (async_fd < 0) return false;
+  return ::send(async_fd, &ev, sizeof ev, MSG_DONTWAIT | MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof ev);
+}
+
+}  // namespace urnic::engine

@@ -1,0 +1,76 @@
+// What the data path serves of the objects the control plane creates, and
+// the outputs it writes to. The control plane (a Session, engine/control)
+// owns the objects and derives its own from these (QpObj : QpQueues, ...);
+// it binds them to the data path (DataPath::bind_qp/bind_srq/bind_cq) and
+// unbinds them before they go. The data path reads and writes them only
+// through these types, so it never calls back into the control plane:
+// completions (CqQueue::deliver), AH lookups and async events
+// (ProcessPort) are done here.
+#pragma once
+
+#include <cstdint>
+#include <map>
+
+#include "hostif/ctl_proto.hpp"
+#include "hostif/shm_ring.hpp"
+#include "transport/types.hpp"
+
+namespace urnic::engine {
+
+// A CQ's shared ring and where its completion events go.
+struct CqQueue {
+  std::uint64_t cookie = 0;
+  std::uint32_t handle = 0;  // the process's handle (a CompEvent names it)
+  bool timestamps = false;   // ctl::kCqFlagTimestamps: stamp CQEs as they are written
+  bool tm_info = false;      // ctl::kCqFlagTmInfo: CqeTmSlot slots (tag, app_ctx)
+  int channel_fd = -1;       // daemon end of its completion channel, or -1
+  SpscRing ring;             // engine is the producer
+
+  // Write one completion into the ring and, if the CQ is armed (for any
+  // completion, or for solicited ones and this one is solicited or an
+  // error), send one CompEvent on its channel and disarm it (IBA 11.4.2.2).
+  // Returns 0 or EOVERFLOW (ring full: the caller raises IBV_EVENT_CQ_ERR).
+  // `tm_tag`/`tm_priv` reach only a CQ with tm_info (its slot has room).
+  int deliver(const CqeSlot& cqe, bool solicited, std::uint64_t tm_tag = 0, std::uint32_t tm_priv = 0);
+};
+
+// A QP's work queues and the attributes a WQE is checked against.
+struct QpQueues {
+  std::uint64_t cookie = 0;
+  std::uint32_t qpn = 0, pd = 0, send_cq = 0, recv_cq = 0, srq = 0, type = 0, sq_sig_all = 0;
+  // The rings behind send_cq / recv_cq (a QP holds a reference on each, so
+  // they outlive it); recv_cq_queue is null for an XRC send QP.
+  CqQueue* send_cq_queue = nullptr;
+  CqQueue* recv_cq_queue = nullptr;
+  ctl::QpCaps caps{};
+  SpscRing sq, rq;           // engine is the consumer of both
+};
+
+// An SRQ's ring and what its WQEs are checked against.
+struct SrqQueue {
+  std::uint64_t cookie = 0;
+  bool tm = false;           // a tag-matching SRQ (tag ops in its ring)
+  ctl::SrqAttrs attr{};
+  SpscRing ring;             // engine is the consumer
+};
+
+// An address handle: a UD WQE names it by the process's handle.
+struct AhEntry {
+  std::uint32_t pd = 0;
+  ctl::AhAttrs attr{};
+  transport::AhHandle tah{};
+};
+
+// One process's side of the data path: its address handles and the socket
+// its async events go to. Every binding of the process's queues names it.
+struct ProcessPort {
+  int async_fd = -1;                       // daemon end of the async-event socket
+  std::map<std::uint32_t, AhEntry> ahs;    // by handle
+
+  // The transport AH behind AH `handle`, if it exists and belongs to PD `pd`.
+  bool lookup_ah(std::uint32_t handle, std::uint32_t pd, transport::AhHandle& out) const;
+  // Queue an async event to the process (false if its socket is full).
+  bool post_async_event(const ctl::AsyncEvent& ev) const;
+};
+
+}  // namespace urnic::engine
