@@ -1,6 +1,6 @@
 // The communication manager of urnicd: what the kernel's ib_cm + rdma_cm are
 // to a hardware RNIC, serving librdmacm.so.1 (rdmacm_shim/) over the control
-// socket (engine/cm_proto.hpp) and speaking the IBTA CM on the wire.
+// socket (hostif/cm_proto.hpp) and speaking the IBTA CM on the wire.
 //
 // - Ids, ports and listeners: rdma_cm ids per control connection ("owner"),
 //   bound to an IP address (or the wildcard) and a port in a port space
@@ -21,6 +21,10 @@
 //
 // Everything runs on the engine thread: control requests through handle(),
 // packets and timers through the GsiHandler interface.
+//
+// The implementation is engine/cm/cm_*.cpp, one job a file (the list is in
+// cm_service.cpp and engine/cm/README.md); the private declarations below
+// are grouped by the file that defines them.
 #pragma once
 
 #include <array>
@@ -59,7 +63,7 @@ struct CmDevice {
   std::uint64_t node_guid = 0;           // network order, as the device reports it
   std::uint32_t active_mtu = 5;          // enum ibv_mtu
   std::uint8_t max_rd_atomic = 16;       // max_qp_rd_atom / max_qp_init_rd_atom
-  // iWARP devices are connected by TCP + MPA (engine/cm_iwarp.cpp): their
+  // iWARP devices are connected by TCP + MPA (engine/cm/cm_iwarp.cpp): their
   // listening and handshaking sockets live in the data path's epoll set.
   bool iwarp = false;
   DataPath* dp = nullptr;
@@ -105,7 +109,7 @@ class CmService final : public GsiHandler, public IwWatcher {
   [[nodiscard]] const CmCounters& counters() const { return counters_; }
   [[nodiscard]] std::size_t id_count() const { return ids_.size(); }
 
-  // iWARP (engine/cm_iwarp.cpp): a listening or handshaking socket is ready;
+  // iWARP (engine/cm/cm_iwarp.cpp): a listening or handshaking socket is ready;
   // a QP's stream on device `dev` is gone (report the disconnect).
   void on_fd_ready(int fd, std::uint32_t epoll_events, transport::Nanos now) override;
   void iw_stream_closed(std::size_t dev, std::uint32_t qpn, transport::Nanos now);
@@ -218,50 +222,29 @@ class CmService final : public GsiHandler, public IwWatcher {
     transport::Nanos until = 0;
   };
 
-  Reply on_create_channel(std::uint32_t owner, const ctl::MsgHeader& h);
-  Reply on_destroy_channel(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
-  Reply on_create_id(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
-  Reply on_destroy_id(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
-  Reply on_bind(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
-  Reply on_resolve_addr(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
-  Reply on_resolve_route(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
-  Reply on_listen(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
-  Reply on_connect(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
-  Reply on_accept(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
-  Reply on_reject(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
-  Reply on_disconnect(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
-  Reply on_init_qp_attr(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
-  Reply on_migrate(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
-  Reply on_establish(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
-  Reply on_set_option(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
-  Reply on_query(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
-  Reply on_join_mcast(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
-
-  void on_req(std::size_t dev, const std::array<std::uint8_t, 16>& src_gid, const wire::MadHeader& mh,
-              const wire::CmReq& m, transport::Nanos now);
-  void on_rep(const wire::MadHeader& mh, const wire::CmRep& m, transport::Nanos now);
-  void on_rtu(const wire::CmRtu& m);
-  void on_rej(const wire::CmRej& m);
-  void on_mra(const wire::CmMra& m, transport::Nanos now);
-  void on_dreq(std::size_t dev, const std::array<std::uint8_t, 16>& src_gid, const wire::MadHeader& mh,
-               const wire::CmDreq& m);
-  void on_drep(const wire::CmDrep& m);
-  void on_sidr_req(std::size_t dev, const std::array<std::uint8_t, 16>& src_gid, const wire::MadHeader& mh,
-                   const wire::CmSidrReq& m);
-  void on_sidr_rep(const wire::CmSidrRep& m);
-
+  // cm_service.cpp
   Id* find_owned(std::uint32_t owner, std::uint32_t handle);
   Id* find_by_comm_id(std::uint32_t local_comm_id);
+  std::uint32_t new_comm_id();
+  [[nodiscard]] transport::Nanos now() const { return clock_(); }
+
+  // cm_ids.cpp
+  Reply on_create_channel(std::uint32_t owner, const ctl::MsgHeader& h);
+  Reply on_destroy_channel(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_migrate(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_create_id(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_destroy_id(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_set_option(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_query(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  void destroy(Id& id);     // tells the peer (DREQ/REJ) as the kernel does on destroy
+  ctl::CmIdInfo info_of(const Id& id) const;
+  void emit(const Id& id, std::uint32_t event, std::int32_t status, const ctl::CmConnParam* param = nullptr,
+            const ctl::AhAttrs* ah = nullptr, std::uint64_t listen_cookie = 0, std::uint32_t listen_handle = 0);
+
+  // cm_ports.cpp
+  Reply on_bind(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_listen(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
   int bind_port(Id& id, const ctl::CmAddr& addr);
-  int resolve_device(const ctl::CmAddr& addr, int& dev) const;
-  // Our GID (and its table index) on device `dev` for talking with `peer`
-  // from local address `local`: the IPv4 GID for IPv4, else the device's
-  // IPv6 GID equal to `local`, else one of the same scope as `peer`.
-  [[nodiscard]] CmDevice::Ipv6Gid local_gid(int dev, const std::array<std::uint8_t, 16>& local,
-                                            const std::array<std::uint8_t, 16>& peer) const;
-  void use_device_gid(Id& id, const std::array<std::uint8_t, 16>& local);
-  // Sends (or resends) the id's last MAD.
-  void transmit_last(const Id& id);
   bool recently_listened(std::uint32_t port_space, std::uint16_t port, transport::Nanos now_ns);
   // Connect requests under `listener` that wait for rdma_accept/rdma_reject
   // (what its backlog bounds).
@@ -272,13 +255,53 @@ class CmService final : public GsiHandler, public IwWatcher {
   Id make_child(const Id& listener, std::size_t dev, const std::array<std::uint8_t, 16>& src_gid,
                 const ctl::CmAddr& dst, const wire::IpCmHeader& ip, std::uint32_t qp_type, State state,
                 std::uint64_t tid);
-  ctl::CmIdInfo info_of(const Id& id) const;
-  void emit(const Id& id, std::uint32_t event, std::int32_t status, const ctl::CmConnParam* param = nullptr,
-            const ctl::AhAttrs* ah = nullptr, std::uint64_t listen_cookie = 0, std::uint32_t listen_handle = 0);
+
+  // cm_resolve.cpp
+  Reply on_resolve_addr(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_resolve_route(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  int resolve_device(const ctl::CmAddr& addr, int& dev) const;
+  // Our GID (and its table index) on device `dev` for talking with `peer`
+  // from local address `local`: the IPv4 GID for IPv4, else the device's
+  // IPv6 GID equal to `local`, else one of the same scope as `peer`.
+  [[nodiscard]] CmDevice::Ipv6Gid local_gid(int dev, const std::array<std::uint8_t, 16>& local,
+                                            const std::array<std::uint8_t, 16>& peer) const;
+  void use_device_gid(Id& id, const std::array<std::uint8_t, 16>& local);
+  ctl::AhAttrs ah_of(const Id& id) const;
+
+  // cm_connect.cpp
+  Reply on_connect(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_accept(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_reject(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_disconnect(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_establish(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_init_qp_attr(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
+
+  // cm_ib.cpp
+  void on_req(std::size_t dev, const std::array<std::uint8_t, 16>& src_gid, const wire::MadHeader& mh,
+              const wire::CmReq& m, transport::Nanos now);
+  void on_rep(const wire::MadHeader& mh, const wire::CmRep& m, transport::Nanos now);
+  void on_rtu(const wire::CmRtu& m);
+  void on_rej(const wire::CmRej& m);
+  void on_mra(const wire::CmMra& m, transport::Nanos now);
+  void on_dreq(std::size_t dev, const std::array<std::uint8_t, 16>& src_gid, const wire::MadHeader& mh,
+               const wire::CmDreq& m);
+  void on_drep(const wire::CmDrep& m);
   // Sends a CM MAD to the id's peer; with `retry`, keeps it for retransmission.
   void send(Id& id, const wire::CmMessage& m, bool retry);
   void send_to(std::size_t dev, const std::array<std::uint8_t, 16>& dgid, std::uint64_t tid,
                const wire::CmMessage& m);
+  // Sends (or resends) the id's last MAD.
+  void transmit_last(const Id& id);
+
+  // cm_sidr.cpp
+  void on_sidr_req(std::size_t dev, const std::array<std::uint8_t, 16>& src_gid, const wire::MadHeader& mh,
+                   const wire::CmSidrReq& m);
+  void on_sidr_rep(const wire::CmSidrRep& m);
+
+  // cm_multicast.cpp
+  Reply on_join_mcast(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
+
+  // cm_timers.cpp
   // The id's one timer (a retransmission, timewait or the iWARP connect
   // retry); kept in timers_ so the engine's per-pass deadline query and the
   // timer pass cost O(log n), not a walk over every id.
@@ -288,12 +311,8 @@ class CmService final : public GsiHandler, public IwWatcher {
   // DREQ/DREP waits out in-flight packets before its QP may be reused; the
   // end is RDMA_CM_EVENT_TIMEWAIT_EXIT.
   void enter_timewait(Id& id, transport::Nanos now);
-  void destroy(Id& id);     // tells the peer (DREQ/REJ) as the kernel does on destroy
-  std::uint32_t new_comm_id();
-  ctl::AhAttrs ah_of(const Id& id) const;
-  [[nodiscard]] transport::Nanos now() const { return clock_(); }
 
-  // engine/cm_iwarp.cpp
+  // cm_iwarp.cpp
   [[nodiscard]] bool iw(const Id& id) const;
   int iw_listen(Id& id, int backlog);
   void iw_close_listeners(const Id& id);
