@@ -164,8 +164,7 @@ void CmService::on_req(std::size_t dev, const std::array<std::uint8_t, 16>& src_
   child.remote_comm_id = m.local_comm_id;
   child.remote_qpn = m.local_qpn;
   child.remote_psn = m.starting_psn;
-  rng_ = rng_ * 6364136223846793005ULL + 1442695040888963407ULL;
-  child.local_psn = static_cast<std::uint32_t>(rng_ >> 40) & 0xFFFFFF;
+  child.local_psn = new_psn();
   // Our responder resources answer their initiator depth and vice versa.
   child.responder_resources = std::min(m.initiator_depth, devices_[dev].max_rd_atomic);
   child.initiator_depth = std::min(m.responder_resources, devices_[dev].max_rd_atomic);

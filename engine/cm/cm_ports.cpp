@@ -36,8 +36,7 @@ int CmService::bind_port(Id& id, const ctl::CmAddr& addr) {
   std::uint16_t port = addr.port;
   if (port == 0) {
     const std::uint32_t span = kEphemeralHigh - kEphemeralLow + 1;
-    rng_ = rng_ * 6364136223846793005ULL + 1442695040888963407ULL;
-    std::uint32_t start = static_cast<std::uint32_t>(rng_ >> 33) % span;
+    std::uint32_t start = static_cast<std::uint32_t>(next_random() >> 33) % span;
     bool found = false;
     for (std::uint32_t i = 0; i < span; ++i) {
       const auto p = static_cast<std::uint16_t>(kEphemeralLow + (start + i) % span);

@@ -1,6 +1,7 @@
 // CmService itself: its construction from the devices (cm_device_of), the
 // dispatch of control requests (MsgType 70..89) to their handlers, and the
-// lookups every part uses (ids by owner or comm ID, new comm IDs).
+// lookups every part uses (ids by owner or comm ID), new comm IDs and the
+// CM's pseudo-random numbers.
 //
 // The rest of the CM, one job a file:
 //   cm_ids.cpp        ids and event channels: create/destroy, events, migrate, options
@@ -111,11 +112,17 @@ std::uint32_t CmService::new_comm_id() {
   // A random nonzero comm ID not in use (IBA 12.6.5: Local Communication ID
   // identifies the connection at this CM; the kernel also randomizes it).
   for (;;) {
-    rng_ = rng_ * 6364136223846793005ULL + 1442695040888963407ULL;
-    const auto v = static_cast<std::uint32_t>(rng_ >> 32);
+    const auto v = static_cast<std::uint32_t>(next_random() >> 32);
     if (v != 0 && !comm_ids_.contains(v)) return v;
   }
 }
+
+std::uint64_t CmService::next_random() {
+  rng_ = rng_ * 6364136223846793005ULL + 1442695040888963407ULL;
+  return rng_;
+}
+
+std::uint32_t CmService::new_psn() { return static_cast<std::uint32_t>(next_random() >> 40) & 0xFFFFFF; }
 
 CmService::Id* CmService::find_owned(std::uint32_t owner, std::uint32_t handle) {
   auto it = ids_.find(handle);

@@ -226,6 +226,9 @@ class CmService final : public GsiHandler, public IwWatcher {
   Id* find_owned(std::uint32_t owner, std::uint32_t handle);
   Id* find_by_comm_id(std::uint32_t local_comm_id);
   std::uint32_t new_comm_id();
+  // The CM's pseudo-random numbers (ports, comm IDs, transaction IDs, PSNs).
+  std::uint64_t next_random();
+  std::uint32_t new_psn();  // a Starting PSN (24 bits)
   [[nodiscard]] transport::Nanos now() const { return clock_(); }
 
   // cm_ids.cpp
