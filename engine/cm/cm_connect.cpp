@@ -56,23 +56,11 @@ Reply CmService::on_connect(std::uint32_t owner, const MsgHeader& h, std::span<c
   const std::uint64_t sid = ipcm::ip_service_id(ps_byte(id->port_space), id->dst.port);
   id->local_comm_id = new_comm_id();
   comm_ids_[id->local_comm_id] = id->handle;
-  rng_ = rng_ * 6364136223846793005ULL + 1442695040888963407ULL;
-  id->tid = (rng_ >> 16) & 0xFFFFFFFFFFULL;
+  id->tid = (next_random() >> 16) & 0xFFFFFFFFFFULL;
   if (is_ud(id->port_space, id->qp_type)) {
-    // IBA 12.11.1: SIDR_REQ, private data = IP CM header + consumer data.
-    if (p.private_data_len > cmw::kSidrReqPrivateDataSize - ipcm::kIpHeaderSize)
-      return fail<ctl::CmConnectRep>(h, EINVAL);
-    wire::CmSidrReq m;
-    m.request_id = id->local_comm_id;
-    m.service_id = sid;
-    (void)wire::build_ip_cm_header(ip, m.private_data);
-    std::memcpy(m.private_data.data() + ipcm::kIpHeaderSize, p.private_data, p.private_data_len);
-    id->state = State::kSidrReqSent;
-    send(*id, m, true);
+    sidr_request(*id, ip, sid, p);
   } else {
-    if (p.private_data_len > ipcm::kReqConsumerPrivateDataSize) return fail<ctl::CmConnectRep>(h, EINVAL);
-    rng_ = rng_ * 6364136223846793005ULL + 1442695040888963407ULL;
-    id->local_psn = static_cast<std::uint32_t>(rng_ >> 40) & 0xFFFFFF;
+    id->local_psn = new_psn();
     id->local_qpn = p.qp_num;
     id->responder_resources = std::min(p.responder_resources, d.max_rd_atomic);
     id->initiator_depth = std::min(p.initiator_depth, d.max_rd_atomic);
@@ -119,23 +107,7 @@ Reply CmService::on_accept(std::uint32_t owner, const MsgHeader& h, std::span<co
   Id* id = find_owned(owner, req->handle);
   if (id == nullptr) return fail<ctl::CmAcceptRep>(h, EINVAL);
   const ctl::CmConnParam& p = req->param;
-  if (id->state == State::kSidrReqRcvd) {
-    if (p.private_data_len > cmw::kSidrRepPrivateDataSize) return fail<ctl::CmAcceptRep>(h, EINVAL);
-    wire::CmSidrRep m;
-    m.request_id = id->remote_comm_id;
-    m.status = cmw::kSidrValid;
-    m.qpn = p.qp_num;
-    m.service_id = ipcm::ip_service_id(ps_byte(id->port_space), id->src.port);
-    m.qkey = p.qkey != 0 ? p.qkey : RDMA_UDP_QKEY;
-    std::memcpy(m.private_data.data(), p.private_data, p.private_data_len);
-    send(*id, m, false);
-    id->answered = true;
-    id->local_qpn = p.qp_num;
-    id->state = State::kEstablished;
-    ctl::CmAcceptRep rep{};
-    rep.handle = id->handle;
-    return ok(h, rep);
-  }
+  if (id->state == State::kSidrReqRcvd) return sidr_accept(*id, h, p);
   if (id->state != State::kReqRcvd) return fail<ctl::CmAcceptRep>(h, EINVAL);
   if (iw(*id)) return iw_accept(*id, h, p);
   if (p.private_data_len > cmw::kRepPrivateDataSize) return fail<ctl::CmAcceptRep>(h, EINVAL);
@@ -174,23 +146,13 @@ Reply CmService::on_reject(std::uint32_t owner, const MsgHeader& h, std::span<co
   if (id == nullptr) return fail<ctl::CmRejectRep>(h, EINVAL);
   if (iw(*id))
     return iw_reject(*id, h, std::span<const std::uint8_t>(req->private_data, req->private_data_len));
+  const std::span<const std::uint8_t> pd(req->private_data, req->private_data_len);
   if (id->state == State::kSidrReqRcvd) {
-    wire::CmSidrRep m;
-    m.request_id = id->remote_comm_id;
-    m.status = cmw::kSidrRejected;
-    m.service_id = ipcm::ip_service_id(ps_byte(id->port_space), id->src.port);
-    std::memcpy(m.private_data.data(), req->private_data,
-                std::min<std::size_t>(req->private_data_len, cmw::kSidrRepPrivateDataSize));
-    send(*id, m, false);
+    sidr_answer(*id, cmw::kSidrRejected, pd);
   } else if (id->state == State::kReqRcvd || id->state == State::kRepRcvd) {
     if (req->private_data_len > cmw::kRejPrivateDataSize) return fail<ctl::CmRejectRep>(h, EINVAL);
-    wire::CmRej m;
-    m.local_comm_id = id->local_comm_id;
-    m.remote_comm_id = id->remote_comm_id;
-    m.message_rejected = id->state == State::kReqRcvd ? cmw::kMsgReq : cmw::kMsgRep;
-    m.reason = req->reason != 0 ? req->reason : cmw::kRejConsumerReject;
-    std::memcpy(m.private_data.data(), req->private_data, req->private_data_len);
-    send(*id, m, false);
+    send_rej(*id, id->state == State::kReqRcvd ? cmw::kMsgReq : cmw::kMsgRep,
+             req->reason != 0 ? req->reason : cmw::kRejConsumerReject, pd);
     id->answered = id->state == State::kReqRcvd;
     ++counters_.rej_sent;
   } else {
@@ -229,12 +191,8 @@ Reply CmService::on_disconnect(std::uint32_t owner, const MsgHeader& h, std::spa
     case State::kRepSent:
     case State::kRepRcvd: {
       if (is_ud(id->port_space, id->qp_type)) return fail<ctl::CmDisconnectRep>(h, EINVAL);
-      wire::CmDreq m;
-      m.local_comm_id = id->local_comm_id;
-      m.remote_comm_id = id->remote_comm_id;
-      m.remote_qpn_eecn = id->remote_qpn;
       id->state = State::kDreqSent;
-      send(*id, m, true);
+      send_dreq(*id, true);
       return ok(h, rep);
     }
     case State::kDreqSent:

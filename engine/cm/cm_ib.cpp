@@ -27,6 +27,25 @@ void CmService::send_to(std::size_t dev, const std::array<std::uint8_t, 16>& dgi
     devices_[dev].send(local_gid(static_cast<int>(dev), Gid{}, dgid).index, dgid, mad);
 }
 
+void CmService::send_rej(Id& id, std::uint8_t msg_rejected, std::uint16_t reason,
+                         std::span<const std::uint8_t> pd) {
+  wire::CmRej rej;
+  rej.local_comm_id = id.local_comm_id;
+  rej.remote_comm_id = id.remote_comm_id;
+  rej.message_rejected = msg_rejected;
+  rej.reason = reason;
+  if (!pd.empty()) std::memcpy(rej.private_data.data(), pd.data(), std::min(pd.size(), rej.private_data.size()));
+  send(id, rej, false);
+}
+
+void CmService::send_dreq(Id& id, bool retry) {
+  wire::CmDreq dreq;
+  dreq.local_comm_id = id.local_comm_id;
+  dreq.remote_comm_id = id.remote_comm_id;
+  dreq.remote_qpn_eecn = id.remote_qpn;
+  send(id, dreq, retry);
+}
+
 void CmService::send(Id& id, const wire::CmMessage& m, bool retry) {
   if (id.dev < 0) return;
   const auto hdr = wire::make_cm_header(id.tid, wire::cm_attr_id(m));
@@ -98,14 +117,12 @@ void CmService::on_mad(std::size_t dev, const std::array<std::uint8_t, 16>& src_
 void CmService::on_req(std::size_t dev, const std::array<std::uint8_t, 16>& src_gid, const wire::MadHeader& mh,
                        const wire::CmReq& m, transport::Nanos now_ns) {
   // A retransmitted REQ (our REP or MRA was lost): resend what we sent.
-  for (auto& [h, id] : ids_) {
-    if (id.listener != 0 && id.remote_comm_id == m.local_comm_id && id.dgid == src_gid) {
-      if (id.state == State::kRepSent || (id.state == State::kRejected && id.answered)) {
-        transmit_last(id);
-        ++counters_.retransmits;
-      }
-      return;
+  if (Id* id = find_child(m.local_comm_id, src_gid); id != nullptr) {
+    if (id->state == State::kRepSent || (id->state == State::kRejected && id->answered)) {
+      transmit_last(*id);
+      ++counters_.retransmits;
     }
+    return;
   }
   auto reject = [&](std::uint16_t reason) {
     wire::CmRej rej;
@@ -131,10 +148,7 @@ void CmService::on_req(std::size_t dev, const std::array<std::uint8_t, 16>& src_
     return;
   }
   const std::uint32_t ps = ps_of_byte(ipcm::service_id_port_space(m.service_id));
-  ctl::CmAddr dst{};
-  dst.family = ip->ip_version == 6 ? AF_INET6 : AF_INET;
-  dst.port = ipcm::service_id_port(m.service_id);
-  std::memcpy(dst.addr, ip->dst_addr.data(), 16);
+  const ctl::CmAddr dst = service_addr(m.service_id, ip.value());
   Id* listener = find_listener(ps, dst.port, dst);
   if (listener == nullptr && recently_listened(ps, dst.port, now_ns)) {
     // A program that re-listens on its port between two connections
@@ -183,8 +197,7 @@ void CmService::on_req(std::size_t dev, const std::array<std::uint8_t, 16>& src_
   p.retry_count = m.retry_count;
   p.rnr_retry_count = m.rnr_retry_count;
   p.srq = m.srq ? 1 : 0;
-  p.private_data_len = static_cast<std::uint8_t>(ipcm::kReqConsumerPrivateDataSize);
-  std::memcpy(p.private_data, m.private_data.data() + ipcm::kIpHeaderSize, ipcm::kReqConsumerPrivateDataSize);
+  set_private_data(p, std::span(m.private_data).subspan(ipcm::kIpHeaderSize, ipcm::kReqConsumerPrivateDataSize));
   emit(it->second, RDMA_CM_EVENT_CONNECT_REQUEST, 0, &p, nullptr, listener->cookie, listener->handle);
 }
 
@@ -220,8 +233,7 @@ void CmService::on_rep(const wire::MadHeader& mh, const wire::CmRep& m, transpor
   p.flow_control = m.end_to_end_flow_control ? 1 : 0;
   p.rnr_retry_count = m.rnr_retry_count;
   p.srq = m.srq ? 1 : 0;
-  p.private_data_len = static_cast<std::uint8_t>(cmw::kRepPrivateDataSize);
-  std::memcpy(p.private_data, m.private_data.data(), cmw::kRepPrivateDataSize);
+  set_private_data(p, m.private_data);
   emit(*id, RDMA_CM_EVENT_CONNECT_RESPONSE, 0, &p);
 }
 
@@ -251,8 +263,7 @@ void CmService::on_rej(const wire::CmRej& m) {
   stop_timer(*id);
   id->state = State::kRejected;
   ctl::CmConnParam p{};
-  p.private_data_len = static_cast<std::uint8_t>(cmw::kRejPrivateDataSize);
-  std::memcpy(p.private_data, m.private_data.data(), cmw::kRejPrivateDataSize);
+  set_private_data(p, m.private_data);
   // rdma_cm: event REJECTED with the REJ reason as the status.
   emit(*id, RDMA_CM_EVENT_REJECTED, static_cast<std::int32_t>(m.reason), &p);
 }
@@ -289,9 +300,7 @@ void CmService::on_dreq(std::size_t dev, const std::array<std::uint8_t, 16>& src
     case State::kRepSent:
     case State::kRepRcvd:
     case State::kDreqSent:
-      id->state = State::kDisconnected;
-      enter_timewait(*id, now());
-      emit(*id, RDMA_CM_EVENT_DISCONNECTED, 0);
+      disconnected(*id, now());
       break;
     default: break;  // already disconnected: the DREP above was a resend
   }
@@ -304,9 +313,7 @@ void CmService::on_drep(const wire::CmDrep& m) {
     return;
   }
   if (id->state != State::kDreqSent) return;
-  id->state = State::kDisconnected;
-  enter_timewait(*id, now());
-  emit(*id, RDMA_CM_EVENT_DISCONNECTED, 0);
+  disconnected(*id, now());
 }
 
 }  // namespace urnic::engine

@@ -177,42 +177,17 @@ void CmService::destroy(Id& id) {
   // established one disconnected, so the peer is not left waiting.
   if (!iw(id)) switch (id.state) {
     case State::kReqSent:
-    case State::kRepRcvd: {
-      wire::CmRej rej;
-      rej.local_comm_id = id.local_comm_id;
-      rej.remote_comm_id = id.remote_comm_id;
-      rej.message_rejected = id.state == State::kReqSent ? cmw::kMsgLapOrOther : cmw::kMsgRep;
-      rej.reason = cmw::kRejTimeout;
-      send(id, rej, false);
+    case State::kRepRcvd:
+      send_rej(id, id.state == State::kReqSent ? cmw::kMsgLapOrOther : cmw::kMsgRep, cmw::kRejTimeout);
       break;
-    }
-    case State::kReqRcvd: {
-      wire::CmRej rej;
-      rej.local_comm_id = id.local_comm_id;
-      rej.remote_comm_id = id.remote_comm_id;
-      rej.message_rejected = cmw::kMsgReq;
-      rej.reason = cmw::kRejConsumerReject;
-      send(id, rej, false);
+    case State::kReqRcvd:
+      send_rej(id, cmw::kMsgReq, cmw::kRejConsumerReject);
       ++counters_.rej_sent;
       break;
-    }
-    case State::kSidrReqRcvd: {
-      wire::CmSidrRep rep;
-      rep.request_id = id.remote_comm_id;
-      rep.status = cmw::kSidrRejected;
-      rep.service_id = ipcm::ip_service_id(ps_byte(id.port_space), id.src.port);
-      send(id, rep, false);
-      break;
-    }
+    case State::kSidrReqRcvd: sidr_answer(id, cmw::kSidrRejected); break;
     case State::kRepSent:
     case State::kEstablished:
-      if (!is_ud(id.port_space, id.qp_type)) {
-        wire::CmDreq dreq;
-        dreq.local_comm_id = id.local_comm_id;
-        dreq.remote_comm_id = id.remote_comm_id;
-        dreq.remote_qpn_eecn = id.remote_qpn;
-        send(id, dreq, false);
-      }
+      if (!is_ud(id.port_space, id.qp_type)) send_dreq(id, false);
       break;
     default: break;
   }

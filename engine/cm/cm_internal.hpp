@@ -11,6 +11,7 @@
 #include <array>
 #include <cstdint>
 #include <cstring>
+#include <span>
 
 #include "hostif/cm_proto.hpp"
 #include "transport/types.hpp"
@@ -102,8 +103,25 @@ inline std::array<std::uint8_t, 16> gid_of_v4(std::uint32_t ip) {
 // IBA 12.7.4 (and 9.7.6.1.3): a timeout field t means 4.096 us * 2^t.
 inline transport::Nanos timeout_ns(std::uint8_t t) { return transport::Nanos{4096} << std::min<std::uint8_t>(t, 31); }
 
+// Our address a request for `service_id` is to: the port from the RDMA IP CM
+// service ID, the address from the IP CM header of its private data.
+inline ctl::CmAddr service_addr(std::uint64_t service_id, const wire::IpCmHeader& ip) {
+  ctl::CmAddr dst{};
+  dst.family = ip.ip_version == 6 ? AF_INET6 : AF_INET;
+  dst.port = ipcm::service_id_port(service_id);
+  std::memcpy(dst.addr, ip.dst_addr.data(), 16);
+  return dst;
+}
+
+// An event's private data: `pd`, cut to what rdma_conn_param holds (255).
+inline void set_private_data(ctl::CmConnParam& p, std::span<const std::uint8_t> pd) {
+  p.private_data_len = static_cast<std::uint8_t>(std::min<std::size_t>(pd.size(), 255));
+  if (p.private_data_len != 0) std::memcpy(p.private_data, pd.data(), p.private_data_len);  // no data: pd.data() may be null
+}
+
 // How long after its listener went away a port's REQs are left for the
-// peer to retry instead of rejected (see on_req).
+// peer to retry instead of rejected (see on_req); iWARP keeps a listening
+// socket open as long (cm_iwarp.cpp).
 inline constexpr transport::Nanos kRelistenGrace = 2'000'000'000;
 
 }  // namespace urnic::engine::cm_detail

@@ -143,9 +143,7 @@ bool CmService::recently_listened(std::uint32_t port_space, std::uint16_t port, 
   return false;
 }
 
-CmService::Id CmService::make_child(const Id& listener, std::size_t dev, const std::array<std::uint8_t, 16>& src_gid,
-                                    const ctl::CmAddr& dst, const wire::IpCmHeader& ip, std::uint32_t qp_type,
-                                    State state, std::uint64_t tid) {
+CmService::Id CmService::new_child(const Id& listener, int dev, std::uint32_t qp_type, State state) {
   Id child;
   child.handle = ++last_handle_;
   child.owner = listener.owner;
@@ -153,10 +151,23 @@ CmService::Id CmService::make_child(const Id& listener, std::size_t dev, const s
   child.port_space = listener.port_space;
   child.qp_type = qp_type;
   child.state = state;
-  child.dev = static_cast<int>(dev);
+  child.dev = dev;
   child.bound = true;
   child.route = true;
   child.listener = listener.handle;
+  return child;
+}
+
+CmService::Id* CmService::find_child(std::uint32_t remote_comm_id, const Gid& src_gid) {
+  for (auto& [h, id] : ids_)
+    if (id.listener != 0 && id.remote_comm_id == remote_comm_id && id.dgid == src_gid) return &id;
+  return nullptr;
+}
+
+CmService::Id CmService::make_child(const Id& listener, std::size_t dev, const std::array<std::uint8_t, 16>& src_gid,
+                                    const ctl::CmAddr& dst, const wire::IpCmHeader& ip, std::uint32_t qp_type,
+                                    State state, std::uint64_t tid) {
+  Id child = new_child(listener, static_cast<int>(dev), qp_type, state);
   child.src = dst;
   child.dst.family = dst.family;
   child.dst.port = ip.src_port;

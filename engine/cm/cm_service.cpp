@@ -9,7 +9,7 @@
 //   cm_resolve.cpp    address and route resolution, the source GID, address vectors
 //   cm_connect.cpp    rdma_connect/accept/reject/disconnect/establish, rdma_init_qp_attr
 //   cm_ib.cpp         the IB CM on the wire: sending MADs, REQ/REP/RTU/REJ/MRA/DREQ/DREP in
-//   cm_sidr.cpp       SIDR (UD): SIDR_REQ/SIDR_REP in
+//   cm_sidr.cpp       SIDR (UD): SIDR_REQ out and in, SIDR_REP out and in
 //   cm_multicast.cpp  rdma_join_multicast
 //   cm_timers.cpp     retransmission, timewait and the timer pass
 //   cm_iwarp.cpp      iWARP: TCP + MPA connection setup

@@ -253,6 +253,11 @@ class CmService final : public GsiHandler, public IwWatcher {
   // (what its backlog bounds).
   [[nodiscard]] int pending_requests(const Id& listener) const;
   Id* find_listener(std::uint32_t port_space, std::uint16_t port, const ctl::CmAddr& dst) const;
+  // A passive id under `listener` (a connect request came for it).
+  Id new_child(const Id& listener, int dev, std::uint32_t qp_type, State state);
+  // The passive id the peer at `src_gid` made with its request `remote_comm_id`
+  // (a retransmitted request finds it), or nullptr.
+  Id* find_child(std::uint32_t remote_comm_id, const std::array<std::uint8_t, 16>& src_gid);
   // The passive id a REQ or SIDR_REQ creates under `listener`: the peer's
   // address from the IP CM header, ours from the service ID (`dst`).
   Id make_child(const Id& listener, std::size_t dev, const std::array<std::uint8_t, 16>& src_gid,
@@ -295,11 +300,21 @@ class CmService final : public GsiHandler, public IwWatcher {
                const wire::CmMessage& m);
   // Sends (or resends) the id's last MAD.
   void transmit_last(const Id& id);
+  // A REJ of the peer's `msg_rejected` (IBA 12.6.7) and a DREQ, to the id's peer.
+  void send_rej(Id& id, std::uint8_t msg_rejected, std::uint16_t reason, std::span<const std::uint8_t> pd = {});
+  void send_dreq(Id& id, bool retry);
 
   // cm_sidr.cpp
   void on_sidr_req(std::size_t dev, const std::array<std::uint8_t, 16>& src_gid, const wire::MadHeader& mh,
                    const wire::CmSidrReq& m);
   void on_sidr_rep(const wire::CmSidrRep& m);
+  // rdma_connect of a UD id: the SIDR_REQ (IBA 12.11.1).
+  void sidr_request(Id& id, const wire::IpCmHeader& ip, std::uint64_t service_id, const ctl::CmConnParam& p);
+  Reply sidr_accept(Id& id, const ctl::MsgHeader& h, const ctl::CmConnParam& p);
+  // The SIDR_REP that answers the peer's SIDR_REQ: `status`, and when valid
+  // our QPN and Q_Key; `pd` cut to what a SIDR_REP holds.
+  void sidr_answer(Id& id, std::uint8_t status, std::span<const std::uint8_t> pd = {}, std::uint32_t qpn = 0,
+                   std::uint32_t qkey = 0);
 
   // cm_multicast.cpp
   Reply on_join_mcast(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
@@ -314,6 +329,9 @@ class CmService final : public GsiHandler, public IwWatcher {
   // DREQ/DREP waits out in-flight packets before its QP may be reused; the
   // end is RDMA_CM_EVENT_TIMEWAIT_EXIT.
   void enter_timewait(Id& id, transport::Nanos now);
+  // The connection ended (DREQ or DREP in, or our DREQ timed out):
+  // DISCONNECTED, then timewait.
+  void disconnected(Id& id, transport::Nanos now);
 
   // cm_iwarp.cpp
   [[nodiscard]] bool iw(const Id& id) const;

@@ -32,6 +32,12 @@ void CmService::enter_timewait(Id& id, transport::Nanos now_ns) {
   set_timer(id, now_ns + timeout_ns(kTimewaitTimeout));
 }
 
+void CmService::disconnected(Id& id, transport::Nanos now_ns) {
+  id.state = State::kDisconnected;
+  enter_timewait(id, now_ns);
+  emit(id, RDMA_CM_EVENT_DISCONNECTED, 0);
+}
+
 transport::Nanos CmService::gsi_deadline() const {
   const transport::Nanos d = timers_.empty() ? transport::kNever : timers_.begin()->first;
   return std::min(d, iw_linger_deadline());
@@ -81,9 +87,7 @@ void CmService::on_gsi_timer(transport::Nanos now_ns) {
       case State::kDreqSent:
         // IBA 12.9.7: DREQ timeout ends the connection anyway (and ib_cm
         // enters timewait, as after a DREP).
-        id.state = State::kDisconnected;
-        enter_timewait(id, now_ns);
-        emit(id, RDMA_CM_EVENT_DISCONNECTED, 0);
+        disconnected(id, now_ns);
         break;
       default: break;
     }
