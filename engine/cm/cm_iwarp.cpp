@@ -27,17 +27,16 @@
 #include <cstring>
 
 #include "engine/cm/cm_service.hpp"
+#include "engine/cm/cm_internal.hpp"
 
 namespace urnic::engine {
+
+using namespace cm_detail;
 
 namespace {
 
 using ctl::MsgHeader;
 namespace iw = transport::iwarp;
-
-bool wildcard(const ctl::CmAddr& a) {
-  return std::all_of(std::begin(a.addr), std::end(a.addr), [](std::uint8_t b) { return b == 0; });
-}
 
 // Host-order IPv4 of an AF_INET or v4-mapped address (0 otherwise).
 std::uint32_t v4(const ctl::CmAddr& a) {
@@ -97,9 +96,6 @@ iw::MpaOptions mpa_options(const CmDevice& d, std::uint16_t ird, std::uint16_t o
   return o;
 }
 
-// How long a listening socket outlives its listener (kRelistenGrace of the
-// IB CM).
-constexpr transport::Nanos kIwRelistenGrace = 2'000'000'000;
 // Bounds on connections a TCP peer can open before it is anyone's
 // (issue 18): the MPA Request must come within kIwMpaTimeout of the accept
 // (siw waits as long for it), at most kIwMaxEarlyBytes may follow a
@@ -150,7 +146,7 @@ int CmService::iw_listen(Id& id, int backlog) {
   for (std::size_t i = 0; i < devices_.size(); ++i) {
     const CmDevice& d = devices_[i];
     if (!d.iwarp || d.dp == nullptr || d.dp->iw_streams() == nullptr) continue;
-    if (!wildcard(id.src) && v4(id.src) != d.ipv4) continue;
+    if (!is_wildcard(id.src) && v4(id.src) != d.ipv4) continue;
     // The socket of a listener that went away moments ago on this address
     // and port is taken over, with the connections that waited on it.
     auto lit = std::find_if(iw_lingering_.begin(), iw_lingering_.end(), [&](const auto& kv) {
@@ -187,7 +183,7 @@ void CmService::iw_close_listeners(const Id& id) {
   // again on the same port between its two connections, and a peer's
   // connect in that gap would be refused: TCP has no REQ retransmission to
   // ride it out, the IB CM has).
-  const transport::Nanos until = now() + kIwRelistenGrace;
+  const transport::Nanos until = now() + kRelistenGrace;
   for (auto& [fd, h] : iw_listen_fds_) {
     if (h != id.handle) continue;
     h = 0;
@@ -319,7 +315,7 @@ void CmService::iw_connect_failed(Id& id, IwConn c, int err, transport::Nanos no
   for (const CmDevice& d : devices_) local |= d.iwarp && d.ipv4 == v4(id.dst);
   const std::uint64_t key = (std::uint64_t{v4(id.dst)} << 16) | id.dst.port;
   auto conn_it = iw_connected_.find(key);
-  const bool connected_lately = conn_it != iw_connected_.end() && now_ns - conn_it->second < kIwRelistenGrace;
+  const bool connected_lately = conn_it != iw_connected_.end() && now_ns - conn_it->second < kRelistenGrace;
   if (conn_it != iw_connected_.end() && !connected_lately) iw_connected_.erase(conn_it);
   if (err == ECONNREFUSED &&
       ((local && recently_listened(id.port_space, id.dst.port, now_ns)) || (!local && connected_lately))) {
@@ -467,17 +463,7 @@ void CmService::iw_request_in(IwConn& c, transport::Nanos now) {
   ::getsockname(c.fd, reinterpret_cast<sockaddr*>(&local), &len);
   len = sizeof peer;
   ::getpeername(c.fd, reinterpret_cast<sockaddr*>(&peer), &len);
-  Id child;
-  child.handle = ++last_handle_;
-  child.owner = listener.owner;
-  child.channel = listener.channel;
-  child.port_space = listener.port_space;
-  child.qp_type = IBV_QPT_RC;
-  child.state = State::kReqRcvd;
-  child.dev = c.dev;
-  child.bound = true;
-  child.route = true;
-  child.listener = listener.handle;
+  Id child = new_child(listener, c.dev, IBV_QPT_RC, State::kReqRcvd);
   child.src = cm_addr(local);
   child.dst = cm_addr(peer);
   child.dgid = d.gid;
@@ -495,9 +481,7 @@ void CmService::iw_request_in(IwConn& c, transport::Nanos now) {
   ctl::CmConnParam p{};
   p.responder_resources = child.responder_resources;
   p.initiator_depth = child.initiator_depth;
-  const auto pd = c.mpa.peer_private_data();
-  p.private_data_len = static_cast<std::uint8_t>(std::min<std::size_t>(pd.size(), 255));
-  if (p.private_data_len != 0) std::memcpy(p.private_data, pd.data(), p.private_data_len);  // no data: pd.data() may be null
+  set_private_data(p, c.mpa.peer_private_data());
   emit(it->second, RDMA_CM_EVENT_CONNECT_REQUEST, 0, &p, nullptr, listener.cookie, listener.handle);
 }
 
@@ -506,9 +490,7 @@ void CmService::iw_reply_in(IwConn& c, transport::Nanos now) {
   if (it == ids_.end() || it->second.state != State::kReqSent) return iw_drop_conn(c.fd);
   Id& id = it->second;
   ctl::CmConnParam p{};
-  const auto pd = c.mpa.peer_private_data();
-  p.private_data_len = static_cast<std::uint8_t>(std::min<std::size_t>(pd.size(), 255));
-  if (p.private_data_len != 0) std::memcpy(p.private_data, pd.data(), p.private_data_len);  // no data: pd.data() may be null
+  set_private_data(p, c.mpa.peer_private_data());
   switch (c.mpa.state()) {
     case iw::MpaSetup::State::kEstablished: {
       const iw::MpaNegotiated& n = c.mpa.negotiated();
@@ -544,18 +526,11 @@ void CmService::iw_reply_in(IwConn& c, transport::Nanos now) {
 Reply CmService::iw_establish(Id& id, const MsgHeader& h) {
   auto it = std::find_if(iw_conns_.begin(), iw_conns_.end(), [&](const auto& kv) { return kv.second.id == id.handle; });
   if (id.state != State::kRepRcvd || it == iw_conns_.end()) return fail<ctl::CmEstablishRep>(h, EINVAL);
-  IwConn& c = it->second;
-  const int fd = c.fd;
-  DataPath* dp = devices_[static_cast<std::size_t>(c.dev)].dp;
-  const std::vector<std::uint8_t> early = std::move(c.early);
-  const iw::StreamParams params = c.mpa.negotiated().stream(mss_of(fd));
-  iw_conns_.erase(it);  // the QP's stream owns the socket from here on
   // The first FPDU (the RTR, or the first message) waits a little: a
   // kernel 6.1 siw responder sends its Reply before it has put its receive
   // upcall on the socket, and data that comes in between is not noticed
   // (the connection hangs; docs/INTEROP.md). The peer may send at once.
-  const transport::Nanos t = now();
-  const int rc = dp->iw_attach(id.local_qpn, fd, params, t, early, t + kIwFirstFpduDelay);
+  const int rc = iw_attach_qp(it, id.local_qpn);
   if (rc != 0) {
     id.state = State::kError;
     return fail<ctl::CmEstablishRep>(h, rc);
@@ -564,6 +539,17 @@ Reply CmService::iw_establish(Id& id, const MsgHeader& h) {
   ctl::CmEstablishRep rep{};
   rep.handle = id.handle;
   return ok(h, rep);
+}
+
+int CmService::iw_attach_qp(std::map<int, IwConn>::iterator it, std::uint32_t qpn) {
+  IwConn& c = it->second;
+  const int fd = c.fd;
+  DataPath* dp = devices_[static_cast<std::size_t>(c.dev)].dp;
+  const std::vector<std::uint8_t> early = std::move(c.early);
+  const iw::StreamParams params = c.mpa.negotiated().stream(mss_of(fd));
+  iw_conns_.erase(it);  // the QP's stream owns the socket from here on
+  const transport::Nanos t = now();
+  return dp->iw_attach(qpn, fd, params, t, early, t + kIwFirstFpduDelay);
 }
 
 Reply CmService::iw_accept(Id& id, const MsgHeader& h, const ctl::CmConnParam& p) {
@@ -581,18 +567,13 @@ Reply CmService::iw_accept(Id& id, const MsgHeader& h, const ctl::CmConnParam& p
     id.state = State::kError;
     return fail<ctl::CmAcceptRep>(h, ECONNRESET);
   }
-  DataPath* dp = devices_[static_cast<std::size_t>(c.dev)].dp;
-  dp->iw_streams()->unwatch(fd);
-  const std::vector<std::uint8_t> early = std::move(c.early);
-  const iw::StreamParams params = c.mpa.negotiated().stream(mss_of(fd));
-  iw_conns_.erase(it);
+  devices_[static_cast<std::size_t>(c.dev)].dp->iw_streams()->unwatch(fd);
   id.local_qpn = p.qp_num;
   // Without an RTR the responder may send at once; its first FPDU waits a
   // little all the same, so that it does not reach the peer in the same
   // read as the Reply (a kernel 6.1 siw initiator then fails the
   // connection: "peer sent extra data"; docs/INTEROP.md).
-  const transport::Nanos t = now();
-  const int rc = dp->iw_attach(p.qp_num, fd, params, t, early, t + kIwFirstFpduDelay);
+  const int rc = iw_attach_qp(it, p.qp_num);
   if (rc != 0) {
     id.state = State::kError;
     return fail<ctl::CmAcceptRep>(h, rc);

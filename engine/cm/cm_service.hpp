@@ -344,6 +344,10 @@ class CmService final : public GsiHandler, public IwWatcher {
   Reply iw_accept(Id& id, const ctl::MsgHeader& h, const ctl::CmConnParam& p);
   Reply iw_reject(Id& id, const ctl::MsgHeader& h, std::span<const std::uint8_t> pd);
   Reply iw_establish(Id& id, const ctl::MsgHeader& h);
+  // Hands the connection's socket, with the bytes that came after the peer's
+  // MPA frame, to QP `qpn` (its first FPDU held kIwFirstFpduDelay):
+  // DataPath::iw_attach's result.
+  int iw_attach_qp(std::map<int, IwConn>::iterator it, std::uint32_t qpn);
   void iw_drop_conn(int fd);
   void iw_accept_ready(int lfd, transport::Nanos now);
   void iw_conn_ready(IwConn& c, std::uint32_t events, transport::Nanos now);
