@@ -13,6 +13,7 @@
 //   cm_multicast.cpp  rdma_join_multicast
 //   cm_timers.cpp     retransmission, timewait and the timer pass
 //   cm_iwarp.cpp      iWARP: TCP + MPA connection setup
+//   cm_iwarp_listen.cpp  iWARP listeners: listening sockets, the MPA Request in
 #include "engine/cm/cm_service.hpp"
 #include "engine/cm/cm_internal.hpp"
 #include "engine/datapath/clock.hpp"

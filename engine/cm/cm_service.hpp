@@ -333,7 +333,7 @@ class CmService final : public GsiHandler, public IwWatcher {
   // DISCONNECTED, then timewait.
   void disconnected(Id& id, transport::Nanos now);
 
-  // cm_iwarp.cpp
+  // cm_iwarp.cpp (connections) and cm_iwarp_listen.cpp (listening sockets)
   [[nodiscard]] bool iw(const Id& id) const;
   int iw_listen(Id& id, int backlog);
   void iw_close_listeners(const Id& id);
