@@ -85,9 +85,7 @@ Reply CmService::on_destroy_channel(std::uint32_t owner, const MsgHeader& h, std
     if (id.channel == req->handle) return fail<ctl::CmDestroyChannelRep>(h, EBUSY);
   close_channel(it->second);
   channels_.erase(it);
-  ctl::CmDestroyChannelRep rep{};
-  rep.handle = req->handle;
-  return ok(h, rep);
+  return handled<ctl::CmDestroyChannelRep>(h, req->handle);
 }
 
 void CmService::close_channel(Channel& c) {
@@ -119,21 +117,15 @@ void CmService::move_queued_events(Channel& from, Channel& to, std::uint32_t id_
       ++counters_.events_lost;
 }
 
-Reply CmService::on_migrate(std::uint32_t owner, const MsgHeader& h, std::span<const std::byte> msg) {
-  const auto req = ctl::decode<ctl::CmMigrateIdReq>(msg);
-  if (!req) return fail<ctl::CmMigrateIdRep>(h, EINVAL);
-  Id* id = find_owned(owner, req->handle);
-  auto ch = channels_.find(req->channel);
-  if (id == nullptr || ch == channels_.end() || ch->second.owner != owner)
-    return fail<ctl::CmMigrateIdRep>(h, EINVAL);
-  if (id->channel != req->channel) {
-    auto from = channels_.find(id->channel);
-    if (from != channels_.end()) move_queued_events(from->second, ch->second, id->handle);
+Reply CmService::on_migrate(const MsgHeader& h, Id& id, const ctl::CmMigrateIdReq& req) {
+  auto ch = channels_.find(req.channel);
+  if (ch == channels_.end() || ch->second.owner != id.owner) return fail<ctl::CmMigrateIdRep>(h, EINVAL);
+  if (id.channel != req.channel) {
+    auto from = channels_.find(id.channel);
+    if (from != channels_.end()) move_queued_events(from->second, ch->second, id.handle);
   }
-  id->channel = req->channel;
-  ctl::CmMigrateIdRep rep{};
-  rep.handle = id->handle;
-  return ok(h, rep);
+  id.channel = req.channel;
+  return handled<ctl::CmMigrateIdRep>(h, id.handle);
 }
 
 Reply CmService::on_create_id(std::uint32_t owner, const MsgHeader& h, std::span<const std::byte> msg) {
@@ -156,9 +148,7 @@ Reply CmService::on_create_id(std::uint32_t owner, const MsgHeader& h, std::span
   id.port_space = req->port_space;
   id.qp_type = req->qp_type;
   ids_[id.handle] = id;
-  ctl::CmCreateIdRep rep{};
-  rep.handle = id.handle;
-  return ok(h, rep);
+  return handled<ctl::CmCreateIdRep>(h, id.handle);
 }
 
 void CmService::destroy(Id& id) {
@@ -198,15 +188,9 @@ void CmService::destroy(Id& id) {
   ids_.erase(id.handle);
 }
 
-Reply CmService::on_destroy_id(std::uint32_t owner, const MsgHeader& h, std::span<const std::byte> msg) {
-  const auto req = ctl::decode<ctl::CmDestroyIdReq>(msg);
-  if (!req) return fail<ctl::CmDestroyIdRep>(h, EINVAL);
-  Id* id = find_owned(owner, req->handle);
-  if (id == nullptr) return fail<ctl::CmDestroyIdRep>(h, EINVAL);
-  destroy(*id);
-  ctl::CmDestroyIdRep rep{};
-  rep.handle = req->handle;
-  return ok(h, rep);
+Reply CmService::on_destroy_id(const MsgHeader& h, Id& id, const ctl::CmDestroyIdReq& req) {
+  destroy(id);
+  return handled<ctl::CmDestroyIdRep>(h, req.handle);
 }
 
 void CmService::release_owner(std::uint32_t owner) {
@@ -227,37 +211,29 @@ void CmService::release_owner(std::uint32_t owner) {
   }
 }
 
-Reply CmService::on_set_option(std::uint32_t owner, const MsgHeader& h, std::span<const std::byte> msg) {
-  const auto req = ctl::decode<ctl::CmSetOptionReq>(msg);
-  if (!req) return fail<ctl::CmSetOptionRep>(h, EINVAL);
-  Id* id = find_owned(owner, req->handle);
-  if (id == nullptr) return fail<ctl::CmSetOptionRep>(h, EINVAL);
-  switch (req->optname) {
-    case RDMA_OPTION_ID_TOS: id->tos = static_cast<std::uint8_t>(req->value); break;
+Reply CmService::on_set_option(const MsgHeader& h, Id& id, const ctl::CmSetOptionReq& req) {
+  switch (req.optname) {
+    case RDMA_OPTION_ID_TOS: id.tos = static_cast<std::uint8_t>(req.value); break;
     case RDMA_OPTION_ID_REUSEADDR:
-      if (id->state != State::kIdle) return fail<ctl::CmSetOptionRep>(h, EINVAL);
-      id->reuseaddr = req->value != 0;
+      if (id.state != State::kIdle) return fail<ctl::CmSetOptionRep>(h, EINVAL);
+      id.reuseaddr = req.value != 0;
       break;
     case RDMA_OPTION_ID_AFONLY:
-      if (id->state != State::kIdle) return fail<ctl::CmSetOptionRep>(h, EINVAL);
-      id->afonly = req->value != 0;
+      if (id.state != State::kIdle) return fail<ctl::CmSetOptionRep>(h, EINVAL);
+      id.afonly = req.value != 0;
       break;
-    case RDMA_OPTION_ID_ACK_TIMEOUT: id->ack_timeout = static_cast<std::uint8_t>(std::min<std::uint32_t>(req->value, 31)); break;
+    case RDMA_OPTION_ID_ACK_TIMEOUT:
+      id.ack_timeout = static_cast<std::uint8_t>(std::min<std::uint32_t>(req.value, 31));
+      break;
     default: return fail<ctl::CmSetOptionRep>(h, ENOSYS);  // ucma_set_option: unknown option
   }
-  ctl::CmSetOptionRep rep{};
-  rep.handle = id->handle;
-  return ok(h, rep);
+  return handled<ctl::CmSetOptionRep>(h, id.handle);
 }
 
-Reply CmService::on_query(std::uint32_t owner, const MsgHeader& h, std::span<const std::byte> msg) {
-  const auto req = ctl::decode<ctl::CmQueryReq>(msg);
-  if (!req) return fail<ctl::CmQueryRep>(h, EINVAL);
-  Id* id = find_owned(owner, req->handle);
-  if (id == nullptr) return fail<ctl::CmQueryRep>(h, EINVAL);
+Reply CmService::on_query(const MsgHeader& h, Id& id, const ctl::CmQueryReq& /*req*/) {
   ctl::CmQueryRep rep{};
-  rep.handle = id->handle;
-  rep.info = info_of(*id);
+  rep.handle = id.handle;
+  rep.info = info_of(id);
   return ok(h, rep);
 }
 

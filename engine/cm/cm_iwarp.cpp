@@ -120,9 +120,7 @@ Reply CmService::iw_connect(Id& id, const MsgHeader& h, const ctl::CmConnParam& 
   c.ord = id.initiator_depth;
   // As with the kernel, rdma_connect succeeds; an event says if it did not.
   if (const int err = iw_start_connect(id, c); err != 0) iw_connect_failed(id, std::move(c), err, now());
-  ctl::CmConnectRep rep{};
-  rep.handle = id.handle;
-  return ok(h, rep);
+  return handled<ctl::CmConnectRep>(h, id.handle);
 }
 
 int CmService::iw_start_connect(Id& id, IwConn c) {
@@ -301,9 +299,7 @@ Reply CmService::iw_establish(Id& id, const MsgHeader& h) {
     return fail<ctl::CmEstablishRep>(h, rc);
   }
   id.state = State::kEstablished;
-  ctl::CmEstablishRep rep{};
-  rep.handle = id.handle;
-  return ok(h, rep);
+  return handled<ctl::CmEstablishRep>(h, id.handle);
 }
 
 int CmService::iw_attach_qp(std::map<int, IwConn>::iterator it, std::uint32_t qpn) {
@@ -345,9 +341,7 @@ Reply CmService::iw_accept(Id& id, const MsgHeader& h, const ctl::CmConnParam& p
   }
   id.state = State::kEstablished;
   emit(id, RDMA_CM_EVENT_ESTABLISHED, 0);
-  ctl::CmAcceptRep rep{};
-  rep.handle = id.handle;
-  return ok(h, rep);
+  return handled<ctl::CmAcceptRep>(h, id.handle);
 }
 
 Reply CmService::iw_reject(Id& id, const MsgHeader& h, std::span<const std::uint8_t> pd) {
@@ -359,9 +353,7 @@ Reply CmService::iw_reject(Id& id, const MsgHeader& h, std::span<const std::uint
     count_mpa_reject(it->second.dev, true);
   iw_drop_conn(it->second.fd);
   id.state = State::kRejected;
-  ctl::CmRejectRep rep{};
-  rep.handle = id.handle;
-  return ok(h, rep);
+  return handled<ctl::CmRejectRep>(h, id.handle);
 }
 
 void CmService::iw_stream_closed(std::size_t dev, std::uint32_t qpn, transport::Nanos now) {

@@ -56,61 +56,51 @@ int CmService::bind_port(Id& id, const ctl::CmAddr& addr) {
   return 0;
 }
 
-Reply CmService::on_bind(std::uint32_t owner, const MsgHeader& h, std::span<const std::byte> msg) {
-  const auto req = ctl::decode<ctl::CmBindReq>(msg);
-  if (!req) return fail<ctl::CmBindRep>(h, EINVAL);
-  Id* id = find_owned(owner, req->handle);
-  if (id == nullptr) return fail<ctl::CmBindRep>(h, EINVAL);
-  if (id->state != State::kIdle) return fail<ctl::CmBindRep>(h, EINVAL);
-  if (req->addr.family != AF_INET && req->addr.family != AF_INET6) return fail<ctl::CmBindRep>(h, EAFNOSUPPORT);
+Reply CmService::on_bind(const MsgHeader& h, Id& id, const ctl::CmBindReq& req) {
+  if (id.state != State::kIdle) return fail<ctl::CmBindRep>(h, EINVAL);
+  if (req.addr.family != AF_INET && req.addr.family != AF_INET6) return fail<ctl::CmBindRep>(h, EAFNOSUPPORT);
   int dev = -1;
-  if (!is_wildcard(req->addr)) {
-    if (const int err = resolve_device(req->addr, dev); err != 0) return fail<ctl::CmBindRep>(h, err);
+  if (!is_wildcard(req.addr)) {
+    if (const int err = resolve_device(req.addr, dev); err != 0) return fail<ctl::CmBindRep>(h, err);
   }
-  if (const int err = bind_port(*id, req->addr); err != 0) return fail<ctl::CmBindRep>(h, err);
-  id->dev = dev;
-  id->state = State::kBound;
+  if (const int err = bind_port(id, req.addr); err != 0) return fail<ctl::CmBindRep>(h, err);
+  id.dev = dev;
+  id.state = State::kBound;
   ctl::CmBindRep rep{};
-  rep.handle = id->handle;
-  rep.info = info_of(*id);
+  rep.handle = id.handle;
+  rep.info = info_of(id);
   return ok(h, rep);
 }
 
-Reply CmService::on_listen(std::uint32_t owner, const MsgHeader& h, std::span<const std::byte> msg) {
-  const auto req = ctl::decode<ctl::CmListenReq>(msg);
-  if (!req) return fail<ctl::CmListenRep>(h, EINVAL);
-  Id* id = find_owned(owner, req->handle);
-  if (id == nullptr) return fail<ctl::CmListenRep>(h, EINVAL);
-  if (id->state == State::kIdle) {
+Reply CmService::on_listen(const MsgHeader& h, Id& id, const ctl::CmListenReq& req) {
+  if (id.state == State::kIdle) {
     // rdma_listen on an unbound id binds it to the wildcard, any port.
     ctl::CmAddr any{};
     any.family = AF_INET;
-    if (const int err = bind_port(*id, any); err != 0) return fail<ctl::CmListenRep>(h, err);
-    id->state = State::kBound;
+    if (const int err = bind_port(id, any); err != 0) return fail<ctl::CmListenRep>(h, err);
+    id.state = State::kBound;
   }
-  if (id->state != State::kBound && id->state != State::kListen) return fail<ctl::CmListenRep>(h, EINVAL);
-  if (id->state == State::kBound) {
+  if (id.state != State::kBound && id.state != State::kListen) return fail<ctl::CmListenRep>(h, EINVAL);
+  if (id.state == State::kBound) {
     // Two listeners on one port only with distinct specific addresses.
     for (const auto& [hd, o] : ids_) {
-      if (hd == id->handle || o.state != State::kListen || o.port_space != id->port_space ||
-          o.src.port != id->src.port)
+      if (hd == id.handle || o.state != State::kListen || o.port_space != id.port_space ||
+          o.src.port != id.src.port)
         continue;
-      if (is_wildcard(o.src) || is_wildcard(id->src) || same_ip(o.src, id->src))
+      if (is_wildcard(o.src) || is_wildcard(id.src) || same_ip(o.src, id.src))
         return fail<ctl::CmListenRep>(h, EADDRINUSE);
     }
   }
-  if (id->state == State::kBound && (iw(*id) || is_wildcard(id->src))) {
+  if (id.state == State::kBound && (iw(id) || is_wildcard(id.src))) {
     // iWARP listens on TCP (a wildcard id on every iWARP device too).
-    if (const int err = iw_listen(*id, req->backlog); err != 0) return fail<ctl::CmListenRep>(h, err);
+    if (const int err = iw_listen(id, req.backlog); err != 0) return fail<ctl::CmListenRep>(h, err);
   }
   // ucma_listen: a backlog outside 1..max_backlog (1024) means max_backlog.
-  id->backlog = req->backlog > 0 && req->backlog < kMaxBacklog ? req->backlog : kMaxBacklog;
-  const bool was_listening = id->state == State::kListen;
-  id->state = State::kListen;
-  if (!was_listening && (iw(*id) || is_wildcard(id->src))) iw_serve_waiting(*id, now());
-  ctl::CmListenRep rep{};
-  rep.handle = id->handle;
-  return ok(h, rep);
+  id.backlog = req.backlog > 0 && req.backlog < kMaxBacklog ? req.backlog : kMaxBacklog;
+  const bool was_listening = id.state == State::kListen;
+  id.state = State::kListen;
+  if (!was_listening && (iw(id) || is_wildcard(id.src))) iw_serve_waiting(id, now());
+  return handled<ctl::CmListenRep>(h, id.handle);
 }
 
 CmService::Id* CmService::find_listener(std::uint32_t port_space, std::uint16_t port, const ctl::CmAddr& dst) const {

@@ -59,29 +59,25 @@ void CmService::use_device_gid(Id& id, const Gid& local) {
   id.sgid_index = g.index;
 }
 
-Reply CmService::on_resolve_addr(std::uint32_t owner, const MsgHeader& h, std::span<const std::byte> msg) {
-  const auto req = ctl::decode<ctl::CmResolveAddrReq>(msg);
-  if (!req) return fail<ctl::CmResolveAddrRep>(h, EINVAL);
-  Id* id = find_owned(owner, req->handle);
-  if (id == nullptr) return fail<ctl::CmResolveAddrRep>(h, EINVAL);
-  if (req->dst.family != AF_INET && req->dst.family != AF_INET6)
+Reply CmService::on_resolve_addr(const MsgHeader& h, Id& id, const ctl::CmResolveAddrReq& req) {
+  if (req.dst.family != AF_INET && req.dst.family != AF_INET6)
     return fail<ctl::CmResolveAddrRep>(h, EAFNOSUPPORT);
-  if (id->state != State::kIdle && id->state != State::kBound && id->state != State::kAddrResolved)
+  if (id.state != State::kIdle && id.state != State::kBound && id.state != State::kAddrResolved)
     return fail<ctl::CmResolveAddrRep>(h, EINVAL);
   // The source: given, or already bound, or the device that reaches dst
   // (for loopback the source is the destination address, as with lo).
-  if (id->state == State::kIdle) {
+  if (id.state == State::kIdle) {
     ctl::CmAddr src{};
-    if (req->src.family != 0) {
-      src = req->src;
-    } else if (is_loopback(req->dst)) {
-      src = req->dst;
+    if (req.src.family != 0) {
+      src = req.src;
+    } else if (is_loopback(req.dst)) {
+      src = req.dst;
       src.port = 0;
-    } else if (req->dst.family == AF_INET6 && !is_v4mapped(req->dst) && !devices_.empty()) {
+    } else if (req.dst.family == AF_INET6 && !is_v4mapped(req.dst) && !devices_.empty()) {
       // The first device with an IPv6 address of the destination's scope
       // (none: the wildcard, and the destination is unreachable below).
       src.family = AF_INET6;
-      const Gid peer = gid_of(req->dst);
+      const Gid peer = gid_of(req.dst);
       for (std::size_t i = 0; i < devices_.size(); ++i) {
         if (devices_[i].iwarp || devices_[i].ipv6.empty()) continue;
         const Gid g = local_gid(static_cast<int>(i), Gid{}, peer).gid;
@@ -97,66 +93,60 @@ Reply CmService::on_resolve_addr(std::uint32_t owner, const MsgHeader& h, std::s
     if (!is_wildcard(src)) {
       if (const int err = resolve_device(src, dev); err != 0) return fail<ctl::CmResolveAddrRep>(h, err);
     }
-    if (const int err = bind_port(*id, src); err != 0) return fail<ctl::CmResolveAddrRep>(h, err);
-    id->dev = dev;
-    id->state = State::kBound;
+    if (const int err = bind_port(id, src); err != 0) return fail<ctl::CmResolveAddrRep>(h, err);
+    id.dev = dev;
+    id.state = State::kBound;
   }
   // The destination: one of our devices (hairpin), loopback, or a remote
   // host reached through the bound (or first) device's link: IPv4, or IPv6
   // if that device has an IPv6 address (a raw link's, or a link-local one).
-  const bool ipv6 = req->dst.family == AF_INET6 && !is_v4mapped(req->dst) && !is_loopback(req->dst);
+  const bool ipv6 = req.dst.family == AF_INET6 && !is_v4mapped(req.dst) && !is_loopback(req.dst);
   int dst_dev = -1;
   std::int32_t status = 0;
-  if (resolve_device(req->dst, dst_dev) == 0) {
-    if (id->dev < 0) id->dev = dst_dev;
-    id->dgid = ipv6 ? gid_of(req->dst) : devices_[static_cast<std::size_t>(dst_dev)].gid;
-  } else if (ipv4_of(req->dst) != 0 && !devices_.empty()) {
-    if (id->dev < 0) id->dev = 0;
-    id->dgid = gid_of_v4(ipv4_of(req->dst));
-  } else if (ipv6 && !devices_.empty() && !devices_[static_cast<std::size_t>(std::max(id->dev, 0))].ipv6.empty()) {
-    if (id->dev < 0) id->dev = 0;
-    id->dgid = gid_of(req->dst);
+  if (resolve_device(req.dst, dst_dev) == 0) {
+    if (id.dev < 0) id.dev = dst_dev;
+    id.dgid = ipv6 ? gid_of(req.dst) : devices_[static_cast<std::size_t>(dst_dev)].gid;
+  } else if (ipv4_of(req.dst) != 0 && !devices_.empty()) {
+    if (id.dev < 0) id.dev = 0;
+    id.dgid = gid_of_v4(ipv4_of(req.dst));
+  } else if (ipv6 && !devices_.empty() && !devices_[static_cast<std::size_t>(std::max(id.dev, 0))].ipv6.empty()) {
+    if (id.dev < 0) id.dev = 0;
+    id.dgid = gid_of(req.dst);
   } else {
     status = -EHOSTUNREACH;  // no device of ours has an address of that family
   }
-  if (status == 0 && is_wildcard(id->src) && id->dev >= 0) {
-    const std::uint16_t port = id->src.port;
-    if (is_loopback(req->dst)) {
-      id->src = req->dst;
+  if (status == 0 && is_wildcard(id.src) && id.dev >= 0) {
+    const std::uint16_t port = id.src.port;
+    if (is_loopback(req.dst)) {
+      id.src = req.dst;
     } else if (ipv6) {
-      id->src.family = AF_INET6;
-      const Gid g = local_gid(id->dev, Gid{}, id->dgid).gid;
-      std::memcpy(id->src.addr, g.data(), 16);
+      id.src.family = AF_INET6;
+      const Gid g = local_gid(id.dev, Gid{}, id.dgid).gid;
+      std::memcpy(id.src.addr, g.data(), 16);
     } else {
-      id->src = addr_v4(devices_[static_cast<std::size_t>(id->dev)].ipv4, 0);
+      id.src = addr_v4(devices_[static_cast<std::size_t>(id.dev)].ipv4, 0);
     }
-    id->src.port = port;
+    id.src.port = port;
   }
-  if (status == 0) use_device_gid(*id, gid_of(id->src));
-  id->dst = req->dst;
-  if (status == 0) id->state = State::kAddrResolved;
-  emit(*id, status == 0 ? RDMA_CM_EVENT_ADDR_RESOLVED : RDMA_CM_EVENT_ADDR_ERROR, status);
+  if (status == 0) use_device_gid(id, gid_of(id.src));
+  id.dst = req.dst;
+  if (status == 0) id.state = State::kAddrResolved;
+  emit(id, status == 0 ? RDMA_CM_EVENT_ADDR_RESOLVED : RDMA_CM_EVENT_ADDR_ERROR, status);
   ctl::CmResolveAddrRep rep{};
-  rep.handle = id->handle;
-  rep.info = info_of(*id);
+  rep.handle = id.handle;
+  rep.info = info_of(id);
   return ok(h, rep);
 }
 
-Reply CmService::on_resolve_route(std::uint32_t owner, const MsgHeader& h, std::span<const std::byte> msg) {
-  const auto req = ctl::decode<ctl::CmResolveRouteReq>(msg);
-  if (!req) return fail<ctl::CmResolveRouteRep>(h, EINVAL);
-  Id* id = find_owned(owner, req->handle);
-  if (id == nullptr) return fail<ctl::CmResolveRouteRep>(h, EINVAL);
-  if (id->state != State::kAddrResolved && id->state != State::kRouteResolved)
+Reply CmService::on_resolve_route(const MsgHeader& h, Id& id, const ctl::CmResolveRouteReq& /*req*/) {
+  if (id.state != State::kAddrResolved && id.state != State::kRouteResolved)
     return fail<ctl::CmResolveRouteRep>(h, EINVAL);
   // RoCE: the route is the resolved GID pair and the port MTU (no SA).
-  id->route = true;
-  id->path_mtu = devices_[static_cast<std::size_t>(id->dev)].active_mtu;
-  id->state = State::kRouteResolved;
-  emit(*id, RDMA_CM_EVENT_ROUTE_RESOLVED, 0);
-  ctl::CmResolveRouteRep rep{};
-  rep.handle = id->handle;
-  return ok(h, rep);
+  id.route = true;
+  id.path_mtu = devices_[static_cast<std::size_t>(id.dev)].active_mtu;
+  id.state = State::kRouteResolved;
+  emit(id, RDMA_CM_EVENT_ROUTE_RESOLVED, 0);
+  return handled<ctl::CmResolveRouteRep>(h, id.handle);
 }
 
 ctl::AhAttrs CmService::ah_of(const Id& id) const {

@@ -85,26 +85,37 @@ std::optional<CmService::State> CmService::state_of(std::uint32_t handle) const 
   return it->second.state;
 }
 
+template <class Rep, class Req>
+Reply CmService::for_id(std::uint32_t owner, const MsgHeader& h, std::span<const std::byte> msg,
+                        Reply (CmService::*fn)(const MsgHeader&, Id&, const Req&)) {
+  const auto req = ctl::decode<Req>(msg);
+  if (!req) return fail<Rep>(h, EINVAL);
+  Id* id = find_owned(owner, req->handle);
+  if (id == nullptr) return fail<Rep>(h, EINVAL);
+  return (this->*fn)(h, *id, *req);
+}
+
 Reply CmService::handle(std::uint32_t owner, const MsgHeader& h, std::span<const std::byte> msg) {
   switch (static_cast<ctl::MsgType>(h.type)) {
     case ctl::MsgType::kCmCreateChannel: return on_create_channel(owner, h);
     case ctl::MsgType::kCmDestroyChannel: return on_destroy_channel(owner, h, msg);
     case ctl::MsgType::kCmCreateId: return on_create_id(owner, h, msg);
-    case ctl::MsgType::kCmDestroyId: return on_destroy_id(owner, h, msg);
-    case ctl::MsgType::kCmBind: return on_bind(owner, h, msg);
-    case ctl::MsgType::kCmResolveAddr: return on_resolve_addr(owner, h, msg);
-    case ctl::MsgType::kCmResolveRoute: return on_resolve_route(owner, h, msg);
-    case ctl::MsgType::kCmJoinMcast: return on_join_mcast(owner, h, msg);
-    case ctl::MsgType::kCmListen: return on_listen(owner, h, msg);
-    case ctl::MsgType::kCmConnect: return on_connect(owner, h, msg);
-    case ctl::MsgType::kCmAccept: return on_accept(owner, h, msg);
-    case ctl::MsgType::kCmReject: return on_reject(owner, h, msg);
-    case ctl::MsgType::kCmDisconnect: return on_disconnect(owner, h, msg);
-    case ctl::MsgType::kCmInitQpAttr: return on_init_qp_attr(owner, h, msg);
-    case ctl::MsgType::kCmMigrateId: return on_migrate(owner, h, msg);
-    case ctl::MsgType::kCmEstablish: return on_establish(owner, h, msg);
-    case ctl::MsgType::kCmSetOption: return on_set_option(owner, h, msg);
-    case ctl::MsgType::kCmQuery: return on_query(owner, h, msg);
+    case ctl::MsgType::kCmDestroyId: return for_id<ctl::CmDestroyIdRep>(owner, h, msg, &CmService::on_destroy_id);
+    case ctl::MsgType::kCmBind: return for_id<ctl::CmBindRep>(owner, h, msg, &CmService::on_bind);
+    case ctl::MsgType::kCmResolveAddr: return for_id<ctl::CmResolveAddrRep>(owner, h, msg, &CmService::on_resolve_addr);
+    case ctl::MsgType::kCmResolveRoute:
+      return for_id<ctl::CmResolveRouteRep>(owner, h, msg, &CmService::on_resolve_route);
+    case ctl::MsgType::kCmJoinMcast: return for_id<ctl::CmJoinMcastRep>(owner, h, msg, &CmService::on_join_mcast);
+    case ctl::MsgType::kCmListen: return for_id<ctl::CmListenRep>(owner, h, msg, &CmService::on_listen);
+    case ctl::MsgType::kCmConnect: return for_id<ctl::CmConnectRep>(owner, h, msg, &CmService::on_connect);
+    case ctl::MsgType::kCmAccept: return for_id<ctl::CmAcceptRep>(owner, h, msg, &CmService::on_accept);
+    case ctl::MsgType::kCmReject: return for_id<ctl::CmRejectRep>(owner, h, msg, &CmService::on_reject);
+    case ctl::MsgType::kCmDisconnect: return for_id<ctl::CmDisconnectRep>(owner, h, msg, &CmService::on_disconnect);
+    case ctl::MsgType::kCmInitQpAttr: return for_id<ctl::CmInitQpAttrRep>(owner, h, msg, &CmService::on_init_qp_attr);
+    case ctl::MsgType::kCmMigrateId: return for_id<ctl::CmMigrateIdRep>(owner, h, msg, &CmService::on_migrate);
+    case ctl::MsgType::kCmEstablish: return for_id<ctl::CmEstablishRep>(owner, h, msg, &CmService::on_establish);
+    case ctl::MsgType::kCmSetOption: return for_id<ctl::CmSetOptionRep>(owner, h, msg, &CmService::on_set_option);
+    case ctl::MsgType::kCmQuery: return for_id<ctl::CmQueryRep>(owner, h, msg, &CmService::on_query);
     default: return bare(h, EOPNOTSUPP);
   }
 }

@@ -223,6 +223,19 @@ class CmService final : public GsiHandler, public IwWatcher {
   };
 
   // cm_service.cpp
+  // A request about one of `owner`'s ids goes to `fn` with the id; a short
+  // message, or an id that is not the owner's, is EINVAL (the on_* below
+  // that take an Id are called through it).
+  template <class Rep, class Req>
+  Reply for_id(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg,
+               Reply (CmService::*fn)(const ctl::MsgHeader&, Id&, const Req&));
+  // The reply that names only the id (what most requests answer).
+  template <class Rep>
+  static Reply handled(const ctl::MsgHeader& h, std::uint32_t handle) {
+    Rep rep{};
+    rep.handle = handle;
+    return ok(h, rep);
+  }
   Id* find_owned(std::uint32_t owner, std::uint32_t handle);
   Id* find_by_comm_id(std::uint32_t local_comm_id);
   std::uint32_t new_comm_id();
@@ -234,19 +247,19 @@ class CmService final : public GsiHandler, public IwWatcher {
   // cm_ids.cpp
   Reply on_create_channel(std::uint32_t owner, const ctl::MsgHeader& h);
   Reply on_destroy_channel(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
-  Reply on_migrate(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_migrate(const ctl::MsgHeader& h, Id& id, const ctl::CmMigrateIdReq& req);
   Reply on_create_id(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
-  Reply on_destroy_id(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
-  Reply on_set_option(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
-  Reply on_query(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_destroy_id(const ctl::MsgHeader& h, Id& id, const ctl::CmDestroyIdReq& req);
+  Reply on_set_option(const ctl::MsgHeader& h, Id& id, const ctl::CmSetOptionReq& req);
+  Reply on_query(const ctl::MsgHeader& h, Id& id, const ctl::CmQueryReq& req);
   void destroy(Id& id);     // tells the peer (DREQ/REJ) as the kernel does on destroy
   ctl::CmIdInfo info_of(const Id& id) const;
   void emit(const Id& id, std::uint32_t event, std::int32_t status, const ctl::CmConnParam* param = nullptr,
             const ctl::AhAttrs* ah = nullptr, std::uint64_t listen_cookie = 0, std::uint32_t listen_handle = 0);
 
   // cm_ports.cpp
-  Reply on_bind(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
-  Reply on_listen(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_bind(const ctl::MsgHeader& h, Id& id, const ctl::CmBindReq& req);
+  Reply on_listen(const ctl::MsgHeader& h, Id& id, const ctl::CmListenReq& req);
   int bind_port(Id& id, const ctl::CmAddr& addr);
   bool recently_listened(std::uint32_t port_space, std::uint16_t port, transport::Nanos now_ns);
   // Connect requests under `listener` that wait for rdma_accept/rdma_reject
@@ -265,8 +278,8 @@ class CmService final : public GsiHandler, public IwWatcher {
                 std::uint64_t tid);
 
   // cm_resolve.cpp
-  Reply on_resolve_addr(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
-  Reply on_resolve_route(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_resolve_addr(const ctl::MsgHeader& h, Id& id, const ctl::CmResolveAddrReq& req);
+  Reply on_resolve_route(const ctl::MsgHeader& h, Id& id, const ctl::CmResolveRouteReq& req);
   int resolve_device(const ctl::CmAddr& addr, int& dev) const;
   // Our GID (and its table index) on device `dev` for talking with `peer`
   // from local address `local`: the IPv4 GID for IPv4, else the device's
@@ -277,12 +290,12 @@ class CmService final : public GsiHandler, public IwWatcher {
   ctl::AhAttrs ah_of(const Id& id) const;
 
   // cm_connect.cpp
-  Reply on_connect(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
-  Reply on_accept(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
-  Reply on_reject(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
-  Reply on_disconnect(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
-  Reply on_establish(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
-  Reply on_init_qp_attr(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_connect(const ctl::MsgHeader& h, Id& id, const ctl::CmConnectReq& req);
+  Reply on_accept(const ctl::MsgHeader& h, Id& id, const ctl::CmAcceptReq& req);
+  Reply on_reject(const ctl::MsgHeader& h, Id& id, const ctl::CmRejectReq& req);
+  Reply on_disconnect(const ctl::MsgHeader& h, Id& id, const ctl::CmDisconnectReq& req);
+  Reply on_establish(const ctl::MsgHeader& h, Id& id, const ctl::CmEstablishReq& req);
+  Reply on_init_qp_attr(const ctl::MsgHeader& h, Id& id, const ctl::CmInitQpAttrReq& req);
 
   // cm_ib.cpp
   void on_req(std::size_t dev, const std::array<std::uint8_t, 16>& src_gid, const wire::MadHeader& mh,
@@ -317,7 +330,7 @@ class CmService final : public GsiHandler, public IwWatcher {
                    std::uint32_t qkey = 0);
 
   // cm_multicast.cpp
-  Reply on_join_mcast(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_join_mcast(const ctl::MsgHeader& h, Id& id, const ctl::CmJoinMcastReq& req);
 
   // cm_timers.cpp
   // The id's one timer (a retransmission, timewait or the iWARP connect

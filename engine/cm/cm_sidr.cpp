@@ -43,9 +43,7 @@ Reply CmService::sidr_accept(Id& id, const MsgHeader& h, const ctl::CmConnParam&
   id.answered = true;
   id.local_qpn = p.qp_num;
   id.state = State::kEstablished;
-  ctl::CmAcceptRep rep{};
-  rep.handle = id.handle;
-  return ok(h, rep);
+  return handled<ctl::CmAcceptRep>(h, id.handle);
 }
 
 void CmService::on_sidr_req(std::size_t dev, const std::array<std::uint8_t, 16>& src_gid,
