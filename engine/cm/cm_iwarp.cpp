@@ -11,6 +11,11 @@
 //
 // Sockets are non-blocking and sit in the device data path's epoll set
 // (IwStreams::watch), so everything runs on the engine thread.
+//
+// This file: the connections (TCP connect and its retry, the MPA exchange
+// on a socket, rdma_accept/reject/establish, the stream's end); the
+// listening sockets and the MPA Request that becomes CONNECT_REQUEST are
+// cm_iwarp_listen.cpp.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <infiniband/verbs.h>
@@ -27,61 +32,17 @@
 #include <cstring>
 
 #include "engine/cm/cm_service.hpp"
+#include "engine/cm/cm_internal.hpp"
+#include "engine/cm/cm_iwarp_internal.hpp"
 
 namespace urnic::engine {
+
+using namespace cm_detail;
 
 namespace {
 
 using ctl::MsgHeader;
 namespace iw = transport::iwarp;
-
-bool wildcard(const ctl::CmAddr& a) {
-  return std::all_of(std::begin(a.addr), std::end(a.addr), [](std::uint8_t b) { return b == 0; });
-}
-
-// Host-order IPv4 of an AF_INET or v4-mapped address (0 otherwise).
-std::uint32_t v4(const ctl::CmAddr& a) {
-  return (std::uint32_t{a.addr[12]} << 24) | (std::uint32_t{a.addr[13]} << 16) | (std::uint32_t{a.addr[14]} << 8) |
-         a.addr[15];
-}
-
-sockaddr_in sock_v4(std::uint32_t ip, std::uint16_t port) {
-  sockaddr_in s{};
-  s.sin_family = AF_INET;
-  s.sin_addr.s_addr = htonl(ip);
-  s.sin_port = htons(port);
-  return s;
-}
-
-ctl::CmAddr cm_addr(const sockaddr_in& s) {
-  ctl::CmAddr a{};
-  a.family = AF_INET;
-  a.port = ntohs(s.sin_port);
-  const std::uint32_t ip = ntohl(s.sin_addr.s_addr);
-  a.addr[10] = a.addr[11] = 0xff;
-  a.addr[12] = static_cast<std::uint8_t>(ip >> 24);
-  a.addr[13] = static_cast<std::uint8_t>(ip >> 16);
-  a.addr[14] = static_cast<std::uint8_t>(ip >> 8);
-  a.addr[15] = static_cast<std::uint8_t>(ip);
-  return a;
-}
-
-// The MPA frames go onto a fresh, non-blocking socket: its send buffer
-// always has room for one (at most 532 bytes).
-class SocketSink final : public iw::StreamSink {
- public:
-  explicit SocketSink(int fd) : fd_(fd) {}
-  std::size_t room() const noexcept override { return 4096; }
-  void write(std::span<const std::uint8_t> b) override {
-    ok_ = ::send(fd_, b.data(), b.size(), MSG_NOSIGNAL | MSG_DONTWAIT) == static_cast<ssize_t>(b.size());
-  }
-  void close() override {}
-  [[nodiscard]] bool ok() const { return ok_; }
-
- private:
-  int fd_;
-  bool ok_ = true;
-};
 
 // What urnic asks for: MPA revision 2 with peer-to-peer RTR; CRC and
 // markers as the device is configured (by default CRC asked for: a siw
@@ -96,18 +57,6 @@ iw::MpaOptions mpa_options(const CmDevice& d, std::uint16_t ird, std::uint16_t o
   o.ord = ord;
   return o;
 }
-
-// How long a listening socket outlives its listener (kRelistenGrace of the
-// IB CM).
-constexpr transport::Nanos kIwRelistenGrace = 2'000'000'000;
-// Bounds on connections a TCP peer can open before it is anyone's
-// (issue 18): the MPA Request must come within kIwMpaTimeout of the accept
-// (siw waits as long for it), at most kIwMaxEarlyBytes may follow a
-// peer's MPA frame before a QP owns the stream, and a listener's backlog
-// (default kIwDefaultBacklog) bounds its connections not yet established.
-constexpr transport::Nanos kIwMpaTimeout = 20'000'000'000;
-constexpr std::size_t kIwMaxEarlyBytes = 256 * 1024;
-constexpr int kIwDefaultBacklog = 128;
 
 // How long an initiator's first FPDU waits after the MPA Reply (see
 // iw_establish).
@@ -143,119 +92,6 @@ IwStreams* CmService::iw_streams_of(const Id& id) const {
   return dp != nullptr ? dp->iw_streams() : nullptr;
 }
 
-int CmService::iw_listen(Id& id, int backlog) {
-  // A specific address listens on its device; the wildcard on every iWARP
-  // device's address (RoCE devices are served by the IB CM as before).
-  int err = 0;
-  for (std::size_t i = 0; i < devices_.size(); ++i) {
-    const CmDevice& d = devices_[i];
-    if (!d.iwarp || d.dp == nullptr || d.dp->iw_streams() == nullptr) continue;
-    if (!wildcard(id.src) && v4(id.src) != d.ipv4) continue;
-    // The socket of a listener that went away moments ago on this address
-    // and port is taken over, with the connections that waited on it.
-    auto lit = std::find_if(iw_lingering_.begin(), iw_lingering_.end(), [&](const auto& kv) {
-      return kv.second.ipv4 == d.ipv4 && kv.second.port == id.src.port;
-    });
-    if (lit != iw_lingering_.end()) {
-      const int lfd = lit->first;
-      iw_lingering_.erase(lit);
-      iw_listen_fds_[lfd] = id.handle;
-      iw_backlog_[lfd] = backlog > 0 ? backlog : kIwDefaultBacklog;
-      for (auto& [cfd, c] : iw_conns_)
-        if (c.lfd == lfd && c.id == 0) c.listener = id.handle;
-      continue;
-    }
-    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) return errno;
-    const int one = 1;
-    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    const sockaddr_in a = sock_v4(d.ipv4, id.src.port);
-    if (::bind(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0 ||
-        ::listen(fd, backlog > 0 ? backlog : kIwDefaultBacklog) != 0 || !d.dp->iw_streams()->watch(fd, EPOLLIN, this)) {
-      err = errno;
-      ::close(fd);
-      continue;
-    }
-    iw_listen_fds_[fd] = id.handle;
-    iw_backlog_[fd] = backlog > 0 ? backlog : kIwDefaultBacklog;
-  }
-  return iw(id) ? err : 0;
-}
-
-void CmService::iw_close_listeners(const Id& id) {
-  // The sockets stay open for the re-listen grace (perftest -R listens
-  // again on the same port between its two connections, and a peer's
-  // connect in that gap would be refused: TCP has no REQ retransmission to
-  // ride it out, the IB CM has).
-  const transport::Nanos until = now() + kIwRelistenGrace;
-  for (auto& [fd, h] : iw_listen_fds_) {
-    if (h != id.handle) continue;
-    h = 0;
-    sockaddr_in a{};
-    socklen_t len = sizeof a;
-    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-    iw_lingering_[fd] = IwLinger{ntohl(a.sin_addr.s_addr), ntohs(a.sin_port), until};
-  }
-  for (auto& [fd, c] : iw_conns_)
-    if (c.listener == id.handle && c.id == 0) c.listener = 0;
-}
-
-void CmService::iw_serve_waiting(const Id& listener, transport::Nanos now_ns) {
-  std::vector<int> ready;
-  for (const auto& [fd, c] : iw_conns_)
-    if (c.listener == listener.handle && c.id == 0 && c.mpa.state() == iw::MpaSetup::State::kRequestReceived)
-      ready.push_back(fd);
-  for (int fd : ready)
-    if (auto it = iw_conns_.find(fd); it != iw_conns_.end()) iw_request_in(it->second, now_ns);
-}
-
-transport::Nanos CmService::iw_linger_deadline() const {
-  transport::Nanos d = transport::kNever;
-  for (const auto& [fd, l] : iw_lingering_) d = std::min(d, l.until);
-  // Connections waiting for their MPA Request (at most the listeners'
-  // backlogs, so this stays short).
-  for (const auto& [fd, c] : iw_conns_) d = std::min(d, c.mpa_deadline);
-  return d;
-}
-
-void CmService::iw_mpa_expired(transport::Nanos now_ns) {
-  std::vector<int> late;
-  for (const auto& [fd, c] : iw_conns_)
-    if (c.mpa_deadline <= now_ns) late.push_back(fd);
-  for (int fd : late) {
-    ++counters_.iw_mpa_timeouts;
-    iw_drop_conn(fd);
-  }
-}
-
-void CmService::iw_linger_expired(transport::Nanos now_ns) {
-  iw_mpa_expired(now_ns);
-  std::vector<int> expired;
-  for (const auto& [fd, l] : iw_lingering_)
-    if (l.until <= now_ns) expired.push_back(fd);
-  for (int lfd : expired) {
-    iw_lingering_.erase(lfd);
-    iw_listen_fds_.erase(lfd);
-    iw_backlog_.erase(lfd);
-    for (const CmDevice& d : devices_)
-      if (d.iwarp && d.dp != nullptr && d.dp->iw_streams() != nullptr) d.dp->iw_streams()->unwatch(lfd);
-    ::close(lfd);
-    // Nobody listens any more: a Request that waited is rejected (the
-    // peer sees REJECTED, as for a refused connect), the rest closed.
-    std::vector<int> waiting;
-    for (const auto& [fd, c] : iw_conns_)
-      if (c.lfd == lfd && c.id == 0) waiting.push_back(fd);
-    for (int fd : waiting) {
-      IwConn& c = iw_conns_[fd];
-      if (c.mpa.state() == iw::MpaSetup::State::kRequestReceived) {
-        SocketSink sink(fd);
-        if (c.mpa.reject({}, sink) == 0) count_mpa_reject(c.dev, true);
-      }
-      iw_drop_conn(fd);
-    }
-  }
-}
-
 void CmService::iw_drop_conn(int fd) {
   auto it = iw_conns_.find(fd);
   if (it == iw_conns_.end()) return;
@@ -284,9 +120,7 @@ Reply CmService::iw_connect(Id& id, const MsgHeader& h, const ctl::CmConnParam& 
   c.ord = id.initiator_depth;
   // As with the kernel, rdma_connect succeeds; an event says if it did not.
   if (const int err = iw_start_connect(id, c); err != 0) iw_connect_failed(id, std::move(c), err, now());
-  ctl::CmConnectRep rep{};
-  rep.handle = id.handle;
-  return ok(h, rep);
+  return handled<ctl::CmConnectRep>(h, id.handle);
 }
 
 int CmService::iw_start_connect(Id& id, IwConn c) {
@@ -319,7 +153,7 @@ void CmService::iw_connect_failed(Id& id, IwConn c, int err, transport::Nanos no
   for (const CmDevice& d : devices_) local |= d.iwarp && d.ipv4 == v4(id.dst);
   const std::uint64_t key = (std::uint64_t{v4(id.dst)} << 16) | id.dst.port;
   auto conn_it = iw_connected_.find(key);
-  const bool connected_lately = conn_it != iw_connected_.end() && now_ns - conn_it->second < kIwRelistenGrace;
+  const bool connected_lately = conn_it != iw_connected_.end() && now_ns - conn_it->second < kRelistenGrace;
   if (conn_it != iw_connected_.end() && !connected_lately) iw_connected_.erase(conn_it);
   if (err == ECONNREFUSED &&
       ((local && recently_listened(id.port_space, id.dst.port, now_ns)) || (!local && connected_lately))) {
@@ -347,47 +181,6 @@ void CmService::on_fd_ready(int fd, std::uint32_t events, transport::Nanos now) 
   }
   auto it = iw_conns_.find(fd);
   if (it != iw_conns_.end()) iw_conn_ready(it->second, events, now);
-}
-
-void CmService::iw_accept_ready(int lfd, transport::Nanos now) {
-  const std::uint32_t listener = iw_listen_fds_[lfd];
-  const auto bl = iw_backlog_.find(lfd);
-  const std::size_t backlog = static_cast<std::size_t>(bl != iw_backlog_.end() ? bl->second : kIwDefaultBacklog);
-  for (;;) {
-    sockaddr_in local{};
-    const int fd = ::accept4(lfd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) return;
-    // The backlog bounds the connections not yet established on this
-    // socket (as the kernel's iw_cm bounds pending connect requests):
-    // beyond it, new ones are closed at once.
-    const auto pending = static_cast<std::size_t>(std::count_if(
-        iw_conns_.begin(), iw_conns_.end(), [&](const auto& kv) { return kv.second.lfd == lfd; }));
-    if (pending >= backlog) {
-      ++counters_.iw_backlog_full;
-      ::close(fd);
-      continue;
-    }
-    socklen_t len = sizeof local;
-    ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len);
-    int dev = -1;
-    for (std::size_t i = 0; i < devices_.size(); ++i)
-      if (devices_[i].iwarp && devices_[i].ipv4 == ntohl(local.sin_addr.s_addr)) dev = static_cast<int>(i);
-    IwStreams* s = dev >= 0 && devices_[static_cast<std::size_t>(dev)].dp != nullptr
-                       ? devices_[static_cast<std::size_t>(dev)].dp->iw_streams()
-                       : nullptr;
-    if (s == nullptr) {
-      ::close(fd);
-      continue;
-    }
-    IwConn& c = iw_conns_[fd];
-    c.fd = fd;
-    c.dev = dev;
-    c.listener = listener;
-    c.lfd = lfd;
-    c.mpa = iw::MpaSetup(iw::MpaSetup::Role::kResponder);
-    c.mpa_deadline = now + kIwMpaTimeout;
-    s->watch(fd, EPOLLIN | EPOLLRDHUP, this);
-  }
 }
 
 void CmService::iw_conn_ready(IwConn& c, std::uint32_t events, transport::Nanos now) {
@@ -455,60 +248,12 @@ void CmService::iw_conn_ready(IwConn& c, std::uint32_t events, transport::Nanos 
   }
 }
 
-void CmService::iw_request_in(IwConn& c, transport::Nanos now) {
-  (void)now;
-  if (c.listener == 0 && iw_lingering_.contains(c.lfd)) return;  // waits for the next listener
-  auto lit = ids_.find(c.listener);
-  if (lit == ids_.end() || lit->second.state != State::kListen) return iw_drop_conn(c.fd);
-  const Id& listener = lit->second;
-  const CmDevice& d = devices_[static_cast<std::size_t>(c.dev)];
-  sockaddr_in local{}, peer{};
-  socklen_t len = sizeof local;
-  ::getsockname(c.fd, reinterpret_cast<sockaddr*>(&local), &len);
-  len = sizeof peer;
-  ::getpeername(c.fd, reinterpret_cast<sockaddr*>(&peer), &len);
-  Id child;
-  child.handle = ++last_handle_;
-  child.owner = listener.owner;
-  child.channel = listener.channel;
-  child.port_space = listener.port_space;
-  child.qp_type = IBV_QPT_RC;
-  child.state = State::kReqRcvd;
-  child.dev = c.dev;
-  child.bound = true;
-  child.route = true;
-  child.listener = listener.handle;
-  child.src = cm_addr(local);
-  child.dst = cm_addr(peer);
-  child.dgid = d.gid;
-  child.path_mtu = d.active_mtu;
-  const wire::MpaFrame& req = c.mpa.peer_frame();
-  // The peer's ORD is what this side must answer (responder resources),
-  // its IRD what this side may ask (RFC 6581; revision 1: the device's).
-  const std::uint16_t peer_ord = req.enhanced_header ? req.params.ord : d.max_rd_atomic;
-  const std::uint16_t peer_ird = req.enhanced_header ? req.params.ird : d.max_rd_atomic;
-  child.responder_resources = static_cast<std::uint8_t>(std::min<std::uint16_t>(peer_ord, d.max_rd_atomic));
-  child.initiator_depth = static_cast<std::uint8_t>(std::min<std::uint16_t>(peer_ird, d.max_rd_atomic));
-  c.id = child.handle;
-  const auto [it, inserted] = ids_.emplace(child.handle, child);
-  (void)inserted;
-  ctl::CmConnParam p{};
-  p.responder_resources = child.responder_resources;
-  p.initiator_depth = child.initiator_depth;
-  const auto pd = c.mpa.peer_private_data();
-  p.private_data_len = static_cast<std::uint8_t>(std::min<std::size_t>(pd.size(), 255));
-  if (p.private_data_len != 0) std::memcpy(p.private_data, pd.data(), p.private_data_len);  // no data: pd.data() may be null
-  emit(it->second, RDMA_CM_EVENT_CONNECT_REQUEST, 0, &p, nullptr, listener.cookie, listener.handle);
-}
-
 void CmService::iw_reply_in(IwConn& c, transport::Nanos now) {
   auto it = ids_.find(c.id);
   if (it == ids_.end() || it->second.state != State::kReqSent) return iw_drop_conn(c.fd);
   Id& id = it->second;
   ctl::CmConnParam p{};
-  const auto pd = c.mpa.peer_private_data();
-  p.private_data_len = static_cast<std::uint8_t>(std::min<std::size_t>(pd.size(), 255));
-  if (p.private_data_len != 0) std::memcpy(p.private_data, pd.data(), p.private_data_len);  // no data: pd.data() may be null
+  set_private_data(p, c.mpa.peer_private_data());
   switch (c.mpa.state()) {
     case iw::MpaSetup::State::kEstablished: {
       const iw::MpaNegotiated& n = c.mpa.negotiated();
@@ -544,26 +289,28 @@ void CmService::iw_reply_in(IwConn& c, transport::Nanos now) {
 Reply CmService::iw_establish(Id& id, const MsgHeader& h) {
   auto it = std::find_if(iw_conns_.begin(), iw_conns_.end(), [&](const auto& kv) { return kv.second.id == id.handle; });
   if (id.state != State::kRepRcvd || it == iw_conns_.end()) return fail<ctl::CmEstablishRep>(h, EINVAL);
+  // The first FPDU (the RTR, or the first message) waits a little: a
+  // kernel 6.1 siw responder sends its Reply before it has put its receive
+  // upcall on the socket, and data that comes in between is not noticed
+  // (the connection hangs; docs/INTEROP.md). The peer may send at once.
+  const int rc = iw_attach_qp(it, id.local_qpn);
+  if (rc != 0) {
+    id.state = State::kError;
+    return fail<ctl::CmEstablishRep>(h, rc);
+  }
+  id.state = State::kEstablished;
+  return handled<ctl::CmEstablishRep>(h, id.handle);
+}
+
+int CmService::iw_attach_qp(std::map<int, IwConn>::iterator it, std::uint32_t qpn) {
   IwConn& c = it->second;
   const int fd = c.fd;
   DataPath* dp = devices_[static_cast<std::size_t>(c.dev)].dp;
   const std::vector<std::uint8_t> early = std::move(c.early);
   const iw::StreamParams params = c.mpa.negotiated().stream(mss_of(fd));
   iw_conns_.erase(it);  // the QP's stream owns the socket from here on
-  // The first FPDU (the RTR, or the first message) waits a little: a
-  // kernel 6.1 siw responder sends its Reply before it has put its receive
-  // upcall on the socket, and data that comes in between is not noticed
-  // (the connection hangs; docs/INTEROP.md). The peer may send at once.
   const transport::Nanos t = now();
-  const int rc = dp->iw_attach(id.local_qpn, fd, params, t, early, t + kIwFirstFpduDelay);
-  if (rc != 0) {
-    id.state = State::kError;
-    return fail<ctl::CmEstablishRep>(h, rc);
-  }
-  id.state = State::kEstablished;
-  ctl::CmEstablishRep rep{};
-  rep.handle = id.handle;
-  return ok(h, rep);
+  return dp->iw_attach(qpn, fd, params, t, early, t + kIwFirstFpduDelay);
 }
 
 Reply CmService::iw_accept(Id& id, const MsgHeader& h, const ctl::CmConnParam& p) {
@@ -581,27 +328,20 @@ Reply CmService::iw_accept(Id& id, const MsgHeader& h, const ctl::CmConnParam& p
     id.state = State::kError;
     return fail<ctl::CmAcceptRep>(h, ECONNRESET);
   }
-  DataPath* dp = devices_[static_cast<std::size_t>(c.dev)].dp;
-  dp->iw_streams()->unwatch(fd);
-  const std::vector<std::uint8_t> early = std::move(c.early);
-  const iw::StreamParams params = c.mpa.negotiated().stream(mss_of(fd));
-  iw_conns_.erase(it);
+  devices_[static_cast<std::size_t>(c.dev)].dp->iw_streams()->unwatch(fd);
   id.local_qpn = p.qp_num;
   // Without an RTR the responder may send at once; its first FPDU waits a
   // little all the same, so that it does not reach the peer in the same
   // read as the Reply (a kernel 6.1 siw initiator then fails the
   // connection: "peer sent extra data"; docs/INTEROP.md).
-  const transport::Nanos t = now();
-  const int rc = dp->iw_attach(p.qp_num, fd, params, t, early, t + kIwFirstFpduDelay);
+  const int rc = iw_attach_qp(it, p.qp_num);
   if (rc != 0) {
     id.state = State::kError;
     return fail<ctl::CmAcceptRep>(h, rc);
   }
   id.state = State::kEstablished;
   emit(id, RDMA_CM_EVENT_ESTABLISHED, 0);
-  ctl::CmAcceptRep rep{};
-  rep.handle = id.handle;
-  return ok(h, rep);
+  return handled<ctl::CmAcceptRep>(h, id.handle);
 }
 
 Reply CmService::iw_reject(Id& id, const MsgHeader& h, std::span<const std::uint8_t> pd) {
@@ -613,9 +353,7 @@ Reply CmService::iw_reject(Id& id, const MsgHeader& h, std::span<const std::uint
     count_mpa_reject(it->second.dev, true);
   iw_drop_conn(it->second.fd);
   id.state = State::kRejected;
-  ctl::CmRejectRep rep{};
-  rep.handle = id.handle;
-  return ok(h, rep);
+  return handled<ctl::CmRejectRep>(h, id.handle);
 }
 
 void CmService::iw_stream_closed(std::size_t dev, std::uint32_t qpn, transport::Nanos now) {

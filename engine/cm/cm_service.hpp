@@ -1,6 +1,6 @@
 // The communication manager of urnicd: what the kernel's ib_cm + rdma_cm are
 // to a hardware RNIC, serving librdmacm.so.1 (rdmacm_shim/) over the control
-// socket (engine/cm_proto.hpp) and speaking the IBTA CM on the wire.
+// socket (hostif/cm_proto.hpp) and speaking the IBTA CM on the wire.
 //
 // - Ids, ports and listeners: rdma_cm ids per control connection ("owner"),
 //   bound to an IP address (or the wildcard) and a port in a port space
@@ -21,6 +21,10 @@
 //
 // Everything runs on the engine thread: control requests through handle(),
 // packets and timers through the GsiHandler interface.
+//
+// The implementation is engine/cm/cm_*.cpp, one job a file (the list is in
+// cm_service.cpp and engine/cm/README.md); the private declarations below
+// are grouped by the file that defines them.
 #pragma once
 
 #include <array>
@@ -59,7 +63,7 @@ struct CmDevice {
   std::uint64_t node_guid = 0;           // network order, as the device reports it
   std::uint32_t active_mtu = 5;          // enum ibv_mtu
   std::uint8_t max_rd_atomic = 16;       // max_qp_rd_atom / max_qp_init_rd_atom
-  // iWARP devices are connected by TCP + MPA (engine/cm_iwarp.cpp): their
+  // iWARP devices are connected by TCP + MPA (engine/cm/cm_iwarp.cpp): their
   // listening and handshaking sockets live in the data path's epoll set.
   bool iwarp = false;
   DataPath* dp = nullptr;
@@ -105,7 +109,7 @@ class CmService final : public GsiHandler, public IwWatcher {
   [[nodiscard]] const CmCounters& counters() const { return counters_; }
   [[nodiscard]] std::size_t id_count() const { return ids_.size(); }
 
-  // iWARP (engine/cm_iwarp.cpp): a listening or handshaking socket is ready;
+  // iWARP (engine/cm/cm_iwarp.cpp): a listening or handshaking socket is ready;
   // a QP's stream on device `dev` is gone (report the disconnect).
   void on_fd_ready(int fd, std::uint32_t epoll_events, transport::Nanos now) override;
   void iw_stream_closed(std::size_t dev, std::uint32_t qpn, transport::Nanos now);
@@ -218,25 +222,82 @@ class CmService final : public GsiHandler, public IwWatcher {
     transport::Nanos until = 0;
   };
 
+  // cm_service.cpp
+  // A request about one of `owner`'s ids goes to `fn` with the id; a short
+  // message, or an id that is not the owner's, is EINVAL (the on_* below
+  // that take an Id are called through it).
+  template <class Rep, class Req>
+  Reply for_id(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg,
+               Reply (CmService::*fn)(const ctl::MsgHeader&, Id&, const Req&));
+  // The reply that names only the id (what most requests answer).
+  template <class Rep>
+  static Reply handled(const ctl::MsgHeader& h, std::uint32_t handle) {
+    Rep rep{};
+    rep.handle = handle;
+    return ok(h, rep);
+  }
+  Id* find_owned(std::uint32_t owner, std::uint32_t handle);
+  Id* find_by_comm_id(std::uint32_t local_comm_id);
+  std::uint32_t new_comm_id();
+  // The CM's pseudo-random numbers (ports, comm IDs, transaction IDs, PSNs).
+  std::uint64_t next_random();
+  std::uint32_t new_psn();  // a Starting PSN (24 bits)
+  [[nodiscard]] transport::Nanos now() const { return clock_(); }
+
+  // cm_ids.cpp
   Reply on_create_channel(std::uint32_t owner, const ctl::MsgHeader& h);
   Reply on_destroy_channel(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_migrate(const ctl::MsgHeader& h, Id& id, const ctl::CmMigrateIdReq& req);
   Reply on_create_id(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
-  Reply on_destroy_id(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
-  Reply on_bind(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
-  Reply on_resolve_addr(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
-  Reply on_resolve_route(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
-  Reply on_listen(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
-  Reply on_connect(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
-  Reply on_accept(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
-  Reply on_reject(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
-  Reply on_disconnect(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
-  Reply on_init_qp_attr(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
-  Reply on_migrate(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
-  Reply on_establish(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
-  Reply on_set_option(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
-  Reply on_query(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
-  Reply on_join_mcast(std::uint32_t owner, const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_destroy_id(const ctl::MsgHeader& h, Id& id, const ctl::CmDestroyIdReq& req);
+  Reply on_set_option(const ctl::MsgHeader& h, Id& id, const ctl::CmSetOptionReq& req);
+  Reply on_query(const ctl::MsgHeader& h, Id& id, const ctl::CmQueryReq& req);
+  void destroy(Id& id);     // tells the peer (DREQ/REJ) as the kernel does on destroy
+  ctl::CmIdInfo info_of(const Id& id) const;
+  void emit(const Id& id, std::uint32_t event, std::int32_t status, const ctl::CmConnParam* param = nullptr,
+            const ctl::AhAttrs* ah = nullptr, std::uint64_t listen_cookie = 0, std::uint32_t listen_handle = 0);
 
+  // cm_ports.cpp
+  Reply on_bind(const ctl::MsgHeader& h, Id& id, const ctl::CmBindReq& req);
+  Reply on_listen(const ctl::MsgHeader& h, Id& id, const ctl::CmListenReq& req);
+  int bind_port(Id& id, const ctl::CmAddr& addr);
+  bool recently_listened(std::uint32_t port_space, std::uint16_t port, transport::Nanos now_ns);
+  // Connect requests under `listener` that wait for rdma_accept/rdma_reject
+  // (what its backlog bounds).
+  [[nodiscard]] int pending_requests(const Id& listener) const;
+  Id* find_listener(std::uint32_t port_space, std::uint16_t port, const ctl::CmAddr& dst) const;
+  // A passive id under `listener` (a connect request came for it).
+  Id new_child(const Id& listener, int dev, std::uint32_t qp_type, State state);
+  // The passive id the peer at `src_gid` made with its request `remote_comm_id`
+  // (a retransmitted request finds it), or nullptr.
+  Id* find_child(std::uint32_t remote_comm_id, const std::array<std::uint8_t, 16>& src_gid);
+  // The passive id a REQ or SIDR_REQ creates under `listener`: the peer's
+  // address from the IP CM header, ours from the service ID (`dst`).
+  Id make_child(const Id& listener, std::size_t dev, const std::array<std::uint8_t, 16>& src_gid,
+                const ctl::CmAddr& dst, const wire::IpCmHeader& ip, std::uint32_t qp_type, State state,
+                std::uint64_t tid);
+
+  // cm_resolve.cpp
+  Reply on_resolve_addr(const ctl::MsgHeader& h, Id& id, const ctl::CmResolveAddrReq& req);
+  Reply on_resolve_route(const ctl::MsgHeader& h, Id& id, const ctl::CmResolveRouteReq& req);
+  int resolve_device(const ctl::CmAddr& addr, int& dev) const;
+  // Our GID (and its table index) on device `dev` for talking with `peer`
+  // from local address `local`: the IPv4 GID for IPv4, else the device's
+  // IPv6 GID equal to `local`, else one of the same scope as `peer`.
+  [[nodiscard]] CmDevice::Ipv6Gid local_gid(int dev, const std::array<std::uint8_t, 16>& local,
+                                            const std::array<std::uint8_t, 16>& peer) const;
+  void use_device_gid(Id& id, const std::array<std::uint8_t, 16>& local);
+  ctl::AhAttrs ah_of(const Id& id) const;
+
+  // cm_connect.cpp
+  Reply on_connect(const ctl::MsgHeader& h, Id& id, const ctl::CmConnectReq& req);
+  Reply on_accept(const ctl::MsgHeader& h, Id& id, const ctl::CmAcceptReq& req);
+  Reply on_reject(const ctl::MsgHeader& h, Id& id, const ctl::CmRejectReq& req);
+  Reply on_disconnect(const ctl::MsgHeader& h, Id& id, const ctl::CmDisconnectReq& req);
+  Reply on_establish(const ctl::MsgHeader& h, Id& id, const ctl::CmEstablishReq& req);
+  Reply on_init_qp_attr(const ctl::MsgHeader& h, Id& id, const ctl::CmInitQpAttrReq& req);
+
+  // cm_ib.cpp
   void on_req(std::size_t dev, const std::array<std::uint8_t, 16>& src_gid, const wire::MadHeader& mh,
               const wire::CmReq& m, transport::Nanos now);
   void on_rep(const wire::MadHeader& mh, const wire::CmRep& m, transport::Nanos now);
@@ -246,39 +307,32 @@ class CmService final : public GsiHandler, public IwWatcher {
   void on_dreq(std::size_t dev, const std::array<std::uint8_t, 16>& src_gid, const wire::MadHeader& mh,
                const wire::CmDreq& m);
   void on_drep(const wire::CmDrep& m);
-  void on_sidr_req(std::size_t dev, const std::array<std::uint8_t, 16>& src_gid, const wire::MadHeader& mh,
-                   const wire::CmSidrReq& m);
-  void on_sidr_rep(const wire::CmSidrRep& m);
-
-  Id* find_owned(std::uint32_t owner, std::uint32_t handle);
-  Id* find_by_comm_id(std::uint32_t local_comm_id);
-  int bind_port(Id& id, const ctl::CmAddr& addr);
-  int resolve_device(const ctl::CmAddr& addr, int& dev) const;
-  // Our GID (and its table index) on device `dev` for talking with `peer`
-  // from local address `local`: the IPv4 GID for IPv4, else the device's
-  // IPv6 GID equal to `local`, else one of the same scope as `peer`.
-  [[nodiscard]] CmDevice::Ipv6Gid local_gid(int dev, const std::array<std::uint8_t, 16>& local,
-                                            const std::array<std::uint8_t, 16>& peer) const;
-  void use_device_gid(Id& id, const std::array<std::uint8_t, 16>& local);
-  // Sends (or resends) the id's last MAD.
-  void transmit_last(const Id& id);
-  bool recently_listened(std::uint32_t port_space, std::uint16_t port, transport::Nanos now_ns);
-  // Connect requests under `listener` that wait for rdma_accept/rdma_reject
-  // (what its backlog bounds).
-  [[nodiscard]] int pending_requests(const Id& listener) const;
-  Id* find_listener(std::uint32_t port_space, std::uint16_t port, const ctl::CmAddr& dst) const;
-  // The passive id a REQ or SIDR_REQ creates under `listener`: the peer's
-  // address from the IP CM header, ours from the service ID (`dst`).
-  Id make_child(const Id& listener, std::size_t dev, const std::array<std::uint8_t, 16>& src_gid,
-                const ctl::CmAddr& dst, const wire::IpCmHeader& ip, std::uint32_t qp_type, State state,
-                std::uint64_t tid);
-  ctl::CmIdInfo info_of(const Id& id) const;
-  void emit(const Id& id, std::uint32_t event, std::int32_t status, const ctl::CmConnParam* param = nullptr,
-            const ctl::AhAttrs* ah = nullptr, std::uint64_t listen_cookie = 0, std::uint32_t listen_handle = 0);
   // Sends a CM MAD to the id's peer; with `retry`, keeps it for retransmission.
   void send(Id& id, const wire::CmMessage& m, bool retry);
   void send_to(std::size_t dev, const std::array<std::uint8_t, 16>& dgid, std::uint64_t tid,
                const wire::CmMessage& m);
+  // Sends (or resends) the id's last MAD.
+  void transmit_last(const Id& id);
+  // A REJ of the peer's `msg_rejected` (IBA 12.6.7) and a DREQ, to the id's peer.
+  void send_rej(Id& id, std::uint8_t msg_rejected, std::uint16_t reason, std::span<const std::uint8_t> pd = {});
+  void send_dreq(Id& id, bool retry);
+
+  // cm_sidr.cpp
+  void on_sidr_req(std::size_t dev, const std::array<std::uint8_t, 16>& src_gid, const wire::MadHeader& mh,
+                   const wire::CmSidrReq& m);
+  void on_sidr_rep(const wire::CmSidrRep& m);
+  // rdma_connect of a UD id: the SIDR_REQ (IBA 12.11.1).
+  void sidr_request(Id& id, const wire::IpCmHeader& ip, std::uint64_t service_id, const ctl::CmConnParam& p);
+  Reply sidr_accept(Id& id, const ctl::MsgHeader& h, const ctl::CmConnParam& p);
+  // The SIDR_REP that answers the peer's SIDR_REQ: `status`, and when valid
+  // our QPN and Q_Key; `pd` cut to what a SIDR_REP holds.
+  void sidr_answer(Id& id, std::uint8_t status, std::span<const std::uint8_t> pd = {}, std::uint32_t qpn = 0,
+                   std::uint32_t qkey = 0);
+
+  // cm_multicast.cpp
+  Reply on_join_mcast(const ctl::MsgHeader& h, Id& id, const ctl::CmJoinMcastReq& req);
+
+  // cm_timers.cpp
   // The id's one timer (a retransmission, timewait or the iWARP connect
   // retry); kept in timers_ so the engine's per-pass deadline query and the
   // timer pass cost O(log n), not a walk over every id.
@@ -288,12 +342,11 @@ class CmService final : public GsiHandler, public IwWatcher {
   // DREQ/DREP waits out in-flight packets before its QP may be reused; the
   // end is RDMA_CM_EVENT_TIMEWAIT_EXIT.
   void enter_timewait(Id& id, transport::Nanos now);
-  void destroy(Id& id);     // tells the peer (DREQ/REJ) as the kernel does on destroy
-  std::uint32_t new_comm_id();
-  ctl::AhAttrs ah_of(const Id& id) const;
-  [[nodiscard]] transport::Nanos now() const { return clock_(); }
+  // The connection ended (DREQ or DREP in, or our DREQ timed out):
+  // DISCONNECTED, then timewait.
+  void disconnected(Id& id, transport::Nanos now);
 
-  // engine/cm_iwarp.cpp
+  // cm_iwarp.cpp (connections) and cm_iwarp_listen.cpp (listening sockets)
   [[nodiscard]] bool iw(const Id& id) const;
   int iw_listen(Id& id, int backlog);
   void iw_close_listeners(const Id& id);
@@ -304,6 +357,10 @@ class CmService final : public GsiHandler, public IwWatcher {
   Reply iw_accept(Id& id, const ctl::MsgHeader& h, const ctl::CmConnParam& p);
   Reply iw_reject(Id& id, const ctl::MsgHeader& h, std::span<const std::uint8_t> pd);
   Reply iw_establish(Id& id, const ctl::MsgHeader& h);
+  // Hands the connection's socket, with the bytes that came after the peer's
+  // MPA frame, to QP `qpn` (its first FPDU held kIwFirstFpduDelay):
+  // DataPath::iw_attach's result.
+  int iw_attach_qp(std::map<int, IwConn>::iterator it, std::uint32_t qpn);
   void iw_drop_conn(int fd);
   void iw_accept_ready(int lfd, transport::Nanos now);
   void iw_conn_ready(IwConn& c, std::uint32_t events, transport::Nanos now);
