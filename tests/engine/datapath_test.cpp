@@ -41,76 +41,17 @@ using urnic::engine::WqeSge;
 namespace {
 
 using urnic::test::now_ns;
+using urnic::test::post_wqe;
 using Qp = urnic::test::RigQp;
 
 // One process, one session, the data path of urnic0.
 struct Rig : urnic::test::SessionRig {
   Rig() : SessionRig(0) {}
 
-  // RESET -> INIT -> RTR -> RTS, connected to `peer` over ::ffff:127.0.0.1.
   void connect(const Qp& q, const Qp& peer) {
-    ctl::QpAttrs a{};
-    a.qp_state = IBV_QPS_INIT;
-    a.port_num = 1;
-    a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-    REQUIRE(modify(q, a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) == 0);
-    a.qp_state = IBV_QPS_RTR;
-    a.path_mtu = IBV_MTU_1024;
-    a.dest_qp_num = peer.qpn;
-    a.rq_psn = 100;
-    a.max_dest_rd_atomic = 1;
-    a.min_rnr_timer = 1;
-    a.ah_attr.is_global = 1;
-    a.ah_attr.sgid_index = 1;
-    a.ah_attr.hop_limit = 64;
-    a.ah_attr.port_num = 1;
-    a.ah_attr.dgid[10] = 0xff;
-    a.ah_attr.dgid[11] = 0xff;
-    a.ah_attr.dgid[12] = 127;
-    a.ah_attr.dgid[15] = 1;
-    REQUIRE(modify(q, a,
-                   IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                       IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) == 0);
-    a.qp_state = IBV_QPS_RTS;
-    a.sq_psn = 100;
-    a.timeout = 14;
-    a.retry_cnt = 7;
-    a.rnr_retry = 7;
-    a.max_rd_atomic = 1;
-    REQUIRE(modify(q, a,
-                   IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                       IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC) == 0);
-  }
-
-  // Poll until `want` completions are in the CQ ring (or give up).
-  std::vector<CqeSlot> run_until(std::size_t want) {
-    std::vector<CqeSlot> got;
-    for (int i = 0; i < 100000 && got.size() < want; ++i) {
-      dp->poll(now_ns(), true);
-      std::array<CqeSlot, 8> buf{};
-      const std::uint32_t n = cq_ring.dequeue_burst(std::span<CqeSlot>(buf));
-      got.insert(got.end(), buf.begin(), buf.begin() + n);
-    }
-    return got;
+    connect_rc(q, peer, IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ, 14);
   }
 };
-
-void post_wqe(SpscRing& ring, const WqeHeader& h, std::span<const WqeSge> sges) {
-  REQUIRE(ring.free_count() > 0);
-  std::byte* slot = ring.producer_slot(0);
-  std::memcpy(slot, &h, sizeof h);
-  for (std::size_t i = 0; i < sges.size(); ++i)
-    std::memcpy(slot + sizeof h + i * sizeof(WqeSge), &sges[i], sizeof(WqeSge));
-  ring.publish(1);
-}
-
-std::uint32_t query_state(Rig& rig, const Qp& q) {
-  ctl::QueryQpReq req{};
-  req.handle = q.handle;
-  ctl::QueryQpRep rep{};
-  REQUIRE(rig.call(req, &rep) == 0);
-  return rep.attr.qp_state;
-}
 
 }  // namespace
 
@@ -121,7 +62,7 @@ TEST_CASE("data path: RC send and RDMA write move bytes between two QPs by hairp
   rig.create_qp(b);
   rig.connect(a, b);
   rig.connect(b, a);
-  CHECK(query_state(rig, a) == IBV_QPS_RTS);
+  CHECK(rig.qp_state(a) == IBV_QPS_RTS);
 
   std::vector<std::uint8_t> src(5000), dst(5000, 0), wdst(3000, 0);
   std::iota(src.begin(), src.end(), std::uint8_t{7});
@@ -233,7 +174,7 @@ TEST_CASE("data path: RC send and RDMA write move bytes between two QPs by hairp
     REQUIRE(cqes.size() == 1);
     CHECK(cqes[0].wr_id == 0xbad);
     CHECK(cqes[0].status == IBV_WC_LOC_QP_OP_ERR);
-    CHECK(query_state(rig, a) == IBV_QPS_ERR);
+    CHECK(rig.qp_state(a) == IBV_QPS_ERR);
     CHECK(rig.dp->counters().wqes_rejected == 1);
   }
 
