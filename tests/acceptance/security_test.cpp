@@ -240,22 +240,6 @@ TEST_CASE("a process's session ends when it exits, even if a child still holds i
 
 namespace {
 
-// A daemon counter from `urnic stats --json` (device-wide), or -1.
-long daemon_counter(const std::string& name) {
-  const char* cli = std::getenv("URNIC_CLI");
-  if (cli == nullptr) return -1;
-  const std::string cmd = std::string(cli) + " stats --json --runtime-dir " + g_runtime.dir + " 2>/dev/null";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (p == nullptr) return -1;
-  std::string out;
-  std::array<char, 4096> buf{};
-  while (std::size_t n = std::fread(buf.data(), 1, buf.size(), p)) out.append(buf.data(), n);
-  ::pclose(p);
-  const auto at = out.find("\"" + name + "\"");
-  if (at == std::string::npos) return -1;
-  return std::strtol(out.c_str() + out.find(':', at) + 1, nullptr, 10);
-}
-
 struct VictimInfo {
   std::uint32_t qpn = 0;
   std::uint32_t rkey = 0;
@@ -320,7 +304,7 @@ TEST_CASE("an RDMA WRITE into registered memory the victim unmapped or made read
     int to_victim[2], from_victim[2];
     REQUIRE(::pipe(to_victim) == 0);
     REQUIRE(::pipe(from_victim) == 0);
-    const long faults_before = daemon_counter("write_faults");
+    const long faults_before = g_runtime.stats_counter("write_faults");
     const pid_t child = ::fork();
     REQUIRE(child >= 0);
     if (child == 0) victim(unmap, to_victim[0], from_victim[1]);
@@ -344,7 +328,7 @@ TEST_CASE("an RDMA WRITE into registered memory the victim unmapped or made read
     REQUIRE(::waitpid(child, &status, 0) == child);
     CHECK(WIFEXITED(status));
     CHECK(WEXITSTATUS(status) == 0);
-    if (faults_before >= 0) CHECK(daemon_counter("write_faults") > faults_before);
+    if (faults_before >= 0) CHECK(g_runtime.stats_counter("write_faults") > faults_before);
     else WARN("URNIC_CLI not set: the write_faults counter is not checked");
     for (int fd : {to_victim[0], to_victim[1], from_victim[0], from_victim[1]}) ::close(fd);
     // The daemon goes on serving: a fresh RC pair writes and the data lands.
