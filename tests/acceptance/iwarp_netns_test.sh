@@ -24,6 +24,8 @@ verbs_dir=$1
 rdmacm_dir=$2
 urnicd=$3
 cli=$4
+# shellcheck source=cm_client.sh
+source "$(dirname "$0")/cm_client.sh"
 
 if [[ $(id -u) -ne 0 ]]; then
   echo "SKIP: needs root to create network namespaces"
@@ -126,7 +128,9 @@ start_daemon() {
 port=$((20000 + tag % 20000))
 # pair NAME SERVER_HOST SRE CRE -- SERVER_CMD... -- CLIENT_CMD...: the
 # client runs in the other namespace; "@SERVER@" in its arguments is the
-# server's address. A client that finds no listener yet is run again.
+# server's address. A client that finds no listener yet (refused,
+# ECONNREFUSED, as by iw_cm) is run again.
+cm_retry_on='REJECTED|rror -111|Unable to|Failed to'
 pair() {
   local name=$1 sh=$2 sre=$3 cre=$4
   shift 4
@@ -142,20 +146,14 @@ pair() {
     > "$out_s" 2>&1 &
   server_pid=$!
   sleep "${HEAD_START:-0.5}"
-  local crc=1 try t0=$SECONDS
-  for try in $(seq 20); do
-    host "$ch" "${run_env[@]}" timeout "$limit" "${ccmd[@]}" > "$out_c" 2>&1
-    crc=$?
-    [[ $crc -eq 0 ]] && break
-    alive "$server_pid" || break
-    grep -qE "REJECTED|rror -111|Unable to|Failed to" "$out_c" || break
-    sleep 0.5
-  done
+  local crc t0=$SECONDS
+  cm_client_retry "$out_c" "$server_pid" host "$ch" "${run_env[@]}" timeout "$limit" "${ccmd[@]}"
+  crc=$?
   wait "$server_pid"
   local src=$?
   server_pid=
   if [[ $crc -eq 0 && $src -eq 0 ]] && grep -qE "$sre" "$out_s" && grep -qE "$cre" "$out_c"; then
-    pass "$name ($sh <- $ch, $((SECONDS - t0)) s${try:+, client attempt $try})"
+    pass "$name ($sh <- $ch, $((SECONDS - t0)) s, client attempt $cm_client_tries)"
   else
     fail "$name ($sh <- $ch): server exit $src, client exit $crc"
     sed 's/^/    client: /' "$out_c" | tail -12
