@@ -86,6 +86,21 @@ struct IwEnd {
   std::optional<SrqHandle> srq;        // the QP's SRQ, if it has one
 };
 
+// A receive WR of `len` bytes at offset `off` of the end's MR.
+inline int post_recv(IwEnd& e, uint64_t wr_id, uint64_t off, uint32_t len) {
+  Sge s{e.side.va + off, len, e.side.mr.lkey};
+  RecvWr wr;
+  wr.wr_id = wr_id;
+  wr.sg_list = {&s, 1};
+  return e.t.post_recv(e.qpn, wr);
+}
+
+inline QpState qp_state(IwEnd& e) {
+  QpAttr a;
+  REQUIRE(e.t.query_qp(e.qpn, a) == 0);
+  return a.qp_state;
+}
+
 struct IwConfig {
   MpaOptions a;  // initiator
   MpaOptions b;  // responder

@@ -115,6 +115,14 @@ struct TmPair {
     return out;
   }
 
+  // A SEND from A (see send), the packets exchanged until both sides are
+  // quiet (pump); B's tag-matching completions.
+  std::vector<Cqe> exchange_send(uint64_t wr_id, uint64_t off, uint32_t len) {
+    REQUIRE(send(wr_id, off, len) == 0);
+    pump();
+    return poll_tm();
+  }
+
   void pump() {
     for (int i = 0; i < 1000; ++i) {
       auto x = sa.take();
