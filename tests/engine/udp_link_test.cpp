@@ -11,25 +11,16 @@
 #include <vector>
 
 #include "engine/link/udp_link.hpp"
+#include "tests/engine/send_only.hpp"
 #include "wire/ib_codec.hpp"
 #include "wire/icrc.hpp"
 #include "wire/roce_frame.hpp"
 
 using namespace urnic;
+using urnic::test::send_only;
 
 namespace {
 constexpr uint32_t kLoopback = 0x7F000001;
-
-wire::IbPacket send_only(uint32_t qpn, uint32_t psn, wire::Bytes payload) {
-  wire::IbPacket p;
-  p.bth.opcode = wire::opcode::kRc | wire::opcode::kSendOnly;
-  p.bth.dest_qp = qpn;
-  p.bth.psn = wire::Psn(psn);
-  p.bth.ack_req = true;
-  p.bth.pad = wire::ib_pad_for(payload.size());
-  p.payload = payload;
-  return p;
-}
 }  // namespace
 
 TEST_CASE("udp link: a packet sent to our own address comes back with a good ICRC", "[engine][link]") {
