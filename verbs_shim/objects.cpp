@@ -16,6 +16,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "hostif/ibv_attrs.hpp"
 #include "hostif/verbs_ext_proto.hpp"
 #include "verbs_shim/shim.hpp"
 
@@ -50,113 +51,6 @@ void* map_fd(int fd, std::size_t bytes) {
   void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   ::close(fd);
   return p == MAP_FAILED ? nullptr : p;
-}
-
-ctl::AhAttrs to_wire(const ibv_ah_attr& a) {
-  ctl::AhAttrs w{};
-  std::memcpy(w.dgid, a.grh.dgid.raw, 16);
-  w.flow_label = a.grh.flow_label;
-  w.sgid_index = a.grh.sgid_index;
-  w.hop_limit = a.grh.hop_limit;
-  w.traffic_class = a.grh.traffic_class;
-  w.is_global = a.is_global;
-  w.dlid = a.dlid;
-  w.sl = a.sl;
-  w.src_path_bits = a.src_path_bits;
-  w.static_rate = a.static_rate;
-  w.port_num = a.port_num;
-  return w;
-}
-
-ibv_ah_attr from_wire(const ctl::AhAttrs& w) {
-  ibv_ah_attr a{};
-  std::memcpy(a.grh.dgid.raw, w.dgid, 16);
-  a.grh.flow_label = w.flow_label;
-  a.grh.sgid_index = w.sgid_index;
-  a.grh.hop_limit = w.hop_limit;
-  a.grh.traffic_class = w.traffic_class;
-  a.is_global = w.is_global;
-  a.dlid = w.dlid;
-  a.sl = w.sl;
-  a.src_path_bits = w.src_path_bits;
-  a.static_rate = w.static_rate;
-  a.port_num = w.port_num;
-  return a;
-}
-
-// An enum field's bits, without loading it as the enum: applications
-// leave the fields attr_mask does not name unset (ibv_xsrq_pingpong does),
-// and loading an out-of-range value as an enum is undefined behaviour.
-template <typename E>
-std::uint32_t enum_bits(const E& e) {
-  static_assert(std::is_enum_v<E> && sizeof(E) == sizeof(std::uint32_t));
-  std::uint32_t v;
-  std::memcpy(&v, &e, sizeof v);
-  return v;
-}
-
-ctl::QpAttrs to_wire(const ibv_qp_attr& a) {
-  ctl::QpAttrs w{};
-  w.qp_state = enum_bits(a.qp_state);
-  w.cur_qp_state = enum_bits(a.cur_qp_state);
-  w.path_mtu = enum_bits(a.path_mtu);
-  w.path_mig_state = enum_bits(a.path_mig_state);
-  w.qkey = a.qkey;
-  w.rq_psn = a.rq_psn;
-  w.sq_psn = a.sq_psn;
-  w.dest_qp_num = a.dest_qp_num;
-  w.qp_access_flags = static_cast<std::uint32_t>(a.qp_access_flags);
-  w.pkey_index = a.pkey_index;
-  w.alt_pkey_index = a.alt_pkey_index;
-  w.en_sqd_async_notify = a.en_sqd_async_notify;
-  w.sq_draining = a.sq_draining;
-  w.max_rd_atomic = a.max_rd_atomic;
-  w.max_dest_rd_atomic = a.max_dest_rd_atomic;
-  w.min_rnr_timer = a.min_rnr_timer;
-  w.port_num = a.port_num;
-  w.timeout = a.timeout;
-  w.retry_cnt = a.retry_cnt;
-  w.rnr_retry = a.rnr_retry;
-  w.alt_port_num = a.alt_port_num;
-  w.alt_timeout = a.alt_timeout;
-  w.rate_limit = a.rate_limit;
-  w.cap = ctl::QpCaps{a.cap.max_send_wr, a.cap.max_recv_wr, a.cap.max_send_sge,
-                      a.cap.max_recv_sge, a.cap.max_inline_data, 0};
-  w.ah_attr = to_wire(a.ah_attr);
-  w.alt_ah_attr = to_wire(a.alt_ah_attr);
-  return w;
-}
-
-ibv_qp_attr from_wire(const ctl::QpAttrs& w) {
-  ibv_qp_attr a{};
-  a.qp_state = static_cast<ibv_qp_state>(w.qp_state);
-  a.cur_qp_state = static_cast<ibv_qp_state>(w.cur_qp_state);
-  a.path_mtu = static_cast<ibv_mtu>(w.path_mtu);
-  a.path_mig_state = static_cast<ibv_mig_state>(w.path_mig_state);
-  a.qkey = w.qkey;
-  a.rq_psn = w.rq_psn;
-  a.sq_psn = w.sq_psn;
-  a.dest_qp_num = w.dest_qp_num;
-  a.qp_access_flags = static_cast<unsigned int>(w.qp_access_flags);
-  a.cap = ibv_qp_cap{w.cap.max_send_wr, w.cap.max_recv_wr, w.cap.max_send_sge,
-                     w.cap.max_recv_sge, w.cap.max_inline_data};
-  a.ah_attr = from_wire(w.ah_attr);
-  a.alt_ah_attr = from_wire(w.alt_ah_attr);
-  a.pkey_index = w.pkey_index;
-  a.alt_pkey_index = w.alt_pkey_index;
-  a.en_sqd_async_notify = w.en_sqd_async_notify;
-  a.sq_draining = w.sq_draining;
-  a.max_rd_atomic = w.max_rd_atomic;
-  a.max_dest_rd_atomic = w.max_dest_rd_atomic;
-  a.min_rnr_timer = w.min_rnr_timer;
-  a.port_num = w.port_num;
-  a.timeout = w.timeout;
-  a.retry_cnt = w.retry_cnt;
-  a.rnr_retry = w.rnr_retry;
-  a.alt_port_num = w.alt_port_num;
-  a.alt_timeout = w.alt_timeout;
-  a.rate_limit = w.rate_limit;
-  return a;
 }
 
 // ---------------------------------------------------------------- data path
@@ -968,7 +862,7 @@ int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
   ctl::ModifyQpReq req{};
   req.handle = qp->handle;
   req.attr_mask = static_cast<std::uint32_t>(attr_mask);
-  req.attr = to_wire(*attr);
+  req.attr = ctl::to_wire(*attr);
   // ON_DEMAND describes memory, not a QP: MR access bits applications pass
   // to both (pyverbs' ODP tests do) mean nothing to the QP, as with mlx5.
   req.attr.qp_access_flags &= ~static_cast<std::uint32_t>(IBV_ACCESS_ON_DEMAND);
@@ -993,7 +887,7 @@ int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask, ibv_qp_init_attr*
   ctl::QueryQpRep rep{};
   if (const int err = client_of(qp->context).call(ctl::QueryQpReq{{qp->handle, 0}}, rep); err != 0)
     return err;
-  *attr = from_wire(rep.attr);
+  *attr = ctl::from_wire(rep.attr);
   if (init_attr != nullptr) {
     *init_attr = ibv_qp_init_attr{};
     init_attr->qp_context = qp->qp_context;
@@ -1133,7 +1027,7 @@ int ibv_destroy_srq(ibv_srq* srq) {
 ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
   ctl::CreateAhReq req{};
   req.pd_handle = pd->handle;
-  req.attr = to_wire(*attr);
+  req.attr = ctl::to_wire(*attr);
   ctl::CreateAhRep rep{};
   if (const int err = client_of(pd->context).call(req, rep); err != 0) {
     errno = err;
