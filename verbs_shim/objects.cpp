@@ -358,8 +358,7 @@ int op_req_notify_cq(ibv_cq* cq, int solicited_only) {
 }
 
 void* op_compat_unsupported() {
-  errno = EOPNOTSUPP;
-  return nullptr;
+  return fail_null(EOPNOTSUPP);
 }
 
 }  // namespace
@@ -371,15 +370,9 @@ ibv_qp* create_qp_common(ibv_pd* pd, ibv_qp_init_attr* attr) {
   const bool xrc_send = attr->qp_type == IBV_QPT_XRC_SEND;
   ibv_cq* const recv_cq = xrc_send ? nullptr : attr->recv_cq;
   ibv_srq* const srq = xrc_send ? nullptr : attr->srq;
-  if (attr->send_cq == nullptr || (recv_cq == nullptr && !xrc_send)) {
-    errno = EINVAL;
-    return nullptr;
-  }
+  if (attr->send_cq == nullptr || (recv_cq == nullptr && !xrc_send)) return fail_null(EINVAL);
   auto* q = new (std::nothrow) ShimQp{};
-  if (q == nullptr) {
-    errno = ENOMEM;
-    return nullptr;
-  }
+  if (q == nullptr) return fail_null(ENOMEM);
   ctl::CreateQpReq req{};
   req.cookie = reinterpret_cast<std::uintptr_t>(q);
   req.pd_handle = pd->handle;
@@ -403,8 +396,7 @@ ibv_qp* create_qp_common(ibv_pd* pd, ibv_qp_init_attr* attr) {
     ctl::DestroyQpRep drep{};
     client_of(ctx).call(ctl::DestroyQpReq{{rep.handle, 0}}, drep);
     delete q;
-    errno = ENOMEM;
-    return nullptr;
+    return fail_null(ENOMEM);
   }
   q->map_bytes = rep.map_bytes;
   auto* base = static_cast<std::byte*>(q->map);
@@ -445,8 +437,7 @@ ibv_qp* op_create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr) {
   if ((attr->comp_mask & ~kKnown) != 0 ||
       ((attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) != 0 && attr->create_flags != 0) ||
       ((attr->comp_mask & IBV_QP_INIT_ATTR_MAX_TSO_HEADER) != 0 && attr->max_tso_header != 0)) {
-    errno = EOPNOTSUPP;
-    return nullptr;
+    return fail_null(EOPNOTSUPP);
   }
   const bool ext = (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) != 0;
   if (attr->qp_type == IBV_QPT_XRC_RECV) {
@@ -454,24 +445,16 @@ ibv_qp* op_create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr) {
     // required, the PD is not used); it has no send queue for wr_* ops.
     if ((attr->comp_mask & IBV_QP_INIT_ATTR_XRCD) == 0 || attr->xrcd == nullptr ||
         attr->xrcd->context != context) {
-      errno = EINVAL;
-      return nullptr;
+      return fail_null(EINVAL);
     }
-    if (ext && !qp_ex_ops_supported(attr->qp_type, attr->send_ops_flags)) {
-      errno = EOPNOTSUPP;
-      return nullptr;
-    }
+    if (ext && !qp_ex_ops_supported(attr->qp_type, attr->send_ops_flags)) return fail_null(EOPNOTSUPP);
     return create_xrc_recv_qp(context, attr);
   }
   if ((attr->comp_mask & IBV_QP_INIT_ATTR_PD) == 0 || attr->pd == nullptr ||
       attr->pd->context != context) {
-    errno = EINVAL;
-    return nullptr;
+    return fail_null(EINVAL);
   }
-  if (ext && !qp_ex_ops_supported(attr->qp_type, attr->send_ops_flags)) {
-    errno = EOPNOTSUPP;
-    return nullptr;
-  }
+  if (ext && !qp_ex_ops_supported(attr->qp_type, attr->send_ops_flags)) return fail_null(EOPNOTSUPP);
   ibv_qp_init_attr basic{};
   basic.qp_context = attr->qp_context;
   basic.send_cq = attr->send_cq;
@@ -485,8 +468,7 @@ ibv_qp* op_create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr) {
   attr->cap = basic.cap;
   if (ext && !setup_qp_ex(shim_of(qp), attr->send_ops_flags)) {
     ibv_destroy_qp(qp);
-    errno = ENOMEM;
-    return nullptr;
+    return fail_null(ENOMEM);
   }
   return qp;
 }
@@ -530,16 +512,12 @@ using namespace urnic::shim;
 
 ibv_pd* ibv_alloc_pd(ibv_context* context) {
   ctl::AllocPdRep rep{};
-  if (const int err = client_of(context).call(ctl::AllocPdReq{}, rep); err != 0) {
-    errno = err;
-    return nullptr;
-  }
+  if (const int err = client_of(context).call(ctl::AllocPdReq{}, rep); err != 0) return fail_null(err);
   ShimPd* pd = new_shim_pd(context, rep.handle);
   if (pd == nullptr) {
     ctl::DeallocPdRep drep{};
     client_of(context).call(ctl::DeallocPdReq{{rep.handle, 0}}, drep);
-    errno = ENOMEM;
-    return nullptr;
+    return fail_null(ENOMEM);
   }
   return &pd->pd;
 }
@@ -572,16 +550,12 @@ ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, std::size_t length, std::uint64
   // IBV_ACCESS_OPTIONAL_RANGE); drop them rather than fail.
   req.access = access & ~static_cast<unsigned int>(IBV_ACCESS_OPTIONAL_RANGE);
   ctl::RegMrRep rep{};
-  if (const int err = client_of(pd->context).call(req, rep); err != 0) {
-    errno = err;
-    return nullptr;
-  }
+  if (const int err = client_of(pd->context).call(req, rep); err != 0) return fail_null(err);
   auto* mr = static_cast<ibv_mr*>(std::calloc(1, sizeof(ibv_mr)));
   if (mr == nullptr) {
     ctl::DeregMrRep drep{};
     client_of(pd->context).call(ctl::DeregMrReq{{rep.handle, 0}}, drep);
-    errno = ENOMEM;
-    return nullptr;
+    return fail_null(ENOMEM);
   }
   mr->context = pd->context;
   mr->pd = pd;
@@ -660,8 +634,7 @@ ibv_comp_channel* ibv_create_comp_channel(ibv_context* context) {
   auto* c = new (std::nothrow) ShimChannel{};
   if (c == nullptr) {
     ::close(fds[0]);
-    errno = ENOMEM;
-    return nullptr;
+    return fail_null(ENOMEM);
   }
   c->ch.context = context;
   c->ch.fd = fds[0];
@@ -717,15 +690,9 @@ void ibv_ack_cq_events(ibv_cq* cq, unsigned int nevents) {
 
 ibv_cq* urnic::shim::create_cq_with_flags(ibv_context* context, int cqe, void* cq_context,
                                           ibv_comp_channel* channel, int comp_vector, std::uint32_t cq_flags) {
-  if (cqe < 1 || comp_vector < 0) {
-    errno = EINVAL;
-    return nullptr;
-  }
+  if (cqe < 1 || comp_vector < 0) return fail_null(EINVAL);
   auto* c = new (std::nothrow) ShimCq{};
-  if (c == nullptr) {
-    errno = ENOMEM;
-    return nullptr;
-  }
+  if (c == nullptr) return fail_null(ENOMEM);
   ctl::CreateCqReq req{};
   req.cookie = reinterpret_cast<std::uintptr_t>(c);
   req.cqe = static_cast<std::uint32_t>(cqe);
@@ -745,8 +712,7 @@ ibv_cq* urnic::shim::create_cq_with_flags(ibv_context* context, int cqe, void* c
     ctl::DestroyCqRep drep{};
     client_of(context).call(ctl::DestroyCqReq{{rep.handle, 0}}, drep);
     delete c;
-    errno = ENOMEM;
-    return nullptr;
+    return fail_null(ENOMEM);
   }
   c->map_bytes = rep.map_bytes;
   c->stride = static_cast<std::uint32_t>((cq_flags & ctl::kCqFlagTmInfo) != 0 ? sizeof(engine::CqeTmSlot)
@@ -934,10 +900,7 @@ ibv_qp_ex* ibv_qp_to_qp_ex(ibv_qp* qp) {
 
 ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* srq_init_attr) {
   auto* s = new (std::nothrow) ShimSrq{};
-  if (s == nullptr) {
-    errno = ENOMEM;
-    return nullptr;
-  }
+  if (s == nullptr) return fail_null(ENOMEM);
   ctl::CreateSrqReq req{};
   req.cookie = reinterpret_cast<std::uintptr_t>(s);
   req.pd_handle = pd->handle;
@@ -968,8 +931,7 @@ ibv_srq* finish_srq(ibv_context* ctx, ShimSrq* s, const ctl::CreateSrqRep& rep, 
     ctl::DestroySrqRep drep{};
     client_of(ctx).call(ctl::DestroySrqReq{{rep.handle, 0}}, drep);
     delete s;
-    errno = ENOMEM;
-    return nullptr;
+    return fail_null(ENOMEM);
   }
   s->map_bytes = rep.map_bytes;
   s->ring = SpscRing(static_cast<std::byte*>(s->map), rep.slots, rep.slot_size);
@@ -1029,16 +991,12 @@ ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
   req.pd_handle = pd->handle;
   req.attr = ctl::to_wire(*attr);
   ctl::CreateAhRep rep{};
-  if (const int err = client_of(pd->context).call(req, rep); err != 0) {
-    errno = err;
-    return nullptr;
-  }
+  if (const int err = client_of(pd->context).call(req, rep); err != 0) return fail_null(err);
   auto* a = new (std::nothrow) ShimAh{};
   if (a == nullptr) {
     ctl::DestroyAhRep drep{};
     client_of(pd->context).call(ctl::DestroyAhReq{{rep.handle, 0}}, drep);
-    errno = ENOMEM;
-    return nullptr;
+    return fail_null(ENOMEM);
   }
   a->ah.context = pd->context;
   a->ah.pd = pd;
