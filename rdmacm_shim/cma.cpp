@@ -675,24 +675,25 @@ int complete(IdPriv* p) {
   return 0;
 }
 
+// A completion channel and a CQ on it of `depth` entries (at least one) for
+// the id; 0 or errno.
+int create_cq(rdma_cm_id& id, ibv_comp_channel*& channel, ibv_cq*& cq, std::uint32_t depth) {
+  channel = ibv_create_comp_channel(id.verbs);
+  if (channel == nullptr) return errno;
+  cq = ibv_create_cq(id.verbs, static_cast<int>(depth ? depth : 1), &id, channel, 0);
+  return cq == nullptr ? errno : 0;
+}
+
 // ucma_create_cqs: CQs (and channels) for an id whose QP attributes name none.
 int create_cqs(IdPriv* p, ibv_qp_init_attr& attr) {
   rdma_cm_id& id = p->id;
   if (attr.recv_cq == nullptr) {
-    id.recv_cq_channel = ibv_create_comp_channel(id.verbs);
-    if (id.recv_cq_channel == nullptr) return errno;
-    id.recv_cq = ibv_create_cq(id.verbs, static_cast<int>(attr.cap.max_recv_wr ? attr.cap.max_recv_wr : 1), &id,
-                               id.recv_cq_channel, 0);
-    if (id.recv_cq == nullptr) return errno;
+    if (const int err = create_cq(id, id.recv_cq_channel, id.recv_cq, attr.cap.max_recv_wr)) return err;
     attr.recv_cq = id.recv_cq;
     p->owns_cqs = true;
   }
   if (attr.send_cq == nullptr) {
-    id.send_cq_channel = ibv_create_comp_channel(id.verbs);
-    if (id.send_cq_channel == nullptr) return errno;
-    id.send_cq = ibv_create_cq(id.verbs, static_cast<int>(attr.cap.max_send_wr ? attr.cap.max_send_wr : 1), &id,
-                               id.send_cq_channel, 0);
-    if (id.send_cq == nullptr) return errno;
+    if (const int err = create_cq(id, id.send_cq_channel, id.send_cq, attr.cap.max_send_wr)) return err;
     attr.send_cq = id.send_cq;
     p->owns_cqs = true;
   }
