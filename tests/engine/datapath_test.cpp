@@ -48,8 +48,12 @@ using Qp = urnic::test::RigQp;
 struct Rig : urnic::test::SessionRig {
   Rig() : SessionRig(0) {}
 
-  void connect(const Qp& q, const Qp& peer) {
-    connect_rc(q, peer, IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ, 14);
+  // Two new RC QPs connected to each other.
+  void connected_pair(Qp& a, Qp& b) {
+    create_qp(a);
+    create_qp(b);
+    connect_rc(a, b, IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ, 14);
+    connect_rc(b, a, IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ, 14);
   }
 };
 
@@ -58,10 +62,7 @@ struct Rig : urnic::test::SessionRig {
 TEST_CASE("data path: RC send and RDMA write move bytes between two QPs by hairpin", "[engine][datapath]") {
   Rig rig;
   Qp a, b;
-  rig.create_qp(a);
-  rig.create_qp(b);
-  rig.connect(a, b);
-  rig.connect(b, a);
+  rig.connected_pair(a, b);
   CHECK(rig.qp_state(a) == IBV_QPS_RTS);
 
   std::vector<std::uint8_t> src(5000), dst(5000, 0), wdst(3000, 0);
@@ -218,10 +219,7 @@ TEST_CASE("data path: sleeping is declared in the rings and undone by pending wo
 TEST_CASE("data path: closing a session with traffic in flight is safe", "[engine][datapath]") {
   Rig rig;
   Qp a, b;
-  rig.create_qp(a);
-  rig.create_qp(b);
-  rig.connect(a, b);
-  rig.connect(b, a);
+  rig.connected_pair(a, b);
   std::vector<std::uint8_t> buf(65536, 0x5a);
   const std::uint32_t key = rig.reg_mr(buf.data(), buf.size());
   for (int i = 0; i < 4; ++i) {

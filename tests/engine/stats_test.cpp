@@ -162,8 +162,14 @@ struct Rig : urnic::test::SessionRig {
   }
   void create_qp(Qp& q) { SessionRig::create_qp(q, ctl::QpCaps{64, 64, 1, 1, 0, 0}); }
 
-  // A short ACK timeout (timeout 8: ~1 ms) so lost tails recover quickly.
-  void connect(const Qp& q, const Qp& peer) { connect_rc(q, peer, IBV_ACCESS_REMOTE_WRITE, 8); }
+  // Two new RC QPs connected to each other, with a short ACK timeout
+  // (timeout 8: ~1 ms) so lost tails recover quickly.
+  void connected_pair(Qp& a, Qp& b) {
+    create_qp(a);
+    create_qp(b);
+    connect_rc(a, b, IBV_ACCESS_REMOTE_WRITE, 8);
+    connect_rc(b, a, IBV_ACCESS_REMOTE_WRITE, 8);
+  }
 
   // Polls for `ns` more: whatever is still held or queued gets delivered.
   void settle(std::uint64_t ns = 50'000'000) {
@@ -196,10 +202,7 @@ TEST_CASE("stats/fault/capture: RC traffic by hairpin survives loss and corrupti
           "[engine][stats][fault][capture]") {
   Rig rig;
   Qp a, b;
-  rig.create_qp(a);
-  rig.create_qp(b);
-  rig.connect(a, b);
-  rig.connect(b, a);
+  rig.connected_pair(a, b);
 
   // Unknown device, unknown op: errors, not crashes.
   ctl::FaultReq bad{};
