@@ -1,4 +1,4 @@
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2154  # rt, run_env, limit: common.sh's
 # Sourced by the acceptance scripts that run rdma_cm programs (rdmacm_test.sh,
 # iwarp_cm_test.sh, iwarp_netns_test.sh, afpacket_test.sh), after common.sh
 # for cm_pair.
@@ -26,19 +26,25 @@ cm_client_retry() {
   return "$rc"
 }
 
+# cm_split_cmds [--] SERVER_CMD... -- CLIENT_CMD...: the two commands into
+# the arrays scmd and ccmd (locals of the caller).
+cm_split_cmds() {
+  [[ $1 == -- ]] && shift
+  scmd=() ccmd=()
+  while [[ $1 != -- ]]; do scmd+=("$1"); shift; done
+  shift
+  ccmd=("$@")
+}
+
 # [HEAD_START=SECONDS] cm_pair NAME SERVER_REGEX CLIENT_REGEX -- SERVER_CMD... -- CLIENT_CMD...
 # Starts the server (with common.sh's run_env and limit, its PID in
 # server_pid), then the client through cm_client_retry. Both must exit 0 and
 # their outputs (in $rt) match the regexes (a CLIENT_REGEX of - checks the
 # client's exit status only).
 cm_pair() {
-  local name=$1 sre=$2 cre=$3
+  local name=$1 sre=$2 cre=$3 scmd ccmd
   shift 3
-  [[ $1 == -- ]] && shift
-  local scmd=() ccmd=()
-  while [[ $1 != -- ]]; do scmd+=("$1"); shift; done
-  shift
-  ccmd=("$@")
+  cm_split_cmds "$@"
   local out_s=$rt/server.out out_c=$rt/client.out
   "${run_env[@]}" timeout "$limit" "${scmd[@]}" > "$out_s" 2>&1 &
   server_pid=$!

@@ -49,13 +49,9 @@ cm_retry_on='Connection refused'
 # must exit 0 and their outputs match the regexes; with EXPECT_FAIL, the
 # client must fail instead, printing REGEX.
 pair() {
-  local name=$1 sre=$2 cre=$3
+  local name=$1 sre=$2 cre=$3 scmd ccmd
   shift 3
-  [[ $1 == -- ]] && shift
-  local scmd=() ccmd=()
-  while [[ $1 != -- ]]; do scmd+=("$1"); shift; done
-  shift
-  ccmd=("$@")
+  cm_split_cmds "$@"
   local out_s=$rt/server.out out_c=$rt/client.out
   local t0
   t0=$(date +%s%N)
