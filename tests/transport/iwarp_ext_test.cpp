@@ -111,19 +111,6 @@ Exchange exchange(Rfc7306Use a, Rfc7306Use b) {
   return x;
 }
 
-// Both QPs end in ERR, `victim` holds the Terminate, no WR is left.
-void expect_terminated(IwPair& p, IwEnd& victim, uint8_t layer, uint8_t etype, uint8_t ecode) {
-  const wire::Terminate* t = victim.t.iw_terminate_received(victim.qpn);
-  REQUIRE(t != nullptr);
-  CHECK(int{t->layer} == int{layer});
-  CHECK(int{t->etype} == int{etype});
-  CHECK(int{t->ecode} == int{ecode});
-  CHECK(qp_state(p.a) == QpState::kErr);
-  CHECK(qp_state(p.b) == QpState::kErr);
-  CHECK(p.a.t.sq_outstanding(p.a.qpn) == 0);
-  CHECK(p.b.t.rq_outstanding(p.b.qpn) == 0);
-}
-
 }  // namespace
 
 TEST_CASE("RFC 7306 negotiation: a reserved MPA flag, answered only when offered", "[iwarp][rfc7306]") {

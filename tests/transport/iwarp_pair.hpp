@@ -252,4 +252,21 @@ class IwPair {
   Nanos now_ = 1'000'000;
 };
 
+// The end of a connection an offender broke: `victim` holds a Terminate
+// with (layer, etype, ecode), both QPs are in ERR, both ends closed their
+// stream, and no WR is left outstanding.
+inline void expect_terminated(IwPair& p, IwEnd& victim, uint8_t layer, uint8_t etype, uint8_t ecode) {
+  const wire::Terminate* t = victim.t.iw_terminate_received(victim.qpn);
+  REQUIRE(t != nullptr);
+  CHECK(int{t->layer} == int{layer});
+  CHECK(int{t->etype} == int{etype});
+  CHECK(int{t->ecode} == int{ecode});
+  CHECK(qp_state(p.a) == QpState::kErr);
+  CHECK(qp_state(p.b) == QpState::kErr);
+  CHECK(p.a.out.fin());
+  CHECK(p.b.out.fin());
+  CHECK(p.a.t.sq_outstanding(p.a.qpn) == 0);
+  CHECK(p.b.t.rq_outstanding(p.b.qpn) == 0);
+}
+
 }  // namespace urnic::transport::test

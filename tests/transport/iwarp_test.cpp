@@ -239,25 +239,6 @@ TEST_CASE("iWARP: ORD is the peer's IRD; Reads beyond it wait, completions stay 
   CHECK(p.a.t.iw_terminate_received(p.a.qpn) == nullptr);
 }
 
-namespace {
-
-// Both QPs end in ERR, the offender's peer holds `t`, every WR completed.
-void expect_terminated(IwPair& p, IwEnd& victim, uint8_t layer, uint8_t etype, uint8_t ecode) {
-  const wire::Terminate* t = victim.t.iw_terminate_received(victim.qpn);
-  REQUIRE(t != nullptr);
-  CHECK(int{t->layer} == int{layer});
-  CHECK(int{t->etype} == int{etype});
-  CHECK(int{t->ecode} == int{ecode});
-  CHECK(qp_state(p.a) == QpState::kErr);
-  CHECK(qp_state(p.b) == QpState::kErr);
-  CHECK(p.a.out.fin());
-  CHECK(p.b.out.fin());
-  CHECK(p.a.t.sq_outstanding(p.a.qpn) == 0);
-  CHECK(p.b.t.rq_outstanding(p.b.qpn) == 0);
-}
-
-}  // namespace
-
 TEST_CASE("iWARP: bad STag, bounds and access end in the RFC 5040/5041 Terminate", "[iwarp][error]") {
   IwConfig cfg;
   SECTION("Write with an unknown STag: DDP tagged, invalid STag") {
