@@ -42,6 +42,7 @@ namespace {
 
 using urnic::test::now_ns;
 using urnic::test::post_wqe;
+using urnic::test::signaled_wqe;
 using Qp = urnic::test::RigQp;
 
 // One process, one session, the data path of urnic0.
@@ -77,11 +78,7 @@ TEST_CASE("data path: RC send and RDMA write move bytes between two QPs by hairp
   rh.num_sge = 1;
   const std::array<WqeSge, 1> rsge{WqeSge{reinterpret_cast<std::uintptr_t>(dst.data()), 5000, dst_key}};
   post_wqe(b.rq, rh, rsge);
-  WqeHeader sh{};
-  sh.wr_id = 0xa0;
-  sh.opcode = IBV_WR_SEND;
-  sh.send_flags = IBV_SEND_SIGNALED;
-  sh.num_sge = 1;
+  WqeHeader sh = signaled_wqe(0xa0, IBV_WR_SEND);
   const std::array<WqeSge, 1> ssge{WqeSge{reinterpret_cast<std::uintptr_t>(src.data()), 5000, src_key}};
   post_wqe(a.sq, sh, ssge);
 
@@ -103,13 +100,8 @@ TEST_CASE("data path: RC send and RDMA write move bytes between two QPs by hairp
   CHECK(rig.dp->counters().hairpin_packets >= 6);  // 5 requests + at least one ACK
 
   SECTION("an RDMA write lands at the remote address, nothing next to it changes") {
-    WqeHeader wh{};
-    wh.wr_id = 0xa1;
-    wh.opcode = IBV_WR_RDMA_WRITE;
-    wh.send_flags = IBV_SEND_SIGNALED;
-    wh.num_sge = 1;
-    wh.remote_addr = reinterpret_cast<std::uintptr_t>(wdst.data()) + 100;
-    wh.rkey = wdst_key;
+    WqeHeader wh = signaled_wqe(0xa1, IBV_WR_RDMA_WRITE, reinterpret_cast<std::uintptr_t>(wdst.data()) + 100,
+                                wdst_key);
     const std::array<WqeSge, 1> wsge{WqeSge{reinterpret_cast<std::uintptr_t>(src.data()), 2000, src_key}};
     post_wqe(a.sq, wh, wsge);
     cqes = rig.run_until(1);
@@ -134,11 +126,7 @@ TEST_CASE("data path: RC send and RDMA write move bytes between two QPs by hairp
     std::string err;
     REQUIRE(rig.dp->capture().start(tmpl, 0, &err));
     post_wqe(b.rq, rh, rsge);
-    WqeHeader ih{};
-    ih.wr_id = 0xa3;
-    ih.opcode = IBV_WR_SEND_WITH_IMM;
-    ih.send_flags = IBV_SEND_SIGNALED;
-    ih.num_sge = 1;
+    WqeHeader ih = signaled_wqe(0xa3, IBV_WR_SEND_WITH_IMM);
     ih.imm_data = htonl(0x11223344);
     const std::array<WqeSge, 1> isge{WqeSge{reinterpret_cast<std::uintptr_t>(src.data()), 64, src_key}};
     post_wqe(a.sq, ih, isge);
@@ -180,11 +168,7 @@ TEST_CASE("data path: RC send and RDMA write move bytes between two QPs by hairp
   }
 
   SECTION("a send with a wrong lkey completes in error instead of touching memory") {
-    WqeHeader wh{};
-    wh.wr_id = 0xa2;
-    wh.opcode = IBV_WR_SEND;
-    wh.send_flags = IBV_SEND_SIGNALED;
-    wh.num_sge = 1;
+    WqeHeader wh = signaled_wqe(0xa2, IBV_WR_SEND);
     const std::array<WqeSge, 1> wsge{WqeSge{reinterpret_cast<std::uintptr_t>(src.data()), 100, src_key ^ 0x100}};
     post_wqe(a.sq, wh, wsge);
     cqes = rig.run_until(1);
@@ -223,13 +207,8 @@ TEST_CASE("data path: closing a session with traffic in flight is safe", "[engin
   std::vector<std::uint8_t> buf(65536, 0x5a);
   const std::uint32_t key = rig.reg_mr(buf.data(), buf.size());
   for (int i = 0; i < 4; ++i) {
-    WqeHeader wh{};
-    wh.wr_id = static_cast<std::uint64_t>(i);
-    wh.opcode = IBV_WR_RDMA_WRITE;
-    wh.send_flags = IBV_SEND_SIGNALED;
-    wh.num_sge = 1;
-    wh.remote_addr = reinterpret_cast<std::uintptr_t>(buf.data());
-    wh.rkey = key;
+    WqeHeader wh =
+        signaled_wqe(static_cast<std::uint64_t>(i), IBV_WR_RDMA_WRITE, reinterpret_cast<std::uintptr_t>(buf.data()), key);
     const std::array<WqeSge, 1> sge{WqeSge{reinterpret_cast<std::uintptr_t>(buf.data()), 65536, key}};
     post_wqe(a.sq, wh, sge);
   }

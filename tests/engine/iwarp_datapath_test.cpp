@@ -46,6 +46,7 @@ namespace {
 
 using urnic::test::now_ns;
 using urnic::test::post_wqe;
+using urnic::test::signaled_wqe;
 using Qp = urnic::test::RigQp;
 
 // A blocking socket as the MPA exchange's output (the CM's job later).
@@ -169,27 +170,11 @@ TEST_CASE("iWARP device: Send, Write and Read over a TCP connection, then discon
   rh.wr_id = 0xb0;
   rh.num_sge = 1;
   post_wqe(b.rq, rh, sge(dst, dst_key));
-  WqeHeader sh{};
-  sh.wr_id = 0xa0;
-  sh.opcode = IBV_WR_SEND;
-  sh.send_flags = IBV_SEND_SIGNALED;
-  sh.num_sge = 1;
+  WqeHeader sh = signaled_wqe(0xa0, IBV_WR_SEND);
   post_wqe(a.sq, sh, sge(src, src_key));
-  WqeHeader wh{};
-  wh.wr_id = 0xa1;
-  wh.opcode = IBV_WR_RDMA_WRITE;
-  wh.send_flags = IBV_SEND_SIGNALED;
-  wh.num_sge = 1;
-  wh.remote_addr = reinterpret_cast<std::uintptr_t>(wdst.data());
-  wh.rkey = wdst_key;
+  WqeHeader wh = signaled_wqe(0xa1, IBV_WR_RDMA_WRITE, reinterpret_cast<std::uintptr_t>(wdst.data()), wdst_key);
   post_wqe(a.sq, wh, sge(src, src_key));
-  WqeHeader rd{};
-  rd.wr_id = 0xa2;
-  rd.opcode = IBV_WR_RDMA_READ;
-  rd.send_flags = IBV_SEND_SIGNALED;
-  rd.num_sge = 1;
-  rd.remote_addr = reinterpret_cast<std::uintptr_t>(wdst.data());
-  rd.rkey = wdst_key;
+  WqeHeader rd = signaled_wqe(0xa2, IBV_WR_RDMA_READ, reinterpret_cast<std::uintptr_t>(wdst.data()), wdst_key);
   post_wqe(a.sq, rd, sge(rdst, rdst_key));
 
   auto cqes = rig.run_until(4);

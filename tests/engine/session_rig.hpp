@@ -234,6 +234,20 @@ class SessionRig {
   }
 };
 
+// A signaled send-queue WQE of `opcode` with one SGE, to (remote_addr, rkey)
+// for the RDMA opcodes; a test sets any other field on the result.
+inline engine::WqeHeader signaled_wqe(std::uint64_t wr_id, std::uint32_t opcode, std::uint64_t remote_addr = 0,
+                                      std::uint32_t rkey = 0) {
+  engine::WqeHeader h{};
+  h.wr_id = wr_id;
+  h.opcode = opcode;
+  h.send_flags = IBV_SEND_SIGNALED;
+  h.num_sge = 1;
+  h.remote_addr = remote_addr;
+  h.rkey = rkey;
+  return h;
+}
+
 // One WQE (header, then its SGEs) into a send or receive ring, as the shim
 // writes it.
 inline void post_wqe(engine::SpscRing& ring, const engine::WqeHeader& h, std::span<const engine::WqeSge> sges) {

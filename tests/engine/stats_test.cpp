@@ -151,6 +151,7 @@ namespace {
 
 using urnic::test::now_ns;
 using urnic::test::post_wqe;
+using urnic::test::signaled_wqe;
 using Qp = urnic::test::RigQp;
 
 // One process, one session, one device with a data path, as the shim sees it.
@@ -253,11 +254,7 @@ TEST_CASE("stats/fault/capture: RC traffic by hairpin survives loss and corrupti
     post_wqe(b.rq, rh, rs);
   }
   for (std::size_t i = 0; i < kMsgs; ++i) {
-    WqeHeader sh{};
-    sh.wr_id = i;
-    sh.opcode = IBV_WR_SEND;
-    sh.send_flags = IBV_SEND_SIGNALED;
-    sh.num_sge = 1;
+    WqeHeader sh = signaled_wqe(i, IBV_WR_SEND);
     const std::array<WqeSge, 1> ss{WqeSge{reinterpret_cast<std::uintptr_t>(src.data() + i * kLen), kLen, src_key}};
     post_wqe(a.sq, sh, ss);
   }
