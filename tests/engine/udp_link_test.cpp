@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -21,17 +22,23 @@ using urnic::test::send_only;
 
 namespace {
 constexpr uint32_t kLoopback = 0x7F000001;
+
+// A link on 127.0.0.1 at a port the kernel picks (so the test never collides
+// with a running daemon on 4791), and the address it is bound to.
+std::unique_ptr<engine::UdpLink> open_loopback(sockaddr_in& me) {
+  std::string error;
+  auto link = engine::UdpLink::open(kLoopback, 0, &error);
+  INFO(error);
+  REQUIRE(link != nullptr);
+  socklen_t len = sizeof me;
+  REQUIRE(::getsockname(link->fd(), reinterpret_cast<sockaddr*>(&me), &len) == 0);
+  return link;
+}
 }  // namespace
 
 TEST_CASE("udp link: a packet sent to our own address comes back with a good ICRC", "[engine][link]") {
-  std::string error;
-  // Port 0: the kernel picks a free port, so the test never collides with a
-  // running daemon on 4791.
-  auto link = engine::UdpLink::open(kLoopback, 0, &error);
-  REQUIRE(link != nullptr);
   sockaddr_in me{};
-  socklen_t len = sizeof me;
-  REQUIRE(::getsockname(link->fd(), reinterpret_cast<sockaddr*>(&me), &len) == 0);
+  auto link = open_loopback(me);
 
   // Deliver the datagram as another host's kernel would, from a plain socket
   // with DF set (IP ID 0), built for that socket's source port (the ICRC
@@ -187,12 +194,8 @@ int bound_socket(uint32_t ip) {
 // check: a packet that only a solved ID would explain is dropped. A source
 // seen with nonzero IDs (rdma_rxe) has them solved.
 TEST_CASE("udp link: the IP ID solver is used only for sources that vary the ID", "[engine][link]") {
-  std::string error;
-  auto link = engine::UdpLink::open(kLoopback, 0, &error);
-  REQUIRE(link != nullptr);
   sockaddr_in me{};
-  socklen_t len = sizeof me;
-  REQUIRE(::getsockname(link->fd(), reinterpret_cast<sockaddr*>(&me), &len) == 0);
+  auto link = open_loopback(me);
   auto send = [&](int s, const std::vector<uint8_t>& d) {
     REQUIRE(::sendto(s, d.data(), d.size(), 0, reinterpret_cast<sockaddr*>(&me), sizeof me) > 0);
   };
