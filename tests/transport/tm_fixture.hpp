@@ -108,6 +108,12 @@ struct TmPair {
     return tb.post_srq_op(srq, op, now);
   }
 
+  // A SYNC with unexpected count `cnt` (see sync), its completion taken.
+  void resync(uint32_t cnt) {
+    REQUIRE(sync(cnt) == 0);
+    REQUIRE(poll_tm().size() == 1);
+  }
+
   std::vector<Cqe> poll_tm() {
     std::vector<Cqe> out;
     Cqe buf[64];
