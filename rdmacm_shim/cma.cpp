@@ -41,6 +41,7 @@
 #include "hostif/cm_proto.hpp"
 #include "hostif/daemon_trust.hpp"
 #include "hostif/hostif.hpp"
+#include "hostif/ibv_attrs.hpp"
 #include "rdmacm_shim/cm_internal.hpp"
 
 namespace {
@@ -340,50 +341,6 @@ bool supported_family(const sockaddr* sa) {
   return sa != nullptr && (sa->sa_family == AF_INET || sa->sa_family == AF_INET6);
 }
 
-ibv_ah_attr to_ibv(const ctl::AhAttrs& a) {
-  ibv_ah_attr o{};
-  std::memcpy(o.grh.dgid.raw, a.dgid, 16);
-  o.grh.flow_label = a.flow_label;
-  o.grh.sgid_index = a.sgid_index;
-  o.grh.hop_limit = a.hop_limit;
-  o.grh.traffic_class = a.traffic_class;
-  o.is_global = a.is_global;
-  o.dlid = a.dlid;
-  o.sl = a.sl;
-  o.src_path_bits = a.src_path_bits;
-  o.static_rate = a.static_rate;
-  o.port_num = a.port_num;
-  return o;
-}
-
-void to_ibv(const ctl::QpAttrs& a, ibv_qp_attr& o) {
-  o.qp_state = static_cast<ibv_qp_state>(a.qp_state);
-  o.cur_qp_state = static_cast<ibv_qp_state>(a.cur_qp_state);
-  o.path_mtu = static_cast<ibv_mtu>(a.path_mtu);
-  o.path_mig_state = static_cast<ibv_mig_state>(a.path_mig_state);
-  o.qkey = a.qkey;
-  o.rq_psn = a.rq_psn;
-  o.sq_psn = a.sq_psn;
-  o.dest_qp_num = a.dest_qp_num;
-  o.qp_access_flags = static_cast<unsigned int>(a.qp_access_flags);
-  o.pkey_index = a.pkey_index;
-  o.alt_pkey_index = a.alt_pkey_index;
-  o.en_sqd_async_notify = a.en_sqd_async_notify;
-  o.sq_draining = a.sq_draining;
-  o.max_rd_atomic = a.max_rd_atomic;
-  o.max_dest_rd_atomic = a.max_dest_rd_atomic;
-  o.min_rnr_timer = a.min_rnr_timer;
-  o.port_num = a.port_num;
-  o.timeout = a.timeout;
-  o.retry_cnt = a.retry_cnt;
-  o.rnr_retry = a.rnr_retry;
-  o.alt_port_num = a.alt_port_num;
-  o.alt_timeout = a.alt_timeout;
-  o.rate_limit = a.rate_limit;
-  o.ah_attr = to_ibv(a.ah_attr);
-  o.alt_ah_attr = to_ibv(a.alt_ah_attr);
-}
-
 // Applies what the daemon knows about the id to the public struct
 // (ucma_query_addr / ucma_query_route in rdma-core).
 void apply_info(IdPriv* p, const ctl::CmIdInfo& info) {
@@ -485,8 +442,7 @@ int init_qp_attr(rdma_cm_id* id, ibv_qp_attr& attr, int& mask, ibv_qp_state stat
   ctl::CmInitQpAttrReq req{priv(id)->handle, static_cast<std::uint32_t>(state)};
   ctl::CmInitQpAttrRep rep{};
   if (const int err = call(req, rep); err != 0) return err;
-  attr = ibv_qp_attr{};
-  to_ibv(rep.attr, attr);
+  attr = ctl::from_wire(rep.attr);
   mask = static_cast<int>(rep.attr_mask);
   return 0;
 }
@@ -656,7 +612,7 @@ int get_event(rdma_event_channel* ch, rdma_cm_event** out) {
     if (is_ud(&p->id)) {
       e.param.ud.private_data = m.param.private_data_len != 0 ? ev->private_data : nullptr;
       e.param.ud.private_data_len = m.param.private_data_len;
-      e.param.ud.ah_attr = to_ibv(m.ah);
+      e.param.ud.ah_attr = ctl::from_wire(m.ah);
       e.param.ud.qp_num = m.param.qp_num;
       e.param.ud.qkey = m.param.qkey;
     } else {
@@ -719,24 +675,25 @@ int complete(IdPriv* p) {
   return 0;
 }
 
+// A completion channel and a CQ on it of `depth` entries (at least one) for
+// the id; 0 or errno.
+int create_cq(rdma_cm_id& id, ibv_comp_channel*& channel, ibv_cq*& cq, std::uint32_t depth) {
+  channel = ibv_create_comp_channel(id.verbs);
+  if (channel == nullptr) return errno;
+  cq = ibv_create_cq(id.verbs, static_cast<int>(depth ? depth : 1), &id, channel, 0);
+  return cq == nullptr ? errno : 0;
+}
+
 // ucma_create_cqs: CQs (and channels) for an id whose QP attributes name none.
 int create_cqs(IdPriv* p, ibv_qp_init_attr& attr) {
   rdma_cm_id& id = p->id;
   if (attr.recv_cq == nullptr) {
-    id.recv_cq_channel = ibv_create_comp_channel(id.verbs);
-    if (id.recv_cq_channel == nullptr) return errno;
-    id.recv_cq = ibv_create_cq(id.verbs, static_cast<int>(attr.cap.max_recv_wr ? attr.cap.max_recv_wr : 1), &id,
-                               id.recv_cq_channel, 0);
-    if (id.recv_cq == nullptr) return errno;
+    if (const int err = create_cq(id, id.recv_cq_channel, id.recv_cq, attr.cap.max_recv_wr)) return err;
     attr.recv_cq = id.recv_cq;
     p->owns_cqs = true;
   }
   if (attr.send_cq == nullptr) {
-    id.send_cq_channel = ibv_create_comp_channel(id.verbs);
-    if (id.send_cq_channel == nullptr) return errno;
-    id.send_cq = ibv_create_cq(id.verbs, static_cast<int>(attr.cap.max_send_wr ? attr.cap.max_send_wr : 1), &id,
-                               id.send_cq_channel, 0);
-    if (id.send_cq == nullptr) return errno;
+    if (const int err = create_cq(id, id.send_cq_channel, id.send_cq, attr.cap.max_send_wr)) return err;
     attr.send_cq = id.send_cq;
     p->owns_cqs = true;
   }

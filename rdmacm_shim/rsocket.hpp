@@ -144,6 +144,7 @@ struct Rsocket {
   int poll_cq();                               // 0 or -1/errno
   int process_cq(bool nonblock, Test test);    // 0 when test(), -1/errno (EWOULDBLOCK) otherwise
   int get_comp(bool nonblock, Test test);      // process_cq after a polling window
+  int wait_send(int flags);                    // 0 once can_send(), -1/errno (EPIPE: no longer writable)
   void update_credits();
   bool nonblocking(int flags) const { return (fd_flags & O_NONBLOCK) != 0 || (flags & MSG_DONTWAIT) != 0; }
 

@@ -41,6 +41,16 @@ ibv_mr* reg(ibv_pd* pd, void* addr, std::size_t len, int access) { return ibv_re
 constexpr int kLocal = IBV_ACCESS_LOCAL_WRITE;
 constexpr int kRemote = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
 
+// The next transfer of a write with `left` bytes to go: `olen`, which
+// doubles each time up to kMaxTransfer (writes start small, so the first
+// bytes go out at once), or what is left if less.
+std::uint32_t next_xfer(std::uint32_t& olen, std::size_t left) {
+  if (olen >= left) return static_cast<std::uint32_t>(left);
+  const std::uint32_t xfer = olen;
+  if (olen < kMaxTransfer) olen <<= 1;
+  return xfer;
+}
+
 }  // namespace
 
 // ------------------------------------------------------------------ setup
@@ -597,6 +607,12 @@ int Rsocket::get_comp(bool nonblock, Test test) {
   return ret;
 }
 
+int Rsocket::wait_send(int flags) {
+  if (can_send()) return 0;
+  if (const int ret = get_comp(nonblocking(flags), &Rsocket::conn_can_send); ret != 0) return ret;
+  return (state & st::kWritable) != 0 ? 0 : fail(EPIPE);
+}
+
 void Rsocket::shutdown_qp() {
   if (cm_id == nullptr || cm_id->qp == nullptr) return;
   ibv_qp_attr attr{};
@@ -623,21 +639,8 @@ ssize_t Rsocket::send_bytes(const std::uint8_t* buf, std::size_t len, int flags)
   std::uint32_t olen = kOlapStartSize;
   int ret = 0;
   while (left > 0) {
-    if (!can_send()) {
-      if ((ret = get_comp(nonblocking(flags), &Rsocket::conn_can_send)) != 0) break;
-      if ((state & st::kWritable) == 0) {
-        ret = fail(EPIPE);
-        break;
-      }
-    }
-    // Writes start small and double, so the first bytes go out at once.
-    std::uint32_t xfer = 0;
-    if (olen < left) {
-      xfer = olen;
-      if (olen < kMaxTransfer) olen <<= 1;
-    } else {
-      xfer = static_cast<std::uint32_t>(left);
-    }
+    if ((ret = wait_send(flags)) != 0) break;
+    std::uint32_t xfer = next_xfer(olen, left);
     xfer = std::min({xfer, sbuf_bytes_avail, target[target_sge].length});
     if (xfer <= sq_inline) {
       ibv_sge sge{addr_of(buf), xfer, 0};
@@ -721,13 +724,7 @@ int Rsocket::send_iomaps(int flags) {
   int ret = 0;
   for (LocalIomap& m : iomaps) {
     if (m.index < 0 || m.announced) continue;
-    if (!can_send()) {
-      if ((ret = get_comp(nonblocking(flags), &Rsocket::conn_can_send)) != 0) break;
-      if ((state & st::kWritable) == 0) {
-        ret = fail(EPIPE);
-        break;
-      }
-    }
+    if ((ret = wait_send(flags)) != 0) break;
     const IomapEntry e{m.offset, Sge{addr_of(m.mr->addr), m.mr->rkey, static_cast<std::uint32_t>(m.mr->length)}};
     std::uint8_t bytes[kIomapBytes];
     store_iomap(std::span<std::uint8_t, kIomapBytes>(bytes, kIomapBytes), e, host_big != swap_sgl);
@@ -769,20 +766,8 @@ ssize_t Rsocket::write_direct(const std::uint8_t* buf, std::size_t len, std::uin
         break;
       }
     }
-    if (!can_send()) {
-      if ((ret = get_comp(nonblocking(flags), &Rsocket::conn_can_send)) != 0) break;
-      if ((state & st::kWritable) == 0) {
-        ret = fail(EPIPE);
-        break;
-      }
-    }
-    std::uint32_t xfer = 0;
-    if (olen < left) {
-      xfer = olen;
-      if (olen < kMaxTransfer) olen <<= 1;
-    } else {
-      xfer = static_cast<std::uint32_t>(left);
-    }
+    if ((ret = wait_send(flags)) != 0) break;
+    std::uint32_t xfer = next_xfer(olen, left);
     const std::uint64_t room = iom->sge.length - (offset - iom->offset);
     xfer = static_cast<std::uint32_t>(std::min<std::uint64_t>({xfer, sbuf_bytes_avail, room}));
     const std::uint64_t raddr = iom->sge.addr + (offset - iom->offset);

@@ -240,10 +240,7 @@ ibv_device** ibv_get_device_list(int* num_devices) {
   std::lock_guard lock(g_devices_mu);
   const std::uint32_t count = rep.count < ctl::kMaxDevices ? rep.count : ctl::kMaxDevices;
   auto** list = static_cast<ibv_device**>(std::calloc(count + 1, sizeof(ibv_device*)));
-  if (list == nullptr) {
-    errno = ENOMEM;
-    return nullptr;
-  }
+  if (list == nullptr) return fail_null(ENOMEM);
   for (std::uint32_t i = 0; i < count; ++i)
     list[i] = &device_for(rep.devices[i], static_cast<int>(i))->dev;
   if (num_devices != nullptr) *num_devices = static_cast<int>(count);
@@ -272,8 +269,7 @@ ibv_context* make_context(ShimDevice* sdev, std::unique_ptr<ShimContext> s, int 
   if (vctx == nullptr) {
     if (async_fd >= 0) ::close(async_fd);
     if (doorbell_fd >= 0) ::close(doorbell_fd);
-    errno = ENOMEM;
-    return nullptr;
+    return fail_null(ENOMEM);
   }
   vctx->sz = sizeof(verbs_context);
   vctx->context.device = &sdev->dev;
@@ -296,10 +292,7 @@ ibv_context* ibv_open_device(ibv_device* device) {
   auto* sdev = static_cast<ShimDevice*>(static_cast<void*>(device));
   int err = 0;
   auto client = CtlClient::open(err);
-  if (!client) {
-    errno = err;
-    return nullptr;
-  }
+  if (!client) return fail_null(err);
   ctl::OpenDeviceReq req{};
   ctl::set_name(req.name, device->name);
   std::vector<int> fds;
@@ -344,14 +337,10 @@ ibv_context* ibv_import_device(int cmd_fd) {
 ibv_pd* ibv_import_pd(ibv_context* context, std::uint32_t pd_handle) {
   ctl::ImportPdRep rep{};
   if (const int err = shim_of(context)->client->call(ctl::ImportPdReq{{pd_handle, 0}}, rep); err != 0) {
-    errno = err;
-    return nullptr;
+    return fail_null(err);
   }
   ShimPd* pd = new_shim_pd(context, rep.handle);
-  if (pd == nullptr) {
-    errno = ENOMEM;
-    return nullptr;
-  }
+  if (pd == nullptr) return fail_null(ENOMEM);
   return &pd->pd;
 }
 
@@ -361,18 +350,14 @@ void ibv_unimport_pd(ibv_pd* pd) { delete shim_of_pd(pd); }
 ibv_mr* ibv_import_mr(ibv_pd* pd, std::uint32_t mr_handle) {
   ctl::ImportMrRep rep{};
   if (const int err = shim_of(pd->context)->client->call(ctl::ImportMrReq{{mr_handle, 0}}, rep); err != 0) {
-    errno = err;
-    return nullptr;
+    return fail_null(err);
   }
   if (rep.pd_handle != pd->handle) {
     errno = EINVAL;  // the MR belongs to another PD
     return nullptr;
   }
   auto* mr = static_cast<ibv_mr*>(std::calloc(1, sizeof(ibv_mr)));
-  if (mr == nullptr) {
-    errno = ENOMEM;
-    return nullptr;
-  }
+  if (mr == nullptr) return fail_null(ENOMEM);
   mr->context = pd->context;
   mr->pd = pd;
   // As libibverbs, whose import query returns no address: the address is

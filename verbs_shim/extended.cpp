@@ -379,10 +379,7 @@ constexpr std::uint64_t kCqWcFlags = IBV_WC_STANDARD_FLAGS | kCqTimestampFlags |
 
 ibv_cq_ex* op_create_cq_ex(ibv_context* context, ibv_cq_init_attr_ex* attr) {
   // ibv_create_cq_ex (the inline) already rejected reserved comp_mask bits.
-  if ((attr->wc_flags & ~kCqWcFlags) != 0) {
-    errno = EOPNOTSUPP;
-    return nullptr;
-  }
+  if ((attr->wc_flags & ~kCqWcFlags) != 0) return fail_null(EOPNOTSUPP);
   if ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) != 0) {
     errno = EOPNOTSUPP;  // parent domains are not offered
     return nullptr;
@@ -392,10 +389,7 @@ ibv_cq_ex* op_create_cq_ex(ibv_context* context, ibv_cq_init_attr_ex* attr) {
     errno = EOPNOTSUPP;  // IGNORE_OVERRUN: the CQ always reports overruns
     return nullptr;
   }
-  if (attr->cqe > static_cast<std::uint32_t>(INT32_MAX)) {
-    errno = EINVAL;
-    return nullptr;
-  }
+  if (attr->cqe > static_cast<std::uint32_t>(INT32_MAX)) return fail_null(EINVAL);
   const bool tm_info = (attr->wc_flags & IBV_WC_EX_WITH_TM_INFO) != 0;
   if (tm_info && shim_of(context)->info.attrs.tm_max_num_tags == 0) {
     errno = EOPNOTSUPP;  // no tag matching on this device (iWARP)

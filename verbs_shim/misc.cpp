@@ -408,8 +408,7 @@ ibv_mr* ibv_reg_dmabuf_mr(ibv_pd* pd, std::uint64_t offset, std::size_t length, 
   (void)iova;
   (void)fd;
   (void)access;
-  errno = EOPNOTSUPP;
-  return nullptr;
+  return fail_null(EOPNOTSUPP);
 }
 
 int ibv_attach_mcast(ibv_qp* qp, const ibv_gid* gid, std::uint16_t lid) {
@@ -424,8 +423,7 @@ int ibv_detach_mcast(ibv_qp* qp, const ibv_gid* gid, std::uint16_t lid) {
 ibv_dm* ibv_import_dm(ibv_context* context, std::uint32_t dm_handle) {
   (void)context;
   (void)dm_handle;
-  errno = EOPNOTSUPP;
-  return nullptr;
+  return fail_null(EOPNOTSUPP);
 }
 void ibv_unimport_dm(ibv_dm* dm) { (void)dm; }
 

@@ -25,8 +25,7 @@ ibv_mw* mw_alloc(ibv_pd* pd, ibv_mw_type type) {
   if (mw == nullptr) {
     ctl::DeallocMwRep drep{};
     shim_of(pd->context)->client->call(ctl::DeallocMwReq{{rep.handle, 0}}, drep);
-    errno = ENOMEM;
-    return nullptr;
+    return fail_null(ENOMEM);
   }
   mw->context = pd->context;
   mw->pd = pd;

@@ -16,6 +16,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "hostif/ibv_attrs.hpp"
 #include "hostif/verbs_ext_proto.hpp"
 #include "verbs_shim/shim.hpp"
 
@@ -50,113 +51,6 @@ void* map_fd(int fd, std::size_t bytes) {
   void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   ::close(fd);
   return p == MAP_FAILED ? nullptr : p;
-}
-
-ctl::AhAttrs to_wire(const ibv_ah_attr& a) {
-  ctl::AhAttrs w{};
-  std::memcpy(w.dgid, a.grh.dgid.raw, 16);
-  w.flow_label = a.grh.flow_label;
-  w.sgid_index = a.grh.sgid_index;
-  w.hop_limit = a.grh.hop_limit;
-  w.traffic_class = a.grh.traffic_class;
-  w.is_global = a.is_global;
-  w.dlid = a.dlid;
-  w.sl = a.sl;
-  w.src_path_bits = a.src_path_bits;
-  w.static_rate = a.static_rate;
-  w.port_num = a.port_num;
-  return w;
-}
-
-ibv_ah_attr from_wire(const ctl::AhAttrs& w) {
-  ibv_ah_attr a{};
-  std::memcpy(a.grh.dgid.raw, w.dgid, 16);
-  a.grh.flow_label = w.flow_label;
-  a.grh.sgid_index = w.sgid_index;
-  a.grh.hop_limit = w.hop_limit;
-  a.grh.traffic_class = w.traffic_class;
-  a.is_global = w.is_global;
-  a.dlid = w.dlid;
-  a.sl = w.sl;
-  a.src_path_bits = w.src_path_bits;
-  a.static_rate = w.static_rate;
-  a.port_num = w.port_num;
-  return a;
-}
-
-// An enum field's bits, without loading it as the enum: applications
-// leave the fields attr_mask does not name unset (ibv_xsrq_pingpong does),
-// and loading an out-of-range value as an enum is undefined behaviour.
-template <typename E>
-std::uint32_t enum_bits(const E& e) {
-  static_assert(std::is_enum_v<E> && sizeof(E) == sizeof(std::uint32_t));
-  std::uint32_t v;
-  std::memcpy(&v, &e, sizeof v);
-  return v;
-}
-
-ctl::QpAttrs to_wire(const ibv_qp_attr& a) {
-  ctl::QpAttrs w{};
-  w.qp_state = enum_bits(a.qp_state);
-  w.cur_qp_state = enum_bits(a.cur_qp_state);
-  w.path_mtu = enum_bits(a.path_mtu);
-  w.path_mig_state = enum_bits(a.path_mig_state);
-  w.qkey = a.qkey;
-  w.rq_psn = a.rq_psn;
-  w.sq_psn = a.sq_psn;
-  w.dest_qp_num = a.dest_qp_num;
-  w.qp_access_flags = static_cast<std::uint32_t>(a.qp_access_flags);
-  w.pkey_index = a.pkey_index;
-  w.alt_pkey_index = a.alt_pkey_index;
-  w.en_sqd_async_notify = a.en_sqd_async_notify;
-  w.sq_draining = a.sq_draining;
-  w.max_rd_atomic = a.max_rd_atomic;
-  w.max_dest_rd_atomic = a.max_dest_rd_atomic;
-  w.min_rnr_timer = a.min_rnr_timer;
-  w.port_num = a.port_num;
-  w.timeout = a.timeout;
-  w.retry_cnt = a.retry_cnt;
-  w.rnr_retry = a.rnr_retry;
-  w.alt_port_num = a.alt_port_num;
-  w.alt_timeout = a.alt_timeout;
-  w.rate_limit = a.rate_limit;
-  w.cap = ctl::QpCaps{a.cap.max_send_wr, a.cap.max_recv_wr, a.cap.max_send_sge,
-                      a.cap.max_recv_sge, a.cap.max_inline_data, 0};
-  w.ah_attr = to_wire(a.ah_attr);
-  w.alt_ah_attr = to_wire(a.alt_ah_attr);
-  return w;
-}
-
-ibv_qp_attr from_wire(const ctl::QpAttrs& w) {
-  ibv_qp_attr a{};
-  a.qp_state = static_cast<ibv_qp_state>(w.qp_state);
-  a.cur_qp_state = static_cast<ibv_qp_state>(w.cur_qp_state);
-  a.path_mtu = static_cast<ibv_mtu>(w.path_mtu);
-  a.path_mig_state = static_cast<ibv_mig_state>(w.path_mig_state);
-  a.qkey = w.qkey;
-  a.rq_psn = w.rq_psn;
-  a.sq_psn = w.sq_psn;
-  a.dest_qp_num = w.dest_qp_num;
-  a.qp_access_flags = static_cast<unsigned int>(w.qp_access_flags);
-  a.cap = ibv_qp_cap{w.cap.max_send_wr, w.cap.max_recv_wr, w.cap.max_send_sge,
-                     w.cap.max_recv_sge, w.cap.max_inline_data};
-  a.ah_attr = from_wire(w.ah_attr);
-  a.alt_ah_attr = from_wire(w.alt_ah_attr);
-  a.pkey_index = w.pkey_index;
-  a.alt_pkey_index = w.alt_pkey_index;
-  a.en_sqd_async_notify = w.en_sqd_async_notify;
-  a.sq_draining = w.sq_draining;
-  a.max_rd_atomic = w.max_rd_atomic;
-  a.max_dest_rd_atomic = w.max_dest_rd_atomic;
-  a.min_rnr_timer = w.min_rnr_timer;
-  a.port_num = w.port_num;
-  a.timeout = w.timeout;
-  a.retry_cnt = w.retry_cnt;
-  a.rnr_retry = w.rnr_retry;
-  a.alt_port_num = w.alt_port_num;
-  a.alt_timeout = w.alt_timeout;
-  a.rate_limit = w.rate_limit;
-  return a;
 }
 
 // ---------------------------------------------------------------- data path
@@ -464,8 +358,7 @@ int op_req_notify_cq(ibv_cq* cq, int solicited_only) {
 }
 
 void* op_compat_unsupported() {
-  errno = EOPNOTSUPP;
-  return nullptr;
+  return fail_null(EOPNOTSUPP);
 }
 
 }  // namespace
@@ -477,15 +370,9 @@ ibv_qp* create_qp_common(ibv_pd* pd, ibv_qp_init_attr* attr) {
   const bool xrc_send = attr->qp_type == IBV_QPT_XRC_SEND;
   ibv_cq* const recv_cq = xrc_send ? nullptr : attr->recv_cq;
   ibv_srq* const srq = xrc_send ? nullptr : attr->srq;
-  if (attr->send_cq == nullptr || (recv_cq == nullptr && !xrc_send)) {
-    errno = EINVAL;
-    return nullptr;
-  }
+  if (attr->send_cq == nullptr || (recv_cq == nullptr && !xrc_send)) return fail_null(EINVAL);
   auto* q = new (std::nothrow) ShimQp{};
-  if (q == nullptr) {
-    errno = ENOMEM;
-    return nullptr;
-  }
+  if (q == nullptr) return fail_null(ENOMEM);
   ctl::CreateQpReq req{};
   req.cookie = reinterpret_cast<std::uintptr_t>(q);
   req.pd_handle = pd->handle;
@@ -509,8 +396,7 @@ ibv_qp* create_qp_common(ibv_pd* pd, ibv_qp_init_attr* attr) {
     ctl::DestroyQpRep drep{};
     client_of(ctx).call(ctl::DestroyQpReq{{rep.handle, 0}}, drep);
     delete q;
-    errno = ENOMEM;
-    return nullptr;
+    return fail_null(ENOMEM);
   }
   q->map_bytes = rep.map_bytes;
   auto* base = static_cast<std::byte*>(q->map);
@@ -551,8 +437,7 @@ ibv_qp* op_create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr) {
   if ((attr->comp_mask & ~kKnown) != 0 ||
       ((attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) != 0 && attr->create_flags != 0) ||
       ((attr->comp_mask & IBV_QP_INIT_ATTR_MAX_TSO_HEADER) != 0 && attr->max_tso_header != 0)) {
-    errno = EOPNOTSUPP;
-    return nullptr;
+    return fail_null(EOPNOTSUPP);
   }
   const bool ext = (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) != 0;
   if (attr->qp_type == IBV_QPT_XRC_RECV) {
@@ -560,24 +445,16 @@ ibv_qp* op_create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr) {
     // required, the PD is not used); it has no send queue for wr_* ops.
     if ((attr->comp_mask & IBV_QP_INIT_ATTR_XRCD) == 0 || attr->xrcd == nullptr ||
         attr->xrcd->context != context) {
-      errno = EINVAL;
-      return nullptr;
+      return fail_null(EINVAL);
     }
-    if (ext && !qp_ex_ops_supported(attr->qp_type, attr->send_ops_flags)) {
-      errno = EOPNOTSUPP;
-      return nullptr;
-    }
+    if (ext && !qp_ex_ops_supported(attr->qp_type, attr->send_ops_flags)) return fail_null(EOPNOTSUPP);
     return create_xrc_recv_qp(context, attr);
   }
   if ((attr->comp_mask & IBV_QP_INIT_ATTR_PD) == 0 || attr->pd == nullptr ||
       attr->pd->context != context) {
-    errno = EINVAL;
-    return nullptr;
+    return fail_null(EINVAL);
   }
-  if (ext && !qp_ex_ops_supported(attr->qp_type, attr->send_ops_flags)) {
-    errno = EOPNOTSUPP;
-    return nullptr;
-  }
+  if (ext && !qp_ex_ops_supported(attr->qp_type, attr->send_ops_flags)) return fail_null(EOPNOTSUPP);
   ibv_qp_init_attr basic{};
   basic.qp_context = attr->qp_context;
   basic.send_cq = attr->send_cq;
@@ -591,8 +468,7 @@ ibv_qp* op_create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr) {
   attr->cap = basic.cap;
   if (ext && !setup_qp_ex(shim_of(qp), attr->send_ops_flags)) {
     ibv_destroy_qp(qp);
-    errno = ENOMEM;
-    return nullptr;
+    return fail_null(ENOMEM);
   }
   return qp;
 }
@@ -636,16 +512,12 @@ using namespace urnic::shim;
 
 ibv_pd* ibv_alloc_pd(ibv_context* context) {
   ctl::AllocPdRep rep{};
-  if (const int err = client_of(context).call(ctl::AllocPdReq{}, rep); err != 0) {
-    errno = err;
-    return nullptr;
-  }
+  if (const int err = client_of(context).call(ctl::AllocPdReq{}, rep); err != 0) return fail_null(err);
   ShimPd* pd = new_shim_pd(context, rep.handle);
   if (pd == nullptr) {
     ctl::DeallocPdRep drep{};
     client_of(context).call(ctl::DeallocPdReq{{rep.handle, 0}}, drep);
-    errno = ENOMEM;
-    return nullptr;
+    return fail_null(ENOMEM);
   }
   return &pd->pd;
 }
@@ -678,16 +550,12 @@ ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, std::size_t length, std::uint64
   // IBV_ACCESS_OPTIONAL_RANGE); drop them rather than fail.
   req.access = access & ~static_cast<unsigned int>(IBV_ACCESS_OPTIONAL_RANGE);
   ctl::RegMrRep rep{};
-  if (const int err = client_of(pd->context).call(req, rep); err != 0) {
-    errno = err;
-    return nullptr;
-  }
+  if (const int err = client_of(pd->context).call(req, rep); err != 0) return fail_null(err);
   auto* mr = static_cast<ibv_mr*>(std::calloc(1, sizeof(ibv_mr)));
   if (mr == nullptr) {
     ctl::DeregMrRep drep{};
     client_of(pd->context).call(ctl::DeregMrReq{{rep.handle, 0}}, drep);
-    errno = ENOMEM;
-    return nullptr;
+    return fail_null(ENOMEM);
   }
   mr->context = pd->context;
   mr->pd = pd;
@@ -766,8 +634,7 @@ ibv_comp_channel* ibv_create_comp_channel(ibv_context* context) {
   auto* c = new (std::nothrow) ShimChannel{};
   if (c == nullptr) {
     ::close(fds[0]);
-    errno = ENOMEM;
-    return nullptr;
+    return fail_null(ENOMEM);
   }
   c->ch.context = context;
   c->ch.fd = fds[0];
@@ -823,15 +690,9 @@ void ibv_ack_cq_events(ibv_cq* cq, unsigned int nevents) {
 
 ibv_cq* urnic::shim::create_cq_with_flags(ibv_context* context, int cqe, void* cq_context,
                                           ibv_comp_channel* channel, int comp_vector, std::uint32_t cq_flags) {
-  if (cqe < 1 || comp_vector < 0) {
-    errno = EINVAL;
-    return nullptr;
-  }
+  if (cqe < 1 || comp_vector < 0) return fail_null(EINVAL);
   auto* c = new (std::nothrow) ShimCq{};
-  if (c == nullptr) {
-    errno = ENOMEM;
-    return nullptr;
-  }
+  if (c == nullptr) return fail_null(ENOMEM);
   ctl::CreateCqReq req{};
   req.cookie = reinterpret_cast<std::uintptr_t>(c);
   req.cqe = static_cast<std::uint32_t>(cqe);
@@ -851,8 +712,7 @@ ibv_cq* urnic::shim::create_cq_with_flags(ibv_context* context, int cqe, void* c
     ctl::DestroyCqRep drep{};
     client_of(context).call(ctl::DestroyCqReq{{rep.handle, 0}}, drep);
     delete c;
-    errno = ENOMEM;
-    return nullptr;
+    return fail_null(ENOMEM);
   }
   c->map_bytes = rep.map_bytes;
   c->stride = static_cast<std::uint32_t>((cq_flags & ctl::kCqFlagTmInfo) != 0 ? sizeof(engine::CqeTmSlot)
@@ -968,7 +828,7 @@ int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
   ctl::ModifyQpReq req{};
   req.handle = qp->handle;
   req.attr_mask = static_cast<std::uint32_t>(attr_mask);
-  req.attr = to_wire(*attr);
+  req.attr = ctl::to_wire(*attr);
   // ON_DEMAND describes memory, not a QP: MR access bits applications pass
   // to both (pyverbs' ODP tests do) mean nothing to the QP, as with mlx5.
   req.attr.qp_access_flags &= ~static_cast<std::uint32_t>(IBV_ACCESS_ON_DEMAND);
@@ -993,7 +853,7 @@ int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask, ibv_qp_init_attr*
   ctl::QueryQpRep rep{};
   if (const int err = client_of(qp->context).call(ctl::QueryQpReq{{qp->handle, 0}}, rep); err != 0)
     return err;
-  *attr = from_wire(rep.attr);
+  *attr = ctl::from_wire(rep.attr);
   if (init_attr != nullptr) {
     *init_attr = ibv_qp_init_attr{};
     init_attr->qp_context = qp->qp_context;
@@ -1040,10 +900,7 @@ ibv_qp_ex* ibv_qp_to_qp_ex(ibv_qp* qp) {
 
 ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* srq_init_attr) {
   auto* s = new (std::nothrow) ShimSrq{};
-  if (s == nullptr) {
-    errno = ENOMEM;
-    return nullptr;
-  }
+  if (s == nullptr) return fail_null(ENOMEM);
   ctl::CreateSrqReq req{};
   req.cookie = reinterpret_cast<std::uintptr_t>(s);
   req.pd_handle = pd->handle;
@@ -1074,8 +931,7 @@ ibv_srq* finish_srq(ibv_context* ctx, ShimSrq* s, const ctl::CreateSrqRep& rep, 
     ctl::DestroySrqRep drep{};
     client_of(ctx).call(ctl::DestroySrqReq{{rep.handle, 0}}, drep);
     delete s;
-    errno = ENOMEM;
-    return nullptr;
+    return fail_null(ENOMEM);
   }
   s->map_bytes = rep.map_bytes;
   s->ring = SpscRing(static_cast<std::byte*>(s->map), rep.slots, rep.slot_size);
@@ -1133,18 +989,14 @@ int ibv_destroy_srq(ibv_srq* srq) {
 ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
   ctl::CreateAhReq req{};
   req.pd_handle = pd->handle;
-  req.attr = to_wire(*attr);
+  req.attr = ctl::to_wire(*attr);
   ctl::CreateAhRep rep{};
-  if (const int err = client_of(pd->context).call(req, rep); err != 0) {
-    errno = err;
-    return nullptr;
-  }
+  if (const int err = client_of(pd->context).call(req, rep); err != 0) return fail_null(err);
   auto* a = new (std::nothrow) ShimAh{};
   if (a == nullptr) {
     ctl::DestroyAhRep drep{};
     client_of(pd->context).call(ctl::DestroyAhReq{{rep.handle, 0}}, drep);
-    errno = ENOMEM;
-    return nullptr;
+    return fail_null(ENOMEM);
   }
   a->ah.context = pd->context;
   a->ah.pd = pd;

@@ -26,23 +26,17 @@ namespace {
 ibv_pd* op_alloc_parent_domain(ibv_context* context, ibv_parent_domain_init_attr* attr) {
   constexpr std::uint32_t kKnown = IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS | IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT;
   if (attr == nullptr || attr->pd == nullptr || attr->pd->context != context || (attr->comp_mask & ~kKnown) != 0) {
-    errno = EINVAL;
-    return nullptr;
+    return fail_null(EINVAL);
   }
   ShimPd* pd = shim_of_pd(attr->pd);
   if (pd->protection_domain != nullptr) {  // a parent domain of a parent domain
-    errno = EINVAL;
-    return nullptr;
+    return fail_null(EINVAL);
   }
   if ((attr->comp_mask & IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS) != 0 || attr->td != nullptr) {
-    errno = EOPNOTSUPP;
-    return nullptr;
+    return fail_null(EOPNOTSUPP);
   }
   ShimPd* parent = new_shim_pd(context, pd->pd.handle);
-  if (parent == nullptr) {
-    errno = ENOMEM;
-    return nullptr;
-  }
+  if (parent == nullptr) return fail_null(ENOMEM);
   parent->protection_domain = pd;
   if ((attr->comp_mask & IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT) != 0) parent->pd_context = attr->pd_context;
   pd->parents.fetch_add(1);

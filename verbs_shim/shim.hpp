@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -25,6 +26,13 @@
 namespace urnic::shim {
 
 namespace ctl = urnic::engine::ctl;
+
+// How a verb that returns an object fails, as a kernel provider's does: a
+// null pointer with errno set (`return fail_null(EINVAL);`).
+inline std::nullptr_t fail_null(int err) {
+  errno = err;
+  return nullptr;
+}
 
 // A control connection to urnicd (one per opened device context, plus
 // short-lived ones for device discovery). Thread-safe: one request at a time.

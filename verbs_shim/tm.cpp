@@ -109,32 +109,24 @@ void fill_tm_caps(const ShimContext& ctx, ibv_tm_caps& caps) {
 // more than tm_caps: EINVAL. (Only RoCE contexts have create_srq_ex.)
 ibv_srq* create_tm_srq(ibv_context* context, ibv_srq_init_attr_ex* attr) {
   const ctl::DeviceAttrs& a = shim_of(context)->info.attrs;
-  if (a.tm_max_num_tags == 0) {
-    errno = EOPNOTSUPP;
-    return nullptr;
-  }
+  if (a.tm_max_num_tags == 0) return fail_null(EOPNOTSUPP);
   if ((attr->comp_mask & IBV_SRQ_INIT_ATTR_CQ) == 0 || (attr->comp_mask & IBV_SRQ_INIT_ATTR_TM) == 0 ||
       attr->cq == nullptr || attr->cq->context != context || attr->tm_cap.max_num_tags == 0 ||
       attr->tm_cap.max_num_tags > a.tm_max_num_tags || attr->tm_cap.max_ops == 0 ||
       attr->tm_cap.max_ops > a.tm_max_ops) {
-    errno = EINVAL;
-    return nullptr;
+    return fail_null(EINVAL);
   }
   ShimCq* c = shim_of(attr->cq);
   {
     // One TM SRQ per CQ: a CQE names its tag handle but not its SRQ.
     std::lock_guard lock(*c->poll_mu);
-    if (c->tm_srq != nullptr) {
-      errno = EOPNOTSUPP;
-      return nullptr;
-    }
+    if (c->tm_srq != nullptr) return fail_null(EOPNOTSUPP);
   }
   auto* s = new (std::nothrow) ShimSrq{};
   TmTags* tags = s != nullptr ? new (std::nothrow) TmTags(attr->tm_cap.max_num_tags) : nullptr;
   if (tags == nullptr) {
     delete s;
-    errno = ENOMEM;
-    return nullptr;
+    return fail_null(ENOMEM);
   }
   ctl::CreateTmSrqReq req{};
   req.cookie = reinterpret_cast<std::uintptr_t>(s);

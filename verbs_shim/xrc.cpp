@@ -23,33 +23,22 @@ namespace {
 CtlClient& client_of(ibv_context* ctx) { return *shim_of(ctx)->client; }
 
 ibv_xrcd* op_open_xrcd(ibv_context* context, ibv_xrcd_init_attr* attr) {
-  if (attr->comp_mask >= IBV_XRCD_INIT_ATTR_RESERVED) {
-    errno = EOPNOTSUPP;
-    return nullptr;
-  }
+  if (attr->comp_mask >= IBV_XRCD_INIT_ATTR_RESERVED) return fail_null(EOPNOTSUPP);
   if ((attr->comp_mask & IBV_XRCD_INIT_ATTR_FD) == 0 || (attr->comp_mask & IBV_XRCD_INIT_ATTR_OFLAGS) == 0) {
-    errno = EINVAL;
-    return nullptr;
+    return fail_null(EINVAL);
   }
   // fd -1: a domain of its own; any other value names the file whose inode
   // keys a domain shared with every process that opens the same file.
-  if (attr->fd < -1) {
-    errno = EBADF;
-    return nullptr;
-  }
+  if (attr->fd < -1) return fail_null(EBADF);
   auto* x = new (std::nothrow) ShimXrcd{};
-  if (x == nullptr) {
-    errno = ENOMEM;
-    return nullptr;
-  }
+  if (x == nullptr) return fail_null(ENOMEM);
   const ctl::OpenXrcdReq req{attr->fd >= 0 ? 1U : 0U, static_cast<std::uint32_t>(attr->oflags)};
   ctl::OpenXrcdRep rep{};
   const int err = attr->fd >= 0 ? client_of(context).call_passing_fd(req, rep, attr->fd)
                                 : client_of(context).call(req, rep);
   if (err != 0) {
     delete x;
-    errno = err;
-    return nullptr;
+    return fail_null(err);
   }
   x->xrcd.context = context;
   x->handle = rep.handle;
@@ -69,13 +58,9 @@ int op_close_xrcd(ibv_xrcd* xrcd) {
 // an XRC SRQ needs its PD, domain and CQ; a tag-matching SRQ its PD, CQ and
 // tm_cap (verbs_shim/tm.cpp).
 ibv_srq* op_create_srq_ex(ibv_context* context, ibv_srq_init_attr_ex* attr) {
-  if (attr->comp_mask >= IBV_SRQ_INIT_ATTR_RESERVED) {
-    errno = EOPNOTSUPP;
-    return nullptr;
-  }
+  if (attr->comp_mask >= IBV_SRQ_INIT_ATTR_RESERVED) return fail_null(EOPNOTSUPP);
   if ((attr->comp_mask & IBV_SRQ_INIT_ATTR_PD) == 0 || attr->pd == nullptr || attr->pd->context != context) {
-    errno = EINVAL;
-    return nullptr;
+    return fail_null(EINVAL);
   }
   const ibv_srq_type type = (attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) != 0 ? attr->srq_type : IBV_SRQT_BASIC;
   if (type == IBV_SRQT_BASIC) {
@@ -85,20 +70,13 @@ ibv_srq* op_create_srq_ex(ibv_context* context, ibv_srq_init_attr_ex* attr) {
     return srq;
   }
   if (type == IBV_SRQT_TM) return create_tm_srq(context, attr);
-  if (type != IBV_SRQT_XRC) {
-    errno = EINVAL;
-    return nullptr;
-  }
+  if (type != IBV_SRQT_XRC) return fail_null(EINVAL);
   if ((attr->comp_mask & IBV_SRQ_INIT_ATTR_XRCD) == 0 || (attr->comp_mask & IBV_SRQ_INIT_ATTR_CQ) == 0 ||
       attr->xrcd == nullptr || attr->cq == nullptr) {
-    errno = EINVAL;
-    return nullptr;
+    return fail_null(EINVAL);
   }
   auto* s = new (std::nothrow) ShimSrq{};
-  if (s == nullptr) {
-    errno = ENOMEM;
-    return nullptr;
-  }
+  if (s == nullptr) return fail_null(ENOMEM);
   ctl::CreateXrcSrqReq req{};
   req.cookie = reinterpret_cast<std::uintptr_t>(s);
   req.pd_handle = attr->pd->handle;
@@ -145,20 +123,13 @@ ibv_qp* make_tgt_qp(ibv_context* context, ShimQp* q, std::uint32_t handle, std::
 // ibv_open_qp: another handle on an XRC target QP of a domain this context
 // has open (the QP may have been created by another process).
 ibv_qp* op_open_qp(ibv_context* context, ibv_qp_open_attr* attr) {
-  if (attr->comp_mask >= IBV_QP_OPEN_ATTR_RESERVED) {
-    errno = EOPNOTSUPP;
-    return nullptr;
-  }
+  if (attr->comp_mask >= IBV_QP_OPEN_ATTR_RESERVED) return fail_null(EOPNOTSUPP);
   if ((attr->comp_mask & IBV_QP_OPEN_ATTR_XRCD) == 0 || (attr->comp_mask & IBV_QP_OPEN_ATTR_NUM) == 0 ||
       (attr->comp_mask & IBV_QP_OPEN_ATTR_TYPE) == 0 || attr->xrcd == nullptr) {
-    errno = EINVAL;
-    return nullptr;
+    return fail_null(EINVAL);
   }
   auto* q = new (std::nothrow) ShimQp{};
-  if (q == nullptr) {
-    errno = ENOMEM;
-    return nullptr;
-  }
+  if (q == nullptr) return fail_null(ENOMEM);
   ctl::OpenQpReq req{};
   req.cookie = reinterpret_cast<std::uintptr_t>(q);
   req.xrcd_handle = shim_of(attr->xrcd)->handle;
@@ -167,8 +138,7 @@ ibv_qp* op_open_qp(ibv_context* context, ibv_qp_open_attr* attr) {
   ctl::OpenQpRep rep{};
   if (const int err = client_of(context).call(req, rep); err != 0) {
     delete q;
-    errno = err;
-    return nullptr;
+    return fail_null(err);
   }
   void* qp_context = (attr->comp_mask & IBV_QP_OPEN_ATTR_CONTEXT) != 0 ? attr->qp_context : nullptr;
   ibv_qp* qp = make_tgt_qp(context, q, rep.handle, rep.qpn, qp_context);
@@ -183,18 +153,14 @@ ibv_qp* op_open_qp(ibv_context* context, ibv_qp_open_attr* attr) {
 
 ibv_qp* create_xrc_recv_qp(ibv_context* context, ibv_qp_init_attr_ex* attr) {
   auto* q = new (std::nothrow) ShimQp{};
-  if (q == nullptr) {
-    errno = ENOMEM;
-    return nullptr;
-  }
+  if (q == nullptr) return fail_null(ENOMEM);
   ctl::CreateXrcTgtQpReq req{};
   req.cookie = reinterpret_cast<std::uintptr_t>(q);
   req.xrcd_handle = shim_of(attr->xrcd)->handle;
   ctl::CreateXrcTgtQpRep rep{};
   if (const int err = client_of(context).call(req, rep); err != 0) {
     delete q;
-    errno = err;
-    return nullptr;
+    return fail_null(err);
   }
   attr->cap = ibv_qp_cap{};  // no work queues
   return make_tgt_qp(context, q, rep.handle, rep.qpn, attr->qp_context);

@@ -106,7 +106,6 @@ daemon_pid_a=
 daemon_pid_b=
 start_daemon() {
   local h=$1 ifname=$2 mtu=$3
-  mkdir -p "$rt/$h"
   if $dpdk_like; then
     local roce_ip=$net.1$([[ $h == a ]] && echo 1 || echo 2)
     local devargs="net_af_packet0,iface=$ifname,framesz=8192,blocksz=8192"
@@ -124,24 +123,12 @@ start_daemon() {
     printf '{"devices": [{"name": "urnic0", "link": "afpacket", "interface": "%s", "mtu": %d}]}\n' \
       "$ifname" "$mtu" > "$rt/$h.json"
   fi
-  bg_host "$h" "$urnicd" --config "$rt/$h.json" --runtime-dir "$rt/$h" > "$rt/$h.log" 2>&1
-  local pid=$!
-  pids+=("$pid")
-  eval "daemon_pid_$h=$pid"
-  for _ in $(seq 200); do
-    if [[ -S $rt/$h/urnicd.sock ]]; then
-      # The tap interface the PMD made joins the namespace's bridge.
-      if [[ $link == tap ]]; then
-        ip -n "$([[ $h == a ]] && echo "$ns_a" || echo "$ns_b")" link set "ut$h$tag" master "ubr$h$tag" &&
-          ip -n "$([[ $h == a ]] && echo "$ns_a" || echo "$ns_b")" link set "ut$h$tag" up || fail "tap ut$h$tag into the bridge"
-      fi
-      return 0
-    fi
-    alive "$pid" || break
-    sleep 0.02
-  done
-  fail "urnicd in $h did not start: $(tail -n 3 "$rt/$h.log")"
-  exit 1
+  two_hosts_daemon "$h"
+  # The tap interface the PMD made joins the namespace's bridge.
+  if [[ $link == tap ]]; then
+    ip -n "$([[ $h == a ]] && echo "$ns_a" || echo "$ns_b")" link set "ut$h$tag" master "ubr$h$tag" &&
+      ip -n "$([[ $h == a ]] && echo "$ns_a" || echo "$ns_b")" link set "ut$h$tag" up || fail "tap ut$h$tag into the bridge"
+  fi
 }
 # refuse_mtu MTU: a daemon whose path MTU the PMD cannot carry must not
 # start, and must say why.

@@ -1,12 +1,16 @@
+# shellcheck shell=bash disable=SC2154  # rt, run_env, limit: common.sh's
 # Sourced by the acceptance scripts that run rdma_cm programs (rdmacm_test.sh,
-# afpacket_test.sh).
+# iwarp_cm_test.sh, iwarp_netns_test.sh, afpacket_test.sh), after common.sh
+# for cm_pair.
 #
 # cm_client_retry OUT SERVER_PID CMD...: runs the client CMD (output to OUT)
 # and returns its exit status. An rdma_cm server shows no listening socket
 # to wait for, so a client that finds no listener yet (the server is still
-# starting: REJECTED with reason 8, or the programs' own wording of it) runs
+# starting: output matching cm_retry_on, by default REJECTED with reason 8
+# or the programs' own wording of it; iWARP's is ECONNREFUSED, -111) runs
 # again, every 0.5 s, up to 20 times, while the server lives. Sets
 # cm_client_tries to the number of runs.
+cm_retry_on='REJECTED|rror 8|Unable to|Failed to'
 cm_client_retry() {
   local out=$1 server=$2
   shift 2
@@ -16,8 +20,48 @@ cm_client_retry() {
     rc=$?
     [[ $rc -eq 0 ]] && break
     kill -0 "$server" 2>/dev/null || break
-    grep -qE "REJECTED|rror 8|Unable to|Failed to" "$out" || break
+    grep -qE "$cm_retry_on" "$out" || break
     sleep 0.5
   done
   return "$rc"
+}
+
+# cm_split_cmds [--] SERVER_CMD... -- CLIENT_CMD...: the two commands into
+# the arrays scmd and ccmd (locals of the caller).
+cm_split_cmds() {
+  [[ $1 == -- ]] && shift
+  scmd=() ccmd=()
+  while [[ $1 != -- ]]; do scmd+=("$1"); shift; done
+  shift
+  ccmd=("$@")
+}
+
+# [HEAD_START=SECONDS] cm_pair NAME SERVER_REGEX CLIENT_REGEX -- SERVER_CMD... -- CLIENT_CMD...
+# Starts the server (with common.sh's run_env and limit, its PID in
+# server_pid), then the client through cm_client_retry. Both must exit 0 and
+# their outputs (in $rt) match the regexes (a CLIENT_REGEX of - checks the
+# client's exit status only).
+cm_pair() {
+  local name=$1 sre=$2 cre=$3 scmd ccmd
+  shift 3
+  cm_split_cmds "$@"
+  local out_s=$rt/server.out out_c=$rt/client.out
+  "${run_env[@]}" timeout "$limit" "${scmd[@]}" > "$out_s" 2>&1 &
+  server_pid=$!
+  # rdma_cm servers show no listening socket to wait for: give them a head
+  # start (perftest needs longer to set up before it listens).
+  sleep "${HEAD_START:-0.5}"
+  local crc
+  cm_client_retry "$out_c" "$server_pid" "${run_env[@]}" timeout "$limit" "${ccmd[@]}"
+  crc=$?
+  wait "$server_pid"
+  local src=$?
+  server_pid=
+  if [[ $crc -eq 0 && $src -eq 0 ]] && grep -qE "$sre" "$out_s" && { [[ $cre == - ]] || grep -qE "$cre" "$out_c"; }; then
+    pass "$name (client attempt $cm_client_tries)"
+  else
+    fail "$name: server exit $src, client exit $crc"
+    sed 's/^/    client: /' "$out_c" | tail -15
+    sed 's/^/    server: /' "$out_s" | tail -15
+  fi
 }

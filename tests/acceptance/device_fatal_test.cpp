@@ -9,7 +9,7 @@
 // daemon. Each wait is bounded (alarm), so the old hang fails the test.
 #include <catch2/catch.hpp>
 
-#include "loopback_rc.hpp"
+#include "loopback_qp.hpp"
 #include "runtime_dir.hpp"
 
 #include <infiniband/verbs.h>
@@ -25,7 +25,8 @@
 
 namespace {
 
-using urnic::test::connect_loopback_rc;
+using urnic::test::connect_loopback;
+using urnic::test::loopback_to_init;
 
 urnic::test::RuntimeDir g_runtime("device-fatal");
 
@@ -53,7 +54,7 @@ std::vector<ibv_wc> poll_n(ibv_cq* cq, std::size_t n, int ms) {
 
 void to_rts(ibv_context* ctx, ibv_qp* qp) {
   // 4 s per try, 7 retries: the sends stay outstanding for the test.
-  connect_loopback_rc(ctx, qp, {.dest_qpn = kBogusQpn, .timeout = 20, .psn = 1});
+  connect_loopback(ctx, qp, {.dest_qpn = kBogusQpn, .timeout = 20, .psn = 1});
 }
 
 }  // namespace
@@ -92,10 +93,7 @@ TEST_CASE("a killed daemon is IBV_EVENT_DEVICE_FATAL with flushed work, not a ha
   qia.recv_cq = ibv_cq_ex_to_cq(cqx);
   ibv_qp* qp2 = ibv_create_qp(pd, &qia);
   REQUIRE(qp2 != nullptr);
-  ibv_qp_attr a{};
-  a.qp_state = IBV_QPS_INIT;
-  a.port_num = 1;
-  REQUIRE(ibv_modify_qp(qp2, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) == 0);
+  REQUIRE(loopback_to_init(qp2, {}) == 0);
 
   ibv_sge sge{reinterpret_cast<std::uintptr_t>(buf), 64, mr->lkey};
   ibv_recv_wr rwr{};

@@ -45,7 +45,6 @@ daemon_pid_b=
 start_daemon() {
   local h=$1 kind=$2 n
   n=$([[ $h == a ]] && echo 1 || echo 2)
-  mkdir -p "$rt/$h"
   rm -f "$rt/$h/urnicd.sock"
   if [[ $kind == dpdk ]]; then
     printf '{"devices": [{"name": "urnic0", "link": "dpdk", "devargs": "net_af_packet0,iface=un%s%s,framesz=8192,blocksz=8192", "address": "%s.1%s", "ipv6": "%s1%s", "mac": "02:00:75:72:6e:0%s", "mtu": 4096}]}\n' \
@@ -54,17 +53,7 @@ start_daemon() {
     printf '{"devices": [{"name": "urnic0", "link": "afpacket", "interface": "un%s%s", "mtu": 4096}]}\n' \
       "$h" "$tag" > "$rt/$h.json"
   fi
-  bg_host "$h" "$urnicd" --config "$rt/$h.json" --runtime-dir "$rt/$h" > "$rt/$h.log" 2>&1
-  local pid=$!
-  pids+=("$pid")
-  eval "daemon_pid_$h=$pid"
-  for _ in $(seq 200); do
-    [[ -S $rt/$h/urnicd.sock ]] && return 0
-    alive "$pid" || break
-    sleep 0.02
-  done
-  fail "urnicd ($kind) in $h did not start: $(tail -n 3 "$rt/$h.log")"
-  exit 1
+  two_hosts_daemon "$h" "urnicd ($kind)"
 }
 stop_pair() {
   stop_pid "$daemon_pid_a"

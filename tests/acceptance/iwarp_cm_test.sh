@@ -17,6 +17,10 @@ verbs_dir=$1
 rdmacm_dir=$2
 urnicd=$3
 cli=$4
+# shellcheck source=cm_client.sh
+source "$(dirname "$0")/cm_client.sh"
+# A client that finds no listener yet is refused (ECONNREFUSED), as by iw_cm.
+cm_retry_on='REJECTED|rror -111|Unable to|Failed to'
 
 for prog in rping ucmatose rdma_server rdma_client ib_send_bw ib_write_bw ib_read_bw ib_atomic_bw ib_atomic_lat ibv_devinfo; do
   command -v $prog > /dev/null || { echo "SKIP: $prog not installed (rdmacm-utils, perftest)"; exit 77; }
@@ -28,43 +32,6 @@ default_limit=60
 source "$(dirname "$0")/common.sh"
 one_host_setup iwarp "$urnicd" "$verbs_dir:$rdmacm_dir"
 
-# [HEAD_START=SECONDS] pair NAME SERVER_REGEX CLIENT_REGEX -- SERVER_CMD... -- CLIENT_CMD...
-# Starts the server, then the client; a client that finds no listener yet
-# (the server is still starting: REJECTED, connection refused) is run again
-# while the server lives. Both must exit 0 and their outputs match.
-pair() {
-  local name=$1 sre=$2 cre=$3
-  shift 3
-  [[ $1 == -- ]] && shift
-  local scmd=() ccmd=()
-  while [[ $1 != -- ]]; do scmd+=("$1"); shift; done
-  shift
-  ccmd=("$@")
-  local out_s=$rt/server.out out_c=$rt/client.out
-  "${run_env[@]}" timeout "$limit" "${scmd[@]}" > "$out_s" 2>&1 &
-  server_pid=$!
-  sleep "${HEAD_START:-0.5}"
-  local crc=1 try
-  for try in $(seq 20); do
-    "${run_env[@]}" timeout "$limit" "${ccmd[@]}" > "$out_c" 2>&1
-    crc=$?
-    [[ $crc -eq 0 ]] && break
-    alive "$server_pid" || break
-    grep -qE "REJECTED|rror -111|Unable to|Failed to" "$out_c" || break
-    sleep 0.5
-  done
-  wait "$server_pid"
-  local src=$?
-  server_pid=
-  if [[ $crc -eq 0 && $src -eq 0 ]] && grep -qE "$sre" "$out_s" && grep -qE "$cre" "$out_c"; then
-    pass "$name${try:+ (client attempt $try)}"
-  else
-    fail "$name: server exit $src, client exit $crc"
-    sed 's/^/    client: /' "$out_c" | tail -15
-    sed 's/^/    server: /' "$out_s" | tail -15
-  fi
-}
-
 stat_of() { "$cli" stats -d "$1" | awk -v k="$2" '$1 == k {print $2}'; }
 
 row='^ *[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+'
@@ -72,36 +39,36 @@ a=127.0.0.2
 p=$((20000 + ($$ % 20000)))
 
 # The commands of the issue: rping with data verification, 100 pings.
-pair "rping -s -a $a / rping -c -a $a -V -C 100" 'DISCONNECT' 'DISCONNECT' \
+cm_pair "rping -s -a $a / rping -c -a $a -V -C 100" 'DISCONNECT' 'DISCONNECT' \
   -- rping -s -a $a -p $p -V -C 100 \
   -- rping -c -a $a -p $p -V -C 100
-pair "rping -v -C 100 -S 65535 (FPDUs split at the segment size)" 'server ping data: rdma-ping-99:' \
+cm_pair "rping -v -C 100 -S 65535 (FPDUs split at the segment size)" 'server ping data: rdma-ping-99:' \
   'ping data: rdma-ping-99:' \
   -- rping -s -a $a -p $((p + 1)) -v -C 100 -S 65535 \
   -- rping -c -a $a -p $((p + 1)) -v -C 100 -S 65535
-pair "rping server on the wildcard" 'DISCONNECT' 'ping data: rdma-ping-19:' \
+cm_pair "rping server on the wildcard" 'DISCONNECT' 'ping data: rdma-ping-19:' \
   -- rping -s -a 0.0.0.0 -p $((p + 2)) -v -C 20 \
   -- rping -c -a $a -p $((p + 2)) -v -C 20
-pair "rping -q (self-managed QP, rdma_establish)" 'DISCONNECT' 'ping data: rdma-ping-9:' \
+cm_pair "rping -q (self-managed QP, rdma_establish)" 'DISCONNECT' 'ping data: rdma-ping-9:' \
   -- rping -s -q -a $a -p $((p + 3)) -v -C 10 \
   -- rping -c -q -a $a -p $((p + 3)) -v -C 10
-pair "ucmatose -c 4 -C 50" 'return status 0' 'return status 0' \
+cm_pair "ucmatose -c 4 -C 50" 'return status 0' 'return status 0' \
   -- ucmatose -p $((p + 4)) -c 4 -C 50 \
   -- ucmatose -s $a -p $((p + 4)) -c 4 -C 50
-pair "rdma_server / rdma_client" 'rdma_server: end 0' 'rdma_client: end 0' \
+cm_pair "rdma_server / rdma_client" 'rdma_server: end 0' 'rdma_client: end 0' \
   -- rdma_server -p $((p + 5)) \
   -- rdma_client -s $a -p $((p + 5))
-HEAD_START=2 pair "ib_send_bw -R" "$row" "$row" \
+HEAD_START=2 cm_pair "ib_send_bw -R" "$row" "$row" \
   -- ib_send_bw -d urnic_iw0 -R -n 500 -p $((p + 6)) \
   -- ib_send_bw -d urnic_iw0 -R -n 500 -p $((p + 6)) $a
 # An SRQ behind the iWARP QPs (both sides' receives come from it).
-HEAD_START=2 pair "ib_send_bw -R --use-srq" "$row" "$row" \
+HEAD_START=2 cm_pair "ib_send_bw -R --use-srq" "$row" "$row" \
   -- ib_send_bw -d urnic_iw0 -R --use-srq -n 500 -p $((p + 9)) \
   -- ib_send_bw -d urnic_iw0 -R --use-srq -n 500 -p $((p + 9)) $a
-HEAD_START=2 pair "ib_write_bw -R" "$row" "$row" \
+HEAD_START=2 cm_pair "ib_write_bw -R" "$row" "$row" \
   -- ib_write_bw -d urnic_iw0 -R -n 500 -p $((p + 7)) \
   -- ib_write_bw -d urnic_iw0 -R -n 500 -p $((p + 7)) $a
-HEAD_START=2 pair "ib_read_bw -R" "$row" "$row" \
+HEAD_START=2 cm_pair "ib_read_bw -R" "$row" "$row" \
   -- ib_read_bw -d urnic_iw0 -R -n 500 -p $((p + 8)) \
   -- ib_read_bw -d urnic_iw0 -R -n 500 -p $((p + 8)) $a
 if grep -q 'Transport type : IW' "$rt/client.out"; then pass "perftest reports Transport type IW"
@@ -119,11 +86,11 @@ else
 fi
 q=$((p + 11))
 for at in FETCH_AND_ADD CMP_AND_SWAP; do
-  HEAD_START=2 pair "ib_atomic_bw -R -A $at" "$row" "$row" \
+  HEAD_START=2 cm_pair "ib_atomic_bw -R -A $at" "$row" "$row" \
     -- ib_atomic_bw -d urnic_iw0 -R -A $at -n 500 -p $q \
     -- ib_atomic_bw -d urnic_iw0 -R -A $at -n 500 -p $q $a
   # A latency test's server prints no results, only the connection.
-  HEAD_START=2 pair "ib_atomic_lat -R -A $at" 'remote address' "$row" \
+  HEAD_START=2 cm_pair "ib_atomic_lat -R -A $at" 'remote address' "$row" \
     -- ib_atomic_lat -d urnic_iw0 -R -A $at -n 500 -p $((q + 1)) \
     -- ib_atomic_lat -d urnic_iw0 -R -A $at -n 500 -p $((q + 1)) $a
   q=$((q + 2))

@@ -33,10 +33,12 @@ for prog in ip rping ucmatose ib_send_bw ib_write_bw ib_read_lat dumpcap; do
   command -v $prog > /dev/null || { echo "SKIP: $prog not installed (iproute2, rdmacm-utils, perftest, tshark)"; exit 77; }
 done
 
-fails=0
-checks=0
-pass() { checks=$((checks + 1)); printf 'ok   %s\n' "$*"; }
-fail() { checks=$((checks + 1)); fails=$((fails + 1)); printf 'FAIL %s\n' "$*"; }
+asan_probe="$rdmacm_dir/librdmacm.so.1"
+default_limit=60
+# shellcheck source=tests/acceptance/common.sh
+source "$(dirname "$0")/common.sh"
+# shellcheck source=cm_client.sh
+source "$(dirname "$0")/cm_client.sh"
 
 tag=$$
 ns_a=urnic-iwa-$tag
@@ -51,26 +53,10 @@ rt=$(mktemp -d /tmp/urnic-iwnetns.XXXXXX)
 export URNIC_DAEMON=$urnicd
 export LD_LIBRARY_PATH=$verbs_dir:$rdmacm_dir
 unset LD_PRELOAD URNIC_RUNTIME_DIR URNIC_CM_DEBUG
-asan_rt=$(ldd "$rdmacm_dir/librdmacm.so.1" | awk '/libasan|libclang_rt\.asan/ {print $3; exit}')
-if [[ -n $asan_rt ]]; then
-  run_env=(env "LD_PRELOAD=$asan_rt" "ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0")
-else
-  run_env=(env)
-fi
-limit=${URNIC_PAIR_TIMEOUT:-60}
-[[ -n $asan_rt ]] && limit=$((limit * 3))
 
 daemons=()
 server_pid=
 cap_pid=
-alive() { [[ -n ${1:-} ]] && kill -0 "$1" 2>/dev/null; }
-stop_pid() {
-  local pid=$1
-  alive "$pid" || return 0
-  kill -TERM "$pid" 2>/dev/null
-  for _ in $(seq 100); do alive "$pid" || return 0; sleep 0.05; done
-  kill -KILL "$pid" 2>/dev/null
-}
 stop_daemons() {
   local p
   for p in "${daemons[@]}"; do stop_pid "$p"; wait "$p" 2>/dev/null; done
@@ -126,7 +112,9 @@ start_daemon() {
 port=$((20000 + tag % 20000))
 # pair NAME SERVER_HOST SRE CRE -- SERVER_CMD... -- CLIENT_CMD...: the
 # client runs in the other namespace; "@SERVER@" in its arguments is the
-# server's address. A client that finds no listener yet is run again.
+# server's address. A client that finds no listener yet (refused,
+# ECONNREFUSED, as by iw_cm) is run again.
+cm_retry_on='REJECTED|rror -111|Unable to|Failed to'
 pair() {
   local name=$1 sh=$2 sre=$3 cre=$4
   shift 4
@@ -142,20 +130,14 @@ pair() {
     > "$out_s" 2>&1 &
   server_pid=$!
   sleep "${HEAD_START:-0.5}"
-  local crc=1 try t0=$SECONDS
-  for try in $(seq 20); do
-    host "$ch" "${run_env[@]}" timeout "$limit" "${ccmd[@]}" > "$out_c" 2>&1
-    crc=$?
-    [[ $crc -eq 0 ]] && break
-    alive "$server_pid" || break
-    grep -qE "REJECTED|rror -111|Unable to|Failed to" "$out_c" || break
-    sleep 0.5
-  done
+  local crc t0=$SECONDS
+  cm_client_retry "$out_c" "$server_pid" host "$ch" "${run_env[@]}" timeout "$limit" "${ccmd[@]}"
+  crc=$?
   wait "$server_pid"
   local src=$?
   server_pid=
   if [[ $crc -eq 0 && $src -eq 0 ]] && grep -qE "$sre" "$out_s" && grep -qE "$cre" "$out_c"; then
-    pass "$name ($sh <- $ch, $((SECONDS - t0)) s${try:+, client attempt $try})"
+    pass "$name ($sh <- $ch, $((SECONDS - t0)) s, client attempt $cm_client_tries)"
   else
     fail "$name ($sh <- $ch): server exit $src, client exit $crc"
     sed 's/^/    client: /' "$out_c" | tail -12
@@ -231,5 +213,4 @@ configuration "CRC on, markers off" request off off off 1 0
 configuration "CRC off, markers on" off require off request 0 1
 configuration "CRC off, markers off" off off off off 0 0
 
-printf '%d checks, %d failed\n' "$checks" "$fails"
-(( fails == 0 ))
+finish

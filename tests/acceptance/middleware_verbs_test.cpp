@@ -4,6 +4,8 @@
 // case is a cause one of those stacks found, kept as a test of its own.
 #include <catch2/catch.hpp>
 
+#include "device_ctx.hpp"
+#include "loopback_qp.hpp"
 #include "runtime_dir.hpp"
 
 #include <infiniband/verbs.h>
@@ -23,30 +25,13 @@
 
 namespace {
 
+using urnic::test::connect_loopback;
+using urnic::test::ud_to_rts;
+
 urnic::test::RuntimeDir g_runtime("middleware-verbs");
 
-struct Ctx {
-  ibv_device** list = nullptr;
-  ibv_context* ctx = nullptr;
-  ibv_pd* pd = nullptr;
-  Ctx() {
-    int n = 0;
-    list = ibv_get_device_list(&n);
-    REQUIRE(list != nullptr);
-    REQUIRE(n >= 1);
-    REQUIRE(std::string(ibv_get_device_name(list[0])) == "urnic0");
-    ctx = ibv_open_device(list[0]);
-    REQUIRE(ctx != nullptr);
-    pd = ibv_alloc_pd(ctx);
-    REQUIRE(pd != nullptr);
-  }
-  ~Ctx() {
-    ibv_dealloc_pd(pd);
-    ibv_close_device(ctx);
-    ibv_free_device_list(list);
-  }
-  Ctx(const Ctx&) = delete;
-  Ctx& operator=(const Ctx&) = delete;
+struct Ctx : urnic::test::DeviceCtx {
+  Ctx() { REQUIRE(std::string(ibv_get_device_name(list[0])) == "urnic0"); }
 };
 
 ibv_mr* reg(ibv_pd* pd, void* addr, std::size_t len, int access) { return ibv_reg_mr(pd, addr, len, access); }
@@ -81,34 +66,7 @@ std::vector<ibv_wc> poll_for(ibv_cq* cq, std::size_t want, int ms = 1000) {
 }
 
 void to_rts_rc(ibv_context* ctx, ibv_qp* q, std::uint32_t dest_qpn) {
-  ibv_qp_attr a{};
-  a.qp_state = IBV_QPS_INIT;
-  a.port_num = 1;
-  a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
-  REQUIRE(ibv_modify_qp(q, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) == 0);
-  a = ibv_qp_attr{};
-  a.qp_state = IBV_QPS_RTR;
-  a.path_mtu = IBV_MTU_1024;
-  a.dest_qp_num = dest_qpn;
-  a.rq_psn = 1;
-  a.max_dest_rd_atomic = 1;
-  a.min_rnr_timer = 12;
-  a.ah_attr.is_global = 1;
-  a.ah_attr.grh.sgid_index = 1;
-  a.ah_attr.grh.hop_limit = 1;
-  a.ah_attr.port_num = 1;
-  REQUIRE(ibv_query_gid(ctx, 1, 1, &a.ah_attr.grh.dgid) == 0);
-  REQUIRE(ibv_modify_qp(q, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                                   IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) == 0);
-  a = ibv_qp_attr{};
-  a.qp_state = IBV_QPS_RTS;
-  a.sq_psn = 1;
-  a.timeout = 14;
-  a.retry_cnt = 7;
-  a.rnr_retry = 7;
-  a.max_rd_atomic = 1;
-  REQUIRE(ibv_modify_qp(q, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                                   IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC) == 0);
+  connect_loopback(ctx, q, {.dest_qpn = dest_qpn, .access = IBV_ACCESS_REMOTE_WRITE, .psn = 1});
 }
 
 }  // namespace
@@ -207,16 +165,7 @@ TEST_CASE("a UD receive over RoCE v2/IPv4 reports the network header type in wc.
     init.cap = ibv_qp_cap{4, 4, 1, 1, 0};
     q = ibv_create_qp(c.pd, &init);
     REQUIRE(q != nullptr);
-    ibv_qp_attr a{};
-    a.qp_state = IBV_QPS_INIT;
-    a.port_num = 1;
-    a.qkey = kQkey;
-    REQUIRE(ibv_modify_qp(q, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY) == 0);
-    a.qp_state = IBV_QPS_RTR;
-    REQUIRE(ibv_modify_qp(q, &a, IBV_QP_STATE) == 0);
-    a.qp_state = IBV_QPS_RTS;
-    a.sq_psn = 1;
-    REQUIRE(ibv_modify_qp(q, &a, IBV_QP_STATE | IBV_QP_SQ_PSN) == 0);
+    ud_to_rts(q, kQkey);
   }
   std::vector<char> rbuf(40 + 64, 0), sbuf(64);
   for (std::size_t i = 0; i < sbuf.size(); ++i) sbuf[i] = static_cast<char>('A' + i % 26);

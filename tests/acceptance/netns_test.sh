@@ -36,16 +36,8 @@ else fail "veth addresses not configured"; exit 1; fi
 
 start_daemon() {
   local h=$1 addr=$2
-  mkdir -p "$rt/$h"
   printf '{"devices": [{"name": "urnic0", "link": "udp", "address": "%s"}]}\n' "$addr" > "$rt/$h.json"
-  bg_host "$h" "$urnicd" --config "$rt/$h.json" --runtime-dir "$rt/$h" > "$rt/$h.log" 2>&1
-  pids+=($!)
-  for _ in $(seq 200); do
-    [[ -S $rt/$h/urnicd.sock ]] && return 0
-    sleep 0.02
-  done
-  fail "urnicd in $h did not start: $(tail -n 3 "$rt/$h.log")"
-  exit 1
+  two_hosts_daemon "$h"
 }
 start_daemon a "$ip_a"
 start_daemon b "$ip_b"

@@ -43,22 +43,12 @@ export URNIC_RUNTIME_DIR=$rt
 export URNIC_DAEMON=$urnicd
 export LD_LIBRARY_PATH=$shim_dir${rdmacm_dir:+:$rdmacm_dir}
 unset LD_PRELOAD
-# A sanitizer build of the shim needs its runtime first in the process.
-asan_rt=$(ldd "$shim_dir/libibverbs.so.1" | awk '/libasan|libclang_rt\.asan/ {print $3; exit}')
-run_env=(env)
-if [[ -n $asan_rt ]]; then
-  run_env=(env "LD_PRELOAD=$asan_rt" "ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0")
-fi
+# run_env (a sanitizer build of the shim needs its runtime first in the
+# process), alive, stop_pid.
+asan_probe="$shim_dir/libibverbs.so.1"
+# shellcheck source=tests/acceptance/common.sh
+source "$(dirname "$0")/common.sh"
 limit=${URNIC_PYVERBS_TIMEOUT:-1200}
-
-alive() { [[ -n ${1:-} ]] && kill -0 "$1" 2>/dev/null; }
-stop_pid() {
-  local pid=$1
-  alive "$pid" || return 0
-  kill -TERM "$pid" 2>/dev/null
-  for _ in $(seq 100); do alive "$pid" || return 0; sleep 0.05; done
-  kill -KILL "$pid" 2>/dev/null
-}
 pages_file=/proc/sys/vm/nr_hugepages
 old_pages=
 cleanup() {

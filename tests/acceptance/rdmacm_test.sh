@@ -37,40 +37,6 @@ for prog in rping ucmatose udaddy rdma_server ib_send_bw; do
   else fail "$prog loads ${lib:-no librdmacm} instead of $rdmacm_dir/librdmacm.so.1"; fi
 done
 
-# [HEAD_START=SECONDS] pair NAME SERVER_REGEX CLIENT_REGEX -- SERVER_CMD... -- CLIENT_CMD...
-# Starts the server, then the client; a client that finds no listener yet
-# (the server is still starting: REJECTED, reason 8) is run again while the
-# server lives. Both must exit 0 and their outputs match the regexes (a
-# CLIENT_REGEX of - checks the client's exit status only).
-pair() {
-  local name=$1 sre=$2 cre=$3
-  shift 3
-  [[ $1 == -- ]] && shift
-  local scmd=() ccmd=()
-  while [[ $1 != -- ]]; do scmd+=("$1"); shift; done
-  shift
-  ccmd=("$@")
-  local out_s=$rt/server.out out_c=$rt/client.out
-  "${run_env[@]}" timeout "$limit" "${scmd[@]}" > "$out_s" 2>&1 &
-  server_pid=$!
-  # rdma_cm servers show no listening socket to wait for: give them a head
-  # start (perftest needs longer to set up before it listens).
-  sleep "${HEAD_START:-0.5}"
-  local crc
-  cm_client_retry "$out_c" "$server_pid" "${run_env[@]}" timeout "$limit" "${ccmd[@]}"
-  crc=$?
-  wait "$server_pid"
-  local src=$?
-  server_pid=
-  if [[ $crc -eq 0 && $src -eq 0 ]] && grep -qE "$sre" "$out_s" && { [[ $cre == - ]] || grep -qE "$cre" "$out_c"; }; then
-    pass "$name (client attempt $cm_client_tries)"
-  else
-    fail "$name: server exit $src, client exit $crc"
-    sed 's/^/    client: /' "$out_c" | tail -15
-    sed 's/^/    server: /' "$out_s" | tail -15
-  fi
-}
-
 row='^ *[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+'
 p=$((20000 + ($$ % 20000)))
 
@@ -78,63 +44,63 @@ p=$((20000 + ($$ % 20000)))
 # The client's exit status is the check (-V: 1 on a data mismatch): its
 # "client DISCONNECT EVENT" line comes from rping's CM thread, which the
 # main thread may outrun to exit after its own rdma_disconnect.
-pair "rping -V -C 100 -S 65535" 'DISCONNECT' - \
+cm_pair "rping -V -C 100 -S 65535" 'DISCONNECT' - \
   -- rping -s -a 127.0.0.1 -p $p -V -C 100 -S 65535 \
   -- rping -c -a 127.0.0.1 -p $p -V -C 100 -S 65535
-pair "rping -v -C 100 -S 4096" 'server ping data: rdma-ping-99:' 'ping data: rdma-ping-99:' \
+cm_pair "rping -v -C 100 -S 4096" 'server ping data: rdma-ping-99:' 'ping data: rdma-ping-99:' \
   -- rping -s -a 127.0.0.1 -p $((p + 1)) -v -C 100 -S 4096 \
   -- rping -c -a 127.0.0.1 -p $((p + 1)) -v -C 100 -S 4096
-pair "rping server on the wildcard, -C 20" 'DISCONNECT' 'ping data: rdma-ping-19:' \
+cm_pair "rping server on the wildcard, -C 20" 'DISCONNECT' 'ping data: rdma-ping-19:' \
   -- rping -s -a 0.0.0.0 -p $((p + 2)) -v -C 20 \
   -- rping -c -a 127.0.0.1 -p $((p + 2)) -v -C 20
-pair "rping over IPv6 loopback (::1)" 'DISCONNECT' 'ping data: rdma-ping-9:' \
+cm_pair "rping over IPv6 loopback (::1)" 'DISCONNECT' 'ping data: rdma-ping-9:' \
   -- rping -s -a ::1 -p $((p + 11)) -v -C 10 \
   -- rping -c -a ::1 -p $((p + 11)) -v -C 10
 # -q: the program creates and moves its own QP (rdma_init_qp_attr) and
 # finishes the handshake with rdma_establish.
-pair "rping -q (self-managed QP)" 'DISCONNECT' 'ping data: rdma-ping-9:' \
+cm_pair "rping -q (self-managed QP)" 'DISCONNECT' 'ping data: rdma-ping-9:' \
   -- rping -s -q -a 127.0.0.1 -p $((p + 12)) -v -C 10 \
   -- rping -c -q -a 127.0.0.1 -p $((p + 12)) -v -C 10
 # ucmatose: several RC connections on one event channel, sends both ways.
-pair "ucmatose -c 4 -C 50" 'return status 0' 'return status 0' \
+cm_pair "ucmatose -c 4 -C 50" 'return status 0' 'return status 0' \
   -- ucmatose -p $((p + 3)) -c 4 -C 50 \
   -- ucmatose -s 127.0.0.1 -p $((p + 3)) -c 4 -C 50
-pair "ucmatose -c 1 -C 200 -S 4000" 'return status 0' 'return status 0' \
+cm_pair "ucmatose -c 1 -C 200 -S 4000" 'return status 0' 'return status 0' \
   -- ucmatose -p $((p + 4)) -c 1 -C 200 -S 4000 \
   -- ucmatose -s 127.0.0.1 -p $((p + 4)) -c 1 -C 200 -S 4000
 # udaddy: UD services resolved with SIDR_REQ/SIDR_REP (its port is fixed).
-pair "udaddy -c 2 -C 20" 'return status 0' 'return status 0' \
+cm_pair "udaddy -c 2 -C 20" 'return status 0' 'return status 0' \
   -- udaddy -c 2 -C 20 \
   -- udaddy -s 127.0.0.1 -c 2 -C 20
 # mckey: UD multicast. Both join 239.1.2.3 (RDMA_CM_EVENT_MULTICAST_JOIN,
 # the library attaches the QP); the sender's datagrams to QPN 0xFFFFFF reach
 # the receiver's QP, which exits after 20. The receiver needs its head start:
 # multicast is unreliable, and a datagram sent before it has joined is gone.
-HEAD_START=1 pair "mckey -C 20 (UD multicast)" 'return status 0' 'return status 0' \
+HEAD_START=1 cm_pair "mckey -C 20 (UD multicast)" 'return status 0' 'return status 0' \
   -- mckey -m 239.1.2.3 -b 127.0.0.1 -C 20 \
   -- mckey -m 239.1.2.3 -b 127.0.0.1 -s -C 20
-HEAD_START=1 pair "mckey -c 2 -C 10 -S 1000 (two ids, two QPs each side)" 'return status 0' 'return status 0' \
+HEAD_START=1 cm_pair "mckey -c 2 -C 10 -S 1000 (two ids, two QPs each side)" 'return status 0' 'return status 0' \
   -- mckey -m 239.1.2.4 -b 127.0.0.1 -c 2 -C 10 -S 1000 \
   -- mckey -m 239.1.2.4 -b 127.0.0.1 -s -c 2 -C 10 -S 1000
 # rdma_server / rdma_client: rdma_getaddrinfo, rdma_create_ep, rdma_get_request
 # and the rdma_verbs.h inlines over the CQs and channels the library made.
-pair "rdma_server / rdma_client" 'rdma_server: end 0' 'rdma_client: end 0' \
+cm_pair "rdma_server / rdma_client" 'rdma_server: end 0' 'rdma_client: end 0' \
   -- rdma_server -p $((p + 5)) \
   -- rdma_client -s 127.0.0.1 -p $((p + 5))
 # perftest with -R: both the exchange and the test QPs connected by rdma_cm.
-HEAD_START=2 pair "ib_send_bw -R" "$row" "$row" \
+HEAD_START=2 cm_pair "ib_send_bw -R" "$row" "$row" \
   -- ib_send_bw -R -n 500 -p $((p + 6)) \
   -- ib_send_bw -R -n 500 -p $((p + 6)) 127.0.0.1
-HEAD_START=2 pair "ib_write_lat -R" "$row" "$row" \
+HEAD_START=2 cm_pair "ib_write_lat -R" "$row" "$row" \
   -- ib_write_lat -R -n 500 -p $((p + 7)) \
   -- ib_write_lat -R -n 500 -p $((p + 7)) 127.0.0.1
-HEAD_START=2 pair "ib_read_bw -R" "$row" "$row" \
+HEAD_START=2 cm_pair "ib_read_bw -R" "$row" "$row" \
   -- ib_read_bw -R -n 500 -p $((p + 8)) \
   -- ib_read_bw -R -n 500 -p $((p + 8)) 127.0.0.1
-HEAD_START=2 pair "ib_write_bw -R -q 2" "$row" "$row" \
+HEAD_START=2 cm_pair "ib_write_bw -R -q 2" "$row" "$row" \
   -- ib_write_bw -R -q 2 -n 500 -p $((p + 9)) \
   -- ib_write_bw -R -q 2 -n 500 -p $((p + 9)) 127.0.0.1
-HEAD_START=2 pair "ib_send_bw -R -c UD (SIDR)" "$row" "$row" \
+HEAD_START=2 cm_pair "ib_send_bw -R -c UD (SIDR)" "$row" "$row" \
   -- ib_send_bw -R -c UD -n 200 -p $((p + 13)) \
   -- ib_send_bw -R -c UD -n 200 -p $((p + 13)) 127.0.0.1
 

@@ -38,34 +38,29 @@ for prog in rstream riostream; do
   else fail "$prog loads ${lib:-no librdmacm} instead of $rdmacm_dir/librdmacm.so.1"; fi
 done
 
+# shellcheck source=cm_client.sh
+source "$(dirname "$0")/cm_client.sh"
+# A client that finds no listener yet: REJ, "Connection refused".
+cm_retry_on='Connection refused'
+
 # [EXPECT_FAIL=REGEX] pair NAME SERVER_REGEX CLIENT_REGEX -- SERVER_CMD... -- CLIENT_CMD...
 # Starts the server, then the client; a client that finds no listener yet
-# (REJ: "Connection refused") is run again while the server lives. Both
+# is run again while the server lives (cm_client_retry). Both
 # must exit 0 and their outputs match the regexes; with EXPECT_FAIL, the
 # client must fail instead, printing REGEX.
 pair() {
-  local name=$1 sre=$2 cre=$3
+  local name=$1 sre=$2 cre=$3 scmd ccmd
   shift 3
-  [[ $1 == -- ]] && shift
-  local scmd=() ccmd=()
-  while [[ $1 != -- ]]; do scmd+=("$1"); shift; done
-  shift
-  ccmd=("$@")
+  cm_split_cmds "$@"
   local out_s=$rt/server.out out_c=$rt/client.out
   local t0
   t0=$(date +%s%N)
   "${run_env[@]}" timeout "$limit" "${scmd[@]}" > "$out_s" 2>&1 &
   server_pid=$!
   sleep 0.5
-  local crc=1 try
-  for try in $(seq 20); do
-    "${run_env[@]}" timeout "$limit" "${ccmd[@]}" > "$out_c" 2>&1
-    crc=$?
-    [[ $crc -eq 0 ]] && break
-    alive "$server_pid" || break
-    grep -q "Connection refused" "$out_c" || break
-    sleep 0.5
-  done
+  local crc
+  cm_client_retry "$out_c" "$server_pid" "${run_env[@]}" timeout "$limit" "${ccmd[@]}"
+  crc=$?
   local src
   if [[ -n ${EXPECT_FAIL:-} ]]; then
     stop_pid "$server_pid"
@@ -84,7 +79,7 @@ pair() {
   server_pid=
   local ms=$((($(date +%s%N) - t0) / 1000000))
   if [[ $crc -eq 0 && $src -eq 0 ]] && grep -qE "$sre" "$out_s" && grep -qE "$cre" "$out_c"; then
-    pass "$name: $(grep -E "$cre" "$out_c" | tail -1 | awk '{print $NF " us/xfer, " $(NF-1) " Gb/s"}') (${ms} ms${try:+, client attempt $try})"
+    pass "$name: $(grep -E "$cre" "$out_c" | tail -1 | awk '{print $NF " us/xfer, " $(NF-1) " Gb/s"}') (${ms} ms, client attempt $cm_client_tries)"
   else
     fail "$name: server exit $src, client exit $crc"
     sed 's/^/    client: /' "$out_c" | tail -12

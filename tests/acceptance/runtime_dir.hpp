@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <array>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <string>
@@ -28,6 +30,22 @@ struct RuntimeDir {
       for (int i = 0; i < 200 && ::kill(pid, 0) == 0; ++i) ::usleep(10000);
     }
     std::system(("rm -rf '" + dir + "'").c_str());
+  }
+  // The first counter called `name` in `urnic stats --json` of the daemon
+  // here (the CLI named by URNIC_CLI), or -1 without one.
+  long stats_counter(const std::string& name) const {
+    const char* cli = std::getenv("URNIC_CLI");
+    if (cli == nullptr) return -1;
+    const std::string cmd = std::string(cli) + " stats --json --runtime-dir " + dir + " 2>/dev/null";
+    FILE* p = ::popen(cmd.c_str(), "r");
+    if (p == nullptr) return -1;
+    std::string out;
+    std::array<char, 4096> buf{};
+    while (std::size_t n = std::fread(buf.data(), 1, buf.size(), p)) out.append(buf.data(), n);
+    ::pclose(p);
+    const auto at = out.find("\"" + name + "\"");
+    if (at == std::string::npos) return -1;
+    return std::strtol(out.c_str() + out.find(':', at) + 1, nullptr, 10);
   }
   RuntimeDir(const RuntimeDir&) = delete;
   RuntimeDir& operator=(const RuntimeDir&) = delete;

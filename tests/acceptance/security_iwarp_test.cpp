@@ -71,22 +71,6 @@ bool closed_by_peer(int fd, int ms) {
   return n == 0 || (n < 0 && errno == ECONNRESET);
 }
 
-// A CM counter from `urnic stats --json` (its "cm" object), or -1.
-long cm_counter(const std::string& name) {
-  const char* cli = std::getenv("URNIC_CLI");
-  if (cli == nullptr) return -1;
-  const std::string cmd = std::string(cli) + " stats --json --runtime-dir " + g_runtime.dir + " 2>/dev/null";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (p == nullptr) return -1;
-  std::string out;
-  std::array<char, 4096> buf{};
-  while (std::size_t n = std::fread(buf.data(), 1, buf.size(), p)) out.append(buf.data(), n);
-  ::pclose(p);
-  const auto at = out.find("\"" + name + "\"");
-  if (at == std::string::npos) return -1;
-  return std::strtol(out.c_str() + out.find(':', at) + 1, nullptr, 10);
-}
-
 }  // namespace
 
 TEST_CASE("bytes flooding in after an MPA Request are bounded before the accept", "[security][iwarp]") {
@@ -113,7 +97,7 @@ TEST_CASE("bytes flooding in after an MPA Request are bounded before the accept"
   CHECK((cut || closed_by_peer(fd, 2000)));
   CHECK(sent < (64u << 20));
   ::close(fd);
-  const long overflows = cm_counter("iw_early_overflows");
+  const long overflows = g_runtime.stats_counter("iw_early_overflows");
   CHECK(overflows >= 1);
 }
 
@@ -125,7 +109,7 @@ TEST_CASE("a listener holds at most its backlog of connections not yet establish
   for (int fd : fds) refused += closed_by_peer(fd, 300) ? 1 : 0;
   CHECK(refused == 2);
   for (int fd : fds) ::close(fd);
-  const long full = cm_counter("iw_backlog_full");
+  const long full = g_runtime.stats_counter("iw_backlog_full");
   CHECK(full >= 2);
   // The daemon still serves: a new listener on another port.
   rdma_cm_id* id = nullptr;

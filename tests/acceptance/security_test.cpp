@@ -5,6 +5,8 @@
 // serves.
 #include <catch2/catch.hpp>
 
+#include "device_ctx.hpp"
+#include "loopback_qp.hpp"
 #include "runtime_dir.hpp"
 
 #include <fcntl.h>
@@ -26,37 +28,23 @@
 
 namespace {
 
+using urnic::test::connect_loopback;
+using urnic::test::try_connect_loopback;
+
 urnic::test::RuntimeDir g_runtime("security");
 
 ibv_mr* reg(ibv_pd* pd, void* addr, std::size_t len, int access) { return ibv_reg_mr(pd, addr, len, access); }
 
-struct Ctx {
-  ibv_device** list = nullptr;
-  ibv_context* ctx = nullptr;
-  ibv_pd* pd = nullptr;
+struct Ctx : urnic::test::DeviceCtx {
   ibv_cq* cq = nullptr;
   Ctx() {
-    int n = 0;
-    list = ibv_get_device_list(&n);
-    REQUIRE(list != nullptr);
-    REQUIRE(n >= 1);
-    ctx = ibv_open_device(list[0]);
-    REQUIRE(ctx != nullptr);
-    pd = ibv_alloc_pd(ctx);
-    REQUIRE(pd != nullptr);
     cq = ibv_create_cq(ctx, 16, nullptr, nullptr, 0);
     REQUIRE(cq != nullptr);
   }
-  ~Ctx() {
-    ibv_destroy_cq(cq);
-    ibv_dealloc_pd(pd);
-    ibv_close_device(ctx);
-    ibv_free_device_list(list);
-  }
+  ~Ctx() { ibv_destroy_cq(cq); }
 };
 
-// A UC QP of `c` connected to QPN `dest` on this host (GID index 1: RoCE v2
-// on the device's IPv4 address), sending from PSN `psn`.
+// A QP of `type` on `c`'s PD and CQ; nullptr if refused.
 ibv_qp* make_qp(Ctx& c, ibv_qp_type type) {
   ibv_qp_init_attr ia{};
   ia.send_cq = c.cq;
@@ -75,45 +63,15 @@ ibv_qp* uc_qp(Ctx& c) {
   return qp;
 }
 
-// RESET -> RTS towards QPN `dest` on this host; false if a step failed
-// (usable in a forked child, where Catch2's REQUIRE must not throw).
+// RESET -> RTS towards QPN `dest` on this host, sending and expecting PSN
+// `psn` (try_: for a forked child, where Catch2's REQUIRE must not throw).
 bool try_connect(ibv_context* ctx, ibv_qp* qp, std::uint32_t dest, std::uint32_t psn) {
-  const bool rc = qp->qp_type == IBV_QPT_RC;
-  ibv_qp_attr a{};
-  a.qp_state = IBV_QPS_INIT;
-  a.port_num = 1;
-  a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
-  if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) != 0) return false;
-  ibv_gid gid{};
-  if (ibv_query_gid(ctx, 1, 1, &gid) != 0) return false;
-  a = {};
-  a.qp_state = IBV_QPS_RTR;
-  a.path_mtu = IBV_MTU_1024;
-  a.dest_qp_num = dest;
-  a.rq_psn = psn;
-  a.max_dest_rd_atomic = 1;
-  a.min_rnr_timer = 12;
-  a.ah_attr.is_global = 1;
-  a.ah_attr.grh.dgid = gid;
-  a.ah_attr.grh.sgid_index = 1;
-  a.ah_attr.grh.hop_limit = 64;
-  a.ah_attr.port_num = 1;
-  int mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
-  if (rc) mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
-  if (ibv_modify_qp(qp, &a, mask) != 0) return false;
-  a = {};
-  a.qp_state = IBV_QPS_RTS;
-  a.sq_psn = psn;
-  a.timeout = 14;
-  a.retry_cnt = 7;
-  a.rnr_retry = 7;
-  a.max_rd_atomic = 1;
-  mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
-  if (rc) mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
-  return ibv_modify_qp(qp, &a, mask) == 0;
+  return try_connect_loopback(ctx, qp, {.dest_qpn = dest, .access = IBV_ACCESS_REMOTE_WRITE, .psn = psn});
 }
 
-void connect(Ctx& c, ibv_qp* qp, std::uint32_t dest, std::uint32_t psn) { REQUIRE(try_connect(c.ctx, qp, dest, psn)); }
+void connect(Ctx& c, ibv_qp* qp, std::uint32_t dest, std::uint32_t psn) {
+  connect_loopback(c.ctx, qp, {.dest_qpn = dest, .access = IBV_ACCESS_REMOTE_WRITE, .psn = psn});
+}
 
 // One signaled RDMA WRITE of `len` bytes from `mr` to (addr, rkey); its
 // completion status.
@@ -282,22 +240,6 @@ TEST_CASE("a process's session ends when it exits, even if a child still holds i
 
 namespace {
 
-// A daemon counter from `urnic stats --json` (device-wide), or -1.
-long daemon_counter(const std::string& name) {
-  const char* cli = std::getenv("URNIC_CLI");
-  if (cli == nullptr) return -1;
-  const std::string cmd = std::string(cli) + " stats --json --runtime-dir " + g_runtime.dir + " 2>/dev/null";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (p == nullptr) return -1;
-  std::string out;
-  std::array<char, 4096> buf{};
-  while (std::size_t n = std::fread(buf.data(), 1, buf.size(), p)) out.append(buf.data(), n);
-  ::pclose(p);
-  const auto at = out.find("\"" + name + "\"");
-  if (at == std::string::npos) return -1;
-  return std::strtol(out.c_str() + out.find(':', at) + 1, nullptr, 10);
-}
-
 struct VictimInfo {
   std::uint32_t qpn = 0;
   std::uint32_t rkey = 0;
@@ -362,7 +304,7 @@ TEST_CASE("an RDMA WRITE into registered memory the victim unmapped or made read
     int to_victim[2], from_victim[2];
     REQUIRE(::pipe(to_victim) == 0);
     REQUIRE(::pipe(from_victim) == 0);
-    const long faults_before = daemon_counter("write_faults");
+    const long faults_before = g_runtime.stats_counter("write_faults");
     const pid_t child = ::fork();
     REQUIRE(child >= 0);
     if (child == 0) victim(unmap, to_victim[0], from_victim[1]);
@@ -386,7 +328,7 @@ TEST_CASE("an RDMA WRITE into registered memory the victim unmapped or made read
     REQUIRE(::waitpid(child, &status, 0) == child);
     CHECK(WIFEXITED(status));
     CHECK(WEXITSTATUS(status) == 0);
-    if (faults_before >= 0) CHECK(daemon_counter("write_faults") > faults_before);
+    if (faults_before >= 0) CHECK(g_runtime.stats_counter("write_faults") > faults_before);
     else WARN("URNIC_CLI not set: the write_faults counter is not checked");
     for (int fd : {to_victim[0], to_victim[1], from_victim[0], from_victim[1]}) ::close(fd);
     // The daemon goes on serving: a fresh RC pair writes and the data lands.

@@ -1,4 +1,4 @@
-# shellcheck shell=bash disable=SC2154  # shim_dir and cli are the sourcing script's
+# shellcheck shell=bash disable=SC2154  # shim_dir, cli and urnicd are the sourcing script's
 # tests/acceptance/two_hosts.sh: sourced (not run) by the acceptance scripts
 # that build two hosts on one machine: two network namespaces a and b joined
 # by a veth pair, one urnicd per namespace with a runtime directory of its
@@ -20,6 +20,13 @@
 #   host H CMD... / bg_host H CMD...   CMD in host H (a or b), foreground or
 #                                      background ($! is CMD: ip netns exec
 #                                      and env exec into it)
+#   two_hosts_daemon H [WHAT]          urnicd (the script's `urnicd`) in host
+#                                      H with config $rt/H.json, runtime
+#                                      directory $rt/H, log $rt/H.log; its PID
+#                                      joins `pids` and is daemon_pid_H.
+#                                      Returns once its socket is there; if
+#                                      it ends first or takes 4 s: fails
+#                                      "WHAT in H did not start", exit 1
 #   pair NAME EXPECT COUNT PROG ARGS...
 #                                      server in a, client in b to $ip_a (-p
 #                                      a fresh port); both must exit 0 and
@@ -110,6 +117,22 @@ bg_host() {
   local h=$1
   shift
   ip netns exec "$([[ $h == a ]] && echo "$ns_a" || echo "$ns_b")" env "URNIC_RUNTIME_DIR=$rt/$h" "$@" &
+}
+
+two_hosts_daemon() {
+  local h=$1 what=${2:-urnicd}
+  mkdir -p "$rt/$h"
+  bg_host "$h" "$urnicd" --config "$rt/$h.json" --runtime-dir "$rt/$h" > "$rt/$h.log" 2>&1
+  local pid=$!
+  pids+=("$pid")
+  eval "daemon_pid_$h=$pid"
+  for _ in $(seq 200); do
+    [[ -S $rt/$h/urnicd.sock ]] && return 0
+    alive "$pid" || break
+    sleep 0.02
+  done
+  fail "$what in $h did not start: $(tail -n 3 "$rt/$h.log")"
+  exit 1
 }
 
 # wait_listen PORT PID: until something in a listens on TCP PORT (perftest's

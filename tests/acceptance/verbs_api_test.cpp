@@ -4,6 +4,8 @@
 // provider gives for each kind of bad input.
 #include <catch2/catch.hpp>
 
+#include "device_ctx.hpp"
+#include "loopback_qp.hpp"
 #include "runtime_dir.hpp"
 
 #include <dlfcn.h>
@@ -23,32 +25,24 @@
 
 namespace {
 
+using urnic::test::connect_loopback;
+using urnic::test::LoopbackConn;
+using urnic::test::loopback_to_init;
+using urnic::test::loopback_to_rtr;
+using urnic::test::loopback_to_rts;
+using urnic::test::ud_to_rts;
+
 // Private runtime directory for the whole run; the daemon the first test
 // starts is stopped by PID at exit.
 urnic::test::RuntimeDir g_runtime("verbs-api");
 
-struct Ctx {
-  ibv_device** list = nullptr;
-  ibv_context* ctx = nullptr;
-  ibv_pd* pd = nullptr;
+struct Ctx : urnic::test::DeviceCtx {
   Ctx() {
-    int n = 0;
-    list = ibv_get_device_list(&n);
-    REQUIRE(list != nullptr);
     // The default configuration: urnic0 (RoCE v2) first, urnic_iw0 (iWARP) next.
-    REQUIRE(n == 2);
+    REQUIRE(count == 2);
     REQUIRE(std::string(ibv_get_device_name(list[0])) == "urnic0");
     REQUIRE(list[1]->transport_type == IBV_TRANSPORT_IWARP);
     REQUIRE(list[1]->node_type == IBV_NODE_RNIC);
-    ctx = ibv_open_device(list[0]);
-    REQUIRE(ctx != nullptr);
-    pd = ibv_alloc_pd(ctx);
-    REQUIRE(pd != nullptr);
-  }
-  ~Ctx() {
-    ibv_dealloc_pd(pd);
-    ibv_close_device(ctx);
-    ibv_free_device_list(list);
   }
 };
 
@@ -333,12 +327,13 @@ TEST_CASE("RC QP: state machine, posting rules, queue overflow", "[shim]") {
   CHECK(bad == &swr);
   CHECK(ibv_post_recv(qp, &rwr, &rbad) == EINVAL);
 
+  const LoopbackConn self{.dest_qpn = qp->qp_num, .access = IBV_ACCESS_REMOTE_WRITE, .psn = 1};
   ibv_qp_attr a{};
   a.qp_state = IBV_QPS_INIT;
   a.port_num = 1;
   a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
   CHECK(ibv_modify_qp(qp, &a, IBV_QP_STATE) == EINVAL);  // required attributes missing
-  REQUIRE(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) == 0);
+  REQUIRE(loopback_to_init(qp, self) == 0);
   CHECK(qp->state == IBV_QPS_INIT);
 
   // Init: receives may be posted, until the queue is full (ENOMEM).
@@ -347,29 +342,8 @@ TEST_CASE("RC QP: state machine, posting rules, queue overflow", "[shim]") {
   expect_full_after_drain([&] { return ibv_post_recv(qp, &rwr, &rbad); });
   CHECK(ibv_post_send(qp, &swr, &bad) == EINVAL);  // still not RTS
 
-  a = ibv_qp_attr{};
-  a.qp_state = IBV_QPS_RTR;
-  a.path_mtu = IBV_MTU_1024;
-  a.dest_qp_num = qp->qp_num;
-  a.rq_psn = 1;
-  a.max_dest_rd_atomic = 1;
-  a.min_rnr_timer = 12;
-  a.ah_attr.is_global = 1;
-  a.ah_attr.grh.sgid_index = 1;
-  a.ah_attr.grh.hop_limit = 1;
-  a.ah_attr.port_num = 1;
-  REQUIRE(ibv_query_gid(c.ctx, 1, 1, &a.ah_attr.grh.dgid) == 0);
-  REQUIRE(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                                    IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) == 0);
-  a = ibv_qp_attr{};
-  a.qp_state = IBV_QPS_RTS;
-  a.sq_psn = 1;
-  a.timeout = 14;
-  a.retry_cnt = 7;
-  a.rnr_retry = 7;
-  a.max_rd_atomic = 1;
-  REQUIRE(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                                    IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC) == 0);
+  REQUIRE(loopback_to_rtr(c.ctx, qp, self) == 0);
+  REQUIRE(loopback_to_rts(qp, self) == 0);
   ibv_qp_attr q{};
   ibv_qp_init_attr qi{};
   REQUIRE(ibv_query_qp(qp, &q, IBV_QP_STATE, &qi) == 0);
@@ -425,36 +399,10 @@ TEST_CASE("RC send queue counts unacknowledged sends, signaled or not", "[shim]"
   ibv_mr* mr = reg(c.pd, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE);
   REQUIRE(mr != nullptr);
 
-  ibv_qp_attr a{};
-  a.qp_state = IBV_QPS_INIT;
-  a.port_num = 1;
-  REQUIRE(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) == 0);
   // The peer is this device, but a QPN nobody owns: every request packet is
   // dropped (IBA 9.6.1), nothing is ever ACKed, and with the longest local
   // ACK timeout (4.096 us * 2^31) nothing times out during the test.
-  a = ibv_qp_attr{};
-  a.qp_state = IBV_QPS_RTR;
-  a.path_mtu = IBV_MTU_1024;
-  a.dest_qp_num = 0xFFFF00;
-  a.rq_psn = 1;
-  a.max_dest_rd_atomic = 1;
-  a.min_rnr_timer = 12;
-  a.ah_attr.is_global = 1;
-  a.ah_attr.grh.sgid_index = 1;
-  a.ah_attr.grh.hop_limit = 1;
-  a.ah_attr.port_num = 1;
-  REQUIRE(ibv_query_gid(c.ctx, 1, 1, &a.ah_attr.grh.dgid) == 0);
-  REQUIRE(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                                    IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) == 0);
-  a = ibv_qp_attr{};
-  a.qp_state = IBV_QPS_RTS;
-  a.sq_psn = 1;
-  a.timeout = 31;
-  a.retry_cnt = 7;
-  a.rnr_retry = 7;
-  a.max_rd_atomic = 1;
-  REQUIRE(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                                    IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC) == 0);
+  connect_loopback(c.ctx, qp, {.dest_qpn = 0xFFFF00, .timeout = 31, .psn = 1});
 
   ibv_sge sge{reinterpret_cast<std::uintptr_t>(buf.data()), 64, mr->lkey};
   ibv_send_wr swr{};
@@ -474,7 +422,7 @@ TEST_CASE("RC send queue counts unacknowledged sends, signaled or not", "[shim]"
   CHECK(ibv_poll_cq(cq, 4, wc) == 0);  // nothing was ACKed
 
   // Error state flushes every send (IBA 10.3.1): the slots come back.
-  a = ibv_qp_attr{};
+  ibv_qp_attr a{};
   a.qp_state = IBV_QPS_ERR;
   REQUIRE(ibv_modify_qp(qp, &a, IBV_QP_STATE) == 0);
   int flushed = 0;
@@ -644,34 +592,8 @@ struct RcPair {
   RcPair& operator=(const RcPair&) = delete;
 
   void connect(ibv_qp* q, std::uint32_t dest_qpn) const {
-    ibv_qp_attr a{};
-    a.qp_state = IBV_QPS_INIT;
-    a.port_num = 1;
-    a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-    REQUIRE(ibv_modify_qp(q, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) == 0);
-    a = ibv_qp_attr{};
-    a.qp_state = IBV_QPS_RTR;
-    a.path_mtu = IBV_MTU_1024;
-    a.dest_qp_num = dest_qpn;
-    a.rq_psn = 100;
-    a.max_dest_rd_atomic = 1;
-    a.min_rnr_timer = 12;
-    a.ah_attr.is_global = 1;
-    a.ah_attr.grh.sgid_index = 1;
-    a.ah_attr.grh.hop_limit = 1;
-    a.ah_attr.port_num = 1;
-    REQUIRE(ibv_query_gid(c.ctx, 1, 1, &a.ah_attr.grh.dgid) == 0);
-    REQUIRE(ibv_modify_qp(q, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                                     IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) == 0);
-    a = ibv_qp_attr{};
-    a.qp_state = IBV_QPS_RTS;
-    a.sq_psn = 100;
-    a.timeout = 14;
-    a.retry_cnt = 7;
-    a.rnr_retry = 7;
-    a.max_rd_atomic = 1;
-    REQUIRE(ibv_modify_qp(q, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                                     IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC) == 0);
+    connect_loopback(c.ctx, q,
+                     {.dest_qpn = dest_qpn, .access = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ, .psn = 100});
   }
 
   // Posts one work request on qp[0] and returns its completion (the first
@@ -847,16 +769,7 @@ ibv_qp* ud_qp(ibv_pd* pd, ibv_cq* cq, std::uint32_t qkey) {
   init.cap = ibv_qp_cap{4, 4, 1, 1, 0};
   ibv_qp* qp = ibv_create_qp(pd, &init);
   REQUIRE(qp != nullptr);
-  ibv_qp_attr a{};
-  a.qp_state = IBV_QPS_INIT;
-  a.port_num = 1;
-  a.qkey = qkey;
-  REQUIRE(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY) == 0);
-  a.qp_state = IBV_QPS_RTR;
-  REQUIRE(ibv_modify_qp(qp, &a, IBV_QP_STATE) == 0);
-  a.qp_state = IBV_QPS_RTS;
-  a.sq_psn = 1;
-  REQUIRE(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN) == 0);
+  ud_to_rts(qp, qkey);
   return qp;
 }
 

@@ -8,7 +8,8 @@
 // kept by rereg) in the project's own tests.
 #include <catch2/catch.hpp>
 
-#include "loopback_rc.hpp"
+#include "device_ctx.hpp"
+#include "loopback_qp.hpp"
 #include "runtime_dir.hpp"
 
 #include <fcntl.h>
@@ -29,7 +30,9 @@
 
 namespace {
 
-using urnic::test::connect_loopback_rc;
+using urnic::test::connect_loopback;
+using urnic::test::fill_loopback_av;
+using urnic::test::loopback_to_init;
 
 urnic::test::RuntimeDir g_runtime("verbs-ext");
 
@@ -37,33 +40,12 @@ ibv_mr* reg(ibv_pd* pd, void* addr, std::size_t len, int access) { return ibv_re
 
 std::uint64_t addr_of(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
 
-struct Dev {
-  ibv_device** list = nullptr;
-  ibv_context* ctx = nullptr;
-  ibv_pd* pd = nullptr;
-  Dev() {
-    int n = 0;
-    list = ibv_get_device_list(&n);
-    REQUIRE(list != nullptr);
-    REQUIRE(n >= 1);
-    ctx = ibv_open_device(list[0]);
-    REQUIRE(ctx != nullptr);
-    pd = ibv_alloc_pd(ctx);
-    REQUIRE(pd != nullptr);
-  }
-  ~Dev() {
-    ibv_dealloc_pd(pd);
-    ibv_close_device(ctx);
-    ibv_free_device_list(list);
-  }
-  Dev(const Dev&) = delete;
-  Dev& operator=(const Dev&) = delete;
-};
+using Dev = urnic::test::DeviceCtx;
 
 // Reset -> Init -> RTR -> RTS towards `dest` on this host (GID index 1 is
 // the IPv4 loopback GID; the daemon hairpins the packets).
 void connect_rc(ibv_context* ctx, ibv_qp* q, std::uint32_t dest) {
-  connect_loopback_rc(ctx, q, {.dest_qpn = dest, .access = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ});
+  connect_loopback(ctx, q, {.dest_qpn = dest, .access = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ});
 }
 
 ibv_qp* create_qp_ex(Dev& d, ibv_cq* cq, ibv_qp_type type, std::uint64_t ops, std::uint32_t depth = 8) {
@@ -828,21 +810,13 @@ ibv_xrcd* open_xrcd(ibv_context* ctx, int fd, int oflags, std::uint32_t mask = I
 // target's RTS (as ibv_xsrq_pingpong moves its QPs).
 void connect_xrc(ibv_context* ctx, ibv_qp* q, std::uint32_t dest) {
   const bool tgt = q->qp_type == IBV_QPT_XRC_RECV;
+  REQUIRE(loopback_to_init(q, {.access = tgt ? IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ : 0u}) == 0);
   ibv_qp_attr a{};
-  a.qp_state = IBV_QPS_INIT;
-  a.port_num = 1;
-  a.qp_access_flags = tgt ? IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ : 0;
-  REQUIRE(ibv_modify_qp(q, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) == 0);
-  a = ibv_qp_attr{};
   a.qp_state = IBV_QPS_RTR;
   a.path_mtu = IBV_MTU_1024;
   a.dest_qp_num = dest;
   a.min_rnr_timer = 12;
-  a.ah_attr.is_global = 1;
-  a.ah_attr.grh.sgid_index = 1;
-  a.ah_attr.grh.hop_limit = 1;
-  a.ah_attr.port_num = 1;
-  REQUIRE(ibv_query_gid(ctx, 1, 1, &a.ah_attr.grh.dgid) == 0);
+  REQUIRE(fill_loopback_av(ctx, a.ah_attr) == 0);
   int mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
   // The responder attributes are required at a target's RTR and refused at
   // an initiator's (it has no responder).

@@ -51,7 +51,6 @@ daemon_pid_a=
 daemon_pid_b=
 start_daemon() {
   local h=$1 ifname=$2 vlan=$3
-  mkdir -p "$rt/$h"
   if [[ $link == dpdk ]]; then
     printf '{"devices": [{"name": "urnic0", "link": "dpdk", "devargs": "net_af_packet0,iface=%s,framesz=8192,blocksz=8192", "address": "%s", "mac": "02:00:75:72:6e:%s", "vlan": %d, "mtu": 4096}]}\n' \
       "$ifname" "$net.1$([[ $h == a ]] && echo 1 || echo 2)" "$([[ $h == a ]] && echo 0a || echo 0b)" "$vlan" > "$rt/$h.json"
@@ -59,17 +58,7 @@ start_daemon() {
     printf '{"devices": [{"name": "urnic0", "link": "afpacket", "interface": "%s", "vlan": %d, "mtu": 4096}]}\n' \
       "$ifname" "$vlan" > "$rt/$h.json"
   fi
-  bg_host "$h" "$urnicd" --config "$rt/$h.json" --runtime-dir "$rt/$h" > "$rt/$h.log" 2>&1
-  local pid=$!
-  pids+=("$pid")
-  eval "daemon_pid_$h=$pid"
-  for _ in $(seq 200); do
-    [[ -S $rt/$h/urnicd.sock ]] && return 0
-    alive "$pid" || break
-    sleep 0.02
-  done
-  fail "urnicd in $h did not start: $(tail -n 3 "$rt/$h.log")"
-  exit 1
+  two_hosts_daemon "$h"
 }
 
 # try_pair NAME LIMIT PROG ARGS...: server in a, client in b to $ip_a; sets

@@ -18,24 +18,11 @@
 #include "engine/device/device.hpp"
 #include "engine/link/netdev.hpp"
 #include "engine/link/raw_frame.hpp"
+#include "tests/engine/send_only.hpp"
 #include "wire/ib_codec.hpp"
 
 using namespace urnic;
-
-namespace {
-
-wire::IbPacket send_only(uint32_t qpn, uint32_t psn, wire::Bytes payload) {
-  wire::IbPacket p;
-  p.bth.opcode = wire::opcode::kRc | wire::opcode::kSendOnly;
-  p.bth.dest_qp = qpn;
-  p.bth.psn = wire::Psn(psn);
-  p.bth.ack_req = true;
-  p.bth.pad = wire::ib_pad_for(payload.size());
-  p.payload = payload;
-  return p;
-}
-
-}  // namespace
+using urnic::test::send_only;
 
 TEST_CASE("RoCE v2 source ports carry per-QP entropy in 0xC000..0xFFFF", "[engine][link]") {
   std::vector<std::uint16_t> seen;

@@ -131,6 +131,20 @@ struct Harness {
     for (int fd : fds) ::close(fd);
     return rep.handle;
   }
+  // A QP of `type` on PD `pd` with CQ `cq` both ways; its ring fd closed.
+  ctl::CreateQpRep create_qp(std::uint32_t pd, std::uint32_t cq, std::uint32_t type) {
+    ctl::CreateQpReq q{};
+    q.pd_handle = pd;
+    q.send_cq_handle = cq;
+    q.recv_cq_handle = cq;
+    q.qp_type = type;
+    q.caps = ctl::QpCaps{4, 4, 1, 1, 0, 0};
+    ctl::CreateQpRep rep{};
+    std::vector<int> fds;
+    REQUIRE(call(q, &rep, &fds) == 0);
+    for (int fd : fds) ::close(fd);
+    return rep;
+  }
   ~Harness() {
     if (async_fd >= 0) ::close(async_fd);
   }
@@ -348,15 +362,7 @@ TEST_CASE("closing a session destroys everything the process created", "[engine]
   h.hello_and_open();
   const std::uint32_t pd = h.alloc_pd();
   const std::uint32_t cq = h.create_cq();
-  ctl::CreateQpReq q{};
-  q.pd_handle = pd;
-  q.send_cq_handle = cq;
-  q.recv_cq_handle = cq;
-  q.qp_type = IBV_QPT_UD;
-  q.caps = ctl::QpCaps{4, 4, 1, 1, 0, 0};
-  std::vector<int> fds;
-  REQUIRE(h.call<ctl::CreateQpRep>(q, nullptr, &fds) == 0);
-  for (int fd : fds) ::close(fd);
+  h.create_qp(pd, cq, IBV_QPT_UD);
   auto& dev = *h.reg.devices().front();
   CHECK(dev.usage().pds == 1);
   CHECK(dev.usage().cqs == 1);
@@ -398,16 +404,7 @@ TEST_CASE("modify_qp through a session walks RESET to RTS and checks values", "[
   h.hello_and_open();
   const std::uint32_t pd = h.alloc_pd();
   const std::uint32_t cq = h.create_cq();
-  ctl::CreateQpReq q{};
-  q.pd_handle = pd;
-  q.send_cq_handle = cq;
-  q.recv_cq_handle = cq;
-  q.qp_type = IBV_QPT_RC;
-  q.caps = ctl::QpCaps{4, 4, 1, 1, 0, 0};
-  ctl::CreateQpRep qrep{};
-  std::vector<int> fds;
-  REQUIRE(h.call(q, &qrep, &fds) == 0);
-  for (int fd : fds) ::close(fd);
+  const ctl::CreateQpRep qrep = h.create_qp(pd, cq, IBV_QPT_RC);
   auto modify = [&](const ctl::QpAttrs& attr, std::uint32_t mask) {
     return h.call<ctl::ModifyQpRep>(ctl::ModifyQpReq{qrep.handle, mask, attr});
   };

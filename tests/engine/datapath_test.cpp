@@ -41,87 +41,30 @@ using urnic::engine::WqeSge;
 namespace {
 
 using urnic::test::now_ns;
+using urnic::test::post_wqe;
+using urnic::test::signaled_wqe;
 using Qp = urnic::test::RigQp;
 
 // One process, one session, the data path of urnic0.
 struct Rig : urnic::test::SessionRig {
   Rig() : SessionRig(0) {}
 
-  // RESET -> INIT -> RTR -> RTS, connected to `peer` over ::ffff:127.0.0.1.
-  void connect(const Qp& q, const Qp& peer) {
-    ctl::QpAttrs a{};
-    a.qp_state = IBV_QPS_INIT;
-    a.port_num = 1;
-    a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-    REQUIRE(modify(q, a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) == 0);
-    a.qp_state = IBV_QPS_RTR;
-    a.path_mtu = IBV_MTU_1024;
-    a.dest_qp_num = peer.qpn;
-    a.rq_psn = 100;
-    a.max_dest_rd_atomic = 1;
-    a.min_rnr_timer = 1;
-    a.ah_attr.is_global = 1;
-    a.ah_attr.sgid_index = 1;
-    a.ah_attr.hop_limit = 64;
-    a.ah_attr.port_num = 1;
-    a.ah_attr.dgid[10] = 0xff;
-    a.ah_attr.dgid[11] = 0xff;
-    a.ah_attr.dgid[12] = 127;
-    a.ah_attr.dgid[15] = 1;
-    REQUIRE(modify(q, a,
-                   IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                       IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) == 0);
-    a.qp_state = IBV_QPS_RTS;
-    a.sq_psn = 100;
-    a.timeout = 14;
-    a.retry_cnt = 7;
-    a.rnr_retry = 7;
-    a.max_rd_atomic = 1;
-    REQUIRE(modify(q, a,
-                   IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                       IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC) == 0);
-  }
-
-  // Poll until `want` completions are in the CQ ring (or give up).
-  std::vector<CqeSlot> run_until(std::size_t want) {
-    std::vector<CqeSlot> got;
-    for (int i = 0; i < 100000 && got.size() < want; ++i) {
-      dp->poll(now_ns(), true);
-      std::array<CqeSlot, 8> buf{};
-      const std::uint32_t n = cq_ring.dequeue_burst(std::span<CqeSlot>(buf));
-      got.insert(got.end(), buf.begin(), buf.begin() + n);
-    }
-    return got;
+  // Two new RC QPs connected to each other.
+  void connected_pair(Qp& a, Qp& b) {
+    create_qp(a);
+    create_qp(b);
+    connect_rc(a, b, IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ, 14);
+    connect_rc(b, a, IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ, 14);
   }
 };
-
-void post_wqe(SpscRing& ring, const WqeHeader& h, std::span<const WqeSge> sges) {
-  REQUIRE(ring.free_count() > 0);
-  std::byte* slot = ring.producer_slot(0);
-  std::memcpy(slot, &h, sizeof h);
-  for (std::size_t i = 0; i < sges.size(); ++i)
-    std::memcpy(slot + sizeof h + i * sizeof(WqeSge), &sges[i], sizeof(WqeSge));
-  ring.publish(1);
-}
-
-std::uint32_t query_state(Rig& rig, const Qp& q) {
-  ctl::QueryQpReq req{};
-  req.handle = q.handle;
-  ctl::QueryQpRep rep{};
-  REQUIRE(rig.call(req, &rep) == 0);
-  return rep.attr.qp_state;
-}
 
 }  // namespace
 
 TEST_CASE("data path: RC send and RDMA write move bytes between two QPs by hairpin", "[engine][datapath]") {
   Rig rig;
   Qp a, b;
-  rig.create_qp(a);
-  rig.create_qp(b);
-  rig.connect(a, b);
-  rig.connect(b, a);
-  CHECK(query_state(rig, a) == IBV_QPS_RTS);
+  rig.connected_pair(a, b);
+  CHECK(rig.qp_state(a) == IBV_QPS_RTS);
 
   std::vector<std::uint8_t> src(5000), dst(5000, 0), wdst(3000, 0);
   std::iota(src.begin(), src.end(), std::uint8_t{7});
@@ -135,11 +78,7 @@ TEST_CASE("data path: RC send and RDMA write move bytes between two QPs by hairp
   rh.num_sge = 1;
   const std::array<WqeSge, 1> rsge{WqeSge{reinterpret_cast<std::uintptr_t>(dst.data()), 5000, dst_key}};
   post_wqe(b.rq, rh, rsge);
-  WqeHeader sh{};
-  sh.wr_id = 0xa0;
-  sh.opcode = IBV_WR_SEND;
-  sh.send_flags = IBV_SEND_SIGNALED;
-  sh.num_sge = 1;
+  WqeHeader sh = signaled_wqe(0xa0, IBV_WR_SEND);
   const std::array<WqeSge, 1> ssge{WqeSge{reinterpret_cast<std::uintptr_t>(src.data()), 5000, src_key}};
   post_wqe(a.sq, sh, ssge);
 
@@ -161,13 +100,8 @@ TEST_CASE("data path: RC send and RDMA write move bytes between two QPs by hairp
   CHECK(rig.dp->counters().hairpin_packets >= 6);  // 5 requests + at least one ACK
 
   SECTION("an RDMA write lands at the remote address, nothing next to it changes") {
-    WqeHeader wh{};
-    wh.wr_id = 0xa1;
-    wh.opcode = IBV_WR_RDMA_WRITE;
-    wh.send_flags = IBV_SEND_SIGNALED;
-    wh.num_sge = 1;
-    wh.remote_addr = reinterpret_cast<std::uintptr_t>(wdst.data()) + 100;
-    wh.rkey = wdst_key;
+    WqeHeader wh = signaled_wqe(0xa1, IBV_WR_RDMA_WRITE, reinterpret_cast<std::uintptr_t>(wdst.data()) + 100,
+                                wdst_key);
     const std::array<WqeSge, 1> wsge{WqeSge{reinterpret_cast<std::uintptr_t>(src.data()), 2000, src_key}};
     post_wqe(a.sq, wh, wsge);
     cqes = rig.run_until(1);
@@ -192,11 +126,7 @@ TEST_CASE("data path: RC send and RDMA write move bytes between two QPs by hairp
     std::string err;
     REQUIRE(rig.dp->capture().start(tmpl, 0, &err));
     post_wqe(b.rq, rh, rsge);
-    WqeHeader ih{};
-    ih.wr_id = 0xa3;
-    ih.opcode = IBV_WR_SEND_WITH_IMM;
-    ih.send_flags = IBV_SEND_SIGNALED;
-    ih.num_sge = 1;
+    WqeHeader ih = signaled_wqe(0xa3, IBV_WR_SEND_WITH_IMM);
     ih.imm_data = htonl(0x11223344);
     const std::array<WqeSge, 1> isge{WqeSge{reinterpret_cast<std::uintptr_t>(src.data()), 64, src_key}};
     post_wqe(a.sq, ih, isge);
@@ -233,16 +163,12 @@ TEST_CASE("data path: RC send and RDMA write move bytes between two QPs by hairp
     REQUIRE(cqes.size() == 1);
     CHECK(cqes[0].wr_id == 0xbad);
     CHECK(cqes[0].status == IBV_WC_LOC_QP_OP_ERR);
-    CHECK(query_state(rig, a) == IBV_QPS_ERR);
+    CHECK(rig.qp_state(a) == IBV_QPS_ERR);
     CHECK(rig.dp->counters().wqes_rejected == 1);
   }
 
   SECTION("a send with a wrong lkey completes in error instead of touching memory") {
-    WqeHeader wh{};
-    wh.wr_id = 0xa2;
-    wh.opcode = IBV_WR_SEND;
-    wh.send_flags = IBV_SEND_SIGNALED;
-    wh.num_sge = 1;
+    WqeHeader wh = signaled_wqe(0xa2, IBV_WR_SEND);
     const std::array<WqeSge, 1> wsge{WqeSge{reinterpret_cast<std::uintptr_t>(src.data()), 100, src_key ^ 0x100}};
     post_wqe(a.sq, wh, wsge);
     cqes = rig.run_until(1);
@@ -277,20 +203,12 @@ TEST_CASE("data path: sleeping is declared in the rings and undone by pending wo
 TEST_CASE("data path: closing a session with traffic in flight is safe", "[engine][datapath]") {
   Rig rig;
   Qp a, b;
-  rig.create_qp(a);
-  rig.create_qp(b);
-  rig.connect(a, b);
-  rig.connect(b, a);
+  rig.connected_pair(a, b);
   std::vector<std::uint8_t> buf(65536, 0x5a);
   const std::uint32_t key = rig.reg_mr(buf.data(), buf.size());
   for (int i = 0; i < 4; ++i) {
-    WqeHeader wh{};
-    wh.wr_id = static_cast<std::uint64_t>(i);
-    wh.opcode = IBV_WR_RDMA_WRITE;
-    wh.send_flags = IBV_SEND_SIGNALED;
-    wh.num_sge = 1;
-    wh.remote_addr = reinterpret_cast<std::uintptr_t>(buf.data());
-    wh.rkey = key;
+    WqeHeader wh =
+        signaled_wqe(static_cast<std::uint64_t>(i), IBV_WR_RDMA_WRITE, reinterpret_cast<std::uintptr_t>(buf.data()), key);
     const std::array<WqeSge, 1> sge{WqeSge{reinterpret_cast<std::uintptr_t>(buf.data()), 65536, key}};
     post_wqe(a.sq, wh, sge);
   }

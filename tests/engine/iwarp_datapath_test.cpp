@@ -45,6 +45,8 @@ using urnic::transport::iwarp::MpaSetup;
 namespace {
 
 using urnic::test::now_ns;
+using urnic::test::post_wqe;
+using urnic::test::signaled_wqe;
 using Qp = urnic::test::RigQp;
 
 // A blocking socket as the MPA exchange's output (the CM's job later).
@@ -77,43 +79,9 @@ struct Rig : urnic::test::SessionRig {
   // An RC QP, moved to INIT (iWARP QPs take their stream in RTS).
   void create_qp(Qp& q) {
     SessionRig::create_qp(q);
-    ctl::ModifyQpReq m{};
-    m.handle = q.handle;
-    m.attr.qp_state = IBV_QPS_INIT;
-    m.attr.port_num = 1;
-    m.attr.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-    m.attr_mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
-    REQUIRE(call<ctl::ModifyQpRep>(m) == 0);
-  }
-
-  std::uint32_t state(const Qp& q) {
-    ctl::QueryQpReq req{};
-    req.handle = q.handle;
-    ctl::QueryQpRep rep{};
-    REQUIRE(call(req, &rep) == 0);
-    return rep.attr.qp_state;
-  }
-
-  std::vector<CqeSlot> run_until(std::size_t want) {
-    std::vector<CqeSlot> got;
-    for (int i = 0; i < 2'000'000 && got.size() < want; ++i) {
-      dp->poll(now_ns(), true);
-      std::array<CqeSlot, 8> buf{};
-      const std::uint32_t n = cq_ring.dequeue_burst(std::span<CqeSlot>(buf));
-      got.insert(got.end(), buf.begin(), buf.begin() + n);
-    }
-    return got;
+    to_init(q, IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
   }
 };
-
-void post_wqe(SpscRing& ring, const WqeHeader& h, std::span<const WqeSge> sges) {
-  REQUIRE(ring.free_count() > 0);
-  std::byte* slot = ring.producer_slot(0);
-  std::memcpy(slot, &h, sizeof h);
-  for (std::size_t i = 0; i < sges.size(); ++i)
-    std::memcpy(slot + sizeof h + i * sizeof(WqeSge), &sges[i], sizeof(WqeSge));
-  ring.publish(1);
-}
 
 // A TCP connection on 127.0.0.2 with the MPA exchange done; both QPs bound.
 void connect_qps(Rig& rig, const Qp& a, const Qp& b) {
@@ -185,8 +153,8 @@ TEST_CASE("iWARP device: Send, Write and Read over a TCP connection, then discon
   rig.create_qp(a);
   rig.create_qp(b);
   connect_qps(rig, a, b);
-  CHECK(rig.state(a) == IBV_QPS_RTS);
-  CHECK(rig.state(b) == IBV_QPS_RTS);
+  CHECK(rig.qp_state(a) == IBV_QPS_RTS);
+  CHECK(rig.qp_state(b) == IBV_QPS_RTS);
 
   const std::size_t n = 300000;
   std::vector<std::uint8_t> src(n), dst(n, 0), wdst(n, 0), rdst(n, 0);
@@ -202,27 +170,11 @@ TEST_CASE("iWARP device: Send, Write and Read over a TCP connection, then discon
   rh.wr_id = 0xb0;
   rh.num_sge = 1;
   post_wqe(b.rq, rh, sge(dst, dst_key));
-  WqeHeader sh{};
-  sh.wr_id = 0xa0;
-  sh.opcode = IBV_WR_SEND;
-  sh.send_flags = IBV_SEND_SIGNALED;
-  sh.num_sge = 1;
+  WqeHeader sh = signaled_wqe(0xa0, IBV_WR_SEND);
   post_wqe(a.sq, sh, sge(src, src_key));
-  WqeHeader wh{};
-  wh.wr_id = 0xa1;
-  wh.opcode = IBV_WR_RDMA_WRITE;
-  wh.send_flags = IBV_SEND_SIGNALED;
-  wh.num_sge = 1;
-  wh.remote_addr = reinterpret_cast<std::uintptr_t>(wdst.data());
-  wh.rkey = wdst_key;
+  WqeHeader wh = signaled_wqe(0xa1, IBV_WR_RDMA_WRITE, reinterpret_cast<std::uintptr_t>(wdst.data()), wdst_key);
   post_wqe(a.sq, wh, sge(src, src_key));
-  WqeHeader rd{};
-  rd.wr_id = 0xa2;
-  rd.opcode = IBV_WR_RDMA_READ;
-  rd.send_flags = IBV_SEND_SIGNALED;
-  rd.num_sge = 1;
-  rd.remote_addr = reinterpret_cast<std::uintptr_t>(wdst.data());
-  rd.rkey = wdst_key;
+  WqeHeader rd = signaled_wqe(0xa2, IBV_WR_RDMA_READ, reinterpret_cast<std::uintptr_t>(wdst.data()), wdst_key);
   post_wqe(a.sq, rd, sge(rdst, rdst_key));
 
   auto cqes = rig.run_until(4);
@@ -281,6 +233,6 @@ TEST_CASE("iWARP device: Send, Write and Read over a TCP connection, then discon
   REQUIRE(cqes.size() == 1);
   CHECK(cqes[0].wr_id == 0xb1);
   CHECK(cqes[0].status == IBV_WC_WR_FLUSH_ERR);
-  CHECK(rig.state(b) == IBV_QPS_ERR);
+  CHECK(rig.qp_state(b) == IBV_QPS_ERR);
   CHECK(st->counters().closed_by_peer == 1);
 }

@@ -14,8 +14,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <array>
 #include <cstdint>
+#include <cstring>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -165,6 +168,95 @@ class SessionRig {
     req.attr_mask = mask;
     return call<ctl::ModifyQpRep>(req);
   }
+
+  std::uint32_t qp_state(const RigQp& q) {
+    ctl::QueryQpReq req{};
+    req.handle = q.handle;
+    ctl::QueryQpRep rep{};
+    REQUIRE(call(req, &rep) == 0);
+    return rep.attr.qp_state;
+  }
+
+  void to_init(const RigQp& q, std::uint32_t access) {
+    ctl::QpAttrs a{};
+    a.qp_state = IBV_QPS_INIT;
+    a.port_num = 1;
+    a.qp_access_flags = access;
+    REQUIRE(modify(q, a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) == 0);
+  }
+
+  // RESET -> INIT -> RTR -> RTS, an RC QP of a RoCE device connected to
+  // `peer` over ::ffff:127.0.0.1 (PSN 100 both ways), with local ACK timeout
+  // code `timeout`.
+  void connect_rc(const RigQp& q, const RigQp& peer, std::uint32_t access, std::uint8_t timeout) {
+    to_init(q, access);
+    ctl::QpAttrs a{};
+    a.qp_state = IBV_QPS_RTR;
+    a.path_mtu = IBV_MTU_1024;
+    a.dest_qp_num = peer.qpn;
+    a.rq_psn = 100;
+    a.max_dest_rd_atomic = 1;
+    a.min_rnr_timer = 1;
+    a.ah_attr.is_global = 1;
+    a.ah_attr.sgid_index = 1;
+    a.ah_attr.hop_limit = 64;
+    a.ah_attr.port_num = 1;
+    a.ah_attr.dgid[10] = 0xff;
+    a.ah_attr.dgid[11] = 0xff;
+    a.ah_attr.dgid[12] = 127;
+    a.ah_attr.dgid[15] = 1;
+    REQUIRE(modify(q, a,
+                   IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                       IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) == 0);
+    a.qp_state = IBV_QPS_RTS;
+    a.sq_psn = 100;
+    a.timeout = timeout;
+    a.retry_cnt = 7;
+    a.rnr_retry = 7;
+    a.max_rd_atomic = 1;
+    REQUIRE(modify(q, a,
+                   IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                       IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC) == 0);
+  }
+
+  // Polls the data path until `want` completions are in the CQ ring, or
+  // `limit_ns` passed; what arrived.
+  std::vector<engine::CqeSlot> run_until(std::size_t want, std::uint64_t limit_ns = 20'000'000'000ULL) {
+    std::vector<engine::CqeSlot> got;
+    const std::uint64_t end = now_ns() + limit_ns;
+    while (got.size() < want && now_ns() < end) {
+      dp->poll(now_ns(), true);
+      std::array<engine::CqeSlot, 16> buf{};
+      const std::uint32_t n = cq_ring.dequeue_burst(std::span<engine::CqeSlot>(buf));
+      got.insert(got.end(), buf.begin(), buf.begin() + n);
+    }
+    return got;
+  }
 };
+
+// A signaled send-queue WQE of `opcode` with one SGE, to (remote_addr, rkey)
+// for the RDMA opcodes; a test sets any other field on the result.
+inline engine::WqeHeader signaled_wqe(std::uint64_t wr_id, std::uint32_t opcode, std::uint64_t remote_addr = 0,
+                                      std::uint32_t rkey = 0) {
+  engine::WqeHeader h{};
+  h.wr_id = wr_id;
+  h.opcode = opcode;
+  h.send_flags = IBV_SEND_SIGNALED;
+  h.num_sge = 1;
+  h.remote_addr = remote_addr;
+  h.rkey = rkey;
+  return h;
+}
+
+// One WQE (header, then its SGEs) into a send or receive ring, as the shim
+// writes it.
+inline void post_wqe(engine::SpscRing& ring, const engine::WqeHeader& h, std::span<const engine::WqeSge> sges) {
+  REQUIRE(ring.free_count() > 0);
+  std::byte* slot = ring.producer_slot(0);
+  std::memcpy(slot, &h, sizeof h);
+  for (std::size_t i = 0; i < sges.size(); ++i)
+    std::memcpy(slot + sizeof h + i * sizeof(engine::WqeSge), &sges[i], sizeof(engine::WqeSge));
+  ring.publish(1);
+}
 
 }  // namespace urnic::test

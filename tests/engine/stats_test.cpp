@@ -150,6 +150,8 @@ TEST_CASE("stats: names are unique and fit the control message", "[engine][stats
 namespace {
 
 using urnic::test::now_ns;
+using urnic::test::post_wqe;
+using urnic::test::signaled_wqe;
 using Qp = urnic::test::RigQp;
 
 // One process, one session, one device with a data path, as the shim sees it.
@@ -161,52 +163,13 @@ struct Rig : urnic::test::SessionRig {
   }
   void create_qp(Qp& q) { SessionRig::create_qp(q, ctl::QpCaps{64, 64, 1, 1, 0, 0}); }
 
-  // RESET -> RTS towards `peer` at ::ffff:127.0.0.1, a short ACK timeout
+  // Two new RC QPs connected to each other, with a short ACK timeout
   // (timeout 8: ~1 ms) so lost tails recover quickly.
-  void connect(const Qp& q, const Qp& peer) {
-    ctl::QpAttrs a{};
-    a.qp_state = IBV_QPS_INIT;
-    a.port_num = 1;
-    a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
-    REQUIRE(modify(q, a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) == 0);
-    a.qp_state = IBV_QPS_RTR;
-    a.path_mtu = IBV_MTU_1024;
-    a.dest_qp_num = peer.qpn;
-    a.rq_psn = 100;
-    a.max_dest_rd_atomic = 1;
-    a.min_rnr_timer = 1;
-    a.ah_attr.is_global = 1;
-    a.ah_attr.sgid_index = 1;
-    a.ah_attr.hop_limit = 64;
-    a.ah_attr.port_num = 1;
-    a.ah_attr.dgid[10] = 0xff;
-    a.ah_attr.dgid[11] = 0xff;
-    a.ah_attr.dgid[12] = 127;
-    a.ah_attr.dgid[15] = 1;
-    REQUIRE(modify(q, a,
-                   IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                       IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) == 0);
-    a.qp_state = IBV_QPS_RTS;
-    a.sq_psn = 100;
-    a.timeout = 8;
-    a.retry_cnt = 7;
-    a.rnr_retry = 7;
-    a.max_rd_atomic = 1;
-    REQUIRE(modify(q, a,
-                   IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                       IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC) == 0);
-  }
-
-  std::vector<CqeSlot> run_until(std::size_t want, std::uint64_t limit_ns = 20'000'000'000ULL) {
-    std::vector<CqeSlot> got;
-    const std::uint64_t end = now_ns() + limit_ns;
-    while (got.size() < want && now_ns() < end) {
-      dp->poll(now_ns(), true);
-      std::array<CqeSlot, 16> buf{};
-      const std::uint32_t n = cq_ring.dequeue_burst(std::span<CqeSlot>(buf));
-      got.insert(got.end(), buf.begin(), buf.begin() + n);
-    }
-    return got;
+  void connected_pair(Qp& a, Qp& b) {
+    create_qp(a);
+    create_qp(b);
+    connect_rc(a, b, IBV_ACCESS_REMOTE_WRITE, 8);
+    connect_rc(b, a, IBV_ACCESS_REMOTE_WRITE, 8);
   }
 
   // Polls for `ns` more: whatever is still held or queued gets delivered.
@@ -224,15 +187,6 @@ struct Rig : urnic::test::SessionRig {
   }
 };
 
-void post_wqe(SpscRing& ring, const WqeHeader& h, std::span<const WqeSge> sges) {
-  REQUIRE(ring.free_count() > 0);
-  std::byte* slot = ring.producer_slot(0);
-  std::memcpy(slot, &h, sizeof h);
-  for (std::size_t i = 0; i < sges.size(); ++i)
-    std::memcpy(slot + sizeof h + i * sizeof(WqeSge), &sges[i], sizeof(WqeSge));
-  ring.publish(1);
-}
-
 std::uint64_t dev_value(const ctl::StatsRep& r, DevStat s) { return r.device[static_cast<std::size_t>(s)]; }
 std::uint64_t dev_value(const ctl::StatsRep& r, urnic::transport::Counter c) {
   return r.device[urnic::engine::kDevStatCount + static_cast<std::size_t>(c)];
@@ -249,10 +203,7 @@ TEST_CASE("stats/fault/capture: RC traffic by hairpin survives loss and corrupti
           "[engine][stats][fault][capture]") {
   Rig rig;
   Qp a, b;
-  rig.create_qp(a);
-  rig.create_qp(b);
-  rig.connect(a, b);
-  rig.connect(b, a);
+  rig.connected_pair(a, b);
 
   // Unknown device, unknown op: errors, not crashes.
   ctl::FaultReq bad{};
@@ -303,11 +254,7 @@ TEST_CASE("stats/fault/capture: RC traffic by hairpin survives loss and corrupti
     post_wqe(b.rq, rh, rs);
   }
   for (std::size_t i = 0; i < kMsgs; ++i) {
-    WqeHeader sh{};
-    sh.wr_id = i;
-    sh.opcode = IBV_WR_SEND;
-    sh.send_flags = IBV_SEND_SIGNALED;
-    sh.num_sge = 1;
+    WqeHeader sh = signaled_wqe(i, IBV_WR_SEND);
     const std::array<WqeSge, 1> ss{WqeSge{reinterpret_cast<std::uintptr_t>(src.data() + i * kLen), kLen, src_key}};
     post_wqe(a.sq, sh, ss);
   }

@@ -6,41 +6,39 @@
 #include <unistd.h>
 
 #include <array>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "engine/link/udp_link.hpp"
+#include "tests/engine/send_only.hpp"
 #include "wire/ib_codec.hpp"
 #include "wire/icrc.hpp"
 #include "wire/roce_frame.hpp"
 
 using namespace urnic;
+using urnic::test::send_only;
 
 namespace {
 constexpr uint32_t kLoopback = 0x7F000001;
 
-wire::IbPacket send_only(uint32_t qpn, uint32_t psn, wire::Bytes payload) {
-  wire::IbPacket p;
-  p.bth.opcode = wire::opcode::kRc | wire::opcode::kSendOnly;
-  p.bth.dest_qp = qpn;
-  p.bth.psn = wire::Psn(psn);
-  p.bth.ack_req = true;
-  p.bth.pad = wire::ib_pad_for(payload.size());
-  p.payload = payload;
-  return p;
+// A link on 127.0.0.1 at a port the kernel picks (so the test never collides
+// with a running daemon on 4791), and the address it is bound to.
+std::unique_ptr<engine::UdpLink> open_loopback(sockaddr_in& me) {
+  std::string error;
+  auto link = engine::UdpLink::open(kLoopback, 0, &error);
+  INFO(error);
+  REQUIRE(link != nullptr);
+  socklen_t len = sizeof me;
+  REQUIRE(::getsockname(link->fd(), reinterpret_cast<sockaddr*>(&me), &len) == 0);
+  return link;
 }
 }  // namespace
 
 TEST_CASE("udp link: a packet sent to our own address comes back with a good ICRC", "[engine][link]") {
-  std::string error;
-  // Port 0: the kernel picks a free port, so the test never collides with a
-  // running daemon on 4791.
-  auto link = engine::UdpLink::open(kLoopback, 0, &error);
-  REQUIRE(link != nullptr);
   sockaddr_in me{};
-  socklen_t len = sizeof me;
-  REQUIRE(::getsockname(link->fd(), reinterpret_cast<sockaddr*>(&me), &len) == 0);
+  auto link = open_loopback(me);
 
   // Deliver the datagram as another host's kernel would, from a plain socket
   // with DF set (IP ID 0), built for that socket's source port (the ICRC
@@ -196,12 +194,8 @@ int bound_socket(uint32_t ip) {
 // check: a packet that only a solved ID would explain is dropped. A source
 // seen with nonzero IDs (rdma_rxe) has them solved.
 TEST_CASE("udp link: the IP ID solver is used only for sources that vary the ID", "[engine][link]") {
-  std::string error;
-  auto link = engine::UdpLink::open(kLoopback, 0, &error);
-  REQUIRE(link != nullptr);
   sockaddr_in me{};
-  socklen_t len = sizeof me;
-  REQUIRE(::getsockname(link->fd(), reinterpret_cast<sockaddr*>(&me), &len) == 0);
+  auto link = open_loopback(me);
   auto send = [&](int s, const std::vector<uint8_t>& d) {
     REQUIRE(::sendto(s, d.data(), d.size(), 0, reinterpret_cast<sockaddr*>(&me), sizeof me) > 0);
   };

@@ -167,13 +167,7 @@ RunResult run_one(OpKind kind, const Profile& prof, uint64_t seed) {
   for (uint32_t i = 0; i < kWrs; ++i) {
     const Wr& w = wrs[i];
     Sge sge{a.va + w.local_off, w.len, a.mr.lkey};
-    SendWr s;
-    s.wr_id = i;
-    s.opcode = w.op;
-    s.send_flags = send_flag::kSignaled;
-    s.sg_list = {&sge, 1};
-    s.remote_addr = b.va + w.remote_off;
-    s.rkey = b.mr.rkey;
+    SendWr s = make_wr(i, w.op, sge, b.va + w.remote_off, b.mr.rkey);
     s.imm_data = 0xABC00000u + i;
     if (w.op == WrOpcode::kAtomicCmpAndSwp) {
       s.remote_addr = b.va + atomic_off;
@@ -345,13 +339,7 @@ TEST_CASE("retry budget exhausted on a dead link: error completion, then flush",
   REQUIRE(connect_qp(b.t, qb, QpType::kRc, qa, pp, h.sim.now()) == 0);
   for (uint64_t i = 0; i < 3; ++i) {
     Sge sge{a.va, 100, a.mr.lkey};
-    SendWr w;
-    w.wr_id = i;
-    w.opcode = WrOpcode::kRdmaWrite;
-    w.send_flags = send_flag::kSignaled;
-    w.sg_list = {&sge, 1};
-    w.remote_addr = b.va;
-    w.rkey = b.mr.rkey;
+    SendWr w = make_wr(i, WrOpcode::kRdmaWrite, sge, b.va, b.mr.rkey);
     REQUIRE(a.t.post_send(qa, w, h.sim.now()) == 0);
   }
   std::vector<Cqe> c;

@@ -61,6 +61,21 @@ struct QpParams {
   uint32_t qkey = 0x11111111;
 };
 
+// A work request of `op` from `sge` (which must outlive it) to
+// (remote_addr, rkey), signaled unless `flags` say otherwise; a test sets
+// any other field on the result.
+inline SendWr make_wr(uint64_t wr_id, WrOpcode op, const Sge& sge, uint64_t remote_addr, uint32_t rkey,
+                      uint32_t flags = send_flag::kSignaled) {
+  SendWr w;
+  w.wr_id = wr_id;
+  w.opcode = op;
+  w.send_flags = flags;
+  w.sg_list = {&sge, 1};
+  w.remote_addr = remote_addr;
+  w.rkey = rkey;
+  return w;
+}
+
 // One side: a PD, a CQ (send and receive), a buffer registered as an MR.
 struct Side {
   Transport& t;

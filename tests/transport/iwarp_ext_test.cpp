@@ -51,18 +51,18 @@ int post(IwEnd& e, const Posted& p) {
   return e.t.post_send(e.qpn, wr, 0);
 }
 
-int post_recv(IwEnd& e, uint64_t wr_id, uint64_t off, uint32_t len) {
-  Sge s{e.side.va + off, len, e.side.mr.lkey};
-  RecvWr wr;
-  wr.wr_id = wr_id;
-  wr.sg_list = {&s, 1};
-  return e.t.post_recv(e.qpn, wr);
-}
-
-QpState state(IwEnd& e) {
-  QpAttr a;
-  REQUIRE(e.t.query_qp(e.qpn, a) == 0);
-  return a.qp_state;
+// `m` in one FPDU (CRC on, no markers) written into `from`'s stream, as
+// a misbehaving peer would send it.
+void inject_fpdu(IwEnd& from, const wire::DdpRdmapPacket& m) {
+  std::vector<uint8_t> u(128);
+  auto un = wire::encode_ddp_rdmap(m, u);
+  REQUIRE(un);
+  u.resize(*un);
+  std::vector<uint8_t> f(256);
+  auto n = wire::build_fpdu(f, u, wire::FpduConfig{true, false}, 0);
+  REQUIRE(n);
+  f.resize(*n);
+  from.out.inject(f);
 }
 
 uint64_t load64(IwEnd& e, uint64_t off) {
@@ -109,19 +109,6 @@ Exchange exchange(Rfc7306Use a, Rfc7306Use b) {
   x.a_on = ia.negotiated().rfc7306;
   x.b_on = rb.negotiated().rfc7306;
   return x;
-}
-
-// Both QPs end in ERR, `victim` holds the Terminate, no WR is left.
-void expect_terminated(IwPair& p, IwEnd& victim, uint8_t layer, uint8_t etype, uint8_t ecode) {
-  const wire::Terminate* t = victim.t.iw_terminate_received(victim.qpn);
-  REQUIRE(t != nullptr);
-  CHECK(int{t->layer} == int{layer});
-  CHECK(int{t->etype} == int{etype});
-  CHECK(int{t->ecode} == int{ecode});
-  CHECK(state(p.a) == QpState::kErr);
-  CHECK(state(p.b) == QpState::kErr);
-  CHECK(p.a.t.sq_outstanding(p.a.qpn) == 0);
-  CHECK(p.b.t.rq_outstanding(p.b.qpn) == 0);
 }
 
 }  // namespace
@@ -208,7 +195,7 @@ TEST_CASE("RFC 7306 atomics: FetchAdd and CmpSwap, the original value, ORD/IRD",
     CHECK(load64(p.b, kWord) == 7);
     CHECK(p.a.t.iw_terminate_received(p.a.qpn) == nullptr);
     CHECK(p.b.t.iw_terminate_received(p.b.qpn) == nullptr);
-    CHECK(state(p.a) == QpState::kRts);
+    CHECK(qp_state(p.a) == QpState::kRts);
   }
 }
 
@@ -359,7 +346,7 @@ TEST_CASE("RFC 7306 not negotiated: refused when posted, Terminated when receive
     CHECK(post(p.a, {.wr_id = 1, .op = op, .local = 0, .len = 8, .remote = p.b.side.va, .rkey = p.b.side.mr.rkey}) ==
           EINVAL);
   }
-  CHECK(state(p.a) == QpState::kRts);
+  CHECK(qp_state(p.a) == QpState::kRts);
   // A peer that sends Immediate Data anyway gets RFC 5040's Terminate.
   REQUIRE(post_recv(p.b, 1, 0, 100) == 0);
   wire::DdpRdmapPacket im;
@@ -367,15 +354,7 @@ TEST_CASE("RFC 7306 not negotiated: refused when posted, Terminated when receive
   im.qn = wire::ddp::kQnSend;
   im.msn = 1;
   im.immediate = 5;
-  std::vector<uint8_t> u(64);
-  auto un = wire::encode_ddp_rdmap(im, u);
-  REQUIRE(un);
-  u.resize(*un);
-  std::vector<uint8_t> f(256);
-  auto n = wire::build_fpdu(f, u, wire::FpduConfig{true, false}, 0);
-  REQUIRE(n);
-  f.resize(*n);
-  p.a.out.inject(f);
+  inject_fpdu(p.a, im);
   p.pump();
   expect_terminated(p, p.a, term::kLayerRdmap, term::kRdmapRemoteOperation, term::kRdmapUnexpectedOpcode);
 }
@@ -391,15 +370,7 @@ TEST_CASE("RFC 7306 masked atomics are not offered: Terminate, unexpected opcode
   aq.msn = 1;
   aq.atomic_req = {.opcode = wire::atomic::kFetchAdd, .reserved = 0, .request_id = 1, .stag = p.b.side.mr.rkey,
                    .to = p.b.side.va + kWord, .add_swap = 1, .add_swap_mask = 0xFF00, .compare = 0, .compare_mask = 0};
-  std::vector<uint8_t> u(128);
-  auto un = wire::encode_ddp_rdmap(aq, u);
-  REQUIRE(un);
-  u.resize(*un);
-  std::vector<uint8_t> f(256);
-  auto n = wire::build_fpdu(f, u, wire::FpduConfig{true, false}, 0);
-  REQUIRE(n);
-  f.resize(*n);
-  p.a.out.inject(f);
+  inject_fpdu(p.a, aq);
   p.pump();
   expect_terminated(p, p.a, term::kLayerRdmap, term::kRdmapRemoteOperation, term::kRdmapUnexpectedOpcode);
 }

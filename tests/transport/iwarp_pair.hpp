@@ -86,6 +86,21 @@ struct IwEnd {
   std::optional<SrqHandle> srq;        // the QP's SRQ, if it has one
 };
 
+// A receive WR of `len` bytes at offset `off` of the end's MR.
+inline int post_recv(IwEnd& e, uint64_t wr_id, uint64_t off, uint32_t len) {
+  Sge s{e.side.va + off, len, e.side.mr.lkey};
+  RecvWr wr;
+  wr.wr_id = wr_id;
+  wr.sg_list = {&s, 1};
+  return e.t.post_recv(e.qpn, wr);
+}
+
+inline QpState qp_state(IwEnd& e) {
+  QpAttr a;
+  REQUIRE(e.t.query_qp(e.qpn, a) == 0);
+  return a.qp_state;
+}
+
 struct IwConfig {
   MpaOptions a;  // initiator
   MpaOptions b;  // responder
@@ -236,5 +251,22 @@ class IwPair {
   std::mt19937_64 rng_;
   Nanos now_ = 1'000'000;
 };
+
+// The end of a connection an offender broke: `victim` holds a Terminate
+// with (layer, etype, ecode), both QPs are in ERR, both ends closed their
+// stream, and no WR is left outstanding.
+inline void expect_terminated(IwPair& p, IwEnd& victim, uint8_t layer, uint8_t etype, uint8_t ecode) {
+  const wire::Terminate* t = victim.t.iw_terminate_received(victim.qpn);
+  REQUIRE(t != nullptr);
+  CHECK(int{t->layer} == int{layer});
+  CHECK(int{t->etype} == int{etype});
+  CHECK(int{t->ecode} == int{ecode});
+  CHECK(qp_state(p.a) == QpState::kErr);
+  CHECK(qp_state(p.b) == QpState::kErr);
+  CHECK(p.a.out.fin());
+  CHECK(p.b.out.fin());
+  CHECK(p.a.t.sq_outstanding(p.a.qpn) == 0);
+  CHECK(p.b.t.rq_outstanding(p.b.qpn) == 0);
+}
 
 }  // namespace urnic::transport::test

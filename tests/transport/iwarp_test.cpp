@@ -25,29 +25,9 @@ constexpr uint64_t kDst = 4u << 20;
 int post(IwEnd& e, WrOpcode op, uint64_t wr_id, uint64_t off, uint32_t len, uint64_t remote = 0, uint32_t rkey = 0,
          uint32_t flags = send_flag::kSignaled, uint32_t inv = 0) {
   Sge s{e.side.va + off, len, e.side.mr.lkey};
-  SendWr wr;
-  wr.wr_id = wr_id;
-  wr.opcode = op;
-  wr.send_flags = flags;
-  wr.sg_list = {&s, 1};
-  wr.remote_addr = remote;
-  wr.rkey = rkey;
+  SendWr wr = make_wr(wr_id, op, s, remote, rkey, flags);
   wr.invalidate_rkey = inv;
   return e.t.post_send(e.qpn, wr, 0);
-}
-
-int post_recv(IwEnd& e, uint64_t wr_id, uint64_t off, uint32_t len) {
-  Sge s{e.side.va + off, len, e.side.mr.lkey};
-  RecvWr wr;
-  wr.wr_id = wr_id;
-  wr.sg_list = {&s, 1};
-  return e.t.post_recv(e.qpn, wr);
-}
-
-QpState state(IwEnd& e) {
-  QpAttr a;
-  REQUIRE(e.t.query_qp(e.qpn, a) == 0);
-  return a.qp_state;
 }
 
 // Every FPDU the end wrote fits one segment (the first write is the MPA frame).
@@ -97,8 +77,8 @@ TEST_CASE("iWARP: every operation over every stream configuration, random segmen
     CAPTURE(c.revision, c.p2p, c.crc, c.markers_a, c.markers_b, c.mss, seed);
     IwPair p(config_for(c, seed++));
     REQUIRE(p.connect());
-    REQUIRE(state(p.a) == QpState::kRts);
-    REQUIRE(state(p.b) == QpState::kRts);
+    REQUIRE(qp_state(p.a) == QpState::kRts);
+    REQUIRE(qp_state(p.b) == QpState::kRts);
     auto sa = p.a.side.bytes();
     auto sb = p.b.side.bytes();
     fill(sa.subspan(kSrc, 1u << 20), 1, 1);
@@ -258,25 +238,6 @@ TEST_CASE("iWARP: ORD is the peer's IRD; Reads beyond it wait, completions stay 
   CHECK(p.b.t.iw_terminate_received(p.b.qpn) == nullptr);
   CHECK(p.a.t.iw_terminate_received(p.a.qpn) == nullptr);
 }
-
-namespace {
-
-// Both QPs end in ERR, the offender's peer holds `t`, every WR completed.
-void expect_terminated(IwPair& p, IwEnd& victim, uint8_t layer, uint8_t etype, uint8_t ecode) {
-  const wire::Terminate* t = victim.t.iw_terminate_received(victim.qpn);
-  REQUIRE(t != nullptr);
-  CHECK(int{t->layer} == int{layer});
-  CHECK(int{t->etype} == int{etype});
-  CHECK(int{t->ecode} == int{ecode});
-  CHECK(state(p.a) == QpState::kErr);
-  CHECK(state(p.b) == QpState::kErr);
-  CHECK(p.a.out.fin());
-  CHECK(p.b.out.fin());
-  CHECK(p.a.t.sq_outstanding(p.a.qpn) == 0);
-  CHECK(p.b.t.rq_outstanding(p.b.qpn) == 0);
-}
-
-}  // namespace
 
 TEST_CASE("iWARP: bad STag, bounds and access end in the RFC 5040/5041 Terminate", "[iwarp][error]") {
   IwConfig cfg;
@@ -498,8 +459,8 @@ TEST_CASE("iWARP: the peer closing or resetting mid-transfer flushes every WR, n
     for (auto& e : ca) CHECK(e.status == WcStatus::kWrFlushErr);
     REQUIRE(cb.size() == 1);
     CHECK(cb[0].status == WcStatus::kWrFlushErr);
-    CHECK(state(p.a) == QpState::kErr);
-    CHECK(state(p.b) == QpState::kErr);
+    CHECK(qp_state(p.a) == QpState::kErr);
+    CHECK(qp_state(p.b) == QpState::kErr);
   }
   SECTION("orderly close by the peer (disconnect) while a Read is outstanding") {
     IwConfig cfg;
@@ -513,7 +474,7 @@ TEST_CASE("iWARP: the peer closing or resetting mid-transfer flushes every WR, n
     auto ca = p.a.side.poll();
     REQUIRE(ca.size() == 1);
     CHECK(ca[0].status == WcStatus::kWrFlushErr);
-    CHECK(state(p.a) == QpState::kErr);
+    CHECK(qp_state(p.a) == QpState::kErr);
     CHECK(p.a.out.fin());
     // Posting after the error completes at once with a flush.
     REQUIRE(post(p.a, WrOpcode::kSend, 3, 0, 1) == 0);
@@ -603,7 +564,7 @@ TEST_CASE("iWARP: a Send that arrives before its receive WQE waits for it (no RN
   for (auto& e : ca) CHECK(e.status == WcStatus::kSuccess);
   CHECK(p.b.t.iw_terminate_received(p.b.qpn) == nullptr);
   CHECK(p.a.t.iw_terminate_received(p.a.qpn) == nullptr);
-  CHECK(state(p.b) == QpState::kRts);
+  CHECK(qp_state(p.b) == QpState::kRts);
   // Each FPDU counted once, the held Send that is placed on its receive
   // WQE's arrival included: what A framed is what B deframed and took.
   const Counters& ca_ = p.a.t.counters();

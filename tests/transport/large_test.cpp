@@ -60,13 +60,7 @@ TEST_CASE("a 64 MiB READ under 10% loss completes in bounded time and packets", 
   REQUIRE(connect_qp(a.t, qa, QpType::kRc, qb, pp, h.sim.now()) == 0);
   REQUIRE(connect_qp(b.t, qb, QpType::kRc, qa, pp, h.sim.now()) == 0);
   Sge sge{a.va, kLen, a.mr.lkey};
-  SendWr w;
-  w.wr_id = 42;
-  w.opcode = WrOpcode::kRdmaRead;
-  w.send_flags = send_flag::kSignaled;
-  w.sg_list = {&sge, 1};
-  w.remote_addr = b.va;
-  w.rkey = b.mr.rkey;
+  SendWr w = make_wr(42, WrOpcode::kRdmaRead, sge, b.va, b.mr.rkey);
   const Nanos t0 = h.sim.now();
   REQUIRE(a.t.post_send(qa, w, t0) == 0);
   std::vector<Cqe> c;
@@ -208,13 +202,7 @@ BigResult move_big(WrOpcode op, uint32_t len) {
     if (tb.post_recv(qb, RecvWr{7, {&rs, 1}}) != 0) return r;
   }
   Sge sge{kBaseA, len, ka.lkey};
-  SendWr w;
-  w.wr_id = 1;
-  w.opcode = op;
-  w.send_flags = send_flag::kSignaled;
-  w.sg_list = {&sge, 1};
-  w.remote_addr = kBaseB;
-  w.rkey = kb.rkey;
+  SendWr w = make_wr(1, op, sge, kBaseB, kb.rkey);
   const auto wall0 = std::chrono::steady_clock::now();
   if (ta.post_send(qa, w, h.sim.now()) != 0) return r;
   Cqe sc{}, rc{};

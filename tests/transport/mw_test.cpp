@@ -61,13 +61,7 @@ Cqe only_cqe(Side& s) {
 // returns A's completion status.
 WcStatus write_via(Pair& p, uint32_t rkey, uint64_t remote_off, uint32_t len, uint64_t wr_id) {
   Sge sge{p.a.va, len, p.a.mr.lkey};
-  SendWr wr;
-  wr.wr_id = wr_id;
-  wr.opcode = WrOpcode::kRdmaWrite;
-  wr.send_flags = send_flag::kSignaled;
-  wr.sg_list = {&sge, 1};
-  wr.remote_addr = p.b.va + remote_off;
-  wr.rkey = rkey;
+  SendWr wr = make_wr(wr_id, WrOpcode::kRdmaWrite, sge, p.b.va + remote_off, rkey);
   REQUIRE(p.ta.post_send(p.qa, wr, p.now) == 0);
   p.pump();
   const Cqe c = only_cqe(p.a);
@@ -124,13 +118,7 @@ TEST_CASE("type 1 window: bind, remote write through it, bounds, rebind with len
   SECTION("below its start") { CHECK(write_via(q, key, 4096 - 8, 16, 4) == WcStatus::kRemAccessErr); }
   SECTION("an MR-range access the window does not grant (READ)") {
     Sge sge{q.a.va, 16, q.a.mr.lkey};
-    SendWr wr;
-    wr.wr_id = 4;
-    wr.opcode = WrOpcode::kRdmaRead;
-    wr.send_flags = send_flag::kSignaled;
-    wr.sg_list = {&sge, 1};
-    wr.remote_addr = q.b.va + 4096;
-    wr.rkey = key;
+    SendWr wr = make_wr(4, WrOpcode::kRdmaRead, sge, q.b.va + 4096, key);
     REQUIRE(q.ta.post_send(q.qa, wr, q.now) == 0);
     q.pump();
     CHECK(only_cqe(q.a).status == WcStatus::kRemAccessErr);
@@ -178,13 +166,7 @@ TEST_CASE("type 2 window: bound to the QP that bound it; Local Invalidate and de
     REQUIRE(connect_qp(q.ta, qa2, QpType::kRc, qb2, pp, q.now) == 0);
     REQUIRE(connect_qp(q.tb, qb2, QpType::kRc, qa2, pp, q.now) == 0);
     Sge sge{q.a.va, 16, q.a.mr.lkey};
-    SendWr wr;
-    wr.wr_id = 3;
-    wr.opcode = WrOpcode::kRdmaWrite;
-    wr.send_flags = send_flag::kSignaled;
-    wr.sg_list = {&sge, 1};
-    wr.remote_addr = q.b.va;
-    wr.rkey = key;
+    SendWr wr = make_wr(3, WrOpcode::kRdmaWrite, sge, q.b.va, key);
     REQUIRE(q.ta.post_send(qa2, wr, q.now) == 0);
     q.to_b(q.sa.take());
     auto nak = q.sb.take();

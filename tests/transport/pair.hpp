@@ -35,13 +35,7 @@ struct Pair {
   int send(uint64_t wr_id, WrOpcode op, uint64_t local_off, uint32_t len, uint64_t remote_off = 0,
            uint32_t flags = send_flag::kSignaled) {
     Sge sge{a.va + local_off, len, a.mr.lkey};
-    SendWr wr;
-    wr.wr_id = wr_id;
-    wr.opcode = op;
-    wr.send_flags = flags;
-    wr.sg_list = {&sge, 1};
-    wr.remote_addr = b.va + remote_off;
-    wr.rkey = b.mr.rkey;
+    SendWr wr = make_wr(wr_id, op, sge, b.va + remote_off, b.mr.rkey, flags);
     return ta.post_send(qa, wr, now);
   }
   int recv_b(uint64_t wr_id, uint64_t off, uint32_t len) {

@@ -52,13 +52,7 @@ TEST_CASE("protection violations NAK, fail the WR, and leave memory untouched", 
     if (c.fault == 4) remote += 4;
     const std::vector<uint8_t> before(p.b.bytes().begin(), p.b.bytes().end());
     Sge sge{p.a.va + 8192, len, p.a.mr.lkey};
-    SendWr w;
-    w.wr_id = 5;
-    w.opcode = c.op;
-    w.send_flags = send_flag::kSignaled;
-    w.sg_list = {&sge, 1};
-    w.remote_addr = remote;
-    w.rkey = rkey;
+    SendWr w = make_wr(5, c.op, sge, remote, rkey);
     REQUIRE(p.ta.post_send(p.qa, w, p.now) == 0);
     REQUIRE(p.send(6, WrOpcode::kRdmaWrite, 0, 16, 0) == 0);  // after it: flushed
     p.to_b(p.sa.take());
@@ -130,13 +124,7 @@ TEST_CASE("an atomic whose local buffer is not 8 bytes: LOC_LEN_ERR, nothing sen
       fill(p.b.bytes().subspan(0, 8), p.qb, 3);
       const std::vector<uint8_t> before(p.b.bytes().begin(), p.b.bytes().begin() + 8);
       Sge sge{p.a.va, len, p.a.mr.lkey};
-      SendWr w;
-      w.wr_id = 6;
-      w.opcode = op;
-      w.send_flags = send_flag::kSignaled;
-      w.sg_list = {&sge, 1};
-      w.remote_addr = p.b.va;
-      w.rkey = p.b.mr.rkey;
+      SendWr w = make_wr(6, op, sge, p.b.va, p.b.mr.rkey);
       w.compare_add = 1;
       REQUIRE(p.ta.post_send(p.qa, w, p.now) == 0);
       CHECK(p.sa.take().empty());
@@ -194,13 +182,7 @@ TEST_CASE("an MR registered with an IOVA is addressed by it, locally and remotel
   const std::vector<uint8_t> src(p.a.bytes().begin() + 4096 + 64, p.a.bytes().begin() + 4096 + 64 + 512);
 
   Sge sge{0x100000 + 64, 512, ma.lkey};
-  SendWr w;
-  w.wr_id = 1;
-  w.opcode = WrOpcode::kRdmaWrite;
-  w.send_flags = send_flag::kSignaled;
-  w.sg_list = {&sge, 1};
-  w.remote_addr = 1000;
-  w.rkey = mb.rkey;
+  SendWr w = make_wr(1, WrOpcode::kRdmaWrite, sge, 1000, mb.rkey);
   REQUIRE(p.ta.post_send(p.qa, w, p.now) == 0);
   p.to_b(p.sa.take());
   p.to_a(p.sb.take());

@@ -219,13 +219,7 @@ TEST_CASE("atomics: CMP_SWAP and FETCH_ADD return the original value", "[rc]") {
   uint64_t v = 100;
   std::memcpy(p.b.bytes().data() + 64, &v, 8);
   Sge sge{p.a.va + 16, 8, p.a.mr.lkey};
-  SendWr w;
-  w.wr_id = 1;
-  w.opcode = WrOpcode::kAtomicCmpAndSwp;
-  w.send_flags = send_flag::kSignaled;
-  w.sg_list = {&sge, 1};
-  w.remote_addr = p.b.va + 64;
-  w.rkey = p.b.mr.rkey;
+  SendWr w = make_wr(1, WrOpcode::kAtomicCmpAndSwp, sge, p.b.va + 64, p.b.mr.rkey);
   w.compare_add = 100;
   w.swap = 555;
   REQUIRE(p.ta.post_send(p.qa, w, p.now) == 0);
@@ -578,13 +572,7 @@ TEST_CASE("CQ overflow raises CQ_ERR and moves the QP to ERR", "[rc]") {
   connect_qp(tb, qb, QpType::kRc, qa, pp, 1000);
   Sge sge{a.va, 8, a.mr.lkey};
   for (uint64_t i = 0; i < 3; ++i) {
-    SendWr w;
-    w.wr_id = i;
-    w.opcode = WrOpcode::kRdmaWrite;
-    w.send_flags = send_flag::kSignaled;
-    w.sg_list = {&sge, 1};
-    w.remote_addr = b.va;
-    w.rkey = b.mr.rkey;
+    SendWr w = make_wr(i, WrOpcode::kRdmaWrite, sge, b.va, b.mr.rkey);
     REQUIRE(ta.post_send(qa, w, 1000) == 0);
   }
   auto req = sa.take();

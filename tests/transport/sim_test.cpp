@@ -97,13 +97,7 @@ TEST_CASE("sim harness: corrupted frames are dropped by the integrity check and 
   REQUIRE(connect_qp(b.t, qb, QpType::kRc, qa, pp, h.sim.now()) == 0);
   fill(a.bytes().subspan(0, 30000), qa, 1);
   Sge sge{a.va, 30000, a.mr.lkey};
-  SendWr w;
-  w.wr_id = 1;
-  w.opcode = WrOpcode::kRdmaWrite;
-  w.send_flags = send_flag::kSignaled;
-  w.sg_list = {&sge, 1};
-  w.remote_addr = b.va;
-  w.rkey = b.mr.rkey;
+  SendWr w = make_wr(1, WrOpcode::kRdmaWrite, sge, b.va, b.mr.rkey);
   REQUIRE(a.t.post_send(qa, w, h.sim.now()) == 0);
   std::vector<Cqe> c;
   REQUIRE(h.sim.run_until([&] {
@@ -165,13 +159,7 @@ TEST_CASE("sim: a 16 MiB WRITE and READ over a lossy, reordering link", "[sim][r
   REQUIRE(connect_qp(b.t, qb, QpType::kRc, qa, pp, h.sim.now()) == 0);
   fill(a.bytes(), qa, 1);
   Sge sge{a.va, kLen, a.mr.lkey};
-  SendWr w;
-  w.wr_id = 1;
-  w.opcode = WrOpcode::kRdmaWrite;
-  w.send_flags = send_flag::kSignaled;
-  w.sg_list = {&sge, 1};
-  w.remote_addr = b.va + kLen;
-  w.rkey = b.mr.rkey;
+  SendWr w = make_wr(1, WrOpcode::kRdmaWrite, sge, b.va + kLen, b.mr.rkey);
   REQUIRE(a.t.post_send(qa, w, h.sim.now()) == 0);
   fill(b.bytes().subspan(0, kLen), qb, 2);
   SendWr r = w;

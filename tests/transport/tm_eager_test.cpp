@@ -193,9 +193,7 @@ TEST_CASE("unexpected messages: whole into an SRQ WQE, TM_RECV without flags; ma
   for (uint64_t i = 0; i < 3; ++i) REQUIRE(p.srq_recv(500 + i, i * 4096, 4096) == 0);
   REQUIRE(p.add(0, 0x1, 10, 0, 4096) == 0);  // does not match 0x1234 under 0xFFFF
   REQUIRE(p.poll_tm().size() == 1);
-  REQUIRE(p.send(1, 0, kLen) == 0);
-  p.pump();
-  auto c = p.poll_tm();
+  auto c = p.exchange_send(1, 0, kLen);
   REQUIRE(c.size() == 1);
   CHECK(c[0].status == WcStatus::kSuccess);
   CHECK(c[0].opcode == WcOpcode::kTmRecv);
@@ -214,28 +212,20 @@ TEST_CASE("unexpected messages: whole into an SRQ WQE, TM_RECV without flags; ma
   REQUIRE(c.size() == 1);
   CHECK(c[0].opcode == WcOpcode::kTmAdd);
   CHECK(c[0].wc_flags == wc_flag::kTmSyncReq);
-  REQUIRE(p.send(2, 0, kLen) == 0);
-  p.pump();
-  c = p.poll_tm();
+  c = p.exchange_send(2, 0, kLen);
   REQUIRE(c.size() == 1);
   CHECK(c[0].wr_id == 501);
   CHECK(c[0].wc_flags == 0);
 
   // Software syncs with a count behind the device's: still off; with the
   // device's count (2): the next message matches tag 0x7.
-  REQUIRE(p.sync(1) == 0);
-  REQUIRE(p.poll_tm().size() == 1);
-  REQUIRE(p.send(3, 0, kLen) == 0);
-  p.pump();
-  c = p.poll_tm();
+  p.resync(1);
+  c = p.exchange_send(3, 0, kLen);
   REQUIRE(c.size() == 1);
   CHECK(c[0].wr_id == 502);
   CHECK(c[0].wc_flags == 0);
-  REQUIRE(p.sync(3) == 0);
-  REQUIRE(p.poll_tm().size() == 1);
-  REQUIRE(p.send(4, 0, kLen) == 0);
-  p.pump();
-  c = p.poll_tm();
+  p.resync(3);
+  c = p.exchange_send(4, 0, kLen);
   REQUIRE(c.size() == 2);  // two packets: match, then data
   CHECK(c[0].wr_id == 11);
   CHECK(c[0].wc_flags == wc_flag::kTmMatch);
@@ -256,9 +246,7 @@ TEST_CASE("NO_TAG and FIN: whole into an SRQ WQE, TM_NO_TAG; the unexpected coun
   REQUIRE(p.srq_recv(602, 8192, 4096) == 0);
   REQUIRE(p.add(0, 0x1234, 12, 0, 4096) == 0);  // would match: NO_TAG is never matched
   REQUIRE(p.poll_tm().size() == 1);
-  REQUIRE(p.send(1, 0, kLen) == 0);
-  p.pump();
-  auto c = p.poll_tm();
+  auto c = p.exchange_send(1, 0, kLen);
   REQUIRE(c.size() == 1);
   CHECK(c[0].opcode == WcOpcode::kTmNoTag);
   CHECK(c[0].wc_flags == 0);
@@ -268,9 +256,7 @@ TEST_CASE("NO_TAG and FIN: whole into an SRQ WQE, TM_NO_TAG; the unexpected coun
   CHECK(same(p, kSrqBuf, 0, kLen));
 
   // A message too short for a TMH is not a tagged message either.
-  REQUIRE(p.send(2, 0, 10) == 0);
-  p.pump();
-  c = p.poll_tm();
+  c = p.exchange_send(2, 0, 10);
   REQUIRE(c.size() == 1);
   CHECK(c[0].opcode == WcOpcode::kTmNoTag);
   CHECK(c[0].wr_id == 601);
@@ -278,9 +264,7 @@ TEST_CASE("NO_TAG and FIN: whole into an SRQ WQE, TM_NO_TAG; the unexpected coun
 
   // Still in sync: the posted tag matches an EAGER without any SYNC.
   p.write_tmh(0, TmhOp::kEager, 0x1234, 0);
-  REQUIRE(p.send(3, 0, kLen) == 0);
-  p.pump();
-  c = p.poll_tm();
+  c = p.exchange_send(3, 0, kLen);
   REQUIRE(c.size() == 1);
   CHECK(c[0].wr_id == 12);
   CHECK(c[0].wc_flags == (wc_flag::kTmMatch | wc_flag::kTmDataValid));
@@ -321,9 +305,7 @@ TEST_CASE("a matched EAGER longer than its tagged buffer: LOC_LEN_ERR for the ta
   p.write_tmh(0, TmhOp::kEager, 0x3, 0);
   REQUIRE(p.add(5, 0x3, 14, 0, 1000) == 0);  // 1000 bytes for 1984 of payload
   REQUIRE(p.poll_tm().size() == 1);
-  REQUIRE(p.send(1, 0, 2000) == 0);
-  p.pump();
-  auto c = p.poll_tm();
+  auto c = p.exchange_send(1, 0, 2000);
   REQUIRE(c.size() == 1);
   CHECK(c[0].status == WcStatus::kLocLenErr);
   CHECK(c[0].opcode == WcOpcode::kTmRecv);
@@ -356,9 +338,7 @@ TEST_CASE("a resent matched EAGER (its ACK lost) is a duplicate: not matched aga
   auto s = p.a.poll();
   REQUIRE(s.size() == 1);
   CHECK(s[0].status == WcStatus::kSuccess);
-  REQUIRE(p.send(2, 0, kLen) == 0);
-  p.pump();
-  c = p.poll_tm();
+  c = p.exchange_send(2, 0, kLen);
   REQUIRE(c.size() == 1);
   CHECK(c[0].wr_id == 21);
   CHECK(same(p, kTagged + 4096, kTmhBytes, kLen - kTmhBytes));
@@ -380,9 +360,7 @@ TEST_CASE("software's unexpected count comes with IBV_OPS_TM_SYNC only, on SYNC 
   sync.unexpected_cnt = 1;  // without report_cnt: not taken
   REQUIRE(p.tb.post_srq_op(p.srq, sync, p.now) == 0);
   REQUIRE(p.poll_tm().size() == 1);
-  REQUIRE(p.send(2, 0, 100) == 0);
-  p.pump();
-  auto c = p.poll_tm();
+  auto c = p.exchange_send(2, 0, 100);
   REQUIRE(c.size() == 1);
   CHECK(c[0].wr_id == 801);  // still unexpected: the device's count is 2
   // A DEL carrying the count (2) syncs; the tag it names goes, matching is back.
@@ -398,9 +376,7 @@ TEST_CASE("software's unexpected count comes with IBV_OPS_TM_SYNC only, on SYNC 
   c = p.poll_tm();
   REQUIRE(c.size() == 1);
   CHECK(c[0].status == WcStatus::kSuccess);
-  REQUIRE(p.send(3, 0, 100) == 0);
-  p.pump();
-  c = p.poll_tm();
+  c = p.exchange_send(3, 0, 100);
   REQUIRE(c.size() == 1);
   CHECK(c[0].wr_id == 31);
   CHECK(c[0].wc_flags == (wc_flag::kTmMatch | wc_flag::kTmDataValid));

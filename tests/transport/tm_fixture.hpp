@@ -108,11 +108,25 @@ struct TmPair {
     return tb.post_srq_op(srq, op, now);
   }
 
+  // A SYNC with unexpected count `cnt` (see sync), its completion taken.
+  void resync(uint32_t cnt) {
+    REQUIRE(sync(cnt) == 0);
+    REQUIRE(poll_tm().size() == 1);
+  }
+
   std::vector<Cqe> poll_tm() {
     std::vector<Cqe> out;
     Cqe buf[64];
     for (int n; (n = tb.poll_cq(tm_cq, buf)) > 0;) out.insert(out.end(), buf, buf + n);
     return out;
+  }
+
+  // A SEND from A (see send), the packets exchanged until both sides are
+  // quiet (pump); B's tag-matching completions.
+  std::vector<Cqe> exchange_send(uint64_t wr_id, uint64_t off, uint32_t len) {
+    REQUIRE(send(wr_id, off, len) == 0);
+    pump();
+    return poll_tm();
   }
 
   void pump() {

@@ -119,9 +119,7 @@ TEST_CASE("RNDV READ with a bad rkey: TM_RNDV_INCOMPLETE, nothing written, no FI
   REQUIRE(p.recv_a(78, 0x20000, 256) == 0);
   REQUIRE(p.add(0, 0x22, 67, 0, 8192) == 0);
   REQUIRE(p.poll_tm().size() == 1);
-  REQUIRE(p.send(1, 0, kHdrLen) == 0);
-  p.pump();
-  auto c = p.poll_tm();
+  auto c = p.exchange_send(1, 0, kHdrLen);
   REQUIRE(c.size() == 2);
   CHECK(c[0].wc_flags == wc_flag::kTmMatch);
   CHECK(c[1].status == WcStatus::kTmRndvIncomplete);
@@ -227,44 +225,33 @@ TEST_CASE("RNDV without a match, or beyond max_rndv_hdr_size: unexpected, whole 
   REQUIRE(p.srq_recv(701, 4096, 4096) == 0);
   REQUIRE(p.srq_recv(702, 8192, 4096) == 0);
   // No tag posted: unexpected.
-  REQUIRE(p.send(1, 0, kHdrLen) == 0);
-  p.pump();
-  auto c = p.poll_tm();
+  auto c = p.exchange_send(1, 0, kHdrLen);
   REQUIRE(c.size() == 1);
   CHECK(c[0].opcode == WcOpcode::kTmRecv);
   CHECK(c[0].wc_flags == 0);
   CHECK(c[0].wr_id == 700);
   CHECK(c[0].byte_len == kHdrLen);
   CHECK(same(p, kSrqBuf, 0, kHdrLen));
-  REQUIRE(p.sync(1) == 0);
-  REQUIRE(p.poll_tm().size() == 1);
+  p.resync(1);
 
   // A tag that matches, but the request carries more header than the device
   // takes: unexpected, the tag stays posted.
   REQUIRE(p.add(3, 0x25, 70, 0, 8192) == 0);
   REQUIRE(p.poll_tm().size() == 1);
-  REQUIRE(p.send(2, 0, max_hdr + 1) == 0);
-  p.pump();
-  c = p.poll_tm();
+  c = p.exchange_send(2, 0, max_hdr + 1);
   REQUIRE(c.size() == 1);
   CHECK(c[0].wr_id == 701);
   CHECK(c[0].wc_flags == 0);
   CHECK(c[0].byte_len == max_hdr + 1);
   // A request too short for its RVH: unexpected too.
-  REQUIRE(p.sync(2) == 0);
-  REQUIRE(p.poll_tm().size() == 1);
-  REQUIRE(p.send(3, 0, kTmhBytes + 8) == 0);
-  p.pump();
-  c = p.poll_tm();
+  p.resync(2);
+  c = p.exchange_send(3, 0, kTmhBytes + 8);
   REQUIRE(c.size() == 1);
   CHECK(c[0].wr_id == 702);
   CHECK(c[0].wc_flags == 0);
   // The tag is still there: in sync again, a well-formed request matches it.
-  REQUIRE(p.sync(3) == 0);
-  REQUIRE(p.poll_tm().size() == 1);
-  REQUIRE(p.send(4, 0, kHdrLen) == 0);
-  p.pump();
-  c = p.poll_tm();
+  p.resync(3);
+  c = p.exchange_send(4, 0, kHdrLen);
   REQUIRE(c.size() == 2);
   CHECK(c[0].wr_id == 70);
   CHECK(c[0].wc_flags == wc_flag::kTmMatch);

@@ -208,13 +208,7 @@ TEST_CASE("SRQ of another PD than its QP: receive L_Keys are checked in the SRQ'
   connect_qp(tb, qb, QpType::kRc, qa, pp, 1000);
   auto post = [&](WrOpcode opc, uint64_t id, uint64_t remote_off, uint32_t rkey) {
     Sge sge{a.va, 16, a.mr.lkey};
-    SendWr w;
-    w.wr_id = id;
-    w.opcode = opc;
-    w.send_flags = send_flag::kSignaled;
-    w.sg_list = {&sge, 1};
-    w.remote_addr = b.va + remote_off;
-    w.rkey = rkey;
+    SendWr w = make_wr(id, opc, sge, b.va + remote_off, rkey);
     REQUIRE(ta.post_send(qa, w, 1000) == 0);
     Pair::deliver(tb, sa.take(), 1000);
     Pair::deliver(ta, sb.take(), 1000);

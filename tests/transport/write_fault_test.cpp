@@ -109,13 +109,7 @@ struct FaultPair {
   }
   int post(uint64_t wr_id, WrOpcode opc, uint32_t len, uint64_t remote_off, uint32_t flags = send_flag::kSignaled) {
     Sge sge{a.va, len, a.mr.lkey};
-    SendWr wr;
-    wr.wr_id = wr_id;
-    wr.opcode = opc;
-    wr.send_flags = flags;
-    wr.sg_list = {&sge, 1};
-    wr.remote_addr = b.va + remote_off;
-    wr.rkey = b.mr.rkey;
+    SendWr wr = make_wr(wr_id, opc, sge, b.va + remote_off, b.mr.rkey, flags);
     wr.imm_data = 7;
     return ta.post_send(qa, wr, now);
   }
@@ -229,13 +223,7 @@ TEST_CASE("a write fault is charged to its own QP only", "[rc][write-fault]") {
   // QP 2's first packet (no AckReq) is staged into the hole; QP 1's
   // WRITE (fine) is staged after it, and its ACK decision flushes both.
   Sge sge{p.a.va, 2048, p.a.mr.lkey};
-  SendWr wr;
-  wr.wr_id = 2;
-  wr.opcode = WrOpcode::kRdmaWrite;
-  wr.send_flags = send_flag::kSignaled;
-  wr.sg_list = {&sge, 1};
-  wr.remote_addr = p.b.va + 8192;
-  wr.rkey = p.b.mr.rkey;
+  SendWr wr = make_wr(2, WrOpcode::kRdmaWrite, sge, p.b.va + 8192, p.b.mr.rkey);
   REQUIRE(p.ta.post_send(qa2, wr, p.now) == 0);
   auto two = p.ca.take();
   REQUIRE(two.size() == 2);
@@ -322,13 +310,7 @@ namespace {
 // A's memory into B's own buffer, and one exchange of packets.
 std::vector<Cqe> b_reads(FaultPair& p, WrOpcode opc, uint32_t len) {
   Sge sge{p.b.va, len, p.b.mr.lkey};
-  SendWr wr;
-  wr.wr_id = 5;
-  wr.opcode = opc;
-  wr.send_flags = send_flag::kSignaled;
-  wr.sg_list = {&sge, 1};
-  wr.remote_addr = p.a.va;
-  wr.rkey = p.a.mr.rkey;
+  SendWr wr = make_wr(5, opc, sge, p.a.va, p.a.mr.rkey);
   wr.compare_add = 1;
   REQUIRE(p.tb.post_send(p.qb, wr, p.now) == 0);
   RxInfo rx;

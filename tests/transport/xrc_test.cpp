@@ -98,13 +98,7 @@ struct Xrc {
   int post(uint64_t wr_id, WrOpcode o, uint32_t srqn, uint32_t len, uint64_t remote_off = 0,
            uint32_t rkey = 0) {
     Sge sge{a.va, len, a.mr.lkey};
-    SendWr wr;
-    wr.wr_id = wr_id;
-    wr.opcode = o;
-    wr.send_flags = send_flag::kSignaled;
-    wr.sg_list = {&sge, 1};
-    wr.remote_addr = b.va + remote_off;
-    wr.rkey = rkey != 0 ? rkey : b.mr.rkey;
+    SendWr wr = make_wr(wr_id, o, sge, b.va + remote_off, rkey != 0 ? rkey : b.mr.rkey);
     wr.xrc_remote_srqn = srqn;
     return ta.post_send(ini, wr, now);
   }
