@@ -183,26 +183,28 @@ void ProcessMemory::end_pass() {
   window_len_ = 0;
 }
 
-bool ProcessMemory::compare_swap(transport::MemDomain dom, uint64_t va, uint64_t compare, uint64_t swap,
-                                 uint64_t& orig) {
+bool ProcessMemory::atomic_read(transport::MemDomain dom, uint64_t va, pid_t& pid, uint64_t& orig) {
+  // Staged writes go out first: the atomic is placed after every earlier
+  // write (IBA 1.5), and the read-ahead window may hold stale bytes.
   flush_writes();
   window_len_ = 0;
-  const pid_t pid = pid_of(dom);
-  uint64_t cur = 0;
-  if (!read_now(pid, va, {reinterpret_cast<uint8_t*>(&cur), sizeof cur})) return false;
-  orig = cur;
-  if (cur != compare) return true;
+  pid = pid_of(dom);
+  orig = 0;
+  return read_now(pid, va, {reinterpret_cast<uint8_t*>(&orig), sizeof orig});
+}
+
+bool ProcessMemory::compare_swap(transport::MemDomain dom, uint64_t va, uint64_t compare, uint64_t swap,
+                                 uint64_t& orig) {
+  pid_t pid = 0;
+  if (!atomic_read(dom, va, pid, orig)) return false;
+  if (orig != compare) return true;
   return write_now(pid, va, {reinterpret_cast<const uint8_t*>(&swap), sizeof swap});
 }
 
 bool ProcessMemory::fetch_add(transport::MemDomain dom, uint64_t va, uint64_t add, uint64_t& orig) {
-  flush_writes();
-  window_len_ = 0;
-  const pid_t pid = pid_of(dom);
-  uint64_t cur = 0;
-  if (!read_now(pid, va, {reinterpret_cast<uint8_t*>(&cur), sizeof cur})) return false;
-  orig = cur;
-  const uint64_t sum = cur + add;
+  pid_t pid = 0;
+  if (!atomic_read(dom, va, pid, orig)) return false;
+  const uint64_t sum = orig + add;
   return write_now(pid, va, {reinterpret_cast<const uint8_t*>(&sum), sizeof sum});
 }
 

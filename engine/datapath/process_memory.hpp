@@ -98,6 +98,9 @@ class ProcessMemory final : public transport::MemoryAccess {
  private:
   bool write_now(pid_t pid, uint64_t va, std::span<const uint8_t> in);
   bool read_now(pid_t pid, uint64_t va, std::span<uint8_t> out);
+  // The 8 bytes an atomic operates on, read after every staged write is
+  // made; `pid`: the process they belong to.
+  bool atomic_read(transport::MemDomain dom, uint64_t va, pid_t& pid, uint64_t& orig);
   bool stage(transport::MemDomain dom, uint64_t va, std::span<const uint8_t> in, const transport::WriteTag& tag);
 
   // Staged writes: all to one process, data back to back in `staged_`;
