@@ -74,9 +74,10 @@ struct SrqObj : SrqQueue {
   transport::SrqHandle tsrq{};
 };
 
-// QpQueues: cookie, qpn, pd, CQs, type, caps, the sq and rq rings (what the
-// data path serves).
+// QpQueues: cookie, qpn, pd, type, caps, its CQs' rings, the sq and rq
+// rings (what the data path serves).
 struct QpObj : QpQueues {
+  std::uint32_t send_cq = 0, recv_cq = 0, srq = 0, sq_sig_all = 0;  // handles, create flags
   ShmRegion mem;             // the rings' memory (SpscRing only points into it)
   std::unique_ptr<QpControl> ctl;
   // XRC_RECV: a handle on a target QP of the domain `xrcd` (no PD, CQs or

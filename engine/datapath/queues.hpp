@@ -37,9 +37,9 @@ struct CqQueue {
 // A QP's work queues and the attributes a WQE is checked against.
 struct QpQueues {
   std::uint64_t cookie = 0;
-  std::uint32_t qpn = 0, pd = 0, send_cq = 0, recv_cq = 0, srq = 0, type = 0, sq_sig_all = 0;
-  // The rings behind send_cq / recv_cq (a QP holds a reference on each, so
-  // they outlive it); recv_cq_queue is null for an XRC send QP.
+  std::uint32_t qpn = 0, pd = 0, type = 0;
+  // Its CQs' rings (the QP holds a reference on each, so they outlive it);
+  // recv_cq_queue is null for an XRC send QP.
   CqQueue* send_cq_queue = nullptr;
   CqQueue* recv_cq_queue = nullptr;
   ctl::QpCaps caps{};
