@@ -16,6 +16,7 @@
 #include "hostif/cm_proto.hpp"
 #include "transport/types.hpp"
 #include "wire/cm.hpp"
+#include "wire/ip.hpp"
 
 namespace urnic::engine::cm_detail {
 
@@ -89,16 +90,8 @@ inline Gid gid_of(const ctl::CmAddr& a) {
   return g;
 }
 
-inline std::array<std::uint8_t, 16> gid_of_v4(std::uint32_t ip) {
-  std::array<std::uint8_t, 16> g{};
-  g[10] = 0xff;
-  g[11] = 0xff;
-  g[12] = static_cast<std::uint8_t>(ip >> 24);
-  g[13] = static_cast<std::uint8_t>(ip >> 16);
-  g[14] = static_cast<std::uint8_t>(ip >> 8);
-  g[15] = static_cast<std::uint8_t>(ip);
-  return g;
-}
+// The IPv4-mapped GID of `ip` (host order), as RoCE v2 writes it.
+inline std::array<std::uint8_t, 16> gid_of_v4(std::uint32_t ip) { return wire::IpAddr::from_v4(ip).bytes; }
 
 // IBA 12.7.4 (and 9.7.6.1.3): a timeout field t means 4.096 us * 2^t.
 inline transport::Nanos timeout_ns(std::uint8_t t) { return transport::Nanos{4096} << std::min<std::uint8_t>(t, 31); }

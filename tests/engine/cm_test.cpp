@@ -20,6 +20,7 @@
 #include "engine/cm/cm_service.hpp"
 #include "tests/test_support.hpp"
 #include "wire/cm.hpp"
+#include "wire/ip.hpp"
 #include "wire/pcap/pcap_file.hpp"
 #include "wire/roce_frame.hpp"
 
@@ -31,16 +32,7 @@ namespace ctl = engine::ctl;
 
 using Gid = std::array<std::uint8_t, 16>;
 
-Gid v4_gid(std::uint32_t ip) {
-  Gid g{};
-  g[10] = 0xff;
-  g[11] = 0xff;
-  g[12] = static_cast<std::uint8_t>(ip >> 24);
-  g[13] = static_cast<std::uint8_t>(ip >> 16);
-  g[14] = static_cast<std::uint8_t>(ip >> 8);
-  g[15] = static_cast<std::uint8_t>(ip);
-  return g;
-}
+Gid v4_gid(std::uint32_t ip) { return urnic::wire::IpAddr::from_v4(ip).bytes; }
 
 constexpr std::uint32_t kLoopback = 0x7f000001;
 
