@@ -1,5 +1,7 @@
 #include "tools/sysfs/dev_view.hpp"
 
+#include "tools/sysfs/cover.hpp"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/mount.h>
@@ -19,67 +21,9 @@ namespace urnic::sysfs {
 namespace {
 
 constexpr const char* kDev = "/dev";
-constexpr const char* kInfiniband = "infiniband";
 constexpr unsigned kUverbsMajor = 231;  // the kernel's IB_UVERBS_MAJOR
 constexpr unsigned kUverbsBaseMinor = 192;
 constexpr unsigned kRdmaCmMinor = 255;  // misc-style minor of /dev/infiniband/rdma_cm
-
-struct Entry {
-  std::string name;
-  int fd = -1;          // O_PATH handle on the real entry, for the bind
-  bool dir = false;
-  std::string target;   // a symlink's target (copied, not bound)
-};
-
-bool fail(std::string* error, const std::string& what) {
-  *error = what + ": " + std::strerror(errno);
-  return false;
-}
-
-// The entries of `dir`, opened before it is covered (a bind's source must be
-// reachable in this namespace).
-std::vector<Entry> read_entries(const std::string& dir) {
-  std::vector<Entry> out;
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) return out;
-  while (const dirent* e = ::readdir(d)) {
-    if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
-    struct stat st {};
-    if (::fstatat(::dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
-    Entry en;
-    en.name = e->d_name;
-    if (S_ISLNK(st.st_mode)) {
-      char target[4096];
-      const ssize_t n = ::readlinkat(::dirfd(d), e->d_name, target, sizeof target - 1);
-      if (n <= 0) continue;
-      en.target.assign(target, static_cast<std::size_t>(n));
-    } else {
-      en.dir = S_ISDIR(st.st_mode);
-      en.fd = ::openat(::dirfd(d), e->d_name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-      if (en.fd < 0) continue;
-    }
-    out.push_back(std::move(en));
-  }
-  ::closedir(d);
-  return out;
-}
-
-// Puts `en` back under `dir`: a symlink as a copy, anything else as a bind
-// mount of the real one onto an empty directory or file.
-bool restore(const std::string& dir, const Entry& en, std::string* error) {
-  const std::string path = dir + "/" + en.name;
-  if (en.fd < 0) return ::symlink(en.target.c_str(), path.c_str()) == 0 || fail(error, "symlink " + path);
-  if (en.dir) {
-    if (::mkdir(path.c_str(), 0755) != 0) return fail(error, "mkdir " + path);
-  } else {
-    const int fd = ::open(path.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
-    if (fd < 0) return fail(error, "create " + path);
-    ::close(fd);
-  }
-  const std::string src = "/proc/self/fd/" + std::to_string(en.fd);
-  if (::mount(src.c_str(), path.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0) return fail(error, "bind " + path);
-  return true;
-}
 
 // The N of "uverbsN", or -1.
 int uverbs_index(const std::string& name) {
@@ -96,9 +40,8 @@ bool enter_dev_view(const std::vector<DeviceView>& devices, std::string* error) 
   const std::string real_ib = std::string(kDev) + "/" + kInfiniband;
   std::vector<Entry> kernel_ib = read_entries(real_ib);
   auto close_all = [&] {
-    for (auto* list : {&entries, &kernel_ib})
-      for (Entry& en : *list)
-        if (en.fd >= 0) ::close(en.fd);
+    close_entries(entries);
+    close_entries(kernel_ib);
   };
   // Device nodes must work on this tmpfs: no MS_NODEV (the bound entries
   // keep their own mounts' flags).

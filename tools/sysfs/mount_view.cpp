@@ -1,5 +1,6 @@
 #include "tools/sysfs/mount_view.hpp"
 
+#include "tools/sysfs/cover.hpp"
 #include "tools/sysfs/dev_view.hpp"
 
 #include <dirent.h>
@@ -19,18 +20,6 @@ namespace urnic::sysfs {
 namespace {
 
 constexpr const char* kClass = "/sys/class";
-constexpr const char* kInfiniband = "infiniband";
-
-struct Entry {
-  std::string name;
-  int fd = -1;          // O_PATH handle on the real directory, for the bind
-  std::string target;   // for a symlink (not expected at the top; copied)
-};
-
-bool fail(std::string* error, const std::string& what) {
-  *error = what + ": " + std::strerror(errno);
-  return false;
-}
 
 // Symlinks of the kernel's own RDMA devices (../../devices/...), copied into
 // the view's infiniband/ so that they stay visible next to urnic's.
@@ -66,53 +55,26 @@ bool enter_view(const std::vector<DeviceView>& devices, std::string* error) {
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return fail(error, "making / private");
   // Everything is read from the real /sys/class before it is covered, and
   // in the new namespace: a bind mount's source must be one of its mounts.
-  std::vector<Entry> entries;
-  DIR* d = ::opendir(kClass);
-  if (d == nullptr) return fail(error, std::string("opendir ") + kClass);
-  while (const dirent* e = ::readdir(d)) {
-    if (e->d_name[0] == '.' || std::strcmp(e->d_name, kInfiniband) == 0) continue;
-    Entry en;
-    en.name = e->d_name;
-    struct stat st {};
-    if (::fstatat(::dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
-    if (S_ISLNK(st.st_mode)) {
-      char target[4096];
-      const ssize_t n = ::readlinkat(::dirfd(d), e->d_name, target, sizeof target - 1);
-      if (n <= 0) continue;
-      en.target.assign(target, static_cast<std::size_t>(n));
-    } else {
-      en.fd = ::openat(::dirfd(d), e->d_name, O_PATH | O_DIRECTORY | O_CLOEXEC);
-      if (en.fd < 0) continue;
-    }
-    entries.push_back(std::move(en));
-  }
-  ::closedir(d);
+  std::vector<Entry> entries = read_entries(kClass);
+  if (entries.empty()) return fail(error, std::string("reading ") + kClass);
+  std::erase_if(entries, [](const Entry& en) {
+    if (en.name != kInfiniband) return false;
+    if (en.fd >= 0) ::close(en.fd);
+    return true;
+  });
   const auto kernel_links = kernel_rdma_links();
-  auto close_all = [&] {
-    for (Entry& en : entries)
-      if (en.fd >= 0) ::close(en.fd);
-  };
+  auto close_all = [&] { close_entries(entries); };
 
   constexpr unsigned long kFlags = MS_NOSUID | MS_NODEV | MS_NOEXEC;
   if (::mount("urnic-sysfs", kClass, "tmpfs", kFlags, "mode=0755") != 0) {
     close_all();
     return fail(error, std::string("tmpfs on ") + kClass);
   }
-  for (Entry& en : entries) {
-    const std::string path = std::string(kClass) + "/" + en.name;
-    if (en.fd < 0) {
-      if (::symlink(en.target.c_str(), path.c_str()) != 0) {
-        close_all();
-        return fail(error, "symlink " + path);
-      }
-      continue;
-    }
-    const std::string src = "/proc/self/fd/" + std::to_string(en.fd);
-    if (::mkdir(path.c_str(), 0755) != 0 || ::mount(src.c_str(), path.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0) {
+  for (const Entry& en : entries)
+    if (!restore(kClass, en, error)) {
       close_all();
-      return fail(error, "bind " + path);
+      return false;
     }
-  }
   close_all();
   const std::string ib = std::string(kClass) + "/" + kInfiniband;
   if (::mkdir(ib.c_str(), 0755) != 0) return fail(error, "mkdir " + ib);
