@@ -45,8 +45,6 @@ ShimChannel* shim_of_channel(ibv_comp_channel* c) {
   return static_cast<ShimChannel*>(static_cast<void*>(c));
 }
 
-CtlClient& client_of(ibv_context* ctx) { return *shim_of(ctx)->client; }
-
 void* map_fd(int fd, std::size_t bytes) {
   void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   ::close(fd);

@@ -246,6 +246,7 @@ struct ShimContext {
 };
 
 ShimContext* shim_of(ibv_context* ctx);
+inline CtlClient& client_of(ibv_context* ctx) { return *shim_of(ctx)->client; }
 inline ShimCq* shim_of(ibv_cq* cq) { return static_cast<ShimCq*>(static_cast<void*>(cq)); }
 inline ShimQp* shim_of(ibv_qp* qp) { return static_cast<ShimQp*>(static_cast<void*>(qp)); }
 inline ShimSrq* shim_of(ibv_srq* srq) { return static_cast<ShimSrq*>(static_cast<void*>(srq)); }

@@ -54,8 +54,6 @@ using engine::WqeSge;
 
 enum : std::uint8_t { kFree = 0, kPosted = 1, kDeleting = 2 };
 
-CtlClient& client_of(ibv_context* ctx) { return *shim_of(ctx)->client; }
-
 }  // namespace
 
 struct TmTags {

@@ -20,8 +20,6 @@ namespace urnic::shim {
 
 namespace {
 
-CtlClient& client_of(ibv_context* ctx) { return *shim_of(ctx)->client; }
-
 ibv_xrcd* op_open_xrcd(ibv_context* context, ibv_xrcd_init_attr* attr) {
   if (attr->comp_mask >= IBV_XRCD_INIT_ATTR_RESERVED) return fail_null(EOPNOTSUPP);
   if ((attr->comp_mask & IBV_XRCD_INIT_ATTR_FD) == 0 || (attr->comp_mask & IBV_XRCD_INIT_ATTR_OFLAGS) == 0) {
