@@ -46,22 +46,19 @@ using urnic::test::signaled_wqe;
 using Qp = urnic::test::RigQp;
 
 // One process, one session, the data path of urnic0.
-struct Rig : urnic::test::SessionRig {
-  Rig() : SessionRig(0) {}
+struct DatapathRig : urnic::test::SessionRig {
+  DatapathRig() : SessionRig(0) {}
 
-  // Two new RC QPs connected to each other.
+  // Two new RC QPs connected to each other, remote write and read allowed.
   void connected_pair(Qp& a, Qp& b) {
-    create_qp(a);
-    create_qp(b);
-    connect_rc(a, b, IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ, 14);
-    connect_rc(b, a, IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ, 14);
+    SessionRig::connected_pair(a, b, IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ, 14);
   }
 };
 
 }  // namespace
 
 TEST_CASE("data path: RC send and RDMA write move bytes between two QPs by hairpin", "[engine][datapath]") {
-  Rig rig;
+  DatapathRig rig;
   Qp a, b;
   rig.connected_pair(a, b);
   CHECK(rig.qp_state(a) == IBV_QPS_RTS);
@@ -179,7 +176,7 @@ TEST_CASE("data path: RC send and RDMA write move bytes between two QPs by hairp
 }
 
 TEST_CASE("data path: sleeping is declared in the rings and undone by pending work", "[engine][datapath]") {
-  Rig rig;
+  DatapathRig rig;
   Qp a;
   rig.create_qp(a);
   CHECK(rig.open_fds.size() == 2);  // async socket + doorbell eventfd
@@ -201,7 +198,7 @@ TEST_CASE("data path: sleeping is declared in the rings and undone by pending wo
 }
 
 TEST_CASE("data path: closing a session with traffic in flight is safe", "[engine][datapath]") {
-  Rig rig;
+  DatapathRig rig;
   Qp a, b;
   rig.connected_pair(a, b);
   std::vector<std::uint8_t> buf(65536, 0x5a);

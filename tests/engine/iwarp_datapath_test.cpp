@@ -73,8 +73,8 @@ void run_mpa(MpaSetup& m, int fd) {
 }
 
 // One process, one session, the data path of urnic_iw0.
-struct Rig : urnic::test::SessionRig {
-  Rig() : SessionRig(1) { REQUIRE(dp->iwarp()); }
+struct IwarpRig : urnic::test::SessionRig {
+  IwarpRig() : SessionRig(1) { REQUIRE(dp->iwarp()); }
 
   // An RC QP, moved to INIT (iWARP QPs take their stream in RTS).
   void create_qp(Qp& q) {
@@ -84,7 +84,7 @@ struct Rig : urnic::test::SessionRig {
 };
 
 // A TCP connection on 127.0.0.2 with the MPA exchange done; both QPs bound.
-void connect_qps(Rig& rig, const Qp& a, const Qp& b) {
+void connect_qps(IwarpRig& rig, const Qp& a, const Qp& b) {
   const int lsn = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   REQUIRE(lsn >= 0);
   sockaddr_in addr{};
@@ -121,7 +121,7 @@ void connect_qps(Rig& rig, const Qp& a, const Qp& b) {
 }  // namespace
 
 TEST_CASE("iWARP device: urnic_iw0 reports the iWARP transport and an RNIC node", "[engine][iwarp]") {
-  Rig rig;
+  IwarpRig rig;
   CHECK(rig.info.attrs.transport == IBV_TRANSPORT_IWARP);
   CHECK(rig.info.attrs.node_type == IBV_NODE_RNIC);
   // RFC 7306 atomics, offered to every peer by default (docs/ARCHITECTURE.md);
@@ -148,7 +148,7 @@ TEST_CASE("iWARP device: urnic_iw0 reports the iWARP transport and an RNIC node"
 }
 
 TEST_CASE("iWARP device: Send, Write and Read over a TCP connection, then disconnect", "[engine][iwarp]") {
-  Rig rig;
+  IwarpRig rig;
   Qp a, b;
   rig.create_qp(a);
   rig.create_qp(b);

@@ -219,6 +219,15 @@ class SessionRig {
                        IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC) == 0);
   }
 
+  // Two new RC QPs with `caps` connected to each other.
+  void connected_pair(RigQp& a, RigQp& b, std::uint32_t access, std::uint8_t timeout,
+                      ctl::QpCaps caps = ctl::QpCaps{16, 16, 2, 2, 64, 0}) {
+    create_qp(a, caps);
+    create_qp(b, caps);
+    connect_rc(a, b, access, timeout);
+    connect_rc(b, a, access, timeout);
+  }
+
   // Polls the data path until `want` completions are in the CQ ring, or
   // `limit_ns` passed; what arrived.
   std::vector<engine::CqeSlot> run_until(std::size_t want, std::uint64_t limit_ns = 20'000'000'000ULL) {

@@ -155,21 +155,19 @@ using urnic::test::signaled_wqe;
 using Qp = urnic::test::RigQp;
 
 // One process, one session, one device with a data path, as the shim sees it.
-struct Rig : urnic::test::SessionRig {
-  Rig() : SessionRig(0, 255) {}
+struct StatsRig : urnic::test::SessionRig {
+  StatsRig() : SessionRig(0, 255) {}
 
   std::uint32_t reg_mr(void* p, std::size_t len) {
     return SessionRig::reg_mr(p, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
   }
-  void create_qp(Qp& q) { SessionRig::create_qp(q, ctl::QpCaps{64, 64, 1, 1, 0, 0}); }
+  static constexpr ctl::QpCaps kCaps{64, 64, 1, 1, 0, 0};
+  void create_qp(Qp& q) { SessionRig::create_qp(q, kCaps); }
 
   // Two new RC QPs connected to each other, with a short ACK timeout
   // (timeout 8: ~1 ms) so lost tails recover quickly.
   void connected_pair(Qp& a, Qp& b) {
-    create_qp(a);
-    create_qp(b);
-    connect_rc(a, b, IBV_ACCESS_REMOTE_WRITE, 8);
-    connect_rc(b, a, IBV_ACCESS_REMOTE_WRITE, 8);
+    SessionRig::connected_pair(a, b, IBV_ACCESS_REMOTE_WRITE, 8, kCaps);
   }
 
   // Polls for `ns` more: whatever is still held or queued gets delivered.
@@ -201,7 +199,7 @@ const ctl::StatsQp* qp_entry(const ctl::StatsRep& r, std::uint32_t qpn) {
 
 TEST_CASE("stats/fault/capture: RC traffic by hairpin survives loss and corruption, and shows in the counters",
           "[engine][stats][fault][capture]") {
-  Rig rig;
+  StatsRig rig;
   Qp a, b;
   rig.connected_pair(a, b);
 
@@ -317,7 +315,7 @@ TEST_CASE("stats/fault/capture: RC traffic by hairpin survives loss and corrupti
 }
 
 TEST_CASE("stats: the per-QP list pages by QPN", "[engine][stats]") {
-  Rig rig;
+  StatsRig rig;
   std::vector<Qp> qps(13);
   for (auto& q : qps) rig.create_qp(q);
   ctl::StatsReq req{};

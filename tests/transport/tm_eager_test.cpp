@@ -11,22 +11,6 @@ using namespace urnic::transport;
 using namespace urnic::transport::test;
 namespace ae = urnic::wire::aeth;
 
-namespace {
-
-// `n` bytes of B's memory at `off` equal A's at `a_off`.
-bool same(TmPair& p, uint64_t off, uint64_t a_off, std::size_t n) {
-  return std::equal(p.b.bytes().begin() + static_cast<std::ptrdiff_t>(off),
-                    p.b.bytes().begin() + static_cast<std::ptrdiff_t>(off + n),
-                    p.a.bytes().begin() + static_cast<std::ptrdiff_t>(a_off));
-}
-
-bool untouched(TmPair& p, uint64_t off, std::size_t n) {
-  return std::all_of(p.b.bytes().begin() + static_cast<std::ptrdiff_t>(off),
-                     p.b.bytes().begin() + static_cast<std::ptrdiff_t>(off + n), [](uint8_t x) { return x == 0xEE; });
-}
-
-}  // namespace
-
 TEST_CASE("TM SRQ creation: sizes checked as libmlx5, RC only, its CQ and destroy rules", "[tm]") {
   TmPair p;
   const TmCaps caps = DeviceCaps{}.tm;
@@ -164,9 +148,9 @@ TEST_CASE("matched EAGER over several packets: the payload after the TMH in the 
   CHECK(c[0].byte_len == kLen - kTmhBytes);
   CHECK(c[0].tm_tag == 0);
   CHECK(c[0].tm_handle == kNoTmHandle);
-  CHECK(same(p, kTagged, kTmhBytes, kLen - kTmhBytes));
-  CHECK(untouched(p, kTagged + kLen - kTmhBytes, 64));  // nothing beyond the payload
-  CHECK(untouched(p, kSrqBuf, 4096));                   // the SRQ WQE was not used
+  CHECK(p.same(kTagged, kTmhBytes, kLen - kTmhBytes));
+  CHECK(p.untouched(kTagged + kLen - kTmhBytes, 64));  // nothing beyond the payload
+  CHECK(p.untouched(kSrqBuf, 4096));                   // the SRQ WQE was not used
   CHECK(p.tb.srq_outstanding(p.srq) == 1);
   CHECK(p.b.poll().empty());  // nothing on the QP's own CQ
   auto s = p.a.poll();
@@ -202,7 +186,7 @@ TEST_CASE("unexpected messages: whole into an SRQ WQE, TM_RECV without flags; ma
   CHECK(c[0].byte_len == kLen);
   CHECK(c[0].tm_tag == 0);
   CHECK(c[0].tm_handle == kNoTmHandle);
-  CHECK(same(p, kSrqBuf, 0, kLen));  // TMH included
+  CHECK(p.same(kSrqBuf, 0, kLen));  // TMH included
 
   // Matching is off now: a tag posted with software's stale count (0) is
   // flagged SYNC_REQ, and a message that would match it is unexpected too.
@@ -232,7 +216,7 @@ TEST_CASE("unexpected messages: whole into an SRQ WQE, TM_RECV without flags; ma
   CHECK(c[0].tm_tag == 0x7);
   CHECK(c[1].wr_id == 11);
   CHECK(c[1].wc_flags == wc_flag::kTmDataValid);
-  CHECK(same(p, kTagged + 4096, kTmhBytes, kLen - kTmhBytes));
+  CHECK(p.same(kTagged + 4096, kTmhBytes, kLen - kTmhBytes));
   CHECK(p.a.poll().size() == 4);
 }
 
@@ -253,7 +237,7 @@ TEST_CASE("NO_TAG and FIN: whole into an SRQ WQE, TM_NO_TAG; the unexpected coun
   CHECK(c[0].wr_id == 600);
   CHECK(c[0].byte_len == kLen);
   CHECK(c[0].tm_tag == 0);
-  CHECK(same(p, kSrqBuf, 0, kLen));
+  CHECK(p.same(kSrqBuf, 0, kLen));
 
   // A message too short for a TMH is not a tagged message either.
   c = p.exchange_send(2, 0, 10);
@@ -311,7 +295,7 @@ TEST_CASE("a matched EAGER longer than its tagged buffer: LOC_LEN_ERR for the ta
   CHECK(c[0].opcode == WcOpcode::kTmRecv);
   CHECK(c[0].wr_id == 14);
   CHECK(c[0].tm_handle == 5);  // the device no longer holds the tag
-  CHECK(untouched(p, kTagged + 1000, 1024));
+  CHECK(p.untouched(kTagged + 1000, 1024));
   auto s = p.a.poll();
   REQUIRE(!s.empty());
   CHECK(s[0].status == WcStatus::kRemInvReqErr);
@@ -341,7 +325,7 @@ TEST_CASE("a resent matched EAGER (its ACK lost) is a duplicate: not matched aga
   c = p.exchange_send(2, 0, kLen);
   REQUIRE(c.size() == 1);
   CHECK(c[0].wr_id == 21);
-  CHECK(same(p, kTagged + 4096, kTmhBytes, kLen - kTmhBytes));
+  CHECK(p.same(kTagged + 4096, kTmhBytes, kLen - kTmhBytes));
 }
 
 TEST_CASE("software's unexpected count comes with IBV_OPS_TM_SYNC only, on SYNC and DEL alike", "[tm]") {

@@ -6,6 +6,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 
@@ -49,6 +50,18 @@ struct TmPair {
     pa.rq_psn = pb.sq_psn;
     REQUIRE(connect_qp(ta, qa, QpType::kRc, qb, pa, now) == 0);
     REQUIRE(connect_qp(tb, qb, QpType::kRc, qa, pb, now) == 0);
+  }
+
+  // `n` bytes of B's memory at `off` equal A's at `a_off`.
+  bool same(uint64_t off, uint64_t a_off, std::size_t n) {
+    return std::equal(b.bytes().begin() + static_cast<std::ptrdiff_t>(off),
+                      b.bytes().begin() + static_cast<std::ptrdiff_t>(off + n),
+                      a.bytes().begin() + static_cast<std::ptrdiff_t>(a_off));
+  }
+  // `n` bytes of B's memory at `off` still hold the fill (0xEE): nothing was placed there.
+  bool untouched(uint64_t off, std::size_t n) {
+    return std::all_of(b.bytes().begin() + static_cast<std::ptrdiff_t>(off),
+                       b.bytes().begin() + static_cast<std::ptrdiff_t>(off + n), [](uint8_t x) { return x == 0xEE; });
   }
 
   // A's buffer at `off`: a TMH, then (RNDV) an RVH naming A's own memory.

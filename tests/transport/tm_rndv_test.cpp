@@ -16,17 +16,6 @@ namespace {
 constexpr uint64_t kData = 0x8000;   // A: the rendezvous data
 constexpr uint32_t kHdrLen = 64;     // what the suite sends: max_rndv_hdr_size bytes
 
-bool same(TmPair& p, uint64_t off, uint64_t a_off, std::size_t n) {
-  return std::equal(p.b.bytes().begin() + static_cast<std::ptrdiff_t>(off),
-                    p.b.bytes().begin() + static_cast<std::ptrdiff_t>(off + n),
-                    p.a.bytes().begin() + static_cast<std::ptrdiff_t>(a_off));
-}
-
-bool untouched(TmPair& p, uint64_t off, std::size_t n) {
-  return std::all_of(p.b.bytes().begin() + static_cast<std::ptrdiff_t>(off),
-                     p.b.bytes().begin() + static_cast<std::ptrdiff_t>(off + n), [](uint8_t x) { return x == 0xEE; });
-}
-
 // A: `len` bytes of data at kData and a RNDV request naming them at 0.
 void rndv_request(TmPair& p, uint64_t tag, uint32_t app_ctx, uint32_t len, uint32_t rkey = 0) {
   fill(p.a.bytes().subspan(kData, len), p.qa, tag);
@@ -84,8 +73,8 @@ TEST_CASE("matched RNDV: TM_MATCH, the device's READ, TM_DATA_VALID, the FIN to 
   CHECK(c[0].wr_id == 66);
   CHECK(c[0].byte_len == kLen);
   CHECK(c[0].tm_tag == 0);
-  CHECK(same(p, kTagged, kData, kLen));
-  CHECK(untouched(p, kTagged + kLen, 64));
+  CHECK(p.same(kTagged, kData, kLen));
+  CHECK(p.untouched(kTagged + kLen, 64));
   CHECK(p.b.poll().empty());  // neither the READ nor the FIN completes to B's send CQ
 
   // A: its SEND, then the FIN as an ordinary receive.
@@ -125,7 +114,7 @@ TEST_CASE("RNDV READ with a bad rkey: TM_RNDV_INCOMPLETE, nothing written, no FI
   CHECK(c[1].status == WcStatus::kTmRndvIncomplete);
   CHECK(c[1].opcode == WcOpcode::kTmRecv);
   CHECK(c[1].wr_id == 67);
-  CHECK(untouched(p, kTagged, 8192));
+  CHECK(p.untouched(kTagged, 8192));
   CHECK(p.b.poll().empty());
   // The FIN never went: A's receive is flushed by its own error (the
   // responder's access error), not completed by a message.
@@ -179,7 +168,7 @@ TEST_CASE("RNDV over a lossy wire: the device's READ goes back and the data arri
   CHECK(c[1].status == WcStatus::kSuccess);
   CHECK(c[1].wc_flags == wc_flag::kTmDataValid);
   CHECK(c[1].byte_len == kLen);
-  CHECK(same(p, kTagged, kData, kLen));
+  CHECK(p.same(kTagged, kData, kLen));
   CHECK(p.tb.counters().get(Counter::kCompleterRetryErr) + p.tb.counters().get(Counter::kLocalAckTimeoutErr) >= 2);
   auto ca = p.a.poll();
   REQUIRE(ca.size() == 2);
@@ -207,8 +196,8 @@ TEST_CASE("RNDV longer than the tagged buffer: the request lands there for softw
   CHECK(c[0].tm_tag == 0x24);
   CHECK(c[0].tm_priv == 3u);
   CHECK(c[0].tm_handle == 2);
-  CHECK(same(p, kTagged, 0, kHdrLen));  // TMH, RVH and user header
-  CHECK(untouched(p, kTagged + kHdrLen, 64));
+  CHECK(p.same(kTagged, 0, kHdrLen));  // TMH, RVH and user header
+  CHECK(p.untouched(kTagged + kHdrLen, 64));
   auto out = p.sb.take();
   CHECK_FALSE(out.empty());  // the ACK
   for (const Captured& x : out) CHECK(x.op() != (op::kRc | op::kReadRequest));
@@ -231,7 +220,7 @@ TEST_CASE("RNDV without a match, or beyond max_rndv_hdr_size: unexpected, whole 
   CHECK(c[0].wc_flags == 0);
   CHECK(c[0].wr_id == 700);
   CHECK(c[0].byte_len == kHdrLen);
-  CHECK(same(p, kSrqBuf, 0, kHdrLen));
+  CHECK(p.same(kSrqBuf, 0, kHdrLen));
   p.resync(1);
 
   // A tag that matches, but the request carries more header than the device
@@ -318,5 +307,5 @@ TEST_CASE("the rendezvous READ shares the send queue but not the application's s
   CHECK(ca[1].byte_len == 100);
   CHECK(ca[2].wr_id == 81);
   CHECK(ca[2].byte_len == kTmhBytes + kRvhBytes);
-  CHECK(same(p, kTagged, kData, kLen));
+  CHECK(p.same(kTagged, kData, kLen));
 }
