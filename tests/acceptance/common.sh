@@ -29,6 +29,13 @@ fails=0
 checks=0
 pass() { checks=$((checks + 1)); printf 'ok   %s\n' "$*"; }
 fail() { checks=$((checks + 1)); fails=$((fails + 1)); printf 'FAIL %s\n' "$*"; }
+# said FILE: the first lines of a program's output that report an error, on
+# one line, for a FAIL line (CI keeps a failed test's FAIL lines; the output
+# printed below them may be cut).
+said() {
+  grep -ihE 'error|fail|couldn|unable|bad |invalid|abort|timed? ?out|refused' "$1" 2>/dev/null | head -n 3 |
+    tr -s ' \t\n' ' ' | cut -c1-240
+}
 finish() {
   printf '%d checks, %d failed\n' "$checks" "$fails"
   ((fails == 0))
@@ -150,7 +157,7 @@ pair_once() {
     pair_msg="$name: $(grep -E "$expect" "$out_c" | tail -1 | tr -s ' \t' ' ')"
     return 0
   fi
-  pair_msg="$name: server exit $src, client exit ${crcs[*]}, $got/$count result lines"
+  pair_msg="$name: server exit $src, client exit ${crcs[*]}, $got/$count result lines; server said: $(said "$out_s"); client said: $(said "$out_c")"
   pair_detail=$(sed 's/^/    client: /' "$out_c" | tail -15; sed 's/^/    server: /' "$out_s" | tail -15)
   return 1
 }

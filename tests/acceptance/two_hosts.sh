@@ -171,7 +171,7 @@ pair_once() {
     pair_msg="$name ($((SECONDS - t0)) s): $(grep -E "$expect" "$out_c" | tail -n 1 | tr -s ' \t' ' ')"
     return 0
   fi
-  pair_msg="$name: server exit $src, client exit $crc, $got/$count result lines"
+  pair_msg="$name: server exit $src, client exit $crc, $got/$count result lines; server said: $(said "$out_s"); client said: $(said "$out_c")"
   pair_detail=$(sed 's/^/    client: /' "$out_c" | tail -n 15; sed 's/^/    server: /' "$out_s" | tail -n 15)
   return 1
 }
