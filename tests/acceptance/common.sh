@@ -33,7 +33,7 @@ fail() { checks=$((checks + 1)); fails=$((fails + 1)); printf 'FAIL %s\n' "$*"; 
 # one line, for a FAIL line (CI keeps a failed test's FAIL lines; the output
 # printed below them may be cut).
 said() {
-  grep -ihE 'error|fail|couldn|unable|bad |invalid|abort|timed? ?out|refused' "$1" 2>/dev/null | head -n 3 |
+  grep -ihE "error|fail|couldn|unable|can't|cannot|bad |invalid|abort|timed? ?out|refused|correlation" "$1" 2>/dev/null | head -n 3 |
     tr -s ' \t\n' ' ' | cut -c1-240
 }
 finish() {
