@@ -168,7 +168,8 @@ stop_pair() {
 
 # cm_pair NAME EXPECT COUNT "SERVER ARGS" "CLIENT ARGS": an rdma_cm program,
 # server in a, client in b; EXPECT must match COUNT lines of both outputs.
-cm_pair() {
+cm_pair() { perftest_retry afpacket_cm_pair_once "$@"; }
+afpacket_cm_pair_once() {
   local name=$1 expect=$2 count=$3 server_args=$4 client_args=$5
   local out_s=$rt/server.out out_c=$rt/client.out
   # shellcheck disable=SC2086
@@ -186,12 +187,12 @@ cm_pair() {
   local got
   got=$(cat "$out_c" "$out_s" | grep -cE "$expect")
   if [[ $crc -eq 0 && $src -eq 0 && $got -ge $count ]]; then
-    pass "$name ($((SECONDS - t0)) s)"
-  else
-    fail "$name: server exit $src, client exit $crc, $got/$count result lines"
-    sed 's/^/    client: /' "$out_c" | tail -n 15
-    sed 's/^/    server: /' "$out_s" | tail -n 15
+    pair_msg="$name ($((SECONDS - t0)) s)"
+    return 0
   fi
+  pair_msg="$name: server exit $src, client exit $crc, $got/$count result lines; server said: $(said "$out_s"); client said: $(said "$out_c")"
+  pair_detail=$(sed 's/^/    client: /' "$out_c" | tail -n 15; sed 's/^/    server: /' "$out_s" | tail -n 15)
+  return 1
 }
 
 # --- the GID table -------------------------------------------------------------

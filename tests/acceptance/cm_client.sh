@@ -43,20 +43,7 @@ cm_split_cmds() {
 # client's exit status only). A pair that failed only because perftest
 # could not calibrate its clock runs once more, with a note (as common.sh's
 # pair).
-cm_pair() {
-  local attempt
-  for attempt in 1 2; do
-    cm_pair_once "$@" && return 0
-    if (( attempt == 1 )) && perftest_clock_failed "$rt/client.out" "$rt/server.out"; then
-      printf 'note %s: perftest could not calibrate its clock (a preempted machine); run again\n' "$1"
-      continue
-    fi
-    break
-  done
-  fail "$pair_msg"
-  printf '%s\n' "$pair_detail"
-  return 1
-}
+cm_pair() { perftest_retry cm_pair_once "$@"; }
 cm_pair_once() {
   local name=$1 sre=$2 cre=$3 scmd ccmd
   shift 3
@@ -74,7 +61,7 @@ cm_pair_once() {
   local src=$?
   server_pid=
   if [[ $crc -eq 0 && $src -eq 0 ]] && grep -qE "$sre" "$out_s" && { [[ $cre == - ]] || grep -qE "$cre" "$out_c"; }; then
-    pass "$name (client attempt $cm_client_tries)"
+    pair_msg="$name (client attempt $cm_client_tries)"
     return 0
   fi
   pair_msg="$name: server exit $src, client exit $crc; server said: $(said "$out_s"); client said: $(said "$out_c")"

@@ -86,12 +86,19 @@ source "$(dirname "${BASH_SOURCE[0]}")/../../tools/lib/perftest_clock.sh"
 # must match EXPECT_REGEX on at least COUNT lines. With clients=N set, N
 # clients run at once against the one server, and each must pass.
 # A run that failed only because perftest could not calibrate its clock runs
-# once more, with a note.
-pair() {
-  local attempt
+# once more, with a note (perftest_retry).
+pair() { perftest_retry pair_once "$@"; }
+
+# perftest_retry ONCE NAME ARGS...: runs ONCE NAME ARGS (one run of a pair:
+# returns 0 or not, with pair_msg, and pair_detail on failure, set) and
+# passes or fails with its message; a run that failed only because perftest
+# could not calibrate its clock, not because of the data path, runs once
+# more, with a note.
+perftest_retry() {
+  local once=$1 attempt
+  shift
   for attempt in 1 2; do
-    pair_once "$@" && { pass "$pair_msg"; return 0; }
-    # One more run only when perftest's clock, not the data path, failed.
+    "$once" "$@" && { pass "$pair_msg"; return 0; }
     if (( attempt == 1 )) && perftest_clock_failed "$rt"/client*.out "$rt/server.out"; then
       printf 'note %s: perftest could not calibrate its clock (a preempted machine); run again\n' "$1"
       continue

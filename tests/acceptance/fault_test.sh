@@ -58,7 +58,8 @@ stop_daemon() {
 next_port=$((20000 + ($$ % 20000)))
 # pair NAME EXPECT_REGEX COUNT PROG ARGS...: server, then client to 127.0.0.1;
 # both must exit 0 and the client print EXPECT_REGEX on COUNT lines.
-pair() {
+pair() { perftest_retry fault_pair_once "$@"; }
+fault_pair_once() {
   local name=$1 expect=$2 count=$3
   shift 3
   local port=$next_port
@@ -82,12 +83,12 @@ pair() {
   local got
   got=$(grep -cE "$expect" "$out_c")
   if [[ $crc -eq 0 && $src -eq 0 && $got -ge $count ]]; then
-    pass "$name ($((SECONDS - t0)) s): $(grep -E "$expect" "$out_c" | tail -n 1 | tr -s ' \t' ' ')"
-  else
-    fail "$name: server exit $src, client exit $crc, $got/$count result lines"
-    sed 's/^/    client: /' "$out_c" | tail -n 15
-    sed 's/^/    server: /' "$out_s" | tail -n 15
+    pair_msg="$name ($((SECONDS - t0)) s): $(grep -E "$expect" "$out_c" | tail -n 1 | tr -s ' \t' ' ')"
+    return 0
   fi
+  pair_msg="$name: server exit $src, client exit $crc, $got/$count result lines; server said: $(said "$out_s"); client said: $(said "$out_c")"
+  pair_detail=$(sed 's/^/    client: /' "$out_c" | tail -n 15; sed 's/^/    server: /' "$out_s" | tail -n 15)
+  return 1
 }
 
 # stat NAME [JSON FILE]: a device counter from `urnic stats --json`.

@@ -117,22 +117,7 @@ port=$((20000 + tag % 20000))
 # run again; a pair that failed only because perftest could not calibrate
 # its clock runs once more, with a note.
 cm_retry_on='REJECTED|rror -111|Unable to|Failed to'
-pair() {
-  local attempt
-  for attempt in 1 2; do
-    pair_once "$@" && return 0
-    # One more run only when perftest's clock, not the data path, failed
-    # (common.sh's pair does the same).
-    if (( attempt == 1 )) && perftest_clock_failed "$rt/client.out" "$rt/server.out"; then
-      printf 'note %s: perftest could not calibrate its clock (a preempted machine); run again\n' "$1"
-      continue
-    fi
-    break
-  done
-  fail "$pair_msg"
-  printf '%s\n' "$pair_detail"
-  return 1
-}
+pair() { perftest_retry pair_once "$@"; }
 # pair_once: one run of `pair`; passes, or sets pair_msg and pair_detail.
 pair_once() {
   local name=$1 sh=$2 sre=$3 cre=$4
@@ -156,7 +141,7 @@ pair_once() {
   local src=$?
   server_pid=
   if [[ $crc -eq 0 && $src -eq 0 ]] && grep -qE "$sre" "$out_s" && { [[ $cre == - ]] || grep -qE "$cre" "$out_c"; }; then
-    pass "$name ($sh <- $ch, $((SECONDS - t0)) s, client attempt $cm_client_tries)"
+    pair_msg="$name ($sh <- $ch, $((SECONDS - t0)) s, client attempt $cm_client_tries)"
   else
     pair_msg="$name ($sh <- $ch): server exit $src, client exit $crc; server said: $(said "$out_s"); client said: $(said "$out_c")"
     pair_detail=$(sed 's/^/    client: /' "$out_c" | tail -12
