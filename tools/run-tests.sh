@@ -63,14 +63,20 @@ mmss() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
 # Assertions stay on in all three (NDEBUG only for buildtype=release). The
 # clang build is -O1 (libFuzzer's usual level; clang's warnings do not depend
 # on it), which compiles a third faster than -O2.
+# The sanitizer and clang builds are unity builds (-Dunity=on: meson joins
+# each target's sources four at a time), which saves them a quarter to a
+# third of their compile time (the standard and project headers are parsed
+# once per four files); the release build is not, so every file still has
+# to compile on its own (its own includes, no name clashes hidden).
 no_interop="URNIC_SKIP_INTEROP=the rxe interop matrix runs in the release stage only"
 release_env=() release_opts=(-Dwerror=true -Ddebug=false -Doptimization=2)
 sanitize_env=("$no_interop" ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
               UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1)
-sanitize_opts=(-Db_sanitize=address,undefined -Db_lundef=false -Ddebug=false -Doptimization=1 -Dtest_optimization=0
+sanitize_opts=(-Db_sanitize=address,undefined -Db_lundef=false -Ddebug=false -Doptimization=1 -Dtest_optimization=0 -Dunity=on
                "-Dcpp_args=-g1 -fno-sanitize-recover=all")
 clang_env=("$no_interop" CC=clang CXX=clang++ "URNIC_FUZZ_SECONDS=$fuzz_seconds")
-clang_opts=(-Dfuzz=true -Db_lundef=false -Dwerror=true -Ddebug=false -Doptimization=1 -Dtest_optimization=0 -Dcpp_args=-g1)
+clang_opts=(-Dfuzz=true -Db_lundef=false -Dwerror=true -Ddebug=false -Doptimization=1 -Dtest_optimization=0 -Dunity=on
+            -Dcpp_args=-g1)
 
 # stage NAME DIR ENV_ARRAY OPTS_ARRAY [meson test selection args...]
 # Builds DIR once (ninja decides what is stale), then runs the selected tests.
