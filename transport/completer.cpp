@@ -105,6 +105,7 @@ void Qp::comp_run(const wire::IbPacket& pkt, Nanos now) {
         if (rnr_retry_left_ != 7) --rnr_retry_left_;
         retry_from(pkt.bth.psn);
         rnr_deadline_ = now + rnr_timer_ns(pkt.aeth.syndrome & 0x1F);
+        list_timer();
         ack_deadline_ = kNever;
         req_state_ = ReqState::kRnrWait;
         return;

@@ -289,6 +289,7 @@ void IwQp::on_stream_data(std::span<const uint8_t> in, Nanos now) {
       rx_held_.assign(step->fpdu->ulpdu.begin(), step->fpdu->ulpdu.end());
       rx_backlog_.assign(in.begin(), in.end());
       rx_stall_until_ = now + kRecvGrace;
+      list_timer();
       break;
     }
   }

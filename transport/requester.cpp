@@ -314,7 +314,10 @@ void Qp::update_ack_timer(Nanos now, bool progress) {
   }
   const bool outstanding = (req_psn_ - comp_psn_) > 0;
   if (!outstanding) ack_deadline_ = kNever;
-  else if (progress || ack_deadline_ == kNever) ack_deadline_ = now + ack_timeout_ns(attr_.timeout);
+  else if (progress || ack_deadline_ == kNever) {
+    ack_deadline_ = now + ack_timeout_ns(attr_.timeout);
+    list_timer();
+  }
 }
 
 }  // namespace urnic::transport::detail

@@ -423,6 +423,7 @@ int Transport::destroy_qp(uint32_t qpn) {
       ctx_->unbind(mw);
       mw.state = detail::MwState::kFree;
     }
+  std::erase(ctx_->timer_qps, qpn);  // a new QP of this number lists itself afresh
   if (it != qps_.end()) qps_.erase(it);
   else iw_qps_.erase(iw);
   return 0;
@@ -471,19 +472,52 @@ void Transport::on_packet(const wire::IbPacket& pkt, const RxInfo& rx, Nanos now
 }
 
 void Transport::on_timer(Nanos now) {
-  for (auto& [qpn, qp] : qps_) {
-    if (qp->next_deadline() <= now) qp->on_timer(now);
-  }
-  for (auto& [qpn, qp] : iw_qps_) {
-    if (qp->next_deadline() <= now) qp->on_timer(now);
+  // By index, on a copy: a firing timer may list another QP (or itself)
+  // and so grow the list.
+  timer_due_.assign(ctx_->timer_qps.begin(), ctx_->timer_qps.end());
+  for (const uint32_t qpn : timer_due_) {
+    if (detail::IwQp* iw = find_iw_qp(qpn)) {
+      if (iw->next_deadline() <= now) iw->on_timer(now);
+    } else if (detail::Qp* qp = find_qp(qpn)) {
+      if (qp->next_deadline() <= now) qp->on_timer(now);
+    }
   }
 }
 
 Nanos Transport::next_deadline() const {
+  // Walks the listed QPs only (Context::timer_qps) and drops those with no
+  // deadline or gone: the list is a cache of the QPs' own deadlines, so
+  // keeping it is not a change a caller can see.
   Nanos d = kNever;
-  for (const auto& [qpn, qp] : qps_) d = std::min(d, qp->next_deadline());
-  for (const auto& [qpn, qp] : iw_qps_) d = std::min(d, qp->next_deadline());
+  std::vector<uint32_t>& listed = ctx_->timer_qps;
+  for (std::size_t i = 0; i < listed.size();) {
+    const uint32_t qpn = listed[i];
+    Nanos q = kNever;
+    if (detail::IwQp* iw = find_iw_qp(qpn)) {
+      q = iw->next_deadline();
+      if (q == kNever) iw->timer_unlisted();
+    } else if (detail::Qp* qp = find_qp(qpn)) {
+      q = qp->next_deadline();
+      if (q == kNever) qp->timer_unlisted();
+    }
+    if (q == kNever) {
+      listed[i] = listed.back();
+      listed.pop_back();
+      continue;
+    }
+    d = std::min(d, q);
+    ++i;
+  }
   return d;
+}
+
+std::size_t Transport::due_qps(Nanos now, std::span<uint32_t> out) const {
+  std::size_t n = 0;
+  for (const uint32_t qpn : ctx_->timer_qps) {
+    if (n == out.size()) break;
+    if (qp_next_deadline(qpn) <= now) out[n++] = qpn;
+  }
+  return n;
 }
 
 Nanos Transport::qp_next_deadline(uint32_t qpn) const {

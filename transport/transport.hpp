@@ -160,6 +160,9 @@ class Transport {
   void settle_writes(Nanos now);
   Nanos next_deadline() const;
   Nanos qp_next_deadline(uint32_t qpn) const;
+  // The QPs whose deadline is at or before `now`, from the listed ones (at
+  // most `out.size()` of them); how many were found.
+  std::size_t due_qps(Nanos now, std::span<uint32_t> out) const;
 
   const Counters& counters() const noexcept;
 
@@ -186,6 +189,7 @@ class Transport {
   std::unique_ptr<detail::Context> ctx_;
   std::unordered_map<uint32_t, std::unique_ptr<detail::Qp>> qps_;
   std::unordered_map<uint32_t, std::unique_ptr<detail::IwQp>> iw_qps_;
+  std::vector<uint32_t> timer_due_;  // on_timer's copy of Context::timer_qps (kept: no allocation per pass)
   uint32_t next_qpn_;
 };
 

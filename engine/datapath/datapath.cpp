@@ -167,7 +167,15 @@ void DataPath::bind_cq(t::CqHandle tcq, ProcessPort* p, CqQueue* cq) {
 }
 void DataPath::unbind_cq(t::CqHandle tcq) { cqs_.erase(static_cast<std::uint32_t>(tcq)); }
 void DataPath::bind_qp(std::uint32_t qpn, ProcessPort* p, QpQueues* qp) {
-  qps_[qpn] = QpBinding{p, qp, false};
+  auto [it, fresh] = qps_.try_emplace(qpn, QpBinding{p, qp});
+  if (fresh) {
+    it->second.walk_index = qp_walk_.size();
+    qp_walk_.emplace_back(qpn, &it->second);
+  } else {
+    it->second.port = p;
+    it->second.qp = qp;
+    it->second.ring_corrupt = false;
+  }
   stats_.add_qp(qpn);
 }
 int DataPath::iw_attach(std::uint32_t qpn, int fd, const t::iwarp::StreamParams& params, t::Nanos now,
@@ -181,7 +189,15 @@ int DataPath::iw_attach(std::uint32_t qpn, int fd, const t::iwarp::StreamParams&
 
 void DataPath::unbind_qp(std::uint32_t qpn) {
   if (iw_) iw_->detach(qpn);
-  qps_.erase(qpn);
+  if (auto it = qps_.find(qpn); it != qps_.end()) {
+    if (it->second.busy) std::erase_if(busy_qps_, [&](const auto& e) { return e.second == &it->second; });
+    // Swap-remove from the walk: the last entry takes this one's place.
+    const std::size_t i = it->second.walk_index;
+    qp_walk_[i] = qp_walk_.back();
+    qp_walk_[i].second->walk_index = i;
+    qp_walk_.pop_back();
+    qps_.erase(it);
+  }
   if (mcast_.groups_of(qpn) != 0) {
     mcast_.forget_qp(qpn);
     sync_link_groups();
@@ -256,15 +272,15 @@ t::Nanos DataPath::next_deadline() const {
 
 bool DataPath::poll(t::Nanos now, bool poll_link) {
   bool work = false;
-  for (auto& [qpn, b] : qps_) work |= drain_sq(qpn, b, now);
+  for (auto [qpn, b] : qp_walk_) work |= drain_sq(qpn, *b, now);
   // Receive WQEs after send WQEs, before any packet is delivered: a receive
   // an application posted before its send (ibv_post_recv, then ibv_post_send
   // to itself over UD) is in the ring by the time that send was taken, so it
   // is known to the transport when the send's packet arrives. Draining
   // receives first left a window in which a UD send hairpinned in this pass
   // found no receive WQE and was dropped (pyverbs test_odp_ud_traffic).
-  for (auto& [qpn, b] : qps_) {
-    if (b.qp->rq.valid()) work |= drain_rq(qpn, b, now);
+  for (auto [qpn, b] : qp_walk_) {
+    if (b->qp->rq.valid()) work |= drain_rq(qpn, *b, now);
   }
   for (auto& [h, b] : srqs_) work |= drain_srq(t::SrqHandle{h}, b, now);
   if (iw_) {
@@ -333,11 +349,30 @@ void DataPath::retire_wqes() {
   // A ring slot is free only once the transport no longer holds the WQE
   // copied from it (completed, consumed or flushed), so an application sees
   // ENOMEM after max_wr outstanding WQEs as on hardware.
-  for (auto& [qpn, b] : qps_) {
-    if (b.qp->sq.valid()) b.qp->sq.retire(transport_->sq_outstanding(qpn));
-    if (b.qp->rq.valid()) b.qp->rq.retire(transport_->rq_outstanding(qpn));
+  // Only QPs a drain took WQEs from can have any to retire: idle QPs cost
+  // nothing here.
+  for (std::size_t i = 0; i < busy_qps_.size();) {
+    const auto [qpn, b] = busy_qps_[i];
+    SpscRing& sq = b->qp->sq;
+    SpscRing& rq = b->qp->rq;
+    if (sq.valid() && sq.taken_outstanding() != 0) sq.retire(transport_->sq_outstanding(qpn));
+    if (rq.valid() && rq.taken_outstanding() != 0) rq.retire(transport_->rq_outstanding(qpn));
+    if ((!sq.valid() || sq.taken_outstanding() == 0) && (!rq.valid() || rq.taken_outstanding() == 0)) {
+      b->busy = false;
+      busy_qps_[i] = busy_qps_.back();
+      busy_qps_.pop_back();
+      continue;
+    }
+    ++i;
   }
-  for (auto& [h, b] : srqs_) b.srq->ring.retire(transport_->srq_outstanding(t::SrqHandle{h}));
+  for (auto& [h, b] : srqs_)
+    if (b.srq->ring.taken_outstanding() != 0) b.srq->ring.retire(transport_->srq_outstanding(t::SrqHandle{h}));
+}
+
+void DataPath::mark_busy(std::uint32_t qpn, QpBinding& b) {
+  if (b.busy) return;
+  b.busy = true;
+  busy_qps_.emplace_back(qpn, &b);
 }
 
 void DataPath::fail_qp(std::uint32_t qpn, QpBinding& b, std::uint64_t wr_id, std::uint32_t status,
@@ -377,6 +412,7 @@ bool DataPath::drain_sq(std::uint32_t qpn, QpBinding& b, t::Nanos now) {
     if (ring.producer_corrupt()) ring_corrupt(qpn, b, now);
     return false;
   }
+  mark_busy(qpn, b);
   mem_.forget_window();  // these WQEs' buffers may be newer than the read-ahead
   const std::uint32_t slot_size = ring.slot_size();
   if (wqe_scratch_.size() < slot_size) wqe_scratch_.resize(slot_size);
@@ -489,6 +525,7 @@ bool DataPath::drain_rq(std::uint32_t qpn, QpBinding& b, t::Nanos now) {
     if (ring.producer_corrupt()) ring_corrupt(qpn, b, now);
     return false;
   }
+  mark_busy(qpn, b);
   std::array<t::Sge, kMaxSge> sges{};
   for (std::uint32_t k = 0; k < n; ++k) {
     t::RecvWr wr;
@@ -877,9 +914,9 @@ bool DataPath::prepare_sleep() {
   // The control plane (modify_qp to ERR flushes, destroy) runs between
   // passes: free the slots of what it completed before sleeping.
   retire_wqes();
-  for (auto& [qpn, b] : qps_) {
-    b.qp->sq.store_ctl(&RingControlLine::sleeping, 1);
-    if (b.qp->rq.valid()) b.qp->rq.store_ctl(&RingControlLine::sleeping, 1);
+  for (auto [qpn, b] : qp_walk_) {
+    b->qp->sq.store_ctl(&RingControlLine::sleeping, 1);
+    if (b->qp->rq.valid()) b->qp->rq.store_ctl(&RingControlLine::sleeping, 1);
   }
   for (auto& [h, b] : srqs_) b.srq->ring.store_ctl(&RingControlLine::sleeping, 1);
   // Pairs with the shim's fence between publishing and reading `sleeping`
@@ -887,9 +924,9 @@ bool DataPath::prepare_sleep() {
   // is visible to the re-check below.
   std::atomic_thread_fence(std::memory_order_seq_cst);
   bool pending = false;
-  for (auto& [qpn, b] : qps_) {
-    pending |= b.qp->sq.untaken() != 0;
-    if (b.qp->rq.valid()) pending |= b.qp->rq.untaken() != 0;
+  for (auto [qpn, b] : qp_walk_) {
+    pending |= b->qp->sq.untaken() != 0;
+    if (b->qp->rq.valid()) pending |= b->qp->rq.untaken() != 0;
   }
   for (auto& [h, b] : srqs_) pending |= b.srq->ring.untaken() != 0;
   if (pending) end_sleep();
@@ -897,9 +934,9 @@ bool DataPath::prepare_sleep() {
 }
 
 void DataPath::end_sleep() {
-  for (auto& [qpn, b] : qps_) {
-    b.qp->sq.store_ctl(&RingControlLine::sleeping, 0);
-    if (b.qp->rq.valid()) b.qp->rq.store_ctl(&RingControlLine::sleeping, 0);
+  for (auto [qpn, b] : qp_walk_) {
+    b->qp->sq.store_ctl(&RingControlLine::sleeping, 0);
+    if (b->qp->rq.valid()) b->qp->rq.store_ctl(&RingControlLine::sleeping, 0);
   }
   for (auto& [h, b] : srqs_) b.srq->ring.store_ctl(&RingControlLine::sleeping, 0);
 }

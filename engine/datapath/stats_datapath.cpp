@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 
 #include "engine/datapath/datapath.hpp"
@@ -121,16 +122,10 @@ void DataPath::receive_frame(wire::Bytes frame, t::Nanos now) {
 void DataPath::timer_attributed(t::Nanos now) {
   // Which QP is the expiry for? With exactly one due, its counters get what
   // the timer work changed; otherwise only the device's do.
-  std::uint32_t due = 0;
-  std::size_t n_due = 0;
-  for (const auto& [qpn, b] : qps_) {
-    if (transport_->qp_next_deadline(qpn) <= now) {
-      due = qpn;
-      if (++n_due > 1) break;
-    }
-  }
-  if (n_due == 1)
-    stats_.attribute(due, transport_->counters(), [&] { transport_->on_timer(now); });
+  std::array<std::uint32_t, 2> due{};
+  const std::size_t n_due = transport_->due_qps(now, due);
+  if (n_due == 1 && qps_.contains(due[0]))
+    stats_.attribute(due[0], transport_->counters(), [&] { transport_->on_timer(now); });
   else
     transport_->on_timer(now);
 }

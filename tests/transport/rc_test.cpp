@@ -702,3 +702,44 @@ TEST_CASE("a long READ is split into bounded READ requests; a loss re-requests t
   CHECK(sc[1].wr_id == 4);
   CHECK(check(p.a.bytes().subspan(0, kLen), p.qb, 3));
 }
+
+TEST_CASE("timers: only the QPs with a deadline are found and fired, among many idle ones", "[rc][timer]") {
+  QpParams pa;
+  pa.timeout = 10;  // 4.194 ms
+  Pair p(QpType::kRc, pa);
+  constexpr Nanos kT = 4096ull * 1024;
+  // 300 more connected RC QPs on A, all idle.
+  std::vector<uint32_t> idle;
+  for (int i = 0; i < 300; ++i) {
+    idle.push_back(p.a.create_qp(QpType::kRc));
+    REQUIRE(connect_qp(p.ta, idle.back(), QpType::kRc, p.qb, pa, p.now) == 0);
+  }
+  CHECK(p.ta.next_deadline() == kNever);
+  // One write on the pair's QP: its timer is the only one.
+  REQUIRE(p.send(1, WrOpcode::kRdmaWrite, 0, 100) == 0);
+  CHECK(psns(p.sa.take()) == V32{0});
+  const Nanos t0 = p.now;
+  CHECK(p.ta.next_deadline() == t0 + kT);
+  std::array<uint32_t, 4> due{};
+  CHECK(p.ta.due_qps(t0 + kT - 1, due) == 0);
+  REQUIRE(p.ta.due_qps(t0 + kT, due) == 1);
+  CHECK(due[0] == p.qa);
+  p.ta.on_timer(t0 + kT);
+  auto re = p.sa.take();
+  CHECK(psns(re) == V32{0});  // the retransmission, from that QP only
+  // Acknowledged: no deadline left anywhere.
+  p.now = t0 + kT;
+  p.to_b(re);
+  p.pump();
+  CHECK(p.ta.next_deadline() == kNever);
+  CHECK(p.a.poll().size() == 1);
+  // A QP destroyed with its timer running leaves no deadline behind.
+  Sge sge{p.a.va, 100, p.a.mr.lkey};
+  REQUIRE(p.ta.post_send(idle[150], make_wr(9, WrOpcode::kRdmaWrite, sge, p.b.va, p.b.mr.rkey, send_flag::kSignaled),
+                         p.now) == 0);
+  CHECK(p.ta.next_deadline() == p.now + kT);
+  p.sa.take();
+  REQUIRE(p.ta.destroy_qp(idle[150]) == 0);
+  CHECK(p.ta.next_deadline() == kNever);
+  CHECK(p.ta.due_qps(p.now + 10 * kT, due) == 0);
+}

@@ -122,6 +122,11 @@ struct Context {
   // Staged responder writes that faulted (MemoryAccess::settle), not yet
   // acted on by their QP. Almost always empty.
   std::vector<WriteTag> write_faults;
+  // The QPNs of QPs that may have a timer running: a QP lists itself when it
+  // sets a deadline (Qp/IwQp::list_timer), Transport::next_deadline drops
+  // those whose deadline is gone. So finding the next deadline and firing
+  // timers cost the QPs with timers, not every QP (issue 24).
+  std::vector<uint32_t> timer_qps;
 
   Context(MemoryAccess& m, TxSink& t, EventSink& e, TransportConfig c)
       : mem(m), tx(t), events(e), cfg(c), scratch(4096) {}

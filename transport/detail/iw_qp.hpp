@@ -116,6 +116,8 @@ class IwQp {
   IwQp(Context& ctx, uint32_t qpn, const QpInitAttr& init);
 
   uint32_t qpn() const noexcept { return qpn_; }
+  // Dropped from ctx_.timer_qps (no deadline any more).
+  void timer_unlisted() noexcept { timer_listed_ = false; }
   const QpInitAttr& init() const noexcept { return init_; }
   QpState state() const noexcept { return attr_.qp_state; }
   IwLink link() const noexcept { return link_; }
@@ -183,6 +185,13 @@ class IwQp {
 
   Context& ctx_;
   uint32_t qpn_;
+  bool timer_listed_ = false;  // in ctx_.timer_qps
+  // A deadline was set: be found by Transport::next_deadline.
+  void list_timer() {
+    if (timer_listed_) return;
+    timer_listed_ = true;
+    ctx_.timer_qps.push_back(qpn_);
+  }
   QpInitAttr init_;
   QpAttr attr_;
   IwLink link_ = IwLink::kUnbound;

@@ -190,6 +190,8 @@ class Qp {
   Qp(Context& ctx, uint32_t qpn, const QpInitAttr& init);
 
   uint32_t qpn() const noexcept { return qpn_; }
+  // Dropped from ctx_.timer_qps (no deadline any more).
+  void timer_unlisted() noexcept { timer_listed_ = false; }
   const QpInitAttr& init() const noexcept { return init_; }
   QpState state() const noexcept { return attr_.qp_state; }
 
@@ -317,6 +319,13 @@ class Qp {
 
   Context& ctx_;
   uint32_t qpn_;
+  bool timer_listed_ = false;  // in ctx_.timer_qps
+  // A deadline was set: be found by Transport::next_deadline.
+  void list_timer() {
+    if (timer_listed_) return;
+    timer_listed_ = true;
+    ctx_.timer_qps.push_back(qpn_);
+  }
   QpInitAttr init_;
   QpAttr attr_;
 
