@@ -55,42 +55,6 @@ stop_daemon() {
   rm -f "$rt/urnicd.sock"
 }
 
-next_port=$((20000 + ($$ % 20000)))
-# pair NAME EXPECT_REGEX COUNT PROG ARGS...: server, then client to 127.0.0.1;
-# both must exit 0 and the client print EXPECT_REGEX on COUNT lines.
-pair() { perftest_retry fault_pair_once "$@"; }
-fault_pair_once() {
-  local name=$1 expect=$2 count=$3
-  shift 3
-  local port=$next_port
-  next_port=$((next_port + 1))
-  local out_s=$rt/server.out out_c=$rt/client.out
-  "${run_env[@]}" timeout "$limit" "$@" -p "$port" > "$out_s" 2>&1 &
-  server_pid=$!
-  local hex
-  hex=$(printf '%04X' "$port")
-  for _ in $(seq 200); do
-    grep -qE "^ *[0-9]+: [0-9A-F]+:$hex [0-9A-F]+:0000 0A" /proc/net/tcp /proc/net/tcp6 2>/dev/null && break
-    alive "$server_pid" || break
-    sleep 0.02
-  done
-  local t0=$SECONDS
-  "${run_env[@]}" timeout "$limit" "$@" -p "$port" 127.0.0.1 > "$out_c" 2>&1
-  local crc=$?
-  wait "$server_pid"
-  local src=$?
-  server_pid=
-  local got
-  got=$(grep -cE "$expect" "$out_c")
-  if [[ $crc -eq 0 && $src -eq 0 && $got -ge $count ]]; then
-    pair_msg="$name ($((SECONDS - t0)) s): $(grep -E "$expect" "$out_c" | tail -n 1 | tr -s ' \t' ' ')"
-    return 0
-  fi
-  pair_msg="$name: server exit $src, client exit $crc, $got/$count result lines; server said: $(said "$out_s"); client said: $(said "$out_c")"
-  pair_detail=$(sed 's/^/    client: /' "$out_c" | tail -n 15; sed 's/^/    server: /' "$out_s" | tail -n 15)
-  return 1
-}
-
 # stat NAME [JSON FILE]: a device counter from `urnic stats --json`.
 stat() {
   python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["counters"][sys.argv[2]])' "$2" "$1"
