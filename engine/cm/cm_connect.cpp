@@ -132,7 +132,11 @@ Reply CmService::on_reject(const MsgHeader& h, Id& id, const ctl::CmRejectReq& r
     return iw_reject(id, h, std::span<const std::uint8_t>(req.private_data, req.private_data_len));
   const std::span<const std::uint8_t> pd(req.private_data, req.private_data_len);
   if (id.state == State::kSidrReqRcvd) {
+    if (req.private_data_len > cmw::kSidrRepPrivateDataSize) return fail<ctl::CmRejectRep>(h, EINVAL);
     sidr_answer(id, cmw::kSidrRejected, pd);
+    // A retransmitted SIDR_REQ (our SIDR_REP was lost) gets the same
+    // refusal again, as an accepted one gets its SIDR_REP (on_sidr_req).
+    id.answered = true;
   } else if (id.state == State::kReqRcvd || id.state == State::kRepRcvd) {
     if (req.private_data_len > cmw::kRejPrivateDataSize) return fail<ctl::CmRejectRep>(h, EINVAL);
     send_rej(id, id.state == State::kReqRcvd ? cmw::kMsgReq : cmw::kMsgRep,

@@ -983,6 +983,41 @@ TEST_CASE("A lost SIDR_REP is sent again when the SIDR_REQ is retransmitted", "[
   CHECK_FALSE(next_event(sfd));  // no second CONNECT_REQUEST
 }
 
+TEST_CASE("A lost SIDR_REP of a rejection is sent again when the SIDR_REQ is retransmitted", "[cm][engine]") {
+  Harness t;
+  t.cm.set_retry_policy(1'000'000, 3);
+  const auto [sch, sfd] = t.channel(1);
+  const auto [cch, cfd] = t.channel(2);
+  const std::uint32_t lid = t.create_id(1, sch, RDMA_PS_UDP);
+  REQUIRE(t.bind(1, lid, v4(0, 7174)) == 0);
+  t.listen(1, lid);
+  const std::uint32_t cid = t.create_id(2, cch, RDMA_PS_UDP);
+  t.resolve(2, cid, v4(kLoopback, 7174));
+  ctl::CmConnectReq conn{};
+  conn.handle = cid;
+  ctl::CmConnectRep crep{};
+  REQUIRE(t.call(2, conn, crep) == 0);
+  t.pump();
+  const auto creq = expect_event(sfd, RDMA_CM_EVENT_CONNECT_REQUEST);
+  ctl::CmRejectReq rej{};
+  rej.handle = creq.id_handle;
+  ctl::CmRejectRep rrep{};
+  REQUIRE(t.call(1, rej, rrep) == 0);
+  REQUIRE(t.wire_q.size() == 1);
+  t.wire_q.clear();  // the SIDR_REP (rejected) is lost
+  t.now += 1'000'000;
+  t.cm.on_gsi_timer(t.now);  // the active side sends its SIDR_REQ again
+  REQUIRE(t.wire_q.size() == 1);
+  t.pump_one();  // ... and the passive side answers it with the same refusal
+  REQUIRE(t.peek());
+  CHECK(std::get<wire::CmSidrRep>(t.peek()->message).status == 2);  // IBA 12.11.2: rejected
+  t.pump();
+  expect_event(cfd, RDMA_CM_EVENT_ADDR_RESOLVED);
+  expect_event(cfd, RDMA_CM_EVENT_ROUTE_RESOLVED);
+  CHECK(expect_event(cfd, RDMA_CM_EVENT_UNREACHABLE).status == 2);
+  CHECK_FALSE(next_event(sfd));  // no second CONNECT_REQUEST
+}
+
 TEST_CASE("The passive QP's RNR retry count comes from the REQ, the accept's goes into the REP", "[cm][engine]") {
   Harness t;
   const auto [sch, sfd] = t.channel(1);
