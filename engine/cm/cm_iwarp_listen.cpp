@@ -28,18 +28,10 @@ namespace {
 
 namespace iw = transport::iwarp;
 
-ctl::CmAddr cm_addr(const sockaddr_in& s) {
-  ctl::CmAddr a{};
-  a.family = AF_INET;
-  a.port = ntohs(s.sin_port);
-  const std::uint32_t ip = ntohl(s.sin_addr.s_addr);
-  a.addr[10] = a.addr[11] = 0xff;
-  a.addr[12] = static_cast<std::uint8_t>(ip >> 24);
-  a.addr[13] = static_cast<std::uint8_t>(ip >> 16);
-  a.addr[14] = static_cast<std::uint8_t>(ip >> 8);
-  a.addr[15] = static_cast<std::uint8_t>(ip);
-  return a;
-}
+// An AF_INET address in the form every other id has (the shim's to_cm,
+// addr_v4: the 4 bytes at 12-15, zeros before), so that same_ip compares
+// an accepted connection's ends with bound and listening ids.
+ctl::CmAddr cm_addr(const sockaddr_in& s) { return addr_v4(ntohl(s.sin_addr.s_addr), ntohs(s.sin_port)); }
 
 }  // namespace
 
