@@ -947,8 +947,16 @@ TEST_CASE("A REQ racing with a re-listen is left to the retry, then rejected", "
   CHECK(expect_event(cfd, RDMA_CM_EVENT_REJECTED).status == 8);
 }
 
-TEST_CASE("A lost SIDR_REP is sent again when the SIDR_REQ is retransmitted", "[cm][engine]") {
-  Harness t;
+namespace {
+
+// A UD id of owner 2 connects (SIDR_REQ) to owner 1's listener on port
+// 7174, with CM retries every 1 ms: both channels' fds and the listener's
+// CONNECT_REQUEST.
+struct SidrRequest {
+  int sfd, cfd;
+  ctl::CmEventMsg creq;
+};
+SidrRequest sidr_connect_request(Harness& t) {
   t.cm.set_retry_policy(1'000'000, 3);
   const auto [sch, sfd] = t.channel(1);
   const auto [cch, cfd] = t.channel(2);
@@ -962,7 +970,14 @@ TEST_CASE("A lost SIDR_REP is sent again when the SIDR_REQ is retransmitted", "[
   ctl::CmConnectRep crep{};
   REQUIRE(t.call(2, conn, crep) == 0);
   t.pump();
-  const auto creq = expect_event(sfd, RDMA_CM_EVENT_CONNECT_REQUEST);
+  return SidrRequest{sfd, cfd, expect_event(sfd, RDMA_CM_EVENT_CONNECT_REQUEST)};
+}
+
+}  // namespace
+
+TEST_CASE("A lost SIDR_REP is sent again when the SIDR_REQ is retransmitted", "[cm][engine]") {
+  Harness t;
+  const auto [sfd, cfd, creq] = sidr_connect_request(t);
   ctl::CmAcceptReq acc{};
   acc.handle = creq.id_handle;
   acc.param.qp_num = 0x55;
@@ -985,20 +1000,7 @@ TEST_CASE("A lost SIDR_REP is sent again when the SIDR_REQ is retransmitted", "[
 
 TEST_CASE("A lost SIDR_REP of a rejection is sent again when the SIDR_REQ is retransmitted", "[cm][engine]") {
   Harness t;
-  t.cm.set_retry_policy(1'000'000, 3);
-  const auto [sch, sfd] = t.channel(1);
-  const auto [cch, cfd] = t.channel(2);
-  const std::uint32_t lid = t.create_id(1, sch, RDMA_PS_UDP);
-  REQUIRE(t.bind(1, lid, v4(0, 7174)) == 0);
-  t.listen(1, lid);
-  const std::uint32_t cid = t.create_id(2, cch, RDMA_PS_UDP);
-  t.resolve(2, cid, v4(kLoopback, 7174));
-  ctl::CmConnectReq conn{};
-  conn.handle = cid;
-  ctl::CmConnectRep crep{};
-  REQUIRE(t.call(2, conn, crep) == 0);
-  t.pump();
-  const auto creq = expect_event(sfd, RDMA_CM_EVENT_CONNECT_REQUEST);
+  const auto [sfd, cfd, creq] = sidr_connect_request(t);
   ctl::CmRejectReq rej{};
   rej.handle = creq.id_handle;
   ctl::CmRejectRep rrep{};
