@@ -472,8 +472,8 @@ void Transport::on_packet(const wire::IbPacket& pkt, const RxInfo& rx, Nanos now
 }
 
 void Transport::on_timer(Nanos now) {
-  // By index, on a copy: a firing timer may list another QP (or itself)
-  // and so grow the list.
+  // On a copy: a firing timer may list another QP (or itself) and so grow
+  // the list while it is walked.
   timer_due_.assign(ctx_->timer_qps.begin(), ctx_->timer_qps.end());
   for (const uint32_t qpn : timer_due_) {
     if (detail::IwQp* iw = find_iw_qp(qpn)) {

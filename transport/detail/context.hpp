@@ -127,6 +127,13 @@ struct Context {
   // those whose deadline is gone. So finding the next deadline and firing
   // timers cost the QPs with timers, not every QP (issue 24).
   std::vector<uint32_t> timer_qps;
+  // QP `qpn` set a deadline: into timer_qps once (`listed` is the QP's own
+  // flag, cleared when Transport::next_deadline drops it).
+  void list_timer(uint32_t qpn, bool& listed) {
+    if (listed) return;
+    listed = true;
+    timer_qps.push_back(qpn);
+  }
 
   Context(MemoryAccess& m, TxSink& t, EventSink& e, TransportConfig c)
       : mem(m), tx(t), events(e), cfg(c), scratch(4096) {}

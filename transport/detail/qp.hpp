@@ -321,11 +321,7 @@ class Qp {
   uint32_t qpn_;
   bool timer_listed_ = false;  // in ctx_.timer_qps
   // A deadline was set: be found by Transport::next_deadline.
-  void list_timer() {
-    if (timer_listed_) return;
-    timer_listed_ = true;
-    ctx_.timer_qps.push_back(qpn_);
-  }
+  void list_timer() { ctx_.list_timer(qpn_, timer_listed_); }
   QpInitAttr init_;
   QpAttr attr_;
 
