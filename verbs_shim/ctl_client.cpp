@@ -197,9 +197,22 @@ std::unique_ptr<CtlClient> CtlClient::open(int& err) {
   // (checked in connect_trusted), not to whatever pid its reply names.
   ucred cred{};
   socklen_t len = sizeof cred;
-  if (::getsockopt(c->fd_, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0)
+  if (::getsockopt(c->fd_, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
     ::prctl(PR_SET_PTRACER, static_cast<unsigned long>(cred.pid), 0, 0, 0);
+    c->root_daemon_ = cred.uid == 0 && ::geteuid() != 0;
+  }
   return c;
+}
+
+void CtlClient::before_registering() {
+  if (!root_daemon_) return;
+  // A root daemon reaches any process's memory, so it registers ours only
+  // while nothing can make this process more privileged than its user
+  // (engine/control/peer_identity.hpp, memory_guarded): no_new_privs, which
+  // can never be cleared. Set here, when memory is first registered, so that
+  // processes that only list devices keep their right to run setuid programs.
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+    debug_log("prctl(PR_SET_NO_NEW_PRIVS): %s", std::strerror(errno));
 }
 
 bool CtlClient::peer_hung_up() {

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <new>
@@ -548,7 +549,12 @@ ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, std::size_t length, std::uint64
   // IBV_ACCESS_OPTIONAL_RANGE); drop them rather than fail.
   req.access = access & ~static_cast<unsigned int>(IBV_ACCESS_OPTIONAL_RANGE);
   ctl::RegMrRep rep{};
-  if (const int err = client_of(pd->context).call(req, rep); err != 0) return fail_null(err);
+  client_of(pd->context).before_registering();
+  if (const int err = client_of(pd->context).call(req, rep); err != 0) {
+    if (err == EPERM)
+      std::fprintf(stderr, "urnic: urnicd refused to register memory of this process (EPERM): its log (urnicd.log in the runtime directory) says why\n");
+    return fail_null(err);
+  }
   auto* mr = static_cast<ibv_mr*>(std::calloc(1, sizeof(ibv_mr)));
   if (mr == nullptr) {
     ctl::DeregMrRep drep{};
@@ -604,6 +610,7 @@ int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, std::size_t leng
   req.pd_handle = (flags & IBV_REREG_MR_CHANGE_PD) != 0 ? pd->handle : 0;
   req.access = static_cast<std::uint32_t>(access);
   ctl::ReregMrRep rep{};
+  client_of(mr->context).before_registering();
   if (const int err = client_of(mr->context).call(req, rep); err != 0) {
     errno = err;
     return IBV_REREG_MR_ERR_CMD;

@@ -82,6 +82,9 @@ class CtlClient {
   bool peer_hung_up();
 
   [[nodiscard]] std::uint32_t daemon_pid() const { return daemon_pid_; }
+  // Before a request that registers memory: what a root daemon requires of
+  // a client of another user (no_new_privs).
+  void before_registering();
   // The connection's socket: what ibv_context.cmd_fd shows (the uverbs fd
   // of a kernel device; ibv_import_device takes a duplicate of it).
   [[nodiscard]] int fd() const { return fd_; }
@@ -96,6 +99,7 @@ class CtlClient {
   std::mutex mu_;
   std::uint32_t seq_ = 0;
   std::uint32_t daemon_pid_ = 0;
+  bool root_daemon_ = false;  // the daemon runs as root and we do not
   std::atomic<bool> gone_{false};
 };
 

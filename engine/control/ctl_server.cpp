@@ -29,6 +29,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       : sock_(std::move(sock)), pidfd_(sock_.get_executor()), session_(reg, peer.pid, id),
         refusal_(std::move(refusal)) {
     if (peer.pidfd >= 0) pidfd_.assign(peer.pidfd);
+    if (needs_memory_guard(peer.uid, ::geteuid())) session_.guard_memory(peer.uid, peer.gid);
   }
 
   void start() {

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -51,29 +52,75 @@ bool pidfd_exited(int pidfd) {
 
 namespace {
 
-// The real uid in /proc/PID/status, or -1.
-long status_uid(pid_t pid) {
+// /proc/PID/status, whole; empty if the process is gone.
+std::string read_status(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("Uid:", 0) == 0) return std::stol(line.substr(4));
-  return -1;
+  std::stringstream text;
+  text << in.rdbuf();
+  return in ? text.str() : std::string{};
 }
 
-std::vector<gid_t> status_groups(pid_t pid) {
-  std::vector<gid_t> out;
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+// The numbers after `key` on its line of a status text ("Uid:", "Gid:",
+// "Groups:", "NoNewPrivs:"); empty if the line is missing.
+std::vector<unsigned long> status_numbers(const std::string& status, const std::string& key) {
+  std::vector<unsigned long> out;
+  std::istringstream in(status);
   std::string line;
   while (std::getline(in, line)) {
-    if (line.rfind("Groups:", 0) != 0) continue;
-    std::istringstream g(line.substr(7));
+    if (line.rfind(key, 0) != 0) continue;
+    std::istringstream fields(line.substr(key.size()));
     unsigned long v = 0;
-    while (g >> v) out.push_back(static_cast<gid_t>(v));
+    while (fields >> v) out.push_back(v);
+    break;
   }
   return out;
 }
 
+// The real uid in /proc/PID/status, or -1.
+long status_uid(pid_t pid) {
+  const auto ids = status_numbers(read_status(pid), "Uid:");
+  return ids.empty() ? -1 : static_cast<long>(ids[0]);
+}
+
+std::vector<gid_t> status_groups(pid_t pid) {
+  std::vector<gid_t> out;
+  for (unsigned long g : status_numbers(read_status(pid), "Groups:")) out.push_back(static_cast<gid_t>(g));
+  return out;
+}
+
+bool all_equal(const std::vector<unsigned long>& ids, unsigned long want) {
+  return ids.size() == 4 && std::all_of(ids.begin(), ids.end(), [&](unsigned long v) { return v == want; });
+}
+
 }  // namespace
+
+bool needs_memory_guard(uid_t peer_uid, uid_t daemon_euid) { return daemon_euid == 0 && peer_uid != 0; }
+
+bool memory_guarded(pid_t pid, uid_t uid, gid_t gid, std::string& why) {
+  const std::string status = read_status(pid);
+  struct stat st{};
+  if (status.empty() || ::stat(("/proc/" + std::to_string(pid) + "/status").c_str(), &st) != 0) {
+    why = "the process is gone";
+    return false;
+  }
+  if (!all_equal(status_numbers(status, "Uid:"), uid) || !all_equal(status_numbers(status, "Gid:"), gid)) {
+    why = "its user and group ids are not all uid " + std::to_string(uid) + " and gid " + std::to_string(gid) +
+          " (a setuid or setgid program, or one that changed ids)";
+    return false;
+  }
+  // The files in /proc/PID (not the directory itself) belong to the
+  // process's euid while it is dumpable, else to root (task_dump_owner).
+  if (st.st_uid != uid) {
+    why = "it is not dumpable (it ran a setuid, setgid, file-capability or unreadable program, or cleared PR_SET_DUMPABLE)";
+    return false;
+  }
+  const auto nnp = status_numbers(status, "NoNewPrivs:");
+  if (nnp.size() != 1 || nnp[0] != 1) {
+    why = "no_new_privs is not set (the verbs shim sets it before registering memory with a root daemon; this client did not)";
+    return false;
+  }
+  return true;
+}
 
 int identify_peer(int sock, std::uint64_t accepted_ns, PeerIdentity& out, std::string& why) {
   ucred cred{};

@@ -54,4 +54,23 @@ bool pidfd_exited(int pidfd);
 // if not, `why` says how to allow it.
 bool peer_allowed(const PeerIdentity& peer, uid_t daemon_uid, const AccessPolicy& policy, std::string& why);
 
+// The kernel lets a process at another's memory (process_vm_readv/writev)
+// by its ptrace access check, which a root daemon passes for every process.
+// So a root daemon serving another user must itself make sure that the
+// memory it registers for a process is memory that user could reach:
+// needs_memory_guard says when (daemon root, peer not), memory_guarded
+// whether process `pid` (the peer, bound by its pidfd) is such a process
+// now and for as long as its MRs live:
+// - every uid (real, effective, saved, fs) is `uid` and every gid `gid`;
+// - it is dumpable (it did not exec a setuid, setgid, file-capability or
+//   unreadable image: the kernel makes the files in /proc/PID root's);
+// - no_new_privs is set, so no later exec can make it more privileged
+//   while it keeps its session (it could clear FD_CLOEXEC on the socket and
+//   exec a setuid program, whose memory its MRs would then cover). The flag
+//   is inherited and can never be cleared; the verbs shim sets it before
+//   it registers memory with a root daemon.
+// If not, `why` says what is missing.
+bool needs_memory_guard(uid_t peer_uid, uid_t daemon_euid);
+bool memory_guarded(pid_t pid, uid_t uid, gid_t gid, std::string& why);
+
 }  // namespace urnic::engine

@@ -6,8 +6,10 @@
 #include "hostif/device_clock.hpp"
 #include "engine/datapath/process_memory.hpp"
 #include "engine/control/stats_ctl.hpp"
+#include "engine/control/peer_identity.hpp"
 
 #include <fcntl.h>
+#include <fmt/core.h>
 #include <infiniband/verbs.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -83,6 +85,16 @@ Device* Registry::find_device(const std::string& name) {
 Session::Session(Registry& reg, pid_t pid, std::uint32_t id) : reg_(reg), pid_(pid), id_(id) {
   reg_.sessions()[id_] = this;
   reg_.cm();  // so a REQ from another host finds a CM (and gets a REJ at worst)
+}
+
+int Session::check_memory_guard() {
+  if (!guarded_) return 0;
+  std::string why;
+  if (memory_guarded(pid_, guard_uid_, guard_gid_, why)) return 0;
+  if (!warned_guard_)
+    fmt::print(stderr, "urnicd: session {} (pid {}): memory registration refused (EPERM): {}\n", id_, pid_, why);
+  warned_guard_ = true;
+  return EPERM;
 }
 
 Session::~Session() {
@@ -355,6 +367,7 @@ Reply Session::on_reg_mr(const MsgHeader& h, std::span<const std::byte> msg) {
     return fail<ctl::RegMrRep>(h, EINVAL);
   const bool write = (req->access & (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
                                      IBV_ACCESS_REMOTE_ATOMIC)) != 0;
+  if (const int err = check_memory_guard(); err != 0) return fail<ctl::RegMrRep>(h, err);
   if (const int err = odp ? 0 : check_user_range(pid_, req->addr, req->length, write); err != 0)
     return fail<ctl::RegMrRep>(h, err);
   if (dev_->usage().mrs >= dev_->attrs().max_mr || over_quota(mrs_.size(), reg_.quota().mr)) return fail<ctl::RegMrRep>(h, ENOMEM);

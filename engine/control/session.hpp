@@ -105,6 +105,14 @@ class Session {
   Reply handle(std::span<const std::byte> msg, std::vector<int>& in_fds);
 
   [[nodiscard]] pid_t pid() const { return pid_; }
+  // The session's process runs as (uid, gid), which this daemon (root) is
+  // not: it registers memory only while memory_guarded says the process's
+  // memory is that user's to give (peer_identity.hpp).
+  void guard_memory(uid_t uid, gid_t gid) {
+    guarded_ = true;
+    guard_uid_ = uid;
+    guard_gid_ = gid;
+  }
   [[nodiscard]] std::uint32_t id() const { return id_; }
   [[nodiscard]] const Device* device() const { return dev_; }
   [[nodiscard]] bool greeted() const { return greeted_; }
@@ -186,6 +194,12 @@ class Session {
   Registry& reg_;
   pid_t pid_;
   std::uint32_t id_;
+  bool guarded_ = false;
+  uid_t guard_uid_ = 0;
+  gid_t guard_gid_ = 0;
+  bool warned_guard_ = false;
+  // 0 if this session may register memory now, else EPERM (and one log line).
+  int check_memory_guard();
   bool greeted_ = false;
   Device* dev_ = nullptr;
   DataPath* dp_ = nullptr;   // the device's data path (none in control-only tests)

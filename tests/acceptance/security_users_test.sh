@@ -1,5 +1,6 @@
 #!/bin/bash
-# tests/acceptance/security_users_test.sh SHIM_DIR URNICD (issue 18, root):
+# tests/acceptance/security_users_test.sh SHIM_DIR URNICD EXEC_TEST HOLDER
+# (issue 18, root):
 # other users against the shim and the daemon, with an unprivileged user
 # this script creates (and removes):
 #  - a runtime directory that user planted, with a listening socket in it:
@@ -8,10 +9,17 @@
 #  - a root daemon whose socket that user can reach (modes opened by hand)
 #    but whose config does not allow it: EACCES, a one-line message, and the
 #    daemon goes on serving root;
-#  - the same daemon with "access": {"uids": [USER]}: the user is served.
+#  - the same daemon with "access": {"uids": [USER]}: the user is served;
+#  - that user's process registers memory, keeps its session across exec and
+#    execs a setuid-root program (HOLDER, installed so here): the exec does
+#    not elevate (the shim set no_new_privs) and no privileged image's memory
+#    is written; a non-dumpable process gets EPERM for ibv_reg_mr
+#    (EXEC_TEST, run as the user).
 set -u
 shim=$1
 urnicd=$2
+exec_test=$3
+holder_src=$4
 asan_probe=$shim/libibverbs.so.1
 # shellcheck source=common.sh
 source "$(dirname "$0")/common.sh"
@@ -115,6 +123,17 @@ wait_socket "$rt/urnicd.sock" || fail "urnicd (access config) did not start"
 out=$(as_user "$rt" ibv_devices 2>&1)
 [[ $out == *urnic0* ]] && pass "a user listed in \"access\" is served (socket and directory opened by the daemon)" ||
   fail "a listed user was not served: $out"
+
+# 5. That user's process execs a setuid-root program with its MRs registered.
+holder=$work/setuid_holder
+install -o root -g root -m 4755 "$holder_src" "$holder"
+if out=$(as_user "$rt" env URNIC_SETUID_HOLDER="$holder" "$exec_test" 2>&1); then
+  pass "an exec'd setuid program is not privileged and no privileged memory is written; a non-dumpable process cannot register"
+else
+  fail "setuid exec / non-dumpable registration: $(tail -n 25 <<< "$out")"
+fi
+grep -q "memory registration refused (EPERM): it is not dumpable" "$work/urnicd2.log" &&
+  pass "urnicd logs why it refused the registration" || fail "no registration refusal in urnicd's log"
 stop_pid "$dpid"
 dpid=
 finish

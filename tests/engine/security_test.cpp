@@ -6,6 +6,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -102,6 +103,38 @@ TEST_CASE("the daemon serves its own uid and root by default, others only by con
   CHECK(!peer_allowed(p, 1000, AccessPolicy{{99}, {98}}, why));
   p.uid = 0;
   CHECK(peer_allowed(p, 1000, {}, why));
+}
+
+TEST_CASE("a root daemon registers memory only of a process that is its user's to give", "[security][access]") {
+  CHECK(needs_memory_guard(1000, 0));
+  CHECK(!needs_memory_guard(0, 0));     // a root client: nothing it could not reach itself
+  CHECK(!needs_memory_guard(1000, 1000));  // the kernel's own check applies to a non-root daemon
+  // A child of this process, in each state it may be in; it reports
+  // memory_guarded of itself through its exit status.
+  auto guarded_child = [](int nnp, int dumpable, bool own_ids) {
+    const pid_t c = ::fork();
+    REQUIRE(c >= 0);
+    if (c == 0) {
+      // As root, a non-dumpable process's /proc files are still its
+      // euid's: be a user (nobody) to see the difference.
+      if (::geteuid() == 0 && (::setgid(65534) != 0 || ::setuid(65534) != 0)) ::_exit(2);
+      if (nnp != 0) ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+      ::prctl(PR_SET_DUMPABLE, dumpable, 0, 0, 0);
+      std::string why;
+      const uid_t uid = own_ids ? ::geteuid() : ::geteuid() + 1;
+      ::_exit(memory_guarded(::getpid(), uid, ::getegid(), why) ? 0 : 1);
+    }
+    int status = 0;
+    REQUIRE(::waitpid(c, &status, 0) == c);
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  };
+  CHECK(guarded_child(1, 1, true));
+  CHECK(!guarded_child(0, 1, true));   // an exec could still make it privileged
+  CHECK(!guarded_child(1, 0, true));   // its user could not ptrace it
+  CHECK(!guarded_child(1, 1, false));  // not that user's process
+  std::string why;
+  CHECK(!memory_guarded(0x7ffffff0, 1000, 1000, why));  // no such process
+  CHECK(why == "the process is gone");
 }
 
 TEST_CASE("config: access and process_quota", "[security][config]") {
