@@ -500,9 +500,9 @@ void Qp::on_packet(const wire::IbPacket& pkt, const RxInfo& rx, Nanos now) {
   const wire::IbTransport tt = wire::transport_of(pkt.bth.opcode);
   // A connected QP talks to one peer: anything else aimed at its QPN (a
   // second application, a spoofed datagram) is dropped before it can touch
-  // memory or sequence state.
-  if ((init_.type == QpType::kRc || init_.type == QpType::kUc) && rx.has_src &&
-      rx.src_gid != attr_.ah_attr.dgid) {
+  // memory or sequence state. XRC QPs are connected too: a target to its
+  // one initiator, whose address its RTR path names (XRC annex).
+  if (init_.type != QpType::kUd && rx.has_src && rx.src_gid != attr_.ah_attr.dgid) {
     ctx_.counters.inc(Counter::kWrongPeerPkts);
     ctx_.counters.inc(Counter::kDroppedPkts);
     return;

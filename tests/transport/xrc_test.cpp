@@ -4,8 +4,10 @@
 // against its PD; an SRQ outside the target's XRC domain is refused.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <vector>
 
 #include "tests/transport/fixture.hpp"
 
@@ -212,6 +214,30 @@ TEST_CASE("XRC: RDMA WRITE and READ through the target, checked against the SRQ'
   auto e = y.poll(y.ta, y.a.cq);
   REQUIRE(e.size() == 1);
   CHECK(e[0].status == WcStatus::kRemAccessErr);
+}
+
+TEST_CASE("XRC: a target takes requests only from its initiator's address", "[xrc][security]") {
+  Xrc x;
+  for (std::size_t i = 0; i < 1024; ++i) x.a.bytes()[i] = static_cast<uint8_t>(i * 3 + 1);
+  const std::vector<uint8_t> before(x.b.bytes().begin(), x.b.bytes().end());
+  REQUIRE(x.post(1, WrOpcode::kRdmaWrite, x.tb.srq_num(x.srq1), 1024, 0) == 0);
+  const auto w = x.sa.take();
+  REQUIRE(w.size() == 1);
+  // The request aimed at the target's QPN from a source GID its path does
+  // not name (the fixture's paths have DGID ::): dropped, no ACK or NAK.
+  RxInfo spoofed;
+  spoofed.has_src = true;
+  spoofed.src_gid[15] = 0x66;
+  x.tb.on_packet(w[0].pkt, spoofed, x.now);
+  CHECK(x.tb.counters().get(Counter::kWrongPeerPkts) == 1);
+  CHECK(std::equal(before.begin(), before.end(), x.b.bytes().begin()));
+  CHECK(x.sb.take().empty());
+  // From the initiator's address it lands and is acknowledged.
+  RxInfo peer;
+  peer.has_src = true;
+  x.tb.on_packet(w[0].pkt, peer, x.now);
+  CHECK(std::memcmp(x.b.bytes().data(), x.a.bytes().data(), 1024) == 0);
+  CHECK(x.sb.take().size() == 1);
 }
 
 TEST_CASE("XRC: an SRQ outside the target's domain is an invalid request", "[xrc]") {
