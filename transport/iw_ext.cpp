@@ -117,6 +117,7 @@ bool IwQp::rx_immediate(const DdpRdmapPacket& p, IwTermCause& cause, Nanos now) 
     iw_untagged_error(cause, term::kDdpUntaggedInvalidMo);
     return false;
   }
+  if (!landed(false, now)) return true;  // an earlier Write faulted: the QP has failed
   RecvWqe r;
   if (!take_recv(r)) {
     if (!rx_no_wait_) {
@@ -139,7 +140,7 @@ bool IwQp::rx_immediate(const DdpRdmapPacket& p, IwTermCause& cause, Nanos now) 
   return true;
 }
 
-bool IwQp::rx_atomic_request(const DdpRdmapPacket& p, IwTermCause& cause) {
+bool IwQp::rx_atomic_request(const DdpRdmapPacket& p, IwTermCause& cause, Nanos now) {
   // Queue 1 and the IRD are shared with Read Requests (RFC 7306).
   if (p.msn != rx_rreq_msn_ || irq_.size() >= params_.ird) {
     iw_untagged_error(cause, term::kDdpUntaggedMsnRange);
@@ -171,6 +172,7 @@ bool IwQp::rx_atomic_request(const DdpRdmapPacket& p, IwTermCause& cause) {
     iw_term_set(cause, term::kLayerRdmap, term::kRdmapRemoteProtection, term::kRdmapBaseBounds);
     return false;
   }
+  if (!landed(false, now)) return true;  // an earlier Write faulted: the QP has failed
   IwReadResp r;
   r.atomic = true;
   r.areq = a;
@@ -201,11 +203,13 @@ bool IwQp::rx_atomic_response(const DdpRdmapPacket& p, IwTermCause& cause, Nanos
   uint8_t bytes[8];
   std::memcpy(bytes, &p.atomic_resp.original, sizeof bytes);
   ++rx_aresp_msn_;
-  if (ctx_.scatter(init_.pd, w.sges, 0, bytes) != WcStatus::kSuccess) {
+  const WriteTag tag = place_tag(false, true);
+  if (ctx_.scatter(init_.pd, w.sges, 0, bytes, &tag) != WcStatus::kSuccess) {
     w.status = WcStatus::kLocProtErr;
     iw_term_set(cause, term::kLayerRdmap, term::kRdmapLocalCatastrophic, 0);
     return false;
   }
+  if (!landed(true, now)) return true;  // failed: the WQE completes LOC_PROT_ERR
   w.state = IwWqeState::kDone;
   --reads_out_;
   complete_sq(now);

@@ -127,7 +127,7 @@ void IwQp::rx_fpdu(const wire::Fpdu& f, Nanos now) {
                     cause.rdma_hdr.begin());
         cause.has_rdma_hdr = true;
       }
-      ok = rx_read_request(p, cause);
+      ok = rx_read_request(p, cause, now);
       break;
     case RdmapOpcode::kTerminate: rx_terminate(p, now); return;
     case RdmapOpcode::kImmediateData:
@@ -139,12 +139,52 @@ void IwQp::rx_fpdu(const wire::Fpdu& f, Nanos now) {
         set(cause, term::kLayerRdmap, term::kRdmapRemoteOperation, term::kRdmapUnexpectedOpcode);
         break;
       }
-      if (p.opcode == RdmapOpcode::kAtomicRequest) ok = rx_atomic_request(p, cause);
+      if (p.opcode == RdmapOpcode::kAtomicRequest) ok = rx_atomic_request(p, cause, now);
       else if (p.opcode == RdmapOpcode::kAtomicResponse) ok = rx_atomic_response(p, cause, now);
       else ok = rx_immediate(p, cause, now);
       break;
   }
   if (!ok) fail_stream(cause, now);
+}
+
+bool IwQp::landed(bool requester, Nanos now) {
+  WriteTag first;
+  if (ctx_.writes_landed(qpn_, requester, first)) return true;
+  on_write_fault(first, now);
+  return false;
+}
+
+void IwQp::on_write_fault(const WriteTag& t, Nanos now) {
+  if (attr_.qp_state == QpState::kErr || attr_.qp_state == QpState::kReset) return;
+  IwTermCause c;
+  if (t.requester) {
+    // A Read Response's data or an atomic's original value did not land
+    // in our sink: its WQE (the oldest awaiting a response; those before it
+    // completed only after theirs landed) fails LOC_PROT_ERR, as for an
+    // immediate fault.
+    auto it = std::find_if(sq_.begin(), sq_.end(), [](const IwSendWqe& w) { return w.state == IwWqeState::kAwaitResponse; });
+    if (it != sq_.end()) it->status = WcStatus::kLocProtErr;
+    set(c, term::kLayerRdmap, term::kRdmapLocalCatastrophic, 0);
+  } else if (t.recv) {
+    // A Send into a receive buffer that faults: its receive WQE (held
+    // until the Send's last segment landed) completes LOC_PROT_ERR, and the
+    // Terminate is the immediate path's (rx_send).
+    if (recv_slot_ == RecvSlot::kHeld) {
+      Cqe e;
+      e.wr_id = cur_recv_.wr_id;
+      e.opcode = WcOpcode::kRecv;
+      e.qp_num = qpn_;
+      e.status = WcStatus::kLocProtErr;
+      recv_slot_ = RecvSlot::kEmpty;
+      ctx_.push_cqe(init_.recv_cq, e);
+    }
+    set(c, term::kLayerRdmap, term::kRdmapRemoteOperation, term::kRdmapCatastrophicStream);
+  } else {
+    // A Write into an MR whose memory faults (unmapped or mprotect()ed
+    // since registration): the immediate path's Terminate (rx_write).
+    set(c, term::kLayerRdmap, term::kRdmapLocalCatastrophic, 0);
+  }
+  fail_stream(c, now);
 }
 
 bool IwQp::rx_write(const DdpRdmapPacket& p, IwTermCause& cause) {
@@ -160,7 +200,7 @@ bool IwQp::rx_write(const DdpRdmapPacket& p, IwTermCause& cause) {
     tagged_key_error(cause, k, p.to, len);
     return false;
   }
-  if (!ctx_.mem.write(mr->dom, mr->local(p.to), p.payload)) {
+  if (!ctx_.mem.stage_write(mr->dom, mr->local(p.to), p.payload, place_tag(false, false))) {
     set(cause, term::kLayerRdmap, term::kRdmapLocalCatastrophic, 0);
     return false;
   }
@@ -200,13 +240,15 @@ bool IwQp::rx_read_response(const DdpRdmapPacket& p, IwTermCause& cause, Nanos n
     set(cause, term::kLayerDdp, term::kDdpTaggedBuffer, term::kDdpTaggedBaseBounds);
     return false;
   }
-  if (len > 0 && ctx_.scatter(init_.pd, w.sges, w.done_bytes, p.payload) != WcStatus::kSuccess) {
+  const WriteTag tag = place_tag(false, true);
+  if (len > 0 && ctx_.scatter(init_.pd, w.sges, w.done_bytes, p.payload, &tag) != WcStatus::kSuccess) {
     w.status = WcStatus::kLocProtErr;
     set(cause, term::kLayerRdmap, term::kRdmapLocalCatastrophic, 0);
     return false;
   }
   w.done_bytes += len;
   if (p.last) {
+    if (!landed(true, now)) return true;  // failed: the WQE completes LOC_PROT_ERR
     w.state = IwWqeState::kDone;
     --reads_out_;
     complete_sq(now);
@@ -259,7 +301,8 @@ bool IwQp::rx_send(const DdpRdmapPacket& p, IwTermCause& cause, Nanos now) {
     untagged_error(cause, term::kDdpUntaggedTooLong);
     return false;
   }
-  if (len > 0 && ctx_.scatter(recv_pd(), cur_recv_.sges, recv_off_, p.payload) != WcStatus::kSuccess) {
+  const WriteTag tag = place_tag(true, false);
+  if (len > 0 && ctx_.scatter(recv_pd(), cur_recv_.sges, recv_off_, p.payload, &tag) != WcStatus::kSuccess) {
     e.status = WcStatus::kLocProtErr;
     recv_slot_ = RecvSlot::kEmpty;
     ctx_.push_cqe(init_.recv_cq, e);
@@ -268,6 +311,9 @@ bool IwQp::rx_send(const DdpRdmapPacket& p, IwTermCause& cause, Nanos now) {
   }
   recv_off_ += len;
   if (!p.last) return true;
+  // Its data, and every earlier Write's, landed before the receive
+  // completes (RFC 5040 5.5); if not, the QP has failed.
+  if (!landed(false, now)) return true;
   if (params_.rfc7306 && p.rdmap_rsvd == wire::rdmap::kUrnicSendImm && !p.info().invalidate) {
     e.wc_flags |= wc_flag::kWithImm;  // urnic's Send with Immediate (wire/ddp_rdmap.hpp)
     e.imm_data = p.rsvd_ulp;
@@ -292,7 +338,7 @@ bool IwQp::rx_send(const DdpRdmapPacket& p, IwTermCause& cause, Nanos now) {
   return true;
 }
 
-bool IwQp::rx_read_request(const DdpRdmapPacket& p, IwTermCause& cause) {
+bool IwQp::rx_read_request(const DdpRdmapPacket& p, IwTermCause& cause, Nanos now) {
   if (p.msn != rx_rreq_msn_ || irq_.size() >= params_.ird) {
     // RFC 5040 6.2: more Read Requests than the IRD is an MSN out of range.
     untagged_error(cause, term::kDdpUntaggedMsnRange);
@@ -314,6 +360,8 @@ bool IwQp::rx_read_request(const DdpRdmapPacket& p, IwTermCause& cause) {
       return false;
     }
   }
+  // Answered only once every earlier Write landed (else it failed the QP).
+  if (!landed(false, now)) return true;
   irq_.push_back(IwReadResp{r.sink_stag, r.sink_to, r.src_stag, r.src_to, r.size, 0});
   ++rx_rreq_msn_;
   return true;

@@ -16,8 +16,16 @@
 // runs after its end-of-pass flush and before it drains CQs). The settle
 // points are where the engine flushed anyway (an ACK is transmitted right
 // after), so the good path makes no extra system call.
+//
+// iWARP (transport/iw_rx.cpp, IwQp::landed) follows the same rule where
+// RDMAP shows data placed: before a receive completes (Send, Immediate
+// Data), before a Read or atomic request is answered, and before a Read or
+// atomic WQE completes; a fault fails the stream with the Terminate the
+// immediate fault would have sent. RDMAP acknowledges no Write, so the
+// requester of a Write learns of its fault from that Terminate.
 #include <algorithm>
 
+#include "transport/detail/iw_qp.hpp"
 #include "transport/detail/qp.hpp"
 #include "transport/detail/trace.hpp"
 
@@ -102,9 +110,11 @@ void Transport::settle_writes(Nanos now) {
   while (!c.write_faults.empty()) {
     const uint32_t qpn = c.write_faults.front().qpn;
     const bool requester = c.write_faults.front().requester;
-    detail::Qp* qp = find_qp(qpn);
     WriteTag first;
-    if (!c.writes_landed(qpn, requester, first) && qp != nullptr) qp->on_write_fault(first, now);
+    if (!c.writes_landed(qpn, requester, first)) {
+      if (detail::Qp* qp = find_qp(qpn)) qp->on_write_fault(first, now);
+      else if (detail::IwQp* iw = find_iw_qp(qpn)) iw->on_write_fault(first, now);
+    }
     // An RC QP's NAK settled again: faults of other QPs it found stay queued.
     c.mem.settle(c.write_faults);
   }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "tests/transport/fixture.hpp"
+#include "tests/transport/staging_memory.hpp"
 #include "transport/iwarp/mpa_setup.hpp"
 
 namespace urnic::transport::test {
@@ -71,9 +72,15 @@ inline TransportConfig iwarp_config() {
 
 struct IwEnd {
   static constexpr std::size_t kMem = 8u << 20;
-  explicit IwEnd(uint64_t base, std::size_t pipe_capacity)
-      : t(mem, sink, sink, iwarp_config()), side(t, mem, base, kMem), out(pipe_capacity) {}
+  explicit IwEnd(uint64_t base, std::size_t pipe_capacity, bool staged = false)
+      : staging(mem),
+        t(staged ? static_cast<MemoryAccess&>(staging) : mem, sink, sink, iwarp_config()),
+        side(t, mem, base, kMem),
+        out(pipe_capacity) {}
   LocalMemory mem;
+  // The transport's memory if staged: placements are made when the pair
+  // settles after each delivery (an engine pass), and holes fault.
+  StagingMemory staging;
   CaptureSink sink;
   Transport t;
   Side side;
@@ -110,12 +117,16 @@ struct IwConfig {
   std::vector<uint8_t> a_pd = {'h', 'e', 'l', 'l', 'o'};
   std::vector<uint8_t> b_pd = {'w', 'o', 'r', 'l', 'd', '!'};
   bool b_srq = false;  // B's QP takes its receive WQEs from an SRQ (IwEnd::srq)
+  bool a_staged = false, b_staged = false;  // that end's memory stages its writes (IwEnd::staging)
 };
 
 class IwPair {
  public:
   explicit IwPair(const IwConfig& cfg)
-      : a(0x10000000, cfg.pipe_capacity), b(0x20000000, cfg.pipe_capacity), cfg_(cfg), rng_(cfg.seed) {
+      : a(0x10000000, cfg.pipe_capacity, cfg.a_staged),
+        b(0x20000000, cfg.pipe_capacity, cfg.b_staged),
+        cfg_(cfg),
+        rng_(cfg.seed) {
     if (cfg.b_srq) {
       auto s = b.t.create_srq(b.side.pd, SrqAttr{64, 4, 0});
       REQUIRE(s.ok());
@@ -238,6 +249,7 @@ class IwPair {
         if (&to == &a && to.mpa->state() == MpaSetup::State::kEstablished) {
           bind(to);
           if (!in.empty()) to.t.iw_on_stream_data(to.qpn, in, now_);
+          to.t.settle_writes(now_);
           return;
         }
       }
@@ -245,6 +257,7 @@ class IwPair {
       return;
     }
     to.t.iw_on_stream_data(to.qpn, in, now_);
+    to.t.settle_writes(now_);  // the engine's end of pass
   }
 
   IwConfig cfg_;

@@ -9,6 +9,8 @@
 #include <deque>
 
 #include "tests/transport/fixture.hpp"
+#include "tests/transport/iwarp_pair.hpp"
+#include "tests/transport/staging_memory.hpp"
 
 using namespace urnic::transport;
 using namespace urnic::transport::test;
@@ -16,67 +18,6 @@ namespace ae = urnic::wire::aeth;
 namespace op = urnic::wire::opcode;
 
 namespace {
-
-// What ProcessMemory does, over a LocalMemory: responder writes are staged
-// and made at settle() (or before any read or atomic), and a write into
-// [hole_lo, hole_hi) then faults and is reported with its tag.
-class StagingMemory final : public MemoryAccess {
- public:
-  explicit StagingMemory(LocalMemory& m) : inner_(m) {}
-  uint64_t hole_lo = 0, hole_hi = 0;
-  std::size_t flushes = 0;
-
-  bool read(MemDomain d, uint64_t va, std::span<uint8_t> out) override {
-    flush();
-    return inner_.read(d, va, out);
-  }
-  bool write(MemDomain d, uint64_t va, std::span<const uint8_t> in) override {
-    return stage_write(d, va, in, WriteTag{});
-  }
-  bool stage_write(MemDomain d, uint64_t va, std::span<const uint8_t> in, const WriteTag& tag) override {
-    staged_.push_back({d, va, {in.begin(), in.end()}, tag});
-    return true;
-  }
-  void settle(std::vector<WriteTag>& faulted) override {
-    flush();
-    faulted.insert(faulted.end(), faults_.begin(), faults_.end());
-    faults_.clear();
-  }
-  bool compare_swap(MemDomain d, uint64_t va, uint64_t c, uint64_t s, uint64_t& orig) override {
-    flush();
-    return inner_.compare_swap(d, va, c, s, orig);
-  }
-  bool fetch_add(MemDomain d, uint64_t va, uint64_t add, uint64_t& orig) override {
-    flush();
-    return inner_.fetch_add(d, va, add, orig);
-  }
-  bool atomic_write(MemDomain d, uint64_t va, uint64_t v) override {
-    flush();
-    return inner_.atomic_write(d, va, v);
-  }
-
- private:
-  struct Staged {
-    MemDomain dom;
-    uint64_t va;
-    std::vector<uint8_t> bytes;
-    WriteTag tag;
-  };
-  void flush() {
-    if (staged_.empty()) return;
-    ++flushes;
-    for (const Staged& s : staged_) {
-      const bool hole = s.va < hole_hi && s.va + s.bytes.size() > hole_lo;
-      if (hole || !inner_.write(s.dom, s.va, s.bytes)) {
-        if (s.tag.qpn != 0) faults_.push_back(s.tag);
-      }
-    }
-    staged_.clear();
-  }
-  LocalMemory& inner_;
-  std::deque<Staged> staged_;
-  std::vector<WriteTag> faults_;
-};
 
 // A and B joined by hand; B's memory stages its writes.
 struct FaultPair {
@@ -350,5 +291,98 @@ TEST_CASE("an RDMA READ whose response lands in a faulting local buffer fails, n
     REQUIRE(sc.size() == 1);
     CHECK(sc[0].status == WcStatus::kLocProtErr);
     CHECK(p.b_state() == QpState::kErr);
+  }
+}
+
+// iWARP (transport/iw_rx.cpp, IwQp::landed): the same rule where RDMAP
+// shows data placed. The pair's memory stages its writes and settles after
+// each delivery, as the engine's pass does.
+namespace {
+
+namespace term = urnic::wire::terminate;
+
+constexpr uint64_t kIwHole = 4u << 20;  // offset of the unmapped KiB in the staged end's MR
+
+int iw_post(IwEnd& e, WrOpcode opc, uint64_t wr_id, uint64_t off, uint32_t len, uint64_t remote = 0, uint32_t rkey = 0) {
+  Sge s{e.side.va + off, len, e.side.mr.lkey};
+  return e.t.post_send(e.qpn, make_wr(wr_id, opc, s, remote, rkey, send_flag::kSignaled), 0);
+}
+
+// A connected pair whose end `staged` ('a' or 'b') has a hole of 1 KiB at
+// kIwHole of its MR.
+IwPair iw_pair_with_hole(char staged) {
+  IwConfig cfg;
+  cfg.a_staged = staged == 'a';
+  cfg.b_staged = staged == 'b';
+  return IwPair(cfg);
+}
+
+void open_hole(IwEnd& e) {
+  e.staging.hole_lo = e.side.va + kIwHole + 1024;
+  e.staging.hole_hi = e.side.va + kIwHole + 2048;
+}
+
+}  // namespace
+
+TEST_CASE("iWARP: placement into memory that faults fails the stream, never completes SUCCESS", "[iwarp][write-fault]") {
+  SECTION("staged, nothing unmapped: Write, Send and Read all land and complete") {
+    IwPair p = iw_pair_with_hole('b');
+    REQUIRE(p.connect());
+    for (std::size_t i = 0; i < 8192; ++i) p.a.side.bytes()[i] = static_cast<uint8_t>(i * 13 + 5);
+    REQUIRE(post_recv(p.b, 1, kIwHole + 4096, 4096) == 0);
+    REQUIRE(iw_post(p.a, WrOpcode::kRdmaWrite, 1, 0, 4096, p.b.side.va + kIwHole, p.b.side.mr.rkey) == 0);
+    REQUIRE(iw_post(p.a, WrOpcode::kSend, 2, 4096, 4096) == 0);
+    REQUIRE(iw_post(p.a, WrOpcode::kRdmaRead, 3, 65536, 4096, p.b.side.va + kIwHole, p.b.side.mr.rkey) == 0);
+    p.pump();
+    const auto ca = p.a.side.poll();
+    REQUIRE(ca.size() == 3);
+    for (const Cqe& e : ca) CHECK(e.status == WcStatus::kSuccess);
+    const auto cb = p.b.side.poll();
+    REQUIRE(cb.size() == 1);
+    CHECK(cb[0].status == WcStatus::kSuccess);
+    CHECK(std::equal(p.a.side.bytes().begin(), p.a.side.bytes().begin() + 8192, p.b.side.bytes().begin() + kIwHole));
+    CHECK(std::equal(p.a.side.bytes().begin(), p.a.side.bytes().begin() + 4096, p.a.side.bytes().begin() + 65536));
+    CHECK(p.b.t.counters().get(Counter::kWriteFaults) == 0);
+  }
+  SECTION("a Write into the hole: the responder terminates (local catastrophic); both QPs in Error") {
+    IwPair p = iw_pair_with_hole('b');
+    REQUIRE(p.connect());
+    open_hole(p.b);
+    REQUIRE(post_recv(p.b, 1, 0, 64) == 0);
+    REQUIRE(iw_post(p.a, WrOpcode::kRdmaWrite, 1, 0, 4096, p.b.side.va + kIwHole, p.b.side.mr.rkey) == 0);
+    // A Send after the Write: it must not complete at B as if the Write
+    // before it had been placed (RFC 5040 5.5).
+    REQUIRE(iw_post(p.a, WrOpcode::kSend, 2, 0, 64) == 0);
+    p.pump();
+    expect_terminated(p, p.a, term::kLayerRdmap, term::kRdmapLocalCatastrophic, 0);
+    const auto cb = p.b.side.poll();
+    REQUIRE(cb.size() == 1);
+    CHECK(cb[0].status == WcStatus::kWrFlushErr);
+    CHECK(p.b.t.counters().get(Counter::kWriteFaults) >= 1);
+  }
+  SECTION("a Send into a receive buffer with the hole: the receive completes LOC_PROT_ERR") {
+    IwPair p = iw_pair_with_hole('b');
+    REQUIRE(p.connect());
+    open_hole(p.b);
+    REQUIRE(post_recv(p.b, 7, kIwHole, 4096) == 0);
+    REQUIRE(iw_post(p.a, WrOpcode::kSend, 1, 0, 4096) == 0);
+    p.pump();
+    expect_terminated(p, p.a, term::kLayerRdmap, term::kRdmapRemoteOperation, term::kRdmapCatastrophicStream);
+    const auto cb = p.b.side.poll();
+    REQUIRE(cb.size() == 1);
+    CHECK(cb[0].wr_id == 7);
+    CHECK(cb[0].status == WcStatus::kLocProtErr);
+  }
+  SECTION("a Read Response into the requester's hole: the Read completes LOC_PROT_ERR") {
+    IwPair p = iw_pair_with_hole('a');
+    REQUIRE(p.connect());
+    open_hole(p.a);
+    REQUIRE(iw_post(p.a, WrOpcode::kRdmaRead, 5, kIwHole, 4096, p.b.side.va, p.b.side.mr.rkey) == 0);
+    p.pump();
+    expect_terminated(p, p.b, term::kLayerRdmap, term::kRdmapLocalCatastrophic, 0);
+    const auto ca = p.a.side.poll();
+    REQUIRE(ca.size() == 1);
+    CHECK(ca[0].wr_id == 5);
+    CHECK(ca[0].status == WcStatus::kLocProtErr);
   }
 }

@@ -139,6 +139,10 @@ class IwQp {
   Nanos next_deadline() const noexcept { return rx_stall_until_; }
   // The Terminate this QP received (layer/etype/ecode), if any.
   const std::optional<wire::Terminate>& terminate_received() const noexcept { return term_rx_; }
+  // A staged placement of this QP's (tagged by place_tag) faulted when it
+  // was made (transport/write_faults.cpp): the stream fails as the
+  // immediate fault would have failed it.
+  void on_write_fault(const WriteTag& t, Nanos now);
 
  private:
   // iw_qp.cpp: lifecycle, posting, completions, errors.
@@ -174,14 +178,24 @@ class IwQp {
   bool rx_write(const wire::DdpRdmapPacket& p, IwTermCause& cause);
   bool rx_read_response(const wire::DdpRdmapPacket& p, IwTermCause& cause, Nanos now);
   bool rx_send(const wire::DdpRdmapPacket& p, IwTermCause& cause, Nanos now);
-  bool rx_read_request(const wire::DdpRdmapPacket& p, IwTermCause& cause);
+  bool rx_read_request(const wire::DdpRdmapPacket& p, IwTermCause& cause, Nanos now);
   // iw_ext.cpp: RFC 7306 Immediate Data and atomics (when negotiated).
   bool rx_immediate(const wire::DdpRdmapPacket& p, IwTermCause& cause, Nanos now);
-  bool rx_atomic_request(const wire::DdpRdmapPacket& p, IwTermCause& cause);
+  bool rx_atomic_request(const wire::DdpRdmapPacket& p, IwTermCause& cause, Nanos now);
   bool rx_atomic_response(const wire::DdpRdmapPacket& p, IwTermCause& cause, Nanos now);
   void rx_terminate(const wire::DdpRdmapPacket& p, Nanos now);
   bool invalidate(uint32_t stag);
   void rx_resume(Nanos now);
+  // Placement is staged (MemoryAccess::stage_write), tagged with the QP and
+  // what it places: a Send's data into a receive WQE (recv), a Read
+  // Response's or atomic's value into our own sink (requester), else a
+  // Write. landed() makes every staged write and says whether those of
+  // this QP's side all landed; if not, the QP has failed (on_write_fault).
+  // Called before anything that shows the data placed: a receive or a
+  // requester's completion, and the answer to a Read or atomic request
+  // (which must see every earlier Write, RFC 5040 5.5).
+  WriteTag place_tag(bool recv, bool requester) const noexcept { return WriteTag{qpn_, 0, 0, recv, requester}; }
+  bool landed(bool requester, Nanos now);
 
   Context& ctx_;
   uint32_t qpn_;
