@@ -80,7 +80,7 @@ bool IwQp::tx_atomic_response(Nanos now) {
     // Checked on arrival; the MR may have gone since (RFC 5040 7.2).
     const wire::AtomicRequest& a = r.areq;
     const Mr* mr = nullptr;
-    const KeyCheck k = ctx_.check_key(a.stag, init_.pd, a.to, 8, access::kRemoteAtomic, &mr);
+    const KeyCheck k = ctx_.check_rkey(a.stag, init_.pd, qpn_, a.to, 8, access::kRemoteAtomic, &mr);
     if (k != KeyCheck::kOk) {
       IwTermCause c;
       iw_remote_key_error(c, k, a.to, 8);
@@ -161,7 +161,7 @@ bool IwQp::rx_atomic_request(const DdpRdmapPacket& p, IwTermCause& cause, Nanos 
     iw_term_set(cause, term::kLayerRdmap, term::kRdmapRemoteProtection, term::kRdmapAccessRights);
     return false;
   }
-  const KeyCheck k = ctx_.check_key(a.stag, init_.pd, a.to, 8, access::kRemoteAtomic, nullptr);
+  const KeyCheck k = ctx_.check_rkey(a.stag, init_.pd, qpn_, a.to, 8, access::kRemoteAtomic, nullptr);
   if (k != KeyCheck::kOk) {
     iw_remote_key_error(cause, k, a.to, 8);
     return false;

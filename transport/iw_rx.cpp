@@ -195,7 +195,7 @@ bool IwQp::rx_write(const DdpRdmapPacket& p, IwTermCause& cause) {
     return false;
   }
   const Mr* mr = nullptr;
-  const KeyCheck k = ctx_.check_key(p.stag, init_.pd, p.to, len, access::kRemoteWrite, &mr);
+  const KeyCheck k = ctx_.check_rkey(p.stag, init_.pd, qpn_, p.to, len, access::kRemoteWrite, &mr);
   if (k != KeyCheck::kOk) {
     tagged_key_error(cause, k, p.to, len);
     return false;
@@ -256,14 +256,6 @@ bool IwQp::rx_read_response(const DdpRdmapPacket& p, IwTermCause& cause, Nanos n
   return true;
 }
 
-bool IwQp::invalidate(uint32_t stag) {
-  // RFC 5040 5.4 / IBA 10.6.1.3: only an STag of this QP's PD.
-  auto it = ctx_.mrs.find(stag);
-  if (it == ctx_.mrs.end() || it->second.pd != init_.pd || it->second.state != MrState::kValid) return false;
-  it->second.state = MrState::kInvalidated;
-  return true;
-}
-
 bool IwQp::rx_send(const DdpRdmapPacket& p, IwTermCause& cause, Nanos now) {
   if (p.msn != rx_send_msn_) {
     untagged_error(cause, term::kDdpUntaggedMsnRange);
@@ -319,7 +311,9 @@ bool IwQp::rx_send(const DdpRdmapPacket& p, IwTermCause& cause, Nanos now) {
     e.imm_data = p.rsvd_ulp;
   }
   if (p.info().invalidate) {
-    if (!invalidate(p.invalidate_stag())) {
+    // RFC 5040 5.4 / IBA 10.6.1.3: an STag (an MR's R_Key or a type 2
+    // window bound through this QP) of this QP's PD.
+    if (!ctx_.invalidate(p.invalidate_stag(), init_.pd, qpn_, true)) {
       e.status = WcStatus::kLocProtErr;
       recv_slot_ = RecvSlot::kEmpty;
       ctx_.push_cqe(init_.recv_cq, e);
@@ -354,7 +348,7 @@ bool IwQp::rx_read_request(const DdpRdmapPacket& p, IwTermCause& cause, Nanos no
       set(cause, term::kLayerRdmap, term::kRdmapRemoteProtection, term::kRdmapAccessRights);
       return false;
     }
-    const KeyCheck k = ctx_.check_key(r.src_stag, init_.pd, r.src_to, r.size, access::kRemoteRead, nullptr);
+    const KeyCheck k = ctx_.check_rkey(r.src_stag, init_.pd, qpn_, r.src_to, r.size, access::kRemoteRead, nullptr);
     if (k != KeyCheck::kOk) {
       iw_remote_key_error(cause, k, r.src_to, r.size);
       return false;

@@ -218,7 +218,7 @@ bool IwQp::tx_read_response(Nanos now) {
     // The source was checked when the request came in; an MR deregistered
     // since then makes the rest of the Read fail (RFC 5040 7.2: invalid STag).
     const Mr* mr = nullptr;
-    if (ctx_.check_key(r.src_stag, init_.pd, r.src_to + r.sent, n, access::kRemoteRead, &mr) != KeyCheck::kOk) {
+    if (ctx_.check_rkey(r.src_stag, init_.pd, qpn_, r.src_to + r.sent, n, access::kRemoteRead, &mr) != KeyCheck::kOk) {
       IwTermCause c;
       c.layer = wire::terminate::kLayerRdmap;
       c.etype = wire::terminate::kRdmapRemoteProtection;

@@ -25,7 +25,11 @@ KeyCheck Context::check_rkey(uint32_t key, PdHandle pd, uint32_t qpn, uint64_t v
                              const Mr** out) const {
   if (out != nullptr) *out = nullptr;
   auto w = mws.find(key >> 8);
-  if (w == mws.end()) return check_key(key, pd, va, len, need, out);
+  if (w == mws.end()) {
+    auto r = mr_rkeys.find(key);
+    if (r == mr_rkeys.end()) return KeyCheck::kBadKey;
+    return check_key(r->second, pd, va, len, need, out);
+  }
   // IBA 10.6.7.3: the R_Key must be the window's current one and
   // the window bound; the request must lie within it and need only rights
   // it grants. A type 2 window serves only the QP it is bound to.
@@ -102,14 +106,27 @@ WcStatus Context::bind_mw(PdHandle pd, uint32_t qpn, const MwBind& b) {
   return WcStatus::kSuccess;
 }
 
+Mr* Context::mr_of_rkey(uint32_t rkey) {
+  auto r = mr_rkeys.find(rkey);
+  if (r == mr_rkeys.end()) return nullptr;
+  auto m = mrs.find(r->second);
+  return m == mrs.end() ? nullptr : &m->second;
+}
+
 bool Context::invalidate(uint32_t key, PdHandle pd, uint32_t qpn, bool remote) {
   auto w = mws.find(key >> 8);
   if (w == mws.end()) {
-    // IBA 10.6.1.3: an MR key of this PD; not while windows are bound to it.
-    auto m = mrs.find(key);
-    if (m == mrs.end() || m->second.pd != pd || m->second.state != MrState::kValid || m->second.windows > 0)
-      return false;
-    m->second.state = MrState::kInvalidated;
+    // IBA 10.6.1.3: an MR key of this PD; not while windows are bound to
+    // it. Remotely (Send with Invalidate) only its R_Key; locally either of
+    // its keys (ULPs invalidate by R_Key, and hardware with one key per MR
+    // accepts the L_Key too).
+    Mr* m = mr_of_rkey(key);
+    if (m == nullptr && !remote) {
+      auto l = mrs.find(key);
+      if (l != mrs.end()) m = &l->second;
+    }
+    if (m == nullptr || m->pd != pd || m->state != MrState::kValid || m->windows > 0) return false;
+    m->state = MrState::kInvalidated;
     return true;
   }
   Mw& mw = w->second;

@@ -165,8 +165,10 @@ ErrnoOr<MrKeys> Transport::reg_mr(PdHandle pd, MemDomain dom, uint64_t addr, uin
   if ((acc & (access::kRemoteWrite | access::kRemoteAtomic)) && !(acc & access::kLocalWrite)) return {EINVAL, {}};
   if (addr + length < addr || iova + length < iova) return {EINVAL, {}};
   const uint32_t key = ctx_->new_key();
+  const uint32_t rkey = ctx_->new_key();
   detail::Mr mr;
   mr.key = key;
+  mr.rkey = rkey;
   mr.pd = pd;
   mr.dom = dom;
   mr.addr = addr;
@@ -174,8 +176,9 @@ ErrnoOr<MrKeys> Transport::reg_mr(PdHandle pd, MemDomain dom, uint64_t addr, uin
   mr.iova = iova;
   mr.access = acc;
   ctx_->mrs.emplace(key, mr);
+  ctx_->mr_rkeys.emplace(rkey, key);
   ++it->second.users;
-  return {0, {key, key}};
+  return {0, {key, rkey}};
 }
 
 int Transport::dereg_mr(uint32_t lkey) {
@@ -187,6 +190,8 @@ int Transport::dereg_mr(uint32_t lkey) {
   auto pd = ctx_->pds.find(static_cast<uint32_t>(it->second.pd));
   if (pd != ctx_->pds.end()) --pd->second.users;
   ctx_->free_key(it->first);
+  ctx_->free_key(it->second.rkey);
+  ctx_->mr_rkeys.erase(it->second.rkey);
   ctx_->mrs.erase(it);
   return 0;
 }

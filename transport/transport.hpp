@@ -69,7 +69,8 @@ class Transport {
 
   const DeviceCaps& caps() const noexcept;
 
-  // Protection domains and memory regions. lkey == rkey for an MR.
+  // Protection domains and memory regions. An MR has an L_Key and a
+  // distinct R_Key (MrKeys); rereg_mr and dereg_mr take the L_Key.
   PdHandle alloc_pd();
   int dealloc_pd(PdHandle pd);  // EBUSY while objects use it
   ErrnoOr<MrKeys> reg_mr(PdHandle pd, MemDomain dom, uint64_t addr, uint64_t length, uint32_t access);

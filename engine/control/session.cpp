@@ -143,7 +143,10 @@ void Session::destroy_all() {
     channels_.clear();
     if (dp_ == nullptr) {
       destroy_mws();
-      for (auto& [h, mr] : mrs_) dev_->free_mr_key(mr.key);
+      for (auto& [h, mr] : mrs_) {
+        dev_->free_mr_key(mr.key);
+        dev_->free_mr_key(mr.rkey);
+      }
     }
     u.mrs -= static_cast<std::uint32_t>(mrs_.size());
     mrs_.clear();
@@ -371,7 +374,7 @@ Reply Session::on_reg_mr(const MsgHeader& h, std::span<const std::byte> msg) {
   if (const int err = odp ? 0 : check_user_range(pid_, req->addr, req->length, write); err != 0)
     return fail<ctl::RegMrRep>(h, err);
   if (dev_->usage().mrs >= dev_->attrs().max_mr || over_quota(mrs_.size(), reg_.quota().mr)) return fail<ctl::RegMrRep>(h, ENOMEM);
-  std::uint32_t key = 0;
+  std::uint32_t key = 0, rkey = 0;
   if (dp_ != nullptr) {
     // The transport owns the key space (device-wide, so a remote rkey finds
     // the MR whatever process registered it); DMA goes to this process.
@@ -380,18 +383,20 @@ Reply Session::on_reg_mr(const MsgHeader& h, std::span<const std::byte> msg) {
                                                req->length, req->access, req->iova);
     if (!keys.ok()) return fail<ctl::RegMrRep>(h, keys.err);
     key = keys.value.lkey;
+    rkey = keys.value.rkey;
   } else {
     key = dev_->alloc_mr_key();
+    rkey = dev_->alloc_mr_key();
   }
   const std::uint32_t handle = next_handle();
-  MrObj mr{req->pd_handle, req->addr, req->length, req->iova, req->access, key};
+  MrObj mr{req->pd_handle, req->addr, req->length, req->iova, req->access, key, rkey};
   mrs_[handle] = mr;
   ++pd->second.refs;
   ++dev_->usage().mrs;
   ctl::RegMrRep rep{};
   rep.handle = handle;
   rep.lkey = mr.key;
-  rep.rkey = mr.key;
+  rep.rkey = mr.rkey;
   return ok(h, rep);
 }
 
@@ -405,6 +410,7 @@ Reply Session::on_dereg_mr(const MsgHeader& h, std::span<const std::byte> msg) {
     if (const int err = dp_->transport().dereg_mr(it->second.key); err != 0) return fail<ctl::DeregMrRep>(h, err);
   } else {
     dev_->free_mr_key(it->second.key);
+    dev_->free_mr_key(it->second.rkey);
   }
   --pds_[it->second.pd].refs;
   mrs_.erase(it);

@@ -41,7 +41,8 @@ struct PdObj {
 struct MrObj {
   std::uint32_t pd = 0;
   std::uint64_t addr = 0, length = 0, iova = 0;
-  std::uint32_t access = 0, key = 0;
+  std::uint32_t access = 0, key = 0;  // key: the L_Key
+  std::uint32_t rkey = 0;             // a key of its own (transport/detail/context.hpp, mr_rkeys)
 };
 
 // A memory window (ibv_alloc_mw). `key` is the R_Key it was allocated

@@ -117,7 +117,7 @@ Reply Session::on_rereg_mr(const MsgHeader& h, std::span<const std::byte> msg) {
   ctl::ReregMrRep rep{};
   rep.handle = req->handle;
   rep.lkey = mr.key;
-  rep.rkey = mr.key;
+  rep.rkey = mr.rkey;
   return ok(h, rep);
 }
 
@@ -216,7 +216,7 @@ Reply Session::on_import(const MsgHeader& h, std::span<const std::byte> msg) {
       rep.handle = req->handle;
       rep.pd_handle = it->second.pd;
       rep.lkey = it->second.key;
-      rep.rkey = it->second.key;
+      rep.rkey = it->second.rkey;
       rep.addr = it->second.addr;
       rep.length = it->second.length;
       rep.access = it->second.access;

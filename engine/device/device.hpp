@@ -126,7 +126,7 @@ class Device {
   // as rxe does). Never returns a QPN still in use.
   std::uint32_t alloc_qpn();
   void free_qpn(std::uint32_t qpn);
-  // A fresh memory key (lkey == rkey) for control-only sessions: a random
+  // A fresh memory key (an MR takes two: L_Key, R_Key) for control-only sessions: a random
   // index not in use in the upper 24 bits, a random 8-bit "key" byte
   // (transport/key_source.hpp).
   std::uint32_t alloc_mr_key();

@@ -232,7 +232,7 @@ TEST_CASE("memory registration checks access flags and the mapping", "[engine][c
   };
   ctl::RegMrRep mr{};
   CHECK(reg(base, 4 * page, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, &mr) == 0);
-  CHECK(mr.lkey == mr.rkey);
+  CHECK(mr.lkey != mr.rkey);  // an L_Key grants no remote access
   CHECK(mr.lkey != 0);
   // Remote write without local write: EINVAL (IBA 10.6.3.1; ib_check_mr_access).
   CHECK(reg(base, page, IBV_ACCESS_REMOTE_WRITE) == EINVAL);

@@ -67,7 +67,7 @@ TEST_CASE("data path: RC send and RDMA write move bytes between two QPs by hairp
   std::iota(src.begin(), src.end(), std::uint8_t{7});
   const std::uint32_t src_key = rig.reg_mr(src.data(), src.size());
   const std::uint32_t dst_key = rig.reg_mr(dst.data(), dst.size());
-  const std::uint32_t wdst_key = rig.reg_mr(wdst.data(), wdst.size());
+  const std::uint32_t wdst_key = rig.reg_mr_keys(wdst.data(), wdst.size()).rkey;
 
   // A receive on B, a 5000-byte send (5 packets at MTU 1024) on A.
   WqeHeader rh{};
@@ -202,11 +202,11 @@ TEST_CASE("data path: closing a session with traffic in flight is safe", "[engin
   Qp a, b;
   rig.connected_pair(a, b);
   std::vector<std::uint8_t> buf(65536, 0x5a);
-  const std::uint32_t key = rig.reg_mr(buf.data(), buf.size());
+  const auto mr = rig.reg_mr_keys(buf.data(), buf.size());
   for (int i = 0; i < 4; ++i) {
-    WqeHeader wh =
-        signaled_wqe(static_cast<std::uint64_t>(i), IBV_WR_RDMA_WRITE, reinterpret_cast<std::uintptr_t>(buf.data()), key);
-    const std::array<WqeSge, 1> sge{WqeSge{reinterpret_cast<std::uintptr_t>(buf.data()), 65536, key}};
+    WqeHeader wh = signaled_wqe(static_cast<std::uint64_t>(i), IBV_WR_RDMA_WRITE,
+                                reinterpret_cast<std::uintptr_t>(buf.data()), mr.rkey);
+    const std::array<WqeSge, 1> sge{WqeSge{reinterpret_cast<std::uintptr_t>(buf.data()), 65536, mr.lkey}};
     post_wqe(a.sq, wh, sge);
   }
   rig.dp->poll(now_ns(), true);  // packets are now queued for hairpin delivery

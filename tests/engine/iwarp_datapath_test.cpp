@@ -161,7 +161,7 @@ TEST_CASE("iWARP device: Send, Write and Read over a TCP connection, then discon
   std::iota(src.begin(), src.end(), std::uint8_t{3});
   const std::uint32_t src_key = rig.reg_mr(src.data(), n);
   const std::uint32_t dst_key = rig.reg_mr(dst.data(), n);
-  const std::uint32_t wdst_key = rig.reg_mr(wdst.data(), n);
+  const std::uint32_t wdst_key = rig.reg_mr_keys(wdst.data(), n).rkey;
   const std::uint32_t rdst_key = rig.reg_mr(rdst.data(), n);
   auto sge = [](const std::vector<std::uint8_t>& v, std::uint32_t key) {
     return std::array<WqeSge, 1>{WqeSge{reinterpret_cast<std::uintptr_t>(v.data()), static_cast<std::uint32_t>(v.size()), key}};

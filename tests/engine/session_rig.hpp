@@ -125,9 +125,11 @@ class SessionRig {
     return 0;
   }
 
-  std::uint32_t reg_mr(void* p, std::size_t len,
-                       std::uint32_t access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-                                              IBV_ACCESS_REMOTE_READ) {
+  static constexpr std::uint32_t kDefaultMrAccess =
+      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+  // An MR over [p, p + len): its handle and both keys (the R_Key is not the
+  // L_Key: transport/detail/context.hpp, mr_rkeys).
+  ctl::RegMrRep reg_mr_keys(void* p, std::size_t len, std::uint32_t access = kDefaultMrAccess) {
     ctl::RegMrReq req{};
     req.addr = reinterpret_cast<std::uintptr_t>(p);
     req.iova = req.addr;
@@ -136,7 +138,11 @@ class SessionRig {
     req.access = access;
     ctl::RegMrRep rep{};
     REQUIRE(call(req, &rep) == 0);
-    return rep.lkey;
+    return rep;
+  }
+  // Its L_Key (for SGEs).
+  std::uint32_t reg_mr(void* p, std::size_t len, std::uint32_t access = kDefaultMrAccess) {
+    return reg_mr_keys(p, len, access).lkey;
   }
 
   // An RC QP on the rig's CQ, its rings mapped.

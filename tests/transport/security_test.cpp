@@ -2,7 +2,9 @@
 // to a live key, and connected QPs take packets only from their peer.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <set>
+#include <vector>
 
 #include "tests/transport/pair.hpp"
 
@@ -32,23 +34,50 @@ TEST_CASE("MR keys are not a function of the registration order", "[security][ke
 TEST_CASE("a key is never equal to a live key, also after many registrations", "[security][keys]") {
   Pair p;
   std::set<uint32_t> live_indices;
-  std::vector<uint32_t> live;
+  std::vector<MrKeys> live;
   // Churn: keep 2000 live while registering 60000 (the old counter wrapped
   // and collided after 2^24; random indices collide at once if unchecked).
+  // An MR's L_Key and R_Key are two keys, each unique.
   for (int i = 0; i < 60000; ++i) {
-    const uint32_t k = p.ta.reg_mr(p.a.pd, p.a.dom, p.a.va, 4096, kAllAccess).value.lkey;
-    REQUIRE(live_indices.insert(k >> 8).second);
+    const MrKeys k = p.ta.reg_mr(p.a.pd, p.a.dom, p.a.va, 4096, kAllAccess).value;
+    REQUIRE(live_indices.insert(k.lkey >> 8).second);
+    REQUIRE(live_indices.insert(k.rkey >> 8).second);
     live.push_back(k);
     if (live.size() > 2000) {
-      const uint32_t gone = live[static_cast<std::size_t>(i) % live.size()];
-      REQUIRE(p.ta.dereg_mr(gone) == 0);
-      live_indices.erase(gone >> 8);
-      live.erase(live.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(i) % live.size()));
+      const std::size_t at = static_cast<std::size_t>(i) % live.size();
+      const MrKeys gone = live[at];
+      REQUIRE(p.ta.dereg_mr(gone.lkey) == 0);
+      live_indices.erase(gone.lkey >> 8);
+      live_indices.erase(gone.rkey >> 8);
+      live.erase(live.begin() + static_cast<std::ptrdiff_t>(at));
     }
   }
   // Windows share the index space with MRs.
   const uint32_t mw = p.ta.alloc_mw(p.a.pd, MwType::kType2).value;
   CHECK(!live_indices.contains(mw >> 8));
+}
+
+TEST_CASE("an MR's L_Key is not its R_Key and grants no remote access", "[security][keys]") {
+  Pair p;
+  CHECK(p.b.mr.lkey != p.b.mr.rkey);
+  CHECK((p.b.mr.lkey >> 8) != (p.b.mr.rkey >> 8));
+  const std::vector<uint8_t> before(p.b.bytes().begin(), p.b.bytes().end());
+  // An RDMA WRITE naming B's L_Key as the R_Key: NAK remote access error.
+  Sge sge{p.a.va, 512, p.a.mr.lkey};
+  REQUIRE(p.ta.post_send(p.qa, make_wr(1, WrOpcode::kRdmaWrite, sge, p.b.va, p.b.mr.lkey), p.now) == 0);
+  p.pump();
+  Cqe c[4];
+  REQUIRE(p.ta.poll_cq(p.a.cq, c) == 1);
+  CHECK(c[0].status == WcStatus::kRemAccessErr);
+  CHECK(std::equal(before.begin(), before.end(), p.b.bytes().begin()));
+  // Its R_Key works (a fresh pair: the QP above is in Error).
+  Pair q;
+  fill(q.a.bytes().subspan(0, 512), q.qa, 3);
+  REQUIRE(q.send(1, WrOpcode::kRdmaWrite, 0, 512, 0) == 0);
+  q.pump();
+  REQUIRE(q.ta.poll_cq(q.a.cq, c) == 1);
+  CHECK(c[0].status == WcStatus::kSuccess);
+  CHECK(std::equal(q.a.bytes().begin(), q.a.bytes().begin() + 512, q.b.bytes().begin()));
 }
 
 TEST_CASE("RC and UC packets from anyone but the connected peer are dropped and counted", "[security][peer]") {

@@ -22,7 +22,8 @@ namespace urnic::transport::detail {
 enum class MrState : uint8_t { kValid, kInvalidated };  // IBA 10.6.1.3 (SEND with Invalidate)
 
 struct Mr {
-  uint32_t key = 0;
+  uint32_t key = 0;   // the L_Key
+  uint32_t rkey = 0;  // the R_Key: a key of its own (Context::mr_rkeys)
   PdHandle pd{};
   MemDomain dom{};
   uint64_t addr = 0;    // where the bytes are in the owner's address space
@@ -109,7 +110,11 @@ struct Context {
   TransportConfig cfg;
   Counters counters;
   std::unordered_map<uint32_t, Pd> pds;
-  std::unordered_map<uint32_t, Mr> mrs;  // keyed by lkey (== rkey, as rxe and mlx5 have them)
+  std::unordered_map<uint32_t, Mr> mrs;  // keyed by L_Key
+  // An MR's R_Key is a second random key, not its L_Key (issue 18): L_Keys
+  // travel in SGEs, logs and, on iWARP, as a Read's sink STag on the wire,
+  // and must grant no remote access. R_Key -> L_Key.
+  std::unordered_map<uint32_t, uint32_t> mr_rkeys;
   std::unordered_map<uint32_t, Cq> cqs;
   std::unordered_map<uint32_t, Srq> srqs;
   std::unordered_map<uint32_t, Ah> ahs;
@@ -153,7 +158,9 @@ struct Context {
   // IBA 10.6.3.1/10.6.3.2: zero-length accesses do not check the key
   // (the caller skips the call).
   KeyCheck check_key(uint32_t key, PdHandle pd, uint64_t va, uint64_t len, uint32_t need, const Mr** out) const;
-  // An R_Key in a remote request (transport/mw.cpp): an MR's key, checked
+  // The MR whose R_Key is `rkey`, or null.
+  Mr* mr_of_rkey(uint32_t rkey);
+  // An R_Key in a remote request (transport/mw.cpp): an MR's R_Key, checked
   // as check_key does, or a memory window's, checked against the window
   // (current key, bounds, access, PD; a type 2 window only through the QP
   // `qpn` it is bound to) and then resolved to the MR behind it.

@@ -184,7 +184,6 @@ class IwQp {
   bool rx_atomic_request(const wire::DdpRdmapPacket& p, IwTermCause& cause, Nanos now);
   bool rx_atomic_response(const wire::DdpRdmapPacket& p, IwTermCause& cause, Nanos now);
   void rx_terminate(const wire::DdpRdmapPacket& p, Nanos now);
-  bool invalidate(uint32_t stag);
   void rx_resume(Nanos now);
   // Placement is staged (MemoryAccess::stage_write), tagged with the QP and
   // what it places: a Send's data into a receive WQE (recv), a Read
