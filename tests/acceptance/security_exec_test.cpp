@@ -120,7 +120,7 @@ TEST_CASE("an MR kept across exec of a setuid program never reaches the privileg
   ibv_cq* cq = ibv_create_cq(w.ctx, 8, nullptr, nullptr, 0);
   REQUIRE(cq != nullptr);
   std::vector<char> src(kLen, 'X');
-  ibv_mr* mr = ibv_reg_mr(w.pd, src.data(), src.size(), IBV_ACCESS_LOCAL_WRITE);
+  ibv_mr* mr = ibv_reg_mr(w.pd, src.data(), src.size(), static_cast<int>(IBV_ACCESS_LOCAL_WRITE));
   REQUIRE(mr != nullptr);
   ibv_qp* qp = uc_qp(w.pd, cq);
   REQUIRE(qp != nullptr);
@@ -177,12 +177,12 @@ TEST_CASE("a root daemon registers no memory of a process its own user could not
   std::vector<char> buf(kLen, 'b');
   REQUIRE(::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0);
   errno = 0;
-  ibv_mr* refused = ibv_reg_mr(c.pd, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE);
+  ibv_mr* refused = ibv_reg_mr(c.pd, buf.data(), buf.size(), static_cast<int>(IBV_ACCESS_LOCAL_WRITE));
   const int err = errno;
   REQUIRE(::prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) == 0);
   CHECK(refused == nullptr);
   CHECK(err == EPERM);
-  ibv_mr* mr = ibv_reg_mr(c.pd, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE);
+  ibv_mr* mr = ibv_reg_mr(c.pd, buf.data(), buf.size(), static_cast<int>(IBV_ACCESS_LOCAL_WRITE));
   REQUIRE(mr != nullptr);
   CHECK(ibv_dereg_mr(mr) == 0);
 }
