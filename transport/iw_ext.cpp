@@ -117,7 +117,6 @@ bool IwQp::rx_immediate(const DdpRdmapPacket& p, IwTermCause& cause, Nanos now) 
     iw_untagged_error(cause, term::kDdpUntaggedInvalidMo);
     return false;
   }
-  if (!landed(false, now)) return true;  // an earlier Write faulted: the QP has failed
   RecvWqe r;
   if (!take_recv(r)) {
     if (!rx_no_wait_) {
@@ -134,6 +133,7 @@ bool IwQp::rx_immediate(const DdpRdmapPacket& p, IwTermCause& cause, Nanos now) 
   e.wc_flags = wc_flag::kWithImm;
   e.imm_data = static_cast<uint32_t>(p.immediate >> 32);
   e.solicited = p.info().solicited;
+  e.resp_msg = rx_send_msn_;  // an earlier Write's fault flushes it (IwQp::fail_recv_completions)
   ++rx_send_msn_;
   ctx_.counters.inc(Counter::kRdmaRecvs);
   complete(init_.recv_cq, e, now);

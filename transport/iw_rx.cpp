@@ -166,9 +166,11 @@ void IwQp::on_write_fault(const WriteTag& t, Nanos now) {
     if (it != sq_.end()) it->status = WcStatus::kLocProtErr;
     set(c, term::kLayerRdmap, term::kRdmapLocalCatastrophic, 0);
   } else if (t.recv) {
-    // A Send into a receive buffer that faults: its receive WQE (held
-    // until the Send's last segment landed) completes LOC_PROT_ERR, and the
-    // Terminate is the immediate path's (rx_send).
+    // A Send into a receive buffer that faults: its receive completes
+    // LOC_PROT_ERR (still held if its last segment has not come; else its
+    // CQE, not yet delivered, is rewritten), and the Terminate is the
+    // immediate path's (rx_send).
+    fail_recv_completions(t.msg, true);
     if (recv_slot_ == RecvSlot::kHeld) {
       Cqe e;
       e.wr_id = cur_recv_.wr_id;
@@ -182,9 +184,24 @@ void IwQp::on_write_fault(const WriteTag& t, Nanos now) {
   } else {
     // A Write into an MR whose memory faults (unmapped or mprotect()ed
     // since registration): the immediate path's Terminate (rx_write).
+    // Receives completed after it (a Send from MSN t.msg on) must not say
+    // SUCCESS (RFC 5040 5.5): their CQEs, not yet delivered, are flushed.
+    fail_recv_completions(t.msg, false);
     set(c, term::kLayerRdmap, term::kRdmapLocalCatastrophic, 0);
   }
   fail_stream(c, now);
+}
+
+void IwQp::fail_recv_completions(uint32_t from_msn, bool first_faulted) {
+  auto cq = ctx_.cqs.find(static_cast<uint32_t>(init_.recv_cq));
+  if (cq == ctx_.cqs.end()) return;
+  for (Cqe& e : cq->second.entries) {
+    if (e.qp_num != qpn_ || e.status != WcStatus::kSuccess) continue;
+    if (e.opcode != WcOpcode::kRecv && e.opcode != WcOpcode::kRecvRdmaWithImm) continue;
+    const auto later = static_cast<int32_t>(e.resp_msg - from_msn);  // MSNs wrap
+    if (later < 0) continue;
+    e.status = later == 0 && first_faulted ? WcStatus::kLocProtErr : WcStatus::kWrFlushErr;
+  }
 }
 
 bool IwQp::rx_write(const DdpRdmapPacket& p, IwTermCause& cause) {
@@ -303,9 +320,10 @@ bool IwQp::rx_send(const DdpRdmapPacket& p, IwTermCause& cause, Nanos now) {
   }
   recv_off_ += len;
   if (!p.last) return true;
-  // Its data, and every earlier Write's, landed before the receive
-  // completes (RFC 5040 5.5); if not, the QP has failed.
-  if (!landed(false, now)) return true;
+  // Its data and every earlier Write's are settled before this CQE leaves
+  // the transport (Transport::settle_writes, end of the engine's pass): a
+  // fault rewrites it (on_write_fault), as for UC/UD.
+  e.resp_msg = rx_send_msn_;
   if (params_.rfc7306 && p.rdmap_rsvd == wire::rdmap::kUrnicSendImm && !p.info().invalidate) {
     e.wc_flags |= wc_flag::kWithImm;  // urnic's Send with Immediate (wire/ddp_rdmap.hpp)
     e.imm_data = p.rsvd_ulp;

@@ -18,10 +18,11 @@
 // after), so the good path makes no extra system call.
 //
 // iWARP (transport/iw_rx.cpp, IwQp::landed) follows the same rule where
-// RDMAP shows data placed: before a receive completes (Send, Immediate
-// Data), before a Read or atomic request is answered, and before a Read or
-// atomic WQE completes; a fault fails the stream with the Terminate the
-// immediate fault would have sent. RDMAP acknowledges no Write, so the
+// RDMAP shows data placed: before a Read or atomic request is answered and
+// before a Read or atomic WQE completes; receive completions (Send,
+// Immediate Data) are settled before they leave the transport and
+// rewritten on a fault, as UC/UD's. A fault fails the stream with the
+// Terminate the immediate fault would have sent. RDMAP acknowledges no Write, so the
 // requester of a Write learns of its fault from that Terminate.
 #include <algorithm>
 

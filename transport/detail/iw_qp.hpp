@@ -185,16 +185,25 @@ class IwQp {
   bool rx_atomic_response(const wire::DdpRdmapPacket& p, IwTermCause& cause, Nanos now);
   void rx_terminate(const wire::DdpRdmapPacket& p, Nanos now);
   void rx_resume(Nanos now);
-  // Placement is staged (MemoryAccess::stage_write), tagged with the QP and
-  // what it places: a Send's data into a receive WQE (recv), a Read
-  // Response's or atomic's value into our own sink (requester), else a
-  // Write. landed() makes every staged write and says whether those of
-  // this QP's side all landed; if not, the QP has failed (on_write_fault).
-  // Called before anything that shows the data placed: a receive or a
-  // requester's completion, and the answer to a Read or atomic request
-  // (which must see every earlier Write, RFC 5040 5.5).
-  WriteTag place_tag(bool recv, bool requester) const noexcept { return WriteTag{qpn_, 0, 0, recv, requester}; }
+  // Placement is staged (MemoryAccess::stage_write), tagged with the QP,
+  // the MSN of the Send it is part of or precedes (msg), and what it places:
+  // a Send's data into a receive WQE (recv), a Read Response's or atomic's
+  // value into our own sink (requester), else a Write. landed() makes every
+  // staged write and says whether those of this QP's side all landed; if
+  // not, the QP has failed (on_write_fault). Called before a requester's
+  // Read or atomic WQE completes and before a Read or atomic request is
+  // answered (it must see every earlier Write, RFC 5040 5.5). Receive
+  // completions are not held up: their CQEs carry the MSN (Cqe::resp_msg)
+  // and a fault found when the engine settles, before it delivers CQEs,
+  // rewrites them (fail_recv_completions), as for UC/UD: no system call
+  // per received Send.
+  WriteTag place_tag(bool recv, bool requester) const noexcept {
+    return WriteTag{qpn_, 0, rx_send_msn_, recv, requester};
+  }
   bool landed(bool requester, Nanos now);
+  // Receive CQEs of this QP not yet delivered, from Send MSN `from_msn` on,
+  // WR_FLUSH_ERR; that first one LOC_PROT_ERR if its own data faulted.
+  void fail_recv_completions(uint32_t from_msn, bool first_faulted);
 
   Context& ctx_;
   uint32_t qpn_;
