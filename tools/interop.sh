@@ -395,7 +395,7 @@ cm_cell() {
     if [[ -z $cm_retry ]]; then
       if perftest_clock_failed "$cli_out" "$srv_out"; then
         retry_why="perftest could not calibrate its clock"
-      elif [[ $side != urnic && $name == ib_* && $got == 0 ]] &&
+      elif [[ $side != urnic && ($name == ib_* || $name == "iw ib_"*) && $got == 0 ]] &&
         grep -qE 'RDMA_CM_EVENT_(CONNECT_ERROR|REJECTED|UNREACHABLE)' "$cli_out"; then
         retry_why="connection setup failed, no data moved"
       elif [[ $name == *rping* && $crc == 0 ]] && rping_teardown_race "$srv_out"; then
