@@ -72,12 +72,12 @@ void Qp::comp_run(const wire::IbPacket& pkt, Nanos now) {
         // wait for the ACK timeout.
         if (comp_retry_ == CompRetry::kRetrying && comp_retry_psn_ == retry_psn && comp_retry_stale_ > 0) {
           --comp_retry_stale_;
-          ctx_.counters.inc(Counter::kDuplicateResponse);
+          count(Counter::kDuplicateResponse);
           s = CompState::kDone;
           break;
         }
         if (retry_left_ == 0) {
-          ctx_.counters.inc(Counter::kRetryExceededErr);
+          count(Counter::kRetryExceededErr);
           fail_head(WcStatus::kRetryExcErr, now);
           return;
         }
@@ -92,13 +92,13 @@ void Qp::comp_run(const wire::IbPacket& pkt, Nanos now) {
       case CompState::kRnrRetry:
         // IBA 9.7.5.2.8: wait at least the advertised time, then resend from
         // the NAKed PSN; rnr_retry 7 retries forever.
-        ctx_.counters.inc(Counter::kRcvdRnrErr);
+        count(Counter::kRcvdRnrErr);
         if (comp_progress_) {
           retry_left_ = attr_.retry_cnt;
           rnr_retry_left_ = attr_.rnr_retry;
         }
         if (rnr_retry_left_ == 0) {
-          ctx_.counters.inc(Counter::kRetryRnrExceededErr);
+          count(Counter::kRetryRnrExceededErr);
           fail_head(WcStatus::kRnrRetryExcErr, now);
           return;
         }
@@ -110,7 +110,7 @@ void Qp::comp_run(const wire::IbPacket& pkt, Nanos now) {
         req_state_ = ReqState::kRnrWait;
         return;
       case CompState::kError:
-        ctx_.counters.inc(Counter::kRcvdNakErr);
+        count(Counter::kRcvdNakErr);
         fail_head(fail, now);
         return;
       case CompState::kDone:
@@ -128,7 +128,7 @@ CompState Qp::comp_check_psn(const wire::IbPacket& pkt) {
   const Psn p = pkt.bth.psn;
   // A response for a PSN never sent is dropped (IBA 9.7.5.1.1, "ghost").
   if ((p - next_psn_) >= 0) {
-    ctx_.counters.inc(Counter::kDuplicateResponse);
+    count(Counter::kDuplicateResponse);
     return CompState::kDrop;
   }
   const uint8_t o = op_of(pkt);
@@ -138,13 +138,13 @@ CompState Qp::comp_check_psn(const wire::IbPacket& pkt) {
   if (o == op::kAck) {
     const bool nak = (pkt.aeth.syndrome & ae::kTypeMask) != ae::kAck;
     if (nak ? d < 0 : d < -1) {
-      ctx_.counters.inc(Counter::kDuplicateResponse);
+      count(Counter::kDuplicateResponse);
       return CompState::kDrop;
     }
     return CompState::kCheckAck;
   }
   if (d < 0) {
-    ctx_.counters.inc(Counter::kDuplicateResponse);
+    count(Counter::kDuplicateResponse);
     return CompState::kDrop;
   }
   if (o == op::kAtomicAck) return CompState::kAtomic;
@@ -167,7 +167,7 @@ CompState Qp::comp_check_ack(const wire::IbPacket& pkt, Nanos now) {
       complete_acked_through(p - 1, now);
       if (sq_.empty()) return CompState::kDrop;
       if ((syn & 0x1F) == ae::kNakPsnSequence) {
-        ctx_.counters.inc(Counter::kRcvdSeqErr);
+        count(Counter::kRcvdSeqErr);
         return CompState::kErrorRetry;
       }
       return CompState::kError;
@@ -209,10 +209,10 @@ CompState Qp::comp_read(const wire::IbPacket& pkt, Nanos now) {
   if (w.opcode != WrOpcode::kRdmaRead || (p - w.first_psn) < 0 || (p - w.last_psn) > 0) return CompState::kDrop;
   if (p != comp_psn_) {
     if ((p - comp_psn_) < 0) {
-      ctx_.counters.inc(Counter::kDuplicateResponse);
+      count(Counter::kDuplicateResponse);
       return CompState::kDrop;
     }
-    ctx_.counters.inc(Counter::kOutOfSeqResponse);
+    count(Counter::kOutOfSeqResponse);
     return CompState::kErrorRetry;
   }
   const uint32_t mtu = pmtu();
@@ -227,7 +227,7 @@ CompState Qp::comp_read(const wire::IbPacket& pkt, Nanos now) {
   const bool chunk_last = last || (idx + 1) % kReadChunkPkts == 0;
   const bool shape_ok = chunk_last ? info.is(wire::Op::kLast) : !info.is(wire::Op::kLast);
   if (!shape_ok || pkt.payload.size() != want) {
-    ctx_.counters.inc(Counter::kDroppedPkts);
+    count(Counter::kDroppedPkts);
     return CompState::kDrop;
   }
   const WriteTag tag = req_tag(p);
@@ -307,7 +307,7 @@ void Qp::complete_local_ops(Nanos now) {
 void Qp::complete_local_errors(Nanos now) {
   complete_local_ops(now);
   if (!sq_.empty() && sq_.front().state == WqeState::kLocalError) {
-    ctx_.counters.inc(Counter::kSendErr);
+    count(Counter::kSendErr);
     fail_head(sq_.front().status, now);
   }
 }
@@ -315,9 +315,9 @@ void Qp::complete_local_errors(Nanos now) {
 void Qp::on_ack_timeout(Nanos now) {
   ack_deadline_ = kNever;
   if ((req_psn_ - comp_psn_) <= 0) return;
-  ctx_.counters.inc(Counter::kLocalAckTimeoutErr);
+  count(Counter::kLocalAckTimeoutErr);
   if (retry_left_ == 0) {
-    ctx_.counters.inc(Counter::kRetryExceededErr);
+    count(Counter::kRetryExceededErr);
     fail_head(WcStatus::kRetryExcErr, now);
     return;
   }

@@ -135,7 +135,7 @@ bool IwQp::rx_immediate(const DdpRdmapPacket& p, IwTermCause& cause, Nanos now) 
   e.solicited = p.info().solicited;
   e.resp_msg = rx_send_msn_;  // an earlier Write's fault flushes it (IwQp::fail_recv_completions)
   ++rx_send_msn_;
-  ctx_.counters.inc(Counter::kRdmaRecvs);
+  count(Counter::kRdmaRecvs);
   complete(init_.recv_cq, e, now);
   return true;
 }

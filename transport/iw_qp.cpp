@@ -257,7 +257,7 @@ void IwQp::on_stream_data(std::span<const uint8_t> in, Nanos now) {
   }
   while (!in.empty()) {
     if (!rx_ || attr_.qp_state == QpState::kErr || link_ == IwLink::kClosed || link_ == IwLink::kTerminating) {
-      ctx_.counters.inc(Counter::kDroppedPkts);
+      count(Counter::kDroppedPkts);
       return;
     }
     auto step = rx_->feed(in);
@@ -273,9 +273,9 @@ void IwQp::on_stream_data(std::span<const uint8_t> in, Nanos now) {
     }
     in = in.subspan(step->consumed);
     if (!step->fpdu) continue;
-    ctx_.counters.inc(Counter::kIwFpdusRcvd);
+    count(Counter::kIwFpdusRcvd);
     if (step->fpdu->crc == wire::CrcCheck::kBad) {
-      ctx_.counters.inc(Counter::kIwCrcErrors);
+      count(Counter::kIwCrcErrors);
       IwTermCause c;
       c.layer = wire::terminate::kLayerLlp;
       c.etype = wire::terminate::kLlpMpa;
@@ -283,7 +283,7 @@ void IwQp::on_stream_data(std::span<const uint8_t> in, Nanos now) {
       fail_stream(c, now);
       return;
     }
-    ctx_.counters.inc(Counter::kRcvdPkts);
+    count(Counter::kRcvdPkts);
     rx_fpdu(*step->fpdu, now);
     if (rx_stalled_) {
       rx_held_.assign(step->fpdu->ulpdu.begin(), step->fpdu->ulpdu.end());
@@ -316,7 +316,7 @@ void IwQp::close_stream() {
 
 void IwQp::fail_stream(const IwTermCause& cause, Nanos now) {
   if (attr_.qp_state == QpState::kErr || link_ == IwLink::kClosed) return;
-  ctx_.counters.inc(Counter::kSentNakErr);
+  count(Counter::kSentNakErr);
   const bool protection = (cause.layer == wire::terminate::kLayerRdmap &&
                            cause.etype == wire::terminate::kRdmapRemoteProtection) ||
                           (cause.layer == wire::terminate::kLayerDdp &&
@@ -360,7 +360,7 @@ void IwQp::flush_sq() {
     if ((e.opcode == WcOpcode::kRdmaRead || is_atomic(w.opcode)) && finished) e.byte_len = static_cast<uint32_t>(w.length);
     const bool report = e.status != WcStatus::kSuccess || w.signaled;
     sq_.pop_front();
-    if (report && !ctx_.push_cqe(init_.send_cq, e)) break;
+    if (report && !push_cqe(init_.send_cq, e)) break;
   }
   sq_.clear();
   tx_idx_ = 0;
@@ -375,7 +375,7 @@ void IwQp::flush_rq() {
     e.status = WcStatus::kWrFlushErr;
     e.opcode = WcOpcode::kRecv;
     e.qp_num = qpn_;
-    ctx_.push_cqe(init_.recv_cq, e);
+    push_cqe(init_.recv_cq, e);
     recv_slot_ = RecvSlot::kEmpty;
   }
   while (!rq_.empty()) {
@@ -385,7 +385,7 @@ void IwQp::flush_rq() {
     e.opcode = WcOpcode::kRecv;
     e.qp_num = qpn_;
     rq_.pop_front();
-    if (!ctx_.push_cqe(init_.recv_cq, e)) break;
+    if (!push_cqe(init_.recv_cq, e)) break;
   }
   rq_.clear();
 }
@@ -409,7 +409,7 @@ void IwQp::complete_sq(Nanos now) {
 }
 
 bool IwQp::complete(CqHandle cq, const Cqe& e, Nanos now) {
-  if (ctx_.push_cqe(cq, e)) return true;
+  if (push_cqe(cq, e)) return true;
   // IBA 11.4.2.1: an overrun CQ is in error and its QPs cannot progress.
   ctx_.raise({EventType::kQpFatal, qpn_, {}, {}});
   IwTermCause c;

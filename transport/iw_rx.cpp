@@ -149,7 +149,9 @@ void IwQp::rx_fpdu(const wire::Fpdu& f, Nanos now) {
 
 bool IwQp::landed(bool requester, Nanos now) {
   WriteTag first;
-  if (ctx_.writes_landed(qpn_, requester, first)) return true;
+  const std::size_t faults = ctx_.take_write_faults(qpn_, requester, first);
+  if (faults == 0) return true;
+  count(Counter::kWriteFaults, faults);
   on_write_fault(first, now);
   return false;
 }
@@ -178,7 +180,7 @@ void IwQp::on_write_fault(const WriteTag& t, Nanos now) {
       e.qp_num = qpn_;
       e.status = WcStatus::kLocProtErr;
       recv_slot_ = RecvSlot::kEmpty;
-      ctx_.push_cqe(init_.recv_cq, e);
+      push_cqe(init_.recv_cq, e);
     }
     set(c, term::kLayerRdmap, term::kRdmapRemoteOperation, term::kRdmapCatastrophicStream);
   } else {
@@ -306,7 +308,7 @@ bool IwQp::rx_send(const DdpRdmapPacket& p, IwTermCause& cause, Nanos now) {
     // The receive WQE completes with a local length error (IBA 9.9.3.1.2).
     e.status = WcStatus::kLocLenErr;
     recv_slot_ = RecvSlot::kEmpty;
-    ctx_.push_cqe(init_.recv_cq, e);
+    push_cqe(init_.recv_cq, e);
     untagged_error(cause, term::kDdpUntaggedTooLong);
     return false;
   }
@@ -314,7 +316,7 @@ bool IwQp::rx_send(const DdpRdmapPacket& p, IwTermCause& cause, Nanos now) {
   if (len > 0 && ctx_.scatter(recv_pd(), cur_recv_.sges, recv_off_, p.payload, &tag) != WcStatus::kSuccess) {
     e.status = WcStatus::kLocProtErr;
     recv_slot_ = RecvSlot::kEmpty;
-    ctx_.push_cqe(init_.recv_cq, e);
+    push_cqe(init_.recv_cq, e);
     set(cause, term::kLayerRdmap, term::kRdmapRemoteOperation, term::kRdmapCatastrophicStream);
     return false;
   }
@@ -334,7 +336,7 @@ bool IwQp::rx_send(const DdpRdmapPacket& p, IwTermCause& cause, Nanos now) {
     if (!ctx_.invalidate(p.invalidate_stag(), init_.pd, qpn_, true)) {
       e.status = WcStatus::kLocProtErr;
       recv_slot_ = RecvSlot::kEmpty;
-      ctx_.push_cqe(init_.recv_cq, e);
+      push_cqe(init_.recv_cq, e);
       set(cause, term::kLayerRdmap, term::kRdmapRemoteOperation, term::kRdmapStagNotInvalidated);
       return false;
     }
@@ -345,7 +347,7 @@ bool IwQp::rx_send(const DdpRdmapPacket& p, IwTermCause& cause, Nanos now) {
   e.solicited = p.info().solicited;
   recv_slot_ = RecvSlot::kEmpty;
   ++rx_send_msn_;
-  ctx_.counters.inc(Counter::kRdmaRecvs);
+  count(Counter::kRdmaRecvs);
   complete(init_.recv_cq, e, now);
   return true;
 }
@@ -393,8 +395,8 @@ void IwQp::rx_terminate(const DdpRdmapPacket& p, Nanos now) {
   t.ddp_header = keep(t.ddp_header);
   t.rdma_header = keep(t.rdma_header);
   term_rx_ = t;
-  ctx_.counters.inc(Counter::kRcvdNakErr);
-  ctx_.counters.inc(Counter::kIwTerminatesRcvd);
+  count(Counter::kRcvdNakErr);
+  count(Counter::kIwTerminatesRcvd);
   auto it = std::find_if(sq_.begin(), sq_.end(), [](const IwSendWqe& w) { return w.state != IwWqeState::kDone; });
   if (it != sq_.end()) it->status = status_for(t);
   ctx_.raise({EventType::kQpFatal, qpn_, {}, {}});

@@ -60,8 +60,8 @@ bool IwQp::emit(const DdpRdmapPacket& hdr, std::span<const uint8_t> payload) {
   if (!n) return false;
   sink_->write(std::span<const uint8_t>(tx_buf_.data(), *n));
   tx_pos_ += *n;
-  ctx_.counters.inc(Counter::kSentPkts);
-  ctx_.counters.inc(Counter::kIwFpdusSent);
+  count(Counter::kSentPkts);
+  count(Counter::kIwFpdusSent);
   return true;
 }
 
@@ -134,7 +134,7 @@ bool IwQp::tx_send_wqe(IwSendWqe& w, Nanos now) {
     if (!check_local(w, need)) {
       w.status = WcStatus::kLocProtErr;
       w.state = IwWqeState::kDone;
-      ctx_.counters.inc(Counter::kSendErr);
+      count(Counter::kSendErr);
       fail_stream(local_catastrophic(), now);
       return false;
     }
@@ -199,7 +199,7 @@ bool IwQp::tx_send_wqe(IwSendWqe& w, Nanos now) {
   if (p.last) {
     // TCP delivers what is in the stream: the WR is done (as in siw).
     w.state = IwWqeState::kDone;
-    if (!write) ctx_.counters.inc(Counter::kRdmaSends);
+    if (!write) count(Counter::kRdmaSends);
     ++tx_idx_;
   }
   return true;
@@ -255,7 +255,7 @@ bool IwQp::tx_terminate() {
     p.term.rdma_header = wire::Bytes(c.rdma_hdr.data(), c.rdma_hdr.size());
   }
   if (!emit(p, {})) return false;  // waits for room; on_stream_writable retries
-  ctx_.counters.inc(Counter::kIwTerminatesSent);
+  count(Counter::kIwTerminatesSent);
   ++tx_term_msn_;
   term_tx_.reset();
   close_stream();

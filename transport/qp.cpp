@@ -308,7 +308,7 @@ void Qp::flush_sq() {
     e.status = WcStatus::kWrFlushErr;
     e.opcode = wc_opcode_of(w.opcode);
     e.qp_num = qpn_;
-    if (!ctx_.push_cqe(init_.send_cq, e)) break;
+    if (!push_cqe(init_.send_cq, e)) break;
   }
   sq_.clear();
   tm_wqes_ = 0;
@@ -317,7 +317,7 @@ void Qp::flush_sq() {
 
 void Qp::flush_rq() {
   if (recv_slot_ == RecvSlot::kHeld) {
-    ctx_.push_cqe(resp_cq(), held_recv_error(WcStatus::kWrFlushErr));
+    push_cqe(resp_cq(), held_recv_error(WcStatus::kWrFlushErr));
     recv_slot_ = RecvSlot::kEmpty;
   }
   resp_msg_ = RespMsg::kNone;
@@ -328,13 +328,13 @@ void Qp::flush_rq() {
     e.opcode = WcOpcode::kRecv;
     e.qp_num = qpn_;
     rq_.pop_front();
-    if (!ctx_.push_cqe(init_.recv_cq, e)) break;
+    if (!push_cqe(init_.recv_cq, e)) break;
   }
   rq_.clear();
 }
 
 bool Qp::complete(CqHandle cq, const Cqe& e, Nanos now) {
-  if (ctx_.push_cqe(cq, e)) return true;
+  if (push_cqe(cq, e)) return true;
   // CQ overrun: IBA 11.4.2.1 -- the CQ is in error, and the QPs completing
   // to it cannot make progress: they enter the error state.
   ctx_.raise({EventType::kQpFatal, qpn_, {}, {}});
@@ -408,7 +408,7 @@ void Qp::emit(wire::IbPacket& p, const Addressing& addr, Nanos now) {
   p.bth.pkey = 0xFFFF;
   p.bth.tver = 0;
   p.bth.pad = static_cast<uint8_t>((4 - (p.payload.size() & 3)) & 3);
-  ctx_.counters.inc(Counter::kSentPkts);
+  count(Counter::kSentPkts);
   ctx_.tx.transmit(TxPacket{p, addr}, now);
 }
 
@@ -494,7 +494,7 @@ void Qp::on_packet(const wire::IbPacket& pkt, const RxInfo& rx, Nanos now) {
   const QpState st = attr_.qp_state;
   // IBA 10.3.1: packets are accepted from RTR on; RESET/INIT/ERR drop them.
   if (st == QpState::kReset || st == QpState::kInit || st == QpState::kErr) {
-    ctx_.counters.inc(Counter::kDroppedPkts);
+    count(Counter::kDroppedPkts);
     return;
   }
   const wire::IbTransport tt = wire::transport_of(pkt.bth.opcode);
@@ -503,8 +503,8 @@ void Qp::on_packet(const wire::IbPacket& pkt, const RxInfo& rx, Nanos now) {
   // memory or sequence state. XRC QPs are connected too: a target to its
   // one initiator, whose address its RTR path names (XRC annex).
   if (init_.type != QpType::kUd && rx.has_src && rx.src_gid != attr_.ah_attr.dgid) {
-    ctx_.counters.inc(Counter::kWrongPeerPkts);
-    ctx_.counters.inc(Counter::kDroppedPkts);
+    count(Counter::kWrongPeerPkts);
+    count(Counter::kDroppedPkts);
     return;
   }
   switch (init_.type) {
@@ -512,7 +512,7 @@ void Qp::on_packet(const wire::IbPacket& pkt, const RxInfo& rx, Nanos now) {
       if (tt != wire::IbTransport::kRc) break;
       if (pkt.info().is(wire::Op::kResponse)) {
         if (send_queue_active() || st == QpState::kSqe) comp_run(pkt, now);
-        else ctx_.counters.inc(Counter::kDroppedPkts);
+        else count(Counter::kDroppedPkts);
       } else {
         resp_run(pkt, rx, now);
       }
@@ -528,14 +528,14 @@ void Qp::on_packet(const wire::IbPacket& pkt, const RxInfo& rx, Nanos now) {
     case QpType::kXrcSend:  // the initiator takes responses only
       if (tt != wire::IbTransport::kXrc || !pkt.info().is(wire::Op::kResponse)) break;
       if (send_queue_active()) comp_run(pkt, now);
-      else ctx_.counters.inc(Counter::kDroppedPkts);
+      else count(Counter::kDroppedPkts);
       return;
     case QpType::kXrcRecv:  // the target takes requests only
       if (tt != wire::IbTransport::kXrc || !pkt.info().is(wire::Op::kRequest)) break;
       resp_run(pkt, rx, now);
       return;
   }
-  ctx_.counters.inc(Counter::kDroppedPkts);  // opcode of another transport
+  count(Counter::kDroppedPkts);  // opcode of another transport
 }
 
 void Qp::on_timer(Nanos now) {

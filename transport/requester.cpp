@@ -271,7 +271,7 @@ void Qp::send_next_packet(SendWqe& w, Nanos now) {
   if (last) w.state = WqeState::kSent;
   emit(p, addr, now);
   if (last) {
-    if (send) ctx_.counters.inc(Counter::kRdmaSends);
+    if (send) count(Counter::kRdmaSends);
     advance_req();
     // UC and UD are unacknowledged: a WQE completes once its last packet is
     // out (IBA 9.8.2, 9.8.3).
@@ -286,7 +286,7 @@ void Qp::send_next_packet(SendWqe& w, Nanos now) {
 // already has PSNs (or is the next unassigned PSN).
 void Qp::retry_from(Psn p) {
   reposition(p);
-  ctx_.counters.inc(Counter::kCompleterRetryErr);
+  count(Counter::kCompleterRetryErr);
 }
 
 void Qp::reposition(Psn p) {

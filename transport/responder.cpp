@@ -19,7 +19,7 @@ void Qp::resp_run(const wire::IbPacket& pkt, const RxInfo& rx, Nanos now) {
   // An XRC target answers a request for an SRQ outside its XRC domain with
   // an invalid-request NAK (in sequence) or drops it.
   if (xrc_target() && !select_xrc_srq(pkt)) {
-    ctx_.counters.inc(Counter::kDroppedPkts);
+    count(Counter::kDroppedPkts);
     s = pkt.bth.psn == epsn_ ? RespState::kErrNakInvalidRequest : RespState::kDrop;
   }
   for (;;) {
@@ -42,7 +42,7 @@ void Qp::resp_run(const wire::IbPacket& pkt, const RxInfo& rx, Nanos now) {
       case RespState::kErrRnr:
         // IBA 9.7.5.2.8: no receive WQE -- RNR NAK with our minimum RNR
         // timer; nothing of this request is consumed.
-        ctx_.counters.inc(Counter::kSendRnrErr);
+        count(Counter::kSendRnrErr);
         resp_seq_ = RespSeq::kRnrNakSent;
         send_ack(static_cast<uint8_t>(ae::kRnrNak | (attr_.min_rnr_timer & 0x1F)), pkt.bth.psn, now);
         return;
@@ -65,13 +65,13 @@ void Qp::resp_run(const wire::IbPacket& pkt, const RxInfo& rx, Nanos now) {
 RespState Qp::resp_chk_psn(const wire::IbPacket& pkt) {
   const int32_t d = pkt.bth.psn - epsn_;
   if (d > 0) {
-    ctx_.counters.inc(Counter::kOutOfSeqRequest);
+    count(Counter::kOutOfSeqRequest);
     if (resp_seq_ != RespSeq::kInSequence) return RespState::kDrop;
     resp_seq_ = RespSeq::kSeqNakSent;
     return RespState::kErrNakPsnSequence;
   }
   if (d < 0) {
-    ctx_.counters.inc(Counter::kDuplicateRequest);
+    count(Counter::kDuplicateRequest);
     return RespState::kDuplicateRequest;
   }
   resp_seq_ = RespSeq::kInSequence;
@@ -335,7 +335,7 @@ RespState Qp::resp_complete(const wire::IbPacket& pkt, Nanos now) {
     e.solicited = pkt.bth.solicited;
     if (tm_land_ != TmLanding::kNone && i.is(Op::kSend)) tm_fill_recv_cqe(e);
     recv_slot_ = RecvSlot::kEmpty;
-    ctx_.counters.inc(Counter::kRdmaRecvs);
+    count(Counter::kRdmaRecvs);
     msg_offset_ = 0;
     // Advance the PSN before completing: a CQ overrun moves the QP to ERR.
     epsn_ = pkt.bth.psn + 1;
@@ -359,7 +359,7 @@ RespState Qp::resp_acknowledge(const wire::IbPacket& pkt, Nanos now) {
   if (pkt.bth.ack_req || unacked_ >= ctx_.cfg.max_unacked_pkts) {
     send_ack(ae::kAck | ae::kCreditsInvalid, pkt.bth.psn, now);
   } else {
-    ctx_.counters.inc(Counter::kAckDeferred);
+    count(Counter::kAckDeferred);
   }
   return RespState::kDone;
 }
@@ -462,7 +462,7 @@ void Qp::resp_nak(uint8_t syndrome, Psn psn, RespState why, Nanos now) {
 
 void Qp::nak_and_error(uint8_t syndrome, Psn psn, RespState why, Nanos now) {
   URNIC_TRACE(qpn_, "resp", "CHECKS", to_string(why), "NAK");
-  ctx_.counters.inc(Counter::kSentNakErr);
+  count(Counter::kSentNakErr);
   emit_ack(syndrome, psn, now);
   if (recv_slot_ == RecvSlot::kHeld && pending_recv_status_ != WcStatus::kSuccess) fail_recv(pending_recv_status_, now);
   ctx_.raise({why == RespState::kErrNakRemoteAccess ? EventType::kQpAccessErr
@@ -484,12 +484,12 @@ void Qp::uc_run(const wire::IbPacket& pkt, Nanos now) {
   const auto& i = pkt.info();
   const Psn p = pkt.bth.psn;
   if (p != epsn_) {
-    ctx_.counters.inc(Counter::kOutOfSeqRequest);
+    count(Counter::kOutOfSeqRequest);
     if (resp_msg_ != RespMsg::kNone) resp_msg_ = RespMsg::kDropping;
   }
   epsn_ = p + 1;
   auto drop = [&] {
-    ctx_.counters.inc(Counter::kDroppedPkts);
+    count(Counter::kDroppedPkts);
     resp_msg_ = i.is(Op::kLast) ? RespMsg::kNone : RespMsg::kDropping;
     msg_offset_ = 0;
   };
@@ -564,7 +564,7 @@ void Qp::uc_run(const wire::IbPacket& pkt, Nanos now) {
     e.status = uc_msg_fault_;
     e.resp_msg = resp_msg_no_;
     recv_slot_ = RecvSlot::kEmpty;
-    if (e.status == WcStatus::kSuccess) ctx_.counters.inc(Counter::kRdmaRecvs);
+    if (e.status == WcStatus::kSuccess) count(Counter::kRdmaRecvs);
     complete(init_.recv_cq, e, now);
   }
   msg_offset_ = 0;
@@ -574,17 +574,17 @@ void Qp::uc_run(const wire::IbPacket& pkt, Nanos now) {
 // receive buffer gets the 40-byte GRH area first, then the payload.
 void Qp::ud_run(const wire::IbPacket& pkt, const RxInfo& rx, Nanos now) {
   if (pkt.deth.qkey != attr_.qkey) {
-    ctx_.counters.inc(Counter::kQkeyViolation);
+    count(Counter::kQkeyViolation);
     return;
   }
   const std::size_t pl = pkt.payload.size();
   if (pl > pmtu() || attr_.qp_state == QpState::kInit) {
-    ctx_.counters.inc(Counter::kDroppedPkts);
+    count(Counter::kDroppedPkts);
     return;
   }
   RecvWqe r;
   if (!take_recv(r)) {  // UD has no RNR: the datagram is dropped
-    ctx_.counters.inc(Counter::kDroppedPkts);
+    count(Counter::kDroppedPkts);
     return;
   }
   ++resp_msg_no_;
@@ -615,7 +615,7 @@ void Qp::ud_run(const wire::IbPacket& pkt, const RxInfo& rx, Nanos now) {
     e.imm_data = pkt.imm;
   }
   e.resp_msg = resp_msg_no_;
-  ctx_.counters.inc(Counter::kRdmaRecvs);
+  count(Counter::kRdmaRecvs);
   complete(init_.recv_cq, e, now);
 }
 

@@ -198,7 +198,7 @@ void Qp::tm_flush_wqe(const SendWqe& w) {
   e.status = WcStatus::kWrFlushErr;
   e.opcode = WcOpcode::kTmRecv;
   e.qp_num = qpn_;
-  ctx_.push_cqe(resp_cq(), e);
+  push_cqe(resp_cq(), e);
 }
 
 }  // namespace urnic::transport::detail

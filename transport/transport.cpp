@@ -68,18 +68,16 @@ WcStatus Context::scatter(PdHandle pd, std::span<const Sge> sges, uint64_t offse
                    });
 }
 
-bool Context::writes_landed(uint32_t qpn, bool requester, WriteTag& first) {
+std::size_t Context::take_write_faults(uint32_t qpn, bool requester, WriteTag& first) {
   mem.settle(write_faults);
-  if (write_faults.empty()) return true;
-  bool found = false;
+  if (write_faults.empty()) return 0;
+  std::size_t found = 0;
   std::erase_if(write_faults, [&](const WriteTag& t) {
     if (t.qpn != qpn || t.requester != requester) return false;
-    if (!found) first = t;
-    found = true;
-    counters.inc(Counter::kWriteFaults);
+    if (found++ == 0) first = t;
     return true;
   });
-  return !found;
+  return found;
 }
 
 bool Context::take_srq_recv(uint32_t srq_handle, RecvWqe& out) {
@@ -112,7 +110,7 @@ void Context::queue_recv(PoolDeque<RecvWqe>& rq, const RecvWr& wr, bool in_error
   rq.push_back(std::move(r));
 }
 
-bool Context::push_cqe(CqHandle cq, const Cqe& e) {
+bool Context::push_cqe(CqHandle cq, const Cqe& e, Counters* qp) {
   auto it = cqs.find(static_cast<uint32_t>(cq));
   if (it == cqs.end()) return false;
   Cq& c = it->second;
@@ -120,6 +118,7 @@ bool Context::push_cqe(CqHandle cq, const Cqe& e) {
   if (c.entries.size() >= c.capacity) {
     c.state = CqState::kOverflowed;
     counters.inc(Counter::kCqOverflow);
+    if (qp != nullptr) qp->inc(Counter::kCqOverflow);
     raise({EventType::kCqErr, 0, cq, {}});
     return false;
   }
@@ -138,6 +137,12 @@ Transport::~Transport() = default;
 
 const DeviceCaps& Transport::caps() const noexcept { return ctx_->cfg.caps; }
 const Counters& Transport::counters() const noexcept { return ctx_->counters; }
+
+const Counters* Transport::qp_counters(uint32_t qpn) const {
+  if (const detail::IwQp* iw = find_iw_qp(qpn)) return &iw->counters();
+  const Qp* qp = find_qp(qpn);
+  return qp == nullptr ? nullptr : &qp->counters();
+}
 
 PdHandle Transport::alloc_pd() {
   const uint32_t h = ctx_->next_handle++;
@@ -464,13 +469,18 @@ uint32_t Transport::srq_outstanding(SrqHandle srq) const {
 }
 
 void Transport::on_packet(const wire::IbPacket& pkt, const RxInfo& rx, Nanos now) {
-  ctx_->counters.inc(Counter::kRcvdPkts);
   Qp* qp = find_qp(pkt.bth.dest_qp);
+  if (qp == nullptr) {
+    ctx_->counters.inc(Counter::kRcvdPkts);
+    ctx_->counters.inc(Counter::kDroppedPkts);
+    return;
+  }
+  qp->count(Counter::kRcvdPkts);
   // IBA 9.6.1.x: unknown QPN or a BTH that is not version 0 is dropped silently.
   // IBA 10.9.3: a P_Key that does not match the port's (the default
   // partition 0xFFFF; the membership bit is ignored) is dropped.
-  if (qp == nullptr || pkt.bth.tver != 0 || !pkt.info().valid() || (pkt.bth.pkey & 0x7FFF) != 0x7FFF) {
-    ctx_->counters.inc(Counter::kDroppedPkts);
+  if (pkt.bth.tver != 0 || !pkt.info().valid() || (pkt.bth.pkey & 0x7FFF) != 0x7FFF) {
+    qp->count(Counter::kDroppedPkts);
     return;
   }
   qp->on_packet(pkt, rx, now);

@@ -165,7 +165,11 @@ class Transport {
   // most `out.size()` of them); how many were found.
   std::size_t due_qps(Nanos now, std::span<uint32_t> out) const;
 
+  // The device's counters, and one QP's share of them (nullptr: no such
+  // QP); each is bumped where the transport decides, so a QP's counters are
+  // exact whichever call or timer made the change.
   const Counters& counters() const noexcept;
+  const Counters* qp_counters(uint32_t qpn) const;
 
   // iWARP QPs (TransportConfig::iwarp; transport/iw_*.cpp). The connection
   // manager runs the MPA exchange (transport/iwarp/mpa_setup.hpp), then

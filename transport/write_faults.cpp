@@ -38,14 +38,18 @@ namespace ae = wire::aeth;
 
 bool Qp::resp_settle(Nanos now) {
   WriteTag first;
-  if (ctx_.writes_landed(qpn_, false, first)) return true;
+  const std::size_t faults = ctx_.take_write_faults(qpn_, false, first);
+  if (faults == 0) return true;
+  count(Counter::kWriteFaults, faults);
   on_write_fault(first, now);
   return false;
 }
 
 bool Qp::req_landed() {
   WriteTag first;
-  const bool landed = ctx_.writes_landed(qpn_, true, first) && !req_write_fault_;
+  const std::size_t faults = ctx_.take_write_faults(qpn_, true, first);
+  count(Counter::kWriteFaults, faults);
+  const bool landed = faults == 0 && !req_write_fault_;
   req_write_fault_ = false;
   return landed;
 }
@@ -112,9 +116,16 @@ void Transport::settle_writes(Nanos now) {
     const uint32_t qpn = c.write_faults.front().qpn;
     const bool requester = c.write_faults.front().requester;
     WriteTag first;
-    if (!c.writes_landed(qpn, requester, first)) {
-      if (detail::Qp* qp = find_qp(qpn)) qp->on_write_fault(first, now);
-      else if (detail::IwQp* iw = find_iw_qp(qpn)) iw->on_write_fault(first, now);
+    if (const std::size_t n = c.take_write_faults(qpn, requester, first); n > 0) {
+      if (detail::Qp* qp = find_qp(qpn)) {
+        qp->count(Counter::kWriteFaults, n);
+        qp->on_write_fault(first, now);
+      } else if (detail::IwQp* iw = find_iw_qp(qpn)) {
+        iw->count(Counter::kWriteFaults, n);
+        iw->on_write_fault(first, now);
+      } else {
+        c.counters.inc(Counter::kWriteFaults, n);
+      }
     }
     // An RC QP's NAK settled again: faults of other QPs it found stay queued.
     c.mem.settle(c.write_faults);

@@ -301,7 +301,7 @@ bool DataPath::poll(t::Nanos now, bool poll_link) {
     // engine was not running does not count either).
     work |= take_arrivals(now);
     if (transport_->next_deadline() <= now) {
-      timer_attributed(now);  // transport_->on_timer, counted for the QP that is due
+      transport_->on_timer(now);
       work = true;
     }
   }
@@ -480,8 +480,7 @@ bool DataPath::drain_sq(std::uint32_t qpn, QpBinding& b, t::Nanos now) {
       fail_qp(qpn, b, h.wr_id, IBV_WC_LOC_QP_OP_ERR, now);
       return true;
     }
-    int rc = 0;
-    stats_.attribute(qpn, transport_->counters(), [&] { rc = transport_->post_send(qpn, wr, now); });
+    const int rc = transport_->post_send(qpn, wr, now);
     if (rc == ENOMEM) return k != 0;  // the transport's queue is full: retry later
     ring.take(1);
     if (rc != 0) {
@@ -825,7 +824,7 @@ void DataPath::deliver_rx(const wire::IbPacket& pkt, const RxAddress& from, t::N
     rx.has_grh = true;
     rx.roce_pkt_type = roce_pkt_type(from);
   }
-  stats_.attribute(pkt.bth.dest_qp, transport_->counters(), [&] { transport_->on_packet(pkt, rx, now); });
+  transport_->on_packet(pkt, rx, now);
 }
 
 void DataPath::deliver_multicast(const wire::IbPacket& pkt, const RxAddress& from, t::Nanos now) {

@@ -245,7 +245,6 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
   void receive_frame(wire::Bytes frame, transport::Nanos now);
   void capture_tx(const transport::TxPacket& p, std::uint32_t dst_ipv4);
   void capture_rx(const LinkRxPacket& rx);
-  void timer_attributed(transport::Nanos now);
   [[nodiscard]] std::uint16_t link_port() const;
   DeviceStats stats_;
   FaultStage faults_;

@@ -1,7 +1,6 @@
 // DataPath's observability and fault-injection members (declared in
 // engine/datapath.hpp): the TX fault stage and its release, the pcap tap,
-// per-QP attribution of timer work, and the counter snapshot for
-// `urnic stats`. Kept apart from datapath.cpp so the packet loop there stays
+// and the counter snapshot for `urnic stats`. Kept apart from datapath.cpp so the packet loop there stays
 // readable; the hooks it calls are one branch each when the features are off.
 #include <fmt/core.h>
 #include <netinet/in.h>
@@ -119,17 +118,6 @@ void DataPath::receive_frame(wire::Bytes frame, t::Nanos now) {
   deliver_rx(r->ib, rx_address_of(r->hdr), now);
 }
 
-void DataPath::timer_attributed(t::Nanos now) {
-  // Which QP is the expiry for? With exactly one due, its counters get what
-  // the timer work changed; otherwise only the device's do.
-  std::array<std::uint32_t, 2> due{};
-  const std::size_t n_due = transport_->due_qps(now, due);
-  if (n_due == 1 && qps_.contains(due[0]))
-    stats_.attribute(due[0], transport_->counters(), [&] { transport_->on_timer(now); });
-  else
-    transport_->on_timer(now);
-}
-
 void DataPath::fill_stats(ctl::StatsRep& rep, std::uint32_t first_qpn) const {
   static_assert(kDeviceVectorSize <= ctl::kStatsDeviceSlots);
   static_assert(kQpVectorSize <= ctl::kStatsQpSlots);
@@ -183,6 +171,9 @@ void DataPath::fill_stats(ctl::StatsRep& rep, std::uint32_t first_qpn) const {
     e.qpn = qpn;
     const QpStats* q = stats_.find_qp(qpn);
     std::copy(q->v.begin(), q->v.end(), e.values);
+    const t::Counters* tq = transport_->qp_counters(qpn);  // nullptr: already gone from the transport
+    for (std::size_t i = 0; i < kTransportStatCount; ++i)
+      e.values[kQpStatCount + i] = tq != nullptr ? tq->get(static_cast<t::Counter>(i)) : 0;
   }
 }
 

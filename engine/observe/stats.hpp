@@ -7,11 +7,8 @@
 //     capture events);
 //   - the link's and the data path's own counters (merged at snapshot);
 //   - the transport's counters (transport/counters.hpp), per device, and per
-//     QP by attribution: every call into the transport made on behalf of one
-//     QP (a received packet by its BTH DestQP, a posted WQE, a timer when
-//     exactly one QP is due) adds the change it made to the transport's
-//     counters to that QP's copy. A timer expiry with several QPs due at once
-//     is counted for the device only.
+//     QP as each transport QP counts them where it decides (read at
+//     snapshot through Transport::qp_counters).
 // The counters' enums and name tables are hostif/stats_names.hpp, so the
 // CLI prints them without linking the daemon. Single writer (the engine
 // thread): plain integers.
@@ -30,15 +27,16 @@
 
 namespace urnic::engine {
 
-// One QP's counters plus what retransmission detection needs.
+// One QP's counters of the engine's own (its transport counters are the
+// transport's: Transport::qp_counters), plus what retransmission detection
+// needs.
 struct QpStats {
-  std::array<std::uint64_t, kQpVectorSize> v{};
+  std::array<std::uint64_t, kQpStatCount> v{};
   wire::Psn max_request_psn{0};  // highest request PSN this QP sent (RC)
   bool sent_request = false;
 
   void inc(QpStat s, std::uint64_t n = 1) noexcept { v[static_cast<std::size_t>(s)] += n; }
   std::uint64_t get(QpStat s) const noexcept { return v[static_cast<std::size_t>(s)]; }
-  std::uint64_t get(transport::Counter c) const noexcept { return v[kQpStatCount + static_cast<std::size_t>(c)]; }
 };
 
 class DeviceStats {
@@ -56,20 +54,6 @@ class DeviceStats {
   // One packet the transport sent / one it received (ICRC checked).
   void on_tx(const wire::IbPacket& pkt, std::uint32_t src_qpn) noexcept;
   void on_rx(const wire::IbPacket& pkt) noexcept;
-
-  // Runs `fn` (a call into the transport on behalf of QP `qpn`) and adds the
-  // change it made to the transport counters `c` to that QP's counters.
-  template <class Fn>
-  void attribute(std::uint32_t qpn, const transport::Counters& c, Fn&& fn) {
-    const transport::Counters before = c;
-    fn();
-    QpStats* q = qp(qpn);
-    if (q == nullptr) return;
-    for (std::size_t i = 0; i < kTransportStatCount; ++i) {
-      const auto id = static_cast<transport::Counter>(i);
-      q->v[kQpStatCount + i] += c.get(id) - before.get(id);
-    }
-  }
 
   // BTH..ICRC bytes of a packet (what the udp link puts in a datagram).
   static std::uint64_t wire_bytes(const wire::IbPacket& pkt) noexcept;

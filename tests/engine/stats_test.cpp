@@ -115,24 +115,6 @@ TEST_CASE("stats: packets, bytes, retransmissions and NAKs per device and per QP
   CHECK(st.get(DevStat::kRxUnknownQp) == 2);
 }
 
-TEST_CASE("stats: transport counter changes are attributed to the QP", "[engine][stats]") {
-  DeviceStats st;
-  st.add_qp(20);
-  urnic::transport::Counters c;
-  c.inc(urnic::transport::Counter::kSentPkts, 5);  // before: not attributed
-  st.attribute(20, c, [&] {
-    c.inc(urnic::transport::Counter::kDuplicateRequest, 2);
-    c.inc(urnic::transport::Counter::kLocalAckTimeoutErr);
-  });
-  st.attribute(21, c, [&] { c.inc(urnic::transport::Counter::kDroppedPkts); });  // unknown QP: device only
-  const auto* q = st.find_qp(20);
-  REQUIRE(q != nullptr);
-  CHECK(q->get(urnic::transport::Counter::kDuplicateRequest) == 2);
-  CHECK(q->get(urnic::transport::Counter::kLocalAckTimeoutErr) == 1);
-  CHECK(q->get(urnic::transport::Counter::kSentPkts) == 0);
-  CHECK(q->get(urnic::transport::Counter::kDroppedPkts) == 0);
-}
-
 TEST_CASE("stats: names are unique and fit the control message", "[engine][stats]") {
   std::vector<std::string_view> names;
   for (std::size_t i = 0; i < urnic::engine::kDeviceVectorSize; ++i) names.push_back(urnic::engine::device_stat_name(i));

@@ -743,3 +743,42 @@ TEST_CASE("timers: only the QPs with a deadline are found and fired, among many 
   CHECK(p.ta.next_deadline() == kNever);
   CHECK(p.ta.due_qps(p.now + 10 * kT, due) == 0);
 }
+
+TEST_CASE("counters: each QP counts its own share where the transport decides, timers included", "[rc][counters]") {
+  QpParams pa;
+  pa.timeout = 10;  // 4.194 ms
+  Pair p(QpType::kRc, pa);
+  constexpr Nanos kT = 4096ull * 1024;
+  // A second connected QP on A that stays idle, and one the timer also fires
+  // for at the same instant: the old per-call attribution gave a pass with
+  // two QPs due to nobody.
+  const uint32_t idle = p.a.create_qp(QpType::kRc);
+  REQUIRE(connect_qp(p.ta, idle, QpType::kRc, p.qb, pa, p.now) == 0);
+  const uint32_t other = p.a.create_qp(QpType::kRc);
+  REQUIRE(connect_qp(p.ta, other, QpType::kRc, p.qb, pa, p.now) == 0);
+  REQUIRE(p.send(1, WrOpcode::kRdmaWrite, 0, 100) == 0);
+  Sge sge{p.a.va, 100, p.a.mr.lkey};
+  REQUIRE(p.ta.post_send(other, make_wr(2, WrOpcode::kRdmaWrite, sge, p.b.va, p.b.mr.rkey, send_flag::kSignaled),
+                         p.now) == 0);
+  CHECK(p.sa.take().size() == 2);  // both requests lost
+  p.ta.on_timer(p.now + kT);
+  p.sa.take();
+  const Counters* qa = p.ta.qp_counters(p.qa);
+  const Counters* qo = p.ta.qp_counters(other);
+  const Counters* qi = p.ta.qp_counters(idle);
+  REQUIRE(qa != nullptr);
+  REQUIRE(qo != nullptr);
+  REQUIRE(qi != nullptr);
+  CHECK(qa->get(Counter::kLocalAckTimeoutErr) == 1);
+  CHECK(qo->get(Counter::kLocalAckTimeoutErr) == 1);
+  CHECK(qa->get(Counter::kSentPkts) == 2);  // the request and its retransmission
+  for (std::size_t i = 0; i < static_cast<std::size_t>(Counter::kCount); ++i) {
+    const auto c = static_cast<Counter>(i);
+    CHECK(qi->get(c) == 0);
+    CHECK(p.ta.counters().get(c) == qa->get(c) + qo->get(c));  // the device's is the sum
+  }
+  // The receiving side: B's QP counts what reaches it; a packet for a QPN
+  // that does not exist is the device's only.
+  CHECK(p.tb.qp_counters(p.qb)->get(Counter::kRcvdPkts) == 0);
+  CHECK(p.ta.qp_counters(0xABCDEF) == nullptr);
+}

@@ -187,15 +187,16 @@ struct Context {
   WcStatus scatter(PdHandle pd, std::span<const Sge> sges, uint64_t offset, std::span<const uint8_t> in,
                    const WriteTag* tag = nullptr);
   // Lands every staged write, then takes out the faults charged to QP
-  // `qpn`: false if there were any, with the first (in the order the QP
-  // staged them) in `first`. The responder calls it before it acknowledges
-  // or completes received data.
-  bool writes_landed(uint32_t qpn, bool requester, WriteTag& first);
+  // `qpn`'s side: how many there were (0: all landed), the first (in the
+  // order the QP staged them) in `first`. The responder calls it before it
+  // acknowledges or completes received data; the caller counts them.
+  std::size_t take_write_faults(uint32_t qpn, bool requester, WriteTag& first);
 
   // Appends to a CQ. On overflow the CQ enters the error state and
   // IBV_EVENT_CQ_ERR is raised once; returns false (the caller then moves
   // its QP to the error state, as hardware does).
-  bool push_cqe(CqHandle cq, const Cqe& e);
+  // `qp`: the counters of the QP the completion is for, if any.
+  bool push_cqe(CqHandle cq, const Cqe& e, Counters* qp = nullptr);
   // ibv_post_recv's work once the QP's own checks passed (IBA 10.8.3): the
   // WQE is queued on `rq`, or, on a QP in the Error state, completed at once
   // as flushed to `cq`. Shared by RoCE and iWARP QPs.

@@ -116,6 +116,13 @@ class IwQp {
   IwQp(Context& ctx, uint32_t qpn, const QpInitAttr& init);
 
   uint32_t qpn() const noexcept { return qpn_; }
+  // This QP's share of the transport counters, bumped where the decision
+  // is made (count) together with the device's (ctx_.counters).
+  const Counters& counters() const noexcept { return counters_; }
+  void count(Counter c, uint64_t n = 1) noexcept {
+    ctx_.counters.inc(c, n);
+    counters_.inc(c, n);
+  }
   // Dropped from ctx_.timer_qps (no deadline any more).
   void timer_unlisted() noexcept { timer_listed_ = false; }
   const QpInitAttr& init() const noexcept { return init_; }
@@ -154,6 +161,7 @@ class IwQp {
   void flush_rq();
   void complete_sq(Nanos now);
   bool complete(CqHandle cq, const Cqe& e, Nanos now);
+  bool push_cqe(CqHandle cq, const Cqe& e) { return ctx_.push_cqe(cq, e, &counters_); }
   bool take_recv(RecvWqe& out);
   PdHandle recv_pd() const noexcept;  // the PD of the receive WQEs (the SRQ's, if any; see Qp::recv_pd)
 
@@ -207,6 +215,7 @@ class IwQp {
 
   Context& ctx_;
   uint32_t qpn_;
+  Counters counters_;
   bool timer_listed_ = false;  // in ctx_.timer_qps
   // A deadline was set: be found by Transport::next_deadline.
   void list_timer() { ctx_.list_timer(qpn_, timer_listed_); }

@@ -190,6 +190,13 @@ class Qp {
   Qp(Context& ctx, uint32_t qpn, const QpInitAttr& init);
 
   uint32_t qpn() const noexcept { return qpn_; }
+  // This QP's share of the transport counters, bumped where the decision
+  // is made (count) together with the device's (ctx_.counters).
+  const Counters& counters() const noexcept { return counters_; }
+  void count(Counter c, uint64_t n = 1) noexcept {
+    ctx_.counters.inc(c, n);
+    counters_.inc(c, n);
+  }
   // Dropped from ctx_.timer_qps (no deadline any more).
   void timer_unlisted() noexcept { timer_listed_ = false; }
   const QpInitAttr& init() const noexcept { return init_; }
@@ -222,6 +229,7 @@ class Qp {
   void flush_sq();
   void flush_rq();
   bool complete(CqHandle cq, const Cqe& e, Nanos now);
+  bool push_cqe(CqHandle cq, const Cqe& e) { return ctx_.push_cqe(cq, e, &counters_); }
   bool take_recv(RecvWqe& out);
   // Bytes of the first `n` message bytes that land in cur_recv_ (those
   // after recv_skip_).
@@ -319,6 +327,7 @@ class Qp {
 
   Context& ctx_;
   uint32_t qpn_;
+  Counters counters_;
   bool timer_listed_ = false;  // in ctx_.timer_qps
   // A deadline was set: be found by Transport::next_deadline.
   void list_timer() { ctx_.list_timer(qpn_, timer_listed_); }
