@@ -88,7 +88,7 @@ else
   fail "urnic stats --json failed"
 fi
 if alive "$d"; then pass "urnicd (pid $d) still serving"; else fail "urnicd is gone"; fi
-# Idle, the daemon trims before its first long sleep; give it a moment.
+# Idle for 250 ms, the daemon trims (engine_loop.cpp kTrimIdleNs); give it a moment.
 rss1=$(rss "$d")
 for _ in $(seq 30); do
   (( rss1 - rss0 <= 20480 )) && break
