@@ -164,6 +164,16 @@ RespState Qp::resp_chk_length(const wire::IbPacket& pkt) {
 // MR table -- key, PD, bounds, access -- before memory is touched.
 RespState Qp::resp_chk_rkey(const wire::IbPacket& pkt) {
   const auto& i = pkt.info();
+  // IBA 11.6.2, Local Access Error: "a protection error on a local data
+  // buffer during the processing of an RDMA Write with Immediate Data
+  // operation sent from the remote node". The receive WQE such a WRITE
+  // consumed (ONLY or LAST with immediate: resp_chk_resource took it)
+  // completes with it, not flushed; the requester's WQE gets
+  // REM_ACCESS_ERR from the NAK as for any WRITE.
+  auto write_access_error = [&] {
+    if (i.is(Op::kImm) && recv_slot_ == RecvSlot::kHeld) pending_recv_status_ = WcStatus::kLocAccessErr;
+    return RespState::kErrNakRemoteAccess;
+  };
   if (i.is(Op::kAtomic)) {
     if (pkt.atomic_eth.va & 7) return RespState::kErrNakInvalidRequest;  // IBA 9.4.5: 8-byte aligned
     if (ctx_.check_rkey(pkt.atomic_eth.rkey, resp_pd(), qpn_, pkt.atomic_eth.va, 8, access::kRemoteAtomic,
@@ -176,7 +186,7 @@ RespState Qp::resp_chk_rkey(const wire::IbPacket& pkt) {
     // A zero-length RDMA does not validate the R_Key (IBA 9.7.4.1.x).
     if (pkt.reth.dma_len > 0 &&
         ctx_.check_rkey(pkt.reth.rkey, resp_pd(), qpn_, pkt.reth.va, pkt.reth.dma_len, need, nullptr) != KeyCheck::kOk)
-      return RespState::kErrNakRemoteAccess;
+      return i.is(Op::kWrite) ? write_access_error() : RespState::kErrNakRemoteAccess;
     // ATOMIC WRITE: the R_Key needs remote write access (as rxe checks it);
     // a misaligned address is an invalid request (rxe: misaligned atomic).
     if (i.is(Op::kAtomicWrite) && (pkt.reth.va & 7) != 0) return RespState::kErrNakInvalidRequest;
@@ -190,7 +200,7 @@ RespState Qp::resp_chk_rkey(const wire::IbPacket& pkt) {
     // MIDDLE/LAST: the MR may have been deregistered since the FIRST.
     if (ctx_.check_rkey(write_rkey_, resp_pd(), qpn_, write_va_ + msg_offset_, pkt.payload.size(),
                         access::kRemoteWrite, nullptr) != KeyCheck::kOk)
-      return RespState::kErrNakRemoteAccess;
+      return write_access_error();
   }
   return RespState::kExecute;
 }

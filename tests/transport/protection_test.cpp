@@ -75,11 +75,43 @@ TEST_CASE("protection violations NAK, fail the WR, and leave memory untouched", 
     CHECK(sc[0].status == (c.fault == 4 ? WcStatus::kRemInvReqErr : WcStatus::kRemAccessErr));
     CHECK(sc[1].wr_id == 6);
     CHECK(sc[1].status == WcStatus::kWrFlushErr);
-    // The responder's pending receive is flushed.
+    // The responder's pending receive is flushed (the WRITE with immediate
+    // is 2 packets: its FIRST failed, and only the LAST consumes a WQE).
     auto rc = p.b.poll();
     REQUIRE(rc.size() == 1);
     CHECK(rc[0].status == WcStatus::kWrFlushErr);
   }
+}
+
+TEST_CASE("a WRITE with immediate that fails its R_Key check completes the receive WQE it consumed LOC_ACCESS_ERR",
+          "[rc][protection]") {
+  // IBA 11.6.2 (Local Access Error); google/rdma-unit-test
+  // LoopbackRcQpTest.WriteImmDataInvalidRKey. The receive WQEs after it are
+  // flushed.
+  Pair p;
+  REQUIRE(p.recv_b(1, 0, 64) == 0);
+  REQUIRE(p.recv_b(2, 64, 64) == 0);
+  const std::vector<uint8_t> before(p.b.bytes().begin(), p.b.bytes().end());
+  Sge sge{p.a.va, 64, p.a.mr.lkey};
+  SendWr w = make_wr(5, WrOpcode::kRdmaWriteWithImm, sge, p.b.va, p.b.mr.rkey ^ 0x5500);
+  w.imm_data = 0xBADDCAFE;
+  REQUIRE(p.ta.post_send(p.qa, w, p.now) == 0);
+  p.to_b(p.sa.take());
+  auto nak = p.sb.take();
+  REQUIRE(nak.size() == 1);
+  CHECK(nak[0].pkt.aeth.syndrome == (ae::kNak | ae::kNakRemoteAccess));
+  CHECK(std::equal(before.begin(), before.end(), p.b.bytes().begin()));
+  auto rc = p.b.poll();
+  REQUIRE(rc.size() == 2);
+  CHECK(rc[0].wr_id == 1);
+  CHECK(rc[0].status == WcStatus::kLocAccessErr);
+  CHECK(rc[0].qp_num == p.qb);
+  CHECK(rc[1].wr_id == 2);
+  CHECK(rc[1].status == WcStatus::kWrFlushErr);
+  p.to_a(nak);
+  auto sc = p.a.poll();
+  REQUIRE(sc.size() == 1);
+  CHECK(sc[0].status == WcStatus::kRemAccessErr);
 }
 
 TEST_CASE("a QP without remote write enabled answers WRITE with an invalid-request NAK", "[rc][protection]") {
