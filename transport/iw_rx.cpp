@@ -333,7 +333,7 @@ bool IwQp::rx_send(const DdpRdmapPacket& p, IwTermCause& cause, Nanos now) {
   if (p.info().invalidate) {
     // RFC 5040 5.4 / IBA 10.6.1.3: an STag (an MR's R_Key or a type 2
     // window bound through this QP) of this QP's PD.
-    if (!ctx_.invalidate(p.invalidate_stag(), init_.pd, qpn_, true)) {
+    if (ctx_.invalidate(p.invalidate_stag(), init_.pd, qpn_, true) != WcStatus::kSuccess) {
       e.status = WcStatus::kLocProtErr;
       recv_slot_ = RecvSlot::kEmpty;
       push_cqe(init_.recv_cq, e);

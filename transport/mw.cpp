@@ -113,7 +113,7 @@ Mr* Context::mr_of_rkey(uint32_t rkey) {
   return m == mrs.end() ? nullptr : &m->second;
 }
 
-bool Context::invalidate(uint32_t key, PdHandle pd, uint32_t qpn, bool remote) {
+WcStatus Context::invalidate(uint32_t key, PdHandle pd, uint32_t qpn, bool remote) {
   auto w = mws.find(key >> 8);
   if (w == mws.end()) {
     // IBA 10.6.1.3: an MR key of this PD; not while windows are bound to
@@ -125,19 +125,22 @@ bool Context::invalidate(uint32_t key, PdHandle pd, uint32_t qpn, bool remote) {
       auto l = mrs.find(key);
       if (l != mrs.end()) m = &l->second;
     }
-    if (m == nullptr || m->pd != pd || m->state != MrState::kValid || m->windows > 0) return false;
+    if (m == nullptr || m->pd != pd || m->state != MrState::kValid || m->windows > 0) return WcStatus::kLocQpOpErr;
     m->state = MrState::kInvalidated;
-    return true;
+    return WcStatus::kSuccess;
   }
   Mw& mw = w->second;
   // o10-37.2.26: only type 2 windows are invalidated (a type 1 window is
-  // unbound by a zero-length bind); a remote invalidation must arrive on
-  // the QP the window is bound to.
-  if (mw.key != key || mw.type != MwType::kType2 || mw.state != MwState::kValid || mw.pd != pd) return false;
-  if (remote && mw.qpn != qpn) return false;
+  // unbound by a zero-length bind). A type 2 window belongs to the QP it
+  // was bound through: a remote invalidation must arrive on it, and a Local
+  // Invalidate posted on another QP fails as a bind does, MW_BIND_ERR (what
+  // mlx5 reports; google/rdma-unit-test MwType2Test.CrossQpInvalidate).
+  if (mw.key != key || mw.type != MwType::kType2 || mw.state != MwState::kValid || mw.pd != pd)
+    return WcStatus::kLocQpOpErr;
+  if (mw.qpn != qpn) return remote ? WcStatus::kLocQpOpErr : WcStatus::kMwBindErr;
   unbind(mw);
   mw.state = MwState::kFree;
-  return true;
+  return WcStatus::kSuccess;
 }
 
 }  // namespace detail

@@ -137,12 +137,12 @@ bool Qp::start_wqe(SendWqe& w) {
 // A bind or local invalidate (IBA 10.6.7.2, 10.6.7.4): executed in send
 // queue order when the requester reaches it -- WRs posted after it see its
 // effect, WRs before it were already sent. A failed check completes it in
-// order with its error status (kMwBindErr for a bind, kLocQpOpErr for an
+// order with its error status (kMwBindErr for a bind, and for an
+// invalidate of a window bound through another QP; kLocQpOpErr for an
 // invalidate of a key that cannot be invalidated, as rxe reports it).
 ReqState Qp::run_local_op(SendWqe& w, Nanos now) {
   const WcStatus st = w.opcode == WrOpcode::kBindMw ? ctx_.bind_mw(init_.pd, qpn_, w.bind)
-                      : ctx_.invalidate(w.inv_rkey, init_.pd, qpn_, false) ? WcStatus::kSuccess
-                                                                            : WcStatus::kLocQpOpErr;
+                                                    : ctx_.invalidate(w.inv_rkey, init_.pd, qpn_, false);
   w.npkts = 0;
   w.first_psn = next_psn_;
   w.last_psn = next_psn_ - 1;

@@ -326,7 +326,7 @@ RespState Qp::resp_complete(const wire::IbPacket& pkt, Nanos now) {
     // IBA 10.6.1.3 / 10.6.7.4: SEND with Invalidate invalidates the named
     // R_Key of our PD (an MR, or a type 2 window bound to this QP); one we
     // cannot invalidate is an invalid request.
-    if (!ctx_.invalidate(pkt.ieth_rkey, resp_pd(), qpn_, true)) return RespState::kErrNakInvalidRequest;
+    if (ctx_.invalidate(pkt.ieth_rkey, resp_pd(), qpn_, true) != WcStatus::kSuccess) return RespState::kErrNakInvalidRequest;
     e.wc_flags |= wc_flag::kWithInv;
     e.imm_data = pkt.ieth_rkey;
   }

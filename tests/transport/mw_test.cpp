@@ -42,13 +42,13 @@ int bind_b(Pair& p, uint32_t qpn, uint32_t mw_key, uint32_t new_key, uint32_t mr
   return p.tb.post_send(qpn, wr, p.now);
 }
 
-int local_inv_b(Pair& p, uint32_t key, uint64_t wr_id) {
+int local_inv_b(Pair& p, uint32_t key, uint64_t wr_id, uint32_t qpn = 0) {
   SendWr wr;
   wr.wr_id = wr_id;
   wr.opcode = WrOpcode::kLocalInv;
   wr.send_flags = send_flag::kSignaled;
   wr.invalidate_rkey = key;
-  return p.tb.post_send(p.qb, wr, p.now);
+  return p.tb.post_send(qpn != 0 ? qpn : p.qb, wr, p.now);
 }
 
 Cqe only_cqe(Side& s) {
@@ -172,6 +172,18 @@ TEST_CASE("type 2 window: bound to the QP that bound it; Local Invalidate and de
     auto nak = q.sb.take();
     REQUIRE(nak.size() == 1);
     CHECK(nak[0].pkt.aeth.syndrome == (ae::kNak | ae::kNakRemoteAccess));
+  }
+  SECTION("a Local Invalidate posted on another QP: MW_BIND_ERR, the window stays bound") {
+    // google/rdma-unit-test MwType2Test.CrossQpInvalidate; mlx5 the same.
+    const uint32_t qb2 = q.b.create_qp(QpType::kRc);
+    const uint32_t qa2 = q.a.create_qp(QpType::kRc);
+    QpParams pp;
+    REQUIRE(connect_qp(q.tb, qb2, QpType::kRc, qa2, pp, q.now) == 0);
+    REQUIRE(local_inv_b(q, key, 3, qb2) == 0);
+    const Cqe c = only_cqe(q.b);
+    CHECK(c.status == WcStatus::kMwBindErr);
+    CHECK(c.qp_num == qb2);
+    CHECK(write_via(q, key, 0, 16, 4) == WcStatus::kSuccess);  // still bound, through q.qb
   }
   SECTION("a bound type 2 window cannot be bound again before it is invalidated") {
     REQUIRE(bind_b(q, q.qb, qmw, inc_key(key), qmr.lkey, 0, 4096, access::kRemoteWrite, 3) == 0);

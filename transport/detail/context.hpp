@@ -172,8 +172,9 @@ struct Context {
   WcStatus bind_mw(PdHandle pd, uint32_t qpn, const MwBind& b);
   // Invalidates an MR key or a type 2 window's R_Key: by a Local
   // Invalidate WR (`remote` false) or by the responder of a SEND with
-  // Invalidate (`remote` true: a window must be bound to `qpn`).
-  bool invalidate(uint32_t key, PdHandle pd, uint32_t qpn, bool remote);
+  // Invalidate (`remote` true). A window must be bound to `qpn` (kMwBindErr
+  // otherwise); a key that cannot be invalidated is kLocQpOpErr.
+  WcStatus invalidate(uint32_t key, PdHandle pd, uint32_t qpn, bool remote);
   // Releases a window's MR (it is then bound to nothing).
   void unbind(Mw& mw);
 
