@@ -48,7 +48,7 @@ bool transfer_all(uint8_t* local, uint64_t remote, std::size_t len, Fn&& fn) {
 ProcessMemory::ProcessMemory() {
   staged_.reserve(kStageBytes);
   staged_remote_.reserve(kStageRanges);
-  staged_tags_.reserve(kStageRanges);
+  staged_pieces_.reserve(kStageRanges);
   window_.resize(kWindowBytes);
 }
 
@@ -125,21 +125,20 @@ bool ProcessMemory::stage(transport::MemDomain dom, uint64_t va, std::span<const
     return write_now(pid, va, in);
   }
   if (!staged_remote_.empty() &&
-      (pid != staged_pid_ || staged_.size() + in.size() > kStageBytes || staged_remote_.size() == kStageRanges))
+      (pid != staged_pid_ || staged_.size() + in.size() > kStageBytes || staged_pieces_.size() == kStageRanges))
     flush_writes();
   staged_pid_ = pid;
-  // Ranges merge only within one packet's data (same tag), so that a fault
-  // is charged to the packet it hit; it is still one system call a flush.
   const bool adjacent = !staged_remote_.empty() &&
-                        reinterpret_cast<uint64_t>(staged_remote_.back().iov_base) + staged_remote_.back().iov_len == va &&
-                        staged_tags_.back() == tag;
+                        reinterpret_cast<uint64_t>(staged_remote_.back().iov_base) + staged_remote_.back().iov_len == va;
   staged_.insert(staged_.end(), in.begin(), in.end());
-  if (adjacent) {
+  if (adjacent)
     staged_remote_.back().iov_len += in.size();
-  } else {
+  else
     staged_remote_.push_back(iovec{reinterpret_cast<void*>(va), in.size()});  // NOLINT: a remote address
-    staged_tags_.push_back(tag);
-  }
+  if (adjacent && staged_pieces_.back().tag == tag)
+    staged_pieces_.back().len += in.size();
+  else
+    staged_pieces_.push_back(StagedPiece{va, in.size(), tag});
   // The range was validated against a registered MR; a fault can only mean
   // the application unmapped registered memory, which flush_writes counts
   // and settle() reports.
@@ -158,24 +157,24 @@ void ProcessMemory::flush_writes() {
   std::size_t total = staged_.size();
   iovec l{staged_.data(), total};
   ++counters_.write_calls;
+  counters_.write_ranges += staged_remote_.size();
   const ssize_t n = ::process_vm_writev(staged_pid_, &l, 1, staged_remote_.data(),
                                         static_cast<unsigned long>(staged_remote_.size()), 0);
   if (n != static_cast<ssize_t>(total)) {
-    // Partial or failed: redo range by range so that every range that can
+    // Partial or failed: redo piece by piece so that every piece that can
     // be written is, and count the ones that cannot.
     std::size_t off = 0;
-    for (std::size_t i = 0; i < staged_remote_.size(); ++i) {
-      const iovec& r = staged_remote_[i];
-      if (!write_now(staged_pid_, reinterpret_cast<uint64_t>(r.iov_base), {staged_.data() + off, r.iov_len})) {
+    for (const StagedPiece& p : staged_pieces_) {
+      if (!write_now(staged_pid_, p.va, {staged_.data() + off, p.len})) {
         ++counters_.deferred_write_faults;
-        if (staged_tags_[i].qpn != 0) faults_.push_back(staged_tags_[i]);
+        if (p.tag.qpn != 0) faults_.push_back(p.tag);
       }
-      off += r.iov_len;
+      off += p.len;
     }
   }
   staged_.clear();
   staged_remote_.clear();
-  staged_tags_.clear();
+  staged_pieces_.clear();
 }
 
 void ProcessMemory::end_pass() {

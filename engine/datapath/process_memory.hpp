@@ -60,6 +60,7 @@ constexpr transport::MemDomain odp_domain_of_pid(pid_t pid) noexcept {
 struct ProcessMemoryCounters {
   uint64_t read_calls = 0;      // process_vm_readv system calls
   uint64_t write_calls = 0;     // process_vm_writev system calls
+  uint64_t write_ranges = 0;    // destination ranges those calls carried
   uint64_t reads_from_window = 0;
   uint64_t deferred_write_faults = 0;  // staged writes the target no longer had mapped
   uint64_t writes_to_exited = 0;       // writes into a process that had exited: dropped, as made
@@ -103,12 +104,22 @@ class ProcessMemory final : public transport::MemoryAccess {
   bool atomic_read(transport::MemDomain dom, uint64_t va, pid_t& pid, uint64_t& orig);
   bool stage(transport::MemDomain dom, uint64_t va, std::span<const uint8_t> in, const transport::WriteTag& tag);
 
-  // Staged writes: all to one process, data back to back in `staged_`;
-  // range i is for staged_tags_[i] (qpn 0: not a responder's write).
+  // Staged writes: all to one process, data back to back in `staged_`.
+  // staged_remote_ are the destination ranges of the system call, adjacent
+  // ones merged whoever they are for (a 64 KiB WRITE is one range, not one
+  // per packet: each range costs the kernel a page-pinning walk);
+  // staged_pieces_ say which tag (qpn 0: not a responder's write) each
+  // stretch of the data is for, so that a failed flush charges each fault
+  // to the packet it hit.
+  struct StagedPiece {
+    uint64_t va = 0;
+    std::size_t len = 0;
+    transport::WriteTag tag;
+  };
   pid_t staged_pid_ = 0;
   std::vector<uint8_t> staged_;
   std::vector<iovec> staged_remote_;
-  std::vector<transport::WriteTag> staged_tags_;
+  std::vector<StagedPiece> staged_pieces_;
   // Tagged staged writes that faulted, until settle() hands them over.
   std::vector<transport::WriteTag> faults_;
   // Read-ahead window: bytes [window_va_, window_va_ + window_len_) of
