@@ -164,9 +164,10 @@ RespState Qp::resp_chk_length(const wire::IbPacket& pkt) {
 // MR table -- key, PD, bounds, access -- before memory is touched.
 RespState Qp::resp_chk_rkey(const wire::IbPacket& pkt) {
   const auto& i = pkt.info();
-  // IBA 11.6.2, Local Access Error: "a protection error on a local data
-  // buffer during the processing of an RDMA Write with Immediate Data
-  // operation sent from the remote node". The receive WQE such a WRITE
+  // Local Access Error (ibv_poll_cq(3), after the IBA's completion
+  // statuses): "a protection error occurred on a local data buffer during
+  // the processing of a RDMA Write with Immediate operation sent from the
+  // remote node". The receive WQE such a WRITE
   // consumed (ONLY or LAST with immediate: resp_chk_resource took it)
   // completes with it, not flushed; the requester's WQE gets
   // REM_ACCESS_ERR from the NAK as for any WRITE.

@@ -85,7 +85,7 @@ TEST_CASE("protection violations NAK, fail the WR, and leave memory untouched", 
 
 TEST_CASE("a WRITE with immediate that fails its R_Key check completes the receive WQE it consumed LOC_ACCESS_ERR",
           "[rc][protection]") {
-  // IBA 11.6.2 (Local Access Error); google/rdma-unit-test
+  // ibv_poll_cq(3) IBV_WC_LOC_ACCESS_ERR; google/rdma-unit-test
   // LoopbackRcQpTest.WriteImmDataInvalidRKey. The receive WQEs after it are
   // flushed.
   Pair p;
