@@ -325,9 +325,19 @@ RespState Qp::resp_complete(const wire::IbPacket& pkt, Nanos now) {
   e.qp_num = qpn_;
   if (i.is(Op::kInvalidate)) {
     // IBA 10.6.1.3 / 10.6.7.4: SEND with Invalidate invalidates the named
-    // R_Key of our PD (an MR, or a type 2 window bound to this QP); one we
-    // cannot invalidate is an invalid request.
-    if (ctx_.invalidate(pkt.ieth_rkey, resp_pd(), qpn_, true) != WcStatus::kSuccess) return RespState::kErrNakInvalidRequest;
+    // R_Key of our PD (an MR, or a type 2 window bound to this QP). One we
+    // cannot invalidate is a class J responder error (IBA 9.9.6.3): no NAK;
+    // the receive WQE completes in error and the QP enters Error, so the
+    // requester's WQE ends by its retry timer (rxe the same; mlx5 passes
+    // google/rdma-unit-test's SendWithInvalidate{BadRkey,Type1Rkey,WrongQp},
+    // which check that no completion comes back). The status: IBA's
+    // "memory management operation error", IBV_WC_MW_BIND_ERR in verbs.
+    if (ctx_.invalidate(pkt.ieth_rkey, resp_pd(), qpn_, true) != WcStatus::kSuccess) {
+      URNIC_TRACE(qpn_, "resp", "COMPLETE", "invalidate refused", "ERR (class J, no NAK)");
+      fail_recv(WcStatus::kMwBindErr, now);
+      enter_error(now);
+      return RespState::kDone;
+    }
     e.wc_flags |= wc_flag::kWithInv;
     e.imm_data = pkt.ieth_rkey;
   }

@@ -351,7 +351,7 @@ TEST_CASE("SEND with Invalidate of a type 2 window: WITH_INV at the receiver, th
   CHECK(p.tb.dereg_mr(mr.lkey) == 0);  // the window no longer holds it
   CHECK(write_via(p, key, 0, 16, 4) == WcStatus::kRemAccessErr);
 
-  SECTION("a type 1 window cannot be invalidated remotely: invalid-request NAK") {
+  SECTION("a type 1 window cannot be invalidated remotely: class J, no NAK") {
     Pair q;
     const MrKeys qmr = bindable_mr(q);
     const uint32_t w1 = q.tb.alloc_mw(q.b.pd, MwType::kType1).value;
@@ -363,11 +363,16 @@ TEST_CASE("SEND with Invalidate of a type 2 window: WITH_INV at the receiver, th
     inv.invalidate_rkey = inc_key(w1);
     REQUIRE(q.ta.post_send(q.qa, inv, q.now) == 0);
     q.to_b(q.sa.take());
-    auto nak = q.sb.take();
-    REQUIRE(nak.size() == 1);
-    CHECK(nak[0].pkt.aeth.syndrome == (ae::kNak | ae::kNakInvalidRequest));
-    q.to_a(nak);
-    CHECK(only_cqe(q.a).status == WcStatus::kRemInvReqErr);
+    // IBA 9.9.6.3: nothing goes back; the receive WQE fails and B's QP is
+    // in Error; A's WQE waits for its retry timer.
+    CHECK(q.sb.take().empty());
+    const Cqe r = only_cqe(q.b);
+    CHECK(r.wr_id == 2);
+    CHECK(r.status == WcStatus::kMwBindErr);
+    QpAttr a;
+    REQUIRE(q.tb.query_qp(q.qb, a) == 0);
+    CHECK(a.qp_state == QpState::kErr);
+    CHECK(q.a.poll().empty());
   }
 }
 
