@@ -110,7 +110,17 @@ bool Qp::start_wqe(SendWqe& w) {
   // of hardware), nothing is sent and the remote value stays.
   const bool atomic = w.opcode == WrOpcode::kAtomicCmpAndSwp || w.opcode == WrOpcode::kAtomicFetchAndAdd;
   if (atomic && w.length != 8) st = WcStatus::kLocLenErr;
-  if (st == WcStatus::kSuccess && !w.is_inline) {
+  // The local keys of what is sent are checked before it leaves; those of a
+  // READ's or an atomic's sink only when the response lands (comp_read,
+  // comp_atomic: LOC_PROT_ERR then), as hardware checks them: the remote
+  // side's verdict comes first (an invalid R_Key: REM_ACCESS_ERR), and an
+  // atomic executes remotely (google/rdma-unit-test's *InvalidLKey* cases
+  // expect exactly that of a NIC; IBA 10.8.3 lists both as errors of the
+  // WR and fixes no order). The device's own rendezvous READ (tm_rx.cpp)
+  // is checked at once: a tagged buffer with a bad L_Key ends the
+  // rendezvous locally (TM_RNDV_INCOMPLETE), nothing sent.
+  const bool lazy = is_rd_atomic(w.opcode) && w.tm == TmWqe::kNone;
+  if (st == WcStatus::kSuccess && !w.is_inline && !lazy) {
     const uint32_t need = is_rd_atomic(w.opcode) ? access::kLocalWrite : 0;
     for (const Sge& s : w.sges) {
       if (s.length == 0) continue;

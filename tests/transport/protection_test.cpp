@@ -1,6 +1,7 @@
 // Protection (IBA 10.6.3, 9.7.5.2.4): wrong rkey, wrong PD, out of bounds,
 // missing access flag -> the right NAK, the right error completion, the
 // responder QP in ERR, and the target memory untouched.
+#include <cstring>
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -169,6 +170,58 @@ TEST_CASE("an atomic whose local buffer is not 8 bytes: LOC_LEN_ERR, nothing sen
       REQUIRE(p.ta.query_qp(p.qa, a) == 0);
       CHECK(a.qp_state == QpState::kErr);
     }
+  }
+}
+
+TEST_CASE("a READ's or an atomic's bad local key is found when the response lands, as hardware finds it",
+          "[rc][protection]") {
+  // google/rdma-unit-test LoopbackRcQpTest.ReadInvalidRKeyAndInvalidLKey,
+  // CompareSwapInvalidLKey, FetchAddInvalidLKeyAndInvalidRKey: the remote
+  // side answers first; an atomic executes there; the local sink is never
+  // written.
+  SECTION("READ, valid R_Key: sent, the response is not placed, LOC_PROT_ERR") {
+    Pair p;
+    fill(p.b.bytes().subspan(0, 256), p.qb, 4);
+    const std::vector<uint8_t> local(p.a.bytes().begin(), p.a.bytes().begin() + 256);
+    Sge sge{p.a.va, 256, p.a.mr.lkey ^ 0x100};
+    REQUIRE(p.ta.post_send(p.qa, make_wr(7, WrOpcode::kRdmaRead, sge, p.b.va, p.b.mr.rkey), p.now) == 0);
+    auto req = p.sa.take();
+    REQUIRE(req.size() == 1);  // the request left
+    p.to_b(req);
+    p.to_a(p.sb.take());
+    const auto sc = p.a.poll();
+    REQUIRE(sc.size() == 1);
+    CHECK(sc[0].status == WcStatus::kLocProtErr);
+    CHECK(std::equal(local.begin(), local.end(), p.a.bytes().begin()));
+    QpAttr a;
+    REQUIRE(p.ta.query_qp(p.qa, a) == 0);
+    CHECK(a.qp_state == QpState::kErr);
+  }
+  SECTION("READ, invalid R_Key too: the responder's verdict, REM_ACCESS_ERR") {
+    Pair p;
+    Sge sge{p.a.va, 256, p.a.mr.lkey ^ 0x100};
+    REQUIRE(p.ta.post_send(p.qa, make_wr(7, WrOpcode::kRdmaRead, sge, p.b.va, p.b.mr.rkey ^ 0x5500), p.now) == 0);
+    p.to_b(p.sa.take());
+    p.to_a(p.sb.take());
+    const auto sc = p.a.poll();
+    REQUIRE(sc.size() == 1);
+    CHECK(sc[0].status == WcStatus::kRemAccessErr);
+  }
+  SECTION("fetch-and-add: executed remotely, its result not placed, LOC_PROT_ERR") {
+    Pair p;
+    uint64_t v = 40;
+    std::memcpy(p.b.bytes().data(), &v, sizeof v);
+    Sge sge{p.a.va, 8, p.a.mr.lkey ^ 0x100};
+    SendWr w = make_wr(8, WrOpcode::kAtomicFetchAndAdd, sge, p.b.va, p.b.mr.rkey);
+    w.compare_add = 2;
+    REQUIRE(p.ta.post_send(p.qa, w, p.now) == 0);
+    p.to_b(p.sa.take());
+    p.to_a(p.sb.take());
+    const auto sc = p.a.poll();
+    REQUIRE(sc.size() == 1);
+    CHECK(sc[0].status == WcStatus::kLocProtErr);
+    std::memcpy(&v, p.b.bytes().data(), sizeof v);
+    CHECK(v == 42);
   }
 }
 
