@@ -57,6 +57,17 @@ Cqe only_cqe(Side& s) {
   return c[0];
 }
 
+// B's only completion is `wr_id` with status `st`, and B's QP is in Error.
+Cqe only_cqe_b_failed(Pair& p, uint64_t wr_id, WcStatus st) {
+  const Cqe e = only_cqe(p.b);
+  CHECK(e.wr_id == wr_id);
+  CHECK(e.status == st);
+  QpAttr a;
+  REQUIRE(p.tb.query_qp(p.qb, a) == 0);
+  CHECK(a.qp_state == QpState::kErr);
+  return e;
+}
+
 // A writes `len` bytes of its buffer to b.va + remote_off through `rkey`;
 // returns A's completion status.
 WcStatus write_via(Pair& p, uint32_t rkey, uint64_t remote_off, uint32_t len, uint64_t wr_id) {
@@ -187,12 +198,7 @@ TEST_CASE("type 2 window: bound to the QP that bound it; Local Invalidate and de
   }
   SECTION("a bound type 2 window cannot be bound again before it is invalidated") {
     REQUIRE(bind_b(q, q.qb, qmw, inc_key(key), qmr.lkey, 0, 4096, access::kRemoteWrite, 3) == 0);
-    const Cqe c = only_cqe(q.b);
-    CHECK(c.status == WcStatus::kMwBindErr);
-    CHECK(c.opcode == WcOpcode::kBindMw);
-    QpAttr a;
-    REQUIRE(q.tb.query_qp(q.qb, a) == 0);
-    CHECK(a.qp_state == QpState::kErr);
+    CHECK(only_cqe_b_failed(q, 3, WcStatus::kMwBindErr).opcode == WcOpcode::kBindMw);
   }
   SECTION("Local Invalidate: the key stops working; the window can be bound again") {
     CHECK(local_inv_b(q, qmw, 3) == 0);  // the stale key: not the window's current one
@@ -279,12 +285,7 @@ TEST_CASE("bad binds complete with MW_BIND_ERR and move the QP to ERR", "[mw]") 
     const PdHandle pd = c.other_pd_window ? p.tb.alloc_pd() : p.b.pd;
     const uint32_t mw = p.tb.alloc_mw(pd, MwType::kType2).value;
     REQUIRE(bind_b(p, p.qb, mw, inc_key(mw), mr.lkey, c.off, c.len, c.mw_access, 5) == 0);
-    const Cqe e = only_cqe(p.b);
-    CHECK(e.wr_id == 5);
-    CHECK(e.status == WcStatus::kMwBindErr);
-    QpAttr a;
-    REQUIRE(p.tb.query_qp(p.qb, a) == 0);
-    CHECK(a.qp_state == QpState::kErr);
+    only_cqe_b_failed(p, 5, WcStatus::kMwBindErr);
     CHECK(p.tb.dereg_mr(mr.lkey) == 0);  // the failed bind left nothing bound
   }
 }
@@ -366,12 +367,7 @@ TEST_CASE("SEND with Invalidate of a type 2 window: WITH_INV at the receiver, th
     // IBA 9.9.6.3: nothing goes back; the receive WQE fails and B's QP is
     // in Error; A's WQE waits for its retry timer.
     CHECK(q.sb.take().empty());
-    const Cqe r = only_cqe(q.b);
-    CHECK(r.wr_id == 2);
-    CHECK(r.status == WcStatus::kMwBindErr);
-    QpAttr a;
-    REQUIRE(q.tb.query_qp(q.qb, a) == 0);
-    CHECK(a.qp_state == QpState::kErr);
+    only_cqe_b_failed(q, 2, WcStatus::kMwBindErr);
     CHECK(q.a.poll().empty());
   }
 }
