@@ -167,11 +167,11 @@ RespState Qp::resp_chk_rkey(const wire::IbPacket& pkt) {
   // Local Access Error (ibv_poll_cq(3), after the IBA's completion
   // statuses): "a protection error occurred on a local data buffer during
   // the processing of a RDMA Write with Immediate operation sent from the
-  // remote node". The receive WQE such a WRITE
-  // consumed (ONLY or LAST with immediate: resp_chk_resource took it)
-  // completes with it, not flushed; the requester's WQE gets
-  // REM_ACCESS_ERR from the NAK as for any WRITE.
-  auto write_access_error = [&] {
+  // remote node". The receive WQE such a WRITE consumed (ONLY or LAST with
+  // immediate: resp_chk_resource took it) completes with it, not flushed;
+  // the requester's WQE gets REM_ACCESS_ERR from the NAK as for any WRITE.
+  // Only a WRITE carries an immediate and holds a receive WQE here.
+  auto access_error = [&] {
     if (i.is(Op::kImm) && recv_slot_ == RecvSlot::kHeld) pending_recv_status_ = WcStatus::kLocAccessErr;
     return RespState::kErrNakRemoteAccess;
   };
@@ -187,7 +187,7 @@ RespState Qp::resp_chk_rkey(const wire::IbPacket& pkt) {
     // A zero-length RDMA does not validate the R_Key (IBA 9.7.4.1.x).
     if (pkt.reth.dma_len > 0 &&
         ctx_.check_rkey(pkt.reth.rkey, resp_pd(), qpn_, pkt.reth.va, pkt.reth.dma_len, need, nullptr) != KeyCheck::kOk)
-      return i.is(Op::kWrite) ? write_access_error() : RespState::kErrNakRemoteAccess;
+      return access_error();
     // ATOMIC WRITE: the R_Key needs remote write access (as rxe checks it);
     // a misaligned address is an invalid request (rxe: misaligned atomic).
     if (i.is(Op::kAtomicWrite) && (pkt.reth.va & 7) != 0) return RespState::kErrNakInvalidRequest;
@@ -201,7 +201,7 @@ RespState Qp::resp_chk_rkey(const wire::IbPacket& pkt) {
     // MIDDLE/LAST: the MR may have been deregistered since the FIRST.
     if (ctx_.check_rkey(write_rkey_, resp_pd(), qpn_, write_va_ + msg_offset_, pkt.payload.size(),
                         access::kRemoteWrite, nullptr) != KeyCheck::kOk)
-      return write_access_error();
+      return access_error();
   }
   return RespState::kExecute;
 }
