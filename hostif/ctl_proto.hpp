@@ -30,7 +30,9 @@
 namespace urnic::engine::ctl {
 
 inline constexpr std::uint32_t kMagic = 0x434e5255;  // "URNC" little-endian
-inline constexpr std::uint16_t kVersion = 1;
+// 2: the doorbell page (hostif/doorbell_page.hpp) replaces the rings'
+// `sleeping` words; CreateQpRep and CreateSrqRep name each queue's bit.
+inline constexpr std::uint16_t kVersion = 2;
 inline constexpr std::uint16_t kFlagReply = 1;
 inline constexpr std::size_t kNameLen = 64;
 inline constexpr std::size_t kMaxDevices = 8;
@@ -44,7 +46,7 @@ inline constexpr std::uint64_t kCapSharedRings = 1U << 0;
 enum class MsgType : std::uint16_t {
   kHello = 1,
   kListDevices = 2,
-  kOpenDevice = 3,      // binds the connection to one device; reply passes the async-event fd
+  kOpenDevice = 3,      // binds the connection to one device; reply passes the async-event fd and doorbell page
   kQueryPort = 4,
   kAllocPd = 10,
   kDeallocPd = 11,
@@ -69,7 +71,7 @@ enum class MsgType : std::uint16_t {
   kStatus = 60,             // `urnic status`: daemon-wide summary
   kReregMr = 100,           // issue 9 (bodies in engine/verbs_ext_proto.hpp)
   kResizeCq = 101,          // reply passes the new CQ ring memfd
-  kImportDevice = 102,      // on a duplicated connection fd; reply may pass the doorbell fd
+  kImportDevice = 102,      // on a duplicated connection fd; reply passes the doorbell page (and eventfd)
   kImportPd = 103,
   kImportMr = 104,
   kAllocMw = 105,
@@ -336,7 +338,10 @@ struct OpenDeviceReq {
 };
 static_assert(sizeof(OpenDeviceReq) == 64);
 
-// Reply to OpenDevice; fd[0] = the async-event socket (read end).
+// Reply to OpenDevice; fd[0] = the async-event socket (read end), fd[1] =
+// the session's doorbell page (a memfd of sizeof(DoorbellLayout) bytes),
+// fd[2] (optional) = the engine's eventfd, written after ringing a bit only
+// while the page says the engine sleeps.
 struct OpenDeviceRep {
   static constexpr MsgType kType = MsgType::kOpenDevice;
   DeviceAttrs attrs;
@@ -518,8 +523,11 @@ struct CreateQpRep {
   std::uint64_t sq_offset;
   std::uint64_t rq_offset;
   std::uint64_t map_bytes;
+  std::uint32_t doorbell;         // its bit in the session's doorbell page (both rings)
+  std::uint32_t reserved;
 };
-static_assert(sizeof(CreateQpRep) == 72);
+static_assert(sizeof(CreateQpRep) == 80);
+static_assert(offsetof(CreateQpRep, doorbell) == 72);
 static_assert(offsetof(CreateQpRep, qpn) == 4);
 static_assert(offsetof(CreateQpRep, caps) == 8);
 static_assert(offsetof(CreateQpRep, sq_slots) == 32);
@@ -663,8 +671,11 @@ struct CreateSrqRep {
   std::uint32_t slot_size;
   std::uint32_t srq_num;    // the SRQ number (ibv_get_srq_num; XRCETH for XRC SRQs)
   std::uint64_t map_bytes;
+  std::uint32_t doorbell;   // its bit in the session's doorbell page
+  std::uint32_t reserved;
 };
-static_assert(sizeof(CreateSrqRep) == 32);
+static_assert(sizeof(CreateSrqRep) == 40);
+static_assert(offsetof(CreateSrqRep, doorbell) == 32);
 static_assert(offsetof(CreateSrqRep, srq_num) == 20);
 static_assert(offsetof(CreateSrqRep, slots) == 12);
 static_assert(offsetof(CreateSrqRep, slot_size) == 16);

@@ -35,12 +35,12 @@ static_assert(sizeof(RingIndexLine) == kCacheLine);
 static_assert(std::is_standard_layout_v<RingIndexLine>);
 
 // Extra per-ring words, on their own line. `arm` is written by the
-// application (ibv_req_notify_cq) and consumed by the engine; `sleeping` is
-// written by the engine so the producer knows whether a kick is needed.
+// application (ibv_req_notify_cq) and consumed by the engine. (Whether the
+// engine sleeps is in the session's doorbell page, hostif/doorbell_page.hpp.)
 struct RingControlLine {
   std::uint32_t arm;        // CQ: kArmNone / kArmNext / kArmSolicited (app -> engine)
   std::uint32_t arm_seq;    // CQ: bumped by the app on each arm request
-  std::uint32_t sleeping;   // engine -> app: 1 when a kick is needed after posting
+  std::uint32_t reserved;
   std::uint32_t error;      // engine -> app: 1 once the engine found the ring corrupt
   std::uint8_t pad[kCacheLine - 4 * sizeof(std::uint32_t)];
 };
@@ -205,7 +205,7 @@ class SpscRing {
   [[nodiscard]] const std::byte* oldest_unreleased() const { return slot_at(load_acquire(false)); }
   void reclaim_oldest() { store_release(false, load_acquire(false) + 1); }
 
-  // Control words (arm, arm_seq, sleeping, error).
+  // Control words (arm, arm_seq, error).
   [[nodiscard]] std::uint32_t load_ctl(std::uint32_t RingControlLine::*field) const {
     return std::atomic_ref<std::uint32_t>(hdr()->ctl.*field).load(std::memory_order_acquire);
   }

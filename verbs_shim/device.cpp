@@ -1,5 +1,6 @@
 // Device discovery, open/close, and the query verbs (device, port, GID,
 // P_Key), plus the async event fd. Attributes and tables come from urnicd.
+#include <sys/mman.h>
 #include <sys/socket.h>
 
 #include <cerrno>
@@ -264,13 +265,21 @@ int ibv_get_device_index(ibv_device* device) {
 namespace {
 
 // The verbs_context around a connection bound to `sdev` (open and import).
-ibv_context* make_context(ShimDevice* sdev, std::unique_ptr<ShimContext> s, int async_fd, int doorbell_fd) {
-  auto* vctx = static_cast<verbs_context*>(std::calloc(1, sizeof(verbs_context)));
+// Takes the fds: the async-event socket (-1 for an import), the doorbell
+// page, and the engine's eventfd (-1 if none).
+ibv_context* make_context(ShimDevice* sdev, std::unique_ptr<ShimContext> s, int async_fd, int page_fd,
+                          int doorbell_fd) {
+  void* page = ::mmap(nullptr, sizeof(urnic::engine::DoorbellLayout), PROT_READ | PROT_WRITE, MAP_SHARED, page_fd, 0);
+  ::close(page_fd);
+  auto* vctx = page == MAP_FAILED ? nullptr : static_cast<verbs_context*>(std::calloc(1, sizeof(verbs_context)));
   if (vctx == nullptr) {
+    if (page != MAP_FAILED) ::munmap(page, sizeof(urnic::engine::DoorbellLayout));
     if (async_fd >= 0) ::close(async_fd);
     if (doorbell_fd >= 0) ::close(doorbell_fd);
     return fail_null(ENOMEM);
   }
+  s->doorbell_map = page;
+  s->doorbells = urnic::engine::DoorbellPage(static_cast<std::byte*>(page));
   vctx->sz = sizeof(verbs_context);
   vctx->context.device = &sdev->dev;
   vctx->context.cmd_fd = s->client->fd();
@@ -297,15 +306,16 @@ ibv_context* ibv_open_device(ibv_device* device) {
   ctl::set_name(req.name, device->name);
   std::vector<int> fds;
   auto s = std::make_unique<ShimContext>();
-  // fds[0]: the async-event socket; fds[1] (optional): the engine's doorbell
-  // eventfd, kicked after posting only while the engine sleeps.
-  if (err = client->call(req, s->info, &fds); err != 0 || fds.empty() || fds.size() > 2) {
+  // fds[0]: the async-event socket; fds[1]: the doorbell page; fds[2]
+  // (optional): the engine's eventfd, kicked after posting only while the
+  // engine sleeps.
+  if (err = client->call(req, s->info, &fds); err != 0 || fds.size() < 2 || fds.size() > 3) {
     for (int fd : fds) ::close(fd);
     errno = err != 0 ? err : EIO;
     return nullptr;
   }
   s->client = std::move(client);
-  return make_context(sdev, std::move(s), fds[0], fds.size() == 2 ? fds[1] : -1);
+  return make_context(sdev, std::move(s), fds[0], fds[1], fds.size() == 3 ? fds[2] : -1);
 }
 
 // cmd_fd is a duplicate of another context's control connection (the
@@ -318,7 +328,8 @@ ibv_context* ibv_import_device(int cmd_fd) {
   auto s = std::make_unique<ShimContext>();
   ctl::ImportDeviceRep rep{};
   std::vector<int> fds;
-  if (const int err = client->call(ctl::ImportDeviceReq{}, rep, &fds); err != 0 || fds.size() > 1) {
+  // fds[0]: the session's doorbell page; fds[1] (optional): the eventfd.
+  if (const int err = client->call(ctl::ImportDeviceReq{}, rep, &fds); err != 0 || fds.empty() || fds.size() > 2) {
     for (int fd : fds) ::close(fd);
     client->release_fd();  // on failure the caller keeps its fd
     errno = err == ENODEV || err == EIO ? EINVAL : (err != 0 ? err : EIO);
@@ -331,7 +342,7 @@ ibv_context* ibv_import_device(int cmd_fd) {
     std::lock_guard lock(g_devices_mu);
     sdev = device_for(rep.entry, static_cast<int>(rep.index));
   }
-  return make_context(sdev, std::move(s), -1, fds.empty() ? -1 : fds[0]);
+  return make_context(sdev, std::move(s), -1, fds[0], fds.size() == 2 ? fds[1] : -1);
 }
 
 ibv_pd* ibv_import_pd(ibv_context* context, std::uint32_t pd_handle) {
@@ -379,6 +390,7 @@ int ibv_close_device(ibv_context* context) {
   // context created, as closing the uverbs fd does in the kernel.
   if (context->async_fd >= 0) ::close(context->async_fd);
   if (s->doorbell_fd >= 0) ::close(s->doorbell_fd);
+  ::munmap(s->doorbell_map, sizeof(urnic::engine::DoorbellLayout));
   pthread_mutex_destroy(&context->mutex);
   delete s;
   std::free(vctx);

@@ -94,13 +94,12 @@ void write_recv_wqe(SpscRing& ring, std::uint32_t k, const ibv_recv_wr& wr) {
 
 }  // namespace
 
-void kick_if_sleeping(ibv_context* ctx, const SpscRing& ring) {
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (ring.load_ctl(&RingControlLine::sleeping) == 0) return;
-  const int fd = shim_of(ctx)->doorbell_fd;
-  if (fd < 0) return;
+void ring_doorbell(ibv_context* ctx, std::uint32_t bit) {
+  ShimContext* s = shim_of(ctx);
+  s->doorbells.ring(bit);
+  if (!s->doorbells.engine_asleep() || s->doorbell_fd < 0) return;
   const std::uint64_t one = 1;
-  [[maybe_unused]] const ssize_t w = ::write(fd, &one, sizeof one);
+  [[maybe_unused]] const ssize_t w = ::write(s->doorbell_fd, &one, sizeof one);
 }
 
 namespace {
@@ -239,7 +238,7 @@ int post_send_locked(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, bool all
   if (err != 0 && all_or_nothing) n = 0;
   if (n != 0) {
     q->sq.publish(n);
-    kick_if_sleeping(qp->context, q->sq);
+    ring_doorbell(qp->context, q->doorbell);
     if (type2_bind) take_type2_keys(first, n);
   }
   if (err != 0) *bad_wr = wr;
@@ -271,7 +270,7 @@ int op_post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
     write_recv_wqe(q->rq, n, *wr);
   }
   if (q->rq.valid() && n != 0) q->rq.publish(n);
-  if (n != 0) kick_if_sleeping(qp->context, q->rq);
+  if (n != 0) ring_doorbell(qp->context, q->doorbell);
   if (err != 0) *bad_wr = wr;
   return err;
 }
@@ -295,7 +294,7 @@ int op_post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
   }
   if (n != 0) {
     s->ring.publish(n);
-    kick_if_sleeping(srq->context, s->ring);
+    ring_doorbell(srq->context, s->doorbell);
   }
   if (err != 0) *bad_wr = wr;
   return err;
@@ -402,6 +401,7 @@ ibv_qp* create_qp_common(ibv_pd* pd, ibv_qp_init_attr* attr) {
   q->sq = SpscRing(base + rep.sq_offset, rep.sq_slots, rep.sq_slot_size);
   if (rep.rq_slots != 0) q->rq = SpscRing(base + rep.rq_offset, rep.rq_slots, rep.rq_slot_size);
   q->post_mu = new std::mutex;
+  q->doorbell = rep.doorbell;
   q->caps = rep.caps;
   q->sq_sig_all = req.sq_sig_all;
   ibv_qp& qp = q->qpx.qp_base;
@@ -941,6 +941,7 @@ ibv_srq* finish_srq(ibv_context* ctx, ShimSrq* s, const ctl::CreateSrqRep& rep, 
   s->map_bytes = rep.map_bytes;
   s->ring = SpscRing(static_cast<std::byte*>(s->map), rep.slots, rep.slot_size);
   s->post_mu = new std::mutex;
+  s->doorbell = rep.doorbell;
   s->max_wr = rep.max_wr;
   s->max_sge = rep.max_sge;
   s->srq_num = rep.srq_num;

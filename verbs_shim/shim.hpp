@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "hostif/ctl_proto.hpp"
+#include "hostif/doorbell_page.hpp"
 #include "hostif/shm_ring.hpp"
 
 namespace urnic::shim {
@@ -183,6 +184,7 @@ struct ShimSrq {
   void* map;
   std::size_t map_bytes;
   std::mutex* post_mu;
+  std::uint32_t doorbell;    // its bit in the context's doorbell page
   std::uint32_t max_wr, max_sge;
   std::uint32_t srq_num;     // ibv_get_srq_num (what XRC initiators name)
   struct TmTags* tm;         // a TM SRQ's tag handles (verbs_shim/tm.cpp), else null
@@ -199,6 +201,7 @@ struct ShimQp {
   void* map;
   std::size_t map_bytes;
   std::mutex* post_mu;
+  std::uint32_t doorbell;    // its bit in the context's doorbell page (both rings)
   ctl::QpCaps caps;
   std::uint32_t sq_sig_all;
 };
@@ -238,7 +241,9 @@ struct ShimContext {
   ShimDevice* dev = nullptr;
   std::unique_ptr<CtlClient> client;
   ctl::OpenDeviceRep info{};   // attributes, port, GID/P_Key tables at open
-  int doorbell_fd = -1;        // the engine's eventfd (see kick_if_sleeping)
+  int doorbell_fd = -1;        // the engine's eventfd (see ring_doorbell)
+  engine::DoorbellPage doorbells;  // the session's page (hostif/doorbell_page.hpp)
+  void* doorbell_map = nullptr;
   // The daemon's death (verbs_shim/device_fatal.cpp): the QPs with rings,
   // whose outstanding WQEs are then flushed into their CQs; when the
   // control socket was last asked whether the daemon is alive; whether
@@ -257,12 +262,13 @@ inline ShimSrq* shim_of(ibv_srq* srq) { return static_cast<ShimSrq*>(static_cast
 inline ShimAh* shim_of(ibv_ah* ah) { return static_cast<ShimAh*>(static_cast<void*>(ah)); }
 inline ShimXrcd* shim_of(ibv_xrcd* x) { return static_cast<ShimXrcd*>(static_cast<void*>(x)); }
 
-// After publishing WQEs on `ring`: if the engine has declared itself asleep
-// (ctl.sleeping), write its doorbell eventfd. The seq_cst fence pairs with the
-// engine's fence between setting `sleeping` and re-checking the rings: either
-// the engine sees our new producer index, or we see `sleeping` and kick, so
-// no post is left unnoticed; and no system call is made while it spins.
-void kick_if_sleeping(ibv_context* ctx, const engine::SpscRing& ring);
+// After publishing WQEs on the rings of the QP or SRQ that owns doorbell
+// bit `bit`: ring it in the session's page and, if the engine has declared
+// itself asleep there, write its eventfd. The page's fences pair with the
+// engine's (DoorbellPage::try_sleep): either the engine sees our bit, or
+// we see `sleeping` and kick, so no post is left unnoticed; and no system
+// call is made while it spins.
+void ring_doorbell(ibv_context* ctx, std::uint32_t bit);
 
 // Fill the ops tables of a new context (objects.cpp).
 void install_ops(verbs_context* vctx);

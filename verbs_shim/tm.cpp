@@ -273,7 +273,7 @@ int op_post_srq_ops(ibv_srq* srq, ibv_ops_wr* wr, ibv_ops_wr** bad_wr) {
     ++n;
   }
   s->ring.publish(n);
-  if (n != 0) kick_if_sleeping(srq->context, s->ring);
+  if (n != 0) ring_doorbell(srq->context, s->doorbell);
   if (err != 0) *bad_wr = wr;
   return err;
 }

@@ -288,12 +288,19 @@ Reply Session::on_open_device(const MsgHeader& h, std::span<const std::byte> msg
   std::memcpy(name, req->name, ctl::kNameLen);
   Device* d = reg_.find_device(name);
   if (d == nullptr) return fail<ctl::OpenDeviceRep>(h, ENODEV);
-  int process_end = -1;
-  if (const int err = make_event_pair(port_.async_fd, process_end); err != 0)
+  if (const int err = doorbell_mem_.create("urnic-doorbells", sizeof(DoorbellLayout)); err != 0)
     return fail<ctl::OpenDeviceRep>(h, err);
+  const int page_fd = doorbell_page_fd();
+  int process_end = -1;
+  if (const int err = page_fd < 0 ? ENOMEM : make_event_pair(port_.async_fd, process_end); err != 0) {
+    if (page_fd >= 0) ::close(page_fd);
+    doorbell_mem_ = ShmRegion{};
+    return fail<ctl::OpenDeviceRep>(h, err);
+  }
+  port_.doorbells = DoorbellPage(doorbell_mem_.data());
   dev_ = d;
   dp_ = reg_.datapath(d);
-  std::vector<int> fds{process_end};
+  std::vector<int> fds{process_end, page_fd};
   if (reg_.doorbell_fd() >= 0) {
     const int db = ::fcntl(reg_.doorbell_fd(), F_DUPFD_CLOEXEC, 0);
     if (db >= 0) fds.push_back(db);
@@ -307,6 +314,21 @@ Reply Session::on_open_device(const MsgHeader& h, std::span<const std::byte> msg
     rep.gids[rep.gid_count++] = g;
   }
   return ok(h, rep, std::move(fds));
+}
+
+int Session::doorbell_page_fd() const { return ::fcntl(doorbell_mem_.fd(), F_DUPFD_CLOEXEC, 0); }
+
+std::uint32_t Session::alloc_doorbell() {
+  if (!free_doorbells_.empty()) {
+    const std::uint32_t bit = free_doorbells_.back();
+    free_doorbells_.pop_back();
+    return bit;
+  }
+  return next_doorbell_ < kDoorbellBits ? next_doorbell_++ : kNoDoorbell;
+}
+
+void Session::free_doorbell(std::uint32_t bit) {
+  if (bit != kNoDoorbell) free_doorbells_.push_back(bit);
 }
 
 Reply Session::on_query_port(const MsgHeader& h, std::span<const std::byte> msg) {
@@ -624,7 +646,9 @@ Reply Session::on_create_qp(const MsgHeader& h, std::span<const std::byte> msg) 
   qp.ctl = dp_ != nullptr ? make_transport_qp_control(info, dp_->transport()) : make_qp_control(info);
   const int fd = ::dup(qp.mem.fd());
   qp.mem.close_fd();
-  if (fd < 0) {
+  qp.doorbell = fd < 0 ? kNoDoorbell : alloc_doorbell();
+  if (qp.doorbell == kNoDoorbell) {
+    if (fd >= 0) ::close(fd);
     if (dp_ != nullptr) {
       dp_->transport().destroy_qp(qp.qpn);
     } else {
@@ -644,6 +668,7 @@ Reply Session::on_create_qp(const MsgHeader& h, std::span<const std::byte> msg) 
   rep.sq_offset = 0;
   rep.rq_offset = rq_slots != 0 ? sq_bytes : 0;
   rep.map_bytes = qp.mem.size();
+  rep.doorbell = qp.doorbell;
   qp.send_cq_queue = &scq->second;
   qp.recv_cq_queue = rcq != cqs_.end() ? &rcq->second : nullptr;
   qps_[handle] = std::move(qp);
@@ -703,14 +728,13 @@ void Session::destroy_qp(std::uint32_t handle) {
   } else {
     dev_->free_qpn(qp.qpn);
   }
+  free_doorbell(qp.doorbell);
   qps_.erase(it);
   --dev_->usage().qps;
 }
 
 void Session::take_posted_sends() {
-  if (dp_ == nullptr) return;
-  const transport::Nanos now = engine_now();
-  for (const auto& [handle, qp] : qps_) dp_->take_posted_sends(qp.qpn, now);
+  if (dp_ != nullptr) dp_->take_posted_sends(engine_now());
 }
 
 Reply Session::on_destroy_qp(const MsgHeader& h, std::span<const std::byte> msg) {
@@ -769,7 +793,10 @@ int Session::create_srq_obj(SrqObj srq, std::uint32_t max_wr, std::uint32_t max_
   }
   fd = ::dup(srq.mem.fd());
   srq.mem.close_fd();
-  if (fd < 0) {
+  srq.doorbell = fd < 0 ? kNoDoorbell : alloc_doorbell();
+  if (srq.doorbell == kNoDoorbell) {
+    if (fd >= 0) ::close(fd);
+    fd = -1;
     if (dp_ != nullptr) dp_->transport().destroy_srq(srq.tsrq);
     return ENOMEM;
   }
@@ -780,6 +807,7 @@ int Session::create_srq_obj(SrqObj srq, std::uint32_t max_wr, std::uint32_t max_
   rep.slots = slots;
   rep.slot_size = slot_size;
   rep.map_bytes = srq.mem.size();
+  rep.doorbell = srq.doorbell;
   // The number XRC initiators put in their XRCETHs: unique on the device.
   rep.srq_num = dp_ != nullptr ? dp_->transport().srq_num(srq.tsrq) : handle;
   if (srq.domain) ++xrcds_.at(srq.xrcd).refs;
@@ -842,6 +870,7 @@ Reply Session::on_destroy_srq(const MsgHeader& h, std::span<const std::byte> msg
   --pds_[it->second.pd].refs;
   if (it->second.domain) --xrcds_[it->second.xrcd].refs;
   if (it->second.domain || it->second.tm) --cqs_[it->second.cq].refs;
+  free_doorbell(it->second.doorbell);
   srqs_.erase(it);
   --dev_->usage().srqs;
   ctl::DestroySrqRep rep{};

@@ -204,7 +204,16 @@ class Session {
   bool greeted_ = false;
   Device* dev_ = nullptr;
   DataPath* dp_ = nullptr;   // the device's data path (none in control-only tests)
-  ProcessPort port_;         // its AHs and async-event socket, for the data path
+  ProcessPort port_;         // its AHs, async-event socket and doorbell page, for the data path
+  ShmRegion doorbell_mem_;   // the doorbell page's memory (its fd is kept: ImportDevice passes it too)
+  // Doorbell bits: handed out in order, reused after their queue is gone.
+  std::uint32_t next_doorbell_ = 0;
+  std::vector<std::uint32_t> free_doorbells_;
+  // A bit for a new QP or SRQ (kNoDoorbell: all are taken, ENOMEM).
+  std::uint32_t alloc_doorbell();
+  void free_doorbell(std::uint32_t bit);
+  // A copy of the doorbell page's fd to pass (-1 on failure).
+  [[nodiscard]] int doorbell_page_fd() const;
   std::uint32_t last_handle_ = 0;
   std::map<std::uint32_t, PdObj> pds_;
   std::map<std::uint32_t, MrObj> mrs_;

@@ -193,7 +193,10 @@ Reply Session::on_import(const MsgHeader& h, std::span<const std::byte> msg) {
         if (rep.info.gid_count == ctl::kMaxGids) break;
         rep.info.gids[rep.info.gid_count++] = g;
       }
-      std::vector<int> fds;
+      // The same session, so the same doorbell page.
+      const int page_fd = doorbell_page_fd();
+      if (page_fd < 0) return fail<ctl::ImportDeviceRep>(h, ENOMEM);
+      std::vector<int> fds{page_fd};
       if (reg_.doorbell_fd() >= 0) {
         const int db = ::fcntl(reg_.doorbell_fd(), F_DUPFD_CLOEXEC, 0);
         if (db >= 0) fds.push_back(db);

@@ -168,16 +168,18 @@ void DataPath::bind_cq(t::CqHandle tcq, ProcessPort* p, CqQueue* cq) {
 void DataPath::unbind_cq(t::CqHandle tcq) { cqs_.erase(static_cast<std::uint32_t>(tcq)); }
 void DataPath::bind_qp(std::uint32_t qpn, ProcessPort* p, QpQueues* qp) {
   auto [it, fresh] = qps_.try_emplace(qpn, QpBinding{p, qp});
-  if (fresh) {
-    it->second.walk_index = qp_walk_.size();
-    qp_walk_.emplace_back(qpn, &it->second);
-  } else {
-    it->second.port = p;
-    it->second.qp = qp;
-    it->second.ring_corrupt = false;
+  QpBinding& b = it->second;
+  if (!fresh) {
+    disown_doorbell(b.port, b.qp->doorbell, RingOwner{&b, nullptr});
+    b.port = p;
+    b.qp = qp;
+    b.ring_corrupt = false;
   }
+  b.qpn = qpn;
+  own_doorbell(p, qp->doorbell, RingOwner{&b, nullptr});
   stats_.add_qp(qpn);
 }
+
 int DataPath::iw_attach(std::uint32_t qpn, int fd, const t::iwarp::StreamParams& params, t::Nanos now,
                         std::span<const std::uint8_t> early, t::Nanos hold_until) {
   if (!iw_ || !qps_.contains(qpn)) {
@@ -190,12 +192,14 @@ int DataPath::iw_attach(std::uint32_t qpn, int fd, const t::iwarp::StreamParams&
 void DataPath::unbind_qp(std::uint32_t qpn) {
   if (iw_) iw_->detach(qpn);
   if (auto it = qps_.find(qpn); it != qps_.end()) {
-    if (it->second.busy) std::erase_if(busy_qps_, [&](const auto& e) { return e.second == &it->second; });
-    // Swap-remove from the walk: the last entry takes this one's place.
-    const std::size_t i = it->second.walk_index;
-    qp_walk_[i] = qp_walk_.back();
-    qp_walk_[i].second->walk_index = i;
-    qp_walk_.pop_back();
+    QpBinding& b = it->second;
+    if (b.busy) std::erase_if(busy_qps_, [&](const auto& e) { return e.second == &b; });
+    const RingOwner o{&b, nullptr};
+    if (b.due) {
+      std::erase(due_, o);
+      std::erase(carried_, o);
+    }
+    disown_doorbell(b.port, b.qp->doorbell, o);
     qps_.erase(it);
   }
   if (mcast_.groups_of(qpn) != 0) {
@@ -205,11 +209,63 @@ void DataPath::unbind_qp(std::uint32_t qpn) {
   stats_.forget_qp(qpn);
 }
 
-void DataPath::take_posted_sends(std::uint32_t qpn, t::Nanos now) {
-  auto it = qps_.find(qpn);
-  if (it == qps_.end()) return;
-  while (drain_sq(qpn, it->second, now)) {
+void DataPath::own_doorbell(ProcessPort* port, std::uint32_t bit, RingOwner owner) {
+  if (bit >= kDoorbellBits || !port->doorbells.valid()) return;
+  auto it = std::find_if(doorbell_ports_.begin(), doorbell_ports_.end(),
+                         [&](const PortDoorbells& d) { return d.port == port; });
+  if (it == doorbell_ports_.end()) it = doorbell_ports_.insert(doorbell_ports_.end(), PortDoorbells{port, {}, 0});
+  if (it->owners.size() <= bit) it->owners.resize(bit + 1);
+  it->owners[bit] = owner;
+  ++it->bound;
+  // What the process posted before the binding rang no bit of ours.
+  make_due(owner);
+}
+
+void DataPath::disown_doorbell(ProcessPort* port, std::uint32_t bit, RingOwner owner) {
+  auto it = std::find_if(doorbell_ports_.begin(), doorbell_ports_.end(),
+                         [&](const PortDoorbells& d) { return d.port == port; });
+  if (it == doorbell_ports_.end() || bit >= it->owners.size() || it->owners[bit] != owner) return;
+  it->owners[bit] = RingOwner{};
+  if (--it->bound != 0) return;
+  // No queue of the process left to ring: the page leaves the sleep protocol.
+  port->doorbells.end_sleep();
+  doorbell_ports_.erase(it);
+}
+
+void DataPath::make_due(RingOwner o) {
+  bool& due = o.qp != nullptr ? o.qp->due : o.srq->due;
+  if (due) return;
+  due = true;
+  due_.push_back(o);
+}
+
+void DataPath::take_doorbells() {
+  for (PortDoorbells& d : doorbell_ports_) {
+    d.port->doorbells.take(static_cast<std::uint32_t>(d.owners.size()), [&](std::uint32_t bit) {
+      // A bit of a queue since destroyed (or never made) names nothing.
+      const RingOwner o = d.owners[bit];
+      if (o.qp != nullptr || o.srq != nullptr) make_due(o);
+    });
   }
+}
+
+bool DataPath::has_untaken(RingOwner o) {
+  if (o.srq != nullptr) return o.srq->srq->ring.untaken() != 0;
+  const QpQueues& q = *o.qp->qp;
+  return (q.sq.valid() && q.sq.untaken() != 0) || (q.rq.valid() && q.rq.untaken() != 0);
+}
+
+void DataPath::take_posted_sends(t::Nanos now) {
+  // The rung queues stay due: the next pass drains their receive queues.
+  take_doorbells();
+  auto take_all = [&](const RingOwner& o) {
+    if (o.qp != nullptr) {
+      while (drain_sq(o.qp->qpn, *o.qp, now)) {
+      }
+    }
+  };
+  std::for_each(due_.begin(), due_.end(), take_all);
+  std::for_each(carried_.begin(), carried_.end(), take_all);
   mem_.end_pass();
   transport_->settle_writes(now);
   if (link_) link_->flush(now);
@@ -246,9 +302,23 @@ void DataPath::sync_link_groups() {
   });
 }
 void DataPath::bind_srq(t::SrqHandle tsrq, ProcessPort* p, SrqQueue* srq) {
-  srqs_[static_cast<std::uint32_t>(tsrq)] = SrqBinding{p, srq};
+  unbind_srq(tsrq);
+  SrqBinding& b = srqs_[static_cast<std::uint32_t>(tsrq)] = SrqBinding{p, srq, tsrq};
+  own_doorbell(p, srq->doorbell, RingOwner{nullptr, &b});
 }
-void DataPath::unbind_srq(t::SrqHandle tsrq) { srqs_.erase(static_cast<std::uint32_t>(tsrq)); }
+void DataPath::unbind_srq(t::SrqHandle tsrq) {
+  auto it = srqs_.find(static_cast<std::uint32_t>(tsrq));
+  if (it == srqs_.end()) return;
+  SrqBinding& b = it->second;
+  if (b.busy) std::erase(busy_srqs_, &b);
+  const RingOwner o{nullptr, &b};
+  if (b.due) {
+    std::erase(due_, o);
+    std::erase(carried_, o);
+  }
+  disown_doorbell(b.port, b.srq->doorbell, o);
+  srqs_.erase(it);
+}
 void DataPath::bind_tgt_handle(std::uint32_t qpn, const ProcessPort* p, std::uint64_t cookie) {
   tgt_handles_.emplace(qpn, std::pair{p, cookie});
 }
@@ -272,17 +342,34 @@ t::Nanos DataPath::next_deadline() const {
 
 bool DataPath::poll(t::Nanos now, bool poll_link) {
   bool work = false;
-  for (auto [qpn, b] : qp_walk_) work |= drain_sq(qpn, *b, now);
+  // The rings rung since the last pass, those the last pass left WQEs in,
+  // and those bound since (due_ holds only these between passes).
+  due_.insert(due_.end(), carried_.begin(), carried_.end());
+  carried_.clear();
+  take_doorbells();
+  for (const RingOwner& o : due_) {
+    if (o.qp != nullptr) work |= drain_sq(o.qp->qpn, *o.qp, now);
+  }
   // Receive WQEs after send WQEs, before any packet is delivered: a receive
   // an application posted before its send (ibv_post_recv, then ibv_post_send
   // to itself over UD) is in the ring by the time that send was taken, so it
   // is known to the transport when the send's packet arrives. Draining
   // receives first left a window in which a UD send hairpinned in this pass
-  // found no receive WQE and was dropped (pyverbs test_odp_ud_traffic).
-  for (auto [qpn, b] : qp_walk_) {
-    if (b->qp->rq.valid()) work |= drain_rq(qpn, *b, now);
+  // found no receive WQE and was dropped (pyverbs test_odp_ud_traffic). The
+  // doorbells are taken once more for the same reason: the send's WQE was
+  // read, so every bit rung before it was published is visible now, even
+  // one the first take just missed. (A send queue rung only now is drained
+  // next pass: it is carried.)
+  take_doorbells();
+  for (const RingOwner& o : due_) {
+    if (o.srq != nullptr) work |= drain_srq(o.srq->handle, *o.srq, now);
+    else if (o.qp->qp->rq.valid()) work |= drain_rq(o.qp->qpn, *o.qp, now);
   }
-  for (auto& [h, b] : srqs_) work |= drain_srq(t::SrqHandle{h}, b, now);
+  for (const RingOwner& o : due_) {
+    if (has_untaken(o)) carried_.push_back(o);
+    else (o.qp != nullptr ? o.qp->due : o.srq->due) = false;
+  }
+  due_.clear();
   if (iw_) {
     // Placed data lands before anything more leaves or arrives (a Read
     // Response must carry what an earlier Write put there).
@@ -365,8 +452,18 @@ void DataPath::retire_wqes() {
     }
     ++i;
   }
-  for (auto& [h, b] : srqs_)
-    if (b.srq->ring.taken_outstanding() != 0) b.srq->ring.retire(transport_->srq_outstanding(t::SrqHandle{h}));
+  for (std::size_t i = 0; i < busy_srqs_.size();) {
+    SrqBinding* b = busy_srqs_[i];
+    SpscRing& ring = b->srq->ring;
+    if (ring.taken_outstanding() != 0) ring.retire(transport_->srq_outstanding(b->handle));
+    if (ring.taken_outstanding() == 0) {
+      b->busy = false;
+      busy_srqs_[i] = busy_srqs_.back();
+      busy_srqs_.pop_back();
+      continue;
+    }
+    ++i;
+  }
 }
 
 void DataPath::mark_busy(std::uint32_t qpn, QpBinding& b) {
@@ -595,6 +692,10 @@ bool DataPath::drain_srq(t::SrqHandle h, SrqBinding& b, t::Nanos now) {
   SpscRing& ring = b.srq->ring;
   const std::uint32_t n = std::min(ring.untaken(), kWqeBurst);
   if (n == 0) return false;
+  if (!b.busy) {
+    b.busy = true;
+    busy_srqs_.push_back(&b);
+  }
   std::array<t::Sge, kMaxSge> sges{};
   for (std::uint32_t k = 0; k < n; ++k) {
     std::uint32_t opcode = 0;
@@ -909,35 +1010,24 @@ bool DataPath::run_link(t::Nanos now) {
 }
 
 bool DataPath::prepare_sleep() {
-  if (hairpin_count_ != 0) return false;
+  if (hairpin_count_ != 0 || !carried_.empty() || !due_.empty()) return false;
   // The control plane (modify_qp to ERR flushes, destroy) runs between
   // passes: free the slots of what it completed before sleeping.
   retire_wqes();
-  for (auto [qpn, b] : qp_walk_) {
-    b->qp->sq.store_ctl(&RingControlLine::sleeping, 1);
-    if (b->qp->rq.valid()) b->qp->rq.store_ctl(&RingControlLine::sleeping, 1);
+  // Each page's try_sleep pairs with the shim's fence between ringing its
+  // bit and reading `sleeping` (DoorbellPage::engine_asleep): a WQE
+  // published before the shim could see the flag has its bit seen here.
+  for (PortDoorbells& d : doorbell_ports_) {
+    if (!d.port->doorbells.try_sleep()) {
+      end_sleep();
+      return false;
+    }
   }
-  for (auto& [h, b] : srqs_) b.srq->ring.store_ctl(&RingControlLine::sleeping, 1);
-  // Pairs with the shim's fence between publishing and reading `sleeping`
-  // (kick_if_sleeping): a WQE published before the shim could see the flag
-  // is visible to the re-check below.
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  bool pending = false;
-  for (auto [qpn, b] : qp_walk_) {
-    pending |= b->qp->sq.untaken() != 0;
-    if (b->qp->rq.valid()) pending |= b->qp->rq.untaken() != 0;
-  }
-  for (auto& [h, b] : srqs_) pending |= b.srq->ring.untaken() != 0;
-  if (pending) end_sleep();
-  return !pending;
+  return true;
 }
 
 void DataPath::end_sleep() {
-  for (auto [qpn, b] : qp_walk_) {
-    b->qp->sq.store_ctl(&RingControlLine::sleeping, 0);
-    if (b->qp->rq.valid()) b->qp->rq.store_ctl(&RingControlLine::sleeping, 0);
-  }
-  for (auto& [h, b] : srqs_) b.srq->ring.store_ctl(&RingControlLine::sleeping, 0);
+  for (PortDoorbells& d : doorbell_ports_) d.port->doorbells.end_sleep();
 }
 
 void DataPath::on_async_event(const t::AsyncEvent& e) {

@@ -4,9 +4,11 @@
 // the control plane makes on behalf of a Session, happens on that thread, so
 // nothing here locks.
 //
-// Per poll() iteration: drain the SQ/RQ/SRQ rings of every bound QP/SRQ
-// (each WQE is copied out of shared memory, then validated, STYLE 15; its
-// slot stays counted until the transport completes it), feed
+// Per poll() iteration: drain the SQ/RQ/SRQ rings whose doorbell bit was
+// rung (hostif/doorbell_page.hpp), and those a burst limit or a full
+// transport queue left non-empty (each WQE is copied out of shared memory,
+// then validated, STYLE 15; its slot stays counted until the transport
+// completes it), feed
 // hairpinned packets and link RX to Transport::on_packet, fire due timers, and
 // move completions from the transport CQs into the shared CQE rings
 // (CqQueue::deliver: arm/solicited semantics, channel events).
@@ -98,10 +100,10 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
   void unbind_cq(transport::CqHandle tcq);
   void bind_qp(std::uint32_t qpn, ProcessPort* p, QpQueues* qp);
   void unbind_qp(std::uint32_t qpn);
-  // Before a QP is destroyed: takes every send WQE the process posted (its
-  // doorbell rang before the destroy, and a NIC would have fetched them),
-  // so a UD sender that posts and destroys at once (mckey) still sends.
-  void take_posted_sends(std::uint32_t qpn, transport::Nanos now);
+  // Before a QP, AH or MR is destroyed: takes every send WQE whose
+  // doorbell rang before (a NIC would have fetched them), so a UD sender
+  // that posts and destroys at once (mckey) still sends.
+  void take_posted_sends(transport::Nanos now);
   void bind_srq(transport::SrqHandle tsrq, ProcessPort* p, SrqQueue* srq);
   void unbind_srq(transport::SrqHandle tsrq);
   // XRC target QPs have no work queues (no bind_qp); their async events go
@@ -119,10 +121,10 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
 
   // One pass over everything; returns true if any work was done.
   bool poll(transport::Nanos now, bool poll_link);
-  // Before sleeping: set ctl.sleeping on every application ring, fence, and
-  // re-check. Returns false (and clears the flags) if work showed up.
+  // Before sleeping: declare it in every process's doorbell page, fence,
+  // and re-check. Returns false (and clears the flags) if work showed up.
   bool prepare_sleep();
-  // After waking: clear ctl.sleeping.
+  // After waking: clear the pages' `sleeping` words.
   void end_sleep();
   [[nodiscard]] transport::Nanos next_deadline() const;
   // Idle (nothing queued): frees the hairpin slots a burst grew.
@@ -159,13 +161,30 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
   struct QpBinding {
     ProcessPort* port;
     QpQueues* qp;
+    std::uint32_t qpn = 0;
     bool ring_corrupt = false;  // a producer index out of range was seen (once per QP)
-    std::size_t walk_index = 0;  // its place in qp_walk_
-    bool busy = false;           // in busy_qps_
+    bool busy = false;          // in busy_qps_
+    bool due = false;           // in due_ or carried_
   };
   struct SrqBinding {
     ProcessPort* port;
     SrqQueue* srq;
+    transport::SrqHandle handle{};
+    bool busy = false;          // in busy_srqs_
+    bool due = false;           // in due_ or carried_
+  };
+  // The owner of a doorbell bit: a QP (both its rings) or an SRQ.
+  struct RingOwner {
+    QpBinding* qp = nullptr;
+    SrqBinding* srq = nullptr;
+    bool operator==(const RingOwner&) const = default;
+  };
+  // One process's doorbell page and what its bits name (by bit; an unused
+  // bit names nothing). Kept while the process has bound queues.
+  struct PortDoorbells {
+    ProcessPort* port;
+    std::vector<RingOwner> owners;
+    std::size_t bound = 0;
   };
   // A hairpinned packet: the IbPacket with its payload copied into `data`.
   struct Hairpin {
@@ -177,6 +196,14 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
   };
 
   void mark_busy(std::uint32_t qpn, QpBinding& b);  // about to take WQEs of b: in busy_qps_
+  // The doorbell bit of `owner` in `port`'s page names it (or nothing).
+  void own_doorbell(ProcessPort* port, std::uint32_t bit, RingOwner owner);
+  void disown_doorbell(ProcessPort* port, std::uint32_t bit, RingOwner owner);
+  // Appends the owners of every bit rung since the last take to due_.
+  void take_doorbells();
+  void make_due(RingOwner o);
+  // Whether an owner's rings still hold WQEs not taken.
+  [[nodiscard]] static bool has_untaken(RingOwner o);
   bool drain_sq(std::uint32_t qpn, QpBinding& b, transport::Nanos now);
   bool drain_rq(std::uint32_t qpn, QpBinding& b, transport::Nanos now);
   bool drain_srq(transport::SrqHandle h, SrqBinding& b, transport::Nanos now);
@@ -212,16 +239,22 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
   std::unique_ptr<transport::Transport> transport_;
   std::unique_ptr<IwStreams> iw_;  // iWARP devices: the QPs' TCP connections
   std::map<std::uint32_t, CqBinding> cqs_;   // by transport CqHandle
+  // Map nodes do not move, so the pointers below stay valid until unbind.
   std::map<std::uint32_t, QpBinding> qps_;   // by QPN
-  // The same bindings as one dense array, for the walks of every pass: a
-  // map's node-by-node walk was a seventh of the daemon's time with 1000
-  // idle QPs (issue 24). Map nodes do not move, so the pointers stay valid.
-  std::vector<std::pair<std::uint32_t, QpBinding*>> qp_walk_;
-  // The QPs that may hold taken, not yet retired WQEs (a drain took some):
-  // retire_wqes walks these only, and drops each once both its rings are
+  std::map<std::uint32_t, SrqBinding> srqs_; // by transport SrqHandle
+  // Nothing in a pass walks every queue (issue 24: cost follows the queues
+  // with work). The pages of the processes with bound queues:
+  std::vector<PortDoorbells> doorbell_ports_;
+  // This pass's rings to drain: those rung, and those carried over.
+  std::vector<RingOwner> due_;
+  // Rings a pass left WQEs in (burst limit, full transport queue): drained
+  // again next pass without a new doorbell, and the engine stays awake.
+  std::vector<RingOwner> carried_;
+  // The queues that may hold taken, not yet retired WQEs (a drain took
+  // some): retire_wqes walks these only, and drops each once its rings are
   // retired up to their cursor.
   std::vector<std::pair<std::uint32_t, QpBinding*>> busy_qps_;
-  std::map<std::uint32_t, SrqBinding> srqs_; // by transport SrqHandle
+  std::vector<SrqBinding*> busy_srqs_;
   std::multimap<std::uint32_t, std::pair<const ProcessPort*, std::uint64_t>> tgt_handles_;  // by QPN
   // Hairpin queue: a ring of slots that keep their buffers, so a steady
   // stream of same-host packets allocates nothing once the ring has grown

@@ -12,6 +12,7 @@
 #include <map>
 
 #include "hostif/ctl_proto.hpp"
+#include "hostif/doorbell_page.hpp"
 #include "hostif/shm_ring.hpp"
 #include "transport/types.hpp"
 
@@ -44,6 +45,9 @@ struct QpQueues {
   CqQueue* recv_cq_queue = nullptr;
   ctl::QpCaps caps{};
   SpscRing sq, rq;           // engine is the consumer of both
+  // Its bit in the process's doorbell page (ProcessPort::doorbells), rung
+  // after posting to either ring; kNoDoorbell: an XRC target (no rings).
+  std::uint32_t doorbell = kNoDoorbell;
 };
 
 // An SRQ's ring and what its WQEs are checked against.
@@ -52,6 +56,7 @@ struct SrqQueue {
   bool tm = false;           // a tag-matching SRQ (tag ops in its ring)
   ctl::SrqAttrs attr{};
   SpscRing ring;             // engine is the consumer
+  std::uint32_t doorbell = kNoDoorbell;  // as QpQueues::doorbell
 };
 
 // An address handle: a UD WQE names it by the process's handle.
@@ -61,10 +66,12 @@ struct AhEntry {
   transport::AhHandle tah{};
 };
 
-// One process's side of the data path: its address handles and the socket
-// its async events go to. Every binding of the process's queues names it.
+// One process's side of the data path: its address handles, the socket
+// its async events go to and the doorbell page its queues ring. Every
+// binding of the process's queues names it.
 struct ProcessPort {
   int async_fd = -1;                       // daemon end of the async-event socket
+  DoorbellPage doorbells;                  // shared with the process (hostif/doorbell_page.hpp)
   std::map<std::uint32_t, AhEntry> ahs;    // by handle
 
   // The transport AH behind AH `handle`, if it exists and belongs to PD `pd`.

@@ -7,6 +7,7 @@
 #include <infiniband/verbs.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <array>
@@ -114,8 +115,12 @@ struct Harness {
     ctl::set_name(open.name, "urnic0");
     std::vector<int> fds;
     REQUIRE(call<ctl::OpenDeviceRep>(open, &info, &fds) == 0);
-    REQUIRE(fds.size() == 1);
+    REQUIRE(fds.size() == 2);  // the async-event socket, the doorbell page (no eventfd here)
     async_fd = fds[0];
+    struct stat st{};
+    CHECK(::fstat(fds[1], &st) == 0);
+    CHECK(static_cast<std::size_t>(st.st_size) >= sizeof(urnic::engine::DoorbellLayout));
+    ::close(fds[1]);
   }
   std::uint32_t alloc_pd() {
     ctl::AllocPdRep rep{};

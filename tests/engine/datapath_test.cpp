@@ -32,7 +32,6 @@ using urnic::engine::CqeSlot;
 using urnic::engine::DataPath;
 using urnic::engine::Registry;
 using urnic::engine::Reply;
-using urnic::engine::RingControlLine;
 using urnic::engine::Session;
 using urnic::engine::SpscRing;
 using urnic::engine::WqeHeader;
@@ -74,10 +73,10 @@ TEST_CASE("data path: RC send and RDMA write move bytes between two QPs by hairp
   rh.wr_id = 0xb0;
   rh.num_sge = 1;
   const std::array<WqeSge, 1> rsge{WqeSge{reinterpret_cast<std::uintptr_t>(dst.data()), 5000, dst_key}};
-  post_wqe(b.rq, rh, rsge);
+  post_wqe(b, b.rq, rh, rsge);
   WqeHeader sh = signaled_wqe(0xa0, IBV_WR_SEND);
   const std::array<WqeSge, 1> ssge{WqeSge{reinterpret_cast<std::uintptr_t>(src.data()), 5000, src_key}};
-  post_wqe(a.sq, sh, ssge);
+  post_wqe(a, a.sq, sh, ssge);
 
   auto cqes = rig.run_until(2);
   REQUIRE(cqes.size() == 2);
@@ -100,7 +99,7 @@ TEST_CASE("data path: RC send and RDMA write move bytes between two QPs by hairp
     WqeHeader wh = signaled_wqe(0xa1, IBV_WR_RDMA_WRITE, reinterpret_cast<std::uintptr_t>(wdst.data()) + 100,
                                 wdst_key);
     const std::array<WqeSge, 1> wsge{WqeSge{reinterpret_cast<std::uintptr_t>(src.data()), 2000, src_key}};
-    post_wqe(a.sq, wh, wsge);
+    post_wqe(a, a.sq, wh, wsge);
     cqes = rig.run_until(1);
     REQUIRE(cqes.size() == 1);
     CHECK(cqes[0].status == IBV_WC_SUCCESS);
@@ -122,11 +121,11 @@ TEST_CASE("data path: RC send and RDMA write move bytes between two QPs by hairp
     ::close(fd);
     std::string err;
     REQUIRE(rig.dp->capture().start(tmpl, 0, &err));
-    post_wqe(b.rq, rh, rsge);
+    post_wqe(b, b.rq, rh, rsge);
     WqeHeader ih = signaled_wqe(0xa3, IBV_WR_SEND_WITH_IMM);
     ih.imm_data = htonl(0x11223344);
     const std::array<WqeSge, 1> isge{WqeSge{reinterpret_cast<std::uintptr_t>(src.data()), 64, src_key}};
-    post_wqe(a.sq, ih, isge);
+    post_wqe(a, a.sq, ih, isge);
     cqes = rig.run_until(2);
     rig.dp->capture().stop();
     REQUIRE(cqes.size() == 2);
@@ -155,7 +154,7 @@ TEST_CASE("data path: RC send and RDMA write move bytes between two QPs by hairp
     bad.wr_id = 0xbad;
     bad.opcode = IBV_WR_SEND;
     bad.num_sge = 3;  // caps.max_send_sge is 2
-    post_wqe(a.sq, bad, {});
+    post_wqe(a, a.sq, bad, {});
     cqes = rig.run_until(1);
     REQUIRE(cqes.size() == 1);
     CHECK(cqes[0].wr_id == 0xbad);
@@ -167,7 +166,7 @@ TEST_CASE("data path: RC send and RDMA write move bytes between two QPs by hairp
   SECTION("a send with a wrong lkey completes in error instead of touching memory") {
     WqeHeader wh = signaled_wqe(0xa2, IBV_WR_SEND);
     const std::array<WqeSge, 1> wsge{WqeSge{reinterpret_cast<std::uintptr_t>(src.data()), 100, src_key ^ 0x100}};
-    post_wqe(a.sq, wh, wsge);
+    post_wqe(a, a.sq, wh, wsge);
     cqes = rig.run_until(1);
     REQUIRE(cqes.size() == 1);
     CHECK(cqes[0].wr_id == 0xa2);
@@ -175,26 +174,99 @@ TEST_CASE("data path: RC send and RDMA write move bytes between two QPs by hairp
   }
 }
 
-TEST_CASE("data path: sleeping is declared in the rings and undone by pending work", "[engine][datapath]") {
+TEST_CASE("data path: sleeping is declared in the doorbell page and undone by pending work", "[engine][datapath]") {
   DatapathRig rig;
   Qp a;
   rig.create_qp(a);
-  CHECK(rig.open_fds.size() == 2);  // async socket + doorbell eventfd
+  CHECK(rig.open_fds.size() == 3);  // async socket + doorbell page + eventfd
   rig.dp->poll(now_ns(), true);
   REQUIRE(rig.dp->prepare_sleep());
-  CHECK(a.sq.load_ctl(&RingControlLine::sleeping) == 1);
-  CHECK(a.rq.load_ctl(&RingControlLine::sleeping) == 1);
+  CHECK(rig.doorbells.engine_asleep());  // a post now kicks the eventfd
   rig.dp->end_sleep();
-  CHECK(a.sq.load_ctl(&RingControlLine::sleeping) == 0);
-  // A receive WQE published before the re-check keeps the engine awake.
+  CHECK_FALSE(rig.doorbells.engine_asleep());
+  // A receive WQE whose doorbell rang before the re-check keeps the engine
+  // awake.
   WqeHeader rh{};
   rh.wr_id = 1;
-  post_wqe(a.rq, rh, {});
+  post_wqe(a, a.rq, rh, {});
   CHECK_FALSE(rig.dp->prepare_sleep());
-  CHECK(a.rq.load_ctl(&RingControlLine::sleeping) == 0);
+  CHECK_FALSE(rig.doorbells.engine_asleep());
   rig.dp->poll(now_ns(), true);
-  CHECK(a.rq.available() == 0);  // consumed
+  CHECK(a.rq.available() == 0);  // consumed (refused in RESET, so its slot is free again)
   CHECK(rig.dp->prepare_sleep());
+}
+
+TEST_CASE("data path: only rings whose doorbell rang are read", "[engine][datapath][doorbell]") {
+  DatapathRig rig;
+  Qp a, b;
+  rig.create_qp(a);
+  rig.create_qp(b);
+  CHECK(a.doorbell != b.doorbell);
+  rig.to_init(a, 0);
+  rig.dp->poll(now_ns(), true);
+  const auto taken = [&] { return rig.dp->counters().wqes_posted + rig.dp->counters().wqes_rejected; };
+  // Published without ringing: a pass does not look at the ring at all
+  // (an engine that walked every ring would take it).
+  WqeHeader rh{};
+  rh.wr_id = 1;
+  std::memcpy(a.rq.producer_slot(0), &rh, sizeof rh);
+  a.rq.publish(1);
+  for (int i = 0; i < 3; ++i) rig.dp->poll(now_ns(), true);
+  CHECK(taken() == 0);
+  // Another QP's bit does not take it either.
+  b.ring_doorbell();
+  rig.dp->poll(now_ns(), true);
+  CHECK(taken() == 0);
+  a.ring_doorbell();
+  rig.dp->poll(now_ns(), true);
+  CHECK(rig.dp->counters().wqes_posted == 1);
+}
+
+TEST_CASE("data path: a ring left fuller than one burst is drained on later passes without a new doorbell",
+          "[engine][datapath][doorbell]") {
+  DatapathRig rig;
+  Qp a;
+  rig.create_qp(a, ctl::QpCaps{16, 200, 2, 2, 64, 0});
+  rig.to_init(a, 0);
+  rig.dp->poll(now_ns(), true);
+  WqeHeader rh{};
+  for (std::uint32_t i = 0; i < 150; ++i) {
+    rh.wr_id = i;
+    std::memcpy(a.rq.producer_slot(i), &rh, sizeof rh);
+  }
+  a.rq.publish(150);
+  a.ring_doorbell();  // once, for all 150
+  rig.dp->poll(now_ns(), true);
+  CHECK(rig.dp->counters().wqes_posted == 64);  // one burst (kWqeBurst) per pass
+  CHECK_FALSE(rig.dp->prepare_sleep());         // carried: no sleep with work left
+  rig.dp->poll(now_ns(), true);
+  rig.dp->poll(now_ns(), true);
+  CHECK(rig.dp->counters().wqes_posted == 150);
+  CHECK(rig.dp->counters().wqes_rejected == 0);
+  rig.dp->poll(now_ns(), true);
+  CHECK(rig.dp->prepare_sleep());
+}
+
+TEST_CASE("data path: a destroyed QP's doorbell bit names nothing, and a new QP reuses it",
+          "[engine][datapath][doorbell]") {
+  DatapathRig rig;
+  Qp a;
+  rig.create_qp(a);
+  const std::uint32_t bit = a.doorbell;
+  a.ring_doorbell();
+  ctl::DestroyQpRep drep{};
+  REQUIRE(rig.call(ctl::DestroyQpReq{{a.handle, 0}}, &drep) == 0);
+  rig.dp->poll(now_ns(), true);  // the stale bit: nothing to drain, no crash
+  CHECK(rig.dp->prepare_sleep());
+  rig.dp->end_sleep();
+  Qp c;
+  rig.create_qp(c);
+  CHECK(c.doorbell == bit);
+  WqeHeader rh{};
+  rh.wr_id = 9;
+  post_wqe(c, c.rq, rh, {});
+  rig.dp->poll(now_ns(), true);
+  CHECK(c.rq.available() == 0);  // taken (refused in RESET, its slot freed)
 }
 
 TEST_CASE("data path: closing a session with traffic in flight is safe", "[engine][datapath]") {
@@ -207,7 +279,7 @@ TEST_CASE("data path: closing a session with traffic in flight is safe", "[engin
     WqeHeader wh = signaled_wqe(static_cast<std::uint64_t>(i), IBV_WR_RDMA_WRITE,
                                 reinterpret_cast<std::uintptr_t>(buf.data()), mr.rkey);
     const std::array<WqeSge, 1> sge{WqeSge{reinterpret_cast<std::uintptr_t>(buf.data()), 65536, mr.lkey}};
-    post_wqe(a.sq, wh, sge);
+    post_wqe(a, a.sq, wh, sge);
   }
   rig.dp->poll(now_ns(), true);  // packets are now queued for hairpin delivery
   rig.s.reset();                 // the process "exits"

@@ -169,13 +169,13 @@ TEST_CASE("iWARP device: Send, Write and Read over a TCP connection, then discon
   WqeHeader rh{};
   rh.wr_id = 0xb0;
   rh.num_sge = 1;
-  post_wqe(b.rq, rh, sge(dst, dst_key));
+  post_wqe(b, b.rq, rh, sge(dst, dst_key));
   WqeHeader sh = signaled_wqe(0xa0, IBV_WR_SEND);
-  post_wqe(a.sq, sh, sge(src, src_key));
+  post_wqe(a, a.sq, sh, sge(src, src_key));
   WqeHeader wh = signaled_wqe(0xa1, IBV_WR_RDMA_WRITE, reinterpret_cast<std::uintptr_t>(wdst.data()), wdst_key);
-  post_wqe(a.sq, wh, sge(src, src_key));
+  post_wqe(a, a.sq, wh, sge(src, src_key));
   WqeHeader rd = signaled_wqe(0xa2, IBV_WR_RDMA_READ, reinterpret_cast<std::uintptr_t>(wdst.data()), wdst_key);
-  post_wqe(a.sq, rd, sge(rdst, rdst_key));
+  post_wqe(a, a.sq, rd, sge(rdst, rdst_key));
 
   auto cqes = rig.run_until(4);
   REQUIRE(cqes.size() == 4);
@@ -219,7 +219,7 @@ TEST_CASE("iWARP device: Send, Write and Read over a TCP connection, then discon
   WqeHeader rh2{};
   rh2.wr_id = 0xb1;
   rh2.num_sge = 1;
-  post_wqe(b.rq, rh2, sge(dst, dst_key));
+  post_wqe(b, b.rq, rh2, sge(dst, dst_key));
   rig.run_until(0);
   ctl::ModifyQpReq m{};
   m.handle = a.handle;

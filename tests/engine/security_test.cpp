@@ -185,6 +185,7 @@ TEST_CASE("a corrupt producer index errors that QP with an async event, once", "
   // The application claims more WQEs than its send queue holds (old code:
   // the QP stayed in RTS with its ring silently ignored).
   q.sq.publish(q.sq.size() + 5);
+  q.ring_doorbell();
   rig.dp->poll(urnic::test::now_ns(), false);
   rig.dp->poll(urnic::test::now_ns(), false);
   CHECK(rig.dp->counters().rings_corrupt == 1);

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "hostif/ctl_proto.hpp"
+#include "hostif/doorbell_page.hpp"
 #include "engine/datapath/datapath.hpp"
 #include "engine/device/device.hpp"
 #include "engine/control/session.hpp"
@@ -53,6 +54,10 @@ struct RigQp {
   std::uint32_t handle = 0, qpn = 0;
   engine::SpscRing sq, rq;
   Mapped map;
+  engine::DoorbellPage doorbells;  // the rig's page, and this QP's bit in it
+  std::uint32_t doorbell = engine::kNoDoorbell;
+  // As the shim after publishing on sq or rq.
+  void ring_doorbell() { doorbells.ring(doorbell); }
 };
 
 class SessionRig {
@@ -67,6 +72,8 @@ class SessionRig {
   std::uint32_t pd = 0, cq = 0;
   engine::SpscRing cq_ring;
   Mapped cq_map;
+  Mapped doorbell_map;  // the session's doorbell page (open_fds[1])
+  engine::DoorbellPage doorbells;
 
   // The session opens device `index` of the default config (0: urnic0,
   // 1: urnic_iw0), with a PD and one CQ of `cqe` entries.
@@ -84,6 +91,11 @@ class SessionRig {
     ctl::OpenDeviceReq open{};
     ctl::set_name(open.name, dev.name().c_str());
     REQUIRE(call(open, &info, &open_fds) == 0);
+    REQUIRE(open_fds.size() == 3);  // async events, doorbell page, eventfd
+    doorbell_map.bytes = sizeof(engine::DoorbellLayout);
+    doorbell_map.base = ::mmap(nullptr, doorbell_map.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, open_fds[1], 0);
+    REQUIRE(doorbell_map.base != MAP_FAILED);
+    doorbells = engine::DoorbellPage(static_cast<std::byte*>(doorbell_map.base));
     ctl::AllocPdRep pdr{};
     REQUIRE(call(ctl::AllocPdReq{}, &pdr) == 0);
     pd = pdr.handle;
@@ -165,6 +177,8 @@ class SessionRig {
     auto* b = static_cast<std::byte*>(q.map.base);
     q.sq = engine::SpscRing(b + rep.sq_offset, rep.sq_slots, rep.sq_slot_size);
     q.rq = engine::SpscRing(b + rep.rq_offset, rep.rq_slots, rep.rq_slot_size);
+    q.doorbells = doorbells;
+    q.doorbell = rep.doorbell;
   }
 
   int modify(const RigQp& q, const ctl::QpAttrs& a, std::uint32_t mask) {
@@ -263,15 +277,17 @@ inline engine::WqeHeader signaled_wqe(std::uint64_t wr_id, std::uint32_t opcode,
   return h;
 }
 
-// One WQE (header, then its SGEs) into a send or receive ring, as the shim
-// writes it.
-inline void post_wqe(engine::SpscRing& ring, const engine::WqeHeader& h, std::span<const engine::WqeSge> sges) {
+// One WQE (header, then its SGEs) into `ring`, q's send or receive ring,
+// as the shim writes it: published, then q's doorbell rung.
+inline void post_wqe(RigQp& q, engine::SpscRing& ring, const engine::WqeHeader& h,
+                     std::span<const engine::WqeSge> sges) {
   REQUIRE(ring.free_count() > 0);
   std::byte* slot = ring.producer_slot(0);
   std::memcpy(slot, &h, sizeof h);
   for (std::size_t i = 0; i < sges.size(); ++i)
     std::memcpy(slot + sizeof h + i * sizeof(engine::WqeSge), &sges[i], sizeof(engine::WqeSge));
   ring.publish(1);
+  q.ring_doorbell();
 }
 
 }  // namespace urnic::test

@@ -231,12 +231,12 @@ TEST_CASE("stats/fault/capture: RC traffic by hairpin survives loss and corrupti
     rh.wr_id = 1000 + i;
     rh.num_sge = 1;
     const std::array<WqeSge, 1> rs{WqeSge{reinterpret_cast<std::uintptr_t>(dst.data() + i * kLen), kLen, dst_key}};
-    post_wqe(b.rq, rh, rs);
+    post_wqe(b, b.rq, rh, rs);
   }
   for (std::size_t i = 0; i < kMsgs; ++i) {
     WqeHeader sh = signaled_wqe(i, IBV_WR_SEND);
     const std::array<WqeSge, 1> ss{WqeSge{reinterpret_cast<std::uintptr_t>(src.data() + i * kLen), kLen, src_key}};
-    post_wqe(a.sq, sh, ss);
+    post_wqe(a, a.sq, sh, ss);
   }
   const auto cqes = rig.run_until(2 * kMsgs);
   REQUIRE(cqes.size() == 2 * kMsgs);
