@@ -2,7 +2,7 @@
 # bench/idle_qps.sh [N...]: what idle QPs cost other work (issue 24: the
 # engine's cost should follow the QPs with work, not the QPs that exist).
 # For each N (default 0 100 1000 10000), another process holds N connected,
-# idle RC QPs on urnic0 (bench/hold_idle_qps.py, pyverbs) while
+# idle RC QPs on urnic0 (tests/acceptance/hold_idle_qps.py, pyverbs) while
 # `ibv_rc_pingpong -e -s 64 -n 2000` runs; one table row per N: the time to
 # create and to connect the N QPs, and the ping-pong's time per iteration.
 # A benchmark: it prints numbers, it asserts nothing. Needs python3-pyverbs.
@@ -35,7 +35,7 @@ for n in "${counts[@]}"; do
   create=- connect=-
   rm -f "$work/ready"
   if [[ $n -gt 0 ]]; then
-    "$urnic" run -- /usr/bin/python3 "$root/bench/hold_idle_qps.py" "$n" "$work/ready" 600 &
+    "$urnic" run -- /usr/bin/python3 "$root/tests/acceptance/hold_idle_qps.py" "$n" "$work/ready" 600 &
     holder=$!
     while [[ ! -s $work/ready ]]; do
       kill -0 "$holder" 2> /dev/null || { echo "holder of $n QPs failed" >&2; exit 1; }

@@ -49,6 +49,7 @@ enum class DevStat : std::uint8_t {
   kIwMpaRejectsSent,    // iWARP: MPA Replies with the Reject bit this device sent (rdma_reject, no listener)
   kIwMpaRejectsRcvd,    // ... and received (the connect fails with REJECTED)
   kRingsCorrupt,        // QPs moved to the Error state for an out-of-range producer index
+  kRingsRead,           // QPs and SRQs whose rings a pass read (rung or carried: not the idle ones)
   kCount,
 };
 
@@ -60,6 +61,7 @@ inline constexpr std::array<std::string_view, static_cast<std::size_t>(DevStat::
     "fault_delayed",    "capture_frames",    "wqes_posted",      "wqes_rejected",    "cqes_delivered",
     "cq_overflows",     "rx_not_ours",       "tx_no_neighbour",  "rx_other_vlan",    "iw_bytes_sent",
     "iw_bytes_rcvd",    "iw_mpa_rejects_sent", "iw_mpa_rejects_rcvd", "rings_corrupt",
+    "rings_read",
 };
 static_assert(kDevStatNames.size() == static_cast<std::size_t>(DevStat::kCount));
 

@@ -365,6 +365,7 @@ bool DataPath::poll(t::Nanos now, bool poll_link) {
     if (o.srq != nullptr) work |= drain_srq(o.srq->handle, *o.srq, now);
     else if (o.qp->qp->rq.valid()) work |= drain_rq(o.qp->qpn, *o.qp, now);
   }
+  counters_.rings_read += due_.size();
   for (const RingOwner& o : due_) {
     if (has_untaken(o)) carried_.push_back(o);
     else (o.qp != nullptr ? o.qp->due : o.srq->due) = false;

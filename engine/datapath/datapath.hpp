@@ -50,6 +50,7 @@ struct DataPathCounters {
   uint64_t hairpin_packets = 0;
   uint64_t mcast_no_members = 0;  // multicast sends no QP of the device had joined
   uint64_t rings_corrupt = 0;     // QPs errored for a corrupt producer index (DataPath::ring_corrupt)
+  uint64_t rings_read = 0;        // queue owners (QP or SRQ) a pass read the rings of: rung or carried
 };
 
 class DataPath;

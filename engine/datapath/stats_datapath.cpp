@@ -139,6 +139,7 @@ void DataPath::fill_stats(ctl::StatsRep& rep, std::uint32_t first_qpn) const {
   at(DevStat::kWqesPosted) = counters_.wqes_posted;
   at(DevStat::kWqesRejected) = counters_.wqes_rejected;
   at(DevStat::kRingsCorrupt) = counters_.rings_corrupt;
+  at(DevStat::kRingsRead) = counters_.rings_read;
   at(DevStat::kCqesDelivered) = counters_.cqes_delivered;
   at(DevStat::kCqOverflows) = counters_.cq_overflows;
   if (iw_) {

@@ -211,8 +211,10 @@ TEST_CASE("data path: only rings whose doorbell rang are read", "[engine][datapa
   rh.wr_id = 1;
   std::memcpy(a.rq.producer_slot(0), &rh, sizeof rh);
   a.rq.publish(1);
+  const std::uint64_t read0 = rig.dp->counters().rings_read;
   for (int i = 0; i < 3; ++i) rig.dp->poll(now_ns(), true);
   CHECK(taken() == 0);
+  CHECK(rig.dp->counters().rings_read == read0);  // no queue was read at all
   // Another QP's bit does not take it either.
   b.ring_doorbell();
   rig.dp->poll(now_ns(), true);

@@ -1,8 +1,8 @@
 #!/usr/bin/python3
-# bench/hold_idle_qps.py N READY_FILE SECONDS: creates N RC QPs on urnic0
+# tests/acceptance/hold_idle_qps.py N READY_FILE SECONDS: creates N RC QPs on urnic0
 # (pyverbs), connects them in pairs to each other over the device's GID 1
 # (RoCE v2, ::ffff:127.0.0.1), writes READY_FILE with the creation and
-# connection times, and holds them, idle, for SECONDS. For bench/idle_qps.sh.
+# connection times, and holds them, idle, for SECONDS. For acceptance-idle-qps and bench/idle_qps.sh, scale_qps.sh.
 import sys
 import time
 

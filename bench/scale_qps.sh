@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# bench/scale_qps.sh [-i "IDLE..."] [-a "ACTIVE..."]: bandwidth and message
+# rate next to many connected QPs (issue 24: the engine's cost should follow
+# the QPs with work, not the QPs that exist). For each count of idle QPs
+# (default 0 100 1000 10000; another process holds them connected and idle,
+# tests/acceptance/hold_idle_qps.py) and each count of active QPs (default 1 and 500
+# per side, so 2 and 1000 QPs carry traffic), same-host ib_write_bw runs
+# twice: 64 KiB messages (bandwidth) and 64 B messages (message rate), each
+# for 3 s. One row per combination, on a fresh daemon. A benchmark: it
+# prints numbers, it asserts nothing. Needs python3-pyverbs and perftest.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+urnic=$root/tools/urnic
+idle_counts=(0 100 1000 10000)
+active_counts=(1 500)
+while getopts "i:a:" opt; do
+  case $opt in
+    i) read -r -a idle_counts <<< "$OPTARG" ;;
+    a) read -r -a active_counts <<< "$OPTARG" ;;
+    *) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+  esac
+done
+"$urnic" build > /dev/null
+work=$(mktemp -d)
+export URNIC_RUNTIME_DIR=$work/runtime
+holder=
+stop_daemon() {
+  [[ -f $URNIC_RUNTIME_DIR/urnicd.pid ]] || return 0
+  local p
+  p=$(tr -dc '0-9' < "$URNIC_RUNTIME_DIR/urnicd.pid")
+  [[ -n $p ]] && kill "$p" 2> /dev/null && while kill -0 "$p" 2> /dev/null; do sleep 0.05; done
+  rm -f "$URNIC_RUNTIME_DIR/urnicd.pid"
+}
+cleanup() {
+  [[ -n $holder ]] && kill "$holder" 2> /dev/null
+  stop_daemon
+  rm -rf "$work"
+}
+trap cleanup EXIT
+port=19500
+# write_bw SIZE QPS: the client's average bandwidth [Gbit/s] and message
+# rate [Mpps], or "failed failed".
+write_bw() {
+  port=$((port + 1))
+  local args=(-d urnic0 -F -p "$port" -s "$1" -q "$2" -D 3 --report_gbits)
+  "$urnic" run -- ib_write_bw "${args[@]}" > "$work/server.out" 2>&1 &
+  local server=$!
+  sleep 1
+  local row
+  row=$(timeout 120 "$urnic" run -- ib_write_bw "${args[@]}" 127.0.0.1 2>&1 | grep -E '^ *[0-9]+ +[0-9]+ ' | tail -1) || true
+  wait "$server" 2> /dev/null || true
+  if [[ -n $row ]]; then awk '{print $4, $5}' <<< "$row"; else echo "failed failed"; fi
+}
+echo "| idle QPs | active QPs | write_bw 64 KiB [Gbit/s] | write_bw 64 B [Mpps] |"
+echo "|---|---|---|---|"
+for n in "${idle_counts[@]}"; do
+  for q in "${active_counts[@]}"; do
+    stop_daemon  # each row on a fresh daemon
+    rm -f "$work/ready"
+    if [[ $n -gt 0 ]]; then
+      "$urnic" run -- /usr/bin/python3 "$root/tests/acceptance/hold_idle_qps.py" "$n" "$work/ready" 600 &
+      holder=$!
+      while [[ ! -s $work/ready ]]; do
+        kill -0 "$holder" 2> /dev/null || { echo "holder of $n QPs failed" >&2; exit 1; }
+        sleep 0.2
+      done
+    fi
+    read -r gbits _ < <(write_bw 65536 "$q")
+    read -r _ mpps < <(write_bw 64 "$q")
+    echo "| $n | $((2 * q)) | $gbits | $mpps |"
+    if [[ -n $holder ]]; then kill "$holder" 2> /dev/null; wait "$holder" 2> /dev/null || true; holder=; fi
+  done
+done
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
