@@ -123,6 +123,10 @@ bool Context::push_cqe(CqHandle cq, const Cqe& e, Counters* qp) {
     return false;
   }
   c.entries.push_back(e);
+  if (!c.ready) {
+    c.ready = true;
+    ready_cqs.push_back(cq);
+  }
   return true;
 }
 
@@ -217,6 +221,22 @@ int Transport::destroy_cq(CqHandle cq) {
   if (it->second.users > 0) return EBUSY;
   ctx_->cqs.erase(it);
   return 0;
+}
+
+void Transport::take_ready_cqs(std::vector<CqHandle>& out) {
+  out.swap(ctx_->ready_cqs);
+  ctx_->ready_cqs.clear();
+  for (CqHandle h : out) {
+    // A CQ destroyed since it was listed is just absent (handles are not reused).
+    if (auto it = ctx_->cqs.find(static_cast<uint32_t>(h)); it != ctx_->cqs.end()) it->second.ready = false;
+  }
+}
+
+void Transport::keep_ready(CqHandle cq) {
+  auto it = ctx_->cqs.find(static_cast<uint32_t>(cq));
+  if (it == ctx_->cqs.end() || it->second.ready || it->second.entries.empty()) return;
+  it->second.ready = true;
+  ctx_->ready_cqs.push_back(cq);
 }
 
 int Transport::poll_cq(CqHandle cq, std::span<Cqe> out) {

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <vector>
 #include <unordered_map>
 
 #include "transport/counters.hpp"
@@ -97,6 +98,14 @@ class Transport {
   ErrnoOr<CqHandle> create_cq(uint32_t cqe);
   int destroy_cq(CqHandle cq);
   int poll_cq(CqHandle cq, std::span<Cqe> out);
+  // The CQs that were given a CQE since the last call, each once, into
+  // `out` (its old content is dropped; the vector is reused, so a steady
+  // state allocates nothing): a consumer that moves CQEs elsewhere (the
+  // engine, into the shared rings) polls these alone. One it could not
+  // empty (its destination was full) goes back on the list with
+  // keep_ready().
+  void take_ready_cqs(std::vector<CqHandle>& out);
+  void keep_ready(CqHandle cq);
 
   // Shared receive queues.
   ErrnoOr<SrqHandle> create_srq(PdHandle pd, const SrqAttr& attr);

@@ -734,7 +734,13 @@ bool DataPath::drain_srq(t::SrqHandle h, SrqBinding& b, t::Nanos now) {
 bool DataPath::drain_cqs() {
   bool work = false;
   std::array<t::Cqe, kCqeBurst> buf;
-  for (auto& [h, b] : cqs_) {
+  // Only the CQs the transport gave CQEs since the last pass (and those a
+  // full ring left CQEs in): an idle CQ costs nothing.
+  transport_->take_ready_cqs(ready_cqs_);
+  for (const t::CqHandle h : ready_cqs_) {
+    const auto it = cqs_.find(static_cast<std::uint32_t>(h));
+    if (it == cqs_.end()) continue;
+    const CqBinding& b = it->second;
     // Never take more from the transport than the shared ring can hold: the
     // rest waits in the transport CQ until the application polls.
     std::uint32_t room = b.cq->ring.free_count();
@@ -754,6 +760,9 @@ bool DataPath::drain_cqs() {
       work = true;
       if (static_cast<std::size_t>(got) < want) break;
     }
+    // The ring filled first: what is left is taken once the application
+    // polls, on a later pass.
+    if (room == 0) transport_->keep_ready(h);
   }
   return work;
 }

@@ -256,6 +256,7 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
   // retired up to their cursor.
   std::vector<std::pair<std::uint32_t, QpBinding*>> busy_qps_;
   std::vector<SrqBinding*> busy_srqs_;
+  std::vector<transport::CqHandle> ready_cqs_;  // drain_cqs: this pass's (Transport::take_ready_cqs)
   std::multimap<std::uint32_t, std::pair<const ProcessPort*, std::uint64_t>> tgt_handles_;  // by QPN
   // Hairpin queue: a ring of slots that keep their buffers, so a steady
   // stream of same-host packets allocates nothing once the ring has grown

@@ -782,3 +782,34 @@ TEST_CASE("counters: each QP counts its own share where the transport decides, t
   CHECK(p.tb.qp_counters(p.qb)->get(Counter::kRcvdPkts) == 0);
   CHECK(p.ta.qp_counters(0xABCDEF) == nullptr);
 }
+
+TEST_CASE("ready CQs: each CQ given a CQE is listed once until taken, and only those", "[rc][cq]") {
+  Pair p;
+  std::vector<CqHandle> ready;
+  p.ta.take_ready_cqs(ready);
+  p.tb.take_ready_cqs(ready);
+  CHECK(ready.empty());  // nothing completed yet
+  REQUIRE(p.recv_b(1, 0, 64) == 0);
+  REQUIRE(p.send(2, WrOpcode::kSend, 0, 64) == 0);
+  REQUIRE(p.send(3, WrOpcode::kSend, 0, 0) == 0);
+  REQUIRE(p.recv_b(4, 0, 64) == 0);
+  p.pump();
+  // Two send CQEs on A's CQ, two receive CQEs on B's: each CQ listed once.
+  p.ta.take_ready_cqs(ready);
+  CHECK(ready == std::vector<CqHandle>{p.a.cq});
+  p.ta.take_ready_cqs(ready);
+  CHECK(ready.empty());  // taken
+  // A consumer that could take only one puts the CQ back; an emptied one
+  // is not put back.
+  Cqe one[1];
+  REQUIRE(p.ta.poll_cq(p.a.cq, one) == 1);
+  p.ta.keep_ready(p.a.cq);
+  p.ta.take_ready_cqs(ready);
+  CHECK(ready == std::vector<CqHandle>{p.a.cq});
+  REQUIRE(p.ta.poll_cq(p.a.cq, one) == 1);
+  p.ta.keep_ready(p.a.cq);
+  p.ta.take_ready_cqs(ready);
+  CHECK(ready.empty());
+  p.tb.take_ready_cqs(ready);
+  CHECK(ready == std::vector<CqHandle>{p.b.cq});
+}

@@ -74,6 +74,7 @@ struct Cq {
   PoolDeque<Cqe> entries;  // invariant: size() <= capacity
   CqState state = CqState::kOk;
   uint32_t users = 0;       // QPs attached
+  bool ready = false;       // in Context::ready_cqs
 };
 
 struct Srq {
@@ -116,6 +117,10 @@ struct Context {
   // and must grant no remote access. R_Key -> L_Key.
   std::unordered_map<uint32_t, uint32_t> mr_rkeys;
   std::unordered_map<uint32_t, Cq> cqs;
+  // CQs given a CQE since the engine last took this list
+  // (Transport::take_ready_cqs), each once: the engine moves CQEs from
+  // these alone, not from every CQ.
+  std::vector<CqHandle> ready_cqs;
   std::unordered_map<uint32_t, Srq> srqs;
   std::unordered_map<uint32_t, Ah> ahs;
   std::unordered_map<uint32_t, Xrcd> xrcds;
