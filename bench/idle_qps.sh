@@ -13,36 +13,14 @@ urnic=$root/tools/urnic
 counts=("$@")
 [[ ${#counts[@]} -gt 0 ]] || counts=(0 100 1000 10000)
 work=$(mktemp -d)
-export URNIC_RUNTIME_DIR=$work/runtime
-holder=
-stop_daemon() {
-  [[ -f $URNIC_RUNTIME_DIR/urnicd.pid ]] || return 0
-  local p
-  p=$(tr -dc '0-9' < "$URNIC_RUNTIME_DIR/urnicd.pid")
-  [[ -n $p ]] && kill "$p" 2> /dev/null && while kill -0 "$p" 2> /dev/null; do sleep 0.05; done
-  rm -f "$URNIC_RUNTIME_DIR/urnicd.pid"
-}
-cleanup() {
-  [[ -n $holder ]] && kill "$holder" 2> /dev/null
-  stop_daemon
-  rm -rf "$work"
-}
-trap cleanup EXIT
+# shellcheck source=bench/lib.sh
+source "$root/bench/lib.sh"
 echo "| idle QPs | create [s] | connect [s] | ibv_rc_pingpong -e 64 B [us/iter] |"
 echo "|---|---|---|---|"
 for n in "${counts[@]}"; do
   stop_daemon  # each row on a fresh daemon
   create=- connect=-
-  rm -f "$work/ready"
-  if [[ $n -gt 0 ]]; then
-    "$urnic" run -- /usr/bin/python3 "$root/tests/acceptance/hold_idle_qps.py" "$n" "$work/ready" 600 &
-    holder=$!
-    while [[ ! -s $work/ready ]]; do
-      kill -0 "$holder" 2> /dev/null || { echo "holder of $n QPs failed" >&2; exit 1; }
-      sleep 0.2
-    done
-    read -r create connect < "$work/ready"
-  fi
+  [[ $n -gt 0 ]] && hold_idle_qps "$n"
   "$urnic" run -- ibv_rc_pingpong -e -d urnic0 -g 1 -s 64 -n 2000 > "$work/server.out" 2>&1 &
   server=$!
   sleep 0.5
@@ -50,6 +28,6 @@ for n in "${counts[@]}"; do
     awk '/iters in/ {print $(NF-1)}')
   wait "$server" || true
   echo "| $n | $create | $connect | ${us:-failed} |"
-  if [[ -n $holder ]]; then kill "$holder" 2> /dev/null; wait "$holder" 2> /dev/null || true; holder=; fi
+  stop_holder
 done
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -14,15 +14,8 @@ losses=("$@")
 [[ ${#losses[@]} -gt 0 ]] || losses=(0.01 0.05 0.1)
 "$urnic" build > /dev/null
 work=$(mktemp -d)
-export URNIC_RUNTIME_DIR=$work/runtime
-stop_daemon() {
-  [[ -f $URNIC_RUNTIME_DIR/urnicd.pid ]] || return 0
-  local p
-  p=$(tr -dc '0-9' < "$URNIC_RUNTIME_DIR/urnicd.pid")
-  [[ -n $p ]] && kill "$p" 2> /dev/null && while kill -0 "$p" 2> /dev/null; do sleep 0.05; done
-  rm -f "$URNIC_RUNTIME_DIR/urnicd.pid"
-}
-trap 'stop_daemon; rm -rf "$work"' EXIT
+# shellcheck source=bench/lib.sh
+source "$root/bench/lib.sh"
 port=18700
 echo "| loss | iterations | ms per iteration | ACK timeouts per message | model: timeouts per message, ms per iteration |"
 echo "|---|---|---|---|---|"

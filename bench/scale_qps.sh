@@ -22,21 +22,8 @@ while getopts "i:a:" opt; do
 done
 "$urnic" build > /dev/null
 work=$(mktemp -d)
-export URNIC_RUNTIME_DIR=$work/runtime
-holder=
-stop_daemon() {
-  [[ -f $URNIC_RUNTIME_DIR/urnicd.pid ]] || return 0
-  local p
-  p=$(tr -dc '0-9' < "$URNIC_RUNTIME_DIR/urnicd.pid")
-  [[ -n $p ]] && kill "$p" 2> /dev/null && while kill -0 "$p" 2> /dev/null; do sleep 0.05; done
-  rm -f "$URNIC_RUNTIME_DIR/urnicd.pid"
-}
-cleanup() {
-  [[ -n $holder ]] && kill "$holder" 2> /dev/null
-  stop_daemon
-  rm -rf "$work"
-}
-trap cleanup EXIT
+# shellcheck source=bench/lib.sh
+source "$root/bench/lib.sh"
 port=19500
 # write_bw SIZE QPS: the client's average bandwidth [Gbit/s] and message
 # rate [Mpps], or "failed failed".
@@ -62,19 +49,11 @@ echo "|---|---|---|---|"
 for n in "${idle_counts[@]}"; do
   for q in "${active_counts[@]}"; do
     stop_daemon  # each row on a fresh daemon
-    rm -f "$work/ready"
-    if [[ $n -gt 0 ]]; then
-      "$urnic" run -- /usr/bin/python3 "$root/tests/acceptance/hold_idle_qps.py" "$n" "$work/ready" 600 &
-      holder=$!
-      while [[ ! -s $work/ready ]]; do
-        kill -0 "$holder" 2> /dev/null || { echo "holder of $n QPs failed" >&2; exit 1; }
-        sleep 0.2
-      done
-    fi
+    [[ $n -gt 0 ]] && hold_idle_qps "$n"
     read -r gbits _ < <(write_bw 65536 "$q")
     read -r _ mpps < <(write_bw 64 "$q")
     echo "| $n | $((2 * q)) | $gbits | $mpps |"
-    if [[ -n $holder ]]; then kill "$holder" 2> /dev/null; wait "$holder" 2> /dev/null || true; holder=; fi
+    stop_holder
   done
 done
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"

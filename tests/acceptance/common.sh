@@ -24,6 +24,7 @@
 #                           trap that stops `server_pid`, the daemon, runs
 #                           the script's `cleanup_extra` if defined, and
 #                           removes `rt`
+#   start_daemon_first      the daemon up before any program, its PID in `d`
 
 fails=0
 checks=0
@@ -66,6 +67,17 @@ one_host_setup() {
   trap one_host_cleanup EXIT
 }
 daemon_pid() { [[ -s $rt/urnicd.pid ]] && tr -dc '0-9' < "$rt/urnicd.pid"; }
+# start_daemon_first: starts the daemon before any test program (ibv_devinfo
+# does) so that its PID is known, in `d`; if it did not start, fails,
+# prints the summary and exits the script.
+start_daemon_first() {
+  "${run_env[@]}" ibv_devinfo -d urnic0 > /dev/null 2>&1
+  d=$(daemon_pid) || true
+  alive "$d" && return 0
+  fail "urnicd did not start"
+  finish
+  exit
+}
 one_host_cleanup() {
   [[ -n $server_pid ]] && stop_pid "$server_pid"
   local d

@@ -34,14 +34,7 @@ cleanup_extra() {
   for p in "${hog_pids[@]}"; do stop_pid "$p"; done
 }
 
-# The daemon first (ibv_devinfo starts it), so its PID is known.
-"${run_env[@]}" ibv_devinfo -d urnic0 > /dev/null 2>&1
-d=$(daemon_pid) || true
-if ! alive "$d"; then
-  fail "urnicd did not start"
-  finish
-  exit
-fi
+start_daemon_first
 
 rss() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
 rss0=$(rss "$d")
