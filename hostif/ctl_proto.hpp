@@ -774,9 +774,9 @@ static_assert(sizeof(StatusRep) + sizeof(MsgHeader) <= kMaxMessage);
 // ---------------------------------------------------------------- observability (90..99)
 // Counter values travel as flat vectors; their names are engine/stats.hpp's
 // tables (device_stat_name, qp_stat_name), compiled into daemon and CLI.
-inline constexpr std::size_t kStatsDeviceSlots = 64;
-inline constexpr std::size_t kStatsQpSlots = 40;
-inline constexpr std::size_t kStatsQpsPerReply = 10;
+inline constexpr std::size_t kStatsDeviceSlots = 80;
+inline constexpr std::size_t kStatsQpSlots = 48;
+inline constexpr std::size_t kStatsQpsPerReply = 8;
 inline constexpr std::size_t kPathLen = 512;
 
 struct StatsReq {

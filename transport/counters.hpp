@@ -47,6 +47,13 @@ enum class Counter : uint8_t {
   // (registered memory unmapped or made read-only since registration):
   // NAKed / failed, never acknowledged (issue 18).
   kWriteFaults,
+  // RoCE v2 congestion notification (issue 21; annex A17.9): packets that
+  // arrived marked Congestion Experienced in their IP header's ECN field,
+  // CNPs this QP sent as the notification point (at most one per
+  // cnp_interval) and CNPs it received as the reaction point.
+  kCeRcvd,
+  kCnpsSent,
+  kCnpsRcvd,
   kCount,
 };
 
@@ -58,7 +65,8 @@ inline constexpr std::array<std::string_view, static_cast<std::size_t>(Counter::
     "rcvd_nak_err",       "sent_nak_err",        "local_ack_timeout_err", "dropped_pkts",
     "qkey_violation",     "cq_overflow",
     "iw_fpdus_sent",      "iw_fpdus_rcvd",       "iw_crc_errors",         "iw_terminates_sent",
-    "iw_terminates_rcvd", "wrong_peer_pkts",     "write_faults",
+    "iw_terminates_rcvd", "wrong_peer_pkts",     "write_faults",          "ce_rcvd",
+    "cnps_sent",          "cnps_rcvd",
 };
 static_assert(kCounterNames.size() == static_cast<std::size_t>(Counter::kCount));
 

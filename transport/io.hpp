@@ -104,6 +104,8 @@ struct RxInfo {
   // the QP's destination" for connected QPs; rxe's check_addr).
   std::array<uint8_t, 16> src_gid{};
   bool has_src = false;
+  // RoCE v2: the IP header's ECN field said Congestion Experienced (11b).
+  bool ce = false;
 };
 
 class EventSink {

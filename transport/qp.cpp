@@ -507,6 +507,16 @@ void Qp::on_packet(const wire::IbPacket& pkt, const RxInfo& rx, Nanos now) {
     count(Counter::kDroppedPkts);
     return;
   }
+  // RoCE v2 congestion notification (annex A17.9), RC and UC: a CNP names
+  // this QP as the one whose packets met congestion (the reaction point);
+  // a packet marked CE makes it the notification point.
+  if (init_.type == QpType::kRc || init_.type == QpType::kUc) {
+    if (tt == wire::IbTransport::kCnp) {
+      count(Counter::kCnpsRcvd);
+      return;
+    }
+    if (rx.ce) notify_congestion(now);
+  }
   switch (init_.type) {
     case QpType::kRc:
       if (tt != wire::IbTransport::kRc) break;

@@ -472,6 +472,21 @@ void Qp::emit_ack(uint8_t syndrome, Psn psn, Nanos now) {
   emit(a, path_addr(), now);
 }
 
+// RoCE v2 annex A17.9.2: the CNP is a BTH alone (opcode 0x81, the QP whose
+// packets were marked as the destination, PSN 0, BECN set) and 16 reserved
+// bytes; the codec writes those. Several marks within cnp_interval get one.
+void Qp::notify_congestion(Nanos now) {
+  count(Counter::kCeRcvd);
+  if (cnp_sent_ && now - last_cnp_ < ctx_.cfg.cnp_interval) return;
+  cnp_sent_ = true;
+  last_cnp_ = now;
+  wire::IbPacket c;
+  c.bth.opcode = op::kCnp;
+  c.bth.becn = true;
+  count(Counter::kCnpsSent);
+  emit(c, path_addr(), now);
+}
+
 // Class C/B responder errors (IBA 9.9.3.1.x): NAK, then the QP enters ERR;
 // the receive WQE in use completes with the local status.
 void Qp::resp_nak(uint8_t syndrome, Psn psn, RespState why, Nanos now) {

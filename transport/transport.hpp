@@ -50,6 +50,11 @@ struct TransportConfig {
   uint32_t ack_req_every = 16;      // requester sets AckReq at least this often within a message
   uint32_t max_unacked_pkts = 16;   // responder ACK coalescing bound
   uint32_t first_qpn = 0x11;
+  // Notification point (RoCE v2 annex A17.9): an RC/UC QP that receives a
+  // packet marked Congestion Experienced sends its peer QP a CNP, at most
+  // one per this interval (ConnectX's default min_time_between_cnps: 4 us
+  // on recent firmware, 50 us in DCQCN's paper; 0: a CNP for every mark).
+  Nanos cnp_interval = 50'000;
   // An iWARP device (RFC 5040/5041/5044 over a byte stream per QP): its QPs
   // are RC only and run over a stream bound with iw_bind_stream.
   bool iwarp = false;

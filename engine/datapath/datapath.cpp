@@ -110,6 +110,7 @@ t::TransportConfig config_for(const Device& dev) {
   cfg.port_mtu = static_cast<t::Mtu>(dev.port().max_mtu);
   cfg.first_qpn = 17;  // IBA 10.2.4: QP0/QP1 are special; rxe also starts at 17
   cfg.iwarp = dev.iwarp();
+  cfg.cnp_interval = t::Nanos{dev.config().cnp_interval_us} * 1000;
   return cfg;
 }
 
@@ -148,7 +149,8 @@ std::unique_ptr<DataPath> DataPath::create(const Device& dev, std::string* error
 }
 
 DataPath::DataPath(const Device& dev, std::unique_ptr<Link> link)
-    : gid_table_(dev.gids()),
+    : ecn_codepoint_(dev.config().ecn_codepoint),
+      gid_table_(dev.gids()),
       link_(std::move(link)),
       mcast_(dev.attrs().max_mcast_grp, dev.attrs().max_mcast_qp_attach, dev.attrs().max_total_mcast_qp_attach) {
   for (const ctl::GidEntry& g : gid_table_) {
@@ -767,6 +769,18 @@ bool DataPath::drain_cqs() {
   return work;
 }
 
+std::uint8_t DataPath::v2_traffic_class(const t::TxPacket& p) const {
+  // RoCE v2 RC/UC packets carry the device's ECN codepoint (ECT) in the low
+  // two bits of the IP traffic class, so a congested queue may mark them
+  // CE instead of dropping them, and an application cannot claim CE
+  // itself; CNPs are not ECN-capable. UD keeps the traffic class the
+  // application asked for (its receivers see it in the GRH).
+  const std::uint8_t tc = p.addr.ah.traffic_class;
+  const wire::IbTransport tt = wire::transport_of(p.pkt.bth.opcode);
+  if (tt != wire::IbTransport::kRc && tt != wire::IbTransport::kUc) return tc;
+  return static_cast<std::uint8_t>((tc & 0xFC) | ecn_codepoint_);
+}
+
 LinkDest DataPath::link_dest(const t::TxPacket& p) const {
   const t::AhAttr& ah = p.addr.ah;
   LinkDest d;
@@ -791,7 +805,7 @@ LinkDest DataPath::link_dest(const t::TxPacket& p) const {
       }
     }
   }
-  d.traffic_class = ah.traffic_class;
+  d.traffic_class = d.version == wire::RoceVersion::kV2 ? v2_traffic_class(p) : ah.traffic_class;
   d.sl = ah.sl;
   d.hop_limit = ah.hop_limit != 0 ? ah.hop_limit : 64;
   d.flow_label = ah.flow_label & 0xFFFFF;
@@ -866,7 +880,7 @@ void DataPath::hairpin(const t::TxPacket& p, bool mcast) {
     hp.from.ipv6 = !hp.from.dst.is_v4_mapped();
     if (hp.from.ipv6) hp.from.src = link_dest(p).src;  // a source GID of the group's family
   }
-  hp.from.traffic_class = p.addr.ah.traffic_class;
+  hp.from.traffic_class = v2_traffic_class(p);  // same-host frames are RoCE v2
   hp.from.hop_limit = p.addr.ah.hop_limit;
   // Who sent it, as a peer's QP path names it (the GID it would go out
   // from on a link): what the receiving RC/UC QP checks.
@@ -929,6 +943,7 @@ void DataPath::deliver_rx(const wire::IbPacket& pkt, const RxAddress& from, t::N
   t::RxInfo rx;
   rx.src_gid = sender != nullptr ? sender->bytes : from.src.bytes;
   rx.has_src = true;
+  rx.ce = from.version == wire::RoceVersion::kV2 && (from.traffic_class & 3) == 3;
   if (wire::transport_of(pkt.bth.opcode) == wire::IbTransport::kUd) {
     const std::size_t ib_bytes = pkt.info().length + pkt.payload.size() + pkt.bth.pad + 4;
     rx.grh = receive_grh(from, ib_bytes);

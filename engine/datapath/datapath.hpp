@@ -231,8 +231,12 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
   // Where a packet the transport emits goes: RoCE version from the source
   // GID's type, addresses, traffic class, flow label, UDP source port.
   [[nodiscard]] LinkDest link_dest(const transport::TxPacket& p) const;
+  // The IP traffic class of `p` as RoCE v2 sends it: the AH's, with the
+  // device's ECN codepoint for RC/UC (DeviceConfig::ecn_codepoint).
+  [[nodiscard]] std::uint8_t v2_traffic_class(const transport::TxPacket& p) const;
 
   std::uint32_t ipv4_ = 0;  // the device's address (host order)
+  std::uint8_t ecn_codepoint_ = 0;  // DeviceConfig::ecn_codepoint: RC/UC packets' ECN field
   std::vector<std::array<std::uint8_t, 16>> own_gids_;  // any of these: hairpin
   std::vector<ctl::GidEntry> gid_table_;                // the device's, by sgid_index
   ProcessMemory mem_;

@@ -43,7 +43,7 @@ std::uint16_t DataPath::link_port() const { return link_ ? link_->port() : wire:
 
 void DataPath::capture_tx(const t::TxPacket& p, std::uint32_t dst_ipv4) {
   if (dst_ipv4 == 0) return;  // not sent (no IPv4 destination, no link)
-  capture_.write_packet(p.pkt, ipv4_, link_port(), dst_ipv4, p.addr.ah.traffic_class);
+  capture_.write_packet(p.pkt, ipv4_, link_port(), dst_ipv4, v2_traffic_class(p));
   stats_.inc(DevStat::kCaptureFrames);
 }
 
@@ -63,7 +63,7 @@ void DataPath::fault_tx(const t::TxPacket& p, const LinkDest& d, bool own, t::Na
   EncodedFrame f;
   const std::uint64_t no_neighbour_before = link_ ? link_->counters().tx_no_neighbour : 0;
   if (own) {
-    f.size = UdpLink::encode_frame(p.pkt, ipv4_, link_port(), ipv4_, p.addr.ah.traffic_class, frame_scratch_);
+    f.size = UdpLink::encode_frame(p.pkt, ipv4_, link_port(), ipv4_, v2_traffic_class(p), frame_scratch_);
     f.ib_offset = UdpLink::kDatagramOffset;
     if (f.size <= f.ib_offset) f.size = 0;
   } else {

@@ -208,6 +208,22 @@ std::optional<DaemonConfig> parse_config(const std::string& json_text, std::stri
           return std::nullopt;
         }
       }
+      if (d.contains("ecn")) {
+        const std::string v = d["ecn"].is_string() ? d["ecn"].get<std::string>() : "";
+        if (dc.transport != "roce" || (v != "ect0" && v != "ect1" && v != "off")) {
+          error = "config: ecn must be ect0, ect1 or off, on a roce device (" + dc.name + ")";
+          return std::nullopt;
+        }
+        dc.ecn_codepoint = v == "ect0" ? 0b10 : v == "ect1" ? 0b01 : 0;
+      }
+      if (d.contains("cnp_interval_us")) {
+        const auto v = d["cnp_interval_us"].is_number_unsigned() ? d["cnp_interval_us"].get<std::uint64_t>() : ~0ULL;
+        if (dc.transport != "roce" || v > 1'000'000) {
+          error = "config: cnp_interval_us is 0..1000000 (microseconds), on a roce device (" + dc.name + ")";
+          return std::nullopt;
+        }
+        dc.cnp_interval_us = static_cast<std::uint32_t>(v);
+      }
       in_addr a{};
       if (dc.transport != "roce" && dc.transport != "iwarp") {
         error = "config: transport must be roce or iwarp for " + dc.name;

@@ -53,6 +53,12 @@ struct DeviceConfig {
   // when the peer answers it (urnic does, siw ignores it); "accept" keeps
   // the Request byte for byte RFC 5044/6581 and only answers an offer.
   transport::iwarp::Rfc7306Use mpa_rfc7306 = transport::iwarp::Rfc7306Use::kOffer;
+  // roce: the ECN field of the RoCE v2 RC/UC packets it sends ("ecn":
+  // "ect0" (default, as a ConnectX with ECN on), "ect1" or "off"), so that
+  // a congested queue can mark them CE; and the least time between two CNPs
+  // a QP sends for marked packets it received ("cnp_interval_us", 50).
+  std::uint8_t ecn_codepoint = 0b10;   // ECT(0); ECT(1) is 0b01, off 0
+  std::uint32_t cnp_interval_us = 50;
 };
 
 // Who may use this daemon (config key "access"; engine/control/peer_identity

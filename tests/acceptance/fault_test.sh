@@ -135,6 +135,10 @@ if command -v tshark > /dev/null; then
   n=$(tshark --disable-protocol rpcordma -r "$cap" -Y 'infiniband' 2>/dev/null | wc -l)
   if [[ $n -eq 300 ]]; then pass "tshark decodes all 300 captured frames as RoCE (InfiniBand BTH)"
   else fail "tshark decodes $n of 300 captured frames as RoCE"; fi
+  # RC frames are ECN-capable: ECT(0) in the IP header (issue 21, DeviceConfig::ecn).
+  ect=$(tshark --disable-protocol rpcordma -r "$cap" -Y 'infiniband && ip.dsfield.ecn == 2' 2>/dev/null | wc -l)
+  if [[ $ect -eq 300 ]]; then pass "all 300 RC frames carry ECT(0)"
+  else fail "$ect of 300 RC frames carry ECT(0) (ip.dsfield.ecn == 2)"; fi
 else
   pass "tshark not installed: skipped its check"
 fi

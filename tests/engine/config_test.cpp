@@ -57,3 +57,28 @@ TEST_CASE("config: mpa_rfc7306 per iWARP device, offered by default", "[config][
     CHECK(err.find("off, accept or offer") != std::string::npos);
   }
 }
+
+TEST_CASE("config: ecn and cnp_interval_us per RoCE device, ECT(0) and 50 us by default", "[config][ecn]") {
+  std::string err;
+  auto c = parse_config(R"({"devices":[
+      {"name":"r_a","address":"10.0.0.1","ecn":"off","cnp_interval_us":0},
+      {"name":"r_b","address":"10.0.0.2","ecn":"ect1","cnp_interval_us":4},
+      {"name":"r_c","address":"10.0.0.3"}]})",
+                        err);
+  INFO(err);
+  REQUIRE(c);
+  CHECK(c->devices[0].ecn_codepoint == 0);
+  CHECK(c->devices[0].cnp_interval_us == 0);
+  CHECK(c->devices[1].ecn_codepoint == 0b01);
+  CHECK(c->devices[1].cnp_interval_us == 4);
+  CHECK(c->devices[2].ecn_codepoint == 0b10);
+  CHECK(c->devices[2].cnp_interval_us == 50);
+  for (const char* bad : {R"({"devices":[{"ecn":"ce"}]})", R"({"devices":[{"ecn":1}]})",
+                          R"({"devices":[{"transport":"iwarp","ecn":"ect0"}]})"}) {
+    INFO(bad);
+    CHECK_FALSE(parse_config(bad, err));
+    CHECK(err.find("ecn must be ect0, ect1 or off") != std::string::npos);
+  }
+  CHECK_FALSE(parse_config(R"({"devices":[{"cnp_interval_us":-1}]})", err));
+  CHECK(err.find("cnp_interval_us is 0..1000000") != std::string::npos);
+}

@@ -813,3 +813,47 @@ TEST_CASE("ready CQs: each CQ given a CQE is listed once until taken, and only t
   p.tb.take_ready_cqs(ready);
   CHECK(ready == std::vector<CqHandle>{p.b.cq});
 }
+
+TEST_CASE("congestion notification: a CE-marked packet gets its sender a CNP, one per cnp_interval",
+          "[rc][ecn]") {
+  TransportConfig cfg;
+  cfg.cnp_interval = 50'000;
+  Pair p(QpType::kRc, {}, {}, cfg);
+  const auto counter = [](Transport& t, Counter c) { return t.counters().get(c); };
+  RxInfo marked;
+  marked.ce = true;
+  // Two WRITEs: both reach B marked CE within 50 us of each other.
+  REQUIRE(p.send(1, WrOpcode::kRdmaWrite, 0, 64) == 0);
+  REQUIRE(p.send(2, WrOpcode::kRdmaWrite, 0, 64) == 0);
+  auto req = p.sa.take();
+  REQUIRE(req.size() == 2);
+  for (const Captured& c : req) p.tb.on_packet(c.pkt, marked, p.now);
+  auto out = p.sb.take();
+  std::vector<Captured> cnps, acks;
+  for (const Captured& c : out) (c.op() == urnic::wire::opcode::kCnp ? cnps : acks).push_back(c);
+  REQUIRE(cnps.size() == 1);  // paced: the second mark within the interval sends none
+  CHECK(cnps[0].pkt.bth.dest_qp == p.qa);  // to the QP whose packets were marked
+  CHECK(cnps[0].pkt.bth.becn);
+  CHECK(cnps[0].pkt.bth.psn.value() == 0);
+  CHECK(cnps[0].payload.empty());  // the 16 reserved bytes are the codec's
+  CHECK(counter(p.tb, Counter::kCeRcvd) == 2);
+  CHECK(counter(p.tb, Counter::kCnpsSent) == 1);
+  CHECK_FALSE(acks.empty());  // the marks change nothing else: the WRITEs are ACKed
+  // The CNP reaches A's QP (the reaction point): counted, not an error.
+  p.to_a(cnps);
+  p.to_a(acks);
+  CHECK(counter(p.ta, Counter::kCnpsRcvd) == 1);
+  CHECK(counter(p.ta, Counter::kDroppedPkts) == 0);
+  // After the interval, the next mark sends the next CNP; unmarked packets none.
+  p.now += 50'000;
+  REQUIRE(p.send(3, WrOpcode::kRdmaWrite, 0, 64) == 0);
+  REQUIRE(p.send(4, WrOpcode::kRdmaWrite, 0, 64) == 0);
+  req = p.sa.take();
+  REQUIRE(req.size() == 2);
+  p.tb.on_packet(req[0].pkt, marked, p.now);
+  p.tb.on_packet(req[1].pkt, RxInfo{}, p.now + 60'000);
+  std::size_t more = 0;
+  for (const Captured& c : p.sb.take()) more += c.op() == urnic::wire::opcode::kCnp ? 1 : 0;
+  CHECK(more == 1);
+  CHECK(counter(p.tb, Counter::kCeRcvd) == 3);
+}

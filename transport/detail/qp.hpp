@@ -296,6 +296,9 @@ class Qp {
   void nak_and_error(uint8_t syndrome, Psn psn, RespState why, Nanos now);
   void send_ack(uint8_t syndrome, Psn psn, Nanos now);
   void emit_ack(uint8_t syndrome, Psn psn, Nanos now);
+  // A packet marked Congestion Experienced arrived: as the notification
+  // point, a CNP to the peer QP, paced by TransportConfig::cnp_interval.
+  void notify_congestion(Nanos now);
   // transport/write_faults.cpp: before the responder answers or completes
   // anything (every ACK/NAK/response with PSN p acknowledges the requests
   // before p), the data it staged must have landed. False: a write had
@@ -366,6 +369,8 @@ class Qp {
   uint32_t write_rkey_ = 0;
   uint32_t write_len_ = 0;
   uint32_t unacked_ = 0;      // requests accepted since the last ACK we sent
+  bool cnp_sent_ = false;     // notify_congestion: a CNP went out, at last_cnp_
+  Nanos last_cnp_ = 0;
   PoolDeque<RespResource> resources_;  // at most max(1, max_dest_rd_atomic)
   uint8_t pending_nak_ = 0;   // the syndrome chosen by a check step
   SrqHandle xrc_srq_{};       // XRC target: the SRQ the request being processed names
