@@ -824,8 +824,9 @@ struct FaultSettings {
   std::uint64_t delay_ns;
   std::uint64_t reorder_delay_ns;
   std::uint64_t seed;
+  double ecn;                     // probability an ECN-capable frame is marked CE
 };
-static_assert(sizeof(FaultSettings) == 64);
+static_assert(sizeof(FaultSettings) == 72);
 static_assert(offsetof(FaultSettings, loss) == 8);
 static_assert(offsetof(FaultSettings, delay_ns) == 40);
 static_assert(offsetof(FaultSettings, seed) == 56);
@@ -837,7 +838,7 @@ struct FaultReq {
   std::uint32_t reserved;
   FaultSettings settings;         // kFaultSet
 };
-static_assert(sizeof(FaultReq) == 136);
+static_assert(sizeof(FaultReq) == 144);
 static_assert(offsetof(FaultReq, op) == 64);
 static_assert(offsetof(FaultReq, settings) == 72);
 
@@ -845,7 +846,7 @@ struct FaultRep {
   static constexpr MsgType kType = MsgType::kFault;
   FaultSettings settings;         // as now in force
 };
-static_assert(sizeof(FaultRep) == 64);
+static_assert(sizeof(FaultRep) == 72);
 
 inline constexpr std::uint32_t kCaptureQuery = 0;
 inline constexpr std::uint32_t kCaptureStart = 1;

@@ -36,6 +36,7 @@ enum class DevStat : std::uint8_t {
   kFaultReordered,
   kFaultCorrupted,
   kFaultDelayed,        // frames held for --delay-us
+  kFaultCeMarked,       // ECN-capable frames marked Congestion Experienced (--ecn)
   kCaptureFrames,       // frames written to the pcap
   kWqesPosted,          // from the application rings
   kWqesRejected,
@@ -58,7 +59,7 @@ inline constexpr std::array<std::string_view, static_cast<std::size_t>(DevStat::
     "retransmitted_pkts", "seq_err_naks_sent", "seq_err_naks_rcvd", "rnr_naks_sent",  "rnr_naks_rcvd",
     "other_naks_sent",  "other_naks_rcvd",   "rx_icrc_errors",   "rx_malformed",     "rx_unknown_qp",
     "link_tx_errors",   "fault_dropped",     "fault_duplicated", "fault_reordered",  "fault_corrupted",
-    "fault_delayed",    "capture_frames",    "wqes_posted",      "wqes_rejected",    "cqes_delivered",
+    "fault_delayed",    "fault_ce_marked",   "capture_frames",    "wqes_posted",      "wqes_rejected",    "cqes_delivered",
     "cq_overflows",     "rx_not_ours",       "tx_no_neighbour",  "rx_other_vlan",    "iw_bytes_sent",
     "iw_bytes_rcvd",    "iw_mpa_rejects_sent", "iw_mpa_rejects_rcvd", "rings_corrupt",
     "rings_read",

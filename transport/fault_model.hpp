@@ -17,6 +17,9 @@ struct Faults {
   double duplicate = 0;  // probability a frame is delivered twice
   double reorder = 0;    // probability a frame is held back by reorder_delay
   double corrupt = 0;    // probability one random bit is flipped
+  // Probability an ECN-capable frame is marked Congestion Experienced, as a
+  // congested queue would (urnicd's fault stage; the sim link ignores it).
+  double ecn = 0;
   Nanos reorder_delay = 20'000;
   uint64_t drop_every = 0;  // deterministic: drop every n-th frame (0 = off)
 };
@@ -30,6 +33,7 @@ struct FaultVerdict {
   bool duplicate = false;
   Nanos jitter = 0;          // uniform in [0, max_jitter]
   Nanos duplicate_lag = 0;   // the copy arrives this much (1..5000 ns) after the original
+  bool mark_ce = false;
 };
 
 class FaultRoller {
@@ -40,7 +44,8 @@ class FaultRoller {
   // `frame_no` is the 1-based index of the frame on this link (drop_every).
   // Draws, in this order: loss, duplicate, reorder, corrupt, the bit, the
   // jitter (only if max_jitter != 0), the duplicate's lag (only for a
-  // duplicated frame that is not dropped).
+  // duplicated frame that is not dropped), the CE mark (only if ecn != 0:
+  // so that runs without it keep their sequences).
   FaultVerdict roll(const Faults& f, uint64_t frame_no, Nanos max_jitter = 0) {
     std::uniform_real_distribution<double> u(0.0, 1.0);
     FaultVerdict v;
@@ -55,6 +60,7 @@ class FaultRoller {
     v.reorder = r_reorder < f.reorder;
     v.duplicate = r_dup < f.duplicate;
     if (v.duplicate) v.duplicate_lag = 1 + static_cast<Nanos>(rng_() % 5'000);
+    if (f.ecn != 0) v.mark_ce = u(rng_) < f.ecn;
     return v;
   }
 

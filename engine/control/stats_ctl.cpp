@@ -49,8 +49,9 @@ Reply on_fault(Registry& reg, const MsgHeader& h, std::span<const std::byte> msg
       const FaultConfig c = fault_config_from(req->settings);
       if (!valid_fault_config(c, nullptr)) return fail<ctl::FaultRep>(h, EINVAL);
       dp->faults().configure(c);
-      fmt::print(stderr, "urnicd: faults: loss {} dup {} reorder {} corrupt {} delay {} ns seed {} qpn {}\n",
-                 c.faults.loss, c.faults.duplicate, c.faults.reorder, c.faults.corrupt, c.delay, c.seed, c.qpn);
+      fmt::print(stderr, "urnicd: faults: loss {} dup {} reorder {} corrupt {} ecn {} delay {} ns seed {} qpn {}\n",
+                 c.faults.loss, c.faults.duplicate, c.faults.reorder, c.faults.corrupt, c.faults.ecn, c.delay, c.seed,
+                 c.qpn);
       break;
     }
     case ctl::kFaultClear: dp->faults().configure(FaultConfig{}); break;
@@ -114,6 +115,7 @@ FaultConfig fault_config_from(const ctl::FaultSettings& s) {
   c.faults.duplicate = s.duplicate;
   c.faults.reorder = s.reorder;
   c.faults.corrupt = s.corrupt;
+  c.faults.ecn = s.ecn;
   c.faults.reorder_delay = s.reorder_delay_ns != 0 ? s.reorder_delay_ns : c.faults.reorder_delay;
   c.delay = s.delay_ns;
   c.seed = s.seed;
@@ -130,6 +132,7 @@ ctl::FaultSettings fault_settings_of(const FaultStage& st) {
   s.duplicate = c.faults.duplicate;
   s.reorder = c.faults.reorder;
   s.corrupt = c.faults.corrupt;
+  s.ecn = c.faults.ecn;
   s.delay_ns = c.delay;
   s.reorder_delay_ns = c.faults.reorder_delay;
   s.seed = c.seed;

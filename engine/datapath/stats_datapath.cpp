@@ -26,9 +26,9 @@ void DataPath::init_observe(const Device& dev) {
   const DeviceConfig& c = dev.config();
   if (c.fault.active()) {
     faults_.configure(c.fault);
-    fmt::print(stderr, "urnicd: device {}: fault injection on (loss {} dup {} reorder {} corrupt {} delay {} ns)\n",
+    fmt::print(stderr, "urnicd: device {}: fault injection on (loss {} dup {} reorder {} corrupt {} ecn {} delay {} ns)\n",
                dev.name(), c.fault.faults.loss, c.fault.faults.duplicate, c.fault.faults.reorder,
-               c.fault.faults.corrupt, c.fault.delay);
+               c.fault.faults.corrupt, c.fault.faults.ecn, c.fault.delay);
   }
   if (!c.capture_path.empty()) {
     std::string error;
@@ -86,6 +86,7 @@ void DataPath::fault_tx(const t::TxPacket& p, const LinkDest& d, bool own, t::Na
   stats_.inc(DevStat::kFaultReordered, after.reordered - before.reordered);
   stats_.inc(DevStat::kFaultCorrupted, after.corrupted - before.corrupted);
   stats_.inc(DevStat::kFaultDelayed, after.delayed - before.delayed);
+  stats_.inc(DevStat::kFaultCeMarked, after.ce_marked - before.ce_marked);
 }
 
 bool DataPath::run_faults(t::Nanos now) {

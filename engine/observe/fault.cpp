@@ -2,6 +2,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "wire/ip.hpp"
+#include "wire/udp.hpp"
+
 namespace urnic::engine {
 
 namespace {
@@ -13,12 +16,42 @@ constexpr std::size_t kIcrcMaskedBthByte = 4;
 
 bool probability(double p) { return p >= 0.0 && p <= 1.0; }
 
+// RFC 3168 section 5: a congested queue marks an ECN-capable packet (ECT(0)
+// or ECT(1)) CE instead of dropping it; a not-ECT one it leaves alone. The
+// RoCE v2 frame's IP header (no options: RoCE sends none) ends 8 bytes
+// (UDP) before the BTH. The ICRC does not cover the ECN field (annex
+// A17.4.4); the IPv4 header checksum does, and is recomputed. False if the
+// frame is not an ECN-capable RoCE v2 one.
+bool mark_ce(std::vector<std::uint8_t>& b, std::size_t ib_offset) {
+  constexpr std::uint8_t kCe = 3;
+  const std::size_t udp = wire::kUdpHeaderSize;
+  if (ib_offset >= udp + wire::kIpv4MinHeaderSize) {
+    const std::span<std::uint8_t> h(b.data() + ib_offset - udp - wire::kIpv4MinHeaderSize, wire::kIpv4MinHeaderSize);
+    const auto v4 = wire::MutIpv4View::parse(h);
+    if (v4 && v4->ihl() == 5) {
+      if (v4->ecn() == 0) return false;
+      v4->set_ecn(kCe);
+      v4->set_checksum(wire::ipv4_header_checksum(h));
+      return true;
+    }
+  }
+  if (ib_offset >= udp + wire::kIpv6HeaderSize) {
+    const std::span<std::uint8_t> h(b.data() + ib_offset - udp - wire::kIpv6HeaderSize, wire::kIpv6HeaderSize);
+    const auto v6 = wire::MutIpv6View::parse(h);
+    if (v6 && (v6->traffic_class() & kCe) != 0) {
+      v6->set_traffic_class(static_cast<std::uint8_t>(v6->traffic_class() | kCe));
+      return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 bool valid_fault_config(const FaultConfig& c, std::string* error) {
   const auto& f = c.faults;
   if (!probability(f.loss) || !probability(f.duplicate) || !probability(f.reorder) ||
-      !probability(f.corrupt)) {
+      !probability(f.corrupt) || !probability(f.ecn)) {
     if (error != nullptr) *error = "fault probabilities must be fractions in [0, 1]";
     return false;
   }
@@ -40,6 +73,7 @@ bool parse_fault_json(const nlohmann::json& j, FaultConfig& out, std::string& er
     c.faults.duplicate = j.value("duplicate", 0.0);
     c.faults.reorder = j.value("reorder", 0.0);
     c.faults.corrupt = j.value("corrupt", 0.0);
+    c.faults.ecn = j.value("ecn", 0.0);
     c.delay = j.value("delay_us", std::uint64_t{0}) * 1000;
     c.faults.reorder_delay = j.value("reorder_delay_us", c.faults.reorder_delay / 1000) * 1000;
     c.seed = j.value("seed", std::uint64_t{1});
@@ -126,6 +160,7 @@ bool FaultStage::submit(std::span<const std::uint8_t> frame, std::size_t ib_offs
     ++counters_.reordered;
   }
   const std::uint32_t slot = hold(frame, dst_ipv4, at);
+  if (v.mark_ce && mark_ce(slots_[slot].bytes, ib_offset)) ++counters_.ce_marked;
   if (v.corrupt && frame.size() > ib_offset + kIcrcMaskedBthByte + 1) {
     std::vector<std::uint8_t>& b = slots_[slot].bytes;
     const std::size_t bits = (b.size() - ib_offset - 1) * 8;

@@ -37,7 +37,7 @@ struct FaultConfig {
 
   bool active() const noexcept {
     return faults.loss > 0 || faults.duplicate > 0 || faults.reorder > 0 || faults.corrupt > 0 ||
-           faults.drop_every != 0 || delay != 0;
+           faults.ecn > 0 || faults.drop_every != 0 || delay != 0;
   }
 };
 
@@ -45,7 +45,7 @@ struct FaultConfig {
 bool valid_fault_config(const FaultConfig& c, std::string* error);
 
 // The config file's per-device "fault" object:
-//   {"loss":0.05,"duplicate":0,"reorder":0,"corrupt":0,"delay_us":0,
+//   {"loss":0.05,"duplicate":0,"reorder":0,"corrupt":0,"ecn":0,"delay_us":0,
 //    "reorder_delay_us":20,"seed":1,"qpn":0}
 // Missing keys keep their defaults. Returns false with a message on error.
 bool parse_fault_json(const nlohmann::json& j, FaultConfig& out, std::string& error);
@@ -64,6 +64,7 @@ struct FaultCounters {
   std::uint64_t corrupted = 0;
   std::uint64_t delayed = 0;
   std::uint64_t overflow = 0;    // dropped because kMaxHeld frames were already held
+  std::uint64_t ce_marked = 0;   // ECN-capable frames marked Congestion Experienced
 };
 
 class FaultStage {
@@ -86,8 +87,8 @@ class FaultStage {
 
   // One frame about to leave: the whole frame, its IB transport part
   // (BTH..ICRC) at [ib_offset, end). Rolls the faults; unless dropped it is
-  // copied (possibly corrupted, possibly twice) and held until its release
-  // time. Returns false if dropped.
+  // copied (possibly corrupted, possibly CE-marked, possibly twice) and held
+  // until its release time. Returns false if dropped.
   bool submit(std::span<const std::uint8_t> frame, std::size_t ib_offset, std::uint32_t dst_ipv4,
               transport::Nanos now);
 

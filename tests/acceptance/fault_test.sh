@@ -116,6 +116,34 @@ expect_more duplicate_request "$rt/s2.json" "$rt/s3.json"
 if out=$("$cli" fault -d urnic0 --clear) && [[ $out == *"no fault injection"* ]]; then pass "urnic fault --clear"
 else fail "urnic fault --clear: ${out:-no output}"; fi
 
+# --- 2b. ECN (issue 21): frames marked CE, as a congested queue marks them,
+# make the receiving QP send CNPs, which the sending QP counts; nothing is
+# lost or retransmitted for it, and tshark decodes the CNPs on the wire.
+"$cli" fault -d urnic0 --ecn 0.2 --seed 7 > /dev/null || fail "urnic fault --ecn 0.2"
+snapshot "$rt/e0.json"
+ecap=$rt/ecn.pcap
+"$cli" capture -d urnic0 -w "$ecap" -c 400 2> "$rt/capture.err" &
+capture_pid=$!
+for _ in $(seq 100); do grep -q capturing "$rt/capture.err" && break; sleep 0.02; done
+pair "ib_write_bw -s 65536 -n 300 (20 % of frames marked CE)" "$row" 1 ib_write_bw "${x[@]}" -s 65536 -n 300
+for _ in $(seq 100); do alive "$capture_pid" || break; sleep 0.05; done
+stop_pid "$capture_pid"
+wait "$capture_pid" 2>/dev/null
+capture_pid=
+snapshot "$rt/e1.json"
+for c in fault_ce_marked ce_rcvd cnps_sent cnps_rcvd; do expect_more "$c" "$rt/e0.json" "$rt/e1.json"; done
+a=$(stat retransmitted_pkts "$rt/e0.json") b=$(stat retransmitted_pkts "$rt/e1.json")
+if [[ $a == "$b" ]]; then pass "CE marks cost no retransmission"; else fail "retransmitted_pkts $a -> $b under CE marks alone"; fi
+if command -v tshark > /dev/null; then
+  cnp=$(tshark --disable-protocol rpcordma -r "$ecap" -Y 'infiniband.bth.opcode == 129 && ip.dsfield.ecn == 0' 2>/dev/null | wc -l)
+  ce=$(tshark --disable-protocol rpcordma -r "$ecap" -Y 'infiniband && ip.dsfield.ecn == 3' 2>/dev/null | wc -l)
+  if (( cnp > 0 && ce > 0 )); then pass "tshark: $ce frames marked CE, $cnp CNPs (opcode 0x81, not ECN-capable)"
+  else fail "tshark: $ce frames marked CE, $cnp CNPs"; fi
+fi
+n=$("$cli" frame decode "$ecap" 2>&1 | grep -c 'CNP(0x81).*icrc=ok')
+if (( n > 0 )); then pass "urnic frame decode: $n CNPs, ICRC ok"; else fail "urnic frame decode shows no CNP in $ecap"; fi
+"$cli" fault -d urnic0 --clear > /dev/null
+
 # --- 3. capture: COUNT frames, then until interrupted -------------------------
 cap=$rt/count.pcap
 "$cli" capture -d urnic0 -w "$cap" -c 300 2> "$rt/capture.err" &

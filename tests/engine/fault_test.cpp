@@ -14,6 +14,7 @@
 #include "engine/link/udp_link.hpp"
 #include "transport/fault_model.hpp"
 #include "wire/ib_opcode.hpp"
+#include "wire/ip.hpp"
 #include "wire/roce_frame.hpp"
 
 using urnic::engine::FaultConfig;
@@ -27,7 +28,7 @@ constexpr std::uint32_t kSrc = 0x7f000001;
 constexpr std::uint32_t kDst = 0x7f000002;
 
 // An RC SEND_ONLY frame whose PSN and payload identify it.
-std::vector<std::uint8_t> frame(std::uint32_t psn, std::size_t payload = 64) {
+std::vector<std::uint8_t> frame(std::uint32_t psn, std::size_t payload = 64, std::uint8_t tos = 0) {
   std::vector<std::uint8_t> data(payload);
   for (std::size_t i = 0; i < payload; ++i) data[i] = static_cast<std::uint8_t>(psn + i);
   urnic::wire::IbPacket p;
@@ -38,7 +39,7 @@ std::vector<std::uint8_t> frame(std::uint32_t psn, std::size_t payload = 64) {
   p.payload = urnic::wire::Bytes(data.data(), data.size());
   p.bth.pad = static_cast<std::uint8_t>((4 - (payload & 3)) & 3);
   std::vector<std::uint8_t> out(UdpLink::kDatagramOffset + UdpLink::kMaxDatagram);
-  const std::size_t n = UdpLink::encode_frame(p, kSrc, 4791, kDst, 0, out);
+  const std::size_t n = UdpLink::encode_frame(p, kSrc, 4791, kDst, tos, out);
   REQUIRE(n > UdpLink::kDatagramOffset);
   out.resize(n);
   return out;
@@ -284,4 +285,29 @@ TEST_CASE("fault: a long delay holds at most kMaxHeld frames; the rest are dropp
   CHECK(st.counters().overflow == 5);
   CHECK(st.counters().dropped == 5);
   CHECK(drain(st, 2'000'000'000).size() == FaultStage::kMaxHeld);
+}
+
+TEST_CASE("fault: --ecn marks ECN-capable frames CE, checksum and ICRC still good, and leaves the others alone",
+          "[engine][fault][ecn]") {
+  FaultStage st;
+  FaultConfig c;
+  c.faults.ecn = 1.0;
+  c.seed = 3;
+  st.configure(c);
+  REQUIRE(st.active());
+  for (const std::uint8_t tos : {std::uint8_t{0x02}, std::uint8_t{0xB9}, std::uint8_t{0x00}, std::uint8_t{0xB8}}) {
+    INFO("TOS " << int{tos});
+    st.submit(frame(1, 64, tos), UdpLink::kDatagramOffset, kDst, 1);
+    const auto out = drain(st, 1);
+    REQUIRE(out.size() == 1);
+    auto r = urnic::wire::parse_roce_frame(out[0].bytes);
+    REQUIRE(r.ok());
+    CHECK(r->icrc_ok);  // the ICRC masks the ECN field
+    const bool ect = (tos & 3) != 0;
+    CHECK(r->hdr.traffic_class == (ect ? (tos | 3) : tos));  // DSCP kept; not-ECT untouched (RFC 3168)
+    const std::span<const std::uint8_t> ip(out[0].bytes.data() + UdpLink::kDatagramOffset - 28, 20);
+    CHECK(urnic::wire::ipv4_header_checksum_ok(ip));
+  }
+  CHECK(st.counters().ce_marked == 2);
+  CHECK(st.counters().dropped == 0);
 }

@@ -168,7 +168,7 @@ int run_fault(const FaultOptions& o) {
   if (!conn.open(o.daemon)) return kExitNoDaemon;
   ctl::FaultReq req{};
   ctl::set_name(req.device, o.daemon.device.c_str());
-  const bool set = o.loss || o.duplicate || o.reorder || o.corrupt || o.delay_us || o.reorder_delay_us ||
+  const bool set = o.loss || o.duplicate || o.reorder || o.corrupt || o.ecn || o.delay_us || o.reorder_delay_us ||
                    o.seed || o.qpn;
   req.op = o.clear ? ctl::kFaultClear : set ? ctl::kFaultSet : ctl::kFaultQuery;
   if (req.op == ctl::kFaultSet) {
@@ -179,6 +179,7 @@ int run_fault(const FaultOptions& o) {
     s.duplicate = o.duplicate.value_or(0);
     s.reorder = o.reorder.value_or(0);
     s.corrupt = o.corrupt.value_or(0);
+    s.ecn = o.ecn.value_or(0);
     s.delay_ns = o.delay_us.value_or(0) * 1000;
     s.reorder_delay_ns = o.reorder_delay_us.value_or(0) * 1000;
     s.seed = o.seed.value_or(1);
@@ -195,8 +196,8 @@ int run_fault(const FaultOptions& o) {
   if (s.active == 0) {
     fmt::print("device {}: no fault injection\n", o.daemon.device);
   } else {
-    fmt::print("device {}: loss {} duplicate {} reorder {} corrupt {} delay-us {} reorder-delay-us {} seed {}{}\n",
-               o.daemon.device, s.loss, s.duplicate, s.reorder, s.corrupt, s.delay_ns / 1000,
+    fmt::print("device {}: loss {} duplicate {} reorder {} corrupt {} ecn {} delay-us {} reorder-delay-us {} seed {}{}\n",
+               o.daemon.device, s.loss, s.duplicate, s.reorder, s.corrupt, s.ecn, s.delay_ns / 1000,
                s.reorder_delay_ns / 1000, s.seed, s.qpn != 0 ? fmt::format(" qp {}", s.qpn) : std::string());
   }
   return kExitOk;

@@ -21,7 +21,7 @@ struct StatsOptions {
 
 struct FaultOptions {
   DaemonOptions daemon;
-  std::optional<double> loss, duplicate, reorder, corrupt;
+  std::optional<double> loss, duplicate, reorder, corrupt, ecn;
   std::optional<std::uint64_t> delay_us, reorder_delay_us, seed;
   std::optional<std::uint32_t> qpn;
   bool clear = false;

@@ -36,11 +36,11 @@ void register_observe_commands(CLI::App& app, int& status) {
   // fault
   struct FaultArgs {
     FaultOptions opts;
-    double loss = 0, dup = 0, reorder = 0, corrupt = 0;
+    double loss = 0, dup = 0, reorder = 0, corrupt = 0, ecn = 0;
     std::uint64_t delay_us = 0, reorder_delay_us = 0, seed = 1;
     std::uint32_t qpn = 0;
     CLI::Option *o_loss = nullptr, *o_dup = nullptr, *o_reorder = nullptr, *o_corrupt = nullptr,
-                *o_delay = nullptr, *o_rdelay = nullptr, *o_seed = nullptr, *o_qp = nullptr;
+                *o_ecn = nullptr, *o_delay = nullptr, *o_rdelay = nullptr, *o_seed = nullptr, *o_qp = nullptr;
   };
   auto fa = std::make_shared<FaultArgs>();
   auto* f = app.add_subcommand(
@@ -54,13 +54,16 @@ void register_observe_commands(CLI::App& app, int& status) {
           ->check(fraction);
   fa->o_corrupt =
       add_optional(*f, "--corrupt", fa->corrupt, "probability one bit of BTH..ICRC is flipped")->check(fraction);
+  fa->o_ecn = add_optional(*f, "--ecn", fa->ecn,
+                           "probability an ECN-capable RoCE v2 frame is marked Congestion Experienced")
+                  ->check(fraction);
   fa->o_delay = add_optional(*f, "--delay-us", fa->delay_us, "delay every frame by N microseconds");
   fa->o_rdelay = add_optional(*f, "--reorder-delay-us", fa->reorder_delay_us,
                               "how long --reorder holds a frame back (default 20)");
   fa->o_seed = add_optional(*f, "--seed", fa->seed, "random seed (default 1)");
   fa->o_qp = add_optional(*f, "--qp", fa->qpn, "only frames sent by this QPN");
   auto* clear = f->add_flag("--clear", fa->opts.clear, "stop injecting faults");
-  for (CLI::Option* o : {fa->o_loss, fa->o_dup, fa->o_reorder, fa->o_corrupt, fa->o_delay, fa->o_rdelay,
+  for (CLI::Option* o : {fa->o_loss, fa->o_dup, fa->o_reorder, fa->o_corrupt, fa->o_ecn, fa->o_delay, fa->o_rdelay,
                          fa->o_seed, fa->o_qp})
     clear->excludes(o);
   f->callback([fa, &status] {
@@ -69,6 +72,7 @@ void register_observe_commands(CLI::App& app, int& status) {
     if (fa->o_dup->count() != 0) o.duplicate = fa->dup;
     if (fa->o_reorder->count() != 0) o.reorder = fa->reorder;
     if (fa->o_corrupt->count() != 0) o.corrupt = fa->corrupt;
+    if (fa->o_ecn->count() != 0) o.ecn = fa->ecn;
     if (fa->o_delay->count() != 0) o.delay_us = fa->delay_us;
     if (fa->o_rdelay->count() != 0) o.reorder_delay_us = fa->reorder_delay_us;
     if (fa->o_seed->count() != 0) o.seed = fa->seed;
