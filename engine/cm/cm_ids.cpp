@@ -177,9 +177,27 @@ void CmService::destroy(Id& id) {
     case State::kSidrReqRcvd: sidr_answer(id, cmw::kSidrRejected); break;
     case State::kRepSent:
     case State::kEstablished:
-      if (!is_ud(id.port_space, id.qp_type)) send_dreq(id, false);
+      if (!is_ud(id.port_space, id.qp_type)) {
+        stop_timer(id);  // a REP's retransmission, if any
+        id.state = State::kDreqSent;
+        send_dreq(id, true);
+      }
       break;
     default: break;
+  }
+  if (id.state == State::kDreqSent && !iw(id)) {
+    // The DREQ goes on being retransmitted after its owner is gone, until
+    // the DREP or the DREQ timeout, and the id waits out timewait: a lost
+    // DREQ would otherwise leave the peer connected to nobody, waiting for
+    // a DISCONNECTED that never comes (the soak saw rping servers hang so
+    // at 1 % loss: their clients disconnect and exit at once). The orphan
+    // has no channel, so it emits nothing, holds no port, and is erased at
+    // timewait exit (cm_timers.cpp).
+    id.orphan = true;
+    id.owner = 0;
+    id.channel = 0;
+    id.bound = false;
+    return;
   }
   if (id.state == State::kListen)
     closed_listeners_[id.src.port] = now();

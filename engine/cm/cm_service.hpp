@@ -182,6 +182,7 @@ class CmService final : public GsiHandler, public IwWatcher {
     transport::Nanos deadline = transport::kNever;
     int retries_left = 0;
     bool timewait = false;         // kDisconnected and waiting for TIMEWAIT_EXIT
+    bool orphan = false;           // destroyed while its DREQ was out (CmService::destroy)
     // Listening ids: connect requests not yet accepted or rejected that may
     // wait (rdma_listen's backlog, as ucma bounds it).
     int backlog = 0;

@@ -58,6 +58,12 @@ void CmService::on_gsi_timer(transport::Nanos now_ns) {
       // cma_ib_handler IB_CM_TIMEWAIT_EXIT, for an id that still exists.
       id.timewait = false;
       ++counters_.timewait_exits;
+      if (id.orphan) {
+        // Its owner destroyed it while its DREQ was out (CmService::destroy).
+        if (id.local_comm_id != 0) comm_ids_.erase(id.local_comm_id);
+        ids_.erase(it);
+        continue;
+      }
       emit(id, RDMA_CM_EVENT_TIMEWAIT_EXIT, 0);
       continue;
     }
