@@ -40,6 +40,8 @@ inline constexpr std::uint32_t kDoorbellWords = kDoorbellBits / 64;
 inline constexpr std::uint32_t kDoorbellGroups = kDoorbellWords / 64;
 static_assert(kDoorbellGroups <= 64, "one top word covers every group");
 inline constexpr std::uint32_t kNoDoorbell = 0xFFFFFFFFU;
+inline constexpr std::uint64_t kGroupMask =
+    kDoorbellGroups == 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << kDoorbellGroups) - 1;
 
 struct DoorbellLayout {
   alignas(64) std::uint32_t sleeping;           // engine -> app: 1 when a kick is needed
@@ -81,10 +83,13 @@ class DoorbellPage {
   template <typename F>
   void take(std::uint32_t limit, F&& f) {
     if (ref(page_->top).load(std::memory_order_relaxed) == 0) return;
-    std::uint64_t groups = ref(page_->top).exchange(0, std::memory_order_acquire);
+    // Only the groups that exist: the page is the application's, and a top
+    // word with bits past kDoorbellGroups would index past `mid`.
+    std::uint64_t groups = ref(page_->top).exchange(0, std::memory_order_acquire) & kGroupMask;
     while (groups != 0) {
       const auto g = static_cast<std::uint32_t>(std::countr_zero(groups));
       groups &= groups - 1;
+      if (std::uint64_t{g} * 64 * 64 >= limit) continue;
       std::uint64_t words = ref(page_->mid[g]).exchange(0, std::memory_order_acquire);
       while (words != 0) {
         const std::uint32_t w = g * 64 + static_cast<std::uint32_t>(std::countr_zero(words));
