@@ -235,7 +235,7 @@ void DataPath::disown_doorbell(ProcessPort* port, std::uint32_t bit, RingOwner o
 }
 
 void DataPath::make_due(RingOwner o) {
-  bool& due = o.qp != nullptr ? o.qp->due : o.srq->due;
+  bool& due = o.due();
   if (due) return;
   due = true;
   due_.push_back(o);
@@ -370,7 +370,7 @@ bool DataPath::poll(t::Nanos now, bool poll_link) {
   counters_.rings_read += due_.size();
   for (const RingOwner& o : due_) {
     if (has_untaken(o)) carried_.push_back(o);
-    else (o.qp != nullptr ? o.qp->due : o.srq->due) = false;
+    else o.due() = false;
   }
   due_.clear();
   if (iw_) {

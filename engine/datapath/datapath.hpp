@@ -179,6 +179,7 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
     QpBinding* qp = nullptr;
     SrqBinding* srq = nullptr;
     bool operator==(const RingOwner&) const = default;
+    bool& due() const { return qp != nullptr ? qp->due : srq->due; }
   };
   // One process's doorbell page and what its bits name (by bit; an unused
   // bit names nothing). Kept while the process has bound queues.
