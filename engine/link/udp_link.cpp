@@ -24,8 +24,6 @@ namespace {
 
 constexpr std::size_t kIpUdpHeaders = 20 + 8;
 constexpr std::size_t kIp6UdpHeaders = 40 + 8;
-// Room in front of a received datagram for either rebuilt header set.
-constexpr std::size_t kRxHeadroom = kIp6UdpHeaders;
 constexpr std::size_t kDatagramOffset6 = 14 + kIp6UdpHeaders;
 constexpr uint8_t kTtl = 64;
 
@@ -132,7 +130,21 @@ std::unique_ptr<UdpLink> UdpLink::open(uint32_t ipv4, uint16_t port, std::string
 }
 
 UdpLink::UdpLink(int fd, uint32_t ipv4, uint16_t port)
-    : fd_(fd), ipv4_(ipv4), port_(port), rx_buf_(kRxHeadroom + kMaxDatagram), tx_buf_(kDatagramOffset6 + kMaxDatagram) {}
+    : fd_(fd), ipv4_(ipv4), port_(port) {
+  tx_.data.resize(kBatch * kTxSlot);
+  rx_.data.resize(kBatch * kRxSlot);
+  for (std::size_t i = 0; i < kBatch; ++i) {
+    // RX slots are fixed: slot i always receives into the same memory.
+    rx_.iov[i] = iovec{rx_slot(i) + kRxHeadroom, kMaxDatagram};
+    msghdr& h = rx_.msgs[i].msg_hdr;
+    h.msg_iov = &rx_.iov[i];
+    h.msg_iovlen = 1;
+    h.msg_name = &rx_.addr[i];
+    tx_.msgs[i].msg_hdr.msg_iov = &tx_.iov[i];
+    tx_.msgs[i].msg_hdr.msg_iovlen = 1;
+    tx_.msgs[i].msg_hdr.msg_name = &tx_.addr[i];
+  }
+}
 
 void UdpLink::close_all() noexcept {
   for (Group& g : groups_) ::close(g.fd);
@@ -287,43 +299,82 @@ EncodedFrame UdpLink::encode(const wire::IbPacket& pkt, const LinkDest& dst, wir
 }
 
 bool UdpLink::send(const wire::IbPacket& pkt, const LinkDest& dst, wire::Bytes* sent) {
-  const EncodedFrame f = encode(pkt, dst, tx_buf_);
+  uint8_t* slot = tx_slot(tx_.count);
+  const EncodedFrame f = encode(pkt, dst, wire::MutBytes(slot, kTxSlot));
   if (f.size == 0) {
     ++counters_.tx_errors;
     return false;
   }
-  const wire::Bytes frame(tx_buf_.data(), f.size);
-  if (!send_datagram(frame)) return false;
-  if (sent != nullptr) *sent = frame;
-  return true;
+  if (sent != nullptr) *sent = wire::Bytes(slot, f.size);  // the slot is written again kBatch sends later
+  return queue_datagram(f.size);
 }
 
-bool UdpLink::send_frame(wire::Bytes frame) { return send_datagram(frame); }
-
-bool UdpLink::send_datagram(wire::Bytes frame) {
-  // The frame is one encode() built: Ethernet (no VLAN), then IPv4 or IPv6.
-  ssize_t sent = -1;
-  if (frame.size() > kDatagramOffset && wire::load_be16(frame.data() + 12) == wire::ethertype::kIpv4) {
-    const sockaddr_in to = make_addr(wire::load_be32(frame.data() + 14 + 16), wire::kRoceV2Port);
-    sent = ::sendto(fd_, frame.data() + kDatagramOffset, frame.size() - kDatagramOffset, 0,
-                    reinterpret_cast<const sockaddr*>(&to), sizeof to);
-  } else if (fd6_ >= 0 && frame.size() > kDatagramOffset6 &&
-             wire::load_be16(frame.data() + 12) == wire::ethertype::kIpv6) {
-    sockaddr_in6 to{};
-    to.sin6_family = AF_INET6;
-    to.sin6_port = htons(wire::kRoceV2Port);
-    std::memcpy(to.sin6_addr.s6_addr, frame.data() + 14 + 24, 16);
-    to.sin6_scope_id = ifindex_;
-    sent = ::sendto(fd6_, frame.data() + kDatagramOffset6, frame.size() - kDatagramOffset6, 0,
-                    reinterpret_cast<const sockaddr*>(&to), sizeof to);
-  }
-  if (sent < 0) {
-    // A full socket buffer is a drop, as on a congested wire: RC recovers.
+bool UdpLink::send_frame(wire::Bytes frame) {
+  // Through the queue, so that it keeps its place among the frames sent
+  // before and after it.
+  if (frame.size() > kTxSlot) {
     ++counters_.tx_errors;
     return false;
   }
-  ++counters_.tx_packets;
+  std::memcpy(tx_slot(tx_.count), frame.data(), frame.size());
+  return queue_datagram(frame.size());
+}
+
+bool UdpLink::queue_datagram(std::size_t size) {
+  // The frame is one encode() built: Ethernet (no VLAN), then IPv4 or IPv6.
+  const std::size_t i = tx_.count;
+  const uint8_t* frame = tx_slot(i);
+  msghdr& h = tx_.msgs[i].msg_hdr;
+  if (size > kDatagramOffset && wire::load_be16(frame + 12) == wire::ethertype::kIpv4) {
+    const sockaddr_in to = make_addr(wire::load_be32(frame + 14 + 16), wire::kRoceV2Port);
+    std::memcpy(&tx_.addr[i], &to, sizeof to);
+    h.msg_namelen = sizeof to;
+    tx_.iov[i] = iovec{tx_slot(i) + kDatagramOffset, size - kDatagramOffset};
+    tx_.fd[i] = fd_;
+  } else if (fd6_ >= 0 && size > kDatagramOffset6 && wire::load_be16(frame + 12) == wire::ethertype::kIpv6) {
+    sockaddr_in6& to = tx_.addr[i];
+    to = sockaddr_in6{};
+    to.sin6_family = AF_INET6;
+    to.sin6_port = htons(wire::kRoceV2Port);
+    std::memcpy(to.sin6_addr.s6_addr, frame + 14 + 24, 16);
+    to.sin6_scope_id = ifindex_;
+    h.msg_namelen = sizeof to;
+    tx_.iov[i] = iovec{tx_slot(i) + kDatagramOffset6, size - kDatagramOffset6};
+    tx_.fd[i] = fd6_;
+  } else {
+    ++counters_.tx_errors;
+    return false;
+  }
+  if (++tx_.count == kBatch) send_batch();
   return true;
+}
+
+void UdpLink::flush(transport::Nanos now) {
+  (void)now;
+  send_batch();
+}
+
+void UdpLink::send_batch() {
+  std::size_t i = 0;
+  while (i < tx_.count) {
+    // The run of datagrams from i that leave through the same socket.
+    std::size_t end = i + 1;
+    while (end < tx_.count && tx_.fd[end] == tx_.fd[i]) ++end;
+    const int n = ::sendmmsg(tx_.fd[i], &tx_.msgs[i], static_cast<unsigned>(end - i), 0);
+    if (n > 0) {
+      counters_.tx_packets += static_cast<uint64_t>(n);
+      i += static_cast<std::size_t>(n);
+    } else if (errno == EAGAIN || errno == ENOBUFS) {
+      // The socket buffer is full: the rest of the run is dropped.
+      counters_.tx_errors += end - i;
+      i = end;
+    } else {
+      // This datagram cannot go (no route, too big): the next may.
+      ++counters_.tx_errors;
+      ++i;
+    }
+  }
+  tx_.count = 0;
 }
 
 std::optional<uint16_t> UdpLink::solve_ip_id(wire::Bytes packet) {
@@ -371,132 +422,150 @@ std::optional<uint16_t> UdpLink::solve_ip_id(wire::Bytes packet) {
 }
 
 bool UdpLink::receive(LinkRxPacket* out) {
-  if (receive_v4(fd_, ipv4_, out)) return true;
-  if (fd6_ >= 0 && receive_v6(out)) return true;
-  for (const Group& g : groups_)
-    if (receive_v4(g.fd, g.group, out)) return true;
-  return false;
-}
-
-bool UdpLink::receive_v4(int fd, uint32_t dst, LinkRxPacket* out) {
   for (;;) {
-    sockaddr_in from{};
-    socklen_t from_len = sizeof from;
-    uint8_t* datagram = rx_buf_.data() + kRxHeadroom;
-    const ssize_t n = ::recvfrom(fd, datagram, kMaxDatagram, 0, reinterpret_cast<sockaddr*>(&from), &from_len);
-    if (n < 0) return false;  // EAGAIN: nothing more
-    ++counters_.rx_packets;
-    const auto len = static_cast<std::size_t>(n);
-    const uint32_t src = ntohl(from.sin_addr.s_addr);
-    const uint16_t sport = ntohs(from.sin_port);
-    if (dst != ipv4_ && src == ipv4_) {
-      // Our own send to a group, back through an interface that loops
-      // multicast (lo): the data path already gave its members their copy.
-      ++counters_.rx_not_ours;
-      continue;
-    }
-    // Rebuild the IPv4 + UDP headers the sender's kernel wrote (ID 0, DF),
-    // in front of the datagram, and check the ICRC over the whole.
-    uint8_t* ip = datagram - kIpUdpHeaders;
-    std::memset(ip, 0, kIpUdpHeaders);
-    ip[0] = 0x45;
-    wire::store_be16(ip + 2, static_cast<uint16_t>(kIpUdpHeaders + len));
-    ip[6] = 0x40;  // DF
-    ip[8] = kTtl;
-    ip[9] = 17;    // UDP
-    wire::store_be32(ip + 12, src);
-    wire::store_be32(ip + 16, dst);
-    uint8_t* udp = ip + 20;
-    wire::store_be16(udp, sport);
-    // RoCE v2 datagrams go to port 4791 (annex A17.2); the ICRC covers it
-    // even when this link listens elsewhere (tests bind ephemeral ports).
-    wire::store_be16(udp + 2, wire::kRoceV2Port);
-    wire::store_be16(udp + 4, static_cast<uint16_t>(8 + len));
-    const wire::Bytes packet(ip, kIpUdpHeaders + len);
-    auto ok = wire::icrc_verify(wire::RoceVersion::kV2, packet);
-    if (!ok) {
-      ++counters_.rx_malformed;
-      continue;
-    }
-    auto habit = id_habit_.find(src);
-    if (habit == id_habit_.end() && id_habit_.size() < kMaxSources) habit = id_habit_.emplace(src, IdHabit{}).first;
-    IdHabit scratch_habit;  // for a source the table has no room for
-    IdHabit& h = habit != id_habit_.end() ? habit->second : scratch_habit;
-    if (*ok) {
-      if (!h.varying && h.zero_streak < kZeroStreak) ++h.zero_streak;
-    } else {
-      // Not ID 0: another implementation's kernel chose the ID (see the
-      // header); accept the packet only if some ID explains the ICRC, and
-      // only from a source not known to send ID 0.
-      const bool id0_sender = !h.varying && h.zero_streak >= kZeroStreak;
-      if (id0_sender || !solve_ip_id(packet)) {
-        ++counters_.rx_bad_icrc;
+    while (rx_.next < rx_.count) {
+      const std::size_t i = rx_.next++;
+      ++counters_.rx_packets;
+      if ((rx_.msgs[i].msg_hdr.msg_flags & MSG_TRUNC) != 0) {
+        ++counters_.rx_malformed;  // longer than any RoCE packet at MTU 4096
         continue;
       }
-      h.varying = true;
-      ++counters_.rx_icrc_ip_id;
+      if (rx_fd_ == fd6_ ? accept_v6(i, out) : accept_v4(i, out)) return true;
     }
-    auto ib = wire::decode_ib(wire::Bytes(datagram, len - wire::kIcrcSize));
-    if (!ib) {
-      ++counters_.rx_malformed;
-      continue;
-    }
-    *out = LinkRxPacket{};
-    out->ib = *ib;
-    out->from.src = wire::IpAddr::from_v4(src);
-    out->from.dst = wire::IpAddr::from_v4(dst);
-    out->from.src_port = sport;
-    return true;
+    // The batch is served: the next one from the first socket with
+    // something waiting, in the order the single-datagram reads took them.
+    bool filled = fill_rx(fd_, ipv4_);
+    if (!filled && fd6_ >= 0) filled = fill_rx(fd6_, 0);
+    for (std::size_t g = 0; !filled && g < groups_.size(); ++g) filled = fill_rx(groups_[g].fd, groups_[g].group);
+    if (!filled) return false;
   }
 }
 
-bool UdpLink::receive_v6(LinkRxPacket* out) {
-  for (;;) {
-    sockaddr_in6 from{};
-    socklen_t from_len = sizeof from;
-    uint8_t* datagram = rx_buf_.data() + kRxHeadroom;
-    const ssize_t n = ::recvfrom(fd6_, datagram, kMaxDatagram, 0, reinterpret_cast<sockaddr*>(&from), &from_len);
-    if (n < 0) return false;
-    ++counters_.rx_packets;
-    const auto len = static_cast<std::size_t>(n);
-    const uint16_t sport = ntohs(from.sin6_port);
-    // Rebuild the IPv6 + UDP headers: traffic class, flow label, hop limit
-    // and the UDP checksum are masked in the ICRC (annex A17.4.3.2), and
-    // IPv6 has no identification, so the check is complete.
-    uint8_t* ip = datagram - kIp6UdpHeaders;
-    std::memset(ip, 0, kIp6UdpHeaders);
-    ip[0] = 0x60;
-    wire::store_be16(ip + 4, static_cast<uint16_t>(8 + len));
-    ip[6] = 17;  // next header: UDP
-    ip[7] = kTtl;
-    std::memcpy(ip + 8, from.sin6_addr.s6_addr, 16);
-    std::memcpy(ip + 24, ll_.data(), 16);
-    uint8_t* udp = ip + 40;
-    wire::store_be16(udp, sport);
-    wire::store_be16(udp + 2, wire::kRoceV2Port);
-    wire::store_be16(udp + 4, static_cast<uint16_t>(8 + len));
-    auto ok = wire::icrc_verify(wire::RoceVersion::kV2, wire::Bytes(ip, kIp6UdpHeaders + len));
-    if (!ok) {
-      ++counters_.rx_malformed;
-      continue;
-    }
-    if (!*ok) {
-      ++counters_.rx_bad_icrc;
-      continue;
-    }
-    auto ib = wire::decode_ib(wire::Bytes(datagram, len - wire::kIcrcSize));
-    if (!ib) {
-      ++counters_.rx_malformed;
-      continue;
-    }
-    *out = LinkRxPacket{};
-    out->ib = *ib;
-    out->from.src_port = sport;
-    out->from.ipv6 = true;
-    std::memcpy(out->from.src.bytes.data(), from.sin6_addr.s6_addr, 16);
-    out->from.dst.bytes = ll_;
-    return true;
+bool UdpLink::fill_rx(int fd, uint32_t dst) {
+  for (std::size_t i = 0; i < kBatch; ++i) {
+    msghdr& h = rx_.msgs[i].msg_hdr;
+    h.msg_namelen = sizeof(sockaddr_in6);
+    h.msg_flags = 0;
   }
+  rx_.next = 0;
+  rx_.count = 0;
+  const int n = ::recvmmsg(fd, rx_.msgs.data(), kBatch, MSG_DONTWAIT, nullptr);
+  if (n <= 0) return false;  // EAGAIN: nothing waiting
+  rx_.count = static_cast<std::size_t>(n);
+  rx_fd_ = fd;
+  rx_dst_ = dst;
+  return true;
+}
+
+bool UdpLink::accept_v4(std::size_t i, LinkRxPacket* out) {
+  uint8_t* datagram = rx_slot(i) + kRxHeadroom;
+  const std::size_t len = rx_.msgs[i].msg_len;
+  sockaddr_in from{};
+  std::memcpy(&from, &rx_.addr[i], sizeof from);
+  const uint32_t dst = rx_dst_;
+  const uint32_t src = ntohl(from.sin_addr.s_addr);
+  const uint16_t sport = ntohs(from.sin_port);
+  if (dst != ipv4_ && src == ipv4_) {
+    // Our own send to a group, back through an interface that loops
+    // multicast (lo): the data path already gave its members their copy.
+    ++counters_.rx_not_ours;
+    return false;
+  }
+  // Rebuild the IPv4 + UDP headers the sender's kernel wrote (ID 0, DF),
+  // in front of the datagram, and check the ICRC over the whole.
+  uint8_t* ip = datagram - kIpUdpHeaders;
+  std::memset(ip, 0, kIpUdpHeaders);
+  ip[0] = 0x45;
+  wire::store_be16(ip + 2, static_cast<uint16_t>(kIpUdpHeaders + len));
+  ip[6] = 0x40;  // DF
+  ip[8] = kTtl;
+  ip[9] = 17;    // UDP
+  wire::store_be32(ip + 12, src);
+  wire::store_be32(ip + 16, dst);
+  uint8_t* udp = ip + 20;
+  wire::store_be16(udp, sport);
+  // RoCE v2 datagrams go to port 4791 (annex A17.2); the ICRC covers it
+  // even when this link listens elsewhere (tests bind ephemeral ports).
+  wire::store_be16(udp + 2, wire::kRoceV2Port);
+  wire::store_be16(udp + 4, static_cast<uint16_t>(8 + len));
+  const wire::Bytes packet(ip, kIpUdpHeaders + len);
+  auto ok = wire::icrc_verify(wire::RoceVersion::kV2, packet);
+  if (!ok) {
+    ++counters_.rx_malformed;
+    return false;
+  }
+  auto habit = id_habit_.find(src);
+  if (habit == id_habit_.end() && id_habit_.size() < kMaxSources) habit = id_habit_.emplace(src, IdHabit{}).first;
+  IdHabit scratch_habit;  // for a source the table has no room for
+  IdHabit& h = habit != id_habit_.end() ? habit->second : scratch_habit;
+  if (*ok) {
+    if (!h.varying && h.zero_streak < kZeroStreak) ++h.zero_streak;
+  } else {
+    // Not ID 0: another implementation's kernel chose the ID (see the
+    // header); accept the packet only if some ID explains the ICRC, and
+    // only from a source not known to send ID 0.
+    const bool id0_sender = !h.varying && h.zero_streak >= kZeroStreak;
+    if (id0_sender || !solve_ip_id(packet)) {
+      ++counters_.rx_bad_icrc;
+      return false;
+    }
+    h.varying = true;
+    ++counters_.rx_icrc_ip_id;
+  }
+  auto ib = wire::decode_ib(wire::Bytes(datagram, len - wire::kIcrcSize));
+  if (!ib) {
+    ++counters_.rx_malformed;
+    return false;
+  }
+  *out = LinkRxPacket{};
+  out->ib = *ib;
+  out->from.src = wire::IpAddr::from_v4(src);
+  out->from.dst = wire::IpAddr::from_v4(dst);
+  out->from.src_port = sport;
+  return true;
+}
+
+bool UdpLink::accept_v6(std::size_t i, LinkRxPacket* out) {
+  uint8_t* datagram = rx_slot(i) + kRxHeadroom;
+  const std::size_t len = rx_.msgs[i].msg_len;
+  const sockaddr_in6& from = rx_.addr[i];
+  const uint16_t sport = ntohs(from.sin6_port);
+  // Rebuild the IPv6 + UDP headers: traffic class, flow label, hop limit
+  // and the UDP checksum are masked in the ICRC (annex A17.4.3.2), and
+  // IPv6 has no identification, so the check is complete.
+  uint8_t* ip = datagram - kIp6UdpHeaders;
+  std::memset(ip, 0, kIp6UdpHeaders);
+  ip[0] = 0x60;
+  wire::store_be16(ip + 4, static_cast<uint16_t>(8 + len));
+  ip[6] = 17;  // next header: UDP
+  ip[7] = kTtl;
+  std::memcpy(ip + 8, from.sin6_addr.s6_addr, 16);
+  std::memcpy(ip + 24, ll_.data(), 16);
+  uint8_t* udp = ip + 40;
+  wire::store_be16(udp, sport);
+  wire::store_be16(udp + 2, wire::kRoceV2Port);
+  wire::store_be16(udp + 4, static_cast<uint16_t>(8 + len));
+  auto ok = wire::icrc_verify(wire::RoceVersion::kV2, wire::Bytes(ip, kIp6UdpHeaders + len));
+  if (!ok) {
+    ++counters_.rx_malformed;
+    return false;
+  }
+  if (!*ok) {
+    ++counters_.rx_bad_icrc;
+    return false;
+  }
+  auto ib = wire::decode_ib(wire::Bytes(datagram, len - wire::kIcrcSize));
+  if (!ib) {
+    ++counters_.rx_malformed;
+    return false;
+  }
+  *out = LinkRxPacket{};
+  out->ib = *ib;
+  out->from.src_port = sport;
+  out->from.ipv6 = true;
+  std::memcpy(out->from.src.bytes.data(), from.sin6_addr.s6_addr, 16);
+  out->from.dst.bytes = ll_;
+  return true;
 }
 
 }  // namespace urnic::engine

@@ -46,6 +46,8 @@
 #pragma once
 
 #include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
 
 #include <array>
 #include <cstdint>
@@ -64,6 +66,8 @@ namespace urnic::engine {
 class UdpLink final : public Link {
  public:
   static constexpr std::size_t kMaxDatagram = 4096 + 128;  // path MTU 4096 + headers + ICRC
+  // Datagrams per sendmmsg / recvmmsg (see the batches below).
+  static constexpr std::size_t kBatch = 32;
 
   // Binds address:port (IPv4, host byte order). Returns nullptr with a
   // message in *error on failure (e.g. the port is taken).
@@ -86,7 +90,13 @@ class UdpLink final : public Link {
   // Sends the UDP payload of a frame encode() built to the IP destination
   // in its header.
   bool send_frame(wire::Bytes frame) override;
-  // Receives one datagram if any is waiting (non-blocking). Returns false
+  // send() and send_frame() queue; this sends the queue (one sendmmsg per
+  // run of datagrams for the same socket). A datagram the kernel refuses
+  // (full socket buffer) is a drop, counted in tx_errors, as on a congested
+  // wire: RC recovers.
+  void flush(transport::Nanos now) override;
+  // Receives one datagram if any is waiting (non-blocking; from the batch
+  // the last recvmmsg filled, or a new one). Returns false
   // when there is nothing (more) to read; packets that fail the checks are
   // counted and skipped.
   bool receive(LinkRxPacket* out) override;
@@ -124,11 +134,6 @@ class UdpLink final : public Link {
 
  private:
   UdpLink(int fd, uint32_t ipv4, uint16_t port);
-  // One datagram from IPv4 socket `fd`, which receives what is sent to
-  // `dst` (our address, or a joined group).
-  bool receive_v4(int fd, uint32_t dst, LinkRxPacket* out);
-  bool receive_v6(LinkRxPacket* out);
-  bool send_datagram(wire::Bytes frame);
   void close_all() noexcept;
   // The epoll fd over every socket (created on first need, with fd_ in it).
   bool watch(int fd);
@@ -146,10 +151,46 @@ class UdpLink final : public Link {
   uint32_t ipv4_ = 0;
   uint16_t port_ = 0;
   LinkCounters counters_;
-  // Receive buffer with room in front for the rebuilt IPv4 or IPv6 + UDP
+  // Batches (issue 23): a system call per packet was most of the link's
+  // cost. send() encodes into the next TX slot and flush() (the end of every
+  // data-path pass, or a full batch) hands the queue to the kernel with one
+  // sendmmsg per run of datagrams for the same socket, in order. receive()
+  // serves datagrams from a batch one recvmmsg filled, and refills it when
+  // it has served them all. Both batches are fixed (kBatch slots, allocated
+  // once).
+  static constexpr std::size_t kTxSlot = 14 + 40 + 8 + kMaxDatagram;  // Ethernet + IPv6 + UDP + datagram
+  // Each RX slot has room in front for the rebuilt IPv4 or IPv6 + UDP
   // headers, so the ICRC is computed in place.
-  std::vector<uint8_t> rx_buf_;
-  std::vector<uint8_t> tx_buf_;
+  static constexpr std::size_t kRxHeadroom = 40 + 8;
+  static constexpr std::size_t kRxSlot = kRxHeadroom + kMaxDatagram;
+  struct Batch {
+    std::vector<uint8_t> data;              // kBatch slots
+    std::array<mmsghdr, kBatch> msgs{};
+    std::array<iovec, kBatch> iov{};
+    std::array<sockaddr_in6, kBatch> addr{};  // an IPv4 peer fits in a sockaddr_in6
+    std::array<int, kBatch> fd{};           // TX: the socket each datagram goes out on
+    std::size_t count = 0;                  // TX: queued; RX: filled
+    std::size_t next = 0;                   // RX: the next to serve
+  };
+  Batch tx_;
+  Batch rx_;
+  int rx_fd_ = -1;       // the socket rx_ was filled from
+  uint32_t rx_dst_ = 0;  // and the IPv4 address it receives (ours or a group's)
+  // The slot's frame memory.
+  uint8_t* tx_slot(std::size_t i) { return tx_.data.data() + i * kTxSlot; }
+  uint8_t* rx_slot(std::size_t i) { return rx_.data.data() + i * kRxSlot; }
+  // Queues the datagram of the frame in TX slot tx_.count (sends the batch
+  // when it is full). False (counted) when the frame has no route here.
+  bool queue_datagram(std::size_t size);
+  // Sends what is queued.
+  void send_batch();
+  // Fills rx_ from `fd` (receiving what is sent to `dst`); false if nothing
+  // was waiting there.
+  bool fill_rx(int fd, uint32_t dst);
+  // Checks datagram `i` of rx_ and turns it into *out; false (counted) if it
+  // fails a check.
+  bool accept_v4(std::size_t i, LinkRxPacket* out);
+  bool accept_v6(std::size_t i, LinkRxPacket* out);
   // What each IPv4 source sends as IP ID. A source whose first kZeroStreak
   // packets all verified with ID 0 is an ID-0 sender (another urnic): the
   // solver is never used for it, so its ICRC keeps all 32 bits. A source
