@@ -11,7 +11,7 @@
 # percentile, us), ib_send_lat -e (event mode: both programs sleep on
 # their completion channels instead of spinning) and write bandwidth (BW
 # average, Gbit/s), and the kernel's TCP throughput over the veth for
-# comparison.
+# comparison (iperf3's throughput and sockperf's ping-pong latency).
 #
 # Why both latencies: ib_write_lat spins on both sides. On a 2-core machine
 # that is two spinning programs plus two daemons, four runnable threads on
@@ -208,6 +208,16 @@ sleep 0.5
 tcp=$(in_ns b iperf3 -c "$ip_a" -p "$((port + 1))" -t 5 -J 2>/dev/null |
   python3 -c 'import json,sys; print("%.2f" % (json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"] / 1e9))' 2>/dev/null || echo -)
 wait "$ipid" 2>/dev/null
+# And its latency: sockperf's TCP ping-pong over the veth at the latency
+# size (one-way p50 and p99, as perftest's columns).
+ip netns exec "$ns_a" sockperf sr --tcp -i "$ip_a" -p "$((port + 2))" > /dev/null 2>&1 &
+spid=$!
+pids+=("$spid")
+sleep 0.5
+sp_out=$(in_ns b sockperf pp --tcp -i "$ip_a" -p "$((port + 2))" -m "$lat_size" -t 3 2>&1)
+sp50=$(awk '/percentile 50.000/ {print $NF}' <<< "$sp_out")
+sp99=$(awk '/percentile 99.000/ {print $NF}' <<< "$sp_out")
+stop_pid "$spid"
 
 printf '\nurnic links, %s: ib_write_lat and ib_send_lat -e -s %s (%s iters), ib_write_bw -s %s (%s iters), RoCE v2/IPv4, MTU 4096\n' \
   "$(date -u '+%Y-%m-%d %H:%M UTC')" "$lat_size" "$lat_iters" "$bw_size" "$bw_iters"
@@ -216,3 +226,4 @@ printf '| link | write_lat typical [us] | write_lat avg [us] | write_lat 99%% [u
 printf '|---|---|---|---|---|---|---|\n'
 printf '%s\n' "${results[@]}"
 printf '| iperf3 TCP | - | - | - | - | %s | kernel TCP over the same veth, 1 stream, 5 s |\n' "$tcp"
+printf '| sockperf TCP | %s | - | %s | - | - | kernel TCP ping-pong over the same veth, -m %s, 3 s |\n' "${sp50:--}" "${sp99:--}" "$lat_size"
