@@ -244,6 +244,7 @@ void Qp::reset_state() {
   recv_skip_ = 0;
   tm_land_ = TmLanding::kNone;
   unacked_ = 0;
+  ack_owed_ = false;
 }
 
 // The error completion of the receive WQE the responder holds: on a TM

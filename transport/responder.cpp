@@ -33,7 +33,7 @@ void Qp::resp_run(const wire::IbPacket& pkt, const RxInfo& rx, Nanos now) {
       case RespState::kChkRkey: s = resp_chk_rkey(pkt); break;
       case RespState::kExecute: s = resp_execute(pkt, now); break;
       case RespState::kComplete: s = resp_complete(pkt, now); break;
-      case RespState::kAcknowledge: s = resp_acknowledge(pkt, now); break;
+      case RespState::kAcknowledge: s = resp_acknowledge(pkt); break;
       case RespState::kDuplicateRequest: s = resp_duplicate(pkt, now); break;
       case RespState::kErrNakPsnSequence:
         // IBA 9.7.5.2.2: NAK once with the PSN we expect; the requester goes back to it.
@@ -302,6 +302,7 @@ RespState Qp::resp_execute(const wire::IbPacket& pkt, Nanos now) {
     a.aeth.syndrome = ae::kAck | ae::kCreditsInvalid;
     a.aeth.msn = msn_;
     a.atomic_ack_eth.orig = orig;
+    pay_owed_ack(now);  // PSN order
     emit(a, path_addr(), now);
     return RespState::kDone;
   }
@@ -372,13 +373,22 @@ RespState Qp::resp_complete(const wire::IbPacket& pkt, Nanos now) {
   return RespState::kAcknowledge;
 }
 
-// IBA 9.7.5.1.6 coalescing: ACK when the requester asks (AckReq) or when
-// max_unacked_pkts requests have gone unacknowledged.
-RespState Qp::resp_acknowledge(const wire::IbPacket& pkt, Nanos now) {
+// IBA 9.7.5.1.6 coalescing: an ACK is due when the requester asks (AckReq)
+// or when max_unacked_pkts requests have gone unacknowledged, and goes at
+// the end of the engine's pass for the last request the pass accepted
+// (Qp::pay_owed_ack), or earlier, ahead of any other response.
+RespState Qp::resp_acknowledge(const wire::IbPacket& pkt) {
   epsn_ = pkt.bth.psn + 1;
   ++unacked_;
-  if (pkt.bth.ack_req || unacked_ >= ctx_.cfg.max_unacked_pkts) {
-    send_ack(ae::kAck | ae::kCreditsInvalid, pkt.bth.psn, now);
+  if (ack_owed_ || pkt.bth.ack_req || unacked_ >= ctx_.cfg.max_unacked_pkts) {
+    // Owed, not sent: every later request of the same pass moves its PSN
+    // on (an ACK covers what came before it, and its MSN is the latest), and
+    // the pass's end (Transport::settle_writes) sends one ACK for all.
+    if (ack_owed_) count(Counter::kAckDeferred);
+    else ctx_.acks_owed.push_back(qpn_);
+    ack_owed_ = true;
+    ack_owed_psn_ = pkt.bth.psn;
+    unacked_ = 0;
   } else {
     count(Counter::kAckDeferred);
   }
@@ -416,6 +426,7 @@ RespState Qp::resp_duplicate(const wire::IbPacket& pkt, Nanos now) {
       a.aeth.syndrome = ae::kAck | ae::kCreditsInvalid;
       a.aeth.msn = msn_;
       a.atomic_ack_eth.orig = r.orig;
+      pay_owed_ack(now);
       emit(a, path_addr(), now);
       return RespState::kDone;
     }
@@ -426,6 +437,7 @@ RespState Qp::resp_duplicate(const wire::IbPacket& pkt, Nanos now) {
 }
 
 void Qp::send_read_responses(const RespResource& r, Psn from, Nanos now) {
+  pay_owed_ack(now);
   if (!resp_settle(now)) return;
   const uint32_t mtu = pmtu();
   const Mr* mr = nullptr;
@@ -458,8 +470,16 @@ void Qp::send_read_responses(const RespResource& r, Psn from, Nanos now) {
 // An ACK or NAK with PSN p acknowledges every request before p (IBA
 // 9.7.5.1.x: the requester completes them): their data lands first.
 void Qp::send_ack(uint8_t syndrome, Psn psn, Nanos now) {
+  pay_owed_ack(now);  // in PSN order, ahead of this one
   if (!resp_settle(now)) return;
   emit_ack(syndrome, psn, now);
+}
+
+void Qp::pay_owed_ack(Nanos now) {
+  if (!ack_owed_) return;
+  ack_owed_ = false;
+  if (attr_.qp_state == QpState::kErr || attr_.qp_state == QpState::kReset) return;
+  send_ack(ae::kAck | ae::kCreditsInvalid, ack_owed_psn_, now);
 }
 
 void Qp::emit_ack(uint8_t syndrome, Psn psn, Nanos now) {
@@ -491,7 +511,9 @@ void Qp::notify_congestion(Nanos now) {
 // the receive WQE in use completes with the local status.
 void Qp::resp_nak(uint8_t syndrome, Psn psn, RespState why, Nanos now) {
   // An earlier request whose staged data faulted is the first error: its
-  // NAK (resp_settle) went instead.
+  // NAK (resp_settle) went instead. An owed ACK (of earlier, good
+  // requests) goes first.
+  pay_owed_ack(now);
   if (!resp_settle(now)) return;
   nak_and_error(syndrome, psn, why, now);
 }
@@ -499,6 +521,9 @@ void Qp::resp_nak(uint8_t syndrome, Psn psn, RespState why, Nanos now) {
 void Qp::nak_and_error(uint8_t syndrome, Psn psn, RespState why, Nanos now) {
   URNIC_TRACE(qpn_, "resp", "CHECKS", to_string(why), "NAK");
   count(Counter::kSentNakErr);
+  // An owed ACK still here covers the request this NAKs (a staged write
+  // of it faulted): it must not go.
+  ack_owed_ = false;
   emit_ack(syndrome, psn, now);
   if (recv_slot_ == RecvSlot::kHeld && pending_recv_status_ != WcStatus::kSuccess) fail_recv(pending_recv_status_, now);
   ctx_.raise({why == RespState::kErrNakRemoteAccess ? EventType::kQpAccessErr

@@ -130,6 +130,11 @@ void Transport::settle_writes(Nanos now) {
     // An RC QP's NAK settled again: faults of other QPs it found stay queued.
     c.mem.settle(c.write_faults);
   }
+  // The pass's data has landed: the ACKs it owes go (Qp::pay_owed_ack). A
+  // QP destroyed since it owed one is gone from the table.
+  for (const uint32_t qpn : c.acks_owed)
+    if (detail::Qp* qp = find_qp(qpn)) qp->pay_owed_ack(now);
+  c.acks_owed.clear();
 }
 
 }  // namespace urnic::transport

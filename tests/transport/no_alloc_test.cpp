@@ -91,7 +91,8 @@ class RingSink final : public TxSink, public EventSink {
     ++count_;
   }
   void on_async_event(const AsyncEvent&) override { ++events; }
-  // Hands every queued packet to `t` (which may queue more in its own sink).
+  // Hands every queued packet to `t` (which may queue more in its own sink),
+  // as one engine pass.
   std::size_t deliver_to(Transport& t, Nanos now) {
     std::size_t n = 0;
     RxInfo rx;
@@ -101,6 +102,7 @@ class RingSink final : public TxSink, public EventSink {
       --count_;
       ++n;
     }
+    t.settle_writes(now);  // the end of the engine's pass: the ACKs it owes go
     return n;
   }
   std::size_t events = 0;

@@ -25,9 +25,11 @@ struct Pair {
     connect_qp(tb, qb, type, qa, pb, now);
   }
 
+  // One engine pass: the packets, then its end (the ACKs the pass owes go).
   static void deliver(Transport& t, const std::vector<Captured>& pkts, Nanos now) {
     RxInfo rx;
     for (const Captured& c : pkts) t.on_packet(c.pkt, rx, now);
+    t.settle_writes(now);
   }
   void to_b(const std::vector<Captured>& pkts) { deliver(tb, pkts, now); }
   void to_a(const std::vector<Captured>& pkts) { deliver(ta, pkts, now); }

@@ -483,8 +483,17 @@ TEST_CASE("ACK coalescing: AckReq every ack_req_every packets, or every max_unac
     auto req = p.sa.take();
     REQUIRE(req.size() == 40);
     for (const auto& c : req) CHECK(c.pkt.bth.ack_req == (c.psn() == 15 || c.psn() == 31 || c.psn() == 39));
-    p.to_b(req);
-    CHECK(psns(p.sb.take()) == V32{15, 31, 39});
+    SECTION("one packet per engine pass: an ACK for each AckReq") {
+      for (const auto& c : req) p.to_b({c});
+      CHECK(psns(p.sb.take()) == V32{15, 31, 39});
+    }
+    SECTION("all in one pass: one ACK, for the last, sent at the pass's end") {
+      RxInfo rx;
+      for (const auto& c : req) p.tb.on_packet(c.pkt, rx, p.now);
+      CHECK(p.sb.take().empty());  // owed, not sent: the data is still staged
+      p.tb.settle_writes(p.now);
+      CHECK(psns(p.sb.take()) == V32{39});
+    }
   }
   SECTION("responder bounds the unacknowledged count") {
     TransportConfig cfg;
@@ -496,10 +505,29 @@ TEST_CASE("ACK coalescing: AckReq every ack_req_every packets, or every max_unac
     REQUIRE(p.send(1, WrOpcode::kRdmaWrite, 0, 40 * 256) == 0);
     auto req = p.sa.take();
     for (const auto& c : req) CHECK(c.pkt.bth.ack_req == (c.psn() == 39));
-    p.to_b(req);
+    for (const auto& c : req) p.to_b({c});
     CHECK(psns(p.sb.take()) == V32{15, 31, 39});
     CHECK(p.tb.counters().get(Counter::kAckDeferred) == 37);
   }
+}
+
+TEST_CASE("an ACK owed at the pass's end goes first when the responder answers a READ", "[rc]") {
+  // A WRITE (AckReq) and a READ in one pass: the WRITE's ACK is owed, and
+  // goes out ahead of the READ response (PSN order), not after it.
+  Pair p;
+  REQUIRE(p.send(1, WrOpcode::kRdmaWrite, 0, 64) == 0);
+  REQUIRE(p.send(2, WrOpcode::kRdmaRead, 4096, 64, 4096) == 0);
+  auto req = p.sa.take();
+  REQUIRE(req.size() == 2);
+  RxInfo rx;
+  for (const auto& c : req) p.tb.on_packet(c.pkt, rx, p.now);
+  const auto out = p.sb.take();
+  CHECK(ops(out) == V8{op::kAck, op::kReadResponseOnly});
+  CHECK(psns(out) == V32{0, 1});
+  p.tb.settle_writes(p.now);
+  CHECK(p.sb.take().empty());  // paid already: nothing more at the pass's end
+  p.to_a(out);
+  CHECK(p.a.poll().size() == 2);
 }
 
 TEST_CASE("path MTU 256..4096 segments a 10000-byte SEND", "[rc]") {
@@ -828,6 +856,7 @@ TEST_CASE("congestion notification: a CE-marked packet gets its sender a CNP, on
   auto req = p.sa.take();
   REQUIRE(req.size() == 2);
   for (const Captured& c : req) p.tb.on_packet(c.pkt, marked, p.now);
+  p.tb.settle_writes(p.now);  // the pass's end: its ACK goes
   auto out = p.sb.take();
   std::vector<Captured> cnps, acks;
   for (const Captured& c : out) (c.op() == urnic::wire::opcode::kCnp ? cnps : acks).push_back(c);

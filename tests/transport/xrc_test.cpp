@@ -112,6 +112,8 @@ struct Xrc {
       RxInfo rx;
       for (const auto& c : x) tb.on_packet(c.pkt, rx, now);
       for (const auto& c : y) ta.on_packet(c.pkt, rx, now);
+      tb.settle_writes(now);  // the end of a pass (owed ACKs go)
+      ta.settle_writes(now);
     }
   }
   std::vector<Cqe> poll(Transport& t, CqHandle cq) {
@@ -136,6 +138,7 @@ TEST_CASE("XRC: SENDs go to the SRQ the XRCETH names and complete on its CQ", "[
   CHECK(req[0].pkt.xrc_srqn == x.tb.srq_num(x.srq2));
   RxInfo rx;
   x.tb.on_packet(req[0].pkt, rx, x.now);
+  x.tb.settle_writes(x.now);
   auto ack = x.sb.take();
   REQUIRE(ack.size() == 1);
   CHECK(ack[0].op() == (op::kXrc | op::kAck));
@@ -175,6 +178,7 @@ TEST_CASE("XRC: RDMA WRITE and READ through the target, checked against the SRQ'
   CHECK(w[2].op() == (op::kXrc | op::kWriteLast));
   RxInfo rx;
   for (const auto& c : w) x.tb.on_packet(c.pkt, rx, x.now);
+  x.tb.settle_writes(x.now);
   auto ack = x.sb.take();
   REQUIRE(ack.size() == 1);
   CHECK(ack[0].op() == (op::kXrc | op::kAck));
@@ -189,6 +193,7 @@ TEST_CASE("XRC: RDMA WRITE and READ through the target, checked against the SRQ'
   REQUIRE(rq.size() == 1);
   CHECK(rq[0].op() == (op::kXrc | op::kReadRequest));
   x.tb.on_packet(rq[0].pkt, rx, x.now);
+  x.tb.settle_writes(x.now);
   auto resp = x.sb.take();
   REQUIRE(resp.size() == 2);
   CHECK(resp[0].op() == (op::kXrc | op::kReadResponseFirst));
@@ -206,6 +211,7 @@ TEST_CASE("XRC: RDMA WRITE and READ through the target, checked against the SRQ'
   REQUIRE(s3.ok());
   REQUIRE(y.post(3, WrOpcode::kRdmaWrite, y.tb.srq_num(s3.value), 16) == 0);
   y.tb.on_packet(y.sa.take().at(0).pkt, rx, y.now);
+  y.tb.settle_writes(y.now);
   auto nak = y.sb.take();
   REQUIRE(nak.size() == 1);
   CHECK(nak[0].op() == (op::kXrc | op::kAck));
@@ -229,6 +235,7 @@ TEST_CASE("XRC: a target takes requests only from its initiator's address", "[xr
   spoofed.has_src = true;
   spoofed.src_gid[15] = 0x66;
   x.tb.on_packet(w[0].pkt, spoofed, x.now);
+  x.tb.settle_writes(x.now);
   CHECK(x.tb.counters().get(Counter::kWrongPeerPkts) == 1);
   CHECK(std::equal(before.begin(), before.end(), x.b.bytes().begin()));
   CHECK(x.sb.take().empty());
@@ -236,6 +243,7 @@ TEST_CASE("XRC: a target takes requests only from its initiator's address", "[xr
   RxInfo peer;
   peer.has_src = true;
   x.tb.on_packet(w[0].pkt, peer, x.now);
+  x.tb.settle_writes(x.now);
   CHECK(std::memcmp(x.b.bytes().data(), x.a.bytes().data(), 1024) == 0);
   CHECK(x.sb.take().size() == 1);
 }

@@ -132,6 +132,9 @@ struct Context {
   // Staged responder writes that faulted (MemoryAccess::settle), not yet
   // acted on by their QP. Almost always empty.
   std::vector<WriteTag> write_faults;
+  // RC QPs that owe an ACK (Qp::pay_owed_ack), each once; paid and cleared
+  // by Transport::settle_writes, the end of every engine pass.
+  std::vector<uint32_t> acks_owed;
   // The QPNs of QPs that may have a timer running: a QP lists itself when it
   // sets a deadline (Qp/IwQp::list_timer), Transport::next_deadline drops
   // those whose deadline is gone. So finding the next deadline and firing

@@ -212,6 +212,10 @@ class Qp {
   // A staged write of data this QP received faulted when it was made
   // (Transport::settle_writes; transport/write_faults.cpp).
   void on_write_fault(const WriteTag& t, Nanos now);
+  // The ACK resp_acknowledge owes, if any: sent now (its data settled
+  // first). Transport::settle_writes pays every QP's at the end of the
+  // engine's pass; the responder pays before anything else it sends.
+  void pay_owed_ack(Nanos now);
 
   // Introspection for tests and the CLI.
   ReqState req_state() const noexcept { return req_state_; }
@@ -290,7 +294,7 @@ class Qp {
   RespState resp_chk_rkey(const wire::IbPacket& pkt);
   RespState resp_execute(const wire::IbPacket& pkt, Nanos now);
   RespState resp_complete(const wire::IbPacket& pkt, Nanos now);
-  RespState resp_acknowledge(const wire::IbPacket& pkt, Nanos now);
+  RespState resp_acknowledge(const wire::IbPacket& pkt);
   RespState resp_duplicate(const wire::IbPacket& pkt, Nanos now);
   void resp_nak(uint8_t syndrome, Psn psn, RespState why, Nanos now);
   void nak_and_error(uint8_t syndrome, Psn psn, RespState why, Nanos now);
@@ -369,6 +373,12 @@ class Qp {
   uint32_t write_rkey_ = 0;
   uint32_t write_len_ = 0;
   uint32_t unacked_ = 0;      // requests accepted since the last ACK we sent
+  // An ACK asked for (AckReq, or max_unacked_pkts reached) and not yet sent:
+  // ACKs are coalesced to one per QP per engine pass (IBA 9.7.5.1.6), so
+  // that a pass's received data lands with one flush of the staged writes,
+  // not one per message (issue 23). Listed in Context::acks_owed.
+  bool ack_owed_ = false;
+  Psn ack_owed_psn_{};
   bool cnp_sent_ = false;     // notify_congestion: a CNP went out, at last_cnp_
   Nanos last_cnp_ = 0;
   PoolDeque<RespResource> resources_;  // at most max(1, max_dest_rd_atomic)
