@@ -34,6 +34,20 @@ std::unique_ptr<engine::UdpLink> open_loopback(sockaddr_in& me) {
   REQUIRE(::getsockname(link->fd(), reinterpret_cast<sockaddr*>(&me), &len) == 0);
   return link;
 }
+
+// A plain UDP socket on 127.0.0.1 (an ephemeral port, in `addr`), sending
+// as another host's kernel would.
+int loopback_sender(sockaddr_in& addr) {
+  const int fd = ::socket(AF_INET, SOCK_DGRAM, 0);
+  REQUIRE(fd >= 0);
+  addr = sockaddr_in{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(kLoopback);
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  socklen_t len = sizeof addr;
+  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+  return fd;
+}
 }  // namespace
 
 TEST_CASE("udp link: a packet sent to our own address comes back with a good ICRC", "[engine][link]") {
@@ -43,14 +57,8 @@ TEST_CASE("udp link: a packet sent to our own address comes back with a good ICR
   // Deliver the datagram as another host's kernel would, from a plain socket
   // with DF set (IP ID 0), built for that socket's source port (the ICRC
   // covers the UDP header).
-  const int tx = ::socket(AF_INET, SOCK_DGRAM, 0);
-  REQUIRE(tx >= 0);
   sockaddr_in txa{};
-  txa.sin_family = AF_INET;
-  txa.sin_addr.s_addr = htonl(kLoopback);
-  REQUIRE(::bind(tx, reinterpret_cast<sockaddr*>(&txa), sizeof txa) == 0);
-  socklen_t txl = sizeof txa;
-  REQUIRE(::getsockname(tx, reinterpret_cast<sockaddr*>(&txa), &txl) == 0);
+  const int tx = loopback_sender(txa);
   const int pmtu = IP_PMTUDISC_DO;
   REQUIRE(::setsockopt(tx, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof pmtu) == 0);
 
@@ -336,14 +344,8 @@ TEST_CASE("udp link: sends leave in batches, in order, and flush sends the rest"
 TEST_CASE("udp link: a burst larger than a batch is received whole and in order", "[engine][link]") {
   sockaddr_in me{};
   auto link = open_loopback(me);
-  const int tx = ::socket(AF_INET, SOCK_DGRAM, 0);
-  REQUIRE(tx >= 0);
   sockaddr_in txa{};
-  txa.sin_family = AF_INET;
-  txa.sin_addr.s_addr = htonl(kLoopback);
-  REQUIRE(::bind(tx, reinterpret_cast<sockaddr*>(&txa), sizeof txa) == 0);
-  socklen_t txl = sizeof txa;
-  REQUIRE(::getsockname(tx, reinterpret_cast<sockaddr*>(&txa), &txl) == 0);
+  const int tx = loopback_sender(txa);
   auto send_raw = [&](const uint8_t* p, std::size_t len) {
     REQUIRE(::sendto(tx, p, len, 0, reinterpret_cast<sockaddr*>(&me), sizeof me) > 0);
   };
