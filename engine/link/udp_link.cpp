@@ -430,7 +430,7 @@ bool UdpLink::receive(LinkRxPacket* out) {
         ++counters_.rx_malformed;  // longer than any RoCE packet at MTU 4096
         continue;
       }
-      if (rx_fd_ == fd6_ ? accept_v6(i, out) : accept_v4(i, out)) return true;
+      if (rx_v6_ ? accept_v6(i, out) : accept_v4(i, out)) return true;
     }
     // The batch is served: the next one from the first socket with
     // something waiting, in the order the single-datagram reads took them.
@@ -452,7 +452,7 @@ bool UdpLink::fill_rx(int fd, uint32_t dst) {
   const int n = ::recvmmsg(fd, rx_.msgs.data(), kBatch, MSG_DONTWAIT, nullptr);
   if (n <= 0) return false;  // EAGAIN: nothing waiting
   rx_.count = static_cast<std::size_t>(n);
-  rx_fd_ = fd;
+  rx_v6_ = fd == fd6_;
   rx_dst_ = dst;
   return true;
 }

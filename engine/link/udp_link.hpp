@@ -174,8 +174,8 @@ class UdpLink final : public Link {
   };
   Batch tx_;
   Batch rx_;
-  int rx_fd_ = -1;       // the socket rx_ was filled from
-  uint32_t rx_dst_ = 0;  // and the IPv4 address it receives (ours or a group's)
+  bool rx_v6_ = false;   // rx_ was filled from the IPv6 socket
+  uint32_t rx_dst_ = 0;  // else the IPv4 address its socket receives (ours or a group's)
   // The slot's frame memory.
   uint8_t* tx_slot(std::size_t i) { return tx_.data.data() + i * kTxSlot; }
   uint8_t* rx_slot(std::size_t i) { return rx_.data.data() + i * kRxSlot; }
