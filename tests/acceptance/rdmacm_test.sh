@@ -21,7 +21,7 @@ cli=${4:-}
 # shellcheck source=cm_client.sh
 source "$(dirname "$0")/cm_client.sh"
 
-for prog in rping ucmatose udaddy mckey rdma_server rdma_client ib_send_bw ib_write_lat ib_read_bw ib_write_bw; do
+for prog in rping ucmatose udaddy mckey rdma_server rdma_client rdma_xserver rdma_xclient ib_send_bw ib_write_lat ib_read_bw ib_write_bw; do
   command -v $prog > /dev/null || { echo "SKIP: $prog not installed (rdmacm-utils, perftest)"; exit 77; }
 done
 
@@ -87,6 +87,12 @@ HEAD_START=1 cm_pair "mckey -c 2 -C 10 -S 1000 (two ids, two QPs each side)" 're
 cm_pair "rdma_server / rdma_client" 'rdma_server: end 0' 'rdma_client: end 0' \
   -- rdma_server -p $((p + 5)) \
   -- rdma_client -s 127.0.0.1 -p $((p + 5))
+# rdma_xserver / rdma_xclient: XRC through rdma_cm (issue 19): an XRC
+# receive (target) endpoint with its SRQ on the server, an XRC send
+# (initiator) endpoint on the client, connected by rdma_cm.
+cm_pair "rdma_xserver / rdma_xclient (XRC)" 'rdma_xserver: end 0' 'rdma_xclient: end 0' \
+  -- rdma_xserver -p $((p + 14)) \
+  -- rdma_xclient -s 127.0.0.1 -p $((p + 14))
 # perftest with -R: both the exchange and the test QPs connected by rdma_cm.
 HEAD_START=2 cm_pair "ib_send_bw -R" "$row" "$row" \
   -- ib_send_bw -R -n 500 -p $((p + 6)) \
