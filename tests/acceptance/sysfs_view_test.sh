@@ -60,7 +60,7 @@ trap cleanup EXIT
 mounts_before=$(sort /proc/self/mountinfo)
 ib_before=$(ls -A /sys/class/infiniband 2>&1)
 dev_ib_before=$(ls -A /dev/infiniband 2>&1)
-class_host=$(ls -A /sys/class | grep -vx infiniband)
+class_host=$(ls -A /sys/class | grep -vx -e infiniband -e infiniband_verbs)
 
 devinfo=$("${run_env[@]}" ibv_devinfo -v -d urnic0 2>&1) || { fail "ibv_devinfo -v -d urnic0: $devinfo"; exit 1; }
 field() { awk -v k="$1:" '$1 == k { print $2; exit }' <<< "$devinfo"; }
@@ -79,7 +79,9 @@ view=$("${run_env[@]}" "$sysfs" -- /bin/sh -c '
   done
   echo "net $(ls $d/device/net/)"
   echo "iw_node_type $(cat /sys/class/infiniband/urnic_iw0/node_type)"
-  echo "class $(ls -A /sys/class | grep -vx infiniband | tr "\n" " ")"
+  v=/sys/class/infiniband_verbs
+  echo "uverbs $(cat $v/abi_version) $(cat $v/uverbs0/ibdev $v/uverbs0/abi_version $v/uverbs0/dev $v/uverbs1/ibdev $v/uverbs1/dev | tr "\n" " ")"
+  echo "class $(ls -A /sys/class | grep -vx -e infiniband -e infiniband_verbs | tr "\n" " ")"
   echo "lo_mtu $(cat /sys/class/net/lo/mtu)"
   echo "ip_lo $(ip -j addr show lo | /usr/bin/python3 -c "import json, sys; print(json.load(sys.stdin)[0][\"addr_info\"][0][\"local\"])")"
   if touch $d/new 2>/dev/null; then echo "writable yes"; else echo "writable no"; fi
@@ -132,6 +134,12 @@ if [[ -n $have ]] && [[ $(cut -f2 <<< "$have" | sort -u) == lo ]]; then pass "ev
   || fail "/sys/class/net/lo/mtu reads '$(get lo_mtu)'"
 [[ $(get ip_lo) == 127.0.0.1 ]] && pass "ip -j addr show lo: 127.0.0.1" || fail "ip -j addr show lo: '$(get ip_lo)'"
 [[ $(get writable) == no ]] && pass "the view is read-only" || fail "a file could be created in the view"
+
+# /sys/class/infiniband_verbs as ib_uverbs shows it: the class's ABI 6,
+# and per device its ibdev, provider ABI and the node's numbers.
+want_uv="6 urnic0 1 231:192 urnic_iw0 231:193 "
+[[ $(get uverbs) == "$want_uv" ]] && pass "/sys/class/infiniband_verbs: abi_version 6, uverbs0 -> urnic0 (231:192), uverbs1 -> urnic_iw0" \
+  || fail "/sys/class/infiniband_verbs in the view: '$(get uverbs)', want '$want_uv'"
 
 # /dev/infiniband (tools/sysfs/dev_view.hpp): uverbsN with the kernel's
 # numbers (231:192+N, hex in stat) for each device, rdma_cm, mode 0666; the

@@ -132,6 +132,27 @@ TEST_CASE("write_device makes the kernel's directory layout, read-only", "[sysfs
   fs::remove_all(root);
 }
 
+TEST_CASE("write_uverbs makes ib_uverbs' entry of a device", "[sysfs]") {
+  char tmpl[] = "/tmp/urnic-sysfs-test.XXXXXX";
+  REQUIRE(::mkdtemp(tmpl) != nullptr);
+  const fs::path root = tmpl;
+  DeviceView d = sample();
+  d.uverbs = "uverbs3";
+  std::string error;
+  REQUIRE(write_uverbs(root.string(), d, &error));
+  CHECK(slurp(root / "uverbs3" / "ibdev") == "urnic0\n");
+  CHECK(slurp(root / "uverbs3" / "abi_version") == "1\n");
+  CHECK(slurp(root / "uverbs3" / "dev") == "231:195\n");
+  // A name that is not uverbsN has no node numbers: refused, with the name.
+  d.uverbs = "uverbs";
+  CHECK_FALSE(write_uverbs(root.string(), d, &error));
+  CHECK(error.find("no uverbsN name") != std::string::npos);
+  d.uverbs = "uverbs7x";
+  CHECK_FALSE(write_uverbs(root.string(), d, &error));
+  fs::permissions(root / "uverbs3", fs::perms::owner_all);
+  fs::remove_all(root);
+}
+
 TEST_CASE("a device without a netdev has no device/ directory", "[sysfs]") {
   char tmpl[] = "/tmp/urnic-sysfs-test.XXXXXX";
   REQUIRE(::mkdtemp(tmpl) != nullptr);

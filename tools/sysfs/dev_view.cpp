@@ -21,17 +21,7 @@ namespace urnic::sysfs {
 namespace {
 
 constexpr const char* kDev = "/dev";
-constexpr unsigned kUverbsMajor = 231;  // the kernel's IB_UVERBS_MAJOR
-constexpr unsigned kUverbsBaseMinor = 192;
 constexpr unsigned kRdmaCmMinor = 255;  // misc-style minor of /dev/infiniband/rdma_cm
-
-// The N of "uverbsN", or -1.
-int uverbs_index(const std::string& name) {
-  if (name.rfind("uverbs", 0) != 0 || name.size() == 6) return -1;
-  char* end = nullptr;
-  const long n = std::strtol(name.c_str() + 6, &end, 10);
-  return *end == '\0' && n >= 0 && n < 63 ? static_cast<int>(n) : -1;
-}
 
 }  // namespace
 

@@ -21,11 +21,17 @@ namespace {
 
 constexpr const char* kClass = "/sys/class";
 
-// Symlinks of the kernel's own RDMA devices (../../devices/...), copied into
-// the view's infiniband/ so that they stay visible next to urnic's.
-std::vector<std::pair<std::string, std::string>> kernel_rdma_links() {
+constexpr const char* kInfinibandVerbs = "infiniband_verbs";
+// /sys/class/infiniband_verbs/abi_version: the kernel's uverbs command ABI
+// (IB_USER_VERBS_ABI_VERSION), which rdma-core checks before any device.
+constexpr const char* kUverbsAbi = "6\n";
+
+// Symlinks of the kernel's own RDMA devices (../../devices/...) in the real
+// /sys/class/<cls>, copied into the view's so that they stay visible next to
+// urnic's.
+std::vector<std::pair<std::string, std::string>> kernel_links(const char* cls) {
   std::vector<std::pair<std::string, std::string>> out;
-  const std::string dir = std::string(kClass) + "/" + kInfiniband;
+  const std::string dir = std::string(kClass) + "/" + cls;
   DIR* d = ::opendir(dir.c_str());
   if (d == nullptr) return out;
   while (const dirent* e = ::readdir(d)) {
@@ -58,11 +64,12 @@ bool enter_view(const std::vector<DeviceView>& devices, std::string* error) {
   std::vector<Entry> entries = read_entries(kClass);
   if (entries.empty()) return fail(error, std::string("reading ") + kClass);
   std::erase_if(entries, [](const Entry& en) {
-    if (en.name != kInfiniband) return false;
+    if (en.name != kInfiniband && en.name != kInfinibandVerbs) return false;
     if (en.fd >= 0) ::close(en.fd);
     return true;
   });
-  const auto kernel_links = kernel_rdma_links();
+  const auto kernel_rdma = kernel_links(kInfiniband);
+  const auto kernel_uverbs = kernel_links(kInfinibandVerbs);
   auto close_all = [&] { close_entries(entries); };
 
   constexpr unsigned long kFlags = MS_NOSUID | MS_NODEV | MS_NOEXEC;
@@ -77,20 +84,39 @@ bool enter_view(const std::vector<DeviceView>& devices, std::string* error) {
     }
   close_all();
   const std::string ib = std::string(kClass) + "/" + kInfiniband;
+  const std::string uv = std::string(kClass) + "/" + kInfinibandVerbs;
   if (::mkdir(ib.c_str(), 0755) != 0) return fail(error, "mkdir " + ib);
-  for (const auto& [name, target] : kernel_links)
+  if (::mkdir(uv.c_str(), 0755) != 0) return fail(error, "mkdir " + uv);
+  for (const auto& [name, target] : kernel_rdma)
     if (::symlinkat(target.c_str(), AT_FDCWD, (ib + "/" + name).c_str()) != 0) return fail(error, "symlink " + name);
+  for (const auto& [name, target] : kernel_uverbs)
+    if (::symlinkat(target.c_str(), AT_FDCWD, (uv + "/" + name).c_str()) != 0) return fail(error, "symlink " + name);
+  {
+    const int fd = ::open((uv + "/abi_version").c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
+    const ssize_t want = static_cast<ssize_t>(std::strlen(kUverbsAbi));
+    const bool written = fd >= 0 && ::write(fd, kUverbsAbi, std::strlen(kUverbsAbi)) == want;
+    if (fd >= 0) ::close(fd);
+    if (!written) return fail(error, "writing " + uv + "/abi_version");
+  }
+  auto taken_in = [](const auto& links, const std::string& name) {
+    for (const auto& kl : links)
+      if (kl.first == name) return true;
+    return false;
+  };
   for (const DeviceView& dev : devices) {
-    bool taken = false;
-    for (const auto& kl : kernel_links) taken = taken || kl.first == dev.name;
-    if (taken) {
+    if (taken_in(kernel_rdma, dev.name)) {
       std::fprintf(stderr, "urnic-sysfs: the kernel has an RDMA device named %s; it is shown, not urnic's\n",
                    dev.name.c_str());
       continue;
     }
     if (!write_device(ib, dev, std::string(kClass) + "/net", error)) return false;
+    // Its uverbs entry, unless the kernel's ib_uverbs has one of that name
+    // (its /dev/infiniband node wins too: dev_view.hpp).
+    if (uverbs_index(dev.uverbs) >= 0 && !taken_in(kernel_uverbs, dev.uverbs) && !write_uverbs(uv, dev, error))
+      return false;
   }
   if (::chmod(ib.c_str(), 0555) != 0) return fail(error, "chmod " + ib);
+  if (::chmod(uv.c_str(), 0555) != 0) return fail(error, "chmod " + uv);
   // Read-only like sysfs: the generated files cannot be changed, and nobody
   // creates entries that the real /sys/class would not have.
   if (::mount(nullptr, kClass, nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | kFlags, nullptr) != 0)

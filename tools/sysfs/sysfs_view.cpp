@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iterator>
 
@@ -161,6 +162,27 @@ bool write_port(Writer& w, const std::string& dir, const PortView& p) {
 }
 
 }  // namespace
+
+int uverbs_index(const std::string& name) {
+  if (name.rfind("uverbs", 0) != 0 || name.size() == 6) return -1;
+  char* end = nullptr;
+  const long n = std::strtol(name.c_str() + 6, &end, 10);
+  return *end == '\0' && n >= 0 && n < 63 ? static_cast<int>(n) : -1;
+}
+
+bool write_uverbs(const std::string& root, const DeviceView& dev, std::string* error) {
+  const int n = uverbs_index(dev.uverbs);
+  if (n < 0) {
+    if (error != nullptr) *error = "device " + dev.name + " has no uverbsN name (\"" + dev.uverbs + "\")";
+    return false;
+  }
+  Writer w{error, {}};
+  const std::string top = root + "/" + dev.uverbs;
+  const std::string numbers =
+      std::to_string(kUverbsMajor) + ":" + std::to_string(kUverbsBaseMinor + static_cast<unsigned>(n)) + "\n";
+  return w.dir(top) && w.file(top + "/ibdev", dev.name + "\n") && w.file(top + "/abi_version", "1\n") &&
+         w.file(top + "/dev", numbers) && w.seal();
+}
 
 bool write_device(const std::string& root, const DeviceView& dev, const std::string& net_class, std::string* error) {
   Writer w{error, {}};

@@ -56,6 +56,21 @@ std::string link_layer_text(std::uint32_t link_layer);
 std::string rate_text(std::uint32_t active_speed, std::uint32_t active_width);
 std::string gid_text(const std::array<std::uint8_t, 16>& gid);
 
+// The kernel's uverbs character device numbers: major 231 (IB_UVERBS_MAJOR),
+// minor 192 + N for /dev/infiniband/uverbsN.
+inline constexpr unsigned kUverbsMajor = 231;
+inline constexpr unsigned kUverbsBaseMinor = 192;
+
+// The N of "uverbsN", or -1.
+int uverbs_index(const std::string& name);
+
+// Writes `<root>/<dev.uverbs>/` as the kernel's ib_uverbs shows it under
+// /sys/class/infiniband_verbs/ (drivers/infiniband/core/uverbs_main.c):
+// ibdev (the RDMA device's name), abi_version (the provider's ABI, 1) and
+// dev ("231:<192+N>", the node dev_view.hpp makes). false with a message
+// when dev.uverbs is not a uverbsN name or a file cannot be made.
+bool write_uverbs(const std::string& root, const DeviceView& dev, std::string* error);
+
 // Writes `<root>/<dev.name>/...` (the directory must not exist yet): the
 // files read-only (0444), the directories 0555 once filled, as sysfs shows
 // them. device/net/<netdev> is a symlink to `<net_class>/<netdev>`'s target
