@@ -16,8 +16,10 @@
 #              result rows (-e rdm: see below).
 #   rpma       a librpma program of ours (middleware/rpma_check.c, built here
 #              against Debian's librpma): a connection with private data
-#              both ways, rpma_read, rpma_write and rpma_flush, every byte
-#              checked on both sides; RoCE (urnic0) and iWARP (urnic_iw0).
+#              both ways, rpma_read, rpma_write, rpma_flush, and
+#              rpma_send/rpma_recv both ways (the receives posted before the
+#              connection), every byte checked on both sides; RoCE (urnic0)
+#              and iWARP (urnic_iw0).
 # ucx and mpi run inside urnic-sysfs's view (UCX takes a device only with
 # its /dev/infiniband/uverbsN node and reads gid_attrs from sysfs): root
 # (77 otherwise). libfabric needs neither. Iterations are kept small (a few
@@ -167,7 +169,7 @@ case $group in
         port=$((port + 1))
         if pair "rpma-$name" "${run_env[@]}" "$exe" server "$addr" "$port" :: "${run_env[@]}" "$exe" client "$addr" "$port"; then
           if grep -qx 'rpma_check client: ok' "$rt/rpma-$name.cli" && grep -qx 'rpma_check server: ok' "$rt/rpma-$name.srv"; then
-            pass "librpma over $name ($addr): private data, rpma_read, rpma_write, rpma_flush, data checked on both sides"
+            pass "librpma over $name ($addr): private data, rpma_read, rpma_write, rpma_flush, rpma_send/rpma_recv, data checked on both sides"
           else
             fail "librpma over $name ($addr): no ok line"
           fi
