@@ -435,6 +435,15 @@ void DataPath::trim_idle() {
   hairpin_head_ = 0;
 }
 
+void DataPath::publish_completions(t::Nanos now) {
+  // The same order as a pass's end (poll): writes land, the transport
+  // settles (and pays its owed ACKs), slots, then completions.
+  mem_.end_pass();
+  transport_->settle_writes(now);
+  retire_wqes();
+  drain_cqs();
+}
+
 void DataPath::retire_wqes() {
   // A ring slot is free only once the transport no longer holds the WQE
   // copied from it (completed, consumed or flushed), so an application sees
@@ -936,8 +945,19 @@ void DataPath::deliver_rx(const wire::IbPacket& pkt, const RxAddress& from, t::N
     // QP1 is the GSI (IBA 13.5.1): MADs go to the CM service, not the
     // transport. The CM service speaks RoCE v2 (over IPv4 or IPv6); a
     // RoCE v1 MAD could only be answered from a v2 GID, so it is not taken.
-    if (gsi_ != nullptr && from.version != wire::RoceVersion::kV1)
+    if (gsi_ != nullptr && from.version != wire::RoceVersion::kV1) {
+      // What packets before this MAD completed becomes visible first: the
+      // CM emits its event (DISCONNECTED for a DREQ) at once, and an
+      // application that reads it may destroy its QP, and with it the
+      // unpublished completions (ibv_destroy_qp cleans the CQs, as mlx5
+      // does). A peer's DREQ follows the ACK of the last message it
+      // received, so the sender must see that send complete before it sees
+      // the disconnect, as on hardware (fi_pingpong -e rdm's server waited
+      // forever for its last send: ofi_rxm closes the connection on the
+      // event, then flushes the CQ).
+      publish_completions(now);
       gsi_->on_gsi_packet(*this, pkt, from.src.bytes, now);
+    }
     return;
   }
   t::RxInfo rx;

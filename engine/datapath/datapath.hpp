@@ -212,6 +212,9 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
   bool drain_cqs();
   // Publishes each work queue ring's consumer index past its completed WQEs.
   void retire_wqes();
+  // The end of a pass's work so far (staged writes, owed ACKs, WQE slots,
+  // CQEs), ahead of a MAD: see deliver_rx.
+  void publish_completions(transport::Nanos now);
   bool run_hairpin(transport::Nanos now);
   bool run_link(transport::Nanos now);
   // Due timers are about to fire: deliver what has arrived first (hairpin

@@ -288,3 +288,66 @@ TEST_CASE("data path: closing a session with traffic in flight is safe", "[engin
   for (int i = 0; i < 100; ++i) rig.dp->poll(now_ns(), true);
   CHECK(rig.dp->transport().next_deadline() == urnic::transport::kNever);
 }
+
+TEST_CASE("data path: a MAD reaches the CM only after the completions of the packets before it",
+          "[engine][datapath][gsi]") {
+  // The CM acts on a MAD at once (a DREQ's DISCONNECTED event), and an
+  // application that reads that event may destroy its QP and with it the
+  // completions not yet in its CQ (ibv_destroy_qp cleans them). So the ACK
+  // a peer sent before its DREQ must have completed the send by then
+  // (fi_pingpong -e rdm's server waited forever for its last send).
+  struct RecordingGsi final : urnic::engine::GsiHandler {
+    urnic::engine::SpscRing* ring = nullptr;
+    std::vector<CqeSlot> seen;  // the CQ ring's contents when the MAD came
+    int mads = 0;
+    void on_gsi_packet(const DataPath&, const urnic::wire::IbPacket&, const std::array<std::uint8_t, 16>&,
+                       urnic::transport::Nanos) override {
+      ++mads;
+      std::array<CqeSlot, 16> buf{};
+      const std::uint32_t n = ring->dequeue_burst(std::span<CqeSlot>(buf));
+      seen.insert(seen.end(), buf.begin(), buf.begin() + n);
+    }
+    [[nodiscard]] urnic::transport::Nanos gsi_deadline() const override { return urnic::transport::kNever; }
+    void on_gsi_timer(urnic::transport::Nanos) override {}
+  } gsi;
+  DatapathRig rig;
+  gsi.ring = &rig.cq_ring;
+  rig.dp->set_gsi_handler(&gsi);
+  Qp a, b;
+  rig.connected_pair(a, b);
+  std::vector<std::uint8_t> src(64, 0x5a), dst(64, 0);
+  const std::uint32_t src_key = rig.reg_mr(src.data(), src.size());
+  const std::uint32_t dst_key = rig.reg_mr(dst.data(), dst.size());
+  WqeHeader rh{};
+  rh.wr_id = 0xb0;
+  rh.num_sge = 1;
+  const std::array<WqeSge, 1> rsge{WqeSge{reinterpret_cast<std::uintptr_t>(dst.data()), 64, dst_key}};
+  post_wqe(b, b.rq, rh, rsge);
+  WqeHeader sh = signaled_wqe(0xa0, IBV_WR_SEND);
+  const std::array<WqeSge, 1> ssge{WqeSge{reinterpret_cast<std::uintptr_t>(src.data()), 64, src_key}};
+  post_wqe(a, a.sq, sh, ssge);
+
+  // One pass: A's SEND is hairpinned to B, which completes the receive and
+  // queues its ACK. Then a MAD to ourselves, queued behind that ACK.
+  rig.dp->poll(now_ns(), true);
+  std::array<CqeSlot, 16> first{};
+  const std::uint32_t n_first = rig.cq_ring.dequeue_burst(std::span<CqeSlot>(first));
+  REQUIRE(n_first == 1);
+  CHECK(first[0].wr_id == 0xb0);
+  std::array<std::uint8_t, 16> self{};
+  self[10] = 0xff;
+  self[11] = 0xff;
+  self[12] = 127;
+  self[15] = 1;
+  const std::vector<std::uint8_t> mad(256, 0);
+  rig.dp->send_gsi(0, self, mad);
+
+  // The next pass takes the ACK, then the MAD: the send's completion is in
+  // the CQ ring when the MAD is handed over.
+  rig.dp->poll(now_ns(), true);
+  REQUIRE(gsi.mads == 1);
+  REQUIRE(gsi.seen.size() == 1);
+  CHECK(gsi.seen[0].wr_id == 0xa0);
+  CHECK(gsi.seen[0].status == IBV_WC_SUCCESS);
+  rig.dp->set_gsi_handler(nullptr);
+}
