@@ -12,8 +12,8 @@
 #              allreduce, 2 and 4 ranks, under Open MPI 4.1 (--mca pml ucx) and
 #              MPICH 4.0 (ch4:ucx); exit status and its "ok" line.
 #   libfabric  fi_info lists urnic0 for verbs; fi_pingpong -p verbs -e msg
-#              with data checks on (-c), exit status of both sides and the
-#              result rows (-e rdm: see below).
+#              and -e rdm (verbs;ofi_rxm) with data checks on (-c), exit
+#              status of both sides and the result rows.
 #   rpma       a librpma program of ours (middleware/rpma_check.c, built here
 #              against Debian's librpma): a connection with private data
 #              both ways, rpma_read, rpma_write, rpma_flush, and
@@ -57,7 +57,8 @@ view=("${run_env[@]}" "$sysfs" --)
 
 # pair NAME SERVER_CMD... :: CLIENT_CMD...: runs the server in the
 # background and the client after it; both logs in $rt/NAME.{srv,cli}; true
-# only if both exit 0.
+# only if both exit 0. With PAIR_QUIET=1 a failure is not reported (the
+# caller decides); pair_crc and pair_src hold the exit statuses.
 pair() {
   local name=$1; shift
   local srv=() cli=()
@@ -72,7 +73,9 @@ pair() {
   wait "$server_pid"
   local src=$?
   server_pid=
+  pair_crc=$crc pair_src=$src
   if (( crc != 0 || src != 0 )); then
+    [[ ${PAIR_QUIET:-0} == 1 ]] && return 1
     fail "$name: client exit $crc, server exit $src"
     sed 's/^/    cli: /' "$rt/$name.cli" | tail -5
     sed 's/^/    srv: /' "$rt/$name.srv" | tail -5
@@ -137,13 +140,33 @@ case $group in
     if "${run_env[@]}" fi_info -p verbs 2>&1 | grep -q 'domain: urnic0$'; then pass "fi_info -p verbs: urnic0"
     else fail "fi_info -p verbs: no urnic0"; fi
     port=$((40000 + $$ % 20000))
-    # -e rdm (verbs;ofi_rxm) runs too, but not reliably yet (docs/MIDDLEWARE.md,
-    # "Left"): 3 of 8 short runs failed, so it is not a CI check until fixed.
-    for ep in msg; do
+    for ep in msg rdm; do
       port=$((port + 1))
-      args=(-p verbs -e "$ep" -I 100 -S 64 -c -B "$port")
-      pair "fi-$ep" "${run_env[@]}" fi_pingpong "${args[@]}" :: "${run_env[@]}" fi_pingpong -p verbs -e "$ep" -I 100 -S 64 -c -P "$port" 127.0.0.1 ||
-        continue
+      args=(-p verbs -e "$ep" -I 100 -S 64 -c)
+      srv=("${run_env[@]}" fi_pingpong "${args[@]}" -B "$port")
+      cli=("${run_env[@]}" fi_pingpong "${args[@]}" -P "$port" 127.0.0.1)
+      # -e rdm: one more attempt only for ofi_rxm's own teardown race
+      # (docs/MIDDLEWARE.md): the client passed and exited 0, and the
+      # server, after its result row, never got its "fin" send's completion
+      # (rxm closed the connection on the peer's disconnect between a CQ
+      # read that came too early and the completion, and a flushed send is
+      # dropped inside rxm): it runs until the time limit (124).
+      if [[ $ep == msg ]]; then
+        pair "fi-$ep" "${srv[@]}" :: "${cli[@]}" || continue
+      elif ! PAIR_QUIET=1 pair "fi-$ep" "${srv[@]}" :: "${cli[@]}"; then
+        if (( pair_crc == 0 && pair_src == 124 )) && grep -qE '^64 +100 +=100 ' "$rt/fi-$ep.srv"; then
+          echo "note: fi_pingpong -e rdm server hung in ofi_rxm's teardown after passing; one more attempt"
+          port=$((port + 1))
+          srv=("${run_env[@]}" fi_pingpong "${args[@]}" -B "$port")
+          cli=("${run_env[@]}" fi_pingpong "${args[@]}" -P "$port" 127.0.0.1)
+          pair "fi-$ep" "${srv[@]}" :: "${cli[@]}" || continue
+        else
+          fail "fi-$ep: client exit $pair_crc, server exit $pair_src"
+          sed 's/^/    cli: /' "$rt/fi-$ep.cli" | tail -5
+          sed 's/^/    srv: /' "$rt/fi-$ep.srv" | tail -5
+          continue
+        fi
+      fi
       if grep -qE '^64 +100 +=100 ' "$rt/fi-$ep.cli" && grep -qE '^64 +100 +=100 ' "$rt/fi-$ep.srv"; then
         pass "fi_pingpong -e $ep: 100 checked ping-pongs ($(awk '/^64 /{print $7}' "$rt/fi-$ep.cli") us/xfer)"
       else
