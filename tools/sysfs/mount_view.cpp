@@ -22,9 +22,6 @@ namespace {
 constexpr const char* kClass = "/sys/class";
 
 constexpr const char* kInfinibandVerbs = "infiniband_verbs";
-// /sys/class/infiniband_verbs/abi_version: the kernel's uverbs command ABI
-// (IB_USER_VERBS_ABI_VERSION), which rdma-core checks before any device.
-constexpr const char* kUverbsAbi = "6\n";
 
 // Symlinks of the kernel's own RDMA devices (../../devices/...) in the real
 // /sys/class/<cls>, copied into the view's so that they stay visible next to
@@ -91,13 +88,7 @@ bool enter_view(const std::vector<DeviceView>& devices, std::string* error) {
     if (::symlinkat(target.c_str(), AT_FDCWD, (ib + "/" + name).c_str()) != 0) return fail(error, "symlink " + name);
   for (const auto& [name, target] : kernel_uverbs)
     if (::symlinkat(target.c_str(), AT_FDCWD, (uv + "/" + name).c_str()) != 0) return fail(error, "symlink " + name);
-  {
-    const int fd = ::open((uv + "/abi_version").c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
-    const ssize_t want = static_cast<ssize_t>(std::strlen(kUverbsAbi));
-    const bool written = fd >= 0 && ::write(fd, kUverbsAbi, std::strlen(kUverbsAbi)) == want;
-    if (fd >= 0) ::close(fd);
-    if (!written) return fail(error, "writing " + uv + "/abi_version");
-  }
+  if (!write_uverbs_abi(uv, error)) return false;
   auto taken_in = [](const auto& links, const std::string& name) {
     for (const auto& kl : links)
       if (kl.first == name) return true;

@@ -184,6 +184,11 @@ bool write_uverbs(const std::string& root, const DeviceView& dev, std::string* e
          w.file(top + "/dev", numbers) && w.seal();
 }
 
+bool write_uverbs_abi(const std::string& root, std::string* error) {
+  Writer w{error, {}};
+  return w.file(root + "/abi_version", "6\n");
+}
+
 bool write_device(const std::string& root, const DeviceView& dev, const std::string& net_class, std::string* error) {
   Writer w{error, {}};
   const std::string top = root + "/" + dev.name;

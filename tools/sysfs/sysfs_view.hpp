@@ -71,6 +71,11 @@ int uverbs_index(const std::string& name);
 // when dev.uverbs is not a uverbsN name or a file cannot be made.
 bool write_uverbs(const std::string& root, const DeviceView& dev, std::string* error);
 
+// Writes `<root>/abi_version`: the class file of /sys/class/infiniband_verbs,
+// the kernel's uverbs command ABI (IB_USER_VERBS_ABI_VERSION, 6), which
+// rdma-core checks before it looks at any device.
+bool write_uverbs_abi(const std::string& root, std::string* error);
+
 // Writes `<root>/<dev.name>/...` (the directory must not exist yet): the
 // files read-only (0444), the directories 0555 once filled, as sysfs shows
 // them. device/net/<netdev> is a symlink to `<net_class>/<netdev>`'s target
