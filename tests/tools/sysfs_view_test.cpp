@@ -20,6 +20,25 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// A fresh directory under /tmp, removed with everything in it at the end
+// (the views' directories are read-only by design: made writable first).
+struct TempDir {
+  fs::path root;
+  TempDir() {
+    char tmpl[] = "/tmp/urnic-sysfs-test.XXXXXX";
+    REQUIRE(::mkdtemp(tmpl) != nullptr);
+    root = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    for (const auto& e : fs::recursive_directory_iterator(root, ec))
+      if (e.is_directory() && !e.is_symlink()) fs::permissions(e.path(), fs::perms::owner_all, ec);
+    fs::remove_all(root, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+};
+
 std::string slurp(const fs::path& p) {
   std::ifstream in(p);
   std::stringstream s;
@@ -87,9 +106,8 @@ TEST_CASE("attribute texts are the kernel's", "[sysfs]") {
 }
 
 TEST_CASE("write_device makes the kernel's directory layout, read-only", "[sysfs]") {
-  char tmpl[] = "/tmp/urnic-sysfs-test.XXXXXX";
-  REQUIRE(::mkdtemp(tmpl) != nullptr);
-  const fs::path root = tmpl;
+  const TempDir tmp;
+  const fs::path& root = tmp.root;
   std::string error;
   REQUIRE(write_device(root.string(), sample(), "/sys/class/net", &error));
   const fs::path dev = root / "urnic0";
@@ -124,18 +142,11 @@ TEST_CASE("write_device makes the kernel's directory layout, read-only", "[sysfs
   // A second write of the same device fails (the directory exists), with a reason.
   CHECK_FALSE(write_device(root.string(), sample(), "/sys/class/net", &error));
   CHECK(error.find("mkdir") != std::string::npos);
-
-  // Clean up: the directories are read-only by design.
-  for (const auto& e : fs::recursive_directory_iterator(root))
-    if (e.is_directory() && !e.is_symlink()) fs::permissions(e.path(), fs::perms::owner_all);
-  fs::permissions(dev, fs::perms::owner_all);
-  fs::remove_all(root);
 }
 
 TEST_CASE("write_uverbs makes ib_uverbs' entry of a device", "[sysfs]") {
-  char tmpl[] = "/tmp/urnic-sysfs-test.XXXXXX";
-  REQUIRE(::mkdtemp(tmpl) != nullptr);
-  const fs::path root = tmpl;
+  const TempDir tmp;
+  const fs::path& root = tmp.root;
   DeviceView d = sample();
   d.uverbs = "uverbs3";
   std::string error;
@@ -149,14 +160,14 @@ TEST_CASE("write_uverbs makes ib_uverbs' entry of a device", "[sysfs]") {
   CHECK(error.find("no uverbsN name") != std::string::npos);
   d.uverbs = "uverbs7x";
   CHECK_FALSE(write_uverbs(root.string(), d, &error));
-  fs::permissions(root / "uverbs3", fs::perms::owner_all);
-  fs::remove_all(root);
+  // The class's own file.
+  REQUIRE(write_uverbs_abi(root.string(), &error));
+  CHECK(slurp(root / "abi_version") == "6\n");
 }
 
 TEST_CASE("a device without a netdev has no device/ directory", "[sysfs]") {
-  char tmpl[] = "/tmp/urnic-sysfs-test.XXXXXX";
-  REQUIRE(::mkdtemp(tmpl) != nullptr);
-  const fs::path root = tmpl;
+  const TempDir tmp;
+  const fs::path& root = tmp.root;
   DeviceView d = sample();
   d.name = "urnic1";
   d.netdevs.clear();
@@ -164,8 +175,4 @@ TEST_CASE("a device without a netdev has no device/ directory", "[sysfs]") {
   REQUIRE(write_device(root.string(), d, "/sys/class/net", &error));
   CHECK(fs::exists(root / "urnic1" / "node_guid"));
   CHECK_FALSE(fs::exists(root / "urnic1" / "device"));
-  for (const auto& e : fs::recursive_directory_iterator(root))
-    if (e.is_directory() && !e.is_symlink()) fs::permissions(e.path(), fs::perms::owner_all);
-  fs::permissions(root / "urnic1", fs::perms::owner_all);
-  fs::remove_all(root);
 }
