@@ -65,7 +65,7 @@ class_host=$(ls -A /sys/class | grep -vx -e infiniband -e infiniband_verbs)
 devinfo=$("${run_env[@]}" ibv_devinfo -v -d urnic0 2>&1) || { fail "ibv_devinfo -v -d urnic0: $devinfo"; exit 1; }
 field() { awk -v k="$1:" '$1 == k { print $2; exit }' <<< "$devinfo"; }
 
-view=$("${run_env[@]}" "$sysfs" -- /bin/sh -c '
+view=$("${run_env[@]}" "inner_sysfs=$sysfs" "$sysfs" -- /bin/sh -c '
   d=/sys/class/infiniband/urnic0
   p=$d/ports/1
   echo "node_guid $(cat $d/node_guid)"
@@ -87,6 +87,7 @@ view=$("${run_env[@]}" "$sysfs" -- /bin/sh -c '
   if touch $d/new 2>/dev/null; then echo "writable yes"; else echo "writable no"; fi
   echo "ibdev $(stat -c "%n %F %t:%T %a" /dev/infiniband/* | tr "\n" ";")"
   echo "dev $(ls -A /dev | grep -vx infiniband | tr "\n" " ")"
+  echo "nested $("$inner_sysfs" -- stat -c "%n %F %t:%T %a" /dev/infiniband/* 2>&1 | tr "\n" ";")"
   echo "devnull $(echo x > /dev/null && head -c 4 /dev/zero | od -An -tx1 | tr -d " ")"
 ' 2>&1)
 rc=$?
@@ -147,6 +148,10 @@ want_uv="6 urnic0 1 231:192 urnic_iw0 231:193 "
 want_ib="/dev/infiniband/rdma_cm character special file e7:ff 666;/dev/infiniband/uverbs0 character special file e7:c0 666;/dev/infiniband/uverbs1 character special file e7:c1 666;"
 [[ $(get ibdev) == "$want_ib" ]] && pass "/dev/infiniband: rdma_cm, uverbs0, uverbs1 (231:192+N, 0666)" \
   || fail "/dev/infiniband in the view: '$(get ibdev)'"
+# A view started inside the view (an MPI launcher's agent entering another
+# network namespace) makes the same nodes, none mistaken for the kernel's.
+[[ $(get nested) == "$want_ib" ]] && pass "a view inside the view: the same /dev/infiniband, made anew" \
+  || fail "/dev/infiniband in a nested view: '$(get nested)'"
 [[ $(get dev) == "$(ls -A /dev | grep -vx infiniband | tr '\n' ' ')" ]] && pass "the rest of /dev is the host's" \
   || fail "/dev in the view: $(get dev)"
 [[ $(get devnull) == 00000000 ]] && pass "/dev/null and /dev/zero work in the view" || fail "/dev/null, /dev/zero: '$(get devnull)'"

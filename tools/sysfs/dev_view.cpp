@@ -22,6 +22,38 @@ namespace {
 
 constexpr const char* kDev = "/dev";
 constexpr unsigned kRdmaCmMinor = 255;  // misc-style minor of /dev/infiniband/rdma_cm
+constexpr const char* kViewSource = "urnic-dev";  // the tmpfs's name in mountinfo
+
+// Whether /dev is already the tmpfs of an outer urnic view: a program in
+// one view that starts another (an MPI launcher's agent that enters a
+// second network namespace, `ip netns exec` remounting only /sys) sees
+// that view's /dev. The last /dev line of mountinfo is the one on top.
+bool dev_is_outer_view() {
+  std::FILE* f = std::fopen("/proc/self/mountinfo", "re");
+  if (f == nullptr) return false;
+  bool view = false;
+  char line[4096];
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    // "ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS... - FSTYPE SOURCE SUPER"
+    char point[1024];
+    if (std::sscanf(line, "%*s %*s %*s %*s %1023s", point) != 1 || std::strcmp(point, kDev) != 0) continue;
+    const char* tail = std::strstr(line, " - ");
+    char fstype[64];
+    char source[256];
+    view = tail != nullptr && std::sscanf(tail, " - %63s %255s", fstype, source) == 2 &&
+           std::strcmp(source, kViewSource) == 0;
+  }
+  std::fclose(f);
+  return view;
+}
+
+// A node an outer view made (mknod on its tmpfs, so on /dev's own file
+// system), unlike the kernel's entries it bound there from devtmpfs. Such
+// a node is left out so that this view makes its own for its devices.
+bool made_by_outer_view(const Entry& en, dev_t view_fs) {
+  struct stat st {};
+  return en.fd >= 0 && ::fstat(en.fd, &st) == 0 && S_ISCHR(st.st_mode) && st.st_dev == view_fs;
+}
 
 }  // namespace
 
@@ -29,13 +61,20 @@ bool enter_dev_view(const std::vector<DeviceView>& devices, std::string* error) 
   std::vector<Entry> entries = read_entries(kDev);
   const std::string real_ib = std::string(kDev) + "/" + kInfiniband;
   std::vector<Entry> kernel_ib = read_entries(real_ib);
+  struct stat dev_st {};
+  if (dev_is_outer_view() && ::stat(kDev, &dev_st) == 0)
+    std::erase_if(kernel_ib, [&](Entry& en) {
+      if (!made_by_outer_view(en, dev_st.st_dev)) return false;
+      ::close(en.fd);
+      return true;
+    });
   auto close_all = [&] {
     close_entries(entries);
     close_entries(kernel_ib);
   };
   // Device nodes must work on this tmpfs: no MS_NODEV (the bound entries
   // keep their own mounts' flags).
-  if (::mount("urnic-dev", kDev, "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755") != 0) {
+  if (::mount(kViewSource, kDev, "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755") != 0) {
     close_all();
     return fail(error, std::string("tmpfs on ") + kDev);
   }

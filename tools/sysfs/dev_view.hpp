@@ -14,6 +14,9 @@
 // are kept and win over urnic's names), so an open(2) of it fails with
 // ENXIO/ENODEV: the verbs go through urnic's libibverbs.so.1, not the node.
 // rdma_cm (231:255) is there for the same reason (urnic's librdmacm.so.1).
+// A view started inside another (an MPI launcher's agent entering a second
+// network namespace keeps the first view's /dev) leaves out the nodes the
+// outer view made and makes its own: only the kernel's entries are kept.
 // Must run inside the already private namespace (mount_view.hpp).
 #pragma once
 
