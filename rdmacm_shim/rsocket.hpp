@@ -1,4 +1,5 @@
-// One rsocket (SOCK_STREAM over an RC QP), the state the r* calls share.
+// One rsocket (SOCK_STREAM over an RC QP), the state the r* calls share;
+// a SOCK_DGRAM one has `dgram` and only the options and flags of the rest.
 // The protocol is rdma-core's (rsocket_wire.hpp has the formats); this is
 // urnic's own implementation of it over the shim's rdma_cm and the public
 // verbs API:
@@ -29,6 +30,7 @@
 #include <mutex>
 #include <vector>
 
+#include "rdmacm_shim/rsocket_dgram.hpp"
 #include "rdmacm_shim/rsocket_wire.hpp"
 
 namespace urnic::rsocket {
@@ -75,6 +77,7 @@ struct Rsocket {
   rdma_cm_id* cm_id = nullptr;
   unsigned retries = 0;
   std::uint64_t protocol_errors = 0;
+  std::unique_ptr<Dgram> dgram;  // set for SOCK_DGRAM (rsocket_dgram.hpp); none of the rest is used then
 
   // Options (RDMA ones only before connect, as in rdma-core).
   std::uint32_t sq_size = kDefaultSqSize;

@@ -199,7 +199,10 @@ int rsocket(int domain, int type, int protocol) {
   const int flags = type & (SOCK_NONBLOCK | SOCK_CLOEXEC);
   type &= ~(SOCK_NONBLOCK | SOCK_CLOEXEC);
   if (domain != AF_INET && domain != AF_INET6) return fail(EAFNOSUPPORT);  // AF_IB: no native IB addressing
-  if (type == SOCK_DGRAM) return fail(EOPNOTSUPP);  // rsockets over UD: not implemented
+  if (type == SOCK_DGRAM) {
+    if (protocol != 0 && protocol != IPPROTO_UDP) return fail(EPROTONOSUPPORT);
+    return urnic::rsocket::dgram_create(domain, flags);
+  }
   if (type != SOCK_STREAM) return fail(ESOCKTNOSUPPORT);
   if (protocol != 0 && protocol != IPPROTO_TCP) return fail(EPROTONOSUPPORT);
   auto* rs = new Rsocket;
@@ -228,6 +231,7 @@ int rbind(int socket, const sockaddr* addr, socklen_t addrlen) {
   if (rs == nullptr) return fail(EBADF);
   if (addr == nullptr || addrlen < sizeof(sa_family_t) || addrlen < urnic::rsocket::addr_len(addr))
     return fail(EINVAL);
+  if (rs->dgram) return urnic::rsocket::dgram_bind(*rs, addr, addrlen);
   std::lock_guard lock(rs->mu);
   if (rs->state != st::kInit) return fail(EINVAL);  // bound already
   if (rdma_bind_addr(rs->cm_id, const_cast<sockaddr*>(addr)) != 0) return -1;
@@ -238,6 +242,7 @@ int rbind(int socket, const sockaddr* addr, socklen_t addrlen) {
 int rlisten(int socket, int backlog) {
   Rsocket* rs = lookup(socket);
   if (rs == nullptr) return fail(EBADF);
+  if (rs->dgram) return fail(EOPNOTSUPP);  // as listen(2) on a UDP socket
   std::lock_guard lock(rs->mu);
   if (rs->state == st::kListening) return 0;
   if (rs->state != st::kInit && rs->state != st::kBound) return fail(EINVAL);
@@ -249,6 +254,7 @@ int rlisten(int socket, int backlog) {
 int raccept(int socket, sockaddr* addr, socklen_t* addrlen) {
   Rsocket* ls = lookup(socket);
   if (ls == nullptr) return fail(EBADF);
+  if (ls->dgram) return fail(EOPNOTSUPP);
   auto* rs = new Rsocket;
   bool nonblock = false;
   {
@@ -320,6 +326,7 @@ int rconnect(int socket, const sockaddr* addr, socklen_t addrlen) {
   if (addr == nullptr || addrlen < sizeof(sa_family_t)) return fail(EINVAL);
   if (addr->sa_family != AF_INET && addr->sa_family != AF_INET6) return fail(EAFNOSUPPORT);
   if (addrlen < urnic::rsocket::addr_len(addr)) return fail(EINVAL);
+  if (rs->dgram) return urnic::rsocket::dgram_connect(*rs, addr, addrlen);
   std::lock_guard lock(rs->mu);
   if ((rs->state & st::kConnected) != 0) return fail(EISCONN);
   if ((rs->state & st::kOpening) != 0) return fail(EALREADY);
@@ -333,6 +340,7 @@ int rconnect(int socket, const sockaddr* addr, socklen_t addrlen) {
 int rshutdown(int socket, int how) {
   Rsocket* rs = lookup(socket);
   if (rs == nullptr) return fail(EBADF);
+  if (rs->dgram) return ::shutdown(rs->dgram->udp_sock, how);
   std::lock_guard lock(rs->mu);
   return urnic::rsocket::shutdown_locked(*rs, how);
 }
@@ -340,6 +348,7 @@ int rshutdown(int socket, int how) {
 int rclose(int socket) {
   Rsocket* rs = lookup(socket);
   if (rs == nullptr) return fail(EBADF);
+  if (rs->dgram) return urnic::rsocket::dgram_close(rs);
   {
     std::lock_guard lock(rs->mu);
     if ((rs->state & st::kConnected) != 0) urnic::rsocket::shutdown_locked(*rs, SHUT_RDWR);
@@ -355,6 +364,7 @@ int rgetpeername(int socket, sockaddr* addr, socklen_t* addrlen) {
   Rsocket* rs = lookup(socket);
   if (rs == nullptr) return fail(EBADF);
   if (addr == nullptr || addrlen == nullptr) return fail(EFAULT);
+  if (rs->dgram) return ::getpeername(rs->dgram->udp_sock, addr, addrlen);
   std::lock_guard lock(rs->mu);
   if ((rs->state & (st::kConnected | st::kDisconnected | st::kError)) == 0) return fail(ENOTCONN);
   urnic::rsocket::copy_peer(*rs, addr, addrlen);
@@ -365,6 +375,7 @@ int rgetsockname(int socket, sockaddr* addr, socklen_t* addrlen) {
   Rsocket* rs = lookup(socket);
   if (rs == nullptr) return fail(EBADF);
   if (addr == nullptr || addrlen == nullptr) return fail(EFAULT);
+  if (rs->dgram) return ::getsockname(rs->dgram->udp_sock, addr, addrlen);
   std::lock_guard lock(rs->mu);
   const sockaddr* src = &rs->cm_id->route.addr.src_addr;
   if (src->sa_family != AF_INET && src->sa_family != AF_INET6) {
@@ -389,7 +400,8 @@ int rfcntl(int socket, int cmd, ...) {
     case F_GETFL: ret = rs->fd_flags; break;
     case F_SETFL: {
       const int param = va_arg(ap, int);
-      if (((rs->fd_flags ^ param) & O_NONBLOCK) != 0) ret = rs->set_nonblocking((param & O_NONBLOCK) != 0);
+      // A datagram socket's waits are its own (epoll): only the flag.
+      if (!rs->dgram && ((rs->fd_flags ^ param) & O_NONBLOCK) != 0) ret = rs->set_nonblocking((param & O_NONBLOCK) != 0);
       if (ret == 0) rs->fd_flags = param;
       break;
     }

@@ -22,6 +22,7 @@ ssize_t recv_iov(int socket, const iovec* iov, int iovcnt, int flags) {
   Rsocket* rs = lookup(socket);
   if (rs == nullptr) return fail(EBADF);
   if (iovcnt < 0 || (iovcnt > 0 && iov == nullptr)) return fail(EINVAL);
+  if (rs->dgram) return urnic::rsocket::dgram_recv(*rs, iov, iovcnt, flags, nullptr, nullptr);
   std::lock_guard lock(rs->mu);
   ssize_t total = 0;
   for (int i = 0; i < iovcnt; ++i) {
@@ -41,6 +42,7 @@ ssize_t send_iov(int socket, const iovec* iov, int iovcnt, int flags) {
   Rsocket* rs = lookup(socket);
   if (rs == nullptr) return fail(EBADF);
   if (iovcnt < 0 || (iovcnt > 0 && iov == nullptr)) return fail(EINVAL);
+  if (rs->dgram) return urnic::rsocket::dgram_send(*rs, iov, iovcnt, flags, nullptr, 0);
   std::lock_guard lock(rs->mu);
   ssize_t total = 0;
   for (int i = 0; i < iovcnt; ++i) {
@@ -61,11 +63,20 @@ ssize_t rrecv(int socket, void* buf, size_t len, int flags) {
   Rsocket* rs = lookup(socket);
   if (rs == nullptr) return fail(EBADF);
   if (buf == nullptr && len > 0) return fail(EFAULT);
+  if (rs->dgram) {
+    const iovec v{buf, len};
+    return urnic::rsocket::dgram_recv(*rs, &v, 1, flags, nullptr, nullptr);
+  }
   std::lock_guard lock(rs->mu);
   return rs->recv_bytes(static_cast<std::uint8_t*>(buf), len, flags);
 }
 
 ssize_t rrecvfrom(int socket, void* buf, size_t len, int flags, sockaddr* src_addr, socklen_t* addrlen) {
+  if (Rsocket* rs = lookup(socket); rs != nullptr && rs->dgram) {
+    if (buf == nullptr && len > 0) return fail(EFAULT);
+    const iovec v{buf, len};
+    return urnic::rsocket::dgram_recv(*rs, &v, 1, flags, src_addr, addrlen);
+  }
   const ssize_t n = rrecv(socket, buf, len, flags);
   if (n > 0 && src_addr != nullptr && addrlen != nullptr) rgetpeername(socket, src_addr, addrlen);
   return n;
@@ -74,6 +85,12 @@ ssize_t rrecvfrom(int socket, void* buf, size_t len, int flags, sockaddr* src_ad
 ssize_t rrecvmsg(int socket, msghdr* msg, int flags) {
   if (msg == nullptr) return fail(EFAULT);
   if (msg->msg_control != nullptr && msg->msg_controllen != 0) return fail(ENOTSUP);  // no ancillary data
+  if (Rsocket* rs = lookup(socket); rs != nullptr && rs->dgram) {
+    if (msg->msg_iovlen > 0 && msg->msg_iov == nullptr) return fail(EINVAL);
+    msg->msg_flags = 0;
+    return urnic::rsocket::dgram_recv(*rs, msg->msg_iov, static_cast<int>(msg->msg_iovlen), flags,
+                                      static_cast<sockaddr*>(msg->msg_name), msg->msg_name != nullptr ? &msg->msg_namelen : nullptr);
+  }
   const ssize_t n = recv_iov(socket, msg->msg_iov, static_cast<int>(msg->msg_iovlen), flags);
   if (n >= 0) {
     msg->msg_flags = 0;
@@ -90,11 +107,20 @@ ssize_t rsend(int socket, const void* buf, size_t len, int flags) {
   Rsocket* rs = lookup(socket);
   if (rs == nullptr) return fail(EBADF);
   if (buf == nullptr && len > 0) return fail(EFAULT);
+  if (rs->dgram) {
+    const iovec v{const_cast<void*>(buf), len};
+    return urnic::rsocket::dgram_send(*rs, &v, 1, flags, nullptr, 0);
+  }
   std::lock_guard lock(rs->mu);
   return rs->send_bytes(static_cast<const std::uint8_t*>(buf), len, flags);
 }
 
 ssize_t rsendto(int socket, const void* buf, size_t len, int flags, const sockaddr* dest_addr, socklen_t addrlen) {
+  if (Rsocket* rs = lookup(socket); rs != nullptr && rs->dgram) {
+    if (buf == nullptr && len > 0) return fail(EFAULT);
+    const iovec v{const_cast<void*>(buf), len};
+    return urnic::rsocket::dgram_send(*rs, &v, 1, flags, dest_addr, addrlen);
+  }
   if (dest_addr != nullptr || addrlen != 0) {
     if (lookup(socket) == nullptr) return fail(EBADF);
     return fail(EISCONN);  // a stream socket has its peer
@@ -105,6 +131,11 @@ ssize_t rsendto(int socket, const void* buf, size_t len, int flags, const sockad
 ssize_t rsendmsg(int socket, const msghdr* msg, int flags) {
   if (msg == nullptr) return fail(EFAULT);
   if (msg->msg_control != nullptr && msg->msg_controllen != 0) return fail(ENOTSUP);
+  if (Rsocket* rs = lookup(socket); rs != nullptr && rs->dgram) {
+    if (msg->msg_iovlen > 0 && msg->msg_iov == nullptr) return fail(EINVAL);
+    return urnic::rsocket::dgram_send(*rs, msg->msg_iov, static_cast<int>(msg->msg_iovlen), flags,
+                                      static_cast<const sockaddr*>(msg->msg_name), msg->msg_namelen);
+  }
   if (msg->msg_name != nullptr && msg->msg_namelen != 0) return fail(EISCONN);
   return send_iov(socket, msg->msg_iov, static_cast<int>(msg->msg_iovlen), flags);
 }
@@ -117,6 +148,7 @@ off_t riomap(int socket, void* buf, size_t len, int prot, int flags, off_t offse
   (void)flags;  // reserved, as in rdma-core
   Rsocket* rs = lookup(socket);
   if (rs == nullptr) return fail(EBADF);
+  if (rs->dgram) return fail(EOPNOTSUPP);  // a stream's direct writes
   if (buf == nullptr || len == 0 || (prot & ~(PROT_WRITE | PROT_NONE)) != 0) return fail(EINVAL);
   std::lock_guard lock(rs->mu);
   if (rs->cm_id->pd == nullptr || rs->rbuf == nullptr) return fail(EINVAL);  // before the connection exists
@@ -144,6 +176,7 @@ off_t riomap(int socket, void* buf, size_t len, int prot, int flags, off_t offse
 int riounmap(int socket, void* buf, size_t len) {
   Rsocket* rs = lookup(socket);
   if (rs == nullptr) return fail(EBADF);
+  if (rs->dgram) return fail(EOPNOTSUPP);
   std::lock_guard lock(rs->mu);
   auto it = std::find_if(rs->iomaps.begin(), rs->iomaps.end(), [&](const urnic::rsocket::LocalIomap& m) {
     return m.mr->addr == buf && m.mr->length == len;
@@ -161,6 +194,7 @@ int riounmap(int socket, void* buf, size_t len) {
 size_t riowrite(int socket, const void* buf, size_t count, off_t offset, int flags) {
   Rsocket* rs = lookup(socket);
   if (rs == nullptr) return static_cast<size_t>(fail(EBADF));
+  if (rs->dgram) return static_cast<size_t>(fail(EOPNOTSUPP));
   if (buf == nullptr && count > 0) return static_cast<size_t>(fail(EFAULT));
   std::lock_guard lock(rs->mu);
   return static_cast<size_t>(

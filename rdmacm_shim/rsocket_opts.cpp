@@ -58,6 +58,7 @@ extern "C" {
 int rsetsockopt(int socket, int level, int optname, const void* optval, socklen_t optlen) {
   Rsocket* rs = lookup(socket);
   if (rs == nullptr) return fail(EBADF);
+  if (rs->dgram) return rsk::dgram_setsockopt(*rs, level, optname, optval, optlen);
   std::lock_guard lock(rs->mu);
   int v = 0;
   switch (level) {
@@ -155,6 +156,7 @@ int rsetsockopt(int socket, int level, int optname, const void* optval, socklen_
 int rgetsockopt(int socket, int level, int optname, void* optval, socklen_t* optlen) {
   Rsocket* rs = lookup(socket);
   if (rs == nullptr) return fail(EBADF);
+  if (rs->dgram) return rsk::dgram_getsockopt(*rs, level, optname, optval, optlen);
   if (optval == nullptr || optlen == nullptr) return fail(EFAULT);
   std::lock_guard lock(rs->mu);
   switch (level) {

@@ -34,7 +34,8 @@ int check_all(pollfd* fds, nfds_t nfds) {
   for (nfds_t i = 0; i < nfds; ++i) {
     if (Rsocket* rs = lookup(fds[i].fd)) {
       std::lock_guard lock(rs->mu);
-      fds[i].revents = rs->poll_events(fds[i].events, true, &Rsocket::always);
+      fds[i].revents = rs->dgram ? urnic::rsocket::dgram_poll_events(*rs, fds[i].events)
+                                 : rs->poll_events(fds[i].events, true, &Rsocket::always);
     } else {
       pollfd p{fds[i].fd, fds[i].events, 0};
       ::poll(&p, 1, 0);
@@ -55,6 +56,11 @@ bool arm_all(std::vector<pollfd>& rfds, std::vector<nfds_t>& cm_of, pollfd* fds,
   for (nfds_t i = 0; i < nfds; ++i) {
     if (Rsocket* rs = lookup(fds[i].fd)) {
       std::lock_guard lock(rs->mu);
+      if (rs->dgram) {  // its epoll set: the UDP socket and the QPs' channels
+        if (urnic::rsocket::dgram_arm(*rs, fds[i].events)) return true;
+        rfds[i] = pollfd{rs->dgram->epfd, POLLIN, 0};
+        continue;
+      }
       if (rs->poll_events(fds[i].events, false, &Rsocket::cq_is_armed) != 0) return true;
       const bool on_cq = rs->channel != nullptr && rs->state >= st::kConnected;
       rfds[i] = pollfd{on_cq ? rs->channel->fd : rs->cm_id->channel->fd, POLLIN, 0};
@@ -79,6 +85,12 @@ int collect(const std::vector<pollfd>& rfds, const std::vector<nfds_t>& cm_of, p
   for (nfds_t i = 0; i < nfds; ++i) {
     if (Rsocket* rs = lookup(fds[i].fd)) {
       std::lock_guard lock(rs->mu);
+      if (rs->dgram) {
+        if (rfds[i].revents != 0) urnic::rsocket::dgram_take_events(*rs);
+        fds[i].revents = urnic::rsocket::dgram_poll_events(*rs, fds[i].events);
+        if (fds[i].revents != 0) ++ready;
+        continue;
+      }
       if (rfds[i].revents != 0 && rs->channel != nullptr && rfds[i].fd == rs->channel->fd) {
         ibv_cq* cq = nullptr;
         void* ctx = nullptr;

@@ -30,8 +30,12 @@
 // order; ConnData's flags say whether it is big-endian (kConnFlagNet).
 #pragma once
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <bit>
 #include <optional>
 #include <span>
@@ -196,6 +200,122 @@ inline std::optional<ConnData> decode_conn_data(std::span<const std::uint8_t> in
   c.target_sgl = load_sge(in.subspan<8, kSgeBytes>(), true);
   c.data_buf = load_sge(in.subspan<24, kSgeBytes>(), true);
   return c;
+}
+
+// ---------------------------------------------------------------- datagram rsockets
+
+// Every datagram a SOCK_DGRAM rsocket sends over UD starts with a DsHeader
+// naming its sender (the receiver's recvfrom source): version (4 or 6), the
+// header's length (8 or 24), the port, then the IPv4 address, or the IPv6
+// flow info and address; port, address and flow info in network byte order,
+// as in a sockaddr. A datagram to a peer whose QP is not known yet goes over
+// the socket's kernel UDP socket instead, behind a DsUdpHeader: the tag
+// 0x55555555 (be32), version, op (Op::kData with the payload behind it;
+// Op::kCtrl alone: "this is my QP"), the header's length (16 or 28), a
+// reserved byte, the sender's QP number (be32, low 24 bits) and the address
+// its QP is bound to (4 or 16 bytes).
+inline constexpr std::size_t kDsHdrV4 = 8;
+inline constexpr std::size_t kDsHdrV6 = 24;
+inline constexpr std::size_t kDsUdpHdrV4 = 16;
+inline constexpr std::size_t kDsUdpHdrV6 = 28;
+inline constexpr std::uint32_t kDsUdpTag = 0x55555555;
+
+// The DsHeader of `addr` (AF_INET or AF_INET6) into `out` (at least
+// kDsHdrV6 bytes); its length, 0 for another family.
+inline std::size_t encode_ds_header(const sockaddr* addr, std::span<std::uint8_t, kDsHdrV6> out) {
+  std::uint8_t* p = out.data();
+  if (addr->sa_family == AF_INET) {
+    sockaddr_in in{};
+    std::memcpy(&in, addr, sizeof in);
+    p[0] = 4;
+    p[1] = kDsHdrV4;
+    std::memcpy(p + 2, &in.sin_port, 2);
+    std::memcpy(p + 4, &in.sin_addr, 4);
+    return kDsHdrV4;
+  }
+  if (addr->sa_family != AF_INET6) return 0;
+  sockaddr_in6 in6{};
+  std::memcpy(&in6, addr, sizeof in6);
+  p[0] = 6;
+  p[1] = kDsHdrV6;
+  std::memcpy(p + 2, &in6.sin6_port, 2);
+  std::memcpy(p + 4, &in6.sin6_flowinfo, 4);
+  std::memcpy(p + 8, &in6.sin6_addr, 16);
+  return kDsHdrV6;
+}
+
+// The sender a DsHeader names and the header's length; nullopt unless the
+// version and length agree and the bytes hold the whole header.
+struct DsSource {
+  sockaddr_storage addr{};
+  std::size_t length = 0;
+};
+inline std::optional<DsSource> decode_ds_header(std::span<const std::uint8_t> in) {
+  if (in.size() < kDsHdrV4) return std::nullopt;
+  const std::uint8_t* p = in.data();
+  DsSource s;
+  if (p[0] == 4 && p[1] == kDsHdrV4) {
+    sockaddr_in sin{};
+    sin.sin_family = AF_INET;
+    std::memcpy(&sin.sin_port, p + 2, 2);
+    std::memcpy(&sin.sin_addr, p + 4, 4);
+    std::memcpy(&s.addr, &sin, sizeof sin);
+    s.length = kDsHdrV4;
+    return s;
+  }
+  if (p[0] != 6 || p[1] != kDsHdrV6 || in.size() < kDsHdrV6) return std::nullopt;
+  sockaddr_in6 sin6{};
+  sin6.sin6_family = AF_INET6;
+  std::memcpy(&sin6.sin6_port, p + 2, 2);
+  std::memcpy(&sin6.sin6_flowinfo, p + 4, 4);
+  std::memcpy(&sin6.sin6_addr, p + 8, 16);
+  std::memcpy(&s.addr, &sin6, sizeof sin6);
+  s.length = kDsHdrV6;
+  return s;
+}
+
+struct DsUdpHeader {
+  Op op = Op::kData;
+  std::uint32_t qpn = 0;
+  std::size_t length = 0;  // kDsUdpHdrV4 or kDsUdpHdrV6
+};
+
+// The DsUdpHeader for a QP numbered `qpn` bound to `qp_addr`, into `out`;
+// its length (0 for another family).
+inline std::size_t encode_ds_udp_header(Op op, std::uint32_t qpn, const sockaddr* qp_addr,
+                                        std::span<std::uint8_t, kDsUdpHdrV6> out) {
+  std::uint8_t* p = out.data();
+  wire::store_be32(p, kDsUdpTag);
+  p[5] = static_cast<std::uint8_t>(op);
+  p[7] = 0;
+  wire::store_be32(p + 8, qpn & 0xFFFFFF);
+  if (qp_addr->sa_family == AF_INET) {
+    sockaddr_in in{};
+    std::memcpy(&in, qp_addr, sizeof in);
+    p[4] = 4;
+    p[6] = kDsUdpHdrV4;
+    std::memcpy(p + 12, &in.sin_addr, 4);
+    return kDsUdpHdrV4;
+  }
+  if (qp_addr->sa_family != AF_INET6) return 0;
+  sockaddr_in6 in6{};
+  std::memcpy(&in6, qp_addr, sizeof in6);
+  p[4] = 6;
+  p[6] = kDsUdpHdrV6;
+  std::memcpy(p + 12, &in6.sin6_addr, 16);
+  return kDsUdpHdrV6;
+}
+
+// A DsUdpHeader that came from a sender of family `family`; nullopt unless
+// the tag, the version (the sender's family) and the length agree and the
+// bytes hold it.
+inline std::optional<DsUdpHeader> decode_ds_udp_header(std::span<const std::uint8_t> in, int family) {
+  if (in.size() < kDsUdpHdrV4 || wire::load_be32(in.data()) != kDsUdpTag) return std::nullopt;
+  const std::uint8_t* p = in.data();
+  const bool v4 = p[4] == 4 && family == AF_INET && p[6] == kDsUdpHdrV4;
+  const bool v6 = p[4] == 6 && family == AF_INET6 && p[6] == kDsUdpHdrV6 && in.size() >= kDsUdpHdrV6;
+  if (!v4 && !v6) return std::nullopt;
+  return DsUdpHeader{static_cast<Op>(p[5] & 7), wire::load_be32(p + 8) & 0xFFFFFF, p[6]};
 }
 
 constexpr bool host_is_big_endian() { return std::endian::native == std::endian::big; }
