@@ -119,8 +119,8 @@ double cpu_seconds() {
 TEST_CASE("misuse gives socket errnos", "[rsocket]") {
   CHECK(rsocket(AF_UNIX, SOCK_STREAM, 0) == -1);
   CHECK(errno == EAFNOSUPPORT);
-  CHECK(rsocket(AF_INET, SOCK_DGRAM, 0) == -1);
-  CHECK(errno == EOPNOTSUPP);  // rsockets over UD are not implemented
+  CHECK(rsocket(AF_INET, SOCK_DGRAM, IPPROTO_TCP) == -1);
+  CHECK(errno == EPROTONOSUPPORT);
   CHECK(rsocket(AF_INET, SOCK_STREAM, IPPROTO_UDP) == -1);
   CHECK(errno == EPROTONOSUPPORT);
   char b[4] = {};
@@ -376,4 +376,84 @@ TEST_CASE("riomap / riowrite: direct writes into the peer's mapped buffer", "[rs
   CHECK(riounmap(p.server, target.data(), target.size()) == 0);
   CHECK(riounmap(p.server, target.data(), target.size()) == -1);
   CHECK(errno == EINVAL);
+}
+
+// Datagram rsockets (rdmacm_shim/rsocket_dgram.hpp): the first datagram to
+// a peer goes over UDP, the rest over UD once the peers know each other's
+// QP; each must arrive whole, with its sender as the source, in both
+// directions.
+TEST_CASE("datagram rsockets: sendto/recvfrom both ways, sources, peek, truncation, errnos", "[rsocket]") {
+  const std::uint16_t port_a = next_port(), port_b = next_port();
+  const int a = rsocket(AF_INET, SOCK_DGRAM, 0);
+  const int b = rsocket(AF_INET, SOCK_DGRAM, IPPROTO_UDP);
+  REQUIRE(a >= 0);
+  REQUIRE(b >= 0);
+  const sockaddr_in addr_a = loopback(port_a), addr_b = loopback(port_b);
+  REQUIRE(rbind(a, sa(addr_a), sizeof addr_a) == 0);
+  REQUIRE(rbind(b, sa(addr_b), sizeof addr_b) == 0);
+  sockaddr_in name{};
+  socklen_t len = sizeof name;
+  REQUIRE(rgetsockname(b, static_cast<sockaddr*>(static_cast<void*>(&name)), &len) == 0);
+  CHECK(ntohs(name.sin_port) == port_b);
+
+  char buf[4096];
+  CHECK(rsend(a, buf, 8, 0) == -1);  // no peer: neither connected nor given
+  CHECK(errno == EDESTADDRREQ);
+  CHECK(rlisten(a, 1) == -1);
+  CHECK(errno == EOPNOTSUPP);
+  CHECK(rrecv(a, buf, sizeof buf, MSG_DONTWAIT) == -1);
+  CHECK(errno == EWOULDBLOCK);
+  CHECK(rsendto(a, buf, 4000, 0, sa(addr_b), sizeof addr_b) == -1);  // beyond a 2 KiB slot
+  CHECK(errno == EMSGSIZE);
+
+  auto pattern = [](int round, std::size_t i) { return static_cast<char>(round * 37 + i * 11 + 1); };
+  for (int round = 0; round < 200; ++round) {
+    const bool a_to_b = round % 2 == 0;
+    const int from = a_to_b ? a : b, to = a_to_b ? b : a;
+    const sockaddr_in& to_addr = a_to_b ? addr_b : addr_a;
+    const std::size_t n = 1 + static_cast<std::size_t>(round * 97) % 1500;
+    for (std::size_t i = 0; i < n; ++i) buf[i] = pattern(round, i);
+    REQUIRE(rsendto(from, buf, n, 0, sa(to_addr), sizeof to_addr) == static_cast<ssize_t>(n));
+    char got[2048];
+    sockaddr_in src{};
+    socklen_t slen = sizeof src;
+    if (round == 10) {  // a peek leaves it there
+      REQUIRE(rrecvfrom(to, got, 4, MSG_PEEK, nullptr, nullptr) == 4);
+      CHECK(got[0] == pattern(round, 0));
+    }
+    REQUIRE(rrecvfrom(to, got, sizeof got, 0, static_cast<sockaddr*>(static_cast<void*>(&src)), &slen) ==
+            static_cast<ssize_t>(n));
+    CHECK(slen == sizeof src);
+    CHECK(src.sin_addr.s_addr == htonl(INADDR_LOOPBACK));
+    CHECK(ntohs(src.sin_port) == (a_to_b ? port_a : port_b));
+    std::size_t bad = 0;
+    for (std::size_t i = 0; i < n; ++i) bad += got[i] != pattern(round, i);
+    REQUIRE(bad == 0);
+  }
+
+  // A short buffer takes the datagram's start; the rest is gone (UDP).
+  for (std::size_t i = 0; i < 100; ++i) buf[i] = static_cast<char>(i);
+  REQUIRE(rsendto(a, buf, 100, 0, sa(addr_b), sizeof addr_b) == 100);
+  REQUIRE(rsendto(a, buf, 3, 0, sa(addr_b), sizeof addr_b) == 3);
+  char small[10];
+  CHECK(rrecv(b, small, sizeof small, 0) == 10);
+  CHECK(small[9] == 9);
+  CHECK(rrecv(b, small, sizeof small, 0) == 3);
+
+  // Connected: rsend/rrecv, and rpoll wakes for a datagram.
+  REQUIRE(rconnect(b, sa(addr_a), sizeof addr_a) == 0);
+  std::thread sender([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const char m[] = "hello";
+    rsend(b, m, sizeof m, 0);
+  });
+  pollfd p{a, POLLIN, 0};
+  CHECK(rpoll(&p, 1, 5000) == 1);
+  CHECK((p.revents & POLLIN) != 0);
+  char hello[16] = {};
+  CHECK(rrecv(a, hello, sizeof hello, 0) == 6);
+  CHECK(std::string(hello) == "hello");
+  sender.join();
+  CHECK(rclose(a) == 0);
+  CHECK(rclose(b) == 0);
 }

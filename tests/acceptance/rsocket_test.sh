@@ -11,7 +11,8 @@
 # (-T v; and a negative check that a verifying receiver does reject data
 # that was not formatted), asynchronous (rpoll), blocking, non-blocking,
 # rdma_getaddrinfo (-T r), small socket buffers (-B), IPv6 loopback, the
-# iWARP device (127.0.0.2, immediates as SENDs), a connect to a port
+# iWARP device (127.0.0.2, immediates as SENDs), udpong (datagram
+# rsockets over UD: echo in each mode, one way, IPv6), a connect to a port
 # nobody listens on (ECONNREFUSED) and a peer killed mid-stream. Exit statuses and outputs are checked;
 # every process started here is stopped by PID, the daemon last. About a
 # minute on an idle 2-core machine.
@@ -164,6 +165,60 @@ pair "riostream -T n -T v -S 100 -C 1 -I 200" "$custom" "$custom" \
 pair "riostream over IPv6 loopback (::1) -T v" "$custom" "$custom" \
   -- riostream -b ::1 -p $((p + 16)) -T v -S 20000 -C 50 \
   -- riostream -s ::1 -p $((p + 16)) -T v -S 20000 -C 50
+
+# udpong: datagram rsockets (UD QPs; a peer's first datagram over UDP
+# until its QP is known, rdma-core's protocol). Its server never ends: it
+# is stopped (by PID) once the client has passed. Echo runs (a reply per
+# datagram; a reply missing for 1 ms is sent again, udpong's own rule) in
+# each mode, a one-way run (the server reports how many arrived: UD may
+# drop what finds no receive posted, as UDP), and IPv6. The default run
+# (every size, 64 B to 1.5 KiB, 20,000 round trips each; ~30 s idle) only
+# with URNIC_RSOCKET_FULL=1.
+command -v udpong > /dev/null || { echo "SKIP: udpong not installed (rdmacm-utils)"; exit 77; }
+udp_pair() {
+  local name=$1 cre=$2 scmd ccmd
+  shift 2
+  cm_split_cmds "$@"
+  local out_s=$rt/udp_server.out out_c=$rt/udp_client.out t0
+  "${run_env[@]}" timeout "$limit" "${scmd[@]}" > "$out_s" 2>&1 &
+  server_pid=$!
+  sleep 0.3
+  t0=$(date +%s%N)
+  "${run_env[@]}" timeout "$limit" "${ccmd[@]}" > "$out_c" 2>&1
+  local crc=$? ms=$((($(date +%s%N) - t0) / 1000000))
+  local alive_after=0
+  alive "$server_pid" && alive_after=1
+  stop_pid "$server_pid"
+  wait "$server_pid" 2>/dev/null
+  server_pid=
+  if [[ $crc -eq 0 && $alive_after -eq 1 ]] && grep -qE "$cre" "$out_c"; then
+    pass "$name: $(grep -E "$cre" "$out_c" | tail -1 | tr -s ' ') (${ms} ms)"
+  else
+    fail "$name: client exit $crc, server $( ((alive_after)) && echo running || echo ended)"
+    sed 's/^/    client: /' "$out_c" | tail -8
+    sed 's/^/    server: /' "$out_s" | tail -8
+  fi
+}
+if [[ -n ${URNIC_RSOCKET_FULL:-} ]]; then
+  udp_pair "udpong (default run)" "$(row 1.5k_bw)" \
+    -- udpong -b 127.0.0.1 -p $((p + 30)) \
+    -- udpong -s 127.0.0.1 -p $((p + 30))
+fi
+udp_pair "udpong -T e -S 1024 -C 500 (echo)" "$custom +1k +1k " \
+  -- udpong -b 127.0.0.1 -p $((p + 31)) \
+  -- udpong -s 127.0.0.1 -p $((p + 31)) -T e -S 1024 -C 500
+udp_pair "udpong -T e -T a -S 64 -C 500 (echo, rpoll)" "$custom +64 +1k " \
+  -- udpong -b 127.0.0.1 -p $((p + 32)) -T a \
+  -- udpong -s 127.0.0.1 -p $((p + 32)) -T e -T a -S 64 -C 500
+udp_pair "udpong -T e -T b -S 1500 -C 300 (echo, blocking)" "$custom +1.4k +600 " \
+  -- udpong -b 127.0.0.1 -p $((p + 33)) -T b \
+  -- udpong -s 127.0.0.1 -p $((p + 33)) -T e -T b -S 1500 -C 300
+udp_pair "udpong -S 512 -C 5000 (one way; the server's count)" "$custom +512 +[0-9.]+k? " \
+  -- udpong -b 127.0.0.1 -p $((p + 34)) \
+  -- udpong -s 127.0.0.1 -p $((p + 34)) -S 512 -C 5000
+udp_pair "udpong over IPv6 loopback (::1) -T e -S 256 -C 300" "$custom +256 +600 " \
+  -- udpong -b ::1 -p $((p + 35)) \
+  -- udpong -s ::1 -p $((p + 35)) -T e -S 256 -C 300
 
 # The iWARP device (urnic_iw0 on 127.0.0.2): no write-with-immediate, so
 # every immediate travels as a 4-byte SEND after its write (rdma-core's
