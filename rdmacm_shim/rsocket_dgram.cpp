@@ -179,8 +179,9 @@ struct Impl {
     qp->hdr_len = encode_ds_header(sa(src), qp->hdr);
     const std::size_t rbuf_bytes = std::size_t{d.rq_size} * kSndLowat + kGrhBytes;
     qp->rbuf = std::make_unique<std::uint8_t[]>(rbuf_bytes);
-    qp->smr = ibv_reg_mr(qp->id->pd, d.sbuf.get(), std::size_t{d.sq_size} * kSndLowat, IBV_ACCESS_LOCAL_WRITE);
-    qp->rmr = ibv_reg_mr(qp->id->pd, qp->rbuf.get(), rbuf_bytes, IBV_ACCESS_LOCAL_WRITE);
+    const int access = IBV_ACCESS_LOCAL_WRITE;  // an int: ibv_reg_mr's macro mixes enum types
+    qp->smr = ibv_reg_mr(qp->id->pd, d.sbuf.get(), std::size_t{d.sq_size} * kSndLowat, access);
+    qp->rmr = ibv_reg_mr(qp->id->pd, qp->rbuf.get(), rbuf_bytes, access);
     if (qp->smr == nullptr || qp->rmr == nullptr) return undo(errno != 0 ? errno : ENOMEM);
     qp->channel = ibv_create_comp_channel(qp->id->verbs);
     if (qp->channel == nullptr) return undo(errno);

@@ -105,3 +105,71 @@ TEST_CASE("descriptors in memory are in the owner's byte order", "[rsocket]") {
   CHECK(ie[8] == 0x88);  // the Sge follows the 8-byte offset
   CHECK(rs::load_iomap(ie, false) == e);
 }
+
+// Datagram rsockets: the layouts of rdma-core's struct ds_header and
+// struct ds_udp_header (librdmacm/rsocket.c), byte for byte.
+TEST_CASE("datagram headers: DsHeader and DsUdpHeader as rdma-core lays them out", "[rsocket]") {
+  sockaddr_in in{};
+  in.sin_family = AF_INET;
+  in.sin_port = htons(7174);
+  in.sin_addr.s_addr = htonl(0x0A000102);  // 10.0.1.2
+  const auto* sa4 = static_cast<const sockaddr*>(static_cast<const void*>(&in));
+  std::array<std::uint8_t, rs::kDsHdrV6> h{};
+  REQUIRE(rs::encode_ds_header(sa4, h) == rs::kDsHdrV4);
+  const std::array<std::uint8_t, 8> want4 = {4, 8, 0x1C, 0x06, 10, 0, 1, 2};
+  CHECK(std::equal(want4.begin(), want4.end(), h.begin()));
+  auto src = rs::decode_ds_header(std::span<const std::uint8_t>(h.data(), 8));
+  REQUIRE(src.has_value());
+  CHECK(src->length == rs::kDsHdrV4);
+  CHECK(std::memcmp(&src->addr, &in, sizeof in) == 0);
+
+  sockaddr_in6 in6{};
+  in6.sin6_family = AF_INET6;
+  in6.sin6_port = htons(1);
+  in6.sin6_flowinfo = htonl(0x12345);
+  in6.sin6_addr.s6_addr[15] = 1;  // ::1
+  const auto* sa6 = static_cast<const sockaddr*>(static_cast<const void*>(&in6));
+  REQUIRE(rs::encode_ds_header(sa6, h) == rs::kDsHdrV6);
+  CHECK(h[0] == 6);
+  CHECK(h[1] == 24);
+  CHECK(h[3] == 1);
+  CHECK(h[5] == 0x01);  // flow info, network order
+  CHECK(h[6] == 0x23);
+  CHECK(h[23] == 1);
+  src = rs::decode_ds_header(h);
+  REQUIRE(src.has_value());
+  CHECK(std::memcmp(&src->addr, &in6, sizeof in6) == 0);
+
+  // Malformed: short, a version that does not match its length, an IPv6
+  // header cut short.
+  CHECK_FALSE(rs::decode_ds_header(std::span<const std::uint8_t>(h.data(), 7)));
+  h[1] = 8;
+  CHECK_FALSE(rs::decode_ds_header(h));
+  h[1] = 24;
+  CHECK_FALSE(rs::decode_ds_header(std::span<const std::uint8_t>(h.data(), 23)));
+
+  std::array<std::uint8_t, rs::kDsUdpHdrV6> u{};
+  REQUIRE(rs::encode_ds_udp_header(rs::Op::kData, 0xAB123456, sa4, u) == rs::kDsUdpHdrV4);
+  const std::array<std::uint8_t, 16> wantu = {0x55, 0x55, 0x55, 0x55, 4, 0, 16, 0, 0, 0x12, 0x34, 0x56, 10, 0, 1, 2};
+  CHECK(std::equal(wantu.begin(), wantu.end(), u.begin()));  // the QP number's top byte is not sent
+  auto uh = rs::decode_ds_udp_header(std::span<const std::uint8_t>(u.data(), 16), AF_INET);
+  REQUIRE(uh.has_value());
+  CHECK(uh->op == rs::Op::kData);
+  CHECK(uh->qpn == 0x123456);
+  CHECK(uh->length == rs::kDsUdpHdrV4);
+  CHECK_FALSE(rs::decode_ds_udp_header(std::span<const std::uint8_t>(u.data(), 16), AF_INET6));  // from an IPv6 sender
+  CHECK_FALSE(rs::decode_ds_udp_header(std::span<const std::uint8_t>(u.data(), 15), AF_INET));
+  u[0] = 0x54;
+  CHECK_FALSE(rs::decode_ds_udp_header(std::span<const std::uint8_t>(u.data(), 16), AF_INET));  // not the tag
+
+  REQUIRE(rs::encode_ds_udp_header(rs::Op::kCtrl, 7, sa6, u) == rs::kDsUdpHdrV6);
+  CHECK(u[4] == 6);
+  CHECK(u[5] == 7);
+  CHECK(u[6] == 28);
+  CHECK(u[27] == 1);
+  uh = rs::decode_ds_udp_header(u, AF_INET6);
+  REQUIRE(uh.has_value());
+  CHECK(uh->op == rs::Op::kCtrl);
+  CHECK(uh->qpn == 7);
+  CHECK_FALSE(rs::decode_ds_udp_header(std::span<const std::uint8_t>(u.data(), 27), AF_INET6));
+}
