@@ -2,11 +2,31 @@
  * a ping-pong of patterned messages between ranks 0 and 1 (8 B to 64 KiB,
  * every byte checked on both sides) and an MPI_Allreduce over all ranks
  * (the sum checked against the closed form). Prints one "mpi_check: ok"
- * line from rank 0 and exits 0 only if every check held. */
+ * line from rank 0 and exits 0 only if every check held.
+ * With "bench" as its argument it also times ranks 0 and 1 afterwards (a
+ * benchmark for docs/MIDDLEWARE.md, never a test): 2,000 8-byte round
+ * trips (half the round trip, as perftest's latency) and 500 64 KiB ones
+ * (bytes moved per second, both ways together, as fi_pingpong counts). */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* ranks 0 and 1: `n` round trips of `len` bytes; seconds on rank 0. */
+static double round_trips(int rank, unsigned char* buf, int len, int n) {
+  MPI_Barrier(MPI_COMM_WORLD);
+  const double t0 = MPI_Wtime();
+  for (int i = 0; i < n && rank < 2; ++i) {
+    if (rank == 0) {
+      MPI_Send(buf, len, MPI_BYTE, 1, 99, MPI_COMM_WORLD);
+      MPI_Recv(buf, len, MPI_BYTE, 1, 99, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    } else {
+      MPI_Recv(buf, len, MPI_BYTE, 0, 99, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      MPI_Send(buf, len, MPI_BYTE, 0, 99, MPI_COMM_WORLD);
+    }
+  }
+  return MPI_Wtime() - t0;
+}
 
 static unsigned char pattern(int round, size_t i) { return (unsigned char)(round * 31 + i * 7 + 1); }
 
@@ -46,6 +66,13 @@ int main(int argc, char** argv) {
   if (rank == 0) {
     if (all_bad == 0) printf("mpi_check: ok, %d ranks\n", size);
     else printf("mpi_check: %d bad bytes or sums, %d ranks\n", all_bad, size);
+  }
+  if (argc > 1 && strcmp(argv[1], "bench") == 0 && size >= 2) {
+    const double lat = round_trips(rank, buf, 8, 2000);
+    const double bw = round_trips(rank, buf, (int)max, 500);
+    if (rank == 0)
+      printf("mpi_check: bench 8 B %.1f us (half round trip), 64 KiB %.0f MB/s\n", lat / 2000 / 2 * 1e6,
+             500.0 * 2 * max / bw / 1e6);
   }
   free(buf);
   MPI_Finalize();
