@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 
 #include "rdmacm_shim/rsocket.hpp"
@@ -66,29 +67,18 @@ bool is_any(const sockaddr_storage& s) {
   return IN6_IS_ADDR_UNSPECIFIED(&in6.sin6_addr);
 }
 
+// The port sits at the same place in both families' sockaddrs.
+static_assert(offsetof(sockaddr_in, sin_port) == offsetof(sockaddr_in6, sin6_port));
+constexpr std::size_t kPortAt = offsetof(sockaddr_in, sin_port);
+
 void set_port(sockaddr_storage& s, in_port_t port) {
-  if (s.ss_family == AF_INET) {
-    sockaddr_in in{};
-    std::memcpy(&in, &s, sizeof in);
-    in.sin_port = port;
-    std::memcpy(&s, &in, sizeof in);
-  } else {
-    sockaddr_in6 in6{};
-    std::memcpy(&in6, &s, sizeof in6);
-    in6.sin6_port = port;
-    std::memcpy(&s, &in6, sizeof in6);
-  }
+  std::memcpy(reinterpret_cast<std::uint8_t*>(&s) + kPortAt, &port, sizeof port);
 }
 
 in_port_t port_of(const sockaddr_storage& s) {
-  if (s.ss_family == AF_INET) {
-    sockaddr_in in{};
-    std::memcpy(&in, &s, sizeof in);
-    return in.sin_port;
-  }
-  sockaddr_in6 in6{};
-  std::memcpy(&in6, &s, sizeof in6);
-  return in6.sin6_port;
+  in_port_t port = 0;
+  std::memcpy(&port, reinterpret_cast<const std::uint8_t*>(&s) + kPortAt, sizeof port);
+  return port;
 }
 
 // The GID table index of `gid` on the QP's port (rdma-core looks at the
