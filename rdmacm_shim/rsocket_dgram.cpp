@@ -167,6 +167,10 @@ struct Impl {
     if (rdma_bind_addr(qp->id, const_cast<sockaddr*>(sa(src))) != 0) return undo(errno);
     if (qp->id->verbs == nullptr) return undo(EADDRNOTAVAIL);  // no RDMA device has this address
     qp->hdr_len = encode_ds_header(sa(src), qp->hdr);
+    ibv_port_attr port{};
+    if (ibv_query_port(qp->id->verbs, qp->id->port_num, &port) != 0) return undo(errno);
+    const std::size_t mtu = std::size_t{128} << std::clamp(static_cast<int>(port.active_mtu), 1, 5);  // IBV_MTU_256..4096
+    qp->max_datagram = std::min<std::size_t>(kSndLowat, mtu);
     const std::size_t rbuf_bytes = std::size_t{d.rq_size} * kSndLowat + kGrhBytes;
     qp->rbuf = std::make_unique<std::uint8_t[]>(rbuf_bytes);
     const int access = IBV_ACCESS_LOCAL_WRITE;  // an int: ibv_reg_mr's macro mixes enum types
@@ -383,7 +387,7 @@ struct Impl {
       std::array<std::uint8_t, kDsHdrV6> src{};
       const std::size_t slen = encode_ds_header(sa(from), src);
       const iovec payload{buf + h->length, got - h->length};
-      if (slen + payload.iov_len > kSndLowat) {
+      if (slen + payload.iov_len > dest->qp->max_datagram) {
         ++rs.protocol_errors;
         continue;
       }
@@ -530,11 +534,11 @@ ssize_t dgram_send(Rsocket& rs, const iovec* iov, int iovcnt, int flags, const s
   if (dest->ah == nullptr) {
     m.progress(true);  // its answer may be there already
     if (dest->ah == nullptr) {
-      if (len > kSndLowat - dest->qp->hdr_len) return fail(EMSGSIZE);
+      if (len > dest->qp->max_datagram - dest->qp->hdr_len) return fail(EMSGSIZE);
       return m.send_udp(*dest->qp, sa(dest->addr), Op::kData, iov, iovcnt, flags | (m.nonblocking(flags) ? MSG_DONTWAIT : 0));
     }
   }
-  if (len > kSndLowat - dest->qp->hdr_len) return fail(EMSGSIZE);
+  if (len > dest->qp->max_datagram - dest->qp->hdr_len) return fail(EMSGSIZE);
   if (d.free_slots.empty() && m.wait(lock, flags, [&] { return !d.free_slots.empty(); }) != 0) return -1;
   if (m.send_ud(*dest->qp, dest->ah, dest->qpn, dest->qp->hdr.data(), dest->qp->hdr_len, iov, iovcnt) != 0) return -1;
   return static_cast<ssize_t>(len);

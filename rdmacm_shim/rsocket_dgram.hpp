@@ -55,6 +55,7 @@ struct DgramQp {
   std::unique_ptr<std::uint8_t[]> rbuf;
   std::array<std::uint8_t, kDsHdrV6> hdr{};  // our DsHeader
   std::size_t hdr_len = 0;
+  std::size_t max_datagram = 0;  // header and payload: a slot, at most the port's MTU (one UD packet)
   ibv_ah* self_ah = nullptr;  // to itself: datagrams that came over UDP
   bool armed = false;
   unsigned unacked_events = 0;
