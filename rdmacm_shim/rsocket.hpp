@@ -198,4 +198,13 @@ void remove(int fd);
 // errno = err, return -1.
 int fail(int err);
 
+// The size of an AF_INET / AF_INET6 sockaddr; 0 for another family.
+inline socklen_t addr_len(const sockaddr* sa) {
+  switch (sa->sa_family) {
+    case AF_INET: return sizeof(sockaddr_in);
+    case AF_INET6: return sizeof(sockaddr_in6);
+    default: return 0;
+  }
+}
+
 }  // namespace urnic::rsocket

@@ -23,14 +23,6 @@ namespace {
 
 bool would_block(int e) { return e == EAGAIN || e == EWOULDBLOCK; }
 
-socklen_t addr_len(const sockaddr* sa) {
-  switch (sa->sa_family) {
-    case AF_INET: return sizeof(sockaddr_in);
-    case AF_INET6: return sizeof(sockaddr_in6);
-    default: return 0;
-  }
-}
-
 void copy_addr(sockaddr* dst, socklen_t* dst_len, const sockaddr* src) {
   const socklen_t len = addr_len(src);
   std::memcpy(dst, src, std::min(*dst_len, len));

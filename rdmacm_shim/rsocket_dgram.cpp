@@ -32,9 +32,6 @@ std::int64_t now_us() {
   return std::int64_t{ts.tv_sec} * 1000000 + ts.tv_nsec / 1000;
 }
 
-socklen_t sa_len(const sockaddr* sa) {
-  return sa->sa_family == AF_INET ? sizeof(sockaddr_in) : sa->sa_family == AF_INET6 ? sizeof(sockaddr_in6) : 0;
-}
 const sockaddr* sa(const sockaddr_storage& s) { return static_cast<const sockaddr*>(static_cast<const void*>(&s)); }
 sockaddr* sa(sockaddr_storage& s) { return static_cast<sockaddr*>(static_cast<void*>(&s)); }
 
@@ -225,7 +222,7 @@ struct Impl {
     if (port_of(src) == 0) {
       sockaddr_storage any{};
       any.ss_family = static_cast<sa_family_t>(rs.domain);
-      if (::bind(d.udp_sock, sa(any), sa_len(sa(any))) != 0) return -1;
+      if (::bind(d.udp_sock, sa(any), addr_len(sa(any))) != 0) return -1;
       len = sizeof src;
       if (::getsockname(d.udp_sock, sa(src), &len) != 0) return -1;
     }
@@ -233,7 +230,7 @@ struct Impl {
     const in_port_t port = port_of(src);
     const int s = ::socket(to->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     if (s < 0) return -1;
-    int ret = ::connect(s, to, sa_len(to));
+    int ret = ::connect(s, to, addr_len(to));
     len = sizeof src;
     if (ret == 0) ret = ::getsockname(s, sa(src), &len);
     const int e = errno;
@@ -260,7 +257,7 @@ struct Impl {
       if (key_of(sa(q->addr)) == key_of(sa(src))) qp = q.get();
     if (qp == nullptr && (qp = create_qp(src)) == nullptr) return nullptr;
     auto dest = std::make_unique<DgramDest>();
-    std::memcpy(&dest->addr, to, sa_len(to));
+    std::memcpy(&dest->addr, to, addr_len(to));
     dest->qp = qp;
     return d.dests.emplace(k, std::move(dest)).first->second.get();
   }
@@ -294,7 +291,7 @@ struct Impl {
     for (int i = 0; i < iovcnt; ++i) v[i + 1] = iov[i];
     msghdr m{};
     m.msg_name = const_cast<sockaddr*>(to);
-    m.msg_namelen = sa_len(to);
+    m.msg_namelen = addr_len(to);
     m.msg_iov = v;
     m.msg_iovlen = static_cast<std::size_t>(iovcnt + 1);
     const ssize_t n = ::sendmsg(d.udp_sock, &m, (flags & MSG_DONTWAIT) | MSG_NOSIGNAL);
@@ -523,7 +520,7 @@ ssize_t dgram_send(Rsocket& rs, const iovec* iov, int iovcnt, int flags, const s
   DgramDest* dest = d.conn_dest;
   if (to != nullptr) {
     if (tolen < sizeof(sa_family_t) || (to->sa_family != AF_INET && to->sa_family != AF_INET6)) return fail(EAFNOSUPPORT);
-    if (tolen < sa_len(to)) return fail(EINVAL);
+    if (tolen < addr_len(to)) return fail(EINVAL);
     if (dest == nullptr || key_of(sa(dest->addr)) != key_of(to)) {
       if ((dest = m.dest_for(to)) == nullptr) return -1;
       d.conn_dest = dest;  // rdma-core: the last peer is the next one
@@ -561,7 +558,7 @@ ssize_t dgram_recv(Rsocket& rs, const iovec* iov, int iovcnt, int flags, sockadd
     done += n;
   }
   if (from != nullptr && fromlen != nullptr) {
-    const socklen_t n = sa_len(sa(src->addr));
+    const socklen_t n = addr_len(sa(src->addr));
     std::memcpy(from, &src->addr, std::min(*fromlen, n));
     *fromlen = n;
   }
