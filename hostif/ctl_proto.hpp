@@ -32,7 +32,7 @@ namespace urnic::engine::ctl {
 inline constexpr std::uint32_t kMagic = 0x434e5255;  // "URNC" little-endian
 // 2: the doorbell page (hostif/doorbell_page.hpp) replaces the rings'
 // `sleeping` words; CreateQpRep and CreateSrqRep name each queue's bit.
-inline constexpr std::uint16_t kVersion = 2;
+inline constexpr std::uint16_t kVersion = 3;
 inline constexpr std::uint16_t kFlagReply = 1;
 inline constexpr std::size_t kNameLen = 64;
 inline constexpr std::size_t kMaxDevices = 8;
@@ -390,12 +390,22 @@ struct RegMrReq {
   std::uint64_t iova;       // address the peer uses in RETH.VA
   std::uint32_t pd_handle;
   std::uint32_t access;     // enum ibv_access_flags
+  // Direct access (engine/datapath/mapped_regions.hpp): when direct_len is
+  // not 0, the request carries one descriptor, a sealed memfd whose bytes
+  // [0, direct_len) are what the process maps at [direct_va, direct_va +
+  // direct_len): whole pages inside [addr, addr + length). The daemon maps
+  // it and reaches those bytes without a system call; the rest of the MR
+  // goes through process_vm_readv/writev.
+  std::uint64_t direct_va;
+  std::uint64_t direct_len;
 };
-static_assert(sizeof(RegMrReq) == 32);
+static_assert(sizeof(RegMrReq) == 48);
 static_assert(offsetof(RegMrReq, length) == 8);
 static_assert(offsetof(RegMrReq, iova) == 16);
 static_assert(offsetof(RegMrReq, pd_handle) == 24);
 static_assert(offsetof(RegMrReq, access) == 28);
+static_assert(offsetof(RegMrReq, direct_va) == 32);
+static_assert(offsetof(RegMrReq, direct_len) == 40);
 
 struct RegMrRep {
   static constexpr MsgType kType = MsgType::kRegMr;

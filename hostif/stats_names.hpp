@@ -51,6 +51,9 @@ enum class DevStat : std::uint8_t {
   kIwMpaRejectsRcvd,    // ... and received (the connect fails with REJECTED)
   kRingsCorrupt,        // QPs moved to the Error state for an out-of-range producer index
   kRingsRead,           // QPs and SRQs whose rings a pass read (rung or carried: not the idle ones)
+  kMemSyscalls,         // process_vm_readv/writev calls: memory reached without a mapped region
+  kMemDirectOps,        // reads, writes and atomics served from mapped regions (no system call)
+  kMappedRegions,       // registered memory mapped into the daemon now (a gauge)
   kCount,
 };
 
@@ -62,7 +65,7 @@ inline constexpr std::array<std::string_view, static_cast<std::size_t>(DevStat::
     "fault_delayed",    "fault_ce_marked",   "capture_frames",    "wqes_posted",      "wqes_rejected",    "cqes_delivered",
     "cq_overflows",     "rx_not_ours",       "tx_no_neighbour",  "rx_other_vlan",    "iw_bytes_sent",
     "iw_bytes_rcvd",    "iw_mpa_rejects_sent", "iw_mpa_rejects_rcvd", "rings_corrupt",
-    "rings_read",
+    "rings_read",       "mem_syscalls",      "mem_direct_ops",   "mapped_regions",
 };
 static_assert(kDevStatNames.size() == static_cast<std::size_t>(DevStat::kCount));
 

@@ -12,6 +12,7 @@
 #include <fmt/core.h>
 #include <infiniband/verbs.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -134,6 +135,8 @@ void Session::destroy_all() {
       }
       destroy_mws();  // windows first: an MR with a bound window cannot go
       for (auto& [h, mr] : mrs_) dp_->transport().dereg_mr(mr.key);
+      for (auto& [va, r] : regions_) dp_->mapped_regions().detach(static_cast<int>(r.slot));
+      regions_.clear();
       for (auto& [h, pd] : pds_) dp_->transport().dealloc_pd(pd.tpd);
     }
     u.cqs -= static_cast<std::uint32_t>(cqs_.size());
@@ -169,8 +172,8 @@ CqQueue* Session::cq_queue(std::uint32_t handle) {
 }
 
 Reply Session::handle(std::span<const std::byte> msg, std::vector<int>& in_fds) {
-  // Only OpenXrcd takes a descriptor (and keeps it by setting it to -1);
-  // whatever else the process sent is closed on the way out.
+  // OpenXrcd keeps a descriptor it takes (by setting it to -1); RegMr maps
+  // its memfd; whatever else the process sent is closed on the way out.
   struct CloseFds {
     std::vector<int> fds;
     ~CloseFds() {
@@ -229,7 +232,7 @@ Reply Session::handle(std::span<const std::byte> msg, std::vector<int>& in_fds) 
     case ctl::MsgType::kQueryPort: return on_query_port(*h, msg);
     case ctl::MsgType::kAllocPd: return on_alloc_pd(*h);
     case ctl::MsgType::kDeallocPd: return on_dealloc_pd(*h, msg);
-    case ctl::MsgType::kRegMr: return on_reg_mr(*h, msg);
+    case ctl::MsgType::kRegMr: return on_reg_mr(*h, msg, in.fds);
     case ctl::MsgType::kDeregMr: return on_dereg_mr(*h, msg);
     case ctl::MsgType::kCreateCompChannel: return on_create_channel(*h);
     case ctl::MsgType::kDestroyCompChannel: return on_destroy_channel(*h, msg);
@@ -368,9 +371,14 @@ Reply Session::on_dealloc_pd(const MsgHeader& h, std::span<const std::byte> msg)
   return ok(h, rep);
 }
 
-Reply Session::on_reg_mr(const MsgHeader& h, std::span<const std::byte> msg) {
+Reply Session::on_reg_mr(const MsgHeader& h, std::span<const std::byte> msg, std::vector<int>& fds) {
   const auto req = ctl::decode<ctl::RegMrReq>(msg);
   if (!req) return fail<ctl::RegMrRep>(h, EINVAL);
+  // A direct range comes with exactly one descriptor and lies inside the MR.
+  if (req->direct_len != 0 &&
+      (fds.size() != 1 || req->direct_va < req->addr || req->direct_va + req->direct_len < req->direct_va ||
+       req->direct_va + req->direct_len > req->addr + req->length || req->addr + req->length < req->addr))
+    return fail<ctl::RegMrRep>(h, EINVAL);
   auto pd = pds_.find(req->pd_handle);
   if (pd == pds_.end()) return fail<ctl::RegMrRep>(h, EINVAL);
   // ib_check_mr_access (kernel): unknown bits and remote write/atomic without
@@ -396,14 +404,22 @@ Reply Session::on_reg_mr(const MsgHeader& h, std::span<const std::byte> msg) {
   if (const int err = odp ? 0 : check_user_range(pid_, req->addr, req->length, write); err != 0)
     return fail<ctl::RegMrRep>(h, err);
   if (dev_->usage().mrs >= dev_->attrs().max_mr || over_quota(mrs_.size(), reg_.quota().mr)) return fail<ctl::RegMrRep>(h, ENOMEM);
-  std::uint32_t key = 0, rkey = 0;
+  std::uint32_t key = 0, rkey = 0, region = 0;
   if (dp_ != nullptr) {
     // The transport owns the key space (device-wide, so a remote rkey finds
-    // the MR whatever process registered it); DMA goes to this process.
+    // the MR whatever process registered it); DMA goes to this process,
+    // through its mapped region where the shim backed one (an ODP MR's pages
+    // may come and go, so it never has one).
     // ibv_reg_mr_iova: SGEs and remote requests address the MR by its IOVA.
-    const auto keys = dp_->transport().reg_mr(pd->second.tpd, odp ? odp_domain_of_pid(pid_) : domain_of_pid(pid_), req->addr,
-                                               req->length, req->access, req->iova);
-    if (!keys.ok()) return fail<ctl::RegMrRep>(h, keys.err);
+    if (req->direct_len != 0 && !odp) region = hold_region(req->direct_va, req->direct_len, fds[0]);
+    const transport::MemDomain dom = odp      ? odp_domain_of_pid(pid_)
+                                     : region ? region_domain_of_pid(pid_, region)
+                                              : domain_of_pid(pid_);
+    const auto keys = dp_->transport().reg_mr(pd->second.tpd, dom, req->addr, req->length, req->access, req->iova);
+    if (!keys.ok()) {
+      release_region(region);
+      return fail<ctl::RegMrRep>(h, keys.err);
+    }
     key = keys.value.lkey;
     rkey = keys.value.rkey;
   } else {
@@ -411,7 +427,7 @@ Reply Session::on_reg_mr(const MsgHeader& h, std::span<const std::byte> msg) {
     rkey = dev_->alloc_mr_key();
   }
   const std::uint32_t handle = next_handle();
-  MrObj mr{req->pd_handle, req->addr, req->length, req->iova, req->access, key, rkey};
+  MrObj mr{req->pd_handle, req->addr, req->length, req->iova, req->access, key, rkey, region};
   mrs_[handle] = mr;
   ++pd->second.refs;
   ++dev_->usage().mrs;
@@ -435,11 +451,49 @@ Reply Session::on_dereg_mr(const MsgHeader& h, std::span<const std::byte> msg) {
     dev_->free_mr_key(it->second.rkey);
   }
   --pds_[it->second.pd].refs;
+  release_region(it->second.region);
   mrs_.erase(it);
   --dev_->usage().mrs;
   ctl::DeregMrRep rep{};
   rep.handle = req->handle;
   return ok(h, rep);
+}
+
+std::uint32_t Session::hold_region(std::uint64_t va, std::uint64_t len, int fd) {
+  struct stat st{};
+  if (::fstat(fd, &st) != 0) return 0;
+  auto it = regions_.find(va);
+  if (it != regions_.end()) {
+    // The same memfd again (another MR over the same pages); a different
+    // one at the same address while the old is still used is not what the
+    // shim does: that MR simply goes without.
+    if (it->second.len != len || it->second.dev != st.st_dev || it->second.ino != st.st_ino) return 0;
+    ++it->second.refs;
+    return it->second.slot;
+  }
+  const int slot = dp_->mapped_regions().attach(pid_, va, len, fd);
+  if (slot <= 0) {
+    if (!warned_region_) {
+      warned_region_ = true;
+      fmt::print(stderr, "urnicd: session {} (pid {}): registered memory not mapped ({}); it is reached by process_vm_*\n",
+                 id_, pid_, std::strerror(-slot));
+    }
+    return 0;
+  }
+  regions_[va] = DirectRegion{len, static_cast<std::uint32_t>(slot), 1, st.st_dev, st.st_ino};
+  return static_cast<std::uint32_t>(slot);
+}
+
+void Session::release_region(std::uint32_t slot) {
+  if (slot == 0) return;
+  for (auto it = regions_.begin(); it != regions_.end(); ++it) {
+    if (it->second.slot != slot) continue;
+    if (--it->second.refs == 0) {
+      dp_->mapped_regions().detach(static_cast<int>(slot));
+      regions_.erase(it);
+    }
+    return;
+  }
 }
 
 Reply Session::on_create_channel(const MsgHeader& h) {

@@ -43,6 +43,18 @@ struct MrObj {
   std::uint64_t addr = 0, length = 0, iova = 0;
   std::uint32_t access = 0, key = 0;  // key: the L_Key
   std::uint32_t rkey = 0;             // a key of its own (transport/detail/context.hpp, mr_rkeys)
+  std::uint32_t region = 0;           // the mapped region of its whole pages (0: none; DirectRegion)
+};
+
+// Registered memory of this process that the daemon maps (direct access,
+// engine/datapath/mapped_regions.hpp): one per range the shim backed with a
+// memfd, shared by the MRs over it, unmapped with the last of them.
+struct DirectRegion {
+  std::uint64_t len = 0;
+  std::uint32_t slot = 0;       // in the data path's MappedRegions
+  std::uint32_t refs = 0;       // MRs using it
+  dev_t dev = 0;                // the memfd it maps, to recognise a new one at the same address
+  ino_t ino = 0;
 };
 
 // A memory window (ibv_alloc_mw). `key` is the R_Key it was allocated
@@ -138,7 +150,12 @@ class Session {
   Reply on_query_port(const ctl::MsgHeader& h, std::span<const std::byte> msg);
   Reply on_alloc_pd(const ctl::MsgHeader& h);
   Reply on_dealloc_pd(const ctl::MsgHeader& h, std::span<const std::byte> msg);
-  Reply on_reg_mr(const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_reg_mr(const ctl::MsgHeader& h, std::span<const std::byte> msg, std::vector<int>& fds);
+  // The slot of the region [va, va + len) backed by `fd` (a new mapping or
+  // one more user of the one already there); 0 when it cannot be mapped, and
+  // the MR then goes through process_vm_* as before.
+  std::uint32_t hold_region(std::uint64_t va, std::uint64_t len, int fd);
+  void release_region(std::uint32_t slot);
   Reply on_dereg_mr(const ctl::MsgHeader& h, std::span<const std::byte> msg);
   Reply on_create_channel(const ctl::MsgHeader& h);
   Reply on_destroy_channel(const ctl::MsgHeader& h, std::span<const std::byte> msg);
@@ -199,6 +216,7 @@ class Session {
   uid_t guard_uid_ = 0;
   gid_t guard_gid_ = 0;
   bool warned_guard_ = false;
+  bool warned_region_ = false;  // one log line for a memfd the daemon would not map
   // 0 if this session may register memory now, else EPERM (and one log line).
   int check_memory_guard();
   bool greeted_ = false;
@@ -217,6 +235,7 @@ class Session {
   std::uint32_t last_handle_ = 0;
   std::map<std::uint32_t, PdObj> pds_;
   std::map<std::uint32_t, MrObj> mrs_;
+  std::map<std::uint64_t, DirectRegion> regions_;  // by the address the process maps it at
   std::map<std::uint32_t, MwObj> mws_;
   std::map<std::uint32_t, ChannelObj> channels_;
   std::map<std::uint32_t, CqObj> cqs_;

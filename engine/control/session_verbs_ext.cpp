@@ -109,6 +109,10 @@ Reply Session::on_rereg_mr(const MsgHeader& h, std::span<const std::byte> msg) {
     mr.pd = req->pd_handle;
   }
   if (change_tr) {
+    // The new range is reached through process_vm_*: its region, if any,
+    // was for the old one.
+    release_region(mr.region);
+    mr.region = 0;
     mr.addr = req->addr;
     mr.length = req->length;
     mr.iova = req->iova;

@@ -12,7 +12,10 @@ namespace urnic::engine {
 namespace {
 
 pid_t pid_of(transport::MemDomain dom) {
-  return static_cast<pid_t>(static_cast<uint64_t>(dom) & ~kUnstagedDomainBit);
+  return static_cast<pid_t>(static_cast<uint64_t>(dom) & 0xffffffffU);
+}
+uint32_t slot_of(transport::MemDomain dom) {
+  return static_cast<uint32_t>((static_cast<uint64_t>(dom) & ~kUnstagedDomainBit) >> kRegionShift);
 }
 bool unstaged(transport::MemDomain dom) { return (static_cast<uint64_t>(dom) & kUnstagedDomainBit) != 0; }
 
@@ -81,8 +84,17 @@ bool ProcessMemory::write_now(pid_t pid, uint64_t va, std::span<const uint8_t> i
   return true;
 }
 
+uint8_t* ProcessMemory::direct(transport::MemDomain dom, uint64_t va, std::size_t n) const {
+  return regions_.find(slot_of(dom), pid_of(dom), va, n);
+}
+
 bool ProcessMemory::read(transport::MemDomain dom, uint64_t va, std::span<uint8_t> out) {
   flush_writes();
+  if (const uint8_t* p = direct(dom, va, out.size())) {
+    std::memcpy(out.data(), p, out.size());
+    ++counters_.direct_reads;
+    return true;
+  }
   const pid_t pid = pid_of(dom);
   const std::size_t len = out.size();
   if (window_len_ > 0 && pid == window_pid_ && va >= window_va_ && va - window_va_ <= window_len_ &&
@@ -120,6 +132,14 @@ bool ProcessMemory::stage(transport::MemDomain dom, uint64_t va, std::span<const
                           const transport::WriteTag& tag) {
   const pid_t pid = pid_of(dom);
   window_len_ = 0;  // whatever it held may be stale now
+  if (uint8_t* p = direct(dom, va, in.size())) {
+    // Earlier writes are staged: they land first, so that bytes appear in
+    // the order they were placed. A region's pages cannot fault.
+    flush_writes();
+    std::memcpy(p, in.data(), in.size());
+    ++counters_.direct_writes;
+    return true;
+  }
   if (in.size() >= kStageBytes || unstaged(dom)) {
     flush_writes();
     return write_now(pid, va, in);
@@ -192,8 +212,27 @@ bool ProcessMemory::atomic_read(transport::MemDomain dom, uint64_t va, pid_t& pi
   return read_now(pid, va, {reinterpret_cast<uint8_t*>(&orig), sizeof orig});
 }
 
+uint64_t* ProcessMemory::direct_atomic(transport::MemDomain dom, uint64_t va) {
+  if (va % sizeof(uint64_t) != 0) return nullptr;  // the transport checked; never misaligned here
+  uint8_t* p = direct(dom, va, sizeof(uint64_t));
+  if (p == nullptr) return nullptr;
+  flush_writes();
+  window_len_ = 0;
+  ++counters_.direct_atomics;
+  return reinterpret_cast<uint64_t*>(p);  // NOLINT: page-aligned base + 8-aligned offset
+}
+
+// In a region these are the CPU's atomics on the shared page, so they are
+// atomic with respect to the application's own atomics too (as on a NIC
+// that reports IBV_ATOMIC_GLOB); elsewhere with respect to this device's
+// RDMA atomics only (IBV_ATOMIC_HCA, the device's reported level).
 bool ProcessMemory::compare_swap(transport::MemDomain dom, uint64_t va, uint64_t compare, uint64_t swap,
                                  uint64_t& orig) {
+  if (uint64_t* p = direct_atomic(dom, va)) {
+    orig = compare;
+    __atomic_compare_exchange_n(p, &orig, swap, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+    return true;
+  }
   pid_t pid = 0;
   if (!atomic_read(dom, va, pid, orig)) return false;
   if (orig != compare) return true;
@@ -201,6 +240,10 @@ bool ProcessMemory::compare_swap(transport::MemDomain dom, uint64_t va, uint64_t
 }
 
 bool ProcessMemory::fetch_add(transport::MemDomain dom, uint64_t va, uint64_t add, uint64_t& orig) {
+  if (uint64_t* p = direct_atomic(dom, va)) {
+    orig = __atomic_fetch_add(p, add, __ATOMIC_SEQ_CST);
+    return true;
+  }
   pid_t pid = 0;
   if (!atomic_read(dom, va, pid, orig)) return false;
   const uint64_t sum = orig + add;
@@ -210,6 +253,10 @@ bool ProcessMemory::fetch_add(transport::MemDomain dom, uint64_t va, uint64_t ad
 // Staged writes go out first: an ATOMIC WRITE is placed after every earlier
 // write (IBA 1.5). One aligned 8-byte process_vm_writev, like the atomics'.
 bool ProcessMemory::atomic_write(transport::MemDomain dom, uint64_t va, uint64_t value) {
+  if (uint64_t* p = direct_atomic(dom, va)) {
+    __atomic_store_n(p, value, __ATOMIC_SEQ_CST);
+    return true;
+  }
   flush_writes();
   window_len_ = 0;
   return write_now(pid_of(dom), va, {reinterpret_cast<const uint8_t*>(&value), sizeof value});

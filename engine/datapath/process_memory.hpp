@@ -1,6 +1,14 @@
-// The daemon's access to application memory: the transport's MemoryAccess
-// implemented with process_vm_readv/process_vm_writev on the process that
-// registered the region (MemDomain = its pid).
+// The daemon's access to application memory: the transport's MemoryAccess.
+// Directly where it can: the whole pages of a registration that the verbs
+// shim backed with a memfd are mapped in the daemon too (mapped_regions.hpp),
+// and an access inside them is a memcpy, or a CPU atomic, with no system
+// call. Everything else (an MR's partial pages at either end, memory the
+// shim could not back: file mappings, the main stack, huge pages, ODP MRs,
+// shared mappings) goes through process_vm_readv/process_vm_writev on the
+// process that registered it (the low 32 bits of the MemDomain: its pid),
+// as described below. Both paths reach the same pages, so they stay
+// coherent; a direct write first makes every staged write, so bytes still
+// land in the order the transport placed them ("last byte last" pollers).
 //
 // This works for any memory an application may register (heap, stack, mmap,
 // huge pages, read-only mappings for local reads) without the application's
@@ -42,6 +50,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/datapath/mapped_regions.hpp"
 #include "transport/io.hpp"
 
 namespace urnic::engine {
@@ -56,6 +65,15 @@ inline constexpr uint64_t kUnstagedDomainBit = uint64_t{1} << 63;
 constexpr transport::MemDomain odp_domain_of_pid(pid_t pid) noexcept {
   return static_cast<transport::MemDomain>(static_cast<uint64_t>(pid) | kUnstagedDomainBit);
 }
+// The domain of an MR of `pid` whose whole pages are the mapped region
+// `slot` (mapped_regions.hpp): bits 32..62 carry the slot. Accesses inside
+// the region are direct; the MR's partial pages at either end, and any
+// access that crosses the region's edge, go through process_vm_*.
+inline constexpr int kRegionShift = 32;
+constexpr transport::MemDomain region_domain_of_pid(pid_t pid, uint32_t slot) noexcept {
+  return static_cast<transport::MemDomain>(static_cast<uint64_t>(static_cast<uint32_t>(pid)) |
+                                           (static_cast<uint64_t>(slot) << kRegionShift));
+}
 
 struct ProcessMemoryCounters {
   uint64_t read_calls = 0;      // process_vm_readv system calls
@@ -64,6 +82,10 @@ struct ProcessMemoryCounters {
   uint64_t reads_from_window = 0;
   uint64_t deferred_write_faults = 0;  // staged writes the target no longer had mapped
   uint64_t writes_to_exited = 0;       // writes into a process that had exited: dropped, as made
+  // Accesses served from a mapped region (mapped_regions.hpp): no system call.
+  uint64_t direct_reads = 0;
+  uint64_t direct_writes = 0;
+  uint64_t direct_atomics = 0;
 };
 
 class ProcessMemory final : public transport::MemoryAccess {
@@ -91,6 +113,9 @@ class ProcessMemory final : public transport::MemoryAccess {
   void forget_window() { window_len_ = 0; }
 
   [[nodiscard]] const ProcessMemoryCounters& counters() const { return counters_; }
+  // The regions direct accesses go to; the control plane attaches them.
+  [[nodiscard]] MappedRegions& regions() { return regions_; }
+  [[nodiscard]] const MappedRegions& regions() const { return regions_; }
 
   // Whether [va, va + len) is readable (and writable if `writable`) in `pid`:
   // reg_mr checks this so that registering unmapped memory fails (EFAULT).
@@ -103,6 +128,12 @@ class ProcessMemory final : public transport::MemoryAccess {
   // made; `pid`: the process they belong to.
   bool atomic_read(transport::MemDomain dom, uint64_t va, pid_t& pid, uint64_t& orig);
   bool stage(transport::MemDomain dom, uint64_t va, std::span<const uint8_t> in, const transport::WriteTag& tag);
+  // The daemon's address of [va, va + n) when the MR's region holds all of it.
+  [[nodiscard]] uint8_t* direct(transport::MemDomain dom, uint64_t va, std::size_t n) const;
+  // The 8 aligned bytes of a direct atomic, after every staged write is made.
+  uint64_t* direct_atomic(transport::MemDomain dom, uint64_t va);
+
+  MappedRegions regions_;
 
   // Staged writes: all to one process, data back to back in `staged_`.
   // staged_remote_ are the destination ranges of the system call, adjacent

@@ -143,6 +143,10 @@ void DataPath::fill_stats(ctl::StatsRep& rep, std::uint32_t first_qpn) const {
   at(DevStat::kRingsRead) = counters_.rings_read;
   at(DevStat::kCqesDelivered) = counters_.cqes_delivered;
   at(DevStat::kCqOverflows) = counters_.cq_overflows;
+  const ProcessMemoryCounters& m = mem_.counters();
+  at(DevStat::kMemSyscalls) = m.read_calls + m.write_calls;
+  at(DevStat::kMemDirectOps) = m.direct_reads + m.direct_writes + m.direct_atomics;
+  at(DevStat::kMappedRegions) = mem_.regions().live();
   if (iw_) {
     const IwStreamCounters& w = iw_->counters();
     at(DevStat::kIwBytesSent) = w.bytes_out;
