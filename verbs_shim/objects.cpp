@@ -550,17 +550,29 @@ ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, std::size_t length, std::uint64
   req.access = access & ~static_cast<unsigned int>(IBV_ACCESS_OPTIONAL_RANGE);
   ctl::RegMrRep rep{};
   client_of(pd->context).before_registering();
-  if (const int err = client_of(pd->context).call(req, rep); err != 0) {
+  // Whole pages the daemon can map (verbs_shim/direct_memory.hpp); an
+  // on-demand-paging MR's pages may not exist yet, so never for those.
+  const DirectGrant grant =
+      (access & IBV_ACCESS_ON_DEMAND) != 0 ? DirectGrant{} : direct_acquire(addr, length);
+  req.direct_va = grant.va;
+  req.direct_len = grant.fd >= 0 ? grant.len : 0;
+  const int err = grant.fd >= 0 ? client_of(pd->context).call_passing_fd(req, rep, grant.fd)
+                                : client_of(pd->context).call(req, rep);
+  if (err != 0) {
+    direct_release(grant);
     if (err == EPERM)
       std::fprintf(stderr, "urnic: urnicd refused to register memory of this process (EPERM): its log (urnicd.log in the runtime directory) says why\n");
     return fail_null(err);
   }
-  auto* mr = static_cast<ibv_mr*>(std::calloc(1, sizeof(ibv_mr)));
-  if (mr == nullptr) {
+  auto* smr = static_cast<ShimMr*>(std::calloc(1, sizeof(ShimMr)));
+  if (smr == nullptr) {
     ctl::DeregMrRep drep{};
     client_of(pd->context).call(ctl::DeregMrReq{{rep.handle, 0}}, drep);
+    direct_release(grant);
     return fail_null(ENOMEM);
   }
+  smr->direct = grant;
+  ibv_mr* mr = &smr->mr;
   mr->context = pd->context;
   mr->pd = pd;
   mr->addr = addr;
@@ -586,7 +598,10 @@ int ibv_dereg_mr(ibv_mr* mr) {
   ctl::DeregMrRep rep{};
   if (const int err = client_of(mr->context).call_destroy(ctl::DeregMrReq{{mr->handle, 0}}, rep); err != 0)
     return err;
-  std::free(mr);
+  // The daemon no longer reaches the pages: they may become private again.
+  ShimMr* smr = shim_of_mr(mr);
+  direct_release(smr->direct);
+  std::free(smr);
   return 0;
 }
 

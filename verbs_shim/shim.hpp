@@ -23,6 +23,7 @@
 #include "hostif/ctl_proto.hpp"
 #include "hostif/doorbell_page.hpp"
 #include "hostif/shm_ring.hpp"
+#include "direct_memory.hpp"
 
 namespace urnic::shim {
 
@@ -224,6 +225,15 @@ static_assert(std::is_standard_layout_v<ShimAh>);
 // verbs_shim/parent_domain.cpp). A parent domain carries its protection
 // domain's daemon handle in pd.handle, so every verb that takes an ibv_pd
 // works on either; only dealloc tells them apart.
+// An MR this library registered (ibv_reg_mr: allocated with calloc and
+// freed by ibv_dereg_mr; imported MRs are plain ibv_mrs, freed by
+// ibv_unimport_mr). `direct`: the region of its whole pages the daemon maps.
+struct ShimMr {
+  ibv_mr mr;
+  DirectGrant direct;
+};
+inline ShimMr* shim_of_mr(ibv_mr* mr) { return static_cast<ShimMr*>(static_cast<void*>(mr)); }
+
 struct ShimPd {
   ibv_pd pd;
   ShimPd* protection_domain;      // a parent domain's PD, nullptr for a PD

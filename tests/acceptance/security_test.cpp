@@ -246,19 +246,34 @@ struct VictimInfo {
   std::uint64_t addr = 0;
 };
 
-// The victim process: registers two pages for remote writes on an RC QP,
-// then unmaps them (or makes them read-only) before its peer writes.
-// Reports on `out` what it saw: its QP info, then the async event its QP
-// got (or -1). Exit status 0 if its own checks held.
-[[noreturn]] void victim(bool unmap, int in, int out) {
+// How the victim gives up its registered memory, and which path the
+// daemon reaches it by.
+enum class Victim {
+  kUnmap,          // munmap; the MR is reached by process_vm_* (no whole page inside it)
+  kProtect,        // mprotect(PROT_READ); process_vm_*
+  kDirectRemap,    // munmap, then new memory mapped at the same address; the MR's pages are mapped by the daemon
+  kDirectProtect,  // mprotect(PROT_READ); mapped by the daemon
+};
+
+bool direct(Victim v) { return v == Victim::kDirectRemap || v == Victim::kDirectProtect; }
+
+// The victim process: registers memory for remote writes on an RC QP, then
+// unmaps it (or makes it read-only) before its peer writes 4 KiB at offset
+// 1024. Reports on `out` what it saw: its QP info, then the async event its
+// QP got (or -1). Exit status 0 if its own checks held.
+[[noreturn]] void victim(Victim mode, int in, int out) {
   int rc = 1;
   {
     Ctx c;
     const std::size_t len = 8192;
-    void* buf = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    char* buf = static_cast<char*>(::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
     if (buf == MAP_FAILED) ::_exit(10);
     std::memset(buf, 'v', len);
-    ibv_mr* mr = reg(c.pd, buf, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    // [buf + 8, buf + len - 8) holds no whole page: the shim cannot back it
+    // with a memfd, and the daemon reaches it through process_vm_*. The
+    // whole two pages it backs, and the daemon maps them.
+    ibv_mr* mr = direct(mode) ? reg(c.pd, buf, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE)
+                              : reg(c.pd, buf + 8, len - 16, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
     ibv_qp* qp = make_qp(c, IBV_QPT_RC);
     if (mr == nullptr || qp == nullptr) ::_exit(11);
     const VictimInfo vi{qp->qp_num, mr->rkey, reinterpret_cast<std::uintptr_t>(buf)};
@@ -267,11 +282,17 @@ struct VictimInfo {
     if (!try_connect(c.ctx, qp, peer, 300)) ::_exit(13);
     // The application gives the registered memory up (ibv_dereg_mr not
     // called): hardware would go on writing the pinned pages.
+    const bool unmap = mode == Victim::kUnmap || mode == Victim::kDirectRemap;
     if ((unmap ? ::munmap(buf, len) : ::mprotect(buf, len, PROT_READ)) != 0) ::_exit(14);
+    // Whatever the process maps there next must never receive the write.
+    if (mode == Victim::kDirectRemap &&
+        ::mmap(buf, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != buf)
+      ::_exit(18);
     if (::write(out, "r", 1) != 1) ::_exit(15);
     int event = -1;
     pollfd pfd{c.ctx->async_fd, POLLIN, 0};
-    if (::poll(&pfd, 1, 5000) == 1) {
+    // On the direct path no event is expected: wait less for it.
+    if (::poll(&pfd, 1, direct(mode) ? 500 : 5000) == 1) {
       ibv_async_event ev{};
       if (ibv_get_async_event(c.ctx, &ev) == 0) {
         if (ev.element.qp == qp) event = ev.event_type;
@@ -282,10 +303,19 @@ struct VictimInfo {
     ibv_qp_attr qa{};
     ibv_qp_init_attr qi{};
     const bool in_error = ibv_query_qp(qp, &qa, IBV_QP_STATE, &qi) == 0 && qa.qp_state == IBV_QPS_ERR;
-    // A read-only mapping still holds what the victim put there.
-    const bool untouched = unmap || std::all_of(static_cast<char*>(buf), static_cast<char*>(buf) + len,
-                                                [](char ch) { return ch == 'v'; });
-    rc = in_error && untouched ? 0 : 17;
+    auto all = [&](std::size_t from, std::size_t to, char ch) {
+      return std::all_of(buf + from, buf + to, [ch](char b) { return b == ch; });
+    };
+    bool memory_ok = true;
+    switch (mode) {
+      case Victim::kUnmap: break;
+      case Victim::kProtect: memory_ok = all(0, len, 'v'); break;  // read-only: still what the victim put there
+      case Victim::kDirectRemap: memory_ok = all(0, len, '\0'); break;  // the new memory is untouched
+      // The daemon writes the pages as a NIC's DMA would, whatever the CPU's
+      // page protection says now.
+      case Victim::kDirectProtect: memory_ok = all(0, 1024, 'v') && all(1024, 5120, 'X') && all(5120, len, 'v'); break;
+    }
+    rc = (in_error != direct(mode)) && memory_ok ? 0 : 17;
     ibv_destroy_qp(qp);
     ibv_dereg_mr(mr);
   }
@@ -294,10 +324,10 @@ struct VictimInfo {
 
 }  // namespace
 
-TEST_CASE("an RDMA WRITE into registered memory the victim unmapped or made read-only fails on both sides",
+TEST_CASE("an RDMA WRITE into registered memory the victim unmapped or made read-only fails on both sides, or lands in the pages the daemon maps",
           "[security][memory]") {
-  for (const bool unmap : {true, false}) {
-    INFO((unmap ? "munmap" : "mprotect PROT_READ"));
+  for (const Victim mode : {Victim::kUnmap, Victim::kProtect, Victim::kDirectRemap, Victim::kDirectProtect}) {
+    INFO("victim mode " << static_cast<int>(mode));
     Ctx peer;
     ibv_qp* wq = make_qp(peer, IBV_QPT_RC);
     REQUIRE(wq != nullptr);
@@ -305,9 +335,10 @@ TEST_CASE("an RDMA WRITE into registered memory the victim unmapped or made read
     REQUIRE(::pipe(to_victim) == 0);
     REQUIRE(::pipe(from_victim) == 0);
     const long faults_before = g_runtime.stats_counter("write_faults");
+    const long direct_before = g_runtime.stats_counter("mem_direct_ops");
     const pid_t child = ::fork();
     REQUIRE(child >= 0);
-    if (child == 0) victim(unmap, to_victim[0], from_victim[1]);
+    if (child == 0) victim(mode, to_victim[0], from_victim[1]);
     VictimInfo vi;
     REQUIRE(::read(from_victim[0], &vi, sizeof vi) == sizeof vi);
     REQUIRE(::write(to_victim[1], &wq->qp_num, sizeof wq->qp_num) == sizeof wq->qp_num);
@@ -319,17 +350,29 @@ TEST_CASE("an RDMA WRITE into registered memory the victim unmapped or made read
     std::vector<char> src(4096, 'X');
     ibv_mr* smr = reg(peer.pd, src.data(), src.size(), IBV_ACCESS_LOCAL_WRITE);
     REQUIRE(smr != nullptr);
-    // Old code: SUCCESS, the data gone.
-    CHECK(write(wq, peer.cq, smr, src.size(), vi.addr + 1024, vi.rkey) == IBV_WC_REM_ACCESS_ERR);
     int event = 0;
-    REQUIRE(::read(from_victim[0], &event, sizeof event) == sizeof event);
-    CHECK(event == IBV_EVENT_QP_ACCESS_ERR);
+    if (direct(mode)) {
+      // The daemon holds the pages, as a NIC holds pinned pages: the write
+      // lands in them, never in what the process maps there now.
+      CHECK(write(wq, peer.cq, smr, src.size(), vi.addr + 1024, vi.rkey) == IBV_WC_SUCCESS);
+      REQUIRE(::read(from_victim[0], &event, sizeof event) == sizeof event);
+      CHECK(event == -1);
+    } else {
+      // Old code: SUCCESS, the data gone.
+      CHECK(write(wq, peer.cq, smr, src.size(), vi.addr + 1024, vi.rkey) == IBV_WC_REM_ACCESS_ERR);
+      REQUIRE(::read(from_victim[0], &event, sizeof event) == sizeof event);
+      CHECK(event == IBV_EVENT_QP_ACCESS_ERR);
+    }
     int status = 0;
     REQUIRE(::waitpid(child, &status, 0) == child);
     CHECK(WIFEXITED(status));
     CHECK(WEXITSTATUS(status) == 0);
-    if (faults_before >= 0) CHECK(g_runtime.stats_counter("write_faults") > faults_before);
-    else WARN("URNIC_CLI not set: the write_faults counter is not checked");
+    if (faults_before >= 0) {
+      if (direct(mode)) CHECK(g_runtime.stats_counter("mem_direct_ops") > direct_before);
+      else CHECK(g_runtime.stats_counter("write_faults") > faults_before);
+    } else {
+      WARN("URNIC_CLI not set: the write_faults and mem_direct_ops counters are not checked");
+    }
     for (int fd : {to_victim[0], to_victim[1], from_victim[0], from_victim[1]}) ::close(fd);
     // The daemon goes on serving: a fresh RC pair writes and the data lands.
     std::vector<char> dst(4096, 'd');

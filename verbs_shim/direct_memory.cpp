@@ -1,0 +1,332 @@
+#include "direct_memory.hpp"
+
+#include <fcntl.h>
+#include <linux/userfaultfd.h>
+#include <pthread.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <iterator>
+#include <map>
+#include <mutex>
+
+namespace urnic::shim {
+namespace {
+
+#ifndef UFFD_USER_MODE_ONLY
+#define UFFD_USER_MODE_ONLY 1
+#endif
+
+constexpr const char* kMemfdName = "urnic-mr";  // /proc/PID/maps shows "/memfd:urnic-mr (deleted)"
+
+// The moves below are made with raw system calls, not libc's mmap, munmap,
+// mremap and mprotect: memory-event hooks that programs install over those
+// (UCX's UCM patches them, and UCX 1.13's mremap hook drops the new address
+// of an MREMAP_FIXED) must not see them. For the program nothing changes:
+// the same bytes stay at the same addresses, so a registration cache has
+// nothing to invalidate, and a hook calling back into ibv_dereg_mr from
+// inside ibv_reg_mr would deadlock on the region table.
+void* sys_mmap(void* addr, std::size_t len, int prot, int flags, int fd) {
+  return reinterpret_cast<void*>(::syscall(SYS_mmap, addr, len, prot, flags, fd, 0L));  // NOLINT
+}
+int sys_munmap(void* addr, std::size_t len) { return static_cast<int>(::syscall(SYS_munmap, addr, len)); }
+int sys_mprotect(void* addr, std::size_t len, int prot) {
+  return static_cast<int>(::syscall(SYS_mprotect, addr, len, prot));
+}
+void* sys_mremap_fixed(void* from, std::size_t len, void* to) {
+  return reinterpret_cast<void*>(::syscall(SYS_mremap, from, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, to));  // NOLINT
+}
+
+std::uint64_t page_size() {
+  static const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+  return page;
+}
+
+// One line of /proc/self/maps.
+struct Mapping {
+  std::uint64_t start = 0, end = 0;
+  char perms[5] = {};
+  std::uint64_t offset = 0;
+  std::uint64_t inode = 0;
+  const char* path = "";  // valid during the callback only
+};
+
+// Calls fn(const Mapping&) for each mapping in address order until it
+// returns false. Reads with read(2) into a fixed buffer and allocates
+// nothing, so that the fork child handler may use it too.
+template <class Fn>
+bool for_each_mapping(Fn&& fn) {
+  const int fd = ::open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char buf[8192];
+  std::size_t have = 0;
+  bool go = true, ok = true;
+  while (go) {
+    const ssize_t n = ::read(fd, buf + have, sizeof buf - 1 - have);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      ok = false;
+      break;
+    }
+    have += static_cast<std::size_t>(n);
+    buf[have] = '\0';
+    char* line = buf;
+    char* nl = nullptr;
+    while (go && (nl = std::strchr(line, '\n')) != nullptr) {
+      *nl = '\0';
+      Mapping m;
+      char* p = line;
+      m.start = std::strtoull(p, &p, 16);
+      m.end = std::strtoull(p + 1, &p, 16);
+      while (*p == ' ') ++p;
+      for (int i = 0; i < 4 && *p != '\0'; ++i) m.perms[i] = *p++;
+      m.offset = std::strtoull(p, &p, 16);
+      while (*p == ' ') ++p;
+      while (*p != ' ' && *p != '\0') ++p;  // dev
+      m.inode = std::strtoull(p, &p, 10);
+      while (*p == ' ') ++p;
+      m.path = p;
+      go = fn(static_cast<const Mapping&>(m));
+      line = nl + 1;
+    }
+    if (n == 0) break;
+    // Keep the unfinished line for the next read.
+    have = static_cast<std::size_t>(buf + have - line);
+    std::memmove(buf, line, have);
+    if (have == sizeof buf - 1) {  // a line longer than the buffer: not /proc/self/maps as we know it
+      ok = false;
+      break;
+    }
+  }
+  ::close(fd);
+  return ok;
+}
+
+int prot_of(const char* perms) {
+  return (perms[0] == 'r' ? PROT_READ : 0) | (perms[1] == 'w' ? PROT_WRITE : 0) |
+         (perms[2] == 'x' ? PROT_EXEC : 0);
+}
+
+// The protection of [s, e) if one private anonymous mapping that the
+// conversion keeps intact holds all of it; -1 otherwise.
+int eligible_prot(std::uint64_t s, std::uint64_t e) {
+  int prot = -1;
+  for_each_mapping([&](const Mapping& m) {
+    if (m.end <= s) return true;
+    const bool anon = m.inode == 0 && (m.path[0] == '\0' || std::strcmp(m.path, "[heap]") == 0);
+    if (m.start <= s && m.end >= e && anon && m.perms[0] == 'r' && m.perms[2] != 'x' && m.perms[3] == 'p')
+      prot = prot_of(m.perms);
+    return false;
+  });
+  return prot;
+}
+
+// Write protection of a range through userfaultfd: a thread that writes to
+// it meanwhile waits in its page fault; closing the userfaultfd wakes it,
+// and it retries the write on whatever is mapped there by then.
+class WriteGuard {
+ public:
+  WriteGuard() = default;
+  WriteGuard(const WriteGuard&) = delete;
+  WriteGuard& operator=(const WriteGuard&) = delete;
+  ~WriteGuard() { release(); }
+
+  bool protect(std::uint64_t s, std::uint64_t len, bool shmem) {
+    fd_ = static_cast<int>(::syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK));
+    // Unprivileged processes may handle only their user-mode faults (vm.
+    // unprivileged_userfaultfd=0, the default): a system call writing the
+    // range meanwhile then fails with EFAULT instead of waiting.
+    if (fd_ < 0 && errno == EPERM)
+      fd_ = static_cast<int>(::syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK | UFFD_USER_MODE_ONLY));
+    if (fd_ < 0) return false;
+    uffdio_api api{};
+    api.api = UFFD_API;
+    api.features = shmem ? UFFD_FEATURE_WP_HUGETLBFS_SHMEM : 0;
+    uffdio_register reg{};
+    reg.range = {s, len};
+    reg.mode = UFFDIO_REGISTER_MODE_WP;
+    uffdio_writeprotect wp{};
+    wp.range = {s, len};
+    wp.mode = UFFDIO_WRITEPROTECT_MODE_WP;
+    if (::ioctl(fd_, UFFDIO_API, &api) != 0 || ::ioctl(fd_, UFFDIO_REGISTER, &reg) != 0 ||
+        ::ioctl(fd_, UFFDIO_WRITEPROTECT, &wp) != 0) {
+      release();
+      return false;
+    }
+    return true;
+  }
+  void release() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+// Private anonymous [s, s + len) -> the same bytes in a new sealed memfd
+// mapped shared at s. Returns the memfd, or -1 with the memory unchanged.
+int to_memfd(std::uint64_t s, std::uint64_t len, int prot) {
+  const int fd = ::memfd_create(kMemfdName, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0) return -1;
+  void* tmp = MAP_FAILED;
+  if (::ftruncate(fd, static_cast<off_t>(len)) == 0)
+    tmp = sys_mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd);
+  if (tmp == MAP_FAILED) {
+    ::close(fd);
+    return -1;
+  }
+  auto* at = reinterpret_cast<void*>(s);  // NOLINT: the application's own address
+  // Every page present before it is protected: userfaultfd write-protects
+  // present pages, and a first write to a missing one would not wait.
+  for (std::uint64_t off = 0; off < len; off += page_size())
+    (void)*static_cast<volatile const char*>(static_cast<const char*>(at) + off);
+  WriteGuard guard;
+  bool done = false;
+  if (guard.protect(s, len, false)) {
+    std::memcpy(tmp, at, len);
+    done = sys_mmap(at, len, prot, MAP_SHARED | MAP_FIXED | MAP_POPULATE, fd) != MAP_FAILED;
+    if (!done) {
+      // A failed MAP_FIXED may already have unmapped the range: put the
+      // bytes back in private memory.
+      if (sys_mmap(at, len, prot | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1) != MAP_FAILED) {
+        std::memcpy(at, tmp, len);
+        if ((prot & PROT_WRITE) == 0) sys_mprotect(at, len, prot);
+      }
+    }
+    guard.release();
+  }
+  sys_munmap(tmp, len);
+  if (!done || ::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Shared [a, a + n), still mapping our memfd, -> private anonymous memory
+// with the same bytes and protection. `guarded`: other threads may be
+// writing (not in the fork child); if they cannot be made to wait, the
+// pages stay shared, which loses nothing.
+void to_private(std::uint64_t a, std::uint64_t n, int prot, bool guarded) {
+  void* tmp = sys_mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1);
+  if (tmp == MAP_FAILED) return;
+  auto* at = reinterpret_cast<void*>(a);  // NOLINT: the application's own address
+  WriteGuard guard;
+  if (guarded && !guard.protect(a, n, true)) {
+    sys_munmap(tmp, n);
+    return;
+  }
+  std::memcpy(tmp, at, n);
+  if (prot != (PROT_READ | PROT_WRITE)) sys_mprotect(tmp, n, prot);
+  if (sys_mremap_fixed(tmp, n, at) == MAP_FAILED) sys_munmap(tmp, n);
+  guard.release();
+}
+
+// Every part of [s, s + len) that still maps memfd `ino` at the offset it
+// was given (the application may have unmapped or replaced parts since)
+// goes back to private memory.
+void privatize(std::uint64_t s, std::uint64_t len, std::uint64_t ino, bool guarded) {
+  struct Part {
+    std::uint64_t a, n;
+    int prot;
+  };
+  Part parts[64];
+  std::size_t count = 0;
+  for_each_mapping([&](const Mapping& m) {
+    if (m.end <= s) return true;
+    if (m.start >= s + len) return false;
+    if (m.inode == ino && m.perms[3] == 's' && m.offset == m.start - s && count < std::size(parts)) {
+      const std::uint64_t a = m.start < s ? s : m.start;
+      const std::uint64_t b = m.end > s + len ? s + len : m.end;
+      parts[count++] = Part{a, b - a, prot_of(m.perms)};
+    }
+    return true;
+  });
+  for (std::size_t i = 0; i < count; ++i) to_private(parts[i].a, parts[i].n, parts[i].prot, guarded);
+}
+
+struct Region {
+  std::uint64_t len = 0;
+  int fd = -1;
+  std::uint32_t refs = 0;
+  std::uint64_t ino = 0;
+};
+
+// Regions by start address. The mutex is held across fork (prepare/parent/
+// child handlers), so the child finds the table consistent.
+std::mutex g_mu;
+std::map<std::uint64_t, Region> g_regions;
+
+void before_fork() { g_mu.lock(); }
+void after_fork_parent() { g_mu.unlock(); }
+// The child owns private copies of everything, as with private memory, and
+// no daemon maps them: privatize every region, close the memfds.
+void after_fork_child() {
+  for (auto& [va, r] : g_regions) {
+    privatize(va, r.len, r.ino, false);
+    ::close(r.fd);
+  }
+  g_regions.clear();
+  g_mu.unlock();
+}
+
+bool enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("URNIC_DIRECT_MEMORY");
+    const bool yes = v == nullptr || std::strcmp(v, "0") != 0;
+    if (yes) ::pthread_atfork(before_fork, after_fork_parent, after_fork_child);
+    return yes;
+  }();
+  return on;
+}
+
+}  // namespace
+
+DirectGrant direct_acquire(const void* addr, std::size_t length) {
+  const auto a = reinterpret_cast<std::uintptr_t>(addr);
+  const std::uint64_t page = page_size();
+  if (length == 0 || a + length < a || !enabled()) return {};
+  const std::uint64_t s = (a + page - 1) / page * page;
+  const std::uint64_t e = (a + length) / page * page;
+  if (e <= s) return {};
+  std::lock_guard lock(g_mu);
+  // The same pages again: the same region. A range that overlaps another
+  // region in any other way goes without one.
+  auto next = g_regions.upper_bound(s);
+  if (next != g_regions.begin()) {
+    auto prev = std::prev(next);
+    if (prev->first == s && prev->second.len == e - s) {
+      ++prev->second.refs;
+      return DirectGrant{prev->second.fd, s, e - s};
+    }
+    if (prev->first + prev->second.len > s) return {};
+  }
+  if (next != g_regions.end() && next->first < e) return {};
+  const int prot = eligible_prot(s, e);
+  if (prot < 0) return {};
+  const int fd = to_memfd(s, e - s, prot);
+  if (fd < 0) return {};
+  struct stat st{};
+  ::fstat(fd, &st);
+  g_regions[s] = Region{e - s, fd, 1, static_cast<std::uint64_t>(st.st_ino)};
+  return DirectGrant{fd, s, e - s};
+}
+
+void direct_release(const DirectGrant& g) {
+  if (g.fd < 0) return;
+  std::lock_guard lock(g_mu);
+  auto it = g_regions.find(g.va);
+  if (it == g_regions.end() || it->second.fd != g.fd || --it->second.refs != 0) return;
+  privatize(g.va, it->second.len, it->second.ino, true);
+  ::close(it->second.fd);
+  g_regions.erase(it);
+}
+
+}  // namespace urnic::shim
