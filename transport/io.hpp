@@ -37,6 +37,17 @@ class MemoryAccess {
  public:
   virtual ~MemoryAccess() = default;
   virtual bool read(MemDomain dom, uint64_t va, std::span<uint8_t> out) = 0;
+  // The bytes [va, va + n) readable in place, with every earlier write
+  // visible, where the implementation can give them without a copy (memory
+  // it maps); nullptr otherwise (then read()). Valid until the next call on
+  // this MemoryAccess: a packet's payload may point there while it is
+  // transmitted, never longer.
+  virtual const uint8_t* view(MemDomain dom, uint64_t va, std::size_t n) {
+    (void)dom;
+    (void)va;
+    (void)n;
+    return nullptr;
+  }
   virtual bool write(MemDomain dom, uint64_t va, std::span<const uint8_t> in) = 0;
   // A responder's write of received data. An implementation may stage it
   // (true now, the copy made later, batched with others: the process_vm_*

@@ -264,11 +264,13 @@ void Qp::send_next_packet(SendWqe& w, Nanos now) {
   p.bth.ack_req = reliable() && (last || (idx + 1) % ctx_.cfg.ack_req_every == 0);
   const std::size_t len = static_cast<std::size_t>(std::min<uint64_t>(mtu, w.length - std::min(offset, w.length)));
   std::span<uint8_t> buf(ctx_.scratch.data(), len);
+  p.payload = buf;
   if (len > 0) {
     if (w.is_inline) {
       std::copy_n(w.inline_bytes.begin() + static_cast<std::ptrdiff_t>(offset), len, buf.begin());
     } else {
-      const WcStatus st = ctx_.gather(init_.pd, w.sges, offset, buf);
+      // In place where the memory layer maps the source: no copy.
+      const WcStatus st = ctx_.gather_view(init_.pd, w.sges, offset, len, p.payload);
       if (st != WcStatus::kSuccess) {
         w.state = WqeState::kLocalError;
         w.status = st;
@@ -276,7 +278,6 @@ void Qp::send_next_packet(SendWqe& w, Nanos now) {
       }
     }
   }
-  p.payload = buf;
   ++req_psn_;
   if (last) w.state = WqeState::kSent;
   emit(p, addr, now);

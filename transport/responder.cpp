@@ -457,11 +457,17 @@ void Qp::send_read_responses(const RespResource& r, Psn from, Nanos now) {
     q.aeth.syndrome = ae::kAck | ae::kCreditsInvalid;
     q.aeth.msn = msn_;
     std::span<uint8_t> buf(ctx_.scratch.data(), len);
-    if (len > 0 && (mr == nullptr || !ctx_.mem.read(mr->dom, mr->local(r.va + off), buf))) {
-      resp_nak(ae::kNak | ae::kNakRemoteOperational, p, RespState::kErrNakRemoteOperational, now);
-      return;
-    }
     q.payload = buf;
+    if (len > 0) {
+      // In place where the memory layer maps the MR: no copy.
+      const uint8_t* in_place = mr != nullptr ? ctx_.mem.view(mr->dom, mr->local(r.va + off), len) : nullptr;
+      if (in_place != nullptr) {
+        q.payload = wire::Bytes(in_place, len);
+      } else if (mr == nullptr || !ctx_.mem.read(mr->dom, mr->local(r.va + off), buf)) {
+        resp_nak(ae::kNak | ae::kNakRemoteOperational, p, RespState::kErrNakRemoteOperational, now);
+        return;
+      }
+    }
     emit(q, path_addr(), now);
     if (last) break;
   }

@@ -59,6 +59,24 @@ WcStatus Context::gather(PdHandle pd, std::span<const Sge> sges, uint64_t offset
   });
 }
 
+WcStatus Context::gather_view(PdHandle pd, std::span<const Sge> sges, uint64_t offset, std::size_t len,
+                              std::span<const uint8_t>& out) {
+  const uint8_t* in_place = nullptr;
+  const WcStatus st = walk_sges(*this, pd, sges, offset, len, 0, [&](const Mr& mr, uint64_t va, std::size_t at, std::size_t n) {
+    if (at == 0 && n == len) in_place = mem.view(mr.dom, va, n);
+    return true;  // only looking: gather() below makes the accesses
+  });
+  if (st != WcStatus::kSuccess) return st;
+  if (in_place != nullptr) {
+    out = {in_place, len};
+    return WcStatus::kSuccess;
+  }
+  std::span<uint8_t> buf(scratch.data(), len);
+  const WcStatus g = gather(pd, sges, offset, buf);
+  if (g == WcStatus::kSuccess) out = buf;
+  return g;
+}
+
 WcStatus Context::scatter(PdHandle pd, std::span<const Sge> sges, uint64_t offset, std::span<const uint8_t> in,
                           const WriteTag* tag) {
   return walk_sges(*this, pd, sges, offset, in.size(), access::kLocalWrite,

@@ -88,6 +88,14 @@ uint8_t* ProcessMemory::direct(transport::MemDomain dom, uint64_t va, std::size_
   return regions_.find(slot_of(dom), pid_of(dom), va, n);
 }
 
+const uint8_t* ProcessMemory::view(transport::MemDomain dom, uint64_t va, std::size_t n) {
+  const uint8_t* p = direct(dom, va, n);
+  if (p == nullptr) return nullptr;
+  flush_writes();  // a staged write across the region's edge may cover these bytes
+  ++counters_.direct_reads;
+  return p;
+}
+
 bool ProcessMemory::read(transport::MemDomain dom, uint64_t va, std::span<uint8_t> out) {
   flush_writes();
   if (const uint8_t* p = direct(dom, va, out.size())) {

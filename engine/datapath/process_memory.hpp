@@ -96,6 +96,7 @@ class ProcessMemory final : public transport::MemoryAccess {
   ProcessMemory& operator=(const ProcessMemory&) = delete;
 
   bool read(transport::MemDomain dom, uint64_t va, std::span<uint8_t> out) override;
+  const uint8_t* view(transport::MemDomain dom, uint64_t va, std::size_t n) override;
   bool write(transport::MemDomain dom, uint64_t va, std::span<const uint8_t> in) override;
   bool compare_swap(transport::MemDomain dom, uint64_t va, uint64_t compare, uint64_t swap,
                     uint64_t& orig) override;

@@ -886,3 +886,32 @@ TEST_CASE("congestion notification: a CE-marked packet gets its sender a CNP, on
   CHECK(more == 1);
   CHECK(counter(p.tb, Counter::kCeRcvd) == 3);
 }
+
+TEST_CASE("payloads are read in place where the memory layer maps the memory, copied where not: the same packets",
+          "[rc][memory]") {
+  // WRITE and READ responses from a view (MemoryAccess::view: the engine's
+  // mapped regions) and from read() copies carry the same bytes.
+  std::vector<std::vector<uint8_t>> payloads[2];
+  for (const bool views : {true, false}) {
+    Pair p;
+    p.ma.set_views(views);
+    p.mb.set_views(views);
+    fill(p.a.bytes().subspan(0, 2500), p.qa, 5);
+    fill(p.b.bytes().subspan(8192, 2500), p.qb, 9);
+    REQUIRE(p.send(5, WrOpcode::kRdmaWrite, 0, 2500, 4096) == 0);
+    REQUIRE(p.send(9, WrOpcode::kRdmaRead, 4096, 2500, 8192) == 0);
+    auto req = p.sa.take();
+    for (const auto& c : req) payloads[views ? 0 : 1].push_back(c.payload);
+    p.to_b(req);
+    auto rsp = p.sb.take();
+    for (const auto& c : rsp) payloads[views ? 0 : 1].push_back(c.payload);
+    p.to_a(rsp);
+    CHECK(check(p.b.bytes().subspan(4096, 2500), p.qa, 5));
+    CHECK(check(p.a.bytes().subspan(4096, 2500), p.qb, 9));
+    REQUIRE(p.a.poll().size() == 2);
+    // Three WRITE packets from A's memory, three READ responses from B's.
+    CHECK(p.ma.views() == (views ? 3U : 0U));
+    CHECK(p.mb.views() == (views ? 3U : 0U));
+  }
+  CHECK(payloads[0] == payloads[1]);
+}

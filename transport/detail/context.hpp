@@ -191,6 +191,11 @@ struct Context {
   // list is too short) or kLocProtErr (a key/bounds/access failure or a
   // memory fault).
   WcStatus gather(PdHandle pd, std::span<const Sge> sges, uint64_t offset, std::span<uint8_t> out);
+  // The `len` bytes at `offset` of the SGE list, in place where they lie in
+  // one SGE and the memory layer gives a view (MemoryAccess::view), else
+  // gathered into `scratch`; `out` is set to them on success.
+  WcStatus gather_view(PdHandle pd, std::span<const Sge> sges, uint64_t offset, std::size_t len,
+                       std::span<const uint8_t>& out);
   // A non-null `tag` makes it a responder's write of received data, which
   // memory may stage (MemoryAccess::stage_write).
   WcStatus scatter(PdHandle pd, std::span<const Sge> sges, uint64_t offset, std::span<const uint8_t> in,

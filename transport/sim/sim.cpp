@@ -297,6 +297,13 @@ bool LocalMemory::read(MemDomain dom, uint64_t va, std::span<uint8_t> out) {
   return true;
 }
 
+const uint8_t* LocalMemory::view(MemDomain dom, uint64_t va, std::size_t n) {
+  if (!views_on_) return nullptr;
+  const uint8_t* p = at(dom, va, n);
+  if (p != nullptr) ++views_;
+  return p;
+}
+
 bool LocalMemory::write(MemDomain dom, uint64_t va, std::span<const uint8_t> in) {
   uint8_t* p = at(dom, va, in.size());
   if (p == nullptr) return false;

@@ -136,6 +136,11 @@ class LocalMemory final : public MemoryAccess {
   uint64_t atomic_ops() const noexcept { return atomic_ops_; }
 
   bool read(MemDomain dom, uint64_t va, std::span<uint8_t> out) override;
+  // In place, as the engine's mapped regions are (so the transport's
+  // zero-copy payloads are what the simulator tests); off: every read copies.
+  const uint8_t* view(MemDomain dom, uint64_t va, std::size_t n) override;
+  void set_views(bool on) { views_on_ = on; }
+  uint64_t views() const noexcept { return views_; }
   bool write(MemDomain dom, uint64_t va, std::span<const uint8_t> in) override;
   bool compare_swap(MemDomain dom, uint64_t va, uint64_t compare, uint64_t swap, uint64_t& orig) override;
   bool fetch_add(MemDomain dom, uint64_t va, uint64_t add, uint64_t& orig) override;
@@ -149,6 +154,8 @@ class LocalMemory final : public MemoryAccess {
   uint8_t* at(MemDomain dom, uint64_t va, std::size_t n);
   std::vector<Buffer> bufs_;
   uint64_t atomic_ops_ = 0;
+  bool views_on_ = true;
+  uint64_t views_ = 0;
 };
 
 // One simulated host: a Transport with local memory, whose TX goes through
