@@ -63,6 +63,10 @@ struct DcqcnConfig {
   // rate_reduce_monitor_period, 4 us); a CNP inside it changes nothing.
   // 0: every CNP cuts (the paper's model).
   Nanos decrease_period = 4'000;
+  // Pacing (the requester, not the rate machine): how far a paced QP that
+  // was held up may catch up, i.e. its burst allowance. 10 us: more than
+  // urnicd's timer lateness when busy, a few packets at most.
+  Nanos pace_slack = 10'000;
 };
 
 class DcqcnRate {
