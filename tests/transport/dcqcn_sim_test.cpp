@@ -164,3 +164,98 @@ TEST_CASE("dcqcn off: a CNP is counted and changes nothing", "[dcqcn][sim][rc]")
   CHECK(ca->get(Counter::kDcqcnRateMbps) == 0);
   CHECK(a.t.qp_next_deadline(qa) == kNever);
 }
+
+TEST_CASE("dcqcn on the sim, the whole loop: a marking link, CNPs from B, A slows down and recovers",
+          "[dcqcn][sim][rc][ecn]") {
+  sim::Harness::Config cfg;
+  // Faster recovery than the defaults (R_AI 2 Gb/s, R_HAI 20 Gb/s), so that
+  // it ends within the run; everything else as on a device.
+  cfg.transport.dcqcn.rate_ai_mbps = 2'000;
+  cfg.transport.dcqcn.rate_hai_mbps = 20'000;
+  sim::Harness h(cfg);
+  h.roce_a.ecn = 0b10;  // A's RC frames ECT(0), as urnicd sends them
+  constexpr uint32_t kMsgs = 128;
+  constexpr uint32_t kLen = 64 * 1024;
+  Side a(h.a.transport(), h.a.memory(), 0x1000000, kMsgs * kLen);
+  Side b(h.b.transport(), h.b.memory(), 0x10000000, kMsgs * kLen);
+  const uint32_t qa = a.create_qp(QpType::kRc), qb = b.create_qp(QpType::kRc);
+  REQUIRE(connect_qp(a.t, qa, QpType::kRc, qb, {}, h.sim.now()) == 0);
+  REQUIRE(connect_qp(b.t, qb, QpType::kRc, qa, {}, h.sim.now()) == 0);
+  std::vector<Sge> rsge(kMsgs), ssge(kMsgs);
+  for (uint32_t i = 0; i < kMsgs; ++i) {
+    rsge[i] = Sge{b.va + uint64_t{i} * kLen, kLen, b.mr.lkey};
+    RecvWr r;
+    r.wr_id = i;
+    r.sg_list = {&rsge[i], 1};
+    REQUIRE(b.t.post_recv(qb, r) == 0);
+  }
+  h.a.log_tx = true;
+  const Nanos start = h.sim.now();
+  for (uint32_t i = 0; i < kMsgs; ++i) {
+    fill(a.bytes().subspan(uint64_t{i} * kLen, kLen), qa, i);
+    ssge[i] = Sge{a.va + uint64_t{i} * kLen, kLen, a.mr.lkey};
+    REQUIRE(a.t.post_send(qa, make_wr(i, WrOpcode::kSend, ssge[i], 0, 0), start) == 0);
+  }
+  const Counters* ca = a.t.qp_counters(qa);
+  const Counters* cb = b.t.qp_counters(qb);
+  // 300 us of a congested queue: every ECN-capable frame A -> B marked CE.
+  h.ab.config().faults.ecn = 1.0;
+  const Nanos mark_end = start + 300 * kUs;
+  h.sim.run_until([&] { return h.sim.now() >= mark_end; });
+  h.ab.config().faults.ecn = 0;
+  CHECK(h.ab.stats().ce_marked > 0);
+  CHECK(cb->get(Counter::kCeRcvd) == h.ab.stats().ce_marked);
+  // B sends a CNP at most every 50 us: 6 or 7 in 300 us; each reaches A
+  // and cuts (they are more than the 4 us decrease period apart), alpha
+  // stays near 1, so A's rate halves with each: 100 Gb/s / 2^6 = 1.5625.
+  const uint64_t cnps = ca->get(Counter::kCnpsRcvd);
+  CHECK(cnps >= 6);
+  CHECK(cnps <= 7);
+  CHECK(cnps == cb->get(Counter::kCnpsSent));
+  CHECK(ca->get(Counter::kDcqcnRateDecreases) == cnps);
+  // (An increase event 55 us after a cut may come before a CNP that
+  // arrives more than 55 us after the previous one: at most the one rate
+  // up.) Measured: 6 CNPs, 1563 Mb/s.
+  const uint64_t low = ca->get(Counter::kDcqcnRateMbps);
+  CHECK(low > 0);
+  CHECK(low <= (uint64_t{100'000} >> (cnps - 1)));
+  // Packets in the next 100 us (1040 bytes each): at 1562.5 Mb/s one per
+  // 5.3 us, 18.8; 100 us * 4 Gb/s / 8320 bits = 48 at most. Measured: 27
+  // (the first increase event comes 55 us after the last cut).
+  h.sim.run_until([&] { return h.sim.now() >= mark_end + 100 * kUs; });
+  const std::size_t slow = sent_between(h.a, mark_end, mark_end + 100 * kUs);
+  CHECK(slow <= 48);
+  CHECK(slow >= 18);
+  // Recovery: fast recovery then additive/hyper increase every 55 us; the
+  // rate rises, and the QP is released.
+  h.sim.run_until([&] { return h.sim.now() >= mark_end + 500 * kUs; });
+  const uint64_t later = ca->get(Counter::kDcqcnRateMbps);
+  const std::size_t faster = sent_between(h.a, mark_end + 400 * kUs, mark_end + 500 * kUs);
+  std::vector<Cqe> rc;
+  Nanos released = 0, done = 0;
+  REQUIRE(h.sim.run_until([&] {
+    auto x = b.poll();
+    rc.insert(rc.end(), x.begin(), x.end());
+    if (released == 0 && ca->get(Counter::kDcqcnRateMbps) == 0) released = h.sim.now();
+    if (done == 0 && rc.size() >= kMsgs) done = h.sim.now();
+    return released != 0 && done != 0;
+  }, 100 * kMs));
+  // Measured: 1563 Mb/s at the end of the marks, 27 packets in the next
+  // 100 us; 500 us later 9.2 Gb/s and 98 packets per 100 us; the stream done
+  // 2.3 ms after the start, the QP released at 3.2 ms.
+  INFO("rate " << low << " Mb/s at the end of the marks, " << later << " 500 us later; " << slow << " then "
+               << faster << " packets per 100 us; released " << (released - start) / kUs
+               << " us after the start, stream done after " << (done - start) / kUs << " us");
+  CHECK(later > 2 * low);
+  CHECK(faster > slow);
+  REQUIRE(rc.size() == kMsgs);
+  for (uint32_t i = 0; i < kMsgs; ++i) {
+    INFO("message " << i);
+    CHECK(rc[i].wr_id == i);
+    CHECK(rc[i].status == WcStatus::kSuccess);
+    CHECK(rc[i].byte_len == kLen);
+    CHECK(check(b.bytes().subspan(uint64_t{i} * kLen, kLen), qa, i));
+  }
+  CHECK(a.t.counters().get(Counter::kCompleterRetryErr) == 0);
+  CHECK(b.t.counters().get(Counter::kDuplicateRequest) == 0);
+}
