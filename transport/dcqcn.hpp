@@ -33,35 +33,46 @@
 namespace urnic::transport {
 
 // Every DCQCN parameter of a device (config "dcqcn": {...},
-// engine/device/device.cpp). The defaults and where they come from:
+// engine/device/device.cpp). The defaults and where they come from
+// ("checked": read in the source named; otherwise as the literature and
+// vendor notes report it, not checked against a primary source here):
 struct DcqcnConfig {
-  // On by default on RoCE v2, as a ConnectX's reaction point is.
+  // On by default on RoCE v2, as a ConnectX's reaction point is reported to
+  // be.
   bool enabled = true;
   // The rate a QP starts at and recovers to: the port speed urnic reports
   // (4X EDR, 100 Gb/s: engine/device/device.cpp's active_width/speed).
   double line_rate_mbps = 100'000;
-  // The floor a cut stops at. ConnectX's rpg_min_rate default as NVIDIA
-  // documents it (1 Mb/s); the paper gives none.
+  // The floor a cut stops at: 1 Mb/s, reported as ConnectX's rpg_min_rate
+  // default (not checked); the ns-3 DCQCN model in HPCC's simulator uses
+  // 100 Mb/s (checked: rdma-hw.cc MinRate). 1 Mb/s keeps a heavily marked
+  // QP moving (a 4 KiB packet per 33 ms, inside the default ACK timeout).
   double min_rate_mbps = 1;
   // alpha's gain and starting value: the paper's g = 1/256 and alpha = 1.
   double g = 1.0 / 256;
   double initial_alpha = 1.0;
   // K, the alpha timer: 55 us in the paper (longer than the 50 us between
-  // CNPs, so that a period with a CNP is never counted as one without).
+  // CNPs, so that a period with a CNP is never counted as one without;
+  // HPCC's ns-3 model: AlphaResumInterval 55 us, checked).
   Nanos alpha_period = 55'000;
   // T, the rate increase timer: 55 us, and B, the byte counter: 10 MB
-  // (10^7 bytes), the paper's values (0 turns the byte counter off).
+  // (10^7 bytes), the values the issue names and the paper's evaluation is
+  // reported to use (T varies elsewhere: 50 us in a published validation
+  // of the authors' ns-3 code, 1500 us in HPCC's model; 0 turns the byte
+  // counter off).
   Nanos timer_period = 55'000;
   uint64_t byte_counter = 10'000'000;
-  // F: increase events of fast recovery before additive increase (paper: 5).
+  // F: increase events of fast recovery before additive increase (paper: 5;
+  // HPCC's ns-3 model FastRecoveryTimes 5, checked).
   uint32_t fast_recovery_stages = 5;
-  // R_AI and R_HAI: ConnectX's rpg_ai_rate and rpg_hai_rate defaults (5
-  // and 50 Mb/s; the DCQCN models in ns-3 use the same).
+  // R_AI and R_HAI: 5 and 50 Mb/s, HPCC's ns-3 model's RateAI/RateHAI
+  // (checked) and reported as ConnectX's rpg_ai_rate/rpg_hai_rate defaults.
   double rate_ai_mbps = 5;
   double rate_hai_mbps = 50;
-  // At most one cut per this, however many CNPs arrive (ConnectX's
-  // rate_reduce_monitor_period, 4 us); a CNP inside it changes nothing.
-  // 0: every CNP cuts (the paper's model).
+  // At most one cut per this, however many CNPs arrive: 4 us, HPCC's ns-3
+  // model's RateDecreaseInterval (checked; reported as ConnectX's
+  // rate_reduce_monitor_period); a CNP inside it changes nothing. 0: every
+  // CNP cuts (the paper's model).
   Nanos decrease_period = 4'000;
   // Pacing (the requester, not the rate machine): how far a paced QP that
   // was held up may catch up, i.e. its burst allowance. 10 us: more than
