@@ -83,7 +83,7 @@ void DcqcnRate::increase(Source s) noexcept {
 
 Nanos DcqcnRate::tx_time(uint64_t bytes) const noexcept {
   // Mb/s is bits per microsecond: bytes * 8 / Rc microseconds.
-  const double ns = std::ceil(static_cast<double>(bytes) * 8000.0 / rc_);
+  const double ns = std::ceil(static_cast<double>(bytes) * 8000.0 / std::max(rc_, 0.001));
   return std::max<Nanos>(1, static_cast<Nanos>(ns));
 }
 

@@ -102,9 +102,13 @@ class DcqcnRate {
   // `bytes` were sent at `now`: the timer's events due first, then the
   // byte counter's.
   void on_sent(uint64_t bytes, Nanos now) noexcept;
-  // When the next timer event is due (kNever unless limited).
-  Nanos next_event() const noexcept { return limited_ ? timer_at_ + cfg_->timer_period : kNever; }
-  // Nanoseconds `bytes` take at Rc (rounded up, at least 1).
+  // When the next timer event is due (kNever unless limited, or with no
+  // increase timer).
+  Nanos next_event() const noexcept {
+    return limited_ && cfg_->timer_period != 0 ? timer_at_ + cfg_->timer_period : kNever;
+  }
+  // Nanoseconds `bytes` take at Rc (rounded up, at least 1; Rc taken as at
+  // least 1 kb/s, should a configuration allow a minimum rate of 0).
   Nanos tx_time(uint64_t bytes) const noexcept;
 
  private:

@@ -240,3 +240,17 @@ TEST_CASE("dcqcn: transmit time of a packet at the current rate", "[dcqcn]") {
   DcqcnRate s(d);
   CHECK(s.tx_time(1'000) == 26'667);  // 8000 / 300 = 26.666.. us, rounded up
 }
+
+TEST_CASE("dcqcn: without an increase timer only the byte counter recovers the rate", "[dcqcn]") {
+  DcqcnConfig c;
+  c.line_rate_mbps = 1'000;
+  c.timer_period = 0;
+  c.byte_counter = 1'000;
+  DcqcnRate r(c);
+  REQUIRE(r.on_cnp(t0));                 // Rc 500, Rt 1000
+  CHECK(r.next_event() == kNever);       // nothing to wake the QP for
+  r.advance(t0 + 1'000 * kUs);
+  CHECK(r.rate_mbps() == 500);           // no timer events, however long
+  r.on_sent(1'000, t0 + 1'000 * kUs);    // BC=1: fast recovery
+  CHECK(r.rate_mbps() == 750);           // (1000 + 500) / 2
+}
