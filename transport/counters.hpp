@@ -54,6 +54,12 @@ enum class Counter : uint8_t {
   kCeRcvd,
   kCnpsSent,
   kCnpsRcvd,
+  // The DCQCN reaction point (transport/dcqcn.hpp): the CNPs that cut the
+  // QP's rate (the others fell inside its decrease period), and -- a gauge,
+  // not a count, per QP only (the device's stays 0) -- its current rate in
+  // Mb/s while it is paced, 0 at the line rate (never cut, or recovered).
+  kDcqcnRateDecreases,
+  kDcqcnRateMbps,
   kCount,
 };
 
@@ -66,13 +72,14 @@ inline constexpr std::array<std::string_view, static_cast<std::size_t>(Counter::
     "qkey_violation",     "cq_overflow",
     "iw_fpdus_sent",      "iw_fpdus_rcvd",       "iw_crc_errors",         "iw_terminates_sent",
     "iw_terminates_rcvd", "wrong_peer_pkts",     "write_faults",          "ce_rcvd",
-    "cnps_sent",          "cnps_rcvd",
+    "cnps_sent",          "cnps_rcvd",           "dcqcn_rate_decreases",  "dcqcn_rate_mbps",
 };
 static_assert(kCounterNames.size() == static_cast<std::size_t>(Counter::kCount));
 
 class Counters {
  public:
   void inc(Counter c, uint64_t n = 1) noexcept { v_[static_cast<std::size_t>(c)] += n; }
+  void set(Counter c, uint64_t v) noexcept { v_[static_cast<std::size_t>(c)] = v; }  // gauges
   uint64_t get(Counter c) const noexcept { return v_[static_cast<std::size_t>(c)]; }
   static std::string_view name(Counter c) noexcept { return kCounterNames[static_cast<std::size_t>(c)]; }
 

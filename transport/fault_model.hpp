@@ -18,7 +18,8 @@ struct Faults {
   double reorder = 0;    // probability a frame is held back by reorder_delay
   double corrupt = 0;    // probability one random bit is flipped
   // Probability an ECN-capable frame is marked Congestion Experienced, as a
-  // congested queue would (urnicd's fault stage; the sim link ignores it).
+  // congested queue would (urnicd's fault stage; the sim link marks RoCE v2
+  // IPv4 frames, and its nodes report the mark as RxInfo::ce).
   double ecn = 0;
   Nanos reorder_delay = 20'000;
   uint64_t drop_every = 0;  // deterministic: drop every n-th frame (0 = off)

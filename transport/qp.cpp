@@ -1,5 +1,6 @@
 // QP lifecycle: the modify_qp transition table, posting, flushing,
 // completions and packet output.
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -127,7 +128,8 @@ WcOpcode wc_opcode_of(WrOpcode op) noexcept {
 
 WcOpcode wc_opcode_for(WrOpcode op) noexcept { return wc_opcode_of(op); }
 
-Qp::Qp(Context& ctx, uint32_t qpn, const QpInitAttr& init) : ctx_(ctx), qpn_(qpn), init_(init) {
+Qp::Qp(Context& ctx, uint32_t qpn, const QpInitAttr& init)
+    : ctx_(ctx), qpn_(qpn), init_(init), rate_(ctx.cfg.dcqcn) {
   attr_.cap = init.cap;
   if (init.has_srq) {
     auto s = ctx_.srqs.find(static_cast<uint32_t>(init.srq));
@@ -234,6 +236,9 @@ void Qp::reset_state() {
   retry_left_ = rnr_retry_left_ = 0;
   ack_deadline_ = rnr_deadline_ = kNever;
   sqd_notify_pending_ = false;
+  rate_ = DcqcnRate(ctx_.cfg.dcqcn);  // a new connection starts at the line rate
+  pace_next_ = 0;
+  rate_gauge();
   comp_retry_ = CompRetry::kNone;
   comp_retry_stale_ = 0;
   read_window_ = 255;
@@ -514,6 +519,7 @@ void Qp::on_packet(const wire::IbPacket& pkt, const RxInfo& rx, Nanos now) {
   if (init_.type == QpType::kRc || init_.type == QpType::kUc) {
     if (tt == wire::IbTransport::kCnp) {
       count(Counter::kCnpsRcvd);
+      if (ctx_.cfg.dcqcn.enabled) on_cnp(now);
       return;
     }
     if (rx.ce) notify_congestion(now);
@@ -552,9 +558,20 @@ void Qp::on_packet(const wire::IbPacket& pkt, const RxInfo& rx, Nanos now) {
 void Qp::on_timer(Nanos now) {
   if (rnr_deadline_ != kNever && now >= rnr_deadline_) on_rnr_timer(now);
   if (ack_deadline_ != kNever && now >= ack_deadline_) on_ack_timeout(now);
+  // DCQCN: the rate increase timer, and the paced requester's turn.
+  if (rate_.limited() || req_state_ == ReqState::kWaitRate) {
+    rate_.advance(now);
+    rate_gauge();
+    if (req_state_ == ReqState::kWaitRate && now >= pace_next_) req_run(now);
+  }
 }
 
-Nanos Qp::next_deadline() const noexcept { return ack_deadline_ < rnr_deadline_ ? ack_deadline_ : rnr_deadline_; }
+Nanos Qp::next_deadline() const noexcept {
+  Nanos d = std::min(ack_deadline_, rnr_deadline_);
+  d = std::min(d, rate_.next_event());  // kNever unless the rate is cut
+  if (req_state_ == ReqState::kWaitRate) d = std::min(d, pace_next_);
+  return d;
+}
 
 std::string_view to_string(ReqState s) noexcept {
   switch (s) {
@@ -563,6 +580,7 @@ std::string_view to_string(ReqState s) noexcept {
     case ReqState::kWaitWindow: return "WAIT_WINDOW";
     case ReqState::kWaitFence: return "WAIT_FENCE";
     case ReqState::kWaitRdAtomic: return "WAIT_RD_ATOMIC";
+    case ReqState::kWaitRate: return "WAIT_RATE";
     case ReqState::kRnrWait: return "RNR_WAIT";
     case ReqState::kDrained: return "DRAINED";
     case ReqState::kLocalError: return "LOCAL_ERROR";

@@ -2,6 +2,7 @@
 // One pass (req_step) sends at most one packet and returns the ReqState that
 // says why it stopped, or kSending to go on.
 #include <algorithm>
+#include <cmath>
 
 #include "transport/detail/qp.hpp"
 #include "transport/detail/trace.hpp"
@@ -94,6 +95,12 @@ ReqState Qp::req_step(Nanos now) {
   }
   if (reliable() && (req_psn_ - comp_psn_) >= static_cast<int32_t>(ctx_.cfg.max_inflight_pkts))
     return ReqState::kWaitWindow;
+  // DCQCN: a QP whose rate was cut sends its next packet at pace_next_; for
+  // one never cut this compare never holds (pace_next_ is 0).
+  if (now < pace_next_) {
+    list_timer();
+    return ReqState::kWaitRate;
+  }
   send_next_packet(w, now);
   return ReqState::kSending;
 }
@@ -208,7 +215,7 @@ void Qp::send_next_packet(SendWqe& w, Nanos now) {
       p.bth.ack_req = false;
       const bool done = chunk_last + 1 == w.npkts;
       w.state = done ? WqeState::kSent : WqeState::kInFlight;
-      emit(p, addr, now);
+      emit_request(p, addr, now);
       req_psn_ = w.first_psn + static_cast<int32_t>(chunk_last + 1);
       if (done) advance_req();
       return;
@@ -223,7 +230,7 @@ void Qp::send_next_packet(SendWqe& w, Nanos now) {
       p.atomic_eth.compare = cas ? w.compare_add : 0;
       p.bth.ack_req = true;
       w.state = WqeState::kSent;
-      emit(p, addr, now);
+      emit_request(p, addr, now);
       advance_req();
       return;
     }
@@ -280,7 +287,7 @@ void Qp::send_next_packet(SendWqe& w, Nanos now) {
   }
   ++req_psn_;
   if (last) w.state = WqeState::kSent;
-  emit(p, addr, now);
+  emit_request(p, addr, now);
   if (last) {
     if (send) count(Counter::kRdmaSends);
     advance_req();
@@ -291,6 +298,46 @@ void Qp::send_next_packet(SendWqe& w, Nanos now) {
       complete_head(WcStatus::kSuccess, now);
     }
   }
+}
+
+void Qp::emit_request(wire::IbPacket& p, const Addressing& addr, Nanos now) {
+  if (rate_.limited()) pace(p, now);
+  emit(p, addr, now);
+}
+
+// DCQCN's reaction point (transport/dcqcn.hpp). The gap after a request
+// packet is its size at the QP's rate when it leaves (the increases due by
+// then applied first); a packet sent late -- the timer fired late, the
+// window or the responder held the QP -- may catch up by at most
+// pace_slack, so that lateness is not lost rate but an idle QP does not
+// burst. Sizes are the IB packet's, BTH to ICRC (what tx_bytes counts).
+// Only the requester is paced: ACKs, CNPs and READ responses are not.
+void Qp::pace(const wire::IbPacket& p, Nanos now) {
+  rate_.advance(now);
+  if (rate_.limited()) {
+    const std::size_t n = p.payload.size();
+    const uint64_t bytes = p.info().length + n + ((4 - (n & 3)) & 3) + wire::kIcrcSize;
+    const Nanos slack = ctx_.cfg.dcqcn.pace_slack;
+    pace_next_ = std::max(pace_next_, now > slack ? now - slack : 0) + rate_.tx_time(bytes);
+    rate_.on_sent(bytes, now);
+  }
+  rate_gauge();
+}
+
+// A CNP names this QP (annex A17.9): the rate machine cuts the rate (at
+// most once per decrease period); the increase timer makes the QP a timer
+// QP until the rate has recovered.
+void Qp::on_cnp(Nanos now) {
+  if (!rate_.on_cnp(now)) return;
+  count(Counter::kDcqcnRateDecreases);
+  rate_gauge();
+  list_timer();
+}
+
+void Qp::rate_gauge() noexcept {
+  const uint64_t mbps =
+      rate_.limited() ? std::max<uint64_t>(1, static_cast<uint64_t>(std::llround(rate_.rate_mbps()))) : 0;
+  counters_.set(Counter::kDcqcnRateMbps, mbps);
 }
 
 // Go-back-N (IBA 9.7.5.1.x): resend from PSN p, which is inside a WQE that

@@ -13,6 +13,7 @@
 #include <unordered_map>
 
 #include "transport/counters.hpp"
+#include "transport/dcqcn.hpp"
 #include "transport/io.hpp"
 #include "transport/iwarp/stream.hpp"
 #include "transport/types.hpp"
@@ -55,6 +56,9 @@ struct TransportConfig {
   // one per this interval (ConnectX's default min_time_between_cnps: 4 us
   // on recent firmware, 50 us in DCQCN's paper; 0: a CNP for every mark).
   Nanos cnp_interval = 50'000;
+  // Reaction point: a CNP cuts the RC/UC QP's sending rate, which then
+  // recovers; the requester paces the QP to it (transport/dcqcn.hpp).
+  DcqcnConfig dcqcn;
   // An iWARP device (RFC 5040/5041/5044 over a byte stream per QP): its QPs
   // are RC only and run over a stream bound with iw_bind_stream.
   bool iwarp = false;

@@ -111,6 +111,7 @@ t::TransportConfig config_for(const Device& dev) {
   cfg.first_qpn = 17;  // IBA 10.2.4: QP0/QP1 are special; rxe also starts at 17
   cfg.iwarp = dev.iwarp();
   cfg.cnp_interval = t::Nanos{dev.config().cnp_interval_us} * 1000;
+  cfg.dcqcn = dev.config().dcqcn;
   return cfg;
 }
 

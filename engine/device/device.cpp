@@ -138,6 +138,71 @@ bool parse_access(const nlohmann::json& a, AccessPolicy& out, std::string& error
   return true;
 }
 
+// "dcqcn": {...} of a roce device (transport/dcqcn.hpp): every key checked,
+// the message naming the one that is wrong.
+bool parse_dcqcn(const nlohmann::json& d, const std::string& dev, transport::DcqcnConfig& c, std::string& error) {
+  if (!d.is_object()) {
+    error = "config: dcqcn must be an object of DCQCN parameters, on a roce device (" + dev + ")";
+    return false;
+  }
+  const auto fail = [&](const std::string& key, const char* what) {
+    error = "config: dcqcn." + key + " " + what + " (" + dev + ")";
+    return false;
+  };
+  // A number in [lo, hi] (lo_open: lo itself excluded).
+  const auto num = [&](const nlohmann::json& v, double lo, bool lo_open, double hi, double& out) {
+    if (!v.is_number()) return false;
+    const double x = v.get<double>();
+    if (!(lo_open ? x > lo : x >= lo) || !(x <= hi)) return false;
+    out = x;
+    return true;
+  };
+  // Whole microseconds in [lo, 1000000], as Nanos.
+  const auto usec = [&](const nlohmann::json& v, std::uint64_t lo, transport::Nanos& out) {
+    if (!v.is_number_unsigned() || v.get<std::uint64_t>() < lo || v.get<std::uint64_t>() > 1'000'000) return false;
+    out = v.get<std::uint64_t>() * 1000;
+    return true;
+  };
+  for (const auto& [key, v] : d.items()) {
+    double x = 0;
+    if (key == "enabled") {
+      if (!v.is_boolean()) return fail(key, "is true or false");
+      c.enabled = v.get<bool>();
+    } else if (key == "g") {
+      if (!num(v, 0, true, 1, c.g)) return fail(key, "is a number in (0, 1] (the paper's 1/256 = 0.00390625)");
+    } else if (key == "initial_alpha") {
+      if (!num(v, 0, true, 1, c.initial_alpha)) return fail(key, "is a number in (0, 1]");
+    } else if (key == "alpha_timer_us") {
+      if (!usec(v, 1, c.alpha_period)) return fail(key, "is 1..1000000 (microseconds)");
+    } else if (key == "timer_us") {
+      if (!usec(v, 1, c.timer_period)) return fail(key, "is 1..1000000 (microseconds)");
+    } else if (key == "decrease_period_us") {
+      if (!usec(v, 0, c.decrease_period)) return fail(key, "is 0..1000000 (microseconds)");
+    } else if (key == "pace_slack_us") {
+      if (!usec(v, 0, c.pace_slack) || c.pace_slack > 1'000'000) return fail(key, "is 0..1000 (microseconds)");
+    } else if (key == "byte_counter") {
+      if (!v.is_number_unsigned() || v.get<std::uint64_t>() > (std::uint64_t{1} << 40))
+        return fail(key, "is 0..2^40 (bytes; 0: no byte counter)");
+      c.byte_counter = v.get<std::uint64_t>();
+    } else if (key == "fast_recovery_stages") {
+      if (!v.is_number_unsigned() || v.get<std::uint64_t>() > 1000) return fail(key, "is 0..1000");
+      c.fast_recovery_stages = v.get<std::uint32_t>();
+    } else if (key == "rate_ai_mbps" || key == "rate_hai_mbps" || key == "min_rate_mbps" || key == "line_rate_mbps") {
+      if (!num(v, 0, true, 1'000'000, x)) return fail(key, "is a rate in Mb/s, above 0 and at most 1000000");
+      (key == "rate_ai_mbps"    ? c.rate_ai_mbps
+       : key == "rate_hai_mbps" ? c.rate_hai_mbps
+       : key == "min_rate_mbps" ? c.min_rate_mbps
+                                : c.line_rate_mbps) = x;
+    } else {
+      return fail(key, "is not a DCQCN parameter (enabled, g, initial_alpha, alpha_timer_us, timer_us, "
+                       "decrease_period_us, pace_slack_us, byte_counter, fast_recovery_stages, rate_ai_mbps, "
+                       "rate_hai_mbps, min_rate_mbps, line_rate_mbps)");
+    }
+  }
+  if (c.min_rate_mbps > c.line_rate_mbps) return fail("min_rate_mbps", "is at most line_rate_mbps");
+  return true;
+}
+
 }  // namespace
 
 std::optional<DaemonConfig> parse_config(const std::string& json_text, std::string& error) {
@@ -223,6 +288,13 @@ std::optional<DaemonConfig> parse_config(const std::string& json_text, std::stri
           return std::nullopt;
         }
         dc.cnp_interval_us = static_cast<std::uint32_t>(v);
+      }
+      if (d.contains("dcqcn")) {
+        if (dc.transport != "roce") {
+          error = "config: dcqcn is a roce device's (" + dc.name + ")";
+          return std::nullopt;
+        }
+        if (!parse_dcqcn(d["dcqcn"], dc.name, dc.dcqcn, error)) return std::nullopt;
       }
       in_addr a{};
       if (dc.transport != "roce" && dc.transport != "iwarp") {

@@ -14,6 +14,7 @@
 #include "hostif/ctl_proto.hpp"
 #include "engine/observe/fault.hpp"
 #include "engine/link/netdev.hpp"
+#include "transport/dcqcn.hpp"
 #include "transport/iwarp/mpa_setup.hpp"
 #include "transport/key_source.hpp"
 
@@ -59,6 +60,13 @@ struct DeviceConfig {
   // a QP sends for marked packets it received ("cnp_interval_us", 50).
   std::uint8_t ecn_codepoint = 0b10;   // ECT(0); ECT(1) is 0b01, off 0
   std::uint32_t cnp_interval_us = 50;
+  // roce: the DCQCN reaction point ("dcqcn": {"enabled": true, "g": 0.00390625,
+  // "alpha_timer_us": 55, "timer_us": 55, "byte_counter": 10000000,
+  // "fast_recovery_stages": 5, "rate_ai_mbps": 5, "rate_hai_mbps": 50,
+  // "min_rate_mbps": 1, "line_rate_mbps": 100000, "initial_alpha": 1,
+  // "decrease_period_us": 4, "pace_slack_us": 10}; any subset; the defaults
+  // and their sources: transport/dcqcn.hpp).
+  transport::DcqcnConfig dcqcn;
 };
 
 // Who may use this daemon (config key "access"; engine/control/peer_identity

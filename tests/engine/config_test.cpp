@@ -82,3 +82,63 @@ TEST_CASE("config: ecn and cnp_interval_us per RoCE device, ECT(0) and 50 us by 
   CHECK_FALSE(parse_config(R"({"devices":[{"cnp_interval_us":-1}]})", err));
   CHECK(err.find("cnp_interval_us is 0..1000000") != std::string::npos);
 }
+
+TEST_CASE("config: dcqcn per RoCE device, on with the paper's and ConnectX's defaults; each key checked by name",
+          "[config][ecn][dcqcn]") {
+  std::string err;
+  auto c = parse_config(R"({"devices":[
+      {"name":"r_a","address":"10.0.0.1","dcqcn":{"enabled":false}},
+      {"name":"r_b","address":"10.0.0.2","dcqcn":{"g":0.0625,"initial_alpha":0.5,"alpha_timer_us":100,
+        "timer_us":300,"decrease_period_us":0,"pace_slack_us":20,"byte_counter":0,"fast_recovery_stages":1,
+        "rate_ai_mbps":40,"rate_hai_mbps":400,"min_rate_mbps":10,"line_rate_mbps":25000}},
+      {"name":"r_c","address":"10.0.0.3"}]})",
+                        err);
+  INFO(err);
+  REQUIRE(c);
+  CHECK_FALSE(c->devices[0].dcqcn.enabled);
+  CHECK(c->devices[0].dcqcn.g == 1.0 / 256);  // the rest stays default
+  const urnic::transport::DcqcnConfig& b = c->devices[1].dcqcn;
+  CHECK(b.enabled);
+  CHECK(b.g == 0.0625);
+  CHECK(b.initial_alpha == 0.5);
+  CHECK(b.alpha_period == 100'000);
+  CHECK(b.timer_period == 300'000);
+  CHECK(b.decrease_period == 0);
+  CHECK(b.pace_slack == 20'000);
+  CHECK(b.byte_counter == 0);
+  CHECK(b.fast_recovery_stages == 1);
+  CHECK(b.rate_ai_mbps == 40);
+  CHECK(b.rate_hai_mbps == 400);
+  CHECK(b.min_rate_mbps == 10);
+  CHECK(b.line_rate_mbps == 25'000);
+  const urnic::transport::DcqcnConfig& d = c->devices[2].dcqcn;
+  CHECK(d.enabled);
+  CHECK(d.g == 1.0 / 256);
+  CHECK(d.timer_period == 55'000);
+  CHECK(d.alpha_period == 55'000);
+  CHECK(d.byte_counter == 10'000'000);
+  CHECK(d.rate_ai_mbps == 5);
+  CHECK(d.rate_hai_mbps == 50);
+  CHECK(d.min_rate_mbps == 1);
+  const std::pair<const char*, const char*> bad[] = {
+      {R"({"devices":[{"dcqcn":{"g":0}}]})", "dcqcn.g is a number in (0, 1]"},
+      {R"({"devices":[{"dcqcn":{"g":1.5}}]})", "dcqcn.g is a number in (0, 1]"},
+      {R"({"devices":[{"dcqcn":{"enabled":1}}]})", "dcqcn.enabled is true or false"},
+      {R"({"devices":[{"dcqcn":{"timer_us":0}}]})", "dcqcn.timer_us is 1..1000000"},
+      {R"({"devices":[{"dcqcn":{"alpha_timer_us":-5}}]})", "dcqcn.alpha_timer_us is 1..1000000"},
+      {R"({"devices":[{"dcqcn":{"pace_slack_us":1001}}]})", "dcqcn.pace_slack_us is 0..1000"},
+      {R"({"devices":[{"dcqcn":{"byte_counter":"10MB"}}]})", "dcqcn.byte_counter is 0..2^40"},
+      {R"({"devices":[{"dcqcn":{"fast_recovery_stages":1001}}]})", "dcqcn.fast_recovery_stages is 0..1000"},
+      {R"({"devices":[{"dcqcn":{"rate_ai_mbps":0}}]})", "dcqcn.rate_ai_mbps is a rate in Mb/s"},
+      {R"({"devices":[{"dcqcn":{"line_rate_mbps":2000000}}]})", "dcqcn.line_rate_mbps is a rate in Mb/s"},
+      {R"({"devices":[{"dcqcn":{"min_rate_mbps":200,"line_rate_mbps":100}}]})", "dcqcn.min_rate_mbps is at most"},
+      {R"({"devices":[{"dcqcn":{"rate":5}}]})", "dcqcn.rate is not a DCQCN parameter"},
+      {R"({"devices":[{"dcqcn":true}]})", "dcqcn must be an object"},
+      {R"({"devices":[{"transport":"iwarp","dcqcn":{}}]})", "dcqcn is a roce device's"},
+  };
+  for (const auto& [text, msg] : bad) {
+    INFO(text);
+    CHECK_FALSE(parse_config(text, err));
+    CHECK(err.find(msg) != std::string::npos);
+  }
+}

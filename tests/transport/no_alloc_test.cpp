@@ -16,6 +16,7 @@
 
 #include "tests/transport/fixture.hpp"
 #include "transport/pool_alloc.hpp"
+#include "wire/ib_opcode.hpp"
 
 namespace {
 std::atomic<bool> g_counting{false};
@@ -125,7 +126,8 @@ struct QuietPair {
   Side a, b;
   Nanos now = 1000;
 
-  QuietPair() : ta(ma, sa, sa), tb(mb, sb, sb), a(ta, ma, 0x10000, 1 << 20), b(tb, mb, 0x7000000, 1 << 20) {}
+  explicit QuietPair(const TransportConfig& cfg = {})
+      : ta(ma, sa, sa, cfg), tb(mb, sb, sb, cfg), a(ta, ma, 0x10000, 1 << 20), b(tb, mb, 0x7000000, 1 << 20) {}
   void pump() {
     for (int i = 0; i < 10000; ++i) {
       now += 1000;
@@ -148,7 +150,7 @@ struct QuietPair {
 };
 
 // One round: each operation type once (receives reposted as they are used).
-int rc_round(QuietPair& p, uint32_t qa, uint32_t qb, uint64_t id) {
+void post_rc_round(QuietPair& p, uint32_t qa, uint32_t qb, uint64_t id) {
   std::array<Sge, 2> rs{Sge{p.b.va, 512, p.b.mr.lkey}, Sge{p.b.va + 4096, 1536, p.b.mr.lkey}};
   RecvWr rw{id, rs};
   expect(p.tb.post_recv(qb, rw) == 0);
@@ -168,8 +170,28 @@ int rc_round(QuietPair& p, uint32_t qa, uint32_t qb, uint64_t id) {
     wr.compare_add = 1;
     expect(p.ta.post_send(qa, wr, p.now) == 0);
   }
+}
+
+int rc_round(QuietPair& p, uint32_t qa, uint32_t qb, uint64_t id) {
+  post_rc_round(p, qa, qb, id);
   p.pump();
   return QuietPair::drain(p.a) + QuietPair::drain(p.b);
+}
+
+// The same with the timers running, 10 us a step, until its 6 completions
+// are in: a paced requester sends only when its time comes (on_timer).
+int rc_round_timed(QuietPair& p, uint32_t qa, uint32_t qb, uint64_t id) {
+  post_rc_round(p, qa, qb, id);
+  int cqes = 0;
+  for (int i = 0; i < 100000 && cqes < 6; ++i) {
+    p.now += 10'000;
+    p.sa.deliver_to(p.tb, p.now);
+    p.sb.deliver_to(p.ta, p.now);
+    if (p.ta.next_deadline() <= p.now) p.ta.on_timer(p.now);
+    if (p.tb.next_deadline() <= p.now) p.tb.on_timer(p.now);
+    cqes += QuietPair::drain(p.a) + QuietPair::drain(p.b);
+  }
+  return cqes;
 }
 
 TEST_CASE("the RC data path allocates nothing per operation in steady state", "[alloc]") {
@@ -191,6 +213,43 @@ TEST_CASE("the RC data path allocates nothing per operation in steady state", "[
   CHECK(cqes == 3000);
   CHECK(g_failures == 0);
   CHECK(g_news.load() == 0);
+}
+
+// DCQCN (transport/dcqcn.hpp): a QP whose rate a CNP cut is paced -- its
+// requester waits for its turn, the rate machine's timer runs, the gauge
+// counter follows -- and allocates nothing for it either.
+TEST_CASE("a DCQCN-paced RC QP allocates nothing per operation in steady state", "[alloc][dcqcn]") {
+  g_failures = 0;
+  TransportConfig cfg;
+  cfg.dcqcn.line_rate_mbps = 100;  // cut to 50 Mb/s: a 1 KiB-MTU packet every ~166 us
+  cfg.dcqcn.timer_period = 2'000'000'000;  // and no recovery during the test
+  auto owner = std::make_unique<QuietPair>(cfg);
+  QuietPair& p = *owner;
+  const uint32_t qa = p.a.create_qp(QpType::kRc, 64, 4);
+  const uint32_t qb = p.b.create_qp(QpType::kRc, 64, 4);
+  QpParams pa, pb;
+  REQUIRE(connect_qp(p.ta, qa, QpType::kRc, qb, pa, p.now) == 0);
+  REQUIRE(connect_qp(p.tb, qb, QpType::kRc, qa, pb, p.now) == 0);
+  IbPacket cnp;
+  cnp.bth.opcode = wire::opcode::kCnp;
+  cnp.bth.dest_qp = qa;
+  cnp.bth.pkey = 0xFFFF;
+  p.ta.on_packet(cnp, RxInfo{}, p.now);
+  REQUIRE(p.ta.qp_counters(qa)->get(Counter::kDcqcnRateMbps) == 50);
+  for (uint64_t i = 0; i < 50; ++i) REQUIRE(rc_round_timed(p, qa, qb, i) == 6);
+  const Nanos begin = p.now;
+  g_news = 0;
+  g_counting = true;
+  int cqes = 0;
+  for (uint64_t i = 0; i < 500; ++i) cqes += rc_round_timed(p, qa, qb, 1000 + i);
+  g_counting = false;
+  CHECK(cqes == 3000);
+  CHECK(g_failures == 0);
+  CHECK(g_news.load() == 0);
+  // Paced indeed: 500 rounds of 6 request packets (SEND and WRITE 2 each,
+  // READ and the atomics 1; 28..1040 bytes) at 50 Mb/s take well over 0.1 s.
+  CHECK(p.now - begin > 100'000'000);
+  CHECK(p.ta.qp_counters(qa)->get(Counter::kDcqcnRateMbps) == 50);
 }
 
 TEST_CASE("UD sends and SRQ receives allocate nothing per operation in steady state", "[alloc]") {

@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "transport/dcqcn.hpp"
 #include "transport/detail/context.hpp"
 #include "transport/tm_header.hpp"
 #include "wire/ib_packet.hpp"
@@ -81,6 +82,7 @@ enum class ReqState : uint8_t {
   kWaitWindow,    // max_inflight_pkts PSNs unacknowledged
   kWaitFence,     // IBV_SEND_FENCE: earlier READ/atomic still outstanding
   kWaitRdAtomic,  // max_rd_atomic READ/atomic requests outstanding (IBA 9.5.x)
+  kWaitRate,      // DCQCN: the QP's rate lets the next packet go at pace_next_ only
   kRnrWait,       // RNR NAK received: wait for the RNR timer
   kDrained,       // SQD: new WQEs are not started
   kLocalError,    // the next WQE failed a local check; waits for the completer
@@ -269,6 +271,13 @@ class Qp {
   void retry_from(Psn p);
   void reposition(Psn p);
   void update_ack_timer(Nanos now, bool progress);
+  // DCQCN's reaction point (transport/dcqcn.hpp): a request packet leaves
+  // through emit_request, which paces it while the QP's rate is cut; a CNP
+  // cuts the rate; the gauge counter follows the rate.
+  void emit_request(wire::IbPacket& p, const Addressing& addr, Nanos now);
+  void pace(const wire::IbPacket& p, Nanos now);
+  void on_cnp(Nanos now);
+  void rate_gauge() noexcept;
 
   // completer.cpp
   void comp_run(const wire::IbPacket& pkt, Nanos now);
@@ -354,6 +363,11 @@ class Qp {
   Nanos ack_deadline_ = kNever;  // local ACK timeout; kNever when nothing is outstanding
   Nanos rnr_deadline_ = kNever;  // set only in ReqState::kRnrWait
   bool sqd_notify_pending_ = false;  // IBV_QP_EN_SQD_ASYNC_NOTIFY: raise SQ_DRAINED once drained
+  // DCQCN: the rate machine, and the earliest time the next request packet
+  // may leave (0 until the QP is first paced: then req_step's check is one
+  // compare that never holds).
+  DcqcnRate rate_;
+  Nanos pace_next_ = 0;
   CompRetry comp_retry_ = CompRetry::kNone;
   Psn comp_retry_psn_;               // valid in CompRetry::kRetrying: where we went back to
   uint32_t read_window_ = 255;       // READ requests allowed out (<= max_rd_atomic); 2 after a loss

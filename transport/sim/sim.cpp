@@ -6,6 +6,7 @@
 
 #include "wire/bytes.hpp"
 #include "wire/crc.hpp"
+#include "wire/ip.hpp"
 #include "wire/ib_codec.hpp"
 #include "wire/roce_frame.hpp"
 
@@ -204,6 +205,9 @@ std::vector<uint8_t> RoceV2FrameCodec::encode(const TxPacket& tp) {
   h.dst_ip = dgid.is_v4_mapped() ? dgid : wire::IpAddr::from_v4(0x0AFFFFFF);
   h.hop_limit = tp.addr.ah.hop_limit;
   h.traffic_class = tp.addr.ah.traffic_class;
+  const wire::IbTransport tt = wire::transport_of(tp.pkt.bth.opcode);
+  if (ecn != 0 && (tt == wire::IbTransport::kRc || tt == wire::IbTransport::kUc))
+    h.traffic_class = static_cast<uint8_t>((h.traffic_class & ~3u) | (ecn & 3u));
   h.ip_id = ip_id_++;
   // Flow entropy per source QP, as rxe does (annex A17.5.1).
   h.udp_src_port = static_cast<uint16_t>(0xC000 | (tp.addr.src_qpn & 0x3FFF));
@@ -229,6 +233,25 @@ bool RoceV2FrameCodec::decode(std::span<const uint8_t> frame, wire::IbPacket& pk
 
 // --- Link -----------------------------------------------------------------------
 
+namespace {
+
+// RFC 3168: a congested queue marks an ECN-capable frame CE. Only an
+// Ethernet + IPv4 frame (the RoCE v2 codec's, no VLAN) whose header
+// checksum holds is touched; the checksum is recomputed (the ICRC does not
+// cover the ECN field, annex A17.4.4). False: not marked.
+bool mark_ce(std::vector<uint8_t>& f) {
+  constexpr std::size_t kL2 = 14;
+  if (f.size() < kL2 + wire::kIpv4MinHeaderSize || f[12] != 0x08 || f[13] != 0x00) return false;
+  const std::span<uint8_t> h(f.data() + kL2, wire::kIpv4MinHeaderSize);
+  const auto v4 = wire::MutIpv4View::parse(h);
+  if (!v4 || v4->ihl() != 5 || !wire::ipv4_header_checksum_ok(h) || v4->ecn() == 0) return false;
+  v4->set_ecn(3);
+  v4->set_checksum(wire::ipv4_header_checksum(h));
+  return true;
+}
+
+}  // namespace
+
 Link::Link(Simulator& sim, LinkConfig cfg, uint64_t seed, std::function<void(std::vector<uint8_t>)> deliver)
     : sim_(sim), cfg_(cfg), roller_(seed), deliver_(std::move(deliver)) {}
 
@@ -246,6 +269,7 @@ void Link::carry(std::vector<uint8_t> frame) {
     frame[bit / 8] ^= static_cast<uint8_t>(1u << (bit % 8));
     ++stats_.corrupted;
   }
+  if (v.mark_ce && mark_ce(frame)) ++stats_.ce_marked;
   // Jitter never reorders: a wire is FIFO unless the reorder fault holds a
   // frame back.
   Nanos delay = cfg_.delay + v.jitter;
@@ -369,6 +393,7 @@ void Node::deliver(std::vector<uint8_t> frame) {
   rx.has_grh = true;
   if (const auto* roce = dynamic_cast<const RoceV2FrameCodec*>(&codec_)) {
     rx.grh = roce->last_grh();
+    rx.ce = (rx.grh[21] & 3) == 3;  // the IPv4 header's ECN field (after 20 zero bytes)
   } else {
     // A GRH-shaped header: IPv6 version nibble, next header 0x1B (IBA),
     // hop limit, and the sender's QPN in the source GID.

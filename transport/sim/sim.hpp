@@ -84,6 +84,10 @@ class IbFrameCodec final : public FrameCodec {
 class RoceV2FrameCodec final : public FrameCodec {
  public:
   explicit RoceV2FrameCodec(uint32_t local_ipv4) : local_ipv4_(local_ipv4) {}
+  // The ECN field of the RC and UC frames it sends, as urnicd's "ecn"
+  // (0b10 ECT(0), 0b01 ECT(1)); 0, the default here, leaves the traffic
+  // class as the address says (not ECN-capable).
+  uint8_t ecn = 0;
   std::vector<uint8_t> encode(const TxPacket& p) override;
   bool decode(std::span<const uint8_t> frame, wire::IbPacket& pkt, Addressing& addr) override;
   // The GRH area of the last frame decoded.
@@ -106,6 +110,7 @@ struct LinkConfig {
 
 struct LinkStats {
   uint64_t frames = 0, dropped = 0, duplicated = 0, reordered = 0, corrupted = 0, delivered = 0;
+  uint64_t ce_marked = 0;  // ECN-capable RoCE v2 IPv4 frames marked CE (Faults::ecn)
 };
 
 // One direction of a wire. `deliver` receives frames at their arrival time.
