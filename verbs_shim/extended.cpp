@@ -334,6 +334,8 @@ int start_poll(ibv_cq_ex* cqx, ibv_poll_cq_attr* attr) {
   c->poll_mu->lock();  // held until end_poll, unless nothing is there (ENOENT)
   const int err = take_next(c);
   if (err != 0) c->poll_mu->unlock();
+  if (err == ENOENT) after_empty_poll(c);
+  else after_full_poll(c);
   return err;
 }
 

@@ -316,6 +316,19 @@ void to_wc(const CqeSlot& e, ibv_wc& w) {
   w.dlid_path_bits = e.dlid_path_bits;
 }
 
+}  // namespace
+
+void yield_if_idle_poller(ShimCq* c) {
+  (void)c;
+  static const bool on = [] {
+    const char* v = std::getenv("URNIC_POLL_YIELD");
+    return v == nullptr || std::strcmp(v, "0") != 0;
+  }();
+  if (on) ::sched_yield();
+}
+
+namespace {
+
 int op_poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc) {
   ShimCq* c = shim_of(cq);
   if (num_entries <= 0) return 0;
@@ -336,6 +349,8 @@ int op_poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc) {
     CqeSlot e;
     while (got < want && next_flush_cqe(c, e)) to_wc(e, wc[got++]);
   }
+  if (got == 0) after_empty_poll(c);
+  else after_full_poll(c);
   return static_cast<int>(got);
 }
 

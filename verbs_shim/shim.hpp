@@ -346,6 +346,18 @@ inline bool device_dead_on_empty_poll(ShimCq* c) {
   if (++c->empty_polls % 64 != 0) return false;
   return liveness_check(c);
 }
+// A poll that found nothing, after device_dead_on_empty_poll. A poller that
+// keeps finding nothing yields the CPU now and then (every 16th empty poll
+// after 256 in a row, a few microseconds of spinning): the daemon that will
+// produce its completion is a process on the same cores. On a busy machine a
+// woken daemon otherwise waits behind the spinning pollers for the
+// scheduler's next tick (4 ms at HZ=250: ib_send_lat across two namespaces
+// on 2 cores). When nothing else wants the CPU, sched_yield returns at once.
+void yield_if_idle_poller(ShimCq* c);
+inline void after_empty_poll(ShimCq* c) {
+  if (c->empty_polls >= 256 && c->empty_polls % 16 == 0) yield_if_idle_poller(c);
+}
+inline void after_full_poll(ShimCq* c) { c->empty_polls = 0; }
 // After the death, the next flushed completion of a WQE that was posted to
 // a QP completing to `c` and never completed (IBV_WC_WR_FLUSH_ERR, as the
 // engine flushes a QP in the Error state). Returns false when there are no
