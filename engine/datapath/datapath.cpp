@@ -412,6 +412,9 @@ bool DataPath::poll(t::Nanos now, bool poll_link) {
   // post into the slot it freed at once (ibv_rc_pingpong with tx_depth 1).
   retire_wqes();
   work |= drain_cqs();
+  // Regions deregistered since are unmapped once no hairpinned packet can
+  // point into them.
+  if (hairpin_count_ == 0) mem_.regions().reap();
   return work;
 }
 
@@ -878,7 +881,17 @@ void DataPath::hairpin(const t::TxPacket& p, bool mcast) {
   }
   Hairpin& hp = hairpin_slots_[(hairpin_head_ + hairpin_count_) % hairpin_slots_.size()];
   hp.pkt = p.pkt;
-  hp.data.assign(p.pkt.payload.begin(), p.pkt.payload.end());
+  // Same-host traffic between mapped regions is one copy, source MR to
+  // destination MR: a payload read in place from a region is kept as that
+  // view (the application may not change a buffer its WQE is sending, and
+  // a READ response's source is read when delivered, as by a later DMA).
+  if (mem_.is_last_view(p.pkt.payload)) {
+    hp.view = p.pkt.payload;
+    hp.data.clear();
+  } else {
+    hp.view = {};
+    hp.data.assign(p.pkt.payload.begin(), p.pkt.payload.end());
+  }
   // Same-host frames are RoCE v2 over IPv4 between the device's address
   // and itself (what the capture shows, and the GRH a UD receive gets);
   // a multicast one is addressed to its group.
@@ -1026,7 +1039,7 @@ bool DataPath::run_hairpin(t::Nanos now) {
     // and is released after.
     const std::size_t i = hairpin_head_;
     Hairpin& hp = hairpin_slots_[i];
-    hp.pkt.payload = wire::Bytes(hp.data.data(), hp.data.size());
+    hp.pkt.payload = hp.view.empty() ? wire::Bytes(hp.data.data(), hp.data.size()) : hp.view;
     const wire::IbPacket pkt = hp.pkt;
     if (hp.multicast)
       deliver_multicast(pkt, hp.from, now);
@@ -1058,8 +1071,10 @@ bool DataPath::run_link(t::Nanos now) {
 bool DataPath::prepare_sleep() {
   if (hairpin_count_ != 0 || !carried_.empty() || !due_.empty()) return false;
   // The control plane (modify_qp to ERR flushes, destroy) runs between
-  // passes: free the slots of what it completed before sleeping.
+  // passes: free the slots of what it completed before sleeping, and unmap
+  // the regions it deregistered.
   retire_wqes();
+  mem_.regions().reap();
   // Each page's try_sleep pairs with the shim's fence between ringing its
   // bit and reading `sleeping` (DoorbellPage::engine_asleep): a WQE
   // published before the shim could see the flag has its bit seen here.

@@ -191,10 +191,13 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
     std::vector<RingOwner> owners;
     std::size_t bound = 0;
   };
-  // A hairpinned packet: the IbPacket with its payload copied into `data`.
+  // A hairpinned packet: the IbPacket with its payload copied into `data`,
+  // or, when the payload is a view of a mapped region, that view (`view`:
+  // the region stays mapped until the queue is empty, MappedRegions::reap).
   struct Hairpin {
     wire::IbPacket pkt;
     std::vector<std::uint8_t> data;
+    wire::Bytes view;
     RxAddress from;
     wire::IpAddr sender;     // the sending QP's source GID (from.src is the UD GRH's)
     bool multicast = false;  // to every member of the group from.dst

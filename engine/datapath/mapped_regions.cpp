@@ -28,8 +28,14 @@ bool page_aligned(std::uint64_t v) {
 }  // namespace
 
 MappedRegions::~MappedRegions() {
+  reap();
   for (const MappedRegion& r : slots_)
     if (r.base != nullptr) ::munmap(r.base, r.len);
+}
+
+void MappedRegions::reap() {
+  for (const MappedRegion& r : retired_) ::munmap(r.base, r.len);
+  retired_.clear();
 }
 
 int MappedRegions::attach(pid_t pid, std::uint64_t va, std::uint64_t len, int fd) {
@@ -61,7 +67,7 @@ void MappedRegions::detach(int slot) {
   if (slot <= 0 || static_cast<std::size_t>(slot) > slots_.size()) return;
   MappedRegion& r = slots_[static_cast<std::size_t>(slot) - 1];
   if (r.base == nullptr) return;
-  ::munmap(r.base, r.len);
+  retired_.push_back(r);
   --live_;
   bytes_ -= r.len;
   r = MappedRegion{};

@@ -51,8 +51,13 @@ class MappedRegions {
   // descriptor that is not a suitably sealed memfd or a range that is not
   // whole pages, -ENOSPC when every slot is taken, mmap's errno otherwise.
   int attach(pid_t pid, std::uint64_t va, std::uint64_t len, int fd);
-  // Unmaps the region in `slot` (from attach).
+  // Frees `slot` (from attach): nothing finds the region any more. Its
+  // mapping stays until reap(), because a hairpinned packet may still point
+  // into it (DataPath keeps a view of the source instead of a copy).
   void detach(int slot);
+  // Unmaps the regions detached since the last call; the data path calls it
+  // when no hairpinned packet is queued.
+  void reap();
 
   // The daemon's address of [va, va + n) if all of it lies in the region
   // `slot` names for `pid`; nullptr otherwise (slot 0, another process's or
@@ -75,6 +80,7 @@ class MappedRegions {
  private:
   std::vector<MappedRegion> slots_;
   std::vector<std::uint32_t> free_;  // free slot numbers, reused first
+  std::vector<MappedRegion> retired_;  // detached, unmapped at reap()
   std::size_t live_ = 0;
   std::uint64_t bytes_ = 0;
 };

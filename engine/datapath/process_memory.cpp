@@ -93,6 +93,8 @@ const uint8_t* ProcessMemory::view(transport::MemDomain dom, uint64_t va, std::s
   if (p == nullptr) return nullptr;
   flush_writes();  // a staged write across the region's edge may cover these bytes
   ++counters_.direct_reads;
+  last_view_ = p;
+  last_view_len_ = n;
   return p;
 }
 
@@ -144,7 +146,10 @@ bool ProcessMemory::stage(transport::MemDomain dom, uint64_t va, std::span<const
     // Earlier writes are staged: they land first, so that bytes appear in
     // the order they were placed. A region's pages cannot fault.
     flush_writes();
-    std::memcpy(p, in.data(), in.size());
+    // memmove: a hairpinned packet's payload may be a view of the same
+    // region (a WRITE within one MR; overlapping ranges are the
+    // application's business, not undefined behaviour here).
+    std::memmove(p, in.data(), in.size());
     ++counters_.direct_writes;
     return true;
   }

@@ -114,6 +114,12 @@ class ProcessMemory final : public transport::MemoryAccess {
   void forget_window() { window_len_ = 0; }
 
   [[nodiscard]] const ProcessMemoryCounters& counters() const { return counters_; }
+  // Whether `b` is the view view() handed out last: bytes of a mapped
+  // region, which stay mapped until MappedRegions::reap(), so a hairpinned
+  // packet may keep pointing at them instead of copying them.
+  [[nodiscard]] bool is_last_view(std::span<const uint8_t> b) const {
+    return !b.empty() && b.data() == last_view_ && b.size() == last_view_len_;
+  }
   // The regions direct accesses go to; the control plane attaches them.
   [[nodiscard]] MappedRegions& regions() { return regions_; }
   [[nodiscard]] const MappedRegions& regions() const { return regions_; }
@@ -135,6 +141,8 @@ class ProcessMemory final : public transport::MemoryAccess {
   uint64_t* direct_atomic(transport::MemDomain dom, uint64_t va);
 
   MappedRegions regions_;
+  const uint8_t* last_view_ = nullptr;
+  std::size_t last_view_len_ = 0;
 
   // Staged writes: all to one process, data back to back in `staged_`.
   // staged_remote_ are the destination ranges of the system call, adjacent
