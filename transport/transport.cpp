@@ -16,9 +16,14 @@ namespace detail {
 KeyCheck Context::check_key(uint32_t key, PdHandle pd, uint64_t va, uint64_t len, uint32_t need,
                             const Mr** out) const {
   if (out != nullptr) *out = nullptr;
-  auto it = mrs.find(key);
-  if (it == mrs.end() || it->second.state != MrState::kValid) return KeyCheck::kBadKey;
-  const Mr& mr = it->second;
+  if (last_mr == nullptr || key != last_key) {
+    auto it = mrs.find(key);
+    if (it == mrs.end()) return KeyCheck::kBadKey;
+    last_key = key;
+    last_mr = &it->second;
+  }
+  const Mr& mr = *last_mr;
+  if (mr.state != MrState::kValid) return KeyCheck::kBadKey;
   if (mr.pd != pd) return KeyCheck::kBadPd;
   // Overflow-safe [va, va+len) within [iova, iova+length).
   if (va < mr.iova || len > mr.length || va - mr.iova > mr.length - len) return KeyCheck::kOutOfBounds;
@@ -219,6 +224,7 @@ int Transport::dereg_mr(uint32_t lkey) {
   ctx_->free_key(it->first);
   ctx_->free_key(it->second.rkey);
   ctx_->mr_rkeys.erase(it->second.rkey);
+  ctx_->forget_mr(it->first);
   ctx_->mrs.erase(it);
   return 0;
 }

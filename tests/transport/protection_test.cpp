@@ -299,3 +299,24 @@ TEST_CASE("an MR registered with an IOVA is addressed by it, locally and remotel
   REQUIRE(nak.size() == 1);
   CHECK(nak[0].pkt.aeth.syndrome == (ae::kNak | ae::kNakRemoteAccess));
 }
+
+TEST_CASE("a deregistered L_Key fails at once, also right after it was used and another MR took its memory",
+          "[rc][protection]") {
+  // check_key remembers its last lookup: deregistration must forget it.
+  Pair p;
+  const uint32_t acc = access::kLocalWrite;
+  const MrKeys first = p.ta.reg_mr(p.a.pd, p.a.dom, p.a.va, 4096, acc).value;
+  Sge sge{p.a.va, 64, first.lkey};
+  REQUIRE(p.ta.post_send(p.qa, make_wr(1, WrOpcode::kRdmaWrite, sge, p.b.va, p.b.mr.rkey), p.now) == 0);
+  p.pump();
+  REQUIRE(p.a.poll().size() == 1);
+  REQUIRE(p.ta.dereg_mr(first.lkey) == 0);
+  const MrKeys second = p.ta.reg_mr(p.a.pd, p.a.dom, p.a.va, 4096, acc).value;  // may reuse the node
+  REQUIRE(p.ta.post_send(p.qa, make_wr(2, WrOpcode::kRdmaWrite, sge, p.b.va, p.b.mr.rkey), p.now) == 0);
+  p.pump();
+  auto wc = p.a.poll();
+  REQUIRE(wc.size() == 1);
+  CHECK(wc[0].status == WcStatus::kLocProtErr);
+  sge.lkey = second.lkey;
+  CHECK(p.ta.post_send(p.qa, make_wr(3, WrOpcode::kRdmaWrite, sge, p.b.va, p.b.mr.rkey), p.now) == 0);
+}

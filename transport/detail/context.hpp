@@ -112,6 +112,14 @@ struct Context {
   Counters counters;
   std::unordered_map<uint32_t, Pd> pds;
   std::unordered_map<uint32_t, Mr> mrs;  // keyed by L_Key
+  // check_key's last lookup (an application posts with the same few keys
+  // over and over): the key and its node, valid until that MR is erased
+  // (forget_mr). Nodes of an unordered_map stay put across rehashes.
+  mutable uint32_t last_key = 0;
+  mutable const Mr* last_mr = nullptr;
+  void forget_mr(uint32_t key) {
+    if (key == last_key) last_mr = nullptr;
+  }
   // An MR's R_Key is a second random key, not its L_Key (issue 18): L_Keys
   // travel in SGEs, logs and, on iWARP, as a Read's sink STag on the wire,
   // and must grant no remote access. R_Key -> L_Key.
