@@ -391,11 +391,12 @@ struct RegMrReq {
   std::uint32_t pd_handle;
   std::uint32_t access;     // enum ibv_access_flags
   // Direct access (engine/datapath/mapped_regions.hpp): when direct_len is
-  // not 0, the request carries one descriptor, a sealed memfd whose bytes
-  // [0, direct_len) are what the process maps at [direct_va, direct_va +
-  // direct_len): whole pages inside [addr, addr + length). The daemon maps
-  // it and reaches those bytes without a system call; the rest of the MR
-  // goes through process_vm_readv/writev.
+  // not 0, [direct_va, direct_va + direct_len) are whole pages inside
+  // [addr, addr + length) that the process maps from a sealed memfd, and
+  // the request carries that memfd (the daemon maps it and reaches those
+  // bytes without a system call), or no descriptor: the same pages as an
+  // earlier MR of this connection, whose memfd the shim has since closed.
+  // The rest of the MR goes through process_vm_readv/writev.
   std::uint64_t direct_va;
   std::uint64_t direct_len;
 };

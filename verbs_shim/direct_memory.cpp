@@ -254,7 +254,7 @@ void privatize(std::uint64_t s, std::uint64_t len, std::uint64_t ino, bool guard
 
 struct Region {
   std::uint64_t len = 0;
-  int fd = -1;
+  int fd = -1;  // -1 once closed (direct_passed)
   std::uint32_t refs = 0;
   std::uint64_t ino = 0;
 };
@@ -263,6 +263,10 @@ struct Region {
 // child handlers), so the child finds the table consistent.
 std::mutex g_mu;
 std::map<std::uint64_t, Region> g_regions;
+// Regions whose memfd is still open (a later context can be passed it);
+// past kKeptFds a region's memfd is closed once the daemon has it.
+std::size_t g_open_fds = 0;
+constexpr std::size_t kKeptFds = 64;
 
 void before_fork() { g_mu.lock(); }
 void after_fork_parent() { g_mu.unlock(); }
@@ -271,9 +275,10 @@ void after_fork_parent() { g_mu.unlock(); }
 void after_fork_child() {
   for (auto& [va, r] : g_regions) {
     privatize(va, r.len, r.ino, false);
-    ::close(r.fd);
+    if (r.fd >= 0) ::close(r.fd);
   }
   g_regions.clear();
+  g_open_fds = 0;
   g_mu.unlock();
 }
 
@@ -304,7 +309,7 @@ DirectGrant direct_acquire(const void* addr, std::size_t length) {
     auto prev = std::prev(next);
     if (prev->first == s && prev->second.len == e - s) {
       ++prev->second.refs;
-      return DirectGrant{prev->second.fd, s, e - s};
+      return DirectGrant{s, e - s, prev->second.fd, prev->second.ino};
     }
     if (prev->first + prev->second.len > s) return {};
   }
@@ -315,17 +320,32 @@ DirectGrant direct_acquire(const void* addr, std::size_t length) {
   if (fd < 0) return {};
   struct stat st{};
   ::fstat(fd, &st);
-  g_regions[s] = Region{e - s, fd, 1, static_cast<std::uint64_t>(st.st_ino)};
-  return DirectGrant{fd, s, e - s};
+  const auto ino = static_cast<std::uint64_t>(st.st_ino);
+  g_regions[s] = Region{e - s, fd, 1, ino};
+  ++g_open_fds;
+  return DirectGrant{s, e - s, fd, ino};
 }
 
-void direct_release(const DirectGrant& g) {
+void direct_passed(const DirectGrant& g) {
   if (g.fd < 0) return;
   std::lock_guard lock(g_mu);
   auto it = g_regions.find(g.va);
-  if (it == g_regions.end() || it->second.fd != g.fd || --it->second.refs != 0) return;
-  privatize(g.va, it->second.len, it->second.ino, true);
+  if (it == g_regions.end() || it->second.ino != g.ino || it->second.fd < 0 || g_open_fds <= kKeptFds) return;
   ::close(it->second.fd);
+  it->second.fd = -1;
+  --g_open_fds;
+}
+
+void direct_release(const DirectGrant& g) {
+  if (g.len == 0) return;
+  std::lock_guard lock(g_mu);
+  auto it = g_regions.find(g.va);
+  if (it == g_regions.end() || it->second.ino != g.ino || --it->second.refs != 0) return;
+  privatize(g.va, it->second.len, it->second.ino, true);
+  if (it->second.fd >= 0) {
+    ::close(it->second.fd);
+    --g_open_fds;
+  }
   g_regions.erase(it);
 }
 

@@ -32,15 +32,22 @@
 namespace urnic::shim {
 
 struct DirectGrant {
-  int fd = -1;              // the memfd to pass with RegMr (owned by the region table; -1: none)
-  std::uint64_t va = 0;     // the whole pages backed by it
+  std::uint64_t va = 0;     // the whole pages backed by a memfd (len 0: none)
   std::uint64_t len = 0;
+  int fd = -1;              // the memfd to pass with RegMr (owned by the region table), or -1:
+                            // already passed and closed, the daemon knows the region by va
+  std::uint64_t ino = 0;    // the memfd's inode: which region the grant is of
 };
 
 // Backs the whole pages of [addr, addr + length) with a shared memfd (or
-// takes one more reference on the region already backing them). fd == -1
+// takes one more reference on the region already backing them). len == 0
 // when the range is not eligible or the conversion was refused.
 DirectGrant direct_acquire(const void* addr, std::size_t length);
+// After the RegMr that carried `g`: the region's memfd is closed once more
+// than a few regions hold one, so that registering many buffers does not
+// use up the process's file descriptors (RLIMIT_NOFILE); a later MR over
+// the same pages then names the region by its address alone.
+void direct_passed(const DirectGrant& g);
 // Drops the reference `g` took; the last one makes the pages private again.
 void direct_release(const DirectGrant& g);
 

@@ -374,9 +374,9 @@ Reply Session::on_dealloc_pd(const MsgHeader& h, std::span<const std::byte> msg)
 Reply Session::on_reg_mr(const MsgHeader& h, std::span<const std::byte> msg, std::vector<int>& fds) {
   const auto req = ctl::decode<ctl::RegMrReq>(msg);
   if (!req) return fail<ctl::RegMrRep>(h, EINVAL);
-  // A direct range comes with exactly one descriptor and lies inside the MR.
+  // A direct range comes with at most one descriptor and lies inside the MR.
   if (req->direct_len != 0 &&
-      (fds.size() != 1 || req->direct_va < req->addr || req->direct_va + req->direct_len < req->direct_va ||
+      (fds.size() > 1 || req->direct_va < req->addr || req->direct_va + req->direct_len < req->direct_va ||
        req->direct_va + req->direct_len > req->addr + req->length || req->addr + req->length < req->addr))
     return fail<ctl::RegMrRep>(h, EINVAL);
   auto pd = pds_.find(req->pd_handle);
@@ -411,7 +411,8 @@ Reply Session::on_reg_mr(const MsgHeader& h, std::span<const std::byte> msg, std
     // through its mapped region where the shim backed one (an ODP MR's pages
     // may come and go, so it never has one).
     // ibv_reg_mr_iova: SGEs and remote requests address the MR by its IOVA.
-    if (req->direct_len != 0 && !odp) region = hold_region(req->direct_va, req->direct_len, fds[0]);
+    if (req->direct_len != 0 && !odp)
+      region = hold_region(req->direct_va, req->direct_len, fds.empty() ? -1 : fds[0]);
     const transport::MemDomain dom = odp      ? odp_domain_of_pid(pid_)
                                      : region ? region_domain_of_pid(pid_, region)
                                               : domain_of_pid(pid_);
@@ -460,9 +461,15 @@ Reply Session::on_dereg_mr(const MsgHeader& h, std::span<const std::byte> msg) {
 }
 
 std::uint32_t Session::hold_region(std::uint64_t va, std::uint64_t len, int fd) {
+  auto it = regions_.find(va);
+  if (fd < 0) {
+    // No descriptor: the pages of an earlier MR on this connection.
+    if (it == regions_.end() || it->second.len != len) return 0;
+    ++it->second.refs;
+    return it->second.slot;
+  }
   struct stat st{};
   if (::fstat(fd, &st) != 0) return 0;
-  auto it = regions_.find(va);
   if (it != regions_.end()) {
     // The same memfd again (another MR over the same pages); a different
     // one at the same address while the old is still used is not what the

@@ -152,8 +152,8 @@ class Session {
   Reply on_dealloc_pd(const ctl::MsgHeader& h, std::span<const std::byte> msg);
   Reply on_reg_mr(const ctl::MsgHeader& h, std::span<const std::byte> msg, std::vector<int>& fds);
   // The slot of the region [va, va + len) backed by `fd` (a new mapping or
-  // one more user of the one already there); 0 when it cannot be mapped, and
-  // the MR then goes through process_vm_* as before.
+  // one more user of the one already there; fd -1: the one already there);
+  // 0 when it cannot be mapped, and the MR then goes through process_vm_*.
   std::uint32_t hold_region(std::uint64_t va, std::uint64_t len, int fd);
   void release_region(std::uint32_t slot);
   Reply on_dereg_mr(const ctl::MsgHeader& h, std::span<const std::byte> msg);

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <filesystem>
 #include <cstring>
 #include <fstream>
 #include <string>
@@ -312,4 +313,50 @@ TEST_CASE("direct memory: no write by another thread is lost while the pages mov
   CHECK(lost.load() == 0);
   CHECK(rounds.load() > 0);
   ::munmap(buf, pages * kPage);
+}
+
+TEST_CASE("direct memory: many regions do not use up the process's file descriptors", "[direct]") {
+  Pair p;
+  auto open_fds = [] {
+    int n = 0;
+    for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) n += e.is_symlink() ? 1 : 0;
+    return n;
+  };
+  const int before = open_fds();
+  const int kBuffers = 200;
+  std::vector<unsigned char*> bufs;
+  std::vector<ibv_mr*> mrs;
+  for (int i = 0; i < kBuffers; ++i) {
+    bufs.push_back(static_cast<unsigned char*>(map_pages(2)));
+    mrs.push_back(reg(p.pd, bufs.back(), 2 * kPage, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE));
+    REQUIRE(mrs.back() != nullptr);
+    REQUIRE(is_region(bufs.back()));
+  }
+  // The shim keeps the memfds of the first few regions only.
+  CHECK(open_fds() - before <= 70);
+  // The last buffer's memfd is closed: a second MR over the same pages names
+  // the region by its address, and RDMA through it reaches the pages without
+  // a system call.
+  ibv_mr* again = reg(p.pd, bufs.back(), 2 * kPage, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  REQUIRE(again != nullptr);
+  auto* src = static_cast<unsigned char*>(map_pages(1));  // a region too: no system call either side
+  std::memset(src, 's', kPage);
+  ibv_mr* smr = reg(p.pd, src, kPage, IBV_ACCESS_LOCAL_WRITE);
+  REQUIRE(smr != nullptr);
+  const long calls_before = g_runtime.stats_counter("mem_syscalls");
+  CHECK(p.post(IBV_WR_RDMA_WRITE, smr, src, static_cast<std::uint32_t>(kPage),
+               reinterpret_cast<std::uintptr_t>(bufs.back() + kPage), again->rkey) == IBV_WC_SUCCESS);
+  CHECK(bufs.back()[kPage] == 's');
+  CHECK(bufs.back()[2 * kPage - 1] == 's');
+  if (calls_before >= 0) CHECK(g_runtime.stats_counter("mem_syscalls") == calls_before);
+  REQUIRE(ibv_dereg_mr(again) == 0);
+  CHECK(is_region(bufs.back()));  // the first MR still holds it
+  for (int i = 0; i < kBuffers; ++i) {
+    REQUIRE(ibv_dereg_mr(mrs[static_cast<std::size_t>(i)]) == 0);
+    CHECK_FALSE(is_region(bufs[static_cast<std::size_t>(i)]));
+    ::munmap(bufs[static_cast<std::size_t>(i)], 2 * kPage);
+  }
+  ibv_dereg_mr(smr);
+  ::munmap(src, kPage);
+  CHECK(open_fds() <= before);
 }
