@@ -9,6 +9,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -23,7 +24,8 @@ namespace {
 #define UFFD_USER_MODE_ONLY 1
 #endif
 
-constexpr const char* kMemfdName = "urnic-mr";  // /proc/PID/maps shows "/memfd:urnic-mr (deleted)"
+constexpr const char* kMemfdName = "urnic-mr";
+constexpr std::uint64_t kFileSize = std::uint64_t{1} << 40;  // a region's memfd (sparse)  // /proc/PID/maps shows "/memfd:urnic-mr (deleted)"
 
 // The moves below are made with raw system calls, not libc's mmap, munmap,
 // mremap and mprotect: memory-event hooks that programs install over those
@@ -176,7 +178,11 @@ int to_memfd(std::uint64_t s, std::uint64_t len, int prot) {
   const int fd = ::memfd_create(kMemfdName, MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0) return -1;
   void* tmp = MAP_FAILED;
-  if (::ftruncate(fd, static_cast<off_t>(len)) == 0)
+  // The file is far larger than the region, sparse: a program that grows
+  // its mapping in place (realloc of a registered buffer: mremap) gets
+  // zero-filled pages of the file there, as it would of anonymous memory,
+  // not SIGBUS beyond the end of the file. Untouched, the rest costs nothing.
+  if (::ftruncate(fd, static_cast<off_t>(std::max(len, kFileSize))) == 0)
     tmp = sys_mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd);
   if (tmp == MAP_FAILED) {
     ::close(fd);
@@ -229,24 +235,23 @@ void to_private(std::uint64_t a, std::uint64_t n, int prot, bool guarded) {
   guard.release();
 }
 
-// Every part of [s, s + len) that still maps memfd `ino` at the offset it
-// was given (the application may have unmapped or replaced parts since)
-// goes back to private memory.
-void privatize(std::uint64_t s, std::uint64_t len, std::uint64_t ino, bool guarded) {
+// Every mapping of memfd `ino` goes back to private memory: the parts of
+// the region the application still has where it was registered, and any it
+// moved since (realloc of a registered buffer: mremap), so that no shared
+// mapping outlives the region (a later fork would share it with the child).
+// Parts the application unmapped are gone already.
+void privatize(std::uint64_t ino, bool guarded) {
   struct Part {
     std::uint64_t a, n;
     int prot;
   };
   Part parts[64];
   std::size_t count = 0;
+  const std::size_t name_len = std::strlen(kMemfdName);
   for_each_mapping([&](const Mapping& m) {
-    if (m.end <= s) return true;
-    if (m.start >= s + len) return false;
-    if (m.inode == ino && m.perms[3] == 's' && m.offset == m.start - s && count < std::size(parts)) {
-      const std::uint64_t a = m.start < s ? s : m.start;
-      const std::uint64_t b = m.end > s + len ? s + len : m.end;
-      parts[count++] = Part{a, b - a, prot_of(m.perms)};
-    }
+    const bool ours = m.inode == ino && m.perms[3] == 's' && std::strncmp(m.path, "/memfd:", 7) == 0 &&
+                      std::strncmp(m.path + 7, kMemfdName, name_len) == 0;
+    if (ours && count < std::size(parts)) parts[count++] = Part{m.start, m.end - m.start, prot_of(m.perms)};
     return true;
   });
   for (std::size_t i = 0; i < count; ++i) to_private(parts[i].a, parts[i].n, parts[i].prot, guarded);
@@ -274,7 +279,7 @@ void after_fork_parent() { g_mu.unlock(); }
 // no daemon maps them: privatize every region, close the memfds.
 void after_fork_child() {
   for (auto& [va, r] : g_regions) {
-    privatize(va, r.len, r.ino, false);
+    privatize(r.ino, false);
     if (r.fd >= 0) ::close(r.fd);
   }
   g_regions.clear();
@@ -341,7 +346,7 @@ void direct_release(const DirectGrant& g) {
   std::lock_guard lock(g_mu);
   auto it = g_regions.find(g.va);
   if (it == g_regions.end() || it->second.ino != g.ino || --it->second.refs != 0) return;
-  privatize(g.va, it->second.len, it->second.ino, true);
+  privatize(it->second.ino, true);
   if (it->second.fd >= 0) {
     ::close(it->second.fd);
     --g_open_fds;

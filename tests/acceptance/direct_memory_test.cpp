@@ -360,3 +360,26 @@ TEST_CASE("direct memory: many regions do not use up the process's file descript
   ::munmap(src, kPage);
   CHECK(open_fds() <= before);
 }
+
+TEST_CASE("direct memory: a region the program moved (mremap, as realloc does) is private again after dereg",
+          "[direct]") {
+  urnic::test::DeviceCtx c;
+  auto* buf = static_cast<unsigned char*>(map_pages(2));
+  std::memset(buf, 'm', 2 * kPage);
+  ibv_mr* mr = reg(c.pd, buf, 2 * kPage, IBV_ACCESS_LOCAL_WRITE);
+  REQUIRE(mr != nullptr);
+  REQUIRE(is_region(buf));
+  // Grown and moved: the shared mapping moves with it, and its new pages
+  // are zeros the program can write, as with anonymous memory (not SIGBUS).
+  auto* moved = static_cast<unsigned char*>(::mremap(buf, 2 * kPage, 4 * kPage, MREMAP_MAYMOVE));
+  REQUIRE(moved != MAP_FAILED);
+  CHECK(moved[3 * kPage] == 0);
+  moved[4 * kPage - 1] = 't';
+  REQUIRE(ibv_dereg_mr(mr) == 0);
+  CHECK_FALSE(is_region(moved));
+  CHECK_FALSE(is_region(moved + 3 * kPage));
+  CHECK(moved[0] == 'm');
+  CHECK(moved[2 * kPage - 1] == 'm');
+  CHECK(moved[4 * kPage - 1] == 't');
+  ::munmap(moved, 4 * kPage);
+}
