@@ -25,7 +25,8 @@ namespace {
 #endif
 
 constexpr const char* kMemfdName = "urnic-mr";
-constexpr std::uint64_t kFileSize = std::uint64_t{1} << 40;  // a region's memfd (sparse)  // /proc/PID/maps shows "/memfd:urnic-mr (deleted)"
+constexpr std::uint64_t kFileSize = std::uint64_t{1} << 40;  // a region's memfd (sparse)
+constexpr std::uint64_t kChunk = std::uint64_t{64} << 20;     // moved at a time (to_memfd)  // /proc/PID/maps shows "/memfd:urnic-mr (deleted)"
 
 // The moves below are made with raw system calls, not libc's mmap, munmap,
 // mremap and mprotect: memory-event hooks that programs install over those
@@ -34,8 +35,8 @@ constexpr std::uint64_t kFileSize = std::uint64_t{1} << 40;  // a region's memfd
 // the same bytes stay at the same addresses, so a registration cache has
 // nothing to invalidate, and a hook calling back into ibv_dereg_mr from
 // inside ibv_reg_mr would deadlock on the region table.
-void* sys_mmap(void* addr, std::size_t len, int prot, int flags, int fd) {
-  return reinterpret_cast<void*>(::syscall(SYS_mmap, addr, len, prot, flags, fd, 0L));  // NOLINT
+void* sys_mmap(void* addr, std::size_t len, int prot, int flags, int fd, std::uint64_t off) {
+  return reinterpret_cast<void*>(::syscall(SYS_mmap, addr, len, prot, flags, fd, off));  // NOLINT
 }
 int sys_munmap(void* addr, std::size_t len) { return static_cast<int>(::syscall(SYS_munmap, addr, len)); }
 int sys_mprotect(void* addr, std::size_t len, int prot) {
@@ -172,46 +173,61 @@ class WriteGuard {
   int fd_ = -1;
 };
 
-// Private anonymous [s, s + len) -> the same bytes in a new sealed memfd
-// mapped shared at s. Returns the memfd, or -1 with the memory unchanged.
-int to_memfd(std::uint64_t s, std::uint64_t len, int prot) {
-  const int fd = ::memfd_create(kMemfdName, MFD_CLOEXEC | MFD_ALLOW_SEALING);
-  if (fd < 0) return -1;
-  void* tmp = MAP_FAILED;
-  // The file is far larger than the region, sparse: a program that grows
-  // its mapping in place (realloc of a registered buffer: mremap) gets
-  // zero-filled pages of the file there, as it would of anonymous memory,
-  // not SIGBUS beyond the end of the file. Untouched, the rest costs nothing.
-  if (::ftruncate(fd, static_cast<off_t>(std::max(len, kFileSize))) == 0)
-    tmp = sys_mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd);
-  if (tmp == MAP_FAILED) {
-    ::close(fd);
-    return -1;
-  }
-  auto* at = reinterpret_cast<void*>(s);  // NOLINT: the application's own address
+void to_private(std::uint64_t a, std::uint64_t n, int prot, bool guarded, int fd, std::uint64_t off);
+
+// Private anonymous [a, a + n) -> the same bytes at offset `off` of memfd
+// `fd`, mapped shared at a. False with the memory unchanged.
+bool move_to_memfd(int fd, std::uint64_t a, std::uint64_t off, std::uint64_t n, int prot) {
+  void* tmp = sys_mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd, off);
+  if (tmp == MAP_FAILED) return false;
+  auto* at = reinterpret_cast<void*>(a);  // NOLINT: the application's own address
   // Every page present before it is protected: userfaultfd write-protects
   // present pages, and a first write to a missing one would not wait.
-  for (std::uint64_t off = 0; off < len; off += page_size())
-    (void)*static_cast<volatile const char*>(static_cast<const char*>(at) + off);
+  for (std::uint64_t o = 0; o < n; o += page_size())
+    (void)*static_cast<volatile const char*>(static_cast<const char*>(at) + o);
   WriteGuard guard;
   bool done = false;
-  if (guard.protect(s, len, false)) {
-    std::memcpy(tmp, at, len);
-    done = sys_mmap(at, len, prot, MAP_SHARED | MAP_FIXED | MAP_POPULATE, fd) != MAP_FAILED;
+  if (guard.protect(a, n, false)) {
+    std::memcpy(tmp, at, n);
+    done = sys_mmap(at, n, prot, MAP_SHARED | MAP_FIXED | MAP_POPULATE, fd, off) != MAP_FAILED;
     if (!done) {
       // A failed MAP_FIXED may already have unmapped the range: put the
       // bytes back in private memory.
-      if (sys_mmap(at, len, prot | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1) != MAP_FAILED) {
-        std::memcpy(at, tmp, len);
-        if ((prot & PROT_WRITE) == 0) sys_mprotect(at, len, prot);
+      if (sys_mmap(at, n, prot | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != MAP_FAILED) {
+        std::memcpy(at, tmp, n);
+        if ((prot & PROT_WRITE) == 0) sys_mprotect(at, n, prot);
       }
     }
     guard.release();
   }
-  sys_munmap(tmp, len);
-  if (!done || ::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+  sys_munmap(tmp, n);
+  return done;
+}
+
+// Private anonymous [s, s + len) -> the same bytes in a new sealed memfd
+// mapped shared at s. Returns the memfd, or -1 with the memory unchanged.
+// Moved in chunks, so that a large registration needs one chunk of extra
+// memory at a time, not a second copy of itself (each chunk's private pages
+// are freed as its shared ones take their place; the kernel merges the
+// chunks' mappings into one).
+int to_memfd(std::uint64_t s, std::uint64_t len, int prot) {
+  const int fd = ::memfd_create(kMemfdName, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0) return -1;
+  // The file is far larger than the region, sparse: a program that grows
+  // its mapping in place (realloc of a registered buffer: mremap) gets
+  // zero-filled pages of the file there, as it would of anonymous memory,
+  // not SIGBUS beyond the end of the file. Untouched, the rest costs nothing.
+  if (::ftruncate(fd, static_cast<off_t>(std::max(len, kFileSize))) != 0 ||
+      ::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
     ::close(fd);
     return -1;
+  }
+  for (std::uint64_t off = 0; off < len; off += kChunk) {
+    if (!move_to_memfd(fd, s + off, off, std::min(kChunk, len - off), prot)) {
+      if (off > 0) to_private(s, off, prot, true, fd, 0);  // the chunks already moved go back
+      ::close(fd);
+      return -1;
+    }
   }
   return fd;
 }
@@ -219,20 +235,32 @@ int to_memfd(std::uint64_t s, std::uint64_t len, int prot) {
 // Shared [a, a + n), still mapping our memfd, -> private anonymous memory
 // with the same bytes and protection. `guarded`: other threads may be
 // writing (not in the fork child); if they cannot be made to wait, the
-// pages stay shared, which loses nothing.
-void to_private(std::uint64_t a, std::uint64_t n, int prot, bool guarded) {
-  void* tmp = sys_mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1);
-  if (tmp == MAP_FAILED) return;
-  auto* at = reinterpret_cast<void*>(a);  // NOLINT: the application's own address
-  WriteGuard guard;
-  if (guarded && !guard.protect(a, n, true)) {
-    sys_munmap(tmp, n);
-    return;
+// pages stay shared, which loses nothing. In chunks; with the memfd at hand
+// (`fd`, the part's file offset `off`), each chunk's file pages are freed
+// once the private copy took their place, so the copy never doubles the
+// region's memory (without it, they are freed when the file is closed).
+void to_private(std::uint64_t a, std::uint64_t n, int prot, bool guarded, int fd, std::uint64_t off) {
+  for (std::uint64_t done = 0; done < n; done += kChunk) {
+    const std::uint64_t c = std::min(kChunk, n - done);
+    void* tmp = sys_mmap(nullptr, c, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (tmp == MAP_FAILED) return;
+    auto* at = reinterpret_cast<void*>(a + done);  // NOLINT: the application's own address
+    WriteGuard guard;
+    if (guarded && !guard.protect(a + done, c, true)) {
+      sys_munmap(tmp, c);
+      return;
+    }
+    std::memcpy(tmp, at, c);
+    if (prot != (PROT_READ | PROT_WRITE)) sys_mprotect(tmp, c, prot);
+    if (sys_mremap_fixed(tmp, c, at) == MAP_FAILED) {
+      sys_munmap(tmp, c);
+      return;
+    }
+    guard.release();
+    if (fd >= 0)
+      ::fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(off + done),
+                  static_cast<off_t>(c));
   }
-  std::memcpy(tmp, at, n);
-  if (prot != (PROT_READ | PROT_WRITE)) sys_mprotect(tmp, n, prot);
-  if (sys_mremap_fixed(tmp, n, at) == MAP_FAILED) sys_munmap(tmp, n);
-  guard.release();
 }
 
 // Every mapping of memfd `ino` goes back to private memory: the parts of
@@ -240,9 +268,9 @@ void to_private(std::uint64_t a, std::uint64_t n, int prot, bool guarded) {
 // moved since (realloc of a registered buffer: mremap), so that no shared
 // mapping outlives the region (a later fork would share it with the child).
 // Parts the application unmapped are gone already.
-void privatize(std::uint64_t ino, bool guarded) {
+void privatize(std::uint64_t ino, int fd, bool guarded) {
   struct Part {
-    std::uint64_t a, n;
+    std::uint64_t a, n, off;
     int prot;
   };
   Part parts[64];
@@ -251,10 +279,10 @@ void privatize(std::uint64_t ino, bool guarded) {
   for_each_mapping([&](const Mapping& m) {
     const bool ours = m.inode == ino && m.perms[3] == 's' && std::strncmp(m.path, "/memfd:", 7) == 0 &&
                       std::strncmp(m.path + 7, kMemfdName, name_len) == 0;
-    if (ours && count < std::size(parts)) parts[count++] = Part{m.start, m.end - m.start, prot_of(m.perms)};
+    if (ours && count < std::size(parts)) parts[count++] = Part{m.start, m.end - m.start, m.offset, prot_of(m.perms)};
     return true;
   });
-  for (std::size_t i = 0; i < count; ++i) to_private(parts[i].a, parts[i].n, parts[i].prot, guarded);
+  for (std::size_t i = 0; i < count; ++i) to_private(parts[i].a, parts[i].n, parts[i].prot, guarded, fd, parts[i].off);
 }
 
 struct Region {
@@ -262,6 +290,7 @@ struct Region {
   int fd = -1;  // -1 once closed (direct_passed)
   std::uint32_t refs = 0;
   std::uint64_t ino = 0;
+  bool forked = false;  // a fork happened while it existed (after_fork_parent)
 };
 
 // Regions by start address. The mutex is held across fork (prepare/parent/
@@ -274,12 +303,17 @@ std::size_t g_open_fds = 0;
 constexpr std::size_t kKeptFds = 64;
 
 void before_fork() { g_mu.lock(); }
-void after_fork_parent() { g_mu.unlock(); }
+// A child may still be copying the regions that existed at fork (its
+// handler below): their file pages must not be punched from under it.
+void after_fork_parent() {
+  for (auto& [va, r] : g_regions) r.forked = true;
+  g_mu.unlock();
+}
 // The child owns private copies of everything, as with private memory, and
 // no daemon maps them: privatize every region, close the memfds.
 void after_fork_child() {
   for (auto& [va, r] : g_regions) {
-    privatize(r.ino, false);
+    privatize(r.ino, -1, false);  // the parent's file: never punched
     if (r.fd >= 0) ::close(r.fd);
   }
   g_regions.clear();
@@ -346,7 +380,7 @@ void direct_release(const DirectGrant& g) {
   std::lock_guard lock(g_mu);
   auto it = g_regions.find(g.va);
   if (it == g_regions.end() || it->second.ino != g.ino || --it->second.refs != 0) return;
-  privatize(it->second.ino, true);
+  privatize(it->second.ino, it->second.forked ? -1 : it->second.fd, true);
   if (it->second.fd >= 0) {
     ::close(it->second.fd);
     --g_open_fds;

@@ -383,3 +383,25 @@ TEST_CASE("direct memory: a region the program moved (mremap, as realloc does) i
   CHECK(moved[4 * kPage - 1] == 't');
   ::munmap(moved, 4 * kPage);
 }
+
+TEST_CASE("direct memory: a registration larger than the move's chunk (64 MiB) moves whole, and back", "[direct]") {
+  urnic::test::DeviceCtx c;
+  const std::size_t len = (130u << 20);  // three chunks: 64 + 64 + 2 MiB
+  auto* buf = static_cast<unsigned char*>(map_pages(len / kPage));
+  for (std::size_t i = 0; i < len; i += kPage) buf[i] = static_cast<unsigned char>(i / kPage);
+  ibv_mr* mr = reg(c.pd, buf, len, IBV_ACCESS_LOCAL_WRITE);
+  REQUIRE(mr != nullptr);
+  CHECK(is_region(buf));
+  CHECK(is_region(buf + (64u << 20)));
+  CHECK(is_region(buf + len - 1));
+  bool same = true;
+  for (std::size_t i = 0; i < len; i += kPage) same = same && buf[i] == static_cast<unsigned char>(i / kPage);
+  CHECK(same);
+  REQUIRE(ibv_dereg_mr(mr) == 0);
+  CHECK_FALSE(is_region(buf));
+  CHECK_FALSE(is_region(buf + len - 1));
+  same = true;
+  for (std::size_t i = 0; i < len; i += kPage) same = same && buf[i] == static_cast<unsigned char>(i / kPage);
+  CHECK(same);
+  ::munmap(buf, len);
+}
