@@ -25,6 +25,58 @@ std::size_t sent_between(const sim::Node& n, Nanos from, Nanos to) {
   }));
 }
 
+// A connected RC pair on the harness's wire, B with a receive posted for
+// each of `msgs` 64 KiB SENDs that A posted at `start` (each filled with its
+// own pattern); A's transmissions are logged.
+struct SendStream {
+  static constexpr uint32_t kLen = 64 * 1024;  // 64 packets each at MTU 1024
+  uint32_t msgs;
+  Side a, b;
+  uint32_t qa = 0, qb = 0;
+  std::vector<Sge> rsge, ssge;
+  Nanos start = 0;
+  SendStream(sim::Harness& h, uint32_t n, uint64_t b_base)
+      : msgs(n),
+        a(h.a.transport(), h.a.memory(), 0x1000000, n * kLen),
+        b(h.b.transport(), h.b.memory(), b_base, n * kLen),
+        rsge(n),
+        ssge(n) {
+    qa = a.create_qp(QpType::kRc);
+    qb = b.create_qp(QpType::kRc);
+    REQUIRE(connect_qp(a.t, qa, QpType::kRc, qb, {}, h.sim.now()) == 0);
+    REQUIRE(connect_qp(b.t, qb, QpType::kRc, qa, {}, h.sim.now()) == 0);
+    for (uint32_t i = 0; i < n; ++i) {
+      rsge[i] = Sge{b.va + uint64_t{i} * kLen, kLen, b.mr.lkey};
+      RecvWr r;
+      r.wr_id = i;
+      r.sg_list = {&rsge[i], 1};
+      REQUIRE(b.t.post_recv(qb, r) == 0);
+    }
+    h.a.log_tx = true;
+    start = h.sim.now();
+    for (uint32_t i = 0; i < n; ++i) {
+      fill(a.bytes().subspan(uint64_t{i} * kLen, kLen), qa, i);
+      ssge[i] = Sge{a.va + uint64_t{i} * kLen, kLen, a.mr.lkey};
+      REQUIRE(a.t.post_send(qa, make_wr(i, WrOpcode::kSend, ssge[i], 0, 0), start) == 0);
+    }
+  }
+  // Exactly once and in order: one receive completion per message, in
+  // posting order, each with its own bytes; pacing lost nothing (no
+  // retransmission, no duplicate).
+  void check_delivered(const std::vector<Cqe>& rc) {
+    REQUIRE(rc.size() == msgs);
+    for (uint32_t i = 0; i < msgs; ++i) {
+      INFO("message " << i);
+      CHECK(rc[i].wr_id == i);
+      CHECK(rc[i].status == WcStatus::kSuccess);
+      CHECK(rc[i].byte_len == kLen);
+      CHECK(check(b.bytes().subspan(uint64_t{i} * kLen, kLen), qa, i));
+    }
+    CHECK(a.t.counters().get(Counter::kCompleterRetryErr) == 0);
+    CHECK(b.t.counters().get(Counter::kDuplicateRequest) == 0);
+  }
+};
+
 }  // namespace
 
 TEST_CASE("dcqcn on the sim: CNPs slow an RC QP down as computed, it recovers, data exactly once in order",
@@ -43,27 +95,11 @@ TEST_CASE("dcqcn on the sim: CNPs slow an RC QP down as computed, it recovers, d
   d.pace_slack = 0;
   sim::Harness h(cfg);
   constexpr uint32_t kMsgs = 64;
-  constexpr uint32_t kLen = 64 * 1024;  // 64 packets each
-  Side a(h.a.transport(), h.a.memory(), 0x1000000, kMsgs * kLen);
-  Side b(h.b.transport(), h.b.memory(), 0x8000000, kMsgs * kLen);
-  const uint32_t qa = a.create_qp(QpType::kRc), qb = b.create_qp(QpType::kRc);
-  REQUIRE(connect_qp(a.t, qa, QpType::kRc, qb, {}, h.sim.now()) == 0);
-  REQUIRE(connect_qp(b.t, qb, QpType::kRc, qa, {}, h.sim.now()) == 0);
-  std::vector<Sge> rsge(kMsgs), ssge(kMsgs);
-  for (uint32_t i = 0; i < kMsgs; ++i) {
-    rsge[i] = Sge{b.va + uint64_t{i} * kLen, kLen, b.mr.lkey};
-    RecvWr r;
-    r.wr_id = i;
-    r.sg_list = {&rsge[i], 1};
-    REQUIRE(b.t.post_recv(qb, r) == 0);
-  }
-  h.a.log_tx = true;
-  const Nanos start = h.sim.now();
-  for (uint32_t i = 0; i < kMsgs; ++i) {
-    fill(a.bytes().subspan(uint64_t{i} * kLen, kLen), qa, i);
-    ssge[i] = Sge{a.va + uint64_t{i} * kLen, kLen, a.mr.lkey};
-    REQUIRE(a.t.post_send(qa, make_wr(i, WrOpcode::kSend, ssge[i], 0, 0), start) == 0);
-  }
+  SendStream st(h, kMsgs, 0x8000000);
+  Side& a = st.a;
+  Side& b = st.b;
+  const uint32_t qa = st.qa;
+  const Nanos start = st.start;
   const Counters* ca = a.t.qp_counters(qa);
   REQUIRE(ca != nullptr);
   CHECK(ca->get(Counter::kDcqcnRateMbps) == 0);  // never cut: not paced
@@ -130,18 +166,7 @@ TEST_CASE("dcqcn on the sim: CNPs slow an RC QP down as computed, it recovers, d
     return rc.size() >= kMsgs;
   }, 100 * kMs));
   CHECK(h.sim.now() < tc + 10 * kMs);  // unpaced, the last ~2000 packets take a few round trips
-  // Exactly once and in order: one receive completion per message, in
-  // posting order, each with its own bytes.
-  REQUIRE(rc.size() == kMsgs);
-  for (uint32_t i = 0; i < kMsgs; ++i) {
-    INFO("message " << i);
-    CHECK(rc[i].wr_id == i);
-    CHECK(rc[i].status == WcStatus::kSuccess);
-    CHECK(rc[i].byte_len == kLen);
-    CHECK(check(b.bytes().subspan(uint64_t{i} * kLen, kLen), qa, i));
-  }
-  CHECK(a.t.counters().get(Counter::kCompleterRetryErr) == 0);  // pacing lost nothing
-  CHECK(b.t.counters().get(Counter::kDuplicateRequest) == 0);
+  st.check_delivered(rc);
 }
 
 TEST_CASE("dcqcn off: a CNP is counted and changes nothing", "[dcqcn][sim][rc]") {
@@ -175,27 +200,11 @@ TEST_CASE("dcqcn on the sim, the whole loop: a marking link, CNPs from B, A slow
   sim::Harness h(cfg);
   h.roce_a.ecn = 0b10;  // A's RC frames ECT(0), as urnicd sends them
   constexpr uint32_t kMsgs = 128;
-  constexpr uint32_t kLen = 64 * 1024;
-  Side a(h.a.transport(), h.a.memory(), 0x1000000, kMsgs * kLen);
-  Side b(h.b.transport(), h.b.memory(), 0x10000000, kMsgs * kLen);
-  const uint32_t qa = a.create_qp(QpType::kRc), qb = b.create_qp(QpType::kRc);
-  REQUIRE(connect_qp(a.t, qa, QpType::kRc, qb, {}, h.sim.now()) == 0);
-  REQUIRE(connect_qp(b.t, qb, QpType::kRc, qa, {}, h.sim.now()) == 0);
-  std::vector<Sge> rsge(kMsgs), ssge(kMsgs);
-  for (uint32_t i = 0; i < kMsgs; ++i) {
-    rsge[i] = Sge{b.va + uint64_t{i} * kLen, kLen, b.mr.lkey};
-    RecvWr r;
-    r.wr_id = i;
-    r.sg_list = {&rsge[i], 1};
-    REQUIRE(b.t.post_recv(qb, r) == 0);
-  }
-  h.a.log_tx = true;
-  const Nanos start = h.sim.now();
-  for (uint32_t i = 0; i < kMsgs; ++i) {
-    fill(a.bytes().subspan(uint64_t{i} * kLen, kLen), qa, i);
-    ssge[i] = Sge{a.va + uint64_t{i} * kLen, kLen, a.mr.lkey};
-    REQUIRE(a.t.post_send(qa, make_wr(i, WrOpcode::kSend, ssge[i], 0, 0), start) == 0);
-  }
+  SendStream st(h, kMsgs, 0x10000000);
+  Side& a = st.a;
+  Side& b = st.b;
+  const uint32_t qa = st.qa, qb = st.qb;
+  const Nanos start = st.start;
   const Counters* ca = a.t.qp_counters(qa);
   const Counters* cb = b.t.qp_counters(qb);
   // 300 us of a congested queue: every ECN-capable frame A -> B marked CE.
@@ -248,14 +257,5 @@ TEST_CASE("dcqcn on the sim, the whole loop: a marking link, CNPs from B, A slow
                << " us after the start, stream done after " << (done - start) / kUs << " us");
   CHECK(later > 2 * low);
   CHECK(faster > slow);
-  REQUIRE(rc.size() == kMsgs);
-  for (uint32_t i = 0; i < kMsgs; ++i) {
-    INFO("message " << i);
-    CHECK(rc[i].wr_id == i);
-    CHECK(rc[i].status == WcStatus::kSuccess);
-    CHECK(rc[i].byte_len == kLen);
-    CHECK(check(b.bytes().subspan(uint64_t{i} * kLen, kLen), qa, i));
-  }
-  CHECK(a.t.counters().get(Counter::kCompleterRetryErr) == 0);
-  CHECK(b.t.counters().get(Counter::kDuplicateRequest) == 0);
+  st.check_delivered(rc);
 }
