@@ -24,6 +24,9 @@ while [[ $# -gt 0 ]]; do
   shift
 done
 log() { printf 'urnic package: %s\n' "$*" >&2; }
+# Libraries resolve as on the machine the package goes to, not through a
+# build tree's shims (meson test, urnic env).
+unset LD_LIBRARY_PATH LD_PRELOAD
 
 if [[ ! -f $build/build.ninja ]]; then
   # Debian's hardening flags, as dpkg-buildpackage would pass them.
@@ -93,8 +96,8 @@ printf 'Source: urnic\n\nPackage: urnic\nArchitecture: any\n' > "$work/debian/co
 mapfile -t elves < <(find "$stage" -type f -exec sh -c 'head -c4 "$1" | grep -q ELF && echo "$1"' _ {} \;)
 strip --remove-section=.comment --remove-section=.note "${elves[@]}"  # as dh_strip does
 depends=$(cd "$work" && dpkg-shlibdeps -O -l"$(echo "$stage"/usr/lib/*/urnic)" "${elves[@]}" 2>"$work/shlibdeps.err" |
-          sed -n 's/^shlibs:Depends=//p')
-[[ -s $work/shlibdeps.err ]] && sed 's/^/urnic package: /' "$work/shlibdeps.err" >&2
+          sed -n 's/^shlibs:Depends=//p') || true
+sed 's/^/urnic package: /' "$work/shlibdeps.err" >&2
 [[ -n $depends ]] || { log "dpkg-shlibdeps found no dependencies"; exit 1; }
 (cd "$stage" && find . -path ./DEBIAN -prune -o -path ./etc -prune -o -type f -printf '%P\0' |
    LC_ALL=C sort -z | xargs -0 md5sum) > "$stage/DEBIAN/md5sums"
