@@ -21,19 +21,22 @@ _urnic() {
     stats)
       case $prev in
         -d|--device) return ;;
+        --runtime-dir) _filedir -d; return ;;
       esac
-      COMPREPLY=($(compgen -W "-d --device --json --watch --help" -- "$cur")) ;;
+      COMPREPLY=($(compgen -W "-d --device --runtime-dir --json --all --help" -- "$cur")) ;;
     fault)
       case $prev in
-        -d|--device|--loss|--dup|--reorder|--corrupt|--delay-us|--seed|--qp) return ;;
+        -d|--device|--loss|--dup|--reorder|--corrupt|--ecn|--delay-us|--reorder-delay-us|--seed|--qp) return ;;
+        --runtime-dir) _filedir -d; return ;;
       esac
-      COMPREPLY=($(compgen -W "-d --device --loss --dup --reorder --corrupt --delay-us --seed --qp --clear --help" -- "$cur")) ;;
+      COMPREPLY=($(compgen -W "-d --device --runtime-dir --loss --dup --reorder --corrupt --ecn --delay-us --reorder-delay-us --seed --qp --clear --help" -- "$cur")) ;;
     capture)
       case $prev in
-        -w) _filedir pcap; return ;;
-        -d|--device|-c) return ;;
+        -w|--write) _filedir pcap; return ;;
+        --runtime-dir) _filedir -d; return ;;
+        -d|--device|-c|--count) return ;;
       esac
-      COMPREPLY=($(compgen -W "-d --device -w -c --help" -- "$cur")) ;;
+      COMPREPLY=($(compgen -W "-d --device --runtime-dir -w --write -c --count --stop --help" -- "$cur")) ;;
     frame)
       if ((cword == 2)); then
         COMPREPLY=($(compgen -W "decode" -- "$cur"))
