@@ -31,6 +31,7 @@ unset LD_LIBRARY_PATH LD_PRELOAD
 if [[ ! -f $build/build.ninja ]]; then
   # Debian's hardening flags, as dpkg-buildpackage would pass them.
   log "setting up $build (prefix /usr, release, dpkg-buildflags)"
+  export DEB_BUILD_MAINT_OPTIONS=hardening=+all  # also bindnow
   CXXFLAGS="$(dpkg-buildflags --get CPPFLAGS) $(dpkg-buildflags --get CXXFLAGS)" \
   LDFLAGS="$(dpkg-buildflags --get LDFLAGS)" \
     meson setup "$build" "$root" --prefix=/usr --buildtype=release >/dev/null
