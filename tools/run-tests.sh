@@ -69,7 +69,9 @@ mmss() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
 # once per four files); the release build is not, so every file still has
 # to compile on its own (its own includes, no name clashes hidden).
 no_interop="URNIC_SKIP_INTEROP=the rxe interop matrix runs in the release stage only"
-release_env=() release_opts=(-Dwerror=true -Ddebug=false -Doptimization=2)
+# The release build has prefix /usr (nothing is installed from it) so that
+# package-deb-chroot can make the Debian package from it (tests/package/).
+release_env=() release_opts=(-Dwerror=true -Ddebug=false -Doptimization=2 --prefix=/usr)
 sanitize_env=("$no_interop" ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
               UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1)
 sanitize_opts=(-Db_sanitize=address,undefined -Db_lundef=false -Ddebug=false -Doptimization=1 -Dtest_optimization=0 -Dunity=on

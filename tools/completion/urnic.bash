@@ -1,0 +1,52 @@
+# bash completion for urnic (installed as $datadir/bash-completion/completions/urnic)
+_urnic() {
+  local cur prev words cword
+  _init_completion || return
+  local commands="run env sysfs-run doctor status stats fault capture frame help"
+  if ((cword == 1)); then
+    COMPREPLY=($(compgen -W "$commands" -- "$cur"))
+    return
+  fi
+  case ${words[1]} in
+    run|sysfs-run)
+      # after "--": complete the program and its arguments as a command line
+      local i
+      for ((i = 2; i < cword; i++)); do
+        if [[ ${words[i]} == -- ]]; then
+          _command_offset $((i + 1))
+          return
+        fi
+      done
+      COMPREPLY=($(compgen -W "--" -- "$cur")) ;;
+    stats)
+      case $prev in
+        -d|--device) return ;;
+        --runtime-dir) _filedir -d; return ;;
+      esac
+      COMPREPLY=($(compgen -W "-d --device --runtime-dir --json --all --help" -- "$cur")) ;;
+    fault)
+      case $prev in
+        -d|--device|--loss|--dup|--reorder|--corrupt|--ecn|--delay-us|--reorder-delay-us|--seed|--qp) return ;;
+        --runtime-dir) _filedir -d; return ;;
+      esac
+      COMPREPLY=($(compgen -W "-d --device --runtime-dir --loss --dup --reorder --corrupt --ecn --delay-us --reorder-delay-us --seed --qp --clear --help" -- "$cur")) ;;
+    capture)
+      case $prev in
+        -w|--write) _filedir pcap; return ;;
+        --runtime-dir) _filedir -d; return ;;
+        -d|--device|-c|--count) return ;;
+      esac
+      COMPREPLY=($(compgen -W "-d --device --runtime-dir -w --write -c --count --stop --help" -- "$cur")) ;;
+    frame)
+      if ((cword == 2)); then
+        COMPREPLY=($(compgen -W "decode" -- "$cur"))
+      elif [[ $cur == -* ]]; then
+        COMPREPLY=($(compgen -W "--verbose --help" -- "$cur"))
+      else
+        _filedir pcap
+      fi ;;
+    status)
+      COMPREPLY=($(compgen -W "--runtime-dir" -- "$cur")) ;;
+  esac
+} &&
+  complete -F _urnic urnic
