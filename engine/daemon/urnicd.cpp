@@ -121,7 +121,7 @@ int main(int argc, char** argv) {
     std::string error;
     auto parsed = parse_config(text.str(), error);
     if (!parsed) {
-      fmt::print(stderr, "urnicd: {}\n", error);
+      fmt::print(stderr, "urnicd: {}: {}\n", config_file, error);  // the file, then the key (engine/device)
       return kExitUsage;
     }
     cfg = *parsed;
