@@ -23,6 +23,14 @@ namespace {
 
 // WQEs taken from one ring per pass, so one busy QP cannot starve the others.
 constexpr std::uint32_t kWqeBurst = 64;
+// Receive WQEs taken from one SRQ per pass: many QPs share it, each of
+// which may bring kWqeBurst SENDs into the same pass. With the per-QP burst
+// an SRQ fed by 32 busy QPs fell ever further behind the SENDs its QPs took
+// in, and they RNR-NAKed until the retries ran out (rdma-unit-test
+// SrqMultiThreadTest.MultiThreadedMultiQpSingleSrq: 2,350 RNR NAKs, 5
+// RNR_RETRY_EXC_ERR). Taking a receive WQE emits nothing and the ring holds
+// at most the SRQ's max_wr, so the pass stays bounded.
+constexpr std::uint32_t kSrqWqeBurst = 4096;
 constexpr std::size_t kCqeBurst = 32;
 constexpr std::size_t kRxBurst = 32;
 // Link RX bursts taken in before due timers fire (DataPath::take_arrivals).
@@ -706,7 +714,7 @@ bool read_tag_op(const SpscRing& ring, std::vector<std::byte>& scratch, t::TagOp
 
 bool DataPath::drain_srq(t::SrqHandle h, SrqBinding& b, t::Nanos now) {
   SpscRing& ring = b.srq->ring;
-  const std::uint32_t n = std::min(ring.untaken(), kWqeBurst);
+  const std::uint32_t n = std::min(ring.untaken(), kSrqWqeBurst);
   if (n == 0) return false;
   if (!b.busy) {
     b.busy = true;

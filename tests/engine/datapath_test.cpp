@@ -351,3 +351,31 @@ TEST_CASE("data path: a MAD reaches the CM only after the completions of the pac
   CHECK(gsi.seen[0].status == IBV_WC_SUCCESS);
   rig.dp->set_gsi_handler(nullptr);
 }
+
+TEST_CASE("data path: an SRQ's receive WQEs are taken by the thousand per pass, not one QP's burst",
+          "[engine][datapath][doorbell]") {
+  // Many QPs share one SRQ, and each may bring a burst of SENDs into a
+  // pass: with the per-QP burst of 64 the SRQ fell behind and its QPs RNR-NAKed
+  // until their retries ran out (rdma-unit-test MultiThreadedMultiQpSingleSrq).
+  DatapathRig rig;
+  ctl::CreateSrqReq req{0, rig.pd, 1024, 1, 0};
+  ctl::CreateSrqRep rep{};
+  std::vector<int> fds;
+  REQUIRE(rig.call(req, &rep, &fds) == 0);
+  REQUIRE(fds.size() == 1);
+  void* base = ::mmap(nullptr, rep.map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
+  ::close(fds[0]);
+  REQUIRE(base != MAP_FAILED);
+  SpscRing ring(static_cast<std::byte*>(base), rep.slots, rep.slot_size);
+  WqeHeader rh{};
+  for (std::uint32_t i = 0; i < 1000; ++i) {
+    rh.wr_id = i;
+    std::memcpy(ring.producer_slot(i), &rh, sizeof rh);
+  }
+  ring.publish(1000);
+  rig.doorbells.ring(rep.doorbell);
+  rig.dp->poll(now_ns(), true);
+  CHECK(rig.dp->counters().wqes_posted == 1000);  // all in one pass
+  CHECK(rig.dp->counters().wqes_rejected == 0);
+  ::munmap(base, rep.map_bytes);
+}
