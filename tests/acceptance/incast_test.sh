@@ -271,14 +271,16 @@ for i in range(1, n + 1):
     for k in range(1, len(series)):
         dt = series[k][0] - series[k - 1][0]
         rates.append((series[k][0], (series[k][1] - series[k - 1][1]) * 8 / dt / 1e6 if dt > 0 else 0, series[k][2]))
-    flows.append({"flow": i, "qpn": qpn, "series": rates, "active": (series[active[0]][0], series[active[-1]][0]) if active else (0, 0)})
+    flows.append({"flow": i, "qpn": qpn, "series": rates, "raw": series, "active": (series[active[0]][0], series[active[-1]][0]) if active else (0, 0)})
 # Steady state: the second half of the span in which every flow was sending.
 t0 = max(f["active"][0] for f in flows)
 t1 = min(f["active"][1] for f in flows)
 mid = t0 + (t1 - t0) / 2
 for f in flows:
-    pts = [r for (t, r, g) in f["series"] if mid < t <= t1]
-    f["steady_mbps"] = sum(pts) / len(pts) if pts else 0.0
+    # Bytes sent in the window over its length (readings are stamped when
+    # their answer came, so single intervals jitter on a busy machine).
+    pts = [(t, b) for (t, b, g) in f["raw"] if mid <= t <= t1]
+    f["steady_mbps"] = (pts[-1][1] - pts[0][1]) * 8 / (pts[-1][0] - pts[0][0]) / 1e6 if len(pts) > 1 and pts[-1][0] > pts[0][0] else 0.0
 x = [f["steady_mbps"] for f in flows]
 jain = (sum(x) ** 2) / (len(x) * sum(v * v for v in x)) if any(x) else 0.0
 out = {"mode": mode, "senders": n, "steady_window_s": [round(mid, 2), round(t1, 2)], "flows": [], "jain": round(jain, 3)}
