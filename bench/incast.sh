@@ -46,6 +46,7 @@ for n in $senders; do
     "$build/tests/acceptance/ecn_switch" --senders "$n" --duration "$duration" --rate "$rate" \
     --keep "$out/$n-to-1"
 done
+# shellcheck disable=SC2086 # the sender counts, one argument each
 /usr/bin/python3 - "$out" "$rate" $senders << 'EOF'
 import json, os, sys
 import matplotlib
