@@ -333,6 +333,14 @@ for mode in $modes; do
       attempt=2
       continue
     fi
+    # With DCQCN on, one run in about 25 ended with an ib_write_bw failing
+    # (2026-12-04, cause not captured; the exits and outputs print above):
+    # run once more with a note, so a repeatable failure still fails.
+    if [[ $rc -ne 0 && $attempt -eq 1 && $mode == on ]]; then
+      echo "note dcqcn on: an ib_write_bw failed (above); run again"
+      attempt=2
+      continue
+    fi
     break
   done
   if [[ $rc -eq 0 ]]; then pass "dcqcn $mode: $senders x ib_write_bw -D $duration -s 65536 into one receiver, all exit 0"
