@@ -98,6 +98,7 @@ std::unique_ptr<UdpLink> UdpLink::open(uint32_t ipv4, uint16_t port, std::string
   // cannot read it from a UDP socket, so it must be predictable.
   const int pmtu = IP_PMTUDISC_DO;
   const int ttl = kTtl;
+  const int on = 1;  // IP_RECVTOS: each datagram's TOS (its ECN field) as a control message
   const int buf = 4 << 20;
   const sockaddr_in addr = make_addr(ipv4, port);
   // Multicast leaves through the device's interface, without a copy back
@@ -109,6 +110,7 @@ std::unique_ptr<UdpLink> UdpLink::open(uint32_t ipv4, uint16_t port, std::string
       ::setsockopt(fd, IPPROTO_IP, IP_TTL, &ttl, sizeof ttl) != 0 ||
       ::setsockopt(fd, IPPROTO_IP, IP_MULTICAST_IF, &mcast_if, sizeof mcast_if) != 0 ||
       ::setsockopt(fd, IPPROTO_IP, IP_MULTICAST_LOOP, &no_loop, sizeof no_loop) != 0 ||
+      ::setsockopt(fd, IPPROTO_IP, IP_RECVTOS, &on, sizeof on) != 0 ||
       ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf) != 0 ||
       ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf) != 0 ||
       ::bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
@@ -140,6 +142,7 @@ UdpLink::UdpLink(int fd, uint32_t ipv4, uint16_t port)
     h.msg_iov = &rx_.iov[i];
     h.msg_iovlen = 1;
     h.msg_name = &rx_.addr[i];
+    h.msg_control = rx_.ctl[i].bytes.data();
     tx_.msgs[i].msg_hdr.msg_iov = &tx_.iov[i];
     tx_.msgs[i].msg_hdr.msg_iovlen = 1;
     tx_.msgs[i].msg_hdr.msg_name = &tx_.addr[i];
@@ -192,6 +195,7 @@ bool UdpLink::join_group(const wire::IpAddr& group) {
   mreq.imr_interface.s_addr = htonl(ipv4_);
   if (::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on) != 0 ||
       ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf) != 0 ||
+      ::setsockopt(fd, IPPROTO_IP, IP_RECVTOS, &on, sizeof on) != 0 ||
       ::bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0 ||
       ::setsockopt(fd, IPPROTO_IP, IP_ADD_MEMBERSHIP, &mreq, sizeof mreq) != 0 || !watch(fd)) {
     ::close(fd);
@@ -250,6 +254,7 @@ bool UdpLink::enable_ipv6(const std::array<uint8_t, 16>& link_local, std::string
   if (::setsockopt(fd6_, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof on) != 0 ||
       ::setsockopt(fd6_, IPPROTO_UDP, UDP_NO_CHECK6_RX, &on, sizeof on) != 0 ||
       ::setsockopt(fd6_, IPPROTO_IPV6, IPV6_UNICAST_HOPS, &hops, sizeof hops) != 0 ||
+      ::setsockopt(fd6_, IPPROTO_IPV6, IPV6_RECVTCLASS, &on, sizeof on) != 0 ||
       ::setsockopt(fd6_, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf) != 0 ||
       ::setsockopt(fd6_, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf) != 0 ||
       ::bind(fd6_, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0)
@@ -325,12 +330,27 @@ bool UdpLink::queue_datagram(std::size_t size) {
   const std::size_t i = tx_.count;
   const uint8_t* frame = tx_slot(i);
   msghdr& h = tx_.msgs[i].msg_hdr;
+  // The frame's traffic class (its ECN field included) goes to the kernel
+  // with the datagram: IP_TOS / IPV6_TCLASS as a control message, an int
+  // (the kernel takes the whole byte for a datagram socket; only TCP keeps
+  // the ECN bits to itself).
+  auto set_tclass = [&](int level, int type, uint8_t tclass) {
+    h.msg_control = tx_.ctl[i].bytes.data();
+    h.msg_controllen = CMSG_SPACE(sizeof(int));
+    cmsghdr* c = CMSG_FIRSTHDR(&h);
+    c->cmsg_level = level;
+    c->cmsg_type = type;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    const int v = tclass;
+    std::memcpy(CMSG_DATA(c), &v, sizeof v);
+  };
   if (size > kDatagramOffset && wire::load_be16(frame + 12) == wire::ethertype::kIpv4) {
     const sockaddr_in to = make_addr(wire::load_be32(frame + 14 + 16), wire::kRoceV2Port);
     std::memcpy(&tx_.addr[i], &to, sizeof to);
     h.msg_namelen = sizeof to;
     tx_.iov[i] = iovec{tx_slot(i) + kDatagramOffset, size - kDatagramOffset};
     tx_.fd[i] = fd_;
+    set_tclass(IPPROTO_IP, IP_TOS, frame[14 + 1]);
   } else if (fd6_ >= 0 && size > kDatagramOffset6 && wire::load_be16(frame + 12) == wire::ethertype::kIpv6) {
     sockaddr_in6& to = tx_.addr[i];
     to = sockaddr_in6{};
@@ -341,6 +361,8 @@ bool UdpLink::queue_datagram(std::size_t size) {
     h.msg_namelen = sizeof to;
     tx_.iov[i] = iovec{tx_slot(i) + kDatagramOffset6, size - kDatagramOffset6};
     tx_.fd[i] = fd6_;
+    set_tclass(IPPROTO_IPV6, IPV6_TCLASS,
+               static_cast<uint8_t>(((frame[14] & 0x0F) << 4) | (frame[14 + 1] >> 4)));
   } else {
     ++counters_.tx_errors;
     return false;
@@ -445,6 +467,7 @@ bool UdpLink::fill_rx(int fd, uint32_t dst) {
   for (std::size_t i = 0; i < kBatch; ++i) {
     msghdr& h = rx_.msgs[i].msg_hdr;
     h.msg_namelen = sizeof(sockaddr_in6);
+    h.msg_controllen = kCtlSize;
     h.msg_flags = 0;
   }
   rx_.next = 0;
@@ -455,6 +478,21 @@ bool UdpLink::fill_rx(int fd, uint32_t dst) {
   rx_v6_ = fd == fd6_;
   rx_dst_ = dst;
   return true;
+}
+
+uint8_t UdpLink::rx_traffic_class(std::size_t i) const {
+  // Const view of a msghdr the kernel filled: the CMSG macros want it mutable.
+  msghdr h = rx_.msgs[i].msg_hdr;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&h); c != nullptr; c = CMSG_NXTHDR(&h, c)) {
+    if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS && c->cmsg_len >= CMSG_LEN(1))
+      return *CMSG_DATA(c);  // one byte (IP_RECVTOS)
+    if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_TCLASS && c->cmsg_len >= CMSG_LEN(sizeof(int))) {
+      int v = 0;
+      std::memcpy(&v, CMSG_DATA(c), sizeof v);
+      return static_cast<uint8_t>(v);
+    }
+  }
+  return 0;
 }
 
 bool UdpLink::accept_v4(std::size_t i, LinkRxPacket* out) {
@@ -522,6 +560,7 @@ bool UdpLink::accept_v4(std::size_t i, LinkRxPacket* out) {
   out->from.src = wire::IpAddr::from_v4(src);
   out->from.dst = wire::IpAddr::from_v4(dst);
   out->from.src_port = sport;
+  out->from.traffic_class = rx_traffic_class(i);
   return true;
 }
 
@@ -565,6 +604,7 @@ bool UdpLink::accept_v6(std::size_t i, LinkRxPacket* out) {
   out->from.ipv6 = true;
   std::memcpy(out->from.src.bytes.data(), from.sin6_addr.s6_addr, 16);
   out->from.dst.bytes = ll_;
+  out->from.traffic_class = rx_traffic_class(i);
   return true;
 }
 

@@ -33,6 +33,14 @@
 // Every socket is behind one epoll fd (wait_fd()), which the engine loop
 // watches like a socket.
 //
+// ECN (issue 21): the IP header's traffic class of every datagram is the
+// one the data path chose (the device's ECN codepoint for RC/UC), carried
+// to the kernel as a per-datagram IP_TOS / IPV6_TCLASS control message in
+// the same sendmmsg (no system call more); each socket asks for the TOS of
+// what it receives (IP_RECVTOS / IPV6_RECVTCLASS), so a datagram a
+// congested queue marked CE reaches the data path with its traffic class,
+// as the raw links report it (RxInfo::ce).
+//
 // Multicast (IPv4 groups): sends to a group leave from the IPv4 socket
 // (IP_MULTICAST_IF = the device's address, no loopback: the data path
 // delivers to the device's own members itself); join_group opens a socket
@@ -163,11 +171,18 @@ class UdpLink final : public Link {
   // headers, so the ICRC is computed in place.
   static constexpr std::size_t kRxHeadroom = 40 + 8;
   static constexpr std::size_t kRxSlot = kRxHeadroom + kMaxDatagram;
+  // Room for one control message per datagram: IP_TOS (an int on send, a
+  // byte on receive) or IPV6_TCLASS (an int), with room to spare.
+  static constexpr std::size_t kCtlSize = 64;
+  struct alignas(cmsghdr) Ctl {
+    std::array<uint8_t, kCtlSize> bytes{};
+  };
   struct Batch {
     std::vector<uint8_t> data;              // kBatch slots
     std::array<mmsghdr, kBatch> msgs{};
     std::array<iovec, kBatch> iov{};
     std::array<sockaddr_in6, kBatch> addr{};  // an IPv4 peer fits in a sockaddr_in6
+    std::array<Ctl, kBatch> ctl{};          // TX: the traffic class; RX: the TOS received
     std::array<int, kBatch> fd{};           // TX: the socket each datagram goes out on
     std::size_t count = 0;                  // TX: queued; RX: filled
     std::size_t next = 0;                   // RX: the next to serve
@@ -189,6 +204,9 @@ class UdpLink final : public Link {
   bool fill_rx(int fd, uint32_t dst);
   // Checks datagram `i` of rx_ and turns it into *out; false (counted) if it
   // fails a check.
+  // The traffic class (IPv4 TOS / IPv6 traffic class) datagram `i` of rx_
+  // arrived with, from its control message (0 without one).
+  uint8_t rx_traffic_class(std::size_t i) const;
   bool accept_v4(std::size_t i, LinkRxPacket* out);
   bool accept_v6(std::size_t i, LinkRxPacket* out);
   // What each IPv4 source sends as IP ID. A source whose first kZeroStreak

@@ -11,6 +11,7 @@
 #include <csignal>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <thread>
 #include <vector>
@@ -99,28 +100,40 @@ extern "C" void on_interrupt(int) { g_interrupted.store(true); }
 
 }  // namespace
 
-int run_stats(const StatsOptions& o) {
-  DaemonConn conn;
-  if (!conn.open(o.daemon)) return kExitNoDaemon;
-  ctl::StatsReq req{};
-  ctl::set_name(req.device, o.daemon.device.c_str());
+namespace {
+
+// One reading of a device's counters: the device's, each QP's, the CM's.
+struct StatsSnapshot {
   nlohmann::ordered_json dev = nlohmann::ordered_json::object();
   nlohmann::ordered_json qps = nlohmann::ordered_json::array();
-  std::string text;
+  nlohmann::ordered_json cm = nlohmann::ordered_json::object();
+  std::string text;  // the text form of all of it
+};
+
+// Reads every page of the device's counters; false (printed) on failure,
+// with the exit status in *exit_status.
+bool fetch_stats(DaemonConn& conn, const StatsOptions& o, StatsSnapshot& snap, int* exit_status) {
+  ctl::StatsReq req{};
+  ctl::set_name(req.device, o.daemon.device.c_str());
+  std::string& text = snap.text;
   bool first_page = true;
   for (;;) {
     int status = 0;
     const auto rep = conn.call<ctl::StatsRep>(req, status);
     if (!rep) {
       fmt::print(stderr, "urnic: stats: no answer from urnicd\n");
-      return kExitRefused;
+      *exit_status = kExitRefused;
+      return false;
     }
-    if (status != 0) return refused("stats", o.daemon, status);
+    if (status != 0) {
+      *exit_status = refused("stats", o.daemon, status);
+      return false;
+    }
     if (first_page) {
       text += fmt::format("device {}\n", o.daemon.device);
       for (std::size_t i = 0; i < rep->device_values && i < ctl::kStatsDeviceSlots; ++i) {
         const std::string name(engine::device_stat_name(i));
-        dev[name] = rep->device[i];
+        snap.dev[name] = rep->device[i];
         text += fmt::format("  {:<26}{}\n", name, rep->device[i]);
       }
       first_page = false;
@@ -134,31 +147,114 @@ int run_stats(const StatsOptions& o) {
         counters[name] = q.values[i];
         if (o.all || q.values[i] != 0) text += fmt::format("  {:<26}{}\n", name, q.values[i]);
       }
-      qps.push_back({{"qpn", q.qpn}, {"counters", counters}});
+      snap.qps.push_back({{"qpn", q.qpn}, {"counters", counters}});
     }
     if (rep->next_qpn == 0) break;
     req.first_qpn = rep->next_qpn;
   }
   // The connection manager's counters: daemon-wide, shown with every device.
-  nlohmann::ordered_json cm = nlohmann::ordered_json::object();
   int cm_status = 0;
   if (const auto rep = conn.call<ctl::CmStatsRep>(ctl::CmStatsReq{}, cm_status); rep && cm_status == 0) {
     text += "cm (daemon-wide)\n";
     for (std::size_t i = 0; i < rep->values && i < engine::kCmCounterFields.size(); ++i) {
       const std::string name(engine::kCmCounterFields[i].first);
-      cm[name] = rep->value[i];
+      snap.cm[name] = rep->value[i];
       text += fmt::format("  {:<26}{}\n", name, rep->value[i]);
     }
   }
+  return true;
+}
+
+std::uint64_t counter_of(const nlohmann::ordered_json& counters, const char* name) {
+  const auto it = counters.find(name);
+  return it != counters.end() && it->is_number_unsigned() ? it->get<std::uint64_t>() : 0;
+}
+
+// `urnic stats --watch MS`: a reading every MS milliseconds until
+// interrupted (or --count readings), each QP's congestion figures per line:
+// its DCQCN rate (the gauge; 0 = not limited, at the line rate), the rate it
+// sent at since the last reading (tx_bytes), and what changed in CE marks
+// received, CNPs sent and received, rate cuts and retransmissions. --json:
+// one object per reading and line (JSON Lines) with the time and every
+// counter, for scripts (bench/incast.sh).
+int watch_stats(DaemonConn& conn, const StatsOptions& o) {
+  struct sigaction sa{};
+  sa.sa_handler = on_interrupt;
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+  const auto start = std::chrono::steady_clock::now();
+  std::map<std::uint64_t, nlohmann::ordered_json> last;  // qpn -> counters of the previous reading
+  double last_t = 0;
+  const char* deltas[] = {"ce_rcvd", "cnps_sent", "cnps_rcvd", "dcqcn_rate_decreases", "retransmitted_pkts"};
+  bool header = false;
+  for (std::uint64_t n = 0; !g_interrupted.load() && (o.count == 0 || n < o.count); ++n) {
+    if (n != 0) {
+      const auto due = start + std::chrono::milliseconds(o.watch_ms * n);
+      while (!g_interrupted.load() && std::chrono::steady_clock::now() < due)
+        std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(
+            due - std::chrono::steady_clock::now(), std::chrono::milliseconds(50)));
+      if (g_interrupted.load()) break;
+    }
+    StatsSnapshot snap;
+    int exit_status = kExitOk;
+    if (!fetch_stats(conn, o, snap, &exit_status)) return exit_status;
+    const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (o.json) {
+      nlohmann::ordered_json out;
+      out["t"] = t;
+      out["device"] = o.daemon.device;
+      out["counters"] = snap.dev;
+      out["qps"] = snap.qps;
+      fmt::print("{}\n", out.dump());
+    } else {
+      if (!header) {
+        fmt::print("{:>8} {:>6} {:>10} {:>10} {:>8} {:>8} {:>8} {:>8} {:>8}\n", "t(s)", "qp", "rate_mbps",
+                   "tx_mbps", "+ce", "+cnp_tx", "+cnp_rx", "+cuts", "+retx");
+        header = true;
+      }
+      for (const auto& q : snap.qps) {
+        const std::uint64_t qpn = q["qpn"].get<std::uint64_t>();
+        const auto& c = q["counters"];
+        const auto prev = last.find(qpn);
+        const bool have = prev != last.end() && t > last_t;
+        const double tx_mbps =
+            have ? static_cast<double>(counter_of(c, "tx_bytes") - counter_of(prev->second, "tx_bytes")) * 8 /
+                       (t - last_t) / 1e6
+                 : 0.0;
+        std::string line = fmt::format("{:>8.3f} {:>6} {:>10} {:>10.1f}", t, qpn, counter_of(c, "dcqcn_rate_mbps"),
+                                       tx_mbps);
+        for (const char* d : deltas)
+          line += fmt::format(" {:>8}", counter_of(c, d) - (have ? counter_of(prev->second, d) : 0));
+        fmt::print("{}\n", line);
+      }
+      if (snap.qps.empty()) fmt::print("{:>8.3f} (no QPs)\n", t);
+    }
+    std::fflush(stdout);
+    last.clear();
+    for (const auto& q : snap.qps) last[q["qpn"].get<std::uint64_t>()] = q["counters"];
+    last_t = t;
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+int run_stats(const StatsOptions& o) {
+  DaemonConn conn;
+  if (!conn.open(o.daemon)) return kExitNoDaemon;
+  if (o.watch_ms != 0) return watch_stats(conn, o);
+  StatsSnapshot snap;
+  int exit_status = kExitOk;
+  if (!fetch_stats(conn, o, snap, &exit_status)) return exit_status;
   if (o.json) {
     nlohmann::ordered_json out;
     out["device"] = o.daemon.device;
-    out["counters"] = dev;
-    out["qps"] = qps;
-    out["cm"] = cm;
+    out["counters"] = snap.dev;
+    out["qps"] = snap.qps;
+    out["cm"] = snap.cm;
     fmt::print("{}\n", out.dump(2));
   } else {
-    fmt::print("{}", text);
+    fmt::print("{}", snap.text);
   }
   return kExitOk;
 }

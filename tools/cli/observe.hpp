@@ -17,6 +17,8 @@ struct StatsOptions {
   DaemonOptions daemon;
   bool json = false;
   bool all = false;  // text: also QP counters that are zero
+  std::uint64_t watch_ms = 0;  // --watch: a reading every this many ms (0: one reading)
+  std::uint64_t count = 0;     // --count: with --watch, stop after this many readings (0: until interrupted)
 };
 
 struct FaultOptions {

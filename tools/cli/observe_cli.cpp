@@ -31,6 +31,11 @@ void register_observe_commands(CLI::App& app, int& status) {
   add_daemon_options(*s, stats->daemon);
   s->add_flag("--json", stats->json, "machine-readable output");
   s->add_flag("--all", stats->all, "text: also per-QP counters that are zero");
+  s->add_option("--watch", stats->watch_ms,
+                "a reading every MS ms until interrupted: per QP its DCQCN rate, send rate, CE marks, CNPs, "
+                "cuts, retransmissions (--json: one object per line)")
+      ->check(CLI::Range(std::uint64_t{10}, std::uint64_t{3'600'000}));
+  s->add_option("--count", stats->count, "with --watch: stop after N readings");
   s->callback([stats, &status] { status = run_stats(*stats); });
 
   // fault

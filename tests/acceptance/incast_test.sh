@@ -1,0 +1,377 @@
+#!/usr/bin/env bash
+# Acceptance (issue 21): incast through a bottleneck that marks ECN, with
+# DCQCN on and off. N sender namespaces and one receiver namespace, each
+# joined by a veth (MTU 9000) to a switch namespace where ecn_switch
+# forwards frames: sender -> receiver through one FIFO drained at a rate
+# below what the senders offer together, marked CE at enqueue by queue
+# length (RED-ECN: Kmin, Kmax, Pmax, as DCQCN's switches), tail drop at its
+# byte limit; receiver -> senders unqueued. (The kernel here has no marking
+# qdisc, neither red nor fq_codel: ecn_switch.cpp says more.) One urnicd per
+# namespace (udp link, which now carries ECT and reports CE); each sender
+# runs unmodified `ib_write_bw` to its own server in the receiver.
+#
+# Measured per run: each flow's rate over time (`urnic stats --watch --json`
+# in every sender) and its mean over the steady state (the second half of
+# the run), Jain's fairness index over those, perftest's own BW average,
+# CE marks / CNPs / rate cuts / retransmissions from `urnic stats`, and the
+# switch's marks, drops and queue (its JSON counters).
+#
+# Checked (robust on a busy 2-core machine): every ib_write_bw exits 0;
+# with DCQCN on, the switch marked, the receiver counted CE and sent CNPs,
+# the senders received them and cut their rates (dcqcn_rate_decreases > 0);
+# with DCQCN off, CNPs still flow and no rate is cut. Fairness, drops and
+# retransmissions are reported, not asserted.
+#
+# usage: incast_test.sh SHIM_DIR URNICD URNIC_CLI ECN_SWITCH [options]
+#   --senders N      senders (2; up to 8)
+#   --duration S     ib_write_bw -D S (4)
+#   --rate MBPS      the switch's egress rate (800)
+#   --modes LIST     dcqcn on, off or both: "on off" (default)
+#   --keep DIR       keep the samples and summaries in DIR (bench/incast.sh)
+# Needs root; exits 77 (skipped) otherwise. Namespaces ccs<i>-PID, ccr-PID,
+# ccsw-PID, veths cc*PID, addresses 10.77.X.0/24; all removed at the end,
+# every process it started stopped by its PID.
+set -uo pipefail
+shim_dir=$1
+urnicd=$2
+cli=$3
+ecn_switch=$4
+shift 4
+senders=2
+duration=4
+rate=800
+modes="on off"
+keep=
+# The fabric's round trip is milliseconds (the queue, and four to eight
+# busy programs on two shared cores), a hundred times a datacenter's, and
+# DCQCN's published timers assume microseconds: at the defaults a cut rate
+# recovers fully (5 x 55 us of fast recovery) long before the next mark
+# can come back, and the queue stays full. So by default the test runs the
+# device's DCQCN with its timers and CNP interval stretched to the fabric
+# (T = K = 1.5 ms, a CNP per 500 us; the line rate the 4 Gb/s a sender
+# reaches here, so cuts start where sending is), which --dcqcn-keys and
+# --cnp-interval change ('' and '': urnic's defaults).
+dcqcn_keys='"line_rate_mbps": 4000, "timer_us": 1500, "alpha_timer_us": 1500'
+cnp_us=500
+red="20000 100000 0.2 400000"
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --dcqcn-keys) dcqcn_keys=$2; shift 2 ;;
+    --red) red=$2; shift 2 ;;
+    --cnp-interval) cnp_us=$2; shift 2 ;;
+    --senders) senders=$2; shift 2 ;;
+    --duration) duration=$2; shift 2 ;;
+    --rate) rate=$2; shift 2 ;;
+    --modes) modes=$2; shift 2 ;;
+    --keep) keep=$2; shift 2 ;;
+    *) echo "incast_test.sh: unknown option $1" >&2; exit 2 ;;
+  esac
+done
+
+asan_probe=$shim_dir/libibverbs.so.1
+# shellcheck source=common.sh
+source "$(dirname "$0")/common.sh"
+if [[ $(id -u) -ne 0 ]]; then echo "SKIP: needs root to create network namespaces"; exit 77; fi
+command -v ip > /dev/null || { echo "SKIP: iproute2 (ip) is not installed"; exit 77; }
+command -v ib_write_bw > /dev/null || { echo "SKIP: perftest (ib_write_bw) is not installed"; exit 77; }
+export URNIC_DAEMON=$urnicd
+export LD_LIBRARY_PATH=$shim_dir
+unset LD_PRELOAD URNIC_RUNTIME_DIR
+
+tag=$$
+net=10.77.$((tag % 250 + 1))
+ns_sw=ccsw-$tag
+ns_r=ccr-$tag
+ip_r=$net.1
+rt=$(mktemp -d /tmp/wt-cc-incast.XXXXXX)
+t_start=$SECONDS
+pids=()
+cleanup() {
+  local p
+  for p in "${pids[@]}"; do stop_pid "$p"; done
+  local i
+  for ((i = 1; i <= senders; i++)); do ip netns del "ccs$i-$tag" 2>/dev/null; done
+  ip netns del "$ns_r" 2>/dev/null
+  ip netns del "$ns_sw" 2>/dev/null
+  rm -rf "$rt"
+}
+trap cleanup EXIT
+
+# --- the fabric ---------------------------------------------------------------
+ip netns add "$ns_sw" && ip netns add "$ns_r" || { fail "ip netns add"; exit 1; }
+ip -n "$ns_sw" link set lo up
+ip link add "ccr$tag" netns "$ns_r" type veth peer name "ccpr$tag" netns "$ns_sw" || { fail "veth"; exit 1; }
+ip -n "$ns_r" addr add "$ip_r/24" dev "ccr$tag"
+ip -n "$ns_r" link set lo up
+ip -n "$ns_r" link set "ccr$tag" mtu 9000 up
+ip -n "$ns_sw" link set "ccpr$tag" mtu 9000 up
+in_ports=
+for ((i = 1; i <= senders; i++)); do
+  ns=ccs$i-$tag
+  ip netns add "$ns" || { fail "ip netns add $ns"; exit 1; }
+  ip link add "ccs$i$tag" netns "$ns" type veth peer name "ccp$i$tag" netns "$ns_sw" || { fail "veth"; exit 1; }
+  ip -n "$ns" addr add "$net.$((10 + i))/24" dev "ccs$i$tag"
+  ip -n "$ns" link set lo up
+  ip -n "$ns" link set "ccs$i$tag" mtu 9000 up
+  ip -n "$ns_sw" link set "ccp$i$tag" mtu 9000 up
+  in_ports+=${in_ports:+,}ccp$i$tag
+done
+
+# in_ns NS RUNTIME_DIR CMD...: CMD in namespace NS with that runtime
+# directory. In the background, run `ip netns exec` itself (not this
+# function), so that $! is the program (ip and env exec into it) and
+# stop_pid stops it, not a subshell.
+in_ns() {
+  local ns=$1 dir=$2
+  shift 2
+  ip netns exec "$ns" env "URNIC_RUNTIME_DIR=$dir" "$@"
+}
+
+# The switch: Kmin 40 KB, Kmax 200 KB (about ten and fifty 4 KiB-MTU frames),
+# Pmax 0.2, 1 MB of buffer. Started once; its counters are read per run.
+read -r kmin kmax pmax qlimit <<< "$red"
+ip netns exec "$ns_sw" "$ecn_switch" --out "ccpr$tag" --in "$in_ports" --rate-mbps "$rate" \
+  --kmin "$kmin" --kmax "$kmax" --pmax "$pmax" --limit "$qlimit" --burst 32768 --stats "$rt/switch.json" \
+  > "$rt/switch.out" 2>&1 &
+sw_pid=$!
+pids+=("$sw_pid")
+sleep 0.2
+alive "$sw_pid" && pass "fabric: $senders senders -> switch ($rate Mb/s, RED-ECN Kmin $kmin Kmax $kmax Pmax $pmax, $qlimit B) -> receiver $ip_r" ||
+  { fail "ecn_switch did not start: $(cat "$rt/switch.out")"; exit 1; }
+switch_stats() {
+  rm -f "$rt/switch.json"
+  kill -USR1 "$sw_pid"
+  for _ in $(seq 100); do [[ -s $rt/switch.json ]] && break; sleep 0.02; done
+  cat "$rt/switch.json"
+}
+
+# start_daemons MODE: one urnicd per namespace, DCQCN on or off.
+daemon_pids=()
+stops=0
+start_daemons() {
+  local mode=$1 dcqcn=
+  if [[ $mode == off ]]; then dcqcn=', "dcqcn": {"enabled": false}'
+  elif [[ -n $dcqcn_keys ]]; then dcqcn=", \"dcqcn\": {$dcqcn_keys}"; fi
+  [[ -n $cnp_us ]] && dcqcn+=", \"cnp_interval_us\": $cnp_us"
+  local h ns addr
+  for h in r $(seq "$senders"); do
+    if [[ $h == r ]]; then ns=$ns_r; addr=$ip_r; else ns=ccs$h-$tag; addr=$net.$((10 + h)); fi
+    mkdir -p "$rt/d$h"
+    printf '{"devices": [{"name": "urnic0", "link": "udp", "address": "%s"%s}]}\n' "$addr" "$dcqcn" > "$rt/d$h.json"
+    ip netns exec "$ns" env "URNIC_RUNTIME_DIR=$rt/d$h" "$urnicd" --config "$rt/d$h.json" --runtime-dir "$rt/d$h" \
+      > "$rt/d$h.log" 2>&1 &
+    daemon_pids+=($!)
+    pids+=($!)
+  done
+  for h in r $(seq "$senders"); do
+    for _ in $(seq 200); do [[ -S $rt/d$h/urnicd.sock ]] && break; sleep 0.02; done
+    [[ -S $rt/d$h/urnicd.sock ]] || { fail "urnicd $h did not start: $(tail -n 3 "$rt/d$h.log")"; exit 1; }
+  done
+}
+stop_daemons() {
+  local p
+  for p in "${daemon_pids[@]}"; do stop_pid "$p"; done
+  daemon_pids=()
+  mkdir -p "$rt/logs.$((++stops))"; cp "$rt"/d*.log "$rt/logs.$stops/" 2>/dev/null; rm -rf "$rt"/d*
+}
+stats_json() {  # stats_json H: urnic stats --json of daemon H (r or a sender number)
+  local ns=$ns_r
+  [[ $1 != r ]] && ns=ccs$1-$tag
+  in_ns "$ns" "$rt/d$1" "$cli" stats -d urnic0 --json
+}
+counter() {  # counter FILE NAME
+  python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["counters"][sys.argv[2]])' "$1" "$2"
+}
+
+port0=$((20000 + tag % 20000))
+# incast MODE: one run; results in $rt/MODE.*; returns 1 if a program failed.
+incast() {
+  local mode=$1 i ns
+  start_daemons "$mode"
+  local sw_before
+  sw_before=$(switch_stats)
+  local srv=() cl=() wat=()
+  for ((i = 1; i <= senders; i++)); do
+    ip netns exec "$ns_r" "${run_env[@]}" "URNIC_RUNTIME_DIR=$rt/dr" timeout "$limit" ib_write_bw -x 1 -s 65536 -D "$duration" \
+      -p $((port0 + i)) > "$rt/$mode.server$i.out" 2>&1 &
+    srv+=($!)
+    pids+=($!)
+  done
+  # Each server listens on its TCP port before the clients start.
+  for ((i = 1; i <= senders; i++)); do
+    local hex
+    hex=$(printf '%04X' $((port0 + i)))
+    for _ in $(seq 200); do
+      ip netns exec "$ns_r" grep -qE "^ *[0-9]+: [0-9A-F]+:$hex [0-9A-F]+:0000 0A" /proc/net/tcp /proc/net/tcp6 && break
+      sleep 0.02
+    done
+  done
+  for ((i = 1; i <= senders; i++)); do
+    ns=ccs$i-$tag
+    ip netns exec "$ns" env "URNIC_RUNTIME_DIR=$rt/d$i" "$cli" stats -d urnic0 --watch 100 --json \
+      > "$rt/$mode.watch$i.jsonl" 2> /dev/null &
+    wat+=($!)
+    pids+=($!)
+  done
+  for ((i = 1; i <= senders; i++)); do
+    ns=ccs$i-$tag
+    ip netns exec "$ns" "${run_env[@]}" "URNIC_RUNTIME_DIR=$rt/d$i" timeout "$limit" ib_write_bw -x 1 -s 65536 -D "$duration" \
+      -p $((port0 + i)) "$ip_r" > "$rt/$mode.client$i.out" 2>&1 &
+    cl+=($!)
+    pids+=($!)
+  done
+  local bad=0 rc
+  for ((i = 1; i <= senders; i++)); do
+    wait "${cl[i - 1]}"; rc=$?
+    echo "$rc" > "$rt/$mode.exit$i"
+    [[ $rc -ne 0 ]] && { bad=1; echo "    client $i exit $rc: $(said "$rt/$mode.client$i.out")"; tail -n 8 "$rt/$mode.client$i.out" | sed 's/^/      /'; }
+    wait "${srv[i - 1]}"; rc=$?
+    [[ $rc -ne 0 ]] && { bad=1; echo "    server $i exit $rc: $(said "$rt/$mode.server$i.out")"; tail -n 8 "$rt/$mode.server$i.out" | sed 's/^/      /'; }
+  done
+  for p in "${wat[@]}"; do stop_pid "$p"; done
+  switch_stats > "$rt/$mode.switch.json"
+  echo "$sw_before" > "$rt/$mode.switch_before.json"
+  stats_json r > "$rt/$mode.r.json"
+  for ((i = 1; i <= senders; i++)); do stats_json "$i" > "$rt/$mode.s$i.json"; done
+  stop_daemons
+  return $bad
+}
+
+# summarize MODE: prints the figures (and writes $rt/MODE.summary.json).
+summarize() {
+  python3 - "$rt" "$1" "$senders" "$duration" << 'EOF'
+import json, sys, re
+rt, mode, n, duration = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+def load(p):
+    return json.load(open(p))
+flows = []
+for i in range(1, n + 1):
+    samples = [json.loads(l) for l in open(f"{rt}/{mode}.watch{i}.jsonl") if l.strip()]
+    # The flow's QP: the one that sent the most.
+    def qtx(s, qpn):
+        for q in s["qps"]:
+            if q["qpn"] == qpn:
+                return q["counters"]
+        return None
+    # The flow's QP: the one that sent the most in any reading (it is gone
+    # from the last ones once ib_write_bw has ended).
+    best = {}
+    for s in samples:
+        for q in s["qps"]:
+            best[q["qpn"]] = max(best.get(q["qpn"], 0), q["counters"]["tx_bytes"])
+    qpn = max(best, key=best.get) if best else None
+    series = []  # (t, tx_bytes, rate gauge)
+    for s in samples:
+        c = qtx(s, qpn)
+        if c is not None:
+            series.append((s["t"], c["tx_bytes"], c["dcqcn_rate_mbps"]))
+    # Active span: from the first to the last sample in which it sent.
+    active = [k for k in range(1, len(series)) if series[k][1] > series[k - 1][1]]
+    rates = []
+    for k in range(1, len(series)):
+        dt = series[k][0] - series[k - 1][0]
+        rates.append((series[k][0], (series[k][1] - series[k - 1][1]) * 8 / dt / 1e6 if dt > 0 else 0, series[k][2]))
+    flows.append({"flow": i, "qpn": qpn, "series": rates, "raw": series, "active": (series[active[0]][0], series[active[-1]][0]) if active else (0, 0)})
+# Steady state: the second half of the span in which every flow was sending.
+t0 = max(f["active"][0] for f in flows)
+t1 = min(f["active"][1] for f in flows)
+mid = t0 + (t1 - t0) / 2
+for f in flows:
+    # Bytes sent in the window over its length (readings are stamped when
+    # their answer came, so single intervals jitter on a busy machine).
+    pts = [(t, b) for (t, b, g) in f["raw"] if mid <= t <= t1]
+    f["steady_mbps"] = (pts[-1][1] - pts[0][1]) * 8 / (pts[-1][0] - pts[0][0]) / 1e6 if len(pts) > 1 and pts[-1][0] > pts[0][0] else 0.0
+x = [f["steady_mbps"] for f in flows]
+jain = (sum(x) ** 2) / (len(x) * sum(v * v for v in x)) if any(x) else 0.0
+out = {"mode": mode, "senders": n, "steady_window_s": [round(mid, 2), round(t1, 2)], "flows": [], "jain": round(jain, 3)}
+for i, f in enumerate(flows, 1):
+    s = load(f"{rt}/{mode}.s{i}.json")["counters"]
+    bw = None
+    for l in open(f"{rt}/{mode}.client{i}.out"):
+        m = re.match(r"^\s*\d+\s+\d+\s+([\d.]+)\s+([\d.]+)", l)
+        if m:
+            bw = float(m.group(2))
+    out["flows"].append({"flow": i, "exit": int(open(f"{rt}/{mode}.exit{i}").read()),
+                         "steady_gbps": round(f["steady_mbps"] / 1000, 3),
+                         "perftest_MBps": bw, "cnps_rcvd": s["cnps_rcvd"],
+                         "dcqcn_rate_decreases": s["dcqcn_rate_decreases"],
+                         "retransmitted_pkts": s["retransmitted_pkts"],
+                         "link_tx_errors": s["link_tx_errors"]})
+g = [f["perftest_MBps"] or 0.0 for f in out["flows"]]
+out["jain_perftest"] = round((sum(g) ** 2) / (len(g) * sum(v * v for v in g)), 3) if any(g) else 0.0
+r = load(f"{rt}/{mode}.r.json")["counters"]
+out["receiver"] = {k: r[k] for k in ("ce_rcvd", "cnps_sent", "rx_pkts", "seq_err_naks_sent")}
+sw, sw0 = load(f"{rt}/{mode}.switch.json"), load(f"{rt}/{mode}.switch_before.json")
+out["switch"] = {k: sw[k] - sw0[k] for k in ("enqueued", "marked", "dropped", "rx_overruns", "sent", "not_ect")}
+out["switch"]["max_backlog_bytes_ever"] = sw["max_backlog"]
+en = sw["enqueued"] - sw0["enqueued"]
+out["switch"]["mean_backlog_bytes"] = round((sw["mean_backlog"] * sw["enqueued"] - sw0["mean_backlog"] * sw0["enqueued"]) / en) if en else 0
+json.dump(out, open(f"{rt}/{mode}.summary.json", "w"), indent=1)
+# Text.
+print(f"  dcqcn {mode}: steady state {out['steady_window_s'][0]}..{out['steady_window_s'][1]} s, Jain's index "
+      f"{out['jain']} (send rates; over perftest's averages {out['jain_perftest']}), "
+      f"total {round(sum(g) * 8 / 1000, 3)} Gb/s delivered")
+for f in out["flows"]:
+    print(f"    flow {f['flow']} (exit {f['exit']}): {f['steady_gbps']} Gb/s steady (perftest {f['perftest_MBps']} MB/s average), "
+          f"CNPs rcvd {f['cnps_rcvd']}, cuts {f['dcqcn_rate_decreases']}, retransmitted {f['retransmitted_pkts']}")
+print(f"    receiver: CE rcvd {out['receiver']['ce_rcvd']}, CNPs sent {out['receiver']['cnps_sent']}, "
+      f"seq-err NAKs sent {out['receiver']['seq_err_naks_sent']}")
+s = out["switch"]
+print(f"    switch: {s['enqueued']} frames queued, {s['marked']} marked CE, {s['dropped']} dropped at the queue, "
+      f"{s['rx_overruns']} lost at its ports (socket buffer full), "
+      f"mean queue at enqueue {s['mean_backlog_bytes']} B (max so far {s['max_backlog_bytes_ever']} B)")
+EOF
+}
+
+for mode in $modes; do
+  attempt=1
+  while :; do
+    incast "$mode"
+    rc=$?
+    if [[ $rc -ne 0 && $attempt -eq 1 ]] && perftest_clock_failed "$rt/$mode".*.out; then
+      echo "note dcqcn $mode: perftest could not calibrate its clock (a preempted machine); run again"
+      attempt=2
+      continue
+    fi
+    # With DCQCN on, one run in about 25 ended with an ib_write_bw failing
+    # (2026-12-04, cause not captured; the exits and outputs print above):
+    # run once more with a note, so a repeatable failure still fails.
+    if [[ $rc -ne 0 && $attempt -eq 1 && $mode == on ]]; then
+      echo "note dcqcn on: an ib_write_bw failed (above); run again"
+      attempt=2
+      continue
+    fi
+    break
+  done
+  if [[ $rc -eq 0 ]]; then pass "dcqcn $mode: $senders x ib_write_bw -D $duration -s 65536 into one receiver, all exit 0"
+  elif [[ $mode == on ]]; then fail "dcqcn on: an ib_write_bw failed"; continue
+  else
+    # Without congestion control the queue overflows, go-back-N resends
+    # whole windows into it, and an RC QP may exhaust its retries
+    # (IBV_WC_RETRY_EXC_ERR, status 12): the collapse DCQCN is for. Reported.
+    echo "note dcqcn off: an ib_write_bw failed (reported, not a failure: a lossy fabric without congestion control)"
+  fi
+  summarize "$mode" || { fail "dcqcn $mode: no figures"; continue; }
+  [[ -n $keep ]] && { mkdir -p "$keep"; cp -r "$rt/$mode".* "$rt"/logs.* "$keep/"; }
+  sum=$rt/$mode.summary.json
+  get() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))" "$sum" "$1"; }
+  marked=$(get 'd["switch"]["marked"]')
+  ce=$(get 'd["receiver"]["ce_rcvd"]')
+  cnps=$(get 'd["receiver"]["cnps_sent"]')
+  rcvd=$(get 'min(f["cnps_rcvd"] for f in d["flows"])')
+  cuts=$(get 'min(f["dcqcn_rate_decreases"] for f in d["flows"])')
+  allcuts=$(get 'sum(f["dcqcn_rate_decreases"] for f in d["flows"])')
+  if [[ $marked -gt 0 && $ce -gt 0 ]]; then pass "dcqcn $mode: the queue marked $marked frames, the receiver counted $ce CE"
+  else fail "dcqcn $mode: marked $marked, ce_rcvd $ce"; fi
+  if [[ $cnps -gt 0 && $rcvd -gt 0 ]]; then pass "dcqcn $mode: $cnps CNPs sent, every sender received some (min $rcvd)"
+  else fail "dcqcn $mode: CNPs sent $cnps, fewest received by a sender $rcvd"; fi
+  if [[ $mode == on ]]; then
+    if [[ $cuts -gt 0 ]]; then pass "dcqcn on: every sender cut its rate (fewest cuts $cuts)"
+    else fail "dcqcn on: a sender never cut its rate (fewest cuts $cuts)"; fi
+  else
+    if [[ $allcuts -eq 0 ]]; then pass "dcqcn off: CNPs counted, no rate cut"
+    else fail "dcqcn off: $allcuts rate cuts"; fi
+  fi
+done
+echo "incast test: $((SECONDS - t_start)) s"
+finish
