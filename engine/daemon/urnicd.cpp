@@ -7,6 +7,7 @@
 // runtime directory (or, for --status, none is running).
 #include <fcntl.h>
 #include <fmt/core.h>
+#include <nlohmann/json.hpp>
 #include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -38,15 +39,16 @@ constexpr int kExitRunning = 3;
 void usage() {
   fmt::print(stderr,
              "usage: urnicd [--config FILE] [--runtime-dir DIR]\n"
-             "       urnicd --status [--runtime-dir DIR]\n"
+             "       urnicd --status [--json] [--runtime-dir DIR]\n"
              "Serves the emulated RDMA devices (default: urnic0, RoCE v2 over UDP on\n"
              "127.0.0.1) on DIR/urnicd.sock. DIR: $URNIC_RUNTIME_DIR, else\n"
              "$XDG_RUNTIME_DIR/urnic, else /tmp/urnic-$UID.\n");
 }
 
 // `urnicd --status`: ask a running daemon for a summary (what `urnic status`
-// shows). Exit 3 when no daemon answers.
-int print_status(const std::string& dir) {
+// shows), as lines for people or (`json`) one JSON object for programs.
+// Exit 3 when no daemon answers.
+int print_status(const std::string& dir, bool json) {
   const int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
@@ -54,7 +56,8 @@ int print_status(const std::string& dir) {
   if (fd < 0 || path.size() >= sizeof addr.sun_path) return kExitStart;
   std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
   if (::connect(fd, static_cast<sockaddr*>(static_cast<void*>(&addr)), sizeof addr) != 0) {
-    fmt::print("urnicd: not running (no daemon at {})\n", path);
+    if (json) fmt::print("{}\n", nlohmann::json{{"running", false}, {"socket", path}}.dump());
+    else fmt::print("urnicd: not running (no daemon at {})\n", path);
     ::close(fd);
     return kExitRunning;
   }
@@ -73,8 +76,27 @@ int print_status(const std::string& dir) {
     fmt::print("urnicd: daemon at {} did not answer the status request\n", path);
     return kExitStart;
   }
-  fmt::print("urnicd pid {} at {}\n", st->daemon_pid, path);
   auto text = [](const char* field, std::size_t cap) { return std::string(field, ::strnlen(field, cap)); };
+  if (json) {
+    nlohmann::json devices = nlohmann::json::array();
+    for (std::uint32_t i = 0; i < st->devices && i < ctl::kMaxDevices; ++i) {
+      const ctl::StatusLink& l = st->links[i];
+      devices.push_back({{"name", text(l.device, sizeof l.device)},
+                         {"link", text(l.kind, sizeof l.kind)},
+                         {"port", text(l.port, sizeof l.port)},
+                         {"up", l.up != 0}});
+    }
+    const nlohmann::json out = {
+        {"running", true},
+        {"pid", st->daemon_pid},
+        {"socket", path},
+        {"devices", devices},
+        {"processes", st->connections},
+        {"objects", {{"pd", st->pds}, {"mr", st->mrs}, {"cq", st->cqs}, {"qp", st->qps}, {"srq", st->srqs}, {"ah", st->ahs}}}};
+    fmt::print("{}\n", out.dump());
+    return kExitOk;
+  }
+  fmt::print("urnicd pid {} at {}\n", st->daemon_pid, path);
   for (std::uint32_t i = 0; i < st->devices && i < ctl::kMaxDevices; ++i) {
     const ctl::StatusLink& l = st->links[i];
     fmt::print("device {}: link {} {}, {}\n", text(l.device, sizeof l.device), text(l.kind, sizeof l.kind),
@@ -90,7 +112,7 @@ int print_status(const std::string& dir) {
 int main(int argc, char** argv) {
   std::string config_file;
   std::string dir = runtime_dir();
-  bool status = false;
+  bool status = false, json = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--config" && i + 1 < argc) {
@@ -99,6 +121,8 @@ int main(int argc, char** argv) {
       dir = argv[++i];
     } else if (a == "--status") {
       status = true;
+    } else if (a == "--json") {
+      json = true;
     } else if (a == "-h" || a == "--help") {
       usage();
       return kExitOk;
@@ -107,7 +131,11 @@ int main(int argc, char** argv) {
       return kExitUsage;
     }
   }
-  if (status) return print_status(dir);
+  if (json && !status) {
+    usage();
+    return kExitUsage;
+  }
+  if (status) return print_status(dir, json);
 
   DaemonConfig cfg = default_config();
   if (!config_file.empty()) {

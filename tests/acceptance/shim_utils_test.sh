@@ -124,10 +124,19 @@ for _ in $(seq 100); do [[ -S $rt/urnicd.sock ]] && break; sleep 0.05; done
 check "a second urnicd for the same directory exits 3" [ "$second" -eq 3 ]
 "$urnicd" --status --runtime-dir "$rt" > "$rt/status.out"; st=$?
 check "urnicd --status exits 0 and lists urnic0" bash -c "[ $st -eq 0 ] && grep -q urnic0 '$rt/status.out'"
+"$urnicd" --status --json --runtime-dir "$rt" > "$rt/status.json"
+check "urnicd --status --json: one object, urnic0 up on udp, the daemon's pid" python3 -c "
+import json, sys
+s = json.load(open(sys.argv[1]))
+d = {x['name']: x for x in s['devices']}
+sys.exit(0 if s['running'] and s['pid'] == int(sys.argv[2]) and d['urnic0']['up'] and d['urnic0']['link'] == 'udp' else 1)
+" "$rt/status.json" "$fg"
 kill -INT "$fg"; wait "$fg"; fgrc=$?
 check "urnicd stops on SIGINT with exit status 0" [ "$fgrc" -eq 0 ]
 "$urnicd" --status --runtime-dir "$rt" > /dev/null; st=$?
 check "urnicd --status exits 3 when no daemon runs" [ "$st" -eq 3 ]
+"$urnicd" --status --json --runtime-dir "$rt" > "$rt/status.json"; st=$?
+check "urnicd --status --json exits 3 and says not running" bash -c "[ $st -eq 3 ] && grep -q '\"running\":false' '$rt/status.json'"
 echo '{"devices": [{"name": "urnic0", "mtu": 999}]}' > "$rt/bad.json"
 "$urnicd" --runtime-dir "$rt" --config "$rt/bad.json" 2>/dev/null; badrc=$?
 check "a bad config exits 1" [ "$badrc" -eq 1 ]

@@ -46,7 +46,7 @@ _urnic() {
         _filedir pcap
       fi ;;
     status)
-      COMPREPLY=($(compgen -W "--runtime-dir" -- "$cur")) ;;
+      COMPREPLY=($(compgen -W "--json --runtime-dir" -- "$cur")) ;;
   esac
 } &&
   complete -F _urnic urnic
