@@ -73,10 +73,13 @@ else
   sed 's/^/    /' <<< "$gids"
 fi
 # Captured where each frame arrives (net_af_packet sends with
-# PACKET_QDISC_BYPASS, which the sender's own taps do not see).
-ip netns exec "$ns_a" dumpcap -q -i "$veth_a" -f 'icmp6' -w "$rt/nd_a.pcap" > /dev/null 2>&1 &
+# PACKET_QDISC_BYPASS, which the sender's own taps do not see), without a
+# capture filter: on this machine's kernel (6.18) a BPF filter 'icmp6' let
+# the kernel's own ICMPv6 through but none of the DPDK daemons' NS and NA
+# (cause not found); the display filters below pick them out.
+ip netns exec "$ns_a" dumpcap -q -i "$veth_a" -w "$rt/nd_a.pcap" > /dev/null 2>&1 &
 cap_a=$!
-ip netns exec "$ns_b" dumpcap -q -i "$veth_b" -f 'icmp6' -w "$rt/nd_b.pcap" > /dev/null 2>&1 &
+ip netns exec "$ns_b" dumpcap -q -i "$veth_b" -w "$rt/nd_b.pcap" > /dev/null 2>&1 &
 cap_b=$!
 pids+=("$cap_a" "$cap_b")
 sleep 1
