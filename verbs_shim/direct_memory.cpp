@@ -321,6 +321,33 @@ void after_fork_child() {
   g_mu.unlock();
 }
 
+// Whether [s, s + len) still maps region memfd `ino` where it was made, all
+// of it. An application may free registered memory without deregistering
+// it (a registration cache deregisters lazily) and get other memory at the
+// same address: that memory is not the region's, and an MR over it must not
+// be given the region's memfd.
+bool intact(std::uint64_t s, std::uint64_t len, std::uint64_t ino) {
+  std::uint64_t covered = s;
+  for_each_mapping([&](const Mapping& m) {
+    if (m.end <= covered) return true;
+    if (m.start > covered || m.inode != ino || m.perms[3] != 's' || m.offset != m.start - s) return false;
+    covered = m.end;
+    return covered < s + len;
+  });
+  return covered >= s + len;
+}
+
+// Drops a region whose pages the application has replaced (not intact): its
+// MRs go on holding their grants, which no longer find it; the daemon keeps
+// its own mapping until they are deregistered.
+void forget(std::map<std::uint64_t, Region>::iterator it) {
+  if (it->second.fd >= 0) {
+    ::close(it->second.fd);
+    --g_open_fds;
+  }
+  g_regions.erase(it);
+}
+
 bool enabled() {
   static const bool on = [] {
     const char* v = std::getenv("URNIC_DIRECT_MEMORY");
@@ -342,17 +369,27 @@ DirectGrant direct_acquire(const void* addr, std::size_t length) {
   if (e <= s) return {};
   std::lock_guard lock(g_mu);
   // The same pages again: the same region. A range that overlaps another
-  // region in any other way goes without one.
+  // region in any other way goes without one. Regions whose pages the
+  // application has replaced since are dropped first.
   auto next = g_regions.upper_bound(s);
   if (next != g_regions.begin()) {
     auto prev = std::prev(next);
-    if (prev->first == s && prev->second.len == e - s) {
-      ++prev->second.refs;
-      return DirectGrant{s, e - s, prev->second.fd, prev->second.ino};
+    if (prev->first + prev->second.len > s) {
+      if (!intact(prev->first, prev->second.len, prev->second.ino)) {
+        forget(prev);
+      } else if (prev->first == s && prev->second.len == e - s) {
+        ++prev->second.refs;
+        return DirectGrant{s, e - s, prev->second.fd, prev->second.ino};
+      } else {
+        return {};
+      }
     }
-    if (prev->first + prev->second.len > s) return {};
   }
-  if (next != g_regions.end() && next->first < e) return {};
+  for (next = g_regions.lower_bound(s); next != g_regions.end() && next->first < e;) {
+    if (intact(next->first, next->second.len, next->second.ino)) return {};
+    auto stale = next++;
+    forget(stale);
+  }
   const int prot = eligible_prot(s, e);
   if (prot < 0) return {};
   const int fd = to_memfd(s, e - s, prot);

@@ -405,3 +405,37 @@ TEST_CASE("direct memory: a registration larger than the move's chunk (64 MiB) m
   CHECK(same);
   ::munmap(buf, len);
 }
+
+TEST_CASE("direct memory: memory freed without dereg and mapped again is a new region, not the old one", "[direct]") {
+  // A registration cache deregisters lazily: the program may free a
+  // registered buffer and get other memory at the same address first.
+  Pair p;
+  auto* buf = static_cast<unsigned char*>(map_pages(2));
+  ibv_mr* old_mr = reg(p.pd, buf, 2 * kPage, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  REQUIRE(old_mr != nullptr);
+  REQUIRE(is_region(buf));
+  REQUIRE(::munmap(buf, 2 * kPage) == 0);
+  REQUIRE(::mmap(buf, 2 * kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == buf);
+  std::memset(buf, 'n', 2 * kPage);
+  ibv_mr* mr = reg(p.pd, buf, 2 * kPage, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  REQUIRE(mr != nullptr);
+  CHECK(is_region(buf));  // converted afresh, with the new bytes
+  CHECK(buf[0] == 'n');
+  auto* src = static_cast<unsigned char*>(map_pages(1));
+  std::memset(src, 'w', kPage);
+  ibv_mr* smr = reg(p.pd, src, kPage, IBV_ACCESS_LOCAL_WRITE);
+  REQUIRE(smr != nullptr);
+  // Through the new MR the WRITE lands in what the program maps now.
+  CHECK(p.post(IBV_WR_RDMA_WRITE, smr, src, static_cast<std::uint32_t>(kPage),
+               reinterpret_cast<std::uintptr_t>(buf + kPage), mr->rkey) == IBV_WC_SUCCESS);
+  CHECK(buf[kPage] == 'w');
+  CHECK(buf[0] == 'n');
+  REQUIRE(ibv_dereg_mr(mr) == 0);
+  CHECK_FALSE(is_region(buf));
+  CHECK(buf[kPage] == 'w');
+  REQUIRE(ibv_dereg_mr(old_mr) == 0);  // the stale one goes quietly
+  CHECK(buf[kPage] == 'w');
+  ibv_dereg_mr(smr);
+  ::munmap(src, kPage);
+  ::munmap(buf, 2 * kPage);
+}
