@@ -346,6 +346,10 @@ int run_capture(const CaptureOptions& o) {
   ctl::CaptureReq query{};
   ctl::set_name(query.device, o.daemon.device.c_str());
   query.op = ctl::kCaptureQuery;
+  // Progress for a person at a terminal: the count so far, rewritten in
+  // place every half second (a log or a pipe gets only the last line).
+  const bool progress = ::isatty(STDERR_FILENO) != 0;
+  auto last_shown = std::chrono::steady_clock::now();
   for (;;) {
     if (g_interrupted.load()) {
       ctl::CaptureReq stop = query;
@@ -361,7 +365,12 @@ int run_capture(const CaptureOptions& o) {
     }
     // Another `urnic capture` may have replaced ours.
     if (rep->active == 0 || std::string(rep->path, strnlen(rep->path, ctl::kPathLen)) != path) break;
+    if (progress && std::chrono::steady_clock::now() - last_shown >= std::chrono::milliseconds(500)) {
+      last_shown = std::chrono::steady_clock::now();
+      fmt::print(stderr, "\rurnic: {} frames{}", rep->frames, o.count != 0 ? fmt::format(" of {}", o.count) : "");
+    }
   }
+  if (progress) fmt::print(stderr, "\r\033[K");  // the progress line gives way to the result
   if (rep) fmt::print(stderr, "urnic: {} frames written to {}\n", rep->frames, path);
   return kExitOk;
 }
