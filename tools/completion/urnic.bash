@@ -20,10 +20,10 @@ _urnic() {
       COMPREPLY=($(compgen -W "--" -- "$cur")) ;;
     stats)
       case $prev in
-        -d|--device) return ;;
+        -d|--device|--watch|--count) return ;;
         --runtime-dir) _filedir -d; return ;;
       esac
-      COMPREPLY=($(compgen -W "-d --device --runtime-dir --json --all --help" -- "$cur")) ;;
+      COMPREPLY=($(compgen -W "-d --device --runtime-dir --json --all --watch --count --help" -- "$cur")) ;;
     fault)
       case $prev in
         -d|--device|--loss|--dup|--reorder|--corrupt|--ecn|--delay-us|--reorder-delay-us|--seed|--qp) return ;;
