@@ -37,7 +37,7 @@ void Qp::resp_run(const wire::IbPacket& pkt, const RxInfo& rx, Nanos now) {
       case RespState::kDuplicateRequest: s = resp_duplicate(pkt, now); break;
       case RespState::kErrNakPsnSequence:
         // IBA 9.7.5.2.2: NAK once with the PSN we expect; the requester goes back to it.
-        send_ack(ae::kNak | ae::kNakPsnSequence, epsn_, now);
+        if (!ctx_.cfg.planted.skip_psn_nak) send_ack(ae::kNak | ae::kNakPsnSequence, epsn_, now);
         return;
       case RespState::kErrRnr:
         // IBA 9.7.5.2.8: no receive WQE -- RNR NAK with our minimum RNR
@@ -50,7 +50,8 @@ void Qp::resp_run(const wire::IbPacket& pkt, const RxInfo& rx, Nanos now) {
         resp_nak(ae::kNak | ae::kNakInvalidRequest, pkt.bth.psn, s, now);
         return;
       case RespState::kErrNakRemoteAccess:
-        resp_nak(ae::kNak | ae::kNakRemoteAccess, pkt.bth.psn, s, now);
+        resp_nak(ae::kNak | (ctx_.cfg.planted.wrong_access_nak ? ae::kNakInvalidRequest : ae::kNakRemoteAccess),
+                 pkt.bth.psn, s, now);
         return;
       case RespState::kErrNakRemoteOperational:
         resp_nak(ae::kNak | ae::kNakRemoteOperational, pkt.bth.psn, s, now);
@@ -431,6 +432,12 @@ RespState Qp::resp_duplicate(const wire::IbPacket& pkt, Nanos now) {
       return RespState::kDone;
     }
     return RespState::kDrop;
+  }
+  if (ctx_.cfg.planted.reexecute_duplicate_write && i.is(Op::kWrite) && i.has(wire::Hdr::kReth) &&
+      !pkt.payload.empty()) {
+    const Mr* mr = nullptr;  // planted bug: the duplicate's payload written again
+    ctx_.check_rkey(pkt.reth.rkey, resp_pd(), qpn_, pkt.reth.va, pkt.payload.size(), access::kRemoteWrite, &mr);
+    if (mr != nullptr) (void)ctx_.mem.stage_write(mr->dom, mr->local(pkt.reth.va), pkt.payload, resp_tag(pkt, false));
   }
   send_ack(ae::kAck | ae::kCreditsInvalid, epsn_ - 1, now);
   return RespState::kDone;

@@ -159,6 +159,16 @@ namespace srq_attr {
 inline constexpr uint32_t kMaxWr = 1u << 0, kLimit = 1u << 1;
 }  // namespace srq_attr
 
+// Planted bugs (issue 20): a responder that breaks a rule on purpose, so
+// that tests can show `urnic conform` catches each one. All off unless a
+// device's config names them ("planted_bugs"); never for real use.
+struct PlantedBugs {
+  bool skip_psn_nak = false;               // no NAK PSN sequence error (IBA 9.7.5.2.2)
+  bool reexecute_duplicate_write = false;  // a duplicate WRITE written again (IBA 9.7.5.1.5)
+  bool wrong_access_nak = false;           // NAK invalid request for a remote access error (9.9.3.1.3)
+  bool any() const noexcept { return skip_psn_nak || reexecute_duplicate_write || wrong_access_nak; }
+};
+
 struct Sge {
   uint64_t addr = 0;
   uint32_t length = 0;

@@ -120,6 +120,10 @@ t::TransportConfig config_for(const Device& dev) {
   cfg.iwarp = dev.iwarp();
   cfg.cnp_interval = t::Nanos{dev.config().cnp_interval_us} * 1000;
   cfg.dcqcn = dev.config().dcqcn;
+  cfg.planted = dev.config().planted_bugs;
+  if (cfg.planted.any())
+    fmt::print(stderr, "urnicd: device {}: PLANTED BUGS ON (\"planted_bugs\" in the config): its responder breaks "
+               "protocol rules on purpose, for testing conformance testers only\n", dev.name());
   return cfg;
 }
 

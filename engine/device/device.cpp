@@ -138,6 +138,31 @@ bool parse_access(const nlohmann::json& a, AccessPolicy& out, std::string& error
   return true;
 }
 
+// "planted_bugs": [...] of a roce device: names from the table, each once.
+bool parse_planted_bugs(const nlohmann::json& v, DeviceConfig& dc, std::string& error) {
+  auto& p = dc.planted_bugs;
+  const std::pair<const char*, bool*> names[] = {{"skip-psn-nak", &p.skip_psn_nak},
+                                                 {"reexecute-duplicate-write", &p.reexecute_duplicate_write},
+                                                 {"wrong-access-nak", &p.wrong_access_nak}};
+  const std::string want = "config: planted_bugs is a list of skip-psn-nak, reexecute-duplicate-write, "
+                           "wrong-access-nak, on a roce device (" + dc.name + ")";
+  if (!v.is_array() || dc.transport != "roce") {
+    error = want;
+    return false;
+  }
+  for (const auto& e : v) {
+    bool* flag = nullptr;
+    for (const auto& [name, f] : names)
+      if (e.is_string() && e.get<std::string>() == name) flag = f;
+    if (flag == nullptr) {
+      error = want + ": not " + e.dump();
+      return false;
+    }
+    *flag = true;
+  }
+  return true;
+}
+
 // "dcqcn": {...} of a roce device (transport/dcqcn.hpp): every key checked,
 // the message naming the one that is wrong.
 bool parse_dcqcn(const nlohmann::json& d, const std::string& dev, transport::DcqcnConfig& c, std::string& error) {
@@ -288,6 +313,9 @@ std::optional<DaemonConfig> parse_config(const std::string& json_text, std::stri
           return std::nullopt;
         }
         dc.cnp_interval_us = static_cast<std::uint32_t>(v);
+      }
+      if (d.contains("planted_bugs")) {
+        if (!parse_planted_bugs(d["planted_bugs"], dc, error)) return std::nullopt;
       }
       if (d.contains("dcqcn")) {
         if (dc.transport != "roce") {

@@ -15,6 +15,7 @@
 #include "engine/observe/fault.hpp"
 #include "engine/link/netdev.hpp"
 #include "transport/dcqcn.hpp"
+#include "transport/types.hpp"
 #include "transport/iwarp/mpa_setup.hpp"
 #include "transport/key_source.hpp"
 
@@ -67,6 +68,10 @@ struct DeviceConfig {
   // "decrease_period_us": 4, "pace_slack_us": 10}; any subset; the defaults
   // and their sources: transport/dcqcn.hpp).
   transport::DcqcnConfig dcqcn;
+  // roce: responder bugs planted on purpose for conformance-tester tests
+  // ("planted_bugs": ["skip-psn-nak", "reexecute-duplicate-write",
+  // "wrong-access-nak"]; transport/transport.hpp PlantedBugs). Logged loudly.
+  transport::PlantedBugs planted_bugs;
 };
 
 // Who may use this daemon (config key "access"; engine/control/peer_identity

@@ -83,6 +83,26 @@ TEST_CASE("config: ecn and cnp_interval_us per RoCE device, ECT(0) and 50 us by 
   CHECK(err.find("cnp_interval_us is 0..1000000") != std::string::npos);
 }
 
+TEST_CASE("config: planted_bugs (issue 20), off by default, only known names on a RoCE device", "[config]") {
+  std::string err;
+  auto c = parse_config(R"({"devices":[
+      {"name":"r_a","address":"10.0.0.1","planted_bugs":["skip-psn-nak","wrong-access-nak"]},
+      {"name":"r_b","address":"10.0.0.2"}]})",
+                        err);
+  INFO(err);
+  REQUIRE(c);
+  CHECK(c->devices[0].planted_bugs.skip_psn_nak);
+  CHECK_FALSE(c->devices[0].planted_bugs.reexecute_duplicate_write);
+  CHECK(c->devices[0].planted_bugs.wrong_access_nak);
+  CHECK_FALSE(c->devices[1].planted_bugs.any());
+  for (const char* bad : {R"({"devices":[{"planted_bugs":["no-such-bug"]}]})", R"({"devices":[{"planted_bugs":"skip-psn-nak"}]})",
+                          R"({"devices":[{"transport":"iwarp","planted_bugs":["skip-psn-nak"]}]})"}) {
+    INFO(bad);
+    CHECK_FALSE(parse_config(bad, err));
+    CHECK(err.find("planted_bugs is a list of skip-psn-nak") != std::string::npos);
+  }
+}
+
 TEST_CASE("config: dcqcn per RoCE device, on with the paper's and ConnectX's defaults; each key checked by name",
           "[config][ecn][dcqcn]") {
   std::string err;

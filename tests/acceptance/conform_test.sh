@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Acceptance (issue 20): `urnic conform` against urnic itself, and against
+# urnic with bugs planted on purpose. Two network namespaces joined by a
+# veth pair: urnicd (udp link) and urnic-conform-agent (through the drop-in
+# libibverbs.so.1) in a, the tester in b on its veth. The whole RoCE v2
+# suite must pass (a WARN is allowed: a recommendation), with a JUnit report
+# of every case and a pcap of the exchange; then urnicd again with
+# "planted_bugs" (skip-psn-nak, reexecute-duplicate-write, wrong-access-nak)
+# and the cases of those rules must FAIL while the others still pass: the
+# tester catches what it claims to check. Needs root: exits 77 otherwise.
+#
+# usage: conform_test.sh SHIM_DIR URNICD URNIC_CONFORM URNIC_CONFORM_AGENT
+set -uo pipefail
+shim_dir=$1
+urnicd=$2
+conform=$3
+agent=$4
+
+# shellcheck source=two_hosts.sh
+source "$(dirname "$0")/two_hosts.sh"
+two_hosts_require_root
+unset LD_PRELOAD URNIC_RUNTIME_DIR
+two_hosts_create f 216
+
+agent_pid=
+start_urnic() {  # start_urnic EXTRA_JSON: urnicd in a with the udp link, and the agent
+  [[ -n $agent_pid ]] && stop_pid "$agent_pid"
+  [[ -n ${daemon_pid_a:-} ]] && stop_pid "$daemon_pid_a"
+  printf '{"devices": [{"name": "urnic0", "link": "udp", "address": "%s"%s}]}\n' "$ip_a" "$1" > "$rt/a.json"
+  two_hosts_daemon a
+  bg_host a "${run_env[@]}" URNIC_DAEMON="$urnicd" LD_LIBRARY_PATH="$shim_dir" "$agent" --listen "$ip_a:7471" \
+    > "$rt/agent.log" 2>&1
+  agent_pid=$!
+  pids+=("$agent_pid")
+}
+run_conform() {  # run_conform OUT ARGS...: the tester in b; its exit status
+  local out=$1
+  shift
+  host b timeout 300 "$conform" --peer "$ip_a:7471" --iface "$veth_b" "$@" > "$out" 2> "$out.err"
+}
+verdict() { awk -v id="$2" '$2 == id { print $1; exit }' "$1"; }
+
+# --- the whole suite against urnic ---------------------------------------------
+start_urnic ""
+run_conform "$rt/all.txt" --cc --junit "$rt/all.xml" --json "$rt/all.json" --pcap "$rt/all.pcap"
+rc=$?
+summary=$(grep '^conform:' "$rt/all.txt")
+cases=$(grep -c '<testcase ' "$rt/all.xml" 2>/dev/null || echo 0)
+if [[ $rc -eq 0 && $summary == *" 0 failed, 0 not applicable, 0 errors" && $cases -ge 60 ]]; then
+  pass "urnic conform against urnic0 (udp link, --cc): $summary; $cases JUnit test cases"
+else
+  fail "urnic conform against urnic0: exit $rc, $summary, $cases JUnit test cases"
+  grep -A12 -E '^(FAIL|ERROR) ' "$rt/all.txt" | head -60 | sed 's/^/    /'
+  tail -5 "$rt/all.txt.err" "$rt/agent.log" "$rt/a.log" | sed 's/^/    /'
+fi
+groups=$(awk '/^group/ { on = 1; next } on && NF == 6 { printf "%s ", $1 }' "$rt/all.txt")
+[[ $groups == *rc.req* && $groups == *rc.resp* && $groups == *uc* && $groups == *ud* && $groups == *roce2* ]] &&
+  pass "every group ran: $groups" || fail "groups in the report: $groups"
+frames=$(wc -c < "$rt/all.pcap" 2>/dev/null || echo 0)  # (two_hosts.sh has its own `stat`)
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert len(d["cases"]) >= 60 and all("transcript" in c for c in d["cases"])' \
+  "$rt/all.json" && [[ $frames -gt 10000 ]] && pass "JSON report with transcripts; pcap of the exchange ($frames bytes)" ||
+  fail "JSON report or pcap missing ($frames bytes of pcap)"
+
+# --- planted bugs: the cases of those rules fail, the others do not -----------
+start_urnic ', "planted_bugs": ["skip-psn-nak", "reexecute-duplicate-write", "wrong-access-nak"]'
+grep -q 'PLANTED BUGS ON' "$rt/a.log" && pass "urnicd says its planted bugs are on" ||
+  fail "urnicd did not warn about its planted bugs: $(tail -3 "$rt/a.log")"
+run_conform "$rt/planted.txt" --suite rc.resp
+rc=$?
+for id in rc.resp.psn-sequence-nak rc.resp.dup-write rc.resp.write-bad-rkey rc.resp.read-no-access; do
+  v=$(verdict "$rt/planted.txt" "$id")
+  [[ $v == FAIL ]] && pass "planted bug caught: $id FAIL ($(grep -A2 "^FAIL  $id" "$rt/planted.txt" | sed -n 3p | sed 's/^ *//'))" ||
+    fail "planted bug not caught: $id is ${v:-missing}"
+done
+for id in rc.resp.write-ack rc.resp.read-multi rc.resp.atomic-replay rc.resp.rnr-nak; do
+  v=$(verdict "$rt/planted.txt" "$id")
+  [[ $v == PASS ]] && pass "unaffected rule still passes: $id" || fail "$id is ${v:-missing} with planted bugs"
+done
+[[ $rc -eq 1 ]] && pass "the tester exits 1 when a case fails" || fail "tester exit $rc with failing cases"
+
+finish
