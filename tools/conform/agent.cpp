@@ -382,7 +382,8 @@ class Agent {
     ibv_qp_init_attr ia{};
     if (ibv_query_qp(qp_, &at, IBV_QP_STATE, &ia) != 0) throw Error{"ibv_query_qp failed"};
     static const char* names[] = {"RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR", "UNKNOWN"};
-    return std::string("ok state=") + names[at.qp_state < 8 ? at.qp_state : 7];
+    const auto state = static_cast<unsigned>(at.qp_state);
+    return std::string("ok state=") + names[state < 8 ? state : 7];
   }
 
   void destroy() {
