@@ -182,6 +182,7 @@ struct RoceChecker::State {
   }
 
   void on_request(Flow& fl, uint64_t n, uint64_t ts, const IbPacket& p, Findings& out);
+  void go_back(Flow& fl, uint64_t n, uint64_t ts, Psn psn, std::optional<uint64_t> previous_ts, Findings& out);
   void on_response(const DirKey& r, uint64_t n, const IbPacket& p, Findings& out);
   void on_read_response(Flow& fl, const DirKey& r, uint64_t n, const IbPacket& p, Findings& out);
 };
@@ -198,44 +199,26 @@ void RoceChecker::State::on_request(Flow& fl, uint64_t n, uint64_t ts, const IbP
   }
   if (fl.nak_pending && psn == fl.nak_psn) fl.nak_pending = false;
   const int32_t d = psn - fl.next_psn;
-  if (reliable && psn - fl.highest <= 0) ++fl.retransmissions;  // sent before
-  if (d < 0 && reliable) {
-    // A go-back: the first packet of a retransmission run.
-    ++fl.go_backs;
-    {
-      std::string why = "after a NAK/RNR NAK";
-      if (!fl.retry_reason) {
-        why = "no NAK before it: an ACK timeout";
-        auto it = std::find_if(fl.sent.rbegin(), fl.sent.rend(), [&](const auto& e) { return e.first == psn; });
-        if (it != fl.sent.rend()) {
-          const uint64_t interval_ns = ts - it->second;
-          why += fmt::format(", {} us after the previous transmission", interval_ns / 1000);
-          if (interval_ns < opt.min_retry_us * 1000)
-            out.add(rule::kRoceRetryInterval, Severity::kViolation, {n}, fl.name,
-                    fmt::format("PSN 0x{:06x} retransmitted {} us after its previous transmission with no NAK "
-                                "before it: shorter than any legal ACK timeout (--min-retry-us {})",
-                                psn.value(), interval_ns / 1000, opt.min_retry_us));
-        }
-      }
-      if (fl.acked_known && psn - fl.acked <= 0)
-        why += fmt::format("; PSNs through 0x{:06x} were already acknowledged in frame {}", fl.acked.value(),
-                           fl.acked_frame);
-      out.add(rule::kRoceRetransmission, Severity::kInfo, {n}, fl.name,
-              fmt::format("go-back from PSN 0x{:06x} to 0x{:06x} ({})", fl.next_psn.value(), psn.value(), why));
-    }
-    fl.retry_reason = false;
-    fl.seq_unknown = true;
-    fl.open = MsgKind::kNone;
-    // The requests from here on are sent again: forget their old responses.
-    std::erase_if(fl.reads, [&](const PendingRead& r) { return r.psn - psn >= 0; });
-    std::erase_if(fl.atomics, [&](const auto& a) { return a.first - psn >= 0; });
+  // A PSN going back is a retransmission if a request started there before;
+  // a READ may also be re-issued from inside an earlier READ's response range
+  // (for the responses still missing). Anything else going back is out of
+  // sequence.
+  const auto last_sent = std::find_if(fl.sent.rbegin(), fl.sent.rend(), [&](const auto& e) { return e.first == psn; });
+  const bool inside_read = info.is(Op::kReadRequest) &&
+                           std::any_of(fl.reads.begin(), fl.reads.end(),
+                                       [&](const auto& r) { return psn - r.psn > 0 && psn - r.psn < r.packets; });
+  const bool window_full = fl.sent.size() >= kSentWindow;
+  if (d < 0 && reliable && (last_sent != fl.sent.rend() || inside_read || window_full)) {
+    go_back(fl, n, ts, psn, last_sent != fl.sent.rend() ? std::optional(last_sent->second) : std::nullopt, out);
   } else if (d != 0) {
     out.add(rule::kRocePsnSequence, Severity::kViolation, {n}, fl.name,
-            fmt::format("{} PSN 0x{:06x}, expected 0x{:06x} ({} {})", info.name, psn.value(), fl.next_psn.value(),
-                        d > 0 ? "a gap of" : "back by", d > 0 ? d : -d));
+            fmt::format("{} PSN 0x{:06x}, expected 0x{:06x} ({} {}{})", info.name, psn.value(), fl.next_psn.value(),
+                        d > 0 ? "a gap of" : "back by", d > 0 ? d : -d,
+                        d < 0 && reliable ? ", and no request was sent with that PSN" : ""));
     fl.seq_unknown = fl.open != MsgKind::kNone;
     fl.open = MsgKind::kNone;
   }
+  if (reliable && psn - fl.highest <= 0) ++fl.retransmissions;  // sent before
 
   // Opcode sequence (IBA 9.4): FIRST opens a message, MIDDLE/LAST continue it.
   const MsgKind kind = kind_of(info);
@@ -253,8 +236,9 @@ void RoceChecker::State::on_request(Flow& fl, uint64_t n, uint64_t ts, const IbP
               fmt::format("{} (PSN 0x{:06x}) inside a {} message", info.name, psn.value(),
                           fl.open == MsgKind::kSend ? "SEND" : "WRITE"));
   }
+  const bool mismatch = !fl.seq_unknown && fl.open != MsgKind::kNone && !first && kind != fl.open;
   if (first || last) fl.seq_unknown = false;
-  fl.open = last ? MsgKind::kNone : kind;
+  if (!mismatch) fl.open = last ? MsgKind::kNone : kind;  // a stray opcode leaves the message open
 
   if (info.is(Op::kPayload) && fl.transport != IbTransport::kUd)
     check_payload(info, p.payload.size(), pmtu_of(fl.key), n, fl.name, out);
@@ -273,6 +257,36 @@ void RoceChecker::State::on_request(Flow& fl, uint64_t n, uint64_t ts, const IbP
     fl.sent.emplace_back(psn, ts);
     if (fl.sent.size() > kSentWindow) fl.sent.pop_front();
   }
+}
+
+void RoceChecker::State::go_back(Flow& fl, uint64_t n, uint64_t ts, Psn psn, std::optional<uint64_t> previous_ts,
+                                 Findings& out) {
+  ++fl.go_backs;
+  std::string why = "after a NAK/RNR NAK";
+  if (!fl.retry_reason) {
+    why = "no NAK before it: an ACK timeout";
+    if (previous_ts) {
+      const uint64_t interval_ns = ts - *previous_ts;
+      why += fmt::format(", {} us after the previous transmission", interval_ns / 1000);
+      if (interval_ns < opt.min_retry_us * 1000)
+        out.add(rule::kRoceRetryInterval, Severity::kViolation, {n}, fl.name,
+                fmt::format("PSN 0x{:06x} retransmitted {} us after its previous transmission with no NAK "
+                            "before it: shorter than any legal ACK timeout (--min-retry-us {})",
+                            psn.value(), interval_ns / 1000, opt.min_retry_us));
+    }
+  }
+  if (fl.acked_known && psn - fl.acked <= 0)
+    why +=
+        fmt::format("; PSNs through 0x{:06x} were already acknowledged in frame {}", fl.acked.value(), fl.acked_frame);
+  out.add(rule::kRoceRetransmission, Severity::kInfo, {n}, fl.name,
+          fmt::format("go-back from PSN 0x{:06x} to 0x{:06x} ({})", fl.next_psn.value(), psn.value(), why));
+  fl.retry_reason = false;
+  fl.seq_unknown = true;
+  fl.open = MsgKind::kNone;
+  // The requests from here on are sent again: forget their old responses
+  // (a READ re-issued from inside an earlier one replaces its rest).
+  std::erase_if(fl.reads, [&](const PendingRead& r) { return psn - r.psn < r.packets; });
+  std::erase_if(fl.atomics, [&](const auto& a) { return a.first - psn >= 0; });
 }
 
 void RoceChecker::State::on_read_response(Flow& fl, const DirKey& r, uint64_t n, const IbPacket& p, Findings& out) {
