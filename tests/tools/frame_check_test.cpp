@@ -144,10 +144,8 @@ TEST_CASE("frame check: roce.udp-checksum", "[tools][check]") {
   auto set_csum = [&](uint16_t v) { MutUdpView(f.data.data() + 34).set_checksum(v); };  // ICRC masks it
   SECTION("zero") { CHECK(violations(t.run()) == 0); }
   SECTION("correct") {
-    const Bytes ip(f.data.data() + 14, 20);
     std::vector<uint8_t> seg(f.data.begin() + 34, f.data.end());
     const uint16_t c = l4_checksum(false, IpAddr::from_v4(0x0A000001), IpAddr::from_v4(0x0A000002), 17, seg);
-    (void)ip;
     set_csum(c == 0 ? 0xFFFF : c);
     CHECK(violations(t.run()) == 0);
   }
@@ -448,24 +446,10 @@ struct Iwarp {
   }
   void send(int dir, const DdpRdmapPacket& p, Bytes pad = {}) { segment(dir, fpdu(dir, p, pad)); }
   static DdpRdmapPacket untagged(RdmapOpcode op, uint32_t qn, uint32_t msn, uint32_t mo, bool last, Bytes payload) {
-    DdpRdmapPacket p;
-    p.opcode = op;
-    p.qn = qn;
-    p.msn = msn;
-    p.mo = mo;
-    p.last = last;
-    p.payload = payload;
-    return p;
+    return DdpRdmapPacket{.last = last, .opcode = op, .qn = qn, .msn = msn, .mo = mo, .payload = payload};
   }
   static DdpRdmapPacket tagged(RdmapOpcode op, uint32_t stag, uint64_t to, bool last, Bytes payload) {
-    DdpRdmapPacket p;
-    p.opcode = op;
-    p.tagged = true;
-    p.stag = stag;
-    p.to = to;
-    p.last = last;
-    p.payload = payload;
-    return p;
+    return DdpRdmapPacket{.tagged = true, .last = last, .opcode = op, .stag = stag, .to = to, .payload = payload};
   }
   void read_request(int dir, uint32_t size) {
     DdpRdmapPacket p = untagged(RdmapOpcode::kReadRequest, ddp::kQnReadRequest, msn[dir][1]++, 0, true, {});

@@ -203,13 +203,18 @@ void RoceChecker::State::on_request(Flow& fl, uint64_t n, uint64_t ts, const IbP
   // a READ may also be re-issued from inside an earlier READ's response range
   // (for the responses still missing). Anything else going back is out of
   // sequence.
-  const auto last_sent = std::find_if(fl.sent.rbegin(), fl.sent.rend(), [&](const auto& e) { return e.first == psn; });
-  const bool inside_read = info.is(Op::kReadRequest) &&
-                           std::any_of(fl.reads.begin(), fl.reads.end(),
-                                       [&](const auto& r) { return psn - r.psn > 0 && psn - r.psn < r.packets; });
-  const bool window_full = fl.sent.size() >= kSentWindow;
-  if (d < 0 && reliable && (last_sent != fl.sent.rend() || inside_read || window_full)) {
-    go_back(fl, n, ts, psn, last_sent != fl.sent.rend() ? std::optional(last_sent->second) : std::nullopt, out);
+  std::optional<uint64_t> previous_ts;  // searched only when the PSN goes back
+  bool retransmission = false;
+  if (d < 0 && reliable) {
+    const auto it = std::find_if(fl.sent.rbegin(), fl.sent.rend(), [&](const auto& e) { return e.first == psn; });
+    if (it != fl.sent.rend()) previous_ts = it->second;
+    const bool inside_read = info.is(Op::kReadRequest) &&
+                             std::any_of(fl.reads.begin(), fl.reads.end(),
+                                         [&](const auto& r) { return psn - r.psn > 0 && psn - r.psn < r.packets; });
+    retransmission = previous_ts || inside_read || fl.sent.size() >= kSentWindow;
+  }
+  if (retransmission) {
+    go_back(fl, n, ts, psn, previous_ts, out);
   } else if (d != 0) {
     out.add(rule::kRocePsnSequence, Severity::kViolation, {n}, fl.name,
             fmt::format("{} PSN 0x{:06x}, expected 0x{:06x} ({} {}{})", info.name, psn.value(), fl.next_psn.value(),
@@ -218,7 +223,7 @@ void RoceChecker::State::on_request(Flow& fl, uint64_t n, uint64_t ts, const IbP
     fl.seq_unknown = fl.open != MsgKind::kNone;
     fl.open = MsgKind::kNone;
   }
-  if (reliable && psn - fl.highest <= 0) ++fl.retransmissions;  // sent before
+  if (reliable && (retransmission || d == 0) && psn - fl.highest <= 0) ++fl.retransmissions;  // sent before
 
   // Opcode sequence (IBA 9.4): FIRST opens a message, MIDDLE/LAST continue it.
   const MsgKind kind = kind_of(info);
@@ -266,7 +271,7 @@ void RoceChecker::State::go_back(Flow& fl, uint64_t n, uint64_t ts, Psn psn, std
   if (!fl.retry_reason) {
     why = "no NAK before it: an ACK timeout";
     if (previous_ts) {
-      const uint64_t interval_ns = ts - *previous_ts;
+      const uint64_t interval_ns = ts > *previous_ts ? ts - *previous_ts : 0;  // capture clocks can step back
       why += fmt::format(", {} us after the previous transmission", interval_ns / 1000);
       if (interval_ns < opt.min_retry_us * 1000)
         out.add(rule::kRoceRetryInterval, Severity::kViolation, {n}, fl.name,
