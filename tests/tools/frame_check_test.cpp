@@ -50,12 +50,26 @@ struct Roce {
   std::vector<Frame> frames;
   uint64_t now_ns = 1'000'000;
   std::vector<uint8_t> payload = std::vector<uint8_t>(4096, 0x5A);
+  RoceVersion version = RoceVersion::kV2;
+  bool ipv6 = false;  // v2 over IPv6; v1 always has GIDs (GRH)
+
+  // Host 1 or 2: 10.0.0.N, or the GID fe80::N.
+  IpAddr address(uint8_t host) const {
+    if (!ipv6 && version == RoceVersion::kV2) return IpAddr::from_v4(0x0A000000u | host);
+    IpAddr a;
+    a.bytes[0] = 0xFE;
+    a.bytes[1] = 0x80;
+    a.bytes[15] = host;
+    return a;
+  }
 
   // A packet from A to B (`to_b`) or from B to A; `fill` sets extension headers.
   Frame& add(bool to_b, uint8_t op, uint32_t psn, std::size_t len, const std::function<void(IbPacket&)>& fill = {}) {
     RoceHeaders h;
-    h.src_ip = IpAddr::from_v4(to_b ? 0x0A000001 : 0x0A000002);
-    h.dst_ip = IpAddr::from_v4(to_b ? 0x0A000002 : 0x0A000001);
+    h.version = version;
+    h.ipv6 = ipv6;
+    h.src_ip = address(to_b ? 1 : 2);
+    h.dst_ip = address(to_b ? 2 : 1);
     IbPacket p;
     p.bth.opcode = op;
     p.bth.dest_qp = to_b ? kQpB : kQpA;
@@ -104,6 +118,20 @@ TEST_CASE("frame check: clean RC traffic has no violation", "[tools][check]") {
   CHECK(r.count(Severity::kWarning) == 0);
   CHECK(count(r, check::rule::kRoceUdpSport, Severity::kInfo) == 2);
   CHECK(r.flows.size() == 2);
+}
+
+TEST_CASE("frame check: RoCE v1 and RoCE v2 over IPv6", "[tools][check]") {
+  Roce t;
+  SECTION("v1") { t.version = RoceVersion::kV1; }
+  SECTION("v2, IPv6") { t.ipv6 = true; }
+  t.send3(100, 1);
+  const auto clean = t.run();
+  INFO(dump(clean));
+  CHECK(violations(clean) == 0);
+  REQUIRE(clean.flows.size() == 2);
+  CHECK(clean.flows[0].name.find("fe80:0:0:0:0:0:0:1 > fe80:0:0:0:0:0:0:2") == 0);
+  t.req(opcode::kSendOnly, 104, 4);  // 103 missing
+  CHECK(count(t.run(), check::rule::kRocePsnSequence) == 1);
 }
 
 TEST_CASE("frame check: roce.icrc", "[tools][check]") {

@@ -7,8 +7,9 @@ Runs the checker once over all captures of VECTORS_DIR (--json) and
 compares every finding (capture, severity, rule, frames, flow, message)
 with EXPECTED, one line each; docs/CONFORMANCE.md explains each of them.
 A change in the checker or in a capture shows as a diff. The exit status
-must be 1 exactly when some capture has a violation. --update rewrites
-EXPECTED from this run.
+must be 1 exactly when some capture has a violation (2 for a usage error
+or an unreadable file), and --junit must write one testsuite per capture.
+--update rewrites EXPECTED from this run.
 """
 import difflib
 import glob
@@ -16,15 +17,30 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
+from xml.etree import ElementTree
 
 cli, vectors, expected_path = sys.argv[1:4]
 update = "--update" in sys.argv[4:]
 
 captures = sorted(glob.glob(os.path.join(vectors, "*.pcap")))
-run = subprocess.run([cli, "frame", "check", "--json"] + captures, capture_output=True, text=True)
-if run.returncode not in (0, 1):
-    sys.exit(f"urnic frame check exited {run.returncode}: {run.stderr}")
+with tempfile.TemporaryDirectory() as tmp:
+    junit = os.path.join(tmp, "check.xml")
+    run = subprocess.run([cli, "frame", "check", "--json", "--junit", junit] + captures,
+                         capture_output=True, text=True)
+    if run.returncode not in (0, 1):
+        sys.exit(f"urnic frame check exited {run.returncode}: {run.stderr}")
+    suites = ElementTree.parse(junit).getroot().findall("testsuite")
+    if len(suites) != len(captures) or any(len(s.findall("testcase")) == 0 for s in suites):
+        sys.exit(f"JUnit: {len(suites)} testsuites for {len(captures)} captures")
 report = json.loads(run.stdout)
+
+# Usage errors and unreadable files: status 2.
+for args in (["frame", "check"], ["frame", "check", os.path.join(vectors, "no-such.pcap")],
+             ["frame", "check", "--pmtu", "1000", captures[0]]):
+    status = subprocess.run([cli] + args, capture_output=True).returncode
+    if status != 2:
+        sys.exit(f"{' '.join(args)}: exit status {status}, expected 2")
 
 lines = []
 for cap in report["captures"]:
