@@ -521,6 +521,19 @@ TEST_CASE("frame check: iwarp TCP reassembly (out of order, retransmitted)", "[t
   CHECK(r.flows.at(0).notes.at(2).find("FPDUs 2") != std::string::npos);
 }
 
+TEST_CASE("frame check: iwarp, a second connection on the same 4-tuple", "[tools][check]") {
+  Iwarp t;
+  for (int round = 0; round < 2; ++round) {
+    t.pos[0] = t.pos[1] = 0;
+    t.connect();
+    t.send(0, Iwarp::untagged(RdmapOpcode::kSend, 0, 1, 0, true, Bytes(kData).first(8)));  // MSN 1 again
+  }
+  const auto r = t.run();
+  INFO(dump(r));
+  CHECK(r.findings.empty());
+  CHECK(r.flows.size() == 2);
+}
+
 TEST_CASE("frame check: iwarp MPA rules", "[tools][check]") {
   Iwarp t;
   t.handshake();

@@ -95,7 +95,8 @@ struct Conn {
   uint64_t frames = 0;
   Stream from_lower, from_higher;
   std::optional<MpaSeen> request, reply;
-  const Stream* initiator = nullptr;
+  bool initiator_lower = false;  // with `request`: who sent it (not a pointer: a Conn is moved)
+  Stream& initiator() { return initiator_lower ? from_lower : from_higher; }
   bool rejected = false;
   bool data_after_reject = false;
 };
@@ -176,6 +177,7 @@ std::optional<std::string> terminate_meaning(uint8_t layer, uint8_t etype, uint8
 
 struct IwarpChecker::State {
   std::map<ConnKey, Conn> conns;
+  std::vector<Conn> closed;  // earlier connections on a 4-tuple a SYN reused
 
   void deliver(Conn& c, Stream& s, Stream& rev, Bytes data, uint64_t n, Findings& out);
   void start_fpdu_mode(Conn& c, Stream& s, bool crc, bool markers, uint64_t n, Findings& out);
@@ -210,11 +212,11 @@ void IwarpChecker::State::on_mpa(Conn& c, Stream& s, Stream& rev, const MpaFrame
     if (m.reject)
       out.add(rule::kIwMpaFlags, Severity::kViolation, {n}, s.name, "MPA Request with the R (reject) flag set");
     c.request = seen;
-    c.initiator = &s;
+    c.initiator_lower = &s == &c.from_lower;
     s.phase = Phase::kWaitReply;  // the initiator sends no FPDU before the Reply (RFC 5044 7.1)
     return;
   }
-  if (!c.request || c.initiator != &rev) {
+  if (!c.request || &c.initiator() != &rev) {
     out.add(rule::kIwMpaFrame, Severity::kViolation, {n}, s.name, "MPA Reply with no MPA Request before it");
     s.phase = Phase::kDone;
     return;
@@ -267,7 +269,7 @@ void IwarpChecker::State::deliver(Conn& c, Stream& s, Stream& rev, Bytes data, u
   const Bytes pre(s.pre);
   auto len = mpa_frame_length(pre);
   if (!len) {
-    const bool expected_reply = c.request && c.initiator == &rev;
+    const bool expected_reply = c.request && &c.initiator() == &rev;
     if (len.error() == WireError::kOversized)
       out.add(rule::kIwMpaPdLength, Severity::kViolation, {n}, s.name,
               fmt::format("MPA private data length {}, at most {}", load_be16(pre.data() + 18), mpa::kMaxPrivateData));
@@ -428,6 +430,7 @@ void IwarpChecker::on_segment(uint64_t n, const L3Info& l3, Findings& out) {
   const bool syn = tcp->has_flag(tcpflag::kSyn);
   Conn& c = s_->conns[key];
   if ((syn && !tcp->has_flag(tcpflag::kAck)) || c.name.empty()) {  // a new connection on the 4-tuple
+    if (c.request) s_->closed.push_back(std::move(c));
     c = Conn{};
     c.name = fmt::format("{} <> {}", endpoint_name(key.first), endpoint_name(key.second));
     c.from_lower.name = fmt::format("{} > {}", endpoint_name(key.first), endpoint_name(key.second));
@@ -474,7 +477,11 @@ void IwarpChecker::on_segment(uint64_t n, const L3Info& l3, Findings& out) {
 }
 
 void IwarpChecker::finish(Report& report, Findings& out) {
-  for (auto& [key, c] : s_->conns) {
+  std::vector<Conn*> all;
+  for (Conn& c : s_->closed) all.push_back(&c);
+  for (auto& [key, c] : s_->conns) all.push_back(&c);
+  for (Conn* conn : all) {
+    Conn& c = *conn;
     if (!c.request && !c.reply) continue;  // not iWARP
     FlowSummary sum;
     sum.name = c.name;
@@ -483,7 +490,7 @@ void IwarpChecker::finish(Report& report, Findings& out) {
     auto flags = [](const MpaSeen& m) {
       return fmt::format("rev {} M={} C={}{}", m.revision, m.markers ? 1 : 0, m.crc ? 1 : 0, m.reject ? " R=1" : "");
     };
-    if (c.request) sum.notes.push_back(fmt::format("MPA Request from {}: {}", c.initiator->name, flags(*c.request)));
+    if (c.request) sum.notes.push_back(fmt::format("MPA Request from {}: {}", c.initiator().name, flags(*c.request)));
     if (c.reply) sum.notes.push_back(fmt::format("MPA Reply: {}", flags(*c.reply)));
     for (Stream* s : {&c.from_lower, &c.from_higher}) {
       sum.notes.push_back(fmt::format(
