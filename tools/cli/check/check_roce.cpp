@@ -134,14 +134,22 @@ struct RoceChecker::State {
 
   // The PMTU of what `k`'s sender sends: its own FIRST/MIDDLE payloads, else
   // those between the same hosts, else the capture's, else --pmtu or 4096.
-  uint32_t pmtu_of(const DirKey& k, bool reverse_pair_first = false) const {
-    if (opt.pmtu != 0) return opt.pmtu;
+  struct Pmtu {
+    uint32_t value;
+    std::string_view source;
+  };
+  Pmtu pmtu_with_source(const DirKey& k, bool reverse_pair_first = false) const {
+    if (opt.pmtu != 0) return {opt.pmtu, "--pmtu"};
     if (!reverse_pair_first)
-      if (auto it = fm_by_key.find(k); it != fm_by_key.end()) return it->second;
+      if (auto it = fm_by_key.find(k); it != fm_by_key.end()) return {it->second, "inferred from this flow"};
     const HostPair fwd{k.src.bytes, k.dst.bytes}, rev{k.dst.bytes, k.src.bytes};
     for (const HostPair& p : reverse_pair_first ? std::array{rev, fwd} : std::array{fwd, rev})
-      if (auto it = fm_by_pair.find(p); it != fm_by_pair.end()) return it->second;
-    return fm_capture != 0 ? fm_capture : kMaxPmtu;
+      if (auto it = fm_by_pair.find(p); it != fm_by_pair.end()) return {it->second, "inferred from the same hosts"};
+    if (fm_capture != 0) return {fm_capture, "inferred from the capture"};
+    return {kMaxPmtu, "assumed"};
+  }
+  uint32_t pmtu_of(const DirKey& k, bool reverse_pair_first = false) const {
+    return pmtu_with_source(k, reverse_pair_first).value;
   }
 
   // The request direction a response on `r` answers; nullptr if none seen.
@@ -518,8 +526,10 @@ void RoceChecker::finish(Report& report, Findings& out) {
           rule::kRoceUdpSport, Severity::kInfo, {}, fl.name,
           fmt::format("{} distinct UDP source port{}: {}", fl.sports.size(), fl.sports.size() == 1 ? "" : "s", ports));
     }
-    if (fl.transport != IbTransport::kUd && fl.transport != IbTransport::kCnp && fl.requests != 0)
-      sum.notes.push_back(fmt::format("PMTU {}", s.pmtu_of(k)));
+    if (fl.transport != IbTransport::kUd && fl.transport != IbTransport::kCnp && fl.requests != 0) {
+      const State::Pmtu pm = s.pmtu_with_source(k);
+      sum.notes.push_back(fmt::format("PMTU {} ({})", pm.value, pm.source));
+    }
     report.flows.push_back(std::move(sum));
   }
 }
