@@ -542,6 +542,15 @@ TEST_CASE("frame check: iwarp MPA rules", "[tools][check]") {
     t.segment(1, t.mpa(MpaFrameType::kReply, false, false));
     CHECK(count(t.run(), check::rule::kIwMpaFlags) == 1);
   }
+  SECTION("R in a Request; a reserved flag bit") {
+    auto req = t.mpa(MpaFrameType::kRequest, false, false);
+    req[16] |= mpa::kFlagReject | 0x08;
+    t.segment(0, req);
+    const auto r = t.run();
+    INFO(dump(r));
+    CHECK(count(r, check::rule::kIwMpaFlags) == 1);
+    CHECK(count(r, check::rule::kIwMpaFlags, Severity::kWarning) == 1);
+  }
   SECTION("a Reply with the Request's key") {
     t.segment(0, t.mpa(MpaFrameType::kRequest, false, false));
     t.segment(1, t.mpa(MpaFrameType::kRequest, false, false));

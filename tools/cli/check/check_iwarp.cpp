@@ -199,7 +199,7 @@ void IwarpChecker::State::start_fpdu_mode(Conn& c, Stream& s, bool crc, bool mar
 
 void IwarpChecker::State::on_mpa(Conn& c, Stream& s, Stream& rev, const MpaFrame& m, uint64_t n, Findings& out) {
   const MpaSeen seen{m.markers, m.crc, m.reject, m.revision, m.reserved_flags, m.pd_length(), n};
-  if (seen.reserved != 0 && (m.reserved_flags & ~mpa::kFlagUrnicRfc7306) != 0)
+  if ((m.reserved_flags & ~mpa::kFlagUrnicRfc7306) != 0)
     out.add(rule::kIwMpaFlags, Severity::kWarning, {n}, s.name,
             fmt::format("MPA {} reserved flag bits 0x{:x}, expected 0",
                         m.type == MpaFrameType::kRequest ? "Request" : "Reply", m.reserved_flags));
