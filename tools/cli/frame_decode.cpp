@@ -16,6 +16,7 @@
 #include <tuple>
 #include <vector>
 
+#include "tools/cli/net_format.hpp"
 #include "wire/cm.hpp"
 #include "wire/ddp_rdmap.hpp"
 #include "wire/eth.hpp"
@@ -31,19 +32,6 @@ namespace urnic::tools {
 namespace {
 
 using namespace urnic::wire;
-
-std::string ip_to_string(const IpAddr& a) {
-  if (a.is_v4_mapped()) {
-    const uint32_t v = a.v4();
-    return fmt::format("{}.{}.{}.{}", v >> 24, (v >> 16) & 0xFF, (v >> 8) & 0xFF, v & 0xFF);
-  }
-  std::string s;
-  for (std::size_t i = 0; i < 16; i += 2) {
-    if (i != 0) s += ':';
-    s += fmt::format("{:x}", load_be16(a.bytes.data() + i));
-  }
-  return s;
-}
 
 std::string mac_to_string(const MacAddr& m) {
   return fmt::format("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m[0], m[1], m[2], m[3], m[4], m[5]);

@@ -39,7 +39,18 @@ _urnic() {
       COMPREPLY=($(compgen -W "-d --device --runtime-dir -w --write -c --count --stop --help" -- "$cur")) ;;
     frame)
       if ((cword == 2)); then
-        COMPREPLY=($(compgen -W "decode" -- "$cur"))
+        COMPREPLY=($(compgen -W "decode check" -- "$cur"))
+      elif [[ ${words[2]} == check ]]; then
+        case $prev in
+          --junit) _filedir xml; return ;;
+          --min-retry-us) return ;;
+          --pmtu) COMPREPLY=($(compgen -W "256 512 1024 2048 4096" -- "$cur")); return ;;
+        esac
+        if [[ $cur == -* ]]; then
+          COMPREPLY=($(compgen -W "--json --junit --min-retry-us --pmtu --help" -- "$cur"))
+        else
+          _filedir pcap
+        fi
       elif [[ $cur == -* ]]; then
         COMPREPLY=($(compgen -W "--verbose --help" -- "$cur"))
       else
