@@ -3,6 +3,7 @@
 // packet by packet (issue 20). tools/conform/README.md says how to run it.
 #include <CLI/CLI.hpp>
 #include <arpa/inet.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <iostream>
@@ -142,6 +143,7 @@ int main(int argc, char** argv) {
                 << (port->ipv4() ? " has one" : " has none") << " (use --peer-ip, or give the interface an address)\n";
       return 2;
     }
+    const int absorber = conform::absorb_roce_port(port->ipv4());
     const auto mac = conform::resolve_neighbour(iface, *dev_ip, &error);
     if (!mac) {
       std::cerr << "urnic conform: " << error << "\n";
@@ -168,7 +170,10 @@ int main(int argc, char** argv) {
       const auto& r = results.back();
       std::cerr << conform::verdict_name(r.verdict) << "  " << r.id << "\n";
     }
+    while (port->receive(conform::Clock::now() + std::chrono::milliseconds(50))) {
+    }  // the last answers into the pcap
     if (pcap) pcap->flush();
+    if (absorber >= 0) close(absorber);
     conform::RunInfo run{peer, info.device, transport, pcap_path};
     conform::write_text(std::cout, run, results, verbose);
     if (!report_path.empty()) {

@@ -88,8 +88,8 @@ bool RawPort::send(wire::Bytes frame) {
     std::memset(buf + n, 0, 60 - n);
     n = 60;
   }
-  // Recorded when the socket sees it go out (receive(), PACKET_OUTGOING),
-  // so the pcap's order is the interface's.
+  // Recorded here: a packet socket never sees the frames it sent itself.
+  record(wall_now_ns(), wire::Bytes(buf, n));
   return ::send(fd_, buf, n, 0) == static_cast<ssize_t>(n);
 }
 
@@ -108,9 +108,24 @@ std::optional<RawFrame> RawPort::receive(Clock::time_point until) {
     f.wall_ns = wall_now_ns();
     f.at = Clock::now();
     record(f.wall_ns, wire::Bytes(f.data.data(), f.data.size()));
-    if (from.sll_pkttype == PACKET_OUTGOING) continue;
+    if (from.sll_pkttype == PACKET_OUTGOING) continue;  // another program's, on this host
     return f;
   }
+}
+
+int absorb_roce_port(uint32_t ipv4) {
+  const int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  const int small = 4096;
+  setsockopt(s, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(4791);
+  sa.sin_addr.s_addr = htonl(ipv4);
+  if (bind(s, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
+    close(s);
+    return -1;
+  }
+  return s;
 }
 
 std::optional<wire::MacAddr> resolve_neighbour(const std::string& ifname, uint32_t ipv4, std::string* error) {

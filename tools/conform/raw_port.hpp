@@ -41,7 +41,7 @@ class RawPort {
   // Sends one frame (padded to the Ethernet minimum); false on error.
   bool send(wire::Bytes frame);
   // The next frame that arrived on the interface before `until`; frames
-  // this socket sent itself are recorded but not returned.
+  // other programs of this host sent are recorded but not returned.
   std::optional<RawFrame> receive(Clock::time_point until);
 
   void record_to(pcap::Writer* writer) noexcept { pcap_ = writer; }
@@ -57,6 +57,12 @@ class RawPort {
   uint32_t ipv4_ = 0;
   pcap::Writer* pcap_ = nullptr;
 };
+
+// A UDP socket bound to the tester's address and port 4791 that nobody
+// reads: the device's frames to the tester then meet a socket, so the
+// tester's kernel sends no ICMP port unreachable back (a full buffer drops
+// silently). -1 when the port is taken (a local RoCE stack): harmless.
+int absorb_roce_port(uint32_t ipv4);
 
 // The MAC address of an IPv4 neighbour on the interface, through the
 // kernel's neighbour table (a datagram to the discard port makes it resolve).
