@@ -43,6 +43,11 @@ struct IwSetup {
   bool markers = false;
   uint16_t ird = 1, ord = 4;   // the tester's, in the enhanced header
   std::vector<uint8_t> private_data;
+  // Pause between the Reply and the RTR. RFC 5044 7.1.2 lets the initiator
+  // send at once; the Linux siw responder can lose data that follows its
+  // Reply that closely (docs of the peer VMs), so the cases wait 20 ms and
+  // iw.mpa.rtr-immediate alone checks the immediate RTR.
+  std::chrono::milliseconds rtr_delay{20};
 };
 
 // One established connection: the agent's QP and buffer.
@@ -75,6 +80,11 @@ std::vector<uint8_t> iw_encode(const wire::DdpRdmapPacket& p);
 // layer/etype/ecode, and the copied DDP header (RFC 5040 4.8, D bit) when
 // `ddp_hdr`, and the copied Read Request header (R bit) when `rdma_hdr`.
 // Allowed alternatives: `alt_ecodes` (with a Warning when `alt_warns`).
+// An undecodable FPDU that carries the Terminate opcode, read by hand: its
+// control word's bytes as RFC 5040 4.8 lays them out (empty if it is no
+// Terminate).
+std::string iw_raw_terminate_text(const IwRx& r);
+
 wire::Terminate iw_expect_terminate(IwEnv& env, IwSession& s, uint8_t layer, uint8_t etype, uint8_t ecode,
                                     const std::vector<uint8_t>& sent, bool ddp_hdr, bool rdma_hdr,
                                     std::chrono::milliseconds wait, std::vector<uint8_t> alt_ecodes = {},

@@ -112,7 +112,10 @@ void crc_error(IwEnv& env) {
       env.log.note("closed without a Terminate: allowed by RFC 5044 section 8");
       break;
     }
-    if (!r.pkt) throw Failure{want, r.timeout ? "nothing, connection open" : "an FPDU that does not decode"};
+    if (!r.pkt) {
+      const std::string raw = iw_raw_terminate_text(r);
+      throw Failure{want, r.timeout ? "nothing, connection open" : raw.empty() ? "an FPDU that does not decode" : raw};
+    }
     if (r.pkt->opcode != wire::RdmapOpcode::kTerminate) continue;
     const auto& t = r.pkt->term;
     require(t.layer == term::kLayerLlp && t.etype == term::kLlpMpa && t.ecode == term::kMpaCrcError, want,

@@ -3,6 +3,7 @@
 // device under test the responder (the agent listens through rdma_cm).
 #include <cstdio>
 #include <cstring>
+#include <thread>
 
 #include "tools/conform/cases_iwarp.hpp"
 
@@ -73,6 +74,7 @@ IwSession iw_open(IwEnv& env, const IwSetup& s) {
   out.conn->start_fpdus({crc, out.reply.markers}, {crc, s.markers}, rest);
   const auto& p = out.reply.params;
   if (out.reply.enhanced_header && p.peer_to_peer) {
+    if (s.rtr_delay.count() > 0) std::this_thread::sleep_for(s.rtr_delay);
     // RFC 6581 section 6: the initiator sends the RTR the Reply chose.
     require(p.rtr_write && !p.rtr_send && !p.rtr_read,
             "the Reply picks one of the RTR types the Request offered (zero-length Write only)", describe(out.reply));
@@ -161,15 +163,22 @@ wire::Terminate iw_expect_terminate(IwEnv& env, IwSession& s, uint8_t layer, uin
                                     bool alt_warns) {
   const std::string want = "Terminate (QN 2, MSN 1) " + term_text(layer, etype, ecode);
   const auto until = Clock::now() + wait;
+  std::string before;  // FPDUs that came instead
   for (;;) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now());
     IwRx r = s.conn->next(std::max(left, std::chrono::milliseconds(1)));
-    if (r.closed) throw Failure{want, "the connection closed without a Terminate"};
-    if (r.timeout) throw Failure{want, "nothing within " + std::to_string(wait.count()) + " ms"};
+    if (r.closed) throw Failure{want, before + "the connection closed without a Terminate"};
+    if (r.timeout) throw Failure{want, before + "no Terminate within " + std::to_string(wait.count()) + " ms"};
     if (r.framing_error) throw Failure{want, "a stream that does not deframe"};
-    if (!r.pkt) throw Failure{want, "an FPDU that does not decode (" + r.decode_error + ")"};
+    if (!r.pkt) {
+      const std::string raw = iw_raw_terminate_text(r);
+      throw Failure{want, raw.empty() ? "an FPDU that does not decode (" + r.decode_error + ")" : raw};
+    }
     const wire::DdpRdmapPacket& p = *r.pkt;
-    if (p.opcode != wire::RdmapOpcode::kTerminate) continue;  // noted in the transcript
+    if (p.opcode != wire::RdmapOpcode::kTerminate) {
+      before += describe(p) + "; ";
+      continue;
+    }
     // RFC 5041 5.3: the first message on each untagged queue has MSN 1.
     require(p.qn == wire::ddp::kQnTerminate && p.msn == 1 && p.last, want, describe(p));
     const wire::Terminate& t = p.term;
@@ -211,6 +220,27 @@ wire::Terminate iw_expect_terminate(IwEnv& env, IwSession& s, uint8_t layer, uin
       env.log.note("note: the device kept the TCP connection open after its Terminate");
     return copy;
   }
+}
+
+std::string iw_raw_terminate_text(const IwRx& r) {
+  const auto& u = r.ulpdu;
+  const std::size_t at = wire::ddp::kUntaggedHeaderSize;
+  if (u.size() < at + 4 || (u[0] & wire::ddp::kFlagTagged) ||
+      (u[1] & wire::rdmap::kOpcodeMask) != static_cast<uint8_t>(wire::RdmapOpcode::kTerminate))
+    return {};
+  char b[320];
+  std::snprintf(b, sizeof b,
+                "a Terminate that does not decode (%s): control word %02x %02x %02x %02x read as RFC 5040 4.8 "
+                "lays it out: layer=%u etype=%u ecode=0x%02x M=%u D=%u R=%u reserved=0x%04x; %zu B follow it",
+                r.decode_error.c_str(), u[at], u[at + 1], u[at + 2], u[at + 3], u[at] >> 4, u[at] & 15, u[at + 1],
+                (u[at + 2] >> 7) & 1, (u[at + 2] >> 6) & 1, (u[at + 2] >> 5) & 1,
+                ((u[at + 2] & 0x1F) << 8) | u[at + 3], u.size() - at - 4);
+  std::string out = b;
+  // What a little-endian C bitfield layout of the same word would mean
+  // (layer in the low nibble, M/D/R from bit 0 of the third byte).
+  std::snprintf(b, sizeof b, " (as little-endian bitfields: layer=%u etype=%u M=%u D=%u R=%u)", u[at] & 15,
+                u[at] >> 4, u[at + 2] & 1, (u[at + 2] >> 1) & 1, (u[at + 2] >> 2) & 1);
+  return out + b;
 }
 
 namespace {
@@ -393,6 +423,40 @@ void enhanced(IwEnv& env) {
   (void)req_ord;
 }
 
+// One connection whose RTR and first Write follow the Reply at once;
+// Failure if the Write never lands.
+void rtr_immediate_once(IwEnv& env) {
+  IwSetup su;
+  su.rtr_delay = std::chrono::milliseconds(0);
+  IwSession s = iw_open(env, su);
+  const auto data = pattern(64, 0x13);
+  s.conn->send(iw_write(s.stag, s.addr + 2048, data));
+  const auto until = Clock::now() + std::chrono::milliseconds(1000);
+  std::string got;
+  do {
+    const Reply r = env.agent.call("mem off=2048 len=64");
+    got = r.str("hex");
+    if (got == hex_prefix(data, 64)) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  } while (Clock::now() < until);
+  throw Failure{"the Write after the immediate RTR placed", "memory holds " + got.substr(0, 32)};
+}
+
+// The loss is a race: four connections (ports port..port+3), each must work.
+void rtr_immediate(IwEnv& env) {
+  const uint16_t first = env.port;
+  for (int i = 0; i < 4; ++i) {
+    env.port = static_cast<uint16_t>(first + i);
+    env.log.note("attempt " + std::to_string(i + 1) + " of 4");
+    try {
+      rtr_immediate_once(env);
+    } catch (const Failure& f) {
+      throw Failure{f.expected + " (attempt " + std::to_string(i + 1) + " of 4)", f.observed};
+    }
+    env.agent.call("destroy");
+  }
+}
+
 }  // namespace
 
 void add_iwarp_mpa_cases(std::vector<IwCaseDef>& out) {
@@ -419,6 +483,10 @@ void add_iwarp_mpa_cases(std::vector<IwCaseDef>& out) {
                  "RFC 6581 5/6: revision 2 Reply with the enhanced header, ORD <= the initiator's IRD, one offered "
                  "RTR type",
                  enhanced});
+  out.push_back({"iw.mpa.rtr-immediate",
+                 "RFC 5044 7.1.2 / RFC 6581 6: the responder takes FPDUs (the RTR, then a Write) sent right after "
+                 "its Reply arrives",
+                 rtr_immediate});
 }
 
 }  // namespace urnic::conform

@@ -222,7 +222,14 @@ IwRx IwConn::next(std::chrono::milliseconds wait) {
           log_.note("device -> FPDU " + describe(*d) + crc);
         } else {
           r.decode_error = std::string(wire::to_string(d.error()));
-          log_.note("device -> FPDU that does not decode (" + r.decode_error + ")" + crc);
+          std::string hex;
+          char x[4];
+          for (std::size_t i = 0; i < r.ulpdu.size() && i < 96; ++i) {
+            std::snprintf(x, sizeof x, "%02x", r.ulpdu[i]);
+            hex += x;
+          }
+          log_.note("device -> FPDU that does not decode (" + r.decode_error + ")" + crc + ", ULPDU " +
+                    std::to_string(r.ulpdu.size()) + " B: " + hex);
         }
         return r;
       }

@@ -106,7 +106,7 @@ int main(int argc, char** argv) {
   app.add_option("--device", device, "the agent's device (default: its first)");
   app.add_option("--peer-ip", peer_ip, "the device's IPv4 address (default: from its GID)");
   unsigned iw_port = 19000;
-  app.add_option("--iw-port", iw_port, "iwarp: the first of the ports the agent listens on (two per case; default 19000)");
+  app.add_option("--iw-port", iw_port, "iwarp: the first of the ports the agent listens on (four per case; default 19000)");
   app.add_option("--mtu", opt.mtu, "path MTU of the cases' QPs (default 1024, at most the device's active MTU)");
   app.add_option("--wait-ms", wait_ms, "how long a case waits for a response that must come (default 300)");
   app.add_flag("--cc", opt.peer_claims_cc, "the device claims RoCE congestion control: ECT marking and CNPs are required");
@@ -177,7 +177,7 @@ int main(int argc, char** argv) {
       for (const auto& def : iw_cases) {
         if (!selected(def.id, suites)) continue;
         conform::IwEnv env{agent, log, info, opt, *dev_ip, next_port};
-        next_port = static_cast<uint16_t>(next_port + 2);
+        next_port = static_cast<uint16_t>(next_port + 4);
         results.push_back(run_case(def, env, agent, [&](std::vector<std::string>* t) { log.set(t); }));
         std::cerr << conform::verdict_name(results.back().verdict) << "  " << results.back().id << "\n";
       }
