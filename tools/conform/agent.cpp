@@ -19,6 +19,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
@@ -30,6 +31,8 @@
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include "tools/conform/agent_iwarp.hpp"
 
 namespace {
 
@@ -108,9 +111,14 @@ class Agent {
 
   std::string handle(const std::string& cmd, const Args& a) {
     if (cmd == "open") return open(a);
+    if (cmd == "destroy") {
+      destroy();
+      iw_.destroy();
+      return "ok";
+    }
+    if (urnic::conform_agent::IwAgent::handles(cmd)) return iw(cmd, a);
     if (!ctx_) throw Error{"no device: send open first"};
     if (cmd == "create") return create(a);
-    if (cmd == "destroy") { destroy(); return "ok"; }
     if (!qp_) throw Error{"no QP: send create first"};
     if (cmd == "connect") return connect(a);
     if (cmd == "recv") return post_recv(a);
@@ -123,6 +131,31 @@ class Agent {
   }
 
  private:
+  // The iWARP commands (agent_iwarp.hpp); once the tester's connection is
+  // accepted, the verbs commands act on its QP, CQ and buffer (borrowed:
+  // destroy() leaves them to the IwAgent).
+  std::string iw(const std::string& cmd, const Args& a) {
+    if (cmd == "listen") destroy();
+    std::string r;
+    try {
+      r = iw_.handle(cmd, a);
+    } catch (const std::exception& e) {
+      throw Error{e.what()};
+    }
+    if (cmd == "conn" && !qp_) {
+      if (auto o = iw_.objects()) {
+        qp_ = o->qp;
+        cq_ = o->cq;
+        mr_ = o->mr;
+        buf_ = o->buf;
+        len_ = o->len;
+        qp_type_ = IBV_QPT_RC;
+        borrowed_ = true;
+      }
+    }
+    return r;
+  }
+
   std::string open(const Args& a) {
     if (ctx_) throw Error{"already open"};
     int n = 0;
@@ -387,6 +420,13 @@ class Agent {
   }
 
   void destroy() {
+    if (borrowed_) {
+      qp_ = nullptr;
+      cq_ = nullptr;
+      mr_ = nullptr;
+      buf_ = nullptr;
+      borrowed_ = false;
+    }
     if (ah_) ibv_destroy_ah(ah_);
     if (qp_) ibv_destroy_qp(qp_);
     if (cq_) ibv_destroy_cq(cq_);
@@ -399,6 +439,8 @@ class Agent {
     buf_ = nullptr;
   }
 
+  urnic::conform_agent::IwAgent iw_;
+  bool borrowed_ = false;
   ibv_context* ctx_ = nullptr;
   ibv_pd* pd_ = nullptr;
   std::string dev_name_;

@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "tools/conform/agent_client.hpp"
+#include "tools/conform/cases_iwarp.hpp"
 #include "tools/conform/conform_case.hpp"
 #include "tools/conform/raw_port.hpp"
 #include "tools/conform/report.hpp"
@@ -28,6 +29,13 @@ std::vector<conform::CaseDef> all_roce_cases() {
   return cases;
 }
 
+std::vector<conform::IwCaseDef> all_iwarp_cases() {
+  std::vector<conform::IwCaseDef> cases;
+  conform::add_iwarp_mpa_cases(cases);
+  conform::add_iwarp_ddp_cases(cases);
+  return cases;
+}
+
 bool selected(const std::string& id, const std::vector<std::string>& suites) {
   if (suites.empty()) return true;
   for (const auto& s : suites)
@@ -35,11 +43,14 @@ bool selected(const std::string& id, const std::vector<std::string>& suites) {
   return false;
 }
 
-conform::CaseResult run_case(const conform::CaseDef& def, conform::Env env, conform::RoceEndpoint& wire) {
+// One case, its verdict from how it ended; `set_transcript` points the
+// transport's endpoint at the case's transcript (nullptr when done).
+template <class Def, class CaseEnv, class SetTranscript>
+conform::CaseResult run_case(const Def& def, CaseEnv env, conform::AgentClient& agent, SetTranscript set_transcript) {
   conform::CaseResult r;
   r.id = def.id;
   r.rule = def.rule;
-  wire.set_transcript(&r.transcript);
+  set_transcript(&r.transcript);
   const auto t0 = conform::Clock::now();
   try {
     def.run(env);
@@ -60,7 +71,7 @@ conform::CaseResult run_case(const conform::CaseDef& def, conform::Env env, conf
     r.observed = e.what();
   }
   try {
-    env.agent.call("destroy");
+    agent.call("destroy");
   } catch (const std::exception& e) {
     if (r.verdict == conform::Verdict::kPass) {
       r.verdict = conform::Verdict::kError;
@@ -68,7 +79,7 @@ conform::CaseResult run_case(const conform::CaseDef& def, conform::Env env, conf
     }
   }
   r.seconds = std::chrono::duration<double>(conform::Clock::now() - t0).count();
-  wire.set_transcript(nullptr);
+  set_transcript(nullptr);
   return r;
 }
 
@@ -90,10 +101,13 @@ int main(int argc, char** argv) {
   unsigned wait_ms = 300;
   app.add_option("--peer", peer, "the urnic-conform-agent next to the device under test, HOST[:PORT] (port 7471)");
   app.add_option("--iface", iface, "the tester's network interface towards the device (it sends raw frames there)");
-  app.add_option("--transport", transport, "roce2 (the one implemented so far)")->check(CLI::IsMember({"roce2"}));
+  app.add_option("--transport", transport, "roce2, or iwarp (the tester is the MPA initiator over TCP)")
+      ->check(CLI::IsMember({"roce2", "iwarp"}));
   app.add_option("--suite", suites, "run only cases whose id starts with this (rc.resp, rc.req, uc, ud, roce2, ...)");
   app.add_option("--device", device, "the agent's device (default: its first)");
   app.add_option("--peer-ip", peer_ip, "the device's IPv4 address (default: from its GID)");
+  unsigned iw_port = 19000;
+  app.add_option("--iw-port", iw_port, "iwarp: the first of the ports the agent listens on (four per case; default 19000)");
   app.add_option("--mtu", opt.mtu, "path MTU of the cases' QPs (default 1024, at most the device's active MTU)");
   app.add_option("--wait-ms", wait_ms, "how long a case waits for a response that must come (default 300)");
   app.add_flag("--cc", opt.peer_claims_cc, "the device claims RoCE congestion control: ECT marking and CNPs are required");
@@ -107,13 +121,20 @@ int main(int argc, char** argv) {
   opt.wait = std::chrono::milliseconds(wait_ms);
   opt.quiet = std::chrono::milliseconds(std::max(100u, wait_ms / 2));
 
+  const bool iwarp = transport == "iwarp";
   const auto cases = all_roce_cases();
+  const auto iw_cases = all_iwarp_cases();
   if (list) {
+    if (iwarp) {
+      for (const auto& c : iw_cases)
+        if (selected(c.id, suites)) std::cout << c.id << "  " << c.rule << "\n";
+      return 0;
+    }
     for (const auto& c : cases)
       if (selected(c.id, suites)) std::cout << c.id << "  " << c.rule << "\n";
     return 0;
   }
-  if (peer.empty() || iface.empty()) {
+  if (peer.empty() || (iface.empty() && !iwarp)) {
     std::cerr << "urnic conform: --peer (the agent) and --iface (the tester's interface) are required\n";
     return 2;
   }
@@ -126,54 +147,91 @@ int main(int argc, char** argv) {
     info.active_mtu = static_cast<unsigned>(opened.num("active_mtu"));
     info.atomics = opened.num("atomic") != 0;
     info.iwarp = opened.str("transport") == "iwarp";
-    if (info.iwarp) {
+    std::vector<conform::CaseResult> results;
+    std::string error;
+    if (iwarp) {
+      if (!info.iwarp) {
+        std::cerr << "urnic conform: " << info.device << " is not an iWARP device; its cases are --transport roce2\n";
+        return 2;
+      }
+      // The device's address: --peer-ip, else the agent's (iWARP GIDs are MAC-based).
+      const auto dev_ip = ipv4_of(peer_ip.empty() ? peer.substr(0, peer.rfind(':')) : peer_ip);
+      if (!dev_ip) {
+        std::cerr << "urnic conform: give the iWARP device's IPv4 address (--peer-ip)\n";
+        return 2;
+      }
+      std::optional<conform::RawPort> port;
+      std::optional<urnic::pcap::Writer> pcap;
+      std::optional<conform::IwRecorder> recorder;
+      if (!iface.empty() && !pcap_path.empty()) {
+        if (auto opened_port = conform::RawPort::open(iface, &error)) port.emplace(std::move(*opened_port));
+        if (port) pcap = urnic::pcap::Writer::create(pcap_path, &error);
+        if (!port || !pcap) {
+          std::cerr << "urnic conform: " << error << "\n";
+          return 2;
+        }
+        port->record_to(&*pcap);
+        recorder.emplace(*port);
+      }
+      conform::Transcript log;
+      uint16_t next_port = static_cast<uint16_t>(iw_port);
+      for (const auto& def : iw_cases) {
+        if (!selected(def.id, suites)) continue;
+        conform::IwEnv env{agent, log, info, opt, *dev_ip, next_port};
+        next_port = static_cast<uint16_t>(next_port + 4);
+        results.push_back(run_case(def, env, agent, [&](std::vector<std::string>* t) { log.set(t); }));
+        std::cerr << conform::verdict_name(results.back().verdict) << "  " << results.back().id << "\n";
+      }
+      recorder.reset();
+      if (pcap) pcap->flush();
+    } else if (info.iwarp) {
       std::cerr << "urnic conform: " << info.device << " is an iWARP device; its cases are --transport iwarp\n";
       return 2;
     }
-    opt.mtu = std::min(opt.mtu, info.active_mtu);
-    std::string error;
-    auto port = conform::RawPort::open(iface, &error);
-    if (!port) {
-      std::cerr << "urnic conform: " << error << "\n";
-      return 2;
-    }
-    const auto dev_ip = ipv4_of(peer_ip.empty() ? info.gid : peer_ip);
-    if (!dev_ip || port->ipv4() == 0) {
-      std::cerr << "urnic conform: need IPv4 addresses: the device's GID is " << info.gid << ", " << iface
-                << (port->ipv4() ? " has one" : " has none") << " (use --peer-ip, or give the interface an address)\n";
-      return 2;
-    }
-    const int absorber = conform::absorb_roce_port(port->ipv4());
-    const auto mac = conform::resolve_neighbour(iface, *dev_ip, &error);
-    if (!mac) {
-      std::cerr << "urnic conform: " << error << "\n";
-      return 2;
-    }
-    std::optional<urnic::pcap::Writer> pcap;
-    if (!pcap_path.empty()) {
-      pcap = urnic::pcap::Writer::create(pcap_path, &error);
-      if (!pcap) {
+    if (!iwarp) {
+      opt.mtu = std::min(opt.mtu, info.active_mtu);
+      auto port = conform::RawPort::open(iface, &error);
+      if (!port) {
         std::cerr << "urnic conform: " << error << "\n";
         return 2;
       }
-      port->record_to(&*pcap);
+      const auto dev_ip = ipv4_of(peer_ip.empty() ? info.gid : peer_ip);
+      if (!dev_ip || port->ipv4() == 0) {
+        std::cerr << "urnic conform: need IPv4 addresses: the device's GID is " << info.gid << ", " << iface
+                  << (port->ipv4() ? " has one" : " has none") << " (use --peer-ip, or give the interface an address)\n";
+        return 2;
+      }
+      const int absorber = conform::absorb_roce_port(port->ipv4());
+      const auto mac = conform::resolve_neighbour(iface, *dev_ip, &error);
+      if (!mac) {
+        std::cerr << "urnic conform: " << error << "\n";
+        return 2;
+      }
+      std::optional<urnic::pcap::Writer> pcap;
+      if (!pcap_path.empty()) {
+        pcap = urnic::pcap::Writer::create(pcap_path, &error);
+        if (!pcap) {
+          std::cerr << "urnic conform: " << error << "\n";
+          return 2;
+        }
+        port->record_to(&*pcap);
+      }
+      conform::RoceEndpoint wire(*port, urnic::wire::RoceVersion::kV2, *mac, urnic::wire::IpAddr::from_v4(port->ipv4()),
+                                 urnic::wire::IpAddr::from_v4(*dev_ip));
+      uint32_t qpn = 0x200;
+      for (const auto& def : cases) {
+        if (!selected(def.id, suites)) continue;
+        conform::Env env{agent, wire, info, opt, qpn};
+        qpn += 0x10;
+        results.push_back(run_case(def, env, agent, [&](std::vector<std::string>* t) { wire.set_transcript(t); }));
+        const auto& r = results.back();
+        std::cerr << conform::verdict_name(r.verdict) << "  " << r.id << "\n";
+      }
+      while (port->receive(conform::Clock::now() + std::chrono::milliseconds(50))) {
+      }  // the last answers into the pcap
+      if (pcap) pcap->flush();
+      if (absorber >= 0) close(absorber);
     }
-    conform::RoceEndpoint wire(*port, urnic::wire::RoceVersion::kV2, *mac, urnic::wire::IpAddr::from_v4(port->ipv4()),
-                               urnic::wire::IpAddr::from_v4(*dev_ip));
-    std::vector<conform::CaseResult> results;
-    uint32_t qpn = 0x200;
-    for (const auto& def : cases) {
-      if (!selected(def.id, suites)) continue;
-      conform::Env env{agent, wire, info, opt, qpn};
-      qpn += 0x10;
-      results.push_back(run_case(def, env, wire));
-      const auto& r = results.back();
-      std::cerr << conform::verdict_name(r.verdict) << "  " << r.id << "\n";
-    }
-    while (port->receive(conform::Clock::now() + std::chrono::milliseconds(50))) {
-    }  // the last answers into the pcap
-    if (pcap) pcap->flush();
-    if (absorber >= 0) close(absorber);
     conform::RunInfo run{peer, info.device, transport, pcap_path};
     conform::write_text(std::cout, run, results, verbose);
     if (!report_path.empty()) {
