@@ -9,12 +9,16 @@
 # and the cases of those rules must FAIL while the others still pass: the
 # tester catches what it claims to check. Needs root: exits 77 otherwise.
 #
-# usage: conform_test.sh SHIM_DIR URNICD URNIC_CONFORM URNIC_CONFORM_AGENT
+# Last, the iWARP suite (--transport iwarp, the tester as MPA initiator over
+# TCP) against an iWARP device, urnic_iw0, in a: all must pass.
+#
+# usage: conform_test.sh SHIM_DIR URNICD URNIC_CONFORM URNIC_CONFORM_AGENT RDMACM_SHIM_DIR
 set -uo pipefail
 shim_dir=$1
 urnicd=$2
 conform=$3
 agent=$4
+rdmacm_dir=$5
 
 # shellcheck source=two_hosts.sh
 source "$(dirname "$0")/two_hosts.sh"
@@ -23,12 +27,13 @@ unset LD_PRELOAD URNIC_RUNTIME_DIR
 two_hosts_create f 216
 
 agent_pid=
-start_urnic() {  # start_urnic EXTRA_JSON: urnicd in a with the udp link, and the agent
+start_urnic() {  # start_urnic EXTRA_JSON [DEVICE_JSON]: urnicd in a (udp link by default), and the agent
   [[ -n $agent_pid ]] && stop_pid "$agent_pid"
   [[ -n ${daemon_pid_a:-} ]] && stop_pid "$daemon_pid_a"
-  printf '{"devices": [{"name": "urnic0", "link": "udp", "address": "%s"%s}]}\n' "$ip_a" "$1" > "$rt/a.json"
+  local dev=${2:-'"name": "urnic0", "link": "udp"'}
+  printf '{"devices": [{%s, "address": "%s"%s}]}\n' "$dev" "$ip_a" "$1" > "$rt/a.json"
   two_hosts_daemon a
-  bg_host a "${run_env[@]}" URNIC_DAEMON="$urnicd" LD_LIBRARY_PATH="$shim_dir" "$agent" --listen "$ip_a:7471" \
+  bg_host a "${run_env[@]}" URNIC_DAEMON="$urnicd" LD_LIBRARY_PATH="$shim_dir:$rdmacm_dir" "$agent" --listen "$ip_a:7471" \
     > "$rt/agent.log" 2>&1
   agent_pid=$!
   pids+=("$agent_pid")
@@ -77,5 +82,19 @@ for id in rc.resp.write-ack rc.resp.read-multi rc.resp.atomic-replay rc.resp.rnr
   [[ $v == PASS ]] && pass "unaffected rule still passes: $id" || fail "$id is ${v:-missing} with planted bugs"
 done
 [[ $rc -eq 1 ]] && pass "the tester exits 1 when a case fails" || fail "tester exit $rc with failing cases"
+
+# --- the iWARP suite against urnic_iw0 -----------------------------------------
+start_urnic "" '"name": "urnic_iw0", "transport": "iwarp"'
+run_conform "$rt/iw.txt" --transport iwarp --junit "$rt/iw.xml"
+rc=$?
+summary=$(grep '^conform:' "$rt/iw.txt")
+cases=$(grep -c '<testcase ' "$rt/iw.xml" 2>/dev/null || echo 0)
+if [[ $rc -eq 0 && $summary == *" 0 failed, 0 not applicable, 0 errors" && $cases -ge 20 ]]; then
+  pass "urnic conform --transport iwarp against urnic_iw0: $summary; $cases JUnit test cases"
+else
+  fail "urnic conform --transport iwarp against urnic_iw0: exit $rc, $summary, $cases JUnit test cases"
+  grep -A12 -E '^(FAIL|ERROR) ' "$rt/iw.txt" | head -60 | sed 's/^/    /'
+  tail -5 "$rt/iw.txt.err" "$rt/agent.log" "$rt/a.log" | sed 's/^/    /'
+fi
 
 finish
