@@ -2,7 +2,7 @@
 _urnic() {
   local cur prev words cword
   _init_completion || return
-  local commands="run env sysfs-run doctor status stats fault capture frame help"
+  local commands="run env sysfs-run doctor status stats fault capture frame conform help"
   if ((cword == 1)); then
     COMPREPLY=($(compgen -W "$commands" -- "$cur"))
     return
@@ -37,6 +37,17 @@ _urnic() {
         -d|--device|-c|--count) return ;;
       esac
       COMPREPLY=($(compgen -W "-d --device --runtime-dir -w --write -c --count --stop --help" -- "$cur")) ;;
+    conform)
+      case $prev in
+        --transport) COMPREPLY=($(compgen -W "roce2 iwarp" -- "$cur")); return ;;
+        --iface) COMPREPLY=($(compgen -W "$(ls /sys/class/net 2>/dev/null)" -- "$cur")); return ;;
+        --pcap) _filedir pcap; return ;;
+        --junit) _filedir xml; return ;;
+        --json|--report) _filedir; return ;;
+        --peer|--suite|--device|--peer-ip|--mtu|--wait-ms|--iw-port) return ;;
+      esac
+      COMPREPLY=($(compgen -W "--peer --iface --transport --suite --device --peer-ip --mtu --wait-ms --iw-port --cc
+                               --report --json --junit --pcap --list --verbose --help" -- "$cur")) ;;
     frame)
       if ((cword == 2)); then
         COMPREPLY=($(compgen -W "decode check" -- "$cur"))
