@@ -44,20 +44,26 @@ run_conform() {  # run_conform OUT ARGS...: the tester in b; its exit status
   host b timeout 300 "$conform" --peer "$ip_a:7471" --iface "$veth_b" "$@" > "$out" 2> "$out.err"
 }
 verdict() { awk -v id="$2" '$2 == id { print $1; exit }' "$1"; }
+# all_pass RC BASE MIN WHAT: the run whose report is BASE.txt (JUnit BASE.xml)
+# exited RC; every case passed or warned, and at least MIN ran
+all_pass() {
+  local summary cases
+  summary=$(grep '^conform:' "$2.txt")
+  cases=$(grep -c '<testcase ' "$2.xml" 2>/dev/null || echo 0)
+  if [[ $1 -eq 0 && $summary == *" 0 failed, 0 not applicable, 0 errors" && $cases -ge $3 ]]; then
+    pass "$4: $summary; $cases JUnit test cases"
+  else
+    fail "$4: exit $1, $summary, $cases JUnit test cases"
+    grep -A12 -E '^(FAIL|ERROR) ' "$2.txt" | head -60 | sed 's/^/    /'
+    tail -5 "$2.txt.err" "$rt/agent.log" "$rt/a.log" | sed 's/^/    /'
+  fi
+}
 
 # --- the whole suite against urnic ---------------------------------------------
 start_urnic ""
 run_conform "$rt/all.txt" --cc --junit "$rt/all.xml" --json "$rt/all.json" --pcap "$rt/all.pcap"
 rc=$?
-summary=$(grep '^conform:' "$rt/all.txt")
-cases=$(grep -c '<testcase ' "$rt/all.xml" 2>/dev/null || echo 0)
-if [[ $rc -eq 0 && $summary == *" 0 failed, 0 not applicable, 0 errors" && $cases -ge 60 ]]; then
-  pass "urnic conform against urnic0 (udp link, --cc): $summary; $cases JUnit test cases"
-else
-  fail "urnic conform against urnic0: exit $rc, $summary, $cases JUnit test cases"
-  grep -A12 -E '^(FAIL|ERROR) ' "$rt/all.txt" | head -60 | sed 's/^/    /'
-  tail -5 "$rt/all.txt.err" "$rt/agent.log" "$rt/a.log" | sed 's/^/    /'
-fi
+all_pass "$rc" "$rt/all" 60 "urnic conform against urnic0 (udp link, --cc)"
 groups=$(awk '/^group/ { on = 1; next } on && NF == 6 { printf "%s ", $1 }' "$rt/all.txt")
 [[ $groups == *rc.req* && $groups == *rc.resp* && $groups == *uc* && $groups == *ud* && $groups == *roce2* ]] &&
   pass "every group ran: $groups" || fail "groups in the report: $groups"
@@ -87,14 +93,6 @@ done
 start_urnic "" '"name": "urnic_iw0", "transport": "iwarp"'
 run_conform "$rt/iw.txt" --transport iwarp --junit "$rt/iw.xml"
 rc=$?
-summary=$(grep '^conform:' "$rt/iw.txt")
-cases=$(grep -c '<testcase ' "$rt/iw.xml" 2>/dev/null || echo 0)
-if [[ $rc -eq 0 && $summary == *" 0 failed, 0 not applicable, 0 errors" && $cases -ge 20 ]]; then
-  pass "urnic conform --transport iwarp against urnic_iw0: $summary; $cases JUnit test cases"
-else
-  fail "urnic conform --transport iwarp against urnic_iw0: exit $rc, $summary, $cases JUnit test cases"
-  grep -A12 -E '^(FAIL|ERROR) ' "$rt/iw.txt" | head -60 | sed 's/^/    /'
-  tail -5 "$rt/iw.txt.err" "$rt/agent.log" "$rt/a.log" | sed 's/^/    /'
-fi
+all_pass "$rc" "$rt/iw" 20 "urnic conform --transport iwarp against urnic_iw0"
 
 finish

@@ -262,11 +262,7 @@ void write_bad_rkey(Env& env) {
 }
 
 void access_error_to_err(Env& env) {
-  Conn c = open_qp(env);
-  Conn bad = c;
-  bad.rkey = c.rkey ^ 0x00808000;
-  env.wire.send(write_only(bad, c.psn, 0, pattern(32, 10)));
-  expect_nak(env, c, wire::aeth::kNakRemoteAccess, c.psn);
+  write_bad_rkey(env);
   const std::string state = env.agent.call("state").str("state");
   require(state == "ERR", "the responder's QP in the Error state", "QP state " + state);
 }
