@@ -33,8 +33,9 @@
 #   --groups LIST    cell groups to run (default "roce loss iwarp-siw conform"):
 #                    roce: the RoCE matrix, loss: 5 % loss, iwarp-siw:
 #                    urnic_iw0 on 10.99.1.1 against siw0 (rdma_cm programs),
-#                    conform: `urnic conform` against rxe0 (issue 20; its
-#                    known deviations, docs/CONFORMANCE.md, are expected)
+#                    conform: `urnic conform` against rxe0 and siw0 (issue
+#                    20; their known deviations, docs/CONFORMANCE.md, are
+#                    expected)
 #   --iw-mtu LIST    VM eth1 MTUs of the iwarp-siw group (default "1500 9000")
 #   --iw-crc LIST    MPA CRC of the iwarp-siw group: on, off (default "on off")
 #   --repeat N       run every iwarp-siw cell N times in a row and print

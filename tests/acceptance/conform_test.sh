@@ -9,8 +9,10 @@
 # and the cases of those rules must FAIL while the others still pass: the
 # tester catches what it claims to check. Needs root: exits 77 otherwise.
 #
-# Last, the iWARP suite (--transport iwarp, the tester as MPA initiator over
-# TCP) against an iWARP device, urnic_iw0, in a: all must pass.
+# Then the afpacket link (raw frames): RoCE v1 (--transport roce1: all pass,
+# the v2 framing cases N/A) and v2 (all pass, no warning: a UDP source port
+# per QP). Last, the iWARP suite (--transport iwarp, the tester as MPA
+# initiator over TCP) against an iWARP device, urnic_iw0, in a: all pass.
 #
 # usage: conform_test.sh SHIM_DIR URNICD URNIC_CONFORM URNIC_CONFORM_AGENT RDMACM_SHIM_DIR
 set -uo pipefail
@@ -27,11 +29,10 @@ unset LD_PRELOAD URNIC_RUNTIME_DIR
 two_hosts_create f 216
 
 agent_pid=
-start_urnic() {  # start_urnic EXTRA_JSON [DEVICE_JSON]: urnicd in a (udp link by default), and the agent
+start_urnic() {  # start_urnic DEVICE_JSON: urnicd in a with this one device, and the agent
   [[ -n $agent_pid ]] && stop_pid "$agent_pid"
   [[ -n ${daemon_pid_a:-} ]] && stop_pid "$daemon_pid_a"
-  local dev=${2:-'"name": "urnic0", "link": "udp"'}
-  printf '{"devices": [{%s, "address": "%s"%s}]}\n' "$dev" "$ip_a" "$1" > "$rt/a.json"
+  printf '{"devices": [{%s}]}\n' "$1" > "$rt/a.json"
   two_hosts_daemon a
   bg_host a "${run_env[@]}" URNIC_DAEMON="$urnicd" LD_LIBRARY_PATH="$shim_dir:$rdmacm_dir" "$agent" --listen "$ip_a:7471" \
     > "$rt/agent.log" 2>&1
@@ -60,7 +61,8 @@ all_pass() {
 }
 
 # --- the whole suite against urnic ---------------------------------------------
-start_urnic ""
+udp_dev='"name": "urnic0", "link": "udp", "address": "'$ip_a'"'
+start_urnic "$udp_dev"
 run_conform "$rt/all.txt" --cc --junit "$rt/all.xml" --json "$rt/all.json" --pcap "$rt/all.pcap"
 rc=$?
 all_pass "$rc" "$rt/all" 60 "urnic conform against urnic0 (udp link, --cc)"
@@ -73,7 +75,7 @@ python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert len(d["cases
   fail "JSON report or pcap missing ($frames bytes of pcap)"
 
 # --- planted bugs: the cases of those rules fail, the others do not -----------
-start_urnic ', "planted_bugs": ["skip-psn-nak", "reexecute-duplicate-write", "wrong-access-nak"]'
+start_urnic "$udp_dev"', "planted_bugs": ["skip-psn-nak", "reexecute-duplicate-write", "wrong-access-nak"]'
 grep -q 'PLANTED BUGS ON' "$rt/a.log" && pass "urnicd says its planted bugs are on" ||
   fail "urnicd did not warn about its planted bugs: $(tail -3 "$rt/a.log")"
 run_conform "$rt/planted.txt" --suite rc.resp
@@ -89,8 +91,23 @@ for id in rc.resp.write-ack rc.resp.read-multi rc.resp.atomic-replay rc.resp.rnr
 done
 [[ $rc -eq 1 ]] && pass "the tester exits 1 when a case fails" || fail "tester exit $rc with failing cases"
 
+# --- RoCE v1 and v2 through the afpacket link (raw frames, per-QP UDP ports) --
+start_urnic '"name": "urnic0", "link": "afpacket", "interface": "'$veth_a'"'
+run_conform "$rt/v1.txt" --transport roce1 --junit "$rt/v1.xml"
+rc=$?
+# RoCE v1: the five roce2.* framing cases do not apply
+v1=$(grep '^conform:' "$rt/v1.txt")
+[[ $rc -eq 0 && $v1 == *" 0 warnings, 0 failed, 5 not applicable, 0 errors" ]] &&
+  pass "urnic conform --transport roce1 against urnic0 (afpacket link): $v1" ||
+  fail "urnic conform --transport roce1 against urnic0 (afpacket link): exit $rc, $v1"
+run_conform "$rt/af.txt" --cc --junit "$rt/af.xml"
+rc=$?
+all_pass "$rc" "$rt/af" 60 "urnic conform against urnic0 (afpacket link, --cc)"
+grep -q '^PASS  roce2.udp-port-entropy' "$rt/af.txt" && pass "afpacket link: a UDP source port per QP (no entropy warning)" ||
+  fail "afpacket link: $(grep 'roce2.udp-port-entropy' "$rt/af.txt" | head -1)"
+
 # --- the iWARP suite against urnic_iw0 -----------------------------------------
-start_urnic "" '"name": "urnic_iw0", "transport": "iwarp"'
+start_urnic '"name": "urnic_iw0", "transport": "iwarp", "address": "'$ip_a'"'
 run_conform "$rt/iw.txt" --transport iwarp --junit "$rt/iw.xml"
 rc=$?
 all_pass "$rc" "$rt/iw" 20 "urnic conform --transport iwarp against urnic_iw0"

@@ -178,19 +178,30 @@ class Agent {
     ibv_port_attr pa{};
     if (ibv_query_port(ctx_, 1, &pa) != 0) throw Error{"ibv_query_port failed"};
     port_mtu_ = 128u << pa.active_mtu;
-    // The GID: the one asked for, else the first IPv4-mapped one (RoCE v2
-    // over IPv4, what the tester speaks by default).
+    // The GID: the one asked for, else the first IPv4-mapped one of the
+    // RoCE version asked for (roce=2, the default, or roce=1), what the
+    // tester speaks (a device without GID types: the first IPv4-mapped one).
+    const uint64_t roce = num(a, "roce", 2);
+    if (roce != 1 && roce != 2) throw Error{"roce is 1 or 2"};
     if (a.count("gid")) {
       gid_index_ = static_cast<int>(num(a, "gid"));
     } else {
       gid_index_ = -1;
+      const ibv_gid_type want = roce == 1 ? IBV_GID_TYPE_ROCE_V1 : IBV_GID_TYPE_ROCE_V2;
       for (int i = 0; i < pa.gid_tbl_len && i < 64 && gid_index_ < 0; ++i) {
-        ibv_gid g{};
-        if (ibv_query_gid(ctx_, 1, i, &g) != 0) continue;
+        ibv_gid_entry e{};
         static const uint8_t v4prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF};
-        if (std::memcmp(g.raw, v4prefix, 12) == 0) gid_index_ = i;
+        if (ibv_query_gid_ex(ctx_, 1, static_cast<uint32_t>(i), &e, 0) == 0) {
+          if (std::memcmp(e.gid.raw, v4prefix, 12) == 0 && e.gid_type == want) gid_index_ = i;
+          continue;
+        }
+        ibv_gid g{};
+        if (ibv_query_gid(ctx_, 1, i, &g) == 0 && std::memcmp(g.raw, v4prefix, 12) == 0) gid_index_ = i;
       }
-      if (gid_index_ < 0) gid_index_ = 0;
+      if (gid_index_ < 0) {
+        if (roce == 1) throw Error{"no IPv4-mapped RoCE v1 GID on " + dev_name_};
+        gid_index_ = 0;
+      }
     }
     if (ibv_query_gid(ctx_, 1, gid_index_, &gid_) != 0) throw Error{"ibv_query_gid failed"};
     ibv_device_attr da{};

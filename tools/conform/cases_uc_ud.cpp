@@ -95,14 +95,15 @@ void ud_grh(Env& env) {
   require(wcs.size() == 1 && wcs[0].status == 0, "the datagram received", wc_text(wcs));
   const auto grh = peer_memory(env, 0, kGrh);
   const auto self = env.wire.self();
-  if (self.is_v4_mapped()) {
+  if (env.wire.version() == wire::RoceVersion::kV2 && self.is_v4_mapped()) {
     // RoCE v2 over IPv4: the IPv4 header in the last 20 of the 40 bytes
     // (rdma-core's convention, ibv_wc_read_flags/IBV_WC_GRH and rdma_rxe).
     const bool ok = (grh[20] >> 4) == 4 && std::equal(self.bytes.begin() + 12, self.bytes.end(), grh.begin() + 32);
     require(ok, "an IPv4 header with the sender's address in bytes 20..39 of the receive buffer", hex_prefix(grh, 40));
   } else {
     require(std::equal(self.bytes.begin(), self.bytes.end(), grh.begin() + 8),
-            "the GRH with the sender's GID as SGID in the first 40 bytes", hex_prefix(grh, 40));
+            "the GRH (RoCE v1, or v2 over IPv6) with the sender's GID as SGID in the first 40 bytes",
+            hex_prefix(grh, 40));
   }
 }
 

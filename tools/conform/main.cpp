@@ -101,8 +101,10 @@ int main(int argc, char** argv) {
   unsigned wait_ms = 300;
   app.add_option("--peer", peer, "the urnic-conform-agent next to the device under test, HOST[:PORT] (port 7471)");
   app.add_option("--iface", iface, "the tester's network interface towards the device (it sends raw frames there)");
-  app.add_option("--transport", transport, "roce2, or iwarp (the tester is the MPA initiator over TCP)")
-      ->check(CLI::IsMember({"roce2", "iwarp"}));
+  app.add_option("--transport", transport,
+                 "roce2 (the default), roce1 (EtherType 0x8915, a GRH with IPv4-mapped GIDs), or iwarp (the tester "
+                 "is the MPA initiator over TCP)")
+      ->check(CLI::IsMember({"roce2", "roce1", "iwarp"}));
   app.add_option("--suite", suites, "run only cases whose id starts with this (rc.resp, rc.req, uc, ud, roce2, ...)");
   app.add_option("--device", device, "the agent's device (default: its first)");
   app.add_option("--peer-ip", peer_ip, "the device's IPv4 address (default: from its GID)");
@@ -140,7 +142,8 @@ int main(int argc, char** argv) {
   }
   try {
     conform::AgentClient agent(peer);
-    const conform::Reply opened = agent.call("open" + (device.empty() ? "" : " dev=" + device));
+    const conform::Reply opened = agent.call(std::string("open") + (transport == "roce1" ? " roce=1" : "") +
+                                             (device.empty() ? "" : " dev=" + device));
     conform::PeerInfo info;
     info.device = opened.str("dev");
     info.gid = opened.str("gid");
@@ -216,7 +219,8 @@ int main(int argc, char** argv) {
         }
         port->record_to(&*pcap);
       }
-      conform::RoceEndpoint wire(*port, urnic::wire::RoceVersion::kV2, *mac, urnic::wire::IpAddr::from_v4(port->ipv4()),
+      const auto version = transport == "roce1" ? urnic::wire::RoceVersion::kV1 : urnic::wire::RoceVersion::kV2;
+      conform::RoceEndpoint wire(*port, version, *mac, urnic::wire::IpAddr::from_v4(port->ipv4()),
                                  urnic::wire::IpAddr::from_v4(*dev_ip));
       uint32_t qpn = 0x200;
       for (const auto& def : cases) {
