@@ -152,6 +152,10 @@ UdpLink::UdpLink(int fd, uint32_t ipv4, uint16_t port)
 void UdpLink::close_all() noexcept {
   for (Group& g : groups_) ::close(g.fd);
   groups_.clear();
+  for (SourcePort& sp : sources_) {
+    if (sp.fd >= 0) ::close(sp.fd);
+    sp = SourcePort{};
+  }
   for (int* f : {&fd_, &fd6_, &epfd_}) {
     if (*f >= 0) ::close(*f);
     *f = -1;
@@ -282,12 +286,54 @@ std::size_t UdpLink::encode_frame(const wire::IbPacket& pkt, uint32_t src_ipv4, 
   return n ? *n : 0;
 }
 
+uint16_t UdpLink::source_port(uint16_t want) {
+  SourcePort& sp = sources_[want % kSourcePorts];
+  if (sp.port != 0) return sp.port;
+  if (sp.failed || want == 0) return port_;
+  // A send-only socket: the options of the device's socket that matter for
+  // sending (DF, TTL), a small receive buffer (nobody sends to it).
+  const int pmtu = IP_PMTUDISC_DO;
+  const int ttl = kTtl;
+  const int small = 4096;
+  const int buf = 4 << 20;
+  const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd >= 0 && ::setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof pmtu) == 0 &&
+      ::setsockopt(fd, IPPROTO_IP, IP_TTL, &ttl, sizeof ttl) == 0 &&
+      ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small) == 0 &&
+      ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf) == 0) {
+    // The port asked for, else the next ones of this slot (another program
+    // may hold it), within the dynamic range 0xC000-0xFFFF.
+    for (uint32_t p = want; p <= 0xFFFF && p < want + 8 * kSourcePorts; p += kSourcePorts) {
+      if (p == port_) continue;
+      const sockaddr_in addr = make_addr(ipv4_, static_cast<uint16_t>(p));
+      if (::bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0) {
+        sp.fd = fd;
+        sp.port = static_cast<uint16_t>(p);
+        return sp.port;
+      }
+    }
+  }
+  if (fd >= 0) ::close(fd);
+  sp.failed = true;
+  return port_;
+}
+
+int UdpLink::source_fd(uint16_t port) const noexcept {
+  if (port != port_)
+    for (const SourcePort& sp : sources_)
+      if (sp.port == port) return sp.fd;
+  return fd_;
+}
+
 EncodedFrame UdpLink::encode(const wire::IbPacket& pkt, const LinkDest& dst, wire::MutBytes out) {
   // RoCE v2 only (the kernel's UDP socket), from this link's own addresses:
   // the kernel writes the source address and port.
   if (dst.version != wire::RoceVersion::kV2) return {};
   if (dst.dst.is_v4_mapped()) {
-    const std::size_t n = encode_frame(pkt, ipv4_, port_, dst.dst.v4(), dst.traffic_class, out);
+    const uint32_t to = dst.dst.v4();
+    const bool multicast = (to >> 28) == 0xE;  // leaves from the device's socket (IP_MULTICAST_IF)
+    const uint16_t sport = multicast ? port_ : source_port(dst.udp_src_port);
+    const std::size_t n = encode_frame(pkt, ipv4_, sport, to, dst.traffic_class, out);
     return n > kDatagramOffset ? EncodedFrame{n, kDatagramOffset} : EncodedFrame{};
   }
   if (fd6_ < 0) return {};
@@ -349,7 +395,7 @@ bool UdpLink::queue_datagram(std::size_t size) {
     std::memcpy(&tx_.addr[i], &to, sizeof to);
     h.msg_namelen = sizeof to;
     tx_.iov[i] = iovec{tx_slot(i) + kDatagramOffset, size - kDatagramOffset};
-    tx_.fd[i] = fd_;
+    tx_.fd[i] = source_fd(wire::load_be16(frame + 14 + 20));  // the UDP source port encode() chose
     set_tclass(IPPROTO_IP, IP_TOS, frame[14 + 1]);
   } else if (fd6_ >= 0 && size > kDatagramOffset6 && wire::load_be16(frame + 12) == wire::ethertype::kIpv6) {
     sockaddr_in6& to = tx_.addr[i];

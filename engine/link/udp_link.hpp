@@ -48,6 +48,15 @@
 // kernel sends the IGMP report), shared with other daemons on the host
 // through SO_REUSEADDR, behind the same epoll fd.
 //
+// UDP source ports (annex A17.5.1, issue 20's roce2.udp-port-entropy): the
+// socket bound to the device's port receives everything, but unicast IPv4
+// datagrams leave from one of kSourcePorts send-only sockets, chosen by the
+// data path's per-QP source port (LinkDest::udp_src_port) modulo their
+// number and bound on first use to that port (the next ones up when it is
+// taken; the device's own port when none is free), so routers can spread
+// QPs over paths while each QP keeps one port (its order). IPv6 and
+// multicast keep the device's port.
+//
 // As a Link (engine/link.hpp) it sends RoCE v2 only: a destination whose
 // source GID is RoCE v1 is refused (counted in tx_errors); the udp device's
 // GID table has no v1 entries.
@@ -76,6 +85,8 @@ class UdpLink final : public Link {
   static constexpr std::size_t kMaxDatagram = 4096 + 128;  // path MTU 4096 + headers + ICRC
   // Datagrams per sendmmsg / recvmmsg (see the batches below).
   static constexpr std::size_t kBatch = 32;
+  // Send-only sockets for per-QP UDP source ports (above).
+  static constexpr std::size_t kSourcePorts = 16;
 
   // Binds address:port (IPv4, host byte order). Returns nullptr with a
   // message in *error on failure (e.g. the port is taken).
@@ -154,6 +165,16 @@ class UdpLink final : public Link {
     int fd = -1;
   };
   std::vector<Group> groups_;  // joined multicast groups
+  struct SourcePort {
+    uint16_t port = 0;  // bound (0: not yet)
+    int fd = -1;
+    bool failed = false;  // no port could be bound: the device's socket sends
+  };
+  std::array<SourcePort, kSourcePorts> sources_{};
+  // The source port a datagram for `want` leaves from (binding its socket on
+  // first use), and the socket of a bound source port (fd_ for port_).
+  uint16_t source_port(uint16_t want);
+  int source_fd(uint16_t port) const noexcept;
   uint32_t ifindex_ = 0;
   std::array<uint8_t, 16> ll_{};
   uint32_t ipv4_ = 0;

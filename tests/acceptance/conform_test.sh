@@ -3,7 +3,8 @@
 # urnic with bugs planted on purpose. Two network namespaces joined by a
 # veth pair: urnicd (udp link) and urnic-conform-agent (through the drop-in
 # libibverbs.so.1) in a, the tester in b on its veth. The whole RoCE v2
-# suite must pass (a WARN is allowed: a recommendation), with a JUnit report
+# suite must pass (a WARN would be allowed, a recommendation; the UDP
+# source port entropy case must pass outright), with a JUnit report
 # of every case and a pcap of the exchange; then urnicd again with
 # "planted_bugs" (skip-psn-nak, reexecute-duplicate-write, wrong-access-nak)
 # and the cases of those rules must FAIL while the others still pass: the
@@ -66,6 +67,8 @@ start_urnic "$udp_dev"
 run_conform "$rt/all.txt" --cc --junit "$rt/all.xml" --json "$rt/all.json" --pcap "$rt/all.pcap"
 rc=$?
 all_pass "$rc" "$rt/all" 60 "urnic conform against urnic0 (udp link, --cc)"
+grep -q '^PASS  roce2.udp-port-entropy' "$rt/all.txt" && pass "udp link: a UDP source port per QP (no entropy warning)" ||
+  fail "udp link: $(grep 'roce2.udp-port-entropy' "$rt/all.txt" | head -1)"
 groups=$(awk '/^group/ { on = 1; next } on && NF == 6 { printf "%s ", $1 }' "$rt/all.txt")
 [[ $groups == *rc.req* && $groups == *rc.resp* && $groups == *uc* && $groups == *ud* && $groups == *roce2* ]] &&
   pass "every group ran: $groups" || fail "groups in the report: $groups"

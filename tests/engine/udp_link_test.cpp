@@ -462,3 +462,61 @@ TEST_CASE("udp link: a CE-marked datagram is received with its traffic class", "
   CHECK(link->counters().rx_bad_icrc == 0);
   ::close(tx);
 }
+
+TEST_CASE("udp link: unicast datagrams leave from the QP's UDP source port, each QP keeps one, the ICRC covers it",
+          "[engine][link]") {
+  sockaddr_in me{};
+  auto link = open_loopback(me);
+  Peer peer;
+  if (peer.fd < 0) {
+    WARN("udp link source port test skipped: port 4791 is taken on the loopback addresses");
+    return;
+  }
+  // Two flows whose source ports fall in different slots, twice each, and a
+  // third port in the first flow's slot: it leaves from that slot's port.
+  const uint16_t a = 0xC000 | (static_cast<uint16_t>(::getpid()) & 0x0FF0), b = static_cast<uint16_t>(a + 1),
+                 c = static_cast<uint16_t>(a + 16 * 3);
+  const std::array<uint8_t, 32> data{};
+  const std::array<uint16_t, 5> wanted{a, b, a, b, c};
+  for (uint32_t i = 0; i < wanted.size(); ++i) {
+    engine::LinkDest d = to(peer.ip);
+    d.udp_src_port = wanted[i];
+    REQUIRE(link->send(send_only(0x41, 20 + i, data), d, nullptr));
+  }
+  link->flush(0);
+  std::vector<uint16_t> ports;
+  std::vector<uint8_t> buf(9000);
+  for (int idle = 0; idle < 20 && ports.size() < wanted.size();) {
+    sockaddr_in from{};
+    socklen_t len = sizeof from;
+    const ssize_t n = ::recvfrom(peer.fd, buf.data(), buf.size(), 0, reinterpret_cast<sockaddr*>(&from), &len);
+    if (n < 0) {
+      ++idle;
+      ::usleep(1000);
+      continue;
+    }
+    ports.push_back(ntohs(from.sin_port));
+    // The ICRC over the headers the datagram really had.
+    wire::RoceHeaders h;
+    h.src_ip = wire::IpAddr::from_v4(kLoopback);
+    h.dst_ip = wire::IpAddr::from_v4(peer.ip);
+    h.udp_src_port = ports.back();
+    auto ib = wire::decode_ib(wire::Bytes(buf.data(), static_cast<std::size_t>(n) - wire::kIcrcSize));
+    REQUIRE(ib);
+    std::vector<uint8_t> frame(9000);
+    auto len2 = wire::build_roce_frame(h, *ib, wire::MutBytes(frame.data(), frame.size()));
+    REQUIRE(len2);
+    CHECK(std::equal(buf.begin() + static_cast<std::ptrdiff_t>(n) - 4, buf.begin() + n, frame.begin() +
+                     static_cast<std::ptrdiff_t>(*len2) - 4));
+  }
+  REQUIRE(ports.size() == wanted.size());
+  // Each flow one port; a (not the device's) and b differ; the ports are
+  // the ones asked for unless another program held them.
+  CHECK(ports[0] == ports[2]);
+  CHECK(ports[1] == ports[3]);
+  CHECK(ports[0] != ports[1]);
+  CHECK(ports[0] != ntohs(me.sin_port));
+  CHECK(ports[4] == ports[0]);
+  CHECK((ports[0] % 16) == (a % 16));
+  CHECK((ports[1] % 16) == (b % 16));
+}
