@@ -106,7 +106,11 @@ std::unique_ptr<UdpLink> UdpLink::open(uint32_t ipv4, uint16_t port, std::string
   in_addr mcast_if{};
   mcast_if.s_addr = htonl(ipv4);
   const unsigned char no_loop = 0;
+  // SO_NO_CHECK: UDP checksum 0, as RoCE v2 senders put it (hardware,
+  // rdma_rxe): the ICRC protects the packet (annex A17.4.3.3), and no
+  // checksum pass over the payload.
   if (::setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof pmtu) != 0 ||
+      ::setsockopt(fd, SOL_SOCKET, SO_NO_CHECK, &on, sizeof on) != 0 ||
       ::setsockopt(fd, IPPROTO_IP, IP_TTL, &ttl, sizeof ttl) != 0 ||
       ::setsockopt(fd, IPPROTO_IP, IP_MULTICAST_IF, &mcast_if, sizeof mcast_if) != 0 ||
       ::setsockopt(fd, IPPROTO_IP, IP_MULTICAST_LOOP, &no_loop, sizeof no_loop) != 0 ||
@@ -254,9 +258,10 @@ bool UdpLink::enable_ipv6(const std::array<uint8_t, 16>& link_local, std::string
   addr.sin6_scope_id = ifindex;
   // UDP_NO_CHECK6_RX: RoCE v2 senders (rdma_rxe too) put UDP checksum 0,
   // which RFC 8200 forbids and the kernel drops unless told; the ICRC
-  // protects the packet instead (annex A17.4.3.3).
+  // protects the packet instead (annex A17.4.3.3). UDP_NO_CHECK6_TX: so do we.
   if (::setsockopt(fd6_, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof on) != 0 ||
       ::setsockopt(fd6_, IPPROTO_UDP, UDP_NO_CHECK6_RX, &on, sizeof on) != 0 ||
+      ::setsockopt(fd6_, IPPROTO_UDP, UDP_NO_CHECK6_TX, &on, sizeof on) != 0 ||
       ::setsockopt(fd6_, IPPROTO_IPV6, IPV6_UNICAST_HOPS, &hops, sizeof hops) != 0 ||
       ::setsockopt(fd6_, IPPROTO_IPV6, IPV6_RECVTCLASS, &on, sizeof on) != 0 ||
       ::setsockopt(fd6_, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf) != 0 ||
@@ -297,7 +302,9 @@ uint16_t UdpLink::source_port(uint16_t want) {
   const int small = 4096;
   const int buf = 4 << 20;
   const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  const int on = 1;
   if (fd >= 0 && ::setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof pmtu) == 0 &&
+      ::setsockopt(fd, SOL_SOCKET, SO_NO_CHECK, &on, sizeof on) == 0 &&
       ::setsockopt(fd, IPPROTO_IP, IP_TTL, &ttl, sizeof ttl) == 0 &&
       ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small) == 0 &&
       ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf) == 0) {
