@@ -16,6 +16,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -121,7 +122,9 @@ TEST_CASE("the CQ, QP and SRQ maxima are what this process can map (vm.max_map_c
   CHECK(attr.max_cq <= left);
   CHECK(attr.max_qp <= left);
   CHECK(attr.max_srq <= left);
-  CHECK(attr.max_cq > left - 1000);  // a reserve for the program's own mappings, not more
+  // Not lower than that (a reserve for the program's own mappings, not more),
+  // nor than the device's 65,536 where the limit is higher.
+  CHECK(attr.max_cq >= std::min(left - 1000, 65536L));
   ibv_device_attr_ex ex{};
   REQUIRE(ibv_query_device_ex(c.ctx, nullptr, &ex) == 0);
   CHECK(ex.orig_attr.max_cq <= left);
