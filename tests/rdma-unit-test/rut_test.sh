@@ -54,7 +54,7 @@ done
 [[ ${#missing[@]} -eq 0 ]] ||
   skip "the packages to build rdma-unit-test are missing: ${missing[*]} (apt-get install ${missing[*]}, or tools/bootstrap.sh)"
 
-# The CI subset: files and filter (ci-subset.txt: "files:" and "filter:" lines).
+# The CI subset (ci-subset.txt): the "files:" built, and a filter of "*-" and the "exclude:" patterns.
 exclude= filter='*' timeout_s=${URNIC_RUT_TIMEOUT:-120}
 if [[ $mode == ci ]]; then
   timeout_s=${URNIC_RUT_TIMEOUT:-60}
