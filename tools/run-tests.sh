@@ -2,20 +2,25 @@
 # The test suite, as `tools/urnic test` runs it (and CI through .ci/run).
 #
 #   tools/urnic test                  the CI run, three stages, each built once:
-#       release   g++ -Werror: every test (unit, acceptance, hosts, root, interop, slow)
+#       release   g++ -Werror: every test (unit, acceptance, hosts, root, interop, slow; of
+#                 Google's rdma-unit-test the fixed subset rdma-unit-test-ci)
 #       sanitize  g++ ASan+UBSan: the unit suites and the acceptance tests labelled
 #                 'sanitize' (chosen by coverage: docs/TESTING.md says which and why)
 #       clang     clang -Werror with libFuzzer: the fuzz targets and the unit suites
 #   tools/urnic test --quick          unit + smoke suites of the release build (< 1 min once built)
 #   tools/urnic test --suite NAME     one suite (repeatable) of the release build; 'fuzz' and
-#                                     'sanitize' run in their own stage's build
+#                                     'sanitize' run in their own stage's build;
+#                                     'rdma-unit-test' is all 530 tests of Google's suite (about
+#                                     40 min; the release stage runs its fixed subset,
+#                                     rdma-unit-test-ci: docs/RDMA-UNIT-TEST.md)
 #   tools/urnic test --coverage [--suite NAME]...
 #                                     a gcov build; runs the suites (default: unit acceptance),
 #                                     prints line coverage per layer
 #   tools/urnic test --coverage --per-test [--suite NAME]...
 #                                     the same, one test at a time: the lines each test reaches
 #                                     that the unit suites do not (how 'sanitize' is chosen)
-# Suites: unit, smoke, acceptance, hosts, root, interop, slow, sanitize, fuzz (tests/meson.build).
+# Suites: unit, smoke, acceptance, hosts, root, interop, slow, sanitize, fuzz, checker,
+# rdma-unit-test (tests/meson.build).
 # Ends with one line "urnic test summary: ... PASS" or "... FAIL", after one line per stage
 # with its wall time and the five slowest tests. A full run over 60 minutes fails: CI's limit
 # is 90 and the budget is 40 (docs/TESTING.md).
@@ -41,7 +46,7 @@ while [[ $# -gt 0 ]]; do
   esac
   shift
 done
-known_suites=" unit smoke acceptance hosts root interop slow sanitize fuzz checker "
+known_suites=" unit smoke acceptance hosts root interop slow sanitize fuzz checker rdma-unit-test "
 for s in "${suites[@]}"; do
   [[ $known_suites == *" $s "* ]] || {
     printf 'urnic test: no suite "%s"; the suites are:%s\n' "$s" "$known_suites" >&2; exit 2; }

@@ -656,6 +656,16 @@ void Qp::ud_run(const wire::IbPacket& pkt, const RxInfo& rx, Nanos now) {
     count(Counter::kDroppedPkts);
     return;
   }
+  // A datagram the receive WQE at the head of the QP's own receive queue
+  // cannot hold (GRH area + payload) is a class D responder error: dropped
+  // silently, the WQE is not consumed and takes the next datagram that fits
+  // (rxe: "UC/UD - class D", drop_msg; mlx5 passes google/rdma-unit-test's
+  // LoopbackUdQpTest.SendWithTooSmallRecv, which checks exactly this). From
+  // an SRQ (class E) the WQE is taken and completes in error, below.
+  if (!init_.has_srq && !xrc_target() && !rq_.empty() && rq_.front().length < rx.grh.size() + pl) {
+    count(Counter::kDroppedPkts);
+    return;
+  }
   RecvWqe r;
   if (!take_recv(r)) {  // UD has no RNR: the datagram is dropped
     count(Counter::kDroppedPkts);

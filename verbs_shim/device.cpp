@@ -118,6 +118,40 @@ ibv_device_attr to_device_attr(const ctl::DeviceAttrs& d) {
   return a;
 }
 
+// What this process can still create of each ring-backed object: each CQ,
+// QP and SRQ is one mapping in it (objects.cpp), and the kernel refuses
+// mappings past vm.max_map_count (65530 by default: below the device's
+// 65,536 CQs, QPs and SRQs). ibv_query_device(3) reports the maximum a
+// consumer can create, so each of the three is capped at what the process
+// holds plus the mappings it has left (less a reserve for the libraries and
+// allocations of a running program). Read at every query: the count moves.
+void cap_by_map_count(ibv_device_attr& a) {
+  long limit = 0;
+  if (std::FILE* f = std::fopen("/proc/sys/vm/max_map_count", "r")) {
+    if (std::fscanf(f, "%ld", &limit) != 1) limit = 0;
+    std::fclose(f);
+  }
+  if (limit <= 0) return;
+  long maps = 0;
+  if (std::FILE* f = std::fopen("/proc/self/maps", "r")) {
+    char buf[4096];
+    std::size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0)
+      for (std::size_t i = 0; i < n; ++i) maps += buf[i] == '\n';
+    std::fclose(f);
+  }
+  constexpr long kReserve = 64;
+  const long left = limit - maps - kReserve > 0 ? limit - maps - kReserve : 0;
+  const MappedRings& m = mapped_rings();
+  auto cap = [left](int& max, std::int64_t held) {
+    const long can = held + left;
+    if (can < max) max = static_cast<int>(can);
+  };
+  cap(a.max_cq, m.cqs.load(std::memory_order_relaxed));
+  cap(a.max_qp, m.qps.load(std::memory_order_relaxed));
+  cap(a.max_srq, m.srqs.load(std::memory_order_relaxed));
+}
+
 int query_port_sized(ibv_context* context, std::uint8_t port_num, void* out, std::size_t size) {
   ShimContext* s = shim_of(context);
   if (port_num < 1 || port_num > s->info.attrs.phys_port_cnt) return EINVAL;
@@ -141,6 +175,7 @@ int op_query_device_ex(ibv_context* context, const ibv_query_device_ex_input* in
   ShimContext* s = shim_of(context);
   ibv_device_attr_ex full{};
   full.orig_attr = to_device_attr(s->info.attrs);
+  cap_by_map_count(full.orig_attr);
   full.comp_mask = 0;
   full.device_cap_flags_ex = s->info.attrs.device_cap_flags_ex;
   full.max_dm_size = 0;
@@ -172,6 +207,7 @@ int op_query_device_ex(ibv_context* context, const ibv_query_device_ex_input* in
 
 int compat_query_device(ibv_context* context, ibv_device_attr* attr) {
   *attr = to_device_attr(shim_of(context)->info.attrs);
+  cap_by_map_count(*attr);
   return 0;
 }
 

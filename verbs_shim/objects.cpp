@@ -34,6 +34,11 @@ using engine::WqeSge;
 
 void install_query_ops(verbs_context* vctx);
 
+MappedRings& mapped_rings() {
+  static MappedRings m;
+  return m;
+}
+
 namespace {
 
 struct ShimChannel {
@@ -412,6 +417,7 @@ ibv_qp* create_qp_common(ibv_pd* pd, ibv_qp_init_attr* attr) {
     return fail_null(ENOMEM);
   }
   q->map_bytes = rep.map_bytes;
+  ++mapped_rings().qps;
   auto* base = static_cast<std::byte*>(q->map);
   q->sq = SpscRing(base + rep.sq_offset, rep.sq_slots, rep.sq_slot_size);
   if (rep.rq_slots != 0) q->rq = SpscRing(base + rep.rq_offset, rep.rq_slots, rep.rq_slot_size);
@@ -751,6 +757,7 @@ ibv_cq* urnic::shim::create_cq_with_flags(ibv_context* context, int cqe, void* c
     return fail_null(ENOMEM);
   }
   c->map_bytes = rep.map_bytes;
+  ++mapped_rings().cqs;
   c->stride = static_cast<std::uint32_t>((cq_flags & ctl::kCqFlagTmInfo) != 0 ? sizeof(engine::CqeTmSlot)
                                                                              : sizeof(CqeSlot));
   c->ring = SpscRing(static_cast<std::byte*>(c->map), rep.slots, c->stride);
@@ -786,6 +793,7 @@ int ibv_destroy_cq(ibv_cq* cq) {
   pthread_mutex_unlock(&cq->mutex);
   if (cq->channel != nullptr) --cq->channel->refcnt;
   ::munmap(c->map, c->map_bytes);
+  --mapped_rings().cqs;
   delete c->poll_mu;
   pthread_mutex_destroy(&cq->mutex);
   pthread_cond_destroy(&cq->cond);
@@ -916,7 +924,10 @@ int ibv_destroy_qp(ibv_qp* qp) {
   // The daemon produces none for it after the reply.
   if (qp->send_cq != nullptr) clean_cq(qp->send_cq, qp->qp_num);
   if (qp->recv_cq != nullptr && qp->recv_cq != qp->send_cq) clean_cq(qp->recv_cq, qp->qp_num);
-  if (q->map != nullptr) ::munmap(q->map, q->map_bytes);  // an XRC target has no rings
+  if (q->map != nullptr) {  // an XRC target has no rings
+    ::munmap(q->map, q->map_bytes);
+    --mapped_rings().qps;
+  }
   delete q->post_mu;
   teardown_qp_ex(q);
   pthread_mutex_destroy(&qp->mutex);
@@ -970,6 +981,7 @@ ibv_srq* finish_srq(ibv_context* ctx, ShimSrq* s, const ctl::CreateSrqRep& rep, 
     return fail_null(ENOMEM);
   }
   s->map_bytes = rep.map_bytes;
+  ++mapped_rings().srqs;
   s->ring = SpscRing(static_cast<std::byte*>(s->map), rep.slots, rep.slot_size);
   s->post_mu = new std::mutex;
   s->doorbell = rep.doorbell;
@@ -1014,6 +1026,7 @@ int ibv_destroy_srq(ibv_srq* srq) {
     return err;
   destroy_tm_state(s);
   ::munmap(s->map, s->map_bytes);
+  --mapped_rings().srqs;
   delete s->post_mu;
   pthread_mutex_destroy(&srq->mutex);
   pthread_cond_destroy(&srq->cond);

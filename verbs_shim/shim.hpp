@@ -244,6 +244,16 @@ static_assert(std::is_standard_layout_v<ShimPd>);
 inline ShimPd* shim_of_pd(ibv_pd* pd) { return static_cast<ShimPd*>(static_cast<void*>(pd)); }
 ShimPd* new_shim_pd(ibv_context* context, std::uint32_t handle);
 
+// The rings mapped into this process, by kind (objects.cpp): each CQ, each
+// QP with rings and each SRQ is one shared mapping, and the kernel's
+// vm.max_map_count caps the mappings of a process. ibv_query_device reports
+// no more of each than this process can still map plus what it holds
+// (device.cpp, cap_by_map_count).
+struct MappedRings {
+  std::atomic<std::int64_t> cqs{0}, qps{0}, srqs{0};
+};
+MappedRings& mapped_rings();
+
 // An opened device. The application holds &vctx->context; vctx->priv points
 // back here (priv belongs to libibverbs, which we are).
 struct ShimContext {

@@ -16,6 +16,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -97,6 +98,45 @@ TEST_CASE("discovery finds urnic0 and the device queries are consistent", "[shim
   CHECK(port.link_layer == IBV_LINK_LAYER_ETHERNET);
   CHECK(port.gid_tbl_len >= 2);
   CHECK(ibv_query_port(c.ctx, 2, &port) != 0);
+}
+
+// Each CQ, QP and SRQ is one mapping of its rings in the consumer's process,
+// and the kernel refuses mappings past vm.max_map_count (65530 by default,
+// below the device's 65,536): the maxima ibv_query_device reports are what
+// this process can create, not more (google/rdma-unit-test
+// DeviceLimitTest.MaxCqMixed, MaxQp, MaxSrq: 305 short of a reported 65,536).
+TEST_CASE("the CQ, QP and SRQ maxima are what this process can map (vm.max_map_count)", "[shim]") {
+  Ctx c;
+  long limit = 0;
+  std::ifstream("/proc/sys/vm/max_map_count") >> limit;
+  REQUIRE(limit > 0);
+  auto maps = [] {
+    std::ifstream f("/proc/self/maps");
+    long n = 0;
+    for (std::string line; std::getline(f, line);) ++n;
+    return n;
+  };
+  ibv_device_attr attr{};
+  REQUIRE(ibv_query_device(c.ctx, &attr) == 0);
+  const long left = limit - maps();
+  CHECK(attr.max_cq <= left);
+  CHECK(attr.max_qp <= left);
+  CHECK(attr.max_srq <= left);
+  // Not lower than that (a reserve for the program's own mappings, not more),
+  // nor than the device's 65,536 where the limit is higher.
+  CHECK(attr.max_cq >= std::min(left - 1000, 65536L));
+  ibv_device_attr_ex ex{};
+  REQUIRE(ibv_query_device_ex(c.ctx, nullptr, &ex) == 0);
+  CHECK(ex.orig_attr.max_cq <= left);
+
+  // A CQ held counts for itself: the maximum does not drop by what it maps.
+  ibv_cq* cq = ibv_create_cq(c.ctx, 16, nullptr, nullptr, 0);
+  REQUIRE(cq != nullptr);
+  ibv_device_attr again{};
+  REQUIRE(ibv_query_device(c.ctx, &again) == 0);
+  CHECK(std::abs(again.max_cq - attr.max_cq) <= 8);
+  CHECK(again.max_qp < attr.max_qp + 8);
+  REQUIRE(ibv_destroy_cq(cq) == 0);
 }
 
 TEST_CASE("query_port never writes past the caller's size", "[shim]") {
