@@ -187,12 +187,12 @@ class Agent {
       gid_index_ = static_cast<int>(num(a, "gid"));
     } else {
       gid_index_ = -1;
-      const ibv_gid_type want = roce == 1 ? IBV_GID_TYPE_ROCE_V1 : IBV_GID_TYPE_ROCE_V2;
+      const ibv_gid_type want_type = roce == 1 ? IBV_GID_TYPE_ROCE_V1 : IBV_GID_TYPE_ROCE_V2;
       for (int i = 0; i < pa.gid_tbl_len && i < 64 && gid_index_ < 0; ++i) {
         ibv_gid_entry e{};
         static const uint8_t v4prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF};
         if (ibv_query_gid_ex(ctx_, 1, static_cast<uint32_t>(i), &e, 0) == 0) {
-          if (std::memcmp(e.gid.raw, v4prefix, 12) == 0 && e.gid_type == want) gid_index_ = i;
+          if (std::memcmp(e.gid.raw, v4prefix, 12) == 0 && e.gid_type == want_type) gid_index_ = i;
           continue;
         }
         ibv_gid g{};

@@ -12,13 +12,12 @@ namespace {
 namespace op = wire::opcode;
 using wire::Psn;
 
-constexpr uint8_t kRc = op::kRc;
 constexpr uint64_t kTesterVa = 0x100000;  // the tester's "MR": it checks nothing, it only answers
 constexpr uint32_t kTesterRkey = 0x77;
 constexpr int kRetryExcErr = 12, kRnrRetryExcErr = 13, kRemAccessErr = 10, kRemInvReqErr = 9;
 
 wire::IbPacket ack(const Conn& c, Psn psn, uint32_t msn) {
-  return response(c, kRc | op::kAck, psn, wire::aeth::kAck | wire::aeth::kCreditsInvalid, msn);
+  return response(c, op::kRc | op::kAck, psn, wire::aeth::kAck | wire::aeth::kCreditsInvalid, msn);
 }
 
 void post(Env& env, const std::string& what) { env.agent.call("send " + what); }
@@ -62,8 +61,8 @@ void retransmit_timeout(Env& env) {
   const unsigned code = 14;  // 67.1 ms
   Conn c = open_qp(env, "", "timeout=14 retry=7");
   post(env, "op=send len=32");
-  PeerPacket first = expect_request(env, c, kRc | op::kSendOnly, c.peer_psn, env.opt.wait);
-  PeerPacket again = expect_request(env, c, kRc | op::kSendOnly, c.peer_psn, milliseconds(2000));
+  PeerPacket first = expect_request(env, c, op::kRc | op::kSendOnly, c.peer_psn, env.opt.wait);
+  PeerPacket again = expect_request(env, c, op::kRc | op::kSendOnly, c.peer_psn, milliseconds(2000));
   const double t = ms_between(first.at, again.at), nominal = timeout_ms(code);
   require(t >= nominal * 0.95 && t <= nominal * 8,
           "the same PSN again after the local ACK timeout, 4.096 us x 2^14 = " + std::to_string(nominal) + " ms",
@@ -76,10 +75,10 @@ void go_back_n(Env& env) {
   Conn c = open_qp(env);
   post(env, "op=write len=" + std::to_string(4 * c.mtu) + remote());
   const uint8_t ops[] = {op::kWriteFirst, op::kWriteMiddle, op::kWriteMiddle, op::kWriteLast};
-  for (int i = 0; i < 4; ++i) expect_request(env, c, kRc | ops[i], c.peer_psn + i, env.opt.wait);
-  env.wire.send(response(c, kRc | op::kAck, c.peer_psn + 2, wire::aeth::kNak | wire::aeth::kNakPsnSequence, 0));
-  expect_request(env, c, kRc | op::kWriteMiddle, c.peer_psn + 2, env.opt.wait);
-  expect_request(env, c, kRc | op::kWriteLast, c.peer_psn + 3, env.opt.wait);
+  for (int i = 0; i < 4; ++i) expect_request(env, c, op::kRc | ops[i], c.peer_psn + i, env.opt.wait);
+  env.wire.send(response(c, op::kRc | op::kAck, c.peer_psn + 2, wire::aeth::kNak | wire::aeth::kNakPsnSequence, 0));
+  expect_request(env, c, op::kRc | op::kWriteMiddle, c.peer_psn + 2, env.opt.wait);
+  expect_request(env, c, op::kRc | op::kWriteLast, c.peer_psn + 3, env.opt.wait);
   env.wire.send(ack(c, c.peer_psn + 3, 1));
   expect_completion(env, 0, "the WRITE completes IBV_WC_SUCCESS");
 }
@@ -104,7 +103,7 @@ void rnr_retry_exhausted(Env& env) {
     if (!p) break;
     if (p->ib.bth.psn != c.peer_psn) continue;
     ++sends;
-    env.wire.send(response(c, kRc | op::kAck, c.peer_psn, wire::aeth::kRnrNak | 1, 0));
+    env.wire.send(response(c, op::kRc | op::kAck, c.peer_psn, wire::aeth::kRnrNak | 1, 0));
   }
   require(sends == 2, "2 transmissions: the first and rnr_retry = 1 retry", std::to_string(sends) + " transmissions");
   expect_completion(env, kRnrRetryExcErr, "IBV_WC_RNR_RETRY_EXC_ERR");
@@ -114,9 +113,9 @@ void rnr_wait(Env& env) {
   const unsigned code = 24;  // 40.96 ms
   Conn c = open_qp(env, "", "rnr_retry=7");
   post(env, "op=send len=16");
-  PeerPacket first = expect_request(env, c, kRc | op::kSendOnly, c.peer_psn, env.opt.wait);
-  env.wire.send(response(c, kRc | op::kAck, c.peer_psn, wire::aeth::kRnrNak | code, 0));
-  PeerPacket again = expect_request(env, c, kRc | op::kSendOnly, c.peer_psn, milliseconds(2000));
+  PeerPacket first = expect_request(env, c, op::kRc | op::kSendOnly, c.peer_psn, env.opt.wait);
+  env.wire.send(response(c, op::kRc | op::kAck, c.peer_psn, wire::aeth::kRnrNak | code, 0));
+  PeerPacket again = expect_request(env, c, op::kRc | op::kSendOnly, c.peer_psn, milliseconds(2000));
   const double t = ms_between(first.at, again.at);
   require(t >= rnr_ms(code), "resent no earlier than the RNR NAK's timer, " + std::to_string(rnr_ms(code)) + " ms",
           "resent after " + std::to_string(t) + " ms");
@@ -126,7 +125,7 @@ void rnr_wait(Env& env) {
 
 wire::IbPacket read_response(const Conn& c, uint8_t opcode, Psn psn, const std::vector<uint8_t>& data, std::size_t off,
                              std::size_t len, uint32_t msn) {
-  wire::IbPacket p = response(c, kRc | opcode, psn, wire::aeth::kAck | wire::aeth::kCreditsInvalid, msn);
+  wire::IbPacket p = response(c, op::kRc | opcode, psn, wire::aeth::kAck | wire::aeth::kCreditsInvalid, msn);
   p.payload = wire::Bytes(data.data() + off, len);
   return p;
 }
@@ -136,11 +135,11 @@ void read_rerequest(Env& env) {
   const uint32_t len = 3 * c.mtu;
   const auto data = pattern(len, 40);
   post(env, "op=read off=0 len=" + std::to_string(len) + remote());
-  PeerPacket rq = expect_request(env, c, kRc | op::kReadRequest, c.peer_psn, env.opt.wait);
+  PeerPacket rq = expect_request(env, c, op::kRc | op::kReadRequest, c.peer_psn, env.opt.wait);
   require(rq.ib.reth.va == kTesterVa && rq.ib.reth.dma_len == len && rq.ib.reth.rkey == kTesterRkey,
           "RETH va=0x100000 rkey=0x77 len=" + std::to_string(len), describe(rq.ib, 0));
   env.wire.send(read_response(c, op::kReadResponseFirst, c.peer_psn, data, 0, c.mtu, 0));
-  PeerPacket rr = expect_request(env, c, kRc | op::kReadRequest, c.peer_psn + 1, milliseconds(1000));
+  PeerPacket rr = expect_request(env, c, op::kRc | op::kReadRequest, c.peer_psn + 1, milliseconds(1000));
   require(rr.ib.reth.va == kTesterVa + c.mtu && rr.ib.reth.dma_len == len - c.mtu,
           "a READ for the rest: va=0x100000+" + std::to_string(c.mtu) + " len=" + std::to_string(len - c.mtu),
           describe(rr.ib, 0));
@@ -155,7 +154,7 @@ void read_response_lands(Env& env) {
   Conn c = open_qp(env);
   const auto data = pattern(200, 41);
   post(env, "op=read off=512 len=200" + remote());
-  expect_request(env, c, kRc | op::kReadRequest, c.peer_psn, env.opt.wait);
+  expect_request(env, c, op::kRc | op::kReadRequest, c.peer_psn, env.opt.wait);
   env.wire.send(read_response(c, op::kReadResponseOnly, c.peer_psn, data, 0, 200, 1));
   expect_completion(env, 0, "IBV_WC_SUCCESS");
   const auto got = peer_memory(env, 512, 200);
@@ -165,8 +164,8 @@ void read_response_lands(Env& env) {
 void nak_to_status(Env& env, uint8_t code, int status, const std::string& name) {
   Conn c = open_qp(env);
   post(env, "op=write len=16" + remote());
-  expect_request(env, c, kRc | op::kWriteOnly, c.peer_psn, env.opt.wait);
-  env.wire.send(response(c, kRc | op::kAck, c.peer_psn, wire::aeth::kNak | code, 0));
+  expect_request(env, c, op::kRc | op::kWriteOnly, c.peer_psn, env.opt.wait);
+  env.wire.send(response(c, op::kRc | op::kAck, c.peer_psn, wire::aeth::kNak | code, 0));
   expect_completion(env, status, name);
   const std::string state = env.agent.call("state").str("state");
   require(state == "ERR", "the requester's QP in the Error state", "QP state " + state);
@@ -178,7 +177,7 @@ void nak_invalid_request(Env& env) { nak_to_status(env, wire::aeth::kNakInvalidR
 void implicit_ack(Env& env) {
   Conn c = open_qp(env);
   for (int i = 0; i < 3; ++i) post(env, "op=send len=8 id=" + std::to_string(i + 1));
-  for (int i = 0; i < 3; ++i) expect_request(env, c, kRc | op::kSendOnly, c.peer_psn + i, env.opt.wait);
+  for (int i = 0; i < 3; ++i) expect_request(env, c, op::kRc | op::kSendOnly, c.peer_psn + i, env.opt.wait);
   env.wire.send(ack(c, c.peer_psn + 2, 3));
   expect_completion(env, 0, "all three SENDs complete IBV_WC_SUCCESS from one ACK of the last PSN", 3);
 }
@@ -187,10 +186,10 @@ void atomic_response(Env& env) {
   if (!env.peer.atomics) throw NotApplicable{"the device reports no atomic capability"};
   Conn c = open_qp(env);
   post(env, "op=faa off=0 len=8 add=3" + remote());
-  PeerPacket rq = expect_request(env, c, kRc | op::kFetchAdd, c.peer_psn, env.opt.wait);
+  PeerPacket rq = expect_request(env, c, op::kRc | op::kFetchAdd, c.peer_psn, env.opt.wait);
   require(rq.ib.atomic_eth.swap_add == 3 && rq.ib.atomic_eth.va == kTesterVa, "AtomicETH va=0x100000 add=3",
           describe(rq.ib, 0));
-  wire::IbPacket r = response(c, kRc | op::kAtomicAck, c.peer_psn, wire::aeth::kAck | wire::aeth::kCreditsInvalid, 1);
+  wire::IbPacket r = response(c, op::kRc | op::kAtomicAck, c.peer_psn, wire::aeth::kAck | wire::aeth::kCreditsInvalid, 1);
   r.atomic_ack_eth.orig = 0x0102030405060708ULL;
   env.wire.send(r);
   expect_completion(env, 0, "IBV_WC_SUCCESS");

@@ -64,7 +64,7 @@ struct UntaggedQueue {
   uint64_t frame = 0;
 };
 
-struct PendingRead {
+struct IwPendingRead {
   ReadRequest req;
   uint64_t frame = 0;
   uint64_t got = 0;
@@ -85,7 +85,7 @@ struct Stream {
   std::optional<FpduDeframer> deframer;
   std::map<uint32_t, UntaggedQueue> queues;
   std::map<uint32_t, uint64_t> tagged;  // STag -> next TO of a message without its Last segment
-  std::deque<PendingRead> reads;        // Read Requests this direction sent
+  std::deque<IwPendingRead> reads;        // Read Requests this direction sent
   uint64_t fpdus = 0, read_requests = 0, terminates = 0;
   Tally pad_nonzero, crc_field_nonzero;
 };
@@ -347,7 +347,7 @@ void IwarpChecker::State::on_fpdu(Stream& s, Stream& rev, const Fpdu& f, uint64_
   }
   if (p->opcode == RdmapOpcode::kReadRequest && p->last) {
     ++s.read_requests;
-    s.reads.push_back(PendingRead{p->read_req, n, 0});
+    s.reads.push_back(IwPendingRead{p->read_req, n, 0});
   }
   if (p->opcode == RdmapOpcode::kTerminate) {
     ++s.terminates;
@@ -400,7 +400,7 @@ void IwarpChecker::State::on_read_response(Stream& s, Stream& rev, const DdpRdma
             fmt::format("Read Response into STag 0x{:08x} with no outstanding Read Request", p.stag));
     return;
   }
-  PendingRead& r = rev.reads.front();
+  IwPendingRead& r = rev.reads.front();
   if (p.stag != r.req.sink_stag)
     out.add(rule::kIwRdmapRead, Severity::kViolation, {r.frame, n}, s.name,
             fmt::format("Read Response into STag 0x{:08x}, the oldest Read Request names sink STag 0x{:08x}", p.stag,
