@@ -243,7 +243,7 @@ bool IwQp::tx_terminate() {
   DdpRdmapPacket p = iw_untagged(RdmapOpcode::kTerminate, wire::ddp::kQnTerminate, tx_term_msn_, 0, true);
   p.term.layer = c.layer;
   p.term.etype = c.etype;
-  p.term.ecode = c.ecode;
+  p.term.ecode = ctx_.cfg.planted.wrong_terminate_code ? static_cast<uint8_t>(c.ecode ^ 0x01) : c.ecode;
   if (c.ddp_hdr_len > 0) {
     p.term.hdrct |= wire::terminate::kHdrctD;
     if (c.has_seg_len) p.term.hdrct |= wire::terminate::kHdrctM;

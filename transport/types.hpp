@@ -166,7 +166,10 @@ struct PlantedBugs {
   bool skip_psn_nak = false;               // no NAK PSN sequence error (IBA 9.7.5.2.2)
   bool reexecute_duplicate_write = false;  // a duplicate WRITE written again (IBA 9.7.5.1.5)
   bool wrong_access_nak = false;           // NAK invalid request for a remote access error (9.9.3.1.3)
-  bool any() const noexcept { return skip_psn_nak || reexecute_duplicate_write || wrong_access_nak; }
+  bool wrong_terminate_code = false;       // iWARP: the error code's low bit flipped (RFC 5040 4.8, 5041 7.2)
+  bool any() const noexcept {
+    return skip_psn_nak || reexecute_duplicate_write || wrong_access_nak || wrong_terminate_code;
+  }
 };
 
 struct Sge {

@@ -138,24 +138,30 @@ bool parse_access(const nlohmann::json& a, AccessPolicy& out, std::string& error
   return true;
 }
 
-// "planted_bugs": [...] of a roce device: names from the table, each once.
+// "planted_bugs": [...]: names from the table, each for its transport.
 bool parse_planted_bugs(const nlohmann::json& v, DeviceConfig& dc, std::string& error) {
   auto& p = dc.planted_bugs;
-  const std::pair<const char*, bool*> names[] = {{"skip-psn-nak", &p.skip_psn_nak},
-                                                 {"reexecute-duplicate-write", &p.reexecute_duplicate_write},
-                                                 {"wrong-access-nak", &p.wrong_access_nak}};
+  struct Name {
+    const char* name;
+    const char* transport;
+    bool* flag;
+  };
+  const Name names[] = {{"skip-psn-nak", "roce", &p.skip_psn_nak},
+                        {"reexecute-duplicate-write", "roce", &p.reexecute_duplicate_write},
+                        {"wrong-access-nak", "roce", &p.wrong_access_nak},
+                        {"wrong-terminate-code", "iwarp", &p.wrong_terminate_code}};
   const std::string want = "config: planted_bugs is a list of skip-psn-nak, reexecute-duplicate-write, "
-                           "wrong-access-nak, on a roce device (" + dc.name + ")";
-  if (!v.is_array() || dc.transport != "roce") {
+                           "wrong-access-nak (roce devices) or wrong-terminate-code (iwarp devices) (" + dc.name + ")";
+  if (!v.is_array()) {
     error = want;
     return false;
   }
   for (const auto& e : v) {
     bool* flag = nullptr;
-    for (const auto& [name, f] : names)
-      if (e.is_string() && e.get<std::string>() == name) flag = f;
+    for (const Name& n : names)
+      if (e.is_string() && e.get<std::string>() == n.name && dc.transport == n.transport) flag = n.flag;
     if (flag == nullptr) {
-      error = want + ": not " + e.dump();
+      error = want + ": not " + e.dump() + " on a " + dc.transport + " device";
       return false;
     }
     *flag = true;

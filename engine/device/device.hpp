@@ -68,9 +68,9 @@ struct DeviceConfig {
   // "decrease_period_us": 4, "pace_slack_us": 10}; any subset; the defaults
   // and their sources: transport/dcqcn.hpp).
   transport::DcqcnConfig dcqcn;
-  // roce: responder bugs planted on purpose for conformance-tester tests
-  // ("planted_bugs": ["skip-psn-nak", "reexecute-duplicate-write",
-  // "wrong-access-nak"]; transport/transport.hpp PlantedBugs). Logged loudly.
+  // Bugs planted on purpose for conformance-tester tests ("planted_bugs":
+  // roce "skip-psn-nak", "reexecute-duplicate-write", "wrong-access-nak";
+  // iwarp "wrong-terminate-code"; transport/types.hpp PlantedBugs). Logged loudly.
   transport::PlantedBugs planted_bugs;
 };
 

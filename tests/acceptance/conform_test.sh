@@ -13,7 +13,8 @@
 # Then the afpacket link (raw frames): RoCE v1 (--transport roce1: all pass,
 # the v2 framing cases N/A) and v2 (all pass, no warning: a UDP source port
 # per QP). Last, the iWARP suite (--transport iwarp, the tester as MPA
-# initiator over TCP) against an iWARP device, urnic_iw0, in a: all pass.
+# initiator over TCP) against an iWARP device, urnic_iw0, in a: all pass;
+# and with its planted bug (a wrong Terminate code) iw.err.invalid-stag fails.
 #
 # usage: conform_test.sh SHIM_DIR URNICD URNIC_CONFORM URNIC_CONFORM_AGENT RDMACM_SHIM_DIR
 set -uo pipefail
@@ -114,5 +115,14 @@ start_urnic '"name": "urnic_iw0", "transport": "iwarp", "address": "'$ip_a'"'
 run_conform "$rt/iw.txt" --transport iwarp --junit "$rt/iw.xml"
 rc=$?
 all_pass "$rc" "$rt/iw" 20 "urnic conform --transport iwarp against urnic_iw0"
+
+# --- an iWARP planted bug: a Terminate with the wrong error code ---------------
+start_urnic '"name": "urnic_iw0", "transport": "iwarp", "address": "'$ip_a'", "planted_bugs": ["wrong-terminate-code"]'
+run_conform "$rt/iwp.txt" --transport iwarp --suite iw.err.invalid-stag --suite iw.ddp.write
+v=$(verdict "$rt/iwp.txt" iw.err.invalid-stag)
+[[ $v == FAIL ]] && pass "planted bug caught: iw.err.invalid-stag FAIL ($(grep -A2 '^FAIL  iw.err.invalid-stag' "$rt/iwp.txt" | sed -n 3p | sed 's/^ *//'))" ||
+  fail "planted bug not caught: iw.err.invalid-stag is ${v:-missing}"
+v=$(verdict "$rt/iwp.txt" iw.ddp.write)
+[[ $v == PASS ]] && pass "unaffected rule still passes: iw.ddp.write" || fail "iw.ddp.write is ${v:-missing} with the planted bug"
 
 finish

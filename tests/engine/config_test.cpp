@@ -83,23 +83,28 @@ TEST_CASE("config: ecn and cnp_interval_us per RoCE device, ECT(0) and 50 us by 
   CHECK(err.find("cnp_interval_us is 0..1000000") != std::string::npos);
 }
 
-TEST_CASE("config: planted_bugs (issue 20), off by default, only known names on a RoCE device", "[config]") {
+TEST_CASE("config: planted_bugs (issue 20), off by default, only known names, each on its transport", "[config]") {
   std::string err;
   auto c = parse_config(R"({"devices":[
       {"name":"r_a","address":"10.0.0.1","planted_bugs":["skip-psn-nak","wrong-access-nak"]},
-      {"name":"r_b","address":"10.0.0.2"}]})",
+      {"name":"r_b","address":"10.0.0.2"},
+      {"name":"i_c","transport":"iwarp","address":"10.0.0.3","planted_bugs":["wrong-terminate-code"]}]})",
                         err);
   INFO(err);
   REQUIRE(c);
+  CHECK(c->devices[2].planted_bugs.wrong_terminate_code);
+  CHECK_FALSE(c->devices[0].planted_bugs.wrong_terminate_code);
   CHECK(c->devices[0].planted_bugs.skip_psn_nak);
   CHECK_FALSE(c->devices[0].planted_bugs.reexecute_duplicate_write);
   CHECK(c->devices[0].planted_bugs.wrong_access_nak);
   CHECK_FALSE(c->devices[1].planted_bugs.any());
   for (const char* bad : {R"({"devices":[{"planted_bugs":["no-such-bug"]}]})", R"({"devices":[{"planted_bugs":"skip-psn-nak"}]})",
-                          R"({"devices":[{"transport":"iwarp","planted_bugs":["skip-psn-nak"]}]})"}) {
+                          R"({"devices":[{"transport":"iwarp","planted_bugs":["skip-psn-nak"]}]})",
+                          R"({"devices":[{"planted_bugs":["wrong-terminate-code"]}]})"}) {
     INFO(bad);
     CHECK_FALSE(parse_config(bad, err));
     CHECK(err.find("planted_bugs is a list of skip-psn-nak") != std::string::npos);
+    CHECK(err.find("wrong-terminate-code (iwarp devices)") != std::string::npos);
   }
 }
 
