@@ -255,6 +255,41 @@ TEST_CASE("frame check: roce.retransmission and roce.retry-interval", "[tools][c
   }
 }
 
+TEST_CASE("frame check: a READ response gap is an implicit NAK: the READ asked again at once is no retry-interval finding",
+          "[tools][check]") {
+  Roce t;
+  t.send3(1, 1);  // PMTU 256
+  t.read(4, 600);
+  t.resp(opcode::kReadResponseFirst, 4, kPmtu, 2);
+  t.resp(opcode::kReadResponseLast, 6, 88, 2);  // the MIDDLE at PSN 5 lost before the capture point
+  t.read(4, 600);  // asked again at once, 20 us after its first transmission
+  const auto r = t.run();
+  INFO(dump(r));
+  CHECK(count(r, check::rule::kRoceRetryInterval) == 0);
+  CHECK(count(r, check::rule::kRoceRetransmission, Severity::kInfo) == 1);
+  CHECK(count(r, check::rule::kRoceReadResponse) >= 1);  // the gap itself
+}
+
+TEST_CASE("frame check: an atomic's response skipped is an implicit NAK: the atomic sent again at once is no "
+          "retry-interval finding",
+          "[tools][check]") {
+  Roce t;
+  auto fetch_add = [&](uint32_t psn) {
+    t.req(opcode::kFetchAdd, psn, 0, [&](IbPacket& p) { p.atomic_eth = AtomicEth{0x2000 + 8 * psn, 0x77, 1, 0}; });
+  };
+  fetch_add(10);
+  fetch_add(11);
+  // The response to PSN 10 lost before the capture point; PSN 11's arrives.
+  t.add(false, opcode::kRc | opcode::kAtomicAck, 11, 0, [&](IbPacket& p) {
+    p.aeth = Aeth{aeth::kAck | aeth::kCreditsInvalid, 2};
+  });
+  fetch_add(10);  // 20 us later, as rxe did in the interop loss capture
+  const auto r = t.run();
+  INFO(dump(r));
+  CHECK(count(r, check::rule::kRoceRetryInterval) == 0);
+  CHECK(count(r, check::rule::kRoceRetransmission, Severity::kInfo) == 1);
+}
+
 TEST_CASE("frame check: roce.nak-retry", "[tools][check]") {
   Roce t;
   t.req(opcode::kSendOnly, 10, 4);

@@ -322,6 +322,9 @@ void RoceChecker::State::on_read_response(Flow& fl, const DirKey& r, uint64_t n,
   }
   const int32_t d = psn - rd.next;
   if (d < 0) return;  // a duplicate (the READ was sent again)
+  // A response past the one expected is an implicit NAK (IBA 9.7.6.1): the
+  // requester may ask again at once, with no timeout and no NAK on the wire.
+  if (d > 0) fl.retry_reason = true;
   if (d > 0)
     out.add(rule::kRoceReadResponse, Severity::kViolation, {rd.frame, n}, fl.name,
             fmt::format("{} PSN 0x{:06x}, expected 0x{:06x} (READ at PSN 0x{:06x})", info.name, psn.value(),
@@ -397,6 +400,9 @@ void RoceChecker::State::on_response(const DirKey& r, uint64_t n, const IbPacket
   if (info.is(Op::kAtomicAck)) {
     auto it = std::find_if(fl.atomics.begin(), fl.atomics.end(), [&](const auto& a) { return a.first == psn; });
     if (it != fl.atomics.end()) {
+      // Earlier atomics left unanswered: an implicit NAK (IBA 9.7.6.1), so
+      // the requester may send them again at once.
+      if (it != fl.atomics.begin()) fl.retry_reason = true;
       fl.atomics.erase(fl.atomics.begin(), it + 1);
     } else {
       out.add(rule::kRoceAtomicAck, Severity::kViolation, {n}, fl.name,
