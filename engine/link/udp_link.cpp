@@ -326,10 +326,10 @@ uint16_t UdpLink::source_port(uint16_t want) {
 }
 
 int UdpLink::source_fd(uint16_t port) const noexcept {
-  if (port != port_)
-    for (const SourcePort& sp : sources_)
-      if (sp.port == port) return sp.fd;
-  return fd_;
+  // A slot binds only ports of its own residue (source_port), so the port
+  // names its slot: no search per datagram.
+  const SourcePort& sp = sources_[port % kSourcePorts];
+  return port != port_ && sp.port == port ? sp.fd : fd_;
 }
 
 EncodedFrame UdpLink::encode(const wire::IbPacket& pkt, const LinkDest& dst, wire::MutBytes out) {
