@@ -226,13 +226,7 @@ class Agent {
     buf_ = static_cast<uint8_t*>(p);
     map_len_ = map_len;
     for (std::size_t i = 0; i < len_; ++i) buf_[i] = static_cast<uint8_t>(i * 7 + 3);
-    int access = IBV_ACCESS_LOCAL_WRITE;
-    for (char c : str(a, "access", "wra")) {
-      if (c == 'w') access |= IBV_ACCESS_REMOTE_WRITE;
-      else if (c == 'r') access |= IBV_ACCESS_REMOTE_READ;
-      else if (c == 'a') access |= IBV_ACCESS_REMOTE_ATOMIC;
-      else if (c != '-') throw Error{"bad access letter (w, r, a, -)"};
-    }
+    const int access = IBV_ACCESS_LOCAL_WRITE | urnic::conform_agent::remote_access(str(a, "access", "wra"), "wra", "access");
     mr_ = ibv_reg_mr(pd_, buf_, len_, access);
     if (!mr_) throw Error{"ibv_reg_mr: " + std::string(std::strerror(errno))};
     cq_ = ibv_create_cq(ctx_, 256, nullptr, nullptr, 0);
@@ -260,13 +254,8 @@ class Agent {
       // The QP's remote access (qp_access=, default all) apart from the
       // MR's (access=): a refusal by the QP is an invalid request, one by
       // the MR a remote access error.
-      at.qp_access_flags = 0;
-      for (char c : str(a, "qp_access", "wra")) {
-        if (c == 'w') at.qp_access_flags |= IBV_ACCESS_REMOTE_WRITE;
-        else if (c == 'r') at.qp_access_flags |= IBV_ACCESS_REMOTE_READ;
-        else if (c == 'a') at.qp_access_flags |= IBV_ACCESS_REMOTE_ATOMIC;
-        else if (c != '-') throw Error{"bad qp_access letter (w, r, a, -)"};
-      }
+      at.qp_access_flags = static_cast<unsigned>(
+          urnic::conform_agent::remote_access(str(a, "qp_access", "wra"), "wra", "qp_access"));
       mask |= IBV_QP_ACCESS_FLAGS;
     }
     if (ibv_modify_qp(qp_, &at, mask) != 0) throw Error{"INIT: " + std::string(std::strerror(errno))};
@@ -506,6 +495,8 @@ void serve(int fd) {
       reply = cmd.empty() ? "err empty command" : agent.handle(cmd, args);
     } catch (const Error& e) {
       reply = "err " + e.what;
+    } catch (const std::exception& e) {  // the shared helpers' (remote_access), the library's
+      reply = std::string("err ") + e.what();
     }
     reply += '\n';
     for (std::size_t off = 0; off < reply.size();) {

@@ -219,13 +219,8 @@ std::string IwAgent::handle(const std::string& cmd, const Args& a) {
     s.recv_len = static_cast<unsigned>(num(a, "recv_len", 4096));
     if (s.recv_n > 64 || std::size_t{s.recv_n} * s.recv_len > s.buf_len)
       throw std::runtime_error("recv*recv_len must fit the buffer (at most 64 receives)");
-    s.access = IBV_ACCESS_LOCAL_WRITE;
     auto it = a.find("access");
-    for (char c : it == a.end() ? std::string("wr") : it->second) {
-      if (c == 'w') s.access |= IBV_ACCESS_REMOTE_WRITE;
-      else if (c == 'r') s.access |= IBV_ACCESS_REMOTE_READ;
-      else if (c != '-') throw std::runtime_error("bad access letter (w, r, -)");
-    }
+    s.access = IBV_ACCESS_LOCAL_WRITE | remote_access(it == a.end() ? "wr" : it->second, "wr", "access");
     s.ird = static_cast<uint8_t>(num(a, "ird", 4));
     s.ord = static_cast<uint8_t>(num(a, "ord", 4));
     const uint64_t port = num(a, "port", 0);

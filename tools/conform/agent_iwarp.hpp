@@ -17,11 +17,29 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 
 namespace urnic::conform_agent {
 
 using Args = std::map<std::string, std::string>;
+
+// IBV_ACCESS_REMOTE_* flags from the letters the agent's commands take (w
+// write, r read, a atomic, - none); `allowed` lists those a command accepts
+// and `key` names it in the error.
+inline int remote_access(const std::string& letters, const std::string& allowed, const std::string& key) {
+  int flags = 0;
+  for (char c : letters) {
+    if (c == '-') continue;
+    if (allowed.find(c) == std::string::npos) {
+      std::string list;
+      for (char l : allowed) list += std::string(1, l) + ", ";
+      throw std::runtime_error("bad " + key + " letter (" + list + "-)");
+    }
+    flags |= c == 'w' ? IBV_ACCESS_REMOTE_WRITE : c == 'r' ? IBV_ACCESS_REMOTE_READ : IBV_ACCESS_REMOTE_ATOMIC;
+  }
+  return flags;
+}
 
 struct IwObjects {
   ibv_qp* qp = nullptr;
