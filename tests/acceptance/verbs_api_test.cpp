@@ -826,6 +826,50 @@ std::vector<ibv_wc> poll_for(ibv_cq* cq, std::size_t want) {
 
 }  // namespace
 
+TEST_CASE("UD: an RDMA or atomic WR is taken and completes IBV_WC_LOC_QP_OP_ERR, as on mlx5", "[shim]") {
+  // IBA 11.4.1.1: UD carries sends only. mlx5 and rxe take the WR and fail
+  // it with a local QP operation error (rdma-unit-test's LoopbackUdQpTest.Read
+  // and friends); the QP then goes to the Error state.
+  Ctx c;
+  std::vector<std::uint64_t> buf(8, 0);
+  ibv_mr* mr = reg(c.pd, buf.data(), 64, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ |
+                                             IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC);
+  REQUIRE(mr != nullptr);
+  for (const ibv_wr_opcode op : {IBV_WR_RDMA_READ, IBV_WR_RDMA_WRITE, IBV_WR_ATOMIC_FETCH_AND_ADD,
+                                 IBV_WR_ATOMIC_CMP_AND_SWP}) {
+    CAPTURE(op);
+    ibv_cq* cq = ibv_create_cq(c.ctx, 16, nullptr, nullptr, 0);
+    REQUIRE(cq != nullptr);
+    ibv_qp* qp = ud_qp(c.pd, cq, 0x1234);
+    ibv_sge sge{reinterpret_cast<std::uintptr_t>(buf.data()), 8, mr->lkey};
+    ibv_send_wr wr{};
+    wr.wr_id = 7;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = op;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    // The rdma/atomic member of the union, as a caller of these opcodes fills
+    // it: wr.wr.ud.ah is then an address, not an address handle.
+    wr.wr.atomic.remote_addr = reinterpret_cast<std::uintptr_t>(buf.data());
+    wr.wr.atomic.rkey = mr->rkey;
+    ibv_send_wr* bad = nullptr;
+    REQUIRE(ibv_post_send(qp, &wr, &bad) == 0);
+    const std::vector<ibv_wc> wc = poll_for(cq, 1);
+    REQUIRE(wc.size() == 1);
+    CHECK(wc[0].status == IBV_WC_LOC_QP_OP_ERR);
+    CHECK(wc[0].wr_id == 7);
+    CHECK(wc[0].qp_num == qp->qp_num);
+    ibv_qp_attr attr{};
+    ibv_qp_init_attr init{};
+    REQUIRE(ibv_query_qp(qp, &attr, IBV_QP_STATE, &init) == 0);
+    CHECK(attr.qp_state == IBV_QPS_ERR);
+    CHECK(buf[0] == 0);  // nothing executed
+    CHECK(ibv_destroy_qp(qp) == 0);
+    CHECK(ibv_destroy_cq(cq) == 0);
+  }
+  CHECK(ibv_dereg_mr(mr) == 0);
+}
+
 TEST_CASE("UD multicast: attached QPs receive a copy each, others do not; uverbs errnos", "[shim][mcast]") {
   Ctx c;
   constexpr std::uint32_t kQkey = 0x11111111;
