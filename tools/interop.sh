@@ -30,8 +30,9 @@
 #                    the next run: no boot)
 #   --captures DIR   keep the bridge captures there (default: a temp dir)
 #   --no-build       use the build directory as it is (the meson test does)
-#   --groups LIST    cell groups to run (default "roce loss iwarp-siw conform"):
-#                    roce: the RoCE matrix, loss: 5 % loss, iwarp-siw:
+#   --groups LIST    cell groups to run (default "roce loss ecn iwarp-siw conform"):
+#                    roce: the RoCE matrix, loss: 5 % loss, ecn: CE marks
+#                    on rxe's frames and urnic's CNPs to rxe, iwarp-siw:
 #                    urnic_iw0 on 10.99.1.1 against siw0 (rdma_cm programs),
 #                    conform: `urnic conform` against rxe0 and siw0 (issue
 #                    20; their known deviations, docs/CONFORMANCE.md, are
@@ -53,7 +54,7 @@ loss=1
 keep=0
 capdir=""
 do_build=1
-groups="roce loss iwarp-siw conform"
+groups="roce loss ecn iwarp-siw conform"
 iw_mtus="1500 9000"
 iw_crcs="on off"
 repeat=1
@@ -621,6 +622,60 @@ if [[ $loss == 1 ]] && in_group loss; then
     log "loss: netem in the peer dropped ${drops:-?} frames"
   else
     line "loss setup (netem in the peer VM)" "-" ipv4 1024 FAIL "tc netem unavailable in the peer (rebuild: tools/peer-vm/build-peer-vm.sh)"
+  fi
+  vm "/sbin/tc qdisc del dev eth0 root" >/dev/null 2>&1
+fi
+
+# ---------------------------------------------------------------- ecn
+# Congestion signals across the two implementations (issue 21): rxe neither
+# marks ECT of its own accord nor knows CNPs, and must be unaffected by
+# urnic's. urnic's RC frames carry ECT(0) (its default, as hardware); rxe
+# sends ECT(0) when its address handle's traffic class says so (perftest
+# --tclass 2), and netem in the peer (`loss 10% ecn`) marks 10 % of those
+# frames Congestion Experienced instead of dropping them. urnic, the
+# notification point, answers the CE marks with CNPs to rxe's QPs, which rxe
+# must ignore: the transfers complete, and the CNPs are on the wire (decoded
+# in the capture) and counted by urnic. Retransmissions are reported.
+if in_group ecn; then
+  mtu=1024; gname=ipv4; gidx=1
+  vm "ip link set eth0 mtu 1500" >/dev/null
+  urnic_start 1024
+  # Only RoCE (UDP port 4791) goes through netem: a prio qdisc's third band,
+  # which nothing but the filter fills. perftest's TCP is not ECN-capable,
+  # and netem would drop it instead of marking it.
+  if vm "/sbin/tc qdisc replace dev eth0 root handle 1: prio && /sbin/tc qdisc add dev eth0 parent 1:3 handle 30: netem loss 10% ecn && /sbin/tc filter add dev eth0 parent 1: protocol ip prio 1 u32 match ip protocol 17 0xff match ip dport 4791 0xffff flowid 1:3 && echo netem-ok" | grep -q netem-ok; then
+    log "ecn: 10% of rxe's ECT frames marked CE by netem in the peer"
+    ecn_stats() { nsx "${host_env[@]}" "$cli" stats -d urnic0 --json > "$1" 2>/dev/null; }
+    ecn_counter() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["counters"][sys.argv[2]])' "$1" "$2" 2>/dev/null || echo 0; }
+    ecn_stats "$rt/ecn0.json"
+    pcap=$capdir/interop-ecn.pcap
+    capture_start "$pcap"
+    row='^ *[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+'
+    for side in urnic rxe; do
+      cell "ecn ib_write_bw -s 65536 --tclass 2" $side 1 "$row" ib_write_bw -m 1024 -s 65536 -n 300 -F --tclass 2
+      cell "ecn ib_send_bw -s 8192 --tclass 2"   $side 1 "$row" ib_send_bw -m 1024 -s 8192 -n 300 -F --tclass 2
+    done
+    capture_check "$pcap" ipv4 1024
+    ecn_stats "$rt/ecn1.json"
+    ce=$(( $(ecn_counter "$rt/ecn1.json" ce_rcvd) - $(ecn_counter "$rt/ecn0.json" ce_rcvd) ))
+    cnps=$(( $(ecn_counter "$rt/ecn1.json" cnps_sent) - $(ecn_counter "$rt/ecn0.json" cnps_sent) ))
+    retx=$(( $(ecn_counter "$rt/ecn1.json" retransmitted_pkts) - $(ecn_counter "$rt/ecn0.json" retransmitted_pkts) ))
+    if command -v tshark > /dev/null; then
+      wire_cnp=$(tshark --disable-protocol rpcordma -r "$pcap" -Y 'infiniband.bth.opcode == 129 && ip.src == 10.99.0.1' 2>/dev/null | wc -l)
+      wire_ect=$(tshark --disable-protocol rpcordma -r "$pcap" -Y 'infiniband && ip.src == 10.99.0.1 && ip.dsfield.ecn == 2' 2>/dev/null | wc -l)
+      wire_ce=$(tshark --disable-protocol rpcordma -r "$pcap" -Y 'infiniband && ip.dst == 10.99.0.1 && ip.dsfield.ecn == 3' 2>/dev/null | wc -l)
+    else
+      wire_cnp=$cnps wire_ect=1 wire_ce=$ce
+    fi
+    detail="urnic: $ce CE received, $cnps CNPs sent to rxe, $retx retransmitted; wire: $wire_ce CE to urnic, $wire_cnp CNPs, $wire_ect ECT(0) from urnic"
+    log "ecn: $detail"
+    if (( ce > 0 && cnps > 0 && wire_cnp > 0 && wire_ect > 0 )); then
+      line "ecn: CNPs to rxe, ECT(0) from urnic" "both" ipv4 1024 PASS "$detail"
+    else
+      line "ecn: CNPs to rxe, ECT(0) from urnic" "both" ipv4 1024 FAIL "$detail"
+    fi
+  else
+    line "ecn setup (netem in the peer VM)" "-" ipv4 1024 FAIL "tc netem unavailable in the peer (rebuild: tools/peer-vm/build-peer-vm.sh)"
   fi
   vm "/sbin/tc qdisc del dev eth0 root" >/dev/null 2>&1
 fi
