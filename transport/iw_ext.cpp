@@ -79,7 +79,7 @@ bool IwQp::tx_atomic_response(Nanos now) {
   if (!r.executed) {
     // Checked on arrival; the MR may have gone since (RFC 5040 7.2).
     const wire::AtomicRequest& a = r.areq;
-    const Mr* mr = nullptr;
+    RemoteMr mr;
     const KeyCheck k = ctx_.check_rkey(a.stag, init_.pd, qpn_, a.to, 8, access::kRemoteAtomic, &mr);
     if (k != KeyCheck::kOk) {
       IwTermCause c;
@@ -88,8 +88,8 @@ bool IwQp::tx_atomic_response(Nanos now) {
       return false;
     }
     const bool ok = a.opcode == wire::atomic::kFetchAdd
-                        ? ctx_.mem.fetch_add(mr->dom, mr->local(a.to), a.add_swap, r.orig)
-                        : ctx_.mem.compare_swap(mr->dom, mr->local(a.to), a.compare, a.add_swap, r.orig);
+                        ? ctx_.mem.fetch_add(mr.mr->dom, mr.local(a.to), a.add_swap, r.orig)
+                        : ctx_.mem.compare_swap(mr.mr->dom, mr.local(a.to), a.compare, a.add_swap, r.orig);
     if (!ok) {
       IwTermCause c;
       iw_term_set(c, term::kLayerRdmap, term::kRdmapLocalCatastrophic, 0);

@@ -213,13 +213,13 @@ bool IwQp::rx_write(const DdpRdmapPacket& p, IwTermCause& cause) {
     set(cause, term::kLayerRdmap, term::kRdmapRemoteProtection, term::kRdmapAccessRights);
     return false;
   }
-  const Mr* mr = nullptr;
+  RemoteMr mr;
   const KeyCheck k = ctx_.check_rkey(p.stag, init_.pd, qpn_, p.to, len, access::kRemoteWrite, &mr);
   if (k != KeyCheck::kOk) {
     tagged_key_error(cause, k, p.to, len);
     return false;
   }
-  if (!ctx_.mem.stage_write(mr->dom, mr->local(p.to), p.payload, place_tag(false, false))) {
+  if (!ctx_.mem.stage_write(mr.mr->dom, mr.local(p.to), p.payload, place_tag(false, false))) {
     set(cause, term::kLayerRdmap, term::kRdmapLocalCatastrophic, 0);
     return false;
   }

@@ -217,7 +217,7 @@ bool IwQp::tx_read_response(Nanos now) {
   if (n > 0) {
     // The source was checked when the request came in; an MR deregistered
     // since then makes the rest of the Read fail (RFC 5040 7.2: invalid STag).
-    const Mr* mr = nullptr;
+    RemoteMr mr;
     if (ctx_.check_rkey(r.src_stag, init_.pd, qpn_, r.src_to + r.sent, n, access::kRemoteRead, &mr) != KeyCheck::kOk) {
       IwTermCause c;
       c.layer = wire::terminate::kLayerRdmap;
@@ -226,7 +226,7 @@ bool IwQp::tx_read_response(Nanos now) {
       fail_stream(c, now);
       return false;
     }
-    if (!ctx_.mem.read(mr->dom, mr->local(r.src_to + r.sent), payload)) {
+    if (!ctx_.mem.read(mr.mr->dom, mr.local(r.src_to + r.sent), payload)) {
       fail_stream(local_catastrophic(), now);
       return false;
     }

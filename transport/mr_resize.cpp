@@ -31,10 +31,17 @@ int Transport::rereg_mr(uint32_t lkey, const MrRereg& c) {
     ++ctx_->pds[static_cast<uint32_t>(c.new_pd)].users;
     mr.pd = c.new_pd;
   }
+  // ibv_rereg_mr has no IOVA: a new range is addressed by its own
+  // addresses, or from 0 when zero-based; turning ZERO_BASED on or off
+  // moves the MR between the two.
+  const bool zero_based = (acc & access::kZeroBased) != 0;
+  if (c.translation || zero_based != ((mr.access & access::kZeroBased) != 0)) {
+    const uint64_t addr = c.translation ? c.addr : mr.addr;
+    mr.iova = zero_based ? 0 : addr;
+  }
   if (c.translation) {
     mr.dom = c.dom;
     mr.addr = c.addr;
-    mr.iova = c.addr;  // ibv_rereg_mr has no IOVA: the new range is its own
     mr.length = c.length;
   }
   mr.access = acc;

@@ -22,13 +22,13 @@ bool in_bounds(uint64_t va, uint64_t len, uint64_t base, uint64_t size) {
 }  // namespace
 
 KeyCheck Context::check_rkey(uint32_t key, PdHandle pd, uint32_t qpn, uint64_t va, uint64_t len, uint32_t need,
-                             const Mr** out) const {
-  if (out != nullptr) *out = nullptr;
+                             RemoteMr* out) const {
+  if (out != nullptr) *out = RemoteMr{};
   auto w = mws.find(key >> 8);
   if (w == mws.end()) {
     auto r = mr_rkeys.find(key);
     if (r == mr_rkeys.end()) return KeyCheck::kBadKey;
-    return check_key(r->second, pd, va, len, need, out);
+    return check_key(r->second, pd, va, len, need, out != nullptr ? &out->mr : nullptr);
   }
   // IBA 10.6.7.3: the R_Key must be the window's current one and
   // the window bound; the request must lie within it and need only rights
@@ -37,11 +37,15 @@ KeyCheck Context::check_rkey(uint32_t key, PdHandle pd, uint32_t qpn, uint64_t v
   if (mw.key != key || mw.state != MwState::kValid || mw.length == 0) return KeyCheck::kBadKey;
   if (mw.pd != pd) return KeyCheck::kBadPd;
   if (mw.type == MwType::kType2 && mw.qpn != qpn) return KeyCheck::kBadKey;
-  if (!in_bounds(va, len, mw.addr, mw.length)) return KeyCheck::kOutOfBounds;
+  // IBA 10.6.7.2 (zero based virtual address): a zero-based window's
+  // requests carry the offset into it, [0, length); the others, addresses
+  // of the MR's I/O virtual space within [addr, addr + length).
+  if (!in_bounds(va, len, mw.zero_based ? 0 : mw.addr, mw.length)) return KeyCheck::kOutOfBounds;
   if ((mw.access & need) != need) return KeyCheck::kNoAccess;
   auto m = mrs.find(mw.mr_key);
   if (m == mrs.end() || m->second.state != MrState::kValid) return KeyCheck::kBadKey;
-  if (out != nullptr) *out = &m->second;
+  // The bind kept [addr, addr + length) within the MR, so addr + va cannot wrap.
+  if (out != nullptr) *out = RemoteMr{&m->second, mw.zero_based ? mw.addr : 0};
   return KeyCheck::kOk;
 }
 
@@ -54,6 +58,7 @@ void Context::unbind(Mw& mw) {
   mw.addr = mw.length = 0;
   mw.access = 0;
   mw.qpn = 0;
+  mw.zero_based = false;
 }
 
 // IBA 10.6.7.2 (bind) with the compliance statements rxe cites; every
@@ -69,9 +74,10 @@ WcStatus Context::bind_mw(PdHandle pd, uint32_t qpn, const MwBind& b) {
   // 24-bit index is the window's. The rest of the requested key is ignored,
   // as mlx5 (the low byte into the mkey), rxe and irdma do.
   const uint32_t new_key = (mw.key & ~0xFFu) | (b.new_rkey & 0xFFu);
-  // Zero-based windows (o10-36.2.2 forbids them for type 1) are not
-  // offered: every window is addressed by its MR's I/O virtual addresses.
-  if ((b.access & access::kZeroBased) != 0) return WcStatus::kMwBindErr;
+  // o10-36.2.2: a type 1 window cannot be zero-based (rxe and mlx5 refuse
+  // it in ibv_bind_mw already; through a bind WR it fails here).
+  const bool zero_based = (b.access & access::kZeroBased) != 0;
+  if (zero_based && mw.type == MwType::kType1) return WcStatus::kMwBindErr;
   if (mw.type == MwType::kType2) {
     // o10-37.2.30: a bound type 2 window must be invalidated before it is
     // bound again; o10-37.2.40: a type 2 bind has a nonzero length.
@@ -92,8 +98,9 @@ WcStatus Context::bind_mw(PdHandle pd, uint32_t qpn, const MwBind& b) {
   if ((mr.access & access::kMwBind) == 0) return WcStatus::kMwBindErr;  // C10-73
   if ((acc & (access::kRemoteWrite | access::kRemoteAtomic)) != 0 && (mr.access & access::kLocalWrite) == 0)
     return WcStatus::kMwBindErr;  // C10-74
-  if ((mr.access & access::kZeroBased) != 0) return WcStatus::kMwBindErr;
-  if (!in_bounds(b.addr, b.length, mr.iova, mr.length)) return WcStatus::kMwBindErr;  // C10-75
+  // C10-75: the window lies within the MR, whose own addresses (its IOVAs:
+  // from 0 for a zero-based MR) the bind names, zero-based window or not.
+  if (!in_bounds(b.addr, b.length, mr.iova, mr.length)) return WcStatus::kMwBindErr;
   unbind(mw);
   mw.key = new_key;
   mw.state = MwState::kValid;
@@ -102,6 +109,7 @@ WcStatus Context::bind_mw(PdHandle pd, uint32_t qpn, const MwBind& b) {
   mw.length = b.length;
   mw.access = acc;
   mw.qpn = mw.type == MwType::kType2 ? qpn : 0;
+  mw.zero_based = zero_based;
   ++mr.windows;
   return WcStatus::kSuccess;
 }

@@ -229,30 +229,30 @@ RespState Qp::resp_execute(const wire::IbPacket& pkt, Nanos now) {
   if ((i.is(Op::kAtomicWrite) || i.is(Op::kReadRequest) || i.is(Op::kAtomic)) && !resp_settle(now))
     return RespState::kDone;
   if (i.is(Op::kAtomicWrite)) {
-    const Mr* mr = nullptr;
+    RemoteMr mr;
     ctx_.check_rkey(pkt.reth.rkey, resp_pd(), qpn_, pkt.reth.va, 8, access::kRemoteWrite, &mr);
-    if (mr == nullptr) return RespState::kErrNakRemoteOperational;
+    if (mr.mr == nullptr) return RespState::kErrNakRemoteOperational;
     // The store must be aligned where it lands too (an MR with an IOVA
     // may map an aligned VA to an unaligned address), as rxe checks it.
-    const uint64_t dst = mr->local(pkt.reth.va);
+    const uint64_t dst = mr.local(pkt.reth.va);
     if ((dst & 7) != 0) return RespState::kErrNakInvalidRequest;
     uint64_t value = 0;
     std::memcpy(&value, pkt.payload.data(), 8);  // length checked: exactly 8
-    if (!ctx_.mem.atomic_write(mr->dom, dst, value)) return RespState::kErrNakRemoteOperational;
+    if (!ctx_.mem.atomic_write(mr.mr->dom, dst, value)) return RespState::kErrNakRemoteOperational;
     msg_offset_ = 8;
     return RespState::kComplete;
   }
   if (i.is(Op::kWrite)) {
     if (!pkt.payload.empty()) {
-      const Mr* mr = nullptr;
+      RemoteMr mr;
       ctx_.check_rkey(write_rkey_, resp_pd(), qpn_, write_va_ + msg_offset_, pkt.payload.size(), access::kRemoteWrite,
                       &mr);
-      if (mr == nullptr) return RespState::kErrNakRemoteOperational;
+      if (mr.mr == nullptr) return RespState::kErrNakRemoteOperational;
       // Memory that faults under a valid R_Key (unmapped or made read-only
       // since registration, an ODP hole): a remote access error, as rxe
       // answers a failed copy into an MR (RESPST_ERR_RKEY_VIOLATION). A
       // staged write's fault comes back through resp_settle().
-      if (!ctx_.mem.stage_write(mr->dom, mr->local(write_va_ + msg_offset_), pkt.payload, resp_tag(pkt, false)))
+      if (!ctx_.mem.stage_write(mr.mr->dom, mr.local(write_va_ + msg_offset_), pkt.payload, resp_tag(pkt, false)))
         return RespState::kErrNakRemoteAccess;
     }
     msg_offset_ += pkt.payload.size();
@@ -277,14 +277,14 @@ RespState Qp::resp_execute(const wire::IbPacket& pkt, Nanos now) {
     return RespState::kDone;
   }
   if (i.is(Op::kAtomic)) {
-    const Mr* mr = nullptr;
+    RemoteMr mr;
     ctx_.check_rkey(pkt.atomic_eth.rkey, resp_pd(), qpn_, pkt.atomic_eth.va, 8, access::kRemoteAtomic, &mr);
     uint64_t orig = 0;
-    const bool ok = mr != nullptr &&
+    const bool ok = mr.mr != nullptr &&
                     ((pkt.bth.opcode & 0x1F) == op::kCompareSwap
-                         ? ctx_.mem.compare_swap(mr->dom, mr->local(pkt.atomic_eth.va), pkt.atomic_eth.compare,
+                         ? ctx_.mem.compare_swap(mr.mr->dom, mr.local(pkt.atomic_eth.va), pkt.atomic_eth.compare,
                                                  pkt.atomic_eth.swap_add, orig)
-                         : ctx_.mem.fetch_add(mr->dom, mr->local(pkt.atomic_eth.va), pkt.atomic_eth.swap_add, orig));
+                         : ctx_.mem.fetch_add(mr.mr->dom, mr.local(pkt.atomic_eth.va), pkt.atomic_eth.swap_add, orig));
     if (!ok) return RespState::kErrNakRemoteOperational;
     RespResource r;
     r.atomic = true;
@@ -435,9 +435,9 @@ RespState Qp::resp_duplicate(const wire::IbPacket& pkt, Nanos now) {
   }
   if (ctx_.cfg.planted.reexecute_duplicate_write && i.is(Op::kWrite) && i.has(wire::Hdr::kReth) &&
       !pkt.payload.empty()) {
-    const Mr* mr = nullptr;  // planted bug: the duplicate's payload written again
+    RemoteMr mr;  // planted bug: the duplicate's payload written again
     ctx_.check_rkey(pkt.reth.rkey, resp_pd(), qpn_, pkt.reth.va, pkt.payload.size(), access::kRemoteWrite, &mr);
-    if (mr != nullptr) (void)ctx_.mem.stage_write(mr->dom, mr->local(pkt.reth.va), pkt.payload, resp_tag(pkt, false));
+    if (mr.mr != nullptr) (void)ctx_.mem.stage_write(mr.mr->dom, mr.local(pkt.reth.va), pkt.payload, resp_tag(pkt, false));
   }
   send_ack(ae::kAck | ae::kCreditsInvalid, epsn_ - 1, now);
   return RespState::kDone;
@@ -447,7 +447,7 @@ void Qp::send_read_responses(const RespResource& r, Psn from, Nanos now) {
   pay_owed_ack(now);
   if (!resp_settle(now)) return;
   const uint32_t mtu = pmtu();
-  const Mr* mr = nullptr;
+  RemoteMr mr;
   if (r.length > 0) ctx_.check_rkey(r.rkey, resp_pd(), qpn_, r.va, r.length, access::kRemoteRead, &mr);
   for (Psn p = from;; ++p) {
     const uint32_t idx = static_cast<uint32_t>(p - r.first_psn);
@@ -467,10 +467,10 @@ void Qp::send_read_responses(const RespResource& r, Psn from, Nanos now) {
     q.payload = buf;
     if (len > 0) {
       // In place where the memory layer maps the MR: no copy.
-      const uint8_t* in_place = mr != nullptr ? ctx_.mem.view(mr->dom, mr->local(r.va + off), len) : nullptr;
+      const uint8_t* in_place = mr.mr != nullptr ? ctx_.mem.view(mr.mr->dom, mr.local(r.va + off), len) : nullptr;
       if (in_place != nullptr) {
         q.payload = wire::Bytes(in_place, len);
-      } else if (mr == nullptr || !ctx_.mem.read(mr->dom, mr->local(r.va + off), buf)) {
+      } else if (mr.mr == nullptr || !ctx_.mem.read(mr.mr->dom, mr.local(r.va + off), buf)) {
         resp_nak(ae::kNak | ae::kNakRemoteOperational, p, RespState::kErrNakRemoteOperational, now);
         return;
       }
@@ -589,10 +589,10 @@ void Qp::uc_run(const wire::IbPacket& pkt, Nanos now) {
     }
     if (msg_offset_ + pl > write_len_ || (i.is(Op::kLast) && msg_offset_ + pl != write_len_)) return drop();
     if (pl > 0) {
-      const Mr* mr = nullptr;
+      RemoteMr mr;
       if (ctx_.check_rkey(write_rkey_, resp_pd(), qpn_, write_va_ + msg_offset_, pl, access::kRemoteWrite, &mr) !=
               KeyCheck::kOk ||
-          !ctx_.mem.stage_write(mr->dom, mr->local(write_va_ + msg_offset_), pkt.payload, resp_tag(pkt, false)))
+          !ctx_.mem.stage_write(mr.mr->dom, mr.local(write_va_ + msg_offset_), pkt.payload, resp_tag(pkt, false)))
         return drop();
     }
     if (i.is(Op::kImm) && recv_slot_ == RecvSlot::kEmpty) {

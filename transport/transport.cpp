@@ -195,6 +195,9 @@ ErrnoOr<MrKeys> Transport::reg_mr(PdHandle pd, MemDomain dom, uint64_t addr, uin
   if (it == ctx_->pds.end()) return {EINVAL, {}};
   // IBA 10.6.3.1: remote write or remote atomic requires local write.
   if ((acc & (access::kRemoteWrite | access::kRemoteAtomic)) && !(acc & access::kLocalWrite)) return {EINVAL, {}};
+  // IBV_ACCESS_ZERO_BASED (ibv_reg_mr(3): "use byte offset from beginning
+  // of MR to access this MR"): the MR's IOVA is 0 whatever was given.
+  if ((acc & access::kZeroBased) != 0) iova = 0;
   if (addr + length < addr || iova + length < iova) return {EINVAL, {}};
   const uint32_t key = ctx_->new_key();
   const uint32_t rkey = ctx_->new_key();

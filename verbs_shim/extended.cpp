@@ -159,14 +159,14 @@ void wr_send_inv(ibv_qp_ex* qpx, std::uint32_t invalidate_rkey) {
 
 // A type 2 window bind: the low 8 bits of `rkey` are the window's new key
 // (typically ibv_inc_rkey(mw->rkey)); on ibv_wr_complete mw->rkey takes
-// them, as with IBV_WR_BIND_MW in ibv_post_send (post_send_locked).
+// them, as with IBV_WR_BIND_MW in ibv_post_send (post_send_locked). A
+// zero-based bind (IBV_ACCESS_ZERO_BASED) goes to the transport like any.
 void wr_bind_mw(ibv_qp_ex* qpx, ibv_mw* mw, std::uint32_t rkey, const ibv_mw_bind_info* info) {
   ibv_send_wr* wr = begin_wr(qpx, IBV_WR_BIND_MW, IBV_QP_EX_WITH_BIND_MW);
   if (wr == nullptr) return;
   QpExState& st = *shim_of_ex(qpx)->ext;
   if ((mw == nullptr || info == nullptr) && st.err == 0) st.err = EINVAL;
   if (mw == nullptr || info == nullptr) return;
-  if ((info->mw_access_flags & IBV_ACCESS_ZERO_BASED) != 0 && st.err == 0) st.err = EINVAL;
   wr->bind_mw.mw = mw;
   wr->bind_mw.rkey = rkey;
   wr->bind_mw.bind_info = *info;

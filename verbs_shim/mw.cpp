@@ -44,9 +44,10 @@ int mw_dealloc(ibv_mw* mw) {
 }
 
 // verbs.h has already checked the type (1), the MR/length pairing and the
-// PDs. Zero-based windows are not offered (EINVAL, as rxe's and mlx5's
-// bind_mw answer); everything else is checked by the transport when the
-// WQE executes, and a failure is an IBV_WC_MW_BIND_ERR completion.
+// PDs. A type 1 window cannot be zero-based (IBA o10-36.2.2; EINVAL, as
+// rxe's and mlx5's bind_mw answer; type 2 binds may be); everything else is
+// checked by the transport when the WQE executes, and a failure is an
+// IBV_WC_MW_BIND_ERR completion.
 int mw_bind(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* bind) {
   const ibv_mw_bind_info& info = bind->bind_info;
   if ((info.mw_access_flags & IBV_ACCESS_ZERO_BASED) != 0) return EINVAL;

@@ -12,8 +12,6 @@
 //  - Shim: ibv_qp_ex wr_* ops (create_qp_ex with SEND_OPS_FLAGS) and
 //    ibv_create_cq_ex are EOPNOTSUPP; perftest's Debian build uses the old
 //    post_send path ("ibv_wr* API: OFF") so it does not need them.
-//  - MRs registered with an iova different from their address
-//    (ibv_reg_mr_iova, ZERO_BASED): the transport keys MRs by address.
 #pragma once
 
 #include <cstdint>

@@ -904,22 +904,24 @@ void DataPath::hairpin(const t::TxPacket& p, bool mcast) {
     hp.view = {};
     hp.data.assign(p.pkt.payload.begin(), p.pkt.payload.end());
   }
-  // Same-host frames are RoCE v2 over IPv4 between the device's address
-  // and itself (what the capture shows, and the GRH a UD receive gets);
-  // a multicast one is addressed to its group.
+  // A same-host frame arrives as the link would have carried it, from the
+  // AH's source GID to its destination GID (a multicast one: the group):
+  // RoCE v2 over IPv4 between IPv4 GIDs, over IPv6 between IPv6 GIDs, RoCE
+  // v1 from a v1 GID. The GRH a UD receive gets shows it, with the traffic
+  // class and flow label the AH asked for (annex A17.4.5.2; an IPv6 GID's
+  // traffic class was lost when every such frame was delivered as IPv4).
+  const LinkDest d = link_dest(p);
   hp.from = RxAddress{};
-  hp.from.src = wire::IpAddr::from_v4(ipv4_);
-  hp.from.dst = hp.from.src;
-  if (mcast) {
-    std::copy(p.addr.ah.dgid.begin(), p.addr.ah.dgid.end(), hp.from.dst.bytes.begin());
-    hp.from.ipv6 = !hp.from.dst.is_v4_mapped();
-    if (hp.from.ipv6) hp.from.src = link_dest(p).src;  // a source GID of the group's family
-  }
-  hp.from.traffic_class = v2_traffic_class(p);  // same-host frames are RoCE v2
+  hp.from.version = d.version;
+  std::copy(p.addr.ah.dgid.begin(), p.addr.ah.dgid.end(), hp.from.dst.bytes.begin());
+  hp.from.ipv6 = d.version == wire::RoceVersion::kV1 || !hp.from.dst.is_v4_mapped();
+  hp.from.src = hp.from.ipv6 || d.src.is_v4_mapped() ? d.src : wire::IpAddr::from_v4(ipv4_);
+  hp.from.traffic_class = d.traffic_class;
+  hp.from.flow_label = d.flow_label;
   hp.from.hop_limit = p.addr.ah.hop_limit;
   // Who sent it, as a peer's QP path names it (the GID it would go out
   // from on a link): what the receiving RC/UC QP checks.
-  hp.sender = link_dest(p).src;
+  hp.sender = d.src;
   hp.multicast = mcast;
   ++hairpin_count_;
   ++counters_.hairpin_packets;

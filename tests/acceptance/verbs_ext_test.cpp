@@ -749,6 +749,58 @@ TEST_CASE("memory windows: bind, remote write through the window, invalidation, 
     CHECK(ibv_dealloc_mw(mw) == 0);
   }
 
+  SECTION("type 2 zero-based: the remote address is the offset into the window; type 1 cannot be") {
+    // ibv_bind_mw(3) / IBA 10.6.7.2: with IBV_ACCESS_ZERO_BASED the RETH VA
+    // counts from the window's start (google/rdma-unit-test
+    // MwGeneralTest.ReadZeroBased/Type2, RdmaAccessTest.ZeroBasedAccess).
+    ibv_mw* mw = ibv_alloc_mw(d.pd, IBV_MW_TYPE_2);
+    REQUIRE(mw != nullptr);
+    {
+      MwLink l(d);
+      ibv_send_wr wr{};
+      wr.wr_id = 13;
+      wr.opcode = IBV_WR_BIND_MW;
+      wr.send_flags = IBV_SEND_SIGNALED;
+      wr.bind_mw.mw = mw;
+      wr.bind_mw.rkey = ibv_inc_rkey(mw->rkey);
+      wr.bind_mw.bind_info = ibv_mw_bind_info{mr, win, 2048, IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_ZERO_BASED};
+      ibv_send_wr* bad = nullptr;
+      REQUIRE(ibv_post_send(l.t, &wr, &bad) == 0);
+      REQUIRE(poll_one(l.ct).status == IBV_WC_SUCCESS);
+      CHECK(l.write(src.data(), 64, smr->lkey, 256, mw->rkey).status == IBV_WC_SUCCESS);
+      CHECK(std::memcmp(target.data() + 1024 + 256, src.data(), 64) == 0);
+      CHECK(l.write(src.data(), 16, smr->lkey, 2048 - 16, mw->rkey).status == IBV_WC_SUCCESS);  // its end
+      CHECK(std::memcmp(target.data() + 1024 + 2048 - 16, src.data(), 16) == 0);
+      CHECK(l.write(src.data(), 16, smr->lkey, win, mw->rkey).status == IBV_WC_REM_ACCESS_ERR);
+    }
+    {
+      // Through ibv_wr_bind_mw too (a new pair: the failed WRITE ended the
+      // old one, and with its QP the window's binding).
+      MwLink l(d);
+      ibv_qp_ex* qx = ibv_qp_to_qp_ex(l.t);
+      ibv_wr_start(qx);
+      qx->wr_id = 14;
+      qx->wr_flags = IBV_SEND_SIGNALED;
+      const ibv_mw_bind_info info{mr, win, 2048, IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_ZERO_BASED};
+      const std::uint32_t key = ibv_inc_rkey(mw->rkey);
+      ibv_wr_bind_mw(qx, mw, key, &info);
+      REQUIRE(ibv_wr_complete(qx) == 0);
+      REQUIRE(poll_one(l.ct).status == IBV_WC_SUCCESS);
+      CHECK(l.write(src.data(), 32, smr->lkey, 2048 - 32, key).status == IBV_WC_SUCCESS);
+      CHECK(l.write(src.data(), 32, smr->lkey, 2048 - 31, key).status == IBV_WC_REM_ACCESS_ERR);
+    }
+    CHECK(ibv_dealloc_mw(mw) == 0);
+    ibv_mw* mw1 = ibv_alloc_mw(d.pd, IBV_MW_TYPE_1);
+    REQUIRE(mw1 != nullptr);
+    MwLink l(d);
+    ibv_mw_bind bind{};
+    bind.wr_id = 15;
+    bind.send_flags = IBV_SEND_SIGNALED;
+    bind.bind_info = ibv_mw_bind_info{mr, win, 2048, IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_ZERO_BASED};
+    CHECK(ibv_bind_mw(l.t, mw1, &bind) == EINVAL);  // o10-36.2.2, as rxe and mlx5 answer
+    CHECK(ibv_dealloc_mw(mw1) == 0);
+  }
+
   SECTION("a bind beyond the MR completes with IBV_WC_MW_BIND_ERR") {
     MwLink l(d);
     ibv_mw* mw = ibv_alloc_mw(d.pd, IBV_MW_TYPE_2);
@@ -774,6 +826,35 @@ TEST_CASE("memory windows: bind, remote write through the window, invalidation, 
 
   CHECK(ibv_dereg_mr(smr) == 0);
   CHECK(ibv_dereg_mr(mr) == 0);  // no window is bound any more
+}
+
+TEST_CASE("IBV_ACCESS_ZERO_BASED: an MR addressed by the offset from its start", "[shim][ext]") {
+  // ibv_reg_mr(3): "use byte offset from beginning of MR to access this MR"
+  // (the ibv_reg_mr_iova case with IOVA 0); google/rdma-unit-test
+  // RdmaAccessTest.ZeroBasedAccess/MemoryRegion* posts with remote address 0.
+  Dev d;
+  std::vector<char> target(8192, 0), src(4096, 'z');
+  ibv_mr* mr = reg(d.pd, target.data() + 4096, 4096,
+                   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_ZERO_BASED);
+  ibv_mr* smr = reg(d.pd, src.data(), src.size(), IBV_ACCESS_LOCAL_WRITE);
+  REQUIRE((mr != nullptr && smr != nullptr));
+  CHECK(mr->addr == target.data() + 4096);  // where it is, as libibverbs reports it
+  {
+    MwLink l(d);
+    CHECK(l.write(src.data(), 64, smr->lkey, 0, mr->rkey).status == IBV_WC_SUCCESS);
+    CHECK(std::memcmp(target.data() + 4096, src.data(), 64) == 0);
+    CHECK(l.write(src.data(), 64, smr->lkey, 4096 - 64, mr->rkey).status == IBV_WC_SUCCESS);
+    CHECK(std::memcmp(target.data() + 8192 - 64, src.data(), 64) == 0);
+    CHECK(l.write(src.data(), 64, smr->lkey, 4096 - 63, mr->rkey).status == IBV_WC_REM_ACCESS_ERR);
+  }
+  {
+    MwLink l(d);
+    CHECK(l.write(src.data(), 64, smr->lkey, addr_of(target.data()) + 4096, mr->rkey).status ==
+          IBV_WC_REM_ACCESS_ERR);  // its address is not an address of it
+  }
+  CHECK(target[4095] == 0);
+  CHECK(ibv_dereg_mr(smr) == 0);
+  CHECK(ibv_dereg_mr(mr) == 0);
 }
 
 namespace {

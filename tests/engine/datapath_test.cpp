@@ -174,6 +174,88 @@ TEST_CASE("data path: RC send and RDMA write move bytes between two QPs by hairp
   }
 }
 
+// A same-host UD datagram arrives as the link would carry it between the
+// AH's GIDs: over the device's IPv6 GID the receive buffer's 40 GRH bytes
+// are the IPv6 header with the AH's traffic class and flow label
+// (annex A17.4.5.2; google/rdma-unit-test LoopbackUdQpTest.SendTrafficClass),
+// over its IPv4 GID the IPv4 header with the traffic class as TOS. Before,
+// every same-host datagram was delivered as IPv4, the traffic class lost.
+TEST_CASE("data path: a hairpinned UD datagram's GRH is the network header of the AH's GIDs", "[engine][datapath][ud]") {
+  DatapathRig rig;
+  constexpr std::uint32_t kQkey = 0x11;
+  constexpr std::uint8_t kTclass = 0x68;
+  constexpr std::uint32_t kFlow = 0x2345;
+  Qp a, b;
+  for (Qp* q : {&a, &b}) {
+    rig.create_qp(*q, ctl::QpCaps{16, 16, 2, 2, 0, 0}, IBV_QPT_UD);
+    ctl::QpAttrs at{};
+    at.qp_state = IBV_QPS_INIT;
+    at.port_num = 1;
+    at.qkey = kQkey;
+    REQUIRE(rig.modify(*q, at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY) == 0);
+    at.qp_state = IBV_QPS_RTR;
+    REQUIRE(rig.modify(*q, at, IBV_QP_STATE) == 0);
+    at.qp_state = IBV_QPS_RTS;
+    REQUIRE(rig.modify(*q, at, IBV_QP_STATE | IBV_QP_SQ_PSN) == 0);
+  }
+  const auto& gids = rig.reg.devices()[0]->gids();
+  std::vector<std::uint8_t> src(64), dst(40 + 64);
+  std::iota(src.begin(), src.end(), std::uint8_t{1});
+  const std::uint32_t src_key = rig.reg_mr(src.data(), src.size());
+  const std::uint32_t dst_key = rig.reg_mr(dst.data(), dst.size());
+  for (std::uint8_t index = 0; index < 2; ++index) {  // urnic0: fe80::... (IPv6), ::ffff:127.0.0.1 (IPv4)
+    INFO("GID index " << int{index});
+    REQUIRE(gids.size() > index);
+    REQUIRE(gids[index].valid != 0);
+    const bool v6 = !(gids[index].gid[10] == 0xff && gids[index].gid[11] == 0xff && gids[index].gid[0] == 0);
+    REQUIRE(v6 == (index == 0));
+    ctl::CreateAhReq ar{};
+    ar.pd_handle = rig.pd;
+    std::memcpy(ar.attr.dgid, gids[index].gid, 16);
+    ar.attr.is_global = 1;
+    ar.attr.sgid_index = index;
+    ar.attr.hop_limit = 9;
+    ar.attr.traffic_class = kTclass;
+    ar.attr.flow_label = kFlow;
+    ar.attr.port_num = 1;
+    ctl::CreateAhRep ah{};
+    REQUIRE(rig.call(ar, &ah) == 0);
+    std::fill(dst.begin(), dst.end(), std::uint8_t{0});
+    WqeHeader rh{};
+    rh.wr_id = 0xb0;
+    rh.num_sge = 1;
+    const std::array<WqeSge, 1> rsge{WqeSge{reinterpret_cast<std::uintptr_t>(dst.data()), 40 + 64, dst_key}};
+    post_wqe(b, b.rq, rh, rsge);
+    WqeHeader sh = signaled_wqe(0xa0, IBV_WR_SEND);
+    sh.ah_handle = ah.handle;
+    sh.remote_qpn = b.qpn;
+    sh.remote_qkey = kQkey;
+    const std::array<WqeSge, 1> ssge{WqeSge{reinterpret_cast<std::uintptr_t>(src.data()), 64, src_key}};
+    post_wqe(a, a.sq, sh, ssge);
+    const auto cqes = rig.run_until(2);
+    REQUIRE(cqes.size() == 2);
+    for (const auto& c : cqes) CHECK(c.status == IBV_WC_SUCCESS);
+    CHECK(std::equal(src.begin(), src.end(), dst.begin() + 40));
+    if (v6) {
+      const std::uint32_t word0 = std::uint32_t{dst[0]} << 24 | std::uint32_t{dst[1]} << 16 |
+                                  std::uint32_t{dst[2]} << 8 | dst[3];
+      CHECK(word0 >> 28 == 6);
+      CHECK((word0 >> 20 & 0xFF) == kTclass);
+      CHECK((word0 & 0xFFFFF) == kFlow);
+      CHECK(dst[6] == 17);  // next header: UDP (RoCE v2)
+      CHECK(dst[7] == 9);
+      CHECK(std::equal(dst.begin() + 8, dst.begin() + 24, gids[0].gid));
+      CHECK(std::equal(dst.begin() + 24, dst.begin() + 40, gids[0].gid));
+    } else {
+      CHECK(std::all_of(dst.begin(), dst.begin() + 20, [](std::uint8_t v) { return v == 0; }));
+      CHECK(dst[20] == 0x45);
+      CHECK(dst[21] == kTclass);
+      CHECK(dst[29] == 17);
+    }
+    REQUIRE(rig.call<ctl::DestroyAhRep>(ctl::DestroyAhReq{{ah.handle, 0}}) == 0);
+  }
+}
+
 TEST_CASE("data path: sleeping is declared in the doorbell page and undone by pending work", "[engine][datapath]") {
   DatapathRig rig;
   Qp a;

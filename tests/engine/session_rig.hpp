@@ -157,13 +157,13 @@ class SessionRig {
     return reg_mr_keys(p, len, access).lkey;
   }
 
-  // An RC QP on the rig's CQ, its rings mapped.
-  void create_qp(RigQp& q, ctl::QpCaps caps = ctl::QpCaps{16, 16, 2, 2, 64, 0}) {
+  // A QP (RC unless `type` says otherwise) on the rig's CQ, its rings mapped.
+  void create_qp(RigQp& q, ctl::QpCaps caps = ctl::QpCaps{16, 16, 2, 2, 64, 0}, std::uint32_t type = IBV_QPT_RC) {
     ctl::CreateQpReq req{};
     req.pd_handle = pd;
     req.send_cq_handle = cq;
     req.recv_cq_handle = cq;
-    req.qp_type = IBV_QPT_RC;
+    req.qp_type = type;
     req.caps = caps;
     ctl::CreateQpRep rep{};
     std::vector<int> fds;

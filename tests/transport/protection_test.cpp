@@ -300,6 +300,75 @@ TEST_CASE("an MR registered with an IOVA is addressed by it, locally and remotel
   CHECK(nak[0].pkt.aeth.syndrome == (ae::kNak | ae::kNakRemoteAccess));
 }
 
+// IBV_ACCESS_ZERO_BASED (ibv_reg_mr(3): "use byte offset from beginning of
+// MR to access this MR"): the IOVA is 0 whatever the registration named, for
+// SGEs and RETHs alike; bounds stay exact. google/rdma-unit-test
+// RdmaAccessTest.ZeroBasedAccess/MemoryRegion* registers with ibv_reg_mr.
+TEST_CASE("a zero-based MR is addressed from 0; rereg keeps it so, or ends it", "[rc][protection]") {
+  Pair p;
+  const uint32_t rw = access::kLocalWrite | access::kRemoteWrite | access::kRemoteRead;
+  const MrKeys mb = p.tb.reg_mr(p.b.pd, p.b.dom, p.b.va + 8192, 4096, rw | access::kZeroBased, p.b.va + 8192).value;
+  fill(p.a.bytes().first(512), p.qa, 7);
+  Sge sge{p.a.va, 512, p.a.mr.lkey};
+  auto write = [&](uint64_t wr_id, uint64_t va, uint32_t len) {
+    sge.length = len;
+    REQUIRE(p.ta.post_send(p.qa, make_wr(wr_id, WrOpcode::kRdmaWrite, sge, va, mb.rkey), p.now) == 0);
+    p.pump();
+    auto wc = p.a.poll();
+    REQUIRE(wc.size() == 1);
+    return wc[0].status;
+  };
+
+  SECTION("VA 1000 is byte 1000 of it; its last byte is VA 4095") {
+    CHECK(write(1, 1000, 512) == WcStatus::kSuccess);
+    CHECK(check(p.b.bytes().subspan(8192 + 1000, 512), p.qa, 7));
+    CHECK(write(2, 4095, 1) == WcStatus::kSuccess);
+    CHECK(p.b.bytes()[8192 + 4095] == p.a.bytes()[0]);
+  }
+  SECTION("its registered address, one byte past its end, a wrapping VA: remote access errors") {
+    const uint64_t bad[] = {p.b.va + 8192, 4096 - 511, ~uint64_t{0} - 100};
+    for (const uint64_t va : bad) {
+      INFO(va);
+      Pair q;
+      const MrKeys m = q.tb.reg_mr(q.b.pd, q.b.dom, q.b.va + 8192, 4096, rw | access::kZeroBased, q.b.va + 8192).value;
+      Sge s{q.a.va, 512, q.a.mr.lkey};
+      REQUIRE(q.ta.post_send(q.qa, make_wr(1, WrOpcode::kRdmaWrite, s, va, m.rkey), q.now) == 0);
+      q.pump();
+      auto wc = q.a.poll();
+      REQUIRE(wc.size() == 1);
+      CHECK(wc[0].status == WcStatus::kRemAccessErr);
+    }
+  }
+  SECTION("a local SGE addresses it from 0 too") {
+    const MrKeys ma = p.ta.reg_mr(p.a.pd, p.a.dom, p.a.va + 4096, 4096, rw | access::kZeroBased, p.a.va + 4096).value;
+    fill(p.a.bytes().subspan(4096 + 64, 64), p.qa, 8);
+    Sge s{64, 64, ma.lkey};
+    REQUIRE(p.ta.post_send(p.qa, make_wr(1, WrOpcode::kRdmaWrite, s, 0, mb.rkey), p.now) == 0);
+    p.pump();
+    auto wc = p.a.poll();
+    REQUIRE(wc.size() == 1);
+    CHECK(wc[0].status == WcStatus::kSuccess);
+    CHECK(check(p.b.bytes().subspan(8192, 64), p.qa, 8));
+  }
+  SECTION("rereg to a new range stays zero-based; dropping ZERO_BASED makes it VA-based") {
+    MrRereg rr;
+    rr.translation = true;
+    rr.dom = p.b.dom;
+    rr.addr = p.b.va + 16384;
+    rr.length = 4096;
+    REQUIRE(p.tb.rereg_mr(mb.lkey, rr) == 0);
+    CHECK(write(1, 64, 64) == WcStatus::kSuccess);
+    CHECK(check(p.b.bytes().subspan(16384 + 64, 64), p.qa, 7));
+    MrRereg ra;
+    ra.access = true;
+    ra.new_access = rw;
+    REQUIRE(p.tb.rereg_mr(mb.lkey, ra) == 0);
+    CHECK(write(2, p.b.va + 16384 + 128, 64) == WcStatus::kSuccess);
+    CHECK(check(p.b.bytes().subspan(16384 + 128, 64), p.qa, 7));
+    CHECK(write(3, 64, 64) == WcStatus::kRemAccessErr);
+  }
+}
+
 TEST_CASE("a deregistered L_Key fails at once, also right after it was used and another MR took its memory",
           "[rc][protection]") {
   // check_key remembers its last lookup: deregistration must forget it.

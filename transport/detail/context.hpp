@@ -40,6 +40,19 @@ struct Mr {
   [[nodiscard]] uint64_t local(uint64_t io_va) const { return addr + (io_va - iova); }
 };
 
+// What an R_Key check resolved a remote request to: the MR behind the key
+// and where the request's VA 0 lies in that MR's I/O virtual addresses. A
+// zero-based window (IBA 10.6.7.2, IBV_ACCESS_ZERO_BASED) is addressed by
+// offsets from its start, so `base` is the window's start in its MR; an MR
+// (a zero-based one has IOVA 0) or a VA-based window: base 0.
+struct RemoteMr {
+  const Mr* mr = nullptr;
+  uint64_t base = 0;
+
+  // The owner's address of a request VA check_rkey accepted.
+  [[nodiscard]] uint64_t local(uint64_t va) const { return mr->local(base + va); }
+};
+
 // IBA 10.6.7: a type 1 window is valid from allocation on (with length 0
 // it grants nothing); a type 2 window is free until a bind WR binds it and
 // again after it is invalidated.
@@ -55,6 +68,9 @@ struct Mw {
   uint64_t length = 0;
   uint32_t access = 0;   // remote access bits granted through the window
   uint32_t qpn = 0;      // type 2: the QP it is bound to (IBA 10.6.7.2.2)
+  // Type 2 only: remote requests address it by the offset from its start
+  // (RETH/AtomicETH VA 0 is `addr`), not by its MR's addresses.
+  bool zero_based = false;
 };
 
 // Why a key check failed; each maps onto one local status or one NAK.
@@ -179,9 +195,10 @@ struct Context {
   // An R_Key in a remote request (transport/mw.cpp): an MR's R_Key, checked
   // as check_key does, or a memory window's, checked against the window
   // (current key, bounds, access, PD; a type 2 window only through the QP
-  // `qpn` it is bound to) and then resolved to the MR behind it.
+  // `qpn` it is bound to) and then resolved to the MR behind it; `out`
+  // says where the request's VA lands (RemoteMr::local).
   KeyCheck check_rkey(uint32_t key, PdHandle pd, uint32_t qpn, uint64_t va, uint64_t len, uint32_t need,
-                      const Mr** out) const;
+                      RemoteMr* out) const;
 
   // Send-queue memory operations, executed in order by QP `qpn` of PD `pd`
   // (transport/mw.cpp). bind_mw returns kSuccess or kMwBindErr.
