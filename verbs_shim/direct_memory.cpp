@@ -1,5 +1,7 @@
 #include "direct_memory.hpp"
 
+#include "hostif/vma_query.hpp"
+
 #include <fcntl.h>
 #include <linux/userfaultfd.h>
 #include <pthread.h>
@@ -116,14 +118,37 @@ int prot_of(const char* perms) {
          (perms[2] == 'x' ? PROT_EXEC : 0);
 }
 
+// /proc/self/maps kept open for PROCMAP_QUERY (hostif/vma_query.hpp), so a
+// registration asks the kernel about its one mapping instead of reading the
+// text of every mapping up to it. Opened under g_mu; a fork child reopens
+// it (the open file names the mm of the process that opened it).
+int g_self_maps = -1;
+int self_maps() {
+  if (g_self_maps < 0) g_self_maps = ::open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  return g_self_maps;
+}
+
 // The protection of [s, e) if one private anonymous mapping that the
 // conversion keeps intact holds all of it; -1 otherwise.
 int eligible_prot(std::uint64_t s, std::uint64_t e) {
+  auto eligible = [&](std::uint64_t start, std::uint64_t end, std::uint64_t inode, const char* path, bool r, bool x,
+                      bool shared) {
+    const bool anon = inode == 0 && (path[0] == '\0' || std::strcmp(path, "[heap]") == 0);
+    return start <= s && end >= e && anon && r && !x && !shared;
+  };
+  hostif::Vma v;
+  char name[16];
+  switch (hostif::query_vma(self_maps(), s, false, v, name, sizeof name)) {
+    case hostif::VmaResult::Found:
+      if (!eligible(v.start, v.end, v.inode, name, v.read, v.exec, v.shared)) return -1;
+      return (v.read ? PROT_READ : 0) | (v.write ? PROT_WRITE : 0);
+    case hostif::VmaResult::Unsupported: break;  // an older kernel: the file
+    default: return -1;                          // unmapped, or a longer name than any eligible one
+  }
   int prot = -1;
   for_each_mapping([&](const Mapping& m) {
     if (m.end <= s) return true;
-    const bool anon = m.inode == 0 && (m.path[0] == '\0' || std::strcmp(m.path, "[heap]") == 0);
-    if (m.start <= s && m.end >= e && anon && m.perms[0] == 'r' && m.perms[2] != 'x' && m.perms[3] == 'p')
+    if (eligible(m.start, m.end, m.inode, m.path, m.perms[0] == 'r', m.perms[2] == 'x', m.perms[3] != 'p'))
       prot = prot_of(m.perms);
     return false;
   });
@@ -312,6 +337,8 @@ void after_fork_parent() {
 // The child owns private copies of everything, as with private memory, and
 // no daemon maps them: privatize every region, close the memfds.
 void after_fork_child() {
+  if (g_self_maps >= 0) ::close(g_self_maps);  // the parent's mm
+  g_self_maps = -1;
   for (auto& [va, r] : g_regions) {
     privatize(r.ino, -1, false);  // the parent's file: never punched
     if (r.fd >= 0) ::close(r.fd);
@@ -327,10 +354,22 @@ void after_fork_child() {
 // same address: that memory is not the region's, and an MR over it must not
 // be given the region's memfd.
 bool intact(std::uint64_t s, std::uint64_t len, std::uint64_t ino) {
+  // Each mapping from s on must be the region's file at the matching offset.
+  auto ours = [&](std::uint64_t start, std::uint64_t inode, bool shared, std::uint64_t offset) {
+    return inode == ino && shared && offset == start - s;
+  };
   std::uint64_t covered = s;
+  hostif::Vma v;
+  while (covered < s + len) {
+    const hostif::VmaResult r = hostif::query_vma(self_maps(), covered, false, v);
+    if (r == hostif::VmaResult::Unsupported) break;  // an older kernel: the file
+    if (r != hostif::VmaResult::Found || !ours(v.start, v.inode, v.shared, v.offset)) return false;
+    covered = v.end;
+  }
+  if (covered >= s + len) return true;
   for_each_mapping([&](const Mapping& m) {
     if (m.end <= covered) return true;
-    if (m.start > covered || m.inode != ino || m.perms[3] != 's' || m.offset != m.start - s) return false;
+    if (m.start > covered || !ours(m.start, m.inode, m.perms[3] == 's', m.offset)) return false;
     covered = m.end;
     return covered < s + len;
   });

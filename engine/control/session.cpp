@@ -7,6 +7,7 @@
 #include "engine/datapath/process_memory.hpp"
 #include "engine/control/stats_ctl.hpp"
 #include "engine/control/peer_identity.hpp"
+#include "hostif/vma_query.hpp"
 
 #include <fcntl.h>
 #include <fmt/core.h>
@@ -49,15 +50,34 @@ constexpr std::uint32_t kMrAccessKnown =
     IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED |
     IBV_ACCESS_ON_DEMAND | IBV_ACCESS_HUGETLB | IBV_ACCESS_OPTIONAL_RANGE;
 
+// check_user_range through PROCMAP_QUERY: one query per mapping [addr, end)
+// spans (usually one), whatever the process's number of mappings. 0 or
+// EFAULT; -1 on a kernel without the ioctl.
+int check_range_by_query(int maps_fd, std::uint64_t addr, std::uint64_t end, bool write) {
+  hostif::Vma v;
+  for (std::uint64_t covered = addr; covered < end; covered = v.end) {
+    switch (hostif::query_vma(maps_fd, covered, false, v)) {
+      case hostif::VmaResult::Found: break;
+      case hostif::VmaResult::Unsupported: return -1;
+      default: return EFAULT;  // a hole, or the process is gone
+    }
+    if (!v.read || (write && !v.write)) return EFAULT;
+  }
+  return 0;
+}
+
 }  // namespace
 
-int check_user_range(pid_t pid, std::uint64_t addr, std::uint64_t len, bool write) {
+int check_user_range(pid_t pid, std::uint64_t addr, std::uint64_t len, bool write, int maps_fd) {
   if (len == 0) return 0;
   const std::uint64_t end = addr + len;
   if (end < addr) return EFAULT;
+  if (maps_fd >= 0) {
+    if (const int err = check_range_by_query(maps_fd, addr, end, write); err >= 0) return err;
+  }
+  std::uint64_t covered = addr;  // [addr, covered) is known mapped with the right rights
   std::ifstream maps("/proc/" + std::to_string(pid) + "/maps");
   if (!maps) return EFAULT;
-  std::uint64_t covered = addr;  // [addr, covered) is known mapped with the right rights
   std::string line;
   while (std::getline(maps, line) && covered < end) {
     std::uint64_t lo = 0, hi = 0;
@@ -102,6 +122,13 @@ Session::~Session() {
   reg_.cm().release_owner(id_);  // its CM ids (DREQ/REJ to their peers) and event channels
   destroy_all();
   reg_.sessions().erase(id_);
+  if (maps_fd_ >= 0) ::close(maps_fd_);
+}
+
+int Session::maps_fd() {
+  // Opened once: a registration then costs a query, not an open and close.
+  if (maps_fd_ < 0) maps_fd_ = ::open(("/proc/" + std::to_string(pid_) + "/maps").c_str(), O_RDONLY | O_CLOEXEC);
+  return maps_fd_;
 }
 
 void Session::destroy_all() {
@@ -158,12 +185,6 @@ void Session::destroy_all() {
   }
   if (port_.async_fd >= 0) ::close(port_.async_fd);
   port_.async_fd = -1;
-}
-
-const MrObj* Session::find_mr_by_key(std::uint32_t key) const {
-  for (const auto& [h, mr] : mrs_)
-    if (mr.key == key) return &mr;
-  return nullptr;
 }
 
 CqQueue* Session::cq_queue(std::uint32_t handle) {
@@ -401,7 +422,7 @@ Reply Session::on_reg_mr(const MsgHeader& h, std::span<const std::byte> msg, std
   const bool write = (req->access & (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
                                      IBV_ACCESS_REMOTE_ATOMIC)) != 0;
   if (const int err = check_memory_guard(); err != 0) return fail<ctl::RegMrRep>(h, err);
-  if (const int err = odp ? 0 : check_user_range(pid_, req->addr, req->length, write); err != 0)
+  if (const int err = odp ? 0 : check_user_range(pid_, req->addr, req->length, write, maps_fd()); err != 0)
     return fail<ctl::RegMrRep>(h, err);
   if (dev_->usage().mrs >= dev_->attrs().max_mr || over_quota(mrs_.size(), reg_.quota().mr)) return fail<ctl::RegMrRep>(h, ENOMEM);
   std::uint32_t key = 0, rkey = 0, region = 0;

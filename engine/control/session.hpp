@@ -14,6 +14,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -131,7 +132,6 @@ class Session {
   [[nodiscard]] bool greeted() const { return greeted_; }
 
   // Seams for the data path (see qp_control.hpp TODO).
-  [[nodiscard]] const MrObj* find_mr_by_key(std::uint32_t key) const;
   // CQ `handle`'s ring as the data path writes it (nullptr: no such CQ).
   CqQueue* cq_queue(std::uint32_t handle);
 
@@ -217,6 +217,11 @@ class Session {
   gid_t guard_gid_ = 0;
   bool warned_guard_ = false;
   bool warned_region_ = false;  // one log line for a memfd the daemon would not map
+  // The process's /proc/<pid>/maps, opened at the first registration and
+  // kept (check_user_range queries it per MR); -1 until then or if it cannot
+  // be opened.
+  int maps_fd_ = -1;
+  int maps_fd();
   // 0 if this session may register memory now, else EPERM (and one log line).
   int check_memory_guard();
   bool greeted_ = false;
@@ -234,7 +239,7 @@ class Session {
   [[nodiscard]] int doorbell_page_fd() const;
   std::uint32_t last_handle_ = 0;
   std::map<std::uint32_t, PdObj> pds_;
-  std::map<std::uint32_t, MrObj> mrs_;
+  std::unordered_map<std::uint32_t, MrObj> mrs_;  // hashed: 500,000 MRs made a tree walk a cache miss per level
   std::map<std::uint64_t, DirectRegion> regions_;  // by the address the process maps it at
   std::map<std::uint32_t, MwObj> mws_;
   std::map<std::uint32_t, ChannelObj> channels_;
@@ -284,8 +289,10 @@ class Registry {
 };
 
 // Does [addr, addr+len) lie entirely in mappings of process `pid` with read
-// (and, if `write`, write) permission? Reads /proc/<pid>/maps. Returns 0 or
-// EFAULT (as ib_umem_get's pinning fails on a hole or a read-only page).
-int check_user_range(pid_t pid, std::uint64_t addr, std::uint64_t len, bool write);
+// (and, if `write`, write) permission? Returns 0 or EFAULT (as ib_umem_get's
+// pinning fails on a hole or a read-only page). With `maps_fd` (the process's
+// /proc/<pid>/maps, open) one PROCMAP_QUERY per mapping the range spans;
+// without it, or on a kernel without the ioctl, reads the file.
+int check_user_range(pid_t pid, std::uint64_t addr, std::uint64_t len, bool write, int maps_fd = -1);
 
 }  // namespace urnic::engine

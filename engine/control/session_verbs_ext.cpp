@@ -88,7 +88,7 @@ Reply Session::on_rereg_mr(const MsgHeader& h, std::span<const std::byte> msg) {
     const bool write = (access & (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
                                   IBV_ACCESS_REMOTE_ATOMIC)) != 0;
     if (const int err = check_memory_guard(); err != 0) return fail<ctl::ReregMrRep>(h, err);
-    if (const int err = check_user_range(pid_, addr, length, write); err != 0)
+    if (const int err = check_user_range(pid_, addr, length, write, maps_fd()); err != 0)
       return fail<ctl::ReregMrRep>(h, err);
   }
   if (dp_ != nullptr) {
