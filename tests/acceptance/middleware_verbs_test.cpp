@@ -148,108 +148,48 @@ TEST_CASE("ibv_destroy_qp removes the QP's unpolled completions from its CQs", "
   CHECK(ibv_destroy_cq(cq) == 0);
 }
 
-// UCX's ud_verbs takes the network header type of a UD receive from wc.sl
-// (what a ConnectX CQE reports there on RoCE: bit 3 for RoCE v2, bits 2:0 =
-// 2 for IPv4, 1 for IPv6, 0 for a GRH) to find the destination address in
-// the 40 GRH bytes; with 0 it read 16 bytes of the IPv4 header as a GID,
-// dropped every packet and died with "unhandled timeout error".
-TEST_CASE("a UD receive over RoCE v2/IPv4 reports the network header type in wc.sl as mlx5 does",
-          "[middleware][ud]") {
-  Ctx c;
-  constexpr std::uint32_t kQkey = 0x1ee7;
-  ibv_cq* cq = ibv_create_cq(c.ctx, 16, nullptr, nullptr, 0);
-  REQUIRE(cq != nullptr);
-  ibv_qp* qp[2] = {};
-  for (auto& q : qp) {
-    ibv_qp_init_attr init{};
-    init.send_cq = init.recv_cq = cq;
-    init.qp_type = IBV_QPT_UD;
-    init.cap = ibv_qp_cap{4, 4, 1, 1, 0};
-    q = ibv_create_qp(c.pd, &init);
-    REQUIRE(q != nullptr);
-    ud_to_rts(q, kQkey);
-  }
-  std::vector<char> rbuf(40 + 64, 0), sbuf(64);
-  for (std::size_t i = 0; i < sbuf.size(); ++i) sbuf[i] = static_cast<char>('A' + i % 26);
-  ibv_mr* rmr = reg(c.pd, rbuf.data(), rbuf.size(), IBV_ACCESS_LOCAL_WRITE);
-  ibv_mr* smr = reg(c.pd, sbuf.data(), sbuf.size(), 0);
-  REQUIRE((rmr && smr));
-  ibv_sge rsge{reinterpret_cast<std::uintptr_t>(rbuf.data()), static_cast<std::uint32_t>(rbuf.size()), rmr->lkey};
-  ibv_recv_wr rwr{};
-  rwr.wr_id = 7;
-  rwr.sg_list = &rsge;
-  rwr.num_sge = 1;
-  ibv_recv_wr* rbad = nullptr;
-  REQUIRE(ibv_post_recv(qp[1], &rwr, &rbad) == 0);
-  ibv_gid gid{};
-  REQUIRE(ibv_query_gid(c.ctx, 1, 1, &gid) == 0);  // index 1: RoCE v2, ::ffff:127.0.0.1
-  ibv_ah_attr ah{};
-  ah.is_global = 1;
-  ah.grh.dgid = gid;
-  ah.grh.sgid_index = 1;
-  ah.grh.hop_limit = 64;
-  ah.port_num = 1;
-  ibv_ah* h = ibv_create_ah(c.pd, &ah);
-  REQUIRE(h != nullptr);
-  ibv_sge ssge{reinterpret_cast<std::uintptr_t>(sbuf.data()), 64, smr->lkey};
-  ibv_send_wr wr{};
-  wr.wr_id = 8;
-  wr.sg_list = &ssge;
-  wr.num_sge = 1;
-  wr.opcode = IBV_WR_SEND;
-  wr.send_flags = IBV_SEND_SIGNALED;
-  wr.wr.ud.ah = h;
-  wr.wr.ud.remote_qpn = qp[1]->qp_num;
-  wr.wr.ud.remote_qkey = kQkey;
-  ibv_send_wr* sbad = nullptr;
-  REQUIRE(ibv_post_send(qp[0], &wr, &sbad) == 0);
-  const auto got = poll_for(cq, 2);
-  REQUIRE(got.size() == 2);
-  const ibv_wc& r = got[0].wr_id == 7 ? got[0] : got[1];
-  REQUIRE(r.wr_id == 7);
-  CHECK(r.status == IBV_WC_SUCCESS);
-  CHECK((r.wc_flags & IBV_WC_GRH) != 0);
-  CHECK(r.byte_len == 40 + 64);
-  CHECK(std::memcmp(rbuf.data() + 40, sbuf.data(), 64) == 0);
-  CHECK(r.sl == 0xA);  // RoCE v2 (bit 3), IPv4 (2)
-  // Where UCX then looks for an IPv4 destination: the GRH area's last 4 bytes.
-  CHECK(std::memcmp(rbuf.data() + 36, gid.raw + 12, 4) == 0);
-  CHECK(ibv_destroy_ah(h) == 0);
-  for (ibv_qp* q : qp) CHECK(ibv_destroy_qp(q) == 0);
-  CHECK(ibv_destroy_cq(cq) == 0);
-  CHECK(ibv_dereg_mr(rmr) == 0);
-  CHECK(ibv_dereg_mr(smr) == 0);
-}
+namespace {
 
-// google/rdma-unit-test LoopbackUdQpTest.SendTrafficClass (annex A17.4.5.2):
-// the AH's traffic class reaches the receiver in the network header the GRH
-// area holds, over an IPv6 GID (the IPv6 header: version, traffic class,
-// next header UDP, both GIDs) as over an IPv4 one (the IPv4 TOS). Same-host
-// datagrams to the device's IPv6 GID were delivered as IPv4: an all-zero
-// first word, traffic class lost.
-TEST_CASE("a UD receive carries the AH's traffic class in the GRH area over IPv6 and IPv4 GIDs", "[middleware][ud]") {
+// Two UD QPs on one CQ, and 64 bytes to send from the first to the second
+// into a receive buffer with the 40-byte GRH area in front.
+struct UdPair {
+  static constexpr std::uint32_t kQkey = 0x1ee7;
   Ctx c;
-  constexpr std::uint32_t kQkey = 0x1ee7;
-  constexpr std::uint8_t kTclass = 0xB8;  // DSCP 46; the ECN bits are the network's
-  ibv_cq* cq = ibv_create_cq(c.ctx, 16, nullptr, nullptr, 0);
-  REQUIRE(cq != nullptr);
+  ibv_cq* cq = nullptr;
   ibv_qp* qp[2] = {};
-  for (auto& q : qp) {
-    ibv_qp_init_attr init{};
-    init.send_cq = init.recv_cq = cq;
-    init.qp_type = IBV_QPT_UD;
-    init.cap = ibv_qp_cap{4, 4, 1, 1, 0};
-    q = ibv_create_qp(c.pd, &init);
-    REQUIRE(q != nullptr);
-    ud_to_rts(q, kQkey);
+  std::vector<unsigned char> rbuf = std::vector<unsigned char>(40 + 64, 0);
+  std::vector<char> sbuf = std::vector<char>(64);
+  ibv_mr* rmr = nullptr;
+  ibv_mr* smr = nullptr;
+
+  UdPair() {
+    for (std::size_t i = 0; i < sbuf.size(); ++i) sbuf[i] = static_cast<char>('A' + i % 26);
+    cq = ibv_create_cq(c.ctx, 16, nullptr, nullptr, 0);
+    REQUIRE(cq != nullptr);
+    for (auto& q : qp) {
+      ibv_qp_init_attr init{};
+      init.send_cq = init.recv_cq = cq;
+      init.qp_type = IBV_QPT_UD;
+      init.cap = ibv_qp_cap{4, 4, 1, 1, 0};
+      q = ibv_create_qp(c.pd, &init);
+      REQUIRE(q != nullptr);
+      ud_to_rts(q, kQkey);
+    }
+    rmr = reg(c.pd, rbuf.data(), rbuf.size(), IBV_ACCESS_LOCAL_WRITE);
+    smr = reg(c.pd, sbuf.data(), sbuf.size(), 0);
+    REQUIRE((rmr && smr));
   }
-  std::vector<unsigned char> rbuf(40 + 64, 0);
-  std::vector<char> sbuf(64, 'T');
-  ibv_mr* rmr = reg(c.pd, rbuf.data(), rbuf.size(), IBV_ACCESS_LOCAL_WRITE);
-  ibv_mr* smr = reg(c.pd, sbuf.data(), sbuf.size(), 0);
-  REQUIRE((rmr && smr));
-  for (const int index : {0, 1}) {  // fe80::... (RoCE v2, IPv6), ::ffff:127.0.0.1 (RoCE v2, IPv4)
-    INFO("GID index " << index);
+  ~UdPair() {
+    for (ibv_qp* q : qp) CHECK(ibv_destroy_qp(q) == 0);
+    CHECK(ibv_destroy_cq(cq) == 0);
+    CHECK(ibv_dereg_mr(rmr) == 0);
+    CHECK(ibv_dereg_mr(smr) == 0);
+  }
+
+  // Posts a receive (wr_id 7) on qp[1] into a zeroed rbuf, sends sbuf from
+  // qp[0] through an address handle of `ah` (wr_id 8), and returns the
+  // receive's completion.
+  ibv_wc send(const ibv_ah_attr& ah) {
     std::fill(rbuf.begin(), rbuf.end(), 0);
     ibv_sge rsge{reinterpret_cast<std::uintptr_t>(rbuf.data()), static_cast<std::uint32_t>(rbuf.size()), rmr->lkey};
     ibv_recv_wr rwr{};
@@ -258,19 +198,8 @@ TEST_CASE("a UD receive carries the AH's traffic class in the GRH area over IPv6
     rwr.num_sge = 1;
     ibv_recv_wr* rbad = nullptr;
     REQUIRE(ibv_post_recv(qp[1], &rwr, &rbad) == 0);
-    ibv_gid gid{};
-    REQUIRE(ibv_query_gid(c.ctx, 1, index, &gid) == 0);
-    const bool v6 = !(std::all_of(gid.raw, gid.raw + 10, [](std::uint8_t b) { return b == 0; }) &&
-                      gid.raw[10] == 0xff && gid.raw[11] == 0xff);
-    REQUIRE(v6 == (index == 0));
-    ibv_ah_attr ah{};
-    ah.is_global = 1;
-    ah.grh.dgid = gid;
-    ah.grh.sgid_index = static_cast<std::uint8_t>(index);
-    ah.grh.hop_limit = 64;
-    ah.grh.traffic_class = kTclass;
-    ah.port_num = 1;
-    ibv_ah* h = ibv_create_ah(c.pd, &ah);
+    ibv_ah_attr attr = ah;
+    ibv_ah* h = ibv_create_ah(c.pd, &attr);
     REQUIRE(h != nullptr);
     ibv_sge ssge{reinterpret_cast<std::uintptr_t>(sbuf.data()), 64, smr->lkey};
     ibv_send_wr wr{};
@@ -286,14 +215,70 @@ TEST_CASE("a UD receive carries the AH's traffic class in the GRH area over IPv6
     REQUIRE(ibv_post_send(qp[0], &wr, &sbad) == 0);
     const auto got = poll_for(cq, 2);
     REQUIRE(got.size() == 2);
-    const ibv_wc& r = got[0].wr_id == 7 ? got[0] : got[1];
+    const ibv_wc r = got[0].wr_id == 7 ? got[0] : got[1];
     REQUIRE(r.wr_id == 7);
+    CHECK(ibv_destroy_ah(h) == 0);
+    return r;
+  }
+};
+
+// An address handle from GID index `index` of port 1 to the same GID.
+ibv_ah_attr ah_to_self(ibv_context* ctx, int index, ibv_gid& gid) {
+  REQUIRE(ibv_query_gid(ctx, 1, index, &gid) == 0);
+  ibv_ah_attr ah{};
+  ah.is_global = 1;
+  ah.grh.dgid = gid;
+  ah.grh.sgid_index = static_cast<std::uint8_t>(index);
+  ah.grh.hop_limit = 64;
+  ah.port_num = 1;
+  return ah;
+}
+
+}  // namespace
+
+// UCX's ud_verbs takes the network header type of a UD receive from wc.sl
+// (what a ConnectX CQE reports there on RoCE: bit 3 for RoCE v2, bits 2:0 =
+// 2 for IPv4, 1 for IPv6, 0 for a GRH) to find the destination address in
+// the 40 GRH bytes; with 0 it read 16 bytes of the IPv4 header as a GID,
+// dropped every packet and died with "unhandled timeout error".
+TEST_CASE("a UD receive over RoCE v2/IPv4 reports the network header type in wc.sl as mlx5 does",
+          "[middleware][ud]") {
+  UdPair p;
+  ibv_gid gid{};
+  const ibv_wc r = p.send(ah_to_self(p.c.ctx, 1, gid));  // index 1: RoCE v2, ::ffff:127.0.0.1
+  CHECK(r.status == IBV_WC_SUCCESS);
+  CHECK((r.wc_flags & IBV_WC_GRH) != 0);
+  CHECK(r.byte_len == 40 + 64);
+  CHECK(std::memcmp(p.rbuf.data() + 40, p.sbuf.data(), 64) == 0);
+  CHECK(r.sl == 0xA);  // RoCE v2 (bit 3), IPv4 (2)
+  // Where UCX then looks for an IPv4 destination: the GRH area's last 4 bytes.
+  CHECK(std::memcmp(p.rbuf.data() + 36, gid.raw + 12, 4) == 0);
+}
+
+// google/rdma-unit-test LoopbackUdQpTest.SendTrafficClass (annex A17.4.5.2):
+// the AH's traffic class reaches the receiver in the network header the GRH
+// area holds, over an IPv6 GID (the IPv6 header: version, traffic class,
+// next header UDP, both GIDs) as over an IPv4 one (the IPv4 TOS). Same-host
+// datagrams to the device's IPv6 GID were delivered as IPv4: an all-zero
+// first word, traffic class lost.
+TEST_CASE("a UD receive carries the AH's traffic class in the GRH area over IPv6 and IPv4 GIDs", "[middleware][ud]") {
+  constexpr std::uint8_t kTclass = 0xB8;  // DSCP 46; the ECN bits are the network's
+  UdPair p;
+  for (const int index : {0, 1}) {  // fe80::... (RoCE v2, IPv6), ::ffff:127.0.0.1 (RoCE v2, IPv4)
+    INFO("GID index " << index);
+    ibv_gid gid{};
+    ibv_ah_attr ah = ah_to_self(p.c.ctx, index, gid);
+    ah.grh.traffic_class = kTclass;
+    const bool v6 = !(std::all_of(gid.raw, gid.raw + 10, [](std::uint8_t b) { return b == 0; }) &&
+                      gid.raw[10] == 0xff && gid.raw[11] == 0xff);
+    REQUIRE(v6 == (index == 0));
+    const ibv_wc r = p.send(ah);
     CHECK(r.status == IBV_WC_SUCCESS);
     CHECK((r.wc_flags & IBV_WC_GRH) != 0);
-    CHECK(std::memcmp(rbuf.data() + 40, sbuf.data(), 64) == 0);
+    CHECK(std::memcmp(p.rbuf.data() + 40, p.sbuf.data(), 64) == 0);
     if (v6) {
       ibv_grh grh{};
-      std::memcpy(&grh, rbuf.data(), sizeof grh);
+      std::memcpy(&grh, p.rbuf.data(), sizeof grh);
       const std::uint32_t word0 = ntohl(grh.version_tclass_flow);
       CHECK((word0 >> 28) == 6);
       CHECK(((word0 >> 20) & 0xFC) == kTclass);
@@ -303,16 +288,11 @@ TEST_CASE("a UD receive carries the AH's traffic class in the GRH area over IPv6
       CHECK(std::memcmp(grh.dgid.raw, gid.raw, 16) == 0);
       CHECK(r.sl == 0x9);  // RoCE v2 (bit 3), IPv6 (1), as mlx5 reports it
     } else {
-      CHECK((rbuf[20] >> 4) == 4);  // the IPv4 header in the last 20 bytes
-      CHECK((rbuf[21] & 0xFC) == kTclass);
+      CHECK((p.rbuf[20] >> 4) == 4);  // the IPv4 header in the last 20 bytes
+      CHECK((p.rbuf[21] & 0xFC) == kTclass);
       CHECK(r.sl == 0xA);
     }
-    CHECK(ibv_destroy_ah(h) == 0);
   }
-  for (ibv_qp* q : qp) CHECK(ibv_destroy_qp(q) == 0);
-  CHECK(ibv_destroy_cq(cq) == 0);
-  CHECK(ibv_dereg_mr(rmr) == 0);
-  CHECK(ibv_dereg_mr(smr) == 0);
 }
 
 namespace {
