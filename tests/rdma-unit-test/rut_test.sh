@@ -73,9 +73,17 @@ write_introspection() {
            printf "        {{\"%s\", \"%s\"}, \"%s: %s\"},\n", $2, $3, $1, r }')
   ENTRIES=$entries awk '/@DEVIATIONS@/ { print ENVIRON["ENTRIES"]; next } { print }' "$here/introspection_urnic.h.in"
 }
-# The timing deviations as a gtest filter (every parameter of a registered
-# parameterised test), for the second pass below.
-timing_filter=$(awk '$1 == "timing" { printf "%s*%s.%s:*%s.%s/*", sep, $2, $3, $2, $3; sep = ":" }' "$deviations")
+# The deviations as gtest patterns (every parameter of a registered
+# parameterised test): all of them are left out of the run, and the timing
+# ones make the second pass below. The suite's own skip is not enough: a
+# fixture whose SetUp does not call BasicFixture's (MwType2AdvancedTest)
+# never consults the list.
+deviation_patterns() {  # deviation_patterns AWK-CONDITION
+  awk "!/^#/ && NF >= 3 && ($1)"' { printf "%s*%s.%s:*%s.%s/*", sep, $2, $3, $2, $3; sep = ":" }' "$deviations"
+}
+timing_filter=$(deviation_patterns '$1 == "timing"')
+if [[ $filter == '*' ]]; then filter="*-$(deviation_patterns 1)"; else filter="$filter:$(deviation_patterns 1)"; fi
+echo "rut_test: $(grep -cvE '^#|^[[:space:]]*$' "$deviations") registered deviations left out ($deviations; docs/RDMA-UNIT-TEST.md)"
 
 # Unpack (again when the port changed) and build.
 t0=$SECONDS
