@@ -120,21 +120,26 @@ if ! { cmake -S "$W" -B "$W/build" "${cmake_args[@]}" && make -C "$W/build" -j "
 fi
 echo "rut_test: built rdma-unit-test ($mode) in $((SECONDS - t0)) s"
 
-# Run: one process per test (tools/rdma-unit-test.sh), in a private network
-# namespace with its loopback up.
-run=("$source_root/tools/rdma-unit-test.sh" --urnic-build "$build_root" --timeout "$timeout_s"
-     --filter "$filter" --log-dir "$work/failed" "$W/build/rdma_unit_test" -- --device_name=urnic0)
-rm -rf "$work/failed"
-inner='ip link set lo up 2>/dev/null || ifconfig lo up 2>/dev/null; exec "$@"'
+# run_suite FILTER LOG_DIR [SUITE-ARGS...]: one process per test
+# (tools/rdma-unit-test.sh), in a private network namespace with its loopback up.
+run_suite() {
+  local filter=$1 log_dir=$2; shift 2
+  local run=("$source_root/tools/rdma-unit-test.sh" --urnic-build "$build_root" --timeout "$timeout_s"
+             --filter "$filter" --log-dir "$log_dir" "$W/build/rdma_unit_test" -- --device_name=urnic0 "$@")
+  local inner='ip link set lo up 2>/dev/null || ifconfig lo up 2>/dev/null; exec "$@"'
+  rm -rf "$log_dir"
+  if [[ $(id -u) -eq 0 ]] && unshare -n true 2>/dev/null; then
+    unshare -n bash -c "$inner" rut "${run[@]}"
+  elif unshare -rn true 2>/dev/null; then
+    unshare -rn bash -c "$inner" rut "${run[@]}"
+  else
+    echo "rut_test: no private network namespace (not root, no user namespaces): running in the host's"
+    "${run[@]}"
+  fi
+}
+
 t1=$SECONDS
-if [[ $(id -u) -eq 0 ]] && unshare -n true 2>/dev/null; then
-  unshare -n bash -c "$inner" rut "${run[@]}"
-elif unshare -rn true 2>/dev/null; then
-  unshare -rn bash -c "$inner" rut "${run[@]}"
-else
-  echo "rut_test: no private network namespace (not root, no user namespaces): running in the host's"
-  "${run[@]}"
-fi
+run_suite "$filter" "$work/failed"
 rc=$?
 echo "rut_test: ran the $mode set in $((SECONDS - t1)) s (failed tests' output: $work/failed)"
 
@@ -144,17 +149,7 @@ echo "rut_test: ran the $mode set in $((SECONDS - t1)) s (failed tests' output: 
 if [[ -n $timing_filter ]]; then
   echo "rut_test: the timing deviations again, with --completion_wait_multiplier=5"
   t2=$SECONDS
-  run=("$source_root/tools/rdma-unit-test.sh" --urnic-build "$build_root" --timeout "$timeout_s"
-       --filter "$timing_filter" --log-dir "$work/failed-timing" "$W/build/rdma_unit_test"
-       -- --device_name=urnic0 --completion_wait_multiplier=5)
-  rm -rf "$work/failed-timing"
-  if [[ $(id -u) -eq 0 ]] && unshare -n true 2>/dev/null; then
-    RUT_URNIC_NO_DEVIATIONS=1 unshare -n bash -c "$inner" rut "${run[@]}"
-  elif unshare -rn true 2>/dev/null; then
-    RUT_URNIC_NO_DEVIATIONS=1 unshare -rn bash -c "$inner" rut "${run[@]}"
-  else
-    RUT_URNIC_NO_DEVIATIONS=1 "${run[@]}"
-  fi
+  RUT_URNIC_NO_DEVIATIONS=1 run_suite "$timing_filter" "$work/failed-timing" --completion_wait_multiplier=5
   rc2=$?
   echo "rut_test: ran the timing deviations in $((SECONDS - t2)) s"
   [[ $rc -eq 0 ]] && rc=$rc2
