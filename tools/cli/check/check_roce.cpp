@@ -324,11 +324,12 @@ void RoceChecker::State::on_read_response(Flow& fl, const DirKey& r, uint64_t n,
   if (d < 0) return;  // a duplicate (the READ was sent again)
   // A response past the one expected is an implicit NAK (IBA 9.7.6.1): the
   // requester may ask again at once, with no timeout and no NAK on the wire.
-  if (d > 0) fl.retry_reason = true;
-  if (d > 0)
+  if (d > 0) {
+    fl.retry_reason = true;
     out.add(rule::kRoceReadResponse, Severity::kViolation, {rd.frame, n}, fl.name,
             fmt::format("{} PSN 0x{:06x}, expected 0x{:06x} (READ at PSN 0x{:06x})", info.name, psn.value(),
                         rd.next.value(), rd.psn.value()));
+  }
   const bool first = info.is(Op::kFirst), last = info.is(Op::kLast);
   if (!rd.started && !first)
     out.add(rule::kRoceReadResponse, Severity::kViolation, {rd.frame, n}, fl.name,
