@@ -54,8 +54,9 @@ namespace {
 
 // Which ibv_qp_ex send operations each QP type can carry (IBA 11.4.1.1;
 // ibv_create_qp_ex refuses others, as mlx5 does, where ibv_post_send takes
-// them and the engine fails them: opcode_valid in objects.cpp). TSO is not offered by the transport; the
-// IBA 1.5 ATOMIC WRITE is RC only (as rdma_rxe offers it).
+// them and the engine fails them: opcode_valid in objects.cpp). TSO is not
+// offered by the transport; the IBA 1.5 ATOMIC WRITE is RC only (as rdma_rxe
+// offers it).
 std::uint64_t ops_for(ibv_qp_type type) {
   constexpr std::uint64_t kSend = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM;
   constexpr std::uint64_t kWrite = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM;

@@ -827,9 +827,9 @@ std::vector<ibv_wc> poll_for(ibv_cq* cq, std::size_t want) {
 }  // namespace
 
 TEST_CASE("UD: an RDMA or atomic WR is taken and completes IBV_WC_LOC_QP_OP_ERR, as on mlx5", "[shim]") {
-  // IBA 11.4.1.1: UD carries sends only. mlx5 and rxe take the WR and fail
-  // it with a local QP operation error (rdma-unit-test's LoopbackUdQpTest.Read
-  // and friends); the QP then goes to the Error state.
+  // IBA 11.4.1.1: UD carries sends only. mlx5 takes the WR and the adapter
+  // fails it with a local QP operation error (rdma-unit-test's
+  // LoopbackUdQpTest.Read and friends); the QP then goes to the Error state.
   Ctx c;
   std::vector<std::uint64_t> buf(8, 0);
   ibv_mr* mr = reg(c.pd, buf.data(), 64, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ |
