@@ -32,7 +32,9 @@ namespace urnic::engine::ctl {
 inline constexpr std::uint32_t kMagic = 0x434e5255;  // "URNC" little-endian
 // 2: the doorbell page (hostif/doorbell_page.hpp) replaces the rings'
 // `sleeping` words; CreateQpRep and CreateSrqRep name each queue's bit.
-inline constexpr std::uint16_t kVersion = 3;
+// 3: RegMrReq's direct range (a memfd the daemon maps). 4: its file offset
+// (the application's own shared memory files).
+inline constexpr std::uint16_t kVersion = 4;
 inline constexpr std::uint16_t kFlagReply = 1;
 inline constexpr std::size_t kNameLen = 64;
 inline constexpr std::size_t kMaxDevices = 8;
@@ -391,22 +393,27 @@ struct RegMrReq {
   std::uint32_t pd_handle;
   std::uint32_t access;     // enum ibv_access_flags
   // Direct access (engine/datapath/mapped_regions.hpp): when direct_len is
-  // not 0, [direct_va, direct_va + direct_len) are whole pages inside
-  // [addr, addr + length) that the process maps from a sealed memfd, and
-  // the request carries that memfd (the daemon maps it and reaches those
-  // bytes without a system call), or no descriptor: the same pages as an
-  // earlier MR of this connection, whose memfd the shim has since closed.
-  // The rest of the MR goes through process_vm_readv/writev.
+  // not 0, the process maps bytes [direct_offset, direct_offset +
+  // direct_len) of a shared memory file at [direct_va, direct_va +
+  // direct_len), whole pages that overlap [addr, addr + length), and the
+  // request carries that file (the daemon maps it and reaches those bytes
+  // without a system call), or no descriptor: the same pages as an earlier
+  // MR of this connection. The file is the shim's own sealed memfd for the
+  // whole pages of private memory (offset 0, inside the MR), or the
+  // application's own shared file for memory it maps shared (the whole
+  // mapping). The rest of the MR goes through process_vm_readv/writev.
   std::uint64_t direct_va;
   std::uint64_t direct_len;
+  std::uint64_t direct_offset;
 };
-static_assert(sizeof(RegMrReq) == 48);
+static_assert(sizeof(RegMrReq) == 56);
 static_assert(offsetof(RegMrReq, length) == 8);
 static_assert(offsetof(RegMrReq, iova) == 16);
 static_assert(offsetof(RegMrReq, pd_handle) == 24);
 static_assert(offsetof(RegMrReq, access) == 28);
 static_assert(offsetof(RegMrReq, direct_va) == 32);
 static_assert(offsetof(RegMrReq, direct_len) == 40);
+static_assert(offsetof(RegMrReq, direct_offset) == 48);
 
 struct RegMrRep {
   static constexpr MsgType kType = MsgType::kRegMr;

@@ -54,6 +54,7 @@ enum class DevStat : std::uint8_t {
   kMemSyscalls,         // process_vm_readv/writev calls: memory reached without a mapped region
   kMemDirectOps,        // reads, writes and atomics served from mapped regions (no system call)
   kMappedRegions,       // registered memory mapped into the daemon now (a gauge)
+  kMemDirectFaults,     // direct accesses that met a file truncated under them (failed; sigbus_guard)
   kCount,
 };
 
@@ -66,6 +67,7 @@ inline constexpr std::array<std::string_view, static_cast<std::size_t>(DevStat::
     "cq_overflows",     "rx_not_ours",       "tx_no_neighbour",  "rx_other_vlan",    "iw_bytes_sent",
     "iw_bytes_rcvd",    "iw_mpa_rejects_sent", "iw_mpa_rejects_rcvd", "rings_corrupt",
     "rings_read",       "mem_syscalls",      "mem_direct_ops",   "mapped_regions",
+    "mem_direct_faults",
 };
 static_assert(kDevStatNames.size() == static_cast<std::size_t>(DevStat::kCount));
 

@@ -2,13 +2,17 @@
 
 #include "hostif/vma_query.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <linux/userfaultfd.h>
 #include <pthread.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -58,6 +62,7 @@ struct Mapping {
   std::uint64_t start = 0, end = 0;
   char perms[5] = {};
   std::uint64_t offset = 0;
+  std::uint32_t dev_major = 0, dev_minor = 0;
   std::uint64_t inode = 0;
   const char* path = "";  // valid during the callback only
 };
@@ -93,7 +98,8 @@ bool for_each_mapping(Fn&& fn) {
       for (int i = 0; i < 4 && *p != '\0'; ++i) m.perms[i] = *p++;
       m.offset = std::strtoull(p, &p, 16);
       while (*p == ' ') ++p;
-      while (*p != ' ' && *p != '\0') ++p;  // dev
+      m.dev_major = static_cast<std::uint32_t>(std::strtoul(p, &p, 16));
+      if (*p == ':') m.dev_minor = static_cast<std::uint32_t>(std::strtoul(p + 1, &p, 16));
       m.inode = std::strtoull(p, &p, 10);
       while (*p == ' ') ++p;
       m.path = p;
@@ -327,6 +333,16 @@ std::map<std::uint64_t, Region> g_regions;
 std::size_t g_open_fds = 0;
 constexpr std::size_t kKeptFds = 64;
 
+// The program's own shared memory files (a memfd or tmpfs file it maps
+// shared): granted whole, nothing moves. By the mapping's start; under g_mu.
+struct FileRegion {
+  std::uint64_t len = 0, off = 0, ino = 0;
+  std::uint32_t dev_major = 0, dev_minor = 0;
+  int fd = -1;             // the program's descriptor of the file (never closed here); -1: none open
+  std::uint32_t refs = 0;  // MRs holding a grant of it
+};
+std::map<std::uint64_t, FileRegion> g_files;
+
 void before_fork() { g_mu.lock(); }
 // A child may still be copying the regions that existed at fork (its
 // handler below): their file pages must not be punched from under it.
@@ -345,6 +361,7 @@ void after_fork_child() {
   }
   g_regions.clear();
   g_open_fds = 0;
+  g_files.clear();  // shared files stay shared; the child's own MRs find them again
   g_mu.unlock();
 }
 
@@ -387,6 +404,95 @@ void forget(std::map<std::uint64_t, Region>::iterator it) {
   g_regions.erase(it);
 }
 
+struct SharedMapping {
+  std::uint64_t start = 0, end = 0, off = 0, ino = 0;
+  std::uint32_t dev_major = 0, dev_minor = 0;
+};
+
+bool is_our_memfd(const char* path) {
+  return std::strncmp(path, "/memfd:", 7) == 0 && std::strncmp(path + 7, kMemfdName, std::strlen(kMemfdName)) == 0;
+}
+
+// The shared file mapping that holds all of [a, e), unless it is one of the
+// regions' memfds above (those go back to private memory at their last
+// dereg, which a grant of the file would not survive).
+bool shared_mapping_of(std::uint64_t a, std::uint64_t e, SharedMapping& out) {
+  auto take = [&](std::uint64_t start, std::uint64_t end, std::uint64_t off, std::uint64_t ino, std::uint32_t maj,
+                  std::uint32_t min, bool shared, const char* path) {
+    if (!shared || ino == 0 || start > a || end < e || is_our_memfd(path)) return false;
+    out = SharedMapping{start, end, off, ino, maj, min};
+    return true;
+  };
+  hostif::Vma v;
+  char name[256];
+  switch (hostif::query_vma(self_maps(), a, false, v, name, sizeof name)) {
+    case hostif::VmaResult::Found:
+      return take(v.start, v.end, v.offset, v.inode, v.dev_major, v.dev_minor, v.shared, name);
+    case hostif::VmaResult::Unsupported: break;  // an older kernel: the file
+    default: return false;
+  }
+  bool found = false;
+  for_each_mapping([&](const Mapping& m) {
+    if (m.end <= a) return true;
+    found = take(m.start, m.end, m.offset, m.inode, m.dev_major, m.dev_minor, m.perms[3] == 's', m.path);
+    return false;
+  });
+  return found;
+}
+
+bool same_file(const struct stat& st, const FileRegion& r) {
+  return S_ISREG(st.st_mode) && static_cast<std::uint64_t>(st.st_ino) == r.ino && major(st.st_dev) == r.dev_major &&
+         minor(st.st_dev) == r.dev_minor;
+}
+
+// The program's descriptor of r's file that the daemon can map: open for
+// reading and writing, on tmpfs (the daemon maps nothing else); -1 if none.
+int find_fd(const FileRegion& r) {
+  DIR* dir = ::opendir("/proc/self/fd");
+  if (dir == nullptr) return -1;
+  int found = -1;
+  while (const dirent* de = ::readdir(dir)) {
+    char* end = nullptr;
+    const long n = std::strtol(de->d_name, &end, 10);
+    if (end == de->d_name || *end != '\0' || n == ::dirfd(dir)) continue;
+    const int fd = static_cast<int>(n);
+    struct stat st{};
+    struct statfs fs{};
+    const int flags = ::fcntl(fd, F_GETFL);
+    if (::fstat(fd, &st) == 0 && same_file(st, r) && flags >= 0 && (flags & O_ACCMODE) == O_RDWR &&
+        ::fstatfs(fd, &fs) == 0 && fs.f_type == TMPFS_MAGIC) {
+      found = fd;
+      break;
+    }
+  }
+  ::closedir(dir);
+  return found;
+}
+
+// A grant of the shared file mapping [a, e) lies in, or none. One query of
+// the mapping and one fstat per registration once the file's descriptor is
+// known; a mapping whose file has no usable descriptor is remembered as
+// such, so it costs no second search of /proc/self/fd.
+DirectGrant shared_file_grant(std::uint64_t a, std::uint64_t e) {
+  SharedMapping m;
+  if (!shared_mapping_of(a, e, m)) return {};
+  FileRegion& r = g_files[m.start];
+  const bool same = r.len == m.end - m.start && r.off == m.off && r.ino == m.ino && r.dev_major == m.dev_major &&
+                    r.dev_minor == m.dev_minor;
+  if (!same) {
+    // New, or another file mapped there since: MRs still holding a grant of
+    // the old one keep it (direct_release tells them apart by inode).
+    r = FileRegion{m.end - m.start, m.off, m.ino, m.dev_major, m.dev_minor, -1, 0};
+    r.fd = find_fd(r);
+  } else if (r.fd >= 0) {
+    struct stat st{};
+    if (::fstat(r.fd, &st) != 0 || !same_file(st, r)) r.fd = find_fd(r);  // closed, or the number reused
+  }
+  if (r.fd < 0) return {};
+  ++r.refs;
+  return DirectGrant{m.start, m.end - m.start, r.fd, m.ino, m.off, true};
+}
+
 bool enabled() {
   static const bool on = [] {
     const char* v = std::getenv("URNIC_DIRECT_MEMORY");
@@ -403,10 +509,11 @@ DirectGrant direct_acquire(const void* addr, std::size_t length) {
   const auto a = reinterpret_cast<std::uintptr_t>(addr);
   const std::uint64_t page = page_size();
   if (length == 0 || a + length < a || !enabled()) return {};
+  std::lock_guard lock(g_mu);
+  if (DirectGrant g = shared_file_grant(a, a + length); g.len != 0) return g;
   const std::uint64_t s = (a + page - 1) / page * page;
   const std::uint64_t e = (a + length) / page * page;
   if (e <= s) return {};
-  std::lock_guard lock(g_mu);
   // The same pages again: the same region. A range that overlaps another
   // region in any other way goes without one. Regions whose pages the
   // application has replaced since are dropped first.
@@ -442,7 +549,7 @@ DirectGrant direct_acquire(const void* addr, std::size_t length) {
 }
 
 void direct_passed(const DirectGrant& g) {
-  if (g.fd < 0) return;
+  if (g.fd < 0 || g.borrowed) return;
   std::lock_guard lock(g_mu);
   auto it = g_regions.find(g.va);
   if (it == g_regions.end() || it->second.ino != g.ino || it->second.fd < 0 || g_open_fds <= kKeptFds) return;
@@ -454,6 +561,12 @@ void direct_passed(const DirectGrant& g) {
 void direct_release(const DirectGrant& g) {
   if (g.len == 0) return;
   std::lock_guard lock(g_mu);
+  if (g.borrowed) {
+    auto it = g_files.find(g.va);
+    if (it != g_files.end() && it->second.ino == g.ino && it->second.refs > 0 && --it->second.refs == 0)
+      g_files.erase(it);
+    return;
+  }
   auto it = g_regions.find(g.va);
   if (it == g_regions.end() || it->second.ino != g.ino || --it->second.refs != 0) return;
   privatize(it->second.ino, it->second.forked ? -1 : it->second.fd, true);

@@ -586,6 +586,7 @@ ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, std::size_t length, std::uint64
       (access & IBV_ACCESS_ON_DEMAND) != 0 ? DirectGrant{} : direct_acquire(addr, length);
   req.direct_va = grant.va;
   req.direct_len = grant.len;
+  req.direct_offset = grant.off;
   const int err = grant.fd >= 0 ? client_of(pd->context).call_passing_fd(req, rep, grant.fd)
                                 : client_of(pd->context).call(req, rep);
   if (err == 0) direct_passed(grant);

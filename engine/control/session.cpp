@@ -395,10 +395,13 @@ Reply Session::on_dealloc_pd(const MsgHeader& h, std::span<const std::byte> msg)
 Reply Session::on_reg_mr(const MsgHeader& h, std::span<const std::byte> msg, std::vector<int>& fds) {
   const auto req = ctl::decode<ctl::RegMrReq>(msg);
   if (!req) return fail<ctl::RegMrRep>(h, EINVAL);
-  // A direct range comes with at most one descriptor and lies inside the MR.
+  // A direct range comes with at most one descriptor and overlaps the MR
+  // (the shim's memfd covers the MR's whole pages, an application's shared
+  // file the whole mapping the MR lies in).
   if (req->direct_len != 0 &&
-      (fds.size() > 1 || req->direct_va < req->addr || req->direct_va + req->direct_len < req->direct_va ||
-       req->direct_va + req->direct_len > req->addr + req->length || req->addr + req->length < req->addr))
+      (fds.size() > 1 || req->direct_va + req->direct_len < req->direct_va ||
+       req->direct_offset + req->direct_len < req->direct_offset || req->addr + req->length < req->addr ||
+       req->direct_va >= req->addr + req->length || req->direct_va + req->direct_len <= req->addr))
     return fail<ctl::RegMrRep>(h, EINVAL);
   auto pd = pds_.find(req->pd_handle);
   if (pd == pds_.end()) return fail<ctl::RegMrRep>(h, EINVAL);
@@ -433,7 +436,7 @@ Reply Session::on_reg_mr(const MsgHeader& h, std::span<const std::byte> msg, std
     // may come and go, so it never has one).
     // ibv_reg_mr_iova: SGEs and remote requests address the MR by its IOVA.
     if (req->direct_len != 0 && !odp)
-      region = hold_region(req->direct_va, req->direct_len, fds.empty() ? -1 : fds[0]);
+      region = hold_region(req->direct_va, req->direct_len, req->direct_offset, fds.empty() ? -1 : fds[0]);
     const transport::MemDomain dom = odp      ? odp_domain_of_pid(pid_)
                                      : region ? region_domain_of_pid(pid_, region)
                                               : domain_of_pid(pid_);
@@ -481,25 +484,26 @@ Reply Session::on_dereg_mr(const MsgHeader& h, std::span<const std::byte> msg) {
   return ok(h, rep);
 }
 
-std::uint32_t Session::hold_region(std::uint64_t va, std::uint64_t len, int fd) {
+std::uint32_t Session::hold_region(std::uint64_t va, std::uint64_t len, std::uint64_t off, int fd) {
   auto it = regions_.find(va);
   if (fd < 0) {
     // No descriptor: the pages of an earlier MR on this connection.
-    if (it == regions_.end() || it->second.len != len) return 0;
+    if (it == regions_.end() || it->second.len != len || it->second.off != off) return 0;
     ++it->second.refs;
     return it->second.slot;
   }
   struct stat st{};
   if (::fstat(fd, &st) != 0) return 0;
   if (it != regions_.end()) {
-    // The same memfd again (another MR over the same pages); a different
+    // The same file again (another MR over the same pages); a different
     // one at the same address while the old is still used is not what the
     // shim does: that MR simply goes without.
-    if (it->second.len != len || it->second.dev != st.st_dev || it->second.ino != st.st_ino) return 0;
+    if (it->second.len != len || it->second.off != off || it->second.dev != st.st_dev || it->second.ino != st.st_ino)
+      return 0;
     ++it->second.refs;
     return it->second.slot;
   }
-  const int slot = dp_->mapped_regions().attach(pid_, va, len, fd);
+  const int slot = dp_->mapped_regions().attach(pid_, va, len, fd, off);
   if (slot <= 0) {
     if (!warned_region_) {
       warned_region_ = true;
@@ -508,7 +512,7 @@ std::uint32_t Session::hold_region(std::uint64_t va, std::uint64_t len, int fd) 
     }
     return 0;
   }
-  regions_[va] = DirectRegion{len, static_cast<std::uint32_t>(slot), 1, st.st_dev, st.st_ino};
+  regions_[va] = DirectRegion{len, static_cast<std::uint32_t>(slot), 1, st.st_dev, st.st_ino, off};
   return static_cast<std::uint32_t>(slot);
 }
 

@@ -49,13 +49,15 @@ struct MrObj {
 
 // Registered memory of this process that the daemon maps (direct access,
 // engine/datapath/mapped_regions.hpp): one per range the shim backed with a
-// memfd, shared by the MRs over it, unmapped with the last of them.
+// memfd, or per shared file mapping of the application's, shared by the MRs
+// over it, unmapped with the last of them.
 struct DirectRegion {
   std::uint64_t len = 0;
   std::uint32_t slot = 0;       // in the data path's MappedRegions
   std::uint32_t refs = 0;       // MRs using it
-  dev_t dev = 0;                // the memfd it maps, to recognise a new one at the same address
+  dev_t dev = 0;                // the file it maps, to recognise a new one at the same address
   ino_t ino = 0;
+  std::uint64_t off = 0;        // the file offset mapped at its address
 };
 
 // A memory window (ibv_alloc_mw). `key` is the R_Key it was allocated
@@ -154,7 +156,7 @@ class Session {
   // The slot of the region [va, va + len) backed by `fd` (a new mapping or
   // one more user of the one already there; fd -1: the one already there);
   // 0 when it cannot be mapped, and the MR then goes through process_vm_*.
-  std::uint32_t hold_region(std::uint64_t va, std::uint64_t len, int fd);
+  std::uint32_t hold_region(std::uint64_t va, std::uint64_t len, std::uint64_t off, int fd);
   void release_region(std::uint32_t slot);
   Reply on_dereg_mr(const ctl::MsgHeader& h, std::span<const std::byte> msg);
   Reply on_create_channel(const ctl::MsgHeader& h);

@@ -17,38 +17,63 @@ namespace {
 #define F_SEAL_FUTURE_WRITE 0x0010
 #endif
 
+// With these a file's pages cannot go away: no guard needed.
 constexpr int kRequiredSeals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
 constexpr int kRefusedSeals = F_SEAL_WRITE | F_SEAL_FUTURE_WRITE;
 
-bool page_aligned(std::uint64_t v) {
-  static const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
-  return v % page == 0;
+// The guard goes first: nothing may match a fault to a range that is
+// unmapped (or mapped again by someone else).
+void unmap(const MappedRegion& r) {
+  sigbus_guard::unwatch(r.guard);
+  ::munmap(r.base, r.len);
 }
+
+std::uint64_t page_size() {
+  static const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+  return page;
+}
+bool page_aligned(std::uint64_t v) { return v % page_size() == 0; }
+std::uint64_t round_up_to_page(std::uint64_t v) { return (v + page_size() - 1) / page_size() * page_size(); }
 
 }  // namespace
 
 MappedRegions::~MappedRegions() {
   reap();
   for (const MappedRegion& r : slots_)
-    if (r.base != nullptr) ::munmap(r.base, r.len);
+    if (r.base != nullptr) unmap(r);
 }
 
 void MappedRegions::reap() {
-  for (const MappedRegion& r : retired_) ::munmap(r.base, r.len);
+  for (const MappedRegion& r : retired_) unmap(r);
   retired_.clear();
 }
 
-int MappedRegions::attach(pid_t pid, std::uint64_t va, std::uint64_t len, int fd) {
-  if (len == 0 || !page_aligned(va) || !page_aligned(len) || va + len < va) return -EINVAL;
-  const int seals = ::fcntl(fd, F_GET_SEALS);  // EINVAL for anything but a memfd
-  if (seals < 0 || (seals & kRequiredSeals) != kRequiredSeals || (seals & kRefusedSeals) != 0) return -EINVAL;
+int MappedRegions::attach(pid_t pid, std::uint64_t va, std::uint64_t len, int fd, std::uint64_t off) {
+  if (len == 0 || !page_aligned(va) || !page_aligned(len) || !page_aligned(off) || va + len < va ||
+      off + len < off)
+    return -EINVAL;
   struct stat st{};
   struct statfs fs{};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || static_cast<std::uint64_t>(st.st_size) < len) return -EINVAL;
-  if (::fstatfs(fd, &fs) != 0 || fs.f_type == HUGETLBFS_MAGIC) return -EINVAL;
+  // The last page may hold the file's end: the bytes after it read as zeros,
+  // in the daemon's mapping as in the process's.
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || round_up_to_page(static_cast<std::uint64_t>(st.st_size)) < off + len)
+    return -EINVAL;
+  if (::fstatfs(fd, &fs) != 0 || fs.f_type != TMPFS_MAGIC) return -EINVAL;
+  // Every shmem file answers F_GET_SEALS (F_SEAL_SEAL alone for one that
+  // was never sealable).
+  const int seals = ::fcntl(fd, F_GET_SEALS);
+  if (seals < 0 || (seals & kRefusedSeals) != 0) return -EINVAL;
+  // Anything less sealed than the shim's own memfds can lose pages under
+  // the daemon (a truncate, or a hole refilled on a full tmpfs).
+  const bool guarded = (seals & kRequiredSeals) != kRequiredSeals;
   if (free_.empty() && slots_.size() >= kMaxSlots) return -ENOSPC;
-  void* p = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  void* p = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, static_cast<off_t>(off));
   if (p == MAP_FAILED) return -errno;
+  int guard = -1;
+  if (guarded && (guard = sigbus_guard::watch(p, len)) < 0) {
+    ::munmap(p, len);
+    return -ENOSPC;
+  }
   std::uint32_t slot = 0;
   if (!free_.empty()) {
     slot = free_.back();
@@ -57,8 +82,9 @@ int MappedRegions::attach(pid_t pid, std::uint64_t va, std::uint64_t len, int fd
     slots_.emplace_back();
     slot = static_cast<std::uint32_t>(slots_.size());
   }
-  slots_[slot - 1] = MappedRegion{pid, va, len, static_cast<std::uint8_t*>(p)};
+  slots_[slot - 1] = MappedRegion{pid, va, len, static_cast<std::uint8_t*>(p), guard};
   ++live_;
+  if (guard >= 0) ++guarded_live_;
   bytes_ += len;
   return static_cast<int>(slot);
 }
@@ -69,6 +95,7 @@ void MappedRegions::detach(int slot) {
   if (r.base == nullptr) return;
   retired_.push_back(r);
   --live_;
+  if (r.guard >= 0) --guarded_live_;
   bytes_ -= r.len;
   r = MappedRegion{};
   free_.push_back(static_cast<std::uint32_t>(slot));

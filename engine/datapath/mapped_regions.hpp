@@ -1,23 +1,28 @@
-// Registered memory the daemon reaches directly: the verbs shim backs the
-// whole pages of a registration with a sealed memfd (verbs_shim/
-// direct_memory.cpp) and passes it with RegMr; the daemon maps the same
-// pages here, so reads, writes and atomics on them are a memcpy or a CPU
-// atomic instead of a process_vm_* system call (engine/datapath/
-// process_memory.cpp). A hardware NIC's DMA into pinned pages, in software.
-//
-// What the daemon accepts is what cannot hurt it or anyone else:
-// - a memfd sealed against shrinking and growing, and against new seals
-//   (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL): the pages it maps can never
-//   go away under it (no SIGBUS from a truncate), and no F_SEAL_WRITE or
-//   F_SEAL_FUTURE_WRITE can be added later; one already set is refused;
-// - not on hugetlbfs: a hole punched in a hugetlb file is refilled from the
-//   huge page pool at the daemon's next write, which raises SIGBUS in the
-//   daemon when the pool is empty (shmem refills from ordinary memory);
-// - at least `len` bytes long, mappable read-write through the descriptor
-//   the process sent (a read-only descriptor is refused by mmap itself).
-// A process can only hand over a memfd it can write, so whatever the daemon
-// writes there the process could have written itself: a lying process
-// (a memfd that is not what it maps at `va`) only misleads itself.
+// Registered memory the daemon reaches directly: the pages of a
+// registration that the process maps from a shared memory file, mapped here
+// too, so reads, writes and atomics on them are a memcpy or a CPU atomic
+// instead of a process_vm_* system call (engine/datapath/process_memory.cpp).
+// A hardware NIC's DMA into pinned pages, in software. The files are of two
+// kinds (the verbs shim, verbs_shim/direct_memory.cpp, passes either with
+// RegMr):
+// - the shim's own memfd, into which it moved an MR's private pages, sealed
+//   against shrinking and growing and against new seals (F_SEAL_SHRINK |
+//   F_SEAL_GROW | F_SEAL_SEAL): its pages can never go away under the
+//   daemon;
+// - a file the application itself maps shared (a memfd or a tmpfs file: the
+//   buffers of programs that share memory between processes, and of Google's
+//   rdma-unit-test), which its owner can still truncate: the daemon maps it
+//   under sigbus_guard.hpp, so that a truncate costs the operations on it an
+//   error, not the daemon its life, and later accesses go by process_vm_*.
+// Either must be a regular file on tmpfs (shmem: a page fault never waits
+// for a disk or a FUSE server, and a hole is refilled from ordinary memory;
+// a hugetlbfs hole is refilled from the huge page pool and raises SIGBUS
+// when it is empty), with no write seal, at least `off + len` bytes long,
+// mappable read-write through the descriptor the process sent (a read-only
+// descriptor is refused by mmap itself). A process can only hand over a
+// file it can write, so whatever the daemon writes there the process could
+// have written itself: a lying process (a file that is not what it maps at
+// `va`) only misleads itself.
 //
 // Regions are numbered by small slots, carried in bits 32..62 of an MR's
 // MemDomain (process_memory.hpp), so a lookup is an index, not a search.
@@ -30,6 +35,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/datapath/sigbus_guard.hpp"
+
 namespace urnic::engine {
 
 struct MappedRegion {
@@ -37,6 +44,7 @@ struct MappedRegion {
   std::uint64_t va = 0;   // where the process maps the region
   std::uint64_t len = 0;  // bytes, whole pages
   std::uint8_t* base = nullptr;  // the daemon's mapping; nullptr: a free slot
+  int guard = -1;  // its sigbus_guard watch: a file the process can truncate (-1: sealed)
 };
 
 class MappedRegions {
@@ -46,11 +54,13 @@ class MappedRegions {
   MappedRegions(const MappedRegions&) = delete;
   MappedRegions& operator=(const MappedRegions&) = delete;
 
-  // Maps `fd` (not taken: the caller closes it) as [va, va + len) of `pid`.
-  // Returns the region's slot (>= 1), or a negative errno: -EINVAL for a
-  // descriptor that is not a suitably sealed memfd or a range that is not
-  // whole pages, -ENOSPC when every slot is taken, mmap's errno otherwise.
-  int attach(pid_t pid, std::uint64_t va, std::uint64_t len, int fd);
+  // Maps bytes [off, off + len) of `fd` (not taken: the caller closes it)
+  // as [va, va + len) of `pid`. Returns the region's slot (>= 1), or a
+  // negative errno: -EINVAL for a descriptor that is not a shared memory
+  // file as above or a range that is not whole pages, -ENOSPC when every
+  // slot (or, for a file that can shrink, every guard) is taken, mmap's
+  // errno otherwise.
+  int attach(pid_t pid, std::uint64_t va, std::uint64_t len, int fd, std::uint64_t off = 0);
   // Frees `slot` (from attach): nothing finds the region any more. Its
   // mapping stays until reap(), because a hairpinned packet may still point
   // into it (DataPath keeps a view of the source instead of a copy).
@@ -61,17 +71,31 @@ class MappedRegions {
 
   // The daemon's address of [va, va + n) if all of it lies in the region
   // `slot` names for `pid`; nullptr otherwise (slot 0, another process's or
-  // a free slot, or a range that crosses the region's edge).
+  // a free slot, a range that crosses the region's edge, or a region whose
+  // file was truncated under an access: process_vm_* tells the truth there).
   [[nodiscard]] std::uint8_t* find(std::uint32_t slot, pid_t pid, std::uint64_t va, std::size_t n) const {
     if (slot == 0 || slot > slots_.size()) return nullptr;
     const MappedRegion& r = slots_[slot - 1];
     if (r.base == nullptr || r.pid != pid || va < r.va || va - r.va > r.len || n > r.len - (va - r.va))
       return nullptr;
+    if (r.guard >= 0 && sigbus_guard::hit(r.guard)) return nullptr;
     return r.base + (va - r.va);
+  }
+  // Whether region `slot` is a file its process can truncate: its bytes may
+  // turn to zeros between a find() and their use, so they are copied at
+  // once and never lent out as a view.
+  [[nodiscard]] bool guarded(std::uint32_t slot) const {
+    return slot != 0 && slot <= slots_.size() && slots_[slot - 1].guard >= 0;
+  }
+  // After a direct access to `slot`: false when it hit a truncated page (the
+  // access read zeros or wrote into nothing, and must fail).
+  [[nodiscard]] bool intact(std::uint32_t slot) const {
+    return slot == 0 || slot > slots_.size() || slots_[slot - 1].guard < 0 || !sigbus_guard::hit(slots_[slot - 1].guard);
   }
 
   [[nodiscard]] std::size_t live() const { return live_; }
   [[nodiscard]] std::uint64_t bytes() const { return bytes_; }
+  [[nodiscard]] std::size_t guarded_live() const { return guarded_live_; }
 
   // Slots fit in 31 bits of a MemDomain; the table itself is bounded by the
   // MRs the device allows, and never by more than this.
@@ -82,6 +106,7 @@ class MappedRegions {
   std::vector<std::uint32_t> free_;  // free slot numbers, reused first
   std::vector<MappedRegion> retired_;  // detached, unmapped at reap()
   std::size_t live_ = 0;
+  std::size_t guarded_live_ = 0;
   std::uint64_t bytes_ = 0;
 };
 

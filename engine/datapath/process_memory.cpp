@@ -88,7 +88,19 @@ uint8_t* ProcessMemory::direct(transport::MemDomain dom, uint64_t va, std::size_
   return regions_.find(slot_of(dom), pid_of(dom), va, n);
 }
 
+bool ProcessMemory::intact(transport::MemDomain dom) {
+  if (regions_.intact(slot_of(dom))) return true;
+  // The file was truncated under the access (sigbus_guard.hpp): it read
+  // zeros or wrote into nothing. It fails, as a fault of process_vm_* does;
+  // the region is not used again.
+  ++counters_.direct_faults;
+  return false;
+}
+
 const uint8_t* ProcessMemory::view(transport::MemDomain dom, uint64_t va, std::size_t n) {
+  // A file its process can truncate: copied by read() at once, so that a
+  // truncate fails the access that met it, never a later use of the view.
+  if (regions_.guarded(slot_of(dom))) return nullptr;
   const uint8_t* p = direct(dom, va, n);
   if (p == nullptr) return nullptr;
   flush_writes();  // a staged write across the region's edge may cover these bytes
@@ -103,7 +115,7 @@ bool ProcessMemory::read(transport::MemDomain dom, uint64_t va, std::span<uint8_
   if (const uint8_t* p = direct(dom, va, out.size())) {
     std::memcpy(out.data(), p, out.size());
     ++counters_.direct_reads;
-    return true;
+    return intact(dom);
   }
   const pid_t pid = pid_of(dom);
   const std::size_t len = out.size();
@@ -151,7 +163,7 @@ bool ProcessMemory::stage(transport::MemDomain dom, uint64_t va, std::span<const
     // application's business, not undefined behaviour here).
     std::memmove(p, in.data(), in.size());
     ++counters_.direct_writes;
-    return true;
+    return intact(dom);
   }
   if (in.size() >= kStageBytes || unstaged(dom)) {
     flush_writes();
@@ -244,7 +256,7 @@ bool ProcessMemory::compare_swap(transport::MemDomain dom, uint64_t va, uint64_t
   if (uint64_t* p = direct_atomic(dom, va)) {
     orig = compare;
     __atomic_compare_exchange_n(p, &orig, swap, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
-    return true;
+    return intact(dom);
   }
   pid_t pid = 0;
   if (!atomic_read(dom, va, pid, orig)) return false;
@@ -255,7 +267,7 @@ bool ProcessMemory::compare_swap(transport::MemDomain dom, uint64_t va, uint64_t
 bool ProcessMemory::fetch_add(transport::MemDomain dom, uint64_t va, uint64_t add, uint64_t& orig) {
   if (uint64_t* p = direct_atomic(dom, va)) {
     orig = __atomic_fetch_add(p, add, __ATOMIC_SEQ_CST);
-    return true;
+    return intact(dom);
   }
   pid_t pid = 0;
   if (!atomic_read(dom, va, pid, orig)) return false;
@@ -268,7 +280,7 @@ bool ProcessMemory::fetch_add(transport::MemDomain dom, uint64_t va, uint64_t ad
 bool ProcessMemory::atomic_write(transport::MemDomain dom, uint64_t va, uint64_t value) {
   if (uint64_t* p = direct_atomic(dom, va)) {
     __atomic_store_n(p, value, __ATOMIC_SEQ_CST);
-    return true;
+    return intact(dom);
   }
   flush_writes();
   window_len_ = 0;

@@ -1,10 +1,11 @@
 // The daemon's access to application memory: the transport's MemoryAccess.
 // Directly where it can: the whole pages of a registration that the verbs
-// shim backed with a memfd are mapped in the daemon too (mapped_regions.hpp),
-// and an access inside them is a memcpy, or a CPU atomic, with no system
-// call. Everything else (an MR's partial pages at either end, memory the
-// shim could not back: file mappings, the main stack, huge pages, ODP MRs,
-// shared mappings) goes through process_vm_readv/process_vm_writev on the
+// shim backed with a memfd, and registrations inside a shared memory file
+// the application maps itself, are mapped in the daemon too
+// (mapped_regions.hpp), and an access inside them is a memcpy, or a CPU
+// atomic, with no system call. Everything else (a private MR's partial
+// pages at either end, memory the shim could not back: disk file mappings,
+// the main stack, huge pages, ODP MRs) goes through process_vm_readv/process_vm_writev on the
 // process that registered it (the low 32 bits of the MemDomain: its pid),
 // as described below. Both paths reach the same pages, so they stay
 // coherent; a direct write first makes every staged write, so bytes still
@@ -86,6 +87,7 @@ struct ProcessMemoryCounters {
   uint64_t direct_reads = 0;
   uint64_t direct_writes = 0;
   uint64_t direct_atomics = 0;
+  uint64_t direct_faults = 0;  // direct accesses that met a truncated file (sigbus_guard.hpp), failed
 };
 
 class ProcessMemory final : public transport::MemoryAccess {
@@ -137,6 +139,8 @@ class ProcessMemory final : public transport::MemoryAccess {
   bool stage(transport::MemDomain dom, uint64_t va, std::span<const uint8_t> in, const transport::WriteTag& tag);
   // The daemon's address of [va, va + n) when the MR's region holds all of it.
   [[nodiscard]] uint8_t* direct(transport::MemDomain dom, uint64_t va, std::size_t n) const;
+  // After a direct access: whether its region is still whole (counted if not).
+  bool intact(transport::MemDomain dom);
   // The 8 aligned bytes of a direct atomic, after every staged write is made.
   uint64_t* direct_atomic(transport::MemDomain dom, uint64_t va);
 

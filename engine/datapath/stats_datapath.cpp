@@ -147,6 +147,7 @@ void DataPath::fill_stats(ctl::StatsRep& rep, std::uint32_t first_qpn) const {
   at(DevStat::kMemSyscalls) = m.read_calls + m.write_calls;
   at(DevStat::kMemDirectOps) = m.direct_reads + m.direct_writes + m.direct_atomics;
   at(DevStat::kMappedRegions) = mem_.regions().live();
+  at(DevStat::kMemDirectFaults) = m.direct_faults;
   if (iw_) {
     const IwStreamCounters& w = iw_->counters();
     at(DevStat::kIwBytesSent) = w.bytes_out;

@@ -439,3 +439,99 @@ TEST_CASE("direct memory: memory freed without dereg and mapped again is a new r
   ::munmap(src, kPage);
   ::munmap(buf, 2 * kPage);
 }
+
+TEST_CASE("direct memory: a shared memfd the program maps itself is reached without a system call", "[direct]") {
+  // As Google's rdma-unit-test allocates its buffers (memfd_create, then
+  // mmap MAP_SHARED): nothing moves, the daemon maps the program's file.
+  Pair p;
+  const int fd = ::memfd_create("app-buffer", MFD_CLOEXEC);
+  REQUIRE(fd >= 0);
+  const std::size_t len = 8 * kPage;
+  REQUIRE(::ftruncate(fd, static_cast<off_t>(len + kPage)) == 0);
+  // Mapped from the file's second page on: the daemon must map the same offset.
+  auto* buf = static_cast<unsigned char*>(
+      ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, static_cast<off_t>(kPage)));
+  REQUIRE(buf != MAP_FAILED);
+  const std::string before_path = mapping_of(buf);
+  const int acc = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+  // Two MRs that start and end inside pages: partial pages are direct too.
+  unsigned char* src = buf + 100;
+  unsigned char* dst = buf + 4 * kPage + 100;
+  const auto n = static_cast<std::uint32_t>(3 * kPage);
+  ibv_mr* smr = reg(p.pd, src, n, acc);
+  ibv_mr* dmr = reg(p.pd, dst, n, acc);
+  REQUIRE(smr != nullptr);
+  REQUIRE(dmr != nullptr);
+  CHECK(mapping_of(buf) == before_path);  // nothing was moved
+  for (std::uint32_t i = 0; i < n; ++i) src[i] = static_cast<unsigned char>(i % 253);
+  const long calls_before = g_runtime.stats_counter("mem_syscalls");
+  const long regions_before = g_runtime.stats_counter("mapped_regions");
+  CHECK(p.post(IBV_WR_RDMA_WRITE, smr, src, n, reinterpret_cast<std::uintptr_t>(dst), dmr->rkey) == IBV_WC_SUCCESS);
+  CHECK(std::memcmp(src, dst, n) == 0);
+  auto* word = reinterpret_cast<std::uint64_t*>(dst + kPage - 100);
+  __atomic_store_n(word, 5, __ATOMIC_SEQ_CST);
+  CHECK(p.post(IBV_WR_ATOMIC_FETCH_AND_ADD, smr, src, 8, reinterpret_cast<std::uintptr_t>(word), dmr->rkey, 3) ==
+        IBV_WC_SUCCESS);
+  CHECK(__atomic_load_n(word, __ATOMIC_SEQ_CST) == 8);
+  if (calls_before >= 0) {
+    CHECK(g_runtime.stats_counter("mem_syscalls") == calls_before);
+    CHECK(regions_before >= 1);  // one region: the whole mapping, both MRs
+  } else {
+    WARN("URNIC_CLI not set: the daemon's counters are not checked");
+  }
+  ibv_dereg_mr(smr);
+  ibv_dereg_mr(dmr);
+  ::munmap(buf, len);
+  ::close(fd);
+}
+
+TEST_CASE("direct memory: truncating a registered shared file costs an error completion, not the daemon",
+          "[direct][security]") {
+  // The attack: a program registers its own shared memfd, truncates it, and
+  // has a WRITE land past the new end. The daemon's copy there would die of
+  // SIGBUS (and every program's QPs with it); the guard fails the WRITE.
+  Pair p;
+  const int fd = ::memfd_create("app-buffer", MFD_CLOEXEC);
+  REQUIRE(fd >= 0);
+  const std::size_t len = 4 * kPage;
+  REQUIRE(::ftruncate(fd, static_cast<off_t>(len)) == 0);
+  auto* buf = static_cast<unsigned char*>(::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+  REQUIRE(buf != MAP_FAILED);
+  auto* src = static_cast<unsigned char*>(map_pages(1));
+  std::memset(src, 'x', kPage);
+  const int acc = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+  ibv_mr* smr = reg(p.pd, src, kPage, acc);
+  ibv_mr* dmr = reg(p.pd, buf, len, acc);
+  REQUIRE(smr != nullptr);
+  REQUIRE(dmr != nullptr);
+  CHECK(p.post(IBV_WR_RDMA_WRITE, smr, src, static_cast<std::uint32_t>(kPage),
+               reinterpret_cast<std::uintptr_t>(buf + 3 * kPage), dmr->rkey) == IBV_WC_SUCCESS);
+  CHECK(buf[3 * kPage] == 'x');
+  const long faults_before = g_runtime.stats_counter("mem_direct_faults");
+  REQUIRE(::ftruncate(fd, static_cast<off_t>(kPage)) == 0);
+  const int status = p.post(IBV_WR_RDMA_WRITE, smr, src, static_cast<std::uint32_t>(kPage),
+                            reinterpret_cast<std::uintptr_t>(buf + 3 * kPage), dmr->rkey);
+  CHECK(status != IBV_WC_SUCCESS);  // the responder NAKs the WRITE it could not place
+  if (faults_before >= 0) CHECK(g_runtime.stats_counter("mem_direct_faults") == faults_before + 1);
+  ibv_dereg_mr(smr);
+  ibv_dereg_mr(dmr);
+  ::munmap(buf, len);
+  ::close(fd);
+  // The daemon lives on: a new connection works as before.
+  Pair q;
+  auto* a = static_cast<unsigned char*>(map_pages(1));
+  auto* b = static_cast<unsigned char*>(map_pages(1));
+  std::memset(a, 'y', kPage);
+  ibv_mr* amr = reg(q.pd, a, kPage, acc);
+  ibv_mr* bmr = reg(q.pd, b, kPage, acc);
+  REQUIRE(amr != nullptr);
+  REQUIRE(bmr != nullptr);
+  CHECK(q.post(IBV_WR_RDMA_WRITE, amr, a, static_cast<std::uint32_t>(kPage), reinterpret_cast<std::uintptr_t>(b),
+               bmr->rkey) == IBV_WC_SUCCESS);
+  CHECK(b[kPage - 1] == 'y');
+  ibv_dereg_mr(amr);
+  ibv_dereg_mr(bmr);
+  ::munmap(a, kPage);
+  ::munmap(b, kPage);
+  ::munmap(src, kPage);
+}

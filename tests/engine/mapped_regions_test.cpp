@@ -1,7 +1,11 @@
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
+#include <linux/magic.h>
+#include <signal.h>
 #include <sys/mman.h>
+#include <sys/vfs.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
@@ -47,16 +51,41 @@ constexpr int kGoodSeals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
 
 }  // namespace
 
-TEST_CASE("mapped regions: only a suitably sealed memfd of whole pages is mapped", "[engine][memory][security]") {
+TEST_CASE("mapped regions: only a shared memory file of whole pages is mapped, guarded unless sealed",
+          "[engine][memory][security]") {
   engine::MappedRegions regions;
   const pid_t pid = ::getpid();
-  SECTION("a memfd that can still shrink (a truncate would raise SIGBUS in the daemon)") {
+  SECTION("a memfd that can still shrink is mapped under the SIGBUS guard") {
     Memfd m(2, F_SEAL_GROW | F_SEAL_SEAL);
-    CHECK(regions.attach(pid, m.va(), m.len, m.fd) == -EINVAL);
+    const int slot = regions.attach(pid, m.va(), m.len, m.fd);
+    REQUIRE(slot >= 1);
+    CHECK(regions.guarded(static_cast<uint32_t>(slot)));
+    CHECK(regions.guarded_live() == 1);
+    regions.detach(slot);
   }
-  SECTION("a memfd that can still be sealed (F_SEAL_WRITE could follow)") {
-    Memfd m(2, F_SEAL_SHRINK | F_SEAL_GROW);
-    CHECK(regions.attach(pid, m.va(), m.len, m.fd) == -EINVAL);
+  SECTION("a memfd never sealed (the application's own buffers) is mapped under the guard, at an offset") {
+    Memfd m(3, 0);
+    const int slot = regions.attach(pid, m.va() + kPage, 2 * kPage, m.fd, kPage);
+    REQUIRE(slot >= 1);
+    CHECK(regions.guarded(static_cast<uint32_t>(slot)));
+    m.app[kPage + 3] = 0x3C;
+    uint8_t* p = regions.find(static_cast<uint32_t>(slot), pid, m.va() + kPage + 3, 1);
+    REQUIRE(p != nullptr);
+    CHECK(*p == 0x3C);  // the file's byte at offset kPage + 3, where the application maps it
+    regions.detach(slot);
+  }
+  SECTION("the shim's sealed memfd needs no guard") {
+    Memfd m(2, kGoodSeals);
+    const int slot = regions.attach(pid, m.va(), m.len, m.fd);
+    REQUIRE(slot >= 1);
+    CHECK_FALSE(regions.guarded(static_cast<uint32_t>(slot)));
+    regions.detach(slot);
+  }
+  SECTION("an offset that is not page-aligned, or past the file's end") {
+    Memfd m(2, 0);
+    CHECK(regions.attach(pid, m.va(), kPage, m.fd, 8) == -EINVAL);
+    CHECK(regions.attach(pid, m.va(), 2 * kPage, m.fd, kPage) == -EINVAL);
+    CHECK(regions.attach(pid, m.va(), kPage, m.fd, ~uint64_t{0} - kPage + 1) == -EINVAL);
   }
   SECTION("a memfd sealed against writes") {
     Memfd m(2, 0);
@@ -75,13 +104,17 @@ TEST_CASE("mapped regions: only a suitably sealed memfd of whole pages is mapped
     CHECK(regions.attach(pid, m.va(), m.len - 8, m.fd) == -EINVAL);
     CHECK(regions.attach(pid, m.va(), 0, m.fd) == -EINVAL);
   }
-  SECTION("a file that is not a memfd, and a pipe") {
-    char path[] = "/tmp/urnic-region-XXXXXX";
+  SECTION("a file on a disk file system, and a pipe") {
+    // Not tmpfs: a page fault there may wait for the disk (or a FUSE
+    // server the application runs), which would stall every QP.
+    char path[] = "/var/tmp/urnic-region-XXXXXX";
     const int fd = ::mkstemp(path);
     REQUIRE(fd >= 0);
     ::unlink(path);
     REQUIRE(::ftruncate(fd, static_cast<off_t>(kPage)) == 0);
-    CHECK(regions.attach(pid, 0x100000, kPage, fd) == -EINVAL);
+    struct statfs fs{};
+    REQUIRE(::fstatfs(fd, &fs) == 0);
+    if (fs.f_type != TMPFS_MAGIC) CHECK(regions.attach(pid, 0x100000, kPage, fd) == -EINVAL);
     ::close(fd);
     int p[2];
     REQUIRE(::pipe(p) == 0);
@@ -204,4 +237,57 @@ TEST_CASE("process memory: an access across a region's edge goes through process
   CHECK(out[8] == 0x22);
   CHECK(mem.counters().read_calls == 1);
   CHECK(mem.counters().direct_writes == 1);
+}
+
+TEST_CASE("process memory: a file truncated under a direct access fails it, and the daemon lives on",
+          "[engine][memory][security]") {
+  // The attack: register a shared memfd, then truncate it. Without the
+  // guard the daemon's next memcpy there dies of SIGBUS, and with it every
+  // QP of every program on the device.
+  engine::ProcessMemory mem;
+  const pid_t pid = ::getpid();
+  Memfd m(4, 0);
+  const int slot = mem.regions().attach(pid, m.va(), m.len, m.fd);
+  REQUIRE(slot >= 1);
+  const auto dom = engine::region_domain_of_pid(pid, static_cast<uint32_t>(slot));
+  std::array<uint8_t, 64> in{};
+  in.fill(0x77);
+  REQUIRE(mem.write(dom, m.va() + 2 * kPage, in));
+  CHECK(m.app[2 * kPage] == 0x77);
+  // A view is never lent out of a file that can shrink: read() copies.
+  CHECK(mem.view(dom, m.va(), 16) == nullptr);
+  REQUIRE(::ftruncate(m.fd, static_cast<off_t>(kPage)) == 0);
+  const auto faults_before = engine::sigbus_guard::faults();
+  CHECK_FALSE(mem.write(dom, m.va() + 2 * kPage, in));  // past the new end: fails, no SIGBUS
+  CHECK(engine::sigbus_guard::faults() == faults_before + 1);
+  CHECK(mem.counters().direct_faults == 1);
+  CHECK(mem.counters().write_calls == 0);
+  // From then on the region is not used; process_vm_* says what the
+  // application has there now: nothing (EFAULT), and in its first page,
+  // which the file still has, the bytes.
+  std::array<uint8_t, 8> out{};
+  CHECK_FALSE(mem.read(dom, m.va() + 2 * kPage, out));
+  m.app[5] = 0x42;
+  REQUIRE(mem.read(dom, m.va() + 5, out));
+  CHECK(out[0] == 0x42);
+  CHECK(mem.counters().read_calls >= 1);
+  uint64_t orig = 0;
+  CHECK_FALSE(mem.fetch_add(dom, m.va() + 3 * kPage, 1, orig));
+  // A SIGBUS that is not the guard's still ends the process, as before.
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    const int fd = ::memfd_create("unguarded", MFD_CLOEXEC);
+    if (fd < 0 || ::ftruncate(fd, static_cast<off_t>(kPage)) != 0) ::_exit(2);
+    auto* p = static_cast<volatile uint8_t*>(::mmap(nullptr, kPage, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+    if (p == MAP_FAILED || ::ftruncate(fd, 0) != 0) ::_exit(2);
+    p[0] = 1;
+    ::_exit(0);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  CHECK(WIFSIGNALED(status));
+  if (WIFSIGNALED(status)) CHECK(WTERMSIG(status) == SIGBUS);
+  mem.regions().detach(slot);
+  mem.regions().reap();
 }
