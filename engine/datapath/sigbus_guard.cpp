@@ -25,7 +25,6 @@ struct sigaction g_previous {};
 // Outside the handler only (watch/unwatch): the free slots below g_used.
 std::mutex g_mu;
 std::vector<int> g_free;
-bool g_installed = false;
 
 void on_sigbus(int sig, siginfo_t* info, void* ucontext) {
   const auto addr = reinterpret_cast<std::uintptr_t>(info->si_addr);
@@ -59,15 +58,19 @@ void on_sigbus(int sig, siginfo_t* info, void* ucontext) {
   ::sigaction(SIGBUS, &g_previous, nullptr);
 }
 
+// Installs the handler unless it is the one in place: at each watch, so
+// that a library that set its own SIGBUS handler meanwhile (a test
+// framework's, a sanitizer's) is chained behind it again instead of
+// silently replacing the guard.
 bool install() {
-  if (g_installed) return true;
+  struct sigaction now {};
+  if (::sigaction(SIGBUS, nullptr, &now) != 0) return false;
+  if ((now.sa_flags & SA_SIGINFO) != 0 && now.sa_sigaction == on_sigbus) return true;
   struct sigaction sa {};
   sa.sa_sigaction = on_sigbus;
   sa.sa_flags = SA_SIGINFO | SA_NODEFER;
   sigemptyset(&sa.sa_mask);
-  if (::sigaction(SIGBUS, &sa, &g_previous) != 0) return false;
-  g_installed = true;
-  return true;
+  return ::sigaction(SIGBUS, &sa, &g_previous) == 0;
 }
 
 }  // namespace

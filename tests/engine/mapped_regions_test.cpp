@@ -277,6 +277,7 @@ TEST_CASE("process memory: a file truncated under a direct access fails it, and 
   const pid_t child = ::fork();
   REQUIRE(child >= 0);
   if (child == 0) {
+    ::signal(SIGABRT, SIG_DFL);  // a sanitizer reports the SIGBUS and aborts: no test framework report
     const int fd = ::memfd_create("unguarded", MFD_CLOEXEC);
     if (fd < 0 || ::ftruncate(fd, static_cast<off_t>(kPage)) != 0) ::_exit(2);
     auto* p = static_cast<volatile uint8_t*>(::mmap(nullptr, kPage, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
@@ -286,8 +287,8 @@ TEST_CASE("process memory: a file truncated under a direct access fails it, and 
   }
   int status = 0;
   REQUIRE(::waitpid(child, &status, 0) == child);
-  CHECK(WIFSIGNALED(status));
-  if (WIFSIGNALED(status)) CHECK(WTERMSIG(status) == SIGBUS);
+  REQUIRE(WIFSIGNALED(status));
+  CHECK((WTERMSIG(status) == SIGBUS || WTERMSIG(status) == SIGABRT));
   mem.regions().detach(slot);
   mem.regions().reap();
 }
