@@ -22,9 +22,11 @@
 
 namespace urnic::engine::sigbus_guard {
 
-// Most mappings watched at once (a table of 24-byte slots in .bss). The
-// daemon maps a shared file unguarded-only or not at all beyond this.
-constexpr std::size_t kCapacity = 16384;
+// Most mappings watched at once: a table of 24-byte slots in .bss, whose
+// pages cost memory only once used (rdma-unit-test's SRQ tests register
+// 18,000 buffers; the daemon's vm.max_map_count, 65,530 by default, is the
+// other bound). Beyond it a shared file is not mapped (process_vm_*).
+constexpr std::size_t kCapacity = 65536;
 
 // Watches [base, base + len), installing the handler on first use. Returns
 // the watch's id (>= 0), or -1 when the table is full or the handler could
