@@ -80,7 +80,7 @@ while [[ $# -gt 0 ]]; do
     --iw-mtu) iw_mtus=$2; full=1; shift 2 ;;
     --iw-crc) iw_crcs=$2; full=1; shift 2 ;;
     --repeat) repeat=$2; shift 2 ;;
-    -h|--help) sed -n '2,44p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,48p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "interop: unknown option $1" >&2; exit 2 ;;
   esac
 done
