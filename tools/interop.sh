@@ -721,7 +721,7 @@ fi
 # (incast_summary.py, as acceptance-incast): per-flow rates, Jain's index,
 # the qdisc's marks and drops, the queue sampled in the VM, retransmissions.
 # Not asserted, because not so here: fairness, a bounded queue, few resends
-# with DCQCN on. Both modes collapse (0.1-2 MB/s per flow; docs/INTEROP.md
+# with DCQCN on. Both modes collapse (0.06-2 MB/s per flow; docs/INTEROP.md
 # has the figures and why).
 ir_rate=200mbit
 ir_dur=4
