@@ -712,9 +712,8 @@ fi
 # ib_write_bw ended in IBV_WC_RETRY_EXC_ERR (status 12) in each of 3 runs
 # with DCQCN on and in 1 of 2 with it off (2026-12-05): go-back-N into a
 # full queue behind an emulated router (the loss group uses the same for
-# the same reason). A run with DCQCN on can take up to 25 s instead of 4
-# (ACK timeouts, and a rate cut to a few Mb/s while the window drains),
-# hence `timeout 90`.
+# the same reason). A run can take 16 s instead of 4 (ACK timeouts and
+# go-back-N rounds; 25 s in trials with other settings), hence `timeout 90`.
 # Checked: every ib_write_bw exits 0 with DCQCN on; in both modes the qdisc
 # marked, the receiver counted CE and sent CNPs and every sender received
 # some; with DCQCN on every sender cut its rate, off none did. Reported
