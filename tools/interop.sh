@@ -848,7 +848,7 @@ PYEOF
   ir_stop_daemons
   return $bad
 }
-if in_group incast-red; then
+if in_group incast-red && ! filtered_out "incast-red"; then  # --only selects it by that name
   mtu=4096; gname=ipv4
   mkdir -p "$rt/ir"
   vm "ip link set eth0 mtu 9000; ip link set eth1 mtu 9000; sysctl -qw net.ipv4.ip_forward=1" >/dev/null
