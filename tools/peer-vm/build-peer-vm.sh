@@ -141,7 +141,9 @@ if [ "$FORCE" = 1 ] || [ ! -f "$IRD" ] || [ "$SELF" -nt "$IRD" ] || [ "$MODDIR/e
   for a in $(/bin/busybox --list-full); do [ -e "$R/$a" ] || ln -s /bin/busybox "$R/$a"; done
   # real binaries (override busybox applets of the same name)
   # tc + sch_netem: urnic's interop run (tools/interop.sh) injects loss on rxe's
-  # side, and CE marks on its RoCE frames alone (sch_prio, cls_u32)
+  # side, and CE marks on its RoCE frames alone (sch_prio, cls_u32); sch_htb +
+  # sch_red: its incast-red group routes urnic's RoCE through the VM into a
+  # rate-limited queue that marks ECN (this host's kernel has no sch_red)
   BINS="/usr/bin/rdma /sbin/ip /sbin/bridge /bin/ss /sbin/tc"
   for p in ibverbs-utils rdmacm-utils perftest; do
     BINS="$BINS $(dpkg -L $p | grep -E '^/usr/bin/[^/]+$' | grep -v run_perftest)"
@@ -175,7 +177,7 @@ EOF
   # kernel modules: the wanted set plus what modprobe says they depend on
   WANT="virtio_pci virtio_net rdma_rxe siw ib_uverbs ib_umad rdma_ucm rdma_cm ib_cm iw_cm
         crc32_generic crc32c_generic crc32_pclmul crc32c_intel configfs af_packet sch_netem
-        sch_prio cls_u32"
+        sch_prio cls_u32 sch_htb sch_red"
   for m in $WANT; do "$MODPROBE" -d "$KROOT" -S "$KVER" --show-depends "$m" 2>/dev/null || true; done |
     awk '$1=="insmod"{print $2}' | sort -u | while read -r ko; do
       rel=${ko#"$KROOT"/}; mkdir -p "$R/$(dirname "$rel")"; cp "$ko" "$R/$rel"; done
@@ -193,7 +195,7 @@ for a in $(cat /proc/cmdline); do case $a in rxevm.*=*) k=${a#rxevm.}; eval "RX_
 hostname "rxevm${RX_id:-0}"
 echo "rxevm: id=${RX_id} roce=${RX_roce} iw=${RX_iw} ctl=${RX_ctl} mtu=${RX_mtu:-1500}"
 modprobe virtio_pci; modprobe virtio_net
-for m in configfs crc32_pclmul crc32_generic crc32c_intel crc32c_generic sch_netem sch_prio cls_u32; do modprobe $m 2>/dev/null; done
+for m in configfs crc32_pclmul crc32_generic crc32c_intel crc32c_generic sch_netem sch_prio cls_u32 sch_htb sch_red; do modprobe $m 2>/dev/null; done
 mount -t configfs none /sys/kernel/config 2>/dev/null
 i=0; while [ ! -e /sys/class/net/eth2 ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done
 ip link set lo up
