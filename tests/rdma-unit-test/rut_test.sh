@@ -19,7 +19,8 @@
 # naming what and how to get it. The tests run in a network namespace of
 # their own (root: unshare -n; otherwise a user namespace with one if the
 # kernel allows it), so that the private urnicd's 127.0.0.1:4791 meets no
-# other daemon. Per-test limit: URNIC_RUT_TIMEOUT seconds (ci 60, full 120).
+# other daemon. Per-test limit: URNIC_RUT_TIMEOUT seconds (ci 60, full 300:
+# the suite's stress tests take 2-5 minutes each on 2 cores).
 set -uo pipefail
 mode=${1:?mode}; source_root=${2:?}; build_root=${3:?}; work=${4:?}; src=${5:-}
 case $mode in ci|full) ;; *) echo "rut_test: unknown mode $mode" >&2; exit 2 ;; esac
@@ -55,7 +56,7 @@ done
   skip "the packages to build rdma-unit-test are missing: ${missing[*]} (apt-get install ${missing[*]}, or tools/bootstrap.sh)"
 
 # The CI subset (ci-subset.txt): the "files:" built, and a filter of "*-" and the "exclude:" patterns.
-exclude= filter='*' timeout_s=${URNIC_RUT_TIMEOUT:-120}
+exclude= filter='*' timeout_s=${URNIC_RUT_TIMEOUT:-300}
 if [[ $mode == ci ]]; then
   timeout_s=${URNIC_RUT_TIMEOUT:-60}
   subset=$here/ci-subset.txt
