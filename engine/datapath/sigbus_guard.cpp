@@ -21,6 +21,8 @@ Watch g_watches[kCapacity];
 std::atomic<std::size_t> g_used{0};  // slots [0, g_used) may be live: what the handler scans
 std::atomic<std::uint64_t> g_faults{0};
 struct sigaction g_previous {};
+// Read before the handler is installed: sysconf is not async-signal-safe.
+const std::uintptr_t g_page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
 
 // Outside the handler only (watch/unwatch): the free slots below g_used.
 std::mutex g_mu;
@@ -34,8 +36,7 @@ void on_sigbus(int sig, siginfo_t* info, void* ucontext) {
     const std::uintptr_t end = w.end.load(std::memory_order_acquire);
     const std::uintptr_t begin = w.begin.load(std::memory_order_acquire);
     if (addr < begin || addr >= end) continue;
-    const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
-    const std::uintptr_t from = addr & ~(page - 1);
+    const std::uintptr_t from = addr & ~(g_page - 1);
     // The rest of the mapping at once: a copy across a truncated range
     // faults once, not once per page.
     if (::mmap(reinterpret_cast<void*>(from), end - from, PROT_READ | PROT_WRITE,  // NOLINT: our own mapping
