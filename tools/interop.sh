@@ -50,6 +50,8 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=lib/perftest_clock.sh
 source "$root/tools/lib/perftest_clock.sh"
+# shellcheck source=lib/incast_counts.sh
+source "$root/tools/lib/incast_counts.sh"
 build=${URNIC_BUILD_DIR:-$root/build}
 W=${URNIC_PEERVM_DIR:-/tmp/urnic-peervm}
 mtus="1024 4096"
@@ -878,12 +880,7 @@ if in_group incast-red && ! filtered_out "incast-red"; then  # --only selects it
         { line "$name" "$dir" ipv4 4096 FAIL "no figures"; continue; }
       [[ -n $keep_captures ]] && { mkdir -p "$capdir/incast-red"; cp "$rt/ir/$mode".* "$capdir/incast-red/"; }
       get() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))" "$rt/ir/$mode.summary.json" "$1"; }
-      marked=$(get 'd["qdisc"]["marked"]')
-      ce=$(get 'd["receiver"]["ce_rcvd"]')
-      cnps=$(get 'd["receiver"]["cnps_sent"]')
-      rcvd=$(get 'min(f["cnps_rcvd"] for f in d["flows"])')
-      cuts=$(get 'min(f["dcqcn_rate_decreases"] for f in d["flows"])')
-      allcuts=$(get 'sum(f["dcqcn_rate_decreases"] for f in d["flows"])')
+      incast_counts "$rt/ir/$mode.summary.json" qdisc || { line "$name" "$dir" ipv4 4096 FAIL "its summary cannot be read"; continue; }
       retx=$(get '" + ".join(str(f["retransmitted_pkts"]) for f in d["flows"])')
       mbps=$(get '" + ".join(str(f["perftest_MBps"]) for f in d["flows"])')
       jain=$(get 'd["jain"]')

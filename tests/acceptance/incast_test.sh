@@ -71,6 +71,8 @@ done
 asan_probe=$shim_dir/libibverbs.so.1
 # shellcheck source=common.sh
 source "$(dirname "$0")/common.sh"
+# shellcheck source=../../tools/lib/incast_counts.sh
+source "$(dirname "$0")/../../tools/lib/incast_counts.sh"
 if [[ $(id -u) -ne 0 ]]; then echo "SKIP: needs root to create network namespaces"; exit 77; fi
 command -v ip > /dev/null || { echo "SKIP: iproute2 (ip) is not installed"; exit 77; }
 command -v ib_write_bw > /dev/null || { echo "SKIP: perftest (ib_write_bw) is not installed"; exit 77; }
@@ -273,13 +275,7 @@ for mode in $modes; do
   summarize "$mode" || { fail "dcqcn $mode: no figures"; continue; }
   [[ -n $keep ]] && { mkdir -p "$keep"; cp -r "$rt/$mode".* "$rt"/logs.* "$keep/"; }
   sum=$rt/$mode.summary.json
-  get() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))" "$sum" "$1"; }
-  marked=$(get 'd["switch"]["marked"]')
-  ce=$(get 'd["receiver"]["ce_rcvd"]')
-  cnps=$(get 'd["receiver"]["cnps_sent"]')
-  rcvd=$(get 'min(f["cnps_rcvd"] for f in d["flows"])')
-  cuts=$(get 'min(f["dcqcn_rate_decreases"] for f in d["flows"])')
-  allcuts=$(get 'sum(f["dcqcn_rate_decreases"] for f in d["flows"])')
+  incast_counts "$sum" switch || { fail "dcqcn $mode: its summary cannot be read"; continue; }
   if [[ $marked -gt 0 && $ce -gt 0 ]]; then pass "dcqcn $mode: the queue marked $marked frames, the receiver counted $ce CE"
   else fail "dcqcn $mode: marked $marked, ce_rcvd $ce"; fi
   if [[ $cnps -gt 0 && $rcvd -gt 0 ]]; then pass "dcqcn $mode: $cnps CNPs sent, every sender received some (min $rcvd)"
