@@ -50,8 +50,8 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=lib/perftest_clock.sh
 source "$root/tools/lib/perftest_clock.sh"
-# shellcheck source=lib/incast_counts.sh
-source "$root/tools/lib/incast_counts.sh"
+# shellcheck source=lib/incast.sh
+source "$root/tools/lib/incast.sh"
 build=${URNIC_BUILD_DIR:-$root/build}
 W=${URNIC_PEERVM_DIR:-/tmp/urnic-peervm}
 mtus="1024 4096"
@@ -806,13 +806,7 @@ ir_incast() {
     svs+=($!)
     ir_pids+=($!)
   done
-  for ((i = 1; i <= ir_senders; i++)); do
-    hex=$(printf '%04X' $((port1 + i - 1)))
-    for _ in $(seq 200); do
-      ip netns exec "$ir_nsr" grep -qE "^ *[0-9]+: [0-9A-F]+:$hex [0-9A-F]+:0000 0A" /proc/net/tcp /proc/net/tcp6 && break
-      sleep 0.02
-    done
-  done
+  incast_wait_servers "$ir_nsr" "$port1" "$ir_senders"
   for ((i = 1; i <= ir_senders; i++)); do
     ip netns exec "$(ir_ns "$i")" env "URNIC_RUNTIME_DIR=$rt/ir/d$i" "$cli" stats -d urnic0 --watch 100 --json \
       > "$rt/ir/$mode.watch$i.jsonl" 2> /dev/null &

@@ -71,8 +71,8 @@ done
 asan_probe=$shim_dir/libibverbs.so.1
 # shellcheck source=common.sh
 source "$(dirname "$0")/common.sh"
-# shellcheck source=../../tools/lib/incast_counts.sh
-source "$(dirname "$0")/../../tools/lib/incast_counts.sh"
+# shellcheck source=../../tools/lib/incast.sh
+source "$(dirname "$0")/../../tools/lib/incast.sh"
 if [[ $(id -u) -ne 0 ]]; then echo "SKIP: needs root to create network namespaces"; exit 77; fi
 command -v ip > /dev/null || { echo "SKIP: iproute2 (ip) is not installed"; exit 77; }
 command -v ib_write_bw > /dev/null || { echo "SKIP: perftest (ib_write_bw) is not installed"; exit 77; }
@@ -199,15 +199,7 @@ incast() {
     srv+=($!)
     pids+=($!)
   done
-  # Each server listens on its TCP port before the clients start.
-  for ((i = 1; i <= senders; i++)); do
-    local hex
-    hex=$(printf '%04X' $((port0 + i)))
-    for _ in $(seq 200); do
-      ip netns exec "$ns_r" grep -qE "^ *[0-9]+: [0-9A-F]+:$hex [0-9A-F]+:0000 0A" /proc/net/tcp /proc/net/tcp6 && break
-      sleep 0.02
-    done
-  done
+  incast_wait_servers "$ns_r" $((port0 + 1)) "$senders"
   for ((i = 1; i <= senders; i++)); do
     ns=ccs$i-$tag
     ip netns exec "$ns" env "URNIC_RUNTIME_DIR=$rt/d$i" "$cli" stats -d urnic0 --watch 100 --json \

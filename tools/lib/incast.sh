@@ -1,0 +1,39 @@
+# shellcheck shell=bash
+# What the two incast fabrics share: tests/acceptance/incast_test.sh (through
+# ecn_switch) and tools/interop.sh's incast-red (through the peer VM's red
+# qdisc).
+
+# incast_wait_servers NS PORT N: waits (up to 4 s) until N servers listen in
+# namespace NS on TCP ports PORT .. PORT+N-1 (their stdout is block-buffered,
+# so look for the sockets: state 0A = LISTEN), so the clients never start first.
+incast_wait_servers() {
+  local ns=$1 port=$2 n=$3 i hex
+  for ((i = 0; i < n; i++)); do
+    hex=$(printf '%04X' $((port + i)))
+    for _ in $(seq 200); do
+      ip netns exec "$ns" grep -qE "^ *[0-9]+: [0-9A-F]+:$hex [0-9A-F]+:0000 0A" /proc/net/tcp /proc/net/tcp6 && break
+      sleep 0.02
+    done
+  done
+}
+
+# incast_counts SUMMARY QUEUE: the counters both incast checks assert, read
+# from an incast_summary.py summary in one python call into the caller's variables
+#   marked  frames the bottleneck marked CE (QUEUE: "switch" or "qdisc")
+#   ce cnps the receiver's CE-marked packets and CNPs sent
+#   rcvd    the fewest CNPs a sender received
+#   cuts    the fewest rate cuts of a sender; allcuts: all senders' cuts
+# Returns 1 (variables untouched) when the summary cannot be read.
+incast_counts() {
+  local out
+  out=$(python3 - "$1" "$2" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+f = d["flows"]
+print(d[sys.argv[2]]["marked"], d["receiver"]["ce_rcvd"], d["receiver"]["cnps_sent"],
+      min(x["cnps_rcvd"] for x in f), min(x["dcqcn_rate_decreases"] for x in f),
+      sum(x["dcqcn_rate_decreases"] for x in f))
+PY
+  ) || return 1
+  read -r marked ce cnps rcvd cuts allcuts <<< "$out"
+}
