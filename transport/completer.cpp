@@ -196,6 +196,7 @@ void Qp::complete_acked_through(Psn p, Nanos now) {
     comp_psn_ = np;
     comp_progress_ = true;
   }
+  rtt_acked(now);
   // A late ACK may cover PSNs a go-back-N pass was about to resend: move the
   // requester past them.
   if ((req_psn_ - comp_psn_) < 0) reposition(comp_psn_);

@@ -60,6 +60,10 @@ enum class Counter : uint8_t {
   // Mb/s while it is paced, 0 at the line rate (never cut, or recovered).
   kDcqcnRateDecreases,
   kDcqcnRateMbps,
+  // A gauge, per QP only: the requester's smoothed round trip in whole
+  // microseconds (RC and XRC, with DCQCN on: the timing DCQCN's
+  // rtt_timers follow; 0 until the first ACK of a request sent once).
+  kSrttUs,
   kCount,
 };
 
@@ -73,6 +77,7 @@ inline constexpr std::array<std::string_view, static_cast<std::size_t>(Counter::
     "iw_fpdus_sent",      "iw_fpdus_rcvd",       "iw_crc_errors",         "iw_terminates_sent",
     "iw_terminates_rcvd", "wrong_peer_pkts",     "write_faults",          "ce_rcvd",
     "cnps_sent",          "cnps_rcvd",           "dcqcn_rate_decreases",  "dcqcn_rate_mbps",
+    "srtt_us",
 };
 static_assert(kCounterNames.size() == static_cast<std::size_t>(Counter::kCount));
 

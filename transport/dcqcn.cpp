@@ -25,15 +25,33 @@ double power(double x, uint64_t n) noexcept {
 
 double DcqcnRate::alpha(Nanos now) const noexcept {
   if (!cut_once_ || cfg_->alpha_period == 0 || now <= alpha_at_) return alpha_;
-  return alpha_ * power(1.0 - cfg_->g, (now - alpha_at_) / cfg_->alpha_period);
+  return alpha_ * power(1.0 - cfg_->g, (now - alpha_at_) / scaled(cfg_->alpha_period));
+}
+
+double DcqcnRate::sent_mbps(Nanos now) const noexcept {
+  // Stale after two windows without one completing: the QP went idle, and
+  // what it sent before says nothing about what it sends now.
+  if (sent_at_ == 0 || now - sent_at_ >= 2 * rate_window()) return 0;
+  return sent_mbps_;
+}
+
+void DcqcnRate::on_rtt(Nanos rtt) noexcept {
+  // RFC 6298's SRTT (gain 1/8), the first sample taken as it is.
+  if (srtt_ == 0) srtt_ = std::max<Nanos>(rtt, 1);
+  else srtt_ = std::max<Nanos>(1, srtt_ - srtt_ / 8 + rtt / 8);
 }
 
 bool DcqcnRate::on_cnp(Nanos now) noexcept {
-  if (cut_once_ && cfg_->decrease_period != 0 && now < cut_at_ + cfg_->decrease_period) return false;
+  if (cut_once_ && cfg_->decrease_period != 0 && now < cut_at_ + scaled(cfg_->decrease_period)) return false;
   advance(now);  // increases due before the CNP happened before it
   const double a = alpha(now);
-  rt_ = rc_;
-  rc_ = std::max(cfg_->min_rate_mbps, rc_ * (1.0 - a / 2));
+  double base = rc_;
+  if (cfg_->cut_from_sent_rate) {
+    const double sent = sent_mbps(now);
+    if (sent > 0 && sent < base) base = std::max(sent, cfg_->min_rate_mbps);
+  }
+  rt_ = base;
+  rc_ = std::max(cfg_->min_rate_mbps, base * (1.0 - a / 2));
   alpha_ = (1.0 - cfg_->g) * a + cfg_->g;
   alpha_at_ = cut_at_ = timer_at_ = now;
   bytes_ = 0;
@@ -44,7 +62,7 @@ bool DcqcnRate::on_cnp(Nanos now) noexcept {
 }
 
 void DcqcnRate::advance(Nanos now) noexcept {
-  const Nanos t = cfg_->timer_period;
+  const Nanos t = scaled(cfg_->timer_period);
   if (t == 0) return;
   while (limited_ && now >= timer_at_ + t) {
     timer_at_ += t;
@@ -53,6 +71,21 @@ void DcqcnRate::advance(Nanos now) noexcept {
 }
 
 void DcqcnRate::on_sent(uint64_t bytes, Nanos now) noexcept {
+  // The send rate: a window closes once it spans rate_window(); one that
+  // spans two or more had the QP idle in it and measures nothing.
+  const Nanos w = rate_window();
+  if (win_bytes_ != 0 && now - win_start_ >= w) {
+    const Nanos span = now - win_start_;
+    if (span < 2 * w) {
+      sent_mbps_ = static_cast<double>(win_bytes_) * 8000.0 / static_cast<double>(span);
+      sent_at_ = now;
+    } else {
+      sent_at_ = 0;
+    }
+    win_bytes_ = 0;
+  }
+  if (win_bytes_ == 0) win_start_ = now;
+  win_bytes_ += bytes;
   advance(now);
   const uint64_t b = cfg_->byte_counter;
   if (!limited_ || b == 0) return;

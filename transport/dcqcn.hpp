@@ -24,8 +24,31 @@
 //       Rt never exceeds the line rate. Once Rc is within R_AI of the line
 //       rate the QP is released: Rc = Rt = line rate, limited() false, no
 //       timer, the requester back to one compare per packet.
+//
+// Two rules for software fabrics (issue 21), each on by default and each a
+// no-op where the paper's assumptions hold:
+//   rtt_timers: T, K and the decrease period are at least the QP's smoothed
+//       round trip (on_rtt: the requester times one unretransmitted request
+//       per round trip, Karn's rule, and smooths as RFC 6298, gain 1/8).
+//       The published 55 us assume a microsecond fabric, where a cut is felt
+//       at the queue before the next timer event. Over kernel UDP, veths and
+//       software switches the round trip is milliseconds: five fast
+//       recovery steps restored a cut rate before its effect reached the
+//       queue, and DCQCN did no better than no congestion control (measured,
+//       docs/ARCHITECTURE.md). With the timers at least one round trip,
+//       increases wait for the feedback of the last cut, and a QP cuts at
+//       most once per round trip, as TCP answers ECN (RFC 3168, 6.1.2). A
+//       round trip under 55 us (hardware-like) leaves the published values.
+//   cut_from_sent_rate: a cut starts from the rate the QP really sent at
+//       over the last timer period when that is below Rc (the QP was held
+//       back by its application, its window or the CPU, not by its rate).
+//       The paper's NIC always sends at Rc when it has data; a software
+//       NIC's QPs often send far below the line rate, and a cut of a rate
+//       they never reached slowed nothing (the gauge read 1-100 Gb/s in
+//       a 200 Mb/s incast). Unmeasured (a new or long idle QP), Rc is used.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "transport/types.hpp"
@@ -78,6 +101,10 @@ struct DcqcnConfig {
   // was held up may catch up, i.e. its burst allowance. 10 us: more than
   // urnicd's timer lateness when busy, a few packets at most.
   Nanos pace_slack = 10'000;
+  // The two software-fabric rules above (config rtt_timers,
+  // cut_from_sent_rate).
+  bool rtt_timers = true;
+  bool cut_from_sent_rate = true;
 };
 
 class DcqcnRate {
@@ -93,19 +120,26 @@ class DcqcnRate {
   double alpha(Nanos now) const noexcept;
   uint32_t timer_stage() const noexcept { return t_stage_; }
   uint32_t byte_stage() const noexcept { return b_stage_; }
+  // The smoothed round trip (0: no sample yet), and the send rate measured
+  // over the last complete window (0: none, or stale).
+  Nanos srtt() const noexcept { return srtt_; }
+  double sent_mbps(Nanos now) const noexcept;
 
   // A CNP arrived: true if it cut the rate, false if it fell inside
   // decrease_period of the last cut (ignored).
   bool on_cnp(Nanos now) noexcept;
   // The rate increase timer's events due by `now`, in order.
   void advance(Nanos now) noexcept;
-  // `bytes` were sent at `now`: the timer's events due first, then the
-  // byte counter's.
+  // `bytes` were sent at `now` (every request packet, paced or not): the
+  // send rate's window, then the timer's events due, then the byte
+  // counter's.
   void on_sent(uint64_t bytes, Nanos now) noexcept;
+  // A round-trip sample (an ACK for a request sent once, `rtt` after it).
+  void on_rtt(Nanos rtt) noexcept;
   // When the next timer event is due (kNever unless limited, or with no
   // increase timer).
   Nanos next_event() const noexcept {
-    return limited_ && cfg_->timer_period != 0 ? timer_at_ + cfg_->timer_period : kNever;
+    return limited_ && cfg_->timer_period != 0 ? timer_at_ + scaled(cfg_->timer_period) : kNever;
   }
   // Nanoseconds `bytes` take at Rc (rounded up, at least 1; Rc taken as at
   // least 1 kb/s, should a configuration allow a minimum rate of 0).
@@ -114,6 +148,13 @@ class DcqcnRate {
  private:
   enum class Source : uint8_t { kTimer, kBytes };
   void increase(Source s) noexcept;
+  // A period (T, K, the decrease period) as it applies now: at least the
+  // smoothed round trip under rtt_timers; 0 (off) stays 0.
+  Nanos scaled(Nanos period) const noexcept {
+    return cfg_->rtt_timers && period != 0 && srtt_ > period ? srtt_ : period;
+  }
+  // The send rate's window: as long as one increase timer period.
+  Nanos rate_window() const noexcept { return std::max<Nanos>(scaled(cfg_->timer_period), 1'000); }
 
   const DcqcnConfig* cfg_;
   double rc_;
@@ -127,6 +168,13 @@ class DcqcnRate {
   uint32_t b_stage_ = 0;     // BC: byte counter events since the cut
   bool limited_ = false;
   bool cut_once_ = false;    // a CNP has cut the rate at least once (alpha_at_ valid)
+  Nanos srtt_ = 0;           // smoothed round trip (on_rtt)
+  // The send rate: bytes sent since win_start_ (the window open), and the
+  // last complete window's rate, measured at sent_at_ (0: none).
+  Nanos win_start_ = 0;
+  uint64_t win_bytes_ = 0;
+  double sent_mbps_ = 0;
+  Nanos sent_at_ = 0;
 };
 
 }  // namespace urnic::transport

@@ -301,7 +301,14 @@ void Qp::send_next_packet(SendWqe& w, Nanos now) {
 }
 
 void Qp::emit_request(wire::IbPacket& p, const Addressing& addr, Nanos now) {
-  if (rate_.limited()) pace(p, now);
+  if (ctx_.cfg.dcqcn.enabled) {
+    // Sizes are the IB packet's, BTH to ICRC (what tx_bytes counts).
+    const std::size_t n = p.payload.size();
+    const uint64_t bytes = p.info().length + n + ((4 - (n & 3)) & 3) + wire::kIcrcSize;
+    time_request(p.bth.psn, now);
+    if (rate_.limited()) pace(bytes, now);
+    else rate_.on_sent(bytes, now);
+  }
   emit(p, addr, now);
 }
 
@@ -310,18 +317,38 @@ void Qp::emit_request(wire::IbPacket& p, const Addressing& addr, Nanos now) {
 // then applied first); a packet sent late -- the timer fired late, the
 // window or the responder held the QP -- may catch up by at most
 // pace_slack, so that lateness is not lost rate but an idle QP does not
-// burst. Sizes are the IB packet's, BTH to ICRC (what tx_bytes counts).
-// Only the requester is paced: ACKs, CNPs and READ responses are not.
-void Qp::pace(const wire::IbPacket& p, Nanos now) {
+// burst. Only the requester is paced: ACKs, CNPs and READ responses are not.
+void Qp::pace(uint64_t bytes, Nanos now) {
   rate_.advance(now);
   if (rate_.limited()) {
-    const std::size_t n = p.payload.size();
-    const uint64_t bytes = p.info().length + n + ((4 - (n & 3)) & 3) + wire::kIcrcSize;
     const Nanos slack = ctx_.cfg.dcqcn.pace_slack;
     pace_next_ = std::max(pace_next_, now > slack ? now - slack : 0) + rate_.tx_time(bytes);
-    rate_.on_sent(bytes, now);
   }
+  rate_.on_sent(bytes, now);
   rate_gauge();
+}
+
+// The round trip DCQCN's timers follow (DcqcnConfig::rtt_timers): one
+// request at a time is timed from its first transmission to the ACK that
+// covers it (complete_acked_through). Only a PSN never sent before starts
+// a timing, and a go-back-N drops the one running (Karn's rule: an ACK for
+// a resent packet does not say which copy it answers).
+void Qp::time_request(Psn psn, Nanos now) {
+  if (sent_any_ && (psn - sent_hi_) < 0) return;  // a resend
+  sent_hi_ = psn + 1;
+  sent_any_ = true;
+  if (!rtt_timing_ && reliable()) {
+    rtt_timing_ = true;
+    rtt_psn_ = psn;
+    rtt_sent_at_ = now;
+  }
+}
+
+void Qp::rtt_acked(Nanos now) {
+  if (!rtt_timing_ || (comp_psn_ - rtt_psn_) <= 0) return;
+  rtt_timing_ = false;
+  rate_.on_rtt(now - rtt_sent_at_);
+  counters_.set(Counter::kSrttUs, static_cast<uint64_t>(rate_.srtt() / 1000));
 }
 
 // A CNP names this QP (annex A17.9): the rate machine cuts the rate (at
@@ -348,6 +375,7 @@ void Qp::retry_from(Psn p) {
 }
 
 void Qp::reposition(Psn p) {
+  rtt_timing_ = false;  // Karn's rule (time_request)
   std::size_t i = 0;
   for (; i < sq_.size(); ++i) {
     const SendWqe& w = sq_[i];

@@ -196,9 +196,9 @@ bool parse_dcqcn(const nlohmann::json& d, const std::string& dev, transport::Dcq
   };
   for (const auto& [key, v] : d.items()) {
     double x = 0;
-    if (key == "enabled") {
+    if (key == "enabled" || key == "rtt_timers" || key == "cut_from_sent_rate") {
       if (!v.is_boolean()) return fail(key, "is true or false");
-      c.enabled = v.get<bool>();
+      (key == "enabled" ? c.enabled : key == "rtt_timers" ? c.rtt_timers : c.cut_from_sent_rate) = v.get<bool>();
     } else if (key == "g") {
       if (!num(v, 0, true, 1, c.g)) return fail(key, "is a number in (0, 1] (the paper's 1/256 = 0.00390625)");
     } else if (key == "initial_alpha") {
@@ -227,7 +227,7 @@ bool parse_dcqcn(const nlohmann::json& d, const std::string& dev, transport::Dcq
     } else {
       return fail(key, "is not a DCQCN parameter (enabled, g, initial_alpha, alpha_timer_us, timer_us, "
                        "decrease_period_us, pace_slack_us, byte_counter, fast_recovery_stages, rate_ai_mbps, "
-                       "rate_hai_mbps, min_rate_mbps, line_rate_mbps)");
+                       "rate_hai_mbps, min_rate_mbps, line_rate_mbps, rtt_timers, cut_from_sent_rate)");
     }
   }
   if (c.min_rate_mbps > c.line_rate_mbps) return fail("min_rate_mbps", "is at most line_rate_mbps");

@@ -32,17 +32,21 @@ for i in range(1, n + 1):
             best[q["qpn"]] = max(best.get(q["qpn"], 0), q["counters"]["tx_bytes"])
     qpn = max(best, key=best.get) if best else None
     series = []  # (t, tx_bytes, rate gauge)
+    srtts = []   # the QP's smoothed round trip (us) while it sent, where measured
     for s in samples:
         c = qtx(s, qpn)
         if c is not None:
             series.append((s["t"], c["tx_bytes"], c["dcqcn_rate_mbps"]))
+            if c.get("srtt_us"):
+                srtts.append(c["srtt_us"])
     # Active span: from the first to the last sample in which it sent.
     active = [k for k in range(1, len(series)) if series[k][1] > series[k - 1][1]]
     rates = []
     for k in range(1, len(series)):
         dt = series[k][0] - series[k - 1][0]
         rates.append((series[k][0], (series[k][1] - series[k - 1][1]) * 8 / dt / 1e6 if dt > 0 else 0, series[k][2]))
-    flows.append({"flow": i, "qpn": qpn, "series": rates, "raw": series, "active": (series[active[0]][0], series[active[-1]][0]) if active else (0, 0)})
+    srtts.sort()
+    flows.append({"flow": i, "qpn": qpn, "series": rates, "srtt_median_us": srtts[len(srtts) // 2] if srtts else None, "raw": series, "active": (series[active[0]][0], series[active[-1]][0]) if active else (0, 0)})
 # Steady state: the second half of the span in which every flow was sending.
 t0 = max(f["active"][0] for f in flows)
 t1 = min(f["active"][1] for f in flows)
@@ -67,6 +71,8 @@ for i, f in enumerate(flows, 1):
                          "perftest_MBps": bw, "cnps_rcvd": s["cnps_rcvd"],
                          "dcqcn_rate_decreases": s["dcqcn_rate_decreases"],
                          "retransmitted_pkts": s["retransmitted_pkts"],
+                         "ack_timeouts": s["local_ack_timeout_err"],
+                         "srtt_median_us": f["srtt_median_us"],
                          "link_tx_errors": s["link_tx_errors"]})
 g = [f["perftest_MBps"] or 0.0 for f in out["flows"]]
 out["jain_perftest"] = round((sum(g) ** 2) / (len(g) * sum(v * v for v in g)), 3) if any(g) else 0.0
@@ -92,7 +98,8 @@ print(f"  dcqcn {mode}: steady state {out['steady_window_s'][0]}..{out['steady_w
       f"total {round(sum(g) * 8 / 1000, 3)} Gb/s delivered")
 for f in out["flows"]:
     print(f"    flow {f['flow']} (exit {f['exit']}): {f['steady_gbps']} Gb/s steady (perftest {f['perftest_MBps']} MB/s average), "
-          f"CNPs rcvd {f['cnps_rcvd']}, cuts {f['dcqcn_rate_decreases']}, retransmitted {f['retransmitted_pkts']}")
+          f"CNPs rcvd {f['cnps_rcvd']}, cuts {f['dcqcn_rate_decreases']}, retransmitted {f['retransmitted_pkts']}, "
+          f"ACK timeouts {f['ack_timeouts']}, srtt median {f['srtt_median_us']} us")
 print(f"    receiver: CE rcvd {out['receiver']['ce_rcvd']}, CNPs sent {out['receiver']['cnps_sent']}, "
       f"seq-err NAKs sent {out['receiver']['seq_err_naks_sent']}")
 if "switch" in out:

@@ -115,7 +115,8 @@ TEST_CASE("config: dcqcn per RoCE device, on with the paper's and ConnectX's def
       {"name":"r_a","address":"10.0.0.1","dcqcn":{"enabled":false}},
       {"name":"r_b","address":"10.0.0.2","dcqcn":{"g":0.0625,"initial_alpha":0.5,"alpha_timer_us":100,
         "timer_us":300,"decrease_period_us":0,"pace_slack_us":20,"byte_counter":0,"fast_recovery_stages":1,
-        "rate_ai_mbps":40,"rate_hai_mbps":400,"min_rate_mbps":10,"line_rate_mbps":25000}},
+        "rate_ai_mbps":40,"rate_hai_mbps":400,"min_rate_mbps":10,"line_rate_mbps":25000,
+        "rtt_timers":false,"cut_from_sent_rate":true}},
       {"name":"r_c","address":"10.0.0.3"}]})",
                         err);
   INFO(err);
@@ -136,6 +137,8 @@ TEST_CASE("config: dcqcn per RoCE device, on with the paper's and ConnectX's def
   CHECK(b.rate_hai_mbps == 400);
   CHECK(b.min_rate_mbps == 10);
   CHECK(b.line_rate_mbps == 25'000);
+  CHECK_FALSE(b.rtt_timers);
+  CHECK(b.cut_from_sent_rate);
   const urnic::transport::DcqcnConfig& d = c->devices[2].dcqcn;
   CHECK(d.enabled);
   CHECK(d.g == 1.0 / 256);
@@ -145,10 +148,14 @@ TEST_CASE("config: dcqcn per RoCE device, on with the paper's and ConnectX's def
   CHECK(d.rate_ai_mbps == 5);
   CHECK(d.rate_hai_mbps == 50);
   CHECK(d.min_rate_mbps == 1);
+  CHECK(d.rtt_timers);
+  CHECK(d.cut_from_sent_rate);
   const std::pair<const char*, const char*> bad[] = {
       {R"({"devices":[{"dcqcn":{"g":0}}]})", "dcqcn.g is a number in (0, 1]"},
       {R"({"devices":[{"dcqcn":{"g":1.5}}]})", "dcqcn.g is a number in (0, 1]"},
       {R"({"devices":[{"dcqcn":{"enabled":1}}]})", "dcqcn.enabled is true or false"},
+      {R"({"devices":[{"dcqcn":{"rtt_timers":"yes"}}]})", "dcqcn.rtt_timers is true or false"},
+      {R"({"devices":[{"dcqcn":{"cut_from_sent_rate":0}}]})", "dcqcn.cut_from_sent_rate is true or false"},
       {R"({"devices":[{"dcqcn":{"timer_us":0}}]})", "dcqcn.timer_us is 1..1000000"},
       {R"({"devices":[{"dcqcn":{"alpha_timer_us":-5}}]})", "dcqcn.alpha_timer_us is 1..1000000"},
       {R"({"devices":[{"dcqcn":{"pace_slack_us":1001}}]})", "dcqcn.pace_slack_us is 0..1000"},

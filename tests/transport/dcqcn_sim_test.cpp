@@ -259,3 +259,52 @@ TEST_CASE("dcqcn on the sim, the whole loop: a marking link, CNPs from B, A slow
   CHECK(faster > slow);
   st.check_delivered(rc);
 }
+
+TEST_CASE("dcqcn on the sim: a millisecond round trip is measured and stretches the timers (rtt_timers)",
+          "[dcqcn][sim][rc][rtt]") {
+  sim::Harness::Config cfg;
+  cfg.a_to_b.delay = 500 * kUs;  // a round trip of 1 ms and a little
+  cfg.b_to_a.delay = 500 * kUs;
+  cfg.transport.dcqcn.byte_counter = 0;
+  sim::Harness h(cfg);
+  constexpr uint32_t kMsgs = 16;
+  SendStream st(h, kMsgs, 0x8000000);
+  Side& a = st.a;
+  Side& b = st.b;
+  const uint32_t qa = st.qa;
+  const Counters* ca = a.t.qp_counters(qa);
+  REQUIRE(ca != nullptr);
+  // The first ACK times the first request: srtt 1000-1100 us (the two
+  // delays, plus serialisation and the responder's ACK coalescing).
+  REQUIRE(h.sim.run_until([&] { return ca->get(Counter::kSrttUs) != 0; }, 10 * kMs));
+  const uint64_t srtt = ca->get(Counter::kSrttUs);
+  INFO("srtt " << srtt << " us");
+  CHECK(srtt >= 1'000);
+  CHECK(srtt <= 1'100);
+  // Three CNPs 50 us apart: the first cuts, the next two fall inside the
+  // decrease period (now the round trip) and change nothing.
+  urnic::wire::IbPacket cnp;
+  cnp.bth.opcode = urnic::wire::opcode::kCnp;
+  cnp.bth.dest_qp = qa;
+  cnp.bth.pkey = 0xFFFF;
+  const Nanos t1 = h.sim.now() + 10 * kUs;
+  for (int i = 0; i < 3; ++i)
+    h.sim.schedule(t1 + static_cast<Nanos>(i) * 50 * kUs, [&] { a.t.on_packet(cnp, RxInfo{}, h.sim.now()); });
+  REQUIRE(h.sim.run_until([&] { return ca->get(Counter::kCnpsRcvd) == 3; }));
+  CHECK(ca->get(Counter::kDcqcnRateDecreases) == 1);
+  const uint64_t cut = ca->get(Counter::kDcqcnRateMbps);
+  CHECK(cut > 0);
+  // The first increase comes a round trip after the cut, not 55 us: the
+  // gauge holds for 900 us, then moves.
+  h.sim.run_until([&] { return h.sim.now() >= t1 + 900 * kUs; });
+  CHECK(ca->get(Counter::kDcqcnRateMbps) == cut);
+  h.sim.run_until([&] { return h.sim.now() >= t1 + 1'300 * kUs; });
+  CHECK(ca->get(Counter::kDcqcnRateMbps) > cut);
+  std::vector<Cqe> rc;
+  REQUIRE(h.sim.run_until([&] {
+    auto x = b.poll();
+    rc.insert(rc.end(), x.begin(), x.end());
+    return rc.size() >= kMsgs;
+  }, 1'000 * kMs));
+  st.check_delivered(rc);
+}

@@ -254,3 +254,126 @@ TEST_CASE("dcqcn: without an increase timer only the byte counter recovers the r
   r.on_sent(1'000, t0 + 1'000 * kUs);    // BC=1: fast recovery
   CHECK(r.rate_mbps() == 750);           // (1000 + 500) / 2
 }
+
+// The software-fabric rules (DcqcnConfig::rtt_timers, cut_from_sent_rate;
+// transport/dcqcn.hpp).
+
+TEST_CASE("dcqcn: the smoothed round trip: first sample as is, then gain 1/8", "[dcqcn][rtt]") {
+  const DcqcnConfig c;
+  CHECK(c.rtt_timers);
+  CHECK(c.cut_from_sent_rate);
+  DcqcnRate r(c);
+  CHECK(r.srtt() == 0);
+  r.on_rtt(1'000 * kUs);
+  CHECK(r.srtt() == 1'000 * kUs);
+  r.on_rtt(2'000 * kUs);  // 1000 - 1000/8 + 2000/8 = 1125 us
+  CHECK(r.srtt() == 1'125 * kUs);
+  r.on_rtt(0);            // 1125 - 140.625 (integer ns: 140625) = 984.375 us
+  CHECK(r.srtt() == 984'375);
+}
+
+TEST_CASE("dcqcn: rtt_timers: a round trip longer than T, K and the decrease period stretches them",
+          "[dcqcn][rtt]") {
+  DcqcnConfig c;
+  c.line_rate_mbps = 1'000;
+  c.byte_counter = 0;
+  DcqcnRate r(c);
+  r.on_rtt(1'000 * kUs);  // srtt 1 ms: T = K = decrease period = 1 ms
+  REQUIRE(r.on_cnp(t0));  // Rc 500, Rt 1000
+  CHECK(r.next_event() == t0 + 1'000 * kUs);  // not t0 + 55 us
+  // A CNP within one round trip of the cut does not cut again (one cut per
+  // round trip); one after it does.
+  CHECK_FALSE(r.on_cnp(t0 + 50 * kUs));
+  CHECK_FALSE(r.on_cnp(t0 + 999 * kUs));
+  CHECK(r.rate_mbps() == 500);
+  r.advance(t0 + 999 * kUs);
+  CHECK(r.timer_stage() == 0);  // no increase before a round trip has passed
+  r.advance(t0 + 1'000 * kUs);  // T=1: fast recovery, (1000 + 500) / 2
+  CHECK(r.timer_stage() == 1);
+  CHECK(r.rate_mbps() == 750);
+  // alpha: 1 after the cut ((255/256)*1 + 1/256); one quiet K is 1 ms now,
+  // so at +1999 us it has decayed once: 255/256.
+  CHECK(r.alpha(t0 + 1'999 * kUs) == 255.0 / 256);
+  REQUIRE(r.on_cnp(t0 + 2'000 * kUs));  // T=2 (at +2 ms) first: Rc 875; then the cut
+  // alpha used: 1 * (255/256)^2 (two quiet ms); Rc 875 * (1 - alpha/2).
+  const double a = (255.0 / 256) * (255.0 / 256);
+  CHECK(r.target_mbps() == 875);
+  CHECK(r.rate_mbps() == 875 * (1 - a / 2));
+}
+
+TEST_CASE("dcqcn: rtt_timers: a round trip under 55 us, or the rule off, leaves the published T",
+          "[dcqcn][rtt]") {
+  DcqcnConfig c;
+  c.line_rate_mbps = 1'000;
+  DcqcnRate fast(c);
+  fast.on_rtt(20 * kUs);
+  REQUIRE(fast.on_cnp(t0));
+  CHECK(fast.next_event() == t0 + 55 * kUs);
+  // The decrease period (4 us) is shorter than this round trip: one cut
+  // per 20 us.
+  CHECK_FALSE(fast.on_cnp(t0 + 5 * kUs));
+  CHECK(fast.on_cnp(t0 + 20 * kUs));
+  DcqcnConfig off = c;
+  off.rtt_timers = false;
+  DcqcnRate slow(off);
+  slow.on_rtt(1'000 * kUs);
+  REQUIRE(slow.on_cnp(t0));
+  CHECK(slow.next_event() == t0 + 55 * kUs);
+  CHECK(slow.on_cnp(t0 + 5 * kUs));
+}
+
+TEST_CASE("dcqcn: cut_from_sent_rate: a QP sending below Rc is cut from what it sent", "[dcqcn][rate]") {
+  const DcqcnConfig c;  // line rate 100 Gb/s, T 55 us: the send rate's window is 55 us
+  DcqcnRate r(c);
+  // 10 000 bytes at t0 and at t0 + 50 us; the window closes at t0 + 100 us:
+  // 20 000 bytes in 100 us = 160 000 bits / 100 us = 1600 Mb/s.
+  r.on_sent(10'000, t0);
+  r.on_sent(10'000, t0 + 50 * kUs);
+  CHECK(r.sent_mbps(t0 + 50 * kUs) == 0);  // no window complete yet
+  r.on_sent(10'000, t0 + 100 * kUs);
+  CHECK(r.sent_mbps(t0 + 100 * kUs) == 1'600);
+  REQUIRE(r.on_cnp(t0 + 100 * kUs));
+  CHECK(r.target_mbps() == 1'600);  // Rt: where it was really sending
+  CHECK(r.rate_mbps() == 800);      // 1600 * (1 - 1/2), not 100000 / 2
+  DcqcnConfig off = c;
+  off.cut_from_sent_rate = false;
+  DcqcnRate nominal(off);
+  nominal.on_sent(10'000, t0);
+  nominal.on_sent(10'000, t0 + 50 * kUs);
+  nominal.on_sent(10'000, t0 + 100 * kUs);
+  REQUIRE(nominal.on_cnp(t0 + 100 * kUs));
+  CHECK(nominal.rate_mbps() == 50'000);
+}
+
+TEST_CASE("dcqcn: cut_from_sent_rate: a stale or idle measure, or one above Rc, is not used", "[dcqcn][rate]") {
+  const DcqcnConfig c;
+  {
+    DcqcnRate r(c);  // measured 1600 Mb/s at t0 + 100 us, then idle
+    r.on_sent(10'000, t0);
+    r.on_sent(10'000, t0 + 50 * kUs);
+    r.on_sent(10'000, t0 + 100 * kUs);
+    CHECK(r.sent_mbps(t0 + 209 * kUs) == 1'600);
+    CHECK(r.sent_mbps(t0 + 210 * kUs) == 0);  // two windows (110 us) without a new one
+    REQUIRE(r.on_cnp(t0 + 210 * kUs));
+    CHECK(r.rate_mbps() == 50'000);
+  }
+  {
+    DcqcnRate r(c);  // a window with the QP idle in it (>= 110 us) measures nothing
+    r.on_sent(10'000, t0);
+    r.on_sent(10'000, t0 + 110 * kUs);
+    CHECK(r.sent_mbps(t0 + 110 * kUs) == 0);
+    REQUIRE(r.on_cnp(t0 + 110 * kUs));
+    CHECK(r.rate_mbps() == 50'000);
+  }
+  {
+    DcqcnConfig slow = c;
+    slow.line_rate_mbps = 1'000;  // sending at 1600 > Rc 1000: Rc is the base
+    DcqcnRate r(slow);
+    r.on_sent(10'000, t0);
+    r.on_sent(10'000, t0 + 50 * kUs);
+    r.on_sent(10'000, t0 + 100 * kUs);
+    REQUIRE(r.on_cnp(t0 + 100 * kUs));
+    CHECK(r.target_mbps() == 1'000);
+    CHECK(r.rate_mbps() == 500);
+  }
+}

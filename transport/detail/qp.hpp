@@ -275,7 +275,11 @@ class Qp {
   // through emit_request, which paces it while the QP's rate is cut; a CNP
   // cuts the rate; the gauge counter follows the rate.
   void emit_request(wire::IbPacket& p, const Addressing& addr, Nanos now);
-  void pace(const wire::IbPacket& p, Nanos now);
+  void pace(uint64_t bytes, Nanos now);
+  // The round trip (DcqcnConfig::rtt_timers): time_request at each request
+  // packet sent, rtt_acked when comp_psn_ moves.
+  void time_request(Psn psn, Nanos now);
+  void rtt_acked(Nanos now);
   void on_cnp(Nanos now);
   void rate_gauge() noexcept;
 
@@ -368,6 +372,13 @@ class Qp {
   // compare that never holds).
   DcqcnRate rate_;
   Nanos pace_next_ = 0;
+  // The round-trip timing (time_request): the next PSN never sent yet
+  // (valid once sent_any_), and the one request being timed.
+  Psn sent_hi_;
+  bool sent_any_ = false;
+  bool rtt_timing_ = false;
+  Psn rtt_psn_;
+  Nanos rtt_sent_at_ = 0;
   CompRetry comp_retry_ = CompRetry::kNone;
   Psn comp_retry_psn_;               // valid in CompRetry::kRetrying: where we went back to
   uint32_t read_window_ = 255;       // READ requests allowed out (<= max_rd_atomic); 2 after a loss
