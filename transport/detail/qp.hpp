@@ -278,7 +278,7 @@ class Qp {
   void pace(uint64_t bytes, Nanos now);
   // The round trip (DcqcnConfig::rtt_timers): time_request at each request
   // packet sent, rtt_acked when comp_psn_ moves.
-  void time_request(Psn psn, Nanos now);
+  void time_request(const wire::IbPacket& p, Nanos now);
   void rtt_acked(Nanos now);
   void on_cnp(Nanos now);
   void rate_gauge() noexcept;
