@@ -16,13 +16,13 @@
 #
 # usage: bench/incast.sh [BUILD_DIR] [--senders "2 4"] [--duration S]
 #          [--rate MBPS] [--out DIR] [--plot-only]   (defaults: build,
-#          "2 4", 10, 800, /tmp/urnic-incast-bench; --plot-only: plot the
+#          "2 4", 10, 200, /tmp/urnic-incast-bench; --plot-only: plot the
 #          runs already in DIR)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$root/build
 if [[ $# -gt 0 && $1 != -* ]]; then build=$1; shift; fi
-senders="2 4" duration=10 rate=800 out=/tmp/urnic-incast-bench plot_only=
+senders="2 4" duration=10 rate=200 out=/tmp/urnic-incast-bench plot_only=
 while [[ $# -gt 0 ]]; do
   case $1 in
     --plot-only) plot_only=1; shift ;;

@@ -16,18 +16,26 @@
 # CE marks / CNPs / rate cuts / retransmissions from `urnic stats`, and the
 # switch's marks, drops and queue (its JSON counters).
 #
-# Checked (robust on a busy 2-core machine): every ib_write_bw exits 0;
-# with DCQCN on, the switch marked, the receiver counted CE and sent CNPs,
-# the senders received them and cut their rates (dcqcn_rate_decreases > 0);
-# with DCQCN off, CNPs still flow and no rate is cut. Fairness, drops and
-# retransmissions are reported, not asserted.
+# Checked: every ib_write_bw exits 0 (with DCQCN on); the switch marked,
+# the receiver counted CE and sent CNPs, the senders received them; with
+# DCQCN on every sender cut its rate, the flows share fairly (Jain's index
+# >= 0.9 over the steady state; once more on a miss, for a starved 2-core
+# runner) and the mean queue stays below Kmax; with it off no rate is cut,
+# and the fabric drops and resends at least ten times what it does with
+# DCQCN on.
 #
 # usage: incast_test.sh SHIM_DIR URNICD URNIC_CLI ECN_SWITCH [options]
 #   --senders N      senders (2; up to 8)
 #   --duration S     ib_write_bw -D S (4)
-#   --rate MBPS      the switch's egress rate (800)
+#   --rate MBPS      the switch's egress rate (200: below what one sender
+#                    reaches, so that the flows are held by DCQCN, not by
+#                    the CPU; at 800 two senders on 2 shared cores are
+#                    CPU-bound near their fair share, and the split is the
+#                    scheduler's)
 #   --modes LIST     dcqcn on, off or both: "on off" (default)
 #   --keep DIR       keep the samples and summaries in DIR (bench/incast.sh)
+#   --dcqcn-keys K   extra "dcqcn" keys of the senders with DCQCN on
+#   --cnp-interval US  the devices' cnp_interval_us
 # Needs root; exits 77 (skipped) otherwise. Namespaces ccs<i>-PID, ccr-PID,
 # ccsw-PID, veths cc*PID, addresses 10.77.X.0/24; all removed at the end,
 # every process it started stopped by its PID.
@@ -39,20 +47,14 @@ ecn_switch=$4
 shift 4
 senders=2
 duration=4
-rate=800
+rate=200
 modes="on off"
 keep=
-# The fabric's round trip is milliseconds (the queue, and four to eight
-# busy programs on two shared cores), a hundred times a datacenter's, and
-# DCQCN's published timers assume microseconds: at the defaults a cut rate
-# recovers fully (5 x 55 us of fast recovery) long before the next mark
-# can come back, and the queue stays full. So by default the test runs the
-# device's DCQCN with its timers and CNP interval stretched to the fabric
-# (T = K = 1.5 ms, a CNP per 500 us; the line rate the 4 Gb/s a sender
-# reaches here, so cuts start where sending is), which --dcqcn-keys and
-# --cnp-interval change ('' and '': urnic's defaults).
-dcqcn_keys='"line_rate_mbps": 4000, "timer_us": 1500, "alpha_timer_us": 1500'
-cnp_us=500
+# The devices run at their defaults: DCQCN's published parameters, whose
+# timers stretch to the fabric's round trip (rtt_timers, transport/dcqcn.hpp).
+# --dcqcn-keys '"k": v, ...' and --cnp-interval US set others (bench runs).
+dcqcn_keys=
+cnp_us=
 red="20000 100000 0.2 400000"
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -236,8 +238,10 @@ summarize() {
   python3 "$(dirname "$0")/incast_summary.py" "$rt" "$1" "$senders" "$duration"
 }
 
-for mode in $modes; do
-  attempt=1
+# run_mode MODE: one run, made again once if perftest could not calibrate
+# its clock or (DCQCN on) an ib_write_bw failed; sets rc.
+run_mode() {
+  local mode=$1 attempt=1
   while :; do
     incast "$mode"
     rc=$?
@@ -256,6 +260,17 @@ for mode in $modes; do
     fi
     break
   done
+}
+# measure MODE: the figures of the last run (incast_counts' variables).
+measure() {
+  summarize "$1" || return 1
+  [[ -n $keep ]] && { mkdir -p "$keep"; cp -r "$rt/$1".* "$rt"/logs.* "$keep/"; }
+  incast_counts "$rt/$1.summary.json" switch
+}
+
+on_retx= on_drops=
+for mode in $modes; do
+  run_mode "$mode"
   if [[ $rc -eq 0 ]]; then pass "dcqcn $mode: $senders x ib_write_bw -D $duration -s 65536 into one receiver, all exit 0"
   elif [[ $mode == on ]]; then fail "dcqcn on: an ib_write_bw failed"; continue
   else
@@ -264,10 +279,18 @@ for mode in $modes; do
     # (IBV_WC_RETRY_EXC_ERR, status 12): the collapse DCQCN is for. Reported.
     echo "note dcqcn off: an ib_write_bw failed (reported, not a failure: a lossy fabric without congestion control)"
   fi
-  summarize "$mode" || { fail "dcqcn $mode: no figures"; continue; }
-  [[ -n $keep ]] && { mkdir -p "$keep"; cp -r "$rt/$mode".* "$rt"/logs.* "$keep/"; }
-  sum=$rt/$mode.summary.json
-  incast_counts "$sum" switch || { fail "dcqcn $mode: its summary cannot be read"; continue; }
+  measure "$mode" || { fail "dcqcn $mode: no figures"; continue; }
+  # The issue's fair share, asserted with DCQCN on: Jain's index >= 0.9
+  # over the steady-state send rates. Measured at 2:1 and 4:1, 2026-12-05:
+  # 0.93-0.999 in 8 of 8 runs. A 2-core runner can starve one sender's
+  # programs for a while: below 0.9, the mode runs once more, so that only
+  # a repeatable unfairness fails.
+  if [[ $mode == on && $jain -lt 900 ]]; then
+    echo "note dcqcn on: Jain's index $jain/1000, below 0.9; run again"
+    run_mode on
+    [[ $rc -eq 0 ]] || { fail "dcqcn on: an ib_write_bw failed in the second run"; continue; }
+    measure on || { fail "dcqcn on: no figures"; continue; }
+  fi
   if [[ $marked -gt 0 && $ce -gt 0 ]]; then pass "dcqcn $mode: the queue marked $marked frames, the receiver counted $ce CE"
   else fail "dcqcn $mode: marked $marked, ce_rcvd $ce"; fi
   if [[ $cnps -gt 0 && $rcvd -gt 0 ]]; then pass "dcqcn $mode: $cnps CNPs sent, every sender received some (min $rcvd)"
@@ -275,9 +298,24 @@ for mode in $modes; do
   if [[ $mode == on ]]; then
     if [[ $cuts -gt 0 ]]; then pass "dcqcn on: every sender cut its rate (fewest cuts $cuts)"
     else fail "dcqcn on: a sender never cut its rate (fewest cuts $cuts)"; fi
+    if [[ $jain -ge 900 ]]; then pass "dcqcn on: a fair share, Jain's index $jain/1000 over the steady state"
+    else fail "dcqcn on: Jain's index $jain/1000 over the steady state, below 0.9"; fi
+    # Bounded: the mean queue below Kmax, where RED marks everything (off:
+    # 240-320 KB of 400).
+    if [[ $queue -ge 0 && $queue -lt $kmax ]]; then pass "dcqcn on: the queue stays bounded, mean $queue B (Kmax $kmax)"
+    else fail "dcqcn on: mean queue $queue B, not below Kmax $kmax"; fi
+    on_retx=$retx on_drops=$drops
   else
     if [[ $allcuts -eq 0 ]]; then pass "dcqcn off: CNPs counted, no rate cut"
     else fail "dcqcn off: $allcuts rate cuts"; fi
+    # The same fabric without congestion control loses and resends; with
+    # it, near zero in comparison (measured 2026-12-05: 0.3-1k resends on
+    # against 150k-700k off). At least ten times fewer is asserted.
+    if [[ -n $on_retx ]]; then
+      if [[ $drops -gt 0 && $retx -gt 0 && $((on_retx * 10)) -le $retx ]]; then
+        pass "dcqcn off: $drops drops and $retx resends, against $on_drops and $on_retx with DCQCN on"
+      else fail "dcqcn off: $drops drops and $retx resends, against $on_drops and $on_retx with DCQCN on (want 10x fewer resends on)"; fi
+    fi
   fi
 done
 echo "incast test: $((SECONDS - t_start)) s"

@@ -23,6 +23,10 @@ incast_wait_servers() {
 #   ce cnps the receiver's CE-marked packets and CNPs sent
 #   rcvd    the fewest CNPs a sender received
 #   cuts    the fewest rate cuts of a sender; allcuts: all senders' cuts
+#   jain    Jain's index over the steady-state send rates, in thousandths
+#   retx    packets all senders retransmitted
+#   drops   frames the bottleneck dropped
+#   queue   its mean queue in bytes (-1: not sampled)
 # Returns 1 (variables untouched) when the summary cannot be read.
 incast_counts() {
   local out
@@ -30,10 +34,13 @@ incast_counts() {
 import json, sys
 d = json.load(open(sys.argv[1]))
 f = d["flows"]
-print(d[sys.argv[2]]["marked"], d["receiver"]["ce_rcvd"], d["receiver"]["cnps_sent"],
+q = d[sys.argv[2]]
+mean = q.get("mean_backlog_bytes")
+print(q["marked"], d["receiver"]["ce_rcvd"], d["receiver"]["cnps_sent"],
       min(x["cnps_rcvd"] for x in f), min(x["dcqcn_rate_decreases"] for x in f),
-      sum(x["dcqcn_rate_decreases"] for x in f))
+      sum(x["dcqcn_rate_decreases"] for x in f), round(d["jain"] * 1000),
+      sum(x["retransmitted_pkts"] for x in f), q["dropped"], -1 if mean is None else mean)
 PY
   ) || return 1
-  read -r marked ce cnps rcvd cuts allcuts <<< "$out"
+  read -r marked ce cnps rcvd cuts allcuts jain retx drops queue <<< "$out"
 }
