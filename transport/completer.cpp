@@ -31,6 +31,7 @@ WcStatus nak_status(uint8_t code) noexcept {
 void Qp::comp_run(const wire::IbPacket& pkt, Nanos now) {
   comp_progress_ = false;
   Psn retry_psn = comp_psn_;
+  bool nak_retry = false;  // the retry is a sequence NAK's (not a READ response gap's)
   WcStatus fail = WcStatus::kSuccess;
   CompState s = CompState::kCheckPsn;
   for (;;) {
@@ -41,7 +42,10 @@ void Qp::comp_run(const wire::IbPacket& pkt, Nanos now) {
         break;
       case CompState::kCheckAck:
         s = comp_check_ack(pkt, now);
-        if (s == CompState::kErrorRetry) retry_psn = pkt.bth.psn;
+        if (s == CompState::kErrorRetry) {
+          retry_psn = pkt.bth.psn;
+          nak_retry = true;
+        }
         if (s == CompState::kError) fail = nak_status(pkt.aeth.syndrome & 0x1F);
         break;
       case CompState::kRead:
@@ -85,6 +89,11 @@ void Qp::comp_run(const wire::IbPacket& pkt, Nanos now) {
         comp_retry_stale_ = static_cast<uint32_t>(std::max<int32_t>(0, req_psn_ - retry_psn));
         read_window_ = 2;
         retry_from(retry_psn);
+        // After a sequence NAK the responder has dropped every request from
+        // retry_psn on: the copies now resent are the first it can accept,
+        // and their ACKs may be timed (time_request).
+        rtt_clean_resend_ = nak_retry;
+        rtt_clean_from_ = retry_psn;
         comp_retry_ = CompRetry::kRetrying;
         comp_retry_psn_ = retry_psn;
         s = CompState::kDone;

@@ -238,7 +238,7 @@ void Qp::reset_state() {
   sqd_notify_pending_ = false;
   rate_ = DcqcnRate(ctx_.cfg.dcqcn);  // a new connection starts at the line rate
   pace_next_ = 0;
-  sent_any_ = rtt_timing_ = false;
+  sent_any_ = rtt_timing_ = rtt_clean_resend_ = false;
   counters_.set(Counter::kSrttUs, 0);
   rate_gauge();
   comp_retry_ = CompRetry::kNone;

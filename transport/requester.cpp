@@ -341,9 +341,12 @@ void Qp::pace(uint64_t bytes, Nanos now) {
 // answers).
 void Qp::time_request(const wire::IbPacket& p, Nanos now) {
   const Psn psn = p.bth.psn;
-  if (sent_any_ && (psn - sent_hi_) < 0) return;  // a resend
-  sent_hi_ = psn + 1;
-  sent_any_ = true;
+  if (!sent_any_ || (psn - sent_hi_) >= 0) {
+    sent_hi_ = psn + 1;
+    sent_any_ = true;
+  } else if (!rtt_clean_resend_ || (psn - rtt_clean_from_) < 0) {
+    return;  // a resend whose original the responder may have taken
+  }
   if (!rtt_timing_ && p.bth.ack_req && reliable()) {
     rtt_timing_ = true;
     rtt_psn_ = psn;
@@ -382,7 +385,12 @@ void Qp::retry_from(Psn p) {
 }
 
 void Qp::reposition(Psn p) {
-  rtt_timing_ = false;  // Karn's rule (time_request)
+  // Karn's rule (time_request): the timed request is about to be sent
+  // again, so the ACK that covers it would not say which copy it answers.
+  // A resend from beyond it leaves the timing valid (in a flow that goes
+  // back often, dropping every timing left it with no sample at all).
+  if (rtt_timing_ && (rtt_psn_ - p) >= 0) rtt_timing_ = false;
+  rtt_clean_resend_ = false;  // a sequence NAK's retry sets it again (comp_run)
   std::size_t i = 0;
   for (; i < sq_.size(); ++i) {
     const SendWqe& w = sq_[i];

@@ -308,3 +308,40 @@ TEST_CASE("dcqcn on the sim: a millisecond round trip is measured and stretches 
   }, 1'000 * kMs));
   st.check_delivered(rc);
 }
+
+TEST_CASE("dcqcn on the sim: under loss the round trip stays the path's (Karn's rule), and is still measured",
+          "[dcqcn][sim][rc][rtt]") {
+  // 500 us each way and 3 % loss A -> B: go-back-N resends often. A timing
+  // whose request is resent is dropped (its ACK may answer either copy: a
+  // sample would include the NAK's or the timeout's extra round trip); one
+  // whose request lies before the resend is kept, so the QP is still
+  // measured.
+  sim::Harness::Config cfg;
+  cfg.seed = 7;
+  cfg.a_to_b.delay = 500 * kUs;
+  cfg.b_to_a.delay = 500 * kUs;
+  cfg.a_to_b.faults.loss = 0.03;
+  sim::Harness h(cfg);
+  constexpr uint32_t kMsgs = 32;
+  SendStream st(h, kMsgs, 0x8000000);
+  Side& a = st.a;
+  Side& b = st.b;
+  const Counters* ca = a.t.qp_counters(st.qa);
+  REQUIRE(ca != nullptr);
+  std::vector<Cqe> rc;
+  uint64_t max_srtt = 0;
+  REQUIRE(h.sim.run_until([&] {
+    auto x = b.poll();
+    rc.insert(rc.end(), x.begin(), x.end());
+    max_srtt = std::max(max_srtt, ca->get(Counter::kSrttUs));
+    return rc.size() >= kMsgs;
+  }, 10'000 * kMs));
+  INFO("srtt " << ca->get(Counter::kSrttUs) << " us at the end, at most " << max_srtt << " us; "
+               << h.ab.stats().dropped << " frames lost");
+  CHECK(h.ab.stats().dropped > 0);
+  CHECK(a.t.counters().get(Counter::kCompleterRetryErr) > 0);
+  CHECK(ca->get(Counter::kSrttUs) >= 1'000);
+  CHECK(max_srtt <= 1'200);
+  REQUIRE(rc.size() == kMsgs);
+  for (uint32_t i = 0; i < kMsgs; ++i) CHECK(rc[i].status == WcStatus::kSuccess);
+}

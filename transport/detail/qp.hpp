@@ -379,6 +379,10 @@ class Qp {
   bool rtt_timing_ = false;
   Psn rtt_psn_;
   Nanos rtt_sent_at_ = 0;
+  // Since the last go-back-N, a sequence NAK's: resends from rtt_clean_from_
+  // on are first copies to the responder, and may be timed.
+  bool rtt_clean_resend_ = false;
+  Psn rtt_clean_from_;
   CompRetry comp_retry_ = CompRetry::kNone;
   Psn comp_retry_psn_;               // valid in CompRetry::kRetrying: where we went back to
   uint32_t read_window_ = 255;       // READ requests allowed out (<= max_rd_atomic); 2 after a loss
