@@ -123,6 +123,14 @@ class DcqcnRate {
   // The smoothed round trip (0: no sample yet), and the send rate measured
   // over the last complete window (0: none, or stale).
   Nanos srtt() const noexcept { return srtt_; }
+  // Whether the periods fit the path: rtt_timers off (the values as
+  // configured), or a round trip measured. A QP that only answers READs
+  // times nothing (its requester side is idle), so its periods stay the
+  // published microseconds, which on a millisecond fabric cut a paced
+  // stream to nothing (measured: a READ incast delivered 0.026 Gb/s with
+  // its responses paced so, 0.105 unpaced); such a QP's READ responses are
+  // not paced (Qp::pace_responses).
+  bool timed() const noexcept { return !cfg_->rtt_timers || srtt_ != 0; }
   double sent_mbps(Nanos now) const noexcept;
 
   // A CNP arrived: true if it cut the rate, false if it fell inside

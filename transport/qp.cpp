@@ -239,6 +239,7 @@ void Qp::reset_state() {
   rate_ = DcqcnRate(ctx_.cfg.dcqcn);  // a new connection starts at the line rate
   pace_next_ = 0;
   sent_any_ = rtt_timing_ = rtt_clean_resend_ = false;
+  resp_tx_ = resp_tx_nak_ = false;
   counters_.set(Counter::kSrttUs, 0);
   rate_gauge();
   comp_retry_ = CompRetry::kNone;
@@ -280,6 +281,7 @@ void Qp::enter_error(Nanos now) {
   URNIC_TRACE(qpn_, "state", to_string(attr_.qp_state), "ERR", "error");
   attr_.qp_state = QpState::kErr;
   req_state_ = ReqState::kStopped;
+  resp_tx_ = resp_tx_nak_ = false;  // paced READ responses: no more
   req_write_fault_ = false;
   ack_deadline_ = rnr_deadline_ = kNever;
   // IBA 10.3.1.2 / 11.4.2: in the error state every outstanding and later
@@ -561,9 +563,10 @@ void Qp::on_timer(Nanos now) {
   if (rnr_deadline_ != kNever && now >= rnr_deadline_) on_rnr_timer(now);
   if (ack_deadline_ != kNever && now >= ack_deadline_) on_ack_timeout(now);
   // DCQCN: the rate increase timer, and the paced requester's turn.
-  if (rate_.limited() || req_state_ == ReqState::kWaitRate) {
+  if (rate_.limited() || req_state_ == ReqState::kWaitRate || resp_tx_) {
     rate_.advance(now);
     rate_gauge();
+    if (resp_tx_ && now >= pace_next_) resp_pump(now);
     if (req_state_ == ReqState::kWaitRate && now >= pace_next_) req_run(now);
   }
 }
@@ -571,7 +574,7 @@ void Qp::on_timer(Nanos now) {
 Nanos Qp::next_deadline() const noexcept {
   Nanos d = std::min(ack_deadline_, rnr_deadline_);
   d = std::min(d, rate_.next_event());  // kNever unless the rate is cut
-  if (req_state_ == ReqState::kWaitRate) d = std::min(d, pace_next_);
+  if (req_state_ == ReqState::kWaitRate || resp_tx_) d = std::min(d, pace_next_);
   return d;
 }
 

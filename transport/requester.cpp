@@ -302,9 +302,7 @@ void Qp::send_next_packet(SendWqe& w, Nanos now) {
 
 void Qp::emit_request(wire::IbPacket& p, const Addressing& addr, Nanos now) {
   if (ctx_.cfg.dcqcn.enabled) {
-    // Sizes are the IB packet's, BTH to ICRC (what tx_bytes counts).
-    const std::size_t n = p.payload.size();
-    const uint64_t bytes = p.info().length + n + ((4 - (n & 3)) & 3) + wire::kIcrcSize;
+    const uint64_t bytes = packet_bytes(p);
     time_request(p, now);
     if (rate_.limited()) pace(bytes, now);
     else rate_.on_sent(bytes, now);
@@ -317,7 +315,7 @@ void Qp::emit_request(wire::IbPacket& p, const Addressing& addr, Nanos now) {
 // then applied first); a packet sent late -- the timer fired late, the
 // window or the responder held the QP -- may catch up by at most
 // pace_slack, so that lateness is not lost rate but an idle QP does not
-// burst. Only the requester is paced: ACKs, CNPs and READ responses are not.
+// burst. READ responses are paced too (resp_pump); ACKs and CNPs are not.
 void Qp::pace(uint64_t bytes, Nanos now) {
   rate_.advance(now);
   if (rate_.limited()) {

@@ -273,7 +273,9 @@ RespState Qp::resp_execute(const wire::IbPacket& pkt, Nanos now) {
     msn_ = (msn_ + 1) & 0xFFFFFF;
     epsn_ = r.last_psn + 1;
     unacked_ = 0;
-    send_read_responses(r, p, now);
+    if (resp_tx_) return RespState::kDone;  // queued behind the responses being paced
+    if (pace_responses()) resp_stream_from(p, now);  // paced (DCQCN)
+    else send_read_responses(r, p, now);
     return RespState::kDone;
   }
   if (i.is(Op::kAtomic)) {
@@ -297,14 +299,9 @@ RespState Qp::resp_execute(const wire::IbPacket& pkt, Nanos now) {
     msn_ = (msn_ + 1) & 0xFFFFFF;
     epsn_ = p + 1;
     unacked_ = 0;
-    wire::IbPacket a;
-    a.bth.opcode = opcode_base() | op::kAtomicAck;
-    a.bth.psn = p;
-    a.aeth.syndrome = ae::kAck | ae::kCreditsInvalid;
-    a.aeth.msn = msn_;
-    a.atomic_ack_eth.orig = orig;
+    if (resp_tx_) return RespState::kDone;  // answered in turn by resp_pump
     pay_owed_ack(now);  // PSN order
-    emit(a, path_addr(), now);
+    emit_atomic_ack(r, now);
     return RespState::kDone;
   }
   return RespState::kErrNakInvalidRequest;
@@ -412,7 +409,8 @@ RespState Qp::resp_duplicate(const wire::IbPacket& pkt, Nanos now) {
       if (r.length > 0 &&
           ctx_.check_rkey(r.rkey, resp_pd(), qpn_, r.va, r.length, access::kRemoteRead, nullptr) != KeyCheck::kOk)
         return RespState::kErrNakRemoteAccess;
-      send_read_responses(r, p, now);
+      if (resp_tx_ || pace_responses()) resp_stream_from(p, now);
+      else send_read_responses(r, p, now);
       return RespState::kDone;
     }
     return RespState::kDrop;  // too old: its resource was reused
@@ -420,15 +418,13 @@ RespState Qp::resp_duplicate(const wire::IbPacket& pkt, Nanos now) {
   if (i.is(Op::kAtomic)) {
     for (const RespResource& r : resources_) {
       if (!r.atomic || r.first_psn != p) continue;
+      if (resp_tx_) {
+        resp_stream_from(p, now);
+        return RespState::kDone;
+      }
       if (!resp_settle(now)) return RespState::kDone;
-      wire::IbPacket a;
-      a.bth.opcode = opcode_base() | op::kAtomicAck;
-      a.bth.psn = p;
-      a.aeth.syndrome = ae::kAck | ae::kCreditsInvalid;
-      a.aeth.msn = msn_;
-      a.atomic_ack_eth.orig = r.orig;
       pay_owed_ack(now);
-      emit(a, path_addr(), now);
+      emit_atomic_ack(r, now);
       return RespState::kDone;
     }
     return RespState::kDrop;
@@ -446,37 +442,120 @@ RespState Qp::resp_duplicate(const wire::IbPacket& pkt, Nanos now) {
 void Qp::send_read_responses(const RespResource& r, Psn from, Nanos now) {
   pay_owed_ack(now);
   if (!resp_settle(now)) return;
-  const uint32_t mtu = pmtu();
   RemoteMr mr;
   if (r.length > 0) ctx_.check_rkey(r.rkey, resp_pd(), qpn_, r.va, r.length, access::kRemoteRead, &mr);
   for (Psn p = from;; ++p) {
-    const uint32_t idx = static_cast<uint32_t>(p - r.first_psn);
-    const bool first = p == from;
-    const bool last = p == r.last_psn;
-    const uint64_t off = uint64_t{idx} * mtu;
-    const std::size_t len = static_cast<std::size_t>(std::min<uint64_t>(mtu, r.length - std::min<uint64_t>(off, r.length)));
-    wire::IbPacket q;
-    q.bth.psn = p;
-    q.bth.opcode = opcode_base() | (first && last ? op::kReadResponseOnly
-                              : first       ? op::kReadResponseFirst
-                              : last        ? op::kReadResponseLast
-                                            : op::kReadResponseMiddle);
-    q.aeth.syndrome = ae::kAck | ae::kCreditsInvalid;
-    q.aeth.msn = msn_;
-    std::span<uint8_t> buf(ctx_.scratch.data(), len);
-    q.payload = buf;
-    if (len > 0) {
-      // In place where the memory layer maps the MR: no copy.
-      const uint8_t* in_place = mr.mr != nullptr ? ctx_.mem.view(mr.mr->dom, mr.local(r.va + off), len) : nullptr;
-      if (in_place != nullptr) {
-        q.payload = wire::Bytes(in_place, len);
-      } else if (mr.mr == nullptr || !ctx_.mem.read(mr.mr->dom, mr.local(r.va + off), buf)) {
-        resp_nak(ae::kNak | ae::kNakRemoteOperational, p, RespState::kErrNakRemoteOperational, now);
-        return;
+    if (send_read_response(r, mr, p, p == from, now) == 0) return;
+    if (p == r.last_psn) break;
+  }
+}
+
+uint64_t Qp::send_read_response(const RespResource& r, const RemoteMr& mr, Psn p, bool first, Nanos now) {
+  const uint32_t mtu = pmtu();
+  const uint32_t idx = static_cast<uint32_t>(p - r.first_psn);
+  const bool last = p == r.last_psn;
+  const uint64_t off = uint64_t{idx} * mtu;
+  const std::size_t len = static_cast<std::size_t>(std::min<uint64_t>(mtu, r.length - std::min<uint64_t>(off, r.length)));
+  wire::IbPacket q;
+  q.bth.psn = p;
+  q.bth.opcode = opcode_base() | (first && last ? op::kReadResponseOnly
+                            : first       ? op::kReadResponseFirst
+                            : last        ? op::kReadResponseLast
+                                          : op::kReadResponseMiddle);
+  q.aeth.syndrome = ae::kAck | ae::kCreditsInvalid;
+  q.aeth.msn = msn_;
+  std::span<uint8_t> buf(ctx_.scratch.data(), len);
+  q.payload = buf;
+  if (len > 0) {
+    // In place where the memory layer maps the MR: no copy.
+    const uint8_t* in_place = mr.mr != nullptr ? ctx_.mem.view(mr.mr->dom, mr.local(r.va + off), len) : nullptr;
+    if (in_place != nullptr) {
+      q.payload = wire::Bytes(in_place, len);
+    } else if (mr.mr == nullptr || !ctx_.mem.read(mr.mr->dom, mr.local(r.va + off), buf)) {
+      resp_nak(ae::kNak | ae::kNakRemoteOperational, p, RespState::kErrNakRemoteOperational, now);
+      return 0;
+    }
+  }
+  emit(q, path_addr(), now);
+  return packet_bytes(q);
+}
+
+uint64_t Qp::emit_atomic_ack(const RespResource& r, Nanos now) {
+  wire::IbPacket a;
+  a.bth.opcode = opcode_base() | op::kAtomicAck;
+  a.bth.psn = r.first_psn;
+  a.aeth.syndrome = ae::kAck | ae::kCreditsInvalid;
+  a.aeth.msn = msn_;
+  a.atomic_ack_eth.orig = r.orig;
+  emit(a, path_addr(), now);
+  return packet_bytes(a);
+}
+
+// READ responses at the QP's DCQCN rate (issue 21: "a QP's sending is
+// paced by its current rate"; the requester's packets are paced in
+// emit_request). While the rate is cut, a READ's responses -- and, behind
+// them, every later READ's and atomic's, from resources_ in PSN order --
+// leave one per turn (pace_next_, the QP's deadline), and what the
+// responder owes after them waits: ACKs (cumulative: the newest covers
+// the rest, ack_owed_) and a sequence or RNR NAK (resp_tx_nak_), paid
+// when the stream is done (emit_ack). Requests keep being received and
+// executed meanwhile; only their answers queue. An error NAK ends the
+// stream (the QP goes to the error state).
+void Qp::resp_stream_from(Psn p, Nanos now) {
+  if (!resp_tx_) {
+    pay_owed_ack(now);  // for requests before this one: PSN order
+    resp_tx_ = true;
+  }
+  resp_tx_psn_ = p;
+  resp_tx_first_ = true;  // a (re)started READ's first response is FIRST or ONLY
+  resp_pump(now);
+}
+
+void Qp::resp_pump(Nanos now) {
+  while (resp_tx_) {
+    const RespResource* r = nullptr;
+    for (const RespResource& x : resources_) {
+      if ((x.last_psn - resp_tx_psn_) >= 0) {
+        r = &x;
+        break;
       }
     }
-    emit(q, path_addr(), now);
-    if (last) break;
+    if (r == nullptr) break;  // all sent
+    if (now < pace_next_) {
+      list_timer();  // next_deadline: pace_next_ while resp_tx_
+      return;
+    }
+    if ((r->first_psn - resp_tx_psn_) >= 0) {  // a resource's start
+      resp_tx_psn_ = r->first_psn;
+      resp_tx_first_ = true;
+      // An ACK owed for requests before it goes first (PSN order).
+      if (ack_owed_ && (ack_owed_psn_ - r->first_psn) < 0) {
+        ack_owed_ = false;
+        if (!resp_settle(now)) return;
+        emit_ack_now(ae::kAck | ae::kCreditsInvalid, ack_owed_psn_, now);
+      }
+      if (!resp_settle(now)) return;  // a staged write faulted: NAKed, the QP in error
+    }
+    uint64_t bytes = 0;
+    if (r->atomic) {
+      bytes = emit_atomic_ack(*r, now);
+    } else {
+      RemoteMr mr;
+      if (r->length > 0) ctx_.check_rkey(r->rkey, resp_pd(), qpn_, r->va, r->length, access::kRemoteRead, &mr);
+      bytes = send_read_response(*r, mr, resp_tx_psn_, resp_tx_first_, now);
+      if (bytes == 0) return;  // NAKed: the QP is in the error state
+    }
+    resp_tx_first_ = false;
+    ++resp_tx_psn_;
+    if (rate_.limited()) pace(bytes, now);
+  }
+  // Done: what waited behind the stream, in PSN order.
+  resp_tx_ = false;
+  pay_owed_ack(now);
+  if (resp_tx_nak_) {
+    resp_tx_nak_ = false;
+    if (!resp_settle(now)) return;
+    emit_ack_now(resp_tx_nak_syn_, resp_tx_nak_psn_, now);
   }
 }
 
@@ -496,6 +575,28 @@ void Qp::pay_owed_ack(Nanos now) {
 }
 
 void Qp::emit_ack(uint8_t syndrome, Psn psn, Nanos now) {
+  if (resp_tx_) {  // behind paced READ responses (resp_pump)
+    const uint8_t type = syndrome & ae::kTypeMask;
+    if (type == ae::kAck) {
+      ack_owed_ = true;
+      ack_owed_psn_ = psn;
+      return;
+    }
+    const bool retry_nak = type == ae::kRnrNak || (type == ae::kNak && (syndrome & 0x1F) == ae::kNakPsnSequence);
+    if (retry_nak) {
+      if (!resp_tx_nak_) {
+        resp_tx_nak_ = true;
+        resp_tx_nak_syn_ = syndrome;
+        resp_tx_nak_psn_ = psn;
+      }
+      return;
+    }
+    resp_tx_ = resp_tx_nak_ = false;  // an error NAK: the QP goes to the error state
+  }
+  emit_ack_now(syndrome, psn, now);
+}
+
+void Qp::emit_ack_now(uint8_t syndrome, Psn psn, Nanos now) {
   wire::IbPacket a;
   a.bth.opcode = opcode_base() | op::kAck;
   a.bth.psn = psn;

@@ -345,3 +345,100 @@ TEST_CASE("dcqcn on the sim: under loss the round trip stays the path's (Karn's 
   REQUIRE(rc.size() == kMsgs);
   for (uint32_t i = 0; i < kMsgs; ++i) CHECK(rc[i].status == WcStatus::kSuccess);
 }
+
+TEST_CASE("dcqcn on the sim: a responder whose rate is cut paces its READ responses, and what it owes waits behind them",
+          "[dcqcn][sim][rc][read]") {
+  // B's QP is the reaction point now: CNPs name it (A, reading, met the
+  // congestion in B's responses). Same rates as the first case: 1040 Mb/s,
+  // two CNPs -> 260 Mb/s, a 1 KiB-MTU packet (8320 bits) per 32 us.
+  sim::Harness::Config cfg;
+  DcqcnConfig& d = cfg.transport.dcqcn;
+  d.line_rate_mbps = 1'040;
+  d.timer_period = 1 * kMs;
+  d.byte_counter = 0;
+  d.pace_slack = 0;
+  // B only answers: it times no request, so with rtt_timers (the default)
+  // its periods have no round trip to follow and its responses would not
+  // be paced (DcqcnRate::timed; the last check below). The published
+  // periods, as configured here, pace them.
+  bool rtt_timers = false;
+  SECTION("rtt_timers off: paced") {}
+  SECTION("rtt_timers on, no round trip measured: not paced") { rtt_timers = true; }
+  d.rtt_timers = rtt_timers;
+  sim::Harness h(cfg);
+  constexpr uint32_t kLen = 64 * 1024;  // 64 READ responses at MTU 1024
+  Side a(h.a.transport(), h.a.memory(), 0x1000000, 2 * kLen);
+  Side b(h.b.transport(), h.b.memory(), 0x8000000, 2 * kLen);
+  const uint32_t qa = a.create_qp(QpType::kRc), qb = b.create_qp(QpType::kRc);
+  REQUIRE(connect_qp(a.t, qa, QpType::kRc, qb, {}, h.sim.now()) == 0);
+  REQUIRE(connect_qp(b.t, qb, QpType::kRc, qa, {}, h.sim.now()) == 0);
+  fill(b.bytes().subspan(0, kLen), qb, 7);
+  fill(a.bytes().subspan(kLen, 1024), qa, 8);
+  const Sge rsge{b.va + kLen, 1024, b.mr.lkey};
+  RecvWr rw;
+  rw.wr_id = 50;
+  rw.sg_list = {&rsge, 1};
+  REQUIRE(b.t.post_recv(qb, rw) == 0);
+
+  urnic::wire::IbPacket cnp;
+  cnp.bth.opcode = urnic::wire::opcode::kCnp;
+  cnp.bth.dest_qp = qb;
+  cnp.bth.pkey = 0xFFFF;
+  const Nanos t1 = h.sim.now() + 10 * kUs;
+  for (const Nanos at : {t1, t1 + 50 * kUs})
+    h.sim.schedule(at, [&] { b.t.on_packet(cnp, RxInfo{}, h.sim.now()); });
+  const Counters* cb = b.t.qp_counters(qb);
+  REQUIRE(h.sim.run_until([&] { return cb->get(Counter::kDcqcnRateDecreases) == 2; }));
+  CHECK(cb->get(Counter::kDcqcnRateMbps) == 260);
+
+  // A reads 64 KiB from B, then SENDs 1 KiB: the SEND's ACK must not
+  // overtake the READ's responses.
+  h.b.log_tx = true;
+  const Nanos start = h.sim.now();
+  const Sge read_sge{a.va, kLen, a.mr.lkey};
+  const Sge send_sge{a.va + kLen, 1024, a.mr.lkey};
+  REQUIRE(a.t.post_send(qa, make_wr(1, WrOpcode::kRdmaRead, read_sge, b.va, b.mr.rkey), start) == 0);
+  REQUIRE(a.t.post_send(qa, make_wr(2, WrOpcode::kSend, send_sge, 0, 0), start) == 0);
+  std::vector<Cqe> sc, rc;
+  REQUIRE(h.sim.run_until([&] {
+    for (const Cqe& e : a.poll()) sc.push_back(e);
+    for (const Cqe& e : b.poll()) rc.push_back(e);
+    return sc.size() == 2 && rc.size() == 1;
+  }, 100 * kMs));
+  REQUIRE(sc[0].wr_id == 1);
+  CHECK(sc[0].status == WcStatus::kSuccess);
+  REQUIRE(sc[1].wr_id == 2);
+  CHECK(sc[1].status == WcStatus::kSuccess);
+  CHECK(rc[0].status == WcStatus::kSuccess);
+  CHECK(check(a.bytes().subspan(0, kLen), qb, 7));
+  CHECK(check(b.bytes().subspan(kLen, 1024), qa, 8));
+
+  // B's READ responses: 64, one per 32 us from the first (the rate holds
+  // until the increase timer 1 ms after the cut, so the first 800 us after
+  // the first response hold exactly 25); the SEND's ACK after the last.
+  std::vector<Nanos> resp;
+  Nanos ack_at = 0, last_resp_at = 0;
+  for (const auto& s : h.b.sent) {
+    if (s.pkt.info().is(urnic::wire::Op::kReadResponse)) {
+      resp.push_back(s.at);
+      last_resp_at = s.at;
+    } else if ((s.pkt.bth.opcode & 0x1F) == urnic::wire::opcode::kAck && ack_at == 0) {
+      ack_at = s.at;
+    }
+  }
+  REQUIRE(resp.size() == 64);
+  const Nanos r0 = resp.front();
+  CHECK(ack_at >= last_resp_at);
+  if (rtt_timers) {
+    CHECK(last_resp_at - r0 < 100 * kUs);  // one burst, as before pacing
+    return;
+  }
+  CHECK(std::count_if(resp.begin(), resp.end(), [&](Nanos t) { return t >= r0 && t < r0 + 800 * kUs; }) == 25);
+  // 31 gaps of 32 us until the timer's first increase (390 Mb/s, 21.3 us
+  // a packet) 1 ms after the cut, the other 32 after it: 1.69 ms measured.
+  // Unpaced, the 64 leave in one burst.
+  CHECK(last_resp_at - r0 >= 1'600 * kUs);
+  CHECK(last_resp_at - r0 <= 1'800 * kUs);
+  CHECK(b.t.counters().get(Counter::kDuplicateRequest) == 0);
+  CHECK(a.t.counters().get(Counter::kCompleterRetryErr) == 0);
+}

@@ -14,10 +14,18 @@
 #include "transport/dcqcn.hpp"
 #include "transport/detail/context.hpp"
 #include "transport/tm_header.hpp"
+#include "wire/ib_opcode.hpp"
 #include "wire/ib_packet.hpp"
 #include "wire/psn.hpp"
 
 namespace urnic::transport::detail {
+
+// A packet's size as tx_bytes counts it and DCQCN paces it: BTH to ICRC,
+// the payload padded to 4 bytes.
+inline uint64_t packet_bytes(const wire::IbPacket& p) noexcept {
+  const std::size_t n = p.payload.size();
+  return p.info().length + n + ((4 - (n & 3)) & 3) + wire::kIcrcSize;
+}
 
 using wire::Psn;
 
@@ -333,6 +341,16 @@ class Qp {
   // in the CQ, or the message still arriving).
   void fail_unreliable_recv(const WriteTag& t);
   void send_read_responses(const RespResource& r, Psn from, Nanos now);
+  // One READ response packet (FIRST/ONLY when `first`); its bytes, or 0
+  // when reading the MR failed (NAKed, the QP in the error state).
+  uint64_t send_read_response(const RespResource& r, const RemoteMr& mr, Psn p, bool first, Nanos now);
+  uint64_t emit_atomic_ack(const RespResource& r, Nanos now);
+  // READ responses at the DCQCN rate (responder.cpp): start or restart the
+  // stream at PSN p, and send what the rate allows now.
+  void resp_stream_from(Psn p, Nanos now);
+  bool pace_responses() const noexcept { return rate_.limited() && rate_.timed(); }
+  void resp_pump(Nanos now);
+  void emit_ack_now(uint8_t syndrome, Psn psn, Nanos now);
   void uc_run(const wire::IbPacket& pkt, Nanos now);
   void ud_run(const wire::IbPacket& pkt, const RxInfo& rx, Nanos now);
   void fail_recv(WcStatus st, Nanos now);
@@ -408,6 +426,15 @@ class Qp {
   // not one per message (issue 23). Listed in Context::acks_owed.
   bool ack_owed_ = false;
   Psn ack_owed_psn_{};
+  // READ responses held by the QP's rate (resp_pump): the next response
+  // PSN, whether it starts a (re)started READ, and a sequence or RNR NAK
+  // owed behind them.
+  bool resp_tx_ = false;
+  bool resp_tx_first_ = false;
+  Psn resp_tx_psn_{};
+  bool resp_tx_nak_ = false;
+  uint8_t resp_tx_nak_syn_ = 0;
+  Psn resp_tx_nak_psn_{};
   bool cnp_sent_ = false;     // notify_congestion: a CNP went out, at last_cnp_
   Nanos last_cnp_ = 0;
   PoolDeque<RespResource> resources_;  // at most max(1, max_dest_rd_atomic)
