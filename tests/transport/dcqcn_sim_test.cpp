@@ -77,22 +77,33 @@ struct SendStream {
   }
 };
 
+// A line rate at which a full 1 KiB-MTU packet (BTH 12 + 1024 + ICRC 4 =
+// 1040 bytes = 8320 bits) takes 8 us; the increase timer at 1 ms so that
+// each rate holds long enough to count packets; no byte counter; no
+// catch-up allowance, so that the spacing is exact.
+DcqcnConfig& countable_rates(sim::Harness::Config& cfg) {
+  DcqcnConfig& d = cfg.transport.dcqcn;
+  d.line_rate_mbps = 1'040;
+  d.timer_period = 1 * kMs;
+  d.byte_counter = 0;
+  d.pace_slack = 0;
+  return d;
+}
+
+// 500 us each way: a round trip of 1 ms and a little (serialisation, the
+// responder's pass), as on a software fabric.
+void millisecond_path(sim::Harness::Config& cfg) {
+  cfg.a_to_b.delay = 500 * kUs;
+  cfg.b_to_a.delay = 500 * kUs;
+}
+
 }  // namespace
 
 TEST_CASE("dcqcn on the sim: CNPs slow an RC QP down as computed, it recovers, data exactly once in order",
           "[dcqcn][sim][rc]") {
   sim::Harness::Config cfg;
-  // A line rate at which a full 1 KiB-MTU packet (BTH 12 + 1024 + ICRC 4 =
-  // 1040 bytes = 8320 bits) takes 8 us; the increase timer at 1 ms so that
-  // each rate holds long enough to count packets; R_AI 130 Mb/s so that
-  // recovery ends within 10 ms; no byte counter; no catch-up allowance, so
-  // that the spacing is exact.
-  DcqcnConfig& d = cfg.transport.dcqcn;
-  d.line_rate_mbps = 1'040;
-  d.timer_period = 1 * kMs;
-  d.rate_ai_mbps = 130;
-  d.byte_counter = 0;
-  d.pace_slack = 0;
+  // countable_rates, and R_AI 130 Mb/s so that recovery ends within 10 ms.
+  countable_rates(cfg).rate_ai_mbps = 130;
   sim::Harness h(cfg);
   constexpr uint32_t kMsgs = 64;
   SendStream st(h, kMsgs, 0x8000000);
@@ -263,8 +274,7 @@ TEST_CASE("dcqcn on the sim, the whole loop: a marking link, CNPs from B, A slow
 TEST_CASE("dcqcn on the sim: a millisecond round trip is measured and stretches the timers (rtt_timers)",
           "[dcqcn][sim][rc][rtt]") {
   sim::Harness::Config cfg;
-  cfg.a_to_b.delay = 500 * kUs;  // a round trip of 1 ms and a little
-  cfg.b_to_a.delay = 500 * kUs;
+  millisecond_path(cfg);
   cfg.transport.dcqcn.byte_counter = 0;
   sim::Harness h(cfg);
   constexpr uint32_t kMsgs = 16;
@@ -318,8 +328,7 @@ TEST_CASE("dcqcn on the sim: under loss the round trip stays the path's (Karn's 
   // measured.
   sim::Harness::Config cfg;
   cfg.seed = 7;
-  cfg.a_to_b.delay = 500 * kUs;
-  cfg.b_to_a.delay = 500 * kUs;
+  millisecond_path(cfg);
   cfg.a_to_b.faults.loss = 0.03;
   sim::Harness h(cfg);
   constexpr uint32_t kMsgs = 32;
@@ -352,11 +361,7 @@ TEST_CASE("dcqcn on the sim: a responder whose rate is cut paces its READ respon
   // congestion in B's responses). Same rates as the first case: 1040 Mb/s,
   // two CNPs -> 260 Mb/s, a 1 KiB-MTU packet (8320 bits) per 32 us.
   sim::Harness::Config cfg;
-  DcqcnConfig& d = cfg.transport.dcqcn;
-  d.line_rate_mbps = 1'040;
-  d.timer_period = 1 * kMs;
-  d.byte_counter = 0;
-  d.pace_slack = 0;
+  DcqcnConfig& d = countable_rates(cfg);
   // B only answers: it times no request, so with rtt_timers (the default)
   // its periods have no round trip to follow and its responses would not
   // be paced (DcqcnRate::timed; the last check below). The published

@@ -15,6 +15,13 @@ using urnic::transport::Nanos;
 namespace {
 constexpr Nanos kUs = 1000;
 constexpr Nanos t0 = 1'000 * kUs;  // any start time
+
+// 10 000 bytes sent at t0, t0 + 50 us and t0 + 100 us: the window (55 us at
+// the defaults) closes at t0 + 100 us on 20 000 bytes in 100 us, i.e.
+// 160 000 bits / 100 us = 1600 Mb/s.
+void send_at_1600(DcqcnRate& r) {
+  for (const Nanos at : {t0, t0 + 50 * kUs, t0 + 100 * kUs}) r.on_sent(10'000, at);
+}
 }  // namespace
 
 TEST_CASE("dcqcn: defaults are the paper's and ConnectX's", "[dcqcn]") {
@@ -338,9 +345,7 @@ TEST_CASE("dcqcn: cut_from_sent_rate: a QP sending below Rc is cut from what it 
   DcqcnConfig off = c;
   off.cut_from_sent_rate = false;
   DcqcnRate nominal(off);
-  nominal.on_sent(10'000, t0);
-  nominal.on_sent(10'000, t0 + 50 * kUs);
-  nominal.on_sent(10'000, t0 + 100 * kUs);
+  send_at_1600(nominal);
   REQUIRE(nominal.on_cnp(t0 + 100 * kUs));
   CHECK(nominal.rate_mbps() == 50'000);
 }
@@ -349,9 +354,7 @@ TEST_CASE("dcqcn: cut_from_sent_rate: a stale or idle measure, or one above Rc, 
   const DcqcnConfig c;
   {
     DcqcnRate r(c);  // measured 1600 Mb/s at t0 + 100 us, then idle
-    r.on_sent(10'000, t0);
-    r.on_sent(10'000, t0 + 50 * kUs);
-    r.on_sent(10'000, t0 + 100 * kUs);
+    send_at_1600(r);
     CHECK(r.sent_mbps(t0 + 209 * kUs) == 1'600);
     CHECK(r.sent_mbps(t0 + 210 * kUs) == 0);  // two windows (110 us) without a new one
     REQUIRE(r.on_cnp(t0 + 210 * kUs));
@@ -369,9 +372,7 @@ TEST_CASE("dcqcn: cut_from_sent_rate: a stale or idle measure, or one above Rc, 
     DcqcnConfig slow = c;
     slow.line_rate_mbps = 1'000;  // sending at 1600 > Rc 1000: Rc is the base
     DcqcnRate r(slow);
-    r.on_sent(10'000, t0);
-    r.on_sent(10'000, t0 + 50 * kUs);
-    r.on_sent(10'000, t0 + 100 * kUs);
+    send_at_1600(r);
     REQUIRE(r.on_cnp(t0 + 100 * kUs));
     CHECK(r.target_mbps() == 1'000);
     CHECK(r.rate_mbps() == 500);
