@@ -131,8 +131,9 @@ in_ns() {
   ip netns exec "$ns" env "URNIC_RUNTIME_DIR=$dir" "$@"
 }
 
-# The switch: Kmin 40 KB, Kmax 200 KB (about ten and fifty 4 KiB-MTU frames),
-# Pmax 0.2, 1 MB of buffer. Started once; its counters are read per run.
+# The switch: --red "Kmin Kmax Pmax limit", by default 20 KB, 100 KB (about
+# five and twenty-five 4 KiB-MTU frames), 0.2 and 400 KB of buffer. Started
+# once; its counters are read per run.
 read -r kmin kmax pmax qlimit <<< "$red"
 ip netns exec "$ns_sw" "$ecn_switch" --out "ccpr$tag" --in "$in_ports" --rate-mbps "$rate" \
   --kmin "$kmin" --kmax "$kmax" --pmax "$pmax" --limit "$qlimit" --burst 32768 --stats "$rt/switch.json" \
