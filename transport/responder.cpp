@@ -500,7 +500,8 @@ uint64_t Qp::emit_atomic_ack(const RespResource& r, Nanos now) {
 // the rest, ack_owed_) and a sequence or RNR NAK (resp_tx_nak_), paid
 // when the stream is done (emit_ack). Requests keep being received and
 // executed meanwhile; only their answers queue. An error NAK ends the
-// stream (the QP goes to the error state).
+// stream: the responses of the requests before it go first, unpaced
+// (resp_drain_before), then the NAK, and the QP goes to the error state.
 void Qp::resp_stream_from(Psn p, Nanos now) {
   if (!resp_tx_) {
     pay_owed_ack(now);  // for requests before this one: PSN order
@@ -591,9 +592,40 @@ void Qp::emit_ack(uint8_t syndrome, Psn psn, Nanos now) {
       }
       return;
     }
-    resp_tx_ = resp_tx_nak_ = false;  // an error NAK: the QP goes to the error state
+    // An error NAK: it acknowledges every request before psn, so their held
+    // responses go first, unpaced; then the NAK, and the QP goes to the
+    // error state. (Dropping them made the requester fail a good READ with
+    // the status of the request after it.)
+    if (!resp_drain_before(psn, now)) return;  // reading one failed: that NAK went instead
   }
   emit_ack_now(syndrome, psn, now);
+}
+
+bool Qp::resp_drain_before(Psn limit, Nanos now) {
+  resp_tx_ = resp_tx_nak_ = false;
+  Psn psn = resp_tx_psn_;
+  bool first = resp_tx_first_;
+  for (const RespResource& r : resources_) {
+    if ((r.last_psn - psn) < 0) continue;     // sent already
+    if ((r.first_psn - limit) >= 0) break;    // the NAKed request or later: not answered
+    if ((r.first_psn - psn) >= 0) {
+      psn = r.first_psn;
+      first = true;
+    }
+    if (r.atomic) {
+      emit_atomic_ack(r, now);
+      psn = r.last_psn + 1;
+      continue;
+    }
+    RemoteMr mr;
+    if (r.length > 0) ctx_.check_rkey(r.rkey, resp_pd(), qpn_, r.va, r.length, access::kRemoteRead, &mr);
+    for (;; ++psn, first = false) {
+      if (send_read_response(r, mr, psn, first, now) == 0) return false;
+      if (psn == r.last_psn) break;
+    }
+    psn = r.last_psn + 1;
+  }
+  return true;
 }
 
 void Qp::emit_ack_now(uint8_t syndrome, Psn psn, Nanos now) {

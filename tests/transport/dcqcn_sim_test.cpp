@@ -90,6 +90,39 @@ DcqcnConfig& countable_rates(sim::Harness::Config& cfg) {
   return d;
 }
 
+// A reads from B, whose QP is the reaction point (A met the congestion in
+// B's READ responses): a connected RC pair with 2 x 64 KiB each, B's first
+// 64 KiB filled with `pattern`, and B's rate cut by two CNPs 50 us apart
+// (countable_rates: 1040 -> 260 Mb/s, a 1 KiB-MTU packet per 32 us); B's
+// transmissions logged from then on.
+struct CutResponder {
+  static constexpr uint32_t kLen = 64 * 1024;  // 64 READ responses at MTU 1024
+  sim::Harness& h;
+  Side a, b;
+  uint32_t qa = 0, qb = 0;
+  CutResponder(sim::Harness& harness, int pattern)
+      : h(harness),
+        a(h.a.transport(), h.a.memory(), 0x1000000, 2 * kLen),
+        b(h.b.transport(), h.b.memory(), 0x8000000, 2 * kLen) {
+    qa = a.create_qp(QpType::kRc);
+    qb = b.create_qp(QpType::kRc);
+    REQUIRE(connect_qp(a.t, qa, QpType::kRc, qb, {}, h.sim.now()) == 0);
+    REQUIRE(connect_qp(b.t, qb, QpType::kRc, qa, {}, h.sim.now()) == 0);
+    fill(b.bytes().subspan(0, kLen), qb, pattern);
+    urnic::wire::IbPacket cnp;
+    cnp.bth.opcode = urnic::wire::opcode::kCnp;
+    cnp.bth.dest_qp = qb;
+    cnp.bth.pkey = 0xFFFF;
+    const Nanos t1 = h.sim.now() + 10 * kUs;
+    for (const Nanos at : {t1, t1 + 50 * kUs})
+      h.sim.schedule(at, [this, cnp] { b.t.on_packet(cnp, RxInfo{}, h.sim.now()); });
+    const Counters* cb = b.t.qp_counters(qb);
+    REQUIRE(h.sim.run_until([&] { return cb->get(Counter::kDcqcnRateDecreases) == 2; }));
+    CHECK(cb->get(Counter::kDcqcnRateMbps) == 260);
+    h.b.log_tx = true;
+  }
+};
+
 // 500 us each way: a round trip of 1 ms and a little (serialisation, the
 // responder's pass), as on a software fabric.
 void millisecond_path(sim::Harness::Config& cfg) {
@@ -357,9 +390,7 @@ TEST_CASE("dcqcn on the sim: under loss the round trip stays the path's (Karn's 
 
 TEST_CASE("dcqcn on the sim: a responder whose rate is cut paces its READ responses, and what it owes waits behind them",
           "[dcqcn][sim][rc][read]") {
-  // B's QP is the reaction point now: CNPs name it (A, reading, met the
-  // congestion in B's responses). Same rates as the first case: 1040 Mb/s,
-  // two CNPs -> 260 Mb/s, a 1 KiB-MTU packet (8320 bits) per 32 us.
+  // B's QP is the reaction point now (CutResponder): 260 Mb/s.
   sim::Harness::Config cfg;
   DcqcnConfig& d = countable_rates(cfg);
   // B only answers: it times no request, so with rtt_timers (the default)
@@ -371,13 +402,11 @@ TEST_CASE("dcqcn on the sim: a responder whose rate is cut paces its READ respon
   SECTION("rtt_timers on, no round trip measured: not paced") { rtt_timers = true; }
   d.rtt_timers = rtt_timers;
   sim::Harness h(cfg);
-  constexpr uint32_t kLen = 64 * 1024;  // 64 READ responses at MTU 1024
-  Side a(h.a.transport(), h.a.memory(), 0x1000000, 2 * kLen);
-  Side b(h.b.transport(), h.b.memory(), 0x8000000, 2 * kLen);
-  const uint32_t qa = a.create_qp(QpType::kRc), qb = b.create_qp(QpType::kRc);
-  REQUIRE(connect_qp(a.t, qa, QpType::kRc, qb, {}, h.sim.now()) == 0);
-  REQUIRE(connect_qp(b.t, qb, QpType::kRc, qa, {}, h.sim.now()) == 0);
-  fill(b.bytes().subspan(0, kLen), qb, 7);
+  CutResponder cut(h, 7);
+  constexpr uint32_t kLen = CutResponder::kLen;
+  Side& a = cut.a;
+  Side& b = cut.b;
+  const uint32_t qa = cut.qa, qb = cut.qb;
   fill(a.bytes().subspan(kLen, 1024), qa, 8);
   const Sge rsge{b.va + kLen, 1024, b.mr.lkey};
   RecvWr rw;
@@ -385,20 +414,8 @@ TEST_CASE("dcqcn on the sim: a responder whose rate is cut paces its READ respon
   rw.sg_list = {&rsge, 1};
   REQUIRE(b.t.post_recv(qb, rw) == 0);
 
-  urnic::wire::IbPacket cnp;
-  cnp.bth.opcode = urnic::wire::opcode::kCnp;
-  cnp.bth.dest_qp = qb;
-  cnp.bth.pkey = 0xFFFF;
-  const Nanos t1 = h.sim.now() + 10 * kUs;
-  for (const Nanos at : {t1, t1 + 50 * kUs})
-    h.sim.schedule(at, [&] { b.t.on_packet(cnp, RxInfo{}, h.sim.now()); });
-  const Counters* cb = b.t.qp_counters(qb);
-  REQUIRE(h.sim.run_until([&] { return cb->get(Counter::kDcqcnRateDecreases) == 2; }));
-  CHECK(cb->get(Counter::kDcqcnRateMbps) == 260);
-
   // A reads 64 KiB from B, then SENDs 1 KiB: the SEND's ACK must not
   // overtake the READ's responses.
-  h.b.log_tx = true;
   const Nanos start = h.sim.now();
   const Sge read_sge{a.va, kLen, a.mr.lkey};
   const Sge send_sge{a.va + kLen, 1024, a.mr.lkey};
@@ -446,4 +463,49 @@ TEST_CASE("dcqcn on the sim: a responder whose rate is cut paces its READ respon
   CHECK(last_resp_at - r0 <= 1'800 * kUs);
   CHECK(b.t.counters().get(Counter::kDuplicateRequest) == 0);
   CHECK(a.t.counters().get(Counter::kCompleterRetryErr) == 0);
+}
+
+TEST_CASE("dcqcn on the sim: an error NAK behind paced READ responses goes after them; the READ completes",
+          "[dcqcn][sim][rc][read]") {
+  // B's rate cut as in the READ case (published periods, 260 Mb/s); A
+  // reads 64 KiB, then WRITEs with a bad rkey. B executes the WRITE while
+  // the READ's responses are held and NAKs it (remote access): the NAK
+  // acknowledges the READ, so its 64 responses go first, then the NAK.
+  sim::Harness::Config cfg;
+  countable_rates(cfg).rtt_timers = false;
+  sim::Harness h(cfg);
+  CutResponder cut(h, 9);
+  constexpr uint32_t kLen = CutResponder::kLen;
+  Side& a = cut.a;
+  Side& b = cut.b;
+  const uint32_t qa = cut.qa, qb = cut.qb;
+  const Nanos start = h.sim.now();
+  const Sge read_sge{a.va, kLen, a.mr.lkey};
+  const Sge write_sge{a.va + kLen, 1024, a.mr.lkey};
+  REQUIRE(a.t.post_send(qa, make_wr(1, WrOpcode::kRdmaRead, read_sge, b.va, b.mr.rkey), start) == 0);
+  REQUIRE(a.t.post_send(qa, make_wr(2, WrOpcode::kRdmaWrite, write_sge, b.va, b.mr.rkey ^ 0x5A5A00), start) == 0);
+  std::vector<Cqe> sc;
+  REQUIRE(h.sim.run_until([&] {
+    for (const Cqe& e : a.poll()) sc.push_back(e);
+    return sc.size() == 2;
+  }, 100 * kMs));
+  REQUIRE(sc[0].wr_id == 1);
+  CHECK(sc[0].status == WcStatus::kSuccess);
+  CHECK(check(a.bytes().subspan(0, kLen), qb, 9));
+  REQUIRE(sc[1].wr_id == 2);
+  CHECK(sc[1].status == WcStatus::kRemAccessErr);
+  std::size_t responses = 0, responses_before_nak = 0;
+  bool nak = false;
+  for (const auto& s : h.b.sent) {
+    if (s.pkt.info().is(urnic::wire::Op::kReadResponse)) {
+      ++responses;
+      if (!nak) ++responses_before_nak;
+    } else if ((s.pkt.bth.opcode & 0x1F) == urnic::wire::opcode::kAck &&
+               (s.pkt.aeth.syndrome & 0xE0) == 0x60) {
+      nak = true;
+    }
+  }
+  CHECK(nak);
+  CHECK(responses == 64);
+  CHECK(responses_before_nak == 64);
 }

@@ -351,6 +351,9 @@ class Qp {
   bool pace_responses() const noexcept { return rate_.limited() && rate_.timed(); }
   void resp_pump(Nanos now);
   void emit_ack_now(uint8_t syndrome, Psn psn, Nanos now);
+  // Before an error NAK for `limit`: the held responses of the requests
+  // before it, unpaced. False if reading one failed (that NAK went).
+  bool resp_drain_before(Psn limit, Nanos now);
   void uc_run(const wire::IbPacket& pkt, Nanos now);
   void ud_run(const wire::IbPacket& pkt, const RxInfo& rx, Nanos now);
   void fail_recv(WcStatus st, Nanos now);
