@@ -138,9 +138,9 @@ class DcqcnRate {
   bool on_cnp(Nanos now) noexcept;
   // The rate increase timer's events due by `now`, in order.
   void advance(Nanos now) noexcept;
-  // `bytes` were sent at `now` (every request packet, paced or not): the
-  // send rate's window, then the timer's events due, then the byte
-  // counter's.
+  // `bytes` were sent at `now` (every request packet, paced or not, and
+  // each paced READ response): the send rate's window, then the timer's
+  // events due, then the byte counter's.
   void on_sent(uint64_t bytes, Nanos now) noexcept;
   // A round-trip sample (an ACK for a request sent once, `rtt` after it).
   void on_rtt(Nanos rtt) noexcept;

@@ -333,10 +333,12 @@ void Qp::pace(uint64_t bytes, Nanos now) {
 // ACK for any other packet waits for a later one -- at a low rate for
 // milliseconds, which made a slow QP's round trip look long, its timers
 // slower and so kept it slow (measured: srtt 0.95 ms against 3.1 ms for
-// two flows on one path, send rates in the same ratio). Only a PSN never
-// sent before starts a timing, and a go-back-N drops the one running
-// (Karn's rule: an ACK for a resent packet does not say which copy it
-// answers).
+// two flows on one path, send rates in the same ratio). Karn's rule: an
+// ACK for a resent packet does not say which copy it answers, so a
+// go-back-N that resends the timed request drops its timing (reposition),
+// and only a PSN never sent before starts one -- or a resend after a
+// sequence NAK (rtt_clean_resend_): the responder dropped every request
+// from the NAKed PSN on, so those copies are the first it can take.
 void Qp::time_request(const wire::IbPacket& p, Nanos now) {
   const Psn psn = p.bth.psn;
   if (!sent_any_ || (psn - sent_hi_) >= 0) {

@@ -541,6 +541,9 @@ void Qp::resp_pump(Nanos now) {
     if (r->atomic) {
       bytes = emit_atomic_ack(*r, now);
     } else {
+      // Looked up again at each packet, not kept from the READ's start: the
+      // engine serves the control plane between two paced packets, and the
+      // MR may be gone (then the response is NAKed, as a late DMA faults).
       RemoteMr mr;
       if (r->length > 0) ctx_.check_rkey(r->rkey, resp_pd(), qpn_, r->va, r->length, access::kRemoteRead, &mr);
       bytes = send_read_response(*r, mr, resp_tx_psn_, resp_tx_first_, now);
