@@ -24,11 +24,16 @@ bool in_bounds(uint64_t va, uint64_t len, uint64_t base, uint64_t size) {
 KeyCheck Context::check_rkey(uint32_t key, PdHandle pd, uint32_t qpn, uint64_t va, uint64_t len, uint32_t need,
                              RemoteMr* out) const {
   if (out != nullptr) *out = RemoteMr{};
+  if (last_rkey_mr != nullptr && key == last_rkey) return check_mr(*last_rkey_mr, pd, va, len, need, out);
   auto w = mws.find(key >> 8);
   if (w == mws.end()) {
     auto r = mr_rkeys.find(key);
     if (r == mr_rkeys.end()) return KeyCheck::kBadKey;
-    return check_key(r->second, pd, va, len, need, out != nullptr ? &out->mr : nullptr);
+    auto m = mrs.find(r->second);
+    if (m == mrs.end()) return KeyCheck::kBadKey;
+    last_rkey = key;
+    last_rkey_mr = &m->second;
+    return check_mr(m->second, pd, va, len, need, out);
   }
   // IBA 10.6.7.3: the R_Key must be the window's current one and
   // the window bound; the request must lie within it and need only rights

@@ -22,7 +22,10 @@ KeyCheck Context::check_key(uint32_t key, PdHandle pd, uint64_t va, uint64_t len
     last_key = key;
     last_mr = &it->second;
   }
-  const Mr& mr = *last_mr;
+  return check_mr(*last_mr, pd, va, len, need, out);
+}
+
+KeyCheck Context::check_mr(const Mr& mr, PdHandle pd, uint64_t va, uint64_t len, uint32_t need, const Mr** out) {
   if (mr.state != MrState::kValid) return KeyCheck::kBadKey;
   if (mr.pd != pd) return KeyCheck::kBadPd;
   // Overflow-safe [va, va+len) within [iova, iova+length).

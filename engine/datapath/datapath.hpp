@@ -246,6 +246,7 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
   [[nodiscard]] std::uint8_t v2_traffic_class(const transport::TxPacket& p) const;
 
   std::uint32_t ipv4_ = 0;  // the device's address (host order)
+  wire::IpAddr own_v4_gid_;  // the same in GID form (IPv4-mapped), built once
   std::uint8_t ecn_codepoint_ = 0;  // DeviceConfig::ecn_codepoint: RC/UC packets' ECN field
   std::vector<std::array<std::uint8_t, 16>> own_gids_;  // any of these: hairpin
   std::vector<ctl::GidEntry> gid_table_;                // the device's, by sgid_index

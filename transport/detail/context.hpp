@@ -133,8 +133,16 @@ struct Context {
   // (forget_mr). Nodes of an unordered_map stay put across rehashes.
   mutable uint32_t last_key = 0;
   mutable const Mr* last_mr = nullptr;
+  // check_rkey's, kept apart so that a requester's L_Key and a responder's
+  // R_Key (one daemon serves both ends of a same-host transfer) do not
+  // evict each other: an MR's R_Key and that MR. Only MR R_Keys are kept (a
+  // window's key is looked up each time); while the MR lives, no window can
+  // hold its key index (key_indices).
+  mutable uint32_t last_rkey = 0;
+  mutable const Mr* last_rkey_mr = nullptr;
   void forget_mr(uint32_t key) {
     if (key == last_key) last_mr = nullptr;
+    if (last_rkey_mr != nullptr && last_rkey_mr->key == key) last_rkey_mr = nullptr;
   }
   // An MR's R_Key is a second random key, not its L_Key (issue 18): L_Keys
   // travel in SGEs, logs and, on iWARP, as a Read's sink STag on the wire,
@@ -190,6 +198,12 @@ struct Context {
   // IBA 10.6.3.1/10.6.3.2: zero-length accesses do not check the key
   // (the caller skips the call).
   KeyCheck check_key(uint32_t key, PdHandle pd, uint64_t va, uint64_t len, uint32_t need, const Mr** out) const;
+  // check_key's checks of one MR (valid, PD, bounds, access); `out` (if not
+  // null) is set to it when they pass.
+  static KeyCheck check_mr(const Mr& mr, PdHandle pd, uint64_t va, uint64_t len, uint32_t need, const Mr** out);
+  static KeyCheck check_mr(const Mr& mr, PdHandle pd, uint64_t va, uint64_t len, uint32_t need, RemoteMr* out) {
+    return check_mr(mr, pd, va, len, need, out != nullptr ? &out->mr : nullptr);
+  }
   // The MR whose R_Key is `rkey`, or null.
   Mr* mr_of_rkey(uint32_t rkey);
   // An R_Key in a remote request (transport/mw.cpp): an MR's R_Key, checked
