@@ -25,7 +25,8 @@ namespace {
 // a system call per pass.
 constexpr std::uint64_t kCtlPollEvery = 64;
 // Link sockets are read every this many passes while spinning (same-host
-// traffic is hairpinned and never touches them).
+// traffic is hairpinned and never touches them), and a socket link that has
+// been quiet for a millisecond only every 50 us (DataPath::link_look_due).
 constexpr std::uint64_t kLinkPollEvery = 8;
 // Past this much idle spinning, yield the CPU between passes: on a small
 // machine the applications polling their CQs need the core.
@@ -173,7 +174,7 @@ void EngineLoop::run() {
     const transport::Nanos now = nic_clock().tick(raw_monotonic_now());
     bool work = false;
     const bool link = pass % kLinkPollEvery == 0;
-    for (auto& dp : paths_) work |= dp->poll(now, link);
+    for (auto& dp : paths_) work |= dp->poll(now, link && dp->link_look_due(now));
     if (pass % kCtlPollEvery == 0 && poll_ready(io_) != 0) work = true;
     if (work) {
       last_work = now;

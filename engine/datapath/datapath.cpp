@@ -392,11 +392,19 @@ bool DataPath::poll(t::Nanos now, bool poll_link) {
     // Placed data lands before anything more leaves or arrives (a Read
     // Response must carry what an earlier Write put there).
     mem_.flush_writes();
-    work |= iw_->poll(now, poll_link);
+    const bool got = iw_->poll(now, poll_link);
+    if (got) last_link_work_ = now;
+    work |= got;
   }
   work |= run_hairpin(now);
   work |= run_faults(now);  // frames held by fault injection, when due
-  if (poll_link) work |= run_link(now);
+  if (poll_link) {
+    last_link_look_ = now;
+    if (run_link(now)) {
+      last_link_work_ = now;
+      work = true;
+    }
+  }
   if (transport_->next_deadline() <= now) {
     // Before a timer says the peer is late, take in what has already
     // arrived: the responses this very pass produced for same-host peers
@@ -1086,6 +1094,11 @@ bool DataPath::run_link(t::Nanos now) {
   }
   link_->release_rx();
   return n != 0;
+}
+
+bool DataPath::link_look_due(t::Nanos now) const {
+  const bool syscall = iw_ != nullptr || (link_ && link_->receive_is_syscall());
+  return !syscall || now - last_link_work_ < kLinkHotNs || now - last_link_look_ >= kQuietLinkLookNs;
 }
 
 bool DataPath::prepare_sleep() {

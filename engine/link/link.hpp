@@ -158,6 +158,10 @@ class Link {
   virtual bool receive(LinkRxPacket* out) = 0;
   // Done with the packets receive() returned (a ring hands slots back).
   virtual void release_rx() {}
+  // Whether receive() costs a system call even when nothing is waiting (a
+  // socket), rather than a look at shared memory (a ring, DPDK): the
+  // engine then reads a quiet link less often (DataPath::link_look_due).
+  [[nodiscard]] virtual bool receive_is_syscall() const noexcept { return false; }
 
   // Multicast on the link (RoCE v2: an IP multicast group, annex A17.4.6):
   // join_group makes frames sent to `group` by other hosts arrive through

@@ -119,6 +119,7 @@ class UdpLink final : public Link {
   // when there is nothing (more) to read; packets that fail the checks are
   // counted and skipped.
   bool receive(LinkRxPacket* out) override;
+  [[nodiscard]] bool receive_is_syscall() const noexcept override { return true; }  // recvmmsg
   [[nodiscard]] const LinkCounters& counters() const noexcept override { return counters_; }
   [[nodiscard]] bool sends_multicast() const noexcept override { return true; }
   bool join_group(const wire::IpAddr& group) override;

@@ -23,6 +23,8 @@
 #include "hostif/ctl_proto.hpp"
 #include "engine/datapath/datapath.hpp"
 #include "engine/control/session.hpp"
+#include "engine/link/udp_link.hpp"
+#include "tests/engine/send_only.hpp"
 #include "tests/engine/session_rig.hpp"
 #include "wire/pcap/pcap_file.hpp"
 #include "wire/roce_frame.hpp"
@@ -460,4 +462,56 @@ TEST_CASE("data path: an SRQ's receive WQEs are taken by the thousand per pass, 
   CHECK(rig.dp->counters().wqes_posted == 1000);  // all in one pass
   CHECK(rig.dp->counters().wqes_rejected == 0);
   ::munmap(base, rep.map_bytes);
+}
+
+TEST_CASE("data path: a quiet udp link is read once per kQuietLinkLookNs, a busy one whenever the engine asks",
+          "[engine][datapath][link]") {
+  using urnic::engine::DataPath;
+  DatapathRig rig;
+  const auto* udp = dynamic_cast<const urnic::engine::UdpLink*>(rig.dp->link());
+  REQUIRE(udp != nullptr);
+  const std::uint64_t t0 = now_ns();
+  CHECK(rig.dp->link_look_due(t0));  // never read
+  rig.dp->poll(t0, true);            // read: nothing there
+  CHECK_FALSE(rig.dp->link_look_due(t0 + 1000));
+  CHECK(rig.dp->link_look_due(t0 + DataPath::kQuietLinkLookNs));
+
+  // A datagram arrives (for no QP: the transport drops it, but the link had
+  // something), as another host's kernel sends it: DF, so IP ID 0.
+  const int tx = ::socket(AF_INET, SOCK_DGRAM, 0);
+  REQUIRE(tx >= 0);
+  sockaddr_in from{};
+  from.sin_family = AF_INET;
+  from.sin_addr.s_addr = htonl(udp->address());
+  REQUIRE(::bind(tx, reinterpret_cast<sockaddr*>(&from), sizeof from) == 0);
+  socklen_t len = sizeof from;
+  REQUIRE(::getsockname(tx, reinterpret_cast<sockaddr*>(&from), &len) == 0);
+  const int pmtu = IP_PMTUDISC_DO;
+  REQUIRE(::setsockopt(tx, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof pmtu) == 0);
+  const std::array<std::uint8_t, 8> data{1, 2, 3, 4, 5, 6, 7, 8};
+  std::vector<std::uint8_t> frame(9000);
+  const std::size_t m = urnic::engine::UdpLink::encode_frame(urnic::test::send_only(0x77, 1, data), udp->address(),
+                                                      ntohs(from.sin_port), udp->address(), 0, frame);
+  REQUIRE(m > urnic::engine::UdpLink::kDatagramOffset);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_addr.s_addr = htonl(udp->address());
+  to.sin_port = htons(udp->port());
+  REQUIRE(::sendto(tx, frame.data() + urnic::engine::UdpLink::kDatagramOffset, m - urnic::engine::UdpLink::kDatagramOffset, 0,
+                   reinterpret_cast<sockaddr*>(&to), sizeof to) > 0);
+  ::close(tx);
+  const std::uint64_t t1 = t0 + 2 * DataPath::kQuietLinkLookNs;
+  bool got = false;
+  for (int i = 0; i < 200 && !got; ++i) {
+    got = rig.dp->poll(t1, true);
+    if (!got) ::usleep(1000);
+  }
+  REQUIRE(got);
+  // Busy: every read the engine asks for happens, for kLinkHotNs.
+  CHECK(rig.dp->link_look_due(t1 + 1000));
+  CHECK(rig.dp->link_look_due(t1 + DataPath::kLinkHotNs - 1));
+  // Quiet again.
+  const std::uint64_t t2 = t1 + DataPath::kLinkHotNs;
+  rig.dp->poll(t2, true);
+  CHECK_FALSE(rig.dp->link_look_due(t2 + 1000));
 }
