@@ -18,7 +18,9 @@
 #   - for every urnic row: the daemon's CPU time and system calls per
 #     operation (perf stat -e task-clock,raw_syscalls:sys_enter on urnicd
 #     while the row runs; an operation is one message of the bandwidth
-#     rows, one iteration, a message each way, of the latency rows).
+#     rows, one iteration, a message each way, of the latency rows), and
+#     how many of those calls were sched_yield (the spinning engine giving
+#     the core to the programs it serves, engine/daemon/engine_loop.cpp).
 # Across two network namespaces: bench/links_bench.sh's table (udp,
 # afpacket, dpdk net_af_packet, dpdk net_memif, with iperf3 and sockperf TCP
 # over the same veth).
@@ -68,7 +70,7 @@ daemon=$(tr -dc '0-9' < "$URNIC_RUNTIME_DIR/urnicd.pid" 2> /dev/null)
 port=$((21000 + $$ % 10000))
 # measure OPS PROG ARGS...: runs PROG as server and client on 127.0.0.1
 # with perf stat on the daemon; prints the client's last result line, then
-# "cpu_ns_per_op syscalls_per_op".
+# "cpu_ns_per_op syscalls_per_op yields_per_op".
 measure() {
   local ops=$1 prog=$2
   shift 2
@@ -81,7 +83,7 @@ measure() {
     grep -qE "^ *[0-9]+: [0-9A-F]+:$hex [0-9A-F]+:0000 0A" /proc/net/tcp 2> /dev/null && break
     sleep 0.02
   done
-  perf stat -x, -e task-clock,raw_syscalls:sys_enter -p "$daemon" -o "$work/stat.txt" &
+  perf stat -x, -e task-clock,raw_syscalls:sys_enter,syscalls:sys_enter_sched_yield -p "$daemon" -o "$work/stat.txt" &
   local stat=$!
   timeout 120 "$prog" -p "$port" "$@" 127.0.0.1 > "$work/client.txt" 2>&1
   kill -INT "$stat" 2> /dev/null
@@ -90,8 +92,9 @@ measure() {
   grep -E '^ *[0-9]+ +[0-9]+ +[0-9.]+' "$work/client.txt" | tail -n 1
   awk -F, -v ops="$ops" '
     $3 == "task-clock" { ms = $1 }
-    $3 ~ /sys_enter/ { sc = $1 }
-    END { printf "%.0f %.2f\n", ms * 1e6 / ops, sc / ops }' "$work/stat.txt"
+    $3 ~ /raw_syscalls:sys_enter/ { sc = $1 }
+    $3 ~ /sys_enter_sched_yield/ { yl = $1 }
+    END { printf "%.0f %.2f %.2f\n", ms * 1e6 / ops, sc / ops, yl / ops }' "$work/stat.txt"
 }
 
 echo "== baselines: memcpy, TCP over loopback ==" >&2
@@ -133,11 +136,11 @@ for prog in ib_write_lat ib_send_lat ib_read_lat; do
       [[ $mode == events ]] && extra=(-e)
       out=$(measure "$lat_iters" "$prog" -s "$size" -n "$lat_iters" -F "${extra[@]}")
       line=$(head -n 1 <<< "$out")
-      read -r cpu sc <<< "$(tail -n 1 <<< "$out")"
+      read -r cpu sc yl <<< "$(tail -n 1 <<< "$out")"
       # #bytes #iterations t_min t_max t_typical t_avg t_stdev 99% 99.9%
       read -r _ _ _ _ typ _ _ p99 _ <<< "$line"
-      printf 'urnic\t%s%s\t%s\t1\tlat_p50=%s lat_p99=%s cpu_ns=%s syscalls=%s\n' "$prog" \
-        "$([[ $mode == events ]] && echo ' -e')" "$size" "${typ:--}" "${p99:--}" "$cpu" "$sc" >> "$rows"
+      printf 'urnic\t%s%s\t%s\t1\tlat_p50=%s lat_p99=%s cpu_ns=%s syscalls=%s yields=%s\n' "$prog" \
+        "$([[ $mode == events ]] && echo ' -e')" "$size" "${typ:--}" "${p99:--}" "$cpu" "$sc" "$yl" >> "$rows"
     done
   done
 done
@@ -153,11 +156,11 @@ for prog in ib_write_bw ib_read_bw ib_send_bw; do
       ((iters < 100)) && iters=100
       out=$(measure "$((iters * qps))" "$prog" -s "$size" -n "$iters" -q "$qps" -F --report_gbits)
       line=$(head -n 1 <<< "$out")
-      read -r cpu sc <<< "$(tail -n 1 <<< "$out")"
+      read -r cpu sc yl <<< "$(tail -n 1 <<< "$out")"
       # #bytes #iterations BW_peak BW_average MsgRate
       read -r _ _ _ avg rate <<< "$line"
-      printf 'urnic\t%s\t%s\t%s\tbw_gbits=%s mpps=%s cpu_ns=%s syscalls=%s\n' "$prog" "$size" "$qps" \
-        "${avg:--}" "${rate:--}" "$cpu" "$sc" >> "$rows"
+      printf 'urnic\t%s\t%s\t%s\tbw_gbits=%s mpps=%s cpu_ns=%s syscalls=%s yields=%s\n' "$prog" "$size" "$qps" \
+        "${avg:--}" "${rate:--}" "$cpu" "$sc" "$yl" >> "$rows"
     done
   done
 done
@@ -165,10 +168,10 @@ for qps in 1 4; do
   iters=$((400000 / qps))
   out=$(measure "$((iters * qps))" ib_write_bw -s 64 -n "$iters" -q "$qps" -F --report_gbits)
   line=$(head -n 1 <<< "$out")
-  read -r cpu sc <<< "$(tail -n 1 <<< "$out")"
+  read -r cpu sc yl <<< "$(tail -n 1 <<< "$out")"
   read -r _ _ _ avg rate <<< "$line"
-  printf 'urnic\tib_write_bw (msg rate)\t64\t%s\tbw_gbits=%s mpps=%s cpu_ns=%s syscalls=%s\n' "$qps" \
-    "${avg:--}" "${rate:--}" "$cpu" "$sc" >> "$rows"
+  printf 'urnic\tib_write_bw (msg rate)\t64\t%s\tbw_gbits=%s mpps=%s cpu_ns=%s syscalls=%s yields=%s\n' "$qps" \
+    "${avg:--}" "${rate:--}" "$cpu" "$sc" "$yl" >> "$rows"
 done
 stop_daemon
 

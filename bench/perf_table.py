@@ -69,6 +69,13 @@ def main():
                 return r
         return None
 
+    def syscalls(r):
+        # The daemon's calls per operation, and of them the sched_yield of
+        # its idle spin (a courtesy to the programs on a small machine, not
+        # work the operation needs).
+        total, yields = fmt(r.get("syscalls")), r.get("yields")
+        return total if yields is None else f"{total} ({fmt(yields)} yield)"
+
     out = []
     out.append(f"machine: {cpus} CPUs, load average {load}")
     out.append("")
@@ -85,7 +92,7 @@ def main():
                 continue
             r["x_tcp"] = ratio(tcp50, r.get("lat_p50"))
             out.append(f"| {r['name']} | {size} | {fmt(r.get('lat_p50'))} | {fmt(r.get('lat_p99'))} "
-                       f"| {fmt(r['x_tcp'])} | {fmt(r.get('cpu_ns'), 0)} | {fmt(r.get('syscalls'))} |")
+                       f"| {fmt(r['x_tcp'])} | {fmt(r.get('cpu_ns'), 0)} | {syscalls(r)} |")
     out.append("")
     out.append("Same host, bandwidth (Gbit/s)")
     out.append("| test | size | QPs / streams | Gbit/s | x TCP | of memcpy | daemon ns/op | syscalls/op |")
@@ -104,7 +111,7 @@ def main():
                 r["x_tcp"] = ratio(r.get("bw_gbits"), tcp_g)
                 r["of_memcpy"] = ratio(r.get("bw_gbits"), mem_g)
                 out.append(f"| {r['name']} | {size} | {qps} | {fmt(r.get('bw_gbits'))} | {fmt(r['x_tcp'])} "
-                           f"| {fmt(r['of_memcpy'])} | {fmt(r.get('cpu_ns'), 0)} | {fmt(r.get('syscalls'))} |")
+                           f"| {fmt(r['of_memcpy'])} | {fmt(r.get('cpu_ns'), 0)} | {syscalls(r)} |")
     dram = find("memcpy", size=268435456)
     out.append(f"(memcpy of 256 MiB, DRAM-bound: {fmt(dram.get('bw_gbits') if dram else None)} Gbit/s)")
     out.append("")
@@ -114,7 +121,7 @@ def main():
     for r in rows:
         if r["name"].endswith("(msg rate)"):
             out.append(f"| ib_write_bw -s 64 | {r['qps']} | {fmt(r.get('mpps'), 3)} | {fmt(r.get('cpu_ns'), 0)} "
-                       f"| {fmt(r.get('syscalls'))} |")
+                       f"| {syscalls(r)} |")
     out.append("")
 
     # The goals of issue 23, as measured by this run.
@@ -143,6 +150,11 @@ def main():
         met = None if value is None else (value >= target if at_least else value <= target)
         out.append(f"| {name} | {fmt(value)} | {'-' if met is None else ('yes' if met else 'no')} |")
         goal_json.append({"goal": name, "measured": value, "met": met})
+    # Not a goal of the issue, what the system call goal is made of: the
+    # worst row once the idle spin's sched_yield calls are left out.
+    worst_other = max(((r.get("syscalls") or 0) - (r.get("yields") or 0) for r in rows if r["kind"] == "urnic"),
+                      default=None)
+    out.append(f"(worst row's daemon system calls per operation other than sched_yield: {fmt(worst_other)})")
     out.append("")
     out.append("Across two network namespaces (bench/links_bench.sh)")
     out.append(links_text.strip())
