@@ -26,12 +26,18 @@ int CqQueue::deliver(const CqeSlot& cqe, bool solicited, std::uint64_t tm_tag, s
   slot.tm_priv = tm_priv;
   std::memcpy(ring.producer_slot(0), &slot, ring.slot_size());
   ring.publish(1);
+  // A CQ without a completion channel has no event to send (a channel is
+  // given only at creation), so neither the fence nor the look at `arm`:
+  // the fence waits for the CQE's stores to reach the cache lines the
+  // polling application holds, 7 % of the daemon's time in a same-host
+  // 64 KiB ib_write_bw, which completes every WRITE.
+  if (channel_fd < 0) return 0;
   // Pairs with the shim's fence after writing `arm` (op_req_notify_cq): either
   // we see the arm, or the application's next poll sees this CQE.
   std::atomic_thread_fence(std::memory_order_seq_cst);
   const std::uint32_t arm = ring.load_ctl(&RingControlLine::arm);
   const bool fire = arm == kArmNext || (arm == kArmSolicited && (solicited || cqe.status != IBV_WC_SUCCESS));
-  if (fire && channel_fd >= 0) {
+  if (fire) {
     // Disarm before notifying: a re-arm by the application after it sees the
     // event must not be lost.
     ring.store_ctl(&RingControlLine::arm, kArmNone);
