@@ -5,7 +5,9 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <span>
+#include <type_traits>
 
 #include "wire/bytes.hpp"
 #include "wire/eth.hpp"
@@ -42,6 +44,19 @@ struct IpAddr {
     return r;
   }
   constexpr bool is_v4_mapped() const noexcept {
+    // ::ffff:a.b.c.d. Asked several times per packet by the data path
+    // (DataPath::link_dest, the hairpin): two loads and a compare at run
+    // time, where the byte loop was 5 % of a same-host 64 KiB write stream.
+    if (!std::is_constant_evaluated()) {
+      constexpr std::array<std::uint8_t, 4> kTail{0, 0, 0xFF, 0xFF};  // bytes 8..11
+      std::uint64_t head = 0;
+      std::uint32_t tail = 0;
+      std::uint32_t want = 0;
+      std::memcpy(&head, bytes.data(), sizeof head);
+      std::memcpy(&tail, bytes.data() + 8, sizeof tail);
+      std::memcpy(&want, kTail.data(), sizeof want);
+      return head == 0 && tail == want;
+    }
     for (std::size_t i = 0; i < 10; ++i)
       if (bytes[i] != 0) return false;
     return bytes[10] == 0xFF && bytes[11] == 0xFF;

@@ -219,6 +219,17 @@ TEST_CASE("IPv6 fields", "[wire][roce]") {
   CHECK(m.v4() == 0xC0A80102);
   CHECK(m.bytes[10] == 0xFF);
   CHECK_FALSE(a.is_v4_mapped());
+  // The run-time test (two loads) and the constant-evaluated one (a byte
+  // loop) agree: any change to bytes 0..11 makes it not v4-mapped; the
+  // address bytes do not matter.
+  static_assert(IpAddr::from_v4(0x0A000001).is_v4_mapped());
+  static_assert(!IpAddr{}.is_v4_mapped());
+  for (std::size_t i = 0; i < 16; ++i) {
+    IpAddr x = m;
+    x.bytes[i] ^= 0x01;
+    INFO("byte " << i);
+    CHECK(x.is_v4_mapped() == (i >= 12));
+  }
 }
 
 TEST_CASE("UDP fields and payload", "[wire][roce]") {
