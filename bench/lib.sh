@@ -8,6 +8,8 @@
 #   stop_holder          stops it
 # and an EXIT trap that stops both and removes $work.
 export URNIC_RUNTIME_DIR=$work/runtime
+# shellcheck source=tools/lib/tcp_listen.sh
+source "$root/tools/lib/tcp_listen.sh"
 holder=
 stop_daemon() {
   [[ -f $URNIC_RUNTIME_DIR/urnicd.pid ]] || return 0

@@ -28,6 +28,8 @@
 #        (defaults: build, 64, 65536, 1000, 2000)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=tools/lib/tcp_listen.sh
+source "$root/tools/lib/tcp_listen.sh"
 build=$root/build
 if [[ $# -gt 0 && $1 != -* ]]; then build=$1; shift; fi
 lat_size=64 bw_size=65536 lat_iters=1000 bw_iters=2000
@@ -154,13 +156,7 @@ perf() {
   port=$((port + 1))
   ip netns exec "$ns_a" env "URNIC_RUNTIME_DIR=$rt/a" timeout 120 "$@" -p "$port" > "$rt/server.out" 2>&1 &
   local spid=$!
-  local hex
-  hex=$(printf '%04X' "$port")
-  for _ in $(seq 250); do
-    ip netns exec "$ns_a" grep -qE "^ *[0-9]+: [0-9A-F]+:$hex [0-9A-F]+:0000 0A" /proc/net/tcp 2>/dev/null && break
-    alive "$spid" || break
-    sleep 0.02
-  done
+  wait_tcp_listen "$port" --ns "$ns_a" --pid "$spid" --timeout 5 || true
   in_ns b timeout 120 "$@" -p "$port" "$ip_a" 2>&1
   wait "$spid" 2>/dev/null
 }

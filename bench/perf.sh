@@ -77,12 +77,7 @@ measure() {
   port=$((port + 1))
   "$prog" -p "$port" "$@" > "$work/server.txt" 2>&1 &
   local server=$!
-  local hex
-  hex=$(printf '%04X' "$port")
-  for _ in $(seq 250); do
-    grep -qE "^ *[0-9]+: [0-9A-F]+:$hex [0-9A-F]+:0000 0A" /proc/net/tcp 2> /dev/null && break
-    sleep 0.02
-  done
+  wait_tcp_listen "$port" --timeout 5 || true
   perf stat -x, -e task-clock,raw_syscalls:sys_enter,syscalls:sys_enter_sched_yield -p "$daemon" -o "$work/stat.txt" &
   local stat=$!
   timeout 120 "$prog" -p "$port" "$@" 127.0.0.1 > "$work/client.txt" 2>&1

@@ -32,14 +32,9 @@ write_bw() {
   local args=(-d urnic0 -F -p "$port" -s "$1" -q "$2" -D 3 --report_gbits)
   timeout 180 "$urnic" run -- ib_write_bw "${args[@]}" > "$work/server.out" 2>&1 &
   local server=$!
-  # Connect once the server listens (with 500 QPs it takes a while to set
-  # up): /proc/net/tcp state 0A.
-  local hex row
-  hex=$(printf '%04X' "$port")
-  for _ in $(seq 300); do
-    grep -qE "^ *[0-9]+: [0-9A-F]+:$hex [0-9A-F]+:0000 0A" /proc/net/tcp /proc/net/tcp6 2> /dev/null && break
-    sleep 0.1
-  done
+  # Connect once the server listens (with 500 QPs it takes a while to set up).
+  local row
+  wait_tcp_listen "$port" --timeout 30 || true
   row=$(timeout 120 "$urnic" run -- ib_write_bw "${args[@]}" 127.0.0.1 2>&1 | grep -E '^ *[0-9]+ +[0-9]+ ' | tail -1) || true
   wait "$server" 2> /dev/null || true
   if [[ -n $row ]]; then awk '{print $4, $5}' <<< "$row"; else echo "failed failed"; fi

@@ -9,6 +9,8 @@
 # if any of them fails; stops every process it started (by PID) on exit.
 set -uo pipefail
 build=$1
+# shellcheck source=tools/lib/tcp_listen.sh
+source "$(dirname "$0")/lib/tcp_listen.sh"
 
 rt=$(mktemp -d /tmp/urnic-demo.XXXXXX)
 export URNIC_RUNTIME_DIR=$rt
@@ -39,13 +41,7 @@ run_pair() {
   printf '\n=== %s\n--- server: %s -p %s\n' "$title" "$*" "$port"
   timeout 120 "$@" -p "$port" > "$rt/server.out" 2>&1 &
   server_pid=$!
-  local hex
-  hex=$(printf '%04X' "$port")
-  for _ in $(seq 250); do
-    grep -qE "^ *[0-9]+: [0-9A-F]+:$hex [0-9A-F]+:0000 0A" /proc/net/tcp /proc/net/tcp6 2>/dev/null && break
-    alive "$server_pid" || break
-    sleep 0.02
-  done
+  wait_tcp_listen "$port" --pid "$server_pid" --timeout 5 || true
   timeout 120 "$@" -p "$port" 127.0.0.1 > "$rt/client.out" 2>&1
   local crc=$?
   wait "$server_pid"

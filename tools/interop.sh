@@ -52,6 +52,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 source "$root/tools/lib/perftest_clock.sh"
 # shellcheck source=lib/incast.sh
 source "$root/tools/lib/incast.sh"
+# shellcheck source=tools/lib/tcp_listen.sh
+source "$root/tools/lib/tcp_listen.sh"
 build=${URNIC_BUILD_DIR:-$root/build}
 W=${URNIC_PEERVM_DIR:-/tmp/urnic-peervm}
 mtus="1024 4096"
@@ -292,12 +294,7 @@ cell() {
     dir="urnic=server,rxe=client"
     ip netns exec "$NS" "${host_env[@]}" timeout 60 "$prog" $dev_u "$@" > "$srv_out" 2>&1 &
     server_pid=$!
-    hex=$(printf '%04X' "$port")
-    for _ in $(seq 100); do
-      nsx grep -qE "^ *[0-9]+: [0-9A-F]+:$hex [0-9A-F]+:0000 0A" /proc/net/tcp /proc/net/tcp6 2>/dev/null && break
-      alive "$server_pid" || break
-      sleep 0.05
-    done
+    wait_tcp_listen "$port" --ns "$NS" --pid "$server_pid" --timeout 5 || true
     VMT=90 vm "timeout 60 $prog $dev_r $* $HOST_CTL; echo rc=\$?" > "$cli_out" 2>&1
     crc=$(sed -n 's/^rc=//p' "$cli_out" | tail -1)
     wait "$server_pid"; src=$?
@@ -1058,8 +1055,7 @@ if in_group conform; then
   hport=$((18000 + $$ % 1000))  # a port of this run's own: an earlier run's server may still be going
   nsx timeout 30 python3 -m http.server "$hport" --bind 10.99.2.1 --directory "$srv" > "$rt/agent-srv.log" 2>&1 &
   http_pid=$!
-  hex=$(printf '%04X' "$hport")
-  for _ in $(seq 100); do nsx grep -q ":$hex 00000000:0000 0A" /proc/net/tcp && break; sleep 0.05; done
+  wait_tcp_listen "$hport" --ns "$NS" --timeout 5 || true
   # One line (the VM's command agent reads one); a pid file (its busybox has
   # no pkill, and killall misses the 15-character name); a new file renamed
   # over a running one.

@@ -49,6 +49,9 @@ limit=${URNIC_PAIR_TIMEOUT:-${default_limit:-120}}
 [[ -n $asan_rt ]] && limit=$((limit * 3))
 
 alive() { [[ -n ${1:-} ]] && kill -0 "$1" 2>/dev/null; }
+# wait_tcp_listen PORT [--ns NS] [--pid PID] [--timeout S]: until a server listens.
+# shellcheck source=tools/lib/tcp_listen.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../../tools/lib/tcp_listen.sh"
 stop_pid() {
   local pid=$1
   alive "$pid" || return 0
@@ -134,13 +137,7 @@ pair_once() {
   server_pid=$!
   # The server must be listening before the client connects (its stdout is
   # block-buffered, so look for the socket: state 0A = LISTEN).
-  local hex
-  hex=$(printf '%04X' "$port")
-  for _ in $(seq 200); do
-    grep -qE "^ *[0-9]+: [0-9A-F]+:$hex [0-9A-F]+:0000 0A" /proc/net/tcp /proc/net/tcp6 2>/dev/null && break
-    alive "$server_pid" || break
-    sleep 0.02
-  done
+  wait_tcp_listen "$port" --pid "$server_pid" || true
   local i pids=() crcs=()
   for ((i = 1; i <= n; i++)); do
     "${run_env[@]}" timeout "$limit" "$@" -p "$port" 127.0.0.1 > "$rt/client$i.out" 2>&1 &

@@ -37,13 +37,7 @@ killed_mid_run() {
   "${run_env[@]}" timeout "$limit" "${scmd[@]}" > "$rt/server.out" 2>&1 &
   server_pid=$!
   if [[ -n ${listen_port:-} ]]; then
-    local hex
-    hex=$(printf '%04X' "$listen_port")
-    for _ in $(seq 200); do
-      grep -qE "^ *[0-9]+: [0-9A-F]+:$hex [0-9A-F]+:0000 0A" /proc/net/tcp /proc/net/tcp6 2>/dev/null && break
-      alive "$server_pid" || break
-      sleep 0.02
-    done
+    wait_tcp_listen "$listen_port" --pid "$server_pid" || true
   else
     sleep 0.5
   fi

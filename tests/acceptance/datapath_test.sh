@@ -99,11 +99,7 @@ case $group in
     port=$next_port
     "${run_env[@]}" ib_write_bw "${x[@]}" -D 4 -p "$port" > "$rt/server.out" 2>&1 &
     server_pid=$!
-    hex=$(printf '%04X' "$port")
-    for _ in $(seq 200); do
-      grep -qE "^ *[0-9]+: [0-9A-F]+:$hex [0-9A-F]+:0000 0A" /proc/net/tcp /proc/net/tcp6 2>/dev/null && break
-      sleep 0.02
-    done
+    wait_tcp_listen "$port" || true
     "${run_env[@]}" ib_write_bw "${x[@]}" -D 4 -p "$port" 127.0.0.1 > "$rt/client.out" 2>&1 &
     client_pid=$!
     sleep 1.5

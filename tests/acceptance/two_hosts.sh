@@ -138,14 +138,7 @@ two_hosts_daemon() {
 # wait_listen PORT PID: until something in a listens on TCP PORT (perftest's
 # and the pingpongs' exchange), or PID has ended; at most 4 s.
 wait_listen() {
-  local hex
-  hex=$(printf '%04X' "$1")
-  for _ in $(seq 200); do
-    ip netns exec "$ns_a" grep -qE "^ *[0-9]+: [0-9A-F]+:$hex [0-9A-F]+:0000 0A" /proc/net/tcp /proc/net/tcp6 2>/dev/null && return 0
-    alive "$2" || return 1
-    sleep 0.02
-  done
-  return 1
+  wait_tcp_listen "$1" --ns "$ns_a" --pid "$2"
 }
 
 port=$((20000 + tag % 20000))

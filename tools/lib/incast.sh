@@ -3,17 +3,16 @@
 # ecn_switch) and tools/interop.sh's incast-red (through the peer VM's red
 # qdisc).
 
+# shellcheck source=tools/lib/tcp_listen.sh
+source "$(dirname "${BASH_SOURCE[0]}")/tcp_listen.sh"
+
 # incast_wait_servers NS PORT N: waits (up to 4 s) until N servers listen in
 # namespace NS on TCP ports PORT .. PORT+N-1 (their stdout is block-buffered,
 # so look for the sockets: state 0A = LISTEN), so the clients never start first.
 incast_wait_servers() {
-  local ns=$1 port=$2 n=$3 i hex
+  local ns=$1 port=$2 n=$3 i
   for ((i = 0; i < n; i++)); do
-    hex=$(printf '%04X' $((port + i)))
-    for _ in $(seq 200); do
-      ip netns exec "$ns" grep -qE "^ *[0-9]+: [0-9A-F]+:$hex [0-9A-F]+:0000 0A" /proc/net/tcp /proc/net/tcp6 && break
-      sleep 0.02
-    done
+    wait_tcp_listen $((port + i)) --ns "$ns" || true
   done
 }
 
