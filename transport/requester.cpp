@@ -302,7 +302,7 @@ void Qp::send_next_packet(SendWqe& w, Nanos now) {
 
 void Qp::emit_request(wire::IbPacket& p, const Addressing& addr, Nanos now) {
   if (ctx_.cfg.dcqcn.enabled) {
-    const uint64_t bytes = packet_bytes(p);
+    const uint64_t bytes = wire::ib_wire_size(p);
     time_request(p, now);
     if (rate_.limited()) pace(bytes, now);
     else rate_.on_sent(bytes, now);

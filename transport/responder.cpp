@@ -477,7 +477,7 @@ uint64_t Qp::send_read_response(const RespResource& r, const RemoteMr& mr, Psn p
     }
   }
   emit(q, path_addr(), now);
-  return packet_bytes(q);
+  return wire::ib_wire_size(q);
 }
 
 uint64_t Qp::emit_atomic_ack(const RespResource& r, Nanos now) {
@@ -488,7 +488,7 @@ uint64_t Qp::emit_atomic_ack(const RespResource& r, Nanos now) {
   a.aeth.msn = msn_;
   a.atomic_ack_eth.orig = r.orig;
   emit(a, path_addr(), now);
-  return packet_bytes(a);
+  return wire::ib_wire_size(a);
 }
 
 // READ responses at the QP's DCQCN rate (issue 21: "a QP's sending is

@@ -18,6 +18,13 @@ constexpr uint8_t ib_pad_for(std::size_t payload_len) noexcept {
   return static_cast<uint8_t>((4 - (payload_len & 3)) & 3);
 }
 
+// A packet's size on the wire from BTH to ICRC, its payload padded as
+// ib_pad_for says (not by pkt.bth.pad, which the sender may not have set
+// yet): what the device's tx/rx byte counters count and DCQCN paces.
+inline std::size_t ib_wire_size(const IbPacket& pkt) noexcept {
+  return std::size_t{pkt.info().length} + pkt.payload.size() + ib_pad_for(pkt.payload.size()) + kIcrcSize;
+}
+
 // Decodes `transport` = BTH .. last pad byte (ICRC excluded). The returned
 // IbPacket's payload points into `transport`. Errors:
 //  kTruncated  fewer bytes than the BTH or the opcode's headers need

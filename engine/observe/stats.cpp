@@ -1,5 +1,7 @@
 #include "engine/observe/stats.hpp"
 
+#include "wire/ib_codec.hpp"
+
 namespace urnic::engine {
 
 namespace {
@@ -25,12 +27,6 @@ NakKind nak_kind(const wire::IbPacket& pkt) noexcept {
 
 }  // namespace
 
-std::uint64_t DeviceStats::wire_bytes(const wire::IbPacket& pkt) noexcept {
-  const std::size_t payload = pkt.payload.size();
-  const std::size_t pad = (4 - (payload & 3)) & 3;
-  return pkt.info().length + payload + pad + wire::kIcrcSize;
-}
-
 void DeviceStats::add_qp(std::uint32_t qpn) { qps_[qpn] = QpStats{}; }
 
 void DeviceStats::forget_qp(std::uint32_t qpn) {
@@ -53,7 +49,7 @@ QpStats* DeviceStats::qp(std::uint32_t qpn) noexcept {
 }
 
 void DeviceStats::on_tx(const wire::IbPacket& pkt, std::uint32_t src_qpn) noexcept {
-  const std::uint64_t bytes = wire_bytes(pkt);
+  const std::uint64_t bytes = wire::ib_wire_size(pkt);
   inc(DevStat::kTxPkts);
   inc(DevStat::kTxBytes, bytes);
   QpStats* q = qp(src_qpn);
@@ -92,7 +88,7 @@ void DeviceStats::on_tx(const wire::IbPacket& pkt, std::uint32_t src_qpn) noexce
 }
 
 void DeviceStats::on_rx(const wire::IbPacket& pkt) noexcept {
-  const std::uint64_t bytes = wire_bytes(pkt);
+  const std::uint64_t bytes = wire::ib_wire_size(pkt);
   inc(DevStat::kRxPkts);
   inc(DevStat::kRxBytes, bytes);
   QpStats* q = qp(pkt.bth.dest_qp);

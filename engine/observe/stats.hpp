@@ -55,9 +55,6 @@ class DeviceStats {
   void on_tx(const wire::IbPacket& pkt, std::uint32_t src_qpn) noexcept;
   void on_rx(const wire::IbPacket& pkt) noexcept;
 
-  // BTH..ICRC bytes of a packet (what the udp link puts in a datagram).
-  static std::uint64_t wire_bytes(const wire::IbPacket& pkt) noexcept;
-
  private:
   QpStats* qp(std::uint32_t qpn) noexcept;
 

@@ -101,6 +101,11 @@ TEST_CASE("every opcode encodes and decodes to the same packet", "[wire][roce]")
     auto n = encode_ib(p, buf);
     REQUIRE(n.ok());
     CHECK(*n == size);
+    // The size on the wire (what the counters and DCQCN count) is the
+    // encoding plus the ICRC, the pad derived from the payload alone.
+    IbPacket unpadded = p;
+    unpadded.bth.pad = 0;
+    CHECK(ib_wire_size(unpadded) == size + kIcrcSize);
     // The headers sit where the opcode table says.
     CHECK(BthView(buf.data()).dest_qp() == 0xABCDEF);
     if (info.has(Hdr::kReth)) CHECK(RethView(buf.data() + info.offset_of(Hdr::kReth)).rkey() == 0x11223344);

@@ -14,18 +14,11 @@
 #include "transport/dcqcn.hpp"
 #include "transport/detail/context.hpp"
 #include "transport/tm_header.hpp"
-#include "wire/ib_opcode.hpp"
+#include "wire/ib_codec.hpp"
 #include "wire/ib_packet.hpp"
 #include "wire/psn.hpp"
 
 namespace urnic::transport::detail {
-
-// A packet's size as tx_bytes counts it and DCQCN paces it: BTH to ICRC,
-// the payload padded to 4 bytes.
-inline uint64_t packet_bytes(const wire::IbPacket& p) noexcept {
-  const std::size_t n = p.payload.size();
-  return p.info().length + n + ((4 - (n & 3)) & 3) + wire::kIcrcSize;
-}
 
 using wire::Psn;
 
