@@ -24,22 +24,27 @@
 # that cannot run (urnicd without DPDK) show as "-". The numbers depend on
 # the machine and on what else runs on it: say so when you quote them.
 #
-# usage: bench/links_bench.sh [BUILD_DIR] [-s LAT_SIZE] [-S BW_SIZE] [-n LAT_ITERS] [-N BW_ITERS]
-#        (defaults: build, 64, 65536, 1000, 2000)
+# The udp link runs twice: as configured by default, and with "udp_gso"
+# (runs of packets sent with UDP GSO, received with GRO;
+# engine/link/udp_link.hpp).
+#
+# usage: bench/links_bench.sh [BUILD_DIR] [-s LAT_SIZE] [-S BW_SIZE] [-n LAT_ITERS] [-N BW_ITERS] [-l LINKS]
+#        (defaults: build, 64, 65536, 1000, 2000, udp,udp-gso,afpacket,dpdk,memif)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=tools/lib/tcp_listen.sh
 source "$root/tools/lib/tcp_listen.sh"
 build=$root/build
 if [[ $# -gt 0 && $1 != -* ]]; then build=$1; shift; fi
-lat_size=64 bw_size=65536 lat_iters=1000 bw_iters=2000
+lat_size=64 bw_size=65536 lat_iters=1000 bw_iters=2000 links=udp,udp-gso,afpacket,dpdk,memif
 while [[ $# -gt 0 ]]; do
   case $1 in
     -s) lat_size=$2; shift 2 ;;
     -S) bw_size=$2; shift 2 ;;
     -n) lat_iters=$2; shift 2 ;;
     -N) bw_iters=$2; shift 2 ;;
-    *) echo "usage: $0 [BUILD_DIR] [-s LAT_SIZE] [-S BW_SIZE] [-n LAT_ITERS] [-N BW_ITERS]" >&2; exit 2 ;;
+    -l) links=$2; shift 2 ;;
+    *) echo "usage: $0 [BUILD_DIR] [-s LAT_SIZE] [-S BW_SIZE] [-n LAT_ITERS] [-N BW_ITERS] [-l LINKS]" >&2; exit 2 ;;
   esac
 done
 urnicd=$build/engine/urnicd
@@ -103,6 +108,7 @@ config() {
   mac=02:00:75:72:6e:$([[ $h == a ]] && echo 0a || echo 0b)
   case $link in
     udp) printf '{"devices": [{"name": "urnic0", "link": "udp", "address": "%s", "mtu": 4096}]}' "$ip" ;;
+    udp-gso) printf '{"devices": [{"name": "urnic0", "link": "udp", "udp_gso": true, "address": "%s", "mtu": 4096}]}' "$ip" ;;
     afpacket) printf '{"devices": [{"name": "urnic0", "link": "afpacket", "interface": "%s", "mtu": 4096}]}' "$ifname" ;;
     dpdk)
       printf '{"devices": [{"name": "urnic0", "link": "dpdk", "devargs": "net_af_packet0,iface=%s,framesz=8192,blocksz=8192", "address": "%s", "mac": "%s", "mtu": 4096}]}' \
@@ -163,9 +169,9 @@ perf() {
 
 row='^ *[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+'
 results=()
-for link in udp afpacket dpdk memif; do
+for link in ${links//,/ }; do
   gid=3
-  [[ $link == udp ]] && gid=1
+  [[ $link == udp* ]] && gid=1
   lat_typ=- lat_avg=- lat_99=- ev_typ=- bw=- note=
   if [[ $link == dpdk || $link == memif ]] && ! grep -q librte_eal <<< "$(ldd "$urnicd")"; then
     note="urnicd built without DPDK"
@@ -191,6 +197,7 @@ for link in udp afpacket dpdk memif; do
     stop_pair
   fi
   label=$link
+  [[ $link == udp-gso ]] && label="udp, udp_gso"
   [[ $link == dpdk ]] && label="dpdk net_af_packet"
   [[ $link == memif ]] && label="dpdk net_memif"
   results+=("$(printf '| %s | %s | %s | %s | %s | %s | %s |' "$label" "$lat_typ" "$lat_avg" "$lat_99" "$ev_typ" "$bw" "$note")")

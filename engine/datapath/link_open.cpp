@@ -22,7 +22,7 @@ std::unique_ptr<Link> open_udp(const Device& dev, std::string* error) {
   in_addr a{};
   ::inet_pton(AF_INET, c.address.c_str(), &a);  // checked by parse_config
   std::string why;
-  auto link = UdpLink::open(ntohl(a.s_addr), c.udp_port, &why);
+  auto link = UdpLink::open(ntohl(a.s_addr), c.udp_port, &why, UdpLink::Options{.gso = c.udp_gso});
   if (!link) {
     // Same-host traffic does not need the socket (it is hairpinned); another
     // daemon (another runtime directory) may hold the port.

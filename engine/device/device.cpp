@@ -274,6 +274,13 @@ std::optional<DaemonConfig> parse_config(const std::string& json_text, std::stri
       // A raw link takes its address from the interface unless told.
       dc.address = d.value("address", std::string(dc.link == "afpacket" ? "" : "127.0.0.1"));
       dc.udp_port = d.value("udp_port", std::uint16_t{4791});
+      if (d.contains("udp_gso")) {
+        if (!d["udp_gso"].is_boolean() || dc.link != "udp" || dc.transport != "roce") {
+          error = "config: udp_gso is true or false, on a roce device with the udp link (" + dc.name + ")";
+          return std::nullopt;
+        }
+        dc.udp_gso = d["udp_gso"].get<bool>();
+      }
       if (d.contains("vlan")) {
         const auto v = d["vlan"].is_number_unsigned() ? d["vlan"].get<std::uint64_t>() : 0;
         if (v < 1 || v > 4094 || (dc.link != "afpacket" && dc.link != "dpdk")) {

@@ -10,12 +10,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstring>
 
 #include "wire/ib_codec.hpp"
 #include "wire/icrc.hpp"
+#include "wire/ip.hpp"
 #include "wire/roce_frame.hpp"
 #include "wire/udp.hpp"
 
@@ -26,49 +28,6 @@ constexpr std::size_t kIpUdpHeaders = 20 + 8;
 constexpr std::size_t kIp6UdpHeaders = 40 + 8;
 constexpr std::size_t kDatagramOffset6 = 14 + kIp6UdpHeaders;
 constexpr uint8_t kTtl = 64;
-
-// CRC-32 arithmetic for solve_ip_id, in the reflected representation the
-// ICRC register uses (bit 31 = coefficient of x^0; kPoly = x^32 mod P).
-constexpr uint32_t kPoly = 0xEDB88320U;
-constexpr uint32_t kX0 = 1U << 31;  // the polynomial 1
-
-// The raw CRC register one step on: times x, modulo P.
-constexpr uint32_t times_x(uint32_t v) { return (v & 1U) != 0 ? (v >> 1) ^ kPoly : v >> 1; }
-
-// a * b mod P.
-constexpr uint32_t gf_mul(uint32_t a, uint32_t b) {
-  uint32_t p = 0;
-  for (uint32_t m = kX0; m != 0; m >>= 1) {
-    if ((a & m) != 0) p ^= b;
-    b = times_x(b);
-  }
-  return p;
-}
-
-// x^(8 * bytes) mod P: what `bytes` zero bytes do to a raw CRC register.
-constexpr uint32_t zero_bytes_shift(std::size_t bytes) {
-  uint32_t result = kX0;
-  uint32_t base = kX0 >> 8;  // x^8
-  for (; bytes != 0; bytes >>= 1) {
-    if ((bytes & 1U) != 0) result = gf_mul(result, base);
-    base = gf_mul(base, base);
-  }
-  return result;
-}
-
-// The raw CRC register (init 0, no final inversion) after the 16-bit value
-// `v`, big-endian as the IP ID field holds it.
-constexpr uint32_t raw_crc16(uint16_t v) {
-  uint32_t r = 0;
-  for (const uint32_t byte : {uint32_t{v} >> 8, uint32_t{v} & 0xFFU}) {
-    r ^= byte;
-    for (int i = 0; i < 8; ++i) r = times_x(r);
-  }
-  return r;
-}
-
-// Where the ID sits in the ICRC input (8 bytes of 0xFF, then the IP header).
-constexpr std::size_t kIpIdOffset = 4;
 
 sockaddr_in make_addr(uint32_t ipv4, uint16_t port) {
   sockaddr_in a{};
@@ -88,7 +47,7 @@ std::string UdpLink::port_name() const {
   return std::string(buf) + ":" + std::to_string(port_);
 }
 
-std::unique_ptr<UdpLink> UdpLink::open(uint32_t ipv4, uint16_t port, std::string* error) {
+std::unique_ptr<UdpLink> UdpLink::open(uint32_t ipv4, uint16_t port, std::string* error, Options options) {
   const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) {
     if (error != nullptr) *error = std::string("socket: ") + std::strerror(errno);
@@ -108,9 +67,13 @@ std::unique_ptr<UdpLink> UdpLink::open(uint32_t ipv4, uint16_t port, std::string
   const unsigned char no_loop = 0;
   // SO_NO_CHECK: UDP checksum 0, as RoCE v2 senders put it (hardware,
   // rdma_rxe): the ICRC protects the packet (annex A17.4.3.3), and no
-  // checksum pass over the payload.
+  // checksum pass over the payload. Not with GSO, which the kernel refuses
+  // on such a socket (the header).
+  const int no_check = options.gso ? 0 : 1;
+  // UDP_GRO: a run another urnic sent with GSO arrives as one datagram.
   if (::setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof pmtu) != 0 ||
-      ::setsockopt(fd, SOL_SOCKET, SO_NO_CHECK, &on, sizeof on) != 0 ||
+      ::setsockopt(fd, SOL_SOCKET, SO_NO_CHECK, &no_check, sizeof no_check) != 0 ||
+      ::setsockopt(fd, IPPROTO_UDP, UDP_GRO, &on, sizeof on) != 0 ||
       ::setsockopt(fd, IPPROTO_IP, IP_TTL, &ttl, sizeof ttl) != 0 ||
       ::setsockopt(fd, IPPROTO_IP, IP_MULTICAST_IF, &mcast_if, sizeof mcast_if) != 0 ||
       ::setsockopt(fd, IPPROTO_IP, IP_MULTICAST_LOOP, &no_loop, sizeof no_loop) != 0 ||
@@ -125,7 +88,7 @@ std::unique_ptr<UdpLink> UdpLink::open(uint32_t ipv4, uint16_t port, std::string
   sockaddr_in bound{};
   socklen_t bound_len = sizeof bound;
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &bound_len);
-  auto link = std::unique_ptr<UdpLink>(new UdpLink(fd, ipv4, ntohs(bound.sin_port)));
+  auto link = std::unique_ptr<UdpLink>(new UdpLink(fd, ipv4, ntohs(bound.sin_port), options.gso));
   // The engine loop watches wait_fd() from the start: the epoll set exists
   // from now on, so sockets added later (IPv6, multicast groups) wake it.
   if (!link->watch(-1)) {
@@ -135,13 +98,13 @@ std::unique_ptr<UdpLink> UdpLink::open(uint32_t ipv4, uint16_t port, std::string
   return link;
 }
 
-UdpLink::UdpLink(int fd, uint32_t ipv4, uint16_t port)
-    : fd_(fd), ipv4_(ipv4), port_(port) {
+UdpLink::UdpLink(int fd, uint32_t ipv4, uint16_t port, bool gso)
+    : fd_(fd), gso_(gso), ipv4_(ipv4), port_(port) {
   tx_.data.resize(kBatch * kTxSlot);
   rx_.data.resize(kBatch * kRxSlot);
   for (std::size_t i = 0; i < kBatch; ++i) {
     // RX slots are fixed: slot i always receives into the same memory.
-    rx_.iov[i] = iovec{rx_slot(i) + kRxHeadroom, kMaxDatagram};
+    rx_.iov[i] = iovec{rx_slot(i) + kRxHeadroom, kRxBuffer};
     msghdr& h = rx_.msgs[i].msg_hdr;
     h.msg_iov = &rx_.iov[i];
     h.msg_iovlen = 1;
@@ -258,10 +221,13 @@ bool UdpLink::enable_ipv6(const std::array<uint8_t, 16>& link_local, std::string
   addr.sin6_scope_id = ifindex;
   // UDP_NO_CHECK6_RX: RoCE v2 senders (rdma_rxe too) put UDP checksum 0,
   // which RFC 8200 forbids and the kernel drops unless told; the ICRC
-  // protects the packet instead (annex A17.4.3.3). UDP_NO_CHECK6_TX: so do we.
+  // protects the packet instead (annex A17.4.3.3). UDP_NO_CHECK6_TX: so do
+  // we, unless GSO is on (the kernel refuses it with checksum 0).
+  const int no_check_tx = gso_ ? 0 : 1;
   if (::setsockopt(fd6_, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof on) != 0 ||
       ::setsockopt(fd6_, IPPROTO_UDP, UDP_NO_CHECK6_RX, &on, sizeof on) != 0 ||
-      ::setsockopt(fd6_, IPPROTO_UDP, UDP_NO_CHECK6_TX, &on, sizeof on) != 0 ||
+      ::setsockopt(fd6_, IPPROTO_UDP, UDP_NO_CHECK6_TX, &no_check_tx, sizeof no_check_tx) != 0 ||
+      ::setsockopt(fd6_, IPPROTO_UDP, UDP_GRO, &on, sizeof on) != 0 ||
       ::setsockopt(fd6_, IPPROTO_IPV6, IPV6_UNICAST_HOPS, &hops, sizeof hops) != 0 ||
       ::setsockopt(fd6_, IPPROTO_IPV6, IPV6_RECVTCLASS, &on, sizeof on) != 0 ||
       ::setsockopt(fd6_, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf) != 0 ||
@@ -302,9 +268,9 @@ uint16_t UdpLink::source_port(uint16_t want) {
   const int small = 4096;
   const int buf = 4 << 20;
   const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  const int on = 1;
+  const int no_check = gso_ ? 0 : 1;
   if (fd >= 0 && ::setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof pmtu) == 0 &&
-      ::setsockopt(fd, SOL_SOCKET, SO_NO_CHECK, &on, sizeof on) == 0 &&
+      ::setsockopt(fd, SOL_SOCKET, SO_NO_CHECK, &no_check, sizeof no_check) == 0 &&
       ::setsockopt(fd, IPPROTO_IP, IP_TTL, &ttl, sizeof ttl) == 0 &&
       ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small) == 0 &&
       ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf) == 0) {
@@ -403,7 +369,8 @@ bool UdpLink::queue_datagram(std::size_t size) {
     h.msg_namelen = sizeof to;
     tx_.iov[i] = iovec{tx_slot(i) + kDatagramOffset, size - kDatagramOffset};
     tx_.fd[i] = source_fd(wire::load_be16(frame + 14 + 20));  // the UDP source port encode() chose
-    set_tclass(IPPROTO_IP, IP_TOS, frame[14 + 1]);
+    tx_.tclass[i] = frame[14 + 1];
+    set_tclass(IPPROTO_IP, IP_TOS, tx_.tclass[i]);
   } else if (fd6_ >= 0 && size > kDatagramOffset6 && wire::load_be16(frame + 12) == wire::ethertype::kIpv6) {
     sockaddr_in6& to = tx_.addr[i];
     to = sockaddr_in6{};
@@ -414,14 +381,50 @@ bool UdpLink::queue_datagram(std::size_t size) {
     h.msg_namelen = sizeof to;
     tx_.iov[i] = iovec{tx_slot(i) + kDatagramOffset6, size - kDatagramOffset6};
     tx_.fd[i] = fd6_;
-    set_tclass(IPPROTO_IPV6, IPV6_TCLASS,
-               static_cast<uint8_t>(((frame[14] & 0x0F) << 4) | (frame[14 + 1] >> 4)));
+    tx_.tclass[i] = static_cast<uint8_t>(((frame[14] & 0x0F) << 4) | (frame[14 + 1] >> 4));
+    set_tclass(IPPROTO_IPV6, IPV6_TCLASS, tx_.tclass[i]);
   } else {
     ++counters_.tx_errors;
     return false;
   }
+  place_in_run(i, size);
   if (++tx_.count == kBatch) send_batch();
   return true;
+}
+
+void UdpLink::place_in_run(std::size_t i, std::size_t frame_size) {
+  const std::size_t len = tx_.iov[i].iov_len;
+  const std::size_t head = run_head_;
+  const socklen_t namelen = tx_.msgs[i].msg_hdr.msg_namelen;
+  // The kernel cuts a run into pieces of its first datagram's length: a
+  // datagram may join only while every one before it had that length.
+  const bool joins = gso_ && i > 0 && run_open_ && len <= run_segment_ && run_bytes_ + len <= kGsoMaxBytes &&
+                     tx_.segs[head] < kGsoMaxSegments && tx_.fd[i] == tx_.fd[head] &&
+                     tx_.tclass[i] == tx_.tclass[head] && namelen == tx_.msgs[head].msg_hdr.msg_namelen &&
+                     std::memcmp(&tx_.addr[i], &tx_.addr[head], namelen) == 0;
+  if (!joins) {
+    run_head_ = i;
+    run_segment_ = len;
+    run_bytes_ = len;
+    run_open_ = true;
+    tx_.segs[i] = 1;
+    return;
+  }
+  const auto k = static_cast<uint16_t>(tx_.segs[head]++);
+  tx_.segs[i] = 0;
+  run_bytes_ += len;
+  run_open_ = len == run_segment_;
+  uint8_t* frame = tx_slot(i);
+  if (wire::load_be16(frame + 12) != wire::ethertype::kIpv4) return;  // IPv6 has no ID
+  // The kernel gives segment k IP ID k: so must its header and ICRC (the
+  // frame is also what a capture of this send records).
+  uint8_t* ip = frame + 14;
+  wire::store_be16(ip + 4, k);
+  wire::store_be16(ip + 10, 0);
+  wire::store_be16(ip + 10, wire::ipv4_header_checksum(wire::Bytes(ip, kIpUdpHeaders - 8)));
+  const std::size_t packet_size = frame_size - 14;
+  uint8_t* icrc = frame + frame_size - wire::kIcrcSize;
+  wire::store_le<4>(icrc, wire::load_le<4>(icrc) ^ id_delta_(k, packet_size));
 }
 
 void UdpLink::flush(transport::Nanos now) {
@@ -430,82 +433,90 @@ void UdpLink::flush(transport::Nanos now) {
 }
 
 void UdpLink::send_batch() {
+  // One message per run: its datagrams' iovecs are consecutive in tx_.iov,
+  // and UDP_SEGMENT tells the kernel where to cut it.
+  std::size_t m = 0;
+  for (std::size_t i = 0; i < tx_.count; i += tx_.segs[i]) {
+    mmsghdr& w = wire_msgs_[m++];
+    w = tx_.msgs[i];
+    w.msg_hdr.msg_iovlen = tx_.segs[i];
+    if (tx_.segs[i] > 1) {
+      // After the traffic class's control message (queue_datagram).
+      auto* c = reinterpret_cast<cmsghdr*>(tx_.ctl[i].bytes.data() + w.msg_hdr.msg_controllen);
+      c->cmsg_level = IPPROTO_UDP;
+      c->cmsg_type = UDP_SEGMENT;
+      c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+      const auto segment = static_cast<uint16_t>(tx_.iov[i].iov_len);
+      std::memcpy(CMSG_DATA(c), &segment, sizeof segment);
+      w.msg_hdr.msg_controllen += CMSG_SPACE(sizeof(uint16_t));
+    }
+  }
+  // Messages back to their runs: the first slot of each, in order.
+  std::array<std::size_t, kBatch> head{};
+  for (std::size_t i = 0, j = 0; i < tx_.count; i += tx_.segs[i]) head[j++] = i;
+  auto packets = [&](std::size_t msg) { return tx_.segs[head[msg]]; };
   std::size_t i = 0;
-  while (i < tx_.count) {
-    // The run of datagrams from i that leave through the same socket.
+  while (i < m) {
+    // The messages from i that leave through the same socket.
+    const int fd = tx_.fd[head[i]];
     std::size_t end = i + 1;
-    while (end < tx_.count && tx_.fd[end] == tx_.fd[i]) ++end;
-    const int n = ::sendmmsg(tx_.fd[i], &tx_.msgs[i], static_cast<unsigned>(end - i), 0);
+    while (end < m && tx_.fd[head[end]] == fd) ++end;
+    const int n = ::sendmmsg(fd, &wire_msgs_[i], static_cast<unsigned>(end - i), 0);
     if (n > 0) {
-      counters_.tx_packets += static_cast<uint64_t>(n);
+      for (std::size_t j = i; j < i + static_cast<std::size_t>(n); ++j) {
+        counters_.tx_packets += packets(j);
+        if (packets(j) > 1) ++gso_sends_;
+      }
       i += static_cast<std::size_t>(n);
     } else if (errno == EAGAIN || errno == ENOBUFS) {
       // The socket buffer is full: the rest of the run is dropped.
-      counters_.tx_errors += end - i;
-      i = end;
+      for (; i < end; ++i) counters_.tx_errors += packets(i);
     } else {
-      // This datagram cannot go (no route, too big): the next may.
-      ++counters_.tx_errors;
+      // This message cannot go (no route, too big): the next may. A GSO
+      // send refused (EIO: the route's device has no checksum offload;
+      // EINVAL) turns GSO off for good; its packets are lost, as on a
+      // congested wire, and RC resends them one by one.
+      if (packets(i) > 1 && (errno == EIO || errno == EINVAL)) gso_ = false;
+      counters_.tx_errors += packets(i);
       ++i;
     }
   }
   tx_.count = 0;
-}
-
-std::optional<uint16_t> UdpLink::solve_ip_id(wire::Bytes packet) {
-  const auto computed = wire::icrc_compute(wire::RoceVersion::kV2, packet);
-  if (!computed) return std::nullopt;
-  // CRC(m ^ d) = CRC(m) ^ rawCRC(d) for messages of equal length, and d is
-  // zero except the ID bytes, so `delta` is the raw CRC of the ID followed
-  // by the rest of the input as zero bytes: raw_crc16(id) * x^(8 * rest).
-  const uint32_t delta = wire::icrc_stored(packet) ^ *computed;
-  if (delta == 0) return uint16_t{0};
-  // Bytes of ICRC input after the ID: the packet without its ICRC, past the
-  // ID field.
-  const std::size_t rest = packet.size() - wire::kIcrcSize - (kIpIdOffset + 2);
-  const uint32_t shift = zero_bytes_shift(rest);
-  // The map ID -> contribution is linear and injective (x is invertible mod
-  // P), so Gaussian elimination over GF(2) finds the one ID, if any: rows
-  // indexed by their leading bit, each carrying the ID bits it stands for.
-  std::array<uint32_t, 32> row{};
-  std::array<uint16_t, 32> ids{};
-  for (int j = 0; j < 16; ++j) {
-    auto id = static_cast<uint16_t>(1U << j);
-    uint32_t v = gf_mul(raw_crc16(id), shift);
-    for (int b = 31; b >= 0 && v != 0; --b) {
-      const auto i = static_cast<std::size_t>(b);
-      if (((v >> b) & 1U) == 0) continue;
-      if (row[i] == 0) {
-        row[i] = v;
-        ids[i] = id;
-        break;
-      }
-      v ^= row[i];
-      id = static_cast<uint16_t>(id ^ ids[i]);
-    }
-  }
-  uint32_t v = delta;
-  uint16_t id = 0;
-  for (int b = 31; b >= 0 && v != 0; --b) {
-    const auto i = static_cast<std::size_t>(b);
-    if (((v >> b) & 1U) == 0) continue;
-    if (row[i] == 0) return std::nullopt;  // outside the span: corrupt
-    v ^= row[i];
-    id = static_cast<uint16_t>(id ^ ids[i]);
-  }
-  return id;
+  run_open_ = false;
 }
 
 bool UdpLink::receive(LinkRxPacket* out) {
   for (;;) {
     while (rx_.next < rx_.count) {
-      const std::size_t i = rx_.next++;
-      ++counters_.rx_packets;
+      const std::size_t i = rx_.next;
+      const std::size_t total = rx_.msgs[i].msg_len;
       if ((rx_.msgs[i].msg_hdr.msg_flags & MSG_TRUNC) != 0) {
+        ++rx_.next;
+        ++counters_.rx_packets;
+        ++counters_.rx_malformed;  // longer than any GRO'd run
+        continue;
+      }
+      if (rx_offset_ == 0) {
+        read_rx_control(i, &rx_tclass_, &rx_segment_);
+        if (rx_segment_ == 0 || rx_segment_ >= total) rx_segment_ = total;
+        else ++gro_datagrams_;
+      }
+      // The packet at rx_offset_: a GRO'd datagram holds packets of
+      // rx_segment_ bytes, the last one maybe shorter.
+      const std::size_t offset = rx_offset_;
+      const std::size_t len = std::min(rx_segment_, total - offset);
+      const std::size_t index = rx_segment_ == 0 ? 0 : offset / rx_segment_;
+      rx_offset_ = offset + len;
+      if (rx_offset_ >= total) {
+        ++rx_.next;
+        rx_offset_ = 0;
+      }
+      ++counters_.rx_packets;
+      if (len > kMaxDatagram) {
         ++counters_.rx_malformed;  // longer than any RoCE packet at MTU 4096
         continue;
       }
-      if (rx_v6_ ? accept_v6(i, out) : accept_v4(i, out)) return true;
+      if (rx_v6_ ? accept_v6(i, offset, len, out) : accept_v4(i, offset, len, index, out)) return true;
     }
     // The batch is served: the next one from the first socket with
     // something waiting, in the order the single-datagram reads took them.
@@ -525,6 +536,7 @@ bool UdpLink::fill_rx(int fd, uint32_t dst) {
   }
   rx_.next = 0;
   rx_.count = 0;
+  rx_offset_ = 0;
   const int n = ::recvmmsg(fd, rx_.msgs.data(), kBatch, MSG_DONTWAIT, nullptr);
   if (n <= 0) return false;  // EAGAIN: nothing waiting
   rx_.count = static_cast<std::size_t>(n);
@@ -533,24 +545,50 @@ bool UdpLink::fill_rx(int fd, uint32_t dst) {
   return true;
 }
 
-uint8_t UdpLink::rx_traffic_class(std::size_t i) const {
+void UdpLink::read_rx_control(std::size_t i, uint8_t* tclass, std::size_t* segment) const {
+  *tclass = 0;
+  *segment = 0;
   // Const view of a msghdr the kernel filled: the CMSG macros want it mutable.
   msghdr h = rx_.msgs[i].msg_hdr;
   for (cmsghdr* c = CMSG_FIRSTHDR(&h); c != nullptr; c = CMSG_NXTHDR(&h, c)) {
-    if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS && c->cmsg_len >= CMSG_LEN(1))
-      return *CMSG_DATA(c);  // one byte (IP_RECVTOS)
-    if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_TCLASS && c->cmsg_len >= CMSG_LEN(sizeof(int))) {
-      int v = 0;
+    int v = 0;
+    if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS && c->cmsg_len >= CMSG_LEN(1)) {
+      *tclass = *CMSG_DATA(c);  // one byte (IP_RECVTOS)
+    } else if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_TCLASS && c->cmsg_len >= CMSG_LEN(sizeof v)) {
       std::memcpy(&v, CMSG_DATA(c), sizeof v);
-      return static_cast<uint8_t>(v);
+      *tclass = static_cast<uint8_t>(v);
+    } else if (c->cmsg_level == IPPROTO_UDP && c->cmsg_type == UDP_GRO && c->cmsg_len >= CMSG_LEN(sizeof v)) {
+      std::memcpy(&v, CMSG_DATA(c), sizeof v);
+      *segment = v > 0 ? static_cast<std::size_t>(v) : 0;
     }
   }
-  return 0;
 }
 
-bool UdpLink::accept_v4(std::size_t i, LinkRxPacket* out) {
-  uint8_t* datagram = rx_slot(i) + kRxHeadroom;
-  const std::size_t len = rx_.msgs[i].msg_len;
+namespace {
+
+// The headers rebuilt in front of a packet of a GRO'd datagram overwrite
+// the end of the packet before it (already handed to the data path, but
+// not ours to change): saved here and put back once the ICRC is checked.
+class HeaderRoom {
+ public:
+  HeaderRoom(uint8_t* at, std::size_t size, bool keep) : at_(at), size_(keep ? size : 0) {
+    std::memcpy(saved_.data(), at_, size_);
+  }
+  HeaderRoom(const HeaderRoom&) = delete;
+  HeaderRoom& operator=(const HeaderRoom&) = delete;
+  ~HeaderRoom() { std::memcpy(at_, saved_.data(), size_); }
+
+ private:
+  uint8_t* at_;
+  std::size_t size_;
+  std::array<uint8_t, kIp6UdpHeaders> saved_{};
+};
+
+}  // namespace
+
+bool UdpLink::accept_v4(std::size_t i, std::size_t offset, std::size_t len, std::size_t index,
+                        LinkRxPacket* out) {
+  uint8_t* datagram = rx_slot(i) + kRxHeadroom + offset;
   sockaddr_in from{};
   std::memcpy(&from, &rx_.addr[i], sizeof from);
   const uint32_t dst = rx_dst_;
@@ -562,11 +600,14 @@ bool UdpLink::accept_v4(std::size_t i, LinkRxPacket* out) {
     ++counters_.rx_not_ours;
     return false;
   }
-  // Rebuild the IPv4 + UDP headers the sender's kernel wrote (ID 0, DF),
-  // in front of the datagram, and check the ICRC over the whole.
+  // Rebuild the IPv4 + UDP headers the sender's kernel wrote (DF, and the
+  // ID a GSO run gives its `index`th packet: 0 for a lone datagram), in
+  // front of the packet, and check the ICRC over the whole.
   uint8_t* ip = datagram - kIpUdpHeaders;
+  const HeaderRoom room(ip, kIpUdpHeaders, offset != 0);
   std::memset(ip, 0, kIpUdpHeaders);
   ip[0] = 0x45;
+  wire::store_be16(ip + 4, static_cast<uint16_t>(index));
   wire::store_be16(ip + 2, static_cast<uint16_t>(kIpUdpHeaders + len));
   ip[6] = 0x40;  // DF
   ip[8] = kTtl;
@@ -592,15 +633,19 @@ bool UdpLink::accept_v4(std::size_t i, LinkRxPacket* out) {
   if (*ok) {
     if (!h.varying && h.zero_streak < kZeroStreak) ++h.zero_streak;
   } else {
-    // Not ID 0: another implementation's kernel chose the ID (see the
-    // header); accept the packet only if some ID explains the ICRC, and
-    // only from a source not known to send ID 0.
-    const bool id0_sender = !h.varying && h.zero_streak >= kZeroStreak;
-    if (id0_sender || !solve_ip_id(packet)) {
+    // Not the ID predicted: another implementation's kernel chose it, or
+    // the kernel cut an urnic's GSO run before this socket (see the
+    // header). Accept the packet only if some ID explains the ICRC: for a
+    // source known to be an urnic, only an ID a GSO run gives.
+    const bool urnic_sender = !h.varying && h.zero_streak >= kZeroStreak;
+    wire::store_be16(ip + 4, 0);
+    const auto id = wire::solve_ip_id(packet);
+    const bool gso_id = id && *id < kGsoMaxSegments;
+    if (!id || (urnic_sender && !gso_id)) {
       ++counters_.rx_bad_icrc;
       return false;
     }
-    h.varying = true;
+    if (!gso_id) h.varying = true;
     ++counters_.rx_icrc_ip_id;
   }
   auto ib = wire::decode_ib(wire::Bytes(datagram, len - wire::kIcrcSize));
@@ -613,19 +658,19 @@ bool UdpLink::accept_v4(std::size_t i, LinkRxPacket* out) {
   out->from.src = wire::IpAddr::from_v4(src);
   out->from.dst = wire::IpAddr::from_v4(dst);
   out->from.src_port = sport;
-  out->from.traffic_class = rx_traffic_class(i);
+  out->from.traffic_class = rx_tclass_;
   return true;
 }
 
-bool UdpLink::accept_v6(std::size_t i, LinkRxPacket* out) {
-  uint8_t* datagram = rx_slot(i) + kRxHeadroom;
-  const std::size_t len = rx_.msgs[i].msg_len;
+bool UdpLink::accept_v6(std::size_t i, std::size_t offset, std::size_t len, LinkRxPacket* out) {
+  uint8_t* datagram = rx_slot(i) + kRxHeadroom + offset;
   const sockaddr_in6& from = rx_.addr[i];
   const uint16_t sport = ntohs(from.sin6_port);
   // Rebuild the IPv6 + UDP headers: traffic class, flow label, hop limit
   // and the UDP checksum are masked in the ICRC (annex A17.4.3.2), and
   // IPv6 has no identification, so the check is complete.
   uint8_t* ip = datagram - kIp6UdpHeaders;
+  const HeaderRoom room(ip, kIp6UdpHeaders, offset != 0);
   std::memset(ip, 0, kIp6UdpHeaders);
   ip[0] = 0x60;
   wire::store_be16(ip + 4, static_cast<uint16_t>(8 + len));
@@ -657,7 +702,7 @@ bool UdpLink::accept_v6(std::size_t i, LinkRxPacket* out) {
   out->from.ipv6 = true;
   std::memcpy(out->from.src.bytes.data(), from.sin6_addr.s6_addr, 16);
   out->from.dst.bytes = ll_;
-  out->from.traffic_class = rx_traffic_class(i);
+  out->from.traffic_class = rx_tclass_;
   return true;
 }
 

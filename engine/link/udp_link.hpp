@@ -20,10 +20,35 @@
 // the IP header checksum already passed; and the accepted errors form a
 // fixed subspace, so some single-bit errors at some positions always pass).
 // So the solver is used only for sources that need it: a source whose
-// packets have verified with ID 0 (another urnic) keeps the full 32-bit
-// check for good; only sources seen with a nonzero ID (rdma_rxe) get the
-// weaker one. The raw links (afpacket, dpdk) see the real ID and check all
-// 32 bits. docs/INTEROP.md has the details.
+// packets have verified with the predicted ID (another urnic) keeps the
+// full 32-bit check, except that an ID below kGsoMaxSegments is accepted
+// from it (a GSO segment the kernel cut out before it reached us, below);
+// only sources seen with another ID (rdma_rxe) get the 16-bit one. The raw
+// links (afpacket, dpdk) see the real ID and check all 32 bits.
+// docs/INTEROP.md has the details.
+//
+// UDP GSO and GRO (issue 23; the device's "udp_gso" option, off by
+// default). With it, a run of datagrams for the same socket, destination
+// and traffic class, each as long as the first but the last, leaves as one
+// sendmsg with UDP_SEGMENT: one trip through the kernel's UDP, IP, routing
+// and device layers for up to kGsoMaxSegments packets (an MTU-4096 message
+// of 64 KiB is 2 sends instead of 16). The kernel cuts the run (in the
+// device that sends it, in software where the device cannot, or at the
+// receiving socket) and numbers the segments' IP IDs 0, 1, 2, ... (DF, an
+// unconnected socket): segment k's ICRC is computed for ID k
+// (wire/icrc_ip_id). What it changes on the wire, and why it is off by
+// default:
+//   - the kernel refuses GSO on a socket that sends UDP checksum 0, so the
+//     datagrams carry a UDP checksum (offloaded; valid UDP, masked in the
+//     ICRC), where RoCE v2 senders usually put 0;
+//   - a reader of raw frames on a virtual link (an afpacket or DPDK
+//     af_packet urnic, tcpdump, a bridge's capture) can see the uncut run
+//     as one large frame; the kernel's UDP sockets, rdma_rxe and NICs see
+//     the packets.
+// Every udp link receives with UDP_GRO on, whatever its own option: a run
+// that reaches the socket uncut (veth, loopback) is one datagram of
+// recvmmsg's batch holding several packets, served one by one, segment k
+// checked with ID k.
 //
 // IPv6 link-local GID (GID[0], fe80::EUI-64 of the device MAC): when the
 // host's interface that holds the device's IPv4 address also holds that
@@ -76,21 +101,33 @@
 
 #include "engine/link/link.hpp"
 #include "wire/bytes.hpp"
+#include "wire/icrc_ip_id.hpp"
 #include "wire/ib_packet.hpp"
 
 namespace urnic::engine {
 
+struct UdpLinkOptions {
+  bool gso = false;  // send runs with UDP GSO (above)
+};
+
 class UdpLink final : public Link {
  public:
   static constexpr std::size_t kMaxDatagram = 4096 + 128;  // path MTU 4096 + headers + ICRC
+  // UDP GSO: packets per send (the kernel's UDP_MAX_SEGMENTS is 64 or more)
+  // and bytes per send (the largest IPv4 UDP payload); a GRO'd datagram
+  // received is at most that long.
+  static constexpr std::size_t kGsoMaxSegments = 64;
+  static constexpr std::size_t kGsoMaxBytes = 65535 - 20 - 8;
   // Datagrams per sendmmsg / recvmmsg (see the batches below).
   static constexpr std::size_t kBatch = 32;
   // Send-only sockets for per-QP UDP source ports (above).
   static constexpr std::size_t kSourcePorts = 16;
 
+  using Options = UdpLinkOptions;
+
   // Binds address:port (IPv4, host byte order). Returns nullptr with a
   // message in *error on failure (e.g. the port is taken).
-  static std::unique_ptr<UdpLink> open(uint32_t ipv4, uint16_t port, std::string* error);
+  static std::unique_ptr<UdpLink> open(uint32_t ipv4, uint16_t port, std::string* error, Options options = {});
   UdpLink(const UdpLink&) = delete;
   UdpLink& operator=(const UdpLink&) = delete;
   ~UdpLink() override;
@@ -145,15 +182,16 @@ class UdpLink final : public Link {
                                   uint32_t dst_ipv4, uint8_t traffic_class, wire::MutBytes scratch);
   static constexpr std::size_t kDatagramOffset = 14 + 20 + 8;
 
-  // The IPv4 identification `packet` was sent with, found from its ICRC.
-  // `packet` is the IPv4 header (20 bytes, ID field 0, DF) + UDP + BTH ..
-  // ICRC as rebuilt on receive. Returns the ID for which the stored ICRC is
-  // right (0 when it already is), or nullopt when no ID gives it: the packet
-  // is corrupt. Pure computation; public for the tests.
-  static std::optional<uint16_t> solve_ip_id(wire::Bytes packet);
+  // What GSO did (tests, bench): sends that carried more than one packet,
+  // and received datagrams that held more than one.
+  [[nodiscard]] uint64_t gso_sends() const noexcept { return gso_sends_; }
+  [[nodiscard]] uint64_t gro_datagrams() const noexcept { return gro_datagrams_; }
+  // False once the kernel refused a GSO send (no checksum offload on the
+  // route's device, an IPsec route): the link sends packet by packet.
+  [[nodiscard]] bool gso_enabled() const noexcept { return gso_; }
 
  private:
-  UdpLink(int fd, uint32_t ipv4, uint16_t port);
+  UdpLink(int fd, uint32_t ipv4, uint16_t port, bool gso);
   void close_all() noexcept;
   // The epoll fd over every socket (created on first need, with fd_ in it).
   bool watch(int fd);
@@ -172,6 +210,9 @@ class UdpLink final : public Link {
     bool failed = false;  // no port could be bound: the device's socket sends
   };
   std::array<SourcePort, kSourcePorts> sources_{};
+  bool gso_ = false;
+  uint64_t gso_sends_ = 0;
+  uint64_t gro_datagrams_ = 0;
   // The source port a datagram for `want` leaves from (binding its socket on
   // first use), and the socket of a bound source port (fd_ for port_).
   uint16_t source_port(uint16_t want);
@@ -190,11 +231,13 @@ class UdpLink final : public Link {
   // once).
   static constexpr std::size_t kTxSlot = 14 + 40 + 8 + kMaxDatagram;  // Ethernet + IPv6 + UDP + datagram
   // Each RX slot has room in front for the rebuilt IPv4 or IPv6 + UDP
-  // headers, so the ICRC is computed in place.
+  // headers, so the ICRC is computed in place, and holds a GRO'd datagram.
   static constexpr std::size_t kRxHeadroom = 40 + 8;
-  static constexpr std::size_t kRxSlot = kRxHeadroom + kMaxDatagram;
-  // Room for one control message per datagram: IP_TOS (an int on send, a
-  // byte on receive) or IPV6_TCLASS (an int), with room to spare.
+  static constexpr std::size_t kRxBuffer = 65535;
+  static constexpr std::size_t kRxSlot = kRxHeadroom + kRxBuffer + 1;
+  // Room for the control messages of one datagram: IP_TOS (an int on send,
+  // a byte on receive) or IPV6_TCLASS (an int), and UDP_SEGMENT (send) or
+  // UDP_GRO (receive), with room to spare.
   static constexpr std::size_t kCtlSize = 64;
   struct alignas(cmsghdr) Ctl {
     std::array<uint8_t, kCtlSize> bytes{};
@@ -206,11 +249,31 @@ class UdpLink final : public Link {
     std::array<sockaddr_in6, kBatch> addr{};  // an IPv4 peer fits in a sockaddr_in6
     std::array<Ctl, kBatch> ctl{};          // TX: the traffic class; RX: the TOS received
     std::array<int, kBatch> fd{};           // TX: the socket each datagram goes out on
+    // TX: the traffic class of each datagram, and the packets of the GSO
+    // run a slot starts (0: the slot continues the run before it).
+    std::array<uint8_t, kBatch> tclass{};
+    std::array<uint16_t, kBatch> segs{};
     std::size_t count = 0;                  // TX: queued; RX: filled
     std::size_t next = 0;                   // RX: the next to serve
   };
   Batch tx_;
   Batch rx_;
+  // The messages send_batch() hands to sendmmsg: one per run.
+  std::array<mmsghdr, kBatch> wire_msgs_{};
+  // The run the last queued datagram belongs to: its first slot, the
+  // length of its first datagram, its bytes, and whether it can grow (all
+  // its datagrams so far are as long as the first).
+  std::size_t run_head_ = 0;
+  std::size_t run_segment_ = 0;
+  std::size_t run_bytes_ = 0;
+  bool run_open_ = false;
+  wire::IpIdIcrcDelta id_delta_;
+  // RX: where the next packet starts in datagram rx_.next, the segment
+  // length of that datagram (its UDP_GRO size, or its length) and its
+  // traffic class.
+  std::size_t rx_offset_ = 0;
+  std::size_t rx_segment_ = 0;
+  uint8_t rx_tclass_ = 0;
   bool rx_v6_ = false;   // rx_ was filled from the IPv6 socket
   uint32_t rx_dst_ = 0;  // else the IPv4 address its socket receives (ours or a group's)
   // The slot's frame memory.
@@ -219,23 +282,29 @@ class UdpLink final : public Link {
   // Queues the datagram of the frame in TX slot tx_.count (sends the batch
   // when it is full). False (counted) when the frame has no route here.
   bool queue_datagram(std::size_t size);
+  // Starts a GSO run at slot i, or appends the slot to the current one (an
+  // IPv4 frame then gets the IP ID and ICRC of its place in it).
+  void place_in_run(std::size_t i, std::size_t frame_size);
   // Sends what is queued.
   void send_batch();
   // Fills rx_ from `fd` (receiving what is sent to `dst`); false if nothing
   // was waiting there.
   bool fill_rx(int fd, uint32_t dst);
-  // Checks datagram `i` of rx_ and turns it into *out; false (counted) if it
-  // fails a check.
   // The traffic class (IPv4 TOS / IPv6 traffic class) datagram `i` of rx_
-  // arrived with, from its control message (0 without one).
-  uint8_t rx_traffic_class(std::size_t i) const;
-  bool accept_v4(std::size_t i, LinkRxPacket* out);
-  bool accept_v6(std::size_t i, LinkRxPacket* out);
+  // arrived with, and its UDP_GRO segment length, from its control
+  // messages (0 without them).
+  void read_rx_control(std::size_t i, uint8_t* tclass, std::size_t* segment) const;
+  // Checks the packet at `offset` (`len` bytes, the `index`th of its
+  // datagram) of datagram `i` of rx_ and turns it into *out; false
+  // (counted) if it fails a check.
+  bool accept_v4(std::size_t i, std::size_t offset, std::size_t len, std::size_t index, LinkRxPacket* out);
+  bool accept_v6(std::size_t i, std::size_t offset, std::size_t len, LinkRxPacket* out);
   // What each IPv4 source sends as IP ID. A source whose first kZeroStreak
-  // packets all verified with ID 0 is an ID-0 sender (another urnic): the
-  // solver is never used for it, so its ICRC keeps all 32 bits. A source
-  // that ever needed a solved ID (rdma_rxe, whose ID is a counter that may
-  // pass 0 now and then) stays "varying". Bounded: past kMaxSources, new
+  // packets all verified with the predicted ID (0, or k for the kth packet
+  // of a GRO'd datagram) is an urnic: for it the solver may only find an ID
+  // below kGsoMaxSegments. A source that ever needed another solved ID
+  // (rdma_rxe, whose ID is a counter that may pass 0 now and then) stays
+  // "varying". Bounded: past kMaxSources, new
   // sources are checked with the solver allowed, without being remembered.
   struct IdHabit {
     uint8_t zero_streak = 0;

@@ -83,6 +83,25 @@ TEST_CASE("config: ecn and cnp_interval_us per RoCE device, ECT(0) and 50 us by 
   CHECK(err.find("cnp_interval_us is 0..1000000") != std::string::npos);
 }
 
+TEST_CASE("config: udp_gso on a udp RoCE device, off by default", "[config]") {
+  std::string err;
+  auto c = parse_config(R"({"devices":[
+      {"name":"r_a","address":"10.0.0.1","udp_gso":true},
+      {"name":"r_b","address":"10.0.0.2"}]})",
+                        err);
+  INFO(err);
+  REQUIRE(c);
+  CHECK(c->devices[0].udp_gso);
+  CHECK_FALSE(c->devices[1].udp_gso);
+  for (const char* bad : {R"({"devices":[{"udp_gso":1}]})", R"({"devices":[{"udp_gso":"on"}]})",
+                          R"({"devices":[{"link":"afpacket","interface":"lo","udp_gso":true}]})",
+                          R"({"devices":[{"transport":"iwarp","udp_gso":false}]})"}) {
+    INFO(bad);
+    CHECK_FALSE(parse_config(bad, err));
+    CHECK(err.find("udp_gso is true or false, on a roce device with the udp link") != std::string::npos);
+  }
+}
+
 TEST_CASE("config: planted_bugs (issue 20), off by default, only known names, each on its transport", "[config]") {
   std::string err;
   auto c = parse_config(R"({"devices":[
