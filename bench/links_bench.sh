@@ -29,14 +29,14 @@
 # engine/link/udp_link.hpp).
 #
 # usage: bench/links_bench.sh [BUILD_DIR] [-s LAT_SIZE] [-S BW_SIZE] [-n LAT_ITERS] [-N BW_ITERS] [-l LINKS]
-#        (defaults: build, 64, 65536, 1000, 2000, udp,udp-gso,afpacket,dpdk,memif)
+#        (defaults: build, 64, 65536, 1000, 20000, udp,udp-gso,afpacket,dpdk,memif)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=tools/lib/tcp_listen.sh
 source "$root/tools/lib/tcp_listen.sh"
 build=$root/build
 if [[ $# -gt 0 && $1 != -* ]]; then build=$1; shift; fi
-lat_size=64 bw_size=65536 lat_iters=1000 bw_iters=2000 links=udp,udp-gso,afpacket,dpdk,memif
+lat_size=64 bw_size=65536 lat_iters=1000 bw_iters=20000 links=udp,udp-gso,afpacket,dpdk,memif
 while [[ $# -gt 0 ]]; do
   case $1 in
     -s) lat_size=$2; shift 2 ;;

@@ -55,6 +55,8 @@ enum class DevStat : std::uint8_t {
   kMemDirectOps,        // reads, writes and atomics served from mapped regions (no system call)
   kMappedRegions,       // registered memory mapped into the daemon now (a gauge)
   kMemDirectFaults,     // direct accesses that met a file truncated under them (failed; sigbus_guard)
+  kLinkGsoSends,        // udp link with "udp_gso": sends that carried a run of several packets
+  kLinkGroDatagrams,    // udp link: received datagrams that held several packets (UDP GRO)
   kCount,
 };
 
@@ -67,7 +69,7 @@ inline constexpr std::array<std::string_view, static_cast<std::size_t>(DevStat::
     "cq_overflows",     "rx_not_ours",       "tx_no_neighbour",  "rx_other_vlan",    "iw_bytes_sent",
     "iw_bytes_rcvd",    "iw_mpa_rejects_sent", "iw_mpa_rejects_rcvd", "rings_corrupt",
     "rings_read",       "mem_syscalls",      "mem_direct_ops",   "mapped_regions",
-    "mem_direct_faults",
+    "mem_direct_faults", "link_gso_sends",    "link_gro_datagrams",
 };
 static_assert(kDevStatNames.size() == static_cast<std::size_t>(DevStat::kCount));
 

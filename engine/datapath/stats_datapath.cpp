@@ -135,6 +135,8 @@ void DataPath::fill_stats(ctl::StatsRep& rep, std::uint32_t first_qpn) const {
     at(DevStat::kRxNotOurs) += l.rx_not_ours;
     at(DevStat::kTxNoNeighbour) += l.tx_no_neighbour;
     at(DevStat::kRxOtherVlan) += l.rx_other_vlan;
+    at(DevStat::kLinkGsoSends) += l.tx_gso_sends;
+    at(DevStat::kLinkGroDatagrams) += l.rx_gro_datagrams;
   }
   at(DevStat::kHairpinPkts) = counters_.hairpin_packets;
   at(DevStat::kWqesPosted) = counters_.wqes_posted;

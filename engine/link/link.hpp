@@ -39,6 +39,8 @@ struct LinkCounters {
   std::uint64_t rx_malformed = 0;     // dropped: not a valid RoCE frame / IB transport packet
   std::uint64_t rx_not_ours = 0;      // raw links: RoCE frames for another address or host
   std::uint64_t rx_other_vlan = 0;    // raw links: frames tagged for another VLAN (or untagged on a VLAN)
+  std::uint64_t tx_gso_sends = 0;     // udp: sends that carried a run of several packets (UDP GSO)
+  std::uint64_t rx_gro_datagrams = 0; // udp: datagrams received that held several packets (UDP GRO)
 };
 
 // Where one packet goes, as the data path resolved it from the AH / QP path

@@ -465,7 +465,7 @@ void UdpLink::send_batch() {
     if (n > 0) {
       for (std::size_t j = i; j < i + static_cast<std::size_t>(n); ++j) {
         counters_.tx_packets += packets(j);
-        if (packets(j) > 1) ++gso_sends_;
+        if (packets(j) > 1) ++counters_.tx_gso_sends;
       }
       i += static_cast<std::size_t>(n);
     } else if (errno == EAGAIN || errno == ENOBUFS) {
@@ -499,7 +499,7 @@ bool UdpLink::receive(LinkRxPacket* out) {
       if (rx_offset_ == 0) {
         read_rx_control(i, &rx_tclass_, &rx_segment_);
         if (rx_segment_ == 0 || rx_segment_ >= total) rx_segment_ = total;
-        else ++gro_datagrams_;
+        else ++counters_.rx_gro_datagrams;
       }
       // The packet at rx_offset_: a GRO'd datagram holds packets of
       // rx_segment_ bytes, the last one maybe shorter.

@@ -182,10 +182,6 @@ class UdpLink final : public Link {
                                   uint32_t dst_ipv4, uint8_t traffic_class, wire::MutBytes scratch);
   static constexpr std::size_t kDatagramOffset = 14 + 20 + 8;
 
-  // What GSO did (tests, bench): sends that carried more than one packet,
-  // and received datagrams that held more than one.
-  [[nodiscard]] uint64_t gso_sends() const noexcept { return gso_sends_; }
-  [[nodiscard]] uint64_t gro_datagrams() const noexcept { return gro_datagrams_; }
   // False once the kernel refused a GSO send (no checksum offload on the
   // route's device, an IPsec route): the link sends packet by packet.
   [[nodiscard]] bool gso_enabled() const noexcept { return gso_; }
@@ -211,8 +207,6 @@ class UdpLink final : public Link {
   };
   std::array<SourcePort, kSourcePorts> sources_{};
   bool gso_ = false;
-  uint64_t gso_sends_ = 0;
-  uint64_t gro_datagrams_ = 0;
   // The source port a datagram for `want` leaves from (binding its socket on
   // first use), and the socket of a bound source port (fd_ for port_).
   uint16_t source_port(uint16_t want);
