@@ -417,14 +417,17 @@ void UdpLink::place_in_run(std::size_t i, std::size_t frame_size) {
   uint8_t* frame = tx_slot(i);
   if (wire::load_be16(frame + 12) != wire::ethertype::kIpv4) return;  // IPv6 has no ID
   // The kernel gives segment k IP ID k: so must its header and ICRC (the
-  // frame is also what a capture of this send records).
+  // frame is also what a capture of this send records). The ICRC moves by
+  // the change of ID (encode() wrote 0; a frame given again to send_frame
+  // may carry another).
   uint8_t* ip = frame + 14;
+  const uint16_t old_id = wire::load_be16(ip + 4);
   wire::store_be16(ip + 4, k);
   wire::store_be16(ip + 10, 0);
   wire::store_be16(ip + 10, wire::ipv4_header_checksum(wire::Bytes(ip, kIpUdpHeaders - 8)));
   const std::size_t packet_size = frame_size - 14;
   uint8_t* icrc = frame + frame_size - wire::kIcrcSize;
-  wire::store_le<4>(icrc, wire::load_le<4>(icrc) ^ id_delta_(k, packet_size));
+  wire::store_le<4>(icrc, wire::load_le<4>(icrc) ^ id_delta_(static_cast<uint16_t>(old_id ^ k), packet_size));
 }
 
 void UdpLink::flush(transport::Nanos now) {

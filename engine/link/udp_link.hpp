@@ -228,7 +228,7 @@ class UdpLink final : public Link {
   // headers, so the ICRC is computed in place, and holds a GRO'd datagram.
   static constexpr std::size_t kRxHeadroom = 40 + 8;
   static constexpr std::size_t kRxBuffer = 65535;
-  static constexpr std::size_t kRxSlot = kRxHeadroom + kRxBuffer + 1;
+  static constexpr std::size_t kRxSlot = kRxHeadroom + kRxBuffer;
   // Room for the control messages of one datagram: IP_TOS (an int on send,
   // a byte on receive) or IPV6_TCLASS (an int), and UDP_SEGMENT (send) or
   // UDP_GRO (receive), with room to spare.
