@@ -56,6 +56,28 @@ def read_links(path):
     return out, text
 
 
+def yes_no(met):
+    return "-" if met is None else ("yes" if met else "no")
+
+
+def links_goals(links):
+    """Per link of the links table: its write bandwidth over iperf3 TCP's
+    and its typical write latency over sockperf TCP's (below 1 is faster),
+    and whether each goal is met."""
+    bw_key, lat_key = "write_bw [Gbit/s]", "write_lat typical [us]"
+    tcp_bw = next((num(l.get(bw_key)) for l in links if l.get("link") == "iperf3 TCP"), None)
+    tcp_lat = next((num(l.get(lat_key)) for l in links if l.get("link") == "sockperf TCP"), None)
+    out = []
+    for l in links:
+        if l.get("link", "").endswith("TCP"):
+            continue
+        bw = ratio(num(l.get(bw_key)), tcp_bw)
+        lat = ratio(num(l.get(lat_key)), tcp_lat)
+        out.append({"link": l.get("link"), "bw_x_tcp": bw, "bw_met": None if bw is None else bw >= 1.0,
+                    "lat_x_tcp": lat, "lat_met": None if lat is None else lat < 1.0})
+    return out
+
+
 def main():
     rows_path, links_path, cpus, load = sys.argv[1:5]
     json_out = sys.argv[5] if len(sys.argv) > 5 else ""
@@ -158,10 +180,21 @@ def main():
     out.append("")
     out.append("Across two network namespaces (bench/links_bench.sh)")
     out.append(links_text.strip())
+    out.append("")
+    link_goals = links_goals(links)
+    if link_goals:
+        out.append("Issue 23 goals (across namespaces): each link's write bandwidth at or above iperf3 TCP's, "
+                   "its write latency (typical) below sockperf TCP's")
+        out.append("| link | write_bw x TCP | bw met | write_lat x TCP | lat met |")
+        out.append("|---|---|---|---|---|")
+        for g in link_goals:
+            out.append(f"| {g['link']} | {fmt(g['bw_x_tcp'])} | {yes_no(g['bw_met'])} | {fmt(g['lat_x_tcp'])} "
+                       f"| {yes_no(g['lat_met'])} |")
     print("\n".join(out))
     if json_out:
         with open(json_out, "w") as f:
-            json.dump({"cpus": int(cpus), "load": load, "rows": rows, "goals": goal_json, "links": links}, f, indent=1)
+            json.dump({"cpus": int(cpus), "load": load, "rows": rows, "goals": goal_json, "links": links,
+                       "link_goals": link_goals}, f, indent=1)
 
 
 if __name__ == "__main__":
