@@ -50,6 +50,40 @@ int loopback_sender(sockaddr_in& addr) {
   REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
   return fd;
 }
+
+// Calls on_packet for each packet `link` receives, until `want` came or
+// none did for 50 ms; returns how many came.
+template <typename F>
+std::size_t receive_packets(engine::UdpLink& link, std::size_t want, F on_packet) {
+  std::size_t got = 0;
+  engine::LinkRxPacket rx;
+  for (int idle = 0; idle < 50 && got < want;) {
+    if (!link.receive(&rx)) {
+      ++idle;
+      ::usleep(1000);
+      continue;
+    }
+    on_packet(rx);
+    ++got;
+  }
+  return got;
+}
+
+// The next datagram at the non-blocking socket `fd` (waiting up to 20 ms),
+// into `buf`, its sender into *from: its length, or -1 when none came.
+ssize_t next_datagram(int fd, std::vector<uint8_t>& buf, sockaddr_in* from = nullptr) {
+  for (int idle = 0; idle < 20; ++idle) {
+    sockaddr_in a{};
+    socklen_t len = sizeof a;
+    const ssize_t n = ::recvfrom(fd, buf.data(), buf.size(), 0, reinterpret_cast<sockaddr*>(&a), &len);
+    if (n >= 0) {
+      if (from != nullptr) *from = a;
+      return n;
+    }
+    ::usleep(1000);
+  }
+  return -1;
+}
 }  // namespace
 
 TEST_CASE("udp link: a packet sent to our own address comes back with a good ICRC", "[engine][link]") {
@@ -284,13 +318,7 @@ struct Peer {
   std::vector<uint32_t> drain() const {
     std::vector<uint32_t> psns;
     std::vector<uint8_t> d(9000);
-    for (int idle = 0; idle < 20;) {
-      const ssize_t n = ::recv(fd, d.data(), d.size(), 0);
-      if (n < 0) {
-        ++idle;
-        ::usleep(1000);
-        continue;
-      }
+    for (ssize_t n; (n = next_datagram(fd, d)) >= 0;) {
       auto ib = wire::decode_ib(wire::Bytes(d.data(), static_cast<std::size_t>(n) - wire::kIcrcSize));
       REQUIRE(ib);
       psns.push_back(ib->bth.psn.value());
@@ -378,17 +406,11 @@ TEST_CASE("udp link: a burst larger than a batch is received whole and in order"
     send_raw(frame.data() + engine::UdpLink::kDatagramOffset, m - engine::UdpLink::kDatagramOffset);
   }
   std::vector<uint32_t> psns;
-  engine::LinkRxPacket rx;
-  for (int idle = 0; idle < 50 && psns.size() < n;) {
-    if (!link->receive(&rx)) {
-      ++idle;
-      ::usleep(1000);
-      continue;
-    }
+  receive_packets(*link, n, [&](const engine::LinkRxPacket& rx) {
     REQUIRE(rx.ib.payload.size() == payload.size());
     CHECK(rx.ib.payload[0] == static_cast<uint8_t>(psns.size()));
     psns.push_back(rx.ib.bth.psn.value());
-  }
+  });
   CHECK(psns == count_from(500, n));
   CHECK(link->counters().rx_packets == n + 1);
   CHECK(link->counters().rx_malformed == 1);
@@ -461,16 +483,10 @@ TEST_CASE("udp link: a CE-marked datagram is received with its traffic class", "
                      reinterpret_cast<sockaddr*>(&me), sizeof me) > 0);
   }
   std::vector<uint8_t> got;
-  engine::LinkRxPacket rx;
-  for (int idle = 0; idle < 50 && got.size() < tos.size();) {
-    if (!link->receive(&rx)) {
-      ++idle;
-      ::usleep(1000);
-      continue;
-    }
+  receive_packets(*link, tos.size(), [&](const engine::LinkRxPacket& rx) {
     CHECK(rx.from.version == wire::RoceVersion::kV2);
     got.push_back(rx.from.traffic_class);
-  }
+  });
   // The data path reads CE as (traffic_class & 3) == 3 (RxInfo::ce).
   CHECK(got == std::vector<uint8_t>{0x03, 0x02, 0x00});
   CHECK(link->counters().rx_bad_icrc == 0);
@@ -500,15 +516,10 @@ TEST_CASE("udp link: unicast datagrams leave from the QP's UDP source port, each
   link->flush(0);
   std::vector<uint16_t> ports;
   std::vector<uint8_t> buf(9000);
-  for (int idle = 0; idle < 20 && ports.size() < wanted.size();) {
+  while (ports.size() < wanted.size()) {
     sockaddr_in from{};
-    socklen_t len = sizeof from;
-    const ssize_t n = ::recvfrom(peer.fd, buf.data(), buf.size(), 0, reinterpret_cast<sockaddr*>(&from), &len);
-    if (n < 0) {
-      ++idle;
-      ::usleep(1000);
-      continue;
-    }
+    const ssize_t n = next_datagram(peer.fd, buf, &from);
+    if (n < 0) break;
     ports.push_back(ntohs(from.sin_port));
     // The ICRC over the headers the datagram really had.
     wire::RoceHeaders h;
@@ -585,18 +596,12 @@ TEST_CASE("udp link: with GSO a run leaves in one send and arrives whole, each p
   CHECK(tx->counters().tx_gso_sends == 2);
 
   std::vector<uint32_t> psns;
-  engine::LinkRxPacket pkt;
-  for (int idle = 0; idle < 50 && psns.size() < sizes.size();) {
-    if (!rx->receive(&pkt)) {
-      ++idle;
-      ::usleep(1000);
-      continue;
-    }
+  receive_packets(*rx, sizes.size(), [&](const engine::LinkRxPacket& pkt) {
     const std::size_t k = psns.size();
     REQUIRE(pkt.ib.payload.size() == sizes[k]);
     CHECK(std::equal(pkt.ib.payload.begin(), pkt.ib.payload.end(), payloads[k].begin()));
     psns.push_back(pkt.ib.bth.psn.value());
-  }
+  });
   CHECK(psns == count_from(700, static_cast<uint32_t>(sizes.size())));
   // Loopback hands each run to the socket uncut, and every packet checks
   // with the ID of its place in its run: none needed the solver.
@@ -632,15 +637,7 @@ TEST_CASE("udp link: a frame given again (send_frame) joins a GSO run whatever I
   tx->flush(0);
   CHECK(tx->counters().tx_gso_sends == 1);
   std::vector<uint32_t> psns;
-  engine::LinkRxPacket pkt;
-  for (int idle = 0; idle < 50 && psns.size() < 3;) {
-    if (!rx->receive(&pkt)) {
-      ++idle;
-      ::usleep(1000);
-      continue;
-    }
-    psns.push_back(pkt.ib.bth.psn.value());
-  }
+  receive_packets(*rx, 3, [&](const engine::LinkRxPacket& pkt) { psns.push_back(pkt.ib.bth.psn.value()); });
   CHECK(psns == count_from(10, 3));
   CHECK(rx->counters().rx_icrc_ip_id == 0);
   CHECK(rx->counters().rx_bad_icrc == 0);
@@ -664,15 +661,10 @@ TEST_CASE("udp link: the kernel cuts a GSO run into datagrams whose IP IDs count
   std::vector<uint16_t> ids;
   std::vector<uint8_t> d(9000);
   std::vector<uint8_t> frame(9000);
-  for (int idle = 0; idle < 20 && ids.size() < sizes.size();) {
+  while (ids.size() < sizes.size()) {
     sockaddr_in from{};
-    socklen_t from_len = sizeof from;
-    const ssize_t n = ::recvfrom(peer.fd, d.data(), d.size(), 0, reinterpret_cast<sockaddr*>(&from), &from_len);
-    if (n < 0) {
-      ++idle;
-      ::usleep(1000);
-      continue;
-    }
+    const ssize_t n = next_datagram(peer.fd, d, &from);
+    if (n < 0) break;
     // The frame as the wire had it, but with ID 0: the link's own encoding
     // of the same packet, its datagram replaced by the one received.
     const auto len = static_cast<std::size_t>(n);
