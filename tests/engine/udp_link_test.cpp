@@ -573,17 +573,22 @@ std::unique_ptr<engine::UdpLink> open_gso_sender() {
   return link;
 }
 
+// A link receiving at ip:4791, where the GSO sender sends; null (with a
+// warning: the test is skipped) when the port is taken there.
+std::unique_ptr<engine::UdpLink> open_receiver(uint32_t ip) {
+  std::string error;
+  auto link = engine::UdpLink::open(ip, wire::kRoceV2Port, &error);
+  if (!link) WARN("udp link GSO test skipped: " << error);
+  return link;
+}
+
 }  // namespace
 
 TEST_CASE("udp link: with GSO a run leaves in one send and arrives whole, each packet's ICRC right for its place",
           "[engine][link][gso]") {
-  std::string error;
   const uint32_t rx_ip = peer_address();
-  auto rx = engine::UdpLink::open(rx_ip, wire::kRoceV2Port, &error);
-  if (!rx) {
-    WARN("udp link GSO test skipped: " << error);
-    return;
-  }
+  auto rx = open_receiver(rx_ip);
+  if (!rx) return;
   auto tx = open_gso_sender();
   const auto sizes = run_sizes();
   std::vector<std::vector<uint8_t>> payloads;
@@ -615,13 +620,9 @@ TEST_CASE("udp link: a frame given again (send_frame) joins a GSO run whatever I
   // The fault stage hands frames back through send_frame; one may carry
   // an ID other than 0 (here 7, its ICRC right for 7): its ICRC must move
   // from that ID to the one of its place in the run.
-  std::string error;
   const uint32_t rx_ip = peer_address();
-  auto rx = engine::UdpLink::open(rx_ip, wire::kRoceV2Port, &error);
-  if (!rx) {
-    WARN("udp link GSO test skipped: " << error);
-    return;
-  }
+  auto rx = open_receiver(rx_ip);
+  if (!rx) return;
   auto tx = open_gso_sender();
   const auto payload = pattern(1024, 3);
   std::vector<uint8_t> frame(engine::Link::kMaxFrame);
