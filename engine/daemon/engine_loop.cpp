@@ -31,6 +31,11 @@ constexpr std::uint64_t kLinkPollEvery = 8;
 // Past this much idle spinning, yield the CPU between passes: on a small
 // machine the applications polling their CQs need the core.
 constexpr std::uint64_t kYieldAfterNs = 5'000;
+// The idle spin (SpinWindow): kLongSpinNs, the window on a machine with
+// more than two cores; on two or fewer it starts at kShortSpinNs and
+// grows up to kLongSpinNs.
+constexpr transport::Nanos kShortSpinNs = 20'000;
+constexpr transport::Nanos kLongSpinNs = 200'000;
 // Longest sleep without a deadline (a safety net, not a poll).
 constexpr std::uint64_t kMaxSleepNs = 1'000'000'000;
 // A sleep at least this long after work was done, and no work for
@@ -62,10 +67,13 @@ EngineLoop::EngineLoop(boost::asio::io_context& io, Registry& reg,
                        std::vector<std::unique_ptr<DataPath>>& paths)
     : io_(io), reg_(reg), paths_(paths), wake_timer_(io) {
   // On a machine with two cores or fewer, the applications polling their
-  // CQs need them: spin briefly and let the doorbell wake us instead.
-  if (std::thread::hardware_concurrency() <= 2) spin_ns_ = 20'000;
-  if (const char* s = std::getenv("URNIC_SPIN_US"); s != nullptr && *s != '\0')
-    spin_ns_ = std::strtoull(s, nullptr, 10) * 1000U;
+  // CQs need them: spin briefly after a burst, longer only while the
+  // programs keep waking us soon after we sleep (spin_window.hpp).
+  if (std::thread::hardware_concurrency() <= 2) spin_ = SpinWindow(kShortSpinNs, kLongSpinNs);
+  if (const char* s = std::getenv("URNIC_SPIN_US"); s != nullptr && *s != '\0') {
+    const transport::Nanos fixed = std::strtoull(s, nullptr, 10) * 1000U;
+    spin_ = SpinWindow(fixed, fixed);
+  }
 }
 
 EngineLoop::~EngineLoop() {
@@ -166,6 +174,8 @@ void EngineLoop::run() {
   // (dpdk) wakes the loop up to 1000 times a second to look for frames, and
   // a 20 us spin after each look would cost 2 % of a core.
   bool idle_wake = false;
+  // The length of the sleep just ended, for the spin window (0: none).
+  transport::Nanos slept = 0;
   while (!io_.stopped()) {
     ++pass;
     ++counters_.passes;
@@ -176,6 +186,10 @@ void EngineLoop::run() {
     const bool link = pass % kLinkPollEvery == 0;
     for (auto& dp : paths_) work |= dp->poll(now, link && dp->link_look_due(now));
     if (pass % kCtlPollEvery == 0 && poll_ready(io_) != 0) work = true;
+    if (slept != 0) {
+      spin_.after_sleep(slept, work);
+      slept = 0;
+    }
     if (work) {
       last_work = now;
       last_busy = now;
@@ -183,7 +197,7 @@ void EngineLoop::run() {
       worked_since_trim_ = true;
       continue;
     }
-    if (!idle_wake && now - last_work < spin_ns_) {
+    if (!idle_wake && now - last_work < spin_.ns()) {
       if (now - last_work > kYieldAfterNs) ::sched_yield();
       continue;
     }
@@ -224,6 +238,7 @@ void EngineLoop::run() {
       nic_clock().expect_sleep_until(t + wait);  // a sleep we chose counts; waking late does not
       if (wait != 0) sleep_for(wait);
       poll_ready(io_);
+      if (wait != 0) slept = std::max<transport::Nanos>(1, engine_now() - t);
     }
     for (auto& dp : paths_) dp->end_sleep();
     last_work = engine_now();

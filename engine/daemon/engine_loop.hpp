@@ -4,8 +4,9 @@
 // Adaptive polling: while there is work (WQEs in application rings, packets,
 // hairpinned traffic, due timers, completions) the loop spins over the data
 // paths and looks at the control socket every kCtlPollEvery passes. After an
-// idle spell (200 us, 20 us on a machine with two
-// cores or fewer; URNIC_SPIN_US overrides) it sets ctl.sleeping in every
+// idle spell (200 us; on a machine with two cores or fewer 20 us, growing
+// to 200 us while the engine keeps being woken to work soon after it
+// sleeps: spin_window.hpp; URNIC_SPIN_US fixes it) it sets ctl.sleeping in every
 // application ring, re-checks them (see DataPath::prepare_sleep) and blocks
 // in Asio's epoll on the control sockets, the link sockets, the doorbell
 // eventfd and the transport's next deadline (a steady_timer: Asio arms a
@@ -24,6 +25,7 @@
 
 #include "engine/datapath/datapath.hpp"
 #include "engine/control/session.hpp"
+#include "engine/daemon/spin_window.hpp"
 
 namespace urnic::engine {
 
@@ -75,7 +77,7 @@ class EngineLoop {
   // socket with datagrams queued would fire on every control poll.
   std::vector<std::unique_ptr<Watcher>> watchers_;
   boost::asio::steady_timer wake_timer_;
-  std::uint64_t spin_ns_ = 200'000;
+  SpinWindow spin_{200'000, 200'000};
   EngineLoopCounters counters_;
   bool worked_since_trim_ = false;
 };
