@@ -1,6 +1,7 @@
 // libFuzzer target for the RoCE wire layer: the whole-frame parser
 // (parse_roce_frame), the IB transport decoder (decode_ib), the L2/L3 demux,
-// every header view's parse() and the ICRC over arbitrary bytes. Whatever
+// every header view's parse(), the ICRC over arbitrary bytes and the IPv4
+// ID's share of it (wire/icrc_ip_id). Whatever
 // parses is rebuilt and must parse back to the same values (and, where the
 // input carried no bits the builder normalises, to the same bytes); a
 // mismatch traps.
@@ -18,6 +19,7 @@
 #include "wire/ib_codec.hpp"
 #include "wire/ib_headers.hpp"
 #include "wire/icrc.hpp"
+#include "wire/icrc_ip_id.hpp"
 #include "wire/ip.hpp"
 #include "wire/roce_frame.hpp"
 #include "wire/tcp.hpp"
@@ -62,6 +64,27 @@ void fuzz_ib(Bytes in) {
   require(q.ok() && same_packet(*p, *q));
 }
 
+// A RoCE v2 / IPv4 frame with a good ICRC (`frame`, as built): its ICRC
+// moved from the frame's IP ID to `to` (IpIdIcrcDelta, as the udp link's
+// GSO runs do) verifies, and solve_ip_id finds `to` again from the ICRC.
+void fuzz_ip_id(uint8_t* frame, std::size_t size, uint16_t to) {
+  auto l3 = parse_l2l3(Bytes(frame, size));
+  if (!l3 || l3->ip_version != 4 || l3->l4_offset < kIpv4MinHeaderSize) return;
+  uint8_t* ip = frame + l3->l4_offset - kIpv4MinHeaderSize;
+  if ((ip[0] & 0x0F) != 5) return;  // the builder writes no options
+  const std::size_t len = kIpv4MinHeaderSize + l3->l4.size();
+  IpIdIcrcDelta delta;
+  const auto from = static_cast<uint16_t>(load_be16(ip + 4));
+  store_be16(ip + 4, to);
+  uint8_t* icrc = ip + len - kIcrcSize;
+  store_le<4>(icrc, load_le<4>(icrc) ^ delta(static_cast<uint16_t>(from ^ to), len));
+  auto ok = icrc_verify(RoceVersion::kV2, Bytes(ip, len));
+  require(ok.ok() && *ok);
+  store_be16(ip + 4, 0);
+  const auto id = solve_ip_id(Bytes(ip, len));
+  require(id.has_value() && *id == to);
+}
+
 void fuzz_frame(Bytes in) {
   auto f = parse_roce_frame(in);
   if (!f) return;
@@ -79,6 +102,8 @@ void fuzz_frame(Bytes in) {
   // Building the re-parsed values again is byte-identical (idempotent).
   auto m = build_roce_frame(g->hdr, g->ib, g_out2);
   require(m.ok() && same(Bytes(g_out).first(*n), Bytes(g_out2).first(*m)));
+  if (g->hdr.version == RoceVersion::kV2 && !g->hdr.ipv6 && !in.empty())
+    fuzz_ip_id(g_out2.data(), *m, static_cast<uint16_t>(in[0] << 8 | in[in.size() - 1]));
   // A frame with a good ICRC and the same size rebuilt can only differ in
   // bits the builder normalises; its ICRC verdict must then agree with ours.
   if (*n == f->length && same(in.first(f->length), Bytes(g_out).first(*n))) require(f->icrc_ok);
