@@ -625,6 +625,10 @@ if in_group gso; then
     cell "gso ib_write_bw -s 65536"        $side 1 "$row" ib_write_bw -m 4096 -s 65536 "${P[@]}"
     cell "gso ib_read_bw -s 65536"         $side 1 "$row" ib_read_bw -m 4096 -s 65536 "${P[@]}"
     cell "gso ib_send_bw -s 65536"         $side 1 "$row" ib_send_bw -m 4096 -s 65536 "${P[@]}"
+    # RoCE v2 over IPv6 (GID[0], link-local): runs without IP IDs.
+    gname=ll
+    cell "gso ib_write_bw -s 65536 (IPv6)" $side 0 "$row" ib_write_bw -m 4096 -s 65536 "${P[@]}"
+    gname=ipv4
   done
   nsx "${host_env[@]}" "$cli" stats -d urnic0 --json > "$rt/gso1.json" 2>/dev/null
   gso_sends=$(python3 -c 'import json,sys
