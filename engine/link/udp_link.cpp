@@ -100,8 +100,8 @@ std::unique_ptr<UdpLink> UdpLink::open(uint32_t ipv4, uint16_t port, std::string
 
 UdpLink::UdpLink(int fd, uint32_t ipv4, uint16_t port, bool gso)
     : fd_(fd), gso_(gso), ipv4_(ipv4), port_(port) {
-  tx_.data.resize(kBatch * kTxSlot);
-  rx_.data.resize(kBatch * kRxSlot);
+  tx_.data = std::make_unique_for_overwrite<uint8_t[]>(kBatch * kTxSlot);
+  rx_.data = std::make_unique_for_overwrite<uint8_t[]>(kBatch * kRxSlot);
   for (std::size_t i = 0; i < kBatch; ++i) {
     // RX slots are fixed: slot i always receives into the same memory.
     rx_.iov[i] = iovec{rx_slot(i) + kRxHeadroom, kRxBuffer};
@@ -438,8 +438,11 @@ void UdpLink::flush(transport::Nanos now) {
 void UdpLink::send_batch() {
   // One message per run: its datagrams' iovecs are consecutive in tx_.iov,
   // and UDP_SEGMENT tells the kernel where to cut it.
+  // head[m]: the first slot of message m's run.
+  std::array<std::size_t, kBatch> head{};
   std::size_t m = 0;
   for (std::size_t i = 0; i < tx_.count; i += tx_.segs[i]) {
+    head[m] = i;
     mmsghdr& w = wire_msgs_[m++];
     w = tx_.msgs[i];
     w.msg_hdr.msg_iovlen = tx_.segs[i];
@@ -454,9 +457,6 @@ void UdpLink::send_batch() {
       w.msg_hdr.msg_controllen += CMSG_SPACE(sizeof(uint16_t));
     }
   }
-  // Messages back to their runs: the first slot of each, in order.
-  std::array<std::size_t, kBatch> head{};
-  for (std::size_t i = 0, j = 0; i < tx_.count; i += tx_.segs[i]) head[j++] = i;
   auto packets = [&](std::size_t msg) { return tx_.segs[head[msg]]; };
   std::size_t i = 0;
   while (i < m) {

@@ -237,7 +237,9 @@ class UdpLink final : public Link {
     std::array<uint8_t, kCtlSize> bytes{};
   };
   struct Batch {
-    std::vector<uint8_t> data;              // kBatch slots
+    // kBatch slots, not zeroed: the RX slots (64 KiB each, for GRO'd
+    // datagrams) take memory only as far as datagrams fill them.
+    std::unique_ptr<uint8_t[]> data;
     std::array<mmsghdr, kBatch> msgs{};
     std::array<iovec, kBatch> iov{};
     std::array<sockaddr_in6, kBatch> addr{};  // an IPv4 peer fits in a sockaddr_in6
@@ -271,8 +273,8 @@ class UdpLink final : public Link {
   bool rx_v6_ = false;   // rx_ was filled from the IPv6 socket
   uint32_t rx_dst_ = 0;  // else the IPv4 address its socket receives (ours or a group's)
   // The slot's frame memory.
-  uint8_t* tx_slot(std::size_t i) { return tx_.data.data() + i * kTxSlot; }
-  uint8_t* rx_slot(std::size_t i) { return rx_.data.data() + i * kRxSlot; }
+  uint8_t* tx_slot(std::size_t i) { return tx_.data.get() + i * kTxSlot; }
+  uint8_t* rx_slot(std::size_t i) { return rx_.data.get() + i * kRxSlot; }
   // Queues the datagram of the frame in TX slot tx_.count (sends the batch
   // when it is full). False (counted) when the frame has no route here.
   bool queue_datagram(std::size_t size);
