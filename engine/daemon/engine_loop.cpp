@@ -65,7 +65,7 @@ std::size_t poll_ready(boost::asio::io_context& io) {
 
 EngineLoop::EngineLoop(boost::asio::io_context& io, Registry& reg,
                        std::vector<std::unique_ptr<DataPath>>& paths)
-    : io_(io), reg_(reg), paths_(paths), wake_timer_(io) {
+    : io_(io), reg_(reg), paths_(paths), wake_timer_(io), spin_(kLongSpinNs, kLongSpinNs) {
   // On a machine with two cores or fewer, the applications polling their
   // CQs need them: spin briefly after a burst, longer only while the
   // programs keep waking us soon after we sleep (spin_window.hpp).

@@ -77,7 +77,7 @@ class EngineLoop {
   // socket with datagrams queued would fire on every control poll.
   std::vector<std::unique_ptr<Watcher>> watchers_;
   boost::asio::steady_timer wake_timer_;
-  SpinWindow spin_{200'000, 200'000};
+  SpinWindow spin_;
   EngineLoopCounters counters_;
   bool worked_since_trim_ = false;
 };
