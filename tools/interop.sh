@@ -247,6 +247,10 @@ line() { # line PROGRAM DIR GID MTU RESULT DETAIL
   printf '%-40s %-22s %-5s %-5s %-4s %s\n' "$1" "$2" "$3" "$4" "$5" "$6" | tee -a "$results"
   if [[ $5 == PASS ]]; then pass=$((pass + 1)); else fail=$((fail + 1)); fi
 }
+# urnic0's counters (urnic stats --json) into FILE, and one counter of such
+# a file (0 when missing): the groups compare them before and after.
+dev_stats() { nsx "${host_env[@]}" "$cli" stats -d urnic0 --json > "$1" 2>/dev/null; }
+dev_counter() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["counters"].get(sys.argv[2], 0))' "$1" "$2" 2>/dev/null || echo 0; }
 # last error-looking line of a program's output, for the FAIL reason
 why() { grep -vE '^ *$|^-+$' "$1" 2>/dev/null | grep -iE 'fail|error|err |couldn|unable|invalid|timeout|mismatch' | tail -1 | cut -c1-110; }
 
@@ -616,7 +620,7 @@ if in_group gso; then
   urnic_start 4096 '' '"udp_gso": true'
   log "gso: urnic sends runs of packets with UDP GSO"
   cells_run=0
-  nsx "${host_env[@]}" "$cli" stats -d urnic0 --json > "$rt/gso0.json" 2>/dev/null
+  dev_stats "$rt/gso0.json"
   pp='[0-9]+ iters in [0-9.]+ seconds'
   row='^ *[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+'
   P=(-F -n 50)
@@ -630,12 +634,9 @@ if in_group gso; then
     cell "gso ib_write_bw -s 65536 (IPv6)" $side 0 "$row" ib_write_bw -m 4096 -s 65536 "${P[@]}"
     gname=ipv4
   done
-  nsx "${host_env[@]}" "$cli" stats -d urnic0 --json > "$rt/gso1.json" 2>/dev/null
-  gso_sends=$(python3 -c 'import json,sys
-a, b = (json.load(open(f))["counters"] for f in sys.argv[1:3])
-print(*(b[k] - a.get(k, 0) for k in ("link_gso_sends", "tx_pkts", "retransmitted_pkts")))' \
-    "$rt/gso0.json" "$rt/gso1.json" 2>/dev/null)
-  read -r sends sent resent <<< "${gso_sends:-0 0 0}"
+  dev_stats "$rt/gso1.json"
+  gso_delta() { echo $(( $(dev_counter "$rt/gso1.json" "$1") - $(dev_counter "$rt/gso0.json" "$1") )); }
+  sends=$(gso_delta link_gso_sends) sent=$(gso_delta tx_pkts) resent=$(gso_delta retransmitted_pkts)
   # RC recovers from segments rxe drops (a wrong ICRC: only the first of
   # each run would pass), so the cells alone would pass slowly; on this
   # lossless bridge, more than 1 % of the packets resent means drops.
@@ -706,9 +707,7 @@ if in_group ecn; then
   # and netem would drop it instead of marking it.
   if vm "/sbin/tc qdisc replace dev eth0 root handle 1: prio && /sbin/tc qdisc add dev eth0 parent 1:3 handle 30: netem loss 10% ecn && /sbin/tc filter add dev eth0 parent 1: protocol ip prio 1 u32 match ip protocol 17 0xff match ip dport 4791 0xffff flowid 1:3 && echo netem-ok" | grep -q netem-ok; then
     log "ecn: 10% of rxe's ECT frames marked CE by netem in the peer"
-    ecn_stats() { nsx "${host_env[@]}" "$cli" stats -d urnic0 --json > "$1" 2>/dev/null; }
-    ecn_counter() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["counters"][sys.argv[2]])' "$1" "$2" 2>/dev/null || echo 0; }
-    ecn_stats "$rt/ecn0.json"
+    dev_stats "$rt/ecn0.json"
     pcap=$capdir/interop-ecn.pcap
     capture_start "$pcap"
     row='^ *[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+'
@@ -717,10 +716,10 @@ if in_group ecn; then
       cell "ecn ib_send_bw -s 8192 --tclass 2"   $side 1 "$row" ib_send_bw -m 1024 -s 8192 -n 300 -F --tclass 2
     done
     capture_check "$pcap" ipv4 1024
-    ecn_stats "$rt/ecn1.json"
-    ce=$(( $(ecn_counter "$rt/ecn1.json" ce_rcvd) - $(ecn_counter "$rt/ecn0.json" ce_rcvd) ))
-    cnps=$(( $(ecn_counter "$rt/ecn1.json" cnps_sent) - $(ecn_counter "$rt/ecn0.json" cnps_sent) ))
-    retx=$(( $(ecn_counter "$rt/ecn1.json" retransmitted_pkts) - $(ecn_counter "$rt/ecn0.json" retransmitted_pkts) ))
+    dev_stats "$rt/ecn1.json"
+    ce=$(( $(dev_counter "$rt/ecn1.json" ce_rcvd) - $(dev_counter "$rt/ecn0.json" ce_rcvd) ))
+    cnps=$(( $(dev_counter "$rt/ecn1.json" cnps_sent) - $(dev_counter "$rt/ecn0.json" cnps_sent) ))
+    retx=$(( $(dev_counter "$rt/ecn1.json" retransmitted_pkts) - $(dev_counter "$rt/ecn0.json" retransmitted_pkts) ))
     if command -v tshark > /dev/null; then
       wire_cnp=$(tshark --disable-protocol rpcordma -r "$pcap" -Y 'infiniband.bth.opcode == 129 && ip.src == 10.99.0.1' 2>/dev/null | wc -l)
       wire_ect=$(tshark --disable-protocol rpcordma -r "$pcap" -Y 'infiniband && ip.src == 10.99.0.1 && ip.dsfield.ecn == 2' 2>/dev/null | wc -l)
