@@ -89,7 +89,11 @@ grep -q "over $link .*$veth_a.*vlan 100" "$rt/a.log" && pass "urnicd in a: $(gre
 ip netns exec "$ns_b" tshark -q -i "$veth_b" -w "$rt/b.pcap" > "$rt/tshark.out" 2>&1 &
 cap_pid=$!
 pids+=("$cap_pid")
-for _ in $(seq 200); do grep -q "Capturing on" "$rt/tshark.out" && break; sleep 0.05; done
+# tshark takes a while to start (dissector tables) on a loaded runner: wait
+# up to 30 s for it to say it captures, and report it if it never does
+# (the check below would otherwise only see an empty capture).
+for _ in $(seq 600); do grep -q "Capturing on" "$rt/tshark.out" && break; sleep 0.05; done
+grep -q "Capturing on" "$rt/tshark.out" || echo "    tshark did not start capturing within 30 s: $(tail -n 2 "$rt/tshark.out" | tr '\n' ' ')"
 try_pair "rc_pingpong" "$limit" ibv_rc_pingpong -g 3 -l 5 -c -s 4000 -n 100
 if (( pair_rc == 0 )) && grep -qE "$pp" "$rt/client.out"; then
   pass "ibv_rc_pingpong --chk -l 5 (RoCE v2 IPv4, VLAN 100): $(grep -E "$pp" "$rt/client.out" | tail -n 1)"
@@ -110,6 +114,7 @@ if (( all >= 100 && tagged == all )); then
   pass "capture on $veth_b: $tagged of $all RoCE frames tagged VLAN 100, priority 5"
 else
   fail "capture on $veth_b: $tagged of $all RoCE frames tagged VLAN 100 priority 5"
+  sed 's/^/    tshark: /' "$rt/tshark.out" | tail -n 5
   tshark -r "$rt/b.pcap" -V -Y "$roce" -c 1 2>/dev/null | grep -iE '802.1Q|ID:|Priority' | sed 's/^/    /'
 fi
 
