@@ -412,8 +412,11 @@ ErrnoOr<uint32_t> Transport::create_qp(const QpInitAttr& a) {
 }
 
 uint32_t Transport::alloc_qpn() {
+  const uint32_t stride = std::max<uint32_t>(ctx_->cfg.qpn_stride, 1);
+  const uint32_t residue = ctx_->cfg.qpn_residue % stride;
   uint32_t qpn = next_qpn_;
-  while (qps_.count(qpn) != 0 || iw_qps_.count(qpn) != 0 || qpn < 2) qpn = (qpn + 1) & 0xFFFFFF;
+  while (qps_.count(qpn) != 0 || iw_qps_.count(qpn) != 0 || qpn < 2 || qpn % stride != residue)
+    qpn = (qpn + 1) & 0xFFFFFF;
   next_qpn_ = (qpn + 1) & 0xFFFFFF;
   return qpn;
 }

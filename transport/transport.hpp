@@ -51,6 +51,12 @@ struct TransportConfig {
   uint32_t ack_req_every = 16;      // requester sets AckReq at least this often within a message
   uint32_t max_unacked_pkts = 16;   // responder ACK coalescing bound
   uint32_t first_qpn = 0x11;
+  // A data path sharded over engine threads (engine/datapath/shard.hpp)
+  // routes a packet to the thread whose transport owns its destination
+  // QPN by the QPN alone: this transport hands out only QPNs with
+  // qpn % qpn_stride == qpn_residue (1 and 0: every QPN).
+  uint32_t qpn_stride = 1;
+  uint32_t qpn_residue = 0;
   // Notification point (RoCE v2 annex A17.9): an RC/UC QP that receives a
   // packet marked Congestion Experienced sends its peer QP a CNP, at most
   // one per this interval (ConnectX's default min_time_between_cnps: 4 us

@@ -287,3 +287,28 @@ TEST_CASE("a message above max_msg_sz (1 GiB) completes with LOC_LEN_ERR", "[qp]
   CHECK(c[0].status == WcStatus::kLocLenErr);
   CHECK(o.sink.pkts.empty());
 }
+
+TEST_CASE("a sharded transport hands out only the QPNs of its residue", "[qp]") {
+  // engine/datapath/shard.hpp routes by qpn % shards: a QPN of another
+  // residue would send this QP's packets to another thread's transport.
+  LocalMemory mem;
+  CaptureSink sink;
+  TransportConfig cfg;
+  cfg.first_qpn = 17;
+  cfg.qpn_stride = 3;
+  cfg.qpn_residue = 2;
+  Transport t{mem, sink, sink, cfg};
+  Side s{t, mem, 0x10000, 65536};
+  std::vector<uint32_t> qpns;
+  for (int i = 0; i < 8; ++i) qpns.push_back(s.create_qp(QpType::kRc));
+  for (uint32_t q : qpns) {
+    CHECK(q % 3 == 2);
+    CHECK(q >= 17);
+  }
+  CHECK(qpns.front() == 17);
+  for (std::size_t i = 1; i < qpns.size(); ++i) CHECK(qpns[i] == qpns[i - 1] + 3);
+  // Freed QPNs of the residue come round again only after the space wraps;
+  // a destroyed one is not reused at once.
+  REQUIRE(t.destroy_qp(qpns[0]) == 0);
+  CHECK(s.create_qp(QpType::kUd) % 3 == 2);
+}
