@@ -39,6 +39,33 @@ sockaddr_in make_addr(uint32_t ipv4, uint16_t port) {
 
 }  // namespace
 
+std::vector<sock_filter> steering_program(unsigned shards) {
+  // A = the 32-bit word at payload offset 4 (BTH reserved byte + DQPN);
+  // A &= 0xFFFFFF; QPN <= 1 or 0xFFFFFF: socket 0; else A % shards.
+  // An out-of-bounds load ends the program with 0 (socket 0).
+  return {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 4),
+      BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 0xFFFFFF),
+      BPF_JUMP(BPF_JMP | BPF_JGT | BPF_K, 1, 0, 3),         // QPN <= 1: to "ret 0"
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0xFFFFFF, 2, 0),  // multicast: to "ret 0"
+      BPF_STMT(BPF_ALU | BPF_MOD | BPF_K, shards),
+      BPF_STMT(BPF_RET | BPF_A, 0),
+      BPF_STMT(BPF_RET | BPF_K, 0),
+  };
+}
+
+bool UdpLink::share_port(int fd) const {
+  const int on = 1;
+  return shards_ <= 1 || ::setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &on, sizeof on) == 0;
+}
+
+bool UdpLink::steer_group(int fd) const {
+  if (shards_ <= 1 || shard_ != 0) return true;
+  std::vector<sock_filter> code = steering_program(shards_);
+  sock_fprog prog{static_cast<unsigned short>(code.size()), code.data()};
+  return ::setsockopt(fd, SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, &prog, sizeof prog) == 0;
+}
+
 std::string UdpLink::port_name() const {
   in_addr a{};
   a.s_addr = htonl(ipv4_);
@@ -80,6 +107,7 @@ std::unique_ptr<UdpLink> UdpLink::open(uint32_t ipv4, uint16_t port, std::string
       ::setsockopt(fd, IPPROTO_IP, IP_RECVTOS, &on, sizeof on) != 0 ||
       ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf) != 0 ||
       ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf) != 0 ||
+      (options.shards > 1 && ::setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &on, sizeof on) != 0) ||
       ::bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
     if (error != nullptr) *error = std::string("udp link: ") + std::strerror(errno);
     ::close(fd);
@@ -89,6 +117,12 @@ std::unique_ptr<UdpLink> UdpLink::open(uint32_t ipv4, uint16_t port, std::string
   socklen_t bound_len = sizeof bound;
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &bound_len);
   auto link = std::unique_ptr<UdpLink>(new UdpLink(fd, ipv4, ntohs(bound.sin_port), options.gso));
+  link->shard_ = options.shard;
+  link->shards_ = std::max(options.shards, 1U);
+  if (!link->steer_group(fd)) {
+    if (error != nullptr) *error = std::string("udp link: SO_ATTACH_REUSEPORT_CBPF: ") + std::strerror(errno);
+    return nullptr;
+  }
   // The engine loop watches wait_fd() from the start: the epoll set exists
   // from now on, so sockets added later (IPv6, multicast groups) wake it.
   if (!link->watch(-1)) {
@@ -231,8 +265,8 @@ bool UdpLink::enable_ipv6(const std::array<uint8_t, 16>& link_local, std::string
       ::setsockopt(fd6_, IPPROTO_IPV6, IPV6_UNICAST_HOPS, &hops, sizeof hops) != 0 ||
       ::setsockopt(fd6_, IPPROTO_IPV6, IPV6_RECVTCLASS, &on, sizeof on) != 0 ||
       ::setsockopt(fd6_, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf) != 0 ||
-      ::setsockopt(fd6_, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf) != 0 ||
-      ::bind(fd6_, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0)
+      ::setsockopt(fd6_, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf) != 0 || !share_port(fd6_) ||
+      ::bind(fd6_, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0 || !steer_group(fd6_))
     return fail(std::string("udp link (IPv6 link-local): ") + std::strerror(errno));
   // One readable fd for the engine loop: an epoll set of the sockets.
   if (!watch(fd6_)) return fail(std::string("epoll: ") + std::strerror(errno));
@@ -273,7 +307,8 @@ uint16_t UdpLink::source_port(uint16_t want) {
       ::setsockopt(fd, SOL_SOCKET, SO_NO_CHECK, &no_check, sizeof no_check) == 0 &&
       ::setsockopt(fd, IPPROTO_IP, IP_TTL, &ttl, sizeof ttl) == 0 &&
       ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small) == 0 &&
-      ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf) == 0) {
+      ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf) == 0 && share_port(fd)) {
+    // (Every shard's link binds the same source ports: share_port.)
     // The port asked for, else the next ones of this slot (another program
     // may hold it), within the dynamic range 0xC000-0xFFFF.
     for (uint32_t p = want; p <= 0xFFFF && p < want + 8 * kSourcePorts; p += kSourcePorts) {

@@ -87,6 +87,7 @@
 // GID table has no v1 entries.
 #pragma once
 
+#include <linux/filter.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -108,7 +109,20 @@ namespace urnic::engine {
 
 struct UdpLinkOptions {
   bool gso = false;  // send runs with UDP GSO (above)
+  // Engine threads (engine/datapath/shard.hpp): this link is shard `shard`
+  // of `shards` links on one address and port, opened in shard order. With
+  // shards > 1 every socket is SO_REUSEPORT, and shard 0's attaches a
+  // classic BPF program to the port's group that sends each datagram to
+  // the socket of its destination QP's shard (steering_program below).
+  unsigned shard = 0;
+  unsigned shards = 1;
 };
+
+// The reuseport program of `shards` sockets: the BTH's destination QPN
+// (bytes 5..7 of the UDP payload) modulo `shards`; QP0/QP1 (the GSI) and
+// the multicast QPN go to socket 0; a datagram too short for a BTH too.
+// The kernel runs it with the UDP header pulled (reuseport_select_sock).
+std::vector<sock_filter> steering_program(unsigned shards);
 
 class UdpLink final : public Link {
  public:
@@ -207,6 +221,11 @@ class UdpLink final : public Link {
   };
   std::array<SourcePort, kSourcePorts> sources_{};
   bool gso_ = false;
+  unsigned shard_ = 0, shards_ = 1;  // UdpLinkOptions
+  // With shards_ > 1: SO_REUSEPORT on `fd` (before bind), and after shard
+  // 0's bind the steering program on its group. False with errno set.
+  bool share_port(int fd) const;
+  bool steer_group(int fd) const;
   // The source port a datagram for `want` leaves from (binding its socket on
   // first use), and the socket of a bound source port (fd_ for port_).
   uint16_t source_port(uint16_t want);

@@ -683,3 +683,92 @@ TEST_CASE("udp link: the kernel cuts a GSO run into datagrams whose IP IDs count
   for (uint16_t k = 0; k < 5; ++k) want.push_back(k);
   CHECK(ids == want);
 }
+
+// --- Engine threads (engine/datapath/shard.hpp): the links of N shards
+// share the port, and the kernel hands each datagram to the socket of its
+// destination QPN's shard.
+TEST_CASE("udp link: shard links share the port and each receives its QPNs' datagrams", "[engine][link][shard]") {
+  std::string error;
+  auto first = engine::UdpLink::open(kLoopback, 0, &error, engine::UdpLink::Options{.shard = 0, .shards = 3});
+  INFO(error);
+  REQUIRE(first != nullptr);
+  std::vector<std::unique_ptr<engine::UdpLink>> links;
+  links.push_back(std::move(first));
+  for (unsigned k = 1; k < 3; ++k) {
+    links.push_back(engine::UdpLink::open(kLoopback, links[0]->port(), &error,
+                                          engine::UdpLink::Options{.shard = k, .shards = 3}));
+    REQUIRE(links.back() != nullptr);
+  }
+  // Without the shard options the port is not shared.
+  CHECK(engine::UdpLink::open(kLoopback, links[0]->port(), &error) == nullptr);
+
+  sockaddr_in me{};
+  me.sin_family = AF_INET;
+  me.sin_port = htons(links[0]->port());
+  me.sin_addr.s_addr = htonl(kLoopback);
+  sockaddr_in txa{};
+  const int tx = loopback_sender(txa);
+  const std::array<uint8_t, 32> data{};
+  std::vector<uint8_t> frame(9000);
+  // QP1 (the GSI, shard 0's CM), multicast, and ordinary QPNs of each residue.
+  const std::vector<uint32_t> qpns = {1, 0xFFFFFF, 17, 18, 19, 20, 21, 22, 0x123456};
+  for (uint32_t q : qpns) {
+    const std::size_t m =
+        engine::UdpLink::encode_frame(send_only(q, 7, data), kLoopback, ntohs(txa.sin_port), kLoopback, 0, frame);
+    REQUIRE(::sendto(tx, frame.data() + engine::UdpLink::kDatagramOffset, m - engine::UdpLink::kDatagramOffset, 0,
+                     reinterpret_cast<sockaddr*>(&me), sizeof me) > 0);
+  }
+  // A datagram too short for a BTH: socket 0 (and dropped there as malformed).
+  const std::array<uint8_t, 3> stub{1, 2, 3};
+  REQUIRE(::sendto(tx, stub.data(), stub.size(), 0, reinterpret_cast<sockaddr*>(&me), sizeof me) > 0);
+  std::size_t got = 0;
+  for (unsigned k = 0; k < 3; ++k) {
+    got += receive_packets(*links[k], qpns.size(), [&](const engine::LinkRxPacket& rx) {
+      const uint32_t q = rx.ib.bth.dest_qp;
+      INFO("QPN " << q << " at shard " << k);
+      CHECK(k == (q <= 1 || q == 0xFFFFFF ? 0 : q % 3));
+    });
+  }
+  CHECK(got == qpns.size());
+  CHECK(links[0]->counters().rx_malformed == 1);
+  CHECK(links[1]->counters().rx_malformed + links[2]->counters().rx_malformed == 0);
+  ::close(tx);
+}
+
+TEST_CASE("udp link: the steering program is the BTH's QPN modulo the shards", "[engine][link][shard]") {
+  // Classic BPF run by hand on a few payloads, to pin the program's shape:
+  // load word 4, mask 24 bits, QPN <= 1 or 0xFFFFFF -> 0, else QPN % N.
+  const auto prog = engine::steering_program(4);
+  auto run = [&](const std::vector<uint8_t>& pkt) -> uint32_t {
+    uint32_t a = 0;
+    for (std::size_t pc = 0; pc < prog.size(); ++pc) {
+      const sock_filter& f = prog[pc];
+      switch (f.code) {
+        case BPF_LD | BPF_W | BPF_ABS:
+          if (f.k + 4 > pkt.size()) return 0;
+          a = (uint32_t{pkt[f.k]} << 24) | (uint32_t{pkt[f.k + 1]} << 16) | (uint32_t{pkt[f.k + 2]} << 8) | pkt[f.k + 3];
+          break;
+        case BPF_ALU | BPF_AND | BPF_K: a &= f.k; break;
+        case BPF_ALU | BPF_MOD | BPF_K: a %= f.k; break;
+        case BPF_JMP | BPF_JGT | BPF_K: pc += a > f.k ? f.jt : f.jf; break;
+        case BPF_JMP | BPF_JEQ | BPF_K: pc += a == f.k ? f.jt : f.jf; break;
+        case BPF_RET | BPF_A: return a;
+        case BPF_RET | BPF_K: return f.k;
+        default: FAIL("unexpected instruction"); return 0;
+      }
+    }
+    FAIL("fell off the end");
+    return 0;
+  };
+  auto bth = [](uint32_t qpn) {
+    return std::vector<uint8_t>{0x04, 0, 0xFF, 0xFF, 0xAA, static_cast<uint8_t>(qpn >> 16),
+                                static_cast<uint8_t>(qpn >> 8), static_cast<uint8_t>(qpn), 0, 0, 0, 1};
+  };
+  CHECK(run(bth(0)) == 0);
+  CHECK(run(bth(1)) == 0);
+  CHECK(run(bth(0xFFFFFF)) == 0);
+  CHECK(run(bth(2)) == 2);
+  CHECK(run(bth(17)) == 1);
+  CHECK(run(bth(0x123457)) == 0x123457 % 4);
+  CHECK(run({1, 2, 3}) == 0);
+}
