@@ -57,6 +57,8 @@ enum class DevStat : std::uint8_t {
   kMemDirectFaults,     // direct accesses that met a file truncated under them (failed; sigbus_guard)
   kLinkGsoSends,        // udp link with "udp_gso": sends that carried a run of several packets
   kLinkGroDatagrams,    // udp link: received datagrams that held several packets (UDP GRO)
+  kShardHandoffs,       // packets handed to another engine thread's data path (engine/datapath/shard.hpp)
+  kShardHandoffDrops,   // ... dropped because that thread's ring was full (RC resends them)
   kCount,
 };
 
@@ -69,7 +71,8 @@ inline constexpr std::array<std::string_view, static_cast<std::size_t>(DevStat::
     "cq_overflows",     "rx_not_ours",       "tx_no_neighbour",  "rx_other_vlan",    "iw_bytes_sent",
     "iw_bytes_rcvd",    "iw_mpa_rejects_sent", "iw_mpa_rejects_rcvd", "rings_corrupt",
     "rings_read",       "mem_syscalls",      "mem_direct_ops",   "mapped_regions",
-    "mem_direct_faults", "link_gso_sends",    "link_gro_datagrams",
+    "mem_direct_faults", "link_gso_sends",    "link_gro_datagrams", "shard_handoffs",
+    "shard_handoff_drops",
 };
 static_assert(kDevStatNames.size() == static_cast<std::size_t>(DevStat::kCount));
 

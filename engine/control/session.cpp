@@ -97,6 +97,27 @@ Registry::Registry(const DaemonConfig& cfg) : quota_(cfg.quota), daemon_pid_(::g
   for (const auto& d : cfg.devices) devices_.push_back(std::make_unique<Device>(d));
 }
 
+const std::vector<DataPath*>& Registry::datapaths(const Device* d) const {
+  static const std::vector<DataPath*> none;
+  auto it = datapaths_.find(d);
+  return it == datapaths_.end() ? none : it->second;
+}
+
+unsigned Registry::pick_shard(const Device* d) {
+  const std::size_t n = datapaths(d).size();
+  if (n <= 1) return 0;
+  std::vector<unsigned>& counts = shard_sessions_[d];
+  counts.resize(n);
+  const auto least = static_cast<unsigned>(std::min_element(counts.begin(), counts.end()) - counts.begin());
+  ++counts[least];
+  return least;
+}
+
+void Registry::leave_shard(const Device* d, unsigned shard) {
+  auto it = shard_sessions_.find(d);
+  if (it != shard_sessions_.end() && shard < it->second.size() && it->second[shard] != 0) --it->second[shard];
+}
+
 Device* Registry::find_device(const std::string& name) {
   for (auto& d : devices_)
     if (d->name() == name) return d.get();
@@ -120,7 +141,11 @@ int Session::check_memory_guard() {
 
 Session::~Session() {
   reg_.cm().release_owner(id_);  // its CM ids (DREQ/REJ to their peers) and event channels
-  destroy_all();
+  {
+    ShardScope scope(dp_ != nullptr ? dp_->shard_handle() : nullptr);
+    destroy_all();
+  }
+  if (dev_ != nullptr) reg_.leave_shard(dev_, shard_);
   reg_.sessions().erase(id_);
   if (maps_fd_ >= 0) ::close(maps_fd_);
 }
@@ -203,6 +228,9 @@ Reply Session::handle(std::span<const std::byte> msg, std::vector<int>& in_fds) 
     }
   } in{std::move(in_fds)};
   in_fds.clear();
+  // This process's data path is its shard's: that engine thread waits
+  // while the request is served (engine/datapath/shard.hpp).
+  ShardScope scope(dp_ != nullptr ? dp_->shard_handle() : nullptr);
   const auto h = ctl::decode_header(msg);
   if (!h || (h->flags & ctl::kFlagReply) != 0) {
     const MsgHeader bad{0, ctl::kFlagReply, h ? h->seq : 0, EPROTO, 0};
@@ -323,12 +351,10 @@ Reply Session::on_open_device(const MsgHeader& h, std::span<const std::byte> msg
   }
   port_.doorbells = DoorbellPage(doorbell_mem_.data());
   dev_ = d;
-  dp_ = reg_.datapath(d);
+  shard_ = reg_.pick_shard(d);
+  dp_ = reg_.datapath(d, shard_);
   std::vector<int> fds{process_end, page_fd};
-  if (reg_.doorbell_fd() >= 0) {
-    const int db = ::fcntl(reg_.doorbell_fd(), F_DUPFD_CLOEXEC, 0);
-    if (db >= 0) fds.push_back(db);
-  }
+  if (const int db = doorbell_eventfd(); db >= 0) fds.push_back(db);
   ctl::OpenDeviceRep rep{};
   rep.attrs = d->attrs();
   rep.port = d->port();
@@ -341,6 +367,13 @@ Reply Session::on_open_device(const MsgHeader& h, std::span<const std::byte> msg
 }
 
 int Session::doorbell_page_fd() const { return ::fcntl(doorbell_mem_.fd(), F_DUPFD_CLOEXEC, 0); }
+
+int Session::doorbell_eventfd() const {
+  // The eventfd of the engine thread that serves this process (its shard's).
+  const Shard* sh = dp_ != nullptr ? dp_->shard_handle() : nullptr;
+  const int doorbell = sh != nullptr && sh->threaded() ? sh->wake_fd() : reg_.doorbell_fd();
+  return doorbell >= 0 ? ::fcntl(doorbell, F_DUPFD_CLOEXEC, 0) : -1;
+}
 
 std::uint32_t Session::alloc_doorbell() {
   if (!free_doorbells_.empty()) {

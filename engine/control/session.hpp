@@ -219,6 +219,7 @@ class Session {
   gid_t guard_gid_ = 0;
   bool warned_guard_ = false;
   bool warned_region_ = false;  // one log line for a memfd the daemon would not map
+  bool warned_xrc_shard_ = false;  // one log line for an XRC domain on another engine thread
   // The process's /proc/<pid>/maps, opened at the first registration and
   // kept (check_user_range queries it per MR); -1 until then or if it cannot
   // be opened.
@@ -229,6 +230,7 @@ class Session {
   bool greeted_ = false;
   Device* dev_ = nullptr;
   DataPath* dp_ = nullptr;   // the device's data path (none in control-only tests)
+  unsigned shard_ = 0;       // which of the device's data paths (Registry::pick_shard)
   ProcessPort port_;         // its AHs, async-event socket and doorbell page, for the data path
   ShmRegion doorbell_mem_;   // the doorbell page's memory (its fd is kept: ImportDevice passes it too)
   // Doorbell bits: handed out in order, reused after their queue is gone.
@@ -239,6 +241,9 @@ class Session {
   void free_doorbell(std::uint32_t bit);
   // A copy of the doorbell page's fd to pass (-1 on failure).
   [[nodiscard]] int doorbell_page_fd() const;
+  // A copy of the doorbell eventfd of the engine thread serving this
+  // process, to pass (-1: none).
+  [[nodiscard]] int doorbell_eventfd() const;
   std::uint32_t last_handle_ = 0;
   std::map<std::uint32_t, PdObj> pds_;
   std::unordered_map<std::uint32_t, MrObj> mrs_;  // hashed: 500,000 MRs made a tree walk a cache miss per level
@@ -263,13 +268,22 @@ class Registry {
   std::map<std::uint32_t, Session*>& sessions() { return sessions_; }
   [[nodiscard]] pid_t daemon_pid() const { return daemon_pid_; }
 
-  // The engine's data path per device, and its doorbell eventfd (a copy goes
-  // to each process at OpenDevice). Unset in control-plane-only tests.
-  void set_datapath(const Device* d, DataPath* dp) { datapaths_[d] = dp; }
-  [[nodiscard]] DataPath* datapath(const Device* d) const {
+  // The engine's data paths per device, by shard (one unless the config
+  // asks for more engine threads: engine/datapath/shard.hpp), and the
+  // first engine thread's doorbell eventfd (a copy goes to each process of
+  // shard 0 at OpenDevice; a threaded shard's is its Shard::wake_fd).
+  // Unset in control-plane-only tests.
+  void set_datapath(const Device* d, DataPath* dp) { datapaths_[d] = {dp}; }
+  void set_datapaths(const Device* d, std::vector<DataPath*> dps) { datapaths_[d] = std::move(dps); }
+  [[nodiscard]] DataPath* datapath(const Device* d, unsigned shard = 0) const {
     auto it = datapaths_.find(d);
-    return it == datapaths_.end() ? nullptr : it->second;
+    return it == datapaths_.end() || shard >= it->second.size() ? nullptr : it->second[shard];
   }
+  [[nodiscard]] const std::vector<DataPath*>& datapaths(const Device* d) const;
+  // The shard a new process on device `d` runs on: the one serving the
+  // fewest; leave_shard when it goes.
+  unsigned pick_shard(const Device* d);
+  void leave_shard(const Device* d, unsigned shard);
   void set_doorbell_fd(int fd) { doorbell_fd_ = fd; }
   [[nodiscard]] int doorbell_fd() const { return doorbell_fd_; }
 
@@ -281,7 +295,8 @@ class Registry {
 
  private:
   XrcDomainTable xrc_domains_;
-  std::map<const Device*, DataPath*> datapaths_;
+  std::map<const Device*, std::vector<DataPath*>> datapaths_;
+  std::map<const Device*, std::vector<unsigned>> shard_sessions_;  // pick_shard's counts
   std::shared_ptr<CmService> cm_;
   int doorbell_fd_ = -1;
   std::vector<std::unique_ptr<Device>> devices_;

@@ -201,10 +201,7 @@ Reply Session::on_import(const MsgHeader& h, std::span<const std::byte> msg) {
       const int page_fd = doorbell_page_fd();
       if (page_fd < 0) return fail<ctl::ImportDeviceRep>(h, ENOMEM);
       std::vector<int> fds{page_fd};
-      if (reg_.doorbell_fd() >= 0) {
-        const int db = ::fcntl(reg_.doorbell_fd(), F_DUPFD_CLOEXEC, 0);
-        if (db >= 0) fds.push_back(db);
-      }
+      if (const int db = doorbell_eventfd(); db >= 0) fds.push_back(db);
       return ok(h, rep, std::move(fds));
     }
     case ctl::MsgType::kImportPd: {

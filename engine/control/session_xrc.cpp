@@ -5,6 +5,7 @@
 // their order follow the kernel's uverbs handlers, which every hardware
 // provider reaches.
 #include <fcntl.h>
+#include <fmt/core.h>
 #include <infiniband/verbs.h>
 #include <sys/stat.h>
 
@@ -33,6 +34,17 @@ Reply Session::on_open_xrcd(const MsgHeader& h, std::span<const std::byte> msg, 
     domain = reg_.xrc_domains().find(dev_, st.st_dev, st.st_ino);
     if (!domain && (req->oflags & O_CREAT) == 0) return fail<ctl::OpenXrcdRep>(h, EAGAIN);
     if (domain && (req->oflags & O_EXCL) != 0) return fail<ctl::OpenXrcdRep>(h, EINVAL);
+    if (domain && domain->dp != dp_) {
+      // Engine threads (engine/datapath/shard.hpp): a domain's SRQs and
+      // target QPs live in one shard's transport, and this process runs on
+      // another. A limit of "threads" > 1, said once per session.
+      if (!warned_xrc_shard_)
+        fmt::print(stderr, "urnicd: session {} (pid {}): XRC domain shared with a process on another engine thread "
+                   "refused (EOPNOTSUPP); set \"threads\": 1 in the daemon's config to share XRC domains "
+                   "between processes\n", id_, pid_);
+      warned_xrc_shard_ = true;
+      return fail<ctl::OpenXrcdRep>(h, EOPNOTSUPP);
+    }
     if (!domain) {
       domain = std::make_shared<XrcDomain>(*dev_, dp_, fds[0]);
       fds[0] = -1;  // the domain keeps it: it pins the inode

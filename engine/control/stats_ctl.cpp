@@ -2,7 +2,10 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <memory>
+#include <vector>
 #include <cstring>
 #include <string>
 
@@ -23,38 +26,79 @@ std::string field(const char (&f)[N]) {
   return std::string(f, strnlen(f, N));
 }
 
-DataPath* find_datapath(Registry& reg, const char (&name)[ctl::kNameLen]) {
+// The device's data paths, one per engine thread (engine/datapath/shard.hpp).
+const std::vector<DataPath*>& find_datapaths(Registry& reg, const char (&name)[ctl::kNameLen]) {
+  static const std::vector<DataPath*> none;
   Device* d = reg.find_device(field(name));
-  return d == nullptr ? nullptr : reg.datapath(d);
+  return d == nullptr ? none : reg.datapaths(d);
+}
+
+// Adds one shard's page `from` to the device's `into`: counters add up, and
+// the QPs of both pages, in QPN order, make one page that ends before the
+// first QPN either shard left for a next page.
+void merge_shard_stats(ctl::StatsRep& into, const ctl::StatsRep& from) {
+  for (std::uint32_t i = 0; i < from.device_values; ++i) into.device[i] += from.device[i];
+  into.total_qps += from.total_qps;
+  std::vector<ctl::StatsQp> qps(into.qp, into.qp + into.qps);
+  qps.insert(qps.end(), from.qp, from.qp + from.qps);
+  std::sort(qps.begin(), qps.end(), [](const ctl::StatsQp& a, const ctl::StatsQp& b) { return a.qpn < b.qpn; });
+  std::uint32_t next = into.next_qpn == 0 ? from.next_qpn
+                       : from.next_qpn == 0 ? into.next_qpn
+                                            : std::min(into.next_qpn, from.next_qpn);
+  if (next != 0) std::erase_if(qps, [&](const ctl::StatsQp& q) { return q.qpn >= next; });
+  if (qps.size() > ctl::kStatsQpsPerReply) {
+    next = qps[ctl::kStatsQpsPerReply].qpn;
+    qps.resize(ctl::kStatsQpsPerReply);
+  }
+  into.qps = static_cast<std::uint32_t>(qps.size());
+  std::copy(qps.begin(), qps.end(), into.qp);
+  into.next_qpn = next;
 }
 
 Reply on_stats(Registry& reg, const MsgHeader& h, std::span<const std::byte> msg) {
   const auto req = ctl::decode<ctl::StatsReq>(msg);
   if (!req) return fail<ctl::StatsRep>(h, EINVAL);
-  DataPath* dp = find_datapath(reg, req->device);
-  if (dp == nullptr) return fail<ctl::StatsRep>(h, ENODEV);
-  ctl::StatsRep rep{};
-  dp->fill_stats(rep, req->first_qpn);
-  return ok(h, rep);
+  const std::vector<DataPath*>& dps = find_datapaths(reg, req->device);
+  if (dps.empty()) return fail<ctl::StatsRep>(h, ENODEV);
+  auto rep = std::make_unique<ctl::StatsRep>();
+  for (DataPath* dp : dps) {
+    ShardScope scope(dp->shard_handle());
+    if (dp == dps.front()) {
+      dp->fill_stats(*rep, req->first_qpn);
+      continue;
+    }
+    auto one = std::make_unique<ctl::StatsRep>();
+    dp->fill_stats(*one, req->first_qpn);
+    merge_shard_stats(*rep, *one);
+  }
+  return ok(h, *rep);
 }
 
 Reply on_fault(Registry& reg, const MsgHeader& h, std::span<const std::byte> msg) {
   const auto req = ctl::decode<ctl::FaultReq>(msg);
   if (!req) return fail<ctl::FaultRep>(h, EINVAL);
-  DataPath* dp = find_datapath(reg, req->device);
-  if (dp == nullptr) return fail<ctl::FaultRep>(h, ENODEV);
+  const std::vector<DataPath*>& dps = find_datapaths(reg, req->device);
+  if (dps.empty()) return fail<ctl::FaultRep>(h, ENODEV);
+  DataPath* dp = dps.front();
+  // Every engine thread's data path applies the same settings.
+  auto configure = [&](const FaultConfig& c) {
+    for (DataPath* d : dps) {
+      ShardScope scope(d->shard_handle());
+      d->faults().configure(c);
+    }
+  };
   switch (req->op) {
     case ctl::kFaultQuery: break;
     case ctl::kFaultSet: {
       const FaultConfig c = fault_config_from(req->settings);
       if (!valid_fault_config(c, nullptr)) return fail<ctl::FaultRep>(h, EINVAL);
-      dp->faults().configure(c);
+      configure(c);
       fmt::print(stderr, "urnicd: faults: loss {} dup {} reorder {} corrupt {} ecn {} delay {} ns seed {} qpn {}\n",
                  c.faults.loss, c.faults.duplicate, c.faults.reorder, c.faults.corrupt, c.faults.ecn, c.delay, c.seed,
                  c.qpn);
       break;
     }
-    case ctl::kFaultClear: dp->faults().configure(FaultConfig{}); break;
+    case ctl::kFaultClear: configure(FaultConfig{}); break;
     default: return fail<ctl::FaultRep>(h, EINVAL);
   }
   ctl::FaultRep rep{};
@@ -75,9 +119,9 @@ ctl::CaptureRep capture_state(const Capture& c) {
 Reply on_capture(Registry& reg, const MsgHeader& h, std::span<const std::byte> msg) {
   const auto req = ctl::decode<ctl::CaptureReq>(msg);
   if (!req) return fail<ctl::CaptureRep>(h, EINVAL);
-  DataPath* dp = find_datapath(reg, req->device);
-  if (dp == nullptr) return fail<ctl::CaptureRep>(h, ENODEV);
-  Capture& cap = dp->capture();
+  const std::vector<DataPath*>& dps = find_datapaths(reg, req->device);
+  if (dps.empty()) return fail<ctl::CaptureRep>(h, ENODEV);
+  Capture& cap = dps.front()->capture();  // the device's one (every shard writes to it; it locks)
   switch (req->op) {
     case ctl::kCaptureQuery: cap.flush(); break;
     case ctl::kCaptureStart: {

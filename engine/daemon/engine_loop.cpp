@@ -1,4 +1,5 @@
 #include "engine/daemon/engine_loop.hpp"
+#include "engine/daemon/loop_tuning.hpp"
 #include "engine/datapath/clock.hpp"
 #include "transport/pool_alloc.hpp"
 
@@ -18,36 +19,14 @@
 
 namespace urnic::engine {
 
+using namespace loop_tuning;
+
 namespace {
 
 // Control-socket (Asio) checks while spinning: one non-blocking epoll_wait
 // every this many passes keeps control latency in the microseconds without
 // a system call per pass.
 constexpr std::uint64_t kCtlPollEvery = 64;
-// Link sockets are read every this many passes while spinning (same-host
-// traffic is hairpinned and never touches them), and a socket link that has
-// been quiet for a millisecond only every 50 us (DataPath::link_look_due).
-constexpr std::uint64_t kLinkPollEvery = 8;
-// Past this much idle spinning, yield the CPU between passes: on a small
-// machine the applications polling their CQs need the core.
-constexpr std::uint64_t kYieldAfterNs = 5'000;
-// The idle spin (SpinWindow): kLongSpinNs, the window on a machine with
-// more than two cores; on two or fewer it starts at kShortSpinNs and
-// grows up to kLongSpinNs.
-constexpr transport::Nanos kShortSpinNs = 20'000;
-constexpr transport::Nanos kLongSpinNs = 200'000;
-// Longest sleep without a deadline (a safety net, not a poll).
-constexpr std::uint64_t kMaxSleepNs = 1'000'000'000;
-// A sleep at least this long after work was done, and no work for
-// kTrimIdleNs: the burst is over, and what it grew (free lists, hairpin
-// slots, malloc's heap) goes back. The idle time matters: a ping-pong
-// (ib_write_lat, a blocking RPC) sleeps between every two operations with
-// no deadline ahead, and trimming at each such sleep made every next
-// packet allocate and fault in its buffers again (+8 us per ib_write_lat
-// iteration, 22.7 -> 30.5 us).
-constexpr std::uint64_t kTrimSleepNs = 100'000'000;
-constexpr std::uint64_t kTrimIdleNs = 250'000'000;
-
 // Runs the ready control handlers, at most kMaxHandlers of them, so that a
 // handler that re-arms on a descriptor that stays readable cannot keep the
 // loop from the data path. (Found in the rxe interop run, issue 6: the link
@@ -64,30 +43,34 @@ std::size_t poll_ready(boost::asio::io_context& io) {
 }  // namespace
 
 EngineLoop::EngineLoop(boost::asio::io_context& io, Registry& reg,
-                       std::vector<std::unique_ptr<DataPath>>& paths)
-    : io_(io), reg_(reg), paths_(paths), wake_timer_(io), spin_(kLongSpinNs, kLongSpinNs) {
-  // On a machine with two cores or fewer, the applications polling their
-  // CQs need them: spin briefly after a burst, longer only while the
-  // programs keep waking us soon after we sleep (spin_window.hpp).
-  if (std::thread::hardware_concurrency() <= 2) spin_ = SpinWindow(kShortSpinNs, kLongSpinNs);
-  if (const char* s = std::getenv("URNIC_SPIN_US"); s != nullptr && *s != '\0') {
-    const transport::Nanos fixed = std::strtoull(s, nullptr, 10) * 1000U;
-    spin_ = SpinWindow(fixed, fixed);
-  }
-}
+                       std::vector<std::unique_ptr<DataPath>>& paths, unsigned threads)
+    : io_(io),
+      reg_(reg),
+      paths_(paths),
+      threads_(std::max(threads, 1U)),
+      wake_timer_(io),
+      spin_(loop_tuning::spin_window()) {}
 
 EngineLoop::~EngineLoop() {
+  // The other engine threads stop first: the sessions Asio still holds
+  // tear their objects down through the data paths afterwards, with no
+  // thread left to park (Shard::thread_gone).
+  for (auto& t : threads_run_) t->stop();
+  threads_run_.clear();
   watchers_.clear();
   reg_.set_doorbell_fd(-1);
-  if (doorbell_fd_ >= 0) ::close(doorbell_fd_);
 }
 
 bool EngineLoop::init(std::string* error) {
-  doorbell_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (doorbell_fd_ < 0) {
-    if (error != nullptr) *error = std::string("eventfd: ") + std::strerror(errno);
-    return false;
+  // Shard 0 is this thread's; its eventfd is the doorbell of its processes.
+  for (unsigned k = 0; k < threads_; ++k) shards_.push_back(std::make_unique<Shard>(k, k != 0));
+  for (const auto& sh : shards_) {
+    if (sh->wake_fd() < 0) {
+      if (error != nullptr) *error = std::string("eventfd: ") + std::strerror(errno);
+      return false;
+    }
   }
+  doorbell_fd_ = shards_.front()->wake_fd();
   reg_.set_doorbell_fd(doorbell_fd_);
   auto watch = [&](int fd, bool doorbell) {
     const int copy = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
@@ -96,12 +79,30 @@ bool EngineLoop::init(std::string* error) {
     arm_wait(*watchers_.back());
   };
   watch(doorbell_fd_, true);
+  std::vector<std::vector<DataPath*>> by_shard(threads_);
   for (auto& d : reg_.devices()) {
-    auto dp = DataPath::create(*d, error);
-    if (!dp) return false;
-    reg_.set_datapath(d.get(), dp.get());
-    if (dp->link_fd() >= 0) watch(dp->link_fd(), false);
-    paths_.push_back(std::move(dp));
+    // More than one engine thread: RoCE devices on the udp link get a data
+    // path per thread (its sockets steer by QPN); the others run here.
+    const unsigned n = !d->iwarp() && d->config().link == "udp" ? threads_ : 1;
+    std::vector<DataPath*> dps;
+    for (unsigned k = 0; k < n; ++k) {
+      const Link* first = dps.empty() ? nullptr : dps.front()->link();
+      const LinkShard sh{k, n, first != nullptr ? first->port() : d->config().udp_port};
+      auto dp = DataPath::create(*d, error, sh);
+      if (!dp) return false;
+      dps.push_back(dp.get());
+      by_shard[k].push_back(dp.get());
+      paths_.push_back(std::move(dp));
+    }
+    if (n > 1)
+      for (unsigned k = 0; k < n; ++k) dps[k]->join_shards(dps, shards_[k].get());
+    reg_.set_datapaths(d.get(), dps);
+    if (dps.front()->link_fd() >= 0) watch(dps.front()->link_fd(), false);
+    mine_.push_back(dps.front());
+  }
+  for (unsigned k = 1; k < threads_; ++k) {
+    threads_run_.push_back(std::make_unique<ShardThread>(*shards_[k], by_shard[k]));
+    threads_run_.back()->start();
   }
   // The CM serves QP1 from the start, as the kernel's does: a peer's REQ
   // gets its REP or REJ even before any local program has used rdma_cm
@@ -161,7 +162,7 @@ void EngineLoop::trim_idle() {
   worked_since_trim_ = false;
   ++counters_.trims;
   transport::detail::BlockPool::trim();
-  for (auto& dp : paths_) dp->trim_idle();
+  for (DataPath* dp : mine_) dp->trim_idle();
   ::malloc_trim(0);
 }
 
@@ -184,7 +185,7 @@ void EngineLoop::run() {
     const transport::Nanos now = nic_clock().tick(raw_monotonic_now());
     bool work = false;
     const bool link = pass % kLinkPollEvery == 0;
-    for (auto& dp : paths_) work |= dp->poll(now, link && dp->link_look_due(now));
+    for (DataPath* dp : mine_) work |= dp->poll(now, link && dp->link_look_due(now));
     if (pass % kCtlPollEvery == 0 && poll_ready(io_) != 0) work = true;
     if (slept != 0) {
       spin_.after_sleep(slept, work);
@@ -201,16 +202,20 @@ void EngineLoop::run() {
       if (now - last_work > kYieldAfterNs) ::sched_yield();
       continue;
     }
-    // Idle: declare sleep in every ring, re-check, then block.
+    // Idle: declare sleep in every ring (and to the other shards, which hand
+    // this one packets), re-check, then block.
+    Shard& self = *shards_.front();
+    self.set_sleeping(true);
     bool can_sleep = true;
-    for (auto& dp : paths_) {
+    for (DataPath* dp : mine_) {
       if (!dp->prepare_sleep()) {
         can_sleep = false;
         break;
       }
     }
     if (!can_sleep) {
-      for (auto& dp : paths_) dp->end_sleep();
+      for (DataPath* dp : mine_) dp->end_sleep();
+      self.set_sleeping(false);
       last_work = engine_now();
       idle_wake = false;
       continue;
@@ -221,26 +226,21 @@ void EngineLoop::run() {
     // Anything the link received before we declared sleep is drained here;
     // later arrivals wake the epoll.
     bool late = false;
-    for (auto& dp : paths_) late |= dp->poll(engine_now(), true);
+    for (DataPath* dp : mine_) late |= dp->poll(engine_now(), true);
     if (!late) {
       transport::Nanos deadline = transport::kNever;
-      for (auto& dp : paths_) deadline = std::min(deadline, dp->next_deadline());
+      for (DataPath* dp : mine_) deadline = std::min(deadline, dp->next_deadline());
       const transport::Nanos t = engine_now();
       std::uint64_t wait = deadline <= t ? 0 : std::min<std::uint64_t>(deadline - t, kMaxSleepNs);
       ++counters_.sleeps;
-      if (worked_since_trim_ && wait >= kTrimSleepNs) {
-        // Trim once idle long enough; until then sleep no further than that
-        // moment, so the trim still happens if nothing comes.
-        const std::uint64_t idle = t - last_busy;
-        if (idle >= kTrimIdleNs) trim_idle();
-        else wait = std::min<std::uint64_t>(wait, kTrimIdleNs - idle);
-      }
+      wait = plan_sleep(wait, worked_since_trim_, t - last_busy, [&] { trim_idle(); });
       nic_clock().expect_sleep_until(t + wait);  // a sleep we chose counts; waking late does not
       if (wait != 0) sleep_for(wait);
       poll_ready(io_);
       if (wait != 0) slept = std::max<transport::Nanos>(1, engine_now() - t);
     }
-    for (auto& dp : paths_) dp->end_sleep();
+    for (DataPath* dp : mine_) dp->end_sleep();
+    self.set_sleeping(false);
     last_work = engine_now();
     idle_wake = !late;
   }

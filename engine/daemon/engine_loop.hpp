@@ -25,6 +25,7 @@
 
 #include "engine/datapath/datapath.hpp"
 #include "engine/control/session.hpp"
+#include "engine/daemon/shard_thread.hpp"
 #include "engine/daemon/spin_window.hpp"
 
 namespace urnic::engine {
@@ -41,7 +42,10 @@ class EngineLoop {
   // `paths` receives the data paths and must outlive `io`: sessions still
   // held by pending Asio handlers tear their objects down through them when
   // the io_context is destroyed.
-  EngineLoop(boost::asio::io_context& io, Registry& reg, std::vector<std::unique_ptr<DataPath>>& paths);
+  // `threads`: engine poll threads (DaemonConfig::threads); this one runs
+  // shard 0 and the control plane, and starts the others (shard_thread).
+  EngineLoop(boost::asio::io_context& io, Registry& reg, std::vector<std::unique_ptr<DataPath>>& paths,
+             unsigned threads = 1);
   ~EngineLoop();
   EngineLoop(const EngineLoop&) = delete;
   EngineLoop& operator=(const EngineLoop&) = delete;
@@ -68,8 +72,12 @@ class EngineLoop {
 
   boost::asio::io_context& io_;
   Registry& reg_;
-  std::vector<std::unique_ptr<DataPath>>& paths_;
-  int doorbell_fd_ = -1;
+  std::vector<std::unique_ptr<DataPath>>& paths_;  // every shard's
+  unsigned threads_;
+  std::vector<DataPath*> mine_;                     // shard 0's: what this thread polls
+  std::vector<std::unique_ptr<Shard>> shards_;      // by index (engine/datapath/shard.hpp)
+  std::vector<std::unique_ptr<ShardThread>> threads_run_;  // shards 1..
+  int doorbell_fd_ = -1;  // shard 0's eventfd
   // Readiness watchers (dup'd descriptors, so closing them leaves the
   // originals alone). The doorbell's re-arms itself after draining the
   // eventfd; a link's fires once and is re-armed only before the loop

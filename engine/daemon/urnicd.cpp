@@ -184,7 +184,7 @@ int main(int argc, char** argv) {
   {
     boost::asio::io_context io;
     CtlServer server(io, reg, cfg.access);
-    EngineLoop loop(io, reg, paths);
+    EngineLoop loop(io, reg, paths, cfg.threads);
     if (std::string error; !loop.init(&error)) {
       fmt::print(stderr, "urnicd: data path: {}\n", error);
       return kExitStart;
@@ -216,10 +216,15 @@ int main(int argc, char** argv) {
         fmt::print(stderr, "urnicd: device {}: RoCE v2 over udp {}:{}, mtu {}\n", d->name(),
                    d->config().address, d->config().udp_port, d->config().active_mtu);
     }
+    if (cfg.threads > 1)
+      fmt::print(stderr, "urnicd: {} engine threads (udp RoCE devices sharded by QPN; processes spread over them)\n",
+                 cfg.threads);
     fmt::print(stderr, "urnicd: pid {} listening on {}\n", ::getpid(), sock);
-    // One thread: the engine loop spins over the data path while there is
-    // work and sleeps in Asio's epoll (control sockets, links, doorbell,
-    // timers) when idle, so an idle daemon uses no CPU.
+    // This thread: the engine loop spins over (shard 0's) data paths while
+    // there is work and sleeps in Asio's epoll (control sockets, links,
+    // doorbell, timers) when idle, so an idle daemon uses no CPU; with
+    // "threads" > 1 the other shards run the same loop on threads of their
+    // own (engine/datapath/shard.hpp).
     loop.run();
     ::unlink(sock.c_str());
   }

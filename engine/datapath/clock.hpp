@@ -73,10 +73,19 @@ class NicClock {
   transport::Nanos budget_ = kPassBudgetNs;
 };
 
-// The daemon's one engine clock.
-inline NicClock& nic_clock() noexcept {
-  static NicClock c;
+// The clock of the engine thread running now. Each engine thread (shard,
+// engine/datapath/shard.hpp) starves on its own, so each has its own clock,
+// and every transport is driven in its own thread's time: the control
+// thread works on another shard's transport only with that shard parked
+// and its clock made current (ShardScope).
+inline NicClock*& current_clock_slot() noexcept {
+  thread_local NicClock* c = nullptr;
   return c;
+}
+inline NicClock& nic_clock() noexcept {
+  static NicClock main_thread;  // shard 0's: the control thread's
+  NicClock* c = current_clock_slot();
+  return c != nullptr ? *c : main_thread;
 }
 
 // The engine's time now: what every transport and CM call takes.

@@ -104,8 +104,10 @@ CqeSlot to_slot(const t::Cqe& e) {
   return s;
 }
 
-t::TransportConfig config_for(const Device& dev) {
+t::TransportConfig config_for(const Device& dev, LinkShard sh) {
   t::TransportConfig cfg;
+  cfg.qpn_stride = std::max(sh.shards, 1U);  // shard.hpp: a QPN names its shard
+  cfg.qpn_residue = sh.shard;
   const auto& a = dev.attrs();
   cfg.caps.max_qp_wr = a.max_qp_wr;
   cfg.caps.max_sge = a.max_sge;
@@ -129,7 +131,7 @@ t::TransportConfig config_for(const Device& dev) {
 
 }  // namespace
 
-std::unique_ptr<DataPath> DataPath::create(const Device& dev, std::string* error) {
+std::unique_ptr<DataPath> DataPath::create(const Device& dev, std::string* error, LinkShard sh) {
   in_addr a{};
   if (::inet_pton(AF_INET, dev.config().address.c_str(), &a) != 1) {
     if (error != nullptr) *error = "bad IPv4 address " + dev.config().address;
@@ -149,21 +151,21 @@ std::unique_ptr<DataPath> DataPath::create(const Device& dev, std::string* error
     return dp;
   }
   std::string link_error;
-  std::unique_ptr<Link> link = open_link(dev, &link_error);
+  std::unique_ptr<Link> link = open_link(dev, &link_error, sh);
   if (!link && dev.config().link != "udp") {
     // A raw link that does not open is a configuration error; the udp link
     // degrades (open_link said why) to same-host traffic.
     if (error != nullptr) *error = link_error;
     return nullptr;
   }
-  auto dp = std::unique_ptr<DataPath>(new DataPath(dev, std::move(link)));
+  auto dp = std::unique_ptr<DataPath>(new DataPath(dev, std::move(link), sh));
   dp->ipv4_ = ntohl(a.s_addr);
   dp->own_v4_gid_ = wire::IpAddr::from_v4(dp->ipv4_);
   dp->init_observe(dev);  // fault injection and capture from the config (stats_datapath.cpp)
   return dp;
 }
 
-DataPath::DataPath(const Device& dev, std::unique_ptr<Link> link)
+DataPath::DataPath(const Device& dev, std::unique_ptr<Link> link, LinkShard sh)
     : ecn_codepoint_(dev.config().ecn_codepoint),
       gid_table_(dev.gids()),
       link_(std::move(link)),
@@ -174,7 +176,25 @@ DataPath::DataPath(const Device& dev, std::unique_ptr<Link> link)
     std::copy(std::begin(g.gid), std::end(g.gid), raw.begin());
     own_gids_.push_back(raw);
   }
-  transport_ = std::make_unique<t::Transport>(mem_, *this, *this, config_for(dev));
+  shard_ = sh.shard;
+  transport_ = std::make_unique<t::Transport>(mem_, *this, *this, config_for(dev, sh));
+}
+
+void DataPath::join_shards(const std::vector<DataPath*>& peers, Shard* self) {
+  peers_ = peers;
+  nshards_ = static_cast<unsigned>(peers.size());
+  self_ = self;
+  shard_ = self->index();
+  capture_ = &peers.front()->own_capture_;
+  // Rings of kShardRing slots from every other shard: a bandwidth burst
+  // between two processes on different shards keeps about a transport
+  // window (256 packets per QP) in flight; beyond that a packet is dropped
+  // and counted, as a full switch queue would, and RC resends it.
+  constexpr std::size_t kShardRing = 4096;
+  inbox_.clear();
+  inbox_.resize(nshards_);
+  for (unsigned s = 0; s < nshards_; ++s)
+    if (s != shard_) inbox_[s] = std::make_unique<SpscSlots<Hairpin>>(kShardRing);
 }
 
 DataPath::~DataPath() = default;
@@ -350,7 +370,7 @@ void DataPath::unbind_tgt_handle(std::uint32_t qpn, const ProcessPort* p, std::u
 }
 
 t::Nanos DataPath::next_deadline() const {
-  if (hairpin_count_ != 0) return 0;
+  if (hairpin_count_ != 0 || (nshards_ > 1 && !inboxes_empty())) return 0;
   t::Nanos d = std::min(transport_->next_deadline(), faults_.next_release());
   if (link_) d = std::min(d, link_->next_deadline());
   if (iw_) d = std::min(d, iw_->next_deadline());
@@ -397,6 +417,7 @@ bool DataPath::poll(t::Nanos now, bool poll_link) {
     work |= got;
   }
   work |= run_hairpin(now);
+  if (nshards_ > 1) work |= run_inboxes(now);
   work |= run_faults(now);  // frames held by fault injection, when due
   if (poll_link) {
     last_link_look_ = now;
@@ -436,7 +457,8 @@ bool DataPath::poll(t::Nanos now, bool poll_link) {
   work |= drain_cqs();
   // Regions deregistered since are unmapped once no hairpinned packet can
   // point into them.
-  if (hairpin_count_ == 0) mem_.regions().reap();
+  if (hairpin_count_ == 0 && (nshards_ <= 1 || handoffs_delivered())) mem_.regions().reap();
+  if (wake_mask_ != 0) flush_wakes();  // the shards this pass handed packets to
   return work;
 }
 
@@ -447,6 +469,7 @@ bool DataPath::take_arrivals(t::Nanos now) {
     work |= iw_->poll(now, true);
   }
   work |= run_hairpin(now);
+  if (nshards_ > 1) work |= run_inboxes(now);
   // A few bursts, not "until empty": a peer that floods us must not keep
   // every timer from firing.
   for (int i = 0; i < kArrivalBursts && run_link(now); ++i) work = true;
@@ -859,14 +882,16 @@ void DataPath::transmit(const t::TxPacket& p, t::Nanos now) {
   // bypasses fault injection.
   if (McastGroups::is_multicast(p.addr.ah.dgid)) {
     stats_.on_tx(p.pkt, p.addr.src_qpn);
-    const bool local = mcast_.members(p.addr.ah.dgid) != nullptr;
+    // Sharded: other shards' processes may be members (hairpin() hands
+    // them a copy; the link does not loop multicast back).
+    const bool local = mcast_.members(p.addr.ah.dgid) != nullptr || nshards_ > 1;
     const bool wire = link_ && link_->sends_multicast();
     if (!local && !wire) {
       ++counters_.mcast_no_members;
       return;
     }
     if (local) {
-      if (capture_.active() && !wire) capture_tx(p, dst != 0 ? dst : ipv4_);  // a link frame is captured once sent
+      if (capture_->active() && !wire) capture_tx(p, dst != 0 ? dst : ipv4_);  // a link frame is captured once sent
       hairpin(p, true);
     }
     if (wire) send_on_link(p);
@@ -884,7 +909,7 @@ void DataPath::transmit(const t::TxPacket& p, t::Nanos now) {
     return;
   }
   if (own) {
-    if (capture_.active()) capture_tx(p, ipv4_);  // link frames: once sent, in send_on_link
+    if (capture_->active()) capture_tx(p, ipv4_);  // link frames: once sent, in send_on_link
     hairpin(p, false);
     return;
   }
@@ -892,6 +917,18 @@ void DataPath::transmit(const t::TxPacket& p, t::Nanos now) {
 }
 
 void DataPath::hairpin(const t::TxPacket& p, bool mcast) {
+  if (nshards_ > 1) {
+    // Another shard's QP: into its ring. A multicast packet: a copy for
+    // every other shard's members too (each delivers to its own).
+    for (unsigned to = 0; to < nshards_; ++to) {
+      if (to == shard_ || (!mcast && to != shard_of_qpn(p.pkt.bth.dest_qp, nshards_))) continue;
+      if (Hairpin* hp = handoff_slot(to)) {
+        fill_hairpin(*hp, p, mcast);
+        handoff_done(to);
+      }
+    }
+    if (!mcast && shard_of_qpn(p.pkt.bth.dest_qp, nshards_) != shard_) return;
+  }
   // Copy now (the payload is transport scratch), deliver later.
   if (hairpin_count_ == hairpin_slots_.size()) {
     // Full: grow, oldest first at index 0. Moving a slot moves its
@@ -901,12 +938,19 @@ void DataPath::hairpin(const t::TxPacket& p, bool mcast) {
     hairpin_head_ = 0;
     hairpin_slots_.resize(std::max<std::size_t>(64, hairpin_slots_.size() * 2));
   }
-  Hairpin& hp = hairpin_slots_[(hairpin_head_ + hairpin_count_) % hairpin_slots_.size()];
+  fill_hairpin(hairpin_slots_[(hairpin_head_ + hairpin_count_) % hairpin_slots_.size()], p, mcast);
+  ++hairpin_count_;
+  ++counters_.hairpin_packets;
+}
+
+void DataPath::fill_hairpin(Hairpin& hp, const t::TxPacket& p, bool mcast) const {
   hp.pkt = p.pkt;
   // Same-host traffic between mapped regions is one copy, source MR to
   // destination MR: a payload read in place from a region is kept as that
   // view (the application may not change a buffer its WQE is sending, and
   // a READ response's source is read when delivered, as by a later DMA).
+  // Another shard may deliver it: this shard unmaps no region while a
+  // packet it handed over is queued (handoffs_delivered).
   if (mem_.is_last_view(p.pkt.payload)) {
     hp.view = p.pkt.payload;
     hp.data.clear();
@@ -937,15 +981,79 @@ void DataPath::hairpin(const t::TxPacket& p, bool mcast) {
   // from on a link): what the receiving RC/UC QP checks.
   hp.sender = d.src;
   hp.multicast = mcast;
-  ++hairpin_count_;
-  ++counters_.hairpin_packets;
+}
+
+DataPath::Hairpin* DataPath::handoff_slot(unsigned to) {
+  Hairpin* hp = peers_[to]->inbox_[shard_]->claim();
+  if (hp == nullptr) ++counters_.shard_handoff_drops;
+  return hp;
+}
+
+void DataPath::handoff_done(unsigned to) {
+  peers_[to]->inbox_[shard_]->publish();
+  ++counters_.shard_handoffs;
+  wake_mask_ |= 1U << to;
+}
+
+void DataPath::forward_rx(unsigned to, const wire::IbPacket& pkt, const RxAddress& from, const wire::IpAddr* sender) {
+  // The link's receive buffer is reused: the payload is copied.
+  Hairpin* hp = handoff_slot(to);
+  if (hp == nullptr) return;
+  hp->pkt = pkt;
+  hp->view = {};
+  hp->data.assign(pkt.payload.begin(), pkt.payload.end());
+  hp->from = from;
+  hp->sender = sender != nullptr ? *sender : from.src;
+  hp->multicast = false;
+  handoff_done(to);
+}
+
+bool DataPath::run_inboxes(t::Nanos now) {
+  bool work = false;
+  for (auto& ring : inbox_) {
+    if (!ring) continue;
+    // What is queued now, at most a ring's worth: packets the transport
+    // emits meanwhile go to the next pass.
+    for (std::size_t n = ring->capacity(); n != 0; --n) {
+      Hairpin* hp = ring->front();
+      if (hp == nullptr) break;
+      hp->pkt.payload = hp->view.empty() ? wire::Bytes(hp->data.data(), hp->data.size()) : hp->view;
+      delivering_handoff_ = true;
+      if (hp->multicast) deliver_multicast(hp->pkt, hp->from, now);
+      else deliver_rx(hp->pkt, hp->from, now, &hp->sender);
+      delivering_handoff_ = false;
+      ring->pop();
+      work = true;
+    }
+  }
+  return work;
+}
+
+bool DataPath::inboxes_empty() const {
+  for (const auto& ring : inbox_)
+    if (ring && !ring->empty()) return false;
+  return true;
+}
+
+bool DataPath::handoffs_delivered() const {
+  for (unsigned s = 0; s < nshards_; ++s)
+    if (s != shard_ && !peers_[s]->inbox_[shard_]->empty()) return false;
+  return true;
+}
+
+void DataPath::flush_wakes() {
+  for (std::uint32_t m = wake_mask_; m != 0; m &= m - 1) {
+    const DataPath* to = peers_[static_cast<unsigned>(__builtin_ctz(m))];
+    if (to->self_ != nullptr) to->self_->wake_if_sleeping();
+  }
+  wake_mask_ = 0;
 }
 
 void DataPath::send_on_link(const t::TxPacket& p) {
   if (!link_) return;
   wire::Bytes sent;
-  if (link_->send(p.pkt, link_dest(p), capture_.active() ? &sent : nullptr) && capture_.active()) {
-    capture_.write(sent);
+  if (link_->send(p.pkt, link_dest(p), capture_->active() ? &sent : nullptr) && capture_->active()) {
+    capture_->write(sent);
     stats_.inc(DevStat::kCaptureFrames);
   }
 }
@@ -982,6 +1090,16 @@ std::uint8_t roce_pkt_type(const RxAddress& from) {
 }  // namespace
 
 void DataPath::deliver_rx(const wire::IbPacket& pkt, const RxAddress& from, t::Nanos now, const wire::IpAddr* sender) {
+  if (nshards_ > 1 && !delivering_handoff_) {
+    // A packet the link gave this shard for another's QP (a GRO run with
+    // several destinations, a peer's GSI MAD on a shard's socket): handed
+    // over, counted there.
+    const unsigned to = shard_of_qpn(pkt.bth.dest_qp, nshards_);
+    if (to != shard_) {
+      forward_rx(to, pkt, from, sender);
+      return;
+    }
+  }
   stats_.on_rx(pkt);
   if (pkt.bth.dest_qp == kGsiQpn) {
     // QP1 is the GSI (IBA 13.5.1): MADs go to the CM service, not the
@@ -1086,7 +1204,7 @@ bool DataPath::run_link(t::Nanos now) {
   LinkRxPacket rx;
   std::size_t n = 0;
   while (n < kRxBurst && link_->receive(&rx)) {
-    if (capture_.active()) capture_rx(rx);
+    if (capture_->active()) capture_rx(rx);
     // Sent to a group this link joined (Link::join_group): its members.
     if (McastGroups::is_multicast(rx.from.dst.bytes)) deliver_multicast(rx.ib, rx.from, now);
     else deliver_rx(rx.ib, rx.from, now);
@@ -1103,11 +1221,14 @@ bool DataPath::link_look_due(t::Nanos now) const {
 
 bool DataPath::prepare_sleep() {
   if (hairpin_count_ != 0 || !carried_.empty() || !due_.empty()) return false;
+  // Other shards' packets (the shard's sleeping flag is set by now:
+  // Shard::wake_if_sleeping's other half).
+  if (nshards_ > 1 && !inboxes_empty()) return false;
   // The control plane (modify_qp to ERR flushes, destroy) runs between
   // passes: free the slots of what it completed before sleeping, and unmap
   // the regions it deregistered.
   retire_wqes();
-  mem_.regions().reap();
+  if (nshards_ <= 1 || handoffs_delivered()) mem_.regions().reap();
   // Each page's try_sleep pairs with the shim's fence between ringing its
   // bit and reading `sleeping` (DoorbellPage::engine_asleep): a WQE
   // published before the shim could see the flag has its bit seen here.

@@ -32,7 +32,10 @@
 #include "engine/observe/capture.hpp"
 #include "hostif/ctl_proto.hpp"
 #include "engine/observe/fault.hpp"
+#include "engine/datapath/link_open.hpp"
 #include "engine/datapath/multicast.hpp"
+#include "engine/datapath/shard.hpp"
+#include "engine/datapath/spsc_slots.hpp"
 #include "engine/link/iw_streams.hpp"
 #include "engine/observe/stats.hpp"
 #include "engine/link/link.hpp"
@@ -51,6 +54,8 @@ struct DataPathCounters {
   uint64_t mcast_no_members = 0;  // multicast sends no QP of the device had joined
   uint64_t rings_corrupt = 0;     // QPs errored for a corrupt producer index (DataPath::ring_corrupt)
   uint64_t rings_read = 0;        // queue owners (QP or SRQ) a pass read the rings of: rung or carried
+  uint64_t shard_handoffs = 0;     // packets handed to another shard (forward)
+  uint64_t shard_handoff_drops = 0;  // ... its ring full
 };
 
 class DataPath;
@@ -72,12 +77,24 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
  public:
   // Opens the device's link (engine/link_open.cpp: udp binds address:port,
   // afpacket opens the interface). nullptr + *error on failure.
-  static std::unique_ptr<DataPath> create(const Device& dev, std::string* error);
+  // `sh`: this data path is shard sh.shard of sh.shards (shard.hpp): its
+  // transport hands out that residue's QPNs, its udp link shares the port.
+  static std::unique_ptr<DataPath> create(const Device& dev, std::string* error, LinkShard sh = {});
   ~DataPath() override;
   DataPath(const DataPath&) = delete;
   DataPath& operator=(const DataPath&) = delete;
 
   transport::Transport& transport() { return *transport_; }
+
+  // Engine threads (shard.hpp). `peers`: the device's data paths by shard,
+  // this one at index `self->index()`; each hands packets for the others'
+  // QPNs to them. Called once, before any thread runs.
+  void join_shards(const std::vector<DataPath*>& peers, Shard* self);
+  [[nodiscard]] unsigned shard() const noexcept { return shard_; }
+  [[nodiscard]] unsigned shards() const noexcept { return nshards_; }
+  // The engine thread running this data path (nullptr: not sharded).
+  [[nodiscard]] Shard* shard_handle() const noexcept { return self_; }
+
   // Registered memory mapped into the daemon (direct access; the control
   // plane attaches a region at RegMr and detaches it with its last MR).
   MappedRegions& mapped_regions() { return mem_.regions(); }
@@ -156,7 +173,8 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
   // members below are defined in engine/stats_datapath.cpp).
   [[nodiscard]] const DeviceStats& stats() const { return stats_; }
   FaultStage& faults() { return faults_; }
-  Capture& capture() { return capture_; }
+  // One capture per device: every shard writes to shard 0's.
+  Capture& capture() { return *capture_; }
   // The device counters and one page of per-QP counters (QPN >= first_qpn).
   void fill_stats(ctl::StatsRep& rep, std::uint32_t first_qpn) const;
 
@@ -168,7 +186,7 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
                 std::span<const std::uint8_t> mad);
 
  private:
-  DataPath(const Device& dev, std::unique_ptr<Link> link);
+  DataPath(const Device& dev, std::unique_ptr<Link> link, LinkShard sh = {});
 
   struct CqBinding {
     ProcessPort* port;
@@ -299,6 +317,28 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
   // Joins groups that gained members on the link, leaves those that lost all.
   void sync_link_groups();
   void hairpin(const transport::TxPacket& p, bool mcast);
+  // Fills `hp` for a packet the transport emits to this device (hairpin).
+  void fill_hairpin(Hairpin& hp, const transport::TxPacket& p, bool mcast) const;
+  // Shards (join_shards): a packet for another shard's QP goes into its
+  // ring from this one (inbox_ of the receiver, by sender); the receiver
+  // is woken at the end of the pass if it sleeps (flush_wakes).
+  Hairpin* handoff_slot(unsigned to);
+  void handoff_done(unsigned to);
+  // A received packet for QPN `pkt.bth.dest_qp` of shard `to`: copied over.
+  void forward_rx(unsigned to, const wire::IbPacket& pkt, const RxAddress& from, const wire::IpAddr* sender);
+  bool run_inboxes(transport::Nanos now);
+  [[nodiscard]] bool inboxes_empty() const;
+  // Whether every packet this shard handed over has been delivered (they
+  // may point into this shard's mapped regions).
+  [[nodiscard]] bool handoffs_delivered() const;
+  void flush_wakes();
+  unsigned shard_ = 0;
+  unsigned nshards_ = 1;
+  Shard* self_ = nullptr;
+  std::vector<DataPath*> peers_;
+  std::vector<std::unique_ptr<SpscSlots<Hairpin>>> inbox_;  // by sending shard (none for this one)
+  std::uint32_t wake_mask_ = 0;  // shards given packets this pass
+  bool delivering_handoff_ = false;  // deliver_rx: the packet came from another shard, deliver it here
   void send_on_link(const transport::TxPacket& p);
   std::vector<std::uint32_t> mcast_scratch_;  // deliver_multicast: the members of one group
   DataPathCounters counters_;
@@ -312,7 +352,8 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
   [[nodiscard]] std::uint16_t link_port() const;
   DeviceStats stats_;
   FaultStage faults_;
-  Capture capture_;
+  Capture own_capture_;
+  Capture* capture_ = &own_capture_;  // shard 0's (join_shards)
   std::vector<std::uint8_t> frame_scratch_;  // fault_tx: one encoded frame
   GsiHandler* gsi_ = nullptr;
   std::uint32_t gsi_psn_ = 0;

@@ -17,12 +17,14 @@ namespace urnic::engine {
 
 namespace {
 
-std::unique_ptr<Link> open_udp(const Device& dev, std::string* error) {
+std::unique_ptr<Link> open_udp(const Device& dev, std::string* error, LinkShard sh) {
   const DeviceConfig& c = dev.config();
   in_addr a{};
   ::inet_pton(AF_INET, c.address.c_str(), &a);  // checked by parse_config
   std::string why;
-  auto link = UdpLink::open(ntohl(a.s_addr), c.udp_port, &why, UdpLink::Options{.gso = c.udp_gso});
+  const std::uint16_t port = sh.shard != 0 ? sh.port : c.udp_port;
+  auto link = UdpLink::open(ntohl(a.s_addr), port, &why,
+                            UdpLink::Options{.gso = c.udp_gso, .shard = sh.shard, .shards = sh.shards});
   if (!link) {
     // Same-host traffic does not need the socket (it is hairpinned); another
     // daemon (another runtime directory) may hold the port.
@@ -82,10 +84,10 @@ std::unique_ptr<Link> open_dpdk(const Device& dev, std::string* error) {
 
 }  // namespace
 
-std::unique_ptr<Link> open_link(const Device& dev, std::string* error) {
+std::unique_ptr<Link> open_link(const Device& dev, std::string* error, LinkShard sh) {
   if (dev.config().link == "afpacket") return open_afpacket(dev, error);
   if (dev.config().link == "dpdk") return open_dpdk(dev, error);
-  return open_udp(dev, error);
+  return open_udp(dev, error, sh);
 }
 
 }  // namespace urnic::engine

@@ -1,6 +1,7 @@
 // Opening a device's link from its config ("link": "udp" | "afpacket").
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -13,6 +14,13 @@ class Device;
 // The link the device's config names. nullptr with a message in *error when
 // it cannot be opened; for `udp` that is not fatal (the daemon then serves
 // same-host traffic only, which never touches the link).
-std::unique_ptr<Link> open_link(const Device& dev, std::string* error);
+// `shard` of `shards` (engine/datapath/shard.hpp): the udp link's sockets
+// share the port with the other shards' (`port`: the one shard 0 bound,
+// for a config's port 0).
+struct LinkShard {
+  unsigned shard = 0, shards = 1;
+  std::uint16_t port = 0;
+};
+std::unique_ptr<Link> open_link(const Device& dev, std::string* error, LinkShard sh = {});
 
 }  // namespace urnic::engine

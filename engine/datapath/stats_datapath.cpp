@@ -30,9 +30,9 @@ void DataPath::init_observe(const Device& dev) {
                dev.name(), c.fault.faults.loss, c.fault.faults.duplicate, c.fault.faults.reorder,
                c.fault.faults.corrupt, c.fault.faults.ecn, c.fault.delay);
   }
-  if (!c.capture_path.empty()) {
+  if (!c.capture_path.empty() && shard_ == 0) {  // one capture per device (join_shards)
     std::string error;
-    if (capture_.start(c.capture_path, c.capture_limit, &error))
+    if (capture_->start(c.capture_path, c.capture_limit, &error))
       fmt::print(stderr, "urnicd: device {}: capturing to {}\n", dev.name(), c.capture_path);
     else
       fmt::print(stderr, "urnicd: device {}: {}\n", dev.name(), error);
@@ -43,7 +43,7 @@ std::uint16_t DataPath::link_port() const { return link_ ? link_->port() : wire:
 
 void DataPath::capture_tx(const t::TxPacket& p, std::uint32_t dst_ipv4) {
   if (dst_ipv4 == 0) return;  // not sent (no IPv4 destination, no link)
-  capture_.write_packet(p.pkt, ipv4_, link_port(), dst_ipv4, v2_traffic_class(p));
+  capture_->write_packet(p.pkt, ipv4_, link_port(), dst_ipv4, v2_traffic_class(p));
   stats_.inc(DevStat::kCaptureFrames);
 }
 
@@ -51,9 +51,9 @@ void DataPath::capture_rx(const LinkRxPacket& rx) {
   // Raw links hand over the frame as it came in; the udp link only the
   // payload, so the tap rebuilds IPv4 frames as the link checked them.
   if (!rx.frame.empty())
-    capture_.write(rx.frame);
+    capture_->write(rx.frame);
   else if (!rx.from.ipv6)
-    capture_.write_packet(rx.ib, rx.from.src.v4(), rx.from.src_port, rx.from.dst.v4(), 0);
+    capture_->write_packet(rx.ib, rx.from.src.v4(), rx.from.src_port, rx.from.dst.v4(), 0);
 }
 
 void DataPath::fault_tx(const t::TxPacket& p, const LinkDest& d, bool own, t::Nanos now) {
@@ -92,8 +92,8 @@ void DataPath::fault_tx(const t::TxPacket& p, const LinkDest& d, bool own, t::Na
 bool DataPath::run_faults(t::Nanos now) {
   if (faults_.held() == 0 || faults_.next_release() > now) return false;
   return faults_.release(now, [&](std::uint32_t dst, std::span<const std::uint8_t> frame) {
-    if (capture_.active()) {
-      capture_.write(frame);
+    if (capture_->active()) {
+      capture_->write(frame);
       stats_.inc(DevStat::kCaptureFrames);
     }
     if (dst == ipv4_) {
@@ -145,6 +145,8 @@ void DataPath::fill_stats(ctl::StatsRep& rep, std::uint32_t first_qpn) const {
   at(DevStat::kRingsRead) = counters_.rings_read;
   at(DevStat::kCqesDelivered) = counters_.cqes_delivered;
   at(DevStat::kCqOverflows) = counters_.cq_overflows;
+  at(DevStat::kShardHandoffs) = counters_.shard_handoffs;
+  at(DevStat::kShardHandoffDrops) = counters_.shard_handoff_drops;
   const ProcessMemoryCounters& m = mem_.counters();
   at(DevStat::kMemSyscalls) = m.read_calls + m.write_calls;
   at(DevStat::kMemDirectOps) = m.direct_reads + m.direct_writes + m.direct_atomics;

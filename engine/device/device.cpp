@@ -375,6 +375,15 @@ std::optional<DaemonConfig> parse_config(const std::string& json_text, std::stri
       ++index;
     }
     if (j.contains("access") && !parse_access(j["access"], cfg.access, error)) return std::nullopt;
+    if (j.contains("threads")) {
+      const auto& t = j["threads"];
+      if (!t.is_number_unsigned() || t.get<std::uint64_t>() < 1 || t.get<std::uint64_t>() > DaemonConfig::kMaxThreads) {
+        error = "config: \"threads\" (engine poll threads) must be a whole number from 1 to " +
+                std::to_string(DaemonConfig::kMaxThreads) + " (1, the default, suits a machine of two cores)";
+        return std::nullopt;
+      }
+      cfg.threads = t.get<unsigned>();
+    }
     if (j.contains("process_quota")) {
       const auto& q = j["process_quota"];
       const std::pair<const char*, std::uint32_t ProcessQuota::*> fields[] = {

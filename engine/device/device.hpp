@@ -99,6 +99,12 @@ struct DaemonConfig {
   // "access": {"uids": [1001, "alice"], "gids": ["rdma"]}.
   AccessPolicy access;
   ProcessQuota quota;
+  // Engine poll threads (config key "threads", 1..kMaxThreads, default 1):
+  // with more than one, each RoCE device on the udp link runs a data path
+  // per thread, and processes are spread over them
+  // (engine/datapath/shard.hpp). Other devices run on the first thread.
+  unsigned threads = 1;
+  static constexpr unsigned kMaxThreads = 16;
 };
 
 // The default: urnic0, RoCE v2 over the kernel UDP socket link on

@@ -18,6 +18,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <atomic>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -43,7 +45,10 @@ class Capture {
   // Flushes and closes; returns the frames written by this capture.
   std::uint64_t stop();
 
-  [[nodiscard]] bool active() const noexcept { return writer_.has_value(); }
+  // Every engine thread (shard) of a device writes to its one capture: the
+  // calls below lock (a capture is a diagnostic, not the data path);
+  // active() is one relaxed load.
+  [[nodiscard]] bool active() const noexcept { return on_.load(std::memory_order_relaxed); }
   [[nodiscard]] std::uint64_t frames() const noexcept { return frames_; }
   [[nodiscard]] std::uint64_t limit() const noexcept { return limit_; }
   [[nodiscard]] const std::string& path() const noexcept { return path_; }
@@ -57,6 +62,10 @@ class Capture {
                     std::uint32_t dst_ipv4, std::uint8_t traffic_class);
 
  private:
+  std::uint64_t stop_locked();
+  void write_locked(wire::Bytes frame);
+  mutable std::mutex mu_;
+  std::atomic<bool> on_{false};
   std::optional<pcap::Writer> writer_;
   std::vector<std::uint8_t> buf_;
   std::string path_;

@@ -31,7 +31,8 @@
 #                                      server in a, client in b to $ip_a (-p
 #                                      a fresh port); both must exit 0 and
 #                                      the client print COUNT lines matching
-#                                      EXPECT
+#                                      EXPECT (client_host=a: the client in a
+#                                      too, both on a's daemon)
 #   mc_pair NAME GROUP BIND_A BIND_B ARGS...
 #                                      mckey receiving GROUP in a (bound to
 #                                      BIND_A, joined first), sending from b
@@ -153,7 +154,7 @@ pair_once() {
   server_pid=$!
   wait_listen "$port" "$server_pid"
   local t0=$SECONDS
-  host b "${run_env[@]}" timeout "$limit" "$@" -p "$port" "$ip_a" > "$out_c" 2>&1
+  host "${client_host:-b}" "${run_env[@]}" timeout "$limit" "$@" -p "$port" "$ip_a" > "$out_c" 2>&1
   local crc=$?
   wait "$server_pid"
   local src=$?

@@ -102,6 +102,23 @@ TEST_CASE("config: udp_gso on a udp RoCE device, off by default", "[config]") {
   }
 }
 
+TEST_CASE("config: threads (engine poll threads), 1 by default, 1..16", "[config]") {
+  std::string err;
+  auto one = parse_config(R"({"devices":[{"name":"r_a","address":"10.0.0.1"}]})", err);
+  REQUIRE(one);
+  CHECK(one->threads == 1);
+  auto four = parse_config(R"({"threads":4,"devices":[{"name":"r_a","address":"10.0.0.1"}]})", err);
+  INFO(err);
+  REQUIRE(four);
+  CHECK(four->threads == 4);
+  for (const char* value : {"0", "17", "-1", "2.5", "\"2\""}) {
+    const std::string bad = std::string(R"({"devices":[{"name":"r_a","address":"10.0.0.1"}],"threads":)") + value + "}";
+    INFO(bad);
+    CHECK_FALSE(parse_config(bad, err));
+    CHECK(err.find("\"threads\" (engine poll threads) must be a whole number from 1 to 16") != std::string::npos);
+  }
+}
+
 TEST_CASE("config: planted_bugs (issue 20), off by default, only known names, each on its transport", "[config]") {
   std::string err;
   auto c = parse_config(R"({"devices":[

@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# Acceptance (issue 23), engine threads: urnicd with "threads": 2 runs each
+# udp RoCE device on two engine threads, QPs sharded by QPN (a process's
+# objects on one thread, processes spread over them; the udp link's sockets
+# steer datagrams by destination QPN; engine/datapath/shard.hpp). Two hosts
+# on one machine (network namespaces, a veth pair), a daemon with two
+# threads in each:
+# - same host (server and client on a's daemon, one process on each
+#   thread): perftest RC write/send/read/atomic, UD, SRQ and the pingpongs
+#   with data checks pass, and the packets went from one thread to the
+#   other (shard_handoffs);
+# - across hosts: perftest and rping (rdma_cm: the CM on the first thread,
+#   the QPs on either) pass, and the receiving daemon handed over none of
+#   the packets its link received: the kernel steered each to its QP's
+#   thread;
+# - UD multicast across hosts (mckey);
+# - an XRC domain shared by processes on different threads is refused
+#   (EOPNOTSUPP) and the daemon's log says why and what to set;
+# - under a busy loop on every core, perftest with 4 QPs still passes.
+# Needs root (namespaces): exits 77 (skipped) otherwise. Stops what it
+# starts by PID; the namespaces go with their daemons.
+#
+# usage: threads_test.sh SHIM_DIR URNICD URNIC_CLI [RDMACM_SHIM_DIR]
+set -uo pipefail
+shim_dir=$1
+urnicd=$2
+# shellcheck disable=SC2034  # two_hosts.sh's stat reads it
+cli=$3
+rdmacm_dir=${4:-$shim_dir}
+
+# shellcheck source=two_hosts.sh
+source "$(dirname "$0")/two_hosts.sh"
+two_hosts_require_root
+export URNIC_DAEMON=$urnicd
+export LD_LIBRARY_PATH=$shim_dir:$rdmacm_dir
+unset LD_PRELOAD URNIC_RUNTIME_DIR
+
+hog_pids=()
+cleanup_extra() {
+  local p
+  for p in "${hog_pids[@]}"; do stop_pid "$p"; done
+}
+
+two_hosts_create t 184
+for h in a b; do
+  addr=$ip_a
+  [[ $h == b ]] && addr=$ip_b
+  printf '{"threads": 2, "devices": [{"name": "urnic0", "link": "udp", "address": "%s"}]}\n' "$addr" > "$rt/$h.json"
+  two_hosts_daemon "$h"
+done
+if grep -q "2 engine threads" "$rt/a.log" && grep -q "2 engine threads" "$rt/b.log"; then
+  pass "urnicd in each namespace runs 2 engine threads"
+else
+  fail "the daemons did not say they run 2 engine threads: $(tail -n 4 "$rt/a.log")"
+fi
+
+gid=(-g 1)
+x=(-x 1)
+
+# --- same host: the server's process on one thread, the client's on the other
+client_host=a pair "ib_write_bw -s 65536 (same host)" "$row" 1 ib_write_bw "${x[@]}" -s 65536 -n 2000
+client_host=a pair "ib_send_bw -q 4 -s 4096 (same host)" "$row" 1 ib_send_bw "${x[@]}" -q 4 -s 4096 -n 2000
+client_host=a pair "ib_read_bw -s 65536 (same host)" "$row" 1 ib_read_bw "${x[@]}" -s 65536 -n 500
+client_host=a pair "ib_atomic_bw (same host)" "$row" 1 ib_atomic_bw "${x[@]}" -n 1000
+client_host=a pair "ib_send_lat -e (same host)" "$row" 1 ib_send_lat "${x[@]}" -e -n 500
+client_host=a pair "ib_send_bw -c UD -s 2048 (same host)" "$row" 1 ib_send_bw "${x[@]}" -c UD -s 2048 -n 1000
+client_host=a pair "ibv_rc_pingpong --chk -s 8000 (same host)" "$pp" 1 ibv_rc_pingpong "${gid[@]}" -c -s 8000 -n 500
+client_host=a pair "ibv_ud_pingpong (same host)" "$pp" 1 ibv_ud_pingpong "${gid[@]}" -n 500
+client_host=a pair "ibv_srq_pingpong -e (same host)" "$pp" 1 ibv_srq_pingpong "${gid[@]}" -e -n 500
+handoffs=$(stat a shard_handoffs)
+tx=$(stat a tx_pkts)
+drops=$(stat a shard_handoff_drops)
+if (( handoffs > 0 && handoffs <= tx )); then
+  pass "host a: $handoffs of $tx packets went from one engine thread to the other ($drops dropped at a full ring)"
+else
+  fail "host a: shard_handoffs $handoffs of tx_pkts $tx (the two processes should be on different threads)"
+fi
+
+# --- across hosts: the link delivers each packet to its QP's thread
+h0=$(stat a shard_handoffs)
+r0=$(stat a rx_pkts)
+pair "ib_write_bw -q 4 -s 65536 (a <- b)" "$row" 1 ib_write_bw "${x[@]}" -q 4 -s 65536 -n 1000
+pair "ib_send_bw -s 4096 (a <- b)" "$row" 1 ib_send_bw "${x[@]}" -s 4096 -n 2000
+pair "ib_read_lat (a <- b)" "$row" 1 ib_read_lat "${x[@]}" -n 500
+pair "ibv_rc_pingpong --chk (a <- b)" "$pp" 1 ibv_rc_pingpong "${gid[@]}" -c -n 500
+h1=$(stat a shard_handoffs)
+r1=$(stat a rx_pkts)
+if (( r1 - r0 > 10000 && h1 == h0 )); then
+  pass "host a: $((r1 - r0)) packets from b, each received by its QP's thread (no handoff)"
+else
+  fail "host a: $((r1 - r0)) packets from b, $((h1 - h0)) handed from one thread to the other"
+fi
+
+# rdma_cm: REQ/REP/RTU and DREQ through the CM (first thread) for QPs on either.
+port=$((port + 1))
+bg_host a "${run_env[@]}" timeout "$limit" rping -s -a "$ip_a" -p "$port" -V -C 100 -S 4096 > "$rt/rping_s.out" 2>&1
+server_pid=$!
+wait_listen "$port" "$server_pid"
+host b "${run_env[@]}" timeout "$limit" rping -c -a "$ip_a" -p "$port" -V -C 100 -S 4096 > "$rt/rping_c.out" 2>&1
+crc=$?
+wait "$server_pid"
+src=$?
+server_pid=
+if [[ $crc == 0 && $src == 0 ]]; then pass "rping -V -C 100 across hosts (rdma_cm)"
+else fail "rping across hosts: client exit $crc, server exit $src; $(said "$rt/rping_c.out") $(said "$rt/rping_s.out")"; fi
+
+mc_pair "mckey -C 20 across hosts (b -> 239.1.2.5 -> a)" 239.1.2.5 "$ip_a" "$ip_b" -C 20
+
+# --- XRC: a domain shared by processes on different threads is refused, said why
+port=$((port + 1))
+bg_host a timeout 20 ibv_xsrq_pingpong "${gid[@]}" -n 10 -p "$port" > "$rt/xsrq_s.out" 2>&1
+server_pid=$!
+sleep 1
+host a timeout 20 ibv_xsrq_pingpong "${gid[@]}" -n 10 -p "$port" "$ip_a" > "$rt/xsrq_c.out" 2>&1
+stop_pid "$server_pid"
+server_pid=
+if grep -q "XRC Domain 95" "$rt/xsrq_c.out" && grep -q 'XRC domain shared with a process on another engine thread refused (EOPNOTSUPP); set "threads": 1' "$rt/a.log"; then
+  pass "an XRC domain shared across engine threads: EOPNOTSUPP, and the log says to set \"threads\": 1"
+else
+  fail "XRC across threads: client said '$(said "$rt/xsrq_c.out")', log: $(grep -i xrc "$rt/a.log" | tail -n 1)"
+fi
+
+# --- a busy loop on every core
+for ((i = 0; i < $(nproc); i++)); do
+  bash -c 'while :; do :; done' &
+  hog_pids+=($!)
+done
+client_host=a pair "ib_write_bw -q 4 -s 65536 under a CPU hog (same host)" "$row" 1 ib_write_bw "${x[@]}" -q 4 -s 65536 -n 500
+pair "ib_send_bw -q 2 -s 4096 under a CPU hog (a <- b)" "$row" 1 ib_send_bw "${x[@]}" -q 2 -s 4096 -n 500
+for p in "${hog_pids[@]}"; do stop_pid "$p"; done
+hog_pids=()
+v=$(stat a retry_exceeded_err)
+if [[ $v == 0 ]]; then pass "host a: retry_exceeded_err 0"; else fail "host a: retry_exceeded_err $v"; fi
+
+for h in a b; do
+  pid_var=daemon_pid_$h
+  if alive "${!pid_var}"; then pass "urnicd in $h still serving"; else fail "urnicd in $h died: $(tail -n 5 "$rt/$h.log")"; fi
+done
+finish
