@@ -20,6 +20,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "hostif/ctl_proto.hpp"
 #include "engine/control/ctl_server.hpp"
@@ -216,9 +217,15 @@ int main(int argc, char** argv) {
         fmt::print(stderr, "urnicd: device {}: RoCE v2 over udp {}:{}, mtu {}\n", d->name(),
                    d->config().address, d->config().udp_port, d->config().active_mtu);
     }
-    if (cfg.threads > 1)
+    if (cfg.threads > 1) {
       fmt::print(stderr, "urnicd: {} engine threads (udp RoCE devices sharded by QPN; processes spread over them)\n",
                  cfg.threads);
+      // Each engine thread spins while it has work: with as many threads as
+      // cores, the programs that poll their CQs have none left.
+      if (const unsigned cores = std::thread::hardware_concurrency(); cores != 0 && cfg.threads >= cores)
+        fmt::print(stderr, "urnicd: warning: {} engine threads on {} cores leave the applications no core of their "
+                   "own; RDMA gets slower, not faster (\"threads\": 1 suits a small machine)\n", cfg.threads, cores);
+    }
     fmt::print(stderr, "urnicd: pid {} listening on {}\n", ::getpid(), sock);
     // This thread: the engine loop spins over (shard 0's) data paths while
     // there is work and sleeps in Asio's epoll (control sockets, links,
