@@ -204,19 +204,44 @@ ErrnoOr<MrKeys> Transport::reg_mr(PdHandle pd, MemDomain dom, uint64_t addr, uin
   if (addr + length < addr || iova + length < iova) return {EINVAL, {}};
   const uint32_t key = ctx_->new_key();
   const uint32_t rkey = ctx_->new_key();
-  detail::Mr mr;
-  mr.key = key;
-  mr.rkey = rkey;
-  mr.pd = pd;
-  mr.dom = dom;
-  mr.addr = addr;
-  mr.length = length;
-  mr.iova = iova;
-  mr.access = acc;
-  ctx_->mrs.emplace(key, mr);
-  ctx_->mr_rkeys.emplace(rkey, key);
-  ++it->second.users;
+  insert_mr(pd, MrRecord{dom, addr, length, iova, acc, {key, rkey}});
   return {0, {key, rkey}};
+}
+
+void Transport::insert_mr(PdHandle pd, const MrRecord& r) {
+  detail::Mr mr;
+  mr.key = r.keys.lkey;
+  mr.rkey = r.keys.rkey;
+  mr.pd = pd;
+  mr.dom = r.dom;
+  mr.addr = r.addr;
+  mr.length = r.length;
+  mr.iova = r.iova;
+  mr.access = r.access;
+  ctx_->mrs.emplace(mr.key, mr);
+  ctx_->mr_rkeys.emplace(mr.rkey, mr.key);
+  ++ctx_->pds.at(static_cast<uint32_t>(pd)).users;
+}
+
+std::optional<Transport::MrRecord> Transport::mr_record(uint32_t lkey) const {
+  auto it = ctx_->mrs.find(lkey);
+  if (it == ctx_->mrs.end()) return std::nullopt;
+  const detail::Mr& m = it->second;
+  return MrRecord{m.dom, m.addr, m.length, m.iova, m.access, {m.key, m.rkey}};
+}
+
+bool Transport::keys_free(const MrKeys& keys) const {
+  return (keys.lkey >> 8) != (keys.rkey >> 8) && !ctx_->key_indices.contains(keys.lkey >> 8) &&
+         !ctx_->key_indices.contains(keys.rkey >> 8);
+}
+
+int Transport::adopt_mr(PdHandle pd, const MrRecord& r) {
+  if (!ctx_->pds.contains(static_cast<uint32_t>(pd))) return EINVAL;
+  if (!keys_free(r.keys)) return EEXIST;
+  ctx_->key_indices.insert(r.keys.lkey >> 8);
+  ctx_->key_indices.insert(r.keys.rkey >> 8);
+  insert_mr(pd, r);
+  return 0;
 }
 
 int Transport::dereg_mr(uint32_t lkey) {

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 #include <unordered_map>
@@ -96,6 +97,19 @@ class Transport {
   ErrnoOr<MrKeys> reg_mr(PdHandle pd, MemDomain dom, uint64_t addr, uint64_t length, uint32_t access,
                          uint64_t iova);
   int dereg_mr(uint32_t lkey);
+  // An MR as registered, to register it in another transport with the same
+  // keys (adopt_mr): a process moving to another engine thread before it
+  // has queues (engine/datapath/shard.hpp). adopt_mr is EEXIST when a key's
+  // index is taken here, EINVAL for an unknown PD.
+  struct MrRecord {
+    MemDomain dom{};
+    uint64_t addr = 0, length = 0, iova = 0;
+    uint32_t access = 0;
+    MrKeys keys{};
+  };
+  [[nodiscard]] std::optional<MrRecord> mr_record(uint32_t lkey) const;
+  [[nodiscard]] bool keys_free(const MrKeys& keys) const;
+  int adopt_mr(PdHandle pd, const MrRecord& r);
   // ibv_rereg_mr (transport/mr_resize.cpp): change an MR's translation, PD
   // and/or access in place; the keys stay the same.
   int rereg_mr(uint32_t lkey, const MrRereg& change);
@@ -213,6 +227,7 @@ class Transport {
  private:
   detail::Qp* find_qp(uint32_t qpn) const;
   uint32_t alloc_qpn();
+  void insert_mr(PdHandle pd, const MrRecord& r);  // keys taken, PD known
   ErrnoOr<uint32_t> create_xrc_recv_qp(const QpInitAttr& a);
   detail::IwQp* find_iw_qp(uint32_t qpn) const;
 

@@ -62,7 +62,7 @@ class CtlClient {
   // The same, passing `send_fd` with the request (SCM_RIGHTS; the daemon
   // gets its own copy, the caller keeps `send_fd`).
   template <ctl::Message Req, ctl::Message Rep>
-  int call_passing_fd(const Req& req, Rep& rep, int send_fd);
+  int call_passing_fd(const Req& req, Rep& rep, int send_fd, std::vector<int>* fds = nullptr);
 
   // A destroy request: as call(), but once the daemon is gone (EIO and
   // gone()) it succeeds, because the daemon's death already freed the
@@ -118,15 +118,26 @@ int CtlClient::check_reply(int err, const std::vector<std::byte>& reply, Rep& re
   return EIO;
 }
 
-template <ctl::Message Req, ctl::Message Rep>
-int CtlClient::call_passing_fd(const Req& req, Rep& rep, int send_fd) {
-  std::vector<std::byte> reply;
-  std::vector<int> got;
-  const int fds[1] = {send_fd};
-  const int err = check_reply(call_raw(ctl::encode(req, 0), reply, got, fds), reply, rep);
-  for (int fd : got) ::close(fd);
+// The descriptors of a reply go to `fds`, or are closed when the call failed
+// or nobody wants them; errno is `err` (set after the closes, which may
+// change it).
+inline int keep_reply_fds(int err, std::vector<int>& got, std::vector<int>* fds) {
+  if (err != 0 || fds == nullptr) {
+    for (int fd : got) ::close(fd);
+  } else {
+    fds->insert(fds->end(), got.begin(), got.end());
+  }
   if (err != 0) errno = err;
   return err;
+}
+
+template <ctl::Message Req, ctl::Message Rep>
+int CtlClient::call_passing_fd(const Req& req, Rep& rep, int send_fd, std::vector<int>* fds) {
+  std::vector<std::byte> reply;
+  std::vector<int> got;
+  const int sent[1] = {send_fd};
+  const int err = check_reply(call_raw(ctl::encode(req, 0), reply, got, sent), reply, rep);
+  return keep_reply_fds(err, got, fds);
 }
 
 template <ctl::Message Req, ctl::Message Rep>
@@ -134,13 +145,7 @@ int CtlClient::call(const Req& req, Rep& rep, std::vector<int>* fds) {
   std::vector<std::byte> reply;
   std::vector<int> got;
   const int err = check_reply(call_raw(ctl::encode(req, 0), reply, got), reply, rep);
-  if (err != 0 || fds == nullptr) {
-    for (int fd : got) ::close(fd);
-  } else {
-    fds->insert(fds->end(), got.begin(), got.end());
-  }
-  if (err != 0) errno = err;  // after the closes, which may change it
-  return err;
+  return keep_reply_fds(err, got, fds);
 }
 
 // The device as the application sees it before opening. `after_` must stay

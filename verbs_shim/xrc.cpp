@@ -5,7 +5,9 @@
 // before the daemon is asked are libibverbs' own (ibv_cmd_open_xrcd,
 // ibv_cmd_create_srq_ex, ibv_cmd_open_qp), so applications get the errnos
 // every hardware provider gives; the daemon answers as uverbs does.
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdlib>
@@ -32,11 +34,23 @@ ibv_xrcd* op_open_xrcd(ibv_context* context, ibv_xrcd_init_attr* attr) {
   if (x == nullptr) return fail_null(ENOMEM);
   const ctl::OpenXrcdReq req{attr->fd >= 0 ? 1U : 0U, static_cast<std::uint32_t>(attr->oflags)};
   ctl::OpenXrcdRep rep{};
-  const int err = attr->fd >= 0 ? client_of(context).call_passing_fd(req, rep, attr->fd)
+  std::vector<int> fds;
+  const int err = attr->fd >= 0 ? client_of(context).call_passing_fd(req, rep, attr->fd, &fds)
                                 : client_of(context).call(req, rep);
   if (err != 0) {
     delete x;
     return fail_null(err);
+  }
+  // A daemon with several engine threads moved this context to the thread
+  // of a domain another process opened first: its doorbell eventfd comes
+  // with the reply and takes the old one's place (dup2 keeps the number, so
+  // a post racing with this on another thread writes one or the other; no
+  // queue exists yet anyway).
+  ShimContext* s = shim_of(context);
+  for (int fd : fds) {
+    if (s->doorbell_fd >= 0 && fd != s->doorbell_fd) ::dup3(fd, s->doorbell_fd, O_CLOEXEC);
+    else if (s->doorbell_fd < 0) s->doorbell_fd = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    ::close(fd);
   }
   x->xrcd.context = context;
   x->handle = rep.handle;

@@ -113,6 +113,12 @@ unsigned Registry::pick_shard(const Device* d) {
   return least;
 }
 
+void Registry::join_shard(const Device* d, unsigned shard) {
+  std::vector<unsigned>& counts = shard_sessions_[d];
+  counts.resize(std::max<std::size_t>(counts.size(), shard + 1));
+  ++counts[shard];
+}
+
 void Registry::leave_shard(const Device* d, unsigned shard) {
   auto it = shard_sessions_.find(d);
   if (it != shard_sessions_.end() && shard < it->second.size() && it->second[shard] != 0) --it->second[shard];
@@ -515,6 +521,50 @@ Reply Session::on_dereg_mr(const MsgHeader& h, std::span<const std::byte> msg) {
   ctl::DeregMrRep rep{};
   rep.handle = req->handle;
   return ok(h, rep);
+}
+
+int Session::move_to(DataPath* to) {
+  if (dp_ == nullptr || to == nullptr || to == dp_) return to == dp_ ? 0 : EINVAL;
+  if (!cqs_.empty() || !qps_.empty() || !srqs_.empty() || !mws_.empty() || !port_.ahs.empty() || !xrcds_.empty())
+    return EBUSY;
+  const std::vector<DataPath*>& dps = reg_.datapaths(dev_);
+  const auto k = static_cast<unsigned>(std::find(dps.begin(), dps.end(), to) - dps.begin());
+  if (k >= dps.size()) return EINVAL;
+  // This request's scope parks our shard; the other one is parked too.
+  ShardScope there(to->shard_handle());
+  transport::Transport& from_t = dp_->transport();
+  transport::Transport& to_t = to->transport();
+  for (const auto& [handle, mr] : mrs_)
+    if (!to_t.keys_free(transport::MrKeys{mr.key, mr.rkey})) return EEXIST;
+  // Nothing can fail from here: slots are bounded by the MRs the device
+  // allows, far below MappedRegions::kMaxSlots.
+  std::map<std::uint32_t, std::uint32_t> slot_of;  // old slot -> new
+  for (auto& [va, r] : regions_) {
+    const int slot = to->mapped_regions().adopt(dp_->mapped_regions().take(static_cast<int>(r.slot)));
+    slot_of[r.slot] = slot > 0 ? static_cast<std::uint32_t>(slot) : 0;
+    r.slot = slot_of[r.slot];
+  }
+  std::map<std::uint32_t, transport::PdHandle> tpd_of;  // by PD handle
+  for (auto& [handle, pd] : pds_) tpd_of[handle] = to_t.alloc_pd();
+  for (auto& [handle, mr] : mrs_) {
+    auto rec = from_t.mr_record(mr.key);
+    if (!rec) continue;
+    if (mr.region != 0) {
+      mr.region = slot_of[mr.region];
+      rec->dom = mr.region != 0 ? region_domain_of_pid(pid_, mr.region) : domain_of_pid(pid_);
+    }
+    to_t.adopt_mr(tpd_of[mr.pd], *rec);
+    from_t.dereg_mr(mr.key);
+  }
+  for (auto& [handle, pd] : pds_) {
+    from_t.dealloc_pd(pd.tpd);
+    pd.tpd = tpd_of[handle];
+  }
+  reg_.leave_shard(dev_, shard_);
+  reg_.join_shard(dev_, k);
+  shard_ = k;
+  dp_ = to;
+  return 0;
 }
 
 std::uint32_t Session::hold_region(std::uint64_t va, std::uint64_t len, std::uint64_t off, int fd) {

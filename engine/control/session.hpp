@@ -201,6 +201,11 @@ class Session {
                      ctl::CreateSrqRep& rep, int& fd);
   Reply on_status(const ctl::MsgHeader& h);
 
+  // Engine threads: moves this session to the shard of data path `to`
+  // (its PDs, MRs and mapped regions, keys unchanged), before it has
+  // queues. EBUSY when it has CQs, QPs, SRQs, AHs, MWs or XRC domains;
+  // EEXIST when a key is taken there (nothing moved then).
+  int move_to(DataPath* to);
   void destroy_qp(std::uint32_t handle);
   // Takes the send WQEs posted on this session's QPs (before a control call
   // that could invalidate what they name).
@@ -283,6 +288,7 @@ class Registry {
   // The shard a new process on device `d` runs on: the one serving the
   // fewest; leave_shard when it goes.
   unsigned pick_shard(const Device* d);
+  void join_shard(const Device* d, unsigned shard);
   void leave_shard(const Device* d, unsigned shard);
   void set_doorbell_fd(int fd) { doorbell_fd_ = fd; }
   [[nodiscard]] int doorbell_fd() const { return doorbell_fd_; }

@@ -28,6 +28,7 @@ Reply Session::on_open_xrcd(const MsgHeader& h, std::span<const std::byte> msg, 
   if (!req) return fail<ctl::OpenXrcdRep>(h, EINVAL);
   if (dev_->attrs().transport != IBV_TRANSPORT_IB) return fail<ctl::OpenXrcdRep>(h, EOPNOTSUPP);
   std::shared_ptr<XrcDomain> domain;
+  int moved_fd = -1;  // the process moved to another engine thread: its new doorbell eventfd
   if (req->has_fd != 0) {
     struct stat st {};
     if (fds.size() != 1 || ::fstat(fds[0], &st) != 0) return fail<ctl::OpenXrcdRep>(h, EBADF);
@@ -37,13 +38,22 @@ Reply Session::on_open_xrcd(const MsgHeader& h, std::span<const std::byte> msg, 
     if (domain && domain->dp != dp_) {
       // Engine threads (engine/datapath/shard.hpp): a domain's SRQs and
       // target QPs live in one shard's transport, and this process runs on
-      // another. A limit of "threads" > 1, said once per session.
-      if (!warned_xrc_shard_)
-        fmt::print(stderr, "urnicd: session {} (pid {}): XRC domain shared with a process on another engine thread "
-                   "refused (EOPNOTSUPP); set \"threads\": 1 in the daemon's config to share XRC domains "
-                   "between processes\n", id_, pid_);
-      warned_xrc_shard_ = true;
-      return fail<ctl::OpenXrcdRep>(h, EOPNOTSUPP);
+      // another. Before it has queues it moves there (its PDs and MRs
+      // with it, their keys unchanged, and its doorbell eventfd replaced
+      // through the reply: ibv_xsrq_pingpong registers its buffer before it
+      // opens the domain); after, it is refused, said once per session.
+      if (const int err = move_to(domain->dp); err != 0) {
+        if (!warned_xrc_shard_)
+          fmt::print(stderr, "urnicd: session {} (pid {}): XRC domain shared with a process on another engine thread "
+                     "refused (EOPNOTSUPP): this process created {} before opening it; open the domain before "
+                     "creating CQs, QPs, SRQs, AHs or memory windows, or set \"threads\": 1 in the daemon's config\n",
+                     id_, pid_, err == EBUSY ? "queues or other objects" : "objects it cannot move");
+        warned_xrc_shard_ = true;
+        return fail<ctl::OpenXrcdRep>(h, EOPNOTSUPP);
+      }
+      moved_fd = doorbell_eventfd();
+      fmt::print(stderr, "urnicd: session {} (pid {}): moved to engine thread {} to share an XRC domain\n", id_, pid_,
+                 shard_);
     }
     if (!domain) {
       domain = std::make_shared<XrcDomain>(*dev_, dp_, fds[0]);
@@ -55,7 +65,9 @@ Reply Session::on_open_xrcd(const MsgHeader& h, std::span<const std::byte> msg, 
   }
   const std::uint32_t handle = next_handle();
   xrcds_[handle] = XrcdObj{std::move(domain), 0};
-  return ok(h, ctl::OpenXrcdRep{{handle, 0}});
+  std::vector<int> out;
+  if (moved_fd >= 0) out.push_back(moved_fd);
+  return ok(h, ctl::OpenXrcdRep{{handle, 0}}, std::move(out));
 }
 
 // uverbs_free_xrcd: EBUSY while this process's SRQs or QPs use the handle.

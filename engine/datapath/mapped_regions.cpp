@@ -74,6 +74,14 @@ int MappedRegions::attach(pid_t pid, std::uint64_t va, std::uint64_t len, int fd
     ::munmap(p, len);
     return -ENOSPC;
   }
+  const MappedRegion r{pid, va, len, static_cast<std::uint8_t*>(p), guard};
+  const int slot = place(r);
+  if (slot < 0) unmap(r);
+  return slot;
+}
+
+int MappedRegions::place(const MappedRegion& r) {
+  if (free_.empty() && slots_.size() >= kMaxSlots) return -ENOSPC;
   std::uint32_t slot = 0;
   if (!free_.empty()) {
     slot = free_.back();
@@ -82,23 +90,31 @@ int MappedRegions::attach(pid_t pid, std::uint64_t va, std::uint64_t len, int fd
     slots_.emplace_back();
     slot = static_cast<std::uint32_t>(slots_.size());
   }
-  slots_[slot - 1] = MappedRegion{pid, va, len, static_cast<std::uint8_t*>(p), guard};
+  slots_[slot - 1] = r;
   ++live_;
-  if (guard >= 0) ++guarded_live_;
-  bytes_ += len;
+  if (r.guard >= 0) ++guarded_live_;
+  bytes_ += r.len;
   return static_cast<int>(slot);
 }
 
-void MappedRegions::detach(int slot) {
-  if (slot <= 0 || static_cast<std::size_t>(slot) > slots_.size()) return;
+MappedRegion MappedRegions::take(int slot) {
+  if (slot <= 0 || static_cast<std::size_t>(slot) > slots_.size()) return {};
   MappedRegion& r = slots_[static_cast<std::size_t>(slot) - 1];
-  if (r.base == nullptr) return;
-  retired_.push_back(r);
+  const MappedRegion out = r;
+  if (r.base == nullptr) return out;
   --live_;
   if (r.guard >= 0) --guarded_live_;
   bytes_ -= r.len;
   r = MappedRegion{};
   free_.push_back(static_cast<std::uint32_t>(slot));
+  return out;
+}
+
+int MappedRegions::adopt(const MappedRegion& r) { return r.base == nullptr ? -EINVAL : place(r); }
+
+void MappedRegions::detach(int slot) {
+  const MappedRegion r = take(slot);
+  if (r.base != nullptr) retired_.push_back(r);
 }
 
 }  // namespace urnic::engine

@@ -68,6 +68,13 @@ class MappedRegions {
   // Unmaps the regions detached since the last call; the data path calls it
   // when no hairpinned packet is queued.
   void reap();
+  // Engine threads (engine/datapath/shard.hpp): a process that moves to
+  // another shard before it has queues (Session::move_to) takes its regions
+  // along. take() frees `slot` and hands its mapping over (nobody unmaps
+  // it); adopt() gives a mapping taken from another table a slot here (or
+  // -ENOSPC).
+  MappedRegion take(int slot);
+  int adopt(const MappedRegion& r);
 
   // The daemon's address of [va, va + n) if all of it lies in the region
   // `slot` names for `pid`; nullptr otherwise (slot 0, another process's or
@@ -102,6 +109,7 @@ class MappedRegions {
   static constexpr std::uint32_t kMaxSlots = 1U << 20;
 
  private:
+  int place(const MappedRegion& r);  // a slot for `r` (mapped), or -ENOSPC
   std::vector<MappedRegion> slots_;
   std::vector<std::uint32_t> free_;  // free slot numbers, reused first
   std::vector<MappedRegion> retired_;  // detached, unmapped at reap()

@@ -1,0 +1,154 @@
+// Sessions on engine threads (engine/datapath/shard.hpp, engine/control):
+// processes spread over the shards of a device, and a process that opens an
+// XRC domain another shard's process opened first moves there with its PDs
+// and MRs (keys unchanged) if it has no queues yet, or is refused.
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/control/session.hpp"
+#include "engine/datapath/datapath.hpp"
+#include "engine/datapath/shard.hpp"
+#include "hostif/ctl_proto.hpp"
+#include "hostif/verbs_ext_proto.hpp"
+
+using namespace urnic;
+namespace ctl = urnic::engine::ctl;
+
+namespace {
+
+// urnic0 with two shards, no threads: the test is the only thread, so
+// parking has nothing to wait for (Shard(k, false)).
+struct ShardedDevice {
+  engine::Registry reg{engine::default_config()};
+  engine::Device& dev = *reg.devices()[0];
+  engine::Shard s0{0, false}, s1{1, false};
+  std::unique_ptr<engine::DataPath> dp0, dp1;
+  int doorbell = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  ShardedDevice() {
+    std::string err;
+    dp0 = engine::DataPath::create(dev, &err, engine::LinkShard{0, 2, 0});
+    REQUIRE(dp0);
+    const std::uint16_t port = dp0->link() != nullptr ? dp0->link()->port() : dev.config().udp_port;
+    dp1 = engine::DataPath::create(dev, &err, engine::LinkShard{1, 2, port});
+    REQUIRE(dp1);
+    const std::vector<engine::DataPath*> dps{dp0.get(), dp1.get()};
+    dp0->join_shards(dps, &s0);
+    dp1->join_shards(dps, &s1);
+    reg.set_datapaths(&dev, dps);
+    reg.set_doorbell_fd(doorbell);
+  }
+  ~ShardedDevice() { ::close(doorbell); }
+};
+
+struct Proc {
+  std::unique_ptr<engine::Session> s;
+  std::uint32_t seq = 0, pd = 0;
+  std::vector<int> open_fds;
+  Proc(ShardedDevice& d, std::uint32_t id) : s(std::make_unique<engine::Session>(d.reg, ::getpid(), id)) {
+    REQUIRE(call<ctl::HelloRep>(ctl::HelloReq{ctl::kMagic, ctl::kVersion, 0, 0}) == 0);
+    ctl::OpenDeviceReq open{};
+    ctl::set_name(open.name, d.dev.name().c_str());
+    ctl::OpenDeviceRep info{};
+    REQUIRE(call(open, &info, &open_fds) == 0);
+    ctl::AllocPdRep pdr{};
+    REQUIRE(call(ctl::AllocPdReq{}, &pdr) == 0);
+    pd = pdr.handle;
+  }
+  ~Proc() {
+    s.reset();
+    for (int fd : open_fds) ::close(fd);
+  }
+  template <ctl::Message Rep, ctl::Message Req>
+  int call(const Req& req, Rep* out = nullptr, std::vector<int>* fds = nullptr, std::vector<int> in = {}) {
+    engine::Reply r = s->handle(ctl::encode(req, ++seq), in);
+    const auto h = ctl::decode_header(r.bytes);
+    REQUIRE(h);
+    if (fds != nullptr) *fds = r.fds;
+    else
+      for (int fd : r.fds) ::close(fd);
+    if (h->status != 0) return h->status;
+    if (out != nullptr) *out = *ctl::decode<Rep>(r.bytes);
+    return 0;
+  }
+  ctl::RegMrRep reg_mr(void* p, std::size_t len) {
+    ctl::RegMrReq req{};
+    req.addr = req.iova = reinterpret_cast<std::uintptr_t>(p);
+    req.length = len;
+    req.pd_handle = pd;
+    req.access = 1;  // IBV_ACCESS_LOCAL_WRITE
+    ctl::RegMrRep rep{};
+    REQUIRE(call(req, &rep) == 0);
+    return rep;
+  }
+  // ibv_open_xrcd on `path` (O_CREAT): the reply's errno, its fds in *fds.
+  int open_xrcd(const std::string& path, std::vector<int>* fds) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC, 0600);
+    REQUIRE(fd >= 0);
+    return call<ctl::OpenXrcdRep>(ctl::OpenXrcdReq{1, O_CREAT}, nullptr, fds, {fd});
+  }
+  int create_cq() {
+    ctl::CreateCqReq req{};
+    req.cqe = 15;
+    return call<ctl::CreateCqRep>(req);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("shards: processes spread over a device's shards; an XRC domain pulls a process without queues to its shard",
+          "[engine][shard][xrc]") {
+  ShardedDevice d;
+  char dir[] = "/tmp/urnic-shard-xrc.XXXXXX";
+  REQUIRE(::mkdtemp(dir) != nullptr);
+  const std::string file = std::string(dir) + "/domain";
+  {
+    Proc a(d, 1), b(d, 2), c(d, 3);
+    // The least loaded shard, lowest first: a -> 0, b -> 1, c -> 0.
+    std::array<std::uint8_t, 4096> buf_a{}, buf_b{}, buf_c{};
+    const auto mr_a = a.reg_mr(buf_a.data(), buf_a.size());
+    const auto mr_b = b.reg_mr(buf_b.data(), buf_b.size());
+    CHECK(d.dp0->transport().mr_record(mr_a.lkey).has_value());
+    CHECK(d.dp1->transport().mr_record(mr_b.lkey).has_value());
+    CHECK_FALSE(d.dp0->transport().mr_record(mr_b.lkey).has_value());
+
+    std::vector<int> fds;
+    REQUIRE(a.open_xrcd(file, &fds) == 0);
+    CHECK(fds.empty());  // a created the domain on its own shard: nothing moved
+    REQUIRE(b.open_xrcd(file, &fds) == 0);
+    // b moved to shard 0: its new doorbell eventfd came with the reply, its
+    // MR is in shard 0's transport with the keys it had, gone from shard 1's.
+    REQUIRE(fds.size() == 1);
+    CHECK(fds[0] >= 0);
+    for (int fd : fds) ::close(fd);
+    const auto rec = d.dp0->transport().mr_record(mr_b.lkey);
+    REQUIRE(rec.has_value());
+    CHECK(rec->keys.rkey == mr_b.rkey);
+    CHECK(rec->addr == reinterpret_cast<std::uintptr_t>(buf_b.data()));
+    CHECK_FALSE(d.dp1->transport().mr_record(mr_b.lkey).has_value());
+    // Its later objects are shard 0's too: a CQ, and (next) a QP of shard 0's residue.
+    CHECK(b.create_cq() == 0);
+
+    // A process on shard 1 with a CQ cannot move: refused.
+    Proc e(d, 4);  // -> shard 1 (a, b, c on 0)
+    e.reg_mr(buf_c.data(), buf_c.size());
+    REQUIRE(e.create_cq() == 0);
+    CHECK(e.open_xrcd(file, &fds) == EOPNOTSUPP);
+    // A fresh process on shard 1 with only a PD moves.
+    Proc f(d, 5);
+    CHECK(f.open_xrcd(file, &fds) == 0);
+    CHECK(fds.size() == 1);
+    for (int fd : fds) ::close(fd);
+  }
+  ::unlink(file.c_str());
+  ::rmdir(dir);
+}
