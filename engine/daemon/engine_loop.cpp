@@ -63,7 +63,7 @@ EngineLoop::~EngineLoop() {
 
 bool EngineLoop::init(std::string* error) {
   // Shard 0 is this thread's; its eventfd is the doorbell of its processes.
-  for (unsigned k = 0; k < threads_; ++k) shards_.push_back(std::make_unique<Shard>(k, k != 0));
+  for (unsigned k = 0; k < threads_; ++k) shards_.push_back(std::make_shared<Shard>(k, k != 0));
   for (const auto& sh : shards_) {
     if (sh->wake_fd() < 0) {
       if (error != nullptr) *error = std::string("eventfd: ") + std::strerror(errno);
@@ -95,7 +95,7 @@ bool EngineLoop::init(std::string* error) {
       paths_.push_back(std::move(dp));
     }
     if (n > 1)
-      for (unsigned k = 0; k < n; ++k) dps[k]->join_shards(dps, shards_[k].get());
+      for (unsigned k = 0; k < n; ++k) dps[k]->join_shards(dps, shards_[k]);
     reg_.set_datapaths(d.get(), dps);
     if (dps.front()->link_fd() >= 0) watch(dps.front()->link_fd(), false);
     mine_.push_back(dps.front());

@@ -75,7 +75,7 @@ class EngineLoop {
   std::vector<std::unique_ptr<DataPath>>& paths_;  // every shard's
   unsigned threads_;
   std::vector<DataPath*> mine_;                     // shard 0's: what this thread polls
-  std::vector<std::unique_ptr<Shard>> shards_;      // by index (engine/datapath/shard.hpp)
+  std::vector<std::shared_ptr<Shard>> shards_;      // by index (engine/datapath/shard.hpp; the data paths share them)
   std::vector<std::unique_ptr<ShardThread>> threads_run_;  // shards 1..
   int doorbell_fd_ = -1;  // shard 0's eventfd
   // Readiness watchers (dup'd descriptors, so closing them leaves the

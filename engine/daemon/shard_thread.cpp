@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <array>
 #include <cstdint>
 
 #include "engine/daemon/loop_tuning.hpp"
@@ -19,7 +18,14 @@ ShardThread::ShardThread(Shard& shard, std::vector<DataPath*> paths) : shard_(sh
 
 ShardThread::~ShardThread() { stop(); }
 
-void ShardThread::start() { thread_ = std::thread([this] { run(); }); }
+void ShardThread::start() {
+  // What a sleep waits on: the shard's eventfd first, then each data path's
+  // link (its descriptors live as long as the link).
+  fds_.push_back(pollfd{shard_.wake_fd(), POLLIN, 0});
+  for (const DataPath* dp : paths_)
+    if (dp->link_fd() >= 0) fds_.push_back(pollfd{dp->link_fd(), POLLIN, 0});
+  thread_ = std::thread([this] { run(); });
+}
 
 void ShardThread::stop() {
   if (!thread_.joinable()) return;
@@ -32,14 +38,10 @@ void ShardThread::stop() {
 void ShardThread::sleep_for(std::uint64_t ns) {
   // ppoll's timeout is a timespec, to the nanosecond (epoll_wait's is whole
   // milliseconds): a 10 us deadline sleeps 10 us.
-  std::array<pollfd, 1 + kMaxShards> fds{};
-  nfds_t n = 0;
-  fds[n++] = pollfd{shard_.wake_fd(), POLLIN, 0};
-  for (const DataPath* dp : paths_)
-    if (dp->link_fd() >= 0 && n < fds.size()) fds[n++] = pollfd{dp->link_fd(), POLLIN, 0};
+  for (pollfd& p : fds_) p.revents = 0;
   const timespec ts{static_cast<time_t>(ns / 1'000'000'000U), static_cast<long>(ns % 1'000'000'000U)};
-  ::ppoll(fds.data(), n, &ts, nullptr);
-  if ((fds[0].revents & POLLIN) != 0) {
+  ::ppoll(fds_.data(), fds_.size(), &ts, nullptr);
+  if ((fds_[0].revents & POLLIN) != 0) {
     std::uint64_t v = 0;
     while (::read(shard_.wake_fd(), &v, sizeof v) == static_cast<ssize_t>(sizeof v)) {
     }

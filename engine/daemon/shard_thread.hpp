@@ -8,6 +8,8 @@
 // asks (Shard::park).
 #pragma once
 
+#include <poll.h>
+
 #include <atomic>
 #include <thread>
 #include <vector>
@@ -37,6 +39,7 @@ class ShardThread {
 
   Shard& shard_;
   std::vector<DataPath*> paths_;
+  std::vector<pollfd> fds_;  // sleep_for's (start)
   std::atomic<bool> stop_{false};
   std::thread thread_;
   bool worked_since_trim_ = false;

@@ -180,11 +180,11 @@ DataPath::DataPath(const Device& dev, std::unique_ptr<Link> link, LinkShard sh)
   transport_ = std::make_unique<t::Transport>(mem_, *this, *this, config_for(dev, sh));
 }
 
-void DataPath::join_shards(const std::vector<DataPath*>& peers, Shard* self) {
+void DataPath::join_shards(const std::vector<DataPath*>& peers, std::shared_ptr<Shard> self) {
   peers_ = peers;
   nshards_ = static_cast<unsigned>(peers.size());
-  self_ = self;
   shard_ = self->index();
+  self_ = std::move(self);
   capture_ = &peers.front()->own_capture_;
   // Rings of kShardRing slots from every other shard: a bandwidth burst
   // between two processes on different shards keeps about a transport
@@ -477,6 +477,11 @@ bool DataPath::take_arrivals(t::Nanos now) {
 }
 
 void DataPath::trim_idle() {
+  // The rings this shard fills for the others: their slots' buffers once
+  // every packet in them was delivered (this thread is their producer).
+  for (unsigned s = 0; s < nshards_; ++s)
+    if (s != shard_)
+      peers_[s]->inbox_[shard_]->trim_if_empty([](Hairpin& h) { std::vector<std::uint8_t>().swap(h.data); });
   if (hairpin_count_ != 0) return;
   // A bandwidth burst grows the ring to its window (1024 slots of 4 KiB
   // buffers with four busy QPs); the next burst grows it again.

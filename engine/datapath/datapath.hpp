@@ -89,11 +89,13 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
   // Engine threads (shard.hpp). `peers`: the device's data paths by shard,
   // this one at index `self->index()`; each hands packets for the others'
   // QPNs to them. Called once, before any thread runs.
-  void join_shards(const std::vector<DataPath*>& peers, Shard* self);
+  // The data path keeps `self` alive: sessions still held by Asio's
+  // handlers after the engine loop is gone tear down through it.
+  void join_shards(const std::vector<DataPath*>& peers, std::shared_ptr<Shard> self);
   [[nodiscard]] unsigned shard() const noexcept { return shard_; }
   [[nodiscard]] unsigned shards() const noexcept { return nshards_; }
   // The engine thread running this data path (nullptr: not sharded).
-  [[nodiscard]] Shard* shard_handle() const noexcept { return self_; }
+  [[nodiscard]] Shard* shard_handle() const noexcept { return self_.get(); }
 
   // Registered memory mapped into the daemon (direct access; the control
   // plane attaches a region at RegMr and detaches it with its last MR).
@@ -334,7 +336,7 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
   void flush_wakes();
   unsigned shard_ = 0;
   unsigned nshards_ = 1;
-  Shard* self_ = nullptr;
+  std::shared_ptr<Shard> self_;
   std::vector<DataPath*> peers_;
   std::vector<std::unique_ptr<SpscSlots<Hairpin>>> inbox_;  // by sending shard (none for this one)
   std::uint32_t wake_mask_ = 0;  // shards given packets this pass

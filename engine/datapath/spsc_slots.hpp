@@ -48,6 +48,15 @@ class SpscSlots {
   // Consumer: done with front(); the producer may reuse it.
   void pop() noexcept { head_.store(head_.load(std::memory_order_relaxed) + 1, std::memory_order_release); }
 
+  // Producer, idle: when the consumer has taken everything, `f` on every
+  // slot (to give back what their buffers grew); false if not empty.
+  template <class F>
+  bool trim_if_empty(F&& f) {
+    if (head_.load(std::memory_order_acquire) != tail_.load(std::memory_order_relaxed)) return false;
+    for (T& slot : slots_) f(slot);
+    return true;
+  }
+
   // Either side (a snapshot).
   [[nodiscard]] bool empty() const noexcept {
     return head_.load(std::memory_order_acquire) == tail_.load(std::memory_order_acquire);

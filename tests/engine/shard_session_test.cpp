@@ -31,7 +31,8 @@ namespace {
 struct ShardedDevice {
   engine::Registry reg{engine::default_config()};
   engine::Device& dev = *reg.devices()[0];
-  engine::Shard s0{0, false}, s1{1, false};
+  std::shared_ptr<engine::Shard> s0 = std::make_shared<engine::Shard>(0, false);
+  std::shared_ptr<engine::Shard> s1 = std::make_shared<engine::Shard>(1, false);
   std::unique_ptr<engine::DataPath> dp0, dp1;
   int doorbell = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   ShardedDevice() {
@@ -42,8 +43,8 @@ struct ShardedDevice {
     dp1 = engine::DataPath::create(dev, &err, engine::LinkShard{1, 2, port});
     REQUIRE(dp1);
     const std::vector<engine::DataPath*> dps{dp0.get(), dp1.get()};
-    dp0->join_shards(dps, &s0);
-    dp1->join_shards(dps, &s1);
+    dp0->join_shards(dps, s0);
+    dp1->join_shards(dps, s1);
     reg.set_datapaths(&dev, dps);
     reg.set_doorbell_fd(doorbell);
   }

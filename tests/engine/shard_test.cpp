@@ -161,7 +161,15 @@ TEST_CASE("spsc slots: everything produced is consumed once, in order, and a ful
     ring.publish();
   }
   CHECK(ring.claim() == nullptr);
+  int trimmed = 0;
+  CHECK_FALSE(ring.trim_if_empty([&](std::vector<std::uint32_t>&) { ++trimmed; }));  // not while anything is queued
   ring.front();
   ring.pop();
   CHECK(ring.claim() != nullptr);
+  while (ring.front() != nullptr) ring.pop();
+  CHECK(ring.trim_if_empty([&](std::vector<std::uint32_t>& v) {
+    std::vector<std::uint32_t>().swap(v);
+    ++trimmed;
+  }));
+  CHECK(trimmed == 64);
 }
