@@ -81,13 +81,15 @@ bool EngineLoop::init(std::string* error) {
   watch(doorbell_fd_, true);
   std::vector<std::vector<DataPath*>> by_shard(threads_);
   for (auto& d : reg_.devices()) {
-    // More than one engine thread: RoCE devices on the udp link get a data
-    // path per thread (its sockets steer by QPN); the others run here.
-    const unsigned n = !d->iwarp() && d->config().link == "udp" ? threads_ : 1;
+    // More than one engine thread: RoCE devices on the udp and afpacket
+    // links get a data path per thread (their sockets steer by QPN); iWARP
+    // and dpdk devices run here.
+    const bool sharded = !d->iwarp() && (d->config().link == "udp" || d->config().link == "afpacket");
+    const unsigned n = sharded ? threads_ : 1;
     std::vector<DataPath*> dps;
     for (unsigned k = 0; k < n; ++k) {
       const Link* first = dps.empty() ? nullptr : dps.front()->link();
-      const LinkShard sh{k, n, first != nullptr ? first->port() : d->config().udp_port};
+      const LinkShard sh{k, n, first != nullptr ? first->shard_key() : d->config().udp_port};
       auto dp = DataPath::create(*d, error, sh);
       if (!dp) return false;
       dps.push_back(dp.get());

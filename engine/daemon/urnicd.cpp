@@ -218,7 +218,7 @@ int main(int argc, char** argv) {
                    d->config().address, d->config().udp_port, d->config().active_mtu);
     }
     if (cfg.threads > 1) {
-      fmt::print(stderr, "urnicd: {} engine threads (udp RoCE devices sharded by QPN; processes spread over them)\n",
+      fmt::print(stderr, "urnicd: {} engine threads (udp and afpacket RoCE devices sharded by QPN; processes spread over them)\n",
                  cfg.threads);
       // Each engine thread spins while it has work: with as many threads as
       // cores, the programs that poll their CQs have none left.

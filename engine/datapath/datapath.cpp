@@ -1000,7 +1000,8 @@ void DataPath::handoff_done(unsigned to) {
   wake_mask_ |= 1U << to;
 }
 
-void DataPath::forward_rx(unsigned to, const wire::IbPacket& pkt, const RxAddress& from, const wire::IpAddr* sender) {
+void DataPath::forward_rx(unsigned to, const wire::IbPacket& pkt, const RxAddress& from, const wire::IpAddr* sender,
+                          bool multicast) {
   // The link's receive buffer is reused: the payload is copied.
   Hairpin* hp = handoff_slot(to);
   if (hp == nullptr) return;
@@ -1009,7 +1010,7 @@ void DataPath::forward_rx(unsigned to, const wire::IbPacket& pkt, const RxAddres
   hp->data.assign(pkt.payload.begin(), pkt.payload.end());
   hp->from = from;
   hp->sender = sender != nullptr ? *sender : from.src;
-  hp->multicast = false;
+  hp->multicast = multicast;
   handoff_done(to);
 }
 
@@ -1210,9 +1211,17 @@ bool DataPath::run_link(t::Nanos now) {
   std::size_t n = 0;
   while (n < kRxBurst && link_->receive(&rx)) {
     if (capture_->active()) capture_rx(rx);
-    // Sent to a group this link joined (Link::join_group): its members.
-    if (McastGroups::is_multicast(rx.from.dst.bytes)) deliver_multicast(rx.ib, rx.from, now);
-    else deliver_rx(rx.ib, rx.from, now);
+    // Sent to a group this link joined (Link::join_group): its members,
+    // and the other shards' when they get no copy of their own (afpacket's
+    // fanout gives each frame to one shard).
+    if (McastGroups::is_multicast(rx.from.dst.bytes)) {
+      deliver_multicast(rx.ib, rx.from, now);
+      if (nshards_ > 1 && rx.ib.bth.dest_qp == kMulticastQpn && !link_->multicast_to_every_shard())
+        for (unsigned to = 0; to < nshards_; ++to)
+          if (to != shard_) forward_rx(to, rx.ib, rx.from, nullptr, true);
+    } else {
+      deliver_rx(rx.ib, rx.from, now);
+    }
     ++n;
   }
   link_->release_rx();

@@ -326,8 +326,10 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
   // is woken at the end of the pass if it sleeps (flush_wakes).
   Hairpin* handoff_slot(unsigned to);
   void handoff_done(unsigned to);
-  // A received packet for QPN `pkt.bth.dest_qp` of shard `to`: copied over.
-  void forward_rx(unsigned to, const wire::IbPacket& pkt, const RxAddress& from, const wire::IpAddr* sender);
+  // A received packet for QPN `pkt.bth.dest_qp` of shard `to` (or, with
+  // `multicast`, for shard `to`'s members of the group): copied over.
+  void forward_rx(unsigned to, const wire::IbPacket& pkt, const RxAddress& from, const wire::IpAddr* sender,
+                  bool multicast = false);
   bool run_inboxes(transport::Nanos now);
   [[nodiscard]] bool inboxes_empty() const;
   // Whether every packet this shard handed over has been delivered (they

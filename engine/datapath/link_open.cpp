@@ -22,7 +22,7 @@ std::unique_ptr<Link> open_udp(const Device& dev, std::string* error, LinkShard 
   in_addr a{};
   ::inet_pton(AF_INET, c.address.c_str(), &a);  // checked by parse_config
   std::string why;
-  const std::uint16_t port = sh.shard != 0 ? sh.port : c.udp_port;
+  const std::uint16_t port = sh.shard != 0 ? sh.key : c.udp_port;
   auto link = UdpLink::open(ntohl(a.s_addr), port, &why,
                             UdpLink::Options{.gso = c.udp_gso, .shard = sh.shard, .shards = sh.shards});
   if (!link) {
@@ -55,12 +55,13 @@ std::vector<wire::IpAddr> own_addresses(const Device& dev) {
   return own;
 }
 
-std::unique_ptr<Link> open_afpacket(const Device& dev, std::string* error) {
+std::unique_ptr<Link> open_afpacket(const Device& dev, std::string* error, LinkShard sh) {
   if (!dev.netdev()) {
     if (error != nullptr) *error = dev.netdev_error();
     return nullptr;
   }
-  return AfPacketLink::open(*dev.netdev(), own_addresses(dev), dev.config().vlan, error);
+  return AfPacketLink::open(*dev.netdev(), own_addresses(dev), dev.config().vlan, error,
+                            AfPacketLink::Sharding{sh.shard, sh.shards, sh.key});
 }
 
 std::unique_ptr<Link> open_dpdk(const Device& dev, std::string* error) {
@@ -85,7 +86,7 @@ std::unique_ptr<Link> open_dpdk(const Device& dev, std::string* error) {
 }  // namespace
 
 std::unique_ptr<Link> open_link(const Device& dev, std::string* error, LinkShard sh) {
-  if (dev.config().link == "afpacket") return open_afpacket(dev, error);
+  if (dev.config().link == "afpacket") return open_afpacket(dev, error, sh);
   if (dev.config().link == "dpdk") return open_dpdk(dev, error);
   return open_udp(dev, error, sh);
 }

@@ -1,5 +1,5 @@
 // Engine threads ("shards", issue 23). With "threads": N in the daemon's
-// config, every RoCE device on the udp link has N data paths, one per
+// config, every RoCE device on the udp or afpacket link has N data paths, one per
 // engine thread, each with its own transport, link sockets, mapped
 // regions and hairpin queue; nothing of one shard is touched by another
 // thread while that shard runs.

@@ -100,7 +100,7 @@ struct DaemonConfig {
   AccessPolicy access;
   ProcessQuota quota;
   // Engine poll threads (config key "threads", 1..kMaxThreads, default 1):
-  // with more than one, each RoCE device on the udp link runs a data path
+  // with more than one, each RoCE device on the udp or afpacket link runs a data path
   // per thread, and processes are spread over them
   // (engine/datapath/shard.hpp). Other devices run on the first thread.
   unsigned threads = 1;

@@ -63,6 +63,32 @@ const sock_filter kRoceFilter[] = {
 
 }  // namespace
 
+std::vector<sock_filter> fanout_program(unsigned shards) {
+  // The kernel runs a fanout program on a received frame with its Ethernet
+  // header already pulled (packet_rcv_fanout: the data starts at the network
+  // header), so the EtherType is the ancillary skb->protocol. A = the BTH's
+  // word 1 (reserved byte + DQPN), wherever the BTH is; then as the udp
+  // link's steering_program.
+  return {
+      /* 0 */ {op(BPF_LD | BPF_H | BPF_ABS), 0, 0, static_cast<std::uint32_t>(SKF_AD_OFF + SKF_AD_PROTOCOL)},
+      /* 1 */ {op(BPF_JMP | BPF_JEQ | BPF_K), 4, 0, 0x8915},  // -> 6 RoCE v1
+      /* 2 */ {op(BPF_JMP | BPF_JEQ | BPF_K), 5, 0, 0x0800},  // -> 8 IPv4
+      /* 3 */ {op(BPF_JMP | BPF_JEQ | BPF_K), 0, 11, 0x86DD}, // -> 4 IPv6, else -> 15 ret 0
+      /* 4 */ {op(BPF_LD | BPF_W | BPF_ABS), 0, 0, 40 + 8 + 4}, // IPv6: after IP and UDP
+      /* 5 */ {op(BPF_JMP | BPF_JA), 0, 0, 4},                // -> 10
+      /* 6 */ {op(BPF_LD | BPF_W | BPF_ABS), 0, 0, 40 + 4},   // RoCE v1: after the GRH
+      /* 7 */ {op(BPF_JMP | BPF_JA), 0, 0, 2},                // -> 10
+      /* 8 */ {op(BPF_LDX | BPF_B | BPF_MSH), 0, 0, 0},       // X = IPv4 header length
+      /* 9 */ {op(BPF_LD | BPF_W | BPF_IND), 0, 0, 8 + 4},    // IPv4: after IP and UDP
+      /* 10 */ {op(BPF_ALU | BPF_AND | BPF_K), 0, 0, 0xFFFFFF},  // DQPN
+      /* 11 */ {op(BPF_JMP | BPF_JGT | BPF_K), 0, 3, 1},         // QPN <= 1: -> 15
+      /* 12 */ {op(BPF_JMP | BPF_JEQ | BPF_K), 2, 0, 0xFFFFFF},  // multicast: -> 15
+      /* 13 */ {op(BPF_ALU | BPF_MOD | BPF_K), 0, 0, shards},
+      /* 14 */ {op(BPF_RET | BPF_A), 0, 0, 0},
+      /* 15 */ {op(BPF_RET | BPF_K), 0, 0, 0},
+  };
+}
+
 AfPacketLink::AfPacketLink(const Netdev& nd, std::vector<wire::IpAddr> own, std::uint16_t vlan)
     : mac_(nd.mac),
       ifname_(nd.name),
@@ -73,7 +99,7 @@ AfPacketLink::AfPacketLink(const Netdev& nd, std::vector<wire::IpAddr> own, std:
       neigh_(nd.ifindex, nd.name) {}
 
 std::unique_ptr<AfPacketLink> AfPacketLink::open(const Netdev& nd, std::vector<wire::IpAddr> own,
-                                                 std::uint16_t vlan, std::string* error) {
+                                                 std::uint16_t vlan, std::string* error, Sharding sharding) {
   auto link = std::unique_ptr<AfPacketLink>(new AfPacketLink(nd, std::move(own), vlan));
   auto fail = [&](const char* what) -> std::unique_ptr<AfPacketLink> {
     if (error != nullptr) *error = "afpacket link on " + nd.name + ": " + what + ": " + std::strerror(errno);
@@ -109,6 +135,7 @@ std::unique_ptr<AfPacketLink> AfPacketLink::open(const Netdev& nd, std::vector<w
   addr.sll_protocol = htons(ETH_P_ALL);
   addr.sll_ifindex = static_cast<int>(nd.ifindex);
   if (::bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) return fail("bind");
+  if (sharding.shards > 1 && !link->join_fanout(sharding)) return fail("PACKET_FANOUT");
 
   // The never-read port-4791 socket (header comment); optional.
   link->absorb_fd_ = ::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -126,6 +153,26 @@ std::unique_ptr<AfPacketLink> AfPacketLink::open(const Netdev& nd, std::vector<w
     }
   }
   return link;
+}
+
+bool AfPacketLink::join_fanout(const Sharding& sh) {
+  // Shard 0 makes the group (the kernel picks an id no other socket in the
+  // namespace uses) and gives it the program; the others join it by id, in
+  // shard order: the program's answer indexes the members in join order.
+  const int type = PACKET_FANOUT_CBPF | (sh.shard == 0 ? PACKET_FANOUT_FLAG_UNIQUEID : 0);
+  const int arg = (type << 16) | (sh.shard == 0 ? 0 : sh.group);
+  if (::setsockopt(fd_, SOL_PACKET, PACKET_FANOUT, &arg, sizeof arg) != 0) return false;
+  if (sh.shard != 0) {
+    fanout_group_ = sh.group;
+    return true;
+  }
+  int got = 0;
+  socklen_t len = sizeof got;
+  if (::getsockopt(fd_, SOL_PACKET, PACKET_FANOUT, &got, &len) != 0) return false;
+  fanout_group_ = static_cast<std::uint16_t>(got & 0xFFFF);
+  std::vector<sock_filter> code = fanout_program(sh.shards);
+  sock_fprog prog{static_cast<unsigned short>(code.size()), code.data()};
+  return ::setsockopt(fd_, SOL_PACKET, PACKET_FANOUT_DATA, &prog, sizeof prog) == 0;
 }
 
 AfPacketLink::~AfPacketLink() {

@@ -29,6 +29,8 @@
 #pragma once
 
 #include <cstdint>
+#include <linux/filter.h>
+
 #include <memory>
 #include <string>
 #include <vector>
@@ -39,6 +41,17 @@
 #include "wire/eth.hpp"
 
 namespace urnic::engine {
+
+// Engine threads (engine/datapath/shard.hpp): `shard` of `shards` sockets
+// on the interface join one PACKET_FANOUT group (shard 0 makes it, the
+// kernel picking an id no other socket in the namespace uses: its
+// shard_key(); the others join `group`) whose classic BPF program sends
+// each RoCE frame to the socket of its BTH destination QPN's shard
+// (fanout_program).
+struct AfPacketSharding {
+  unsigned shard = 0, shards = 1;
+  std::uint16_t group = 0;
+};
 
 class AfPacketLink final : public Link {
  public:
@@ -60,8 +73,12 @@ class AfPacketLink final : public Link {
   // and only frames of that VLAN are taken (the kernel hands the tag over
   // in tp_vlan_tci, not in the frame); 0: untagged. nullptr with a message
   // on failure (not root: EPERM).
+  // With `sharding`, one of several engine threads' links (AfPacketSharding).
+  using Sharding = AfPacketSharding;
   static std::unique_ptr<AfPacketLink> open(const Netdev& nd, std::vector<wire::IpAddr> own, std::uint16_t vlan,
-                                            std::string* error);
+                                            std::string* error, Sharding sharding = {});
+  [[nodiscard]] std::uint16_t shard_key() const noexcept override { return fanout_group_; }
+  [[nodiscard]] bool multicast_to_every_shard() const noexcept override { return false; }
   ~AfPacketLink() override;
   AfPacketLink(const AfPacketLink&) = delete;
   AfPacketLink& operator=(const AfPacketLink&) = delete;
@@ -105,6 +122,8 @@ class AfPacketLink final : public Link {
 
   int fd_ = -1;
   int absorb_fd_ = -1;  // the never-read UDP socket on port 4791 (see above)
+  std::uint16_t fanout_group_ = 0;  // Sharding: the group's id (any value, 0 too)
+  bool join_fanout(const Sharding& sh);
   std::uint8_t* ring_ = nullptr;
   std::size_t ring_bytes_ = 0;
   std::uint32_t rx_next_ = 0;     // the next RX slot to look at
@@ -131,5 +150,12 @@ class AfPacketLink final : public Link {
   transport::Nanos next_retry_ = transport::kNever;
   LinkCounters counters_;
 };
+
+// The fanout program of `shards` sockets: the frame's BTH destination QPN
+// modulo `shards` (RoCE v1: after the 40-byte GRH; RoCE v2 over IPv4: after
+// the IPv4 header of its IHL and the UDP header; over IPv6: after 40 + 8
+// bytes), 0 for QP0/QP1, the multicast QPN and anything else. It runs on
+// the frame from its network header on, the EtherType being skb->protocol.
+std::vector<sock_filter> fanout_program(unsigned shards);
 
 }  // namespace urnic::engine

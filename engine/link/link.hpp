@@ -172,6 +172,14 @@ class Link {
   // can put a frame to a group on the wire. Links that cannot (the default)
   // keep multicast on the device.
   [[nodiscard]] virtual bool sends_multicast() const noexcept { return false; }
+  // Engine threads (engine/datapath/shard.hpp): what the links of shards
+  // 1..N-1 need from shard 0's to share its receive path (udp: the port it
+  // bound; afpacket: its fanout group), and whether each shard's link
+  // receives its own copy of a joined group's frames (udp: every group
+  // socket does) or one shard's link gets each (afpacket: the fanout picks
+  // one socket), which then hands copies to the others.
+  [[nodiscard]] virtual std::uint16_t shard_key() const noexcept { return port(); }
+  [[nodiscard]] virtual bool multicast_to_every_shard() const noexcept { return true; }
   virtual bool join_group(const wire::IpAddr& group) {
     (void)group;
     return false;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Acceptance (issue 23), engine threads: urnicd with "threads": 2 runs each
-# udp RoCE device on two engine threads, QPs sharded by QPN (a process's
+# udp and afpacket RoCE device on two engine threads, QPs sharded by QPN (a process's
 # objects on one thread, processes spread over them; the udp link's sockets
 # steer datagrams by destination QPN; engine/datapath/shard.hpp). Two hosts
 # on one machine (network namespaces, a veth pair), a daemon with two
@@ -12,7 +12,8 @@
 # - across hosts: perftest and rping (rdma_cm: the CM on the first thread,
 #   the QPs on either) pass, and the receiving daemon handed over none of
 #   the packets its link received: the kernel steered each to its QP's
-#   thread;
+#   thread; the same on an afpacket device (urnic1, a second veth pair:
+#   PACKET_FANOUT), RoCE v2 and v1;
 # - UD multicast across hosts (mckey);
 # - ibv_xsrq_pingpong: the second process to open the XRC domain moves to
 #   the first one's thread (its PD and MR with it) and the log says so;
@@ -42,10 +43,20 @@ cleanup_extra() {
 }
 
 two_hosts_create t 184
+# A second veth pair for urnic1, the afpacket device (an AF_PACKET socket
+# sees every frame of its interface: it must not share one with urnic0).
+raw_a=${veth_a}r
+raw_b=${veth_b}r
+ip link add "$raw_a" netns "$ns_a" type veth peer name "$raw_b" netns "$ns_b" || { fail "ip link add $raw_a"; exit 1; }
+ip -n "$ns_a" addr add 192.168.77.1/24 dev "$raw_a"
+ip -n "$ns_b" addr add 192.168.77.2/24 dev "$raw_b"
+ip -n "$ns_a" link set "$raw_a" mtu 9000 up
+ip -n "$ns_b" link set "$raw_b" mtu 9000 up
 for h in a b; do
-  addr=$ip_a
-  [[ $h == b ]] && addr=$ip_b
-  printf '{"threads": 2, "devices": [{"name": "urnic0", "link": "udp", "address": "%s"}]}\n' "$addr" > "$rt/$h.json"
+  addr=$ip_a raw=$raw_a
+  [[ $h == b ]] && addr=$ip_b raw=$raw_b
+  printf '{"threads": 2, "devices": [{"name": "urnic0", "link": "udp", "address": "%s"}, {"name": "urnic1", "link": "afpacket", "interface": "%s", "mtu": 4096}]}\n' \
+    "$addr" "$raw" > "$rt/$h.json"
   two_hosts_daemon "$h"
 done
 if grep -q "2 engine threads" "$rt/a.log" && grep -q "2 engine threads" "$rt/b.log"; then
@@ -90,6 +101,31 @@ if (( r1 - r0 > 10000 && h1 == h0 )); then
 else
   fail "host a: $((r1 - r0)) packets from b, $((h1 - h0)) handed from one thread to the other"
 fi
+
+# The afpacket device: its sockets on the two threads form one PACKET_FANOUT
+# group whose program sends each frame to its QP's thread (RoCE v2 over
+# IPv4 at GID 3, RoCE v1 at GID 2).
+dstat() {
+  host "$1" "$cli" stats -d urnic1 --json |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["counters"][sys.argv[1]])' "$2"
+}
+# Each side's kernel knows the other's MAC (the afpacket link asks it).
+for _ in $(seq 50); do host b ping -c 1 -W 1 192.168.77.1 > /dev/null 2>&1 && break; sleep 0.1; done
+ip_udp=$ip_a
+ip_a=192.168.77.1
+h0=$(dstat a shard_handoffs)
+r0=$(dstat a rx_pkts)
+pair "ib_write_bw -q 4 -s 65536 (afpacket, RoCE v2, a <- b)" "$row" 1 ib_write_bw -d urnic1 -x 3 -q 4 -s 65536 -n 500
+pair "ib_send_bw -q 2 -s 4096 (afpacket, RoCE v1, a <- b)" "$row" 1 ib_send_bw -d urnic1 -x 2 -q 2 -s 4096 -n 1000
+pair "ibv_rc_pingpong --chk (afpacket, a <- b)" "$pp" 1 ibv_rc_pingpong -d urnic1 -g 3 -c -s 8000 -n 200
+h1=$(dstat a shard_handoffs)
+r1=$(dstat a rx_pkts)
+if (( r1 - r0 > 5000 && h1 == h0 )); then
+  pass "host a, afpacket: $((r1 - r0)) frames from b, each received by its QP's thread (no handoff)"
+else
+  fail "host a, afpacket: $((r1 - r0)) frames from b, $((h1 - h0)) handed from one thread to the other"
+fi
+ip_a=$ip_udp
 
 # rdma_cm: REQ/REP/RTU and DREQ through the CM (first thread) for QPs on either.
 port=$((port + 1))

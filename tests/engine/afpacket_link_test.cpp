@@ -18,8 +18,10 @@
 #include "engine/device/device.hpp"
 #include "engine/link/netdev.hpp"
 #include "engine/link/raw_frame.hpp"
+#include "tests/engine/cbpf_run.hpp"
 #include "tests/engine/send_only.hpp"
 #include "wire/ib_codec.hpp"
+#include "wire/roce_frame.hpp"
 
 using namespace urnic;
 using urnic::test::send_only;
@@ -195,4 +197,89 @@ TEST_CASE("raw frames on a VLAN: 802.1Q tag with the SL as priority, other VLANs
   CHECK_FALSE(engine::accept_raw_frame(plain, own, 100, 0, c, &rx));  // untagged on a VLAN device
   CHECK(c.rx_other_vlan == 3);
   CHECK(c.rx_bad_icrc == 0);
+}
+
+// --- Engine threads (engine/datapath/shard.hpp): the afpacket links of N
+// shards form one PACKET_FANOUT group whose program picks the socket by
+// the frame's BTH destination QPN.
+TEST_CASE("the afpacket fanout program: the BTH's QPN modulo the shards, for RoCE v1, v2/IPv4, v2/IPv6",
+          "[engine][link][shard]") {
+  const auto prog = engine::fanout_program(3);
+  auto frame = [](wire::RoceVersion v, bool ipv6, std::uint32_t qpn) {
+    wire::RoceHeaders h;
+    h.version = v;
+    h.ipv6 = ipv6 || v == wire::RoceVersion::kV1;
+    h.src_ip = ipv6 || v == wire::RoceVersion::kV1 ? engine::link_local_of(wire::MacAddr{0, 0, 0, 0, 0, 1})
+                                                    : wire::IpAddr::from_v4(0x0a000001);
+    h.dst_ip = ipv6 || v == wire::RoceVersion::kV1 ? engine::link_local_of(wire::MacAddr{0, 0, 0, 0, 0, 2})
+                                                    : wire::IpAddr::from_v4(0x0a000002);
+    std::vector<std::uint8_t> out(512);
+    const std::array<std::uint8_t, 8> data{};
+    const auto n = wire::build_roce_frame(h, send_only(qpn, 1, data), out);
+    REQUIRE(n.ok());
+    out.resize(*n);
+    return out;
+  };
+  // As the kernel runs it: from the network header, skb->protocol the EtherType.
+  auto run = [&](const std::vector<std::uint8_t>& f) {
+    const std::uint16_t proto = static_cast<std::uint16_t>((f[12] << 8) | f[13]);
+    return test::cbpf_run(prog, std::span<const std::uint8_t>(f).subspan(14), proto);
+  };
+  for (const auto& [v, ipv6] : {std::pair{wire::RoceVersion::kV1, true}, std::pair{wire::RoceVersion::kV2, false},
+                                std::pair{wire::RoceVersion::kV2, true}}) {
+    INFO("RoCE v" << (v == wire::RoceVersion::kV1 ? 1 : 2) << (ipv6 ? " IPv6" : " IPv4"));
+    for (std::uint32_t q : {17U, 18U, 19U, 0x123456U}) CHECK(run(frame(v, ipv6, q)) == q % 3);
+    CHECK(run(frame(v, ipv6, 1)) == 0U);
+    CHECK(run(frame(v, ipv6, 0xFFFFFF)) == 0U);
+  }
+  // IPv4 with options: the BTH is found after the header's real length.
+  auto with_options = frame(wire::RoceVersion::kV2, false, 19);
+  with_options.insert(with_options.begin() + 14 + 20, {1, 1, 1, 1});  // four NOPs
+  with_options[14] = 0x46;                                             // IHL 6
+  CHECK(run(with_options) == 1U);
+  // Not RoCE (ARP), or cut short: socket 0 (the socket's own filter drops it).
+  std::vector<std::uint8_t> arp(60, 0);
+  arp[12] = 0x08;
+  arp[13] = 0x06;
+  CHECK(run(arp) == 0U);
+  CHECK(run(std::vector<std::uint8_t>(20, 0x86)) == 0U);
+}
+
+TEST_CASE("afpacket links of two shards on loopback: each receives the frames of its QPNs", "[engine][link][shard]") {
+  std::string error;
+  auto nd = engine::query_netdev("lo", &error);
+  REQUIRE(nd.has_value());
+  const wire::IpAddr self = engine::link_local_of(nd->mac);
+  auto first = engine::AfPacketLink::open(*nd, {self}, 0, &error, engine::AfPacketSharding{0, 2, 0});
+  if (!first) {
+    WARN("afpacket fanout not tested: " << error << " (needs root)");
+    return;
+  }
+  auto second =
+      engine::AfPacketLink::open(*nd, {self}, 0, &error, engine::AfPacketSharding{1, 2, first->shard_key()});
+  INFO(error);
+  REQUIRE(second != nullptr);
+  std::array<engine::AfPacketLink*, 2> links{first.get(), second.get()};
+  engine::LinkDest d;
+  d.src = self;
+  d.dst = self;
+  d.udp_src_port = 0xC001;
+  const std::array<std::uint8_t, 16> data{};
+  const std::vector<std::uint32_t> qpns{0x42, 0x43, 0x44, 0x45, 1};
+  for (const auto version : {wire::RoceVersion::kV1, wire::RoceVersion::kV2}) {
+    d.version = version;
+    for (std::uint32_t q : qpns) REQUIRE(first->send(send_only(q, 7, data), d, nullptr));
+    first->flush(0);
+    std::vector<std::uint32_t> got[2];
+    for (int i = 0; i < 300 && got[0].size() + got[1].size() < qpns.size(); ++i) {
+      for (std::size_t k = 0; k < 2; ++k) {
+        engine::LinkRxPacket rx;
+        while (links[k]->receive(&rx)) got[k].push_back(rx.ib.bth.dest_qp);
+        links[k]->release_rx();
+      }
+      ::usleep(1000);
+    }
+    CHECK(got[0] == std::vector<std::uint32_t>{0x42, 0x44, 1});
+    CHECK(got[1] == std::vector<std::uint32_t>{0x43, 0x45});
+  }
 }

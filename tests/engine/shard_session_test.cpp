@@ -39,7 +39,7 @@ struct ShardedDevice {
     std::string err;
     dp0 = engine::DataPath::create(dev, &err, engine::LinkShard{0, 2, 0});
     REQUIRE(dp0);
-    const std::uint16_t port = dp0->link() != nullptr ? dp0->link()->port() : dev.config().udp_port;
+    const std::uint16_t port = dp0->link() != nullptr ? dp0->link()->shard_key() : dev.config().udp_port;
     dp1 = engine::DataPath::create(dev, &err, engine::LinkShard{1, 2, port});
     REQUIRE(dp1);
     const std::vector<engine::DataPath*> dps{dp0.get(), dp1.get()};

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "engine/link/udp_link.hpp"
+#include "tests/engine/cbpf_run.hpp"
 #include "tests/engine/send_only.hpp"
 #include "wire/ib_codec.hpp"
 #include "wire/icrc.hpp"
@@ -736,30 +737,10 @@ TEST_CASE("udp link: shard links share the port and each receives its QPNs' data
 }
 
 TEST_CASE("udp link: the steering program is the BTH's QPN modulo the shards", "[engine][link][shard]") {
-  // Classic BPF run by hand on a few payloads, to pin the program's shape:
-  // load word 4, mask 24 bits, QPN <= 1 or 0xFFFFFF -> 0, else QPN % N.
+  // The program run on a few payloads (tests/engine/cbpf_run.hpp): load
+  // word 4, mask 24 bits, QPN <= 1 or 0xFFFFFF -> 0, else QPN % N.
   const auto prog = engine::steering_program(4);
-  auto run = [&](const std::vector<uint8_t>& pkt) -> uint32_t {
-    uint32_t a = 0;
-    for (std::size_t pc = 0; pc < prog.size(); ++pc) {
-      const sock_filter& f = prog[pc];
-      switch (f.code) {
-        case BPF_LD | BPF_W | BPF_ABS:
-          if (f.k + 4 > pkt.size()) return 0;
-          a = (uint32_t{pkt[f.k]} << 24) | (uint32_t{pkt[f.k + 1]} << 16) | (uint32_t{pkt[f.k + 2]} << 8) | pkt[f.k + 3];
-          break;
-        case BPF_ALU | BPF_AND | BPF_K: a &= f.k; break;
-        case BPF_ALU | BPF_MOD | BPF_K: a %= f.k; break;
-        case BPF_JMP | BPF_JGT | BPF_K: pc += a > f.k ? f.jt : f.jf; break;
-        case BPF_JMP | BPF_JEQ | BPF_K: pc += a == f.k ? f.jt : f.jf; break;
-        case BPF_RET | BPF_A: return a;
-        case BPF_RET | BPF_K: return f.k;
-        default: FAIL("unexpected instruction"); return 0;
-      }
-    }
-    FAIL("fell off the end");
-    return 0;
-  };
+  auto run = [&](const std::vector<uint8_t>& pkt) { return test::cbpf_run(prog, pkt).value_or(0xDEAD); };
   auto bth = [](uint32_t qpn) {
     return std::vector<uint8_t>{0x04, 0, 0xFF, 0xFF, 0xAA, static_cast<uint8_t>(qpn >> 16),
                                 static_cast<uint8_t>(qpn >> 8), static_cast<uint8_t>(qpn), 0, 0, 0, 1};
