@@ -28,8 +28,10 @@
 # Ratios: latency "x TCP" = TCP's median / urnic's (above 1: urnic is
 # faster); bandwidth "x TCP" = urnic / TCP, "of memcpy" = urnic / memcpy.
 #
-# usage: bench/perf.sh [--same-host-only] [--json FILE] [BUILD_DIR]
-# Needs root for perf stat on the daemon and for the namespaces. Say how
+# usage: bench/perf.sh [--same-host-only] [--threads N] [--json FILE] [BUILD_DIR]
+# --threads N: the same-host rows with a daemon of N engine threads
+# ("threads" in its config, engine/datapath/README.md; the two programs of a
+# pair are then on different threads). Needs root for perf stat on the daemon and for the namespaces. Say how
 # many cores and how busy the machine was when you quote the numbers: the
 # table's first line does.
 set -uo pipefail
@@ -37,11 +39,13 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=$root/build
 json=
 links=1
+threads=1
 while [[ $# -gt 0 ]]; do
   case $1 in
     --json) json=$2; shift 2 ;;
     --same-host-only) links=0; shift ;;
-    -*) echo "usage: $0 [--same-host-only] [--json FILE] [BUILD_DIR]" >&2; exit 2 ;;
+    --threads) threads=$2; shift 2 ;;
+    -*) echo "usage: $0 [--same-host-only] [--threads N] [--json FILE] [BUILD_DIR]" >&2; exit 2 ;;
     *) build=$1; shift ;;
   esac
 done
@@ -62,7 +66,13 @@ rows=$work/rows.tsv
 tcp_pids=()
 trap 'for p in "${tcp_pids[@]}"; do kill "$p" 2> /dev/null; done; bench_cleanup' EXIT
 
-# The daemon first, so that perf stat can attach to it.
+# The daemon first, so that perf stat can attach to it (to all its threads).
+if [[ $threads != 1 ]]; then
+  mkdir -p "$URNIC_RUNTIME_DIR"
+  printf '{"threads": %d, "devices": [{"name": "urnic0", "address": "127.0.0.1"}]}\n' "$threads" > "$work/urnicd.json"
+  "$URNIC_DAEMON" --config "$work/urnicd.json" --runtime-dir "$URNIC_RUNTIME_DIR" 2> "$work/urnicd.log" &
+  for _ in $(seq 100); do [[ -S $URNIC_RUNTIME_DIR/urnicd.sock ]] && break; sleep 0.05; done
+fi
 ibv_devinfo -d urnic0 > /dev/null 2>&1
 daemon=$(tr -dc '0-9' < "$URNIC_RUNTIME_DIR/urnicd.pid" 2> /dev/null)
 [[ -n $daemon ]] || { echo "bench/perf.sh: urnicd did not start" >&2; exit 1; }
@@ -178,4 +188,6 @@ if [[ $links -eq 1 ]]; then
     echo "(links_bench.sh failed: $(tail -n 2 "$work/links.err"))" > "$links_table"
 fi
 
-python3 "$root/bench/perf_table.py" "$rows" "$links_table" "$(nproc)" "$(cut -d' ' -f1-3 /proc/loadavg)" "$json"
+load="$(cut -d' ' -f1-3 /proc/loadavg)"
+[[ $threads != 1 ]] && load="$load; urnicd with $threads engine threads (same-host rows)"
+python3 "$root/bench/perf_table.py" "$rows" "$links_table" "$(nproc)" "$load" "$json"
