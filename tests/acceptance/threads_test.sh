@@ -88,43 +88,46 @@ else
 fi
 
 # --- across hosts: the link delivers each packet to its QP's thread
-h0=$(stat a shard_handoffs)
-r0=$(stat a rx_pkts)
+# dev_stat H DEV COUNTER: DEV's COUNTER in host H.
+dev_stat() {
+  host "$1" "$cli" stats -d "$2" --json |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["counters"][sys.argv[1]])' "$3"
+}
+# mark DEV / steered DEV WHAT MIN: what host a received on DEV since the
+# mark, more than MIN packets, none handed from one thread to the other.
+mark() {
+  h0=$(dev_stat a "$1" shard_handoffs)
+  r0=$(dev_stat a "$1" rx_pkts)
+}
+steered() {
+  local h1 r1
+  h1=$(dev_stat a "$1" shard_handoffs)
+  r1=$(dev_stat a "$1" rx_pkts)
+  if (( r1 - r0 > $3 && h1 == h0 )); then
+    pass "host a, $2: $((r1 - r0)) packets from b, each received by its QP's thread (no handoff)"
+  else
+    fail "host a, $2: $((r1 - r0)) packets from b, $((h1 - h0)) handed from one thread to the other"
+  fi
+}
+mark urnic0
 pair "ib_write_bw -q 4 -s 65536 (a <- b)" "$row" 1 ib_write_bw "${x[@]}" -q 4 -s 65536 -n 1000
 pair "ib_send_bw -s 4096 (a <- b)" "$row" 1 ib_send_bw "${x[@]}" -s 4096 -n 2000
 pair "ib_read_lat (a <- b)" "$row" 1 ib_read_lat "${x[@]}" -n 500
 pair "ibv_rc_pingpong --chk (a <- b)" "$pp" 1 ibv_rc_pingpong "${gid[@]}" -c -n 500
-h1=$(stat a shard_handoffs)
-r1=$(stat a rx_pkts)
-if (( r1 - r0 > 10000 && h1 == h0 )); then
-  pass "host a: $((r1 - r0)) packets from b, each received by its QP's thread (no handoff)"
-else
-  fail "host a: $((r1 - r0)) packets from b, $((h1 - h0)) handed from one thread to the other"
-fi
+steered urnic0 udp 10000
 
 # The afpacket device: its sockets on the two threads form one PACKET_FANOUT
 # group whose program sends each frame to its QP's thread (RoCE v2 over
 # IPv4 at GID 3, RoCE v1 at GID 2).
-dstat() {
-  host "$1" "$cli" stats -d urnic1 --json |
-    python3 -c 'import json,sys; print(json.load(sys.stdin)["counters"][sys.argv[1]])' "$2"
-}
 # Each side's kernel knows the other's MAC (the afpacket link asks it).
 for _ in $(seq 50); do host b ping -c 1 -W 1 192.168.77.1 > /dev/null 2>&1 && break; sleep 0.1; done
 ip_udp=$ip_a
 ip_a=192.168.77.1
-h0=$(dstat a shard_handoffs)
-r0=$(dstat a rx_pkts)
+mark urnic1
 pair "ib_write_bw -q 4 -s 65536 (afpacket, RoCE v2, a <- b)" "$row" 1 ib_write_bw -d urnic1 -x 3 -q 4 -s 65536 -n 500
 pair "ib_send_bw -q 2 -s 4096 (afpacket, RoCE v1, a <- b)" "$row" 1 ib_send_bw -d urnic1 -x 2 -q 2 -s 4096 -n 1000
 pair "ibv_rc_pingpong --chk (afpacket, a <- b)" "$pp" 1 ibv_rc_pingpong -d urnic1 -g 3 -c -s 8000 -n 200
-h1=$(dstat a shard_handoffs)
-r1=$(dstat a rx_pkts)
-if (( r1 - r0 > 5000 && h1 == h0 )); then
-  pass "host a, afpacket: $((r1 - r0)) frames from b, each received by its QP's thread (no handoff)"
-else
-  fail "host a, afpacket: $((r1 - r0)) frames from b, $((h1 - h0)) handed from one thread to the other"
-fi
+steered urnic1 afpacket 5000
 ip_a=$ip_udp
 
 # rdma_cm: REQ/REP/RTU and DREQ through the CM (first thread) for QPs on either.

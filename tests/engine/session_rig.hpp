@@ -50,6 +50,25 @@ struct Mapped {
   }
 };
 
+// One control message to `s` as the shim sends it (with the descriptors
+// `in`, which the session takes); 0 or the reply's errno. Fds the reply
+// passes go to `fds`, or are closed.
+template <ctl::Message Rep, ctl::Message Req>
+int session_call(engine::Session& s, std::uint32_t seq, const Req& req, Rep* out = nullptr,
+                 std::vector<int>* fds = nullptr, std::vector<int> in = {}) {
+  engine::Reply r = s.handle(ctl::encode(req, seq), in);
+  const auto h = ctl::decode_header(r.bytes);
+  REQUIRE(h);
+  if (fds != nullptr) *fds = r.fds;
+  else
+    for (int fd : r.fds) ::close(fd);
+  if (h->status != 0) return h->status;
+  auto body = ctl::decode<Rep>(r.bytes);
+  REQUIRE(body);
+  if (out != nullptr) *out = *body;
+  return 0;
+}
+
 struct RigQp {
   std::uint32_t handle = 0, qpn = 0;
   engine::SpscRing sq, rq;
@@ -123,18 +142,7 @@ class SessionRig {
   // `fds`, or are closed.
   template <ctl::Message Rep, ctl::Message Req>
   int call(const Req& req, Rep* out = nullptr, std::vector<int>* fds = nullptr) {
-    std::vector<int> in;
-    engine::Reply r = s->handle(ctl::encode(req, ++seq), in);
-    const auto h = ctl::decode_header(r.bytes);
-    REQUIRE(h);
-    if (fds != nullptr) *fds = r.fds;
-    else
-      for (int fd : r.fds) ::close(fd);
-    if (h->status != 0) return h->status;
-    auto body = ctl::decode<Rep>(r.bytes);
-    REQUIRE(body);
-    if (out != nullptr) *out = *body;
-    return 0;
+    return session_call(*s, ++seq, req, out, fds);
   }
 
   static constexpr std::uint32_t kDefaultMrAccess =

@@ -20,6 +20,7 @@
 #include "engine/datapath/shard.hpp"
 #include "hostif/ctl_proto.hpp"
 #include "hostif/verbs_ext_proto.hpp"
+#include "tests/engine/session_rig.hpp"
 
 using namespace urnic;
 namespace ctl = urnic::engine::ctl;
@@ -71,15 +72,7 @@ struct Proc {
   }
   template <ctl::Message Rep, ctl::Message Req>
   int call(const Req& req, Rep* out = nullptr, std::vector<int>* fds = nullptr, std::vector<int> in = {}) {
-    engine::Reply r = s->handle(ctl::encode(req, ++seq), in);
-    const auto h = ctl::decode_header(r.bytes);
-    REQUIRE(h);
-    if (fds != nullptr) *fds = r.fds;
-    else
-      for (int fd : r.fds) ::close(fd);
-    if (h->status != 0) return h->status;
-    if (out != nullptr) *out = *ctl::decode<Rep>(r.bytes);
-    return 0;
+    return test::session_call(*s, ++seq, req, out, fds, std::move(in));
   }
   ctl::RegMrRep reg_mr(void* p, std::size_t len) {
     ctl::RegMrReq req{};
