@@ -20,6 +20,7 @@
 #include "engine/control/qp_control.hpp"
 #include "engine/control/session.hpp"
 #include "hostif/verbs_ext_proto.hpp"
+#include "tests/engine/session_rig.hpp"
 
 namespace ctl = urnic::engine::ctl;
 using urnic::engine::Registry;
@@ -96,18 +97,7 @@ struct Harness {
   }
   template <ctl::Message Rep, ctl::Message Req>
   int call(const Req& req, Rep* out = nullptr, std::vector<int>* fds = nullptr) {
-    Reply r = send(req);
-    const auto h = ctl::decode_header(r.bytes);
-    REQUIRE(h);
-    CHECK(h->seq == seq);
-    if (fds != nullptr) *fds = r.fds;
-    else
-      for (int fd : r.fds) ::close(fd);
-    if (h->status != 0) return h->status;
-    auto body = ctl::decode<Rep>(r.bytes);
-    REQUIRE(body);
-    if (out != nullptr) *out = *body;
-    return 0;
+    return urnic::test::session_call(*s, ++seq, req, out, fds);
   }
   void hello_and_open() {
     REQUIRE(call<ctl::HelloRep>(ctl::HelloReq{ctl::kMagic, ctl::kVersion, 0, 0}) == 0);

@@ -59,6 +59,7 @@ int session_call(engine::Session& s, std::uint32_t seq, const Req& req, Rep* out
   engine::Reply r = s.handle(ctl::encode(req, seq), in);
   const auto h = ctl::decode_header(r.bytes);
   REQUIRE(h);
+  CHECK(h->seq == seq);
   if (fds != nullptr) *fds = r.fds;
   else
     for (int fd : r.fds) ::close(fd);
