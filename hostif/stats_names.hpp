@@ -58,7 +58,8 @@ enum class DevStat : std::uint8_t {
   kLinkGsoSends,        // udp link with "udp_gso": sends that carried a run of several packets
   kLinkGroDatagrams,    // udp link: received datagrams that held several packets (UDP GRO)
   kShardHandoffs,       // packets handed to another engine thread's data path (engine/datapath/shard.hpp)
-  kShardHandoffDrops,   // ... dropped because that thread's ring was full (RC resends them)
+  kShardHandoffDrops,   // ... dropped because that thread's ring was full (a received packet, a multicast copy)
+  kShardHandoffWaits,   // ... sent on this host, waited in the hairpin queue for room in that ring
   kCount,
 };
 
@@ -72,7 +73,7 @@ inline constexpr std::array<std::string_view, static_cast<std::size_t>(DevStat::
     "iw_bytes_rcvd",    "iw_mpa_rejects_sent", "iw_mpa_rejects_rcvd", "rings_corrupt",
     "rings_read",       "mem_syscalls",      "mem_direct_ops",   "mapped_regions",
     "mem_direct_faults", "link_gso_sends",    "link_gro_datagrams", "shard_handoffs",
-    "shard_handoff_drops",
+    "shard_handoff_drops", "shard_handoff_waits",
 };
 static_assert(kDevStatNames.size() == static_cast<std::size_t>(DevStat::kCount));
 

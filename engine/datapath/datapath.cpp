@@ -193,6 +193,7 @@ void DataPath::join_shards(const std::vector<DataPath*>& peers, std::shared_ptr<
   constexpr std::size_t kShardRing = 4096;
   inbox_.clear();
   inbox_.resize(nshards_);
+  waiting_handoffs_.assign(nshards_, 0);
   for (unsigned s = 0; s < nshards_; ++s)
     if (s != shard_) inbox_[s] = std::make_unique<SpscSlots<Hairpin>>(kShardRing);
 }
@@ -922,17 +923,26 @@ void DataPath::transmit(const t::TxPacket& p, t::Nanos now) {
 }
 
 void DataPath::hairpin(const t::TxPacket& p, bool mcast) {
+  int wait_for = -1;  // another shard whose ring is full: the packet waits here for room
   if (nshards_ > 1) {
-    // Another shard's QP: into its ring. A multicast packet: a copy for
-    // every other shard's members too (each delivers to its own).
+    // Another shard's QP: into its ring, or (full, or earlier packets for
+    // it still waiting) behind them in this shard's hairpin queue. A
+    // multicast packet: a copy for every other shard's members too (each
+    // delivers to its own; a full ring loses that copy, as a switch would).
+    const unsigned owner = shard_of_qpn(p.pkt.bth.dest_qp, nshards_);
     for (unsigned to = 0; to < nshards_; ++to) {
-      if (to == shard_ || (!mcast && to != shard_of_qpn(p.pkt.bth.dest_qp, nshards_))) continue;
-      if (Hairpin* hp = handoff_slot(to)) {
+      if (to == shard_ || (!mcast && to != owner)) continue;
+      Hairpin* hp = mcast || waiting_handoffs_[to] == 0 ? peers_[to]->inbox_[shard_]->claim() : nullptr;
+      if (hp != nullptr) {
         fill_hairpin(*hp, p, mcast);
         handoff_done(to);
+      } else if (mcast) {
+        ++counters_.shard_handoff_drops;
+      } else {
+        wait_for = static_cast<int>(to);
       }
     }
-    if (!mcast && shard_of_qpn(p.pkt.bth.dest_qp, nshards_) != shard_) return;
+    if (!mcast && owner != shard_ && wait_for < 0) return;
   }
   // Copy now (the payload is transport scratch), deliver later.
   if (hairpin_count_ == hairpin_slots_.size()) {
@@ -943,9 +953,33 @@ void DataPath::hairpin(const t::TxPacket& p, bool mcast) {
     hairpin_head_ = 0;
     hairpin_slots_.resize(std::max<std::size_t>(64, hairpin_slots_.size() * 2));
   }
-  fill_hairpin(hairpin_slots_[(hairpin_head_ + hairpin_count_) % hairpin_slots_.size()], p, mcast);
+  Hairpin& hp = hairpin_slots_[(hairpin_head_ + hairpin_count_) % hairpin_slots_.size()];
+  fill_hairpin(hp, p, mcast);
+  hp.handoff_to = wait_for;
   ++hairpin_count_;
-  ++counters_.hairpin_packets;
+  if (wait_for >= 0) {
+    ++waiting_handoffs_[static_cast<unsigned>(wait_for)];
+    ++counters_.shard_handoff_waits;
+  } else {
+    ++counters_.hairpin_packets;
+  }
+}
+
+bool DataPath::retry_handoff(Hairpin& hp) {
+  const auto to = static_cast<unsigned>(hp.handoff_to);
+  Hairpin* slot = peers_[to]->inbox_[shard_]->claim();
+  if (slot == nullptr) return false;
+  slot->pkt = hp.pkt;
+  std::swap(slot->data, hp.data);  // the slot's old buffer stays here for reuse
+  slot->view = hp.view;
+  slot->from = hp.from;
+  slot->sender = hp.sender;
+  slot->multicast = false;
+  slot->handoff_to = -1;
+  handoff_done(to);
+  --waiting_handoffs_[to];
+  hp.handoff_to = -1;
+  return true;
 }
 
 void DataPath::fill_hairpin(Hairpin& hp, const t::TxPacket& p, bool mcast) const {
@@ -1191,6 +1225,14 @@ bool DataPath::run_hairpin(t::Nanos now) {
     // and is released after.
     const std::size_t i = hairpin_head_;
     Hairpin& hp = hairpin_slots_[i];
+    // A packet for a shard whose ring was full: into it now, or it and
+    // everything behind it wait for the next pass (in order).
+    if (hp.handoff_to >= 0) {
+      if (!retry_handoff(hp)) break;
+      hairpin_head_ = (hairpin_head_ + 1) % hairpin_slots_.size();
+      --hairpin_count_;
+      continue;
+    }
     hp.pkt.payload = hp.view.empty() ? wire::Bytes(hp.data.data(), hp.data.size()) : hp.view;
     const wire::IbPacket pkt = hp.pkt;
     if (hp.multicast)

@@ -55,7 +55,8 @@ struct DataPathCounters {
   uint64_t rings_corrupt = 0;     // QPs errored for a corrupt producer index (DataPath::ring_corrupt)
   uint64_t rings_read = 0;        // queue owners (QP or SRQ) a pass read the rings of: rung or carried
   uint64_t shard_handoffs = 0;     // packets handed to another shard (forward)
-  uint64_t shard_handoff_drops = 0;  // ... its ring full
+  uint64_t shard_handoff_drops = 0;  // ... its ring full: a received packet dropped, a multicast copy lost
+  uint64_t shard_handoff_waits = 0;  // ... its ring full: a packet sent on this host waited in the hairpin queue
 };
 
 class DataPath;
@@ -233,6 +234,9 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
     RxAddress from;
     wire::IpAddr sender;     // the sending QP's source GID (from.src is the UD GRH's)
     bool multicast = false;  // to every member of the group from.dst
+    // For shard `handoff_to`, whose ring was full: it waits here, in order
+    // (-1: for this shard).
+    int handoff_to = -1;
   };
 
   void mark_busy(std::uint32_t qpn, QpBinding& b);  // about to take WQEs of b: in busy_qps_
@@ -341,6 +345,12 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
   std::shared_ptr<Shard> self_;
   std::vector<DataPath*> peers_;
   std::vector<std::unique_ptr<SpscSlots<Hairpin>>> inbox_;  // by sending shard (none for this one)
+  // Packets in the hairpin queue waiting for room in a shard's ring, by
+  // shard: while any wait, later ones for that shard queue behind them.
+  std::vector<std::uint32_t> waiting_handoffs_;
+  // A hairpin queue entry waiting for shard `to`: into its ring if there is
+  // room now (true), else it stays.
+  bool retry_handoff(Hairpin& hp);
   std::uint32_t wake_mask_ = 0;  // shards given packets this pass
   bool delivering_handoff_ = false;  // deliver_rx: the packet came from another shard, deliver it here
   void send_on_link(const transport::TxPacket& p);

@@ -147,6 +147,7 @@ void DataPath::fill_stats(ctl::StatsRep& rep, std::uint32_t first_qpn) const {
   at(DevStat::kCqOverflows) = counters_.cq_overflows;
   at(DevStat::kShardHandoffs) = counters_.shard_handoffs;
   at(DevStat::kShardHandoffDrops) = counters_.shard_handoff_drops;
+  at(DevStat::kShardHandoffWaits) = counters_.shard_handoff_waits;
   const ProcessMemoryCounters& m = mem_.counters();
   at(DevStat::kMemSyscalls) = m.read_calls + m.write_calls;
   at(DevStat::kMemDirectOps) = m.direct_reads + m.direct_writes + m.direct_atomics;

@@ -82,8 +82,9 @@ struct RigQp {
 
 class SessionRig {
  public:
-  engine::Registry reg{engine::default_config()};
-  std::unique_ptr<engine::DataPath> dp;
+  std::unique_ptr<engine::Registry> own_reg;  // the rig's own (first constructor)
+  engine::Registry& reg;
+  std::unique_ptr<engine::DataPath> dp;       // the rig's own data path (first constructor)
   int doorbell = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   std::unique_ptr<engine::Session> s;
   std::uint32_t seq = 0;
@@ -97,7 +98,8 @@ class SessionRig {
 
   // The session opens device `index` of the default config (0: urnic0,
   // 1: urnic_iw0), with a PD and one CQ of `cqe` entries.
-  explicit SessionRig(std::size_t index, std::uint32_t cqe = 63) {
+  explicit SessionRig(std::size_t index, std::uint32_t cqe = 63)
+      : own_reg(std::make_unique<engine::Registry>(engine::default_config())), reg(*own_reg) {
     REQUIRE(reg.devices().size() > index);
     auto& dev = *reg.devices()[index];
     std::string err;
@@ -106,7 +108,18 @@ class SessionRig {
     REQUIRE(dp);
     reg.set_datapath(&dev, dp.get());
     reg.set_doorbell_fd(doorbell);
-    s = std::make_unique<engine::Session>(reg, ::getpid(), 1);
+    open(index, cqe, 1);
+  }
+  // A session (`id`) on device `index` of `shared`, whose data paths (and
+  // doorbell eventfd) the caller set up and polls: with engine threads, the
+  // session is on the shard Registry::pick_shard gives it.
+  SessionRig(engine::Registry& shared, std::size_t index, std::uint32_t id, std::uint32_t cqe = 63) : reg(shared) {
+    open(index, cqe, id);
+  }
+  void open(std::size_t index, std::uint32_t cqe, std::uint32_t id) {
+    REQUIRE(reg.devices().size() > index);
+    auto& dev = *reg.devices()[index];
+    s = std::make_unique<engine::Session>(reg, ::getpid(), id);
     REQUIRE(call<ctl::HelloRep>(ctl::HelloReq{ctl::kMagic, ctl::kVersion, 0, 0}) == 0);
     ctl::OpenDeviceReq open{};
     ctl::set_name(open.name, dev.name().c_str());
