@@ -31,6 +31,13 @@ constexpr std::uint32_t kWqeBurst = 64;
 // RNR_RETRY_EXC_ERR). Taking a receive WQE emits nothing and the ring holds
 // at most the SRQ's max_wr, so the pass stays bounded.
 constexpr std::uint32_t kSrqWqeBurst = 4096;
+// A QP's receive queue the same, for the same reason: the SENDs that need
+// its WQEs can come faster than kWqeBurst a pass (another engine thread
+// hands over a whole ring of them, a peer host floods the link), and a UD
+// datagram that finds no receive WQE is dropped even though the
+// application had posted one (ib_send_bw -c UD between two engine threads
+// lost datagrams the server had posted receives for, and waited 120 s).
+constexpr std::uint32_t kRecvWqeBurst = kSrqWqeBurst;
 constexpr std::size_t kCqeBurst = 32;
 constexpr std::size_t kRxBurst = 32;
 // Link RX bursts taken in before due timers fire (DataPath::take_arrivals).
@@ -683,7 +690,7 @@ bool read_recv_wqe(const SpscRing& ring, std::vector<std::byte>& scratch, std::u
 
 bool DataPath::drain_rq(std::uint32_t qpn, QpBinding& b, t::Nanos now) {
   SpscRing& ring = b.qp->rq;
-  const std::uint32_t n = std::min(ring.untaken(), kWqeBurst);
+  const std::uint32_t n = std::min(ring.untaken(), kRecvWqeBurst);
   if (n == 0) {
     if (ring.producer_corrupt()) ring_corrupt(qpn, b, now);
     return false;

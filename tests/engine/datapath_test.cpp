@@ -312,22 +312,24 @@ TEST_CASE("data path: a ring left fuller than one burst is drained on later pass
           "[engine][datapath][doorbell]") {
   DatapathRig rig;
   Qp a;
-  rig.create_qp(a, ctl::QpCaps{16, 200, 2, 2, 64, 0});
+  // A receive queue is taken up to 4,096 WQEs a pass (kRecvWqeBurst).
+  constexpr std::uint32_t kPosted = 4096 + 150;
+  rig.create_qp(a, ctl::QpCaps{16, kPosted, 2, 2, 64, 0});
   rig.to_init(a, 0);
   rig.dp->poll(now_ns(), true);
   WqeHeader rh{};
-  for (std::uint32_t i = 0; i < 150; ++i) {
+  for (std::uint32_t i = 0; i < kPosted; ++i) {
     rh.wr_id = i;
     std::memcpy(a.rq.producer_slot(i), &rh, sizeof rh);
   }
-  a.rq.publish(150);
-  a.ring_doorbell();  // once, for all 150
+  a.rq.publish(kPosted);
+  a.ring_doorbell();  // once, for all of them
   rig.dp->poll(now_ns(), true);
-  CHECK(rig.dp->counters().wqes_posted == 64);  // one burst (kWqeBurst) per pass
-  CHECK_FALSE(rig.dp->prepare_sleep());         // carried: no sleep with work left
+  CHECK(rig.dp->counters().wqes_posted == 4096);  // one burst per pass
+  CHECK_FALSE(rig.dp->prepare_sleep());           // carried: no sleep with work left
   rig.dp->poll(now_ns(), true);
   rig.dp->poll(now_ns(), true);
-  CHECK(rig.dp->counters().wqes_posted == 150);
+  CHECK(rig.dp->counters().wqes_posted == kPosted);
   CHECK(rig.dp->counters().wqes_rejected == 0);
   rig.dp->poll(now_ns(), true);
   CHECK(rig.dp->prepare_sleep());

@@ -8,10 +8,13 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <infiniband/verbs.h>
+
 #include <algorithm>
 #include <array>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -205,4 +208,75 @@ TEST_CASE("shards: RDMA writes between processes on two shards arrive whole, a f
   CHECK(d.dp0->counters().shard_handoff_drops == 0);
   CHECK(d.dp0->transport().counters().get(transport::Counter::kCompleterRetryErr) == 0);
   CHECK(d.dp0->transport().counters().get(transport::Counter::kLocalAckTimeoutErr) == 0);
+}
+
+TEST_CASE("shards: UD datagrams that arrive from another shard in a burst find every receive the process posted",
+          "[engine][shard][ud]") {
+  // b posts 1,000 receives, a sends 1,000 datagrams; shard 0 runs alone
+  // first, so they all wait in shard 1's ring when shard 1 first runs: its
+  // first pass must take every posted receive before it delivers them (a
+  // per-pass burst of receives dropped the rest, UD's loss though posted).
+  ShardedDevice d;
+  test::SessionRig a(d.reg, 0, 1, 2047), b(d.reg, 0, 2, 2047);
+  constexpr std::uint32_t kQkey = 0x11, kN = 1000;
+  test::RigQp qa, qb;
+  for (auto [rig, q] : {std::pair{&a, &qa}, std::pair{&b, &qb}}) {
+    rig->create_qp(*q, ctl::QpCaps{1024, 1024, 1, 1, 0, 0}, IBV_QPT_UD);
+    ctl::QpAttrs at{};
+    at.qp_state = IBV_QPS_INIT;
+    at.port_num = 1;
+    at.qkey = kQkey;
+    REQUIRE(rig->modify(*q, at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY) == 0);
+    at.qp_state = IBV_QPS_RTR;
+    REQUIRE(rig->modify(*q, at, IBV_QP_STATE) == 0);
+    at.qp_state = IBV_QPS_RTS;
+    REQUIRE(rig->modify(*q, at, IBV_QP_STATE | IBV_QP_SQ_PSN) == 0);
+  }
+  std::vector<std::uint8_t> src(64, 0x5A), dst((40 + 64) * kN);
+  const std::uint32_t src_key = a.reg_mr(src.data(), src.size());
+  const std::uint32_t dst_key = b.reg_mr(dst.data(), dst.size());
+  ctl::CreateAhReq ar{};
+  ar.pd_handle = a.pd;
+  std::memcpy(ar.attr.dgid, d.dev.gids()[1].gid, 16);  // ::ffff:127.0.0.1, this device
+  ar.attr.is_global = 1;
+  ar.attr.sgid_index = 1;
+  ar.attr.hop_limit = 64;
+  ar.attr.port_num = 1;
+  ctl::CreateAhRep ah{};
+  REQUIRE(a.call(ar, &ah) == 0);
+  for (std::uint32_t i = 0; i < kN; ++i) {
+    engine::WqeHeader rh{};
+    rh.wr_id = i;
+    rh.num_sge = 1;
+    const engine::WqeSge rsge{reinterpret_cast<std::uintptr_t>(dst.data()) + std::size_t(i) * 104, 104, dst_key};
+    test::post_wqe(qb, qb.rq, rh, std::span<const engine::WqeSge>(&rsge, 1));
+  }
+  std::uint32_t sent = 0;
+  for (int pass = 0; pass < 200 && sent < kN; ++pass) {
+    for (; sent < kN && qa.sq.free_count() > 0; ++sent) {
+      engine::WqeHeader sh = test::signaled_wqe(sent, IBV_WR_SEND);
+      sh.send_flags = 0;
+      sh.ah_handle = ah.handle;
+      sh.remote_qpn = qb.qpn;
+      sh.remote_qkey = kQkey;
+      const engine::WqeSge ssge{reinterpret_cast<std::uintptr_t>(src.data()), 64, src_key};
+      test::post_wqe(qa, qa.sq, sh, std::span<const engine::WqeSge>(&ssge, 1));
+    }
+    d.dp0->poll(test::now_ns(), true);
+  }
+  REQUIRE(sent == kN);
+  for (int pass = 0; pass < 100; ++pass) d.dp0->poll(test::now_ns(), true);  // kWqeBurst sends a pass
+  CHECK(d.dp0->counters().shard_handoffs == kN);
+  std::size_t got = 0;
+  for (int pass = 0; pass < 100 && got < kN; ++pass) {
+    d.dp1->poll(test::now_ns(), true);
+    std::array<engine::CqeSlot, 64> buf{};
+    std::uint32_t n = 0;
+    while ((n = b.cq_ring.dequeue_burst(std::span<engine::CqeSlot>(buf))) != 0) {
+      for (std::uint32_t k = 0; k < n; ++k) CHECK(buf[k].status == IBV_WC_SUCCESS);
+      got += n;
+    }
+  }
+  CHECK(got == kN);
+  CHECK(d.dp1->transport().counters().get(transport::Counter::kDroppedPkts) == 0);
 }
