@@ -54,6 +54,26 @@ std::vector<sock_filter> steering_program(unsigned shards) {
   };
 }
 
+namespace {
+
+// Whether nobody holds `addr` now: a bind without SO_REUSEPORT, undone at
+// once. Shard 0 asks before it binds with SO_REUSEPORT, because a socket
+// with it joins any group of the same user on that port, and another
+// urnicd's shards there would take this one's datagrams (and it theirs);
+// once our group holds the port, another daemon's probe fails the same way.
+// (Two daemons starting at the same instant can still both pass.)
+bool port_free(const sockaddr* addr, socklen_t len) {
+  const int probe = ::socket(addr->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (probe < 0) return false;
+  const bool ok = ::bind(probe, addr, len) == 0;
+  const int err = errno;
+  ::close(probe);
+  errno = ok ? 0 : err;
+  return ok;
+}
+
+}  // namespace
+
 bool UdpLink::share_port(int fd) const {
   const int on = 1;
   return shards_ <= 1 || ::setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &on, sizeof on) == 0;
@@ -108,6 +128,8 @@ std::unique_ptr<UdpLink> UdpLink::open(uint32_t ipv4, uint16_t port, std::string
       ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf) != 0 ||
       ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf) != 0 ||
       (options.shards > 1 && ::setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &on, sizeof on) != 0) ||
+      (options.shards > 1 && options.shard == 0 && port != 0 &&
+       !port_free(reinterpret_cast<const sockaddr*>(&addr), sizeof addr)) ||
       ::bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
     if (error != nullptr) *error = std::string("udp link: ") + std::strerror(errno);
     ::close(fd);
@@ -266,6 +288,7 @@ bool UdpLink::enable_ipv6(const std::array<uint8_t, 16>& link_local, std::string
       ::setsockopt(fd6_, IPPROTO_IPV6, IPV6_RECVTCLASS, &on, sizeof on) != 0 ||
       ::setsockopt(fd6_, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf) != 0 ||
       ::setsockopt(fd6_, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf) != 0 || !share_port(fd6_) ||
+      (shards_ > 1 && shard_ == 0 && !port_free(reinterpret_cast<const sockaddr*>(&addr), sizeof addr)) ||
       ::bind(fd6_, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0 || !steer_group(fd6_))
     return fail(std::string("udp link (IPv6 link-local): ") + std::strerror(errno));
   // One readable fd for the engine loop: an epoll set of the sockets.

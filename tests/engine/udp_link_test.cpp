@@ -700,8 +700,19 @@ TEST_CASE("udp link: shard links share the port and each receives its QPNs' data
                                           engine::UdpLink::Options{.shard = k, .shards = 3}));
     REQUIRE(links.back() != nullptr);
   }
-  // Without the shard options the port is not shared.
+  // Without the shard options the port is not shared; nor with another
+  // daemon's: its shard 0 finds the port taken (port_free) instead of
+  // joining this group and taking its datagrams.
   CHECK(engine::UdpLink::open(kLoopback, links[0]->port(), &error) == nullptr);
+  CHECK(engine::UdpLink::open(kLoopback, links[0]->port(), &error, engine::UdpLink::Options{.shard = 0, .shards = 2}) ==
+        nullptr);
+  CHECK(error.find("Address already in use") != std::string::npos);
+  {
+    sockaddr_in me{};
+    auto single = open_loopback(me);  // a one-thread daemon's link
+    CHECK(engine::UdpLink::open(kLoopback, ntohs(me.sin_port), &error,
+                                engine::UdpLink::Options{.shard = 0, .shards = 2}) == nullptr);
+  }
 
   sockaddr_in me{};
   me.sin_family = AF_INET;
