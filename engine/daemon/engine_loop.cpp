@@ -6,7 +6,6 @@
 #include <fcntl.h>
 #include <malloc.h>
 #include <sched.h>
-#include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
 

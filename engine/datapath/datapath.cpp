@@ -489,7 +489,7 @@ void DataPath::trim_idle() {
   // every packet in them was delivered (this thread is their producer).
   for (unsigned s = 0; s < nshards_; ++s)
     if (s != shard_)
-      peers_[s]->inbox_[shard_]->trim_if_empty([](Hairpin& h) { std::vector<std::uint8_t>().swap(h.data); });
+      outbox(s).trim_if_empty([](Hairpin& h) { std::vector<std::uint8_t>().swap(h.data); });
   if (hairpin_count_ != 0) return;
   // A bandwidth burst grows the ring to its window (1024 slots of 4 KiB
   // buffers with four busy QPs); the next burst grows it again.
@@ -939,7 +939,7 @@ void DataPath::hairpin(const t::TxPacket& p, bool mcast) {
     const unsigned owner = shard_of_qpn(p.pkt.bth.dest_qp, nshards_);
     for (unsigned to = 0; to < nshards_; ++to) {
       if (to == shard_ || (!mcast && to != owner)) continue;
-      Hairpin* hp = mcast || waiting_handoffs_[to] == 0 ? peers_[to]->inbox_[shard_]->claim() : nullptr;
+      Hairpin* hp = mcast || waiting_handoffs_[to] == 0 ? outbox(to).claim() : nullptr;
       if (hp != nullptr) {
         fill_hairpin(*hp, p, mcast);
         handoff_done(to);
@@ -974,7 +974,7 @@ void DataPath::hairpin(const t::TxPacket& p, bool mcast) {
 
 bool DataPath::retry_handoff(Hairpin& hp) {
   const auto to = static_cast<unsigned>(hp.handoff_to);
-  Hairpin* slot = peers_[to]->inbox_[shard_]->claim();
+  Hairpin* slot = outbox(to).claim();
   if (slot == nullptr) return false;
   slot->pkt = hp.pkt;
   std::swap(slot->data, hp.data);  // the slot's old buffer stays here for reuse
@@ -1029,14 +1029,8 @@ void DataPath::fill_hairpin(Hairpin& hp, const t::TxPacket& p, bool mcast) const
   hp.multicast = mcast;
 }
 
-DataPath::Hairpin* DataPath::handoff_slot(unsigned to) {
-  Hairpin* hp = peers_[to]->inbox_[shard_]->claim();
-  if (hp == nullptr) ++counters_.shard_handoff_drops;
-  return hp;
-}
-
 void DataPath::handoff_done(unsigned to) {
-  peers_[to]->inbox_[shard_]->publish();
+  outbox(to).publish();
   ++counters_.shard_handoffs;
   wake_mask_ |= 1U << to;
 }
@@ -1044,8 +1038,11 @@ void DataPath::handoff_done(unsigned to) {
 void DataPath::forward_rx(unsigned to, const wire::IbPacket& pkt, const RxAddress& from, const wire::IpAddr* sender,
                           bool multicast) {
   // The link's receive buffer is reused: the payload is copied.
-  Hairpin* hp = handoff_slot(to);
-  if (hp == nullptr) return;
+  Hairpin* hp = outbox(to).claim();
+  if (hp == nullptr) {
+    ++counters_.shard_handoff_drops;
+    return;
+  }
   hp->pkt = pkt;
   hp->view = {};
   hp->data.assign(pkt.payload.begin(), pkt.payload.end());
@@ -1084,7 +1081,7 @@ bool DataPath::inboxes_empty() const {
 
 bool DataPath::handoffs_delivered() const {
   for (unsigned s = 0; s < nshards_; ++s)
-    if (s != shard_ && !peers_[s]->inbox_[shard_]->empty()) return false;
+    if (s != shard_ && !outbox(s).empty()) return false;
   return true;
 }
 

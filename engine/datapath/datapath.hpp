@@ -326,9 +326,10 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
   // Fills `hp` for a packet the transport emits to this device (hairpin).
   void fill_hairpin(Hairpin& hp, const transport::TxPacket& p, bool mcast) const;
   // Shards (join_shards): a packet for another shard's QP goes into its
-  // ring from this one (inbox_ of the receiver, by sender); the receiver
-  // is woken at the end of the pass if it sleeps (flush_wakes).
-  Hairpin* handoff_slot(unsigned to);
+  // ring from this one (inbox_ of the receiver, by sender: outbox(to));
+  // handoff_done publishes it, and the receiver is woken at the end of the
+  // pass if it sleeps (flush_wakes).
+  SpscSlots<Hairpin>& outbox(unsigned to) const { return *peers_[to]->inbox_[shard_]; }
   void handoff_done(unsigned to);
   // A received packet for QPN `pkt.bth.dest_qp` of shard `to` (or, with
   // `multicast`, for shard `to`'s members of the group): copied over.
