@@ -26,6 +26,7 @@ namespace {
 // every this many passes keeps control latency in the microseconds without
 // a system call per pass.
 constexpr std::uint64_t kCtlPollEvery = 64;
+constexpr std::uint64_t kCtlPollEveryIdle = 8;
 // Runs the ready control handlers, at most kMaxHandlers of them, so that a
 // handler that re-arms on a descriptor that stays readable cannot keep the
 // loop from the data path. (Found in the rxe interop run, issue 6: the link
@@ -137,22 +138,27 @@ namespace {
 struct WakeHandler {
   using allocator_type = transport::detail::RecyclingAllocator<char>;
   allocator_type get_allocator() const noexcept { return {}; }
-  void operator()(const boost::system::error_code&) const noexcept {}
+  void operator()(const boost::system::error_code& ec) const noexcept {
+    if (!ec) *expired = true;
+  }
+  bool* expired;  // the sleep's: set when the deadline ended it
 };
 }  // namespace
 
-void EngineLoop::sleep_for(std::uint64_t ns) {
+bool EngineLoop::sleep_for(std::uint64_t ns) {
   // Not io_.run_one_for(ns): its timeout goes to epoll_wait in whole
   // milliseconds, rounded up, so a 10 us deadline (a DPDK link's next look,
   // an RC retransmission due soon) slept a full millisecond. A timer's
   // expiry goes to Asio's timerfd as it is.
+  wake_timer_expired_ = false;
   wake_timer_.expires_after(std::chrono::nanoseconds(ns));
-  wake_timer_.async_wait(WakeHandler{});
+  wake_timer_.async_wait(WakeHandler{&wake_timer_expired_});
   io_.run_one();
   // Woken by a descriptor first: the cancelled wait's handler is queued now
   // and runs in the caller's poll_ready, so no stale expiry ends a later
   // sleep early.
   wake_timer_.cancel();
+  return !wake_timer_expired_;
 }
 
 void EngineLoop::trim_idle() {
@@ -178,6 +184,8 @@ void EngineLoop::run() {
   bool idle_wake = false;
   // The length of the sleep just ended, for the spin window (0: none).
   transport::Nanos slept = 0;
+  bool worked_last_pass = false;
+  bool woken = false;
   while (!io_.stopped()) {
     ++pass;
     ++counters_.passes;
@@ -187,7 +195,12 @@ void EngineLoop::run() {
     bool work = false;
     const bool link = pass % kLinkPollEvery == 0;
     for (DataPath* dp : mine_) work |= dp->poll(now, link && dp->link_look_due(now));
-    if (pass % kCtlPollEvery == 0 && poll_ready(io_) != 0) work = true;
+    // Idle spinning (the last pass found nothing), the control socket is
+    // looked at 8 times as often: a program making control calls back to
+    // back (a registration cache's reg/dereg) is served in microseconds.
+    if ((pass % kCtlPollEvery == 0 || (!worked_last_pass && pass % kCtlPollEveryIdle == 0)) && poll_ready(io_) != 0)
+      work = true;
+    worked_last_pass = work;
     if (slept != 0) {
       spin_.after_sleep(slept, work);
       slept = 0;
@@ -227,6 +240,7 @@ void EngineLoop::run() {
     // Anything the link received before we declared sleep is drained here;
     // later arrivals wake the epoll.
     bool late = false;
+    woken = false;
     for (DataPath* dp : mine_) late |= dp->poll(engine_now(), true);
     if (!late) {
       transport::Nanos deadline = transport::kNever;
@@ -236,14 +250,18 @@ void EngineLoop::run() {
       ++counters_.sleeps;
       wait = plan_sleep(wait, worked_since_trim_, t - last_busy, [&] { trim_idle(); });
       nic_clock().expect_sleep_until(t + wait);  // a sleep we chose counts; waking late does not
-      if (wait != 0) sleep_for(wait);
+      // A control request (or a link or doorbell) ended the sleep: spin
+      // after it as after any work, so that the program's next request
+      // (reg_mr after reg_mr) finds the loop awake instead of paying
+      // another wake-up.
+      woken = wait != 0 && sleep_for(wait);
       poll_ready(io_);
       if (wait != 0) slept = std::max<transport::Nanos>(1, engine_now() - t);
     }
     for (DataPath* dp : mine_) dp->end_sleep();
     self.set_sleeping(false);
     last_work = engine_now();
-    idle_wake = !late;
+    idle_wake = !late && !woken;
   }
 }
 

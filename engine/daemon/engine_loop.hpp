@@ -65,8 +65,10 @@ class EngineLoop {
     bool armed = false;
   };
   void arm_wait(Watcher& w);
-  // Blocks in Asio until a descriptor is ready or `ns` have passed.
-  void sleep_for(std::uint64_t ns);
+  // Sleeps until the deadline `ns` from now or a descriptor's handler
+  // (a control request, a link or doorbell watcher) runs; true in the
+  // second case: woken for work, not by the deadline.
+  bool sleep_for(std::uint64_t ns);
   // Gives back what a burst grew; called before a long idle sleep.
   void trim_idle();
 
@@ -85,6 +87,7 @@ class EngineLoop {
   // socket with datagrams queued would fire on every control poll.
   std::vector<std::unique_ptr<Watcher>> watchers_;
   boost::asio::steady_timer wake_timer_;
+  bool wake_timer_expired_ = false;  // the last sleep_for ended by its deadline
   SpinWindow spin_;
   EngineLoopCounters counters_;
   bool worked_since_trim_ = false;
