@@ -33,8 +33,9 @@ inline constexpr std::uint32_t kMagic = 0x434e5255;  // "URNC" little-endian
 // 2: the doorbell page (hostif/doorbell_page.hpp) replaces the rings'
 // `sleeping` words; CreateQpRep and CreateSrqRep name each queue's bit.
 // 3: RegMrReq's direct range (a memfd the daemon maps). 4: its file offset
-// (the application's own shared memory files).
-inline constexpr std::uint16_t kVersion = 4;
+// (the application's own shared memory files). 5: lazy conversion of
+// registered memory (RegMrReq::flags, OpenConvertChannel, ConvertMr).
+inline constexpr std::uint16_t kVersion = 5;
 inline constexpr std::uint16_t kFlagReply = 1;
 inline constexpr std::size_t kNameLen = 64;
 inline constexpr std::size_t kMaxDevices = 8;
@@ -84,6 +85,8 @@ enum class MsgType : std::uint16_t {
   kCreateXrcTgtQp = 110,    // ibv_create_qp_ex IBV_QPT_XRC_RECV (no rings)
   kOpenQp = 111,            // ibv_open_qp: another handle on an XRC_RECV QP of an XRC domain
   kCreateTmSrq = 112,       // ibv_create_srq_ex IBV_SRQT_TM; reply passes the SRQ ring memfd
+  kOpenConvertChannel = 113,  // reply passes the conversion channel (RegMrReq::flags, ConvertRequest)
+  kConvertMr = 114,         // a lazy MR's whole pages, converted (or declined) on the daemon's request
   // 90..99: observability and fault injection (engine/stats, engine/fault,
   // engine/capture; engine/stats_ctl.cpp). No opened device needed: the
   // request names the device.
@@ -405,8 +408,16 @@ struct RegMrReq {
   std::uint64_t direct_va;
   std::uint64_t direct_len;
   std::uint64_t direct_offset;
+  std::uint32_t flags;      // kRegMrLazy
+  std::uint32_t reserved;
 };
-static_assert(sizeof(RegMrReq) == 56);
+// The MR has no direct range yet and its whole pages may be converted
+// later: once its traffic through process_vm_* has cost more than moving
+// its pages would, the daemon asks for them on the connection's conversion
+// channel (a ConvertRequest) and the shim answers with ConvertMr.
+inline constexpr std::uint32_t kRegMrLazy = 1U << 0;
+static_assert(sizeof(RegMrReq) == 64);
+static_assert(offsetof(RegMrReq, flags) == 56);
 static_assert(offsetof(RegMrReq, length) == 8);
 static_assert(offsetof(RegMrReq, iova) == 16);
 static_assert(offsetof(RegMrReq, pd_handle) == 24);
@@ -428,6 +439,34 @@ static_assert(offsetof(RegMrRep, rkey) == 8);
 
 struct DeregMrReq : HandleMsg { static constexpr MsgType kType = MsgType::kDeregMr; };
 struct DeregMrRep : HandleMsg { static constexpr MsgType kType = MsgType::kDeregMr; };
+
+// Lazy conversion of registered memory (verbs_shim/mr_conversion.hpp,
+// engine/datapath/conversion_watch.hpp). OpenConvertChannel's reply passes
+// fd[0], the process's end of a SOCK_SEQPACKET socket on which the daemon
+// writes one ConvertRequest per lazy MR worth converting (at most one per
+// MR). The shim answers each with ConvertMr: the MR's whole pages as a
+// direct range (the memfd travels with it, or no descriptor for a region
+// the connection already has, as with RegMr), or direct_len 0: declined
+// (the memory cannot be converted; the MR stays on process_vm_*).
+struct OpenConvertChannelReq { static constexpr MsgType kType = MsgType::kOpenConvertChannel; std::uint64_t reserved; };
+static_assert(sizeof(OpenConvertChannelReq) == 8);
+struct OpenConvertChannelRep : HandleMsg { static constexpr MsgType kType = MsgType::kOpenConvertChannel; };
+struct ConvertRequest {
+  std::uint32_t mr_handle;  // the RegMrRep::handle of the MR
+  std::uint32_t reserved;
+};
+static_assert(sizeof(ConvertRequest) == 8);
+struct ConvertMrReq {
+  static constexpr MsgType kType = MsgType::kConvertMr;
+  std::uint32_t handle;
+  std::uint32_t reserved;
+  std::uint64_t direct_va;
+  std::uint64_t direct_len;
+  std::uint64_t direct_offset;
+};
+static_assert(sizeof(ConvertMrReq) == 32);
+static_assert(offsetof(ConvertMrReq, direct_va) == 8);
+struct ConvertMrRep : HandleMsg { static constexpr MsgType kType = MsgType::kConvertMr; };
 
 struct CreateCompChannelReq { static constexpr MsgType kType = MsgType::kCreateCompChannel; std::uint64_t reserved; };
 static_assert(sizeof(CreateCompChannelReq) == 8);
@@ -792,7 +831,7 @@ static_assert(sizeof(StatusRep) + sizeof(MsgHeader) <= kMaxMessage);
 // ---------------------------------------------------------------- observability (90..99)
 // Counter values travel as flat vectors; their names are engine/stats.hpp's
 // tables (device_stat_name, qp_stat_name), compiled into daemon and CLI.
-inline constexpr std::size_t kStatsDeviceSlots = 80;
+inline constexpr std::size_t kStatsDeviceSlots = 96;
 inline constexpr std::size_t kStatsQpSlots = 48;
 inline constexpr std::size_t kStatsQpsPerReply = 8;
 inline constexpr std::size_t kPathLen = 512;

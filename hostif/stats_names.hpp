@@ -60,6 +60,14 @@ enum class DevStat : std::uint8_t {
   kShardHandoffs,       // packets handed to another engine thread's data path (engine/datapath/shard.hpp)
   kShardHandoffDrops,   // ... dropped because that thread's ring was full (a received packet, a multicast copy)
   kShardHandoffWaits,   // ... sent on this host, waited in the hairpin queue for room in that ring
+  kMrLazy,              // lazy MRs whose pages may still be moved (a gauge; engine/datapath/conversion_watch.hpp)
+  kMrFallbackAccesses,  // accesses to lazy MRs through process_vm_*
+  kMrFallbackBytes,     // ... and their bytes
+  kMrConversionsAsked,  // lazy MRs whose pages the daemon asked the process for
+  kMrConversions,       // ... that became mapped regions
+  kMrConversionsDeclined, // ... that the process could not move (they stay on process_vm_*)
+  kMrBytesConverted,    // whole-page bytes of the MRs that became regions
+  kMrWriteRetries,      // accesses retried while their process moved pages (userfaultfd's EFAULT)
   kCount,
 };
 
@@ -74,6 +82,8 @@ inline constexpr std::array<std::string_view, static_cast<std::size_t>(DevStat::
     "rings_read",       "mem_syscalls",      "mem_direct_ops",   "mapped_regions",
     "mem_direct_faults", "link_gso_sends",    "link_gro_datagrams", "shard_handoffs",
     "shard_handoff_drops", "shard_handoff_waits",
+    "mr_lazy",          "mr_fallback_accesses", "mr_fallback_bytes", "mr_conversions_asked", "mr_conversions",
+    "mr_conversions_declined", "mr_bytes_converted", "mr_write_retries",
 };
 static_assert(kDevStatNames.size() == static_cast<std::size_t>(DevStat::kCount));
 

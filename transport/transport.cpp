@@ -244,6 +244,13 @@ int Transport::adopt_mr(PdHandle pd, const MrRecord& r) {
   return 0;
 }
 
+int Transport::set_mr_domain(uint32_t lkey, MemDomain dom) {
+  auto it = ctx_->mrs.find(lkey);
+  if (it == ctx_->mrs.end()) return EINVAL;
+  it->second.dom = dom;
+  return 0;
+}
+
 int Transport::dereg_mr(uint32_t lkey) {
   auto it = ctx_->mrs.find(lkey);
   if (it == ctx_->mrs.end()) return EINVAL;

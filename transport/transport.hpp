@@ -110,6 +110,9 @@ class Transport {
   [[nodiscard]] std::optional<MrRecord> mr_record(uint32_t lkey) const;
   [[nodiscard]] bool keys_free(const MrKeys& keys) const;
   int adopt_mr(PdHandle pd, const MrRecord& r);
+  // The same bytes of MR `lkey`, reached another way from now on (the
+  // engine: a lazy MR's pages became a mapped region). EINVAL: no such MR.
+  int set_mr_domain(uint32_t lkey, MemDomain dom);
   // ibv_rereg_mr (transport/mr_resize.cpp): change an MR's translation, PD
   // and/or access in place; the keys stay the same.
   int rereg_mr(uint32_t lkey, const MrRereg& change);

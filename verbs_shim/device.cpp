@@ -249,6 +249,16 @@ ShimContext* shim_of(ibv_context* ctx) {
   return static_cast<ShimContext*>(static_cast<void*>(v->priv));
 }
 
+MrConverter* converter_of(ibv_context* ctx) {
+  ShimContext* s = shim_of(ctx);
+  std::lock_guard lock(s->converter_mu);
+  if (!s->converter_tried) {
+    s->converter_tried = true;
+    s->converter = MrConverter::open(*s->client);
+  }
+  return s->converter.get();
+}
+
 // Referenced by install_ops (objects.cpp).
 void install_query_ops(verbs_context* vctx);
 void install_query_ops(verbs_context* vctx) {

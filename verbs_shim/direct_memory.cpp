@@ -30,9 +30,12 @@ namespace {
 #define UFFD_USER_MODE_ONLY 1
 #endif
 
-constexpr const char* kMemfdName = "urnic-mr";
+constexpr const char* kMemfdName = "urnic-mr";  // /proc/PID/maps shows "/memfd:urnic-mr (deleted)"
 constexpr std::uint64_t kFileSize = std::uint64_t{1} << 40;  // a region's memfd (sparse)
-constexpr std::uint64_t kChunk = std::uint64_t{64} << 20;     // moved at a time (to_memfd)  // /proc/PID/maps shows "/memfd:urnic-mr (deleted)"
+// Moved at a time: writers to a chunk wait while it moves (WriteGuard), so
+// a chunk is small enough to move in well under a millisecond, and a large
+// registration needs one chunk of extra memory at a time.
+constexpr std::uint64_t kChunk = std::uint64_t{4} << 20;
 
 // The moves below are made with raw system calls, not libc's mmap, munmap,
 // mremap and mprotect: memory-event hooks that programs install over those
@@ -134,6 +137,37 @@ int self_maps() {
   return g_self_maps;
 }
 
+// /proc/self/pagemap, kept open like g_self_maps: which pages of a range
+// hold data, so that only those are moved.
+int g_self_pagemap = -1;
+int self_pagemap() {
+  if (g_self_pagemap < 0) g_self_pagemap = ::open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+  return g_self_pagemap;
+}
+
+constexpr std::uint64_t kPmPresent = std::uint64_t{1} << 63, kPmSwapped = std::uint64_t{1} << 62;
+
+// The pagemap entries of the n / page pages at a (at most kChunk's worth).
+bool read_pagemap(std::uint64_t a, std::uint64_t n, std::uint64_t* entries) {
+  const auto want = static_cast<ssize_t>(n / page_size() * sizeof(std::uint64_t));
+  return self_pagemap() >= 0 &&
+         ::pread(self_pagemap(), entries, static_cast<std::size_t>(want),
+                 static_cast<off_t>(a / page_size() * sizeof(std::uint64_t))) == want;
+}
+
+// Calls fn(offset, length) for each run of pages i with pick[i] true.
+template <class Pick, class Fn>
+void for_each_run(std::uint64_t pages, Pick&& pick, Fn&& fn) {
+  std::uint64_t start = 0;
+  bool in = false;
+  for (std::uint64_t i = 0; i <= pages; ++i) {
+    const bool take = i < pages && pick(i);
+    if (take && !in) start = i;
+    if (!take && in) fn(start * page_size(), (i - start) * page_size());
+    in = take;
+  }
+}
+
 // The protection of [s, e) if one private anonymous mapping that the
 // conversion keeps intact holds all of it; -1 otherwise.
 int eligible_prot(std::uint64_t s, std::uint64_t e) {
@@ -171,25 +205,26 @@ class WriteGuard {
   WriteGuard& operator=(const WriteGuard&) = delete;
   ~WriteGuard() { release(); }
 
+  // Write-protects [s, s + len). `shmem`: the range maps our memfd;
+  // otherwise it is private anonymous memory, whose absent pages are
+  // protected too where the kernel can (UFFD_FEATURE_WP_UNPOPULATED, Linux
+  // 6.4): a first write to a page that is not there then waits as well,
+  // while reads (ours, copying) never do. Where it cannot, every page is
+  // read first, which maps the absent ones (the shared zero page), so that
+  // all are present when protected.
   bool protect(std::uint64_t s, std::uint64_t len, bool shmem) {
-    fd_ = static_cast<int>(::syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK));
-    // Unprivileged processes may handle only their user-mode faults (vm.
-    // unprivileged_userfaultfd=0, the default): a system call writing the
-    // range meanwhile then fails with EFAULT instead of waiting.
-    if (fd_ < 0 && errno == EPERM)
-      fd_ = static_cast<int>(::syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK | UFFD_USER_MODE_ONLY));
-    if (fd_ < 0) return false;
-    uffdio_api api{};
-    api.api = UFFD_API;
-    api.features = shmem ? UFFD_FEATURE_WP_HUGETLBFS_SHMEM : 0;
+    const bool unpopulated = !shmem && open(kFeatureWpUnpopulated);
+    if (!unpopulated && !open(shmem ? UFFD_FEATURE_WP_HUGETLBFS_SHMEM : 0)) return false;
+    if (!shmem && !unpopulated)
+      for (std::uint64_t o = 0; o < len; o += page_size())
+        (void)*reinterpret_cast<volatile const char*>(s + o);  // NOLINT: the application's own address
     uffdio_register reg{};
     reg.range = {s, len};
     reg.mode = UFFDIO_REGISTER_MODE_WP;
     uffdio_writeprotect wp{};
     wp.range = {s, len};
     wp.mode = UFFDIO_WRITEPROTECT_MODE_WP;
-    if (::ioctl(fd_, UFFDIO_API, &api) != 0 || ::ioctl(fd_, UFFDIO_REGISTER, &reg) != 0 ||
-        ::ioctl(fd_, UFFDIO_WRITEPROTECT, &wp) != 0) {
+    if (::ioctl(fd_, UFFDIO_REGISTER, &reg) != 0 || ::ioctl(fd_, UFFDIO_WRITEPROTECT, &wp) != 0) {
       release();
       return false;
     }
@@ -201,38 +236,76 @@ class WriteGuard {
   }
 
  private:
+  static constexpr std::uint64_t kFeatureWpUnpopulated = 1U << 13;  // not in Debian 12's headers
+
+  // A new userfaultfd with `features`; false (none open) if refused.
+  bool open(std::uint64_t features) {
+    release();
+    fd_ = static_cast<int>(::syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK));
+    // Unprivileged processes may handle only their user-mode faults (vm.
+    // unprivileged_userfaultfd=0, the default): a system call writing the
+    // range meanwhile then fails with EFAULT instead of waiting.
+    if (fd_ < 0 && errno == EPERM)
+      fd_ = static_cast<int>(::syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK | UFFD_USER_MODE_ONLY));
+    if (fd_ < 0) return false;
+    uffdio_api api{};
+    api.api = UFFD_API;
+    api.features = features;
+    if (::ioctl(fd_, UFFDIO_API, &api) != 0) {
+      release();
+      return false;
+    }
+    return true;
+  }
   int fd_ = -1;
 };
 
 void to_private(std::uint64_t a, std::uint64_t n, int prot, bool guarded, int fd, std::uint64_t off);
 
 // Private anonymous [a, a + n) -> the same bytes at offset `off` of memfd
-// `fd`, mapped shared at a. False with the memory unchanged.
+// `fd`, mapped shared at a. False with the memory unchanged. Only pages
+// that hold data are copied (written into the file with pwrite: no
+// temporary mapping, no page faults of our own); the file's holes read as
+// zeros, as the absent pages of anonymous memory do. Writers (and readers
+// of absent pages) wait meanwhile, and go on with the new pages.
 bool move_to_memfd(int fd, std::uint64_t a, std::uint64_t off, std::uint64_t n, int prot) {
-  void* tmp = sys_mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd, off);
-  if (tmp == MAP_FAILED) return false;
   auto* at = reinterpret_cast<void*>(a);  // NOLINT: the application's own address
-  // Every page present before it is protected: userfaultfd write-protects
-  // present pages, and a first write to a missing one would not wait.
-  for (std::uint64_t o = 0; o < n; o += page_size())
-    (void)*static_cast<volatile const char*>(static_cast<const char*>(at) + o);
+  // Which pages hold data: read before the guard, because the kernel shows
+  // the guard's markers on absent pages as swapped pages; read again after
+  // it for the pages written in between (present by then).
+  static_assert(kChunk / 4096 <= 1024);
+  std::uint64_t before[1024], after[1024];
+  const std::uint64_t pages = n / page_size();
+  const bool known = pages <= std::size(before) && read_pagemap(a, n, before);
   WriteGuard guard;
-  bool done = false;
-  if (guard.protect(a, n, false)) {
-    std::memcpy(tmp, at, n);
-    done = sys_mmap(at, n, prot, MAP_SHARED | MAP_FIXED | MAP_POPULATE, fd, off) != MAP_FAILED;
-    if (!done) {
-      // A failed MAP_FIXED may already have unmapped the range: put the
-      // bytes back in private memory.
-      if (sys_mmap(at, n, prot | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != MAP_FAILED) {
-        std::memcpy(at, tmp, n);
-        if ((prot & PROT_WRITE) == 0) sys_mprotect(at, n, prot);
-      }
-    }
-    guard.release();
+  if (!guard.protect(a, n, false)) return false;
+  bool copied = true;
+  std::uint64_t data = 0;
+  auto copy = [&](std::uint64_t o, std::uint64_t len) {
+    data += len;
+    if (copied && ::pwrite(fd, static_cast<const char*>(at) + o, len, static_cast<off_t>(off + o)) !=
+                      static_cast<ssize_t>(len))
+      copied = false;
+  };
+  if (known && read_pagemap(a, n, after)) {
+    for_each_run(pages,
+                 [&](std::uint64_t i) { return (before[i] & (kPmPresent | kPmSwapped)) != 0 || (after[i] & kPmPresent) != 0; },
+                 copy);
+  } else {
+    copy(0, n);  // every page (an absent one reads as zeros)
   }
-  sys_munmap(tmp, n);
-  return done;
+  if (!copied) return false;  // the file's pages are dropped with it
+  // Mapped at once where there is data (the conversion thread takes those
+  // page faults, not the application), not where there is none.
+  const int populate = data == n ? MAP_POPULATE : 0;
+  if (sys_mmap(at, n, prot, MAP_SHARED | MAP_FIXED | populate, fd, off) != MAP_FAILED) return true;
+  // A failed MAP_FIXED may already have unmapped the range: put the bytes
+  // back in private memory.
+  if (sys_mmap(at, n, prot | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != MAP_FAILED) {
+    (void)::pread(fd, at, n, static_cast<off_t>(off));
+    if ((prot & PROT_WRITE) == 0) sys_mprotect(at, n, prot);
+  }
+  return false;
 }
 
 // Private anonymous [s, s + len) -> the same bytes in a new sealed memfd
@@ -358,6 +431,8 @@ void after_fork_parent() {
 void after_fork_child() {
   if (g_self_maps >= 0) ::close(g_self_maps);  // the parent's mm
   g_self_maps = -1;
+  if (g_self_pagemap >= 0) ::close(g_self_pagemap);
+  g_self_pagemap = -1;
   for (auto& [va, r] : g_regions) {
     privatize(r.ino, -1, false);  // the parent's file: never punched
     if (r.fd >= 0) ::close(r.fd);
@@ -525,7 +600,10 @@ bool enabled() {
 
 }  // namespace
 
-DirectGrant direct_acquire(const void* addr, std::size_t length) {
+namespace {
+
+// direct_existing (convert false) and direct_acquire (convert true).
+DirectGrant grant(const void* addr, std::size_t length, bool convert) {
   const auto a = reinterpret_cast<std::uintptr_t>(addr);
   const std::uint64_t page = page_size();
   if (length == 0 || a + length < a || !enabled()) return {};
@@ -545,7 +623,12 @@ DirectGrant direct_acquire(const void* addr, std::size_t length) {
         forget(prev);
       } else if (prev->first == s && prev->second.len == e - s) {
         ++prev->second.refs;
-        return DirectGrant{s, e - s, prev->second.fd, prev->second.ino};
+        DirectGrant g{s, e - s, -1, prev->second.ino};
+        if (prev->second.fd >= 0) {
+          g.fd = ::fcntl(prev->second.fd, F_DUPFD_CLOEXEC, 0);
+          g.copy = g.fd >= 0;
+        }
+        return g;
       } else {
         return {};
       }
@@ -556,6 +639,7 @@ DirectGrant direct_acquire(const void* addr, std::size_t length) {
     auto stale = next++;
     forget(stale);
   }
+  if (!convert) return {};
   const int prot = eligible_prot(s, e);
   if (prot < 0) return {};
   const int fd = to_memfd(s, e - s, prot);
@@ -568,7 +652,24 @@ DirectGrant direct_acquire(const void* addr, std::size_t length) {
   return DirectGrant{s, e - s, fd, ino};
 }
 
-void direct_passed(const DirectGrant& g) {
+}  // namespace
+
+DirectGrant direct_existing(const void* addr, std::size_t length) { return grant(addr, length, false); }
+
+DirectGrant direct_acquire(const void* addr, std::size_t length) { return grant(addr, length, true); }
+
+bool direct_convertible(const void* addr, std::size_t length) {
+  const auto a = reinterpret_cast<std::uintptr_t>(addr);
+  const std::uint64_t page = page_size();
+  return length != 0 && a + length > a && enabled() && (a + length) / page * page > (a + page - 1) / page * page;
+}
+
+void direct_passed(DirectGrant& g) {
+  if (g.copy) {
+    ::close(g.fd);
+    g.fd = -1;
+    return;
+  }
   if (g.fd < 0 || g.borrowed) return;
   std::lock_guard lock(g_mu);
   auto it = g_regions.find(g.va);
@@ -580,6 +681,7 @@ void direct_passed(const DirectGrant& g) {
 
 void direct_release(const DirectGrant& g) {
   if (g.len == 0) return;
+  if (g.copy && g.fd >= 0) ::close(g.fd);  // not passed (a failed registration)
   std::lock_guard lock(g_mu);
   if (g.borrowed) {
     auto it = g_files.find(g.va);

@@ -49,18 +49,29 @@ struct DirectGrant {
   std::uint64_t ino = 0;    // the memfd's inode: which region the grant is of
   std::uint64_t off = 0;    // the file offset mapped at va
   bool borrowed = false;    // fd is the program's own (a shared file): never closed here
+  bool copy = false;        // fd is this grant's own duplicate (of a region another MR made):
+                            // closed by direct_passed/direct_release, so that no other thread's
+                            // direct_passed can close it between the grant and its RegMr
 };
 
-// Backs the whole pages of [addr, addr + length) with a shared memfd (or
-// takes one more reference on the region already backing them), or grants
-// the shared file mapping the range lies in. len == 0 when the range is not
-// eligible or the conversion was refused.
+// At registration, what costs no move: the shared file mapping the range
+// lies in, or one more reference on the region already backing exactly
+// its whole pages. len == 0 otherwise.
+DirectGrant direct_existing(const void* addr, std::size_t length);
+// Whether the range has whole pages that direct_acquire might move (a
+// quick check that reads no mapping: the move itself says whether it can).
+bool direct_convertible(const void* addr, std::size_t length);
+// The conversion (verbs_shim/mr_conversion.hpp, on the daemon's request):
+// as direct_existing, else backs the whole pages of [addr, addr + length)
+// with a new shared memfd. len == 0 when the range is not eligible or the
+// conversion was refused.
 DirectGrant direct_acquire(const void* addr, std::size_t length);
 // After the RegMr that carried `g`: the region's memfd is closed once more
 // than a few regions hold one, so that registering many buffers does not
 // use up the process's file descriptors (RLIMIT_NOFILE); a later MR over
 // the same pages then names the region by its address alone.
-void direct_passed(const DirectGrant& g);
+// A copy (DirectGrant::copy) is closed here, and `g` forgets it.
+void direct_passed(DirectGrant& g);
 // Drops the reference `g` took; the last one makes the pages private again.
 void direct_release(const DirectGrant& g);
 

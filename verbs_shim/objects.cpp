@@ -580,13 +580,18 @@ ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, std::size_t length, std::uint64
   req.access = access & ~static_cast<unsigned int>(IBV_ACCESS_OPTIONAL_RANGE);
   ctl::RegMrRep rep{};
   client_of(pd->context).before_registering();
-  // Whole pages the daemon can map (verbs_shim/direct_memory.hpp); an
-  // on-demand-paging MR's pages may not exist yet, so never for those.
-  const DirectGrant grant =
-      (access & IBV_ACCESS_ON_DEMAND) != 0 ? DirectGrant{} : direct_acquire(addr, length);
+  // Pages the daemon can map at no cost (verbs_shim/direct_memory.hpp);
+  // else whole pages that may be moved later, when traffic shows it pays
+  // (mr_conversion.hpp). An on-demand-paging MR's pages may not exist yet,
+  // so neither for those.
+  const bool odp = (access & IBV_ACCESS_ON_DEMAND) != 0;
+  DirectGrant grant = odp ? DirectGrant{} : direct_existing(addr, length);
+  MrConverter* converter =
+      !odp && grant.len == 0 && direct_convertible(addr, length) ? converter_of(pd->context) : nullptr;
   req.direct_va = grant.va;
   req.direct_len = grant.len;
   req.direct_offset = grant.off;
+  req.flags = converter != nullptr ? ctl::kRegMrLazy : 0;
   const int err = grant.fd >= 0 ? client_of(pd->context).call_passing_fd(req, rep, grant.fd)
                                 : client_of(pd->context).call(req, rep);
   if (err == 0) direct_passed(grant);
@@ -612,6 +617,7 @@ ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, std::size_t length, std::uint64
   mr->handle = rep.handle;
   mr->lkey = rep.lkey;
   mr->rkey = rep.rkey;
+  if (converter != nullptr) converter->add(rep.handle, smr);
   return mr;
 }
 
@@ -627,6 +633,9 @@ ibv_mr* ibv_reg_mr_iova(ibv_pd* pd, void* addr, std::size_t length, std::uint64_
 int ibv_dereg_mr(ibv_mr* mr) {
   // ucmatose deregisters a NULL MR after a failed setup; fail, do not crash.
   if (mr == nullptr) return EINVAL;
+  // No conversion of it from now on (one under way is waited for); if the
+  // daemon refuses the dereg (EBUSY: windows bound), it stays on process_vm_*.
+  if (MrConverter* c = shim_of(mr->context)->converter.get()) c->remove(mr->handle);
   ctl::DeregMrRep rep{};
   if (const int err = client_of(mr->context).call_destroy(ctl::DeregMrReq{{mr->handle, 0}}, rep); err != 0)
     return err;
@@ -658,6 +667,10 @@ int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, std::size_t leng
   req.access = static_cast<std::uint32_t>(access);
   ctl::ReregMrRep rep{};
   client_of(mr->context).before_registering();
+  // A new translation ends a lazy MR's candidacy (the daemon's side too).
+  if (MrConverter* c = shim_of(mr->context)->converter.get();
+      c != nullptr && (flags & IBV_REREG_MR_CHANGE_TRANSLATION) != 0)
+    c->remove(mr->handle);
   if (const int err = client_of(mr->context).call(req, rep); err != 0) {
     errno = err;
     return IBV_REREG_MR_ERR_CMD;

@@ -24,6 +24,7 @@
 #include "hostif/doorbell_page.hpp"
 #include "hostif/shm_ring.hpp"
 #include "direct_memory.hpp"
+#include "mr_conversion.hpp"
 
 namespace urnic::shim {
 
@@ -277,7 +278,14 @@ struct ShimContext {
   std::vector<ShimQp*> qps;
   std::atomic<std::int64_t> next_liveness_check_ns{0};
   std::atomic<bool> fatal_reported{false};
+  // Lazy conversion of registered memory (mr_conversion.hpp): made with the
+  // first MR that has whole pages; after `client` so that it goes first.
+  std::mutex converter_mu;
+  bool converter_tried = false;
+  std::unique_ptr<MrConverter> converter;
 };
+// The context's converter, made on first use; nullptr if it has none.
+MrConverter* converter_of(ibv_context* ctx);
 
 ShimContext* shim_of(ibv_context* ctx);
 inline CtlClient& client_of(ibv_context* ctx) { return *shim_of(ctx)->client; }

@@ -192,7 +192,10 @@ void Session::destroy_all() {
         dp_->transport().destroy_cq(cq.tcq);
       }
       destroy_mws();  // windows first: an MR with a bound window cannot go
-      for (auto& [h, mr] : mrs_) dp_->transport().dereg_mr(mr.key);
+      for (auto& [h, mr] : mrs_) {
+        dp_->transport().dereg_mr(mr.key);
+        dp_->conversions().remove(mr.lazy);
+      }
       for (auto& [va, r] : regions_) dp_->mapped_regions().detach(static_cast<int>(r.slot));
       regions_.clear();
       for (auto& [h, pd] : pds_) dp_->transport().dealloc_pd(pd.tpd);
@@ -202,6 +205,8 @@ void Session::destroy_all() {
     for (auto& [h, ch] : channels_) ::close(ch.fd);
     u.channels -= static_cast<std::uint32_t>(channels_.size());
     channels_.clear();
+    if (convert_fd_ >= 0) ::close(convert_fd_);
+    convert_fd_ = -1;
     if (dp_ == nullptr) {
       destroy_mws();
       for (auto& [h, mr] : mrs_) {
@@ -270,6 +275,8 @@ Reply Session::handle(std::span<const std::byte> msg, std::vector<int>& in_fds) 
     return Reply{std::move(out), {}, false};
   }
   if (type == ctl::MsgType::kOpenXrcd) return on_open_xrcd(*h, msg, in.fds);  // engine/session_xrc.cpp
+  if (type == ctl::MsgType::kOpenConvertChannel) return on_open_convert_channel(*h);
+  if (type == ctl::MsgType::kConvertMr) return on_convert_mr(*h, msg, in.fds);
   if (h->type >= 100 && h->type <= 119) return on_verbs_ext(*h, msg);  // engine/session_verbs_ext.cpp
   switch (type) {
     case ctl::MsgType::kDestroyAh:
@@ -467,7 +474,8 @@ Reply Session::on_reg_mr(const MsgHeader& h, std::span<const std::byte> msg, std
   if (const int err = odp ? 0 : check_user_range(pid_, req->addr, req->length, write, maps_fd()); err != 0)
     return fail<ctl::RegMrRep>(h, err);
   if (dev_->usage().mrs >= dev_->attrs().max_mr || over_quota(mrs_.size(), reg_.quota().mr)) return fail<ctl::RegMrRep>(h, ENOMEM);
-  std::uint32_t key = 0, rkey = 0, region = 0;
+  std::uint32_t key = 0, rkey = 0, region = 0, lazy = 0;
+  const std::uint32_t handle = next_handle();
   if (dp_ != nullptr) {
     // The transport owns the key space (device-wide, so a remote rkey finds
     // the MR whatever process registered it); DMA goes to this process,
@@ -476,12 +484,20 @@ Reply Session::on_reg_mr(const MsgHeader& h, std::span<const std::byte> msg, std
     // ibv_reg_mr_iova: SGEs and remote requests address the MR by its IOVA.
     if (req->direct_len != 0 && !odp)
       region = hold_region(req->direct_va, req->direct_len, req->direct_offset, fds.empty() ? -1 : fds[0]);
+    // A lazy MR (the shim converts its whole pages when asked): watched
+    // from its first access, if it has whole pages and the process a channel.
+    const std::uint64_t page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+    const std::uint64_t first_page = (req->addr + page - 1) / page * page, end_page = (req->addr + req->length) / page * page;
+    if ((req->flags & ctl::kRegMrLazy) != 0 && !odp && region == 0 && convert_fd_ >= 0 && end_page > first_page)
+      lazy = dp_->conversions().add(pid_, convert_fd_, handle, end_page - first_page);
     const transport::MemDomain dom = odp      ? odp_domain_of_pid(pid_)
                                      : region ? region_domain_of_pid(pid_, region)
+                                     : lazy   ? lazy_domain_of_pid(pid_, lazy)
                                               : domain_of_pid(pid_);
     const auto keys = dp_->transport().reg_mr(pd->second.tpd, dom, req->addr, req->length, req->access, req->iova);
     if (!keys.ok()) {
       release_region(region);
+      dp_->conversions().remove(lazy);
       return fail<ctl::RegMrRep>(h, keys.err);
     }
     key = keys.value.lkey;
@@ -490,8 +506,7 @@ Reply Session::on_reg_mr(const MsgHeader& h, std::span<const std::byte> msg, std
     key = dev_->alloc_mr_key();
     rkey = dev_->alloc_mr_key();
   }
-  const std::uint32_t handle = next_handle();
-  MrObj mr{req->pd_handle, req->addr, req->length, req->iova, req->access, key, rkey, region};
+  MrObj mr{req->pd_handle, req->addr, req->length, req->iova, req->access, key, rkey, region, lazy};
   mrs_[handle] = mr;
   ++pd->second.refs;
   ++dev_->usage().mrs;
@@ -516,6 +531,7 @@ Reply Session::on_dereg_mr(const MsgHeader& h, std::span<const std::byte> msg) {
   }
   --pds_[it->second.pd].refs;
   release_region(it->second.region);
+  if (dp_ != nullptr) dp_->conversions().remove(it->second.lazy);
   mrs_.erase(it);
   --dev_->usage().mrs;
   ctl::DeregMrRep rep{};
@@ -552,6 +568,13 @@ int Session::move_to(DataPath* to) {
     if (mr.region != 0) {
       mr.region = slot_of[mr.region];
       rec->dom = mr.region != 0 ? region_domain_of_pid(pid_, mr.region) : domain_of_pid(pid_);
+    }
+    if (mr.lazy != 0) {  // watched by the new thread from now on
+      dp_->conversions().remove(mr.lazy);
+      const std::uint64_t page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+      const std::uint64_t bytes = (mr.addr + mr.length) / page * page - (mr.addr + page - 1) / page * page;
+      mr.lazy = to->conversions().add(pid_, convert_fd_, handle, bytes);
+      rec->dom = mr.lazy != 0 ? lazy_domain_of_pid(pid_, mr.lazy) : domain_of_pid(pid_);
     }
     to_t.adopt_mr(tpd_of[mr.pd], *rec);
     from_t.dereg_mr(mr.key);
@@ -609,6 +632,53 @@ void Session::release_region(std::uint32_t slot) {
     }
     return;
   }
+}
+
+Reply Session::on_open_convert_channel(const MsgHeader& h) {
+  if (dp_ == nullptr) return fail<ctl::OpenConvertChannelRep>(h, EOPNOTSUPP);
+  if (convert_fd_ >= 0) return fail<ctl::OpenConvertChannelRep>(h, EEXIST);  // one per connection
+  int process_end = -1;
+  if (const int err = make_event_pair(convert_fd_, process_end); err != 0)
+    return fail<ctl::OpenConvertChannelRep>(h, err);
+  return ok(h, ctl::OpenConvertChannelRep{}, {process_end});
+}
+
+void Session::end_lazy(MrObj& mr, transport::MemDomain dom) {
+  dp_->conversions().remove(mr.lazy);
+  mr.lazy = 0;
+  dp_->transport().set_mr_domain(mr.key, dom);
+}
+
+// The shim's answer to a ConvertRequest: the MR's whole pages as a direct
+// range (checked as RegMr's), or none (declined). Either way the MR is no
+// longer lazy; a range that cannot be mapped leaves it on process_vm_*.
+Reply Session::on_convert_mr(const MsgHeader& h, std::span<const std::byte> msg, std::vector<int>& fds) {
+  const auto req = ctl::decode<ctl::ConvertMrReq>(msg);
+  if (!req || fds.size() > 1 || dp_ == nullptr) return fail<ctl::ConvertMrRep>(h, EINVAL);
+  auto it = mrs_.find(req->handle);
+  if (it == mrs_.end()) return fail<ctl::ConvertMrRep>(h, ENOENT);
+  MrObj& mr = it->second;
+  if (mr.lazy == 0) return fail<ctl::ConvertMrRep>(h, EINVAL);  // never asked, or answered already
+  ConversionCounters& n = dp_->conversions().counters();
+  if (req->direct_len == 0) {
+    ++n.declined;
+    end_lazy(mr, domain_of_pid(pid_));
+    return ok(h, ctl::ConvertMrRep{{req->handle, 0}});
+  }
+  if (req->direct_va + req->direct_len < req->direct_va || req->direct_offset + req->direct_len < req->direct_offset ||
+      req->direct_va >= mr.addr + mr.length || req->direct_va + req->direct_len <= mr.addr)
+    return fail<ctl::ConvertMrRep>(h, EINVAL);
+  const std::uint32_t region = hold_region(req->direct_va, req->direct_len, req->direct_offset, fds.empty() ? -1 : fds[0]);
+  if (region == 0) {
+    ++n.declined;
+    end_lazy(mr, domain_of_pid(pid_));
+  } else {
+    ++n.converted;
+    n.bytes_converted += req->direct_len;
+    mr.region = region;
+    end_lazy(mr, region_domain_of_pid(pid_, region));
+  }
+  return ok(h, ctl::ConvertMrRep{{req->handle, 0}});
 }
 
 Reply Session::on_create_channel(const MsgHeader& h) {

@@ -45,6 +45,7 @@ struct MrObj {
   std::uint32_t access = 0, key = 0;  // key: the L_Key
   std::uint32_t rkey = 0;             // a key of its own (transport/detail/context.hpp, mr_rkeys)
   std::uint32_t region = 0;           // the mapped region of its whole pages (0: none; DirectRegion)
+  std::uint32_t lazy = 0;             // its ConversionWatch entry while its pages may still be converted (0: none)
 };
 
 // Registered memory of this process that the daemon maps (direct access,
@@ -158,6 +159,12 @@ class Session {
   // 0 when it cannot be mapped, and the MR then goes through process_vm_*.
   std::uint32_t hold_region(std::uint64_t va, std::uint64_t len, std::uint64_t off, int fd);
   void release_region(std::uint32_t slot);
+  // Lazy MRs (engine/datapath/conversion_watch.hpp): the conversion channel,
+  // the shim's answer, and the end of an MR's candidacy (its domain becomes
+  // `dom`).
+  Reply on_open_convert_channel(const ctl::MsgHeader& h);
+  Reply on_convert_mr(const ctl::MsgHeader& h, std::span<const std::byte> msg, std::vector<int>& fds);
+  void end_lazy(MrObj& mr, transport::MemDomain dom);
   Reply on_dereg_mr(const ctl::MsgHeader& h, std::span<const std::byte> msg);
   Reply on_create_channel(const ctl::MsgHeader& h);
   Reply on_destroy_channel(const ctl::MsgHeader& h, std::span<const std::byte> msg);
@@ -253,6 +260,7 @@ class Session {
   std::map<std::uint32_t, PdObj> pds_;
   std::unordered_map<std::uint32_t, MrObj> mrs_;  // hashed: 500,000 MRs made a tree walk a cache miss per level
   std::map<std::uint64_t, DirectRegion> regions_;  // by the address the process maps it at
+  int convert_fd_ = -1;  // the daemon's end of the conversion channel (-1: none opened)
   std::map<std::uint32_t, MwObj> mws_;
   std::map<std::uint32_t, ChannelObj> channels_;
   std::map<std::uint32_t, CqObj> cqs_;

@@ -113,6 +113,8 @@ Reply Session::on_rereg_mr(const MsgHeader& h, std::span<const std::byte> msg) {
     // was for the old one.
     release_region(mr.region);
     mr.region = 0;
+    dp_->conversions().remove(mr.lazy);  // the rereg above set its domain
+    mr.lazy = 0;
     mr.addr = req->addr;
     mr.length = req->length;
     mr.iova = req->iova;

@@ -101,6 +101,9 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
   // Registered memory mapped into the daemon (direct access; the control
   // plane attaches a region at RegMr and detaches it with its last MR).
   MappedRegions& mapped_regions() { return mem_.regions(); }
+  // Lazy MRs and their traffic (conversion_watch.hpp).
+  ConversionWatch& conversions() { return mem_.conversions(); }
+  [[nodiscard]] const ConversionWatch& conversions() const { return mem_.conversions(); }
   // What the engine loop watches for link RX (both sockets when the link
   // also serves IPv6).
   [[nodiscard]] int link_fd() const { return iw_ ? iw_->wait_fd() : link_ ? link_->wait_fd() : -1; }

@@ -1,6 +1,8 @@
 #include "engine/datapath/process_memory.hpp"
 
+#include <sched.h>
 #include <sys/uio.h>
+#include <time.h>
 
 #include <cerrno>
 #include <cstring>
@@ -14,8 +16,19 @@ namespace {
 pid_t pid_of(transport::MemDomain dom) {
   return static_cast<pid_t>(static_cast<uint64_t>(dom) & 0xffffffffU);
 }
+bool lazy(transport::MemDomain dom) { return (static_cast<uint64_t>(dom) & kLazyDomainBit) != 0; }
+// A lazy MR's bits 32..51 are its ConversionWatch entry, not a region.
 uint32_t slot_of(transport::MemDomain dom) {
+  if (lazy(dom)) return 0;
   return static_cast<uint32_t>((static_cast<uint64_t>(dom) & ~kUnstagedDomainBit) >> kRegionShift);
+}
+uint32_t lazy_id_of(transport::MemDomain dom) {
+  return static_cast<uint32_t>((static_cast<uint64_t>(dom) >> kRegionShift) & 0xfffffU);
+}
+uint64_t monotonic_ns() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000U + static_cast<uint64_t>(ts.tv_nsec);
 }
 bool unstaged(transport::MemDomain dom) { return (static_cast<uint64_t>(dom) & kUnstagedDomainBit) != 0; }
 
@@ -57,20 +70,44 @@ ProcessMemory::ProcessMemory() {
 
 ProcessMemory::~ProcessMemory() { flush_writes(); }
 
+void ProcessMemory::note_fallback(transport::MemDomain dom, std::size_t bytes) {
+  if (lazy(dom)) conversions_.note(lazy_id_of(dom), bytes);
+}
+
+template <class Transfer>
+bool ProcessMemory::retry_while_converting(pid_t pid, Transfer&& transfer) {
+  // A page the shim is moving is guarded against writes (and, while
+  // absent, reads) by its userfaultfd, which an unprivileged process's
+  // kernel-mode accesses meet as EFAULT: wait for the move, a moment.
+  uint64_t spent = 0;
+  while (errno == EFAULT && conversions_.may_retry(pid, spent)) {
+    const uint64_t t0 = monotonic_ns();
+    ::sched_yield();
+    if (transfer()) return true;
+    spent = monotonic_ns() - t0;
+  }
+  return false;
+}
+
 bool ProcessMemory::read_now(pid_t pid, uint64_t va, std::span<uint8_t> out) {
-  return transfer_all(out.data(), va, out.size(), [&](const iovec* l, const iovec* r) {
-    ++counters_.read_calls;
-    return ::process_vm_readv(pid, l, 1, r, 1, 0);
-  });
+  auto transfer = [&] {
+    return transfer_all(out.data(), va, out.size(), [&](const iovec* l, const iovec* r) {
+      ++counters_.read_calls;
+      return ::process_vm_readv(pid, l, 1, r, 1, 0);
+    });
+  };
+  return transfer() || retry_while_converting(pid, transfer);
 }
 
 bool ProcessMemory::write_now(pid_t pid, uint64_t va, std::span<const uint8_t> in) {
   // process_vm_writev takes a non-const local iovec although it only reads it.
-  if (transfer_all(const_cast<uint8_t*>(in.data()), va, in.size(), [&](const iovec* l, const iovec* r) {
-        ++counters_.write_calls;
-        return ::process_vm_writev(pid, l, 1, r, 1, 0);
-      }))
-    return true;
+  auto transfer = [&] {
+    return transfer_all(const_cast<uint8_t*>(in.data()), va, in.size(), [&](const iovec* l, const iovec* r) {
+      ++counters_.write_calls;
+      return ::process_vm_writev(pid, l, 1, r, 1, 0);
+    });
+  };
+  if (transfer() || retry_while_converting(pid, transfer)) return true;
   // ESRCH: the process has exited (or is a zombie without memory) and urnicd
   // has not yet seen its control socket close and destroyed its QPs. A
   // hardware NIC keeps placing data in such a process's pinned pages until
@@ -119,6 +156,7 @@ bool ProcessMemory::read(transport::MemDomain dom, uint64_t va, std::span<uint8_
   }
   const pid_t pid = pid_of(dom);
   const std::size_t len = out.size();
+  note_fallback(dom, len);
   if (window_len_ > 0 && pid == window_pid_ && va >= window_va_ && va - window_va_ <= window_len_ &&
       len <= window_len_ - (va - window_va_)) {
     std::memcpy(out.data(), window_.data() + (va - window_va_), len);
@@ -165,6 +203,7 @@ bool ProcessMemory::stage(transport::MemDomain dom, uint64_t va, std::span<const
     ++counters_.direct_writes;
     return intact(dom);
   }
+  note_fallback(dom, in.size());
   if (in.size() >= kStageBytes || unstaged(dom)) {
     flush_writes();
     return write_now(pid, va, in);
@@ -234,6 +273,7 @@ bool ProcessMemory::atomic_read(transport::MemDomain dom, uint64_t va, pid_t& pi
   window_len_ = 0;
   pid = pid_of(dom);
   orig = 0;
+  note_fallback(dom, sizeof orig);
   return read_now(pid, va, {reinterpret_cast<uint8_t*>(&orig), sizeof orig});
 }
 
@@ -284,6 +324,7 @@ bool ProcessMemory::atomic_write(transport::MemDomain dom, uint64_t va, uint64_t
   }
   flush_writes();
   window_len_ = 0;
+  note_fallback(dom, sizeof value);
   return write_now(pid_of(dom), va, {reinterpret_cast<const uint8_t*>(&value), sizeof value});
 }
 

@@ -51,6 +51,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/datapath/conversion_watch.hpp"
 #include "engine/datapath/mapped_regions.hpp"
 #include "transport/io.hpp"
 
@@ -74,6 +75,16 @@ inline constexpr int kRegionShift = 32;
 constexpr transport::MemDomain region_domain_of_pid(pid_t pid, uint32_t slot) noexcept {
   return static_cast<transport::MemDomain>(static_cast<uint64_t>(static_cast<uint32_t>(pid)) |
                                            (static_cast<uint64_t>(slot) << kRegionShift));
+}
+
+// The domain of a lazy MR of `pid` (conversion_watch.hpp): reached through
+// process_vm_* until its pages become a region; bit 62 marks it and bits
+// 32..51 carry its ConversionWatch entry, so every fallback access is
+// charged to the MR.
+inline constexpr uint64_t kLazyDomainBit = uint64_t{1} << 62;
+constexpr transport::MemDomain lazy_domain_of_pid(pid_t pid, uint32_t id) noexcept {
+  return static_cast<transport::MemDomain>(static_cast<uint64_t>(static_cast<uint32_t>(pid)) | kLazyDomainBit |
+                                           (static_cast<uint64_t>(id) << kRegionShift));
 }
 
 struct ProcessMemoryCounters {
@@ -125,6 +136,9 @@ class ProcessMemory final : public transport::MemoryAccess {
   // The regions direct accesses go to; the control plane attaches them.
   [[nodiscard]] MappedRegions& regions() { return regions_; }
   [[nodiscard]] const MappedRegions& regions() const { return regions_; }
+  // The lazy MRs and their traffic; the control plane adds and removes them.
+  [[nodiscard]] ConversionWatch& conversions() { return conversions_; }
+  [[nodiscard]] const ConversionWatch& conversions() const { return conversions_; }
 
   // Whether [va, va + len) is readable (and writable if `writable`) in `pid`:
   // reg_mr checks this so that registering unmapped memory fails (EFAULT).
@@ -133,6 +147,12 @@ class ProcessMemory final : public transport::MemoryAccess {
  private:
   bool write_now(pid_t pid, uint64_t va, std::span<const uint8_t> in);
   bool read_now(pid_t pid, uint64_t va, std::span<uint8_t> out);
+  // An access to a lazy MR through process_vm_*: charged to it.
+  void note_fallback(transport::MemDomain dom, std::size_t bytes);
+  // `transfer` (a process_vm_* loop) again while `pid` converts and it
+  // fails with EFAULT (conversion_watch.hpp), within the retry budget.
+  template <class Transfer>
+  bool retry_while_converting(pid_t pid, Transfer&& transfer);
   // The 8 bytes an atomic operates on, read after every staged write is
   // made; `pid`: the process they belong to.
   bool atomic_read(transport::MemDomain dom, uint64_t va, pid_t& pid, uint64_t& orig);
@@ -145,6 +165,7 @@ class ProcessMemory final : public transport::MemoryAccess {
   uint64_t* direct_atomic(transport::MemDomain dom, uint64_t va);
 
   MappedRegions regions_;
+  ConversionWatch conversions_;
   const uint8_t* last_view_ = nullptr;
   std::size_t last_view_len_ = 0;
 

@@ -153,6 +153,15 @@ void DataPath::fill_stats(ctl::StatsRep& rep, std::uint32_t first_qpn) const {
   at(DevStat::kMemDirectOps) = m.direct_reads + m.direct_writes + m.direct_atomics;
   at(DevStat::kMappedRegions) = mem_.regions().live();
   at(DevStat::kMemDirectFaults) = m.direct_faults;
+  const ConversionCounters& c = mem_.conversions().counters();
+  at(DevStat::kMrLazy) = c.lazy_mrs;
+  at(DevStat::kMrFallbackAccesses) = c.fallback_accesses;
+  at(DevStat::kMrFallbackBytes) = c.fallback_bytes;
+  at(DevStat::kMrConversionsAsked) = c.asked;
+  at(DevStat::kMrConversions) = c.converted;
+  at(DevStat::kMrConversionsDeclined) = c.declined;
+  at(DevStat::kMrBytesConverted) = c.bytes_converted;
+  at(DevStat::kMrWriteRetries) = c.write_retries;
   if (iw_) {
     const IwStreamCounters& w = iw_->counters();
     at(DevStat::kIwBytesSent) = w.bytes_out;

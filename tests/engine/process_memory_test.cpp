@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -10,6 +11,7 @@
 #include <algorithm>
 
 #include "engine/datapath/process_memory.hpp"
+#include "hostif/ctl_proto.hpp"
 
 using namespace urnic;
 
@@ -255,4 +257,71 @@ TEST_CASE("process memory: writes into a process that has exited are made, not f
   std::array<uint8_t, 8> out{};
   CHECK_FALSE(mem.read(dom, va, out));
   ::waitpid(child, nullptr, 0);
+}
+
+// Lazy MRs (engine/datapath/conversion_watch.hpp): accesses through
+// process_vm_* are charged to the MR, one ConvertRequest goes on the
+// channel when they pass what moving its pages would cost, and a lazy
+// domain never names a mapped region.
+TEST_CASE("process memory: a lazy MR is asked for once its traffic pays for the move", "[engine][memory][lazy]") {
+  int sv[2];
+  REQUIRE(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv) == 0);
+  engine::ProcessMemory mem;
+  std::vector<uint8_t> buf(8192, 7);
+  const auto va = reinterpret_cast<uint64_t>(buf.data());
+  const uint64_t page_bytes = 4096;
+  const uint32_t id = mem.conversions().add(::getpid(), sv[0], 42, page_bytes);
+  REQUIRE(id >= 1);
+  CHECK(mem.conversions().counters().lazy_mrs == 1);
+  const auto dom = engine::lazy_domain_of_pid(::getpid(), id);
+  // The move costs kMoveCost + 2 x 4 KiB; each 1 KiB read costs 1 KiB + kAccessCost.
+  const uint64_t threshold = engine::ConversionWatch::kMoveCost + 2 * page_bytes;
+  const uint64_t per_read = 1024 + engine::ConversionWatch::kAccessCost;
+  const uint64_t reads = (threshold + per_read - 1) / per_read;
+  std::vector<uint8_t> out(1024);
+  engine::ctl::ConvertRequest req{};
+  for (uint64_t i = 0; i + 1 < reads; ++i) {
+    REQUIRE(mem.read(dom, va, out));
+    mem.end_pass();
+  }
+  CHECK(out[0] == 7);
+  CHECK(::recv(sv[1], &req, sizeof req, MSG_DONTWAIT) < 0);  // not yet
+  REQUIRE(mem.read(dom, va, out));
+  REQUIRE(::recv(sv[1], &req, sizeof req, MSG_DONTWAIT) == static_cast<ssize_t>(sizeof req));
+  CHECK(req.mr_handle == 42);
+  // Asked once: more traffic sends nothing more.
+  for (int i = 0; i < 64; ++i) REQUIRE(mem.write(dom, va, out));
+  mem.flush_writes();
+  CHECK(::recv(sv[1], &req, sizeof req, MSG_DONTWAIT) < 0);
+  CHECK(mem.conversions().counters().asked == 1);
+  CHECK(mem.conversions().counters().fallback_accesses == reads + 64);
+  // While asked, a faulting write of this process is retried (within the
+  // budget), then fails as before.
+  CHECK(mem.conversions().may_retry(::getpid(), 0));
+  CHECK_FALSE(mem.conversions().may_retry(::getpid() + 1, 0));
+  CHECK_FALSE(mem.conversions().may_retry(::getpid(), engine::ConversionWatch::kRetryBudgetNs));
+  mem.conversions().remove(id);
+  CHECK(mem.conversions().counters().lazy_mrs == 0);
+  CHECK_FALSE(mem.conversions().may_retry(::getpid(), 0));  // answered: no more retries
+  // The view path never treats a lazy id as a region slot.
+  CHECK(mem.view(engine::lazy_domain_of_pid(::getpid(), 1), va, 8) == nullptr);
+  ::close(sv[0]);
+  ::close(sv[1]);
+}
+
+TEST_CASE("process memory: a full conversion channel asks again at the next access", "[engine][memory][lazy]") {
+  int sv[2];
+  REQUIRE(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv) == 0);
+  engine::ConversionWatch w;
+  const uint32_t id = w.add(::getpid(), sv[0], 1, 4096);
+  REQUIRE(id >= 1);
+  ::shutdown(sv[0], SHUT_WR);  // sends fail from now on, as on a full channel
+  w.note(id, 1 << 20);
+  CHECK(w.counters().asked == 0);
+  ::close(sv[0]);
+  ::close(sv[1]);
+  // A table entry needs a process, a channel and whole pages.
+  CHECK(w.add(0, 3, 1, 4096) == 0);
+  CHECK(w.add(::getpid(), -1, 1, 4096) == 0);
+  CHECK(w.add(::getpid(), 3, 1, 0) == 0);
 }

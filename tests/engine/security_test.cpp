@@ -202,3 +202,57 @@ TEST_CASE("a corrupt producer index errors that QP with an async event, once", "
   CHECK(other.sq.load_ctl(&RingControlLine::error) == 0);
   CHECK(rig.dp->counters().rings_corrupt == 1);
 }
+
+// Lazy conversion (issue 45): ConvertMr is the process's answer to the
+// daemon's request; a process that answers what was not asked, for an MR
+// it does not have, with a range outside the MR, or with a file the daemon
+// will not map gets an error or a declined MR, never a region over memory
+// the MR does not cover.
+TEST_CASE("ConvertMr: only a lazy MR's own pages, only once, only a sealed memfd", "[security][lazy]") {
+  urnic::test::SessionRig rig(0);
+  const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  void* mem = ::mmap(nullptr, 4 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(mem != MAP_FAILED);
+  const auto va = reinterpret_cast<std::uint64_t>(mem);
+  auto reg_lazy = [&](std::uint64_t at, std::uint64_t len) {
+    ctl::RegMrReq req{};
+    req.addr = req.iova = at;
+    req.length = len;
+    req.pd_handle = rig.pd;
+    req.access = urnic::test::SessionRig::kDefaultMrAccess;
+    req.flags = ctl::kRegMrLazy;
+    ctl::RegMrRep rep{};
+    REQUIRE(rig.call(req, &rep) == 0);
+    return rep.handle;
+  };
+  // No channel yet: a lazy flag is ignored, and ConvertMr for it is EINVAL.
+  const std::uint32_t early = reg_lazy(va, page);
+  CHECK(rig.call<ctl::ConvertMrRep>(ctl::ConvertMrReq{early, 0, va, page, 0}) == EINVAL);
+  std::vector<int> fds;
+  REQUIRE(rig.call<ctl::OpenConvertChannelRep>(ctl::OpenConvertChannelReq{}, nullptr, &fds) == 0);
+  REQUIRE(fds.size() == 1);
+  CHECK(rig.call<ctl::OpenConvertChannelRep>(ctl::OpenConvertChannelReq{}) == EEXIST);  // one per connection
+  const std::uint32_t mr = reg_lazy(va, 2 * page);
+  CHECK(rig.call<ctl::ConvertMrRep>(ctl::ConvertMrReq{999, 0, va, page, 0}) == ENOENT);
+  // A range that does not overlap the MR, or wraps.
+  CHECK(rig.call<ctl::ConvertMrRep>(ctl::ConvertMrReq{mr, 0, va + 2 * page, page, 0}) == EINVAL);
+  CHECK(rig.call<ctl::ConvertMrRep>(ctl::ConvertMrReq{mr, 0, va, ~std::uint64_t{0}, 0}) == EINVAL);
+  // A file the daemon will not map (not on tmpfs, read-only): declined, the
+  // MR stays on process_vm_*.
+  const urnic::engine::ConversionCounters& n = rig.dp->conversions().counters();
+  const int not_shmem = ::open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+  REQUIRE(not_shmem >= 0);
+  CHECK(urnic::test::session_call<ctl::ConvertMrRep>(*rig.s, ++rig.seq, ctl::ConvertMrReq{mr, 0, va, 2 * page, 0},
+                                                     nullptr, nullptr, std::vector<int>{not_shmem}) == 0);
+  CHECK(n.declined == 1);
+  CHECK(n.converted == 0);
+  // Answered: a second answer is not one.
+  CHECK(rig.call<ctl::ConvertMrRep>(ctl::ConvertMrReq{mr, 0, va, 2 * page, 0}) == EINVAL);
+  // Declining is always allowed, once.
+  const std::uint32_t other = reg_lazy(va + 2 * page, 2 * page);
+  CHECK(rig.call<ctl::ConvertMrRep>(ctl::ConvertMrReq{other, 0, 0, 0, 0}) == 0);
+  CHECK(rig.call<ctl::ConvertMrRep>(ctl::ConvertMrReq{other, 0, 0, 0, 0}) == EINVAL);
+  CHECK(n.declined == 2);
+  for (int fd : fds) ::close(fd);
+  ::munmap(mem, 4 * page);
+}

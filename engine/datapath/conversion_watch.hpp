@@ -1,0 +1,103 @@
+// Lazy MRs (issue 45): which registrations are worth moving into a mapped
+// region, judged by their traffic.
+//
+// Registering memory costs a control round trip and nothing more: the MR is
+// reached through process_vm_* (process_memory.hpp) from its first byte on.
+// Moving its pages into a memfd that the daemon maps (the verbs shim does
+// it, verbs_shim/direct_memory.hpp) costs time proportional to the pages
+// moved, so it is done only for an MR whose traffic has shown that it pays:
+// once what its process_vm_* accesses cost (each access kAccessCost plus its
+// bytes) passes what the move costs (kMoveCost plus twice its whole pages:
+// out at conversion, back at deregistration). A registration cache's
+// register-use-deregister buffer is never moved; a buffer that carries a
+// stream is moved after a few of its messages.
+//
+// The session registers each lazy MR here (add) with the process's
+// conversion channel, and the MR's MemDomain names its entry
+// (lazy_domain_of_pid). The data path notes every fallback access (note);
+// the first time an MR passes its threshold, one ConvertRequest goes on the
+// channel, without blocking (a full channel: asked again at the next
+// access). The shim answers with ConvertMr, and the session switches the
+// MR to its region and drops the entry (remove).
+//
+// While a process converts, its writes may fault for a moment: the shim
+// write-protects the pages it copies with userfaultfd, and an unprivileged
+// process's userfaultfd fails a system call's write (process_vm_writev too)
+// with EFAULT instead of making it wait. converting() says whether `pid`
+// has a conversion asked and not answered; the data path then retries a
+// write that faulted (ProcessMemory::write_now), within kRetryBudgetNs a
+// conversion, so that nothing is lost and a process that never answers
+// cannot stall the engine thread for longer.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace urnic::engine {
+
+struct ConversionCounters {
+  uint64_t lazy_mrs = 0;          // lazy MRs registered (a gauge: live now)
+  uint64_t fallback_accesses = 0; // accesses to lazy MRs through process_vm_*
+  uint64_t fallback_bytes = 0;
+  uint64_t asked = 0;             // ConvertRequests sent
+  uint64_t converted = 0;         // MRs switched to a region on the shim's answer
+  uint64_t declined = 0;          // the shim could not convert (or failed to)
+  uint64_t bytes_converted = 0;   // whole-page bytes of the converted MRs
+  uint64_t write_retries = 0;     // writes retried while their process converted
+};
+
+class ConversionWatch {
+ public:
+  static constexpr uint64_t kAccessCost = 256;         // bytes-equivalent of one access's fixed cost
+  static constexpr uint64_t kMoveCost = 16 * 1024;     // bytes-equivalent of a move's fixed cost
+  static constexpr uint64_t kRetryBudgetNs = 20'000'000;
+  static constexpr uint32_t kMaxEntries = 1U << 20;    // ids fit lazy_domain_of_pid's 20 bits
+
+  // An MR of `pid` whose whole pages are `page_bytes` long, and the
+  // daemon's end of its process's conversion channel (owned by the
+  // session). Returns the entry's id (>= 1), or 0 when the table is full:
+  // the MR then simply stays on process_vm_*.
+  uint32_t add(pid_t pid, int channel, uint32_t mr_handle, uint64_t page_bytes);
+  // The entry is gone (converted, declined, deregistered).
+  void remove(uint32_t id);
+  // One access of `bytes` to lazy MR `id` through process_vm_*.
+  void note(uint32_t id, uint64_t bytes) {
+    if (id == 0 || id > entries_.size()) return;
+    Entry& e = entries_[id - 1];
+    ++counters_.fallback_accesses;
+    counters_.fallback_bytes += bytes;
+    e.cost += kAccessCost + bytes;
+    if (e.pid != 0 && !e.asked && e.cost >= e.threshold) ask(e);
+  }
+  // Charges `ns` of retrying to `pid`'s conversions; whether `pid` has a
+  // conversion asked and not yet answered and its retry budget left, i.e.
+  // may retry an access that faulted once more.
+  bool may_retry(pid_t pid, uint64_t ns);
+
+  [[nodiscard]] ConversionCounters& counters() { return counters_; }
+  [[nodiscard]] const ConversionCounters& counters() const { return counters_; }
+
+ private:
+  struct Entry {
+    pid_t pid = 0;  // 0: a free entry
+    int channel = -1;
+    uint32_t mr_handle = 0;
+    uint64_t cost = 0, threshold = 0;
+    bool asked = false;
+  };
+  struct Converting {
+    pid_t pid = 0;
+    uint32_t asked = 0;      // conversions asked and not answered
+    uint64_t retried_ns = 0; // retry time spent on them
+  };
+  void ask(Entry& e);
+  void answered(pid_t pid);
+  std::vector<Entry> entries_;
+  std::vector<uint32_t> free_;
+  std::vector<Converting> converting_;  // a few processes at a time
+  ConversionCounters counters_;
+};
+
+}  // namespace urnic::engine
