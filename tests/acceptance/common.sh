@@ -12,18 +12,17 @@
 #   finish                  prints the counts; its status is the verdict
 #   run_env=(env ...)       prefix for the programs under test
 #   limit                   seconds per program (x3 under ASan)
-#   alive PID / stop_pid PID
-#                           TERM, up to 10 s, then KILL; only the PID given
+#   alive, stop_pid, wait_until, cleanup_*, urnicd_start ...
+#                           tools/lib/wait.sh, cleanup.sh, daemons.sh
 #   pair NAME EXPECT_REGEX COUNT PROG ARGS...
 #                           PROG as server and client (127.0.0.1) on one
 #                           host; both must exit 0 (after one_host_setup)
 #   one_host_setup NAME DAEMON LIBRARY_PATH
 #                           a private runtime directory `rt` (the first
 #                           program starts DAEMON there), the environment to
-#                           use urnic's libraries, daemon_pid, and an EXIT
-#                           trap that stops `server_pid`, the daemon, runs
-#                           the script's `cleanup_extra` if defined, and
-#                           removes `rt`
+#                           use urnic's libraries, and daemon_pid; at exit
+#                           (tools/lib/cleanup.sh) the daemon is stopped
+#                           and `rt` removed
 #   start_daemon_first      the daemon up before any program, its PID in `d`
 
 fails=0
@@ -48,28 +47,23 @@ run_env=(env)
 limit=${URNIC_PAIR_TIMEOUT:-${default_limit:-120}}
 [[ -n $asan_rt ]] && limit=$((limit * 3))
 
-alive() { [[ -n ${1:-} ]] && kill -0 "$1" 2>/dev/null; }
+# shellcheck source=tools/lib/daemons.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../../tools/lib/daemons.sh"
 # wait_tcp_listen PORT [--ns NS] [--pid PID] [--timeout S]: until a server listens.
 # shellcheck source=tools/lib/tcp_listen.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../../tools/lib/tcp_listen.sh"
-stop_pid() {
-  local pid=$1
-  alive "$pid" || return 0
-  kill -TERM "$pid" 2>/dev/null
-  for _ in $(seq 200); do alive "$pid" || return 0; sleep 0.05; done
-  kill -KILL "$pid" 2>/dev/null
-}
 
 one_host_setup() {
   rt=$(mktemp -d "/tmp/urnic-$1.XXXXXX")
+  cleanup_paths+=("$rt")
+  cleanup_daemon_dirs+=("$rt")
   export URNIC_RUNTIME_DIR=$rt
   export URNIC_DAEMON=$2
   export LD_LIBRARY_PATH=$3
   unset LD_PRELOAD URNIC_CM_DEBUG
   server_pid=
-  trap one_host_cleanup EXIT
 }
-daemon_pid() { [[ -s $rt/urnicd.pid ]] && tr -dc '0-9' < "$rt/urnicd.pid"; }
+daemon_pid() { pid_in "$rt/urnicd.pid"; }
 # start_daemon_first: starts the daemon before any test program (ibv_devinfo
 # does) so that its PID is known, in `d`; if it did not start, fails,
 # prints the summary and exits the script.
@@ -80,14 +74,6 @@ start_daemon_first() {
   fail "urnicd did not start"
   finish
   exit
-}
-one_host_cleanup() {
-  [[ -n $server_pid ]] && stop_pid "$server_pid"
-  local d
-  d=$(daemon_pid) || true
-  [[ -n $d ]] && stop_pid "$d"
-  declare -F cleanup_extra > /dev/null && cleanup_extra
-  rm -rf "$rt"
 }
 
 # A TCP port for the programs' out-of-band exchange, distinct per pair.

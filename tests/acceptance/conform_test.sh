@@ -39,7 +39,7 @@ start_urnic() {  # start_urnic DEVICE_JSON: urnicd in a with this one device, an
   bg_host a "${run_env[@]}" URNIC_DAEMON="$urnicd" LD_LIBRARY_PATH="$shim_dir:$rdmacm_dir" "$agent" --listen "$ip_a:7471" \
     > "$rt/agent.log" 2>&1
   agent_pid=$!
-  pids+=("$agent_pid")
+  cleanup_pids+=("$agent_pid")
 }
 run_conform() {  # run_conform OUT ARGS...: the tester in b; its exit status
   local out=$1

@@ -88,11 +88,11 @@ grep -q "over $link .*$veth_a.*vlan 100" "$rt/a.log" && pass "urnicd in a: $(gre
 # and RoCE v1 frames, as libpcap rebuilds them with their tag.
 ip netns exec "$ns_b" tshark -q -i "$veth_b" -w "$rt/b.pcap" > "$rt/tshark.out" 2>&1 &
 cap_pid=$!
-pids+=("$cap_pid")
+cleanup_pids+=("$cap_pid")
 # tshark takes a while to start (dissector tables) on a loaded runner: wait
 # up to 30 s for it to say it captures, and report it if it never does
 # (the check below would otherwise only see an empty capture).
-for _ in $(seq 600); do grep -q "Capturing on" "$rt/tshark.out" && break; sleep 0.05; done
+wait_until 30 grep -q "Capturing on" "$rt/tshark.out"
 grep -q "Capturing on" "$rt/tshark.out" || echo "    tshark did not start capturing within 30 s: $(tail -n 2 "$rt/tshark.out" | tr '\n' ' ')"
 try_pair "rc_pingpong" "$limit" ibv_rc_pingpong -g 3 -l 5 -c -s 4000 -n 100
 if (( pair_rc == 0 )) && grep -qE "$pp" "$rt/client.out"; then
