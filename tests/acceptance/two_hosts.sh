@@ -107,32 +107,13 @@ wait_listen() {
   wait_tcp_listen "$1" --ns "$ns_a" --pid "$2"
 }
 
-port=$((20000 + tag % 20000))
-# pair_once: one run of common.sh's `pair` (which runs it again when only
-# perftest's clock failed), across the two hosts: server on a, client on b.
-pair_once() {
-  local name=$1 expect=$2 count=$3
-  shift 3
-  port=$((port + 1))
-  local out_s=$rt/server.out out_c=$rt/client.out
-  bg_host a "${run_env[@]}" timeout "$limit" "$@" -p "$port" > "$out_s" 2>&1
-  server_pid=$!
-  wait_listen "$port" "$server_pid"
-  local t0=$SECONDS
-  host "${client_host:-b}" "${run_env[@]}" timeout "$limit" "$@" -p "$port" "$ip_a" > "$out_c" 2>&1
-  local crc=$?
-  wait "$server_pid"
-  local src=$?
-  server_pid=
-  local got
-  got=$(grep -cE "$expect" "$out_c")
-  if [[ $crc -eq 0 && $src -eq 0 && $got -ge $count ]]; then
-    pair_msg="$name ($((SECONDS - t0)) s): $(grep -E "$expect" "$out_c" | tail -n 1 | tr -s ' \t' ' ')"
-    return 0
-  fi
-  pair_msg="$name: server exit $src, client exit $crc, $got/$count result lines; server said: $(said "$out_s"); client said: $(said "$out_c")"
-  pair_detail=$(sed 's/^/    client: /' "$out_c" | tail -n 15; sed 's/^/    server: /' "$out_s" | tail -n 15)
-  return 1
+# common.sh's `pair` across the two hosts: server in a, client in b (in a
+# too with client_host=a, both on a's daemon).
+pair_where() {
+  local c=${client_host:-b}
+  pair_server=(ip netns exec "$ns_a" env "URNIC_RUNTIME_DIR=$rt/a")
+  pair_client=(ip netns exec "$(ns_of "$c")" env "URNIC_RUNTIME_DIR=$rt/$c")
+  pair_ns=$ns_a pair_addr=$ip_a pair_inf_rows=0
 }
 
 # Multicast is unreliable: a datagram sent before the receiver joined is
