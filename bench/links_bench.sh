@@ -60,27 +60,11 @@ for tool in ip ib_write_lat ib_write_bw iperf3; do
 done
 
 tag=$$
-ns_a=$(netns_name ba)
-ns_b=$(netns_name bb)
-veth_a=uba$tag
-veth_b=ubb$tag
-net=10.$((232 + tag % 16)).$(((tag / 16) % 256))
-ip_a=$net.1
-ip_b=$net.2
 rt=$(mktemp -d /tmp/urnic-bench.XXXXXX)
 cleanup_paths+=("$rt")
 export URNIC_DAEMON=$urnicd LD_LIBRARY_PATH=$shim_dir
 unset LD_PRELOAD URNIC_RUNTIME_DIR
-
-netns_add "$ns_a" "$ns_b" || exit 1
-veth_add "$ns_a" "$veth_a" "$ns_b" "$veth_b" 9000 "$ip_a/24" "$ip_b/24" || exit 1
-
-ns_of() { [[ $1 == a ]] && echo "$ns_a" || echo "$ns_b"; }
-in_ns() {
-  local h=$1
-  shift
-  ip netns exec "$(ns_of "$h")" env "URNIC_RUNTIME_DIR=$rt/$h" "$@"
-}
+hosts_ab b 232 9000 || exit 1
 
 # config LINK HOST: the device's JSON for that host.
 config() {
@@ -132,7 +116,7 @@ perf() {
   ip netns exec "$ns_a" env "URNIC_RUNTIME_DIR=$rt/a" timeout 120 "$@" -p "$port" > "$rt/server.out" 2>&1 &
   local spid=$!
   wait_tcp_listen "$port" --ns "$ns_a" --pid "$spid" --timeout 5 || true
-  in_ns b timeout 120 "$@" -p "$port" "$ip_a" 2>&1
+  host b timeout 120 "$@" -p "$port" "$ip_a" 2>&1
   wait "$spid" 2>/dev/null
 }
 
@@ -177,7 +161,7 @@ ip netns exec "$ns_a" iperf3 -s -1 -p "$((port + 1))" > "$rt/iperf-server.out" 2
 ipid=$!
 cleanup_pids+=("$ipid")
 sleep 0.5
-tcp=$(in_ns b iperf3 -c "$ip_a" -p "$((port + 1))" -t 5 -J 2>/dev/null |
+tcp=$(host b iperf3 -c "$ip_a" -p "$((port + 1))" -t 5 -J 2>/dev/null |
   python3 -c 'import json,sys; print("%.2f" % (json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"] / 1e9))' 2>/dev/null || echo -)
 wait "$ipid" 2>/dev/null
 # And its latency: sockperf's TCP ping-pong over the veth at the latency
@@ -186,7 +170,7 @@ ip netns exec "$ns_a" sockperf sr --tcp -i "$ip_a" -p "$((port + 2))" > /dev/nul
 spid=$!
 cleanup_pids+=("$spid")
 sleep 0.5
-sp_out=$(in_ns b sockperf pp --tcp -i "$ip_a" -p "$((port + 2))" -m "$lat_size" -t 3 2>&1)
+sp_out=$(host b sockperf pp --tcp -i "$ip_a" -p "$((port + 2))" -m "$lat_size" -t 3 2>&1)
 sp50=$(awk '/percentile 50.000/ {print $NF}' <<< "$sp_out")
 sp99=$(awk '/percentile 99.000/ {print $NF}' <<< "$sp_out")
 stop_pid "$spid"

@@ -61,7 +61,7 @@ fi
 
 # shellcheck source=two_hosts.sh
 source "$(dirname "$0")/two_hosts.sh"
-two_hosts_require_root
+hosts_require_root
 # The PMD as a shared object in DPDK's PMD directory (Debian: librte-net-*).
 have_pmd() { compgen -G "/usr/lib/*/dpdk/pmds-*/librte_net_$1.so*" > /dev/null; }
 if [[ $link == afxdp ]]; then

@@ -26,7 +26,7 @@ rdmacm_dir=$5
 
 # shellcheck source=two_hosts.sh
 source "$(dirname "$0")/two_hosts.sh"
-two_hosts_require_root
+hosts_require_root
 unset LD_PRELOAD URNIC_RUNTIME_DIR
 two_hosts_create f 216
 

@@ -26,7 +26,7 @@ if ! grep -q librte_eal <<< "$(ldd "$urnicd")"; then
 fi
 # shellcheck source=two_hosts.sh
 source "$(dirname "$0")/two_hosts.sh"
-two_hosts_require_root
+hosts_require_root
 if [[ ! -w $pages_file ]] || ! grep -q '^Hugepagesize: *2048 kB' /proc/meminfo; then
   echo "SKIP: no 2 MiB hugepages on this kernel"
   exit 77

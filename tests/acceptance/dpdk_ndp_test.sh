@@ -27,7 +27,7 @@ if ! grep -q librte_eal <<< "$(ldd "$urnicd")"; then
 fi
 # shellcheck source=two_hosts.sh
 source "$(dirname "$0")/two_hosts.sh"
-two_hosts_require_root
+hosts_require_root
 for tool in ip tshark; do
   command -v "$tool" > /dev/null || { echo "SKIP: $tool is not installed"; exit 77; }
 done

@@ -36,7 +36,7 @@ default_limit=60
 source "$(dirname "$0")/two_hosts.sh"
 # shellcheck source=cm_client.sh
 source "$(dirname "$0")/cm_client.sh"
-two_hosts_require_root
+hosts_require_root
 export URNIC_DAEMON=$urnicd
 export LD_LIBRARY_PATH=$verbs_dir:$rdmacm_dir
 unset LD_PRELOAD URNIC_RUNTIME_DIR URNIC_CM_DEBUG

@@ -31,7 +31,7 @@ rdmacm_dir=${4:-$shim_dir}
 
 # shellcheck source=two_hosts.sh
 source "$(dirname "$0")/two_hosts.sh"
-two_hosts_require_root
+hosts_require_root
 export URNIC_DAEMON=$urnicd
 export LD_LIBRARY_PATH=$shim_dir:$rdmacm_dir
 unset LD_PRELOAD URNIC_RUNTIME_DIR

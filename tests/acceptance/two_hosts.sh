@@ -8,20 +8,16 @@
 #
 # Before sourcing, set `shim_dir` (the verbs shim's directory: an ASan build
 # is recognised from it). Then:
-#   two_hosts_require_root             exit 77 (skipped) without root or ip(8)
+#   hosts_require_root, host H CMD..., bg_host H CMD..., ns_of H:
+#                                      tools/lib/hosts.sh
 #   two_hosts_create LETTER BASE [ipv6]
-#                                      namespaces $(netns_name LETTERa) and
-#                                      LETTERb (tools/lib/hosts.sh), veths
-#                                      uLETTERa/bPID at MTU 9000 (or
-#                                      $veth_mtu), up,
-#                                      ip_a/ip_b = NET.1/.2 of the /24 NET =
-#                                      10.(BASE + PID % 16).(PID / 16 % 256);
-#                                      with ipv6 also ${net6}1/2 (a ULA /64,
-#                                      no DAD) and waits for the link-local
+#                                      the runtime directory `rt`, and
+#                                      hosts_ab LETTER BASE (tools/lib/
+#                                      hosts.sh: ns_a/b, veth_a/b, ip_a/b,
+#                                      net) at MTU 9000 (or $veth_mtu); with
+#                                      ipv6 also ${net6}1/2 (a ULA /64, no
+#                                      DAD) and waits for the link-local
 #                                      addresses
-#   host H CMD... / bg_host H CMD...   CMD in host H (a or b), foreground or
-#                                      background ($! is CMD: ip netns exec
-#                                      and env exec into it)
 #   two_hosts_daemon H [WHAT]          urnicd (the script's `urnicd`) in host
 #                                      H with config $rt/H.json, runtime
 #                                      directory $rt/H, log $rt/H.log; its PID
@@ -52,25 +48,15 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 # shellcheck source=tools/lib/hosts.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../../tools/lib/hosts.sh"
-two_hosts_require_root() { hosts_require_root; }
-
 server_pid=
 tag=$$
 two_hosts_create() {
   local letter=$1 base=$2 ipv6=${3:-}
-  ns_a=$(netns_name "${letter}a")
-  ns_b=$(netns_name "${letter}b")
-  veth_a=u${letter}a$tag
-  veth_b=u${letter}b$tag
-  net=10.$((base + tag % 16)).$(((tag / 16) % 256))
-  ip_a=$net.1
-  ip_b=$net.2
   rt=$(mktemp -d "/tmp/urnic-$letter.XXXXXX")
   cleanup_paths+=("$rt")
-  netns_add "$ns_a" "$ns_b" || { fail "ip netns add"; exit 1; }
   # Jumbo frames: path MTU 4096 needs ~4.2 KB frames (and the udp link
   # sends with DF).
-  veth_add "$ns_a" "$veth_a" "$ns_b" "$veth_b" "${veth_mtu:-9000}" "$ip_a/24" "$ip_b/24" || { fail "ip link add veth"; exit 1; }
+  hosts_ab "$letter" "$base" "${veth_mtu:-9000}" || { fail "ip netns add / ip link add veth"; exit 1; }
   net6=fd75:726e:$(printf '%x' $((tag % 65536)))::
   [[ $ipv6 == ipv6 ]] || return 0
   # nodad: usable at once (the daemons read the addresses when they start).
@@ -78,18 +64,6 @@ two_hosts_create() {
   ip -n "$ns_b" addr add "${net6}2/64" dev "$veth_b" nodad
   wait_link_local "$ns_a" "$veth_a" && wait_link_local "$ns_b" "$veth_b"
   return 0
-}
-
-ns_of() { [[ $1 == a ]] && echo "$ns_a" || echo "$ns_b"; }
-host() {
-  local h=$1
-  shift
-  ip netns exec "$(ns_of "$h")" env "URNIC_RUNTIME_DIR=$rt/$h" "$@"
-}
-bg_host() {
-  local h=$1
-  shift
-  ip netns exec "$(ns_of "$h")" env "URNIC_RUNTIME_DIR=$rt/$h" "$@" &
 }
 
 two_hosts_daemon() {

@@ -30,7 +30,7 @@ fi
 
 # shellcheck source=two_hosts.sh
 source "$(dirname "$0")/two_hosts.sh"
-two_hosts_require_root
+hosts_require_root
 for tool in ip tshark; do
   if ! command -v "$tool" > /dev/null; then
     echo "SKIP: $tool is not installed"

@@ -19,6 +19,18 @@
 #   bridge_add NS BRIDGE DEV...
 #                            a bridge in NS with DEV... in it, up
 #   wait_link_local NS DEV   until DEV has its IPv6 link-local address (5 s)
+#
+# Two hosts a and b (tests/acceptance/two_hosts.sh, bench/links_bench.sh):
+#   hosts_ab LETTER BASE [MTU]
+#                            namespaces ns_a, ns_b = $(netns_name LETTERa/b)
+#                            joined by veths veth_a, veth_b = uLETTERa/bPID at
+#                            MTU, with ip_a/ip_b = NET.1/.2 of the /24 NET =
+#                            10.(BASE + PID % 16).(PID / 16 % 256)
+#   ns_of H                  H's namespace (H: a or b)
+#   host H CMD... / bg_host H CMD...
+#                            CMD in H with the runtime directory $rt/H (`rt`:
+#                            the script's), foreground or background ($! is
+#                            CMD: ip netns exec and env exec into it)
 
 # shellcheck source=tools/lib/cleanup.sh
 source "$(dirname "${BASH_SOURCE[0]}")/cleanup.sh"
@@ -64,3 +76,26 @@ bridge_add() {
 
 wait_link_local() { wait_until 5 has_link_local "$1" "$2"; }
 has_link_local() { ip -n "$1" -6 addr show dev "$2" | grep -q 'fe80.*scope link'; }
+
+hosts_ab() {
+  local letter=$1 base=$2 mtu=${3:-}
+  ns_a=$(netns_name "${letter}a")
+  ns_b=$(netns_name "${letter}b")
+  veth_a=u${letter}a$$
+  veth_b=u${letter}b$$
+  net=10.$((base + $$ % 16)).$((($$ / 16) % 256))
+  ip_a=$net.1
+  ip_b=$net.2
+  netns_add "$ns_a" "$ns_b" && veth_add "$ns_a" "$veth_a" "$ns_b" "$veth_b" "$mtu" "$ip_a/24" "$ip_b/24"
+}
+ns_of() { [[ $1 == a ]] && echo "$ns_a" || echo "$ns_b"; }
+host() {
+  local h=$1
+  shift
+  ip netns exec "$(ns_of "$h")" env "URNIC_RUNTIME_DIR=$rt/$h" "$@"
+}
+bg_host() {
+  local h=$1
+  shift
+  ip netns exec "$(ns_of "$h")" env "URNIC_RUNTIME_DIR=$rt/$h" "$@" &
+}
