@@ -256,7 +256,6 @@ for g in 0 "$v6_gid" 3; do
 done
 wait_gone 5 "$cap_pid"
 stop_pid "$cap_pid"
-wait "$cap_pid" 2>/dev/null
 decoded=$("$cli" frame decode "$rt/b.pcap" 2>&1)
 dec_rc=$?
 ok=$(grep -c 'icrc=ok' <<< "$decoded")

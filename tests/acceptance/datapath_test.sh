@@ -106,7 +106,6 @@ case $group in
     kill -KILL "$client_pid" 2>/dev/null
     wait "$client_pid" 2>/dev/null
     stop_pid "$server_pid"
-    wait "$server_pid" 2>/dev/null
     server_pid=
     qps=
     for _ in $(seq 50); do

@@ -31,7 +31,6 @@ start_daemon() {
 }
 stop_daemon() {
   stop_pid "$urnicd_pid"
-  wait "$urnicd_pid" 2>/dev/null
 }
 
 # stat NAME [JSON FILE]: a device counter from `urnic stats --json`.
@@ -107,7 +106,6 @@ wait_until 2 grep -q capturing "$rt/capture.err"
 pair "ib_write_bw -s 65536 -n 300 (20 % of frames marked CE)" "$row" 1 ib_write_bw "${x[@]}" -s 65536 -n 300
 wait_gone 5 "$capture_pid"
 stop_pid "$capture_pid"
-wait "$capture_pid" 2>/dev/null
 capture_pid=
 snapshot "$rt/e1.json"
 for c in fault_ce_marked ce_rcvd cnps_sent cnps_rcvd; do expect_more "$c" "$rt/e0.json" "$rt/e1.json"; done

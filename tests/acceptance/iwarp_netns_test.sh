@@ -45,7 +45,7 @@ daemons=()
 cap_pid=
 stop_daemons() {
   local p
-  for p in "${daemons[@]}"; do stop_pid "$p"; wait "$p" 2>/dev/null; done
+  for p in "${daemons[@]}"; do stop_pid "$p"; done
   daemons=()
 }
 cleanup_extra() { stop_pid "$cap_pid"; }
@@ -132,7 +132,6 @@ configuration() {
     -- ucmatose -s @SERVER@ -p $((port + 1)) -c 2 -C 20
   sleep 0.3
   stop_pid "$cap_pid"
-  wait "$cap_pid" 2>/dev/null
   cap_pid=
   local dec=$rt/decode.txt
   "$cli" frame decode "$pcap" > "$dec" 2>&1

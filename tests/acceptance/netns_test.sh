@@ -82,7 +82,6 @@ else
 fi
 wait_gone 5 "$cap_pid"
 stop_pid "$cap_pid"
-wait "$cap_pid" 2>/dev/null
 decoded=$("$cli" frame decode "$rt/b.pcap" 2>&1)
 dec_rc=$?
 ok=$(grep -c 'icrc=ok' <<< "$decoded")

@@ -104,7 +104,6 @@ else
 fi
 sleep 0.5
 stop_pid "$cap_pid"
-wait "$cap_pid" 2>/dev/null
 roce='(udp.dstport == 4791 || eth.type == 0x8915 || vlan.etype == 0x8915)'
 all=$(tshark -r "$rt/b.pcap" -Y "$roce" 2>/dev/null | wc -l)
 tagged=$(tshark -r "$rt/b.pcap" -Y "$roce && vlan.id == 100 && vlan.priority == 5" 2>/dev/null | wc -l)
@@ -141,7 +140,6 @@ else fail "host a: rx_pkts $rx_a, rx_other_vlan $other_a"; fi
 
 # --- b on VLAN 200: nothing gets through; a counts b's frames ----------------
 stop_pid "$daemon_pid_b"
-wait "$daemon_pid_b" 2>/dev/null
 start_daemon b "$veth_b" 200
 before_a=$(stat a rx_pkts)
 try_pair "rc_pingpong across VLANs" 6 ibv_rc_pingpong -g 3 -c -s 100 -n 10
