@@ -26,7 +26,7 @@ cleanup_all() {
   for ((i = ${#cleanup_pids[@]} - 1; i >= 0; i--)); do stop_pid "${cleanup_pids[i]}"; done
   for i in "${cleanup_daemon_dirs[@]}"; do stop_pid "$(pid_in "$i/urnicd.pid")"; done
   declare -F cleanup_extra > /dev/null && cleanup_extra
-  for i in "${cleanup_netns[@]}"; do ip netns del "$i" 2>/dev/null; done
+  for i in "${cleanup_netns[@]}"; do ip netns del "$i" 2>/dev/null || true; done
   for i in "${cleanup_paths[@]}"; do rm -rf "$i"; done
   return 0
 }

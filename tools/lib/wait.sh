@@ -1,6 +1,7 @@
 # shellcheck shell=bash
 # tools/lib/wait.sh: the processes a script started, and waits with a time
-# limit. Sourced by tools/lib/cleanup.sh, daemons.sh and the scripts.
+# limit. Sourced by tools/lib/cleanup.sh, daemons.sh and the scripts. These
+# files work under `set -e` too (bench/ uses it).
 #
 #   alive PID                 PID is set and the process runs
 #   stop_pid PID              TERM, up to 10 s for it to end, then KILL, and
@@ -18,10 +19,9 @@ alive() { [[ -n ${1:-} ]] && kill -0 "$1" 2>/dev/null; }
 stop_pid() {
   local pid=${1:-}
   alive "$pid" || return 0
-  kill -TERM "$pid" 2>/dev/null
-  wait_gone 10 "$pid" || kill -KILL "$pid" 2>/dev/null
-  wait "$pid" 2>/dev/null
-  return 0
+  kill -TERM "$pid" 2>/dev/null || true
+  wait_gone 10 "$pid" || kill -KILL "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
 }
 
 pid_in() { [[ -s $1 ]] && tr -dc '0-9' < "$1"; }
