@@ -1,4 +1,4 @@
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2154  # rt: the sourcing script's
 # tools/lib/hosts.sh: hosts on one machine as network namespaces, joined by
 # veth pairs (and bridges), with their addresses and MTU. Every namespace
 # made here is deleted at exit (tools/lib/cleanup.sh), and the veths and
