@@ -6,22 +6,24 @@
 #                        connected idle QPs (pid in `holder`), waits until they
 #                        are up; sets `create` and `connect` (seconds)
 #   stop_holder          stops it
-# and an EXIT trap that stops both and removes $work.
+# and, at exit (tools/lib/cleanup.sh), stops both and removes $work.
 export URNIC_RUNTIME_DIR=$work/runtime
 # shellcheck source=tools/lib/tcp_listen.sh
 source "$root/tools/lib/tcp_listen.sh"
+# shellcheck source=tools/lib/cleanup.sh
+source "$root/tools/lib/cleanup.sh"
+cleanup_daemon_dirs+=("$URNIC_RUNTIME_DIR")
+cleanup_paths+=("$work")
 holder=
 stop_daemon() {
-  [[ -f $URNIC_RUNTIME_DIR/urnicd.pid ]] || return 0
-  local p
-  p=$(tr -dc '0-9' < "$URNIC_RUNTIME_DIR/urnicd.pid")
-  [[ -n $p ]] && kill "$p" 2> /dev/null && while kill -0 "$p" 2> /dev/null; do sleep 0.05; done
+  stop_pid "$(pid_in "$URNIC_RUNTIME_DIR/urnicd.pid")"
   rm -f "$URNIC_RUNTIME_DIR/urnicd.pid"
 }
 hold_idle_qps() {
   rm -f "$work/ready"
   "$urnic" run -- /usr/bin/python3 "$root/tests/acceptance/hold_idle_qps.py" "$1" "$work/ready" 600 &
   holder=$!
+  cleanup_pids+=("$holder")
   while [[ ! -s $work/ready ]]; do
     kill -0 "$holder" 2> /dev/null || { echo "holder of $1 QPs failed" >&2; exit 1; }
     sleep 0.2
@@ -29,14 +31,6 @@ hold_idle_qps() {
   read -r create connect < "$work/ready"
 }
 stop_holder() {
-  [[ -n $holder ]] || return 0
-  kill "$holder" 2> /dev/null
-  wait "$holder" 2> /dev/null || true
+  stop_pid "$holder"
   holder=
 }
-bench_cleanup() {
-  stop_holder
-  stop_daemon
-  rm -rf "$work"
-}
-trap bench_cleanup EXIT

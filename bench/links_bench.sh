@@ -34,6 +34,10 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=tools/lib/tcp_listen.sh
 source "$root/tools/lib/tcp_listen.sh"
+# shellcheck source=tools/lib/hosts.sh
+source "$root/tools/lib/hosts.sh"
+# shellcheck source=tools/lib/daemons.sh
+source "$root/tools/lib/daemons.sh"
 build=$root/build
 if [[ $# -gt 0 && $1 != -* ]]; then build=$1; shift; fi
 lat_size=64 bw_size=65536 lat_iters=1000 bw_iters=20000 links=udp,udp-gso,afpacket,dpdk,memif
@@ -56,48 +60,11 @@ for tool in ip ib_write_lat ib_write_bw iperf3; do
 done
 
 tag=$$
-ns_a=urnic-ba-$tag
-ns_b=urnic-bb-$tag
-veth_a=uba$tag
-veth_b=ubb$tag
-net=10.$((232 + tag % 16)).$(((tag / 16) % 256))
-ip_a=$net.1
-ip_b=$net.2
 rt=$(mktemp -d /tmp/urnic-bench.XXXXXX)
+cleanup_paths+=("$rt")
 export URNIC_DAEMON=$urnicd LD_LIBRARY_PATH=$shim_dir
 unset LD_PRELOAD URNIC_RUNTIME_DIR
-
-pids=()
-alive() { [[ -n ${1:-} ]] && kill -0 "$1" 2>/dev/null; }
-stop_pid() {
-  local pid=$1
-  alive "$pid" || return 0
-  kill -TERM "$pid" 2>/dev/null
-  for _ in $(seq 100); do alive "$pid" || return 0; sleep 0.05; done
-  kill -KILL "$pid" 2>/dev/null
-}
-cleanup() {
-  local p
-  for p in "${pids[@]}"; do stop_pid "$p"; done
-  ip netns del "$ns_a" 2>/dev/null
-  ip netns del "$ns_b" 2>/dev/null
-  rm -rf "$rt"
-}
-trap cleanup EXIT
-
-ip netns add "$ns_a" && ip netns add "$ns_b" || exit 1
-ip link add "$veth_a" netns "$ns_a" type veth peer name "$veth_b" netns "$ns_b" || exit 1
-ip -n "$ns_a" addr add "$ip_a/24" dev "$veth_a"
-ip -n "$ns_b" addr add "$ip_b/24" dev "$veth_b"
-for ns in "$ns_a" "$ns_b"; do ip -n "$ns" link set lo up; done
-ip -n "$ns_a" link set "$veth_a" mtu 9000 up
-ip -n "$ns_b" link set "$veth_b" mtu 9000 up
-
-in_ns() {
-  local h=$1
-  shift
-  ip netns exec "urnic-b$h-$tag" env "URNIC_RUNTIME_DIR=$rt/$h" "$@"
-}
+hosts_ab b 232 9000 || exit 1
 
 # config LINK HOST: the device's JSON for that host.
 config() {
@@ -129,26 +96,12 @@ start_pair() {
     rm -rf "${rt:?}/$h"
     mkdir -p "$rt/$h"
     config "$link" "$h" > "$rt/$h.json"
-    # Not through in_ns (a function: `&` would fork a subshell and $! be its
-    # PID): ip netns exec and env exec into urnicd, so $! is the daemon.
-    ip netns exec "urnic-b$h-$tag" env "URNIC_RUNTIME_DIR=$rt/$h" \
-      "$urnicd" --config "$rt/$h.json" --runtime-dir "$rt/$h" > "$rt/$link-$h.log" 2>&1 &
-    local pid=$!
-    pids+=("$pid")
-    daemons+=("$pid")
-    for _ in $(seq 250); do
-      [[ -S $rt/$h/urnicd.sock ]] && break
-      alive "$pid" || return 1
-      sleep 0.02
-    done
-    [[ -S $rt/$h/urnicd.sock ]] || return 1
+    urnicd_start "$(ns_of "$h")" "$rt/$h" "$rt/$link-$h.log" --config "$rt/$h.json" || return 1
+    daemons+=("$urnicd_pid")
   done
-  for h in a b; do
-    for _ in $(seq 100); do
-      in_ns "$h" "$urnicd" --status --runtime-dir "$rt/$h" | grep -qE '^device urnic0: link .*, up$' && break
-      sleep 0.05
-    done
-  done
+  urnicd_wait_up "$ns_a" "$rt/a"
+  urnicd_wait_up "$ns_b" "$rt/b"
+  return 0
 }
 stop_pair() {
   local p
@@ -163,7 +116,7 @@ perf() {
   ip netns exec "$ns_a" env "URNIC_RUNTIME_DIR=$rt/a" timeout 120 "$@" -p "$port" > "$rt/server.out" 2>&1 &
   local spid=$!
   wait_tcp_listen "$port" --ns "$ns_a" --pid "$spid" --timeout 5 || true
-  in_ns b timeout 120 "$@" -p "$port" "$ip_a" 2>&1
+  host b timeout 120 "$@" -p "$port" "$ip_a" 2>&1
   wait "$spid" 2>/dev/null
 }
 
@@ -206,18 +159,18 @@ done
 # The kernel's TCP over the same veth, one stream for 5 s.
 ip netns exec "$ns_a" iperf3 -s -1 -p "$((port + 1))" > "$rt/iperf-server.out" 2>&1 &
 ipid=$!
-pids+=("$ipid")
+cleanup_pids+=("$ipid")
 sleep 0.5
-tcp=$(in_ns b iperf3 -c "$ip_a" -p "$((port + 1))" -t 5 -J 2>/dev/null |
+tcp=$(host b iperf3 -c "$ip_a" -p "$((port + 1))" -t 5 -J 2>/dev/null |
   python3 -c 'import json,sys; print("%.2f" % (json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"] / 1e9))' 2>/dev/null || echo -)
 wait "$ipid" 2>/dev/null
 # And its latency: sockperf's TCP ping-pong over the veth at the latency
 # size (one-way p50 and p99, as perftest's columns).
 ip netns exec "$ns_a" sockperf sr --tcp -i "$ip_a" -p "$((port + 2))" > /dev/null 2>&1 &
 spid=$!
-pids+=("$spid")
+cleanup_pids+=("$spid")
 sleep 0.5
-sp_out=$(in_ns b sockperf pp --tcp -i "$ip_a" -p "$((port + 2))" -m "$lat_size" -t 3 2>&1)
+sp_out=$(host b sockperf pp --tcp -i "$ip_a" -p "$((port + 2))" -m "$lat_size" -t 3 2>&1)
 sp50=$(awk '/percentile 50.000/ {print $NF}' <<< "$sp_out")
 sp99=$(awk '/percentile 99.000/ {print $NF}' <<< "$sp_out")
 stop_pid "$spid"

@@ -64,14 +64,13 @@ export URNIC_DAEMON=$build/engine/urnicd LD_LIBRARY_PATH=$build/verbs_shim
 rows=$work/rows.tsv
 : > "$rows"
 tcp_pids=()
-trap 'for p in "${tcp_pids[@]}"; do kill "$p" 2> /dev/null; done; bench_cleanup' EXIT
 
 # The daemon first, so that perf stat can attach to it (to all its threads).
 if [[ $threads != 1 ]]; then
   mkdir -p "$URNIC_RUNTIME_DIR"
   printf '{"threads": %d, "devices": [{"name": "urnic0", "address": "127.0.0.1"}]}\n' "$threads" > "$work/urnicd.json"
   "$URNIC_DAEMON" --config "$work/urnicd.json" --runtime-dir "$URNIC_RUNTIME_DIR" 2> "$work/urnicd.log" &
-  for _ in $(seq 100); do [[ -S $URNIC_RUNTIME_DIR/urnicd.sock ]] && break; sleep 0.05; done
+  wait_until 5 test -S "$URNIC_RUNTIME_DIR/urnicd.sock"
 fi
 ibv_devinfo -d urnic0 > /dev/null 2>&1
 daemon=$(tr -dc '0-9' < "$URNIC_RUNTIME_DIR/urnicd.pid" 2> /dev/null)
@@ -108,6 +107,7 @@ while read -r size gbytes; do
 done < <("$build/bench/memcpy_bw" 4096 65536 1048576 268435456)
 sockperf sr --tcp -i 127.0.0.1 -p "$port" > /dev/null 2>&1 &
 tcp_pids+=($!)
+cleanup_pids+=($!)
 sleep 0.5
 for size in 2 4096; do
   # sockperf's smallest message is 14 bytes (its header): 16 for the 2 B row.

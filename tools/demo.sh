@@ -11,26 +11,17 @@ set -uo pipefail
 build=$1
 # shellcheck source=tools/lib/tcp_listen.sh
 source "$(dirname "$0")/lib/tcp_listen.sh"
+# shellcheck source=tools/lib/cleanup.sh
+source "$(dirname "$0")/lib/cleanup.sh"
 
 rt=$(mktemp -d /tmp/urnic-demo.XXXXXX)
+cleanup_paths+=("$rt")
+cleanup_daemon_dirs+=("$rt")
 export URNIC_RUNTIME_DIR=$rt
 export URNIC_DAEMON=$build/engine/urnicd
 export LD_LIBRARY_PATH=$build/verbs_shim${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 
 server_pid=
-alive() { [[ -n ${1:-} ]] && kill -0 "$1" 2>/dev/null; }
-stop_pid() {
-  alive "$1" || return 0
-  kill -TERM "$1" 2>/dev/null
-  for _ in $(seq 100); do alive "$1" || return 0; sleep 0.05; done
-  kill -KILL "$1" 2>/dev/null
-}
-cleanup() {
-  [[ -n $server_pid ]] && stop_pid "$server_pid"
-  if [[ -s $rt/urnicd.pid ]]; then stop_pid "$(tr -dc '0-9' < "$rt/urnicd.pid")"; fi
-  rm -rf "$rt"
-}
-trap cleanup EXIT
 
 port=$((20000 + ($$ % 20000)))
 # run_pair TITLE PROG ARGS...: server, then client to 127.0.0.1; prints both.

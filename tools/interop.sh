@@ -144,15 +144,9 @@ command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86_64 still missi
 daemon_pid=""
 server_pid=""
 cap_pid=""
-alive() { [[ -n ${1:-} ]] && kill -0 "$1" 2>/dev/null; }
-stop_pid() {
-  local pid=$1
-  alive "$pid" || return 0
-  kill -TERM "$pid" 2>/dev/null
-  for _ in $(seq 100); do alive "$pid" || { wait "$pid" 2>/dev/null; return 0; }; sleep 0.05; done
-  kill -KILL "$pid" 2>/dev/null
-  wait "$pid" 2>/dev/null
-}
+# alive PID, stop_pid PID, wait_until SECONDS CMD...
+# shellcheck source=tools/lib/wait.sh
+source "$root/tools/lib/wait.sh"
 nsx() { ip netns exec "$NS" "$@"; }
 vm() { EXEC_TIMEOUT=${VMT:-30} "$PV/run-peer-vm.sh" "$W" exec "$VM" "$*"; }
 

@@ -54,16 +54,10 @@ if [[ -n $urnic_build ]]; then
   rt=$(mktemp -d /tmp/urnic-rut.XXXXXX)
   export URNIC_RUNTIME_DIR=$rt URNIC_DAEMON=$urnic_build/engine/urnicd
   export LD_LIBRARY_PATH=$urnic_build/verbs_shim:$urnic_build/rdmacm_shim
-  stop_daemon() {
-    local pid
-    pid=$(tr -dc '0-9' < "$rt/urnicd.pid" 2>/dev/null) || true
-    if [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null; then
-      kill -TERM "$pid"
-      for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
-    fi
-    rm -rf "$rt"
-  }
-  trap stop_daemon EXIT
+  # shellcheck source=tools/lib/cleanup.sh
+  source "$(dirname "$0")/lib/cleanup.sh"
+  cleanup_daemon_dirs+=("$rt")
+  cleanup_paths+=("$rt")
   trap 'exit 143' TERM INT  # so that the EXIT trap runs when the runner is stopped
 fi
 [[ -n $log_dir ]] && mkdir -p "$log_dir"

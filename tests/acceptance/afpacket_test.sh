@@ -61,7 +61,7 @@ fi
 
 # shellcheck source=two_hosts.sh
 source "$(dirname "$0")/two_hosts.sh"
-two_hosts_require_root
+hosts_require_root
 # The PMD as a shared object in DPDK's PMD directory (Debian: librte-net-*).
 have_pmd() { compgen -G "/usr/lib/*/dpdk/pmds-*/librte_net_$1.so*" > /dev/null; }
 if [[ $link == afxdp ]]; then
@@ -85,20 +85,13 @@ unset LD_PRELOAD URNIC_RUNTIME_DIR
 # --- the two hosts ------------------------------------------------------------
 two_hosts_create p 232 ipv6
 if [[ $link == afxdp || $link == tap ]]; then
-  ip link add "$vx_a" netns "$ns_a" type veth peer name "$vx_b" netns "$ns_b" || { fail "ip link add veth 2"; exit 1; }
-  for h in a b; do
-    ns=$([[ $h == a ]] && echo "$ns_a" || echo "$ns_b")
-    vx=ux$h$tag
-    if [[ $link == afxdp ]]; then
-      # XDP on a veth needs the frame and its headroom within one page.
-      ip -n "$ns" link set "$vx" mtu 3500
-    else
-      ip -n "$ns" link add "ubr$h$tag" type bridge
-      ip -n "$ns" link set "$vx" master "ubr$h$tag"
-      ip -n "$ns" link set "ubr$h$tag" up
-    fi
-    ip -n "$ns" link set "$vx" up
-  done
+  # XDP on a veth needs the frame and its headroom within one page.
+  vx_mtu=
+  [[ $link == afxdp ]] && vx_mtu=3500
+  veth_add "$ns_a" "$vx_a" "$ns_b" "$vx_b" "$vx_mtu" || { fail "ip link add veth 2"; exit 1; }
+  if [[ $link == tap ]]; then
+    for h in a b; do bridge_add "$(ns_of "$h")" "ubr$h$tag" "ux$h$tag" || { fail "bridge in $h"; exit 1; }; done
+  fi
 fi
 pass "veth $ns_a ($ip_a, ${net6}1) <-> $ns_b ($ip_b, ${net6}2)"
 
@@ -126,8 +119,8 @@ start_daemon() {
   two_hosts_daemon "$h"
   # The tap interface the PMD made joins the namespace's bridge.
   if [[ $link == tap ]]; then
-    ip -n "$([[ $h == a ]] && echo "$ns_a" || echo "$ns_b")" link set "ut$h$tag" master "ubr$h$tag" &&
-      ip -n "$([[ $h == a ]] && echo "$ns_a" || echo "$ns_b")" link set "ut$h$tag" up || fail "tap ut$h$tag into the bridge"
+    ip -n "$(ns_of "$h")" link set "ut$h$tag" master "ubr$h$tag" &&
+      ip -n "$(ns_of "$h")" link set "ut$h$tag" up || fail "tap ut$h$tag into the bridge"
   fi
 }
 # refuse_mtu MTU: a daemon whose path MTU the PMD cannot carry must not
@@ -152,13 +145,8 @@ start_pair() {
   start_daemon b "$veth_b" "$1"
   # A memif client connects to the server after it started: wait until
   # both ports report a link (`urnicd --status`).
-  local h
-  for h in a b; do
-    for _ in $(seq 100); do
-      host "$h" "$urnicd" --status --runtime-dir "$rt/$h" | grep -qE '^device urnic0: link .*, up$' && break
-      sleep 0.05
-    done
-  done
+  urnicd_wait_up "$ns_a" "$rt/a"
+  urnicd_wait_up "$ns_b" "$rt/b"
 }
 stop_pair() {
   stop_pid "$daemon_pid_a"
@@ -261,14 +249,13 @@ matrix() {
 # (~120 frames per pingpong at b: 30 iterations, a SEND and an ACK each way).
 bg_host b "$cli" capture -d urnic0 -w "$rt/b.pcap" -c 300 2> "$rt/capture.err"
 cap_pid=$!
-pids+=("$cap_pid")
-for _ in $(seq 100); do grep -q capturing "$rt/capture.err" && break; sleep 0.02; done
+cleanup_pids+=("$cap_pid")
+wait_until 2 grep -q capturing "$rt/capture.err"
 for g in 0 "$v6_gid" 3; do
   pair "ibv_rc_pingpong --chk -g $g, captured on b" "$pp" 1 ibv_rc_pingpong -g "$g" -c -s 100 -n 30
 done
-for _ in $(seq 100); do alive "$cap_pid" || break; sleep 0.05; done
+wait_gone 5 "$cap_pid"
 stop_pid "$cap_pid"
-wait "$cap_pid" 2>/dev/null
 decoded=$("$cli" frame decode "$rt/b.pcap" 2>&1)
 dec_rc=$?
 ok=$(grep -c 'icrc=ok' <<< "$decoded")

@@ -20,15 +20,9 @@ if [[ -n $asan_rt ]]; then
 fi
 unset LD_LIBRARY_PATH URNIC_DAEMON URNIC_RUNTIME_DIR LD_PRELOAD
 rt=$(mktemp -d /tmp/urnic-cli-env.XXXXXX)
+cleanup_paths+=("$rt")
+cleanup_daemon_dirs+=("$rt/run")
 server_pid=
-cleanup() {
-  [[ -n $server_pid ]] && stop_pid "$server_pid"
-  local d
-  d=$(tr -dc '0-9' < "$rt/run/urnicd.pid" 2>/dev/null)
-  [[ -n $d ]] && stop_pid "$d"
-  rm -rf "$rt"
-}
-trap cleanup EXIT
 
 out=$(URNIC_BUILD_DIR=$build "$root/tools/urnic" env 2> "$rt/env.err")
 rc=$?

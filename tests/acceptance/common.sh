@@ -12,18 +12,17 @@
 #   finish                  prints the counts; its status is the verdict
 #   run_env=(env ...)       prefix for the programs under test
 #   limit                   seconds per program (x3 under ASan)
-#   alive PID / stop_pid PID
-#                           TERM, up to 10 s, then KILL; only the PID given
+#   alive, stop_pid, wait_until, cleanup_*, urnicd_start ...
+#                           tools/lib/wait.sh, cleanup.sh, daemons.sh
 #   pair NAME EXPECT_REGEX COUNT PROG ARGS...
 #                           PROG as server and client (127.0.0.1) on one
 #                           host; both must exit 0 (after one_host_setup)
 #   one_host_setup NAME DAEMON LIBRARY_PATH
 #                           a private runtime directory `rt` (the first
 #                           program starts DAEMON there), the environment to
-#                           use urnic's libraries, daemon_pid, and an EXIT
-#                           trap that stops `server_pid`, the daemon, runs
-#                           the script's `cleanup_extra` if defined, and
-#                           removes `rt`
+#                           use urnic's libraries, and daemon_pid; at exit
+#                           (tools/lib/cleanup.sh) the daemon is stopped
+#                           and `rt` removed
 #   start_daemon_first      the daemon up before any program, its PID in `d`
 
 fails=0
@@ -48,28 +47,23 @@ run_env=(env)
 limit=${URNIC_PAIR_TIMEOUT:-${default_limit:-120}}
 [[ -n $asan_rt ]] && limit=$((limit * 3))
 
-alive() { [[ -n ${1:-} ]] && kill -0 "$1" 2>/dev/null; }
+# shellcheck source=tools/lib/daemons.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../../tools/lib/daemons.sh"
 # wait_tcp_listen PORT [--ns NS] [--pid PID] [--timeout S]: until a server listens.
 # shellcheck source=tools/lib/tcp_listen.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../../tools/lib/tcp_listen.sh"
-stop_pid() {
-  local pid=$1
-  alive "$pid" || return 0
-  kill -TERM "$pid" 2>/dev/null
-  for _ in $(seq 200); do alive "$pid" || return 0; sleep 0.05; done
-  kill -KILL "$pid" 2>/dev/null
-}
 
 one_host_setup() {
   rt=$(mktemp -d "/tmp/urnic-$1.XXXXXX")
+  cleanup_paths+=("$rt")
+  cleanup_daemon_dirs+=("$rt")
   export URNIC_RUNTIME_DIR=$rt
   export URNIC_DAEMON=$2
   export LD_LIBRARY_PATH=$3
   unset LD_PRELOAD URNIC_CM_DEBUG
   server_pid=
-  trap one_host_cleanup EXIT
 }
-daemon_pid() { [[ -s $rt/urnicd.pid ]] && tr -dc '0-9' < "$rt/urnicd.pid"; }
+daemon_pid() { pid_in "$rt/urnicd.pid"; }
 # start_daemon_first: starts the daemon before any test program (ibv_devinfo
 # does) so that its PID is known, in `d`; if it did not start, fails,
 # prints the summary and exits the script.
@@ -81,17 +75,10 @@ start_daemon_first() {
   finish
   exit
 }
-one_host_cleanup() {
-  [[ -n $server_pid ]] && stop_pid "$server_pid"
-  local d
-  d=$(daemon_pid) || true
-  [[ -n $d ]] && stop_pid "$d"
-  declare -F cleanup_extra > /dev/null && cleanup_extra
-  rm -rf "$rt"
-}
 
-# A TCP port for the programs' out-of-band exchange, distinct per pair.
-next_port=$((20000 + ($$ % 20000)))
+# The TCP port of the programs' out-of-band exchange: each pair (and each
+# script's own server) takes the next one, port=$((port + 1)).
+port=$((20000 + ($$ % 20000)))
 # perftest_clock_failed FILE...: tools/lib/perftest_clock.sh.
 # shellcheck source=../../tools/lib/perftest_clock.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../../tools/lib/perftest_clock.sh"
@@ -99,7 +86,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/../../tools/lib/perftest_clock.sh"
 # pair NAME EXPECT_REGEX COUNT PROG ARGS...: run PROG ARGS as server, then
 # PROG ARGS 127.0.0.1 as client; both must exit 0 and the client's output
 # must match EXPECT_REGEX on at least COUNT lines. With clients=N set, N
-# clients run at once against the one server, and each must pass.
+# clients run at once against the one server, and each must pass. Where
+# they run is pair_where's (two_hosts.sh: server in a, client in b).
 # A run that failed only because perftest could not calibrate its clock runs
 # once more, with a note (perftest_retry).
 pair() { perftest_retry pair_once "$@"; }
@@ -125,22 +113,27 @@ perftest_retry() {
   return 1
 }
 
+# pair_where: sets pair_server and pair_client (command prefixes), pair_ns
+# (the server's namespace, "" for this one), pair_addr (its address) and
+# pair_inf_rows (1: perftest rows printed as "inf" count as results).
+pair_where() { pair_server=() pair_client=() pair_ns="" pair_addr=127.0.0.1 pair_inf_rows=1; }
+
 # pair_once: one run of `pair`; sets pair_msg (and pair_detail on failure).
 pair_once() {
   local name=$1 expect=$2 count=$3 n=${clients:-1}
   shift 3
-  local port=$next_port
-  next_port=$((next_port + 1))
+  port=$((port + 1))
   local out_s=$rt/server.out
   rm -f "$rt"/client*.out
-  "${run_env[@]}" timeout "$limit" "$@" -p "$port" > "$out_s" 2>&1 &
+  pair_where
+  "${pair_server[@]}" "${run_env[@]}" timeout "$limit" "$@" -p "$port" > "$out_s" 2>&1 &
   server_pid=$!
   # The server must be listening before the client connects (its stdout is
   # block-buffered, so look for the socket: state 0A = LISTEN).
-  wait_tcp_listen "$port" --pid "$server_pid" || true
-  local i pids=() crcs=()
+  wait_tcp_listen "$port" ${pair_ns:+--ns "$pair_ns"} --pid "$server_pid" || true
+  local i pids=() crcs=() t0=$SECONDS
   for ((i = 1; i <= n; i++)); do
-    "${run_env[@]}" timeout "$limit" "$@" -p "$port" 127.0.0.1 > "$rt/client$i.out" 2>&1 &
+    "${pair_client[@]}" "${run_env[@]}" timeout "$limit" "$@" -p "$port" "$pair_addr" > "$rt/client$i.out" 2>&1 &
     pids+=($!)
   done
   local crc=0 c
@@ -161,7 +154,7 @@ pair_once() {
     # CPU clock fails ("Correlation coefficient r^2: ... < 0.9": its timed
     # samples were preempted, seen on a busy 2-core machine): that size ran to
     # completion, only perftest's clock is unknown. Counted, and said.
-    if grep -q 'Correlation coefficient r^2' "$rt/client$i.out"; then
+    if [[ $pair_inf_rows == 1 ]] && grep -q 'Correlation coefficient r^2' "$rt/client$i.out"; then
       local uncal
       uncal=$(grep -cE '^ *[0-9]+ +[0-9]+ +inf ' "$rt/client$i.out")
       g=$((g + uncal))
@@ -170,7 +163,7 @@ pair_once() {
     if (( g < got )); then got=$g; out_c=$rt/client$i.out; fi
   done
   if [[ $crc -eq 0 && $src -eq 0 && $got -ge $count ]]; then
-    pair_msg="$name: $(grep -E "$expect" "$out_c" | tail -1 | tr -s ' \t' ' ')"
+    pair_msg="$name ($((SECONDS - t0)) s): $(grep -E "$expect" "$out_c" | tail -1 | tr -s ' \t' ' ')"
     return 0
   fi
   pair_msg="$name: server exit $src, client exit ${crcs[*]}, $got/$count result lines; server said: $(said "$out_s"); client said: $(said "$out_c")"

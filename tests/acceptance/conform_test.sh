@@ -26,7 +26,7 @@ rdmacm_dir=$5
 
 # shellcheck source=two_hosts.sh
 source "$(dirname "$0")/two_hosts.sh"
-two_hosts_require_root
+hosts_require_root
 unset LD_PRELOAD URNIC_RUNTIME_DIR
 two_hosts_create f 216
 
@@ -39,7 +39,7 @@ start_urnic() {  # start_urnic DEVICE_JSON: urnicd in a with this one device, an
   bg_host a "${run_env[@]}" URNIC_DAEMON="$urnicd" LD_LIBRARY_PATH="$shim_dir:$rdmacm_dir" "$agent" --listen "$ip_a:7471" \
     > "$rt/agent.log" 2>&1
   agent_pid=$!
-  pids+=("$agent_pid")
+  cleanup_pids+=("$agent_pid")
 }
 run_conform() {  # run_conform OUT ARGS...: the tester in b; its exit status
   local out=$1

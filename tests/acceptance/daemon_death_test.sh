@@ -85,8 +85,7 @@ killed_mid_run() {
 rc_pingpong_killed() {
   local name=$1
   shift
-  local port=$next_port
-  next_port=$((next_port + 1))
+  port=$((port + 1))
   listen_port=$port killed_mid_run "$name" \
     -- ibv_rc_pingpong -g 1 "$@" -p "$port" \
     -- ibv_rc_pingpong -g 1 "$@" -p "$port" 127.0.0.1
@@ -95,8 +94,7 @@ rc_pingpong_killed() {
 rc_pingpong_killed "ibv_rc_pingpong -n 1000000 (polling)" -n 1000000
 rc_pingpong_killed "ibv_rc_pingpong -n 1000000 -e (events)" -n 1000000 -e
 if [[ -n $rdmacm_dir ]] && command -v rping > /dev/null; then
-  port=$next_port
-  next_port=$((next_port + 1))
+  port=$((port + 1))
   killed_mid_run "rping -C 1000000 (rdma_cm)" \
     -- rping -s -a 127.0.0.1 -p "$port" -C 1000000 \
     -- rping -c -a 127.0.0.1 -p "$port" -C 1000000

@@ -96,7 +96,7 @@ case $group in
     pair "ib_atomic_bw -e -A CMP_AND_SWAP" "$row" 1 ib_atomic_bw "${x[@]}" -e -A CMP_AND_SWAP
     # A client killed in the middle of traffic: the daemon destroys what it
     # created and keeps serving (the server, left waiting, is stopped by PID).
-    port=$next_port
+    port=$((port + 1))
     "${run_env[@]}" ib_write_bw "${x[@]}" -D 4 -p "$port" > "$rt/server.out" 2>&1 &
     server_pid=$!
     wait_tcp_listen "$port" || true
@@ -106,7 +106,6 @@ case $group in
     kill -KILL "$client_pid" 2>/dev/null
     wait "$client_pid" 2>/dev/null
     stop_pid "$server_pid"
-    wait "$server_pid" 2>/dev/null
     server_pid=
     qps=
     for _ in $(seq 50); do

@@ -26,7 +26,7 @@ if ! grep -q librte_eal <<< "$(ldd "$urnicd")"; then
 fi
 # shellcheck source=two_hosts.sh
 source "$(dirname "$0")/two_hosts.sh"
-two_hosts_require_root
+hosts_require_root
 if [[ ! -w $pages_file ]] || ! grep -q '^Hugepagesize: *2048 kB' /proc/meminfo; then
   echo "SKIP: no 2 MiB hugepages on this kernel"
   exit 77
@@ -50,23 +50,18 @@ two_hosts_create h 232
 
 start_daemon() {
   local h=$1 ifname=$2 last=$3
-  mkdir -p "$rt/$h"
   printf '{"devices": [{"name": "urnic0", "link": "dpdk", "devargs": "net_af_packet0,iface=%s,framesz=8192,blocksz=8192", "address": "%s", "mac": "02:00:75:72:6e:%s", "mtu": 4096, "eal": ["--in-memory", "-m", "256"]}]}\n' \
     "$ifname" "$net.1$last" "0$last" > "$rt/$h.json"
-  bg_host "$h" "$urnicd" --config "$rt/$h.json" --runtime-dir "$rt/$h" > "$rt/$h.log" 2>&1
-  local pid=$!
-  pids+=("$pid")
-  for _ in $(seq 400); do
-    host "$h" "$urnicd" --status --runtime-dir "$rt/$h" 2>/dev/null | grep -qE '^device urnic0: link .*, up$' && return 0
-    alive "$pid" || break
-    sleep 0.05
-  done
+  # The EAL maps its hugepages first: up to 20 s.
+  urnicd_start --wait 20 "$(ns_of "$h")" "$rt/$h" "$rt/$h.log" --config "$rt/$h.json" &&
+    urnicd_wait_up "$(ns_of "$h")" "$rt/$h" 20 && return 0
   fail "urnicd in $h did not come up: $(tail -n 3 "$rt/$h.log")"
   exit 1
 }
 start_daemon a "$veth_a" 1
+daemon_a=$urnicd_pid
 start_daemon b "$veth_b" 2
-daemon_a=${pids[0]} daemon_b=${pids[1]}
+daemon_b=$urnicd_pid
 pass "two urnicd on hugepages at once (PIDs $daemon_a, $daemon_b)"
 
 free_running=$(meminfo HugePages_Free)
@@ -90,7 +85,6 @@ pair "ib_read_bw -x 3 -m 4096 -s 65536 -n 200" "$row" 1 \
 
 for p in "$daemon_a" "$daemon_b"; do stop_pid "$p"; done
 wait "$daemon_a" "$daemon_b" 2>/dev/null
-pids=()
 free_after=$(meminfo HugePages_Free)
 if ((free_after == free_before)); then
   pass "SIGTERM gave every hugepage back ($free_after free)"

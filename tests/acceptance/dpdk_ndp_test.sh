@@ -27,7 +27,7 @@ if ! grep -q librte_eal <<< "$(ldd "$urnicd")"; then
 fi
 # shellcheck source=two_hosts.sh
 source "$(dirname "$0")/two_hosts.sh"
-two_hosts_require_root
+hosts_require_root
 for tool in ip tshark; do
   command -v "$tool" > /dev/null || { echo "SKIP: $tool is not installed"; exit 77; }
 done
@@ -81,7 +81,7 @@ ip netns exec "$ns_a" dumpcap -q -i "$veth_a" -w "$rt/nd_a.pcap" > /dev/null 2>&
 cap_a=$!
 ip netns exec "$ns_b" dumpcap -q -i "$veth_b" -w "$rt/nd_b.pcap" > /dev/null 2>&1 &
 cap_b=$!
-pids+=("$cap_a" "$cap_b")
+cleanup_pids+=("$cap_a" "$cap_b")
 sleep 1
 pair "ibv_rc_pingpong --chk -g 5 (dpdk <-> dpdk, ${net6}11/12)" "$pp" 1 ibv_rc_pingpong -g 5 -c -s 4096 -n 100
 stop_pid "$cap_a"

@@ -19,40 +19,18 @@ asan_probe="$shim_dir/libibverbs.so.1"
 # shellcheck source=tests/acceptance/common.sh
 source "$(dirname "$0")/common.sh"
 
-rt=$(mktemp -d /tmp/urnic-fault.XXXXXX)
-export URNIC_RUNTIME_DIR=$rt
-export URNIC_DAEMON=$urnicd
-export LD_LIBRARY_PATH=$shim_dir
-unset LD_PRELOAD
-
-server_pid=
-daemon=
+one_host_setup fault "$urnicd" "$shim_dir"
 capture_pid=
-cleanup() {
-  [[ -n $server_pid ]] && stop_pid "$server_pid"
-  [[ -n $capture_pid ]] && stop_pid "$capture_pid"
-  [[ -n $daemon ]] && stop_pid "$daemon"
-  rm -rf "$rt"
-}
-trap cleanup EXIT
+cleanup_extra() { stop_pid "$capture_pid"; }
 
 # start_daemon [--config FILE]: a private urnicd; waits for its socket.
 start_daemon() {
-  "$urnicd" --runtime-dir "$rt" "$@" >> "$rt/urnicd.log" 2>&1 &
-  daemon=$!
-  for _ in $(seq 200); do
-    [[ -S $rt/urnicd.sock ]] && return 0
-    alive "$daemon" || break
-    sleep 0.02
-  done
+  urnicd_start "" "$rt" "$rt/urnicd.log" "$@" && return 0
   fail "urnicd did not start: $(tail -n 3 "$rt/urnicd.log")"
   exit 1
 }
 stop_daemon() {
-  stop_pid "$daemon"
-  wait "$daemon" 2>/dev/null
-  daemon=
-  rm -f "$rt/urnicd.sock"
+  stop_pid "$urnicd_pid"
 }
 
 # stat NAME [JSON FILE]: a device counter from `urnic stats --json`.
@@ -124,11 +102,10 @@ snapshot "$rt/e0.json"
 ecap=$rt/ecn.pcap
 "$cli" capture -d urnic0 -w "$ecap" -c 400 2> "$rt/capture.err" &
 capture_pid=$!
-for _ in $(seq 100); do grep -q capturing "$rt/capture.err" && break; sleep 0.02; done
+wait_until 2 grep -q capturing "$rt/capture.err"
 pair "ib_write_bw -s 65536 -n 300 (20 % of frames marked CE)" "$row" 1 ib_write_bw "${x[@]}" -s 65536 -n 300
-for _ in $(seq 100); do alive "$capture_pid" || break; sleep 0.05; done
+wait_gone 5 "$capture_pid"
 stop_pid "$capture_pid"
-wait "$capture_pid" 2>/dev/null
 capture_pid=
 snapshot "$rt/e1.json"
 for c in fault_ce_marked ce_rcvd cnps_sent cnps_rcvd; do expect_more "$c" "$rt/e0.json" "$rt/e1.json"; done
@@ -148,9 +125,9 @@ if (( n > 0 )); then pass "urnic frame decode: $n CNPs, ICRC ok"; else fail "urn
 cap=$rt/count.pcap
 "$cli" capture -d urnic0 -w "$cap" -c 300 2> "$rt/capture.err" &
 capture_pid=$!
-for _ in $(seq 100); do grep -q capturing "$rt/capture.err" && break; sleep 0.02; done
+wait_until 2 grep -q capturing "$rt/capture.err"
 pair "ibv_rc_pingpong -n 100 (captured)" "$pp" 1 ibv_rc_pingpong "${gid[@]}" -n 100
-for _ in $(seq 100); do alive "$capture_pid" || break; sleep 0.05; done
+wait_gone 5 "$capture_pid"
 if alive "$capture_pid"; then fail "urnic capture -c 300 did not stop by itself"; stop_pid "$capture_pid"; fi
 wait "$capture_pid" 2>/dev/null
 capture_pid=
@@ -174,7 +151,7 @@ fi
 cap=$rt/sigint.pcap
 "$cli" capture -d urnic0 -w "$cap" 2> "$rt/capture.err" &
 capture_pid=$!
-for _ in $(seq 100); do grep -q capturing "$rt/capture.err" && break; sleep 0.02; done
+wait_until 2 grep -q capturing "$rt/capture.err"
 pair "ib_write_bw -s 8192 -n 200 (captured)" "$row" 1 ib_write_bw "${x[@]}" -s 8192 -n 200
 kill -INT "$capture_pid"
 wait "$capture_pid"
@@ -210,5 +187,4 @@ n=$("$cli" frame decode "$rt/config.pcap" 2>&1 | grep -c 'icrc=ok')
 # Frames dropped by the fault injection never leave, so are never captured.
 if [[ $n -eq 100 ]]; then pass "config capture: 100 frames, every ICRC ok"; else fail "config capture: $n frames ok"; fi
 
-printf '%d checks, %d failed\n' "$checks" "$fails"
-(( fails == 0 ))
+finish

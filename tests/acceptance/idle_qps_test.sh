@@ -32,11 +32,7 @@ counter() {  # NAME: the device counter now
 ready=$rt/ready
 "${run_env[@]}" /usr/bin/python3 "$(dirname "$0")/hold_idle_qps.py" "$n" "$ready" 600 > "$rt/holder.out" 2>&1 &
 holder_pid=$!
-for _ in $(seq 1200); do
-  [[ -s $ready ]] && break
-  alive "$holder_pid" || break
-  sleep 0.1
-done
+wait_until 120 --pid "$holder_pid" test -s "$ready"
 if [[ -s $ready ]]; then
   read -r create connect < "$ready"
   pass "$n RC QPs created (${create} s) and connected in pairs (${connect} s) by another process"

@@ -36,9 +36,10 @@
 #   --keep DIR       keep the samples and summaries in DIR (bench/incast.sh)
 #   --dcqcn-keys K   extra "dcqcn" keys of the senders with DCQCN on
 #   --cnp-interval US  the devices' cnp_interval_us
-# Needs root; exits 77 (skipped) otherwise. Namespaces ccs<i>-PID, ccr-PID,
-# ccsw-PID, veths cc*PID, addresses 10.77.X.0/24; all removed at the end,
-# every process it started stopped by its PID.
+# Needs root; exits 77 (skipped) otherwise. Namespaces (tools/lib/hosts.sh)
+# urnic-ccs<i>-PID, -ccr-PID, -ccsw-PID, veths cc*PID, addresses
+# 10.77.X.0/24; all removed at the end, every process it started stopped by
+# its PID.
 set -uo pipefail
 shim_dir=$1
 urnicd=$2
@@ -75,8 +76,9 @@ asan_probe=$shim_dir/libibverbs.so.1
 source "$(dirname "$0")/common.sh"
 # shellcheck source=../../tools/lib/incast.sh
 source "$(dirname "$0")/../../tools/lib/incast.sh"
-if [[ $(id -u) -ne 0 ]]; then echo "SKIP: needs root to create network namespaces"; exit 77; fi
-command -v ip > /dev/null || { echo "SKIP: iproute2 (ip) is not installed"; exit 77; }
+# shellcheck source=../../tools/lib/hosts.sh
+source "$(dirname "$0")/../../tools/lib/hosts.sh"
+hosts_require_root
 command -v ib_write_bw > /dev/null || { echo "SKIP: perftest (ib_write_bw) is not installed"; exit 77; }
 export URNIC_DAEMON=$urnicd
 export LD_LIBRARY_PATH=$shim_dir
@@ -84,40 +86,22 @@ unset LD_PRELOAD URNIC_RUNTIME_DIR
 
 tag=$$
 net=10.77.$((tag % 250 + 1))
-ns_sw=ccsw-$tag
-ns_r=ccr-$tag
+ns_sw=$(netns_name ccsw)
+ns_r=$(netns_name ccr)
+ns_s() { netns_name "ccs$1"; }  # ns_s I: sender I's namespace
 ip_r=$net.1
 rt=$(mktemp -d /tmp/wt-cc-incast.XXXXXX)
+cleanup_paths+=("$rt")
 t_start=$SECONDS
-pids=()
-cleanup() {
-  local p
-  for p in "${pids[@]}"; do stop_pid "$p"; done
-  local i
-  for ((i = 1; i <= senders; i++)); do ip netns del "ccs$i-$tag" 2>/dev/null; done
-  ip netns del "$ns_r" 2>/dev/null
-  ip netns del "$ns_sw" 2>/dev/null
-  rm -rf "$rt"
-}
-trap cleanup EXIT
 
 # --- the fabric ---------------------------------------------------------------
-ip netns add "$ns_sw" && ip netns add "$ns_r" || { fail "ip netns add"; exit 1; }
-ip -n "$ns_sw" link set lo up
-ip link add "ccr$tag" netns "$ns_r" type veth peer name "ccpr$tag" netns "$ns_sw" || { fail "veth"; exit 1; }
-ip -n "$ns_r" addr add "$ip_r/24" dev "ccr$tag"
-ip -n "$ns_r" link set lo up
-ip -n "$ns_r" link set "ccr$tag" mtu 9000 up
-ip -n "$ns_sw" link set "ccpr$tag" mtu 9000 up
+netns_add "$ns_sw" "$ns_r" || { fail "ip netns add"; exit 1; }
+veth_add "$ns_r" "ccr$tag" "$ns_sw" "ccpr$tag" 9000 "$ip_r/24" || { fail "veth"; exit 1; }
 in_ports=
 for ((i = 1; i <= senders; i++)); do
-  ns=ccs$i-$tag
-  ip netns add "$ns" || { fail "ip netns add $ns"; exit 1; }
-  ip link add "ccs$i$tag" netns "$ns" type veth peer name "ccp$i$tag" netns "$ns_sw" || { fail "veth"; exit 1; }
-  ip -n "$ns" addr add "$net.$((10 + i))/24" dev "ccs$i$tag"
-  ip -n "$ns" link set lo up
-  ip -n "$ns" link set "ccs$i$tag" mtu 9000 up
-  ip -n "$ns_sw" link set "ccp$i$tag" mtu 9000 up
+  ns=$(ns_s "$i")
+  netns_add "$ns" || { fail "ip netns add $ns"; exit 1; }
+  veth_add "$ns" "ccs$i$tag" "$ns_sw" "ccp$i$tag" 9000 "$net.$((10 + i))/24" || { fail "veth"; exit 1; }
   in_ports+=${in_ports:+,}ccp$i$tag
 done
 
@@ -139,14 +123,14 @@ ip netns exec "$ns_sw" "$ecn_switch" --out "ccpr$tag" --in "$in_ports" --rate-mb
   --kmin "$kmin" --kmax "$kmax" --pmax "$pmax" --limit "$qlimit" --burst 32768 --stats "$rt/switch.json" \
   > "$rt/switch.out" 2>&1 &
 sw_pid=$!
-pids+=("$sw_pid")
+cleanup_pids+=("$sw_pid")
 sleep 0.2
 alive "$sw_pid" && pass "fabric: $senders senders -> switch ($rate Mb/s, RED-ECN Kmin $kmin Kmax $kmax Pmax $pmax, $qlimit B) -> receiver $ip_r" ||
   { fail "ecn_switch did not start: $(cat "$rt/switch.out")"; exit 1; }
 switch_stats() {
   rm -f "$rt/switch.json"
   kill -USR1 "$sw_pid"
-  for _ in $(seq 100); do [[ -s $rt/switch.json ]] && break; sleep 0.02; done
+  wait_until 2 test -s "$rt/switch.json"
   cat "$rt/switch.json"
 }
 
@@ -160,17 +144,11 @@ start_daemons() {
   [[ -n $cnp_us ]] && dcqcn+=", \"cnp_interval_us\": $cnp_us"
   local h ns addr
   for h in r $(seq "$senders"); do
-    if [[ $h == r ]]; then ns=$ns_r; addr=$ip_r; else ns=ccs$h-$tag; addr=$net.$((10 + h)); fi
-    mkdir -p "$rt/d$h"
+    if [[ $h == r ]]; then ns=$ns_r; addr=$ip_r; else ns=$(ns_s "$h"); addr=$net.$((10 + h)); fi
     printf '{"devices": [{"name": "urnic0", "link": "udp", "address": "%s"%s}]}\n' "$addr" "$dcqcn" > "$rt/d$h.json"
-    ip netns exec "$ns" env "URNIC_RUNTIME_DIR=$rt/d$h" "$urnicd" --config "$rt/d$h.json" --runtime-dir "$rt/d$h" \
-      > "$rt/d$h.log" 2>&1 &
-    daemon_pids+=($!)
-    pids+=($!)
-  done
-  for h in r $(seq "$senders"); do
-    for _ in $(seq 200); do [[ -S $rt/d$h/urnicd.sock ]] && break; sleep 0.02; done
-    [[ -S $rt/d$h/urnicd.sock ]] || { fail "urnicd $h did not start: $(tail -n 3 "$rt/d$h.log")"; exit 1; }
+    urnicd_start "$ns" "$rt/d$h" "$rt/d$h.log" --config "$rt/d$h.json" ||
+      { fail "urnicd $h did not start: $(tail -n 3 "$rt/d$h.log")"; exit 1; }
+    daemon_pids+=("$urnicd_pid")
   done
 }
 stop_daemons() {
@@ -181,7 +159,7 @@ stop_daemons() {
 }
 stats_json() {  # stats_json H: urnic stats --json of daemon H (r or a sender number)
   local ns=$ns_r
-  [[ $1 != r ]] && ns=ccs$1-$tag
+  [[ $1 != r ]] && ns=$(ns_s "$1")
   in_ns "$ns" "$rt/d$1" "$cli" stats -d urnic0 --json
 }
 counter() {  # counter FILE NAME
@@ -200,22 +178,22 @@ incast() {
     ip netns exec "$ns_r" "${run_env[@]}" "URNIC_RUNTIME_DIR=$rt/dr" timeout "$limit" ib_write_bw -x 1 -s 65536 -D "$duration" \
       -p $((port0 + i)) > "$rt/$mode.server$i.out" 2>&1 &
     srv+=($!)
-    pids+=($!)
+    cleanup_pids+=($!)
   done
   incast_wait_servers "$ns_r" $((port0 + 1)) "$senders"
   for ((i = 1; i <= senders; i++)); do
-    ns=ccs$i-$tag
+    ns=$(ns_s "$i")
     ip netns exec "$ns" env "URNIC_RUNTIME_DIR=$rt/d$i" "$cli" stats -d urnic0 --watch 100 --json \
       > "$rt/$mode.watch$i.jsonl" 2> /dev/null &
     wat+=($!)
-    pids+=($!)
+    cleanup_pids+=($!)
   done
   for ((i = 1; i <= senders; i++)); do
-    ns=ccs$i-$tag
+    ns=$(ns_s "$i")
     ip netns exec "$ns" "${run_env[@]}" "URNIC_RUNTIME_DIR=$rt/d$i" timeout "$limit" ib_write_bw -x 1 -s 65536 -D "$duration" \
       -p $((port0 + i)) "$ip_r" > "$rt/$mode.client$i.out" 2>&1 &
     cl+=($!)
-    pids+=($!)
+    cleanup_pids+=($!)
   done
   local bad=0 rc
   for ((i = 1; i <= senders; i++)); do

@@ -25,88 +25,44 @@ rdmacm_dir=$2
 urnicd=$3
 cli=$4
 
-if [[ $(id -u) -ne 0 ]]; then
-  echo "SKIP: needs root to create network namespaces"
-  exit 77
-fi
 for prog in ip rping ucmatose ib_send_bw ib_write_bw ib_read_lat dumpcap; do
   command -v $prog > /dev/null || { echo "SKIP: $prog not installed (iproute2, rdmacm-utils, perftest, tshark)"; exit 77; }
 done
 
+shim_dir=$verbs_dir
 asan_probe="$rdmacm_dir/librdmacm.so.1"
 default_limit=60
-# shellcheck source=tests/acceptance/common.sh
-source "$(dirname "$0")/common.sh"
+# shellcheck source=two_hosts.sh
+source "$(dirname "$0")/two_hosts.sh"
 # shellcheck source=cm_client.sh
 source "$(dirname "$0")/cm_client.sh"
-
-tag=$$
-ns_a=urnic-iwa-$tag
-ns_b=urnic-iwb-$tag
-veth_a=uia$tag
-veth_b=uib$tag
-# A /24 derived from the PID, in 10.232-247.x.0 (netns_test.sh uses 10.200-231).
-net=10.$((232 + tag % 16)).$(((tag / 16) % 256))
-ip_a=$net.1
-ip_b=$net.2
-rt=$(mktemp -d /tmp/urnic-iwnetns.XXXXXX)
+hosts_require_root
 export URNIC_DAEMON=$urnicd
 export LD_LIBRARY_PATH=$verbs_dir:$rdmacm_dir
 unset LD_PRELOAD URNIC_RUNTIME_DIR URNIC_CM_DEBUG
 
 daemons=()
-server_pid=
 cap_pid=
 stop_daemons() {
   local p
-  for p in "${daemons[@]}"; do stop_pid "$p"; wait "$p" 2>/dev/null; done
+  for p in "${daemons[@]}"; do stop_pid "$p"; done
   daemons=()
 }
-cleanup() {
-  [[ -n $server_pid ]] && stop_pid "$server_pid"
-  [[ -n $cap_pid ]] && stop_pid "$cap_pid"
-  stop_daemons
-  ip netns del "$ns_a" 2>/dev/null
-  ip netns del "$ns_b" 2>/dev/null
-  rm -rf "$rt"
-}
-trap cleanup EXIT
+cleanup_extra() { stop_pid "$cap_pid"; }
 
-ip netns add "$ns_a" && ip netns add "$ns_b" || { fail "ip netns add"; exit 1; }
-ip link add "$veth_a" netns "$ns_a" type veth peer name "$veth_b" netns "$ns_b" || { fail "ip link add veth"; exit 1; }
-ip -n "$ns_a" addr add "$ip_a/24" dev "$veth_a"
-ip -n "$ns_b" addr add "$ip_b/24" dev "$veth_b"
-for ns in "$ns_a" "$ns_b"; do ip -n "$ns" link set lo up; done
-ip -n "$ns_a" link set "$veth_a" up
-ip -n "$ns_b" link set "$veth_b" up
+# A /24 derived from the PID, in 10.232-247.x.0 (netns_test.sh uses 10.200-231).
+veth_mtu=1500 two_hosts_create iw 232
 pass "veth $ns_a ($ip_a) <-> $ns_b ($ip_b), MTU 1500"
 
-nsname() { [[ $1 == a ]] && echo "$ns_a" || echo "$ns_b"; }
 addr_of() { [[ $1 == a ]] && echo "$ip_a" || echo "$ip_b"; }
-# host H CMD...: CMD in H's namespace with H's runtime directory.
-host() {
-  local h=$1
-  shift
-  ip netns exec "$(nsname "$h")" env "URNIC_RUNTIME_DIR=$rt/$h" "$@"
-}
 # start_daemon H CRC MARKERS: urnicd in H with urnic_iw0 on H's address.
 start_daemon() {
   local h=$1 crc=$2 markers=$3
   rm -rf "${rt:?}/$h"
-  mkdir -p "$rt/$h"
   printf '{"devices": [{"name": "urnic_iw0", "transport": "iwarp", "address": "%s", "mpa_crc": "%s", "mpa_markers": "%s"}]}\n' \
     "$(addr_of "$h")" "$crc" "$markers" > "$rt/$h.json"
-  # Not through host(): a backgrounded function is a subshell, and $! would
-  # be its PID, not the daemon's (ip netns exec and env exec into urnicd).
-  ip netns exec "$(nsname "$h")" env "URNIC_RUNTIME_DIR=$rt/$h" "$urnicd" --config "$rt/$h.json" \
-    --runtime-dir "$rt/$h" > "$rt/$h.log" 2>&1 &
-  daemons+=($!)
-  for _ in $(seq 200); do
-    [[ -S $rt/$h/urnicd.sock ]] && return 0
-    sleep 0.02
-  done
-  fail "urnicd in $h did not start: $(tail -n 3 "$rt/$h.log")"
-  exit 1
+  two_hosts_daemon "$h"
+  daemons+=("$urnicd_pid")
 }
 
 port=$((20000 + tag % 20000))
@@ -130,8 +86,7 @@ pair_once() {
   local arg
   for arg in "$@"; do ccmd+=("${arg//@SERVER@/$(addr_of "$sh")}"); done
   local out_s=$rt/server.out out_c=$rt/client.out
-  ip netns exec "$(nsname "$sh")" env "URNIC_RUNTIME_DIR=$rt/$sh" "${run_env[@]}" timeout "$limit" "${scmd[@]}" \
-    > "$out_s" 2>&1 &
+  bg_host "$sh" "${run_env[@]}" timeout "$limit" "${scmd[@]}" > "$out_s" 2>&1
   server_pid=$!
   sleep "${HEAD_START:-0.5}"
   local crc t0=$SECONDS
@@ -164,7 +119,7 @@ configuration() {
   rm -f "$pcap"
   ip netns exec "$ns_b" dumpcap -q -P -i "$veth_b" -f tcp -w "$pcap" > "$rt/dumpcap.log" 2>&1 &
   cap_pid=$!
-  for _ in $(seq 100); do [[ -s $pcap ]] && break; sleep 0.05; done
+  wait_until 5 test -s "$pcap"
   port=$((port + 10))
   # The client's own DISCONNECTED event is not waited for by rping (it may
   # exit first and print nothing): its exit status, with -V verifying every
@@ -177,7 +132,6 @@ configuration() {
     -- ucmatose -s @SERVER@ -p $((port + 1)) -c 2 -C 20
   sleep 0.3
   stop_pid "$cap_pid"
-  wait "$cap_pid" 2>/dev/null
   cap_pid=
   local dec=$rt/decode.txt
   "$cli" frame decode "$pcap" > "$dec" 2>&1

@@ -41,7 +41,7 @@ src=$6
 default_limit=90
 # shellcheck source=two_hosts.sh
 source "$(dirname "$0")/two_hosts.sh"
-two_hosts_require_root
+hosts_require_root
 for p in mpicc.openmpi mpirun.openmpi mpicc.mpich mpirun.mpich unshare; do
   command -v "$p" > /dev/null || { echo "SKIP: $p not installed (tools/packages.txt)"; exit 77; }
 done

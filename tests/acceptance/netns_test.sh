@@ -23,7 +23,7 @@ rdmacm_dir=${4:-$shim_dir}
 
 # shellcheck source=two_hosts.sh
 source "$(dirname "$0")/two_hosts.sh"
-two_hosts_require_root
+hosts_require_root
 export URNIC_DAEMON=$urnicd
 export LD_LIBRARY_PATH=$shim_dir:$rdmacm_dir
 unset LD_PRELOAD URNIC_RUNTIME_DIR
@@ -65,8 +65,8 @@ mc_pair "mckey -c 2 -C 10 -S 1000 across hosts" 239.1.2.4 "$ip_a" "$ip_b" -c 2 -
 host a "$cli" fault -d urnic0 --loss 0.05 --seed 21 > /dev/null || fail "urnic fault in a"
 bg_host b "$cli" capture -d urnic0 -w "$rt/b.pcap" -c 400 2> "$rt/capture.err"
 cap_pid=$!
-pids+=("$cap_pid")
-for _ in $(seq 100); do grep -q capturing "$rt/capture.err" && break; sleep 0.02; done
+cleanup_pids+=("$cap_pid")
+wait_until 2 grep -q capturing "$rt/capture.err"
 before=$(stat a retransmitted_pkts)
 pair "ib_write_bw -s 65536, 5 % loss on a (a <- b)" "$row" 1 ib_write_bw "${x[@]}" -s 65536 -n 300
 pair "ibv_rc_pingpong --chk -s 5000, 5 % loss on a (a <- b)" "$pp" 1 ibv_rc_pingpong "${gid[@]}" -c -s 5000 -n 100
@@ -80,9 +80,8 @@ if [[ $dropped -gt 0 && $((after - before + rb)) -gt 0 ]]; then
 else
   fail "5 % loss on a: dropped $dropped, retransmitted a $((after - before)) b $rb"
 fi
-for _ in $(seq 100); do alive "$cap_pid" || break; sleep 0.05; done
+wait_gone 5 "$cap_pid"
 stop_pid "$cap_pid"
-wait "$cap_pid" 2>/dev/null
 decoded=$("$cli" frame decode "$rt/b.pcap" 2>&1)
 dec_rc=$?
 ok=$(grep -c 'icrc=ok' <<< "$decoded")

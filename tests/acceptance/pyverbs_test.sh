@@ -44,21 +44,16 @@ export URNIC_DAEMON=$urnicd
 export LD_LIBRARY_PATH=$shim_dir${rdmacm_dir:+:$rdmacm_dir}
 unset LD_PRELOAD
 # run_env (a sanitizer build of the shim needs its runtime first in the
-# process), alive, stop_pid.
+# process), stop_pid, the cleanup lists.
 asan_probe="$shim_dir/libibverbs.so.1"
 # shellcheck source=tests/acceptance/common.sh
 source "$(dirname "$0")/common.sh"
 limit=${URNIC_PYVERBS_TIMEOUT:-1200}
 pages_file=/proc/sys/vm/nr_hugepages
 old_pages=
-cleanup() {
-  local d=
-  [[ -s $rt/urnicd.pid ]] && d=$(tr -dc '0-9' < "$rt/urnicd.pid")
-  [[ -n $d ]] && stop_pid "$d"
-  [[ -n $old_pages ]] && echo "$old_pages" > "$pages_file"
-  rm -rf "$work"
-}
-trap cleanup EXIT
+cleanup_daemon_dirs+=("$rt")
+cleanup_paths+=("$work")
+cleanup_extra() { [[ -n $old_pages ]] && echo "$old_pages" > "$pages_file"; }
 trap 'exit 1' INT TERM
 
 # The huge-page tests map one 2 MiB page per MR, two or three at a time;

@@ -65,7 +65,6 @@ pair() {
   local src
   if [[ -n ${EXPECT_FAIL:-} ]]; then
     stop_pid "$server_pid"
-    wait "$server_pid" 2>/dev/null
     server_pid=
     if [[ $crc -ne 0 && $crc -ne 124 ]] && grep -qE "$EXPECT_FAIL" "$out_c"; then
       pass "$name (client exit $crc: $(grep -oE "$EXPECT_FAIL" "$out_c" | head -1))"
@@ -189,7 +188,6 @@ udp_pair() {
   local alive_after=0
   alive "$server_pid" && alive_after=1
   stop_pid "$server_pid"
-  wait "$server_pid" 2>/dev/null
   server_pid=
   if [[ $crc -eq 0 && $alive_after -eq 1 ]] && grep -qE "$cre" "$out_c"; then
     pass "$name: $(grep -E "$cre" "$out_c" | tail -1 | tr -s ' ') (${ms} ms)"

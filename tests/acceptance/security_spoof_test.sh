@@ -19,7 +19,7 @@ cli=$3
 
 # shellcheck source=two_hosts.sh
 source "$(dirname "$0")/two_hosts.sh"
-two_hosts_require_root
+hosts_require_root
 if ! /usr/bin/python3 -c 'import pyverbs' 2> /dev/null; then
   echo "SKIP: pyverbs (python3-pyverbs) is not installed"
   exit 77

@@ -36,13 +36,12 @@ fi
 work=$(mktemp -d /tmp/urnic-security.XXXXXX)
 chmod 755 "$work"
 dpid= fpid=
-cleanup() {
+cleanup_paths+=("$work")
+cleanup_extra() {
   stop_pid "$dpid"
   stop_pid "$fpid"
   userdel "$user" 2>/dev/null
-  rm -rf "$work"
 }
-trap cleanup EXIT
 
 as_user() {  # as_user RUNTIME_DIR CMD...
   local dir=$1
@@ -55,7 +54,7 @@ as_root() {  # as_root RUNTIME_DIR CMD...
   shift
   "${run_env[@]}" LD_LIBRARY_PATH="$shim" URNIC_RUNTIME_DIR="$dir" URNIC_NO_AUTOSTART=1 "$@"
 }
-wait_socket() { for _ in $(seq 200); do [[ -S $1 ]] && return 0; sleep 0.05; done; return 1; }
+wait_socket() { wait_until 10 test -S "$1"; }
 
 # 1. A planted runtime directory with a "daemon" in it.
 plant=$work/planted

@@ -10,28 +10,12 @@ shim_dir=$1
 urnicd=$2
 abi_file=$3
 
-fails=0
-checks=0
-pass() { checks=$((checks + 1)); printf 'ok   %s\n' "$*"; }
-fail() { checks=$((checks + 1)); fails=$((fails + 1)); printf 'FAIL %s\n' "$*"; }
+asan_probe=$shim_dir/libibverbs.so.1
+# shellcheck source=tests/acceptance/common.sh
+source "$(dirname "$0")/common.sh"
 check() { local what=$1; shift; if "$@"; then pass "$what"; else fail "$what"; fi; }
 
-rt=$(mktemp -d /tmp/urnic-acceptance.XXXXXX)
-export URNIC_RUNTIME_DIR=$rt
-export URNIC_DAEMON=$urnicd
-export LD_LIBRARY_PATH=$shim_dir
-unset LD_PRELOAD
-# A sanitizer build of the shim needs its runtime loaded first into the
-# (uninstrumented) Debian programs; their own leaks are not ours to judge.
-asan_rt=$(ldd "$shim_dir/libibverbs.so.1" | awk '/libasan|libclang_rt\.asan/ {print $3; exit}')
-if [[ -n $asan_rt ]]; then
-  run_env=(env "LD_PRELOAD=$asan_rt" "ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0")
-else
-  run_env=(env)
-fi
-
-daemon_pid() { [[ -s $rt/urnicd.pid ]] && tr -dc '0-9' < "$rt/urnicd.pid"; }
-alive() { [[ -n ${1:-} ]] && kill -0 "$1" 2>/dev/null; }
+one_host_setup acceptance "$urnicd" "$shim_dir"
 # urnicd processes serving our runtime directory (scan /proc, match exactly).
 count_daemons() {
   local n=0 p
@@ -42,16 +26,7 @@ count_daemons() {
   done
   echo "$n"
 }
-stop_daemon() {
-  local pid
-  pid=$(daemon_pid) || true
-  if alive "$pid"; then
-    kill -TERM "$pid"
-    for _ in $(seq 100); do alive "$pid" || break; sleep 0.05; done
-  fi
-}
-cleanup() { stop_daemon; rm -rf "$rt"; }
-trap cleanup EXIT
+stop_daemon() { stop_pid "$(daemon_pid)"; }
 
 # --- the exported ABI: every symbol at its version node, nothing else ----------
 exported=$(objdump -T "$shim_dir/libibverbs.so.1" | awk 'NF >= 2 && $(NF-1) ~ /^IBVERBS/ && $0 !~ /UND/ && $(NF-1) != $NF {print $NF, $(NF-1)}' | sort)
@@ -119,7 +94,7 @@ check "exactly one daemon was started" [ "$(grep -c 'listening on' "$rt/urnicd.l
 # --- urnicd as a foreground service: signals, exit status, one per directory --
 stop_daemon
 "$urnicd" --runtime-dir "$rt" 2> "$rt/fg.log" & fg=$!
-for _ in $(seq 100); do [[ -S $rt/urnicd.sock ]] && break; sleep 0.05; done
+wait_until 5 test -S "$rt/urnicd.sock"
 "$urnicd" --runtime-dir "$rt" 2>/dev/null; second=$?
 check "a second urnicd for the same directory exits 3" [ "$second" -eq 3 ]
 "$urnicd" --status --runtime-dir "$rt" > "$rt/status.out"; st=$?
@@ -141,5 +116,4 @@ echo '{"devices": [{"name": "urnic0", "mtu": 999}]}' > "$rt/bad.json"
 "$urnicd" --runtime-dir "$rt" --config "$rt/bad.json" 2>/dev/null; badrc=$?
 check "a bad config exits 1" [ "$badrc" -eq 1 ]
 
-echo "$((checks - fails))/$checks checks passed"
-[ "$fails" -eq 0 ]
+finish

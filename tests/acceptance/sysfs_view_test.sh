@@ -28,34 +28,13 @@ if (( EUID != 0 )); then
 fi
 command -v ibv_devinfo > /dev/null || { echo "SKIP: ibv_devinfo (ibverbs-utils) not installed"; exit 77; }
 
-fails=0
-checks=0
-pass() { checks=$((checks + 1)); printf 'ok   %s\n' "$*"; }
-fail() { checks=$((checks + 1)); fails=$((fails + 1)); printf 'FAIL %s\n' "$*"; }
-
-rt=$(mktemp -d /tmp/urnic-sysfs-view.XXXXXX)
+asan_probe=$shim_dir/libibverbs.so.1
+# shellcheck source=tests/acceptance/common.sh
+source "$(dirname "$0")/common.sh"
+one_host_setup sysfs-view "$urnicd" "$shim_dir"
 chmod 755 "$rt"
-export URNIC_RUNTIME_DIR=$rt URNIC_DAEMON=$urnicd LD_LIBRARY_PATH=$shim_dir
-unset LD_PRELOAD
-asan_rt=$(ldd "$shim_dir/libibverbs.so.1" | awk '/libasan|libclang_rt\.asan/ {print $3; exit}')
-run_env=(env)
-[[ -n $asan_rt ]] && run_env=(env "LD_PRELOAD=$asan_rt" "ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0")
-
-alive() { [[ -n ${1:-} ]] && kill -0 "$1" 2>/dev/null; }
-cleanup() {
-  local d= dir
-  for dir in "$rt/nobody" "$rt"; do
-    d=
-    [[ -s $dir/urnicd.pid ]] && d=$(tr -dc '0-9' < "$dir/urnicd.pid")
-    if alive "$d"; then
-      kill -TERM "$d" 2>/dev/null
-      for _ in $(seq 100); do alive "$d" || break; sleep 0.05; done
-      alive "$d" && kill -KILL "$d" 2>/dev/null
-    fi
-  done
-  rm -rf "$rt"
-}
-trap cleanup EXIT
+# The daemon a program run as nobody starts has a directory of its own.
+cleanup_daemon_dirs+=("$rt/nobody")
 
 mounts_before=$(sort /proc/self/mountinfo)
 ib_before=$(ls -A /sys/class/infiniband 2>&1)
@@ -178,5 +157,4 @@ if command -v setpriv > /dev/null && setpriv --reuid=nobody --regid=nogroup --cl
   fi
 fi
 
-echo "sysfs view: $((checks - fails))/$checks checks passed"
-(( fails == 0 ))
+finish

@@ -31,7 +31,7 @@ rdmacm_dir=${4:-$shim_dir}
 
 # shellcheck source=two_hosts.sh
 source "$(dirname "$0")/two_hosts.sh"
-two_hosts_require_root
+hosts_require_root
 export URNIC_DAEMON=$urnicd
 export LD_LIBRARY_PATH=$shim_dir:$rdmacm_dir
 unset LD_PRELOAD URNIC_RUNTIME_DIR
@@ -47,11 +47,7 @@ two_hosts_create t 184
 # sees every frame of its interface: it must not share one with urnic0).
 raw_a=${veth_a}r
 raw_b=${veth_b}r
-ip link add "$raw_a" netns "$ns_a" type veth peer name "$raw_b" netns "$ns_b" || { fail "ip link add $raw_a"; exit 1; }
-ip -n "$ns_a" addr add 192.168.77.1/24 dev "$raw_a"
-ip -n "$ns_b" addr add 192.168.77.2/24 dev "$raw_b"
-ip -n "$ns_a" link set "$raw_a" mtu 9000 up
-ip -n "$ns_b" link set "$raw_b" mtu 9000 up
+veth_add "$ns_a" "$raw_a" "$ns_b" "$raw_b" 9000 192.168.77.1/24 192.168.77.2/24 || { fail "ip link add $raw_a"; exit 1; }
 for h in a b; do
   addr=$ip_a raw=$raw_a
   [[ $h == b ]] && addr=$ip_b raw=$raw_b

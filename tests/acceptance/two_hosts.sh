@@ -8,24 +8,22 @@
 #
 # Before sourcing, set `shim_dir` (the verbs shim's directory: an ASan build
 # is recognised from it). Then:
-#   two_hosts_require_root             exit 77 (skipped) without root or ip(8)
+#   hosts_require_root, host H CMD..., bg_host H CMD..., ns_of H:
+#                                      tools/lib/hosts.sh
 #   two_hosts_create LETTER BASE [ipv6]
-#                                      namespaces urnic-LETTERa-PID and -b,
-#                                      veths uLETTERa/bPID at MTU 9000, up,
-#                                      ip_a/ip_b = NET.1/.2 of the /24 NET =
-#                                      10.(BASE + PID % 16).(PID / 16 % 256);
-#                                      with ipv6 also ${net6}1/2 (a ULA /64,
-#                                      no DAD) and waits for the link-local
+#                                      the runtime directory `rt`, and
+#                                      hosts_ab LETTER BASE (tools/lib/
+#                                      hosts.sh: ns_a/b, veth_a/b, ip_a/b,
+#                                      net) at MTU 9000 (or $veth_mtu); with
+#                                      ipv6 also ${net6}1/2 (a ULA /64, no
+#                                      DAD) and waits for the link-local
 #                                      addresses
-#   host H CMD... / bg_host H CMD...   CMD in host H (a or b), foreground or
-#                                      background ($! is CMD: ip netns exec
-#                                      and env exec into it)
 #   two_hosts_daemon H [WHAT]          urnicd (the script's `urnicd`) in host
 #                                      H with config $rt/H.json, runtime
 #                                      directory $rt/H, log $rt/H.log; its PID
-#                                      joins `pids` and is daemon_pid_H.
+#                                      is daemon_pid_H (tools/lib/daemons.sh).
 #                                      Returns once its socket is there; if
-#                                      it ends first or takes 4 s: fails
+#                                      it ends first or takes 5 s: fails
 #                                      "WHAT in H did not start", exit 1
 #   pair NAME EXPECT COUNT PROG ARGS...
 #                                      server in a, client in b to $ip_a (-p
@@ -40,100 +38,41 @@
 #   stat H COUNTER                     device urnic0's COUNTER in host H
 #                                      (`urnic stats --json`; needs `cli`)
 #   finish                             prints the counts; its status is the verdict
-# The EXIT trap stops every PID in `pids` (and `server_pid`), deletes the
-# namespaces (and with them the veths) and the runtime directory `rt`; in
-# between (processes gone, namespaces still there) it runs the script's own
-# `cleanup_extra` if it defines one.
+# At exit (tools/lib/cleanup.sh) every process started is stopped, the
+# script's own `cleanup_extra` runs (processes gone, namespaces still
+# there), the namespaces (and with them the veths) and `rt` are deleted.
 
 asan_probe=${asan_probe:-$shim_dir/libibverbs.so.1}
 # shellcheck source=tests/acceptance/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
-two_hosts_require_root() {
-  if [[ $(id -u) -ne 0 ]]; then
-    echo "SKIP: needs root to create network namespaces"
-    exit 77
-  fi
-  if ! command -v ip > /dev/null; then
-    echo "SKIP: iproute2 (ip) is not installed"
-    exit 77
-  fi
-}
-
-
-pids=()
+# shellcheck source=tools/lib/hosts.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../../tools/lib/hosts.sh"
 server_pid=
-two_hosts_cleanup() {
-  [[ -n $server_pid ]] && stop_pid "$server_pid"
-  local p
-  for p in "${pids[@]}"; do stop_pid "$p"; done
-  declare -F cleanup_extra > /dev/null && cleanup_extra
-  [[ -n ${ns_a:-} ]] && ip netns del "$ns_a" 2>/dev/null
-  [[ -n ${ns_b:-} ]] && ip netns del "$ns_b" 2>/dev/null
-  [[ -n ${rt:-} ]] && rm -rf "$rt"
-}
-trap two_hosts_cleanup EXIT
-
 tag=$$
 two_hosts_create() {
   local letter=$1 base=$2 ipv6=${3:-}
-  ns_a=urnic-${letter}a-$tag
-  ns_b=urnic-${letter}b-$tag
-  veth_a=u${letter}a$tag
-  veth_b=u${letter}b$tag
-  net=10.$((base + tag % 16)).$(((tag / 16) % 256))
-  ip_a=$net.1
-  ip_b=$net.2
   rt=$(mktemp -d "/tmp/urnic-$letter.XXXXXX")
-  ip netns add "$ns_a" && ip netns add "$ns_b" || { fail "ip netns add"; exit 1; }
-  ip link add "$veth_a" netns "$ns_a" type veth peer name "$veth_b" netns "$ns_b" || { fail "ip link add veth"; exit 1; }
-  ip -n "$ns_a" addr add "$ip_a/24" dev "$veth_a"
-  ip -n "$ns_b" addr add "$ip_b/24" dev "$veth_b"
-  local ns
-  for ns in "$ns_a" "$ns_b"; do ip -n "$ns" link set lo up; done
+  cleanup_paths+=("$rt")
   # Jumbo frames: path MTU 4096 needs ~4.2 KB frames (and the udp link
   # sends with DF).
+  hosts_ab "$letter" "$base" "${veth_mtu:-9000}" || { fail "ip netns add / ip link add veth"; exit 1; }
   net6=fd75:726e:$(printf '%x' $((tag % 65536)))::
-  if [[ $ipv6 == ipv6 ]]; then
-    # nodad: usable at once (the daemons read the addresses when they start).
-    ip -n "$ns_a" addr add "${net6}1/64" dev "$veth_a" nodad
-    ip -n "$ns_b" addr add "${net6}2/64" dev "$veth_b" nodad
-  fi
-  ip -n "$ns_a" link set "$veth_a" mtu 9000 up
-  ip -n "$ns_b" link set "$veth_b" mtu 9000 up
   [[ $ipv6 == ipv6 ]] || return 0
-  for _ in $(seq 100); do
-    ip -n "$ns_a" -6 addr show dev "$veth_a" | grep -q 'fe80.*scope link' &&
-      ip -n "$ns_b" -6 addr show dev "$veth_b" | grep -q 'fe80.*scope link' && return 0
-    sleep 0.05
-  done
-}
-
-host() {
-  local h=$1
-  shift
-  ip netns exec "$([[ $h == a ]] && echo "$ns_a" || echo "$ns_b")" env "URNIC_RUNTIME_DIR=$rt/$h" "$@"
-}
-bg_host() {
-  local h=$1
-  shift
-  ip netns exec "$([[ $h == a ]] && echo "$ns_a" || echo "$ns_b")" env "URNIC_RUNTIME_DIR=$rt/$h" "$@" &
+  # nodad: usable at once (the daemons read the addresses when they start).
+  ip -n "$ns_a" addr add "${net6}1/64" dev "$veth_a" nodad
+  ip -n "$ns_b" addr add "${net6}2/64" dev "$veth_b" nodad
+  wait_link_local "$ns_a" "$veth_a" && wait_link_local "$ns_b" "$veth_b"
+  return 0
 }
 
 two_hosts_daemon() {
   local h=$1 what=${2:-urnicd}
-  mkdir -p "$rt/$h"
-  bg_host "$h" "$urnicd" --config "$rt/$h.json" --runtime-dir "$rt/$h" > "$rt/$h.log" 2>&1
-  local pid=$!
-  pids+=("$pid")
-  eval "daemon_pid_$h=$pid"
-  for _ in $(seq 200); do
-    [[ -S $rt/$h/urnicd.sock ]] && return 0
-    alive "$pid" || break
-    sleep 0.02
-  done
-  fail "$what in $h did not start: $(tail -n 3 "$rt/$h.log")"
-  exit 1
+  if ! urnicd_start "$(ns_of "$h")" "$rt/$h" "$rt/$h.log" --config "$rt/$h.json"; then
+    fail "$what in $h did not start: $(tail -n 3 "$rt/$h.log")"
+    exit 1
+  fi
+  eval "daemon_pid_$h=$urnicd_pid"
 }
 
 # wait_listen PORT PID: until something in a listens on TCP PORT (perftest's
@@ -142,32 +81,13 @@ wait_listen() {
   wait_tcp_listen "$1" --ns "$ns_a" --pid "$2"
 }
 
-port=$((20000 + tag % 20000))
-# pair_once: one run of common.sh's `pair` (which runs it again when only
-# perftest's clock failed), across the two hosts: server on a, client on b.
-pair_once() {
-  local name=$1 expect=$2 count=$3
-  shift 3
-  port=$((port + 1))
-  local out_s=$rt/server.out out_c=$rt/client.out
-  bg_host a "${run_env[@]}" timeout "$limit" "$@" -p "$port" > "$out_s" 2>&1
-  server_pid=$!
-  wait_listen "$port" "$server_pid"
-  local t0=$SECONDS
-  host "${client_host:-b}" "${run_env[@]}" timeout "$limit" "$@" -p "$port" "$ip_a" > "$out_c" 2>&1
-  local crc=$?
-  wait "$server_pid"
-  local src=$?
-  server_pid=
-  local got
-  got=$(grep -cE "$expect" "$out_c")
-  if [[ $crc -eq 0 && $src -eq 0 && $got -ge $count ]]; then
-    pair_msg="$name ($((SECONDS - t0)) s): $(grep -E "$expect" "$out_c" | tail -n 1 | tr -s ' \t' ' ')"
-    return 0
-  fi
-  pair_msg="$name: server exit $src, client exit $crc, $got/$count result lines; server said: $(said "$out_s"); client said: $(said "$out_c")"
-  pair_detail=$(sed 's/^/    client: /' "$out_c" | tail -n 15; sed 's/^/    server: /' "$out_s" | tail -n 15)
-  return 1
+# common.sh's `pair` across the two hosts: server in a, client in b (in a
+# too with client_host=a, both on a's daemon).
+pair_where() {
+  local c=${client_host:-b}
+  pair_server=(ip netns exec "$ns_a" env "URNIC_RUNTIME_DIR=$rt/a")
+  pair_client=(ip netns exec "$(ns_of "$c")" env "URNIC_RUNTIME_DIR=$rt/$c")
+  pair_ns=$ns_a pair_addr=$ip_a pair_inf_rows=0
 }
 
 # Multicast is unreliable: a datagram sent before the receiver joined is
@@ -179,11 +99,7 @@ mc_pair() {
   local out_r=$rt/mc_recv.out out_s=$rt/mc_send.out
   bg_host a "${run_env[@]}" timeout "$limit" stdbuf -oL mckey -m "$group" -b "$bind_a" "$@" > "$out_r" 2>&1
   server_pid=$!
-  for _ in $(seq 600); do
-    grep -q 'joined dgid' "$out_r" && break
-    alive "$server_pid" || break
-    sleep 0.05
-  done
+  wait_until 30 --pid "$server_pid" grep -q 'joined dgid' "$out_r"
   host b "${run_env[@]}" timeout "$limit" mckey -m "$group" -b "$bind_b" -s "$@" > "$out_s" 2>&1
   local src=$?
   wait "$server_pid"

@@ -30,7 +30,7 @@ fi
 
 # shellcheck source=two_hosts.sh
 source "$(dirname "$0")/two_hosts.sh"
-two_hosts_require_root
+hosts_require_root
 for tool in ip tshark; do
   if ! command -v "$tool" > /dev/null; then
     echo "SKIP: $tool is not installed"
@@ -88,11 +88,11 @@ grep -q "over $link .*$veth_a.*vlan 100" "$rt/a.log" && pass "urnicd in a: $(gre
 # and RoCE v1 frames, as libpcap rebuilds them with their tag.
 ip netns exec "$ns_b" tshark -q -i "$veth_b" -w "$rt/b.pcap" > "$rt/tshark.out" 2>&1 &
 cap_pid=$!
-pids+=("$cap_pid")
+cleanup_pids+=("$cap_pid")
 # tshark takes a while to start (dissector tables) on a loaded runner: wait
 # up to 30 s for it to say it captures, and report it if it never does
 # (the check below would otherwise only see an empty capture).
-for _ in $(seq 600); do grep -q "Capturing on" "$rt/tshark.out" && break; sleep 0.05; done
+wait_until 30 grep -q "Capturing on" "$rt/tshark.out"
 grep -q "Capturing on" "$rt/tshark.out" || echo "    tshark did not start capturing within 30 s: $(tail -n 2 "$rt/tshark.out" | tr '\n' ' ')"
 try_pair "rc_pingpong" "$limit" ibv_rc_pingpong -g 3 -l 5 -c -s 4000 -n 100
 if (( pair_rc == 0 )) && grep -qE "$pp" "$rt/client.out"; then
@@ -104,7 +104,6 @@ else
 fi
 sleep 0.5
 stop_pid "$cap_pid"
-wait "$cap_pid" 2>/dev/null
 roce='(udp.dstport == 4791 || eth.type == 0x8915 || vlan.etype == 0x8915)'
 all=$(tshark -r "$rt/b.pcap" -Y "$roce" 2>/dev/null | wc -l)
 tagged=$(tshark -r "$rt/b.pcap" -Y "$roce && vlan.id == 100 && vlan.priority == 5" 2>/dev/null | wc -l)
@@ -141,7 +140,6 @@ else fail "host a: rx_pkts $rx_a, rx_other_vlan $other_a"; fi
 
 # --- b on VLAN 200: nothing gets through; a counts b's frames ----------------
 stop_pid "$daemon_pid_b"
-wait "$daemon_pid_b" 2>/dev/null
 start_daemon b "$veth_b" 200
 before_a=$(stat a rx_pkts)
 try_pair "rc_pingpong across VLANs" 6 ibv_rc_pingpong -g 3 -c -s 100 -n 10
