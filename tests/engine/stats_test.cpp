@@ -230,28 +230,28 @@ struct StatsRig : urnic::test::SessionRig {
     ctl::StatsReq req{};
     ctl::set_name(req.device, "urnic0");
     req.scope = ctl::kStatsDeviceScope;
-    Stats s;
+    Stats out;
     for (;;) {
       ctl::StatsRep rep{};
       REQUIRE(call(req, &rep) == 0);
       REQUIRE(ctl::stats_rep_ok(req, rep));
-      ++s.pages;
-      s.total_qps = rep.total_qps;
+      ++out.pages;
+      out.total_qps = rep.total_qps;
       for (std::uint32_t i = 0; i < rep.entries; ++i) {
         const ctl::StatsEntry& e = rep.entry[i];
         const std::string name(ctl::stats_entry_name(e));
         if (e.scope == ctl::kStatsDeviceScope) {
-          CHECK(s.dev.count(name) == 0);
-          s.dev[name] = e.value;
+          CHECK(out.dev.count(name) == 0);
+          out.dev[name] = e.value;
         } else {
-          s.qps[e.scope].emplace_back(name, e.value);
+          out.qps[e.scope].emplace_back(name, e.value);
         }
       }
       if (rep.done == 1) break;
       req.scope = rep.next_scope;
       req.first_entry = rep.next_entry;
     }
-    return s;
+    return out;
   }
 };
 
