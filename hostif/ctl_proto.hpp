@@ -24,6 +24,7 @@
 #include <cstring>
 #include <optional>
 #include <span>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -829,43 +830,83 @@ static_assert(offsetof(StatusRep, links) == 40);
 static_assert(sizeof(StatusRep) + sizeof(MsgHeader) <= kMaxMessage);
 
 // ---------------------------------------------------------------- observability (90..99)
-// Counter values travel as flat vectors; their names are engine/stats.hpp's
-// tables (device_stat_name, qp_stat_name), compiled into daemon and CLI.
-inline constexpr std::size_t kStatsDeviceSlots = 96;
-inline constexpr std::size_t kStatsQpSlots = 48;
-inline constexpr std::size_t kStatsQpsPerReply = 8;
+// Counters travel by name (DPDK xstats style): each layer's table
+// (transport/counter_table.hpp) is walked by the daemon, so the CLI needs no
+// name table and a new counter needs no change here. A device's counters
+// come first, then each QP's in QPN order; a reply holds up to
+// kStatsEntriesPerReply of them and the cursor to ask again from.
+inline constexpr std::size_t kStatsNameLen = 28;          // NUL-terminated (engine/observe/stats.hpp checks the tables fit)
+inline constexpr std::uint32_t kStatsDeviceScope = 0xFFFFFFFFu;  // not a QPN (QPNs have 24 bits)
+inline constexpr std::size_t kStatsEntriesPerReply = 96;
 inline constexpr std::size_t kPathLen = 512;
 
 struct StatsReq {
   static constexpr MsgType kType = MsgType::kStats;
   char device[kNameLen];
-  std::uint32_t first_qpn;        // page: QPs with QPN >= this, in QPN order
-  std::uint32_t reserved;
+  // The cursor: kStatsDeviceScope / 0 for the first page, else a reply's
+  // next_scope / next_entry (a QPN: that QP, or the next one if it is gone).
+  std::uint32_t scope;
+  std::uint32_t first_entry;      // of the scope's counters
 };
 static_assert(sizeof(StatsReq) == 72);
-static_assert(offsetof(StatsReq, first_qpn) == 64);
+static_assert(offsetof(StatsReq, scope) == 64);
+static_assert(offsetof(StatsReq, first_entry) == 68);
 
-struct StatsQp {
-  std::uint32_t qpn;
-  std::uint32_t reserved;
-  std::uint64_t values[kStatsQpSlots];
+struct StatsEntry {
+  std::uint32_t scope;            // kStatsDeviceScope, or the QPN of the QP the counter is of
+  char name[kStatsNameLen];       // NUL-terminated
+  std::uint64_t value;
 };
-static_assert(sizeof(StatsQp) == 8 + 8 * kStatsQpSlots);
+static_assert(sizeof(StatsEntry) == 40);
+static_assert(offsetof(StatsEntry, name) == 4);
+static_assert(offsetof(StatsEntry, value) == 32);
 
 struct StatsRep {
   static constexpr MsgType kType = MsgType::kStats;
-  std::uint32_t device_values;    // used entries of `device`
-  std::uint32_t qp_values;        // used entries of each StatsQp::values
-  std::uint32_t qps;              // used entries of `qp`
-  std::uint32_t next_qpn;         // 0: last page; else ask again from this QPN
+  std::uint32_t entries;          // used entries of `entry`
   std::uint32_t total_qps;        // QPs on the device
+  std::uint32_t done;             // 1: the last page; else ask again from next_*
+  std::uint32_t next_scope;
+  std::uint32_t next_entry;
   std::uint32_t reserved;
-  std::uint64_t device[kStatsDeviceSlots];
-  StatsQp qp[kStatsQpsPerReply];
+  StatsEntry entry[kStatsEntriesPerReply];
 };
-static_assert(offsetof(StatsRep, device) == 24);
-static_assert(offsetof(StatsRep, qp) == 24 + 8 * kStatsDeviceSlots);
+static_assert(offsetof(StatsRep, entry) == 24);
+static_assert(sizeof(StatsRep) == 24 + 40 * kStatsEntriesPerReply);
 static_assert(sizeof(StatsRep) + sizeof(MsgHeader) <= kMaxMessage);
+
+// A reply's entry's name, or empty if it is not NUL-terminated in its field
+// (a reply is checked before use: stats_rep_ok).
+inline std::string_view stats_entry_name(const StatsEntry& e) noexcept {
+  const void* nul = std::memchr(e.name, 0, kStatsNameLen);
+  if (nul == nullptr) return {};
+  return std::string_view(e.name, static_cast<std::size_t>(static_cast<const char*>(nul) - e.name));
+}
+
+// The order of cursors: the device's counters, then each QP's by QPN.
+inline constexpr std::uint64_t stats_cursor_rank(std::uint32_t scope, std::uint32_t entry) noexcept {
+  const std::uint64_t s = scope == kStatsDeviceScope ? 0 : std::uint64_t{scope} + 1;
+  return (s << 32) | entry;
+}
+
+// A reply the CLI may use after request `req`: a bounded entry count, each
+// entry named and scoped (the device, or a 24-bit QPN, in order), and on a
+// page that is not the last a cursor beyond the request's (so paging ends).
+inline bool stats_rep_ok(const StatsReq& req, const StatsRep& rep) noexcept {
+  if (rep.entries > kStatsEntriesPerReply || rep.done > 1) return false;
+  std::uint64_t last = 0;
+  for (std::uint32_t i = 0; i < rep.entries; ++i) {
+    const StatsEntry& e = rep.entry[i];
+    if (stats_entry_name(e).empty()) return false;
+    if (e.scope != kStatsDeviceScope && e.scope >= (1u << 24)) return false;
+    const std::uint64_t rank = stats_cursor_rank(e.scope, 0);
+    if (rank < last) return false;
+    last = rank;
+  }
+  if (rep.done == 1) return true;
+  if (rep.next_scope != kStatsDeviceScope && rep.next_scope >= (1u << 24)) return false;
+  return stats_cursor_rank(rep.next_scope, rep.next_entry) > stats_cursor_rank(req.scope, req.first_entry);
+}
 
 inline constexpr std::uint32_t kFaultQuery = 0;
 inline constexpr std::uint32_t kFaultSet = 1;

@@ -1,12 +1,13 @@
-// Transport counters (STYLE 19): an enum, a constexpr name table using the
-// rdma tool / rxe names, a size check. Single writer (the owning lcore);
-// plain integers, bumped where the decision is made.
+// Transport counters (STYLE 19; transport/counter_table.hpp): an enum, a
+// name table keyed by it using the rdma tool / rxe names, a compile-time
+// check. Single writer (the owning lcore); plain integers, bumped where the
+// decision is made. A new counter: a line in the enum, a line in the table,
+// `count(Counter::kX)` where it is decided; `urnic stats` shows it by name.
 #pragma once
 
-#include <array>
-#include <cstddef>
 #include <cstdint>
-#include <string_view>
+
+#include "transport/counter_table.hpp"
 
 namespace urnic::transport {
 
@@ -15,6 +16,7 @@ enum class Counter : uint8_t {
   kRcvdPkts,
   kDuplicateRequest,     // responder: request PSN behind the expected PSN
   kOutOfSeqRequest,      // responder: request PSN ahead of the expected PSN
+  kSeqErrNaksSent,       // responder: PSN sequence error NAKs sent (one per gap, IBA 9.7.5.2.2)
   kRcvdRnrErr,           // requester: RNR NAKs received
   kSendRnrErr,           // responder: RNR NAKs sent
   kRcvdSeqErr,           // requester: PSN sequence error NAKs received
@@ -22,6 +24,7 @@ enum class Counter : uint8_t {
   kRetryExceededErr,     // requester: retry_cnt exhausted
   kRetryRnrExceededErr,  // requester: rnr_retry exhausted
   kCompleterRetryErr,    // requester: go-back-N retransmissions started
+  kRetransmittedPkts,    // requester: RC/XRC request packets sent again (PSN below the highest sent)
   kSendErr,              // requester: WQE failed locally (protection, length)
   kRdmaSends,
   kRdmaRecvs,
@@ -67,29 +70,49 @@ enum class Counter : uint8_t {
   kCount,
 };
 
-inline constexpr std::array<std::string_view, static_cast<std::size_t>(Counter::kCount)> kCounterNames = {
-    "sent_pkts",          "rcvd_pkts",           "duplicate_request",     "out_of_seq_request",
-    "rcvd_rnr_err",       "send_rnr_err",        "rcvd_seq_err",          "ack_deferred",
-    "retry_exceeded_err", "retry_rnr_exceeded_err", "completer_retry_err", "send_err",
-    "rdma_sends",         "rdma_recvs",          "duplicate_response",    "out_of_seq_response",
-    "rcvd_nak_err",       "sent_nak_err",        "local_ack_timeout_err", "dropped_pkts",
-    "qkey_violation",     "cq_overflow",
-    "iw_fpdus_sent",      "iw_fpdus_rcvd",       "iw_crc_errors",         "iw_terminates_sent",
-    "iw_terminates_rcvd", "wrong_peer_pkts",     "write_faults",          "ce_rcvd",
-    "cnps_sent",          "cnps_rcvd",           "dcqcn_rate_decreases",  "dcqcn_rate_mbps",
-    "srtt_us",
-};
-static_assert(kCounterNames.size() == static_cast<std::size_t>(Counter::kCount));
+inline constexpr CounterNames<Counter> kCounterNames = {{
+    {Counter::kSentPkts, "sent_pkts"},
+    {Counter::kRcvdPkts, "rcvd_pkts"},
+    {Counter::kDuplicateRequest, "duplicate_request"},
+    {Counter::kOutOfSeqRequest, "out_of_seq_request"},
+    {Counter::kSeqErrNaksSent, "seq_err_naks_sent"},
+    {Counter::kRcvdRnrErr, "rcvd_rnr_err"},
+    {Counter::kSendRnrErr, "send_rnr_err"},
+    {Counter::kRcvdSeqErr, "rcvd_seq_err"},
+    {Counter::kAckDeferred, "ack_deferred"},
+    {Counter::kRetryExceededErr, "retry_exceeded_err"},
+    {Counter::kRetryRnrExceededErr, "retry_rnr_exceeded_err"},
+    {Counter::kCompleterRetryErr, "completer_retry_err"},
+    {Counter::kRetransmittedPkts, "retransmitted_pkts"},
+    {Counter::kSendErr, "send_err"},
+    {Counter::kRdmaSends, "rdma_sends"},
+    {Counter::kRdmaRecvs, "rdma_recvs"},
+    {Counter::kDuplicateResponse, "duplicate_response"},
+    {Counter::kOutOfSeqResponse, "out_of_seq_response"},
+    {Counter::kRcvdNakErr, "rcvd_nak_err"},
+    {Counter::kSentNakErr, "sent_nak_err"},
+    {Counter::kLocalAckTimeoutErr, "local_ack_timeout_err"},
+    {Counter::kDroppedPkts, "dropped_pkts"},
+    {Counter::kQkeyViolation, "qkey_violation"},
+    {Counter::kCqOverflow, "cq_overflow"},
+    {Counter::kIwFpdusSent, "iw_fpdus_sent"},
+    {Counter::kIwFpdusRcvd, "iw_fpdus_rcvd"},
+    {Counter::kIwCrcErrors, "iw_crc_errors"},
+    {Counter::kIwTerminatesSent, "iw_terminates_sent"},
+    {Counter::kIwTerminatesRcvd, "iw_terminates_rcvd"},
+    {Counter::kWrongPeerPkts, "wrong_peer_pkts"},
+    {Counter::kWriteFaults, "write_faults"},
+    {Counter::kCeRcvd, "ce_rcvd"},
+    {Counter::kCnpsSent, "cnps_sent"},
+    {Counter::kCnpsRcvd, "cnps_rcvd"},
+    {Counter::kDcqcnRateDecreases, "dcqcn_rate_decreases"},
+    {Counter::kDcqcnRateMbps, "dcqcn_rate_mbps"},
+    {Counter::kSrttUs, "srtt_us"},
+}};
+static_assert(counter_table_ok(kCounterNames));
 
-class Counters {
- public:
-  void inc(Counter c, uint64_t n = 1) noexcept { v_[static_cast<std::size_t>(c)] += n; }
-  void set(Counter c, uint64_t v) noexcept { v_[static_cast<std::size_t>(c)] = v; }  // gauges
-  uint64_t get(Counter c) const noexcept { return v_[static_cast<std::size_t>(c)]; }
-  static std::string_view name(Counter c) noexcept { return kCounterNames[static_cast<std::size_t>(c)]; }
-
- private:
-  std::array<uint64_t, static_cast<std::size_t>(Counter::kCount)> v_{};
-};
+// The transport's counters, per device (Transport::counters) and per QP
+// (Transport::qp_counters).
+using Counters = CounterArray<Counter>;
 
 }  // namespace urnic::transport

@@ -301,9 +301,18 @@ void Qp::send_next_packet(SendWqe& w, Nanos now) {
 }
 
 void Qp::emit_request(wire::IbPacket& p, const Addressing& addr, Nanos now) {
+  // A resend: a PSN not beyond the highest sent (go-back-N after a NAK or
+  // a timeout, IBA 9.7.4.1; PSNs compare modulo 2^24).
+  const bool resend = sent_any_ && (p.bth.psn - sent_hi_) < 0;
+  if (!resend) {
+    sent_hi_ = p.bth.psn + 1;
+    sent_any_ = true;
+  } else if (reliable()) {
+    count(Counter::kRetransmittedPkts);
+  }
   if (ctx_.cfg.dcqcn.enabled) {
     const uint64_t bytes = wire::ib_wire_size(p);
-    time_request(p, now);
+    time_request(p, resend, now);
     if (rate_.limited()) pace(bytes, now);
     else rate_.on_sent(bytes, now);
   }
@@ -339,14 +348,10 @@ void Qp::pace(uint64_t bytes, Nanos now) {
 // and only a PSN never sent before starts one -- or a resend after a
 // sequence NAK (rtt_clean_resend_): the responder dropped every request
 // from the NAKed PSN on, so those copies are the first it can take.
-void Qp::time_request(const wire::IbPacket& p, Nanos now) {
+void Qp::time_request(const wire::IbPacket& p, bool resend, Nanos now) {
   const Psn psn = p.bth.psn;
-  if (!sent_any_ || (psn - sent_hi_) >= 0) {
-    sent_hi_ = psn + 1;
-    sent_any_ = true;
-  } else if (!rtt_clean_resend_ || (psn - rtt_clean_from_) < 0) {
+  if (resend && (!rtt_clean_resend_ || (psn - rtt_clean_from_) < 0))
     return;  // a resend whose original the responder may have taken
-  }
   if (!rtt_timing_ && p.bth.ack_req && reliable()) {
     rtt_timing_ = true;
     rtt_psn_ = psn;

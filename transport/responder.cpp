@@ -37,7 +37,10 @@ void Qp::resp_run(const wire::IbPacket& pkt, const RxInfo& rx, Nanos now) {
       case RespState::kDuplicateRequest: s = resp_duplicate(pkt, now); break;
       case RespState::kErrNakPsnSequence:
         // IBA 9.7.5.2.2: NAK once with the PSN we expect; the requester goes back to it.
-        if (!ctx_.cfg.planted.skip_psn_nak) send_ack(ae::kNak | ae::kNakPsnSequence, epsn_, now);
+        if (!ctx_.cfg.planted.skip_psn_nak) {
+          count(Counter::kSeqErrNaksSent);
+          send_ack(ae::kNak | ae::kNakPsnSequence, epsn_, now);
+        }
         return;
       case RespState::kErrRnr:
         // IBA 9.7.5.2.8: no receive WQE -- RNR NAK with our minimum RNR

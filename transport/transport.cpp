@@ -174,6 +174,12 @@ const Counters* Transport::qp_counters(uint32_t qpn) const {
   return qp == nullptr ? nullptr : &qp->counters();
 }
 
+void Transport::count_cq_overflow(uint32_t qpn) {
+  if (detail::IwQp* iw = find_iw_qp(qpn)) iw->count(Counter::kCqOverflow);  // the device's too
+  else if (Qp* qp = find_qp(qpn)) qp->count(Counter::kCqOverflow);
+  else ctx_->counters.inc(Counter::kCqOverflow);
+}
+
 PdHandle Transport::alloc_pd() {
   const uint32_t h = ctx_->next_handle++;
   ctx_->pds.emplace(h, detail::Pd{});

@@ -212,6 +212,11 @@ class Transport {
   // exact whichever call or timer made the change.
   const Counters& counters() const noexcept;
   const Counters* qp_counters(uint32_t qpn) const;
+  // The engine's half of a CQ overflow: a completion it could not deliver
+  // because the application's CQ ring was full. Counted in cq_overflow
+  // with the transport's own (Context::push_cqe), for the device and QP
+  // `qpn`'s share, so `urnic stats` has one CQ overflow counter.
+  void count_cq_overflow(uint32_t qpn);
 
   // iWARP QPs (TransportConfig::iwarp; transport/iw_*.cpp). The connection
   // manager runs the MPA exchange (transport/iwarp/mpa_setup.hpp), then

@@ -661,7 +661,7 @@ Reply Session::on_convert_mr(const MsgHeader& h, std::span<const std::byte> msg,
   if (mr.lazy == 0) return fail<ctl::ConvertMrRep>(h, EINVAL);  // never asked, or answered already
   ConversionCounters& n = dp_->conversions().counters();
   if (req->direct_len == 0) {
-    ++n.declined;
+    n.inc(ConversionCounter::kDeclined);
     end_lazy(mr, domain_of_pid(pid_));
     return ok(h, ctl::ConvertMrRep{{req->handle, 0}});
   }
@@ -670,11 +670,11 @@ Reply Session::on_convert_mr(const MsgHeader& h, std::span<const std::byte> msg,
     return fail<ctl::ConvertMrRep>(h, EINVAL);
   const std::uint32_t region = hold_region(req->direct_va, req->direct_len, req->direct_offset, fds.empty() ? -1 : fds[0]);
   if (region == 0) {
-    ++n.declined;
+    n.inc(ConversionCounter::kDeclined);
     end_lazy(mr, domain_of_pid(pid_));
   } else {
-    ++n.converted;
-    n.bytes_converted += req->direct_len;
+    n.inc(ConversionCounter::kConverted);
+    n.inc(ConversionCounter::kBytesConverted, req->direct_len);
     mr.region = region;
     end_lazy(mr, region_domain_of_pid(pid_, region));
   }

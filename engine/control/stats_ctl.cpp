@@ -33,44 +33,58 @@ const std::vector<DataPath*>& find_datapaths(Registry& reg, const char (&name)[c
   return d == nullptr ? none : reg.datapaths(d);
 }
 
-// Adds one shard's page `from` to the device's `into`: counters add up, and
-// the QPs of both pages, in QPN order, make one page that ends before the
-// first QPN either shard left for a next page.
-void merge_shard_stats(ctl::StatsRep& into, const ctl::StatsRep& from) {
-  for (std::uint32_t i = 0; i < from.device_values; ++i) into.device[i] += from.device[i];
-  into.total_qps += from.total_qps;
-  std::vector<ctl::StatsQp> qps(into.qp, into.qp + into.qps);
-  qps.insert(qps.end(), from.qp, from.qp + from.qps);
-  std::sort(qps.begin(), qps.end(), [](const ctl::StatsQp& a, const ctl::StatsQp& b) { return a.qpn < b.qpn; });
-  std::uint32_t next = into.next_qpn == 0 ? from.next_qpn
-                       : from.next_qpn == 0 ? into.next_qpn
-                                            : std::min(into.next_qpn, from.next_qpn);
-  if (next != 0) std::erase_if(qps, [&](const ctl::StatsQp& q) { return q.qpn >= next; });
-  if (qps.size() > ctl::kStatsQpsPerReply) {
-    next = qps[ctl::kStatsQpsPerReply].qpn;
-    qps.resize(ctl::kStatsQpsPerReply);
+// The device's counters: each shard's, added entry by entry (every shard
+// lists the same tables in the same order).
+CounterList device_counters(const std::vector<DataPath*>& dps) {
+  CounterList sum;
+  for (DataPath* dp : dps) {
+    ShardScope scope(dp->shard_handle());
+    CounterList one;
+    dp->device_counters(one);
+    if (sum.empty()) {
+      sum = std::move(one);
+      continue;
+    }
+    for (std::size_t i = 0; i < sum.size() && i < one.size(); ++i) sum[i].value += one[i].value;
   }
-  into.qps = static_cast<std::uint32_t>(qps.size());
-  std::copy(qps.begin(), qps.end(), into.qp);
-  into.next_qpn = next;
+  return sum;
 }
 
+// One page of the device's counters, then its QPs' in QPN order, from the
+// request's cursor (ctl::StatsReq).
 Reply on_stats(Registry& reg, const MsgHeader& h, std::span<const std::byte> msg) {
   const auto req = ctl::decode<ctl::StatsReq>(msg);
   if (!req) return fail<ctl::StatsRep>(h, EINVAL);
   const std::vector<DataPath*>& dps = find_datapaths(reg, req->device);
   if (dps.empty()) return fail<ctl::StatsRep>(h, ENODEV);
-  auto rep = std::make_unique<ctl::StatsRep>();
+  // Which shard counts each QP (a QP lives on one).
+  std::vector<std::pair<std::uint32_t, DataPath*>> qps;
   for (DataPath* dp : dps) {
     ShardScope scope(dp->shard_handle());
-    if (dp == dps.front()) {
-      dp->fill_stats(*rep, req->first_qpn);
-      continue;
-    }
-    auto one = std::make_unique<ctl::StatsRep>();
-    dp->fill_stats(*one, req->first_qpn);
-    merge_shard_stats(*rep, *one);
+    std::vector<std::uint32_t> qpns;
+    dp->stats_qpns(qpns);
+    for (std::uint32_t q : qpns) qps.emplace_back(q, dp);
   }
+  std::sort(qps.begin(), qps.end());
+  auto rep = std::make_unique<ctl::StatsRep>();
+  rep->total_qps = static_cast<std::uint32_t>(qps.size());
+  StatsPage page(*rep);
+  const bool from_device = req->scope == ctl::kStatsDeviceScope;
+  if (from_device && !page.add(ctl::kStatsDeviceScope, device_counters(dps), req->first_entry)) return ok(h, *rep);
+  const std::uint32_t first_qpn = from_device ? 0 : req->scope;
+  CounterList list;
+  for (const auto& [qpn, dp] : qps) {
+    if (qpn < first_qpn) continue;
+    list.clear();
+    {
+      ShardScope scope(dp->shard_handle());
+      if (!dp->qp_counters(qpn, list)) continue;
+    }
+    // A QP gone since the last page: the next one starts at its first counter.
+    const std::size_t first = !from_device && qpn == req->scope ? req->first_entry : 0;
+    if (!page.add(qpn, list, first)) return ok(h, *rep);
+  }
+  page.finish();
   return ok(h, *rep);
 }
 

@@ -21,7 +21,7 @@ uint32_t ConversionWatch::add(pid_t pid, int channel, uint32_t mr_handle, uint64
     return 0;
   }
   entries_[id - 1] = Entry{pid, channel, mr_handle, 0, kMoveCost + 2 * page_bytes, false};
-  ++counters_.lazy_mrs;
+  counters_.inc(ConversionCounter::kLazyMrs);
   return id;
 }
 
@@ -31,7 +31,7 @@ void ConversionWatch::remove(uint32_t id) {
   if (e.asked) answered(e.pid);
   e = Entry{};
   free_.push_back(id);
-  --counters_.lazy_mrs;
+  counters_.set(ConversionCounter::kLazyMrs, counters_.get(ConversionCounter::kLazyMrs) - 1);
 }
 
 void ConversionWatch::ask(Entry& e) {
@@ -40,7 +40,7 @@ void ConversionWatch::ask(Entry& e) {
   // it) is asked again at the MR's next access.
   if (::send(e.channel, &req, sizeof req, MSG_DONTWAIT | MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof req)) return;
   e.asked = true;
-  ++counters_.asked;
+  counters_.inc(ConversionCounter::kAsked);
   auto it = std::find_if(converting_.begin(), converting_.end(), [&](const Converting& c) { return c.pid == e.pid; });
   if (it == converting_.end()) {
     converting_.push_back(Converting{e.pid, 1, 0});
@@ -60,7 +60,7 @@ bool ConversionWatch::may_retry(pid_t pid, uint64_t ns) {
   if (it == converting_.end()) return false;
   it->retried_ns += ns;
   if (it->retried_ns >= kRetryBudgetNs) return false;
-  ++counters_.write_retries;
+  counters_.inc(ConversionCounter::kRetries);
   return true;
 }
 

@@ -35,18 +35,34 @@
 #include <cstdint>
 #include <vector>
 
+#include "transport/counter_table.hpp"
+
 namespace urnic::engine {
 
-struct ConversionCounters {
-  uint64_t lazy_mrs = 0;          // lazy MRs registered (a gauge: live now)
-  uint64_t fallback_accesses = 0; // accesses to lazy MRs through process_vm_*
-  uint64_t fallback_bytes = 0;
-  uint64_t asked = 0;             // ConvertRequests sent
-  uint64_t converted = 0;         // MRs switched to a region on the shim's answer
-  uint64_t declined = 0;          // the shim could not convert (or failed to)
-  uint64_t bytes_converted = 0;   // whole-page bytes of the converted MRs
-  uint64_t write_retries = 0;     // writes retried while their process converted
+// Its counters (transport/counter_table.hpp), shown by `urnic stats`.
+enum class ConversionCounter : std::uint8_t {
+  kLazyMrs,           // lazy MRs whose pages may still be moved (a gauge)
+  kFallbackAccesses,  // accesses to lazy MRs through process_vm_*
+  kFallbackBytes,     // ... and their bytes
+  kAsked,             // ConvertRequests sent
+  kConverted,         // MRs switched to a region on the shim's answer
+  kDeclined,          // the shim could not move them (or the region could not be mapped)
+  kBytesConverted,    // whole-page bytes of the converted MRs
+  kRetries,           // accesses retried while their process moved pages
+  kCount,
 };
+inline constexpr transport::CounterNames<ConversionCounter> kConversionCounterNames = {{
+    {ConversionCounter::kLazyMrs, "mr_lazy"},
+    {ConversionCounter::kFallbackAccesses, "mr_fallback_accesses"},
+    {ConversionCounter::kFallbackBytes, "mr_fallback_bytes"},
+    {ConversionCounter::kAsked, "mr_conversions_asked"},
+    {ConversionCounter::kConverted, "mr_conversions"},
+    {ConversionCounter::kDeclined, "mr_conversions_declined"},
+    {ConversionCounter::kBytesConverted, "mr_bytes_converted"},
+    {ConversionCounter::kRetries, "mr_access_retries"},
+}};
+static_assert(transport::counter_table_ok(kConversionCounterNames));
+using ConversionCounters = transport::CounterArray<ConversionCounter>;
 
 class ConversionWatch {
  public:
@@ -66,8 +82,8 @@ class ConversionWatch {
   void note(uint32_t id, uint64_t bytes) {
     if (id == 0 || id > entries_.size()) return;
     Entry& e = entries_[id - 1];
-    ++counters_.fallback_accesses;
-    counters_.fallback_bytes += bytes;
+    counters_.inc(ConversionCounter::kFallbackAccesses);
+    counters_.inc(ConversionCounter::kFallbackBytes, bytes);
     e.cost += kAccessCost + bytes;
     if (e.pid != 0 && !e.asked && e.cost >= e.threshold) ask(e);
   }

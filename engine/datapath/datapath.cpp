@@ -560,7 +560,8 @@ void DataPath::fail_qp(std::uint32_t qpn, QpBinding& b, std::uint64_t wr_id, std
   attr.qp_state = t::QpState::kErr;
   transport_->modify_qp(qpn, attr, t::qp_attr::kState, now);
   retire_wqes();  // the bad WQE's slot is free before its CQE is visible
-  if (b.qp->send_cq_queue != nullptr && b.qp->send_cq_queue->deliver(e, true) == EOVERFLOW) ++counters_.cq_overflows;
+  if (b.qp->send_cq_queue != nullptr && b.qp->send_cq_queue->deliver(e, true) == EOVERFLOW)
+    transport_->count_cq_overflow(qpn);
 }
 
 void DataPath::ring_corrupt(std::uint32_t qpn, QpBinding& b, t::Nanos now) {
@@ -716,7 +717,7 @@ bool DataPath::drain_rq(std::uint32_t qpn, QpBinding& b, t::Nanos now) {
       transport_->modify_qp(qpn, attr, t::qp_attr::kState, 0);
       retire_wqes();  // the bad WQE's slot is free before its CQE is visible
       if (b.qp->recv_cq_queue != nullptr && b.qp->recv_cq_queue->deliver(e, true) == EOVERFLOW)
-        ++counters_.cq_overflows;
+        transport_->count_cq_overflow(qpn);
       return true;
     }
     ++counters_.wqes_posted;
@@ -826,7 +827,7 @@ bool DataPath::drain_cqs() {
         // Solicited-only arms fire on a receive of a message sent with SE,
         // and on any error completion (CqQueue::deliver; IBA 11.4.2.2).
         if (b.cq->deliver(to_slot(e), e.solicited, e.tm_tag, e.tm_priv) == EOVERFLOW)
-          ++counters_.cq_overflows;
+          transport_->count_cq_overflow(e.qp_num);
         ++counters_.cqes_delivered;
       }
       room -= static_cast<std::uint32_t>(got);

@@ -49,7 +49,6 @@ struct DataPathCounters {
   uint64_t wqes_posted = 0;
   uint64_t wqes_rejected = 0;    // bad WQE from the application: error CQE, QP to ERR
   uint64_t cqes_delivered = 0;
-  uint64_t cq_overflows = 0;
   uint64_t hairpin_packets = 0;
   uint64_t mcast_no_members = 0;  // multicast sends no QP of the device had joined
   uint64_t rings_corrupt = 0;     // QPs errored for a corrupt producer index (DataPath::ring_corrupt)
@@ -181,8 +180,13 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
   FaultStage& faults() { return faults_; }
   // One capture per device: every shard writes to shard 0's.
   Capture& capture() { return *capture_; }
-  // The device counters and one page of per-QP counters (QPN >= first_qpn).
-  void fill_stats(ctl::StatsRep& rep, std::uint32_t first_qpn) const;
+  // `urnic stats` (engine/control/stats_ctl.cpp pages them): this data
+  // path's device counters, every table in a fixed order (the same on each
+  // shard, so shards add up entry by entry); the QPs it counts; one QP's
+  // counters (false: not one of this data path's QPs).
+  void device_counters(CounterList& out) const;
+  void stats_qpns(std::vector<std::uint32_t>& out) const;
+  bool qp_counters(std::uint32_t qpn, CounterList& out) const;
 
   // The GSI (QP1): `h` receives every packet to QPN 1; send_gsi() sends one
   // MAD as a UD SEND_ONLY from QP1 to QP1 at `dgid` from GID `sgid_index`

@@ -92,7 +92,7 @@ bool ProcessMemory::retry_while_converting(pid_t pid, Transfer&& transfer) {
 bool ProcessMemory::read_now(pid_t pid, uint64_t va, std::span<uint8_t> out) {
   auto transfer = [&] {
     return transfer_all(out.data(), va, out.size(), [&](const iovec* l, const iovec* r) {
-      ++counters_.read_calls;
+      count(MemCounter::kReadCalls);
       return ::process_vm_readv(pid, l, 1, r, 1, 0);
     });
   };
@@ -103,7 +103,7 @@ bool ProcessMemory::write_now(pid_t pid, uint64_t va, std::span<const uint8_t> i
   // process_vm_writev takes a non-const local iovec although it only reads it.
   auto transfer = [&] {
     return transfer_all(const_cast<uint8_t*>(in.data()), va, in.size(), [&](const iovec* l, const iovec* r) {
-      ++counters_.write_calls;
+      count(MemCounter::kWriteCalls);
       return ::process_vm_writev(pid, l, 1, r, 1, 0);
     });
   };
@@ -117,7 +117,7 @@ bool ProcessMemory::write_now(pid_t pid, uint64_t va, std::span<const uint8_t> i
   // connection end as on hardware, by the CM's DREQ, not by a remote access
   // error). A range the live process unmapped is still a fault (EFAULT).
   if (errno != ESRCH) return false;
-  ++counters_.writes_to_exited;
+  count(MemCounter::kWritesToExited);
   return true;
 }
 
@@ -130,7 +130,7 @@ bool ProcessMemory::intact(transport::MemDomain dom) {
   // The file was truncated under the access (sigbus_guard.hpp): it read
   // zeros or wrote into nothing. It fails, as a fault of process_vm_* does;
   // the region is not used again.
-  ++counters_.direct_faults;
+  count(MemCounter::kDirectFaults);
   return false;
 }
 
@@ -141,7 +141,7 @@ const uint8_t* ProcessMemory::view(transport::MemDomain dom, uint64_t va, std::s
   const uint8_t* p = direct(dom, va, n);
   if (p == nullptr) return nullptr;
   flush_writes();  // a staged write across the region's edge may cover these bytes
-  ++counters_.direct_reads;
+  count(MemCounter::kDirectReads);
   last_view_ = p;
   last_view_len_ = n;
   return p;
@@ -151,7 +151,7 @@ bool ProcessMemory::read(transport::MemDomain dom, uint64_t va, std::span<uint8_
   flush_writes();
   if (const uint8_t* p = direct(dom, va, out.size())) {
     std::memcpy(out.data(), p, out.size());
-    ++counters_.direct_reads;
+    count(MemCounter::kDirectReads);
     return intact(dom);
   }
   const pid_t pid = pid_of(dom);
@@ -160,7 +160,7 @@ bool ProcessMemory::read(transport::MemDomain dom, uint64_t va, std::span<uint8_
   if (window_len_ > 0 && pid == window_pid_ && va >= window_va_ && va - window_va_ <= window_len_ &&
       len <= window_len_ - (va - window_va_)) {
     std::memcpy(out.data(), window_.data() + (va - window_va_), len);
-    ++counters_.reads_from_window;
+    count(MemCounter::kReadsFromWindow);
     return true;
   }
   if (len >= kWindowBytes) return read_now(pid, va, out);
@@ -169,7 +169,7 @@ bool ProcessMemory::read(transport::MemDomain dom, uint64_t va, std::span<uint8_
   window_len_ = 0;
   iovec l{window_.data(), kWindowBytes};
   iovec r{reinterpret_cast<void*>(va), kWindowBytes};  // NOLINT: a remote address
-  ++counters_.read_calls;
+  count(MemCounter::kReadCalls);
   const ssize_t n = ::process_vm_readv(pid, &l, 1, &r, 1, 0);
   if (n < static_cast<ssize_t>(len)) return read_now(pid, va, out);
   window_pid_ = pid;
@@ -200,7 +200,7 @@ bool ProcessMemory::stage(transport::MemDomain dom, uint64_t va, std::span<const
     // region (a WRITE within one MR; overlapping ranges are the
     // application's business, not undefined behaviour here).
     std::memmove(p, in.data(), in.size());
-    ++counters_.direct_writes;
+    count(MemCounter::kDirectWrites);
     return intact(dom);
   }
   note_fallback(dom, in.size());
@@ -240,8 +240,8 @@ void ProcessMemory::flush_writes() {
   if (staged_remote_.empty()) return;
   std::size_t total = staged_.size();
   iovec l{staged_.data(), total};
-  ++counters_.write_calls;
-  counters_.write_ranges += staged_remote_.size();
+  count(MemCounter::kWriteCalls);
+  count(MemCounter::kWriteRanges, staged_remote_.size());
   const ssize_t n = ::process_vm_writev(staged_pid_, &l, 1, staged_remote_.data(),
                                         static_cast<unsigned long>(staged_remote_.size()), 0);
   if (n != static_cast<ssize_t>(total)) {
@@ -250,7 +250,7 @@ void ProcessMemory::flush_writes() {
     std::size_t off = 0;
     for (const StagedPiece& p : staged_pieces_) {
       if (!write_now(staged_pid_, p.va, {staged_.data() + off, p.len})) {
-        ++counters_.deferred_write_faults;
+        count(MemCounter::kDeferredWriteFaults);
         if (p.tag.qpn != 0) faults_.push_back(p.tag);
       }
       off += p.len;
@@ -283,7 +283,7 @@ uint64_t* ProcessMemory::direct_atomic(transport::MemDomain dom, uint64_t va) {
   if (p == nullptr) return nullptr;
   flush_writes();
   window_len_ = 0;
-  ++counters_.direct_atomics;
+  count(MemCounter::kDirectAtomics);
   return reinterpret_cast<uint64_t*>(p);  // NOLINT: page-aligned base + 8-aligned offset
 }
 

@@ -53,6 +53,7 @@
 
 #include "engine/datapath/conversion_watch.hpp"
 #include "engine/datapath/mapped_regions.hpp"
+#include "transport/counter_table.hpp"
 #include "transport/io.hpp"
 
 namespace urnic::engine {
@@ -87,19 +88,40 @@ constexpr transport::MemDomain lazy_domain_of_pid(pid_t pid, uint32_t id) noexce
                                            (static_cast<uint64_t>(id) << kRegionShift));
 }
 
-struct ProcessMemoryCounters {
-  uint64_t read_calls = 0;      // process_vm_readv system calls
-  uint64_t write_calls = 0;     // process_vm_writev system calls
-  uint64_t write_ranges = 0;    // destination ranges those calls carried
-  uint64_t reads_from_window = 0;
-  uint64_t deferred_write_faults = 0;  // staged writes the target no longer had mapped
-  uint64_t writes_to_exited = 0;       // writes into a process that had exited: dropped, as made
+// The process memory's counters (transport/counter_table.hpp), all shown by
+// `urnic stats` under these names (DataPath::device_counters). A new one: a
+// line in the enum, a line in the table, `count(MemCounter::kX)` where it
+// happens.
+enum class MemCounter : std::uint8_t {
+  kReadCalls,            // process_vm_readv system calls
+  kWriteCalls,           // process_vm_writev system calls
+  kWriteRanges,          // destination ranges those calls carried
+  kReadsFromWindow,      // reads served from the staged writes' window (no system call)
+  kDeferredWriteFaults,  // staged writes the target no longer had mapped
+  kWritesToExited,       // writes into a process that had exited: dropped, as made
   // Accesses served from a mapped region (mapped_regions.hpp): no system call.
-  uint64_t direct_reads = 0;
-  uint64_t direct_writes = 0;
-  uint64_t direct_atomics = 0;
-  uint64_t direct_faults = 0;  // direct accesses that met a truncated file (sigbus_guard.hpp), failed
+  kDirectReads,
+  kDirectWrites,
+  kDirectAtomics,
+  kDirectFaults,         // direct accesses that met a truncated file (sigbus_guard.hpp), failed
+  kCount,
 };
+
+inline constexpr transport::CounterNames<MemCounter> kMemCounterNames = {{
+    {MemCounter::kReadCalls, "mem_read_calls"},
+    {MemCounter::kWriteCalls, "mem_write_calls"},
+    {MemCounter::kWriteRanges, "mem_write_ranges"},
+    {MemCounter::kReadsFromWindow, "mem_reads_from_window"},
+    {MemCounter::kDeferredWriteFaults, "mem_deferred_write_faults"},
+    {MemCounter::kWritesToExited, "mem_writes_to_exited"},
+    {MemCounter::kDirectReads, "mem_direct_reads"},
+    {MemCounter::kDirectWrites, "mem_direct_writes"},
+    {MemCounter::kDirectAtomics, "mem_direct_atomics"},
+    {MemCounter::kDirectFaults, "mem_direct_faults"},
+}};
+static_assert(transport::counter_table_ok(kMemCounterNames));
+
+using ProcessMemoryCounters = transport::CounterArray<MemCounter>;
 
 class ProcessMemory final : public transport::MemoryAccess {
  public:
@@ -193,6 +215,7 @@ class ProcessMemory final : public transport::MemoryAccess {
   uint64_t window_va_ = 0;
   std::size_t window_len_ = 0;
   std::vector<uint8_t> window_;
+  void count(MemCounter c, std::uint64_t n = 1) noexcept { counters_.inc(c, n); }
   ProcessMemoryCounters counters_;
 };
 

@@ -120,83 +120,62 @@ void DataPath::receive_frame(wire::Bytes frame, t::Nanos now) {
   deliver_rx(r->ib, rx_address_of(r->hdr), now);
 }
 
-void DataPath::fill_stats(ctl::StatsRep& rep, std::uint32_t first_qpn) const {
-  static_assert(kDeviceVectorSize <= ctl::kStatsDeviceSlots);
-  static_assert(kQpVectorSize <= ctl::kStatsQpSlots);
-  std::array<std::uint64_t, kDevStatCount> d{};
-  for (std::size_t i = 0; i < kDevStatCount; ++i) d[i] = stats_.get(static_cast<DevStat>(i));
-  // Merge what the link and the data path count themselves.
-  auto at = [&](DevStat s) -> std::uint64_t& { return d[static_cast<std::size_t>(s)]; };
+void DataPath::device_counters(CounterList& out) const {
+  transport::CounterArray<DevStat> d = stats_.device();
+  // Merge what the link, the rings and the iWARP streams count themselves.
+  auto add = [&](DevStat s, std::uint64_t v) { d.inc(s, v); };
   if (link_) {
     const LinkCounters& l = link_->counters();
-    at(DevStat::kRxIcrcErrors) += l.rx_bad_icrc;
-    at(DevStat::kRxMalformed) += l.rx_malformed;
-    at(DevStat::kLinkTxErrors) += l.tx_errors;
-    at(DevStat::kRxNotOurs) += l.rx_not_ours;
-    at(DevStat::kTxNoNeighbour) += l.tx_no_neighbour;
-    at(DevStat::kRxOtherVlan) += l.rx_other_vlan;
-    at(DevStat::kLinkGsoSends) += l.tx_gso_sends;
-    at(DevStat::kLinkGroDatagrams) += l.rx_gro_datagrams;
+    add(DevStat::kRxIcrcErrors, l.rx_bad_icrc);
+    add(DevStat::kRxMalformed, l.rx_malformed);
+    add(DevStat::kLinkTxErrors, l.tx_errors);
+    add(DevStat::kRxNotOurs, l.rx_not_ours);
+    add(DevStat::kTxNoNeighbour, l.tx_no_neighbour);
+    add(DevStat::kRxOtherVlan, l.rx_other_vlan);
+    add(DevStat::kLinkGsoSends, l.tx_gso_sends);
+    add(DevStat::kLinkGroDatagrams, l.rx_gro_datagrams);
   }
-  at(DevStat::kHairpinPkts) = counters_.hairpin_packets;
-  at(DevStat::kWqesPosted) = counters_.wqes_posted;
-  at(DevStat::kWqesRejected) = counters_.wqes_rejected;
-  at(DevStat::kRingsCorrupt) = counters_.rings_corrupt;
-  at(DevStat::kRingsRead) = counters_.rings_read;
-  at(DevStat::kCqesDelivered) = counters_.cqes_delivered;
-  at(DevStat::kCqOverflows) = counters_.cq_overflows;
-  at(DevStat::kShardHandoffs) = counters_.shard_handoffs;
-  at(DevStat::kShardHandoffDrops) = counters_.shard_handoff_drops;
-  at(DevStat::kShardHandoffWaits) = counters_.shard_handoff_waits;
+  add(DevStat::kHairpinPkts, counters_.hairpin_packets);
+  add(DevStat::kWqesPosted, counters_.wqes_posted);
+  add(DevStat::kWqesRejected, counters_.wqes_rejected);
+  add(DevStat::kRingsCorrupt, counters_.rings_corrupt);
+  add(DevStat::kRingsRead, counters_.rings_read);
+  add(DevStat::kCqesDelivered, counters_.cqes_delivered);
+  add(DevStat::kShardHandoffs, counters_.shard_handoffs);
+  add(DevStat::kShardHandoffDrops, counters_.shard_handoff_drops);
+  add(DevStat::kShardHandoffWaits, counters_.shard_handoff_waits);
+  // The two totals `urnic stats` has shown since before the memory table.
   const ProcessMemoryCounters& m = mem_.counters();
-  at(DevStat::kMemSyscalls) = m.read_calls + m.write_calls;
-  at(DevStat::kMemDirectOps) = m.direct_reads + m.direct_writes + m.direct_atomics;
-  at(DevStat::kMappedRegions) = mem_.regions().live();
-  at(DevStat::kMemDirectFaults) = m.direct_faults;
-  const ConversionCounters& c = mem_.conversions().counters();
-  at(DevStat::kMrLazy) = c.lazy_mrs;
-  at(DevStat::kMrFallbackAccesses) = c.fallback_accesses;
-  at(DevStat::kMrFallbackBytes) = c.fallback_bytes;
-  at(DevStat::kMrConversionsAsked) = c.asked;
-  at(DevStat::kMrConversions) = c.converted;
-  at(DevStat::kMrConversionsDeclined) = c.declined;
-  at(DevStat::kMrBytesConverted) = c.bytes_converted;
-  at(DevStat::kMrWriteRetries) = c.write_retries;
+  add(DevStat::kMemSyscalls, m.get(MemCounter::kReadCalls) + m.get(MemCounter::kWriteCalls));
+  add(DevStat::kMemDirectOps, m.get(MemCounter::kDirectReads) + m.get(MemCounter::kDirectWrites) +
+                                  m.get(MemCounter::kDirectAtomics));
+  d.set(DevStat::kMappedRegions, mem_.regions().live());
   if (iw_) {
     const IwStreamCounters& w = iw_->counters();
-    at(DevStat::kIwBytesSent) = w.bytes_out;
-    at(DevStat::kIwBytesRcvd) = w.bytes_in;
-    at(DevStat::kIwMpaRejectsSent) = w.mpa_rejects_sent;
-    at(DevStat::kIwMpaRejectsRcvd) = w.mpa_rejects_rcvd;
+    add(DevStat::kIwBytesSent, w.bytes_out);
+    add(DevStat::kIwBytesRcvd, w.bytes_in);
+    add(DevStat::kIwMpaRejectsSent, w.mpa_rejects_sent);
+    add(DevStat::kIwMpaRejectsRcvd, w.mpa_rejects_rcvd);
   }
-  rep.device_values = static_cast<std::uint32_t>(kDeviceVectorSize);
-  std::copy(d.begin(), d.end(), rep.device);
-  const t::Counters& tc = transport_->counters();
-  for (std::size_t i = 0; i < kTransportStatCount; ++i)
-    rep.device[kDevStatCount + i] = tc.get(static_cast<t::Counter>(i));
+  append_counters(out, kDevStatNames, d);
+  append_counters(out, kMemCounterNames, m);
+  append_counters(out, kConversionCounterNames, mem_.conversions().counters());
+  append_counters(out, t::kCounterNames, transport_->counters());
+}
 
-  // Per-QP: in QPN order from first_qpn, one page.
-  std::vector<std::uint32_t> qpns;
-  qpns.reserve(stats_.qps().size());
-  for (const auto& [qpn, q] : stats_.qps())
-    if (qpn >= first_qpn) qpns.push_back(qpn);
-  std::sort(qpns.begin(), qpns.end());
-  rep.qp_values = static_cast<std::uint32_t>(kQpVectorSize);
-  rep.total_qps = static_cast<std::uint32_t>(stats_.qps().size());
-  rep.next_qpn = 0;
-  for (std::uint32_t qpn : qpns) {
-    if (rep.qps == ctl::kStatsQpsPerReply) {
-      rep.next_qpn = qpn;
-      break;
-    }
-    ctl::StatsQp& e = rep.qp[rep.qps++];
-    e.qpn = qpn;
-    const QpStats* q = stats_.find_qp(qpn);
-    std::copy(q->v.begin(), q->v.end(), e.values);
-    const t::Counters* tq = transport_->qp_counters(qpn);  // nullptr: already gone from the transport
-    for (std::size_t i = 0; i < kTransportStatCount; ++i)
-      e.values[kQpStatCount + i] = tq != nullptr ? tq->get(static_cast<t::Counter>(i)) : 0;
-  }
+void DataPath::stats_qpns(std::vector<std::uint32_t>& out) const {
+  for (const auto& [qpn, q] : stats_.qps()) out.push_back(qpn);
+}
+
+bool DataPath::qp_counters(std::uint32_t qpn, CounterList& out) const {
+  const QpStats* q = stats_.find_qp(qpn);
+  if (q == nullptr) return false;
+  append_counters(out, kQpStatNames, *q);
+  // nullptr: already gone from the transport (zeros, so every QP shows the same names).
+  static const t::Counters kNone;
+  const t::Counters* tq = transport_->qp_counters(qpn);
+  append_counters(out, t::kCounterNames, tq != nullptr ? *tq : kNone);
+  return true;
 }
 
 }  // namespace urnic::engine

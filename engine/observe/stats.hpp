@@ -1,48 +1,166 @@
-// Device and per-QP counters of urnicd (`urnic stats`), after rxe's
-// rxe_hw_counters: an enum, a name table, a size check; bumped where the
-// event happens. Three sources make up what `urnic stats` shows:
-//   - this file's DeviceStats, counted by the data path on the packets it
-//     moves (TX/RX packets and bytes, NAKs by kind as seen in AETHs,
-//     retransmitted request packets, ICRC errors, unknown QPs, fault and
-//     capture events);
-//   - the link's and the data path's own counters (merged at snapshot);
-//   - the transport's counters (transport/counters.hpp), per device, and per
-//     QP as each transport QP counts them where it decides (read at
-//     snapshot through Transport::qp_counters).
-// The counters' enums and name tables are hostif/stats_names.hpp, so the
-// CLI prints them without linking the daemon. Single writer (the engine
-// thread): plain integers.
+// The data path's own device and per-QP counters (`urnic stats`), one table
+// each (transport/counter_table.hpp: enum, names keyed by it, compile-time
+// check). What makes up a device's counters in `urnic stats`
+// (DataPath::device_counters):
+//   - DevStat: counted by the data path where it decides (packets and bytes
+//     moved, hairpin, ICRC and malformed drops of hairpinned frames, unknown
+//     QPs, fault and capture events), plus what the link, the data path's
+//     rings and the iWARP streams count themselves, merged at snapshot;
+//   - the process memory's table (engine/datapath/process_memory.hpp);
+//   - the transport's table (transport/counters.hpp), per device, and per QP
+//     as each transport QP counts it where it decides (NAKs, retransmissions,
+//     CQ overflows: counted there once, not re-derived from packets here).
+// The daemon sends them by name (ctl::StatsEntry), so the CLI has no table.
+// Single writer (the engine thread): plain integers.
 #pragma once
 
-#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
-#include "hostif/stats_names.hpp"
-#include "transport/counters.hpp"
+#include "hostif/ctl_proto.hpp"
+#include "transport/counter_table.hpp"
 #include "wire/ib_packet.hpp"
-#include "wire/psn.hpp"
 
 namespace urnic::engine {
 
-// One QP's counters of the engine's own (its transport counters are the
-// transport's: Transport::qp_counters), plus what retransmission detection
-// needs.
-struct QpStats {
-  std::array<std::uint64_t, kQpStatCount> v{};
-  wire::Psn max_request_psn{0};  // highest request PSN this QP sent (RC)
-  bool sent_request = false;
+// Every table's names fit the reply's name field with its NUL.
+static_assert(ctl::kStatsNameLen == transport::kCounterNameMax + 1);
 
-  void inc(QpStat s, std::uint64_t n = 1) noexcept { v[static_cast<std::size_t>(s)] += n; }
-  std::uint64_t get(QpStat s) const noexcept { return v[static_cast<std::size_t>(s)]; }
+enum class DevStat : std::uint8_t {
+  kTxPkts,              // IB packets handed to the link or hairpinned (after fault drops: see fault_*)
+  kTxBytes,             // their BTH..ICRC bytes
+  kRxPkts,              // packets that passed the ICRC check and reached the transport
+  kRxBytes,
+  kHairpinPkts,         // same-device packets (destination = own address)
+  kRxIcrcErrors,        // dropped: bad ICRC (link and hairpin)
+  kRxMalformed,         // dropped: not a valid RoCE / IB transport packet
+  kRxUnknownQp,         // received for a QPN no process owns (dropped by the transport)
+  kLinkTxErrors,        // the link could not send (socket buffer full, ring full, unencodable)
+  kFaultDropped,        // fault injection: frames dropped
+  kFaultDuplicated,
+  kFaultReordered,
+  kFaultCorrupted,
+  kFaultDelayed,        // frames held for --delay-us
+  kFaultCeMarked,       // ECN-capable frames marked Congestion Experienced (--ecn)
+  kCaptureFrames,       // frames written to the pcap
+  kWqesPosted,          // from the application rings
+  kWqesRejected,
+  kCqesDelivered,
+  kRxNotOurs,           // raw links: frames for another MAC or address (dropped)
+  kTxNoNeighbour,       // raw links: not sent, the peer's MAC could not be resolved
+  kRxOtherVlan,         // raw links: dropped, tagged for another VLAN (or untagged on a VLAN device)
+  kIwBytesSent,         // iWARP: stream bytes sent on the QPs' TCP connections (after the MPA exchange)
+  kIwBytesRcvd,
+  kIwMpaRejectsSent,    // iWARP: MPA Replies with the Reject bit this device sent (rdma_reject, no listener)
+  kIwMpaRejectsRcvd,    // ... and received (the connect fails with REJECTED)
+  kRingsCorrupt,        // QPs moved to the Error state for an out-of-range producer index
+  kRingsRead,           // QPs and SRQs whose rings a pass read (rung or carried: not the idle ones)
+  kMemSyscalls,         // process_vm_readv/writev calls (mem_read_calls + mem_write_calls)
+  kMemDirectOps,        // reads, writes and atomics served from mapped regions (mem_direct_*)
+  kMappedRegions,       // registered memory mapped into the daemon now (a gauge)
+  kLinkGsoSends,        // udp link with "udp_gso": sends that carried a run of several packets
+  kLinkGroDatagrams,    // udp link: received datagrams that held several packets (UDP GRO)
+  kShardHandoffs,       // packets handed to another engine thread's data path (engine/datapath/shard.hpp)
+  kShardHandoffDrops,   // ... dropped because that thread's ring was full (a received packet, a multicast copy)
+  kShardHandoffWaits,   // ... sent on this host, waited in the hairpin queue for room in that ring
+  kCount,
+};
+
+inline constexpr transport::CounterNames<DevStat> kDevStatNames = {{
+    {DevStat::kTxPkts, "tx_pkts"},
+    {DevStat::kTxBytes, "tx_bytes"},
+    {DevStat::kRxPkts, "rx_pkts"},
+    {DevStat::kRxBytes, "rx_bytes"},
+    {DevStat::kHairpinPkts, "hairpin_pkts"},
+    {DevStat::kRxIcrcErrors, "rx_icrc_errors"},
+    {DevStat::kRxMalformed, "rx_malformed"},
+    {DevStat::kRxUnknownQp, "rx_unknown_qp"},
+    {DevStat::kLinkTxErrors, "link_tx_errors"},
+    {DevStat::kFaultDropped, "fault_dropped"},
+    {DevStat::kFaultDuplicated, "fault_duplicated"},
+    {DevStat::kFaultReordered, "fault_reordered"},
+    {DevStat::kFaultCorrupted, "fault_corrupted"},
+    {DevStat::kFaultDelayed, "fault_delayed"},
+    {DevStat::kFaultCeMarked, "fault_ce_marked"},
+    {DevStat::kCaptureFrames, "capture_frames"},
+    {DevStat::kWqesPosted, "wqes_posted"},
+    {DevStat::kWqesRejected, "wqes_rejected"},
+    {DevStat::kCqesDelivered, "cqes_delivered"},
+    {DevStat::kRxNotOurs, "rx_not_ours"},
+    {DevStat::kTxNoNeighbour, "tx_no_neighbour"},
+    {DevStat::kRxOtherVlan, "rx_other_vlan"},
+    {DevStat::kIwBytesSent, "iw_bytes_sent"},
+    {DevStat::kIwBytesRcvd, "iw_bytes_rcvd"},
+    {DevStat::kIwMpaRejectsSent, "iw_mpa_rejects_sent"},
+    {DevStat::kIwMpaRejectsRcvd, "iw_mpa_rejects_rcvd"},
+    {DevStat::kRingsCorrupt, "rings_corrupt"},
+    {DevStat::kRingsRead, "rings_read"},
+    {DevStat::kMemSyscalls, "mem_syscalls"},
+    {DevStat::kMemDirectOps, "mem_direct_ops"},
+    {DevStat::kMappedRegions, "mapped_regions"},
+    {DevStat::kLinkGsoSends, "link_gso_sends"},
+    {DevStat::kLinkGroDatagrams, "link_gro_datagrams"},
+    {DevStat::kShardHandoffs, "shard_handoffs"},
+    {DevStat::kShardHandoffDrops, "shard_handoff_drops"},
+    {DevStat::kShardHandoffWaits, "shard_handoff_waits"},
+}};
+static_assert(transport::counter_table_ok(kDevStatNames));
+
+// Per QP, the data path's view of the packets it moves (the transport's
+// per-QP counters follow them in `urnic stats`).
+enum class QpStat : std::uint8_t {
+  kTxPkts,
+  kTxBytes,
+  kRxPkts,
+  kRxBytes,
+  kCount,
+};
+
+inline constexpr transport::CounterNames<QpStat> kQpStatNames = {{
+    {QpStat::kTxPkts, "tx_pkts"},
+    {QpStat::kTxBytes, "tx_bytes"},
+    {QpStat::kRxPkts, "rx_pkts"},
+    {QpStat::kRxBytes, "rx_bytes"},
+}};
+static_assert(transport::counter_table_ok(kQpStatNames));
+
+using QpStats = transport::CounterArray<QpStat>;
+
+// One counter as `urnic stats` shows it: its table's name and its value.
+struct NamedCounter {
+  std::string_view name;  // a table's (static storage)
+  std::uint64_t value;
+};
+using CounterList = std::vector<NamedCounter>;
+
+template <class E>
+void append_counters(CounterList& out, const transport::CounterNames<E>& names, const transport::CounterArray<E>& a) {
+  transport::for_each_counter(names, a, [&](std::string_view n, std::uint64_t v) { out.push_back({n, v}); });
+}
+
+// Fills one `urnic stats` reply from the cursor of the request: the
+// device's counters first (add with ctl::kStatsDeviceScope), then each QP's
+// in QPN order, until the reply is full; the reply's cursor then names the
+// first counter left out.
+class StatsPage {
+ public:
+  explicit StatsPage(ctl::StatsRep& rep) noexcept : rep_(rep) {}
+  // Adds `list`'s counters from `first` on; false when the reply is full.
+  bool add(std::uint32_t scope, const CounterList& list, std::size_t first) noexcept;
+  void finish() noexcept { rep_.done = 1; }
+
+ private:
+  ctl::StatsRep& rep_;
 };
 
 class DeviceStats {
  public:
-  void inc(DevStat s, std::uint64_t n = 1) noexcept { dev_[static_cast<std::size_t>(s)] += n; }
-  std::uint64_t get(DevStat s) const noexcept { return dev_[static_cast<std::size_t>(s)]; }
+  void inc(DevStat s, std::uint64_t n = 1) noexcept { dev_.inc(s, n); }
+  std::uint64_t get(DevStat s) const noexcept { return dev_.get(s); }
+  const transport::CounterArray<DevStat>& device() const noexcept { return dev_; }
 
   // QPs are tracked from bind to unbind (per-QP counters go with the QP,
   // and received garbage cannot grow the table).
@@ -58,7 +176,7 @@ class DeviceStats {
  private:
   QpStats* qp(std::uint32_t qpn) noexcept;
 
-  std::array<std::uint64_t, kDevStatCount> dev_{};
+  transport::CounterArray<DevStat> dev_;
   std::unordered_map<std::uint32_t, QpStats> qps_;
   // The last QP looked up (a stream of packets is mostly one QP's); element
   // pointers of an unordered_map survive rehashing, and forget_qp resets it.

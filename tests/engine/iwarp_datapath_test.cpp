@@ -196,11 +196,11 @@ TEST_CASE("iWARP device: Send, Write and Read over a TCP connection, then discon
   // `urnic stats`: the stream counters are in the device's vector. Both QPs
   // are on this device and everything sent has arrived: each FPDU framed
   // once, deframed once and taken once.
-  auto rep = std::make_unique<ctl::StatsRep>();
-  rig.dp->fill_stats(*rep, 0);
+  urnic::engine::CounterList counters;
+  rig.dp->device_counters(counters);
   auto dev_stat = [&](std::string_view name) -> std::uint64_t {
-    for (std::size_t i = 0; i < rep->device_values; ++i)
-      if (urnic::engine::device_stat_name(i) == name) return rep->device[i];
+    for (const auto& c : counters)
+      if (c.name == name) return c.value;
     FAIL("no device counter " << name);
     return 0;
   };

@@ -199,11 +199,11 @@ TEST_CASE("process memory: accesses inside a mapped region make no system call",
   std::memcpy(&w1, m.app + kPage + 8, 8);
   CHECK(w0 == 42);
   CHECK(w1 == 0x1122334455667788ULL);
-  CHECK(mem.counters().read_calls == 0);
-  CHECK(mem.counters().write_calls == 0);
-  CHECK(mem.counters().direct_reads == 1);
-  CHECK(mem.counters().direct_writes == 1);
-  CHECK(mem.counters().direct_atomics == 3);
+  CHECK(mem.counters().get(urnic::engine::MemCounter::kReadCalls) == 0);
+  CHECK(mem.counters().get(urnic::engine::MemCounter::kWriteCalls) == 0);
+  CHECK(mem.counters().get(urnic::engine::MemCounter::kDirectReads) == 1);
+  CHECK(mem.counters().get(urnic::engine::MemCounter::kDirectWrites) == 1);
+  CHECK(mem.counters().get(urnic::engine::MemCounter::kDirectAtomics) == 3);
 }
 
 TEST_CASE("process memory: an access across a region's edge goes through process_vm_*, in order",
@@ -225,9 +225,9 @@ TEST_CASE("process memory: an access across a region's edge goes through process
   // A staged write across the edge, then a direct write inside: the staged
   // one lands first, so the direct one is what remains where they overlap.
   REQUIRE(mem.write(dom, m.va() + kPage - 8, a));
-  CHECK(mem.counters().write_calls == 0);  // staged
+  CHECK(mem.counters().get(urnic::engine::MemCounter::kWriteCalls) == 0);  // staged
   REQUIRE(mem.write(dom, m.va() + kPage, b));
-  CHECK(mem.counters().write_calls == 1);  // the staged write went out first
+  CHECK(mem.counters().get(urnic::engine::MemCounter::kWriteCalls) == 1);  // the staged write went out first
   CHECK(m.app[kPage - 1] == 0x11);
   CHECK(m.app[kPage] == 0x22);
   CHECK(m.app[kPage + 15] == 0x22);
@@ -235,8 +235,8 @@ TEST_CASE("process memory: an access across a region's edge goes through process
   REQUIRE(mem.read(dom, m.va() + kPage - 8, out));  // across the edge: process_vm_readv
   CHECK(out[7] == 0x11);
   CHECK(out[8] == 0x22);
-  CHECK(mem.counters().read_calls == 1);
-  CHECK(mem.counters().direct_writes == 1);
+  CHECK(mem.counters().get(urnic::engine::MemCounter::kReadCalls) == 1);
+  CHECK(mem.counters().get(urnic::engine::MemCounter::kDirectWrites) == 1);
 }
 
 TEST_CASE("process memory: a file truncated under a direct access fails it, and the daemon lives on",
@@ -260,8 +260,8 @@ TEST_CASE("process memory: a file truncated under a direct access fails it, and 
   const auto faults_before = engine::sigbus_guard::faults();
   CHECK_FALSE(mem.write(dom, m.va() + 2 * kPage, in));  // past the new end: fails, no SIGBUS
   CHECK(engine::sigbus_guard::faults() == faults_before + 1);
-  CHECK(mem.counters().direct_faults == 1);
-  CHECK(mem.counters().write_calls == 0);
+  CHECK(mem.counters().get(urnic::engine::MemCounter::kDirectFaults) == 1);
+  CHECK(mem.counters().get(urnic::engine::MemCounter::kWriteCalls) == 0);
   // From then on the region is not used; process_vm_* says what the
   // application has there now: nothing (EFAULT), and in its first page,
   // which the file still has, the bytes.
@@ -270,7 +270,7 @@ TEST_CASE("process memory: a file truncated under a direct access fails it, and 
   m.app[5] = 0x42;
   REQUIRE(mem.read(dom, m.va() + 5, out));
   CHECK(out[0] == 0x42);
-  CHECK(mem.counters().read_calls >= 1);
+  CHECK(mem.counters().get(urnic::engine::MemCounter::kReadCalls) >= 1);
   uint64_t orig = 0;
   CHECK_FALSE(mem.fetch_add(dom, m.va() + 3 * kPage, 1, orig));
   // A SIGBUS that is not the guard's still ends the process, as before.

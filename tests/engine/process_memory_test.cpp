@@ -68,12 +68,12 @@ TEST_CASE("process memory: unmapped and read-only ranges", "[engine][memory]") {
   // process has since made it read-only, the flush counts the fault.
   CHECK(mem.write(engine::domain_of_pid(::getpid()), va + 2 * upage, buf));
   mem.flush_writes();
-  CHECK(mem.counters().deferred_write_faults == 1);
+  CHECK(mem.counters().get(urnic::engine::MemCounter::kDeferredWriteFaults) == 1);
   // An on-demand-paging MR's domain is never staged: the fault is reported
   // by the write itself, so the responder can NAK it.
   CHECK_FALSE(mem.write(engine::odp_domain_of_pid(::getpid()), va + 2 * upage, buf));
   CHECK(mem.write(engine::odp_domain_of_pid(::getpid()), va, buf));
-  CHECK(mem.counters().deferred_write_faults == 1);
+  CHECK(mem.counters().get(urnic::engine::MemCounter::kDeferredWriteFaults) == 1);
   ::munmap(base, static_cast<size_t>(page));
   ::munmap(base + 2 * page, static_cast<size_t>(page));
 }
@@ -89,12 +89,12 @@ TEST_CASE("process memory: staged writes are merged and land before reads and at
     REQUIRE(mem.write(dom, va + static_cast<uint64_t>(i) * 4096, chunk));
   }
   CHECK(region[0] == 0);  // staged, not yet visible
-  CHECK(mem.counters().write_calls == 0);
+  CHECK(mem.counters().get(urnic::engine::MemCounter::kWriteCalls) == 0);
   std::array<uint8_t, 4> out{};
   REQUIRE(mem.read(dom, va + 5 * 4096, out));  // a read flushes first
   CHECK(out == std::array<uint8_t, 4>{6, 6, 6, 6});
-  CHECK(mem.counters().write_calls == 1);  // 16 adjacent writes, one system call
-  CHECK(mem.counters().write_ranges == 1);
+  CHECK(mem.counters().get(urnic::engine::MemCounter::kWriteCalls) == 1);  // 16 adjacent writes, one system call
+  CHECK(mem.counters().get(urnic::engine::MemCounter::kWriteRanges) == 1);
   for (int i = 0; i < 16; ++i) CHECK(region[static_cast<std::size_t>(i) * 4096 + 4095] == i + 1);
 
   alignas(8) uint64_t word = 7;
@@ -107,7 +107,7 @@ TEST_CASE("process memory: staged writes are merged and land before reads and at
   CHECK(word == 9);
 
   mem.end_pass();
-  CHECK(mem.counters().deferred_write_faults == 0);
+  CHECK(mem.counters().get(urnic::engine::MemCounter::kDeferredWriteFaults) == 0);
 }
 
 TEST_CASE("process memory: the read-ahead window serves a message, never stale data", "[engine][memory]") {
@@ -122,8 +122,8 @@ TEST_CASE("process memory: the read-ahead window serves a message, never stale d
     CHECK(pkt.front() == i);
     CHECK(pkt.back() == i);
   }
-  CHECK(mem.counters().read_calls == 1);
-  CHECK(mem.counters().reads_from_window == 7);
+  CHECK(mem.counters().get(urnic::engine::MemCounter::kReadCalls) == 1);
+  CHECK(mem.counters().get(urnic::engine::MemCounter::kReadsFromWindow) == 7);
 
   // The application rewrites the buffer and posts a new WQE: the data path
   // forgets the window before taking it, so the new bytes are read.
@@ -174,7 +174,7 @@ TEST_CASE("process memory: a staged write that faults is reported by settle() wi
   CHECK(faulted[0].psn == 101);
   CHECK(base[0] == 0x5A);  // the others landed
   CHECK(base[2 * upage + 255] == 0x5A);
-  CHECK(mem.counters().deferred_write_faults == 1);
+  CHECK(mem.counters().get(urnic::engine::MemCounter::kDeferredWriteFaults) == 1);
   // A fault found by a flush the data path made on its own (before a
   // transmit, at the end of a pass) waits for the next settle().
   REQUIRE(mem.stage_write(dom, va + upage + 8, chunk, transport::WriteTag{12, 8, 4, true}));
@@ -186,11 +186,11 @@ TEST_CASE("process memory: a staged write that faults is reported by settle() wi
   CHECK(faulted[0].msg == 4);
   CHECK(faulted[0].recv);
   // Nothing staged: settle() costs no system call.
-  const uint64_t calls = mem.counters().write_calls;
+  const uint64_t calls = mem.counters().get(urnic::engine::MemCounter::kWriteCalls);
   faulted.clear();
   mem.settle(faulted);
   CHECK(faulted.empty());
-  CHECK(mem.counters().write_calls == calls);
+  CHECK(mem.counters().get(urnic::engine::MemCounter::kWriteCalls) == calls);
   ::munmap(base, upage);
   ::munmap(base + 2 * upage, upage);
 }
@@ -213,8 +213,8 @@ TEST_CASE("process memory: adjacent packets of a message are one range, and a fa
   for (uint32_t i = 0; i < 8; ++i)
     REQUIRE(mem.stage_write(dom, va + upage - 4 * 256 + i * 256, chunk, transport::WriteTag{9, 200 + i, 0, false}));
   mem.end_pass();
-  CHECK(mem.counters().write_calls == 1);
-  CHECK(mem.counters().write_ranges == 1);
+  CHECK(mem.counters().get(urnic::engine::MemCounter::kWriteCalls) == 1);
+  CHECK(mem.counters().get(urnic::engine::MemCounter::kWriteRanges) == 1);
   CHECK(base[upage + 4 * 256 - 1] == 0x6B);
   // The same across a hole: PSNs 300..303 land, 304..307 fault.
   REQUIRE(::munmap(base + upage, upage) == 0);
@@ -248,11 +248,11 @@ TEST_CASE("process memory: writes into a process that has exited are made, not f
   std::vector<transport::WriteTag> faulted;
   mem.settle(faulted);
   CHECK(faulted.empty());  // no NAK for the peer: the data is placed as far as anyone can tell
-  CHECK(mem.counters().writes_to_exited == 2);
-  CHECK(mem.counters().deferred_write_faults == 0);
+  CHECK(mem.counters().get(urnic::engine::MemCounter::kWritesToExited) == 2);
+  CHECK(mem.counters().get(urnic::engine::MemCounter::kDeferredWriteFaults) == 0);
   CHECK(mem.write(dom, va, chunk));
   mem.flush_writes();
-  CHECK(mem.counters().writes_to_exited == 3);
+  CHECK(mem.counters().get(urnic::engine::MemCounter::kWritesToExited) == 3);
   // Reads cannot be made up: a READ of an exited process's memory fails.
   std::array<uint8_t, 8> out{};
   CHECK_FALSE(mem.read(dom, va, out));
@@ -272,7 +272,7 @@ TEST_CASE("process memory: a lazy MR is asked for once its traffic pays for the 
   const uint64_t page_bytes = 4096;
   const uint32_t id = mem.conversions().add(::getpid(), sv[0], 42, page_bytes);
   REQUIRE(id >= 1);
-  CHECK(mem.conversions().counters().lazy_mrs == 1);
+  CHECK(mem.conversions().counters().get(engine::ConversionCounter::kLazyMrs) == 1);
   const auto dom = engine::lazy_domain_of_pid(::getpid(), id);
   // The move costs kMoveCost + 2 x 4 KiB; each 1 KiB read costs 1 KiB + kAccessCost.
   const uint64_t threshold = engine::ConversionWatch::kMoveCost + 2 * page_bytes;
@@ -293,15 +293,15 @@ TEST_CASE("process memory: a lazy MR is asked for once its traffic pays for the 
   for (int i = 0; i < 64; ++i) REQUIRE(mem.write(dom, va, out));
   mem.flush_writes();
   CHECK(::recv(sv[1], &req, sizeof req, MSG_DONTWAIT) < 0);
-  CHECK(mem.conversions().counters().asked == 1);
-  CHECK(mem.conversions().counters().fallback_accesses == reads + 64);
+  CHECK(mem.conversions().counters().get(engine::ConversionCounter::kAsked) == 1);
+  CHECK(mem.conversions().counters().get(engine::ConversionCounter::kFallbackAccesses) == reads + 64);
   // While asked, a faulting write of this process is retried (within the
   // budget), then fails as before.
   CHECK(mem.conversions().may_retry(::getpid(), 0));
   CHECK_FALSE(mem.conversions().may_retry(::getpid() + 1, 0));
   CHECK_FALSE(mem.conversions().may_retry(::getpid(), engine::ConversionWatch::kRetryBudgetNs));
   mem.conversions().remove(id);
-  CHECK(mem.conversions().counters().lazy_mrs == 0);
+  CHECK(mem.conversions().counters().get(engine::ConversionCounter::kLazyMrs) == 0);
   CHECK_FALSE(mem.conversions().may_retry(::getpid(), 0));  // answered: no more retries
   // The view path never treats a lazy id as a region slot.
   CHECK(mem.view(engine::lazy_domain_of_pid(::getpid(), 1), va, 8) == nullptr);
@@ -317,7 +317,7 @@ TEST_CASE("process memory: a full conversion channel asks again at the next acce
   REQUIRE(id >= 1);
   ::shutdown(sv[0], SHUT_WR);  // sends fail from now on, as on a full channel
   w.note(id, 1 << 20);
-  CHECK(w.counters().asked == 0);
+  CHECK(w.counters().get(engine::ConversionCounter::kAsked) == 0);
   ::close(sv[0]);
   ::close(sv[1]);
   // A table entry needs a process, a channel and whole pages.

@@ -244,15 +244,15 @@ TEST_CASE("ConvertMr: only a lazy MR's own pages, only once, only a sealed memfd
   REQUIRE(not_shmem >= 0);
   CHECK(urnic::test::session_call<ctl::ConvertMrRep>(*rig.s, ++rig.seq, ctl::ConvertMrReq{mr, 0, va, 2 * page, 0},
                                                      nullptr, nullptr, std::vector<int>{not_shmem}) == 0);
-  CHECK(n.declined == 1);
-  CHECK(n.converted == 0);
+  CHECK(n.get(urnic::engine::ConversionCounter::kDeclined) == 1);
+  CHECK(n.get(urnic::engine::ConversionCounter::kConverted) == 0);
   // Answered: a second answer is not one.
   CHECK(rig.call<ctl::ConvertMrRep>(ctl::ConvertMrReq{mr, 0, va, 2 * page, 0}) == EINVAL);
   // Declining is always allowed, once.
   const std::uint32_t other = reg_lazy(va + 2 * page, 2 * page);
   CHECK(rig.call<ctl::ConvertMrRep>(ctl::ConvertMrReq{other, 0, 0, 0, 0}) == 0);
   CHECK(rig.call<ctl::ConvertMrRep>(ctl::ConvertMrReq{other, 0, 0, 0, 0}) == EINVAL);
-  CHECK(n.declined == 2);
+  CHECK(n.get(urnic::engine::ConversionCounter::kDeclined) == 2);
   for (int fd : fds) ::close(fd);
   ::munmap(mem, 4 * page);
 }

@@ -15,13 +15,16 @@
 #include <array>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <numeric>
+#include <algorithm>
 #include <string>
 #include <vector>
 
 #include "hostif/ctl_proto.hpp"
 #include "engine/datapath/datapath.hpp"
+#include "engine/datapath/process_memory.hpp"
 #include "engine/control/session.hpp"
 #include "engine/observe/stats.hpp"
 #include "tests/engine/session_rig.hpp"
@@ -63,51 +66,28 @@ urnic::wire::IbPacket ack(std::uint32_t dest_qp, std::uint8_t syndrome) {
 
 }  // namespace
 
-TEST_CASE("stats: packets, bytes, retransmissions and NAKs per device and per QP", "[engine][stats]") {
+TEST_CASE("stats: packets and bytes per device and per QP", "[engine][stats]") {
   DeviceStats st;
   st.add_qp(17);
   st.add_qp(18);
-  // QP 17 sends PSNs 10, 11, 12, then goes back to 11 (go-back-N): 2 retransmissions.
   for (std::uint32_t psn : {10U, 11U, 12U, 11U, 12U, 13U}) st.on_tx(pkt(op::kRc | op::kSendMiddle, 18, psn, 256), 17);
   const auto* q17 = st.find_qp(17);
   REQUIRE(q17 != nullptr);
   CHECK(q17->get(QpStat::kTxPkts) == 6);
   CHECK(q17->get(QpStat::kTxBytes) == 6 * (12 + 256 + 4));
-  CHECK(q17->get(QpStat::kRetransmittedPkts) == 2);
-  CHECK(st.get(DevStat::kRetransmittedPkts) == 2);
-  // PSN wrap is not a retransmission.
-  st.on_tx(pkt(op::kRc | op::kSendOnly, 18, 0xFFFFFF, 0), 18);
-  st.on_tx(pkt(op::kRc | op::kSendOnly, 18, 0, 0), 18);
-  CHECK(st.find_qp(18)->get(QpStat::kRetransmittedPkts) == 0);
-  // UD and responses are never counted as retransmissions.
-  st.on_tx(pkt(op::kUd | op::kSendOnly, 5, 1), 18);
-  st.on_tx(pkt(op::kUd | op::kSendOnly, 5, 1), 18);
-  CHECK(st.get(DevStat::kRetransmittedPkts) == 2);
-
-  // NAKs by AETH syndrome (IBA 9.7.5.2.1): sent by 18, received by 17.
-  st.on_tx(ack(17, 0x60), 18);        // PSN sequence error
-  st.on_tx(ack(17, 0x20 | 14), 18);   // RNR
-  st.on_tx(ack(17, 0x62), 18);        // remote access error
-  st.on_tx(ack(17, 0x1f), 18);        // a plain ACK
-  st.on_rx(ack(17, 0x60));
+  CHECK(st.get(DevStat::kTxPkts) == 6);
+  st.on_tx(ack(17, 0x60), 18);
   st.on_rx(ack(17, 0x60));
   st.on_rx(ack(17, 0x21));
-  CHECK(st.get(DevStat::kSeqErrNaksSent) == 1);
-  CHECK(st.get(DevStat::kRnrNaksSent) == 1);
-  CHECK(st.get(DevStat::kOtherNaksSent) == 1);
-  CHECK(st.get(DevStat::kSeqErrNaksRcvd) == 2);
-  CHECK(st.get(DevStat::kRnrNaksRcvd) == 1);
-  CHECK(q17->get(QpStat::kSeqErrNaksRcvd) == 2);
-  CHECK(q17->get(QpStat::kRxPkts) == 3);
-  CHECK(st.find_qp(18)->get(QpStat::kSeqErrNaksSent) == 1);
-  CHECK(st.find_qp(18)->get(QpStat::kRnrNaksSent) == 1);
+  CHECK(q17->get(QpStat::kRxPkts) == 2);
+  CHECK(st.find_qp(18)->get(QpStat::kTxPkts) == 1);
 
   // Unknown QPs: counted for the device, never added to the table; QP1 is the GSI.
   st.on_rx(pkt(op::kRc | op::kSendOnly, 99, 0));
   st.on_rx(pkt(op::kUd | op::kSendOnly, 1, 0));
   CHECK(st.get(DevStat::kRxUnknownQp) == 1);
   CHECK(st.find_qp(99) == nullptr);
-  CHECK(st.get(DevStat::kRxPkts) == 5);
+  CHECK(st.get(DevStat::kRxPkts) == 4);
 
   st.forget_qp(17);
   CHECK(st.find_qp(17) == nullptr);
@@ -115,16 +95,90 @@ TEST_CASE("stats: packets, bytes, retransmissions and NAKs per device and per QP
   CHECK(st.get(DevStat::kRxUnknownQp) == 2);
 }
 
-TEST_CASE("stats: names are unique and fit the control message", "[engine][stats]") {
-  std::vector<std::string_view> names;
-  for (std::size_t i = 0; i < urnic::engine::kDeviceVectorSize; ++i) names.push_back(urnic::engine::device_stat_name(i));
-  std::sort(names.begin(), names.end());
-  CHECK(std::adjacent_find(names.begin(), names.end()) == names.end());
-  CHECK(urnic::engine::kDeviceVectorSize <= ctl::kStatsDeviceSlots);
-  CHECK(urnic::engine::kQpVectorSize <= ctl::kStatsQpSlots);
-  CHECK(urnic::engine::device_stat_name(0) == "tx_pkts");
-  CHECK(urnic::engine::device_stat_name(urnic::engine::kDevStatCount) == "sent_pkts");
-  CHECK(urnic::engine::qp_stat_name(urnic::engine::kQpStatCount) == "sent_pkts");
+TEST_CASE("stats: a device's and a QP's counter names are unique", "[engine][stats]") {
+  // The tables DataPath::device_counters and qp_counters send, in that order.
+  auto unique = [](std::vector<std::string_view> names) {
+    std::sort(names.begin(), names.end());
+    return std::adjacent_find(names.begin(), names.end()) == names.end();
+  };
+  std::vector<std::string_view> dev, qp;
+  for (const auto& n : urnic::engine::kDevStatNames) dev.push_back(n.name);
+  for (const auto& n : urnic::engine::kMemCounterNames) dev.push_back(n.name);
+  for (const auto& n : urnic::engine::kQpStatNames) qp.push_back(n.name);
+  for (const auto& n : urnic::transport::kCounterNames) {
+    dev.push_back(n.name);
+    qp.push_back(n.name);
+  }
+  CHECK(unique(dev));
+  CHECK(unique(qp));
+  // One CQ overflow counter (the transport's), no NAK names re-derived from packets.
+  CHECK(std::count(dev.begin(), dev.end(), "cq_overflow") == 1);
+  CHECK(std::count(dev.begin(), dev.end(), "cq_overflows") == 0);
+  CHECK(std::count(dev.begin(), dev.end(), "retransmitted_pkts") == 1);
+}
+
+TEST_CASE("stats: a page fills up to the reply's size and says where to go on", "[engine][stats]") {
+  using urnic::engine::CounterList;
+  using urnic::engine::StatsPage;
+  CounterList dev(60, {"x", 1});
+  CounterList qp(50, {"y", 2});
+  ctl::StatsReq req{};
+  req.scope = ctl::kStatsDeviceScope;
+  ctl::StatsRep rep{};
+  StatsPage page(rep);
+  CHECK(page.add(ctl::kStatsDeviceScope, dev, 0));
+  CHECK_FALSE(page.add(7, qp, 0));
+  CHECK(rep.entries == ctl::kStatsEntriesPerReply);
+  CHECK(rep.done == 0);
+  CHECK(rep.next_scope == 7);
+  CHECK(rep.next_entry == ctl::kStatsEntriesPerReply - 60);
+  CHECK(ctl::stats_entry_name(rep.entry[0]) == "x");
+  CHECK(ctl::stats_entry_name(rep.entry[60]) == "y");
+  CHECK(rep.entry[60].scope == 7);
+  CHECK(ctl::stats_rep_ok(req, rep));
+}
+
+TEST_CASE("stats: a malformed reply is refused, never read past its bounds", "[engine][stats]") {
+  ctl::StatsReq req{};
+  req.scope = 5;
+  req.first_entry = 3;
+  auto good = [] {
+    ctl::StatsRep r{};
+    r.entries = 2;
+    for (std::uint32_t i = 0; i < 2; ++i) {
+      r.entry[i].scope = 5;
+      std::snprintf(r.entry[i].name, sizeof r.entry[i].name, "%s", i == 0 ? "tx_pkts" : "rx_pkts");
+    }
+    r.next_scope = 6;
+    return r;
+  };
+  CHECK(ctl::stats_rep_ok(req, good()));
+  ctl::StatsRep r = good();
+  r.entries = ctl::kStatsEntriesPerReply + 1;  // more than the reply holds
+  CHECK_FALSE(ctl::stats_rep_ok(req, r));
+  r = good();
+  std::memset(r.entry[1].name, 'a', ctl::kStatsNameLen);  // no NUL
+  CHECK_FALSE(ctl::stats_rep_ok(req, r));
+  CHECK(ctl::stats_entry_name(r.entry[1]).empty());
+  r = good();
+  r.entry[1].name[0] = '\0';  // no name
+  CHECK_FALSE(ctl::stats_rep_ok(req, r));
+  r = good();
+  r.entry[0].scope = 1u << 24;  // not a QPN
+  CHECK_FALSE(ctl::stats_rep_ok(req, r));
+  r = good();
+  r.entry[1].scope = 4;  // out of order
+  CHECK_FALSE(ctl::stats_rep_ok(req, r));
+  r = good();
+  r.next_scope = 5;
+  r.next_entry = 3;  // no progress: the CLI would ask forever
+  CHECK_FALSE(ctl::stats_rep_ok(req, r));
+  r.next_entry = 4;
+  CHECK(ctl::stats_rep_ok(req, r));
+  r.next_scope = ctl::kStatsDeviceScope;  // back to the start
+  CHECK_FALSE(ctl::stats_rep_ok(req, r));
+  r.done = 2;
+  CHECK_FALSE(ctl::stats_rep_ok(req, r));
 }
 
 // ------------------------------------------------------------------ the data path
@@ -158,24 +212,48 @@ struct StatsRig : urnic::test::SessionRig {
     while (now_ns() < end) dp->poll(now_ns(), true);
   }
 
-  ctl::StatsRep stats() {
+  // Every page of `urnic stats`, as the CLI reads them.
+  struct Stats {
+    std::map<std::string, std::uint64_t> dev;
+    std::map<std::uint32_t, std::vector<std::pair<std::string, std::uint64_t>>> qps;
+    std::uint32_t total_qps = 0;
+    int pages = 0;
+    std::uint64_t operator[](const std::string& name) const { return dev.at(name); }
+    std::uint64_t qp(std::uint32_t qpn, const std::string& name) const {
+      for (const auto& [n, v] : qps.at(qpn))
+        if (n == name) return v;
+      FAIL("no counter " << name);
+      return 0;
+    }
+  };
+  Stats stats() {
     ctl::StatsReq req{};
     ctl::set_name(req.device, "urnic0");
-    ctl::StatsRep rep{};
-    REQUIRE(call(req, &rep) == 0);
-    return rep;
+    req.scope = ctl::kStatsDeviceScope;
+    Stats out;
+    for (;;) {
+      ctl::StatsRep rep{};
+      REQUIRE(call(req, &rep) == 0);
+      REQUIRE(ctl::stats_rep_ok(req, rep));
+      ++out.pages;
+      out.total_qps = rep.total_qps;
+      for (std::uint32_t i = 0; i < rep.entries; ++i) {
+        const ctl::StatsEntry& e = rep.entry[i];
+        const std::string name(ctl::stats_entry_name(e));
+        if (e.scope == ctl::kStatsDeviceScope) {
+          CHECK(out.dev.count(name) == 0);
+          out.dev[name] = e.value;
+        } else {
+          out.qps[e.scope].emplace_back(name, e.value);
+        }
+      }
+      if (rep.done == 1) break;
+      req.scope = rep.next_scope;
+      req.first_entry = rep.next_entry;
+    }
+    return out;
   }
 };
-
-std::uint64_t dev_value(const ctl::StatsRep& r, DevStat s) { return r.device[static_cast<std::size_t>(s)]; }
-std::uint64_t dev_value(const ctl::StatsRep& r, urnic::transport::Counter c) {
-  return r.device[urnic::engine::kDevStatCount + static_cast<std::size_t>(c)];
-}
-const ctl::StatsQp* qp_entry(const ctl::StatsRep& r, std::uint32_t qpn) {
-  for (std::uint32_t i = 0; i < r.qps; ++i)
-    if (r.qp[i].qpn == qpn) return &r.qp[i];
-  return nullptr;
-}
 
 }  // namespace
 
@@ -245,33 +323,28 @@ TEST_CASE("stats/fault/capture: RC traffic by hairpin survives loss and corrupti
   rig.settle();
   CHECK(rig.dp->faults().held() == 0);
 
-  const ctl::StatsRep st = rig.stats();
-  CHECK(st.device_values == urnic::engine::kDeviceVectorSize);
+  const auto st = rig.stats();
   CHECK(st.total_qps == 2);
-  CHECK(st.next_qpn == 0);
-  CHECK(dev_value(st, DevStat::kFaultDropped) > 0);
-  CHECK(dev_value(st, DevStat::kFaultCorrupted) > 0);
+  CHECK(st.qps.size() == 2);
+  CHECK(st["fault_dropped"] > 0);
+  CHECK(st["fault_corrupted"] > 0);
   // Every corrupted hairpin frame was caught by the ICRC check (or was unparsable).
-  CHECK(dev_value(st, DevStat::kRxIcrcErrors) + dev_value(st, DevStat::kRxMalformed) ==
-        dev_value(st, DevStat::kFaultCorrupted));
-  CHECK(dev_value(st, DevStat::kRetransmittedPkts) > 0);
-  CHECK(dev_value(st, DevStat::kTxPkts) == dev_value(st, urnic::transport::Counter::kSentPkts));
-  CHECK(dev_value(st, DevStat::kRxPkts) ==
-        dev_value(st, DevStat::kTxPkts) - dev_value(st, DevStat::kFaultDropped) - dev_value(st, DevStat::kFaultCorrupted));
-  const ctl::StatsQp* qa = qp_entry(st, a.qpn);
-  const ctl::StatsQp* qb = qp_entry(st, b.qpn);
-  REQUIRE(qa != nullptr);
-  REQUIRE(qb != nullptr);
-  CHECK(qa->values[static_cast<std::size_t>(QpStat::kRetransmittedPkts)] ==
-        dev_value(st, DevStat::kRetransmittedPkts));  // only A sends requests
-  CHECK(qa->values[static_cast<std::size_t>(QpStat::kTxPkts)] >= kMsgs * 3);
-  CHECK(qb->values[static_cast<std::size_t>(QpStat::kRxPkts)] > 0);
-  CHECK(qa->values[static_cast<std::size_t>(QpStat::kTxPkts)] + qb->values[static_cast<std::size_t>(QpStat::kTxPkts)] ==
-        dev_value(st, DevStat::kTxPkts));
-  // Transport counters attributed: B's duplicates/out-of-sequence are B's, not A's.
-  const std::size_t oos = urnic::engine::kQpStatCount + static_cast<std::size_t>(urnic::transport::Counter::kOutOfSeqRequest);
-  CHECK(qa->values[oos] == 0);
-  CHECK(qb->values[oos] == dev_value(st, urnic::transport::Counter::kOutOfSeqRequest));
+  CHECK(st["rx_icrc_errors"] + st["rx_malformed"] == st["fault_corrupted"]);
+  CHECK(st["retransmitted_pkts"] > 0);
+  CHECK(st["tx_pkts"] == st["sent_pkts"]);
+  CHECK(st["rx_pkts"] == st["tx_pkts"] - st["fault_dropped"] - st["fault_corrupted"]);
+  CHECK(st.qp(a.qpn, "retransmitted_pkts") == st["retransmitted_pkts"]);  // only A sends requests
+  CHECK(st.qp(a.qpn, "tx_pkts") >= kMsgs * 3);
+  CHECK(st.qp(b.qpn, "rx_pkts") > 0);
+  CHECK(st.qp(a.qpn, "tx_pkts") + st.qp(b.qpn, "tx_pkts") == st["tx_pkts"]);
+  // Transport counters attributed: B's duplicates/out-of-sequence and the
+  // sequence NAKs they made are B's, not A's.
+  CHECK(st.qp(a.qpn, "out_of_seq_request") == 0);
+  CHECK(st.qp(b.qpn, "out_of_seq_request") == st["out_of_seq_request"]);
+  CHECK(st.qp(a.qpn, "seq_err_naks_sent") == 0);
+  CHECK(st.qp(b.qpn, "seq_err_naks_sent") == st["seq_err_naks_sent"]);
+  CHECK(st["seq_err_naks_sent"] <= st["out_of_seq_request"]);
+  CHECK(st.qp(a.qpn, "rcvd_seq_err") == st["rcvd_seq_err"]);
 
   // Clear the faults and stop the capture: the pcap holds what left (and
   // corrupted frames with their bad ICRC).
@@ -285,33 +358,33 @@ TEST_CASE("stats/fault/capture: RC traffic by hairpin survives loss and corrupti
   const auto frames = urnic::pcap::read_all(pcap_path, &err);
   std::remove(pcap_path.c_str());
   CHECK(frames.size() == crep.frames);
-  CHECK(frames.size() == dev_value(st, DevStat::kCaptureFrames));
+  CHECK(frames.size() == st["capture_frames"]);
   std::size_t good = 0, bad_icrc = 0;
   for (const auto& f : frames) {
     auto r = urnic::wire::parse_roce_frame(f.data);
     if (r.ok() && r->icrc_ok) ++good;
     else ++bad_icrc;
   }
-  CHECK(bad_icrc == dev_value(st, DevStat::kFaultCorrupted));
-  CHECK(good == dev_value(st, DevStat::kRxPkts));
+  CHECK(bad_icrc == st["fault_corrupted"]);
+  CHECK(good == st["rx_pkts"]);
 }
 
-TEST_CASE("stats: the per-QP list pages by QPN", "[engine][stats]") {
+TEST_CASE("stats: the counters page by QPN, each QP with every name", "[engine][stats]") {
   StatsRig rig;
   std::vector<Qp> qps(13);
   for (auto& q : qps) rig.create_qp(q);
-  ctl::StatsReq req{};
-  ctl::set_name(req.device, "urnic0");
-  std::vector<std::uint32_t> seen;
-  for (int page = 0; page < 5; ++page) {
-    ctl::StatsRep rep{};
-    REQUIRE(rig.call(req, &rep) == 0);
-    CHECK(rep.total_qps == 13);
-    for (std::uint32_t i = 0; i < rep.qps; ++i) seen.push_back(rep.qp[i].qpn);
-    if (rep.next_qpn == 0) break;
-    req.first_qpn = rep.next_qpn;
+  const auto st = rig.stats();
+  CHECK(st.total_qps == 13);
+  CHECK(st.pages > 1);
+  REQUIRE(st.qps.size() == 13);
+  for (const auto& q : qps) REQUIRE(st.qps.count(q.qpn) == 1);
+  const auto& first = st.qps.begin()->second;
+  CHECK(first.size() == urnic::engine::kQpStatNames.size() + urnic::transport::kCounterNames.size());
+  for (const auto& [qpn, list] : st.qps) {
+    REQUIRE(list.size() == first.size());
+    for (std::size_t i = 0; i < list.size(); ++i) CHECK(list[i].first == first[i].first);
   }
-  REQUIRE(seen.size() == 13);
-  CHECK(std::is_sorted(seen.begin(), seen.end()));
-  for (const auto& q : qps) CHECK(std::find(seen.begin(), seen.end(), q.qpn) != seen.end());
+  CHECK(st.dev.size() == urnic::engine::kDevStatNames.size() + urnic::engine::kMemCounterNames.size() +
+                             urnic::transport::kCounterNames.size());
+  CHECK(st["mapped_regions"] == 0);
 }

@@ -43,7 +43,7 @@ CASES = [
      ["engine/datapath/datapath.hpp", "engine/control/session.hpp", "rdmacm_shim/cm_internal.hpp"]),
     ("rdmacm_shim/cma.cpp", ["hostif/cm_proto.hpp"],
      ["engine/cm/cm_service.hpp"]),
-    ("tools/cli/observe.cpp", ["hostif/stats_names.hpp"],
+    ("tools/cli/observe.cpp", ["hostif/ctl_proto.hpp"],
      ["engine/observe/stats.hpp"]),
 ]
 

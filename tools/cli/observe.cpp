@@ -20,7 +20,6 @@
 #include "hostif/daemon_trust.hpp"
 #include "hostif/hostif.hpp"
 #include "hostif/cm_counters.hpp"
-#include "hostif/stats_names.hpp"
 
 namespace urnic::tools {
 
@@ -115,8 +114,12 @@ struct StatsSnapshot {
 bool fetch_stats(DaemonConn& conn, const StatsOptions& o, StatsSnapshot& snap, int* exit_status) {
   ctl::StatsReq req{};
   ctl::set_name(req.device, o.daemon.device.c_str());
+  req.scope = ctl::kStatsDeviceScope;
   std::string& text = snap.text;
-  bool first_page = true;
+  text += fmt::format("device {}\n", o.daemon.device);
+  // The QP being filled in (the counters of one QP may span two pages).
+  nlohmann::ordered_json* qp = nullptr;
+  std::uint32_t qp_scope = ctl::kStatsDeviceScope;
   for (;;) {
     int status = 0;
     const auto rep = conn.call<ctl::StatsRep>(req, status);
@@ -129,28 +132,31 @@ bool fetch_stats(DaemonConn& conn, const StatsOptions& o, StatsSnapshot& snap, i
       *exit_status = refused("stats", o.daemon, status);
       return false;
     }
-    if (first_page) {
-      text += fmt::format("device {}\n", o.daemon.device);
-      for (std::size_t i = 0; i < rep->device_values && i < ctl::kStatsDeviceSlots; ++i) {
-        const std::string name(engine::device_stat_name(i));
-        snap.dev[name] = rep->device[i];
-        text += fmt::format("  {:<26}{}\n", name, rep->device[i]);
-      }
-      first_page = false;
+    if (!ctl::stats_rep_ok(req, *rep)) {
+      fmt::print(stderr, "urnic: stats: malformed reply from urnicd\n");
+      *exit_status = kExitRefused;
+      return false;
     }
-    for (std::size_t k = 0; k < rep->qps && k < ctl::kStatsQpsPerReply; ++k) {
-      const ctl::StatsQp& q = rep->qp[k];
-      nlohmann::ordered_json counters = nlohmann::ordered_json::object();
-      text += fmt::format("qp {}\n", q.qpn);
-      for (std::size_t i = 0; i < rep->qp_values && i < ctl::kStatsQpSlots; ++i) {
-        const std::string name(engine::qp_stat_name(i));
-        counters[name] = q.values[i];
-        if (o.all || q.values[i] != 0) text += fmt::format("  {:<26}{}\n", name, q.values[i]);
+    for (std::uint32_t i = 0; i < rep->entries; ++i) {
+      const ctl::StatsEntry& e = rep->entry[i];
+      const std::string name(ctl::stats_entry_name(e));
+      if (e.scope == ctl::kStatsDeviceScope) {
+        snap.dev[name] = e.value;
+        text += fmt::format("  {:<26}{}\n", name, e.value);
+        continue;
       }
-      snap.qps.push_back({{"qpn", q.qpn}, {"counters", counters}});
+      if (qp == nullptr || e.scope != qp_scope) {
+        snap.qps.push_back({{"qpn", e.scope}, {"counters", nlohmann::ordered_json::object()}});
+        qp = &snap.qps.back()["counters"];
+        qp_scope = e.scope;
+        text += fmt::format("qp {}\n", e.scope);
+      }
+      (*qp)[name] = e.value;
+      if (o.all || e.value != 0) text += fmt::format("  {:<26}{}\n", name, e.value);
     }
-    if (rep->next_qpn == 0) break;
-    req.first_qpn = rep->next_qpn;
+    if (rep->done == 1) break;
+    req.scope = rep->next_scope;
+    req.first_entry = rep->next_entry;
   }
   // The connection manager's counters: daemon-wide, shown with every device.
   int cm_status = 0;

@@ -279,7 +279,7 @@ class Qp {
   void pace(uint64_t bytes, Nanos now);
   // The round trip (DcqcnConfig::rtt_timers): time_request at each request
   // packet sent, rtt_acked when comp_psn_ moves.
-  void time_request(const wire::IbPacket& p, Nanos now);
+  void time_request(const wire::IbPacket& p, bool resend, Nanos now);
   void rtt_acked(Nanos now);
   void on_cnp(Nanos now);
   void rate_gauge() noexcept;
@@ -386,8 +386,9 @@ class Qp {
   // compare that never holds).
   DcqcnRate rate_;
   Nanos pace_next_ = 0;
-  // The round-trip timing (time_request): the next PSN never sent yet
-  // (valid once sent_any_), and the one request being timed.
+  // The next request PSN never sent yet (valid once sent_any_): below it a
+  // request is a resend (emit_request: retransmitted_pkts, time_request).
+  // The round-trip timing (time_request): the one request being timed.
   Psn sent_hi_;
   bool sent_any_ = false;
   bool rtt_timing_ = false;
