@@ -385,6 +385,6 @@ TEST_CASE("stats: the counters page by QPN, each QP with every name", "[engine][
     for (std::size_t i = 0; i < list.size(); ++i) CHECK(list[i].first == first[i].first);
   }
   CHECK(st.dev.size() == urnic::engine::kDevStatNames.size() + urnic::engine::kMemCounterNames.size() +
-                             urnic::transport::kCounterNames.size());
+                             urnic::engine::kConversionCounterNames.size() + urnic::transport::kCounterNames.size());
   CHECK(st["mapped_regions"] == 0);
 }
