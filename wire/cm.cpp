@@ -45,25 +45,25 @@ Result<CmMessage> decode_as(Bytes data) noexcept {
 #define URNIC_CM_ENCODE_PATH(name, accessor, ...) encode_path(m.name, v.accessor());
 
 // A path block is encoded into a message that is already all zero.
-#define URNIC_CM_PATH_CODEC(PathView, FIELDS)                                         \
-  CmPath decode_path(PathView<const uint8_t> v) noexcept {                            \
-    CmPath m;                                                                         \
-    FIELDS(URNIC_CM_DECODE_FIELD, URNIC_CM_DECODE_BYTES, URNIC_CM_DECODE_PATH)        \
-    return m;                                                                         \
-  }                                                                                   \
-  void encode_path(const CmPath& m, PathView<uint8_t> v) noexcept {                   \
-    FIELDS(URNIC_CM_ENCODE_FIELD, URNIC_CM_ENCODE_BYTES, URNIC_CM_ENCODE_PATH)        \
+#define URNIC_CM_PATH_CODEC(PathView, FIELDS)                                  \
+  CmPath decode_path(PathView<const uint8_t> v) noexcept {                     \
+    CmPath m;                                                                  \
+    FIELDS(URNIC_CM_DECODE_FIELD, URNIC_CM_DECODE_BYTES, URNIC_CM_DECODE_PATH) \
+    return m;                                                                  \
+  }                                                                            \
+  void encode_path(const CmPath& m, PathView<uint8_t> v) noexcept {            \
+    FIELDS(URNIC_CM_ENCODE_FIELD, URNIC_CM_ENCODE_BYTES, URNIC_CM_ENCODE_PATH) \
   }
 
-#define URNIC_CM_MESSAGE_CODEC(Msg, FIELDS)                                           \
-  Cm##Msg decode_cm(Cm##Msg##View v) noexcept {                                       \
-    Cm##Msg m;                                                                        \
-    FIELDS(URNIC_CM_DECODE_FIELD, URNIC_CM_DECODE_BYTES, URNIC_CM_DECODE_PATH)        \
-    return m;                                                                         \
-  }                                                                                   \
-  void encode_cm(const Cm##Msg& m, MutCm##Msg##View v) noexcept {                     \
-    zero(v);                                                                          \
-    FIELDS(URNIC_CM_ENCODE_FIELD, URNIC_CM_ENCODE_BYTES, URNIC_CM_ENCODE_PATH)        \
+#define URNIC_CM_MESSAGE_CODEC(Msg, FIELDS)                                    \
+  Cm##Msg decode_cm(Cm##Msg##View v) noexcept {                                \
+    Cm##Msg m;                                                                 \
+    FIELDS(URNIC_CM_DECODE_FIELD, URNIC_CM_DECODE_BYTES, URNIC_CM_DECODE_PATH) \
+    return m;                                                                  \
+  }                                                                            \
+  void encode_cm(const Cm##Msg& m, MutCm##Msg##View v) noexcept {              \
+    zero(v);                                                                   \
+    FIELDS(URNIC_CM_ENCODE_FIELD, URNIC_CM_ENCODE_BYTES, URNIC_CM_ENCODE_PATH) \
   }
 
 namespace {

@@ -170,152 +170,152 @@ class MsgView : public HeaderView<Byte, kMsgSize> {
 // REQ path block (IBA 12.6.5, Table 106, bytes 52-95 / 96-139; offsets here
 // are relative to the block). Wireshark 4.0 misreads flow label and packet
 // rate (tests/wire/cm_vectors_test.cpp says how).
-#define URNIC_CM_REQ_PATH(F, B, P)                  \
-  F(local_lid, LocalLid, 0, 0, 16)                  \
-  F(remote_lid, RemoteLid, 2, 0, 16)                \
-  B(local_gid, kLocalGidOffset, 4, 16)              \
-  B(remote_gid, kRemoteGidOffset, 20, 16)           \
-  F(flow_label, FlowLabel, 36, 0, 20)               \
-  F(packet_rate, PacketRate, 39, 2, 6)              \
-  F(traffic_class, TrafficClass, 40, 0, 8)          \
-  F(hop_limit, HopLimit, 41, 0, 8)                  \
-  F(sl, Sl, 42, 0, 4)                               \
-  F(subnet_local, SubnetLocal, 42, 4, 1)            \
+#define URNIC_CM_REQ_PATH(F, B, P)         \
+  F(local_lid, LocalLid, 0, 0, 16)         \
+  F(remote_lid, RemoteLid, 2, 0, 16)       \
+  B(local_gid, kLocalGidOffset, 4, 16)     \
+  B(remote_gid, kRemoteGidOffset, 20, 16)  \
+  F(flow_label, FlowLabel, 36, 0, 20)      \
+  F(packet_rate, PacketRate, 39, 2, 6)     \
+  F(traffic_class, TrafficClass, 40, 0, 8) \
+  F(hop_limit, HopLimit, 41, 0, 8)         \
+  F(sl, Sl, 42, 0, 4)                      \
+  F(subnet_local, SubnetLocal, 42, 4, 1)   \
   F(local_ack_timeout, LocalAckTimeout, 43, 0, 5)
 
 // LAP alternate path (IBA 12.8.1, Table 115, bytes 20-63, relative to byte
 // 20): the same values as a REQ path, laid out differently from byte 39 on.
-#define URNIC_CM_LAP_PATH(F, B, P)                  \
-  F(local_lid, LocalLid, 0, 0, 16)                  \
-  F(remote_lid, RemoteLid, 2, 0, 16)                \
-  B(local_gid, kLocalGidOffset, 4, 16)              \
-  B(remote_gid, kRemoteGidOffset, 20, 16)           \
-  F(flow_label, FlowLabel, 36, 0, 20)               \
-  F(traffic_class, TrafficClass, 39, 0, 8)          \
-  F(hop_limit, HopLimit, 40, 0, 8)                  \
-  F(packet_rate, PacketRate, 41, 2, 6)              \
-  F(sl, Sl, 42, 0, 4)                               \
-  F(subnet_local, SubnetLocal, 42, 4, 1)            \
+#define URNIC_CM_LAP_PATH(F, B, P)         \
+  F(local_lid, LocalLid, 0, 0, 16)         \
+  F(remote_lid, RemoteLid, 2, 0, 16)       \
+  B(local_gid, kLocalGidOffset, 4, 16)     \
+  B(remote_gid, kRemoteGidOffset, 20, 16)  \
+  F(flow_label, FlowLabel, 36, 0, 20)      \
+  F(traffic_class, TrafficClass, 39, 0, 8) \
+  F(hop_limit, HopLimit, 40, 0, 8)         \
+  F(packet_rate, PacketRate, 41, 2, 6)     \
+  F(sl, Sl, 42, 0, 4)                      \
+  F(subnet_local, SubnetLocal, 42, 4, 1)   \
   F(local_ack_timeout, LocalAckTimeout, 43, 0, 5)
 
 // REQ (IBA 12.6.5, Table 106).
-#define URNIC_CM_REQ(F, B, P)                                                         \
-  F(local_comm_id, LocalCommId, 0, 0, 32)                                             \
-  F(service_id, ServiceId, 8, 0, 64)                                                  \
-  F(local_ca_guid, LocalCaGuid, 16, 0, 64)                                            \
-  F(local_qkey, LocalQkey, 28, 0, 32)                                                 \
-  F(local_qpn, LocalQpn, 32, 0, 24)                                                   \
-  F(responder_resources, ResponderResources, 35, 0, 8)                                \
-  F(local_eecn, LocalEecn, 36, 0, 24)                                                 \
-  F(initiator_depth, InitiatorDepth, 39, 0, 8)                                        \
-  F(remote_eecn, RemoteEecn, 40, 0, 24)                                               \
-  F(remote_cm_response_timeout, RemoteCmResponseTimeout, 43, 0, 5)                    \
-  F(transport_service_type, TransportServiceType, 43, 5, 2, cm::kTransportRc)         \
-  F(end_to_end_flow_control, EndToEndFlowControl, 43, 7, 1)                           \
-  F(starting_psn, StartingPsn, 44, 0, 24)                                             \
-  F(local_cm_response_timeout, LocalCmResponseTimeout, 47, 0, 5)                      \
-  F(retry_count, RetryCount, 47, 5, 3)                                                \
-  F(pkey, Pkey, 48, 0, 16, 0xFFFF)                                                    \
-  F(path_mtu, PathMtu, 50, 0, 4)                                                      \
-  F(rdc_exists, RdcExists, 50, 4, 1)                                                  \
-  F(rnr_retry_count, RnrRetryCount, 50, 5, 3)                                         \
-  F(max_cm_retries, MaxCmRetries, 51, 0, 4)                                           \
-  F(srq, Srq, 51, 4, 1)                                                               \
-  F(extended_transport_type, ExtendedTransportType, 51, 5, 3)                         \
-  P(primary, primary_path, kPrimaryPathOffset, 52, BasicCmReqPathView)                \
-  P(alternate, alternate_path, kAlternatePathOffset, 96, BasicCmReqPathView)          \
-  F(sap_supported, SapSupported, 139, 5, 1) /* alternate path's byte 43, bit 5 */    \
+#define URNIC_CM_REQ(F, B, P)                                                     \
+  F(local_comm_id, LocalCommId, 0, 0, 32)                                         \
+  F(service_id, ServiceId, 8, 0, 64)                                              \
+  F(local_ca_guid, LocalCaGuid, 16, 0, 64)                                        \
+  F(local_qkey, LocalQkey, 28, 0, 32)                                             \
+  F(local_qpn, LocalQpn, 32, 0, 24)                                               \
+  F(responder_resources, ResponderResources, 35, 0, 8)                            \
+  F(local_eecn, LocalEecn, 36, 0, 24)                                             \
+  F(initiator_depth, InitiatorDepth, 39, 0, 8)                                    \
+  F(remote_eecn, RemoteEecn, 40, 0, 24)                                           \
+  F(remote_cm_response_timeout, RemoteCmResponseTimeout, 43, 0, 5)                \
+  F(transport_service_type, TransportServiceType, 43, 5, 2, cm::kTransportRc)     \
+  F(end_to_end_flow_control, EndToEndFlowControl, 43, 7, 1)                       \
+  F(starting_psn, StartingPsn, 44, 0, 24)                                         \
+  F(local_cm_response_timeout, LocalCmResponseTimeout, 47, 0, 5)                  \
+  F(retry_count, RetryCount, 47, 5, 3)                                            \
+  F(pkey, Pkey, 48, 0, 16, 0xFFFF)                                                \
+  F(path_mtu, PathMtu, 50, 0, 4)                                                  \
+  F(rdc_exists, RdcExists, 50, 4, 1)                                              \
+  F(rnr_retry_count, RnrRetryCount, 50, 5, 3)                                     \
+  F(max_cm_retries, MaxCmRetries, 51, 0, 4)                                       \
+  F(srq, Srq, 51, 4, 1)                                                           \
+  F(extended_transport_type, ExtendedTransportType, 51, 5, 3)                     \
+  P(primary, primary_path, kPrimaryPathOffset, 52, BasicCmReqPathView)            \
+  P(alternate, alternate_path, kAlternatePathOffset, 96, BasicCmReqPathView)      \
+  F(sap_supported, SapSupported, 139, 5, 1) /* alternate path's byte 43, bit 5 */ \
   B(private_data, kPrivateDataOffset, 140, cm::kReqPrivateDataSize)
 
 // MRA (IBA 12.6.6, Table 107).
-#define URNIC_CM_MRA(F, B, P)                                       \
-  F(local_comm_id, LocalCommId, 0, 0, 32)                           \
-  F(remote_comm_id, RemoteCommId, 4, 0, 32)                         \
-  F(message_mraed, MessageMraed, 8, 0, 2, cm::kMsgReq)              \
-  F(service_timeout, ServiceTimeout, 9, 0, 5)                       \
+#define URNIC_CM_MRA(F, B, P)                          \
+  F(local_comm_id, LocalCommId, 0, 0, 32)              \
+  F(remote_comm_id, RemoteCommId, 4, 0, 32)            \
+  F(message_mraed, MessageMraed, 8, 0, 2, cm::kMsgReq) \
+  F(service_timeout, ServiceTimeout, 9, 0, 5)          \
   B(private_data, kPrivateDataOffset, 10, cm::kMraPrivateDataSize)
 
 // REJ (IBA 12.6.7, Table 108). ari: additional rejection information.
-#define URNIC_CM_REJ(F, B, P)                                       \
-  F(local_comm_id, LocalCommId, 0, 0, 32)                           \
-  F(remote_comm_id, RemoteCommId, 4, 0, 32)                         \
-  F(message_rejected, MessageRejected, 8, 0, 2, cm::kMsgReq)        \
-  F(rejected_info_length, RejectedInfoLength, 9, 0, 7)              \
-  F(reason, Reason, 10, 0, 16)                                      \
-  B(ari, kAriOffset, 12, cm::kInfoSize)                             \
+#define URNIC_CM_REJ(F, B, P)                                \
+  F(local_comm_id, LocalCommId, 0, 0, 32)                    \
+  F(remote_comm_id, RemoteCommId, 4, 0, 32)                  \
+  F(message_rejected, MessageRejected, 8, 0, 2, cm::kMsgReq) \
+  F(rejected_info_length, RejectedInfoLength, 9, 0, 7)       \
+  F(reason, Reason, 10, 0, 16)                               \
+  B(ari, kAriOffset, 12, cm::kInfoSize)                      \
   B(private_data, kPrivateDataOffset, 84, cm::kRejPrivateDataSize)
 
 // REP (IBA 12.6.8, Table 110).
-#define URNIC_CM_REP(F, B, P)                                       \
-  F(local_comm_id, LocalCommId, 0, 0, 32)                           \
-  F(remote_comm_id, RemoteCommId, 4, 0, 32)                         \
-  F(local_qkey, LocalQkey, 8, 0, 32)                                \
-  F(local_qpn, LocalQpn, 12, 0, 24)                                 \
-  F(local_eecn, LocalEecn, 16, 0, 24)                               \
-  F(starting_psn, StartingPsn, 20, 0, 24)                           \
-  F(responder_resources, ResponderResources, 24, 0, 8)              \
-  F(initiator_depth, InitiatorDepth, 25, 0, 8)                      \
-  F(target_ack_delay, TargetAckDelay, 26, 0, 5)                     \
-  F(failover_accepted, FailoverAccepted, 26, 5, 2)                  \
-  F(end_to_end_flow_control, EndToEndFlowControl, 26, 7, 1)         \
-  F(rnr_retry_count, RnrRetryCount, 27, 0, 3)                       \
-  F(srq, Srq, 27, 3, 1)                                             \
-  F(local_ca_guid, LocalCaGuid, 28, 0, 64)                          \
+#define URNIC_CM_REP(F, B, P)                               \
+  F(local_comm_id, LocalCommId, 0, 0, 32)                   \
+  F(remote_comm_id, RemoteCommId, 4, 0, 32)                 \
+  F(local_qkey, LocalQkey, 8, 0, 32)                        \
+  F(local_qpn, LocalQpn, 12, 0, 24)                         \
+  F(local_eecn, LocalEecn, 16, 0, 24)                       \
+  F(starting_psn, StartingPsn, 20, 0, 24)                   \
+  F(responder_resources, ResponderResources, 24, 0, 8)      \
+  F(initiator_depth, InitiatorDepth, 25, 0, 8)              \
+  F(target_ack_delay, TargetAckDelay, 26, 0, 5)             \
+  F(failover_accepted, FailoverAccepted, 26, 5, 2)          \
+  F(end_to_end_flow_control, EndToEndFlowControl, 26, 7, 1) \
+  F(rnr_retry_count, RnrRetryCount, 27, 0, 3)               \
+  F(srq, Srq, 27, 3, 1)                                     \
+  F(local_ca_guid, LocalCaGuid, 28, 0, 64)                  \
   B(private_data, kPrivateDataOffset, 36, cm::kRepPrivateDataSize)
 
 // RTU (IBA 12.6.9, Table 111).
-#define URNIC_CM_RTU(F, B, P)                                       \
-  F(local_comm_id, LocalCommId, 0, 0, 32)                           \
-  F(remote_comm_id, RemoteCommId, 4, 0, 32)                         \
+#define URNIC_CM_RTU(F, B, P)               \
+  F(local_comm_id, LocalCommId, 0, 0, 32)   \
+  F(remote_comm_id, RemoteCommId, 4, 0, 32) \
   B(private_data, kPrivateDataOffset, 8, cm::kRtuPrivateDataSize)
 
 // DREQ (IBA 12.6.10, Table 112).
-#define URNIC_CM_DREQ(F, B, P)                                      \
-  F(local_comm_id, LocalCommId, 0, 0, 32)                           \
-  F(remote_comm_id, RemoteCommId, 4, 0, 32)                         \
-  F(remote_qpn_eecn, RemoteQpnEecn, 8, 0, 24)                       \
+#define URNIC_CM_DREQ(F, B, P)                \
+  F(local_comm_id, LocalCommId, 0, 0, 32)     \
+  F(remote_comm_id, RemoteCommId, 4, 0, 32)   \
+  F(remote_qpn_eecn, RemoteQpnEecn, 8, 0, 24) \
   B(private_data, kPrivateDataOffset, 12, cm::kDreqPrivateDataSize)
 
 // DREP (IBA 12.6.11, Table 113).
-#define URNIC_CM_DREP(F, B, P)                                      \
-  F(local_comm_id, LocalCommId, 0, 0, 32)                           \
-  F(remote_comm_id, RemoteCommId, 4, 0, 32)                         \
+#define URNIC_CM_DREP(F, B, P)              \
+  F(local_comm_id, LocalCommId, 0, 0, 32)   \
+  F(remote_comm_id, RemoteCommId, 4, 0, 32) \
   B(private_data, kPrivateDataOffset, 8, cm::kDrepPrivateDataSize)
 
 // LAP (IBA 12.8.1, Table 115).
-#define URNIC_CM_LAP(F, B, P)                                                  \
-  F(local_comm_id, LocalCommId, 0, 0, 32)                                      \
-  F(remote_comm_id, RemoteCommId, 4, 0, 32)                                    \
-  F(remote_qpn_eecn, RemoteQpnEecn, 12, 0, 24)                                 \
-  F(remote_cm_response_timeout, RemoteCmResponseTimeout, 15, 0, 5)             \
-  P(alternate, alternate_path, kAlternatePathOffset, 20, BasicCmLapPathView)   \
+#define URNIC_CM_LAP(F, B, P)                                                \
+  F(local_comm_id, LocalCommId, 0, 0, 32)                                    \
+  F(remote_comm_id, RemoteCommId, 4, 0, 32)                                  \
+  F(remote_qpn_eecn, RemoteQpnEecn, 12, 0, 24)                               \
+  F(remote_cm_response_timeout, RemoteCmResponseTimeout, 15, 0, 5)           \
+  P(alternate, alternate_path, kAlternatePathOffset, 20, BasicCmLapPathView) \
   B(private_data, kPrivateDataOffset, 64, cm::kLapPrivateDataSize)
 
 // APR (IBA 12.8.2, Table 116).
-#define URNIC_CM_APR(F, B, P)                                       \
-  F(local_comm_id, LocalCommId, 0, 0, 32)                           \
-  F(remote_comm_id, RemoteCommId, 4, 0, 32)                         \
-  F(info_length, InfoLength, 8, 0, 8)                               \
-  F(ap_status, ApStatus, 9, 0, 8)                                   \
-  B(info, kInfoOffset, 12, cm::kInfoSize)                           \
+#define URNIC_CM_APR(F, B, P)               \
+  F(local_comm_id, LocalCommId, 0, 0, 32)   \
+  F(remote_comm_id, RemoteCommId, 4, 0, 32) \
+  F(info_length, InfoLength, 8, 0, 8)       \
+  F(ap_status, ApStatus, 9, 0, 8)           \
+  B(info, kInfoOffset, 12, cm::kInfoSize)   \
   B(private_data, kPrivateDataOffset, 84, cm::kAprPrivateDataSize)
 
 // SIDR_REQ (IBA 12.11.1, Table 119).
-#define URNIC_CM_SIDR_REQ(F, B, P)                                      \
-  F(request_id, RequestId, 0, 0, 32)                                    \
-  F(pkey, Pkey, 4, 0, 16, 0xFFFF)                                       \
-  F(service_id, ServiceId, 8, 0, 64)                                    \
+#define URNIC_CM_SIDR_REQ(F, B, P)   \
+  F(request_id, RequestId, 0, 0, 32) \
+  F(pkey, Pkey, 4, 0, 16, 0xFFFF)    \
+  F(service_id, ServiceId, 8, 0, 64) \
   B(private_data, kPrivateDataOffset, 16, cm::kSidrReqPrivateDataSize)
 
 // SIDR_REP (IBA 12.11.2, Table 120).
-#define URNIC_CM_SIDR_REP(F, B, P)                                      \
-  F(request_id, RequestId, 0, 0, 32)                                    \
-  F(status, Status, 4, 0, 8, cm::kSidrValid)                            \
-  F(info_length, InfoLength, 5, 0, 8)                                   \
-  F(qpn, Qpn, 8, 0, 24)                                                 \
-  F(service_id, ServiceId, 12, 0, 64)                                   \
-  F(qkey, Qkey, 20, 0, 32)                                              \
-  B(info, kInfoOffset, 24, cm::kInfoSize)                               \
+#define URNIC_CM_SIDR_REP(F, B, P)           \
+  F(request_id, RequestId, 0, 0, 32)         \
+  F(status, Status, 4, 0, 8, cm::kSidrValid) \
+  F(info_length, InfoLength, 5, 0, 8)        \
+  F(qpn, Qpn, 8, 0, 24)                      \
+  F(service_id, ServiceId, 12, 0, 64)        \
+  F(qkey, Qkey, 20, 0, 32)                   \
+  B(info, kInfoOffset, 24, cm::kInfoSize)    \
   B(private_data, kPrivateDataOffset, 96, cm::kSidrRepPrivateDataSize)
 
 // --- What a list expands to --------------------------------------------------
@@ -323,8 +323,8 @@ class MsgView : public HeaderView<Byte, kMsgSize> {
 #define URNIC_CM_VIEW_BYTES(name, OffsetConst, offset, length) \
   static constexpr std::size_t OffsetConst = offset;           \
   std::span<Byte, length> name() const noexcept { return this->template bytes_at<offset, length>(); }
-#define URNIC_CM_VIEW_PATH(name, accessor, OffsetConst, offset, PathView)               \
-  static constexpr std::size_t OffsetConst = offset;                                    \
+#define URNIC_CM_VIEW_PATH(name, accessor, OffsetConst, offset, PathView)                 \
+  static constexpr std::size_t OffsetConst = offset;                                      \
   static_assert(offset + cm::kPathSize <= Base::kSize, "path block outside the message"); \
   PathView<Byte> accessor() const noexcept { return PathView<Byte>(this->p_ + offset); }
 // In a value struct.
@@ -334,41 +334,41 @@ class MsgView : public HeaderView<Byte, kMsgSize> {
 #define URNIC_CM_MEMBER_PATH(name, accessor, OffsetConst, offset, PathView) CmPath name;
 
 // A path block's view: BasicCmReqPathView, BasicCmLapPathView.
-#define URNIC_CM_PATH_VIEW(PathView, FIELDS)                                  \
-  template <class Byte>                                                       \
-  class PathView : public HeaderView<Byte, cm::kPathSize> {                   \
-    using Base = HeaderView<Byte, cm::kPathSize>;                             \
-                                                                              \
-   public:                                                                    \
-    using Base::Base;                                                         \
-    FIELDS(URNIC_WIRE_FIELD, URNIC_CM_VIEW_BYTES, URNIC_CM_VIEW_PATH)         \
+#define URNIC_CM_PATH_VIEW(PathView, FIELDS)                          \
+  template <class Byte>                                               \
+  class PathView : public HeaderView<Byte, cm::kPathSize> {           \
+    using Base = HeaderView<Byte, cm::kPathSize>;                     \
+                                                                      \
+   public:                                                            \
+    using Base::Base;                                                 \
+    FIELDS(URNIC_WIRE_FIELD, URNIC_CM_VIEW_BYTES, URNIC_CM_VIEW_PATH) \
   };
 
 // A CM message: the view template BasicCm<Msg>View (parse() takes exactly
 // 232 bytes), CmMsgView and MutCmMsgView, the value struct Cm<Msg> (its
 // attribute ID, its views, a member per entry) and decode_cm/encode_cm.
-#define URNIC_CM_MESSAGE(Msg, AttrId, FIELDS)                                              \
-  template <class Byte>                                                                    \
-  class BasicCm##Msg##View : public cm::MsgView<Byte> {                                    \
-    using Base = cm::MsgView<Byte>;                                                        \
-                                                                                           \
-   public:                                                                                 \
-    using Base::Base;                                                                      \
-    static Result<BasicCm##Msg##View> parse(std::span<Byte> s) noexcept {                  \
-      return Base::template parse_as<BasicCm##Msg##View>(s);                               \
-    }                                                                                      \
-    FIELDS(URNIC_WIRE_FIELD, URNIC_CM_VIEW_BYTES, URNIC_CM_VIEW_PATH)                      \
-  };                                                                                       \
-  using Cm##Msg##View = BasicCm##Msg##View<const uint8_t>;                                 \
-  using MutCm##Msg##View = BasicCm##Msg##View<uint8_t>;                                    \
-  struct Cm##Msg {                                                                         \
-    static constexpr uint16_t kAttrId = AttrId;                                            \
-    using View = Cm##Msg##View;                                                            \
-    using MutView = MutCm##Msg##View;                                                      \
-    FIELDS(URNIC_CM_MEMBER_FIELD, URNIC_CM_MEMBER_BYTES, URNIC_CM_MEMBER_PATH)             \
-    bool operator==(const Cm##Msg&) const = default;                                       \
-  };                                                                                       \
-  Cm##Msg decode_cm(Cm##Msg##View v) noexcept;                                             \
+#define URNIC_CM_MESSAGE(Msg, AttrId, FIELDS)                                  \
+  template <class Byte>                                                        \
+  class BasicCm##Msg##View : public cm::MsgView<Byte> {                        \
+    using Base = cm::MsgView<Byte>;                                            \
+                                                                               \
+   public:                                                                     \
+    using Base::Base;                                                          \
+    static Result<BasicCm##Msg##View> parse(std::span<Byte> s) noexcept {      \
+      return Base::template parse_as<BasicCm##Msg##View>(s);                   \
+    }                                                                          \
+    FIELDS(URNIC_WIRE_FIELD, URNIC_CM_VIEW_BYTES, URNIC_CM_VIEW_PATH)          \
+  };                                                                           \
+  using Cm##Msg##View = BasicCm##Msg##View<const uint8_t>;                     \
+  using MutCm##Msg##View = BasicCm##Msg##View<uint8_t>;                        \
+  struct Cm##Msg {                                                             \
+    static constexpr uint16_t kAttrId = AttrId;                                \
+    using View = Cm##Msg##View;                                                \
+    using MutView = MutCm##Msg##View;                                          \
+    FIELDS(URNIC_CM_MEMBER_FIELD, URNIC_CM_MEMBER_BYTES, URNIC_CM_MEMBER_PATH) \
+    bool operator==(const Cm##Msg&) const = default;                           \
+  };                                                                           \
+  Cm##Msg decode_cm(Cm##Msg##View v) noexcept;                                 \
   void encode_cm(const Cm##Msg& m, MutCm##Msg##View v) noexcept;
 
 // ---------------------------------------------------------------------------
@@ -460,7 +460,7 @@ constexpr uint16_t service_id_port(uint64_t service_id) noexcept { return static
 // of byte 1 is reserved. An IPv4 address is the last 4 bytes of its 16 with
 // the 12 before it zero.
 // The destination port is not here: it is the low 16 bits of the service ID.
-#define URNIC_IP_CM_HEADER(F, B, P)      \
+#define URNIC_IP_CM_HEADER(F, B, P)       \
   F(major_version, MajorVersion, 0, 0, 4) \
   F(minor_version, MinorVersion, 0, 4, 4) \
   F(ip_version, IpVersion, 1, 0, 4, 4)    \

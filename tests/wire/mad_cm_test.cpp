@@ -354,7 +354,7 @@ struct Coverage {
 };
 
 #define COVER_FIELD(name, Type, byte, bit, bits, ...) c.add({byte, bit, bits});
-#define COVER_BYTES(name, OffsetConst, offset, length) c.add({offset, 0, static_cast<unsigned>((length) * 8)});
+#define COVER_BYTES(name, OffsetConst, offset, length) c.add({offset, 0, static_cast<unsigned>((length)*8)});
 #define COVER_PATH(name, accessor, OffsetConst, offset, PathView) c.add_path(offset, path_coverage<PathView>());
 
 template <template <class> class PathView>
@@ -393,27 +393,27 @@ void check_bytes_round_trip(const Coverage<kMsg>& c) {
   }
 }
 
-#define CHECK_BYTES_ROUND_TRIP(Msg, FIELDS)   \
-  {                                           \
-    Coverage<kMsg> c;                         \
+#define CHECK_BYTES_ROUND_TRIP(Msg, FIELDS)      \
+  do {                                           \
+    Coverage<kMsg> c;                            \
     FIELDS(COVER_FIELD, COVER_BYTES, COVER_PATH) \
-    check_bytes_round_trip<Msg>(c);           \
-  }
+    check_bytes_round_trip<Msg>(c);              \
+  } while (false)
 
 }  // namespace
 
 TEST_CASE("every CM message round-trips from bytes, reserved bits to zero", "[wire][mad][cm]") {
-  CHECK_BYTES_ROUND_TRIP(CmReq, URNIC_CM_REQ)
-  CHECK_BYTES_ROUND_TRIP(CmMra, URNIC_CM_MRA)
-  CHECK_BYTES_ROUND_TRIP(CmRej, URNIC_CM_REJ)
-  CHECK_BYTES_ROUND_TRIP(CmRep, URNIC_CM_REP)
-  CHECK_BYTES_ROUND_TRIP(CmRtu, URNIC_CM_RTU)
-  CHECK_BYTES_ROUND_TRIP(CmDreq, URNIC_CM_DREQ)
-  CHECK_BYTES_ROUND_TRIP(CmDrep, URNIC_CM_DREP)
-  CHECK_BYTES_ROUND_TRIP(CmLap, URNIC_CM_LAP)
-  CHECK_BYTES_ROUND_TRIP(CmApr, URNIC_CM_APR)
-  CHECK_BYTES_ROUND_TRIP(CmSidrReq, URNIC_CM_SIDR_REQ)
-  CHECK_BYTES_ROUND_TRIP(CmSidrRep, URNIC_CM_SIDR_REP)
+  CHECK_BYTES_ROUND_TRIP(CmReq, URNIC_CM_REQ);
+  CHECK_BYTES_ROUND_TRIP(CmMra, URNIC_CM_MRA);
+  CHECK_BYTES_ROUND_TRIP(CmRej, URNIC_CM_REJ);
+  CHECK_BYTES_ROUND_TRIP(CmRep, URNIC_CM_REP);
+  CHECK_BYTES_ROUND_TRIP(CmRtu, URNIC_CM_RTU);
+  CHECK_BYTES_ROUND_TRIP(CmDreq, URNIC_CM_DREQ);
+  CHECK_BYTES_ROUND_TRIP(CmDrep, URNIC_CM_DREP);
+  CHECK_BYTES_ROUND_TRIP(CmLap, URNIC_CM_LAP);
+  CHECK_BYTES_ROUND_TRIP(CmApr, URNIC_CM_APR);
+  CHECK_BYTES_ROUND_TRIP(CmSidrReq, URNIC_CM_SIDR_REQ);
+  CHECK_BYTES_ROUND_TRIP(CmSidrRep, URNIC_CM_SIDR_REP);
 }
 
 TEST_CASE("CM attribute IDs match IBA Table 104", "[wire][mad][cm]") {
