@@ -66,6 +66,14 @@ Result<CmMessage> decode_as(Bytes data) noexcept {
     FIELDS(URNIC_CM_ENCODE_FIELD, URNIC_CM_ENCODE_BYTES, URNIC_CM_ENCODE_PATH) \
   }
 
+// CmPath is declared from the REQ path list; the LAP list names the same
+// members (a name CmPath lacks does not compile), and as many of them, so
+// none is left out of a LAP.
+#define URNIC_CM_COUNT(...) +1
+static_assert((0 URNIC_CM_LAP_PATH(URNIC_CM_COUNT, URNIC_CM_COUNT, URNIC_CM_COUNT)) ==
+              (0 URNIC_CM_REQ_PATH(URNIC_CM_COUNT, URNIC_CM_COUNT, URNIC_CM_COUNT)));
+#undef URNIC_CM_COUNT
+
 namespace {
 URNIC_CM_PATH_CODEC(BasicCmReqPathView, URNIC_CM_REQ_PATH)
 URNIC_CM_PATH_CODEC(BasicCmLapPathView, URNIC_CM_LAP_PATH)
@@ -215,5 +223,14 @@ Result<std::size_t> build_ip_cm_header(const IpCmHeader& m, MutBytes private_dat
   URNIC_IP_CM_HEADER(URNIC_CM_ENCODE_FIELD, URNIC_CM_ENCODE_BYTES, URNIC_CM_ENCODE_PATH)
   return rdma_cm::kIpHeaderSize;
 }
+
+#undef URNIC_CM_MESSAGE_CODEC
+#undef URNIC_CM_PATH_CODEC
+#undef URNIC_CM_ENCODE_PATH
+#undef URNIC_CM_ENCODE_BYTES
+#undef URNIC_CM_ENCODE_FIELD
+#undef URNIC_CM_DECODE_PATH
+#undef URNIC_CM_DECODE_BYTES
+#undef URNIC_CM_DECODE_FIELD
 
 }  // namespace urnic::wire

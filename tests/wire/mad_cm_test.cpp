@@ -416,6 +416,11 @@ TEST_CASE("every CM message round-trips from bytes, reserved bits to zero", "[wi
   CHECK_BYTES_ROUND_TRIP(CmSidrRep, URNIC_CM_SIDR_REP);
 }
 
+#undef CHECK_BYTES_ROUND_TRIP
+#undef COVER_PATH
+#undef COVER_BYTES
+#undef COVER_FIELD
+
 TEST_CASE("CM attribute IDs match IBA Table 104", "[wire][mad][cm]") {
   CHECK(cm::kAttrClassPortInfo == 0x0001);
   CHECK(cm::kAttrReq == 0x0010);
