@@ -3,8 +3,10 @@
 // Every wire header in urnic is a *view* over a byte span, never a packed
 // struct: fields are read and written at fixed offsets with explicit byte
 // order, so layout does not depend on the compiler or the host's endianness.
-// A field is described once (Field<offset, width, bits, shift>) and the
-// template generates a getter and a setter that preserve neighbouring bits.
+// A field is described once (Field<offset, width, bits, shift>, or
+// IbaField<byte, bit, bits> in the numbering of the IBA tables) and the
+// template generates a getter and a setter that preserve neighbouring bits;
+// URNIC_WIRE_FIELD turns one such line into a view's accessors.
 #pragma once
 
 #include <cstddef>
@@ -72,6 +74,7 @@ struct Field {
   static_assert(Width >= 1 && Width <= 8);
   static_assert(Bits >= 1 && Bits + Shift <= Width * 8, "field does not fit in its word");
   using value_type = uint_for_bits<Bits>;
+  static constexpr unsigned kBits = Bits;
   static constexpr std::size_t kOffset = Offset;
   static constexpr std::size_t kEnd = Offset + Width;  // bytes the header must have
   static constexpr uint64_t kMask = (Bits == 64) ? ~uint64_t{0} : ((uint64_t{1} << Bits) - 1);
@@ -86,6 +89,20 @@ struct Field {
     store_be<Width>(hdr + Offset, word);
   }
 };
+
+// A field located the way the IBA tables (and the IETF's diagrams) locate
+// it: `Bits` wide, starting at bit `Bit` of byte `Byte`, where bit 0 is the
+// most significant bit of that byte and the count runs on into the bytes
+// after it. It reads the fewest whole bytes that hold the field. Example:
+// the BTH PSN is IbaField<9, 0, 24> (Field<9, 3, 24>), the SE bit
+// IbaField<1, 0, 1> (Field<1, 1, 1, 7>).
+template <std::size_t Byte, unsigned Bit, unsigned Bits>
+using IbaField = Field<Byte + Bit / 8, (Bit % 8 + Bits + 7) / 8, Bits, (Bit % 8 + Bits + 7) / 8 * 8 - Bit % 8 - Bits>;
+
+// What a view's accessors take and return for field F: bool for a one-bit
+// flag, else the smallest unsigned type that holds it.
+template <class F>
+using field_value_t = std::conditional_t<F::kBits == 1, bool, typename F::value_type>;
 
 // Base for a header view over `Size` bytes. `Byte` is `uint8_t` for a
 // writable view and `const uint8_t` for a read-only one; setters exist only
@@ -114,8 +131,31 @@ class HeaderView {
     static_assert(F::kEnd <= Size, "field outside its header");
     F::set(p_, v);
   }
+  // `Len` raw bytes at byte `Off` (addresses, GIDs, private data).
+  template <std::size_t Off, std::size_t Len>
+  constexpr std::span<Byte, Len> bytes_at() const noexcept {
+    static_assert(Off + Len <= Size, "byte range outside its header");
+    return std::span<Byte, Len>(p_ + Off, Len);
+  }
 
   Byte* p_;
 };
+
+// One field of a view, in one line: the descriptor `Type` (an IbaField, so
+// byte/bit/bits are as the spec's table gives them), the getter `name()` and,
+// on writable views only, the setter `set_name()`. For use in the body of a
+// class derived from HeaderView that calls its base `Base`. Arguments after
+// `bits` are ignored here: the CM field lists (wire/cm.hpp) put the default
+// of the decoded value's member there.
+#define URNIC_WIRE_FIELD(name, Type, byte, bit, bits, ...)                                         \
+  using Type = ::urnic::wire::IbaField<byte, bit, bits>;                                           \
+  constexpr ::urnic::wire::field_value_t<Type> name() const noexcept {                            \
+    return static_cast<::urnic::wire::field_value_t<Type>>(this->template get<Type>());            \
+  }                                                                                                \
+  constexpr void set_##name(::urnic::wire::field_value_t<Type> v) const noexcept                  \
+    requires Base::kWritable                                                                       \
+  {                                                                                                \
+    this->template set<Type>(v);                                                                   \
+  }
 
 }  // namespace urnic::wire

@@ -6,13 +6,13 @@
 // class version 2, method Send (wire/mad.hpp); the attribute ID names the
 // message. Over RoCE it travels as a UD SEND to QP1 with Q_Key 0x80010000.
 //
-// Every view here spans the 232-byte CM message (MAD bytes 24..255), so the
-// byte offsets in the Field<> descriptors are exactly those of the IBA 12.6
-// message tables (Table 106 REQ ... Table 120 SIDR_REP): byte offset, width
-// of the big-endian word read, bits, and the shift above that word's LSB (a
-// field that "starts at bit 0" of a byte in IBA numbering occupies its most
-// significant bits). Reserved bits are never written by setters and encode()
-// leaves them zero, as IBA 12.6 requires of senders.
+// Every message view spans the 232-byte CM message (MAD bytes 24..255), so
+// the positions in the field lists below are exactly those of the IBA 12.6
+// message tables (Table 106 REQ ... Table 120 SIDR_REP): byte offset, first
+// bit (0 = most significant) and width. Each message is one list; its view,
+// its value struct and decode_cm/encode_cm are expanded from it. Reserved
+// bits are never written by setters and encode_cm leaves them zero, as IBA
+// 12.6 requires of senders.
 #pragma once
 
 #include <array>
@@ -124,7 +124,11 @@ inline constexpr uint8_t kMtu4096 = 5;
 
 using Gid = std::array<uint8_t, 16>;
 
-// Base of every CM message view: the 232 bytes and raw byte ranges in them.
+// A REQ path (bytes 52-95 and 96-139) and the LAP alternate path (bytes
+// 20-63) are 44 bytes each.
+inline constexpr std::size_t kPathSize = 44;
+
+// Base of every CM message view: the 232 bytes.
 template <class Byte>
 class MsgView : public HeaderView<Byte, kMsgSize> {
   using Base = HeaderView<Byte, kMsgSize>;
@@ -140,603 +144,262 @@ class MsgView : public HeaderView<Byte, kMsgSize> {
     if (s.size() > kMsgSize) return WireError::kOversized;
     return Derived(s.data());
   }
-  template <std::size_t Off, std::size_t Len>
-  std::span<Byte, Len> bytes_at() const noexcept {
-    static_assert(Off + Len <= kMsgSize, "byte range outside the CM message");
-    return std::span<Byte, Len>(this->p_ + Off, Len);
-  }
 };
 }  // namespace cm
 
-// Getter and setter pair generated from a Field<> descriptor (the setter
-// exists on writable views only). #undef'd at the end of this header.
-#define URNIC_CM_FIELD(name, F)                                                    \
-  typename F::value_type name() const noexcept { return this->template get<F>(); } \
-  void set_##name(uint64_t v) const noexcept requires Base::kWritable { this->template set<F>(v); }
-#define URNIC_CM_BYTES(name, OffsetConst, Off, Len) \
-  static constexpr std::size_t OffsetConst = Off;   \
-  std::span<Byte, Len> name() const noexcept { return this->template bytes_at<Off, Len>(); }
+// ---------------------------------------------------------------------------
+// Field lists. Each CM message (and each path layout) is described once, as
+// a list in the order of its IBA table; the views, the value structs and
+// decode_cm/encode_cm (cm.cpp) are all expanded from it. A list is a macro
+// taking three macros, one per kind of entry:
+//   F(name, Type, byte, bit, bits[, default])  a field: byte offset, first bit
+//       (0 = most significant bit of that byte) and width, as the table gives
+//       them. The view gets `using Type = IbaField<...>`, name() and
+//       set_name(); the value struct a member `name` of field_value_t<Type>
+//       (bool for a flag), initialised to `default` (zero if none).
+//   B(name, OffsetConst, offset, length)  raw bytes (GIDs, additional info,
+//       private data): a std::span in the view (and its offset as
+//       OffsetConst), a std::array in the value struct.
+//   P(name, accessor, OffsetConst, offset, PathView)  a 44-byte path block:
+//       the view's accessor() returns a PathView, the value struct has a
+//       CmPath `name`.
+// Bits no entry covers are reserved: encode_cm leaves them zero, as IBA
+// 12.6 requires of senders. Comments inside a list are /* */ (a // comment
+// would swallow the line continuation).
 
-// --- REQ (IBA 12.6.5, Table 106) -------------------------------------------
+// REQ path block (IBA 12.6.5, Table 106, bytes 52-95 / 96-139; offsets here
+// are relative to the block). Wireshark 4.0 misreads flow label and packet
+// rate (tests/wire/cm_vectors_test.cpp says how).
+#define URNIC_CM_REQ_PATH(F, B, P)         \
+  F(local_lid, LocalLid, 0, 0, 16)         \
+  F(remote_lid, RemoteLid, 2, 0, 16)       \
+  B(local_gid, kLocalGidOffset, 4, 16)     \
+  B(remote_gid, kRemoteGidOffset, 20, 16)  \
+  F(flow_label, FlowLabel, 36, 0, 20)      \
+  F(packet_rate, PacketRate, 39, 2, 6)     \
+  F(traffic_class, TrafficClass, 40, 0, 8) \
+  F(hop_limit, HopLimit, 41, 0, 8)         \
+  F(sl, Sl, 42, 0, 4)                      \
+  F(subnet_local, SubnetLocal, 42, 4, 1)   \
+  F(local_ack_timeout, LocalAckTimeout, 43, 0, 5)
 
-// The 44-byte path block of a REQ, at byte 52 (primary) and 96 (alternate).
-// Offsets are relative to the block; add 52 or 96 for the Table 106 offsets.
-template <class Byte>
-class BasicCmReqPathView : public HeaderView<Byte, 44> {
-  using Base = HeaderView<Byte, 44>;
+// LAP alternate path (IBA 12.8.1, Table 115, bytes 20-63, relative to byte
+// 20): the same values as a REQ path, laid out differently from byte 39 on.
+#define URNIC_CM_LAP_PATH(F, B, P)         \
+  F(local_lid, LocalLid, 0, 0, 16)         \
+  F(remote_lid, RemoteLid, 2, 0, 16)       \
+  B(local_gid, kLocalGidOffset, 4, 16)     \
+  B(remote_gid, kRemoteGidOffset, 20, 16)  \
+  F(flow_label, FlowLabel, 36, 0, 20)      \
+  F(traffic_class, TrafficClass, 39, 0, 8) \
+  F(hop_limit, HopLimit, 40, 0, 8)         \
+  F(packet_rate, PacketRate, 41, 2, 6)     \
+  F(sl, Sl, 42, 0, 4)                      \
+  F(subnet_local, SubnetLocal, 42, 4, 1)   \
+  F(local_ack_timeout, LocalAckTimeout, 43, 0, 5)
 
- public:
-  using LocalLid = Field<0, 2, 16>;
-  using RemoteLid = Field<2, 2, 16>;
-  static constexpr std::size_t kLocalGidOffset = 4;
-  static constexpr std::size_t kRemoteGidOffset = 20;
-  using FlowLabel = Field<36, 4, 20, 12>;  // byte 36 bits 0-19
-  using PacketRate = Field<39, 1, 6>;      // byte 39 bits 2-7
-  using TrafficClass = Field<40, 1, 8>;
-  using HopLimit = Field<41, 1, 8>;
-  using Sl = Field<42, 1, 4, 4>;               // byte 42 bits 0-3
-  using SubnetLocal = Field<42, 1, 1, 3>;      // byte 42 bit 4
-  using LocalAckTimeout = Field<43, 1, 5, 3>;  // byte 43 bits 0-4
+// REQ (IBA 12.6.5, Table 106).
+#define URNIC_CM_REQ(F, B, P)                                                     \
+  F(local_comm_id, LocalCommId, 0, 0, 32)                                         \
+  F(service_id, ServiceId, 8, 0, 64)                                              \
+  F(local_ca_guid, LocalCaGuid, 16, 0, 64)                                        \
+  F(local_qkey, LocalQkey, 28, 0, 32)                                             \
+  F(local_qpn, LocalQpn, 32, 0, 24)                                               \
+  F(responder_resources, ResponderResources, 35, 0, 8)                            \
+  F(local_eecn, LocalEecn, 36, 0, 24)                                             \
+  F(initiator_depth, InitiatorDepth, 39, 0, 8)                                    \
+  F(remote_eecn, RemoteEecn, 40, 0, 24)                                           \
+  F(remote_cm_response_timeout, RemoteCmResponseTimeout, 43, 0, 5)                \
+  F(transport_service_type, TransportServiceType, 43, 5, 2, cm::kTransportRc)     \
+  F(end_to_end_flow_control, EndToEndFlowControl, 43, 7, 1)                       \
+  F(starting_psn, StartingPsn, 44, 0, 24)                                         \
+  F(local_cm_response_timeout, LocalCmResponseTimeout, 47, 0, 5)                  \
+  F(retry_count, RetryCount, 47, 5, 3)                                            \
+  F(pkey, Pkey, 48, 0, 16, 0xFFFF)                                                \
+  F(path_mtu, PathMtu, 50, 0, 4)                                                  \
+  F(rdc_exists, RdcExists, 50, 4, 1)                                              \
+  F(rnr_retry_count, RnrRetryCount, 50, 5, 3)                                     \
+  F(max_cm_retries, MaxCmRetries, 51, 0, 4)                                       \
+  F(srq, Srq, 51, 4, 1)                                                           \
+  F(extended_transport_type, ExtendedTransportType, 51, 5, 3)                     \
+  P(primary, primary_path, kPrimaryPathOffset, 52, BasicCmReqPathView)            \
+  P(alternate, alternate_path, kAlternatePathOffset, 96, BasicCmReqPathView)      \
+  F(sap_supported, SapSupported, 139, 5, 1) /* alternate path's byte 43, bit 5 */ \
+  B(private_data, kPrivateDataOffset, 140, cm::kReqPrivateDataSize)
 
-  using Base::Base;
-  URNIC_CM_FIELD(local_lid, LocalLid)
-  URNIC_CM_FIELD(remote_lid, RemoteLid)
-  URNIC_CM_FIELD(flow_label, FlowLabel)
-  URNIC_CM_FIELD(packet_rate, PacketRate)
-  URNIC_CM_FIELD(traffic_class, TrafficClass)
-  URNIC_CM_FIELD(hop_limit, HopLimit)
-  URNIC_CM_FIELD(sl, Sl)
-  URNIC_CM_FIELD(subnet_local, SubnetLocal)
-  URNIC_CM_FIELD(local_ack_timeout, LocalAckTimeout)
-  std::span<Byte, 16> local_gid() const noexcept { return std::span<Byte, 16>(this->p_ + kLocalGidOffset, 16); }
-  std::span<Byte, 16> remote_gid() const noexcept { return std::span<Byte, 16>(this->p_ + kRemoteGidOffset, 16); }
-};
+// MRA (IBA 12.6.6, Table 107).
+#define URNIC_CM_MRA(F, B, P)                          \
+  F(local_comm_id, LocalCommId, 0, 0, 32)              \
+  F(remote_comm_id, RemoteCommId, 4, 0, 32)            \
+  F(message_mraed, MessageMraed, 8, 0, 2, cm::kMsgReq) \
+  F(service_timeout, ServiceTimeout, 9, 0, 5)          \
+  B(private_data, kPrivateDataOffset, 10, cm::kMraPrivateDataSize)
 
-template <class Byte>
-class BasicCmReqView : public cm::MsgView<Byte> {
-  using Base = cm::MsgView<Byte>;
+// REJ (IBA 12.6.7, Table 108). ari: additional rejection information.
+#define URNIC_CM_REJ(F, B, P)                                \
+  F(local_comm_id, LocalCommId, 0, 0, 32)                    \
+  F(remote_comm_id, RemoteCommId, 4, 0, 32)                  \
+  F(message_rejected, MessageRejected, 8, 0, 2, cm::kMsgReq) \
+  F(rejected_info_length, RejectedInfoLength, 9, 0, 7)       \
+  F(reason, Reason, 10, 0, 16)                               \
+  B(ari, kAriOffset, 12, cm::kInfoSize)                      \
+  B(private_data, kPrivateDataOffset, 84, cm::kRejPrivateDataSize)
 
- public:
-  using LocalCommId = Field<0, 4, 32>;
-  using ServiceId = Field<8, 8, 64>;
-  using LocalCaGuid = Field<16, 8, 64>;
-  using LocalQkey = Field<28, 4, 32>;
-  using LocalQpn = Field<32, 3, 24>;
-  using ResponderResources = Field<35, 1, 8>;
-  using LocalEecn = Field<36, 3, 24>;
-  using InitiatorDepth = Field<39, 1, 8>;
-  using RemoteEecn = Field<40, 3, 24>;
-  using RemoteCmResponseTimeout = Field<43, 1, 5, 3>;  // byte 43 bits 0-4
-  using TransportServiceType = Field<43, 1, 2, 1>;     // byte 43 bits 5-6
-  using EndToEndFlowControl = Field<43, 1, 1, 0>;      // byte 43 bit 7
-  using StartingPsn = Field<44, 3, 24>;
-  using LocalCmResponseTimeout = Field<47, 1, 5, 3>;
-  using RetryCount = Field<47, 1, 3, 0>;
-  using Pkey = Field<48, 2, 16>;
-  using PathMtu = Field<50, 1, 4, 4>;
-  using RdcExists = Field<50, 1, 1, 3>;
-  using RnrRetryCount = Field<50, 1, 3, 0>;
-  using MaxCmRetries = Field<51, 1, 4, 4>;
-  using Srq = Field<51, 1, 1, 3>;
-  using ExtendedTransportType = Field<51, 1, 3, 0>;
-  static constexpr std::size_t kPrimaryPathOffset = 52;
-  static constexpr std::size_t kAlternatePathOffset = 96;
-  using SapSupported = Field<139, 1, 1, 2>;  // byte 139 bit 5 (alternate ACK timeout is bits 0-4)
+// REP (IBA 12.6.8, Table 110).
+#define URNIC_CM_REP(F, B, P)                               \
+  F(local_comm_id, LocalCommId, 0, 0, 32)                   \
+  F(remote_comm_id, RemoteCommId, 4, 0, 32)                 \
+  F(local_qkey, LocalQkey, 8, 0, 32)                        \
+  F(local_qpn, LocalQpn, 12, 0, 24)                         \
+  F(local_eecn, LocalEecn, 16, 0, 24)                       \
+  F(starting_psn, StartingPsn, 20, 0, 24)                   \
+  F(responder_resources, ResponderResources, 24, 0, 8)      \
+  F(initiator_depth, InitiatorDepth, 25, 0, 8)              \
+  F(target_ack_delay, TargetAckDelay, 26, 0, 5)             \
+  F(failover_accepted, FailoverAccepted, 26, 5, 2)          \
+  F(end_to_end_flow_control, EndToEndFlowControl, 26, 7, 1) \
+  F(rnr_retry_count, RnrRetryCount, 27, 0, 3)               \
+  F(srq, Srq, 27, 3, 1)                                     \
+  F(local_ca_guid, LocalCaGuid, 28, 0, 64)                  \
+  B(private_data, kPrivateDataOffset, 36, cm::kRepPrivateDataSize)
 
-  using Base::Base;
-  static Result<BasicCmReqView> parse(std::span<Byte> s) noexcept { return Base::template parse_as<BasicCmReqView>(s); }
-  URNIC_CM_FIELD(local_comm_id, LocalCommId)
-  URNIC_CM_FIELD(service_id, ServiceId)
-  URNIC_CM_FIELD(local_ca_guid, LocalCaGuid)
-  URNIC_CM_FIELD(local_qkey, LocalQkey)
-  URNIC_CM_FIELD(local_qpn, LocalQpn)
-  URNIC_CM_FIELD(responder_resources, ResponderResources)
-  URNIC_CM_FIELD(local_eecn, LocalEecn)
-  URNIC_CM_FIELD(initiator_depth, InitiatorDepth)
-  URNIC_CM_FIELD(remote_eecn, RemoteEecn)
-  URNIC_CM_FIELD(remote_cm_response_timeout, RemoteCmResponseTimeout)
-  URNIC_CM_FIELD(transport_service_type, TransportServiceType)
-  URNIC_CM_FIELD(end_to_end_flow_control, EndToEndFlowControl)
-  URNIC_CM_FIELD(starting_psn, StartingPsn)
-  URNIC_CM_FIELD(local_cm_response_timeout, LocalCmResponseTimeout)
-  URNIC_CM_FIELD(retry_count, RetryCount)
-  URNIC_CM_FIELD(pkey, Pkey)
-  URNIC_CM_FIELD(path_mtu, PathMtu)
-  URNIC_CM_FIELD(rdc_exists, RdcExists)
-  URNIC_CM_FIELD(rnr_retry_count, RnrRetryCount)
-  URNIC_CM_FIELD(max_cm_retries, MaxCmRetries)
-  URNIC_CM_FIELD(srq, Srq)
-  URNIC_CM_FIELD(extended_transport_type, ExtendedTransportType)
-  URNIC_CM_FIELD(sap_supported, SapSupported)
-  BasicCmReqPathView<Byte> primary_path() const noexcept {
-    return BasicCmReqPathView<Byte>(this->p_ + kPrimaryPathOffset);
-  }
-  BasicCmReqPathView<Byte> alternate_path() const noexcept {
-    return BasicCmReqPathView<Byte>(this->p_ + kAlternatePathOffset);
-  }
-  URNIC_CM_BYTES(private_data, kPrivateDataOffset, 140, cm::kReqPrivateDataSize)
-};
+// RTU (IBA 12.6.9, Table 111).
+#define URNIC_CM_RTU(F, B, P)               \
+  F(local_comm_id, LocalCommId, 0, 0, 32)   \
+  F(remote_comm_id, RemoteCommId, 4, 0, 32) \
+  B(private_data, kPrivateDataOffset, 8, cm::kRtuPrivateDataSize)
 
-// --- MRA (IBA 12.6.6, Table 107) -------------------------------------------
-template <class Byte>
-class BasicCmMraView : public cm::MsgView<Byte> {
-  using Base = cm::MsgView<Byte>;
+// DREQ (IBA 12.6.10, Table 112).
+#define URNIC_CM_DREQ(F, B, P)                \
+  F(local_comm_id, LocalCommId, 0, 0, 32)     \
+  F(remote_comm_id, RemoteCommId, 4, 0, 32)   \
+  F(remote_qpn_eecn, RemoteQpnEecn, 8, 0, 24) \
+  B(private_data, kPrivateDataOffset, 12, cm::kDreqPrivateDataSize)
 
- public:
-  using LocalCommId = Field<0, 4, 32>;
-  using RemoteCommId = Field<4, 4, 32>;
-  using MessageMraed = Field<8, 1, 2, 6>;    // byte 8 bits 0-1
-  using ServiceTimeout = Field<9, 1, 5, 3>;  // byte 9 bits 0-4
+// DREP (IBA 12.6.11, Table 113).
+#define URNIC_CM_DREP(F, B, P)              \
+  F(local_comm_id, LocalCommId, 0, 0, 32)   \
+  F(remote_comm_id, RemoteCommId, 4, 0, 32) \
+  B(private_data, kPrivateDataOffset, 8, cm::kDrepPrivateDataSize)
 
-  using Base::Base;
-  static Result<BasicCmMraView> parse(std::span<Byte> s) noexcept { return Base::template parse_as<BasicCmMraView>(s); }
-  URNIC_CM_FIELD(local_comm_id, LocalCommId)
-  URNIC_CM_FIELD(remote_comm_id, RemoteCommId)
-  URNIC_CM_FIELD(message_mraed, MessageMraed)
-  URNIC_CM_FIELD(service_timeout, ServiceTimeout)
-  URNIC_CM_BYTES(private_data, kPrivateDataOffset, 10, cm::kMraPrivateDataSize)
-};
+// LAP (IBA 12.8.1, Table 115).
+#define URNIC_CM_LAP(F, B, P)                                                \
+  F(local_comm_id, LocalCommId, 0, 0, 32)                                    \
+  F(remote_comm_id, RemoteCommId, 4, 0, 32)                                  \
+  F(remote_qpn_eecn, RemoteQpnEecn, 12, 0, 24)                               \
+  F(remote_cm_response_timeout, RemoteCmResponseTimeout, 15, 0, 5)           \
+  P(alternate, alternate_path, kAlternatePathOffset, 20, BasicCmLapPathView) \
+  B(private_data, kPrivateDataOffset, 64, cm::kLapPrivateDataSize)
 
-// --- REJ (IBA 12.6.7, Table 108) -------------------------------------------
-template <class Byte>
-class BasicCmRejView : public cm::MsgView<Byte> {
-  using Base = cm::MsgView<Byte>;
+// APR (IBA 12.8.2, Table 116).
+#define URNIC_CM_APR(F, B, P)               \
+  F(local_comm_id, LocalCommId, 0, 0, 32)   \
+  F(remote_comm_id, RemoteCommId, 4, 0, 32) \
+  F(info_length, InfoLength, 8, 0, 8)       \
+  F(ap_status, ApStatus, 9, 0, 8)           \
+  B(info, kInfoOffset, 12, cm::kInfoSize)   \
+  B(private_data, kPrivateDataOffset, 84, cm::kAprPrivateDataSize)
 
- public:
-  using LocalCommId = Field<0, 4, 32>;
-  using RemoteCommId = Field<4, 4, 32>;
-  using MessageRejected = Field<8, 1, 2, 6>;     // byte 8 bits 0-1
-  using RejectedInfoLength = Field<9, 1, 7, 1>;  // byte 9 bits 0-6
-  using Reason = Field<10, 2, 16>;
+// SIDR_REQ (IBA 12.11.1, Table 119).
+#define URNIC_CM_SIDR_REQ(F, B, P)   \
+  F(request_id, RequestId, 0, 0, 32) \
+  F(pkey, Pkey, 4, 0, 16, 0xFFFF)    \
+  F(service_id, ServiceId, 8, 0, 64) \
+  B(private_data, kPrivateDataOffset, 16, cm::kSidrReqPrivateDataSize)
 
-  using Base::Base;
-  static Result<BasicCmRejView> parse(std::span<Byte> s) noexcept { return Base::template parse_as<BasicCmRejView>(s); }
-  URNIC_CM_FIELD(local_comm_id, LocalCommId)
-  URNIC_CM_FIELD(remote_comm_id, RemoteCommId)
-  URNIC_CM_FIELD(message_rejected, MessageRejected)
-  URNIC_CM_FIELD(rejected_info_length, RejectedInfoLength)
-  URNIC_CM_FIELD(reason, Reason)
-  URNIC_CM_BYTES(ari, kAriOffset, 12, cm::kInfoSize)  // additional rejection information
-  URNIC_CM_BYTES(private_data, kPrivateDataOffset, 84, cm::kRejPrivateDataSize)
-};
+// SIDR_REP (IBA 12.11.2, Table 120).
+#define URNIC_CM_SIDR_REP(F, B, P)           \
+  F(request_id, RequestId, 0, 0, 32)         \
+  F(status, Status, 4, 0, 8, cm::kSidrValid) \
+  F(info_length, InfoLength, 5, 0, 8)        \
+  F(qpn, Qpn, 8, 0, 24)                      \
+  F(service_id, ServiceId, 12, 0, 64)        \
+  F(qkey, Qkey, 20, 0, 32)                   \
+  B(info, kInfoOffset, 24, cm::kInfoSize)    \
+  B(private_data, kPrivateDataOffset, 96, cm::kSidrRepPrivateDataSize)
 
-// --- REP (IBA 12.6.8, Table 110) -------------------------------------------
-template <class Byte>
-class BasicCmRepView : public cm::MsgView<Byte> {
-  using Base = cm::MsgView<Byte>;
+// --- What a list expands to --------------------------------------------------
+// In a view (a class derived from HeaderView that calls its base `Base`).
+#define URNIC_CM_VIEW_BYTES(name, OffsetConst, offset, length) \
+  static constexpr std::size_t OffsetConst = offset;           \
+  std::span<Byte, length> name() const noexcept { return this->template bytes_at<offset, length>(); }
+#define URNIC_CM_VIEW_PATH(name, accessor, OffsetConst, offset, PathView)                 \
+  static constexpr std::size_t OffsetConst = offset;                                      \
+  static_assert(offset + cm::kPathSize <= Base::kSize, "path block outside the message"); \
+  PathView<Byte> accessor() const noexcept { return PathView<Byte>(this->p_ + offset); }
+// In a value struct.
+#define URNIC_CM_MEMBER_FIELD(name, Type, byte, bit, bits, ...) \
+  field_value_t<IbaField<byte, bit, bits>> name{__VA_ARGS__};
+#define URNIC_CM_MEMBER_BYTES(name, OffsetConst, offset, length) std::array<uint8_t, length> name{};
+#define URNIC_CM_MEMBER_PATH(name, accessor, OffsetConst, offset, PathView) CmPath name;
 
- public:
-  using LocalCommId = Field<0, 4, 32>;
-  using RemoteCommId = Field<4, 4, 32>;
-  using LocalQkey = Field<8, 4, 32>;
-  using LocalQpn = Field<12, 3, 24>;
-  using LocalEecn = Field<16, 3, 24>;
-  using StartingPsn = Field<20, 3, 24>;
-  using ResponderResources = Field<24, 1, 8>;
-  using InitiatorDepth = Field<25, 1, 8>;
-  using TargetAckDelay = Field<26, 1, 5, 3>;       // byte 26 bits 0-4
-  using FailoverAccepted = Field<26, 1, 2, 1>;     // byte 26 bits 5-6
-  using EndToEndFlowControl = Field<26, 1, 1, 0>;  // byte 26 bit 7
-  using RnrRetryCount = Field<27, 1, 3, 5>;        // byte 27 bits 0-2
-  using Srq = Field<27, 1, 1, 4>;                  // byte 27 bit 3
-  using LocalCaGuid = Field<28, 8, 64>;
+// A path block's view: BasicCmReqPathView, BasicCmLapPathView.
+#define URNIC_CM_PATH_VIEW(PathView, FIELDS)                          \
+  template <class Byte>                                               \
+  class PathView : public HeaderView<Byte, cm::kPathSize> {           \
+    using Base = HeaderView<Byte, cm::kPathSize>;                     \
+                                                                      \
+   public:                                                            \
+    using Base::Base;                                                 \
+    FIELDS(URNIC_WIRE_FIELD, URNIC_CM_VIEW_BYTES, URNIC_CM_VIEW_PATH) \
+  };
 
-  using Base::Base;
-  static Result<BasicCmRepView> parse(std::span<Byte> s) noexcept { return Base::template parse_as<BasicCmRepView>(s); }
-  URNIC_CM_FIELD(local_comm_id, LocalCommId)
-  URNIC_CM_FIELD(remote_comm_id, RemoteCommId)
-  URNIC_CM_FIELD(local_qkey, LocalQkey)
-  URNIC_CM_FIELD(local_qpn, LocalQpn)
-  URNIC_CM_FIELD(local_eecn, LocalEecn)
-  URNIC_CM_FIELD(starting_psn, StartingPsn)
-  URNIC_CM_FIELD(responder_resources, ResponderResources)
-  URNIC_CM_FIELD(initiator_depth, InitiatorDepth)
-  URNIC_CM_FIELD(target_ack_delay, TargetAckDelay)
-  URNIC_CM_FIELD(failover_accepted, FailoverAccepted)
-  URNIC_CM_FIELD(end_to_end_flow_control, EndToEndFlowControl)
-  URNIC_CM_FIELD(rnr_retry_count, RnrRetryCount)
-  URNIC_CM_FIELD(srq, Srq)
-  URNIC_CM_FIELD(local_ca_guid, LocalCaGuid)
-  URNIC_CM_BYTES(private_data, kPrivateDataOffset, 36, cm::kRepPrivateDataSize)
-};
-
-// --- RTU (IBA 12.6.9, Table 111), DREP (12.6.11, Table 113) -----------------
-// Both are two comm IDs and 224 bytes of private data.
-template <class Byte>
-class BasicCmRtuView : public cm::MsgView<Byte> {
-  using Base = cm::MsgView<Byte>;
-
- public:
-  using LocalCommId = Field<0, 4, 32>;
-  using RemoteCommId = Field<4, 4, 32>;
-
-  using Base::Base;
-  static Result<BasicCmRtuView> parse(std::span<Byte> s) noexcept { return Base::template parse_as<BasicCmRtuView>(s); }
-  URNIC_CM_FIELD(local_comm_id, LocalCommId)
-  URNIC_CM_FIELD(remote_comm_id, RemoteCommId)
-  URNIC_CM_BYTES(private_data, kPrivateDataOffset, 8, cm::kRtuPrivateDataSize)
-};
-
-template <class Byte>
-class BasicCmDrepView : public cm::MsgView<Byte> {
-  using Base = cm::MsgView<Byte>;
-
- public:
-  using LocalCommId = Field<0, 4, 32>;
-  using RemoteCommId = Field<4, 4, 32>;
-
-  using Base::Base;
-  static Result<BasicCmDrepView> parse(std::span<Byte> s) noexcept {
-    return Base::template parse_as<BasicCmDrepView>(s);
-  }
-  URNIC_CM_FIELD(local_comm_id, LocalCommId)
-  URNIC_CM_FIELD(remote_comm_id, RemoteCommId)
-  URNIC_CM_BYTES(private_data, kPrivateDataOffset, 8, cm::kDrepPrivateDataSize)
-};
-
-// --- DREQ (IBA 12.6.10, Table 112) -----------------------------------------
-template <class Byte>
-class BasicCmDreqView : public cm::MsgView<Byte> {
-  using Base = cm::MsgView<Byte>;
-
- public:
-  using LocalCommId = Field<0, 4, 32>;
-  using RemoteCommId = Field<4, 4, 32>;
-  using RemoteQpnEecn = Field<8, 3, 24>;
-
-  using Base::Base;
-  static Result<BasicCmDreqView> parse(std::span<Byte> s) noexcept {
-    return Base::template parse_as<BasicCmDreqView>(s);
-  }
-  URNIC_CM_FIELD(local_comm_id, LocalCommId)
-  URNIC_CM_FIELD(remote_comm_id, RemoteCommId)
-  URNIC_CM_FIELD(remote_qpn_eecn, RemoteQpnEecn)
-  URNIC_CM_BYTES(private_data, kPrivateDataOffset, 12, cm::kDreqPrivateDataSize)
-};
-
-// --- LAP (IBA 12.8.1, Table 115) -------------------------------------------
-template <class Byte>
-class BasicCmLapView : public cm::MsgView<Byte> {
-  using Base = cm::MsgView<Byte>;
-
- public:
-  using LocalCommId = Field<0, 4, 32>;
-  using RemoteCommId = Field<4, 4, 32>;
-  using RemoteQpnEecn = Field<12, 3, 24>;
-  using RemoteCmResponseTimeout = Field<15, 1, 5, 3>;
-  using AltLocalLid = Field<20, 2, 16>;
-  using AltRemoteLid = Field<22, 2, 16>;
-  using AltFlowLabel = Field<56, 4, 20, 12>;
-  using AltTrafficClass = Field<59, 1, 8>;
-  using AltHopLimit = Field<60, 1, 8>;
-  using AltPacketRate = Field<61, 1, 6>;
-  using AltSl = Field<62, 1, 4, 4>;
-  using AltSubnetLocal = Field<62, 1, 1, 3>;
-  using AltLocalAckTimeout = Field<63, 1, 5, 3>;
-
-  using Base::Base;
-  static Result<BasicCmLapView> parse(std::span<Byte> s) noexcept { return Base::template parse_as<BasicCmLapView>(s); }
-  URNIC_CM_FIELD(local_comm_id, LocalCommId)
-  URNIC_CM_FIELD(remote_comm_id, RemoteCommId)
-  URNIC_CM_FIELD(remote_qpn_eecn, RemoteQpnEecn)
-  URNIC_CM_FIELD(remote_cm_response_timeout, RemoteCmResponseTimeout)
-  URNIC_CM_FIELD(alt_local_lid, AltLocalLid)
-  URNIC_CM_FIELD(alt_remote_lid, AltRemoteLid)
-  URNIC_CM_FIELD(alt_flow_label, AltFlowLabel)
-  URNIC_CM_FIELD(alt_traffic_class, AltTrafficClass)
-  URNIC_CM_FIELD(alt_hop_limit, AltHopLimit)
-  URNIC_CM_FIELD(alt_packet_rate, AltPacketRate)
-  URNIC_CM_FIELD(alt_sl, AltSl)
-  URNIC_CM_FIELD(alt_subnet_local, AltSubnetLocal)
-  URNIC_CM_FIELD(alt_local_ack_timeout, AltLocalAckTimeout)
-  URNIC_CM_BYTES(alt_local_gid, kAltLocalGidOffset, 24, 16)
-  URNIC_CM_BYTES(alt_remote_gid, kAltRemoteGidOffset, 40, 16)
-  URNIC_CM_BYTES(private_data, kPrivateDataOffset, 64, cm::kLapPrivateDataSize)
-};
-
-// --- APR (IBA 12.8.2, Table 116) -------------------------------------------
-template <class Byte>
-class BasicCmAprView : public cm::MsgView<Byte> {
-  using Base = cm::MsgView<Byte>;
-
- public:
-  using LocalCommId = Field<0, 4, 32>;
-  using RemoteCommId = Field<4, 4, 32>;
-  using InfoLength = Field<8, 1, 8>;
-  using ApStatus = Field<9, 1, 8>;
-
-  using Base::Base;
-  static Result<BasicCmAprView> parse(std::span<Byte> s) noexcept { return Base::template parse_as<BasicCmAprView>(s); }
-  URNIC_CM_FIELD(local_comm_id, LocalCommId)
-  URNIC_CM_FIELD(remote_comm_id, RemoteCommId)
-  URNIC_CM_FIELD(info_length, InfoLength)
-  URNIC_CM_FIELD(ap_status, ApStatus)
-  URNIC_CM_BYTES(info, kInfoOffset, 12, cm::kInfoSize)
-  URNIC_CM_BYTES(private_data, kPrivateDataOffset, 84, cm::kAprPrivateDataSize)
-};
-
-// --- SIDR_REQ (IBA 12.11.1, Table 119) -------------------------------------
-template <class Byte>
-class BasicCmSidrReqView : public cm::MsgView<Byte> {
-  using Base = cm::MsgView<Byte>;
-
- public:
-  using RequestId = Field<0, 4, 32>;
-  using Pkey = Field<4, 2, 16>;
-  using ServiceId = Field<8, 8, 64>;
-
-  using Base::Base;
-  static Result<BasicCmSidrReqView> parse(std::span<Byte> s) noexcept {
-    return Base::template parse_as<BasicCmSidrReqView>(s);
-  }
-  URNIC_CM_FIELD(request_id, RequestId)
-  URNIC_CM_FIELD(pkey, Pkey)
-  URNIC_CM_FIELD(service_id, ServiceId)
-  URNIC_CM_BYTES(private_data, kPrivateDataOffset, 16, cm::kSidrReqPrivateDataSize)
-};
-
-// --- SIDR_REP (IBA 12.11.2, Table 120) -------------------------------------
-template <class Byte>
-class BasicCmSidrRepView : public cm::MsgView<Byte> {
-  using Base = cm::MsgView<Byte>;
-
- public:
-  using RequestId = Field<0, 4, 32>;
-  using Status = Field<4, 1, 8>;
-  using InfoLength = Field<5, 1, 8>;
-  using Qpn = Field<8, 3, 24>;
-  using ServiceId = Field<12, 8, 64>;
-  using Qkey = Field<20, 4, 32>;
-
-  using Base::Base;
-  static Result<BasicCmSidrRepView> parse(std::span<Byte> s) noexcept {
-    return Base::template parse_as<BasicCmSidrRepView>(s);
-  }
-  URNIC_CM_FIELD(request_id, RequestId)
-  URNIC_CM_FIELD(status, Status)
-  URNIC_CM_FIELD(info_length, InfoLength)
-  URNIC_CM_FIELD(qpn, Qpn)
-  URNIC_CM_FIELD(service_id, ServiceId)
-  URNIC_CM_FIELD(qkey, Qkey)
-  URNIC_CM_BYTES(info, kInfoOffset, 24, cm::kInfoSize)
-  URNIC_CM_BYTES(private_data, kPrivateDataOffset, 96, cm::kSidrRepPrivateDataSize)
-};
-
-#undef URNIC_CM_FIELD
-#undef URNIC_CM_BYTES
-
-using CmReqView = BasicCmReqView<const uint8_t>;
-using MutCmReqView = BasicCmReqView<uint8_t>;
-using CmMraView = BasicCmMraView<const uint8_t>;
-using MutCmMraView = BasicCmMraView<uint8_t>;
-using CmRejView = BasicCmRejView<const uint8_t>;
-using MutCmRejView = BasicCmRejView<uint8_t>;
-using CmRepView = BasicCmRepView<const uint8_t>;
-using MutCmRepView = BasicCmRepView<uint8_t>;
-using CmRtuView = BasicCmRtuView<const uint8_t>;
-using MutCmRtuView = BasicCmRtuView<uint8_t>;
-using CmDreqView = BasicCmDreqView<const uint8_t>;
-using MutCmDreqView = BasicCmDreqView<uint8_t>;
-using CmDrepView = BasicCmDrepView<const uint8_t>;
-using MutCmDrepView = BasicCmDrepView<uint8_t>;
-using CmLapView = BasicCmLapView<const uint8_t>;
-using MutCmLapView = BasicCmLapView<uint8_t>;
-using CmAprView = BasicCmAprView<const uint8_t>;
-using MutCmAprView = BasicCmAprView<uint8_t>;
-using CmSidrReqView = BasicCmSidrReqView<const uint8_t>;
-using MutCmSidrReqView = BasicCmSidrReqView<uint8_t>;
-using CmSidrRepView = BasicCmSidrRepView<const uint8_t>;
-using MutCmSidrRepView = BasicCmSidrRepView<uint8_t>;
+// A CM message: the view template BasicCm<Msg>View (parse() takes exactly
+// 232 bytes), CmMsgView and MutCmMsgView, the value struct Cm<Msg> (its
+// attribute ID, its views, a member per entry) and decode_cm/encode_cm.
+#define URNIC_CM_MESSAGE(Msg, AttrId, FIELDS)                                  \
+  template <class Byte>                                                        \
+  class BasicCm##Msg##View : public cm::MsgView<Byte> {                        \
+    using Base = cm::MsgView<Byte>;                                            \
+                                                                               \
+   public:                                                                     \
+    using Base::Base;                                                          \
+    static Result<BasicCm##Msg##View> parse(std::span<Byte> s) noexcept {      \
+      return Base::template parse_as<BasicCm##Msg##View>(s);                   \
+    }                                                                          \
+    FIELDS(URNIC_WIRE_FIELD, URNIC_CM_VIEW_BYTES, URNIC_CM_VIEW_PATH)          \
+  };                                                                           \
+  using Cm##Msg##View = BasicCm##Msg##View<const uint8_t>;                     \
+  using MutCm##Msg##View = BasicCm##Msg##View<uint8_t>;                        \
+  struct Cm##Msg {                                                             \
+    static constexpr uint16_t kAttrId = AttrId;                                \
+    using View = Cm##Msg##View;                                                \
+    using MutView = MutCm##Msg##View;                                          \
+    FIELDS(URNIC_CM_MEMBER_FIELD, URNIC_CM_MEMBER_BYTES, URNIC_CM_MEMBER_PATH) \
+    bool operator==(const Cm##Msg&) const = default;                           \
+  };                                                                           \
+  Cm##Msg decode_cm(Cm##Msg##View v) noexcept;                                 \
+  void encode_cm(const Cm##Msg& m, MutCm##Msg##View v) noexcept;
 
 // ---------------------------------------------------------------------------
-// Decoded messages: plain values, every non-reserved field. decode_cm(view)
-// reads them, encode_cm(msg, view) writes them (reserved bits become zero).
-// Each struct names its attribute ID and its views.
+// The views and the decoded values. A view reads and writes one field in
+// place; decode_cm(view) reads every non-reserved field into the value
+// struct, encode_cm(msg, view) writes every byte of the 232-byte message
+// (reserved ones zero).
+
+URNIC_CM_PATH_VIEW(BasicCmReqPathView, URNIC_CM_REQ_PATH)
+URNIC_CM_PATH_VIEW(BasicCmLapPathView, URNIC_CM_LAP_PATH)
 
 // A REQ path (primary or alternate) or the LAP alternate path.
 struct CmPath {
-  uint16_t local_lid = 0;
-  uint16_t remote_lid = 0;
-  cm::Gid local_gid{};
-  cm::Gid remote_gid{};
-  uint32_t flow_label = 0;  // 20 bits
-  uint8_t packet_rate = 0;  // 6 bits
-  uint8_t traffic_class = 0;
-  uint8_t hop_limit = 0;
-  uint8_t sl = 0;  // 4 bits
-  bool subnet_local = false;
-  uint8_t local_ack_timeout = 0;  // 5 bits
+  URNIC_CM_REQ_PATH(URNIC_CM_MEMBER_FIELD, URNIC_CM_MEMBER_BYTES, URNIC_CM_MEMBER_PATH)
   bool operator==(const CmPath&) const = default;
 };
 
-struct CmReq {
-  static constexpr uint16_t kAttrId = cm::kAttrReq;
-  using View = CmReqView;
-  using MutView = MutCmReqView;
-  uint32_t local_comm_id = 0;
-  uint64_t service_id = 0;
-  uint64_t local_ca_guid = 0;
-  uint32_t local_qkey = 0;
-  uint32_t local_qpn = 0;  // 24 bits
-  uint8_t responder_resources = 0;
-  uint32_t local_eecn = 0;
-  uint8_t initiator_depth = 0;
-  uint32_t remote_eecn = 0;
-  uint8_t remote_cm_response_timeout = 0;
-  uint8_t transport_service_type = cm::kTransportRc;
-  bool end_to_end_flow_control = false;
-  uint32_t starting_psn = 0;  // 24 bits
-  uint8_t local_cm_response_timeout = 0;
-  uint8_t retry_count = 0;
-  uint16_t pkey = 0xFFFF;
-  uint8_t path_mtu = 0;
-  bool rdc_exists = false;
-  uint8_t rnr_retry_count = 0;
-  uint8_t max_cm_retries = 0;
-  bool srq = false;
-  uint8_t extended_transport_type = 0;
-  CmPath primary;
-  CmPath alternate;
-  bool sap_supported = false;
-  std::array<uint8_t, cm::kReqPrivateDataSize> private_data{};
-  bool operator==(const CmReq&) const = default;
-};
+URNIC_CM_MESSAGE(Req, cm::kAttrReq, URNIC_CM_REQ)
+URNIC_CM_MESSAGE(Mra, cm::kAttrMra, URNIC_CM_MRA)
+URNIC_CM_MESSAGE(Rej, cm::kAttrRej, URNIC_CM_REJ)
+URNIC_CM_MESSAGE(Rep, cm::kAttrRep, URNIC_CM_REP)
+URNIC_CM_MESSAGE(Rtu, cm::kAttrRtu, URNIC_CM_RTU)
+URNIC_CM_MESSAGE(Dreq, cm::kAttrDreq, URNIC_CM_DREQ)
+URNIC_CM_MESSAGE(Drep, cm::kAttrDrep, URNIC_CM_DREP)
+URNIC_CM_MESSAGE(Lap, cm::kAttrLap, URNIC_CM_LAP)
+URNIC_CM_MESSAGE(Apr, cm::kAttrApr, URNIC_CM_APR)
+URNIC_CM_MESSAGE(SidrReq, cm::kAttrSidrReq, URNIC_CM_SIDR_REQ)
+URNIC_CM_MESSAGE(SidrRep, cm::kAttrSidrRep, URNIC_CM_SIDR_REP)
 
-struct CmMra {
-  static constexpr uint16_t kAttrId = cm::kAttrMra;
-  using View = CmMraView;
-  using MutView = MutCmMraView;
-  uint32_t local_comm_id = 0;
-  uint32_t remote_comm_id = 0;
-  uint8_t message_mraed = cm::kMsgReq;
-  uint8_t service_timeout = 0;
-  std::array<uint8_t, cm::kMraPrivateDataSize> private_data{};
-  bool operator==(const CmMra&) const = default;
-};
-
-struct CmRej {
-  static constexpr uint16_t kAttrId = cm::kAttrRej;
-  using View = CmRejView;
-  using MutView = MutCmRejView;
-  uint32_t local_comm_id = 0;
-  uint32_t remote_comm_id = 0;
-  uint8_t message_rejected = cm::kMsgReq;
-  uint8_t rejected_info_length = 0;
-  uint16_t reason = 0;
-  std::array<uint8_t, cm::kInfoSize> ari{};
-  std::array<uint8_t, cm::kRejPrivateDataSize> private_data{};
-  bool operator==(const CmRej&) const = default;
-};
-
-struct CmRep {
-  static constexpr uint16_t kAttrId = cm::kAttrRep;
-  using View = CmRepView;
-  using MutView = MutCmRepView;
-  uint32_t local_comm_id = 0;
-  uint32_t remote_comm_id = 0;
-  uint32_t local_qkey = 0;
-  uint32_t local_qpn = 0;
-  uint32_t local_eecn = 0;
-  uint32_t starting_psn = 0;
-  uint8_t responder_resources = 0;
-  uint8_t initiator_depth = 0;
-  uint8_t target_ack_delay = 0;
-  uint8_t failover_accepted = 0;
-  bool end_to_end_flow_control = false;
-  uint8_t rnr_retry_count = 0;
-  bool srq = false;
-  uint64_t local_ca_guid = 0;
-  std::array<uint8_t, cm::kRepPrivateDataSize> private_data{};
-  bool operator==(const CmRep&) const = default;
-};
-
-struct CmRtu {
-  static constexpr uint16_t kAttrId = cm::kAttrRtu;
-  using View = CmRtuView;
-  using MutView = MutCmRtuView;
-  uint32_t local_comm_id = 0;
-  uint32_t remote_comm_id = 0;
-  std::array<uint8_t, cm::kRtuPrivateDataSize> private_data{};
-  bool operator==(const CmRtu&) const = default;
-};
-
-struct CmDreq {
-  static constexpr uint16_t kAttrId = cm::kAttrDreq;
-  using View = CmDreqView;
-  using MutView = MutCmDreqView;
-  uint32_t local_comm_id = 0;
-  uint32_t remote_comm_id = 0;
-  uint32_t remote_qpn_eecn = 0;
-  std::array<uint8_t, cm::kDreqPrivateDataSize> private_data{};
-  bool operator==(const CmDreq&) const = default;
-};
-
-struct CmDrep {
-  static constexpr uint16_t kAttrId = cm::kAttrDrep;
-  using View = CmDrepView;
-  using MutView = MutCmDrepView;
-  uint32_t local_comm_id = 0;
-  uint32_t remote_comm_id = 0;
-  std::array<uint8_t, cm::kDrepPrivateDataSize> private_data{};
-  bool operator==(const CmDrep&) const = default;
-};
-
-struct CmLap {
-  static constexpr uint16_t kAttrId = cm::kAttrLap;
-  using View = CmLapView;
-  using MutView = MutCmLapView;
-  uint32_t local_comm_id = 0;
-  uint32_t remote_comm_id = 0;
-  uint32_t remote_qpn_eecn = 0;
-  uint8_t remote_cm_response_timeout = 0;
-  CmPath alternate;
-  std::array<uint8_t, cm::kLapPrivateDataSize> private_data{};
-  bool operator==(const CmLap&) const = default;
-};
-
-struct CmApr {
-  static constexpr uint16_t kAttrId = cm::kAttrApr;
-  using View = CmAprView;
-  using MutView = MutCmAprView;
-  uint32_t local_comm_id = 0;
-  uint32_t remote_comm_id = 0;
-  uint8_t info_length = 0;
-  uint8_t ap_status = 0;
-  std::array<uint8_t, cm::kInfoSize> info{};
-  std::array<uint8_t, cm::kAprPrivateDataSize> private_data{};
-  bool operator==(const CmApr&) const = default;
-};
-
-struct CmSidrReq {
-  static constexpr uint16_t kAttrId = cm::kAttrSidrReq;
-  using View = CmSidrReqView;
-  using MutView = MutCmSidrReqView;
-  uint32_t request_id = 0;
-  uint16_t pkey = 0xFFFF;
-  uint64_t service_id = 0;
-  std::array<uint8_t, cm::kSidrReqPrivateDataSize> private_data{};
-  bool operator==(const CmSidrReq&) const = default;
-};
-
-struct CmSidrRep {
-  static constexpr uint16_t kAttrId = cm::kAttrSidrRep;
-  using View = CmSidrRepView;
-  using MutView = MutCmSidrRepView;
-  uint32_t request_id = 0;
-  uint8_t status = cm::kSidrValid;
-  uint8_t info_length = 0;
-  uint32_t qpn = 0;
-  uint64_t service_id = 0;
-  uint32_t qkey = 0;
-  std::array<uint8_t, cm::kInfoSize> info{};
-  std::array<uint8_t, cm::kSidrRepPrivateDataSize> private_data{};
-  bool operator==(const CmSidrRep&) const = default;
-};
-
-CmReq decode_cm(CmReqView v) noexcept;
-CmMra decode_cm(CmMraView v) noexcept;
-CmRej decode_cm(CmRejView v) noexcept;
-CmRep decode_cm(CmRepView v) noexcept;
-CmRtu decode_cm(CmRtuView v) noexcept;
-CmDreq decode_cm(CmDreqView v) noexcept;
-CmDrep decode_cm(CmDrepView v) noexcept;
-CmLap decode_cm(CmLapView v) noexcept;
-CmApr decode_cm(CmAprView v) noexcept;
-CmSidrReq decode_cm(CmSidrReqView v) noexcept;
-CmSidrRep decode_cm(CmSidrRepView v) noexcept;
-
-// encode_cm writes every byte of the 232-byte message (reserved ones zero).
-void encode_cm(const CmReq& m, MutCmReqView v) noexcept;
-void encode_cm(const CmMra& m, MutCmMraView v) noexcept;
-void encode_cm(const CmRej& m, MutCmRejView v) noexcept;
-void encode_cm(const CmRep& m, MutCmRepView v) noexcept;
-void encode_cm(const CmRtu& m, MutCmRtuView v) noexcept;
-void encode_cm(const CmDreq& m, MutCmDreqView v) noexcept;
-void encode_cm(const CmDrep& m, MutCmDrepView v) noexcept;
-void encode_cm(const CmLap& m, MutCmLapView v) noexcept;
-void encode_cm(const CmApr& m, MutCmAprView v) noexcept;
-void encode_cm(const CmSidrReq& m, MutCmSidrReqView v) noexcept;
-void encode_cm(const CmSidrRep& m, MutCmSidrRepView v) noexcept;
+#undef URNIC_CM_MESSAGE
+#undef URNIC_CM_PATH_VIEW
 
 // One CM MAD: its header and the message its attribute ID names.
 using CmMessage = std::variant<CmReq, CmMra, CmRej, CmRep, CmRtu, CmDreq, CmDrep, CmLap, CmApr, CmSidrReq, CmSidrRep>;
@@ -792,54 +455,45 @@ constexpr uint8_t service_id_port_space(uint64_t service_id) noexcept { return s
 constexpr uint16_t service_id_port(uint64_t service_id) noexcept { return static_cast<uint16_t>(service_id); }
 }  // namespace rdma_cm
 
-// A11.3.1 (rdma_cm's struct cma_hdr): the 36-byte IP CM private-data header.
-//   byte 0     MajV (bits 0-3) | MinV (bits 4-7)
-//   byte 1     IPV (bits 0-3: 4 or 6) | reserved
-//   bytes 2-3  source port
-//   bytes 4-19 source IP, 20-35 destination IP; an IPv4 address is the last
-//              4 bytes of its 16 with the 12 before it zero.
+// A11.3.1 (rdma_cm's struct cma_hdr): the 36-byte IP CM private-data header,
+// a field list like the CM messages'. IP version is 4 or 6; the low nibble
+// of byte 1 is reserved. An IPv4 address is the last 4 bytes of its 16 with
+// the 12 before it zero.
 // The destination port is not here: it is the low 16 bits of the service ID.
+#define URNIC_IP_CM_HEADER(F, B, P)       \
+  F(major_version, MajorVersion, 0, 0, 4) \
+  F(minor_version, MinorVersion, 0, 4, 4) \
+  F(ip_version, IpVersion, 1, 0, 4, 4)    \
+  F(src_port, SrcPort, 2, 0, 16)          \
+  B(src_addr, kSrcAddrOffset, 4, 16)      \
+  B(dst_addr, kDstAddrOffset, 20, 16)
+
 template <class Byte>
 class BasicIpCmHeaderView : public HeaderView<Byte, rdma_cm::kIpHeaderSize> {
   using Base = HeaderView<Byte, rdma_cm::kIpHeaderSize>;
 
  public:
-  using MajorVersion = Field<0, 1, 4, 4>;
-  using MinorVersion = Field<0, 1, 4, 0>;
-  using IpVersion = Field<1, 1, 4, 4>;
-  using SrcPort = Field<2, 2, 16>;
-  static constexpr std::size_t kSrcAddrOffset = 4;
-  static constexpr std::size_t kDstAddrOffset = 20;
-
   using Base::Base;
   static Result<BasicIpCmHeaderView> parse(std::span<Byte> s) noexcept {
     if (s.size() < Base::kSize) return WireError::kTruncated;
     return BasicIpCmHeaderView(s.data());
   }
-  uint8_t major_version() const noexcept { return this->template get<MajorVersion>(); }
-  uint8_t minor_version() const noexcept { return this->template get<MinorVersion>(); }
-  uint8_t ip_version() const noexcept { return this->template get<IpVersion>(); }
-  uint16_t src_port() const noexcept { return this->template get<SrcPort>(); }
-  std::span<Byte, 16> src_addr() const noexcept { return std::span<Byte, 16>(this->p_ + kSrcAddrOffset, 16); }
-  std::span<Byte, 16> dst_addr() const noexcept { return std::span<Byte, 16>(this->p_ + kDstAddrOffset, 16); }
-  void set_major_version(uint8_t v) const noexcept requires Base::kWritable { this->template set<MajorVersion>(v); }
-  void set_minor_version(uint8_t v) const noexcept requires Base::kWritable { this->template set<MinorVersion>(v); }
-  void set_ip_version(uint8_t v) const noexcept requires Base::kWritable { this->template set<IpVersion>(v); }
-  void set_src_port(uint16_t v) const noexcept requires Base::kWritable { this->template set<SrcPort>(v); }
+  URNIC_IP_CM_HEADER(URNIC_WIRE_FIELD, URNIC_CM_VIEW_BYTES, URNIC_CM_VIEW_PATH)
 };
 using IpCmHeaderView = BasicIpCmHeaderView<const uint8_t>;
 using MutIpCmHeaderView = BasicIpCmHeaderView<uint8_t>;
 
 // The IP CM header as values. Addresses are 16 bytes as on the wire.
 struct IpCmHeader {
-  uint8_t major_version = 0;
-  uint8_t minor_version = 0;
-  uint8_t ip_version = 4;
-  uint16_t src_port = 0;
-  cm::Gid src_addr{};
-  cm::Gid dst_addr{};
+  URNIC_IP_CM_HEADER(URNIC_CM_MEMBER_FIELD, URNIC_CM_MEMBER_BYTES, URNIC_CM_MEMBER_PATH)
   bool operator==(const IpCmHeader&) const = default;
 };
+
+#undef URNIC_CM_MEMBER_PATH
+#undef URNIC_CM_MEMBER_BYTES
+#undef URNIC_CM_MEMBER_FIELD
+#undef URNIC_CM_VIEW_PATH
+#undef URNIC_CM_VIEW_BYTES
 
 // Reads the header from private data (>= 36 bytes). kTruncated if shorter;
 // kBadVersion unless major version 0 and IP version 4 or 6 (what the kernel

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <variant>
 #include <vector>
 
@@ -279,17 +280,22 @@ TEST_CASE("LAP APR SIDR_REQ SIDR_REP fields sit at IBA offsets", "[wire][mad][cm
     check_field<V::RemoteCommId, kMsg>({4, 0, 32});
     check_field<V::RemoteQpnEecn, kMsg>({12, 0, 24});
     check_field<V::RemoteCmResponseTimeout, kMsg>({15, 0, 5});
-    check_field<V::AltLocalLid, kMsg>({20, 0, 16});
-    check_field<V::AltRemoteLid, kMsg>({22, 0, 16});
-    check_field<V::AltFlowLabel, kMsg>({56, 0, 20});
-    check_field<V::AltTrafficClass, kMsg>({59, 0, 8});
-    check_field<V::AltHopLimit, kMsg>({60, 0, 8});
-    check_field<V::AltPacketRate, kMsg>({61, 2, 6});
-    check_field<V::AltSl, kMsg>({62, 0, 4});
-    check_field<V::AltSubnetLocal, kMsg>({62, 4, 1});
-    check_field<V::AltLocalAckTimeout, kMsg>({63, 0, 5});
-    CHECK(V::kAltLocalGidOffset == 24);
-    CHECK(V::kAltRemoteGidOffset == 40);
+    CHECK(V::kAlternatePathOffset == 20);
+    // The alternate path block, relative to its start (Table 115 bytes 20-63).
+    using P = BasicCmLapPathView<const uint8_t>;
+    constexpr std::size_t N = cm::kPathSize;
+    constexpr std::size_t at = 20;
+    check_field<P::LocalLid, N>({20 - at, 0, 16});
+    check_field<P::RemoteLid, N>({22 - at, 0, 16});
+    check_field<P::FlowLabel, N>({56 - at, 0, 20});
+    check_field<P::TrafficClass, N>({59 - at, 0, 8});
+    check_field<P::HopLimit, N>({60 - at, 0, 8});
+    check_field<P::PacketRate, N>({61 - at, 2, 6});
+    check_field<P::Sl, N>({62 - at, 0, 4});
+    check_field<P::SubnetLocal, N>({62 - at, 4, 1});
+    check_field<P::LocalAckTimeout, N>({63 - at, 0, 5});
+    CHECK(P::kLocalGidOffset == 24 - at);
+    CHECK(P::kRemoteGidOffset == 40 - at);
     CHECK(V::kPrivateDataOffset == 64);
     STATIC_REQUIRE(64 + cm::kLapPrivateDataSize == kMsg);
   }
@@ -323,6 +329,97 @@ TEST_CASE("LAP APR SIDR_REQ SIDR_REP fields sit at IBA offsets", "[wire][mad][cm
     STATIC_REQUIRE(96 + cm::kSidrRepPrivateDataSize == kMsg);
   }
 }
+
+namespace {
+
+// The bits a field list (wire/cm.hpp) gives to fields, byte ranges and path
+// blocks, as a mask; `overlap` if two entries claim the same bit.
+template <std::size_t N>
+struct Coverage {
+  std::array<uint8_t, N> mask{};
+  bool overlap = false;
+  void add(IbaLoc loc) { add_mask(mask_of<N>(loc)); }
+  void add_path(std::size_t offset, const Coverage<cm::kPathSize>& path) {
+    std::array<uint8_t, N> m{};
+    for (std::size_t i = 0; i < cm::kPathSize; ++i) m[offset + i] = path.mask[i];
+    overlap = overlap || path.overlap;
+    add_mask(m);
+  }
+  void add_mask(const std::array<uint8_t, N>& m) {
+    for (std::size_t i = 0; i < N; ++i) {
+      if ((mask[i] & m[i]) != 0) overlap = true;
+      mask[i] = static_cast<uint8_t>(mask[i] | m[i]);
+    }
+  }
+};
+
+#define COVER_FIELD(name, Type, byte, bit, bits, ...) c.add({byte, bit, bits});
+#define COVER_BYTES(name, OffsetConst, offset, length) c.add({offset, 0, static_cast<unsigned>((length)*8)});
+#define COVER_PATH(name, accessor, OffsetConst, offset, PathView) c.add_path(offset, path_coverage<PathView>());
+
+template <template <class> class PathView>
+Coverage<cm::kPathSize> path_coverage() {
+  Coverage<cm::kPathSize> c;
+  if constexpr (std::is_same_v<PathView<uint8_t>, BasicCmReqPathView<uint8_t>>) {
+    URNIC_CM_REQ_PATH(COVER_FIELD, COVER_BYTES, COVER_PATH)
+  } else {
+    URNIC_CM_LAP_PATH(COVER_FIELD, COVER_BYTES, COVER_PATH)
+  }
+  return c;
+}
+
+// Bytes-first round trip of one message type: random bits wherever the list
+// puts a field come back from encode_cm(decode_cm(bytes)) unchanged, and
+// reserved bits come back zero.
+template <class Msg>
+void check_bytes_round_trip(const Coverage<kMsg>& c) {
+  INFO("attribute " << cm_attr_name(Msg::kAttrId));
+  CHECK_FALSE(c.overlap);
+  uint32_t x = 0x9E3779B9u * Msg::kAttrId;
+  for (int round = 0; round < 4; ++round) {
+    std::array<uint8_t, kMsg> in{};
+    for (std::size_t i = 0; i < kMsg; ++i) {
+      x = x * 1664525u + 1013904223u;  // a fixed LCG: the same bytes every run
+      in[i] = static_cast<uint8_t>(x >> 24);
+    }
+    if (round == 0) in.fill(0xFF);
+    std::array<uint8_t, kMsg> out{};
+    out.fill(0x5A);
+    encode_cm(decode_cm(typename Msg::View(in.data())), typename Msg::MutView(out.data()));
+    for (std::size_t i = 0; i < kMsg; ++i) {
+      INFO("byte " << i);
+      CHECK(out[i] == (in[i] & c.mask[i]));
+    }
+  }
+}
+
+#define CHECK_BYTES_ROUND_TRIP(Msg, FIELDS)      \
+  do {                                           \
+    Coverage<kMsg> c;                            \
+    FIELDS(COVER_FIELD, COVER_BYTES, COVER_PATH) \
+    check_bytes_round_trip<Msg>(c);              \
+  } while (false)
+
+}  // namespace
+
+TEST_CASE("every CM message round-trips from bytes, reserved bits to zero", "[wire][mad][cm]") {
+  CHECK_BYTES_ROUND_TRIP(CmReq, URNIC_CM_REQ);
+  CHECK_BYTES_ROUND_TRIP(CmMra, URNIC_CM_MRA);
+  CHECK_BYTES_ROUND_TRIP(CmRej, URNIC_CM_REJ);
+  CHECK_BYTES_ROUND_TRIP(CmRep, URNIC_CM_REP);
+  CHECK_BYTES_ROUND_TRIP(CmRtu, URNIC_CM_RTU);
+  CHECK_BYTES_ROUND_TRIP(CmDreq, URNIC_CM_DREQ);
+  CHECK_BYTES_ROUND_TRIP(CmDrep, URNIC_CM_DREP);
+  CHECK_BYTES_ROUND_TRIP(CmLap, URNIC_CM_LAP);
+  CHECK_BYTES_ROUND_TRIP(CmApr, URNIC_CM_APR);
+  CHECK_BYTES_ROUND_TRIP(CmSidrReq, URNIC_CM_SIDR_REQ);
+  CHECK_BYTES_ROUND_TRIP(CmSidrRep, URNIC_CM_SIDR_REP);
+}
+
+#undef CHECK_BYTES_ROUND_TRIP
+#undef COVER_PATH
+#undef COVER_BYTES
+#undef COVER_FIELD
 
 TEST_CASE("CM attribute IDs match IBA Table 104", "[wire][mad][cm]") {
   CHECK(cm::kAttrClassPortInfo == 0x0001);
