@@ -218,8 +218,8 @@ std::optional<DaemonConfig> parse_config(const std::string& json_text, std::stri
       dc.mac[5] = index;
       dc.name = "urnic" + std::to_string(index);
       apply_plain_keys(d, dc);  // the keys stored as they are (name, link, address, udp_port, mtu, ...)
-      if (!d.contains("link")) dc.link = dc.transport == "iwarp" ? "tcp" : "udp";
-      const LinkKindInfo* kind = find_link_kind(dc.link);
+      const LinkKindInfo* kind = d.contains("link") ? find_link_kind(dc.link) : default_link_kind(dc.transport);
+      if (kind != nullptr) dc.link = kind->name;
       if (kind == nullptr || kind->transport != dc.transport) {
         error = "config: link '" + dc.link + "' not available for " + dc.transport + " (roce: " +
                 link_names_for("roce") + "; iwarp: " + link_names_for("iwarp") + ")";

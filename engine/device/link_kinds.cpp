@@ -87,7 +87,7 @@ std::unique_ptr<Link> open_dpdk(const Device& dev, std::string* error, LinkShard
 constexpr std::string_view kAfPacketNeeds[] = {"interface"};
 constexpr std::string_view kDpdkNeeds[] = {"devargs", "address"};
 
-// The rows. `optional`: a udp port another daemon holds leaves same-host
+// The rows; the first of a transport is its default link. `optional`: a udp port another daemon holds leaves same-host
 // traffic (hairpinned); a raw link that does not open is a configuration
 // error. Sharded links steer each packet to its QP's thread in the kernel
 // (udp: SO_REUSEPORT + BPF; afpacket: PACKET_FANOUT); dpdk and iWARP
@@ -120,6 +120,12 @@ std::span<const LinkKindInfo> link_kinds() { return kLinkKinds; }
 const LinkKindInfo* find_link_kind(std::string_view name) {
   for (const LinkKindInfo& k : kLinkKinds)
     if (k.name == name) return &k;
+  return nullptr;
+}
+
+const LinkKindInfo* default_link_kind(std::string_view transport) {
+  for (const LinkKindInfo& k : kLinkKinds)
+    if (k.transport == transport) return &k;
   return nullptr;
 }
 

@@ -59,6 +59,9 @@ struct LinkKindInfo {
 std::span<const LinkKindInfo> link_kinds();
 // The row of `name`, or nullptr if there is none.
 const LinkKindInfo* find_link_kind(std::string_view name);
+// The link a device of `transport` gets when its config names none: the
+// first row that carries it (roce: udp; iwarp: tcp). nullptr if none does.
+const LinkKindInfo* default_link_kind(std::string_view transport);
 // The row of a device's (parsed, so valid) "link".
 const LinkKindInfo& link_kind_of(const DeviceConfig& cfg);
 // The link names that carry `transport`, as "udp, afpacket or dpdk".
