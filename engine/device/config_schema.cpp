@@ -283,7 +283,7 @@ bool check_object(const nlohmann::json& obj, ConfigScope scope, const std::strin
       }
     }
     error = "config: unknown key \"" + path + name + "\" (" + where + ")";
-    if (best != nullptr && best_d <= std::max<std::size_t>(2, name.size() / 3))
+    if (best != nullptr && best_d <= std::max<std::size_t>(1, name.size() / 3))
       error += "; did you mean \"" + path + std::string(best->name) + "\"?";
     else
       error += "; the keys there are " + all;

@@ -263,7 +263,7 @@ TEST_CASE("config schema: an unknown device key is refused, naming the device", 
   e = refusal(R"({"devices":[{"udp_prot":4792}]})");
   CHECK(has(e, "unknown key \"udp_prot\" (device 0, urnic0); did you mean \"udp_port\"?"));
   e = refusal(R"({"devices":[{"name":"a","pfc":{"enabled":true}}]})");
-  CHECK(has(e, "unknown key \"pfc\" (device 0, a)"));
+  CHECK(has(e, "unknown key \"pfc\" (device 0, a); the keys there are name, transport, link,"));
   e = refusal(R"({"devices":[{"name":"a","interfce":"eth1","link":"afpacket"}]})");
   CHECK(has(e, "did you mean \"interface\"?"));
 }
