@@ -1196,7 +1196,7 @@ Reply Session::on_status(const MsgHeader& h) {
       put(l.port, sizeof l.port, dp->link()->port_name());
       l.up = dp->link()->link_up() ? 1 : 0;
     } else if (dp != nullptr && dp->iwarp()) {
-      put(l.kind, sizeof l.kind, "tcp");
+      put(l.kind, sizeof l.kind, d.config().link);  // tcp: its streams are the data path's
       put(l.port, sizeof l.port, d.config().address);
       l.up = 1;
     } else {

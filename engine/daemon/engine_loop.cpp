@@ -1,6 +1,7 @@
 #include "engine/daemon/engine_loop.hpp"
 #include "engine/daemon/loop_tuning.hpp"
 #include "engine/datapath/clock.hpp"
+#include "engine/device/link_kinds.hpp"
 #include "transport/pool_alloc.hpp"
 
 #include <fcntl.h>
@@ -81,10 +82,10 @@ bool EngineLoop::init(std::string* error) {
   watch(doorbell_fd_, true);
   std::vector<std::vector<DataPath*>> by_shard(threads_);
   for (auto& d : reg_.devices()) {
-    // More than one engine thread: RoCE devices on the udp and afpacket
-    // links get a data path per thread (their sockets steer by QPN); iWARP
-    // and dpdk devices run here.
-    const bool sharded = !d->iwarp() && (d->config().link == "udp" || d->config().link == "afpacket");
+    // More than one engine thread: devices on a shardable link (udp,
+    // afpacket: their sockets steer by QPN) get a data path per thread;
+    // the others (dpdk, iWARP) run here.
+    const bool sharded = link_kind_of(d->config()).shardable;
     const unsigned n = sharded ? threads_ : 1;
     std::vector<DataPath*> dps;
     for (unsigned k = 0; k < n; ++k) {

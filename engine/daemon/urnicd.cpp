@@ -24,7 +24,9 @@
 
 #include "hostif/ctl_proto.hpp"
 #include "engine/control/ctl_server.hpp"
+#include "engine/device/config_schema.hpp"
 #include "engine/device/device.hpp"
+#include "engine/device/link_kinds.hpp"
 #include "engine/daemon/engine_loop.hpp"
 #include "hostif/hostif.hpp"
 
@@ -124,6 +126,11 @@ int main(int argc, char** argv) {
       status = true;
     } else if (a == "--json") {
       json = true;
+    } else if (a == "--print-config-schema") {
+      // Not for users: the build renders urnicd(8)'s configuration
+      // reference from it (tools/man/gen_man.py), so the page is the schema.
+      fmt::print("{}", render_config_reference());
+      return kExitOk;
     } else if (a == "-h" || a == "--help") {
       usage();
       return kExitOk;
@@ -203,19 +210,18 @@ int main(int argc, char** argv) {
       io.stop();
     });
     for (const auto& d : reg.devices()) {
-      const std::string vlan = d->config().vlan != 0 ? fmt::format(", vlan {}", d->config().vlan) : "";
-      if (d->iwarp())
-        fmt::print(stderr, "urnicd: device {}: iWARP over tcp {}, mtu {}\n", d->name(), d->config().address,
-                   d->config().active_mtu);
-      else if (d->config().link == "afpacket")
-        fmt::print(stderr, "urnicd: device {}: RoCE v1/v2 over afpacket {} ({}), mtu {}, {} GIDs{}\n", d->name(),
-                   d->config().interface, d->config().address, d->config().active_mtu, d->gids().size(), vlan);
-      else if (d->config().link == "dpdk")
-        fmt::print(stderr, "urnicd: device {}: RoCE v1/v2 over dpdk {} ({}), mtu {}, {} GIDs{}\n", d->name(),
-                   d->config().devargs, d->config().address, d->config().active_mtu, d->gids().size(), vlan);
+      const DeviceConfig& c = d->config();
+      const LinkKindInfo& k = link_kind_of(c);
+      const std::string vlan = c.vlan != 0 ? fmt::format(", vlan {}", c.vlan) : "";
+      if (k.port_field != nullptr)  // a port of its own (raw links): GIDs from it
+        fmt::print(stderr, "urnicd: device {}: {} over {} {} ({}), mtu {}, {} GIDs{}\n", d->name(), k.carries, k.name,
+                   c.*k.port_field, c.address, c.active_mtu, d->gids().size(), vlan);
+      else if (k.open != nullptr)  // a socket of the host's: address and port
+        fmt::print(stderr, "urnicd: device {}: {} over {} {}:{}, mtu {}\n", d->name(), k.carries, k.name, c.address,
+                   c.udp_port, c.active_mtu);
       else
-        fmt::print(stderr, "urnicd: device {}: RoCE v2 over udp {}:{}, mtu {}\n", d->name(),
-                   d->config().address, d->config().udp_port, d->config().active_mtu);
+        fmt::print(stderr, "urnicd: device {}: {} over {} {}, mtu {}\n", d->name(), k.carries, k.name, c.address,
+                   c.active_mtu);
     }
     if (cfg.threads > 1) {
       fmt::print(stderr, "urnicd: {} engine threads (udp and afpacket RoCE devices sharded by QPN; processes spread over them)\n",

@@ -13,7 +13,7 @@
 #include <iterator>
 
 #include "engine/device/device.hpp"
-#include "engine/datapath/link_open.hpp"
+#include "engine/device/link_kinds.hpp"
 
 namespace urnic::engine {
 
@@ -159,7 +159,7 @@ std::unique_ptr<DataPath> DataPath::create(const Device& dev, std::string* error
   }
   std::string link_error;
   std::unique_ptr<Link> link = open_link(dev, &link_error, sh);
-  if (!link && dev.config().link != "udp") {
+  if (!link && !link_kind_of(dev.config()).optional) {
     // A raw link that does not open is a configuration error; the udp link
     // degrades (open_link said why) to same-host traffic.
     if (error != nullptr) *error = link_error;

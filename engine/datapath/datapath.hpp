@@ -32,7 +32,7 @@
 #include "engine/observe/capture.hpp"
 #include "hostif/ctl_proto.hpp"
 #include "engine/observe/fault.hpp"
-#include "engine/datapath/link_open.hpp"
+#include "engine/device/link_kinds.hpp"
 #include "engine/datapath/multicast.hpp"
 #include "engine/datapath/shard.hpp"
 #include "engine/datapath/spsc_slots.hpp"
@@ -75,8 +75,8 @@ class GsiHandler {
 
 class DataPath final : public transport::TxSink, public transport::EventSink {
  public:
-  // Opens the device's link (engine/link_open.cpp: udp binds address:port,
-  // afpacket opens the interface). nullptr + *error on failure.
+  // Opens the device's link (open_link, engine/device/link_kinds.cpp: udp binds
+  // address:port, afpacket opens the interface). nullptr + *error on failure.
   // `sh`: this data path is shard sh.shard of sh.shards (shard.hpp): its
   // transport hands out that residue's QPNs, its udp link shares the port.
   static std::unique_ptr<DataPath> create(const Device& dev, std::string* error, LinkShard sh = {});

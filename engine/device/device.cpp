@@ -15,6 +15,8 @@
 #include <utility>
 #include <nlohmann/json.hpp>
 
+#include "engine/device/config_schema.hpp"
+#include "engine/device/link_kinds.hpp"
 #include "transport/types.hpp"
 
 namespace urnic::engine {
@@ -169,68 +171,31 @@ bool parse_planted_bugs(const nlohmann::json& v, DeviceConfig& dc, std::string& 
   return true;
 }
 
-// "dcqcn": {...} of a roce device (transport/dcqcn.hpp): every key checked,
-// the message naming the one that is wrong.
+// "dcqcn": {...} of a roce device (transport/dcqcn.hpp), its keys' types
+// and ranges already checked against the schema (config_schema.cpp).
 bool parse_dcqcn(const nlohmann::json& d, const std::string& dev, transport::DcqcnConfig& c, std::string& error) {
-  if (!d.is_object()) {
-    error = "config: dcqcn must be an object of DCQCN parameters, on a roce device (" + dev + ")";
-    return false;
-  }
-  const auto fail = [&](const std::string& key, const char* what) {
-    error = "config: dcqcn." + key + " " + what + " (" + dev + ")";
-    return false;
-  };
-  // A number in [lo, hi] (lo_open: lo itself excluded).
-  const auto num = [&](const nlohmann::json& v, double lo, bool lo_open, double hi, double& out) {
-    if (!v.is_number()) return false;
-    const double x = v.get<double>();
-    if (!(lo_open ? x > lo : x >= lo) || !(x <= hi)) return false;
-    out = x;
-    return true;
-  };
-  // Whole microseconds in [lo, 1000000], as Nanos.
-  const auto usec = [&](const nlohmann::json& v, std::uint64_t lo, transport::Nanos& out) {
-    if (!v.is_number_unsigned() || v.get<std::uint64_t>() < lo || v.get<std::uint64_t>() > 1'000'000) return false;
-    out = v.get<std::uint64_t>() * 1000;
-    return true;
-  };
+  const auto usec = [](const nlohmann::json& v) -> transport::Nanos { return v.get<std::uint64_t>() * 1000; };
   for (const auto& [key, v] : d.items()) {
-    double x = 0;
-    if (key == "enabled" || key == "rtt_timers" || key == "cut_from_sent_rate") {
-      if (!v.is_boolean()) return fail(key, "is true or false");
-      (key == "enabled" ? c.enabled : key == "rtt_timers" ? c.rtt_timers : c.cut_from_sent_rate) = v.get<bool>();
-    } else if (key == "g") {
-      if (!num(v, 0, true, 1, c.g)) return fail(key, "is a number in (0, 1] (the paper's 1/256 = 0.00390625)");
-    } else if (key == "initial_alpha") {
-      if (!num(v, 0, true, 1, c.initial_alpha)) return fail(key, "is a number in (0, 1]");
-    } else if (key == "alpha_timer_us") {
-      if (!usec(v, 1, c.alpha_period)) return fail(key, "is 1..1000000 (microseconds)");
-    } else if (key == "timer_us") {
-      if (!usec(v, 1, c.timer_period)) return fail(key, "is 1..1000000 (microseconds)");
-    } else if (key == "decrease_period_us") {
-      if (!usec(v, 0, c.decrease_period)) return fail(key, "is 0..1000000 (microseconds)");
-    } else if (key == "pace_slack_us") {
-      if (!usec(v, 0, c.pace_slack) || c.pace_slack > 1'000'000) return fail(key, "is 0..1000 (microseconds)");
-    } else if (key == "byte_counter") {
-      if (!v.is_number_unsigned() || v.get<std::uint64_t>() > (std::uint64_t{1} << 40))
-        return fail(key, "is 0..2^40 (bytes; 0: no byte counter)");
-      c.byte_counter = v.get<std::uint64_t>();
-    } else if (key == "fast_recovery_stages") {
-      if (!v.is_number_unsigned() || v.get<std::uint64_t>() > 1000) return fail(key, "is 0..1000");
-      c.fast_recovery_stages = v.get<std::uint32_t>();
-    } else if (key == "rate_ai_mbps" || key == "rate_hai_mbps" || key == "min_rate_mbps" || key == "line_rate_mbps") {
-      if (!num(v, 0, true, 1'000'000, x)) return fail(key, "is a rate in Mb/s, above 0 and at most 1000000");
-      (key == "rate_ai_mbps"    ? c.rate_ai_mbps
-       : key == "rate_hai_mbps" ? c.rate_hai_mbps
-       : key == "min_rate_mbps" ? c.min_rate_mbps
-                                : c.line_rate_mbps) = x;
-    } else {
-      return fail(key, "is not a DCQCN parameter (enabled, g, initial_alpha, alpha_timer_us, timer_us, "
-                       "decrease_period_us, pace_slack_us, byte_counter, fast_recovery_stages, rate_ai_mbps, "
-                       "rate_hai_mbps, min_rate_mbps, line_rate_mbps, rtt_timers, cut_from_sent_rate)");
-    }
+    if (key == "enabled") c.enabled = v.get<bool>();
+    else if (key == "rtt_timers") c.rtt_timers = v.get<bool>();
+    else if (key == "cut_from_sent_rate") c.cut_from_sent_rate = v.get<bool>();
+    else if (key == "g") c.g = v.get<double>();
+    else if (key == "initial_alpha") c.initial_alpha = v.get<double>();
+    else if (key == "alpha_timer_us") c.alpha_period = usec(v);
+    else if (key == "timer_us") c.timer_period = usec(v);
+    else if (key == "decrease_period_us") c.decrease_period = usec(v);
+    else if (key == "pace_slack_us") c.pace_slack = usec(v);
+    else if (key == "byte_counter") c.byte_counter = v.get<std::uint64_t>();
+    else if (key == "fast_recovery_stages") c.fast_recovery_stages = v.get<std::uint32_t>();
+    else if (key == "rate_ai_mbps") c.rate_ai_mbps = v.get<double>();
+    else if (key == "rate_hai_mbps") c.rate_hai_mbps = v.get<double>();
+    else if (key == "min_rate_mbps") c.min_rate_mbps = v.get<double>();
+    else if (key == "line_rate_mbps") c.line_rate_mbps = v.get<double>();
   }
-  if (c.min_rate_mbps > c.line_rate_mbps) return fail("min_rate_mbps", "is at most line_rate_mbps");
+  if (c.min_rate_mbps > c.line_rate_mbps) {
+    error = "config: dcqcn.min_rate_mbps is at most line_rate_mbps (" + dev + ")";
+    return false;
+  }
   return true;
 }
 
@@ -240,6 +205,9 @@ std::optional<DaemonConfig> parse_config(const std::string& json_text, std::stri
   DaemonConfig cfg;
   try {
     const auto j = nlohmann::json::parse(json_text);
+    // Every key known, of its type, in its range (config_schema.hpp); what
+    // follows checks what depends on the transport, the link or other keys.
+    if (!check_config_schema(j, error)) return std::nullopt;
     if (!j.contains("devices") || !j["devices"].is_array() || j["devices"].empty()) {
       error = "config: \"devices\" must be a non-empty array";
       return std::nullopt;
@@ -248,13 +216,16 @@ std::optional<DaemonConfig> parse_config(const std::string& json_text, std::stri
     for (const auto& d : j["devices"]) {
       DeviceConfig dc;
       dc.mac[5] = index;
-      dc.name = d.value("name", "urnic" + std::to_string(index));
-      dc.transport = d.value("transport", std::string("roce"));
-      dc.link = d.value("link", std::string(dc.transport == "iwarp" ? "tcp" : "udp"));
-      dc.interface = d.value("interface", std::string());
-      dc.devargs = d.value("devargs", std::string());
+      dc.name = "urnic" + std::to_string(index);
+      apply_plain_keys(d, dc);  // the keys stored as they are (name, link, address, udp_port, mtu, ...)
+      const LinkKindInfo* kind = d.contains("link") ? find_link_kind(dc.link) : default_link_kind(dc.transport);
+      if (kind != nullptr) dc.link = kind->name;
+      if (kind == nullptr || kind->transport != dc.transport) {
+        error = "config: link '" + dc.link + "' not available for " + dc.transport + " (roce: " +
+                link_names_for("roce") + "; iwarp: " + link_names_for("iwarp") + ")";
+        return std::nullopt;
+      }
       if (d.contains("eal")) dc.eal = d["eal"].get<std::vector<std::string>>();
-      dc.port_mtu = d.value("port_mtu", std::uint32_t{9000});
       if (d.contains("ipv6")) {
         std::vector<std::string> v6;
         if (d["ipv6"].is_string()) v6.push_back(d["ipv6"].get<std::string>());
@@ -262,7 +233,7 @@ std::optional<DaemonConfig> parse_config(const std::string& json_text, std::stri
         for (const std::string& text : v6) {
           wire::IpAddr a;
           // A unicast address that is not IPv4-mapped (that is the IPv4 GID).
-          if (dc.link != "dpdk" || ::inet_pton(AF_INET6, text.c_str(), a.bytes.data()) != 1 || a.bytes[0] == 0xff ||
+          if (!kind->ipv6_addresses || ::inet_pton(AF_INET6, text.c_str(), a.bytes.data()) != 1 || a.bytes[0] == 0xff ||
               a.is_v4_mapped() || a == wire::IpAddr{}) {
             error = "config: \"ipv6\" is a unicast IPv6 address (or a list), on a dpdk link, for " + dc.name +
                     ": " + text;
@@ -272,24 +243,15 @@ std::optional<DaemonConfig> parse_config(const std::string& json_text, std::stri
         }
       }
       // A raw link takes its address from the interface unless told.
-      dc.address = d.value("address", std::string(dc.link == "afpacket" ? "" : "127.0.0.1"));
-      dc.udp_port = d.value("udp_port", std::uint16_t{4791});
-      if (d.contains("udp_gso")) {
-        if (!d["udp_gso"].is_boolean() || dc.link != "udp" || dc.transport != "roce") {
-          error = "config: udp_gso is true or false, on a roce device with the udp link (" + dc.name + ")";
-          return std::nullopt;
-        }
-        dc.udp_gso = d["udp_gso"].get<bool>();
+      if (!d.contains("address")) dc.address = kind->default_address;
+      if (d.contains("udp_gso") && !kind->udp_gso) {
+        error = "config: udp_gso is true or false, on a roce device with the udp link (" + dc.name + ")";
+        return std::nullopt;
       }
-      if (d.contains("vlan")) {
-        const auto v = d["vlan"].is_number_unsigned() ? d["vlan"].get<std::uint64_t>() : 0;
-        if (v < 1 || v > 4094 || (dc.link != "afpacket" && dc.link != "dpdk")) {
-          error = "config: \"vlan\" is a VLAN ID 1..4094, on an afpacket or dpdk link, for " + dc.name;
-          return std::nullopt;
-        }
-        dc.vlan = static_cast<std::uint16_t>(v);
+      if (d.contains("vlan") && !kind->vlan) {
+        error = "config: \"vlan\" is a VLAN ID 1..4094, on an afpacket or dpdk link, for " + dc.name;
+        return std::nullopt;
       }
-      dc.active_mtu = d.value("mtu", std::uint32_t{4096});
       if (d.contains("mac") && !parse_mac(d["mac"].get<std::string>(), dc.mac)) {
         error = "config: bad mac for " + dc.name;
         return std::nullopt;
@@ -319,13 +281,9 @@ std::optional<DaemonConfig> parse_config(const std::string& json_text, std::stri
         }
         dc.ecn_codepoint = v == "ect0" ? 0b10 : v == "ect1" ? 0b01 : 0;
       }
-      if (d.contains("cnp_interval_us")) {
-        const auto v = d["cnp_interval_us"].is_number_unsigned() ? d["cnp_interval_us"].get<std::uint64_t>() : ~0ULL;
-        if (dc.transport != "roce" || v > 1'000'000) {
-          error = "config: cnp_interval_us is 0..1000000 (microseconds), on a roce device (" + dc.name + ")";
-          return std::nullopt;
-        }
-        dc.cnp_interval_us = static_cast<std::uint32_t>(v);
+      if (d.contains("cnp_interval_us") && dc.transport != "roce") {
+        error = "config: cnp_interval_us is 0..1000000 (microseconds), on a roce device (" + dc.name + ")";
+        return std::nullopt;
       }
       if (d.contains("planted_bugs")) {
         if (!parse_planted_bugs(d["planted_bugs"], dc, error)) return std::nullopt;
@@ -338,29 +296,19 @@ std::optional<DaemonConfig> parse_config(const std::string& json_text, std::stri
         if (!parse_dcqcn(d["dcqcn"], dc.name, dc.dcqcn, error)) return std::nullopt;
       }
       in_addr a{};
-      if (dc.transport != "roce" && dc.transport != "iwarp") {
-        error = "config: transport must be roce or iwarp for " + dc.name;
-        return std::nullopt;
+      for (const std::string_view key : kind->required) {
+        const auto it = d.find(key);
+        if (it == d.end() || (it->is_string() && it->get_ref<const std::string&>().empty())) {
+          error = "config: link " + dc.link + " needs";
+          for (std::size_t i = 0; i < kind->required.size(); ++i)
+            error += (i == 0 ? " \"" : " and \"") + std::string(kind->required[i]) + "\"";
+          error += " for " + dc.name;
+          return std::nullopt;
+        }
       }
-      if (dc.transport == "iwarp" ? dc.link != "tcp" : (dc.link != "udp" && dc.link != "afpacket" && dc.link != "dpdk")) {
-        error = "config: link '" + dc.link + "' not available for " + dc.transport +
-                " (roce: udp, afpacket or dpdk; iwarp: tcp)";
-        return std::nullopt;
-      }
-      if (dc.link == "dpdk" && (dc.devargs.empty() || !d.contains("address"))) {
-        error = "config: link dpdk needs \"devargs\" and \"address\" for " + dc.name;
-        return std::nullopt;
-      }
-      if (dc.link == "afpacket" && (dc.interface.empty() || dc.interface.size() >= IFNAMSIZ)) {
-        error = "config: link afpacket needs \"interface\" (a network interface name) for " + dc.name;
-        return std::nullopt;
-      }
-      if (!(dc.link == "afpacket" && dc.address.empty()) && ::inet_pton(AF_INET, dc.address.c_str(), &a) != 1) {
+      if (!(kind->default_address.empty() && dc.address.empty()) &&
+          ::inet_pton(AF_INET, dc.address.c_str(), &a) != 1) {
         error = "config: bad IPv4 address for " + dc.name;
-        return std::nullopt;
-      }
-      if (mtu_enum(dc.active_mtu) == 0) {
-        error = "config: mtu must be 256, 512, 1024, 2048 or 4096";
         return std::nullopt;
       }
       if (dc.name.empty() || dc.name.size() >= ctl::kNameLen) {
@@ -375,15 +323,7 @@ std::optional<DaemonConfig> parse_config(const std::string& json_text, std::stri
       ++index;
     }
     if (j.contains("access") && !parse_access(j["access"], cfg.access, error)) return std::nullopt;
-    if (j.contains("threads")) {
-      const auto& t = j["threads"];
-      if (!t.is_number_unsigned() || t.get<std::uint64_t>() < 1 || t.get<std::uint64_t>() > DaemonConfig::kMaxThreads) {
-        error = "config: \"threads\" (engine poll threads) must be a whole number from 1 to " +
-                std::to_string(DaemonConfig::kMaxThreads) + " (1, the default, suits a machine of two cores)";
-        return std::nullopt;
-      }
-      cfg.threads = t.get<unsigned>();
-    }
+    cfg.threads = j.value("threads", 1U);
     if (j.contains("process_quota")) {
       const auto& q = j["process_quota"];
       const std::pair<const char*, std::uint32_t ProcessQuota::*> fields[] = {
@@ -410,7 +350,8 @@ std::optional<DaemonConfig> parse_config(const std::string& json_text, std::stri
 }
 
 Device::Device(const DeviceConfig& cfg) : cfg_(cfg) {
-  if (cfg_.link == "afpacket") {
+  const NetdevFrom netdev_from = link_kind_of(cfg_).netdev;
+  if (netdev_from == NetdevFrom::kInterface) {
     // The port is the interface: its MAC names the device (GUID, GID[0]),
     // its addresses fill the GID table, its MTU bounds the path MTU.
     netdev_ = query_netdev(cfg_.interface, &netdev_error_);
@@ -428,7 +369,7 @@ Device::Device(const DeviceConfig& cfg) : cfg_(cfg) {
       while (cfg_.active_mtu > 256 && cfg_.active_mtu + 128 > netdev_->mtu) cfg_.active_mtu /= 2;
     }
     if (cfg_.address.empty()) cfg_.address = "0.0.0.0";  // no IPv4: RoCE v1 / IPv6 only, no CM
-  } else if (cfg_.link == "dpdk") {
+  } else if (netdev_from == NetdevFrom::kConfig) {
     // A DPDK port is not a kernel interface: it is what the config says
     // (its MAC, its IPv4 address, the port MTU).
     Netdev nd;

@@ -1,17 +1,21 @@
 #!/usr/bin/env python3
 """Render a man page from its one source, a small Markdown subset (tools/man/*.md).
 
-usage: gen_man.py SOURCE.md OUTPUT [--help-from SCRIPT] [--version V]
+usage: gen_man.py SOURCE.md OUTPUT [--help-from SCRIPT] [--config-from URNICD] [--version V]
 
 The source's first line is "# name(section) -- summary". Then "## HEADING"
 starts a section, a blank line ends a paragraph, lines indented by four
 spaces are shown as typed, "- " starts a list item, `code` is bold, *word* is
 italic. A line "{{COMMANDS}}" becomes the command list of SCRIPT (the help
 text of tools/urnic, the comment block `urnic help` prints), so urnic(1) and
-`urnic help` cannot disagree.
+`urnic help` cannot disagree. A line "{{CONFIG}}" becomes what
+`URNICD --print-config-schema` prints (Markdown in the same subset): the
+daemon's configuration schema (engine/device/config_schema.cpp), so
+urnicd(8) and the keys urnicd accepts cannot disagree.
 """
 import argparse
 import re
+import subprocess
 import sys
 
 
@@ -108,10 +112,17 @@ def main():
     ap.add_argument('source')
     ap.add_argument('output')
     ap.add_argument('--help-from')
+    ap.add_argument('--config-from')
     ap.add_argument('--version', default='')
     a = ap.parse_args()
     with open(a.source, encoding='utf-8') as f:
         src = f.read()
+    if '{{CONFIG}}' in src:
+        if not a.config_from:
+            sys.exit('gen_man.py: the source has {{CONFIG}} but no --config-from program')
+        schema = subprocess.run([a.config_from, '--print-config-schema'], check=True, capture_output=True,
+                                text=True).stdout
+        src = src.replace('{{CONFIG}}\n', schema.rstrip('\n') + '\n')
     help_lines = script_help(a.help_from) if a.help_from else []
     if '{{COMMANDS}}' in src and not help_lines:
         sys.exit('gen_man.py: the source has {{COMMANDS}} but no --help-from script')
