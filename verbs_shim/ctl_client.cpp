@@ -227,6 +227,24 @@ bool CtlClient::peer_hung_up() {
   return gone();
 }
 
+void CtlClient::await_reply() const {
+  // A reply usually comes within microseconds (the daemon spins after a
+  // request, engine/daemon/engine_loop.cpp). Sleeping in recvmsg costs more
+  // than that: the core halts, and waking it (an interrupt, in a virtual
+  // machine a hypervisor exit) took most of a reg_mr's 25 us. So look for
+  // the reply for a few microseconds first; past that, or when another
+  // task wants the core, sleep.
+  constexpr std::int64_t kSpinNs = 20'000;
+  timespec start{}, now{};
+  ::clock_gettime(CLOCK_MONOTONIC, &start);
+  for (;;) {
+    pollfd p{fd_, POLLIN, 0};
+    if (::poll(&p, 1, 0) != 0) return;  // readable, hung up or failed: recvmsg says which
+    ::clock_gettime(CLOCK_MONOTONIC, &now);
+    if ((now.tv_sec - start.tv_sec) * 1'000'000'000 + (now.tv_nsec - start.tv_nsec) > kSpinNs) return;
+  }
+}
+
 CtlClient::~CtlClient() {
   if (fd_ >= 0) ::close(fd_);
 }
@@ -244,6 +262,7 @@ int CtlClient::call_raw(std::vector<std::byte> req, std::vector<std::byte>& repl
     if (err == EPIPE || err == ECONNRESET || err == ENOTCONN) mark_gone();
     return EIO;
   }
+  await_reply();
   if (const int err = engine::recv_message(fd_, reply, fds); err != 0) {
     if (err == ECONNRESET) mark_gone();  // also the end of the stream
     return EIO;

@@ -96,6 +96,8 @@ class CtlClient {
   explicit CtlClient(int fd) : fd_(fd) {}
   int call_raw(std::vector<std::byte> req, std::vector<std::byte>& reply, std::vector<int>& fds,
                std::span<const int> send_fds = {});
+  // Looks for the reply for a few microseconds before recvmsg sleeps.
+  void await_reply() const;
   template <ctl::Message Rep>
   int check_reply(int err, const std::vector<std::byte>& reply, Rep& rep);
   int fd_;
