@@ -257,6 +257,21 @@ enum class Victim {
 
 bool direct(Victim v) { return v == Victim::kDirectRemap || v == Victim::kDirectProtect; }
 
+// Whether the page at `p` is one of the shim's regions (a memfd it maps:
+// verbs_shim/direct_memory.hpp), read off /proc/self/maps.
+bool is_region(const void* p) {
+  const auto a = reinterpret_cast<std::uintptr_t>(p);
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  while (std::getline(maps, line)) {
+    const auto dash = line.find('-');
+    const auto start = std::stoull(line.substr(0, dash), nullptr, 16);
+    const auto end = std::stoull(line.substr(dash + 1), nullptr, 16);
+    if (a >= start && a < end) return line.find("memfd:urnic-mr") != std::string::npos;
+  }
+  return false;
+}
+
 // The victim process: registers memory for remote writes on an RC QP, then
 // unmaps it (or makes it read-only) before its peer writes 4 KiB at offset
 // 1024. Reports on `out` what it saw: its QP info, then the async event its
@@ -280,6 +295,14 @@ bool direct(Victim v) { return v == Victim::kDirectRemap || v == Victim::kDirect
     std::uint32_t peer = 0;
     if (::write(out, &vi, sizeof vi) != sizeof vi || ::read(in, &peer, sizeof peer) != sizeof peer) ::_exit(12);
     if (!try_connect(c.ctx, qp, peer, 300)) ::_exit(13);
+    // Direct modes: the peer's WRITEs make the MR's pages a region (issue
+    // 45: registration moves nothing, traffic does); the victim says when.
+    for (char more = 0; direct(mode);) {
+      if (::read(in, &more, 1) != 1) ::_exit(19);
+      if (more == 'd') break;
+      const bool region = is_region(buf) && is_region(buf + len - 1);
+      if (::write(out, region ? "c" : "n", 1) != 1) ::_exit(19);
+    }
     // The application gives the registered memory up (ibv_dereg_mr not
     // called): hardware would go on writing the pinned pages.
     const bool unmap = mode == Victim::kUnmap || mode == Victim::kDirectRemap;
@@ -343,13 +366,28 @@ TEST_CASE("an RDMA WRITE into registered memory the victim unmapped or made read
     REQUIRE(::read(from_victim[0], &vi, sizeof vi) == sizeof vi);
     REQUIRE(::write(to_victim[1], &wq->qp_num, sizeof wq->qp_num) == sizeof wq->qp_num);
     connect(peer, wq, vi.qpn, 300);
+    std::vector<char> src(4096, 'X');
+    ibv_mr* smr = reg(peer.pd, src.data(), src.size(), IBV_ACCESS_LOCAL_WRITE);
+    REQUIRE(smr != nullptr);
+    if (direct(mode)) {
+      // The same WRITE as below, with valid memory, until the victim's
+      // pages have become a region and the daemon has switched the MR to it.
+      const long conversions = g_runtime.stats_counter("mr_conversions");
+      char reply = 'n';
+      for (int i = 0; i < 400 && reply != 'c'; ++i) {
+        REQUIRE(write(wq, peer.cq, smr, src.size(), vi.addr + 1024, vi.rkey) == IBV_WC_SUCCESS);
+        REQUIRE(::write(to_victim[1], "w", 1) == 1);
+        REQUIRE(::read(from_victim[0], &reply, 1) == 1);
+      }
+      REQUIRE(reply == 'c');
+      for (int i = 0; conversions >= 0 && i < 500 && g_runtime.stats_counter("mr_conversions") <= conversions; ++i)
+        ::usleep(2000);
+      REQUIRE(::write(to_victim[1], "d", 1) == 1);
+    }
     char ready = 0;
     REQUIRE(::read(from_victim[0], &ready, 1) == 1);
     // The peer writes 4 KiB (four packets at MTU 1024) into the victim's
     // MR: the key, bounds and access are all valid, the memory is not.
-    std::vector<char> src(4096, 'X');
-    ibv_mr* smr = reg(peer.pd, src.data(), src.size(), IBV_ACCESS_LOCAL_WRITE);
-    REQUIRE(smr != nullptr);
     int event = 0;
     if (direct(mode)) {
       // The daemon holds the pages, as a NIC holds pinned pages: the write
