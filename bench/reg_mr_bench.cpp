@@ -168,7 +168,8 @@ LoopResult cache_loop(ibv_pd* pd, const Loopback& l, std::size_t buffers) {
   for (std::size_t i = 0; i < buffers; ++i) {
     char* buf = pool + i * kSize;
     const double a = now_us();
-    ibv_mr* mr = ibv_reg_mr(pd, buf, kSize, IBV_ACCESS_LOCAL_WRITE);
+    const int local = IBV_ACCESS_LOCAL_WRITE;  // an int: verbs.h's ibv_reg_mr macro masks it with another enum
+    ibv_mr* mr = ibv_reg_mr(pd, buf, kSize, local);
     if (mr == nullptr) die("ibv_reg_mr");
     const double b = now_us();
     ibv_sge sge{reinterpret_cast<std::uintptr_t>(buf), kSize, mr->lkey};
