@@ -30,6 +30,14 @@ namespace urnic::engine {
 
 namespace {
 
+// The bytes of the whole pages inside [addr, addr + length) (0: none): what
+// the shim would move of a lazy MR (ConversionWatch::add refuses 0).
+std::uint64_t whole_page_bytes(std::uint64_t addr, std::uint64_t length) {
+  static const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+  const std::uint64_t first = (addr + page - 1) / page * page, end = (addr + length) / page * page;
+  return end > first ? end - first : 0;
+}
+
 using ctl::MsgHeader;
 
 // A socketpair for events flowing daemon -> process; returns {daemon end
@@ -486,10 +494,8 @@ Reply Session::on_reg_mr(const MsgHeader& h, std::span<const std::byte> msg, std
       region = hold_region(req->direct_va, req->direct_len, req->direct_offset, fds.empty() ? -1 : fds[0]);
     // A lazy MR (the shim converts its whole pages when asked): watched
     // from its first access, if it has whole pages and the process a channel.
-    const std::uint64_t page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
-    const std::uint64_t first_page = (req->addr + page - 1) / page * page, end_page = (req->addr + req->length) / page * page;
-    if ((req->flags & ctl::kRegMrLazy) != 0 && !odp && region == 0 && convert_fd_ >= 0 && end_page > first_page)
-      lazy = dp_->conversions().add(pid_, convert_fd_, handle, end_page - first_page);
+    if ((req->flags & ctl::kRegMrLazy) != 0 && !odp && region == 0 && convert_fd_ >= 0)
+      lazy = dp_->conversions().add(pid_, convert_fd_, handle, whole_page_bytes(req->addr, req->length));
     const transport::MemDomain dom = odp      ? odp_domain_of_pid(pid_)
                                      : region ? region_domain_of_pid(pid_, region)
                                      : lazy   ? lazy_domain_of_pid(pid_, lazy)
@@ -571,9 +577,7 @@ int Session::move_to(DataPath* to) {
     }
     if (mr.lazy != 0) {  // watched by the new thread from now on
       dp_->conversions().remove(mr.lazy);
-      const std::uint64_t page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
-      const std::uint64_t bytes = (mr.addr + mr.length) / page * page - (mr.addr + page - 1) / page * page;
-      mr.lazy = to->conversions().add(pid_, convert_fd_, handle, bytes);
+      mr.lazy = to->conversions().add(pid_, convert_fd_, handle, whole_page_bytes(mr.addr, mr.length));
       rec->dom = mr.lazy != 0 ? lazy_domain_of_pid(pid_, mr.lazy) : domain_of_pid(pid_);
     }
     to_t.adopt_mr(tpd_of[mr.pd], *rec);
