@@ -8,6 +8,7 @@
 
 #include "device_ctx.hpp"
 #include "loopback_qp.hpp"
+#include "region_probe.hpp"
 #include "runtime_dir.hpp"
 
 #include <infiniband/verbs.h>
@@ -34,26 +35,8 @@ const std::size_t kPage = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
 
 ibv_mr* reg(ibv_pd* pd, void* addr, std::size_t len, int access) { return ibv_reg_mr(pd, addr, len, access); }
 
-// What /proc/self/maps says of the mapping that holds `p`: its path field
-// ("" for private anonymous memory, "/memfd:urnic-mr (deleted)" for a region).
-std::string mapping_of(const void* p) {
-  const auto a = reinterpret_cast<std::uintptr_t>(p);
-  std::ifstream maps("/proc/self/maps");
-  std::string line;
-  while (std::getline(maps, line)) {
-    const auto dash = line.find('-');
-    const auto start = std::stoull(line.substr(0, dash), nullptr, 16);
-    const auto end = std::stoull(line.substr(dash + 1), nullptr, 16);
-    if (a < start || a >= end) continue;
-    std::size_t pos = 0;
-    for (int field = 0; field < 5; ++field) pos = line.find(' ', pos) + 1;  // skip to the path
-    while (pos < line.size() && line[pos] == ' ') ++pos;
-    return pos < line.size() ? line.substr(pos) : std::string();
-  }
-  return "unmapped";
-}
-
-bool is_region(const void* p) { return mapping_of(p).find("memfd:urnic-mr") != std::string::npos; }
+using urnic::test::is_region;
+using urnic::test::mapping_of;
 
 // Two RC QPs of one context connected to each other, a CQ, and a scratch
 // buffer that RDMA WRITEs can go to (a shared memfd: direct at once).

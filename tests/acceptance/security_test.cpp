@@ -7,6 +7,7 @@
 
 #include "device_ctx.hpp"
 #include "loopback_qp.hpp"
+#include "region_probe.hpp"
 #include "runtime_dir.hpp"
 
 #include <fcntl.h>
@@ -257,20 +258,7 @@ enum class Victim {
 
 bool direct(Victim v) { return v == Victim::kDirectRemap || v == Victim::kDirectProtect; }
 
-// Whether the page at `p` is one of the shim's regions (a memfd it maps:
-// verbs_shim/direct_memory.hpp), read off /proc/self/maps.
-bool is_region(const void* p) {
-  const auto a = reinterpret_cast<std::uintptr_t>(p);
-  std::ifstream maps("/proc/self/maps");
-  std::string line;
-  while (std::getline(maps, line)) {
-    const auto dash = line.find('-');
-    const auto start = std::stoull(line.substr(0, dash), nullptr, 16);
-    const auto end = std::stoull(line.substr(dash + 1), nullptr, 16);
-    if (a >= start && a < end) return line.find("memfd:urnic-mr") != std::string::npos;
-  }
-  return false;
-}
+using urnic::test::is_region;
 
 // The victim process: registers memory for remote writes on an RC QP, then
 // unmaps it (or makes it read-only) before its peer writes 4 KiB at offset
