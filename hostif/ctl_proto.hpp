@@ -36,7 +36,8 @@ inline constexpr std::uint32_t kMagic = 0x434e5255;  // "URNC" little-endian
 // 3: RegMrReq's direct range (a memfd the daemon maps). 4: its file offset
 // (the application's own shared memory files). 5: lazy conversion of
 // registered memory (RegMrReq::flags, OpenConvertChannel, ConvertMr).
-inline constexpr std::uint16_t kVersion = 5;
+// 6: the control mailbox (OpenMailbox, hostif/ctl_mailbox.hpp).
+inline constexpr std::uint16_t kVersion = 6;
 inline constexpr std::uint16_t kFlagReply = 1;
 inline constexpr std::size_t kNameLen = 64;
 inline constexpr std::size_t kMaxDevices = 8;
@@ -88,6 +89,7 @@ enum class MsgType : std::uint16_t {
   kCreateTmSrq = 112,       // ibv_create_srq_ex IBV_SRQT_TM; reply passes the SRQ ring memfd
   kOpenConvertChannel = 113,  // reply passes the conversion channel (RegMrReq::flags, ConvertRequest)
   kConvertMr = 114,         // a lazy MR's whole pages, converted (or declined) on the daemon's request
+  kOpenMailbox = 115,       // reply passes the session's control mailbox page (hostif/ctl_mailbox.hpp)
   // 90..99: observability and fault injection (engine/stats, engine/fault,
   // engine/capture; engine/stats_ctl.cpp). No opened device needed: the
   // request names the device.
@@ -452,6 +454,18 @@ struct DeregMrRep : HandleMsg { static constexpr MsgType kType = MsgType::kDereg
 struct OpenConvertChannelReq { static constexpr MsgType kType = MsgType::kOpenConvertChannel; std::uint64_t reserved; };
 static_assert(sizeof(OpenConvertChannelReq) == 8);
 struct OpenConvertChannelRep : HandleMsg { static constexpr MsgType kType = MsgType::kOpenConvertChannel; };
+// The control mailbox (hostif/ctl_mailbox.hpp): the reply passes fd[0],
+// the mailbox page (a sealed memfd), and names its bit in the session's
+// doorbell page. EOPNOTSUPP: this session's calls go on the socket (its
+// engine thread is not the control thread).
+struct OpenMailboxReq { static constexpr MsgType kType = MsgType::kOpenMailbox; std::uint64_t reserved; };
+static_assert(sizeof(OpenMailboxReq) == 8);
+struct OpenMailboxRep {
+  static constexpr MsgType kType = MsgType::kOpenMailbox;
+  std::uint32_t doorbell;  // the mailbox's bit in the doorbell page
+  std::uint32_t reserved;
+};
+static_assert(sizeof(OpenMailboxRep) == 8);
 struct ConvertRequest {
   std::uint32_t mr_handle;  // the RegMrRep::handle of the MR
   std::uint32_t reserved;

@@ -3,7 +3,10 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <linux/futex.h>
 #include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -12,11 +15,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <pthread.h>
+
+#include <atomic>
 #include <cerrno>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <string>
 
 #include "hostif/daemon_trust.hpp"
@@ -159,6 +166,11 @@ int connect_daemon() {
   return fd;
 }
 
+// Bumped in a forked child (pthread_atfork): a mailbox attached before the
+// fork is the parent's, and not mapped in the child (MADV_DONTFORK).
+std::atomic<unsigned> g_fork_generation{0};
+void count_fork() { g_fork_generation.fetch_add(1, std::memory_order_relaxed); }
+
 }  // namespace
 
 void debug_log(const char* fmt, ...) {
@@ -247,6 +259,64 @@ void CtlClient::await_reply() const {
 
 CtlClient::~CtlClient() {
   if (fd_ >= 0) ::close(fd_);
+  // Not in a forked child: the page is not mapped there, and the range may
+  // hold another mapping since.
+  if (mailbox_map_ != nullptr && mailbox_generation_ == g_fork_generation.load(std::memory_order_relaxed))
+    ::munmap(mailbox_map_, sizeof(engine::MailboxLayout));
+}
+
+void CtlClient::attach_mailbox(void* page, std::uint32_t bit, engine::DoorbellPage* doorbells, const int* kick_fd) {
+  static std::once_flag atfork;
+  std::call_once(atfork, [] { ::pthread_atfork(nullptr, nullptr, count_fork); });
+  std::lock_guard lock(mu_);
+  mailbox_generation_ = g_fork_generation.load(std::memory_order_relaxed);
+  mailbox_map_ = page;
+  mailbox_ = engine::CtlMailbox(static_cast<std::byte*>(page));
+  mailbox_bit_ = bit;
+  doorbells_ = doorbells;
+  kick_fd_ = kick_fd;
+}
+
+int CtlClient::mailbox_call(std::span<const std::byte> req, std::uint32_t seq, std::vector<std::byte>& reply) {
+  reply.clear();
+  if (!mailbox_.post(req, seq)) return 0;
+  doorbells_->ring(mailbox_bit_);
+  if (doorbells_->engine_asleep() && *kick_fd_ >= 0) {
+    const std::uint64_t one = 1;
+    [[maybe_unused]] const ssize_t w = ::write(*kick_fd_, &one, sizeof one);
+  }
+  // As await_reply: the engine is usually awake and answers within a few
+  // microseconds; a sleeping one is woken by the doorbell and takes longer.
+  // Spin that long, then sleep on the reply word (a shared futex the
+  // engine wakes), looking at the socket between timed waits for a daemon
+  // that died.
+  constexpr std::int64_t kSpinNs = 20'000;
+  timespec start{}, now{};
+  ::clock_gettime(CLOCK_MONOTONIC, &start);
+  for (std::uint32_t i = 0;; ++i) {
+    if (mailbox_.replied(seq)) break;
+    if (i % 64 == 63) {
+      ::clock_gettime(CLOCK_MONOTONIC, &now);
+      if ((now.tv_sec - start.tv_sec) * 1'000'000'000 + (now.tv_nsec - start.tv_nsec) > kSpinNs) break;
+    }
+    __builtin_ia32_pause();
+  }
+  while (!mailbox_.replied(seq)) {
+    // The daemon closed the mailbox before serving this call (the session
+    // moved to another engine thread): send it on the socket. Its answer
+    // is written before `closed`, so a call it served is seen as replied.
+    if (mailbox_.closed()) return mailbox_.replied(seq) ? (reply = mailbox_.reply(), 0) : 0;
+    if (mailbox_.begin_wait(seq)) {
+      // Sleeps unless the word changed since this load (the reply came).
+      const std::uint32_t seen = __atomic_load_n(mailbox_.futex_word(), __ATOMIC_RELAXED);
+      const timespec timeout{0, 20'000'000};
+      if (seen != seq) ::syscall(SYS_futex, mailbox_.futex_word(), FUTEX_WAIT, seen, &timeout, nullptr, 0);
+    }
+    mailbox_.end_wait();
+    if (!mailbox_.replied(seq) && peer_hung_up()) return EIO;
+  }
+  reply = mailbox_.reply();
+  return 0;
 }
 
 int CtlClient::call_raw(std::vector<std::byte> req, std::vector<std::byte>& reply,
@@ -258,6 +328,21 @@ int CtlClient::call_raw(std::vector<std::byte> req, std::vector<std::byte>& repl
   // Stamp our sequence number into the header (offset 4, see MsgHeader).
   const std::uint32_t seq = ++seq_;
   std::memcpy(req.data() + offsetof(ctl::MsgHeader, seq), &seq, sizeof seq);
+  // A forked child's calls go on the socket, where the daemon refuses them
+  // (its pid is not the session's).
+  if (mailbox_.valid() && send_fds.empty() &&
+      mailbox_generation_ == g_fork_generation.load(std::memory_order_relaxed) && !mailbox_.closed()) {
+    const auto h = ctl::decode_header(req);
+    if (h && engine::mailbox_carries(static_cast<ctl::MsgType>(h->type))) {
+      if (const int err = mailbox_call(req, seq, reply); err != 0) return err;
+      if (!reply.empty()) {
+        const auto r = ctl::decode_header(reply);
+        if (!r || r->seq != seq || (r->flags & ctl::kFlagReply) == 0) return EIO;
+        return 0;
+      }
+      // Not served there: the same request on the socket.
+    }
+  }
   if (const int err = engine::send_message(fd_, req, send_fds); err != 0) {
     if (err == EPIPE || err == ECONNRESET || err == ENOTCONN) mark_gone();
     return EIO;

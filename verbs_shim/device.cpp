@@ -341,6 +341,30 @@ ibv_context* make_context(ShimDevice* sdev, std::unique_ptr<ShimContext> s, int 
   return &vctx->context;
 }
 
+// The session's control mailbox (hostif/ctl_mailbox.hpp): without it (an
+// older daemon, a session on another engine thread, URNIC_CTL_MAILBOX=0 to
+// compare) every call goes on the socket, as before.
+void open_mailbox(ShimContext* s) {
+  if (const char* e = std::getenv("URNIC_CTL_MAILBOX"); e != nullptr && std::strcmp(e, "0") == 0) return;
+  ctl::OpenMailboxRep rep{};
+  std::vector<int> fds;
+  if (const int err = s->client->call(ctl::OpenMailboxReq{}, rep, &fds); err != 0 || fds.size() != 1) {
+    for (int fd : fds) ::close(fd);
+    debug_log("no control mailbox (%s): control calls go on the socket", std::strerror(err != 0 ? err : EIO));
+    return;
+  }
+  void* page = ::mmap(nullptr, sizeof(urnic::engine::MailboxLayout), PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
+  ::close(fds[0]);
+  if (page == MAP_FAILED) return;
+  // A forked child must not make calls on this session (the daemon refuses
+  // its socket requests): it gets neither the page nor the descriptor.
+  if (::madvise(page, sizeof(urnic::engine::MailboxLayout), MADV_DONTFORK) != 0) {
+    ::munmap(page, sizeof(urnic::engine::MailboxLayout));
+    return;
+  }
+  s->client->attach_mailbox(page, rep.doorbell, &s->doorbells, &s->doorbell_fd);
+}
+
 }  // namespace
 
 ibv_context* ibv_open_device(ibv_device* device) {
@@ -361,7 +385,9 @@ ibv_context* ibv_open_device(ibv_device* device) {
     return nullptr;
   }
   s->client = std::move(client);
-  return make_context(sdev, std::move(s), fds[0], fds[1], fds.size() == 3 ? fds[2] : -1);
+  ibv_context* ctx = make_context(sdev, std::move(s), fds[0], fds[1], fds.size() == 3 ? fds[2] : -1);
+  if (ctx != nullptr) open_mailbox(shim_of(ctx));
+  return ctx;
 }
 
 // cmd_fd is a duplicate of another context's control connection (the

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "hostif/ctl_proto.hpp"
+#include "hostif/ctl_mailbox.hpp"
 #include "hostif/doorbell_page.hpp"
 #include "hostif/shm_ring.hpp"
 #include "direct_memory.hpp"
@@ -92,12 +93,28 @@ class CtlClient {
   // of a kernel device; ibv_import_device takes a duplicate of it).
   [[nodiscard]] int fd() const { return fd_; }
 
+  // The session's control mailbox (hostif/ctl_mailbox.hpp), opened after
+  // OpenDevice: from then on the calls it carries go through it. `page`
+  // (sizeof MailboxLayout, mapped here; unmapped with this client), its
+  // bit in `doorbells`, and the engine's eventfd `*kick_fd` (written when
+  // the engine sleeps) are the context's.
+  void attach_mailbox(void* page, std::uint32_t bit, engine::DoorbellPage* doorbells, const int* kick_fd);
+
  private:
   explicit CtlClient(int fd) : fd_(fd) {}
   int call_raw(std::vector<std::byte> req, std::vector<std::byte>& reply, std::vector<int>& fds,
                std::span<const int> send_fds = {});
   // Looks for the reply for a few microseconds before recvmsg sleeps.
   void await_reply() const;
+  // A call through the mailbox: 0 and the reply, or 0 and an empty reply
+  // (send it on the socket), or EIO (the daemon is gone).
+  int mailbox_call(std::span<const std::byte> req, std::uint32_t seq, std::vector<std::byte>& reply);
+  engine::CtlMailbox mailbox_;
+  void* mailbox_map_ = nullptr;
+  std::uint32_t mailbox_bit_ = 0;
+  engine::DoorbellPage* doorbells_ = nullptr;
+  const int* kick_fd_ = nullptr;
+  unsigned mailbox_generation_ = 0;  // the fork generation it was attached in (ctl_client.cpp)
   template <ctl::Message Rep>
   int check_reply(int err, const std::vector<std::byte>& reply, Rep& rep);
   int fd_;

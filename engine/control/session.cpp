@@ -171,6 +171,7 @@ int Session::maps_fd() {
 }
 
 void Session::destroy_all() {
+  close_mailbox();
   // Dependency order: AH and QP reference PD/CQ/SRQ; SRQ references PD; CQ
   // references a channel; MR references PD.
   if (dev_ != nullptr) {
@@ -284,6 +285,7 @@ Reply Session::handle(std::span<const std::byte> msg, std::vector<int>& in_fds) 
   }
   if (type == ctl::MsgType::kOpenXrcd) return on_open_xrcd(*h, msg, in.fds);  // engine/session_xrc.cpp
   if (type == ctl::MsgType::kOpenConvertChannel) return on_open_convert_channel(*h);
+  if (type == ctl::MsgType::kOpenMailbox) return on_open_mailbox(*h);
   if (type == ctl::MsgType::kConvertMr) return on_convert_mr(*h, msg, in.fds);
   if (h->type >= 100 && h->type <= 119) return on_verbs_ext(*h, msg);  // engine/session_verbs_ext.cpp
   switch (type) {
@@ -587,6 +589,9 @@ int Session::move_to(DataPath* to) {
     from_t.dealloc_pd(pd.tpd);
     pd.tpd = tpd_of[handle];
   }
+  // The mailbox's bit was served by the old data path; the process's
+  // calls go on the socket from now on.
+  close_mailbox();
   reg_.leave_shard(dev_, shard_);
   reg_.join_shard(dev_, k);
   shard_ = k;

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "hostif/ctl_proto.hpp"
+#include "hostif/ctl_mailbox.hpp"
 #include "hostif/ctl_reply.hpp"
 #include "engine/datapath/queues.hpp"
 #include "engine/device/device.hpp"
@@ -163,6 +164,10 @@ class Session {
   // the shim's answer, and the end of an MR's candidacy (its domain becomes
   // `dom`).
   Reply on_open_convert_channel(const ctl::MsgHeader& h);
+  // engine/control/session_mailbox.cpp
+  Reply on_open_mailbox(const ctl::MsgHeader& h);
+  bool serve_mailbox();
+  void close_mailbox();
   Reply on_convert_mr(const ctl::MsgHeader& h, std::span<const std::byte> msg, std::vector<int>& fds);
   void end_lazy(MrObj& mr, transport::MemDomain dom);
   Reply on_dereg_mr(const ctl::MsgHeader& h, std::span<const std::byte> msg);
@@ -261,6 +266,9 @@ class Session {
   std::unordered_map<std::uint32_t, MrObj> mrs_;  // hashed: 500,000 MRs made a tree walk a cache miss per level
   std::map<std::uint64_t, DirectRegion> regions_;  // by the address the process maps it at
   int convert_fd_ = -1;  // the daemon's end of the conversion channel (-1: none opened)
+  ShmRegion mailbox_mem_;  // the control mailbox's page (none until OpenMailbox)
+  CtlMailbox mailbox_;
+  std::uint32_t mailbox_bit_ = kNoDoorbell;
   std::map<std::uint32_t, MwObj> mws_;
   std::map<std::uint32_t, ChannelObj> channels_;
   std::map<std::uint32_t, CqObj> cqs_;

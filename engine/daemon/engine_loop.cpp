@@ -196,6 +196,9 @@ void EngineLoop::run() {
     bool work = false;
     const bool link = pass % kLinkPollEvery == 0;
     for (DataPath* dp : mine_) work |= dp->poll(now, link && dp->link_look_due(now));
+    // Control calls through the processes' mailboxes (hostif/ctl_mailbox.hpp):
+    // served here, between passes, as the socket's are in poll_ready.
+    for (DataPath* dp : mine_) work |= dp->serve_mailboxes();
     // Idle spinning (the last pass found nothing), the control socket is
     // looked at 8 times as often: a program making control calls back to
     // back (a registration cache's reg/dereg) is served in microseconds.
@@ -243,6 +246,7 @@ void EngineLoop::run() {
     bool late = false;
     woken = false;
     for (DataPath* dp : mine_) late |= dp->poll(engine_now(), true);
+    for (DataPath* dp : mine_) late |= dp->serve_mailboxes();
     if (!late) {
       transport::Nanos deadline = transport::kNever;
       for (DataPath* dp : mine_) deadline = std::min(deadline, dp->next_deadline());

@@ -263,7 +263,7 @@ void DataPath::own_doorbell(ProcessPort* port, std::uint32_t bit, RingOwner owne
   it->owners[bit] = owner;
   ++it->bound;
   // What the process posted before the binding rang no bit of ours.
-  make_due(owner);
+  if (owner.mailbox == nullptr) make_due(owner);
 }
 
 void DataPath::disown_doorbell(ProcessPort* port, std::uint32_t bit, RingOwner owner) {
@@ -275,6 +275,33 @@ void DataPath::disown_doorbell(ProcessPort* port, std::uint32_t bit, RingOwner o
   // No queue of the process left to ring: the page leaves the sleep protocol.
   port->doorbells.end_sleep();
   doorbell_ports_.erase(it);
+}
+
+bool DataPath::bind_mailbox(ProcessPort* p, std::uint32_t bit) {
+  if (self_ != nullptr && self_->threaded()) return false;
+  own_doorbell(p, bit, RingOwner{nullptr, nullptr, p});
+  return true;
+}
+
+void DataPath::unbind_mailbox(ProcessPort* p, std::uint32_t bit) {
+  std::erase(mailboxes_due_, p);
+  disown_doorbell(p, bit, RingOwner{nullptr, nullptr, p});
+}
+
+bool DataPath::serve_mailboxes() {
+  if (mailboxes_due_.empty()) return false;
+  // Serving may take doorbells again (dereg_mr takes the posted sends
+  // first), which may make another mailbox due: that one waits for the
+  // next call.
+  std::vector<ProcessPort*> due;
+  due.swap(mailboxes_due_);
+  for (ProcessPort* p : due)
+    if (p->serve_mailbox && p->serve_mailbox()) ++counters_.ctl_mailbox_calls;
+  if (mailboxes_due_.empty()) {  // keep the capacity
+    due.clear();
+    mailboxes_due_.swap(due);
+  }
+  return true;
 }
 
 void DataPath::make_due(RingOwner o) {
@@ -289,7 +316,8 @@ void DataPath::take_doorbells() {
     d.port->doorbells.take(static_cast<std::uint32_t>(d.owners.size()), [&](std::uint32_t bit) {
       // A bit of a queue since destroyed (or never made) names nothing.
       const RingOwner o = d.owners[bit];
-      if (o.qp != nullptr || o.srq != nullptr) make_due(o);
+      if (o.mailbox != nullptr) mailboxes_due_.push_back(o.mailbox);
+      else if (o.qp != nullptr || o.srq != nullptr) make_due(o);
     });
   }
 }
@@ -1281,7 +1309,7 @@ bool DataPath::link_look_due(t::Nanos now) const {
 }
 
 bool DataPath::prepare_sleep() {
-  if (hairpin_count_ != 0 || !carried_.empty() || !due_.empty()) return false;
+  if (hairpin_count_ != 0 || !carried_.empty() || !due_.empty() || !mailboxes_due_.empty()) return false;
   // Other shards' packets (the shard's sleeping flag is set by now:
   // Shard::wake_if_sleeping's other half).
   if (nshards_ > 1 && !inboxes_empty()) return false;

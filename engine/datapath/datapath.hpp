@@ -56,6 +56,7 @@ struct DataPathCounters {
   uint64_t shard_handoffs = 0;     // packets handed to another shard (forward)
   uint64_t shard_handoff_drops = 0;  // ... its ring full: a received packet dropped, a multicast copy lost
   uint64_t shard_handoff_waits = 0;  // ... its ring full: a packet sent on this host waited in the hairpin queue
+  uint64_t ctl_mailbox_calls = 0;    // control calls served through a mailbox (serve_mailboxes)
 };
 
 class DataPath;
@@ -132,6 +133,15 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
   void take_posted_sends(transport::Nanos now);
   void bind_srq(transport::SrqHandle tsrq, ProcessPort* p, SrqQueue* srq);
   void unbind_srq(transport::SrqHandle tsrq);
+  // A process's control mailbox (hostif/ctl_mailbox.hpp) rings `bit` of
+  // its doorbell page; the thread that runs the control plane then calls
+  // p->serve_mailbox between passes (serve_mailboxes). Only on a data path
+  // the control thread runs (a threaded shard would serve it on a thread
+  // that must not run Session code): false otherwise.
+  bool bind_mailbox(ProcessPort* p, std::uint32_t bit);
+  void unbind_mailbox(ProcessPort* p, std::uint32_t bit);
+  // Serves every mailbox rung since the last call (true if one was).
+  bool serve_mailboxes();
   // XRC target QPs have no work queues (no bind_qp); their async events go
   // to every handle on them, in each process that created or opened one
   // (as the kernel's shared-QP event handler), with that handle's cookie.
@@ -217,10 +227,12 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
     bool busy = false;          // in busy_srqs_
     bool due = false;           // in due_ or carried_
   };
-  // The owner of a doorbell bit: a QP (both its rings) or an SRQ.
+  // The owner of a doorbell bit: a QP (both its rings), an SRQ or a
+  // process's control mailbox.
   struct RingOwner {
     QpBinding* qp = nullptr;
     SrqBinding* srq = nullptr;
+    ProcessPort* mailbox = nullptr;
     bool operator==(const RingOwner&) const = default;
     bool& due() const { return qp != nullptr ? qp->due : srq->due; }
   };
@@ -308,6 +320,8 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
   std::vector<PortDoorbells> doorbell_ports_;
   // This pass's rings to drain: those rung, and those carried over.
   std::vector<RingOwner> due_;
+  // Control mailboxes rung since the last serve_mailboxes.
+  std::vector<ProcessPort*> mailboxes_due_;
   // Rings a pass left WQEs in (burst limit, full transport queue): drained
   // again next pass without a new doorbell, and the engine stays awake.
   std::vector<RingOwner> carried_;

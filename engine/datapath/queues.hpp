@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 
 #include "hostif/ctl_proto.hpp"
@@ -72,6 +73,9 @@ struct AhEntry {
 struct ProcessPort {
   int async_fd = -1;                       // daemon end of the async-event socket
   DoorbellPage doorbells;                  // shared with the process (hostif/doorbell_page.hpp)
+  // Serves the process's control mailbox (set by its Session, called by
+  // DataPath::serve_mailboxes on the control thread): true if it held a call.
+  std::function<bool()> serve_mailbox;
   std::map<std::uint32_t, AhEntry> ahs;    // by handle
 
   // The transport AH behind AH `handle`, if it exists and belongs to PD `pd`.

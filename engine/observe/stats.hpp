@@ -66,6 +66,7 @@ enum class DevStat : std::uint8_t {
   kShardHandoffs,       // packets handed to another engine thread's data path (engine/datapath/shard.hpp)
   kShardHandoffDrops,   // ... dropped because that thread's ring was full (a received packet, a multicast copy)
   kShardHandoffWaits,   // ... sent on this host, waited in the hairpin queue for room in that ring
+  kCtlMailboxCalls,     // control calls served through a process's mailbox (hostif/ctl_mailbox.hpp)
   kCount,
 };
 
@@ -106,6 +107,7 @@ inline constexpr transport::CounterNames<DevStat> kDevStatNames = {{
     {DevStat::kShardHandoffs, "shard_handoffs"},
     {DevStat::kShardHandoffDrops, "shard_handoff_drops"},
     {DevStat::kShardHandoffWaits, "shard_handoff_waits"},
+    {DevStat::kCtlMailboxCalls, "ctl_mailbox_calls"},
 }};
 static_assert(transport::counter_table_ok(kDevStatNames));
 
