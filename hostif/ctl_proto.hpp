@@ -411,15 +411,23 @@ struct RegMrReq {
   std::uint64_t direct_va;
   std::uint64_t direct_len;
   std::uint64_t direct_offset;
-  std::uint32_t flags;      // kRegMrLazy
+  std::uint32_t flags;      // kRegMrLazy, kRegMrSameFile
   std::uint32_t reserved;
+  std::uint64_t direct_ino; // kRegMrSameFile: the inode of the file expected at direct_va
 };
 // The MR has no direct range yet and its whole pages may be converted
 // later: once its traffic through process_vm_* has cost more than moving
 // its pages would, the daemon asks for them on the connection's conversion
 // channel (a ConvertRequest) and the shim answers with ConvertMr.
 inline constexpr std::uint32_t kRegMrLazy = 1U << 0;
-static_assert(sizeof(RegMrReq) == 64);
+// No descriptor: the application's shared file (inode direct_ino) that an
+// MR of this connection already maps at direct_va, with the same length
+// and offset; EAGAIN if the connection has no such region (the shim then
+// sends the file). So registering more MRs in one shared mapping passes no
+// descriptor, and the call can go through the mailbox (DeviceLimitTest.MaxMr
+// registers 524,287 MRs in one).
+inline constexpr std::uint32_t kRegMrSameFile = 1U << 1;
+static_assert(sizeof(RegMrReq) == 72);
 static_assert(offsetof(RegMrReq, flags) == 56);
 static_assert(offsetof(RegMrReq, length) == 8);
 static_assert(offsetof(RegMrReq, iova) == 16);

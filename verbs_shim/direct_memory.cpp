@@ -584,8 +584,10 @@ DirectGrant shared_file_grant(std::uint64_t a, std::uint64_t e) {
     if (::fstat(r.fd, &st) != 0 || !same_file(st, r)) r.fd = find_fd(r);  // closed, or the number reused
   }
   if (r.fd < 0) return {};
+  DirectGrant g{m.start, m.end - m.start, r.fd, m.ino, m.off, true};
+  g.held = same && r.refs > 0;
   ++r.refs;
-  return DirectGrant{m.start, m.end - m.start, r.fd, m.ino, m.off, true};
+  return g;
 }
 
 bool enabled() {

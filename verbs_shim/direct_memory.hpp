@@ -52,6 +52,8 @@ struct DirectGrant {
   bool copy = false;        // fd is this grant's own duplicate (of a region another MR made):
                             // closed by direct_passed/direct_release, so that no other thread's
                             // direct_passed can close it between the grant and its RegMr
+  bool held = false;        // a shared file another MR of this process holds: the daemon
+                            // probably maps it already (RegMr kRegMrSameFile, no descriptor)
 };
 
 // At registration, what costs no move: the shared file mapping the range

@@ -592,8 +592,18 @@ ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, std::size_t length, std::uint64
   req.direct_len = grant.len;
   req.direct_offset = grant.off;
   req.flags = converter != nullptr ? ctl::kRegMrLazy : 0;
-  const int err = grant.fd >= 0 ? client_of(pd->context).call_passing_fd(req, rep, grant.fd)
-                                : client_of(pd->context).call(req, rep);
+  int err = EAGAIN;
+  if (grant.held) {
+    // Most likely mapped by the daemon already: no descriptor (so the call
+    // can take the mailbox); EAGAIN if not, and the file goes along.
+    req.flags |= ctl::kRegMrSameFile;
+    req.direct_ino = grant.ino;
+    err = client_of(pd->context).call(req, rep);
+    req.flags &= ~ctl::kRegMrSameFile;
+  }
+  if (err == EAGAIN)
+    err = grant.fd >= 0 ? client_of(pd->context).call_passing_fd(req, rep, grant.fd)
+                        : client_of(pd->context).call(req, rep);
   if (err == 0) direct_passed(grant);
   if (err != 0) {
     direct_release(grant);

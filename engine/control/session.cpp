@@ -484,6 +484,14 @@ Reply Session::on_reg_mr(const MsgHeader& h, std::span<const std::byte> msg, std
   if (const int err = odp ? 0 : check_user_range(pid_, req->addr, req->length, write, maps_fd()); err != 0)
     return fail<ctl::RegMrRep>(h, err);
   if (dev_->usage().mrs >= dev_->attrs().max_mr || over_quota(mrs_.size(), reg_.quota().mr)) return fail<ctl::RegMrRep>(h, ENOMEM);
+  // The shared file the shim expects this connection to map already: if it
+  // does not (or another file is there now), the shim sends the file.
+  if ((req->flags & ctl::kRegMrSameFile) != 0 && dp_ != nullptr && !odp) {
+    const auto it = regions_.find(req->direct_va);
+    if (req->direct_len == 0 || !fds.empty() || it == regions_.end() || it->second.len != req->direct_len ||
+        it->second.off != req->direct_offset || it->second.ino != req->direct_ino)
+      return fail<ctl::RegMrRep>(h, EAGAIN);
+  }
   std::uint32_t key = 0, rkey = 0, region = 0, lazy = 0;
   const std::uint32_t handle = next_handle();
   if (dp_ != nullptr) {

@@ -5,7 +5,9 @@
 #include <catch2/catch.hpp>
 
 #include <linux/futex.h>
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -221,4 +223,57 @@ TEST_CASE("mailbox: a session that ends with its bit rung leaves nothing to serv
   rig.s.reset();                               // the process is gone before the serve
   CHECK_FALSE(rig.dp->serve_mailboxes());
   CHECK(mb.box.closed());  // and the page says so, should the process still look
+}
+
+TEST_CASE("RegMr kRegMrSameFile: only a shared file this connection already maps, else EAGAIN", "[engine][mailbox][security]") {
+  // More MRs in one shared mapping pass no descriptor, so that they can take
+  // the mailbox; the daemon accepts that only for the file it mapped.
+  urnic::test::SessionRig rig(0);
+  const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  const int fd = ::memfd_create("same-file", MFD_CLOEXEC);
+  REQUIRE(fd >= 0);
+  REQUIRE(::ftruncate(fd, static_cast<off_t>(2 * page)) == 0);
+  void* mem = ::mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  REQUIRE(mem != MAP_FAILED);
+  struct stat st{};
+  REQUIRE(::fstat(fd, &st) == 0);
+  const auto va = reinterpret_cast<std::uint64_t>(mem);
+  auto req_for = [&](std::uint32_t flags, std::uint64_t ino) {
+    ctl::RegMrReq req{};
+    req.addr = req.iova = va;
+    req.length = page;
+    req.pd_handle = rig.pd;
+    req.access = urnic::test::SessionRig::kDefaultMrAccess;
+    req.direct_va = va;
+    req.direct_len = 2 * page;
+    req.flags = flags;
+    req.direct_ino = ino;
+    return req;
+  };
+  // Not mapped by this connection yet: EAGAIN, nothing registered.
+  CHECK(rig.call<ctl::RegMrRep>(req_for(ctl::kRegMrSameFile, st.st_ino)) == EAGAIN);
+  // The file itself, then the same file without it.
+  ctl::RegMrRep first{};
+  REQUIRE(urnic::test::session_call(*rig.s, ++rig.seq, req_for(0, 0), &first, nullptr,
+                                    std::vector<int>{::fcntl(fd, F_DUPFD_CLOEXEC, 0)}) == 0);
+  ctl::RegMrRep second{};
+  CHECK(rig.call(req_for(ctl::kRegMrSameFile, st.st_ino), &second) == 0);
+  CHECK(second.lkey != first.lkey);
+  // Another inode, another length or offset: not that region.
+  CHECK(rig.call<ctl::RegMrRep>(req_for(ctl::kRegMrSameFile, st.st_ino + 1)) == EAGAIN);
+  auto shorter = req_for(ctl::kRegMrSameFile, st.st_ino);
+  shorter.direct_len = page;
+  CHECK(rig.call<ctl::RegMrRep>(shorter) == EAGAIN);
+  auto offset = req_for(ctl::kRegMrSameFile, st.st_ino);
+  offset.direct_offset = page;
+  CHECK(rig.call<ctl::RegMrRep>(offset) == EAGAIN);
+  // The flag with a descriptor is not what the shim sends.
+  CHECK(urnic::test::session_call<ctl::RegMrRep>(*rig.s, ++rig.seq, req_for(ctl::kRegMrSameFile, st.st_ino), nullptr,
+                                                 nullptr, std::vector<int>{::fcntl(fd, F_DUPFD_CLOEXEC, 0)}) == EAGAIN);
+  CHECK(rig.call<ctl::DeregMrRep>(ctl::DeregMrReq{{second.handle, 0}}) == 0);
+  CHECK(rig.call<ctl::DeregMrRep>(ctl::DeregMrReq{{first.handle, 0}}) == 0);
+  // Its last MR gone, the region is too.
+  CHECK(rig.call<ctl::RegMrRep>(req_for(ctl::kRegMrSameFile, st.st_ino)) == EAGAIN);
+  ::munmap(mem, 2 * page);
+  ::close(fd);
 }
