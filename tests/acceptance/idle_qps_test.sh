@@ -7,7 +7,8 @@
 # whose every wake walked every ring took minutes here), both programs
 # pass, and the daemon's `rings_read` counter (queues whose rings a pass
 # read: rung by a doorbell, or carried) grows with the programs' work, not
-# with 10,000 x passes. Every process this script starts is stopped by PID.
+# with 10,000 x passes; and the shim made the 30,000 modify_qp calls
+# through its control mailbox. Every process this script starts is stopped by PID.
 #
 # usage: idle_qps_test.sh SHIM_DIR URNICD URNIC_CLI
 set -uo pipefail
@@ -41,6 +42,15 @@ else
   cat "$rt/holder.out"
   finish
   exit
+fi
+
+# Connecting them took three ibv_modify_qp per QP: control calls the shim
+# makes through its mailbox (hostif/ctl_mailbox.hpp), not the socket.
+mailbox_calls=$(counter ctl_mailbox_calls)
+if [[ -n $mailbox_calls ]] && (( mailbox_calls >= 3 * n )); then
+  pass "control calls through the mailbox: $mailbox_calls (connecting $n QPs takes $((3 * n)) modify_qp)"
+else
+  fail "control calls through the mailbox: ${mailbox_calls:-none} (connecting $n QPs takes $((3 * n)) modify_qp): the shim is on the socket"
 fi
 
 before=$(counter rings_read)
