@@ -25,9 +25,11 @@ namespace {
 
 // Control-socket (Asio) checks while spinning: one non-blocking epoll_wait
 // every this many passes keeps control latency in the microseconds without
-// a system call per pass.
+// a system call per pass; idle, every this many nanoseconds (a pass with no
+// work takes a fraction of a microsecond, and the calls programs make back
+// to back, reg_mr and dereg_mr, come through the mailbox, not the socket).
 constexpr std::uint64_t kCtlPollEvery = 64;
-constexpr std::uint64_t kCtlPollEveryIdle = 8;
+constexpr std::uint64_t kCtlPollIdleNs = 3'000;
 // Runs the ready control handlers, at most kMaxHandlers of them, so that a
 // handler that re-arms on a descriptor that stays readable cannot keep the
 // loop from the data path. (Found in the rxe interop run, issue 6: the link
@@ -177,6 +179,8 @@ void EngineLoop::trim_idle() {
 void EngineLoop::run() {
   transport::Nanos last_work = engine_now();
   transport::Nanos last_busy = last_work;  // the last pass that did work (sleeps do not reset it)
+  std::uint64_t last_yield = 0;
+  transport::Nanos last_ctl_poll = 0;
   std::uint64_t pass = 0;
   // Woken (by a deadline, a descriptor or a stray event) and nothing to do
   // since: back to sleep without the idle spin. A link without a descriptor
@@ -200,10 +204,13 @@ void EngineLoop::run() {
     // served here, between passes, as the socket's are in poll_ready.
     for (DataPath* dp : mine_) work |= dp->serve_mailboxes();
     // Idle spinning (the last pass found nothing), the control socket is
-    // looked at 8 times as often: a program making control calls back to
-    // back (a registration cache's reg/dereg) is served in microseconds.
-    if ((pass % kCtlPollEvery == 0 || (!worked_last_pass && pass % kCtlPollEveryIdle == 0)) && poll_ready(io_) != 0)
-      work = true;
+    // looked at every few microseconds: a program making socket calls back
+    // to back (create_qp after create_cq) is served in microseconds.
+    const bool ctl_due = pass % kCtlPollEvery == 0 || (!worked_last_pass && now - last_ctl_poll >= kCtlPollIdleNs);
+    if (ctl_due) {
+      last_ctl_poll = now;
+      if (poll_ready(io_) != 0) work = true;
+    }
     worked_last_pass = work;
     if (slept != 0) {
       spin_.after_sleep(slept, work);
@@ -217,7 +224,7 @@ void EngineLoop::run() {
       continue;
     }
     if (!idle_wake && now - last_work < spin_.ns()) {
-      if (now - last_work > kYieldAfterNs) ::sched_yield();
+      idle_yield(now, last_work, last_yield);
       continue;
     }
     // Idle: declare sleep in every ring (and to the other shards, which hand
