@@ -50,7 +50,7 @@ constexpr auto kKinds = kinds<
     ctl::AttachMcastReq, ctl::DetachMcastReq, ctl::StatusReq, ctl::StatsReq, ctl::FaultReq, ctl::CmStatsReq,
     ctl::ReregMrReq, ctl::ResizeCqReq, ctl::ImportDeviceReq, ctl::ImportPdReq, ctl::ImportMrReq, ctl::AllocMwReq,
     ctl::DeallocMwReq, ctl::OpenXrcdReq, ctl::CloseXrcdReq, ctl::CreateXrcSrqReq, ctl::CreateTmSrqReq,
-    ctl::CreateXrcTgtQpReq, ctl::OpenQpReq, ctl::OpenConvertChannelReq, ctl::ConvertMrReq,
+    ctl::CreateXrcTgtQpReq, ctl::OpenQpReq, ctl::OpenConvertChannelReq, ctl::ConvertMrReq, ctl::OpenMailboxReq,
     ctl::CmCreateChannelReq, ctl::CmDestroyChannelReq, ctl::CmCreateIdReq,
     ctl::CmDestroyIdReq, ctl::CmBindReq, ctl::CmAcceptReq, ctl::CmRejectReq, ctl::CmDisconnectReq,
     ctl::CmEstablishReq, ctl::CmInitQpAttrReq, ctl::CmMigrateIdReq, ctl::CmSetOptionReq, ctl::CmQueryReq>();
