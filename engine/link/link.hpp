@@ -9,7 +9,7 @@
 // from the source GID's type, addresses, traffic class, flow label, UDP
 // source port); the link decides *how* (socket, ring, neighbour MACs). One
 // virtual call per packet, next to a copy of up to 4 KiB, is noise (the
-// transport's seams make the same choice, docs/ARCHITECTURE.md).
+// transport's seams make the same choice, transport/README.md).
 #pragma once
 
 #include <cstddef>
