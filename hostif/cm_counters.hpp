@@ -1,6 +1,8 @@
-// The connection manager's counters (engine/cm_service), daemon-wide: one CM
+// The connection manager's counters (engine/cm/cm_service), daemon-wide: one CM
 // serves every device. Header-only, with its name table, so that `urnic
-// stats` prints them without linking the daemon (as engine/stats.hpp).
+// stats` prints them without linking the daemon: the kCmStats reply
+// (hostif/ctl_proto.hpp) carries the values in this table's order, where the
+// device's counters come by name (engine/observe/stats.hpp).
 #pragma once
 
 #include <array>

@@ -1,9 +1,9 @@
 // Control messages of the RDMA connection manager (MsgType 70..89): what the
 // rdma_ucm commands (/dev/infiniband/rdma_cm) are between rdma-core's
 // librdmacm and the kernel's rdma_cm, between urnic's librdmacm.so.1
-// (rdmacm_shim/) and urnicd's CM service (engine/cm_service).
+// (rdmacm_shim/) and urnicd's CM service (engine/cm/cm_service).
 //
-// Same rules as engine/ctl_proto.hpp: fixed-width fields in host order,
+// Same rules as hostif/ctl_proto.hpp: fixed-width fields in host order,
 // explicit padding, every offset asserted. CM ids and event channels are
 // daemon handles, unique per control connection; an id carries the shim's
 // `cookie` (its struct rdma_cm_id) back in every event.

@@ -74,7 +74,7 @@ enum class MsgType : std::uint16_t {
   kAttachMcast = 52,        // ibv_attach_mcast: a UD QP joins a multicast GID
   kDetachMcast = 53,
   kStatus = 60,             // `urnic status`: daemon-wide summary
-  kReregMr = 100,           // issue 9 (bodies in engine/verbs_ext_proto.hpp)
+  kReregMr = 100,           // issue 9 (bodies in hostif/verbs_ext_proto.hpp)
   kResizeCq = 101,          // reply passes the new CQ ring memfd
   kImportDevice = 102,      // on a duplicated connection fd; reply passes the doorbell page (and eventfd)
   kImportPd = 103,
@@ -90,15 +90,15 @@ enum class MsgType : std::uint16_t {
   kOpenConvertChannel = 113,  // reply passes the conversion channel (RegMrReq::flags, ConvertRequest)
   kConvertMr = 114,         // a lazy MR's whole pages, converted (or declined) on the daemon's request
   kOpenMailbox = 115,       // reply passes the session's control mailbox page (hostif/ctl_mailbox.hpp)
-  // 90..99: observability and fault injection (engine/stats, engine/fault,
-  // engine/capture; engine/stats_ctl.cpp). No opened device needed: the
+  // 90..99: observability and fault injection (engine/observe/stats, engine/observe/fault,
+  // engine/observe/capture; engine/control/stats_ctl.cpp). No opened device needed: the
   // request names the device.
   kStats = 90,              // `urnic stats`: device counters and a page of per-QP counters
   kFault = 91,              // `urnic fault`: query, set or clear a device's fault injection
   kCapture = 92,            // `urnic capture`: query, start or stop a device's pcap capture
   kCmStats = 93,            // `urnic stats`: the connection manager's (daemon-wide) counters
-  // 70..89: the RDMA connection manager (librdmacm shim <-> engine/cm_service);
-  // bodies in engine/cm_proto.hpp. No opened device needed.
+  // 70..89: the RDMA connection manager (librdmacm shim <-> engine/cm/cm_service);
+  // bodies in hostif/cm_proto.hpp. No opened device needed.
   kCmCreateChannel = 70,    // reply passes the event-channel fd
   kCmDestroyChannel = 71,
   kCmCreateId = 72,
@@ -528,9 +528,9 @@ struct CreateCqReq {
   std::uint32_t flags;            // kCqFlag*; unknown bits: EINVAL
 };
 // Stamp every CQE with CqeSlot::completion_ts and completion_wallclock_ns
-// (engine/device_clock.hpp) when it is written into the ring.
+// (hostif/device_clock.hpp) when it is written into the ring.
 inline constexpr std::uint32_t kCqFlagTimestamps = 1U << 0;
-// IBV_WC_EX_WITH_TM_INFO: 128-byte CqeTmSlot slots (engine/shm_ring.hpp)
+// IBV_WC_EX_WITH_TM_INFO: 128-byte CqeTmSlot slots (hostif/shm_ring.hpp)
 // that carry a matched message's tag and app_ctx.
 inline constexpr std::uint32_t kCqFlagTmInfo = 1U << 1;
 static_assert(sizeof(CreateCqReq) == 24);
@@ -996,7 +996,7 @@ static_assert(sizeof(CaptureRep) == 24 + kPathLen);
 static_assert(offsetof(CaptureRep, frames) == 8);
 static_assert(offsetof(CaptureRep, path) == 24);
 
-// The CM's counters, in engine/cm_counters.hpp's order.
+// The CM's counters, in hostif/cm_counters.hpp's order.
 inline constexpr std::size_t kCmStatsSlots = 32;
 struct CmStatsReq {
   static constexpr MsgType kType = MsgType::kCmStats;

@@ -136,7 +136,7 @@ static_assert(offsetof(AllocMwRep, rkey) == 4);
 struct DeallocMwReq : HandleMsg { static constexpr MsgType kType = MsgType::kDeallocMw; };
 struct DeallocMwRep : HandleMsg { static constexpr MsgType kType = MsgType::kDeallocMw; };
 
-// XRC (the IBA XRC annex; engine/session_xrc.cpp). ibv_open_xrcd: with
+// XRC (the IBA XRC annex; engine/control/session_xrc.cpp). ibv_open_xrcd: with
 // `has_fd` the request passes the application's descriptor (fd[0]) and the
 // domain is the device's one for that file's inode (shared by every process
 // that opens the same file); `oflags` are O_CREAT / O_EXCL as uverbs takes
@@ -182,7 +182,7 @@ static_assert(sizeof(CreateXrcSrqRep) == sizeof(CreateSrqRep));
 
 // ibv_create_srq_ex with IBV_SRQT_TM: a tag-matching SRQ completing to its
 // own CQ. Its ring holds max_wr receive WQEs plus max_ops tag operations
-// (engine/shm_ring.hpp WqeHeader); the reply is CreateSrqRep's, whose
+// (hostif/shm_ring.hpp WqeHeader); the reply is CreateSrqRep's, whose
 // max_wr is the receive WQEs' share.
 struct CreateTmSrqReq {
   static constexpr MsgType kType = MsgType::kCreateTmSrq;

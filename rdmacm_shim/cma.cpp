@@ -1,5 +1,5 @@
 // The drop-in librdmacm.so.1: rdma-core 44's librdmacm API over urnicd's CM
-// service (engine/cm_service, messages in engine/cm_proto.hpp) instead of
+// service (engine/cm/cm_service, messages in hostif/cm_proto.hpp) instead of
 // the kernel's rdma_ucm.
 //
 // As in rdma-core, the library is a thin layer: the daemon owns ids, ports,

@@ -583,7 +583,7 @@ for mtu in $mtus; do
       # a client whose second REQ comes first gets the kernel's immediate
       # REJ (no listener) and crashes (Debian's perftest 4.5). The emulated
       # peer is slow enough to lose that race, so these run with urnic as
-      # server (whose CM lets the REQ wait; docs/ARCHITECTURE.md); urnic's
+      # server (whose CM lets the REQ wait: engine/cm/README.md); urnic's
       # active side meets the kernel's passive side in the cells above.
       if [[ $g == ipv4 && $side == urnic ]]; then
         cm_cell "ib_send_bw -R -s $multi"    $side "$row" ib_send_bw -R -p @P@ -s "$multi" "${P[@]}" -- \

@@ -2,7 +2,8 @@
 // keyed by that enum, and a plain array of them (STYLE 19, after rxe's
 // rxe_hw_counters: enum, designated names, a compile-time check). Each layer
 // that counts has one such table (transport/counters.hpp, engine/observe/
-// stats.hpp, engine/datapath/process_memory.hpp); `urnic stats` receives
+// stats.hpp, engine/datapath/process_memory.hpp, engine/datapath/
+// conversion_watch.hpp); `urnic stats` receives
 // every counter by its name (ctl::StatsEntry), so adding one is a line in the
 // enum, a line in its table, and the increment where the event is decided.
 //

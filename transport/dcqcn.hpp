@@ -35,7 +35,7 @@
 //       software switches the round trip is milliseconds: five fast
 //       recovery steps restored a cut rate before its effect reached the
 //       queue, and DCQCN did no better than no congestion control (measured,
-//       docs/ARCHITECTURE.md). With the timers at least one round trip,
+//       docs/DCQCN.md). With the timers at least one round trip,
 //       increases wait for the feedback of the last cut, and a QP cuts at
 //       most once per round trip, as TCP answers ECN (RFC 3168, 6.1.2). A
 //       round trip under 55 us (hardware-like) leaves the published values.

@@ -1,5 +1,5 @@
 // The seeded fault model shared by the `sim` link (transport/sim, virtual
-// time) and urnicd's fault injection (engine/fault, real time): which faults
+// time) and urnicd's fault injection (engine/observe/fault, real time): which faults
 // a frame suffers, drawn from one seeded generator in a fixed order, so a run
 // is a pure function of its seed and of the frame sequence. Header-only and
 // free of I/O and clocks, so the engine uses it without linking the simulator.

@@ -1,6 +1,6 @@
 // The transport's seams to the outside world: memory access, packet output
 // and async-event output. They are narrow abstract classes (not template
-// parameters): see docs/ARCHITECTURE.md "transport seams" for why.
+// parameters): transport/README.md, "Design choices", says why.
 #pragma once
 
 #include <cstdint>

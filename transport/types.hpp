@@ -212,8 +212,8 @@ struct SendWr {
   WrOpcode opcode = WrOpcode::kSend;
   uint32_t send_flags = 0;
   std::span<const Sge> sg_list;
-  // With send_flag::kInline: the message bytes (the engine/shim has already
-  // fetched them from the application); sg_list is then ignored.
+  // With send_flag::kInline: the message bytes (the shim and the engine have
+  // already fetched them from the application); sg_list is then ignored.
   std::span<const uint8_t> inline_data;
   uint32_t imm_data = 0;         // ImmDt as the 32-bit value carried on the wire
   uint32_t invalidate_rkey = 0;  // kSendWithInv, kLocalInv

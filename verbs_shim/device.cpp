@@ -181,7 +181,7 @@ int op_query_device_ex(ibv_context* context, const ibv_query_device_ex_input* in
   full.max_dm_size = 0;
   full.phys_port_cnt_ex = s->info.attrs.phys_port_cnt;  // must equal phys_port_cnt
   full.raw_packet_caps = 0;
-  // Completion time stamps count the device clock (engine/device_clock.hpp):
+  // Completion time stamps count the device clock (hostif/device_clock.hpp):
   // 1 GHz, all 64 bits valid.
   full.completion_timestamp_mask = UINT64_MAX;
   full.hca_core_clock = engine::kDeviceClockKhz;

@@ -494,7 +494,7 @@ int op_advise_mr(ibv_pd* pd, ibv_advise_mr_advice advice, std::uint32_t flags, i
 }
 
 // ibv_query_rt_values_ex: the device clock the CQE time stamps count
-// (engine/device_clock.hpp), read here as the daemon reads it. Like libmlx5:
+// (hostif/device_clock.hpp), read here as the daemon reads it. Like libmlx5:
 // unknown request bits are EINVAL, and the returned comp_mask says what was
 // filled. The raw clock is a timespec of ticks (1 tick = 1 ns).
 int op_query_rt_values(ibv_context* context, ibv_values_ex* values) {

@@ -48,7 +48,7 @@ bool is_zero_gid(const std::uint8_t* g) {
   return true;
 }
 
-// UD multicast (engine/multicast.hpp): the daemon keeps the membership and
+// UD multicast (engine/datapath/multicast.hpp): the daemon keeps the membership and
 // fans multicast packets out to the member QPs. Errors as uverbs returns
 // them: EINVAL for a QP that is not UD, a GID that is not multicast, or a
 // detach from a group the QP is not in; ENOMEM past max_mcast_* limits.

@@ -211,7 +211,7 @@ int post_send_locked(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, bool all
         h.swap = wr->wr.atomic.swap;
         break;
       case IBV_WR_BIND_MW: {
-        // Layout in engine/shm_ring.hpp (WqeHeader): the window by its R_Key.
+        // Layout in hostif/shm_ring.hpp (WqeHeader): the window by its R_Key.
         const ibv_mw_bind_info& b = wr->bind_mw.bind_info;
         h.imm_data = wr->bind_mw.mw->rkey;
         h.rkey = wr->bind_mw.rkey;

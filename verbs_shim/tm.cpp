@@ -22,7 +22,7 @@
 // post_mu), so neither side takes the other's lock.
 //
 // The operations themselves are slots of the SRQ's receive ring (encoding:
-// engine/shm_ring.hpp WqeHeader), in order with ibv_post_srq_recv, with no
+// hostif/shm_ring.hpp WqeHeader), in order with ibv_post_srq_recv, with no
 // system call.
 #include <sys/mman.h>
 

@@ -17,7 +17,7 @@ Reply CmService::on_join_mcast(const MsgHeader& h, Id& id, const ctl::CmJoinMcas
     return fail<ctl::CmJoinMcastRep>(h, EINVAL);
   // RoCE has no SA: the group's GID is its IP address (v4-mapped for IPv4,
   // as the kernel's cma_iboe_set_mgid), and joining is local to the device
-  // (engine/multicast.hpp).
+  // (engine/datapath/multicast.hpp).
   std::array<std::uint8_t, 16> mgid{};
   if (const std::uint32_t ip = ipv4_of(req.addr); ip != 0) {
     if ((ip >> 28) != 0xE) return fail<ctl::CmJoinMcastRep>(h, EINVAL);

@@ -4,7 +4,7 @@
 // connection. Asio only provides readiness (async_wait): messages are read
 // with recvmsg so that SCM_RIGHTS descriptors come along.
 //
-// Each connection is bound to its peer process (engine/peer_identity.hpp):
+// Each connection is bound to its peer process (engine/control/peer_identity.hpp):
 // a pidfd watched for the process's exit, which closes the session, and a
 // sender check on every message. Peers the access policy does not allow get
 // EACCES for their first request, then the connection is closed.

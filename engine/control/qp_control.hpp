@@ -6,12 +6,7 @@
 // (control-plane tests), BasicQpControl holds the attributes alone.
 //
 // The data path itself (rings -> transport, completions, doorbells, hairpin,
-// links) is engine/datapath.* and engine/engine_loop.*.
-//
-// Still open:
-//  - Shim: ibv_qp_ex wr_* ops (create_qp_ex with SEND_OPS_FLAGS) and
-//    ibv_create_cq_ex are EOPNOTSUPP; perftest's Debian build uses the old
-//    post_send path ("ibv_wr* API: OFF") so it does not need them.
+// links) is engine/datapath/datapath.* and engine/daemon/engine_loop.*.
 #pragma once
 
 #include <cstdint>

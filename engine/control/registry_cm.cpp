@@ -15,7 +15,7 @@ namespace urnic::engine {
 CmService& Registry::cm() {
   if (!cm_) {
     // RoCE devices speak the IB CM through their GSI; iWARP devices TCP +
-    // MPA through their data path's sockets (engine/cm_iwarp.cpp).
+    // MPA through their data path's sockets (engine/cm/cm_iwarp.cpp).
     std::vector<CmDevice> devs;
     std::vector<Device*> served;
     for (auto& d : devices_) {

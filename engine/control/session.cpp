@@ -264,7 +264,7 @@ Reply Session::handle(std::span<const std::byte> msg, std::vector<int>& in_fds) 
     r.close_after = true;
     return r;
   }
-  if (h->type >= 70 && h->type <= 89) return reg_.cm().handle(id_, *h, msg);  // engine/cm_proto.hpp
+  if (h->type >= 70 && h->type <= 89) return reg_.cm().handle(id_, *h, msg);  // hostif/cm_proto.hpp
   switch (type) {
     case ctl::MsgType::kHello: return on_hello(*h, msg);
     case ctl::MsgType::kListDevices: return on_list_devices(*h);
@@ -273,7 +273,7 @@ Reply Session::handle(std::span<const std::byte> msg, std::vector<int>& in_fds) 
     case ctl::MsgType::kStats:
     case ctl::MsgType::kFault:
     case ctl::MsgType::kCmStats:
-    case ctl::MsgType::kCapture: return handle_observe_request(reg_, *h, msg);  // engine/stats_ctl.cpp
+    case ctl::MsgType::kCapture: return handle_observe_request(reg_, *h, msg);  // engine/control/stats_ctl.cpp
     default: break;
   }
   if (dev_ == nullptr) {
@@ -283,11 +283,11 @@ Reply Session::handle(std::span<const std::byte> msg, std::vector<int>& in_fds) 
     std::memcpy(out.data(), &bad, sizeof bad);
     return Reply{std::move(out), {}, false};
   }
-  if (type == ctl::MsgType::kOpenXrcd) return on_open_xrcd(*h, msg, in.fds);  // engine/session_xrc.cpp
+  if (type == ctl::MsgType::kOpenXrcd) return on_open_xrcd(*h, msg, in.fds);  // engine/control/session_xrc.cpp
   if (type == ctl::MsgType::kOpenConvertChannel) return on_open_convert_channel(*h);
   if (type == ctl::MsgType::kOpenMailbox) return on_open_mailbox(*h);
   if (type == ctl::MsgType::kConvertMr) return on_convert_mr(*h, msg, in.fds);
-  if (h->type >= 100 && h->type <= 119) return on_verbs_ext(*h, msg);  // engine/session_verbs_ext.cpp
+  if (h->type >= 100 && h->type <= 119) return on_verbs_ext(*h, msg);  // engine/control/session_verbs_ext.cpp
   switch (type) {
     case ctl::MsgType::kDestroyAh:
     case ctl::MsgType::kDestroyQp:

@@ -186,22 +186,22 @@ class Session {
   Reply on_create_ah(const ctl::MsgHeader& h, std::span<const std::byte> msg);
   Reply on_destroy_ah(const ctl::MsgHeader& h, std::span<const std::byte> msg);
   Reply on_mcast(const ctl::MsgHeader& h, std::span<const std::byte> msg, bool attach);
-  // MsgType 100..119 (issue 9, engine/session_verbs_ext.cpp).
+  // MsgType 100..119 (issue 9, engine/control/session_verbs_ext.cpp).
   Reply on_verbs_ext(const ctl::MsgHeader& h, std::span<const std::byte> msg);
   Reply on_rereg_mr(const ctl::MsgHeader& h, std::span<const std::byte> msg);
   Reply on_resize_cq(const ctl::MsgHeader& h, std::span<const std::byte> msg);
   Reply on_import(const ctl::MsgHeader& h, std::span<const std::byte> msg);
-  // engine/session_mw.cpp
+  // engine/control/session_mw.cpp
   Reply on_alloc_mw(const ctl::MsgHeader& h, std::span<const std::byte> msg);
   Reply on_dealloc_mw(const ctl::MsgHeader& h, std::span<const std::byte> msg);
   void destroy_mws();
-  // engine/session_xrc.cpp (MsgType 107..111)
+  // engine/control/session_xrc.cpp (MsgType 107..111)
   Reply on_open_xrcd(const ctl::MsgHeader& h, std::span<const std::byte> msg, std::vector<int>& fds);
   Reply on_close_xrcd(const ctl::MsgHeader& h, std::span<const std::byte> msg);
   Reply on_create_xrc_srq(const ctl::MsgHeader& h, std::span<const std::byte> msg);
   Reply on_create_xrc_tgt_qp(const ctl::MsgHeader& h, std::span<const std::byte> msg);
   Reply on_open_qp(const ctl::MsgHeader& h, std::span<const std::byte> msg);
-  // engine/session_tm.cpp (MsgType 112)
+  // engine/control/session_tm.cpp (MsgType 112)
   Reply on_create_tm_srq(const ctl::MsgHeader& h, std::span<const std::byte> msg);
   // A new target-QP handle in this session (create or open).
   std::uint32_t add_tgt_qp_handle(std::uint64_t cookie, std::uint32_t xrcd, std::shared_ptr<XrcTgtQp> tgt);
@@ -309,10 +309,10 @@ class Registry {
   void set_doorbell_fd(int fd) { doorbell_fd_ = fd; }
   [[nodiscard]] int doorbell_fd() const { return doorbell_fd_; }
 
-  // The communication manager (engine/cm_service.cpp), created on first use
+  // The communication manager (engine/cm/cm_service.cpp), created on first use
   // over the devices and data paths registered by then.
   CmService& cm();
-  // The XRC domains opened through files (engine/xrc_domain.hpp).
+  // The XRC domains opened through files (engine/control/xrc_domain.hpp).
   XrcDomainTable& xrc_domains() { return xrc_domains_; }
 
  private:

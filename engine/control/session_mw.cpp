@@ -1,5 +1,5 @@
 // Session handlers for memory windows (ibv_alloc_mw / ibv_dealloc_mw,
-// control messages 105/106, bodies in engine/verbs_ext_proto.hpp). Binding
+// control messages 105/106, bodies in hostif/verbs_ext_proto.hpp). Binding
 // and invalidation are send-queue work requests: they travel in the shared
 // send ring and the transport executes them (transport/mw.cpp).
 #include <infiniband/verbs.h>

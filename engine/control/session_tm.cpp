@@ -1,7 +1,7 @@
 // Session handler for tag-matching SRQs (ibv_create_srq_ex with IBV_SRQT_TM;
 // rdma-core Documentation/tag_matching.md). Like an XRC SRQ it completes to
 // its own CQ; its ring carries tag operations as well as receive WQEs
-// (engine/shm_ring.hpp WqeHeader; DataPath::drain_srq turns them into
+// (hostif/shm_ring.hpp WqeHeader; DataPath::drain_srq turns them into
 // transport::TagOp). The shim already checked what libmlx5 checks; the
 // daemon checks again, because the request is untrusted.
 #include <infiniband/verbs.h>

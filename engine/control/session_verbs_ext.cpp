@@ -1,5 +1,5 @@
 // Session handlers for control messages 100..119 (issue 9): ibv_rereg_mr
-// and ibv_resize_cq. Bodies in engine/verbs_ext_proto.hpp.
+// and ibv_resize_cq. Bodies in hostif/verbs_ext_proto.hpp.
 #include <fcntl.h>
 #include <infiniband/verbs.h>
 #include <unistd.h>
@@ -41,11 +41,11 @@ Reply Session::on_verbs_ext(const MsgHeader& h, std::span<const std::byte> msg) 
     case ctl::MsgType::kImportMr: return on_import(h, msg);
     case ctl::MsgType::kAllocMw: return on_alloc_mw(h, msg);
     case ctl::MsgType::kDeallocMw: return on_dealloc_mw(h, msg);
-    case ctl::MsgType::kCloseXrcd: return on_close_xrcd(h, msg);  // engine/session_xrc.cpp
+    case ctl::MsgType::kCloseXrcd: return on_close_xrcd(h, msg);  // engine/control/session_xrc.cpp
     case ctl::MsgType::kCreateXrcSrq: return on_create_xrc_srq(h, msg);
     case ctl::MsgType::kCreateXrcTgtQp: return on_create_xrc_tgt_qp(h, msg);
     case ctl::MsgType::kOpenQp: return on_open_qp(h, msg);
-    case ctl::MsgType::kCreateTmSrq: return on_create_tm_srq(h, msg);  // engine/session_tm.cpp
+    case ctl::MsgType::kCreateTmSrq: return on_create_tm_srq(h, msg);  // engine/control/session_tm.cpp
     default: {
       const MsgHeader bad{h.type, ctl::kFlagReply, h.seq, EOPNOTSUPP, 0};
       std::vector<std::byte> out(sizeof bad);

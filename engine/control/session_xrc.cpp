@@ -1,6 +1,6 @@
 // Session handlers for XRC (the IBA XRC annex; control messages 107..111,
-// bodies in engine/verbs_ext_proto.hpp): XRC domains, XRC SRQs, XRC_RECV
-// target QPs and ibv_open_qp. The shared objects are engine/xrc_domain.hpp;
+// bodies in hostif/verbs_ext_proto.hpp): XRC domains, XRC SRQs, XRC_RECV
+// target QPs and ibv_open_qp. The shared objects are engine/control/xrc_domain.hpp;
 // XRC_SEND initiators are ordinary QPs (Session::on_create_qp). Errnos and
 // their order follow the kernel's uverbs handlers, which every hardware
 // provider reaches.

@@ -1,5 +1,5 @@
 // The control requests of `urnic stats`, `urnic fault` and `urnic capture`
-// (MsgType 90..99, engine/ctl_proto.hpp). Each names its device, so no
+// (MsgType 90..99, hostif/ctl_proto.hpp). Each names its device, so no
 // OpenDevice is needed; Session::handle passes them here. Runs on the engine
 // thread like every control request, so it reads and changes the data path
 // without locking.

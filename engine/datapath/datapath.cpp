@@ -631,7 +631,7 @@ bool DataPath::drain_sq(std::uint32_t qpn, QpBinding& b, t::Nanos now) {
     static_assert(static_cast<int>(t::WrOpcode::kAtomicWrite) == IBV_WR_ATOMIC_WRITE);
     static_assert(static_cast<int>(t::WcOpcode::kAtomicWrite) == IBV_WC_ATOMIC_WRITE);
     // ibv_wr_opcode values 0..9 and IBV_WR_ATOMIC_WRITE (15; the 8 bytes in
-    // compare_add, see engine/shm_ring.hpp); TSO and the rest are refused.
+    // compare_add, see hostif/shm_ring.hpp); TSO and the rest are refused.
     bool bad = h.opcode > static_cast<std::uint32_t>(t::WrOpcode::kSendWithInv) &&
                h.opcode != static_cast<std::uint32_t>(t::WrOpcode::kAtomicWrite);
     wr.opcode = static_cast<t::WrOpcode>(h.opcode);
@@ -659,7 +659,7 @@ bool DataPath::drain_sq(std::uint32_t qpn, QpBinding& b, t::Nanos now) {
     wr.compare_add = h.compare_add;
     wr.swap = h.swap;
     if (wr.opcode == t::WrOpcode::kBindMw) {
-      // The bind WQE layout (engine/shm_ring.hpp): the window is named by
+      // The bind WQE layout (hostif/shm_ring.hpp): the window is named by
       // its R_Key's index; the transport checks the rest when it executes.
       wr.bind.mw_rkey = h.imm_data;
       wr.bind.new_rkey = h.rkey;
@@ -755,7 +755,7 @@ bool DataPath::drain_rq(std::uint32_t qpn, QpBinding& b, t::Nanos now) {
 
 namespace {
 
-// A tag operation slot of a TM SRQ's ring (engine/shm_ring.hpp WqeHeader)
+// A tag operation slot of a TM SRQ's ring (hostif/shm_ring.hpp WqeHeader)
 // as the transport takes it. False if malformed.
 bool read_tag_op(const SpscRing& ring, std::vector<std::byte>& scratch, t::TagOp& op) {
   const std::uint32_t slot_size = ring.slot_size();
@@ -918,7 +918,7 @@ void DataPath::transmit(const t::TxPacket& p, t::Nanos now) {
   // staged writes land in the application's memory before any packet leaves.
   mem_.flush_writes();
   const std::uint32_t dst = ipv4_of_gid(p.addr.ah.dgid);
-  // A multicast group (engine/multicast.hpp): a copy for each of the
+  // A multicast group (engine/datapath/multicast.hpp): a copy for each of the
   // device's member QPs (like a hairpinned packet), and the frame on the
   // link when the link sends multicast (other hosts' members). Multicast
   // bypasses fault injection.
@@ -943,7 +943,7 @@ void DataPath::transmit(const t::TxPacket& p, t::Nanos now) {
   // link-local one at index 0): two processes on this host.
   const bool own = (ipv4_ != 0 && dst == ipv4_) ||
                    std::find(own_gids_.begin(), own_gids_.end(), p.addr.ah.dgid) != own_gids_.end();
-  // Counters, fault injection, capture (engine/stats_datapath.cpp): one
+  // Counters, fault injection, capture (engine/datapath/stats_datapath.cpp): one
   // branch each when off. Faulted frames leave later through run_faults().
   stats_.on_tx(p.pkt, p.addr.src_qpn);
   if (faults_.applies(p.addr.src_qpn) && (own || link_)) {

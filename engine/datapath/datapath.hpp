@@ -62,7 +62,7 @@ struct DataPathCounters {
 class DataPath;
 
 // Management datagrams: UD packets addressed to QP1, the GSI (IBA 13.5.1),
-// go to a handler instead of the transport (the CM service, engine/cm_service).
+// go to a handler instead of the transport (the CM service, engine/cm/cm_service).
 // Its timers run on the engine thread like the transport's.
 class GsiHandler {
  public:
@@ -185,7 +185,7 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
   [[nodiscard]] const DataPathCounters& counters() const { return counters_; }
 
   // Observability and fault injection (`urnic stats|fault|capture`; the
-  // members below are defined in engine/stats_datapath.cpp).
+  // members below are defined in engine/datapath/stats_datapath.cpp).
   [[nodiscard]] const DeviceStats& stats() const { return stats_; }
   FaultStage& faults() { return faults_; }
   // One capture per device: every shard writes to shard 0's.
@@ -378,7 +378,7 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
   void send_on_link(const transport::TxPacket& p);
   std::vector<std::uint32_t> mcast_scratch_;  // deliver_multicast: the members of one group
   DataPathCounters counters_;
-  // engine/stats_datapath.cpp: fault injection, capture, counters.
+  // engine/datapath/stats_datapath.cpp: fault injection, capture, counters.
   void init_observe(const Device& dev);
   void fault_tx(const transport::TxPacket& p, const LinkDest& d, bool own, transport::Nanos now);
   bool run_faults(transport::Nanos now);

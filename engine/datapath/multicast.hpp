@@ -4,8 +4,8 @@
 // the sender's own included (hardware loops multicast back unless a QP asks
 // for IBV_QP_CREATE_BLOCK_SELF_MCAST_LB, which urnic does not offer).
 // This is the device's table; the data path also joins each group with
-// members on the link when the link can (engine/link.hpp join_group), so
-// sends from other hosts arrive (docs/ARCHITECTURE.md).
+// members on the link when the link can (engine/link/link.hpp join_group), so
+// sends from other hosts arrive (engine/cm/README.md, UD multicast).
 #pragma once
 
 #include <array>

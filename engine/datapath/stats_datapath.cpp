@@ -1,5 +1,5 @@
 // DataPath's observability and fault-injection members (declared in
-// engine/datapath.hpp): the TX fault stage and its release, the pcap tap,
+// engine/datapath/datapath.hpp): the TX fault stage and its release, the pcap tap,
 // and the counter snapshot for `urnic stats`. Kept apart from datapath.cpp
 // so the packet loop there stays readable; the hooks it calls are one
 // branch each when the features are off.

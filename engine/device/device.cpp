@@ -397,7 +397,7 @@ Device::Device(const DeviceConfig& cfg) : cfg_(cfg) {
   a.max_qp = 65536;
   a.max_qp_wr = 16384;
   // Only what is implemented is claimed: memory windows of type 1 and 2B
-  // (transport/mw.cpp), XRC (transport/xrc.cpp, engine/session_xrc.cpp),
+  // (transport/mw.cpp), XRC (transport/xrc.cpp, engine/control/session_xrc.cpp),
   // no fast-register or SRQ resize (MEM_MGT_EXTENSIONS / SRQ_RESIZE) yet.
   a.device_cap_flags = IBV_DEVICE_BAD_PKEY_CNTR | IBV_DEVICE_BAD_QKEY_CNTR |
                        IBV_DEVICE_UD_AV_PORT_ENFORCE | IBV_DEVICE_PORT_ACTIVE_EVENT |
@@ -423,7 +423,7 @@ Device::Device(const DeviceConfig& cfg) : cfg_(cfg) {
   a.max_qp_init_rd_atom = 128;
   a.atomic_cap = IBV_ATOMIC_HCA;
   a.max_mw = 65536;
-  // UD multicast within the device (engine/multicast.hpp); rxe's limits.
+  // UD multicast within the device (engine/datapath/multicast.hpp); rxe's limits.
   a.max_mcast_grp = 8192;
   a.max_mcast_qp_attach = 56;
   a.max_total_mcast_qp_attach = 8192 * 56;

@@ -28,7 +28,7 @@ struct DeviceConfig {
   // "roce" (RoCE v1/v2) or "iwarp" (RDMAP/DDP/MPA over the host's TCP, issue 8).
   std::string transport = "roce";
   std::string interface;               // afpacket: the kernel interface (e.g. a veth)
-  std::string devargs;                 // dpdk: the port, as DPDK devargs (engine/dpdk_link.hpp)
+  std::string devargs;                 // dpdk: the port, as DPDK devargs (engine/link/dpdk_link.hpp)
   std::vector<std::string> eal;        // dpdk: EAL arguments replacing --no-huge -m 256
   std::uint32_t port_mtu = 9000;       // dpdk: the port's MTU
   // dpdk: IPv6 addresses of the port besides its link-local one ("ipv6":
@@ -45,7 +45,7 @@ struct DeviceConfig {
   bool udp_gso = false;
   std::uint32_t active_mtu = 4096;     // bytes: 256..4096 (loopback: 4096, as rdma_rxe on lo)
   std::uint8_t mac[6] = {0x02, 0x00, 0x75, 0x72, 0x6e, 0x00};  // locally administered
-  FaultConfig fault;                   // "fault": {...} (engine/fault.hpp): TX fault injection from start
+  FaultConfig fault;                   // "fault": {...} (engine/observe/fault.hpp): TX fault injection from start
   std::string capture_path;            // "capture": "FILE.pcap" or {"file":..,"count":N}: pcap from start
   std::uint64_t capture_limit = 0;     //   stop after this many frames (0: never)
   // iwarp: MPA CRC and markers per connection, "off" | "request" | "require"

@@ -14,7 +14,7 @@
 // idle engine sleeps in epoll on it.
 //
 // Addressing: the peer's MAC comes from the kernel's neighbour table for the
-// interface (engine/neighbours; ARP / neighbour discovery stay the kernel's
+// interface (engine/link/neighbours; ARP / neighbour discovery stay the kernel's
 // job), or straight from a link-local GID (fe80::/64 with an EUI-64
 // interface ID, the RoCE v1 default GID). A frame for an address the table
 // lacks waits (at most kMaxPending frames, kResolveTimeout) while the kernel

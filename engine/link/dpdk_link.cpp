@@ -128,7 +128,7 @@ bool init_eal(const DpdkConfig& cfg, const std::string& vdev, std::string* error
   const bool have_affinity = ::sched_getaffinity(0, sizeof affinity, &affinity) == 0;
   const int rc = rte_eal_init(static_cast<int>(args.size()), argv.data());
   if (have_affinity) (void)::sched_setaffinity(0, sizeof affinity, &affinity);
-  // rte_eal_init can fail without setting rte_errno (notes/dpdk-here.md).
+  // rte_eal_init can fail without setting rte_errno (../shared/notes/dpdk-here.md).
   if (rc < 0) {
     if (error != nullptr) *error = std::string("dpdk link: rte_eal_init failed: ") + rte_strerror(rte_errno);
     return false;

@@ -6,7 +6,7 @@
 // "eal": ["-a", "0000:03:00.0"]), --no-huge -m 256 unless the config's
 // "eal" list says otherwise, --no-shconf (several daemons on one machine),
 // -l 0 with the daemon's CPU affinity restored afterwards, the port as a
-// --vdev. The EAL can be initialised once per process (notes/dpdk-here.md),
+// --vdev. The EAL can be initialised once per process (../shared/notes/dpdk-here.md),
 // so a daemon has at most one dpdk device. rte_eal_cleanup() on shutdown.
 //
 // The port has the device's own MAC (the config's "mac"), IPv4 address and
@@ -59,7 +59,7 @@ struct DpdkConfig {
   std::uint16_t vlan = 0;         // 802.1Q VLAN ID of every frame (RoCE and ARP); 0: untagged
 };
 
-// What a virtual PMD can carry here (notes/dpdk-here.md): the largest frame,
+// What a virtual PMD can carry here (../shared/notes/dpdk-here.md): the largest frame,
 // and the mbuf data room its RX queue needs. net_af_xdp: its umem chunks
 // are 4 KiB pages (the mbufs must fit one) and frames of 3400 bytes and more
 // are dropped (veth MTU <= 3500 for XDP), so path MTU 2048 at most;

@@ -91,7 +91,7 @@ class IwStreams {
   // `early`: stream bytes that arrived with the MPA frame (the peer's first
   // FPDUs), delivered to the QP right after binding.
   // `hold_until`: the QP's first bytes wait until then (an initiator's
-  // first FPDU after the MPA Reply; engine/cm_iwarp.cpp says why).
+  // first FPDU after the MPA Reply; engine/cm/cm_iwarp.cpp says why).
   int attach(std::uint32_t qpn, int fd, const transport::iwarp::StreamParams& params, transport::Nanos now,
              std::span<const std::uint8_t> early = {}, transport::Nanos hold_until = 0);
   // The QP is being destroyed: close its connection.

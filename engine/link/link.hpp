@@ -1,7 +1,7 @@
 // What a device sends and receives RoCE frames through: one small abstract
 // class the data path uses, with one implementation per backend
-// (engine/udp_link: the kernel's UDP socket, the unprivileged default;
-// engine/afpacket_link: raw Ethernet on a named interface through an
+// (engine/link/udp_link: the kernel's UDP socket, the unprivileged default;
+// engine/link/afpacket_link: raw Ethernet on a named interface through an
 // AF_PACKET socket). A device's config chooses it ("link": "udp" |
 // "afpacket").
 //
@@ -9,7 +9,7 @@
 // from the source GID's type, addresses, traffic class, flow label, UDP
 // source port); the link decides *how* (socket, ring, neighbour MACs). One
 // virtual call per packet, next to a copy of up to 4 KiB, is noise (the
-// transport's seams make the same choice, docs/ARCHITECTURE.md).
+// transport's seams make the same choice, transport/README.md).
 #pragma once
 
 #include <cstddef>

@@ -82,7 +82,7 @@
 // QPs over paths while each QP keeps one port (its order). IPv6 and
 // multicast keep the device's port.
 //
-// As a Link (engine/link.hpp) it sends RoCE v2 only: a destination whose
+// As a Link (engine/link/link.hpp) it sends RoCE v2 only: a destination whose
 // source GID is RoCE v1 is refused (counted in tx_errors); the udp device's
 // GID table has no v1 entries.
 #pragma once

@@ -184,7 +184,7 @@ afpacket_cm_pair_once() {
 }
 
 # --- the GID table -------------------------------------------------------------
-# The largest path MTU the link carries (notes/dpdk-here.md).
+# The largest path MTU the link carries (../shared/notes/dpdk-here.md).
 mtu1=4096
 ud1=2048
 case $link in

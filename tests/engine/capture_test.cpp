@@ -1,4 +1,4 @@
-// The pcap tap (engine/capture): frames rebuilt as the udp link sends them
+// The pcap tap (engine/observe/capture): frames rebuilt as the udp link sends them
 // must parse as RoCE v2 with a valid ICRC, IPv4 ID 0 and DF; the count limit
 // stops the capture; an inactive tap writes nothing.
 #include <catch2/catch.hpp>

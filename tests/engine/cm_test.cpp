@@ -1,4 +1,4 @@
-// The CM service (engine/cm_service) without a daemon: control requests go
+// The CM service (engine/cm/cm_service) without a daemon: control requests go
 // straight to CmService::handle(), the MADs it sends are captured and fed
 // back (as the data path's hairpin does) or dropped, time is a variable.
 // Every assertion looks at what went on the wire (decoded CM MADs) or at the

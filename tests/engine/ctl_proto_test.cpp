@@ -1,5 +1,5 @@
-// Control protocol encoding (engine/ctl_proto.hpp) and the daemon's session
-// logic (engine/session.cpp) driven without sockets: hello/version refusal,
+// Control protocol encoding (hostif/ctl_proto.hpp) and the daemon's session
+// logic (engine/control/session.cpp) driven without sockets: hello/version refusal,
 // object lifetimes and per-process teardown, limits and errnos.
 #include <catch2/catch.hpp>
 

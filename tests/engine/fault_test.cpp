@@ -1,4 +1,4 @@
-// Fault injection (engine/fault): the stage that sits on a device's TX path.
+// Fault injection (engine/observe/fault): the stage that sits on a device's TX path.
 // Frames are real RoCE v2 frames built as the udp link builds them, so the
 // tests can check that every corruption is one the ICRC catches.
 #include <catch2/catch.hpp>

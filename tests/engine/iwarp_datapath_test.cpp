@@ -124,7 +124,8 @@ TEST_CASE("iWARP device: urnic_iw0 reports the iWARP transport and an RNIC node"
   IwarpRig rig;
   CHECK(rig.info.attrs.transport == IBV_TRANSPORT_IWARP);
   CHECK(rig.info.attrs.node_type == IBV_NODE_RNIC);
-  // RFC 7306 atomics, offered to every peer by default (docs/ARCHITECTURE.md);
+  // RFC 7306 atomics, offered to every peer by default (transport/README.md,
+  // "RFC 7306 on iWARP");
   // SRQs as on RoCE.
   CHECK(rig.info.attrs.atomic_cap == IBV_ATOMIC_HCA);
   CHECK(rig.info.attrs.max_srq > 0);

@@ -1,4 +1,4 @@
-// engine/netdev: which kernel interface a device's link runs on, the netdev
+// engine/link/netdev: which kernel interface a device's link runs on, the netdev
 // its GID entries name (ibv_query_gid_ex's ndev_ifindex; the sysfs view's
 // gid_attrs/ndevs and device/net/). Runs on the loopback only.
 #include <net/if.h>

@@ -1,4 +1,4 @@
-// The shared-memory SPSC ring (engine/shm_ring.hpp): wrap-around of the
+// The shared-memory SPSC ring (hostif/shm_ring.hpp): wrap-around of the
 // free-running indices, full/empty, bulk vs burst, untrusted indices, and a
 // real producer/consumer pair on two threads.
 #include <catch2/catch.hpp>

@@ -1,4 +1,4 @@
-// Counters (engine/stats) on their own, and the whole observability path in
+// Counters (engine/observe/stats) on their own, and the whole observability path in
 // a real DataPath driven by hand: two RC QPs on one device talk by hairpin
 // through fault injection (loss and corruption set with the kFault control
 // message), the data must arrive intact, and the kStats reply must show the

@@ -1,5 +1,5 @@
 // `urnic stats`, `urnic fault` and `urnic capture`: talk to the running
-// urnicd over its control socket (MsgType 90..99, engine/ctl_proto.hpp).
+// urnicd over its control socket (MsgType 90..99, hostif/ctl_proto.hpp).
 #pragma once
 
 #include <cstdint>
