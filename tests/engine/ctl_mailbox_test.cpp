@@ -150,12 +150,12 @@ struct RigMailbox {
     return post(rig, ctl::encode(req, seq), seq);
   }
   // The same with bytes the test forged.
-  std::vector<std::byte> post(urnic::test::SessionRig& rig, std::vector<std::byte> msg, std::uint32_t seq) {
-    REQUIRE(box.post(msg, seq));
+  std::vector<std::byte> post(urnic::test::SessionRig& rig, std::vector<std::byte> msg, std::uint32_t as_seq) {
+    REQUIRE(box.post(msg, as_seq));
     rig.doorbells.ring(bit);
     rig.dp->poll(urnic::test::now_ns(), false);
     CHECK(rig.dp->serve_mailboxes());
-    REQUIRE(box.replied(seq));
+    REQUIRE(box.replied(as_seq));
     return box.reply();
   }
 };
