@@ -179,7 +179,6 @@ void EngineLoop::trim_idle() {
 void EngineLoop::run() {
   transport::Nanos last_work = engine_now();
   transport::Nanos last_busy = last_work;  // the last pass that did work (sleeps do not reset it)
-  std::uint64_t last_yield = 0;
   transport::Nanos last_ctl_poll = 0;
   std::uint64_t pass = 0;
   // Woken (by a deadline, a descriptor or a stray event) and nothing to do
@@ -224,7 +223,7 @@ void EngineLoop::run() {
       continue;
     }
     if (!idle_wake && now - last_work < spin_.ns()) {
-      idle_yield(now, last_work, last_yield);
+      if (now - last_work > kYieldAfterNs) ::sched_yield();
       continue;
     }
     // Idle: declare sleep in every ring (and to the other shards, which hand

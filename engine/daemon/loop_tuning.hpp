@@ -2,8 +2,6 @@
 // with the control plane) and the other shards' (shard_thread).
 #pragma once
 
-#include <sched.h>
-
 #include <cstdint>
 #include <cstdlib>
 #include <thread>
@@ -20,20 +18,9 @@ constexpr std::uint64_t kLinkPollEvery = 8;
 // Past this much idle spinning, yield the CPU between passes: on a small
 // machine the applications polling their CQs need the core.
 constexpr std::uint64_t kYieldAfterNs = 5'000;
-// ... at most once every this long (idle_yield): a sched_yield is a system
-// call, microseconds in a VM that traps them (PVM), and one per pass made
-// the loop that slow to see a doorbell or a control mailbox rung (issue 45:
-// DeviceLimitTest.MaxMr). A program wanting the core waits for it at most
-// this much longer.
-constexpr std::uint64_t kYieldEveryNs = 10'000;
-
-// Idle spinning: yields the core if the loop has idled past kYieldAfterNs
-// and not yielded for kYieldEveryNs (`last_yield` is the loop's).
-inline void idle_yield(std::uint64_t now, std::uint64_t last_work, std::uint64_t& last_yield) {
-  if (now - last_work <= kYieldAfterNs || now - last_yield < kYieldEveryNs) return;
-  ::sched_yield();
-  last_yield = now;
-}
+// (Every idle pass, not every so many microseconds: a program woken on the
+// loop's core, ib_send_lat -e's, then waits for the next yield, and a yield
+// at most every 10 us made its typical latency 21 -> 33 us.)
 // The idle spin (SpinWindow): kLongSpinNs, the window on a machine with
 // more than two cores; on two or fewer it starts at kShortSpinNs and
 // grows up to kLongSpinNs.

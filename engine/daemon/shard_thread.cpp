@@ -58,7 +58,6 @@ void ShardThread::run() {
   current_clock_slot() = &shard_.clock();  // engine_now() on this thread is this shard's time
   SpinWindow spin = spin_window();
   transport::Nanos last_work = engine_now();
-  std::uint64_t last_yield = 0;
   transport::Nanos last_busy = last_work;
   std::uint64_t pass = 0;
   bool idle_wake = false;  // as EngineLoop::run
@@ -81,7 +80,7 @@ void ShardThread::run() {
       continue;
     }
     if (!idle_wake && now - last_work < spin.ns()) {
-      idle_yield(now, last_work, last_yield);
+      if (now - last_work > kYieldAfterNs) ::sched_yield();
       continue;
     }
     // Idle: declare sleep (to the processes' doorbell pages and to the
