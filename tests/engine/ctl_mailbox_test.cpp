@@ -28,7 +28,7 @@ using urnic::engine::MailboxLayout;
 
 namespace {
 
-struct Page {
+struct MailboxPage {
   std::unique_ptr<MailboxLayout> mem = std::make_unique<MailboxLayout>();
   CtlMailbox app{static_cast<std::byte*>(static_cast<void*>(mem.get()))};
   CtlMailbox engine{static_cast<std::byte*>(static_cast<void*>(mem.get()))};
@@ -43,7 +43,7 @@ std::vector<std::byte> bytes_of(const char* s) {
 }  // namespace
 
 TEST_CASE("mailbox: a request is taken once, its reply is seen by its seq", "[engine][mailbox]") {
-  Page p;
+  MailboxPage p;
   CHECK_FALSE(p.engine.take());  // nothing posted (the shim's seqs start at 1)
   REQUIRE(p.app.post(bytes_of("request"), 7));
   auto req = p.engine.take();
@@ -60,7 +60,7 @@ TEST_CASE("mailbox: a request is taken once, its reply is seen by its seq", "[en
 }
 
 TEST_CASE("mailbox: nothing in the page is trusted", "[engine][mailbox][security]") {
-  Page p;
+  MailboxPage p;
   // A length past the buffer: taken as no bytes (which no decoder accepts),
   // never read past the page.
   p.mem->req_seq = 3;
@@ -87,7 +87,7 @@ TEST_CASE("mailbox: nothing in the page is trusted", "[engine][mailbox][security
 TEST_CASE("mailbox: a shim sleeping on the reply is woken, never lost", "[engine][mailbox]") {
   // The shim's side of CtlClient::mailbox_call, against an engine that
   // answers at once or after the shim went to sleep, 2,000 times.
-  Page p;
+  MailboxPage p;
   std::atomic<std::uint32_t> posted{0};
   std::atomic<bool> stop{false};
   std::thread engine([&] {
