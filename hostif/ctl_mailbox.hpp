@@ -98,7 +98,7 @@ class CtlMailbox {
   // False if `msg` does not fit (send it on the socket).
   bool post(std::span<const std::byte> msg, std::uint32_t seq) {
     if (msg.size() > kMailboxMsgMax) return false;
-    std::memcpy(page_->req, msg.data(), msg.size());
+    if (!msg.empty()) std::memcpy(page_->req, msg.data(), msg.size());
     ref(page_->req_len).store(static_cast<std::uint32_t>(msg.size()), std::memory_order_relaxed);
     ref(page_->req_seq).store(seq, std::memory_order_release);
     return true;
@@ -141,7 +141,7 @@ class CtlMailbox {
   [[nodiscard]] bool answer(std::uint32_t seq, std::span<const std::byte> reply) {
     answered_ = seq;
     const std::size_t n = reply.size() <= kMailboxMsgMax ? reply.size() : 0;
-    std::memcpy(page_->rep, reply.data(), n);
+    if (n != 0) std::memcpy(page_->rep, reply.data(), n);  // an empty span's data() may be null
     ref(page_->rep_len).store(static_cast<std::uint32_t>(n), std::memory_order_relaxed);
     ref(page_->rep_seq).store(seq, std::memory_order_release);
     std::atomic_thread_fence(std::memory_order_seq_cst);
