@@ -231,7 +231,9 @@ case $mode in
     fi
     if [[ ${#san[@]} -gt 0 ]]; then
       mapfile -t sel < <(suite_args "${san[@]}")
-      stage sanitize "$out/asan" sanitize_env sanitize_opts "${sel[@]}"
+      # As the CI stage: the checkers need one compile command per file,
+      # which a unity build does not have.
+      stage sanitize "$out/asan" sanitize_env sanitize_opts "${sel[@]}" --no-suite checker
     fi
     [[ ${#fz[@]} -gt 0 ]] && stage clang "$out/clang" clang_env clang_opts --suite fuzz
     ;;
