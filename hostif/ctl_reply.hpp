@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstring>
 #include <utility>
 #include <vector>
 
@@ -26,6 +27,14 @@ Reply ok(const ctl::MsgHeader& h, const Rep& rep, std::vector<int> fds = {}) {
 template <ctl::Message Rep>
 Reply fail(const ctl::MsgHeader& h, int err) {
   return Reply{ctl::encode_error<Rep>(h.seq, err), {}, false};
+}
+// A reply that is a header only, carrying `err`, for a request whose reply
+// type is not known here (unknown, malformed, refused before dispatch).
+inline Reply bare_reply(std::uint16_t type, std::uint32_t seq, int err, bool close_after = false) {
+  const ctl::MsgHeader bad{type, ctl::kFlagReply, seq, static_cast<std::int32_t>(err), 0};
+  std::vector<std::byte> out(sizeof bad);
+  std::memcpy(out.data(), &bad, sizeof bad);
+  return Reply{std::move(out), {}, close_after};
 }
 
 }  // namespace urnic::engine

@@ -27,12 +27,7 @@ using namespace cm_detail;
 
 namespace {
 
-Reply bare(const MsgHeader& h, int err) {
-  const MsgHeader bad{h.type, ctl::kFlagReply, h.seq, err, 0};
-  std::vector<std::byte> out(sizeof bad);
-  std::memcpy(out.data(), &bad, sizeof bad);
-  return Reply{std::move(out), {}, false};
-}
+Reply bare(const MsgHeader& h, int err) { return bare_reply(h.type, h.seq, err); }
 
 }  // namespace
 

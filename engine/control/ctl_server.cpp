@@ -106,11 +106,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // A reply header carrying `err` for whatever request `msg` was.
   static Reply refuse(std::span<const std::byte> msg, int err) {
     const auto h = ctl::decode_header(msg);
-    const ctl::MsgHeader bad{h ? h->type : std::uint16_t{0}, ctl::kFlagReply, h ? h->seq : 0u,
-                             static_cast<std::int32_t>(err), 0};
-    std::vector<std::byte> out(sizeof bad);
-    std::memcpy(out.data(), &bad, sizeof bad);
-    return Reply{std::move(out), {}, true};
+    return bare_reply(h ? h->type : std::uint16_t{0}, h ? h->seq : 0u, err, true);
   }
 
   Proto::socket sock_;

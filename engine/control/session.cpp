@@ -253,10 +253,7 @@ Reply Session::handle(std::span<const std::byte> msg, std::vector<int>& in_fds) 
   ShardScope scope(dp_ != nullptr ? dp_->shard_handle() : nullptr);
   const auto h = ctl::decode_header(msg);
   if (!h || (h->flags & ctl::kFlagReply) != 0) {
-    const MsgHeader bad{0, ctl::kFlagReply, h ? h->seq : 0, EPROTO, 0};
-    std::vector<std::byte> out(sizeof bad);
-    std::memcpy(out.data(), &bad, sizeof bad);
-    return Reply{std::move(out), {}, true};
+    return bare_reply(0, h ? h->seq : 0, EPROTO, true);
   }
   const auto type = static_cast<ctl::MsgType>(h->type);
   if (!greeted_ && type != ctl::MsgType::kHello) {
@@ -278,10 +275,7 @@ Reply Session::handle(std::span<const std::byte> msg, std::vector<int>& in_fds) 
   }
   if (dev_ == nullptr) {
     // Object commands need an opened device. Reply with a bare header.
-    const MsgHeader bad{h->type, ctl::kFlagReply, h->seq, ENODEV, 0};
-    std::vector<std::byte> out(sizeof bad);
-    std::memcpy(out.data(), &bad, sizeof bad);
-    return Reply{std::move(out), {}, false};
+    return bare_reply(h->type, h->seq, ENODEV);
   }
   if (type == ctl::MsgType::kOpenXrcd) return on_open_xrcd(*h, msg, in.fds);  // engine/control/session_xrc.cpp
   if (type == ctl::MsgType::kOpenConvertChannel) return on_open_convert_channel(*h);
@@ -322,12 +316,7 @@ Reply Session::handle(std::span<const std::byte> msg, std::vector<int>& in_fds) 
     case ctl::MsgType::kDestroyAh: return on_destroy_ah(*h, msg);
     case ctl::MsgType::kAttachMcast: return on_mcast(*h, msg, true);
     case ctl::MsgType::kDetachMcast: return on_mcast(*h, msg, false);
-    default: {
-      const MsgHeader bad{h->type, ctl::kFlagReply, h->seq, EOPNOTSUPP, 0};
-      std::vector<std::byte> out(sizeof bad);
-      std::memcpy(out.data(), &bad, sizeof bad);
-      return Reply{std::move(out), {}, false};
-    }
+    default: return bare_reply(h->type, h->seq, EOPNOTSUPP);
   }
 }
 

@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
 
 #include "engine/control/session.hpp"
 #include "engine/datapath/datapath.hpp"
@@ -18,14 +17,6 @@ namespace urnic::engine {
 
 namespace {
 using ctl::MsgHeader;
-
-// An error header for request `h` (the reply a socket call would get).
-std::vector<std::byte> error_reply(const MsgHeader& h, int err) {
-  const MsgHeader bad{h.type, ctl::kFlagReply, h.seq, static_cast<std::int32_t>(err), 0};
-  std::vector<std::byte> out(sizeof bad);
-  std::memcpy(out.data(), &bad, sizeof bad);
-  return out;
-}
 }  // namespace
 
 // One mailbox per session, on a data path the control thread runs (a
@@ -80,7 +71,7 @@ bool Session::serve_mailbox() {
       // None of the calls the mailbox carries passes a descriptor; one that
       // did cannot reach the process here.
       for (int fd : r.fds) ::close(fd);
-      reply = error_reply(*h, EIO);
+      reply = bare_reply(h->type, h->seq, EIO).bytes;
     } else {
       reply = std::move(r.bytes);
     }

@@ -46,12 +46,7 @@ Reply Session::on_verbs_ext(const MsgHeader& h, std::span<const std::byte> msg) 
     case ctl::MsgType::kCreateXrcTgtQp: return on_create_xrc_tgt_qp(h, msg);
     case ctl::MsgType::kOpenQp: return on_open_qp(h, msg);
     case ctl::MsgType::kCreateTmSrq: return on_create_tm_srq(h, msg);  // engine/control/session_tm.cpp
-    default: {
-      const MsgHeader bad{h.type, ctl::kFlagReply, h.seq, EOPNOTSUPP, 0};
-      std::vector<std::byte> out(sizeof bad);
-      std::memcpy(out.data(), &bad, sizeof bad);
-      return Reply{std::move(out), {}, false};
-    }
+    default: return bare_reply(h.type, h.seq, EOPNOTSUPP);
   }
 }
 

@@ -205,10 +205,7 @@ Reply handle_observe_request(Registry& reg, const ctl::MsgHeader& h, std::span<c
     case ctl::MsgType::kCmStats: return on_cm_stats(reg, h, msg);
     default: break;
   }
-  const MsgHeader bad{h.type, ctl::kFlagReply, h.seq, EOPNOTSUPP, 0};
-  std::vector<std::byte> out(sizeof bad);
-  std::memcpy(out.data(), &bad, sizeof bad);
-  return Reply{std::move(out), {}, false};
+  return bare_reply(h.type, h.seq, EOPNOTSUPP);
 }
 
 }  // namespace urnic::engine
