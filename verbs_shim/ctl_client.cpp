@@ -171,6 +171,13 @@ int connect_daemon() {
 std::atomic<unsigned> g_fork_generation{0};
 void count_fork() { g_fork_generation.fetch_add(1, std::memory_order_relaxed); }
 
+// Nanoseconds of CLOCK_MONOTONIC since `start` (the reply waits' spin budget).
+std::int64_t ns_since(const timespec& start) {
+  timespec now{};
+  ::clock_gettime(CLOCK_MONOTONIC, &now);
+  return (now.tv_sec - start.tv_sec) * 1'000'000'000 + (now.tv_nsec - start.tv_nsec);
+}
+
 }  // namespace
 
 void debug_log(const char* fmt, ...) {
@@ -247,13 +254,12 @@ void CtlClient::await_reply() const {
   // the reply for a few microseconds first; past that, or when another
   // task wants the core, sleep.
   constexpr std::int64_t kSpinNs = 20'000;
-  timespec start{}, now{};
+  timespec start{};
   ::clock_gettime(CLOCK_MONOTONIC, &start);
   for (;;) {
     pollfd p{fd_, POLLIN, 0};
     if (::poll(&p, 1, 0) != 0) return;  // readable, hung up or failed: recvmsg says which
-    ::clock_gettime(CLOCK_MONOTONIC, &now);
-    if ((now.tv_sec - start.tv_sec) * 1'000'000'000 + (now.tv_nsec - start.tv_nsec) > kSpinNs) return;
+    if (ns_since(start) > kSpinNs) return;
   }
 }
 
@@ -291,21 +297,17 @@ int CtlClient::mailbox_call(std::span<const std::byte> req, std::uint32_t seq, s
   // engine wakes), looking at the socket between timed waits for a daemon
   // that died.
   constexpr std::int64_t kSpinNs = 20'000;
-  timespec start{}, now{};
+  timespec start{};
   ::clock_gettime(CLOCK_MONOTONIC, &start);
-  for (std::uint32_t i = 0;; ++i) {
-    if (mailbox_.replied(seq)) break;
-    if (i % 64 == 63) {
-      ::clock_gettime(CLOCK_MONOTONIC, &now);
-      if ((now.tv_sec - start.tv_sec) * 1'000'000'000 + (now.tv_nsec - start.tv_nsec) > kSpinNs) break;
-    }
+  for (std::uint32_t i = 1; !mailbox_.replied(seq); ++i) {
+    if (i % 64 == 0 && ns_since(start) > kSpinNs) break;
     __builtin_ia32_pause();
   }
   while (!mailbox_.replied(seq)) {
     // The daemon closed the mailbox before serving this call (the session
     // moved to another engine thread): send it on the socket. Its answer
     // is written before `closed`, so a call it served is seen as replied.
-    if (mailbox_.closed()) return mailbox_.replied(seq) ? (reply = mailbox_.reply(), 0) : 0;
+    if (mailbox_.closed() && !mailbox_.replied(seq)) return 0;
     if (mailbox_.begin_wait(seq)) {
       // Sleeps unless the word changed since this load (the reply came).
       const std::uint32_t seen = __atomic_load_n(mailbox_.futex_word(), __ATOMIC_RELAXED);
