@@ -926,7 +926,7 @@ int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
 }
 
 int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask, ibv_qp_init_attr* init_attr) {
-  (void)attr_mask;  // everything is returned, as providers do
+  // Every attribute is returned whatever the mask, as providers do.
   ctl::QueryQpRep rep{};
   if (const int err = client_of(qp->context).call(ctl::QueryQpReq{{qp->handle, 0}}, rep); err != 0)
     return err;
@@ -941,7 +941,9 @@ int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask, ibv_qp_init_attr*
     init_attr->qp_type = qp->qp_type;
     init_attr->sq_sig_all = static_cast<int>(rep.sq_sig_all);
   }
-  qp->state = attr->qp_state;
+  // As libibverbs' ibv_query_qp: the cached state follows only a query that
+  // asked for it (UCX compares qp->state with the state it last set).
+  if ((attr_mask & IBV_QP_STATE) != 0) qp->state = attr->qp_state;
   return 0;
 }
 
