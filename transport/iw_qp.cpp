@@ -343,6 +343,7 @@ void IwQp::enter_error(Nanos now) {
   if (link_ != IwLink::kTerminating) close_stream();
   flush_sq();
   flush_rq();
+  if (init_.has_srq) ctx_.raise({EventType::kQpLastWqeReached, qpn_, {}, {}});  // as Qp::enter_error
 }
 
 void IwQp::flush_sq() {

@@ -10,6 +10,7 @@
 
 #include <arpa/inet.h>
 #include <infiniband/verbs.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
@@ -411,5 +412,105 @@ TEST_CASE("max_inline_data is rounded up to the WQE slot and inline sends of tha
   CHECK(std::memcmp(buf.data() + 100, payload, 16) == 0);
   for (ibv_qp* q : qp) CHECK(ibv_destroy_qp(q) == 0);
   CHECK(ibv_dereg_mr(mr) == 0);
+  CHECK(ibv_destroy_cq(cq) == 0);
+}
+
+namespace {
+
+// Two RC QPs on `cq`, the second (and only it) taking its receives from
+// `srq` when one is given, both connected to each other and in RTS.
+std::pair<ibv_qp*, ibv_qp*> rc_pair_to_rts(Ctx& c, ibv_cq* cq, ibv_srq* srq = nullptr) {
+  ibv_qp* qp[2] = {};
+  for (int i = 0; i < 2; ++i) {
+    ibv_qp_init_attr init{};
+    init.send_cq = init.recv_cq = cq;
+    init.qp_type = IBV_QPT_RC;
+    init.sq_sig_all = 1;
+    init.cap = ibv_qp_cap{4, 4, 1, 1, 0};
+    if (i == 1) init.srq = srq;
+    qp[i] = ibv_create_qp(c.pd, &init);
+    REQUIRE(qp[i] != nullptr);
+  }
+  for (int i = 0; i < 2; ++i) to_rts_rc(c.ctx, qp[i], qp[1 - i]->qp_num);
+  return {qp[0], qp[1]};
+}
+
+// The next async event within `ms`, or none (event_type stays -1).
+ibv_async_event next_async_event(ibv_context* ctx, int ms) {
+  ibv_async_event ev{};
+  ev.event_type = static_cast<ibv_event_type>(-1);
+  pollfd p{ctx->async_fd, POLLIN, 0};
+  if (::poll(&p, 1, ms) == 1) {
+    REQUIRE(ibv_get_async_event(ctx, &ev) == 0);
+    ibv_ack_async_event(&ev);
+  }
+  return ev;
+}
+
+}  // namespace
+
+// libibverbs' ibv_query_qp updates the cached qp->state only when the mask
+// asks for IBV_QP_STATE. UCX's peer-failure test (purge_failed_peer) checks
+// that qp->state is still the RTS it set after a query of other attributes,
+// while the QP has gone to the error state underneath.
+TEST_CASE("ibv_query_qp changes qp->state only when the mask asks for the state", "[middleware][qp]") {
+  Ctx c;
+  ibv_cq* cq = ibv_create_cq(c.ctx, 16, nullptr, nullptr, 0);
+  REQUIRE(cq != nullptr);
+  std::vector<char> buf(4096, 0);
+  ibv_mr* mr = reg(c.pd, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  REQUIRE(mr != nullptr);
+  auto [q0, q1] = rc_pair_to_rts(c, cq);
+  // A WRITE from a bad L_Key: a local protection error puts q0 in ERR.
+  ibv_sge sge{reinterpret_cast<std::uintptr_t>(buf.data()), 64, mr->lkey ^ 0x100};
+  ibv_send_wr wr{};
+  wr.wr_id = 5;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.wr.rdma.remote_addr = reinterpret_cast<std::uintptr_t>(buf.data()) + 2048;
+  wr.wr.rdma.rkey = mr->rkey;
+  ibv_send_wr* bad = nullptr;
+  REQUIRE(ibv_post_send(q0, &wr, &bad) == 0);
+  const auto got = poll_for(cq, 1);
+  REQUIRE(got.size() == 1);
+  CHECK(got[0].status == IBV_WC_LOC_PROT_ERR);
+  ibv_qp_attr qa{};
+  ibv_qp_init_attr qi{};
+  REQUIRE(ibv_query_qp(q0, &qa, IBV_QP_CAP, &qi) == 0);
+  CHECK(q0->state == IBV_QPS_RTS);
+  REQUIRE(ibv_query_qp(q0, &qa, IBV_QP_STATE, &qi) == 0);
+  CHECK(qa.qp_state == IBV_QPS_ERR);
+  CHECK(q0->state == IBV_QPS_ERR);
+  CHECK(ibv_destroy_qp(q0) == 0);
+  CHECK(ibv_destroy_qp(q1) == 0);
+  CHECK(ibv_dereg_mr(mr) == 0);
+  CHECK(ibv_destroy_cq(cq) == 0);
+}
+
+// IBA 11.6.3: a QP attached to an SRQ raises the affiliated event Last WQE
+// Reached once it is in the error state; UCX (its last_wqe tests) and SPDK
+// wait for it before destroying such a QP. A QP without an SRQ raises none.
+TEST_CASE("a QP on an SRQ raises IBV_EVENT_QP_LAST_WQE_REACHED when it enters the error state", "[middleware][srq]") {
+  Ctx c;
+  ibv_cq* cq = ibv_create_cq(c.ctx, 16, nullptr, nullptr, 0);
+  REQUIRE(cq != nullptr);
+  ibv_srq_init_attr sa{};
+  sa.attr.max_wr = 8;
+  sa.attr.max_sge = 1;
+  ibv_srq* srq = ibv_create_srq(c.pd, &sa);
+  REQUIRE(srq != nullptr);
+  auto [plain, on_srq] = rc_pair_to_rts(c, cq, srq);
+  ibv_qp_attr err{};
+  err.qp_state = IBV_QPS_ERR;
+  REQUIRE(ibv_modify_qp(plain, &err, IBV_QP_STATE) == 0);
+  CHECK(next_async_event(c.ctx, 300).event_type == static_cast<ibv_event_type>(-1));
+  REQUIRE(ibv_modify_qp(on_srq, &err, IBV_QP_STATE) == 0);
+  const ibv_async_event ev = next_async_event(c.ctx, 2000);
+  CHECK(ev.event_type == IBV_EVENT_QP_LAST_WQE_REACHED);
+  CHECK(ev.element.qp == on_srq);
+  CHECK(ibv_destroy_qp(plain) == 0);
+  CHECK(ibv_destroy_qp(on_srq) == 0);
+  CHECK(ibv_destroy_srq(srq) == 0);
   CHECK(ibv_destroy_cq(cq) == 0);
 }

@@ -5,6 +5,7 @@
 // and completions of every error.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -412,4 +413,11 @@ TEST_CASE("iWARP with an SRQ: Sends and Immediate Data take its WQEs, a Send wai
   REQUIRE(post(p.a, {.wr_id = 4, .op = WrOpcode::kSend, .local = 0, .len = 10}) == 0);
   p.pump();
   expect_terminated(p, p.a, term::kLayerDdp, term::kDdpUntaggedBuffer, term::kDdpUntaggedNoBuffer);
+  // IBA 11.6.3, as RoCE: B's QP, on an SRQ, said Last WQE Reached when it
+  // entered the error state; A's, without one, did not.
+  auto raised = [](const IwEnd& e) {
+    return std::ranges::count_if(e.sink.events, [](const AsyncEvent& ev) { return ev.type == EventType::kQpLastWqeReached; });
+  };
+  CHECK(raised(p.b) == 1);
+  CHECK(raised(p.a) == 0);
 }

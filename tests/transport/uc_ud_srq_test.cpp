@@ -196,6 +196,19 @@ TEST_CASE("SRQ: QPs share receives; the limit event fires once when armed", "[sr
   CHECK(rc[1].qp_num == qb2);
   CHECK(rc[2].wr_id == 2);
   CHECK(tb.destroy_srq(srq.value) == EBUSY);
+  // IBA 11.6.3: a QP on an SRQ entering the error state raises Last WQE
+  // Reached (UCX's and SPDK's cue to destroy it); its sibling stays quiet, as
+  // does a QP without an SRQ.
+  QpAttr err;
+  err.qp_state = QpState::kErr;
+  sb.events.clear();
+  sa.events.clear();
+  REQUIRE(tb.modify_qp(qb1, err, qp_attr::kState, 2000) == 0);
+  REQUIRE(sb.events.size() == 1);
+  CHECK(sb.events[0].type == EventType::kQpLastWqeReached);
+  CHECK(sb.events[0].qpn == qb1);
+  REQUIRE(ta.modify_qp(qa1, err, qp_attr::kState, 2000) == 0);
+  CHECK(sa.events.empty());
 }
 
 TEST_CASE("SRQ of another PD than its QP: receive L_Keys are checked in the SRQ's PD, WRITEs in the QP's",
