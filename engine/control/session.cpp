@@ -262,15 +262,14 @@ Reply Session::handle(std::span<const std::byte> msg, std::vector<int>& in_fds) 
     return r;
   }
   if (h->type >= 70 && h->type <= 89) return reg_.cm().handle(id_, *h, msg);  // hostif/cm_proto.hpp
+  // 90..99: the observe requests (`urnic stats|fault|capture`), served
+  // without an opened device (engine/control/stats_ctl.cpp).
+  if (h->type >= 90 && h->type <= 99) return handle_observe_request(reg_, *h, msg);
   switch (type) {
     case ctl::MsgType::kHello: return on_hello(*h, msg);
     case ctl::MsgType::kListDevices: return on_list_devices(*h);
     case ctl::MsgType::kOpenDevice: return on_open_device(*h, msg);
     case ctl::MsgType::kStatus: return on_status(*h);
-    case ctl::MsgType::kStats:
-    case ctl::MsgType::kFault:
-    case ctl::MsgType::kCmStats:
-    case ctl::MsgType::kCapture: return handle_observe_request(reg_, *h, msg);  // engine/control/stats_ctl.cpp
     default: break;
   }
   if (dev_ == nullptr) {

@@ -34,7 +34,7 @@ int main(int argc, char** argv) {
   decode->callback([&] { status = urnic::tools::run_frame_decode(decode_opts); });
   check->callback([&] { status = urnic::tools::run_frame_check(check_opts); });
 
-  urnic::tools::register_observe_commands(app, status);  // stats, fault, capture (observe_cli.cpp)
+  urnic::tools::register_observe_commands(app, status);  // stats, fault, capture (observe.cpp)
 
   try {
     app.parse(argc, argv);

@@ -1,5 +1,6 @@
 #include "tools/cli/observe.hpp"
 
+#include <CLI/CLI.hpp>
 #include <fmt/core.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -12,7 +13,10 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -30,6 +34,16 @@ namespace ctl = urnic::engine::ctl;
 constexpr int kExitOk = 0;
 constexpr int kExitRefused = 1;
 constexpr int kExitNoDaemon = 3;
+
+struct DaemonOptions {
+  std::string device = "urnic0";
+  std::string runtime_dir;  // empty: $URNIC_RUNTIME_DIR, else $XDG_RUNTIME_DIR/urnic, else /tmp/urnic-$UID
+};
+
+void add_daemon_options(CLI::App& cmd, DaemonOptions& d) {
+  cmd.add_option("-d,--device", d.device, "device (default urnic0)");
+  cmd.add_option("--runtime-dir", d.runtime_dir, "urnicd's runtime directory (default: as the shim finds it)");
+}
 
 // One control connection to urnicd (Hello done).
 class DaemonConn {
@@ -100,6 +114,14 @@ extern "C" void on_interrupt(int) { g_interrupted.store(true); }
 }  // namespace
 
 namespace {
+
+struct StatsOptions {
+  DaemonOptions daemon;
+  bool json = false;
+  bool all = false;  // text: also QP counters that are zero
+  std::uint64_t watch_ms = 0;  // --watch: a reading every this many ms (0: one reading)
+  std::uint64_t count = 0;     // --count: with --watch, stop after this many readings (0: until interrupted)
+};
 
 // One reading of a device's counters: the device's, each QP's, the CM's.
 struct StatsSnapshot {
@@ -243,8 +265,6 @@ int watch_stats(DaemonConn& conn, const StatsOptions& o) {
   return kExitOk;
 }
 
-}  // namespace
-
 int run_stats(const StatsOptions& o) {
   DaemonConn conn;
   if (!conn.open(o.daemon)) return kExitNoDaemon;
@@ -264,6 +284,28 @@ int run_stats(const StatsOptions& o) {
   }
   return kExitOk;
 }
+
+void add_stats_command(CLI::App& app, int& status) {
+  auto stats = std::make_shared<StatsOptions>();
+  auto* s = app.add_subcommand("stats", "Per-device and per-QP counters of urnicd");
+  add_daemon_options(*s, stats->daemon);
+  s->add_flag("--json", stats->json, "machine-readable output");
+  s->add_flag("--all", stats->all, "text: also per-QP counters that are zero");
+  s->add_option("--watch", stats->watch_ms,
+                "a reading every MS ms until interrupted: per QP its DCQCN rate, send rate, CE marks, CNPs, "
+                "cuts, retransmissions (--json: one object per line)")
+      ->check(CLI::Range(std::uint64_t{10}, std::uint64_t{3'600'000}));
+  s->add_option("--count", stats->count, "with --watch: stop after N readings");
+  s->callback([stats, &status] { status = run_stats(*stats); });
+}
+
+struct FaultOptions {
+  DaemonOptions daemon;
+  std::optional<double> loss, duplicate, reorder, corrupt, ecn;
+  std::optional<std::uint64_t> delay_us, reorder_delay_us, seed;
+  std::optional<std::uint32_t> qpn;
+  bool clear = false;
+};
 
 int run_fault(const FaultOptions& o) {
   DaemonConn conn;
@@ -304,6 +346,36 @@ int run_fault(const FaultOptions& o) {
   }
   return kExitOk;
 }
+
+void add_fault_command(CLI::App& app, int& status) {
+  auto o = std::make_shared<FaultOptions>();
+  auto* f = app.add_subcommand("fault", "Fault injection on a device's TX path (no options: show the settings)");
+  add_daemon_options(*f, o->daemon);
+  const auto fraction = CLI::Range(0.0, 1.0);
+  const CLI::Option* settings[] = {
+           f->add_option("--loss", o->loss, "probability a frame is dropped")->check(fraction),
+           f->add_option("--dup", o->duplicate, "probability a frame is sent twice")->check(fraction),
+           f->add_option("--reorder", o->reorder, "probability a frame is held back (later ones overtake it)")
+               ->check(fraction),
+           f->add_option("--corrupt", o->corrupt, "probability one bit of BTH..ICRC is flipped")->check(fraction),
+           f->add_option("--ecn", o->ecn, "probability an ECN-capable RoCE v2 frame is marked Congestion Experienced")
+               ->check(fraction),
+           f->add_option("--delay-us", o->delay_us, "delay every frame by N microseconds"),
+           f->add_option("--reorder-delay-us", o->reorder_delay_us, "how long --reorder holds a frame back (default 20)"),
+           f->add_option("--seed", o->seed, "random seed (default 1)"),
+           f->add_option("--qp", o->qpn, "only frames sent by this QPN"),
+  };
+  auto* clear = f->add_flag("--clear", o->clear, "stop injecting faults");
+  for (const CLI::Option* opt : settings) clear->excludes(opt->get_name());
+  f->callback([o, &status] { status = run_fault(*o); });
+}
+
+struct CaptureOptions {
+  DaemonOptions daemon;
+  std::string path;        // -w
+  std::uint64_t count = 0; // -c: stop after this many frames (0: until interrupted)
+  bool stop = false;       // --stop: end a capture (e.g. one the config started)
+};
 
 int run_capture(const CaptureOptions& o) {
   DaemonConn conn;
@@ -379,6 +451,26 @@ int run_capture(const CaptureOptions& o) {
   if (progress) fmt::print(stderr, "\r\033[K");  // the progress line gives way to the result
   if (rep) fmt::print(stderr, "urnic: {} frames written to {}\n", rep->frames, path);
   return kExitOk;
+}
+
+void add_capture_command(CLI::App& app, int& status) {
+  auto cap = std::make_shared<CaptureOptions>();
+  auto* c = app.add_subcommand("capture",
+                               "Write every frame the device sends and receives to a pcap "
+                               "(until Ctrl-C or -c frames); no -w: show the capture state");
+  add_daemon_options(*c, cap->daemon);
+  auto* w = c->add_option("-w,--write", cap->path, "pcap file to write (urnicd writes it)");
+  c->add_option("-c,--count", cap->count, "stop after this many frames");
+  c->add_flag("--stop", cap->stop, "stop the device's capture (e.g. one the config started)")->excludes(w);
+  c->callback([cap, &status] { status = run_capture(*cap); });
+}
+
+}  // namespace
+
+void register_observe_commands(CLI::App& app, int& status) {
+  add_stats_command(app, status);
+  add_fault_command(app, status);
+  add_capture_command(app, status);
 }
 
 }  // namespace urnic::tools

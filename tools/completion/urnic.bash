@@ -2,7 +2,11 @@
 _urnic() {
   local cur prev words cword
   _init_completion || return
-  local commands="run env sysfs-run doctor status stats fault capture frame conform help"
+  # The commands and each command's options come from urnic's own help
+  # (`urnic help`, `urnic CMD --help`), so a new command or option needs no
+  # change here; only what completes an option's value is written out.
+  local commands
+  commands=$(urnic help 2>/dev/null | sed -nE 's/^  ([^ ]*\/)?urnic ([a-z][-a-z]*).*/\2/p' | sort -u)
   if ((cword == 1)); then
     COMPREPLY=($(compgen -W "$commands" -- "$cur"))
     return
@@ -18,25 +22,6 @@ _urnic() {
         fi
       done
       COMPREPLY=($(compgen -W "--" -- "$cur")) ;;
-    stats)
-      case $prev in
-        -d|--device|--watch|--count) return ;;
-        --runtime-dir) _filedir -d; return ;;
-      esac
-      COMPREPLY=($(compgen -W "-d --device --runtime-dir --json --all --watch --count --help" -- "$cur")) ;;
-    fault)
-      case $prev in
-        -d|--device|--loss|--dup|--reorder|--corrupt|--ecn|--delay-us|--reorder-delay-us|--seed|--qp) return ;;
-        --runtime-dir) _filedir -d; return ;;
-      esac
-      COMPREPLY=($(compgen -W "-d --device --runtime-dir --loss --dup --reorder --corrupt --ecn --delay-us --reorder-delay-us --seed --qp --clear --help" -- "$cur")) ;;
-    capture)
-      case $prev in
-        -w|--write) _filedir pcap; return ;;
-        --runtime-dir) _filedir -d; return ;;
-        -d|--device|-c|--count) return ;;
-      esac
-      COMPREPLY=($(compgen -W "-d --device --runtime-dir -w --write -c --count --stop --help" -- "$cur")) ;;
     conform)
       case $prev in
         --transport) COMPREPLY=($(compgen -W "roce2 iwarp" -- "$cur")); return ;;
@@ -67,8 +52,14 @@ _urnic() {
       else
         _filedir pcap
       fi ;;
-    status)
+    status)  # urnicd --status: its usage also lists the daemon's own options
       COMPREPLY=($(compgen -W "--json --runtime-dir" -- "$cur")) ;;
+    *)
+      case $prev in
+        --runtime-dir) _filedir -d; return ;;
+        -w|--write) _filedir pcap; return ;;
+      esac
+      [[ $cur == -* ]] && COMPREPLY=($(compgen -W "$(_parse_help urnic "${words[1]} --help")" -- "$cur")) ;;
   esac
 } &&
   complete -F _urnic urnic
