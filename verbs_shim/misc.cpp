@@ -286,16 +286,18 @@ void ibv_copy_qp_attr_from_kern(ibv_qp_attr* dst, ib_uverbs_qp_attr* src) {
   dst->alt_timeout = src->alt_timeout;
 }
 
-void ibv_copy_path_rec_from_kern(ibv_sa_path_rec* dst, ib_user_path_rec* src) {
-  std::memcpy(dst->dgid.raw, src->dgid, sizeof dst->dgid);
-  std::memcpy(dst->sgid.raw, src->sgid, sizeof dst->sgid);
+namespace {
+
+// The scalar fields of a path record, which the kernel's ib_user_path_rec
+// and libibverbs' ibv_sa_path_rec share by name (the GIDs and the two
+// boolean-ish fields differ in type and are copied by each direction).
+template <class Dst, class Src>
+void copy_path_rec_scalars(Dst* dst, const Src* src) {
   dst->dlid = src->dlid;
   dst->slid = src->slid;
-  dst->raw_traffic = static_cast<int>(src->raw_traffic);
   dst->flow_label = src->flow_label;
   dst->hop_limit = src->hop_limit;
   dst->traffic_class = src->traffic_class;
-  dst->reversible = static_cast<int>(src->reversible);
   dst->numb_path = src->numb_path;
   dst->pkey = src->pkey;
   dst->sl = src->sl;
@@ -308,26 +310,22 @@ void ibv_copy_path_rec_from_kern(ibv_sa_path_rec* dst, ib_user_path_rec* src) {
   dst->preference = src->preference;
 }
 
+}  // namespace
+
+void ibv_copy_path_rec_from_kern(ibv_sa_path_rec* dst, ib_user_path_rec* src) {
+  std::memcpy(dst->dgid.raw, src->dgid, sizeof dst->dgid);
+  std::memcpy(dst->sgid.raw, src->sgid, sizeof dst->sgid);
+  dst->raw_traffic = static_cast<int>(src->raw_traffic);
+  dst->reversible = static_cast<int>(src->reversible);
+  copy_path_rec_scalars(dst, src);
+}
+
 void ibv_copy_path_rec_to_kern(ib_user_path_rec* dst, ibv_sa_path_rec* src) {
   std::memcpy(dst->dgid, src->dgid.raw, sizeof src->dgid);
   std::memcpy(dst->sgid, src->sgid.raw, sizeof src->sgid);
-  dst->dlid = src->dlid;
-  dst->slid = src->slid;
   dst->raw_traffic = src->raw_traffic != 0 ? 1 : 0;
-  dst->flow_label = src->flow_label;
-  dst->hop_limit = src->hop_limit;
-  dst->traffic_class = src->traffic_class;
   dst->reversible = src->reversible != 0 ? 1 : 0;
-  dst->numb_path = src->numb_path;
-  dst->pkey = src->pkey;
-  dst->sl = src->sl;
-  dst->mtu_selector = src->mtu_selector;
-  dst->mtu = src->mtu;
-  dst->rate_selector = src->rate_selector;
-  dst->rate = src->rate;
-  dst->packet_life_time_selector = src->packet_life_time_selector;
-  dst->packet_life_time = src->packet_life_time;
-  dst->preference = src->preference;
+  copy_path_rec_scalars(dst, src);
 }
 
 // ---------------------------------------------------------------- AH from a work completion
