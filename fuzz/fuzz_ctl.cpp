@@ -28,6 +28,8 @@
 
 using namespace urnic::engine;
 
+using namespace urnic::hostif;
+
 namespace {
 
 struct Kind {

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <utility>
 
-namespace urnic::engine {
+namespace urnic::hostif {
 
 struct CmCounters {
   std::uint64_t mads_received = 0;
@@ -52,4 +52,4 @@ inline constexpr std::array<std::pair<std::string_view, std::uint64_t CmCounters
 // A counter added to the struct but not to the table fails here.
 static_assert(sizeof(CmCounters) == kCmCounterFields.size() * sizeof(std::uint64_t));
 
-}  // namespace urnic::engine
+}  // namespace urnic::hostif

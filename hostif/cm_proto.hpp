@@ -19,7 +19,7 @@
 
 #include "hostif/ctl_proto.hpp"
 
-namespace urnic::engine::ctl {
+namespace urnic::hostif::ctl {
 
 inline constexpr std::size_t kCmPrivateDataMax = 256;  // largest rdma_conn_param.private_data_len
 
@@ -264,4 +264,4 @@ struct CmJoinMcastRep : HandleMsg { static constexpr MsgType kType = MsgType::kC
 struct CmQueryReq : HandleMsg { static constexpr MsgType kType = MsgType::kCmQuery; };
 struct CmQueryRep : CmIdInfoRep { static constexpr MsgType kType = MsgType::kCmQuery; };
 
-}  // namespace urnic::engine::ctl
+}  // namespace urnic::hostif::ctl

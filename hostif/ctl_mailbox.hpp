@@ -47,7 +47,7 @@
 
 #include "hostif/ctl_proto.hpp"
 
-namespace urnic::engine {
+namespace urnic::hostif {
 
 inline constexpr std::size_t kMailboxMsgMax = 1024;
 
@@ -156,4 +156,4 @@ class CtlMailbox {
   std::uint32_t answered_ = 0;  // engine side: the seq answered last (the shim's seq starts at 1)
 };
 
-}  // namespace urnic::engine
+}  // namespace urnic::hostif

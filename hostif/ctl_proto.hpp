@@ -28,7 +28,7 @@
 #include <type_traits>
 #include <vector>
 
-namespace urnic::engine::ctl {
+namespace urnic::hostif::ctl {
 
 inline constexpr std::uint32_t kMagic = 0x434e5255;  // "URNC" little-endian
 // 2: the doorbell page (hostif/doorbell_page.hpp) replaces the rings'
@@ -1063,4 +1063,4 @@ inline void set_name(char (&dst)[kNameLen], const char* src) {
   for (; i < kNameLen; ++i) dst[i] = '\0';
 }
 
-}  // namespace urnic::engine::ctl
+}  // namespace urnic::hostif::ctl

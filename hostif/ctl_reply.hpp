@@ -10,7 +10,7 @@
 
 #include "hostif/ctl_proto.hpp"
 
-namespace urnic::engine {
+namespace urnic::hostif {
 
 struct Reply {
   std::vector<std::byte> bytes;
@@ -37,4 +37,4 @@ inline Reply bare_reply(std::uint16_t type, std::uint32_t seq, int err, bool clo
   return Reply{std::move(out), {}, close_after};
 }
 
-}  // namespace urnic::engine
+}  // namespace urnic::hostif

@@ -7,7 +7,7 @@
 #include <cerrno>
 #include <cstdio>
 
-namespace urnic::engine {
+namespace urnic::hostif {
 
 // The daemon reads and writes our memory, so we talk only to one that the
 // user (or root) runs, in a directory nobody else can plant a socket in.
@@ -65,4 +65,4 @@ int check_daemon_peer(int fd, const std::string& sock) {
   return 0;
 }
 
-}  // namespace urnic::engine
+}  // namespace urnic::hostif

@@ -8,7 +8,7 @@
 
 #include <string>
 
-namespace urnic::engine {
+namespace urnic::hostif {
 
 // `dir` (if it exists) is a directory owned by us or root, not writable by
 // group or others.
@@ -18,4 +18,4 @@ int check_socket_file(const std::string& sock);
 // The peer of connected socket `fd` (SO_PEERCRED) runs as us or as root.
 int check_daemon_peer(int fd, const std::string& sock);
 
-}  // namespace urnic::engine
+}  // namespace urnic::hostif

@@ -11,7 +11,7 @@
 
 #include <cstdint>
 
-namespace urnic::engine {
+namespace urnic::hostif {
 
 inline constexpr std::uint64_t kDeviceClockKhz = 1'000'000;  // 1 tick = 1 ns
 
@@ -24,4 +24,4 @@ inline std::uint64_t clock_ns(clockid_t id) noexcept {
 inline std::uint64_t device_clock_ticks() noexcept { return clock_ns(CLOCK_MONOTONIC); }
 inline std::uint64_t wallclock_ns() noexcept { return clock_ns(CLOCK_REALTIME); }
 
-}  // namespace urnic::engine
+}  // namespace urnic::hostif

@@ -31,7 +31,7 @@
 #include <cstdint>
 #include <new>
 
-namespace urnic::engine {
+namespace urnic::hostif {
 
 // max_qp + max_srq of a device (engine/device/device.cpp): a session can
 // never need more.
@@ -121,4 +121,4 @@ class DoorbellPage {
   DoorbellLayout* page_ = nullptr;
 };
 
-}  // namespace urnic::engine
+}  // namespace urnic::hostif

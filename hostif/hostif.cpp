@@ -10,7 +10,7 @@
 
 #include "hostif/ctl_proto.hpp"
 
-namespace urnic::engine {
+namespace urnic::hostif {
 
 std::string runtime_dir() {
   if (const char* d = std::getenv("URNIC_RUNTIME_DIR"); d != nullptr && d[0] != '\0') return d;
@@ -102,4 +102,4 @@ int recv_message(int sock, std::vector<std::byte>& msg, std::vector<int>& fds, i
   return 0;
 }
 
-}  // namespace urnic::engine
+}  // namespace urnic::hostif

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-namespace urnic::engine {
+namespace urnic::hostif {
 
 // $URNIC_RUNTIME_DIR, else $XDG_RUNTIME_DIR/urnic, else /tmp/urnic-$UID.
 std::string runtime_dir();
@@ -32,4 +32,4 @@ int send_message(int sock, std::span<const std::byte> msg, std::span<const int> 
 // stamped it (SCM_CREDENTIALS; needs SO_PASSCRED on `sock`, else 0).
 int recv_message(int sock, std::vector<std::byte>& msg, std::vector<int>& fds, int* sender = nullptr);
 
-}  // namespace urnic::engine
+}  // namespace urnic::hostif

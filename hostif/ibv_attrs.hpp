@@ -11,7 +11,7 @@
 
 #include "hostif/ctl_proto.hpp"
 
-namespace urnic::engine::ctl {
+namespace urnic::hostif::ctl {
 
 inline AhAttrs to_wire(const ibv_ah_attr& a) {
   AhAttrs w{};
@@ -124,4 +124,4 @@ inline ibv_qp_attr from_wire(const QpAttrs& w) {
   return a;
 }
 
-}  // namespace urnic::engine::ctl
+}  // namespace urnic::hostif::ctl

@@ -22,7 +22,7 @@
 #include <span>
 #include <type_traits>
 
-namespace urnic::engine {
+namespace urnic::hostif {
 
 inline constexpr std::size_t kCacheLine = 64;
 
@@ -387,4 +387,4 @@ constexpr std::uint32_t wqe_slot_size(std::uint32_t max_sge, std::uint32_t max_i
 static_assert(wqe_slot_size(1, 0) == 128);
 static_assert(wqe_slot_size(0, 0) == 128);
 
-}  // namespace urnic::engine
+}  // namespace urnic::hostif

@@ -9,7 +9,7 @@
 
 #include "hostif/ctl_proto.hpp"
 
-namespace urnic::engine::ctl {
+namespace urnic::hostif::ctl {
 
 // ibv_rereg_mr: change an MR's translation, PD and/or access in place,
 // keeping its lkey/rkey (as the kernel's rereg does). `flags` are
@@ -252,4 +252,4 @@ struct OpenQpRep {
 };
 static_assert(sizeof(OpenQpRep) == 8);
 
-}  // namespace urnic::engine::ctl
+}  // namespace urnic::hostif::ctl

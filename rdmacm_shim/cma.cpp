@@ -46,7 +46,7 @@
 
 namespace {
 
-namespace ctl = urnic::engine::ctl;
+namespace ctl = urnic::hostif::ctl;
 
 // ------------------------------------------------------------------ daemon
 
@@ -55,9 +55,9 @@ namespace ctl = urnic::engine::ctl;
 class Client {
  public:
   int open() {
-    const std::string dir = urnic::engine::runtime_dir();
-    const std::string path = urnic::engine::socket_path(dir);
-    if (urnic::engine::check_runtime_dir(dir) != 0 || urnic::engine::check_socket_file(path) != 0) return EPERM;
+    const std::string dir = urnic::hostif::runtime_dir();
+    const std::string path = urnic::hostif::socket_path(dir);
+    if (urnic::hostif::check_runtime_dir(dir) != 0 || urnic::hostif::check_socket_file(path) != 0) return EPERM;
     sockaddr_un addr{};
     addr.sun_family = AF_UNIX;
     if (path.size() >= sizeof addr.sun_path) return ENAMETOOLONG;
@@ -69,7 +69,7 @@ class Client {
       fd_ = -1;
       return ENODEV;
     }
-    if (urnic::engine::check_daemon_peer(fd_, path) != 0) {
+    if (urnic::hostif::check_daemon_peer(fd_, path) != 0) {
       ::close(fd_);
       fd_ = -1;
       return EPERM;
@@ -85,10 +85,10 @@ class Client {
     if (fd_ < 0) return ENODEV;
     const std::uint32_t seq = ++seq_;
     const auto bytes = ctl::encode(req, seq);
-    if (urnic::engine::send_message(fd_, bytes) != 0) return EIO;
+    if (urnic::hostif::send_message(fd_, bytes) != 0) return EIO;
     std::vector<std::byte> reply;
     std::vector<int> got;
-    if (urnic::engine::recv_message(fd_, reply, got) != 0) return EIO;
+    if (urnic::hostif::recv_message(fd_, reply, got) != 0) return EIO;
     int err = 0;
     const auto h = ctl::decode_header(reply);
     if (!h || h->seq != seq || h->type != static_cast<std::uint16_t>(Rep::kType)) {

@@ -55,10 +55,10 @@ int connect_socket(const std::string& path) {
 
 // connect_socket, then check_daemon_peer; EPERM if the peer is untrusted.
 int connect_trusted(const std::string& sock) {
-  if (const int err = engine::check_socket_file(sock); err != 0) return -err;
+  if (const int err = hostif::check_socket_file(sock); err != 0) return -err;
   const int fd = connect_socket(sock);
   if (fd < 0) return fd;
-  if (const int err = engine::check_daemon_peer(fd, sock); err != 0) {
+  if (const int err = hostif::check_daemon_peer(fd, sock); err != 0) {
     ::close(fd);
     return -err;
   }
@@ -100,7 +100,7 @@ void sleep_ms(long ms) {
 // neither our child nor in our session). Only async-signal-safe calls run
 // between fork and exec: everything is prepared before.
 int spawn_daemon(const std::string& daemon, const std::string& dir) {
-  const std::string log = engine::log_path(dir);
+  const std::string log = hostif::log_path(dir);
   std::string arg0 = daemon, arg1 = "--runtime-dir", arg2 = dir;
   char* argv[] = {arg0.data(), arg1.data(), arg2.data(), nullptr};
   const pid_t child = ::fork();
@@ -129,15 +129,15 @@ int spawn_daemon(const std::string& daemon, const std::string& dir) {
 // starting at once serialize on start.lock, so only one starts a daemon; the
 // daemon itself also refuses to run twice (it flocks urnicd.pid).
 int connect_daemon() {
-  const std::string dir = engine::runtime_dir();
-  const std::string sock = engine::socket_path(dir);
-  if (const int err = engine::check_runtime_dir(dir); err != 0) return -err;
+  const std::string dir = hostif::runtime_dir();
+  const std::string sock = hostif::socket_path(dir);
+  if (const int err = hostif::check_runtime_dir(dir); err != 0) return -err;
   int fd = connect_trusted(sock);
   if (fd >= 0 || fd == -EPERM) return fd;
   if (const char* no = std::getenv("URNIC_NO_AUTOSTART"); no != nullptr && no[0] == '1') return fd;
-  if (const int err = engine::make_runtime_dir(dir); err != 0) return -err;
-  if (const int err = engine::check_runtime_dir(dir); err != 0) return -err;
-  const int lock_fd = ::open(engine::start_lock_path(dir).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (const int err = hostif::make_runtime_dir(dir); err != 0) return -err;
+  if (const int err = hostif::check_runtime_dir(dir); err != 0) return -err;
+  const int lock_fd = ::open(hostif::start_lock_path(dir).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (lock_fd < 0) return -errno;
   while (::flock(lock_fd, LOCK_EX) != 0 && errno == EINTR) {
   }
@@ -158,7 +158,7 @@ int connect_daemon() {
       }
       if (fd < 0)
         std::fprintf(stderr, "urnic: urnicd did not come up (see %s)\n",
-                     engine::log_path(dir).c_str());
+                     hostif::log_path(dir).c_str());
     }
   }
   ::flock(lock_fd, LOCK_UN);
@@ -203,7 +203,7 @@ std::unique_ptr<CtlClient> CtlClient::open(int& err) {
   if (err != 0) {
     if (err == EACCES)
       std::fprintf(stderr, "urnic: urnicd at %s does not serve uid %u (its log says why); its owner can allow you with \"access\" in its config, or run your own (URNIC_RUNTIME_DIR)\n",
-                   engine::socket_path(engine::runtime_dir()).c_str(), static_cast<unsigned>(::getuid()));
+                   hostif::socket_path(hostif::runtime_dir()).c_str(), static_cast<unsigned>(::getuid()));
     if (err == EPROTONOSUPPORT)
       std::fprintf(stderr, "urnic: urnicd speaks control protocol version %u, this library %u\n",
                    rep.version, ctl::kVersion);
@@ -268,16 +268,16 @@ CtlClient::~CtlClient() {
   // Not in a forked child: the page is not mapped there, and the range may
   // hold another mapping since.
   if (mailbox_map_ != nullptr && mailbox_generation_ == g_fork_generation.load(std::memory_order_relaxed))
-    ::munmap(mailbox_map_, sizeof(engine::MailboxLayout));
+    ::munmap(mailbox_map_, sizeof(hostif::MailboxLayout));
 }
 
-void CtlClient::attach_mailbox(void* page, std::uint32_t bit, engine::DoorbellPage* doorbells, const int* kick_fd) {
+void CtlClient::attach_mailbox(void* page, std::uint32_t bit, hostif::DoorbellPage* doorbells, const int* kick_fd) {
   static std::once_flag atfork;
   std::call_once(atfork, [] { ::pthread_atfork(nullptr, nullptr, count_fork); });
   std::lock_guard lock(mu_);
   mailbox_generation_ = g_fork_generation.load(std::memory_order_relaxed);
   mailbox_map_ = page;
-  mailbox_ = engine::CtlMailbox(static_cast<std::byte*>(page));
+  mailbox_ = hostif::CtlMailbox(static_cast<std::byte*>(page));
   mailbox_bit_ = bit;
   doorbells_ = doorbells;
   kick_fd_ = kick_fd;
@@ -335,7 +335,7 @@ int CtlClient::call_raw(std::vector<std::byte> req, std::vector<std::byte>& repl
   if (mailbox_.valid() && send_fds.empty() &&
       mailbox_generation_ == g_fork_generation.load(std::memory_order_relaxed) && !mailbox_.closed()) {
     const auto h = ctl::decode_header(req);
-    if (h && engine::mailbox_carries(static_cast<ctl::MsgType>(h->type))) {
+    if (h && hostif::mailbox_carries(static_cast<ctl::MsgType>(h->type))) {
       if (const int err = mailbox_call(req, seq, reply); err != 0) return err;
       if (!reply.empty()) {
         const auto r = ctl::decode_header(reply);
@@ -345,12 +345,12 @@ int CtlClient::call_raw(std::vector<std::byte> req, std::vector<std::byte>& repl
       // Not served there: the same request on the socket.
     }
   }
-  if (const int err = engine::send_message(fd_, req, send_fds); err != 0) {
+  if (const int err = hostif::send_message(fd_, req, send_fds); err != 0) {
     if (err == EPIPE || err == ECONNRESET || err == ENOTCONN) mark_gone();
     return EIO;
   }
   await_reply();
-  if (const int err = engine::recv_message(fd_, reply, fds); err != 0) {
+  if (const int err = hostif::recv_message(fd_, reply, fds); err != 0) {
     if (err == ECONNRESET) mark_gone();  // also the end of the stream
     return EIO;
   }

@@ -184,7 +184,7 @@ int op_query_device_ex(ibv_context* context, const ibv_query_device_ex_input* in
   // Completion time stamps count the device clock (hostif/device_clock.hpp):
   // 1 GHz, all 64 bits valid.
   full.completion_timestamp_mask = UINT64_MAX;
-  full.hca_core_clock = engine::kDeviceClockKhz;
+  full.hca_core_clock = hostif::kDeviceClockKhz;
   // On-demand paging: urnicd reads and writes application memory with
   // process_vm_readv/writev at access time, which faults pages in, so MRs
   // need no pinning and may cover memory mapped later (implicit ODP: the
@@ -315,17 +315,17 @@ namespace {
 // page, and the engine's eventfd (-1 if none).
 ibv_context* make_context(ShimDevice* sdev, std::unique_ptr<ShimContext> s, int async_fd, int page_fd,
                           int doorbell_fd) {
-  void* page = ::mmap(nullptr, sizeof(urnic::engine::DoorbellLayout), PROT_READ | PROT_WRITE, MAP_SHARED, page_fd, 0);
+  void* page = ::mmap(nullptr, sizeof(urnic::hostif::DoorbellLayout), PROT_READ | PROT_WRITE, MAP_SHARED, page_fd, 0);
   ::close(page_fd);
   auto* vctx = page == MAP_FAILED ? nullptr : static_cast<verbs_context*>(std::calloc(1, sizeof(verbs_context)));
   if (vctx == nullptr) {
-    if (page != MAP_FAILED) ::munmap(page, sizeof(urnic::engine::DoorbellLayout));
+    if (page != MAP_FAILED) ::munmap(page, sizeof(urnic::hostif::DoorbellLayout));
     if (async_fd >= 0) ::close(async_fd);
     if (doorbell_fd >= 0) ::close(doorbell_fd);
     return fail_null(ENOMEM);
   }
   s->doorbell_map = page;
-  s->doorbells = urnic::engine::DoorbellPage(static_cast<std::byte*>(page));
+  s->doorbells = urnic::hostif::DoorbellPage(static_cast<std::byte*>(page));
   vctx->sz = sizeof(verbs_context);
   vctx->context.device = &sdev->dev;
   vctx->context.cmd_fd = s->client->fd();
@@ -353,13 +353,13 @@ void open_mailbox(ShimContext* s) {
     debug_log("no control mailbox (%s): control calls go on the socket", std::strerror(err != 0 ? err : EIO));
     return;
   }
-  void* page = ::mmap(nullptr, sizeof(urnic::engine::MailboxLayout), PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
+  void* page = ::mmap(nullptr, sizeof(urnic::hostif::MailboxLayout), PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
   ::close(fds[0]);
   if (page == MAP_FAILED) return;
   // A forked child must not make calls on this session (the daemon refuses
   // its socket requests): it gets neither the page nor the descriptor.
-  if (::madvise(page, sizeof(urnic::engine::MailboxLayout), MADV_DONTFORK) != 0) {
-    ::munmap(page, sizeof(urnic::engine::MailboxLayout));
+  if (::madvise(page, sizeof(urnic::hostif::MailboxLayout), MADV_DONTFORK) != 0) {
+    ::munmap(page, sizeof(urnic::hostif::MailboxLayout));
     return;
   }
   s->client->attach_mailbox(page, rep.doorbell, &s->doorbells, &s->doorbell_fd);
@@ -462,7 +462,7 @@ int ibv_close_device(ibv_context* context) {
   // context created, as closing the uverbs fd does in the kernel.
   if (context->async_fd >= 0) ::close(context->async_fd);
   if (s->doorbell_fd >= 0) ::close(s->doorbell_fd);
-  ::munmap(s->doorbell_map, sizeof(urnic::engine::DoorbellLayout));
+  ::munmap(s->doorbell_map, sizeof(urnic::hostif::DoorbellLayout));
   pthread_mutex_destroy(&context->mutex);
   delete s;
   std::free(vctx);

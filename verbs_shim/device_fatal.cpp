@@ -65,12 +65,12 @@ std::uint32_t wc_opcode_of_wr(std::uint32_t wr_opcode) {
 // the slots from it to the producer index are exactly the WQEs the engine
 // had not retired (it retires a slot before it writes the slot's CQE, and in
 // order within a queue). The caller holds the QP's post_mu.
-bool flush_one(engine::SpscRing& wq, std::uint32_t qpn, bool recv, engine::CqeSlot& out) {
+bool flush_one(hostif::SpscRing& wq, std::uint32_t qpn, bool recv, hostif::CqeSlot& out) {
   if (!wq.valid() || wq.unreleased() == 0) return false;
-  engine::WqeHeader h;
+  hostif::WqeHeader h;
   std::memcpy(&h, wq.oldest_unreleased(), sizeof h);
   wq.reclaim_oldest();
-  out = engine::CqeSlot{};
+  out = hostif::CqeSlot{};
   out.wr_id = h.wr_id;
   out.status = IBV_WC_WR_FLUSH_ERR;
   out.opcode = recv ? std::uint32_t{IBV_WC_RECV} : wc_opcode_of_wr(h.opcode);
@@ -88,7 +88,7 @@ bool liveness_check(ShimCq* c) {
   return s->client->peer_hung_up();
 }
 
-bool next_flush_cqe(ShimCq* c, engine::CqeSlot& out) {
+bool next_flush_cqe(ShimCq* c, hostif::CqeSlot& out) {
   ShimContext* s = c->ctx;
   if (!device_dead(s)) return false;
   ibv_cq* cq = ibv_cq_ex_to_cq(&c->cqx);

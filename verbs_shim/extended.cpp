@@ -318,8 +318,8 @@ int take_next(ShimCq* c) {
     if (!cqe_hidden(c, c->cur)) break;
     c->ring.release(1);  // the shim's own (verbs_shim/tm.cpp)
   }
-  if (c->stride >= sizeof(engine::CqeTmSlot)) {
-    engine::CqeTmSlot t;
+  if (c->stride >= sizeof(hostif::CqeTmSlot)) {
+    hostif::CqeTmSlot t;
     std::memcpy(&t, c->ring.consumer_slot(0), sizeof t);
     c->cur_tm_tag = t.tm_tag;
     c->cur_tm_priv = t.tm_priv;
@@ -502,7 +502,7 @@ int op_query_rt_values(ibv_context* context, ibv_values_ex* values) {
   if ((values->comp_mask & ~static_cast<std::uint32_t>(IBV_VALUES_MASK_RAW_CLOCK)) != 0) return EINVAL;
   std::uint32_t filled = 0;
   if ((values->comp_mask & IBV_VALUES_MASK_RAW_CLOCK) != 0) {
-    const std::uint64_t ticks = engine::device_clock_ticks();
+    const std::uint64_t ticks = hostif::device_clock_ticks();
     values->raw_clock.tv_sec = static_cast<time_t>(ticks / 1'000'000'000U);
     values->raw_clock.tv_nsec = static_cast<long>(ticks % 1'000'000'000U);
     filled |= IBV_VALUES_MASK_RAW_CLOCK;

@@ -26,11 +26,11 @@
 
 namespace urnic::shim {
 
-using engine::CqeSlot;
-using engine::RingControlLine;
-using engine::SpscRing;
-using engine::WqeHeader;
-using engine::WqeSge;
+using hostif::CqeSlot;
+using hostif::RingControlLine;
+using hostif::SpscRing;
+using hostif::WqeHeader;
+using hostif::WqeSge;
 
 void install_query_ops(verbs_context* vctx);
 
@@ -375,8 +375,8 @@ int op_req_notify_cq(ibv_cq* cq, int solicited_only) {
   // (solicited -> next completion), never downgraded: a solicited request on
   // a CQ armed for the next completion leaves it so (rdma-unit-test
   // DowngradeRequest, which no NIC of the suite lists as a deviation).
-  if (solicited_only == 0) c->ring.store_ctl(&RingControlLine::arm, engine::kArmNext);
-  else c->ring.cas_ctl(&RingControlLine::arm, engine::kArmNone, engine::kArmSolicited);
+  if (solicited_only == 0) c->ring.store_ctl(&RingControlLine::arm, hostif::kArmNext);
+  else c->ring.cas_ctl(&RingControlLine::arm, hostif::kArmNone, hostif::kArmSolicited);
   c->ring.store_ctl(&RingControlLine::arm_seq, c->ring.load_ctl(&RingControlLine::arm_seq) + 1);
   // Pairs with the engine's fence between publishing a CQE and reading `arm`:
   // a completion the engine did not see armed is visible to our next poll.
@@ -791,7 +791,7 @@ ibv_cq* urnic::shim::create_cq_with_flags(ibv_context* context, int cqe, void* c
   }
   c->map_bytes = rep.map_bytes;
   ++mapped_rings().cqs;
-  c->stride = static_cast<std::uint32_t>((cq_flags & ctl::kCqFlagTmInfo) != 0 ? sizeof(engine::CqeTmSlot)
+  c->stride = static_cast<std::uint32_t>((cq_flags & ctl::kCqFlagTmInfo) != 0 ? sizeof(hostif::CqeTmSlot)
                                                                              : sizeof(CqeSlot));
   c->ring = SpscRing(static_cast<std::byte*>(c->map), rep.slots, c->stride);
   c->poll_mu = new std::mutex;

@@ -29,7 +29,7 @@
 
 namespace urnic::shim {
 
-namespace ctl = urnic::engine::ctl;
+namespace ctl = urnic::hostif::ctl;
 
 // How a verb that returns an object fails, as a kernel provider's does: a
 // null pointer with errno set (`return fail_null(EINVAL);`).
@@ -98,7 +98,7 @@ class CtlClient {
   // (sizeof MailboxLayout, mapped here; unmapped with this client), its
   // bit in `doorbells`, and the engine's eventfd `*kick_fd` (written when
   // the engine sleeps) are the context's.
-  void attach_mailbox(void* page, std::uint32_t bit, engine::DoorbellPage* doorbells, const int* kick_fd);
+  void attach_mailbox(void* page, std::uint32_t bit, hostif::DoorbellPage* doorbells, const int* kick_fd);
 
  private:
   explicit CtlClient(int fd) : fd_(fd) {}
@@ -109,10 +109,10 @@ class CtlClient {
   // A call through the mailbox: 0 and the reply, or 0 and an empty reply
   // (send it on the socket), or EIO (the daemon is gone).
   int mailbox_call(std::span<const std::byte> req, std::uint32_t seq, std::vector<std::byte>& reply);
-  engine::CtlMailbox mailbox_;
+  hostif::CtlMailbox mailbox_;
   void* mailbox_map_ = nullptr;
   std::uint32_t mailbox_bit_ = 0;
-  engine::DoorbellPage* doorbells_ = nullptr;
+  hostif::DoorbellPage* doorbells_ = nullptr;
   const int* kick_fd_ = nullptr;
   unsigned mailbox_generation_ = 0;  // the fork generation it was attached in (ctl_client.cpp)
   template <ctl::Message Rep>
@@ -184,7 +184,7 @@ struct ShimContext;
 struct ShimCq {
   ibv_cq_ex cqx;             // ibv_cq is its prefix (ibv_cq_ex_to_cq)
   ShimContext* ctx;
-  engine::SpscRing ring;     // engine produces, we consume
+  hostif::SpscRing ring;     // engine produces, we consume
   void* map;
   std::size_t map_bytes;
   std::mutex* poll_mu;       // serializes pollers (the ring is single-consumer)
@@ -192,7 +192,7 @@ struct ShimCq {
   // ibv_cq_ex polling (extended.cpp): the CQE start_poll/next_poll made
   // current, copied out of the ring; its slot is released by the next
   // next_poll or end_poll.
-  engine::CqeSlot cur;
+  hostif::CqeSlot cur;
   std::uint32_t held;        // ring slots taken and not yet released (0 or 1)
   std::uint64_t wc_flags;    // IBV_WC_EX_WITH_* the CQ was created with
   std::uint32_t stride;      // slot size: sizeof CqeSlot, or CqeTmSlot (IBV_WC_EX_WITH_TM_INFO)
@@ -206,7 +206,7 @@ static_assert(std::is_standard_layout_v<ShimCq>);
 
 struct ShimSrq {
   ibv_srq srq;
-  engine::SpscRing ring;     // we produce, engine consumes
+  hostif::SpscRing ring;     // we produce, engine consumes
   void* map;
   std::size_t map_bytes;
   std::mutex* post_mu;
@@ -223,7 +223,7 @@ struct QpExState;            // ibv_qp_ex work requests being built (extended.cp
 struct ShimQp {
   ibv_qp_ex qpx;             // ibv_qp is its first member (qp_base)
   QpExState* ext;            // non-null when created with send_ops_flags
-  engine::SpscRing sq, rq;
+  hostif::SpscRing sq, rq;
   void* map;
   std::size_t map_bytes;
   std::mutex* post_mu;
@@ -287,7 +287,7 @@ struct ShimContext {
   std::unique_ptr<CtlClient> client;
   ctl::OpenDeviceRep info{};   // attributes, port, GID/P_Key tables at open
   int doorbell_fd = -1;        // the engine's eventfd (see ring_doorbell)
-  engine::DoorbellPage doorbells;  // the session's page (hostif/doorbell_page.hpp)
+  hostif::DoorbellPage doorbells;  // the session's page (hostif/doorbell_page.hpp)
   void* doorbell_map = nullptr;
   // The daemon's death (verbs_shim/device_fatal.cpp): the QPs with rings,
   // whose outstanding WQEs are then flushed into their CQs; when the
@@ -347,8 +347,8 @@ void install_tm_ops(verbs_context* vctx);
 // completion of an unsignaled DEL, which the shim asked for to learn when
 // the handle is free) and must not reach the application. The caller holds
 // the CQ's poll_mu.
-bool tm_cqe_consumed(ShimCq* c, const engine::CqeSlot& e);
-inline bool cqe_hidden(ShimCq* c, const engine::CqeSlot& e) { return e.tm_ref != 0 && tm_cqe_consumed(c, e); }
+bool tm_cqe_consumed(ShimCq* c, const hostif::CqeSlot& e);
+inline bool cqe_hidden(ShimCq* c, const hostif::CqeSlot& e) { return e.tm_ref != 0 && tm_cqe_consumed(c, e); }
 
 // xrc.cpp: XRC domains, XRC SRQs, XRC_RECV QPs, ibv_open_qp.
 ibv_qp* create_xrc_recv_qp(ibv_context* context, ibv_qp_init_attr_ex* attr);
@@ -404,7 +404,7 @@ inline void after_full_poll(ShimCq* c) { c->empty_polls = 0; }
 // a QP completing to `c` and never completed (IBV_WC_WR_FLUSH_ERR, as the
 // engine flushes a QP in the Error state). Returns false when there are no
 // more. The caller holds c->poll_mu.
-bool next_flush_cqe(ShimCq* c, engine::CqeSlot& out);
+bool next_flush_cqe(ShimCq* c, hostif::CqeSlot& out);
 // A QP with rings joins its context's list at creation and leaves it before
 // its rings are unmapped.
 void register_qp(ShimContext* s, ShimQp* q);

@@ -47,10 +47,10 @@ constexpr bool kClaimTagMatchingRc = true;
 
 namespace {
 
-using engine::CqeSlot;
-using engine::SpscRing;
-using engine::WqeHeader;
-using engine::WqeSge;
+using hostif::CqeSlot;
+using hostif::SpscRing;
+using hostif::WqeHeader;
+using hostif::WqeSge;
 
 enum : std::uint8_t { kFree = 0, kPosted = 1, kDeleting = 2 };
 
@@ -58,7 +58,7 @@ enum : std::uint8_t { kFree = 0, kPosted = 1, kDeleting = 2 };
 
 struct TmTags {
   explicit TmTags(std::uint32_t n)
-      : max_num_tags(n), cap(engine::round_up_pow2(n)), state(std::make_unique<std::atomic<std::uint8_t>[]>(n)),
+      : max_num_tags(n), cap(hostif::round_up_pow2(n)), state(std::make_unique<std::atomic<std::uint8_t>[]>(n)),
         del_hidden(std::make_unique<std::atomic<std::uint8_t>[]>(n)),
         returned(std::make_unique<std::atomic<std::uint32_t>[]>(cap)) {
     free.reserve(n);
@@ -231,7 +231,7 @@ int op_post_srq_ops(ibv_srq* srq, ibv_ops_wr* wr, ibv_ops_wr** bad_wr) {
         err = ENOMEM;
         break;
       }
-      h.opcode = engine::kWqeOpTagAdd;
+      h.opcode = hostif::kWqeOpTagAdd;
       h.rkey = handle;
       h.remote_addr = wr->tm.add.tag;
       h.compare_add = wr->tm.add.mask;
@@ -255,11 +255,11 @@ int op_post_srq_ops(ibv_srq* srq, ibv_ops_wr* wr, ibv_ops_wr** bad_wr) {
       // Read by the poller only after the DEL's CQE, which follows the
       // publication below.
       t.del_hidden[handle].store((wr->flags & IBV_OPS_SIGNALED) == 0 ? 1 : 0, std::memory_order_relaxed);
-      h.opcode = engine::kWqeOpTagDel;
+      h.opcode = hostif::kWqeOpTagDel;
       h.rkey = handle;
       h.send_flags |= IBV_OPS_SIGNALED;  // its completion frees the handle
     } else if (wr->opcode == IBV_WR_TAG_SYNC) {
-      h.opcode = engine::kWqeOpTagSync;
+      h.opcode = hostif::kWqeOpTagSync;
     } else {
       err = EINVAL;
       break;

@@ -11,6 +11,9 @@
 
 namespace urnic::engine {
 
+namespace ctl = hostif::ctl;
+using hostif::fail;
+
 using namespace cm_detail;
 
 namespace {

@@ -9,6 +9,8 @@
 
 namespace urnic::engine {
 
+namespace ctl = hostif::ctl;
+
 using namespace cm_detail;
 
 void CmService::transmit_last(const Id& id) {

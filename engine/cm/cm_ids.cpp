@@ -14,6 +14,9 @@
 
 namespace urnic::engine {
 
+namespace ctl = hostif::ctl;
+using hostif::fail;
+
 using namespace cm_detail;
 
 ctl::CmIdInfo CmService::info_of(const Id& id) const {

@@ -20,6 +20,8 @@
 
 namespace urnic::engine::cm_detail {
 
+namespace ctl = hostif::ctl;
+
 using ctl::MsgHeader;
 namespace cmw = wire::cm;
 namespace ipcm = wire::rdma_cm;

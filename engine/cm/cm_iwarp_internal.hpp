@@ -17,6 +17,8 @@
 
 namespace urnic::engine::cm_detail {
 
+namespace ctl = hostif::ctl;
+
 // Host-order IPv4 of an AF_INET or v4-mapped address (0 otherwise).
 inline std::uint32_t v4(const ctl::CmAddr& a) {
   return (std::uint32_t{a.addr[12]} << 24) | (std::uint32_t{a.addr[13]} << 16) | (std::uint32_t{a.addr[14]} << 8) |

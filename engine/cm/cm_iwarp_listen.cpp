@@ -22,6 +22,8 @@
 
 namespace urnic::engine {
 
+namespace ctl = hostif::ctl;
+
 using namespace cm_detail;
 
 namespace {

@@ -8,6 +8,9 @@
 
 namespace urnic::engine {
 
+namespace ctl = hostif::ctl;
+using hostif::fail;
+
 using namespace cm_detail;
 
 Reply CmService::on_join_mcast(const MsgHeader& h, Id& id, const ctl::CmJoinMcastReq& req) {

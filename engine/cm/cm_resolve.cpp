@@ -9,6 +9,9 @@
 
 namespace urnic::engine {
 
+namespace ctl = hostif::ctl;
+using hostif::fail;
+
 using namespace cm_detail;
 
 int CmService::resolve_device(const ctl::CmAddr& addr, int& dev) const {

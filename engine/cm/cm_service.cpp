@@ -23,6 +23,10 @@
 
 namespace urnic::engine {
 
+namespace ctl = hostif::ctl;
+using hostif::bare_reply;
+using hostif::fail;
+
 using namespace cm_detail;
 
 namespace {

@@ -47,6 +47,11 @@
 
 namespace urnic::engine {
 
+namespace ctl = hostif::ctl;
+using hostif::CmCounters;
+using hostif::ok;
+using hostif::Reply;
+
 // What the CM needs to know about one device.
 struct CmDevice {
   std::string name;

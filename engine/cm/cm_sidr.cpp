@@ -10,6 +10,9 @@
 
 namespace urnic::engine {
 
+namespace ctl = hostif::ctl;
+using hostif::fail;
+
 using namespace cm_detail;
 
 void CmService::sidr_request(Id& id, const wire::IpCmHeader& ip, std::uint64_t service_id,

@@ -16,6 +16,12 @@
 
 namespace urnic::engine {
 
+namespace ctl = hostif::ctl;
+using hostif::bare_reply;
+using hostif::recv_message;
+using hostif::Reply;
+using hostif::send_message;
+
 namespace {
 
 using Proto = boost::asio::generic::seq_packet_protocol;

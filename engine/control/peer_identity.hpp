@@ -26,6 +26,7 @@
 
 namespace urnic::engine {
 
+
 struct PeerIdentity {
   pid_t pid = 0;
   uid_t uid = 0;

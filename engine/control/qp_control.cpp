@@ -11,6 +11,8 @@
 
 namespace urnic::engine {
 
+namespace ctl = hostif::ctl;
+
 namespace {
 
 constexpr std::uint32_t kStates = IBV_QPS_ERR + 1;

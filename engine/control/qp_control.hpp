@@ -17,6 +17,8 @@
 
 namespace urnic::engine {
 
+namespace ctl = hostif::ctl;
+
 class QpControl {
  public:
   virtual ~QpControl() = default;

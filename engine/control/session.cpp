@@ -28,6 +28,22 @@
 
 namespace urnic::engine {
 
+namespace ctl = hostif::ctl;
+using hostif::bare_reply;
+using hostif::CqeSlot;
+using hostif::CqeTmSlot;
+using hostif::DoorbellLayout;
+using hostif::DoorbellPage;
+using hostif::fail;
+using hostif::kDoorbellBits;
+using hostif::kNoDoorbell;
+using hostif::Reply;
+using hostif::ring_bytes;
+using hostif::round_up_pow2;
+using hostif::SpscRing;
+using hostif::wqe_slot_size;
+using hostif::WqeHeader;
+
 namespace {
 
 // The bytes of the whole pages inside [addr, addr + length) (0: none): what

@@ -31,6 +31,12 @@
 
 namespace urnic::engine {
 
+namespace ctl = hostif::ctl;
+using hostif::CtlMailbox;
+using hostif::kNoDoorbell;
+using hostif::Reply;
+using hostif::SpscRing;
+
 class Registry;
 class DataPath;
 class CmService;

@@ -15,6 +15,16 @@
 
 namespace urnic::engine {
 
+namespace ctl = hostif::ctl;
+using hostif::bare_reply;
+using hostif::CtlMailbox;
+using hostif::fail;
+using hostif::kNoDoorbell;
+using hostif::mailbox_carries;
+using hostif::MailboxLayout;
+using hostif::ok;
+using hostif::Reply;
+
 namespace {
 using ctl::MsgHeader;
 }  // namespace

@@ -13,6 +13,12 @@
 
 namespace urnic::engine {
 
+namespace ctl = hostif::ctl;
+using hostif::fail;
+using hostif::kMaxTmHandles;
+using hostif::ok;
+using hostif::Reply;
+
 namespace {
 using ctl::MsgHeader;
 }  // namespace

@@ -17,6 +17,11 @@
 
 namespace urnic::engine {
 
+namespace ctl = hostif::ctl;
+using hostif::fail;
+using hostif::ok;
+using hostif::Reply;
+
 namespace {
 using ctl::MsgHeader;
 }  // namespace

@@ -9,6 +9,7 @@
 
 namespace urnic::engine {
 
+
 class ShmRegion {
  public:
   ShmRegion() = default;

@@ -16,6 +16,14 @@
 
 namespace urnic::engine {
 
+namespace ctl = hostif::ctl;
+using hostif::bare_reply;
+using hostif::CmCounters;
+using hostif::fail;
+using hostif::kCmCounterFields;
+using hostif::ok;
+using hostif::Reply;
+
 namespace {
 
 using ctl::MsgHeader;

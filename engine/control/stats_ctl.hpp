@@ -12,6 +12,9 @@
 
 namespace urnic::engine {
 
+namespace ctl = hostif::ctl;
+using hostif::Reply;
+
 class FaultStage;
 struct FaultConfig;
 

@@ -34,6 +34,8 @@ namespace {
 
 using namespace urnic::engine;
 
+using namespace urnic::hostif;
+
 constexpr int kExitOk = 0;
 constexpr int kExitUsage = 1;
 constexpr int kExitStart = 2;

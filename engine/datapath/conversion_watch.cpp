@@ -8,6 +8,8 @@
 
 namespace urnic::engine {
 
+namespace ctl = hostif::ctl;
+
 uint32_t ConversionWatch::add(pid_t pid, int channel, uint32_t mr_handle, uint64_t page_bytes) {
   if (pid == 0 || channel < 0 || page_bytes == 0) return 0;
   uint32_t id = 0;

@@ -17,6 +17,16 @@
 
 namespace urnic::engine {
 
+namespace ctl = hostif::ctl;
+using hostif::kDoorbellBits;
+using hostif::kMaxTmHandles;
+using hostif::kWqeOpTagAdd;
+using hostif::kWqeOpTagDel;
+using hostif::kWqeOpTagSync;
+using hostif::RingControlLine;
+using hostif::WqeHeader;
+using hostif::WqeSge;
+
 namespace t = urnic::transport;
 
 namespace {

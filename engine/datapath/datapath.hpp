@@ -43,6 +43,8 @@
 
 namespace urnic::engine {
 
+namespace ctl = hostif::ctl;
+
 class Device;
 
 struct DataPathCounters {

@@ -39,6 +39,7 @@
 
 namespace urnic::engine {
 
+
 struct MappedRegion {
   pid_t pid = 0;
   std::uint64_t va = 0;   // where the process maps the region

@@ -58,6 +58,7 @@
 
 namespace urnic::engine {
 
+
 constexpr transport::MemDomain domain_of_pid(pid_t pid) noexcept {
   return static_cast<transport::MemDomain>(static_cast<uint64_t>(pid));
 }

@@ -12,6 +12,16 @@
 
 namespace urnic::engine {
 
+namespace ctl = hostif::ctl;
+using hostif::CqeSlot;
+using hostif::CqeTmSlot;
+using hostif::device_clock_ticks;
+using hostif::kArmNext;
+using hostif::kArmNone;
+using hostif::kArmSolicited;
+using hostif::RingControlLine;
+using hostif::wallclock_ns;
+
 int CqQueue::deliver(const CqeSlot& cqe, bool solicited, std::uint64_t tm_tag, std::uint32_t tm_priv) {
   if (ring.free_count() == 0) return EOVERFLOW;
   CqeTmSlot slot{};  // the 64-byte CqeSlot, and what a TM_INFO CQ's larger slot adds

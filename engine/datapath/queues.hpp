@@ -19,6 +19,13 @@
 
 namespace urnic::engine {
 
+namespace ctl = hostif::ctl;
+using hostif::CqeSlot;
+using hostif::CqeTmSlot;
+using hostif::DoorbellPage;
+using hostif::kNoDoorbell;
+using hostif::SpscRing;
+
 // A CQ's shared ring and where its completion events go.
 struct CqQueue {
   std::uint64_t cookie = 0;

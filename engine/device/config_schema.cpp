@@ -12,6 +12,7 @@
 
 namespace urnic::engine {
 
+
 namespace {
 
 using S = ConfigScope;

@@ -21,6 +21,8 @@
 
 namespace urnic::engine {
 
+namespace ctl = hostif::ctl;
+
 namespace {
 
 std::uint64_t to_be64(std::uint64_t v) {

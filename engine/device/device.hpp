@@ -21,6 +21,8 @@
 
 namespace urnic::engine {
 
+namespace ctl = hostif::ctl;
+
 // What a config file (or the zero-configuration default) says about a device.
 struct DeviceConfig {
   std::string name = "urnic0";

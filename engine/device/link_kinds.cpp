@@ -16,6 +16,8 @@
 
 namespace urnic::engine {
 
+namespace ctl = hostif::ctl;
+
 namespace {
 
 std::unique_ptr<Link> open_udp(const Device& dev, std::string* error, LinkShard sh) {

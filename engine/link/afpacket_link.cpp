@@ -18,6 +18,7 @@
 
 namespace urnic::engine {
 
+
 namespace {
 
 // Where a TPACKET_V2 frame's data starts on TX (the kernel reads it at

@@ -18,6 +18,7 @@
 
 namespace urnic::engine {
 
+
 namespace {
 
 constexpr std::uint16_t kEtherArp = 0x0806;

@@ -24,6 +24,7 @@
 
 namespace urnic::engine {
 
+
 class TcpStream final : public transport::iwarp::StreamSink {
  public:
   TcpStream(int fd, std::size_t tx_capacity);

@@ -27,6 +27,7 @@
 
 namespace urnic::engine {
 
+
 // What the link counts itself (merged into the device counters of
 // `urnic stats`).
 struct LinkCounters {

@@ -15,6 +15,7 @@
 
 namespace urnic::engine {
 
+
 wire::IpAddr link_local_of(const wire::MacAddr& mac) noexcept {
   wire::IpAddr a;
   a.bytes[0] = 0xfe;

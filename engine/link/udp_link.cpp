@@ -22,6 +22,7 @@
 #include "wire/udp.hpp"
 
 namespace urnic::engine {
+
 namespace {
 
 constexpr std::size_t kIpUdpHeaders = 20 + 8;

@@ -107,6 +107,7 @@
 
 namespace urnic::engine {
 
+
 struct UdpLinkOptions {
   bool gso = false;  // send runs with UDP GSO (above)
   // Engine threads (engine/datapath/shard.hpp): this link is shard `shard`

@@ -6,6 +6,8 @@
 
 namespace urnic::engine {
 
+namespace ctl = hostif::ctl;
+
 namespace {
 
 constexpr std::uint32_t kGsiQpn = 1;  // IBA 13.5.1

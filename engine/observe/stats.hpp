@@ -26,6 +26,8 @@
 
 namespace urnic::engine {
 
+namespace ctl = hostif::ctl;
+
 // Every table's names fit the reply's name field with its NUL.
 static_assert(ctl::kStatsNameLen == transport::kCounterNameMax + 1);
 

@@ -68,7 +68,7 @@ TEST_CASE("a raw device lists a RoCE v1 and a RoCE v2 GID per interface address"
   REQUIRE(g.size() % 2 == 0);
   for (std::size_t i = 0; i < g.size(); ++i) {
     CHECK(g[i].valid == 1);
-    CHECK(g[i].type == (i % 2 == 0 ? engine::ctl::kGidTypeIbRoceV1 : engine::ctl::kGidTypeRoceV2));
+    CHECK(g[i].type == (i % 2 == 0 ? hostif::ctl::kGidTypeIbRoceV1 : hostif::ctl::kGidTypeRoceV2));
     if (i % 2 == 1) CHECK(std::equal(std::begin(g[i].gid), std::end(g[i].gid), std::begin(g[i - 1].gid)));
   }
   CHECK(g[0].gid[0] == 0xfe);

@@ -28,7 +28,7 @@ namespace {
 
 using namespace urnic;
 using engine::CmService;
-namespace ctl = engine::ctl;
+namespace ctl = hostif::ctl;
 
 using Gid = std::array<std::uint8_t, 16>;
 
@@ -90,7 +90,7 @@ struct Harness {
   int call(std::uint32_t owner, const Req& req, Rep& rep) {
     const auto bytes = ctl::encode(req, 7);
     const auto h = ctl::decode_header(bytes);
-    engine::Reply r = cm.handle(owner, *h, bytes);
+    hostif::Reply r = cm.handle(owner, *h, bytes);
     for (int fd : r.fds) fds.push_back(fd);
     const auto rh = ctl::decode_header(r.bytes);
     REQUIRE(rh);
@@ -746,7 +746,7 @@ TEST_CASE("The kernel's REQ (rping over rxe) gets a CONNECT_REQUEST and a matchi
   CmService cm({d}, [&now] { return now; });
   auto call = [&](const auto& req, auto& rep, std::vector<int>* fds = nullptr) {
     const auto bytes = ctl::encode(req, 1);
-    engine::Reply r = cm.handle(1, *ctl::decode_header(bytes), bytes);
+    hostif::Reply r = cm.handle(1, *ctl::decode_header(bytes), bytes);
     const int status = ctl::decode_header(r.bytes)->status;
     if (status == 0) rep = *ctl::decode<std::decay_t<decltype(rep)>>(r.bytes);
     if (fds != nullptr) *fds = r.fds;
@@ -857,7 +857,7 @@ TEST_CASE("urnic's REQ carries what the kernel's REQ carries", "[cm][engine][roc
   CmService cm({d}, [] { return transport::Nanos{1}; });
   auto call = [&](const auto& req, auto& rep, std::vector<int>* fds = nullptr) {
     const auto bytes = ctl::encode(req, 1);
-    engine::Reply r = cm.handle(1, *ctl::decode_header(bytes), bytes);
+    hostif::Reply r = cm.handle(1, *ctl::decode_header(bytes), bytes);
     const int status = ctl::decode_header(r.bytes)->status;
     if (status == 0) rep = *ctl::decode<std::decay_t<decltype(rep)>>(r.bytes);
     if (fds != nullptr) *fds = r.fds;

@@ -21,10 +21,10 @@
 #include "hostif/ctl_mailbox.hpp"
 #include "tests/engine/session_rig.hpp"
 
-namespace ctl = urnic::engine::ctl;
-using urnic::engine::CtlMailbox;
-using urnic::engine::kMailboxMsgMax;
-using urnic::engine::MailboxLayout;
+namespace ctl = urnic::hostif::ctl;
+using urnic::hostif::CtlMailbox;
+using urnic::hostif::kMailboxMsgMax;
+using urnic::hostif::MailboxLayout;
 
 namespace {
 

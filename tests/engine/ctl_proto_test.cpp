@@ -22,9 +22,9 @@
 #include "hostif/verbs_ext_proto.hpp"
 #include "tests/engine/session_rig.hpp"
 
-namespace ctl = urnic::engine::ctl;
+namespace ctl = urnic::hostif::ctl;
 using urnic::engine::Registry;
-using urnic::engine::Reply;
+using urnic::hostif::Reply;
 using urnic::engine::Session;
 
 TEST_CASE("control messages encode header then body, and decode exactly", "[engine][ctl]") {
@@ -109,7 +109,7 @@ struct Harness {
     async_fd = fds[0];
     struct stat st{};
     CHECK(::fstat(fds[1], &st) == 0);
-    CHECK(static_cast<std::size_t>(st.st_size) >= sizeof(urnic::engine::DoorbellLayout));
+    CHECK(static_cast<std::size_t>(st.st_size) >= sizeof(urnic::hostif::DoorbellLayout));
     ::close(fds[1]);
   }
   std::uint32_t alloc_pd() {
@@ -292,8 +292,8 @@ TEST_CASE("CQ, QP, SRQ and AH creation enforce limits with the right errno", "[e
   CHECK(qrep.qpn >= 17);
   CHECK(qrep.caps.max_send_wr == 16);  // rounded up to the ring size
   CHECK(qrep.sq_slots == 16);
-  CHECK(qrep.sq_slot_size == urnic::engine::wqe_slot_size(1, 64));
-  CHECK(qrep.rq_offset >= urnic::engine::ring_bytes(16, qrep.sq_slot_size));
+  CHECK(qrep.sq_slot_size == urnic::hostif::wqe_slot_size(1, 64));
+  CHECK(qrep.rq_offset >= urnic::hostif::ring_bytes(16, qrep.sq_slot_size));
 
   auto bad = q;
   bad.caps.max_send_wr = a.max_qp_wr + 1;
@@ -456,7 +456,7 @@ TEST_CASE("completions reach the CQ ring and armed CQs notify their channel", "[
   void* map = ::mmap(nullptr, rep.map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
   REQUIRE(map != MAP_FAILED);
   ::close(fds[0]);
-  urnic::engine::SpscRing ring(static_cast<std::byte*>(map), rep.slots, sizeof(urnic::engine::CqeSlot));
+  urnic::hostif::SpscRing ring(static_cast<std::byte*>(map), rep.slots, sizeof(urnic::hostif::CqeSlot));
   auto pending_events = [&] {
     int n = 0;
     ctl::CompEvent ev{};
@@ -469,26 +469,26 @@ TEST_CASE("completions reach the CQ ring and armed CQs notify their channel", "[
   };
   urnic::engine::CqQueue* q = h.s->cq_queue(rep.handle);
   REQUIRE(q != nullptr);
-  urnic::engine::CqeSlot c{};
+  urnic::hostif::CqeSlot c{};
   c.wr_id = 1;
   CHECK(q->deliver(c, false) == 0);
   CHECK(pending_events() == 0);  // not armed
-  ring.store_ctl(&urnic::engine::RingControlLine::arm, urnic::engine::kArmSolicited);
+  ring.store_ctl(&urnic::hostif::RingControlLine::arm, urnic::hostif::kArmSolicited);
   c.wr_id = 2;
   CHECK(q->deliver(c, false) == 0);
   CHECK(pending_events() == 0);  // armed for solicited only
   c.wr_id = 3;
   CHECK(q->deliver(c, true) == 0);
   CHECK(pending_events() == 1);
-  CHECK(ring.load_ctl(&urnic::engine::RingControlLine::arm) == urnic::engine::kArmNone);
-  ring.store_ctl(&urnic::engine::RingControlLine::arm, urnic::engine::kArmNext);
+  CHECK(ring.load_ctl(&urnic::hostif::RingControlLine::arm) == urnic::hostif::kArmNone);
+  ring.store_ctl(&urnic::hostif::RingControlLine::arm, urnic::hostif::kArmNext);
   c.wr_id = 4;
   CHECK(q->deliver(c, false) == 0);
   CHECK(pending_events() == 1);
   // The ring now holds 4 completions: full. The next one overflows.
   CHECK(q->deliver(c, false) == EOVERFLOW);
-  std::array<urnic::engine::CqeSlot, 8> out{};
-  REQUIRE(ring.dequeue_burst(std::span<urnic::engine::CqeSlot>(out)) == 4);
+  std::array<urnic::hostif::CqeSlot, 8> out{};
+  REQUIRE(ring.dequeue_burst(std::span<urnic::hostif::CqeSlot>(out)) == 4);
   for (std::uint64_t i = 0; i < 4; ++i) CHECK(out[i].wr_id == i + 1);
   CHECK(h.s->cq_queue(9999) == nullptr);
   ::munmap(map, rep.map_bytes);

@@ -29,15 +29,15 @@
 #include "wire/pcap/pcap_file.hpp"
 #include "wire/roce_frame.hpp"
 
-namespace ctl = urnic::engine::ctl;
-using urnic::engine::CqeSlot;
+namespace ctl = urnic::hostif::ctl;
+using urnic::hostif::CqeSlot;
 using urnic::engine::DataPath;
 using urnic::engine::Registry;
-using urnic::engine::Reply;
+using urnic::hostif::Reply;
 using urnic::engine::Session;
-using urnic::engine::SpscRing;
-using urnic::engine::WqeHeader;
-using urnic::engine::WqeSge;
+using urnic::hostif::SpscRing;
+using urnic::hostif::WqeHeader;
+using urnic::hostif::WqeSge;
 
 namespace {
 
@@ -383,7 +383,7 @@ TEST_CASE("data path: a MAD reaches the CM only after the completions of the pac
   // a peer sent before its DREQ must have completed the send by then
   // (fi_pingpong -e rdm's server waited forever for its last send).
   struct RecordingGsi final : urnic::engine::GsiHandler {
-    urnic::engine::SpscRing* ring = nullptr;
+    urnic::hostif::SpscRing* ring = nullptr;
     std::vector<CqeSlot> seen;  // the CQ ring's contents when the MAD came
     int mads = 0;
     void on_gsi_packet(const DataPath&, const urnic::wire::IbPacket&, const std::array<std::uint8_t, 16>&,

@@ -12,9 +12,9 @@
 
 #include "hostif/doorbell_page.hpp"
 
-using urnic::engine::DoorbellLayout;
-using urnic::engine::DoorbellPage;
-using urnic::engine::kDoorbellBits;
+using urnic::hostif::DoorbellLayout;
+using urnic::hostif::DoorbellPage;
+using urnic::hostif::kDoorbellBits;
 
 namespace {
 

@@ -30,15 +30,15 @@
 #include "tests/engine/session_rig.hpp"
 #include "transport/iwarp/mpa_setup.hpp"
 
-namespace ctl = urnic::engine::ctl;
-using urnic::engine::CqeSlot;
+namespace ctl = urnic::hostif::ctl;
+using urnic::hostif::CqeSlot;
 using urnic::engine::DataPath;
 using urnic::engine::Registry;
-using urnic::engine::Reply;
+using urnic::hostif::Reply;
 using urnic::engine::Session;
-using urnic::engine::SpscRing;
-using urnic::engine::WqeHeader;
-using urnic::engine::WqeSge;
+using urnic::hostif::SpscRing;
+using urnic::hostif::WqeHeader;
+using urnic::hostif::WqeSge;
 using urnic::transport::iwarp::MpaOptions;
 using urnic::transport::iwarp::MpaSetup;
 

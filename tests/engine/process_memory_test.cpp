@@ -279,7 +279,7 @@ TEST_CASE("process memory: a lazy MR is asked for once its traffic pays for the 
   const uint64_t per_read = 1024 + engine::ConversionWatch::kAccessCost;
   const uint64_t reads = (threshold + per_read - 1) / per_read;
   std::vector<uint8_t> out(1024);
-  engine::ctl::ConvertRequest req{};
+  hostif::ctl::ConvertRequest req{};
   for (uint64_t i = 0; i + 1 < reads; ++i) {
     REQUIRE(mem.read(dom, va, out));
     mem.end_pass();

@@ -11,16 +11,16 @@
 
 #include "hostif/shm_ring.hpp"
 
-using urnic::engine::CqeSlot;
-using urnic::engine::RingHeader;
-using urnic::engine::SpscRing;
+using urnic::hostif::CqeSlot;
+using urnic::hostif::RingHeader;
+using urnic::hostif::SpscRing;
 
 namespace {
 
 // Cache-line aligned backing store for one ring.
 struct RingMem {
   RingMem(std::uint32_t slots, std::uint32_t slot_size)
-      : storage(urnic::engine::ring_bytes(slots, slot_size) / 64 + 1) {
+      : storage(urnic::hostif::ring_bytes(slots, slot_size) / 64 + 1) {
     ring = SpscRing(reinterpret_cast<std::byte*>(storage.data()), slots, slot_size);
     ring.init();
   }
@@ -125,9 +125,9 @@ TEST_CASE("ring slots keep their fixed layout and control words", "[engine][ring
   CHECK(out[0].status == 5);
   CHECK(out[0].byte_len == 4096);
   CHECK(out[0].qp_num == 0x123456);
-  m.ring.store_ctl(&urnic::engine::RingControlLine::arm, urnic::engine::kArmSolicited);
-  CHECK(m.header().ctl.arm == urnic::engine::kArmSolicited);
-  CHECK(m.ring.load_ctl(&urnic::engine::RingControlLine::arm) == urnic::engine::kArmSolicited);
+  m.ring.store_ctl(&urnic::hostif::RingControlLine::arm, urnic::hostif::kArmSolicited);
+  CHECK(m.header().ctl.arm == urnic::hostif::kArmSolicited);
+  CHECK(m.ring.load_ctl(&urnic::hostif::RingControlLine::arm) == urnic::hostif::kArmSolicited);
 }
 
 TEST_CASE("ring moves a million items between two threads in order", "[engine][ring]") {
@@ -156,7 +156,7 @@ TEST_CASE("ring moves a million items between two threads in order", "[engine][r
 }
 
 TEST_CASE("WQE slot size covers header plus SGEs or inline data", "[engine][ring]") {
-  using urnic::engine::wqe_slot_size;
+  using urnic::hostif::wqe_slot_size;
   CHECK(wqe_slot_size(1, 0) == 128);
   CHECK(wqe_slot_size(4, 0) == 192);     // 72 + 64 -> 136 -> 192
   CHECK(wqe_slot_size(1, 512) == 640);   // 72 + 512 = 584 -> 640

@@ -22,9 +22,11 @@
 #include "engine/control/shm_region.hpp"
 #include "tests/engine/session_rig.hpp"
 
-namespace ctl = urnic::engine::ctl;
+namespace ctl = urnic::hostif::ctl;
 
 using namespace urnic::engine;
+
+using namespace urnic::hostif;
 
 TEST_CASE("a shared ring's memfd cannot be shrunk, grown or unsealed by the process", "[security][memfd]") {
   ShmRegion r;

@@ -30,7 +30,7 @@
 
 namespace urnic::test {
 
-namespace ctl = urnic::engine::ctl;
+namespace ctl = urnic::hostif::ctl;
 
 inline std::uint64_t now_ns() {
   timespec ts{};
@@ -56,7 +56,7 @@ struct Mapped {
 template <ctl::Message Rep, ctl::Message Req>
 int session_call(engine::Session& s, std::uint32_t seq, const Req& req, Rep* out = nullptr,
                  std::vector<int>* fds = nullptr, std::vector<int> in = {}) {
-  engine::Reply r = s.handle(ctl::encode(req, seq), in);
+  hostif::Reply r = s.handle(ctl::encode(req, seq), in);
   const auto h = ctl::decode_header(r.bytes);
   REQUIRE(h);
   CHECK(h->seq == seq);
@@ -72,10 +72,10 @@ int session_call(engine::Session& s, std::uint32_t seq, const Req& req, Rep* out
 
 struct RigQp {
   std::uint32_t handle = 0, qpn = 0;
-  engine::SpscRing sq, rq;
+  hostif::SpscRing sq, rq;
   Mapped map;
-  engine::DoorbellPage doorbells;  // the rig's page, and this QP's bit in it
-  std::uint32_t doorbell = engine::kNoDoorbell;
+  hostif::DoorbellPage doorbells;  // the rig's page, and this QP's bit in it
+  std::uint32_t doorbell = hostif::kNoDoorbell;
   // As the shim after publishing on sq or rq.
   void ring_doorbell() { doorbells.ring(doorbell); }
 };
@@ -91,10 +91,10 @@ class SessionRig {
   std::vector<int> open_fds;
   ctl::OpenDeviceRep info{};
   std::uint32_t pd = 0, cq = 0;
-  engine::SpscRing cq_ring;
+  hostif::SpscRing cq_ring;
   Mapped cq_map;
   Mapped doorbell_map;  // the session's doorbell page (open_fds[1])
-  engine::DoorbellPage doorbells;
+  hostif::DoorbellPage doorbells;
 
   // The session opens device `index` of the default config (0: urnic0,
   // 1: urnic_iw0), with a PD and one CQ of `cqe` entries.
@@ -125,10 +125,10 @@ class SessionRig {
     ctl::set_name(open.name, dev.name().c_str());
     REQUIRE(call(open, &info, &open_fds) == 0);
     REQUIRE(open_fds.size() == 3);  // async events, doorbell page, eventfd
-    doorbell_map.bytes = sizeof(engine::DoorbellLayout);
+    doorbell_map.bytes = sizeof(hostif::DoorbellLayout);
     doorbell_map.base = ::mmap(nullptr, doorbell_map.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, open_fds[1], 0);
     REQUIRE(doorbell_map.base != MAP_FAILED);
-    doorbells = engine::DoorbellPage(static_cast<std::byte*>(doorbell_map.base));
+    doorbells = hostif::DoorbellPage(static_cast<std::byte*>(doorbell_map.base));
     ctl::AllocPdRep pdr{};
     REQUIRE(call(ctl::AllocPdReq{}, &pdr) == 0);
     pd = pdr.handle;
@@ -142,7 +142,7 @@ class SessionRig {
     cq_map.base = ::mmap(nullptr, crr.map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
     ::close(fds[0]);
     REQUIRE(cq_map.base != MAP_FAILED);
-    cq_ring = engine::SpscRing(static_cast<std::byte*>(cq_map.base), crr.slots, sizeof(engine::CqeSlot));
+    cq_ring = hostif::SpscRing(static_cast<std::byte*>(cq_map.base), crr.slots, sizeof(hostif::CqeSlot));
   }
   SessionRig(const SessionRig&) = delete;
   SessionRig& operator=(const SessionRig&) = delete;
@@ -197,8 +197,8 @@ class SessionRig {
     ::close(fds[0]);
     REQUIRE(q.map.base != MAP_FAILED);
     auto* b = static_cast<std::byte*>(q.map.base);
-    q.sq = engine::SpscRing(b + rep.sq_offset, rep.sq_slots, rep.sq_slot_size);
-    q.rq = engine::SpscRing(b + rep.rq_offset, rep.rq_slots, rep.rq_slot_size);
+    q.sq = hostif::SpscRing(b + rep.sq_offset, rep.sq_slots, rep.sq_slot_size);
+    q.rq = hostif::SpscRing(b + rep.rq_offset, rep.rq_slots, rep.rq_slot_size);
     q.doorbells = doorbells;
     q.doorbell = rep.doorbell;
   }
@@ -272,13 +272,13 @@ class SessionRig {
 
   // Polls the data path until `want` completions are in the CQ ring, or
   // `limit_ns` passed; what arrived.
-  std::vector<engine::CqeSlot> run_until(std::size_t want, std::uint64_t limit_ns = 20'000'000'000ULL) {
-    std::vector<engine::CqeSlot> got;
+  std::vector<hostif::CqeSlot> run_until(std::size_t want, std::uint64_t limit_ns = 20'000'000'000ULL) {
+    std::vector<hostif::CqeSlot> got;
     const std::uint64_t end = now_ns() + limit_ns;
     while (got.size() < want && now_ns() < end) {
       dp->poll(now_ns(), true);
-      std::array<engine::CqeSlot, 16> buf{};
-      const std::uint32_t n = cq_ring.dequeue_burst(std::span<engine::CqeSlot>(buf));
+      std::array<hostif::CqeSlot, 16> buf{};
+      const std::uint32_t n = cq_ring.dequeue_burst(std::span<hostif::CqeSlot>(buf));
       got.insert(got.end(), buf.begin(), buf.begin() + n);
     }
     return got;
@@ -287,9 +287,9 @@ class SessionRig {
 
 // A signaled send-queue WQE of `opcode` with one SGE, to (remote_addr, rkey)
 // for the RDMA opcodes; a test sets any other field on the result.
-inline engine::WqeHeader signaled_wqe(std::uint64_t wr_id, std::uint32_t opcode, std::uint64_t remote_addr = 0,
+inline hostif::WqeHeader signaled_wqe(std::uint64_t wr_id, std::uint32_t opcode, std::uint64_t remote_addr = 0,
                                       std::uint32_t rkey = 0) {
-  engine::WqeHeader h{};
+  hostif::WqeHeader h{};
   h.wr_id = wr_id;
   h.opcode = opcode;
   h.send_flags = IBV_SEND_SIGNALED;
@@ -301,13 +301,13 @@ inline engine::WqeHeader signaled_wqe(std::uint64_t wr_id, std::uint32_t opcode,
 
 // One WQE (header, then its SGEs) into `ring`, q's send or receive ring,
 // as the shim writes it: published, then q's doorbell rung.
-inline void post_wqe(RigQp& q, engine::SpscRing& ring, const engine::WqeHeader& h,
-                     std::span<const engine::WqeSge> sges) {
+inline void post_wqe(RigQp& q, hostif::SpscRing& ring, const hostif::WqeHeader& h,
+                     std::span<const hostif::WqeSge> sges) {
   REQUIRE(ring.free_count() > 0);
   std::byte* slot = ring.producer_slot(0);
   std::memcpy(slot, &h, sizeof h);
   for (std::size_t i = 0; i < sges.size(); ++i)
-    std::memcpy(slot + sizeof h + i * sizeof(engine::WqeSge), &sges[i], sizeof(engine::WqeSge));
+    std::memcpy(slot + sizeof h + i * sizeof(hostif::WqeSge), &sges[i], sizeof(hostif::WqeSge));
   ring.publish(1);
   q.ring_doorbell();
 }

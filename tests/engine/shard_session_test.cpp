@@ -28,7 +28,7 @@
 #include "tests/engine/session_rig.hpp"
 
 using namespace urnic;
-namespace ctl = urnic::engine::ctl;
+namespace ctl = urnic::hostif::ctl;
 
 namespace {
 
@@ -180,23 +180,23 @@ TEST_CASE("shards: RDMA writes between processes on two shards arrive whole, a f
   for (int q = 0; q < kQps; ++q) {
     for (int w = 0; w < kWrites; ++w) {
       const std::uint64_t to = reinterpret_cast<std::uintptr_t>(dst.data()) + (std::size_t(q) * kWrites + w) * kMsg;
-      engine::WqeHeader h = test::signaled_wqe(std::uint64_t(q) * 100 + w, IBV_WR_RDMA_WRITE, to, remote.rkey);
+      hostif::WqeHeader h = test::signaled_wqe(std::uint64_t(q) * 100 + w, IBV_WR_RDMA_WRITE, to, remote.rkey);
       if (w != kWrites - 1) h.send_flags = 0;  // the last one of each QP is signaled
-      const engine::WqeSge sge{reinterpret_cast<std::uintptr_t>(src.data()) + std::size_t(w) * kMsg, kMsg, lkey};
-      test::post_wqe(qa[q], qa[q].sq, h, std::span<const engine::WqeSge>(&sge, 1));
+      const hostif::WqeSge sge{reinterpret_cast<std::uintptr_t>(src.data()) + std::size_t(w) * kMsg, kMsg, lkey};
+      test::post_wqe(qa[q], qa[q].sq, h, std::span<const hostif::WqeSge>(&sge, 1));
     }
   }
   for (int pass = 0; pass < 20; ++pass) d.dp0->poll(test::now_ns(), true);
   CHECK(d.dp0->counters().shard_handoff_waits > 0);
   CHECK(d.dp0->counters().shard_handoffs >= 4096);
   // Both shards now, until every QP's last write completed.
-  std::vector<engine::CqeSlot> done;
+  std::vector<hostif::CqeSlot> done;
   const std::uint64_t end = test::now_ns() + 30'000'000'000ULL;
   while (done.size() < kQps && test::now_ns() < end) {
     d.dp1->poll(test::now_ns(), true);
     d.dp0->poll(test::now_ns(), true);
-    std::array<engine::CqeSlot, 16> buf{};
-    const std::uint32_t n = a.cq_ring.dequeue_burst(std::span<engine::CqeSlot>(buf));
+    std::array<hostif::CqeSlot, 16> buf{};
+    const std::uint32_t n = a.cq_ring.dequeue_burst(std::span<hostif::CqeSlot>(buf));
     done.insert(done.end(), buf.begin(), buf.begin() + n);
   }
   REQUIRE(done.size() == kQps);
@@ -245,22 +245,22 @@ TEST_CASE("shards: UD datagrams that arrive from another shard in a burst find e
   ctl::CreateAhRep ah{};
   REQUIRE(a.call(ar, &ah) == 0);
   for (std::uint32_t i = 0; i < kN; ++i) {
-    engine::WqeHeader rh{};
+    hostif::WqeHeader rh{};
     rh.wr_id = i;
     rh.num_sge = 1;
-    const engine::WqeSge rsge{reinterpret_cast<std::uintptr_t>(dst.data()) + std::size_t(i) * 104, 104, dst_key};
-    test::post_wqe(qb, qb.rq, rh, std::span<const engine::WqeSge>(&rsge, 1));
+    const hostif::WqeSge rsge{reinterpret_cast<std::uintptr_t>(dst.data()) + std::size_t(i) * 104, 104, dst_key};
+    test::post_wqe(qb, qb.rq, rh, std::span<const hostif::WqeSge>(&rsge, 1));
   }
   std::uint32_t sent = 0;
   for (int pass = 0; pass < 200 && sent < kN; ++pass) {
     for (; sent < kN && qa.sq.free_count() > 0; ++sent) {
-      engine::WqeHeader sh = test::signaled_wqe(sent, IBV_WR_SEND);
+      hostif::WqeHeader sh = test::signaled_wqe(sent, IBV_WR_SEND);
       sh.send_flags = 0;
       sh.ah_handle = ah.handle;
       sh.remote_qpn = qb.qpn;
       sh.remote_qkey = kQkey;
-      const engine::WqeSge ssge{reinterpret_cast<std::uintptr_t>(src.data()), 64, src_key};
-      test::post_wqe(qa, qa.sq, sh, std::span<const engine::WqeSge>(&ssge, 1));
+      const hostif::WqeSge ssge{reinterpret_cast<std::uintptr_t>(src.data()), 64, src_key};
+      test::post_wqe(qa, qa.sq, sh, std::span<const hostif::WqeSge>(&ssge, 1));
     }
     d.dp0->poll(test::now_ns(), true);
   }
@@ -270,9 +270,9 @@ TEST_CASE("shards: UD datagrams that arrive from another shard in a burst find e
   std::size_t got = 0;
   for (int pass = 0; pass < 100 && got < kN; ++pass) {
     d.dp1->poll(test::now_ns(), true);
-    std::array<engine::CqeSlot, 64> buf{};
+    std::array<hostif::CqeSlot, 64> buf{};
     std::uint32_t n = 0;
-    while ((n = b.cq_ring.dequeue_burst(std::span<engine::CqeSlot>(buf))) != 0) {
+    while ((n = b.cq_ring.dequeue_burst(std::span<hostif::CqeSlot>(buf))) != 0) {
       for (std::uint32_t k = 0; k < n; ++k) CHECK(buf[k].status == IBV_WC_SUCCESS);
       got += n;
     }

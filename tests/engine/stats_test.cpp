@@ -32,18 +32,18 @@
 #include "wire/pcap/pcap_file.hpp"
 #include "wire/roce_frame.hpp"
 
-namespace ctl = urnic::engine::ctl;
-using urnic::engine::CqeSlot;
+namespace ctl = urnic::hostif::ctl;
+using urnic::hostif::CqeSlot;
 using urnic::engine::DataPath;
 using urnic::engine::DevStat;
 using urnic::engine::DeviceStats;
 using urnic::engine::QpStat;
 using urnic::engine::Registry;
-using urnic::engine::Reply;
+using urnic::hostif::Reply;
 using urnic::engine::Session;
-using urnic::engine::SpscRing;
-using urnic::engine::WqeHeader;
-using urnic::engine::WqeSge;
+using urnic::hostif::SpscRing;
+using urnic::hostif::WqeHeader;
+using urnic::hostif::WqeSge;
 namespace op = urnic::wire::opcode;
 
 namespace {

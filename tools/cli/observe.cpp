@@ -29,7 +29,7 @@ namespace urnic::tools {
 
 namespace {
 
-namespace ctl = urnic::engine::ctl;
+namespace ctl = urnic::hostif::ctl;
 
 constexpr int kExitOk = 0;
 constexpr int kExitRefused = 1;
@@ -57,9 +57,9 @@ class DaemonConn {
 
   // Connects and greets; prints why not and returns false on failure.
   bool open(const DaemonOptions& o) {
-    const std::string dir = o.runtime_dir.empty() ? engine::runtime_dir() : o.runtime_dir;
-    const std::string path = engine::socket_path(dir);
-    if (engine::check_runtime_dir(dir) != 0 || engine::check_socket_file(path) != 0) return false;
+    const std::string dir = o.runtime_dir.empty() ? hostif::runtime_dir() : o.runtime_dir;
+    const std::string path = hostif::socket_path(dir);
+    if (hostif::check_runtime_dir(dir) != 0 || hostif::check_socket_file(path) != 0) return false;
     fd_ = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     sockaddr_un addr{};
     addr.sun_family = AF_UNIX;
@@ -69,7 +69,7 @@ class DaemonConn {
       fmt::print(stderr, "urnic: urnicd is not running (no daemon at {})\n", path);
       return false;
     }
-    if (engine::check_daemon_peer(fd_, path) != 0) return false;
+    if (hostif::check_daemon_peer(fd_, path) != 0) return false;
     int status = 0;
     const auto hello = call<ctl::HelloRep>(ctl::HelloReq{ctl::kMagic, ctl::kVersion, 0, 0}, status);
     if (!hello || status != 0) {
@@ -84,7 +84,7 @@ class DaemonConn {
   std::optional<Rep> call(const Req& req, int& status) {
     std::vector<std::byte> msg;
     std::vector<int> fds;
-    if (engine::send_message(fd_, ctl::encode(req, ++seq_)) != 0 || engine::recv_message(fd_, msg, fds) != 0)
+    if (hostif::send_message(fd_, ctl::encode(req, ++seq_)) != 0 || hostif::recv_message(fd_, msg, fds) != 0)
       return std::nullopt;
     for (int f : fds) ::close(f);
     const auto h = ctl::decode_header(msg);
@@ -184,8 +184,8 @@ bool fetch_stats(DaemonConn& conn, const StatsOptions& o, StatsSnapshot& snap, i
   int cm_status = 0;
   if (const auto rep = conn.call<ctl::CmStatsRep>(ctl::CmStatsReq{}, cm_status); rep && cm_status == 0) {
     text += "cm (daemon-wide)\n";
-    for (std::size_t i = 0; i < rep->values && i < engine::kCmCounterFields.size(); ++i) {
-      const std::string name(engine::kCmCounterFields[i].first);
+    for (std::size_t i = 0; i < rep->values && i < hostif::kCmCounterFields.size(); ++i) {
+      const std::string name(hostif::kCmCounterFields[i].first);
       snap.cm[name] = rep->value[i];
       text += fmt::format("  {:<26}{}\n", name, rep->value[i]);
     }
