@@ -72,6 +72,38 @@ void to_rts_rc(ibv_context* ctx, ibv_qp* q, std::uint32_t dest_qpn) {
   connect_loopback(ctx, q, {.dest_qpn = dest_qpn, .access = IBV_ACCESS_REMOTE_WRITE, .psn = 1});
 }
 
+
+// Two RC QPs on `cq`, the second (and only it) taking its receives from
+// `srq` when one is given, both connected to each other and in RTS.
+std::pair<ibv_qp*, ibv_qp*> rc_pair_to_rts(Ctx& c, ibv_cq* cq, ibv_srq* srq = nullptr,
+                                           ibv_qp_cap cap = {4, 4, 1, 1, 0}) {
+  ibv_qp* qp[2] = {};
+  for (int i = 0; i < 2; ++i) {
+    ibv_qp_init_attr init{};
+    init.send_cq = init.recv_cq = cq;
+    init.qp_type = IBV_QPT_RC;
+    init.sq_sig_all = 1;
+    init.cap = cap;
+    if (i == 1) init.srq = srq;
+    qp[i] = ibv_create_qp(c.pd, &init);
+    REQUIRE(qp[i] != nullptr);
+  }
+  for (int i = 0; i < 2; ++i) to_rts_rc(c.ctx, qp[i], qp[1 - i]->qp_num);
+  return {qp[0], qp[1]};
+}
+
+// The next async event within `ms`, or none (event_type stays -1).
+ibv_async_event next_async_event(ibv_context* ctx, int ms) {
+  ibv_async_event ev{};
+  ev.event_type = static_cast<ibv_event_type>(-1);
+  pollfd p{ctx->async_fd, POLLIN, 0};
+  if (::poll(&p, 1, ms) == 1) {
+    REQUIRE(ibv_get_async_event(ctx, &ev) == 0);
+    ibv_ack_async_event(&ev);
+  }
+  return ev;
+}
+
 }  // namespace
 
 // libfabric's ofi_rxm asks for a 196,608-entry CQ by default (fi_enable
@@ -107,17 +139,8 @@ TEST_CASE("ibv_destroy_qp removes the QP's unpolled completions from its CQs", "
   std::vector<char> buf(4096, 'x');
   ibv_mr* mr = reg(c.pd, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
   REQUIRE(mr != nullptr);
-  ibv_qp* qp[2] = {};
-  for (auto& q : qp) {
-    ibv_qp_init_attr init{};
-    init.send_cq = init.recv_cq = cq;
-    init.qp_type = IBV_QPT_RC;
-    init.sq_sig_all = 1;
-    init.cap = ibv_qp_cap{8, 8, 1, 1, 0};
-    q = ibv_create_qp(c.pd, &init);
-    REQUIRE(q != nullptr);
-  }
-  for (int i = 0; i < 2; ++i) to_rts_rc(c.ctx, qp[i], qp[1 - i]->qp_num);
+  const auto [q0, q1] = rc_pair_to_rts(c, cq, nullptr, {8, 8, 1, 1, 0});
+  ibv_qp* qp[2] = {q0, q1};
   // Three RDMA WRITEs from qp[0] and one from qp[1], into the other half of
   // the buffer: four send completions, none polled.
   auto write = [&](ibv_qp* q, std::uint64_t id) {
@@ -414,40 +437,6 @@ TEST_CASE("max_inline_data is rounded up to the WQE slot and inline sends of tha
   CHECK(ibv_dereg_mr(mr) == 0);
   CHECK(ibv_destroy_cq(cq) == 0);
 }
-
-namespace {
-
-// Two RC QPs on `cq`, the second (and only it) taking its receives from
-// `srq` when one is given, both connected to each other and in RTS.
-std::pair<ibv_qp*, ibv_qp*> rc_pair_to_rts(Ctx& c, ibv_cq* cq, ibv_srq* srq = nullptr) {
-  ibv_qp* qp[2] = {};
-  for (int i = 0; i < 2; ++i) {
-    ibv_qp_init_attr init{};
-    init.send_cq = init.recv_cq = cq;
-    init.qp_type = IBV_QPT_RC;
-    init.sq_sig_all = 1;
-    init.cap = ibv_qp_cap{4, 4, 1, 1, 0};
-    if (i == 1) init.srq = srq;
-    qp[i] = ibv_create_qp(c.pd, &init);
-    REQUIRE(qp[i] != nullptr);
-  }
-  for (int i = 0; i < 2; ++i) to_rts_rc(c.ctx, qp[i], qp[1 - i]->qp_num);
-  return {qp[0], qp[1]};
-}
-
-// The next async event within `ms`, or none (event_type stays -1).
-ibv_async_event next_async_event(ibv_context* ctx, int ms) {
-  ibv_async_event ev{};
-  ev.event_type = static_cast<ibv_event_type>(-1);
-  pollfd p{ctx->async_fd, POLLIN, 0};
-  if (::poll(&p, 1, ms) == 1) {
-    REQUIRE(ibv_get_async_event(ctx, &ev) == 0);
-    ibv_ack_async_event(&ev);
-  }
-  return ev;
-}
-
-}  // namespace
 
 // libibverbs' ibv_query_qp updates the cached qp->state only when the mask
 // asks for IBV_QP_STATE. UCX's peer-failure test (purge_failed_peer) checks
