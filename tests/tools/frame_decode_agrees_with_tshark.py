@@ -9,7 +9,9 @@ must equal tshark's; for every iWARP segment, the list of RDMAP opcodes
 exit status of the decoder must be 1 exactly for the captures holding
 deliberately corrupted ICRCs (host-icrc-accept*), 0 otherwise, and every
 frame urnic flags icrc=bad must be one whose ICRC differs from the others
-in its capture (tshark shows the ICRC but does not check it).
+in its capture (tshark shows the ICRC but does not check it). For every
+PAUSE and PFC frame (802.3x / 802.1Qbb), the kind, the enabled priorities
+and their pause times must equal tshark's MAC Control dissector's.
 """
 import concurrent.futures
 import glob
@@ -20,7 +22,8 @@ import sys
 
 cli, vectors = sys.argv[1], sys.argv[2]
 failures = []
-checked_roce = checked_iwarp = 0
+checked_roce = checked_iwarp = checked_pause = 0
+PRIORITIES = range(8)
 
 
 def tshark(path, *fields):
@@ -39,8 +42,21 @@ def decode_both(path):
     """urnic's decode and tshark's fields of one capture."""
     run = subprocess.run([cli, "frame", "decode", path], capture_output=True, text=True)
     ts = tshark(path, "frame.number", "infiniband.bth.opcode", "infiniband.bth.destqp", "infiniband.bth.psn",
-                "iwarp_rdma.opcode", "iwarp_mpa.key.req", "iwarp_mpa.key.rep")
+                "iwarp_rdma.opcode", "iwarp_mpa.key.req", "iwarp_mpa.key.rep", "macc.opcode", "macc.pause_time",
+                "macc.cbfc.enbv", *[f"macc.cbfc.pause_time.c{p}" for p in PRIORITIES])
     return run, ts
+
+
+def tshark_pause(opcode, pause_time, enbv, times):
+    """What urnic's decode line says for a MAC Control frame, from tshark's fields."""
+    if int(opcode, 16) == 0x0001:
+        return f"pause time={int(pause_time)}q"
+    enabled = int(enbv, 16)
+    parts = []
+    for p in PRIORITIES:
+        if enabled >> p & 1:
+            parts.append(f"p{p}=xon" if int(times[p] or 0) == 0 else f"p{p}={int(times[p])}q")
+    return "pfc " + " ".join(parts)
 
 
 # tshark takes about a second to start: the captures are decoded on every core
@@ -61,8 +77,14 @@ for path, (run, ts) in zip(paths, decoded):
 
     if set(ts) != set(ours):
         failures.append(f"{name}: frame numbers differ (tshark {len(ts)}, urnic {len(ours)})")
-    for num, (opcode, destqp, psn, rdma_ops, mpa_req, mpa_rep) in ts.items():
+    for num, (opcode, destqp, psn, rdma_ops, mpa_req, mpa_rep, macc_op, pause_time, enbv, *times) in ts.items():
         proto, rest = ours.get(num, ("missing", ""))
+        if macc_op:
+            checked_pause += 1
+            want = tshark_pause(macc_op, pause_time, enbv, times)
+            got = proto + " " + re.sub(r"src=\S+ ", "", rest)
+            if got != want:
+                failures.append(f"{name}#{num}: tshark {want!r}, urnic {got!r}")
         if opcode:
             checked_roce += 1
             m = re.search(r"\(0x([0-9a-f]{2})\) qpn=0x([0-9a-f]{6}) psn=(\d+)", rest)
@@ -89,6 +111,7 @@ for path, (run, ts) in zip(paths, decoded):
 
 for f in failures[:50]:
     print("FAIL", f)
-print(f"checked {checked_roce} RoCE frames and {checked_iwarp} iWARP segments against tshark: "
+print(f"checked {checked_roce} RoCE frames, {checked_iwarp} iWARP segments and {checked_pause} PAUSE/PFC "
+      f"frames against tshark: "
       f"{len(failures)} disagreements")
 sys.exit(1 if failures else 0)

@@ -25,6 +25,7 @@
 #include "wire/mad.hpp"
 #include "wire/mpa.hpp"
 #include "wire/pcap/pcap_file.hpp"
+#include "wire/pfc.hpp"
 #include "wire/roce_frame.hpp"
 #include "wire/tcp.hpp"
 
@@ -311,6 +312,19 @@ class IwarpDecoder {
   std::map<ConnKey, Connection> conns_;
 };
 
+// A PAUSE or PFC frame: "pause src=MAC time=Nq" (802.3x, the whole link) or
+// "pfc src=MAC p3=65535q p4=xon" (802.1Qbb: each priority the vector
+// enables, its pause time in quanta or xon for a zero time).
+std::string pause_summary(const pfc::PauseFrame& f) {
+  if (!f.per_priority) return fmt::format("pause src={} time={}q", mac_to_string(f.src), f.times[0]);
+  std::string line = fmt::format("pfc src={}", mac_to_string(f.src));
+  for (std::size_t p = 0; p < pfc::kPriorities; ++p) {
+    if (f.resumes(p)) line += fmt::format(" p{}=xon", p);
+    if (f.pauses(p)) line += fmt::format(" p{}={}q", p, f.times[p]);
+  }
+  return line;
+}
+
 }  // namespace
 
 int run_frame_decode(const FrameDecodeOptions& options) {
@@ -357,6 +371,12 @@ int run_frame_decode(const FrameDecodeOptions& options) {
       const std::string line = iwarp.on_segment(*l3, &crc_bad, &is_iwarp);
       any_bad = any_bad || crc_bad;
       fmt::print("{} {} {}\n", n, is_iwarp ? "iwarp" : "other", line);
+      continue;
+    }
+    if (ethertype == pfc::kEthertypeMacControl) {
+      const auto pause = pfc::parse(bytes);
+      if (pause) fmt::print("{} {}\n", n, pause_summary(*pause));
+      else fmt::print("{} pfc malformed: {}\n", n, to_string(pause.error()));
       continue;
     }
     fmt::print("{} other ethertype=0x{:04x}{}\n", n, ethertype,
