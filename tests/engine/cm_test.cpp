@@ -1424,17 +1424,36 @@ TEST_CASE("An active side that vanishes after its REQ: the REP is retried, then 
 // with an MRA (cma's ib_send_cm_mra(CMA_CM_MRA_SETTING), cm_dup_req_handler):
 // a server that registers its buffers between CONNECT_REQUEST and
 // rdma_accept (fabtests registers up to 1 GiB there) is waited for.
-TEST_CASE("A REQ the process has not accepted yet: its retransmission gets an MRA, the peer waits", "[cm][engine]") {
-  Harness t;
+namespace {
+
+// A REQ from owner 2 to owner 1's listener on loopback:`port`, delivered as
+// a CONNECT_REQUEST (read) and not answered; retries of 1 ms, 2 of them.
+struct PendingRequest {
+  int sfd = -1, cfd = -1;   // the passive and active channels
+  std::uint32_t cid = 0;    // the active id
+  ctl::CmEventMsg creq{};   // the passive side's CONNECT_REQUEST
+};
+PendingRequest pending_request(Harness& t, std::uint16_t port, std::uint32_t qpn) {
   t.cm.set_retry_policy(1'000'000, 2);
+  PendingRequest p;
   const auto [sch, sfd] = t.channel(1);
   const auto [cch, cfd] = t.channel(2);
+  p.sfd = sfd;
+  p.cfd = cfd;
   const std::uint32_t lid = t.create_id(1, sch);
-  REQUIRE(t.bind(1, lid, v4(kLoopback, 7410)) == 0);
+  REQUIRE(t.bind(1, lid, v4(kLoopback, port)) == 0);
   t.listen(1, lid);
-  const std::uint32_t cid = t.connect(2, cch, 7410, 0x96);
+  p.cid = t.connect(2, cch, port, qpn);
   REQUIRE(t.pump() == 1);
-  const auto creq = expect_event(sfd, RDMA_CM_EVENT_CONNECT_REQUEST);
+  p.creq = expect_event(sfd, RDMA_CM_EVENT_CONNECT_REQUEST);
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("A REQ the process has not accepted yet: its retransmission gets an MRA, the peer waits", "[cm][engine]") {
+  Harness t;
+  const auto [sfd, cfd, cid, creq] = pending_request(t, 7410, 0x96);
   CHECK(t.wire_q.empty());  // no MRA at once (IB_CM_MRA_FLAG_DELAY)
   // The active side's response timeout: the REQ again, answered by an MRA.
   t.now += 1'000'000;
@@ -1474,15 +1493,7 @@ TEST_CASE("A REQ the process has not accepted yet: its retransmission gets an MR
 // CONNECT_RESPONSE and moved its QP, which may be long after the REP came.
 TEST_CASE("A REP the process has not established yet: its retransmission gets an MRA, the peer waits", "[cm][engine]") {
   Harness t;
-  t.cm.set_retry_policy(1'000'000, 2);
-  const auto [sch, sfd] = t.channel(1);
-  const auto [cch, cfd] = t.channel(2);
-  const std::uint32_t lid = t.create_id(1, sch);
-  REQUIRE(t.bind(1, lid, v4(kLoopback, 7411)) == 0);
-  t.listen(1, lid);
-  const std::uint32_t cid = t.connect(2, cch, 7411, 0x98);
-  REQUIRE(t.pump() == 1);
-  const auto creq = expect_event(sfd, RDMA_CM_EVENT_CONNECT_REQUEST);
+  const auto [sfd, cfd, cid, creq] = pending_request(t, 7411, 0x98);
   t.accept(1, creq.id_handle, 0x99);
   REQUIRE(t.pump() == 1);  // the REP
   expect_event(cfd, RDMA_CM_EVENT_ADDR_RESOLVED);
