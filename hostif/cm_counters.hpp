@@ -20,6 +20,7 @@ struct CmCounters {
   std::uint64_t retransmits = 0;
   std::uint64_t timeouts = 0;
   std::uint64_t rej_sent = 0;
+  std::uint64_t mras_sent = 0;           // a retransmitted REQ/REP the process has not answered yet
   std::uint64_t reqs_deferred = 0;       // REQ/SIDR_REQ dropped while a port is between listeners
   std::uint64_t reqs_backlog_full = 0;   // REQ dropped: the listener's backlog is full (the peer retries)
   std::uint64_t timewait_exits = 0;
@@ -33,7 +34,7 @@ struct CmCounters {
 };
 
 // Names as `urnic stats` prints them (JSON "cm" object), in struct order.
-inline constexpr std::array<std::pair<std::string_view, std::uint64_t CmCounters::*>, 14> kCmCounterFields = {{
+inline constexpr std::array<std::pair<std::string_view, std::uint64_t CmCounters::*>, 15> kCmCounterFields = {{
     {"mads_received", &CmCounters::mads_received},
     {"mads_sent", &CmCounters::mads_sent},
     {"mads_dropped", &CmCounters::mads_dropped},
@@ -41,6 +42,7 @@ inline constexpr std::array<std::pair<std::string_view, std::uint64_t CmCounters
     {"retransmits", &CmCounters::retransmits},
     {"timeouts", &CmCounters::timeouts},
     {"rej_sent", &CmCounters::rej_sent},
+    {"mras_sent", &CmCounters::mras_sent},
     {"reqs_deferred", &CmCounters::reqs_deferred},
     {"reqs_backlog_full", &CmCounters::reqs_backlog_full},
     {"timewait_exits", &CmCounters::timewait_exits},

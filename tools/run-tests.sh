@@ -12,7 +12,10 @@
 #                                     'sanitize' run in their own stage's build;
 #                                     'rdma-unit-test' is all 530 tests of Google's suite (about
 #                                     40 min; the release stage runs its fixed subset,
-#                                     rdma-unit-test-ci: docs/RDMA-UNIT-TEST.md)
+#                                     rdma-unit-test-ci: docs/RDMA-UNIT-TEST.md); 'fabtests' is
+#                                     libfabric's fabtests, -t quick and -t all, verbs and
+#                                     verbs;ofi_rxm (the release stage runs fabtests-ci:
+#                                     docs/MIDDLEWARE.md, "fabtests")
 #   tools/urnic test --coverage [--suite NAME]...
 #                                     a gcov build; runs the suites (default: unit acceptance),
 #                                     prints line coverage per layer
@@ -20,7 +23,7 @@
 #                                     the same, one test at a time: the lines each test reaches
 #                                     that the unit suites do not (how 'sanitize' is chosen)
 # Suites: unit, smoke, acceptance, hosts, root, interop, slow, sanitize, fuzz, checker,
-# rdma-unit-test (tests/meson.build).
+# rdma-unit-test, fabtests (tests/meson.build).
 # Ends with one line "urnic test summary: ... PASS" or "... FAIL", after one line per stage
 # with its wall time and the five slowest tests. A full run over 60 minutes fails: CI's limit
 # is 90 and the budget is 40 (docs/TESTING.md).
@@ -46,7 +49,7 @@ while [[ $# -gt 0 ]]; do
   esac
   shift
 done
-known_suites=" unit smoke acceptance hosts root interop slow sanitize fuzz checker rdma-unit-test "
+known_suites=" unit smoke acceptance hosts root interop slow sanitize fuzz checker rdma-unit-test fabtests "
 for s in "${suites[@]}"; do
   [[ $known_suites == *" $s "* ]] || {
     printf 'urnic test: no suite "%s"; the suites are:%s\n' "$s" "$known_suites" >&2; exit 2; }

@@ -29,6 +29,31 @@ void CmService::send_to(std::size_t dev, const std::array<std::uint8_t, 16>& dgi
     devices_[dev].send(local_gid(static_cast<int>(dev), Gid{}, dgid).index, dgid, mad);
 }
 
+void CmService::send_mra(const Id& id, std::uint8_t msg_mraed) {
+  // rdma_cm marks a REQ it has handed to the process (cma_ib_req_handler),
+  // and a REP (cma_ib_handler, REP_RECEIVED), with ib_send_cm_mra(
+  // CMA_CM_MRA_SETTING): IB_CM_MRA_FLAG_DELAY | 24, so no MRA goes out at
+  // once, but the id enters MRA_REQ_SENT / MRA_REP_SENT and a retransmitted
+  // REQ or REP is answered with this MRA (cm_dup_req_handler,
+  // cm_dup_rep_handler): the peer then waits 4.096 us * 2^24 (~69 s) more
+  // (IBA 12.6.6) for the accept or the RTU, however long the process takes
+  // between reading the event and answering it.
+  constexpr std::uint8_t kMraServiceTimeout = 24;
+  if (id.dev < 0) return;
+  wire::CmMra mra;
+  mra.local_comm_id = id.local_comm_id;
+  mra.remote_comm_id = id.remote_comm_id;
+  mra.message_mraed = msg_mraed;
+  mra.service_timeout = kMraServiceTimeout;
+  const wire::CmMessage m = mra;
+  std::array<std::uint8_t, wire::mad::kMadSize> mad{};
+  if (!wire::build_cm_mad(wire::make_cm_header(id.tid, wire::cm_attr_id(m)), m, mad).ok()) return;
+  ++counters_.mads_sent;
+  ++counters_.mras_sent;
+  const CmDevice& d = devices_[static_cast<std::size_t>(id.dev)];
+  if (d.send) d.send(id.sgid == Gid{} ? d.sgid_index : id.sgid_index, id.dgid, mad);
+}
+
 void CmService::send_rej(Id& id, std::uint8_t msg_rejected, std::uint16_t reason,
                          std::span<const std::uint8_t> pd) {
   wire::CmRej rej;
@@ -118,11 +143,14 @@ void CmService::on_mad(std::size_t dev, const std::array<std::uint8_t, 16>& src_
 
 void CmService::on_req(std::size_t dev, const std::array<std::uint8_t, 16>& src_gid, const wire::MadHeader& mh,
                        const wire::CmReq& m, transport::Nanos now_ns) {
-  // A retransmitted REQ (our REP or MRA was lost): resend what we sent.
+  // A retransmitted REQ: resend our answer if it was lost; not answered
+  // yet (the process has the CONNECT_REQUEST), an MRA (send_mra).
   if (Id* id = find_child(m.local_comm_id, src_gid); id != nullptr) {
     if (id->state == State::kRepSent || (id->state == State::kRejected && id->answered)) {
       transmit_last(*id);
       ++counters_.retransmits;
+    } else if (id->state == State::kReqRcvd) {
+      send_mra(*id, cmw::kMsgReq);
     }
     return;
   }
@@ -217,6 +245,12 @@ void CmService::on_rep(const wire::MadHeader& mh, const wire::CmRep& m, transpor
     rtu.local_comm_id = id->local_comm_id;
     rtu.remote_comm_id = id->remote_comm_id;
     send(*id, rtu, false);
+    return;
+  }
+  if (id->state == State::kRepRcvd) {
+    // A retransmitted REP: the process has the CONNECT_RESPONSE and has not
+    // established yet (send_mra).
+    send_mra(*id, cmw::kMsgRep);
     return;
   }
   if (id->state != State::kReqSent) return;

@@ -319,6 +319,9 @@ class CmService final : public GsiHandler, public IwWatcher {
                const wire::CmMessage& m);
   // Sends (or resends) the id's last MAD.
   void transmit_last(const Id& id);
+  // An MRA of the peer's REQ or REP (`msg_mraed`) that the process has not
+  // answered yet, as rdma_cm answers a retransmission of it.
+  void send_mra(const Id& id, std::uint8_t msg_mraed);
   // A REJ of the peer's `msg_rejected` (IBA 12.6.7) and a DREQ, to the id's peer.
   void send_rej(Id& id, std::uint8_t msg_rejected, std::uint16_t reason, std::span<const std::uint8_t> pd = {});
   void send_dreq(Id& id, bool retry);

@@ -1118,7 +1118,10 @@ TEST_CASE("A full backlog drops REQs (the peer retries) until a request is answe
   // Still full at the first retransmission.
   t.now += 1'000'000;
   t.cm.on_gsi_timer(t.now);
-  REQUIRE(t.pump() == 3);  // the three REQs again; the first two are duplicates
+  // The three REQs again; the first two are duplicates of requests the
+  // process has not answered, each answered by an MRA (and the MRAs taken).
+  REQUIRE(t.pump() == 5);
+  CHECK(t.cm.counters().mras_sent == 2);
   CHECK_FALSE(next_event(sfd));
   CHECK(t.cm.counters().reqs_backlog_full == 2);
   // Accepting one makes room: the next retransmission gets through.
@@ -1415,4 +1418,108 @@ TEST_CASE("An active side that vanishes after its REQ: the REP is retried, then 
   CHECK(ev.status == -ETIMEDOUT);
   CHECK(t.cm.state_of(creq.id_handle) == CmService::State::kError);
   CHECK(t.cm.counters().timeouts >= 1);
+}
+
+// rdma_cm answers a retransmitted REQ that its process has not accepted yet
+// with an MRA (cma's ib_send_cm_mra(CMA_CM_MRA_SETTING), cm_dup_req_handler):
+// a server that registers its buffers between CONNECT_REQUEST and
+// rdma_accept (fabtests registers up to 1 GiB there) is waited for.
+namespace {
+
+// A REQ from owner 2 to owner 1's listener on loopback:`port`, delivered as
+// a CONNECT_REQUEST (read) and not answered; retries of 1 ms, 2 of them.
+struct PendingRequest {
+  int sfd = -1, cfd = -1;   // the passive and active channels
+  std::uint32_t cid = 0;    // the active id
+  ctl::CmEventMsg creq{};   // the passive side's CONNECT_REQUEST
+};
+PendingRequest pending_request(Harness& t, std::uint16_t port, std::uint32_t qpn) {
+  t.cm.set_retry_policy(1'000'000, 2);
+  PendingRequest p;
+  const auto [sch, sfd] = t.channel(1);
+  const auto [cch, cfd] = t.channel(2);
+  p.sfd = sfd;
+  p.cfd = cfd;
+  const std::uint32_t lid = t.create_id(1, sch);
+  REQUIRE(t.bind(1, lid, v4(kLoopback, port)) == 0);
+  t.listen(1, lid);
+  p.cid = t.connect(2, cch, port, qpn);
+  REQUIRE(t.pump() == 1);
+  p.creq = expect_event(sfd, RDMA_CM_EVENT_CONNECT_REQUEST);
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("A REQ the process has not accepted yet: its retransmission gets an MRA, the peer waits", "[cm][engine]") {
+  Harness t;
+  const auto [sfd, cfd, cid, creq] = pending_request(t, 7410, 0x96);
+  CHECK(t.wire_q.empty());  // no MRA at once (IB_CM_MRA_FLAG_DELAY)
+  // The active side's response timeout: the REQ again, answered by an MRA.
+  t.now += 1'000'000;
+  t.cm.on_gsi_timer(t.now);
+  REQUIRE(t.wire_q.size() == 1);
+  t.pump_one();  // the retransmitted REQ
+  REQUIRE(t.wire_q.size() == 1);
+  const auto mra_mad = t.peek();
+  REQUIRE(mra_mad);
+  REQUIRE(std::holds_alternative<wire::CmMra>(mra_mad->message));
+  const auto& mra = std::get<wire::CmMra>(mra_mad->message);
+  CHECK(mra.message_mraed == wire::cm::kMsgReq);
+  CHECK(mra.service_timeout == 24);
+  CHECK(t.cm.counters().mras_sent == 1);
+  t.pump_one();  // the MRA: the next retry waits 2^24 * 4.096 us longer
+  CHECK(t.cm.gsi_deadline() == t.now + (transport::Nanos{4096} << 24) + 1'000'000);
+  // Well past the plain retries (2 of 1 ms): no UNREACHABLE.
+  t.now += 10'000'000;
+  t.cm.on_gsi_timer(t.now);
+  CHECK(t.wire_q.empty());
+  expect_event(cfd, RDMA_CM_EVENT_ADDR_RESOLVED);
+  expect_event(cfd, RDMA_CM_EVENT_ROUTE_RESOLVED);
+  CHECK_FALSE(next_event(cfd));
+  // The accept comes: REP, RTU, both established.
+  t.accept(1, creq.id_handle, 0x97);
+  REQUIRE(t.pump() == 1);
+  expect_event(cfd, RDMA_CM_EVENT_CONNECT_RESPONSE);
+  ctl::CmEstablishRep erep{};
+  REQUIRE(t.call(2, ctl::CmEstablishReq{{cid, 0}}, erep) == 0);
+  REQUIRE(t.pump() == 1);
+  expect_event(sfd, RDMA_CM_EVENT_ESTABLISHED);
+  CHECK(t.cm.state_of(cid) == CmService::State::kEstablished);
+}
+
+// The same on the active side (cma_ib_handler REP_RECEIVED,
+// cm_dup_rep_handler): the RTU goes out when the process has read the
+// CONNECT_RESPONSE and moved its QP, which may be long after the REP came.
+TEST_CASE("A REP the process has not established yet: its retransmission gets an MRA, the peer waits", "[cm][engine]") {
+  Harness t;
+  const auto [sfd, cfd, cid, creq] = pending_request(t, 7411, 0x98);
+  t.accept(1, creq.id_handle, 0x99);
+  REQUIRE(t.pump() == 1);  // the REP
+  expect_event(cfd, RDMA_CM_EVENT_ADDR_RESOLVED);
+  expect_event(cfd, RDMA_CM_EVENT_ROUTE_RESOLVED);
+  expect_event(cfd, RDMA_CM_EVENT_CONNECT_RESPONSE);
+  CHECK(t.wire_q.empty());
+  // The passive side's REP timeout: the REP again, answered by an MRA.
+  t.now += 1'000'000;
+  t.cm.on_gsi_timer(t.now);
+  REQUIRE(t.wire_q.size() == 1);
+  REQUIRE(std::holds_alternative<wire::CmRep>(t.peek()->message));
+  t.pump_one();
+  REQUIRE(t.wire_q.size() == 1);
+  REQUIRE(t.peek());
+  REQUIRE(std::holds_alternative<wire::CmMra>(t.peek()->message));
+  CHECK(std::get<wire::CmMra>(t.peek()->message).message_mraed == wire::cm::kMsgRep);
+  t.pump_one();
+  t.now += 10'000'000;
+  t.cm.on_gsi_timer(t.now);
+  CHECK(t.wire_q.empty());
+  CHECK_FALSE(next_event(sfd));  // no CONNECT_ERROR
+  CHECK(t.cm.state_of(creq.id_handle) == CmService::State::kRepSent);
+  ctl::CmEstablishRep erep{};
+  REQUIRE(t.call(2, ctl::CmEstablishReq{{cid, 0}}, erep) == 0);
+  REQUIRE(t.pump() == 1);  // the RTU
+  expect_event(sfd, RDMA_CM_EVENT_ESTABLISHED);
+  CHECK(t.cm.state_of(creq.id_handle) == CmService::State::kEstablished);
+  CHECK(t.cm.counters().mras_sent == 1);
 }
