@@ -30,6 +30,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "hostif/wqe_codec.hpp"
 #include "verbs_shim/shim.hpp"
 
 namespace urnic::shim {
@@ -67,8 +68,7 @@ std::uint32_t wc_opcode_of_wr(std::uint32_t wr_opcode) {
 // order within a queue). The caller holds the QP's post_mu.
 bool flush_one(engine::SpscRing& wq, std::uint32_t qpn, bool recv, engine::CqeSlot& out) {
   if (!wq.valid() || wq.unreleased() == 0) return false;
-  engine::WqeHeader h;
-  std::memcpy(&h, wq.oldest_unreleased(), sizeof h);
+  const engine::WqeIdentity h = engine::wqe_identity(wq.oldest_unreleased());
   wq.reclaim_oldest();
   out = engine::CqeSlot{};
   out.wr_id = h.wr_id;
