@@ -319,21 +319,10 @@ static_assert(std::is_trivially_copyable_v<CqeTmSlot>);
 
 // The fixed part of a work request slot (app -> engine); followed in the slot
 // by `num_sge` WqeSge entries, or by `inline_len` bytes of inline data when
-// kWqeInline is set. Slot size = round_up(64 + max(sge*16, inline), 64).
-// IBV_WR_BIND_MW (no SGEs): imm_data = the window's R_Key (its index names
-// the window), rkey = its new R_Key, remote_addr/compare_add = address and
-// length in the MR, swap = MR lkey | (uint64 mw_access_flags << 32).
-// IBV_WR_LOCAL_INV / SEND_WITH_INV: imm_data = the R_Key to invalidate.
-// IBV_WR_ATOMIC_WRITE (no SGEs): rkey/remote_addr, compare_add = the 8 bytes
-// to store, as they lay in the application's buffer.
-//
-// Tag operations (ibv_post_srq_ops on a TM SRQ) are slots of the SRQ's
-// receive ring, so they stay in order with ibv_post_srq_recv and cost no
-// system call: opcode = kWqeOpTagAdd / kWqeOpTagDel / kWqeOpTagSync (an
-// ordinary receive WQE has opcode 0), wr_id = the op's wr_id, send_flags =
-// its ibv_ops_flags, imm_data = unexpected_cnt, rkey = the tag handle (ADD:
-// chosen by the shim; DEL: the one to remove), and for ADD remote_addr =
-// tag, compare_add = mask, swap = recv_wr_id, num_sge (0 or 1) WqeSges.
+// IBV_SEND_INLINE is set. Slot size = round_up(72 + max(sge*16, inline), 64).
+// What each field means for each opcode (a bind-MW's packing, the tag
+// operations of a TM SRQ's ring) is hostif/wqe_codec.hpp's, the only code
+// that reads or writes these fields.
 struct WqeHeader {
   std::uint64_t wr_id;
   std::uint32_t opcode;      // enum ibv_wr_opcode (send queue) / 0 (receive)
@@ -365,6 +354,8 @@ static_assert(offsetof(WqeHeader, remote_qpn) == 60);
 static_assert(offsetof(WqeHeader, remote_qkey) == 64);
 static_assert(std::is_trivially_copyable_v<WqeHeader>);
 
+// The opcodes of a TM SRQ ring's tag operations (a receive WQE has opcode 0;
+// hostif/wqe_codec.hpp encode_tag_op).
 inline constexpr std::uint32_t kWqeOpTagAdd = 0x7A000001;
 inline constexpr std::uint32_t kWqeOpTagDel = 0x7A000002;
 inline constexpr std::uint32_t kWqeOpTagSync = 0x7A000003;

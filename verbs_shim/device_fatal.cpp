@@ -30,6 +30,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "hostif/wqe_codec.hpp"
 #include "verbs_shim/shim.hpp"
 
 namespace urnic::shim {
@@ -67,8 +68,7 @@ std::uint32_t wc_opcode_of_wr(std::uint32_t wr_opcode) {
 // order within a queue). The caller holds the QP's post_mu.
 bool flush_one(hostif::SpscRing& wq, std::uint32_t qpn, bool recv, hostif::CqeSlot& out) {
   if (!wq.valid() || wq.unreleased() == 0) return false;
-  hostif::WqeHeader h;
-  std::memcpy(&h, wq.oldest_unreleased(), sizeof h);
+  const hostif::WqeIdentity h = hostif::wqe_identity(wq.oldest_unreleased());
   wq.reclaim_oldest();
   out = hostif::CqeSlot{};
   out.wr_id = h.wr_id;

@@ -19,6 +19,7 @@
 
 #include "hostif/ibv_attrs.hpp"
 #include "hostif/verbs_ext_proto.hpp"
+#include "hostif/wqe_codec.hpp"
 #include "verbs_shim/shim.hpp"
 
 #undef ibv_reg_mr
@@ -29,8 +30,8 @@ namespace urnic::shim {
 using hostif::CqeSlot;
 using hostif::RingControlLine;
 using hostif::SpscRing;
-using hostif::WqeHeader;
-using hostif::WqeSge;
+using hostif::encode_recv_wqe;
+using hostif::encode_send_wqe;
 
 void install_query_ops(verbs_context* vctx);
 
@@ -85,19 +86,6 @@ bool opcode_valid(ibv_qp_type type, ibv_wr_opcode op, bool extended) {
     // it in ibv_post_send too).
     case IBV_WR_ATOMIC_WRITE: return extended && type == IBV_QPT_RC;
     default: return false;  // TSO, ...: not offered
-  }
-}
-
-// Write one receive WQE into the next free slot (caller checked room).
-void write_recv_wqe(SpscRing& ring, std::uint32_t k, const ibv_recv_wr& wr) {
-  std::byte* slot = ring.producer_slot(k);
-  WqeHeader h{};
-  h.wr_id = wr.wr_id;
-  h.num_sge = static_cast<std::uint32_t>(wr.num_sge);
-  std::memcpy(slot, &h, sizeof h);
-  for (int i = 0; i < wr.num_sge; ++i) {
-    const WqeSge s{wr.sg_list[i].addr, wr.sg_list[i].length, wr.sg_list[i].lkey};
-    std::memcpy(slot + sizeof h + static_cast<std::size_t>(i) * sizeof s, &s, sizeof s);
   }
 }
 
@@ -173,7 +161,6 @@ int post_send_locked(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, bool all
       break;
     }
     const bool bind = wr->opcode == IBV_WR_BIND_MW;
-    const bool memory_op = bind || wr->opcode == IBV_WR_LOCAL_INV;
     // A bind names its window and, unless it unbinds (length 0), the MR
     // (verbs.h ibv_bind_mw makes the same check).
     if (bind && (wr->bind_mw.mw == nullptr ||
@@ -186,68 +173,7 @@ int post_send_locked(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, bool all
       err = ENOMEM;  // send queue full
       break;
     }
-    std::byte* slot = q->sq.producer_slot(n);
-    WqeHeader h{};
-    h.wr_id = wr->wr_id;
-    h.opcode = wr->opcode;
-    h.send_flags = wr->send_flags;
-    h.num_sge = is_inline || memory_op ? 0 : static_cast<std::uint32_t>(wr->num_sge);
-    h.inline_len = is_inline && !memory_op ? static_cast<std::uint32_t>(total) : 0;
-    h.imm_data = wr->opcode == IBV_WR_SEND_WITH_INV || wr->opcode == IBV_WR_LOCAL_INV ? wr->invalidate_rkey
-                                                                                        : wr->imm_data;
-    switch (wr->opcode) {
-      case IBV_WR_RDMA_WRITE:
-      case IBV_WR_RDMA_WRITE_WITH_IMM:
-      case IBV_WR_RDMA_READ:
-        h.remote_addr = wr->wr.rdma.remote_addr;
-        h.rkey = wr->wr.rdma.rkey;
-        break;
-      case IBV_WR_ATOMIC_CMP_AND_SWP:
-      case IBV_WR_ATOMIC_FETCH_AND_ADD:
-      case IBV_WR_ATOMIC_WRITE:  // compare_add: its 8 bytes (wr_atomic_write)
-        h.remote_addr = wr->wr.atomic.remote_addr;
-        h.rkey = wr->wr.atomic.rkey;
-        h.compare_add = wr->wr.atomic.compare_add;
-        h.swap = wr->wr.atomic.swap;
-        break;
-      case IBV_WR_BIND_MW: {
-        // Layout in hostif/shm_ring.hpp (WqeHeader): the window by its R_Key.
-        const ibv_mw_bind_info& b = wr->bind_mw.bind_info;
-        h.imm_data = wr->bind_mw.mw->rkey;
-        h.rkey = wr->bind_mw.rkey;
-        h.remote_addr = b.addr;
-        h.compare_add = b.length;
-        h.swap = (b.mr != nullptr ? b.mr->lkey : 0) | (std::uint64_t{b.mw_access_flags} << 32);
-        break;
-      }
-      default:
-        break;
-    }
-    if (ud_send) {
-      h.ah_handle = wr->wr.ud.ah->handle;
-      h.remote_qpn = wr->wr.ud.remote_qpn;
-      h.remote_qkey = wr->wr.ud.remote_qkey;
-    }
-    if (qp->qp_type == IBV_QPT_XRC_SEND) h.remote_qpn = wr->qp_type.xrc.remote_srqn & 0xFFFFFF;
-    std::memcpy(slot, &h, sizeof h);
-    std::byte* body = slot + sizeof h;
-    if (memory_op) {
-      // no data
-    } else if (is_inline) {
-      // Inline data is copied now: the application may reuse its buffer as
-      // soon as post_send returns.
-      for (int i = 0; i < wr->num_sge; ++i) {
-        const auto src = static_cast<std::uintptr_t>(wr->sg_list[i].addr);
-        if (wr->sg_list[i].length != 0)
-          std::memcpy(body, reinterpret_cast<const void*>(src), wr->sg_list[i].length);
-        body += wr->sg_list[i].length;
-      }
-    } else {
-      for (int i = 0; i < wr->num_sge; ++i) {
-        const WqeSge s{wr->sg_list[i].addr, wr->sg_list[i].length, wr->sg_list[i].lkey};
-        std::memcpy(body + static_cast<std::size_t>(i) * sizeof s, &s, sizeof s);
-      }
-    }
+    encode_send_wqe(*wr, qp->qp_type, q->sq.producer_slot(n));
   }
   if (err != 0 && all_or_nothing) n = 0;
   if (n != 0) {
@@ -281,7 +207,7 @@ int op_post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
       err = ENOMEM;
       break;
     }
-    write_recv_wqe(q->rq, n, *wr);
+    encode_recv_wqe(*wr, q->rq.producer_slot(n));
   }
   if (q->rq.valid() && n != 0) q->rq.publish(n);
   if (n != 0) ring_doorbell(qp->context, q->doorbell);
@@ -304,7 +230,7 @@ int op_post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
       err = ENOMEM;
       break;
     }
-    write_recv_wqe(s->ring, n, *wr);
+    encode_recv_wqe(*wr, s->ring.producer_slot(n));
   }
   if (n != 0) {
     s->ring.publish(n);

@@ -22,7 +22,7 @@
 // post_mu), so neither side takes the other's lock.
 //
 // The operations themselves are slots of the SRQ's receive ring (encoding:
-// hostif/shm_ring.hpp WqeHeader), in order with ibv_post_srq_recv, with no
+// hostif/wqe_codec.hpp encode_tag_op), in order with ibv_post_srq_recv, with no
 // system call.
 #include <sys/mman.h>
 
@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "hostif/verbs_ext_proto.hpp"
+#include "hostif/wqe_codec.hpp"
 #include "verbs_shim/shim.hpp"
 
 namespace urnic::shim {
@@ -49,8 +50,6 @@ namespace {
 
 using hostif::CqeSlot;
 using hostif::SpscRing;
-using hostif::WqeHeader;
-using hostif::WqeSge;
 
 enum : std::uint8_t { kFree = 0, kPosted = 1, kDeleting = 2 };
 
@@ -216,11 +215,11 @@ int op_post_srq_ops(ibv_srq* srq, ibv_ops_wr* wr, ibv_ops_wr** bad_wr) {
       err = ENOMEM;
       break;
     }
-    WqeHeader h{};
-    h.wr_id = wr->wr_id;
-    h.send_flags = static_cast<std::uint32_t>(wr->flags);
-    h.imm_data = wr->tm.unexpected_cnt;
-    const ibv_sge* sge = nullptr;
+    transport::TagOp op;
+    op.wr_id = wr->wr_id;
+    op.signaled = (wr->flags & IBV_OPS_SIGNALED) != 0;
+    op.report_cnt = (wr->flags & IBV_OPS_TM_SYNC) != 0;
+    op.unexpected_cnt = wr->tm.unexpected_cnt;
     if (wr->opcode == IBV_WR_TAG_ADD) {
       std::uint32_t handle = 0;
       if (wr->tm.add.num_sge < 0 || wr->tm.add.num_sge > 1 || (wr->tm.add.num_sge == 1 && wr->tm.add.sg_list == nullptr)) {
@@ -231,13 +230,15 @@ int op_post_srq_ops(ibv_srq* srq, ibv_ops_wr* wr, ibv_ops_wr** bad_wr) {
         err = ENOMEM;
         break;
       }
-      h.opcode = hostif::kWqeOpTagAdd;
-      h.rkey = handle;
-      h.remote_addr = wr->tm.add.tag;
-      h.compare_add = wr->tm.add.mask;
-      h.swap = wr->tm.add.recv_wr_id;
-      h.num_sge = static_cast<std::uint32_t>(wr->tm.add.num_sge);
-      sge = h.num_sge != 0 ? wr->tm.add.sg_list : nullptr;
+      op.kind = transport::TagOpKind::kAdd;
+      op.handle = handle;
+      op.tag = wr->tm.add.tag;
+      op.mask = wr->tm.add.mask;
+      op.recv_wr_id = wr->tm.add.recv_wr_id;
+      if (wr->tm.add.num_sge == 1) {
+        const ibv_sge& g = wr->tm.add.sg_list[0];
+        op.sge = transport::Sge{g.addr, g.length, g.lkey};
+      }
       // Before the slot is published: its completions find it posted.
       t.state[handle].store(kPosted, std::memory_order_release);
       wr->tm.handle = handle;
@@ -254,22 +255,17 @@ int op_post_srq_ops(ibv_srq* srq, ibv_ops_wr* wr, ibv_ops_wr** bad_wr) {
       }
       // Read by the poller only after the DEL's CQE, which follows the
       // publication below.
-      t.del_hidden[handle].store((wr->flags & IBV_OPS_SIGNALED) == 0 ? 1 : 0, std::memory_order_relaxed);
-      h.opcode = hostif::kWqeOpTagDel;
-      h.rkey = handle;
-      h.send_flags |= IBV_OPS_SIGNALED;  // its completion frees the handle
+      t.del_hidden[handle].store(op.signaled ? 0 : 1, std::memory_order_relaxed);
+      op.kind = transport::TagOpKind::kDel;
+      op.handle = handle;
+      op.signaled = true;  // its completion frees the handle
     } else if (wr->opcode == IBV_WR_TAG_SYNC) {
-      h.opcode = hostif::kWqeOpTagSync;
+      op.kind = transport::TagOpKind::kSync;
     } else {
       err = EINVAL;
       break;
     }
-    std::byte* slot = s->ring.producer_slot(n);
-    std::memcpy(slot, &h, sizeof h);
-    if (sge != nullptr) {
-      const WqeSge w{sge->addr, sge->length, sge->lkey};
-      std::memcpy(slot + sizeof h, &w, sizeof w);
-    }
+    hostif::encode_tag_op(op, s->ring.producer_slot(n));
     ++n;
   }
   s->ring.publish(n);

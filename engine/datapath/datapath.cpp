@@ -14,6 +14,7 @@
 
 #include "engine/device/device.hpp"
 #include "engine/device/link_kinds.hpp"
+#include "hostif/wqe_codec.hpp"
 
 namespace urnic::engine {
 
@@ -26,6 +27,11 @@ using hostif::kWqeOpTagSync;
 using hostif::RingControlLine;
 using hostif::WqeHeader;
 using hostif::WqeSge;
+using hostif::WqeSges;
+using hostif::decode_recv_wqe;
+using hostif::decode_send_wqe;
+using hostif::decode_tag_op;
+using hostif::wqe_is_tag_op;
 
 namespace t = urnic::transport;
 
@@ -52,7 +58,6 @@ constexpr std::size_t kCqeBurst = 32;
 constexpr std::size_t kRxBurst = 32;
 // Link RX bursts taken in before due timers fire (DataPath::take_arrivals).
 constexpr int kArrivalBursts = 4;
-constexpr std::size_t kMaxSge = 32;  // device max_sge
 // IBA 13.5.1: the GSI is QP1 and takes the well-known Q_Key.
 constexpr std::uint32_t kGsiQpn = 1;
 constexpr std::uint32_t kGsiQkey = 0x80010000;
@@ -614,6 +619,14 @@ void DataPath::ring_corrupt(std::uint32_t qpn, QpBinding& b, t::Nanos now) {
   b.port->post_async_event(ctl::AsyncEvent{b.qp->cookie, IBV_EVENT_QP_FATAL, 0});
 }
 
+std::span<const std::byte> DataPath::copy_out(const SpscRing& ring) {
+  // The scratch grows to the largest slot once, then is reused.
+  const std::uint32_t slot_size = ring.slot_size();
+  if (wqe_scratch_.size() < slot_size) wqe_scratch_.resize(slot_size);
+  std::memcpy(wqe_scratch_.data(), ring.untaken_slot(0), slot_size);
+  return std::span<const std::byte>(wqe_scratch_.data(), slot_size);
+}
+
 bool DataPath::drain_sq(std::uint32_t qpn, QpBinding& b, t::Nanos now) {
   SpscRing& ring = b.qp->sq;
   if (!ring.valid()) return false;
@@ -624,108 +637,30 @@ bool DataPath::drain_sq(std::uint32_t qpn, QpBinding& b, t::Nanos now) {
   }
   mark_busy(qpn, b);
   mem_.forget_window();  // these WQEs' buffers may be newer than the read-ahead
-  const std::uint32_t slot_size = ring.slot_size();
-  if (wqe_scratch_.size() < slot_size) wqe_scratch_.resize(slot_size);
-  const ctl::QpCaps& caps = b.qp->caps;
-  std::array<t::Sge, kMaxSge> sges{};
+  WqeSges sges;
   for (std::uint32_t k = 0; k < n; ++k) {
     // Copy out first: the application can rewrite the slot at any time.
-    std::memcpy(wqe_scratch_.data(), ring.untaken_slot(0), slot_size);
-    WqeHeader h;
-    std::memcpy(&h, wqe_scratch_.data(), sizeof h);
-    const std::byte* body = wqe_scratch_.data() + sizeof h;
-    const std::size_t body_room = slot_size - sizeof h;
+    const std::span<const std::byte> copy = copy_out(ring);
     t::SendWr wr;
-    wr.wr_id = h.wr_id;
-    wr.send_flags = h.send_flags;
-    static_assert(static_cast<int>(t::WrOpcode::kAtomicWrite) == IBV_WR_ATOMIC_WRITE);
-    static_assert(static_cast<int>(t::WcOpcode::kAtomicWrite) == IBV_WC_ATOMIC_WRITE);
-    // ibv_wr_opcode values 0..9 and IBV_WR_ATOMIC_WRITE (15; the 8 bytes in
-    // compare_add, see hostif/shm_ring.hpp); TSO and the rest are refused.
-    bool bad = h.opcode > static_cast<std::uint32_t>(t::WrOpcode::kSendWithInv) &&
-               h.opcode != static_cast<std::uint32_t>(t::WrOpcode::kAtomicWrite);
-    wr.opcode = static_cast<t::WrOpcode>(h.opcode);
-    if ((h.send_flags & IBV_SEND_INLINE) != 0) {
-      bad |= h.inline_len > caps.max_inline_data || h.inline_len > body_room;
-      if (!bad)
-        wr.inline_data = std::span<const std::uint8_t>(
-            static_cast<const std::uint8_t*>(static_cast<const void*>(body)), h.inline_len);
-    } else {
-      bad |= h.num_sge > caps.max_send_sge || h.num_sge > kMaxSge ||
-             std::size_t{h.num_sge} * sizeof(WqeSge) > body_room;
-      if (!bad) {
-        for (std::uint32_t i = 0; i < h.num_sge; ++i) {
-          WqeSge s;
-          std::memcpy(&s, body + std::size_t{i} * sizeof s, sizeof s);
-          sges[i] = t::Sge{s.addr, s.length, s.lkey};
-        }
-        wr.sg_list = std::span<const t::Sge>(sges.data(), h.num_sge);
-      }
-    }
-    wr.imm_data = ntohl(h.imm_data);   // __be32 in ibv_send_wr (see to_slot)
-    wr.invalidate_rkey = h.imm_data;   // host order
-    wr.remote_addr = h.remote_addr;
-    wr.rkey = h.rkey;
-    wr.compare_add = h.compare_add;
-    wr.swap = h.swap;
-    if (wr.opcode == t::WrOpcode::kBindMw) {
-      // The bind WQE layout (hostif/shm_ring.hpp): the window is named by
-      // its R_Key's index; the transport checks the rest when it executes.
-      wr.bind.mw_rkey = h.imm_data;
-      wr.bind.new_rkey = h.rkey;
-      wr.bind.mr_lkey = static_cast<std::uint32_t>(h.swap);
-      wr.bind.addr = h.remote_addr;
-      wr.bind.length = h.compare_add;
-      wr.bind.access = static_cast<std::uint32_t>(h.swap >> 32);
-    }
-    if (b.qp->type == IBV_QPT_UD && !bad) {
-      bad = !b.port->lookup_ah(h.ah_handle, b.qp->pd, wr.ah);
-      wr.remote_qpn = h.remote_qpn;
-      wr.remote_qkey = h.remote_qkey;
-    }
-    // XRC initiator: the target's XRC SRQ, carried in every request's XRCETH.
-    if (b.qp->type == IBV_QPT_XRC_SEND) wr.xrc_remote_srqn = h.remote_qpn;
+    std::uint32_t ah_handle = 0;
+    bool bad = !decode_send_wqe(copy, static_cast<ibv_qp_type>(b.qp->type), sges, wr, ah_handle);
+    if (b.qp->type == IBV_QPT_UD && !bad) bad = !b.port->lookup_ah(ah_handle, b.qp->pd, wr.ah);
     if (bad) {
       ring.take(1);
-      fail_qp(qpn, b, h.wr_id, IBV_WC_LOC_QP_OP_ERR, now);
+      fail_qp(qpn, b, wr.wr_id, IBV_WC_LOC_QP_OP_ERR, now);
       return true;
     }
     const int rc = transport_->post_send(qpn, wr, now);
     if (rc == ENOMEM) return k != 0;  // the transport's queue is full: retry later
     ring.take(1);
     if (rc != 0) {
-      fail_qp(qpn, b, h.wr_id, IBV_WC_LOC_QP_OP_ERR, now);
+      fail_qp(qpn, b, wr.wr_id, IBV_WC_LOC_QP_OP_ERR, now);
       return true;
     }
     ++counters_.wqes_posted;
   }
   return true;
 }
-
-namespace {
-
-// Copies one receive WQE out of `ring` and checks it. Returns false if bad.
-bool read_recv_wqe(const SpscRing& ring, std::vector<std::byte>& scratch, std::uint32_t max_sge,
-                   std::array<t::Sge, kMaxSge>& sges, t::RecvWr& wr) {
-  const std::uint32_t slot_size = ring.slot_size();
-  if (scratch.size() < slot_size) scratch.resize(slot_size);
-  std::memcpy(scratch.data(), ring.untaken_slot(0), slot_size);
-  WqeHeader h;
-  std::memcpy(&h, scratch.data(), sizeof h);
-  wr.wr_id = h.wr_id;
-  if (h.num_sge > max_sge || h.num_sge > kMaxSge ||
-      sizeof h + std::size_t{h.num_sge} * sizeof(WqeSge) > slot_size)
-    return false;
-  for (std::uint32_t i = 0; i < h.num_sge; ++i) {
-    WqeSge s;
-    std::memcpy(&s, scratch.data() + sizeof h + std::size_t{i} * sizeof s, sizeof s);
-    sges[i] = t::Sge{s.addr, s.length, s.lkey};
-  }
-  wr.sg_list = std::span<const t::Sge>(sges.data(), h.num_sge);
-  return true;
-}
-
-}  // namespace
 
 bool DataPath::drain_rq(std::uint32_t qpn, QpBinding& b, t::Nanos now) {
   SpscRing& ring = b.qp->rq;
@@ -735,10 +670,10 @@ bool DataPath::drain_rq(std::uint32_t qpn, QpBinding& b, t::Nanos now) {
     return false;
   }
   mark_busy(qpn, b);
-  std::array<t::Sge, kMaxSge> sges{};
+  WqeSges sges;
   for (std::uint32_t k = 0; k < n; ++k) {
     t::RecvWr wr;
-    const bool ok = read_recv_wqe(ring, wqe_scratch_, b.qp->caps.max_recv_sge, sges, wr);
+    const bool ok = decode_recv_wqe(copy_out(ring), sges, wr);
     const int rc = ok ? transport_->post_recv(qpn, wr) : EINVAL;
     if (rc == ENOMEM) return k != 0;
     ring.take(1);
@@ -763,44 +698,6 @@ bool DataPath::drain_rq(std::uint32_t qpn, QpBinding& b, t::Nanos now) {
   return true;
 }
 
-namespace {
-
-// A tag operation slot of a TM SRQ's ring (hostif/shm_ring.hpp WqeHeader)
-// as the transport takes it. False if malformed.
-bool read_tag_op(const SpscRing& ring, std::vector<std::byte>& scratch, t::TagOp& op) {
-  const std::uint32_t slot_size = ring.slot_size();
-  if (scratch.size() < slot_size) scratch.resize(slot_size);
-  std::memcpy(scratch.data(), ring.untaken_slot(0), slot_size);
-  WqeHeader h;
-  std::memcpy(&h, scratch.data(), sizeof h);
-  switch (h.opcode) {
-    case kWqeOpTagAdd: op.kind = t::TagOpKind::kAdd; break;
-    case kWqeOpTagDel: op.kind = t::TagOpKind::kDel; break;
-    case kWqeOpTagSync: op.kind = t::TagOpKind::kSync; break;
-    default: return false;
-  }
-  op.wr_id = h.wr_id;
-  op.signaled = (h.send_flags & IBV_OPS_SIGNALED) != 0;
-  op.report_cnt = (h.send_flags & IBV_OPS_TM_SYNC) != 0;
-  op.unexpected_cnt = h.imm_data;
-  op.handle = h.rkey;
-  if (op.kind == t::TagOpKind::kAdd) {
-    if (h.num_sge > 1 || sizeof h + sizeof(WqeSge) > slot_size) return false;
-    op.tag = h.remote_addr;
-    op.mask = h.compare_add;
-    op.recv_wr_id = h.swap;
-    op.sge = t::Sge{};
-    if (h.num_sge == 1) {
-      WqeSge sge;
-      std::memcpy(&sge, scratch.data() + sizeof h, sizeof sge);
-      op.sge = t::Sge{sge.addr, sge.length, sge.lkey};
-    }
-  }
-  return true;
-}
-
-}  // namespace
-
 bool DataPath::drain_srq(t::SrqHandle h, SrqBinding& b, t::Nanos now) {
   SpscRing& ring = b.srq->ring;
   const std::uint32_t n = std::min(ring.untaken(), kSrqWqeBurst);
@@ -809,35 +706,29 @@ bool DataPath::drain_srq(t::SrqHandle h, SrqBinding& b, t::Nanos now) {
     b.busy = true;
     busy_srqs_.push_back(&b);
   }
-  std::array<t::Sge, kMaxSge> sges{};
+  WqeSges sges;
   for (std::uint32_t k = 0; k < n; ++k) {
-    std::uint32_t opcode = 0;
-    std::memcpy(&opcode, ring.untaken_slot(0) + offsetof(WqeHeader, opcode), sizeof opcode);
-    if (opcode != 0) {
+    const std::span<const std::byte> copy = copy_out(ring);
+    bool ok = false;
+    if (wqe_is_tag_op(copy)) {
       // A tag operation (only a TM SRQ's shim writes them): done at once,
       // in ring order with the receive WQEs around it. The shim checked it,
       // so a refusal means a corrupt ring, reported like a bad WQE.
       t::TagOp op;
-      const bool ok = b.srq->tm && read_tag_op(ring, wqe_scratch_, op) && transport_->post_srq_op(h, op, now) == 0;
-      ring.take(1);
-      if (!ok) {
-        ++counters_.wqes_rejected;
-        b.port->post_async_event(ctl::AsyncEvent{b.srq->cookie, IBV_EVENT_SRQ_ERR, 0});
-        continue;
-      }
-      ++counters_.wqes_posted;
-      continue;
+      ok = b.srq->tm && decode_tag_op(copy, op) && transport_->post_srq_op(h, op, now) == 0;
+    } else {
+      t::RecvWr wr;
+      const int rc = decode_recv_wqe(copy, sges, wr) ? transport_->post_srq_recv(h, wr) : EINVAL;
+      if (rc == ENOMEM) return k != 0;
+      ok = rc == 0;
     }
-    t::RecvWr wr;
-    if (!read_recv_wqe(ring, wqe_scratch_, b.srq->attr.max_sge, sges, wr)) {
+    ring.take(1);
+    if (!ok) {
       // Not attributable to a QP: drop it and report the SRQ as broken.
-      ring.take(1);
       ++counters_.wqes_rejected;
       b.port->post_async_event(ctl::AsyncEvent{b.srq->cookie, IBV_EVENT_SRQ_ERR, 0});
       continue;
     }
-    if (transport_->post_srq_recv(h, wr) == ENOMEM) return k != 0;
-    ring.take(1);
     ++counters_.wqes_posted;
   }
   return true;

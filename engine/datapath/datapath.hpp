@@ -23,6 +23,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -269,6 +270,10 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
   void make_due(RingOwner o);
   // Whether an owner's rings still hold WQEs not taken.
   [[nodiscard]] static bool has_untaken(RingOwner o);
+  // The next untaken WQE of `ring`, copied out of shared memory into
+  // wqe_scratch_ (the application can rewrite the slot at any time): what
+  // hostif/wqe_codec.hpp decodes. Valid until the next copy.
+  std::span<const std::byte> copy_out(const SpscRing& ring);
   bool drain_sq(std::uint32_t qpn, QpBinding& b, transport::Nanos now);
   bool drain_rq(std::uint32_t qpn, QpBinding& b, transport::Nanos now);
   bool drain_srq(transport::SrqHandle h, SrqBinding& b, transport::Nanos now);

@@ -358,17 +358,25 @@ int UdpLink::source_fd(uint16_t port) const noexcept {
 }
 
 EncodedFrame UdpLink::encode(const wire::IbPacket& pkt, const LinkDest& dst, wire::MutBytes out) {
+  DatagramTo to;
+  return encode_to(pkt, dst, out, to);
+}
+
+EncodedFrame UdpLink::encode_to(const wire::IbPacket& pkt, const LinkDest& dst, wire::MutBytes out, DatagramTo& to) {
   // RoCE v2 only (the kernel's UDP socket), from this link's own addresses:
   // the kernel writes the source address and port.
   if (dst.version != wire::RoceVersion::kV2) return {};
+  to.tclass = dst.traffic_class;
   if (dst.dst.is_v4_mapped()) {
-    const uint32_t to = dst.dst.v4();
-    const bool multicast = (to >> 28) == 0xE;  // leaves from the device's socket (IP_MULTICAST_IF)
-    const uint16_t sport = multicast ? port_ : source_port(dst.udp_src_port);
-    const std::size_t n = encode_frame(pkt, ipv4_, sport, to, dst.traffic_class, out);
+    to.v4 = dst.dst.v4();
+    const bool multicast = (to.v4 >> 28) == 0xE;  // leaves from the device's socket (IP_MULTICAST_IF)
+    to.src_port = multicast ? port_ : source_port(dst.udp_src_port);
+    const std::size_t n = encode_frame(pkt, ipv4_, to.src_port, to.v4, dst.traffic_class, out);
     return n > kDatagramOffset ? EncodedFrame{n, kDatagramOffset} : EncodedFrame{};
   }
   if (fd6_ < 0) return {};
+  to.v6 = true;
+  to.v6_addr = dst.dst.bytes;
   wire::RoceHeaders hdr;
   hdr.version = wire::RoceVersion::kV2;
   hdr.ipv6 = true;
@@ -383,75 +391,87 @@ EncodedFrame UdpLink::encode(const wire::IbPacket& pkt, const LinkDest& dst, wir
 
 bool UdpLink::send(const wire::IbPacket& pkt, const LinkDest& dst, wire::Bytes* sent) {
   uint8_t* slot = tx_slot(tx_.count);
-  const EncodedFrame f = encode(pkt, dst, wire::MutBytes(slot, kTxSlot));
+  DatagramTo to;
+  const EncodedFrame f = encode_to(pkt, dst, wire::MutBytes(slot, kTxSlot), to);
   if (f.size == 0) {
     ++counters_.tx_errors;
     return false;
   }
   if (sent != nullptr) *sent = wire::Bytes(slot, f.size);  // the slot is written again kBatch sends later
-  return queue_datagram(f.size);
+  return queue_datagram(f.size, to);
 }
 
 bool UdpLink::send_frame(wire::Bytes frame) {
   // Through the queue, so that it keeps its place among the frames sent
   // before and after it.
-  if (frame.size() > kTxSlot) {
+  DatagramTo to;
+  if (frame.size() > kTxSlot || !frame_to(frame, to)) {
     ++counters_.tx_errors;
     return false;
   }
   std::memcpy(tx_slot(tx_.count), frame.data(), frame.size());
-  return queue_datagram(frame.size());
+  return queue_datagram(frame.size(), to);
 }
 
-bool UdpLink::queue_datagram(std::size_t size) {
-  // The frame is one encode() built: Ethernet (no VLAN), then IPv4 or IPv6.
+bool UdpLink::frame_to(wire::Bytes frame, DatagramTo& to) const {
+  // A frame encode() built: Ethernet (no VLAN), then IPv4 or IPv6.
+  const uint8_t* f = frame.data();
+  if (frame.size() > kDatagramOffset && wire::load_be16(f + 12) == wire::ethertype::kIpv4) {
+    to.v4 = wire::load_be32(f + 14 + 16);
+    to.src_port = wire::load_be16(f + 14 + 20);  // the UDP source port encode() chose
+    to.tclass = f[14 + 1];
+    return true;
+  }
+  if (fd6_ >= 0 && frame.size() > kDatagramOffset6 && wire::load_be16(f + 12) == wire::ethertype::kIpv6) {
+    to.v6 = true;
+    std::memcpy(to.v6_addr.data(), f + 14 + 24, 16);
+    to.tclass = static_cast<uint8_t>(((f[14] & 0x0F) << 4) | (f[14 + 1] >> 4));
+    return true;
+  }
+  return false;
+}
+
+bool UdpLink::queue_datagram(std::size_t size, const DatagramTo& to) {
   const std::size_t i = tx_.count;
-  const uint8_t* frame = tx_slot(i);
   msghdr& h = tx_.msgs[i].msg_hdr;
   // The frame's traffic class (its ECN field included) goes to the kernel
   // with the datagram: IP_TOS / IPV6_TCLASS as a control message, an int
   // (the kernel takes the whole byte for a datagram socket; only TCP keeps
   // the ECN bits to itself).
-  auto set_tclass = [&](int level, int type, uint8_t tclass) {
-    h.msg_control = tx_.ctl[i].bytes.data();
-    h.msg_controllen = CMSG_SPACE(sizeof(int));
-    cmsghdr* c = CMSG_FIRSTHDR(&h);
-    c->cmsg_level = level;
-    c->cmsg_type = type;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    const int v = tclass;
-    std::memcpy(CMSG_DATA(c), &v, sizeof v);
-  };
-  if (size > kDatagramOffset && wire::load_be16(frame + 12) == wire::ethertype::kIpv4) {
-    const sockaddr_in to = make_addr(wire::load_be32(frame + 14 + 16), wire::kRoceV2Port);
-    std::memcpy(&tx_.addr[i], &to, sizeof to);
-    h.msg_namelen = sizeof to;
+  h.msg_control = tx_.ctl[i].bytes.data();
+  h.msg_controllen = CMSG_SPACE(sizeof(int));
+  cmsghdr* c = CMSG_FIRSTHDR(&h);
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  const int tclass = to.tclass;
+  std::memcpy(CMSG_DATA(c), &tclass, sizeof tclass);
+  tx_.tclass[i] = to.tclass;
+  if (!to.v6) {
+    const sockaddr_in addr = make_addr(to.v4, wire::kRoceV2Port);
+    std::memcpy(&tx_.addr[i], &addr, sizeof addr);
+    h.msg_namelen = sizeof addr;
     tx_.iov[i] = iovec{tx_slot(i) + kDatagramOffset, size - kDatagramOffset};
-    tx_.fd[i] = source_fd(wire::load_be16(frame + 14 + 20));  // the UDP source port encode() chose
-    tx_.tclass[i] = frame[14 + 1];
-    set_tclass(IPPROTO_IP, IP_TOS, tx_.tclass[i]);
-  } else if (fd6_ >= 0 && size > kDatagramOffset6 && wire::load_be16(frame + 12) == wire::ethertype::kIpv6) {
-    sockaddr_in6& to = tx_.addr[i];
-    to = sockaddr_in6{};
-    to.sin6_family = AF_INET6;
-    to.sin6_port = htons(wire::kRoceV2Port);
-    std::memcpy(to.sin6_addr.s6_addr, frame + 14 + 24, 16);
-    to.sin6_scope_id = ifindex_;
-    h.msg_namelen = sizeof to;
+    tx_.fd[i] = source_fd(to.src_port);
+    c->cmsg_level = IPPROTO_IP;
+    c->cmsg_type = IP_TOS;
+  } else {
+    sockaddr_in6& addr = tx_.addr[i];
+    addr = sockaddr_in6{};
+    addr.sin6_family = AF_INET6;
+    addr.sin6_port = htons(wire::kRoceV2Port);
+    std::memcpy(addr.sin6_addr.s6_addr, to.v6_addr.data(), 16);
+    addr.sin6_scope_id = ifindex_;
+    h.msg_namelen = sizeof addr;
     tx_.iov[i] = iovec{tx_slot(i) + kDatagramOffset6, size - kDatagramOffset6};
     tx_.fd[i] = fd6_;
-    tx_.tclass[i] = static_cast<uint8_t>(((frame[14] & 0x0F) << 4) | (frame[14 + 1] >> 4));
-    set_tclass(IPPROTO_IPV6, IPV6_TCLASS, tx_.tclass[i]);
-  } else {
-    ++counters_.tx_errors;
-    return false;
+    c->cmsg_level = IPPROTO_IPV6;
+    c->cmsg_type = IPV6_TCLASS;
   }
-  place_in_run(i, size);
+  place_in_run(i, size, to.v6);
   if (++tx_.count == kBatch) send_batch();
   return true;
 }
 
-void UdpLink::place_in_run(std::size_t i, std::size_t frame_size) {
+void UdpLink::place_in_run(std::size_t i, std::size_t frame_size, bool v6) {
   const std::size_t len = tx_.iov[i].iov_len;
   const std::size_t head = run_head_;
   const socklen_t namelen = tx_.msgs[i].msg_hdr.msg_namelen;
@@ -473,8 +493,8 @@ void UdpLink::place_in_run(std::size_t i, std::size_t frame_size) {
   tx_.segs[i] = 0;
   run_bytes_ += len;
   run_open_ = len == run_segment_;
+  if (v6) return;  // IPv6 has no ID
   uint8_t* frame = tx_slot(i);
-  if (wire::load_be16(frame + 12) != wire::ethertype::kIpv4) return;  // IPv6 has no ID
   // The kernel gives segment k IP ID k: so must its header and ICRC (the
   // frame is also what a capture of this send records). The ICRC moves by
   // the change of ID (encode() wrote 0; a frame given again to send_frame

@@ -295,12 +295,26 @@ class UdpLink final : public Link {
   // The slot's frame memory.
   uint8_t* tx_slot(std::size_t i) { return tx_.data.get() + i * kTxSlot; }
   uint8_t* rx_slot(std::size_t i) { return rx_.data.get() + i * kRxSlot; }
-  // Queues the datagram of the frame in TX slot tx_.count (sends the batch
-  // when it is full). False (counted) when the frame has no route here.
-  bool queue_datagram(std::size_t size);
+  // Where a datagram goes and with what: what encode() chose (send() knows
+  // it without reading the frame back), or what the headers of a frame
+  // built earlier say (send_frame(): the fault stage's held frames).
+  struct DatagramTo {
+    bool v6 = false;
+    uint32_t v4 = 0;                  // IPv4: the destination
+    std::array<uint8_t, 16> v6_addr{};  // IPv6: the destination
+    uint16_t src_port = 0;            // IPv4: the UDP source port (names its socket)
+    uint8_t tclass = 0;               // the IP traffic class, ECN included
+  };
+  // encode(), and where its datagram goes. size 0: nothing to send.
+  EncodedFrame encode_to(const wire::IbPacket& pkt, const LinkDest& dst, wire::MutBytes out, DatagramTo& to);
+  // A frame's destination from its headers; false when it has no route here.
+  bool frame_to(wire::Bytes frame, DatagramTo& to) const;
+  // Queues the datagram of the frame in TX slot tx_.count for `to` (sends
+  // the batch when it is full).
+  bool queue_datagram(std::size_t size, const DatagramTo& to);
   // Starts a GSO run at slot i, or appends the slot to the current one (an
   // IPv4 frame then gets the IP ID and ICRC of its place in it).
-  void place_in_run(std::size_t i, std::size_t frame_size);
+  void place_in_run(std::size_t i, std::size_t frame_size, bool v6);
   // Sends what is queued.
   void send_batch();
   // Fills rx_ from `fd` (receiving what is sent to `dst`); false if nothing
