@@ -11,10 +11,6 @@ namespace urnic::transport::detail {
 
 namespace op = wire::opcode;
 
-bool is_rd_atomic(WrOpcode o) noexcept {
-  return o == WrOpcode::kRdmaRead || o == WrOpcode::kAtomicCmpAndSwp || o == WrOpcode::kAtomicFetchAndAdd;
-}
-
 // IBA 9.7.5.2.8, table 45: RNR NAK timer field -> minimum wait.
 Nanos rnr_timer_ns(uint8_t code) noexcept {
   static constexpr uint32_t kMicros[32] = {655360, 10,    20,    30,    40,    60,     80,     120,

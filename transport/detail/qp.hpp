@@ -13,6 +13,7 @@
 
 #include "transport/dcqcn.hpp"
 #include "transport/detail/context.hpp"
+#include "transport/detail/qp_common.hpp"
 #include "transport/tm_header.hpp"
 #include "wire/ib_codec.hpp"
 #include "wire/ib_packet.hpp"
@@ -158,9 +159,6 @@ struct RespResource {
 // must not start another go-back-N (rxe's comp.started_retry).
 enum class CompRetry : uint8_t { kNone, kRetrying };
 
-// The receive WQE the responder holds for the message in progress.
-enum class RecvSlot : uint8_t { kEmpty, kHeld };
-
 // Where a SEND arriving on a tag-matching SRQ lands (transport/tm_rx.cpp),
 // decided at its first packet.
 enum class TmLanding : uint8_t {
@@ -172,8 +170,6 @@ enum class TmLanding : uint8_t {
   kRndvSw,      // matched RNDV too long for the tagged buffer: its headers land there for software
 };
 
-WcOpcode wc_opcode_for(WrOpcode op) noexcept;
-bool is_rd_atomic(WrOpcode op) noexcept;
 constexpr bool is_local_op(WrOpcode op) noexcept { return op == WrOpcode::kBindMw || op == WrOpcode::kLocalInv; }
 Nanos rnr_timer_ns(uint8_t code) noexcept;
 constexpr Nanos ack_timeout_ns(uint8_t timeout) noexcept { return Nanos{4096} << timeout; }
@@ -188,22 +184,9 @@ std::string_view to_string(ReqState s) noexcept;
 std::string_view to_string(CompState s) noexcept;
 std::string_view to_string(RespState s) noexcept;
 
-class Qp {
+class Qp : public QpCommon {
  public:
   Qp(Context& ctx, uint32_t qpn, const QpInitAttr& init);
-
-  uint32_t qpn() const noexcept { return qpn_; }
-  // This QP's share of the transport counters, bumped where the decision
-  // is made (count) together with the device's (ctx_.counters).
-  const Counters& counters() const noexcept { return counters_; }
-  void count(Counter c, uint64_t n = 1) noexcept {
-    ctx_.counters.inc(c, n);
-    counters_.inc(c, n);
-  }
-  // Dropped from ctx_.timer_qps (no deadline any more).
-  void timer_unlisted() noexcept { timer_listed_ = false; }
-  const QpInitAttr& init() const noexcept { return init_; }
-  QpState state() const noexcept { return attr_.qp_state; }
 
   int modify(const QpAttr& a, uint32_t mask, Nanos now);
   void query(QpAttr& a) const;
@@ -226,7 +209,6 @@ class Qp {
   // The application's send WQEs outstanding (the engine frees its ring
   // slots by this); the QP's own (TmWqe) are not from the ring.
   std::size_t sq_depth() const noexcept { return sq_.size() - tm_wqes_; }
-  std::size_t rq_depth() const noexcept { return rq_.size(); }
 
  private:
   // qp.cpp: state changes, completions, receive WQEs, packet output.
@@ -236,7 +218,7 @@ class Qp {
   void flush_sq();
   void flush_rq();
   bool complete(CqHandle cq, const Cqe& e, Nanos now);
-  bool push_cqe(CqHandle cq, const Cqe& e) { return ctx_.push_cqe(cq, e, &counters_); }
+  // QpCommon's, and an XRC target's from the SRQ its request names.
   bool take_recv(RecvWqe& out);
   // Bytes of the first `n` message bytes that land in cur_recv_ (those
   // after recv_skip_).
@@ -359,15 +341,6 @@ class Qp {
   bool tm_wqe_done(const SendWqe& w, WcStatus st, Nanos now);
   void tm_flush_wqe(const SendWqe& w);
 
-  Context& ctx_;
-  uint32_t qpn_;
-  Counters counters_;
-  bool timer_listed_ = false;  // in ctx_.timer_qps
-  // A deadline was set: be found by Transport::next_deadline.
-  void list_timer() { ctx_.list_timer(qpn_, timer_listed_); }
-  QpInitAttr init_;
-  QpAttr attr_;
-
   // --- requester / completer ---
   PoolDeque<SendWqe> sq_;    // posted, not yet completed; front is the oldest
   uint32_t tm_wqes_ = 0;      // of which the QP's own (TmWqe), not the application's
@@ -405,13 +378,10 @@ class Qp {
   bool comp_progress_ = false;       // scratch for one completer pass: a WQE completed or comp_psn_ moved
 
   // --- responder ---
-  PoolDeque<RecvWqe> rq_;    // posted receive WQEs (unused with an SRQ)
   Psn epsn_;                  // the next request PSN expected
   uint32_t msn_ = 0;          // messages completed (24 bits)
   RespSeq resp_seq_ = RespSeq::kInSequence;
   RespMsg resp_msg_ = RespMsg::kNone;
-  RecvSlot recv_slot_ = RecvSlot::kEmpty;
-  RecvWqe cur_recv_;          // valid while recv_slot_ == kHeld
   uint64_t msg_offset_ = 0;   // payload bytes of the current message received
   uint64_t write_va_ = 0;     // RETH of the current WRITE
   uint32_t write_rkey_ = 0;
