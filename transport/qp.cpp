@@ -212,8 +212,10 @@ void Qp::reset_state() {
   sqd_notify_pending_ = false;
   rate_ = DcqcnRate(ctx_.cfg.dcqcn);  // a new connection starts at the line rate
   pace_next_ = 0;
-  sent_any_ = rtt_timing_ = rtt_clean_resend_ = false;
-  resp_tx_ = resp_tx_nak_ = false;
+  sent_hi_.reset();
+  rtt_probe_.reset();
+  rtt_clean_from_.reset();
+  resp_tx_ = RespTx::kDirect;
   counters_.set(Counter::kSrttUs, 0);
   rate_gauge();
   comp_retry_ = CompRetry::kNone;
@@ -226,7 +228,7 @@ void Qp::reset_state() {
   recv_skip_ = 0;
   tm_land_ = TmLanding::kNone;
   unacked_ = 0;
-  ack_owed_ = false;
+  ack_owed_.reset();
 }
 
 // The error completion of the receive WQE the responder holds: on a TM
@@ -251,7 +253,7 @@ void Qp::enter_error(Nanos now) {
   URNIC_TRACE(qpn_, "state", to_string(attr_.qp_state), "ERR", "error");
   attr_.qp_state = QpState::kErr;
   req_state_ = ReqState::kStopped;
-  resp_tx_ = resp_tx_nak_ = false;  // paced READ responses: no more
+  resp_tx_ = RespTx::kDirect;  // paced READ responses, and a NAK behind them: no more
   req_write_fault_ = false;
   ack_deadline_ = rnr_deadline_ = kNever;
   // IBA 10.3.1.2 / 11.4.2: in the error state every outstanding and later
@@ -371,15 +373,8 @@ void Qp::emit(wire::IbPacket& p, const Addressing& addr, Nanos now) {
 
 int Qp::post_send(const SendWr& wr, Nanos now) {
   const QpState st = attr_.qp_state;
-  if (st == QpState::kReset || st == QpState::kInit || st == QpState::kRtr) return EINVAL;
-  if (!opcode_allowed(wr.opcode, init_.type)) return EINVAL;
+  if (int err = check_post_send(wr, opcode_allowed(wr.opcode, init_.type), sq_depth())) return err;
   const bool is_inline = (wr.send_flags & send_flag::kInline) != 0;
-  const bool rd_atomic = wr.opcode == WrOpcode::kRdmaRead || wr.opcode == WrOpcode::kAtomicCmpAndSwp ||
-                         wr.opcode == WrOpcode::kAtomicFetchAndAdd;
-  if (is_inline && rd_atomic) return EINVAL;
-  if (is_inline && wr.inline_data.size() > init_.cap.max_inline_data) return EINVAL;
-  if (!is_inline && wr.sg_list.size() > init_.cap.max_send_sge) return EINVAL;
-  if (sq_.size() - tm_wqes_ >= init_.cap.max_send_wr) return ENOMEM;
   SendWqe w;
   if (init_.type == QpType::kUd) {
     auto ah = ctx_.ahs.find(static_cast<uint32_t>(wr.ah));
@@ -500,10 +495,10 @@ void Qp::on_timer(Nanos now) {
   if (rnr_deadline_ != kNever && now >= rnr_deadline_) on_rnr_timer(now);
   if (ack_deadline_ != kNever && now >= ack_deadline_) on_ack_timeout(now);
   // DCQCN: the rate increase timer, and the paced requester's turn.
-  if (rate_.limited() || req_state_ == ReqState::kWaitRate || resp_tx_) {
+  if (rate_.limited() || req_state_ == ReqState::kWaitRate || resp_paced()) {
     rate_.advance(now);
     rate_gauge();
-    if (resp_tx_ && now >= pace_next_) resp_pump(now);
+    if (resp_paced() && now >= pace_next_) resp_pump(now);
     if (req_state_ == ReqState::kWaitRate && now >= pace_next_) req_run(now);
   }
 }
@@ -511,7 +506,7 @@ void Qp::on_timer(Nanos now) {
 Nanos Qp::next_deadline() const noexcept {
   Nanos d = std::min(ack_deadline_, rnr_deadline_);
   d = std::min(d, rate_.next_event());  // kNever unless the rate is cut
-  if (req_state_ == ReqState::kWaitRate || resp_tx_) d = std::min(d, pace_next_);
+  if (req_state_ == ReqState::kWaitRate || resp_paced()) d = std::min(d, pace_next_);
   return d;
 }
 

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -142,6 +143,19 @@ enum class RespMsg : uint8_t {
   kDropping,  // UC only: a packet was lost; drop until the next FIRST/ONLY (IBA 9.8.4)
 };
 
+// The responder's answers while the QP's DCQCN rate is cut (resp_pump,
+// responder.cpp): READ and atomic responses then leave one per pacing turn
+// and whatever the responder owes behind them waits in PSN order -- ACKs
+// (coalesced: ack_owed_) and at most one retry NAK, a PSN sequence NAK
+// (IBA 9.7.5.2.2) or an RNR NAK (9.7.5.2.8), whose syndrome and PSN are
+// kept in resp_tx_nak_syn_/resp_tx_nak_psn_. An error NAK is never held:
+// the held responses before it go unpaced, then it (resp_drain_before).
+enum class RespTx : uint8_t {
+  kDirect,        // not paced: every answer leaves when it is made
+  kPaced,         // responses from resp_tx_psn_ on are paced; ACKs wait behind them
+  kPacedNakOwed,  // and a retry NAK waits behind them too
+};
+
 // IBA 9.7.5.1.5: responder resources for READ and atomic requests, kept so a
 // duplicate can be answered (a READ re-executed, an atomic replayed).
 struct RespResource {
@@ -166,6 +180,7 @@ enum class TmLanding : uint8_t {
   kNoTag,       // IBV_TMH_NO_TAG / FIN / no valid TMH: whole, in an SRQ WQE; TM_NO_TAG
   kUnexpected,  // EAGER/RNDV without a match: whole, in an SRQ WQE; TM_RECV, no flags
   kEager,       // matched EAGER: the payload after the TMH in the tagged buffer
+  kEagerReported,  // a matched EAGER of several packets whose match CQE went at its first (tm_report_match)
   kRndv,        // matched RNDV: nothing placed; the QP READs the data itself
   kRndvSw,      // matched RNDV too long for the tagged buffer: its headers land there for software
 };
@@ -359,18 +374,19 @@ class Qp : public QpCommon {
   // compare that never holds).
   DcqcnRate rate_;
   Nanos pace_next_ = 0;
-  // The next request PSN never sent yet (valid once sent_any_): below it a
-  // request is a resend (emit_request: retransmitted_pkts, time_request).
+  // The next request PSN never sent yet (none before the first request):
+  // below it a request is a resend (emit_request: retransmitted_pkts,
+  // time_request).
+  std::optional<Psn> sent_hi_;
   // The round-trip timing (time_request): the one request being timed.
-  Psn sent_hi_;
-  bool sent_any_ = false;
-  bool rtt_timing_ = false;
-  Psn rtt_psn_;
-  Nanos rtt_sent_at_ = 0;
-  // Since the last go-back-N, a sequence NAK's: resends from rtt_clean_from_
-  // on are first copies to the responder, and may be timed.
-  bool rtt_clean_resend_ = false;
-  Psn rtt_clean_from_;
+  struct RttProbe {
+    Psn psn;
+    Nanos sent_at = 0;
+  };
+  std::optional<RttProbe> rtt_probe_;
+  // Set while the last go-back-N was a sequence NAK's: resends from this
+  // PSN on are first copies to the responder, and may be timed.
+  std::optional<Psn> rtt_clean_from_;
   CompRetry comp_retry_ = CompRetry::kNone;
   Psn comp_retry_psn_;               // valid in CompRetry::kRetrying: where we went back to
   uint32_t read_window_ = 255;       // READ requests allowed out (<= max_rd_atomic); 2 after a loss
@@ -391,19 +407,17 @@ class Qp : public QpCommon {
   // ACKs are coalesced to one per QP per engine pass (IBA 9.7.5.1.6), so
   // that a pass's received data lands with one flush of the staged writes,
   // not one per message (issue 23). Listed in Context::acks_owed.
-  bool ack_owed_ = false;
-  Psn ack_owed_psn_{};
-  // READ responses held by the QP's rate (resp_pump): the next response
-  // PSN, whether it starts a (re)started READ, and a sequence or RNR NAK
-  // owed behind them.
-  bool resp_tx_ = false;
+  std::optional<Psn> ack_owed_;  // the PSN of the request the owed ACK answers
+  // READ responses held by the QP's rate (resp_pump, RespTx): the next
+  // response PSN, whether it starts a (re)started READ, and the retry NAK
+  // owed behind them (valid in RespTx::kPacedNakOwed).
+  RespTx resp_tx_ = RespTx::kDirect;
   bool resp_tx_first_ = false;
   Psn resp_tx_psn_{};
-  bool resp_tx_nak_ = false;
   uint8_t resp_tx_nak_syn_ = 0;
   Psn resp_tx_nak_psn_{};
-  bool cnp_sent_ = false;     // notify_congestion: a CNP went out, at last_cnp_
-  Nanos last_cnp_ = 0;
+  bool resp_paced() const noexcept { return resp_tx_ != RespTx::kDirect; }
+  std::optional<Nanos> last_cnp_;  // notify_congestion: when the last CNP went out
   PoolDeque<RespResource> resources_;  // at most max(1, max_dest_rd_atomic)
   uint8_t pending_nak_ = 0;   // the syndrome chosen by a check step
   SrqHandle xrc_srq_{};       // XRC target: the SRQ the request being processed names
@@ -423,7 +437,6 @@ class Qp : public QpCommon {
   Tmh tm_hdr_;
   Rvh tm_rvh_;
   uint32_t tm_handle_ = kNoTmHandle;  // the matched tag's, until a CQE has reported it
-  bool tm_match_reported_ = false;    // a multi-packet EAGER's match CQE went at its first packet
 };
 
 }  // namespace urnic::transport::detail
