@@ -4,8 +4,15 @@
 #include <algorithm>
 #include <cstring>
 
+#include "transport/detail/planted.hpp"
 #include "transport/detail/qp.hpp"
 #include "transport/detail/trace.hpp"
+
+namespace urnic::transport {
+
+bool planted_bugs_built() noexcept { return detail::kPlantedBugs; }
+
+}  // namespace urnic::transport
 
 namespace urnic::transport::detail {
 
@@ -37,7 +44,7 @@ void Qp::resp_run(const wire::IbPacket& pkt, const RxInfo& rx, Nanos now) {
       case RespState::kDuplicateRequest: s = resp_duplicate(pkt, now); break;
       case RespState::kErrNakPsnSequence:
         // IBA 9.7.5.2.2: NAK once with the PSN we expect; the requester goes back to it.
-        if (!ctx_.cfg.planted.skip_psn_nak) {
+        if (!planted(ctx_.cfg, &PlantedBugs::skip_psn_nak)) {
           count(Counter::kSeqErrNaksSent);
           send_ack(ae::kNak | ae::kNakPsnSequence, epsn_, now);
         }
@@ -53,7 +60,8 @@ void Qp::resp_run(const wire::IbPacket& pkt, const RxInfo& rx, Nanos now) {
         resp_nak(ae::kNak | ae::kNakInvalidRequest, pkt.bth.psn, s, now);
         return;
       case RespState::kErrNakRemoteAccess:
-        resp_nak(ae::kNak | (ctx_.cfg.planted.wrong_access_nak ? ae::kNakInvalidRequest : ae::kNakRemoteAccess),
+        resp_nak(ae::kNak | (planted(ctx_.cfg, &PlantedBugs::wrong_access_nak) ? ae::kNakInvalidRequest
+                                                                                : ae::kNakRemoteAccess),
                  pkt.bth.psn, s, now);
         return;
       case RespState::kErrNakRemoteOperational:
@@ -431,7 +439,7 @@ RespState Qp::resp_duplicate(const wire::IbPacket& pkt, Nanos now) {
     }
     return RespState::kDrop;
   }
-  if (ctx_.cfg.planted.reexecute_duplicate_write && i.is(Op::kWrite) && i.has(wire::Hdr::kReth) &&
+  if (planted(ctx_.cfg, &PlantedBugs::reexecute_duplicate_write) && i.is(Op::kWrite) && i.has(wire::Hdr::kReth) &&
       !pkt.payload.empty()) {
     RemoteMr mr;  // planted bug: the duplicate's payload written again
     ctx_.check_rkey(pkt.reth.rkey, resp_pd(), qpn_, pkt.reth.va, pkt.payload.size(), access::kRemoteWrite, &mr);
