@@ -92,8 +92,8 @@ void Qp::comp_run(const wire::IbPacket& pkt, Nanos now) {
         // After a sequence NAK the responder has dropped every request from
         // retry_psn on: the copies now resent are the first it can accept,
         // and their ACKs may be timed (time_request).
-        rtt_clean_resend_ = nak_retry;
-        rtt_clean_from_ = retry_psn;
+        if (nak_retry) rtt_clean_from_ = retry_psn;
+        else rtt_clean_from_.reset();
         comp_retry_ = CompRetry::kRetrying;
         comp_retry_psn_ = retry_psn;
         s = CompState::kDone;

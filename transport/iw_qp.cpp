@@ -17,8 +17,6 @@ namespace qa = qp_attr;
 constexpr Nanos kRecvGrace = 1'000'000'000;
 constexpr std::size_t kMaxBacklog = 4u << 20;
 
-constexpr uint32_t kQpAccessBits = access::kLocalWrite | access::kRemoteWrite | access::kRemoteRead;
-
 // The attributes an iWARP QP takes: the IB path attributes (AV, PSNs,
 // timers) mean nothing over TCP; librdmacm and perftest pass them anyway,
 // so they are accepted and ignored, as siw does.
@@ -63,23 +61,15 @@ bool IwQp::ext_allowed(WrOpcode op) const noexcept {
   }
 }
 
-IwQp::IwQp(Context& ctx, uint32_t qpn, const QpInitAttr& init) : ctx_(ctx), qpn_(qpn), init_(init) {
-  attr_.cap = init.cap;
-}
+IwQp::IwQp(Context& ctx, uint32_t qpn, const QpInitAttr& init) : QpCommon(ctx, qpn, init) {}
 
 int IwQp::modify(const QpAttr& a, uint32_t mask, Nanos now) {
   const QpState cur = attr_.qp_state;
   const QpState next = (mask & qa::kState) ? a.qp_state : cur;
   if ((mask & qa::kCurState) && a.cur_qp_state != cur) return EINVAL;
   if (!transition_ok(cur, next) || (mask & ~kIwAccepted)) return EINVAL;
-  const DeviceCaps& caps = ctx_.cfg.caps;
-  if ((mask & qa::kAccessFlags) && (a.qp_access_flags & ~(kQpAccessBits | access::kRemoteAtomic))) return EINVAL;
-  if ((mask & qa::kMaxQpRdAtomic) && a.max_rd_atomic > caps.max_qp_rd_atom) return EINVAL;
-  if ((mask & qa::kMaxDestRdAtomic) && a.max_dest_rd_atomic > caps.max_qp_rd_atom) return EINVAL;
-  if ((mask & qa::kPort) && a.port_num != 1) return EINVAL;
-  if (mask & qa::kAccessFlags) attr_.qp_access_flags = a.qp_access_flags;
-  if (mask & qa::kMaxQpRdAtomic) attr_.max_rd_atomic = a.max_rd_atomic;
-  if (mask & qa::kMaxDestRdAtomic) attr_.max_dest_rd_atomic = a.max_dest_rd_atomic;
+  if (check_common_attrs(a, mask) != 0) return EINVAL;
+  apply_common_attrs(a, mask);
   URNIC_TRACE(qpn_, "iw state", to_string(cur), to_string(next), "modify_qp");
   if (next == QpState::kReset) {
     reset_state();
@@ -136,13 +126,8 @@ void IwQp::query(QpAttr& a) const {
 
 int IwQp::post_send(const SendWr& wr, Nanos now) {
   const QpState st = attr_.qp_state;
-  if (st == QpState::kReset || st == QpState::kInit || st == QpState::kRtr) return EINVAL;
-  if (!ext_allowed(wr.opcode)) return EINVAL;
+  if (int err = check_post_send(wr, ext_allowed(wr.opcode), sq_.size())) return err;
   const bool is_inline = (wr.send_flags & send_flag::kInline) != 0;
-  if (is_inline && (wr.opcode == WrOpcode::kRdmaRead || is_atomic(wr.opcode))) return EINVAL;
-  if (is_inline && wr.inline_data.size() > init_.cap.max_inline_data) return EINVAL;
-  if (!is_inline && wr.sg_list.size() > init_.cap.max_send_sge) return EINVAL;
-  if (sq_.size() >= init_.cap.max_send_wr) return ENOMEM;
   IwSendWqe w;
   w.wr_id = wr.wr_id;
   w.opcode = wr.opcode;
@@ -165,13 +150,8 @@ int IwQp::post_send(const SendWr& wr, Nanos now) {
   w.imm = wr.imm_data;
   w.compare_add = wr.compare_add;
   w.swap = wr.swap;
-  if (st == QpState::kErr) {
-    Cqe e;
-    e.wr_id = w.wr_id;
-    e.status = WcStatus::kWrFlushErr;
-    e.opcode = wc_opcode_for(w.opcode);
-    e.qp_num = qpn_;
-    complete(init_.send_cq, e, now);
+  if (st == QpState::kErr) {  // IBA 10.3.1: flushed in ERR
+    complete(init_.send_cq, send_cqe(w.wr_id, w.opcode, WcStatus::kWrFlushErr), now);
     return 0;
   }
   sq_.push_back(std::move(w));
@@ -180,11 +160,7 @@ int IwQp::post_send(const SendWr& wr, Nanos now) {
 }
 
 int IwQp::post_recv(const RecvWr& wr) {
-  if (attr_.qp_state == QpState::kReset) return EINVAL;
-  if (init_.has_srq) return EINVAL;
-  if (wr.sg_list.size() > init_.cap.max_recv_sge) return EINVAL;
-  if (rq_.size() >= init_.cap.max_recv_wr) return ENOMEM;
-  ctx_.queue_recv(rq_, wr, attr_.qp_state == QpState::kErr, init_.recv_cq, qpn_);
+  if (int err = post_recv_wqe(wr, !init_.has_srq)) return err;
   if (rx_stalled_ && attr_.qp_state != QpState::kErr) rx_resume(last_now_);  // a Send waited for this
   return 0;
 }
@@ -265,9 +241,7 @@ void IwQp::on_stream_data(std::span<const uint8_t> in, Nanos now) {
       // RFC 5044 section 8: the framing is lost; report it as an MPA error
       // (an FPDUPTR or ULPDU_Length that does not agree with the stream).
       IwTermCause c;
-      c.layer = wire::terminate::kLayerLlp;
-      c.etype = wire::terminate::kLlpMpa;
-      c.ecode = wire::terminate::kMpaMarkerMismatch;
+      iw_term_set(c, wire::terminate::kLayerLlp, wire::terminate::kLlpMpa, wire::terminate::kMpaMarkerMismatch);
       fail_stream(c, now);
       return;
     }
@@ -277,9 +251,7 @@ void IwQp::on_stream_data(std::span<const uint8_t> in, Nanos now) {
     if (step->fpdu->crc == wire::CrcCheck::kBad) {
       count(Counter::kIwCrcErrors);
       IwTermCause c;
-      c.layer = wire::terminate::kLayerLlp;
-      c.etype = wire::terminate::kLlpMpa;
-      c.ecode = wire::terminate::kMpaCrcError;
+      iw_term_set(c, wire::terminate::kLayerLlp, wire::terminate::kLlpMpa, wire::terminate::kMpaCrcError);
       fail_stream(c, now);
       return;
     }
@@ -352,12 +324,9 @@ void IwQp::flush_sq() {
   // failure was found, e.g. by a received Terminate, is kept).
   while (!sq_.empty()) {
     const IwSendWqe& w = sq_.front();
-    Cqe e;
-    e.wr_id = w.wr_id;
-    e.opcode = wc_opcode_for(w.opcode);
-    e.qp_num = qpn_;
     const bool finished = w.state == IwWqeState::kDone;
-    e.status = finished || w.status != WcStatus::kSuccess ? w.status : WcStatus::kWrFlushErr;
+    Cqe e = send_cqe(w.wr_id, w.opcode,
+                     finished || w.status != WcStatus::kSuccess ? w.status : WcStatus::kWrFlushErr);
     if ((e.opcode == WcOpcode::kRdmaRead || is_atomic(w.opcode)) && finished) e.byte_len = static_cast<uint32_t>(w.length);
     const bool report = e.status != WcStatus::kSuccess || w.signaled;
     sq_.pop_front();
@@ -371,24 +340,10 @@ void IwQp::flush_sq() {
 
 void IwQp::flush_rq() {
   if (recv_slot_ == RecvSlot::kHeld) {
-    Cqe e;
-    e.wr_id = cur_recv_.wr_id;
-    e.status = WcStatus::kWrFlushErr;
-    e.opcode = WcOpcode::kRecv;
-    e.qp_num = qpn_;
-    push_cqe(init_.recv_cq, e);
+    push_cqe(init_.recv_cq, recv_cqe(cur_recv_.wr_id, WcStatus::kWrFlushErr));
     recv_slot_ = RecvSlot::kEmpty;
   }
-  while (!rq_.empty()) {
-    Cqe e;
-    e.wr_id = rq_.front().wr_id;
-    e.status = WcStatus::kWrFlushErr;
-    e.opcode = WcOpcode::kRecv;
-    e.qp_num = qpn_;
-    rq_.pop_front();
-    if (!push_cqe(init_.recv_cq, e)) break;
-  }
-  rq_.clear();
+  flush_rq_wqes();
 }
 
 void IwQp::complete_sq(Nanos now) {
@@ -396,11 +351,7 @@ void IwQp::complete_sq(Nanos now) {
   // a Read that still awaits its response waits for it.
   while (!sq_.empty() && sq_.front().state == IwWqeState::kDone && attr_.qp_state != QpState::kErr) {
     const IwSendWqe& w = sq_.front();
-    Cqe e;
-    e.wr_id = w.wr_id;
-    e.status = w.status;
-    e.opcode = wc_opcode_for(w.opcode);
-    e.qp_num = qpn_;
+    Cqe e = send_cqe(w.wr_id, w.opcode, w.status);
     if (w.opcode == WrOpcode::kRdmaRead || is_atomic(w.opcode)) e.byte_len = static_cast<uint32_t>(w.length);
     const bool report = w.signaled || w.status != WcStatus::kSuccess;
     sq_.pop_front();
@@ -410,28 +361,12 @@ void IwQp::complete_sq(Nanos now) {
 }
 
 bool IwQp::complete(CqHandle cq, const Cqe& e, Nanos now) {
-  if (push_cqe(cq, e)) return true;
+  if (push_or_fatal(cq, e)) return true;
   // IBA 11.4.2.1: an overrun CQ is in error and its QPs cannot progress.
-  ctx_.raise({EventType::kQpFatal, qpn_, {}, {}});
   IwTermCause c;
-  c.layer = wire::terminate::kLayerRdmap;
-  c.etype = wire::terminate::kRdmapLocalCatastrophic;
+  iw_term_set(c, wire::terminate::kLayerRdmap, wire::terminate::kRdmapLocalCatastrophic, 0);
   fail_stream(c, now);
   return false;
-}
-
-PdHandle IwQp::recv_pd() const noexcept {
-  if (!init_.has_srq) return init_.pd;
-  auto it = ctx_.srqs.find(static_cast<uint32_t>(init_.srq));
-  return it == ctx_.srqs.end() ? PdHandle{} : it->second.pd;
-}
-
-bool IwQp::take_recv(RecvWqe& out) {
-  if (init_.has_srq) return ctx_.take_srq_recv(static_cast<uint32_t>(init_.srq), out);
-  if (rq_.empty()) return false;
-  out = std::move(rq_.front());
-  rq_.pop_front();
-  return true;
 }
 
 }  // namespace urnic::transport::detail

@@ -6,6 +6,7 @@
 #include <array>
 
 #include "transport/detail/iw_qp.hpp"
+#include "transport/detail/planted.hpp"
 
 namespace urnic::transport::detail {
 namespace {
@@ -243,7 +244,7 @@ bool IwQp::tx_terminate() {
   DdpRdmapPacket p = iw_untagged(RdmapOpcode::kTerminate, wire::ddp::kQnTerminate, tx_term_msn_, 0, true);
   p.term.layer = c.layer;
   p.term.etype = c.etype;
-  p.term.ecode = ctx_.cfg.planted.wrong_terminate_code ? static_cast<uint8_t>(c.ecode ^ 0x01) : c.ecode;
+  p.term.ecode = planted(ctx_.cfg, &PlantedBugs::wrong_terminate_code) ? static_cast<uint8_t>(c.ecode ^ 0x01) : c.ecode;
   if (c.ddp_hdr_len > 0) {
     p.term.hdrct |= wire::terminate::kHdrctD;
     if (c.has_seg_len) p.term.hdrct |= wire::terminate::kHdrctM;

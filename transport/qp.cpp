@@ -86,8 +86,6 @@ Masks transition(QpState cur, QpState next, QpType t) noexcept {
   return {};
 }
 
-constexpr uint32_t kQpAccessBits = access::kLocalWrite | access::kRemoteWrite | access::kRemoteRead | access::kRemoteAtomic;
-
 bool opcode_allowed(WrOpcode op, QpType t) noexcept {
   if (t == QpType::kXrcRecv) return false;  // an XRC target has no send queue
   switch (op) {
@@ -110,27 +108,9 @@ bool opcode_allowed(WrOpcode op, QpType t) noexcept {
   return false;
 }
 
-WcOpcode wc_opcode_of(WrOpcode op) noexcept {
-  switch (op) {
-    case WrOpcode::kRdmaWrite:
-    case WrOpcode::kRdmaWriteWithImm: return WcOpcode::kRdmaWrite;
-    case WrOpcode::kRdmaRead: return WcOpcode::kRdmaRead;
-    case WrOpcode::kAtomicCmpAndSwp: return WcOpcode::kCompSwap;
-    case WrOpcode::kAtomicFetchAndAdd: return WcOpcode::kFetchAdd;
-    case WrOpcode::kAtomicWrite: return WcOpcode::kAtomicWrite;
-    case WrOpcode::kLocalInv: return WcOpcode::kLocalInv;
-    case WrOpcode::kBindMw: return WcOpcode::kBindMw;
-    default: return WcOpcode::kSend;
-  }
-}
-
 }  // namespace
 
-WcOpcode wc_opcode_for(WrOpcode op) noexcept { return wc_opcode_of(op); }
-
-Qp::Qp(Context& ctx, uint32_t qpn, const QpInitAttr& init)
-    : ctx_(ctx), qpn_(qpn), init_(init), rate_(ctx.cfg.dcqcn) {
-  attr_.cap = init.cap;
+Qp::Qp(Context& ctx, uint32_t qpn, const QpInitAttr& init) : QpCommon(ctx, qpn, init), rate_(ctx.cfg.dcqcn) {
   if (init.has_srq) {
     auto s = ctx_.srqs.find(static_cast<uint32_t>(init.srq));
     if (s != ctx_.srqs.end() && s->second.tags) {
@@ -153,25 +133,21 @@ int Qp::modify(const QpAttr& a, uint32_t mask, Nanos now) {
   if ((mask & m.req) != m.req) return EINVAL;
   if (mask & ~(m.req | m.opt | qa::kState)) return EINVAL;
   // Values (IBA 10.2.5 / ibv_modify_qp(3) ranges).
-  const DeviceCaps& caps = ctx_.cfg.caps;
+  if (check_common_attrs(a, mask) != 0) return EINVAL;
   if ((mask & qa::kPathMtu) && (static_cast<unsigned>(a.path_mtu) < 1 || static_cast<unsigned>(a.path_mtu) > 5))
     return EINVAL;
   if ((mask & qa::kTimeout) && a.timeout > 31) return EINVAL;
   if ((mask & qa::kRetryCnt) && a.retry_cnt > 7) return EINVAL;
   if ((mask & qa::kRnrRetry) && a.rnr_retry > 7) return EINVAL;
   if ((mask & qa::kMinRnrTimer) && a.min_rnr_timer > 31) return EINVAL;
-  if ((mask & qa::kMaxQpRdAtomic) && a.max_rd_atomic > caps.max_qp_rd_atom) return EINVAL;
-  if ((mask & qa::kMaxDestRdAtomic) && a.max_dest_rd_atomic > caps.max_qp_rd_atom) return EINVAL;
-  if ((mask & qa::kPort) && a.port_num != 1) return EINVAL;
   if ((mask & qa::kPkeyIndex) && a.pkey_index != 0) return EINVAL;  // one P_Key (0xFFFF) per port
-  if ((mask & qa::kAccessFlags) && (a.qp_access_flags & ~kQpAccessBits)) return EINVAL;
   if ((mask & qa::kDestQpn) && a.dest_qp_num > 0xFFFFFF) return EINVAL;
   if ((mask & qa::kRqPsn) && a.rq_psn > 0xFFFFFF) return EINVAL;
   if ((mask & qa::kSqPsn) && a.sq_psn > 0xFFFFFF) return EINVAL;
   if ((mask & qa::kAv) && a.ah_attr.port_num != 1) return EINVAL;
 
   // Apply.
-  if (mask & qa::kAccessFlags) attr_.qp_access_flags = a.qp_access_flags;
+  apply_common_attrs(a, mask);
   if (mask & qa::kPkeyIndex) attr_.pkey_index = a.pkey_index;
   if (mask & qa::kPort) attr_.port_num = a.port_num;
   if (mask & qa::kQkey) attr_.qkey = a.qkey;
@@ -180,8 +156,6 @@ int Qp::modify(const QpAttr& a, uint32_t mask, Nanos now) {
   if (mask & qa::kTimeout) attr_.timeout = a.timeout;
   if (mask & qa::kRetryCnt) attr_.retry_cnt = a.retry_cnt;
   if (mask & qa::kRnrRetry) attr_.rnr_retry = a.rnr_retry;
-  if (mask & qa::kMaxQpRdAtomic) attr_.max_rd_atomic = a.max_rd_atomic;
-  if (mask & qa::kMaxDestRdAtomic) attr_.max_dest_rd_atomic = a.max_dest_rd_atomic;
   if (mask & qa::kMinRnrTimer) attr_.min_rnr_timer = a.min_rnr_timer;
   if (mask & qa::kDestQpn) attr_.dest_qp_num = a.dest_qp_num;
   if (mask & qa::kEnSqdAsyncNotify) attr_.en_sqd_async_notify = a.en_sqd_async_notify;
@@ -238,8 +212,10 @@ void Qp::reset_state() {
   sqd_notify_pending_ = false;
   rate_ = DcqcnRate(ctx_.cfg.dcqcn);  // a new connection starts at the line rate
   pace_next_ = 0;
-  sent_any_ = rtt_timing_ = rtt_clean_resend_ = false;
-  resp_tx_ = resp_tx_nak_ = false;
+  sent_hi_.reset();
+  rtt_probe_.reset();
+  rtt_clean_from_.reset();
+  resp_tx_ = RespTx::kDirect;
   counters_.set(Counter::kSrttUs, 0);
   rate_gauge();
   comp_retry_ = CompRetry::kNone;
@@ -252,18 +228,14 @@ void Qp::reset_state() {
   recv_skip_ = 0;
   tm_land_ = TmLanding::kNone;
   unacked_ = 0;
-  ack_owed_ = false;
+  ack_owed_.reset();
 }
 
 // The error completion of the receive WQE the responder holds: on a TM
 // SRQ, of the tagged buffer (its handle: the device no longer holds the
 // tag) or of the SRQ WQE an unexpected/NO_TAG message took.
 Cqe Qp::held_recv_error(WcStatus st) const {
-  Cqe e;
-  e.wr_id = cur_recv_.wr_id;
-  e.status = st;
-  e.opcode = WcOpcode::kRecv;
-  e.qp_num = qpn_;
+  Cqe e = recv_cqe(cur_recv_.wr_id, st);
   if (tm_land_ != TmLanding::kNone) {
     e.opcode = tm_land_ == TmLanding::kNoTag ? WcOpcode::kTmNoTag : WcOpcode::kTmRecv;
     e.tm_handle = tm_handle_;  // unless a match CQE reported it already
@@ -281,7 +253,7 @@ void Qp::enter_error(Nanos now) {
   URNIC_TRACE(qpn_, "state", to_string(attr_.qp_state), "ERR", "error");
   attr_.qp_state = QpState::kErr;
   req_state_ = ReqState::kStopped;
-  resp_tx_ = resp_tx_nak_ = false;  // paced READ responses: no more
+  resp_tx_ = RespTx::kDirect;  // paced READ responses, and a NAK behind them: no more
   req_write_fault_ = false;
   ack_deadline_ = rnr_deadline_ = kNever;
   // IBA 10.3.1.2 / 11.4.2: in the error state every outstanding and later
@@ -318,12 +290,7 @@ void Qp::flush_sq() {
       tm_flush_wqe(w);
       continue;
     }
-    Cqe e;
-    e.wr_id = w.wr_id;
-    e.status = WcStatus::kWrFlushErr;
-    e.opcode = wc_opcode_of(w.opcode);
-    e.qp_num = qpn_;
-    if (!push_cqe(init_.send_cq, e)) break;
+    if (!push_cqe(init_.send_cq, send_cqe(w.wr_id, w.opcode, WcStatus::kWrFlushErr))) break;
   }
   sq_.clear();
   tm_wqes_ = 0;
@@ -336,34 +303,18 @@ void Qp::flush_rq() {
     recv_slot_ = RecvSlot::kEmpty;
   }
   resp_msg_ = RespMsg::kNone;
-  while (!rq_.empty()) {
-    Cqe e;
-    e.wr_id = rq_.front().wr_id;
-    e.status = WcStatus::kWrFlushErr;
-    e.opcode = WcOpcode::kRecv;
-    e.qp_num = qpn_;
-    rq_.pop_front();
-    if (!push_cqe(init_.recv_cq, e)) break;
-  }
-  rq_.clear();
+  flush_rq_wqes();
 }
 
 bool Qp::complete(CqHandle cq, const Cqe& e, Nanos now) {
-  if (push_cqe(cq, e)) return true;
-  // CQ overrun: IBA 11.4.2.1 -- the CQ is in error, and the QPs completing
-  // to it cannot make progress: they enter the error state.
-  ctx_.raise({EventType::kQpFatal, qpn_, {}, {}});
-  enter_error(now);
+  if (push_or_fatal(cq, e)) return true;
+  enter_error(now);  // CQ overrun (IBA 11.4.2.1)
   return false;
 }
 
 bool Qp::take_recv(RecvWqe& out) {
-  if (init_.has_srq || xrc_target())
-    return ctx_.take_srq_recv(static_cast<uint32_t>(xrc_target() ? xrc_srq_ : init_.srq), out);
-  if (rq_.empty()) return false;
-  out = std::move(rq_.front());
-  rq_.pop_front();
-  return true;
+  if (xrc_target()) return ctx_.take_srq_recv(static_cast<uint32_t>(xrc_srq_), out);
+  return QpCommon::take_recv(out);
 }
 
 uint8_t Qp::opcode_base() const noexcept {
@@ -388,9 +339,7 @@ PdHandle Qp::resp_pd() const noexcept {
 // not require them to match, in the kernel nor in mlx5, whose SRQ context
 // carries its PD); RDMA WRITEs and READs still go by the QP's (resp_pd).
 PdHandle Qp::recv_pd() const noexcept {
-  if (xrc_target() || !init_.has_srq) return resp_pd();
-  auto it = ctx_.srqs.find(static_cast<uint32_t>(init_.srq));
-  return it == ctx_.srqs.end() ? PdHandle{} : it->second.pd;
+  return xrc_target() ? resp_pd() : QpCommon::recv_pd();
 }
 
 CqHandle Qp::resp_cq() const noexcept {
@@ -429,15 +378,8 @@ void Qp::emit(wire::IbPacket& p, const Addressing& addr, Nanos now) {
 
 int Qp::post_send(const SendWr& wr, Nanos now) {
   const QpState st = attr_.qp_state;
-  if (st == QpState::kReset || st == QpState::kInit || st == QpState::kRtr) return EINVAL;
-  if (!opcode_allowed(wr.opcode, init_.type)) return EINVAL;
+  if (int err = check_post_send(wr, opcode_allowed(wr.opcode, init_.type), sq_depth())) return err;
   const bool is_inline = (wr.send_flags & send_flag::kInline) != 0;
-  const bool rd_atomic = wr.opcode == WrOpcode::kRdmaRead || wr.opcode == WrOpcode::kAtomicCmpAndSwp ||
-                         wr.opcode == WrOpcode::kAtomicFetchAndAdd;
-  if (is_inline && rd_atomic) return EINVAL;
-  if (is_inline && wr.inline_data.size() > init_.cap.max_inline_data) return EINVAL;
-  if (!is_inline && wr.sg_list.size() > init_.cap.max_send_sge) return EINVAL;
-  if (sq_.size() - tm_wqes_ >= init_.cap.max_send_wr) return ENOMEM;
   SendWqe w;
   if (init_.type == QpType::kUd) {
     auto ah = ctx_.ahs.find(static_cast<uint32_t>(wr.ah));
@@ -483,12 +425,7 @@ int Qp::post_send(const SendWr& wr, Nanos now) {
   w.compare_add = wr.compare_add;
   w.swap = wr.swap;
   if (st == QpState::kErr || st == QpState::kSqe) {  // IBA 10.3.1: flushed in ERR and SQE
-    Cqe e;
-    e.wr_id = w.wr_id;
-    e.status = WcStatus::kWrFlushErr;
-    e.opcode = wc_opcode_of(w.opcode);
-    e.qp_num = qpn_;
-    complete(init_.send_cq, e, now);
+    complete(init_.send_cq, send_cqe(w.wr_id, w.opcode, WcStatus::kWrFlushErr), now);
     return 0;
   }
   sq_.push_back(std::move(w));
@@ -497,12 +434,7 @@ int Qp::post_send(const SendWr& wr, Nanos now) {
 }
 
 int Qp::post_recv(const RecvWr& wr) {
-  if (attr_.qp_state == QpState::kReset) return EINVAL;
-  if (init_.has_srq || init_.type == QpType::kXrcSend || xrc_target()) return EINVAL;  // no receive queue
-  if (wr.sg_list.size() > init_.cap.max_recv_sge) return EINVAL;
-  if (rq_.size() >= init_.cap.max_recv_wr) return ENOMEM;
-  ctx_.queue_recv(rq_, wr, attr_.qp_state == QpState::kErr, init_.recv_cq, qpn_);
-  return 0;
+  return post_recv_wqe(wr, !init_.has_srq && init_.type != QpType::kXrcSend && !xrc_target());
 }
 
 void Qp::on_packet(const wire::IbPacket& pkt, const RxInfo& rx, Nanos now) {
@@ -568,10 +500,10 @@ void Qp::on_timer(Nanos now) {
   if (rnr_deadline_ != kNever && now >= rnr_deadline_) on_rnr_timer(now);
   if (ack_deadline_ != kNever && now >= ack_deadline_) on_ack_timeout(now);
   // DCQCN: the rate increase timer, and the paced requester's turn.
-  if (rate_.limited() || req_state_ == ReqState::kWaitRate || resp_tx_) {
+  if (rate_.limited() || req_state_ == ReqState::kWaitRate || resp_paced()) {
     rate_.advance(now);
     rate_gauge();
-    if (resp_tx_ && now >= pace_next_) resp_pump(now);
+    if (resp_paced() && now >= pace_next_) resp_pump(now);
     if (req_state_ == ReqState::kWaitRate && now >= pace_next_) req_run(now);
   }
 }
@@ -579,7 +511,7 @@ void Qp::on_timer(Nanos now) {
 Nanos Qp::next_deadline() const noexcept {
   Nanos d = std::min(ack_deadline_, rnr_deadline_);
   d = std::min(d, rate_.next_event());  // kNever unless the rate is cut
-  if (req_state_ == ReqState::kWaitRate || resp_tx_) d = std::min(d, pace_next_);
+  if (req_state_ == ReqState::kWaitRate || resp_paced()) d = std::min(d, pace_next_);
   return d;
 }
 

@@ -11,10 +11,6 @@ namespace urnic::transport::detail {
 
 namespace op = wire::opcode;
 
-bool is_rd_atomic(WrOpcode o) noexcept {
-  return o == WrOpcode::kRdmaRead || o == WrOpcode::kAtomicCmpAndSwp || o == WrOpcode::kAtomicFetchAndAdd;
-}
-
 // IBA 9.7.5.2.8, table 45: RNR NAK timer field -> minimum wait.
 Nanos rnr_timer_ns(uint8_t code) noexcept {
   static constexpr uint32_t kMicros[32] = {655360, 10,    20,    30,    40,    60,     80,     120,
@@ -303,10 +299,9 @@ void Qp::send_next_packet(SendWqe& w, Nanos now) {
 void Qp::emit_request(wire::IbPacket& p, const Addressing& addr, Nanos now) {
   // A resend: a PSN not beyond the highest sent (go-back-N after a NAK or
   // a timeout, IBA 9.7.4.1; PSNs compare modulo 2^24).
-  const bool resend = sent_any_ && (p.bth.psn - sent_hi_) < 0;
+  const bool resend = sent_hi_ && (p.bth.psn - *sent_hi_) < 0;
   if (!resend) {
     sent_hi_ = p.bth.psn + 1;
-    sent_any_ = true;
   } else if (reliable()) {
     count(Counter::kRetransmittedPkts);
   }
@@ -346,23 +341,20 @@ void Qp::pace(uint64_t bytes, Nanos now) {
 // ACK for a resent packet does not say which copy it answers, so a
 // go-back-N that resends the timed request drops its timing (reposition),
 // and only a PSN never sent before starts one -- or a resend after a
-// sequence NAK (rtt_clean_resend_): the responder dropped every request
+// sequence NAK (rtt_clean_from_): the responder dropped every request
 // from the NAKed PSN on, so those copies are the first it can take.
 void Qp::time_request(const wire::IbPacket& p, bool resend, Nanos now) {
   const Psn psn = p.bth.psn;
-  if (resend && (!rtt_clean_resend_ || (psn - rtt_clean_from_) < 0))
+  if (resend && (!rtt_clean_from_ || (psn - *rtt_clean_from_) < 0))
     return;  // a resend whose original the responder may have taken
-  if (!rtt_timing_ && p.bth.ack_req && reliable()) {
-    rtt_timing_ = true;
-    rtt_psn_ = psn;
-    rtt_sent_at_ = now;
-  }
+  if (!rtt_probe_ && p.bth.ack_req && reliable()) rtt_probe_ = RttProbe{psn, now};
 }
 
 void Qp::rtt_acked(Nanos now) {
-  if (!rtt_timing_ || (comp_psn_ - rtt_psn_) <= 0) return;
-  rtt_timing_ = false;
-  rate_.on_rtt(now - rtt_sent_at_);
+  if (!rtt_probe_ || (comp_psn_ - rtt_probe_->psn) <= 0) return;
+  const Nanos sent_at = rtt_probe_->sent_at;
+  rtt_probe_.reset();
+  rate_.on_rtt(now - sent_at);
   counters_.set(Counter::kSrttUs, static_cast<uint64_t>(rate_.srtt() / 1000));
 }
 
@@ -394,8 +386,8 @@ void Qp::reposition(Psn p) {
   // again, so the ACK that covers it would not say which copy it answers.
   // A resend from beyond it leaves the timing valid (in a flow that goes
   // back often, dropping every timing left it with no sample at all).
-  if (rtt_timing_ && (rtt_psn_ - p) >= 0) rtt_timing_ = false;
-  rtt_clean_resend_ = false;  // a sequence NAK's retry sets it again (comp_run)
+  if (rtt_probe_ && (rtt_probe_->psn - p) >= 0) rtt_probe_.reset();
+  rtt_clean_from_.reset();  // a sequence NAK's retry sets it again (comp_run)
   std::size_t i = 0;
   for (; i < sq_.size(); ++i) {
     const SendWqe& w = sq_[i];

@@ -4,8 +4,15 @@
 #include <algorithm>
 #include <cstring>
 
+#include "transport/detail/planted.hpp"
 #include "transport/detail/qp.hpp"
 #include "transport/detail/trace.hpp"
+
+namespace urnic::transport {
+
+bool planted_bugs_built() noexcept { return detail::kPlantedBugs; }
+
+}  // namespace urnic::transport
 
 namespace urnic::transport::detail {
 
@@ -37,7 +44,7 @@ void Qp::resp_run(const wire::IbPacket& pkt, const RxInfo& rx, Nanos now) {
       case RespState::kDuplicateRequest: s = resp_duplicate(pkt, now); break;
       case RespState::kErrNakPsnSequence:
         // IBA 9.7.5.2.2: NAK once with the PSN we expect; the requester goes back to it.
-        if (!ctx_.cfg.planted.skip_psn_nak) {
+        if (!planted(ctx_.cfg, &PlantedBugs::skip_psn_nak)) {
           count(Counter::kSeqErrNaksSent);
           send_ack(ae::kNak | ae::kNakPsnSequence, epsn_, now);
         }
@@ -53,7 +60,8 @@ void Qp::resp_run(const wire::IbPacket& pkt, const RxInfo& rx, Nanos now) {
         resp_nak(ae::kNak | ae::kNakInvalidRequest, pkt.bth.psn, s, now);
         return;
       case RespState::kErrNakRemoteAccess:
-        resp_nak(ae::kNak | (ctx_.cfg.planted.wrong_access_nak ? ae::kNakInvalidRequest : ae::kNakRemoteAccess),
+        resp_nak(ae::kNak | (planted(ctx_.cfg, &PlantedBugs::wrong_access_nak) ? ae::kNakInvalidRequest
+                                                                                : ae::kNakRemoteAccess),
                  pkt.bth.psn, s, now);
         return;
       case RespState::kErrNakRemoteOperational:
@@ -276,7 +284,7 @@ RespState Qp::resp_execute(const wire::IbPacket& pkt, Nanos now) {
     msn_ = (msn_ + 1) & 0xFFFFFF;
     epsn_ = r.last_psn + 1;
     unacked_ = 0;
-    if (resp_tx_) return RespState::kDone;  // queued behind the responses being paced
+    if (resp_paced()) return RespState::kDone;  // queued behind the responses being paced
     if (pace_responses()) resp_stream_from(p, now);  // paced (DCQCN)
     else send_read_responses(r, p, now);
     return RespState::kDone;
@@ -302,7 +310,7 @@ RespState Qp::resp_execute(const wire::IbPacket& pkt, Nanos now) {
     msn_ = (msn_ + 1) & 0xFFFFFF;
     epsn_ = p + 1;
     unacked_ = 0;
-    if (resp_tx_) return RespState::kDone;  // answered in turn by resp_pump
+    if (resp_paced()) return RespState::kDone;  // answered in turn by resp_pump
     pay_owed_ack(now);  // PSN order
     emit_atomic_ack(r, now);
     return RespState::kDone;
@@ -387,8 +395,7 @@ RespState Qp::resp_acknowledge(const wire::IbPacket& pkt) {
     // the pass's end (Transport::settle_writes) sends one ACK for all.
     if (ack_owed_) count(Counter::kAckDeferred);
     else ctx_.acks_owed.push_back(qpn_);
-    ack_owed_ = true;
-    ack_owed_psn_ = pkt.bth.psn;
+    ack_owed_ = pkt.bth.psn;
     unacked_ = 0;
   } else {
     count(Counter::kAckDeferred);
@@ -412,7 +419,7 @@ RespState Qp::resp_duplicate(const wire::IbPacket& pkt, Nanos now) {
       if (r.length > 0 &&
           ctx_.check_rkey(r.rkey, resp_pd(), qpn_, r.va, r.length, access::kRemoteRead, nullptr) != KeyCheck::kOk)
         return RespState::kErrNakRemoteAccess;
-      if (resp_tx_ || pace_responses()) resp_stream_from(p, now);
+      if (resp_paced() || pace_responses()) resp_stream_from(p, now);
       else send_read_responses(r, p, now);
       return RespState::kDone;
     }
@@ -421,7 +428,7 @@ RespState Qp::resp_duplicate(const wire::IbPacket& pkt, Nanos now) {
   if (i.is(Op::kAtomic)) {
     for (const RespResource& r : resources_) {
       if (!r.atomic || r.first_psn != p) continue;
-      if (resp_tx_) {
+      if (resp_paced()) {
         resp_stream_from(p, now);
         return RespState::kDone;
       }
@@ -432,7 +439,7 @@ RespState Qp::resp_duplicate(const wire::IbPacket& pkt, Nanos now) {
     }
     return RespState::kDrop;
   }
-  if (ctx_.cfg.planted.reexecute_duplicate_write && i.is(Op::kWrite) && i.has(wire::Hdr::kReth) &&
+  if (planted(ctx_.cfg, &PlantedBugs::reexecute_duplicate_write) && i.is(Op::kWrite) && i.has(wire::Hdr::kReth) &&
       !pkt.payload.empty()) {
     RemoteMr mr;  // planted bug: the duplicate's payload written again
     ctx_.check_rkey(pkt.reth.rkey, resp_pd(), qpn_, pkt.reth.va, pkt.payload.size(), access::kRemoteWrite, &mr);
@@ -500,15 +507,15 @@ uint64_t Qp::emit_atomic_ack(const RespResource& r, Nanos now) {
 // them, every later READ's and atomic's, from resources_ in PSN order --
 // leave one per turn (pace_next_, the QP's deadline), and what the
 // responder owes after them waits: ACKs (cumulative: the newest covers
-// the rest, ack_owed_) and a sequence or RNR NAK (resp_tx_nak_), paid
+// the rest, ack_owed_) and a sequence or RNR NAK (RespTx::kPacedNakOwed), paid
 // when the stream is done (emit_ack). Requests keep being received and
 // executed meanwhile; only their answers queue. An error NAK ends the
 // stream: the responses of the requests before it go first, unpaced
 // (resp_drain_before), then the NAK, and the QP goes to the error state.
 void Qp::resp_stream_from(Psn p, Nanos now) {
-  if (!resp_tx_) {
+  if (!resp_paced()) {
     pay_owed_ack(now);  // for requests before this one: PSN order
-    resp_tx_ = true;
+    resp_tx_ = RespTx::kPaced;
   }
   resp_tx_psn_ = p;
   resp_tx_first_ = true;  // a (re)started READ's first response is FIRST or ONLY
@@ -516,7 +523,7 @@ void Qp::resp_stream_from(Psn p, Nanos now) {
 }
 
 void Qp::resp_pump(Nanos now) {
-  while (resp_tx_) {
+  while (resp_paced()) {
     const RespResource* r = nullptr;
     for (const RespResource& x : resources_) {
       if ((x.last_psn - resp_tx_psn_) >= 0) {
@@ -526,17 +533,18 @@ void Qp::resp_pump(Nanos now) {
     }
     if (r == nullptr) break;  // all sent
     if (now < pace_next_) {
-      list_timer();  // next_deadline: pace_next_ while resp_tx_
+      list_timer();  // next_deadline: pace_next_ while paced
       return;
     }
     if ((r->first_psn - resp_tx_psn_) >= 0) {  // a resource's start
       resp_tx_psn_ = r->first_psn;
       resp_tx_first_ = true;
       // An ACK owed for requests before it goes first (PSN order).
-      if (ack_owed_ && (ack_owed_psn_ - r->first_psn) < 0) {
-        ack_owed_ = false;
+      if (ack_owed_ && (*ack_owed_ - r->first_psn) < 0) {
+        const Psn owed = *ack_owed_;
+        ack_owed_.reset();
         if (!resp_settle(now)) return;
-        emit_ack_now(ae::kAck | ae::kCreditsInvalid, ack_owed_psn_, now);
+        emit_ack_now(ae::kAck | ae::kCreditsInvalid, owed, now);
       }
       if (!resp_settle(now)) return;  // a staged write faulted: NAKed, the QP in error
     }
@@ -556,11 +564,13 @@ void Qp::resp_pump(Nanos now) {
     ++resp_tx_psn_;
     if (rate_.limited()) pace(bytes, now);
   }
-  // Done: what waited behind the stream, in PSN order.
-  resp_tx_ = false;
+  // Done: what waited behind the stream, in PSN order. (Paying the ACK
+  // may put the QP in the error state, which drops the NAK, as
+  // enter_error drops all that is held.)
+  const bool nak_owed = resp_tx_ == RespTx::kPacedNakOwed;
+  resp_tx_ = RespTx::kDirect;
   pay_owed_ack(now);
-  if (resp_tx_nak_) {
-    resp_tx_nak_ = false;
+  if (nak_owed && attr_.qp_state != QpState::kErr) {
     if (!resp_settle(now)) return;
     emit_ack_now(resp_tx_nak_syn_, resp_tx_nak_psn_, now);
   }
@@ -576,23 +586,23 @@ void Qp::send_ack(uint8_t syndrome, Psn psn, Nanos now) {
 
 void Qp::pay_owed_ack(Nanos now) {
   if (!ack_owed_) return;
-  ack_owed_ = false;
+  const Psn owed = *ack_owed_;
+  ack_owed_.reset();
   if (attr_.qp_state == QpState::kErr || attr_.qp_state == QpState::kReset) return;
-  send_ack(ae::kAck | ae::kCreditsInvalid, ack_owed_psn_, now);
+  send_ack(ae::kAck | ae::kCreditsInvalid, owed, now);
 }
 
 void Qp::emit_ack(uint8_t syndrome, Psn psn, Nanos now) {
-  if (resp_tx_) {  // behind paced READ responses (resp_pump)
+  if (resp_paced()) {  // behind paced READ responses (resp_pump)
     const uint8_t type = syndrome & ae::kTypeMask;
     if (type == ae::kAck) {
-      ack_owed_ = true;
-      ack_owed_psn_ = psn;
+      ack_owed_ = psn;
       return;
     }
     const bool retry_nak = type == ae::kRnrNak || (type == ae::kNak && (syndrome & 0x1F) == ae::kNakPsnSequence);
     if (retry_nak) {
-      if (!resp_tx_nak_) {
-        resp_tx_nak_ = true;
+      if (resp_tx_ == RespTx::kPaced) {  // the first one owed is the one sent
+        resp_tx_ = RespTx::kPacedNakOwed;
         resp_tx_nak_syn_ = syndrome;
         resp_tx_nak_psn_ = psn;
       }
@@ -608,7 +618,7 @@ void Qp::emit_ack(uint8_t syndrome, Psn psn, Nanos now) {
 }
 
 bool Qp::resp_drain_before(Psn limit, Nanos now) {
-  resp_tx_ = resp_tx_nak_ = false;
+  resp_tx_ = RespTx::kDirect;
   Psn psn = resp_tx_psn_;
   bool first = resp_tx_first_;
   for (const RespResource& r : resources_) {
@@ -649,8 +659,7 @@ void Qp::emit_ack_now(uint8_t syndrome, Psn psn, Nanos now) {
 // bytes; the codec writes those. Several marks within cnp_interval get one.
 void Qp::notify_congestion(Nanos now) {
   count(Counter::kCeRcvd);
-  if (cnp_sent_ && now - last_cnp_ < ctx_.cfg.cnp_interval) return;
-  cnp_sent_ = true;
+  if (last_cnp_ && now - *last_cnp_ < ctx_.cfg.cnp_interval) return;
   last_cnp_ = now;
   wire::IbPacket c;
   c.bth.opcode = op::kCnp;
@@ -675,7 +684,7 @@ void Qp::nak_and_error(uint8_t syndrome, Psn psn, RespState why, Nanos now) {
   count(Counter::kSentNakErr);
   // An owed ACK still here covers the request this NAKs (a staged write
   // of it faulted): it must not go.
-  ack_owed_ = false;
+  ack_owed_.reset();
   emit_ack(syndrome, psn, now);
   if (recv_slot_ == RecvSlot::kHeld && pending_recv_status_ != WcStatus::kSuccess) fail_recv(pending_recv_status_, now);
   ctx_.raise({why == RespState::kErrNakRemoteAccess ? EventType::kQpAccessErr

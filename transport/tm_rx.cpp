@@ -57,7 +57,6 @@ RespState Qp::tm_take_landing(const wire::IbPacket& pkt) {
     cur_recv_.sges.assign(1, m->buffer.sge);
     cur_recv_.length = m->buffer.sge.length;
     tm_handle_ = m->handle;
-    tm_match_reported_ = false;
     tm_hdr_ = *tmh;
     if (tmh->op == TmhOp::kEager) {
       tm_land_ = TmLanding::kEager;
@@ -77,7 +76,6 @@ RespState Qp::tm_take_landing(const wire::IbPacket& pkt) {
   if (!take_recv(cur_recv_)) return RespState::kErrRnr;
   recv_skip_ = 0;
   tm_handle_ = kNoTmHandle;
-  tm_match_reported_ = false;
   if (tagged) {
     tm_land_ = TmLanding::kUnexpected;
     if (matchable) tags.match(tmh->tag);  // no match: counts it unexpected
@@ -98,12 +96,12 @@ void Qp::tm_fill_recv_cqe(Cqe& e) const {
     case TmLanding::kUnexpected:
       e.opcode = WcOpcode::kTmRecv;
       return;
+    case TmLanding::kEagerReported:  // the second CQE of a multi-packet message
+      e.opcode = WcOpcode::kTmRecv;
+      e.wc_flags |= wc_flag::kTmDataValid;
+      return;
     case TmLanding::kEager:
       e.opcode = WcOpcode::kTmRecv;
-      if (tm_match_reported_) {  // the second CQE of a multi-packet message
-        e.wc_flags |= wc_flag::kTmDataValid;
-        return;
-      }
       e.wc_flags |= wc_flag::kTmMatch | wc_flag::kTmDataValid;
       break;
     case TmLanding::kRndv:
@@ -133,7 +131,7 @@ bool Qp::tm_report_match(Nanos now) {
   e.tm_priv = tm_hdr_.app_ctx;
   e.tm_handle = tm_handle_;
   tm_handle_ = kNoTmHandle;
-  tm_match_reported_ = true;
+  tm_land_ = TmLanding::kEagerReported;
   return complete(resp_cq(), e, now);
 }
 

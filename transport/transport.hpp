@@ -69,7 +69,7 @@ struct TransportConfig {
   // An iWARP device (RFC 5040/5041/5044 over a byte stream per QP): its QPs
   // are RC only and run over a stream bound with iw_bind_stream.
   bool iwarp = false;
-  PlantedBugs planted;  // bugs on purpose, for conformance-tester tests (types.hpp)
+  PlantedBugs planted;  // bugs on purpose: read only by the conformance test build (types.hpp)
 };
 
 namespace detail {

@@ -161,7 +161,9 @@ inline constexpr uint32_t kMaxWr = 1u << 0, kLimit = 1u << 1;
 
 // Planted bugs (issue 20): a responder that breaks a rule on purpose, so
 // that tests can show `urnic conform` catches each one. All off unless a
-// device's config names them ("planted_bugs"); never for real use.
+// device's config names them ("planted_bugs"), and honoured only by the
+// conformance test build, the daemon urnicd-conform (issue 46,
+// transport/detail/planted.hpp); the product urnicd refuses the key.
 struct PlantedBugs {
   bool skip_psn_nak = false;               // no NAK PSN sequence error (IBA 9.7.5.2.2)
   bool reexecute_duplicate_write = false;  // a duplicate WRITE written again (IBA 9.7.5.1.5)
@@ -171,6 +173,10 @@ struct PlantedBugs {
     return skip_psn_nak || reexecute_duplicate_write || wrong_access_nak || wrong_terminate_code;
   }
 };
+// True only in a binary linked with the conformance test build of the
+// transport (urnic_transport_planted: urnicd-conform): where the config
+// may plant bugs.
+bool planted_bugs_built() noexcept;
 
 struct Sge {
   uint64_t addr = 0;

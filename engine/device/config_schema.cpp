@@ -84,7 +84,8 @@ const ConfigKey kKeys[] = {
      .doc = "pcap capture from the start: a file name, or an object"},
     {.scope = S::kDevice, .name = "planted_bugs", .types = kArr, .items = kStr,
      .doc = "bugs planted on purpose for conformance-tester tests: roce skip-psn-nak, reexecute-duplicate-write, "
-            "wrong-access-nak; iwarp wrong-terminate-code (logged loudly)"},
+            "wrong-access-nak; iwarp wrong-terminate-code (logged loudly); only in the test build urnicd-conform, "
+            "urnicd refuses the key"},
     // dcqcn (transport/dcqcn.hpp has the defaults' sources).
     {.scope = S::kDcqcn, .name = "enabled", .types = kBool, .def = "true", .doc = "DCQCN on"},
     {.scope = S::kDcqcn, .name = "g", .types = kNum, .min = 0, .max = 1, .min_open = true, .def = "0.00390625",

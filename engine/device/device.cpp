@@ -288,6 +288,13 @@ std::optional<DaemonConfig> parse_config(const std::string& json_text, std::stri
         return std::nullopt;
       }
       if (d.contains("planted_bugs")) {
+        // Issue 46: only the conformance test build has them (types.hpp).
+        if (!transport::planted_bugs_built()) {
+          error = "config: planted_bugs: this urnicd is the product build, which has no planted bugs; they are "
+                  "built only into the conformance test daemon urnicd-conform (build/tests/acceptance/"
+                  "urnicd-conform, for tests/acceptance/conform_test.sh) (" + dc.name + ")";
+          return std::nullopt;
+        }
         if (!parse_planted_bugs(d["planted_bugs"], dc, error)) return std::nullopt;
       }
       if (d.contains("dcqcn")) {

@@ -77,6 +77,8 @@ struct DeviceConfig {
   // Bugs planted on purpose for conformance-tester tests ("planted_bugs":
   // roce "skip-psn-nak", "reexecute-duplicate-write", "wrong-access-nak";
   // iwarp "wrong-terminate-code"; transport/types.hpp PlantedBugs). Logged loudly.
+  // Set only in the conformance test daemon urnicd-conform: urnicd refuses
+  // the key (transport::planted_bugs_built(), issue 46).
   transport::PlantedBugs planted_bugs;
 };
 

@@ -8,7 +8,9 @@
 # of every case and a pcap of the exchange; then urnicd again with
 # "planted_bugs" (skip-psn-nak, reexecute-duplicate-write, wrong-access-nak)
 # and the cases of those rules must FAIL while the others still pass: the
-# tester catches what it claims to check. Needs root: exits 77 otherwise.
+# tester catches what it claims to check. The planted bugs are built only
+# into the test daemon URNICD_CONFORM (issue 46): the product urnicd must
+# refuse the key. Needs root: exits 77 otherwise.
 #
 # Then the afpacket link (raw frames): RoCE v1 (--transport roce1: all pass,
 # the v2 framing cases N/A) and v2 (all pass, no warning: a UDP source port
@@ -16,13 +18,15 @@
 # initiator over TCP) against an iWARP device, urnic_iw0, in a: all pass;
 # and with its planted bug (a wrong Terminate code) iw.err.invalid-stag fails.
 #
-# usage: conform_test.sh SHIM_DIR URNICD URNIC_CONFORM URNIC_CONFORM_AGENT RDMACM_SHIM_DIR
+# usage: conform_test.sh SHIM_DIR URNICD URNIC_CONFORM URNIC_CONFORM_AGENT RDMACM_SHIM_DIR URNICD_CONFORM
 set -uo pipefail
 shim_dir=$1
 urnicd=$2
 conform=$3
 agent=$4
 rdmacm_dir=$5
+urnicd_product=$2
+urnicd_conform=$6
 
 # shellcheck source=two_hosts.sh
 source "$(dirname "$0")/two_hosts.sh"
@@ -79,9 +83,16 @@ python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert len(d["cases
   fail "JSON report or pcap missing ($frames bytes of pcap)"
 
 # --- planted bugs: the cases of those rules fail, the others do not -----------
+# The product urnicd has none and refuses the key, naming the test build.
+printf '{"devices": [{%s, "planted_bugs": ["skip-psn-nak"]}]}\n' "$udp_dev" > "$rt/product.json"
+out=$("$urnicd_product" --config "$rt/product.json" --runtime-dir "$rt/product" 2>&1)
+rc=$?
+[[ $rc -ne 0 && $out == *"product build"*"urnicd-conform"* ]] && pass "urnicd refuses planted_bugs (exit $rc)" ||
+  fail "urnicd took planted_bugs: exit $rc, $out"
+urnicd=$urnicd_conform
 start_urnic "$udp_dev"', "planted_bugs": ["skip-psn-nak", "reexecute-duplicate-write", "wrong-access-nak"]'
-grep -q 'PLANTED BUGS ON' "$rt/a.log" && pass "urnicd says its planted bugs are on" ||
-  fail "urnicd did not warn about its planted bugs: $(tail -3 "$rt/a.log")"
+grep -q 'PLANTED BUGS ON' "$rt/a.log" && pass "urnicd-conform says its planted bugs are on" ||
+  fail "urnicd-conform did not warn about its planted bugs: $(tail -3 "$rt/a.log")"
 run_conform "$rt/planted.txt" --suite rc.resp
 rc=$?
 for id in rc.resp.psn-sequence-nak rc.resp.dup-write rc.resp.write-bad-rkey rc.resp.read-no-access; do
@@ -94,6 +105,7 @@ for id in rc.resp.write-ack rc.resp.read-multi rc.resp.atomic-replay rc.resp.rnr
   [[ $v == PASS ]] && pass "unaffected rule still passes: $id" || fail "$id is ${v:-missing} with planted bugs"
 done
 [[ $rc -eq 1 ]] && pass "the tester exits 1 when a case fails" || fail "tester exit $rc with failing cases"
+urnicd=$urnicd_product
 
 # --- RoCE v1 and v2 through the afpacket link (raw frames, per-QP UDP ports) --
 start_urnic '"name": "urnic0", "link": "afpacket", "interface": "'$veth_a'"'
@@ -117,6 +129,7 @@ rc=$?
 all_pass "$rc" "$rt/iw" 20 "urnic conform --transport iwarp against urnic_iw0"
 
 # --- an iWARP planted bug: a Terminate with the wrong error code ---------------
+urnicd=$urnicd_conform
 start_urnic '"name": "urnic_iw0", "transport": "iwarp", "address": "'$ip_a'", "planted_bugs": ["wrong-terminate-code"]'
 run_conform "$rt/iwp.txt" --transport iwarp --suite iw.err.invalid-stag --suite iw.ddp.write
 v=$(verdict "$rt/iwp.txt" iw.err.invalid-stag)

@@ -7,7 +7,7 @@
 //
 // Three explicit states (STYLE 7): the link (IwLink: is there a stream, may
 // we send), each send WQE (IwWqeState), and the receive side's message in
-// progress (RecvSlot from detail/qp.hpp).
+// progress (RecvSlot from detail/qp_common.hpp).
 #pragma once
 
 #include <array>
@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "transport/detail/context.hpp"
-#include "transport/detail/qp.hpp"
+#include "transport/detail/qp_common.hpp"
 #include "transport/iwarp/stream.hpp"
 #include "wire/ddp_rdmap.hpp"
 #include "wire/fpdu.hpp"
@@ -111,22 +111,10 @@ inline wire::DdpRdmapPacket iw_untagged(wire::RdmapOpcode op, uint32_t qn, uint3
   return p;
 }
 
-class IwQp {
+class IwQp : public QpCommon {
  public:
   IwQp(Context& ctx, uint32_t qpn, const QpInitAttr& init);
 
-  uint32_t qpn() const noexcept { return qpn_; }
-  // This QP's share of the transport counters, bumped where the decision
-  // is made (count) together with the device's (ctx_.counters).
-  const Counters& counters() const noexcept { return counters_; }
-  void count(Counter c, uint64_t n = 1) noexcept {
-    ctx_.counters.inc(c, n);
-    counters_.inc(c, n);
-  }
-  // Dropped from ctx_.timer_qps (no deadline any more).
-  void timer_unlisted() noexcept { timer_listed_ = false; }
-  const QpInitAttr& init() const noexcept { return init_; }
-  QpState state() const noexcept { return attr_.qp_state; }
   IwLink link() const noexcept { return link_; }
 
   int modify(const QpAttr& a, uint32_t mask, Nanos now);
@@ -136,7 +124,6 @@ class IwQp {
   // A receive WQE was posted to SRQ `srq` (which this QP may take from).
   void on_srq_recv(SrqHandle srq);
   std::size_t sq_depth() const noexcept { return sq_.size(); }
-  std::size_t rq_depth() const noexcept { return rq_.size(); }
 
   int bind_stream(const iwarp::StreamParams& p, iwarp::StreamSink& sink, Nanos now);
   void on_stream_data(std::span<const uint8_t> in, Nanos now);
@@ -161,9 +148,6 @@ class IwQp {
   void flush_rq();
   void complete_sq(Nanos now);
   bool complete(CqHandle cq, const Cqe& e, Nanos now);
-  bool push_cqe(CqHandle cq, const Cqe& e) { return ctx_.push_cqe(cq, e, &counters_); }
-  bool take_recv(RecvWqe& out);
-  PdHandle recv_pd() const noexcept;  // the PD of the receive WQEs (the SRQ's, if any; see Qp::recv_pd)
 
   // iw_tx.cpp: the stream's output side.
   void tx_run(Nanos now);
@@ -213,14 +197,6 @@ class IwQp {
   // WR_FLUSH_ERR; that first one LOC_PROT_ERR if its own data faulted.
   void fail_recv_completions(uint32_t from_msn, bool first_faulted);
 
-  Context& ctx_;
-  uint32_t qpn_;
-  Counters counters_;
-  bool timer_listed_ = false;  // in ctx_.timer_qps
-  // A deadline was set: be found by Transport::next_deadline.
-  void list_timer() { ctx_.list_timer(qpn_, timer_listed_); }
-  QpInitAttr init_;
-  QpAttr attr_;
   IwLink link_ = IwLink::kUnbound;
   iwarp::StreamParams params_;
   iwarp::StreamSink* sink_ = nullptr;
@@ -249,9 +225,6 @@ class IwQp {
   uint32_t rx_rreq_msn_ = 1;
   uint32_t rx_term_msn_ = 1;
   uint32_t rx_aresp_msn_ = 1;
-  PoolDeque<RecvWqe> rq_;
-  RecvSlot recv_slot_ = RecvSlot::kEmpty;
-  RecvWqe cur_recv_;
   uint64_t recv_off_ = 0;          // bytes of the current Send placed
   std::optional<wire::Terminate> term_rx_;
   // A Send that found no receive WQE waits (and the stream behind it) for

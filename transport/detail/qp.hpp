@@ -8,11 +8,13 @@
 
 #include <cstdint>
 #include <deque>
+#include <optional>
 #include <string_view>
 #include <vector>
 
 #include "transport/dcqcn.hpp"
 #include "transport/detail/context.hpp"
+#include "transport/detail/qp_common.hpp"
 #include "transport/tm_header.hpp"
 #include "wire/ib_codec.hpp"
 #include "wire/ib_packet.hpp"
@@ -141,6 +143,19 @@ enum class RespMsg : uint8_t {
   kDropping,  // UC only: a packet was lost; drop until the next FIRST/ONLY (IBA 9.8.4)
 };
 
+// The responder's answers while the QP's DCQCN rate is cut (resp_pump,
+// responder.cpp): READ and atomic responses then leave one per pacing turn
+// and whatever the responder owes behind them waits in PSN order -- ACKs
+// (coalesced: ack_owed_) and at most one retry NAK, a PSN sequence NAK
+// (IBA 9.7.5.2.2) or an RNR NAK (9.7.5.2.8), whose syndrome and PSN are
+// kept in resp_tx_nak_syn_/resp_tx_nak_psn_. An error NAK is never held:
+// the held responses before it go unpaced, then it (resp_drain_before).
+enum class RespTx : uint8_t {
+  kDirect,        // not paced: every answer leaves when it is made
+  kPaced,         // responses from resp_tx_psn_ on are paced; ACKs wait behind them
+  kPacedNakOwed,  // and a retry NAK waits behind them too
+};
+
 // IBA 9.7.5.1.5: responder resources for READ and atomic requests, kept so a
 // duplicate can be answered (a READ re-executed, an atomic replayed).
 struct RespResource {
@@ -158,9 +173,6 @@ struct RespResource {
 // must not start another go-back-N (rxe's comp.started_retry).
 enum class CompRetry : uint8_t { kNone, kRetrying };
 
-// The receive WQE the responder holds for the message in progress.
-enum class RecvSlot : uint8_t { kEmpty, kHeld };
-
 // Where a SEND arriving on a tag-matching SRQ lands (transport/tm_rx.cpp),
 // decided at its first packet.
 enum class TmLanding : uint8_t {
@@ -168,12 +180,11 @@ enum class TmLanding : uint8_t {
   kNoTag,       // IBV_TMH_NO_TAG / FIN / no valid TMH: whole, in an SRQ WQE; TM_NO_TAG
   kUnexpected,  // EAGER/RNDV without a match: whole, in an SRQ WQE; TM_RECV, no flags
   kEager,       // matched EAGER: the payload after the TMH in the tagged buffer
+  kEagerReported,  // a matched EAGER of several packets whose match CQE went at its first (tm_report_match)
   kRndv,        // matched RNDV: nothing placed; the QP READs the data itself
   kRndvSw,      // matched RNDV too long for the tagged buffer: its headers land there for software
 };
 
-WcOpcode wc_opcode_for(WrOpcode op) noexcept;
-bool is_rd_atomic(WrOpcode op) noexcept;
 constexpr bool is_local_op(WrOpcode op) noexcept { return op == WrOpcode::kBindMw || op == WrOpcode::kLocalInv; }
 Nanos rnr_timer_ns(uint8_t code) noexcept;
 constexpr Nanos ack_timeout_ns(uint8_t timeout) noexcept { return Nanos{4096} << timeout; }
@@ -188,22 +199,9 @@ std::string_view to_string(ReqState s) noexcept;
 std::string_view to_string(CompState s) noexcept;
 std::string_view to_string(RespState s) noexcept;
 
-class Qp {
+class Qp : public QpCommon {
  public:
   Qp(Context& ctx, uint32_t qpn, const QpInitAttr& init);
-
-  uint32_t qpn() const noexcept { return qpn_; }
-  // This QP's share of the transport counters, bumped where the decision
-  // is made (count) together with the device's (ctx_.counters).
-  const Counters& counters() const noexcept { return counters_; }
-  void count(Counter c, uint64_t n = 1) noexcept {
-    ctx_.counters.inc(c, n);
-    counters_.inc(c, n);
-  }
-  // Dropped from ctx_.timer_qps (no deadline any more).
-  void timer_unlisted() noexcept { timer_listed_ = false; }
-  const QpInitAttr& init() const noexcept { return init_; }
-  QpState state() const noexcept { return attr_.qp_state; }
 
   int modify(const QpAttr& a, uint32_t mask, Nanos now);
   void query(QpAttr& a) const;
@@ -226,7 +224,6 @@ class Qp {
   // The application's send WQEs outstanding (the engine frees its ring
   // slots by this); the QP's own (TmWqe) are not from the ring.
   std::size_t sq_depth() const noexcept { return sq_.size() - tm_wqes_; }
-  std::size_t rq_depth() const noexcept { return rq_.size(); }
 
  private:
   // qp.cpp: state changes, completions, receive WQEs, packet output.
@@ -236,7 +233,7 @@ class Qp {
   void flush_sq();
   void flush_rq();
   bool complete(CqHandle cq, const Cqe& e, Nanos now);
-  bool push_cqe(CqHandle cq, const Cqe& e) { return ctx_.push_cqe(cq, e, &counters_); }
+  // QpCommon's, and an XRC target's from the SRQ its request names.
   bool take_recv(RecvWqe& out);
   // Bytes of the first `n` message bytes that land in cur_recv_ (those
   // after recv_skip_).
@@ -359,15 +356,6 @@ class Qp {
   bool tm_wqe_done(const SendWqe& w, WcStatus st, Nanos now);
   void tm_flush_wqe(const SendWqe& w);
 
-  Context& ctx_;
-  uint32_t qpn_;
-  Counters counters_;
-  bool timer_listed_ = false;  // in ctx_.timer_qps
-  // A deadline was set: be found by Transport::next_deadline.
-  void list_timer() { ctx_.list_timer(qpn_, timer_listed_); }
-  QpInitAttr init_;
-  QpAttr attr_;
-
   // --- requester / completer ---
   PoolDeque<SendWqe> sq_;    // posted, not yet completed; front is the oldest
   uint32_t tm_wqes_ = 0;      // of which the QP's own (TmWqe), not the application's
@@ -386,18 +374,19 @@ class Qp {
   // compare that never holds).
   DcqcnRate rate_;
   Nanos pace_next_ = 0;
-  // The next request PSN never sent yet (valid once sent_any_): below it a
-  // request is a resend (emit_request: retransmitted_pkts, time_request).
+  // The next request PSN never sent yet (none before the first request):
+  // below it a request is a resend (emit_request: retransmitted_pkts,
+  // time_request).
+  std::optional<Psn> sent_hi_;
   // The round-trip timing (time_request): the one request being timed.
-  Psn sent_hi_;
-  bool sent_any_ = false;
-  bool rtt_timing_ = false;
-  Psn rtt_psn_;
-  Nanos rtt_sent_at_ = 0;
-  // Since the last go-back-N, a sequence NAK's: resends from rtt_clean_from_
-  // on are first copies to the responder, and may be timed.
-  bool rtt_clean_resend_ = false;
-  Psn rtt_clean_from_;
+  struct RttProbe {
+    Psn psn;
+    Nanos sent_at = 0;
+  };
+  std::optional<RttProbe> rtt_probe_;
+  // Set while the last go-back-N was a sequence NAK's: resends from this
+  // PSN on are first copies to the responder, and may be timed.
+  std::optional<Psn> rtt_clean_from_;
   CompRetry comp_retry_ = CompRetry::kNone;
   Psn comp_retry_psn_;               // valid in CompRetry::kRetrying: where we went back to
   uint32_t read_window_ = 255;       // READ requests allowed out (<= max_rd_atomic); 2 after a loss
@@ -405,13 +394,10 @@ class Qp {
   bool comp_progress_ = false;       // scratch for one completer pass: a WQE completed or comp_psn_ moved
 
   // --- responder ---
-  PoolDeque<RecvWqe> rq_;    // posted receive WQEs (unused with an SRQ)
   Psn epsn_;                  // the next request PSN expected
   uint32_t msn_ = 0;          // messages completed (24 bits)
   RespSeq resp_seq_ = RespSeq::kInSequence;
   RespMsg resp_msg_ = RespMsg::kNone;
-  RecvSlot recv_slot_ = RecvSlot::kEmpty;
-  RecvWqe cur_recv_;          // valid while recv_slot_ == kHeld
   uint64_t msg_offset_ = 0;   // payload bytes of the current message received
   uint64_t write_va_ = 0;     // RETH of the current WRITE
   uint32_t write_rkey_ = 0;
@@ -421,19 +407,17 @@ class Qp {
   // ACKs are coalesced to one per QP per engine pass (IBA 9.7.5.1.6), so
   // that a pass's received data lands with one flush of the staged writes,
   // not one per message (issue 23). Listed in Context::acks_owed.
-  bool ack_owed_ = false;
-  Psn ack_owed_psn_{};
-  // READ responses held by the QP's rate (resp_pump): the next response
-  // PSN, whether it starts a (re)started READ, and a sequence or RNR NAK
-  // owed behind them.
-  bool resp_tx_ = false;
+  std::optional<Psn> ack_owed_;  // the PSN of the request the owed ACK answers
+  // READ responses held by the QP's rate (resp_pump, RespTx): the next
+  // response PSN, whether it starts a (re)started READ, and the retry NAK
+  // owed behind them (valid in RespTx::kPacedNakOwed).
+  RespTx resp_tx_ = RespTx::kDirect;
   bool resp_tx_first_ = false;
   Psn resp_tx_psn_{};
-  bool resp_tx_nak_ = false;
   uint8_t resp_tx_nak_syn_ = 0;
   Psn resp_tx_nak_psn_{};
-  bool cnp_sent_ = false;     // notify_congestion: a CNP went out, at last_cnp_
-  Nanos last_cnp_ = 0;
+  bool resp_paced() const noexcept { return resp_tx_ != RespTx::kDirect; }
+  std::optional<Nanos> last_cnp_;  // notify_congestion: when the last CNP went out
   PoolDeque<RespResource> resources_;  // at most max(1, max_dest_rd_atomic)
   uint8_t pending_nak_ = 0;   // the syndrome chosen by a check step
   SrqHandle xrc_srq_{};       // XRC target: the SRQ the request being processed names
@@ -453,7 +437,6 @@ class Qp {
   Tmh tm_hdr_;
   Rvh tm_rvh_;
   uint32_t tm_handle_ = kNoTmHandle;  // the matched tag's, until a CQE has reported it
-  bool tm_match_reported_ = false;    // a multi-packet EAGER's match CQE went at its first packet
 };
 
 }  // namespace urnic::transport::detail
