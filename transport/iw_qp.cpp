@@ -315,7 +315,7 @@ void IwQp::enter_error(Nanos now) {
   if (link_ != IwLink::kTerminating) close_stream();
   flush_sq();
   flush_rq();
-  if (init_.has_srq) ctx_.raise({EventType::kQpLastWqeReached, qpn_, {}, {}});  // as Qp::enter_error
+  raise_last_wqe_reached();
 }
 
 void IwQp::flush_sq() {

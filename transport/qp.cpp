@@ -260,11 +260,7 @@ void Qp::enter_error(Nanos now) {
   // WR completes with IBV_WC_WR_FLUSH_ERR.
   flush_sq();
   flush_rq();
-  // IBA 11.6.3 (the affiliated event Last WQE Reached): a QP attached to an SRQ tells the
-  // consumer, once in the error state, that it will take no more WQEs from
-  // the SRQ; flush_rq has just completed the one in progress, if any. UCX
-  // and SPDK wait for it before destroying such a QP (rxe never raises it).
-  if (init_.has_srq) ctx_.raise({EventType::kQpLastWqeReached, qpn_, {}, {}});
+  raise_last_wqe_reached();
 }
 
 // IBA 10.3.1 (SQEr) / 11.6.3: a UC or UD send-side completion error puts

@@ -79,6 +79,13 @@ class QpCommon {
   // Every receive WQE still queued completes with WR_FLUSH_ERR, oldest
   // first (IBA 10.3.1.2); at a full CQ the rest are dropped.
   void flush_rq_wqes();
+  // IBA 11.6.3 (the affiliated event Last WQE Reached): a QP attached to
+  // an SRQ tells the consumer, once in the error state and after its RQ
+  // flush, that it will take no more WQEs from the SRQ. UCX and SPDK wait
+  // for it before destroying such a QP (rxe never raises it).
+  void raise_last_wqe_reached() {
+    if (init_.has_srq) ctx_.raise({EventType::kQpLastWqeReached, qpn_, {}, {}});
+  }
   // The next receive WQE: from the SRQ the QP was created with, else from
   // its own receive queue. (Qp adds the XRC target's SRQ.)
   bool take_recv(RecvWqe& out);
