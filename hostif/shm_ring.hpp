@@ -34,13 +34,14 @@ struct RingIndexLine {
 static_assert(sizeof(RingIndexLine) == kCacheLine);
 static_assert(std::is_standard_layout_v<RingIndexLine>);
 
-// Extra per-ring words, on their own line. `arm` is written by the
-// application (ibv_req_notify_cq) and consumed by the engine. (Whether the
-// engine sleeps is in the session's doorbell page, hostif/doorbell_page.hpp.)
+// Extra per-ring words, on their own line. `arm` and `moderation` are
+// written by the application (ibv_req_notify_cq, ibv_modify_cq) and read by
+// the engine. (Whether the engine sleeps is in the session's doorbell page,
+// hostif/doorbell_page.hpp.)
 struct RingControlLine {
   std::uint32_t arm;        // CQ: kArmNone / kArmNext / kArmSolicited (app -> engine)
   std::uint32_t arm_seq;    // CQ: bumped by the app on each arm request
-  std::uint32_t reserved;
+  std::uint32_t moderation; // CQ: cq_moderation_word(count, period) (app -> engine), 0 = none
   std::uint32_t error;      // engine -> app: 1 once the engine found the ring corrupt
   std::uint8_t pad[kCacheLine - 4 * sizeof(std::uint32_t)];
 };
@@ -49,6 +50,18 @@ static_assert(sizeof(RingControlLine) == kCacheLine);
 inline constexpr std::uint32_t kArmNone = 0;
 inline constexpr std::uint32_t kArmNext = 1;
 inline constexpr std::uint32_t kArmSolicited = 2;
+
+// CQ moderation (ibv_modify_cq with IBV_CQ_ATTR_MODERATE): the count and the
+// period (microseconds) packed in one word, so that the engine reads a pair
+// the application wrote together. The limits are mlx5's (16-bit count,
+// 12-bit period), reported as ibv_device_attr_ex::cq_mod_caps.
+inline constexpr std::uint16_t kCqModMaxCount = 0xffff;
+inline constexpr std::uint16_t kCqModMaxPeriodUs = 4095;
+constexpr std::uint32_t cq_moderation_word(std::uint16_t count, std::uint16_t period_us) {
+  return std::uint32_t{count} | (std::uint32_t{period_us} << 16);
+}
+constexpr std::uint16_t cq_moderation_count(std::uint32_t word) { return static_cast<std::uint16_t>(word); }
+constexpr std::uint16_t cq_moderation_period_us(std::uint32_t word) { return static_cast<std::uint16_t>(word >> 16); }
 
 // The header at the start of each ring in shared memory (3 cache lines).
 struct RingHeader {
@@ -205,7 +218,7 @@ class SpscRing {
   [[nodiscard]] const std::byte* oldest_unreleased() const { return slot_at(load_acquire(false)); }
   void reclaim_oldest() { store_release(false, load_acquire(false) + 1); }
 
-  // Control words (arm, arm_seq, error).
+  // Control words (arm, arm_seq, moderation, error).
   [[nodiscard]] std::uint32_t load_ctl(std::uint32_t RingControlLine::*field) const {
     return std::atomic_ref<std::uint32_t>(hdr()->ctl.*field).load(std::memory_order_acquire);
   }

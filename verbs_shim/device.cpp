@@ -185,6 +185,9 @@ int op_query_device_ex(ibv_context* context, const ibv_query_device_ex_input* in
   // 1 GHz, all 64 bits valid.
   full.completion_timestamp_mask = UINT64_MAX;
   full.hca_core_clock = hostif::kDeviceClockKhz;
+  // CQ moderation (ibv_modify_cq; engine/datapath/cq_moderation.hpp).
+  full.cq_mod_caps.max_cq_count = hostif::kCqModMaxCount;
+  full.cq_mod_caps.max_cq_period = hostif::kCqModMaxPeriodUs;
   // On-demand paging: urnicd reads and writes application memory with
   // process_vm_readv/writev at access time, which faults pages in, so MRs
   // need no pinning and may cover memory mapped later (implicit ODP: the

@@ -453,6 +453,7 @@ void install_ops(verbs_context* vctx) {
   install_query_ops(vctx);
   // Extended verbs: NULL means "not supported" to the inlines (EOPNOTSUPP).
   vctx->create_qp_ex = op_create_qp_ex;
+  vctx->modify_cq = op_modify_cq;
   install_extended_ops(vctx);
   install_xrc_ops(vctx);
   install_parent_domain_ops(vctx);

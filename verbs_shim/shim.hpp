@@ -354,6 +354,8 @@ inline bool cqe_hidden(ShimCq* c, const hostif::CqeSlot& e) { return e.tm_ref !=
 ibv_qp* create_xrc_recv_qp(ibv_context* context, ibv_qp_init_attr_ex* attr);
 void install_xrc_ops(verbs_context* vctx);
 void install_parent_domain_ops(verbs_context* vctx);
+// ibv_modify_cq: CQ moderation (verbs_shim/cq_moderation.cpp).
+int op_modify_cq(ibv_cq* cq, ibv_modify_cq_attr* attr);
 
 // mw.cpp: memory windows (the context ops ibv_alloc_mw / ibv_bind_mw /
 // ibv_dealloc_mw call).

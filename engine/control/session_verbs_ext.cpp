@@ -174,6 +174,7 @@ Reply Session::on_resize_cq(const MsgHeader& h, std::span<const std::byte> msg) 
   ring.publish(pending);
   ring.store_ctl(&RingControlLine::arm, cq.ring.load_ctl(&RingControlLine::arm));
   ring.store_ctl(&RingControlLine::arm_seq, cq.ring.load_ctl(&RingControlLine::arm_seq));
+  ring.store_ctl(&RingControlLine::moderation, cq.ring.load_ctl(&RingControlLine::moderation));
   cq.ring = ring;
   cq.mem = std::move(mem);
   cq.cqe = slots - 1;

@@ -225,7 +225,12 @@ DataPath::~DataPath() = default;
 void DataPath::bind_cq(t::CqHandle tcq, ProcessPort* p, CqQueue* cq) {
   cqs_[static_cast<std::uint32_t>(tcq)] = CqBinding{p, cq};
 }
-void DataPath::unbind_cq(t::CqHandle tcq) { cqs_.erase(static_cast<std::uint32_t>(tcq)); }
+void DataPath::unbind_cq(t::CqHandle tcq) {
+  const auto it = cqs_.find(static_cast<std::uint32_t>(tcq));
+  if (it == cqs_.end()) return;
+  std::erase(held_cqs_, it->second.cq);
+  cqs_.erase(it);
+}
 void DataPath::bind_qp(std::uint32_t qpn, ProcessPort* p, QpQueues* qp) {
   auto [it, fresh] = qps_.try_emplace(qpn, QpBinding{p, qp});
   QpBinding& b = it->second;
@@ -425,6 +430,7 @@ t::Nanos DataPath::next_deadline() const {
   t::Nanos d = std::min(transport_->next_deadline(), faults_.next_release());
   if (link_) d = std::min(d, link_->next_deadline());
   if (iw_) d = std::min(d, iw_->next_deadline());
+  for (const CqQueue* cq : held_cqs_) d = std::min(d, cq->held_deadline());
   return gsi_ != nullptr ? std::min(d, gsi_->gsi_deadline()) : d;
 }
 
@@ -506,6 +512,7 @@ bool DataPath::poll(t::Nanos now, bool poll_link) {
   // post into the slot it freed at once (ibv_rc_pingpong with tx_depth 1).
   retire_wqes();
   work |= drain_cqs();
+  if (!held_cqs_.empty()) fire_held_events(now);
   // Regions deregistered since are unmapped once no hairpinned packet can
   // point into them.
   if (hairpin_count_ == 0 && (nshards_ <= 1 || handoffs_delivered())) mem_.regions().reap();
@@ -603,8 +610,7 @@ void DataPath::fail_qp(std::uint32_t qpn, QpBinding& b, std::uint64_t wr_id, std
   attr.qp_state = t::QpState::kErr;
   transport_->modify_qp(qpn, attr, t::qp_attr::kState, now);
   retire_wqes();  // the bad WQE's slot is free before its CQE is visible
-  if (b.qp->send_cq_queue != nullptr && b.qp->send_cq_queue->deliver(e, true) == EOVERFLOW)
-    transport_->count_cq_overflow(qpn);
+  if (b.qp->send_cq_queue != nullptr) deliver_cqe(*b.qp->send_cq_queue, e, true, qpn);
 }
 
 void DataPath::ring_corrupt(std::uint32_t qpn, QpBinding& b, t::Nanos now) {
@@ -689,8 +695,7 @@ bool DataPath::drain_rq(std::uint32_t qpn, QpBinding& b, t::Nanos now) {
       attr.qp_state = t::QpState::kErr;
       transport_->modify_qp(qpn, attr, t::qp_attr::kState, 0);
       retire_wqes();  // the bad WQE's slot is free before its CQE is visible
-      if (b.qp->recv_cq_queue != nullptr && b.qp->recv_cq_queue->deliver(e, true) == EOVERFLOW)
-        transport_->count_cq_overflow(qpn);
+      if (b.qp->recv_cq_queue != nullptr) deliver_cqe(*b.qp->recv_cq_queue, e, true, qpn);
       return true;
     }
     ++counters_.wqes_posted;
@@ -755,8 +760,7 @@ bool DataPath::drain_cqs() {
         const t::Cqe& e = buf[static_cast<std::size_t>(i)];
         // Solicited-only arms fire on a receive of a message sent with SE,
         // and on any error completion (CqQueue::deliver; IBA 11.4.2.2).
-        if (b.cq->deliver(to_slot(e), e.solicited, e.tm_tag, e.tm_priv) == EOVERFLOW)
-          transport_->count_cq_overflow(e.qp_num);
+        deliver_cqe(*b.cq, to_slot(e), e.solicited, e.qp_num, e.tm_tag, e.tm_priv);
         ++counters_.cqes_delivered;
       }
       room -= static_cast<std::uint32_t>(got);
@@ -768,6 +772,17 @@ bool DataPath::drain_cqs() {
     if (room == 0) transport_->keep_ready(h);
   }
   return work;
+}
+
+void DataPath::deliver_cqe(CqQueue& cq, const CqeSlot& cqe, bool solicited, std::uint32_t qpn, std::uint64_t tm_tag,
+                           std::uint32_t tm_priv) {
+  if (cq.deliver(cqe, solicited, tm_tag, tm_priv) == EOVERFLOW) transport_->count_cq_overflow(qpn);
+  if (cq.holding() && std::find(held_cqs_.begin(), held_cqs_.end(), &cq) == held_cqs_.end())
+    held_cqs_.push_back(&cq);
+}
+
+void DataPath::fire_held_events(t::Nanos now) {
+  std::erase_if(held_cqs_, [now](CqQueue* cq) { return !cq->fire_held(now); });
 }
 
 std::uint8_t DataPath::v2_traffic_class(const t::TxPacket& p) const {

@@ -278,6 +278,12 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
   bool drain_rq(std::uint32_t qpn, QpBinding& b, transport::Nanos now);
   bool drain_srq(transport::SrqHandle h, SrqBinding& b, transport::Nanos now);
   bool drain_cqs();
+  // One completion into `cq` (CqQueue::deliver); a ring that is full counts
+  // an overflow against `qpn`, and a moderated event it holds is watched.
+  void deliver_cqe(CqQueue& cq, const CqeSlot& cqe, bool solicited, std::uint32_t qpn,
+                   std::uint64_t tm_tag = 0, std::uint32_t tm_priv = 0);
+  // Sends the held moderated events that are due (held_cqs_).
+  void fire_held_events(transport::Nanos now);
   // Publishes each work queue ring's consumer index past its completed WQEs.
   void retire_wqes();
   // The end of a pass's work so far (staged writes, owed ACKs, WQE slots,
@@ -338,6 +344,9 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
   std::vector<std::pair<std::uint32_t, QpBinding*>> busy_qps_;
   std::vector<SrqBinding*> busy_srqs_;
   std::vector<transport::CqHandle> ready_cqs_;  // drain_cqs: this pass's (Transport::take_ready_cqs)
+  // CQs holding a moderated completion event (CqQueue::holding): fired by
+  // the pass that finds it due, their deadlines in next_deadline.
+  std::vector<CqQueue*> held_cqs_;
   std::multimap<std::uint32_t, std::pair<const ProcessPort*, std::uint64_t>> tgt_handles_;  // by QPN
   // Hairpin queue: a ring of slots that keep their buffers, so a steady
   // stream of same-host packets allocates nothing once the ring has grown

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "engine/datapath/clock.hpp"
 #include "hostif/device_clock.hpp"
 
 namespace urnic::engine {
@@ -46,15 +47,35 @@ int CqQueue::deliver(const CqeSlot& cqe, bool solicited, std::uint64_t tm_tag, s
   // we see the arm, or the application's next poll sees this CQE.
   std::atomic_thread_fence(std::memory_order_seq_cst);
   const std::uint32_t arm = ring.load_ctl(&RingControlLine::arm);
-  const bool fire = arm == kArmNext || (arm == kArmSolicited && (solicited || cqe.status != IBV_WC_SUCCESS));
-  if (fire) {
-    // Disarm before notifying: a re-arm by the application after it sees the
-    // event must not be lost.
-    ring.store_ctl(&RingControlLine::arm, kArmNone);
-    const ctl::CompEvent ev{cookie, handle, 0};
-    ::send(channel_fd, &ev, sizeof ev, MSG_DONTWAIT | MSG_NOSIGNAL);
+  if (arm == kArmNext) {
+    const std::uint32_t word = ring.load_ctl(&RingControlLine::moderation);
+    if (word == 0 || moderation.on_completion(word, engine_now())) notify();
+  } else if (arm == kArmSolicited && (solicited || cqe.status != IBV_WC_SUCCESS)) {
+    notify();
   }
   return 0;
+}
+
+void CqQueue::notify() {
+  // Disarm before notifying: a re-arm by the application after it sees the
+  // event must not be lost.
+  ring.store_ctl(&RingControlLine::arm, kArmNone);
+  moderation.clear();
+  const ctl::CompEvent ev{cookie, handle, 0};
+  ::send(channel_fd, &ev, sizeof ev, MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
+transport::Nanos CqQueue::held_deadline() const {
+  return moderation.deadline(ring.load_ctl(&RingControlLine::moderation));
+}
+
+bool CqQueue::fire_held(transport::Nanos now) {
+  if (!moderation.holding()) return false;
+  // Only the engine disarms, so a held event's CQ is still armed. A period
+  // the application changed since counts from the same first completion.
+  if (!moderation.due(ring.load_ctl(&RingControlLine::moderation), now)) return true;
+  notify();
+  return false;
 }
 
 bool ProcessPort::lookup_ah(std::uint32_t h, std::uint32_t pd, transport::AhHandle& out) const {

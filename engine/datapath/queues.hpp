@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 
+#include "engine/datapath/cq_moderation.hpp"
 #include "hostif/ctl_proto.hpp"
 #include "hostif/doorbell_page.hpp"
 #include "hostif/shm_ring.hpp"
@@ -37,10 +38,23 @@ struct CqQueue {
 
   // Write one completion into the ring and, if the CQ is armed (for any
   // completion, or for solicited ones and this one is solicited or an
-  // error), send one CompEvent on its channel and disarm it (IBA 11.4.2.2).
+  // error), send one CompEvent on its channel and disarm it (IBA 11.4.2.2);
+  // under moderation (ibv_modify_cq) the event for "any completion" may be
+  // held (cq_moderation.hpp: holding(), then fire_held()).
   // Returns 0 or EOVERFLOW (ring full: the caller raises IBV_EVENT_CQ_ERR).
   // `tm_tag`/`tm_priv` reach only a CQ with tm_info (its slot has room).
   int deliver(const CqeSlot& cqe, bool solicited, std::uint64_t tm_tag = 0, std::uint32_t tm_priv = 0);
+
+  // A moderated event is held (the data path then watches its deadline).
+  [[nodiscard]] bool holding() const noexcept { return moderation.holding(); }
+  // When the held event is due, or transport::kNever.
+  [[nodiscard]] transport::Nanos held_deadline() const;
+  // Sends the held event if it is due at `now`; true while it is still held.
+  bool fire_held(transport::Nanos now);
+
+ private:
+  void notify();              // disarm, then one CompEvent on the channel
+  CqModeration moderation;
 };
 
 // A QP's work queues and the attributes a WQE is checked against.

@@ -828,6 +828,103 @@ TEST_CASE("memory windows: bind, remote write through the window, invalidation, 
   CHECK(ibv_dereg_mr(mr) == 0);  // no window is bound any more
 }
 
+namespace {
+
+// Whether the channel has an event within `ms` (then takes and acks it).
+bool cq_event_within(ibv_comp_channel* ch, int ms) {
+  pollfd p{ch->fd, POLLIN, 0};
+  if (::poll(&p, 1, ms) != 1) return false;
+  ibv_cq* ev_cq = nullptr;
+  void* ev_ctx = nullptr;
+  REQUIRE(ibv_get_cq_event(ch, &ev_cq, &ev_ctx) == 0);
+  ibv_ack_cq_events(ev_cq, 1);
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("ibv_modify_cq: moderation holds the event until the count or the period; uverbs/mlx5 errnos",
+          "[shim][ext][cq]") {
+  Dev d;
+  ibv_device_attr_ex dx{};
+  REQUIRE(ibv_query_device_ex(d.ctx, nullptr, &dx) == 0);
+  CHECK(dx.cq_mod_caps.max_cq_count == 0xffff);
+  CHECK(dx.cq_mod_caps.max_cq_period == 4095);
+  ibv_comp_channel* ch = ibv_create_comp_channel(d.ctx);
+  REQUIRE(ch != nullptr);
+  ibv_cq* cq = ibv_create_cq(d.ctx, 16, nullptr, ch, 0);
+  REQUIRE(cq != nullptr);
+  ibv_modify_cq_attr m{};
+  CHECK(ibv_modify_cq(cq, &m) == EINVAL);  // no attribute
+  m.attr_mask = IBV_CQ_ATTR_RESERVED;
+  CHECK(ibv_modify_cq(cq, &m) == EOPNOTSUPP);
+  m.attr_mask = IBV_CQ_ATTR_MODERATE;
+  m.moderate.cq_period = 4096;
+  CHECK(ibv_modify_cq(cq, &m) == EINVAL);  // beyond the device's period
+
+  ibv_qp_init_attr init{};
+  init.send_cq = cq;
+  init.recv_cq = cq;
+  init.qp_type = IBV_QPT_RC;
+  init.sq_sig_all = 1;
+  init.cap = ibv_qp_cap{8, 8, 1, 1, 0};
+  ibv_qp* qp[2] = {ibv_create_qp(d.pd, &init), ibv_create_qp(d.pd, &init)};
+  REQUIRE(qp[0] != nullptr);
+  REQUIRE(qp[1] != nullptr);
+  for (int i = 0; i < 2; ++i) connect_rc(d.ctx, qp[i], qp[1 - i]->qp_num);
+  std::vector<char> buf(256, 'm');
+  ibv_mr* mr = reg(d.pd, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  REQUIRE(mr != nullptr);
+  ibv_sge sge{addr_of(buf.data()), 16, mr->lkey};
+  auto write_and_poll = [&](std::uint64_t id) {
+    ibv_send_wr wr{};
+    wr.wr_id = id;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_RDMA_WRITE;
+    wr.wr.rdma.remote_addr = addr_of(buf.data() + 128);
+    wr.wr.rdma.rkey = mr->rkey;
+    ibv_send_wr* bad = nullptr;
+    REQUIRE(ibv_post_send(qp[0], &wr, &bad) == 0);
+    const ibv_wc wc = poll_one(cq);
+    CHECK(wc.status == IBV_WC_SUCCESS);
+    CHECK(wc.wr_id == id);
+  };
+
+  // Four completions per event, no period: three polled completions send
+  // none, the fourth does.
+  m.moderate.cq_count = 4;
+  m.moderate.cq_period = 0;
+  REQUIRE(ibv_modify_cq(cq, &m) == 0);
+  REQUIRE(ibv_req_notify_cq(cq, 0) == 0);
+  for (std::uint64_t i = 1; i <= 3; ++i) write_and_poll(i);
+  CHECK_FALSE(cq_event_within(ch, 200));
+  write_and_poll(4);
+  CHECK(cq_event_within(ch, 5000));
+
+  // A count it will not reach and a 2 ms period: the period sends it.
+  m.moderate.cq_count = 1000;
+  m.moderate.cq_period = 2000;
+  REQUIRE(ibv_modify_cq(cq, &m) == 0);
+  REQUIRE(ibv_req_notify_cq(cq, 0) == 0);
+  write_and_poll(5);
+  CHECK(cq_event_within(ch, 5000));
+
+  // Moderation off again: the next completion sends its event.
+  m.moderate.cq_count = 0;
+  m.moderate.cq_period = 0;
+  REQUIRE(ibv_modify_cq(cq, &m) == 0);
+  REQUIRE(ibv_req_notify_cq(cq, 0) == 0);
+  write_and_poll(6);
+  CHECK(cq_event_within(ch, 5000));
+
+  CHECK(ibv_destroy_qp(qp[0]) == 0);
+  CHECK(ibv_destroy_qp(qp[1]) == 0);
+  CHECK(ibv_dereg_mr(mr) == 0);
+  CHECK(ibv_destroy_cq(cq) == 0);
+  CHECK(ibv_destroy_comp_channel(ch) == 0);
+}
+
 TEST_CASE("IBV_ACCESS_ZERO_BASED: an MR addressed by the offset from its start", "[shim][ext]") {
   // ibv_reg_mr(3): "use byte offset from beginning of MR to access this MR"
   // (the ibv_reg_mr_iova case with IOVA 0); google/rdma-unit-test
