@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
@@ -46,6 +47,21 @@ using Dev = urnic::test::DeviceCtx;
 // the IPv4 loopback GID; the daemon hairpins the packets).
 void connect_rc(ibv_context* ctx, ibv_qp* q, std::uint32_t dest) {
   connect_loopback(ctx, q, {.dest_qpn = dest, .access = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ});
+}
+
+// Two RC QPs on `cq` (every WR signalled) connected to each other.
+std::array<ibv_qp*, 2> connected_rc_pair(Dev& d, ibv_cq* cq) {
+  ibv_qp_init_attr init{};
+  init.send_cq = cq;
+  init.recv_cq = cq;
+  init.qp_type = IBV_QPT_RC;
+  init.sq_sig_all = 1;
+  init.cap = ibv_qp_cap{8, 8, 1, 1, 0};
+  std::array<ibv_qp*, 2> qp = {ibv_create_qp(d.pd, &init), ibv_create_qp(d.pd, &init)};
+  REQUIRE(qp[0] != nullptr);
+  REQUIRE(qp[1] != nullptr);
+  for (int i = 0; i < 2; ++i) connect_rc(d.ctx, qp[i], qp[1 - i]->qp_num);
+  return qp;
 }
 
 ibv_qp* create_qp_ex(Dev& d, ibv_cq* cq, ibv_qp_type type, std::uint64_t ops, std::uint32_t depth = 8) {
@@ -425,16 +441,7 @@ TEST_CASE("ibv_resize_cq keeps unpolled completions and refuses to drop them", "
   REQUIRE(ibv_resize_cq(cq, 7) == 0);
   CHECK(cq->cqe >= 7);
 
-  ibv_qp_init_attr init{};
-  init.send_cq = cq;
-  init.recv_cq = cq;
-  init.qp_type = IBV_QPT_RC;
-  init.sq_sig_all = 1;
-  init.cap = ibv_qp_cap{8, 8, 1, 1, 0};
-  ibv_qp* qp[2] = {ibv_create_qp(d.pd, &init), ibv_create_qp(d.pd, &init)};
-  REQUIRE(qp[0] != nullptr);
-  REQUIRE(qp[1] != nullptr);
-  for (int i = 0; i < 2; ++i) connect_rc(d.ctx, qp[i], qp[1 - i]->qp_num);
+  std::array<ibv_qp*, 2> qp = connected_rc_pair(d, cq);
   std::vector<char> buf(256, 'z');
   ibv_mr* mr = reg(d.pd, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
   REQUIRE(mr != nullptr);
@@ -862,16 +869,7 @@ TEST_CASE("ibv_modify_cq: moderation holds the event until the count or the peri
   m.moderate.cq_period = 4096;
   CHECK(ibv_modify_cq(cq, &m) == EINVAL);  // beyond the device's period
 
-  ibv_qp_init_attr init{};
-  init.send_cq = cq;
-  init.recv_cq = cq;
-  init.qp_type = IBV_QPT_RC;
-  init.sq_sig_all = 1;
-  init.cap = ibv_qp_cap{8, 8, 1, 1, 0};
-  ibv_qp* qp[2] = {ibv_create_qp(d.pd, &init), ibv_create_qp(d.pd, &init)};
-  REQUIRE(qp[0] != nullptr);
-  REQUIRE(qp[1] != nullptr);
-  for (int i = 0; i < 2; ++i) connect_rc(d.ctx, qp[i], qp[1 - i]->qp_num);
+  std::array<ibv_qp*, 2> qp = connected_rc_pair(d, cq);
   std::vector<char> buf(256, 'm');
   ibv_mr* mr = reg(d.pd, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
   REQUIRE(mr != nullptr);
@@ -891,30 +889,25 @@ TEST_CASE("ibv_modify_cq: moderation holds the event until the count or the peri
     CHECK(wc.wr_id == id);
   };
 
+  auto moderate_and_arm = [&](std::uint16_t count, std::uint16_t period_us) {
+    m.moderate.cq_count = count;
+    m.moderate.cq_period = period_us;
+    REQUIRE(ibv_modify_cq(cq, &m) == 0);
+    REQUIRE(ibv_req_notify_cq(cq, 0) == 0);
+  };
   // Four completions per event, no period: three polled completions send
   // none, the fourth does.
-  m.moderate.cq_count = 4;
-  m.moderate.cq_period = 0;
-  REQUIRE(ibv_modify_cq(cq, &m) == 0);
-  REQUIRE(ibv_req_notify_cq(cq, 0) == 0);
+  moderate_and_arm(4, 0);
   for (std::uint64_t i = 1; i <= 3; ++i) write_and_poll(i);
   CHECK_FALSE(cq_event_within(ch, 200));
   write_and_poll(4);
   CHECK(cq_event_within(ch, 5000));
-
   // A count it will not reach and a 2 ms period: the period sends it.
-  m.moderate.cq_count = 1000;
-  m.moderate.cq_period = 2000;
-  REQUIRE(ibv_modify_cq(cq, &m) == 0);
-  REQUIRE(ibv_req_notify_cq(cq, 0) == 0);
+  moderate_and_arm(1000, 2000);
   write_and_poll(5);
   CHECK(cq_event_within(ch, 5000));
-
   // Moderation off again: the next completion sends its event.
-  m.moderate.cq_count = 0;
-  m.moderate.cq_period = 0;
-  REQUIRE(ibv_modify_cq(cq, &m) == 0);
-  REQUIRE(ibv_req_notify_cq(cq, 0) == 0);
+  moderate_and_arm(0, 0);
   write_and_poll(6);
   CHECK(cq_event_within(ch, 5000));
 
