@@ -178,7 +178,7 @@ start_daemon --config "$rt/urnicd.json"
 if out=$("$cli" fault -d urnic0) && [[ $out == *"loss 0.05"* ]]; then pass "config fault: $out"
 else fail "config fault not in force: ${out:-no output}"; fi
 snapshot "$rt/c0.json"
-pair "ibv_rc_pingpong --chk -s 5000 -n 100 (config, 5 % loss)" "$pp" 1 ibv_rc_pingpong "${gid[@]}" -c -s 5000 -n 100
+lossy=1 pair "ibv_rc_pingpong --chk -s 5000 -n 100 (config, 5 % loss)" "$pp" 1 ibv_rc_pingpong "${gid[@]}" -c -s 5000 -n 100
 pair "ib_write_bw -s 65536 -n 200 (config, 5 % loss)" "$row" 1 ib_write_bw "${x[@]}" -s 65536 -n 200
 snapshot "$rt/c1.json"
 expect_more retransmitted_pkts "$rt/c0.json" "$rt/c1.json"

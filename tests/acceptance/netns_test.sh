@@ -69,7 +69,7 @@ cleanup_pids+=("$cap_pid")
 wait_until 2 grep -q capturing "$rt/capture.err"
 before=$(stat a retransmitted_pkts)
 pair "ib_write_bw -s 65536, 5 % loss on a (a <- b)" "$row" 1 ib_write_bw "${x[@]}" -s 65536 -n 300
-pair "ibv_rc_pingpong --chk -s 5000, 5 % loss on a (a <- b)" "$pp" 1 ibv_rc_pingpong "${gid[@]}" -c -s 5000 -n 100
+lossy=1 pair "ibv_rc_pingpong --chk -s 5000, 5 % loss on a (a <- b)" "$pp" 1 ibv_rc_pingpong "${gid[@]}" -c -s 5000 -n 100
 after=$(stat a retransmitted_pkts)
 dropped=$(stat a fault_dropped)
 # a is the server: it retransmits what it sends (ib_write_bw's responses are
