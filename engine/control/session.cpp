@@ -301,10 +301,14 @@ Reply Session::handle(std::span<const std::byte> msg, std::vector<int>& in_fds) 
     case ctl::MsgType::kDestroyAh:
     case ctl::MsgType::kDestroyQp:
     case ctl::MsgType::kDeregMr:
+    case ctl::MsgType::kModifyQp:
       // What the process posted before this call rang its doorbell first:
       // a NIC would have fetched those WQEs already, so they are taken now,
       // while the AH, QP or MR they name still exists (mckey's sender posts
-      // unsignaled UD sends, then destroys its AH and QP at once).
+      // unsignaled UD sends, then destroys its AH and QP at once) and
+      // before the QP leaves RTS (rdma_disconnect moves it to the error
+      // state right after the last post: fabtests' fi_msg_inject client
+      // reports its inject sent and disconnects, and the send was flushed).
       take_posted_sends();
       break;
     default: break;

@@ -918,6 +918,74 @@ TEST_CASE("ibv_modify_cq: moderation holds the event until the count or the peri
   CHECK(ibv_destroy_comp_channel(ch) == 0);
 }
 
+TEST_CASE("sends posted right before a modify to the error state reach the peer (rdma_disconnect's order)",
+          "[shim][ext][qp]") {
+  // Both control paths: the shared-memory mailbox, served between passes,
+  // and the socket (URNIC_CTL_MAILBOX=0, the path of a process without a
+  // mailbox), whose requests the engine loop could read before the pass
+  // that takes the doorbells: 8 of 8 sends were flushed unsent there.
+  const bool mailbox = GENERATE(true, false);
+  if (mailbox) ::unsetenv("URNIC_CTL_MAILBOX");
+  else ::setenv("URNIC_CTL_MAILBOX", "0", 1);
+  Dev d;
+  ::unsetenv("URNIC_CTL_MAILBOX");
+  ibv_cq* cq = ibv_create_cq(d.ctx, 64, nullptr, nullptr, 0);
+  REQUIRE(cq != nullptr);
+  std::array<ibv_qp*, 2> qp = connected_rc_pair(d, cq);
+  constexpr int kMsgs = 8;
+  std::vector<char> buf(64 * kMsgs * 2, 0);
+  ibv_mr* mr = reg(d.pd, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE);
+  REQUIRE(mr != nullptr);
+  char* rx = buf.data() + 64 * kMsgs;
+  for (int i = 0; i < kMsgs; ++i) {
+    ibv_sge rs{addr_of(rx + 64 * i), 64, mr->lkey};
+    ibv_recv_wr rwr{};
+    rwr.wr_id = 100 + static_cast<std::uint64_t>(i);
+    rwr.sg_list = &rs;
+    rwr.num_sge = 1;
+    ibv_recv_wr* rbad = nullptr;
+    REQUIRE(ibv_post_recv(qp[1], &rwr, &rbad) == 0);
+  }
+  // The engine goes to sleep (its spin window after the receives ends).
+  ::usleep(300 * 1000);
+  // The sends leave the application's hands (doorbell rung), and at once
+  // the QP goes to the error state, as rdma_disconnect does after a last
+  // post: a NIC has fetched them by then, and so must urnic.
+  for (int i = 0; i < kMsgs; ++i) {
+    std::memset(buf.data() + 64 * i, 'a' + i, 64);
+    ibv_sge ss{addr_of(buf.data() + 64 * i), 64, mr->lkey};
+    ibv_send_wr wr{};
+    wr.wr_id = static_cast<std::uint64_t>(i);
+    wr.sg_list = &ss;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_SEND;
+    ibv_send_wr* bad = nullptr;
+    REQUIRE(ibv_post_send(qp[0], &wr, &bad) == 0);
+  }
+  ibv_qp_attr err{};
+  err.qp_state = IBV_QPS_ERR;
+  REQUIRE(ibv_modify_qp(qp[0], &err, IBV_QP_STATE) == 0);
+  int received = 0;
+  for (int tries = 0; received < kMsgs && tries < 5000; ++tries) {
+    ibv_wc wc[16];
+    const int n = ibv_poll_cq(cq, 16, wc);
+    REQUIRE(n >= 0);
+    for (int k = 0; k < n; ++k) {
+      if (wc[k].qp_num != qp[1]->qp_num) continue;  // the sender's: success or flushed, both fine
+      CHECK(wc[k].status == IBV_WC_SUCCESS);
+      CHECK(wc[k].wr_id == 100 + static_cast<std::uint64_t>(received));
+      ++received;
+    }
+    if (n == 0) ::usleep(1000);
+  }
+  CHECK(received == kMsgs);
+  for (int i = 0; i < kMsgs; ++i) CHECK(rx[64 * i] == 'a' + i);
+  CHECK(ibv_destroy_qp(qp[0]) == 0);
+  CHECK(ibv_destroy_qp(qp[1]) == 0);
+  CHECK(ibv_dereg_mr(mr) == 0);
+  CHECK(ibv_destroy_cq(cq) == 0);
+}
+
 TEST_CASE("IBV_ACCESS_ZERO_BASED: an MR addressed by the offset from its start", "[shim][ext]") {
   // ibv_reg_mr(3): "use byte offset from beginning of MR to access this MR"
   // (the ibv_reg_mr_iova case with IOVA 0); google/rdma-unit-test
