@@ -174,8 +174,14 @@ TEST_CASE("shards: RDMA writes between processes on two shards arrive whole, a f
     b.create_qp(qb[q]);
     CHECK(qa[q].qpn % 2 == 0);  // shard 0's residue
     CHECK(qb[q].qpn % 2 == 1);  // shard 1's
-    a.connect_rc(qa[q], qb[q], access, 14);
-    b.connect_rc(qb[q], qa[q], access, 14);
+    // ACK timeout 20 (4.3 s): 5 MB in flight through one thread that runs
+    // both shards; on a machine at load 20+ that thread gets a twelfth of a
+    // core. With 14 (67 ms) the test saw 32 CQEs instead of 20 at load 10-23
+    // (errors of unsignaled writes: most likely eight timeouts in a row,
+    // RETRY_EXC_ERR, before the receiving shard caught up; the statuses
+    // are printed now if it happens again).
+    a.connect_rc(qa[q], qb[q], access, 20);
+    b.connect_rc(qb[q], qa[q], access, 20);
   }
   for (int q = 0; q < kQps; ++q) {
     for (int w = 0; w < kWrites; ++w) {
@@ -199,8 +205,11 @@ TEST_CASE("shards: RDMA writes between processes on two shards arrive whole, a f
     const std::uint32_t n = a.cq_ring.dequeue_burst(std::span<hostif::CqeSlot>(buf));
     done.insert(done.end(), buf.begin(), buf.begin() + n);
   }
+  for (const auto& c : done) {
+    INFO("wr_id " << c.wr_id << " status " << c.status);
+    CHECK(c.status == IBV_WC_SUCCESS);
+  }
   REQUIRE(done.size() == kQps);
-  for (const auto& c : done) CHECK(c.status == IBV_WC_SUCCESS);
   bool same = true;
   for (int q = 0; q < kQps; ++q)
     same = same && std::equal(src.begin(), src.end(), dst.begin() + std::ptrdiff_t(q) * kWrites * kMsg);
