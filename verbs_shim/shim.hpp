@@ -354,6 +354,8 @@ inline bool cqe_hidden(ShimCq* c, const hostif::CqeSlot& e) { return e.tm_ref !=
 ibv_qp* create_xrc_recv_qp(ibv_context* context, ibv_qp_init_attr_ex* attr);
 void install_xrc_ops(verbs_context* vctx);
 void install_parent_domain_ops(verbs_context* vctx);
+// dm.cpp: device memory (alloc_dm, free_dm, reg_dm_mr) where the device has a pool.
+void install_dm_ops(verbs_context* vctx);
 
 // mw.cpp: memory windows (the context ops ibv_alloc_mw / ibv_bind_mw /
 // ibv_dealloc_mw call).
