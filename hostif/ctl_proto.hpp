@@ -37,7 +37,7 @@ inline constexpr std::uint32_t kMagic = 0x434e5255;  // "URNC" little-endian
 // (the application's own shared memory files). 5: lazy conversion of
 // registered memory (RegMrReq::flags, OpenConvertChannel, ConvertMr).
 // 6: the control mailbox (OpenMailbox, hostif/ctl_mailbox.hpp).
-inline constexpr std::uint16_t kVersion = 6;
+inline constexpr std::uint16_t kVersion = 7;
 inline constexpr std::uint16_t kFlagReply = 1;
 inline constexpr std::size_t kNameLen = 64;
 inline constexpr std::size_t kMaxDevices = 8;
@@ -90,6 +90,10 @@ enum class MsgType : std::uint16_t {
   kOpenConvertChannel = 113,  // reply passes the conversion channel (RegMrReq::flags, ConvertRequest)
   kConvertMr = 114,         // a lazy MR's whole pages, converted (or declined) on the daemon's request
   kOpenMailbox = 115,       // reply passes the session's control mailbox page (hostif/ctl_mailbox.hpp)
+  kAllocDm = 116,           // ibv_alloc_dm: reply passes the device memory's memfd (hostif/dm_proto.hpp)
+  kFreeDm = 117,
+  kRegDmMr = 118,           // ibv_reg_dm_mr
+  kImportDm = 119,          // ibv_import_dm: reply passes the memfd
   // 90..99: observability and fault injection (engine/observe/stats, engine/observe/fault,
   // engine/observe/capture; engine/control/stats_ctl.cpp). No opened device needed: the
   // request names the device.
@@ -232,8 +236,11 @@ struct DeviceAttrs {
   std::uint32_t tm_max_num_tags;
   std::uint32_t tm_max_ops;
   std::uint32_t tm_max_sge;
+  // Device memory (ibv_alloc_dm): the device's pool in bytes, 0 without.
+  std::uint64_t max_dm_size;
 };
-static_assert(sizeof(DeviceAttrs) == 64 + 4 * 8 + 32 * 4 + 8 + 4 * 4);
+static_assert(sizeof(DeviceAttrs) == 64 + 4 * 8 + 32 * 4 + 8 + 4 * 4 + 8);
+static_assert(offsetof(DeviceAttrs, max_dm_size) == 248);
 static_assert(offsetof(DeviceAttrs, tm_max_rndv_hdr_size) == 232);
 static_assert(offsetof(DeviceAttrs, node_guid) == 64);
 static_assert(offsetof(DeviceAttrs, sys_image_guid) == 72);

@@ -178,7 +178,7 @@ int op_query_device_ex(ibv_context* context, const ibv_query_device_ex_input* in
   cap_by_map_count(full.orig_attr);
   full.comp_mask = 0;
   full.device_cap_flags_ex = s->info.attrs.device_cap_flags_ex;
-  full.max_dm_size = 0;
+  full.max_dm_size = s->info.attrs.max_dm_size;  // verbs_shim/dm.cpp
   full.phys_port_cnt_ex = s->info.attrs.phys_port_cnt;  // must equal phys_port_cnt
   full.raw_packet_caps = 0;
   // Completion time stamps count the device clock (hostif/device_clock.hpp):

@@ -417,13 +417,7 @@ int ibv_detach_mcast(ibv_qp* qp, const ibv_gid* gid, std::uint16_t lid) {
   return mcast_call<ctl::DetachMcastReq, ctl::DetachMcastRep>(qp, gid, lid);
 }
 
-// ibv_import_device / _pd / _mr: device.cpp. Device memory is not offered.
-ibv_dm* ibv_import_dm(ibv_context* context, std::uint32_t dm_handle) {
-  (void)context;
-  (void)dm_handle;
-  return fail_null(EOPNOTSUPP);
-}
-void ibv_unimport_dm(ibv_dm* dm) { (void)dm; }
+// ibv_import_device / _pd / _mr: device.cpp; ibv_import_dm: dm.cpp.
 
 int ibv_set_ece(ibv_qp* qp, ibv_ece* ece) {
   (void)qp;

@@ -458,6 +458,7 @@ void install_ops(verbs_context* vctx) {
   install_xrc_ops(vctx);
   install_parent_domain_ops(vctx);
   install_tm_ops(vctx);
+  install_dm_ops(vctx);
 }
 
 }  // namespace urnic::shim

@@ -356,6 +356,8 @@ void install_xrc_ops(verbs_context* vctx);
 void install_parent_domain_ops(verbs_context* vctx);
 // ibv_modify_cq: CQ moderation (verbs_shim/cq_moderation.cpp).
 int op_modify_cq(ibv_cq* cq, ibv_modify_cq_attr* attr);
+// dm.cpp: device memory (alloc_dm, free_dm, reg_dm_mr) where the device has a pool.
+void install_dm_ops(verbs_context* vctx);
 
 // mw.cpp: memory windows (the context ops ibv_alloc_mw / ibv_bind_mw /
 // ibv_dealloc_mw call).

@@ -11,7 +11,9 @@
 #include <cerrno>
 #include <cstring>
 #include <memory>
+#include <span>
 
+#include "hostif/ctl_proto.hpp"
 #include "hostif/hostif.hpp"
 
 namespace urnic::engine {
@@ -23,6 +25,19 @@ using hostif::Reply;
 using hostif::send_message;
 
 namespace {
+
+// Requests a process holding the socket may make for the session's process
+// (a child it forked, as rdma-core's test_multi_process_alloc_dm does):
+// allocating and freeing device memory, which neither reads, writes nor
+// registers the memory of any process (the DM is the daemon's, charged to
+// the session, freed with it), as uverbs serves any holder of its file.
+// Everything else is the bound process's alone.
+bool any_holder_may(std::span<const std::byte> msg) {
+  const auto h = hostif::ctl::decode_header(msg);
+  if (!h) return false;
+  const auto type = static_cast<hostif::ctl::MsgType>(h->type);
+  return type == hostif::ctl::MsgType::kAllocDm || type == hostif::ctl::MsgType::kFreeDm;
+}
 
 using Proto = boost::asio::generic::seq_packet_protocol;
 
@@ -85,7 +100,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     Reply r;
     if (!refusal_.empty()) {
       r = refuse(msg, EACCES);
-    } else if (sender != session_.pid()) {
+    } else if (sender != session_.pid() && !any_holder_may(msg)) {
       // A child that inherited the socket (fork) or a process it was passed
       // to: not the process the session is bound to (libibverbs: a child
       // does not use its parent's device context).

@@ -241,6 +241,7 @@ void Session::destroy_all() {
     }
     u.mrs -= static_cast<std::uint32_t>(mrs_.size());
     mrs_.clear();
+    destroy_dms();  // after the MRs over them
     u.pds -= static_cast<std::uint32_t>(pds_.size());
     pds_.clear();
   }
@@ -555,6 +556,7 @@ Reply Session::on_dereg_mr(const MsgHeader& h, std::span<const std::byte> msg) {
   }
   --pds_[it->second.pd].refs;
   release_region(it->second.region);
+  release_dm(it->second.dm);
   if (dp_ != nullptr) dp_->conversions().remove(it->second.lazy);
   mrs_.erase(it);
   --dev_->usage().mrs;
@@ -565,7 +567,8 @@ Reply Session::on_dereg_mr(const MsgHeader& h, std::span<const std::byte> msg) {
 
 int Session::move_to(DataPath* to) {
   if (dp_ == nullptr || to == nullptr || to == dp_) return to == dp_ ? 0 : EINVAL;
-  if (!cqs_.empty() || !qps_.empty() || !srqs_.empty() || !mws_.empty() || !port_.ahs.empty() || !xrcds_.empty())
+  if (!cqs_.empty() || !qps_.empty() || !srqs_.empty() || !mws_.empty() || !port_.ahs.empty() || !xrcds_.empty() ||
+      !dms_.empty())
     return EBUSY;
   const std::vector<DataPath*>& dps = reg_.datapaths(dev_);
   const auto k = static_cast<unsigned>(std::find(dps.begin(), dps.end(), to) - dps.begin());

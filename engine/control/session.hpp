@@ -53,6 +53,19 @@ struct MrObj {
   std::uint32_t rkey = 0;             // a key of its own (transport/detail/context.hpp, mr_rkeys)
   std::uint32_t region = 0;           // the mapped region of its whole pages (0: none; DirectRegion)
   std::uint32_t lazy = 0;             // its ConversionWatch entry while its pages may still be converted (0: none)
+  std::uint32_t dm = 0;               // ibv_reg_dm_mr: the device memory it lies in (handle; 0: none)
+};
+
+// Device memory (ibv_alloc_dm; hostif/dm_proto.hpp, session_dm.cpp): a
+// sealed memfd the daemon holds, mapped for the data path as region `slot`
+// at kDmVa (the MRs over it reach nothing else), its units taken from the
+// device's DmPool.
+struct DmObj {
+  std::uint64_t length = 0;   // as allocated: what memcpy_to/from_dm and MRs may reach
+  std::uint64_t charged = 0;  // the pool's bytes it holds
+  ShmRegion mem;              // the memfd and the control plane's mapping of it
+  std::uint32_t slot = 0;     // its region in the data path's MappedRegions (0: none)
+  std::uint32_t refs = 0;     // MRs over it
 };
 
 // Registered memory of this process that the daemon maps (direct access,
@@ -148,6 +161,7 @@ class Session {
   [[nodiscard]] std::size_t count_pds() const { return pds_.size(); }
   [[nodiscard]] std::size_t count_mrs() const { return mrs_.size(); }
   [[nodiscard]] std::size_t count_mws() const { return mws_.size(); }
+  [[nodiscard]] std::size_t count_dms() const { return dms_.size(); }
   [[nodiscard]] std::size_t count_cqs() const { return cqs_.size(); }
   [[nodiscard]] std::size_t count_qps() const { return qps_.size(); }
   [[nodiscard]] std::size_t count_srqs() const { return srqs_.size(); }
@@ -197,6 +211,14 @@ class Session {
   Reply on_rereg_mr(const ctl::MsgHeader& h, std::span<const std::byte> msg);
   Reply on_resize_cq(const ctl::MsgHeader& h, std::span<const std::byte> msg);
   Reply on_import(const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  // engine/control/session_dm.cpp (MsgType 116..119)
+  Reply on_alloc_dm(const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_free_dm(const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_reg_dm_mr(const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_import_dm(const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  // An MR over DM `dm` goes (0: not a DM MR).
+  void release_dm(std::uint32_t dm);
+  void destroy_dms();
   // engine/control/session_mw.cpp
   Reply on_alloc_mw(const ctl::MsgHeader& h, std::span<const std::byte> msg);
   Reply on_dealloc_mw(const ctl::MsgHeader& h, std::span<const std::byte> msg);
@@ -276,6 +298,7 @@ class Session {
   CtlMailbox mailbox_;
   std::uint32_t mailbox_bit_ = kNoDoorbell;
   std::map<std::uint32_t, MwObj> mws_;
+  std::map<std::uint32_t, DmObj> dms_;
   std::map<std::uint32_t, ChannelObj> channels_;
   std::map<std::uint32_t, CqObj> cqs_;
   std::map<std::uint32_t, SrqObj> srqs_;

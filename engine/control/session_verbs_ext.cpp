@@ -56,6 +56,10 @@ Reply Session::on_verbs_ext(const MsgHeader& h, std::span<const std::byte> msg) 
     case ctl::MsgType::kCreateXrcTgtQp: return on_create_xrc_tgt_qp(h, msg);
     case ctl::MsgType::kOpenQp: return on_open_qp(h, msg);
     case ctl::MsgType::kCreateTmSrq: return on_create_tm_srq(h, msg);  // engine/control/session_tm.cpp
+    case ctl::MsgType::kAllocDm: return on_alloc_dm(h, msg);  // engine/control/session_dm.cpp
+    case ctl::MsgType::kFreeDm: return on_free_dm(h, msg);
+    case ctl::MsgType::kRegDmMr: return on_reg_dm_mr(h, msg);
+    case ctl::MsgType::kImportDm: return on_import_dm(h, msg);
     default: return bare_reply(h.type, h.seq, EOPNOTSUPP);
   }
 }
@@ -69,6 +73,8 @@ Reply Session::on_rereg_mr(const MsgHeader& h, std::span<const std::byte> msg) {
   auto it = mrs_.find(req->handle);
   if (it == mrs_.end()) return fail<ctl::ReregMrRep>(h, EINVAL);
   MrObj& mr = it->second;
+  // The kernel's ib_uverbs_rereg_mr refuses an MR over device memory.
+  if (mr.dm != 0) return fail<ctl::ReregMrRep>(h, EINVAL);
   const bool change_pd = (req->flags & IBV_REREG_MR_CHANGE_PD) != 0;
   const bool change_tr = (req->flags & IBV_REREG_MR_CHANGE_TRANSLATION) != 0;
   const bool change_acc = (req->flags & IBV_REREG_MR_CHANGE_ACCESS) != 0;

@@ -358,7 +358,7 @@ std::optional<DaemonConfig> parse_config(const std::string& json_text, std::stri
   return cfg;
 }
 
-Device::Device(const DeviceConfig& cfg) : cfg_(cfg) {
+Device::Device(const DeviceConfig& cfg) : cfg_(cfg), dm_pool_(cfg.dm_bytes) {
   const NetdevFrom netdev_from = link_kind_of(cfg_).netdev;
   if (netdev_from == NetdevFrom::kInterface) {
     // The port is the interface: its MAC names the device (GUID, GID[0]),
@@ -432,6 +432,8 @@ Device::Device(const DeviceConfig& cfg) : cfg_(cfg) {
   a.max_qp_init_rd_atom = 128;
   a.atomic_cap = IBV_ATOMIC_HCA;
   a.max_mw = 65536;
+  // Device memory: the pool of engine/device/dm_pool.hpp ("dm_bytes").
+  a.max_dm_size = cfg.dm_bytes;
   // UD multicast within the device (engine/datapath/multicast.hpp); rxe's limits.
   a.max_mcast_grp = 8192;
   a.max_mcast_qp_attach = 56;

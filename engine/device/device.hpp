@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "hostif/ctl_proto.hpp"
+#include "engine/device/dm_pool.hpp"
 #include "engine/observe/fault.hpp"
 #include "engine/link/netdev.hpp"
 #include "transport/dcqcn.hpp"
@@ -80,6 +81,9 @@ struct DeviceConfig {
   // Set only in the conformance test daemon urnicd-conform: urnicd refuses
   // the key (transport::planted_bugs_built(), issue 46).
   transport::PlantedBugs planted_bugs;
+  // Device memory (ibv_alloc_dm, engine/device/dm_pool.hpp): the pool's
+  // bytes ("dm_bytes"; 0: none), reported as max_dm_size.
+  std::uint32_t dm_bytes = 256 * 1024;
 };
 
 // Who may use this daemon (config key "access"; engine/control/peer_identity
@@ -153,6 +157,8 @@ class Device {
   [[nodiscard]] const std::string& netdev_error() const { return netdev_error_; }
 
   DeviceUsage& usage() { return usage_; }
+  // The device's device memory (ibv_alloc_dm), shared by its processes.
+  DmPool& dm_pool() { return dm_pool_; }
   [[nodiscard]] const DeviceUsage& usage() const { return usage_; }
 
   // A fresh QPN (IBA 10.2.4: QP0/QP1 are special; software RNICs start at 17,
@@ -177,6 +183,7 @@ class Device {
   ctl::PortAttrs port_{};
   std::vector<ctl::GidEntry> gids_;
   DeviceUsage usage_;
+  DmPool dm_pool_;
   std::uint32_t next_qpn_ = 17;
   std::map<std::uint32_t, bool> qpns_in_use_;
   transport::KeySource mr_key_source_;
