@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "wire/gso_run.hpp"
+#include "wire/ib_codec.hpp"
 #include "wire/ib_opcode.hpp"
 #include "wire/roce_frame.hpp"
 
@@ -216,4 +217,35 @@ TEST_CASE("gso run: a bad ICRC in the middle of a run spoils that packet only", 
     ok.push_back(parsed && parsed->icrc_ok);
   }
   CHECK(ok == std::vector<bool>{true, true, false, true});
+}
+
+TEST_CASE("gso run: find_segment sizes a run nobody described, and nothing else", "[wire][gso]") {
+  // Runs of full packets and a short tail, of small packets alone, IPv4 and
+  // IPv6, and the smallest run: two payload-less packets.
+  const std::vector<std::vector<std::size_t>> runs = {
+      {4096, 4096, 4096, 1000}, {100, 100, 100, 100, 100}, {1024, 1024}, {0, 0}, {256, 4}};
+  for (const bool ipv6 : {false, true}) {
+    for (const auto& sizes : runs) {
+      INFO("ipv6 " << ipv6 << " first " << sizes[0] << " packets " << sizes.size());
+      Run r = make_run(ipv6, sizes);
+      const std::vector<uint8_t> before = r.frame;
+      const auto s = GsoRun::find_segment(r.frame);
+      REQUIRE(s);
+      CHECK(*s == r.segment);
+      CHECK(r.frame == before);  // left as it was
+    }
+  }
+  // One packet, good or bad, is not a run.
+  Run one = make_run(false, {1000});
+  CHECK_FALSE(GsoRun::find_segment(one.frame));
+  one.frame[kEth + 28 + 50] ^= 1;
+  CHECK_FALSE(GsoRun::find_segment(one.frame));
+  // A run whose first packet is bad cannot be sized (its ICRC is the proof).
+  Run bad_first = make_run(false, {512, 512, 512});
+  bad_first.frame[kEth + 28 + 20] ^= 1;
+  CHECK_FALSE(GsoRun::find_segment(bad_first.frame));
+  // Not IP, or lengths that do not add up.
+  Run r = make_run(false, {512, 512});
+  r.frame.pop_back();
+  CHECK_FALSE(GsoRun::find_segment(r.frame));
 }
