@@ -24,18 +24,18 @@ std::vector<sock_filter> long_roce_filter(std::uint32_t min_frame) {
   return {
       /* 0 */ {op(BPF_LD | BPF_H | BPF_ABS), 0, 0, 12},                   // EtherType
       /* 1 */ {op(BPF_JMP | BPF_JEQ | BPF_K), 1, 0, 0x0800},              // -> 3 IPv4
-      /* 2 */ {op(BPF_JMP | BPF_JEQ | BPF_K), 7, 12, 0x86DD},             // -> 10 IPv6, else 15 drop
+      /* 2 */ {op(BPF_JMP | BPF_JEQ | BPF_K), 7, 14, 0x86DD},             // -> 10 IPv6, else 17 drop
       /* 3 */ {op(BPF_LD | BPF_B | BPF_ABS), 0, 0, 14 + 9},               // IPv4 protocol
-      /* 4 */ {op(BPF_JMP | BPF_JEQ | BPF_K), 0, 10, 17},                 // UDP, else drop
+      /* 4 */ {op(BPF_JMP | BPF_JEQ | BPF_K), 0, 12, 17},                 // UDP, else drop
       /* 5 */ {op(BPF_LD | BPF_H | BPF_ABS), 0, 0, 14 + 6},               // flags + fragment offset
-      /* 6 */ {op(BPF_JMP | BPF_JSET | BPF_K), 8, 0, 0x1FFF},             // a fragment: drop
+      /* 6 */ {op(BPF_JMP | BPF_JSET | BPF_K), 10, 0, 0x3FFF},            // a fragment (MF or offset): drop
       /* 7 */ {op(BPF_LDX | BPF_B | BPF_MSH), 0, 0, 14},                  // X = IPv4 header length
       /* 8 */ {op(BPF_LD | BPF_H | BPF_IND), 0, 0, 14 + 2},               // UDP destination port
-      /* 9 */ {op(BPF_JMP | BPF_JEQ | BPF_K), 3, 5, wire::kRoceV2Port},   // -> 13 length, else drop
+      /* 9 */ {op(BPF_JMP | BPF_JEQ | BPF_K), 4, 7, wire::kRoceV2Port},   // -> 14 length, else drop
       /* 10 */ {op(BPF_LD | BPF_B | BPF_ABS), 0, 0, 14 + 6},              // IPv6 next header
-      /* 11 */ {op(BPF_JMP | BPF_JEQ | BPF_K), 0, 3, 17},                 // UDP, else drop
+      /* 11 */ {op(BPF_JMP | BPF_JEQ | BPF_K), 0, 5, 17},                 // UDP, else drop
       /* 12 */ {op(BPF_LD | BPF_H | BPF_ABS), 0, 0, 14 + 40 + 2},         // UDP destination port
-      /* 13 */ {op(BPF_JMP | BPF_JEQ | BPF_K), 0, 1, wire::kRoceV2Port},  // -> 14 length, else drop
+      /* 13 */ {op(BPF_JMP | BPF_JEQ | BPF_K), 0, 3, wire::kRoceV2Port},  // -> 14 length, else drop
       /* 14 */ {op(BPF_LD | BPF_W | BPF_LEN), 0, 0, 0},                   // the frame's length
       /* 15 */ {op(BPF_JMP | BPF_JGT | BPF_K), 0, 1, min_frame},          // long: accept, else drop
       /* 16 */ {op(BPF_RET | BPF_K), 0, 0, 0x40000},                      // accept (whole frame)

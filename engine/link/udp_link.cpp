@@ -728,10 +728,17 @@ bool UdpLink::accept_v4(std::size_t i, std::size_t offset, std::size_t len, std:
     ++counters_.rx_malformed;
     return false;
   }
-  auto habit = id_habit_.find(src);
-  if (habit == id_habit_.end() && id_habit_.size() < kMaxSources) habit = id_habit_.emplace(src, IdHabit{}).first;
+  // The source's habit: the last one asked for (a run, a stream from one
+  // peer: no hash lookup per packet), else the table's.
   IdHabit scratch_habit;  // for a source the table has no room for
-  IdHabit& h = habit != id_habit_.end() ? habit->second : scratch_habit;
+  if (last_habit_ == nullptr || last_src_ != src) {
+    auto habit = id_habit_.find(src);
+    if (habit == id_habit_.end() && id_habit_.size() < kMaxSources) habit = id_habit_.emplace(src, IdHabit{}).first;
+    // Elements of an unordered_map keep their address when it grows.
+    last_habit_ = habit != id_habit_.end() ? &habit->second : nullptr;
+    last_src_ = src;
+  }
+  IdHabit& h = last_habit_ != nullptr ? *last_habit_ : scratch_habit;
   if (*ok) {
     if (!h.varying && h.zero_streak < kZeroStreak) ++h.zero_streak;
   } else {

@@ -359,6 +359,8 @@ class UdpLink final : public Link {
   static constexpr uint8_t kZeroStreak = 4;
   static constexpr std::size_t kMaxSources = 4096;
   std::unordered_map<uint32_t, IdHabit> id_habit_;
+  uint32_t last_src_ = 0;             // the source accept_v4 looked up last
+  IdHabit* last_habit_ = nullptr;     // its entry (nullptr: none, or no room)
 };
 
 }  // namespace urnic::engine

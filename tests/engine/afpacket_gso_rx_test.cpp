@@ -80,10 +80,10 @@ engine::LinkDest to(std::uint32_t ip) {
   return d;
 }
 
-// What `link` delivers until `want` came or nothing did for 100 ms.
-std::vector<engine::LinkRxPacket> receive(engine::AfPacketLink& link, std::size_t want,
-                                          std::vector<std::vector<std::uint8_t>>* frames = nullptr) {
-  std::vector<engine::LinkRxPacket> got;
+// What `link` delivers until `want` came or nothing did for 100 ms: each
+// packet's frame, copied (a packet is the link's until the next receive).
+std::vector<std::vector<std::uint8_t>> receive(engine::AfPacketLink& link, std::size_t want) {
+  std::vector<std::vector<std::uint8_t>> got;
   engine::LinkRxPacket rx;
   for (int idle = 0; idle < 100 && got.size() < want;) {
     link.flush(0);
@@ -92,10 +92,16 @@ std::vector<engine::LinkRxPacket> receive(engine::AfPacketLink& link, std::size_
       ::usleep(1000);
       continue;
     }
-    got.push_back(rx);
-    if (frames != nullptr) frames->emplace_back(rx.frame.begin(), rx.frame.end());
+    got.emplace_back(rx.frame.begin(), rx.frame.end());
   }
   return got;
+}
+
+wire::RoceFrame parsed(const std::vector<std::uint8_t>& frame) {
+  auto f = wire::parse_roce_frame(frame);
+  REQUIRE(f);
+  CHECK(f->icrc_ok);
+  return *f;
 }
 
 }  // namespace
@@ -110,7 +116,10 @@ TEST_CASE("the whole-run socket's filter takes RoCE v2 frames longer than a ring
   f[14 + 9] = 6;  // TCP
   CHECK(run(f) == 0u);
   f = v4_frame(1024, 9000);
-  f[14 + 6] |= 0x20;  // a fragment
+  f[14 + 6] |= 0x20;  // a first fragment (MF)
+  CHECK(run(f) == 0u);
+  f = v4_frame(1024, 9000);
+  f[14 + 7] = 1;  // a later fragment (offset)
   CHECK(run(f) == 0u);
   f = v4_frame(1024, 9000);
   wire::store_be16(f.data() + 14 + 22, 4792);  // another port
@@ -141,19 +150,15 @@ TEST_CASE("afpacket link: a udp link's uncut GSO runs, long and short, arrive pa
     REQUIRE(p.tx->send(send_only(0x41, 300 + i, payloads[i]), to(p.ip), nullptr));
   p.tx->flush(0);
   REQUIRE(p.tx->counters().tx_gso_sends == 2);
-  std::vector<std::vector<std::uint8_t>> frames;
-  const auto got = receive(*p.rx, payloads.size(), &frames);
+  // Each packet's frame (what capture records) is its own, ICRC right.
+  const auto got = receive(*p.rx, payloads.size());
   REQUIRE(got.size() == payloads.size());
   for (std::size_t k = 0; k < got.size(); ++k) {
     INFO("packet " << k);
-    CHECK(got[k].ib.bth.psn.value() == 300 + k);
-    REQUIRE(got[k].ib.payload.size() == payloads[k].size());
-    CHECK(std::equal(payloads[k].begin(), payloads[k].end(), got[k].ib.payload.begin()));
-    // What capture records: the packet's own frame, its ICRC right.
-    auto parsed = wire::parse_roce_frame(frames[k]);
-    REQUIRE(parsed);
-    CHECK(parsed->icrc_ok);
-    CHECK(parsed->ib.bth.psn.value() == 300 + k);
+    const wire::RoceFrame f = parsed(got[k]);
+    CHECK(f.ib.bth.psn.value() == 300 + k);
+    REQUIRE(f.ib.payload.size() == payloads[k].size());
+    CHECK(std::equal(payloads[k].begin(), payloads[k].end(), f.ib.payload.begin()));
   }
   const auto& c = p.rx->counters();
   CHECK(c.rx_gso_runs_split == 2);
@@ -181,7 +186,7 @@ TEST_CASE("afpacket link: a bad ICRC in the middle of a GSO run drops that packe
     const auto bad_before = p.rx->counters().rx_bad_icrc;
     const auto got = receive(*p.rx, 6);
     std::vector<std::uint32_t> psns;
-    for (const auto& g : got) psns.push_back(g.ib.bth.psn.value());
+    for (const auto& g : got) psns.push_back(parsed(g).ib.bth.psn.value());
     CHECK(psns == std::vector<std::uint32_t>{first, first + 1, first + 3, first + 4, first + 5});
     CHECK(p.rx->counters().rx_bad_icrc == bad_before + 1);
   }
