@@ -21,7 +21,7 @@
 #     rows, one iteration, a message each way, of the latency rows), and
 #     how many of those calls were sched_yield (the spinning engine giving
 #     the core to the programs it serves, engine/daemon/engine_loop.cpp).
-# Across two network namespaces: bench/links_bench.sh's table (udp, udp with udp_gso,
+# Across two network namespaces: bench/links_bench.sh's table (udp with GSO, udp with "udp_gso": false,
 # afpacket, dpdk net_af_packet, dpdk net_memif, with iperf3 and sockperf TCP
 # over the same veth).
 #

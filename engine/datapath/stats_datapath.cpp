@@ -134,6 +134,8 @@ void DataPath::device_counters(CounterList& out) const {
     add(DevStat::kRxOtherVlan, l.rx_other_vlan);
     add(DevStat::kLinkGsoSends, l.tx_gso_sends);
     add(DevStat::kLinkGroDatagrams, l.rx_gro_datagrams);
+    add(DevStat::kLinkGsoFallbacks, l.tx_gso_fallbacks);
+    add(DevStat::kLinkGsoRunsSplit, l.rx_gso_runs_split);
   }
   add(DevStat::kHairpinPkts, counters_.hairpin_packets);
   add(DevStat::kWqesPosted, counters_.wqes_posted);

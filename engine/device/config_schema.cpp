@@ -46,8 +46,9 @@ const ConfigKey kKeys[] = {
      .doc = "the device's IPv4 address (GID ::ffff:a.b.c.d)", .text = &DeviceConfig::address},
     {.scope = S::kDevice, .name = "udp_port", .types = kUint, .min = 0, .max = 65535, .def = "4791",
      .doc = "udp: the UDP port (IBA annex A17.2: 4791)", .u16 = &DeviceConfig::udp_port},
-    {.scope = S::kDevice, .name = "udp_gso", .types = kBool, .def = "false",
-     .doc = "udp, roce: send runs of packets with UDP GSO (the datagrams then carry a UDP checksum)",
+    {.scope = S::kDevice, .name = "udp_gso", .types = kBool, .def = "true",
+     .doc = "udp, roce: send runs of packets with UDP GSO where the kernel can (the datagrams then carry a "
+            "UDP checksum); false: one datagram per packet, UDP checksum 0",
      .flag = &DeviceConfig::udp_gso},
     {.scope = S::kDevice, .name = "interface", .types = kStr, .max = 15,
      .doc = "afpacket: the network interface", .text = &DeviceConfig::interface},

@@ -137,6 +137,10 @@ std::unique_ptr<AfPacketLink> AfPacketLink::open(const Netdev& nd, std::vector<w
   addr.sll_ifindex = static_cast<int>(nd.ifindex);
   if (::bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) return fail("bind");
   if (sharding.shards > 1 && !link->join_fanout(sharding)) return fail("PACKET_FANOUT");
+  // The whole-run socket, bound after the ring's (afpacket_gso_rx.hpp).
+  // Not with engine threads: it would see every shard's runs. Without it
+  // runs longer than a ring slot are lost and counted.
+  if (sharding.shards <= 1) (void)link->runs_.open(static_cast<int>(nd.ifindex), nullptr);
 
   // The never-read port-4791 socket (header comment); optional.
   link->absorb_fd_ = ::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -361,19 +365,54 @@ void AfPacketLink::flush(transport::Nanos now) {
 transport::Nanos AfPacketLink::next_deadline() const noexcept { return next_retry_; }
 
 void AfPacketLink::release_rx() {
-  if (!rx_held_) return;
+  if (!rx_held_ || runs_.serving()) return;  // a run served from the slot holds it
   const std::uint32_t prev = (rx_next_ + kRxFrames - 1) % kRxFrames;
   store_status(frame_hdr(ring_ + std::size_t{kFrameSize} * prev), TP_STATUS_KERNEL);
   rx_held_ = false;
 }
 
+bool AfPacketLink::serve_run(LinkRxPacket* out) {
+  // The packets of an uncut GSO run, each checked as a frame of its own.
+  for (wire::MutBytes f = runs_.next_packet(); !f.empty(); f = runs_.next_packet()) {
+    ++counters_.rx_packets;
+    if (!accept_raw_frame(f, accepted_, vlan_, run_vid_, counters_, out)) continue;
+    if (multicast_mac_of(out->from.dst).has_value() && groups_.empty()) {
+      ++counters_.rx_not_ours;
+      continue;
+    }
+    return true;
+  }
+  return false;
+}
+
 bool AfPacketLink::receive(LinkRxPacket* out) {
+  if (runs_.serving() && serve_run(out)) return true;
   release_rx();  // the previous packet has been handled
   for (;;) {
     std::uint8_t* slot = ring_ + std::size_t{kFrameSize} * rx_next_;
     tpacket2_hdr* h = frame_hdr(slot);
     const std::uint32_t st = load_status(h);
     if ((st & TP_STATUS_USER) == 0) return false;
+    if (h->tp_snaplen < h->tp_len && h->tp_len > AfPacketGsoRx::kMinRunFrame &&
+        h->tp_mac + h->tp_snaplen <= kFrameSize) {
+      // A GSO run longer than a slot: served whole from the run socket.
+      sockaddr_ll from{};
+      std::memcpy(&from, slot + kTpHdrAligned, sizeof from);
+      const auto t = runs_.take(wire::Bytes(slot + h->tp_mac, h->tp_snaplen), h->tp_snaplen, counters_);
+      if (t == AfPacketGsoRx::Take::kNotYet) return false;  // the slot stays for the next pass
+      run_vid_ = (st & TP_STATUS_VLAN_VALID) != 0 ? h->tp_vlan_tci & 0x0FFF : 0;
+      if (t != AfPacketGsoRx::Take::kOlder) {
+        rx_next_ = (rx_next_ + 1) % kRxFrames;
+        store_status(h, TP_STATUS_KERNEL);
+      }
+      if (t == AfPacketGsoRx::Take::kLost) continue;
+      if (from.sll_pkttype != PACKET_HOST && from.sll_pkttype != PACKET_MULTICAST) {
+        while (!runs_.next_packet().empty()) ++counters_.rx_not_ours;
+        continue;
+      }
+      if (serve_run(out)) return true;
+      continue;
+    }
     rx_next_ = (rx_next_ + 1) % kRxFrames;
     rx_held_ = true;
     ++counters_.rx_packets;
@@ -395,7 +434,19 @@ bool AfPacketLink::receive(LinkRxPacket* out) {
     // The kernel takes the 802.1Q tag out of the frame (into tp_vlan_tci):
     // the VLAN check uses that.
     const std::uint16_t vid = (st & TP_STATUS_VLAN_VALID) != 0 ? h->tp_vlan_tci & 0x0FFF : 0;
+    const std::uint64_t bad_icrc = counters_.rx_bad_icrc, malformed = counters_.rx_malformed;
     if (!accept_raw_frame(wire::Bytes(slot + h->tp_mac, h->tp_snaplen), accepted_, vlan_, vid, counters_, out)) {
+      // Not one packet: maybe a GSO run the slot holds whole, its packets
+      // then served from the slot (afpacket_gso_rx.hpp).
+      if ((counters_.rx_bad_icrc != bad_icrc || counters_.rx_malformed != malformed) &&
+          runs_.start(wire::MutBytes(slot + h->tp_mac, h->tp_snaplen))) {
+        counters_.rx_bad_icrc = bad_icrc;
+        counters_.rx_malformed = malformed;
+        --counters_.rx_packets;  // counted per packet of the run
+        ++counters_.rx_gso_runs_split;
+        run_vid_ = vid;
+        if (serve_run(out)) return true;
+      }
       release_rx();
       continue;
     }

@@ -35,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/link/afpacket_gso_rx.hpp"
 #include "engine/link/link.hpp"
 #include "engine/link/neighbours.hpp"
 #include "engine/link/netdev.hpp"
@@ -124,6 +125,11 @@ class AfPacketLink final : public Link {
   int absorb_fd_ = -1;  // the never-read UDP socket on port 4791 (see above)
   std::uint16_t fanout_group_ = 0;  // Sharding: the group's id (any value, 0 too)
   bool join_fanout(const Sharding& sh);
+  // Uncut UDP GSO runs of a udp-link peer (afpacket_gso_rx.hpp): the run
+  // being served, and the ring slot's VLAN ID it arrived with.
+  AfPacketGsoRx runs_;
+  std::uint16_t run_vid_ = 0;
+  bool serve_run(LinkRxPacket* out);
   std::uint8_t* ring_ = nullptr;
   std::size_t ring_bytes_ = 0;
   std::uint32_t rx_next_ = 0;     // the next RX slot to look at

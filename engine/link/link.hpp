@@ -42,6 +42,8 @@ struct LinkCounters {
   std::uint64_t rx_other_vlan = 0;    // raw links: frames tagged for another VLAN (or untagged on a VLAN)
   std::uint64_t tx_gso_sends = 0;     // udp: sends that carried a run of several packets (UDP GSO)
   std::uint64_t rx_gro_datagrams = 0; // udp: datagrams received that held several packets (UDP GRO)
+  std::uint64_t tx_gso_fallbacks = 0; // udp: GSO was on but the kernel refused it (at open or on a send): packet by packet since
+  std::uint64_t rx_gso_runs_split = 0;// raw links: uncut UDP GSO runs received and cut into their packets
 };
 
 // Where one packet goes, as the data path resolved it from the AH / QP path

@@ -113,11 +113,17 @@ std::unique_ptr<UdpLink> UdpLink::open(uint32_t ipv4, uint16_t port, std::string
   in_addr mcast_if{};
   mcast_if.s_addr = htonl(ipv4);
   const unsigned char no_loop = 0;
+  // UDP_SEGMENT with size 0 is accepted by every kernel that has UDP GSO
+  // (4.18) and sets nothing: without it (ENOPROTOOPT) GSO falls back now.
+  const int no_segment = 0;
+  const bool gso_refused =
+      options.gso && ::setsockopt(fd, IPPROTO_UDP, UDP_SEGMENT, &no_segment, sizeof no_segment) != 0;
+  const bool gso = options.gso && !gso_refused;
   // SO_NO_CHECK: UDP checksum 0, as RoCE v2 senders put it (hardware,
   // rdma_rxe): the ICRC protects the packet (annex A17.4.3.3), and no
   // checksum pass over the payload. Not with GSO, which the kernel refuses
   // on such a socket (the header).
-  const int no_check = options.gso ? 0 : 1;
+  const int no_check = gso ? 0 : 1;
   // UDP_GRO: a run another urnic sent with GSO arrives as one datagram.
   if (::setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof pmtu) != 0 ||
       ::setsockopt(fd, SOL_SOCKET, SO_NO_CHECK, &no_check, sizeof no_check) != 0 ||
@@ -139,7 +145,8 @@ std::unique_ptr<UdpLink> UdpLink::open(uint32_t ipv4, uint16_t port, std::string
   sockaddr_in bound{};
   socklen_t bound_len = sizeof bound;
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &bound_len);
-  auto link = std::unique_ptr<UdpLink>(new UdpLink(fd, ipv4, ntohs(bound.sin_port), options.gso));
+  auto link = std::unique_ptr<UdpLink>(new UdpLink(fd, ipv4, ntohs(bound.sin_port), gso));
+  if (gso_refused) ++link->counters_.tx_gso_fallbacks;
   link->shard_ = options.shard;
   link->shards_ = std::max(options.shards, 1U);
   if (!link->steer_group(fd)) {
@@ -514,6 +521,19 @@ void UdpLink::flush(transport::Nanos now) {
   send_batch();
 }
 
+void UdpLink::gso_fallback() noexcept {
+  if (!gso_) return;
+  gso_ = false;
+  ++counters_.tx_gso_fallbacks;
+  // Back to what a RoCE sender puts without GSO: UDP checksum 0. Best
+  // effort: a socket that keeps its checksum still sends valid UDP.
+  const int on = 1;
+  (void)::setsockopt(fd_, SOL_SOCKET, SO_NO_CHECK, &on, sizeof on);
+  for (const SourcePort& sp : sources_)
+    if (sp.fd >= 0) (void)::setsockopt(sp.fd, SOL_SOCKET, SO_NO_CHECK, &on, sizeof on);
+  if (fd6_ >= 0) (void)::setsockopt(fd6_, IPPROTO_UDP, UDP_NO_CHECK6_TX, &on, sizeof on);
+}
+
 void UdpLink::send_batch() {
   // One message per run: its datagrams' iovecs are consecutive in tx_.iov,
   // and UDP_SEGMENT tells the kernel where to cut it.
@@ -558,7 +578,7 @@ void UdpLink::send_batch() {
       // send refused (EIO: the route's device has no checksum offload;
       // EINVAL) turns GSO off for good; its packets are lost, as on a
       // congested wire, and RC resends them one by one.
-      if (packets(i) > 1 && (errno == EIO || errno == EINVAL)) gso_ = false;
+      if (packets(i) > 1 && (errno == EIO || errno == EINVAL)) gso_fallback();
       counters_.tx_errors += packets(i);
       ++i;
     }
@@ -708,10 +728,17 @@ bool UdpLink::accept_v4(std::size_t i, std::size_t offset, std::size_t len, std:
     ++counters_.rx_malformed;
     return false;
   }
-  auto habit = id_habit_.find(src);
-  if (habit == id_habit_.end() && id_habit_.size() < kMaxSources) habit = id_habit_.emplace(src, IdHabit{}).first;
+  // The source's habit: the last one asked for (a run, a stream from one
+  // peer: no hash lookup per packet), else the table's.
   IdHabit scratch_habit;  // for a source the table has no room for
-  IdHabit& h = habit != id_habit_.end() ? habit->second : scratch_habit;
+  if (last_habit_ == nullptr || last_src_ != src) {
+    auto habit = id_habit_.find(src);
+    if (habit == id_habit_.end() && id_habit_.size() < kMaxSources) habit = id_habit_.emplace(src, IdHabit{}).first;
+    // Elements of an unordered_map keep their address when it grows.
+    last_habit_ = habit != id_habit_.end() ? &habit->second : nullptr;
+    last_src_ = src;
+  }
+  IdHabit& h = last_habit_ != nullptr ? *last_habit_ : scratch_habit;
   if (*ok) {
     if (!h.varying && h.zero_streak < kZeroStreak) ++h.zero_streak;
   } else {

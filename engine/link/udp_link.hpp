@@ -27,24 +27,34 @@
 // links (afpacket, dpdk) see the real ID and check all 32 bits.
 // docs/INTEROP.md has the details.
 //
-// UDP GSO and GRO (issue 23; the device's "udp_gso" option, off by
-// default). With it, a run of datagrams for the same socket, destination
-// and traffic class, each as long as the first but the last, leaves as one
-// sendmsg with UDP_SEGMENT: one trip through the kernel's UDP, IP, routing
-// and device layers for up to kGsoMaxSegments packets (an MTU-4096 message
-// of 64 KiB is 2 sends instead of 16). The kernel cuts the run (in the
-// device that sends it, in software where the device cannot, or at the
-// receiving socket) and numbers the segments' IP IDs 0, 1, 2, ... (DF, an
-// unconnected socket): segment k's ICRC is computed for ID k
-// (wire/icrc_ip_id). What it changes on the wire, and why it is off by
-// default:
+// UDP GSO and GRO (issue 23; on by default since issue 47, the device's
+// "udp_gso": false opts out). A run of datagrams for the same socket,
+// destination and traffic class, each as long as the first but the last,
+// leaves as one sendmsg with UDP_SEGMENT: one trip through the kernel's
+// UDP, IP, routing and device layers for up to kGsoMaxSegments packets (an
+// MTU-4096 message of 64 KiB is 2 sends instead of 16). The kernel cuts the
+// run (in the device that sends it, in software where the device cannot,
+// or at the receiving socket) and numbers the segments' IP IDs 0, 1, 2, ...
+// (DF, an unconnected socket): segment k's ICRC is computed for ID k
+// (wire/icrc_ip_id). What it changes on the wire, and why that is fine as
+// the default (engine/link/README.md has the evidence):
 //   - the kernel refuses GSO on a socket that sends UDP checksum 0, so the
-//     datagrams carry a UDP checksum (offloaded; valid UDP, masked in the
-//     ICRC), where RoCE v2 senders usually put 0;
-//   - a reader of raw frames on a virtual link (an afpacket or DPDK
-//     af_packet urnic, tcpdump, a bridge's capture) can see the uncut run
-//     as one large frame; the kernel's UDP sockets, rdma_rxe and NICs see
-//     the packets.
+//     datagrams carry a UDP checksum (offloaded; valid UDP), where RoCE v2
+//     senders usually put 0. The ICRC masks the field (annex A17.4.3), the
+//     receiving kernel checks a nonzero one before any UDP tunnel or socket
+//     sees the packet, and rdma_rxe's receive path (rxe_udp_encap_recv,
+//     rxe_icrc_check) never reads it: rxe took every GSO segment in the
+//     interop matrix's gso group (docs/INTEROP.md);
+//   - a reader of raw frames on a virtual link can see the uncut run as
+//     one large frame (the kernel's UDP sockets, rdma_rxe and NICs see the
+//     packets): the afpacket link cuts such runs itself
+//     (engine/link/afpacket_gso_rx.hpp), as does the conformance tester's
+//     raw port; tcpdump on a veth shows them uncut (urnic capture does
+//     not: it records per packet).
+// Where the kernel cannot (no UDP_SEGMENT at open; a GSO send refused with
+// EIO/EINVAL: no checksum offload on the route's device, an IPsec route),
+// the link falls back to one datagram per packet with UDP checksum 0 and
+// counts it once in tx_gso_fallbacks (`urnic stats`: link_gso_fallbacks).
 // Every udp link receives with UDP_GRO on, whatever its own option: a run
 // that reaches the socket uncut (veth, loopback) is one datagram of
 // recvmmsg's batch holding several packets, served one by one, segment k
@@ -109,7 +119,7 @@ namespace urnic::engine {
 
 
 struct UdpLinkOptions {
-  bool gso = false;  // send runs with UDP GSO (above)
+  bool gso = true;  // send runs with UDP GSO (above); false: one datagram per packet, UDP checksum 0
   // Engine threads (engine/datapath/shard.hpp): this link is shard `shard`
   // of `shards` links on one address and port, opened in shard order. With
   // shards > 1 every socket is SO_REUSEPORT, and shard 0's attaches a
@@ -197,13 +207,19 @@ class UdpLink final : public Link {
                                   uint32_t dst_ipv4, uint8_t traffic_class, wire::MutBytes scratch);
   static constexpr std::size_t kDatagramOffset = 14 + 20 + 8;
 
-  // False once the kernel refused a GSO send (no checksum offload on the
-  // route's device, an IPsec route): the link sends packet by packet.
+  // False when GSO was not asked for, or once the kernel refused it (no
+  // UDP_SEGMENT at open: a kernel before 4.18; a GSO send refused: no
+  // checksum offload on the route's device, an IPsec route): the link then
+  // sends packet by packet with UDP checksum 0, and counts the refusal in
+  // tx_gso_fallbacks.
   [[nodiscard]] bool gso_enabled() const noexcept { return gso_; }
 
  private:
   UdpLink(int fd, uint32_t ipv4, uint16_t port, bool gso);
   void close_all() noexcept;
+  // GSO refused by the kernel: off for good, counted, and every sending
+  // socket back to UDP checksum 0.
+  void gso_fallback() noexcept;
   // The epoll fd over every socket (created on first need, with fd_ in it).
   bool watch(int fd);
 
@@ -343,6 +359,8 @@ class UdpLink final : public Link {
   static constexpr uint8_t kZeroStreak = 4;
   static constexpr std::size_t kMaxSources = 4096;
   std::unordered_map<uint32_t, IdHabit> id_habit_;
+  uint32_t last_src_ = 0;             // the source accept_v4 looked up last
+  IdHabit* last_habit_ = nullptr;     // its entry (nullptr: none, or no room)
 };
 
 }  // namespace urnic::engine

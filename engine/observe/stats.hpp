@@ -63,12 +63,14 @@ enum class DevStat : std::uint8_t {
   kMemSyscalls,         // process_vm_readv/writev calls (mem_read_calls + mem_write_calls)
   kMemDirectOps,        // reads, writes and atomics served from mapped regions (mem_direct_*)
   kMappedRegions,       // registered memory mapped into the daemon now (a gauge)
-  kLinkGsoSends,        // udp link with "udp_gso": sends that carried a run of several packets
+  kLinkGsoSends,        // udp link (UDP GSO, the default): sends that carried a run of several packets
   kLinkGroDatagrams,    // udp link: received datagrams that held several packets (UDP GRO)
   kShardHandoffs,       // packets handed to another engine thread's data path (engine/datapath/shard.hpp)
   kShardHandoffDrops,   // ... dropped because that thread's ring was full (a received packet, a multicast copy)
   kShardHandoffWaits,   // ... sent on this host, waited in the hairpin queue for room in that ring
   kCtlMailboxCalls,     // control calls served through a process's mailbox (hostif/ctl_mailbox.hpp)
+  kLinkGsoFallbacks,    // udp link: GSO on but refused by the kernel (at open or on a send): packet by packet since
+  kLinkGsoRunsSplit,    // raw links: uncut UDP GSO runs received (a virtual link) and cut into their packets
   kCount,
 };
 
@@ -110,6 +112,8 @@ inline constexpr transport::CounterNames<DevStat> kDevStatNames = {{
     {DevStat::kShardHandoffDrops, "shard_handoff_drops"},
     {DevStat::kShardHandoffWaits, "shard_handoff_waits"},
     {DevStat::kCtlMailboxCalls, "ctl_mailbox_calls"},
+    {DevStat::kLinkGsoFallbacks, "link_gso_fallbacks"},
+    {DevStat::kLinkGsoRunsSplit, "link_gso_runs_split"},
 }};
 static_assert(transport::counter_table_ok(kDevStatNames));
 

@@ -34,6 +34,7 @@ inline std::optional<std::uint32_t> cbpf_run(const std::vector<sock_filter>& pro
         else if (!load(f.k, 2, a)) return 0;
         break;
       case BPF_LD | BPF_B | BPF_ABS: if (!load(f.k, 1, a)) return 0; break;
+      case BPF_LD | BPF_W | BPF_LEN: a = static_cast<std::uint32_t>(pkt.size()); break;
       case BPF_LD | BPF_W | BPF_IND: if (!load(std::size_t{x} + f.k, 4, a)) return 0; break;
       case BPF_LD | BPF_H | BPF_IND: if (!load(std::size_t{x} + f.k, 2, a)) return 0; break;
       case BPF_LDX | BPF_B | BPF_MSH:

@@ -95,16 +95,18 @@ TEST_CASE("config: ecn and cnp_interval_us per RoCE device, ECT(0) and 50 us by 
   CHECK(err.find("cnp_interval_us is 0..1000000 (microseconds), on a roce device") != std::string::npos);
 }
 
-TEST_CASE("config: udp_gso on a udp RoCE device, off by default", "[config]") {
+TEST_CASE("config: udp_gso on a udp RoCE device, on by default, false opts out", "[config]") {
   std::string err;
   auto c = parse_config(R"({"devices":[
-      {"name":"r_a","address":"10.0.0.1","udp_gso":true},
-      {"name":"r_b","address":"10.0.0.2"}]})",
+      {"name":"r_a","address":"10.0.0.1","udp_gso":false},
+      {"name":"r_b","address":"10.0.0.2"},
+      {"name":"r_c","address":"10.0.0.3","udp_gso":true}]})",
                         err);
   INFO(err);
   REQUIRE(c);
-  CHECK(c->devices[0].udp_gso);
-  CHECK_FALSE(c->devices[1].udp_gso);
+  CHECK_FALSE(c->devices[0].udp_gso);
+  CHECK(c->devices[1].udp_gso);
+  CHECK(c->devices[2].udp_gso);
   for (const char* bad : {R"({"devices":[{"udp_gso":1}]})", R"({"devices":[{"udp_gso":"on"}]})"}) {
     INFO(bad);
     CHECK_FALSE(parse_config(bad, err));

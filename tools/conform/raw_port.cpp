@@ -17,6 +17,9 @@
 #include <sstream>
 #include <thread>
 
+#include "wire/gso_run.hpp"
+#include "wire/roce_frame.hpp"
+
 namespace urnic::conform {
 namespace {
 
@@ -67,7 +70,7 @@ std::optional<RawPort> RawPort::open(const std::string& ifname, std::string* err
 RawPort::RawPort(int fd, int ifindex, std::string name) : fd_(fd), ifindex_(ifindex), name_(std::move(name)) {}
 
 RawPort::RawPort(RawPort&& o) noexcept
-    : fd_(o.fd_), ifindex_(o.ifindex_), name_(std::move(o.name_)), mac_(o.mac_), ipv4_(o.ipv4_), pcap_(o.pcap_) {
+    : run_(std::move(o.run_)), fd_(o.fd_), ifindex_(o.ifindex_), name_(std::move(o.name_)), mac_(o.mac_), ipv4_(o.ipv4_), pcap_(o.pcap_) {
   o.fd_ = -1;
 }
 
@@ -95,11 +98,16 @@ bool RawPort::send(wire::Bytes frame) {
 
 std::optional<RawFrame> RawPort::receive(Clock::time_point until) {
   for (;;) {
+    if (!run_.empty()) {
+      RawFrame f = std::move(run_.front());
+      run_.pop_front();
+      return f;
+    }
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count();
     pollfd p{fd_, POLLIN, 0};
     if (poll(&p, 1, left > 0 ? static_cast<int>(left) : 0) <= 0) return std::nullopt;
     RawFrame f;
-    f.data.resize(9216 + 64);
+    f.data.resize(65536 + 64);  // a GSO run: up to a whole IP datagram
     sockaddr_ll from{};
     socklen_t flen = sizeof from;
     const ssize_t n = recvfrom(fd_, f.data.data(), f.data.size(), MSG_DONTWAIT, reinterpret_cast<sockaddr*>(&from), &flen);
@@ -107,9 +115,21 @@ std::optional<RawFrame> RawPort::receive(Clock::time_point until) {
     f.data.resize(static_cast<std::size_t>(n));
     f.wall_ns = wall_now_ns();
     f.at = Clock::now();
-    record(f.wall_ns, wire::Bytes(f.data.data(), f.data.size()));
-    if (from.sll_pkttype == PACKET_OUTGOING) continue;  // another program's, on this host
-    return f;
+    // One packet, or (failing as one) a run whose segment size is found.
+    const auto one = wire::parse_roce_frame(f.data);
+    const auto segment = one && one->icrc_ok ? std::nullopt : wire::GsoRun::find_segment(f.data);
+    if (!segment) {
+      record(f.wall_ns, wire::Bytes(f.data.data(), f.data.size()));
+      if (from.sll_pkttype == PACKET_OUTGOING) continue;  // another program's, on this host
+      return f;
+    }
+    auto run = wire::GsoRun::parse(f.data, *segment);
+    for (std::size_t k = 0; run && k < run->count(); ++k) {
+      const wire::MutBytes seg = run->segment_frame(k);
+      RawFrame packet{std::vector<uint8_t>(seg.begin(), seg.end()), f.wall_ns, f.at};
+      record(packet.wall_ns, wire::Bytes(packet.data.data(), packet.data.size()));
+      if (from.sll_pkttype != PACKET_OUTGOING) run_.push_back(std::move(packet));
+    }
   }
 }
 

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <optional>
 #include <string>
 #include <vector>
@@ -41,7 +42,10 @@ class RawPort {
   // Sends one frame (padded to the Ethernet minimum); false on error.
   bool send(wire::Bytes frame);
   // The next frame that arrived on the interface before `until`; frames
-  // other programs of this host sent are recorded but not returned.
+  // other programs of this host sent are recorded but not returned. An
+  // uncut UDP GSO run (a udp-link urnic's, which a veth hands over whole:
+  // wire/gso_run.hpp) is returned and recorded as the packets the wire
+  // would have carried, one by one.
   std::optional<RawFrame> receive(Clock::time_point until);
 
   void record_to(pcap::Writer* writer) noexcept { pcap_ = writer; }
@@ -50,6 +54,8 @@ class RawPort {
   RawPort(int fd, int ifindex, std::string name);
   void record(uint64_t wall_ns, wire::Bytes frame);
 
+  // The packets of a run received, still to be returned.
+  std::deque<RawFrame> run_;
   int fd_ = -1;
   int ifindex_ = 0;
   std::string name_;
