@@ -77,6 +77,17 @@ class DoorbellPage {
     return ref(page_->sleeping).load(std::memory_order_relaxed) != 0;
   }
 
+  // While the application polls a CQ that is empty: whether the engine has
+  // doorbells of this session it has not taken yet, i.e. work the poller
+  // waits for is queued behind a daemon that is not running (preempted by,
+  // or sharing a core with, busy pollers). The poller then hands the engine
+  // its time slice (verbs_shim, after_empty_poll) instead of spinning on.
+  // One load, no new state: `top` is what the engine clears when it takes.
+  // Written by the application itself, so a lie only costs it yields.
+  [[nodiscard]] bool rung_untaken() const {
+    return ref(page_->top).load(std::memory_order_relaxed) != 0;
+  }
+
   // --- engine side ---
   // Calls f(bit) for every bit below `limit` rung since the last take, and
   // clears them (bits at or above `limit` are cleared and ignored).

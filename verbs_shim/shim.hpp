@@ -392,16 +392,26 @@ inline bool device_dead_on_empty_poll(ShimCq* c) {
   if (++c->empty_polls % 64 != 0) return false;
   return liveness_check(c);
 }
-// A poll that found nothing, after device_dead_on_empty_poll. A poller that
-// keeps finding nothing yields the CPU now and then (every 16th empty poll
-// after 256 in a row, a few microseconds of spinning): the daemon that will
-// produce its completion is a process on the same cores. On a busy machine a
-// woken daemon otherwise waits behind the spinning pollers for the
-// scheduler's next tick (4 ms at HZ=250: ib_send_lat across two namespaces
-// on 2 cores). When nothing else wants the CPU, sched_yield returns at once.
+// A poll that found nothing, after device_dead_on_empty_poll. The daemon
+// that will produce the completion is a process on the same cores, and on
+// a machine whose cores are all taken by busy pollers it runs only when one
+// of them yields (issue 47: a woken daemon otherwise waits for the
+// scheduler's next tick, 4 ms at HZ=250). So the poller hands the daemon
+// its time slice:
+// - at once, on every empty poll, while the engine has doorbells of this
+//   context it has not taken (DoorbellPage::rung_untaken): the work it
+//   waits for is queued behind a daemon that is not running;
+// - otherwise on every 16th empty poll after 256 in a row (a few
+//   microseconds of spinning): the engine took the work and may have been
+//   preempted in the middle of it, or the completion comes from a peer.
+// When nothing else wants the CPU, sched_yield returns at once.
 void yield_if_idle_poller(ShimCq* c);
+inline bool poller_should_yield(std::uint32_t empty_polls, bool engine_owes_take) {
+  return engine_owes_take || (empty_polls >= 256 && empty_polls % 16 == 0);
+}
 inline void after_empty_poll(ShimCq* c) {
-  if (c->empty_polls >= 256 && c->empty_polls % 16 == 0) yield_if_idle_poller(c);
+  const hostif::DoorbellPage& page = c->ctx->doorbells;
+  if (poller_should_yield(c->empty_polls, page.valid() && page.rung_untaken())) yield_if_idle_poller(c);
 }
 inline void after_full_poll(ShimCq* c) { c->empty_polls = 0; }
 // After the death, the next flushed completion of a WQE that was posted to

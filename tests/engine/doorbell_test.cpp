@@ -121,3 +121,39 @@ TEST_CASE("doorbell page: a shim ringing while the engine takes and sleeps loses
   shim.join();
   CHECK(total == static_cast<std::uint64_t>(kPosts));
 }
+
+TEST_CASE("doorbell page: rung_untaken tells a poller the engine has not taken its doorbells yet",
+          "[engine][doorbell]") {
+  Page p;
+  CHECK_FALSE(p.page.rung_untaken());
+  p.page.ring(7);
+  CHECK(p.page.rung_untaken());  // a poller hands the engine its time slice
+  CHECK(take_all(p.page) == std::vector<std::uint32_t>{7});
+  CHECK_FALSE(p.page.rung_untaken());  // taken: the poller spins on
+  p.page.ring(kDoorbellBits);  // out of range rings nothing, owes nothing
+  CHECK_FALSE(p.page.rung_untaken());
+}
+
+TEST_CASE("doorbell page: a process lying in `top` to its own poller costs the engine nothing",
+          "[engine][doorbell][security]") {
+  Page p;
+  // Garbage in `top` alone (no mid, no leaf, groups past the page): the
+  // poller believes the engine owes it work and yields; the engine's take
+  // finds no bit, clears the word, and the next sleep is not refused twice.
+  p.mem->top = ~std::uint64_t{0};
+  CHECK(p.page.rung_untaken());
+  CHECK(take_all(p.page, 10).empty());
+  CHECK(p.mem->top == 0);
+  CHECK_FALSE(p.page.rung_untaken());
+  CHECK(p.page.try_sleep());
+  p.page.end_sleep();
+  // Cleared behind the engine's back after a ring: the bit is only lost to
+  // the liar (the engine takes what the levels still say), and the engine
+  // goes on taking later rings.
+  p.page.ring(3);
+  p.mem->top = 0;
+  CHECK_FALSE(p.page.rung_untaken());
+  CHECK(take_all(p.page).empty());
+  p.page.ring(4);
+  CHECK(take_all(p.page) == std::vector<std::uint32_t>{3, 4});
+}
