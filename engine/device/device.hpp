@@ -14,6 +14,7 @@
 #include "hostif/ctl_proto.hpp"
 #include "engine/observe/fault.hpp"
 #include "engine/link/netdev.hpp"
+#include "engine/link/pfc_pause.hpp"
 #include "transport/dcqcn.hpp"
 #include "transport/types.hpp"
 #include "transport/iwarp/mpa_setup.hpp"
@@ -74,6 +75,9 @@ struct DeviceConfig {
   // "decrease_period_us": 4, "pace_slack_us": 10}; any subset; the defaults
   // and their sources: transport/dcqcn.hpp).
   transport::DcqcnConfig dcqcn;
+  // "pfc": {...} (afpacket): PFC / PAUSE frames honoured on transmit
+  // (engine/link/pfc_pause.hpp); off without it.
+  PfcConfig pfc;
   // Bugs planted on purpose for conformance-tester tests ("planted_bugs":
   // roce "skip-psn-nak", "reexecute-duplicate-write", "wrong-access-nak";
   // iwarp "wrong-terminate-code"; transport/types.hpp PlantedBugs). Logged loudly.
