@@ -1,28 +1,11 @@
 #include "engine/link/pfc_port.hpp"
 
-#include <time.h>
-
 #include <cstdio>
 
 namespace urnic::engine {
 
-namespace {
-
-transport::Nanos monotonic_ns() noexcept {
-  timespec ts{};
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<transport::Nanos>(ts.tv_sec) * 1'000'000'000ULL + static_cast<transport::Nanos>(ts.tv_nsec);
-}
-
-}  // namespace
-
 PfcPort::PfcPort(const PfcConfig& cfg, std::uint64_t link_bps, const wire::MacAddr& mac, std::string name)
     : cfg_(cfg), mac_(mac), name_(std::move(name)), state_(cfg, link_bps, counters_), queue_(cfg.queue_frames) {}
-
-transport::Nanos PfcPort::now() const noexcept {
-  if (pass_raw_ == 0) return pass_now_;
-  return pass_now_ + (monotonic_ns() - pass_raw_);
-}
 
 void PfcPort::on_mac_control(wire::Bytes frame, bool tagged) {
   auto f = wire::pfc::parse(frame);
@@ -35,11 +18,19 @@ void PfcPort::on_mac_control(wire::Bytes frame, bool tagged) {
     counters_.inc(PfcStat::kRxMalformed);
     return;
   }
-  state_.on_frame(*f, now());
+  if (pending_.size() == kMaxPending) pending_.erase(pending_.begin());
+  pending_.push_back(*f);
+  // What it pauses is held from now on (a PAUSE: every priority; PFC: the
+  // enabled ones it gives a time); a resume takes effect at the flush.
+  for (std::size_t p = 0; p < kPfcPriorities; ++p) {
+    const bool applies = !f->per_priority || (cfg_.priorities >> p & 1U) != 0;
+    if (applies && f->pauses(p)) pending_mask_ = static_cast<std::uint8_t>(pending_mask_ | 1U << p);
+  }
 }
 
 std::optional<std::size_t> PfcPort::must_wait(wire::Bytes frame) const noexcept {
-  const std::uint8_t stopped = static_cast<std::uint8_t>(state_.paused_mask() | queue_.waiting_mask());
+  const std::uint8_t stopped =
+      static_cast<std::uint8_t>(state_.paused_mask() | pending_mask_ | queue_.waiting_mask());
   if (stopped == 0) return std::nullopt;  // the common case: one load, no parsing
   const std::size_t prio = frame_priority(frame, cfg_.dscp_to_priority);
   if ((stopped >> prio & 1U) == 0) return std::nullopt;
@@ -57,7 +48,9 @@ bool PfcPort::hold(std::size_t prio, wire::Bytes frame) {
 
 void PfcPort::flush(transport::Nanos now, const std::function<bool(wire::Bytes)>& send) {
   pass_now_ = now;
-  pass_raw_ = monotonic_ns();
+  for (const wire::pfc::PauseFrame& f : pending_) state_.on_frame(f, now);
+  pending_.clear();
+  pending_mask_ = 0;
   if (const std::uint8_t tripped = state_.advance(now); tripped != 0)
     std::fprintf(stderr,
                  "urnicd: %s: PFC watchdog: priorities 0x%02x paused for more than %llu ms (a pause storm); "

@@ -6,10 +6,12 @@
 // per-priority queue, and at the end of each pass ends the pauses that are
 // over and hands the link the frames that may go.
 //
-// Time: the link's pass clock (flush(now), the engine's clock) plus
-// CLOCK_MONOTONIC elapsed since that flush for a frame received during the
-// pass, so that a pause starts when its frame arrived rather than at the
-// previous pass's end.
+// Time: the engine's clock, which the link sees only in flush(now) (it
+// leaves out time the engine was starved, so no other clock may be mixed
+// in). A frame received during a pass takes effect at once for what the
+// pass sends (a pause holds the priority from then on), and its times
+// start at that pass's flush: a pause lasts what it asks plus at most the
+// rest of the pass, never less.
 //
 // A full queue drops the frame (counted in pfc_pP_queue_drops): the data
 // path has no "cannot send now" signal (Link::send's false is a drop, like
@@ -21,6 +23,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "engine/link/pfc_counters.hpp"
 #include "engine/link/pfc_pause.hpp"
@@ -57,8 +60,6 @@ class PfcPort {
   [[nodiscard]] const PfcPauseState& state() const noexcept { return state_; }
 
  private:
-  [[nodiscard]] transport::Nanos now() const noexcept;
-
   PfcConfig cfg_;
   wire::MacAddr mac_;
   std::string name_;
@@ -66,7 +67,12 @@ class PfcPort {
   PfcPauseState state_;
   PausedFrameQueue queue_;
   transport::Nanos pass_now_ = 0;       // the engine clock at the last flush
-  transport::Nanos pass_raw_ = 0;       // CLOCK_MONOTONIC then
+  // Frames received since the last flush, applied there in order; what
+  // they pause already holds frames (pending_mask_). More than kMaxPending
+  // in one pass: the oldest are dropped (a newer time replaces them anyway).
+  static constexpr std::size_t kMaxPending = 64;
+  std::vector<wire::pfc::PauseFrame> pending_;
+  std::uint8_t pending_mask_ = 0;
   bool backlog_ = false;                // frames of a running priority could not go at the last flush
 };
 

@@ -185,8 +185,9 @@ TEST_CASE("pfc: a frame's priority from its PCP, else its DSCP through the map",
   CHECK(engine::frame_priority(roce_frame(26 << 2, 1), m.dscp_to_priority) == 4);
   // Short or foreign frames: priority 0, no read past the end.
   const auto f = roce_frame(26 << 2, 1);
-  for (std::size_t n = 0; n < 20; ++n)
+  for (std::size_t n = 0; n < 16; ++n)  // no TOS byte yet
     CHECK(engine::frame_priority(wire::Bytes(f.data(), n), d.dscp_to_priority) == 0);
+  CHECK(engine::frame_priority(wire::Bytes(f.data(), 16), d.dscp_to_priority) == 3);
   const std::array<std::uint8_t, 15> tagged{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x81, 0x00, 0xA0};
   CHECK(engine::frame_priority(tagged, d.dscp_to_priority) == 5);
 }
@@ -238,19 +239,26 @@ TEST_CASE("pfc: PfcPort drops and counts bad MAC Control frames, never pausing o
   bad.push_back(pfc_frame(0b1, {100}, {0x02, 0, 0, 0, 0, 0x42}));  // another station's unicast address
   bad.push_back(pfc_frame(0b1, {100}, {0x01, 0x80, 0xC2, 0, 0, 0x02}));  // another group
   bad.emplace_back();  // empty (the link hands a truncated capture over as empty)
+  const auto none = [](wire::Bytes) { return true; };
   for (const auto& f : bad) port.on_mac_control(f, false);
   port.on_mac_control(good, true);  // tagged
+  CHECK_FALSE(port.must_wait(roce_frame(0, 1)));
+  port.flush(1000, none);
   CHECK(port.state().paused_mask() == 0);
   CHECK(port.counters().get(PfcStat::kRxBadOpcode) == 1);
   CHECK(port.counters().get(PfcStat::kRxMalformed) == bad.size() - 1 + 1);
   // Good ones: to the group, and a PAUSE to our own address.
   port.on_mac_control(good, false);
+  CHECK(port.must_wait(roce_frame(0, 1)));  // held at once, for the rest of the pass too
+  port.flush(2000, none);                   // the time starts at the pass's end
   CHECK(port.state().paused_mask() == 0b1);
+  CHECK(port.next_deadline() == 2000 + 5120);
   std::vector<std::uint8_t> pause(wire::pfc::kFrameSize);
   auto lp = wire::pfc::link_pause({0x02, 0, 0, 0, 0, 0x99}, 0);
   lp.dst = own;
   REQUIRE(wire::pfc::build(lp, pause).ok());
   port.on_mac_control(pause, false);
+  port.flush(3000, none);
   CHECK(port.state().paused_mask() == 0);
   // Every byte string of the frame's length with a valid header: never a crash.
   for (std::size_t i = 14; i < good.size(); ++i) {
