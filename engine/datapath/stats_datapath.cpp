@@ -164,6 +164,9 @@ void DataPath::device_counters(CounterList& out) const {
   append_counters(out, kMemCounterNames, m);
   append_counters(out, kConversionCounterNames, mem_.conversions().counters());
   append_counters(out, t::kCounterNames, transport_->counters());
+  // PFC's table (engine/link/pfc_counters.hpp) when the device's config
+  // turned it on; last, so that the tables before keep their positions.
+  if (link_ && link_->pfc_counters() != nullptr) append_counters(out, kPfcStatNames, *link_->pfc_counters());
 }
 
 void DataPath::stats_qpns(std::vector<std::uint32_t>& out) const {

@@ -76,6 +76,8 @@ const ConfigKey kKeys[] = {
      .doc = "roce: the least time between two CNPs a QP sends (microseconds)", .u32 = &DeviceConfig::cnp_interval_us},
     {.scope = S::kDevice, .name = "dcqcn", .types = kObj, .keys = S::kDcqcn,
      .doc = "roce: the DCQCN reaction point (any subset of the keys below)"},
+    {.scope = S::kDevice, .name = "pfc", .types = kObj, .keys = S::kPfc,
+     .doc = "afpacket: Priority Flow Control honoured on transmit (off without it; keys below)"},
     {.scope = S::kDevice, .name = "mpa_crc", .types = kStr, .choices = "off|request|require", .def = "request",
      .doc = "iwarp: MPA CRC, as initiator and responder"},
     {.scope = S::kDevice, .name = "mpa_markers", .types = kStr, .choices = "off|request|require", .def = "off",
@@ -120,6 +122,23 @@ const ConfigKey kKeys[] = {
      .doc = "T, K and the decrease period at least the QP's round trip"},
     {.scope = S::kDcqcn, .name = "cut_from_sent_rate", .types = kBool, .def = "true",
      .doc = "a cut starts from the rate the QP really sent"},
+    // pfc (engine/link/pfc_pause.hpp).
+    {.scope = S::kPfc, .name = "enabled_priorities", .types = kArr, .items = kUint,
+     .doc = "the priorities (0..7, at least one) whose PFC pause frames are honoured; an 802.3x PAUSE stops "
+            "every priority"},
+    {.scope = S::kPfc, .name = "watchdog_ms", .types = kUint, .min = 0, .max = 60'000, .def = "200",
+     .doc = "a priority paused without a break for this long is a pause storm: its pause ends and its pause "
+            "frames are ignored for watchdog_restore_ms (counted, logged; 0: no watchdog)"},
+    {.scope = S::kPfc, .name = "watchdog_restore_ms", .types = kUint, .min = 1, .max = 600'000, .def = "200",
+     .doc = "how long the watchdog ignores a stormed priority's pause frames"},
+    {.scope = S::kPfc, .name = "dscp_to_priority", .types = kObj,
+     .doc = "the priority of untagged frames by DSCP, as {\"DSCP\": priority, ...} over the default DSCP >> 3 "
+            "(tagged frames: their PCP)"},
+    {.scope = S::kPfc, .name = "speed_gbps", .types = kNum, .min = 0, .max = 10'000, .min_open = true,
+     .doc = "the link speed pause quanta (512 bit times) are counted at (default: the interface's ethtool "
+            "speed, else 100)"},
+    {.scope = S::kPfc, .name = "queue_frames", .types = kUint, .min = 1, .max = 65'536, .def = "512",
+     .doc = "per priority, frames held while it is paused; beyond, dropped (counted; RC retransmits)"},
     // fault (engine/observe/fault.hpp).
     {.scope = S::kFault, .name = "loss", .types = kNum, .min = 0, .max = 1, .def = "0",
      .doc = "probability a frame is dropped"},
@@ -367,6 +386,7 @@ std::string render_config_reference() {
   section(S::kDevice, "devices[]", "Keys of one device; a key of one transport or link only (its line says which) "
                                    "is refused on another.");
   section(S::kDcqcn, "dcqcn", "");
+  section(S::kPfc, "pfc", "Per device, on an afpacket link; counters `pfc_*` in `urnic stats`.");
   section(S::kFault, "fault", "");
   section(S::kCapture, "capture", "When an object; a string is the file.");
   section(S::kAccess, "access", "Without it only the daemon's own user and root may connect; others connect with "

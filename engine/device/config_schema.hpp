@@ -28,6 +28,7 @@ enum class ConfigScope : std::uint8_t {
   kTop,           // the file's object
   kDevice,        // an element of "devices"
   kDcqcn,         // a device's "dcqcn"
+  kPfc,           // a device's "pfc"
   kFault,         // a device's "fault"
   kCapture,       // a device's "capture", when an object
   kAccess,        // "access"

@@ -10,6 +10,7 @@
 #include <algorithm>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <utility>
@@ -201,6 +202,39 @@ bool parse_dcqcn(const nlohmann::json& d, const std::string& dev, transport::Dcq
   return true;
 }
 
+// "pfc": {...} of a device on a link that takes it, its keys' types and
+// ranges already checked against the schema.
+bool parse_pfc(const nlohmann::json& d, const std::string& dev, PfcConfig& c, std::string& error) {
+  const auto fail = [&](const std::string& what) {
+    error = "config: pfc." + what + " (" + dev + ")";
+    return false;
+  };
+  if (!d.contains("enabled_priorities") || d["enabled_priorities"].empty())
+    return fail("enabled_priorities must list the priorities (0..7) that honour PFC, at least one");
+  for (const auto& p : d["enabled_priorities"]) {
+    const std::uint64_t v = p.get<std::uint64_t>();
+    if (v > 7) return fail("enabled_priorities: " + std::to_string(v) + " is not a priority (0..7)");
+    c.priorities = static_cast<std::uint8_t>(c.priorities | 1U << v);
+  }
+  c.enabled = true;
+  if (d.contains("watchdog_ms")) c.watchdog = d["watchdog_ms"].get<std::uint64_t>() * 1'000'000;
+  if (d.contains("watchdog_restore_ms")) c.restore = d["watchdog_restore_ms"].get<std::uint64_t>() * 1'000'000;
+  if (d.contains("speed_gbps")) c.speed_gbps = d["speed_gbps"].get<double>();
+  if (d.contains("queue_frames")) c.queue_frames = d["queue_frames"].get<std::uint32_t>();
+  if (d.contains("dscp_to_priority")) {
+    for (const auto& [key, v] : d["dscp_to_priority"].items()) {
+      char* end = nullptr;
+      const unsigned long dscp = std::strtoul(key.c_str(), &end, 10);
+      if (key.empty() || *end != 0 || dscp > 63)
+        return fail("dscp_to_priority: key \"" + key + "\" is not a DSCP (0..63)");
+      if (!v.is_number_unsigned() || v.get<std::uint64_t>() > 7)
+        return fail("dscp_to_priority: DSCP " + key + " maps to " + v.dump() + ", not a priority (0..7)");
+      c.dscp_to_priority[dscp] = static_cast<std::uint8_t>(v.get<std::uint64_t>());
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 std::optional<DaemonConfig> parse_config(const std::string& json_text, std::string& error) {
@@ -303,6 +337,13 @@ std::optional<DaemonConfig> parse_config(const std::string& json_text, std::stri
           return std::nullopt;
         }
         if (!parse_dcqcn(d["dcqcn"], dc.name, dc.dcqcn, error)) return std::nullopt;
+      }
+      if (d.contains("pfc")) {
+        if (!kind->pfc) {
+          error = "config: \"pfc\" is an afpacket link's (" + dc.name + " is on " + dc.link + ")";
+          return std::nullopt;
+        }
+        if (!parse_pfc(d["pfc"], dc.name, dc.pfc, error)) return std::nullopt;
       }
       in_addr a{};
       for (const std::string_view key : kind->required) {

@@ -15,6 +15,7 @@
 #include "engine/device/dm_pool.hpp"
 #include "engine/observe/fault.hpp"
 #include "engine/link/netdev.hpp"
+#include "engine/link/pfc_pause.hpp"
 #include "transport/dcqcn.hpp"
 #include "transport/types.hpp"
 #include "transport/iwarp/mpa_setup.hpp"
@@ -75,6 +76,9 @@ struct DeviceConfig {
   // "decrease_period_us": 4, "pace_slack_us": 10}; any subset; the defaults
   // and their sources: transport/dcqcn.hpp).
   transport::DcqcnConfig dcqcn;
+  // "pfc": {...} (afpacket): PFC / PAUSE frames honoured on transmit
+  // (engine/link/pfc_pause.hpp); off without it.
+  PfcConfig pfc;
   // Bugs planted on purpose for conformance-tester tests ("planted_bugs":
   // roce "skip-psn-nak", "reexecute-duplicate-write", "wrong-access-nak";
   // iwarp "wrong-terminate-code"; transport/types.hpp PlantedBugs). Logged loudly.

@@ -47,6 +47,7 @@ struct LinkKindInfo {
   bool vlan;                   // takes "vlan" (802.1Q tagged frames)
   bool udp_gso;                // takes "udp_gso"
   bool ipv6_addresses;         // takes "ipv6" (addresses of its own, answered by its neighbour discovery)
+  bool pfc = false;            // takes "pfc" (honours received PFC / PAUSE frames, engine/link/pfc_port.hpp)
   NetdevFrom netdev;           // where the device's interface facts come from
   std::string_view default_address;              // "address" when the config gives none ("": the interface's)
   std::span<const std::string_view> required;    // keys a device on this link must set

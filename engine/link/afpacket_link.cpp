@@ -37,30 +37,41 @@ void store_status(tpacket2_hdr* h, std::uint32_t v) {
   std::atomic_ref<std::uint32_t>(h->tp_status).store(v, std::memory_order_release);
 }
 
-// Classic BPF: accept RoCE v1 (EtherType 0x8915), and IPv4 / IPv6 UDP to
-// port 4791 (IPv4 not fragmented; IPv6 without extension headers, as RoCE
-// v2 senders send); drop everything else before it reaches the ring.
-// Jump offsets count instructions after the jump.
 constexpr std::uint16_t op(unsigned v) { return static_cast<std::uint16_t>(v); }
-const sock_filter kRoceFilter[] = {
-    /* 0 */ {op(BPF_LD | BPF_H | BPF_ABS), 0, 0, 12},            // EtherType
-    /* 1 */ {op(BPF_JMP | BPF_JEQ | BPF_K), 13, 0, 0x8915},       // -> 15 accept
-    /* 2 */ {op(BPF_JMP | BPF_JEQ | BPF_K), 1, 0, 0x0800},        // -> 4 IPv4
-    /* 3 */ {op(BPF_JMP | BPF_JEQ | BPF_K), 7, 12, 0x86DD},       // -> 11 IPv6, else 16 drop
-    /* 4 */ {op(BPF_LD | BPF_B | BPF_ABS), 0, 0, 14 + 9},         // IPv4 protocol
-    /* 5 */ {op(BPF_JMP | BPF_JEQ | BPF_K), 0, 10, 17},           // UDP, else drop
-    /* 6 */ {op(BPF_LD | BPF_H | BPF_ABS), 0, 0, 14 + 6},         // flags + fragment offset
-    /* 7 */ {op(BPF_JMP | BPF_JSET | BPF_K), 8, 0, 0x1FFF},       // a fragment: drop
-    /* 8 */ {op(BPF_LDX | BPF_B | BPF_MSH), 0, 0, 14},            // X = IPv4 header length
-    /* 9 */ {op(BPF_LD | BPF_H | BPF_IND), 0, 0, 14 + 2},         // UDP destination port
-    /* 10 */ {op(BPF_JMP | BPF_JEQ | BPF_K), 4, 5, 4791},         // -> 15 accept, else 16 drop
-    /* 11 */ {op(BPF_LD | BPF_B | BPF_ABS), 0, 0, 14 + 6},        // IPv6 next header
-    /* 12 */ {op(BPF_JMP | BPF_JEQ | BPF_K), 0, 3, 17},           // UDP, else drop
-    /* 13 */ {op(BPF_LD | BPF_H | BPF_ABS), 0, 0, 14 + 40 + 2},   // UDP destination port
-    /* 14 */ {op(BPF_JMP | BPF_JEQ | BPF_K), 0, 1, 4791},         // accept, else drop
-    /* 15 */ {op(BPF_RET | BPF_K), 0, 0, 0x40000},                // accept (whole frame)
-    /* 16 */ {op(BPF_RET | BPF_K), 0, 0, 0},                      // drop
-};
+
+}  // namespace
+
+std::vector<sock_filter> afpacket_rx_filter(bool mac_control) {
+  // Classic BPF: accept RoCE v1 (EtherType 0x8915), and IPv4 / IPv6 UDP to
+  // port 4791 (IPv4 not fragmented; IPv6 without extension headers, as RoCE
+  // v2 senders send); drop everything else before it reaches the ring.
+  // Jump offsets count instructions after the jump.
+  std::vector<sock_filter> f = {
+      /* 0 */ {op(BPF_LD | BPF_H | BPF_ABS), 0, 0, 12},            // EtherType
+      /* 1 */ {op(BPF_JMP | BPF_JEQ | BPF_K), 13, 0, 0x8915},       // -> 15 accept
+      /* 2 */ {op(BPF_JMP | BPF_JEQ | BPF_K), 1, 0, 0x0800},        // -> 4 IPv4
+      /* 3 */ {op(BPF_JMP | BPF_JEQ | BPF_K), 7, 12, 0x86DD},       // -> 11 IPv6, else 16 drop
+      /* 4 */ {op(BPF_LD | BPF_B | BPF_ABS), 0, 0, 14 + 9},         // IPv4 protocol
+      /* 5 */ {op(BPF_JMP | BPF_JEQ | BPF_K), 0, 10, 17},           // UDP, else drop
+      /* 6 */ {op(BPF_LD | BPF_H | BPF_ABS), 0, 0, 14 + 6},         // flags + fragment offset
+      /* 7 */ {op(BPF_JMP | BPF_JSET | BPF_K), 8, 0, 0x1FFF},       // a fragment: drop
+      /* 8 */ {op(BPF_LDX | BPF_B | BPF_MSH), 0, 0, 14},            // X = IPv4 header length
+      /* 9 */ {op(BPF_LD | BPF_H | BPF_IND), 0, 0, 14 + 2},         // UDP destination port
+      /* 10 */ {op(BPF_JMP | BPF_JEQ | BPF_K), 4, 5, 4791},         // -> 15 accept, else 16 drop
+      /* 11 */ {op(BPF_LD | BPF_B | BPF_ABS), 0, 0, 14 + 6},        // IPv6 next header
+      /* 12 */ {op(BPF_JMP | BPF_JEQ | BPF_K), 0, 3, 17},           // UDP, else drop
+      /* 13 */ {op(BPF_LD | BPF_H | BPF_ABS), 0, 0, 14 + 40 + 2},   // UDP destination port
+      /* 14 */ {op(BPF_JMP | BPF_JEQ | BPF_K), 0, 1, 4791},         // accept, else drop
+      /* 15 */ {op(BPF_RET | BPF_K), 0, 0, 0x40000},                // accept (whole frame)
+      /* 16 */ {op(BPF_RET | BPF_K), 0, 0, 0},                      // drop
+  };
+  // PFC on: 0x8808 -> accept, right after the EtherType's load (every later
+  // jump is relative and stays within the rest).
+  if (mac_control) f.insert(f.begin() + 1, sock_filter{op(BPF_JMP | BPF_JEQ | BPF_K), 14, 0, 0x8808});
+  return f;
+}
+
+namespace {
 
 }  // namespace
 
@@ -100,7 +111,8 @@ AfPacketLink::AfPacketLink(const Netdev& nd, std::vector<wire::IpAddr> own, std:
       neigh_(nd.ifindex, nd.name) {}
 
 std::unique_ptr<AfPacketLink> AfPacketLink::open(const Netdev& nd, std::vector<wire::IpAddr> own,
-                                                 std::uint16_t vlan, std::string* error, Sharding sharding) {
+                                                 std::uint16_t vlan, std::string* error, Sharding sharding,
+                                                 const PfcConfig& pfc) {
   auto link = std::unique_ptr<AfPacketLink>(new AfPacketLink(nd, std::move(own), vlan));
   auto fail = [&](const char* what) -> std::unique_ptr<AfPacketLink> {
     if (error != nullptr) *error = "afpacket link on " + nd.name + ": " + what + ": " + std::strerror(errno);
@@ -113,9 +125,10 @@ std::unique_ptr<AfPacketLink> AfPacketLink::open(const Netdev& nd, std::vector<w
   const int fd = link->fd_;
   const int version = TPACKET_V2;
   if (::setsockopt(fd, SOL_PACKET, PACKET_VERSION, &version, sizeof version) != 0) return fail("PACKET_VERSION");
+  std::vector<sock_filter> filter = afpacket_rx_filter(pfc.enabled);
   sock_fprog prog{};
-  prog.len = static_cast<unsigned short>(std::size(kRoceFilter));
-  prog.filter = const_cast<sock_filter*>(kRoceFilter);  // the kernel copies it
+  prog.len = static_cast<unsigned short>(filter.size());
+  prog.filter = filter.data();  // the kernel copies it
   if (::setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof prog) != 0) return fail("SO_ATTACH_FILTER");
   const int one = 1;
   // Our own frames are not received back; the qdisc is skipped (the TX
@@ -141,6 +154,18 @@ std::unique_ptr<AfPacketLink> AfPacketLink::open(const Netdev& nd, std::vector<w
   // Not with engine threads: it would see every shard's runs. Without it
   // runs longer than a ring slot are lost and counted.
   if (sharding.shards <= 1) (void)link->runs_.open(static_cast<int>(nd.ifindex), nullptr);
+  if (pfc.enabled) {
+    // PFC frames go to the reserved group 01-80-C2-00-00-01: in the
+    // interface's filter (a NIC whose MAC does flow control consumes them
+    // itself; here the engine does).
+    packet_mreq mr{};
+    mr.mr_ifindex = static_cast<int>(nd.ifindex);
+    mr.mr_type = PACKET_MR_MULTICAST;
+    mr.mr_alen = 6;
+    std::copy(wire::pfc::kPauseGroup.begin(), wire::pfc::kPauseGroup.end(), mr.mr_address);
+    if (::setsockopt(fd, SOL_PACKET, PACKET_ADD_MEMBERSHIP, &mr, sizeof mr) != 0) return fail("PFC group membership");
+    link->pfc_ = std::make_unique<PfcPort>(pfc, pfc_link_bps(pfc, nd.speed_mbps), nd.mac, nd.name);
+  }
 
   // The never-read port-4791 socket (header comment); optional.
   link->absorb_fd_ = ::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -290,6 +315,16 @@ bool AfPacketLink::send(const wire::IbPacket& pkt, const LinkDest& dst, wire::By
     ++counters_.tx_errors;
     return false;
   }
+  if (pfc_) {
+    // Its priority paused (or frames of it still waiting): a copy waits in
+    // the PFC queue; the slot stays free.
+    const wire::Bytes built(data, f.size);
+    if (const auto prio = pfc_->must_wait(built)) {
+      if (!pfc_->hold(*prio, built)) return false;
+      if (sent != nullptr) *sent = pfc_->last_held(*prio);
+      return true;
+    }
+  }
   tx_commit(static_cast<std::uint32_t>(f.size));
   if (sent != nullptr) *sent = wire::Bytes(data, f.size);
   return true;
@@ -306,11 +341,23 @@ EncodedFrame AfPacketLink::encode(const wire::IbPacket& pkt, const LinkDest& dst
 }
 
 bool AfPacketLink::send_frame(wire::Bytes frame) {
-  std::uint8_t* data = tx_slot();
-  if (data == nullptr || frame.size() > kFrameSize - kTpHdrAligned) {
+  if (frame.size() > kFrameSize - kTpHdrAligned) {
     ++counters_.tx_errors;
     return false;
   }
+  if (pfc_) {
+    if (const auto prio = pfc_->must_wait(frame)) return pfc_->hold(*prio, frame);
+  }
+  if (!put_frame(frame)) {
+    ++counters_.tx_errors;
+    return false;
+  }
+  return true;
+}
+
+bool AfPacketLink::put_frame(wire::Bytes frame) {
+  std::uint8_t* data = tx_slot();
+  if (data == nullptr) return false;
   std::memcpy(data, frame.data(), frame.size());
   tx_commit(static_cast<std::uint32_t>(frame.size()));
   return true;
@@ -359,10 +406,15 @@ void AfPacketLink::flush(transport::Nanos now) {
     neigh_.refresh();
     last_refresh_ = now;
   }
+  // Pauses that ended release their held frames, in order, behind what the
+  // pass queued (a full ring leaves the rest for the next pass).
+  if (pfc_) pfc_->flush(now, [this](wire::Bytes f) { return put_frame(f); });
   kick();
 }
 
-transport::Nanos AfPacketLink::next_deadline() const noexcept { return next_retry_; }
+transport::Nanos AfPacketLink::next_deadline() const noexcept {
+  return pfc_ ? std::min(next_retry_, pfc_->next_deadline()) : next_retry_;
+}
 
 void AfPacketLink::release_rx() {
   if (!rx_held_ || runs_.serving()) return;  // a run served from the slot holds it
@@ -418,6 +470,15 @@ bool AfPacketLink::receive(LinkRxPacket* out) {
     ++counters_.rx_packets;
     sockaddr_ll from{};
     std::memcpy(&from, slot + kTpHdrAligned, sizeof from);
+    if (pfc_ && from.sll_protocol == htons(wire::pfc::kEthertypeMacControl)) {
+      // PFC / PAUSE (only PFC's filter lets them in): the pause state's,
+      // never the data path's. The kernel takes a tag out into tp_vlan_tci.
+      const bool whole = h->tp_snaplen == h->tp_len && h->tp_mac + h->tp_snaplen <= kFrameSize;
+      pfc_->on_mac_control(wire::Bytes(slot + h->tp_mac, whole ? h->tp_snaplen : 0),
+                           (st & TP_STATUS_VLAN_VALID) != 0);
+      release_rx();
+      continue;
+    }
     // Ours, or to a multicast MAC (a joined group's, checked below).
     const bool group_frame = from.sll_pkttype == PACKET_MULTICAST && !groups_.empty();
     if (from.sll_pkttype != PACKET_HOST && !group_frame) {

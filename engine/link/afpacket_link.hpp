@@ -39,6 +39,7 @@
 #include "engine/link/link.hpp"
 #include "engine/link/neighbours.hpp"
 #include "engine/link/netdev.hpp"
+#include "engine/link/pfc_port.hpp"
 #include "wire/eth.hpp"
 
 namespace urnic::engine {
@@ -75,9 +76,12 @@ class AfPacketLink final : public Link {
   // in tp_vlan_tci, not in the frame); 0: untagged. nullptr with a message
   // on failure (not root: EPERM).
   // With `sharding`, one of several engine threads' links (AfPacketSharding).
+  // With `pfc.enabled`, MAC Control frames (PFC, PAUSE) are received and
+  // honoured on transmit (engine/link/pfc_port.hpp).
   using Sharding = AfPacketSharding;
   static std::unique_ptr<AfPacketLink> open(const Netdev& nd, std::vector<wire::IpAddr> own, std::uint16_t vlan,
-                                            std::string* error, Sharding sharding = {});
+                                            std::string* error, Sharding sharding = {},
+                                            const PfcConfig& pfc = {});
   [[nodiscard]] std::uint16_t shard_key() const noexcept override { return fanout_group_; }
   [[nodiscard]] bool multicast_to_every_shard() const noexcept override { return false; }
   ~AfPacketLink() override;
@@ -96,6 +100,9 @@ class AfPacketLink final : public Link {
   bool receive(LinkRxPacket* out) override;
   void release_rx() override;
   [[nodiscard]] const LinkCounters& counters() const noexcept override { return counters_; }
+  [[nodiscard]] const PfcCounters* pfc_counters() const noexcept override {
+    return pfc_ ? &pfc_->counters() : nullptr;
+  }
 
   // UD multicast on the wire: a joined group's Ethernet MAC (raw_frame's
   // multicast_mac_of) is added to the interface's filter
@@ -117,6 +124,8 @@ class AfPacketLink final : public Link {
   // A free TX slot's data area (kicking the ring once if none), or nullptr.
   std::uint8_t* tx_slot();
   void tx_commit(std::uint32_t len);
+  // Copies a whole frame into a TX slot; false when the ring is full.
+  bool put_frame(wire::Bytes frame);
   void kick();
   void hold_for_neighbour(wire::Bytes frame, const wire::IpAddr& next_hop);
   void retry_pending(transport::Nanos now);
@@ -155,6 +164,7 @@ class AfPacketLink final : public Link {
   std::vector<Pending> pending_;
   transport::Nanos next_retry_ = transport::kNever;
   LinkCounters counters_;
+  std::unique_ptr<PfcPort> pfc_;  // PFC on: pause state and held frames
 };
 
 // The fanout program of `shards` sockets: the frame's BTH destination QPN
@@ -163,5 +173,10 @@ class AfPacketLink final : public Link {
 // bytes), 0 for QP0/QP1, the multicast QPN and anything else. It runs on
 // the frame from its network header on, the EtherType being skb->protocol.
 std::vector<sock_filter> fanout_program(unsigned shards);
+
+// The receive filter: RoCE v1 (0x8915) and IPv4 / IPv6 UDP to 4791 (IPv4 not
+// fragmented), and with `mac_control` (PFC on) MAC Control frames (0x8808,
+// PFC and PAUSE; PfcPort checks them), nothing else.
+std::vector<sock_filter> afpacket_rx_filter(bool mac_control);
 
 }  // namespace urnic::engine

@@ -18,6 +18,7 @@
 #include <string>
 #include <string_view>
 
+#include "engine/link/pfc_counters.hpp"
 #include "transport/types.hpp"
 #include "wire/bytes.hpp"
 #include "wire/ib_packet.hpp"
@@ -190,6 +191,9 @@ class Link {
   virtual void leave_group(const wire::IpAddr& group) { (void)group; }
 
   [[nodiscard]] virtual const LinkCounters& counters() const noexcept = 0;
+  // The PFC counters (engine/link/pfc_port.hpp) of a raw link whose device
+  // turned PFC on; nullptr otherwise.
+  [[nodiscard]] virtual const PfcCounters* pfc_counters() const noexcept { return nullptr; }
 };
 
 }  // namespace urnic::engine

@@ -2,7 +2,9 @@
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>
+#include <linux/ethtool.h>
 #include <linux/if_packet.h>
+#include <linux/sockios.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <sys/ioctl.h>
@@ -88,6 +90,15 @@ std::optional<Netdev> query_netdev(const std::string& name, std::string* error) 
     ifreq req{};
     std::strncpy(req.ifr_name, name.c_str(), IFNAMSIZ - 1);
     if (::ioctl(s, SIOCGIFMTU, &req) == 0 && req.ifr_mtu > 0) d.mtu = static_cast<std::uint32_t>(req.ifr_mtu);
+    // The link speed (ethtool's; veth reports 10 Gb/s): PFC's pause quanta
+    // are bit times at it. Unknown (-1) or refused: 0.
+    ethtool_cmd cmd{};
+    cmd.cmd = ETHTOOL_GSET;
+    req.ifr_data = reinterpret_cast<char*>(&cmd);
+    if (::ioctl(s, SIOCETHTOOL, &req) == 0) {
+      const std::uint32_t mbps = ethtool_cmd_speed(&cmd);
+      if (mbps != 0 && mbps != static_cast<std::uint32_t>(SPEED_UNKNOWN)) d.speed_mbps = mbps;
+    }
     ::close(s);
   }
   return d;

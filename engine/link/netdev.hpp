@@ -18,6 +18,7 @@ struct Netdev {
   std::uint32_t ifindex = 0;
   wire::MacAddr mac{};
   std::uint32_t mtu = 1500;
+  std::uint32_t speed_mbps = 0;      // ethtool's link speed; 0: unknown
   std::vector<std::uint32_t> ipv4;   // host order, in the kernel's order
   std::vector<wire::IpAddr> ipv6;    // every IPv6 address except the EUI-64 link-local of `mac`
 };

@@ -254,7 +254,9 @@ TEST_CASE("config schema: an unknown device key is refused, naming the device", 
   e = refusal(R"({"devices":[{"udp_prot":4792}]})");
   CHECK(has(e, "unknown key \"udp_prot\" (device 0, urnic0); did you mean \"udp_port\"?"));
   e = refusal(R"({"devices":[{"name":"a","pfc":{"enabled":true}}]})");
-  CHECK(has(e, "unknown key \"pfc\" (device 0, a); the keys there are name, transport, link,"));
+  CHECK(has(e, "unknown key \"pfc.enabled\" (device 0, a); the keys there are enabled_priorities, watchdog_ms,"));
+  e = refusal(R"({"devices":[{"name":"a","pfx":{"enabled_priorities":[3]}}]})");
+  CHECK(has(e, "unknown key \"pfx\" (device 0, a); did you mean \"pfc\"?"));
   e = refusal(R"({"devices":[{"name":"a","interfce":"eth1","link":"afpacket"}]})");
   CHECK(has(e, "did you mean \"interface\"?"));
 }

@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""The PFC side of acceptance-pfc (pfc_test.sh): sends MAC Control frames on
+an interface at set times, and reads the capture afterwards.
+
+  pfc_peer.py send IFACE SCHEDULE_FILE
+      Each line of SCHEDULE_FILE: SECONDS KIND ARGS; at SECONDS after start
+      (monotonic) sends one frame through an AF_PACKET socket and prints
+      "sent KIND SECONDS":
+        pfc VECTOR T0 .. T7     a PFC frame (opcode 0x0101) to 01-80-C2-00-00-01
+        pause TIME              an 802.3x PAUSE (opcode 0x0001)
+        raw HEX                 any frame (malformed ones)
+  pfc_peer.py analyse PCAP DEVICE_MAC
+      Reads a classic pcap (dumpcap -P) and prints JSON: the MAC Control
+      frames in it (time, opcode, vector, times) and the times of every
+      RoCE v2/IPv4 frame the device (source MAC DEVICE_MAC) sent, with its
+      DSCP.
+"""
+import json
+import socket
+import struct
+import sys
+import time
+
+GROUP = bytes.fromhex("0180c2000001")
+
+
+def pfc_frame(src, vector, times):
+    body = struct.pack("!HHH8H", 0x8808, 0x0101, vector, *times)
+    return (GROUP + src + body).ljust(60, b"\0")
+
+
+def pause_frame(src, t):
+    return (GROUP + src + struct.pack("!HHH", 0x8808, 0x0001, t)).ljust(60, b"\0")
+
+
+def send(iface, schedule):
+    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+    s.bind((iface, 0))
+    src = s.getsockname()[4][:6]
+    start = time.monotonic()
+    for line in open(schedule):
+        parts = line.split()
+        if not parts or parts[0].startswith("#"):
+            continue
+        at, kind, args = float(parts[0]), parts[1], parts[2:]
+        if kind == "pfc":
+            frame = pfc_frame(src, int(args[0], 0), [int(a) for a in args[1:9]])
+        elif kind == "pause":
+            frame = pause_frame(src, int(args[0]))
+        else:
+            frame = bytes.fromhex(args[0])
+        while time.monotonic() - start < at:
+            time.sleep(min(0.0005, max(0.0, at - (time.monotonic() - start))))
+        s.send(frame)
+        print("sent", kind, at, flush=True)
+
+
+def analyse(path, device_mac):
+    mac = bytes.fromhex(device_mac.replace(":", ""))
+    data = open(path, "rb").read()
+    magic = struct.unpack("<I", data[:4])[0]
+    scale = {0xA1B2C3D4: 1e-6, 0xA1B23C4D: 1e-9}[magic]
+    off, control, roce = 24, [], []
+    while off + 16 <= len(data):
+        sec, frac, incl, _ = struct.unpack("<IIII", data[off:off + 16])
+        pkt = data[off + 16:off + 16 + incl]
+        off += 16 + incl
+        t = sec + frac * scale
+        if len(pkt) < 14:
+            continue
+        etype = struct.unpack("!H", pkt[12:14])[0]
+        if etype == 0x8808 and len(pkt) >= 20:
+            opcode = struct.unpack("!H", pkt[14:16])[0]
+            if opcode == 0x0101 and len(pkt) >= 34:
+                vector = struct.unpack("!H", pkt[16:18])[0]
+                times = list(struct.unpack("!8H", pkt[18:34]))
+            else:
+                vector, times = 0xFF, [struct.unpack("!H", pkt[16:18])[0]] * 8
+            control.append({"t": t, "opcode": opcode, "vector": vector, "times": times})
+        elif pkt[6:12] == mac and etype == 0x0800 and len(pkt) >= 38 and pkt[23] == 17 and \
+                struct.unpack("!H", pkt[36:38])[0] == 4791:
+            roce.append([t, pkt[15] >> 2])
+    json.dump({"control": control, "roce": roce}, sys.stdout)
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "send":
+        send(sys.argv[2], sys.argv[3])
+    else:
+        analyse(sys.argv[2], sys.argv[3])

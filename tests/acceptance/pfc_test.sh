@@ -1,0 +1,188 @@
+#!/usr/bin/env bash
+# Acceptance (issue 50): PFC honoured on the afpacket link. Two network
+# namespaces joined by a veth pair; in a, urnicd on the afpacket link with
+# "pfc" on (priorities 0 and 3, pause quanta counted at 1 Gb/s so that the
+# longest pause, 65535 quanta, lasts 33.55 ms; watchdog 200 ms), in b a
+# plain afpacket urnicd. ib_write_bw runs from a to b (priority 0: traffic
+# class 0) while pfc_peer.py in b sends MAC Control frames on b's veth and
+# dumpcap captures it, so the PFC frames and a's data frames carry
+# timestamps of one clock (microseconds). From the capture:
+#   - a PFC pause of priority 0 (65535 quanta): a's transmission stops
+#     within one MTU time + one engine pass and resumes after 33.55 ms;
+#   - a pause then a zero-quanta resume 5 ms later: it resumes at the XON;
+#   - a pause of priority 3: priority 0 keeps flowing;
+#   - a legacy 802.3x PAUSE: every priority stops for its time;
+#   - a pause storm (a pause every 10 ms for 350 ms): the watchdog ends it
+#     after 200 ms, traffic flows while the storm goes on;
+#   - malformed MAC Control frames (reserved octet, class vector 0, unknown
+#     opcode, to another group) are counted, change nothing.
+# ib_write_bw must exit 0 on both sides (RC loses nothing). Needs root and
+# dumpcap: exits 77 (skipped) otherwise. About 15 s. Removes the namespaces
+# and stops every process it started, by PID.
+#
+# usage: pfc_test.sh SHIM_DIR URNICD URNIC_CLI
+set -uo pipefail
+shim_dir=$1
+urnicd=$2
+cli=$3
+here=$(cd "$(dirname "$0")" && pwd)
+
+# shellcheck source=two_hosts.sh
+source "$here/two_hosts.sh"
+hosts_require_root
+for tool in ip dumpcap ib_write_bw python3; do
+  if ! command -v "$tool" > /dev/null; then
+    echo "SKIP: $tool is not installed"
+    exit 77
+  fi
+done
+
+export URNIC_DAEMON=$urnicd
+export LD_LIBRARY_PATH=$shim_dir
+unset LD_PRELOAD URNIC_RUNTIME_DIR
+limit=${URNIC_PAIR_TIMEOUT:-60}
+[[ -n $asan_rt ]] && limit=$((limit * 3))
+
+two_hosts_create p 240
+pass "veth $ns_a ($ip_a) <-> $ns_b ($ip_b)"
+printf '{"devices": [{"name": "urnic0", "link": "afpacket", "interface": "%s", "mtu": 4096, "pfc": {"enabled_priorities": [0, 3], "speed_gbps": 1, "watchdog_ms": 200, "watchdog_restore_ms": 200, "queue_frames": 4096}}]}\n' \
+  "$veth_a" > "$rt/a.json"
+printf '{"devices": [{"name": "urnic0", "link": "afpacket", "interface": "%s", "mtu": 4096}]}\n' "$veth_b" > "$rt/b.json"
+two_hosts_daemon a
+two_hosts_daemon b
+mac_a=$(ip -n "$ns_a" -br link show "$veth_a" | awk '{print $3}')
+
+# What pfc_peer.py sends, in seconds from its start (the order is what the
+# analysis below expects). 65535 quanta at 1 Gb/s: 33.55 ms.
+grp=0180c2000001
+src=020000000099
+{
+  echo "0.3 pfc 0x01 65535 0 0 0 0 0 0 0"   # 0: priority 0 paused
+  echo "0.8 pfc 0x01 65535 0 0 0 0 0 0 0"   # 1: paused ...
+  echo "0.805 pfc 0x01 0 0 0 0 0 0 0 0"     # 2: ... resumed after 5 ms
+  echo "1.3 pfc 0x08 0 0 0 65535 0 0 0 0"   # 3: priority 3 only
+  echo "1.6 raw ${grp}${src}88080101010100ff$(printf '0%.0s' {1..84})"  # 4: reserved octet set
+  echo "1.61 raw ${grp}${src}8808010100000000$(printf '0%.0s' {1..84})" # 5: class vector 0
+  echo "1.62 raw ${grp}${src}88080003000100ff$(printf '0%.0s' {1..84})" # 6: opcode 3 (GATE)
+  echo "1.63 raw 0180c2000002${src}8808010100010fff$(printf '0%.0s' {1..84})" # 7: another group
+  echo "1.9 pause 65535"                     # 8: 802.3x PAUSE, every priority
+  for i in $(seq 0 34); do                   # 9..43: a storm, 350 ms
+    awk -v i="$i" 'BEGIN { printf "%.2f pfc 0x01 65535 0 0 0 0 0 0 0\n", 2.4 + i * 0.01 }'
+  done
+} > "$rt/schedule"
+
+ip netns exec "$ns_b" dumpcap -P -i "$veth_b" -w "$rt/b.pcap" > "$rt/dumpcap.out" 2>&1 &
+cap_pid=$!
+cleanup_pids+=("$cap_pid")
+wait_until 20 grep -q "Capturing on" "$rt/dumpcap.out"
+
+port=18515
+bg_host b "${run_env[@]}" timeout "$limit" ib_write_bw -x 3 -s 65536 -D 8 -p $port > "$rt/server.out" 2>&1
+server_pid=$!
+cleanup_pids+=("$server_pid")
+wait_tcp_listen "$port" --ns "$ns_b" --pid "$server_pid"
+bg_host a "${run_env[@]}" timeout "$limit" stdbuf -oL ib_write_bw -x 3 -s 65536 -D 8 -p $port "$ip_b" > "$rt/client.out" 2>&1
+client_pid=$!
+cleanup_pids+=("$client_pid")
+# Traffic flowing (perftest prints its table's header once it runs), then
+# the schedule (3 s of the 8).
+wait_until 10 --pid "$client_pid" grep -q "BW average" "$rt/client.out"
+sleep 0.5
+ip netns exec "$ns_b" python3 "$here/pfc_peer.py" send "$veth_b" "$rt/schedule" > "$rt/peer.out" 2>&1
+peer_rc=$?
+wait "$client_pid"
+crc=$?
+wait "$server_pid"
+src_rc=$?
+if (( peer_rc == 0 && crc == 0 && src_rc == 0 )) && grep -qE "$row" "$rt/client.out"; then
+  pass "ib_write_bw a -> b through the pauses: both exit 0: $(grep -E "$row" "$rt/client.out" | tail -n 1 | tr -s ' ')"
+else
+  fail "ib_write_bw: client $crc, server $src_rc, PFC sender $peer_rc: $(said "$rt/client.out")"
+  sed 's/^/    client: /' "$rt/client.out" | tail -n 8
+  sed 's/^/    peer: /' "$rt/peer.out" | tail -n 3
+fi
+sleep 0.3
+stop_pid "$cap_pid"
+
+python3 "$here/pfc_peer.py" analyse "$rt/b.pcap" "$mac_a" > "$rt/capture.json"
+python3 - "$rt/capture.json" > "$rt/verdict" <<'PY'
+import bisect, json, sys
+cap = json.load(open(sys.argv[1]))
+ctl = cap["control"]
+prio0 = sorted(t for t, dscp in cap["roce"] if dscp >> 3 == 0)
+ms = 1e3
+QUANTA_MS = 65535 * 512 / 1e9 * ms  # 33.55 ms at 1 Gb/s
+def gap_after(t, within=0.02, least=0.005):
+    """The first silence of a's priority-0 frames of at least `least` s that
+    starts within `within` s of t: (last frame before it, first after)."""
+    i = bisect.bisect_left(prio0, t - 0.001)
+    while i + 1 < len(prio0) and prio0[i] < t + within:
+        if prio0[i + 1] - prio0[i] >= least:
+            return prio0[i], prio0[i + 1]
+        i += 1
+    return None
+def check(ok, msg):
+    print(("ok   " if ok else "FAIL ") + msg)
+if len(ctl) != 44:
+    check(False, f"capture: {len(ctl)} MAC Control frames, 44 sent")
+    sys.exit()
+t0 = ctl[0]["t"]
+print(f"info capture: {len(prio0)} priority-0 frames from a ({len(cap['roce'])} in all), {len(ctl)} MAC Control "
+      f"frames; a's frames from {(prio0[0] - t0) if prio0 else 0:.3f} s to {(prio0[-1] - t0) if prio0 else 0:.3f} s "
+      f"after the first pause; timestamps in microseconds")
+inside = [t for t in prio0 if t0 - 0.1 <= t <= ctl[-1]["t"] + 0.1]
+print(f"info {len(inside)} of a's frames while the schedule ran")
+for name, at in (("PFC priority 0, 65535 quanta", ctl[0]["t"]), ("802.3x PAUSE, 65535 quanta", ctl[8]["t"])):
+    g = gap_after(at)
+    if g is None:
+        check(False, f"{name}: a's transmission did not stop")
+        continue
+    stop, resume = (g[0] - at) * ms, (g[1] - at) * ms
+    check(stop <= 2.0 and QUANTA_MS - 0.2 <= resume <= QUANTA_MS + 5,
+          f"{name}: last frame {stop:.3f} ms after it, resumed after {resume:.3f} ms (asked {QUANTA_MS:.2f})")
+t1, t2 = ctl[1]["t"], ctl[2]["t"]
+g = gap_after(t1)
+if g is None:
+    check(False, "pause + XON: a's transmission did not stop")
+else:
+    check((g[1] - t2) * ms <= 3.0 and (g[1] - t1) * ms < QUANTA_MS - 20,
+          f"pause then XON 5 ms later: stopped {(g[0] - t1) * ms:.3f} ms after the pause, resumed "
+          f"{(g[1] - t2) * ms:.3f} ms after the XON ({(g[1] - t1) * ms:.3f} ms after the pause)")
+t3 = ctl[3]["t"]
+lo, hi = bisect.bisect_left(prio0, t3), bisect.bisect_left(prio0, t3 + QUANTA_MS / ms)
+longest = max((b - a for a, b in zip(prio0[lo:hi], prio0[lo + 1:hi])), default=None)
+check(hi - lo > 10 and longest is not None and longest * ms < QUANTA_MS - 10,
+      f"pause of priority 3: priority 0 flowed, {hi - lo} frames in the next {QUANTA_MS:.1f} ms, "
+      f"longest silence {0 if longest is None else longest * ms:.3f} ms")
+t9, tend = ctl[9]["t"], ctl[43]["t"]
+g = gap_after(t9)
+if g is None:
+    check(False, "pause storm: a's transmission did not stop")
+else:
+    length = (g[1] - t9) * ms
+    check(195 <= length <= 260 and g[1] < tend,
+          f"pause storm of {(tend - t9) * ms:.0f} ms: a stopped for {length:.1f} ms (watchdog 200 ms), "
+          f"then flowed during the storm")
+PY
+while read -r verdict msg; do
+  case $verdict in
+    ok) pass "$msg" ;;
+    FAIL) fail "$msg" ;;
+    info) echo "    $msg" ;;
+  esac
+done < "$rt/verdict"
+
+for want in "pfc_p0_pause_in -ge 3" "pfc_p0_xon_in -eq 1" "pfc_p3_pause_in -eq 2" "pfc_rx_malformed -eq 3" \
+            "pfc_rx_bad_opcode -eq 1" "pfc_p0_watchdog_trips -eq 1" "pfc_p0_ignored -ge 10" "pfc_p5_pause_in -eq 1"; do
+  read -r name op value <<< "$want"
+  got=$(stat a "$name")
+  if [[ $got =~ ^[0-9]+$ ]] && [ "$got" "$op" "$value" ]; then
+    pass "a: $name = $got"
+  else
+    fail "a: $name = $got, want $op $value"
+  fi
+done
+echo "    a's PFC counters: $(host a "$cli" stats -d urnic0 --json | python3 -c 'import json,sys; c=json.load(sys.stdin)["counters"]; print(" ".join(f"{k}={v}" for k,v in c.items() if k.startswith("pfc_") and v))')"
+grep -q "PFC watchdog" "$rt/a.log" && pass "a logged the watchdog: $(grep -m1 'PFC watchdog' "$rt/a.log")" ||
+  fail "a did not log the watchdog"
+finish

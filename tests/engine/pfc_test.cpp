@@ -1,0 +1,394 @@
+// PFC on the raw links (issue 50) without a link: the per-priority pause
+// state (quanta at the link's speed, zero-quanta resume, PAUSE = every
+// priority, the watchdog), the per-priority hold queue and a frame's
+// priority, PfcPort (bad MAC Control frames counted and dropped, held frames
+// released in order while other priorities flow), the afpacket receive
+// filter with and without PFC, and the "pfc" config keys.
+#include <catch2/catch.hpp>
+
+#include <array>
+#include <string>
+#include <vector>
+
+#include "engine/device/device.hpp"
+#include "engine/link/afpacket_link.hpp"
+#include "engine/link/pfc_port.hpp"
+#include "engine/link/raw_frame.hpp"
+#include "tests/engine/cbpf_run.hpp"
+#include "tests/engine/send_only.hpp"
+#include "wire/pfc.hpp"
+#include "wire/roce_frame.hpp"
+
+using namespace urnic;
+using engine::PfcKind;
+using engine::pfc_stat;
+using engine::PfcStat;
+
+namespace {
+
+constexpr std::uint64_t k10G = 10'000'000'000ULL;
+constexpr transport::Nanos kMs = 1'000'000;
+
+engine::PfcConfig config(std::uint8_t prios, transport::Nanos watchdog = 200 * kMs) {
+  engine::PfcConfig c;
+  c.enabled = true;
+  c.priorities = prios;
+  c.watchdog = watchdog;
+  c.restore = 100 * kMs;
+  return c;
+}
+
+std::vector<std::uint8_t> pfc_frame(std::uint8_t enabled, std::array<std::uint16_t, 8> times,
+                                    wire::MacAddr dst = wire::pfc::kPauseGroup) {
+  wire::pfc::PauseFrame f;
+  f.dst = dst;
+  f.src = {0x02, 0, 0, 0, 0, 0x99};
+  f.enabled = enabled;
+  f.times = times;
+  std::vector<std::uint8_t> out(wire::pfc::kFrameSize);
+  REQUIRE(wire::pfc::build(f, out).ok());
+  return out;
+}
+
+// A RoCE v2/IPv4 frame with traffic class `tclass` (VLAN `vlan` with PCP
+// `pcp` when vlan != 0), and `tag` in its payload to tell frames apart.
+std::vector<std::uint8_t> roce_frame(std::uint8_t tclass, std::uint8_t tag, std::uint16_t vlan = 0,
+                                     std::uint8_t pcp = 0) {
+  wire::RoceHeaders h;
+  h.version = wire::RoceVersion::kV2;
+  h.src_ip = wire::IpAddr::from_v4(0x0a000001);
+  h.dst_ip = wire::IpAddr::from_v4(0x0a000002);
+  h.traffic_class = tclass;
+  if (vlan != 0) {
+    h.has_vlan = true;
+    h.vlan_tci = static_cast<std::uint16_t>(pcp << 13 | vlan);
+  }
+  const std::array<std::uint8_t, 8> data{tag};
+  std::vector<std::uint8_t> out(512);
+  const auto n = wire::build_roce_frame(h, test::send_only(17, 1, data), out);
+  REQUIRE(n.ok());
+  out.resize(*n);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("pfc: a pause lasts quanta * 512 bit times at the link's speed", "[engine][pfc]") {
+  engine::PfcCounters c;
+  engine::PfcPauseState s(config(0b0000'1001), k10G, c);
+  s.pause(3, 1000, 1'000'000);  // 1000 * 512 bits at 10 Gb/s = 51.2 us
+  CHECK(s.paused(3));
+  CHECK_FALSE(s.paused(0));
+  CHECK(s.paused_mask() == 0b1000);
+  CHECK(s.next_deadline() == 1'000'000 + 51'200);
+  s.advance(1'000'000 + 51'199);
+  CHECK(s.paused(3));
+  s.advance(1'000'000 + 51'200);
+  CHECK_FALSE(s.paused(3));
+  CHECK(s.next_deadline() == transport::kNever);
+  CHECK(c.get(pfc_stat(3, PfcKind::kPauseIn)) == 1);
+  CHECK(c.get(pfc_stat(3, PfcKind::kPausedUs)) == 51);
+  // At 1 Gb/s the same quanta last ten times longer.
+  engine::PfcPauseState slow(config(0b1000), 1'000'000'000ULL, c);
+  slow.pause(3, 1000, 0);
+  CHECK(slow.next_deadline() == 512'000);
+}
+
+TEST_CASE("pfc: a new time reloads the timer, zero quanta resume at once", "[engine][pfc]") {
+  engine::PfcCounters c;
+  engine::PfcPauseState s(config(0b1), k10G, c);
+  s.pause(0, 0xFFFF, 0);  // 3.355 ms
+  s.pause(0, 100, 1000);  // replaced: ends at 1000 + 5120
+  CHECK(s.next_deadline() == 1000 + 5120);
+  s.pause(0, 0xFFFF, 2000);
+  s.pause(0, 0, 3000);  // XON
+  CHECK_FALSE(s.paused(0));
+  CHECK(c.get(pfc_stat(0, PfcKind::kXonIn)) == 1);
+  CHECK(c.get(pfc_stat(0, PfcKind::kPauseIn)) == 3);
+  // A resume of a priority that is not paused changes nothing.
+  s.pause(0, 0, 4000);
+  CHECK_FALSE(s.paused(0));
+}
+
+TEST_CASE("pfc: priorities not enabled are ignored, PAUSE stops every priority", "[engine][pfc]") {
+  engine::PfcCounters c;
+  engine::PfcPauseState s(config(0b0000'0100), k10G, c);
+  s.pause(5, 1000, 0);
+  CHECK_FALSE(s.paused(5));
+  CHECK(c.get(pfc_stat(5, PfcKind::kIgnored)) == 1);
+  s.pause(8, 1000, 0);  // out of range: nothing, no crash
+  CHECK(s.paused_mask() == 0);
+  // A PFC frame: only its valid times, only enabled priorities.
+  wire::pfc::PauseFrame f;
+  f.enabled = 0b0010'0100;
+  f.times = {9, 9, 500, 9, 9, 500, 9, 9};
+  s.on_frame(f, 0);
+  CHECK(s.paused_mask() == 0b0000'0100);
+  // PAUSE: the whole link, enabled for PFC or not.
+  s.on_frame(wire::pfc::link_pause({}, 200), 10);
+  CHECK(s.paused_mask() == 0xFF);
+  s.on_frame(wire::pfc::link_pause({}, 0), 20);
+  CHECK(s.paused_mask() == 0);
+}
+
+TEST_CASE("pfc: the watchdog ends a pause storm and ignores the priority for the restoration time",
+          "[engine][pfc][watchdog]") {
+  engine::PfcCounters c;
+  engine::PfcPauseState s(config(0b1000'0001, 10 * kMs), k10G, c);
+  // Priority 7 refreshed every ms (a storm); priority 0 paused briefly now and then.
+  transport::Nanos t = 0;
+  std::uint8_t tripped = 0;
+  for (; t < 20 * kMs && tripped == 0; t += kMs) {
+    s.pause(7, 0xFFFF, t);
+    CHECK(s.next_deadline() <= 10 * kMs);  // the engine wakes for the watchdog
+    tripped = s.advance(t);
+  }
+  CHECK(tripped == 0x80);
+  CHECK(t == 11 * kMs);  // tripped at 10 ms, paused since 0
+  CHECK_FALSE(s.paused(7));
+  CHECK(c.get(pfc_stat(7, PfcKind::kWatchdogTrips)) == 1);
+  // Pauses for it are ignored for 100 ms, counted.
+  s.pause(7, 0xFFFF, 50 * kMs);
+  CHECK_FALSE(s.paused(7));
+  CHECK(c.get(pfc_stat(7, PfcKind::kIgnored)) == 1);
+  // Priority 0 was never affected.
+  s.pause(0, 10, 50 * kMs);
+  CHECK(s.paused(0));
+  // After the restoration time, honoured again.
+  s.pause(7, 0xFFFF, 111 * kMs);
+  CHECK(s.paused(7));
+  // A pause that ends by itself before the watchdog's time trips nothing.
+  engine::PfcPauseState calm(config(0b1, 10 * kMs), k10G, c);
+  for (t = 0; t < 100 * kMs; t += kMs) {
+    calm.pause(0, 1000, t);  // 51 us each, then a gap
+    CHECK(calm.advance(t + 100'000) == 0);
+  }
+  // No watchdog (0): a storm is honoured.
+  engine::PfcCounters c2;
+  engine::PfcPauseState none(config(0b1, 0), k10G, c2);
+  for (t = 0; t < 1000 * kMs; t += kMs) {
+    none.pause(0, 0xFFFF, t);
+    none.advance(t);
+  }
+  CHECK(none.paused(0));
+  CHECK(c2.get(pfc_stat(0, PfcKind::kWatchdogTrips)) == 0);
+}
+
+TEST_CASE("pfc: a frame's priority from its PCP, else its DSCP through the map", "[engine][pfc]") {
+  const engine::PfcConfig d;  // the default map: DSCP >> 3
+  CHECK(engine::frame_priority(roce_frame(0, 1), d.dscp_to_priority) == 0);
+  CHECK(engine::frame_priority(roce_frame(26 << 2, 1), d.dscp_to_priority) == 3);   // AF31
+  CHECK(engine::frame_priority(roce_frame(46 << 2 | 2, 1), d.dscp_to_priority) == 5);  // EF, ECT(0)
+  CHECK(engine::frame_priority(roce_frame(46 << 2, 1, 100, 6), d.dscp_to_priority) == 6);  // the tag decides
+  engine::PfcConfig m;
+  m.dscp_to_priority[26] = 4;
+  CHECK(engine::frame_priority(roce_frame(26 << 2, 1), m.dscp_to_priority) == 4);
+  // Short or foreign frames: priority 0, no read past the end.
+  const auto f = roce_frame(26 << 2, 1);
+  for (std::size_t n = 0; n < 16; ++n)  // no TOS byte yet
+    CHECK(engine::frame_priority(wire::Bytes(f.data(), n), d.dscp_to_priority) == 0);
+  CHECK(engine::frame_priority(wire::Bytes(f.data(), 16), d.dscp_to_priority) == 3);
+  const std::array<std::uint8_t, 15> tagged{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x81, 0x00, 0xA0};
+  CHECK(engine::frame_priority(tagged, d.dscp_to_priority) == 5);
+}
+
+TEST_CASE("pfc: the hold queue keeps order per priority and is bounded", "[engine][pfc]") {
+  engine::PausedFrameQueue q(3);
+  const std::array<std::uint8_t, 2> a{1, 1}, b{2, 2}, c{3, 3}, d{4, 4};
+  CHECK(q.push(2, a));
+  CHECK(q.push(2, b));
+  CHECK(q.push(5, d));
+  CHECK(q.push(2, c));
+  CHECK_FALSE(q.push(2, d));  // full
+  CHECK(q.size(2) == 3);
+  CHECK(q.waiting_mask() == 0b0010'0100);
+  CHECK(q.back(2)[0] == 3);
+  for (std::uint8_t want : {1, 2, 3}) {
+    REQUIRE_FALSE(q.empty(2));
+    CHECK(q.front(2)[0] == want);
+    q.pop(2);
+  }
+  CHECK(q.empty(2));
+  q.pop(2);  // popping an empty queue is harmless
+  CHECK(q.empty(2));
+  // The ring wraps around.
+  for (std::uint8_t i = 0; i < 10; ++i) {
+    const std::array<std::uint8_t, 1> x{i};
+    CHECK(q.push(2, x));
+    CHECK(q.front(2)[0] == i);
+    q.pop(2);
+  }
+  CHECK(q.front(5)[0] == 4);
+}
+
+TEST_CASE("pfc: PfcPort drops and counts bad MAC Control frames, never pausing on them", "[engine][pfc][bad-input]") {
+  const wire::MacAddr own{0x02, 0, 0x75, 0x72, 0x6e, 1};
+  engine::PfcPort port(config(0b1111'1111), k10G, own, "test0");
+  const auto good = pfc_frame(0b1, {100});
+  std::vector<std::vector<std::uint8_t>> bad;
+  bad.emplace_back(good.begin(), good.begin() + 40);  // short
+  auto opcode = good;
+  opcode[15] = 0x03;  // EPON's GATE
+  bad.push_back(opcode);
+  auto reserved = good;
+  reserved[16] = 0x01;  // the vector's reserved octet
+  bad.push_back(reserved);
+  auto novector = good;
+  novector[17] = 0;  // class vector 0
+  bad.push_back(novector);
+  bad.push_back(pfc_frame(0b1, {100}, {0x02, 0, 0, 0, 0, 0x42}));  // another station's unicast address
+  bad.push_back(pfc_frame(0b1, {100}, {0x01, 0x80, 0xC2, 0, 0, 0x02}));  // another group
+  bad.emplace_back();  // empty (the link hands a truncated capture over as empty)
+  const auto none = [](wire::Bytes) { return true; };
+  for (const auto& f : bad) port.on_mac_control(f, false);
+  port.on_mac_control(good, true);  // tagged
+  CHECK_FALSE(port.must_wait(roce_frame(0, 1)));
+  port.flush(1000, none);
+  CHECK(port.state().paused_mask() == 0);
+  CHECK(port.counters().get(PfcStat::kRxBadOpcode) == 1);
+  CHECK(port.counters().get(PfcStat::kRxMalformed) == bad.size() - 1 + 1);
+  // Good ones: to the group, and a PAUSE to our own address.
+  port.on_mac_control(good, false);
+  CHECK(port.must_wait(roce_frame(0, 1)));  // held at once, for the rest of the pass too
+  port.flush(2000, none);                   // the time starts at the pass's end
+  CHECK(port.state().paused_mask() == 0b1);
+  CHECK(port.next_deadline() == 2000 + 5120);
+  std::vector<std::uint8_t> pause(wire::pfc::kFrameSize);
+  auto lp = wire::pfc::link_pause({0x02, 0, 0, 0, 0, 0x99}, 0);
+  lp.dst = own;
+  REQUIRE(wire::pfc::build(lp, pause).ok());
+  port.on_mac_control(pause, false);
+  port.flush(3000, none);
+  CHECK(port.state().paused_mask() == 0);
+  // Every byte string of the frame's length with a valid header: never a crash.
+  for (std::size_t i = 14; i < good.size(); ++i) {
+    auto f = good;
+    f[i] ^= 0xFF;
+    port.on_mac_control(f, false);
+  }
+}
+
+TEST_CASE("pfc: PfcPort holds a paused priority's frames and releases them in order; others flow",
+          "[engine][pfc]") {
+  engine::PfcConfig cfg = config(0b0000'1001);
+  cfg.queue_frames = 4;
+  engine::PfcPort port(cfg, k10G, {}, "test0");
+  std::vector<std::uint8_t> sent_tags;
+  const auto sink = [&](wire::Bytes f) {
+    sent_tags.push_back(f[f.size() - 8 - 4]);  // the payload's first byte (before the ICRC)
+    return true;
+  };
+  port.flush(1'000'000, sink);
+  const auto p0 = [](std::uint8_t tag) { return roce_frame(0, tag); };
+  const auto p3 = [](std::uint8_t tag) { return roce_frame(26 << 2, tag); };
+  CHECK_FALSE(port.must_wait(p0(1)));  // nothing paused: no frame waits
+  port.on_mac_control(pfc_frame(0b1000, {0, 0, 0, 0xFFFF}), false);  // priority 3, 3.4 ms
+  CHECK_FALSE(port.must_wait(p0(1)));  // priority 0 flows
+  for (std::uint8_t tag = 10; tag < 16; ++tag) {
+    const auto f = p3(tag);
+    const auto prio = port.must_wait(f);
+    REQUIRE(prio);
+    CHECK(*prio == 3);
+    CHECK(port.hold(*prio, f) == (tag < 14));  // 4 held, then dropped (counted)
+  }
+  CHECK(port.counters().get(pfc_stat(3, PfcKind::kHeld)) == 4);
+  CHECK(port.counters().get(pfc_stat(3, PfcKind::kQueueDrops)) == 2);
+  port.flush(2'000'000, sink);  // still paused
+  CHECK(sent_tags.empty());
+  CHECK(port.next_deadline() > 2'000'000);
+  CHECK(port.next_deadline() < 1'000'000 + 3'400'000 + 1'000'000);  // the pause's end (plus receive time)
+  // XON: released at the next pass, in order, and only then do new frames
+  // of priority 3 go straight out.
+  port.on_mac_control(pfc_frame(0b1000, {}), false);
+  CHECK(port.must_wait(p3(20)));  // frames still waiting: behind them
+  port.flush(2'100'000, sink);
+  CHECK(sent_tags == std::vector<std::uint8_t>{10, 11, 12, 13});
+  CHECK_FALSE(port.must_wait(p3(21)));
+  // A full ring: the rest stay queued and the link is woken for them.
+  port.on_mac_control(pfc_frame(0b1000, {0, 0, 0, 0xFFFF}), false);
+  for (std::uint8_t tag = 30; tag < 33; ++tag) CHECK(port.hold(3, p3(tag)));
+  port.on_mac_control(pfc_frame(0b1000, {}), false);
+  int room = 1;
+  sent_tags.clear();
+  port.flush(3'000'000, [&](wire::Bytes f) { return room-- > 0 && sink(f); });
+  CHECK(sent_tags == std::vector<std::uint8_t>{30});
+  CHECK(port.next_deadline() == 3'000'000);
+  port.flush(3'000'100, sink);
+  CHECK(sent_tags == std::vector<std::uint8_t>{30, 31, 32});
+  CHECK(port.next_deadline() == transport::kNever);
+}
+
+TEST_CASE("pfc: the afpacket filter admits MAC Control frames only with PFC on", "[engine][pfc][link]") {
+  const auto off = engine::afpacket_rx_filter(false);
+  const auto on = engine::afpacket_rx_filter(true);
+  const auto pfc = pfc_frame(0b1, {100});
+  const auto roce = roce_frame(0, 1);
+  std::vector<std::uint8_t> arp(60, 0);
+  arp[12] = 0x08;
+  arp[13] = 0x06;
+  CHECK(test::cbpf_run(off, pfc) == 0u);
+  CHECK(test::cbpf_run(on, pfc) == 0x40000u);
+  for (const auto* prog : {&off, &on}) {
+    CHECK(test::cbpf_run(*prog, roce) == 0x40000u);
+    CHECK(test::cbpf_run(*prog, arp) == 0u);
+  }
+  // Every RoCE flavour the old filter took is still taken with PFC on.
+  auto v1 = roce_frame(0, 1);
+  v1[12] = 0x89;
+  v1[13] = 0x15;
+  CHECK(test::cbpf_run(on, v1) == 0x40000u);
+}
+
+TEST_CASE("config: pfc per afpacket device, with errors that say what is wrong", "[config][pfc]") {
+  std::string err;
+  auto c = engine::parse_config(R"({"devices":[{"link":"afpacket","interface":"veth0",
+      "pfc":{"enabled_priorities":[3,5],"watchdog_ms":50,"speed_gbps":1,"queue_frames":64,
+             "dscp_to_priority":{"26":4,"0":1}}}]})",
+                                err);
+  REQUIRE(c);
+  const engine::PfcConfig& p = c->devices[0].pfc;
+  CHECK(p.enabled);
+  CHECK(p.priorities == 0b0010'1000);
+  CHECK(p.watchdog == 50 * kMs);
+  CHECK(p.speed_gbps == 1.0);
+  CHECK(p.queue_frames == 64);
+  CHECK(p.dscp_to_priority[26] == 4);
+  CHECK(p.dscp_to_priority[0] == 1);
+  CHECK(p.dscp_to_priority[46] == 5);  // the default elsewhere
+  CHECK(engine::pfc_link_bps(p, 10'000) == 1'000'000'000ULL);
+  engine::PfcConfig unset;
+  CHECK(engine::pfc_link_bps(unset, 10'000) == 10'000'000'000ULL);
+  CHECK(engine::pfc_link_bps(unset, 0) == 100'000'000'000ULL);
+  // Off by default.
+  c = engine::parse_config(R"({"devices":[{"link":"afpacket","interface":"veth0"}]})", err);
+  REQUIRE(c);
+  CHECK_FALSE(c->devices[0].pfc.enabled);
+  const std::pair<const char*, const char*> bad[] = {
+      {R"({"devices":[{"link":"udp","pfc":{"enabled_priorities":[3]}}]})", "afpacket link's"},
+      {R"({"devices":[{"link":"afpacket","interface":"v","pfc":{}}]})", "at least one"},
+      {R"({"devices":[{"link":"afpacket","interface":"v","pfc":{"enabled_priorities":[8]}}]})", "8 is not a priority"},
+      {R"({"devices":[{"link":"afpacket","interface":"v","pfc":{"enabled_priorities":[1],"watchdog_m":5}}]})",
+       "did you mean \"pfc.watchdog_ms\""},
+      {R"({"devices":[{"link":"afpacket","interface":"v","pfc":{"enabled_priorities":[1],
+          "dscp_to_priority":{"64":1}}}]})", "not a DSCP"},
+      {R"({"devices":[{"link":"afpacket","interface":"v","pfc":{"enabled_priorities":[1],
+          "dscp_to_priority":{"x":1}}}]})", "not a DSCP"},
+      {R"({"devices":[{"link":"afpacket","interface":"v","pfc":{"enabled_priorities":[1],
+          "dscp_to_priority":{"3":9}}}]})", "not a priority"},
+      {R"({"devices":[{"link":"afpacket","interface":"v","pfc":{"enabled_priorities":[1],"speed_gbps":0}}]})",
+       "speed_gbps"},
+  };
+  for (const auto& [text, want] : bad) {
+    INFO(text);
+    CHECK_FALSE(engine::parse_config(text, err));
+    INFO(err);
+    CHECK(err.find(want) != std::string::npos);
+  }
+}
+
+TEST_CASE("pfc: the counter table names every priority's counters", "[engine][pfc][stats]") {
+  CHECK(engine::kPfcStatNames[0].name == "pfc_rx_malformed");
+  CHECK(engine::kPfcStatNames[static_cast<std::size_t>(pfc_stat(3, PfcKind::kPauseIn))].name == "pfc_p3_pause_in");
+  CHECK(engine::kPfcStatNames[static_cast<std::size_t>(pfc_stat(7, PfcKind::kQueueDrops))].name ==
+        "pfc_p7_queue_drops");
+}
