@@ -63,10 +63,11 @@ fi
 make_dirs() {
   make -C "$S" build_dir include/spdk/config.h include/spdk/version.h || return 1
   local d
-  make -C "$S/include" all || return 1  # its first rule is the headers' (un)install
-  for d in lib module shared_lib app/nvmf_tgt app/spdk_nvme_perf app/spdk_nvme_identify \
+  # `all` named: include/'s first rule is the headers' (un)install, and
+  # module/'s comes from mk/spdk.modules.mk.
+  for d in include lib module shared_lib app/nvmf_tgt app/spdk_nvme_perf app/spdk_nvme_identify \
            examples/bdev/bdevperf; do
-    make -C "$S/$d" -j "$jobs" || return 1
+    make -C "$S/$d" -j "$jobs" all || return 1
   done
 }
 make_dirs >> "$log" 2>&1 || { tail -n 30 "$log"; echo "build_spdk: make failed (log: $log)"; exit 1; }

@@ -13,6 +13,9 @@
 SPDK_NQN=nqn.2016-06.io.spdk:cnode1
 SPDK_PORT=4420
 SPDK_MEM=(--no-huge -s 512)
+# nvmf_tgt and bdevperf: DPDK probes no PCI device (the host's NICs are not
+# ours; spdk_nvme_perf and _identify leave PCI alone for a fabrics target).
+SPDK_APP=(--no-pci)
 SPDK_LD=$SPDK_DIR/build/lib:$URNIC_BUILD_ROOT/verbs_shim:$URNIC_BUILD_ROOT/rdmacm_shim
 SPDK_RUN=
 spdk_daemon_pid=
@@ -62,8 +65,6 @@ spdk_wait_objects() {
   return 1
 }
 
-spdk_env() { env LD_LIBRARY_PATH="$SPDK_LD" "$@"; }
-
 # spdk_rpc ARGS...: scripts/rpc.py against the running target (with Debian's
 # python3, which has the modules it imports).
 spdk_rpc() { /usr/bin/python3 "$SPDK_DIR/scripts/rpc.py" -s "$SPDK_RUN/tgt.sock" -t 30 "$@"; }
@@ -75,7 +76,9 @@ spdk_start_target() {
   while [[ -e $SPDK_RUN/nvmf_tgt.$n.log ]]; do n=$((n + 1)); done
   SPDK_TARGET_LOG=$SPDK_RUN/nvmf_tgt.$n.log
   rm -f "$SPDK_RUN/tgt.sock"
-  spdk_env "$SPDK_DIR/build/bin/nvmf_tgt" -m 0x1 "${SPDK_MEM[@]}" -r "$SPDK_RUN/tgt.sock" \
+  # env execs nvmf_tgt: $! is the target itself (a function run with &
+  # would be a subshell, and SIGTERM would orphan the target).
+  env LD_LIBRARY_PATH="$SPDK_LD" "$SPDK_DIR/build/bin/nvmf_tgt" -m 0x1 "${SPDK_MEM[@]}" "${SPDK_APP[@]}" -r "$SPDK_RUN/tgt.sock" \
     > "$SPDK_TARGET_LOG" 2>&1 &
   spdk_target_pid=$!
   local _
@@ -89,14 +92,17 @@ spdk_start_target() {
 }
 
 # spdk_add_transport TYPE [OPTIONS...]: nvmf_create_transport -t TYPE.
-spdk_add_transport() { local t=$1; shift; spdk_rpc nvmf_create_transport -t "$t" "$@" > /dev/null; }
+spdk_add_transport() {
+  local t=$1; shift
+  spdk_rpc nvmf_create_transport -t "$t" "$@" > /dev/null || { echo "FAIL: nvmf_create_transport -t $t $*"; return 1; }
+}
 
-# spdk_add_subsystem TRTYPE ADDR: the subsystem (a 256 MiB malloc bdev of
+# spdk_add_subsystem TRTYPE ADDR: the subsystem (a 64 MiB malloc bdev of
 # 4 KiB blocks as its namespace) once, and a listener on ADDR.
 spdk_add_subsystem() {
   local trtype=$1 addr=$2
   if ! spdk_rpc nvmf_get_subsystems 2>/dev/null | grep -q "$SPDK_NQN"; then
-    spdk_rpc bdev_malloc_create -b Malloc0 256 4096 > /dev/null &&
+    spdk_rpc bdev_malloc_create -b Malloc0 64 4096 > /dev/null &&
       spdk_rpc nvmf_create_subsystem "$SPDK_NQN" -a -s SPDK00000000000001 -m 4 &&
       spdk_rpc nvmf_subsystem_add_ns "$SPDK_NQN" Malloc0 || return 1
   fi
@@ -115,7 +121,7 @@ spdk_identify() {
   printf '%s\n' "$out"
   [[ $rc -eq 0 ]] || { echo "spdk_nvme_identify exited $rc"; return 1; }
   grep -q 'Serial Number: *SPDK00000000000001' <<< "$out" || { echo "no serial number SPDK00000000000001"; return 1; }
-  grep -qE 'Size \(in LBAs\): *65536 ' <<< "$out" || { echo "namespace 1 is not 65536 LBAs"; return 1; }
+  grep -qE 'Size \(in LBAs\): *16384 ' <<< "$out" || { echo "namespace 1 is not 16384 LBAs"; return 1; }
 }
 
 # spdk_perf TRID PERF_OPTIONS...: spdk_nvme_perf on core 1; passes when it
@@ -145,7 +151,7 @@ spdk_bdevperf() {
 JSON
   local out
   out=$(timeout 120 env LD_LIBRARY_PATH="$SPDK_LD" "$SPDK_DIR/build/examples/bdevperf" --json "$cfg" -m 0x2 \
-          "${SPDK_MEM[@]}" -r "$SPDK_RUN/bdevperf.sock" "$@" 2>&1)
+          "${SPDK_MEM[@]}" "${SPDK_APP[@]}" -r "$SPDK_RUN/bdevperf.sock" "$@" 2>&1)
   local rc=$?
   printf '%s\n' "$out"
   [[ $rc -eq 0 ]] || { echo "bdevperf exited $rc"; return 1; }
