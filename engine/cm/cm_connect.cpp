@@ -158,17 +158,23 @@ Reply CmService::on_disconnect(const MsgHeader& h, Id& id, const ctl::CmDisconne
   ctl::CmDisconnectRep rep{};
   rep.handle = id.handle;
   if (iw(id)) {
-    // iWARP: the QP goes to ERR (its stream closes; the peer sees the
-    // TCP connection end) and this side's DISCONNECTED follows at once.
-    if (id.state == State::kDisconnected) return ok(h, rep);
+    // iWARP: the QP goes to ERR, its stream closes, and this side's
+    // DISCONNECTED follows once the FIN is out (iw_stream_closed): the
+    // kernel's iw_cm reports CLOSE after the LLP close, so a program that
+    // reconnects on DISCONNECTED finds the peer told. kDreqSent stands for
+    // "closing" here (no DREQ on iWARP, no timer).
+    if (id.state == State::kDisconnected || id.state == State::kDreqSent) return ok(h, rep);
     if (id.state != State::kEstablished) return fail<ctl::CmDisconnectRep>(h, EINVAL);
-    if (DataPath* dp = devices_[static_cast<std::size_t>(id.dev)].dp; dp != nullptr) {
-      transport::QpAttr err;
-      err.qp_state = transport::QpState::kErr;
-      dp->transport().modify_qp(id.local_qpn, err, transport::qp_attr::kState, now());
+    DataPath* dp = devices_[static_cast<std::size_t>(id.dev)].dp;
+    if (dp == nullptr) {
+      id.state = State::kDisconnected;
+      emit(id, RDMA_CM_EVENT_DISCONNECTED, 0);
+      return ok(h, rep);
     }
-    id.state = State::kDisconnected;
-    emit(id, RDMA_CM_EVENT_DISCONNECTED, 0);
+    id.state = State::kDreqSent;
+    transport::QpAttr err;
+    err.qp_state = transport::QpState::kErr;
+    dp->transport().modify_qp(id.local_qpn, err, transport::qp_attr::kState, now());
     return ok(h, rep);
   }
   switch (id.state) {

@@ -362,7 +362,10 @@ Reply CmService::iw_reject(Id& id, const MsgHeader& h, std::span<const std::uint
 void CmService::iw_stream_closed(std::size_t dev, std::uint32_t qpn, transport::Nanos now) {
   (void)now;
   for (auto& [h, id] : ids_) {
-    if (id.dev == static_cast<int>(dev) && id.local_qpn == qpn && id.state == State::kEstablished) {
+    // kEstablished: the peer closed, or the QP failed; kDreqSent: our
+    // rdma_disconnect, whose FIN is now out.
+    if (id.dev == static_cast<int>(dev) && id.local_qpn == qpn && iw(id) &&
+        (id.state == State::kEstablished || id.state == State::kDreqSent)) {
       id.state = State::kDisconnected;
       emit(id, RDMA_CM_EVENT_DISCONNECTED, 0);
       return;

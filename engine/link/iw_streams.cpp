@@ -132,6 +132,14 @@ void IwStreams::detach(std::uint32_t qpn) {
   streams_.erase(it);
   // What the QP had buffered is lost with it; the FIN still waits (kFinDelay).
   if (s->peer_gone) return;
+  // A stream its QP closed is reported when its FIN goes out (reap); a QP
+  // destroyed before that is reported now, while its QPN is still its own:
+  // the connection manager's rdma_disconnect waits for this report.
+  if (s->closing() && !s->reported) {
+    ++counters_.closed_by_qp;
+    s->reported = true;
+    if (closed_) closed_(qpn, transport::Nanos{0});
+  }
   ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, s->fd(), nullptr);
   lingering_.push_back(std::move(s));
 }
@@ -231,21 +239,26 @@ bool IwStreams::flush(transport::Nanos now) {
 }
 
 void IwStreams::reap(transport::Nanos now) {
-  // A stream the QP closed is reported closed once its last bytes (a
-  // Terminate) are out, and shut down kFinDelay later (still read meanwhile,
-  // so that what arrives is not answered with a reset); one whose peer is
-  // gone has nothing more to send and goes at once.
+  // A stream the QP closed is shut down kFinDelay after its last bytes (a
+  // Terminate) are out (still read meanwhile, so that what arrives is not
+  // answered with a reset), and reported closed only then: the connection
+  // manager's rdma_disconnect reports DISCONNECTED on this, and the peer
+  // must have been told first, as the kernel's iWARP CM sends the FIN
+  // before its CLOSE event. (Reported when drained, a disconnected SPDK
+  // initiator reconnected the same queue ID before the target had seen the
+  // FIN: "duplicate QID".) One whose peer is gone has nothing more to send
+  // and goes at once.
   for (auto it = streams_.begin(); it != streams_.end();) {
     TcpStream& s = *it->second;
     if (s.closing() && (s.pending() == 0 || s.peer_gone)) {
-      if (!s.reported) {
-        ++counters_.closed_by_qp;
-        if (closed_) closed_(it->first, now);
-        s.reported = true;
-      }
       if (s.fin_at == 0 && !s.peer_gone) s.fin_at = now + kFinDelay;
       if (s.peer_gone || now >= s.fin_at) {
         ::shutdown(s.fd(), SHUT_RDWR);
+        if (!s.reported) {
+          ++counters_.closed_by_qp;
+          s.reported = true;
+          if (closed_) closed_(it->first, now);
+        }
         // The QP no longer refers to the stream (it called close()).
         it = streams_.erase(it);
         continue;

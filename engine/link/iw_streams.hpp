@@ -8,8 +8,8 @@
 // the kernel's buffer is full. Input: readable streams are read (bounded
 // per pass) into one shared buffer and handed to the transport. A stream
 // the QP closed is shut down once its buffer has drained (so a Terminate
-// reaches the peer) and kFinDelay has passed (see there); a stream the peer
-// closed or reset is reported to the QP, which flushes its WRs.
+// reaches the peer) and kFinDelay has passed (see there), and reported closed then; a
+// stream the peer closed or reset is reported to the QP, which flushes its WRs.
 #pragma once
 
 #include <cstddef>
@@ -112,8 +112,8 @@ class IwStreams {
   // with other events to change them. unwatch() before closing the fd.
   bool watch(int fd, std::uint32_t events, IwWatcher* w);
   void unwatch(int fd);
-  // Told once per stream when it is gone (closed by its QP or its peer), so
-  // the connection manager can report the disconnect.
+  // Told once per stream when it is gone (by its peer: when seen; by its QP: at the FIN, or
+  // at the QP's destruction before it, `now` 0), so the connection manager can report the disconnect.
   void set_closed_handler(std::function<void(std::uint32_t qpn, transport::Nanos now)> h) {
     closed_ = std::move(h);
   }

@@ -237,3 +237,59 @@ TEST_CASE("iWARP device: Send, Write and Read over a TCP connection, then discon
   CHECK(rig.qp_state(b) == IBV_QPS_ERR);
   CHECK(st->counters().closed_by_peer == 1);
 }
+
+// The connection manager reports an rdma_disconnect's DISCONNECTED when the
+// stream tells it the connection is closed (engine/cm/cm_connect.cpp). That
+// must not be before the FIN is out: a program that reconnects on that event
+// (SPDK's NVMe-oF initiator reuses the queue ID) would reach the peer before
+// the peer knew the old connection was gone ("duplicate QID", issue 48).
+TEST_CASE("iWARP device: a stream its QP closed is reported closed when its FIN goes out", "[engine][iwarp]") {
+  struct Report {
+    std::uint32_t qpn;
+    urnic::transport::Nanos at;
+  };
+  std::vector<Report> reports;  // before the rig: its teardown may still report
+  IwarpRig rig;
+  Qp a, b;
+  rig.create_qp(a);
+  rig.create_qp(b);
+  connect_qps(rig, a, b);
+  auto* st = rig.dp->iw_streams();
+  REQUIRE(st != nullptr);
+  st->set_closed_handler([&](std::uint32_t qpn, urnic::transport::Nanos) { reports.push_back({qpn, now_ns()}); });
+  auto reported = [&](std::uint32_t qpn) {
+    return std::find_if(reports.begin(), reports.end(), [&](const Report& r) { return r.qpn == qpn; });
+  };
+  auto poll_until = [&](auto done) {
+    const auto end = now_ns() + 5'000'000'000ULL;
+    while (!done() && now_ns() < end) rig.dp->poll(now_ns(), true);
+  };
+  ctl::ModifyQpReq m{};
+  m.handle = a.handle;
+  m.attr.qp_state = IBV_QPS_ERR;
+  m.attr_mask = IBV_QP_STATE;
+  const urnic::transport::Nanos t_close = now_ns();
+  REQUIRE(rig.call<ctl::ModifyQpRep>(m) == 0);
+
+  SECTION("the QP stays: reported at its FIN, the peer's close right after") {
+    poll_until([&] { return reported(a.qpn) != reports.end() && reported(b.qpn) != reports.end(); });
+    REQUIRE(reported(a.qpn) != reports.end());
+    REQUIRE(reported(b.qpn) != reports.end());
+    // Before, A was reported as soon as its buffer had drained (the first
+    // pass), kFinDelay before its peer could know.
+    CHECK(reported(a.qpn)->at - t_close >= urnic::engine::IwStreams::kFinDelay);
+    CHECK(reported(a.qpn) < reported(b.qpn));
+    CHECK(st->counters().closed_by_qp == 1);
+    CHECK(st->counters().closed_by_peer == 1);
+  }
+  SECTION("the QP is destroyed before its FIN: reported then, once") {
+    // No pass in between: the stream is closing, its FIN not due.
+    REQUIRE(reported(a.qpn) == reports.end());
+    REQUIRE(rig.call<ctl::DestroyQpRep>(ctl::DestroyQpReq{{a.handle, 0}}) == 0);
+    REQUIRE(reported(a.qpn) != reports.end());
+    poll_until([&] { return reported(b.qpn) != reports.end(); });
+    CHECK(std::count_if(reports.begin(), reports.end(), [&](const Report& r) { return r.qpn == a.qpn; }) == 1);
+    CHECK(reported(b.qpn) != reports.end());
+    CHECK(st->counters().closed_by_qp == 1);
+  }
+}
