@@ -748,6 +748,7 @@ int ibv_destroy_cq(ibv_cq* cq) {
   ctl::DestroyCqRep rep{};
   if (const int err = client_of(cq->context).call_destroy(ctl::DestroyCqReq{{cq->handle, 0}}, rep); err != 0)
     return err;
+  drop_async_events_of(cq->context, cq);  // none names it after this returns
   // As libibverbs: wait until every reported completion event was acked.
   pthread_mutex_lock(&cq->mutex);
   while (cq->comp_events_completed != c->comp_events_reported) pthread_cond_wait(&cq->cond, &cq->mutex);
@@ -880,6 +881,7 @@ int ibv_destroy_qp(ibv_qp* qp) {
   ctl::DestroyQpRep rep{};
   if (const int err = client_of(qp->context).call_destroy(ctl::DestroyQpReq{{qp->handle, 0}}, rep); err != 0)
     return err;
+  drop_async_events_of(qp->context, qp);  // none names it after this returns
   unregister_qp(shim_of(qp->context), q);  // before its rings go (device_fatal.cpp)
   // As hardware providers (libmlx5's destroy_qp cleans both CQs): completions
   // of the destroyed QP that were not polled yet are gone with it, so no
@@ -987,6 +989,7 @@ int ibv_destroy_srq(ibv_srq* srq) {
   ctl::DestroySrqRep rep{};
   if (const int err = client_of(srq->context).call_destroy(ctl::DestroySrqReq{{srq->handle, 0}}, rep); err != 0)
     return err;
+  drop_async_events_of(srq->context, srq);  // none names it after this returns
   destroy_tm_state(s);
   ::munmap(s->map, s->map_bytes);
   --mapped_rings().srqs;

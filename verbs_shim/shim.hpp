@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <span>
 #include <mutex>
@@ -302,7 +303,14 @@ struct ShimContext {
   std::mutex converter_mu;
   bool converter_tried = false;
   std::unique_ptr<MrConverter> converter;
+  // Async events read from the socket ahead of the application: a destroy
+  // drains the socket to drop its object's events (async_events.cpp).
+  std::mutex async_mu;
+  std::deque<ctl::AsyncEvent> async_pending;
 };
+// Drops every queued async event of `object` (its ibv_qp, ibv_srq or ibv_cq
+// address), after its destroy succeeded (verbs_shim/async_events.cpp).
+void drop_async_events_of(ibv_context* context, const void* object);
 // The context's converter, made on first use; nullptr if it has none.
 MrConverter* converter_of(ibv_context* ctx);
 

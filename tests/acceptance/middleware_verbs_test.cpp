@@ -10,6 +10,7 @@
 
 #include <arpa/inet.h>
 #include <infiniband/verbs.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -500,6 +501,47 @@ TEST_CASE("a QP on an SRQ raises IBV_EVENT_QP_LAST_WQE_REACHED when it enters th
   CHECK(ev.element.qp == on_srq);
   CHECK(ibv_destroy_qp(plain) == 0);
   CHECK(ibv_destroy_qp(on_srq) == 0);
+  CHECK(ibv_destroy_srq(srq) == 0);
+  CHECK(ibv_destroy_cq(cq) == 0);
+}
+
+// No async event names an object after its destroy returned, as the kernel
+// drops a destroyed object's queued events (ib_uverbs_release_uevent).
+// SPDK's NVMe-oF target destroys an SRQ QP on iWARP at once, without
+// waiting for Last WQE Reached, and crashed on the event that came after.
+// Both events here are queued (the socket is readable) before the destroys.
+TEST_CASE("a destroyed QP's queued async events are dropped with it, other objects' stay", "[middleware][srq]") {
+  Ctx c;
+  ibv_cq* cq = ibv_create_cq(c.ctx, 16, nullptr, nullptr, 0);
+  REQUIRE(cq != nullptr);
+  ibv_srq_init_attr sa{};
+  sa.attr.max_wr = 8;
+  sa.attr.max_sge = 1;
+  ibv_srq* srq = ibv_create_srq(c.pd, &sa);
+  REQUIRE(srq != nullptr);
+  // Two QPs on the SRQ (each pair's second), both to the error state: two
+  // Last WQE Reached events queued.
+  auto [peer_a, keep] = rc_pair_to_rts(c, cq, srq);
+  auto [peer_b, gone] = rc_pair_to_rts(c, cq, srq);
+  ibv_qp_attr err{};
+  err.qp_state = IBV_QPS_ERR;
+  REQUIRE(ibv_modify_qp(keep, &err, IBV_QP_STATE) == 0);
+  REQUIRE(ibv_modify_qp(gone, &err, IBV_QP_STATE) == 0);
+  pollfd p{c.ctx->async_fd, POLLIN, 0};
+  REQUIRE(::poll(&p, 1, 2000) == 1);
+  ::usleep(200 * 1000);  // the second one too
+  CHECK(ibv_destroy_qp(gone) == 0);
+  const int flags = ::fcntl(c.ctx->async_fd, F_GETFL);
+  REQUIRE(::fcntl(c.ctx->async_fd, F_SETFL, flags | O_NONBLOCK) == 0);
+  ibv_async_event ev{};
+  REQUIRE(ibv_get_async_event(c.ctx, &ev) == 0);
+  CHECK(ev.event_type == IBV_EVENT_QP_LAST_WQE_REACHED);
+  CHECK(ev.element.qp == keep);
+  ibv_ack_async_event(&ev);
+  CHECK(ibv_get_async_event(c.ctx, &ev) == -1);  // nothing names `gone`
+  CHECK(errno == EAGAIN);
+  REQUIRE(::fcntl(c.ctx->async_fd, F_SETFL, flags) == 0);
+  for (ibv_qp* q : {peer_a, keep, peer_b}) CHECK(ibv_destroy_qp(q) == 0);
   CHECK(ibv_destroy_srq(srq) == 0);
   CHECK(ibv_destroy_cq(cq) == 0);
 }
