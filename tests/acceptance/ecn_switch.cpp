@@ -23,6 +23,12 @@
 // 768; RoCE v2's ICRC masks that field anyway), TCP checksums (perftest's
 // exchange) are computed.
 //
+// A udp-link urnic sends runs of packets as UDP GSO datagrams; on a veth
+// they arrive here uncut, as one frame of up to 64 KiB, where a NIC would
+// have put each packet on the wire. The switch cuts such a frame into its
+// packets (wire::GsoRun, as the afpacket link does) before they are
+// queued and marked, one by one, as a switch sees them.
+//
 // usage: ecn_switch --out IF --in IF[,IF...] --rate-mbps R [--kmin BYTES]
 //          [--kmax BYTES] [--pmax P] [--limit BYTES] [--burst BYTES]
 //          [--stats FILE] [--seed N]
@@ -52,7 +58,13 @@
 #include <string>
 #include <vector>
 
+#include "wire/gso_run.hpp"
+
 namespace {
+
+// Larger than any one RoCE v2 packet at path MTU 4096 (Ethernet, IPv6, UDP,
+// BTH, RETH, payload, ICRC): a frame over this is an uncut GSO run.
+constexpr std::size_t kLargestPacketFrame = 14 + 40 + 8 + 12 + 16 + 4096 + 4;
 
 std::atomic<bool> g_stop{false};
 std::atomic<bool> g_dump{false};
@@ -78,6 +90,7 @@ struct Counters {
   std::uint64_t not_ect = 0;       // IPv4, not ECN-capable (never marked)
   std::uint64_t dropped = 0, dropped_bytes = 0;  // tail drops (queue full)
   std::uint64_t tx_errors = 0;
+  std::uint64_t runs_cut = 0;      // uncut UDP GSO runs cut into their packets
   std::uint64_t reverse = 0, reverse_bytes = 0;  // receiver -> senders
   std::uint64_t rx_overruns = 0;   // frames the kernel dropped because a port's socket buffer was full
                                    // (PACKET_STATISTICS): the switch fell behind, as a NIC's RX ring
@@ -177,14 +190,15 @@ std::string json(const Counters& c, const Options& o, std::size_t backlog, std::
                 "{\"rate_mbps\": %.0f, \"kmin\": %zu, \"kmax\": %zu, \"pmax\": %g, \"limit\": %zu, "
                 "\"enqueued\": %llu, \"enqueued_bytes\": %llu, \"sent\": %llu, \"sent_bytes\": %llu, "
                 "\"marked\": %llu, \"already_ce\": %llu, \"not_ect\": %llu, \"dropped\": %llu, "
-                "\"dropped_bytes\": %llu, \"tx_errors\": %llu, \"reverse\": %llu, \"reverse_bytes\": %llu, "
+                "\"dropped_bytes\": %llu, \"tx_errors\": %llu, \"runs_cut\": %llu, \"reverse\": %llu, \"reverse_bytes\": %llu, "
                 "\"rx_overruns\": %llu, \"max_backlog\": %llu, \"mean_backlog\": %.0f, \"backlog\": %zu, \"qlen\": %zu}",
                 o.rate_mbps, o.kmin, o.kmax, o.pmax, o.limit, static_cast<unsigned long long>(c.enqueued),
                 static_cast<unsigned long long>(c.enqueued_bytes), static_cast<unsigned long long>(c.sent),
                 static_cast<unsigned long long>(c.sent_bytes), static_cast<unsigned long long>(c.marked),
                 static_cast<unsigned long long>(c.already_ce), static_cast<unsigned long long>(c.not_ect),
                 static_cast<unsigned long long>(c.dropped), static_cast<unsigned long long>(c.dropped_bytes),
-                static_cast<unsigned long long>(c.tx_errors), static_cast<unsigned long long>(c.reverse),
+                static_cast<unsigned long long>(c.tx_errors), static_cast<unsigned long long>(c.runs_cut),
+                static_cast<unsigned long long>(c.reverse),
                 static_cast<unsigned long long>(c.reverse_bytes), static_cast<unsigned long long>(c.rx_overruns),
                 static_cast<unsigned long long>(c.max_backlog),
                 c.enqueued != 0 ? c.backlog_sum / static_cast<double>(c.enqueued) : 0.0, backlog, qlen);
@@ -362,6 +376,21 @@ int main(int argc, char** argv) {
       for (int k = 0; k < 64; ++k) {
         const ssize_t len = ::recv(pfds[p].fd, rx.data(), rx.size(), MSG_DONTWAIT);
         if (len <= 0) break;
+        if (p != 0 && static_cast<std::size_t>(len) > kLargestPacketFrame) {
+          const urnic::wire::MutBytes frame(rx.data(), static_cast<std::size_t>(len));
+          const auto segment = urnic::wire::GsoRun::find_segment(frame);
+          auto run = segment ? urnic::wire::GsoRun::parse(frame, *segment) : std::nullopt;
+          if (run) {
+            for (std::size_t i = 0; i < run->count(); ++i) {
+              const urnic::wire::MutBytes pkt = run->segment_frame(i);  // valid until the next one
+              auto f = take();
+              f.assign(pkt.begin(), pkt.end());
+              enqueue(std::move(f));
+            }
+            ++c.runs_cut;
+            continue;
+          }
+        }
         auto f = take();
         f.assign(rx.begin(), rx.begin() + len);
         if (p == 0) {
