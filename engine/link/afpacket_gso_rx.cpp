@@ -10,36 +10,33 @@
 #include <cerrno>
 #include <cstring>
 
+#include "engine/link/cbpf_op.hpp"
 #include "wire/udp.hpp"
 
 namespace urnic::engine {
-
-namespace {
-constexpr std::uint16_t op(unsigned v) { return static_cast<std::uint16_t>(v); }
-}  // namespace
 
 std::vector<sock_filter> long_roce_filter(std::uint32_t min_frame) {
   // As the ring's filter (afpacket_link.cpp) for RoCE v2, then the length.
   // Jump offsets count instructions after the jump.
   return {
-      /* 0 */ {op(BPF_LD | BPF_H | BPF_ABS), 0, 0, 12},                   // EtherType
-      /* 1 */ {op(BPF_JMP | BPF_JEQ | BPF_K), 1, 0, 0x0800},              // -> 3 IPv4
-      /* 2 */ {op(BPF_JMP | BPF_JEQ | BPF_K), 7, 14, 0x86DD},             // -> 10 IPv6, else 17 drop
-      /* 3 */ {op(BPF_LD | BPF_B | BPF_ABS), 0, 0, 14 + 9},               // IPv4 protocol
-      /* 4 */ {op(BPF_JMP | BPF_JEQ | BPF_K), 0, 12, 17},                 // UDP, else drop
-      /* 5 */ {op(BPF_LD | BPF_H | BPF_ABS), 0, 0, 14 + 6},               // flags + fragment offset
-      /* 6 */ {op(BPF_JMP | BPF_JSET | BPF_K), 10, 0, 0x3FFF},            // a fragment (MF or offset): drop
-      /* 7 */ {op(BPF_LDX | BPF_B | BPF_MSH), 0, 0, 14},                  // X = IPv4 header length
-      /* 8 */ {op(BPF_LD | BPF_H | BPF_IND), 0, 0, 14 + 2},               // UDP destination port
-      /* 9 */ {op(BPF_JMP | BPF_JEQ | BPF_K), 4, 7, wire::kRoceV2Port},   // -> 14 length, else drop
-      /* 10 */ {op(BPF_LD | BPF_B | BPF_ABS), 0, 0, 14 + 6},              // IPv6 next header
-      /* 11 */ {op(BPF_JMP | BPF_JEQ | BPF_K), 0, 5, 17},                 // UDP, else drop
-      /* 12 */ {op(BPF_LD | BPF_H | BPF_ABS), 0, 0, 14 + 40 + 2},         // UDP destination port
-      /* 13 */ {op(BPF_JMP | BPF_JEQ | BPF_K), 0, 3, wire::kRoceV2Port},  // -> 14 length, else drop
-      /* 14 */ {op(BPF_LD | BPF_W | BPF_LEN), 0, 0, 0},                   // the frame's length
-      /* 15 */ {op(BPF_JMP | BPF_JGT | BPF_K), 0, 1, min_frame},          // long: accept, else drop
-      /* 16 */ {op(BPF_RET | BPF_K), 0, 0, 0x40000},                      // accept (whole frame)
-      /* 17 */ {op(BPF_RET | BPF_K), 0, 0, 0},                            // drop
+      /* 0 */ {cbpf_op(BPF_LD | BPF_H | BPF_ABS), 0, 0, 12},                   // EtherType
+      /* 1 */ {cbpf_op(BPF_JMP | BPF_JEQ | BPF_K), 1, 0, 0x0800},              // -> 3 IPv4
+      /* 2 */ {cbpf_op(BPF_JMP | BPF_JEQ | BPF_K), 7, 14, 0x86DD},             // -> 10 IPv6, else 17 drop
+      /* 3 */ {cbpf_op(BPF_LD | BPF_B | BPF_ABS), 0, 0, 14 + 9},               // IPv4 protocol
+      /* 4 */ {cbpf_op(BPF_JMP | BPF_JEQ | BPF_K), 0, 12, 17},                 // UDP, else drop
+      /* 5 */ {cbpf_op(BPF_LD | BPF_H | BPF_ABS), 0, 0, 14 + 6},               // flags + fragment offset
+      /* 6 */ {cbpf_op(BPF_JMP | BPF_JSET | BPF_K), 10, 0, 0x3FFF},            // a fragment (MF or offset): drop
+      /* 7 */ {cbpf_op(BPF_LDX | BPF_B | BPF_MSH), 0, 0, 14},                  // X = IPv4 header length
+      /* 8 */ {cbpf_op(BPF_LD | BPF_H | BPF_IND), 0, 0, 14 + 2},               // UDP destination port
+      /* 9 */ {cbpf_op(BPF_JMP | BPF_JEQ | BPF_K), 4, 7, wire::kRoceV2Port},   // -> 14 length, else drop
+      /* 10 */ {cbpf_op(BPF_LD | BPF_B | BPF_ABS), 0, 0, 14 + 6},              // IPv6 next header
+      /* 11 */ {cbpf_op(BPF_JMP | BPF_JEQ | BPF_K), 0, 5, 17},                 // UDP, else drop
+      /* 12 */ {cbpf_op(BPF_LD | BPF_H | BPF_ABS), 0, 0, 14 + 40 + 2},         // UDP destination port
+      /* 13 */ {cbpf_op(BPF_JMP | BPF_JEQ | BPF_K), 0, 3, wire::kRoceV2Port},  // -> 14 length, else drop
+      /* 14 */ {cbpf_op(BPF_LD | BPF_W | BPF_LEN), 0, 0, 0},                   // the frame's length
+      /* 15 */ {cbpf_op(BPF_JMP | BPF_JGT | BPF_K), 0, 1, min_frame},          // long: accept, else drop
+      /* 16 */ {cbpf_op(BPF_RET | BPF_K), 0, 0, 0x40000},                      // accept (whole frame)
+      /* 17 */ {cbpf_op(BPF_RET | BPF_K), 0, 0, 0},                            // drop
   };
 }
 

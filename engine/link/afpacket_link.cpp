@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "engine/link/cbpf_op.hpp"
 #include "engine/link/raw_frame.hpp"
 
 namespace urnic::engine {
@@ -37,8 +38,6 @@ void store_status(tpacket2_hdr* h, std::uint32_t v) {
   std::atomic_ref<std::uint32_t>(h->tp_status).store(v, std::memory_order_release);
 }
 
-constexpr std::uint16_t op(unsigned v) { return static_cast<std::uint16_t>(v); }
-
 }  // namespace
 
 std::vector<sock_filter> afpacket_rx_filter(bool mac_control) {
@@ -47,27 +46,27 @@ std::vector<sock_filter> afpacket_rx_filter(bool mac_control) {
   // v2 senders send); drop everything else before it reaches the ring.
   // Jump offsets count instructions after the jump.
   std::vector<sock_filter> f = {
-      /* 0 */ {op(BPF_LD | BPF_H | BPF_ABS), 0, 0, 12},            // EtherType
-      /* 1 */ {op(BPF_JMP | BPF_JEQ | BPF_K), 13, 0, 0x8915},       // -> 15 accept
-      /* 2 */ {op(BPF_JMP | BPF_JEQ | BPF_K), 1, 0, 0x0800},        // -> 4 IPv4
-      /* 3 */ {op(BPF_JMP | BPF_JEQ | BPF_K), 7, 12, 0x86DD},       // -> 11 IPv6, else 16 drop
-      /* 4 */ {op(BPF_LD | BPF_B | BPF_ABS), 0, 0, 14 + 9},         // IPv4 protocol
-      /* 5 */ {op(BPF_JMP | BPF_JEQ | BPF_K), 0, 10, 17},           // UDP, else drop
-      /* 6 */ {op(BPF_LD | BPF_H | BPF_ABS), 0, 0, 14 + 6},         // flags + fragment offset
-      /* 7 */ {op(BPF_JMP | BPF_JSET | BPF_K), 8, 0, 0x1FFF},       // a fragment: drop
-      /* 8 */ {op(BPF_LDX | BPF_B | BPF_MSH), 0, 0, 14},            // X = IPv4 header length
-      /* 9 */ {op(BPF_LD | BPF_H | BPF_IND), 0, 0, 14 + 2},         // UDP destination port
-      /* 10 */ {op(BPF_JMP | BPF_JEQ | BPF_K), 4, 5, 4791},         // -> 15 accept, else 16 drop
-      /* 11 */ {op(BPF_LD | BPF_B | BPF_ABS), 0, 0, 14 + 6},        // IPv6 next header
-      /* 12 */ {op(BPF_JMP | BPF_JEQ | BPF_K), 0, 3, 17},           // UDP, else drop
-      /* 13 */ {op(BPF_LD | BPF_H | BPF_ABS), 0, 0, 14 + 40 + 2},   // UDP destination port
-      /* 14 */ {op(BPF_JMP | BPF_JEQ | BPF_K), 0, 1, 4791},         // accept, else drop
-      /* 15 */ {op(BPF_RET | BPF_K), 0, 0, 0x40000},                // accept (whole frame)
-      /* 16 */ {op(BPF_RET | BPF_K), 0, 0, 0},                      // drop
+      /* 0 */ {cbpf_op(BPF_LD | BPF_H | BPF_ABS), 0, 0, 12},            // EtherType
+      /* 1 */ {cbpf_op(BPF_JMP | BPF_JEQ | BPF_K), 13, 0, 0x8915},       // -> 15 accept
+      /* 2 */ {cbpf_op(BPF_JMP | BPF_JEQ | BPF_K), 1, 0, 0x0800},        // -> 4 IPv4
+      /* 3 */ {cbpf_op(BPF_JMP | BPF_JEQ | BPF_K), 7, 12, 0x86DD},       // -> 11 IPv6, else 16 drop
+      /* 4 */ {cbpf_op(BPF_LD | BPF_B | BPF_ABS), 0, 0, 14 + 9},         // IPv4 protocol
+      /* 5 */ {cbpf_op(BPF_JMP | BPF_JEQ | BPF_K), 0, 10, 17},           // UDP, else drop
+      /* 6 */ {cbpf_op(BPF_LD | BPF_H | BPF_ABS), 0, 0, 14 + 6},         // flags + fragment offset
+      /* 7 */ {cbpf_op(BPF_JMP | BPF_JSET | BPF_K), 8, 0, 0x1FFF},       // a fragment: drop
+      /* 8 */ {cbpf_op(BPF_LDX | BPF_B | BPF_MSH), 0, 0, 14},            // X = IPv4 header length
+      /* 9 */ {cbpf_op(BPF_LD | BPF_H | BPF_IND), 0, 0, 14 + 2},         // UDP destination port
+      /* 10 */ {cbpf_op(BPF_JMP | BPF_JEQ | BPF_K), 4, 5, 4791},         // -> 15 accept, else 16 drop
+      /* 11 */ {cbpf_op(BPF_LD | BPF_B | BPF_ABS), 0, 0, 14 + 6},        // IPv6 next header
+      /* 12 */ {cbpf_op(BPF_JMP | BPF_JEQ | BPF_K), 0, 3, 17},           // UDP, else drop
+      /* 13 */ {cbpf_op(BPF_LD | BPF_H | BPF_ABS), 0, 0, 14 + 40 + 2},   // UDP destination port
+      /* 14 */ {cbpf_op(BPF_JMP | BPF_JEQ | BPF_K), 0, 1, 4791},         // accept, else drop
+      /* 15 */ {cbpf_op(BPF_RET | BPF_K), 0, 0, 0x40000},                // accept (whole frame)
+      /* 16 */ {cbpf_op(BPF_RET | BPF_K), 0, 0, 0},                      // drop
   };
   // PFC on: 0x8808 -> accept, right after the EtherType's load (every later
   // jump is relative and stays within the rest).
-  if (mac_control) f.insert(f.begin() + 1, sock_filter{op(BPF_JMP | BPF_JEQ | BPF_K), 14, 0, 0x8808});
+  if (mac_control) f.insert(f.begin() + 1, sock_filter{cbpf_op(BPF_JMP | BPF_JEQ | BPF_K), 14, 0, 0x8808});
   return f;
 }
 
@@ -82,22 +81,22 @@ std::vector<sock_filter> fanout_program(unsigned shards) {
   // word 1 (reserved byte + DQPN), wherever the BTH is; then as the udp
   // link's steering_program.
   return {
-      /* 0 */ {op(BPF_LD | BPF_H | BPF_ABS), 0, 0, static_cast<std::uint32_t>(SKF_AD_OFF + SKF_AD_PROTOCOL)},
-      /* 1 */ {op(BPF_JMP | BPF_JEQ | BPF_K), 4, 0, 0x8915},  // -> 6 RoCE v1
-      /* 2 */ {op(BPF_JMP | BPF_JEQ | BPF_K), 5, 0, 0x0800},  // -> 8 IPv4
-      /* 3 */ {op(BPF_JMP | BPF_JEQ | BPF_K), 0, 11, 0x86DD}, // -> 4 IPv6, else -> 15 ret 0
-      /* 4 */ {op(BPF_LD | BPF_W | BPF_ABS), 0, 0, 40 + 8 + 4}, // IPv6: after IP and UDP
-      /* 5 */ {op(BPF_JMP | BPF_JA), 0, 0, 4},                // -> 10
-      /* 6 */ {op(BPF_LD | BPF_W | BPF_ABS), 0, 0, 40 + 4},   // RoCE v1: after the GRH
-      /* 7 */ {op(BPF_JMP | BPF_JA), 0, 0, 2},                // -> 10
-      /* 8 */ {op(BPF_LDX | BPF_B | BPF_MSH), 0, 0, 0},       // X = IPv4 header length
-      /* 9 */ {op(BPF_LD | BPF_W | BPF_IND), 0, 0, 8 + 4},    // IPv4: after IP and UDP
-      /* 10 */ {op(BPF_ALU | BPF_AND | BPF_K), 0, 0, 0xFFFFFF},  // DQPN
-      /* 11 */ {op(BPF_JMP | BPF_JGT | BPF_K), 0, 3, 1},         // QPN <= 1: -> 15
-      /* 12 */ {op(BPF_JMP | BPF_JEQ | BPF_K), 2, 0, 0xFFFFFF},  // multicast: -> 15
-      /* 13 */ {op(BPF_ALU | BPF_MOD | BPF_K), 0, 0, shards},
-      /* 14 */ {op(BPF_RET | BPF_A), 0, 0, 0},
-      /* 15 */ {op(BPF_RET | BPF_K), 0, 0, 0},
+      /* 0 */ {cbpf_op(BPF_LD | BPF_H | BPF_ABS), 0, 0, static_cast<std::uint32_t>(SKF_AD_OFF + SKF_AD_PROTOCOL)},
+      /* 1 */ {cbpf_op(BPF_JMP | BPF_JEQ | BPF_K), 4, 0, 0x8915},  // -> 6 RoCE v1
+      /* 2 */ {cbpf_op(BPF_JMP | BPF_JEQ | BPF_K), 5, 0, 0x0800},  // -> 8 IPv4
+      /* 3 */ {cbpf_op(BPF_JMP | BPF_JEQ | BPF_K), 0, 11, 0x86DD}, // -> 4 IPv6, else -> 15 ret 0
+      /* 4 */ {cbpf_op(BPF_LD | BPF_W | BPF_ABS), 0, 0, 40 + 8 + 4}, // IPv6: after IP and UDP
+      /* 5 */ {cbpf_op(BPF_JMP | BPF_JA), 0, 0, 4},                // -> 10
+      /* 6 */ {cbpf_op(BPF_LD | BPF_W | BPF_ABS), 0, 0, 40 + 4},   // RoCE v1: after the GRH
+      /* 7 */ {cbpf_op(BPF_JMP | BPF_JA), 0, 0, 2},                // -> 10
+      /* 8 */ {cbpf_op(BPF_LDX | BPF_B | BPF_MSH), 0, 0, 0},       // X = IPv4 header length
+      /* 9 */ {cbpf_op(BPF_LD | BPF_W | BPF_IND), 0, 0, 8 + 4},    // IPv4: after IP and UDP
+      /* 10 */ {cbpf_op(BPF_ALU | BPF_AND | BPF_K), 0, 0, 0xFFFFFF},  // DQPN
+      /* 11 */ {cbpf_op(BPF_JMP | BPF_JGT | BPF_K), 0, 3, 1},         // QPN <= 1: -> 15
+      /* 12 */ {cbpf_op(BPF_JMP | BPF_JEQ | BPF_K), 2, 0, 0xFFFFFF},  // multicast: -> 15
+      /* 13 */ {cbpf_op(BPF_ALU | BPF_MOD | BPF_K), 0, 0, shards},
+      /* 14 */ {cbpf_op(BPF_RET | BPF_A), 0, 0, 0},
+      /* 15 */ {cbpf_op(BPF_RET | BPF_K), 0, 0, 0},
   };
 }
 
