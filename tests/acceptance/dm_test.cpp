@@ -210,7 +210,7 @@ TEST_CASE("device memory: an RDMA WRITE from another process lands in a DM MR, r
   REQUIRE(qp != nullptr);
   std::vector<std::uint8_t> src(4096);
   for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<std::uint8_t>(i * 13 + 5);
-  ibv_mr* mr = ibv_reg_mr(d.pd, src.data(), src.size(), IBV_ACCESS_LOCAL_WRITE);
+  ibv_mr* mr = ibv_reg_mr(d.pd, src.data(), src.size(), static_cast<int>(IBV_ACCESS_LOCAL_WRITE));
   REQUIRE(mr != nullptr);
   Endpoint peer{}, me{qp->qp_num, 0, 0};
   REQUIRE(read_all(to_parent[0], &peer, sizeof peer));

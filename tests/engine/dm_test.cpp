@@ -28,7 +28,7 @@ using urnic::hostif::WqeHeader;
 using urnic::hostif::WqeSge;
 using urnic::test::post_wqe;
 using urnic::test::signaled_wqe;
-using Qp = urnic::test::RigQp;
+using urnic::test::RigQp;
 
 TEST_CASE("dm pool: 64-byte units out of the configured bytes, mlx5's errnos", "[engine][dm]") {
   DmPool pool(1024);
@@ -186,7 +186,7 @@ TEST_CASE("dm: another session's DM handle names nothing", "[engine][dm][securit
 
 TEST_CASE("dm: RDMA WRITE, READ, atomics and SEND reach device memory through a zero-based MR", "[engine][dm]") {
   DmRig rig;
-  Qp a, b;
+  RigQp a, b;
   rig.connected_pair(a, b, IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC, 14);
   DmRig::Dm dm;
   REQUIRE(rig.alloc_dm(8192, &dm) == 0);
