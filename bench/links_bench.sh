@@ -30,8 +30,9 @@
 # `udp-gso` (an explicit "udp_gso": true) is the default's config spelled
 # out, for runs that compare the two.
 #
-# usage: bench/links_bench.sh [BUILD_DIR] [-s LAT_SIZE] [-S BW_SIZE] [-n LAT_ITERS] [-N BW_ITERS] [-l LINKS]
-#        (defaults: build, 64, 65536, 1000, 20000, udp,udp-nogso,afpacket,dpdk,memif)
+# usage: bench/links_bench.sh [BUILD_DIR] [-s LAT_SIZE] [-S BW_SIZE] [-n LAT_ITERS] [-N BW_ITERS] [-q BW_QPS] [-l LINKS]
+#        (defaults: build, 64, 65536, 1000, 20000, 1, udp,udp-nogso,afpacket,dpdk,memif)
+# -q is ib_write_bw's -q (QPs per run; issue 47 quotes -q 4).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=tools/lib/tcp_listen.sh
@@ -42,15 +43,16 @@ source "$root/tools/lib/hosts.sh"
 source "$root/tools/lib/daemons.sh"
 build=$root/build
 if [[ $# -gt 0 && $1 != -* ]]; then build=$1; shift; fi
-lat_size=64 bw_size=65536 lat_iters=1000 bw_iters=20000 links=udp,udp-nogso,afpacket,dpdk,memif
+lat_size=64 bw_size=65536 lat_iters=1000 bw_iters=20000 bw_qps=1 links=udp,udp-nogso,afpacket,dpdk,memif
 while [[ $# -gt 0 ]]; do
   case $1 in
     -s) lat_size=$2; shift 2 ;;
     -S) bw_size=$2; shift 2 ;;
     -n) lat_iters=$2; shift 2 ;;
     -N) bw_iters=$2; shift 2 ;;
+    -q) bw_qps=$2; shift 2 ;;
     -l) links=$2; shift 2 ;;
-    *) echo "usage: $0 [BUILD_DIR] [-s LAT_SIZE] [-S BW_SIZE] [-n LAT_ITERS] [-N BW_ITERS] [-l LINKS]" >&2; exit 2 ;;
+    *) echo "usage: $0 [BUILD_DIR] [-s LAT_SIZE] [-S BW_SIZE] [-n LAT_ITERS] [-N BW_ITERS] [-q BW_QPS] [-l LINKS]" >&2; exit 2 ;;
   esac
 done
 urnicd=$build/engine/urnicd
@@ -142,7 +144,7 @@ for link in ${links//,/ }; do
     out=$(perf ib_send_lat -e -x "$gid" -m 4096 -s "$lat_size" -n "$lat_iters")
     line=$(grep -E "$row" <<< "$out" | tail -n 1)
     [[ -n $line ]] && read -r _ _ _ _ ev_typ _ <<< "$line"
-    out=$(perf ib_write_bw -x "$gid" -m 4096 -s "$bw_size" -n "$bw_iters")
+    out=$(perf ib_write_bw -x "$gid" -m 4096 -s "$bw_size" -n "$bw_iters" -q "$bw_qps")
     line=$(grep -E "$row" <<< "$out" | tail -n 1)
     # #bytes #iterations BW_peak BW_average[MB/s] MsgRate
     if [[ -n $line ]]; then
@@ -179,8 +181,8 @@ sp50=$(awk '/percentile 50.000/ {print $NF}' <<< "$sp_out")
 sp99=$(awk '/percentile 99.000/ {print $NF}' <<< "$sp_out")
 stop_pid "$spid"
 
-printf '\nurnic links, %s: ib_write_lat and ib_send_lat -e -s %s (%s iters), ib_write_bw -s %s (%s iters), RoCE v2/IPv4, MTU 4096\n' \
-  "$(date -u '+%Y-%m-%d %H:%M UTC')" "$lat_size" "$lat_iters" "$bw_size" "$bw_iters"
+printf '\nurnic links, %s: ib_write_lat and ib_send_lat -e -s %s (%s iters), ib_write_bw -s %s (%s iters, -q %s), RoCE v2/IPv4, MTU 4096\n' \
+  "$(date -u '+%Y-%m-%d %H:%M UTC')" "$lat_size" "$lat_iters" "$bw_size" "$bw_iters" "$bw_qps"
 printf 'machine: %s CPUs, load average %s\n' "$(nproc)" "$(cut -d' ' -f1-3 /proc/loadavg)"
 printf '| link | write_lat typical [us] | write_lat avg [us] | write_lat 99%% [us] | send_lat -e typical [us] | write_bw [Gbit/s] | note |\n'
 printf '|---|---|---|---|---|---|---|\n'
