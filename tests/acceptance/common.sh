@@ -10,6 +10,7 @@
 # the seconds one program may take in a release build (120). Then:
 #   pass MSG / fail MSG     count a check
 #   finish                  prints the counts; its status is the verdict
+#   require_tools PKGS TOOL...  exit 77 (skip) unless every TOOL is installed
 #   run_env=(env ...)       prefix for the programs under test
 #   limit                   seconds per program (x3 under ASan)
 #   alive, stop_pid, wait_until, cleanup_*, urnicd_start ...
@@ -39,6 +40,15 @@ said() {
 finish() {
   printf '%d checks, %d failed\n' "$checks" "$fails"
   ((fails == 0))
+}
+# require_tools PACKAGES TOOL...: skip the test (exit 77, meson's skip) at
+# the first TOOL not on PATH, naming it and the PACKAGES that carry it.
+require_tools() {
+  local packages=$1 tool
+  shift
+  for tool in "$@"; do
+    command -v "$tool" > /dev/null || { echo "SKIP: $tool is not installed ($packages)"; exit 77; }
+  done
 }
 
 asan_rt=$(ldd "$asan_probe" | awk '/libasan|libclang_rt\.asan/ {print $3; exit}')

@@ -28,9 +28,7 @@ fi
 # shellcheck source=two_hosts.sh
 source "$(dirname "$0")/two_hosts.sh"
 hosts_require_root
-for tool in ip tshark; do
-  command -v "$tool" > /dev/null || { echo "SKIP: $tool is not installed"; exit 77; }
-done
+require_tools "iproute2, tshark" ip tshark
 
 export URNIC_DAEMON=$urnicd
 export LD_LIBRARY_PATH=$shim_dir

@@ -79,7 +79,7 @@ source "$(dirname "$0")/../../tools/lib/incast.sh"
 # shellcheck source=../../tools/lib/hosts.sh
 source "$(dirname "$0")/../../tools/lib/hosts.sh"
 hosts_require_root
-command -v ib_write_bw > /dev/null || { echo "SKIP: perftest (ib_write_bw) is not installed"; exit 77; }
+require_tools perftest ib_write_bw
 export URNIC_DAEMON=$urnicd
 export LD_LIBRARY_PATH=$shim_dir
 unset LD_PRELOAD URNIC_RUNTIME_DIR

@@ -22,14 +22,11 @@ source "$(dirname "$0")/cm_client.sh"
 # A client that finds no listener yet is refused (ECONNREFUSED), as by iw_cm.
 cm_retry_on='REJECTED|rror -111|Unable to|Failed to'
 
-for prog in rping ucmatose rdma_server rdma_client ib_send_bw ib_write_bw ib_read_bw ib_atomic_bw ib_atomic_lat ibv_devinfo; do
-  command -v $prog > /dev/null || { echo "SKIP: $prog not installed (rdmacm-utils, perftest)"; exit 77; }
-done
-
 asan_probe="$rdmacm_dir/librdmacm.so.1"
 default_limit=60
 # shellcheck source=tests/acceptance/common.sh
 source "$(dirname "$0")/common.sh"
+require_tools "rdmacm-utils, perftest, ibverbs-utils" rping ucmatose rdma_server rdma_client ib_send_bw ib_write_bw ib_read_bw ib_atomic_bw ib_atomic_lat ibv_devinfo
 one_host_setup iwarp "$urnicd" "$verbs_dir:$rdmacm_dir"
 
 stat_of() { "$cli" stats -d "$1" | awk -v k="$2" '$1 == k {print $2}'; }

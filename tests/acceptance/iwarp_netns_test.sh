@@ -25,15 +25,12 @@ rdmacm_dir=$2
 urnicd=$3
 cli=$4
 
-for prog in ip rping ucmatose ib_send_bw ib_write_bw ib_read_lat dumpcap; do
-  command -v $prog > /dev/null || { echo "SKIP: $prog not installed (iproute2, rdmacm-utils, perftest, tshark)"; exit 77; }
-done
-
 shim_dir=$verbs_dir
 asan_probe="$rdmacm_dir/librdmacm.so.1"
 default_limit=60
 # shellcheck source=two_hosts.sh
 source "$(dirname "$0")/two_hosts.sh"
+require_tools "iproute2, rdmacm-utils, perftest, tshark" ip rping ucmatose ib_send_bw ib_write_bw ib_read_lat dumpcap
 # shellcheck source=cm_client.sh
 source "$(dirname "$0")/cm_client.sh"
 hosts_require_root

@@ -40,12 +40,7 @@ default_limit=60
 # shellcheck source=common.sh
 source "$(dirname "$0")/common.sh"
 
-need() {
-  local p
-  for p in "$@"; do
-    command -v "$p" > /dev/null || { echo "SKIP: $p not installed (tools/packages.txt)"; exit 77; }
-  done
-}
+need() { require_tools tools/packages.txt "$@"; }
 if [[ $group == ucx || $group == mpi ]] && (( EUID != 0 )); then
   echo "SKIP: the $group group runs in urnic-sysfs's private mount namespace (root)"
   exit 77

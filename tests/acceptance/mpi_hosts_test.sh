@@ -42,9 +42,7 @@ default_limit=90
 # shellcheck source=two_hosts.sh
 source "$(dirname "$0")/two_hosts.sh"
 hosts_require_root
-for p in mpicc.openmpi mpirun.openmpi mpicc.mpich mpirun.mpich unshare; do
-  command -v "$p" > /dev/null || { echo "SKIP: $p not installed (tools/packages.txt)"; exit 77; }
-done
+require_tools tools/packages.txt mpicc.openmpi mpirun.openmpi mpicc.mpich mpirun.mpich unshare
 unset LD_PRELOAD URNIC_RUNTIME_DIR URNIC_DAEMON
 
 two_hosts_create p 120

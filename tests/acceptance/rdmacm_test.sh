@@ -21,14 +21,11 @@ cli=${4:-}
 # shellcheck source=cm_client.sh
 source "$(dirname "$0")/cm_client.sh"
 
-for prog in rping ucmatose udaddy mckey rdma_server rdma_client rdma_xserver rdma_xclient ib_send_bw ib_write_lat ib_read_bw ib_write_bw; do
-  command -v $prog > /dev/null || { echo "SKIP: $prog not installed (rdmacm-utils, perftest)"; exit 77; }
-done
-
 asan_probe="$rdmacm_dir/librdmacm.so.1"
 default_limit=60
 # shellcheck source=tests/acceptance/common.sh
 source "$(dirname "$0")/common.sh"
+require_tools "rdmacm-utils, perftest" rping ucmatose udaddy mckey rdma_server rdma_client rdma_xserver rdma_xclient ib_send_bw ib_write_lat ib_read_bw ib_write_bw
 one_host_setup rdmacm "$urnicd" "$verbs_dir:$rdmacm_dir"
 # The programs must load urnic's libraries, not rdma-core's.
 for prog in rping ucmatose udaddy rdma_server ib_send_bw; do

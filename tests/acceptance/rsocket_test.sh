@@ -24,14 +24,11 @@ rdmacm_dir=$2
 urnicd=$3
 cli=$4
 
-for prog in rstream riostream; do
-  command -v $prog > /dev/null || { echo "SKIP: $prog not installed (rdmacm-utils)"; exit 77; }
-done
-
 asan_probe="$rdmacm_dir/librdmacm.so.1"
 default_limit=240
 # shellcheck source=tests/acceptance/common.sh
 source "$(dirname "$0")/common.sh"
+require_tools rdmacm-utils rstream riostream udpong
 one_host_setup rsocket "$urnicd" "$verbs_dir:$rdmacm_dir"
 for prog in rstream riostream; do
   lib=$(ldd "$(command -v $prog)" | awk '/librdmacm.so.1/ {print $3}')
@@ -173,7 +170,6 @@ pair "riostream over IPv6 loopback (::1) -T v" "$custom" "$custom" \
 # drop what finds no receive posted, as UDP), and IPv6. The default run
 # (every size, 64 B to 1.5 KiB, 20,000 round trips each; ~30 s idle) only
 # with URNIC_RSOCKET_FULL=1.
-command -v udpong > /dev/null || { echo "SKIP: udpong not installed (rdmacm-utils)"; exit 77; }
 udp_pair() {
   local name=$1 cre=$2 scmd ccmd
   shift 2

@@ -34,13 +34,10 @@ urnicd=$3
 cli=$4
 seconds=$5
 
-for prog in ibv_rc_pingpong ibv_srq_pingpong ib_write_bw ib_read_bw ib_send_lat rping; do
-  command -v $prog > /dev/null || { echo "SKIP: $prog not installed (ibverbs-utils, perftest, rdmacm-utils)"; exit 77; }
-done
-
 asan_probe="$verbs_dir/libibverbs.so.1"
 # shellcheck source=tests/acceptance/common.sh
 source "$(dirname "$0")/common.sh"
+require_tools "ibverbs-utils, perftest, rdmacm-utils" ibv_rc_pingpong ibv_srq_pingpong ib_write_bw ib_read_bw ib_send_lat rping
 # shellcheck source=tests/acceptance/cm_client.sh
 source "$(dirname "$0")/cm_client.sh"
 # rdma_cm over RoCE refuses with REJECTED (reason 8), over iWARP with

@@ -26,11 +26,11 @@ if (( EUID != 0 )); then
   echo "SKIP: urnic-sysfs needs root (it makes a private mount namespace)"
   exit 77
 fi
-command -v ibv_devinfo > /dev/null || { echo "SKIP: ibv_devinfo (ibverbs-utils) not installed"; exit 77; }
 
 asan_probe=$shim_dir/libibverbs.so.1
 # shellcheck source=tests/acceptance/common.sh
 source "$(dirname "$0")/common.sh"
+require_tools ibverbs-utils ibv_devinfo
 one_host_setup sysfs-view "$urnicd" "$shim_dir"
 chmod 755 "$rt"
 # The daemon a program run as nobody starts has a directory of its own.

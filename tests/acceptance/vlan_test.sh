@@ -31,12 +31,7 @@ fi
 # shellcheck source=two_hosts.sh
 source "$(dirname "$0")/two_hosts.sh"
 hosts_require_root
-for tool in ip tshark; do
-  if ! command -v "$tool" > /dev/null; then
-    echo "SKIP: $tool is not installed"
-    exit 77
-  fi
-done
+require_tools "iproute2, tshark" ip tshark
 
 export URNIC_DAEMON=$urnicd
 export LD_LIBRARY_PATH=$shim_dir
