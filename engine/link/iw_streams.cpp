@@ -130,8 +130,13 @@ void IwStreams::detach(std::uint32_t qpn) {
   if (it == streams_.end()) return;
   std::unique_ptr<TcpStream> s = std::move(it->second);
   streams_.erase(it);
-  // What the QP had buffered is lost with it; the FIN still waits (kFinDelay).
   if (s->peer_gone) return;
+  // What the QP had buffered still goes out before the FIN (reap), as the
+  // kernel's TCP sends a closed socket's buffer: a message whose Send has
+  // completed was handed to the LLP and must reach the peer. (fabtests'
+  // fi_msg over iWARP: the client's Send, completed while the first FPDU's
+  // delay held it here, was thrown away when the client destroyed its QP
+  // right after, and the server's receive was flushed.)
   // A stream its QP closed is reported when its FIN goes out (reap); a QP
   // destroyed before that is reported now, while its QPN is still its own:
   // the connection manager's rdma_disconnect waits for this report.
@@ -268,6 +273,10 @@ void IwStreams::reap(transport::Nanos now) {
   }
   for (auto it = lingering_.begin(); it != lingering_.end();) {
     TcpStream& s = **it;
+    if (s.fin_at == 0 && !drain_lingering(s, now)) {
+      ++it;
+      continue;
+    }
     if (s.fin_at == 0) s.fin_at = now + kFinDelay;
     if (now >= s.fin_at) {
       ::shutdown(s.fd(), SHUT_RDWR);
@@ -278,13 +287,33 @@ void IwStreams::reap(transport::Nanos now) {
   }
 }
 
+bool IwStreams::drain_lingering(TcpStream& s, transport::Nanos now) {
+  if (s.pending() == 0 || s.peer_gone) return true;
+  if (s.drain_by == 0) s.drain_by = now + kLingerDrainLimit;
+  if (now >= s.drain_by) {
+    ++counters_.lingering_given_up;  // a peer that stopped reading: its buffered bytes go
+    return true;
+  }
+  if (s.hold_until > now) return false;
+  s.hold_until = 0;
+  if (!s.flush(counters_.bytes_out)) return true;  // broken: nothing more can go
+  if (s.pending() == 0) return true;
+  s.retry_at = now + kLingerRetry;  // the kernel's buffer is full: again soon
+  return false;
+}
+
 transport::Nanos IwStreams::next_deadline() const {
   transport::Nanos d = transport::kNever;
   for (const auto& [qpn, s] : streams_) {
     if (s->hold_until != 0) d = std::min(d, s->hold_until);
     if (s->fin_at != 0) d = std::min(d, s->fin_at);
   }
-  for (const auto& s : lingering_) d = std::min(d, s->fin_at);  // 0 (not set yet): the next pass sets it
+  for (const auto& s : lingering_) {
+    // 0 (not set yet): the next pass sets it. Still draining: when held
+    // output may go, or the next try after a full kernel buffer.
+    if (s->fin_at != 0 || s->pending() == 0) d = std::min(d, s->fin_at);
+    else d = std::min({d, std::max(s->hold_until, s->retry_at), s->drain_by});
+  }
   return d;
 }
 

@@ -48,6 +48,10 @@ class TcpStream final : public transport::iwarp::StreamSink {
   bool reported = false;     // the closed handler has been told
   transport::Nanos hold_until = 0;  // nothing is sent before this time (the first FPDU's delay)
   transport::Nanos fin_at = 0;      // closed by the QP, drained: shut down at this time
+  // Its QP destroyed with output buffered (IwStreams::drain_lingering): the
+  // next try to send it, and when to give up on a peer that does not read.
+  transport::Nanos retry_at = 0;
+  transport::Nanos drain_by = 0;
 
  private:
   int fd_;
@@ -68,6 +72,7 @@ struct IwStreamCounters {
   std::uint64_t bytes_in = 0, bytes_out = 0;
   std::uint64_t attached = 0, closed_by_qp = 0, closed_by_peer = 0;
   std::uint64_t mpa_rejects_sent = 0, mpa_rejects_rcvd = 0;  // counted by the connection manager
+  std::uint64_t lingering_given_up = 0;  // streams of destroyed QPs whose output never drained
 };
 
 class IwStreams {
@@ -123,6 +128,11 @@ class IwStreams {
   void update_interest(std::uint32_t qpn, TcpStream& s);
   void peer_closed(std::uint32_t qpn, TcpStream& s, transport::Nanos now);
   void reap(transport::Nanos now);
+  // A destroyed QP's stream: sends what it had buffered (after the first
+  // FPDU's hold). True once there is nothing more to send: its FIN may go.
+  bool drain_lingering(TcpStream& s, transport::Nanos now);
+  static constexpr transport::Nanos kLingerRetry = 1'000'000;
+  static constexpr transport::Nanos kLingerDrainLimit = 2'000'000'000;
 
   transport::Transport& t_;
   int epoll_fd_ = -1;

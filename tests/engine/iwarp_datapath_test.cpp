@@ -84,7 +84,9 @@ struct IwarpRig : urnic::test::SessionRig {
 };
 
 // A TCP connection on 127.0.0.2 with the MPA exchange done; both QPs bound.
-void connect_qps(IwarpRig& rig, const Qp& a, const Qp& b) {
+// `hold_a`: A's first bytes wait this long (the CM holds an initiator's
+// first FPDU, engine/cm/cm_iwarp.cpp).
+void connect_qps(IwarpRig& rig, const Qp& a, const Qp& b, urnic::transport::Nanos hold_a = 0) {
   const int lsn = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   REQUIRE(lsn >= 0);
   sockaddr_in addr{};
@@ -115,7 +117,8 @@ void connect_qps(IwarpRig& rig, const Qp& a, const Qp& b) {
   REQUIRE(::getsockopt(cfd, IPPROTO_TCP, TCP_MAXSEG, &mss, &ml) == 0);
   const auto seg = static_cast<std::uint32_t>(std::min(mss, 16384));
   REQUIRE(rig.dp->iw_attach(b.qpn, sfd, rsp.negotiated().stream(seg), now_ns()) == 0);
-  REQUIRE(rig.dp->iw_attach(a.qpn, cfd, ini.negotiated().stream(seg), now_ns()) == 0);
+  const urnic::transport::Nanos t = now_ns();
+  REQUIRE(rig.dp->iw_attach(a.qpn, cfd, ini.negotiated().stream(seg), t, {}, hold_a != 0 ? t + hold_a : 0) == 0);
 }
 
 }  // namespace
@@ -292,4 +295,46 @@ TEST_CASE("iWARP device: a stream its QP closed is reported closed when its FIN 
     CHECK(reported(b.qpn) != reports.end());
     CHECK(st->counters().closed_by_qp == 1);
   }
+}
+
+// A Send completes when its FPDUs are handed to the stream; a QP destroyed
+// right after must not take them with it. fabtests' fi_msg over iWARP: the
+// client's Send completed during the initiator's first-FPDU hold, the client
+// destroyed its QP, and the server's receive was flushed with no data ever
+// on the wire.
+TEST_CASE("iWARP device: a completed Send still held in the stream reaches the peer after its QP is destroyed",
+          "[engine][iwarp]") {
+  IwarpRig rig;
+  Qp a, b;
+  rig.create_qp(a);
+  rig.create_qp(b);
+  connect_qps(rig, a, b, 30'000'000);
+  const std::size_t n = 100000;  // several FPDUs
+  std::vector<std::uint8_t> src(n), dst(n, 0);
+  std::iota(src.begin(), src.end(), std::uint8_t{7});
+  const std::uint32_t src_key = rig.reg_mr(src.data(), n);
+  const std::uint32_t dst_key = rig.reg_mr(dst.data(), n);
+  WqeHeader rh{};
+  rh.wr_id = 0xb0;
+  rh.num_sge = 1;
+  post_wqe(b, b.rq, rh, std::array<WqeSge, 1>{WqeSge{reinterpret_cast<std::uintptr_t>(dst.data()), n, dst_key}});
+  WqeHeader sh = signaled_wqe(0xa0, IBV_WR_SEND);
+  post_wqe(a, a.sq, sh, std::array<WqeSge, 1>{WqeSge{reinterpret_cast<std::uintptr_t>(src.data()), n, src_key}});
+  auto cqes = rig.run_until(1);
+  REQUIRE(cqes.size() == 1);
+  REQUIRE(cqes[0].wr_id == 0xa0);  // completed while the stream still holds it
+  CHECK(cqes[0].status == IBV_WC_SUCCESS);
+  const auto* st = rig.dp->iw_streams();
+  REQUIRE(st != nullptr);
+  CHECK(st->counters().bytes_out == 0);
+
+  REQUIRE(rig.call<ctl::DestroyQpRep>(ctl::DestroyQpReq{{a.handle, 0}}) == 0);
+  cqes = rig.run_until(1);
+  REQUIRE(cqes.size() == 1);
+  CHECK(cqes[0].wr_id == 0xb0);
+  CHECK(cqes[0].status == IBV_WC_SUCCESS);
+  CHECK(cqes[0].byte_len == n);
+  CHECK(dst == src);
+  CHECK(st->counters().bytes_out > n);
+  CHECK(st->counters().lingering_given_up == 0);
 }
