@@ -38,10 +38,18 @@ skip() { printf 'SKIP: %s\n' "$*"; exit 77; }
 # Inside the namespace (the script runs itself again there).
 if [[ ${FABTESTS_INNER:-} == 1 ]]; then
   ip link set lo up 2>/dev/null || true
+  # urnic_iw0 needs an address on an interface that is not the loopback:
+  # libfabric's verbs provider offers no domain for a device whose address
+  # only lo carries (vrb_getifaddrs skips IFF_LOOPBACK) and that has no
+  # AF_IB GID, as an iWARP device has none. A veth of this private
+  # namespace carries it (192.0.2.0/24 is TEST-NET-1, never routed).
+  iw_addr=192.0.2.2
+  ip link add ftiw0 type veth peer name ftiw1 && ip link set ftiw1 up &&
+    ip addr add "$iw_addr/24" dev ftiw0 && ip link set ftiw0 up || iw_addr=
   rt=$work/run; rm -rf "$rt"; mkdir -p "$rt"
-  cat > "$work/urnicd.json" <<'JSON'
+  cat > "$work/urnicd.json" <<JSON
 {"devices": [{"name": "urnic0", "address": "127.0.0.3"},
-             {"name": "urnic_iw0", "transport": "iwarp", "address": "127.0.0.2"}]}
+             {"name": "urnic_iw0", "transport": "iwarp", "address": "${iw_addr:-127.0.0.2}"}]}
 JSON
   "$build_root/engine/urnicd" --config "$work/urnicd.json" --runtime-dir "$rt" > "$work/urnicd.log" 2>&1 &
   dpid=$!
@@ -52,20 +60,26 @@ JSON
   types=quick; [[ $mode == all ]] && types=all
   rc=0
   cd "$work" || exit 2
-  for prov in verbs 'verbs;ofi_rxm'; do
-    tag=${prov//;/_}
+  # Each run: a key of ci-subset.txt and deviations.txt (the provider, and
+  # "@iwarp" for urnic_iw0), and the address of the device it runs on.
+  runs=("verbs 127.0.0.3" "verbs;ofi_rxm 127.0.0.3")
+  [[ -n $iw_addr ]] && runs+=("verbs@iwarp $iw_addr" "verbs;ofi_rxm@iwarp $iw_addr")
+  for run in "${runs[@]}"; do
+    key=${run% *} addr=${run#* }
+    prov=${key%@*} tag=${key//;/_}; tag=${tag//@/_}
+    [[ $mode == ci && ! -s $work/ci-exclude.$tag ]] && continue  # no test of this run in the CI subset
     excl=(-f "$FT_SRC/test_configs/verbs/verbs.exclude")
     [[ $prov == *ofi_rxm ]] && excl=(-f "$FT_SRC/test_configs/ofi_rxm/ofi_rxm.exclude")
-    awk -v p="$prov" '!/^#/ && NF >= 2 && $1 == p { sub(/^[^ ]+ +/, ""); sub(/ +#.*$/, ""); print }' \
+    awk -v p="$key" '!/^#/ && NF >= 2 && $1 == p { sub(/^[^ ]+ +/, ""); sub(/ +#.*$/, ""); print }' \
       "$here/deviations.txt" > "$work/deviations.$tag"
     excl+=(-f "$work/deviations.$tag")
     [[ -s $work/ci-exclude.$tag ]] && excl+=(-f "$work/ci-exclude.$tag")
     t0=$SECONDS
     bash "$FT_SRC/scripts/runfabtests.sh" -v -T "${FABTESTS_TIMEOUT:-120}" -t "$types" -p "$FT_BIN" "${excl[@]}" \
-      -s 127.0.0.3 -c 127.0.0.3 "$prov" > "$work/results.$tag.yaml" 2>&1
+      -s "$addr" -c "$addr" "$prov" > "$work/results.$tag.yaml" 2>&1
     r=$?
     [[ $r -ne 0 ]] && rc=1
-    awk -v p="$prov" -v s=$((SECONDS - t0)) '
+    awk -v p="$key" -v s=$((SECONDS - t0)) '
       /^- name:/ { n = $0; sub(/^- name: +/, "", n) }
       /^  result:/ { r = $2; c[r]++; if (r ~ /^Fail/) f = f "\n  FAIL " n }
       END { printf "fabtests %s: %d passed, %d failed, %d not run, %d excluded (%d s)%s\n",
@@ -113,7 +127,7 @@ if [[ $mode == ci ]]; then
   # Only the programs of the subset: each test's first word is a program
   # under one of fabtests' directories.
   progs=()
-  for prov in verbs 'verbs;ofi_rxm'; do
+  for prov in verbs 'verbs;ofi_rxm' 'verbs@iwarp' 'verbs;ofi_rxm@iwarp'; do
     while read -r t _; do
       p=$(grep -oE "^[[:space:]]+[a-z_/]+/$t\b" "$S/Makefile.am" | head -n 1 | tr -d '[:space:]')
       [[ -n $p ]] && progs+=("$p")
@@ -140,9 +154,10 @@ rm -f "$work"/ci-exclude.*
 if [[ $mode == ci ]]; then
   all_quick=$(awk '/^(unit_tests|functional_tests|short_tests|neg_unit_tests)=\(/ { on = 1; next }
                    on && /^\)/ { on = 0 } on { gsub(/^[ \t]*"|"[ \t]*$/, ""); print }' "$S/scripts/runfabtests.sh")
-  for prov in verbs 'verbs;ofi_rxm'; do
-    tag=${prov//;/_}
+  for prov in verbs 'verbs;ofi_rxm' 'verbs@iwarp' 'verbs;ofi_rxm@iwarp'; do
+    tag=${prov//;/_}; tag=${tag//@/_}
     keep=$(ci_tests "$prov")
+    [[ -n $keep ]] || continue  # none of this run's tests in CI
     while IFS= read -r t; do
       grep -qxF -- "$t" <<< "$keep" && continue
       printf '^%s$\n' "$(sed -e 's/[][\.*^$+?(){}|]/\\&/g' <<< "$t")"
