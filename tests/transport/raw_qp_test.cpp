@@ -186,11 +186,12 @@ TEST_CASE("raw QP: a bad lkey is LOC_PROT_ERR; RDMA opcodes are refused at post"
 
 TEST_CASE("raw QP: a received frame fills one receive WQE, byte_len the frame's length", "[raw]") {
   RawRig r;
+  CHECK(r.recv(10, 0, 2048) == EINVAL);  // not in RESET (IBA 10.3.1)
+  REQUIRE(r.to_state(QpState::kInit, qp_attr::kPort) == 0);
   REQUIRE(r.recv(11, 0, 2048) == 0);
   std::vector<uint8_t> frame(300);
   for (std::size_t i = 0; i < frame.size(); ++i) frame[i] = static_cast<uint8_t>(i * 7);
   // Not before RTR: dropped, the WQE stays.
-  REQUIRE(r.to_state(QpState::kInit, qp_attr::kPort) == 0);
   r.t.on_raw_frame(r.qpn, frame, r.now);
   CHECK(r.s.poll().empty());
   REQUIRE(r.to_state(QpState::kRtr) == 0);
