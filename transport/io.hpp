@@ -92,6 +92,15 @@ class TxSink {
  public:
   virtual ~TxSink() = default;
   virtual void transmit(const TxPacket& p, Nanos now) = 0;
+  // A raw packet QP's frame, whole (valid only during the call). Only a
+  // transport configured with raw_max_frame creates raw packet QPs, and
+  // the engine that configures it overrides this; elsewhere there is no
+  // raw QP to call it.
+  virtual void transmit_raw(uint32_t src_qpn, std::span<const uint8_t> frame, Nanos now) {
+    (void)src_qpn;
+    (void)frame;
+    (void)now;
+  }
 };
 
 // What the engine knows about a received packet beyond the IB headers.

@@ -34,6 +34,16 @@ Masks transition(QpState cur, QpState next, QpType t) noexcept {
   const bool xrc_tgt = t == QpType::kXrcRecv;
   // Any state may go to RESET or ERR with no attributes (IBA 10.3.1).
   if (next == S::kReset || next == S::kErr) return {true, 0, 0};
+  // A raw packet QP has no transport attributes: the port at INIT, nothing
+  // else (the kernel's ib_modify_qp_is_ok column for IB_QPT_RAW_PACKET).
+  if (t == QpType::kRawPacket) {
+    if (cur == S::kReset && next == S::kInit) return {true, qa::kPort, 0};
+    if (cur == S::kInit && next == S::kInit) return {true, 0, qa::kPort};
+    if ((cur == S::kInit && next == S::kRtr) || (cur == S::kRts && next == S::kSqd)) return {true, 0, 0};
+    if ((cur == S::kRtr || cur == S::kRts || cur == S::kSqd || cur == S::kSqe) && next == S::kRts)
+      return {true, 0, 0};
+    return {};
+  }
   switch (cur) {
     case S::kReset:
       if (next == S::kInit)
@@ -88,6 +98,7 @@ Masks transition(QpState cur, QpState next, QpType t) noexcept {
 
 bool opcode_allowed(WrOpcode op, QpType t) noexcept {
   if (t == QpType::kXrcRecv) return false;  // an XRC target has no send queue
+  if (t == QpType::kRawPacket) return op == WrOpcode::kSend;  // one frame per SEND (mlx5: no immediate data)
   switch (op) {
     case WrOpcode::kSend:
     case WrOpcode::kSendWithImm: return true;
@@ -319,7 +330,8 @@ uint8_t Qp::opcode_base() const noexcept {
     case QpType::kUd: return wire::opcode::kUd;
     case QpType::kXrcSend:
     case QpType::kXrcRecv: return wire::opcode::kXrc;
-    case QpType::kRc: break;
+    case QpType::kRc:
+    case QpType::kRawPacket: break;  // sends frames, never IB packets
   }
   return wire::opcode::kRc;
 }
@@ -445,7 +457,7 @@ void Qp::on_packet(const wire::IbPacket& pkt, const RxInfo& rx, Nanos now) {
   // second application, a spoofed datagram) is dropped before it can touch
   // memory or sequence state. XRC QPs are connected too: a target to its
   // one initiator, whose address its RTR path names (XRC annex).
-  if (init_.type != QpType::kUd && rx.has_src && rx.src_gid != attr_.ah_attr.dgid) {
+  if (init_.type != QpType::kUd && init_.type != QpType::kRawPacket && rx.has_src && rx.src_gid != attr_.ah_attr.dgid) {
     count(Counter::kWrongPeerPkts);
     count(Counter::kDroppedPkts);
     return;
@@ -488,6 +500,7 @@ void Qp::on_packet(const wire::IbPacket& pkt, const RxInfo& rx, Nanos now) {
       if (tt != wire::IbTransport::kXrc || !pkt.info().is(wire::Op::kRequest)) break;
       resp_run(pkt, rx, now);
       return;
+    case QpType::kRawPacket: break;  // frames only (on_raw_frame)
   }
   count(Counter::kDroppedPkts);  // opcode of another transport
 }

@@ -851,4 +851,46 @@ void Qp::ud_run(const wire::IbPacket& pkt, const RxInfo& rx, Nanos now) {
   complete(init_.recv_cq, e, now);
 }
 
+// A raw packet QP's receive (issue 49): the frame flow steering gave it,
+// whole, into its next receive WQE (its own queue or its SRQ). A frame the
+// WQE cannot hold consumes it and completes Local Length Error (the QP
+// stays usable), as mlx5 reports a receive scatter that falls short.
+void Qp::raw_run(std::span<const uint8_t> frame, Nanos now) {
+  const QpState st = attr_.qp_state;
+  if (init_.type != QpType::kRawPacket ||
+      (st != QpState::kRtr && st != QpState::kRts && st != QpState::kSqd && st != QpState::kSqe)) {
+    count(Counter::kDroppedPkts);
+    return;
+  }
+  RecvWqe r;
+  if (!take_recv(r)) {
+    count(Counter::kRawNoRecvWqe);
+    count(Counter::kDroppedPkts);
+    return;
+  }
+  ++resp_msg_no_;
+  WriteTag tag;
+  tag.qpn = qpn_;
+  tag.msg = resp_msg_no_;
+  tag.recv = true;
+  Cqe e;
+  e.wr_id = r.wr_id;
+  e.qp_num = qpn_;
+  e.opcode = WcOpcode::kRecv;
+  if (r.length < frame.size()) {
+    e.status = WcStatus::kLocLenErr;
+    complete(init_.recv_cq, e, now);
+    return;
+  }
+  if (ctx_.scatter(recv_pd(), r.sges, 0, frame, &tag) != WcStatus::kSuccess) {
+    e.status = WcStatus::kLocProtErr;
+    complete(init_.recv_cq, e, now);
+    return;
+  }
+  e.byte_len = static_cast<uint32_t>(frame.size());
+  e.resp_msg = resp_msg_no_;
+  count(Counter::kRawFramesRcvd);
+  complete(init_.recv_cq, e, now);
+}
+
 }  // namespace urnic::transport::detail

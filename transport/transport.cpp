@@ -414,7 +414,9 @@ int Transport::destroy_ah(AhHandle ah) {
 ErrnoOr<uint32_t> Transport::create_qp(const QpInitAttr& a) {
   const DeviceCaps& caps = ctx_->cfg.caps;
   if (a.type == QpType::kXrcRecv) return create_xrc_recv_qp(a);
-  if (a.type != QpType::kRc && a.type != QpType::kUc && a.type != QpType::kUd && a.type != QpType::kXrcSend)
+  if (a.type == QpType::kRawPacket && ctx_->cfg.raw_max_frame == 0) return {EOPNOTSUPP, 0};
+  if (a.type != QpType::kRc && a.type != QpType::kUc && a.type != QpType::kUd && a.type != QpType::kXrcSend &&
+      a.type != QpType::kRawPacket)
     return {EINVAL, 0};
   // An XRC_SEND QP has no receive queue: a receive CQ is optional.
   const bool xrc_send = a.type == QpType::kXrcSend;
@@ -557,6 +559,16 @@ uint32_t Transport::rq_outstanding(uint32_t qpn) const {
 uint32_t Transport::srq_outstanding(SrqHandle srq) const {
   auto it = ctx_->srqs.find(static_cast<uint32_t>(srq));
   return it == ctx_->srqs.end() ? 0 : static_cast<uint32_t>(it->second.q.size());
+}
+
+void Transport::on_raw_frame(uint32_t qpn, std::span<const uint8_t> frame, Nanos now) {
+  Qp* qp = find_qp(qpn);
+  if (qp == nullptr) {
+    ctx_->counters.inc(Counter::kDroppedPkts);
+    return;
+  }
+  qp->count(Counter::kRcvdPkts);
+  qp->raw_run(frame, now);
 }
 
 void Transport::on_packet(const wire::IbPacket& pkt, const RxInfo& rx, Nanos now) {

@@ -69,6 +69,12 @@ struct TransportConfig {
   // An iWARP device (RFC 5040/5041/5044 over a byte stream per QP): its QPs
   // are RC only and run over a stream bound with iw_bind_stream.
   bool iwarp = false;
+  // Raw packet QPs (QpType::kRawPacket): the largest frame a SEND may
+  // carry, from the destination MAC to the end of the payload (the port's
+  // Ethernet MTU plus an Ethernet header and one 802.1Q tag; larger is a
+  // Local Length Error completion, as mlx5). 0: the link carries no raw
+  // frames, and creating a raw packet QP is EOPNOTSUPP.
+  uint32_t raw_max_frame = 0;
   PlantedBugs planted;  // bugs on purpose: read only by the conformance test build (types.hpp)
 };
 
@@ -195,6 +201,10 @@ class Transport {
   // The data path. on_packet takes a packet already parsed and validated by
   // the wire layer (ICRC checked); it is demultiplexed by BTH DestQP.
   void on_packet(const wire::IbPacket& pkt, const RxInfo& rx, Nanos now);
+  // A whole Ethernet frame flow steering gave raw packet QP `qpn`: into its
+  // next receive WQE (byte_len = the frame's length). Dropped and counted
+  // when the QP is not a raw one in RTR/RTS or has no receive WQE.
+  void on_raw_frame(uint32_t qpn, std::span<const uint8_t> frame, Nanos now);
   void on_timer(Nanos now);
   // Lands the writes memory staged and acts on those that faulted
   // (transport/write_faults.cpp): an RC QP NAKs and enters Error, a UC/UD

@@ -102,7 +102,11 @@ ibv_device_attr to_device_attr(const ctl::DeviceAttrs& d) {
   a.max_rdd = 0;
   a.max_mw = static_cast<int>(d.max_mw);
   a.max_raw_ipv6_qp = 0;
-  a.max_raw_ethy_qp = 0;
+  // Raw Ethernet QPs (IBV_QPT_RAW_PACKET) where the device steers frames
+  // (its link carries them: engine/control/README.md, "Raw packet QPs"),
+  // as many as QPs; checksum offload and the other raw_packet_caps are not
+  // offered (query_device_ex reports 0).
+  a.max_raw_ethy_qp = (d.device_cap_flags & IBV_DEVICE_MANAGED_FLOW_STEERING) != 0 ? static_cast<int>(d.max_qp) : 0;
   a.max_mcast_grp = static_cast<int>(d.max_mcast_grp);
   a.max_mcast_qp_attach = static_cast<int>(d.max_mcast_qp_attach);
   a.max_total_mcast_qp_attach = static_cast<int>(d.max_total_mcast_qp_attach);

@@ -68,6 +68,9 @@ void* map_fd(int fd, std::size_t bytes) {
 // the WQE without looking at the QP type; the adapter fails it).
 // rdma-unit-test's LoopbackUdQpTest.{Read,Write,FetchAdd,CompareSwap}
 // expect that.
+// The shortest frame a raw packet QP may send: two MACs and an EtherType.
+constexpr std::uint64_t kRawMinFrame = 14;
+
 bool opcode_valid(ibv_qp_type type, ibv_wr_opcode op, bool extended) {
   switch (op) {
     case IBV_WR_SEND:
@@ -148,6 +151,12 @@ int post_send_locked(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, bool all
     std::uint64_t total = 0;
     for (int i = 0; i < wr->num_sge; ++i) total += wr->sg_list[i].length;
     if (is_inline && total > q->caps.max_inline_data) {
+      err = EINVAL;
+      break;
+    }
+    // A raw packet QP's SEND is one Ethernet frame: libmlx5 refuses one
+    // shorter than the L2 header (MLX5_ETH_L2_MIN_HEADER_SIZE) at post time.
+    if (qp->qp_type == IBV_QPT_RAW_PACKET && total < kRawMinFrame) {
       err = EINVAL;
       break;
     }
@@ -459,6 +468,7 @@ void install_ops(verbs_context* vctx) {
   install_parent_domain_ops(vctx);
   install_tm_ops(vctx);
   install_dm_ops(vctx);
+  install_flow_ops(vctx);
 }
 
 }  // namespace urnic::shim

@@ -366,6 +366,8 @@ void install_parent_domain_ops(verbs_context* vctx);
 int op_modify_cq(ibv_cq* cq, ibv_modify_cq_attr* attr);
 // dm.cpp: device memory (alloc_dm, free_dm, reg_dm_mr) where the device has a pool.
 void install_dm_ops(verbs_context* vctx);
+// flow.cpp: ibv_create_flow / ibv_destroy_flow (raw packet QPs' steering).
+void install_flow_ops(verbs_context* vctx);
 
 // mw.cpp: memory windows (the context ops ibv_alloc_mw / ibv_bind_mw /
 // ibv_dealloc_mw call).

@@ -121,6 +121,7 @@ struct QpObj : QpQueues {
   // rings; the QP's state is shared with every other handle on it).
   std::uint32_t xrcd = 0;
   std::shared_ptr<XrcTgtQp> tgt;
+  std::uint32_t flows = 0;   // raw packet QP: its flow steering rules (destroy is EBUSY while any)
   QpControl& control() { return tgt ? *tgt->ctl : *ctl; }
 };
 
@@ -166,6 +167,7 @@ class Session {
   [[nodiscard]] std::size_t count_qps() const { return qps_.size(); }
   [[nodiscard]] std::size_t count_srqs() const { return srqs_.size(); }
   [[nodiscard]] std::size_t count_ahs() const { return port_.ahs.size(); }
+  [[nodiscard]] std::size_t count_flows() const { return flows_.size(); }
 
  private:
   Reply on_hello(const ctl::MsgHeader& h, std::span<const std::byte> msg);
@@ -212,6 +214,13 @@ class Session {
   Reply on_resize_cq(const ctl::MsgHeader& h, std::span<const std::byte> msg);
   Reply on_import(const ctl::MsgHeader& h, std::span<const std::byte> msg);
   // engine/control/session_dm.cpp (MsgType 116..119)
+  // Flow steering on raw packet QPs (engine/control/session_flow.cpp).
+  Reply on_create_flow(const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_destroy_flow(const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  void destroy_flow(std::uint32_t handle);
+  // IBV_QPT_RAW_PACKET: the caller needs CAP_NET_RAW, and the device a link
+  // that carries frames (0, EPERM or EOPNOTSUPP).
+  int may_create_raw_qp() const;
   Reply on_alloc_dm(const ctl::MsgHeader& h, std::span<const std::byte> msg);
   Reply on_free_dm(const ctl::MsgHeader& h, std::span<const std::byte> msg);
   Reply on_reg_dm_mr(const ctl::MsgHeader& h, std::span<const std::byte> msg);
@@ -304,6 +313,13 @@ class Session {
   std::map<std::uint32_t, SrqObj> srqs_;
   std::map<std::uint32_t, QpObj> qps_;
   std::map<std::uint32_t, XrcdObj> xrcds_;
+  // ibv_create_flow rules: the QP handle each steers to, and its id in the
+  // data path's flow table.
+  struct FlowObj {
+    std::uint32_t qp = 0;
+    std::uint32_t id = 0;
+  };
+  std::map<std::uint32_t, FlowObj> flows_;
 };
 
 // Daemon-wide state: devices and live sessions (for status and, later, for

@@ -56,6 +56,8 @@ Reply Session::on_verbs_ext(const MsgHeader& h, std::span<const std::byte> msg) 
     case ctl::MsgType::kCreateXrcTgtQp: return on_create_xrc_tgt_qp(h, msg);
     case ctl::MsgType::kOpenQp: return on_open_qp(h, msg);
     case ctl::MsgType::kCreateTmSrq: return on_create_tm_srq(h, msg);  // engine/control/session_tm.cpp
+    case ctl::MsgType::kCreateFlow: return on_create_flow(h, msg);  // engine/control/session_flow.cpp
+    case ctl::MsgType::kDestroyFlow: return on_destroy_flow(h, msg);
     case ctl::MsgType::kAllocDm: return on_alloc_dm(h, msg);  // engine/control/session_dm.cpp
     case ctl::MsgType::kFreeDm: return on_free_dm(h, msg);
     case ctl::MsgType::kRegDmMr: return on_reg_dm_mr(h, msg);

@@ -136,7 +136,17 @@ void DataPath::device_counters(CounterList& out) const {
     add(DevStat::kLinkGroDatagrams, l.rx_gro_datagrams);
     add(DevStat::kLinkGsoFallbacks, l.tx_gso_fallbacks);
     add(DevStat::kLinkGsoRunsSplit, l.rx_gso_runs_split);
+    add(DevStat::kRawRxFrames, l.rx_raw_frames);
+    add(DevStat::kRawRxTruncated, l.rx_raw_truncated);
+    add(DevStat::kRawTxFrames, l.tx_raw_frames);
   }
+  add(DevStat::kRawSteered, counters_.raw_frames_steered);
+  add(DevStat::kRawUnmatched, counters_.raw_frames_unmatched);
+  add(DevStat::kRawLooped, counters_.raw_frames_looped);
+  add(DevStat::kRawTrapped, counters_.raw_frames_trapped);
+  add(DevStat::kRawTxDropped, counters_.raw_tx_dropped);
+  add(DevStat::kFlowRejected, counters_.flow_rejected);
+  d.set(DevStat::kFlowRules, flows_.size());
   add(DevStat::kHairpinPkts, counters_.hairpin_packets);
   add(DevStat::kWqesPosted, counters_.wqes_posted);
   add(DevStat::kWqesRejected, counters_.wqes_rejected);

@@ -100,7 +100,7 @@ const LinkKindInfo kLinkKinds[] = {
      .default_address = "127.0.0.1", .required = {}, .port_field = nullptr, .open = open_udp,
      .doc = "RoCE v2 over a kernel UDP socket on `address`:`udp_port` (the default; unprivileged)"},
     {.name = "afpacket", .transport = "roce", .carries = "RoCE v1/v2", .shardable = true, .needs_privilege = true,
-     .optional = false, .vlan = true, .udp_gso = false, .ipv6_addresses = false, .pfc = true,
+     .optional = false, .vlan = true, .udp_gso = false, .ipv6_addresses = false, .pfc = true, .raw_frames = true,
      .netdev = NetdevFrom::kInterface,
      .default_address = "", .required = kAfPacketNeeds, .port_field = &DeviceConfig::interface, .open = open_afpacket,
      .doc = "RoCE v1 and v2 frames on `interface` through AF_PACKET rings; MAC, addresses, MTU and GIDs from the "

@@ -40,7 +40,8 @@ void store_status(tpacket2_hdr* h, std::uint32_t v) {
 
 }  // namespace
 
-std::vector<sock_filter> afpacket_rx_filter(bool mac_control) {
+std::vector<sock_filter> afpacket_rx_filter(bool mac_control, bool raw) {
+  if (raw) return {{cbpf_op(BPF_RET | BPF_K), 0, 0, 0x40000}};  // every frame, whole
   // Classic BPF: accept RoCE v1 (EtherType 0x8915), and IPv4 / IPv6 UDP to
   // port 4791 (IPv4 not fragmented; IPv6 without extension headers, as RoCE
   // v2 senders send); drop everything else before it reaches the ring.
@@ -124,6 +125,8 @@ std::unique_ptr<AfPacketLink> AfPacketLink::open(const Netdev& nd, std::vector<w
   const int fd = link->fd_;
   const int version = TPACKET_V2;
   if (::setsockopt(fd, SOL_PACKET, PACKET_VERSION, &version, sizeof version) != 0) return fail("PACKET_VERSION");
+  link->mac_control_ = pfc.enabled;
+  link->mtu_ = nd.mtu;
   std::vector<sock_filter> filter = afpacket_rx_filter(pfc.enabled);
   sock_fprog prog{};
   prog.len = static_cast<unsigned short>(filter.size());
@@ -354,6 +357,28 @@ bool AfPacketLink::send_frame(wire::Bytes frame) {
   return true;
 }
 
+std::uint32_t AfPacketLink::raw_max_frame() const noexcept {
+  const std::uint32_t l2 = wire::kEthHeaderSize + wire::kVlanTagSize;
+  return std::min<std::uint32_t>(mtu_ + l2, kFrameSize - kTpHdrAligned);
+}
+
+bool AfPacketLink::send_raw(wire::Bytes frame) {
+  if (frame.size() > raw_max_frame() || !send_frame(frame)) return false;
+  ++counters_.tx_raw_frames;
+  return true;
+}
+
+bool AfPacketLink::set_raw_receive(bool on) {
+  if (on == raw_) return true;
+  // Replacing the filter is atomic for the socket: frames already in the
+  // ring stay, and receive() tells RoCE frames from others itself.
+  std::vector<sock_filter> filter = afpacket_rx_filter(mac_control_, on);
+  sock_fprog prog{static_cast<unsigned short>(filter.size()), filter.data()};
+  if (::setsockopt(fd_, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof prog) != 0) return false;
+  raw_ = on;
+  return true;
+}
+
 bool AfPacketLink::put_frame(wire::Bytes frame) {
   std::uint8_t* data = tx_slot();
   if (data == nullptr) return false;
@@ -431,6 +456,8 @@ bool AfPacketLink::serve_run(LinkRxPacket* out) {
       ++counters_.rx_not_ours;
       continue;
     }
+    out->raw = false;
+    out->has_stripped_tci = false;
     return true;
   }
   return false;
@@ -444,6 +471,32 @@ bool AfPacketLink::receive(LinkRxPacket* out) {
     tpacket2_hdr* h = frame_hdr(slot);
     const std::uint32_t st = load_status(h);
     if ((st & TP_STATUS_USER) == 0) return false;
+    const std::size_t in_slot = h->tp_mac < kFrameSize ? std::min<std::size_t>(h->tp_snaplen, kFrameSize - h->tp_mac) : 0;
+    if (raw_ && !roce_shaped(wire::Bytes(slot + h->tp_mac, in_slot))) {
+      // Raw receive: a frame that is not RoCE goes to flow steering whole.
+      rx_next_ = (rx_next_ + 1) % kRxFrames;
+      rx_held_ = true;
+      sockaddr_ll from{};
+      std::memcpy(&from, slot + kTpHdrAligned, sizeof from);
+      if (pfc_ && from.sll_protocol == htons(wire::pfc::kEthertypeMacControl)) {
+        pfc_->on_mac_control(wire::Bytes(slot + h->tp_mac, h->tp_snaplen == h->tp_len ? h->tp_snaplen : 0),
+                             (st & TP_STATUS_VLAN_VALID) != 0);
+        release_rx();
+        continue;
+      }
+      if (h->tp_snaplen != h->tp_len || h->tp_mac + h->tp_snaplen > kFrameSize) {
+        ++counters_.rx_raw_truncated;
+        release_rx();
+        continue;
+      }
+      ++counters_.rx_raw_frames;
+      *out = LinkRxPacket{};
+      out->raw = true;
+      out->frame = wire::Bytes(slot + h->tp_mac, h->tp_snaplen);
+      out->has_stripped_tci = (st & TP_STATUS_VLAN_VALID) != 0;
+      out->stripped_tci = out->has_stripped_tci ? h->tp_vlan_tci : 0;
+      return true;
+    }
     if (h->tp_snaplen < h->tp_len && h->tp_len > AfPacketGsoRx::kMinRunFrame &&
         h->tp_mac + h->tp_snaplen <= kFrameSize) {
       // A GSO run longer than a slot: served whole from the run socket.
@@ -517,6 +570,9 @@ bool AfPacketLink::receive(LinkRxPacket* out) {
       release_rx();
       continue;
     }
+    out->raw = false;
+    out->has_stripped_tci = (st & TP_STATUS_VLAN_VALID) != 0;
+    out->stripped_tci = out->has_stripped_tci ? h->tp_vlan_tci : 0;
     return true;
   }
 }

@@ -100,6 +100,12 @@ class AfPacketLink final : public Link {
   bool receive(LinkRxPacket* out) override;
   void release_rx() override;
   [[nodiscard]] const LinkCounters& counters() const noexcept override { return counters_; }
+  // Raw frames (Link): out through the TX ring as they are (the kernel
+  // refuses one longer than the interface allows: tx_errors); in, while
+  // raw receive is on, with a receive filter that lets every frame in.
+  [[nodiscard]] std::uint32_t raw_max_frame() const noexcept override;
+  bool send_raw(wire::Bytes frame) override;
+  bool set_raw_receive(bool on) override;
   [[nodiscard]] const PfcCounters* pfc_counters() const noexcept override {
     return pfc_ ? &pfc_->counters() : nullptr;
   }
@@ -131,6 +137,9 @@ class AfPacketLink final : public Link {
   void retry_pending(transport::Nanos now);
 
   int fd_ = -1;
+  std::uint32_t mtu_ = 1500;
+  bool raw_ = false;       // raw receive on (set_raw_receive)
+  bool mac_control_ = false;  // PFC on: the receive filter takes MAC Control frames too
   int absorb_fd_ = -1;  // the never-read UDP socket on port 4791 (see above)
   std::uint16_t fanout_group_ = 0;  // Sharding: the group's id (any value, 0 too)
   bool join_fanout(const Sharding& sh);
@@ -176,7 +185,8 @@ std::vector<sock_filter> fanout_program(unsigned shards);
 
 // The receive filter: RoCE v1 (0x8915) and IPv4 / IPv6 UDP to 4791 (IPv4 not
 // fragmented), and with `mac_control` (PFC on) MAC Control frames (0x8808,
-// PFC and PAUSE; PfcPort checks them), nothing else.
-std::vector<sock_filter> afpacket_rx_filter(bool mac_control);
+// PFC and PAUSE; PfcPort checks them), nothing else. With `raw` (raw
+// receive on) every frame: flow steering picks the raw QPs' frames.
+std::vector<sock_filter> afpacket_rx_filter(bool mac_control, bool raw = false);
 
 }  // namespace urnic::engine

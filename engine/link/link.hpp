@@ -45,6 +45,9 @@ struct LinkCounters {
   std::uint64_t rx_gro_datagrams = 0; // udp: datagrams received that held several packets (UDP GRO)
   std::uint64_t tx_gso_fallbacks = 0; // udp: GSO was on but the kernel refused it (at open or on a send): packet by packet since
   std::uint64_t rx_gso_runs_split = 0;// raw links: uncut UDP GSO runs received and cut into their packets
+  std::uint64_t rx_raw_frames = 0;    // raw receive on: frames that are not RoCE, handed to flow steering
+  std::uint64_t rx_raw_truncated = 0; // raw receive on: frames larger than a ring slot (dropped)
+  std::uint64_t tx_raw_frames = 0;    // raw packet QPs' frames sent
 };
 
 // Where one packet goes, as the data path resolved it from the AH / QP path
@@ -94,6 +97,13 @@ struct LinkRxPacket {
   // The whole frame as it came in (raw links), for capture; empty when the
   // link sees only UDP payloads (udp: the tap rebuilds the headers).
   wire::Bytes frame;
+  // The 802.1Q TCI the receiver took out of `frame` (AF_PACKET hands it
+  // over in tp_vlan_tci), when has_stripped_tci.
+  bool has_stripped_tci = false;
+  std::uint16_t stripped_tci = 0;
+  // Raw receive (Link::set_raw_receive): a frame that is not a RoCE packet
+  // for this device, for flow steering; only `frame` and the TCI are set.
+  bool raw = false;
 };
 
 // A frame encode() built: its size, and where its IB transport part
@@ -189,6 +199,20 @@ class Link {
     return false;
   }
   virtual void leave_group(const wire::IpAddr& group) { (void)group; }
+
+  // Raw packet QPs (issue 49; engine/datapath/flow_table.hpp): whole
+  // Ethernet frames out and in. raw_max_frame(): the largest frame
+  // send_raw() takes (the interface's MTU, an Ethernet header and one
+  // 802.1Q tag), 0 when the link cannot carry raw frames (udp: the
+  // kernel's UDP socket sends datagrams, not frames). set_raw_receive(true)
+  // makes receive() also return every frame that is not RoCE for this
+  // device (LinkRxPacket::raw), for flow steering, while any rule exists.
+  [[nodiscard]] virtual std::uint32_t raw_max_frame() const noexcept { return 0; }
+  virtual bool send_raw(wire::Bytes frame) {
+    (void)frame;
+    return false;
+  }
+  virtual bool set_raw_receive(bool on) { return !on; }
 
   [[nodiscard]] virtual const LinkCounters& counters() const noexcept = 0;
   // The PFC counters (engine/link/pfc_port.hpp) of a raw link whose device

@@ -40,6 +40,13 @@ EncodedFrame build_raw_frame(const wire::IbPacket& pkt, const LinkDest& dst, con
 // the frame's own tag, or `stripped_vid` when the receiver took the tag out
 // of the frame (AF_PACKET's tp_vlan_tci, a PMD's VLAN strip; 0: none).
 // Fills *out and returns true when it is to be delivered.
+// Whether `frame` has a RoCE packet's shape: EtherType 0x8915 (v1), or
+// IPv4 (not a fragment) / IPv6 UDP to port 4791 (v2), after an 802.1Q tag
+// if it has one. The receive filter's test (afpacket_rx_filter), made in
+// software when raw receive lets every frame in: a RoCE-shaped frame takes
+// the RoCE path, any other goes to flow steering.
+bool roce_shaped(wire::Bytes frame) noexcept;
+
 bool accept_raw_frame(wire::Bytes frame, const std::vector<wire::IpAddr>& own, std::uint16_t vlan,
                       std::uint16_t stripped_vid, LinkCounters& counters, LinkRxPacket* out);
 

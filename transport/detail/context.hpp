@@ -1,6 +1,7 @@
 // Private: the device-wide object tables and services a QP uses.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <optional>
@@ -181,7 +182,7 @@ struct Context {
   }
 
   Context(MemoryAccess& m, TxSink& t, EventSink& e, TransportConfig c)
-      : mem(m), tx(t), events(e), cfg(c), scratch(4096) {}
+      : mem(m), tx(t), events(e), cfg(c), scratch(std::max<std::size_t>(4096, c.raw_max_frame)) {}
 
   // A fresh key: 24-bit index + 8-bit variant (IBA 10.6.2: the low byte is
   // the consumer-owned key part; a window's changes with every bind), both

@@ -263,6 +263,7 @@ class Qp : public QpCommon {
   bool start_wqe(SendWqe& w);
   ReqState run_local_op(SendWqe& w, Nanos now);
   void send_next_packet(SendWqe& w, Nanos now);
+  void send_raw_frame(SendWqe& w, Nanos now);  // a raw packet QP's SEND: one whole frame
   void advance_req();
   uint32_t outstanding_rd_atomic() const;
   uint32_t rd_atomic_limit(const SendWqe& w) const;
@@ -346,6 +347,14 @@ class Qp : public QpCommon {
   bool resp_drain_before(Psn limit, Nanos now);
   void uc_run(const wire::IbPacket& pkt, Nanos now);
   void ud_run(const wire::IbPacket& pkt, const RxInfo& rx, Nanos now);
+ public:
+  // responder.cpp: a frame flow steering gave this raw packet QP.
+  void raw_run(std::span<const uint8_t> frame, Nanos now);
+  // The shortest frame a raw SEND may carry: destination and source MAC
+  // and an EtherType (libmlx5's MLX5_ETH_L2_MIN_HEADER_SIZE).
+  static constexpr uint64_t kEthHeaderBytes = 14;
+
+ private:
   void fail_recv(WcStatus st, Nanos now);
 
   // tm_rx.cpp: tag matching on a TM SRQ.
