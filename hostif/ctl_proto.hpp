@@ -37,7 +37,8 @@ inline constexpr std::uint32_t kMagic = 0x434e5255;  // "URNC" little-endian
 // (the application's own shared memory files). 5: lazy conversion of
 // registered memory (RegMrReq::flags, OpenConvertChannel, ConvertMr).
 // 6: the control mailbox (OpenMailbox, hostif/ctl_mailbox.hpp).
-inline constexpr std::uint16_t kVersion = 7;
+// 8: RegDmabufMr (hostif/dmabuf_proto.hpp).
+inline constexpr std::uint16_t kVersion = 8;
 inline constexpr std::uint16_t kFlagReply = 1;
 inline constexpr std::size_t kNameLen = 64;
 inline constexpr std::size_t kMaxDevices = 8;
@@ -94,6 +95,7 @@ enum class MsgType : std::uint16_t {
   kFreeDm = 117,
   kRegDmMr = 118,           // ibv_reg_dm_mr
   kImportDm = 119,          // ibv_import_dm: reply passes the memfd
+  kRegDmabufMr = 120,       // ibv_reg_dmabuf_mr: the request passes the dma-buf (hostif/dmabuf_proto.hpp)
   // 90..99: observability and fault injection (engine/observe/stats, engine/observe/fault,
   // engine/observe/capture; engine/control/stats_ctl.cpp). No opened device needed: the
   // request names the device.

@@ -60,6 +60,7 @@ struct DataPathCounters {
   uint64_t shard_handoff_drops = 0;  // ... its ring full: a received packet dropped, a multicast copy lost
   uint64_t shard_handoff_waits = 0;  // ... its ring full: a packet sent on this host waited in the hairpin queue
   uint64_t ctl_mailbox_calls = 0;    // control calls served through a mailbox (serve_mailboxes)
+  uint64_t dmabuf_mrs_refused = 0;   // dma-buf registrations refused (engine/control/session_dmabuf.cpp)
 };
 
 class DataPath;
@@ -186,6 +187,9 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
   void on_async_event(const transport::AsyncEvent& e) override;
 
   [[nodiscard]] const DataPathCounters& counters() const { return counters_; }
+  // The control plane's refusal of a dma-buf registration (bad input from
+  // the process, counted where `urnic stats` shows the device's).
+  void count_dmabuf_refused() { ++counters_.dmabuf_mrs_refused; }
 
   // Observability and fault injection (`urnic stats|fault|capture`; the
   // members below are defined in engine/datapath/stats_datapath.cpp).

@@ -71,6 +71,7 @@ enum class DevStat : std::uint8_t {
   kCtlMailboxCalls,     // control calls served through a process's mailbox (hostif/ctl_mailbox.hpp)
   kLinkGsoFallbacks,    // udp link: GSO on but refused by the kernel (at open or on a send): packet by packet since
   kLinkGsoRunsSplit,    // raw links: uncut UDP GSO runs received (a virtual link) and cut into their packets
+  kDmabufMrsRefused,    // ibv_reg_dmabuf_mr refused: not a dma-buf, out of its range, unmappable (session_dmabuf.cpp)
   kCount,
 };
 
@@ -114,6 +115,7 @@ inline constexpr transport::CounterNames<DevStat> kDevStatNames = {{
     {DevStat::kCtlMailboxCalls, "ctl_mailbox_calls"},
     {DevStat::kLinkGsoFallbacks, "link_gso_fallbacks"},
     {DevStat::kLinkGsoRunsSplit, "link_gso_runs_split"},
+    {DevStat::kDmabufMrsRefused, "dmabuf_mrs_refused"},
 }};
 static_assert(transport::counter_table_ok(kDevStatNames));
 
