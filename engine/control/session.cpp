@@ -221,6 +221,7 @@ void Session::destroy_all() {
       for (auto& [h, mr] : mrs_) {
         dp_->transport().dereg_mr(mr.key);
         dp_->conversions().remove(mr.lazy);
+        release_dmabuf(mr.dmabuf);
       }
       for (auto& [va, r] : regions_) dp_->mapped_regions().detach(static_cast<int>(r.slot));
       regions_.clear();
@@ -298,6 +299,7 @@ Reply Session::handle(std::span<const std::byte> msg, std::vector<int>& in_fds) 
   if (type == ctl::MsgType::kOpenConvertChannel) return on_open_convert_channel(*h);
   if (type == ctl::MsgType::kOpenMailbox) return on_open_mailbox(*h);
   if (type == ctl::MsgType::kConvertMr) return on_convert_mr(*h, msg, in.fds);
+  if (type == ctl::MsgType::kRegDmabufMr) return on_reg_dmabuf_mr(*h, msg, in.fds);  // engine/control/session_dmabuf.cpp
   if (h->type >= 100 && h->type <= 121) return on_verbs_ext(*h, msg);  // engine/control/session_verbs_ext.cpp
   switch (type) {
     case ctl::MsgType::kDestroyAh:
@@ -558,6 +560,7 @@ Reply Session::on_dereg_mr(const MsgHeader& h, std::span<const std::byte> msg) {
   --pds_[it->second.pd].refs;
   release_region(it->second.region);
   release_dm(it->second.dm);
+  release_dmabuf(it->second.dmabuf);
   if (dp_ != nullptr) dp_->conversions().remove(it->second.lazy);
   mrs_.erase(it);
   --dev_->usage().mrs;
@@ -569,7 +572,7 @@ Reply Session::on_dereg_mr(const MsgHeader& h, std::span<const std::byte> msg) {
 int Session::move_to(DataPath* to) {
   if (dp_ == nullptr || to == nullptr || to == dp_) return to == dp_ ? 0 : EINVAL;
   if (!cqs_.empty() || !qps_.empty() || !srqs_.empty() || !mws_.empty() || !port_.ahs.empty() || !xrcds_.empty() ||
-      !dms_.empty())
+      !dms_.empty() || dmabuf_mrs_ != 0)
     return EBUSY;
   const std::vector<DataPath*>& dps = reg_.datapaths(dev_);
   const auto k = static_cast<unsigned>(std::find(dps.begin(), dps.end(), to) - dps.begin());

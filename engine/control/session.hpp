@@ -54,6 +54,7 @@ struct MrObj {
   std::uint32_t region = 0;           // the mapped region of its whole pages (0: none; DirectRegion)
   std::uint32_t lazy = 0;             // its ConversionWatch entry while its pages may still be converted (0: none)
   std::uint32_t dm = 0;               // ibv_reg_dm_mr: the device memory it lies in (handle; 0: none)
+  std::uint32_t dmabuf = 0;           // ibv_reg_dmabuf_mr: its dma-buf's mapped region (slot; 0: none)
 };
 
 // Device memory (ibv_alloc_dm; hostif/dm_proto.hpp, session_dm.cpp): a
@@ -228,6 +229,11 @@ class Session {
   // An MR over DM `dm` goes (0: not a DM MR).
   void release_dm(std::uint32_t dm);
   void destroy_dms();
+  // engine/control/session_dmabuf.cpp (MsgType 120)
+  Reply on_reg_dmabuf_mr(const ctl::MsgHeader& h, std::span<const std::byte> msg, std::vector<int>& fds);
+  Reply reg_dmabuf_mr(const ctl::MsgHeader& h, std::span<const std::byte> msg, std::vector<int>& fds);  // uncounted
+  // An MR over a dma-buf goes: its region is unmapped (0: not a dma-buf MR).
+  void release_dmabuf(std::uint32_t slot);
   // engine/control/session_mw.cpp
   Reply on_alloc_mw(const ctl::MsgHeader& h, std::span<const std::byte> msg);
   Reply on_dealloc_mw(const ctl::MsgHeader& h, std::span<const std::byte> msg);
@@ -308,6 +314,7 @@ class Session {
   std::uint32_t mailbox_bit_ = kNoDoorbell;
   std::map<std::uint32_t, MwObj> mws_;
   std::map<std::uint32_t, DmObj> dms_;
+  std::uint32_t dmabuf_mrs_ = 0;  // MRs over dma-bufs (their regions pin the session to its shard)
   std::map<std::uint32_t, ChannelObj> channels_;
   std::map<std::uint32_t, CqObj> cqs_;
   std::map<std::uint32_t, SrqObj> srqs_;

@@ -77,6 +77,9 @@ Reply Session::on_rereg_mr(const MsgHeader& h, std::span<const std::byte> msg) {
   MrObj& mr = it->second;
   // The kernel's ib_uverbs_rereg_mr refuses an MR over device memory.
   if (mr.dm != 0) return fail<ctl::ReregMrRep>(h, EINVAL);
+  // A dma-buf MR's pages are its exporter's: urnic does not re-register it
+  // (EOPNOTSUPP; deregister and register again).
+  if (mr.dmabuf != 0) return fail<ctl::ReregMrRep>(h, EOPNOTSUPP);
   const bool change_pd = (req->flags & IBV_REREG_MR_CHANGE_PD) != 0;
   const bool change_tr = (req->flags & IBV_REREG_MR_CHANGE_TRANSLATION) != 0;
   const bool change_acc = (req->flags & IBV_REREG_MR_CHANGE_ACCESS) != 0;

@@ -68,6 +68,7 @@ struct DataPathCounters {
   uint64_t raw_frames_trapped = 0;   // RoCE frames a rule took from the RoCE engine
   uint64_t raw_tx_dropped = 0;       // raw QPs' frames the link did not send (full ring, too long)
   uint64_t flow_rejected = 0;        // ibv_create_flow refused: malformed or unsupported spec, bad QP
+  uint64_t dmabuf_mrs_refused = 0;   // dma-buf registrations refused (engine/control/session_dmabuf.cpp)
 };
 
 class DataPath;
@@ -208,6 +209,9 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
   void on_async_event(const transport::AsyncEvent& e) override;
 
   [[nodiscard]] const DataPathCounters& counters() const { return counters_; }
+  // The control plane's refusal of a dma-buf registration (bad input from
+  // the process, counted where `urnic stats` shows the device's).
+  void count_dmabuf_refused() { ++counters_.dmabuf_mrs_refused; }
 
   // Observability and fault injection (`urnic stats|fault|capture`; the
   // members below are defined in engine/datapath/stats_datapath.cpp).

@@ -157,6 +157,7 @@ void DataPath::device_counters(CounterList& out) const {
   add(DevStat::kShardHandoffDrops, counters_.shard_handoff_drops);
   add(DevStat::kShardHandoffWaits, counters_.shard_handoff_waits);
   add(DevStat::kCtlMailboxCalls, counters_.ctl_mailbox_calls);
+  add(DevStat::kDmabufMrsRefused, counters_.dmabuf_mrs_refused);
   // The two totals `urnic stats` has shown since before the memory table.
   const ProcessMemoryCounters& m = mem_.counters();
   add(DevStat::kMemSyscalls, m.get(MemCounter::kReadCalls) + m.get(MemCounter::kWriteCalls));

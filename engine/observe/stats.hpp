@@ -82,6 +82,7 @@ enum class DevStat : std::uint8_t {
   kRawTxDropped,        // ... it did not send (ring full, longer than the interface takes)
   kFlowRejected,        // ibv_create_flow refused: malformed or unsupported spec, QP not raw
   kFlowRules,           // flow steering rules now (a gauge)
+  kDmabufMrsRefused,    // ibv_reg_dmabuf_mr refused: not a dma-buf, out of its range, unmappable (session_dmabuf.cpp)
   kCount,
 };
 
@@ -135,6 +136,7 @@ inline constexpr transport::CounterNames<DevStat> kDevStatNames = {{
     {DevStat::kRawTxDropped, "raw_tx_dropped"},
     {DevStat::kFlowRejected, "flow_rejected"},
     {DevStat::kFlowRules, "flow_rules"},
+    {DevStat::kDmabufMrsRefused, "dmabuf_mrs_refused"},
 }};
 static_assert(transport::counter_table_ok(kDevStatNames));
 
