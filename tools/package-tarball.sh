@@ -17,6 +17,10 @@
 # tarball and the host's DPDK must match it: use the Debian package or a build
 # from source for dpdk links).
 #
+# libfmt.so.7, carried, needs libstdc++.so.6: the sysroot's (GCC 10's) is
+# carried with it, used by nothing else (our binaries and the drop-in
+# libraries have their own, statically).
+#
 # Why a sysroot: a build on Debian 12 takes glibc 2.34-2.36 symbol versions
 # (pthread_*@GLIBC_2.34, __libc_start_main@GLIBC_2.34, and GCC 12's libstdc++
 # and libgcc_eh need arc4random@GLIBC_2.36 and _dl_find_object@GLIBC_2.35,
@@ -140,7 +144,19 @@ for t in json.load(sys.stdin)["targets"]:
     if t["installed"]:
         for f in t["filename"]:
             print(os.path.relpath(f, sys.argv[1]))' "$build" <<< "$info")
-ninja -C "$build" "${outputs[@]}" >&2
+# The build runs urnicd once (urnicd(8)'s keys: --print-config-schema): it
+# finds the sysroot's libraries that the build machine has no version of at
+# all (libfmt.so.7) through links in host-run-libs/; nothing the build
+# machine has (its glibc, libstdc++, what ninja and python load) is shadowed.
+hostrun=$work/host-run-libs
+rm -rf "$hostrun" && mkdir -p "$hostrun"
+host_libs=$(ldconfig -p | awk '{print $1}')
+for f in "$sysroot/usr/lib/$multiarch"/lib*.so.[0-9]*; do
+  n=$(basename "$f")
+  [[ $n =~ ^lib.*\.so\.[0-9]+$ ]] || continue  # SONAMEs only
+  grep -qxF "$n" <<< "$host_libs" || ln -s "$f" "$hostrun/$n"
+done
+LD_LIBRARY_PATH=$hostrun ninja -C "$build" "${outputs[@]}" >&2
 
 name=urnic-$version
 stage=$work/stage
@@ -205,7 +221,9 @@ for f in $(find "$tree" -type f -exec sh -c 'head -c4 "$1" | grep -q ELF && echo
     log "${f#"$tree"/} needs $top (> $glibc_max): $(objdump -T "$f" | grep -E "GLIBC_${top#GLIBC_}\b" | awk '{print $NF}' | xargs)"
     bad=1
   fi
-  if objdump -T "$f" | grep -qE 'GLIBCXX_|CXXABI_'; then
+  # Our own binaries link it statically; a carried library (libfmt.so.7)
+  # may need it, and then it is carried too (the sysroot's, GCC 10's).
+  if objdump -T "$f" | grep -qE 'GLIBCXX_|CXXABI_' && [[ ! -e $tree/lib/libstdc++.so.6 ]]; then
     log "${f#"$tree"/} needs the host's libstdc++"; bad=1
   fi
   for lib in $(needed "$f"); do
