@@ -2,6 +2,7 @@
 // directory yet ("zero configuration": the first RDMA program starts the NIC).
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <limits.h>  // PATH_MAX
 #include <poll.h>
 #include <linux/futex.h>
 #include <sys/file.h>

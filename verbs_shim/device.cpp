@@ -549,6 +549,17 @@ extern "C" int ibv_query_gid_type(ibv_context* context, std::uint8_t port_num, u
   return 0;
 }
 
+// The same call at IBVERBS_PRIVATE_33, where rdma-core 33's ibv_devinfo
+// (Debian 11) binds it: same arguments, same enum values
+// (libibverbs-compat.symbols).
+extern "C" int urnic_ibv_query_gid_type_private_33(ibv_context* context, std::uint8_t port_num,
+                                                   unsigned int index, int* type);
+extern "C" int urnic_ibv_query_gid_type_private_33(ibv_context* context, std::uint8_t port_num,
+                                                   unsigned int index, int* type) {
+  return ibv_query_gid_type(context, port_num, index, type);
+}
+__asm__(".symver urnic_ibv_query_gid_type_private_33, ibv_query_gid_type@IBVERBS_PRIVATE_33");
+
 int ibv_query_pkey(ibv_context* context, std::uint8_t port_num, int index, __be16* pkey) {
   ShimContext* s = shim_of(context);
   // Must fail past the end: ibv_get_pkey_index scans until failure.

@@ -80,7 +80,9 @@ std::unique_ptr<Link> open_dpdk(const Device& dev, std::string* error, LinkShard
   c.vlan = dev.config().vlan;
   return DpdkLink::open(c, own_addresses(dev), error);
 #else
-  if (error != nullptr) *error = "dpdk link: urnicd was built without DPDK (libdpdk-dev)";
+  if (error != nullptr)
+    *error = "dpdk link: urnicd was built without DPDK (libdpdk-dev, meson option dpdk; the "
+             "release tarball's urnicd has none: use the Debian package or a build from source)";
   (void)dev;
   return nullptr;
 #endif
