@@ -67,6 +67,10 @@ enum class Counter : uint8_t {
   // microseconds (RC and XRC, with DCQCN on: the timing DCQCN's
   // rtt_timers follow; 0 until the first ACK of a request sent once).
   kSrttUs,
+  // Times the QP stopped making packets because the link had paused their
+  // priority (Priority Flow Control, Transport::set_tx_gated): it waited
+  // instead of sending into a full queue.
+  kLinkPauseWaits,
   kCount,
 };
 
@@ -108,6 +112,7 @@ inline constexpr CounterNames<Counter> kCounterNames = {{
     {Counter::kDcqcnRateDecreases, "dcqcn_rate_decreases"},
     {Counter::kDcqcnRateMbps, "dcqcn_rate_mbps"},
     {Counter::kSrttUs, "srtt_us"},
+    {Counter::kLinkPauseWaits, "link_pause_waits"},
 }};
 static_assert(counter_table_ok(kCounterNames));
 
