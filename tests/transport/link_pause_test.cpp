@@ -252,3 +252,63 @@ TEST_CASE("link pause: with the gate off the transport never asks the sink", "[t
   check_in_order_success(g.a.poll(), 4);
   CHECK(g.ta.tx_waiting() == 0);
 }
+
+TEST_CASE("link pause: a UD QP waits on its WR's address handle's priority, in send-queue order",
+          "[transport][pfc][ud]") {
+  GatedPair g;
+  const uint32_t qa = g.a.create_qp(QpType::kUd);
+  QpParams p;
+  REQUIRE(connect_qp(g.ta, qa, QpType::kUd, 0, p, g.now) == 0);
+  AhAttr to0, to3;
+  to0.dgid[15] = 2;
+  to3.dgid[15] = 2;
+  to3.sl = 3;
+  const AhHandle h0 = g.ta.create_ah(g.a.pd, to0).value;
+  const AhHandle h3 = g.ta.create_ah(g.a.pd, to3).value;
+  const auto ud_send = [&](uint64_t id, AhHandle h) {
+    Sge sge{g.a.va, 256, g.a.mr.lkey};
+    SendWr w;
+    w.wr_id = id;
+    w.opcode = WrOpcode::kSend;
+    w.send_flags = send_flag::kSignaled;
+    w.sg_list = {&sge, 1};
+    w.ah = h;
+    w.remote_qpn = 0x99;
+    w.remote_qkey = p.qkey;
+    return g.ta.post_send(qa, w, g.now);
+  };
+  g.ga.stopped = 1U << 3;
+  REQUIRE(ud_send(1, h0) == 0);
+  REQUIRE(ud_send(2, h3) == 0);  // waits: its AH's priority is paused
+  REQUIRE(ud_send(3, h0) == 0);  // behind it: one send queue, in order (as on hardware)
+  auto out = g.ga.cap.take();
+  REQUIRE(out.size() == 1);
+  CHECK(out[0].addr.ah.sl == 0);
+  CHECK(g.ta.tx_waiting() == 1);
+  g.ga.stopped = 0;
+  g.ta.tx_resumed(g.now);
+  out = g.ga.cap.take();
+  REQUIRE(out.size() == 2);
+  CHECK(out[0].addr.ah.sl == 3);
+  CHECK(out[1].addr.ah.sl == 0);
+  const std::vector<Cqe> done = g.a.poll();
+  REQUIRE(done.size() == 3);
+  for (std::size_t i = 0; i < done.size(); ++i) CHECK(done[i].wr_id == i + 1);
+}
+
+TEST_CASE("link pause: a QP destroyed while it waits is forgotten", "[transport][pfc]") {
+  GatedPair g;
+  const auto [qa, qb] = g.connect(3);
+  (void)qb;
+  g.ga.stopped = 1U << 3;
+  g.post_writes(qa, 0, 2);
+  CHECK(g.ta.tx_waiting() == 1);
+  QpAttr err;
+  err.qp_state = QpState::kErr;
+  REQUIRE(g.ta.modify_qp(qa, err, qp_attr::kState, g.now) == 0);
+  REQUIRE(g.ta.destroy_qp(qa) == 0);
+  CHECK(g.ta.tx_waiting() == 0);
+  g.ga.stopped = 0;
+  g.ta.tx_resumed(g.now);  // nothing to run, nothing sent
+  CHECK(g.ga.cap.take().empty());
+}
