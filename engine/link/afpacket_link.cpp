@@ -164,9 +164,11 @@ std::unique_ptr<AfPacketLink> AfPacketLink::open(const Netdev& nd, std::vector<w
     std::copy(wire::pfc::kPauseGroup.begin(), wire::pfc::kPauseGroup.end(), mr.mr_address);
     if (::setsockopt(fd, SOL_PACKET, PACKET_ADD_MEMBERSHIP, &mr, sizeof mr) != 0) return fail("PFC group membership");
     // Emitting: the receive buffer is the RX ring, each frame a whole slot
-    // (the ring fills by slots, whatever the frames' sizes).
-    link->pfc_ = std::make_unique<PfcPort>(pfc, pfc_link_bps(pfc, nd.speed_mbps), nd.mac, nd.name,
-                                           std::uint64_t{kRxFrames} * kMaxFrame);
+    // (the ring fills by slots, whatever the frames' sizes). Not with engine
+    // threads: each shard's ring is a part of the port's buffer, and one
+    // shard's XON would end what another's XOFF asked for.
+    const std::uint64_t rx_buffer = sharding.shards <= 1 ? std::uint64_t{kRxFrames} * kMaxFrame : 0;
+    link->pfc_ = std::make_unique<PfcPort>(pfc, pfc_link_bps(pfc, nd.speed_mbps), nd.mac, nd.name, rx_buffer);
   }
 
   // The never-read port-4791 socket (header comment); optional.
