@@ -73,6 +73,10 @@ enum class Counter : uint8_t {
   kRawFramesSent,
   kRawFramesRcvd,
   kRawNoRecvWqe,
+  // Times the QP stopped making packets because the link had paused their
+  // priority (Priority Flow Control, Transport::set_tx_gated): it waited
+  // instead of sending into a full queue.
+  kLinkPauseWaits,
   kCount,
 };
 
@@ -117,6 +121,7 @@ inline constexpr CounterNames<Counter> kCounterNames = {{
     {Counter::kRawFramesSent, "raw_frames_sent"},
     {Counter::kRawFramesRcvd, "raw_frames_rcvd"},
     {Counter::kRawNoRecvWqe, "raw_no_recv_wqe"},
+    {Counter::kLinkPauseWaits, "link_pause_waits"},
 }};
 static_assert(counter_table_ok(kCounterNames));
 

@@ -101,6 +101,16 @@ class TxSink {
     (void)frame;
     (void)now;
   }
+  // Whether a packet to `to` cannot leave now: its priority is paused by
+  // the peer's Priority Flow Control (engine/link/README.md). The
+  // transport then does not make it: the send queue and the responder's
+  // answers wait, and the QP is asked again after Transport::tx_resumed.
+  // Asked only once the engine turned the gate on (Transport::
+  // set_tx_gated): a device without PFC pays nothing for it.
+  [[nodiscard]] virtual bool tx_stopped(const Addressing& to) const {
+    (void)to;
+    return false;
+  }
 };
 
 // What the engine knows about a received packet beyond the IB headers.

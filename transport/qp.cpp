@@ -375,6 +375,34 @@ Addressing Qp::path_addr() const {
   return a;
 }
 
+Addressing Qp::wqe_addr(const SendWqe& w) const {
+  Addressing addr = path_addr();
+  if (init_.type == QpType::kUd) {
+    addr.dest_qpn = w.ud_qpn;
+    addr.ah = w.ud_ah;
+  }
+  return addr;
+}
+
+bool Qp::link_stopped(const Addressing& to) {
+  if (!ctx_.tx_gated || !ctx_.tx.tx_stopped(to)) return false;
+  if (!tx_parked_) {
+    tx_parked_ = true;
+    ctx_.tx_parked.push_back(qpn_);
+    count(Counter::kLinkPauseWaits);
+  }
+  return true;
+}
+
+void Qp::on_tx_resumed(Nanos now) {
+  tx_parked_ = false;
+  // The responder's held answers first (they answer requests the peer
+  // sent before anything the requester is about to send), then new
+  // requests; either may find the link stopped again and wait on.
+  if (resp_paced()) resp_pump(now);
+  if (req_state_ == ReqState::kWaitLink) req_run(now);
+}
+
 void Qp::emit(wire::IbPacket& p, const Addressing& addr, Nanos now) {
   p.bth.dest_qp = addr.dest_qpn;
   p.bth.pkey = 0xFFFF;
@@ -512,7 +540,7 @@ void Qp::on_timer(Nanos now) {
   if (rate_.limited() || req_state_ == ReqState::kWaitRate || resp_paced()) {
     rate_.advance(now);
     rate_gauge();
-    if (resp_paced() && now >= pace_next_) resp_pump(now);
+    if (resp_paced() && !tx_parked_ && now >= pace_next_) resp_pump(now);
     if (req_state_ == ReqState::kWaitRate && now >= pace_next_) req_run(now);
   }
 }
@@ -520,7 +548,9 @@ void Qp::on_timer(Nanos now) {
 Nanos Qp::next_deadline() const noexcept {
   Nanos d = std::min(ack_deadline_, rnr_deadline_);
   d = std::min(d, rate_.next_event());  // kNever unless the rate is cut
-  if (req_state_ == ReqState::kWaitRate || resp_paced()) d = std::min(d, pace_next_);
+  // Waiting for the link (tx_parked_) is not a deadline: Transport::
+  // tx_resumed ends it, and the link's own deadline wakes the engine.
+  if (req_state_ == ReqState::kWaitRate || (resp_paced() && !tx_parked_)) d = std::min(d, pace_next_);
   return d;
 }
 
@@ -532,6 +562,7 @@ std::string_view to_string(ReqState s) noexcept {
     case ReqState::kWaitFence: return "WAIT_FENCE";
     case ReqState::kWaitRdAtomic: return "WAIT_RD_ATOMIC";
     case ReqState::kWaitRate: return "WAIT_RATE";
+    case ReqState::kWaitLink: return "WAIT_LINK";
     case ReqState::kRnrWait: return "RNR_WAIT";
     case ReqState::kDrained: return "DRAINED";
     case ReqState::kLocalError: return "LOCAL_ERROR";

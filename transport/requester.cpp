@@ -97,6 +97,9 @@ ReqState Qp::req_step(Nanos now) {
     list_timer();
     return ReqState::kWaitRate;
   }
+  // PFC: the link paused this path's priority; the WQE waits, unsent, so
+  // nothing is queued behind the pause and nothing is lost.
+  if (wqe_stopped(w)) return ReqState::kWaitLink;
   send_next_packet(w, now);
   return ReqState::kSending;
 }
@@ -217,10 +220,8 @@ void Qp::send_next_packet(SendWqe& w, Nanos now) {
   wire::IbPacket p;
   p.bth.psn = req_psn_;
   p.xrc_srqn = w.xrc_srqn;  // on the wire only for XRC (the opcode's XRCETH)
-  Addressing addr = path_addr();
+  const Addressing addr = wqe_addr(w);
   if (init_.type == QpType::kUd) {
-    addr.dest_qpn = w.ud_qpn;
-    addr.ah = w.ud_ah;
     p.deth.qkey = w.ud_qkey;
     p.deth.src_qp = qpn_;
   }

@@ -527,6 +527,7 @@ int Transport::destroy_qp(uint32_t qpn) {
       mw.state = detail::MwState::kFree;
     }
   std::erase(ctx_->timer_qps, qpn);  // a new QP of this number lists itself afresh
+  std::erase(ctx_->tx_parked, qpn);
   if (it != qps_.end()) qps_.erase(it);
   else iw_qps_.erase(iw);
   return 0;
@@ -588,6 +589,20 @@ void Transport::on_packet(const wire::IbPacket& pkt, const RxInfo& rx, Nanos now
   }
   qp->on_packet(pkt, rx, now);
 }
+
+void Transport::set_tx_gated(bool on) noexcept { ctx_->tx_gated = on; }
+
+void Transport::tx_resumed(Nanos now) {
+  // On a copy: a QP that finds its priority still stopped lists itself
+  // again while the list is walked.
+  resumed_.swap(ctx_->tx_parked);
+  ctx_->tx_parked.clear();
+  for (const uint32_t qpn : resumed_)
+    if (detail::Qp* qp = find_qp(qpn)) qp->on_tx_resumed(now);
+  resumed_.clear();
+}
+
+std::size_t Transport::tx_waiting() const noexcept { return ctx_->tx_parked.size(); }
 
 void Transport::on_timer(Nanos now) {
   // On a copy: a firing timer may list another QP (or itself) and so grow

@@ -213,6 +213,18 @@ class Transport {
   void settle_writes(Nanos now);
   Nanos next_deadline() const;
   Nanos qp_next_deadline(uint32_t qpn) const;
+  // Back-pressure from the link (Priority Flow Control): with the gate on,
+  // every packet a QP is about to make is first offered to
+  // TxSink::tx_stopped; a stopped one is not made, its QP waits (the
+  // requester in WAIT_LINK, the responder's answers held as while DCQCN
+  // paces them, ACKs coalesced) and has no deadline of its own meanwhile,
+  // so the engine sleeps until the link has something to do.
+  // tx_resumed runs every waiting QP again (the engine calls it when a
+  // priority the link had stopped runs again); those still stopped wait on.
+  void set_tx_gated(bool on) noexcept;
+  void tx_resumed(Nanos now);
+  // QPs waiting for the link (tests, the engine's own bookkeeping).
+  [[nodiscard]] std::size_t tx_waiting() const noexcept;
   // The QPs whose deadline is at or before `now`, from the listed ones (at
   // most `out.size()` of them); how many were found.
   std::size_t due_qps(Nanos now, std::span<uint32_t> out) const;
@@ -252,7 +264,8 @@ class Transport {
   std::unique_ptr<detail::Context> ctx_;
   std::unordered_map<uint32_t, std::unique_ptr<detail::Qp>> qps_;
   std::unordered_map<uint32_t, std::unique_ptr<detail::IwQp>> iw_qps_;
-  std::vector<uint32_t> timer_due_;  // on_timer's copy of Context::timer_qps (kept: no allocation per pass)
+  std::vector<uint32_t> timer_due_;
+  std::vector<uint32_t> resumed_;    // tx_resumed's copy of Context::tx_parked  // on_timer's copy of Context::timer_qps (kept: no allocation per pass)
   uint32_t next_qpn_;
 };
 

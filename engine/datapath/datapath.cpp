@@ -205,6 +205,8 @@ DataPath::DataPath(const Device& dev, std::unique_ptr<Link> link, LinkShard sh)
   }
   shard_ = sh.shard;
   transport_ = std::make_unique<t::Transport>(mem_, *this, *this, config_for(dev, sh, link_.get()));
+  // A link that honours PFC pauses the QPs sending on a paused priority.
+  if (link_ && link_->pauses_tx()) transport_->set_tx_gated(true);
 }
 
 void DataPath::join_shards(const std::vector<DataPath*>& peers, std::shared_ptr<Shard> self) {
@@ -366,7 +368,10 @@ void DataPath::take_posted_sends(t::Nanos now) {
   std::for_each(carried_.begin(), carried_.end(), take_all);
   mem_.end_pass();
   transport_->settle_writes(now);
-  if (link_) link_->flush(now);
+  if (link_) {
+    link_->flush(now);
+    resume_link_waiters(now);
+  }
 }
 
 int DataPath::attach_mcast(const McastGroups::Gid& g, std::uint32_t qpn) {
@@ -511,7 +516,10 @@ bool DataPath::poll(t::Nanos now, bool poll_link) {
   // (transport/write_faults.cpp).
   mem_.end_pass();
   transport_->settle_writes(now);
-  if (link_) link_->flush(now);  // what this pass queued on the link leaves now
+  if (link_) {
+    link_->flush(now);  // what this pass queued on the link leaves now
+    resume_link_waiters(now);
+  }
   // FPDUs the timers or completions queued (iWARP) go out this pass.
   if (iw_ && iw_->has_pending_output()) work |= iw_->flush(now);
   // Slots first, completions second: an application that sees a CQE may
@@ -1042,6 +1050,30 @@ void DataPath::flush_wakes() {
     if (to->self_ != nullptr) to->self_->wake_if_sleeping();
   }
   wake_mask_ = 0;
+}
+
+bool DataPath::tx_stopped(const t::Addressing& to) const {
+  if (!link_) return false;
+  const std::uint8_t stopped = link_->stopped_priorities();
+  if (stopped == 0) return false;  // the common case: one call, no lookup
+  const std::uint32_t dst = ipv4_of_gid(to.ah.dgid);
+  if ((ipv4_ != 0 && dst == ipv4_) || std::find(own_gids_.begin(), own_gids_.end(), to.ah.dgid) != own_gids_.end())
+    return false;  // hairpinned (transmit's test): never on the link
+  t::TxPacket p;
+  p.addr = to;
+  if (!link_->tx_stopped(link_dest(p))) return false;
+  tx_gate_seen_ = static_cast<std::uint8_t>(tx_gate_seen_ | stopped);
+  return true;
+}
+
+void DataPath::resume_link_waiters(t::Nanos now) {
+  if (tx_gate_seen_ == 0) return;
+  // Every waiting QP stopped on a priority of tx_gate_seen_; none of them
+  // runs again: keep waiting (the link's next_deadline wakes the engine).
+  if ((tx_gate_seen_ & ~link_->stopped_priorities()) == 0) return;
+  tx_gate_seen_ = 0;  // those still stopped say so again
+  transport_->tx_resumed(now);
+  link_->flush(now);
 }
 
 void DataPath::send_on_link(const t::TxPacket& p) {

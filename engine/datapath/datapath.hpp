@@ -206,6 +206,9 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
   // A raw packet QP's frame: to this device's own rules (a copy, next pass;
   // not back to the sender) and onto the link.
   void transmit_raw(std::uint32_t src_qpn, std::span<const std::uint8_t> frame, transport::Nanos now) override;
+  // PFC back-pressure: whether the link has paused the priority a packet
+  // to `to` would go on (hairpinned packets never wait).
+  [[nodiscard]] bool tx_stopped(const transport::Addressing& to) const override;
   void on_async_event(const transport::AsyncEvent& e) override;
 
   [[nodiscard]] const DataPathCounters& counters() const { return counters_; }
@@ -338,6 +341,12 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
   // The IP traffic class of `p` as RoCE v2 sends it: the AH's, with the
   // device's ECN codepoint for RC/UC (DeviceConfig::ecn_codepoint).
   [[nodiscard]] std::uint8_t v2_traffic_class(const transport::TxPacket& p) const;
+  // After the link's flush: when a priority QPs found stopped runs again
+  // (the pause ended, a zero quanta came, the held frames left), the QPs
+  // waiting for the link go on, and what they send leaves in this pass.
+  void resume_link_waiters(transport::Nanos now);
+  // The priorities QPs found stopped since the last resume (tx_stopped).
+  mutable std::uint8_t tx_gate_seen_ = 0;
 
   std::uint32_t ipv4_ = 0;  // the device's address (host order)
   transport::Nanos last_link_look_ = 0;  // the last pass that read the link (link_look_due)

@@ -138,7 +138,18 @@ const ConfigKey kKeys[] = {
      .doc = "the link speed pause quanta (512 bit times) are counted at (default: the interface's ethtool "
             "speed, else 100)"},
     {.scope = S::kPfc, .name = "queue_frames", .types = kUint, .min = 1, .max = 65'536, .def = "512",
-     .doc = "per priority, frames held while it is paused; beyond, dropped (counted; RC retransmits)"},
+     .doc = "per priority, frames held while it is paused that were built before the pause took effect (the "
+            "QPs themselves wait); beyond, dropped (counted)"},
+    {.scope = S::kPfc, .name = "xoff_bytes", .types = kUint, .min = 1, .max = 4'294'967'296,
+     .doc = "emitting: a priority holding more than this in the receive buffer (each frame at least its ring "
+            "slot's share) is paused with a PFC frame, refreshed at half its time (default: the buffer less a "
+            "round trip at the link's speed and two largest frames)"},
+    {.scope = S::kPfc, .name = "xon_bytes", .types = kUint, .min = 0, .max = 4'294'967'296,
+     .doc = "emitting: a paused priority at or below this is resumed with a zero time (default: two largest "
+            "frames below xoff_bytes); below xoff_bytes"},
+    {.scope = S::kPfc, .name = "round_trip_us", .types = kUint, .min = 1, .max = 1'000'000, .def = "100",
+     .doc = "emitting: the round trip the default xoff_bytes leaves headroom for (the pause frame's way, the "
+            "peer's reaction, its last frames' way back)"},
     // fault (engine/observe/fault.hpp).
     {.scope = S::kFault, .name = "loss", .types = kNum, .min = 0, .max = 1, .def = "0",
      .doc = "probability a frame is dropped"},

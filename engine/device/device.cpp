@@ -221,6 +221,15 @@ bool parse_pfc(const nlohmann::json& d, const std::string& dev, PfcConfig& c, st
   if (d.contains("watchdog_restore_ms")) c.restore = d["watchdog_restore_ms"].get<std::uint64_t>() * 1'000'000;
   if (d.contains("speed_gbps")) c.speed_gbps = d["speed_gbps"].get<double>();
   if (d.contains("queue_frames")) c.queue_frames = d["queue_frames"].get<std::uint32_t>();
+  if (d.contains("xoff_bytes")) c.xoff_bytes = d["xoff_bytes"].get<std::uint64_t>();
+  if (d.contains("xon_bytes")) {
+    c.xon_bytes = d["xon_bytes"].get<std::uint64_t>();
+    if (c.xoff_bytes == 0) return fail("xon_bytes needs xoff_bytes (the default XON follows the default XOFF)");
+    if (c.xon_bytes >= c.xoff_bytes)
+      return fail("xon_bytes " + std::to_string(c.xon_bytes) + " must be below xoff_bytes " +
+                  std::to_string(c.xoff_bytes));
+  }
+  if (d.contains("round_trip_us")) c.round_trip = d["round_trip_us"].get<std::uint64_t>() * 1000;
   if (d.contains("dscp_to_priority")) {
     for (const auto& [key, v] : d["dscp_to_priority"].items()) {
       char* end = nullptr;

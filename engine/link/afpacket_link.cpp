@@ -166,7 +166,12 @@ std::unique_ptr<AfPacketLink> AfPacketLink::open(const Netdev& nd, std::vector<w
     mr.mr_alen = 6;
     std::copy(wire::pfc::kPauseGroup.begin(), wire::pfc::kPauseGroup.end(), mr.mr_address);
     if (::setsockopt(fd, SOL_PACKET, PACKET_ADD_MEMBERSHIP, &mr, sizeof mr) != 0) return fail("PFC group membership");
-    link->pfc_ = std::make_unique<PfcPort>(pfc, pfc_link_bps(pfc, nd.speed_mbps), nd.mac, nd.name);
+    // Emitting: the receive buffer is the RX ring, each frame a whole slot
+    // (the ring fills by slots, whatever the frames' sizes). Not with engine
+    // threads: each shard's ring is a part of the port's buffer, and one
+    // shard's XON would end what another's XOFF asked for.
+    const std::uint64_t rx_buffer = sharding.shards <= 1 ? std::uint64_t{kRxFrames} * kMaxFrame : 0;
+    link->pfc_ = std::make_unique<PfcPort>(pfc, pfc_link_bps(pfc, nd.speed_mbps), nd.mac, nd.name, rx_buffer);
   }
 
   // The never-read port-4791 socket (header comment); optional.
@@ -430,14 +435,43 @@ void AfPacketLink::flush(transport::Nanos now) {
     neigh_.refresh();
     last_refresh_ = now;
   }
-  // Pauses that ended release their held frames, in order, behind what the
-  // pass queued (a full ring leaves the rest for the next pass).
-  if (pfc_) pfc_->flush(now, [this](wire::Bytes f) { return put_frame(f); });
+  // Our own PFC frame if the RX ring calls for one, then pauses that ended
+  // release their held frames, in order, behind what the pass queued (a
+  // full ring leaves the rest for the next pass).
+  if (pfc_) {
+    if (pfc_->emits()) pfc_->set_rx_waiting(rx_waiting_bytes());
+    pfc_->flush(now, [this](wire::Bytes f) { return put_frame(f); });
+  }
   kick();
+}
+
+bool AfPacketLink::tx_stopped(const LinkDest& dst) const noexcept {
+  if (!pfc_) return false;
+  const std::uint8_t stopped = pfc_->stopped_mask();
+  return stopped != 0 && (stopped >> tx_priority(dst, vlan_, pfc_->config().dscp_to_priority) & 1U) != 0;
 }
 
 transport::Nanos AfPacketLink::next_deadline() const noexcept {
   return pfc_ ? std::min(next_retry_, pfc_->next_deadline()) : next_retry_;
+}
+
+std::array<std::uint64_t, kPfcPriorities> AfPacketLink::rx_waiting_bytes() const {
+  // The frames the kernel has put in the RX ring that the engine has not
+  // taken yet: from the next slot on, while the slots are ours. The kernel
+  // takes an 802.1Q tag out into tp_vlan_tci; untagged frames by DSCP.
+  std::array<std::uint64_t, kPfcPriorities> bytes{};
+  for (std::uint32_t i = 0; i < kRxFrames; ++i) {
+    std::uint8_t* slot = ring_ + std::size_t{kFrameSize} * ((rx_next_ + i) % kRxFrames);
+    tpacket2_hdr* h = frame_hdr(slot);
+    const std::uint32_t st = load_status(h);
+    if ((st & TP_STATUS_USER) == 0) break;
+    std::size_t prio = 0;
+    if ((st & TP_STATUS_VLAN_VALID) != 0) prio = (h->tp_vlan_tci >> 13) & 7U;
+    else if (h->tp_mac <= kFrameSize && h->tp_snaplen <= kFrameSize - h->tp_mac)
+      prio = frame_priority(wire::Bytes(slot + h->tp_mac, h->tp_snaplen), pfc_->config().dscp_to_priority);
+    bytes[prio] += kMaxFrame;
+  }
+  return bytes;
 }
 
 void AfPacketLink::release_rx() {

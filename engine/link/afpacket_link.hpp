@@ -28,6 +28,7 @@
 // without a reply.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <linux/filter.h>
 
@@ -109,6 +110,11 @@ class AfPacketLink final : public Link {
   [[nodiscard]] const PfcCounters* pfc_counters() const noexcept override {
     return pfc_ ? &pfc_->counters() : nullptr;
   }
+  [[nodiscard]] bool pauses_tx() const noexcept override { return pfc_ != nullptr; }
+  [[nodiscard]] std::uint8_t stopped_priorities() const noexcept override {
+    return pfc_ ? pfc_->stopped_mask() : 0;
+  }
+  [[nodiscard]] bool tx_stopped(const LinkDest& dst) const noexcept override;
 
   // UD multicast on the wire: a joined group's Ethernet MAC (raw_frame's
   // multicast_mac_of) is added to the interface's filter
@@ -135,6 +141,9 @@ class AfPacketLink final : public Link {
   void kick();
   void hold_for_neighbour(wire::Bytes frame, const wire::IpAddr& next_hop);
   void retry_pending(transport::Nanos now);
+  // PFC emitting: per priority, the bytes of the frames waiting in the RX
+  // ring (each a whole slot, Link::kMaxFrame).
+  [[nodiscard]] std::array<std::uint64_t, kPfcPriorities> rx_waiting_bytes() const;
 
   int fd_ = -1;
   std::uint32_t mtu_ = 1500;

@@ -218,6 +218,19 @@ class Link {
   // The PFC counters (engine/link/pfc_port.hpp) of a raw link whose device
   // turned PFC on; nullptr otherwise.
   [[nodiscard]] virtual const PfcCounters* pfc_counters() const noexcept { return nullptr; }
+
+  // Back-pressure (Priority Flow Control, engine/link/pfc_port.hpp): a link
+  // that honours pause frames (pauses_tx) tells the data path which
+  // priorities would make a frame sent now wait (bit p: paused, a pause
+  // received this pass, or frames of p still held), and whether a frame to
+  // `dst` is of one of them, so that the QPs sending on a paused priority
+  // stop making packets instead of filling the link's bounded hold queue.
+  [[nodiscard]] virtual bool pauses_tx() const noexcept { return false; }
+  [[nodiscard]] virtual std::uint8_t stopped_priorities() const noexcept { return 0; }
+  [[nodiscard]] virtual bool tx_stopped(const LinkDest& dst) const noexcept {
+    (void)dst;
+    return false;
+  }
 };
 
 }  // namespace urnic::engine

@@ -2,6 +2,8 @@
 // a LinkDest with wire/roce_frame, and checking a received one.
 #pragma once
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -16,6 +18,15 @@ namespace urnic::engine {
 // user priority), else the precedence bits of the traffic class (DSCP >> 3).
 constexpr std::uint8_t vlan_pcp(const LinkDest& dst) noexcept {
   return static_cast<std::uint8_t>((dst.sl != 0 ? dst.sl : dst.traffic_class >> 5) & 7);
+}
+
+// The priority a frame for `dst` is sent with, as the link's transmit
+// scheduler (PFC) reads it back from the frame (frame_priority,
+// engine/link/pfc_tx_queue.hpp): on VLAN `vlan` its PCP (vlan_pcp); untagged
+// (vlan 0) the DSCP of its traffic class through `dscp_to_priority`.
+constexpr std::size_t tx_priority(const LinkDest& dst, std::uint16_t vlan,
+                                  const std::array<std::uint8_t, 64>& dscp_to_priority) noexcept {
+  return vlan != 0 ? vlan_pcp(dst) : dscp_to_priority[dst.traffic_class >> 2] & 7U;
 }
 
 // The Ethernet MAC of an IP multicast group (RoCE v2 multicast, annex

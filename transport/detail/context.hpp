@@ -173,6 +173,12 @@ struct Context {
   // those whose deadline is gone. So finding the next deadline and firing
   // timers cost the QPs with timers, not every QP (issue 24).
   std::vector<uint32_t> timer_qps;
+  // Link back-pressure (Transport::set_tx_gated): whether QPs ask
+  // TxSink::tx_stopped before each packet, and the QPNs of those that found
+  // their priority stopped and wait for Transport::tx_resumed (each once:
+  // the QP's own flag).
+  bool tx_gated = false;
+  std::vector<uint32_t> tx_parked;
   // QP `qpn` set a deadline: into timer_qps once (`listed` is the QP's own
   // flag, cleared when Transport::next_deadline drops it).
   void list_timer(uint32_t qpn, bool& listed) {
