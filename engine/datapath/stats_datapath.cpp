@@ -136,6 +136,8 @@ void DataPath::device_counters(CounterList& out) const {
     add(DevStat::kLinkGroDatagrams, l.rx_gro_datagrams);
     add(DevStat::kLinkGsoFallbacks, l.tx_gso_fallbacks);
     add(DevStat::kLinkGsoRunsSplit, l.rx_gso_runs_split);
+    add(DevStat::kLinkXdpCopyFallbacks, l.xdp_copy_fallbacks);
+    add(DevStat::kLinkXdpRxDrops, l.xdp_rx_kernel_drops);
   }
   add(DevStat::kHairpinPkts, counters_.hairpin_packets);
   add(DevStat::kWqesPosted, counters_.wqes_posted);

@@ -71,6 +71,8 @@ enum class DevStat : std::uint8_t {
   kCtlMailboxCalls,     // control calls served through a process's mailbox (hostif/ctl_mailbox.hpp)
   kLinkGsoFallbacks,    // udp link: GSO on but refused by the kernel (at open or on a send): packet by packet since
   kLinkGsoRunsSplit,    // raw links: uncut UDP GSO runs received (a virtual link) and cut into their packets
+  kLinkXdpCopyFallbacks,// xdp link: the driver refused zero-copy, the socket runs in copy mode (0 or 1)
+  kLinkXdpRxDrops,      // xdp link: frames the kernel dropped for the socket (RX ring full, fill ring empty)
   kCount,
 };
 
@@ -114,6 +116,8 @@ inline constexpr transport::CounterNames<DevStat> kDevStatNames = {{
     {DevStat::kCtlMailboxCalls, "ctl_mailbox_calls"},
     {DevStat::kLinkGsoFallbacks, "link_gso_fallbacks"},
     {DevStat::kLinkGsoRunsSplit, "link_gso_runs_split"},
+    {DevStat::kLinkXdpCopyFallbacks, "link_xdp_copy_fallbacks"},
+    {DevStat::kLinkXdpRxDrops, "link_xdp_rx_drops"},
 }};
 static_assert(transport::counter_table_ok(kDevStatNames));
 
