@@ -139,6 +139,8 @@ void DataPath::device_counters(CounterList& out) const {
     add(DevStat::kRawRxFrames, l.rx_raw_frames);
     add(DevStat::kRawRxTruncated, l.rx_raw_truncated);
     add(DevStat::kRawTxFrames, l.tx_raw_frames);
+    add(DevStat::kLinkXdpCopyFallbacks, l.xdp_copy_fallbacks);
+    add(DevStat::kLinkXdpRxDrops, l.xdp_rx_kernel_drops);
   }
   add(DevStat::kRawSteered, counters_.raw_frames_steered);
   add(DevStat::kRawUnmatched, counters_.raw_frames_unmatched);

@@ -294,7 +294,7 @@ std::optional<DaemonConfig> parse_config(const std::string& json_text, std::stri
         return std::nullopt;
       }
       if (d.contains("vlan") && !kind->vlan) {
-        error = "config: \"vlan\" is a VLAN ID 1..4094, on an afpacket or dpdk link, for " + dc.name;
+        error = "config: \"vlan\" is a VLAN ID 1..4094, on an afpacket, xdp or dpdk link, for " + dc.name;
         return std::nullopt;
       }
       if (d.contains("mac") && !parse_mac(d["mac"].get<std::string>(), dc.mac)) {

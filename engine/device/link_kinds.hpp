@@ -69,7 +69,7 @@ const LinkKindInfo* find_link_kind(std::string_view name);
 const LinkKindInfo* default_link_kind(std::string_view transport);
 // The row of a device's (parsed, so valid) "link".
 const LinkKindInfo& link_kind_of(const DeviceConfig& cfg);
-// The link names that carry `transport`, as "udp, afpacket or dpdk".
+// The link names that carry `transport`, as "udp, afpacket, xdp or dpdk".
 std::string link_names_for(std::string_view transport);
 
 // The link the device's config names (its row's `open`). nullptr with a

@@ -2,8 +2,8 @@
 // class the data path uses, with one implementation per backend
 // (engine/link/udp_link: the kernel's UDP socket, the unprivileged default;
 // engine/link/afpacket_link: raw Ethernet on a named interface through an
-// AF_PACKET socket). A device's config chooses it ("link": "udp" |
-// "afpacket").
+// AF_PACKET socket; engine/link/xdp_link: an AF_XDP socket). A device's
+// config chooses it ("link": "udp" | "afpacket" | "xdp" | "dpdk").
 //
 // The data path decides *what* goes out (the IB packet, the RoCE version
 // from the source GID's type, addresses, traffic class, flow label, UDP
@@ -48,6 +48,8 @@ struct LinkCounters {
   std::uint64_t rx_raw_frames = 0;    // raw receive on: frames that are not RoCE, handed to flow steering
   std::uint64_t rx_raw_truncated = 0; // raw receive on: frames larger than a ring slot (dropped)
   std::uint64_t tx_raw_frames = 0;    // raw packet QPs' frames sent
+  std::uint64_t xdp_copy_fallbacks = 0; // xdp: zero-copy refused by the driver, bound in copy mode (0 or 1)
+  std::uint64_t xdp_rx_kernel_drops = 0;// xdp: frames the kernel dropped for the socket (RX ring full, no fill chunk)
 };
 
 // Where one packet goes, as the data path resolved it from the AH / QP path

@@ -83,6 +83,8 @@ enum class DevStat : std::uint8_t {
   kFlowRejected,        // ibv_create_flow refused: malformed or unsupported spec, QP not raw
   kFlowRules,           // flow steering rules now (a gauge)
   kDmabufMrsRefused,    // ibv_reg_dmabuf_mr refused: not a dma-buf, out of its range, unmappable (session_dmabuf.cpp)
+  kLinkXdpCopyFallbacks,// xdp link: the driver refused zero-copy, the socket runs in copy mode (0 or 1)
+  kLinkXdpRxDrops,      // xdp link: frames the kernel dropped for the socket (RX ring full, fill ring empty)
   kCount,
 };
 
@@ -137,6 +139,8 @@ inline constexpr transport::CounterNames<DevStat> kDevStatNames = {{
     {DevStat::kFlowRejected, "flow_rejected"},
     {DevStat::kFlowRules, "flow_rules"},
     {DevStat::kDmabufMrsRefused, "dmabuf_mrs_refused"},
+    {DevStat::kLinkXdpCopyFallbacks, "link_xdp_copy_fallbacks"},
+    {DevStat::kLinkXdpRxDrops, "link_xdp_rx_drops"},
 }};
 static_assert(transport::counter_table_ok(kDevStatNames));
 
