@@ -9,16 +9,9 @@
 
 namespace urnic::engine {
 
-namespace {
-std::uint64_t page_size() {
-  static const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
-  return page;
-}
-}  // namespace
-
 int check_dmabuf(int fd, std::uint64_t offset, std::uint64_t length, std::uint64_t& size) {
   const std::uint64_t end = offset + length;
-  const std::uint64_t page = page_size();
+  static const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
   if (end < offset || end + (page - 1) < end) return EINVAL;  // ib_umem_dmabuf_get: end < start || PAGE_ALIGN(end) < end
   if (fd < 0 || ::fcntl(fd, F_GETFD) < 0) return EBADF;
   struct statfs fs{};

@@ -35,13 +35,14 @@ constexpr const char* kMapName = "urnic_xsks";
 
 // libxdp and libbpf report through callbacks: only their warnings reach the
 // daemon's log (their info lines are about every probe they make); their
-// messages name the library themselves.
-int log_warnings(libxdp_print_level level, const char* fmt, va_list ap) {
+// messages name the library themselves. (The format attribute: `fmt` is
+// the library's printf format, passed on; clang's -Wformat-nonliteral.)
+__attribute__((format(printf, 2, 0))) int log_warnings(libxdp_print_level level, const char* fmt, va_list ap) {
   if (level != LIBXDP_WARN) return 0;
   std::fputs("urnicd: ", stderr);
   return std::vfprintf(stderr, fmt, ap);
 }
-int log_bpf_warnings(libbpf_print_level level, const char* fmt, va_list ap) {
+__attribute__((format(printf, 2, 0))) int log_bpf_warnings(libbpf_print_level level, const char* fmt, va_list ap) {
   if (level != LIBBPF_WARN) return 0;
   std::fputs("urnicd: ", stderr);
   return std::vfprintf(stderr, fmt, ap);

@@ -198,9 +198,9 @@ TEST_CASE("parent domain allocators: the rings of a QP, an SRQ and an extended C
   urnic::test::connect_loopback(d.ctx, q1, {.dest_qpn = q0->qp_num, .access = IBV_ACCESS_REMOTE_WRITE});
   std::vector<char> src(256), dst(256, 0), rcv(256, 0);
   for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<char>(i * 7 + 1);
-  ibv_mr* smr = ibv_reg_mr(parent, src.data(), src.size(), IBV_ACCESS_LOCAL_WRITE);
+  ibv_mr* smr = ibv_reg_mr(parent, src.data(), src.size(), static_cast<int>(IBV_ACCESS_LOCAL_WRITE));
   ibv_mr* dmr = ibv_reg_mr(parent, dst.data(), dst.size(), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-  ibv_mr* rmr = ibv_reg_mr(parent, rcv.data(), rcv.size(), IBV_ACCESS_LOCAL_WRITE);
+  ibv_mr* rmr = ibv_reg_mr(parent, rcv.data(), rcv.size(), static_cast<int>(IBV_ACCESS_LOCAL_WRITE));
   REQUIRE(smr != nullptr);
   REQUIRE(dmr != nullptr);
   REQUIRE(rmr != nullptr);

@@ -211,7 +211,7 @@ bool make_receivers(Device& d, const std::uint8_t (&dst)[6], const std::vector<s
       return false;
     }
     r.buf.assign(std::size_t{kDepth} * kSlot, 0);
-    r.mr = ibv_reg_mr(d.pd, r.buf.data(), r.buf.size(), IBV_ACCESS_LOCAL_WRITE);
+    r.mr = ibv_reg_mr(d.pd, r.buf.data(), r.buf.size(), static_cast<int>(IBV_ACCESS_LOCAL_WRITE));
     if (r.mr == nullptr) return false;
     for (std::uint32_t s = 0; s < kDepth; ++s) r.post(s);
     UdpRule rule = udp_rule(dst, r.port);
@@ -392,7 +392,7 @@ int cmd_checks(unsigned mtu) {
     return 1;
   }
   std::vector<std::uint8_t> buf(64 * 1024);
-  ibv_mr* mr = ibv_reg_mr(d.pd, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE);
+  ibv_mr* mr = ibv_reg_mr(d.pd, buf.data(), buf.size(), static_cast<int>(IBV_ACCESS_LOCAL_WRITE));
   EXPECT(mr != nullptr);
   const std::uint8_t mac[6] = {0x01, 0x50, 0x56, 0x19, 0x20, 0xa7};  // pyverbs' multicast DST_MAC
   const std::uint8_t src[6] = {0x24, 0x8a, 0x07, 0xa5, 0x28, 0xc8};

@@ -18,7 +18,7 @@ namespace op = urnic::wire::opcode;
 
 namespace {
 
-constexpr Nanos kMs = 1'000'000;
+constexpr Nanos kPauseMs = 1'000'000;
 constexpr uint32_t kMsg = 4096;  // four packets at path MTU 1024
 
 // Captures what it is given and, like the engine's data path over a link
@@ -131,7 +131,7 @@ TEST_CASE("link pause: a paused priority's send queue waits unsent, others flow,
 
   // A pause far longer than the QP's ACK timeout (67 ms) costs nothing:
   // nothing was sent, so nothing times out.
-  g.now += 10'000 * kMs;
+  g.now += 10'000 * kPauseMs;
   g.ta.on_timer(g.now);
   g.pump();
   CHECK(g.qa_count(qa3, Counter::kSentPkts) == 0);
@@ -170,7 +170,7 @@ TEST_CASE("link pause: in the middle of a stream the packets in flight are ackno
 
   // Still paused after a second: the pause refreshed, as a congested
   // switch keeps sending XOFF.
-  g.now += 1'000 * kMs;
+  g.now += 1'000 * kPauseMs;
   g.ta.on_timer(g.now);
   g.ta.tx_resumed(g.now);  // a spurious resume: the QP finds the priority stopped and waits on
   g.pump();
@@ -220,7 +220,7 @@ TEST_CASE("link pause: the responder's READ responses and ACKs wait, coalesced, 
   CHECK(g.ta.next_deadline() == kNever);
 
   // Paused well within B's ACK timeout (67 ms): B need not resend.
-  g.now += 20 * kMs;
+  g.now += 20 * kPauseMs;
   g.ga.stopped = 0;
   g.ta.tx_resumed(g.now);
   const std::vector<Captured> out = g.ga.cap.take();
