@@ -160,11 +160,13 @@ bool XdpLink::attach_program(std::string* error) {
   };
   bpf_object* obj = bpf_object__open_mem(kXdpRoceSteerObject, kXdpRoceSteerObject_size, nullptr);
   if (obj == nullptr) return fail("the embedded XDP program", errno);
+  obj_ = obj;
   prog_ = xdp_program__from_bpf_obj(obj, "xdp");
   if (libxdp_get_error(prog_) != 0) {
     const int err = static_cast<int>(-libxdp_get_error(prog_));
     prog_ = nullptr;
     bpf_object__close(obj);
+    obj_ = nullptr;
     return fail("the embedded XDP program", err);
   }
   // Native (driver) XDP first; a driver without it gets the generic hook.
@@ -230,6 +232,7 @@ XdpLink::~XdpLink() {
     if (attached_) (void)xdp_program__detach(prog_, ifindex_, native_ ? XDP_MODE_NATIVE : XDP_MODE_SKB, 0);
     xdp_program__close(prog_);
   }
+  if (obj_ != nullptr) bpf_object__close(obj_);
   if (umem_area_ != nullptr) ::munmap(umem_area_, umem_bytes_);
   if (mcast_fd_ >= 0) ::close(mcast_fd_);
 }

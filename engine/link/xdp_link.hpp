@@ -54,6 +54,7 @@
 struct xsk_umem;
 struct xsk_socket;
 struct xdp_program;
+struct bpf_object;
 
 namespace urnic::engine {
 
@@ -155,6 +156,9 @@ class XdpLink final : public Link {
   xsk_umem* umem_ = nullptr;
   xsk_socket* xsk_ = nullptr;
   xdp_program* prog_ = nullptr;
+  // The program's BPF object: xdp_program__from_bpf_obj does not take it
+  // (xdp_program__close leaves an external object open), so it is closed here.
+  bpf_object* obj_ = nullptr;
   bool attached_ = false;
   bool native_ = false;
   bool zero_copy_ = false;
