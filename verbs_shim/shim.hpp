@@ -42,6 +42,9 @@ inline std::nullptr_t fail_null(int err) {
 
 // A control connection to urnicd (one per opened device context, plus
 // short-lived ones for device discovery). Thread-safe: one request at a time.
+// The part of a connection forked processes share (ctl_client.cpp).
+struct SharedCallState;
+
 class CtlClient {
  public:
   // Connect, starting urnicd if none answers (see connect_daemon()). Returns
@@ -103,7 +106,11 @@ class CtlClient {
   void attach_mailbox(void* page, std::uint32_t bit, hostif::DoorbellPage* doorbells, const int* kick_fd);
 
  private:
-  explicit CtlClient(int fd) : fd_(fd) {}
+  explicit CtlClient(int fd);
+  // The calls on the socket of every process that shares it by fork, one at
+  // a time (ctl_client.cpp, SocketTurn); -1 on its own errno.
+  int socket_call(std::span<const std::byte> req, std::uint32_t seq, std::vector<std::byte>& reply,
+                  std::vector<int>& fds, std::span<const int> send_fds);
   int call_raw(std::vector<std::byte> req, std::vector<std::byte>& reply, std::vector<int>& fds,
                std::span<const int> send_fds = {});
   // Looks for the reply for a few microseconds before recvmsg sleeps.
@@ -121,7 +128,11 @@ class CtlClient {
   int check_reply(int err, const std::vector<std::byte>& reply, Rep& rep);
   int fd_;
   std::mutex mu_;
-  std::uint32_t seq_ = 0;
+  // A MAP_SHARED page (ctl_client.cpp, SharedCallState) that forked
+  // children inherit with the socket: the sequence numbers and the turn on
+  // the socket of all of them. Null when it could not be mapped.
+  SharedCallState* shared_ = nullptr;
+  std::uint32_t seq_ = 0;  // used when shared_ is null
   std::uint32_t daemon_pid_ = 0;
   bool root_daemon_ = false;  // the daemon runs as root and we do not
   std::atomic<bool> gone_{false};
