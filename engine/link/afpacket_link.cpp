@@ -108,7 +108,7 @@ AfPacketLink::AfPacketLink(const Netdev& nd, std::vector<wire::IpAddr> own, std:
       vlan_(vlan),
       own_(std::move(own)),
       accepted_(own_),
-      neigh_(nd.ifindex, nd.name) {}
+      next_hops_(nd.ifindex, nd.name) {}
 
 std::unique_ptr<AfPacketLink> AfPacketLink::open(const Netdev& nd, std::vector<wire::IpAddr> own,
                                                  std::uint16_t vlan, std::string* error, Sharding sharding,
@@ -160,12 +160,7 @@ std::unique_ptr<AfPacketLink> AfPacketLink::open(const Netdev& nd, std::vector<w
     // PFC frames go to the reserved group 01-80-C2-00-00-01: in the
     // interface's filter (a NIC whose MAC does flow control consumes them
     // itself; here the engine does).
-    packet_mreq mr{};
-    mr.mr_ifindex = static_cast<int>(nd.ifindex);
-    mr.mr_type = PACKET_MR_MULTICAST;
-    mr.mr_alen = 6;
-    std::copy(wire::pfc::kPauseGroup.begin(), wire::pfc::kPauseGroup.end(), mr.mr_address);
-    if (::setsockopt(fd, SOL_PACKET, PACKET_ADD_MEMBERSHIP, &mr, sizeof mr) != 0) return fail("PFC group membership");
+    if (!packet_membership(fd, nd.ifindex, wire::pfc::kPauseGroup, true)) return fail("PFC group membership");
     // Emitting: the receive buffer is the RX ring, each frame a whole slot
     // (the ring fills by slots, whatever the frames' sizes). Not with engine
     // threads: each shard's ring is a part of the port's buffer, and one
@@ -224,12 +219,7 @@ bool AfPacketLink::join_group(const wire::IpAddr& group) {
   if (std::find(groups_.begin(), groups_.end(), group) != groups_.end()) return true;
   // The group's MAC in the interface's filter (counted per socket by the
   // kernel, dropped with it); two groups may share a MAC.
-  packet_mreq mr{};
-  mr.mr_ifindex = ifindex_;
-  mr.mr_type = PACKET_MR_MULTICAST;
-  mr.mr_alen = 6;
-  std::copy(mac->begin(), mac->end(), mr.mr_address);
-  if (::setsockopt(fd_, SOL_PACKET, PACKET_ADD_MEMBERSHIP, &mr, sizeof mr) != 0) return false;
+  if (!packet_membership(fd_, static_cast<std::uint32_t>(ifindex_), *mac, true)) return false;
   groups_.push_back(group);
   accepted_.push_back(group);
   return true;
@@ -239,21 +229,9 @@ void AfPacketLink::leave_group(const wire::IpAddr& group) {
   const auto it = std::find(groups_.begin(), groups_.end(), group);
   if (it == groups_.end()) return;
   const auto mac = multicast_mac_of(group);
-  packet_mreq mr{};
-  mr.mr_ifindex = ifindex_;
-  mr.mr_type = PACKET_MR_MULTICAST;
-  mr.mr_alen = 6;
-  std::copy(mac->begin(), mac->end(), mr.mr_address);
-  (void)::setsockopt(fd_, SOL_PACKET, PACKET_DROP_MEMBERSHIP, &mr, sizeof mr);
+  (void)packet_membership(fd_, static_cast<std::uint32_t>(ifindex_), *mac, false);
   groups_.erase(it);
   accepted_.erase(std::remove(accepted_.begin(), accepted_.end(), group), accepted_.end());
-}
-
-std::optional<wire::MacAddr> AfPacketLink::resolve(const wire::IpAddr& dst) {
-  // A link-local GID names its MAC (RoCE v1's default GIDs, and GID[0]/[1]).
-  if (auto m = mac_of_link_local(dst)) return m;
-  if (auto m = multicast_mac_of(dst)) return m;
-  return neigh_.find(dst);
 }
 
 EncodedFrame AfPacketLink::build(const wire::IbPacket& pkt, const LinkDest& dst, const wire::MacAddr& mac,
@@ -299,7 +277,7 @@ void AfPacketLink::kick() {
 }
 
 bool AfPacketLink::send(const wire::IbPacket& pkt, const LinkDest& dst, wire::Bytes* sent) {
-  const auto mac = resolve(dst.dst);
+  const auto mac = next_hops_.resolve(dst.dst);
   if (!mac) {
     // Build it now (the payload is transport scratch) and hold it until the
     // kernel has the neighbour.
@@ -309,7 +287,7 @@ bool AfPacketLink::send(const wire::IbPacket& pkt, const LinkDest& dst, wire::By
       ++counters_.tx_errors;
       return false;
     }
-    hold_for_neighbour(wire::Bytes(scratch.data(), f.size), dst.dst);
+    if (!next_hops_.hold(wire::Bytes(scratch.data(), f.size), dst.dst, now_)) ++counters_.tx_no_neighbour;
     return false;
   }
   std::uint8_t* data = tx_slot();
@@ -338,10 +316,10 @@ bool AfPacketLink::send(const wire::IbPacket& pkt, const LinkDest& dst, wire::By
 }
 
 EncodedFrame AfPacketLink::encode(const wire::IbPacket& pkt, const LinkDest& dst, wire::MutBytes out) {
-  const auto mac = resolve(dst.dst);
+  const auto mac = next_hops_.resolve(dst.dst);
   if (!mac) {
     ++counters_.tx_no_neighbour;
-    neigh_.solicit(dst.dst);
+    next_hops_.solicit(dst.dst);
     return {};
   }
   return build(pkt, dst, *mac, out);
@@ -392,49 +370,12 @@ bool AfPacketLink::put_frame(wire::Bytes frame) {
   return true;
 }
 
-void AfPacketLink::hold_for_neighbour(wire::Bytes frame, const wire::IpAddr& next_hop) {
-  const bool asked = std::any_of(pending_.begin(), pending_.end(),
-                                 [&](const Pending& p) { return p.next_hop == next_hop; });
-  if (pending_.size() >= kMaxPending) {
-    ++counters_.tx_no_neighbour;
-    return;
-  }
-  if (!asked) neigh_.solicit(next_hop);
-  pending_.push_back(Pending{next_hop, now_, std::vector<std::uint8_t>(frame.begin(), frame.end())});
-  next_retry_ = std::min(next_retry_, now_ + kResolveRetry);
-}
-
-void AfPacketLink::retry_pending(transport::Nanos now) {
-  neigh_.refresh();
-  last_refresh_ = now;
-  std::size_t kept = 0;
-  for (std::size_t i = 0; i < pending_.size(); ++i) {
-    Pending& p = pending_[i];
-    if (auto mac = resolve(p.next_hop)) {
-      std::copy(mac->begin(), mac->end(), p.frame.begin());  // the destination MAC (not in the ICRC)
-      send_frame(p.frame);
-      continue;
-    }
-    if (now - p.since >= kResolveTimeout) {
-      ++counters_.tx_no_neighbour;
-      continue;
-    }
-    if (kept != i) pending_[kept] = std::move(p);
-    ++kept;
-  }
-  pending_.resize(kept);
-  next_retry_ = pending_.empty() ? transport::kNever : now + kResolveRetry;
-}
-
 void AfPacketLink::flush(transport::Nanos now) {
   now_ = now;
-  if (next_retry_ <= now) retry_pending(now);
-  // A neighbour's MAC may change (or its entry go): re-read the table now
-  // and then while the link is in use; one netlink dump, not per packet.
-  if (now - last_refresh_ >= kRefreshEvery && counters_.tx_packets != 0) {
-    neigh_.refresh();
-    last_refresh_ = now;
-  }
+  // Frames that waited for their neighbour's MAC go out or time out; a
+  // neighbour's MAC may change (or its entry go): the table is re-read now
+  // and then while the link is in use (one netlink dump, not per packet).
+  counters_.tx_no_neighbour += next_hops_.poll(now, counters_.tx_packets != 0, [this](wire::Bytes f) { send_frame(f); });
   // Our own PFC frame if the RX ring calls for one, then pauses that ended
   // release their held frames, in order, behind what the pass queued (a
   // full ring leaves the rest for the next pass).
@@ -452,7 +393,7 @@ bool AfPacketLink::tx_stopped(const LinkDest& dst) const noexcept {
 }
 
 transport::Nanos AfPacketLink::next_deadline() const noexcept {
-  return pfc_ ? std::min(next_retry_, pfc_->next_deadline()) : next_retry_;
+  return pfc_ ? std::min(next_hops_.next_deadline(), pfc_->next_deadline()) : next_hops_.next_deadline();
 }
 
 std::array<std::uint64_t, kPfcPriorities> AfPacketLink::rx_waiting_bytes() const {

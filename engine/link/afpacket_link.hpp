@@ -14,10 +14,10 @@
 // idle engine sleeps in epoll on it.
 //
 // Addressing: the peer's MAC comes from the kernel's neighbour table for the
-// interface (engine/link/neighbours; ARP / neighbour discovery stay the kernel's
+// interface (engine/link/next_hops, neighbours; ARP / neighbour discovery stay the kernel's
 // job), or straight from a link-local GID (fe80::/64 with an EUI-64
 // interface ID, the RoCE v1 default GID). A frame for an address the table
-// lacks waits (at most kMaxPending frames, kResolveTimeout) while the kernel
+// lacks waits (at most NextHops::kMaxWaiting frames, kResolveTimeout) while the kernel
 // is asked to resolve it, like the kernel's own neighbour queue; it is then
 // sent or dropped (tx_no_neighbour).
 //
@@ -38,7 +38,7 @@
 
 #include "engine/link/afpacket_gso_rx.hpp"
 #include "engine/link/link.hpp"
-#include "engine/link/neighbours.hpp"
+#include "engine/link/next_hops.hpp"
 #include "engine/link/netdev.hpp"
 #include "engine/link/pfc_port.hpp"
 #include "wire/eth.hpp"
@@ -66,10 +66,6 @@ class AfPacketLink final : public Link {
   static constexpr std::uint32_t kRxFrames = 512;
   static constexpr std::uint32_t kTxFrames = 512;
   static constexpr std::uint32_t kTxBatch = 32;
-  static constexpr std::size_t kMaxPending = 64;
-  static constexpr transport::Nanos kResolveTimeout = 1'000'000'000;  // as the kernel's ARP retries
-  static constexpr transport::Nanos kResolveRetry = 1'000'000;
-  static constexpr transport::Nanos kRefreshEvery = 2'000'000'000;
 
   // Opens the interface `nd`; frames addressed to one of `own` (GID form)
   // are delivered. With `vlan` (1..4094) frames go out with an 802.1Q tag
@@ -128,9 +124,6 @@ class AfPacketLink final : public Link {
  private:
   AfPacketLink(const Netdev& nd, std::vector<wire::IpAddr> own, std::uint16_t vlan);
 
-  // Which address's MAC a frame to `dst` needs (itself: the link is one
-  // broadcast domain; no routing through gateways).
-  [[nodiscard]] std::optional<wire::MacAddr> resolve(const wire::IpAddr& dst);
   // Builds the frame into `out` with destination MAC `mac`.
   EncodedFrame build(const wire::IbPacket& pkt, const LinkDest& dst, const wire::MacAddr& mac, wire::MutBytes out);
   // A free TX slot's data area (kicking the ring once if none), or nullptr.
@@ -139,8 +132,6 @@ class AfPacketLink final : public Link {
   // Copies a whole frame into a TX slot; false when the ring is full.
   bool put_frame(wire::Bytes frame);
   void kick();
-  void hold_for_neighbour(wire::Bytes frame, const wire::IpAddr& next_hop);
-  void retry_pending(transport::Nanos now);
   // PFC emitting: per priority, the bytes of the frames waiting in the RX
   // ring (each a whole slot, Link::kMaxFrame).
   [[nodiscard]] std::array<std::uint64_t, kPfcPriorities> rx_waiting_bytes() const;
@@ -170,17 +161,9 @@ class AfPacketLink final : public Link {
   std::vector<wire::IpAddr> own_;
   std::vector<wire::IpAddr> groups_;  // joined multicast groups
   std::vector<wire::IpAddr> accepted_;  // own_ and groups_: what receive() delivers
-  NeighbourTable neigh_;
+  NextHops next_hops_;
   std::uint16_t ip_id_ = 0;       // IPv4 identification, incremented per frame (as rdma_rxe)
   transport::Nanos now_ = 0;      // as of the last flush()
-  transport::Nanos last_refresh_ = 0;
-  struct Pending {
-    wire::IpAddr next_hop;
-    transport::Nanos since = 0;
-    std::vector<std::uint8_t> frame;
-  };
-  std::vector<Pending> pending_;
-  transport::Nanos next_retry_ = transport::kNever;
   LinkCounters counters_;
   std::unique_ptr<PfcPort> pfc_;  // PFC on: pause state and held frames
 };

@@ -100,7 +100,7 @@ XdpLink::XdpLink(const Netdev& nd, std::vector<wire::IpAddr> own, std::uint16_t 
       vlan_(vlan),
       own_(std::move(own)),
       accepted_(own_),
-      neigh_(nd.ifindex, nd.name) {}
+      next_hops_(nd.ifindex, nd.name) {}
 
 std::unique_ptr<XdpLink> XdpLink::open(const Netdev& nd, std::vector<wire::IpAddr> own, std::uint16_t vlan,
                                        std::uint32_t path_mtu, std::string* error) {
@@ -247,12 +247,7 @@ bool XdpLink::join_group(const wire::IpAddr& group) {
     mcast_fd_ = ::socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, 0);
     if (mcast_fd_ < 0) return false;
   }
-  packet_mreq mr{};
-  mr.mr_ifindex = ifindex_;
-  mr.mr_type = PACKET_MR_MULTICAST;
-  mr.mr_alen = 6;
-  std::copy(mac->begin(), mac->end(), mr.mr_address);
-  if (::setsockopt(mcast_fd_, SOL_PACKET, PACKET_ADD_MEMBERSHIP, &mr, sizeof mr) != 0) return false;
+  if (!packet_membership(mcast_fd_, static_cast<std::uint32_t>(ifindex_), *mac, true)) return false;
   groups_.push_back(group);
   accepted_.push_back(group);
   return true;
@@ -262,20 +257,9 @@ void XdpLink::leave_group(const wire::IpAddr& group) {
   const auto it = std::find(groups_.begin(), groups_.end(), group);
   if (it == groups_.end()) return;
   const auto mac = multicast_mac_of(group);
-  packet_mreq mr{};
-  mr.mr_ifindex = ifindex_;
-  mr.mr_type = PACKET_MR_MULTICAST;
-  mr.mr_alen = 6;
-  std::copy(mac->begin(), mac->end(), mr.mr_address);
-  (void)::setsockopt(mcast_fd_, SOL_PACKET, PACKET_DROP_MEMBERSHIP, &mr, sizeof mr);
+  (void)packet_membership(mcast_fd_, static_cast<std::uint32_t>(ifindex_), *mac, false);
   groups_.erase(it);
   accepted_.erase(std::remove(accepted_.begin(), accepted_.end(), group), accepted_.end());
-}
-
-std::optional<wire::MacAddr> XdpLink::resolve(const wire::IpAddr& dst) {
-  if (auto m = mac_of_link_local(dst)) return m;
-  if (auto m = multicast_mac_of(dst)) return m;
-  return neigh_.find(dst);
 }
 
 EncodedFrame XdpLink::build(const wire::IbPacket& pkt, const LinkDest& dst, const wire::MacAddr& mac,
@@ -352,7 +336,7 @@ std::uint32_t XdpLink::tx_unconsumed() noexcept {
 }
 
 bool XdpLink::send(const wire::IbPacket& pkt, const LinkDest& dst, wire::Bytes* sent) {
-  const auto mac = resolve(dst.dst);
+  const auto mac = next_hops_.resolve(dst.dst);
   if (!mac) {
     std::array<std::uint8_t, kMaxFrame> scratch;
     const EncodedFrame f = build(pkt, dst, wire::MacAddr{}, scratch);
@@ -360,7 +344,7 @@ bool XdpLink::send(const wire::IbPacket& pkt, const LinkDest& dst, wire::Bytes* 
       ++counters_.tx_errors;
       return false;
     }
-    hold_for_neighbour(wire::Bytes(scratch.data(), f.size), dst.dst);
+    if (!next_hops_.hold(wire::Bytes(scratch.data(), f.size), dst.dst, now_)) ++counters_.tx_no_neighbour;
     return false;
   }
   const auto addr = tx_chunk();
@@ -380,10 +364,10 @@ bool XdpLink::send(const wire::IbPacket& pkt, const LinkDest& dst, wire::Bytes* 
 }
 
 EncodedFrame XdpLink::encode(const wire::IbPacket& pkt, const LinkDest& dst, wire::MutBytes out) {
-  const auto mac = resolve(dst.dst);
+  const auto mac = next_hops_.resolve(dst.dst);
   if (!mac) {
     ++counters_.tx_no_neighbour;
-    neigh_.solicit(dst.dst);
+    next_hops_.solicit(dst.dst);
     return {};
   }
   return build(pkt, dst, *mac, out);
@@ -405,40 +389,6 @@ bool XdpLink::send_frame(wire::Bytes frame) {
   return true;
 }
 
-void XdpLink::hold_for_neighbour(wire::Bytes frame, const wire::IpAddr& next_hop) {
-  const bool asked = std::any_of(pending_.begin(), pending_.end(),
-                                 [&](const Pending& p) { return p.next_hop == next_hop; });
-  if (pending_.size() >= kMaxPending) {
-    ++counters_.tx_no_neighbour;
-    return;
-  }
-  if (!asked) neigh_.solicit(next_hop);
-  pending_.push_back(Pending{next_hop, now_, std::vector<std::uint8_t>(frame.begin(), frame.end())});
-  next_retry_ = std::min(next_retry_, now_ + kResolveRetry);
-}
-
-void XdpLink::retry_pending(transport::Nanos now) {
-  neigh_.refresh();
-  last_refresh_ = now;
-  std::size_t kept = 0;
-  for (std::size_t i = 0; i < pending_.size(); ++i) {
-    Pending& p = pending_[i];
-    if (auto mac = resolve(p.next_hop)) {
-      std::copy(mac->begin(), mac->end(), p.frame.begin());  // the destination MAC (not in the ICRC)
-      send_frame(p.frame);
-      continue;
-    }
-    if (now - p.since >= kResolveTimeout) {
-      ++counters_.tx_no_neighbour;
-      continue;
-    }
-    if (kept != i) pending_[kept] = std::move(p);
-    ++kept;
-  }
-  pending_.resize(kept);
-  next_retry_ = pending_.empty() ? transport::kNever : now + kResolveRetry;
-}
-
 void XdpLink::read_kernel_stats() {
   xdp_statistics st{};
   socklen_t len = sizeof st;
@@ -448,11 +398,7 @@ void XdpLink::read_kernel_stats() {
 
 void XdpLink::flush(transport::Nanos now) {
   now_ = now;
-  if (next_retry_ <= now) retry_pending(now);
-  if (now - last_refresh_ >= kRefreshEvery && counters_.tx_packets != 0) {
-    neigh_.refresh();
-    last_refresh_ = now;
-  }
+  counters_.tx_no_neighbour += next_hops_.poll(now, counters_.tx_packets != 0, [this](wire::Bytes f) { send_frame(f); });
   if (now - last_stats_ >= kStatsEvery) {
     read_kernel_stats();
     last_stats_ = now;

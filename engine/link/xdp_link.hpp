@@ -47,7 +47,7 @@
 #include <vector>
 
 #include "engine/link/link.hpp"
-#include "engine/link/neighbours.hpp"
+#include "engine/link/next_hops.hpp"
 #include "engine/link/netdev.hpp"
 #include "wire/eth.hpp"
 
@@ -75,10 +75,6 @@ class XdpLink final : public Link {
   static constexpr std::uint32_t kRxBatch = 64;
   static constexpr std::uint32_t kTxBatch = 32;
   static constexpr std::uint32_t kFillBatch = 32;
-  static constexpr std::size_t kMaxPending = 64;
-  static constexpr transport::Nanos kResolveTimeout = 1'000'000'000;
-  static constexpr transport::Nanos kResolveRetry = 1'000'000;
-  static constexpr transport::Nanos kRefreshEvery = 2'000'000'000;
   static constexpr transport::Nanos kStatsEvery = 100'000'000;  // the kernel's drop counts, read this often
 
   // The largest path MTU whose frames fit a chunk (2048).
@@ -106,7 +102,7 @@ class XdpLink final : public Link {
   // A frame waiting for its neighbour, or a TX ring the kernel did not
   // empty at the last kick (copy mode, EAGAIN): the next pass is due.
   [[nodiscard]] transport::Nanos next_deadline() const noexcept override {
-    return tx_stalled_ ? now_ : next_retry_;
+    return tx_stalled_ ? now_ : next_hops_.next_deadline();
   }
   bool receive(LinkRxPacket* out) override;
   void release_rx() override;
@@ -130,7 +126,6 @@ class XdpLink final : public Link {
   bool attach_program(std::string* error);
   bool bind_socket(bool zero_copy, int* err);
   void close_socket();
-  [[nodiscard]] std::optional<wire::MacAddr> resolve(const wire::IpAddr& dst);
   EncodedFrame build(const wire::IbPacket& pkt, const LinkDest& dst, const wire::MacAddr& mac, wire::MutBytes out);
   // A free TX chunk's address (reclaiming completions if none), or nullopt.
   std::optional<std::uint64_t> tx_chunk();
@@ -144,8 +139,6 @@ class XdpLink final : public Link {
   void reclaim_completions();
   void refill();
   void read_kernel_stats();
-  void hold_for_neighbour(wire::Bytes frame, const wire::IpAddr& next_hop);
-  void retry_pending(transport::Nanos now);
   [[nodiscard]] std::uint8_t* chunk(std::uint64_t addr) const noexcept { return umem_area_ + addr; }
 
   // The UMEM and the four rings (libxdp's xsk structs, kept opaque here).
@@ -182,18 +175,10 @@ class XdpLink final : public Link {
   std::vector<wire::IpAddr> own_;
   std::vector<wire::IpAddr> groups_;
   std::vector<wire::IpAddr> accepted_;
-  NeighbourTable neigh_;
+  NextHops next_hops_;
   std::uint16_t ip_id_ = 0;
   transport::Nanos now_ = 0;
-  transport::Nanos last_refresh_ = 0;
   transport::Nanos last_stats_ = 0;
-  struct Pending {
-    wire::IpAddr next_hop;
-    transport::Nanos since = 0;
-    std::vector<std::uint8_t> frame;
-  };
-  std::vector<Pending> pending_;
-  transport::Nanos next_retry_ = transport::kNever;
   LinkCounters counters_;
 };
 
