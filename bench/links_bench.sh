@@ -4,8 +4,8 @@
 # the same veth. A measurement, not a test (nothing fails on a slow number).
 #
 # Two network namespaces joined by a veth pair (MTU 9000); for each link
-# (udp, afpacket, dpdk with net_af_packet on the veths, dpdk with net_memif
-# between the two daemons) one urnicd per namespace, perftest server in a,
+# (udp, afpacket, xdp, dpdk with net_af_packet on the veths, dpdk with
+# net_memif between the two daemons) one urnicd per namespace, perftest server in a,
 # client in b over RoCE v2/IPv4 at path MTU 4096. Prints one markdown
 # table: write latency (perftest's one-way t_typical, t_avg and 99 %
 # percentile, us), ib_send_lat -e (event mode: both programs sleep on
@@ -30,8 +30,14 @@
 # `udp-gso` (an explicit "udp_gso": true) is the default's config spelled
 # out, for runs that compare the two.
 #
+# The xdp link (urnic's own AF_XDP socket, engine/link/xdp_link.hpp) runs
+# at path MTU 2048, the most one 4 KiB UMEM chunk carries, and with the
+# veths at MTU 3500 for its run (native XDP on a veth needs a frame within a
+# page; at 9000 the kernel would fall back to generic XDP), back to 9000
+# after it.
+#
 # usage: bench/links_bench.sh [BUILD_DIR] [-s LAT_SIZE] [-S BW_SIZE] [-n LAT_ITERS] [-N BW_ITERS] [-q BW_QPS] [-l LINKS]
-#        (defaults: build, 64, 65536, 1000, 20000, 1, udp,udp-nogso,afpacket,dpdk,memif)
+#        (defaults: build, 64, 65536, 1000, 20000, 1, udp,udp-nogso,afpacket,xdp,dpdk,memif)
 # -q is ib_write_bw's -q (QPs per run; issue 47 quotes -q 4).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -43,7 +49,7 @@ source "$root/tools/lib/hosts.sh"
 source "$root/tools/lib/daemons.sh"
 build=$root/build
 if [[ $# -gt 0 && $1 != -* ]]; then build=$1; shift; fi
-lat_size=64 bw_size=65536 lat_iters=1000 bw_iters=20000 bw_qps=1 links=udp,udp-nogso,afpacket,dpdk,memif
+lat_size=64 bw_size=65536 lat_iters=1000 bw_iters=20000 bw_qps=1 links=udp,udp-nogso,afpacket,xdp,dpdk,memif
 while [[ $# -gt 0 ]]; do
   case $1 in
     -s) lat_size=$2; shift 2 ;;
@@ -82,6 +88,7 @@ config() {
     udp-nogso) printf '{"devices": [{"name": "urnic0", "link": "udp", "udp_gso": false, "address": "%s", "mtu": 4096}]}' "$ip" ;;
     udp-gso) printf '{"devices": [{"name": "urnic0", "link": "udp", "udp_gso": true, "address": "%s", "mtu": 4096}]}' "$ip" ;;
     afpacket) printf '{"devices": [{"name": "urnic0", "link": "afpacket", "interface": "%s", "mtu": 4096}]}' "$ifname" ;;
+    xdp) printf '{"devices": [{"name": "urnic0", "link": "xdp", "interface": "%s", "mtu": 2048}]}' "$ifname" ;;
     dpdk)
       printf '{"devices": [{"name": "urnic0", "link": "dpdk", "devargs": "net_af_packet0,iface=%s,framesz=8192,blocksz=8192", "address": "%s", "mac": "%s", "mtu": 4096}]}' \
         "$ifname" "$roce_ip" "$mac" ;;
@@ -125,26 +132,37 @@ perf() {
   wait "$spid" 2>/dev/null
 }
 
+# veths_mtu MTU: both ends of the veth pair.
+veths_mtu() {
+  ip -n "$ns_a" link set dev "$veth_a" mtu "$1" && ip -n "$ns_b" link set dev "$veth_b" mtu "$1"
+}
 row='^ *[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+'
 results=()
 for link in ${links//,/ }; do
   gid=3
   [[ $link == udp* ]] && gid=1
+  mtu=4096
+  if [[ $link == xdp ]]; then
+    mtu=2048
+    veths_mtu 3500
+  fi
   lat_typ=- lat_avg=- lat_99=- ev_typ=- bw=- note=
   if [[ $link == dpdk || $link == memif ]] && ! grep -q librte_eal <<< "$(ldd "$urnicd")"; then
     note="urnicd built without DPDK"
+  elif [[ $link == xdp ]] && ! grep -q libxdp <<< "$(ldd "$urnicd")"; then
+    note="urnicd built without libxdp"
   elif ! start_pair "$link"; then
     note="daemon did not start: $(tail -n 1 "$rt/$link-a.log" "$rt/$link-b.log" 2>/dev/null | grep -v '^==' | tr '\n' ' ')"
     stop_pair
   else
-    out=$(perf ib_write_lat -x "$gid" -m 4096 -s "$lat_size" -n "$lat_iters")
+    out=$(perf ib_write_lat -x "$gid" -m "$mtu" -s "$lat_size" -n "$lat_iters")
     line=$(grep -E "$row" <<< "$out" | tail -n 1)
     # #bytes #iterations t_min t_max t_typical t_avg t_stdev 99% 99.9%
     [[ -n $line ]] && read -r _ _ _ _ lat_typ lat_avg _ lat_99 _ <<< "$line"
-    out=$(perf ib_send_lat -e -x "$gid" -m 4096 -s "$lat_size" -n "$lat_iters")
+    out=$(perf ib_send_lat -e -x "$gid" -m "$mtu" -s "$lat_size" -n "$lat_iters")
     line=$(grep -E "$row" <<< "$out" | tail -n 1)
     [[ -n $line ]] && read -r _ _ _ _ ev_typ _ <<< "$line"
-    out=$(perf ib_write_bw -x "$gid" -m 4096 -s "$bw_size" -n "$bw_iters" -q "$bw_qps")
+    out=$(perf ib_write_bw -x "$gid" -m "$mtu" -s "$bw_size" -n "$bw_iters" -q "$bw_qps")
     line=$(grep -E "$row" <<< "$out" | tail -n 1)
     # #bytes #iterations BW_peak BW_average[MB/s] MsgRate
     if [[ -n $line ]]; then
@@ -154,7 +172,9 @@ for link in ${links//,/ }; do
     [[ $lat_typ == - || $ev_typ == - || $bw == - ]] && note="a run failed (see $link logs)"
     stop_pair
   fi
+  [[ $link == xdp ]] && veths_mtu 9000
   label=$link
+  [[ $link == xdp ]] && label="xdp (path MTU 2048)"
   [[ $link == udp-gso ]] && label="udp, udp_gso true"
   [[ $link == udp-nogso ]] && label="udp, udp_gso false"
   [[ $link == dpdk ]] && label="dpdk net_af_packet"

@@ -37,7 +37,10 @@ inline constexpr std::uint32_t kMagic = 0x434e5255;  // "URNC" little-endian
 // (the application's own shared memory files). 5: lazy conversion of
 // registered memory (RegMrReq::flags, OpenConvertChannel, ConvertMr).
 // 6: the control mailbox (OpenMailbox, hostif/ctl_mailbox.hpp).
-inline constexpr std::uint16_t kVersion = 7;
+// 7: device memory (AllocDm .. ImportDm). 8: flow steering (CreateFlow,
+// DestroyFlow: hostif/flow_proto.hpp) for raw packet QPs.
+// 9: RegDmabufMr (hostif/dmabuf_proto.hpp).
+inline constexpr std::uint16_t kVersion = 9;
 inline constexpr std::uint16_t kFlagReply = 1;
 inline constexpr std::size_t kNameLen = 64;
 inline constexpr std::size_t kMaxDevices = 8;
@@ -94,6 +97,9 @@ enum class MsgType : std::uint16_t {
   kFreeDm = 117,
   kRegDmMr = 118,           // ibv_reg_dm_mr
   kImportDm = 119,          // ibv_import_dm: reply passes the memfd
+  kCreateFlow = 120,        // ibv_create_flow on a raw packet QP (hostif/flow_proto.hpp)
+  kDestroyFlow = 121,       // ibv_destroy_flow
+  kRegDmabufMr = 122,       // ibv_reg_dmabuf_mr: the request passes the dma-buf (hostif/dmabuf_proto.hpp)
   // 90..99: observability and fault injection (engine/observe/stats, engine/observe/fault,
   // engine/observe/capture; engine/control/stats_ctl.cpp). No opened device needed: the
   // request names the device.

@@ -58,6 +58,7 @@ VmaResult query_vma(int maps_fd, std::uint64_t addr, bool or_next, Vma& out, cha
   out.end = q.vma_end;
   out.offset = q.vma_offset;
   out.inode = q.inode;
+  out.page_size = q.vma_page_size;
   out.dev_major = q.dev_major;
   out.dev_minor = q.dev_minor;
   out.read = (q.vma_flags & kVmaReadable) != 0;

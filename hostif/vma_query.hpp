@@ -17,6 +17,7 @@ struct Vma {
   std::uint64_t start = 0, end = 0;
   std::uint64_t offset = 0;  // file offset of `start`
   std::uint64_t inode = 0;
+  std::uint64_t page_size = 0;  // the mapping's page size: larger for huge-page (hugetlb) memory
   std::uint32_t dev_major = 0, dev_minor = 0;
   bool read = false, write = false, exec = false, shared = false;
 };

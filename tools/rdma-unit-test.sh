@@ -14,6 +14,15 @@
 #   --timeout S         limit per test in seconds (default 120)
 #   --filter PATTERN    gtest filter selecting the tests (default '*')
 #   --log-dir DIR       keep each failed test's output in DIR/<test>.log
+#   --jobs N            run up to N tests at once (default 1). Most of the
+#                       suite's time is tests waiting for a timer (a retry
+#                       timeout, the suite's 10 ms completion polls), so N
+#                       above the core count still pays; tests matching
+#                       --serial run alone, after the others
+#   --serial PATTERN    gtest pattern of the tests that must run alone
+#                       (default: those that use up a device-wide limit or
+#                       load every core: DeviceLimitTest, the stress and
+#                       threaded tests)
 #
 # Prints one line per test (PASS / FAIL / SKIP / TIMEOUT, seconds, and for a
 # failure its first failure message), then the summary line
@@ -28,12 +37,17 @@ timeout_s=120
 filter='*'
 log_dir=
 urnic_build=
+jobs=1
+serial='DeviceLimitTest.*:*Stress*:*MultiThread*:Threaded*'
+
 while [[ $# -gt 0 ]]; do
   case $1 in
     --timeout) timeout_s=${2:?}; shift 2 ;;
     --filter) filter=${2:?}; shift 2 ;;
     --log-dir) log_dir=${2:?}; shift 2 ;;
     --urnic-build) urnic_build=${2:?}; shift 2 ;;
+    --jobs) jobs=${2:?}; shift 2 ;;
+    --serial) serial=${2:?}; shift 2 ;;
     -h|--help) usage ;;
     --) shift; break ;;
     -*) echo "rdma-unit-test: unknown option $1" >&2; usage ;;
@@ -64,21 +78,34 @@ fi
 
 # --gtest_list_tests: "Suite." lines, then indented test names (a
 # parameterised one is followed by "  # GetParam() = ...").
-mapfile -t tests < <("$binary" --gtest_list_tests "--gtest_filter=$filter" "${suite_args[@]}" 2>/dev/null |
-  awk '/^[^ ]/ { suite = $1; next } /^  [^ ]/ { print suite $1 }')
+list_tests() {
+  "$binary" --gtest_list_tests "--gtest_filter=$1" "${suite_args[@]}" 2>/dev/null |
+    awk '/^[^ ]/ { suite = $1; next } /^  [^ ]/ { print suite $1 }'
+}
+mapfile -t tests < <(list_tests "$filter")
 if [[ ${#tests[@]} -eq 0 ]]; then
   echo "rdma-unit-test: no tests listed by $binary for filter '$filter'" >&2
   exit 2
 fi
+alone=()
+if (( jobs > 1 )); then
+  declare -A is_alone=()
+  while read -r t; do [[ -n $t ]] && is_alone[$t]=1; done < <(list_tests "$serial")
+  shared=()
+  for t in "${tests[@]}"; do
+    if [[ -n ${is_alone[$t]:-} ]]; then alone+=("$t"); else shared+=("$t"); fi
+  done
+  tests=("${shared[@]}")
+fi
 
-passed=0 failed=0 skipped=0
-out=$(mktemp /tmp/rut-test.XXXXXX)
-for t in "${tests[@]}"; do
+work=$(mktemp -d /tmp/rut-run.XXXXXX)
+# run_one INDEX TEST: runs it, and writes its verdict line to $work/INDEX.
+run_one() {
+  local i=$1 t=$2 out=$work/$1.out start rc secs why= verdict
   start=$(date +%s.%N)
   timeout -k 5 "$timeout_s" "$binary" "--gtest_filter=$t" "${suite_args[@]}" > "$out" 2>&1
   rc=$?
   secs=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
-  why=
   if [[ $rc -eq 124 || $rc -eq 137 ]]; then
     verdict=TIMEOUT why="after ${timeout_s} s"
   elif [[ $rc -eq 0 ]] && grep -q '^\[  SKIPPED \]' "$out"; then
@@ -91,14 +118,48 @@ for t in "${tests[@]}"; do
     why=$(grep -m1 -A2 -E '^[^ ]+:[0-9]+: Failure' "$out" | tr '\n' ' ' | cut -c1-200)
     [[ -n $why ]] || why="exit status $rc: $(tail -n 1 "$out" | cut -c1-150)"
   fi
-  case $verdict in
-    PASS) passed=$((passed + 1)) ;;
-    SKIP) skipped=$((skipped + 1)) ;;
-    *) failed=$((failed + 1))
-       [[ -n $log_dir ]] && cp "$out" "$log_dir/${t//\//_}.log" ;;
+  [[ $verdict != PASS && $verdict != SKIP && -n $log_dir ]] && cp "$out" "$log_dir/${t//\//_}.log"
+  rm -f "$out"
+  printf '%-7s %s (%s s)%s\n' "$verdict" "$t" "$secs" "${why:+  $why}" > "$work/$i"
+}
+
+passed=0 failed=0 skipped=0
+# report INDEX: prints a finished test's line and counts it.
+report() {
+  local line
+  line=$(cat "$work/$1")
+  echo "$line"
+  case $line in
+    PASS*) passed=$((passed + 1)) ;;
+    SKIP*) skipped=$((skipped + 1)) ;;
+    *) failed=$((failed + 1)) ;;
   esac
-  printf '%-7s %s (%s s)%s\n' "$verdict" "$t" "$secs" "${why:+  $why}"
+}
+
+# The shared tests, up to $jobs at once (each line printed when its test
+# ends, so in the order they end), then the serial ones one by one.
+declare -A running=()
+i=0
+for t in "${tests[@]}"; do
+  while (( ${#running[@]} >= jobs )); do
+    wait -n
+    for k in "${!running[@]}"; do
+      [[ -f $work/$k ]] || continue  # its last act is writing its line
+      unset "running[$k]"
+      report "$k"
+    done
+  done
+  run_one "$i" "$t" &
+  running[$i]=1
+  i=$((i + 1))
 done
-rm -f "$out"
+wait
+for k in "${!running[@]}"; do report "$k"; done
+for t in "${alone[@]}"; do
+  run_one "$i" "$t"
+  report "$i"
+  i=$((i + 1))
+done
+rm -rf "$work"
 echo "rdma-unit-test: $passed passed, $failed failed, $skipped skipped"
 [[ $failed -eq 0 ]]

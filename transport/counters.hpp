@@ -67,6 +67,16 @@ enum class Counter : uint8_t {
   // microseconds (RC and XRC, with DCQCN on: the timing DCQCN's
   // rtt_timers follow; 0 until the first ACK of a request sent once).
   kSrttUs,
+  // Raw packet QPs (issue 49): frames sent and received whole, and frames
+  // steered to a raw QP that had no receive WQE posted (dropped, as a NIC
+  // counts rx_out_of_buffer).
+  kRawFramesSent,
+  kRawFramesRcvd,
+  kRawNoRecvWqe,
+  // Times the QP stopped making packets because the link had paused their
+  // priority (Priority Flow Control, Transport::set_tx_gated): it waited
+  // instead of sending into a full queue.
+  kLinkPauseWaits,
   kCount,
 };
 
@@ -108,6 +118,10 @@ inline constexpr CounterNames<Counter> kCounterNames = {{
     {Counter::kDcqcnRateDecreases, "dcqcn_rate_decreases"},
     {Counter::kDcqcnRateMbps, "dcqcn_rate_mbps"},
     {Counter::kSrttUs, "srtt_us"},
+    {Counter::kRawFramesSent, "raw_frames_sent"},
+    {Counter::kRawFramesRcvd, "raw_frames_rcvd"},
+    {Counter::kRawNoRecvWqe, "raw_no_recv_wqe"},
+    {Counter::kLinkPauseWaits, "link_pause_waits"},
 }};
 static_assert(counter_table_ok(kCounterNames));
 

@@ -92,6 +92,25 @@ class TxSink {
  public:
   virtual ~TxSink() = default;
   virtual void transmit(const TxPacket& p, Nanos now) = 0;
+  // A raw packet QP's frame, whole (valid only during the call). Only a
+  // transport configured with raw_max_frame creates raw packet QPs, and
+  // the engine that configures it overrides this; elsewhere there is no
+  // raw QP to call it.
+  virtual void transmit_raw(uint32_t src_qpn, std::span<const uint8_t> frame, Nanos now) {
+    (void)src_qpn;
+    (void)frame;
+    (void)now;
+  }
+  // Whether a packet to `to` cannot leave now: its priority is paused by
+  // the peer's Priority Flow Control (engine/link/README.md). The
+  // transport then does not make it: the send queue and the responder's
+  // answers wait, and the QP is asked again after Transport::tx_resumed.
+  // Asked only once the engine turned the gate on (Transport::
+  // set_tx_gated): a device without PFC pays nothing for it.
+  [[nodiscard]] virtual bool tx_stopped(const Addressing& to) const {
+    (void)to;
+    return false;
+  }
 };
 
 // What the engine knows about a received packet beyond the IB headers.

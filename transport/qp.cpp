@@ -34,6 +34,16 @@ Masks transition(QpState cur, QpState next, QpType t) noexcept {
   const bool xrc_tgt = t == QpType::kXrcRecv;
   // Any state may go to RESET or ERR with no attributes (IBA 10.3.1).
   if (next == S::kReset || next == S::kErr) return {true, 0, 0};
+  // A raw packet QP has no transport attributes: the port at INIT, nothing
+  // else (the kernel's ib_modify_qp_is_ok column for IB_QPT_RAW_PACKET).
+  if (t == QpType::kRawPacket) {
+    if (cur == S::kReset && next == S::kInit) return {true, qa::kPort, 0};
+    if (cur == S::kInit && next == S::kInit) return {true, 0, qa::kPort};
+    if ((cur == S::kInit && next == S::kRtr) || (cur == S::kRts && next == S::kSqd)) return {true, 0, 0};
+    if ((cur == S::kRtr || cur == S::kRts || cur == S::kSqd || cur == S::kSqe) && next == S::kRts)
+      return {true, 0, 0};
+    return {};
+  }
   switch (cur) {
     case S::kReset:
       if (next == S::kInit)
@@ -88,6 +98,7 @@ Masks transition(QpState cur, QpState next, QpType t) noexcept {
 
 bool opcode_allowed(WrOpcode op, QpType t) noexcept {
   if (t == QpType::kXrcRecv) return false;  // an XRC target has no send queue
+  if (t == QpType::kRawPacket) return op == WrOpcode::kSend;  // one frame per SEND (mlx5: no immediate data)
   switch (op) {
     case WrOpcode::kSend:
     case WrOpcode::kSendWithImm: return true;
@@ -319,7 +330,8 @@ uint8_t Qp::opcode_base() const noexcept {
     case QpType::kUd: return wire::opcode::kUd;
     case QpType::kXrcSend:
     case QpType::kXrcRecv: return wire::opcode::kXrc;
-    case QpType::kRc: break;
+    case QpType::kRc:
+    case QpType::kRawPacket: break;  // sends frames, never IB packets
   }
   return wire::opcode::kRc;
 }
@@ -361,6 +373,34 @@ Addressing Qp::path_addr() const {
   a.ah = attr_.ah_attr;
   a.pkey_index = attr_.pkey_index;
   return a;
+}
+
+Addressing Qp::wqe_addr(const SendWqe& w) const {
+  Addressing addr = path_addr();
+  if (init_.type == QpType::kUd) {
+    addr.dest_qpn = w.ud_qpn;
+    addr.ah = w.ud_ah;
+  }
+  return addr;
+}
+
+bool Qp::link_stopped(const Addressing& to) {
+  if (!ctx_.tx_gated || !ctx_.tx.tx_stopped(to)) return false;
+  if (!tx_parked_) {
+    tx_parked_ = true;
+    ctx_.tx_parked.push_back(qpn_);
+    count(Counter::kLinkPauseWaits);
+  }
+  return true;
+}
+
+void Qp::on_tx_resumed(Nanos now) {
+  tx_parked_ = false;
+  // The responder's held answers first (they answer requests the peer
+  // sent before anything the requester is about to send), then new
+  // requests; either may find the link stopped again and wait on.
+  if (resp_paced()) resp_pump(now);
+  if (req_state_ == ReqState::kWaitLink) req_run(now);
 }
 
 void Qp::emit(wire::IbPacket& p, const Addressing& addr, Nanos now) {
@@ -445,7 +485,7 @@ void Qp::on_packet(const wire::IbPacket& pkt, const RxInfo& rx, Nanos now) {
   // second application, a spoofed datagram) is dropped before it can touch
   // memory or sequence state. XRC QPs are connected too: a target to its
   // one initiator, whose address its RTR path names (XRC annex).
-  if (init_.type != QpType::kUd && rx.has_src && rx.src_gid != attr_.ah_attr.dgid) {
+  if (init_.type != QpType::kUd && init_.type != QpType::kRawPacket && rx.has_src && rx.src_gid != attr_.ah_attr.dgid) {
     count(Counter::kWrongPeerPkts);
     count(Counter::kDroppedPkts);
     return;
@@ -488,6 +528,7 @@ void Qp::on_packet(const wire::IbPacket& pkt, const RxInfo& rx, Nanos now) {
       if (tt != wire::IbTransport::kXrc || !pkt.info().is(wire::Op::kRequest)) break;
       resp_run(pkt, rx, now);
       return;
+    case QpType::kRawPacket: break;  // frames only (on_raw_frame)
   }
   count(Counter::kDroppedPkts);  // opcode of another transport
 }
@@ -499,7 +540,7 @@ void Qp::on_timer(Nanos now) {
   if (rate_.limited() || req_state_ == ReqState::kWaitRate || resp_paced()) {
     rate_.advance(now);
     rate_gauge();
-    if (resp_paced() && now >= pace_next_) resp_pump(now);
+    if (resp_paced() && !tx_parked_ && now >= pace_next_) resp_pump(now);
     if (req_state_ == ReqState::kWaitRate && now >= pace_next_) req_run(now);
   }
 }
@@ -507,7 +548,9 @@ void Qp::on_timer(Nanos now) {
 Nanos Qp::next_deadline() const noexcept {
   Nanos d = std::min(ack_deadline_, rnr_deadline_);
   d = std::min(d, rate_.next_event());  // kNever unless the rate is cut
-  if (req_state_ == ReqState::kWaitRate || resp_paced()) d = std::min(d, pace_next_);
+  // Waiting for the link (tx_parked_) is not a deadline: Transport::
+  // tx_resumed ends it, and the link's own deadline wakes the engine.
+  if (req_state_ == ReqState::kWaitRate || (resp_paced() && !tx_parked_)) d = std::min(d, pace_next_);
   return d;
 }
 
@@ -519,6 +562,7 @@ std::string_view to_string(ReqState s) noexcept {
     case ReqState::kWaitFence: return "WAIT_FENCE";
     case ReqState::kWaitRdAtomic: return "WAIT_RD_ATOMIC";
     case ReqState::kWaitRate: return "WAIT_RATE";
+    case ReqState::kWaitLink: return "WAIT_LINK";
     case ReqState::kRnrWait: return "RNR_WAIT";
     case ReqState::kDrained: return "DRAINED";
     case ReqState::kLocalError: return "LOCAL_ERROR";

@@ -97,6 +97,9 @@ ReqState Qp::req_step(Nanos now) {
     list_timer();
     return ReqState::kWaitRate;
   }
+  // PFC: the link paused this path's priority; the WQE waits, unsent, so
+  // nothing is queued behind the pause and nothing is lost.
+  if (wqe_stopped(w)) return ReqState::kWaitLink;
   send_next_packet(w, now);
   return ReqState::kSending;
 }
@@ -108,6 +111,11 @@ bool Qp::start_wqe(SendWqe& w) {
   WcStatus st = WcStatus::kSuccess;
   if (w.length > ctx_.cfg.caps.max_msg_sz) st = WcStatus::kLocLenErr;
   if (init_.type == QpType::kUd && w.length > mtu) st = WcStatus::kLocLenErr;  // IBA 9.8.3: one packet
+  // A raw frame: at least an Ethernet header (the shim refuses shorter
+  // posts with EINVAL, as libmlx5; checked again here, the ring being the
+  // application's), at most the port's MTU and its L2 header.
+  if (init_.type == QpType::kRawPacket && (w.length > ctx_.cfg.raw_max_frame || w.length < kEthHeaderBytes))
+    st = WcStatus::kLocLenErr;
   // IBA 9.4.5: an atomic moves exactly 8 bytes. Another local length is a
   // Local Length Error completion (what rdma-unit-test's *InvalidSize expect
   // of hardware), nothing is sent and the remote value stays.
@@ -138,7 +146,8 @@ bool Qp::start_wqe(SendWqe& w) {
     w.status = st;
     return false;
   }
-  w.npkts = atomic ? 1 : std::max<uint32_t>(1, static_cast<uint32_t>((w.length + mtu - 1) / mtu));
+  const bool one_packet = atomic || init_.type == QpType::kRawPacket;  // a raw SEND is one frame, whatever its size
+  w.npkts = one_packet ? 1 : std::max<uint32_t>(1, static_cast<uint32_t>((w.length + mtu - 1) / mtu));
   w.first_psn = next_psn_;
   w.last_psn = next_psn_ + static_cast<int32_t>(w.npkts - 1);
   next_psn_ = w.last_psn + 1;
@@ -178,16 +187,41 @@ void Qp::advance_req() {
     req_psn_ = next_psn_;
 }
 
+void Qp::send_raw_frame(SendWqe& w, Nanos now) {
+  // In place where the memory layer maps the frame (one SGE), else
+  // gathered into the transport's scratch (the SGE list is gathered: a
+  // header and a payload may come from two buffers).
+  std::span<const uint8_t> frame;
+  if (w.is_inline) {
+    frame = std::span<const uint8_t>(w.inline_bytes.data(), w.inline_bytes.size());
+  } else if (const WcStatus st = ctx_.gather_view(init_.pd, w.sges, 0, static_cast<std::size_t>(w.length), frame);
+             st != WcStatus::kSuccess) {
+    w.state = WqeState::kLocalError;
+    w.status = st;
+    return;
+  }
+  ++req_psn_;
+  w.state = WqeState::kSent;
+  count(Counter::kSentPkts);
+  count(Counter::kRawFramesSent);
+  ctx_.tx.transmit_raw(qpn_, frame, now);
+  advance_req();
+  comp_psn_ = req_psn_;  // unacknowledged: complete once it is out
+  complete_head(WcStatus::kSuccess, now);
+}
+
 void Qp::send_next_packet(SendWqe& w, Nanos now) {
+  if (init_.type == QpType::kRawPacket) {
+    send_raw_frame(w, now);
+    return;
+  }
   const uint32_t mtu = pmtu();
   const uint8_t base = opcode_base();
   wire::IbPacket p;
   p.bth.psn = req_psn_;
   p.xrc_srqn = w.xrc_srqn;  // on the wire only for XRC (the opcode's XRCETH)
-  Addressing addr = path_addr();
+  const Addressing addr = wqe_addr(w);
   if (init_.type == QpType::kUd) {
-    addr.dest_qpn = w.ud_qpn;
-    addr.ah = w.ud_ah;
     p.deth.qkey = w.ud_qkey;
     p.deth.src_qp = qpn_;
   }

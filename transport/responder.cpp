@@ -285,7 +285,8 @@ RespState Qp::resp_execute(const wire::IbPacket& pkt, Nanos now) {
     epsn_ = r.last_psn + 1;
     unacked_ = 0;
     if (resp_paced()) return RespState::kDone;  // queued behind the responses being paced
-    if (pace_responses()) resp_stream_from(p, now);  // paced (DCQCN)
+    // Paced (DCQCN), or held while the link has the path's priority paused (PFC).
+    if (pace_responses() || path_stopped()) resp_stream_from(p, now);
     else send_read_responses(r, p, now);
     return RespState::kDone;
   }
@@ -311,6 +312,10 @@ RespState Qp::resp_execute(const wire::IbPacket& pkt, Nanos now) {
     epsn_ = p + 1;
     unacked_ = 0;
     if (resp_paced()) return RespState::kDone;  // answered in turn by resp_pump
+    if (path_stopped()) {  // PFC: answered by resp_pump once the link runs
+      resp_stream_from(p, now);
+      return RespState::kDone;
+    }
     pay_owed_ack(now);  // PSN order
     emit_atomic_ack(r, now);
     return RespState::kDone;
@@ -419,7 +424,7 @@ RespState Qp::resp_duplicate(const wire::IbPacket& pkt, Nanos now) {
       if (r.length > 0 &&
           ctx_.check_rkey(r.rkey, resp_pd(), qpn_, r.va, r.length, access::kRemoteRead, nullptr) != KeyCheck::kOk)
         return RespState::kErrNakRemoteAccess;
-      if (resp_paced() || pace_responses()) resp_stream_from(p, now);
+      if (resp_paced() || pace_responses() || path_stopped()) resp_stream_from(p, now);
       else send_read_responses(r, p, now);
       return RespState::kDone;
     }
@@ -428,7 +433,7 @@ RespState Qp::resp_duplicate(const wire::IbPacket& pkt, Nanos now) {
   if (i.is(Op::kAtomic)) {
     for (const RespResource& r : resources_) {
       if (!r.atomic || r.first_psn != p) continue;
-      if (resp_paced()) {
+      if (resp_paced() || path_stopped()) {
         resp_stream_from(p, now);
         return RespState::kDone;
       }
@@ -524,6 +529,10 @@ void Qp::resp_stream_from(Psn p, Nanos now) {
 
 void Qp::resp_pump(Nanos now) {
   while (resp_paced()) {
+    // PFC: nothing the responder owes leaves while the link has the path's
+    // priority paused, ACKs and NAKs behind the responses included; the
+    // QP is run again by Transport::tx_resumed.
+    if (path_stopped()) return;
     const RespResource* r = nullptr;
     for (const RespResource& x : resources_) {
       if ((x.last_psn - resp_tx_psn_) >= 0) {
@@ -593,6 +602,14 @@ void Qp::pay_owed_ack(Nanos now) {
 }
 
 void Qp::emit_ack(uint8_t syndrome, Psn psn, Nanos now) {
+  if (!resp_paced() && path_stopped()) {
+    // PFC paused the path's priority: the responder's answers are held as
+    // while DCQCN paces them (ACKs coalesced into the newest, a retry NAK
+    // kept), from the next request on; resp_pump pays them on resume.
+    resp_tx_ = RespTx::kPaced;
+    resp_tx_psn_ = epsn_;
+    resp_tx_first_ = true;
+  }
   if (resp_paced()) {  // behind paced READ responses (resp_pump)
     const uint8_t type = syndrome & ae::kTypeMask;
     if (type == ae::kAck) {
@@ -848,6 +865,48 @@ void Qp::ud_run(const wire::IbPacket& pkt, const RxInfo& rx, Nanos now) {
   }
   e.resp_msg = resp_msg_no_;
   count(Counter::kRdmaRecvs);
+  complete(init_.recv_cq, e, now);
+}
+
+// A raw packet QP's receive (issue 49): the frame flow steering gave it,
+// whole, into its next receive WQE (its own queue or its SRQ). A frame the
+// WQE cannot hold consumes it and completes Local Length Error (the QP
+// stays usable), as mlx5 reports a receive scatter that falls short.
+void Qp::raw_run(std::span<const uint8_t> frame, Nanos now) {
+  const QpState st = attr_.qp_state;
+  if (init_.type != QpType::kRawPacket ||
+      (st != QpState::kRtr && st != QpState::kRts && st != QpState::kSqd && st != QpState::kSqe)) {
+    count(Counter::kDroppedPkts);
+    return;
+  }
+  RecvWqe r;
+  if (!take_recv(r)) {
+    count(Counter::kRawNoRecvWqe);
+    count(Counter::kDroppedPkts);
+    return;
+  }
+  ++resp_msg_no_;
+  WriteTag tag;
+  tag.qpn = qpn_;
+  tag.msg = resp_msg_no_;
+  tag.recv = true;
+  Cqe e;
+  e.wr_id = r.wr_id;
+  e.qp_num = qpn_;
+  e.opcode = WcOpcode::kRecv;
+  if (r.length < frame.size()) {
+    e.status = WcStatus::kLocLenErr;
+    complete(init_.recv_cq, e, now);
+    return;
+  }
+  if (ctx_.scatter(recv_pd(), r.sges, 0, frame, &tag) != WcStatus::kSuccess) {
+    e.status = WcStatus::kLocProtErr;
+    complete(init_.recv_cq, e, now);
+    return;
+  }
+  e.byte_len = static_cast<uint32_t>(frame.size());
+  e.resp_msg = resp_msg_no_;
+  count(Counter::kRawFramesRcvd);
   complete(init_.recv_cq, e, now);
 }
 

@@ -414,7 +414,9 @@ int Transport::destroy_ah(AhHandle ah) {
 ErrnoOr<uint32_t> Transport::create_qp(const QpInitAttr& a) {
   const DeviceCaps& caps = ctx_->cfg.caps;
   if (a.type == QpType::kXrcRecv) return create_xrc_recv_qp(a);
-  if (a.type != QpType::kRc && a.type != QpType::kUc && a.type != QpType::kUd && a.type != QpType::kXrcSend)
+  if (a.type == QpType::kRawPacket && ctx_->cfg.raw_max_frame == 0) return {EOPNOTSUPP, 0};
+  if (a.type != QpType::kRc && a.type != QpType::kUc && a.type != QpType::kUd && a.type != QpType::kXrcSend &&
+      a.type != QpType::kRawPacket)
     return {EINVAL, 0};
   // An XRC_SEND QP has no receive queue: a receive CQ is optional.
   const bool xrc_send = a.type == QpType::kXrcSend;
@@ -525,6 +527,7 @@ int Transport::destroy_qp(uint32_t qpn) {
       mw.state = detail::MwState::kFree;
     }
   std::erase(ctx_->timer_qps, qpn);  // a new QP of this number lists itself afresh
+  std::erase(ctx_->tx_parked, qpn);
   if (it != qps_.end()) qps_.erase(it);
   else iw_qps_.erase(iw);
   return 0;
@@ -559,6 +562,16 @@ uint32_t Transport::srq_outstanding(SrqHandle srq) const {
   return it == ctx_->srqs.end() ? 0 : static_cast<uint32_t>(it->second.q.size());
 }
 
+void Transport::on_raw_frame(uint32_t qpn, std::span<const uint8_t> frame, Nanos now) {
+  Qp* qp = find_qp(qpn);
+  if (qp == nullptr) {
+    ctx_->counters.inc(Counter::kDroppedPkts);
+    return;
+  }
+  qp->count(Counter::kRcvdPkts);
+  qp->raw_run(frame, now);
+}
+
 void Transport::on_packet(const wire::IbPacket& pkt, const RxInfo& rx, Nanos now) {
   Qp* qp = find_qp(pkt.bth.dest_qp);
   if (qp == nullptr) {
@@ -576,6 +589,20 @@ void Transport::on_packet(const wire::IbPacket& pkt, const RxInfo& rx, Nanos now
   }
   qp->on_packet(pkt, rx, now);
 }
+
+void Transport::set_tx_gated(bool on) noexcept { ctx_->tx_gated = on; }
+
+void Transport::tx_resumed(Nanos now) {
+  // On a copy: a QP that finds its priority still stopped lists itself
+  // again while the list is walked.
+  resumed_.swap(ctx_->tx_parked);
+  ctx_->tx_parked.clear();
+  for (const uint32_t qpn : resumed_)
+    if (detail::Qp* qp = find_qp(qpn)) qp->on_tx_resumed(now);
+  resumed_.clear();
+}
+
+std::size_t Transport::tx_waiting() const noexcept { return ctx_->tx_parked.size(); }
 
 void Transport::on_timer(Nanos now) {
   // On a copy: a firing timer may list another QP (or itself) and so grow

@@ -69,6 +69,12 @@ struct TransportConfig {
   // An iWARP device (RFC 5040/5041/5044 over a byte stream per QP): its QPs
   // are RC only and run over a stream bound with iw_bind_stream.
   bool iwarp = false;
+  // Raw packet QPs (QpType::kRawPacket): the largest frame a SEND may
+  // carry, from the destination MAC to the end of the payload (the port's
+  // Ethernet MTU plus an Ethernet header and one 802.1Q tag; larger is a
+  // Local Length Error completion, as mlx5). 0: the link carries no raw
+  // frames, and creating a raw packet QP is EOPNOTSUPP.
+  uint32_t raw_max_frame = 0;
   PlantedBugs planted;  // bugs on purpose: read only by the conformance test build (types.hpp)
 };
 
@@ -195,6 +201,10 @@ class Transport {
   // The data path. on_packet takes a packet already parsed and validated by
   // the wire layer (ICRC checked); it is demultiplexed by BTH DestQP.
   void on_packet(const wire::IbPacket& pkt, const RxInfo& rx, Nanos now);
+  // A whole Ethernet frame flow steering gave raw packet QP `qpn`: into its
+  // next receive WQE (byte_len = the frame's length). Dropped and counted
+  // when the QP is not a raw one in RTR/RTS or has no receive WQE.
+  void on_raw_frame(uint32_t qpn, std::span<const uint8_t> frame, Nanos now);
   void on_timer(Nanos now);
   // Lands the writes memory staged and acts on those that faulted
   // (transport/write_faults.cpp): an RC QP NAKs and enters Error, a UC/UD
@@ -203,6 +213,18 @@ class Transport {
   void settle_writes(Nanos now);
   Nanos next_deadline() const;
   Nanos qp_next_deadline(uint32_t qpn) const;
+  // Back-pressure from the link (Priority Flow Control): with the gate on,
+  // every packet a QP is about to make is first offered to
+  // TxSink::tx_stopped; a stopped one is not made, its QP waits (the
+  // requester in WAIT_LINK, the responder's answers held as while DCQCN
+  // paces them, ACKs coalesced) and has no deadline of its own meanwhile,
+  // so the engine sleeps until the link has something to do.
+  // tx_resumed runs every waiting QP again (the engine calls it when a
+  // priority the link had stopped runs again); those still stopped wait on.
+  void set_tx_gated(bool on) noexcept;
+  void tx_resumed(Nanos now);
+  // QPs waiting for the link (tests, the engine's own bookkeeping).
+  [[nodiscard]] std::size_t tx_waiting() const noexcept;
   // The QPs whose deadline is at or before `now`, from the listed ones (at
   // most `out.size()` of them); how many were found.
   std::size_t due_qps(Nanos now, std::span<uint32_t> out) const;
@@ -242,7 +264,8 @@ class Transport {
   std::unique_ptr<detail::Context> ctx_;
   std::unordered_map<uint32_t, std::unique_ptr<detail::Qp>> qps_;
   std::unordered_map<uint32_t, std::unique_ptr<detail::IwQp>> iw_qps_;
-  std::vector<uint32_t> timer_due_;  // on_timer's copy of Context::timer_qps (kept: no allocation per pass)
+  std::vector<uint32_t> timer_due_;
+  std::vector<uint32_t> resumed_;    // tx_resumed's copy of Context::tx_parked  // on_timer's copy of Context::timer_qps (kept: no allocation per pass)
   uint32_t next_qpn_;
 };
 

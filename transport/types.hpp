@@ -30,8 +30,11 @@ enum class MemDomain : uint64_t {};
 // ibv_qp_type. XRC (IBA XRC annex): an XRC_SEND (initiator) QP is an RC
 // requester whose requests name an XRC SRQ at the target; an XRC_RECV
 // (target) QP is an RC responder that takes receive WQEs from, and checks
-// memory against the PD of, the XRC SRQ each request names.
-enum class QpType : uint8_t { kRc = 2, kUc = 3, kUd = 4, kXrcSend = 9, kXrcRecv = 10 };
+// memory against the PD of, the XRC SRQ each request names. A raw packet
+// QP (IBV_QPT_RAW_PACKET) sends and receives whole Ethernet frames: a SEND
+// is one frame, gathered from its scatter list; a receive WQE takes one
+// frame that flow steering gave the QP (no IB transport, no PSNs).
+enum class QpType : uint8_t { kRc = 2, kUc = 3, kUd = 4, kRawPacket = 8, kXrcSend = 9, kXrcRecv = 10 };
 
 // ibv_qp_state (IBA 10.3.1).
 enum class QpState : uint8_t { kReset = 0, kInit = 1, kRtr = 2, kRts = 3, kSqd = 4, kSqe = 5, kErr = 6 };

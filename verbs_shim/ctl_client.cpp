@@ -2,6 +2,7 @@
 // directory yet ("zero configuration": the first RDMA program starts the NIC).
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <limits.h>  // PATH_MAX
 #include <poll.h>
 #include <linux/futex.h>
 #include <sys/file.h>
@@ -180,6 +181,68 @@ std::int64_t ns_since(const timespec& start) {
 
 }  // namespace
 
+// A connection's socket is inherited by forked children, and libibverbs
+// programs use the parent's context in them (rdma-core's tests allocate
+// device memory from several children at once; the daemon serves them what
+// any holder of the socket may ask, engine/control/ctl_server.cpp). On one
+// SOCK_SEQPACKET socket shared by several processes, each request must be
+// followed by its own reply: otherwise one process reads another's. So the
+// sequence numbers come from one counter, and the socket is taken in turn
+// under a robust process-shared mutex (a process that dies holding it
+// leaves at most one reply behind, which the next caller drops by its
+// sequence number). Uncontended, the mutex costs an atomic operation per
+// control call; the mailbox path (the session's own process) does not take
+// it.
+struct SharedCallState {
+  pthread_mutex_t turn;
+  std::uint32_t seq;
+};
+
+namespace {
+
+SharedCallState* map_shared_call_state() {
+  void* p = ::mmap(nullptr, sizeof(SharedCallState), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return nullptr;
+  auto* s = static_cast<SharedCallState*>(p);
+  pthread_mutexattr_t a;
+  ::pthread_mutexattr_init(&a);
+  ::pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+  ::pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+  const int err = ::pthread_mutex_init(&s->turn, &a);
+  ::pthread_mutexattr_destroy(&a);
+  if (err != 0) {
+    ::munmap(p, sizeof(SharedCallState));
+    return nullptr;
+  }
+  s->seq = 0;
+  return s;
+}
+
+// The socket's turn: held for one request and its reply.
+class SocketTurn {
+ public:
+  explicit SocketTurn(SharedCallState* s) : s_(s) {
+    if (s_ == nullptr) return;
+    // EOWNERDEAD: its holder died between a request and its reply; the
+    // state is only the socket, which the caller reads past.
+    if (::pthread_mutex_lock(&s_->turn) == EOWNERDEAD) ::pthread_mutex_consistent(&s_->turn);
+  }
+  ~SocketTurn() {
+    if (s_ != nullptr) ::pthread_mutex_unlock(&s_->turn);
+  }
+  SocketTurn(const SocketTurn&) = delete;
+  SocketTurn& operator=(const SocketTurn&) = delete;
+
+ private:
+  SharedCallState* s_;
+};
+
+// Replies older than the one awaited that a caller may have to drop (a
+// process that died in its turn left one; more means a broken stream).
+constexpr int kStaleRepliesDropped = 4;
+
+}  // namespace
+
 void debug_log(const char* fmt, ...) {
   static const bool on = std::getenv("URNIC_DEBUG") != nullptr;
   if (!on) return;
@@ -263,8 +326,14 @@ void CtlClient::await_reply() const {
   }
 }
 
+CtlClient::CtlClient(int fd) : fd_(fd), shared_(map_shared_call_state()) {}
+
 CtlClient::~CtlClient() {
   if (fd_ >= 0) ::close(fd_);
+  // Children have their own copy of the mapping (it is inherited, not
+  // MADV_DONTFORK); the mutex needs no destruction (a robust mutex nobody
+  // holds is plain memory).
+  if (shared_ != nullptr) ::munmap(shared_, sizeof(SharedCallState));
   // Not in a forked child: the page is not mapped there, and the range may
   // hold another mapping since.
   if (mailbox_map_ != nullptr && mailbox_generation_ == g_fork_generation.load(std::memory_order_relaxed))
@@ -327,8 +396,9 @@ int CtlClient::call_raw(std::vector<std::byte> req, std::vector<std::byte>& repl
   // After the daemon's death every request fails at once, with the EIO
   // that ib_uverbs gives a command to a disassociated device.
   if (gone()) return EIO;
-  // Stamp our sequence number into the header (offset 4, see MsgHeader).
-  const std::uint32_t seq = ++seq_;
+  // Stamp our sequence number into the header (offset 4, see MsgHeader);
+  // unique among the processes sharing the socket.
+  const std::uint32_t seq = shared_ != nullptr ? __atomic_add_fetch(&shared_->seq, 1, __ATOMIC_RELAXED) : ++seq_;
   std::memcpy(req.data() + offsetof(ctl::MsgHeader, seq), &seq, sizeof seq);
   // A forked child's calls go on the socket, where the daemon refuses them
   // (its pid is not the session's).
@@ -345,18 +415,32 @@ int CtlClient::call_raw(std::vector<std::byte> req, std::vector<std::byte>& repl
       // Not served there: the same request on the socket.
     }
   }
+  return socket_call(req, seq, reply, fds, send_fds);
+}
+
+int CtlClient::socket_call(std::span<const std::byte> req, std::uint32_t seq, std::vector<std::byte>& reply,
+                           std::vector<int>& fds, std::span<const int> send_fds) {
+  const SocketTurn turn(shared_);
   if (const int err = hostif::send_message(fd_, req, send_fds); err != 0) {
     if (err == EPIPE || err == ECONNRESET || err == ENOTCONN) mark_gone();
     return EIO;
   }
-  await_reply();
-  if (const int err = hostif::recv_message(fd_, reply, fds); err != 0) {
-    if (err == ECONNRESET) mark_gone();  // also the end of the stream
-    return EIO;
+  for (int dropped = 0;; ++dropped) {
+    await_reply();
+    if (const int err = hostif::recv_message(fd_, reply, fds); err != 0) {
+      if (err == ECONNRESET) mark_gone();  // also the end of the stream
+      return EIO;
+    }
+    const auto h = ctl::decode_header(reply);
+    if (!h || (h->flags & ctl::kFlagReply) == 0) return EIO;
+    if (h->seq == seq) return 0;
+    // Another process's reply, left by it dying in its turn: older than
+    // ours (sequence numbers wrap, hence the signed difference).
+    if (static_cast<std::int32_t>(seq - h->seq) <= 0 || dropped == kStaleRepliesDropped) return EIO;
+    debug_log("dropped a control reply (seq %u) left by a process that died awaiting it", h->seq);
+    for (int fd : fds) ::close(fd);
+    fds.clear();
   }
-  const auto h = ctl::decode_header(reply);
-  if (!h || h->seq != seq || (h->flags & ctl::kFlagReply) == 0) return EIO;
-  return 0;
 }
 
 }  // namespace urnic::shim

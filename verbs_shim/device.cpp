@@ -102,7 +102,11 @@ ibv_device_attr to_device_attr(const ctl::DeviceAttrs& d) {
   a.max_rdd = 0;
   a.max_mw = static_cast<int>(d.max_mw);
   a.max_raw_ipv6_qp = 0;
-  a.max_raw_ethy_qp = 0;
+  // Raw Ethernet QPs (IBV_QPT_RAW_PACKET) where the device steers frames
+  // (its link carries them: engine/control/README.md, "Raw packet QPs"),
+  // as many as QPs; checksum offload and the other raw_packet_caps are not
+  // offered (query_device_ex reports 0).
+  a.max_raw_ethy_qp = (d.device_cap_flags & IBV_DEVICE_MANAGED_FLOW_STEERING) != 0 ? static_cast<int>(d.max_qp) : 0;
   a.max_mcast_grp = static_cast<int>(d.max_mcast_grp);
   a.max_mcast_qp_attach = static_cast<int>(d.max_mcast_qp_attach);
   a.max_total_mcast_qp_attach = static_cast<int>(d.max_total_mcast_qp_attach);
@@ -544,6 +548,17 @@ extern "C" int ibv_query_gid_type(ibv_context* context, std::uint8_t port_num, u
   *type = static_cast<int>(g->type);
   return 0;
 }
+
+// The same call at IBVERBS_PRIVATE_33, where rdma-core 33's ibv_devinfo
+// (Debian 11) binds it: same arguments, same enum values
+// (libibverbs-compat.symbols).
+extern "C" int urnic_ibv_query_gid_type_private_33(ibv_context* context, std::uint8_t port_num,
+                                                   unsigned int index, int* type);
+extern "C" int urnic_ibv_query_gid_type_private_33(ibv_context* context, std::uint8_t port_num,
+                                                   unsigned int index, int* type) {
+  return ibv_query_gid_type(context, port_num, index, type);
+}
+__asm__(".symver urnic_ibv_query_gid_type_private_33, ibv_query_gid_type@IBVERBS_PRIVATE_33");
 
 int ibv_query_pkey(ibv_context* context, std::uint8_t port_num, int index, __be16* pkey) {
   ShimContext* s = shim_of(context);

@@ -384,9 +384,13 @@ constexpr std::uint64_t kCqWcFlags = IBV_WC_STANDARD_FLAGS | kCqTimestampFlags |
 ibv_cq_ex* op_create_cq_ex(ibv_context* context, ibv_cq_init_attr_ex* attr) {
   // ibv_create_cq_ex (the inline) already rejected reserved comp_mask bits.
   if ((attr->wc_flags & ~kCqWcFlags) != 0) return fail_null(EOPNOTSUPP);
+  // A CQ's PD must be a parent domain of this context (libmlx5: EINVAL for
+  // a plain PD); its allocators place the CQ's ring.
+  ibv_pd* domain = nullptr;
   if ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) != 0) {
-    errno = EOPNOTSUPP;  // parent domains are not offered
-    return nullptr;
+    domain = attr->parent_domain;
+    if (domain == nullptr || domain->context != context || shim_of_pd(domain)->protection_domain == nullptr)
+      return fail_null(EINVAL);
   }
   if ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) != 0 &&
       (attr->flags & ~static_cast<std::uint32_t>(IBV_CREATE_CQ_ATTR_SINGLE_THREADED)) != 0) {
@@ -402,7 +406,7 @@ ibv_cq_ex* op_create_cq_ex(ibv_context* context, ibv_cq_init_attr_ex* attr) {
   const std::uint32_t cq_flags = ((attr->wc_flags & kCqTimestampFlags) != 0 ? ctl::kCqFlagTimestamps : 0) |
                                  (tm_info ? ctl::kCqFlagTmInfo : 0);
   ibv_cq* cq = create_cq_with_flags(context, static_cast<int>(attr->cqe), attr->cq_context, attr->channel,
-                                    static_cast<int>(attr->comp_vector), cq_flags);
+                                    static_cast<int>(attr->comp_vector), cq_flags, domain);
   if (cq == nullptr) return nullptr;
   ShimCq* c = shim_of(cq);
   setup_cq_ex(c, attr->wc_flags);

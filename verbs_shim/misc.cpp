@@ -398,17 +398,6 @@ int ibv_resolve_eth_l2_from_gid(ibv_context* context, ibv_ah_attr* attr, std::ui
 
 // ---------------------------------------------------------------- not offered
 
-ibv_mr* ibv_reg_dmabuf_mr(ibv_pd* pd, std::uint64_t offset, std::size_t length, std::uint64_t iova,
-                          int fd, int access) {
-  (void)pd;
-  (void)offset;
-  (void)length;
-  (void)iova;
-  (void)fd;
-  (void)access;
-  return fail_null(EOPNOTSUPP);
-}
-
 int ibv_attach_mcast(ibv_qp* qp, const ibv_gid* gid, std::uint16_t lid) {
   return mcast_call<ctl::AttachMcastReq, ctl::AttachMcastRep>(qp, gid, lid);
 }

@@ -52,12 +52,6 @@ ShimChannel* shim_of_channel(ibv_comp_channel* c) {
   return static_cast<ShimChannel*>(static_cast<void*>(c));
 }
 
-void* map_fd(int fd, std::size_t bytes) {
-  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  ::close(fd);
-  return p == MAP_FAILED ? nullptr : p;
-}
-
 // ---------------------------------------------------------------- data path
 
 // Which send opcodes ibv_post_send takes on a QP type. The data transfer
@@ -68,6 +62,9 @@ void* map_fd(int fd, std::size_t bytes) {
 // the WQE without looking at the QP type; the adapter fails it).
 // rdma-unit-test's LoopbackUdQpTest.{Read,Write,FetchAdd,CompareSwap}
 // expect that.
+// The shortest frame a raw packet QP may send: two MACs and an EtherType.
+constexpr std::uint64_t kRawMinFrame = 14;
+
 bool opcode_valid(ibv_qp_type type, ibv_wr_opcode op, bool extended) {
   switch (op) {
     case IBV_WR_SEND:
@@ -148,6 +145,12 @@ int post_send_locked(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, bool all
     std::uint64_t total = 0;
     for (int i = 0; i < wr->num_sge; ++i) total += wr->sg_list[i].length;
     if (is_inline && total > q->caps.max_inline_data) {
+      err = EINVAL;
+      break;
+    }
+    // A raw packet QP's SEND is one Ethernet frame: libmlx5 refuses one
+    // shorter than the L2 header (MLX5_ETH_L2_MIN_HEADER_SIZE) at post time.
+    if (qp->qp_type == IBV_QPT_RAW_PACKET && total < kRawMinFrame) {
       err = EINVAL;
       break;
     }
@@ -344,16 +347,14 @@ ibv_qp* create_qp_common(ibv_pd* pd, ibv_qp_init_attr* attr) {
     errno = err != 0 ? err : EIO;
     return nullptr;
   }
-  q->map = map_fd(fds[0], rep.map_bytes);
-  if (q->map == nullptr) {
+  if (const int err = map_ring(fds[0], rep.map_bytes, pd, kResTypeQp, q->map); err != 0) {
     ctl::DestroyQpRep drep{};
     client_of(ctx).call(ctl::DestroyQpReq{{rep.handle, 0}}, drep);
     delete q;
-    return fail_null(ENOMEM);
+    return fail_null(err);
   }
-  q->map_bytes = rep.map_bytes;
   ++mapped_rings().qps;
-  auto* base = static_cast<std::byte*>(q->map);
+  auto* base = static_cast<std::byte*>(q->map.base);
   q->sq = SpscRing(base + rep.sq_offset, rep.sq_slots, rep.sq_slot_size);
   if (rep.rq_slots != 0) q->rq = SpscRing(base + rep.rq_offset, rep.rq_slots, rep.rq_slot_size);
   q->post_mu = new std::mutex;
@@ -459,6 +460,7 @@ void install_ops(verbs_context* vctx) {
   install_parent_domain_ops(vctx);
   install_tm_ops(vctx);
   install_dm_ops(vctx);
+  install_flow_ops(vctx);
 }
 
 }  // namespace urnic::shim
@@ -482,7 +484,9 @@ ibv_pd* ibv_alloc_pd(ibv_context* context) {
 int ibv_dealloc_pd(ibv_pd* pd) {
   ShimPd* s = shim_of_pd(pd);
   if (s->protection_domain != nullptr) {  // a parent domain: the PD lives on
+    if (s->users.load() != 0) return EBUSY;  // as libmlx5: QPs, CQs or SRQs use it
     s->protection_domain->parents.fetch_sub(1);
+    if (s->td != nullptr) s->td->parents.fetch_sub(1);
     delete s;
     return 0;
   }
@@ -692,7 +696,8 @@ void ibv_ack_cq_events(ibv_cq* cq, unsigned int nevents) {
 // ---------------------------------------------------------------- CQ
 
 ibv_cq* urnic::shim::create_cq_with_flags(ibv_context* context, int cqe, void* cq_context,
-                                          ibv_comp_channel* channel, int comp_vector, std::uint32_t cq_flags) {
+                                          ibv_comp_channel* channel, int comp_vector, std::uint32_t cq_flags,
+                                          ibv_pd* domain) {
   if (cqe < 1 || comp_vector < 0) return fail_null(EINVAL);
   auto* c = new (std::nothrow) ShimCq{};
   if (c == nullptr) return fail_null(ENOMEM);
@@ -710,18 +715,16 @@ ibv_cq* urnic::shim::create_cq_with_flags(ibv_context* context, int cqe, void* c
     errno = err != 0 ? err : EIO;
     return nullptr;
   }
-  c->map = map_fd(fds[0], rep.map_bytes);
-  if (c->map == nullptr) {
+  if (const int err = map_ring(fds[0], rep.map_bytes, domain, kResTypeCq, c->map); err != 0) {
     ctl::DestroyCqRep drep{};
     client_of(context).call(ctl::DestroyCqReq{{rep.handle, 0}}, drep);
     delete c;
-    return fail_null(ENOMEM);
+    return fail_null(err);
   }
-  c->map_bytes = rep.map_bytes;
   ++mapped_rings().cqs;
   c->stride = static_cast<std::uint32_t>((cq_flags & ctl::kCqFlagTmInfo) != 0 ? sizeof(hostif::CqeTmSlot)
                                                                              : sizeof(CqeSlot));
-  c->ring = SpscRing(static_cast<std::byte*>(c->map), rep.slots, c->stride);
+  c->ring = SpscRing(static_cast<std::byte*>(c->map.base), rep.slots, c->stride);
   c->poll_mu = new std::mutex;
   c->ctx = shim_of(context);
   c->device_gone = &c->ctx->client->gone_flag();
@@ -754,7 +757,7 @@ int ibv_destroy_cq(ibv_cq* cq) {
   while (cq->comp_events_completed != c->comp_events_reported) pthread_cond_wait(&cq->cond, &cq->mutex);
   pthread_mutex_unlock(&cq->mutex);
   if (cq->channel != nullptr) --cq->channel->refcnt;
-  ::munmap(c->map, c->map_bytes);
+  unmap_ring(c->map);
   --mapped_rings().cqs;
   delete c->poll_mu;
   pthread_mutex_destroy(&cq->mutex);
@@ -781,14 +784,22 @@ int ibv_resize_cq(ibv_cq* cq, int cqe) {
     for (int fd : fds) ::close(fd);
     return err != 0 ? err : EIO;
   }
-  void* map = map_fd(fds[0], rep.map_bytes);
-  if (map == nullptr) return ENOMEM;  // the daemon already switched: the CQ is lost
-  ::munmap(c->map, c->map_bytes);
-  c->map = map;
-  c->map_bytes = rep.map_bytes;
-  c->ring = SpscRing(static_cast<std::byte*>(map), rep.slots, c->stride);
+  // A CQ made on a parent domain with allocators gets its new ring in a
+  // buffer of the allocator, its old one goes back to `free`. The daemon has
+  // switched already: if the allocator's buffer cannot take the ring, the
+  // ring goes where urnic puts it and the allocator's errno is returned
+  // (the CQ works at its new size).
+  ibv_pd* domain = c->map.domain != nullptr ? &c->map.domain->pd : nullptr;
+  RingMapping m;
+  const int placed = map_ring(::dup(fds[0]), rep.map_bytes, domain, kResTypeCq, m);
+  if (placed != 0 && map_ring(fds[0], rep.map_bytes, nullptr, kResTypeCq, m) != 0)
+    return ENOMEM;  // not even mapped: the CQ is lost
+  if (placed == 0) ::close(fds[0]);
+  unmap_ring(c->map);
+  c->map = m;
+  c->ring = SpscRing(static_cast<std::byte*>(m.base), rep.slots, c->stride);
   cq->cqe = static_cast<int>(rep.cqe);
-  return 0;
+  return placed;
 }
 
 // ---------------------------------------------------------------- QP
@@ -889,8 +900,8 @@ int ibv_destroy_qp(ibv_qp* qp) {
   // The daemon produces none for it after the reply.
   if (qp->send_cq != nullptr) clean_cq(qp->send_cq, qp->qp_num);
   if (qp->recv_cq != nullptr && qp->recv_cq != qp->send_cq) clean_cq(qp->recv_cq, qp->qp_num);
-  if (q->map != nullptr) {  // an XRC target has no rings
-    ::munmap(q->map, q->map_bytes);
+  if (q->map.base != nullptr) {  // an XRC target has no rings
+    unmap_ring(q->map);
     --mapped_rings().qps;
   }
   delete q->post_mu;
@@ -938,16 +949,14 @@ namespace urnic::shim {
 
 ibv_srq* finish_srq(ibv_context* ctx, ShimSrq* s, const ctl::CreateSrqRep& rep, int fd, ibv_pd* pd,
                     void* srq_context) {
-  s->map = map_fd(fd, rep.map_bytes);
-  if (s->map == nullptr) {
+  if (const int err = map_ring(fd, rep.map_bytes, pd, kResTypeSrq, s->map); err != 0) {
     ctl::DestroySrqRep drep{};
     client_of(ctx).call(ctl::DestroySrqReq{{rep.handle, 0}}, drep);
     delete s;
-    return fail_null(ENOMEM);
+    return fail_null(err);
   }
-  s->map_bytes = rep.map_bytes;
   ++mapped_rings().srqs;
-  s->ring = SpscRing(static_cast<std::byte*>(s->map), rep.slots, rep.slot_size);
+  s->ring = SpscRing(static_cast<std::byte*>(s->map.base), rep.slots, rep.slot_size);
   s->post_mu = new std::mutex;
   s->doorbell = rep.doorbell;
   s->max_wr = rep.max_wr;
@@ -991,7 +1000,7 @@ int ibv_destroy_srq(ibv_srq* srq) {
     return err;
   drop_async_events_of(srq->context, srq);  // none names it after this returns
   destroy_tm_state(s);
-  ::munmap(s->map, s->map_bytes);
+  unmap_ring(s->map);
   --mapped_rings().srqs;
   delete s->post_mu;
   pthread_mutex_destroy(&srq->mutex);

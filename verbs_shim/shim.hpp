@@ -27,6 +27,7 @@
 #include "hostif/shm_ring.hpp"
 #include "direct_memory.hpp"
 #include "mr_conversion.hpp"
+#include "ring_memory.hpp"
 
 namespace urnic::shim {
 
@@ -41,6 +42,9 @@ inline std::nullptr_t fail_null(int err) {
 
 // A control connection to urnicd (one per opened device context, plus
 // short-lived ones for device discovery). Thread-safe: one request at a time.
+// The part of a connection forked processes share (ctl_client.cpp).
+struct SharedCallState;
+
 class CtlClient {
  public:
   // Connect, starting urnicd if none answers (see connect_daemon()). Returns
@@ -102,7 +106,11 @@ class CtlClient {
   void attach_mailbox(void* page, std::uint32_t bit, hostif::DoorbellPage* doorbells, const int* kick_fd);
 
  private:
-  explicit CtlClient(int fd) : fd_(fd) {}
+  explicit CtlClient(int fd);
+  // The calls on the socket of every process that shares it by fork, one at
+  // a time (ctl_client.cpp, SocketTurn); -1 on its own errno.
+  int socket_call(std::span<const std::byte> req, std::uint32_t seq, std::vector<std::byte>& reply,
+                  std::vector<int>& fds, std::span<const int> send_fds);
   int call_raw(std::vector<std::byte> req, std::vector<std::byte>& reply, std::vector<int>& fds,
                std::span<const int> send_fds = {});
   // Looks for the reply for a few microseconds before recvmsg sleeps.
@@ -120,7 +128,11 @@ class CtlClient {
   int check_reply(int err, const std::vector<std::byte>& reply, Rep& rep);
   int fd_;
   std::mutex mu_;
-  std::uint32_t seq_ = 0;
+  // A MAP_SHARED page (ctl_client.cpp, SharedCallState) that forked
+  // children inherit with the socket: the sequence numbers and the turn on
+  // the socket of all of them. Null when it could not be mapped.
+  SharedCallState* shared_ = nullptr;
+  std::uint32_t seq_ = 0;  // used when shared_ is null
   std::uint32_t daemon_pid_ = 0;
   bool root_daemon_ = false;  // the daemon runs as root and we do not
   std::atomic<bool> gone_{false};
@@ -186,8 +198,7 @@ struct ShimCq {
   ibv_cq_ex cqx;             // ibv_cq is its prefix (ibv_cq_ex_to_cq)
   ShimContext* ctx;
   hostif::SpscRing ring;     // engine produces, we consume
-  void* map;
-  std::size_t map_bytes;
+  RingMapping map;           // its ring's pages (verbs_shim/ring_memory.hpp)
   std::mutex* poll_mu;       // serializes pollers (the ring is single-consumer)
   std::uint32_t comp_events_reported;
   // ibv_cq_ex polling (extended.cpp): the CQE start_poll/next_poll made
@@ -208,8 +219,7 @@ static_assert(std::is_standard_layout_v<ShimCq>);
 struct ShimSrq {
   ibv_srq srq;
   hostif::SpscRing ring;     // we produce, engine consumes
-  void* map;
-  std::size_t map_bytes;
+  RingMapping map;           // its ring's pages (verbs_shim/ring_memory.hpp)
   std::mutex* post_mu;
   std::uint32_t doorbell;    // its bit in the context's doorbell page
   std::uint32_t max_wr, max_sge;
@@ -225,8 +235,7 @@ struct ShimQp {
   ibv_qp_ex qpx;             // ibv_qp is its first member (qp_base)
   QpExState* ext;            // non-null when created with send_ops_flags
   hostif::SpscRing sq, rq;
-  void* map;
-  std::size_t map_bytes;
+  RingMapping map;           // its ring's pages (verbs_shim/ring_memory.hpp)
   std::mutex* post_mu;
   std::uint32_t doorbell;    // its bit in the context's doorbell page (both rings)
   ctl::QpCaps caps;
@@ -260,11 +269,25 @@ struct ShimMr {
 };
 inline ShimMr* shim_of_mr(ibv_mr* mr) { return static_cast<ShimMr*>(static_cast<void*>(mr)); }
 
+// A thread domain (ibv_alloc_td; verbs_shim/parent_domain.cpp).
+struct ShimTd {
+  ibv_td td;
+  std::atomic<std::uint32_t> parents;  // the parent domains made with it
+};
+static_assert(std::is_standard_layout_v<ShimTd>);
+
 struct ShimPd {
   ibv_pd pd;
   ShimPd* protection_domain;      // a parent domain's PD, nullptr for a PD
   void* pd_context;               // IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT
   std::atomic<std::uint32_t> parents;  // a PD's live parent domains
+  // A parent domain's: its thread domain, its allocators
+  // (IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS, verbs_shim/ring_memory.hpp),
+  // and the QPs, CQs and SRQs made on it (dealloc EBUSY meanwhile).
+  ShimTd* td;
+  void* (*alloc)(ibv_pd*, void*, std::size_t, std::size_t, std::uint64_t);
+  void (*free)(ibv_pd*, void*, void*, std::uint64_t);
+  std::atomic<std::uint32_t> users;
 };
 static_assert(std::is_standard_layout_v<ShimPd>);
 inline ShimPd* shim_of_pd(ibv_pd* pd) { return static_cast<ShimPd*>(static_cast<void*>(pd)); }
@@ -366,6 +389,8 @@ void install_parent_domain_ops(verbs_context* vctx);
 int op_modify_cq(ibv_cq* cq, ibv_modify_cq_attr* attr);
 // dm.cpp: device memory (alloc_dm, free_dm, reg_dm_mr) where the device has a pool.
 void install_dm_ops(verbs_context* vctx);
+// flow.cpp: ibv_create_flow / ibv_destroy_flow (raw packet QPs' steering).
+void install_flow_ops(verbs_context* vctx);
 
 // mw.cpp: memory windows (the context ops ibv_alloc_mw / ibv_bind_mw /
 // ibv_dealloc_mw call).
@@ -383,9 +408,11 @@ void install_extended_ops(verbs_context* vctx);
 void setup_cq_ex(ShimCq* c, std::uint64_t wc_flags);
 
 // objects.cpp: ibv_create_cq with the daemon's CQ flags (ctl::kCqFlag*);
-// ibv_create_cq is this with 0, ibv_create_cq_ex passes what its wc_flags need.
+// ibv_create_cq is this with 0, ibv_create_cq_ex passes what its wc_flags need
+// and its parent domain (IBV_CQ_INIT_ATTR_MASK_PD), whose allocators place
+// the ring (ring_memory.hpp).
 ibv_cq* create_cq_with_flags(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel* channel,
-                             int comp_vector, std::uint32_t cq_flags);
+                             int comp_vector, std::uint32_t cq_flags, ibv_pd* domain = nullptr);
 
 // device_fatal.cpp: the daemon's death as a device fatal error.
 // The daemon is known to be gone (one atomic load: the posting verbs' check).

@@ -20,6 +20,7 @@
 #include "engine/device/device.hpp"
 
 #include <random>
+#include <unistd.h>  // close
 
 namespace urnic::engine {
 

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -95,6 +96,22 @@ bool all_equal(const std::vector<unsigned long>& ids, unsigned long want) {
 }  // namespace
 
 bool needs_memory_guard(uid_t peer_uid, uid_t daemon_euid) { return daemon_euid == 0 && peer_uid != 0; }
+
+bool process_has_capability(pid_t pid, unsigned cap) {
+  if (cap >= 64) return false;
+  struct stat peer_ns{}, own_ns{};
+  if (::stat(("/proc/" + std::to_string(pid) + "/ns/user").c_str(), &peer_ns) != 0 ||
+      ::stat("/proc/self/ns/user", &own_ns) != 0 || peer_ns.st_ino != own_ns.st_ino || peer_ns.st_dev != own_ns.st_dev)
+    return false;
+  std::istringstream in(read_status(pid));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("CapEff:", 0) != 0) continue;
+    const unsigned long long eff = std::strtoull(line.c_str() + 7, nullptr, 16);
+    return ((eff >> cap) & 1) != 0;
+  }
+  return false;
+}
 
 bool memory_guarded(pid_t pid, uid_t uid, gid_t gid, std::string& why) {
   const std::string status = read_status(pid);

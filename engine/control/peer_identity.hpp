@@ -72,6 +72,13 @@ bool peer_allowed(const PeerIdentity& peer, uid_t daemon_uid, const AccessPolicy
 //   it registers memory with a root daemon.
 // If not, `why` says what is missing.
 bool needs_memory_guard(uid_t peer_uid, uid_t daemon_euid);
+
+// Whether process `pid` holds capability `cap` (CAP_NET_RAW: 13) in its
+// effective set (CapEff in /proc/PID/status) in the daemon's own user
+// namespace: what the kernel's rdma_dev_access_netns(dev, CAP_NET_RAW) asks
+// of a process that creates a raw packet QP (a capability held only in a
+// child user namespace does not count for the device's network).
+bool process_has_capability(pid_t pid, unsigned cap);
 bool memory_guarded(pid_t pid, uid_t uid, gid_t gid, std::string& why);
 
 }  // namespace urnic::engine

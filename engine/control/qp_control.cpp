@@ -35,9 +35,20 @@ Rule rule_for(std::uint32_t type, std::uint32_t cur, std::uint32_t next) {
   const bool rc = type == IBV_QPT_RC || xrc_ini || xrc_tgt;
   const bool uc = type == IBV_QPT_UC;
   const bool ud = type == IBV_QPT_UD;
+  if (next == IBV_QPS_RESET || next == IBV_QPS_ERR) return {rc || uc || ud || type == IBV_QPT_RAW_PACKET, 0, 0};
+  if (type == IBV_QPT_RAW_PACKET) {
+    // The kernel's IB_QPT_RAW_PACKET column: the port at INIT, nothing
+    // else (no path, PSN or key; its packet pacing, IB_QP_RATE_LIMIT, is
+    // not offered: EINVAL).
+    if (cur == IBV_QPS_RESET && next == IBV_QPS_INIT) return {true, IBV_QP_PORT, 0};
+    if (cur == IBV_QPS_INIT && next == IBV_QPS_INIT) return {true, 0, IBV_QP_PORT};
+    if (cur == IBV_QPS_INIT && next == IBV_QPS_RTR) return {true, 0, 0};
+    if ((cur == IBV_QPS_RTR || cur == IBV_QPS_RTS || cur == IBV_QPS_SQD || cur == IBV_QPS_SQE) && next == IBV_QPS_RTS)
+      return {true, 0, 0};
+    if (cur == IBV_QPS_RTS && next == IBV_QPS_SQD) return {true, 0, 0};
+    return {};
+  }
   if (!rc && !uc && !ud) return {};
-  if (next == IBV_QPS_RESET) return {true, 0, 0};
-  if (next == IBV_QPS_ERR) return {true, 0, 0};
   const std::uint32_t conn_init = IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
   const std::uint32_t ud_init = IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY;
   switch (cur) {

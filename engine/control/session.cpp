@@ -199,6 +199,7 @@ void Session::destroy_all() {
     }
     u.ahs -= static_cast<std::uint32_t>(port_.ahs.size());
     port_.ahs.clear();
+    while (!flows_.empty()) destroy_flow(flows_.begin()->first);
     while (!qps_.empty()) destroy_qp(qps_.begin()->first);
     if (dp_ != nullptr) {
       for (auto& [h, srq] : srqs_) {
@@ -220,6 +221,7 @@ void Session::destroy_all() {
       for (auto& [h, mr] : mrs_) {
         dp_->transport().dereg_mr(mr.key);
         dp_->conversions().remove(mr.lazy);
+        release_dmabuf(mr.dmabuf);
       }
       for (auto& [va, r] : regions_) dp_->mapped_regions().detach(static_cast<int>(r.slot));
       regions_.clear();
@@ -297,7 +299,8 @@ Reply Session::handle(std::span<const std::byte> msg, std::vector<int>& in_fds) 
   if (type == ctl::MsgType::kOpenConvertChannel) return on_open_convert_channel(*h);
   if (type == ctl::MsgType::kOpenMailbox) return on_open_mailbox(*h);
   if (type == ctl::MsgType::kConvertMr) return on_convert_mr(*h, msg, in.fds);
-  if (h->type >= 100 && h->type <= 119) return on_verbs_ext(*h, msg);  // engine/control/session_verbs_ext.cpp
+  if (type == ctl::MsgType::kRegDmabufMr) return on_reg_dmabuf_mr(*h, msg, in.fds);  // engine/control/session_dmabuf.cpp
+  if (h->type >= 100 && h->type <= 121) return on_verbs_ext(*h, msg);  // engine/control/session_verbs_ext.cpp
   switch (type) {
     case ctl::MsgType::kDestroyAh:
     case ctl::MsgType::kDestroyQp:
@@ -557,6 +560,7 @@ Reply Session::on_dereg_mr(const MsgHeader& h, std::span<const std::byte> msg) {
   --pds_[it->second.pd].refs;
   release_region(it->second.region);
   release_dm(it->second.dm);
+  release_dmabuf(it->second.dmabuf);
   if (dp_ != nullptr) dp_->conversions().remove(it->second.lazy);
   mrs_.erase(it);
   --dev_->usage().mrs;
@@ -568,7 +572,7 @@ Reply Session::on_dereg_mr(const MsgHeader& h, std::span<const std::byte> msg) {
 int Session::move_to(DataPath* to) {
   if (dp_ == nullptr || to == nullptr || to == dp_) return to == dp_ ? 0 : EINVAL;
   if (!cqs_.empty() || !qps_.empty() || !srqs_.empty() || !mws_.empty() || !port_.ahs.empty() || !xrcds_.empty() ||
-      !dms_.empty())
+      !dms_.empty() || dmabuf_mrs_ != 0)
     return EBUSY;
   const std::vector<DataPath*>& dps = reg_.datapaths(dev_);
   const auto k = static_cast<unsigned>(std::find(dps.begin(), dps.end(), to) - dps.begin());
@@ -821,7 +825,9 @@ Reply Session::on_create_qp(const MsgHeader& h, std::span<const std::byte> msg) 
       if (dev_->attrs().transport != IBV_TRANSPORT_IB) return fail<ctl::CreateQpRep>(h, EOPNOTSUPP);
       break;
     case IBV_QPT_XRC_RECV: return fail<ctl::CreateQpRep>(h, EINVAL);  // needs its XRC domain: kCreateXrcTgtQp
-    case IBV_QPT_RAW_PACKET:
+    case IBV_QPT_RAW_PACKET:  // engine/control/session_flow.cpp
+      if (const int err = may_create_raw_qp(); err != 0) return fail<ctl::CreateQpRep>(h, err);
+      break;
     case IBV_QPT_DRIVER: return fail<ctl::CreateQpRep>(h, EOPNOTSUPP);
     default: return fail<ctl::CreateQpRep>(h, EINVAL);
   }
@@ -1012,6 +1018,8 @@ Reply Session::on_destroy_qp(const MsgHeader& h, std::span<const std::byte> msg)
   // uverbs: a QP still attached to a multicast group cannot be destroyed
   // (a process that exits has its attachments dropped instead).
   if (dp_ != nullptr && dp_->mcast().groups_of(qp->second.qpn) != 0) return fail<ctl::DestroyQpRep>(h, EBUSY);
+  // uverbs: a flow holds a reference on its QP (destroy the flows first).
+  if (qp->second.flows != 0) return fail<ctl::DestroyQpRep>(h, EBUSY);
   destroy_qp(req->handle);
   ctl::DestroyQpRep rep{};
   rep.handle = req->handle;

@@ -54,6 +54,7 @@ struct MrObj {
   std::uint32_t region = 0;           // the mapped region of its whole pages (0: none; DirectRegion)
   std::uint32_t lazy = 0;             // its ConversionWatch entry while its pages may still be converted (0: none)
   std::uint32_t dm = 0;               // ibv_reg_dm_mr: the device memory it lies in (handle; 0: none)
+  std::uint32_t dmabuf = 0;           // ibv_reg_dmabuf_mr: its dma-buf's mapped region (slot; 0: none)
 };
 
 // Device memory (ibv_alloc_dm; hostif/dm_proto.hpp, session_dm.cpp): a
@@ -121,6 +122,7 @@ struct QpObj : QpQueues {
   // rings; the QP's state is shared with every other handle on it).
   std::uint32_t xrcd = 0;
   std::shared_ptr<XrcTgtQp> tgt;
+  std::uint32_t flows = 0;   // raw packet QP: its flow steering rules (destroy is EBUSY while any)
   QpControl& control() { return tgt ? *tgt->ctl : *ctl; }
 };
 
@@ -166,6 +168,7 @@ class Session {
   [[nodiscard]] std::size_t count_qps() const { return qps_.size(); }
   [[nodiscard]] std::size_t count_srqs() const { return srqs_.size(); }
   [[nodiscard]] std::size_t count_ahs() const { return port_.ahs.size(); }
+  [[nodiscard]] std::size_t count_flows() const { return flows_.size(); }
 
  private:
   Reply on_hello(const ctl::MsgHeader& h, std::span<const std::byte> msg);
@@ -212,6 +215,13 @@ class Session {
   Reply on_resize_cq(const ctl::MsgHeader& h, std::span<const std::byte> msg);
   Reply on_import(const ctl::MsgHeader& h, std::span<const std::byte> msg);
   // engine/control/session_dm.cpp (MsgType 116..119)
+  // Flow steering on raw packet QPs (engine/control/session_flow.cpp).
+  Reply on_create_flow(const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_destroy_flow(const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  void destroy_flow(std::uint32_t handle);
+  // IBV_QPT_RAW_PACKET: the caller needs CAP_NET_RAW, and the device a link
+  // that carries frames (0, EPERM or EOPNOTSUPP).
+  int may_create_raw_qp() const;
   Reply on_alloc_dm(const ctl::MsgHeader& h, std::span<const std::byte> msg);
   Reply on_free_dm(const ctl::MsgHeader& h, std::span<const std::byte> msg);
   Reply on_reg_dm_mr(const ctl::MsgHeader& h, std::span<const std::byte> msg);
@@ -219,6 +229,11 @@ class Session {
   // An MR over DM `dm` goes (0: not a DM MR).
   void release_dm(std::uint32_t dm);
   void destroy_dms();
+  // engine/control/session_dmabuf.cpp (MsgType 120)
+  Reply on_reg_dmabuf_mr(const ctl::MsgHeader& h, std::span<const std::byte> msg, std::vector<int>& fds);
+  Reply reg_dmabuf_mr(const ctl::MsgHeader& h, std::span<const std::byte> msg, std::vector<int>& fds);  // uncounted
+  // An MR over a dma-buf goes: its region is unmapped (0: not a dma-buf MR).
+  void release_dmabuf(std::uint32_t slot);
   // engine/control/session_mw.cpp
   Reply on_alloc_mw(const ctl::MsgHeader& h, std::span<const std::byte> msg);
   Reply on_dealloc_mw(const ctl::MsgHeader& h, std::span<const std::byte> msg);
@@ -299,11 +314,19 @@ class Session {
   std::uint32_t mailbox_bit_ = kNoDoorbell;
   std::map<std::uint32_t, MwObj> mws_;
   std::map<std::uint32_t, DmObj> dms_;
+  std::uint32_t dmabuf_mrs_ = 0;  // MRs over dma-bufs (their regions pin the session to its shard)
   std::map<std::uint32_t, ChannelObj> channels_;
   std::map<std::uint32_t, CqObj> cqs_;
   std::map<std::uint32_t, SrqObj> srqs_;
   std::map<std::uint32_t, QpObj> qps_;
   std::map<std::uint32_t, XrcdObj> xrcds_;
+  // ibv_create_flow rules: the QP handle each steers to, and its id in the
+  // data path's flow table.
+  struct FlowObj {
+    std::uint32_t qp = 0;
+    std::uint32_t id = 0;
+  };
+  std::map<std::uint32_t, FlowObj> flows_;
 };
 
 // Daemon-wide state: devices and live sessions (for status and, later, for

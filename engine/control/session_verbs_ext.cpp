@@ -56,6 +56,8 @@ Reply Session::on_verbs_ext(const MsgHeader& h, std::span<const std::byte> msg) 
     case ctl::MsgType::kCreateXrcTgtQp: return on_create_xrc_tgt_qp(h, msg);
     case ctl::MsgType::kOpenQp: return on_open_qp(h, msg);
     case ctl::MsgType::kCreateTmSrq: return on_create_tm_srq(h, msg);  // engine/control/session_tm.cpp
+    case ctl::MsgType::kCreateFlow: return on_create_flow(h, msg);  // engine/control/session_flow.cpp
+    case ctl::MsgType::kDestroyFlow: return on_destroy_flow(h, msg);
     case ctl::MsgType::kAllocDm: return on_alloc_dm(h, msg);  // engine/control/session_dm.cpp
     case ctl::MsgType::kFreeDm: return on_free_dm(h, msg);
     case ctl::MsgType::kRegDmMr: return on_reg_dm_mr(h, msg);
@@ -75,6 +77,9 @@ Reply Session::on_rereg_mr(const MsgHeader& h, std::span<const std::byte> msg) {
   MrObj& mr = it->second;
   // The kernel's ib_uverbs_rereg_mr refuses an MR over device memory.
   if (mr.dm != 0) return fail<ctl::ReregMrRep>(h, EINVAL);
+  // A dma-buf MR's pages are its exporter's: urnic does not re-register it
+  // (EOPNOTSUPP; deregister and register again).
+  if (mr.dmabuf != 0) return fail<ctl::ReregMrRep>(h, EOPNOTSUPP);
   const bool change_pd = (req->flags & IBV_REREG_MR_CHANGE_PD) != 0;
   const bool change_tr = (req->flags & IBV_REREG_MR_CHANGE_TRANSLATION) != 0;
   const bool change_acc = (req->flags & IBV_REREG_MR_CHANGE_ACCESS) != 0;

@@ -15,6 +15,7 @@
 #include "engine/device/device.hpp"
 #include "engine/device/link_kinds.hpp"
 #include "hostif/wqe_codec.hpp"
+#include "wire/eth.hpp"
 
 namespace urnic::engine {
 
@@ -126,8 +127,12 @@ CqeSlot to_slot(const t::Cqe& e) {
   return s;
 }
 
-t::TransportConfig config_for(const Device& dev, LinkShard sh) {
+t::TransportConfig config_for(const Device& dev, LinkShard sh, const Link* link) {
   t::TransportConfig cfg;
+  // Raw packet QPs on a link that carries frames, with one engine thread
+  // (a frame's rules and QPs live on one data path; several threads'
+  // fanout would hand a frame to any of them).
+  if (link != nullptr && sh.shards <= 1) cfg.raw_max_frame = link->raw_max_frame();
   cfg.qpn_stride = std::max(sh.shards, 1U);  // shard.hpp: a QPN names its shard
   cfg.qpn_residue = sh.shard;
   const auto& a = dev.attrs();
@@ -199,7 +204,9 @@ DataPath::DataPath(const Device& dev, std::unique_ptr<Link> link, LinkShard sh)
     own_gids_.push_back(raw);
   }
   shard_ = sh.shard;
-  transport_ = std::make_unique<t::Transport>(mem_, *this, *this, config_for(dev, sh));
+  transport_ = std::make_unique<t::Transport>(mem_, *this, *this, config_for(dev, sh, link_.get()));
+  // A link that honours PFC pauses the QPs sending on a paused priority.
+  if (link_ && link_->pauses_tx()) transport_->set_tx_gated(true);
 }
 
 void DataPath::join_shards(const std::vector<DataPath*>& peers, std::shared_ptr<Shard> self) {
@@ -361,7 +368,10 @@ void DataPath::take_posted_sends(t::Nanos now) {
   std::for_each(carried_.begin(), carried_.end(), take_all);
   mem_.end_pass();
   transport_->settle_writes(now);
-  if (link_) link_->flush(now);
+  if (link_) {
+    link_->flush(now);
+    resume_link_waiters(now);
+  }
 }
 
 int DataPath::attach_mcast(const McastGroups::Gid& g, std::uint32_t qpn) {
@@ -474,6 +484,7 @@ bool DataPath::poll(t::Nanos now, bool poll_link) {
     work |= got;
   }
   work |= run_hairpin(now);
+  if (raw_loop_used_ != 0) work |= run_raw_loop(now);
   if (nshards_ > 1) work |= run_inboxes(now);
   work |= run_faults(now);  // frames held by fault injection, when due
   if (poll_link) {
@@ -505,7 +516,10 @@ bool DataPath::poll(t::Nanos now, bool poll_link) {
   // (transport/write_faults.cpp).
   mem_.end_pass();
   transport_->settle_writes(now);
-  if (link_) link_->flush(now);  // what this pass queued on the link leaves now
+  if (link_) {
+    link_->flush(now);  // what this pass queued on the link leaves now
+    resume_link_waiters(now);
+  }
   // FPDUs the timers or completions queued (iWARP) go out this pass.
   if (iw_ && iw_->has_pending_output()) work |= iw_->flush(now);
   // Slots first, completions second: an application that sees a CQE may
@@ -1038,6 +1052,30 @@ void DataPath::flush_wakes() {
   wake_mask_ = 0;
 }
 
+bool DataPath::tx_stopped(const t::Addressing& to) const {
+  if (!link_) return false;
+  const std::uint8_t stopped = link_->stopped_priorities();
+  if (stopped == 0) return false;  // the common case: one call, no lookup
+  const std::uint32_t dst = ipv4_of_gid(to.ah.dgid);
+  if ((ipv4_ != 0 && dst == ipv4_) || std::find(own_gids_.begin(), own_gids_.end(), to.ah.dgid) != own_gids_.end())
+    return false;  // hairpinned (transmit's test): never on the link
+  t::TxPacket p;
+  p.addr = to;
+  if (!link_->tx_stopped(link_dest(p))) return false;
+  tx_gate_seen_ = static_cast<std::uint8_t>(tx_gate_seen_ | stopped);
+  return true;
+}
+
+void DataPath::resume_link_waiters(t::Nanos now) {
+  if (tx_gate_seen_ == 0) return;
+  // Every waiting QP stopped on a priority of tx_gate_seen_; none of them
+  // runs again: keep waiting (the link's next_deadline wakes the engine).
+  if ((tx_gate_seen_ & ~link_->stopped_priorities()) == 0) return;
+  tx_gate_seen_ = 0;  // those still stopped say so again
+  transport_->tx_resumed(now);
+  link_->flush(now);
+}
+
 void DataPath::send_on_link(const t::TxPacket& p) {
   if (!link_) return;
   wire::Bytes sent;
@@ -1202,6 +1240,19 @@ bool DataPath::run_link(t::Nanos now) {
   std::size_t n = 0;
   while (n < kRxBurst && link_->receive(&rx)) {
     if (capture_->active()) capture_rx(rx);
+    if (rx.raw) {  // not RoCE: flow steering's alone
+      if (!steer_frame(rx.frame, rx.has_stripped_tci, rx.stripped_tci, false, 0, now).delivered)
+        ++counters_.raw_frames_unmatched;
+      ++n;
+      continue;
+    }
+    // A RoCE frame: rules that name RoCE get a copy, and may take it.
+    if (!flows_.empty() && !rx.frame.empty() &&
+        steer_frame(rx.frame, rx.has_stripped_tci, rx.stripped_tci, true, 0, now).trapped) {
+      ++counters_.raw_frames_trapped;
+      ++n;
+      continue;
+    }
     // Sent to a group this link joined (Link::join_group): its members,
     // and the other shards' when they get no copy of their own (afpacket's
     // fanout gives each frame to one shard).
@@ -1225,7 +1276,8 @@ bool DataPath::link_look_due(t::Nanos now) const {
 }
 
 bool DataPath::prepare_sleep() {
-  if (hairpin_count_ != 0 || !carried_.empty() || !due_.empty() || !mailboxes_due_.empty()) return false;
+  if (hairpin_count_ != 0 || raw_loop_used_ != 0 || !carried_.empty() || !due_.empty() || !mailboxes_due_.empty())
+    return false;
   // Other shards' packets (the shard's sleeping flag is set by now:
   // Shard::wake_if_sleeping's other half).
   if (nshards_ > 1 && !inboxes_empty()) return false;
@@ -1277,6 +1329,66 @@ void DataPath::on_async_event(const t::AsyncEvent& e) {
       return;
     }
   }
+}
+
+bool DataPath::raw_qps() const noexcept { return link_ && nshards_ <= 1 && link_->raw_max_frame() != 0; }
+
+int DataPath::add_flow(std::uint32_t qpn, const hostif::flow::FlowRule& rule, std::uint32_t* id) {
+  if (!raw_qps()) return EOPNOTSUPP;
+  if (flows_.empty() && !link_->set_raw_receive(true)) return ENOMEM;  // the kernel refused the filter
+  *id = flows_.add(qpn, rule);
+  return 0;
+}
+
+void DataPath::remove_flow(std::uint32_t id) {
+  if (flows_.remove(id) && flows_.empty() && link_) (void)link_->set_raw_receive(false);
+}
+
+void DataPath::transmit_raw(std::uint32_t src_qpn, std::span<const std::uint8_t> frame, t::Nanos now) {
+  (void)now;
+  if (capture_->active()) capture_->write(frame);
+  if (!flows_.empty()) {
+    // The device's own rules see what its raw QPs send (a NIC's loopback
+    // of a frame its steering matches on the same port); the copy is
+    // delivered next pass.
+    if (raw_loop_used_ == raw_loop_.size()) raw_loop_.emplace_back();
+    RawLoop& slot = raw_loop_[raw_loop_used_++];
+    slot.sender = src_qpn;
+    slot.frame.assign(frame.begin(), frame.end());
+  }
+  if (!link_ || !link_->send_raw(frame)) ++counters_.raw_tx_dropped;
+}
+
+bool DataPath::run_raw_loop(t::Nanos now) {
+  // A delivery cannot queue more (receiving sends nothing): the slots
+  // taken now are all there is.
+  const std::size_t n = raw_loop_used_;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (steer_frame(raw_loop_[i].frame, false, 0, false, raw_loop_[i].sender, now).delivered)
+      ++counters_.raw_frames_looped;
+  }
+  raw_loop_used_ = 0;
+  return n != 0;
+}
+
+DataPath::Steered DataPath::steer_frame(wire::Bytes frame, bool has_tci, std::uint16_t tci, bool roce,
+                                       std::uint32_t except, t::Nanos now) {
+  const FrameKey key = frame_key(frame, has_tci, tci);
+  const FlowTable::Steer s = flows_.steer(key, roce, steer_scratch_, except);
+  if (steer_scratch_.empty()) return {};
+  ++counters_.raw_frames_steered;
+  std::span<const std::uint8_t> whole = frame;
+  if (has_tci && frame.size() >= 12) {
+    // The tag back where it was on the wire: after the two MACs.
+    tag_scratch_.resize(frame.size() + wire::kVlanTagSize);
+    std::copy_n(frame.begin(), 12, tag_scratch_.begin());
+    const std::uint8_t tag[4] = {0x81, 0x00, static_cast<std::uint8_t>(tci >> 8), static_cast<std::uint8_t>(tci)};
+    std::copy_n(tag, 4, tag_scratch_.begin() + 12);
+    std::copy(frame.begin() + 12, frame.end(), tag_scratch_.begin() + 16);
+    whole = tag_scratch_;
+  }
+  for (std::uint32_t qpn : steer_scratch_) transport_->on_raw_frame(qpn, whole, now);
+  return {true, s.trapped};
 }
 
 }  // namespace urnic::engine

@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/datapath/flow_table.hpp"
 #include "engine/datapath/process_memory.hpp"
 #include "engine/datapath/queues.hpp"
 #include "hostif/shm_ring.hpp"
@@ -60,6 +61,14 @@ struct DataPathCounters {
   uint64_t shard_handoff_drops = 0;  // ... its ring full: a received packet dropped, a multicast copy lost
   uint64_t shard_handoff_waits = 0;  // ... its ring full: a packet sent on this host waited in the hairpin queue
   uint64_t ctl_mailbox_calls = 0;    // control calls served through a mailbox (serve_mailboxes)
+  // Flow steering and raw packet QPs (issue 49; flow_table.hpp).
+  uint64_t raw_frames_steered = 0;   // received frames that reached at least one raw QP
+  uint64_t raw_frames_unmatched = 0; // received non-RoCE frames no rule took (dropped)
+  uint64_t raw_frames_looped = 0;    // raw QPs' frames delivered to this device's own rules (loopback)
+  uint64_t raw_frames_trapped = 0;   // RoCE frames a rule took from the RoCE engine
+  uint64_t raw_tx_dropped = 0;       // raw QPs' frames the link did not send (full ring, too long)
+  uint64_t flow_rejected = 0;        // ibv_create_flow refused: malformed or unsupported spec, bad QP
+  uint64_t dmabuf_mrs_refused = 0;   // dma-buf registrations refused (engine/control/session_dmabuf.cpp)
 };
 
 class DataPath;
@@ -181,11 +190,31 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
   // Idle (nothing queued): frees the hairpin slots a burst grew.
   void trim_idle();
 
+  // Flow steering (issue 49; flow_table.hpp): the rules of raw packet QPs
+  // (Session: ibv_create_flow). add_flow: EOPNOTSUPP unless raw_qps() (the
+  // link carries raw frames: afpacket; one engine thread); else 0 and the
+  // rule's id. The first rule turns the link's raw receive on, the last
+  // one's removal off.
+  [[nodiscard]] bool raw_qps() const noexcept;
+  int add_flow(std::uint32_t qpn, const hostif::flow::FlowRule& rule, std::uint32_t* id);
+  void remove_flow(std::uint32_t id);
+  void count_flow_rejected() noexcept { ++counters_.flow_rejected; }
+  [[nodiscard]] std::size_t flow_rules() const noexcept { return flows_.size(); }
+
   // TxSink / EventSink.
   void transmit(const transport::TxPacket& p, transport::Nanos now) override;
+  // A raw packet QP's frame: to this device's own rules (a copy, next pass;
+  // not back to the sender) and onto the link.
+  void transmit_raw(std::uint32_t src_qpn, std::span<const std::uint8_t> frame, transport::Nanos now) override;
+  // PFC back-pressure: whether the link has paused the priority a packet
+  // to `to` would go on (hairpinned packets never wait).
+  [[nodiscard]] bool tx_stopped(const transport::Addressing& to) const override;
   void on_async_event(const transport::AsyncEvent& e) override;
 
   [[nodiscard]] const DataPathCounters& counters() const { return counters_; }
+  // The control plane's refusal of a dma-buf registration (bad input from
+  // the process, counted where `urnic stats` shows the device's).
+  void count_dmabuf_refused() { ++counters_.dmabuf_mrs_refused; }
 
   // Observability and fault injection (`urnic stats|fault|capture`; the
   // members below are defined in engine/datapath/stats_datapath.cpp).
@@ -312,6 +341,12 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
   // The IP traffic class of `p` as RoCE v2 sends it: the AH's, with the
   // device's ECN codepoint for RC/UC (DeviceConfig::ecn_codepoint).
   [[nodiscard]] std::uint8_t v2_traffic_class(const transport::TxPacket& p) const;
+  // After the link's flush: when a priority QPs found stopped runs again
+  // (the pause ended, a zero quanta came, the held frames left), the QPs
+  // waiting for the link go on, and what they send leaves in this pass.
+  void resume_link_waiters(transport::Nanos now);
+  // The priorities QPs found stopped since the last resume (tx_stopped).
+  mutable std::uint8_t tx_gate_seen_ = 0;
 
   std::uint32_t ipv4_ = 0;  // the device's address (host order)
   transport::Nanos last_link_look_ = 0;  // the last pass that read the link (link_look_due)
@@ -392,6 +427,29 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
   std::uint32_t wake_mask_ = 0;  // shards given packets this pass
   bool delivering_handoff_ = false;  // deliver_rx: the packet came from another shard, deliver it here
   void send_on_link(const transport::TxPacket& p);
+  // Flow steering: one copy of the frame to each raw QP the rules pick
+  // (the stripped 802.1Q tag put back first, as a raw QP receives the
+  // frame as it was on the wire). `roce`: the RoCE engine handles it;
+  // says whether a QP got it and whether a rule took it from the RoCE engine.
+  struct Steered {
+    bool delivered = false;
+    bool trapped = false;
+  };
+  Steered steer_frame(wire::Bytes frame, bool has_tci, std::uint16_t tci, bool roce, std::uint32_t except,
+                   transport::Nanos now);
+  bool run_raw_loop(transport::Nanos now);
+  FlowTable flows_;
+  std::vector<std::uint32_t> steer_scratch_;
+  std::vector<std::uint8_t> tag_scratch_;
+  // Raw frames sent to this device's own rules, delivered next pass (as
+  // the hairpin queue, so a send never recurses into a receive); the
+  // slots keep their buffers.
+  struct RawLoop {
+    std::uint32_t sender = 0;
+    std::vector<std::uint8_t> frame;
+  };
+  std::vector<RawLoop> raw_loop_;
+  std::size_t raw_loop_used_ = 0;
   std::vector<std::uint32_t> mcast_scratch_;  // deliver_multicast: the members of one group
   DataPathCounters counters_;
   // engine/datapath/stats_datapath.cpp: fault injection, capture, counters.

@@ -80,6 +80,24 @@ int MappedRegions::attach(pid_t pid, std::uint64_t va, std::uint64_t len, int fd
   return slot;
 }
 
+int MappedRegions::attach_dmabuf(pid_t pid, std::uint64_t va, std::uint64_t len, int fd, std::uint64_t off) {
+  if (len == 0 || !page_aligned(va) || !page_aligned(len) || !page_aligned(off) || va + len < va ||
+      off + len < off)
+    return -EINVAL;
+  if (free_.empty() && slots_.size() >= kMaxSlots) return -ENOSPC;
+  void* p = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, static_cast<off_t>(off));
+  if (p == MAP_FAILED) return -errno;
+  const int guard = sigbus_guard::watch(p, len);
+  if (guard < 0) {
+    ::munmap(p, len);
+    return -ENOSPC;
+  }
+  const MappedRegion r{pid, va, len, static_cast<std::uint8_t*>(p), guard};
+  const int slot = place(r);
+  if (slot < 0) unmap(r);
+  return slot;
+}
+
 int MappedRegions::place(const MappedRegion& r) {
   if (free_.empty() && slots_.size() >= kMaxSlots) return -ENOSPC;
   std::uint32_t slot = 0;

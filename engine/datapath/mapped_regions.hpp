@@ -62,6 +62,15 @@ class MappedRegions {
   // slot (or, for a file that can shrink, every guard) is taken, mmap's
   // errno otherwise.
   int attach(pid_t pid, std::uint64_t va, std::uint64_t len, int fd, std::uint64_t off = 0);
+  // Maps bytes [off, off + len) of the dma-buf `fd` (ibv_reg_dmabuf_mr; not
+  // taken) as [va, va + len) of `pid`, under sigbus_guard.hpp: its exporter
+  // owns the pages and may take them away (a truncated or revoked buffer
+  // costs the operations on it an error, not the daemon its life). The
+  // caller has checked the descriptor (dmabuf_check.hpp). A slot (>= 1) or
+  // a negative errno: -EINVAL for a range that is not whole pages, -ENOSPC
+  // when every slot or guard is taken, mmap's errno (an exporter that
+  // cannot be mapped: -ENODEV, -EINVAL) otherwise.
+  int attach_dmabuf(pid_t pid, std::uint64_t va, std::uint64_t len, int fd, std::uint64_t off);
   // Frees `slot` (from attach): nothing finds the region any more. Its
   // mapping stays until reap(), because a hairpinned packet may still point
   // into it (DataPath keeps a view of the source instead of a copy).

@@ -136,7 +136,19 @@ void DataPath::device_counters(CounterList& out) const {
     add(DevStat::kLinkGroDatagrams, l.rx_gro_datagrams);
     add(DevStat::kLinkGsoFallbacks, l.tx_gso_fallbacks);
     add(DevStat::kLinkGsoRunsSplit, l.rx_gso_runs_split);
+    add(DevStat::kRawRxFrames, l.rx_raw_frames);
+    add(DevStat::kRawRxTruncated, l.rx_raw_truncated);
+    add(DevStat::kRawTxFrames, l.tx_raw_frames);
+    add(DevStat::kLinkXdpCopyFallbacks, l.xdp_copy_fallbacks);
+    add(DevStat::kLinkXdpRxDrops, l.xdp_rx_kernel_drops);
   }
+  add(DevStat::kRawSteered, counters_.raw_frames_steered);
+  add(DevStat::kRawUnmatched, counters_.raw_frames_unmatched);
+  add(DevStat::kRawLooped, counters_.raw_frames_looped);
+  add(DevStat::kRawTrapped, counters_.raw_frames_trapped);
+  add(DevStat::kRawTxDropped, counters_.raw_tx_dropped);
+  add(DevStat::kFlowRejected, counters_.flow_rejected);
+  d.set(DevStat::kFlowRules, flows_.size());
   add(DevStat::kHairpinPkts, counters_.hairpin_packets);
   add(DevStat::kWqesPosted, counters_.wqes_posted);
   add(DevStat::kWqesRejected, counters_.wqes_rejected);
@@ -147,6 +159,7 @@ void DataPath::device_counters(CounterList& out) const {
   add(DevStat::kShardHandoffDrops, counters_.shard_handoff_drops);
   add(DevStat::kShardHandoffWaits, counters_.shard_handoff_waits);
   add(DevStat::kCtlMailboxCalls, counters_.ctl_mailbox_calls);
+  add(DevStat::kDmabufMrsRefused, counters_.dmabuf_mrs_refused);
   // The two totals `urnic stats` has shown since before the memory table.
   const ProcessMemoryCounters& m = mem_.counters();
   add(DevStat::kMemSyscalls, m.get(MemCounter::kReadCalls) + m.get(MemCounter::kWriteCalls));

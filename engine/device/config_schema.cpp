@@ -42,7 +42,7 @@ const ConfigKey kKeys[] = {
      .doc = "RoCE v1/v2, or iWARP (RDMAP/DDP/MPA over the host's TCP)", .text = &DeviceConfig::transport},
     {.scope = S::kDevice, .name = "link", .types = kStr, .def = "udp (iwarp: tcp)",
      .doc = "the link type, one of those under Links below", .text = &DeviceConfig::link},
-    {.scope = S::kDevice, .name = "address", .types = kStr, .def = "127.0.0.1 (afpacket: the interface's first)",
+    {.scope = S::kDevice, .name = "address", .types = kStr, .def = "127.0.0.1 (afpacket, xdp: the interface's first)",
      .doc = "the device's IPv4 address (GID ::ffff:a.b.c.d)", .text = &DeviceConfig::address},
     {.scope = S::kDevice, .name = "udp_port", .types = kUint, .min = 0, .max = 65535, .def = "4791",
      .doc = "udp: the UDP port (IBA annex A17.2: 4791)", .u16 = &DeviceConfig::udp_port},
@@ -51,13 +51,13 @@ const ConfigKey kKeys[] = {
             "UDP checksum); false: one datagram per packet, UDP checksum 0",
      .flag = &DeviceConfig::udp_gso},
     {.scope = S::kDevice, .name = "interface", .types = kStr, .max = 15,
-     .doc = "afpacket: the network interface", .text = &DeviceConfig::interface},
+     .doc = "afpacket, xdp: the network interface", .text = &DeviceConfig::interface},
     {.scope = S::kDevice, .name = "devargs", .types = kStr, .doc = "dpdk: the port, as DPDK devargs",
      .text = &DeviceConfig::devargs},
     {.scope = S::kDevice, .name = "eal", .types = kArr, .items = kStr, .def = "--no-huge -m 256",
      .doc = "dpdk: EAL arguments replacing the default"},
     {.scope = S::kDevice, .name = "mac", .types = kStr, .def = "02:00:75:72:6e:N",
-     .doc = "the device's MAC (dpdk: the port's; afpacket: the interface's is used)"},
+     .doc = "the device's MAC (dpdk: the port's; afpacket, xdp: the interface's is used)"},
     {.scope = S::kDevice, .name = "ipv6", .types = kStr | kArr, .items = kStr,
      .doc = "dpdk: unicast IPv6 addresses of the port besides its link-local one (an address or a list)"},
     {.scope = S::kDevice, .name = "port_mtu", .types = kUint, .min = 0, .max = kU32, .def = "9000",
@@ -66,7 +66,7 @@ const ConfigKey kKeys[] = {
      .doc = "the active path MTU (raw links: at most what the interface or port carries)",
      .u32 = &DeviceConfig::active_mtu},
     {.scope = S::kDevice, .name = "vlan", .types = kUint, .min = 1, .max = 4094,
-     .doc = "afpacket, dpdk: the 802.1Q VLAN ID of every frame (default: untagged)", .u16 = &DeviceConfig::vlan},
+     .doc = "afpacket, xdp, dpdk: the 802.1Q VLAN ID of every frame (default: untagged)", .u16 = &DeviceConfig::vlan},
     {.scope = S::kDevice, .name = "ecn", .types = kStr, .choices = "ect0|ect1|off", .def = "ect0",
      .doc = "roce: the ECN codepoint of the RoCE v2 RC/UC packets it sends"},
     {.scope = S::kDevice, .name = "dm_bytes", .types = kUint, .min = 0, .max = 1U << 30, .def = "262144",
@@ -138,7 +138,18 @@ const ConfigKey kKeys[] = {
      .doc = "the link speed pause quanta (512 bit times) are counted at (default: the interface's ethtool "
             "speed, else 100)"},
     {.scope = S::kPfc, .name = "queue_frames", .types = kUint, .min = 1, .max = 65'536, .def = "512",
-     .doc = "per priority, frames held while it is paused; beyond, dropped (counted; RC retransmits)"},
+     .doc = "per priority, frames held while it is paused that were built before the pause took effect (the "
+            "QPs themselves wait); beyond, dropped (counted)"},
+    {.scope = S::kPfc, .name = "xoff_bytes", .types = kUint, .min = 1, .max = 4'294'967'296,
+     .doc = "emitting: a priority holding more than this in the receive buffer (each frame at least its ring "
+            "slot's share) is paused with a PFC frame, refreshed at half its time (default: the buffer less a "
+            "round trip at the link's speed and two largest frames)"},
+    {.scope = S::kPfc, .name = "xon_bytes", .types = kUint, .min = 0, .max = 4'294'967'296,
+     .doc = "emitting: a paused priority at or below this is resumed with a zero time (default: two largest "
+            "frames below xoff_bytes); below xoff_bytes"},
+    {.scope = S::kPfc, .name = "round_trip_us", .types = kUint, .min = 1, .max = 1'000'000, .def = "100",
+     .doc = "emitting: the round trip the default xoff_bytes leaves headroom for (the pause frame's way, the "
+            "peer's reaction, its last frames' way back)"},
     // fault (engine/observe/fault.hpp).
     {.scope = S::kFault, .name = "loss", .types = kNum, .min = 0, .max = 1, .def = "0",
      .doc = "probability a frame is dropped"},

@@ -221,6 +221,15 @@ bool parse_pfc(const nlohmann::json& d, const std::string& dev, PfcConfig& c, st
   if (d.contains("watchdog_restore_ms")) c.restore = d["watchdog_restore_ms"].get<std::uint64_t>() * 1'000'000;
   if (d.contains("speed_gbps")) c.speed_gbps = d["speed_gbps"].get<double>();
   if (d.contains("queue_frames")) c.queue_frames = d["queue_frames"].get<std::uint32_t>();
+  if (d.contains("xoff_bytes")) c.xoff_bytes = d["xoff_bytes"].get<std::uint64_t>();
+  if (d.contains("xon_bytes")) {
+    c.xon_bytes = d["xon_bytes"].get<std::uint64_t>();
+    if (c.xoff_bytes == 0) return fail("xon_bytes needs xoff_bytes (the default XON follows the default XOFF)");
+    if (c.xon_bytes >= c.xoff_bytes)
+      return fail("xon_bytes " + std::to_string(c.xon_bytes) + " must be below xoff_bytes " +
+                  std::to_string(c.xoff_bytes));
+  }
+  if (d.contains("round_trip_us")) c.round_trip = d["round_trip_us"].get<std::uint64_t>() * 1000;
   if (d.contains("dscp_to_priority")) {
     for (const auto& [key, v] : d["dscp_to_priority"].items()) {
       char* end = nullptr;
@@ -285,7 +294,7 @@ std::optional<DaemonConfig> parse_config(const std::string& json_text, std::stri
         return std::nullopt;
       }
       if (d.contains("vlan") && !kind->vlan) {
-        error = "config: \"vlan\" is a VLAN ID 1..4094, on an afpacket or dpdk link, for " + dc.name;
+        error = "config: \"vlan\" is a VLAN ID 1..4094, on an afpacket, xdp or dpdk link, for " + dc.name;
         return std::nullopt;
       }
       if (d.contains("mac") && !parse_mac(d["mac"].get<std::string>(), dc.mac)) {
@@ -457,6 +466,9 @@ Device::Device(const DeviceConfig& cfg) : cfg_(cfg), dm_pool_(cfg.dm_bytes) {
   // IB_UVERBS_DEVICE_ATOMIC_WRITE bit, which rdma_rxe reports too; rdma-core
   // 44's verbs.h has no name for it yet.
   constexpr std::uint64_t kDeviceAtomicWrite = 1ULL << 40;
+  // Raw packet QPs and ibv_create_flow where the link carries whole frames
+  // (afpacket; engine/datapath/flow_table.hpp).
+  if (link_kind_of(cfg).raw_frames) a.device_cap_flags |= IBV_DEVICE_MANAGED_FLOW_STEERING;
   a.device_cap_flags_ex = a.device_cap_flags | kDeviceAtomicWrite;
   a.max_sge = 32;
   a.max_sge_rd = 32;

@@ -13,6 +13,9 @@
 #ifdef URNIC_HAVE_DPDK
 #include "engine/link/dpdk_link.hpp"
 #endif
+#ifdef URNIC_HAVE_XDP
+#include "engine/link/xdp_link.hpp"
+#endif
 
 namespace urnic::engine {
 
@@ -67,6 +70,24 @@ std::unique_ptr<Link> open_afpacket(const Device& dev, std::string* error, LinkS
                             AfPacketLink::Sharding{sh.shard, sh.shards, sh.key}, dev.config().pfc);
 }
 
+std::unique_ptr<Link> open_xdp(const Device& dev, std::string* error, LinkShard /*sh: one queue*/) {
+#ifdef URNIC_HAVE_XDP
+  if (!dev.netdev()) {
+    if (error != nullptr) *error = dev.netdev_error();
+    return nullptr;
+  }
+  auto link = XdpLink::open(*dev.netdev(), own_addresses(dev), dev.config().vlan, dev.config().active_mtu, error);
+  if (link)
+    fmt::print(stderr, "urnicd: device {}: AF_XDP on {} queue 0, {} XDP, {}\n", dev.name(), dev.config().interface,
+               link->native_xdp() ? "native" : "generic", link->zero_copy() ? "zero-copy" : "copy mode");
+  return link;
+#else
+  if (error != nullptr) *error = "xdp link: urnicd was built without libxdp-dev, libbpf-dev and clang";
+  (void)dev;
+  return nullptr;
+#endif
+}
+
 std::unique_ptr<Link> open_dpdk(const Device& dev, std::string* error, LinkShard /*sh: one thread*/) {
 #ifdef URNIC_HAVE_DPDK
   DpdkConfig c;
@@ -80,7 +101,9 @@ std::unique_ptr<Link> open_dpdk(const Device& dev, std::string* error, LinkShard
   c.vlan = dev.config().vlan;
   return DpdkLink::open(c, own_addresses(dev), error);
 #else
-  if (error != nullptr) *error = "dpdk link: urnicd was built without DPDK (libdpdk-dev)";
+  if (error != nullptr)
+    *error = "dpdk link: urnicd was built without DPDK (libdpdk-dev, meson option dpdk; the "
+             "release tarball's urnicd has none: use the Debian package or a build from source)";
   (void)dev;
   return nullptr;
 #endif
@@ -92,19 +115,25 @@ constexpr std::string_view kDpdkNeeds[] = {"devargs", "address"};
 // The rows; the first of a transport is its default link. `optional`: a udp port another daemon holds leaves same-host
 // traffic (hairpinned); a raw link that does not open is a configuration
 // error. Sharded links steer each packet to its QP's thread in the kernel
-// (udp: SO_REUSEPORT + BPF; afpacket: PACKET_FANOUT); dpdk and iWARP
-// devices run on the first thread.
+// (udp: SO_REUSEPORT + BPF; afpacket: PACKET_FANOUT); xdp (one queue),
+// dpdk and iWARP devices run on the first thread.
 const LinkKindInfo kLinkKinds[] = {
     {.name = "udp", .transport = "roce", .carries = "RoCE v2", .shardable = true, .needs_privilege = false,
      .optional = true, .vlan = false, .udp_gso = true, .ipv6_addresses = false, .netdev = NetdevFrom::kNone,
      .default_address = "127.0.0.1", .required = {}, .port_field = nullptr, .open = open_udp,
      .doc = "RoCE v2 over a kernel UDP socket on `address`:`udp_port` (the default; unprivileged)"},
     {.name = "afpacket", .transport = "roce", .carries = "RoCE v1/v2", .shardable = true, .needs_privilege = true,
-     .optional = false, .vlan = true, .udp_gso = false, .ipv6_addresses = false, .pfc = true,
+     .optional = false, .vlan = true, .udp_gso = false, .ipv6_addresses = false, .pfc = true, .raw_frames = true,
      .netdev = NetdevFrom::kInterface,
      .default_address = "", .required = kAfPacketNeeds, .port_field = &DeviceConfig::interface, .open = open_afpacket,
      .doc = "RoCE v1 and v2 frames on `interface` through AF_PACKET rings; MAC, addresses, MTU and GIDs from the "
             "interface (CAP_NET_RAW)"},
+    {.name = "xdp", .transport = "roce", .carries = "RoCE v1/v2", .shardable = false, .needs_privilege = true,
+     .optional = false, .vlan = true, .udp_gso = false, .ipv6_addresses = false, .netdev = NetdevFrom::kInterface,
+     .default_address = "", .required = kAfPacketNeeds, .port_field = &DeviceConfig::interface, .open = open_xdp,
+     .doc = "RoCE v1 and v2 frames on `interface` queue 0 through an AF_XDP socket (zero-copy where the driver "
+            "has it, else copy mode) and urnic's XDP program, which takes only RoCE frames; path MTU 2048 at most "
+            "(CAP_NET_ADMIN, CAP_BPF, CAP_NET_RAW)"},
     {.name = "dpdk", .transport = "roce", .carries = "RoCE v1/v2", .shardable = false, .needs_privilege = true,
      .optional = false, .vlan = true, .udp_gso = false, .ipv6_addresses = true, .netdev = NetdevFrom::kConfig,
      .default_address = "127.0.0.1", .required = kDpdkNeeds, .port_field = &DeviceConfig::devargs, .open = open_dpdk,

@@ -48,6 +48,10 @@ struct LinkKindInfo {
   bool udp_gso;                // takes "udp_gso"
   bool ipv6_addresses;         // takes "ipv6" (addresses of its own, answered by its neighbour discovery)
   bool pfc = false;            // takes "pfc" (honours received PFC / PAUSE frames, engine/link/pfc_port.hpp)
+  // Carries raw packet QPs' whole frames and steers received ones by
+  // ibv_create_flow rules (issue 49; Link::raw_max_frame): the device
+  // reports IBV_DEVICE_MANAGED_FLOW_STEERING.
+  bool raw_frames = false;
   NetdevFrom netdev;           // where the device's interface facts come from
   std::string_view default_address;              // "address" when the config gives none ("": the interface's)
   std::span<const std::string_view> required;    // keys a device on this link must set
@@ -65,7 +69,7 @@ const LinkKindInfo* find_link_kind(std::string_view name);
 const LinkKindInfo* default_link_kind(std::string_view transport);
 // The row of a device's (parsed, so valid) "link".
 const LinkKindInfo& link_kind_of(const DeviceConfig& cfg);
-// The link names that carry `transport`, as "udp, afpacket or dpdk".
+// The link names that carry `transport`, as "udp, afpacket, xdp or dpdk".
 std::string link_names_for(std::string_view transport);
 
 // The link the device's config names (its row's `open`). nullptr with a

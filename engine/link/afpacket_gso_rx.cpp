@@ -68,7 +68,9 @@ bool AfPacketGsoRx::open(int ifindex, std::string* error) {
   addr.sll_protocol = htons(ETH_P_ALL);
   addr.sll_ifindex = ifindex;
   if (::bind(fd_, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) return fail("bind");
-  buffer_ = std::make_unique_for_overwrite<std::uint8_t[]>(kBufferSize);
+  // uninitialised (make_unique_for_overwrite is not in GCC 10's libstdc++,
+  // the release tarball's Debian 11 sysroot)
+  buffer_ = std::unique_ptr<std::uint8_t[]>(new std::uint8_t[kBufferSize]);
   return true;
 }
 

@@ -40,7 +40,8 @@ void store_status(tpacket2_hdr* h, std::uint32_t v) {
 
 }  // namespace
 
-std::vector<sock_filter> afpacket_rx_filter(bool mac_control) {
+std::vector<sock_filter> afpacket_rx_filter(bool mac_control, bool raw) {
+  if (raw) return {{cbpf_op(BPF_RET | BPF_K), 0, 0, 0x40000}};  // every frame, whole
   // Classic BPF: accept RoCE v1 (EtherType 0x8915), and IPv4 / IPv6 UDP to
   // port 4791 (IPv4 not fragmented; IPv6 without extension headers, as RoCE
   // v2 senders send); drop everything else before it reaches the ring.
@@ -107,7 +108,7 @@ AfPacketLink::AfPacketLink(const Netdev& nd, std::vector<wire::IpAddr> own, std:
       vlan_(vlan),
       own_(std::move(own)),
       accepted_(own_),
-      neigh_(nd.ifindex, nd.name) {}
+      next_hops_(nd.ifindex, nd.name) {}
 
 std::unique_ptr<AfPacketLink> AfPacketLink::open(const Netdev& nd, std::vector<wire::IpAddr> own,
                                                  std::uint16_t vlan, std::string* error, Sharding sharding,
@@ -124,6 +125,8 @@ std::unique_ptr<AfPacketLink> AfPacketLink::open(const Netdev& nd, std::vector<w
   const int fd = link->fd_;
   const int version = TPACKET_V2;
   if (::setsockopt(fd, SOL_PACKET, PACKET_VERSION, &version, sizeof version) != 0) return fail("PACKET_VERSION");
+  link->mac_control_ = pfc.enabled;
+  link->mtu_ = nd.mtu;
   std::vector<sock_filter> filter = afpacket_rx_filter(pfc.enabled);
   sock_fprog prog{};
   prog.len = static_cast<unsigned short>(filter.size());
@@ -157,13 +160,13 @@ std::unique_ptr<AfPacketLink> AfPacketLink::open(const Netdev& nd, std::vector<w
     // PFC frames go to the reserved group 01-80-C2-00-00-01: in the
     // interface's filter (a NIC whose MAC does flow control consumes them
     // itself; here the engine does).
-    packet_mreq mr{};
-    mr.mr_ifindex = static_cast<int>(nd.ifindex);
-    mr.mr_type = PACKET_MR_MULTICAST;
-    mr.mr_alen = 6;
-    std::copy(wire::pfc::kPauseGroup.begin(), wire::pfc::kPauseGroup.end(), mr.mr_address);
-    if (::setsockopt(fd, SOL_PACKET, PACKET_ADD_MEMBERSHIP, &mr, sizeof mr) != 0) return fail("PFC group membership");
-    link->pfc_ = std::make_unique<PfcPort>(pfc, pfc_link_bps(pfc, nd.speed_mbps), nd.mac, nd.name);
+    if (!packet_membership(fd, nd.ifindex, wire::pfc::kPauseGroup, true)) return fail("PFC group membership");
+    // Emitting: the receive buffer is the RX ring, each frame a whole slot
+    // (the ring fills by slots, whatever the frames' sizes). Not with engine
+    // threads: each shard's ring is a part of the port's buffer, and one
+    // shard's XON would end what another's XOFF asked for.
+    const std::uint64_t rx_buffer = sharding.shards <= 1 ? std::uint64_t{kRxFrames} * kMaxFrame : 0;
+    link->pfc_ = std::make_unique<PfcPort>(pfc, pfc_link_bps(pfc, nd.speed_mbps), nd.mac, nd.name, rx_buffer);
   }
 
   // The never-read port-4791 socket (header comment); optional.
@@ -216,12 +219,7 @@ bool AfPacketLink::join_group(const wire::IpAddr& group) {
   if (std::find(groups_.begin(), groups_.end(), group) != groups_.end()) return true;
   // The group's MAC in the interface's filter (counted per socket by the
   // kernel, dropped with it); two groups may share a MAC.
-  packet_mreq mr{};
-  mr.mr_ifindex = ifindex_;
-  mr.mr_type = PACKET_MR_MULTICAST;
-  mr.mr_alen = 6;
-  std::copy(mac->begin(), mac->end(), mr.mr_address);
-  if (::setsockopt(fd_, SOL_PACKET, PACKET_ADD_MEMBERSHIP, &mr, sizeof mr) != 0) return false;
+  if (!packet_membership(fd_, static_cast<std::uint32_t>(ifindex_), *mac, true)) return false;
   groups_.push_back(group);
   accepted_.push_back(group);
   return true;
@@ -231,21 +229,9 @@ void AfPacketLink::leave_group(const wire::IpAddr& group) {
   const auto it = std::find(groups_.begin(), groups_.end(), group);
   if (it == groups_.end()) return;
   const auto mac = multicast_mac_of(group);
-  packet_mreq mr{};
-  mr.mr_ifindex = ifindex_;
-  mr.mr_type = PACKET_MR_MULTICAST;
-  mr.mr_alen = 6;
-  std::copy(mac->begin(), mac->end(), mr.mr_address);
-  (void)::setsockopt(fd_, SOL_PACKET, PACKET_DROP_MEMBERSHIP, &mr, sizeof mr);
+  (void)packet_membership(fd_, static_cast<std::uint32_t>(ifindex_), *mac, false);
   groups_.erase(it);
   accepted_.erase(std::remove(accepted_.begin(), accepted_.end(), group), accepted_.end());
-}
-
-std::optional<wire::MacAddr> AfPacketLink::resolve(const wire::IpAddr& dst) {
-  // A link-local GID names its MAC (RoCE v1's default GIDs, and GID[0]/[1]).
-  if (auto m = mac_of_link_local(dst)) return m;
-  if (auto m = multicast_mac_of(dst)) return m;
-  return neigh_.find(dst);
 }
 
 EncodedFrame AfPacketLink::build(const wire::IbPacket& pkt, const LinkDest& dst, const wire::MacAddr& mac,
@@ -291,7 +277,7 @@ void AfPacketLink::kick() {
 }
 
 bool AfPacketLink::send(const wire::IbPacket& pkt, const LinkDest& dst, wire::Bytes* sent) {
-  const auto mac = resolve(dst.dst);
+  const auto mac = next_hops_.resolve(dst.dst);
   if (!mac) {
     // Build it now (the payload is transport scratch) and hold it until the
     // kernel has the neighbour.
@@ -301,7 +287,7 @@ bool AfPacketLink::send(const wire::IbPacket& pkt, const LinkDest& dst, wire::By
       ++counters_.tx_errors;
       return false;
     }
-    hold_for_neighbour(wire::Bytes(scratch.data(), f.size), dst.dst);
+    if (!next_hops_.hold(wire::Bytes(scratch.data(), f.size), dst.dst, now_)) ++counters_.tx_no_neighbour;
     return false;
   }
   std::uint8_t* data = tx_slot();
@@ -330,10 +316,10 @@ bool AfPacketLink::send(const wire::IbPacket& pkt, const LinkDest& dst, wire::By
 }
 
 EncodedFrame AfPacketLink::encode(const wire::IbPacket& pkt, const LinkDest& dst, wire::MutBytes out) {
-  const auto mac = resolve(dst.dst);
+  const auto mac = next_hops_.resolve(dst.dst);
   if (!mac) {
     ++counters_.tx_no_neighbour;
-    neigh_.solicit(dst.dst);
+    next_hops_.solicit(dst.dst);
     return {};
   }
   return build(pkt, dst, *mac, out);
@@ -354,6 +340,28 @@ bool AfPacketLink::send_frame(wire::Bytes frame) {
   return true;
 }
 
+std::uint32_t AfPacketLink::raw_max_frame() const noexcept {
+  const std::uint32_t l2 = wire::kEthHeaderSize + wire::kVlanTagSize;
+  return std::min<std::uint32_t>(mtu_ + l2, kFrameSize - kTpHdrAligned);
+}
+
+bool AfPacketLink::send_raw(wire::Bytes frame) {
+  if (frame.size() > raw_max_frame() || !send_frame(frame)) return false;
+  ++counters_.tx_raw_frames;
+  return true;
+}
+
+bool AfPacketLink::set_raw_receive(bool on) {
+  if (on == raw_) return true;
+  // Replacing the filter is atomic for the socket: frames already in the
+  // ring stay, and receive() tells RoCE frames from others itself.
+  std::vector<sock_filter> filter = afpacket_rx_filter(mac_control_, on);
+  sock_fprog prog{static_cast<unsigned short>(filter.size()), filter.data()};
+  if (::setsockopt(fd_, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof prog) != 0) return false;
+  raw_ = on;
+  return true;
+}
+
 bool AfPacketLink::put_frame(wire::Bytes frame) {
   std::uint8_t* data = tx_slot();
   if (data == nullptr) return false;
@@ -362,57 +370,49 @@ bool AfPacketLink::put_frame(wire::Bytes frame) {
   return true;
 }
 
-void AfPacketLink::hold_for_neighbour(wire::Bytes frame, const wire::IpAddr& next_hop) {
-  const bool asked = std::any_of(pending_.begin(), pending_.end(),
-                                 [&](const Pending& p) { return p.next_hop == next_hop; });
-  if (pending_.size() >= kMaxPending) {
-    ++counters_.tx_no_neighbour;
-    return;
-  }
-  if (!asked) neigh_.solicit(next_hop);
-  pending_.push_back(Pending{next_hop, now_, std::vector<std::uint8_t>(frame.begin(), frame.end())});
-  next_retry_ = std::min(next_retry_, now_ + kResolveRetry);
-}
-
-void AfPacketLink::retry_pending(transport::Nanos now) {
-  neigh_.refresh();
-  last_refresh_ = now;
-  std::size_t kept = 0;
-  for (std::size_t i = 0; i < pending_.size(); ++i) {
-    Pending& p = pending_[i];
-    if (auto mac = resolve(p.next_hop)) {
-      std::copy(mac->begin(), mac->end(), p.frame.begin());  // the destination MAC (not in the ICRC)
-      send_frame(p.frame);
-      continue;
-    }
-    if (now - p.since >= kResolveTimeout) {
-      ++counters_.tx_no_neighbour;
-      continue;
-    }
-    if (kept != i) pending_[kept] = std::move(p);
-    ++kept;
-  }
-  pending_.resize(kept);
-  next_retry_ = pending_.empty() ? transport::kNever : now + kResolveRetry;
-}
-
 void AfPacketLink::flush(transport::Nanos now) {
   now_ = now;
-  if (next_retry_ <= now) retry_pending(now);
-  // A neighbour's MAC may change (or its entry go): re-read the table now
-  // and then while the link is in use; one netlink dump, not per packet.
-  if (now - last_refresh_ >= kRefreshEvery && counters_.tx_packets != 0) {
-    neigh_.refresh();
-    last_refresh_ = now;
+  // Frames that waited for their neighbour's MAC go out or time out; a
+  // neighbour's MAC may change (or its entry go): the table is re-read now
+  // and then while the link is in use (one netlink dump, not per packet).
+  counters_.tx_no_neighbour += next_hops_.poll(now, counters_.tx_packets != 0, [this](wire::Bytes f) { send_frame(f); });
+  // Our own PFC frame if the RX ring calls for one, then pauses that ended
+  // release their held frames, in order, behind what the pass queued (a
+  // full ring leaves the rest for the next pass).
+  if (pfc_) {
+    if (pfc_->emits()) pfc_->set_rx_waiting(rx_waiting_bytes());
+    pfc_->flush(now, [this](wire::Bytes f) { return put_frame(f); });
   }
-  // Pauses that ended release their held frames, in order, behind what the
-  // pass queued (a full ring leaves the rest for the next pass).
-  if (pfc_) pfc_->flush(now, [this](wire::Bytes f) { return put_frame(f); });
   kick();
 }
 
+bool AfPacketLink::tx_stopped(const LinkDest& dst) const noexcept {
+  if (!pfc_) return false;
+  const std::uint8_t stopped = pfc_->stopped_mask();
+  return stopped != 0 && (stopped >> tx_priority(dst, vlan_, pfc_->config().dscp_to_priority) & 1U) != 0;
+}
+
 transport::Nanos AfPacketLink::next_deadline() const noexcept {
-  return pfc_ ? std::min(next_retry_, pfc_->next_deadline()) : next_retry_;
+  return pfc_ ? std::min(next_hops_.next_deadline(), pfc_->next_deadline()) : next_hops_.next_deadline();
+}
+
+std::array<std::uint64_t, kPfcPriorities> AfPacketLink::rx_waiting_bytes() const {
+  // The frames the kernel has put in the RX ring that the engine has not
+  // taken yet: from the next slot on, while the slots are ours. The kernel
+  // takes an 802.1Q tag out into tp_vlan_tci; untagged frames by DSCP.
+  std::array<std::uint64_t, kPfcPriorities> bytes{};
+  for (std::uint32_t i = 0; i < kRxFrames; ++i) {
+    std::uint8_t* slot = ring_ + std::size_t{kFrameSize} * ((rx_next_ + i) % kRxFrames);
+    tpacket2_hdr* h = frame_hdr(slot);
+    const std::uint32_t st = load_status(h);
+    if ((st & TP_STATUS_USER) == 0) break;
+    std::size_t prio = 0;
+    if ((st & TP_STATUS_VLAN_VALID) != 0) prio = (h->tp_vlan_tci >> 13) & 7U;
+    else if (h->tp_mac <= kFrameSize && h->tp_snaplen <= kFrameSize - h->tp_mac)
+      prio = frame_priority(wire::Bytes(slot + h->tp_mac, h->tp_snaplen), pfc_->config().dscp_to_priority);
+    bytes[prio] += kMaxFrame;
+  }
+  return bytes;
 }
 
 void AfPacketLink::release_rx() {
@@ -431,6 +431,8 @@ bool AfPacketLink::serve_run(LinkRxPacket* out) {
       ++counters_.rx_not_ours;
       continue;
     }
+    out->raw = false;
+    out->has_stripped_tci = false;
     return true;
   }
   return false;
@@ -444,6 +446,32 @@ bool AfPacketLink::receive(LinkRxPacket* out) {
     tpacket2_hdr* h = frame_hdr(slot);
     const std::uint32_t st = load_status(h);
     if ((st & TP_STATUS_USER) == 0) return false;
+    const std::size_t in_slot = h->tp_mac < kFrameSize ? std::min<std::size_t>(h->tp_snaplen, kFrameSize - h->tp_mac) : 0;
+    if (raw_ && !roce_shaped(wire::Bytes(slot + h->tp_mac, in_slot))) {
+      // Raw receive: a frame that is not RoCE goes to flow steering whole.
+      rx_next_ = (rx_next_ + 1) % kRxFrames;
+      rx_held_ = true;
+      sockaddr_ll from{};
+      std::memcpy(&from, slot + kTpHdrAligned, sizeof from);
+      if (pfc_ && from.sll_protocol == htons(wire::pfc::kEthertypeMacControl)) {
+        pfc_->on_mac_control(wire::Bytes(slot + h->tp_mac, h->tp_snaplen == h->tp_len ? h->tp_snaplen : 0),
+                             (st & TP_STATUS_VLAN_VALID) != 0);
+        release_rx();
+        continue;
+      }
+      if (h->tp_snaplen != h->tp_len || h->tp_mac + h->tp_snaplen > kFrameSize) {
+        ++counters_.rx_raw_truncated;
+        release_rx();
+        continue;
+      }
+      ++counters_.rx_raw_frames;
+      *out = LinkRxPacket{};
+      out->raw = true;
+      out->frame = wire::Bytes(slot + h->tp_mac, h->tp_snaplen);
+      out->has_stripped_tci = (st & TP_STATUS_VLAN_VALID) != 0;
+      out->stripped_tci = out->has_stripped_tci ? h->tp_vlan_tci : 0;
+      return true;
+    }
     if (h->tp_snaplen < h->tp_len && h->tp_len > AfPacketGsoRx::kMinRunFrame &&
         h->tp_mac + h->tp_snaplen <= kFrameSize) {
       // A GSO run longer than a slot: served whole from the run socket.
@@ -517,6 +545,9 @@ bool AfPacketLink::receive(LinkRxPacket* out) {
       release_rx();
       continue;
     }
+    out->raw = false;
+    out->has_stripped_tci = (st & TP_STATUS_VLAN_VALID) != 0;
+    out->stripped_tci = out->has_stripped_tci ? h->tp_vlan_tci : 0;
     return true;
   }
 }

@@ -14,10 +14,10 @@
 // idle engine sleeps in epoll on it.
 //
 // Addressing: the peer's MAC comes from the kernel's neighbour table for the
-// interface (engine/link/neighbours; ARP / neighbour discovery stay the kernel's
+// interface (engine/link/next_hops, neighbours; ARP / neighbour discovery stay the kernel's
 // job), or straight from a link-local GID (fe80::/64 with an EUI-64
 // interface ID, the RoCE v1 default GID). A frame for an address the table
-// lacks waits (at most kMaxPending frames, kResolveTimeout) while the kernel
+// lacks waits (at most NextHops::kMaxWaiting frames, kResolveTimeout) while the kernel
 // is asked to resolve it, like the kernel's own neighbour queue; it is then
 // sent or dropped (tx_no_neighbour).
 //
@@ -28,6 +28,7 @@
 // without a reply.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <linux/filter.h>
 
@@ -37,7 +38,7 @@
 
 #include "engine/link/afpacket_gso_rx.hpp"
 #include "engine/link/link.hpp"
-#include "engine/link/neighbours.hpp"
+#include "engine/link/next_hops.hpp"
 #include "engine/link/netdev.hpp"
 #include "engine/link/pfc_port.hpp"
 #include "wire/eth.hpp"
@@ -65,10 +66,6 @@ class AfPacketLink final : public Link {
   static constexpr std::uint32_t kRxFrames = 512;
   static constexpr std::uint32_t kTxFrames = 512;
   static constexpr std::uint32_t kTxBatch = 32;
-  static constexpr std::size_t kMaxPending = 64;
-  static constexpr transport::Nanos kResolveTimeout = 1'000'000'000;  // as the kernel's ARP retries
-  static constexpr transport::Nanos kResolveRetry = 1'000'000;
-  static constexpr transport::Nanos kRefreshEvery = 2'000'000'000;
 
   // Opens the interface `nd`; frames addressed to one of `own` (GID form)
   // are delivered. With `vlan` (1..4094) frames go out with an 802.1Q tag
@@ -100,9 +97,20 @@ class AfPacketLink final : public Link {
   bool receive(LinkRxPacket* out) override;
   void release_rx() override;
   [[nodiscard]] const LinkCounters& counters() const noexcept override { return counters_; }
+  // Raw frames (Link): out through the TX ring as they are (the kernel
+  // refuses one longer than the interface allows: tx_errors); in, while
+  // raw receive is on, with a receive filter that lets every frame in.
+  [[nodiscard]] std::uint32_t raw_max_frame() const noexcept override;
+  bool send_raw(wire::Bytes frame) override;
+  bool set_raw_receive(bool on) override;
   [[nodiscard]] const PfcCounters* pfc_counters() const noexcept override {
     return pfc_ ? &pfc_->counters() : nullptr;
   }
+  [[nodiscard]] bool pauses_tx() const noexcept override { return pfc_ != nullptr; }
+  [[nodiscard]] std::uint8_t stopped_priorities() const noexcept override {
+    return pfc_ ? pfc_->stopped_mask() : 0;
+  }
+  [[nodiscard]] bool tx_stopped(const LinkDest& dst) const noexcept override;
 
   // UD multicast on the wire: a joined group's Ethernet MAC (raw_frame's
   // multicast_mac_of) is added to the interface's filter
@@ -116,9 +124,6 @@ class AfPacketLink final : public Link {
  private:
   AfPacketLink(const Netdev& nd, std::vector<wire::IpAddr> own, std::uint16_t vlan);
 
-  // Which address's MAC a frame to `dst` needs (itself: the link is one
-  // broadcast domain; no routing through gateways).
-  [[nodiscard]] std::optional<wire::MacAddr> resolve(const wire::IpAddr& dst);
   // Builds the frame into `out` with destination MAC `mac`.
   EncodedFrame build(const wire::IbPacket& pkt, const LinkDest& dst, const wire::MacAddr& mac, wire::MutBytes out);
   // A free TX slot's data area (kicking the ring once if none), or nullptr.
@@ -127,10 +132,14 @@ class AfPacketLink final : public Link {
   // Copies a whole frame into a TX slot; false when the ring is full.
   bool put_frame(wire::Bytes frame);
   void kick();
-  void hold_for_neighbour(wire::Bytes frame, const wire::IpAddr& next_hop);
-  void retry_pending(transport::Nanos now);
+  // PFC emitting: per priority, the bytes of the frames waiting in the RX
+  // ring (each a whole slot, Link::kMaxFrame).
+  [[nodiscard]] std::array<std::uint64_t, kPfcPriorities> rx_waiting_bytes() const;
 
   int fd_ = -1;
+  std::uint32_t mtu_ = 1500;
+  bool raw_ = false;       // raw receive on (set_raw_receive)
+  bool mac_control_ = false;  // PFC on: the receive filter takes MAC Control frames too
   int absorb_fd_ = -1;  // the never-read UDP socket on port 4791 (see above)
   std::uint16_t fanout_group_ = 0;  // Sharding: the group's id (any value, 0 too)
   bool join_fanout(const Sharding& sh);
@@ -152,17 +161,9 @@ class AfPacketLink final : public Link {
   std::vector<wire::IpAddr> own_;
   std::vector<wire::IpAddr> groups_;  // joined multicast groups
   std::vector<wire::IpAddr> accepted_;  // own_ and groups_: what receive() delivers
-  NeighbourTable neigh_;
+  NextHops next_hops_;
   std::uint16_t ip_id_ = 0;       // IPv4 identification, incremented per frame (as rdma_rxe)
   transport::Nanos now_ = 0;      // as of the last flush()
-  transport::Nanos last_refresh_ = 0;
-  struct Pending {
-    wire::IpAddr next_hop;
-    transport::Nanos since = 0;
-    std::vector<std::uint8_t> frame;
-  };
-  std::vector<Pending> pending_;
-  transport::Nanos next_retry_ = transport::kNever;
   LinkCounters counters_;
   std::unique_ptr<PfcPort> pfc_;  // PFC on: pause state and held frames
 };
@@ -176,7 +177,8 @@ std::vector<sock_filter> fanout_program(unsigned shards);
 
 // The receive filter: RoCE v1 (0x8915) and IPv4 / IPv6 UDP to 4791 (IPv4 not
 // fragmented), and with `mac_control` (PFC on) MAC Control frames (0x8808,
-// PFC and PAUSE; PfcPort checks them), nothing else.
-std::vector<sock_filter> afpacket_rx_filter(bool mac_control);
+// PFC and PAUSE; PfcPort checks them), nothing else. With `raw` (raw
+// receive on) every frame: flow steering picks the raw QPs' frames.
+std::vector<sock_filter> afpacket_rx_filter(bool mac_control, bool raw = false);
 
 }  // namespace urnic::engine

@@ -2,8 +2,8 @@
 // class the data path uses, with one implementation per backend
 // (engine/link/udp_link: the kernel's UDP socket, the unprivileged default;
 // engine/link/afpacket_link: raw Ethernet on a named interface through an
-// AF_PACKET socket). A device's config chooses it ("link": "udp" |
-// "afpacket").
+// AF_PACKET socket; engine/link/xdp_link: an AF_XDP socket). A device's
+// config chooses it ("link": "udp" | "afpacket" | "xdp" | "dpdk").
 //
 // The data path decides *what* goes out (the IB packet, the RoCE version
 // from the source GID's type, addresses, traffic class, flow label, UDP
@@ -45,6 +45,11 @@ struct LinkCounters {
   std::uint64_t rx_gro_datagrams = 0; // udp: datagrams received that held several packets (UDP GRO)
   std::uint64_t tx_gso_fallbacks = 0; // udp: GSO was on but the kernel refused it (at open or on a send): packet by packet since
   std::uint64_t rx_gso_runs_split = 0;// raw links: uncut UDP GSO runs received and cut into their packets
+  std::uint64_t rx_raw_frames = 0;    // raw receive on: frames that are not RoCE, handed to flow steering
+  std::uint64_t rx_raw_truncated = 0; // raw receive on: frames larger than a ring slot (dropped)
+  std::uint64_t tx_raw_frames = 0;    // raw packet QPs' frames sent
+  std::uint64_t xdp_copy_fallbacks = 0; // xdp: zero-copy refused by the driver, bound in copy mode (0 or 1)
+  std::uint64_t xdp_rx_kernel_drops = 0;// xdp: frames the kernel dropped for the socket (RX ring full, no fill chunk)
 };
 
 // Where one packet goes, as the data path resolved it from the AH / QP path
@@ -94,6 +99,13 @@ struct LinkRxPacket {
   // The whole frame as it came in (raw links), for capture; empty when the
   // link sees only UDP payloads (udp: the tap rebuilds the headers).
   wire::Bytes frame;
+  // The 802.1Q TCI the receiver took out of `frame` (AF_PACKET hands it
+  // over in tp_vlan_tci), when has_stripped_tci.
+  bool has_stripped_tci = false;
+  std::uint16_t stripped_tci = 0;
+  // Raw receive (Link::set_raw_receive): a frame that is not a RoCE packet
+  // for this device, for flow steering; only `frame` and the TCI are set.
+  bool raw = false;
 };
 
 // A frame encode() built: its size, and where its IB transport part
@@ -190,10 +202,37 @@ class Link {
   }
   virtual void leave_group(const wire::IpAddr& group) { (void)group; }
 
+  // Raw packet QPs (issue 49; engine/datapath/flow_table.hpp): whole
+  // Ethernet frames out and in. raw_max_frame(): the largest frame
+  // send_raw() takes (the interface's MTU, an Ethernet header and one
+  // 802.1Q tag), 0 when the link cannot carry raw frames (udp: the
+  // kernel's UDP socket sends datagrams, not frames). set_raw_receive(true)
+  // makes receive() also return every frame that is not RoCE for this
+  // device (LinkRxPacket::raw), for flow steering, while any rule exists.
+  [[nodiscard]] virtual std::uint32_t raw_max_frame() const noexcept { return 0; }
+  virtual bool send_raw(wire::Bytes frame) {
+    (void)frame;
+    return false;
+  }
+  virtual bool set_raw_receive(bool on) { return !on; }
+
   [[nodiscard]] virtual const LinkCounters& counters() const noexcept = 0;
   // The PFC counters (engine/link/pfc_port.hpp) of a raw link whose device
   // turned PFC on; nullptr otherwise.
   [[nodiscard]] virtual const PfcCounters* pfc_counters() const noexcept { return nullptr; }
+
+  // Back-pressure (Priority Flow Control, engine/link/pfc_port.hpp): a link
+  // that honours pause frames (pauses_tx) tells the data path which
+  // priorities would make a frame sent now wait (bit p: paused, a pause
+  // received this pass, or frames of p still held), and whether a frame to
+  // `dst` is of one of them, so that the QPs sending on a paused priority
+  // stop making packets instead of filling the link's bounded hold queue.
+  [[nodiscard]] virtual bool pauses_tx() const noexcept { return false; }
+  [[nodiscard]] virtual std::uint8_t stopped_priorities() const noexcept { return 0; }
+  [[nodiscard]] virtual bool tx_stopped(const LinkDest& dst) const noexcept {
+    (void)dst;
+    return false;
+  }
 };
 
 }  // namespace urnic::engine

@@ -176,4 +176,13 @@ std::uint32_t ifindex_of_devargs(const std::string& devargs) noexcept {
   return 0;
 }
 
+bool packet_membership(int fd, std::uint32_t ifindex, const wire::MacAddr& mac, bool join) noexcept {
+  packet_mreq mr{};
+  mr.mr_ifindex = static_cast<int>(ifindex);
+  mr.mr_type = PACKET_MR_MULTICAST;
+  mr.mr_alen = 6;
+  std::copy(mac.begin(), mac.end(), mr.mr_address);
+  return ::setsockopt(fd, SOL_PACKET, join ? PACKET_ADD_MEMBERSHIP : PACKET_DROP_MEMBERSHIP, &mr, sizeof mr) == 0;
+}
+
 }  // namespace urnic::engine

@@ -47,4 +47,9 @@ wire::IpAddr link_local_of(const wire::MacAddr& mac) noexcept;
 // has ff:fe in its middle); nullopt for any other address.
 std::optional<wire::MacAddr> mac_of_link_local(const wire::IpAddr& a) noexcept;
 
+// Adds `mac` to (join) or drops it from the receive filter of interface
+// `ifindex` for packet socket `fd` (PACKET_ADD/DROP_MEMBERSHIP: counted per
+// socket by the kernel, dropped with it). False with errno on failure.
+bool packet_membership(int fd, std::uint32_t ifindex, const wire::MacAddr& mac, bool join) noexcept;
+
 }  // namespace urnic::engine

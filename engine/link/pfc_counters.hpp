@@ -5,7 +5,9 @@
 // (`pfc_pP_xon_in`: a zero time), the time p was paused (`pfc_pP_paused_us`,
 // added when a pause ends), watchdog trips, pause times ignored (p not
 // enabled, or within the watchdog's restoration time), frames held while p
-// was paused and frames dropped because p's hold queue was full. Link-wide:
+// was paused and frames dropped because p's hold queue was full; and what
+// the link sent itself (pfc_rx_meter.hpp): pause frames out (`_pause_out`:
+// XOFF, refreshes included) and XON frames out (`_xon_out`). Link-wide:
 // MAC Control frames dropped as malformed (short, reserved bits, class
 // vector 0, tagged, to a foreign address) and with an opcode other than
 // PAUSE / PFC.
@@ -29,6 +31,8 @@ enum class PfcKind : std::uint8_t {
   kIgnored,
   kHeld,
   kQueueDrops,
+  kPauseOut,  // emitting (engine/link/pfc_rx_meter.hpp): XOFF frames sent for p, refreshes included
+  kXonOut,    // and XON (a zero time) frames
   kCount,
 };
 inline constexpr std::size_t kPfcKinds = static_cast<std::size_t>(PfcKind::kCount);
@@ -61,8 +65,9 @@ consteval std::array<std::array<char, kPfcNameLen>, kPfcStats> pfc_name_chars() 
   };
   put(0, "pfc_rx_malformed", 0, "");
   put(1, "pfc_rx_bad_opcode", 0, "");
-  constexpr std::string_view kinds[kPfcKinds] = {"_pause_in", "_xon_in",  "_paused_us", "_watchdog_trips",
-                                                 "_ignored",  "_held", "_queue_drops"};
+  constexpr std::string_view kinds[kPfcKinds] = {"_pause_in", "_xon_in",      "_paused_us", "_watchdog_trips",
+                                                 "_ignored",  "_held",        "_queue_drops", "_pause_out",
+                                                 "_xon_out"};
   for (std::size_t p = 0; p < kPfcPriorities; ++p)
     for (std::size_t k = 0; k < kPfcKinds; ++k)
       put(static_cast<std::size_t>(pfc_stat(p, static_cast<PfcKind>(k))), "pfc_p", static_cast<char>('0' + p),

@@ -31,6 +31,13 @@ struct PfcConfig {
   transport::Nanos watchdog = 200'000'000;  // 0: no watchdog ("watchdog_ms")
   transport::Nanos restore = 200'000'000;   // "watchdog_restore_ms"
   std::uint32_t queue_frames = 512;   // per priority: frames held while it is paused ("queue_frames")
+  // Emitting (engine/link/pfc_rx_meter.hpp): the receive buffer thresholds
+  // of each enabled priority, 0: derived from the buffer, the link's speed
+  // and `round_trip` (pfc_rx_default_limits) ("xoff_bytes", "xon_bytes",
+  // "round_trip_us").
+  std::uint64_t xoff_bytes = 0;
+  std::uint64_t xon_bytes = 0;
+  transport::Nanos round_trip = 100'000;
   // The priority of an untagged RoCE frame, by its DSCP (traffic class >> 2),
   // as NICs map it by default: DSCP >> 3, the precedence ("dscp_to_priority").
   std::array<std::uint8_t, 64> dscp_to_priority = [] {

@@ -1,11 +1,48 @@
 #include "engine/link/pfc_port.hpp"
 
+#include <algorithm>
+#include <array>
 #include <cstdio>
+
+#include "engine/link/link.hpp"
 
 namespace urnic::engine {
 
-PfcPort::PfcPort(const PfcConfig& cfg, std::uint64_t link_bps, const wire::MacAddr& mac, std::string name)
-    : cfg_(cfg), mac_(mac), name_(std::move(name)), state_(cfg, link_bps, counters_), queue_(cfg.queue_frames) {}
+PfcPort::PfcPort(const PfcConfig& cfg, std::uint64_t link_bps, const wire::MacAddr& mac, std::string name,
+                 std::uint64_t rx_buffer_bytes)
+    : cfg_(cfg), mac_(mac), name_(std::move(name)), state_(cfg, link_bps, counters_), queue_(cfg.queue_frames) {
+  if (rx_buffer_bytes == 0) return;
+  PfcRxLimits limits = pfc_rx_default_limits(rx_buffer_bytes, link_bps, cfg.round_trip, Link::kMaxFrame);
+  if (cfg.xoff_bytes != 0) {
+    limits.xoff_bytes = cfg.xoff_bytes;
+    limits.xon_bytes = cfg.xon_bytes != 0 || cfg.xoff_bytes <= 2ULL * Link::kMaxFrame
+                           ? cfg.xon_bytes
+                           : cfg.xoff_bytes - 2ULL * Link::kMaxFrame;
+  }
+  meter_.emplace(cfg.priorities, limits, link_bps, counters_);
+}
+
+bool PfcPort::emit(transport::Nanos now, const std::function<bool(wire::Bytes)>& send) {
+  std::optional<wire::pfc::PauseFrame> f = meter_->due(now);
+  if (unsent_) {
+    // What the ring refused last time, with what changed since on top.
+    if (f) {
+      for (std::size_t p = 0; p < kPfcPriorities; ++p)
+        if ((f->enabled >> p & 1U) == 0 && (unsent_->enabled >> p & 1U) != 0) f->times[p] = unsent_->times[p];
+      f->enabled = static_cast<std::uint8_t>(f->enabled | unsent_->enabled);
+    } else {
+      f = unsent_;
+    }
+    unsent_.reset();
+  }
+  if (!f) return true;
+  f->src = mac_;
+  std::array<std::uint8_t, wire::pfc::kFrameSize> frame{};
+  if (!wire::pfc::build(*f, frame).ok()) return true;  // enables a priority: cannot fail
+  if (send(frame)) return true;
+  unsent_ = f;
+  return false;
+}
 
 void PfcPort::on_mac_control(wire::Bytes frame, bool tagged) {
   auto f = wire::pfc::parse(frame);
@@ -29,8 +66,7 @@ void PfcPort::on_mac_control(wire::Bytes frame, bool tagged) {
 }
 
 std::optional<std::size_t> PfcPort::must_wait(wire::Bytes frame) const noexcept {
-  const std::uint8_t stopped =
-      static_cast<std::uint8_t>(state_.paused_mask() | pending_mask_ | queue_.waiting_mask());
+  const std::uint8_t stopped = stopped_mask();
   if (stopped == 0) return std::nullopt;  // the common case: one load, no parsing
   const std::size_t prio = frame_priority(frame, cfg_.dscp_to_priority);
   if ((stopped >> prio & 1U) == 0) return std::nullopt;
@@ -48,6 +84,8 @@ bool PfcPort::hold(std::size_t prio, wire::Bytes frame) {
 
 void PfcPort::flush(transport::Nanos now, const std::function<bool(wire::Bytes)>& send) {
   pass_now_ = now;
+  // Ours first; a ring with no room for it has none for held frames either.
+  const bool room = !meter_ || emit(now, send);
   for (const wire::pfc::PauseFrame& f : pending_) state_.on_frame(f, now);
   pending_.clear();
   pending_mask_ = 0;
@@ -57,7 +95,8 @@ void PfcPort::flush(transport::Nanos now, const std::function<bool(wire::Bytes)>
                  "their pause frames are ignored for %llu ms\n",
                  name_.c_str(), tripped, static_cast<unsigned long long>(cfg_.watchdog / 1'000'000),
                  static_cast<unsigned long long>(cfg_.restore / 1'000'000));
-  backlog_ = false;
+  backlog_ = !room && queue_.waiting_mask() != 0;
+  if (!room) return;
   for (std::size_t p = 0; p < kPfcPriorities; ++p) {
     if (state_.paused(p)) continue;
     while (!queue_.empty(p)) {
@@ -71,8 +110,9 @@ void PfcPort::flush(transport::Nanos now, const std::function<bool(wire::Bytes)>
 }
 
 transport::Nanos PfcPort::next_deadline() const noexcept {
-  if (backlog_) return pass_now_;
-  return state_.next_deadline();
+  if (backlog_ || unsent_) return pass_now_;
+  const transport::Nanos d = state_.next_deadline();
+  return meter_ ? std::min(d, meter_->next_deadline()) : d;
 }
 
 }  // namespace urnic::engine

@@ -78,4 +78,27 @@ bool accept_raw_frame(wire::Bytes frame, const std::vector<wire::IpAddr>& own, s
   return true;
 }
 
+bool roce_shaped(wire::Bytes f) noexcept {
+  if (f.size() < wire::kEthHeaderSize) return false;
+  std::size_t at = 12;
+  auto be16 = [&f](std::size_t i) { return static_cast<std::uint16_t>((f[i] << 8) | f[i + 1]); };
+  if (be16(at) == wire::ethertype::kVlan) {
+    if (f.size() < wire::kEthHeaderSize + wire::kVlanTagSize) return false;
+    at += wire::kVlanTagSize;
+  }
+  const std::uint16_t et = be16(at);
+  const std::size_t l3 = at + 2;
+  if (et == wire::ethertype::kRoceV1) return true;
+  if (et == wire::ethertype::kIpv4) {
+    if (f.size() < l3 + 20 || f[l3 + 9] != 17 || (be16(l3 + 6) & 0x1FFF) != 0) return false;
+    const std::size_t udp = l3 + std::size_t{f[l3] & 0x0Fu} * 4;
+    return f.size() >= udp + 8 && be16(udp + 2) == wire::kRoceV2Port;
+  }
+  if (et == wire::ethertype::kIpv6) {
+    const std::size_t udp = l3 + 40;
+    return f.size() >= udp + 8 && f[l3 + 6] == 17 && be16(udp + 2) == wire::kRoceV2Port;
+  }
+  return false;
+}
+
 }  // namespace urnic::engine

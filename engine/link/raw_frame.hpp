@@ -2,6 +2,8 @@
 // a LinkDest with wire/roce_frame, and checking a received one.
 #pragma once
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -16,6 +18,15 @@ namespace urnic::engine {
 // user priority), else the precedence bits of the traffic class (DSCP >> 3).
 constexpr std::uint8_t vlan_pcp(const LinkDest& dst) noexcept {
   return static_cast<std::uint8_t>((dst.sl != 0 ? dst.sl : dst.traffic_class >> 5) & 7);
+}
+
+// The priority a frame for `dst` is sent with, as the link's transmit
+// scheduler (PFC) reads it back from the frame (frame_priority,
+// engine/link/pfc_tx_queue.hpp): on VLAN `vlan` its PCP (vlan_pcp); untagged
+// (vlan 0) the DSCP of its traffic class through `dscp_to_priority`.
+constexpr std::size_t tx_priority(const LinkDest& dst, std::uint16_t vlan,
+                                  const std::array<std::uint8_t, 64>& dscp_to_priority) noexcept {
+  return vlan != 0 ? vlan_pcp(dst) : dscp_to_priority[dst.traffic_class >> 2] & 7U;
 }
 
 // The Ethernet MAC of an IP multicast group (RoCE v2 multicast, annex
@@ -40,6 +51,13 @@ EncodedFrame build_raw_frame(const wire::IbPacket& pkt, const LinkDest& dst, con
 // the frame's own tag, or `stripped_vid` when the receiver took the tag out
 // of the frame (AF_PACKET's tp_vlan_tci, a PMD's VLAN strip; 0: none).
 // Fills *out and returns true when it is to be delivered.
+// Whether `frame` has a RoCE packet's shape: EtherType 0x8915 (v1), or
+// IPv4 (not a fragment) / IPv6 UDP to port 4791 (v2), after an 802.1Q tag
+// if it has one. The receive filter's test (afpacket_rx_filter), made in
+// software when raw receive lets every frame in: a RoCE-shaped frame takes
+// the RoCE path, any other goes to flow steering.
+bool roce_shaped(wire::Bytes frame) noexcept;
+
 bool accept_raw_frame(wire::Bytes frame, const std::vector<wire::IpAddr>& own, std::uint16_t vlan,
                       std::uint16_t stripped_vid, LinkCounters& counters, LinkRxPacket* out);
 

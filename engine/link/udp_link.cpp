@@ -164,8 +164,10 @@ std::unique_ptr<UdpLink> UdpLink::open(uint32_t ipv4, uint16_t port, std::string
 
 UdpLink::UdpLink(int fd, uint32_t ipv4, uint16_t port, bool gso)
     : fd_(fd), gso_(gso), ipv4_(ipv4), port_(port) {
-  tx_.data = std::make_unique_for_overwrite<uint8_t[]>(kBatch * kTxSlot);
-  rx_.data = std::make_unique_for_overwrite<uint8_t[]>(kBatch * kRxSlot);
+  // new[] without (): left uninitialised, as make_unique_for_overwrite would,
+  // which GCC 10's libstdc++ (the release tarball's Debian 11 sysroot) lacks.
+  tx_.data = std::unique_ptr<uint8_t[]>(new uint8_t[kBatch * kTxSlot]);
+  rx_.data = std::unique_ptr<uint8_t[]>(new uint8_t[kBatch * kRxSlot]);
   for (std::size_t i = 0; i < kBatch; ++i) {
     // RX slots are fixed: slot i always receives into the same memory.
     rx_.iov[i] = iovec{rx_slot(i) + kRxHeadroom, kRxBuffer};

@@ -71,6 +71,20 @@ enum class DevStat : std::uint8_t {
   kCtlMailboxCalls,     // control calls served through a process's mailbox (hostif/ctl_mailbox.hpp)
   kLinkGsoFallbacks,    // udp link: GSO on but refused by the kernel (at open or on a send): packet by packet since
   kLinkGsoRunsSplit,    // raw links: uncut UDP GSO runs received (a virtual link) and cut into their packets
+  // Raw packet QPs and flow steering (issue 49; engine/datapath/flow_table.hpp).
+  kRawRxFrames,         // raw receive on: frames that were not RoCE, given to flow steering
+  kRawRxTruncated,      // ... larger than a receive ring slot: dropped
+  kRawSteered,          // received frames that reached at least one raw QP
+  kRawUnmatched,        // received non-RoCE frames no rule took: dropped (exact steering)
+  kRawLooped,           // raw QPs' frames this device's own rules took (loopback)
+  kRawTrapped,          // RoCE frames a rule that names RoCE took from the RoCE engine
+  kRawTxFrames,         // raw QPs' frames the link sent
+  kRawTxDropped,        // ... it did not send (ring full, longer than the interface takes)
+  kFlowRejected,        // ibv_create_flow refused: malformed or unsupported spec, QP not raw
+  kFlowRules,           // flow steering rules now (a gauge)
+  kDmabufMrsRefused,    // ibv_reg_dmabuf_mr refused: not a dma-buf, out of its range, unmappable (session_dmabuf.cpp)
+  kLinkXdpCopyFallbacks,// xdp link: the driver refused zero-copy, the socket runs in copy mode (0 or 1)
+  kLinkXdpRxDrops,      // xdp link: frames the kernel dropped for the socket (RX ring full, fill ring empty)
   kCount,
 };
 
@@ -114,6 +128,19 @@ inline constexpr transport::CounterNames<DevStat> kDevStatNames = {{
     {DevStat::kCtlMailboxCalls, "ctl_mailbox_calls"},
     {DevStat::kLinkGsoFallbacks, "link_gso_fallbacks"},
     {DevStat::kLinkGsoRunsSplit, "link_gso_runs_split"},
+    {DevStat::kRawRxFrames, "raw_rx_frames"},
+    {DevStat::kRawRxTruncated, "raw_rx_truncated"},
+    {DevStat::kRawSteered, "raw_steered"},
+    {DevStat::kRawUnmatched, "raw_unmatched"},
+    {DevStat::kRawLooped, "raw_looped"},
+    {DevStat::kRawTrapped, "raw_trapped"},
+    {DevStat::kRawTxFrames, "raw_tx_frames"},
+    {DevStat::kRawTxDropped, "raw_tx_dropped"},
+    {DevStat::kFlowRejected, "flow_rejected"},
+    {DevStat::kFlowRules, "flow_rules"},
+    {DevStat::kDmabufMrsRefused, "dmabuf_mrs_refused"},
+    {DevStat::kLinkXdpCopyFallbacks, "link_xdp_copy_fallbacks"},
+    {DevStat::kLinkXdpRxDrops, "link_xdp_rx_drops"},
 }};
 static_assert(transport::counter_table_ok(kDevStatNames));
 

@@ -40,7 +40,17 @@
 # carries, after checking that a larger one is refused at start-up.
 # Skipped (77) without the PMD or the kernel's AF_XDP sockets / tun.
 #
-# usage: afpacket_test.sh SHIM_DIR URNICD URNIC_CLI [afpacket|dpdk|memif|afxdp|tap] [RDMACM_SHIM_DIR]
+# With LINK = xdp the daemons use urnic's own AF_XDP link (engine/link/
+# xdp_link) on the one veth pair that also carries perftest's TCP exchange
+# (its XDP program takes only RoCE frames; ARP, neighbour discovery and TCP
+# stay the kernel's), at MTU 3500 so that the veths run native XDP, path
+# MTU 2048 (a frame is one 4 KiB UMEM chunk) after checking that 4096 is
+# refused; copy mode (veth has no zero-copy) is logged and counted. It also
+# runs the pingpongs and ib_write_bw under `urnic fault --loss` on the link.
+# Skipped (77) when urnicd was built without libxdp or the kernel has no
+# AF_XDP sockets.
+#
+# usage: afpacket_test.sh SHIM_DIR URNICD URNIC_CLI [afpacket|xdp|dpdk|memif|afxdp|tap] [RDMACM_SHIM_DIR]
 set -uo pipefail
 shim_dir=$1
 urnicd=$2
@@ -59,13 +69,18 @@ if $dpdk_like && ! grep -q librte_eal <<< "$(ldd "$urnicd")"; then
   exit 77
 fi
 
+if [[ $link == xdp ]] && ! grep -q libxdp <<< "$(ldd "$urnicd")"; then
+  echo "SKIP: urnicd was built without libxdp (the xdp link)"
+  exit 77
+fi
+
 # shellcheck source=two_hosts.sh
 source "$(dirname "$0")/two_hosts.sh"
 hosts_require_root
 # The PMD as a shared object in DPDK's PMD directory (Debian: librte-net-*).
 have_pmd() { compgen -G "/usr/lib/*/dpdk/pmds-*/librte_net_$1.so*" > /dev/null; }
-if [[ $link == afxdp ]]; then
-  have_pmd af_xdp || { echo "SKIP: DPDK's net_af_xdp PMD is not installed"; exit 77; }
+if [[ $link == afxdp || $link == xdp ]]; then
+  [[ $link == xdp ]] || have_pmd af_xdp || { echo "SKIP: DPDK's net_af_xdp PMD is not installed"; exit 77; }
   # AF_XDP sockets (CONFIG_XDP_SOCKETS): address family 44.
   python3 -c 'import socket; socket.socket(44, socket.SOCK_RAW, 0)' 2> /dev/null ||
     { echo "SKIP: the kernel has no AF_XDP sockets"; exit 77; }
@@ -83,6 +98,8 @@ export LD_LIBRARY_PATH=$shim_dir:$rdmacm_dir
 unset LD_PRELOAD URNIC_RUNTIME_DIR
 
 # --- the two hosts ------------------------------------------------------------
+# xdp: native XDP on a veth needs a frame and its headroom within one page.
+[[ $link == xdp ]] && veth_mtu=3500
 two_hosts_create p 232 ipv6
 if [[ $link == afxdp || $link == tap ]]; then
   # XDP on a veth needs the frame and its headroom within one page.
@@ -113,8 +130,8 @@ start_daemon() {
     printf '{"devices": [{"name": "urnic0", "link": "dpdk", "devargs": "%s", "address": "%s", "ipv6": "%s", "mac": "02:00:75:72:6e:%s", "mtu": %d}]}\n' \
       "$devargs" "$roce_ip" "${net6}1${roce_ip: -1}" "$([[ $h == a ]] && echo 0a || echo 0b)" "$mtu" > "$rt/$h.json"
   else
-    printf '{"devices": [{"name": "urnic0", "link": "afpacket", "interface": "%s", "mtu": %d}]}\n' \
-      "$ifname" "$mtu" > "$rt/$h.json"
+    printf '{"devices": [{"name": "urnic0", "link": "%s", "interface": "%s", "mtu": %d}]}\n' \
+      "$link" "$ifname" "$mtu" > "$rt/$h.json"
   fi
   two_hosts_daemon "$h"
   # The tap interface the PMD made joins the namespace's bridge.
@@ -130,10 +147,20 @@ refuse_mtu() {
   local devargs=net_af_xdp0,iface=$vx_a
   [[ $link == tap ]] && devargs=net_tap0,iface=uta$tag
   mkdir -p "$rt/refuse"
-  printf '{"devices": [{"name": "urnic0", "link": "dpdk", "devargs": "%s", "address": "%s.11", "mtu": %d}]}\n' \
-    "$devargs" "$net" "$mtu" > "$rt/refuse.json"
+  if [[ $link == xdp ]]; then
+    # The device fits the path MTU to the interface's first (3500: 2048),
+    # so the refusal shows where the interface would carry 4096 (MTU 9000,
+    # generic XDP); back to 3500 after it.
+    ip -n "$ns_a" link set dev "$veth_a" mtu 9000
+    printf '{"devices": [{"name": "urnic0", "link": "xdp", "interface": "%s", "mtu": %d}]}\n' \
+      "$veth_a" "$mtu" > "$rt/refuse.json"
+  else
+    printf '{"devices": [{"name": "urnic0", "link": "dpdk", "devargs": "%s", "address": "%s.11", "mtu": %d}]}\n' \
+      "$devargs" "$net" "$mtu" > "$rt/refuse.json"
+  fi
   host a timeout 30 "$urnicd" --config "$rt/refuse.json" --runtime-dir "$rt/refuse" > "$rt/refuse.log" 2>&1
   local rc=$?
+  [[ $link == xdp ]] && ip -n "$ns_a" link set dev "$veth_a" mtu 3500
   if [[ $rc -ne 0 && $rc -ne 124 ]] && grep -q "path MTU $mtu needs frames of up to" "$rt/refuse.log"; then
     pass "path MTU $mtu refused on $link: $(grep -o 'path MTU.*' "$rt/refuse.log" | head -n 1)"
   else
@@ -188,7 +215,7 @@ afpacket_cm_pair_once() {
 mtu1=4096
 ud1=2048
 case $link in
-  afxdp) mtu1=2048; refuse_mtu 4096 ;;
+  afxdp | xdp) mtu1=2048; refuse_mtu 4096 ;;
   tap) mtu1=1024 ud1=1024; refuse_mtu 2048 ;;
 esac
 start_pair "$mtu1"
@@ -273,7 +300,7 @@ matrix "$mtu1" "$ud1" 3 "$v6_gid" 0
 # The RDMA CM across the link: IB CM MADs on QP1 from the RoCE v2 GID of the
 # address family the program uses (the IPv4-mapped one, or the IPv6 one).
 cm_addrs=("$roce_a")
-if [[ $link == afpacket ]]; then cm_addrs+=("${net6}1"); else cm_addrs+=("${net6}11"); fi
+if ! $dpdk_like; then cm_addrs+=("${net6}1"); else cm_addrs+=("${net6}11"); fi
 for addr in "${cm_addrs[@]}"; do
   port=$((port + 2))
   cm_pair "rping -v -V -C 20 -S 4096 over $addr" 'ping data: rdma-ping-19:' 1 \
@@ -320,10 +347,31 @@ for h in a b; do
   if (( used * 100 <= 10 * 5 * hz )); then pass "idle urnicd in $h on $link: $used ticks of CPU in 5 s (<= 10 %, CLK_TCK $hz)"
   else fail "idle urnicd in $h on $link: $used ticks of CPU in 5 s (CLK_TCK $hz)"; fi
 done
+
+# The xdp link: how it runs on a veth (native XDP, copy mode: logged and
+# counted), and the matrix's core under fault injection on the link (the
+# fault stage's encode / send_frame path), RC recovering every loss.
+if [[ $link == xdp ]]; then
+  grep -q "AF_XDP on $veth_a queue 0, native XDP, copy mode" "$rt/a.log" &&
+    grep -q "zero-copy refused by the driver" "$rt/a.log" &&
+    pass "urnicd in a: $(grep -o 'AF_XDP on .*' "$rt/a.log")" || fail "xdp link mode: $(grep xdp "$rt/a.log")"
+  zc=$(stat a link_xdp_copy_fallbacks)
+  [[ $zc == 1 ]] && pass "link_xdp_copy_fallbacks 1 (veth: copy mode)" || fail "link_xdp_copy_fallbacks $zc"
+  host a "$cli" fault -d urnic0 --loss 0.05 --seed 7 > /dev/null || fail "urnic fault --loss 0.05 in a"
+  pair "ibv_rc_pingpong --chk under 5 % loss (RoCE v2 IPv4)" "$pp" 1 ibv_rc_pingpong -g 3 -m 2048 -c -s 8000 -n 200
+  pair "ib_write_bw -s 65536 under 5 % loss" "$row" 1 ib_write_bw -x 3 -m 2048 -s 65536 -n 200
+  dropped=$(stat a fault_dropped)
+  resent=$(stat a retransmitted_pkts)
+  if [[ $dropped -gt 0 && $resent -gt 0 ]]; then pass "fault on the xdp link: $dropped dropped, $resent retransmitted"
+  else fail "fault on the xdp link: fault_dropped $dropped, retransmitted_pkts $resent"; fi
+  host a "$cli" fault -d urnic0 --clear > /dev/null || fail "urnic fault --clear in a"
+  kdrops=$(stat b link_xdp_rx_drops)
+  pass "host b: link_xdp_rx_drops $kdrops (frames the kernel dropped at the socket's rings)"
+fi
 stop_pair
 
 # The PMDs with a small frame limit ran at their one path MTU above.
-if [[ $link != afxdp && $link != tap ]]; then
+if [[ $link != afxdp && $link != tap && $link != xdp ]]; then
   start_pair 1024
   grep -q "mtu 1024" "$rt/a.log" && pass "urnicd restarted with port MTU 1024" || fail "mtu 1024: $(cat "$rt/a.log")"
   # Segmentation at the smaller MTU over one GID kind: the GID kinds differ

@@ -11,7 +11,8 @@ an interface at set times, and reads the capture afterwards.
         raw HEX                 any frame (malformed ones)
   pfc_peer.py analyse PCAP DEVICE_MAC
       Reads a classic pcap (dumpcap -P) and prints JSON: the MAC Control
-      frames in it (time, opcode, vector, times) and the times of every
+      frames in it not from the device (time, opcode, vector, times: the
+      device may emit PFC of its own) and the times of every
       RoCE v2/IPv4 frame the device (source MAC DEVICE_MAC) sent, with its
       DSCP.
 """
@@ -69,7 +70,7 @@ def analyse(path, device_mac):
         if len(pkt) < 14:
             continue
         etype = struct.unpack("!H", pkt[12:14])[0]
-        if etype == 0x8808 and len(pkt) >= 20:
+        if etype == 0x8808 and len(pkt) >= 20 and pkt[6:12] != mac:  # the peer's, not the device's own
             opcode = struct.unpack("!H", pkt[14:16])[0]
             if opcode == 0x0101 and len(pkt) >= 34:
                 vector = struct.unpack("!H", pkt[16:18])[0]

@@ -5,8 +5,8 @@
 # longest pause, 65535 quanta, lasts 33.55 ms; watchdog 200 ms), in b a
 # plain afpacket urnicd. ib_write_bw runs from a to b (priority 0: traffic
 # class 0) while pfc_peer.py in b sends MAC Control frames on b's veth and
-# dumpcap captures it, so the PFC frames and a's data frames carry
-# timestamps of one clock (microseconds). From the capture:
+# dumpcap captures it (headers only), so the PFC frames and a's data frames
+# carry timestamps of one clock (microseconds). From the capture:
 #   - a PFC pause of priority 0 (65535 quanta): a's transmission stops
 #     within one MTU time + one engine pass and resumes after 33.55 ms;
 #   - a pause then a zero-quanta resume 5 ms later: it resumes at the XON;
@@ -16,9 +16,18 @@
 #     after 200 ms, traffic flows while the storm goes on;
 #   - malformed MAC Control frames (reserved octet, class vector 0, unknown
 #     opcode, to another group) are counted, change nothing.
-# ib_write_bw must exit 0 on both sides (RC loses nothing). Needs root and
-# dumpcap: exits 77 (skipped) otherwise. About 15 s. Removes the namespaces
-# and stops every process it started, by PID.
+# Timing on a loaded machine: "one engine pass" is what the capture shows
+# of a's engine in the 150 ms before the first pause (the longest silence
+# between two of its frames while nothing was paused, `jitter`), and every
+# bound that a late engine can stretch (how soon it stops, how late it
+# resumes) allows that much more; what lateness cannot cause stays strict:
+# a pause is never cut short (resumed no earlier than asked), another
+# priority's pause never stops priority 0 for a pause's length.
+# Lossless: a's QPs wait while their priority is paused (back-pressure), so
+# a's link drops nothing (pfc_p0_queue_drops 0, with the default queue),
+# its QPs counted the waits (link_pause_waits), and ib_write_bw exits 0 on
+# both sides. Needs root and dumpcap: exits 77 (skipped) otherwise. About
+# 15 s. Removes the namespaces and stops every process it started, by PID.
 #
 # usage: pfc_test.sh SHIM_DIR URNICD URNIC_CLI
 set -uo pipefail
@@ -45,7 +54,7 @@ limit=${URNIC_PAIR_TIMEOUT:-60}
 
 two_hosts_create p 240
 pass "veth $ns_a ($ip_a) <-> $ns_b ($ip_b)"
-printf '{"devices": [{"name": "urnic0", "link": "afpacket", "interface": "%s", "mtu": 4096, "pfc": {"enabled_priorities": [0, 3], "speed_gbps": 1, "watchdog_ms": 200, "watchdog_restore_ms": 200, "queue_frames": 4096}}]}\n' \
+printf '{"devices": [{"name": "urnic0", "link": "afpacket", "interface": "%s", "mtu": 4096, "pfc": {"enabled_priorities": [0, 3], "speed_gbps": 1, "watchdog_ms": 200, "watchdog_restore_ms": 200}}]}\n' \
   "$veth_a" > "$rt/a.json"
 printf '{"devices": [{"name": "urnic0", "link": "afpacket", "interface": "%s", "mtu": 4096}]}\n' "$veth_b" > "$rt/b.json"
 two_hosts_daemon a
@@ -57,37 +66,37 @@ mac_a=$(ip -n "$ns_a" -br link show "$veth_a" | awk '{print $3}')
 grp=0180c2000001
 src=020000000099
 {
-  echo "0.3 pfc 0x01 65535 0 0 0 0 0 0 0"   # 0: priority 0 paused
-  echo "0.8 pfc 0x01 65535 0 0 0 0 0 0 0"   # 1: paused ...
-  echo "0.805 pfc 0x01 0 0 0 0 0 0 0 0"     # 2: ... resumed after 5 ms
-  echo "1.3 pfc 0x08 0 0 0 65535 0 0 0 0"   # 3: priority 3 only
-  echo "1.6 raw ${grp}${src}88080101010100ff$(printf '0%.0s' {1..84})"  # 4: reserved octet set
-  echo "1.61 raw ${grp}${src}8808010100000000$(printf '0%.0s' {1..84})" # 5: class vector 0
-  echo "1.62 raw ${grp}${src}88080003000100ff$(printf '0%.0s' {1..84})" # 6: opcode 3 (GATE)
-  echo "1.63 raw 0180c2000002${src}8808010100010fff$(printf '0%.0s' {1..84})" # 7: another group
-  echo "1.9 pause 65535"                     # 8: 802.3x PAUSE, every priority
+  echo "0.2 pfc 0x01 65535 0 0 0 0 0 0 0"   # 0: priority 0 paused
+  echo "0.4 pfc 0x01 65535 0 0 0 0 0 0 0"   # 1: paused ...
+  echo "0.405 pfc 0x01 0 0 0 0 0 0 0 0"     # 2: ... resumed after 5 ms
+  echo "0.6 pfc 0x08 0 0 0 65535 0 0 0 0"   # 3: priority 3 only
+  echo "0.8 raw ${grp}${src}88080101010100ff$(printf '0%.0s' {1..84})"  # 4: reserved octet set
+  echo "0.81 raw ${grp}${src}8808010100000000$(printf '0%.0s' {1..84})" # 5: class vector 0
+  echo "0.82 raw ${grp}${src}88080003000100ff$(printf '0%.0s' {1..84})" # 6: opcode 3 (GATE)
+  echo "0.83 raw 0180c2000002${src}8808010100010fff$(printf '0%.0s' {1..84})" # 7: another group
+  echo "1.0 pause 65535"                     # 8: 802.3x PAUSE, every priority
   for i in $(seq 0 34); do                   # 9..43: a storm, 350 ms
-    awk -v i="$i" 'BEGIN { printf "%.2f pfc 0x01 65535 0 0 0 0 0 0 0\n", 2.4 + i * 0.01 }'
+    awk -v i="$i" 'BEGIN { printf "%.2f pfc 0x01 65535 0 0 0 0 0 0 0\n", 1.3 + i * 0.01 }'
   done
 } > "$rt/schedule"
 
-ip netns exec "$ns_b" dumpcap -P -i "$veth_b" -w "$rt/b.pcap" > "$rt/dumpcap.out" 2>&1 &
+ip netns exec "$ns_b" dumpcap -P -s 64 -i "$veth_b" -w "$rt/b.pcap" > "$rt/dumpcap.out" 2>&1 &
 cap_pid=$!
 cleanup_pids+=("$cap_pid")
 wait_until 20 grep -q "Capturing on" "$rt/dumpcap.out"
 
 port=18515
-bg_host b "${run_env[@]}" timeout "$limit" ib_write_bw -x 3 -s 65536 -D 8 -p $port > "$rt/server.out" 2>&1
+bg_host b "${run_env[@]}" timeout "$limit" ib_write_bw -x 3 -s 65536 -D 4 -p $port > "$rt/server.out" 2>&1
 server_pid=$!
 cleanup_pids+=("$server_pid")
 wait_tcp_listen "$port" --ns "$ns_b" --pid "$server_pid"
-bg_host a "${run_env[@]}" timeout "$limit" stdbuf -oL ib_write_bw -x 3 -s 65536 -D 8 -p $port "$ip_b" > "$rt/client.out" 2>&1
+bg_host a "${run_env[@]}" timeout "$limit" stdbuf -oL ib_write_bw -x 3 -s 65536 -D 4 -p $port "$ip_b" > "$rt/client.out" 2>&1
 client_pid=$!
 cleanup_pids+=("$client_pid")
 # Traffic flowing (perftest prints its table's header once it runs), then
-# the schedule (3 s of the 8).
+# the schedule (1.7 s of the 4).
 wait_until 10 --pid "$client_pid" grep -q "BW average" "$rt/client.out"
-sleep 0.5
+sleep 0.3
 ip netns exec "$ns_b" python3 "$here/pfc_peer.py" send "$veth_b" "$rt/schedule" > "$rt/peer.out" 2>&1
 peer_rc=$?
 wait "$client_pid"
@@ -112,46 +121,58 @@ ctl = cap["control"]
 prio0 = sorted(t for t, dscp in cap["roce"] if dscp >> 3 == 0)
 ms = 1e3
 QUANTA_MS = 65535 * 512 / 1e9 * ms  # 33.55 ms at 1 Gb/s
-def gap_after(t, within=0.02, least=0.005):
-    """The first silence of a's priority-0 frames of at least `least` s that
-    starts within `within` s of t: (last frame before it, first after)."""
-    i = bisect.bisect_left(prio0, t - 0.001)
-    while i + 1 < len(prio0) and prio0[i] < t + within:
-        if prio0[i + 1] - prio0[i] >= least:
-            return prio0[i], prio0[i + 1]
-        i += 1
-    return None
 def check(ok, msg):
     print(("ok   " if ok else "FAIL ") + msg)
 if len(ctl) != 44:
     check(False, f"capture: {len(ctl)} MAC Control frames, 44 sent")
     sys.exit()
 t0 = ctl[0]["t"]
+# How late a's engine can be under this run's load, as the capture shows
+# it: the longest silence between two of a's frames in the 150 ms before
+# the first pause, when nothing was paused.
+base = [t for t in prio0 if t0 - 0.15 <= t < t0]
+if len(base) < 50:
+    check(False, f"capture: only {len(base)} frames from a in the 150 ms before the first pause")
+    sys.exit()
+jitter = max(b - a for a, b in zip(base, base[1:]))
+J = jitter * ms
 print(f"info capture: {len(prio0)} priority-0 frames from a ({len(cap['roce'])} in all), {len(ctl)} MAC Control "
-      f"frames; a's frames from {(prio0[0] - t0) if prio0 else 0:.3f} s to {(prio0[-1] - t0) if prio0 else 0:.3f} s "
-      f"after the first pause; timestamps in microseconds")
-inside = [t for t in prio0 if t0 - 0.1 <= t <= ctl[-1]["t"] + 0.1]
-print(f"info {len(inside)} of a's frames while the schedule ran")
+      f"frames; a's frames from {(prio0[0] - t0):.3f} s to {(prio0[-1] - t0):.3f} s after the first pause; "
+      f"timestamps in microseconds; a's longest silence before it: {J:.3f} ms (jitter)")
+def gap_after(t, least=0.004):
+    """The longest silence of a's priority-0 frames, at least `least` s, that
+    starts within 20 ms + jitter of t: (last frame before it, first after)."""
+    i = bisect.bisect_left(prio0, t - 0.001)
+    best = None
+    while i + 1 < len(prio0) and prio0[i] < t + 0.02 + jitter:
+        if prio0[i + 1] - prio0[i] >= least and (best is None or prio0[i + 1] - prio0[i] > best[1] - best[0]):
+            best = prio0[i], prio0[i + 1]
+        i += 1
+    return best
 for name, at in (("PFC priority 0, 65535 quanta", ctl[0]["t"]), ("802.3x PAUSE, 65535 quanta", ctl[8]["t"])):
     g = gap_after(at)
     if g is None:
         check(False, f"{name}: a's transmission did not stop")
         continue
     stop, resume = (g[0] - at) * ms, (g[1] - at) * ms
-    check(stop <= 2.0 and QUANTA_MS - 0.2 <= resume <= QUANTA_MS + 5,
-          f"{name}: last frame {stop:.3f} ms after it, resumed after {resume:.3f} ms (asked {QUANTA_MS:.2f})")
+    check(stop <= 2.0 + J and QUANTA_MS - 0.2 <= resume <= QUANTA_MS + 5 + J,
+          f"{name}: last frame {stop:.3f} ms after it (at most 2 + jitter), resumed after {resume:.3f} ms "
+          f"(asked {QUANTA_MS:.2f}, at most 5 + jitter later)")
 t1, t2 = ctl[1]["t"], ctl[2]["t"]
 g = gap_after(t1)
 if g is None:
     check(False, "pause + XON: a's transmission did not stop")
 else:
-    check((g[1] - t2) * ms <= 3.0 and (g[1] - t1) * ms < QUANTA_MS - 20,
+    check((g[1] - t2) * ms <= 3.0 + J and (g[1] - t1) * ms < QUANTA_MS - 1,
           f"pause then XON 5 ms later: stopped {(g[0] - t1) * ms:.3f} ms after the pause, resumed "
-          f"{(g[1] - t2) * ms:.3f} ms after the XON ({(g[1] - t1) * ms:.3f} ms after the pause)")
+          f"{(g[1] - t2) * ms:.3f} ms after the XON (at most 3 + jitter; {(g[1] - t1) * ms:.3f} ms after the pause)")
+# Priority 3's pause must not stop priority 0: honoured, it would leave a
+# silence of at least the quanta (a pause never ends early); shorter ones
+# are the engine's own.
 t3 = ctl[3]["t"]
 lo, hi = bisect.bisect_left(prio0, t3), bisect.bisect_left(prio0, t3 + QUANTA_MS / ms)
 longest = max((b - a for a, b in zip(prio0[lo:hi], prio0[lo + 1:hi])), default=None)
-check(hi - lo > 10 and longest is not None and longest * ms < QUANTA_MS - 10,
+check(hi - lo > 10 and longest is not None and longest * ms < QUANTA_MS - 1,
       f"pause of priority 3: priority 0 flowed, {hi - lo} frames in the next {QUANTA_MS:.1f} ms, "
       f"longest silence {0 if longest is None else longest * ms:.3f} ms")
 t9, tend = ctl[9]["t"], ctl[43]["t"]
@@ -160,9 +181,9 @@ if g is None:
     check(False, "pause storm: a's transmission did not stop")
 else:
     length = (g[1] - t9) * ms
-    check(195 <= length <= 260 and g[1] < tend,
-          f"pause storm of {(tend - t9) * ms:.0f} ms: a stopped for {length:.1f} ms (watchdog 200 ms), "
-          f"then flowed during the storm")
+    check(195 <= length <= 260 + J and g[1] < tend,
+          f"pause storm of {(tend - t9) * ms:.0f} ms: a stopped for {length:.1f} ms (watchdog 200 ms, "
+          f"at most 60 + jitter later), then flowed during the storm")
 PY
 while read -r verdict msg; do
   case $verdict in
@@ -173,7 +194,8 @@ while read -r verdict msg; do
 done < "$rt/verdict"
 
 for want in "pfc_p0_pause_in -ge 3" "pfc_p0_xon_in -eq 1" "pfc_p3_pause_in -eq 2" "pfc_rx_malformed -eq 3" \
-            "pfc_rx_bad_opcode -eq 1" "pfc_p0_watchdog_trips -eq 1" "pfc_p0_ignored -ge 10" "pfc_p5_pause_in -eq 1"; do
+            "pfc_rx_bad_opcode -eq 1" "pfc_p0_watchdog_trips -eq 1" "pfc_p0_ignored -ge 10" "pfc_p5_pause_in -eq 1" \
+            "pfc_p0_queue_drops -eq 0" "link_pause_waits -ge 4"; do
   read -r name op value <<< "$want"
   got=$(stat a "$name")
   if [[ $got =~ ^[0-9]+$ ]] && [ "$got" "$op" "$value" ]; then
@@ -182,6 +204,7 @@ for want in "pfc_p0_pause_in -ge 3" "pfc_p0_xon_in -eq 1" "pfc_p3_pause_in -eq 2
     fail "a: $name = $got, want $op $value"
   fi
 done
+echo "    a: retransmitted_pkts $(stat a retransmitted_pkts), pfc_p0_held $(stat a pfc_p0_held) (frames built in the pass a pause came in); b: rcvd_pkts $(stat b rcvd_pkts)"
 echo "    a's PFC counters: $(host a "$cli" stats -d urnic0 --json | python3 -c 'import json,sys; c=json.load(sys.stdin)["counters"]; print(" ".join(f"{k}={v}" for k,v in c.items() if k.startswith("pfc_") and v))')"
 grep -q "PFC watchdog" "$rt/a.log" && pass "a logged the watchdog: $(grep -m1 'PFC watchdog' "$rt/a.log")" ||
   fail "a did not log the watchdog"

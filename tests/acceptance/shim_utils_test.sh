@@ -32,6 +32,12 @@ stop_daemon() { stop_pid "$(daemon_pid)"; }
 exported=$(objdump -T "$shim_dir/libibverbs.so.1" | awk 'NF >= 2 && $(NF-1) ~ /^IBVERBS/ && $0 !~ /UND/ && $(NF-1) != $NF {print $NF, $(NF-1)}' | sort)
 wanted=$(awk 'NF >= 2 {print $1, $2}' "$abi_file" | sort)
 check "shim exports exactly the $(wc -l <<< "$wanted") versioned symbols of rdma-core 44" [ "$exported" == "$wanted" ]
+# ... and those an older rdma-core's programs bind at an older version
+# (objdump shows a non-default version in parentheses).
+compat=$(sed 's/#.*//' "$(dirname "$abi_file")/libibverbs-compat.symbols" | awk 'NF >= 2 {print $1, "(" $2 ")"}' | sort)
+exported_compat=$(objdump -T "$shim_dir/libibverbs.so.1" | awk 'NF >= 2 && $0 !~ /UND/ && $(NF-1) ~ /^\(IBVERBS/ {print $NF, $(NF-1)}' | sort)
+check "shim exports the $(wc -l <<< "$compat") symbols of libibverbs-compat.symbols at their older versions" \
+  [ -n "$compat" -a "$exported_compat" == "$compat" ]
 others=$(objdump -T "$shim_dir/libibverbs.so.1" | awk '$2 == "g" && $0 !~ /UND/ && $0 !~ /IBVERBS/' | wc -l)
 check "shim exports no unversioned symbol" [ "$others" -eq 0 ]
 check "verbs_allow_disassociate_destroy is a data object" \

@@ -437,7 +437,7 @@ TEST_CASE("link registry: every link type once, each RoCE one with a factory", "
       CHECK(urnic::engine::find_config_key(urnic::engine::ConfigScope::kDevice, key) != nullptr);
   }
   CHECK(urnic::engine::find_link_kind("ethernet") == nullptr);
-  CHECK(urnic::engine::link_names_for("roce") == "udp, afpacket or dpdk");
+  CHECK(urnic::engine::link_names_for("roce") == "udp, afpacket, xdp or dpdk");
   CHECK(urnic::engine::link_names_for("iwarp") == "tcp");
   // What the engine asked by name before the registry.
   CHECK(urnic::engine::find_link_kind("udp")->shardable);
@@ -451,8 +451,21 @@ TEST_CASE("link registry: every link type once, each RoCE one with a factory", "
   CHECK(err == "config: link dpdk needs \"devargs\" and \"address\" for urnic0");
   CHECK_FALSE(parse_config(R"({"devices":[{"link":"afpacket"}]})", err));
   CHECK(err == "config: link afpacket needs \"interface\" for urnic0");
+  // The xdp link: one queue (not sharded), privileged, an interface, VLAN
+  // allowed, udp_gso and pfc refused.
+  const auto* xdp = urnic::engine::find_link_kind("xdp");
+  REQUIRE(xdp != nullptr);
+  CHECK_FALSE(xdp->shardable);
+  CHECK(xdp->needs_privilege);
+  CHECK_FALSE(xdp->optional);
+  CHECK(xdp->vlan);
+  CHECK_FALSE(parse_config(R"({"devices":[{"link":"xdp"}]})", err));
+  CHECK(err == "config: link xdp needs \"interface\" for urnic0");
+  CHECK(parse_config(R"({"devices":[{"link":"xdp","interface":"veth0","vlan":100,"mtu":2048}]})", err));
+  CHECK_FALSE(parse_config(R"({"devices":[{"link":"xdp","interface":"veth0","udp_gso":true}]})", err));
+  CHECK_FALSE(parse_config(R"({"devices":[{"link":"xdp","interface":"veth0","pfc":{"enabled_priorities":[3]}}]})", err));
   CHECK_FALSE(parse_config(R"({"devices":[{"link":"tcp"}]})", err));
-  CHECK(err == "config: link 'tcp' not available for roce (roce: udp, afpacket or dpdk; iwarp: tcp)");
+  CHECK(err == "config: link 'tcp' not available for roce (roce: udp, afpacket, xdp or dpdk; iwarp: tcp)");
   // The man page's reference names every key and every link.
   const std::string man = urnic::engine::render_config_reference();
   for (const auto& k : urnic::engine::config_schema()) CHECK(has(man, "`" + std::string(k.name) + "`"));

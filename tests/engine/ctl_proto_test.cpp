@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <infiniband/verbs.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -17,8 +18,10 @@
 #include <vector>
 
 #include "hostif/ctl_proto.hpp"
+#include "engine/control/peer_identity.hpp"
 #include "engine/control/qp_control.hpp"
 #include "engine/control/session.hpp"
+#include "hostif/flow_proto.hpp"
 #include "hostif/verbs_ext_proto.hpp"
 #include "tests/engine/session_rig.hpp"
 
@@ -392,6 +395,48 @@ TEST_CASE("QP state transitions follow IBA table 91", "[engine][qp]") {
   CHECK(check_qp_transition(IBV_QPT_RC, IBV_QPS_ERR, IBV_QPS_RESET, IBV_QP_STATE) == 0);
   CHECK(check_qp_transition(IBV_QPT_RC, IBV_QPS_SQE, IBV_QPS_RTS, IBV_QP_STATE) == EINVAL);
   CHECK(check_qp_transition(IBV_QPT_UD, IBV_QPS_SQE, IBV_QPS_RTS, IBV_QP_STATE) == 0);
+  // Raw packet QPs (issue 49): the port at INIT and nothing else.
+  CHECK(check_qp_transition(IBV_QPT_RAW_PACKET, IBV_QPS_RESET, IBV_QPS_INIT, IBV_QP_STATE | IBV_QP_PORT) == 0);
+  CHECK(check_qp_transition(IBV_QPT_RAW_PACKET, IBV_QPS_RESET, IBV_QPS_INIT, IBV_QP_STATE) == EINVAL);
+  CHECK(check_qp_transition(IBV_QPT_RAW_PACKET, IBV_QPS_RESET, IBV_QPS_INIT,
+                            IBV_QP_STATE | IBV_QP_PORT | IBV_QP_QKEY) == EINVAL);
+  CHECK(check_qp_transition(IBV_QPT_RAW_PACKET, IBV_QPS_INIT, IBV_QPS_RTR, IBV_QP_STATE) == 0);
+  CHECK(check_qp_transition(IBV_QPT_RAW_PACKET, IBV_QPS_INIT, IBV_QPS_RTR, rtr) == EINVAL);
+  CHECK(check_qp_transition(IBV_QPT_RAW_PACKET, IBV_QPS_RTR, IBV_QPS_RTS, IBV_QP_STATE) == 0);
+  CHECK(check_qp_transition(IBV_QPT_RAW_PACKET, IBV_QPS_RTR, IBV_QPS_RTS, IBV_QP_STATE | IBV_QP_SQ_PSN) == EINVAL);
+  CHECK(check_qp_transition(IBV_QPT_RAW_PACKET, IBV_QPS_RTS, IBV_QPS_ERR, IBV_QP_STATE) == 0);
+}
+
+TEST_CASE("raw packet QPs need CAP_NET_RAW and a link that carries frames; flows need a raw QP", "[engine][qp][flow]") {
+  Harness h;
+  h.hello_and_open();
+  const std::uint32_t pd = h.alloc_pd();
+  const std::uint32_t cq = h.create_cq();
+  ctl::CreateQpReq q{};
+  q.pd_handle = pd;
+  q.send_cq_handle = q.recv_cq_handle = cq;
+  q.qp_type = IBV_QPT_RAW_PACKET;
+  q.caps = ctl::QpCaps{4, 4, 1, 1, 0, 0};
+  std::vector<int> fds;
+  // The default device has no link that carries whole frames (udp); a
+  // process without CAP_NET_RAW is refused before that is asked.
+  const bool net_raw = urnic::engine::process_has_capability(::getpid(), CAP_NET_RAW);
+  CHECK(h.call<ctl::CreateQpRep>(q, nullptr, &fds) == (net_raw ? EOPNOTSUPP : EPERM));
+  for (int fd : fds) ::close(fd);
+  CHECK(h.s->count_qps() == 0);
+  // ibv_create_flow on an RC QP, or on no QP: EINVAL.
+  const ctl::CreateQpRep rc = h.create_qp(pd, cq, IBV_QPT_RC);
+  ctl::CreateFlowReq f{};
+  f.qp_handle = rc.handle;
+  f.port = 1;
+  CHECK(h.call<ctl::CreateFlowRep>(f) == EINVAL);
+  f.qp_handle = 9999;
+  CHECK(h.call<ctl::CreateFlowRep>(f) == EINVAL);
+  f.qp_handle = rc.handle;
+  f.spec_bytes = ctl::kMaxFlowSpecBytes + 1;
+  CHECK(h.call<ctl::CreateFlowRep>(f) == EINVAL);
+  CHECK(h.s->count_flows() == 0);
+  CHECK(h.call<ctl::DestroyFlowRep>(ctl::DestroyFlowReq{{1, 0}}) == EINVAL);
 }
 
 TEST_CASE("modify_qp through a session walks RESET to RTS and checks values", "[engine][qp]") {

@@ -13,6 +13,7 @@
 #include "engine/device/device.hpp"
 #include "engine/link/afpacket_link.hpp"
 #include "engine/link/pfc_port.hpp"
+#include "engine/link/pfc_rx_meter.hpp"
 #include "engine/link/raw_frame.hpp"
 #include "tests/engine/cbpf_run.hpp"
 #include "tests/engine/send_only.hpp"
@@ -318,6 +319,72 @@ TEST_CASE("pfc: PfcPort holds a paused priority's frames and releases them in or
   CHECK(port.next_deadline() == transport::kNever);
 }
 
+TEST_CASE("pfc: the priority the data path asks about is the one the frame is sent with", "[engine][pfc]") {
+  // Link::tx_stopped decides from a LinkDest, before the frame exists; the
+  // hold queue from the built frame (frame_priority). They must agree for
+  // every SL, traffic class, RoCE version, tagged or not, and any map.
+  engine::PfcConfig m;
+  for (std::size_t d = 0; d < m.dscp_to_priority.size(); ++d)
+    m.dscp_to_priority[d] = static_cast<std::uint8_t>((d * 5 + 3) % 8);
+  const std::array<std::uint8_t, 8> data{1};
+  const wire::IbPacket pkt = test::send_only(17, 1, data);
+  std::size_t checked = 0;
+  for (const std::uint16_t vlan : {std::uint16_t{0}, std::uint16_t{100}})
+    for (const auto version : {wire::RoceVersion::kV1, wire::RoceVersion::kV2})
+      for (const bool v6 : {false, true})
+        for (std::uint8_t sl = 0; sl < 8; ++sl)
+          for (unsigned tc = 0; tc < 256; tc += 7) {
+            if (version == wire::RoceVersion::kV1 && !v6) continue;  // v1 is GID (IPv6-shaped) only
+            engine::LinkDest dst;
+            dst.version = version;
+            dst.src = v6 ? wire::IpAddr{{0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1}}
+                         : wire::IpAddr::from_v4(0x0a000001);
+            dst.dst = v6 ? wire::IpAddr{{0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2}}
+                         : wire::IpAddr::from_v4(0x0a000002);
+            dst.sl = sl;
+            dst.traffic_class = static_cast<std::uint8_t>(tc);
+            std::array<std::uint8_t, 512> out{};
+            const auto f = engine::build_raw_frame(pkt, dst, {}, {}, 0, vlan, out);
+            REQUIRE(f.size != 0);
+            INFO("vlan " << vlan << " v2 " << (version == wire::RoceVersion::kV2) << " v6 " << v6 << " sl "
+                         << int(sl) << " tc " << tc);
+            CHECK(engine::tx_priority(dst, vlan, m.dscp_to_priority) ==
+                  engine::frame_priority(wire::Bytes(out.data(), f.size), m.dscp_to_priority));
+            ++checked;
+          }
+  CHECK(checked == 2 * 3 * 8 * 37);
+}
+
+TEST_CASE("pfc: stopped_mask is what a frame sent now would wait on: pending, paused, held", "[engine][pfc]") {
+  engine::PfcConfig cfg = config(0b0010'1000);
+  engine::PfcPort port(cfg, k10G, {}, "test0");
+  bool room = true;
+  const auto sink = [&](wire::Bytes) { return room; };
+  port.flush(1'000'000, sink);
+  CHECK(port.stopped_mask() == 0);
+  port.on_mac_control(pfc_frame(0b0010'1000, {0, 0, 0, 100, 0, 0xFFFF}), false);
+  CHECK(port.stopped_mask() == 0b0010'1000);  // at once, before the pass's end applies it
+  port.flush(1'000'000, sink);
+  CHECK(port.stopped_mask() == 0b0010'1000);
+  // Priority 3's 100 quanta (5.12 us) end; a frame of it held meanwhile
+  // keeps it stopped while the ring has no room for it.
+  CHECK(port.hold(3, roce_frame(26 << 2, 1)));
+  room = false;
+  port.flush(1'010'000, sink);
+  CHECK(port.state().paused_mask() == 0b0010'0000);
+  CHECK(port.stopped_mask() == 0b0010'1000);
+  CHECK(port.next_deadline() == 1'010'000);  // the link wants the next pass at once
+  room = true;
+  port.flush(1'020'000, sink);
+  CHECK(port.stopped_mask() == 0b0010'0000);
+  // A zero time resumes priority 5; it is stopped until the pass applies it.
+  port.on_mac_control(pfc_frame(0b0010'0000, {}), false);
+  CHECK(port.stopped_mask() == 0b0010'0000);
+  port.flush(1'030'000, sink);
+  CHECK(port.stopped_mask() == 0);
+  CHECK(port.next_deadline() == transport::kNever);
+}
+
 TEST_CASE("pfc: the afpacket filter admits MAC Control frames only with PFC on", "[engine][pfc][link]") {
   const auto off = engine::afpacket_rx_filter(false);
   const auto on = engine::afpacket_rx_filter(true);
@@ -391,4 +458,166 @@ TEST_CASE("pfc: the counter table names every priority's counters", "[engine][pf
   CHECK(engine::kPfcStatNames[static_cast<std::size_t>(pfc_stat(3, PfcKind::kPauseIn))].name == "pfc_p3_pause_in");
   CHECK(engine::kPfcStatNames[static_cast<std::size_t>(pfc_stat(7, PfcKind::kQueueDrops))].name ==
         "pfc_p7_queue_drops");
+  CHECK(engine::kPfcStatNames[static_cast<std::size_t>(pfc_stat(7, PfcKind::kXonOut))].name == "pfc_p7_xon_out");
+}
+
+TEST_CASE("pfc emitting: default thresholds leave a round trip and two frames of headroom", "[engine][pfc]") {
+  // 10 Gb/s, 100 us round trip: 125,000 bytes in flight + 2 x 4,352.
+  const auto l = engine::pfc_rx_default_limits(2'000'000, k10G, 100'000, 4352);
+  CHECK(l.xoff_bytes == 2'000'000 - 125'000 - 2 * 4352);
+  CHECK(l.xon_bytes == l.xoff_bytes - 2 * 4352);
+  // A buffer smaller than its headroom: pause at the first frame, resume when empty.
+  const auto tiny = engine::pfc_rx_default_limits(10'000, k10G, 100'000, 4352);
+  CHECK(tiny.xoff_bytes == 4352);
+  CHECK(tiny.xon_bytes == 0);
+  // Absurd inputs stay finite: no overflow, no wrap below zero.
+  const auto huge = engine::pfc_rx_default_limits(0, 400'000'000'000ULL, 1'000'000'000, 0xFFFFFFFF);
+  CHECK(huge.xoff_bytes == 0xFFFFFFFFULL);
+  CHECK(huge.xon_bytes == 0);
+}
+
+TEST_CASE("pfc emitting: XOFF above the threshold, refreshed before it runs out, XON at or below XON",
+          "[engine][pfc]") {
+  engine::PfcCounters counters;
+  const engine::PfcRxLimits lim{100'000, 60'000};
+  engine::PfcRxMeter m(0b0000'1001, lim, k10G, counters);
+  const transport::Nanos half = wire::pfc::quanta_ns(0xFFFF, k10G) / 2;  // 1.68 ms at 10 Gb/s
+  std::array<std::uint64_t, 8> w{};
+  m.set_waiting(w);
+  CHECK_FALSE(m.due(1000));
+  CHECK(m.next_deadline() == transport::kNever);
+  // At the threshold nothing happens; above it, XOFF for that priority only.
+  w[3] = 100'000;
+  w[5] = 1'000'000;  // not enabled: never paused
+  m.set_waiting(w);
+  CHECK_FALSE(m.due(2000));
+  w[3] = 100'001;
+  m.set_waiting(w);
+  auto f = m.due(3000);
+  REQUIRE(f);
+  CHECK(f->per_priority);
+  CHECK(f->dst == wire::pfc::kPauseGroup);
+  CHECK(f->enabled == 0b1000);
+  CHECK(f->times[3] == 0xFFFF);
+  CHECK(m.paused_mask() == 0b1000);
+  CHECK(m.next_deadline() == 3000 + half);
+  // Between XON and XOFF: nothing more until the refresh is due.
+  w[3] = 80'000;
+  m.set_waiting(w);
+  CHECK_FALSE(m.due(3000 + half - 1));
+  f = m.due(3000 + half);
+  REQUIRE(f);
+  CHECK(f->enabled == 0b1000);
+  CHECK(f->times[3] == 0xFFFF);
+  // Priority 0 crosses too: one frame for both, each priority its own time.
+  w[0] = 200'000;
+  w[3] = 60'000;  // and 3 is down to XON: resumed in the same frame
+  m.set_waiting(w);
+  f = m.due(4'000'000);
+  REQUIRE(f);
+  CHECK(f->enabled == 0b1001);
+  CHECK(f->times[0] == 0xFFFF);
+  CHECK(f->times[3] == 0);
+  CHECK(m.paused_mask() == 0b0001);
+  CHECK(counters.get(pfc_stat(3, PfcKind::kPauseOut)) == 2);
+  CHECK(counters.get(pfc_stat(3, PfcKind::kXonOut)) == 1);
+  CHECK(counters.get(pfc_stat(0, PfcKind::kPauseOut)) == 1);
+  CHECK(counters.get(pfc_stat(5, PfcKind::kPauseOut)) == 0);
+  // The frame it returns is one the parser takes back as it was meant.
+  std::vector<std::uint8_t> bytes(wire::pfc::kFrameSize);
+  f->src = {0x02, 0, 0, 0, 0, 1};
+  REQUIRE(wire::pfc::build(*f, bytes).ok());
+  const auto back = wire::pfc::parse(bytes);
+  REQUIRE(back.ok());
+  CHECK(back->pauses(0));
+  CHECK(back->resumes(3));
+  // An XON is said once: a priority not paused is not resumed again.
+  w[0] = 0;
+  m.set_waiting(w);
+  REQUIRE(m.due(5'000'000));
+  CHECK_FALSE(m.due(6'000'000));
+  CHECK(m.next_deadline() == transport::kNever);
+}
+
+TEST_CASE("pfc emitting: PfcPort sends XOFF ahead of data when the receive buffer fills, XON when it drains",
+          "[engine][pfc]") {
+  engine::PfcConfig cfg = config(0b0000'1000);
+  cfg.xoff_bytes = 40'000;  // with no xon_bytes: two largest frames below
+  const wire::MacAddr own{0x02, 0, 0x75, 0x72, 0x6e, 7};
+  engine::PfcPort port(cfg, k10G, own, "test0", 512ULL * engine::Link::kMaxFrame);
+  REQUIRE(port.emits());
+  REQUIRE(port.meter() != nullptr);
+  CHECK(port.meter()->limits().xon_bytes == 40'000 - 2 * engine::Link::kMaxFrame);
+  std::vector<std::vector<std::uint8_t>> sent;
+  bool room = true;
+  const auto sink = [&](wire::Bytes f) {
+    if (!room) return false;
+    sent.emplace_back(f.begin(), f.end());
+    return true;
+  };
+  // A slow receiver: priority 3's frames pile up in the ring.
+  std::array<std::uint64_t, 8> waiting{};
+  waiting[3] = 10 * engine::Link::kMaxFrame;
+  port.set_rx_waiting(waiting);
+  port.flush(1'000'000, sink);
+  REQUIRE(sent.size() == 1);
+  auto f = wire::pfc::parse(sent[0]);
+  REQUIRE(f.ok());
+  CHECK(f->src == own);
+  CHECK(f->dst == wire::pfc::kPauseGroup);
+  CHECK(f->pauses(3));
+  CHECK(f->enabled == 0b1000);
+  CHECK(port.counters().get(pfc_stat(3, PfcKind::kPauseOut)) == 1);
+  // Refreshed before the peer's pause runs out (half of 0xFFFF quanta).
+  const transport::Nanos half = wire::pfc::quanta_ns(0xFFFF, k10G) / 2;
+  CHECK(port.next_deadline() == 1'000'000 + half);
+  // The ring is full when the refresh is due: the frame waits for the next
+  // pass (asked for at once), merged with an XON that comes meanwhile.
+  room = false;
+  port.flush(1'000'000 + half, sink);
+  CHECK(port.next_deadline() == 1'000'000 + half);
+  room = true;
+  waiting[3] = 0;
+  port.set_rx_waiting(waiting);
+  port.flush(1'000'000 + half + 10, sink);
+  REQUIRE(sent.size() == 2);
+  f = wire::pfc::parse(sent[1]);
+  REQUIRE(f.ok());
+  CHECK(f->resumes(3));  // the newer word: XON
+  CHECK(port.counters().get(pfc_stat(3, PfcKind::kXonOut)) == 1);
+  CHECK(port.next_deadline() == transport::kNever);
+  // Emitting never pauses our own transmission.
+  CHECK(port.stopped_mask() == 0);
+  // Without a receive buffer the port emits nothing.
+  engine::PfcPort quiet(cfg, k10G, own, "test0");
+  CHECK_FALSE(quiet.emits());
+  quiet.set_rx_waiting(waiting);
+  std::size_t n = 0;
+  quiet.flush(1'000'000, [&](wire::Bytes) { return ++n, true; });
+  CHECK(n == 0);
+}
+
+TEST_CASE("config: pfc emitting thresholds, xon below xoff", "[config][pfc]") {
+  const auto dev = [](const std::string& pfc) {
+    return R"({"devices": [{"name": "u0", "link": "afpacket", "interface": "lo", "pfc": )" + pfc + "}]}";
+  };
+  std::string err;
+  auto c = engine::parse_config(dev(R"({"enabled_priorities": [3], "xoff_bytes": 100000, "xon_bytes": 50000,
+                                       "round_trip_us": 250})"),
+                                err);
+  REQUIRE(c);
+  CHECK(c->devices[0].pfc.xoff_bytes == 100'000);
+  CHECK(c->devices[0].pfc.xon_bytes == 50'000);
+  CHECK(c->devices[0].pfc.round_trip == 250'000);
+  c = engine::parse_config(dev(R"({"enabled_priorities": [3]})"), err);
+  REQUIRE(c);
+  CHECK(c->devices[0].pfc.xoff_bytes == 0);  // derived at the link
+  CHECK(c->devices[0].pfc.round_trip == 100'000);
+  CHECK_FALSE(engine::parse_config(dev(R"({"enabled_priorities": [3], "xoff_bytes": 100, "xon_bytes": 100})"), err));
+  CHECK(err.find("below xoff_bytes") != std::string::npos);
+  CHECK_FALSE(engine::parse_config(dev(R"({"enabled_priorities": [3], "xon_bytes": 100})"), err));
+  CHECK(err.find("needs xoff_bytes") != std::string::npos);
+  CHECK_FALSE(engine::parse_config(dev(R"({"enabled_priorities": [3], "xoff_bytes": 0})"), err));
+  CHECK_FALSE(engine::parse_config(dev(R"({"enabled_priorities": [3], "round_trip_us": 0})"), err));
+  CHECK_FALSE(engine::parse_config(dev(R"({"enabled_priorities": [3], "xoff_bytes": -5})"), err));
 }

@@ -61,6 +61,7 @@ TEST_CASE("query_vma: the mapping covering an address, its rights, file and offs
   CHECK_FALSE(v.exec);
   CHECK_FALSE(v.shared);
   CHECK(v.inode == 0);
+  CHECK(v.page_size == pg);
   CHECK(std::strcmp(name, "") == 0);  // plain anonymous memory has no name
 
   REQUIRE(query_vma(maps.fd, a + pg, false, v) == VmaResult::Found);
@@ -98,6 +99,25 @@ TEST_CASE("query_vma: the mapping covering an address, its rights, file and offs
   ::munmap(m, 2 * pg);
   ::close(fd);
   ::munmap(p, 2 * pg);
+}
+
+TEST_CASE("query_vma: the page size of a huge-page mapping", "[hostif][vma]") {
+  MapsFd maps;
+  REQUIRE(maps.fd >= 0);
+  constexpr std::uint64_t kHuge = 2u << 20;
+  void* h = ::mmap(nullptr, kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
+  if (h == MAP_FAILED) {
+    WARN("no 2 MiB huge page reserved (vm.nr_hugepages): not checked");
+    return;
+  }
+  Vma v;
+  const VmaResult r = query_vma(maps.fd, reinterpret_cast<std::uint64_t>(h) + page(), false, v);
+  if (r != VmaResult::Unsupported) {
+    REQUIRE(r == VmaResult::Found);
+    CHECK(v.start == reinterpret_cast<std::uint64_t>(h));
+    CHECK(v.page_size == kHuge);
+  }
+  ::munmap(h, kHuge);
 }
 
 TEST_CASE("check_user_range answers the same through PROCMAP_QUERY as from the maps file", "[engine][vma]") {

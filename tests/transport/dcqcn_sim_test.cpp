@@ -15,8 +15,8 @@ using namespace urnic::transport::test;
 
 namespace {
 
-constexpr Nanos kUs = 1'000;
-constexpr Nanos kMs = 1'000'000;
+constexpr Nanos kSimUs = 1'000;
+constexpr Nanos kSimMs = 1'000'000;
 
 // A's request packets sent in [from, to).
 std::size_t sent_between(const sim::Node& n, Nanos from, Nanos to) {
@@ -84,7 +84,7 @@ struct SendStream {
 DcqcnConfig& countable_rates(sim::Harness::Config& cfg) {
   DcqcnConfig& d = cfg.transport.dcqcn;
   d.line_rate_mbps = 1'040;
-  d.timer_period = 1 * kMs;
+  d.timer_period = 1 * kSimMs;
   d.byte_counter = 0;
   d.pace_slack = 0;
   return d;
@@ -113,8 +113,8 @@ struct CutResponder {
     cnp.bth.opcode = urnic::wire::opcode::kCnp;
     cnp.bth.dest_qp = qb;
     cnp.bth.pkey = 0xFFFF;
-    const Nanos t1 = h.sim.now() + 10 * kUs;
-    for (const Nanos at : {t1, t1 + 50 * kUs})
+    const Nanos t1 = h.sim.now() + 10 * kSimUs;
+    for (const Nanos at : {t1, t1 + 50 * kSimUs})
       h.sim.schedule(at, [this, cnp] { b.t.on_packet(cnp, RxInfo{}, h.sim.now()); });
     const Counters* cb = b.t.qp_counters(qb);
     REQUIRE(h.sim.run_until([&] { return cb->get(Counter::kDcqcnRateDecreases) == 2; }));
@@ -126,8 +126,8 @@ struct CutResponder {
 // 500 us each way: a round trip of 1 ms and a little (serialisation, the
 // responder's pass), as on a software fabric.
 void millisecond_path(sim::Harness::Config& cfg) {
-  cfg.a_to_b.delay = 500 * kUs;
-  cfg.b_to_a.delay = 500 * kUs;
+  cfg.a_to_b.delay = 500 * kSimUs;
+  cfg.b_to_a.delay = 500 * kSimUs;
 }
 
 }  // namespace
@@ -155,7 +155,7 @@ TEST_CASE("dcqcn on the sim: CNPs slow an RC QP down as computed, it recovers, d
   cnp.bth.dest_qp = qa;
   cnp.bth.becn = true;
   cnp.bth.pkey = 0xFFFF;
-  const Nanos t1 = start + 10 * kUs, tc = t1 + 50 * kUs;
+  const Nanos t1 = start + 10 * kSimUs, tc = t1 + 50 * kSimUs;
   for (const Nanos at : {t1, tc})
     h.sim.schedule(at, [&] { a.t.on_packet(cnp, RxInfo{}, h.sim.now()); });
   REQUIRE(h.sim.run_until([&] { return ca->get(Counter::kCnpsRcvd) == 2; }));
@@ -167,8 +167,8 @@ TEST_CASE("dcqcn on the sim: CNPs slow an RC QP down as computed, it recovers, d
 
   // 260 Mb/s: 8320 bits take 32 us, so any 800 us holds exactly 25 packets.
   // The rate holds until the first increase timer event, 1 ms after tc.
-  h.sim.run_until([&] { return h.sim.now() >= tc + 1 * kMs; });
-  CHECK(sent_between(h.a, tc + 100 * kUs, tc + 900 * kUs) == 25);
+  h.sim.run_until([&] { return h.sim.now() >= tc + 1 * kSimMs; });
+  CHECK(sent_between(h.a, tc + 100 * kSimUs, tc + 900 * kSimUs) == 25);
   // Then one increase event per ms (Rt = 520):
   //   fast recovery  (520 + 260)/2 = 390, 455, 487.5, 503.75, 511.875,
   //   additive       Rt 650: 580.9375; Rt 780: 680.46875; Rt 910: 795.234375;
@@ -190,17 +190,17 @@ TEST_CASE("dcqcn on the sim: CNPs slow an RC QP down as computed, it recovers, d
       {795, 86, 87},  // 795.234375: 10463 ns: 86.0
   };
   for (std::size_t i = 0; i < std::size(expect); ++i) {
-    const Nanos ev = tc + (i + 1) * kMs;
+    const Nanos ev = tc + (i + 1) * kSimMs;
     INFO("increase event " << i + 1);
-    h.sim.run_until([&] { return h.sim.now() >= ev + 500 * kUs; });
+    h.sim.run_until([&] { return h.sim.now() >= ev + 500 * kSimUs; });
     CHECK(ca->get(Counter::kDcqcnRateMbps) == expect[i].gauge);
-    h.sim.run_until([&] { return h.sim.now() >= ev + 1 * kMs; });
-    const std::size_t n = sent_between(h.a, ev + 100 * kUs, ev + 1 * kMs);
+    h.sim.run_until([&] { return h.sim.now() >= ev + 1 * kSimMs; });
+    const std::size_t n = sent_between(h.a, ev + 100 * kSimUs, ev + 1 * kSimMs);
     CHECK(n >= expect[i].lo);
     CHECK(n <= expect[i].hi);
   }
   // The 9th event releases the QP: no gauge, and the rest goes unpaced.
-  h.sim.run_until([&] { return h.sim.now() >= tc + 9 * kMs; });
+  h.sim.run_until([&] { return h.sim.now() >= tc + 9 * kSimMs; });
   CHECK(ca->get(Counter::kDcqcnRateMbps) == 0);
 
   std::vector<Cqe> rc;
@@ -208,8 +208,8 @@ TEST_CASE("dcqcn on the sim: CNPs slow an RC QP down as computed, it recovers, d
     auto x = b.poll();
     rc.insert(rc.end(), x.begin(), x.end());
     return rc.size() >= kMsgs;
-  }, 100 * kMs));
-  CHECK(h.sim.now() < tc + 10 * kMs);  // unpaced, the last ~2000 packets take a few round trips
+  }, 100 * kSimMs));
+  CHECK(h.sim.now() < tc + 10 * kSimMs);  // unpaced, the last ~2000 packets take a few round trips
   st.check_delivered(rc);
 }
 
@@ -253,7 +253,7 @@ TEST_CASE("dcqcn on the sim, the whole loop: a marking link, CNPs from B, A slow
   const Counters* cb = b.t.qp_counters(qb);
   // 300 us of a congested queue: every ECN-capable frame A -> B marked CE.
   h.ab.config().faults.ecn = 1.0;
-  const Nanos mark_end = start + 300 * kUs;
+  const Nanos mark_end = start + 300 * kSimUs;
   h.sim.run_until([&] { return h.sim.now() >= mark_end; });
   h.ab.config().faults.ecn = 0;
   CHECK(h.ab.stats().ce_marked > 0);
@@ -275,15 +275,15 @@ TEST_CASE("dcqcn on the sim, the whole loop: a marking link, CNPs from B, A slow
   // Packets in the next 100 us (1040 bytes each): at 1562.5 Mb/s one per
   // 5.3 us, 18.8; 100 us * 4 Gb/s / 8320 bits = 48 at most. Measured: 27
   // (the first increase event comes 55 us after the last cut).
-  h.sim.run_until([&] { return h.sim.now() >= mark_end + 100 * kUs; });
-  const std::size_t slow = sent_between(h.a, mark_end, mark_end + 100 * kUs);
+  h.sim.run_until([&] { return h.sim.now() >= mark_end + 100 * kSimUs; });
+  const std::size_t slow = sent_between(h.a, mark_end, mark_end + 100 * kSimUs);
   CHECK(slow <= 48);
   CHECK(slow >= 18);
   // Recovery: fast recovery then additive/hyper increase every 55 us; the
   // rate rises, and the QP is released.
-  h.sim.run_until([&] { return h.sim.now() >= mark_end + 500 * kUs; });
+  h.sim.run_until([&] { return h.sim.now() >= mark_end + 500 * kSimUs; });
   const uint64_t later = ca->get(Counter::kDcqcnRateMbps);
-  const std::size_t faster = sent_between(h.a, mark_end + 400 * kUs, mark_end + 500 * kUs);
+  const std::size_t faster = sent_between(h.a, mark_end + 400 * kSimUs, mark_end + 500 * kSimUs);
   std::vector<Cqe> rc;
   Nanos released = 0, done = 0;
   REQUIRE(h.sim.run_until([&] {
@@ -292,13 +292,13 @@ TEST_CASE("dcqcn on the sim, the whole loop: a marking link, CNPs from B, A slow
     if (released == 0 && ca->get(Counter::kDcqcnRateMbps) == 0) released = h.sim.now();
     if (done == 0 && rc.size() >= kMsgs) done = h.sim.now();
     return released != 0 && done != 0;
-  }, 100 * kMs));
+  }, 100 * kSimMs));
   // Measured: 1563 Mb/s at the end of the marks, 27 packets in the next
   // 100 us; 500 us later 9.2 Gb/s and 98 packets per 100 us; the stream done
   // 2.3 ms after the start, the QP released at 3.2 ms.
   INFO("rate " << low << " Mb/s at the end of the marks, " << later << " 500 us later; " << slow << " then "
-               << faster << " packets per 100 us; released " << (released - start) / kUs
-               << " us after the start, stream done after " << (done - start) / kUs << " us");
+               << faster << " packets per 100 us; released " << (released - start) / kSimUs
+               << " us after the start, stream done after " << (done - start) / kSimUs << " us");
   CHECK(later > 2 * low);
   CHECK(faster > slow);
   st.check_delivered(rc);
@@ -319,7 +319,7 @@ TEST_CASE("dcqcn on the sim: a millisecond round trip is measured and stretches 
   REQUIRE(ca != nullptr);
   // The first ACK times the first request: srtt 1000-1100 us (the two
   // delays, plus serialisation and the responder's ACK coalescing).
-  REQUIRE(h.sim.run_until([&] { return ca->get(Counter::kSrttUs) != 0; }, 10 * kMs));
+  REQUIRE(h.sim.run_until([&] { return ca->get(Counter::kSrttUs) != 0; }, 10 * kSimMs));
   const uint64_t srtt = ca->get(Counter::kSrttUs);
   INFO("srtt " << srtt << " us");
   CHECK(srtt >= 1'000);
@@ -330,25 +330,25 @@ TEST_CASE("dcqcn on the sim: a millisecond round trip is measured and stretches 
   cnp.bth.opcode = urnic::wire::opcode::kCnp;
   cnp.bth.dest_qp = qa;
   cnp.bth.pkey = 0xFFFF;
-  const Nanos t1 = h.sim.now() + 10 * kUs;
+  const Nanos t1 = h.sim.now() + 10 * kSimUs;
   for (int i = 0; i < 3; ++i)
-    h.sim.schedule(t1 + static_cast<Nanos>(i) * 50 * kUs, [&] { a.t.on_packet(cnp, RxInfo{}, h.sim.now()); });
+    h.sim.schedule(t1 + static_cast<Nanos>(i) * 50 * kSimUs, [&] { a.t.on_packet(cnp, RxInfo{}, h.sim.now()); });
   REQUIRE(h.sim.run_until([&] { return ca->get(Counter::kCnpsRcvd) == 3; }));
   CHECK(ca->get(Counter::kDcqcnRateDecreases) == 1);
   const uint64_t cut = ca->get(Counter::kDcqcnRateMbps);
   CHECK(cut > 0);
   // The first increase comes a round trip after the cut, not 55 us: the
   // gauge holds for 900 us, then moves.
-  h.sim.run_until([&] { return h.sim.now() >= t1 + 900 * kUs; });
+  h.sim.run_until([&] { return h.sim.now() >= t1 + 900 * kSimUs; });
   CHECK(ca->get(Counter::kDcqcnRateMbps) == cut);
-  h.sim.run_until([&] { return h.sim.now() >= t1 + 1'300 * kUs; });
+  h.sim.run_until([&] { return h.sim.now() >= t1 + 1'300 * kSimUs; });
   CHECK(ca->get(Counter::kDcqcnRateMbps) > cut);
   std::vector<Cqe> rc;
   REQUIRE(h.sim.run_until([&] {
     auto x = b.poll();
     rc.insert(rc.end(), x.begin(), x.end());
     return rc.size() >= kMsgs;
-  }, 1'000 * kMs));
+  }, 1'000 * kSimMs));
   st.check_delivered(rc);
 }
 
@@ -377,7 +377,7 @@ TEST_CASE("dcqcn on the sim: under loss the round trip stays the path's (Karn's 
     rc.insert(rc.end(), x.begin(), x.end());
     max_srtt = std::max(max_srtt, ca->get(Counter::kSrttUs));
     return rc.size() >= kMsgs;
-  }, 10'000 * kMs));
+  }, 10'000 * kSimMs));
   INFO("srtt " << ca->get(Counter::kSrttUs) << " us at the end, at most " << max_srtt << " us; "
                << h.ab.stats().dropped << " frames lost");
   CHECK(h.ab.stats().dropped > 0);
@@ -426,7 +426,7 @@ TEST_CASE("dcqcn on the sim: a responder whose rate is cut paces its READ respon
     for (const Cqe& e : a.poll()) sc.push_back(e);
     for (const Cqe& e : b.poll()) rc.push_back(e);
     return sc.size() == 2 && rc.size() == 1;
-  }, 100 * kMs));
+  }, 100 * kSimMs));
   REQUIRE(sc[0].wr_id == 1);
   CHECK(sc[0].status == WcStatus::kSuccess);
   REQUIRE(sc[1].wr_id == 2);
@@ -452,15 +452,15 @@ TEST_CASE("dcqcn on the sim: a responder whose rate is cut paces its READ respon
   const Nanos r0 = resp.front();
   CHECK(ack_at >= last_resp_at);
   if (rtt_timers) {
-    CHECK(last_resp_at - r0 < 100 * kUs);  // one burst, as before pacing
+    CHECK(last_resp_at - r0 < 100 * kSimUs);  // one burst, as before pacing
     return;
   }
-  CHECK(std::count_if(resp.begin(), resp.end(), [&](Nanos t) { return t >= r0 && t < r0 + 800 * kUs; }) == 25);
+  CHECK(std::count_if(resp.begin(), resp.end(), [&](Nanos t) { return t >= r0 && t < r0 + 800 * kSimUs; }) == 25);
   // 31 gaps of 32 us until the timer's first increase (390 Mb/s, 21.3 us
   // a packet) 1 ms after the cut, the other 32 after it: 1.69 ms measured.
   // Unpaced, the 64 leave in one burst.
-  CHECK(last_resp_at - r0 >= 1'600 * kUs);
-  CHECK(last_resp_at - r0 <= 1'800 * kUs);
+  CHECK(last_resp_at - r0 >= 1'600 * kSimUs);
+  CHECK(last_resp_at - r0 <= 1'800 * kSimUs);
   CHECK(b.t.counters().get(Counter::kDuplicateRequest) == 0);
   CHECK(a.t.counters().get(Counter::kCompleterRetryErr) == 0);
 }
@@ -488,7 +488,7 @@ TEST_CASE("dcqcn on the sim: an error NAK behind paced READ responses goes after
   REQUIRE(h.sim.run_until([&] {
     for (const Cqe& e : a.poll()) sc.push_back(e);
     return sc.size() == 2;
-  }, 100 * kMs));
+  }, 100 * kSimMs));
   REQUIRE(sc[0].wr_id == 1);
   CHECK(sc[0].status == WcStatus::kSuccess);
   CHECK(check(a.bytes().subspan(0, kLen), qb, 9));

@@ -59,6 +59,7 @@ struct QpParams {
   uint32_t rq_psn = 0;
   uint32_t access = access::kRemoteWrite | access::kRemoteRead | access::kRemoteAtomic | access::kLocalWrite;
   uint32_t qkey = 0x11111111;
+  uint8_t sl = 0;  // the path's service level (the 802.1Q priority a raw link sends it with)
 };
 
 // A work request of `op` from `sge` (which must outlive it) to
@@ -145,6 +146,7 @@ inline int connect_qp(Transport& t, uint32_t qpn, QpType type, uint32_t dest_qpn
   a.max_dest_rd_atomic = p.max_dest_rd_atomic;
   a.min_rnr_timer = p.min_rnr_timer;
   a.ah_attr.port_num = 1;
+  a.ah_attr.sl = p.sl;
   uint32_t mask = qp_attr::kState;
   if (type != QpType::kUd) mask |= qp_attr::kAv | qp_attr::kPathMtu | qp_attr::kDestQpn | qp_attr::kRqPsn;
   if (type == QpType::kRc) mask |= qp_attr::kMaxDestRdAtomic | qp_attr::kMinRnrTimer;

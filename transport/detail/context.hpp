@@ -1,6 +1,7 @@
 // Private: the device-wide object tables and services a QP uses.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <optional>
@@ -172,6 +173,12 @@ struct Context {
   // those whose deadline is gone. So finding the next deadline and firing
   // timers cost the QPs with timers, not every QP (issue 24).
   std::vector<uint32_t> timer_qps;
+  // Link back-pressure (Transport::set_tx_gated): whether QPs ask
+  // TxSink::tx_stopped before each packet, and the QPNs of those that found
+  // their priority stopped and wait for Transport::tx_resumed (each once:
+  // the QP's own flag).
+  bool tx_gated = false;
+  std::vector<uint32_t> tx_parked;
   // QP `qpn` set a deadline: into timer_qps once (`listed` is the QP's own
   // flag, cleared when Transport::next_deadline drops it).
   void list_timer(uint32_t qpn, bool& listed) {
@@ -181,7 +188,7 @@ struct Context {
   }
 
   Context(MemoryAccess& m, TxSink& t, EventSink& e, TransportConfig c)
-      : mem(m), tx(t), events(e), cfg(c), scratch(4096) {}
+      : mem(m), tx(t), events(e), cfg(c), scratch(std::max<std::size_t>(4096, c.raw_max_frame)) {}
 
   // A fresh key: 24-bit index + 8-bit variant (IBA 10.6.2: the low byte is
   // the consumer-owned key part; a window's changes with every bind), both

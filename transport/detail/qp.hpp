@@ -86,6 +86,7 @@ enum class ReqState : uint8_t {
   kWaitFence,     // IBV_SEND_FENCE: earlier READ/atomic still outstanding
   kWaitRdAtomic,  // max_rd_atomic READ/atomic requests outstanding (IBA 9.5.x)
   kWaitRate,      // DCQCN: the QP's rate lets the next packet go at pace_next_ only
+  kWaitLink,      // PFC: the link paused the path's priority (Transport::tx_resumed)
   kRnrWait,       // RNR NAK received: wait for the RNR timer
   kDrained,       // SQD: new WQEs are not started
   kLocalError,    // the next WQE failed a local check; waits for the completer
@@ -217,6 +218,9 @@ class Qp : public QpCommon {
   // first). Transport::settle_writes pays every QP's at the end of the
   // engine's pass; the responder pays before anything else it sends.
   void pay_owed_ack(Nanos now);
+  // The link runs again (Transport::tx_resumed): the responder's held
+  // answers and the waiting requester go on, or wait again.
+  void on_tx_resumed(Nanos now);
 
   // Introspection for tests and the CLI.
   ReqState req_state() const noexcept { return req_state_; }
@@ -241,6 +245,16 @@ class Qp : public QpCommon {
   Cqe held_recv_error(WcStatus st) const;
   void emit(wire::IbPacket& p, const Addressing& addr, Nanos now);
   Addressing path_addr() const;
+  // Link back-pressure (Transport::set_tx_gated): whether a packet to `to`
+  // cannot leave now; if so the QP is listed for Transport::tx_resumed
+  // (once) and counted.
+  bool link_stopped(const Addressing& to);
+  // link_stopped for the responder's answers (the path) and the
+  // requester's packets of `w`; with the gate off, one load and no address.
+  bool path_stopped() { return ctx_.tx_gated && link_stopped(path_addr()); }
+  bool wqe_stopped(const SendWqe& w) { return ctx_.tx_gated && link_stopped(wqe_addr(w)); }
+  // Where the requester's packets of `w` go: the path, or a UD WR's AH.
+  Addressing wqe_addr(const SendWqe& w) const;
   uint32_t pmtu() const noexcept;
   bool send_queue_active() const noexcept;
   // RC and both XRC halves are reliably connected (ACKs, retries, ERR on a
@@ -263,6 +277,7 @@ class Qp : public QpCommon {
   bool start_wqe(SendWqe& w);
   ReqState run_local_op(SendWqe& w, Nanos now);
   void send_next_packet(SendWqe& w, Nanos now);
+  void send_raw_frame(SendWqe& w, Nanos now);  // a raw packet QP's SEND: one whole frame
   void advance_req();
   uint32_t outstanding_rd_atomic() const;
   uint32_t rd_atomic_limit(const SendWqe& w) const;
@@ -346,6 +361,14 @@ class Qp : public QpCommon {
   bool resp_drain_before(Psn limit, Nanos now);
   void uc_run(const wire::IbPacket& pkt, Nanos now);
   void ud_run(const wire::IbPacket& pkt, const RxInfo& rx, Nanos now);
+ public:
+  // responder.cpp: a frame flow steering gave this raw packet QP.
+  void raw_run(std::span<const uint8_t> frame, Nanos now);
+  // The shortest frame a raw SEND may carry: destination and source MAC
+  // and an EtherType (libmlx5's MLX5_ETH_L2_MIN_HEADER_SIZE).
+  static constexpr uint64_t kEthHeaderBytes = 14;
+
+ private:
   void fail_recv(WcStatus st, Nanos now);
 
   // tm_rx.cpp: tag matching on a TM SRQ.
@@ -417,6 +440,9 @@ class Qp : public QpCommon {
   uint8_t resp_tx_nak_syn_ = 0;
   Psn resp_tx_nak_psn_{};
   bool resp_paced() const noexcept { return resp_tx_ != RespTx::kDirect; }
+  // Listed in ctx_.tx_parked, waiting for the link (link_stopped): no
+  // pacing deadline meanwhile, so an idle engine sleeps through the pause.
+  bool tx_parked_ = false;
   std::optional<Nanos> last_cnp_;  // notify_congestion: when the last CNP went out
   PoolDeque<RespResource> resources_;  // at most max(1, max_dest_rd_atomic)
   uint8_t pending_nak_ = 0;   // the syndrome chosen by a check step
