@@ -2,6 +2,8 @@
 
 #include <isa-l/crc.h>
 
+#include <boost/crc.hpp>
+
 namespace urnic::wire {
 
 uint32_t crc32_ethernet(uint32_t crc, Bytes data) noexcept {
@@ -24,6 +26,12 @@ uint32_t crc32c(uint32_t crc, Bytes data) noexcept {
     left -= static_cast<std::size_t>(chunk);
   }
   return ~state;
+}
+
+uint16_t crc16_vcrc(Bytes data) noexcept {
+  boost::crc_optimal<16, 0x100B, 0xFFFF, 0xFFFF, true, true> c;
+  c.process_bytes(data.data(), data.size());
+  return c.checksum();
 }
 
 }  // namespace urnic::wire

@@ -15,6 +15,8 @@
 #include "wire/ddp_rdmap.hpp"
 #include "wire/eth.hpp"
 #include "wire/fpdu.hpp"
+#include "wire/crc.hpp"
+#include "wire/ib_frame.hpp"
 #include "wire/icrc.hpp"
 #include "wire/ip.hpp"
 #include "wire/mpa.hpp"
@@ -753,3 +755,58 @@ TEST_CASE("frame check: text, JSON and JUnit output", "[tools][check]") {
 }
 
 }  // namespace
+
+// ---------------------------------------------------------------------------
+// InfiniBand captures (issue 51): the same RC traffic as native IB packets
+// between LIDs 1 and 2 (no GRH), checked as the CLI checks such a file.
+
+namespace {
+
+std::vector<Frame> as_infiniband(const std::vector<Frame>& roce) {
+  std::vector<Frame> out;
+  for (const Frame& fr : roce) {
+    auto f = parse_roce_frame(fr.data);
+    REQUIRE(f.ok());
+    IbLinkHeaders h;
+    const bool to_b = f->ib.bth.dest_qp == kQpB;
+    h.slid = to_b ? 1 : 2;
+    h.dlid = to_b ? 2 : 1;
+    std::vector<uint8_t> b(ib_frame_size(h, f->ib));
+    REQUIRE(build_ib_frame(h, f->ib, b).ok());
+    out.push_back(Frame{fr.timestamp_ns, static_cast<uint32_t>(b.size()), b});
+  }
+  return out;
+}
+
+check::Report run_ib(const std::vector<Frame>& frames) {
+  return check::check_frames(frames, "ib", {}, urnic::pcap::kLinktypeInfiniband);
+}
+
+}  // namespace
+
+TEST_CASE("frame check: InfiniBand packets get the IBA rules, flows named by LID, and ib.vcrc", "[tools][check][ib]") {
+  Roce t;
+  t.send3(100, 1);
+  auto ib = as_infiniband(t.frames);
+  const auto clean = run_ib(ib);
+  INFO(dump(clean));
+  CHECK(violations(clean) == 0);
+  REQUIRE(clean.flows.size() == 2);
+  CHECK(clean.flows[0].name == "lid 1 > lid 2 qp 0x000022");
+  SECTION("a bad VCRC: that packet is left out") {
+    ib[1].data.back() ^= 0x01;
+    const auto r = run_ib(ib);
+    CHECK(count(r, check::rule::kIbVcrc) == 1);
+    CHECK(count(r, check::rule::kRocePsnSequence) == 1);  // 101 not seen: 102 follows 100
+  }
+  SECTION("a bad ICRC under a good VCRC") {
+    auto& d = ib[0].data;
+    d[d.size() - 3] ^= 0x01;
+    store_le<2>(d.data() + d.size() - 2, crc16_vcrc(Bytes(d.data(), d.size() - 2)));
+    CHECK(count(run_ib(ib), check::rule::kRoceIcrc) == 1);
+  }
+  SECTION("a packet that does not decode") {
+    ib[0].data.resize(10);
+    CHECK(count(run_ib(ib), check::rule::kRoceHeaders) == 1);
+  }
+}

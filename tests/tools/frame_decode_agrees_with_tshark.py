@@ -3,8 +3,8 @@
 
 usage: frame_decode_agrees_with_tshark.py URNIC_CLI VECTORS_DIR
 
-For every RoCE frame, the opcode, destination QPN and PSN that urnic prints
-must equal tshark's; for every iWARP segment, the list of RDMAP opcodes
+For every RoCE frame (and InfiniBand packet, in an InfiniBand capture), the
+opcode, destination QPN and PSN that urnic prints must equal tshark's; for every iWARP segment, the list of RDMAP opcodes
 (one per FPDU) and the MPA request/reply frames must equal tshark's. The
 exit status of the decoder must be 1 exactly for the captures holding
 deliberately corrupted ICRCs (host-icrc-accept*), 0 otherwise, and every
@@ -90,7 +90,7 @@ for path, (run, ts) in zip(paths, decoded):
             m = re.search(r"\(0x([0-9a-f]{2})\) qpn=0x([0-9a-f]{6}) psn=(\d+)", rest)
             got = (int(m.group(1), 16), int(m.group(2), 16), int(m.group(3))) if m else None
             want = (int(opcode), int(destqp, 16), int(psn))
-            if not proto.startswith("roce") or got != want:
+            if not (proto.startswith("roce") or proto == "ib") or got != want:
                 failures.append(f"{name}#{num}: tshark {want}, urnic {proto} {got}: {rest}")
         if rdma_ops or mpa_req or mpa_rep:
             checked_iwarp += 1
@@ -101,8 +101,9 @@ for path, (run, ts) in zip(paths, decoded):
             if proto != "iwarp" or got_ops != want_ops or got_req != bool(mpa_req) or got_rep != bool(mpa_rep):
                 failures.append(f"{name}#{num}: tshark ops={want_ops} req={bool(mpa_req)} rep={bool(mpa_rep)}, "
                                 f"urnic {proto} ops={got_ops}: {rest}")
-    # Every ICRC urnic calls bad must be one tshark shows as differing.
-    bad = [n for n, (p, r) in ours.items() if r.endswith("icrc=bad")]
+    # Every ICRC (InfiniBand: or VCRC) urnic calls bad must be one tshark
+    # shows as differing.
+    bad = [n for n, (p, r) in ours.items() if re.search(r"\b[iv]crc=bad\b", r)]
     if name.startswith("host-icrc-accept"):
         if not bad:
             failures.append(f"{name}: no frame flagged icrc=bad")

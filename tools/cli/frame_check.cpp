@@ -24,7 +24,7 @@ int run_frame_check(const FrameCheckOptions& options) {
     }
     std::vector<pcap::Frame> frames;
     while (auto f = reader->next()) frames.push_back(std::move(*f));
-    reports.push_back(check::check_frames(frames, path, opt));
+    reports.push_back(check::check_frames(frames, path, opt, reader->linktype()));
   }
   if (options.json) {
     std::fputs(check::format_json(reports).c_str(), stdout);

@@ -2,9 +2,13 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <utility>
+
 #include "tools/cli/check/check_iwarp.hpp"
 #include "tools/cli/net_format.hpp"
 #include "wire/eth.hpp"
+#include "wire/ib_frame.hpp"
 #include "wire/ip.hpp"
 #include "wire/roce_frame.hpp"
 
@@ -12,10 +16,67 @@ namespace urnic::tools::check {
 
 using namespace urnic::wire;
 
-Report check_frames(std::span<const pcap::Frame> frames, const std::string& name, const CheckOptions& options) {
+namespace {
+
+// An InfiniBand packet as the RoCE checker sees a RoCE v1 frame: its GIDs
+// (GRH) or LIDs (lid_address) as the flow's addresses, the ICRC verdict,
+// its length up to the VCRC (where the CNP rule looks for the ICRC).
+RoceFrame as_roce(const IbFrame& f) {
+  RoceFrame r;
+  r.hdr.version = RoceVersion::kV1;
+  r.hdr.ipv6 = true;
+  if (f.hdr.has_grh) {
+    std::copy(f.hdr.sgid.begin(), f.hdr.sgid.end(), r.hdr.src_ip.bytes.begin());
+    std::copy(f.hdr.dgid.begin(), f.hdr.dgid.end(), r.hdr.dst_ip.bytes.begin());
+  } else {
+    r.hdr.src_ip = lid_address(f.hdr.slid);
+    r.hdr.dst_ip = lid_address(f.hdr.dlid);
+  }
+  r.hdr.traffic_class = f.hdr.traffic_class;
+  r.hdr.flow_label = f.hdr.flow_label;
+  r.hdr.hop_limit = f.hdr.hop_limit;
+  r.grh_next_header = kGrhNextHeaderBth;
+  r.ib = f.ib;
+  r.icrc = f.icrc;
+  r.icrc_ok = f.icrc_ok;
+  r.length = f.length - kVcrcSize;
+  return r;
+}
+
+Report check_ib_frames(std::span<const pcap::Frame> frames, Report report, const CheckOptions& options) {
+  RoceChecker roce(options.roce);
+  Findings out;
+  for (const pcap::Frame& fr : frames)
+    if (auto f = parse_ib_frame(Bytes(fr.data)); f && f->vcrc_ok) roce.prescan(as_roce(*f));
+  uint64_t n = 0;
+  for (const pcap::Frame& fr : frames) {
+    ++n;
+    const Bytes bytes(fr.data);
+    auto f = parse_ib_frame(bytes);
+    if (!f) {
+      roce.on_malformed(n, f.error(), "InfiniBand", out);
+      continue;
+    }
+    if (!f->vcrc_ok) {
+      out.add(rule::kIbVcrc, Severity::kViolation, {n}, "InfiniBand",
+              fmt::format("VCRC 0x{:04x} does not verify", f->vcrc));
+      continue;
+    }
+    roce.on_frame(n, fr.timestamp_ns, as_roce(*f), Bytes{}, bytes, out);
+  }
+  roce.finish(report, out);
+  report.findings = out.take();
+  return report;
+}
+
+}  // namespace
+
+Report check_frames(std::span<const pcap::Frame> frames, const std::string& name, const CheckOptions& options,
+                    int linktype) {
   Report report;
   report.capture = name;
   report.frames = frames.size();
+  if (linktype == pcap::kLinktypeInfiniband) return check_ib_frames(frames, std::move(report), options);
   RoceChecker roce(options.roce);
   IwarpChecker iwarp;
   Findings out;

@@ -16,7 +16,11 @@ struct CheckOptions {
 };
 
 // Checks `frames` (in capture order, numbered from 1); `name` is the
-// capture's name in the report.
-Report check_frames(std::span<const pcap::Frame> frames, const std::string& name, const CheckOptions& options);
+// capture's name in the report. `linktype` (pcap::Reader::linktype): an
+// InfiniBand capture's packets (LRH .. VCRC) get the VCRC rule, then the
+// IBA transport rules of the RoCE checker, their flows named by GID when
+// they carry a GRH and by LID ("lid N") when not.
+Report check_frames(std::span<const pcap::Frame> frames, const std::string& name, const CheckOptions& options,
+                    int linktype = pcap::kLinktypeEthernet);
 
 }  // namespace urnic::tools::check

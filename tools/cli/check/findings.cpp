@@ -35,6 +35,8 @@ constexpr std::array kRules{
     Rule{rule::kRoceAtomicAck, Family::kRoce, "IBA 9.4.5, 9.5.3",
          "an ATOMIC ACKNOWLEDGE carries the PSN of an outstanding atomic request"},
     Rule{rule::kRoceCnp, Family::kRoce, "RoCEv2 annex A17.9.2", "a CNP's 16 reserved bytes are zero"},
+    Rule{rule::kIbVcrc, Family::kRoce, "IBA 7.8.2",
+         "an InfiniBand packet's VCRC verifies (a packet with a bad VCRC is left out of every other rule)"},
     Rule{
         rule::kIwMpaFrame, Family::kIwarp, "RFC 5044 7.1",
         "the stream starts with an MPA Request (key \"MPA ID Req Frame\"), answered by a Reply (\"MPA ID Rep Frame\")"},

@@ -36,6 +36,7 @@ inline constexpr std::string_view kRocePayloadSize = "roce.payload-size";
 inline constexpr std::string_view kRoceReadResponse = "roce.read-response";
 inline constexpr std::string_view kRoceAtomicAck = "roce.atomic-ack";
 inline constexpr std::string_view kRoceCnp = "roce.cnp";
+inline constexpr std::string_view kIbVcrc = "ib.vcrc";
 inline constexpr std::string_view kIwMpaFrame = "iwarp.mpa-frame";
 inline constexpr std::string_view kIwMpaRevision = "iwarp.mpa-revision";
 inline constexpr std::string_view kIwMpaPdLength = "iwarp.mpa-pd-length";
