@@ -36,7 +36,7 @@
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${URNIC_TEST_BUILD_ROOT:-$root/build-test}
-fuzz_seconds=${URNIC_FUZZ_SECONDS:-30}
+fuzz_seconds=${URNIC_FUZZ_SECONDS:-20}
 budget_seconds=${URNIC_TEST_BUDGET_SECONDS:-3600}
 jobs=$(nproc)
 

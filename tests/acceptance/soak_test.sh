@@ -24,7 +24,7 @@
 # - the idle daemon's VmRSS is within 20 MB of what it had after the first
 #   round (when its pools have grown to the mix), and it holds the same
 #   number of file descriptors.
-# CI runs 180 s (the `slow` suite); bench/soak.sh runs it for longer.
+# CI runs 120 s (the `slow` suite); bench/soak.sh runs it for longer.
 #
 # usage: soak_test.sh VERBS_DIR RDMACM_DIR URNICD URNIC_CLI SECONDS
 set -uo pipefail

@@ -120,7 +120,10 @@ if [[ ! -f $work/unpacked.$stamp ]]; then
 fi
 log=$work/build.log
 if [[ ! -f $S/Makefile ]]; then
-  (cd "$S" && ./autogen.sh && ./configure --prefix="$work/inst" --with-libfabric=/usr) > "$log" 2>&1 ||
+  # Through ccache when it is installed, as meson compiles urnic itself: a
+  # second run on the same machine recompiles nothing.
+  cc=(); command -v ccache > /dev/null && cc=(CC="ccache gcc")
+  (cd "$S" && ./autogen.sh && ./configure "${cc[@]}" --prefix="$work/inst" --with-libfabric=/usr) > "$log" 2>&1 ||
     { tail -n 30 "$log"; echo "fabtests_test: configuring fabtests failed (whole log: $log)"; exit 1; }
 fi
 if [[ $mode == ci ]]; then

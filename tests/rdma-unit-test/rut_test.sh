@@ -62,7 +62,7 @@ done
 exclude= filter='*' timeout_s=${URNIC_RUT_TIMEOUT:-300} jobs=${URNIC_RUT_JOBS:-1}
 if [[ $mode == ci ]]; then
   timeout_s=${URNIC_RUT_TIMEOUT:-60}
-  jobs=${URNIC_RUT_JOBS:-3}
+  jobs=${URNIC_RUT_JOBS:-4}
   subset=$here/ci-subset.txt
   files=$(sed -e 's/#.*//' -n -e 's/^files: *//p' "$subset" | tr -s ' \n' ' ')
   filter="*-$(sed -e 's/#.*//' -n -e 's/^exclude: *//p' "$subset" | tr -d ' ' | paste -sd:)"
@@ -116,6 +116,13 @@ if [[ $mode == ci ]]; then
   cmake_args=(-DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS_DEBUG=-O0 -g0" "-DRUT_EXCLUDE=${exclude%;}")
 else
   cmake_args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DRUT_EXCLUDE=)
+fi
+# Through ccache when it is installed, as meson compiles urnic itself; its
+# base directory makes CMake's absolute paths relative, so that another
+# checkout's build finds the same objects.
+if command -v ccache > /dev/null; then
+  cmake_args+=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  export CCACHE_BASEDIR=$W
 fi
 log=$work/build.log
 if ! { cmake -S "$W" -B "$W/build" "${cmake_args[@]}" && make -C "$W/build" -j "$(nproc)"; } > "$log" 2>&1; then
