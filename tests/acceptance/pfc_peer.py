@@ -80,7 +80,11 @@ def analyse(path, device_mac):
             control.append({"t": t, "opcode": opcode, "vector": vector, "times": times})
         elif pkt[6:12] == mac and etype == 0x0800 and len(pkt) >= 38 and pkt[23] == 17 and \
                 struct.unpack("!H", pkt[36:38])[0] == 4791:
-            roce.append([t, pkt[15] >> 2])
+            # [time, DSCP, BTH destination QP, PSN] (the capture keeps 64
+            # bytes: Ethernet, IPv4, UDP and the BTH end at 54).
+            qpn = int.from_bytes(pkt[47:50], "big") if len(pkt) >= 54 else 0
+            psn = int.from_bytes(pkt[51:54], "big") if len(pkt) >= 54 else 0
+            roce.append([t, pkt[15] >> 2, qpn, psn])
     json.dump({"control": control, "roce": roce}, sys.stdout)
 
 

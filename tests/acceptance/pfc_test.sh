@@ -118,7 +118,7 @@ python3 - "$rt/capture.json" > "$rt/verdict" <<'PY'
 import bisect, json, sys
 cap = json.load(open(sys.argv[1]))
 ctl = cap["control"]
-prio0 = sorted(t for t, dscp in cap["roce"] if dscp >> 3 == 0)
+prio0 = sorted(t for t, dscp, _, _ in cap["roce"] if dscp >> 3 == 0)
 ms = 1e3
 QUANTA_MS = 65535 * 512 / 1e9 * ms  # 33.55 ms at 1 Gb/s
 def check(ok, msg):
@@ -175,6 +175,23 @@ longest = max((b - a for a, b in zip(prio0[lo:hi], prio0[lo + 1:hi])), default=N
 check(hi - lo > 10 and longest is not None and longest * ms < QUANTA_MS - 1,
       f"pause of priority 3: priority 0 flowed, {hi - lo} frames in the next {QUANTA_MS:.1f} ms, "
       f"longest silence {0 if longest is None else longest * ms:.3f} ms")
+# Lossless: a packet a sends twice (the same QP and PSN) is a retransmission.
+# Before the storm every pause is shorter than ib_write_bw's ACK timeout
+# (67 ms), so nothing may be resent; in the storm a's frames held behind
+# the pause wait 200 ms for the watchdog, longer than the timeout, and the
+# transport resends them, as a hardware NIC's does (a PFC storm is what
+# trips transport timeouts in real fabrics): counted, not failed.
+seen, resent_before, resent_storm = set(), 0, 0
+for t, _, qpn, psn in sorted(cap["roce"]):
+    if (qpn, psn) in seen:
+        if t < ctl[9]["t"]:
+            resent_before += 1
+        else:
+            resent_storm += 1
+    seen.add((qpn, psn))
+check(resent_before == 0,
+      f"no packet sent twice before the storm ({resent_before}); {resent_storm} resent during and after the "
+      f"storm's 200 ms pause (ACK timeout 67 ms)")
 t9, tend = ctl[9]["t"], ctl[43]["t"]
 g = gap_after(t9)
 if g is None:
