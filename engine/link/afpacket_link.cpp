@@ -277,7 +277,7 @@ void AfPacketLink::kick() {
 }
 
 bool AfPacketLink::send(const wire::IbPacket& pkt, const LinkDest& dst, wire::Bytes* sent) {
-  const auto mac = next_hops_.resolve(dst.dst);
+  const auto mac = next_hops_.resolve_now(dst.dst, now_);
   if (!mac) {
     // Build it now (the payload is transport scratch) and hold it until the
     // kernel has the neighbour.
@@ -316,7 +316,7 @@ bool AfPacketLink::send(const wire::IbPacket& pkt, const LinkDest& dst, wire::By
 }
 
 EncodedFrame AfPacketLink::encode(const wire::IbPacket& pkt, const LinkDest& dst, wire::MutBytes out) {
-  const auto mac = next_hops_.resolve(dst.dst);
+  const auto mac = next_hops_.resolve_now(dst.dst, now_);
   if (!mac) {
     ++counters_.tx_no_neighbour;
     next_hops_.solicit(dst.dst);

@@ -14,6 +14,15 @@ std::optional<wire::MacAddr> NextHops::resolve(const wire::IpAddr& dst) const {
   return table_.find(dst);
 }
 
+std::optional<wire::MacAddr> NextHops::resolve_now(const wire::IpAddr& dst, transport::Nanos now) {
+  if (auto m = resolve(dst)) return m;
+  if (refreshed_on_miss_ && now - last_miss_refresh_ < kResolveRetry) return std::nullopt;
+  refreshed_on_miss_ = true;
+  last_miss_refresh_ = now;
+  refresh(now);
+  return table_.find(dst);
+}
+
 bool NextHops::hold(wire::Bytes frame, const wire::IpAddr& next_hop, transport::Nanos now) {
   if (waiting_.size() >= kMaxWaiting) return false;
   const bool asked = std::any_of(waiting_.begin(), waiting_.end(),

@@ -336,7 +336,7 @@ std::uint32_t XdpLink::tx_unconsumed() noexcept {
 }
 
 bool XdpLink::send(const wire::IbPacket& pkt, const LinkDest& dst, wire::Bytes* sent) {
-  const auto mac = next_hops_.resolve(dst.dst);
+  const auto mac = next_hops_.resolve_now(dst.dst, now_);
   if (!mac) {
     std::array<std::uint8_t, kMaxFrame> scratch;
     const EncodedFrame f = build(pkt, dst, wire::MacAddr{}, scratch);
@@ -364,7 +364,7 @@ bool XdpLink::send(const wire::IbPacket& pkt, const LinkDest& dst, wire::Bytes* 
 }
 
 EncodedFrame XdpLink::encode(const wire::IbPacket& pkt, const LinkDest& dst, wire::MutBytes out) {
-  const auto mac = next_hops_.resolve(dst.dst);
+  const auto mac = next_hops_.resolve_now(dst.dst, now_);
   if (!mac) {
     ++counters_.tx_no_neighbour;
     next_hops_.solicit(dst.dst);

@@ -176,16 +176,14 @@ check(hi - lo > 10 and longest is not None and longest * ms < QUANTA_MS - 1,
       f"pause of priority 3: priority 0 flowed, {hi - lo} frames in the next {QUANTA_MS:.1f} ms, "
       f"longest silence {0 if longest is None else longest * ms:.3f} ms")
 # Lossless: a packet a sends twice (the same QP and PSN) is a retransmission.
-# From the first pause to the storm every pause is shorter than
-# ib_write_bw's ACK timeout (67 ms) and a's QPs wait instead of dropping,
-# so nothing may be resent. Outside that window resends are counted, not
-# failed. At the start of the run, before any pause, 64 packets are resent
-# 5-9 ms after they were first sent, in every run so far (2026-12-06: the
-# 256 of a's retransmitted_pkts); why is not established yet (b has no PFC
-# of its own to stop a's first burst, and 64 is also the links' neighbour
-# wait queue, engine/link/next_hops.hpp). In the storm, frames held behind
-# the pause for the watchdog's 200 ms may outlive the timeout, as a
-# hardware NIC's do (none were, so far).
+# Before the storm nothing may be resent: every pause is shorter than
+# ib_write_bw's ACK timeout (67 ms) and a's QPs wait instead of dropping.
+# (At the start, a's link used to drop 192 of ib_write_bw's first 256
+# packets waiting for b's MAC, which the kernel knew but the link's copy of
+# its table did not yet; go-back-N resent them: the 256 retransmissions of
+# issue 50's note. NextHops::resolve_now reads the table on a miss.) In the
+# storm, frames held behind the pause for the watchdog's 200 ms may outlive
+# the timeout, as a hardware NIC's do: counted, not failed.
 seen, resent, resent_at = {}, {"start": 0, "paused": 0, "storm": 0}, []
 for t, _, qpn, psn in sorted(cap["roce"]):
     if (qpn, psn) in seen:
@@ -196,9 +194,9 @@ if resent_at:
     pauses = " ".join("%.1f" % ((c["t"] - t0) * ms) for c in ctl[:10])
     print(f"info resent (first sent -> again, ms after the first pause): {' '.join(resent_at[:12])}; "
           f"control frames 0-9 at {pauses} ms")
-check(resent["paused"] == 0,
-      f"no packet sent twice from the first pause to the storm ({resent['paused']}); "
-      f"{resent['start']} resent at the start, {resent['storm']} in and after the storm")
+check(resent["start"] + resent["paused"] == 0,
+      f"no packet sent twice before the storm ({resent['start']} before the first pause, {resent['paused']} "
+      f"after it); {resent['storm']} in and after the storm")
 t9, tend = ctl[9]["t"], ctl[43]["t"]
 g = gap_after(t9)
 if g is None:
@@ -231,7 +229,7 @@ for want in "pfc_p0_pause_in -ge 3" "pfc_p0_xon_in -eq 1" "pfc_p3_pause_in -eq 2
     fail "a: $name = $got, want $op $value"
   fi
 done
-echo "    a: retransmitted_pkts $(stat a retransmitted_pkts), pfc_p0_held $(stat a pfc_p0_held) (frames built in the pass a pause came in); b: rcvd_pkts $(stat b rcvd_pkts)"
+echo "    a: retransmitted_pkts $(stat a retransmitted_pkts), rcvd_seq_err $(stat a rcvd_seq_err), tx_no_neighbour $(stat a tx_no_neighbour), link_tx_errors $(stat a link_tx_errors), pfc_p0_held $(stat a pfc_p0_held) (frames built in the pass a pause came in); b: rcvd_pkts $(stat b rcvd_pkts), out_of_seq_request $(stat b out_of_seq_request), duplicate_request $(stat b duplicate_request), seq_err_naks_sent $(stat b seq_err_naks_sent), tx_no_neighbour $(stat b tx_no_neighbour)"
 echo "    a's PFC counters: $(host a "$cli" stats -d urnic0 --json | python3 -c 'import json,sys; c=json.load(sys.stdin)["counters"]; print(" ".join(f"{k}={v}" for k,v in c.items() if k.startswith("pfc_") and v))')"
 grep -q "PFC watchdog" "$rt/a.log" && pass "a logged the watchdog: $(grep -m1 'PFC watchdog' "$rt/a.log")" ||
   fail "a did not log the watchdog"

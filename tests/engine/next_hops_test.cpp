@@ -72,3 +72,16 @@ TEST_CASE("next hops: the wait queue is bounded and gives up after the resolve t
   CHECK(hops.waiting() == 0);
   CHECK(hops.next_deadline() == transport::kNever);
 }
+
+TEST_CASE("next hops: resolve_now answers as resolve on hits and misses, repeated misses included", "[next_hops]") {
+  // Whether a miss re-read the kernel's table cannot be seen from here (lo
+  // has no neighbours to appear): acceptance-pfc checks that, through a's
+  // tx_no_neighbour at the start of a run (0; 192 before resolve_now).
+  NextHops hops(::if_nametoindex("lo"), "lo");
+  const auto nobody = wire::IpAddr::from_v4(0xC6336407);
+  const transport::Nanos t0 = 3'000'000'000;
+  CHECK_FALSE(hops.resolve_now(nobody, t0).has_value());
+  CHECK_FALSE(hops.resolve_now(nobody, t0 + 1).has_value());
+  CHECK(hops.resolve_now(link_local_gid(), t0 + 2) == wire::MacAddr{0x00, 0x11, 0x22, 0x33, 0x44, 0x55});
+  CHECK_FALSE(hops.resolve_now(nobody, t0 + NextHops::kResolveRetry).has_value());
+}
