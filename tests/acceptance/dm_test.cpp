@@ -21,6 +21,8 @@
 
 namespace {
 
+using urnic::test::poll_one;
+
 urnic::test::RuntimeDir g_runtime("dm");
 
 constexpr unsigned kDmAccess =
@@ -37,18 +39,6 @@ std::uint64_t max_dm_size(ibv_context* ctx) {
   ibv_device_attr_ex attr{};
   REQUIRE(ibv_query_device_ex(ctx, nullptr, &attr) == 0);
   return attr.max_dm_size;
-}
-
-// Polls one completion (at most ~10 s); its status, or -1.
-int poll_one(ibv_cq* cq) {
-  ibv_wc wc{};
-  for (long i = 0; i < 10'000'000; ++i) {
-    const int n = ibv_poll_cq(cq, 1, &wc);
-    if (n < 0) return -1;
-    if (n == 1) return wc.status;
-    if (i % 1000 == 999) ::usleep(1000);
-  }
-  return -1;
 }
 
 // What the two processes tell each other through pipes.

@@ -23,6 +23,8 @@
 
 namespace {
 
+using urnic::test::poll_one;
+
 urnic::test::RuntimeDir g_runtime("hugepage-mr");
 
 using Dev = urnic::test::DeviceCtx;
@@ -30,17 +32,6 @@ using urnic::test::HugePages;
 constexpr std::size_t kHuge = HugePages::kBytes;
 constexpr unsigned kAccess =
     IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-
-int poll_one(ibv_cq* cq) {
-  ibv_wc wc{};
-  for (long i = 0; i < 10'000'000; ++i) {
-    const int n = ibv_poll_cq(cq, 1, &wc);
-    if (n < 0) return -1;
-    if (n == 1) return wc.status;
-    if (i % 1000 == 999) ::usleep(1000);
-  }
-  return -1;
-}
 
 std::uintptr_t addr(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
 

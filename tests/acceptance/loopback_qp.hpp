@@ -6,6 +6,7 @@
 #pragma once
 
 #include <infiniband/verbs.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <cstdint>
@@ -92,6 +93,22 @@ inline void ud_to_rts(ibv_qp* q, std::uint32_t qkey) {
   a.qp_state = IBV_QPS_RTS;
   a.sq_psn = 1;
   REQUIRE(ibv_modify_qp(q, &a, IBV_QP_STATE | IBV_QP_SQ_PSN) == 0);
+}
+
+// Polls one completion (at most about 10 s: a millisecond's sleep after
+// every 1,000 empty polls): its status, or -1 (a poll error, or none came).
+inline int poll_one(ibv_cq* cq, ibv_wc& wc) {
+  for (long i = 0; i < 10'000'000; ++i) {
+    const int n = ibv_poll_cq(cq, 1, &wc);
+    if (n < 0) return -1;
+    if (n == 1) return wc.status;
+    if (i % 1000 == 999) ::usleep(1000);
+  }
+  return -1;
+}
+inline int poll_one(ibv_cq* cq) {
+  ibv_wc wc{};
+  return poll_one(cq, wc);
 }
 
 }  // namespace urnic::test

@@ -27,6 +27,8 @@
 
 namespace {
 
+using urnic::test::poll_one;
+
 urnic::test::RuntimeDir g_runtime("pdomain");
 
 using Dev = urnic::test::DeviceCtx;
@@ -140,17 +142,6 @@ ibv_qp* rc_qp(ibv_pd* pd, ibv_cq* cq, ibv_srq* srq = nullptr) {
   qa.sq_sig_all = 1;
   qa.cap = {16, srq != nullptr ? 0u : 16u, 1, 1, 0};
   return ibv_create_qp(pd, &qa);
-}
-
-// One completion (at most ~10 s): its status, or -1.
-int poll_one(ibv_cq* cq, ibv_wc& wc) {
-  for (long i = 0; i < 10'000'000; ++i) {
-    const int n = ibv_poll_cq(cq, 1, &wc);
-    if (n < 0) return -1;
-    if (n == 1) return wc.status;
-    if (i % 1000 == 999) ::usleep(1000);
-  }
-  return -1;
 }
 
 }  // namespace

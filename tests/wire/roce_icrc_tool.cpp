@@ -9,29 +9,13 @@
 
 #include "wire/icrc.hpp"
 #include "wire/roce_frame.hpp"
-
-namespace {
-
-int hex_digit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-}  // namespace
+#include "tests/wire/hex_line.hpp"
 
 int main() {
   using namespace urnic::wire;
   std::string line;
   while (std::getline(std::cin, line)) {
-    std::vector<uint8_t> frame;
-    for (std::size_t i = 0; i + 1 < line.size(); i += 2) {
-      const int hi = hex_digit(line[i]);
-      const int lo = hex_digit(line[i + 1]);
-      if (hi < 0 || lo < 0) break;
-      frame.push_back(static_cast<uint8_t>(hi * 16 + lo));
-    }
+    const std::vector<uint8_t> frame = urnic::test::hex_line_bytes(line);
     auto f = parse_roce_frame(frame);
     if (!f) {
       std::printf("error %s\n", std::string(to_string(f.error())).c_str());
