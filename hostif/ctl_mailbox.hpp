@@ -22,9 +22,10 @@
 //           nothing in it is trusted, nothing is read twice), serves it as
 //           a socket request, writes the reply to `rep`, `rep_len`, then
 //           `rep_seq` = the request's seq (release); then, if the shim
-//           declared it sleeps (`waiting`), FUTEX_WAKE on `rep_seq`.
+//           declared it sleeps on this seq (`waiting`), FUTEX_WAKE on
+//           `rep_seq`.
 //   shim:   spins on `rep_seq` for a few microseconds, then declares
-//           `waiting`, looks once more and sleeps in FUTEX_WAIT (a shared
+//           `waiting` = seq, looks once more and sleeps in FUTEX_WAIT (a shared
 //           futex: the page is a memfd both map), looking at the control
 //           socket between timed waits, so a dead daemon is noticed.
 // A reply of length 0 means "not here": the shim sends the same request on
@@ -57,7 +58,13 @@ struct MailboxLayout {
   alignas(64) std::uint32_t rep_seq;  // engine -> app: req_seq once the reply is written
   std::uint32_t rep_len;              // 0: send the request on the socket instead
   std::uint32_t closed;               // engine -> app: 1 for good: use the socket
-  alignas(64) std::uint32_t waiting;  // app -> engine: 1 while the shim sleeps in FUTEX_WAIT
+  // app -> engine: the seq the shim sleeps on in FUTEX_WAIT, 0 when awake.
+  // A seq, not a flag: the engine answering call N can read `waiting` after
+  // the shim has already seen that reply and gone to sleep on call N+1; a
+  // flag would let the answer to N take (and waste) the wake-up owed to
+  // N+1, and the shim would sleep through N+1's reply (a lost wake-up that
+  // tests/engine/ctl_mailbox_test.cpp caught about once in five runs).
+  alignas(64) std::uint32_t waiting;
   alignas(64) std::byte req[kMailboxMsgMax];
   alignas(64) std::byte rep[kMailboxMsgMax];
 };
@@ -115,7 +122,7 @@ class CtlMailbox {
   // Sleeping: declare it, then look once more (the engine's fence between
   // rep_seq and `waiting` pairs with this one). False: the reply came.
   [[nodiscard]] bool begin_wait(std::uint32_t seq) {
-    ref(page_->waiting).store(1, std::memory_order_relaxed);
+    ref(page_->waiting).store(seq, std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_seq_cst);
     return !replied(seq);
   }
@@ -136,8 +143,8 @@ class CtlMailbox {
     if (len <= kMailboxMsgMax) r.bytes.assign(page_->req, page_->req + len);
     return r;  // too long: empty bytes, which no decoder accepts
   }
-  // Publishes the reply to request `seq`; true if the shim sleeps and must
-  // be woken (FUTEX_WAKE on futex_word()).
+  // Publishes the reply to request `seq`; true if the shim sleeps on it and
+  // must be woken (FUTEX_WAKE on futex_word()).
   [[nodiscard]] bool answer(std::uint32_t seq, std::span<const std::byte> reply) {
     answered_ = seq;
     const std::size_t n = reply.size() <= kMailboxMsgMax ? reply.size() : 0;
@@ -145,7 +152,7 @@ class CtlMailbox {
     ref(page_->rep_len).store(static_cast<std::uint32_t>(n), std::memory_order_relaxed);
     ref(page_->rep_seq).store(seq, std::memory_order_release);
     std::atomic_thread_fence(std::memory_order_seq_cst);
-    return ref(page_->waiting).exchange(0, std::memory_order_relaxed) != 0;
+    return ref(page_->waiting).load(std::memory_order_relaxed) == seq;
   }
   void close() { ref(page_->closed).store(1, std::memory_order_release); }
 

@@ -39,8 +39,9 @@ inline constexpr std::uint32_t kMagic = 0x434e5255;  // "URNC" little-endian
 // 6: the control mailbox (OpenMailbox, hostif/ctl_mailbox.hpp).
 // 7: device memory (AllocDm .. ImportDm). 8: flow steering (CreateFlow,
 // DestroyFlow: hostif/flow_proto.hpp) for raw packet QPs.
-// 9: RegDmabufMr (hostif/dmabuf_proto.hpp).
-inline constexpr std::uint16_t kVersion = 9;
+// 9: RegDmabufMr (hostif/dmabuf_proto.hpp). 10: the mailbox's `waiting`
+// word holds the seq the shim sleeps on, not 1 (hostif/ctl_mailbox.hpp).
+inline constexpr std::uint16_t kVersion = 10;
 inline constexpr std::uint16_t kFlagReply = 1;
 inline constexpr std::size_t kNameLen = 64;
 inline constexpr std::size_t kMaxDevices = 8;

@@ -84,6 +84,25 @@ TEST_CASE("mailbox: nothing in the page is trusted", "[engine][mailbox][security
   CHECK(p.app.reply().size() == kMailboxMsgMax);
 }
 
+TEST_CASE("mailbox: a late answer does not take the next call's wake-up", "[engine][mailbox]") {
+  // The engine publishes reply 1 and is preempted before it looks at
+  // `waiting`; the shim sees reply 1, posts call 2 and goes to sleep on it.
+  // The engine's look for call 1 must not claim that sleep (its FUTEX_WAKE
+  // would come before the shim's FUTEX_WAIT and be lost), and the answer to
+  // call 2 must still wake the sleeper.
+  MailboxPage p;
+  REQUIRE(p.app.post(bytes_of("one"), 1));
+  REQUIRE(p.engine.take());
+  REQUIRE(p.app.post(bytes_of("two"), 2));  // as if reply 1 had been seen
+  REQUIRE(p.app.begin_wait(2));
+  CHECK_FALSE(p.engine.answer(1, bytes_of("r1")));  // not the sleeper's call
+  REQUIRE(p.engine.take());
+  CHECK(p.engine.answer(2, bytes_of("r2")));  // the sleeper's: wake it
+  p.app.end_wait();
+  CHECK(p.app.replied(2));
+  CHECK_FALSE(p.engine.answer(2, bytes_of("r2")));  // awake now: no wake
+}
+
 TEST_CASE("mailbox: a shim sleeping on the reply is woken, never lost", "[engine][mailbox]") {
   // The shim's side of CtlClient::mailbox_call, against an engine that
   // answers at once or after the shim went to sleep, 2,000 times.
