@@ -127,29 +127,11 @@ void IwQp::query(QpAttr& a) const {
 int IwQp::post_send(const SendWr& wr, Nanos now) {
   const QpState st = attr_.qp_state;
   if (int err = check_post_send(wr, ext_allowed(wr.opcode), sq_.size())) return err;
-  const bool is_inline = (wr.send_flags & send_flag::kInline) != 0;
   IwSendWqe w;
-  w.wr_id = wr.wr_id;
-  w.opcode = wr.opcode;
-  w.send_flags = wr.send_flags;
-  w.signaled = init_.sq_sig_all || (wr.send_flags & send_flag::kSignaled);
-  w.is_inline = is_inline;
-  if (is_inline) {
-    w.inline_bytes.assign(wr.inline_data.begin(), wr.inline_data.end());
-    w.length = wr.inline_data.size();
-  } else {
-    w.sges.assign(wr.sg_list.begin(), wr.sg_list.end());
-    for (const Sge& s : w.sges) w.length += s.length;
-  }
+  take_send(wr, w);
   // DDP MO and the Read Message Size are 32-bit (RFC 5041 5.3, RFC 5040 4.4).
   if (w.length > ctx_.cfg.caps.max_msg_sz || w.length > 0xFFFFFFFFull) return EINVAL;
   if (is_atomic(wr.opcode) && w.length != 8) return EINVAL;  // atomics move exactly 8 bytes (as on RoCE)
-  w.inv_rkey = wr.invalidate_rkey;
-  w.remote_addr = wr.remote_addr;
-  w.rkey = wr.rkey;
-  w.imm = wr.imm_data;
-  w.compare_add = wr.compare_add;
-  w.swap = wr.swap;
   if (st == QpState::kErr) {  // IBA 10.3.1: flushed in ERR
     complete(init_.send_cq, send_cqe(w.wr_id, w.opcode, WcStatus::kWrFlushErr), now);
     return 0;

@@ -415,7 +415,6 @@ void Qp::emit(wire::IbPacket& p, const Addressing& addr, Nanos now) {
 int Qp::post_send(const SendWr& wr, Nanos now) {
   const QpState st = attr_.qp_state;
   if (int err = check_post_send(wr, opcode_allowed(wr.opcode, init_.type), sq_depth())) return err;
-  const bool is_inline = (wr.send_flags & send_flag::kInline) != 0;
   SendWqe w;
   if (init_.type == QpType::kUd) {
     auto ah = ctx_.ahs.find(static_cast<uint32_t>(wr.ah));
@@ -425,20 +424,7 @@ int Qp::post_send(const SendWr& wr, Nanos now) {
     // IBA 10.2.5: a WR Q_Key with the high-order bit set means "use the QP's Q_Key".
     w.ud_qkey = (wr.remote_qkey & 0x80000000u) ? attr_.qkey : wr.remote_qkey;
   }
-  w.wr_id = wr.wr_id;
-  w.opcode = wr.opcode;
-  w.send_flags = wr.send_flags;
-  w.signaled = init_.sq_sig_all || (wr.send_flags & send_flag::kSignaled);
-  w.is_inline = is_inline;
-  if (is_inline) {
-    w.inline_bytes.assign(wr.inline_data.begin(), wr.inline_data.end());
-    w.length = wr.inline_data.size();
-  } else {
-    w.sges.assign(wr.sg_list.begin(), wr.sg_list.end());
-    for (const Sge& s : w.sges) w.length += s.length;
-  }
-  w.imm = wr.imm_data;
-  w.inv_rkey = wr.invalidate_rkey;
+  take_send(wr, w);
   w.xrc_srqn = wr.xrc_remote_srqn & 0xFFFFFF;
   if (wr.opcode == WrOpcode::kBindMw) w.bind = wr.bind;
   if (wr.opcode == WrOpcode::kAtomicWrite) {
@@ -456,10 +442,6 @@ int Qp::post_send(const SendWr& wr, Nanos now) {
     w.is_inline = false;
     w.length = 0;
   }
-  w.remote_addr = wr.remote_addr;
-  w.rkey = wr.rkey;
-  w.compare_add = wr.compare_add;
-  w.swap = wr.swap;
   if (st == QpState::kErr || st == QpState::kSqe) {  // IBA 10.3.1: flushed in ERR and SQE
     complete(init_.send_cq, send_cqe(w.wr_id, w.opcode, WcStatus::kWrFlushErr), now);
     return 0;

@@ -60,6 +60,27 @@ int QpCommon::check_post_send(const SendWr& wr, bool opcode_ok, std::size_t sq_u
   return 0;
 }
 
+void QpCommon::take_send(const SendWr& wr, PostedSend& w) const {
+  w.wr_id = wr.wr_id;
+  w.opcode = wr.opcode;
+  w.send_flags = wr.send_flags;
+  w.signaled = init_.sq_sig_all || (wr.send_flags & send_flag::kSignaled);
+  w.is_inline = (wr.send_flags & send_flag::kInline) != 0;
+  if (w.is_inline) {
+    w.inline_bytes.assign(wr.inline_data.begin(), wr.inline_data.end());
+    w.length = wr.inline_data.size();
+  } else {
+    w.sges.assign(wr.sg_list.begin(), wr.sg_list.end());
+    for (const Sge& s : w.sges) w.length += s.length;
+  }
+  w.imm = wr.imm_data;
+  w.inv_rkey = wr.invalidate_rkey;
+  w.remote_addr = wr.remote_addr;
+  w.rkey = wr.rkey;
+  w.compare_add = wr.compare_add;
+  w.swap = wr.swap;
+}
+
 int QpCommon::post_recv_wqe(const RecvWr& wr, bool has_rq) {
   if (attr_.qp_state == QpState::kReset) return EINVAL;
   if (!has_rq) return EINVAL;

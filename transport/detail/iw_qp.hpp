@@ -39,21 +39,7 @@ enum class IwWqeState : uint8_t {
   kDone,           // completes (in order) with `status`
 };
 
-struct IwSendWqe {
-  uint64_t wr_id = 0;
-  WrOpcode opcode = WrOpcode::kSend;
-  uint32_t send_flags = 0;
-  bool signaled = false;
-  PoolVector<Sge> sges;
-  PoolVector<uint8_t> inline_bytes;
-  bool is_inline = false;
-  uint64_t length = 0;
-  uint32_t inv_rkey = 0;
-  uint64_t remote_addr = 0;
-  uint32_t rkey = 0;
-  uint32_t imm = 0;          // Send/Write with Immediate: the IB ImmDt value
-  uint64_t compare_add = 0;  // atomics (SendWr::compare_add, ::swap)
-  uint64_t swap = 0;
+struct IwSendWqe : PostedSend {
   bool write_done = false;   // Write with Immediate: the Write is in the stream, the Immediate Data next
   IwWqeState state = IwWqeState::kPosted;
   WcStatus status = WcStatus::kSuccess;

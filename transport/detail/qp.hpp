@@ -47,22 +47,8 @@ enum class TmWqe : uint8_t {
   kFin,       // the FIN message back to the rendezvous sender
 };
 
-struct SendWqe {
-  uint64_t wr_id = 0;
-  WrOpcode opcode = WrOpcode::kSend;
-  uint32_t send_flags = 0;
-  bool signaled = false;
-  PoolVector<Sge> sges;
-  PoolVector<uint8_t> inline_bytes;
-  bool is_inline = false;
-  uint64_t length = 0;
-  uint32_t imm = 0;
-  uint32_t inv_rkey = 0;    // kSendWithInv, kLocalInv
+struct SendWqe : PostedSend {
   MwBind bind;              // kBindMw
-  uint64_t remote_addr = 0;
-  uint32_t rkey = 0;
-  uint64_t compare_add = 0;
-  uint64_t swap = 0;
   AhAttr ud_ah;
   uint32_t ud_qpn = 0;
   uint32_t ud_qkey = 0;

@@ -18,6 +18,27 @@ namespace urnic::transport::detail {
 // The receive WQE a QP holds for the message in progress.
 enum class RecvSlot : uint8_t { kEmpty, kHeld };
 
+// What a send WQE keeps of its work request on either transport, taken
+// from the SendWr once, after check_post_send (QpCommon::take_send);
+// SendWqe (detail/qp.hpp) and IwSendWqe (detail/iw_qp.hpp) add their
+// transport's progress to it.
+struct PostedSend {
+  uint64_t wr_id = 0;
+  WrOpcode opcode = WrOpcode::kSend;
+  uint32_t send_flags = 0;
+  bool signaled = false;
+  PoolVector<Sge> sges;
+  PoolVector<uint8_t> inline_bytes;
+  bool is_inline = false;
+  uint64_t length = 0;      // the message's bytes: the inline bytes, or the SGEs' sum
+  uint32_t imm = 0;         // Send/Write with Immediate: the ImmDt value
+  uint32_t inv_rkey = 0;    // kSendWithInv, kLocalInv
+  uint64_t remote_addr = 0;
+  uint32_t rkey = 0;
+  uint64_t compare_add = 0;  // atomics (SendWr::compare_add, ::swap)
+  uint64_t swap = 0;
+};
+
 WcOpcode wc_opcode_for(WrOpcode op) noexcept;
 // A READ or an atomic: the requests that take an ORD/max_rd_atomic slot
 // and may not carry inline data.
@@ -61,6 +82,10 @@ class QpCommon {
   // SGEs than the QP was created with; ENOMEM when `sq_used` of the
   // application's WQEs already fill max_send_wr.
   int check_post_send(const SendWr& wr, bool opcode_ok, std::size_t sq_used) const noexcept;
+  // The work request's common part copied into its WQE (the inline bytes
+  // or the scatter list, and its length); signaled by the WR's flag or the
+  // QP's sq_sig_all.
+  void take_send(const SendWr& wr, PostedSend& w) const;
   // ibv_post_recv(3) on the QP's own receive queue (`has_rq`: false with an
   // SRQ, or with none at all): EINVAL in RESET, without a receive queue or
   // for too many SGEs; ENOMEM when full. The WQE is queued, or in ERR
