@@ -107,7 +107,7 @@ AfPacketLink::AfPacketLink(const Netdev& nd, std::vector<wire::IpAddr> own, std:
       ifindex_(static_cast<int>(nd.ifindex)),
       vlan_(vlan),
       own_(std::move(own)),
-      accepted_(own_),
+      groups_(own_),
       next_hops_(nd.ifindex, nd.name) {}
 
 std::unique_ptr<AfPacketLink> AfPacketLink::open(const Netdev& nd, std::vector<wire::IpAddr> own,
@@ -214,24 +214,11 @@ AfPacketLink::~AfPacketLink() {
 }
 
 bool AfPacketLink::join_group(const wire::IpAddr& group) {
-  const auto mac = multicast_mac_of(group);
-  if (!mac) return false;
-  if (std::find(groups_.begin(), groups_.end(), group) != groups_.end()) return true;
-  // The group's MAC in the interface's filter (counted per socket by the
-  // kernel, dropped with it); two groups may share a MAC.
-  if (!packet_membership(fd_, static_cast<std::uint32_t>(ifindex_), *mac, true)) return false;
-  groups_.push_back(group);
-  accepted_.push_back(group);
-  return true;
+  return groups_.join(fd_, static_cast<std::uint32_t>(ifindex_), group);
 }
 
 void AfPacketLink::leave_group(const wire::IpAddr& group) {
-  const auto it = std::find(groups_.begin(), groups_.end(), group);
-  if (it == groups_.end()) return;
-  const auto mac = multicast_mac_of(group);
-  (void)packet_membership(fd_, static_cast<std::uint32_t>(ifindex_), *mac, false);
-  groups_.erase(it);
-  accepted_.erase(std::remove(accepted_.begin(), accepted_.end(), group), accepted_.end());
+  groups_.leave(fd_, static_cast<std::uint32_t>(ifindex_), group);
 }
 
 EncodedFrame AfPacketLink::build(const wire::IbPacket& pkt, const LinkDest& dst, const wire::MacAddr& mac,
@@ -426,8 +413,8 @@ bool AfPacketLink::serve_run(LinkRxPacket* out) {
   // The packets of an uncut GSO run, each checked as a frame of its own.
   for (wire::MutBytes f = runs_.next_packet(); !f.empty(); f = runs_.next_packet()) {
     ++counters_.rx_packets;
-    if (!accept_raw_frame(f, accepted_, vlan_, run_vid_, counters_, out)) continue;
-    if (multicast_mac_of(out->from.dst).has_value() && groups_.empty()) {
+    if (!accept_raw_frame(f, groups_.accepted(), vlan_, run_vid_, counters_, out)) continue;
+    if (multicast_mac_of(out->from.dst).has_value() && !groups_.any()) {
       ++counters_.rx_not_ours;
       continue;
     }
@@ -507,7 +494,7 @@ bool AfPacketLink::receive(LinkRxPacket* out) {
       continue;
     }
     // Ours, or to a multicast MAC (a joined group's, checked below).
-    const bool group_frame = from.sll_pkttype == PACKET_MULTICAST && !groups_.empty();
+    const bool group_frame = from.sll_pkttype == PACKET_MULTICAST && groups_.any();
     if (from.sll_pkttype != PACKET_HOST && !group_frame) {
       // Another host's frame (promiscuous peers, broadcast).
       ++counters_.rx_not_ours;
@@ -523,7 +510,7 @@ bool AfPacketLink::receive(LinkRxPacket* out) {
     // the VLAN check uses that.
     const std::uint16_t vid = (st & TP_STATUS_VLAN_VALID) != 0 ? h->tp_vlan_tci & 0x0FFF : 0;
     const std::uint64_t bad_icrc = counters_.rx_bad_icrc, malformed = counters_.rx_malformed;
-    if (!accept_raw_frame(wire::Bytes(slot + h->tp_mac, h->tp_snaplen), accepted_, vlan_, vid, counters_, out)) {
+    if (!accept_raw_frame(wire::Bytes(slot + h->tp_mac, h->tp_snaplen), groups_.accepted(), vlan_, vid, counters_, out)) {
       // Not one packet: maybe a GSO run the slot holds whole, its packets
       // then served from the slot (afpacket_gso_rx.hpp).
       if ((counters_.rx_bad_icrc != bad_icrc || counters_.rx_malformed != malformed) &&

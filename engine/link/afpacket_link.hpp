@@ -38,6 +38,7 @@
 
 #include "engine/link/afpacket_gso_rx.hpp"
 #include "engine/link/link.hpp"
+#include "engine/link/multicast_groups.hpp"
 #include "engine/link/next_hops.hpp"
 #include "engine/link/netdev.hpp"
 #include "engine/link/pfc_port.hpp"
@@ -159,8 +160,7 @@ class AfPacketLink final : public Link {
   int ifindex_ = 0;
   std::uint16_t vlan_ = 0;
   std::vector<wire::IpAddr> own_;
-  std::vector<wire::IpAddr> groups_;  // joined multicast groups
-  std::vector<wire::IpAddr> accepted_;  // own_ and groups_: what receive() delivers
+  MulticastGroups groups_;  // joined groups; with own_, what receive() delivers
   NextHops next_hops_;
   std::uint16_t ip_id_ = 0;       // IPv4 identification, incremented per frame (as rdma_rxe)
   transport::Nanos now_ = 0;      // as of the last flush()

@@ -99,7 +99,7 @@ XdpLink::XdpLink(const Netdev& nd, std::vector<wire::IpAddr> own, std::uint16_t 
       ifindex_(static_cast<int>(nd.ifindex)),
       vlan_(vlan),
       own_(std::move(own)),
-      accepted_(own_),
+      groups_(own_),
       next_hops_(nd.ifindex, nd.name) {}
 
 std::unique_ptr<XdpLink> XdpLink::open(const Netdev& nd, std::vector<wire::IpAddr> own, std::uint16_t vlan,
@@ -238,28 +238,18 @@ XdpLink::~XdpLink() {
 }
 
 bool XdpLink::join_group(const wire::IpAddr& group) {
-  const auto mac = multicast_mac_of(group);
-  if (!mac) return false;
-  if (std::find(groups_.begin(), groups_.end(), group) != groups_.end()) return true;
+  if (groups_.joined(group)) return true;
   if (mcast_fd_ < 0) {
     // Protocol 0: bound to no EtherType, the socket receives nothing; it
     // only holds the interface filter's memberships.
     mcast_fd_ = ::socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, 0);
     if (mcast_fd_ < 0) return false;
   }
-  if (!packet_membership(mcast_fd_, static_cast<std::uint32_t>(ifindex_), *mac, true)) return false;
-  groups_.push_back(group);
-  accepted_.push_back(group);
-  return true;
+  return groups_.join(mcast_fd_, static_cast<std::uint32_t>(ifindex_), group);
 }
 
 void XdpLink::leave_group(const wire::IpAddr& group) {
-  const auto it = std::find(groups_.begin(), groups_.end(), group);
-  if (it == groups_.end()) return;
-  const auto mac = multicast_mac_of(group);
-  (void)packet_membership(mcast_fd_, static_cast<std::uint32_t>(ifindex_), *mac, false);
-  groups_.erase(it);
-  accepted_.erase(std::remove(accepted_.begin(), accepted_.end(), group), accepted_.end());
+  groups_.leave(mcast_fd_, static_cast<std::uint32_t>(ifindex_), group);
 }
 
 EncodedFrame XdpLink::build(const wire::IbPacket& pkt, const LinkDest& dst, const wire::MacAddr& mac,
@@ -463,13 +453,13 @@ bool XdpLink::receive(LinkRxPacket* out) {
     // of the queue, whatever its destination MAC).
     wire::MacAddr dst_mac;
     std::copy_n(frame->begin(), dst_mac.size(), dst_mac.begin());
-    const bool group_frame = (dst_mac[0] & 1) != 0 && !groups_.empty();
+    const bool group_frame = (dst_mac[0] & 1) != 0 && groups_.any();
     if (dst_mac != mac_ && !group_frame) {
       ++counters_.rx_not_ours;
       release_rx();
       continue;
     }
-    if (!accept_raw_frame(*frame, accepted_, vlan_, 0, counters_, out)) {
+    if (!accept_raw_frame(*frame, groups_.accepted(), vlan_, 0, counters_, out)) {
       release_rx();
       continue;
     }

@@ -47,6 +47,7 @@
 #include <vector>
 
 #include "engine/link/link.hpp"
+#include "engine/link/multicast_groups.hpp"
 #include "engine/link/next_hops.hpp"
 #include "engine/link/netdev.hpp"
 #include "wire/eth.hpp"
@@ -173,8 +174,7 @@ class XdpLink final : public Link {
   int ifindex_ = 0;
   std::uint16_t vlan_ = 0;
   std::vector<wire::IpAddr> own_;
-  std::vector<wire::IpAddr> groups_;
-  std::vector<wire::IpAddr> accepted_;
+  MulticastGroups groups_;  // joined groups; with own_, what receive() delivers
   NextHops next_hops_;
   std::uint16_t ip_id_ = 0;
   transport::Nanos now_ = 0;
