@@ -28,19 +28,14 @@
 
 namespace urnic::engine {
 
-namespace ctl = hostif::ctl;
 using hostif::bare_reply;
 using hostif::CqeSlot;
 using hostif::CqeTmSlot;
 using hostif::DoorbellLayout;
 using hostif::DoorbellPage;
-using hostif::fail;
 using hostif::kDoorbellBits;
-using hostif::kNoDoorbell;
-using hostif::Reply;
 using hostif::ring_bytes;
 using hostif::round_up_pow2;
-using hostif::SpscRing;
 using hostif::wqe_slot_size;
 using hostif::WqeHeader;
 
@@ -53,8 +48,6 @@ std::uint64_t whole_page_bytes(std::uint64_t addr, std::uint64_t length) {
   const std::uint64_t first = (addr + page - 1) / page * page, end = (addr + length) / page * page;
   return end > first ? end - first : 0;
 }
-
-using ctl::MsgHeader;
 
 // A socketpair for events flowing daemon -> process; returns {daemon end
 // (non-blocking), process end} or an errno.

@@ -32,10 +32,14 @@
 namespace urnic::engine {
 
 namespace ctl = hostif::ctl;
+using ctl::MsgHeader;
 using hostif::CtlMailbox;
 using hostif::kNoDoorbell;
 using hostif::Reply;
 using hostif::SpscRing;
+// The replies every request handler (session*.cpp) builds.
+using hostif::fail;
+using hostif::ok;
 
 class Registry;
 class DataPath;

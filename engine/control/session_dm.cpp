@@ -23,13 +23,7 @@
 
 namespace urnic::engine {
 
-namespace ctl = hostif::ctl;
-using hostif::fail;
-using hostif::ok;
-using hostif::Reply;
-
 namespace {
-using ctl::MsgHeader;
 
 // Where every DM lies in its process's region table: a page-aligned address
 // in the kernel's half, which process_vm_* can never reach.

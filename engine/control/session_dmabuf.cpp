@@ -22,11 +22,6 @@
 
 namespace urnic::engine {
 
-namespace ctl = hostif::ctl;
-using hostif::fail;
-using hostif::ok;
-using hostif::Reply;
-
 namespace {
 
 constexpr std::uint64_t kDmabufVa = 0xffff'c000'0000'0000ULL;

@@ -21,12 +21,6 @@
 
 namespace urnic::engine {
 
-namespace ctl = hostif::ctl;
-using hostif::fail;
-using hostif::ok;
-using hostif::Reply;
-using ctl::MsgHeader;
-
 int Session::may_create_raw_qp() const {
   // ib_uverbs: a raw packet QP sends frames the process builds whole, any
   // source address included: CAP_NET_RAW, as for an AF_PACKET socket.

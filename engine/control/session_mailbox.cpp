@@ -15,19 +15,9 @@
 
 namespace urnic::engine {
 
-namespace ctl = hostif::ctl;
 using hostif::bare_reply;
-using hostif::CtlMailbox;
-using hostif::fail;
-using hostif::kNoDoorbell;
 using hostif::mailbox_carries;
 using hostif::MailboxLayout;
-using hostif::ok;
-using hostif::Reply;
-
-namespace {
-using ctl::MsgHeader;
-}  // namespace
 
 // One mailbox per session, on a data path the control thread runs (a
 // threaded shard's session: EOPNOTSUPP, its calls stay on the socket).

@@ -12,15 +12,6 @@
 
 namespace urnic::engine {
 
-namespace ctl = hostif::ctl;
-using hostif::fail;
-using hostif::ok;
-using hostif::Reply;
-
-namespace {
-using ctl::MsgHeader;
-}  // namespace
-
 // The kernel's ib_uverbs_alloc_mw: the PD, then the type (type 1 and 2 are
 // the only ones; rxe and mlx5 answer any other with EINVAL), then room.
 Reply Session::on_alloc_mw(const MsgHeader& h, std::span<const std::byte> msg) {

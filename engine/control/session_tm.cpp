@@ -13,15 +13,7 @@
 
 namespace urnic::engine {
 
-namespace ctl = hostif::ctl;
-using hostif::fail;
 using hostif::kMaxTmHandles;
-using hostif::ok;
-using hostif::Reply;
-
-namespace {
-using ctl::MsgHeader;
-}  // namespace
 
 // Tag matching is a RoCE (IB transport) offload: iWARP devices have no
 // TMH-carrying SENDs (EOPNOTSUPP, as a device without tm_caps). 0 tags or

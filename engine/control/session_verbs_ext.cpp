@@ -16,19 +16,12 @@
 
 namespace urnic::engine {
 
-namespace ctl = hostif::ctl;
 using hostif::bare_reply;
-using hostif::fail;
-using hostif::ok;
-using hostif::Reply;
 using hostif::ring_bytes;
 using hostif::RingControlLine;
 using hostif::round_up_pow2;
-using hostif::SpscRing;
 
 namespace {
-
-using ctl::MsgHeader;
 
 constexpr std::uint32_t kReregFlags =
     IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_PD | IBV_REREG_MR_CHANGE_ACCESS;

@@ -17,15 +17,6 @@
 
 namespace urnic::engine {
 
-namespace ctl = hostif::ctl;
-using hostif::fail;
-using hostif::ok;
-using hostif::Reply;
-
-namespace {
-using ctl::MsgHeader;
-}  // namespace
-
 // ib_uverbs_open_xrcd: a file's domain is looked up by inode; none and no
 // O_CREAT is EAGAIN, one and O_EXCL is EINVAL; a bad descriptor EBADF.
 Reply Session::on_open_xrcd(const MsgHeader& h, std::span<const std::byte> msg, std::vector<int>& fds) {
