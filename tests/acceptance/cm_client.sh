@@ -45,6 +45,14 @@ cm_split_cmds() {
 # status only). A pair that failed only because perftest could not
 # calibrate its clock runs once more, with a note (as common.sh's pair).
 cm_pair() { perftest_retry cm_pair_once "$@"; }
+# [HEAD_START=SECONDS] cm_perftest NAME SERVER_REGEX CLIENT_REGEX ADDR PROG ARGS...:
+# cm_pair of PROG ARGS as server and PROG ARGS ADDR as client (perftest
+# with -R; ADDR may be @SERVER@), with a head start of 2 s by default.
+cm_perftest() {
+  local name=$1 sre=$2 cre=$3 addr=$4
+  shift 4
+  HEAD_START=${HEAD_START:-2} cm_pair "$name" "$sre" "$cre" -- "$@" -- "$@" "$addr"
+}
 cm_pair_once() {
   local name=$1 sre=$2 cre=$3 scmd ccmd
   shift 3

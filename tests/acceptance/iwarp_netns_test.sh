@@ -104,16 +104,10 @@ configuration() {
     grep 'MPA_' "$dec" | head -6 | sed 's/^/    /'
     grep 'FPDU error\|malformed' "$dec" | head -3 | sed 's/^/    /'
   fi
-  HEAD_START=1.5 pair "$name: ib_send_bw -R" a "$row" "$row" \
-    -- ib_send_bw -d urnic_iw0 -R -n 300 -p $((port + 2)) \
-    -- ib_send_bw -d urnic_iw0 -R -n 300 -p $((port + 2)) @SERVER@
-  HEAD_START=1.5 pair "$name: ib_write_bw -R" b "$row" "$row" \
-    -- ib_write_bw -d urnic_iw0 -R -n 300 -p $((port + 3)) \
-    -- ib_write_bw -d urnic_iw0 -R -n 300 -p $((port + 3)) @SERVER@
+  HEAD_START=1.5 server_host=a cm_perftest "$name: ib_send_bw -R" "$row" "$row" @SERVER@ ib_send_bw -d urnic_iw0 -R -n 300 -p $((port + 2))
+  HEAD_START=1.5 server_host=b cm_perftest "$name: ib_write_bw -R" "$row" "$row" @SERVER@ ib_write_bw -d urnic_iw0 -R -n 300 -p $((port + 3))
   # A latency server prints no result row.
-  HEAD_START=1.5 pair "$name: ib_read_lat -R" a 'remote address' "$row" \
-    -- ib_read_lat -d urnic_iw0 -R -n 300 -p $((port + 4)) \
-    -- ib_read_lat -d urnic_iw0 -R -n 300 -p $((port + 4)) @SERVER@
+  HEAD_START=1.5 server_host=a cm_perftest "$name: ib_read_lat -R" 'remote address' "$row" @SERVER@ ib_read_lat -d urnic_iw0 -R -n 300 -p $((port + 4))
   local h terms
   for h in a b; do
     terms=$(host "$h" "$cli" stats -d urnic_iw0 | awk '$1 == "sent_nak_err" {print $2}')
