@@ -78,23 +78,11 @@ hosts_ab b 232 9000 || exit 1
 
 # config LINK HOST: the device's JSON for that host.
 config() {
-  local link=$1 h=$2 ifname ip roce_ip mac
-  ifname=$([[ $h == a ]] && echo "$veth_a" || echo "$veth_b")
-  ip=$([[ $h == a ]] && echo "$ip_a" || echo "$ip_b")
-  roce_ip=$net.1$([[ $h == a ]] && echo 1 || echo 2)
-  mac=02:00:75:72:6e:$([[ $h == a ]] && echo 0a || echo 0b)
-  case $link in
-    udp) printf '{"devices": [{"name": "urnic0", "link": "udp", "address": "%s", "mtu": 4096}]}' "$ip" ;;
-    udp-nogso) printf '{"devices": [{"name": "urnic0", "link": "udp", "udp_gso": false, "address": "%s", "mtu": 4096}]}' "$ip" ;;
-    udp-gso) printf '{"devices": [{"name": "urnic0", "link": "udp", "udp_gso": true, "address": "%s", "mtu": 4096}]}' "$ip" ;;
-    afpacket) printf '{"devices": [{"name": "urnic0", "link": "afpacket", "interface": "%s", "mtu": 4096}]}' "$ifname" ;;
-    xdp) printf '{"devices": [{"name": "urnic0", "link": "xdp", "interface": "%s", "mtu": 2048}]}' "$ifname" ;;
-    dpdk)
-      printf '{"devices": [{"name": "urnic0", "link": "dpdk", "devargs": "net_af_packet0,iface=%s,framesz=8192,blocksz=8192", "address": "%s", "mac": "%s", "mtu": 4096}]}' \
-        "$ifname" "$roce_ip" "$mac" ;;
-    memif)
-      printf '{"devices": [{"name": "urnic0", "link": "dpdk", "devargs": "net_memif0,role=%s,socket=%s/memif.sock,socket-abstract=no,id=0", "address": "%s", "mac": "%s", "mtu": 4096}]}' \
-        "$([[ $h == a ]] && echo server || echo client)" "$rt" "$roce_ip" "$mac" ;;
+  case $1 in
+    udp-nogso) urnicd_config_ab "$2" udp '"udp_gso": false, "mtu": 4096' ;;
+    udp-gso) urnicd_config_ab "$2" udp '"udp_gso": true, "mtu": 4096' ;;
+    xdp) urnicd_config_ab "$2" xdp '"mtu": 2048' ;;
+    *) urnicd_config_ab "$2" "$1" '"mtu": 4096' ;;
   esac
 }
 

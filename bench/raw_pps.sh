@@ -20,18 +20,11 @@ urnicd=$build/engine/urnicd
 cli=$build/tools/urnic-cli
 raw_frames=$build/tests/acceptance/raw_frames
 source "$(dirname "$0")/../tests/acceptance/two_hosts.sh"
-hosts_require_root
-export URNIC_DAEMON=$urnicd
-export LD_LIBRARY_PATH=$shim_dir
-unset LD_PRELOAD
+two_hosts_env "$shim_dir"
 
 veth_mtu=1500
 two_hosts_create q 140
-for h in a b; do
-  dev=$([[ $h == a ]] && echo "$veth_a" || echo "$veth_b")
-  printf '{"devices": [{"name": "urnic0", "link": "afpacket", "interface": "%s"}]}\n' "$dev" > "$rt/$h.json"
-  two_hosts_daemon "$h"
-done
+two_hosts_daemons afpacket
 mac_a=$(ip -n "$ns_a" -br link show "$veth_a" | awk '{print $3}')
 mac_b=$(ip -n "$ns_b" -br link show "$veth_b" | awk '{print $3}')
 for ((i = 1; i <= reps; i++)); do

@@ -144,9 +144,12 @@ command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86_64 still missi
 daemon_pid=""
 server_pid=""
 cap_pid=""
-# alive PID, stop_pid PID, wait_until SECONDS CMD...
-# shellcheck source=tools/lib/wait.sh
-source "$root/tools/lib/wait.sh"
+# alive, stop_pid, wait_until, cleanup_* (the EXIT trap), netns_add,
+# veth_add, urnicd_start: tools/lib/
+# shellcheck source=tools/lib/hosts.sh
+source "$root/tools/lib/hosts.sh"
+# shellcheck source=tools/lib/daemons.sh
+source "$root/tools/lib/daemons.sh"
 nsx() { ip netns exec "$NS" "$@"; }
 vm() { EXEC_TIMEOUT=${VMT:-30} "$PV/run-peer-vm.sh" "$W" exec "$VM" "$*"; }
 
@@ -170,23 +173,19 @@ vm_up() {
 }
 booted=0
 
-# incast-red's processes (daemons, programs, watchers) and namespaces
-ir_pids=()
-ir_netns=()
-cleanup() {
-  [[ -n $server_pid ]] && stop_pid "$server_pid"
-  [[ -n $cap_pid ]] && stop_pid "$cap_pid"
-  [[ -n $daemon_pid ]] && stop_pid "$daemon_pid"
-  local p n
-  for p in "${ir_pids[@]}"; do stop_pid "$p"; done
-  for n in "${ir_netns[@]}"; do ip netns del "$n" 2>/dev/null; done
+# At exit (tools/lib/cleanup.sh): server_pid, incast-red's processes
+# (daemons, programs, watchers: cleanup_pids), then these, then the
+# namespaces and $rt.
+cleanup_paths+=("$rt")
+cleanup_extra() {
+  stop_pid "$cap_pid"
+  stop_pid "$daemon_pid"
   [[ $keep == 1 ]] && vm "/sbin/tc qdisc del dev eth0 root; /sbin/tc qdisc del dev eth1 root; sysctl -qw net.ipv4.ip_forward=0" >/dev/null 2>&1
   if [[ $keep == 0 ]]; then "$PV/run-peer-vm.sh" "$W" down >/dev/null 2>&1; fi
   # With --captures, the daemon's log and the failure details stay too.
   if [[ -n $keep_captures ]]; then cp "$rt"/urnicd.log "$rt"/failures.log "$capdir"/ 2>/dev/null; fi
-  rm -rf "$rt"
+  return 0
 }
-trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # urnic_start MTU: a private urnicd on 10.99.0.1 in the namespace, whose
@@ -213,10 +212,8 @@ if a:
               "mtu": $mtu, "mac": "$mac"$extra}]}
 EOF
   rm -rf "$rt/run"
-  mkdir -p "$rt/run"
-  ip netns exec "$NS" "$urnicd" --config "$rt/urnicd.json" --runtime-dir "$rt/run" > "$rt/urnicd.log" 2>&1 &
-  daemon_pid=$!
-  for _ in $(seq 100); do [[ -S $rt/run/urnicd.sock ]] && break; sleep 0.05; done
+  urnicd_start "$NS" "$rt/run" "$rt/urnicd.log" --config "$rt/urnicd.json"
+  daemon_pid=$urnicd_pid
   if [[ ! -S $rt/run/urnicd.sock ]] || grep -q 'same-host traffic only' "$rt/urnicd.log"; then
     cat "$rt/urnicd.log" >&2; echo "interop: FAIL: urnicd did not start on 10.99.0.1:4791"; exit 1
   fi
@@ -769,9 +766,9 @@ ir_rate=200mbit
 ir_dur=4
 ir_senders=2
 ir_tag=$$
-ir_nsr=irr-$ir_tag
+ir_nsr=$(netns_name irr)
 ir_ns() { # ir_ns H: the namespace of sender H, or the receiver's (r)
-  if [[ $1 == r ]]; then echo "$ir_nsr"; else echo "irs$1-$ir_tag"; fi
+  if [[ $1 == r ]]; then echo "$ir_nsr"; else netns_name "irs$1"; fi
 }
 ir_addr() { if [[ $1 == r ]]; then echo 10.99.1.21; else echo "10.99.0.2$1"; fi; }
 # ir_fabric: the namespaces, each a veth into its bridge and a route via the VM
@@ -781,13 +778,8 @@ ir_fabric() {
     ns=$(ir_ns "$h")
     if [[ $h == r ]]; then dev=irr$ir_tag peer=irpr$ir_tag br=br-iw via=10.99.1.11 to=10.99.0.0/24
     else dev=irs$h$ir_tag peer=irps$h$ir_tag br=br-roce via=10.99.0.11 to=10.99.1.0/24; fi
-    ip netns add "$ns" || return 1
-    ir_netns+=("$ns")
-    ip link add "$dev" netns "$ns" type veth peer name "$peer" netns "$NS" || return 1
-    ip -n "$ns" link set lo up
-    ip -n "$ns" addr add "$(ir_addr "$h")/24" dev "$dev"
-    ip -n "$ns" link set "$dev" mtu 9000 up
-    nsx ip link set "$peer" mtu 9000 master "$br" up
+    netns_add "$ns" && veth_add "$ns" "$dev" "$NS" "$peer" 9000 "$(ir_addr "$h")/24" || return 1
+    nsx ip link set "$peer" master "$br"
     ip -n "$ns" route add "$to" via "$via" || return 1
   done
 }
@@ -804,20 +796,14 @@ ir_qdisc() {
 }
 ir_daemon_pids=()
 ir_start_daemons() { # ir_start_daemons MODE(on|off)
-  local h ns dc=""
+  local h dc=""
   [[ $1 == off ]] && dc=', "dcqcn": {"enabled": false}'
   for h in r $(seq "$ir_senders"); do
-    ns=$(ir_ns "$h")
     rm -rf "$rt/ir/d$h"
-    mkdir -p "$rt/ir/d$h"
     printf '{"devices": [{"name": "urnic0", "link": "udp", "address": "%s"%s}]}\n' "$(ir_addr "$h")" "$dc" > "$rt/ir/d$h.json"
-    ip netns exec "$ns" "$urnicd" --config "$rt/ir/d$h.json" --runtime-dir "$rt/ir/d$h" > "$rt/ir/$1.d$h.log" 2>&1 &
-    ir_daemon_pids+=($!)
-    ir_pids+=($!)
-  done
-  for h in r $(seq "$ir_senders"); do
-    for _ in $(seq 200); do [[ -S $rt/ir/d$h/urnicd.sock ]] && break; sleep 0.02; done
-    [[ -S $rt/ir/d$h/urnicd.sock ]] || { tail -3 "$rt/ir/$1.d$h.log" >&2; return 1; }
+    urnicd_start "$(ir_ns "$h")" "$rt/ir/d$h" "$rt/ir/$1.d$h.log" --config "$rt/ir/d$h.json" ||
+      { tail -3 "$rt/ir/$1.d$h.log" >&2; return 1; }
+    ir_daemon_pids+=("$urnicd_pid")
   done
 }
 ir_stop_daemons() {
@@ -845,21 +831,21 @@ ir_incast() {
     ip netns exec "$ir_nsr" "${renv[@]}" timeout 90 ib_write_bw "${P[@]}" -p $((port1 + i - 1)) \
       > "$rt/ir/$mode.server$i.out" 2>&1 &
     svs+=($!)
-    ir_pids+=($!)
+    cleanup_pids+=($!)
   done
   incast_wait_servers "$ir_nsr" "$port1" "$ir_senders"
   for ((i = 1; i <= ir_senders; i++)); do
     ip netns exec "$(ir_ns "$i")" env "URNIC_RUNTIME_DIR=$rt/ir/d$i" "$cli" stats -d urnic0 --watch 100 --json \
       > "$rt/ir/$mode.watch$i.jsonl" 2> /dev/null &
     wats+=($!)
-    ir_pids+=($!)
+    cleanup_pids+=($!)
   done
   for ((i = 1; i <= ir_senders; i++)); do
     senv=("${host_env[@]}" "URNIC_RUNTIME_DIR=$rt/ir/d$i")
     ip netns exec "$(ir_ns "$i")" "${senv[@]}" timeout 90 ib_write_bw "${P[@]}" -p $((port1 + i - 1)) 10.99.1.21 \
       > "$rt/ir/$mode.client$i.out" 2>&1 &
     cls+=($!)
-    ir_pids+=($!)
+    cleanup_pids+=($!)
   done
   for ((i = 1; i <= ir_senders; i++)); do
     wait "${cls[i - 1]}"; rc=$?
@@ -937,8 +923,8 @@ if in_group incast-red && ! filtered_out "incast-red"; then  # --only selects it
     done
   fi
   vm "/sbin/tc qdisc del dev eth1 root; sysctl -qw net.ipv4.ip_forward=0" >/dev/null 2>&1
-  for n in "${ir_netns[@]}"; do ip netns del "$n" 2>/dev/null; done
-  ir_netns=()
+  for n in "${cleanup_netns[@]}"; do ip netns del "$n" 2>/dev/null; done
+  cleanup_netns=()
 fi
 
 # ---------------------------------------------------------------- iwarp-siw
@@ -955,11 +941,7 @@ urnic_iw_start() { # urnic_iw_start CRC(on|off)
   printf '{"devices": [{"name": "urnic_iw0", "transport": "iwarp", "address": "10.99.1.1", "mpa_crc": "%s", "mpa_markers": "off"}]}\n' \
     "$crc" > "$rt/urnicd.json"
   rm -rf "${rt:?}/run"
-  mkdir -p "$rt/run"
-  ip netns exec "$NS" "$urnicd" --config "$rt/urnicd.json" --runtime-dir "$rt/run" > "$rt/urnicd.log" 2>&1 &
-  daemon_pid=$!
-  for _ in $(seq 100); do [[ -S $rt/run/urnicd.sock ]] && break; sleep 0.05; done
-  [[ -S $rt/run/urnicd.sock ]] || { cat "$rt/urnicd.log" >&2; echo "interop: FAIL: urnicd did not start on 10.99.1.1"; exit 1; }
+  urnicd_start "$NS" "$rt/run" "$rt/urnicd.log" --config "$rt/urnicd.json" || { cat "$rt/urnicd.log" >&2; echo "interop: FAIL: urnicd did not start on 10.99.1.1"; exit 1; }
 }
 # iw_cell NAME SIDE EXPECT SERVER_CMD -- CLIENT_CMD: cm_cell, $repeat times
 # in a row; passed/total per cell go to $rt/repeat.txt.

@@ -76,7 +76,7 @@ fi
 
 # shellcheck source=two_hosts.sh
 source "$(dirname "$0")/two_hosts.sh"
-hosts_require_root
+two_hosts_env "$shim_dir" "$rdmacm_dir"
 # The PMD as a shared object in DPDK's PMD directory (Debian: librte-net-*).
 have_pmd() { compgen -G "/usr/lib/*/dpdk/pmds-*/librte_net_$1.so*" > /dev/null; }
 if [[ $link == afxdp || $link == xdp ]]; then
@@ -93,9 +93,6 @@ fi
 # with the tap interface in each namespace).
 vx_a=uxa$tag
 vx_b=uxb$tag
-export URNIC_DAEMON=$urnicd
-export LD_LIBRARY_PATH=$shim_dir:$rdmacm_dir
-unset LD_PRELOAD URNIC_RUNTIME_DIR
 
 # --- the two hosts ------------------------------------------------------------
 # xdp: native XDP on a veth needs a frame and its headroom within one page.
@@ -112,27 +109,14 @@ if [[ $link == afxdp || $link == tap ]]; then
 fi
 pass "veth $ns_a ($ip_a, ${net6}1) <-> $ns_b ($ip_b, ${net6}2)"
 
-daemon_pid_a=
-daemon_pid_b=
 start_daemon() {
-  local h=$1 ifname=$2 mtu=$3
-  if $dpdk_like; then
-    local roce_ip=$net.1$([[ $h == a ]] && echo 1 || echo 2)
-    local devargs="net_af_packet0,iface=$ifname,framesz=8192,blocksz=8192"
-    if [[ $link == memif ]]; then
-      [[ $h == a ]] && rm -f "$rt/memif.sock"  # the server makes it anew
-      devargs="net_memif0,role=$([[ $h == a ]] && echo server || echo client),socket=$rt/memif.sock,socket-abstract=no,id=0"
-    elif [[ $link == afxdp ]]; then
-      devargs="net_af_xdp0,iface=ux$h$tag,start_queue=0,queue_count=1"
-    elif [[ $link == tap ]]; then
-      devargs="net_tap0,iface=ut$h$tag"
-    fi
-    printf '{"devices": [{"name": "urnic0", "link": "dpdk", "devargs": "%s", "address": "%s", "ipv6": "%s", "mac": "02:00:75:72:6e:%s", "mtu": %d}]}\n' \
-      "$devargs" "$roce_ip" "${net6}1${roce_ip: -1}" "$([[ $h == a ]] && echo 0a || echo 0b)" "$mtu" > "$rt/$h.json"
-  else
-    printf '{"devices": [{"name": "urnic0", "link": "%s", "interface": "%s", "mtu": %d}]}\n' \
-      "$link" "$ifname" "$mtu" > "$rt/$h.json"
-  fi
+  local h=$1 mtu=$2 kind=$link more=
+  case $link in
+    afxdp) kind=dpdk=net_af_xdp0,iface=ux$h$tag,start_queue=0,queue_count=1 ;;
+    tap) kind=dpdk=net_tap0,iface=ut$h$tag ;;
+  esac
+  $dpdk_like && more="\"ipv6\": \"${net6}1$([[ $h == a ]] && echo 1 || echo 2)\", "
+  urnicd_config_ab "$h" "$kind" "$more\"mtu\": $mtu" > "$rt/$h.json"
   two_hosts_daemon "$h"
   # The tap interface the PMD made joins the namespace's bridge.
   if [[ $link == tap ]]; then
@@ -168,46 +152,12 @@ refuse_mtu() {
   fi
 }
 start_pair() {
-  start_daemon a "$veth_a" "$1"
-  start_daemon b "$veth_b" "$1"
+  start_daemon a "$1"
+  start_daemon b "$1"
   # A memif client connects to the server after it started: wait until
   # both ports report a link (`urnicd --status`).
   urnicd_wait_up "$ns_a" "$rt/a"
   urnicd_wait_up "$ns_b" "$rt/b"
-}
-stop_pair() {
-  stop_pid "$daemon_pid_a"
-  stop_pid "$daemon_pid_b"
-  wait "$daemon_pid_a" "$daemon_pid_b" 2>/dev/null
-}
-
-# cm_pair NAME EXPECT COUNT "SERVER ARGS" "CLIENT ARGS": an rdma_cm program,
-# server in a, client in b; EXPECT must match COUNT lines of both outputs.
-cm_pair() { perftest_retry afpacket_cm_pair_once "$@"; }
-afpacket_cm_pair_once() {
-  local name=$1 expect=$2 count=$3 server_args=$4 client_args=$5
-  local out_s=$rt/server.out out_c=$rt/client.out
-  # shellcheck disable=SC2086
-  bg_host a "${run_env[@]}" timeout "$limit" $server_args > "$out_s" 2>&1
-  server_pid=$!
-  # The listener is in the daemon's CM (no socket to wait for).
-  sleep 0.5
-  local t0=$SECONDS crc
-  # shellcheck disable=SC2086
-  cm_client_retry "$out_c" "$server_pid" host b "${run_env[@]}" timeout "$limit" $client_args
-  crc=$?
-  wait "$server_pid"
-  local src=$?
-  server_pid=
-  local got
-  got=$(cat "$out_c" "$out_s" | grep -cE "$expect")
-  if [[ $crc -eq 0 && $src -eq 0 && $got -ge $count ]]; then
-    pair_msg="$name ($((SECONDS - t0)) s)"
-    return 0
-  fi
-  pair_msg="$name: server exit $src, client exit $crc, $got/$count result lines; server said: $(said "$out_s"); client said: $(said "$out_c")"
-  pair_detail=$(sed 's/^/    client: /' "$out_c" | tail -n 15; sed 's/^/    server: /' "$out_s" | tail -n 15)
-  return 1
 }
 
 # --- the GID table -------------------------------------------------------------
@@ -274,18 +224,13 @@ matrix() {
 
 # A capture on b: RoCE v1, v2/IPv6 and v2/IPv4 frames, every ICRC ok
 # (~120 frames per pingpong at b: 30 iterations, a SEND and an ACK each way).
-bg_host b "$cli" capture -d urnic0 -w "$rt/b.pcap" -c 300 2> "$rt/capture.err"
-cap_pid=$!
-cleanup_pids+=("$cap_pid")
-wait_until 2 grep -q capturing "$rt/capture.err"
+capture_start --host b "$rt/b.pcap" -c 300
 for g in 0 "$v6_gid" 3; do
   pair "ibv_rc_pingpong --chk -g $g, captured on b" "$pp" 1 ibv_rc_pingpong -g "$g" -c -s 100 -n 30
 done
-wait_gone 5 "$cap_pid"
-stop_pid "$cap_pid"
-decoded=$("$cli" frame decode "$rt/b.pcap" 2>&1)
-dec_rc=$?
-ok=$(grep -c 'icrc=ok' <<< "$decoded")
+wait_gone 5 "$capture_pid"
+stop_pid "$capture_pid"
+frames_decode "$rt/b.pcap"
 total=$(tshark -r "$rt/b.pcap" 2>/dev/null | wc -l)
 v1=$(tshark -r "$rt/b.pcap" -Y 'eth.type == 0x8915' 2>/dev/null | wc -l)
 v6=$(tshark -r "$rt/b.pcap" -Y 'ipv6 && udp.dstport == 4791' 2>/dev/null | wc -l)
@@ -303,12 +248,12 @@ cm_addrs=("$roce_a")
 if ! $dpdk_like; then cm_addrs+=("${net6}1"); else cm_addrs+=("${net6}11"); fi
 for addr in "${cm_addrs[@]}"; do
   port=$((port + 2))
-  cm_pair "rping -v -V -C 20 -S 4096 over $addr" 'ping data: rdma-ping-19:' 1 \
-    "rping -s -a $addr -p $port -V -S 4096" "rping -c -a $addr -p $port -v -V -C 20 -S 4096"
-  cm_pair "ucmatose -c 2 -C 10 over $addr" 'return status 0' 2 \
-    "ucmatose -b $addr -p $((port + 1)) -c 2 -C 10" "ucmatose -s $addr -p $((port + 1)) -c 2 -C 10"
-  cm_pair "udaddy -c 2 -C 10 over $addr" 'return status 0' 2 \
-    "udaddy -b $addr -c 2 -C 10" "udaddy -s $addr -c 2 -C 10"
+  cm_pair "rping -v -V -C 20 -S 4096 over $addr" - 'ping data: rdma-ping-19:' \
+    -- rping -s -a "$addr" -p "$port" -V -S 4096 -- rping -c -a "$addr" -p "$port" -v -V -C 20 -S 4096
+  cm_pair "ucmatose -c 2 -C 10 over $addr" 'return status 0' 'return status 0' \
+    -- ucmatose -b "$addr" -p $((port + 1)) -c 2 -C 10 -- ucmatose -s "$addr" -p $((port + 1)) -c 2 -C 10
+  cm_pair "udaddy -c 2 -C 10 over $addr" 'return status 0' 'return status 0' \
+    -- udaddy -b "$addr" -c 2 -C 10 -- udaddy -s "$addr" -c 2 -C 10
 done
 # UD multicast across the hosts on the raw link (its join_group: afpacket
 # adds the group's MAC to the interface's filter, a dpdk port takes all
@@ -368,7 +313,7 @@ if [[ $link == xdp ]]; then
   kdrops=$(stat b link_xdp_rx_drops)
   pass "host b: link_xdp_rx_drops $kdrops (frames the kernel dropped at the socket's rings)"
 fi
-stop_pair
+two_hosts_stop
 
 # The PMDs with a small frame limit ran at their one path MTU above.
 if [[ $link != afxdp && $link != tap && $link != xdp ]]; then
@@ -377,7 +322,7 @@ if [[ $link != afxdp && $link != tap && $link != xdp ]]; then
   # Segmentation at the smaller MTU over one GID kind: the GID kinds differ
   # in addressing only, which the larger MTU's matrix above covered each of.
   matrix 1024 1024 3
-  stop_pair
+  two_hosts_stop
 fi
 
 finish

@@ -25,6 +25,12 @@
 #                           (tools/lib/cleanup.sh) the daemon is stopped
 #                           and `rt` removed
 #   start_daemon_first      the daemon up before any program, its PID in `d`
+#   capture_start [--host H] FILE [ARGS...]
+#                           `$cli capture -d urnic0 -w FILE ARGS` in the
+#                           background (in host H: two_hosts.sh), its PID in
+#                           capture_pid (stopped at exit), once it captures
+#   frames_decode FILE      `$cli frame decode FILE`: its output in decoded,
+#                           exit status in dec_rc, frames with ICRC ok in ok
 
 fails=0
 checks=0
@@ -86,6 +92,24 @@ start_daemon_first() {
   exit
 }
 
+# shellcheck disable=SC2154  # cli: the sourcing script's
+capture_start() {
+  local in_host=()
+  [[ $1 == --host ]] && { in_host=(ip netns exec "$(ns_of "$2")" env "URNIC_RUNTIME_DIR=$rt/$2"); shift 2; }
+  local file=$1
+  shift
+  "${in_host[@]}" "$cli" capture -d urnic0 -w "$file" "$@" 2> "$file.err" &
+  capture_pid=$!
+  cleanup_pids+=("$capture_pid")
+  wait_until 2 grep -q capturing "$file.err"
+}
+# shellcheck disable=SC2034  # dec_rc, ok: for the caller
+frames_decode() {
+  decoded=$("$cli" frame decode "$1" 2>&1)
+  dec_rc=$?
+  ok=$(grep -c 'icrc=ok' <<< "$decoded")
+}
+
 # The TCP port of the programs' out-of-band exchange: each pair (and each
 # script's own server) takes the next one, port=$((port + 1)).
 port=$((20000 + ($$ % 20000)))
@@ -141,9 +165,12 @@ pingpong_final_ack_lost() {
 }
 
 # pair_where: sets pair_server and pair_client (command prefixes), pair_ns
-# (the server's namespace, "" for this one), pair_addr (its address) and
-# pair_inf_rows (1: perftest rows printed as "inf" count as results).
-pair_where() { pair_server=() pair_client=() pair_ns="" pair_addr=127.0.0.1 pair_inf_rows=1; }
+# (the server's namespace, "" for this one), pair_addr (its address),
+# pair_inf_rows (1: perftest rows printed as "inf" count as results),
+# pair_logs (daemon logs whose tails a failed cm_pair shows) and pair_label
+# (where, for cm_pair's message).
+# shellcheck disable=SC2034  # pair_logs, pair_label: for cm_pair
+pair_where() { pair_server=() pair_client=() pair_ns="" pair_addr=127.0.0.1 pair_inf_rows=1 pair_logs=() pair_label=""; }
 
 # pair_once: one run of `pair`; sets pair_msg (and pair_detail on failure).
 pair_once() {

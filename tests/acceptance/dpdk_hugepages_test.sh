@@ -26,14 +26,12 @@ if ! grep -q librte_eal <<< "$(ldd "$urnicd")"; then
 fi
 # shellcheck source=two_hosts.sh
 source "$(dirname "$0")/two_hosts.sh"
-hosts_require_root
+two_hosts_env "$shim_dir"
 if [[ ! -w $pages_file ]] || ! grep -q '^Hugepagesize: *2048 kB' /proc/meminfo; then
   echo "SKIP: no 2 MiB hugepages on this kernel"
   exit 77
 fi
 meminfo() { awk -v k="$1:" '$1 == k { print $2 }' /proc/meminfo; }
-export URNIC_DAEMON=$urnicd LD_LIBRARY_PATH=$shim_dir
-unset LD_PRELOAD URNIC_RUNTIME_DIR
 
 old_pages=$(cat "$pages_file")
 cleanup_extra() { echo "$old_pages" > "$pages_file"; }
@@ -49,18 +47,17 @@ pass "reserved $want_pages hugepages of 2 MiB ($free_before free)"
 two_hosts_create h 232
 
 start_daemon() {
-  local h=$1 ifname=$2 last=$3
-  printf '{"devices": [{"name": "urnic0", "link": "dpdk", "devargs": "net_af_packet0,iface=%s,framesz=8192,blocksz=8192", "address": "%s", "mac": "02:00:75:72:6e:%s", "mtu": 4096, "eal": ["--in-memory", "-m", "256"]}]}\n' \
-    "$ifname" "$net.1$last" "0$last" > "$rt/$h.json"
+  local h=$1
+  urnicd_config_ab "$h" dpdk '"mtu": 4096, "eal": ["--in-memory", "-m", "256"]' > "$rt/$h.json"
   # The EAL maps its hugepages first: up to 20 s.
   urnicd_start --wait 20 "$(ns_of "$h")" "$rt/$h" "$rt/$h.log" --config "$rt/$h.json" &&
     urnicd_wait_up "$(ns_of "$h")" "$rt/$h" 20 && return 0
   fail "urnicd in $h did not come up: $(tail -n 3 "$rt/$h.log")"
   exit 1
 }
-start_daemon a "$veth_a" 1
+start_daemon a
 daemon_a=$urnicd_pid
-start_daemon b "$veth_b" 2
+start_daemon b
 daemon_b=$urnicd_pid
 pass "two urnicd on hugepages at once (PIDs $daemon_a, $daemon_b)"
 

@@ -27,36 +27,18 @@ if ! grep -q librte_eal <<< "$(ldd "$urnicd")"; then
 fi
 # shellcheck source=two_hosts.sh
 source "$(dirname "$0")/two_hosts.sh"
-hosts_require_root
+two_hosts_env "$shim_dir"
 require_tools "iproute2, tshark" ip tshark
-
-export URNIC_DAEMON=$urnicd
-export LD_LIBRARY_PATH=$shim_dir
-unset LD_PRELOAD URNIC_RUNTIME_DIR
 
 two_hosts_create n 232 ipv6
 pass "veth $ns_a ($ip_a, ${net6}1) <-> $ns_b ($ip_b, ${net6}2)"
 
-daemon_pid_a=
-daemon_pid_b=
 # start_daemon HOST dpdk|afpacket: the dpdk one has .1x and ${net6}1x.
 start_daemon() {
-  local h=$1 kind=$2 n
-  n=$([[ $h == a ]] && echo 1 || echo 2)
-  rm -f "$rt/$h/urnicd.sock"
-  if [[ $kind == dpdk ]]; then
-    printf '{"devices": [{"name": "urnic0", "link": "dpdk", "devargs": "net_af_packet0,iface=un%s%s,framesz=8192,blocksz=8192", "address": "%s.1%s", "ipv6": "%s1%s", "mac": "02:00:75:72:6e:0%s", "mtu": 4096}]}\n' \
-      "$h" "$tag" "$net" "$n" "$net6" "$n" "$h" > "$rt/$h.json"
-  else
-    printf '{"devices": [{"name": "urnic0", "link": "afpacket", "interface": "un%s%s", "mtu": 4096}]}\n' \
-      "$h" "$tag" > "$rt/$h.json"
-  fi
-  two_hosts_daemon "$h" "urnicd ($kind)"
-}
-stop_pair() {
-  stop_pid "$daemon_pid_a"
-  stop_pid "$daemon_pid_b"
-  wait "$daemon_pid_a" "$daemon_pid_b" 2>/dev/null
+  local more='"mtu": 4096'
+  [[ $2 == dpdk ]] && more="\"ipv6\": \"${net6}1$([[ $1 == a ]] && echo 1 || echo 2)\", $more"
+  urnicd_config_ab "$1" "$2" "$more" > "$rt/$1.json"
+  two_hosts_daemon "$1" "urnicd ($2)"
 }
 
 # --- 1. two dpdk daemons over their global IPv6 GIDs -------------------------
@@ -98,7 +80,7 @@ else
   fail "capture: $n_ns matching NS, $n_na matching NA:"
   tshark -r "$rt/nd_b.pcap" -V -Y icmpv6 2>/dev/null | grep -E 'Type|Checksum|Hop Limit|Target|Link-layer|Destination' | head -n 30 | sed 's/^/    /'
 fi
-stop_pair
+two_hosts_stop
 
 # --- 2. dpdk against afpacket (the kernel's neighbour discovery) ---------------
 # a: dpdk (server), b: afpacket (client): b's kernel resolves ${net6}11
@@ -113,13 +95,13 @@ if grep -qiE 'lladdr 02:00:75:72:6e:0a (REACHABLE|STALE|DELAY|PROBE)' <<< "$neig
 else
   fail "kernel in b: neighbour ${net6}11: '$neigh'"
 fi
-stop_pair
+two_hosts_stop
 # a: afpacket (server), b: dpdk (client): the dpdk link solicits the
 # kernel's ${net6}1 and learns it from the kernel's NA.
 start_daemon a afpacket
 start_daemon b dpdk
 pair "ibv_rc_pingpong --chk -g 5 (afpacket ${net6}1 <-> dpdk ${net6}12)" "$pp" 1 ibv_rc_pingpong -g 5 -c -s 4096 -n 100
 pair "ib_write_bw -x 5 (afpacket <-> dpdk)" "$row" 1 ib_write_bw -x 5 -s 65536 -n 300
-stop_pair
+two_hosts_stop
 
 finish

@@ -20,8 +20,6 @@ asan_probe="$shim_dir/libibverbs.so.1"
 source "$(dirname "$0")/common.sh"
 
 one_host_setup fault "$urnicd" "$shim_dir"
-capture_pid=
-cleanup_extra() { stop_pid "$capture_pid"; }
 
 # start_daemon [--config FILE]: a private urnicd; waits for its socket.
 start_daemon() {
@@ -100,13 +98,10 @@ else fail "urnic fault --clear: ${out:-no output}"; fi
 "$cli" fault -d urnic0 --ecn 0.2 --seed 7 > /dev/null || fail "urnic fault --ecn 0.2"
 snapshot "$rt/e0.json"
 ecap=$rt/ecn.pcap
-"$cli" capture -d urnic0 -w "$ecap" -c 400 2> "$rt/capture.err" &
-capture_pid=$!
-wait_until 2 grep -q capturing "$rt/capture.err"
+capture_start "$ecap" -c 400
 pair "ib_write_bw -s 65536 -n 300 (20 % of frames marked CE)" "$row" 1 ib_write_bw "${x[@]}" -s 65536 -n 300
 wait_gone 5 "$capture_pid"
 stop_pid "$capture_pid"
-capture_pid=
 snapshot "$rt/e1.json"
 for c in fault_ce_marked ce_rcvd cnps_sent cnps_rcvd; do expect_more "$c" "$rt/e0.json" "$rt/e1.json"; done
 a=$(stat retransmitted_pkts "$rt/e0.json") b=$(stat retransmitted_pkts "$rt/e1.json")
@@ -123,19 +118,14 @@ if (( n > 0 )); then pass "urnic frame decode: $n CNPs, ICRC ok"; else fail "urn
 
 # --- 3. capture: COUNT frames, then until interrupted -------------------------
 cap=$rt/count.pcap
-"$cli" capture -d urnic0 -w "$cap" -c 300 2> "$rt/capture.err" &
-capture_pid=$!
-wait_until 2 grep -q capturing "$rt/capture.err"
+capture_start "$cap" -c 300
 pair "ibv_rc_pingpong -n 100 (captured)" "$pp" 1 ibv_rc_pingpong "${gid[@]}" -n 100
 wait_gone 5 "$capture_pid"
 if alive "$capture_pid"; then fail "urnic capture -c 300 did not stop by itself"; stop_pid "$capture_pid"; fi
 wait "$capture_pid" 2>/dev/null
-capture_pid=
-decoded=$("$cli" frame decode "$cap" 2>&1)
-dec_rc=$?
-frames=$(grep -c 'icrc=ok' <<< "$decoded")
-if [[ $dec_rc -eq 0 && $frames -eq 300 ]]; then pass "capture -c 300: frame decode: 300 frames, every ICRC ok"
-else fail "capture -c 300: frame decode exit $dec_rc, $frames frames with icrc=ok"; fi
+frames_decode "$cap"
+if [[ $dec_rc -eq 0 && $ok -eq 300 ]]; then pass "capture -c 300: frame decode: 300 frames, every ICRC ok"
+else fail "capture -c 300: frame decode exit $dec_rc, $ok frames with icrc=ok"; fi
 if command -v tshark > /dev/null; then
   n=$(tshark --disable-protocol rpcordma -r "$cap" -Y 'infiniband' 2>/dev/null | wc -l)
   if [[ $n -eq 300 ]]; then pass "tshark decodes all 300 captured frames as RoCE (InfiniBand BTH)"
@@ -149,22 +139,17 @@ else
 fi
 
 cap=$rt/sigint.pcap
-"$cli" capture -d urnic0 -w "$cap" 2> "$rt/capture.err" &
-capture_pid=$!
-wait_until 2 grep -q capturing "$rt/capture.err"
+capture_start "$cap"
 pair "ib_write_bw -s 8192 -n 200 (captured)" "$row" 1 ib_write_bw "${x[@]}" -s 8192 -n 200
 kill -INT "$capture_pid"
 wait "$capture_pid"
 crc=$?
-capture_pid=
-decoded=$("$cli" frame decode "$cap" 2>&1)
-dec_rc=$?
-frames=$(grep -c 'icrc=ok' <<< "$decoded")
+frames_decode "$cap"
 total=$(grep -cE '^ *[0-9]+ ' <<< "$decoded")
-if [[ $crc -eq 0 && $dec_rc -eq 0 && $frames -gt 200 && $frames -eq $total ]]; then
-  pass "capture until SIGINT: $frames frames, every ICRC ok ($(tail -n 1 "$rt/capture.err"))"
+if [[ $crc -eq 0 && $dec_rc -eq 0 && $ok -gt 200 && $ok -eq $total ]]; then
+  pass "capture until SIGINT: $ok frames, every ICRC ok ($(tail -n 1 "$cap.err"))"
 else
-  fail "capture until SIGINT: exit $crc, decode exit $dec_rc, $frames of $total frames ok"
+  fail "capture until SIGINT: exit $crc, decode exit $dec_rc, $ok of $total frames ok"
 fi
 stop_daemon
 

@@ -57,19 +57,11 @@ cm_pair "ucmatose -c 4 -C 50" 'return status 0' 'return status 0' \
 cm_pair "rdma_server / rdma_client" 'rdma_server: end 0' 'rdma_client: end 0' \
   -- rdma_server -p $((p + 5)) \
   -- rdma_client -s $a -p $((p + 5))
-HEAD_START=2 cm_pair "ib_send_bw -R" "$row" "$row" \
-  -- ib_send_bw -d urnic_iw0 -R -n 500 -p $((p + 6)) \
-  -- ib_send_bw -d urnic_iw0 -R -n 500 -p $((p + 6)) $a
+cm_perftest "ib_send_bw -R" "$row" "$row" $a ib_send_bw -d urnic_iw0 -R -n 500 -p $((p + 6))
 # An SRQ behind the iWARP QPs (both sides' receives come from it).
-HEAD_START=2 cm_pair "ib_send_bw -R --use-srq" "$row" "$row" \
-  -- ib_send_bw -d urnic_iw0 -R --use-srq -n 500 -p $((p + 9)) \
-  -- ib_send_bw -d urnic_iw0 -R --use-srq -n 500 -p $((p + 9)) $a
-HEAD_START=2 cm_pair "ib_write_bw -R" "$row" "$row" \
-  -- ib_write_bw -d urnic_iw0 -R -n 500 -p $((p + 7)) \
-  -- ib_write_bw -d urnic_iw0 -R -n 500 -p $((p + 7)) $a
-HEAD_START=2 cm_pair "ib_read_bw -R" "$row" "$row" \
-  -- ib_read_bw -d urnic_iw0 -R -n 500 -p $((p + 8)) \
-  -- ib_read_bw -d urnic_iw0 -R -n 500 -p $((p + 8)) $a
+cm_perftest "ib_send_bw -R --use-srq" "$row" "$row" $a ib_send_bw -d urnic_iw0 -R --use-srq -n 500 -p $((p + 9))
+cm_perftest "ib_write_bw -R" "$row" "$row" $a ib_write_bw -d urnic_iw0 -R -n 500 -p $((p + 7))
+cm_perftest "ib_read_bw -R" "$row" "$row" $a ib_read_bw -d urnic_iw0 -R -n 500 -p $((p + 8))
 if grep -q 'Transport type : IW' "$rt/client.out"; then pass "perftest reports Transport type IW"
 else fail "perftest does not report the iWARP transport"; fi
 
@@ -85,13 +77,9 @@ else
 fi
 q=$((p + 11))
 for at in FETCH_AND_ADD CMP_AND_SWAP; do
-  HEAD_START=2 cm_pair "ib_atomic_bw -R -A $at" "$row" "$row" \
-    -- ib_atomic_bw -d urnic_iw0 -R -A $at -n 500 -p $q \
-    -- ib_atomic_bw -d urnic_iw0 -R -A $at -n 500 -p $q $a
+  cm_perftest "ib_atomic_bw -R -A $at" "$row" "$row" $a ib_atomic_bw -d urnic_iw0 -R -A $at -n 500 -p $q
   # A latency test's server prints no results, only the connection.
-  HEAD_START=2 cm_pair "ib_atomic_lat -R -A $at" 'remote address' "$row" \
-    -- ib_atomic_lat -d urnic_iw0 -R -A $at -n 500 -p $((q + 1)) \
-    -- ib_atomic_lat -d urnic_iw0 -R -A $at -n 500 -p $((q + 1)) $a
+  cm_perftest "ib_atomic_lat -R -A $at" 'remote address' "$row" $a ib_atomic_lat -d urnic_iw0 -R -A $at -n 500 -p $((q + 1))
   q=$((q + 2))
 done
 
@@ -144,5 +132,4 @@ d=$(daemon_pid) || true
 if alive "$d"; then pass "urnicd (pid $d) still serving"
 else fail "urnicd is gone"; fi
 
-printf '%d checks, %d failed\n' "$checks" "$fails"
-[[ $fails -eq 0 ]]
+finish

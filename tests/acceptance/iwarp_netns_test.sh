@@ -33,82 +33,37 @@ source "$(dirname "$0")/two_hosts.sh"
 require_tools "iproute2, rdmacm-utils, perftest, tshark" ip rping ucmatose ib_send_bw ib_write_bw ib_read_lat dumpcap
 # shellcheck source=cm_client.sh
 source "$(dirname "$0")/cm_client.sh"
-hosts_require_root
-export URNIC_DAEMON=$urnicd
-export LD_LIBRARY_PATH=$verbs_dir:$rdmacm_dir
-unset LD_PRELOAD URNIC_RUNTIME_DIR URNIC_CM_DEBUG
+two_hosts_env "$verbs_dir" "$rdmacm_dir"
 
-daemons=()
 cap_pid=
-stop_daemons() {
-  local p
-  for p in "${daemons[@]}"; do stop_pid "$p"; done
-  daemons=()
-}
 cleanup_extra() { stop_pid "$cap_pid"; }
 
 # A /24 derived from the PID, in 10.232-247.x.0 (netns_test.sh uses 10.200-231).
 veth_mtu=1500 two_hosts_create iw 232
 pass "veth $ns_a ($ip_a) <-> $ns_b ($ip_b), MTU 1500"
 
-addr_of() { [[ $1 == a ]] && echo "$ip_a" || echo "$ip_b"; }
 # start_daemon H CRC MARKERS: urnicd in H with urnic_iw0 on H's address.
 start_daemon() {
   local h=$1 crc=$2 markers=$3
   rm -rf "${rt:?}/$h"
   printf '{"devices": [{"name": "urnic_iw0", "transport": "iwarp", "address": "%s", "mpa_crc": "%s", "mpa_markers": "%s"}]}\n' \
-    "$(addr_of "$h")" "$crc" "$markers" > "$rt/$h.json"
+    "$(ip_of "$h")" "$crc" "$markers" > "$rt/$h.json"
   two_hosts_daemon "$h"
-  daemons+=("$urnicd_pid")
 }
 
 port=$((20000 + tag % 20000))
-# pair NAME SERVER_HOST SRE CRE -- SERVER_CMD... -- CLIENT_CMD...: the
-# client runs in the other namespace; "@SERVER@" in its arguments is the
-# server's address (a CRE of - checks the client's exit status only). A
-# client that finds no listener yet (refused, ECONNREFUSED, as by iw_cm) is
-# run again; a pair that failed only because perftest could not calibrate
-# its clock runs once more, with a note.
+# pair NAME SERVER_HOST SRE CRE -- SERVER_CMD... -- CLIENT_CMD...:
+# cm_client.sh's cm_pair with the server in SERVER_HOST, the client in the
+# other one ("@SERVER@": the server's address). A client that finds no
+# listener yet (refused, ECONNREFUSED, as by iw_cm) is run again.
 cm_retry_on='REJECTED|rror -111|Unable to|Failed to'
-pair() { perftest_retry pair_once "$@"; }
-# pair_once: one run of `pair`; passes, or sets pair_msg and pair_detail.
-pair_once() {
-  local name=$1 sh=$2 sre=$3 cre=$4
-  shift 4
-  [[ $1 == -- ]] && shift
-  local scmd=() ccmd=() ch=b
-  [[ $sh == b ]] && ch=a
-  while [[ $1 != -- ]]; do scmd+=("$1"); shift; done
-  shift
-  local arg
-  for arg in "$@"; do ccmd+=("${arg//@SERVER@/$(addr_of "$sh")}"); done
-  local out_s=$rt/server.out out_c=$rt/client.out
-  bg_host "$sh" "${run_env[@]}" timeout "$limit" "${scmd[@]}" > "$out_s" 2>&1
-  server_pid=$!
-  sleep "${HEAD_START:-0.5}"
-  local crc t0=$SECONDS
-  cm_client_retry "$out_c" "$server_pid" host "$ch" "${run_env[@]}" timeout "$limit" "${ccmd[@]}"
-  crc=$?
-  wait "$server_pid"
-  local src=$?
-  server_pid=
-  if [[ $crc -eq 0 && $src -eq 0 ]] && grep -qE "$sre" "$out_s" && { [[ $cre == - ]] || grep -qE "$cre" "$out_c"; }; then
-    pair_msg="$name ($sh <- $ch, $((SECONDS - t0)) s, client attempt $cm_client_tries)"
-  else
-    pair_msg="$name ($sh <- $ch): server exit $src, client exit $crc; server said: $(said "$out_s"); client said: $(said "$out_c")"
-    pair_detail=$(sed 's/^/    client: /' "$out_c" | tail -12
-      sed 's/^/    server: /' "$out_s" | tail -12
-      tail -n 5 "$rt/a.log" | sed 's/^/    urnicd a: /'
-      tail -n 5 "$rt/b.log" | sed 's/^/    urnicd b: /')
-    return 1
-  fi
-}
+pair() { server_host=$2 cm_pair "$1" "${@:3}"; }
 
 row='^ *[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+'
 # configuration NAME CRC_A MARKERS_A CRC_B MARKERS_B CRC_ON MARKERS_ON
 configuration() {
   local name=$1 crc_on=$6 markers_on=$7
-  stop_daemons
+  two_hosts_stop
   start_daemon a "$2" "$3"
   start_daemon b "$4" "$5"
   echo "--- $name: a crc=$2 markers=$3, b crc=$4 markers=$5"
@@ -149,16 +104,10 @@ configuration() {
     grep 'MPA_' "$dec" | head -6 | sed 's/^/    /'
     grep 'FPDU error\|malformed' "$dec" | head -3 | sed 's/^/    /'
   fi
-  HEAD_START=1.5 pair "$name: ib_send_bw -R" a "$row" "$row" \
-    -- ib_send_bw -d urnic_iw0 -R -n 300 -p $((port + 2)) \
-    -- ib_send_bw -d urnic_iw0 -R -n 300 -p $((port + 2)) @SERVER@
-  HEAD_START=1.5 pair "$name: ib_write_bw -R" b "$row" "$row" \
-    -- ib_write_bw -d urnic_iw0 -R -n 300 -p $((port + 3)) \
-    -- ib_write_bw -d urnic_iw0 -R -n 300 -p $((port + 3)) @SERVER@
+  HEAD_START=1.5 server_host=a cm_perftest "$name: ib_send_bw -R" "$row" "$row" @SERVER@ ib_send_bw -d urnic_iw0 -R -n 300 -p $((port + 2))
+  HEAD_START=1.5 server_host=b cm_perftest "$name: ib_write_bw -R" "$row" "$row" @SERVER@ ib_write_bw -d urnic_iw0 -R -n 300 -p $((port + 3))
   # A latency server prints no result row.
-  HEAD_START=1.5 pair "$name: ib_read_lat -R" a 'remote address' "$row" \
-    -- ib_read_lat -d urnic_iw0 -R -n 300 -p $((port + 4)) \
-    -- ib_read_lat -d urnic_iw0 -R -n 300 -p $((port + 4)) @SERVER@
+  HEAD_START=1.5 server_host=a cm_perftest "$name: ib_read_lat -R" 'remote address' "$row" @SERVER@ ib_read_lat -d urnic_iw0 -R -n 300 -p $((port + 4))
   local h terms
   for h in a b; do
     terms=$(host "$h" "$cli" stats -d urnic_iw0 | awk '$1 == "sent_nak_err" {print $2}')

@@ -46,11 +46,7 @@ require_tools tools/packages.txt mpicc.openmpi mpirun.openmpi mpicc.mpich mpirun
 unset LD_PRELOAD URNIC_RUNTIME_DIR URNIC_DAEMON
 
 two_hosts_create p 120
-for h in a b; do
-  addr=$([[ $h == a ]] && echo "$ip_a" || echo "$ip_b")
-  printf '{"devices": [{"name": "urnic0", "link": "udp", "address": "%s"}]}\n' "$addr" > "$rt/$h.json"
-  two_hosts_daemon "$h"
-done
+two_hosts_daemons udp
 chmod 755 "$rt"
 mkdir -p "$rt/run"
 printf '127.0.0.1 localhost\n%s urnic-a\n%s urnic-b\n' "$ip_a" "$ip_b" > "$rt/etc_hosts"

@@ -23,10 +23,7 @@ rdmacm_dir=${4:-$shim_dir}
 
 # shellcheck source=two_hosts.sh
 source "$(dirname "$0")/two_hosts.sh"
-hosts_require_root
-export URNIC_DAEMON=$urnicd
-export LD_LIBRARY_PATH=$shim_dir:$rdmacm_dir
-unset LD_PRELOAD URNIC_RUNTIME_DIR
+two_hosts_env "$shim_dir" "$rdmacm_dir"
 
 # --- the two hosts ------------------------------------------------------------
 two_hosts_create n 200
@@ -34,13 +31,7 @@ addrs="$(ip -n "$ns_a" -o addr show dev "$veth_a") $(ip -n "$ns_b" -o addr show 
 if [[ $addrs == *"$ip_a/24"* && $addrs == *"$ip_b/24"* ]]; then pass "veth $ns_a ($ip_a) <-> $ns_b ($ip_b)"
 else fail "veth addresses not configured"; exit 1; fi
 
-start_daemon() {
-  local h=$1 addr=$2
-  printf '{"devices": [{"name": "urnic0", "link": "udp", "address": "%s"}]}\n' "$addr" > "$rt/$h.json"
-  two_hosts_daemon "$h"
-}
-start_daemon a "$ip_a"
-start_daemon b "$ip_b"
+two_hosts_daemons udp
 grep -q "udp $ip_a:4791" "$rt/a.log" && grep -q "udp $ip_b:4791" "$rt/b.log" &&
   pass "urnicd per namespace, bound to $ip_a and $ip_b" || fail "daemons not bound: $(cat "$rt/a.log" "$rt/b.log")"
 
@@ -63,10 +54,7 @@ mc_pair "mckey -c 2 -C 10 -S 1000 across hosts" 239.1.2.4 "$ip_a" "$ip_b" -c 2 -
 
 # Loss on a's TX, a capture on b: b sees a's frames as they came in.
 host a "$cli" fault -d urnic0 --loss 0.05 --seed 21 > /dev/null || fail "urnic fault in a"
-bg_host b "$cli" capture -d urnic0 -w "$rt/b.pcap" -c 400 2> "$rt/capture.err"
-cap_pid=$!
-cleanup_pids+=("$cap_pid")
-wait_until 2 grep -q capturing "$rt/capture.err"
+capture_start --host b "$rt/b.pcap" -c 400
 before=$(stat a retransmitted_pkts)
 pair "ib_write_bw -s 65536, 5 % loss on a (a <- b)" "$row" 1 ib_write_bw "${x[@]}" -s 65536 -n 300
 lossy=1 pair "ibv_rc_pingpong --chk -s 5000, 5 % loss on a (a <- b)" "$pp" 1 ibv_rc_pingpong "${gid[@]}" -c -s 5000 -n 100
@@ -80,11 +68,9 @@ if [[ $dropped -gt 0 && $((after - before + rb)) -gt 0 ]]; then
 else
   fail "5 % loss on a: dropped $dropped, retransmitted a $((after - before)) b $rb"
 fi
-wait_gone 5 "$cap_pid"
-stop_pid "$cap_pid"
-decoded=$("$cli" frame decode "$rt/b.pcap" 2>&1)
-dec_rc=$?
-ok=$(grep -c 'icrc=ok' <<< "$decoded")
+wait_gone 5 "$capture_pid"
+stop_pid "$capture_pid"
+frames_decode "$rt/b.pcap"
 from_a=$(tshark -r "$rt/b.pcap" -T fields -e ip.src 2>/dev/null | grep -c "^$ip_a$")
 if [[ $dec_rc -eq 0 && $ok -eq 400 ]]; then pass "capture on b: 400 frames (${from_a:-?} from $ip_a), every ICRC ok"
 else fail "capture on b: decode exit $dec_rc, $ok/400 frames ok"; fi

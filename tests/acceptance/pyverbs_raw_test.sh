@@ -23,14 +23,11 @@ if [[ ! -f $suite/run_tests.py ]] || ! "$py" -c 'import pyverbs' 2>/dev/null; th
 fi
 # shellcheck source=two_hosts.sh
 source "$(dirname "$0")/two_hosts.sh"
-hosts_require_root
-export URNIC_DAEMON=$urnicd
-export LD_LIBRARY_PATH=$shim_dir
-unset LD_PRELOAD
+two_hosts_env "$shim_dir"
 
 veth_mtu=1500
 two_hosts_create y 150
-printf '{"devices": [{"name": "urnic0", "link": "afpacket", "interface": "%s"}]}\n' "$veth_a" > "$rt/a.json"
+urnicd_config_ab a afpacket > "$rt/a.json"
 two_hosts_daemon a
 work=$rt/suite
 cp -r "$suite" "$work"

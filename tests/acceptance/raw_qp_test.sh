@@ -27,18 +27,11 @@ cli=$3
 raw_frames=$4
 # shellcheck source=two_hosts.sh
 source "$(dirname "$0")/two_hosts.sh"
-hosts_require_root
-export URNIC_DAEMON=$urnicd
-export LD_LIBRARY_PATH=$shim_dir
-unset LD_PRELOAD
+two_hosts_env "$shim_dir"
 
 veth_mtu=9000
 two_hosts_create r 120
-for h in a b; do
-  dev=$([[ $h == a ]] && echo "$veth_a" || echo "$veth_b")
-  printf '{"devices": [{"name": "urnic0", "link": "afpacket", "interface": "%s"}]}\n' "$dev" > "$rt/$h.json"
-  two_hosts_daemon "$h"
-done
+two_hosts_daemons afpacket
 mac_a=$(ip -n "$ns_a" -br link show "$veth_a" | awk '{print $3}')
 mac_b=$(ip -n "$ns_b" -br link show "$veth_b" | awk '{print $3}')
 pass "two afpacket hosts: $ns_a ($mac_a) <-> $ns_b ($mac_b)"

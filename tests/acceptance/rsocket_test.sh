@@ -87,43 +87,34 @@ pair() {
 p=$((20000 + ($$ % 20000)))
 row() { echo "^$1 +"; }  # a result row of rstream/riostream: name, bytes, xfers, ...
 custom=$(row custom)
+# rs NAME PROG N [@ADDR] ARGS...: pair NAME, $custom rows on both sides:
+# PROG [-b ADDR] -p $((p + N)) ARGS the server, PROG -s ADDR (default
+# 127.0.0.1) -p $((p + N)) ARGS the client.
+rs() {
+  local name=$1 prog=$2 port=$((p + $3)) addr=127.0.0.1 bind=()
+  shift 3
+  [[ $1 == @* ]] && { addr=${1#@}; bind=(-b "$addr"); shift; }
+  pair "$name" "$custom" "$custom" -- "$prog" "${bind[@]}" -p "$port" "$@" -- "$prog" -s "$addr" -p "$port" "$@"
+}
 
 # rstream: the default run (a latency and a bandwidth connection; 64 B to
 # 1 MiB, non-blocking calls).
 pair "rstream (default run)" "$(row 1m_bw)" "$(row 1m_bw)" \
   -- rstream -p $p \
   -- rstream -s 127.0.0.1 -p $p
-pair "rstream -S 1000000 -C 50 -T v" "$custom" "$custom" \
-  -- rstream -p $((p + 1)) -S 1000000 -C 50 -T v \
-  -- rstream -s 127.0.0.1 -p $((p + 1)) -S 1000000 -C 50 -T v
-pair "rstream -S 100 -C 20000 -T v" "$custom" "$custom" \
-  -- rstream -p $((p + 2)) -S 100 -C 20000 -T v \
-  -- rstream -s 127.0.0.1 -p $((p + 2)) -S 100 -C 20000 -T v
-pair "rstream -T a -T v (rpoll) -S 65536 -C 300" "$custom" "$custom" \
-  -- rstream -p $((p + 3)) -T a -T v -S 65536 -C 300 \
-  -- rstream -s 127.0.0.1 -p $((p + 3)) -T a -T v -S 65536 -C 300
-pair "rstream -T b -T v (blocking) -S 12345 -C 500 -I 2" "$custom" "$custom" \
-  -- rstream -p $((p + 4)) -T b -T v -S 12345 -C 500 -I 2 \
-  -- rstream -s 127.0.0.1 -p $((p + 4)) -T b -T v -S 12345 -C 500 -I 2
-pair "rstream -T n -T v (non-blocking) -S 4096 -C 1 -I 2000 (ping-pong)" "$custom" "$custom" \
-  -- rstream -p $((p + 5)) -T n -T v -S 4096 -C 1 -I 2000 \
-  -- rstream -s 127.0.0.1 -p $((p + 5)) -T n -T v -S 4096 -C 1 -I 2000
-pair "rstream -T r -T v (rdma_getaddrinfo)" "$custom" "$custom" \
-  -- rstream -p $((p + 6)) -T r -T v -S 30000 -C 200 \
-  -- rstream -s 127.0.0.1 -p $((p + 6)) -T r -T v -S 30000 -C 200
+rs "rstream -S 1000000 -C 50 -T v" rstream 1 -S 1000000 -C 50 -T v
+rs "rstream -S 100 -C 20000 -T v" rstream 2 -S 100 -C 20000 -T v
+rs "rstream -T a -T v (rpoll) -S 65536 -C 300" rstream 3 -T a -T v -S 65536 -C 300
+rs "rstream -T b -T v (blocking) -S 12345 -C 500 -I 2" rstream 4 -T b -T v -S 12345 -C 500 -I 2
+rs "rstream -T n -T v (non-blocking) -S 4096 -C 1 -I 2000 (ping-pong)" rstream 5 -T n -T v -S 4096 -C 1 -I 2000
+rs "rstream -T r -T v (rdma_getaddrinfo)" rstream 6 -T r -T v -S 30000 -C 200
 # Small socket buffers: a 16 KiB receive buffer, so credits and buffer
 # grants go back and forth many times per transfer.
-pair "rstream -B 8192 -T v -S 100000 -C 100 (small buffers)" "$custom" "$custom" \
-  -- rstream -p $((p + 7)) -B 8192 -T v -S 100000 -C 100 \
-  -- rstream -s 127.0.0.1 -p $((p + 7)) -B 8192 -T v -S 100000 -C 100
-pair "rstream over IPv6 loopback (::1) -T v" "$custom" "$custom" \
-  -- rstream -b ::1 -p $((p + 8)) -T v -S 10000 -C 200 \
-  -- rstream -s ::1 -p $((p + 8)) -T v -S 10000 -C 200
+rs "rstream -B 8192 -T v -S 100000 -C 100 (small buffers)" rstream 7 -B 8192 -T v -S 100000 -C 100
+rs "rstream over IPv6 loopback (::1) -T v" rstream 8 @::1 -T v -S 10000 -C 200
 # -T f: rstream forks and then uses TCP sockets, not rsockets (its own
 # design); it still runs with urnic's libraries loaded.
-pair "rstream -T f (fork; TCP sockets by rstream's design)" "$custom" "$custom" \
-  -- rstream -p $((p + 9)) -T f -S 10000 -C 100 \
-  -- rstream -s 127.0.0.1 -p $((p + 9)) -T f -S 10000 -C 100
+rs "rstream -T f (fork; TCP sockets by rstream's design)" rstream 9 -T f -S 10000 -C 100
 
 # Verify mode really compares bytes: a receiver with -T v fails on data the
 # sender did not format (the sender runs without -T v).
@@ -142,25 +133,13 @@ if [[ -n ${URNIC_RSOCKET_FULL:-} ]]; then
     -- riostream -p $((p + 11)) \
     -- riostream -s 127.0.0.1 -p $((p + 11))
 else
-  pair "riostream -S 64 -C 1 -I 1000 (the default run's 64_lat, shorter)" "$custom" "$custom" \
-    -- riostream -p $((p + 11)) -S 64 -C 1 -I 1000 \
-    -- riostream -s 127.0.0.1 -p $((p + 11)) -S 64 -C 1 -I 1000
+  rs "riostream -S 64 -C 1 -I 1000 (the default run's 64_lat, shorter)" riostream 11 -S 64 -C 1 -I 1000
 fi
-pair "riostream -S 1000000 -C 20 -T v" "$custom" "$custom" \
-  -- riostream -p $((p + 12)) -S 1000000 -C 20 -T v \
-  -- riostream -s 127.0.0.1 -p $((p + 12)) -S 1000000 -C 20 -T v
-pair "riostream -T a -T v -S 65536 -C 100" "$custom" "$custom" \
-  -- riostream -p $((p + 13)) -T a -T v -S 65536 -C 100 \
-  -- riostream -s 127.0.0.1 -p $((p + 13)) -T a -T v -S 65536 -C 100
-pair "riostream -T b -T v -S 5000 -C 300" "$custom" "$custom" \
-  -- riostream -p $((p + 14)) -T b -T v -S 5000 -C 300 \
-  -- riostream -s 127.0.0.1 -p $((p + 14)) -T b -T v -S 5000 -C 300
-pair "riostream -T n -T v -S 100 -C 1 -I 200" "$custom" "$custom" \
-  -- riostream -p $((p + 15)) -T n -T v -S 100 -C 1 -I 200 \
-  -- riostream -s 127.0.0.1 -p $((p + 15)) -T n -T v -S 100 -C 1 -I 200
-pair "riostream over IPv6 loopback (::1) -T v" "$custom" "$custom" \
-  -- riostream -b ::1 -p $((p + 16)) -T v -S 20000 -C 50 \
-  -- riostream -s ::1 -p $((p + 16)) -T v -S 20000 -C 50
+rs "riostream -S 1000000 -C 20 -T v" riostream 12 -S 1000000 -C 20 -T v
+rs "riostream -T a -T v -S 65536 -C 100" riostream 13 -T a -T v -S 65536 -C 100
+rs "riostream -T b -T v -S 5000 -C 300" riostream 14 -T b -T v -S 5000 -C 300
+rs "riostream -T n -T v -S 100 -C 1 -I 200" riostream 15 -T n -T v -S 100 -C 1 -I 200
+rs "riostream over IPv6 loopback (::1) -T v" riostream 16 @::1 -T v -S 20000 -C 50
 
 # udpong: datagram rsockets (UD QPs; a peer's first datagram over UDP
 # until its QP is known, rdma-core's protocol). Its server never ends: it
@@ -219,15 +198,9 @@ udp_pair "udpong over IPv6 loopback (::1) -T e -S 256 -C 300" "$custom +256 +600
 # mode for iWARP). The device's counters must show the traffic.
 stat_of() { "$cli" stats -d urnic_iw0 | awk -v k="$1" '$1 == k {print $2}'; }
 before=$(stat_of wqes_posted)
-pair "rstream over iWARP (127.0.0.2) -T v" "$custom" "$custom" \
-  -- rstream -b 127.0.0.2 -p $((p + 17)) -T v -S 50000 -C 200 \
-  -- rstream -s 127.0.0.2 -p $((p + 17)) -T v -S 50000 -C 200
-pair "rstream over iWARP (127.0.0.2) -T a" "$custom" "$custom" \
-  -- rstream -b 127.0.0.2 -p $((p + 18)) -T a -S 1000 -C 1 -I 500 \
-  -- rstream -s 127.0.0.2 -p $((p + 18)) -T a -S 1000 -C 1 -I 500
-pair "riostream over iWARP (127.0.0.2) -T v" "$custom" "$custom" \
-  -- riostream -b 127.0.0.2 -p $((p + 19)) -T v -S 50000 -C 50 \
-  -- riostream -s 127.0.0.2 -p $((p + 19)) -T v -S 50000 -C 50
+rs "rstream over iWARP (127.0.0.2) -T v" rstream 17 @127.0.0.2 -T v -S 50000 -C 200
+rs "rstream over iWARP (127.0.0.2) -T a" rstream 18 @127.0.0.2 -T a -S 1000 -C 1 -I 500
+rs "riostream over iWARP (127.0.0.2) -T v" riostream 19 @127.0.0.2 -T v -S 50000 -C 50
 after=$(stat_of wqes_posted)
 if [[ -n $before && -n $after && $after -gt $((before + 1000)) ]]; then
   pass "urnic_iw0 carried the iWARP streams (wqes_posted $before -> $after)"
@@ -297,5 +270,4 @@ d=$(daemon_pid) || true
 if alive "$d"; then pass "urnicd (pid $d) still serving"
 else fail "urnicd is gone"; fi
 
-printf '%d checks, %d failed\n' "$checks" "$fails"
-[[ $fails -eq 0 ]]
+finish

@@ -19,19 +19,16 @@ cli=$3
 
 # shellcheck source=two_hosts.sh
 source "$(dirname "$0")/two_hosts.sh"
-hosts_require_root
+two_hosts_env "$shim_dir"
 if ! /usr/bin/python3 -c 'import pyverbs' 2> /dev/null; then
   echo "SKIP: pyverbs (python3-pyverbs) is not installed"
   exit 77
 fi
-export URNIC_DAEMON=$urnicd
-export LD_LIBRARY_PATH=$shim_dir
-unset LD_PRELOAD URNIC_RUNTIME_DIR
 
 two_hosts_create s 216
 ip_c=$net.3
 ip -n "$ns_b" addr add "$ip_c/24" dev "$veth_b"
-printf '{"devices": [{"name": "urnic0", "link": "udp", "address": "%s"}]}\n' "$ip_a" > "$rt/a.json"
+urnicd_config_ab a udp > "$rt/a.json"
 printf '{"devices": [{"name": "urnic0", "link": "udp", "address": "%s"}, {"name": "urnic1", "link": "udp", "address": "%s"}]}\n' \
   "$ip_b" "$ip_c" > "$rt/b.json"
 two_hosts_daemon a

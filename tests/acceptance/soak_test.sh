@@ -92,9 +92,7 @@ round() {
   cm_pair "rping -V -C 50 -S 65535 (iWARP)" 'DISCONNECT' - \
     -- rping -s -a "$iw" -p $((soak_port + 1)) -V -C 50 -S 65535 \
     -- rping -c -a "$iw" -p $((soak_port + 1)) -V -C 50 -S 65535
-  HEAD_START=2 cm_pair "ib_write_bw -d urnic_iw0 -R -n 300" "$row" "$row" \
-    -- ib_write_bw -d urnic_iw0 -R -s 65536 -n 300 -p $((soak_port + 2)) \
-    -- ib_write_bw -d urnic_iw0 -R -s 65536 -n 300 -p $((soak_port + 2)) "$iw"
+  cm_perftest "ib_write_bw -d urnic_iw0 -R -n 300" "$row" "$row" "$iw" ib_write_bw -d urnic_iw0 -R -s 65536 -n 300 -p $((soak_port + 2))
   ((fails == before))
 }
 

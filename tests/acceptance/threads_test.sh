@@ -31,10 +31,7 @@ rdmacm_dir=${4:-$shim_dir}
 
 # shellcheck source=two_hosts.sh
 source "$(dirname "$0")/two_hosts.sh"
-hosts_require_root
-export URNIC_DAEMON=$urnicd
-export LD_LIBRARY_PATH=$shim_dir:$rdmacm_dir
-unset LD_PRELOAD URNIC_RUNTIME_DIR
+two_hosts_env "$shim_dir" "$rdmacm_dir"
 
 hog_pids=()
 cleanup_extra() {
@@ -49,10 +46,8 @@ raw_a=${veth_a}r
 raw_b=${veth_b}r
 veth_add "$ns_a" "$raw_a" "$ns_b" "$raw_b" 9000 192.168.77.1/24 192.168.77.2/24 || { fail "ip link add $raw_a"; exit 1; }
 for h in a b; do
-  addr=$ip_a raw=$raw_a
-  [[ $h == b ]] && addr=$ip_b raw=$raw_b
   printf '{"threads": 2, "devices": [{"name": "urnic0", "link": "udp", "address": "%s"}, {"name": "urnic1", "link": "afpacket", "interface": "%s", "mtu": 4096}]}\n' \
-    "$addr" "$raw" > "$rt/$h.json"
+    "$(ip_of "$h")" "$(veth_of "$h")r" > "$rt/$h.json"
   two_hosts_daemon "$h"
 done
 if grep -q "2 engine threads" "$rt/a.log" && grep -q "2 engine threads" "$rt/b.log"; then

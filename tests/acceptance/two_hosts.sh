@@ -8,8 +8,13 @@
 #
 # Before sourcing, set `shim_dir` (the verbs shim's directory: an ASan build
 # is recognised from it). Then:
-#   hosts_require_root, host H CMD..., bg_host H CMD..., ns_of H:
-#                                      tools/lib/hosts.sh
+#   hosts_require_root, host H CMD..., bg_host H CMD..., ns_of H,
+#   veth_of H, ip_of H:                tools/lib/hosts.sh
+#   two_hosts_env LIBDIR...            hosts_require_root, and the programs'
+#                                      environment: URNIC_DAEMON=$urnicd,
+#                                      LD_LIBRARY_PATH=LIBDIR:..., no
+#                                      LD_PRELOAD, URNIC_RUNTIME_DIR (host H
+#                                      sets $rt/H) or URNIC_CM_DEBUG
 #   two_hosts_create LETTER BASE [ipv6]
 #                                      the runtime directory `rt`, and
 #                                      hosts_ab LETTER BASE (tools/lib/
@@ -25,12 +30,17 @@
 #                                      Returns once its socket is there; if
 #                                      it ends first or takes 5 s: fails
 #                                      "WHAT in H did not start", exit 1
+#   two_hosts_daemons LINK [MEMBERS]   both, on urnicd_config_ab H LINK
+#                                      MEMBERS (tools/lib/daemons.sh)
+#   two_hosts_stop                     stops both (daemon_pid_a, _b)
 #   pair NAME EXPECT COUNT PROG ARGS...
 #                                      server in a, client in b to $ip_a (-p
 #                                      a fresh port); both must exit 0 and
 #                                      the client print COUNT lines matching
 #                                      EXPECT (client_host=a: the client in a
-#                                      too, both on a's daemon)
+#                                      too, both on a's daemon; server_host=b:
+#                                      the server in b, the client in a); the
+#                                      same for cm_client.sh's cm_pair
 #   mc_pair NAME GROUP BIND_A BIND_B ARGS...
 #                                      mckey receiving GROUP in a (bound to
 #                                      BIND_A, joined first), sending from b
@@ -50,6 +60,14 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/../../tools/lib/hosts.sh"
 server_pid=
 tag=$$
+two_hosts_env() {
+  hosts_require_root
+  export URNIC_DAEMON=$urnicd
+  LD_LIBRARY_PATH=$(IFS=:; echo "$*")
+  export LD_LIBRARY_PATH
+  unset LD_PRELOAD URNIC_RUNTIME_DIR URNIC_CM_DEBUG
+}
+
 two_hosts_create() {
   local letter=$1 base=$2 ipv6=${3:-}
   rt=$(mktemp -d "/tmp/urnic-$letter.XXXXXX")
@@ -74,6 +92,18 @@ two_hosts_daemon() {
   fi
   eval "daemon_pid_$h=$urnicd_pid"
 }
+two_hosts_daemons() {
+  local h
+  for h in a b; do
+    urnicd_config_ab "$h" "$@" > "$rt/$h.json"
+    two_hosts_daemon "$h"
+  done
+}
+daemon_pid_a="" daemon_pid_b=""
+two_hosts_stop() {
+  stop_pid "$daemon_pid_a"
+  stop_pid "$daemon_pid_b"
+}
 
 # wait_listen PORT PID: until something in a listens on TCP PORT (perftest's
 # and the pingpongs' exchange), or PID has ended; at most 4 s.
@@ -81,13 +111,17 @@ wait_listen() {
   wait_tcp_listen "$1" --ns "$ns_a" --pid "$2"
 }
 
-# common.sh's `pair` across the two hosts: server in a, client in b (in a
-# too with client_host=a, both on a's daemon).
+# common.sh's `pair` (and cm_client.sh's cm_pair) across the two hosts:
+# server in a (server_host=b: in b), client in the other one (client_host=a:
+# in a too, both on a's daemon). On failure, the daemons' last lines too.
+# shellcheck disable=SC2034  # pair_logs, pair_label: for cm_pair
 pair_where() {
-  local c=${client_host:-b}
-  pair_server=(ip netns exec "$ns_a" env "URNIC_RUNTIME_DIR=$rt/a")
+  local s=${server_host:-a} c
+  c=${client_host:-$([[ $s == a ]] && echo b || echo a)}
+  pair_server=(ip netns exec "$(ns_of "$s")" env "URNIC_RUNTIME_DIR=$rt/$s")
   pair_client=(ip netns exec "$(ns_of "$c")" env "URNIC_RUNTIME_DIR=$rt/$c")
-  pair_ns=$ns_a pair_addr=$ip_a pair_inf_rows=0
+  pair_ns=$(ns_of "$s") pair_addr=$(ip_of "$s") pair_inf_rows=0 pair_logs=("$rt/a.log" "$rt/b.log")
+  pair_label="$s <- $c, "
 }
 
 # Multicast is unreliable: a datagram sent before the receiver joined is

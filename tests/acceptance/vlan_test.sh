@@ -28,32 +28,18 @@ if [[ $link == dpdk ]] && ! grep -q librte_eal <<< "$(ldd "$urnicd")"; then
   exit 77
 fi
 
+default_limit=60
 # shellcheck source=two_hosts.sh
 source "$(dirname "$0")/two_hosts.sh"
-hosts_require_root
+two_hosts_env "$shim_dir"
 require_tools "iproute2, tshark" ip tshark
-
-export URNIC_DAEMON=$urnicd
-export LD_LIBRARY_PATH=$shim_dir
-unset LD_PRELOAD URNIC_RUNTIME_DIR
-limit=${URNIC_PAIR_TIMEOUT:-60}
-[[ -n $asan_rt ]] && limit=$((limit * 3))
 
 two_hosts_create v 232
 pass "veth $ns_a ($ip_a) <-> $ns_b ($ip_b)"
 
-daemon_pid_a=
-daemon_pid_b=
-start_daemon() {
-  local h=$1 ifname=$2 vlan=$3
-  if [[ $link == dpdk ]]; then
-    printf '{"devices": [{"name": "urnic0", "link": "dpdk", "devargs": "net_af_packet0,iface=%s,framesz=8192,blocksz=8192", "address": "%s", "mac": "02:00:75:72:6e:%s", "vlan": %d, "mtu": 4096}]}\n' \
-      "$ifname" "$net.1$([[ $h == a ]] && echo 1 || echo 2)" "$([[ $h == a ]] && echo 0a || echo 0b)" "$vlan" > "$rt/$h.json"
-  else
-    printf '{"devices": [{"name": "urnic0", "link": "afpacket", "interface": "%s", "vlan": %d, "mtu": 4096}]}\n' \
-      "$ifname" "$vlan" > "$rt/$h.json"
-  fi
-  two_hosts_daemon "$h"
+start_daemon() {  # start_daemon H VLAN
+  urnicd_config_ab "$1" "$link" "\"vlan\": $2, \"mtu\": 4096" > "$rt/$1.json"
+  two_hosts_daemon "$1"
 }
 
 # try_pair NAME LIMIT PROG ARGS...: server in a, client in b to $ip_a; sets
@@ -74,8 +60,8 @@ try_pair() {
 }
 
 # --- both on VLAN 100 ----------------------------------------------------------
-start_daemon a "$veth_a" 100
-start_daemon b "$veth_b" 100
+start_daemon a 100
+start_daemon b 100
 grep -q "over $link .*$veth_a.*vlan 100" "$rt/a.log" && pass "urnicd in a: $(grep -o 'RoCE v1/v2 over.*' "$rt/a.log")" ||
   fail "urnicd in a: $(cat "$rt/a.log")"
 
@@ -135,7 +121,7 @@ else fail "host a: rx_pkts $rx_a, rx_other_vlan $other_a"; fi
 
 # --- b on VLAN 200: nothing gets through; a counts b's frames ----------------
 stop_pid "$daemon_pid_b"
-start_daemon b "$veth_b" 200
+start_daemon b 200
 before_a=$(stat a rx_pkts)
 try_pair "rc_pingpong across VLANs" 6 ibv_rc_pingpong -g 3 -c -s 100 -n 10
 delivered=$(( $(stat a rx_pkts) - before_a ))

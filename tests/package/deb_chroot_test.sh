@@ -17,35 +17,19 @@ root=$1
 build=$2
 mirror=${URNIC_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 
-checks=0 fails=0
-pass() { checks=$((checks + 1)); printf 'ok   %s\n' "$*"; }
-fail() { checks=$((checks + 1)); fails=$((fails + 1)); printf 'FAIL %s\n' "$*"; }
-skip() { printf 'SKIP: %s\n' "$*"; exit 77; }
-
-[[ $(id -u) == 0 ]] || skip "needs root (chroot, network namespace)"
-command -v mmdebstrap > /dev/null || skip "needs mmdebstrap (apt-get install mmdebstrap)"
+# shellcheck source=tests/package/chroot_lib.sh
+source "$(dirname "$0")/chroot_lib.sh"
+chroot_require
 prefix=$(meson introspect "$build" --buildoptions |
          python3 -c 'import json,sys; print({o["name"]: o["value"] for o in json.load(sys.stdin)}["prefix"])')
 [[ $prefix == /usr ]] || skip "the build's prefix is $prefix; the package needs /usr (meson configure $build -Dprefix=/usr)"
 if ldd "$build/verbs_shim/libibverbs.so.1" | grep -q 'libasan\|libclang_rt'; then
   skip "a sanitizer build is not packaged"
 fi
-python3 -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=15)' \
-  "$mirror/dists/bookworm/InRelease" 2>/dev/null || skip "cannot reach $mirror"
+mirror_or_skip bookworm
 
-tmp=$(mktemp -d /tmp/urnic-deb-chroot.XXXXXX)
+chroot_tmp deb-chroot
 chroot_dir=$tmp/root
-cleanup() {
-  # Anything still running in the tree (a server a failed client left),
-  # by PID; then whatever is still mounted below it; then the tree.
-  local p
-  for p in /proc/[0-9]*; do
-    [[ $(readlink "$p/root" 2>/dev/null) == "$chroot_dir"* ]] && kill -KILL "${p#/proc/}" 2>/dev/null
-  done
-  findmnt -rn -o TARGET | grep "^$tmp/" | sort -r | while read -r m; do umount -l "$m"; done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
 t0=$SECONDS
 
 # The package.
@@ -53,18 +37,11 @@ if deb=$("$root/tools/package-deb.sh" --build "$build" --out "$tmp/deb" 2> "$tmp
   pass "package: $(basename "$deb") ($(du -k "$deb" | cut -f1) KiB, $((SECONDS - t0)) s)"
 else
   fail "package: $(tail -3 "$tmp/package.err" | tr '\n' ' ')"
-  printf '%d checks, %d failed\n' "$checks" "$fails"
+  finish
   exit 1
 fi
 
 # The recipe's two blocks, as docs/CI.md has them.
-block() {
-  awk -v mark="<!-- $1:" '
-    index($0, mark) == 1 { found = 1; next }
-    found && /^```sh/ { inside = 1; next }
-    inside && /^```/ { exit }
-    inside { print }' "$root/docs/CI.md"
-}
 mkdir -p "$tmp/recipe"
 {
   echo 'set -ex'
@@ -74,12 +51,12 @@ mkdir -p "$tmp/recipe"
   echo "echo 'APT::Install-Recommends \"true\";' > /etc/apt/apt.conf.d/99zz-urnic-test"
   echo 'apt-config dump | grep -i "Install-Recommends"'
   echo 'cd /tmp/urnic-deb'
-  block install
+  ci_block install
 } > "$tmp/recipe/install.sh"
 {
   echo 'set -ex'
   echo 'cd /tmp'
-  block use
+  ci_block use
 } > "$tmp/recipe/use.sh"
 for b in install use; do
   [[ $(grep -cv '^\(set -ex\|cd \|sudo()\|#\|echo \|apt-config \)' "$tmp/recipe/$b.sh") -gt 0 ]] || { fail "docs/CI.md has no \"$b\" block"; exit 1; }
@@ -122,15 +99,11 @@ if grep -q '^install exit 0$' "$install_log" 2>/dev/null; then
 else
   fail "install block: $(grep -E '^E:|exit' "$install_log" 2>/dev/null | head -3 | tr '\n' ' ')"
 fi
-check() {  # check NAME REGEX: a line of the use block's output matches
-  if grep -qE "$2" "$use_log" 2>/dev/null; then pass "$1: $(grep -E "$2" "$use_log" | head -1 | tr -s ' \t' ' ' | cut -c1-120)"
-  else fail "$1: no line matching /$2/"; fi
-}
-check "urnic doctor (as nobody)" '^urnic doctor: ready'
-check "urnic run -- ibv_devinfo" 'hca_id:[[:space:]]+urnic0'
-check "ibv_rc_pingpong after eval \"\$(urnic env)\"" '^[0-9]+ bytes in .* = .*Mbit/sec|100 iters in'
-check "rping (rdma_cm)" 'ping data: rdma-ping-9:'
-check "ib_write_bw" '^ 65536 +1000 +'
+check "$use_log" "urnic doctor (as nobody)" '^urnic doctor: ready'
+check "$use_log" "urnic run -- ibv_devinfo" 'hca_id:[[:space:]]+urnic0'
+check "$use_log" "ibv_rc_pingpong after eval \"\$(urnic env)\"" '^[0-9]+ bytes in .* = .*Mbit/sec|100 iters in'
+check "$use_log" "rping (rdma_cm)" 'ping data: rdma-ping-9:'
+check "$use_log" "ib_write_bw" '^ 65536 +1000 +'
 if grep -q '^use exit 0$' "$use_log" 2>/dev/null; then pass "use block: exit 0"
 else fail "use block: $(grep -E '^use exit|error|Couldn' "$use_log" 2>/dev/null | head -3 | tr '\n' ' ')"; fi
 echo "chroot (mmdebstrap, install, recipe): ${elapsed} s; whole test: $((SECONDS - t0)) s"
@@ -139,5 +112,4 @@ if ((fails > 0)); then
   echo "--- use log (tail)"; tail -40 "$use_log" 2>/dev/null
   echo "--- mmdebstrap log (tail)"; tail -15 "$tmp/mmdebstrap.log"
 fi
-printf '%d checks, %d failed\n' "$checks" "$fails"
-((fails == 0))
+finish

@@ -23,33 +23,16 @@ releases=("$@")
 [[ ${#releases[@]} -gt 0 ]] || releases=(bullseye trixie)
 mirror=${URNIC_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 
-checks=0 fails=0
-pass() { checks=$((checks + 1)); printf 'ok   %s\n' "$*"; }
-fail() { checks=$((checks + 1)); fails=$((fails + 1)); printf 'FAIL %s\n' "$*"; }
-skip() { printf 'SKIP: %s\n' "$*"; exit 77; }
-
-[[ $(id -u) == 0 ]] || skip "needs root (chroot, network namespace)"
-command -v mmdebstrap > /dev/null || skip "needs mmdebstrap (apt-get install mmdebstrap)"
+# shellcheck source=tests/package/chroot_lib.sh
+source "$(dirname "$0")/chroot_lib.sh"
+chroot_require
 cache=$build/tarball
 mkdir -p "$cache"
 # The mirror is needed only for what is not in the cache yet.
 for rel in "${releases[@]}"; do
-  [[ -s $cache/rootfs-$rel.tar ]] && continue
-  python3 -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=15)' \
-    "$mirror/dists/$rel/InRelease" 2>/dev/null || skip "cannot reach $mirror (for the $rel root file system)"
+  [[ -s $cache/rootfs-$rel.tar ]] || mirror_or_skip "$rel" "for the $rel root file system"
 done
-tmp=$(mktemp -d /tmp/urnic-tarball-chroot.XXXXXX)
-cleanup() {
-  # Anything still running in a tree (a server a failed client left), by
-  # PID; then whatever is still mounted below; then the trees.
-  local p
-  for p in /proc/[0-9]*; do
-    [[ $(readlink "$p/root" 2>/dev/null) == "$tmp"/* ]] && kill -KILL "${p#/proc/}" 2>/dev/null
-  done
-  findmnt -rn -o TARGET | grep "^$tmp/" | sort -r | while read -r m; do umount -l "$m"; done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
+chroot_tmp tarball-chroot
 t0=$SECONDS
 
 tarball=${URNIC_TARBALL:-}
@@ -59,24 +42,17 @@ if [[ -z $tarball ]]; then
     pass "tarball: $(basename "$tarball") ($(du -k "$tarball" | cut -f1) KiB, $((SECONDS - t0)) s)"
   else
     fail "tarball: $(tail -3 "$tmp/package.err" | tr '\n' ' ')"
-    printf '%d checks, %d failed\n' "$checks" "$fails"
+    finish
     exit 1
   fi
 fi
 
 # docs/CI.md's block, as the user runs it.
-block() {
-  awk -v mark="<!-- $1:" '
-    index($0, mark) == 1 { found = 1; next }
-    found && /^```sh/ { inside = 1; next }
-    inside && /^```/ { exit }
-    inside { print }' "$root/docs/CI.md"
-}
 {
   echo 'set -ex'
   echo 'cd /tmp/user'
   echo 'start=$(date +%s%N)'
-  block tarball-use | sed 's|^ibv_rc_pingpong \(.*127\.0\.0\.1\)$|&; echo "unpack to first pingpong: $((($(date +%s%N) - start) / 1000000)) ms"|'
+  ci_block tarball-use | sed 's|^ibv_rc_pingpong \(.*127\.0\.0\.1\)$|&; echo "unpack to first pingpong: $((($(date +%s%N) - start) / 1000000)) ms"|'
 } > "$tmp/use.sh"
 [[ $(grep -c 'ibv_rc_pingpong' "$tmp/use.sh") -ge 2 ]] || { fail "docs/CI.md has no \"tarball-use\" block with ibv_rc_pingpong"; exit 1; }
 # The CI action (.github/actions/urnic), every step as a runner runs it
@@ -120,20 +96,17 @@ for rel in "${releases[@]}"; do
     [[ -n $pid ]] && kill -TERM "$pid" && for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
   ' sh "$dir" > "$tmp/use-$rel.log" 2>&1
   log=$tmp/use-$rel.log
-  check() {  # check NAME REGEX: a line of the block's output matches
-    if grep -qE "$2" "$log"; then pass "$rel: $1: $(grep -E "$2" "$log" | head -1 | tr -s ' \t' ' ' | cut -c1-110)"
-    else fail "$rel: $1: no line matching /$2/"; fi
-  }
+  check_prefix="$rel: "
   echo "--- $rel ($versions; root file system $((SECONDS - t1)) s)"
-  check "urnic doctor" 'urnic doctor: ready'
-  check "ibv_devinfo" 'hca_id:[[:space:]]+urnic0'
-  check "ibv_rc_pingpong" '100 iters in'
-  check "time to the first pingpong" 'unpack to first pingpong: [0-9]+ ms'
-  check "rping (rdma_cm)" 'ping data: rdma-ping-9:'
-  check "ucmatose (rdma_cm)" 'test complete'
-  check "ib_write_bw" '^ 65536 +1000 +'
-  check "the CI action's steps" '^--- all steps passed'
-  check "a later step with the action's environment (ibv_devices)" '^[[:space:]]+urnic0[[:space:]]+[0-9a-f]{16}'
+  check "$log" "urnic doctor" 'urnic doctor: ready'
+  check "$log" "ibv_devinfo" 'hca_id:[[:space:]]+urnic0'
+  check "$log" "ibv_rc_pingpong" '100 iters in'
+  check "$log" "time to the first pingpong" 'unpack to first pingpong: [0-9]+ ms'
+  check "$log" "rping (rdma_cm)" 'ping data: rdma-ping-9:'
+  check "$log" "ucmatose (rdma_cm)" 'test complete'
+  check "$log" "ib_write_bw" '^ 65536 +1000 +'
+  check "$log" "the CI action's steps" '^--- all steps passed'
+  check "$log" "a later step with the action's environment (ibv_devices)" '^[[:space:]]+urnic0[[:space:]]+[0-9a-f]{16}'
   if grep -q '^use exit 0$' "$log" && grep -q '^action exit 0$' "$log"; then pass "$rel: block and action exit 0"
   else
     fail "$rel: block: $(grep -E '^use exit|error|symbol|not found' "$log" | head -3 | tr '\n' ' ')"
@@ -142,5 +115,4 @@ for rel in "${releases[@]}"; do
   rm -rf "$dir"
 done
 echo "whole test: $((SECONDS - t0)) s"
-printf '%d checks, %d failed\n' "$checks" "$fails"
-((fails == 0))
+finish

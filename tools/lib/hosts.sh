@@ -26,7 +26,8 @@
 #                            joined by veths veth_a, veth_b = uLETTERa/bPID at
 #                            MTU, with ip_a/ip_b = NET.1/.2 of the /24 NET =
 #                            10.(BASE + PID % 16).(PID / 16 % 256)
-#   ns_of H                  H's namespace (H: a or b)
+#   ns_of H, veth_of H, ip_of H
+#                            H's namespace, veth and address (H: a or b)
 #   host H CMD... / bg_host H CMD...
 #                            CMD in H with the runtime directory $rt/H (`rt`:
 #                            the script's), foreground or background ($! is
@@ -89,6 +90,8 @@ hosts_ab() {
   netns_add "$ns_a" "$ns_b" && veth_add "$ns_a" "$veth_a" "$ns_b" "$veth_b" "$mtu" "$ip_a/24" "$ip_b/24"
 }
 ns_of() { [[ $1 == a ]] && echo "$ns_a" || echo "$ns_b"; }
+veth_of() { [[ $1 == a ]] && echo "$veth_a" || echo "$veth_b"; }
+ip_of() { [[ $1 == a ]] && echo "$ip_a" || echo "$ip_b"; }
 host() {
   local h=$1
   shift
