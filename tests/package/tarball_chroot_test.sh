@@ -66,7 +66,8 @@ for rel in "${releases[@]}"; do
   rootfs=$cache/rootfs-$rel.tar
   t1=$SECONDS
   if [[ ! -s $rootfs ]]; then
-    mmdebstrap --variant=minbase --mode=root --quiet --include=ibverbs-utils,perftest,rdmacm-utils,iproute2 \
+    # --format=tar: mmdebstrap picks the format from the name, and "x.tar.part" would be a directory.
+    mmdebstrap --variant=minbase --mode=root --quiet --format=tar --include=ibverbs-utils,perftest,rdmacm-utils,iproute2 \
       "$rel" "$rootfs.part" "$mirror" > "$tmp/mmdebstrap-$rel.log" 2>&1 && mv "$rootfs.part" "$rootfs"
   fi
   if [[ ! -s $rootfs ]]; then
