@@ -19,7 +19,7 @@
 #                                     NVMe-oF over RDMA on RoCE and iWARP (builds SPDK
 #                                     once, about 12 min: docs/MIDDLEWARE.md, "NVMe-oF"); 'pfc'
 #                                     is acceptance-pfc (issue 50: not reliable yet); 'tarball'
-#                                     is the release tarball on Debian 11 and 13 with their
+#                                     is the release tarball on Debian 11, 12 and 13 with their
 #                                     own RDMA programs (docs/CI.md, "The tarball"); 'xdp' is
 #                                     acceptance-xdp (issue 47: not yet passed on a quiet machine)
 #   tools/urnic test --coverage [--suite NAME]...
