@@ -19,8 +19,11 @@
 #                                     NVMe-oF over RDMA on RoCE and iWARP (builds SPDK
 #                                     once, about 12 min: docs/MIDDLEWARE.md, "NVMe-oF"); 'pfc'
 #                                     is acceptance-pfc (issue 50: not reliable yet); 'tarball'
-#                                     is the release tarball on Debian 11 and 13 with their
-#                                     own RDMA programs (docs/CI.md, "The tarball"); 'xdp' is
+#                                     is the release tarball on Debian 11, 12 and 13 with their
+#                                     own RDMA programs (docs/CI.md, "The tarball"); 'docker'
+#                                     builds the Dockerfile with buildah and runs the image with
+#                                     podman (docs/CI.md, "What is tested": about an hour, it
+#                                     compiles urnic inside the image); 'xdp' is
 #                                     acceptance-xdp (issue 47: not yet passed on a quiet machine)
 #   tools/urnic test --coverage [--suite NAME]...
 #                                     a gcov build; runs the suites (default: unit acceptance),
@@ -29,7 +32,7 @@
 #                                     the same, one test at a time: the lines each test reaches
 #                                     that the unit suites do not (how 'sanitize' is chosen)
 # Suites: unit, smoke, acceptance, hosts, root, interop, slow, sanitize, fuzz, checker,
-# rdma-unit-test, fabtests, spdk, pfc, tarball, xdp (tests/meson.build).
+# rdma-unit-test, fabtests, spdk, pfc, tarball, docker, xdp (tests/meson.build).
 # Ends with one line "urnic test summary: ... PASS" or "... FAIL", after one line per stage
 # with its wall time and the five slowest tests. A full run over 60 minutes fails: CI's limit
 # is 90 and the budget is 40 (docs/TESTING.md).
@@ -55,7 +58,7 @@ while [[ $# -gt 0 ]]; do
   esac
   shift
 done
-known_suites=" unit smoke acceptance hosts root interop slow sanitize fuzz checker rdma-unit-test fabtests spdk pfc tarball xdp "
+known_suites=" unit smoke acceptance hosts root interop slow sanitize fuzz checker rdma-unit-test fabtests spdk pfc tarball docker xdp "
 for s in "${suites[@]}"; do
   [[ $known_suites == *" $s "* ]] || {
     printf 'urnic test: no suite "%s"; the suites are:%s\n' "$s" "$known_suites" >&2; exit 2; }

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # package-tarball-chroot (issue 52): the release tarball (tools/package-tarball.sh)
 # on other Debian releases, with each release's own RDMA programs. For each
-# release (default: bullseye = Debian 11, rdma-core 33, glibc 2.31; trixie =
-# Debian 13), a minbase root file system with that release's ibverbs-utils,
+# release (default: bullseye = Debian 11, rdma-core 33, glibc 2.31; bookworm =
+# Debian 12, rdma-core 44, the build machine's own; trixie = Debian 13,
+# rdma-core 56), a minbase root file system with that release's ibverbs-utils,
 # perftest and rdmacm-utils (mmdebstrap from Debian's mirror, kept as a tar
 # file in the build tree so a later run only unpacks it), then docs/CI.md's
 # "tarball-use" block as nobody, in a network namespace of its own: unpack
@@ -20,7 +21,7 @@ root=$1
 build=$2
 shift 2
 releases=("$@")
-[[ ${#releases[@]} -gt 0 ]] || releases=(bullseye trixie)
+[[ ${#releases[@]} -gt 0 ]] || releases=(bullseye bookworm trixie)
 mirror=${URNIC_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 
 # shellcheck source=tests/package/chroot_lib.sh
