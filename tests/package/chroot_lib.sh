@@ -1,6 +1,7 @@
 # shellcheck shell=bash disable=SC2154  # root, mirror: the sourcing script's
 # tests/package/chroot_lib.sh: what the two package tests share
-# (deb_chroot_test.sh, tarball_chroot_test.sh): docs/CI.md's recipe run in a
+# (deb_chroot_test.sh, tarball_chroot_test.sh; dockerfile_test.sh its checks
+# and skips): docs/CI.md's recipe run in a
 # Debian root file system made with mmdebstrap, as nobody, in namespaces of
 # its own. Set `root` (the source tree) and `mirror` first. Then:
 #   pass MSG / fail MSG / skip MSG / finish

@@ -46,22 +46,16 @@ root=$1
 build=$2
 mirror=${URNIC_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 
-checks=0 fails=0
-pass() { checks=$((checks + 1)); printf 'ok   %s\n' "$*"; }
-fail() { checks=$((checks + 1)); fails=$((fails + 1)); printf 'FAIL %s\n' "$*"; }
-skip() { printf 'SKIP: %s\n' "$*"; exit 77; }
-
-[[ $(id -u) == 0 ]] || skip "needs root (podman and buildah as root)"
-for tool in podman buildah runc mmdebstrap; do
+# shellcheck source=tests/package/chroot_lib.sh
+source "$(dirname "$0")/chroot_lib.sh"
+chroot_require
+for tool in podman buildah runc; do
   command -v "$tool" > /dev/null || skip "needs $tool (apt-get install podman buildah runc mmdebstrap)"
 done
 cache=$build/docker
 mkdir -p "$cache"
 rootfs=$cache/rootfs-bookworm.tar
-if [[ ! -s $rootfs ]]; then
-  python3 -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=15)' \
-    "$mirror/dists/bookworm/InRelease" 2>/dev/null || skip "cannot reach $mirror"
-fi
+[[ -s $rootfs ]] || mirror_or_skip bookworm
 
 tmp=$(mktemp -d /tmp/urnic-dockerfile.XXXXXX)
 # Podman's and buildah's state and configuration, all in $tmp: nothing in
@@ -113,7 +107,7 @@ if [[ ! -s $rootfs ]]; then
 fi
 if [[ ! -s $rootfs ]]; then
   fail "mmdebstrap bookworm: $(grep -iE 'error|^E:' "$tmp/mmdebstrap.log" | head -3 | tr '\n' ' ')"
-  printf '%d checks, %d failed\n' "$checks" "$fails"
+  finish
   exit 1
 fi
 slim=$tmp/slim
@@ -156,7 +150,7 @@ if [[ $brc -eq 0 ]]; then
 else
   fail "buildah bud (exit $brc, ${build_s} s): $(grep -E 'error|Error|^E:' "$tmp/build.log" | head -3 | tr '\n' ' ')"
   echo "--- build log (tail)"; tail -30 "$tmp/build.log"
-  printf '%d checks, %d failed\n' "$checks" "$fails"
+  finish
   exit 1
 fi
 grep -E 'urnic package: wrote' "$tmp/build.log" | sed 's/^/     /'
@@ -195,5 +189,4 @@ echo "whole test: $((SECONDS - t0)) s (build ${build_s} s)"
 if ((fails > 0)); then
   echo "--- build log (tail)"; tail -15 "$tmp/build.log"
 fi
-printf '%d checks, %d failed\n' "$checks" "$fails"
-((fails == 0))
+finish
