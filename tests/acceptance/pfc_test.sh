@@ -98,10 +98,9 @@ wait_until 20 grep -q "Capturing on" "$rt/dumpcap.out"
 
 port=18515
 # ib_write_bw's run must outlast the schedule (1.7 s from pfc_peer.py's
-# start, which comes 0.3 s after perftest's header): 4 s did in a quiet
-# run, but at a load of 20 on two cores the header and python's start came
-# so late that a's traffic had ended before the storm (1.3 s into the
-# schedule), which then had nothing to stop.
+# start, which comes once a sends): at a load of 20 on two cores python's
+# start came so late that with 4 s a's traffic had ended before the storm
+# (1.3 s into the schedule), which then had nothing to stop.
 secs=6
 bg_host b "${run_env[@]}" timeout "$limit" ib_write_bw -x 3 -s 65536 -D $secs -p $port > "$rt/server.out" 2>&1
 server_pid=$!
@@ -110,10 +109,17 @@ wait_tcp_listen "$port" --ns "$ns_b" --pid "$server_pid"
 bg_host a "${run_env[@]}" timeout "$limit" stdbuf -oL ib_write_bw -x 3 -s 65536 -D $secs -p $port "$ip_b" > "$rt/client.out" 2>&1
 client_pid=$!
 cleanup_pids+=("$client_pid")
-# Traffic flowing (perftest prints its table's header once it runs), then
-# the schedule (1.7 s of the $secs).
-wait_until 10 --pid "$client_pid" grep -q "BW average" "$rt/client.out"
-sleep 0.3
+# Traffic flowing (b's veth received 2000 frames: ib_write_bw connected
+# and writing), then the schedule (1.7 s of the $secs). Not perftest's
+# table header in client.out: at a load of 27 it had not come when a's
+# traffic ended, and the schedule began 4 s after that (the wait ran out);
+# nor `urnic stats` (one call took 11 s at that load): one netlink dump.
+a_sending() {
+  local n
+  n=$(ip -n "$ns_b" -s link show "$veth_b" | awk '/RX:/ { getline; print $2; exit }')
+  [[ $n =~ ^[0-9]+$ ]] && ((n > 2000))
+}
+wait_until 20 --pid "$client_pid" a_sending
 ip netns exec "$ns_b" python3 "$here/pfc_peer.py" send "$veth_b" "$rt/schedule" > "$rt/peer.out" 2>&1
 peer_rc=$?
 wait "$client_pid"
