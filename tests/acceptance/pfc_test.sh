@@ -251,7 +251,16 @@ check(resent["start"] + resent["paused"] == 0,
       f"after it); {resent['storm']} in and after the storm")
 t9, tend = ctl[9]["t"], ctl[43]["t"]
 last, first = silence(t9)
-if first is None:
+# The storm is a storm only if the peer kept it unbroken: each pause sent
+# before the last ran out. A peer descheduled for longer than the quanta
+# (a 38.5 ms gap at load 8-17) ends the pause for real: a rightly resumes
+# and the watchdog rightly never trips (nor are frames ignored).
+storm_gap = max((b["t"] - a["t"]) * ms for a, b in zip(ctl[9:44], ctl[10:44]))
+if storm_gap >= QUANTA_MS:
+    print(f"info pause storm: the peer left a gap of {storm_gap:.1f} ms (over the {QUANTA_MS:.2f} ms quanta): "
+          f"broken, the watchdog's checks are not measurable in this run")
+    print("storm-broken")
+elif first is None:
     check(False, f"pause storm: a sent nothing after its first pause (a's traffic ended "
           f"{(t9 - prio0[-1]) * ms:.1f} ms before it: ib_write_bw's -D must outlast the schedule)")
 else:
@@ -264,6 +273,7 @@ PY
 verdict_rc=$?
 # A verdict script that failed checked nothing: that is a failure.
 [[ $verdict_rc -eq 0 && -s $rt/verdict ]] || fail "the capture's analysis failed: $(tail -n 3 "$rt/verdict.err" | tr '\n' ' ')"
+storm_broken=$(grep -c '^storm-broken' "$rt/verdict")
 while read -r verdict msg; do
   case $verdict in
     ok) pass "$msg" ;;
@@ -272,9 +282,10 @@ while read -r verdict msg; do
   esac
 done < "$rt/verdict"
 
-for want in "pfc_p0_pause_in -ge 3" "pfc_p0_xon_in -eq 1" "pfc_p3_pause_in -eq 2" "pfc_rx_malformed -eq 3" \
-            "pfc_rx_bad_opcode -eq 1" "pfc_p0_watchdog_trips -eq 1" "pfc_p0_ignored -ge 10" "pfc_p5_pause_in -eq 1" \
-            "pfc_p0_queue_drops -eq 0" "link_pause_waits -ge 4"; do
+wants=("pfc_p0_pause_in -ge 3" "pfc_p0_xon_in -eq 1" "pfc_p3_pause_in -eq 2" "pfc_rx_malformed -eq 3"
+       "pfc_rx_bad_opcode -eq 1" "pfc_p5_pause_in -eq 1" "pfc_p0_queue_drops -eq 0" "link_pause_waits -ge 4")
+((storm_broken == 0)) && wants+=("pfc_p0_watchdog_trips -eq 1" "pfc_p0_ignored -ge 10")
+for want in "${wants[@]}"; do
   read -r name op value <<< "$want"
   got=$(stat a "$name")
   if [[ $got =~ ^[0-9]+$ ]] && [ "$got" "$op" "$value" ]; then
@@ -285,6 +296,8 @@ for want in "pfc_p0_pause_in -ge 3" "pfc_p0_xon_in -eq 1" "pfc_p3_pause_in -eq 2
 done
 echo "    a: retransmitted_pkts $(stat a retransmitted_pkts), rcvd_seq_err $(stat a rcvd_seq_err), tx_no_neighbour $(stat a tx_no_neighbour), link_tx_errors $(stat a link_tx_errors), pfc_p0_held $(stat a pfc_p0_held) (frames built in the pass a pause came in); b: rcvd_pkts $(stat b rcvd_pkts), out_of_seq_request $(stat b out_of_seq_request), duplicate_request $(stat b duplicate_request), seq_err_naks_sent $(stat b seq_err_naks_sent), tx_no_neighbour $(stat b tx_no_neighbour)"
 echo "    a's PFC counters: $(host a "$cli" stats -d urnic0 --json | python3 -c 'import json,sys; c=json.load(sys.stdin)["counters"]; print(" ".join(f"{k}={v}" for k,v in c.items() if k.startswith("pfc_") and v))')"
-grep -q "PFC watchdog" "$rt/a.log" && pass "a logged the watchdog: $(grep -m1 'PFC watchdog' "$rt/a.log")" ||
-  fail "a did not log the watchdog"
+if ((storm_broken == 0)); then
+  grep -q "PFC watchdog" "$rt/a.log" && pass "a logged the watchdog: $(grep -m1 'PFC watchdog' "$rt/a.log")" ||
+    fail "a did not log the watchdog"
+fi
 finish
