@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -36,6 +37,31 @@ std::uint32_t load_status(tpacket2_hdr* h) {
 }
 void store_status(tpacket2_hdr* h, std::uint32_t v) {
   std::atomic_ref<std::uint32_t>(h->tp_status).store(v, std::memory_order_release);
+}
+
+std::uint64_t clock_ns(clockid_t id) {
+  timespec ts{};
+  ::clock_gettime(id, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000U + static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+// When a ring frame reached this host, on CLOCK_MONOTONIC (PFC's wire
+// clock, pfc_port.hpp). The kernel stamps each frame on CLOCK_REALTIME
+// (tp_sec/tp_nsec: when its stack took it in); the frame's age on that
+// clock is taken off the monotonic now. The realtime clock is read first,
+// so the age comes out a little short, never long: a pause timed from it
+// may last a few nanoseconds more, never less. A stamp ahead of the
+// realtime clock (stepped back meanwhile): now. One stepped forward
+// meanwhile would make the frame look older, which nothing here can tell:
+// the age is capped at a second (a frame older than that has outlived any
+// pause at 1 Gb/s or faster; capped, a pause only lasts longer).
+transport::Nanos arrival_on_wire_clock(const tpacket2_hdr* h) {
+  constexpr std::uint64_t kMaxAgeNs = 1'000'000'000;
+  const std::uint64_t real = clock_ns(CLOCK_REALTIME);
+  const std::uint64_t mono = clock_ns(CLOCK_MONOTONIC);
+  const std::uint64_t stamp = std::uint64_t{h->tp_sec} * 1'000'000'000U + h->tp_nsec;
+  if (stamp == 0 || stamp >= real) return mono;
+  return mono - std::min(real - stamp, kMaxAgeNs);
 }
 
 }  // namespace
@@ -368,7 +394,7 @@ void AfPacketLink::flush(transport::Nanos now) {
   // full ring leaves the rest for the next pass).
   if (pfc_) {
     if (pfc_->emits()) pfc_->set_rx_waiting(rx_waiting_bytes());
-    pfc_->flush(now, [this](wire::Bytes f) { return put_frame(f); });
+    pfc_->flush(now, clock_ns(CLOCK_MONOTONIC), [this](wire::Bytes f) { return put_frame(f); });
   }
   kick();
 }
@@ -442,7 +468,7 @@ bool AfPacketLink::receive(LinkRxPacket* out) {
       std::memcpy(&from, slot + kTpHdrAligned, sizeof from);
       if (pfc_ && from.sll_protocol == htons(wire::pfc::kEthertypeMacControl)) {
         pfc_->on_mac_control(wire::Bytes(slot + h->tp_mac, h->tp_snaplen == h->tp_len ? h->tp_snaplen : 0),
-                             (st & TP_STATUS_VLAN_VALID) != 0);
+                             (st & TP_STATUS_VLAN_VALID) != 0, arrival_on_wire_clock(h));
         release_rx();
         continue;
       }
@@ -489,7 +515,7 @@ bool AfPacketLink::receive(LinkRxPacket* out) {
       // never the data path's. The kernel takes a tag out into tp_vlan_tci.
       const bool whole = h->tp_snaplen == h->tp_len && h->tp_mac + h->tp_snaplen <= kFrameSize;
       pfc_->on_mac_control(wire::Bytes(slot + h->tp_mac, whole ? h->tp_snaplen : 0),
-                           (st & TP_STATUS_VLAN_VALID) != 0);
+                           (st & TP_STATUS_VLAN_VALID) != 0, arrival_on_wire_clock(h));
       release_rx();
       continue;
     }

@@ -44,7 +44,7 @@ bool PfcPort::emit(transport::Nanos now, const std::function<bool(wire::Bytes)>&
   return false;
 }
 
-void PfcPort::on_mac_control(wire::Bytes frame, bool tagged) {
+void PfcPort::on_mac_control(wire::Bytes frame, bool tagged, transport::Nanos arrived) {
   auto f = wire::pfc::parse(frame);
   if (!f.ok()) {
     counters_.inc(f.error() == wire::WireError::kBadOpcode ? PfcStat::kRxBadOpcode : PfcStat::kRxMalformed);
@@ -56,7 +56,7 @@ void PfcPort::on_mac_control(wire::Bytes frame, bool tagged) {
     return;
   }
   if (pending_.size() == kMaxPending) pending_.erase(pending_.begin());
-  pending_.push_back(*f);
+  pending_.push_back(Pending{*f, arrived});
   // What it pauses is held from now on (a PAUSE: every priority; PFC: the
   // enabled ones it gives a time); a resume takes effect at the flush.
   for (std::size_t p = 0; p < kPfcPriorities; ++p) {
@@ -82,14 +82,17 @@ bool PfcPort::hold(std::size_t prio, wire::Bytes frame) {
   return true;
 }
 
-void PfcPort::flush(transport::Nanos now, const std::function<bool(wire::Bytes)>& send) {
+void PfcPort::flush(transport::Nanos now, transport::Nanos wire_now, const std::function<bool(wire::Bytes)>& send) {
   pass_now_ = now;
+  wire_now_ = wire_now;
   // Ours first; a ring with no room for it has none for held frames either.
   const bool room = !meter_ || emit(now, send);
-  for (const wire::pfc::PauseFrame& f : pending_) state_.on_frame(f, now);
+  // Each pause from its frame's arrival (never later than now: a stamp
+  // ahead of the clock would lengthen it).
+  for (const Pending& p : pending_) state_.on_frame(p.frame, std::min(p.arrived, wire_now));
   pending_.clear();
   pending_mask_ = 0;
-  if (const std::uint8_t tripped = state_.advance(now); tripped != 0)
+  if (const std::uint8_t tripped = state_.advance(wire_now); tripped != 0)
     std::fprintf(stderr,
                  "urnicd: %s: PFC watchdog: priorities 0x%02x paused for more than %llu ms (a pause storm); "
                  "their pause frames are ignored for %llu ms\n",
@@ -111,7 +114,8 @@ void PfcPort::flush(transport::Nanos now, const std::function<bool(wire::Bytes)>
 
 transport::Nanos PfcPort::next_deadline() const noexcept {
   if (backlog_ || unsent_) return pass_now_;
-  const transport::Nanos d = state_.next_deadline();
+  transport::Nanos d = state_.next_deadline();  // wire clock
+  if (d != transport::kNever) d = pass_now_ + (d > wire_now_ ? d - wire_now_ : 0);
   return meter_ ? std::min(d, meter_->next_deadline()) : d;
 }
 

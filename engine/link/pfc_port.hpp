@@ -6,12 +6,21 @@
 // per-priority queue, and at the end of each pass ends the pauses that are
 // over and hands the link the frames that may go.
 //
-// Time: the engine's clock, which the link sees only in flush(now) (it
-// leaves out time the engine was starved, so no other clock may be mixed
-// in). A frame received during a pass takes effect at once for what the
-// pass sends (a pause holds the priority from then on), and its times
-// start at that pass's flush: a pause lasts what it asks plus at most the
-// rest of the pass, never less.
+// Time: two clocks, never mixed in one computation. A peer's pause lasts a
+// span of real time from the moment its frame arrived (802.1Qbb 36.1.3.2,
+// 802.3 Annex 31B: the pause timer starts on reception), so the pause state
+// runs on the wire clock, CLOCK_MONOTONIC: on_mac_control takes the frame's
+// arrival on it (the link converts the kernel's receive stamp) and
+// flush() the wire clock's time then. The engine's clock (flush's `now`,
+// engine/datapath/clock.hpp) is the pass's start and leaves out time the
+// engine was starved: a timer started from it began before the frame came
+// whenever the engine read the frame later in its pass (acceptance-pfc:
+// 65535 quanta resumed 0.36 and 1.07 ms early on a loaded machine), and a
+// pause timed on it would run long by any starvation during it. The
+// engine's clock is used only for what the engine schedules: the emitted
+// PFC frames' refresh (PfcRxMeter) and next_deadline(), into which the
+// wire clock's deadlines are converted so that the engine wakes no later
+// than the pause ends.
 //
 // Back-pressure: the data path asks stopped_mask() (through Link::
 // tx_stopped) before the transport makes a packet, and a QP whose priority
@@ -56,8 +65,9 @@ class PfcPort {
   }
   [[nodiscard]] const PfcRxMeter* meter() const noexcept { return meter_ ? &*meter_ : nullptr; }
   // A frame of EtherType 0x8808 received during the pass; `tagged`: it came
-  // with an 802.1Q tag (MAC Control frames never are).
-  void on_mac_control(wire::Bytes frame, bool tagged);
+  // with an 802.1Q tag (MAC Control frames never are); `arrived`: when it
+  // reached the link, on the wire clock (its pause times run from then).
+  void on_mac_control(wire::Bytes frame, bool tagged, transport::Nanos arrived);
   // The priorities a frame sent now would wait on (bit p): paused, paused
   // by a frame received this pass, or with frames still held (order).
   [[nodiscard]] std::uint8_t stopped_mask() const noexcept {
@@ -76,11 +86,16 @@ class PfcPort {
   // full ring keeps it for the next pass, merged with what comes then),
   // ends pauses that are over (the watchdog too) and sends the waiting
   // frames of priorities not paused, in order, through `send` until it
-  // returns false (the ring is full: the rest wait).
-  void flush(transport::Nanos now, const std::function<bool(wire::Bytes)>& send);
-  // When flush() next has something to do: a pause ending, the watchdog,
-  // a pause of ours to refresh, or frames that could not go last time
-  // (kNever: nothing).
+  // returns false (the ring is full: the rest wait). `now`: the engine's
+  // clock (the pass); `wire_now`: the wire clock, read for this flush.
+  void flush(transport::Nanos now, transport::Nanos wire_now, const std::function<bool(wire::Bytes)>& send);
+  // When flush() next has something to do, on the engine's clock: a pause
+  // ending, the watchdog, a pause of ours to refresh, or frames that could
+  // not go last time (kNever: nothing). A wire-clock deadline D becomes the
+  // last flush's `now` + (D - its `wire_now`): `now` is the pass's start,
+  // no later than the flush, and the engine's clock advances no faster than
+  // the wire's, so the engine is never woken after D, at worst a pass early
+  // (that flush finds the pause still on and asks again).
   [[nodiscard]] transport::Nanos next_deadline() const noexcept;
   [[nodiscard]] const PfcCounters& counters() const noexcept { return counters_; }
   [[nodiscard]] const PfcPauseState& state() const noexcept { return state_; }
@@ -96,11 +111,17 @@ class PfcPort {
   std::optional<wire::pfc::PauseFrame> unsent_;   // a PFC frame of ours the ring had no room for
   bool emit(transport::Nanos now, const std::function<bool(wire::Bytes)>& send);
   transport::Nanos pass_now_ = 0;       // the engine clock at the last flush
-  // Frames received since the last flush, applied there in order; what
-  // they pause already holds frames (pending_mask_). More than kMaxPending
-  // in one pass: the oldest are dropped (a newer time replaces them anyway).
+  transport::Nanos wire_now_ = 0;       // the wire clock then (state_ runs on it)
+  // Frames received since the last flush, applied there in order from
+  // their arrival; what they pause already holds frames (pending_mask_).
+  // More than kMaxPending in one pass: the oldest are dropped (a newer time
+  // replaces them anyway).
   static constexpr std::size_t kMaxPending = 64;
-  std::vector<wire::pfc::PauseFrame> pending_;
+  struct Pending {
+    wire::pfc::PauseFrame frame;
+    transport::Nanos arrived;  // wire clock
+  };
+  std::vector<Pending> pending_;
   std::uint8_t pending_mask_ = 0;
   bool backlog_ = false;                // frames of a running priority could not go at the last flush
 };

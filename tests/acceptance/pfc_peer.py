@@ -2,10 +2,12 @@
 """The PFC side of acceptance-pfc (pfc_test.sh): sends MAC Control frames on
 an interface at set times, and reads the capture afterwards.
 
-  pfc_peer.py send IFACE SCHEDULE_FILE
+  pfc_peer.py send IFACE SCHEDULE_FILE [--after-rx N]
       Each line of SCHEDULE_FILE: SECONDS KIND ARGS; at SECONDS after start
       (monotonic) sends one frame through an AF_PACKET socket and prints
-      "sent KIND SECONDS":
+      "sent KIND SECONDS". With --after-rx N, "start" is when IFACE has
+      received more than N frames (polled every ms, at most 60 s: exit 1):
+      the schedule runs while the traffic does, whenever that begins.
         pfc VECTOR T0 .. T7     a PFC frame (opcode 0x0101) to 01-80-C2-00-00-01
         pause TIME              an 802.3x PAUSE (opcode 0x0001)
         raw HEX                 any frame (malformed ones)
@@ -34,10 +36,22 @@ def pause_frame(src, t):
     return (GROUP + src + struct.pack("!HHH", 0x8808, 0x0001, t)).ljust(60, b"\0")
 
 
-def send(iface, schedule):
+def rx_packets(iface):
+    with open(f"/sys/class/net/{iface}/statistics/rx_packets") as f:
+        return int(f.read())
+
+
+def send(iface, schedule, after_rx=None):
     s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
     s.bind((iface, 0))
     src = s.getsockname()[4][:6]
+    if after_rx is not None:
+        deadline = time.monotonic() + 60
+        while rx_packets(iface) <= after_rx:
+            if time.monotonic() > deadline:
+                print(f"no traffic: {iface} received {rx_packets(iface)} frames in 60 s", flush=True)
+                sys.exit(1)
+            time.sleep(0.001)
     start = time.monotonic()
     for line in open(schedule):
         parts = line.split()
@@ -90,6 +104,6 @@ def analyse(path, device_mac):
 
 if __name__ == "__main__":
     if sys.argv[1] == "send":
-        send(sys.argv[2], sys.argv[3])
+        send(sys.argv[2], sys.argv[3], int(sys.argv[5]) if sys.argv[4:5] == ["--after-rx"] else None)
     else:
         analyse(sys.argv[2], sys.argv[3])

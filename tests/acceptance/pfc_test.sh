@@ -21,13 +21,16 @@
 # between two of its frames while nothing was paused, `jitter`), and every
 # bound that a late engine can stretch (how soon it stops, how late it
 # resumes) allows that much more; what lateness cannot cause stays strict:
-# a pause is never cut short (resumed no earlier than asked), another
-# priority's pause never stops priority 0 for a pause's length.
+# a pause is never cut short (resumed no earlier than asked, less 50 us for
+# the stamps' clock), another priority's pause never stops priority 0 for a
+# pause's length. A silence that began before the pause (a's engine or
+# ib_write_bw quiet already) counts as stopped at the pause.
 # Lossless: a's QPs wait while their priority is paused (back-pressure), so
 # a's link drops nothing (pfc_p0_queue_drops 0, with the default queue),
 # its QPs counted the waits (link_pause_waits), and ib_write_bw exits 0 on
 # both sides. Needs root and dumpcap: exits 77 (skipped) otherwise. About
-# 15 s. Removes the namespaces and stops every process it started, by PID.
+# 17 s on a quiet machine. Removes the namespaces and stops every process
+# it started, by PID.
 #
 # usage: pfc_test.sh SHIM_DIR URNICD URNIC_CLI
 set -uo pipefail
@@ -52,6 +55,14 @@ unset LD_PRELOAD URNIC_RUNTIME_DIR
 limit=${URNIC_PAIR_TIMEOUT:-60}
 [[ -n $asan_rt ]] && limit=$((limit * 3))
 
+# URNIC_PFC_KEEP=DIR: the run's evidence (capture, its analysis, both
+# daemons' logs) is copied there when the script ends, however it ends.
+cleanup_extra() {
+  [[ -n ${URNIC_PFC_KEEP:-} && -n ${rt:-} ]] || return 0
+  mkdir -p "$URNIC_PFC_KEEP" && cp -f "$rt"/{b.pcap,capture.json,verdict,a.log,b.log,client.out,peer.out} \
+    "$URNIC_PFC_KEEP"/ 2> /dev/null
+  return 0
+}
 two_hosts_create p 240
 pass "veth $ns_a ($ip_a) <-> $ns_b ($ip_b)"
 printf '{"devices": [{"name": "urnic0", "link": "afpacket", "interface": "%s", "mtu": 4096, "pfc": {"enabled_priorities": [0, 3], "speed_gbps": 1, "watchdog_ms": 200, "watchdog_restore_ms": 200}}]}\n' \
@@ -86,18 +97,26 @@ cleanup_pids+=("$cap_pid")
 wait_until 20 grep -q "Capturing on" "$rt/dumpcap.out"
 
 port=18515
-bg_host b "${run_env[@]}" timeout "$limit" ib_write_bw -x 3 -s 65536 -D 4 -p $port > "$rt/server.out" 2>&1
+# The schedule starts once a's traffic flows: pfc_peer.py is started
+# first and waits until b's veth has received 2000 frames (ib_write_bw
+# connected and writing), then counts its times from there. Starting it
+# only then (after perftest's table header, later after a poll of the
+# counter) put process start-up on the critical path: at a load of 22-29
+# on two cores (CPU pressure 99 %) `ip netns exec ... python3` took up to
+# 10 s, the schedule began after a's 4 s run had ended, and nothing was
+# checked. ib_write_bw's run (6 s) outlasts the 1.7 s schedule with room.
+secs=6
+ip netns exec "$ns_b" python3 "$here/pfc_peer.py" send "$veth_b" "$rt/schedule" --after-rx 2000 > "$rt/peer.out" 2>&1 &
+peer_pid=$!
+cleanup_pids+=("$peer_pid")
+bg_host b "${run_env[@]}" timeout "$limit" ib_write_bw -x 3 -s 65536 -D $secs -p $port > "$rt/server.out" 2>&1
 server_pid=$!
 cleanup_pids+=("$server_pid")
 wait_tcp_listen "$port" --ns "$ns_b" --pid "$server_pid"
-bg_host a "${run_env[@]}" timeout "$limit" stdbuf -oL ib_write_bw -x 3 -s 65536 -D 4 -p $port "$ip_b" > "$rt/client.out" 2>&1
+bg_host a "${run_env[@]}" timeout "$limit" stdbuf -oL ib_write_bw -x 3 -s 65536 -D $secs -p $port "$ip_b" > "$rt/client.out" 2>&1
 client_pid=$!
 cleanup_pids+=("$client_pid")
-# Traffic flowing (perftest prints its table's header once it runs), then
-# the schedule (1.7 s of the 4).
-wait_until 10 --pid "$client_pid" grep -q "BW average" "$rt/client.out"
-sleep 0.3
-ip netns exec "$ns_b" python3 "$here/pfc_peer.py" send "$veth_b" "$rt/schedule" > "$rt/peer.out" 2>&1
+wait "$peer_pid"
 peer_rc=$?
 wait "$client_pid"
 crc=$?
@@ -139,33 +158,66 @@ J = jitter * ms
 print(f"info capture: {len(prio0)} priority-0 frames from a ({len(cap['roce'])} in all), {len(ctl)} MAC Control "
       f"frames; a's frames from {(prio0[0] - t0):.3f} s to {(prio0[-1] - t0):.3f} s after the first pause; "
       f"timestamps in microseconds; a's longest silence before it: {J:.3f} ms (jitter)")
-def gap_after(t, least=0.004):
-    """The longest silence of a's priority-0 frames, at least `least` s, that
-    starts within 20 ms + jitter of t: (last frame before it, first after)."""
-    i = bisect.bisect_left(prio0, t - 0.001)
-    best = None
-    while i + 1 < len(prio0) and prio0[i] < t + 0.02 + jitter:
-        if prio0[i + 1] - prio0[i] >= least and (best is None or prio0[i + 1] - prio0[i] > best[1] - best[0]):
-            best = prio0[i], prio0[i + 1]
-        i += 1
-    return best
+# What the capture can and cannot show. A MAC Control frame's time `t` is
+# b's stamp as it sent it, so a's kernel had it no earlier; a's frames carry
+# b's stamps as they came in, so a sent each no later. Hence "a's first
+# frame after a pause came at least the quanta after t" is a's doing
+# whatever the kernels' delays: a correct a (its timer started when the
+# frame reached it, 802.3 Annex 31B) can never fail it, only the slew of
+# the realtime clock the stamps are on (NTP: 500 ppm at most, 17 us over
+# 33.55 ms; the stamps' resolution is 1 us): EARLY_MS. How soon a stopped
+# is not: frames a had already begun (handed to its kernel) before its
+# engine took the pause in are completed, as a MAC completes the frame in
+# transmission; the engine takes the frame in at its next look at the ring
+# (a pass, or longer when descheduled); b's and a's kernels may stamp or
+# deliver late under load. So a may still send until t + ALLOW: one MTU
+# time and a pass (2 ms) plus the longest silence the load caused before
+# the first pause (jitter).
+EARLY_MS = 0.05
+ALLOW_MS = 2.0 + J
+def silence(t):
+    """a's priority-0 silence around a pause sent at t: (last, first): the
+    last frame at or before t + ALLOW (before t if a was quiet already: its
+    engine descheduled or the program between bursts; the search used to
+    begin 1 ms before t and then timed some later silence instead, reporting
+    a stop 14 ms late or no stop), and the first frame after it (None: a
+    sent nothing more)."""
+    i = bisect.bisect_right(prio0, t + ALLOW_MS / ms)
+    return (prio0[i - 1] if i > 0 else None), (prio0[i] if i < len(prio0) else None)
 for name, at in (("PFC priority 0, 65535 quanta", ctl[0]["t"]), ("802.3x PAUSE, 65535 quanta", ctl[8]["t"])):
-    g = gap_after(at)
-    if g is None:
-        check(False, f"{name}: a's transmission did not stop")
+    last, first = silence(at)
+    if first is None:
+        check(False, f"{name}: a sent nothing after it (its traffic ended)")
         continue
-    stop, resume = (g[0] - at) * ms, (g[1] - at) * ms
-    check(stop <= 2.0 + J and QUANTA_MS - 0.2 <= resume <= QUANTA_MS + 5 + J,
-          f"{name}: last frame {stop:.3f} ms after it (at most 2 + jitter), resumed after {resume:.3f} ms "
-          f"(asked {QUANTA_MS:.2f}, at most 5 + jitter later)")
+    stop, resume = max(0.0, (last - at) * ms), (first - at) * ms
+    check(QUANTA_MS - EARLY_MS <= resume <= QUANTA_MS + 5 + J,
+          f"{name}: last frame {stop:.3f} ms after it (at most 2 + jitter = {ALLOW_MS:.3f}), next frame "
+          f"{resume:.3f} ms after it (asked {QUANTA_MS:.3f}: never earlier, at most 5 + jitter later)")
+# A pause then a zero time 5 ms later: a must have stopped and must resume
+# at the XON, long before the quanta. It may still send until t1 + ALLOW;
+# when the load makes that later than the XON, whether it stopped cannot be
+# told from the capture (reported), only that it ran again after the XON.
 t1, t2 = ctl[1]["t"], ctl[2]["t"]
-g = gap_after(t1)
-if g is None:
-    check(False, "pause + XON: a's transmission did not stop")
+last, first = silence(t1)
+if first is None:
+    check(False, "pause then XON: a sent nothing after it (its traffic ended)")
 else:
-    check((g[1] - t2) * ms <= 3.0 + J and (g[1] - t1) * ms < QUANTA_MS - 1,
-          f"pause then XON 5 ms later: stopped {(g[0] - t1) * ms:.3f} ms after the pause, resumed "
-          f"{(g[1] - t2) * ms:.3f} ms after the XON (at most 3 + jitter; {(g[1] - t1) * ms:.3f} ms after the pause)")
+    if t1 + ALLOW_MS / ms < t2:
+        after_xon = (first - t2) * ms
+        check(first >= t2 and after_xon <= 3.0 + J and (first - t1) * ms < QUANTA_MS - 1,
+              f"pause then XON {(t2 - t1) * ms:.3f} ms later: last frame {max(0.0, (last - t1) * ms):.3f} ms after "
+              f"the pause (at most {ALLOW_MS:.3f}), next {after_xon:.3f} ms after the XON (at most 3 + jitter; "
+              f"{(first - t1) * ms:.3f} ms after the pause, under the quanta)")
+    else:
+        # Only that a runs again after the XON (within 3 + jitter).
+        i = bisect.bisect_right(prio0, t2)
+        nxt = (prio0[i] - t2) * ms if i < len(prio0) else None
+        print(f"info pause then XON: a may send until {ALLOW_MS:.3f} ms after the pause (2 + jitter), past the XON "
+              f"{(t2 - t1) * ms:.3f} ms after it: whether it stopped, and resumed at the XON rather than at the "
+              f"quanta, is not measurable in this run")
+        check(nxt is not None and nxt <= 3.0 + J,
+              f"pause then XON {(t2 - t1) * ms:.3f} ms later: a's next frame {nxt if nxt is None else round(nxt, 3)} ms "
+              f"after the XON (at most 3 + jitter)")
 # Priority 3's pause must not stop priority 0: honoured, it would leave a
 # silence of at least the quanta (a pause never ends early); shorter ones
 # are the engine's own.
@@ -198,18 +250,30 @@ check(resent["start"] + resent["paused"] == 0,
       f"no packet sent twice before the storm ({resent['start']} before the first pause, {resent['paused']} "
       f"after it); {resent['storm']} in and after the storm")
 t9, tend = ctl[9]["t"], ctl[43]["t"]
-g = gap_after(t9)
-if g is None:
-    check(False, "pause storm: a's transmission did not stop")
+last, first = silence(t9)
+# The storm is a storm only if the peer kept it unbroken: each pause sent
+# before the last ran out. A peer descheduled for longer than the quanta
+# (a 38.5 ms gap at load 8-17) ends the pause for real: a rightly resumes
+# and the watchdog rightly never trips (nor are frames ignored).
+storm_gap = max((b["t"] - a["t"]) * ms for a, b in zip(ctl[9:44], ctl[10:44]))
+if storm_gap >= QUANTA_MS:
+    print(f"info pause storm: the peer left a gap of {storm_gap:.1f} ms (over the {QUANTA_MS:.2f} ms quanta): "
+          f"broken, the watchdog's checks are not measurable in this run")
+    print("storm-broken")
+elif first is None:
+    check(False, f"pause storm: a sent nothing after its first pause (a's traffic ended "
+          f"{(t9 - prio0[-1]) * ms:.1f} ms before it: ib_write_bw's -D must outlast the schedule)")
 else:
-    length = (g[1] - t9) * ms
-    check(195 <= length <= 260 + J and g[1] < tend,
-          f"pause storm of {(tend - t9) * ms:.0f} ms: a stopped for {length:.1f} ms (watchdog 200 ms, "
-          f"at most 60 + jitter later), then flowed during the storm")
+    length = (first - t9) * ms
+    check(195 <= length <= 260 + J and first < tend,
+          f"pause storm of {(tend - t9) * ms:.0f} ms: a stopped (last frame {max(0.0, (last - t9) * ms):.3f} ms "
+          f"after its first pause) for {length:.1f} ms (watchdog 200 ms, at most 60 + jitter later), then flowed "
+          f"during the storm")
 PY
 verdict_rc=$?
 # A verdict script that failed checked nothing: that is a failure.
 [[ $verdict_rc -eq 0 && -s $rt/verdict ]] || fail "the capture's analysis failed: $(tail -n 3 "$rt/verdict.err" | tr '\n' ' ')"
+storm_broken=$(grep -c '^storm-broken' "$rt/verdict")
 while read -r verdict msg; do
   case $verdict in
     ok) pass "$msg" ;;
@@ -218,9 +282,10 @@ while read -r verdict msg; do
   esac
 done < "$rt/verdict"
 
-for want in "pfc_p0_pause_in -ge 3" "pfc_p0_xon_in -eq 1" "pfc_p3_pause_in -eq 2" "pfc_rx_malformed -eq 3" \
-            "pfc_rx_bad_opcode -eq 1" "pfc_p0_watchdog_trips -eq 1" "pfc_p0_ignored -ge 10" "pfc_p5_pause_in -eq 1" \
-            "pfc_p0_queue_drops -eq 0" "link_pause_waits -ge 4"; do
+wants=("pfc_p0_pause_in -ge 3" "pfc_p0_xon_in -eq 1" "pfc_p3_pause_in -eq 2" "pfc_rx_malformed -eq 3"
+       "pfc_rx_bad_opcode -eq 1" "pfc_p5_pause_in -eq 1" "pfc_p0_queue_drops -eq 0" "link_pause_waits -ge 4")
+((storm_broken == 0)) && wants+=("pfc_p0_watchdog_trips -eq 1" "pfc_p0_ignored -ge 10")
+for want in "${wants[@]}"; do
   read -r name op value <<< "$want"
   got=$(stat a "$name")
   if [[ $got =~ ^[0-9]+$ ]] && [ "$got" "$op" "$value" ]; then
@@ -231,6 +296,8 @@ for want in "pfc_p0_pause_in -ge 3" "pfc_p0_xon_in -eq 1" "pfc_p3_pause_in -eq 2
 done
 echo "    a: retransmitted_pkts $(stat a retransmitted_pkts), rcvd_seq_err $(stat a rcvd_seq_err), tx_no_neighbour $(stat a tx_no_neighbour), link_tx_errors $(stat a link_tx_errors), pfc_p0_held $(stat a pfc_p0_held) (frames built in the pass a pause came in); b: rcvd_pkts $(stat b rcvd_pkts), out_of_seq_request $(stat b out_of_seq_request), duplicate_request $(stat b duplicate_request), seq_err_naks_sent $(stat b seq_err_naks_sent), tx_no_neighbour $(stat b tx_no_neighbour)"
 echo "    a's PFC counters: $(host a "$cli" stats -d urnic0 --json | python3 -c 'import json,sys; c=json.load(sys.stdin)["counters"]; print(" ".join(f"{k}={v}" for k,v in c.items() if k.startswith("pfc_") and v))')"
-grep -q "PFC watchdog" "$rt/a.log" && pass "a logged the watchdog: $(grep -m1 'PFC watchdog' "$rt/a.log")" ||
-  fail "a did not log the watchdog"
+if ((storm_broken == 0)); then
+  grep -q "PFC watchdog" "$rt/a.log" && pass "a logged the watchdog: $(grep -m1 'PFC watchdog' "$rt/a.log")" ||
+    fail "a did not log the watchdog"
+fi
 finish

@@ -241,31 +241,31 @@ TEST_CASE("pfc: PfcPort drops and counts bad MAC Control frames, never pausing o
   bad.push_back(pfc_frame(0b1, {100}, {0x01, 0x80, 0xC2, 0, 0, 0x02}));  // another group
   bad.emplace_back();  // empty (the link hands a truncated capture over as empty)
   const auto none = [](wire::Bytes) { return true; };
-  for (const auto& f : bad) port.on_mac_control(f, false);
-  port.on_mac_control(good, true);  // tagged
+  for (const auto& f : bad) port.on_mac_control(f, false, 1000);
+  port.on_mac_control(good, true, 1000);  // tagged
   CHECK_FALSE(port.must_wait(roce_frame(0, 1)));
-  port.flush(1000, none);
+  port.flush(1000, 1000, none);
   CHECK(port.state().paused_mask() == 0);
   CHECK(port.counters().get(PfcStat::kRxBadOpcode) == 1);
   CHECK(port.counters().get(PfcStat::kRxMalformed) == bad.size() - 1 + 1);
   // Good ones: to the group, and a PAUSE to our own address.
-  port.on_mac_control(good, false);
+  port.on_mac_control(good, false, 2000);
   CHECK(port.must_wait(roce_frame(0, 1)));  // held at once, for the rest of the pass too
-  port.flush(2000, none);                   // the time starts at the pass's end
+  port.flush(2000, 2000, none);             // the time runs from the frame's arrival
   CHECK(port.state().paused_mask() == 0b1);
   CHECK(port.next_deadline() == 2000 + 5120);
   std::vector<std::uint8_t> pause(wire::pfc::kFrameSize);
   auto lp = wire::pfc::link_pause({0x02, 0, 0, 0, 0, 0x99}, 0);
   lp.dst = own;
   REQUIRE(wire::pfc::build(lp, pause).ok());
-  port.on_mac_control(pause, false);
-  port.flush(3000, none);
+  port.on_mac_control(pause, false, 3000);
+  port.flush(3000, 3000, none);
   CHECK(port.state().paused_mask() == 0);
   // Every byte string of the frame's length with a valid header: never a crash.
   for (std::size_t i = 14; i < good.size(); ++i) {
     auto f = good;
     f[i] ^= 0xFF;
-    port.on_mac_control(f, false);
+    port.on_mac_control(f, false, 3000);
   }
 }
 
@@ -279,11 +279,11 @@ TEST_CASE("pfc: PfcPort holds a paused priority's frames and releases them in or
     sent_tags.push_back(f[f.size() - 8 - 4]);  // the payload's first byte (before the ICRC)
     return true;
   };
-  port.flush(1'000'000, sink);
+  port.flush(1'000'000, 1'000'000, sink);
   const auto p0 = [](std::uint8_t tag) { return roce_frame(0, tag); };
   const auto p3 = [](std::uint8_t tag) { return roce_frame(26 << 2, tag); };
   CHECK_FALSE(port.must_wait(p0(1)));  // nothing paused: no frame waits
-  port.on_mac_control(pfc_frame(0b1000, {0, 0, 0, 0xFFFF}), false);  // priority 3, 3.4 ms
+  port.on_mac_control(pfc_frame(0b1000, {0, 0, 0, 0xFFFF}), false, 1'500'000);  // priority 3, 3.4 ms
   CHECK_FALSE(port.must_wait(p0(1)));  // priority 0 flows
   for (std::uint8_t tag = 10; tag < 16; ++tag) {
     const auto f = p3(tag);
@@ -294,29 +294,89 @@ TEST_CASE("pfc: PfcPort holds a paused priority's frames and releases them in or
   }
   CHECK(port.counters().get(pfc_stat(3, PfcKind::kHeld)) == 4);
   CHECK(port.counters().get(pfc_stat(3, PfcKind::kQueueDrops)) == 2);
-  port.flush(2'000'000, sink);  // still paused
+  port.flush(2'000'000, 2'000'000, sink);  // still paused
   CHECK(sent_tags.empty());
   CHECK(port.next_deadline() > 2'000'000);
   CHECK(port.next_deadline() < 1'000'000 + 3'400'000 + 1'000'000);  // the pause's end (plus receive time)
   // XON: released at the next pass, in order, and only then do new frames
   // of priority 3 go straight out.
-  port.on_mac_control(pfc_frame(0b1000, {}), false);
+  port.on_mac_control(pfc_frame(0b1000, {}), false, 2'100'000);
   CHECK(port.must_wait(p3(20)));  // frames still waiting: behind them
-  port.flush(2'100'000, sink);
+  port.flush(2'100'000, 2'100'000, sink);
   CHECK(sent_tags == std::vector<std::uint8_t>{10, 11, 12, 13});
   CHECK_FALSE(port.must_wait(p3(21)));
   // A full ring: the rest stay queued and the link is woken for them.
-  port.on_mac_control(pfc_frame(0b1000, {0, 0, 0, 0xFFFF}), false);
+  port.on_mac_control(pfc_frame(0b1000, {0, 0, 0, 0xFFFF}), false, 3'000'000);
   for (std::uint8_t tag = 30; tag < 33; ++tag) CHECK(port.hold(3, p3(tag)));
-  port.on_mac_control(pfc_frame(0b1000, {}), false);
+  port.on_mac_control(pfc_frame(0b1000, {}), false, 3'000'000);
   int room = 1;
   sent_tags.clear();
-  port.flush(3'000'000, [&](wire::Bytes f) { return room-- > 0 && sink(f); });
+  port.flush(3'000'000, 3'000'000, [&](wire::Bytes f) { return room-- > 0 && sink(f); });
   CHECK(sent_tags == std::vector<std::uint8_t>{30});
   CHECK(port.next_deadline() == 3'000'000);
-  port.flush(3'000'100, sink);
+  port.flush(3'000'100, 3'000'100, sink);
   CHECK(sent_tags == std::vector<std::uint8_t>{30, 31, 32});
   CHECK(port.next_deadline() == transport::kNever);
+}
+
+TEST_CASE("pfc: a pause runs from its frame's arrival on the wire clock, not from the engine pass's start",
+          "[engine][pfc]") {
+  // acceptance-pfc on a loaded machine: 65535 quanta at 1 Gb/s (33.55 ms)
+  // and a's transmission resumed 0.36 and 1.07 ms early. The pass's `now`
+  // (the engine's clock) is taken when the pass starts; the engine thread,
+  // descheduled within the pass, read the frame a millisecond after that,
+  // and the timer started from the pass's start ended the pause that much
+  // early. A pause must never end early (802.3 Annex 31B: the timer starts
+  // when the frame is received), nor later than needed.
+  engine::PfcConfig cfg = config(0b0000'0001);
+  cfg.watchdog = 0;
+  constexpr std::uint64_t k1G = 1'000'000'000ULL;
+  const transport::Nanos quanta = wire::pfc::quanta_ns(0xFFFF, k1G);
+  REQUIRE(quanta == 33'553'920);
+  engine::PfcPort port(cfg, k1G, {}, "test0");
+  const auto none = [](wire::Bytes) { return true; };
+  // The engine's clock runs behind the wire clock by what it left out as
+  // starvation (here 40 ms); a pass starts at engine 10 ms = wire 50 ms.
+  constexpr transport::Nanos kStarved = 40 * kMs;
+  port.flush(9 * kMs, 9 * kMs + kStarved, none);
+  const transport::Nanos pass = 10 * kMs;             // the pass's `now`
+  const transport::Nanos arrived = pass + kStarved + 1'070'000;  // 1.07 ms into the pass
+  port.on_mac_control(pfc_frame(0b1, {0xFFFF}), false, arrived);
+  CHECK(port.must_wait(roce_frame(0, 1)));  // held from the moment it is read
+  port.flush(pass, arrived + 50'000, none);   // the pass's flush, 50 us after the frame came
+  CHECK(port.state().paused(0));
+  // The engine sleeps until next_deadline (engine clock): never past the
+  // pause's end, which on the engine's clock is at most arrived + quanta -
+  // kStarved (more starvation only moves the engine's clock back).
+  const transport::Nanos wake = port.next_deadline();
+  CHECK(wake <= arrived + quanta - kStarved);
+  // At most the pass's length (its start to its flush) before it.
+  CHECK(wake >= arrived + quanta - kStarved - (arrived + 50'000 - (pass + kStarved)));
+  // A pass whose flush comes 1 ns before the end: still paused, whatever the
+  // pass's `now` (here the deadline itself: woken a little early).
+  port.flush(wake, arrived + quanta - 1, none);
+  CHECK(port.state().paused(0));
+  CHECK(port.must_wait(roce_frame(0, 2)));
+  CHECK(port.next_deadline() <= wake + 1);
+  // At the end: resumed, in that pass.
+  port.flush(wake + 1, arrived + quanta, none);
+  CHECK_FALSE(port.state().paused(0));
+  CHECK_FALSE(port.must_wait(roce_frame(0, 3)));
+  CHECK(port.counters().get(pfc_stat(0, PfcKind::kPausedUs)) == quanta / 1000);
+  // A frame read long after it came (the engine starved meanwhile) is
+  // timed from its arrival too: its pause may be over when it is applied.
+  const transport::Nanos late = arrived + quanta + kMs;
+  port.on_mac_control(pfc_frame(0b1, {100}), false, late);  // 51.2 us
+  port.flush(wake + 2, late + 2 * kMs, none);
+  CHECK_FALSE(port.state().paused(0));
+  CHECK(port.counters().get(pfc_stat(0, PfcKind::kPauseIn)) == 2);
+  // A stamp ahead of the wire clock counts as now, never later.
+  port.on_mac_control(pfc_frame(0b1, {0xFFFF}), false, late + 10 * kMs);
+  port.flush(wake + 3, late + 3 * kMs, none);
+  port.flush(wake + 4, late + 3 * kMs + quanta - 1, none);
+  CHECK(port.state().paused(0));
+  port.flush(wake + 5, late + 3 * kMs + quanta, none);
+  CHECK_FALSE(port.state().paused(0));
 }
 
 TEST_CASE("pfc: the priority the data path asks about is the one the frame is sent with", "[engine][pfc]") {
@@ -360,27 +420,27 @@ TEST_CASE("pfc: stopped_mask is what a frame sent now would wait on: pending, pa
   engine::PfcPort port(cfg, k10G, {}, "test0");
   bool room = true;
   const auto sink = [&](wire::Bytes) { return room; };
-  port.flush(1'000'000, sink);
+  port.flush(1'000'000, 1'000'000, sink);
   CHECK(port.stopped_mask() == 0);
-  port.on_mac_control(pfc_frame(0b0010'1000, {0, 0, 0, 100, 0, 0xFFFF}), false);
+  port.on_mac_control(pfc_frame(0b0010'1000, {0, 0, 0, 100, 0, 0xFFFF}), false, 1'000'000);
   CHECK(port.stopped_mask() == 0b0010'1000);  // at once, before the pass's end applies it
-  port.flush(1'000'000, sink);
+  port.flush(1'000'000, 1'000'000, sink);
   CHECK(port.stopped_mask() == 0b0010'1000);
   // Priority 3's 100 quanta (5.12 us) end; a frame of it held meanwhile
   // keeps it stopped while the ring has no room for it.
   CHECK(port.hold(3, roce_frame(26 << 2, 1)));
   room = false;
-  port.flush(1'010'000, sink);
+  port.flush(1'010'000, 1'010'000, sink);
   CHECK(port.state().paused_mask() == 0b0010'0000);
   CHECK(port.stopped_mask() == 0b0010'1000);
   CHECK(port.next_deadline() == 1'010'000);  // the link wants the next pass at once
   room = true;
-  port.flush(1'020'000, sink);
+  port.flush(1'020'000, 1'020'000, sink);
   CHECK(port.stopped_mask() == 0b0010'0000);
   // A zero time resumes priority 5; it is stopped until the pass applies it.
-  port.on_mac_control(pfc_frame(0b0010'0000, {}), false);
+  port.on_mac_control(pfc_frame(0b0010'0000, {}), false, 1'030'000);
   CHECK(port.stopped_mask() == 0b0010'0000);
-  port.flush(1'030'000, sink);
+  port.flush(1'030'000, 1'030'000, sink);
   CHECK(port.stopped_mask() == 0);
   CHECK(port.next_deadline() == transport::kNever);
 }
@@ -559,7 +619,7 @@ TEST_CASE("pfc emitting: PfcPort sends XOFF ahead of data when the receive buffe
   std::array<std::uint64_t, 8> waiting{};
   waiting[3] = 10 * engine::Link::kMaxFrame;
   port.set_rx_waiting(waiting);
-  port.flush(1'000'000, sink);
+  port.flush(1'000'000, 1'000'000, sink);
   REQUIRE(sent.size() == 1);
   auto f = wire::pfc::parse(sent[0]);
   REQUIRE(f.ok());
@@ -574,12 +634,12 @@ TEST_CASE("pfc emitting: PfcPort sends XOFF ahead of data when the receive buffe
   // The ring is full when the refresh is due: the frame waits for the next
   // pass (asked for at once), merged with an XON that comes meanwhile.
   room = false;
-  port.flush(1'000'000 + half, sink);
+  port.flush(1'000'000 + half, 1'000'000 + half, sink);
   CHECK(port.next_deadline() == 1'000'000 + half);
   room = true;
   waiting[3] = 0;
   port.set_rx_waiting(waiting);
-  port.flush(1'000'000 + half + 10, sink);
+  port.flush(1'000'000 + half + 10, 1'000'000 + half + 10, sink);
   REQUIRE(sent.size() == 2);
   f = wire::pfc::parse(sent[1]);
   REQUIRE(f.ok());
@@ -593,7 +653,7 @@ TEST_CASE("pfc emitting: PfcPort sends XOFF ahead of data when the receive buffe
   CHECK_FALSE(quiet.emits());
   quiet.set_rx_waiting(waiting);
   std::size_t n = 0;
-  quiet.flush(1'000'000, [&](wire::Bytes) { return ++n, true; });
+  quiet.flush(1'000'000, 1'000'000, [&](wire::Bytes) { return ++n, true; });
   CHECK(n == 0);
 }
 
