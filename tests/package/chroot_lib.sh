@@ -1,9 +1,10 @@
-# shellcheck shell=bash disable=SC2154  # root, mirror: the sourcing script's
+# shellcheck shell=bash disable=SC2154  # root: the sourcing script's
 # tests/package/chroot_lib.sh: what the two package tests share
 # (deb_chroot_test.sh, tarball_chroot_test.sh; dockerfile_test.sh its checks
 # and skips): docs/CI.md's recipe run in a
 # Debian root file system made with mmdebstrap, as nobody, in namespaces of
-# its own. Set `root` (the source tree) and `mirror` first. Then:
+# its own. Set `root` (the source tree) first; `mirror` is Debian's mirror,
+# URNIC_DEBIAN_MIRROR or deb.debian.org. Then:
 #   pass MSG / fail MSG / skip MSG / finish
 #                          count a check / exit 77 / the verdict
 #   chroot_require         skip without root or mmdebstrap
@@ -15,6 +16,7 @@
 #   check LOG NAME REGEX   passes if a line of LOG matches REGEX (check_prefix
 #                          before NAME)
 
+mirror=${URNIC_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 checks=0 fails=0
 pass() { checks=$((checks + 1)); printf 'ok   %s\n' "$*"; }
 fail() { checks=$((checks + 1)); fails=$((fails + 1)); printf 'FAIL %s\n' "$*"; }

@@ -44,7 +44,6 @@
 set -uo pipefail
 root=$1
 build=$2
-mirror=${URNIC_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 
 # shellcheck source=tests/package/chroot_lib.sh
 source "$(dirname "$0")/chroot_lib.sh"

@@ -22,7 +22,6 @@ build=$2
 shift 2
 releases=("$@")
 [[ ${#releases[@]} -gt 0 ]] || releases=(bullseye bookworm trixie)
-mirror=${URNIC_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 
 # shellcheck source=tests/package/chroot_lib.sh
 source "$(dirname "$0")/chroot_lib.sh"
