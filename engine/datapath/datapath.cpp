@@ -487,6 +487,11 @@ bool DataPath::poll(t::Nanos now, bool poll_link) {
   if (raw_loop_used_ != 0) work |= run_raw_loop(now);
   if (nshards_ > 1) work |= run_inboxes(now);
   work |= run_faults(now);  // frames held by fault injection, when due
+  // While a priority is paused (PFC), the link is read every pass, not every
+  // kLinkPollEvery-th: a refresh that arrived before the running pause's end
+  // must be taken in before this pass's flush ends that pause, or the held
+  // frames leave in the middle of a pause storm (engine/link/pfc_port.hpp).
+  if (!poll_link && link_ && link_->stopped_priorities() != 0) poll_link = true;
   if (poll_link) {
     last_link_look_ = now;
     if (run_link(now)) {

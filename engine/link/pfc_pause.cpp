@@ -30,7 +30,15 @@ void PfcPauseState::apply(std::size_t prio, std::uint16_t quanta, transport::Nan
     return;
   }
   count(prio, PfcKind::kPauseIn);
-  if (!paused(prio)) since_[prio] = now;
+  if (!paused(prio)) {
+    // A pause that arrived before the previous one ran out continues it,
+    // even if the engine ended that one first because it read this frame
+    // late (a busy engine): on the wire the priority never resumed, and a
+    // storm refreshed that way must still reach the watchdog.
+    const bool unbroken = now < last_end_[prio];
+    since_[prio] = unbroken ? last_end_[prio] : now;
+    if (!unbroken) storm_since_[prio] = now;
+  }
   // A new time replaces the running one; a quantum is at least 1 ns here so
   // that a pause is never empty on a very fast link.
   until_[prio] = now + std::max<std::uint64_t>(1, wire::pfc::quanta_ns(quanta, link_bps_));
@@ -49,6 +57,7 @@ void PfcPauseState::on_frame(const wire::pfc::PauseFrame& f, transport::Nanos no
 void PfcPauseState::end(std::size_t prio, transport::Nanos at) noexcept {
   count(prio, PfcKind::kPausedUs, (std::max(at, since_[prio]) - since_[prio]) / 1000);
   until_[prio] = transport::kNever;
+  last_end_[prio] = 0;  // a resume or the watchdog: the next pause starts afresh
 }
 
 std::uint8_t PfcPauseState::advance(transport::Nanos now) noexcept {
@@ -56,8 +65,10 @@ std::uint8_t PfcPauseState::advance(transport::Nanos now) noexcept {
   for (std::size_t p = 0; p < kPfcPriorities; ++p) {
     if (!paused(p)) continue;
     if (until_[p] <= now) {
-      end(p, until_[p]);
-    } else if (watchdog_ != 0 && now - since_[p] >= watchdog_) {
+      const transport::Nanos ran_out = until_[p];
+      end(p, ran_out);
+      last_end_[p] = ran_out;
+    } else if (watchdog_ != 0 && now - storm_since_[p] >= watchdog_) {
       end(p, now);
       ignore_until_[p] = now + restore_;
       count(p, PfcKind::kWatchdogTrips);
@@ -79,7 +90,7 @@ transport::Nanos PfcPauseState::next_deadline() const noexcept {
   for (std::size_t p = 0; p < kPfcPriorities; ++p) {
     if (!paused(p)) continue;
     d = std::min(d, until_[p]);
-    if (watchdog_ != 0) d = std::min(d, since_[p] + watchdog_);
+    if (watchdog_ != 0) d = std::min(d, storm_since_[p] + watchdog_);
   }
   return d;
 }

@@ -87,7 +87,9 @@ class PfcPauseState {
   transport::Nanos watchdog_, restore_;
   PfcCounters& counters_;
   std::array<transport::Nanos, kPfcPriorities> until_ = filled(transport::kNever);  // pause end
-  std::array<transport::Nanos, kPfcPriorities> since_{};                           // pause start (unbroken)
+  std::array<transport::Nanos, kPfcPriorities> since_{};        // this pause's start (paused_us)
+  std::array<transport::Nanos, kPfcPriorities> storm_since_{};  // unbroken pausing since (the watchdog)
+  std::array<transport::Nanos, kPfcPriorities> last_end_{};     // when the last pause ran out (0: resumed)
   std::array<transport::Nanos, kPfcPriorities> ignore_until_{};                    // watchdog restoration
 
   static constexpr std::array<transport::Nanos, kPfcPriorities> filled(transport::Nanos v) {

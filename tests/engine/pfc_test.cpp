@@ -175,6 +175,42 @@ TEST_CASE("pfc: the watchdog ends a pause storm and ignores the priority for the
   CHECK(c2.get(pfc_stat(0, PfcKind::kWatchdogTrips)) == 0);
 }
 
+TEST_CASE("pfc: a storm whose refreshes the engine reads late still trips the watchdog",
+          "[engine][pfc][watchdog]") {
+  // 0xFFFF quanta at 10 Gb/s: 3.36 ms. The peer refreshes every 2 ms, so on
+  // the wire the priority never resumes; but a busy engine reads each
+  // refresh only after the running pause has run out, and ends that pause
+  // first. The refresh (stamped before the end) continues the storm.
+  engine::PfcCounters c;
+  engine::PfcPauseState s(config(0b1000'0000, 10 * kMs), k10G, c);
+  std::uint8_t tripped = 0;
+  transport::Nanos t = 0;
+  s.pause(7, 0xFFFF, 0);
+  for (t = 2 * kMs; t < 30 * kMs && tripped == 0; t += 2 * kMs) {
+    tripped = s.advance(t);  // a pass while paused
+    if (tripped != 0) break;
+    CHECK(s.advance(t + 1'500'000) == 0);  // a pass after the running pause's end
+    CHECK_FALSE(s.paused(7));
+    s.pause(7, 0xFFFF, t);  // read now, stamped before that end
+    CHECK(s.paused(7));
+  }
+  CHECK(tripped == 0x80);
+  CHECK(t == 10 * kMs);  // paused since 0 on the wire: 10 ms
+  CHECK(c.get(pfc_stat(7, PfcKind::kWatchdogTrips)) == 1);
+  // paused_us counts the time once (no overlap between the pieces): 0-10.
+  CHECK(c.get(pfc_stat(7, PfcKind::kPausedUs)) >= 9'900);
+  CHECK(c.get(pfc_stat(7, PfcKind::kPausedUs)) <= 10'100);
+  // A refresh that arrives after the pause ran out starts a new one: the
+  // watchdog counts from it.
+  engine::PfcCounters c2;
+  engine::PfcPauseState gap(config(0b1, 10 * kMs), k10G, c2);
+  for (t = 0; t < 40 * kMs; t += 4 * kMs) {  // 3.36 ms paused, 0.64 ms not
+    gap.pause(0, 0xFFFF, t);
+    CHECK(gap.advance(t + 3'500'000) == 0);
+  }
+  CHECK(c2.get(pfc_stat(0, PfcKind::kWatchdogTrips)) == 0);
+}
+
 TEST_CASE("pfc: a frame's priority from its PCP, else its DSCP through the map", "[engine][pfc]") {
   const engine::PfcConfig d;  // the default map: DSCP >> 3
   CHECK(engine::frame_priority(roce_frame(0, 1), d.dscp_to_priority) == 0);
