@@ -1,6 +1,8 @@
 # shellcheck shell=bash
 # tools/lib/cleanup.sh: what a script made, undone when it exits (however it
-# exits): sourcing this sets the EXIT trap. Add to the lists as things are made:
+# exits, a signal included): sourcing this sets the EXIT trap, and makes
+# SIGTERM (meson's timeout, a `timeout` wrapper), SIGINT and SIGHUP end the
+# script through exit so that the trap runs for them too. Add to the lists as things are made:
 #   cleanup_pids+=(PID)      stopped by PID (stop_pid), last started first
 #   cleanup_daemon_dirs+=(DIR)
 #                            runtime directories: the urnicd a program
@@ -31,3 +33,8 @@ cleanup_all() {
   return 0
 }
 trap cleanup_all EXIT
+# Without these a signal kills bash without running the EXIT trap: the
+# namespaces, daemons and directories stay behind. 128 + the signal's number.
+trap 'exit 129' HUP
+trap 'exit 130' INT
+trap 'exit 143' TERM
