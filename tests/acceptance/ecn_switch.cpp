@@ -29,8 +29,20 @@
 // packets (wire::GsoRun, as the afpacket link does) before they are
 // queued and marked, one by one, as a switch sees them.
 //
+// With --pfc-xoff it is also a lossless (PFC, IEEE 802.1Qbb) switch, as
+// RoCE fabrics are built: when the queue reaches XOFF bytes it sends a PFC
+// frame pausing priority P (0xFFFF quanta, by default) out of every sender
+// port (one shared buffer, as a shallow-buffer switch pauses its ingress
+// ports together), repeats it every --pfc-refresh-us while the queue stays
+// above XON, and sends the zero time (XON) once it has drained to XON. The
+// bytes between XOFF and --limit are the headroom for what the senders
+// still send until the pause reaches them; a drop there is counted, as
+// always, and means the headroom was too small.
+//
 // usage: ecn_switch --out IF --in IF[,IF...] --rate-mbps R [--kmin BYTES]
 //          [--kmax BYTES] [--pmax P] [--limit BYTES] [--burst BYTES]
+//          [--pfc-xoff BYTES --pfc-xon BYTES [--pfc-priority P]
+//           [--pfc-quanta Q] [--pfc-refresh-us US]]
 //          [--stats FILE] [--seed N]
 // Runs until SIGTERM/SIGINT; then writes its counters as one JSON object
 // to --stats (and stdout), and also on SIGUSR1 without stopping.
@@ -46,6 +58,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <csignal>
@@ -59,6 +72,7 @@
 #include <vector>
 
 #include "wire/gso_run.hpp"
+#include "wire/pfc.hpp"
 
 namespace {
 
@@ -80,6 +94,11 @@ struct Options {
   std::size_t burst = 32'768;
   std::string stats;
   unsigned seed = 1;
+  std::size_t pfc_xoff = 0;  // 0: no PFC (a lossy switch)
+  std::size_t pfc_xon = 0;
+  unsigned pfc_priority = 0;
+  std::uint16_t pfc_quanta = 0xFFFF;
+  std::uint64_t pfc_refresh_ns = 1'000'000;
 };
 
 struct Counters {
@@ -96,6 +115,10 @@ struct Counters {
                                    // (PACKET_STATISTICS): the switch fell behind, as a NIC's RX ring
   std::uint64_t max_backlog = 0;   // bytes
   double backlog_sum = 0;          // the queue each enqueued frame found (bytes), summed: the mean
+  std::uint64_t pfc_xoff_sent = 0;  // PFC frames pausing the priority (first ones and refreshes), per port
+  std::uint64_t pfc_xon_sent = 0;   // PFC frames resuming it, per port
+  std::uint64_t pfc_paused_ns = 0;  // time the senders were held paused
+  std::uint64_t pfc_late = 0;       // frames from senders more than 1 ms into a pause (they ignore it)
 };
 
 std::uint64_t now_ns() {
@@ -191,7 +214,9 @@ std::string json(const Counters& c, const Options& o, std::size_t backlog, std::
                 "\"enqueued\": %llu, \"enqueued_bytes\": %llu, \"sent\": %llu, \"sent_bytes\": %llu, "
                 "\"marked\": %llu, \"already_ce\": %llu, \"not_ect\": %llu, \"dropped\": %llu, "
                 "\"dropped_bytes\": %llu, \"tx_errors\": %llu, \"runs_cut\": %llu, \"reverse\": %llu, \"reverse_bytes\": %llu, "
-                "\"rx_overruns\": %llu, \"max_backlog\": %llu, \"mean_backlog\": %.0f, \"backlog\": %zu, \"qlen\": %zu}",
+                "\"rx_overruns\": %llu, \"max_backlog\": %llu, \"mean_backlog\": %.0f, \"backlog\": %zu, \"qlen\": %zu, "
+                "\"pfc_xoff\": %zu, \"pfc_xon\": %zu, \"pfc_xoff_sent\": %llu, \"pfc_xon_sent\": %llu, "
+                "\"pfc_paused_us\": %llu, \"pfc_late\": %llu}",
                 o.rate_mbps, o.kmin, o.kmax, o.pmax, o.limit, static_cast<unsigned long long>(c.enqueued),
                 static_cast<unsigned long long>(c.enqueued_bytes), static_cast<unsigned long long>(c.sent),
                 static_cast<unsigned long long>(c.sent_bytes), static_cast<unsigned long long>(c.marked),
@@ -201,7 +226,10 @@ std::string json(const Counters& c, const Options& o, std::size_t backlog, std::
                 static_cast<unsigned long long>(c.reverse),
                 static_cast<unsigned long long>(c.reverse_bytes), static_cast<unsigned long long>(c.rx_overruns),
                 static_cast<unsigned long long>(c.max_backlog),
-                c.enqueued != 0 ? c.backlog_sum / static_cast<double>(c.enqueued) : 0.0, backlog, qlen);
+                c.enqueued != 0 ? c.backlog_sum / static_cast<double>(c.enqueued) : 0.0, backlog, qlen, o.pfc_xoff,
+                o.pfc_xon, static_cast<unsigned long long>(c.pfc_xoff_sent),
+                static_cast<unsigned long long>(c.pfc_xon_sent), static_cast<unsigned long long>(c.pfc_paused_ns / 1000),
+                static_cast<unsigned long long>(c.pfc_late));
   return b;
 }
 
@@ -245,14 +273,24 @@ Options parse(int argc, char** argv) {
     else if (a == "--burst") o.burst = std::stoul(val());
     else if (a == "--stats") o.stats = val();
     else if (a == "--seed") o.seed = static_cast<unsigned>(std::stoul(val()));
+    else if (a == "--pfc-xoff") o.pfc_xoff = std::stoul(val());
+    else if (a == "--pfc-xon") o.pfc_xon = std::stoul(val());
+    else if (a == "--pfc-priority") o.pfc_priority = static_cast<unsigned>(std::stoul(val()));
+    else if (a == "--pfc-quanta") o.pfc_quanta = static_cast<std::uint16_t>(std::stoul(val()));
+    else if (a == "--pfc-refresh-us") o.pfc_refresh_ns = std::stoull(val()) * 1000;
     else {
       std::fprintf(stderr, "ecn_switch: unknown option %s\n", a.c_str());
       std::exit(2);
     }
   }
-  if (o.out.empty() || o.in.empty() || o.rate_mbps <= 0 || o.kmax < o.kmin) {
+  const bool bad_pfc = o.pfc_xoff != 0 && (o.pfc_xon >= o.pfc_xoff || o.pfc_xoff >= o.limit ||
+                                           o.pfc_priority >= urnic::wire::pfc::kPriorities || o.pfc_quanta == 0 ||
+                                           o.pfc_refresh_ns == 0);
+  if (bad_pfc) std::fprintf(stderr, "ecn_switch: PFC wants XON < XOFF < --limit, a priority 0-7, quanta and refresh > 0\n");
+  if (o.out.empty() || o.in.empty() || o.rate_mbps <= 0 || o.kmax < o.kmin || bad_pfc) {
     std::fprintf(stderr, "usage: ecn_switch --out IF --in IF[,IF...] --rate-mbps R [--kmin B] [--kmax B] "
-                         "[--pmax P] [--limit B] [--burst B] [--stats FILE] [--seed N]\n");
+                         "[--pmax P] [--limit B] [--burst B] [--pfc-xoff B --pfc-xon B [--pfc-priority P] "
+                         "[--pfc-quanta Q] [--pfc-refresh-us US]] [--stats FILE] [--seed N]\n");
     std::exit(2);
   }
   return o;
@@ -340,6 +378,39 @@ int main(int argc, char** argv) {
     queue.push_back(std::move(f));
   };
 
+  // PFC: the pause the switch holds the senders in (the queue above XOFF
+  // until it drains to XON), sent out of every sender port.
+  bool pfc_paused = false;
+  std::uint64_t pfc_last_sent = 0, pfc_since = 0;
+  auto pfc_send = [&](std::uint16_t time) {
+    urnic::wire::pfc::PauseFrame pf;
+    pf.src = {0x02, 0x00, 0x00, 0x00, 0x5c, 0x01};
+    pf.enabled = static_cast<std::uint8_t>(1U << o.pfc_priority);
+    pf.times[o.pfc_priority] = time;
+    std::array<std::uint8_t, urnic::wire::pfc::kFrameSize> frame{};
+    if (!urnic::wire::pfc::build(pf, frame).ok()) return;
+    for (int fd : in_fds) {
+      if (::send(fd, frame.data(), frame.size(), 0) < 0) ++c.tx_errors;
+      ++(time != 0 ? c.pfc_xoff_sent : c.pfc_xon_sent);
+    }
+  };
+  auto pfc_update = [&](std::uint64_t t) {
+    if (o.pfc_xoff == 0) return;
+    if (!pfc_paused && backlog >= o.pfc_xoff) {
+      pfc_paused = true;
+      pfc_since = t;
+    } else if (pfc_paused && backlog <= o.pfc_xon) {
+      pfc_paused = false;
+      c.pfc_paused_ns += t - pfc_since;
+      pfc_send(0);
+      return;
+    } else if (!pfc_paused || t - pfc_last_sent < o.pfc_refresh_ns) {
+      return;
+    }
+    pfc_send(o.pfc_quanta);
+    pfc_last_sent = t;
+  };
+
   while (!g_stop) {
     if (g_dump) {
       g_dump = false;
@@ -362,11 +433,17 @@ int main(int argc, char** argv) {
       queue.pop_front();
     }
     if (queue.empty() && tokens > static_cast<double>(o.burst)) tokens = static_cast<double>(o.burst);
-    // Sleep until a frame arrives or the head of the queue may leave.
+    pfc_update(t);
+    // Sleep until a frame arrives, the head of the queue may leave or a
+    // pause is due for a refresh.
     timespec to{0, 200'000'000};
     if (!queue.empty()) {
       const double wait = (static_cast<double>(queue.front().size()) - tokens) / bytes_per_ns;
       to = timespec{0, static_cast<long>(wait > 1000 ? wait : 1000)};
+    }
+    if (pfc_paused) {
+      const std::uint64_t due = pfc_last_sent + o.pfc_refresh_ns, left = due > t ? due - t : 1000;
+      if (static_cast<long>(left) < to.tv_nsec) to.tv_nsec = static_cast<long>(left);
     }
     const int n = ::ppoll(pfds.data(), pfds.size(), &to, nullptr);
     if (n <= 0) continue;
@@ -387,6 +464,7 @@ int main(int argc, char** argv) {
               f.assign(pkt.begin(), pkt.end());
               enqueue(std::move(f));
             }
+            if (!pfc_paused && o.pfc_xoff != 0 && backlog >= o.pfc_xoff) pfc_update(now_ns());
             ++c.runs_cut;
             continue;
           }
@@ -402,7 +480,9 @@ int main(int argc, char** argv) {
           c.reverse_bytes += f.size();
           spare.push_back(std::move(f));
         } else {
+          if (pfc_paused && now_ns() - pfc_since > 1'000'000) ++c.pfc_late;
           enqueue(std::move(f));
+          if (!pfc_paused && o.pfc_xoff != 0 && backlog >= o.pfc_xoff) pfc_update(now_ns());
         }
       }
     }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Acceptance (issue 21): incast through a bottleneck that marks ECN, with
-# DCQCN on and off. N sender namespaces and one receiver namespace, each
+# DCQCN on and off; with --pfc, through a lossless (PFC) switch. N sender namespaces and one receiver namespace, each
 # joined by a veth (MTU 9000) to a switch namespace where ecn_switch
 # forwards frames: sender -> receiver through one FIFO drained at a rate
 # below what the senders offer together, marked CE at enqueue by queue
@@ -24,6 +24,15 @@
 # and the fabric drops and resends at least ten times what it does with
 # DCQCN on.
 #
+# With --pfc (issue 50: lossless incast) the hosts run the afpacket link,
+# the senders with PFC on for priority 0 (their traffic's: DSCP 0), and the
+# switch pauses them when its queue reaches XOFF and resumes them at XON
+# (ecn_switch.cpp); the modes run PFC alone (DCQCN off) first, then PFC with
+# DCQCN. Checked then: every ib_write_bw exits 0, the switch dropped
+# nothing and no packet was resent (lossless), it paused the senders and
+# they counted the pauses; with DCQCN too at least ten times fewer pause
+# frames than PFC alone, and Jain's index >= 0.9.
+#
 # usage: incast_test.sh SHIM_DIR URNICD URNIC_CLI ECN_SWITCH [options]
 #   --senders N      senders (2; up to 8)
 #   --duration S     ib_write_bw -D S (4)
@@ -36,6 +45,10 @@
 #   --keep DIR       keep the samples and summaries in DIR (bench/incast.sh)
 #   --dcqcn-keys K   extra "dcqcn" keys of the senders with DCQCN on
 #   --cnp-interval US  the devices' cnp_interval_us
+#   --pfc            lossless: afpacket hosts, PFC on the senders, the
+#                    switch's --pfc-xoff/--pfc-xon at "XOFF XON" (--pfc-at)
+#   --pfc-at "XOFF XON"  the switch's PFC thresholds (150000 100000; its
+#                    buffer is then 1 MB: the rest is headroom)
 # Needs root; exits 77 (skipped) otherwise. Namespaces (tools/lib/hosts.sh)
 # urnic-ccs<i>-PID, -ccr-PID, -ccsw-PID, veths cc*PID, addresses
 # 10.77.X.0/24; all removed at the end, every process it started stopped by
@@ -57,8 +70,12 @@ keep=
 dcqcn_keys=
 cnp_us=
 red="20000 100000 0.2 400000"
+pfc= pfc_at="150000 100000"
+gid=1  # RoCE v2 over IPv4: the udp link's GID 1 (::ffff:a.b.c.d)
 while [[ $# -gt 0 ]]; do
   case $1 in
+    --pfc) pfc=1; modes="off on"; red="20000 100000 0.2 4000000"; gid=3; shift ;;  # afpacket's RoCE v2/IPv4 GID
+    --pfc-at) pfc_at=$2; shift 2 ;;
     --dcqcn-keys) dcqcn_keys=$2; shift 2 ;;
     --red) red=$2; shift 2 ;;
     --cnp-interval) cnp_us=$2; shift 2 ;;
@@ -119,13 +136,24 @@ in_ns() {
 # five and twenty-five 4 KiB-MTU frames), 0.2 and 400 KB of buffer. Started
 # once; its counters are read per run.
 read -r kmin kmax pmax qlimit <<< "$red"
-ip netns exec "$ns_sw" "$ecn_switch" --out "ccpr$tag" --in "$in_ports" --rate-mbps "$rate" \
-  --kmin "$kmin" --kmax "$kmax" --pmax "$pmax" --limit "$qlimit" --burst 32768 --stats "$rt/switch.json" \
-  > "$rt/switch.out" 2>&1 &
+pfc_args=() sw_sched=()
+if [[ -n $pfc ]]; then
+  read -r pfc_xoff pfc_xon <<< "$pfc_at"
+  pfc_args=(--pfc-xoff "$pfc_xoff" --pfc-xon "$pfc_xon" --pfc-priority 0)
+  # A switch pauses its senders within microseconds of its queue crossing
+  # XOFF. This one is a process: descheduled for milliseconds on a busy
+  # host, it would find its socket buffers full of what the senders sent
+  # meanwhile, far past any headroom. SCHED_RR keeps it the hardware it
+  # stands for (it sleeps in ppoll between frames: it cannot starve the host).
+  sw_sched=(chrt -r 1)
+fi
+ip netns exec "$ns_sw" "${sw_sched[@]}" "$ecn_switch" --out "ccpr$tag" --in "$in_ports" --rate-mbps "$rate" \
+  --kmin "$kmin" --kmax "$kmax" --pmax "$pmax" --limit "$qlimit" --burst 32768 "${pfc_args[@]}" \
+  --stats "$rt/switch.json" > "$rt/switch.out" 2>&1 &
 sw_pid=$!
 cleanup_pids+=("$sw_pid")
 sleep 0.2
-alive "$sw_pid" && pass "fabric: $senders senders -> switch ($rate Mb/s, RED-ECN Kmin $kmin Kmax $kmax Pmax $pmax, $qlimit B) -> receiver $ip_r" ||
+alive "$sw_pid" && pass "fabric: $senders senders -> switch ($rate Mb/s, RED-ECN Kmin $kmin Kmax $kmax Pmax $pmax, $qlimit B${pfc:+, PFC XOFF $pfc_xoff XON $pfc_xon}) -> receiver $ip_r" ||
   { fail "ecn_switch did not start: $(cat "$rt/switch.out")"; exit 1; }
 switch_stats() {
   rm -f "$rt/switch.json"
@@ -142,10 +170,19 @@ start_daemons() {
   if [[ $mode == off ]]; then dcqcn=', "dcqcn": {"enabled": false}'
   elif [[ -n $dcqcn_keys ]]; then dcqcn=", \"dcqcn\": {$dcqcn_keys}"; fi
   [[ -n $cnp_us ]] && dcqcn+=", \"cnp_interval_us\": $cnp_us"
-  local h ns addr
+  local h ns addr veth
   for h in r $(seq "$senders"); do
-    if [[ $h == r ]]; then ns=$ns_r; addr=$ip_r; else ns=$(ns_s "$h"); addr=$net.$((10 + h)); fi
-    printf '{"devices": [{"name": "urnic0", "link": "udp", "address": "%s"%s}]}\n' "$addr" "$dcqcn" > "$rt/d$h.json"
+    if [[ $h == r ]]; then ns=$ns_r; addr=$ip_r; veth=ccr$tag; else ns=$(ns_s "$h"); addr=$net.$((10 + h)); veth=ccs$h$tag; fi
+    if [[ -z $pfc ]]; then
+      printf '{"devices": [{"name": "urnic0", "link": "udp", "address": "%s"%s}]}\n' "$addr" "$dcqcn" > "$rt/d$h.json"
+    else
+      # Lossless: the afpacket link (it honours pause frames), MTU 4096;
+      # the senders with PFC on for priority 0.
+      local lossless=
+      [[ $h != r ]] && lossless=', "pfc": {"enabled_priorities": [0]}'
+      printf '{"devices": [{"name": "urnic0", "link": "afpacket", "interface": "%s", "mtu": 4096%s%s}]}\n' \
+        "$veth" "$lossless" "$dcqcn" > "$rt/d$h.json"
+    fi
     urnicd_start "$ns" "$rt/d$h" "$rt/d$h.log" --config "$rt/d$h.json" ||
       { fail "urnicd $h did not start: $(tail -n 3 "$rt/d$h.log")"; exit 1; }
     daemon_pids+=("$urnicd_pid")
@@ -175,7 +212,7 @@ incast() {
   sw_before=$(switch_stats)
   local srv=() cl=() wat=()
   for ((i = 1; i <= senders; i++)); do
-    ip netns exec "$ns_r" "${run_env[@]}" "URNIC_RUNTIME_DIR=$rt/dr" timeout "$limit" ib_write_bw -x 1 -s 65536 -D "$duration" \
+    ip netns exec "$ns_r" "${run_env[@]}" "URNIC_RUNTIME_DIR=$rt/dr" timeout "$limit" ib_write_bw -x "$gid" -s 65536 -D "$duration" \
       -p $((port0 + i)) > "$rt/$mode.server$i.out" 2>&1 &
     srv+=($!)
     cleanup_pids+=($!)
@@ -190,7 +227,7 @@ incast() {
   done
   for ((i = 1; i <= senders; i++)); do
     ns=$(ns_s "$i")
-    ip netns exec "$ns" "${run_env[@]}" "URNIC_RUNTIME_DIR=$rt/d$i" timeout "$limit" ib_write_bw -x 1 -s 65536 -D "$duration" \
+    ip netns exec "$ns" "${run_env[@]}" "URNIC_RUNTIME_DIR=$rt/d$i" timeout "$limit" ib_write_bw -x "$gid" -s 65536 -D "$duration" \
       -p $((port0 + i)) "$ip_r" > "$rt/$mode.client$i.out" 2>&1 &
     cl+=($!)
     cleanup_pids+=($!)
@@ -246,6 +283,50 @@ measure() {
   [[ -n $keep ]] && { mkdir -p "$keep"; cp -r "$rt/$1".* "$rt"/logs.* "$keep/"; }
   incast_counts "$rt/$1.summary.json" switch
 }
+
+# pfc_counts MODE: the switch's pause frames during the run (sent out of
+# every sender port; XOFF first and refreshes) and the pauses the senders
+# counted, into pauses and pauses_in.
+pfc_counts() {
+  local out
+  out=$(python3 - "$rt" "$1" "$senders" <<'PY'
+import json, sys
+rt, mode, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+after = json.load(open(f"{rt}/{mode}.switch.json"))
+before = json.load(open(f"{rt}/{mode}.switch_before.json"))
+got = sum(json.load(open(f"{rt}/{mode}.s{i}.json"))["counters"].get("pfc_p0_pause_in", 0) for i in range(1, n + 1))
+print(after["pfc_xoff_sent"] - before["pfc_xoff_sent"], got, after["max_backlog"])
+PY
+  ) || return 1
+  read -r pauses pauses_in max_queue <<< "$out"
+}
+
+# Lossless (--pfc): PFC alone, then with DCQCN.
+if [[ -n $pfc ]]; then
+  off_pauses=
+  for mode in $modes; do
+    what="PFC alone"; [[ $mode == on ]] && what="PFC + DCQCN"
+    run_mode "$mode"
+    if [[ $rc -eq 0 ]]; then pass "$what: $senders x ib_write_bw -D $duration -s 65536 into one receiver, all exit 0"
+    else fail "$what: an ib_write_bw failed"; fi
+    measure "$mode" && pfc_counts "$mode" || { fail "$what: no figures"; continue; }
+    if [[ $drops -eq 0 && $retx -eq 0 ]]; then pass "$what: lossless: the switch dropped nothing (queue at most $max_queue B of $qlimit), no packet resent"
+    else fail "$what: $drops frames dropped (queue at most $max_queue B of $qlimit), $retx packets resent"; fi
+    if [[ $mode == off ]]; then
+      off_pauses=$pauses
+      if [[ $pauses -gt 0 && $pauses_in -gt 0 ]]; then pass "$what: the switch sent $pauses pause frames, the senders counted $pauses_in"
+      else fail "$what: the switch sent $pauses pause frames, the senders counted $pauses_in (an incast must pause them)"; fi
+    else
+      if [[ -n $off_pauses && $((pauses * 10)) -le $off_pauses ]]; then pass "$what: $pauses pause frames, at least ten times fewer than PFC alone ($off_pauses)"
+      else fail "$what: $pauses pause frames against ${off_pauses:-?} with PFC alone (want ten times fewer)"; fi
+      if [[ $jain -ge 900 ]]; then pass "$what: a fair share, Jain's index $jain/1000 over the steady state"
+      else fail "$what: Jain's index $jain/1000 over the steady state, below 0.9"; fi
+    fi
+  done
+  echo "incast test: $((SECONDS - t_start)) s"
+  finish
+  exit
+fi
 
 on_retx= on_drops=
 for mode in $modes; do
