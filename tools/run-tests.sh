@@ -18,7 +18,8 @@
 #                                     docs/MIDDLEWARE.md, "fabtests"); 'spdk' is SPDK's
 #                                     NVMe-oF over RDMA on RoCE and iWARP (builds SPDK
 #                                     once, about 12 min: docs/MIDDLEWARE.md, "NVMe-oF"); 'pfc'
-#                                     is acceptance-pfc (issue 50: not reliable under load yet); 'tarball'
+#                                     is acceptance-pfc and acceptance-incast-pfc (issue 50: not reliable
+#                                     under load yet); 'tarball'
 #                                     is the release tarball on Debian 11, 12 and 13 with their
 #                                     own RDMA programs (docs/CI.md, "The tarball"); 'docker'
 #                                     builds the Dockerfile with buildah and runs the image with
