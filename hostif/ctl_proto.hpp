@@ -101,6 +101,12 @@ enum class MsgType : std::uint16_t {
   kCreateFlow = 120,        // ibv_create_flow on a raw packet QP (hostif/flow_proto.hpp)
   kDestroyFlow = 121,       // ibv_destroy_flow
   kRegDmabufMr = 122,       // ibv_reg_dmabuf_mr: the request passes the dma-buf (hostif/dmabuf_proto.hpp)
+  kCreateWq = 123,          // ibv_create_wq: reply passes the WQ's receive ring memfd (hostif/wq_proto.hpp)
+  kModifyWq = 124,          // ibv_modify_wq
+  kDestroyWq = 125,         // ibv_destroy_wq
+  kCreateRwqIndTable = 126, // ibv_create_rwq_ind_table
+  kDestroyRwqIndTable = 127,// ibv_destroy_rwq_ind_table
+  kCreateRssQp = 128,       // ibv_create_qp_ex with IND_TABLE and RX_HASH (no rings)
   // 90..99: observability and fault injection (engine/observe/stats, engine/observe/fault,
   // engine/observe/capture; engine/control/stats_ctl.cpp). No opened device needed: the
   // request names the device.
