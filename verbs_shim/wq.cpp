@@ -215,6 +215,9 @@ ibv_qp* create_rss_qp(ibv_context* context, ibv_qp_init_attr_ex* attr) {
     delete q;
     return fail_null(err);
   }
+  // No rings (sq and rq invalid: every post is EINVAL), but the lock the
+  // posting verbs take before they look.
+  q->post_mu = new std::mutex;
   ibv_qp& qp = q->qpx.qp_base;
   qp.context = context;
   qp.qp_context = attr->qp_context;
