@@ -41,7 +41,9 @@ inline constexpr std::uint32_t kMagic = 0x434e5255;  // "URNC" little-endian
 // DestroyFlow: hostif/flow_proto.hpp) for raw packet QPs.
 // 9: RegDmabufMr (hostif/dmabuf_proto.hpp). 10: the mailbox's `waiting`
 // word holds the seq the shim sleeps on, not 1 (hostif/ctl_mailbox.hpp).
-inline constexpr std::uint16_t kVersion = 10;
+// 11: WQs, receive WQ indirection tables, RSS QPs (CreateWq ..
+// CreateRssQp: hostif/wq_proto.hpp).
+inline constexpr std::uint16_t kVersion = 11;
 inline constexpr std::uint16_t kFlagReply = 1;
 inline constexpr std::size_t kNameLen = 64;
 inline constexpr std::size_t kMaxDevices = 8;
