@@ -25,6 +25,7 @@
 #include "engine/device/device.hpp"
 #include "engine/control/session.hpp"
 #include "hostif/verbs_ext_proto.hpp"
+#include "hostif/wq_proto.hpp"
 
 using namespace urnic::engine;
 
@@ -55,7 +56,9 @@ constexpr auto kKinds = kinds<
     ctl::CreateXrcTgtQpReq, ctl::OpenQpReq, ctl::OpenConvertChannelReq, ctl::ConvertMrReq, ctl::OpenMailboxReq,
     ctl::CmCreateChannelReq, ctl::CmDestroyChannelReq, ctl::CmCreateIdReq,
     ctl::CmDestroyIdReq, ctl::CmBindReq, ctl::CmAcceptReq, ctl::CmRejectReq, ctl::CmDisconnectReq,
-    ctl::CmEstablishReq, ctl::CmInitQpAttrReq, ctl::CmMigrateIdReq, ctl::CmSetOptionReq, ctl::CmQueryReq>();
+    ctl::CmEstablishReq, ctl::CmInitQpAttrReq, ctl::CmMigrateIdReq, ctl::CmSetOptionReq, ctl::CmQueryReq,
+    ctl::CreateWqReq, ctl::ModifyWqReq, ctl::DestroyWqReq, ctl::CreateRwqIndTableReq, ctl::DestroyRwqIndTableReq,
+    ctl::CreateRssQpReq>();
 
 Registry& registry() {
   static Registry reg(default_config());

@@ -41,7 +41,9 @@ inline constexpr std::uint32_t kMagic = 0x434e5255;  // "URNC" little-endian
 // DestroyFlow: hostif/flow_proto.hpp) for raw packet QPs.
 // 9: RegDmabufMr (hostif/dmabuf_proto.hpp). 10: the mailbox's `waiting`
 // word holds the seq the shim sleeps on, not 1 (hostif/ctl_mailbox.hpp).
-inline constexpr std::uint16_t kVersion = 10;
+// 11: WQs, receive WQ indirection tables, RSS QPs (CreateWq ..
+// CreateRssQp: hostif/wq_proto.hpp).
+inline constexpr std::uint16_t kVersion = 11;
 inline constexpr std::uint16_t kFlagReply = 1;
 inline constexpr std::size_t kNameLen = 64;
 inline constexpr std::size_t kMaxDevices = 8;
@@ -101,6 +103,12 @@ enum class MsgType : std::uint16_t {
   kCreateFlow = 120,        // ibv_create_flow on a raw packet QP (hostif/flow_proto.hpp)
   kDestroyFlow = 121,       // ibv_destroy_flow
   kRegDmabufMr = 122,       // ibv_reg_dmabuf_mr: the request passes the dma-buf (hostif/dmabuf_proto.hpp)
+  kCreateWq = 123,          // ibv_create_wq: reply passes the WQ's receive ring memfd (hostif/wq_proto.hpp)
+  kModifyWq = 124,          // ibv_modify_wq
+  kDestroyWq = 125,         // ibv_destroy_wq
+  kCreateRwqIndTable = 126, // ibv_create_rwq_ind_table
+  kDestroyRwqIndTable = 127,// ibv_destroy_rwq_ind_table
+  kCreateRssQp = 128,       // ibv_create_qp_ex with IND_TABLE and RX_HASH (no rings)
   // 90..99: observability and fault injection (engine/observe/stats, engine/observe/fault,
   // engine/observe/capture; engine/control/stats_ctl.cpp). No opened device needed: the
   // request names the device.

@@ -208,6 +208,8 @@ int op_query_device_ex(ibv_context* context, const ibv_query_device_ex_input* in
                         IBV_ODP_SUPPORT_ATOMIC | IBV_ODP_SUPPORT_SRQ_RECV;
   // Tag matching on RoCE devices (verbs_shim/tm.cpp decides the flags).
   fill_tm_caps(*s, full.tm_caps);
+  // WQs, indirection tables and RSS QPs with raw packet QPs (verbs_shim/wq.cpp).
+  fill_rss_caps(*s, full);
   std::memcpy(attr, &full, attr_size < sizeof full ? attr_size : sizeof full);
   return 0;
 }

@@ -389,13 +389,17 @@ ibv_qp* op_create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr) {
   // rxe does), the ibv_qp_ex post path. RSS hashing, TSO headers and the
   // rest are not offered.
   constexpr std::uint32_t kKnown = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_XRCD | IBV_QP_INIT_ATTR_CREATE_FLAGS |
-                                   IBV_QP_INIT_ATTR_SEND_OPS_FLAGS | IBV_QP_INIT_ATTR_MAX_TSO_HEADER;
+                                   IBV_QP_INIT_ATTR_SEND_OPS_FLAGS | IBV_QP_INIT_ATTR_MAX_TSO_HEADER |
+                                   IBV_QP_INIT_ATTR_IND_TABLE | IBV_QP_INIT_ATTR_RX_HASH;
   if ((attr->comp_mask & ~kKnown) != 0 ||
       ((attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) != 0 && attr->create_flags != 0) ||
       ((attr->comp_mask & IBV_QP_INIT_ATTR_MAX_TSO_HEADER) != 0 && attr->max_tso_header != 0)) {
     return fail_null(EOPNOTSUPP);
   }
   const bool ext = (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) != 0;
+  // An RSS QP (verbs_shim/wq.cpp): a raw packet QP over an indirection table.
+  if ((attr->comp_mask & (IBV_QP_INIT_ATTR_IND_TABLE | IBV_QP_INIT_ATTR_RX_HASH)) != 0)
+    return create_rss_qp(context, attr);
   if (attr->qp_type == IBV_QPT_XRC_RECV) {
     // A target QP belongs to its XRC domain (as libibverbs: the XRCD bit is
     // required, the PD is not used); it has no send queue for wr_* ops.
@@ -461,6 +465,7 @@ void install_ops(verbs_context* vctx) {
   install_tm_ops(vctx);
   install_dm_ops(vctx);
   install_flow_ops(vctx);
+  install_wq_ops(vctx);
 }
 
 }  // namespace urnic::shim
@@ -840,6 +845,8 @@ void clean_cq(ibv_cq* cq, std::uint32_t qpn) {
 }
 
 }  // namespace
+
+void urnic::shim::clean_cq_of(ibv_cq* cq, std::uint32_t qpn) { clean_cq(cq, qpn); }
 
 int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
   ctl::ModifyQpReq req{};

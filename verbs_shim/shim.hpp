@@ -391,6 +391,13 @@ int op_modify_cq(ibv_cq* cq, ibv_modify_cq_attr* attr);
 void install_dm_ops(verbs_context* vctx);
 // flow.cpp: ibv_create_flow / ibv_destroy_flow (raw packet QPs' steering).
 void install_flow_ops(verbs_context* vctx);
+// wq.cpp: WQs, receive WQ indirection tables, RSS QPs (ibv_create_qp_ex
+// with IBV_QP_INIT_ATTR_IND_TABLE / RX_HASH).
+void install_wq_ops(verbs_context* vctx);
+ibv_qp* create_rss_qp(ibv_context* context, ibv_qp_init_attr_ex* attr);
+void fill_rss_caps(const ShimContext& ctx, ibv_device_attr_ex& attr);
+// objects.cpp: drops the unpolled completions of QP (or WQ) `qpn` from `cq`.
+void clean_cq_of(ibv_cq* cq, std::uint32_t qpn);
 
 // mw.cpp: memory windows (the context ops ibv_alloc_mw / ibv_bind_mw /
 // ibv_dealloc_mw call).

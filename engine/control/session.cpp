@@ -193,6 +193,12 @@ void Session::destroy_all() {
     u.ahs -= static_cast<std::uint32_t>(port_.ahs.size());
     port_.ahs.clear();
     while (!flows_.empty()) destroy_flow(flows_.begin()->first);
+    // RSS QPs before their indirection tables, the tables before their WQs.
+    std::vector<std::uint32_t> rss;
+    for (const auto& [qh, q] : qps_)
+      if (q.kind == QpObj::Kind::kRss) rss.push_back(qh);
+    for (std::uint32_t qh : rss) destroy_qp(qh);
+    while (!ind_tables_.empty()) destroy_ind_table(ind_tables_.begin()->first);
     while (!qps_.empty()) destroy_qp(qps_.begin()->first);
     if (dp_ != nullptr) {
       for (auto& [h, srq] : srqs_) {
@@ -294,6 +300,7 @@ Reply Session::handle(std::span<const std::byte> msg, std::vector<int>& in_fds) 
   if (type == ctl::MsgType::kConvertMr) return on_convert_mr(*h, msg, in.fds);
   if (type == ctl::MsgType::kRegDmabufMr) return on_reg_dmabuf_mr(*h, msg, in.fds);  // engine/control/session_dmabuf.cpp
   if (h->type >= 100 && h->type <= 121) return on_verbs_ext(*h, msg);  // engine/control/session_verbs_ext.cpp
+  if (h->type >= 123 && h->type <= 128) return on_wq(*h, msg);  // engine/control/session_wq.cpp
   switch (type) {
     case ctl::MsgType::kDestroyAh:
     case ctl::MsgType::kDestroyQp:
@@ -808,6 +815,14 @@ Reply Session::on_destroy_cq(const MsgHeader& h, std::span<const std::byte> msg)
 Reply Session::on_create_qp(const MsgHeader& h, std::span<const std::byte> msg) {
   const auto req = ctl::decode<ctl::CreateQpReq>(msg);
   if (!req) return fail<ctl::CreateQpRep>(h, EINVAL);
+  ctl::CreateQpRep rep{};
+  int fd = -1;
+  if (const int err = create_qp_obj(*req, QpObj::Kind::kQp, rep, fd); err != 0) return fail<ctl::CreateQpRep>(h, err);
+  return ok(h, rep, {fd});
+}
+
+int Session::create_qp_obj(const ctl::CreateQpReq& qreq, QpObj::Kind kind, ctl::CreateQpRep& rep, int& fd_out) {
+  const ctl::CreateQpReq* req = &qreq;
   const auto& a = dev_->attrs();
   switch (req->qp_type) {
     case IBV_QPT_RC:
@@ -815,14 +830,20 @@ Reply Session::on_create_qp(const MsgHeader& h, std::span<const std::byte> msg) 
     case IBV_QPT_UD: break;
     case IBV_QPT_XRC_SEND:
       // The RoCE device's transport has XRC; the iWARP one has RC only.
-      if (dev_->attrs().transport != IBV_TRANSPORT_IB) return fail<ctl::CreateQpRep>(h, EOPNOTSUPP);
+      if (dev_->attrs().transport != IBV_TRANSPORT_IB) return EOPNOTSUPP;
       break;
-    case IBV_QPT_XRC_RECV: return fail<ctl::CreateQpRep>(h, EINVAL);  // needs its XRC domain: kCreateXrcTgtQp
+    case IBV_QPT_XRC_RECV: return EINVAL;  // needs its XRC domain: kCreateXrcTgtQp
     case IBV_QPT_RAW_PACKET:  // engine/control/session_flow.cpp
-      if (const int err = may_create_raw_qp(); err != 0) return fail<ctl::CreateQpRep>(h, err);
+      // A WQ is a receive queue (ib_uverbs' create_wq asks no privilege);
+      // it needs a device with raw packet QPs all the same.
+      if (kind == QpObj::Kind::kWq) {
+        if (dp_ == nullptr || !dp_->raw_qps()) return EOPNOTSUPP;
+      } else if (const int err = may_create_raw_qp(); err != 0) {
+        return err;
+      }
       break;
-    case IBV_QPT_DRIVER: return fail<ctl::CreateQpRep>(h, EOPNOTSUPP);
-    default: return fail<ctl::CreateQpRep>(h, EINVAL);
+    case IBV_QPT_DRIVER: return EOPNOTSUPP;
+    default: return EINVAL;
   }
   // An XRC initiator has a send queue only: uverbs ignores its receive CQ,
   // SRQ and receive capacities.
@@ -832,11 +853,11 @@ Reply Session::on_create_qp(const MsgHeader& h, std::span<const std::byte> msg) 
   auto scq = cqs_.find(req->send_cq_handle);
   auto rcq = cqs_.find(recv_cq_handle);
   if (pd == pds_.end() || scq == cqs_.end() || (rcq == cqs_.end() && !xrc_send))
-    return fail<ctl::CreateQpRep>(h, EINVAL);
+    return EINVAL;
   SrqObj* srq = nullptr;
   if (req->srq_handle != 0 && !xrc_send) {
     auto it = srqs_.find(req->srq_handle);
-    if (it == srqs_.end()) return fail<ctl::CreateQpRep>(h, EINVAL);
+    if (it == srqs_.end()) return EINVAL;
     srq = &it->second;
   }
   ctl::QpCaps caps = req->caps;
@@ -847,8 +868,8 @@ Reply Session::on_create_qp(const MsgHeader& h, std::span<const std::byte> msg) 
   if (caps.max_send_wr > a.max_qp_wr || caps.max_recv_wr > a.max_qp_wr ||
       caps.max_send_sge > a.max_sge || caps.max_recv_sge > a.max_sge ||
       caps.max_inline_data > a.max_inline_data)
-    return fail<ctl::CreateQpRep>(h, EINVAL);
-  if (dev_->usage().qps >= a.max_qp || over_quota(qps_.size(), reg_.quota().qp)) return fail<ctl::CreateQpRep>(h, ENOMEM);
+    return EINVAL;
+  if (dev_->usage().qps >= a.max_qp || over_quota(qps_.size(), reg_.quota().qp)) return ENOMEM;
 
   QpObj qp;
   qp.cookie = req->cookie;
@@ -858,6 +879,7 @@ Reply Session::on_create_qp(const MsgHeader& h, std::span<const std::byte> msg) 
   qp.srq = srq != nullptr ? req->srq_handle : 0;
   qp.type = req->qp_type;
   qp.sq_sig_all = req->sq_sig_all;
+  qp.kind = kind;
   // Ring geometry: a power of two of fixed-size slots; the slot holds the
   // WQE header plus max(sge list, inline data) (STYLE 14, fixed WQE slots).
   const std::uint32_t sq_slots = round_up_pow2(caps.max_send_wr == 0 ? 1 : caps.max_send_wr);
@@ -868,7 +890,7 @@ Reply Session::on_create_qp(const MsgHeader& h, std::span<const std::byte> msg) 
   const std::size_t sq_bytes = ring_bytes(sq_slots, sq_slot);
   const std::size_t rq_bytes = rq_slots == 0 ? 0 : ring_bytes(rq_slots, rq_slot);
   if (const int err = qp.mem.create("urnic-qp", sq_bytes + rq_bytes); err != 0)
-    return fail<ctl::CreateQpRep>(h, err);
+    return err;
   qp.sq = SpscRing(qp.mem.data(), sq_slots, sq_slot);
   qp.sq.init();
   if (rq_slots != 0) {
@@ -896,7 +918,7 @@ Reply Session::on_create_qp(const MsgHeader& h, std::span<const std::byte> msg) 
                               caps.max_recv_sge, caps.max_inline_data};
     ia.sq_sig_all = qp.sq_sig_all != 0;
     const auto qpn = dp_->transport().create_qp(ia);
-    if (!qpn.ok()) return fail<ctl::CreateQpRep>(h, qpn.err);
+    if (!qpn.ok()) return qpn.err;
     qp.qpn = qpn.value;
   } else {
     qp.qpn = dev_->alloc_qpn();
@@ -920,10 +942,10 @@ Reply Session::on_create_qp(const MsgHeader& h, std::span<const std::byte> msg) 
     } else {
       dev_->free_qpn(qp.qpn);
     }
-    return fail<ctl::CreateQpRep>(h, ENOMEM);
+    return ENOMEM;
   }
   const std::uint32_t handle = next_handle();
-  ctl::CreateQpRep rep{};
+  rep = ctl::CreateQpRep{};
   rep.handle = handle;
   rep.qpn = qp.qpn;
   rep.caps = caps;
@@ -944,14 +966,17 @@ Reply Session::on_create_qp(const MsgHeader& h, std::span<const std::byte> msg) 
   if (rcq != cqs_.end()) ++rcq->second.refs;
   if (srq != nullptr) ++srq->refs;
   ++dev_->usage().qps;
-  return ok(h, rep, {fd});
+  fd_out = fd;
+  return 0;
 }
 
 Reply Session::on_modify_qp(const MsgHeader& h, std::span<const std::byte> msg) {
   const auto req = ctl::decode<ctl::ModifyQpReq>(msg);
   if (!req) return fail<ctl::ModifyQpRep>(h, EINVAL);
   auto it = qps_.find(req->handle);
-  if (it == qps_.end()) return fail<ctl::ModifyQpRep>(h, EINVAL);
+  if (it == qps_.end() || it->second.kind == QpObj::Kind::kWq) return fail<ctl::ModifyQpRep>(h, EINVAL);
+  // mlx5_ib: an RSS QP has no state to change (ENOSYS).
+  if (it->second.kind == QpObj::Kind::kRss) return fail<ctl::ModifyQpRep>(h, ENOSYS);
   if (const int err = it->second.control().modify(req->attr, req->attr_mask); err != 0)
     return fail<ctl::ModifyQpRep>(h, err);
   ctl::ModifyQpRep rep{};
@@ -963,7 +988,8 @@ Reply Session::on_query_qp(const MsgHeader& h, std::span<const std::byte> msg) {
   const auto req = ctl::decode<ctl::QueryQpReq>(msg);
   if (!req) return fail<ctl::QueryQpRep>(h, EINVAL);
   auto it = qps_.find(req->handle);
-  if (it == qps_.end()) return fail<ctl::QueryQpRep>(h, EINVAL);
+  if (it == qps_.end() || it->second.kind == QpObj::Kind::kWq) return fail<ctl::QueryQpRep>(h, EINVAL);
+  if (it->second.kind == QpObj::Kind::kRss) return fail<ctl::QueryQpRep>(h, ENOSYS);  // as mlx5_ib
   ctl::QueryQpRep rep{};
   rep.handle = req->handle;
   rep.sq_sig_all = it->second.sq_sig_all;
@@ -983,6 +1009,10 @@ void Session::destroy_qp(std::uint32_t handle) {
     if (dp_ != nullptr) dp_->unbind_tgt_handle(qp.qpn, &port_, qp.cookie);
     qps_.erase(it);
     return;
+  }
+  if (qp.kind == QpObj::Kind::kRss) {
+    if (dp_ != nullptr) dp_->clear_rss(qp.qpn);
+    if (auto t = ind_tables_.find(qp.ind_table); t != ind_tables_.end() && t->second.refs != 0) --t->second.refs;
   }
   --pds_[qp.pd].refs;
   --cqs_[qp.send_cq].refs;
@@ -1008,6 +1038,7 @@ Reply Session::on_destroy_qp(const MsgHeader& h, std::span<const std::byte> msg)
   if (!req) return fail<ctl::DestroyQpRep>(h, EINVAL);
   auto qp = qps_.find(req->handle);
   if (qp == qps_.end()) return fail<ctl::DestroyQpRep>(h, ENOENT);
+  if (qp->second.kind == QpObj::Kind::kWq) return fail<ctl::DestroyQpRep>(h, EINVAL);  // ibv_destroy_wq's
   // uverbs: a QP still attached to a multicast group cannot be destroyed
   // (a process that exits has its attachments dropped instead).
   if (dp_ != nullptr && dp_->mcast().groups_of(qp->second.qpn) != 0) return fail<ctl::DestroyQpRep>(h, EBUSY);

@@ -127,6 +127,15 @@ struct QpObj : QpQueues {
   std::uint32_t xrcd = 0;
   std::shared_ptr<XrcTgtQp> tgt;
   std::uint32_t flows = 0;   // raw packet QP: its flow steering rules (destroy is EBUSY while any)
+  // What the handle is (engine/control/session_wq.cpp, issue 49): a QP; a
+  // WQ (ibv_create_wq: a raw packet QP with a receive queue only, its QPN
+  // the wq_num; `wq_tables` indirection tables name it, destroy is EBUSY
+  // while any); an RSS QP (no queues; `ind_table` spreads its frames).
+  enum class Kind : std::uint8_t { kQp, kWq, kRss };
+  Kind kind = Kind::kQp;
+  std::uint32_t wq_tables = 0;
+  std::uint32_t wq_state = 0;  // a WQ's enum ibv_wq_state
+  std::uint32_t ind_table = 0;
   QpControl& control() { return tgt ? *tgt->ctl : *ctl; }
 };
 
@@ -173,6 +182,7 @@ class Session {
   [[nodiscard]] std::size_t count_srqs() const { return srqs_.size(); }
   [[nodiscard]] std::size_t count_ahs() const { return port_.ahs.size(); }
   [[nodiscard]] std::size_t count_flows() const { return flows_.size(); }
+  [[nodiscard]] std::size_t count_ind_tables() const { return ind_tables_.size(); }
 
  private:
   Reply on_hello(const ctl::MsgHeader& h, std::span<const std::byte> msg);
@@ -223,9 +233,22 @@ class Session {
   Reply on_create_flow(const ctl::MsgHeader& h, std::span<const std::byte> msg);
   Reply on_destroy_flow(const ctl::MsgHeader& h, std::span<const std::byte> msg);
   void destroy_flow(std::uint32_t handle);
-  // IBV_QPT_RAW_PACKET: the caller needs CAP_NET_RAW, and the device a link
-  // that carries frames (0, EPERM or EOPNOTSUPP).
+  // IBV_QPT_RAW_PACKET: the caller needs CAP_NET_RAW, and the device raw
+  // packet QPs (a RoCE link, one engine thread): 0, EPERM or EOPNOTSUPP.
   int may_create_raw_qp() const;
+  // A QP's (or a WQ's, an RSS QP's) daemon objects: 0 and the reply and its
+  // ring memfd `fd`, or an errno (session.cpp).
+  int create_qp_obj(const ctl::CreateQpReq& req, QpObj::Kind kind, ctl::CreateQpRep& rep, int& fd);
+  // WQs, indirection tables, RSS QPs (engine/control/session_wq.cpp,
+  // MsgType 123..128).
+  Reply on_wq(const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_create_wq(const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_modify_wq(const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_destroy_wq(const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_create_ind_table(const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_destroy_ind_table(const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  Reply on_create_rss_qp(const ctl::MsgHeader& h, std::span<const std::byte> msg);
+  void destroy_ind_table(std::uint32_t handle);
   Reply on_alloc_dm(const ctl::MsgHeader& h, std::span<const std::byte> msg);
   Reply on_free_dm(const ctl::MsgHeader& h, std::span<const std::byte> msg);
   Reply on_reg_dm_mr(const ctl::MsgHeader& h, std::span<const std::byte> msg);
@@ -331,6 +354,13 @@ class Session {
     std::uint32_t id = 0;
   };
   std::map<std::uint32_t, FlowObj> flows_;
+  // ibv_create_rwq_ind_table: the WQ handles of the table, in order, and
+  // the RSS QPs using it (destroy is EBUSY while any).
+  struct IndTableObj {
+    std::vector<std::uint32_t> wqs;
+    std::uint32_t refs = 0;
+  };
+  std::map<std::uint32_t, IndTableObj> ind_tables_;
 };
 
 // Daemon-wide state: devices and live sessions (for status and, later, for

@@ -25,9 +25,9 @@ int Session::may_create_raw_qp() const {
   // ib_uverbs: a raw packet QP sends frames the process builds whole, any
   // source address included: CAP_NET_RAW, as for an AF_PACKET socket.
   if (!process_has_capability(pid_, CAP_NET_RAW)) return EPERM;
-  // A link that carries frames (afpacket): the udp link sends datagrams
-  // through the kernel's UDP socket and cannot put a frame on the wire, so
-  // it offers no raw packet QPs, as a device without the capability.
+  // A RoCE link and one engine thread (DataPath::raw_qps): on the udp
+  // link, which cannot put a frame on the wire, the frames loop back to
+  // the device's own rules (DataPath::raw_loopback_only).
   if (dp_ == nullptr || !dp_->raw_qps()) return EOPNOTSUPP;
   return 0;
 }
@@ -42,7 +42,10 @@ Reply Session::on_create_flow(const MsgHeader& h, std::span<const std::byte> msg
   auto qp = qps_.find(req->qp_handle);
   // Flow steering delivers frames to raw packet QPs only (a UD QP's
   // steering is an InfiniBand-link feature).
-  if (qp == qps_.end() || qp->second.tgt || qp->second.type != IBV_QPT_RAW_PACKET) return reject(EINVAL);
+  // A WQ takes frames only through an RSS QP's indirection table.
+  if (qp == qps_.end() || qp->second.tgt || qp->second.type != IBV_QPT_RAW_PACKET ||
+      qp->second.kind == QpObj::Kind::kWq)
+    return reject(EINVAL);
   if (req->spec_bytes > ctl::kMaxFlowSpecBytes) return reject(EINVAL);
   hostif::flow::FlowAttrHeader attr;
   attr.type = req->type;

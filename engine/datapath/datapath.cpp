@@ -132,7 +132,11 @@ t::TransportConfig config_for(const Device& dev, LinkShard sh, const Link* link)
   // Raw packet QPs on a link that carries frames, with one engine thread
   // (a frame's rules and QPs live on one data path; several threads'
   // fanout would hand a frame to any of them).
-  if (link != nullptr && sh.shards <= 1) cfg.raw_max_frame = link->raw_max_frame();
+  // A link that carries no frames (udp: the kernel's UDP socket builds
+  // them) still offers raw packet QPs, looped back to the device's own
+  // rules (DataPath::transmit_raw), up to kLoopbackRawMaxFrame.
+  if (link != nullptr && sh.shards <= 1)
+    cfg.raw_max_frame = link->raw_max_frame() != 0 ? link->raw_max_frame() : kLoopbackRawMaxFrame;
   cfg.qpn_stride = std::max(sh.shards, 1U);  // shard.hpp: a QPN names its shard
   cfg.qpn_residue = sh.shard;
   const auto& a = dev.attrs();
@@ -1336,17 +1340,22 @@ void DataPath::on_async_event(const t::AsyncEvent& e) {
   }
 }
 
-bool DataPath::raw_qps() const noexcept { return link_ && nshards_ <= 1 && link_->raw_max_frame() != 0; }
+bool DataPath::raw_qps() const noexcept { return link_ && nshards_ <= 1; }
+
+bool DataPath::raw_loopback_only() const noexcept { return link_ && link_->raw_max_frame() == 0; }
 
 int DataPath::add_flow(std::uint32_t qpn, const hostif::flow::FlowRule& rule, std::uint32_t* id) {
   if (!raw_qps()) return EOPNOTSUPP;
-  if (flows_.empty() && !link_->set_raw_receive(true)) return ENOMEM;  // the kernel refused the filter
+  // A link without frames has no raw receive to turn on: its rules see the
+  // device's own raw QPs' frames only.
+  if (flows_.empty() && !raw_loopback_only() && !link_->set_raw_receive(true))
+    return ENOMEM;  // the kernel refused the filter
   *id = flows_.add(qpn, rule);
   return 0;
 }
 
 void DataPath::remove_flow(std::uint32_t id) {
-  if (flows_.remove(id) && flows_.empty() && link_) (void)link_->set_raw_receive(false);
+  if (flows_.remove(id) && flows_.empty() && link_ && !raw_loopback_only()) (void)link_->set_raw_receive(false);
 }
 
 void DataPath::transmit_raw(std::uint32_t src_qpn, std::span<const std::uint8_t> frame, t::Nanos now) {
@@ -1360,7 +1369,13 @@ void DataPath::transmit_raw(std::uint32_t src_qpn, std::span<const std::uint8_t>
     RawLoop& slot = raw_loop_[raw_loop_used_++];
     slot.sender = src_qpn;
     slot.frame.assign(frame.begin(), frame.end());
+  } else if (raw_loopback_only()) {
+    ++counters_.raw_tx_dropped;  // no rule to loop it to, no wire to put it on
+    return;
   }
+  // A link without frames: the loop is the only way out (a frame no rule
+  // takes is counted in run_raw_loop).
+  if (raw_loopback_only()) return;
   if (!link_ || !link_->send_raw(frame)) ++counters_.raw_tx_dropped;
 }
 
@@ -1371,6 +1386,8 @@ bool DataPath::run_raw_loop(t::Nanos now) {
   for (std::size_t i = 0; i < n; ++i) {
     if (steer_frame(raw_loop_[i].frame, false, 0, false, raw_loop_[i].sender, now).delivered)
       ++counters_.raw_frames_looped;
+    else if (raw_loopback_only())
+      ++counters_.raw_tx_dropped;  // no rule took it, and the link cannot send it
   }
   raw_loop_used_ = 0;
   return n != 0;
@@ -1392,7 +1409,12 @@ DataPath::Steered DataPath::steer_frame(wire::Bytes frame, bool has_tci, std::ui
     std::copy(frame.begin() + 12, frame.end(), tag_scratch_.begin() + 16);
     whole = tag_scratch_;
   }
-  for (std::uint32_t qpn : steer_scratch_) transport_->on_raw_frame(qpn, whole, now);
+  for (std::uint32_t qpn : steer_scratch_) {
+    // An RSS QP has no receive queue: the WQ its table picks gets the frame.
+    if (!rss_.empty())
+      if (auto r = rss_.find(qpn); r != rss_.end()) qpn = rss_pick(r->second, key, rss_scratch_);
+    transport_->on_raw_frame(qpn, whole, now);
+  }
   return {true, s.trapped};
 }
 

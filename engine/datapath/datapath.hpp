@@ -25,9 +25,11 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "engine/datapath/flow_table.hpp"
+#include "engine/datapath/rss.hpp"
 #include "engine/datapath/process_memory.hpp"
 #include "engine/datapath/queues.hpp"
 #include "hostif/shm_ring.hpp"
@@ -49,6 +51,12 @@ namespace ctl = hostif::ctl;
 
 class Device;
 
+// The largest frame a raw packet QP sends on a link that carries no whole
+// frames (its frames loop back to the device's own rules): a 1500-byte
+// MTU, the Ethernet header and one 802.1Q tag, as afpacket's default.
+// Longer: the SEND completes IBV_WC_LOC_LEN_ERR (transport/requester.cpp).
+inline constexpr std::uint32_t kLoopbackRawMaxFrame = 1518;
+
 struct DataPathCounters {
   uint64_t wqes_posted = 0;
   uint64_t wqes_rejected = 0;    // bad WQE from the application: error CQE, QP to ERR
@@ -66,7 +74,8 @@ struct DataPathCounters {
   uint64_t raw_frames_unmatched = 0; // received non-RoCE frames no rule took (dropped)
   uint64_t raw_frames_looped = 0;    // raw QPs' frames delivered to this device's own rules (loopback)
   uint64_t raw_frames_trapped = 0;   // RoCE frames a rule took from the RoCE engine
-  uint64_t raw_tx_dropped = 0;       // raw QPs' frames the link did not send (full ring, too long)
+  uint64_t raw_tx_dropped = 0;       // raw QPs' frames the link did not send (full ring, too long; a
+                                     // link without frames: no rule of the device took it)
   uint64_t flow_rejected = 0;        // ibv_create_flow refused: malformed or unsupported spec, bad QP
   uint64_t dmabuf_mrs_refused = 0;   // dma-buf registrations refused (engine/control/session_dmabuf.cpp)
 };
@@ -191,14 +200,23 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
   void trim_idle();
 
   // Flow steering (issue 49; flow_table.hpp): the rules of raw packet QPs
-  // (Session: ibv_create_flow). add_flow: EOPNOTSUPP unless raw_qps() (the
-  // link carries raw frames: afpacket; one engine thread); else 0 and the
-  // rule's id. The first rule turns the link's raw receive on, the last
-  // one's removal off.
+  // (Session: ibv_create_flow). add_flow: EOPNOTSUPP unless raw_qps() (a
+  // RoCE link and one engine thread); else 0 and the rule's id. On a link
+  // that carries frames (afpacket) the first rule turns the link's raw
+  // receive on, the last one's removal off.
   [[nodiscard]] bool raw_qps() const noexcept;
+  // The link carries no whole frames (udp; Link::raw_max_frame 0): raw
+  // packet QPs' frames only loop back to this device's own rules, up to
+  // kLoopbackRawMaxFrame; one no rule takes is dropped (raw_tx_dropped).
+  [[nodiscard]] bool raw_loopback_only() const noexcept;
   int add_flow(std::uint32_t qpn, const hostif::flow::FlowRule& rule, std::uint32_t* id);
   void remove_flow(std::uint32_t id);
   void count_flow_rejected() noexcept { ++counters_.flow_rejected; }
+  // RSS QPs (issue 49; rss.hpp): a frame a rule steers to `qpn` goes to
+  // the WQ (a raw packet QP with a receive queue only) the Toeplitz hash
+  // of its fields picks in `conf.wqns`, not to `qpn`.
+  void set_rss(std::uint32_t qpn, RssConf conf) { rss_[qpn] = std::move(conf); }
+  void clear_rss(std::uint32_t qpn) { rss_.erase(qpn); }
   [[nodiscard]] std::size_t flow_rules() const noexcept { return flows_.size(); }
 
   // TxSink / EventSink.
@@ -439,6 +457,8 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
                    transport::Nanos now);
   bool run_raw_loop(transport::Nanos now);
   FlowTable flows_;
+  std::unordered_map<std::uint32_t, RssConf> rss_;  // RSS QPs by QPN
+  std::vector<std::uint8_t> rss_scratch_;
   std::vector<std::uint32_t> steer_scratch_;
   std::vector<std::uint8_t> tag_scratch_;
   // Raw frames sent to this device's own rules, delivered next pass (as

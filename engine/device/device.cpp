@@ -466,9 +466,13 @@ Device::Device(const DeviceConfig& cfg) : cfg_(cfg), dm_pool_(cfg.dm_bytes) {
   // IB_UVERBS_DEVICE_ATOMIC_WRITE bit, which rdma_rxe reports too; rdma-core
   // 44's verbs.h has no name for it yet.
   constexpr std::uint64_t kDeviceAtomicWrite = 1ULL << 40;
-  // Raw packet QPs and ibv_create_flow where the link carries whole frames
-  // (afpacket; engine/datapath/flow_table.hpp).
-  if (link_kind_of(cfg).raw_frames) a.device_cap_flags |= IBV_DEVICE_MANAGED_FLOW_STEERING;
+  // Raw packet QPs and ibv_create_flow on every RoCE link
+  // (engine/datapath/flow_table.hpp): on the wire where the link carries
+  // whole frames (afpacket), looped back to the device's own rules where it
+  // does not (udp; DataPath::raw_loopback_only). With several engine
+  // threads ("threads") creating one is EOPNOTSUPP (DataPath::raw_qps).
+  if (link_kind_of(cfg).transport == "roce")
+    a.device_cap_flags |= IBV_DEVICE_MANAGED_FLOW_STEERING;
   a.device_cap_flags_ex = a.device_cap_flags | kDeviceAtomicWrite;
   a.max_sge = 32;
   a.max_sge_rd = 32;

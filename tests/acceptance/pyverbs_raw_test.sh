@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Acceptance (issue 49): rdma-core's own raw packet QP and flow steering
-# tests (Debian 12 python3-pyverbs: test_flow's five *_spec_flow_traffic,
-# test_qp's raw packet QP creation and query tests) on an afpacket urnic0.
-# pyverbs_test.sh runs the whole suite on the default device, whose udp
-# link has no raw packet QPs (they skip there: EOPNOTSUPP); here urnic0 is
+# Acceptance (issue 49): rdma-core's own raw packet QP, flow steering and
+# RSS tests (Debian 12 python3-pyverbs: test_flow's five *_spec_flow_traffic,
+# test_rss_traffic, test_qp's raw packet QP creation and query tests) on an
+# afpacket urnic0. pyverbs_test.sh runs the whole suite on the default
+# device, whose udp link loops raw QPs' frames back to the device's own
+# rules (the same tests run there, without a wire); here urnic0 is
 # an afpacket device on one end of a veth pair in a namespace of its own, so
 # the frames the suite sends from one raw QP to another's rule on the same
 # device are steered by urnic (the other end of the veth only takes what
@@ -38,6 +39,7 @@ tests=(
   tests.test_flow.FlowTest.test_ipv6_spec_flow_traffic
   tests.test_flow.FlowTest.test_udp_spec_flow_traffic
   tests.test_flow.FlowTest.test_tcp_spec_flow_traffic
+  tests.test_rss_traffic.RSSTrafficTest.test_rss_traffic
   tests.test_qp.QPTest.test_create_raw_qp_no_attr
   tests.test_qp.QPTest.test_create_raw_qp_with_attr
   tests.test_qp.QPTest.test_create_raw_qp_ex_no_attr

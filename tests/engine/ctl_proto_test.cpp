@@ -407,7 +407,7 @@ TEST_CASE("QP state transitions follow IBA table 91", "[engine][qp]") {
   CHECK(check_qp_transition(IBV_QPT_RAW_PACKET, IBV_QPS_RTS, IBV_QPS_ERR, IBV_QP_STATE) == 0);
 }
 
-TEST_CASE("raw packet QPs need CAP_NET_RAW and a link that carries frames; flows need a raw QP", "[engine][qp][flow]") {
+TEST_CASE("raw packet QPs need CAP_NET_RAW and a data path; flows need a raw QP", "[engine][qp][flow]") {
   Harness h;
   h.hello_and_open();
   const std::uint32_t pd = h.alloc_pd();
@@ -418,8 +418,9 @@ TEST_CASE("raw packet QPs need CAP_NET_RAW and a link that carries frames; flows
   q.qp_type = IBV_QPT_RAW_PACKET;
   q.caps = ctl::QpCaps{4, 4, 1, 1, 0, 0};
   std::vector<int> fds;
-  // The default device has no link that carries whole frames (udp); a
-  // process without CAP_NET_RAW is refused before that is asked.
+  // This harness's device has no data path, so no raw packet QPs (with one,
+  // the udp link's loop back: raw_rss_test.cpp); a process without
+  // CAP_NET_RAW is refused before that is asked.
   const bool net_raw = urnic::engine::process_has_capability(::getpid(), CAP_NET_RAW);
   CHECK(h.call<ctl::CreateQpRep>(q, nullptr, &fds) == (net_raw ? EOPNOTSUPP : EPERM));
   for (int fd : fds) ::close(fd);
