@@ -11,6 +11,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -193,7 +194,15 @@ int connect_daemon() {
   while (::flock(lock_fd, LOCK_EX) != 0 && errno == EINTR) {
   }
   fd = connect_trusted(sock);
-  if (fd < 0 && fd != -EPERM) {
+  // A daemon writes its pid and its log there: on a full file system it
+  // could not start, and its log would be empty. Refused here, saying why.
+  struct statvfs fs{};
+  const bool full = fd < 0 && fd != -EPERM && ::statvfs(dir.c_str(), &fs) == 0 &&
+                    (::geteuid() == 0 ? fs.f_bfree : fs.f_bavail) == 0;
+  if (full) {
+    runtime_dir_unusable(dir, "its file system is full (a daemon writes its pid and log there)", ENOSPC);
+    fd = -ENOSPC;
+  } else if (fd < 0 && fd != -EPERM) {
     const std::string daemon = find_daemon();
     if (daemon.empty()) {
       std::fprintf(stderr, "urnic: no urnicd found (set URNIC_DAEMON)\n");
@@ -323,12 +332,14 @@ std::unique_ptr<CtlClient> CtlClient::open(int& err) {
       ucred peer{};
       socklen_t len = sizeof peer;
       if (::getsockopt(c->fd_, SOL_SOCKET, SO_PEERCRED, &peer, &len) != 0) peer.pid = 0;
+      // (Its own version is in a reply body that a refusal does not decode,
+      // and whose layout is another version's.)
       std::fprintf(stderr,
-                   "urnic: the urnicd at %s (pid %d) is another urnic's: it speaks control protocol version %u, "
-                   "this library %u; not used. Stop it (kill %d) and the next program starts this urnic's, "
+                   "urnic: the urnicd at %s (pid %d) is another urnic's: it refuses this library's control "
+                   "protocol (version %u); not used. Stop it (kill %d) and the next program starts this urnic's, "
                    "or give this one a runtime directory of its own (URNIC_RUNTIME_DIR)\n",
-                   hostif::socket_path(hostif::runtime_dir()).c_str(), static_cast<int>(peer.pid), rep.version,
-                   ctl::kVersion, static_cast<int>(peer.pid));
+                   hostif::socket_path(hostif::runtime_dir()).c_str(), static_cast<int>(peer.pid), ctl::kVersion,
+                   static_cast<int>(peer.pid));
     }
     return nullptr;
   }
