@@ -205,7 +205,7 @@ while [[ ${#queue[@]} -gt 0 ]]; do
 done
 for f in "$tree"/sbin/* "$tree"/libexec/urnic/*; do
   [[ $(basename "$f") == urnic-conform-agent ]] && continue
-  [[ -f $f ]] && head -c4 "$f" | grep -q ELF || continue  # libexec/urnic/view/: scripts
+  if ! { [[ -f $f ]] && head -c4 "$f" | grep -q ELF; }; then continue; fi  # libexec/urnic/view/: scripts
   rel=$(realpath --relative-to="$(dirname "$f")" "$tree/lib")
   old=$(patchelf --print-rpath "$f")
   new='$ORIGIN/'$rel
