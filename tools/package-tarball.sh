@@ -9,7 +9,8 @@
 # What it holds: bin/urnic (the installed command, which finds everything
 # relative to itself), sbin/urnicd, lib/urnic/{libibverbs,librdmacm}.so.1 (the
 # drop-in libraries), libexec/urnic/{urnic-cli,urnic-sysfs,urnic-conform,
-# urnic-conform-agent}, the man pages, and lib/: every shared library those
+# urnic-conform-agent}, libexec/urnic/view/rdma (sysfs-run's `rdma link
+# show`), the man pages, and lib/: every shared library those
 # need that is not glibc (fmt, ISA-L, libpcap and libdbus, libnl), found
 # through RUNPATH $ORIGIN/... C++'s runtime (libstdc++, libgcc) is linked
 # statically into each binary and into the drop-in libraries (whose version
@@ -204,6 +205,7 @@ while [[ ${#queue[@]} -gt 0 ]]; do
 done
 for f in "$tree"/sbin/* "$tree"/libexec/urnic/*; do
   [[ $(basename "$f") == urnic-conform-agent ]] && continue
+  if ! { [[ -f $f ]] && head -c4 "$f" | grep -q ELF; }; then continue; fi  # libexec/urnic/view/: scripts
   rel=$(realpath --relative-to="$(dirname "$f")" "$tree/lib")
   old=$(patchelf --print-rpath "$f")
   new='$ORIGIN/'$rel

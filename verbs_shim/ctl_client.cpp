@@ -11,6 +11,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -20,6 +21,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cinttypes>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
@@ -126,6 +128,47 @@ int spawn_daemon(const std::string& daemon, const std::string& dir) {
   return 0;
 }
 
+// The runtime directory cannot hold a daemon's socket (a read-only or full
+// file system, no permission): one line saying so and what to do, since the
+// program sees only "no RDMA devices".
+void runtime_dir_unusable(const std::string& dir, const char* what, int err) {
+  std::fprintf(stderr,
+               "urnic: no urnicd can start in the runtime directory %s: %s (%s); set URNIC_RUNTIME_DIR "
+               "to a directory of your own on a writable file system with room (XDG_RUNTIME_DIR/urnic "
+               "and /tmp/urnic-$UID are the defaults)\n",
+               dir.c_str(), what, std::strerror(err));
+}
+
+// The permitted capabilities of process `pid` ("self" or a number), from
+// /proc/PID/status; false if unreadable.
+bool permitted_caps(const std::string& pid, std::uint64_t& caps) {
+  std::FILE* f = std::fopen(("/proc/" + pid + "/status").c_str(), "r");
+  if (f == nullptr) return false;
+  char line[256];
+  bool found = false;
+  while (!found && std::fgets(line, sizeof line, f) != nullptr)
+    found = std::sscanf(line, "CapPrm: %" SCNx64, &caps) == 1;
+  std::fclose(f);
+  return found;
+}
+
+// The kernel lets the daemon reach this process's memory (process_vm_readv
+// and writev) only if this process has no capability the daemon lacks
+// (ptrace access mode, same uid). A program given capabilities (CAP_SYS_ADMIN
+// for `urnic sysfs-run` as a user, say) served by the daemon its user
+// started without them gets EFAULT from every memory registration: say so
+// once, when it connects, with what to do.
+void warn_if_more_capable(pid_t daemon_pid) {
+  std::uint64_t ours = 0, theirs = 0;
+  if (!permitted_caps("self", ours) || !permitted_caps(std::to_string(daemon_pid), theirs)) return;
+  if ((ours & ~theirs) == 0) return;
+  std::fprintf(stderr,
+               "urnic: this program has capabilities (CapPrm %016" PRIx64 ") that urnicd (pid %d) lacks: the kernel "
+               "keeps the daemon from its memory, and memory registration fails (EFAULT). Run it without them, or "
+               "give it a daemon of its own, started with them: URNIC_RUNTIME_DIR=DIR\n",
+               ours, static_cast<int>(daemon_pid));
+}
+
 // A connected socket to the daemon, starting one if needed. Two programs
 // starting at once serialize on start.lock, so only one starts a daemon; the
 // daemon itself also refuses to run twice (it flocks urnicd.pid).
@@ -136,14 +179,30 @@ int connect_daemon() {
   int fd = connect_trusted(sock);
   if (fd >= 0 || fd == -EPERM) return fd;
   if (const char* no = std::getenv("URNIC_NO_AUTOSTART"); no != nullptr && no[0] == '1') return fd;
-  if (const int err = hostif::make_runtime_dir(dir); err != 0) return -err;
+  if (const int err = hostif::make_runtime_dir(dir); err != 0) {
+    // EPERM: someone else's directory, which check_runtime_dir explains.
+    if (err != EPERM) runtime_dir_unusable(dir, "cannot make it", err);
+    return -err;
+  }
   if (const int err = hostif::check_runtime_dir(dir); err != 0) return -err;
   const int lock_fd = ::open(hostif::start_lock_path(dir).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (lock_fd < 0) return -errno;
+  if (lock_fd < 0) {
+    const int err = errno;
+    runtime_dir_unusable(dir, "cannot write start.lock in it", err);
+    return -err;
+  }
   while (::flock(lock_fd, LOCK_EX) != 0 && errno == EINTR) {
   }
   fd = connect_trusted(sock);
-  if (fd < 0 && fd != -EPERM) {
+  // A daemon writes its pid and its log there: on a full file system it
+  // could not start, and its log would be empty. Refused here, saying why.
+  struct statvfs fs{};
+  const bool full = fd < 0 && fd != -EPERM && ::statvfs(dir.c_str(), &fs) == 0 &&
+                    (::geteuid() == 0 ? fs.f_bfree : fs.f_bavail) == 0;
+  if (full) {
+    runtime_dir_unusable(dir, "its file system is full (a daemon writes its pid and log there)", ENOSPC);
+    fd = -ENOSPC;
+  } else if (fd < 0 && fd != -EPERM) {
     const std::string daemon = find_daemon();
     if (daemon.empty()) {
       std::fprintf(stderr, "urnic: no urnicd found (set URNIC_DAEMON)\n");
@@ -267,9 +326,21 @@ std::unique_ptr<CtlClient> CtlClient::open(int& err) {
     if (err == EACCES)
       std::fprintf(stderr, "urnic: urnicd at %s does not serve uid %u (its log says why); its owner can allow you with \"access\" in its config, or run your own (URNIC_RUNTIME_DIR)\n",
                    hostif::socket_path(hostif::runtime_dir()).c_str(), static_cast<unsigned>(::getuid()));
-    if (err == EPROTONOSUPPORT)
-      std::fprintf(stderr, "urnic: urnicd speaks control protocol version %u, this library %u\n",
-                   rep.version, ctl::kVersion);
+    // Another urnic's daemon (an older tarball, a stale one left running)
+    // serves this runtime directory: refused, and how to get ours.
+    if (err == EPROTONOSUPPORT) {
+      ucred peer{};
+      socklen_t len = sizeof peer;
+      if (::getsockopt(c->fd_, SOL_SOCKET, SO_PEERCRED, &peer, &len) != 0) peer.pid = 0;
+      // (Its own version is in a reply body that a refusal does not decode,
+      // and whose layout is another version's.)
+      std::fprintf(stderr,
+                   "urnic: the urnicd at %s (pid %d) is another urnic's: it refuses this library's control "
+                   "protocol (version %u); not used. Stop it (kill %d) and the next program starts this urnic's, "
+                   "or give this one a runtime directory of its own (URNIC_RUNTIME_DIR)\n",
+                   hostif::socket_path(hostif::runtime_dir()).c_str(), static_cast<int>(peer.pid), ctl::kVersion,
+                   static_cast<int>(peer.pid));
+    }
     return nullptr;
   }
   c->daemon_pid_ = rep.daemon_pid;
@@ -282,6 +353,7 @@ std::unique_ptr<CtlClient> CtlClient::open(int& err) {
   if (::getsockopt(c->fd_, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
     ::prctl(PR_SET_PTRACER, static_cast<unsigned long>(cred.pid), 0, 0, 0);
     c->root_daemon_ = cred.uid == 0 && ::geteuid() != 0;
+    if (cred.uid != 0) warn_if_more_capable(cred.pid);
   }
   return c;
 }

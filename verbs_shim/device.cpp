@@ -156,6 +156,15 @@ void cap_by_map_count(ibv_device_attr& a) {
   cap(a.max_srq, m.srqs.load(std::memory_order_relaxed));
 }
 
+// A program built against a newer rdma-core passes a longer struct than the
+// one this library implements (rdma-core 44's): rdma-core 56 appends
+// ibv_port_attr.active_speed_ex, whose 0 means "see active_speed". What this
+// library does not know of reads as 0 (not reported), never as whatever the
+// caller's stack held: it is the caller's memory, `size` bytes of it.
+void zero_unknown_tail(void* out, std::size_t size, std::size_t known) {
+  if (size > known) std::memset(static_cast<char*>(out) + known, 0, size - known);
+}
+
 int query_port_sized(ibv_context* context, std::uint8_t port_num, void* out, std::size_t size) {
   ShimContext* s = shim_of(context);
   if (port_num < 1 || port_num > s->info.attrs.phys_port_cnt) return EINVAL;
@@ -164,6 +173,7 @@ int query_port_sized(ibv_context* context, std::uint8_t port_num, void* out, std
   const ibv_port_attr full = to_port_attr(rep.port);
   // Never write past what the caller owns: old binaries pass a shorter struct.
   std::memcpy(out, &full, size < sizeof full ? size : sizeof full);
+  zero_unknown_tail(out, size, sizeof full);
   return 0;
 }
 
@@ -211,6 +221,7 @@ int op_query_device_ex(ibv_context* context, const ibv_query_device_ex_input* in
   // WQs, indirection tables and RSS QPs with raw packet QPs (verbs_shim/wq.cpp).
   fill_rss_caps(*s, full);
   std::memcpy(attr, &full, attr_size < sizeof full ? attr_size : sizeof full);
+  zero_unknown_tail(attr, attr_size, sizeof full);
   return 0;
 }
 

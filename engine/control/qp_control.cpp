@@ -113,8 +113,18 @@ Rule rule_for(std::uint32_t type, std::uint32_t cur, std::uint32_t next) {
   }
 }
 
+// IBV_ACCESS_FLUSH_GLOBAL and _PERSISTENT (rdma-core 46 and later, kernel
+// 6.2; not in rdma-core 44's verbs.h): the remote FLUSH permission. urnic
+// does not execute RDMA FLUSH (a QP with IBV_QP_EX_WITH_FLUSH is refused,
+// EOPNOTSUPP, and an incoming FLUSH is an invalid request), so the permission
+// grants nothing; it is accepted and kept, as mlx5 does (it maps only the
+// read, write and atomic bits), because programs of rdma-core 56 (Debian 13's
+// pyverbs suite) ask it of every RC QP.
+constexpr std::uint32_t kAccessFlushGlobal = 1u << 8;
+constexpr std::uint32_t kAccessFlushPersistent = 1u << 9;
 constexpr std::uint32_t kAccessMask = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-                                      IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+                                      IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |
+                                      kAccessFlushGlobal | kAccessFlushPersistent;
 
 class BasicQpControl final : public QpControl {
  public:
@@ -229,7 +239,9 @@ transport::QpAttr to_transport(const ctl::QpAttrs& a) {
   t.rq_psn = a.rq_psn;
   t.sq_psn = a.sq_psn;
   t.dest_qp_num = a.dest_qp_num;
-  t.qp_access_flags = a.qp_access_flags;
+  // The FLUSH permissions stay here (query_qp reports them): the transport
+  // executes no FLUSH and knows only the read, write and atomic bits.
+  t.qp_access_flags = a.qp_access_flags & ~(kAccessFlushGlobal | kAccessFlushPersistent);
   t.cap = transport::QpCap{a.cap.max_send_wr, a.cap.max_recv_wr, a.cap.max_send_sge,
                            a.cap.max_recv_sge, a.cap.max_inline_data};
   t.ah_attr = ah_to_transport(a.ah_attr);

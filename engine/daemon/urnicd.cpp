@@ -183,7 +183,7 @@ int main(int argc, char** argv) {
   const std::string pid_text = std::to_string(::getpid()) + "\n";
   if (::ftruncate(pid_fd, 0) != 0 ||
       ::pwrite(pid_fd, pid_text.data(), pid_text.size(), 0) != static_cast<ssize_t>(pid_text.size())) {
-    fmt::print(stderr, "urnicd: cannot write {}\n", pidfile);
+    fmt::print(stderr, "urnicd: cannot write {}: {}\n", pidfile, std::strerror(errno != 0 ? errno : ENOSPC));
     return kExitStart;
   }
   std::signal(SIGPIPE, SIG_IGN);

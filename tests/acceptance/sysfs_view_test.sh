@@ -12,7 +12,8 @@
 #   - /dev/infiniband has uverbs0, uverbs1 and rdma_cm as the kernel numbers
 #     them, and the rest of /dev is the host's and works;
 # and afterwards the host's mount namespace is untouched (same mountinfo,
-# no /sys/class/infiniband that was not there before). As an unprivileged
+# no /sys/class/infiniband that was not there before); the same view made
+# inside a chroot, where / is not a mount point. As an unprivileged
 # user urnic-sysfs refuses with exit 125 and says why. Needs root (exit 77
 # otherwise). A few seconds.
 #
@@ -141,6 +142,51 @@ want_ib="/dev/infiniband/rdma_cm character special file e7:ff 666;/dev/infiniban
   || fail "the host's mountinfo changed"
 [[ $(ls -A /sys/class/infiniband 2>&1) == "$ib_before" ]] && pass "the host's /sys/class/infiniband is as before" \
   || fail "the host's /sys/class/infiniband changed"
+
+# `rdma link show` (iproute2; the kernel answers it over RDMA netlink, for
+# its own devices only) answered for urnic's inside the view by
+# tools/sysfs/view/rdma, which `urnic sysfs-run` puts first on PATH:
+# rdma-core 56's suite finds a GID's netdev so (tests/base.py).
+view_path=$(cd "$(dirname "$0")/../../tools/sysfs/view" && pwd)
+links=$("${run_env[@]}" PATH="$view_path:$PATH" "$sysfs" -- /bin/sh -c 'rdma link show -j; rdma link show urnic0/1; rdma dev show' 2>&1)
+if /usr/bin/python3 -c '
+import json, sys
+links = json.loads(sys.stdin.readline())
+want = {"ifname": "urnic0", "port": 1, "state": "ACTIVE", "physical_state": "LINK_UP", "netdev": "lo"}
+sys.exit(0 if any(all(l.get(k) == v for k, v in want.items()) for l in links) else 1)' <<< "$links" &&
+   grep -q '^link urnic0/1 state ACTIVE physical_state LINK_UP netdev lo$' <<< "$links" &&
+   grep -q '^[0-9]*: urnic0: node_type ca node_guid ' <<< "$links"; then
+  pass "rdma link show (-j) and rdma dev show in the view: urnic0/1 ACTIVE LINK_UP, netdev lo"
+else
+  fail "rdma link show in the view: $(tr '\n' ' ' <<< "$links")"
+fi
+
+# In a chroot (docs/CI.md: pyverbs in the tarball's Debian trees runs so), /
+# is not a mount point and cannot be made private (EINVAL): the view makes
+# the mounts holding /sys/class and /dev private instead. The tree: the
+# host's /usr and /etc, the build tree and /tmp (the runtime directory)
+# bound in at their own paths, then /sys, /dev and /proc as a chroot recipe
+# mounts them, in a mount namespace of its own.
+croot=$(mktemp -d /tmp/urnic-sysfs-chroot.XXXXXX)
+cleanup_paths+=("$croot")
+build_root=$(cd "$(dirname "$sysfs")/.." && pwd)
+chrooted=$(unshare --mount /bin/sh -c '
+  r=$1 b=$2; shift 2
+  for l in bin sbin lib lib64; do [ -L /$l ] && ln -s "$(readlink /$l)" "$r/$l"; done
+  for d in /usr /etc /tmp "$b"; do mkdir -p "$r$d" && mount --bind "$d" "$r$d" || exit 1; done
+  mkdir -p "$r/sys" "$r/dev" "$r/proc"
+  mount -t sysfs sysfs "$r/sys" && mount --rbind /dev "$r/dev" && mount -t proc proc "$r/proc" || exit 1
+  exec chroot "$r" "$@"
+' sh "$croot" "$build_root" env "${run_env[@]:1}" URNIC_RUNTIME_DIR="$rt" URNIC_DAEMON="$urnicd" LD_LIBRARY_PATH="$shim_dir" \
+  "$sysfs" -- /bin/sh -c 'cat /sys/class/infiniband/urnic0/node_type; ls /dev/infiniband | tr "\n" " "' 2>&1)
+rc=$?
+if (( rc == 0 )) && grep -q '^1: CA$' <<< "$chrooted" && grep -q 'uverbs0' <<< "$chrooted"; then
+  pass "in a chroot: the view is made (node_type 1: CA, /dev/infiniband: $(tail -1 <<< "$chrooted"))"
+else
+  fail "in a chroot: exit $rc: $(tr '\n' ' ' <<< "$chrooted")"
+fi
+[[ $(sort /proc/self/mountinfo) == "$mounts_before" ]] && pass "the host's mounts are unchanged after the chroot" \
+  || fail "the host's mountinfo changed after the chroot"
 
 # Unprivileged: refused, with the reason. The user gets a daemon of its own
 # (its own runtime directory), so the verbs queries succeed and the refusal

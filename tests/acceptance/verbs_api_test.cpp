@@ -160,6 +160,36 @@ TEST_CASE("query_port never writes past the caller's size", "[shim]") {
   CHECK(buf[0] == IBV_PORT_ACTIVE);
 }
 
+// A program built against rdma-core 56 (Debian 13) passes its longer
+// ibv_port_attr (active_speed_ex appended: 0 means "see active_speed") and
+// ibv_device_attr_ex to the extended ops: what this library (rdma-core 44's
+// layout) does not fill reads 0, not the caller's old stack (ibv_devinfo -v
+// printed it as the active speed).
+TEST_CASE("query_port and query_device_ex zero the tail a newer rdma-core's struct has", "[shim]") {
+  Ctx c;
+  verbs_context* v = verbs_get_ctx(c.ctx);
+  REQUIRE(v != nullptr);
+  REQUIRE(v->query_port != nullptr);
+  unsigned char port[sizeof(ibv_port_attr) + 4 + 16];
+  std::memset(port, 0xaa, sizeof port);
+  const std::size_t rdma_core_56 = sizeof(ibv_port_attr) + 4;  // + uint32_t active_speed_ex
+  REQUIRE(v->query_port(c.ctx, 1, static_cast<ibv_port_attr*>(static_cast<void*>(port)), rdma_core_56) == 0);
+  CHECK(port[0] == IBV_PORT_ACTIVE);
+  std::uint32_t speed_ex = 1;
+  std::memcpy(&speed_ex, port + sizeof(ibv_port_attr), sizeof speed_ex);
+  CHECK(speed_ex == 0);
+  CHECK(port[rdma_core_56] == 0xaa);  // and not one byte further
+
+  REQUIRE(v->query_device_ex != nullptr);
+  unsigned char dev[sizeof(ibv_device_attr_ex) + 32];
+  std::memset(dev, 0xaa, sizeof dev);
+  REQUIRE(v->query_device_ex(c.ctx, nullptr, static_cast<ibv_device_attr_ex*>(static_cast<void*>(dev)),
+                             sizeof(ibv_device_attr_ex) + 24) == 0);
+  CHECK(dev[sizeof(ibv_device_attr_ex)] == 0);
+  CHECK(dev[sizeof(ibv_device_attr_ex) + 23] == 0);
+  CHECK(dev[sizeof(ibv_device_attr_ex) + 24] == 0xaa);
+}
+
 TEST_CASE("GID and P_Key tables behave as the kernel's", "[shim]") {
   Ctx c;
   ibv_gid gid{};
@@ -333,6 +363,35 @@ TEST_CASE("CQs and completion channels", "[shim]") {
   CHECK(ibv_destroy_comp_channel(ch) == EBUSY);
   CHECK(ibv_destroy_cq(cq) == 0);
   CHECK(ibv_destroy_comp_channel(ch) == 0);
+}
+
+// rdma-core 56's pyverbs suite gives every RC QP IBV_ACCESS_FLUSH_GLOBAL |
+// IBV_ACCESS_FLUSH_PERSISTENT (bits 8 and 9, newer than rdma-core 44's
+// verbs.h): accepted and kept, as mlx5 does, though urnic executes no FLUSH
+// (IBV_QP_EX_WITH_FLUSH is refused); a bit nobody defines is still EINVAL.
+TEST_CASE("RC QP access flags: the FLUSH permissions are accepted, unknown bits are not", "[shim]") {
+  Ctx c;
+  ibv_cq* cq = ibv_create_cq(c.ctx, 16, nullptr, nullptr, 0);
+  REQUIRE(cq != nullptr);
+  ibv_qp_init_attr init{};
+  init.send_cq = cq;
+  init.recv_cq = cq;
+  init.qp_type = IBV_QPT_RC;
+  init.cap = ibv_qp_cap{4, 4, 1, 1, 0};
+  ibv_qp* qp = ibv_create_qp(c.pd, &init);
+  REQUIRE(qp != nullptr);
+  constexpr unsigned kFlushGlobal = 1u << 8, kFlushPersistent = 1u << 9;
+  LoopbackConn bad{.dest_qpn = qp->qp_num, .access = IBV_ACCESS_REMOTE_WRITE | (1u << 12), .psn = 1};
+  CHECK(loopback_to_init(qp, bad) == EINVAL);
+  const unsigned access = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | kFlushGlobal | kFlushPersistent;
+  LoopbackConn self{.dest_qpn = qp->qp_num, .access = access, .psn = 1};
+  REQUIRE(loopback_to_init(qp, self) == 0);
+  ibv_qp_attr got{};
+  ibv_qp_init_attr got_init{};
+  REQUIRE(ibv_query_qp(qp, &got, IBV_QP_ACCESS_FLAGS, &got_init) == 0);
+  CHECK(got.qp_access_flags == access);
+  CHECK(ibv_destroy_qp(qp) == 0);
+  CHECK(ibv_destroy_cq(cq) == 0);
 }
 
 TEST_CASE("RC QP: state machine, posting rules, queue overflow", "[shim]") {

@@ -89,14 +89,24 @@ bool enter_dev_view(const std::vector<DeviceView>& devices, std::string* error) 
   }
   close_all();
   if (!ok) return false;
+  bool told_no_mknod = false;
   auto node = [&](const std::string& name, unsigned minor) {
     if (taken.count(name) != 0) {
       std::fprintf(stderr, "urnic-sysfs: the kernel has /dev/infiniband/%s; it is kept, not urnic's\n", name.c_str());
       return true;
     }
     const std::string path = real_ib + "/" + name;
-    // mknod applies the umask; the mode is set exactly afterwards.
-    if (::mknod(path.c_str(), S_IFCHR | 0600, ::makedev(kUverbsMajor, minor)) != 0) return fail(error, "mknod " + path);
+    // mknod applies the umask; the mode is set exactly afterwards. Without
+    // CAP_MKNOD (a user given only CAP_SYS_ADMIN, for the namespace) the
+    // view has no nodes: said once; the sysfs part is whole without them.
+    if (::mknod(path.c_str(), S_IFCHR | 0600, ::makedev(kUverbsMajor, minor)) != 0) {
+      if (errno != EPERM) return fail(error, "mknod " + path);
+      if (!told_no_mknod)
+        std::fprintf(stderr, "urnic-sysfs: no device nodes in /dev/infiniband (mknod needs CAP_MKNOD, which this "
+                             "process lacks); /sys/class/infiniband is complete\n");
+      told_no_mknod = true;
+      return true;
+    }
     return ::chmod(path.c_str(), 0666) == 0 || fail(error, "chmod " + path);
   };
   for (const DeviceView& dev : devices) {

@@ -42,6 +42,19 @@ std::vector<std::pair<std::string, std::string>> kernel_links(const char* cls) {
   return out;
 }
 
+// Cuts the mount that a mount on `target` sits on (the nearest mount point
+// at or above it) off from propagation, with everything below it. mount(2)
+// says EINVAL for a directory that is not a mount point: then its parent.
+bool make_private_at(const std::string& target, std::string* error) {
+  std::string p = target;
+  for (;;) {
+    if (::mount(nullptr, p.c_str(), nullptr, MS_REC | MS_PRIVATE, nullptr) == 0) return true;
+    if (errno != EINVAL || p == "/") return fail(error, "making the mount at " + p + " private");
+    const std::size_t slash = p.rfind('/');
+    p = slash == 0 ? "/" : p.substr(0, slash);
+  }
+}
+
 }  // namespace
 
 bool enter_view(const std::vector<DeviceView>& devices, std::string* error) {
@@ -54,8 +67,14 @@ bool enter_view(const std::vector<DeviceView>& devices, std::string* error) {
     return false;
   }
   // From here on only this process's namespace changes; first cut it off
-  // from propagation both ways.
-  if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return fail(error, "making / private");
+  // from propagation both ways: all of / where / is a mount point. In a
+  // chroot it usually is not (EINVAL: the root is a directory of the host's
+  // file system), and then the mounts the view is mounted on, those holding
+  // /sys/class and /dev (tests/acceptance/sysfs_view_test.sh, in a chroot).
+  if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+    if (errno != EINVAL) return fail(error, "making / private");
+    if (!make_private_at(kClass, error) || !make_private_at("/dev", error)) return false;
+  }
   // Everything is read from the real /sys/class before it is covered, and
   // in the new namespace: a bind mount's source must be one of its mounts.
   std::vector<Entry> entries = read_entries(kClass);
