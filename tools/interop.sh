@@ -1004,6 +1004,7 @@ nvme_kernel_initiator_cell() {
     return
   fi
   tlog=$SPDK_TARGET_LOG
+  cleanup_pids+=("$spdk_target_pid")  # if this script ends first (spdk_stop_target below, normally)
   nvme_vm_script 300 "
 NQN=$NVME_KINIT_NQN
 $(cat <<'EOV'
