@@ -46,10 +46,11 @@
 #                    20; their known deviations, docs/CONFORMANCE.md, are
 #                    expected); not in the default list: nvme: NVMe-oF
 #                    over RDMA, the kernel's nvme-rdma initiator against
-#                    SPDK's nvmf_tgt on urnic0 and SPDK's initiators on
-#                    urnic0 against the kernel's nvmet-rdma target (issue
-#                    48; needs SPDK built, --spdk; else skipped, 77 when it
-#                    is the only group)
+#                    SPDK's nvmf_tgt on urnic, and SPDK's initiators on
+#                    urnic against the kernel's nvmet-rdma target, on
+#                    urnic0/rxe0 and urnic_iw0/siw0 (issue 48; needs SPDK
+#                    built, --spdk; else left out, 77 when it is the only
+#                    group)
 #   --spdk DIR       a built SPDK 26.05 tree for the nvme group (default
 #                    $URNIC_SPDK_DIR or BUILD/spdk/spdk-26.05, where
 #                    tests/spdk/build_spdk.sh builds it)
@@ -97,7 +98,7 @@ while [[ $# -gt 0 ]]; do
     --iw-crc) iw_crcs=$2; full=1; shift 2 ;;
     --repeat) repeat=$2; shift 2 ;;
     --spdk) spdk_dir=$2; shift 2 ;;
-    -h|--help) sed -n '2,59p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,60p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "interop: unknown option $1" >&2; exit 2 ;;
   esac
 done

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The kernel-initiator and kernel-target NVMe-oF interop cells (issue 48):
 # tools/interop.sh --groups nvme, the Linux kernel's nvme-rdma and
-# nvmet-rdma in the peer VM (tools/peer-vm, rdma_rxe on its eth0) against
-# SPDK 26.05's nvmf_tgt, spdk_nvme_identify and bdevperf on urnic0 in the
-# peer network's namespace. Builds SPDK first (tests/spdk/build_spdk.sh,
+# nvmet-rdma in the peer VM (tools/peer-vm, rdma_rxe on its eth0, siw on
+# its eth1) against SPDK 26.05's nvmf_tgt, spdk_nvme_identify and bdevperf
+# on urnic0 and urnic_iw0 in the peer network's namespace. Builds SPDK first (tests/spdk/build_spdk.sh,
 # cached in WORK_DIR; about 12 minutes on 2 idle cores the first time).
 #
 #   interop_nvme_test.sh SOURCE_ROOT BUILD_ROOT WORK_DIR [SRC]
