@@ -44,7 +44,16 @@
 #                    urnic_iw0 on 10.99.1.1 against siw0 (rdma_cm programs),
 #                    conform: `urnic conform` against rxe0 and siw0 (issue
 #                    20; their known deviations, docs/CONFORMANCE.md, are
-#                    expected)
+#                    expected); not in the default list: nvme: NVMe-oF
+#                    over RDMA, the kernel's nvme-rdma initiator against
+#                    SPDK's nvmf_tgt on urnic, and SPDK's initiators on
+#                    urnic against the kernel's nvmet-rdma target, on
+#                    urnic0/rxe0 and urnic_iw0/siw0 (issue 48; needs SPDK
+#                    built, --spdk; else left out, 77 when it is the only
+#                    group)
+#   --spdk DIR       a built SPDK 26.05 tree for the nvme group (default
+#                    $URNIC_SPDK_DIR or BUILD/spdk/spdk-26.05, where
+#                    tests/spdk/build_spdk.sh builds it)
 #   --iw-mtu LIST    VM eth1 MTUs of the iwarp-siw group (default "1500 9000")
 #   --iw-crc LIST    MPA CRC of the iwarp-siw group: on, off (default "on off")
 #   --repeat N       run every iwarp-siw cell N times in a row and print
@@ -71,6 +80,7 @@ iw_mtus="1500 9000"
 iw_crcs="on off"
 repeat=1
 full=0
+spdk_dir=${URNIC_SPDK_DIR:-}
 while [[ $# -gt 0 ]]; do
   case $1 in
     --build) build=$2; shift 2 ;;
@@ -87,7 +97,8 @@ while [[ $# -gt 0 ]]; do
     --iw-mtu) iw_mtus=$2; full=1; shift 2 ;;
     --iw-crc) iw_crcs=$2; full=1; shift 2 ;;
     --repeat) repeat=$2; shift 2 ;;
-    -h|--help) sed -n '2,48p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --spdk) spdk_dir=$2; shift 2 ;;
+    -h|--help) sed -n '2,60p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "interop: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -108,6 +119,21 @@ if ! command -v qemu-system-x86_64 >/dev/null && ! command -v apt-get >/dev/null
   skip "no qemu-system-x86_64 and no apt-get to install it"
 fi
 for t in ip bc python3; do command -v $t >/dev/null || skip "missing $t"; done
+# The nvme group runs SPDK's programs, built by tests/spdk/build_spdk.sh
+# (over CI's budget): without them the group is left out.
+if [[ " $groups " == *" nvme "* ]]; then
+  spdk_dir=${spdk_dir:-$build/spdk/spdk-26.05}
+  nvme_missing=""
+  for a in build/bin/nvmf_tgt build/bin/spdk_nvme_identify build/examples/bdevperf scripts/rpc.py; do
+    [[ -e $spdk_dir/$a ]] || nvme_missing+=" $a"
+  done
+  if [[ -n $nvme_missing ]]; then
+    groups=$(tr ' ' '\n' <<< "$groups" | grep -vx nvme | tr '\n' ' ' | sed 's/ *$//')
+    why="group nvme: SPDK is not built in $spdk_dir (missing:$nvme_missing; tests/spdk/build_spdk.sh builds it)"
+    [[ -n $groups ]] || skip "$why"
+    echo "interop: $why: left out" >&2
+  fi
+fi
 
 mkdir -p "$W"
 W=$(cd "$W" && pwd)
@@ -1029,6 +1055,197 @@ if in_group iwarp-siw; then
     done
   done
   vm "ip link set eth1 mtu 9000" >/dev/null
+fi
+
+# ---------------------------------------------------------------- nvme
+# NVMe over Fabrics, RDMA transport, between the kernel's and SPDK's (issue
+# 48; docs/MIDDLEWARE.md, "NVMe-oF (SPDK)"): urnic0 at 10.99.0.1 (path MTU
+# 1024, the IPv4 GID rdma_cm takes) against rxe0 on the VM's eth0, then
+# urnic_iw0 at 10.99.1.1 against siw0 on its eth1 (MTU 1500, MPA CRC on),
+# the same two cells ("iw ..."), each transport's bridge captured.
+# - kernel initiator -> urnic target: SPDK's nvmf_tgt (RDMA transport at
+#   its defaults, a 64 MiB malloc bdev of 4 KiB blocks) in the namespace;
+#   the VM's nvme-rdma connects through /dev/nvme-fabrics (what `nvme
+#   connect -t rdma` writes), writes random data with dd O_DIRECT in 4 KiB
+#   (in-capsule) and 128 KiB blocks (the target reads them with RDMA READ),
+#   reads it back in the other size (RDMA WRITE) and compares, deletes the
+#   controller; then the target must hold no QP in urnicd while it runs,
+#   end on SIGTERM and leave nothing in urnicd.
+# - kernel target -> urnic initiator: nvmet-rdma in the VM (configfs) with
+#   a 64 MiB file on the VM's tmpfs as namespace 1, a port on 10.99.0.11
+#   (10.99.1.11);
+#   spdk_nvme_identify (serial number, namespace size) and bdevperf -w
+#   verify (every block written, read back and compared) over urnic0; then
+#   nothing left in urnicd.
+# Needs SPDK built (tests/spdk/build_spdk.sh; --spdk): the interop-nvme
+# test of the spdk suite runs the group.
+# nvme_vm_script SECONDS SCRIPT: runs the multi-line SCRIPT in the VM (the
+# command agent reads one line: the script goes base64-encoded) and prints
+# its output and, last, "rc=N".
+nvme_vm_script() {
+  local b64
+  b64=$(base64 -w0 <<< "$2")
+  VMT=$1 vm "echo $b64 | base64 -d > /tmp/nvme.sh; sh /tmp/nvme.sh; echo rc=\$?"
+}
+nvme_objects() { spdk_objects "$1" 2>/dev/null || echo '?'; }
+# nvme_fail NAME DIR T0 WHY LOG...: the cell's FAIL line; the logs' tails
+# to failures.log.
+nvme_fail() {
+  local name=$1 dir=$2 t0=$3 why=$4 f
+  shift 4
+  line "$name" "$dir" "$gname" "$mtu" FAIL "$(printf '%.1f' "$(echo "$(date +%s.%N) - $t0" | bc)")s $why"
+  { echo "--- $name $dir"; for f in "$@"; do echo "$f:"; tail -n 25 "$f" 2>/dev/null; done; } >> "$rt/failures.log"
+}
+NVME_KINIT_NQN=nqn.2016-06.io.spdk:cnode1   # spdk_lib.sh's SPDK_NQN
+NVME_KTGT_NQN=nqn.2026-12.org.urnic:kernel-target
+NVME_KTGT_SERIAL=URNICKTGT0001
+nvme_kernel_initiator_cell() {
+  local name="${NVME_PFX}nvme-rdma (kernel) -> nvmf_tgt (SPDK)" dir="urnic=target,$PEER=host"
+  local t0 out=$rt/nvme-kinit.vm tlog why="" r
+  filtered_out "$name" && return 0
+  cells_run=$((cells_run + 1)); t0=$(date +%s.%N)
+  SPDK_NQN=$NVME_KINIT_NQN SPDK_SERIAL=SPDK00000000000001
+  if ! spdk_start_target > "$rt/nvme-tgt-start.log" 2>&1 || ! spdk_add_transport RDMA >> "$rt/nvme-tgt-start.log" 2>&1 ||
+     ! spdk_add_subsystem rdma "$NVME_U" >> "$rt/nvme-tgt-start.log" 2>&1; then
+    spdk_stop_target > /dev/null 2>&1
+    nvme_fail "$name" "$dir" "$t0" "nvmf_tgt did not start or take its subsystem" "$rt/nvme-tgt-start.log" "$SPDK_TARGET_LOG"
+    return
+  fi
+  tlog=$SPDK_TARGET_LOG
+  cleanup_pids+=("$spdk_target_pid")  # if this script ends first (spdk_stop_target below, normally)
+  nvme_vm_script 300 "
+NQN=$NVME_KINIT_NQN; ADDR=$NVME_U
+$(cat <<'EOV'
+up() { cut -d' ' -f1 /proc/uptime; }
+modprobe nvme_rdma || { echo 'modprobe nvme_rdma failed'; exit 10; }
+for c in /sys/class/nvme/nvme*; do [ -e $c/delete_controller ] && echo 1 > $c/delete_controller; done  # an earlier run's
+t0=$(up)
+exec 3<>/dev/nvme-fabrics || exit 11
+if ! echo "transport=rdma,traddr=$ADDR,trsvcid=4420,nqn=$NQN,nr_io_queues=1" >&3; then
+  echo "connect failed"; dmesg | grep -i nvme | tail -n 5; exit 12
+fi
+read -r r <&3; exec 3>&-
+i=${r#instance=}; i=${i%%,*}; c=/sys/class/nvme/nvme$i
+echo "connected ($r) in $(echo "$(up) - $t0" | bc) s: $(cat $c/transport) $(cat $c/address | tr '\n' ' ')serial=$(cat $c/serial) model=$(cat $c/model | tr -s ' ') state=$(cat $c/state)"
+n=0; dev=""
+while [ $n -lt 100 ] && [ -z "$dev" ]; do dev=$(ls /sys/block | grep -E '^nvme[0-9]+n1$' | head -1); [ -n "$dev" ] || sleep 0.1; n=$((n + 1)); done
+[ -n "$dev" ] || { echo "no namespace block device"; exit 13; }
+echo "namespace /dev/$dev: $(cat /sys/block/$dev/size) sectors, logical block $(cat /sys/block/$dev/queue/logical_block_size)"
+fail=0
+dd if=/dev/urandom of=/tmp/p1 bs=4096 count=1024 2>/dev/null; dd if=/dev/urandom of=/tmp/p2 bs=4096 count=1024 2>/dev/null
+t1=$(up)
+dd if=/tmp/p1 of=/dev/$dev bs=4096 oflag=direct 2>/dev/null || { echo "write 4 KiB blocks failed"; fail=1; }
+dd if=/tmp/p2 of=/dev/$dev bs=128k seek=64 oflag=direct 2>/dev/null || { echo "write 128 KiB blocks failed"; fail=1; }
+dd if=/dev/$dev of=/tmp/b1 bs=128k count=32 iflag=direct 2>/dev/null || { echo "read 128 KiB blocks failed"; fail=1; }
+dd if=/dev/$dev of=/tmp/b2 bs=4096 skip=2048 count=1024 iflag=direct 2>/dev/null || { echo "read 4 KiB blocks failed"; fail=1; }
+echo "8 MiB written and read back with O_DIRECT in $(echo "$(up) - $t1" | bc) s"
+if cmp /tmp/p1 /tmp/b1 && cmp /tmp/p2 /tmp/b2; then echo "DATA-OK $(md5sum < /tmp/p1 | cut -c1-8) $(md5sum < /tmp/p2 | cut -c1-8)"; else echo "data differs"; fail=1; fi
+echo 1 > $c/delete_controller
+n=0; while [ -e $c ] && [ $n -lt 100 ]; do sleep 0.1; n=$((n + 1)); done
+[ -e $c ] && { echo "controller still there after delete_controller"; fail=1; }
+rm -f /tmp/p1 /tmp/p2 /tmp/b1 /tmp/b2
+dmesg | grep -E 'nvme nvme[0-9]' | tail -n 4
+exit $fail
+EOV
+)" > "$out" 2>&1
+  r=$(sed -n 's/^rc=//p' "$out" | tail -1)
+  [[ $r == 0 ]] && grep -q '^DATA-OK' "$out" || why="VM script rc=${r:-none}: $(grep -vE '^(rc=|connected|namespace|8 MiB)' "$out" | head -n 2 | tr '\n' ' ' | cut -c1-120)"
+  if [[ -z $why ]] && ! spdk_wait_objects qp 0 20 > "$rt/nvme-objects.log" 2>&1; then
+    why="QPs left in urnicd with the target running ($(nvme_objects qp))"
+  fi
+  spdk_stop_target > "$rt/nvme-tgt-stop.log" 2>&1 || why="${why:+$why; }nvmf_tgt did not end on SIGTERM"
+  spdk_wait_objects all 0 5 >> "$rt/nvme-objects.log" 2>&1 || why="${why:+$why; }$(nvme_objects all) objects left in urnicd"
+  if [[ -z $why ]]; then
+    line "$name" "$dir" "$gname" "$mtu" PASS "$(printf '%.1f' "$(echo "$(date +%s.%N) - $t0" | bc)")s $(grep -o 'connected (.*) in [0-9.]* s' "$out" | sed 's/(.*) //'), $(grep -o '8 MiB.* s$' "$out"), compared; nothing left"
+  else
+    nvme_fail "$name" "$dir" "$t0" "$why" "$out" "$tlog" "$rt/nvme-objects.log"
+  fi
+}
+nvme_kernel_target_cell() {
+  local name="${NVME_PFX}SPDK initiator -> nvmet-rdma (kernel)"
+  local dir="$PEER=target,urnic=host" t0 out=$rt/nvme-ktgt.vm why="" r trid
+  filtered_out "$name" && return 0
+  cells_run=$((cells_run + 1)); t0=$(date +%s.%N)
+  nvme_vm_script 120 "
+N=$NVME_KTGT_NQN; SERIAL=$NVME_KTGT_SERIAL; ADDR=$NVME_V
+$(cat <<'EOV'
+modprobe nvmet_rdma || { echo 'modprobe nvmet_rdma failed'; exit 10; }
+# what an earlier run may have left
+(cd /sys/kernel/config/nvmet && rm -f ports/1/subsystems/* ; rmdir ports/1; for n in subsystems/*/namespaces/*; do echo 0 > $n/enable; rmdir $n; done; rmdir subsystems/*) 2>/dev/null
+dd if=/dev/zero of=/tmp/nvmet.img bs=1M count=64 2>/dev/null || exit 11
+cd /sys/kernel/config/nvmet || exit 12
+S=subsystems/$N
+mkdir $S && echo 1 > $S/attr_allow_any_host && echo $SERIAL > $S/attr_serial &&
+  mkdir $S/namespaces/1 && echo /tmp/nvmet.img > $S/namespaces/1/device_path &&
+  echo 1 > $S/namespaces/1/buffered_io && echo 1 > $S/namespaces/1/enable &&
+  mkdir ports/1 && echo rdma > ports/1/addr_trtype && echo ipv4 > ports/1/addr_adrfam &&
+  echo $ADDR > ports/1/addr_traddr && echo 4420 > ports/1/addr_trsvcid &&
+  ln -s /sys/kernel/config/nvmet/$S ports/1/subsystems/$N || { echo "nvmet configfs setup failed"; dmesg | tail -n 5; exit 13; }
+echo "nvmet: $N on rdma $ADDR:4420, namespace 1 /tmp/nvmet.img (64 MiB)"
+EOV
+)" > "$out" 2>&1
+  r=$(sed -n 's/^rc=//p' "$out" | tail -1)
+  if [[ $r != 0 ]]; then
+    nvme_fail "$name" "$dir" "$t0" "nvmet setup in the VM: rc=${r:-none} $(grep -v '^rc=' "$out" | head -n 1)" "$out"
+  else
+    SPDK_NQN=$NVME_KTGT_NQN SPDK_SERIAL=$NVME_KTGT_SERIAL
+    trid=$(spdk_trid rdma "$NVME_V")
+    spdk_identify "$trid" > "$rt/nvme-identify.log" 2>&1 || why="spdk_nvme_identify: $(tail -n 1 "$rt/nvme-identify.log")"
+    spdk_bdevperf rdma "$NVME_V" -q 8 -o 4096 -w verify -t 5 > "$rt/nvme-bdevperf4k.log" 2>&1 ||
+      why="${why:+$why; }bdevperf verify 4 KiB: $(tail -n 1 "$rt/nvme-bdevperf4k.log")"
+    spdk_bdevperf rdma "$NVME_V" -q 4 -o 131072 -w verify -t 5 > "$rt/nvme-bdevperf128k.log" 2>&1 ||
+      why="${why:+$why; }bdevperf verify 128 KiB: $(tail -n 1 "$rt/nvme-bdevperf128k.log")"
+    spdk_wait_objects all 0 5 > "$rt/nvme-objects.log" 2>&1 || why="${why:+$why; }$(nvme_objects all) objects left in urnicd"
+    nvme_vm_script 60 "
+N=$NVME_KTGT_NQN
+$(cat <<'EOV'
+cd /sys/kernel/config/nvmet && rm ports/1/subsystems/$N && rmdir ports/1 && echo 0 > subsystems/$N/namespaces/1/enable &&
+  rmdir subsystems/$N/namespaces/1 && rmdir subsystems/$N && rm -f /tmp/nvmet.img || { echo "nvmet teardown failed"; exit 1; }
+dmesg | grep -E 'nvmet' | tail -n 4
+EOV
+)" >> "$out" 2>&1 || true
+    [[ $(sed -n 's/^rc=//p' "$out" | tail -1) == 0 ]] || why="${why:+$why; }nvmet teardown in the VM failed"
+    local idn bp4 bp128
+    idn=$(grep -m1 -E 'Model Number:' "$rt/nvme-identify.log" | sed 's/.*: *//' | tr -s ' ')
+    bp4=$(tr -d '\r' < "$rt/nvme-bdevperf4k.log" | awk '$1 == "Total" && $2 == ":" { printf "%.0f IOPS", $3 }')
+    bp128=$(tr -d '\r' < "$rt/nvme-bdevperf128k.log" | awk '$1 == "Total" && $2 == ":" { printf "%.1f MiB/s", $4 }')
+    if [[ -z $why ]]; then
+      line "$name" "$dir" "$gname" "$mtu" PASS "$(printf '%.1f' "$(echo "$(date +%s.%N) - $t0" | bc)")s identify (model ${idn:-?}, serial $NVME_KTGT_SERIAL); verify 4 KiB qd 8 $bp4, 128 KiB qd 4 $bp128; nothing left"
+    else
+      nvme_fail "$name" "$dir" "$t0" "$why" "$out" "$rt/nvme-identify.log" "$rt/nvme-bdevperf4k.log" "$rt/nvme-bdevperf128k.log" "$rt/nvme-objects.log"
+    fi
+  fi
+}
+if in_group nvme; then
+  log "nvme: NVMe-oF RDMA, kernel and SPDK ($spdk_dir)"
+  SPDK_DIR=$spdk_dir URNIC_BUILD_ROOT=$build
+  # shellcheck source=tests/spdk/spdk_lib.sh
+  source "$root/tests/spdk/spdk_lib.sh"
+  SPDK_RUN=$rt/spdk SPDK_RT=$rt/run
+  SPDK_WRAP=(ip netns exec "$NS")
+  mkdir -p "$SPDK_RUN"
+  export URNIC_RUNTIME_DIR=$rt/run URNIC_NO_AUTOSTART=1 URNIC_DAEMON=$urnicd
+  # RoCE v2: urnic0 against rxe0.
+  nvme_peer_was=$PEER
+  gname=ipv4 mtu=1024 NVME_U=10.99.0.1 NVME_V=10.99.0.11 NVME_PFX="" PEER=rxe
+  vm "ip link set eth0 mtu 1500" > /dev/null
+  urnic_start 1024
+  capture_start "$capdir/interop-nvme.pcap"
+  nvme_kernel_initiator_cell
+  nvme_kernel_target_cell
+  capture_check "$capdir/interop-nvme.pcap" ipv4 1024
+  # iWARP: urnic_iw0 against siw0 (MPA CRC on; the iwarp-siw group's setup).
+  gname=crc-on mtu=1500 NVME_U=10.99.1.1 NVME_V=10.99.1.11 NVME_PFX="iw " PEER=siw
+  vm "ip link set eth1 mtu 1500" > /dev/null
+  urnic_iw_start on
+  iw_capture_start "$capdir/interop-nvme-iw.pcap"
+  nvme_kernel_initiator_cell
+  nvme_kernel_target_cell
+  iw_capture_check "$capdir/interop-nvme-iw.pcap" on 1500
+  PEER=$nvme_peer_was
+  unset URNIC_RUNTIME_DIR URNIC_NO_AUTOSTART URNIC_DAEMON
+  # The logs (SPDK's own, the VM's script output) with --captures.
+  [[ -n $keep_captures ]] && cp -r "$rt/spdk" "$rt"/nvme-* "$capdir"/ 2>/dev/null
 fi
 
 # ---------------------------------------------------------------- conform

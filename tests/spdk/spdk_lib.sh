@@ -2,7 +2,7 @@
 # build's urnicd, sourced by tests/spdk/spdk_test.sh and bench/nvmeof.sh
 # (docs/MIDDLEWARE.md, "NVMe-oF (SPDK)"). Expects SPDK_DIR (a built
 # spdk-26.05 tree) and URNIC_BUILD_ROOT; run inside a network namespace of
-# the caller's own.
+# the caller's own, or set SPDK_WRAP (below) and SPDK_RT.
 #
 # The target runs on core 0 (-m 0x1), each initiator on core 1: SPDK's
 # reactors busy-poll their core. Every SPDK process runs without huge pages
@@ -18,6 +18,17 @@ SPDK_MEM=(--no-huge -s 512)
 SPDK_APP=(--no-pci)
 SPDK_LD=$SPDK_DIR/build/lib:$URNIC_BUILD_ROOT/verbs_shim:$URNIC_BUILD_ROOT/rdmacm_shim
 SPDK_RUN=
+# What every SPDK process is started under, e.g. (ip netns exec NS) to run
+# it in another network namespace than the caller's (tools/interop.sh's
+# nvme group); empty: this one.
+SPDK_WRAP=()
+# urnicd's runtime directory when the caller started urnicd itself (set it
+# and URNIC_RUNTIME_DIR); empty: spdk_start_urnicd's, SPDK_RUN/rt.
+SPDK_RT=
+# What spdk_identify expects of the controller and namespace 1: the
+# target's serial number and size in blocks (spdk_add_subsystem's).
+SPDK_SERIAL=SPDK00000000000001
+SPDK_NS_LBAS=16384
 spdk_daemon_pid=
 spdk_target_pid=
 
@@ -42,7 +53,7 @@ JSON
 }
 
 # spdk_urnicd_status: urnicd's status, JSON.
-spdk_urnicd_status() { "$URNIC_BUILD_ROOT/engine/urnicd" --status --json --runtime-dir "$SPDK_RUN/rt"; }
+spdk_urnicd_status() { "$URNIC_BUILD_ROOT/engine/urnicd" --status --json --runtime-dir "${SPDK_RT:-$SPDK_RUN/rt}"; }
 
 # spdk_objects KIND: how many objects of KIND (pd mr cq qp srq ah; all: their sum) urnicd holds.
 spdk_objects() {
@@ -78,7 +89,7 @@ spdk_start_target() {
   rm -f "$SPDK_RUN/tgt.sock"
   # env execs nvmf_tgt: $! is the target itself (a function run with &
   # would be a subshell, and SIGTERM would orphan the target).
-  env LD_LIBRARY_PATH="$SPDK_LD" "$SPDK_DIR/build/bin/nvmf_tgt" -m 0x1 "${SPDK_MEM[@]}" "${SPDK_APP[@]}" -r "$SPDK_RUN/tgt.sock" \
+  "${SPDK_WRAP[@]}" env LD_LIBRARY_PATH="$SPDK_LD" "$SPDK_DIR/build/bin/nvmf_tgt" -m 0x1 "${SPDK_MEM[@]}" "${SPDK_APP[@]}" -r "$SPDK_RUN/tgt.sock" \
     > "$SPDK_TARGET_LOG" 2>&1 &
   spdk_target_pid=$!
   local _
@@ -113,15 +124,15 @@ spdk_add_subsystem() {
 spdk_trid() { printf 'trtype:%s adrfam:IPv4 traddr:%s trsvcid:%s subnqn:%s' "$1" "$2" "$SPDK_PORT" "$SPDK_NQN"; }
 
 # spdk_identify TRID: spdk_nvme_identify; the controller's serial number
-# and the namespace's size must be the target's.
+# and the namespace's size must be the target's (SPDK_SERIAL, SPDK_NS_LBAS).
 spdk_identify() {
   local out
-  out=$(timeout 60 env LD_LIBRARY_PATH="$SPDK_LD" "$SPDK_DIR/build/bin/spdk_nvme_identify" -r "$1" -p 1 "${SPDK_MEM[@]}" 2>&1)
+  out=$(timeout 60 "${SPDK_WRAP[@]}" env LD_LIBRARY_PATH="$SPDK_LD" "$SPDK_DIR/build/bin/spdk_nvme_identify" -r "$1" -p 1 "${SPDK_MEM[@]}" 2>&1)
   local rc=$?
   printf '%s\n' "$out"
   [[ $rc -eq 0 ]] || { echo "spdk_nvme_identify exited $rc"; return 1; }
-  grep -q 'Serial Number: *SPDK00000000000001' <<< "$out" || { echo "no serial number SPDK00000000000001"; return 1; }
-  grep -qE 'Size \(in LBAs\): *16384 ' <<< "$out" || { echo "namespace 1 is not 16384 LBAs"; return 1; }
+  grep -q "Serial Number: *$SPDK_SERIAL" <<< "$out" || { echo "no serial number $SPDK_SERIAL"; return 1; }
+  grep -qE "Size \(in LBAs\): *$SPDK_NS_LBAS " <<< "$out" || { echo "namespace 1 is not $SPDK_NS_LBAS LBAs"; return 1; }
 }
 
 # spdk_perf TRID PERF_OPTIONS...: spdk_nvme_perf on core 1; passes when it
@@ -129,7 +140,7 @@ spdk_identify() {
 spdk_perf() {
   local trid=$1; shift
   local out
-  out=$(timeout 120 env LD_LIBRARY_PATH="$SPDK_LD" "$SPDK_DIR/build/bin/spdk_nvme_perf" -r "$trid" -c 0x2 "${SPDK_MEM[@]}" "$@" 2>&1)
+  out=$(timeout 120 "${SPDK_WRAP[@]}" env LD_LIBRARY_PATH="$SPDK_LD" "$SPDK_DIR/build/bin/spdk_nvme_perf" -r "$trid" -c 0x2 "${SPDK_MEM[@]}" "$@" 2>&1)
   local rc=$?
   printf '%s\n' "$out"
   [[ $rc -eq 0 ]] || { echo "spdk_nvme_perf exited $rc"; return 1; }
@@ -150,7 +161,7 @@ spdk_bdevperf() {
              "trsvcid": "$SPDK_PORT", "subnqn": "$SPDK_NQN"}}]}]}
 JSON
   local out
-  out=$(timeout 120 env LD_LIBRARY_PATH="$SPDK_LD" "$SPDK_DIR/build/examples/bdevperf" --json "$cfg" -m 0x2 \
+  out=$(timeout 120 "${SPDK_WRAP[@]}" env LD_LIBRARY_PATH="$SPDK_LD" "$SPDK_DIR/build/examples/bdevperf" --json "$cfg" -m 0x2 \
           "${SPDK_MEM[@]}" "${SPDK_APP[@]}" -r "$SPDK_RUN/bdevperf.sock" "$@" 2>&1)
   local rc=$?
   printf '%s\n' "$out"

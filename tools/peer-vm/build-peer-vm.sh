@@ -177,7 +177,8 @@ EOF
   # kernel modules: the wanted set plus what modprobe says they depend on
   WANT="virtio_pci virtio_net rdma_rxe siw ib_uverbs ib_umad rdma_ucm rdma_cm ib_cm iw_cm
         crc32_generic crc32c_generic crc32_pclmul crc32c_intel configfs af_packet sch_netem
-        sch_prio cls_u32 sch_htb sch_red"
+        sch_prio cls_u32 sch_htb sch_red
+        nvme_core nvme_fabrics nvme_rdma nvmet nvmet_rdma null_blk loop"
   for m in $WANT; do "$MODPROBE" -d "$KROOT" -S "$KVER" --show-depends "$m" 2>/dev/null || true; done |
     awk '$1=="insmod"{print $2}' | sort -u | while read -r ko; do
       rel=${ko#"$KROOT"/}; mkdir -p "$R/$(dirname "$rel")"; cp "$ko" "$R/$rel"; done
