@@ -38,7 +38,7 @@ constexpr std::array<std::uint8_t, 40> kMsKey = {
     0x80, 0x30, 0xf2, 0x0c, 0x6a, 0x42, 0xb7, 0x3b, 0xbe, 0xac, 0x01, 0xfa};
 
 constexpr std::uint8_t kDstMac[6] = {0x02, 0x00, 0x00, 0x00, 0x00, 0x01};
-constexpr std::uint8_t kOtherMac[6] = {0x02, 0x00, 0x00, 0x00, 0x00, 0x99};
+constexpr std::uint8_t kStrangerMac[6] = {0x02, 0x00, 0x00, 0x00, 0x00, 0x99};
 constexpr std::uint8_t kSrcMac[6] = {0x02, 0x00, 0x00, 0x00, 0x00, 0x02};
 
 // Ethernet | IPv4 | UDP, `len` bytes in all.
@@ -258,7 +258,7 @@ TEST_CASE("raw packet QPs on the udp link: frames loop back to the device's rule
   CHECK(rig.dp->counters().raw_frames_looped == 1);
 
   // A frame no rule takes: sent (success), dropped and counted.
-  const auto stray = udp4_frame(kOtherMac, {10, 0, 0, 1}, {10, 0, 0, 2}, 1000, 2000);
+  const auto stray = udp4_frame(kStrangerMac, {10, 0, 0, 1}, {10, 0, 0, 2}, 1000, 2000);
   const auto dropped = rig.dp->counters().raw_tx_dropped;
   send_frame(tx, buf.data(), lkey, 0, stray, 2);
   got = rig.run_until(1, 5'000'000'000ULL);
