@@ -141,7 +141,7 @@ TEST_CASE("ibv_create_wq / ibv_modify_wq / ibv_post_wq_recv: states and bad inpu
   // Receives: an SGE list longer than the WQ's is EINVAL (bad_wr names it),
   // a full queue ENOMEM; the ERR state flushes what was posted.
   std::vector<std::uint8_t> buf(4096);
-  ibv_mr* mr = ibv_reg_mr(d.pd, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE);
+  ibv_mr* mr = ibv_reg_mr(d.pd, buf.data(), buf.size(), static_cast<int>(IBV_ACCESS_LOCAL_WRITE));
   REQUIRE(mr != nullptr);
   ibv_sge sge[2] = {{reinterpret_cast<std::uintptr_t>(buf.data()), 64, mr->lkey},
                     {reinterpret_cast<std::uintptr_t>(buf.data() + 64), 64, mr->lkey}};
@@ -288,7 +288,7 @@ TEST_CASE("an RSS QP's frames land in its WQs, on their CQs", "[wq][rss]") {
 
   constexpr int kFrames = 24;
   std::vector<std::uint8_t> buf(1 << 18);
-  ibv_mr* mr = ibv_reg_mr(d.pd, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE);
+  ibv_mr* mr = ibv_reg_mr(d.pd, buf.data(), buf.size(), static_cast<int>(IBV_ACCESS_LOCAL_WRITE));
   REQUIRE(mr != nullptr);
   for (std::size_t w = 0; w < wqs.size(); ++w)
     for (int i = 0; i < kFrames; ++i) {
