@@ -17,7 +17,10 @@
 #                                     verbs;ofi_rxm (the release stage runs fabtests-ci:
 #                                     docs/MIDDLEWARE.md, "fabtests"); 'spdk' is SPDK's
 #                                     NVMe-oF over RDMA on RoCE and iWARP (builds SPDK
-#                                     once, about 12 min: docs/MIDDLEWARE.md, "NVMe-oF"); 'pfc'
+#                                     once, about 12 min: docs/MIDDLEWARE.md, "NVMe-oF");
+#                                     'ucx-gtest' is UCX 1.13.1's UCT tests for rc_verbs, ud_verbs,
+#                                     the IB memory domain and rdmacm (builds UCX's gtest once,
+#                                     about 20 min; root: docs/MIDDLEWARE.md, "UCX's gtest"); 'pfc'
 #                                     is acceptance-pfc and acceptance-incast-pfc (issue 50: not reliable
 #                                     under load yet); 'tarball'
 #                                     is the release tarball on Debian 11, 12 and 13 with their
@@ -33,7 +36,7 @@
 #                                     the same, one test at a time: the lines each test reaches
 #                                     that the unit suites do not (how 'sanitize' is chosen)
 # Suites: unit, smoke, acceptance, hosts, root, interop, slow, sanitize, fuzz, checker,
-# rdma-unit-test, fabtests, spdk, pfc, tarball, docker, xdp (tests/meson.build).
+# rdma-unit-test, fabtests, spdk, ucx-gtest, pfc, tarball, docker, xdp (tests/meson.build).
 # Ends with one line "urnic test summary: ... PASS" or "... FAIL", after one line per stage
 # with its wall time and the five slowest tests. A full run over 60 minutes fails: CI's limit
 # is 90 and the budget is 40 (docs/TESTING.md).
@@ -59,7 +62,7 @@ while [[ $# -gt 0 ]]; do
   esac
   shift
 done
-known_suites=" unit smoke acceptance hosts root interop slow sanitize fuzz checker rdma-unit-test fabtests spdk pfc tarball docker xdp "
+known_suites=" unit smoke acceptance hosts root interop slow sanitize fuzz checker rdma-unit-test fabtests spdk ucx-gtest pfc tarball docker xdp "
 for s in "${suites[@]}"; do
   [[ $known_suites == *" $s "* ]] || {
     printf 'urnic test: no suite "%s"; the suites are:%s\n' "$s" "$known_suites" >&2; exit 2; }

@@ -186,8 +186,15 @@ Reply CmService::on_disconnect(const MsgHeader& h, Id& id, const ctl::CmDisconne
       send_dreq(id, true);
       return ok(h, rep);
     }
+    case State::kDreqRcvd:
+      // The answer to the peer's DREQ (ib_send_cm_drep): the DREP, then
+      // timewait. DISCONNECTED was reported when the DREQ came.
+      send_drep(id);
+      id.state = State::kDisconnected;
+      enter_timewait(id, now());
+      return ok(h, rep);
     case State::kDreqSent:
-    case State::kDisconnected: return ok(h, rep);  // rdma_disconnect after the peer's DREQ
+    case State::kDisconnected: return ok(h, rep);  // a second rdma_disconnect
     default: return fail<ctl::CmDisconnectRep>(h, EINVAL);
   }
 }

@@ -329,17 +329,45 @@ void CmService::on_dreq(std::size_t dev, const std::array<std::uint8_t, 16>& src
     ++counters_.mads_unmatched;
     return;
   }
-  drep.local_comm_id = id->local_comm_id;
-  send_to(dev, src_gid, mh.transaction_id, drep);
   switch (id->state) {
     case State::kEstablished:
     case State::kRepSent:
     case State::kRepRcvd:
+      // IBA 12.9.6 and the kernel's ib_cm (cm_dreq_handler): the DREQ
+      // moves the connection to DREQ received and is reported; the DREP
+      // goes when the consumer answers it (rdma_disconnect, or destroying
+      // the id: ib_send_cm_drep), not at once. So the initiator's
+      // DISCONNECTED comes after the peer's consumer has seen its own and
+      // disconnected, which programs count on (UCX's rdmacm stress test
+      // disconnects in its DISCONNECTED callback and counts both sides).
+      stop_timer(*id);  // a REP's retransmission, if any
+      id->state = State::kDreqRcvd;
+      id->dreq_gid = src_gid;
+      id->dreq_tid = mh.transaction_id;
+      emit(*id, RDMA_CM_EVENT_DISCONNECTED, 0);
+      return;
+    case State::kDreqRcvd:
+      return;  // a retransmitted DREQ: the DREP goes once the consumer answers
     case State::kDreqSent:
+      // Both sides disconnect at once: each one's consumer already did, so
+      // the DREP goes now.
+      drep.local_comm_id = id->local_comm_id;
+      send_to(dev, src_gid, mh.transaction_id, drep);
       disconnected(*id, now());
-      break;
-    default: break;  // already disconnected: the DREP above was a resend
+      return;
+    default:
+      // Already disconnected: the peer did not get our DREP, again.
+      drep.local_comm_id = id->local_comm_id;
+      send_to(dev, src_gid, mh.transaction_id, drep);
+      return;
   }
+}
+
+void CmService::send_drep(Id& id) {
+  wire::CmDrep drep;
+  drep.local_comm_id = id.local_comm_id;
+  drep.remote_comm_id = id.remote_comm_id;
+  if (id.dev >= 0) send_to(static_cast<std::size_t>(id.dev), id.dreq_gid, id.dreq_tid, drep);
 }
 
 void CmService::on_drep(const wire::CmDrep& m) {

@@ -178,6 +178,7 @@ void CmService::destroy(Id& id) {
       ++counters_.rej_sent;
       break;
     case State::kSidrReqRcvd: sidr_answer(id, cmw::kSidrRejected); break;
+    case State::kDreqRcvd: send_drep(id); break;  // cm_destroy_id: IB_CM_DREQ_RCVD answers the DREQ
     case State::kRepSent:
     case State::kEstablished:
       if (!is_ud(id.port_space, id.qp_type)) {

@@ -137,6 +137,7 @@ class CmService final : public GsiHandler, public IwWatcher {
     kRepRcvd,       // active: CONNECT_RESPONSE delivered, waiting for establish
     kEstablished,
     kDreqSent,
+    kDreqRcvd,      // the peer's DREQ: DISCONNECTED delivered, the DREP waits for rdma_disconnect or destroy
     kDisconnected,
     kSidrReqSent,
     kSidrReqRcvd,
@@ -188,6 +189,9 @@ class CmService final : public GsiHandler, public IwWatcher {
     int retries_left = 0;
     bool timewait = false;         // kDisconnected and waiting for TIMEWAIT_EXIT
     bool orphan = false;           // destroyed while its DREQ was out (CmService::destroy)
+    // kDreqRcvd: where the DREP goes (the DREQ's sender and transaction).
+    std::array<std::uint8_t, 16> dreq_gid{};
+    std::uint64_t dreq_tid = 0;
     // Listening ids: connect requests not yet accepted or rejected that may
     // wait (rdma_listen's backlog, as ucma bounds it).
     int backlog = 0;
@@ -325,6 +329,8 @@ class CmService final : public GsiHandler, public IwWatcher {
   // A REJ of the peer's `msg_rejected` (IBA 12.6.7) and a DREQ, to the id's peer.
   void send_rej(Id& id, std::uint8_t msg_rejected, std::uint16_t reason, std::span<const std::uint8_t> pd = {});
   void send_dreq(Id& id, bool retry);
+  // The DREP answering the DREQ a kDreqRcvd id holds (id.dreq_gid, id.dreq_tid).
+  void send_drep(Id& id);
 
   // cm_sidr.cpp
   void on_sidr_req(std::size_t dev, const std::array<std::uint8_t, 16>& src_gid, const wire::MadHeader& mh,

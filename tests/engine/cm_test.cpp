@@ -365,16 +365,22 @@ TEST_CASE("RC connection: REQ, REP, RTU, DREQ, DREP with the IP CM header", "[cm
   CHECK(t.cm.state_of(child) == CmService::State::kEstablished);
   CHECK(t.cm.state_of(cid) == CmService::State::kEstablished);
 
-  // Active disconnect: DREQ, the passive side answers DREP at once.
+  // Active disconnect: DREQ; the passive side reports it and answers with
+  // the DREP when its process calls rdma_disconnect (as ib_cm).
   ctl::CmDisconnectRep drep{};
   REQUIRE(t.call(2, ctl::CmDisconnectReq{{cid, 0}}, drep) == 0);
   REQUIRE(t.peek());
   const auto dreq = std::get<wire::CmDreq>(t.peek()->message);
   CHECK(dreq.remote_qpn_eecn == 0x43);
-  REQUIRE(t.pump() == 2);  // DREQ, then the DREP it produced
+  REQUIRE(t.pump() == 1);  // the DREQ
   expect_event(sfd, RDMA_CM_EVENT_DISCONNECTED);
+  CHECK(t.cm.state_of(child) == CmService::State::kDreqRcvd);
+  REQUIRE(t.call(1, ctl::CmDisconnectReq{{child, 0}}, drep) == 0);
+  REQUIRE(t.peek());
+  CHECK(std::holds_alternative<wire::CmDrep>(t.peek()->message));
+  REQUIRE(t.pump() == 1);  // the DREP
   expect_event(cfd, RDMA_CM_EVENT_DISCONNECTED);
-  // rdma_disconnect after the peer's DREQ succeeds and sends nothing.
+  // A second rdma_disconnect succeeds and sends nothing.
   REQUIRE(t.call(1, ctl::CmDisconnectReq{{child, 0}}, drep) == 0);
   CHECK(t.wire_q.empty());
   CHECK(t.cm.counters().mads_dropped == 0);
@@ -678,8 +684,11 @@ TEST_CASE("A process that goes away disconnects its peers", "[cm][engine]") {
   CHECK(std::holds_alternative<wire::CmDreq>(t.peek()->message));
   t.pump();
   expect_event(sfd, RDMA_CM_EVENT_DISCONNECTED);
-  // The DREP reaches the orphan (nothing unmatched), which emits nothing to
-  // the closed channel and goes at timewait exit.
+  // The server answers (rdma_disconnect): the DREP reaches the orphan
+  // (nothing unmatched), which emits nothing to the closed channel and
+  // goes at timewait exit.
+  ctl::CmDisconnectRep drep{};
+  REQUIRE(t.call(1, ctl::CmDisconnectReq{{creq.id_handle, 0}}, drep) == 0);
   t.pump();
   CHECK(t.cm.counters().mads_unmatched == 0);
   CHECK(t.cm.id_count() == ids);
@@ -1158,8 +1167,10 @@ TEST_CASE("After DREQ/DREP both sides wait out timewait, then get TIMEWAIT_EXIT"
 
   ctl::CmDisconnectRep drep{};
   REQUIRE(t.call(2, ctl::CmDisconnectReq{{cid, 0}}, drep) == 0);
-  REQUIRE(t.pump() == 2);  // DREQ, DREP
+  REQUIRE(t.pump() == 1);  // DREQ
   expect_event(sfd, RDMA_CM_EVENT_DISCONNECTED);
+  REQUIRE(t.call(1, ctl::CmDisconnectReq{{conn.passive, 0}}, drep) == 0);
+  REQUIRE(t.pump() == 1);  // DREP
   expect_event(cfd, RDMA_CM_EVENT_DISCONNECTED);
   // Timewait: packet lifetime code 17, 4.096 us * 2^17.
   const transport::Nanos timewait = transport::Nanos{4096} << 17;
@@ -1188,13 +1199,65 @@ TEST_CASE("After DREQ/DREP both sides wait out timewait, then get TIMEWAIT_EXIT"
   CHECK(t.wire_q.empty());
 }
 
+TEST_CASE("A DREQ is answered when the process answers it, so the initiator hears DISCONNECTED last",
+          "[cm][engine]") {
+  // ib_cm (cm_dreq_handler) reports a DREQ and sends the DREP only when
+  // the consumer answers: rdma_disconnect, or destroying the id. UCX's
+  // rdmacm stress test (test_uct_sockaddr_stress.many_clients_to_one_server)
+  // disconnects in the DISCONNECTED callback and, once every initiator has
+  // its DISCONNECTED, expects each peer's callback to have run; a DREP sent
+  // at once let 24 of 100 initiators hear theirs first (issue 53).
+  Harness t;
+  t.cm.set_retry_policy(1'000'000, 2);
+  SECTION("rdma_destroy_id answers") {
+    const auto conn = t.establish(7404);
+    ctl::CmDisconnectRep drep{};
+    REQUIRE(t.call(2, ctl::CmDisconnectReq{{conn.active, 0}}, drep) == 0);
+    REQUIRE(t.pump() == 1);  // the DREQ
+    expect_event(conn.passive_fd, RDMA_CM_EVENT_DISCONNECTED);
+    CHECK(t.wire_q.empty());
+    CHECK_FALSE(next_event(conn.active_fd));
+    // A retransmitted DREQ (the response timeout passed) is not answered
+    // either, nor reported again.
+    t.now += 1'000'000;
+    t.cm.on_gsi_timer(t.now);
+    REQUIRE(t.pump() == 1);
+    CHECK(t.wire_q.empty());
+    CHECK_FALSE(next_event(conn.passive_fd));
+    CHECK_FALSE(next_event(conn.active_fd));
+    ctl::CmDestroyIdRep xrep{};
+    REQUIRE(t.call(1, ctl::CmDestroyIdReq{{conn.passive, 0}}, xrep) == 0);
+    REQUIRE(t.peek());
+    CHECK(std::holds_alternative<wire::CmDrep>(t.peek()->message));
+    REQUIRE(t.pump() == 1);
+    CHECK(expect_event(conn.active_fd, RDMA_CM_EVENT_DISCONNECTED).status == 0);
+    CHECK(t.cm.counters().mads_unmatched == 0);
+  }
+  SECTION("a process that never answers: the initiator's DREQ times out") {
+    const auto conn = t.establish(7405);
+    ctl::CmDisconnectRep drep{};
+    REQUIRE(t.call(2, ctl::CmDisconnectReq{{conn.active, 0}}, drep) == 0);
+    REQUIRE(t.pump() == 1);
+    expect_event(conn.passive_fd, RDMA_CM_EVENT_DISCONNECTED);
+    for (int i = 0; i < 3; ++i) {
+      t.now = t.cm.gsi_deadline();
+      t.cm.on_gsi_timer(t.now);
+      t.pump();
+    }
+    expect_event(conn.active_fd, RDMA_CM_EVENT_DISCONNECTED);
+    CHECK(t.cm.counters().timeouts == 1);
+  }
+}
+
 TEST_CASE("An id destroyed in timewait gets no TIMEWAIT_EXIT and leaves no timer", "[cm][engine]") {
   Harness t;
   const auto conn = t.establish(7403);
   const int sfd = conn.passive_fd, cfd = conn.active_fd;
   ctl::CmDisconnectRep drep{};
   REQUIRE(t.call(1, ctl::CmDisconnectReq{{conn.passive, 0}}, drep) == 0);
-  REQUIRE(t.pump() == 2);
+  REQUIRE(t.pump() == 1);  // DREQ
+  REQUIRE(t.call(2, ctl::CmDisconnectReq{{conn.active, 0}}, drep) == 0);
+  REQUIRE(t.pump() == 1);  // DREP
   ctl::CmDestroyIdRep xrep{};
   REQUIRE(t.call(1, ctl::CmDestroyIdReq{{conn.passive, 0}}, xrep) == 0);
   REQUIRE(t.call(2, ctl::CmDestroyIdReq{{conn.active, 0}}, xrep) == 0);
