@@ -27,6 +27,7 @@ void PfcPauseState::apply(std::size_t prio, std::uint16_t quanta, transport::Nan
   if (quanta == 0) {
     count(prio, PfcKind::kXonIn);
     if (paused(prio)) end(prio, now);
+    last_end_[prio] = 0;  // resumed on the wire: a later pause starts afresh
     return;
   }
   count(prio, PfcKind::kPauseIn);
