@@ -42,12 +42,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=two_hosts.sh
 source "$here/two_hosts.sh"
 hosts_require_root
-for tool in ip dumpcap ib_write_bw python3; do
-  if ! command -v "$tool" > /dev/null; then
-    echo "SKIP: $tool is not installed"
-    exit 77
-  fi
-done
+require_tools "iproute2, tshark, perftest, python3" ip dumpcap ib_write_bw python3
 
 export URNIC_DAEMON=$urnicd
 export LD_LIBRARY_PATH=$shim_dir

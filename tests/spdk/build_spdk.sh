@@ -7,11 +7,21 @@
 #
 #   build_spdk.sh SRC WORK_DIR
 #
+# An empty SRC means $URNIC_SPDK_SRC, else the first of ../shared/spdk (next
+# to the source tree) and /work/shared/spdk that exists.
+#
 # Exits 77 when the sources or Debian's packages for them are missing, 1
 # when the build fails (the log: WORK_DIR/build.log).
 set -uo pipefail
-src=${1:?src}; work=${2:?work}
+src=${1-}; work=${2:?work}
 skip() { printf 'SKIP: %s\n' "$*"; exit 77; }
+[[ -n $src ]] || src=${URNIC_SPDK_SRC:-}
+if [[ -z $src ]]; then
+  for c in "$(dirname "$0")/../../../shared/spdk" /work/shared/spdk; do
+    [[ -d $c ]] && { src=$c; break; }
+  done
+fi
+src=${src:-/nonexistent}
 tarball=$src/spdk-26.05.tar.gz; crypto=$src/isa-l_crypto-07d0b25.tar.gz; patch=$src/debian12.patch
 for f in "$tarball" "$crypto" "$patch"; do
   [[ -f $f ]] || skip "$f not found (SPDK's sources: set 'meson configure -Dspdk_src=DIR' or URNIC_SPDK_SRC=DIR)"

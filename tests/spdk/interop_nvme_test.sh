@@ -23,13 +23,7 @@ fi
 if ! command -v qemu-system-x86_64 > /dev/null && ! command -v apt-get > /dev/null; then
   echo "SKIP: no qemu-system-x86_64 and no apt-get to install it"; exit 77
 fi
-[[ -n $src ]] || src=${URNIC_SPDK_SRC:-}
-if [[ -z $src ]]; then
-  for c in "$source_root/../shared/spdk" /work/shared/spdk; do
-    [[ -d $c ]] && { src=$c; break; }
-  done
-fi
-"$here/build_spdk.sh" "${src:-/nonexistent}" "$work" || exit $?
+"$here/build_spdk.sh" "$src" "$work" || exit $?
 start=$(date +%s)
 "$source_root/tools/interop.sh" --build "$build_root" --no-build --groups nvme --spdk "$work/spdk-26.05"
 rc=$?

@@ -74,13 +74,7 @@ if [[ ${SPDK_INNER:-} == 1 ]]; then
 fi
 
 # The sources and the build (cached).
-[[ -n $src ]] || src=${URNIC_SPDK_SRC:-}
-if [[ -z $src ]]; then
-  for c in "$source_root/../shared/spdk" /work/shared/spdk; do
-    [[ -d $c ]] && { src=$c; break; }
-  done
-fi
-"$here/build_spdk.sh" "${src:-/nonexistent}" "$work" || exit $?
+"$here/build_spdk.sh" "$src" "$work" || exit $?
 
 inner=(env SPDK_INNER=1 SPDK_DIR="$S" URNIC_BUILD_ROOT="$build_root" bash "$0" "$transport" "$source_root" "$build_root" "$work")
 t0=$SECONDS
