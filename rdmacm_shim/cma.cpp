@@ -119,6 +119,7 @@ struct Device {
   ibv_device* dev = nullptr;
   ibv_context* ctx = nullptr;
   ibv_pd* pd = nullptr;  // the device's default PD (rdma_create_qp with pd NULL)
+  ibv_xrcd* xrcd = nullptr;  // the device's XRC domain (rdma_create_srq_ex of an XRC SRQ naming none)
 };
 
 struct Global {
@@ -187,6 +188,27 @@ ibv_pd* default_pd(ibv_context* ctx) {
     if (d.pd == nullptr) d.pd = ibv_alloc_pd(ctx);
     return d.pd;
   }
+  return nullptr;
+}
+
+// ucma_get_xrcd: one XRC domain per device, opened on first use with no
+// file behind it (fd -1, O_CREAT) and kept until the process exits, as
+// librdmacm keeps its own.
+ibv_xrcd* device_xrcd(ibv_context* ctx) {
+  Global& gl = g();
+  std::lock_guard lock(gl.mu);
+  for (auto& d : gl.devices) {
+    if (d.ctx != ctx) continue;
+    if (d.xrcd == nullptr) {
+      ibv_xrcd_init_attr attr{};
+      attr.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS;
+      attr.fd = -1;
+      attr.oflags = O_CREAT;
+      d.xrcd = ibv_open_xrcd(ctx, &attr);
+    }
+    return d.xrcd;
+  }
+  errno = ENODEV;
   return nullptr;
 }
 
@@ -937,23 +959,54 @@ void rdma_destroy_qp(rdma_cm_id* id) {
   destroy_cqs(priv(id));
 }
 
+// As librdmacm's: the SRQ type is required (EINVAL without it); a missing
+// PD is the id's; an XRC SRQ naming no XRC domain gets the device's, and
+// one naming no CQ gets a receive CQ (and channel) the id owns, which
+// rdma_destroy_srq destroys with it.
 int rdma_create_srq_ex(rdma_cm_id* id, ibv_srq_init_attr_ex* attr) {
   if (id == nullptr || attr == nullptr || id->verbs == nullptr) return set_errno(EINVAL);
-  if ((attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) != 0 && attr->srq_type != IBV_SRQT_BASIC)
-    return set_errno(EOPNOTSUPP);  // XRC SRQs: urnic has no XRC
+  if ((attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) == 0) return set_errno(EINVAL);
   if ((attr->comp_mask & IBV_SRQ_INIT_ATTR_PD) == 0 || attr->pd == nullptr) {
     attr->pd = id->pd != nullptr ? id->pd : default_pd(id->verbs);
     attr->comp_mask |= IBV_SRQ_INIT_ATTR_PD;
   }
   if (attr->pd == nullptr) return set_errno(EINVAL);
-  ibv_srq_init_attr plain{};
-  plain.srq_context = attr->srq_context;
-  plain.attr = attr->attr;
-  ibv_srq* srq = ibv_create_srq(attr->pd, &plain);
-  if (srq == nullptr) return -1;
-  attr->attr = plain.attr;
+  IdPriv* p = priv(id);
+  bool made_cq = false;
+  if (attr->srq_type == IBV_SRQT_XRC) {
+    if ((attr->comp_mask & IBV_SRQ_INIT_ATTR_XRCD) == 0 || attr->xrcd == nullptr) {
+      attr->xrcd = device_xrcd(id->verbs);
+      if (attr->xrcd == nullptr) return -1;
+    }
+    if ((attr->comp_mask & IBV_SRQ_INIT_ATTR_CQ) == 0 || attr->cq == nullptr) {
+      if (id->recv_cq == nullptr) {
+        ibv_comp_channel* channel = nullptr;
+        ibv_cq* cq = nullptr;
+        if (const int err = create_cq(*id, channel, cq, attr->attr.max_wr); err != 0) {
+          if (channel != nullptr) ibv_destroy_comp_channel(channel);
+          return set_errno(err);
+        }
+        id->recv_cq_channel = channel;
+        id->recv_cq = cq;
+        p->owns_cqs = made_cq = true;
+      }
+      attr->cq = id->recv_cq;
+    }
+    attr->comp_mask |= IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
+  }
+  ibv_srq* srq = ibv_create_srq_ex(id->verbs, attr);
+  if (srq == nullptr) {
+    const int err = errno;
+    if (made_cq) {  // only what this call made
+      ibv_destroy_cq(id->recv_cq);
+      ibv_destroy_comp_channel(id->recv_cq_channel);
+      id->recv_cq = nullptr;
+      id->recv_cq_channel = nullptr;
+    }
+    return set_errno(err);
+  }
   id->srq = srq;
-  id->pd = attr->pd;
+  if (id->pd == nullptr) id->pd = attr->pd;
   return 0;
 }
 
@@ -974,6 +1027,7 @@ void rdma_destroy_srq(rdma_cm_id* id) {
   if (id == nullptr || id->srq == nullptr) return;
   ibv_destroy_srq(id->srq);
   id->srq = nullptr;
+  destroy_cqs(priv(id));  // an XRC SRQ's own CQ (librdmacm's ucma_destroy_cqs)
 }
 
 int rdma_connect(rdma_cm_id* id, rdma_conn_param* conn_param) {

@@ -7,6 +7,10 @@
 //   - an id bound to a device (rdma_bind_addr, rdma_resolve_addr) carries
 //     that device's PD in id->pd before any QP exists, one PD per device
 //     (pyverbs registers MRs and makes AHs on it; it was NULL);
+//   - rdma_create_srq_ex makes an XRC SRQ as librdmacm does (the device's
+//     XRC domain and a receive CQ of the id's own when the attributes name
+//     none; rdma_destroy_srq takes the CQ with it) and refuses attributes
+//     without an SRQ type (EINVAL);
 //   - rdma_migrate_id moves the events already queued for the id to its
 //     new channel, as the kernel does (librpma migrates a new id right
 //     after rdma_accept; over iWARP its ESTABLISHED was already queued).
@@ -17,6 +21,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <rdma/rdma_cma.h>
+#include <rdma/rdma_verbs.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -124,6 +129,53 @@ TEST_CASE("an id bound to a device carries the device's PD", "[cma]") {
 
   CHECK(rdma_destroy_id(resolved) == 0);
   CHECK(rdma_destroy_id(bound) == 0);
+  rdma_destroy_event_channel(ch);
+}
+
+TEST_CASE("rdma_create_srq_ex makes an XRC SRQ on the device's XRC domain", "[cma]") {
+  rdma_event_channel* ch = rdma_create_event_channel();
+  REQUIRE(ch != nullptr);
+  rdma_cm_id* a = nullptr;
+  rdma_cm_id* b = nullptr;
+  REQUIRE(rdma_create_id(ch, &a, nullptr, RDMA_PS_TCP) == 0);
+  REQUIRE(rdma_create_id(ch, &b, nullptr, RDMA_PS_TCP) == 0);
+  sockaddr_in any = loopback(0);
+  REQUIRE(rdma_bind_addr(a, as_sa(any)) == 0);
+  REQUIRE(rdma_bind_addr(b, as_sa(any)) == 0);
+
+  ibv_srq_init_attr_ex untyped{};
+  untyped.attr.max_wr = 16;
+  untyped.attr.max_sge = 1;
+  errno = 0;
+  CHECK(rdma_create_srq_ex(a, &untyped) != 0);
+  CHECK(errno == EINVAL);
+  CHECK(a->srq == nullptr);
+
+  ibv_srq_init_attr_ex xa{};
+  xa.comp_mask = IBV_SRQ_INIT_ATTR_TYPE;
+  xa.srq_type = IBV_SRQT_XRC;
+  xa.attr.max_wr = 16;
+  xa.attr.max_sge = 1;
+  ibv_srq_init_attr_ex xb = xa;
+  REQUIRE(rdma_create_srq_ex(a, &xa) == 0);
+  REQUIRE(a->srq != nullptr);
+  CHECK(xa.xrcd != nullptr);
+  CHECK(xa.cq == a->recv_cq);
+  CHECK(a->recv_cq_channel != nullptr);
+  std::uint32_t srqn = 0;
+  CHECK(ibv_get_srq_num(a->srq, &srqn) == 0);
+  CHECK(srqn != 0);
+  REQUIRE(rdma_create_srq_ex(b, &xb) == 0);
+  CHECK(xb.xrcd == xa.xrcd);  // one XRC domain per device
+  CHECK(xb.cq != xa.cq);      // each id its own CQ
+
+  rdma_destroy_srq(a);
+  CHECK(a->srq == nullptr);
+  CHECK(a->recv_cq == nullptr);
+  CHECK(a->recv_cq_channel == nullptr);
+  rdma_destroy_srq(b);
+  CHECK(rdma_destroy_id(a) == 0);
+  CHECK(rdma_destroy_id(b) == 0);
   rdma_destroy_event_channel(ch);
 }
 
