@@ -880,6 +880,7 @@ int Session::create_qp_obj(const ctl::CreateQpReq& qreq, QpObj::Kind kind, ctl::
   qp.type = req->qp_type;
   qp.sq_sig_all = req->sq_sig_all;
   qp.kind = kind;
+  qp.is_wq = kind == QpObj::Kind::kWq;
   // Ring geometry: a power of two of fixed-size slots; the slot holds the
   // WQE header plus max(sge list, inline data) (STYLE 14, fixed WQE slots).
   const std::uint32_t sq_slots = round_up_pow2(caps.max_send_wr == 0 ? 1 : caps.max_send_wr);
