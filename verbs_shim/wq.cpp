@@ -91,7 +91,7 @@ ibv_wq* op_create_wq(ibv_context* context, ibv_wq_init_attr* attr) {
     errno = err != 0 ? err : EIO;
     return nullptr;
   }
-  if (const int err = map_ring(fds[0], rep.map_bytes, attr->pd, kResTypeRwq, w->map); err != 0) {
+  if (const int err = map_ring(fds[0], rep.map_bytes, attr->pd, kResTypeRwq, {context, ctl::RingOwner::kQp, rep.handle}, w->map); err != 0) {
     ctl::DestroyWqRep drep{};
     client_of(context).call(ctl::DestroyWqReq{{rep.handle, 0}}, drep);
     delete w;
