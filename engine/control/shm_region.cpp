@@ -8,13 +8,16 @@
 #include <cerrno>
 #include <utility>
 
+#include "engine/datapath/sigbus_guard.hpp"
+
 namespace urnic::engine {
 
 ShmRegion::~ShmRegion() { reset(); }
 
 ShmRegion::ShmRegion(ShmRegion&& o) noexcept
     : base_(std::exchange(o.base_, nullptr)), map_bytes_(std::exchange(o.map_bytes_, 0)),
-      offset_(std::exchange(o.offset_, 0)), size_(std::exchange(o.size_, 0)), fd_(std::exchange(o.fd_, -1)) {}
+      offset_(std::exchange(o.offset_, 0)), size_(std::exchange(o.size_, 0)), fd_(std::exchange(o.fd_, -1)),
+      guard_(std::exchange(o.guard_, -1)) {}
 
 ShmRegion& ShmRegion::operator=(ShmRegion&& o) noexcept {
   if (this != &o) {
@@ -24,11 +27,14 @@ ShmRegion& ShmRegion::operator=(ShmRegion&& o) noexcept {
     offset_ = std::exchange(o.offset_, 0);
     size_ = std::exchange(o.size_, 0);
     fd_ = std::exchange(o.fd_, -1);
+    guard_ = std::exchange(o.guard_, -1);
   }
   return *this;
 }
 
 void ShmRegion::reset() {
+  if (guard_ >= 0) sigbus_guard::unwatch(guard_);  // before the mapping goes
+  guard_ = -1;
   if (base_ != nullptr) ::munmap(base_, map_bytes_);
   close_fd();
   base_ = nullptr;
@@ -81,7 +87,13 @@ int ShmRegion::adopt(int fd, std::size_t offset, std::size_t bytes) {
   if (bytes == 0 || offset > file_bytes || bytes > file_bytes - offset) return EINVAL;
   void* p = ::mmap(nullptr, file_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED) return errno == EACCES ? EINVAL : ENOMEM;
+  const int guard = sigbus_guard::watch(p, file_bytes);
+  if (guard < 0) {
+    ::munmap(p, file_bytes);
+    return ENOMEM;
+  }
   reset();
+  guard_ = guard;
   base_ = static_cast<std::byte*>(p);
   map_bytes_ = file_bytes;
   offset_ = offset;

@@ -26,9 +26,13 @@ class ShmRegion {
 
   // Take `bytes` at page-aligned `offset` of a file the process passed
   // (hostif/ring_place_proto.hpp): only a file sealed against shrinking
-  // (F_SEAL_SHRINK: no page can vanish under the mapping), long enough;
-  // mapped whole (a hugetlb file maps only in whole huge pages). The
-  // caller keeps and closes `fd`. Returns 0 or EINVAL / ENOMEM.
+  // (F_SEAL_SHRINK: it cannot be truncated under the mapping), long
+  // enough; mapped whole (a hugetlb file maps only in whole huge pages).
+  // A page the process punches out of it can still vanish (a hugetlb file
+  // refills it on the next fault only while the pool has a free huge page,
+  // else SIGBUS), so the mapping is watched by sigbus_guard: such a fault
+  // turns it into zero pages, the process's ring goes dead, the daemon
+  // lives. The caller keeps and closes `fd`. Returns 0 or EINVAL / ENOMEM.
   int adopt(int fd, std::size_t offset, std::size_t bytes);
 
   [[nodiscard]] std::byte* data() const { return base_ + offset_; }
@@ -45,6 +49,7 @@ class ShmRegion {
   std::size_t offset_ = 0;     // of data() in it (adopt)
   std::size_t size_ = 0;
   int fd_ = -1;
+  int guard_ = -1;             // sigbus_guard's watch of an adopted file
 };
 
 }  // namespace urnic::engine
