@@ -42,8 +42,9 @@ inline constexpr std::uint32_t kMagic = 0x434e5255;  // "URNC" little-endian
 // 9: RegDmabufMr (hostif/dmabuf_proto.hpp). 10: the mailbox's `waiting`
 // word holds the seq the shim sleeps on, not 1 (hostif/ctl_mailbox.hpp).
 // 11: WQs, receive WQ indirection tables, RSS QPs (CreateWq ..
-// CreateRssQp: hostif/wq_proto.hpp).
-inline constexpr std::uint16_t kVersion = 11;
+// CreateRssQp: hostif/wq_proto.hpp). 12: PlaceRing (a ring moved into
+// huge pages the process shares: hostif/ring_place_proto.hpp).
+inline constexpr std::uint16_t kVersion = 12;
 inline constexpr std::uint16_t kFlagReply = 1;
 inline constexpr std::size_t kNameLen = 64;
 inline constexpr std::size_t kMaxDevices = 8;
@@ -109,6 +110,7 @@ enum class MsgType : std::uint16_t {
   kCreateRwqIndTable = 126, // ibv_create_rwq_ind_table
   kDestroyRwqIndTable = 127,// ibv_destroy_rwq_ind_table
   kCreateRssQp = 128,       // ibv_create_qp_ex with IND_TABLE and RX_HASH (no rings)
+  kPlaceRing = 129,         // a queue's ring into the process's memory: the request passes it (hostif/ring_place_proto.hpp)
   // 90..99: observability and fault injection (engine/observe/stats, engine/observe/fault,
   // engine/observe/capture; engine/control/stats_ctl.cpp). No opened device needed: the
   // request names the device.

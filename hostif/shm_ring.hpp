@@ -105,6 +105,15 @@ class SpscRing {
   // Zero the header (the creator does this once, before sharing).
   void init() { std::memset(hdr_, 0, sizeof(RingHeader)); }
 
+  // The same ring where its memory was copied from `from` to `to` (the
+  // daemon moving a ring into the process's memory, hostif/ring_place_proto.hpp).
+  [[nodiscard]] SpscRing rebased(const std::byte* from, std::byte* to) const {
+    if (hdr_ == nullptr) return SpscRing{};
+    SpscRing r(to + (hdr_ - from), size_, slot_size_);
+    r.cursor_ = cursor_;
+    return r;
+  }
+
   [[nodiscard]] std::uint32_t size() const { return size_; }
   [[nodiscard]] std::uint32_t slot_size() const { return slot_size_; }
   [[nodiscard]] bool valid() const { return hdr_ != nullptr; }

@@ -112,6 +112,9 @@ int ibv_get_async_event(ibv_context* context, ibv_async_event* event) {
     case IBV_EVENT_QP_LAST_WQE_REACHED:
       event->element.qp = static_cast<ibv_qp*>(reinterpret_cast<void*>(ev.cookie));
       break;
+    case IBV_EVENT_WQ_FATAL:  // the cookie of a WQ is its ibv_wq (wq.cpp)
+      event->element.wq = static_cast<ibv_wq*>(reinterpret_cast<void*>(ev.cookie));
+      break;
     default:
       event->element.port_num = static_cast<int>(ev.element);
       break;

@@ -6,7 +6,7 @@
 // - ibv_get_async_event reports IBV_EVENT_DEVICE_FATAL once, then fails
 //   with EIO (ib_uverbs_event_read: an empty, closed event queue is -EIO);
 // - ibv_poll_cq returns the completions already produced, then every WQE
-//   posted and not completed as IBV_WC_WR_FLUSH_ERR (the software
+//   posted (to a QP or a WQ) and not completed as IBV_WC_WR_FLUSH_ERR (the software
 //   completions mlx5_ib generates for outstanding WQEs on an internal
 //   error, Linux commit "IB/mlx5: Reset flow support for IB kernel ULPs");
 //   receives posted to an SRQ stay there, as mlx5 leaves them;
@@ -100,6 +100,12 @@ bool next_flush_cqe(ShimCq* c, hostif::CqeSlot& out) {
     if (qp.send_cq == cq && flush_one(q->sq, qp.qp_num, false, out)) return true;
     if (qp.recv_cq == cq && qp.srq == nullptr && flush_one(q->rq, qp.qp_num, true, out)) return true;
   }
+  // A WQ's receives (ibv_create_wq): mlx5_ib flushes an RQ in the internal
+  // error state as it flushes a QP's receive queue.
+  for (const WqRing& w : s->wqs) {
+    std::lock_guard post(*w.post_mu);
+    if (w.wq->cq == cq && flush_one(*w.rq, w.wq->wq_num, true, out)) return true;
+  }
   return false;
 }
 
@@ -111,6 +117,16 @@ void register_qp(ShimContext* s, ShimQp* q) {
 void unregister_qp(ShimContext* s, ShimQp* q) {
   std::lock_guard lock(s->qps_mu);
   std::erase(s->qps, q);
+}
+
+void register_wq(ShimContext* s, const WqRing& w) {
+  std::lock_guard lock(s->qps_mu);
+  s->wqs.push_back(w);
+}
+
+void unregister_wq(ShimContext* s, ibv_wq* wq) {
+  std::lock_guard lock(s->qps_mu);
+  std::erase_if(s->wqs, [wq](const WqRing& w) { return w.wq == wq; });
 }
 
 }  // namespace urnic::shim

@@ -347,7 +347,7 @@ ibv_qp* create_qp_common(ibv_pd* pd, ibv_qp_init_attr* attr) {
     errno = err != 0 ? err : EIO;
     return nullptr;
   }
-  if (const int err = map_ring(fds[0], rep.map_bytes, pd, kResTypeQp, q->map); err != 0) {
+  if (const int err = map_ring(fds[0], rep.map_bytes, pd, kResTypeQp, {ctx, ctl::RingOwner::kQp, rep.handle}, q->map); err != 0) {
     ctl::DestroyQpRep drep{};
     client_of(ctx).call(ctl::DestroyQpReq{{rep.handle, 0}}, drep);
     delete q;
@@ -720,7 +720,7 @@ ibv_cq* urnic::shim::create_cq_with_flags(ibv_context* context, int cqe, void* c
     errno = err != 0 ? err : EIO;
     return nullptr;
   }
-  if (const int err = map_ring(fds[0], rep.map_bytes, domain, kResTypeCq, c->map); err != 0) {
+  if (const int err = map_ring(fds[0], rep.map_bytes, domain, kResTypeCq, {context, ctl::RingOwner::kCq, rep.handle}, c->map); err != 0) {
     ctl::DestroyCqRep drep{};
     client_of(context).call(ctl::DestroyCqReq{{rep.handle, 0}}, drep);
     delete c;
@@ -796,8 +796,9 @@ int ibv_resize_cq(ibv_cq* cq, int cqe) {
   // (the CQ works at its new size).
   ibv_pd* domain = c->map.domain != nullptr ? &c->map.domain->pd : nullptr;
   RingMapping m;
-  const int placed = map_ring(::dup(fds[0]), rep.map_bytes, domain, kResTypeCq, m);
-  if (placed != 0 && map_ring(fds[0], rep.map_bytes, nullptr, kResTypeCq, m) != 0)
+  const RingOwnerRef who{cq->context, ctl::RingOwner::kCq, cq->handle};
+  const int placed = map_ring(::dup(fds[0]), rep.map_bytes, domain, kResTypeCq, who, m);
+  if (placed != 0 && map_ring(fds[0], rep.map_bytes, nullptr, kResTypeCq, who, m) != 0)
     return ENOMEM;  // not even mapped: the CQ is lost
   if (placed == 0) ::close(fds[0]);
   unmap_ring(c->map);
@@ -956,7 +957,7 @@ namespace urnic::shim {
 
 ibv_srq* finish_srq(ibv_context* ctx, ShimSrq* s, const ctl::CreateSrqRep& rep, int fd, ibv_pd* pd,
                     void* srq_context) {
-  if (const int err = map_ring(fd, rep.map_bytes, pd, kResTypeSrq, s->map); err != 0) {
+  if (const int err = map_ring(fd, rep.map_bytes, pd, kResTypeSrq, {ctx, ctl::RingOwner::kSrq, rep.handle}, s->map); err != 0) {
     ctl::DestroySrqRep drep{};
     client_of(ctx).call(ctl::DestroySrqReq{{rep.handle, 0}}, drep);
     delete s;

@@ -7,8 +7,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 
 #include "hostif/vma_query.hpp"
+#include "verbs_shim/huge_ring.hpp"
 #include "verbs_shim/shim.hpp"
 
 namespace urnic::shim {
@@ -52,6 +54,27 @@ hostif::VmaResult check_mappings(std::uint64_t p, std::uint64_t end, std::size_t
   return r == hostif::VmaResult::None ? hostif::VmaResult::Found : r;
 }
 
+// Shares the huge pages under [buf, buf + bytes) and has the daemon move
+// the ring of `who` there. 0 or an errno (the pages are left as they were).
+int place_in_huge_pages(void* buf, std::size_t bytes, const RingOwnerRef& who) {
+  int fd = -1;
+  std::uint64_t offset = 0;
+  if (const int err = share_huge_pages(buf, bytes, fd, offset); err != 0) return err;
+  hostif::ctl::PlaceRingReq req{};
+  req.owner = static_cast<std::uint32_t>(who.owner);
+  req.handle = who.handle;
+  req.offset = offset;
+  hostif::ctl::PlaceRingRep rep{};
+  const int err = client_of(who.context).call_passing_fd(req, rep, fd);
+  ::close(fd);
+  if (err != 0) {
+    unshare_huge_pages(buf);
+    // An old daemon without the message: as before, EOPNOTSUPP.
+    return err == EINVAL || err == EOPNOTSUPP ? EOPNOTSUPP : err;
+  }
+  return 0;
+}
+
 void* map_anywhere(int fd, std::size_t bytes) {
   void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   return p == MAP_FAILED ? nullptr : p;
@@ -72,7 +95,8 @@ int check_ring_buffer(const void* p, std::size_t bytes, std::size_t page) {
   return 0;
 }
 
-int map_ring(int fd, std::size_t bytes, ibv_pd* pd, std::uint64_t resource_type, RingMapping& out) {
+int map_ring(int fd, std::size_t bytes, ibv_pd* pd, std::uint64_t resource_type, const RingOwnerRef& who,
+             RingMapping& out) {
   out = RingMapping{};
   out.bytes = bytes;
   out.resource_type = resource_type;
@@ -96,8 +120,11 @@ int map_ring(int fd, std::size_t bytes, ibv_pd* pd, std::uint64_t resource_type,
     if (out.domain != nullptr) out.domain->users.fetch_add(1);
     return 0;
   }
-  int err = check_ring_buffer(buf, out.bytes, page_size());
-  if (err == 0) {
+  // Private huge pages: shared whole, and the daemon moves the ring there
+  // (its own memfd `fd` is then not needed).
+  const bool huge = reinterpret_cast<std::uintptr_t>(buf) % page_size() == 0 && huge_page_at(buf) != 0;
+  int err = huge ? place_in_huge_pages(buf, out.bytes, who) : check_ring_buffer(buf, out.bytes, page_size());
+  if (err == 0 && !huge) {
     void* p = ::mmap(buf, out.bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
     // A part of a huge page cannot be replaced (the kernel refuses to split
     // a hugetlb mapping there): the check above says so first where the
@@ -111,6 +138,7 @@ int map_ring(int fd, std::size_t bytes, ibv_pd* pd, std::uint64_t resource_type,
   }
   out.base = buf;
   out.app_buffer = true;
+  out.huge = huge;
   d->users.fetch_add(1);
   return 0;
 }
@@ -118,7 +146,14 @@ int map_ring(int fd, std::size_t bytes, ibv_pd* pd, std::uint64_t resource_type,
 void unmap_ring(RingMapping& m) {
   if (m.base == nullptr) return;
   ShimPd* d = m.domain;
-  if (m.app_buffer) {
+  if (m.app_buffer && m.huge) {
+    // The daemon has let go of it (the queue is destroyed): zeroed, as any
+    // freed ring buffer, and the huge pages private again after their last
+    // ring.
+    std::memset(m.base, 0, m.bytes);
+    unshare_huge_pages(m.base);
+    d->free(&d->pd, d->pd_context, m.base, m.resource_type);
+  } else if (m.app_buffer) {
     // The application's pages again: private, anonymous, zero, as its
     // allocator handed them out (a freed heap chunk must not stay shared
     // with the daemon's memfd).

@@ -21,9 +21,12 @@
 //   not mapped (all of it)                          ENOMEM (libmlx5: its
 //                                                   ibv_dontfork_range fails)
 //   not readable and writable                       EFAULT
-//   shared memory or huge pages (hugetlb)           EOPNOTSUPP: a shared
-//     mapping's pages are not the application's alone to give, and a 4 KiB
-//     ring cannot be mapped into part of a huge page
+//   shared memory                                   EOPNOTSUPP: a shared
+//     mapping's pages are not the application's alone to give
+//   huge pages (hugetlb) urnic cannot share         EOPNOTSUPP (huge_ring.hpp)
+// A buffer in private huge pages is placed differently: a 4 KiB ring cannot
+// be mapped into part of a huge page, so the huge pages are made shared,
+// whole, and the daemon moves the ring into them (huge_ring.hpp).
 // IBV_ALLOCATOR_USE_DEFAULT: the shim's own placement, `free` not called.
 #pragma once
 
@@ -31,6 +34,8 @@
 #include <cstdint>
 
 #include <infiniband/verbs.h>
+
+#include "hostif/ring_place_proto.hpp"
 
 namespace urnic::shim {
 
@@ -52,11 +57,21 @@ struct RingMapping {
   ShimPd* domain = nullptr;          // the parent domain the queue was made on, if any
   std::uint64_t resource_type = 0;
   bool app_buffer = false;           // base came from domain's alloc
+  bool huge = false;                 // ...in huge pages made shared (huge_ring.hpp)
+};
+
+// Whose ring it is, as the daemon names it: a ring placed in huge pages is
+// moved there by the daemon (kPlaceRing).
+struct RingOwnerRef {
+  ibv_context* context = nullptr;
+  hostif::ctl::RingOwner owner = hostif::ctl::RingOwner::kQp;
+  std::uint32_t handle = 0;
 };
 
 // Maps the ring memfd `fd` (closed here) of `bytes` for a queue made on `pd`
 // (a PD, a parent domain, or nullptr). 0, or the errno above.
-int map_ring(int fd, std::size_t bytes, ibv_pd* pd, std::uint64_t resource_type, RingMapping& out);
+int map_ring(int fd, std::size_t bytes, ibv_pd* pd, std::uint64_t resource_type, const RingOwnerRef& who,
+             RingMapping& out);
 
 // Unmaps it; an application's buffer is made private anonymous memory again
 // and handed to the domain's `free`. Drops the domain's reference.

@@ -303,6 +303,14 @@ struct MappedRings {
 };
 MappedRings& mapped_rings();
 
+// A WQ's receive ring as the daemon's death flushes it (wq.cpp registers
+// it, device_fatal.cpp reads it under the WQ's post lock).
+struct WqRing {
+  ibv_wq* wq = nullptr;
+  hostif::SpscRing* rq = nullptr;
+  std::mutex* post_mu = nullptr;
+};
+
 // An opened device. The application holds &vctx->context; vctx->priv points
 // back here (priv belongs to libibverbs, which we are).
 struct ShimContext {
@@ -319,6 +327,7 @@ struct ShimContext {
   // ibv_get_async_event has reported IBV_EVENT_DEVICE_FATAL yet.
   std::mutex qps_mu;
   std::vector<ShimQp*> qps;
+  std::vector<WqRing> wqs;  // the WQs' receive rings, flushed after the QPs'
   std::atomic<std::int64_t> next_liveness_check_ns{0};
   std::atomic<bool> fatal_reported{false};
   // Lazy conversion of registered memory (mr_conversion.hpp): made with the
@@ -465,6 +474,10 @@ bool next_flush_cqe(ShimCq* c, hostif::CqeSlot& out);
 // its rings are unmapped.
 void register_qp(ShimContext* s, ShimQp* q);
 void unregister_qp(ShimContext* s, ShimQp* q);
+// A WQ likewise (wq.cpp): its receives are flushed into its CQ with qp_num
+// its wq_num, as its completions carry.
+void register_wq(ShimContext* s, const WqRing& w);
+void unregister_wq(ShimContext* s, ibv_wq* wq);
 
 // Debug logging to stderr when URNIC_DEBUG is set.
 void debug_log(const char* fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -91,7 +91,7 @@ ibv_wq* op_create_wq(ibv_context* context, ibv_wq_init_attr* attr) {
     errno = err != 0 ? err : EIO;
     return nullptr;
   }
-  if (const int err = map_ring(fds[0], rep.map_bytes, attr->pd, kResTypeRwq, w->map); err != 0) {
+  if (const int err = map_ring(fds[0], rep.map_bytes, attr->pd, kResTypeRwq, {context, ctl::RingOwner::kQp, rep.handle}, w->map); err != 0) {
     ctl::DestroyWqRep drep{};
     client_of(context).call(ctl::DestroyWqReq{{rep.handle, 0}}, drep);
     delete w;
@@ -112,6 +112,7 @@ ibv_wq* op_create_wq(ibv_context* context, ibv_wq_init_attr* attr) {
   wq.wq_type = attr->wq_type;
   wq.post_recv = op_post_wq_recv;
   wq.comp_mask = 0;
+  register_wq(shim_of(context), WqRing{&wq, &w->rq, &w->post_mu});
   // The actual capacities go back to the caller, as for a QP's.
   attr->max_wr = rep.max_wr;
   attr->max_sge = rep.max_sge;
@@ -137,6 +138,7 @@ int op_destroy_wq(ibv_wq* wq) {
   ctl::DestroyWqRep rep{};
   if (const int err = client_of(wq->context).call_destroy(ctl::DestroyWqReq{{wq->handle, 0}}, rep); err != 0)
     return err;
+  unregister_wq(shim_of(wq->context), wq);  // before its ring goes (device_fatal.cpp)
   drop_async_events_of(wq->context, wq);
   // Its completions not polled yet go with it (as a destroyed QP's).
   clean_cq_of(wq->cq, wq->wq_num);

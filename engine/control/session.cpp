@@ -299,6 +299,7 @@ Reply Session::handle(std::span<const std::byte> msg, std::vector<int>& in_fds) 
   if (type == ctl::MsgType::kOpenMailbox) return on_open_mailbox(*h);
   if (type == ctl::MsgType::kConvertMr) return on_convert_mr(*h, msg, in.fds);
   if (type == ctl::MsgType::kRegDmabufMr) return on_reg_dmabuf_mr(*h, msg, in.fds);  // engine/control/session_dmabuf.cpp
+  if (type == ctl::MsgType::kPlaceRing) return on_place_ring(*h, msg, in.fds);  // engine/control/session_ring_place.cpp
   if (h->type >= 100 && h->type <= 121) return on_verbs_ext(*h, msg);  // engine/control/session_verbs_ext.cpp
   if (h->type >= 123 && h->type <= 128) return on_wq(*h, msg);  // engine/control/session_wq.cpp
   switch (type) {
@@ -880,6 +881,7 @@ int Session::create_qp_obj(const ctl::CreateQpReq& qreq, QpObj::Kind kind, ctl::
   qp.type = req->qp_type;
   qp.sq_sig_all = req->sq_sig_all;
   qp.kind = kind;
+  qp.is_wq = kind == QpObj::Kind::kWq;
   // Ring geometry: a power of two of fixed-size slots; the slot holds the
   // WQE header plus max(sge list, inline data) (STYLE 14, fixed WQE slots).
   const std::uint32_t sq_slots = round_up_pow2(caps.max_send_wr == 0 ? 1 : caps.max_send_wr);

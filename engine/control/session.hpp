@@ -257,6 +257,8 @@ class Session {
   void release_dm(std::uint32_t dm);
   void destroy_dms();
   // engine/control/session_dmabuf.cpp (MsgType 120)
+  // A queue's ring into the process's memory (engine/control/session_ring_place.cpp, MsgType 129)
+  Reply on_place_ring(const ctl::MsgHeader& h, std::span<const std::byte> msg, std::vector<int>& fds);
   Reply on_reg_dmabuf_mr(const ctl::MsgHeader& h, std::span<const std::byte> msg, std::vector<int>& fds);
   Reply reg_dmabuf_mr(const ctl::MsgHeader& h, std::span<const std::byte> msg, std::vector<int>& fds);  // uncounted
   // An MR over a dma-buf goes: its region is unmapped (0: not a dma-buf MR).

@@ -645,7 +645,7 @@ void DataPath::ring_corrupt(std::uint32_t qpn, QpBinding& b, t::Nanos now) {
   t::QpAttr attr;
   attr.qp_state = t::QpState::kErr;
   transport_->modify_qp(qpn, attr, t::qp_attr::kState, now);
-  b.port->post_async_event(ctl::AsyncEvent{b.qp->cookie, IBV_EVENT_QP_FATAL, 0});
+  b.port->post_qp_event(*b.qp, IBV_EVENT_QP_FATAL);
 }
 
 std::span<const std::byte> DataPath::copy_out(const SpscRing& ring) {
@@ -1329,9 +1329,7 @@ void DataPath::on_async_event(const t::AsyncEvent& e) {
     }
     default: {
       auto it = qps_.find(e.qpn);
-      if (it != qps_.end())
-        it->second.port->post_async_event(
-            ctl::AsyncEvent{it->second.qp->cookie, static_cast<std::uint32_t>(e.type), 0});
+      if (it != qps_.end()) it->second.port->post_qp_event(*it->second.qp, static_cast<std::uint32_t>(e.type));
       auto [lo, hi] = tgt_handles_.equal_range(e.qpn);
       for (auto h = lo; h != hi; ++h)
         h->second.first->post_async_event(ctl::AsyncEvent{h->second.second, static_cast<std::uint32_t>(e.type), 0});

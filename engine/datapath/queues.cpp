@@ -90,4 +90,12 @@ bool ProcessPort::post_async_event(const ctl::AsyncEvent& ev) const {
   return ::send(async_fd, &ev, sizeof ev, MSG_DONTWAIT | MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof ev);
 }
 
+bool ProcessPort::post_qp_event(const QpQueues& qp, std::uint32_t type) const {
+  if (!qp.is_wq) return post_async_event(ctl::AsyncEvent{qp.cookie, type, 0});
+  // mlx5_ib_wq_event: a WQ's catastrophic error is IB_EVENT_WQ_FATAL with
+  // element.wq; any other event type on a WQ is dropped (warned about).
+  if (type != IBV_EVENT_QP_FATAL) return false;
+  return post_async_event(ctl::AsyncEvent{qp.cookie, IBV_EVENT_WQ_FATAL, 0});
+}
+
 }  // namespace urnic::engine

@@ -61,6 +61,9 @@ struct CqQueue {
 struct QpQueues {
   std::uint64_t cookie = 0;
   std::uint32_t qpn = 0, pd = 0, type = 0;
+  // A WQ (ibv_create_wq): a raw packet QP with a receive queue only, whose
+  // async events are the WQ's (DataPath::qp_event_for).
+  bool is_wq = false;
   // Its CQs' rings (the QP holds a reference on each, so they outlive it);
   // recv_cq_queue is null for an XRC send QP.
   CqQueue* send_cq_queue = nullptr;
@@ -103,6 +106,10 @@ struct ProcessPort {
   bool lookup_ah(std::uint32_t handle, std::uint32_t pd, transport::AhHandle& out) const;
   // Queue an async event to the process (false if its socket is full).
   bool post_async_event(const ctl::AsyncEvent& ev) const;
+  // Queue the QP event `type` (an enum ibv_event_type) of `qp`; a WQ's
+  // fatal error goes as IBV_EVENT_WQ_FATAL, its other events nowhere (as
+  // mlx5_ib). False if nothing was queued.
+  bool post_qp_event(const QpQueues& qp, std::uint32_t type) const;
 };
 
 }  // namespace urnic::engine

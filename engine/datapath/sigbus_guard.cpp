@@ -39,7 +39,12 @@ void on_sigbus(int sig, siginfo_t* info, void* ucontext) {
     const std::uintptr_t from = addr & ~(g_page - 1);
     // The rest of the mapping at once: a copy across a truncated range
     // faults once, not once per page.
+    // A huge-page (hugetlb) mapping cannot be split at a 4 KiB page: then
+    // the whole watched mapping (ShmRegion::adopt watches it from its
+    // huge-aligned start).
     if (::mmap(reinterpret_cast<void*>(from), end - from, PROT_READ | PROT_WRITE,  // NOLINT: our own mapping
+               MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == MAP_FAILED &&
+        ::mmap(reinterpret_cast<void*>(begin), end - begin, PROT_READ | PROT_WRITE,  // NOLINT: our own mapping
                MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == MAP_FAILED)
       break;
     w.hit.store(true, std::memory_order_release);

@@ -3,7 +3,7 @@
 // libibverbs.so.1, against a urnicd it starts in a private runtime
 // directory and then SIGKILLs: a spinning ibv_poll_cq sees the outstanding
 // work flushed (sends first, then receives, in posting order, after what
-// had completed), ibv_cq_ex polling likewise, the async fd gives
+// had completed), ibv_cq_ex polling likewise, a WQ's receives on its CQ, the async fd gives
 // IBV_EVENT_DEVICE_FATAL once and then EIO, ibv_get_cq_event and posting
 // fail with EIO, every destroy succeeds, and the next program starts a new
 // daemon. Each wait is bounded (alarm), so the old hang fails the test.
@@ -94,6 +94,22 @@ TEST_CASE("a killed daemon is IBV_EVENT_DEVICE_FATAL with flushed work, not a ha
   ibv_qp* qp2 = ibv_create_qp(pd, &qia);
   REQUIRE(qp2 != nullptr);
   REQUIRE(loopback_to_init(qp2, {}) == 0);
+  // A WQ (ibv_create_wq) in RDY on a CQ of its own: its receives are
+  // flushed too, with qp_num its wq_num as its completions carry.
+  ibv_cq* wcq = ibv_create_cq(ctx, 16, nullptr, nullptr, 0);
+  REQUIRE(wcq != nullptr);
+  ibv_wq_init_attr wia{};
+  wia.wq_type = IBV_WQT_RQ;
+  wia.max_wr = 8;
+  wia.max_sge = 1;
+  wia.pd = pd;
+  wia.cq = wcq;
+  ibv_wq* wq = ibv_create_wq(ctx, &wia);
+  REQUIRE(wq != nullptr);
+  ibv_wq_attr wma{};
+  wma.attr_mask = IBV_WQ_ATTR_STATE;
+  wma.wq_state = IBV_WQS_RDY;
+  REQUIRE(ibv_modify_wq(wq, &wma) == 0);
 
   ibv_sge sge{reinterpret_cast<std::uintptr_t>(buf), 64, mr->lkey};
   ibv_recv_wr rwr{};
@@ -107,6 +123,10 @@ TEST_CASE("a killed daemon is IBV_EVENT_DEVICE_FATAL with flushed work, not a ha
   for (std::uint64_t id : {300, 301}) {
     rwr.wr_id = id;
     REQUIRE(ibv_post_recv(qp2, &rwr, &rbad) == 0);
+  }
+  for (std::uint64_t id : {400, 401, 402}) {
+    rwr.wr_id = id;
+    REQUIRE(ibv_post_wq_recv(wq, &rwr, &rbad) == 0);
   }
   ibv_send_wr swr{};
   swr.sg_list = &sge;
@@ -159,6 +179,17 @@ TEST_CASE("a killed daemon is IBV_EVENT_DEVICE_FATAL with flushed work, not a ha
   ibv_end_poll(cqx);
   CHECK(ibv_start_poll(cqx, nullptr) == ENOENT);
 
+  // The WQ's receives, in posting order, once each.
+  const std::vector<ibv_wc> wq_wcs = poll_n(wcq, 3, 3000);
+  REQUIRE(wq_wcs.size() == 3);
+  for (std::size_t i = 0; i < 3; ++i) {
+    CHECK(wq_wcs[i].wr_id == 400 + i);
+    CHECK(wq_wcs[i].status == IBV_WC_WR_FLUSH_ERR);
+    CHECK(wq_wcs[i].opcode == IBV_WC_RECV);
+    CHECK(wq_wcs[i].qp_num == wq->wq_num);
+  }
+  CHECK(poll_n(wcq, 1, 50).empty());
+
   // The async fd: IBV_EVENT_DEVICE_FATAL once, then EIO (never a block).
   ibv_async_event ev{};
   REQUIRE(ibv_get_async_event(ctx, &ev) == 0);
@@ -183,7 +214,11 @@ TEST_CASE("a killed daemon is IBV_EVENT_DEVICE_FATAL with flushed work, not a ha
   rbad = nullptr;
   CHECK(ibv_post_recv(qp, &rwr, &rbad) == EIO);
   CHECK(rbad == &rwr);
+  rbad = nullptr;
+  CHECK(ibv_post_wq_recv(wq, &rwr, &rbad) == EIO);
+  CHECK(rbad == &rwr);
   CHECK(poll_n(cq, 1, 50).empty());  // nothing was posted
+  CHECK(poll_n(wcq, 1, 50).empty());
   // Control verbs: EIO as well.
   ibv_qp_attr qa{};
   ibv_qp_init_attr qi{};
@@ -191,6 +226,8 @@ TEST_CASE("a killed daemon is IBV_EVENT_DEVICE_FATAL with flushed work, not a ha
   CHECK(ibv_alloc_pd(ctx) == nullptr);
 
   // Clean-up succeeds, so a program can free what it made and exit.
+  CHECK(ibv_destroy_wq(wq) == 0);
+  CHECK(ibv_destroy_cq(wcq) == 0);
   CHECK(ibv_destroy_qp(qp2) == 0);
   CHECK(ibv_destroy_cq(ibv_cq_ex_to_cq(cqx)) == 0);
   CHECK(ibv_destroy_qp(qp) == 0);

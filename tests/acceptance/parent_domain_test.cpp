@@ -56,6 +56,7 @@ struct Allocator {
   std::vector<Call> allocs, frees;
   void* region = nullptr;  // a mapping the bad kinds hand out parts of
   std::size_t region_bytes = 0;
+  std::size_t carved = 0;  // Huge: bytes of `region` handed out so far
 };
 
 void* test_alloc(ibv_pd* pd, void* pd_context, std::size_t size, std::size_t alignment, std::uint64_t type) {
@@ -71,8 +72,14 @@ void* test_alloc(ibv_pd* pd, void* pd_context, std::size_t size, std::size_t ali
     case Give::Misaligned:
     case Give::Unmapped:
     case Give::ReadOnly:
-    case Give::Shared:
-    case Give::Huge: p = a->give == Give::Misaligned ? static_cast<char*>(a->region) + 64 : a->region; break;
+    case Give::Shared: p = a->give == Give::Misaligned ? static_cast<char*>(a->region) + 64 : a->region; break;
+    case Give::Huge:
+      // The next piece of one huge page, as rdma-core's
+      // test_parent_domain huge_page_alloc carves it.
+      a->carved = (a->carved + alignment - 1) / alignment * alignment;
+      p = a->carved + size <= a->region_bytes ? static_cast<char*>(a->region) + a->carved : nullptr;
+      if (p != nullptr) a->carved += size;
+      break;
   }
   a->allocs.push_back({p, size, alignment, type});
   return p;
@@ -144,49 +151,15 @@ ibv_qp* rc_qp(ibv_pd* pd, ibv_cq* cq, ibv_srq* srq = nullptr) {
   return ibv_create_qp(pd, &qa);
 }
 
-}  // namespace
-
-TEST_CASE("parent domain allocators: the rings of a QP, an SRQ and an extended CQ live in the application's buffers",
-          "[pd][alloc]") {
-  Dev d;
-  Allocator a;
-  ibv_pd* parent = parent_with(d, a);
-  REQUIRE(parent != nullptr);
-
-  ibv_cq_ex* cqx = cq_ex_on(d.ctx, parent);
-  REQUIRE(cqx != nullptr);
-  ibv_cq* cq = ibv_cq_ex_to_cq(cqx);
-  ibv_srq_init_attr sa{};
-  sa.attr = {32, 1, 0};
-  ibv_srq* srq = ibv_create_srq(parent, &sa);
-  REQUIRE(srq != nullptr);
-  ibv_qp* q0 = rc_qp(parent, cq, srq);
-  ibv_qp* q1 = rc_qp(parent, cq, srq);
-  REQUIRE(q0 != nullptr);
-  REQUIRE(q1 != nullptr);
-
-  // One buffer each, asked as libmlx5 asks: page-aligned, whole pages, the
-  // queue's type, the parent domain and its pd_context.
-  REQUIRE(a.allocs.size() == 4);
-  CHECK(a.seen_pd == parent);
-  const std::uint64_t types[] = {kResCq, kResSrq, kResQp, kResQp};
-  for (std::size_t i = 0; i < 4; ++i) {
-    const Call& c = a.allocs[i];
-    CHECK(c.type == types[i]);
-    CHECK(c.alignment == page());
-    CHECK(c.size % page() == 0);
-    REQUIRE(c.ptr != nullptr);
-    CHECK(reinterpret_cast<std::uintptr_t>(c.ptr) % page() == 0);
-    INFO(mapping_of(c.ptr));
-    CHECK(holds_ring(c.ptr));  // the ring's shared pages are at the buffer
+// RC traffic through the rings of q0 and q1 (RC QPs on `cq` and `srq`,
+// made on `parent`): a SEND into the SRQ and an RDMA WRITE, data checked;
+// `connect`: first take both QPs from Reset to RTS, each other's peer.
+void rc_traffic(ibv_context* ctx, ibv_pd* parent, ibv_cq* cq, ibv_srq* srq, ibv_qp* q0, ibv_qp* q1,
+                bool connect = true) {
+  if (connect) {
+    urnic::test::connect_loopback(ctx, q0, {.dest_qpn = q1->qp_num, .access = IBV_ACCESS_REMOTE_WRITE});
+    urnic::test::connect_loopback(ctx, q1, {.dest_qpn = q0->qp_num, .access = IBV_ACCESS_REMOTE_WRITE});
   }
-  CHECK(a.frees.empty());
-  // The objects hold the parent domain.
-  CHECK(ibv_dealloc_pd(parent) == EBUSY);
-
-  // RC traffic through those rings: a SEND into the SRQ and an RDMA WRITE.
-  urnic::test::connect_loopback(d.ctx, q0, {.dest_qpn = q1->qp_num, .access = IBV_ACCESS_REMOTE_WRITE});
-  urnic::test::connect_loopback(d.ctx, q1, {.dest_qpn = q0->qp_num, .access = IBV_ACCESS_REMOTE_WRITE});
   std::vector<char> src(256), dst(256, 0), rcv(256, 0);
   for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<char>(i * 7 + 1);
   ibv_mr* smr = ibv_reg_mr(parent, src.data(), src.size(), static_cast<int>(IBV_ACCESS_LOCAL_WRITE));
@@ -232,6 +205,52 @@ TEST_CASE("parent domain allocators: the rings of a QP, an SRQ and an extended C
   CHECK(recvs == 1);
   CHECK(rcv == src);
   CHECK(dst == src);
+  CHECK(ibv_dereg_mr(smr) == 0);
+  CHECK(ibv_dereg_mr(dmr) == 0);
+  CHECK(ibv_dereg_mr(rmr) == 0);
+}
+
+}  // namespace
+
+TEST_CASE("parent domain allocators: the rings of a QP, an SRQ and an extended CQ live in the application's buffers",
+          "[pd][alloc]") {
+  Dev d;
+  Allocator a;
+  ibv_pd* parent = parent_with(d, a);
+  REQUIRE(parent != nullptr);
+
+  ibv_cq_ex* cqx = cq_ex_on(d.ctx, parent);
+  REQUIRE(cqx != nullptr);
+  ibv_cq* cq = ibv_cq_ex_to_cq(cqx);
+  ibv_srq_init_attr sa{};
+  sa.attr = {32, 1, 0};
+  ibv_srq* srq = ibv_create_srq(parent, &sa);
+  REQUIRE(srq != nullptr);
+  ibv_qp* q0 = rc_qp(parent, cq, srq);
+  ibv_qp* q1 = rc_qp(parent, cq, srq);
+  REQUIRE(q0 != nullptr);
+  REQUIRE(q1 != nullptr);
+
+  // One buffer each, asked as libmlx5 asks: page-aligned, whole pages, the
+  // queue's type, the parent domain and its pd_context.
+  REQUIRE(a.allocs.size() == 4);
+  CHECK(a.seen_pd == parent);
+  const std::uint64_t types[] = {kResCq, kResSrq, kResQp, kResQp};
+  for (std::size_t i = 0; i < 4; ++i) {
+    const Call& c = a.allocs[i];
+    CHECK(c.type == types[i]);
+    CHECK(c.alignment == page());
+    CHECK(c.size % page() == 0);
+    REQUIRE(c.ptr != nullptr);
+    CHECK(reinterpret_cast<std::uintptr_t>(c.ptr) % page() == 0);
+    INFO(mapping_of(c.ptr));
+    CHECK(holds_ring(c.ptr));  // the ring's shared pages are at the buffer
+  }
+  CHECK(a.frees.empty());
+  // The objects hold the parent domain.
+  CHECK(ibv_dealloc_pd(parent) == EBUSY);
+
+  rc_traffic(d.ctx, parent, cq, srq, q0, q1);
 
   // Resizing the CQ takes a new buffer and gives the old one back.
   const void* old_cq = a.allocs[0].ptr;
@@ -255,9 +274,6 @@ TEST_CASE("parent domain allocators: the rings of a QP, an SRQ and an extended C
     for (const Call& f : a.frees) freed = freed || (f.ptr == c.ptr && f.type == c.type);
     CHECK(freed);
   }
-  CHECK(ibv_dereg_mr(smr) == 0);
-  CHECK(ibv_dereg_mr(dmr) == 0);
-  CHECK(ibv_dereg_mr(rmr) == 0);
   CHECK(ibv_dealloc_pd(parent) == 0);
 }
 
@@ -285,6 +301,81 @@ TEST_CASE("parent domain allocators: a freed ring buffer is the application's pr
   CHECK(static_cast<unsigned char*>(a.region)[n] == 0x5a);
   CHECK(ibv_dealloc_pd(parent) == 0);
   ::munmap(a.region, a.region_bytes);
+}
+
+TEST_CASE("parent domain allocators: rings carved out of one private huge page live there (huge_ring.hpp)",
+          "[pd][alloc][huge]") {
+  // As rdma-core's test_parent_domain test_huge_page_traffic: every buffer
+  // is the next piece of one private MAP_HUGETLB page. Two pages: the
+  // application's and the one its bytes are copied to while it is made
+  // shared (and back).
+  constexpr std::size_t kHuge = urnic::test::HugePages::kBytes;
+  urnic::test::HugePages pages(2);
+  Allocator a;
+  a.give = Give::Huge;
+  a.region_bytes = kHuge;
+  a.region = pages.ok() ? ::mmap(nullptr, kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB,
+                                 -1, 0)
+                        : MAP_FAILED;
+  if (a.region == MAP_FAILED) {
+    WARN("no 2 MiB huge pages could be reserved (not root?): not checked");
+    return;
+  }
+  auto* bytes = static_cast<unsigned char*>(a.region);
+  std::memset(a.region, 0x66, kHuge);
+  {
+    Dev d;
+    ibv_pd* parent = parent_with(d, a);
+    REQUIRE(parent != nullptr);
+    ibv_cq_ex* cqx = cq_ex_on(d.ctx, parent);
+    REQUIRE(cqx != nullptr);
+    ibv_cq* cq = ibv_cq_ex_to_cq(cqx);
+    ibv_srq_init_attr sa{};
+    sa.attr = {32, 1, 0};
+    ibv_srq* srq = ibv_create_srq(parent, &sa);
+    REQUIRE(srq != nullptr);
+    ibv_qp* q0 = rc_qp(parent, cq, srq);
+    ibv_qp* q1 = rc_qp(parent, cq, srq);
+    REQUIRE(q0 != nullptr);
+    REQUIRE(q1 != nullptr);
+    REQUIRE(a.allocs.size() == 4);
+    CHECK(a.frees.empty());
+    // The page is now a shared huge page (urnic's hugetlb memfd) with the
+    // application's bytes beyond the rings, at the same address.
+    const std::string m = mapping_of(a.region);
+    INFO(m);
+    CHECK(m.find(" rw-s ") != std::string::npos);
+    CHECK(m.find("/memfd:urnic-huge-ring") != std::string::npos);
+    CHECK(bytes[a.carved] == 0x66);
+    CHECK(bytes[kHuge - 1] == 0x66);
+
+    rc_traffic(d.ctx, parent, cq, srq, q0, q1);
+
+    // A resized CQ's new ring is carved from the same page too.
+    REQUIRE(ibv_resize_cq(cq, 512) == 0);
+    REQUIRE(a.allocs.size() == 5);
+    CHECK(static_cast<unsigned char*>(a.allocs[4].ptr) < bytes + kHuge);
+    REQUIRE(a.frees.size() == 1);
+    rc_traffic(d.ctx, parent, cq, srq, q0, q1, false);  // again, through the new CQ ring
+
+    REQUIRE(ibv_destroy_qp(q0) == 0);
+    REQUIRE(ibv_destroy_qp(q1) == 0);
+    REQUIRE(ibv_destroy_srq(srq) == 0);
+    REQUIRE(ibv_destroy_cq(cq) == 0);
+    CHECK(a.frees.size() == 5);
+    CHECK(ibv_dealloc_pd(parent) == 0);
+  }
+  // No ring left in it: a private huge page again, the application's bytes
+  // kept, the rings' pieces zeroed.
+  const std::string m = mapping_of(a.region);
+  INFO(m);
+  CHECK(m.find(" rw-p ") != std::string::npos);
+  CHECK(m.find("memfd") == std::string::npos);
+  CHECK(bytes[0] == 0);
+  CHECK(bytes[a.carved - 1] == 0);
+  CHECK(bytes[a.carved] == 0x66);
+  CHECK(bytes[kHuge - 1] == 0x66);
+  ::munmap(a.region, kHuge);
 }
 
 TEST_CASE("parent domain allocators: USE_DEFAULT and allocators given half are urnic's own placement", "[pd][alloc]") {
@@ -390,25 +481,6 @@ TEST_CASE("parent domain allocators: buffers urnic cannot place a ring in are re
     CHECK(static_cast<unsigned char*>(a.region)[0] == 0x55);
     CHECK(mapping_of(a.region).find(" rw-s ") != std::string::npos);
     ::munmap(a.region, bytes);
-  }
-  SECTION("a part of a huge page: EOPNOTSUPP, freed, its bytes untouched") {
-    constexpr std::size_t kHuge = urnic::test::HugePages::kBytes;
-    urnic::test::HugePages pages(1);
-    a.give = Give::Huge;
-    a.region = pages.ok() ? ::mmap(nullptr, kHuge, PROT_READ | PROT_WRITE,
-                                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0)
-                          : MAP_FAILED;
-    if (a.region == MAP_FAILED) {
-      WARN("no 2 MiB huge page could be reserved (not root?): not checked");
-    } else {
-      std::memset(a.region, 0x66, kHuge);
-      errno = 0;
-      CHECK(rc_qp(parent, cq) == nullptr);
-      CHECK(errno == EOPNOTSUPP);
-      CHECK(a.frees.size() == 1);
-      CHECK(static_cast<unsigned char*>(a.region)[0] == 0x66);
-      ::munmap(a.region, kHuge);
-    }
   }
   // A refused ring leaves no QP behind: the parent domain is free to go.
   CHECK(ibv_destroy_cq(cq) == 0);

@@ -12,7 +12,9 @@
 #include "runtime_dir.hpp"
 
 #include <infiniband/verbs.h>
+#include <fcntl.h>
 #include <linux/capability.h>
+#include <poll.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -88,7 +90,75 @@ struct Ctx : urnic::test::DeviceCtx {
     a.rx_hash_conf.rx_hash_fields_mask = fields;
     return ibv_create_qp_ex(ctx, &a);
   }
+  // A raw packet QP in RTS whose sends complete on `cq`.
+  ibv_qp* raw_sender(ibv_cq* cq) {
+    ibv_qp_init_attr qi{};
+    qi.send_cq = qi.recv_cq = cq;
+    qi.qp_type = IBV_QPT_RAW_PACKET;
+    qi.cap = ibv_qp_cap{32, 1, 1, 1, 0};
+    ibv_qp* tx = ibv_create_qp(pd, &qi);
+    REQUIRE(tx != nullptr);
+    ibv_qp_attr qa{};
+    qa.qp_state = IBV_QPS_INIT;
+    qa.port_num = 1;
+    REQUIRE(ibv_modify_qp(tx, &qa, IBV_QP_STATE | IBV_QP_PORT) == 0);
+    qa.qp_state = IBV_QPS_RTR;
+    REQUIRE(ibv_modify_qp(tx, &qa, IBV_QP_STATE) == 0);
+    qa.qp_state = IBV_QPS_RTS;
+    REQUIRE(ibv_modify_qp(tx, &qa, IBV_QP_STATE) == 0);
+    return tx;
+  }
 };
+
+// A rule on `qp` for frames to kDstMac.
+ibv_flow* dst_mac_rule(ibv_qp* qp) {
+  // Back to back as libibverbs walks them (no packing needed: each is a
+  // multiple of 4 bytes; a packed struct's member address breaks -Werror).
+  struct EthRule {
+    ibv_flow_attr attr;
+    ibv_flow_spec_eth eth;
+  } fa{};
+  static_assert(sizeof(EthRule) == sizeof(ibv_flow_attr) + sizeof(ibv_flow_spec_eth));
+  fa.attr.type = IBV_FLOW_ATTR_NORMAL;
+  fa.attr.size = sizeof fa;
+  fa.attr.num_of_specs = 1;
+  fa.attr.port = 1;
+  fa.eth.type = IBV_FLOW_SPEC_ETH;
+  fa.eth.size = sizeof fa.eth;
+  std::memcpy(fa.eth.val.dst_mac, kDstMac, 6);
+  std::memset(fa.eth.mask.dst_mac, 0xff, 6);
+  return ibv_create_flow(qp, &fa.attr);
+}
+
+// Build at `f` a 128-byte Ethernet | IPv4 | UDP frame to kDstMac whose UDP
+// source port is made of `i`, and post it signaled on `tx` (wr_id `i`).
+void send_udp_frame(ibv_qp* tx, std::uint8_t* f, std::uint32_t lkey, int i) {
+  std::memset(f, 0, 128);
+  std::memcpy(f, kDstMac, 6);
+  f[6] = 0x02;
+  f[11] = 0x0b;
+  f[12] = 0x08;
+  f[14] = 0x45;
+  f[17] = 128 - 14;
+  f[22] = 64;
+  f[23] = 17;
+  f[26] = 10, f[29] = 1;
+  f[30] = 10, f[33] = 2;
+  f[34] = static_cast<std::uint8_t>(0x40 + i);
+  f[35] = static_cast<std::uint8_t>(i * 7);
+  f[36] = 0x12;
+  f[37] = 0x34;
+  f[39] = 128 - 34;
+  ibv_sge s{reinterpret_cast<std::uintptr_t>(f), 128, lkey};
+  ibv_send_wr w{};
+  w.wr_id = static_cast<std::uint64_t>(i);
+  w.sg_list = &s;
+  w.num_sge = 1;
+  w.opcode = IBV_WR_SEND;
+  w.send_flags = IBV_SEND_SIGNALED;
+  ibv_send_wr* bad = nullptr;
+  REQUIRE(ibv_post_send(tx, &w, &bad) == 0);
+}
 
 }  // namespace
 
@@ -267,22 +337,7 @@ TEST_CASE("an RSS QP's frames land in its WQs, on their CQs", "[wq][rss]") {
   ibv_qp* rss = d.rss_qp(t, IBV_RX_HASH_SRC_IPV4 | IBV_RX_HASH_DST_IPV4 | IBV_RX_HASH_SRC_PORT_UDP |
                                 IBV_RX_HASH_DST_PORT_UDP);
   REQUIRE(rss != nullptr);
-  // Back to back as libibverbs walks them (no packing needed: each is a
-  // multiple of 4 bytes; a packed struct's member address breaks -Werror).
-  struct EthRule {
-    ibv_flow_attr attr;
-    ibv_flow_spec_eth eth;
-  } fa{};
-  static_assert(sizeof(EthRule) == sizeof(ibv_flow_attr) + sizeof(ibv_flow_spec_eth));
-  fa.attr.type = IBV_FLOW_ATTR_NORMAL;
-  fa.attr.size = sizeof fa;
-  fa.attr.num_of_specs = 1;
-  fa.attr.port = 1;
-  fa.eth.type = IBV_FLOW_SPEC_ETH;
-  fa.eth.size = sizeof fa.eth;
-  std::memcpy(fa.eth.val.dst_mac, kDstMac, 6);
-  std::memset(fa.eth.mask.dst_mac, 0xff, 6);
-  ibv_flow* flow = ibv_create_flow(rss, &fa.attr);
+  ibv_flow* flow = dst_mac_rule(rss);
   REQUIRE(flow != nullptr);
   CHECK(ibv_destroy_qp(rss) == EBUSY);  // its flow holds it
 
@@ -304,50 +359,9 @@ TEST_CASE("an RSS QP's frames land in its WQs, on their CQs", "[wq][rss]") {
   // The sender: a raw packet QP in RTS.
   ibv_cq* scq = ibv_create_cq(d.ctx, 64, nullptr, nullptr, 0);
   REQUIRE(scq != nullptr);
-  ibv_qp_init_attr qi{};
-  qi.send_cq = qi.recv_cq = scq;
-  qi.qp_type = IBV_QPT_RAW_PACKET;
-  qi.cap = ibv_qp_cap{32, 1, 1, 1, 0};
-  ibv_qp* tx = ibv_create_qp(d.pd, &qi);
-  REQUIRE(tx != nullptr);
-  ibv_qp_attr qa{};
-  qa.qp_state = IBV_QPS_INIT;
-  qa.port_num = 1;
-  REQUIRE(ibv_modify_qp(tx, &qa, IBV_QP_STATE | IBV_QP_PORT) == 0);
-  qa.qp_state = IBV_QPS_RTR;
-  REQUIRE(ibv_modify_qp(tx, &qa, IBV_QP_STATE) == 0);
-  qa.qp_state = IBV_QPS_RTS;
-  REQUIRE(ibv_modify_qp(tx, &qa, IBV_QP_STATE) == 0);
-
+  ibv_qp* tx = d.raw_sender(scq);
   // Ethernet | IPv4 | UDP frames whose source ports differ.
-  for (int i = 0; i < kFrames; ++i) {
-    std::uint8_t* f = buf.data() + i * 128;
-    std::memset(f, 0, 128);
-    std::memcpy(f, kDstMac, 6);
-    f[6] = 0x02;
-    f[11] = 0x0b;
-    f[12] = 0x08;
-    f[14] = 0x45;
-    f[17] = 128 - 14;
-    f[22] = 64;
-    f[23] = 17;
-    f[26] = 10, f[29] = 1;
-    f[30] = 10, f[33] = 2;
-    f[34] = static_cast<std::uint8_t>(0x40 + i);
-    f[35] = static_cast<std::uint8_t>(i * 7);
-    f[36] = 0x12;
-    f[37] = 0x34;
-    f[39] = 128 - 34;
-    ibv_sge s{reinterpret_cast<std::uintptr_t>(f), 128, mr->lkey};
-    ibv_send_wr w{};
-    w.wr_id = static_cast<std::uint64_t>(i);
-    w.sg_list = &s;
-    w.num_sge = 1;
-    w.opcode = IBV_WR_SEND;
-    w.send_flags = IBV_SEND_SIGNALED;
-    ibv_send_wr* bad = nullptr;
-    REQUIRE(ibv_post_send(tx, &w, &bad) == 0);
-  }
+  for (int i = 0; i < kFrames; ++i) send_udp_frame(tx, buf.data() + i * 128, mr->lkey, i);
   int sent = 0, got = 0;
   std::set<std::uint32_t> used;
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
@@ -378,5 +392,87 @@ TEST_CASE("an RSS QP's frames land in its WQs, on their CQs", "[wq][rss]") {
   CHECK(ibv_destroy_qp(rss) == 0);
   CHECK(ibv_destroy_rwq_ind_table(t) == 0);
   for (auto* w : wqs) CHECK(ibv_destroy_wq(w) == 0);
+  CHECK(ibv_dereg_mr(mr) == 0);
+}
+
+TEST_CASE("a WQ's fatal error is IBV_EVENT_WQ_FATAL naming the WQ", "[wq][event]") {
+  if (!has_net_raw()) {
+    WARN("no CAP_NET_RAW: raw packet QPs are refused (EPERM); nothing to send");
+    return;
+  }
+  // A WQ whose CQ (1 CQE: a ring of 2 slots, the transport's 2) is not
+  // polled while more frames land than it holds: the CQ overflows, which
+  // errors the CQ (IBV_EVENT_CQ_ERR) and the queue that completed into it.
+  // mlx5_ib reports a WQ's catastrophic error as IB_EVENT_WQ_FATAL with
+  // element.wq (mlx5_ib_wq_event), never as a QP event.
+  Ctx d;
+  ibv_cq* cq = ibv_create_cq(d.ctx, 1, nullptr, nullptr, 0);
+  REQUIRE(cq != nullptr);
+  ibv_wq* w = d.wq(cq, 16);
+  REQUIRE(w != nullptr);
+  REQUIRE(Ctx::to(w, IBV_WQS_RDY) == 0);
+  ibv_wq* one[1] = {w};
+  ibv_rwq_ind_table_init_attr ta{};
+  ta.log_ind_tbl_size = 0;
+  ta.ind_tbl = one;
+  ibv_rwq_ind_table* t = ibv_create_rwq_ind_table(d.ctx, &ta);
+  REQUIRE(t != nullptr);
+  ibv_qp* rss = d.rss_qp(t, IBV_RX_HASH_SRC_IPV4 | IBV_RX_HASH_DST_IPV4);
+  REQUIRE(rss != nullptr);
+  ibv_flow* flow = dst_mac_rule(rss);
+  REQUIRE(flow != nullptr);
+  constexpr int kFrames = 12;
+  std::vector<std::uint8_t> buf(1 << 16);
+  ibv_mr* mr = ibv_reg_mr(d.pd, buf.data(), buf.size(), static_cast<int>(IBV_ACCESS_LOCAL_WRITE));
+  REQUIRE(mr != nullptr);
+  for (int i = 0; i < kFrames; ++i) {
+    ibv_sge s{reinterpret_cast<std::uintptr_t>(buf.data() + 8192 + i * 2048), 2048, mr->lkey};
+    ibv_recv_wr r{};
+    r.sg_list = &s;
+    r.num_sge = 1;
+    ibv_recv_wr* bad = nullptr;
+    REQUIRE(ibv_post_wq_recv(w, &r, &bad) == 0);
+  }
+  ibv_cq* scq = ibv_create_cq(d.ctx, 64, nullptr, nullptr, 0);
+  REQUIRE(scq != nullptr);
+  ibv_qp* tx = d.raw_sender(scq);
+  for (int i = 0; i < kFrames; ++i) send_udp_frame(tx, buf.data() + i * 128, mr->lkey, i);
+
+  // The events, read without blocking for up to 10 s: CQ_ERR on the CQ and
+  // WQ_FATAL on the WQ (in either order), nothing naming a QP.
+  const int flags = ::fcntl(d.ctx->async_fd, F_GETFL);
+  REQUIRE(::fcntl(d.ctx->async_fd, F_SETFL, flags | O_NONBLOCK) == 0);
+  bool wq_fatal = false, cq_err = false;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!(wq_fatal && cq_err) && std::chrono::steady_clock::now() < until) {
+    ibv_async_event ev{};
+    if (ibv_get_async_event(d.ctx, &ev) != 0) {
+      REQUIRE(errno == EAGAIN);
+      pollfd p{d.ctx->async_fd, POLLIN, 0};
+      ::poll(&p, 1, 100);
+      continue;
+    }
+    INFO("event " << ibv_event_type_str(ev.event_type));
+    if (ev.event_type == IBV_EVENT_WQ_FATAL) {
+      CHECK(ev.element.wq == w);
+      wq_fatal = true;
+    } else if (ev.event_type == IBV_EVENT_CQ_ERR) {
+      CHECK(ev.element.cq == cq);
+      cq_err = true;
+    } else {
+      FAIL_CHECK("unexpected async event");
+    }
+    ibv_ack_async_event(&ev);
+  }
+  CHECK(wq_fatal);
+  CHECK(cq_err);
+
+  CHECK(ibv_destroy_qp(tx) == 0);
+  CHECK(ibv_destroy_cq(scq) == 0);
+  CHECK(ibv_destroy_flow(flow) == 0);
+  CHECK(ibv_destroy_qp(rss) == 0);
+  CHECK(ibv_destroy_rwq_ind_table(t) == 0);
+  CHECK(ibv_destroy_wq(w) == 0);
+  CHECK(ibv_destroy_cq(cq) == 0);
   CHECK(ibv_dereg_mr(mr) == 0);
 }

@@ -6,6 +6,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -14,12 +15,15 @@
 
 #include <cerrno>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/device/device.hpp"
 #include "hostif/hostif.hpp"
 #include "engine/control/peer_identity.hpp"
 #include "engine/control/shm_region.hpp"
+#include "engine/datapath/sigbus_guard.hpp"
+#include "tests/acceptance/huge_pages.hpp"
 #include "tests/engine/session_rig.hpp"
 
 namespace ctl = urnic::hostif::ctl;
@@ -43,6 +47,80 @@ TEST_CASE("a shared ring's memfd cannot be shrunk, grown or unsealed by the proc
   // The daemon's mapping still works.
   r.data()[8191] = std::byte{7};
   CHECK(r.data()[8191] == std::byte{7});
+}
+
+namespace {
+
+// A memfd of `bytes` as a process passes one for kPlaceRing (seals `seals`).
+int placed_ring_memfd(std::size_t bytes, unsigned flags, int seals) {
+  const int fd = ::memfd_create("urnic-test-place", MFD_CLOEXEC | MFD_ALLOW_SEALING | flags);
+  REQUIRE(fd >= 0);
+  REQUIRE(::ftruncate(fd, static_cast<off_t>(bytes)) == 0);
+  if (seals != 0) REQUIRE(::fcntl(fd, F_ADD_SEALS, seals) == 0);
+  return fd;
+}
+
+}  // namespace
+
+TEST_CASE("a ring placed in the process's file: only one sealed against shrinking, long enough",
+          "[security][memfd][place]") {
+  const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  ShmRegion r;
+  int pipe_fds[2];
+  REQUIRE(::pipe(pipe_fds) == 0);
+  CHECK(r.adopt(pipe_fds[0], 0, page) == EINVAL);  // not a file
+  ::close(pipe_fds[0]);
+  ::close(pipe_fds[1]);
+  const int open_fd = placed_ring_memfd(4 * page, 0, 0);
+  CHECK(r.adopt(open_fd, 0, page) == EINVAL);  // it could still shrink under the daemon
+  ::close(open_fd);
+  const int fd = placed_ring_memfd(4 * page, 0, F_SEAL_SHRINK);
+  CHECK(r.adopt(fd, 3 * page, 2 * page) == EINVAL);  // past its end
+  CHECK(r.adopt(fd, 100, page) == EINVAL);           // not page-aligned
+  CHECK(r.adopt(fd, 0, 0) == EINVAL);
+  REQUIRE(r.adopt(fd, 2 * page, 2 * page) == 0);
+  CHECK(r.size() == 2 * page);
+  // data() is the file's byte at the offset.
+  r.data()[5] = std::byte{0x5a};
+  unsigned char b = 0;
+  CHECK(::pread(fd, &b, 1, static_cast<off_t>(2 * page + 5)) == 1);
+  CHECK(b == 0x5a);
+  ::close(fd);
+}
+
+TEST_CASE("a huge page punched out of a placed ring's file does not kill the daemon", "[security][memfd][place]") {
+  // The process can punch a page out of its hugetlb file (no seal stops
+  // that but F_SEAL_WRITE) and hold every free huge page itself: the
+  // daemon's next access to the ring then has no page to fault in
+  // (SIGBUS). sigbus_guard turns the mapping into zero pages instead.
+  constexpr std::size_t kHuge = urnic::test::HugePages::kBytes;
+  urnic::test::HugePages pages(1);
+  if (!pages.ok()) {
+    WARN("no 2 MiB huge page could be reserved (not root?): not checked");
+    return;
+  }
+  const int fd = ::memfd_create("urnic-test-place", MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_HUGETLB);
+  REQUIRE(fd >= 0);
+  REQUIRE(::ftruncate(fd, kHuge) == 0);
+  REQUIRE(::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) == 0);
+  ShmRegion r;
+  REQUIRE(r.adopt(fd, 4096, 8192) == 0);
+  r.data()[0] = std::byte{1};
+  REQUIRE(::fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, kHuge) == 0);
+  // Every free huge page taken (private mappings reserve theirs at mmap).
+  std::vector<std::pair<void*, std::size_t>> held;
+  for (;;) {
+    void* p = ::mmap(nullptr, kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
+    if (p == MAP_FAILED) break;
+    static_cast<volatile char*>(p)[0] = 1;
+    held.emplace_back(p, kHuge);
+  }
+  const std::uint64_t faults = sigbus_guard::faults();
+  r.data()[1] = std::byte{2};  // old code: SIGBUS, the test process (the daemon) dies here
+  CHECK(sigbus_guard::faults() == faults + 1);
+  CHECK(r.data()[1] == std::byte{2});  // a zero page took the write
+  for (auto [p, n] : held) ::munmap(p, n);
+  ::close(fd);
 }
 
 TEST_CASE("each control message says which process sent it (a forked child is not its parent)",
