@@ -223,7 +223,7 @@ void EngineLoop::run() {
       continue;
     }
     if (!idle_wake && now - last_work < spin_.ns()) {
-      if (now - last_work > kYieldAfterNs) ::sched_yield();
+      if (idle_pass_yields(now - last_work, link_streaming(mine_, now), cqes_unread(mine_))) ::sched_yield();
       continue;
     }
     // Idle: declare sleep in every ring (and to the other shards, which hand

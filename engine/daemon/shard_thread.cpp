@@ -80,7 +80,7 @@ void ShardThread::run() {
       continue;
     }
     if (!idle_wake && now - last_work < spin.ns()) {
-      if (now - last_work > kYieldAfterNs) ::sched_yield();
+      if (idle_pass_yields(now - last_work, link_streaming(paths_, now), cqes_unread(paths_))) ::sched_yield();
       continue;
     }
     // Idle: declare sleep (to the processes' doorbell pages and to the
