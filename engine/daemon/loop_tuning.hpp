@@ -29,8 +29,9 @@ constexpr std::uint64_t kYieldAfterNs = 5'000;
 // completions the program has not polled (DataPath::cqes_unread). A yield
 // on a loaded machine hands the core to whatever else is runnable for a
 // whole slice (EEVDF puts the yielder behind it) while the socket's buffer
-// fills and the peer waits for ACKs: bench/README.md, "Issue 47: no idle
-// yield while the link streams". The spin window still bounds the spin.
+// fills and the peer waits for ACKs: bench/README.md, "Issue 47: where a
+// udp stream's time goes, and no idle yield while the link streams". The
+// spin window still bounds the spin.
 // (Not yielding after any recent packet, a ping-pong's too, doubled
 // ib_send_lat -e between two namespaces: the daemon of one host kept the
 // core the other host's woken program needed.)
