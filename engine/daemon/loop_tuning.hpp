@@ -21,6 +21,41 @@ constexpr std::uint64_t kYieldAfterNs = 5'000;
 // (Every idle pass, not every so many microseconds: a program woken on the
 // loop's core, ib_send_lat -e's, then waits for the next yield, and a yield
 // at most every 10 us made its typical latency 21 -> 33 us.)
+// But not while the link streams (issue 47; DataPath::link_streaming: its
+// last 8 packets arrived within 100 us, a bandwidth stream or its ACKs,
+// not a ping-pong's one packet per round trip): what the engine waits for
+// then is the peer host's next packet or ACK, not a program on this
+// machine that needs the core; unless a CQ it wrote still holds
+// completions the program has not polled (DataPath::cqes_unread). A yield
+// on a loaded machine hands the core to whatever else is runnable for a
+// whole slice (EEVDF puts the yielder behind it) while the socket's buffer
+// fills and the peer waits for ACKs: bench/README.md, "Issue 47: where a
+// udp stream's time goes, and no idle yield while the link streams". The
+// spin window still bounds the spin.
+// (Not yielding after any recent packet, a ping-pong's too, doubled
+// ib_send_lat -e between two namespaces: the daemon of one host kept the
+// core the other host's woken program needed.)
+//
+// Whether an idle pass yields: `idle` ns since the loop's last work,
+// `link_streaming`: one of its links streams, `cqes_unread`: a program has
+// completions from it still to poll.
+constexpr bool idle_pass_yields(transport::Nanos idle, bool link_streaming, bool cqes_unread) {
+  return idle > kYieldAfterNs && (!link_streaming || cqes_unread);
+}
+// Whether any of `paths` (DataPath pointers) has a streaming link.
+template <class DataPaths>
+bool link_streaming(const DataPaths& paths, transport::Nanos now) {
+  bool streaming = false;
+  for (const auto* dp : paths) streaming |= dp->link_streaming(now);
+  return streaming;
+}
+// Whether a program has completions from any of `paths` still to poll.
+template <class DataPaths>
+bool cqes_unread(const DataPaths& paths) {
+  bool unread = false;
+  for (auto* dp : paths) unread |= dp->cqes_unread();
+  return unread;
+}
 // The idle spin (SpinWindow): kLongSpinNs, the window on a machine with
 // more than two cores; on two or fewer it starts at kShortSpinNs and
 // grows up to kLongSpinNs.

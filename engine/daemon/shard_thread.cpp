@@ -80,7 +80,10 @@ void ShardThread::run() {
       continue;
     }
     if (!idle_wake && now - last_work < spin.ns()) {
-      if (now - last_work > kYieldAfterNs) ::sched_yield();
+      // The CQs are looked at only while a link streams (the only case
+      // they decide), so a same-host program's spin costs no more than before.
+      const bool streaming = link_streaming(paths_, now);
+      if (idle_pass_yields(now - last_work, streaming, streaming && cqes_unread(paths_))) ::sched_yield();
       continue;
     }
     // Idle: declare sleep (to the processes' doorbell pages and to the

@@ -208,6 +208,7 @@ DataPath::DataPath(const Device& dev, std::unique_ptr<Link> link, LinkShard sh)
     own_gids_.push_back(raw);
   }
   shard_ = sh.shard;
+  unread_cqs_.reserve(kUnreadCqsTracked);
   transport_ = std::make_unique<t::Transport>(mem_, *this, *this, config_for(dev, sh, link_.get()));
   // A link that honours PFC pauses the QPs sending on a paused priority.
   if (link_ && link_->pauses_tx()) transport_->set_tx_gated(true);
@@ -240,6 +241,7 @@ void DataPath::unbind_cq(t::CqHandle tcq) {
   const auto it = cqs_.find(static_cast<std::uint32_t>(tcq));
   if (it == cqs_.end()) return;
   std::erase(held_cqs_, it->second.cq);
+  std::erase(unread_cqs_, it->second.cq);
   cqs_.erase(it);
 }
 void DataPath::bind_qp(std::uint32_t qpn, ProcessPort* p, QpQueues* qp) {
@@ -802,6 +804,15 @@ void DataPath::deliver_cqe(CqQueue& cq, const CqeSlot& cqe, bool solicited, std:
   if (cq.deliver(cqe, solicited, tm_tag, tm_priv) == EOVERFLOW) transport_->count_cq_overflow(qpn);
   if (cq.holding() && std::find(held_cqs_.begin(), held_cqs_.end(), &cq) == held_cqs_.end())
     held_cqs_.push_back(&cq);
+  if (unread_cqs_.size() < kUnreadCqsTracked && std::find(unread_cqs_.begin(), unread_cqs_.end(), &cq) == unread_cqs_.end())
+    unread_cqs_.push_back(&cq);
+}
+
+bool DataPath::cqes_unread() {
+  // The consumer index is the application's (untrusted): a lie only
+  // changes how often this engine yields.
+  std::erase_if(unread_cqs_, [](const CqQueue* cq) { return cq->ring.free_count() == cq->ring.size(); });
+  return !unread_cqs_.empty();
 }
 
 void DataPath::fire_held_events(t::Nanos now) {
@@ -1276,6 +1287,12 @@ bool DataPath::run_link(t::Nanos now) {
     ++n;
   }
   link_->release_rx();
+  // The arrival times link_streaming looks at (a whole burst at this pass's
+  // time: the packets of one GRO run arrived together).
+  for (std::size_t k = 0; k < std::min(n, kLinkStreamPackets); ++k) {
+    link_rx_times_[link_rx_oldest_] = now;
+    link_rx_oldest_ = (link_rx_oldest_ + 1) % kLinkStreamPackets;
+  }
   return n != 0;
 }
 

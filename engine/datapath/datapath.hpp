@@ -189,6 +189,23 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
   // while the engine spins on other work.
   [[nodiscard]] bool link_look_due(transport::Nanos now) const;
   static constexpr transport::Nanos kLinkHotNs = 1'000'000;
+  // Whether the link is streaming: its last kLinkStreamPackets packets all
+  // arrived within kLinkStreamNs of `now` (a bandwidth stream, or its ACKs;
+  // not a ping-pong, whose packets come one per round trip). What the engine
+  // waits for then is the peer host's next packet, and the engine loops'
+  // idle pass does not yield (loop_tuning::idle_pass_yields).
+  [[nodiscard]] bool link_streaming(transport::Nanos now) const noexcept {
+    return now - link_rx_times_[link_rx_oldest_] < kLinkStreamNs;
+  }
+  static constexpr std::size_t kLinkStreamPackets = 8;
+  static constexpr transport::Nanos kLinkStreamNs = 100'000;
+  // Whether a CQ this data path wrote completions into still holds some the
+  // application has not polled: a program on this machine has work waiting
+  // and may need the core the engine spins on (loop_tuning::idle_pass_yields).
+  // Looks at the CQs written since they were last found read (at most
+  // kUnreadCqsTracked; the ones beyond are not waited for).
+  [[nodiscard]] bool cqes_unread();
+  static constexpr std::size_t kUnreadCqsTracked = 16;
   static constexpr transport::Nanos kQuietLinkLookNs = 50'000;
   // Before sleeping: declare it in every process's doorbell page, fence,
   // and re-check. Returns false (and clears the flags) if work showed up.
@@ -369,6 +386,10 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
   std::uint32_t ipv4_ = 0;  // the device's address (host order)
   transport::Nanos last_link_look_ = 0;  // the last pass that read the link (link_look_due)
   transport::Nanos last_link_work_ = 0;  // the last one that found something there
+  // When the link's last kLinkStreamPackets packets arrived (link_streaming),
+  // a ring: link_rx_oldest_ is the oldest entry, the next one written.
+  std::array<transport::Nanos, kLinkStreamPackets> link_rx_times_{};
+  std::size_t link_rx_oldest_ = 0;
   wire::IpAddr own_v4_gid_;  // the same in GID form (IPv4-mapped), built once
   std::uint8_t ecn_codepoint_ = 0;  // DeviceConfig::ecn_codepoint: RC/UC packets' ECN field
   std::vector<std::array<std::uint8_t, 16>> own_gids_;  // any of these: hairpin
@@ -400,6 +421,9 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
   // CQs holding a moderated completion event (CqQueue::holding): fired by
   // the pass that finds it due, their deadlines in next_deadline.
   std::vector<CqQueue*> held_cqs_;
+  // CQs written since they were last found read (cqes_unread), at most
+  // kUnreadCqsTracked; reserved once, so deliver_cqe never allocates.
+  std::vector<CqQueue*> unread_cqs_;
   std::multimap<std::uint32_t, std::pair<const ProcessPort*, std::uint64_t>> tgt_handles_;  // by QPN
   // Hairpin queue: a ring of slots that keep their buffers, so a steady
   // stream of same-host packets allocates nothing once the ring has grown

@@ -90,7 +90,10 @@
 // number and bound on first use to that port (the next ones up when it is
 // taken; the device's own port when none is free), so routers can spread
 // QPs over paths while each QP keeps one port (its order). IPv6 and
-// multicast keep the device's port.
+// multicast keep the device's port. No socket is connected, though that
+// would spare the route lookup per message: a connected socket's datagrams
+// get the IP ID of a counter that starts at random (even with DF), which
+// the ICRC covers and the receiver cannot read (engine/link/README.md).
 //
 // As a Link (engine/link/link.hpp) it sends RoCE v2 only: a destination whose
 // source GID is RoCE v1 is refused (counted in tx_errors); the udp device's

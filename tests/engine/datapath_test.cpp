@@ -56,6 +56,35 @@ struct DatapathRig : urnic::test::SessionRig {
   }
 };
 
+// `count` RoCE v2 datagrams (SEND_ONLY to QPN 0x77, which does not exist:
+// the transport drops them, but the link had something) to the udp link,
+// as another host's kernel sends them: DF, so IP ID 0.
+void send_udp_link_datagrams(const urnic::engine::UdpLink& udp, int count) {
+  const int tx = ::socket(AF_INET, SOCK_DGRAM, 0);
+  REQUIRE(tx >= 0);
+  sockaddr_in from{};
+  from.sin_family = AF_INET;
+  from.sin_addr.s_addr = htonl(udp.address());
+  REQUIRE(::bind(tx, reinterpret_cast<sockaddr*>(&from), sizeof from) == 0);
+  socklen_t len = sizeof from;
+  REQUIRE(::getsockname(tx, reinterpret_cast<sockaddr*>(&from), &len) == 0);
+  const int pmtu = IP_PMTUDISC_DO;
+  REQUIRE(::setsockopt(tx, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof pmtu) == 0);
+  const std::array<std::uint8_t, 8> data{1, 2, 3, 4, 5, 6, 7, 8};
+  std::vector<std::uint8_t> frame(9000);
+  const std::size_t m = urnic::engine::UdpLink::encode_frame(urnic::test::send_only(0x77, 1, data), udp.address(),
+                                                             ntohs(from.sin_port), udp.address(), 0, frame);
+  REQUIRE(m > urnic::engine::UdpLink::kDatagramOffset);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_addr.s_addr = htonl(udp.address());
+  to.sin_port = htons(udp.port());
+  for (int i = 0; i < count; ++i)
+    REQUIRE(::sendto(tx, frame.data() + urnic::engine::UdpLink::kDatagramOffset,
+                     m - urnic::engine::UdpLink::kDatagramOffset, 0, reinterpret_cast<sockaddr*>(&to), sizeof to) > 0);
+  ::close(tx);
+}
+
 }  // namespace
 
 TEST_CASE("data path: RC send and RDMA write move bytes between two QPs by hairpin", "[engine][datapath]") {
@@ -479,29 +508,8 @@ TEST_CASE("data path: a quiet udp link is read once per kQuietLinkLookNs, a busy
   CHECK(rig.dp->link_look_due(t0 + DataPath::kQuietLinkLookNs));
 
   // A datagram arrives (for no QP: the transport drops it, but the link had
-  // something), as another host's kernel sends it: DF, so IP ID 0.
-  const int tx = ::socket(AF_INET, SOCK_DGRAM, 0);
-  REQUIRE(tx >= 0);
-  sockaddr_in from{};
-  from.sin_family = AF_INET;
-  from.sin_addr.s_addr = htonl(udp->address());
-  REQUIRE(::bind(tx, reinterpret_cast<sockaddr*>(&from), sizeof from) == 0);
-  socklen_t len = sizeof from;
-  REQUIRE(::getsockname(tx, reinterpret_cast<sockaddr*>(&from), &len) == 0);
-  const int pmtu = IP_PMTUDISC_DO;
-  REQUIRE(::setsockopt(tx, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof pmtu) == 0);
-  const std::array<std::uint8_t, 8> data{1, 2, 3, 4, 5, 6, 7, 8};
-  std::vector<std::uint8_t> frame(9000);
-  const std::size_t m = urnic::engine::UdpLink::encode_frame(urnic::test::send_only(0x77, 1, data), udp->address(),
-                                                      ntohs(from.sin_port), udp->address(), 0, frame);
-  REQUIRE(m > urnic::engine::UdpLink::kDatagramOffset);
-  sockaddr_in to{};
-  to.sin_family = AF_INET;
-  to.sin_addr.s_addr = htonl(udp->address());
-  to.sin_port = htons(udp->port());
-  REQUIRE(::sendto(tx, frame.data() + urnic::engine::UdpLink::kDatagramOffset, m - urnic::engine::UdpLink::kDatagramOffset, 0,
-                   reinterpret_cast<sockaddr*>(&to), sizeof to) > 0);
-  ::close(tx);
+  // something), as another host's kernel sends it.
+  send_udp_link_datagrams(*udp, 1);
   const std::uint64_t t1 = t0 + 2 * DataPath::kQuietLinkLookNs;
   bool got = false;
   for (int i = 0; i < 200 && !got; ++i) {
@@ -509,6 +517,7 @@ TEST_CASE("data path: a quiet udp link is read once per kQuietLinkLookNs, a busy
     if (!got) ::usleep(1000);
   }
   REQUIRE(got);
+  CHECK_FALSE(rig.dp->link_streaming(t1));  // one packet is no stream (loop_tuning::idle_pass_yields)
   // Busy: every read the engine asks for happens, for kLinkHotNs.
   CHECK(rig.dp->link_look_due(t1 + 1000));
   CHECK(rig.dp->link_look_due(t1 + DataPath::kLinkHotNs - 1));
@@ -516,4 +525,64 @@ TEST_CASE("data path: a quiet udp link is read once per kQuietLinkLookNs, a busy
   const std::uint64_t t2 = t1 + DataPath::kLinkHotNs;
   rig.dp->poll(t2, true);
   CHECK_FALSE(rig.dp->link_look_due(t2 + 1000));
+}
+
+// The engine loops' idle yield (loop_tuning::idle_pass_yields) asks whether
+// a program has completions still to poll: a CQ written and not yet read
+// counts until the application's consumer index catches up (issue 47).
+TEST_CASE("data path: a CQ's completions count as unread until the application polls them",
+          "[engine][datapath][yield]") {
+  DatapathRig rig;
+  Qp a, b;
+  rig.connected_pair(a, b);
+  CHECK_FALSE(rig.dp->cqes_unread());
+  std::vector<std::uint8_t> src(64, 5), dst(64, 0);
+  const std::uint32_t src_key = rig.reg_mr(src.data(), src.size());
+  const std::uint32_t dst_rkey = rig.reg_mr_keys(dst.data(), dst.size()).rkey;
+  WqeHeader wh = signaled_wqe(0xc1, IBV_WR_RDMA_WRITE, reinterpret_cast<std::uintptr_t>(dst.data()), dst_rkey);
+  const std::array<WqeSge, 1> sge{WqeSge{reinterpret_cast<std::uintptr_t>(src.data()), 64, src_key}};
+  post_wqe(a, a.sq, wh, sge);
+  const std::uint64_t end = now_ns() + 20'000'000'000ULL;
+  while (rig.cq_ring.available() == 0 && now_ns() < end) rig.dp->poll(now_ns(), true);
+  REQUIRE(rig.cq_ring.available() == 1);
+  CHECK(rig.dp->cqes_unread());
+  CHECK(rig.dp->cqes_unread());  // asking does not forget it
+  std::array<urnic::hostif::CqeSlot, 4> buf{};
+  REQUIRE(rig.cq_ring.dequeue_burst(std::span<urnic::hostif::CqeSlot>(buf)) == 1);
+  CHECK(buf[0].wr_id == 0xc1);
+  CHECK_FALSE(rig.dp->cqes_unread());
+  CHECK(dst == src);
+}
+
+// The engine loops' idle pass keeps the core while the link streams
+// (loop_tuning::idle_pass_yields): its last kLinkStreamPackets packets came
+// within kLinkStreamNs. One packet (a ping-pong's) is no stream.
+TEST_CASE("data path: the link streams while its last packets arrived within kLinkStreamNs",
+          "[engine][datapath][link][yield]") {
+  using urnic::engine::DataPath;
+  DatapathRig rig;
+  const auto* udp = dynamic_cast<const urnic::engine::UdpLink*>(rig.dp->link());
+  REQUIRE(udp != nullptr);
+  const std::uint64_t t0 = now_ns();
+  CHECK_FALSE(rig.dp->link_streaming(t0));
+  send_udp_link_datagrams(*udp, static_cast<int>(DataPath::kLinkStreamPackets) - 1);
+  std::uint64_t got = 0;
+  for (int i = 0; i < 200 && got < DataPath::kLinkStreamPackets - 1; ++i) {
+    rig.dp->poll(t0, true);
+    got = udp->counters().rx_packets;
+    if (got < DataPath::kLinkStreamPackets - 1) ::usleep(1000);
+  }
+  REQUIRE(got == DataPath::kLinkStreamPackets - 1);
+  CHECK_FALSE(rig.dp->link_streaming(t0));  // one short
+  send_udp_link_datagrams(*udp, 1);
+  const std::uint64_t t1 = t0 + 1000;
+  for (int i = 0; i < 200 && got < DataPath::kLinkStreamPackets; ++i) {
+    rig.dp->poll(t1, true);
+    got = udp->counters().rx_packets;
+    if (got < DataPath::kLinkStreamPackets) ::usleep(1000);
+  }
+  REQUIRE(got == DataPath::kLinkStreamPackets);
+  CHECK(rig.dp->link_streaming(t1));
+  CHECK(rig.dp->link_streaming(t0 + DataPath::kLinkStreamNs - 1));  // the oldest of the 8 came at t0
+  CHECK_FALSE(rig.dp->link_streaming(t0 + DataPath::kLinkStreamNs));
 }
