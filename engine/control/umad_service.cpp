@@ -206,6 +206,65 @@ bool UmadService::deliver(std::uint32_t session, std::uint32_t agent, std::uint3
   return true;
 }
 
+Device* UmadService::peer_of(const Device* dev) const {
+  if (dev == nullptr || dev->config().ib_cable.empty()) return nullptr;
+  for (Device* d : devices_)
+    if (d->name() == dev->config().ib_cable && d->ib_sma() != nullptr) return d;
+  return nullptr;
+}
+
+bool UmadService::route_smp(std::uint32_t session, std::uint32_t agent, const ctl::UmadSendReq& req,
+                            std::uint8_t* m) {
+  Device* dev = ports_.at(session).dev;
+  IbSma* sma = dev->ib_sma();
+  if (sma == nullptr) return false;
+  const auto span = [](std::uint8_t* p) { return std::span<std::uint8_t, smp::kSize>(p, smp::kSize); };
+  ctl::UmadAddr from{};  // SMPs come from QP0 of the answering port
+  const bool directed = m[1] == mad::kClassSubnDirected;
+  // A LID-routed SMP is this port's if it names its LID or the permissive
+  // LID; otherwise it leaves by the port's link. A directed-route one is
+  // the SMA's to route by its path.
+  const bool here = directed || req.addr.lid == kIbPermissiveLid || dev->ib_port()->owns_lid(req.addr.lid);
+  ++counters_.to_sma;
+  SmaVerdict v = here ? sma->handle(span(m), SmpOrigin::kLocal) : SmaVerdict::kToLink;
+  if (v == SmaVerdict::kReply) {
+    from.lid = dev->ib_port()->lid();
+    dev->refresh_ib_port();
+    return deliver(session, agent, 0, from, m, ctl::kUmadMadSize);
+  }
+  if (v == SmaVerdict::kPassOn) return pass_on(dev, session, agent, m, req.length);
+  if (v != SmaVerdict::kToLink) return false;
+  // Over the cable, to the port at its other end (if the link is up there:
+  // both ends train together). A CA forwards nothing on: a LID-routed SMP
+  // must name that port's LID.
+  Device* peer = peer_of(dev);
+  if (peer == nullptr || peer->ib_port()->phys_state() != IbPhysState::kLinkUp ||
+      dev->ib_port()->phys_state() != IbPhysState::kLinkUp)
+    return false;
+  if (!directed && !peer->ib_port()->owns_lid(req.addr.lid)) return false;
+  v = peer->ib_sma()->handle(span(m), SmpOrigin::kLink);
+  if (v == SmaVerdict::kPassOn) return pass_on(peer, session, agent, m, req.length);
+  if (v != SmaVerdict::kReplyToLink) return false;
+  peer->refresh_ib_port();
+  // Back over the cable to this port, for the sender.
+  if (sma->handle(span(m), SmpOrigin::kLink) != SmaVerdict::kDeliverLocal) return false;
+  from.lid = peer->ib_port()->lid();
+  return deliver(session, agent, 0, from, m, ctl::kUmadMadSize);
+}
+
+bool UmadService::pass_on(const Device* dev, std::uint32_t session, std::uint32_t agent, const std::uint8_t* m,
+                          std::uint32_t length) {
+  std::uint32_t to_session = 0;
+  std::uint32_t to_agent = 0;
+  if (!find_responder(dev, m[1], m[2], m[3], to_session, to_agent)) return false;
+  if (pending_.size() == kMaxPending) pending_.pop_front();  // bounded: the oldest waits no more
+  pending_.push_back(Pending{mad_tid(m), session, agent});
+  ctl::UmadAddr from{};
+  from.lid = ports_.at(session).dev->ib_port() != nullptr ? ports_.at(session).dev->ib_port()->lid() : 0;
+  if (deliver(to_session, to_agent, 0, from, m, length)) ++counters_.to_agent;
+  return true;
+}
+
 UmadService::Reply UmadService::on_send(std::uint32_t session, const ctl::MsgHeader& h,
                                         std::span<const std::byte> msg) {
   const auto req = ctl::decode<ctl::UmadSendReq>(msg);
@@ -241,7 +300,7 @@ UmadService::Reply UmadService::on_send(std::uint32_t session, const ctl::MsgHea
     // nothing to wait for).
     if (req->timeout_ms != 0 && !response) {
       ++counters_.timed_out;
-      deliver(session, req->agent_id, ETIMEDOUT, req->addr, m, req->length);
+      deliver(session, req->agent_id, ETIMEDOUT, req->addr, req->mad, req->length);  // as it was sent
     }
   };
 
@@ -259,29 +318,15 @@ UmadService::Reply UmadService::on_send(std::uint32_t session, const ctl::MsgHea
   }
 
   if (is_smp_class(mgmt_class)) {
-    // A LID-routed SMP is this port's if it names its LID or the permissive
-    // LID; a directed-route one is the SMA's to route (its hop count 0: here).
-    const bool local = mgmt_class == mad::kClassSubnDirected || req->addr.lid == kIbPermissiveLid ||
-                       (ib != nullptr && ib->owns_lid(req->addr.lid));
-    if (!local || dev->ib_sma() == nullptr) {
-      timed_out();
-      return hostif::ok(h, ctl::UmadSendRep{});
-    }
-    ++counters_.to_sma;
-    std::uint8_t reply[ctl::kUmadMadSize];
-    std::memcpy(reply, m, sizeof reply);
-    switch (dev->ib_sma()->handle(std::span<std::uint8_t, smp::kSize>(reply, smp::kSize))) {
-      case SmaVerdict::kReply:
-        dev->refresh_ib_port();
-        deliver(session, req->agent_id, 0, from, reply, ctl::kUmadMadSize);
-        return hostif::ok(h, ctl::UmadSendRep{});
-      case SmaVerdict::kDrop:
-        timed_out();
-        return hostif::ok(h, ctl::UmadSendRep{});
-      case SmaVerdict::kPassOn: break;  // SMInfo: to the SM's agent, below
-    }
+    if (route_smp(session, req->agent_id, *req, m)) return hostif::ok(h, ctl::UmadSendRep{});
+    timed_out();
+    return hostif::ok(h, ctl::UmadSendRep{});
   }
 
+  // Another class: to the responder on the port the LID names (this one,
+  // or the one at the other end of its cable).
+  Device* peer = peer_of(dev);
+  if (peer != nullptr && peer->ib_port() != nullptr && peer->ib_port()->owns_lid(req->addr.lid)) dev = peer;
   std::uint32_t to_session = 0;
   std::uint32_t to_agent = 0;
   if (find_responder(dev, mgmt_class, m[2], method, to_session, to_agent)) {

@@ -104,6 +104,15 @@ class UmadService {
                       std::uint32_t& session, std::uint32_t& agent) const;
   // IsSM: an agent on the device answers SMPs (an SM runs on the port).
   void update_sm_present(Device* dev);
+  // The InfiniBand device at the other end of `dev`'s cable (nullptr: none).
+  Device* peer_of(const Device* dev) const;
+  // An SMP from `session`'s agent: to this port's SMA, over the cable to
+  // the other port's, or to the SM's agent (SMInfo). True if it went
+  // somewhere (its response, if any, delivered); false: nothing answers.
+  bool route_smp(std::uint32_t session, std::uint32_t agent, const hostif::ctl::UmadSendReq& req, std::uint8_t* m);
+  // A request for the agent that answers it on `dev`, its response awaited by TID.
+  bool pass_on(const Device* dev, std::uint32_t session, std::uint32_t agent, const std::uint8_t* m,
+               std::uint32_t length);
 
   std::vector<Device*> devices_;
   std::map<std::uint32_t, Port> ports_;  // by control connection

@@ -386,6 +386,18 @@ std::optional<DaemonConfig> parse_config(const std::string& json_text, std::stri
       }
       ++index;
     }
+    // An InfiniBand cable joins two InfiniBand devices, each naming the other.
+    for (const DeviceConfig& dc : cfg.devices) {
+      if (dc.ib_cable.empty()) continue;
+      const auto peer = std::find_if(cfg.devices.begin(), cfg.devices.end(),
+                                     [&](const DeviceConfig& o) { return o.name == dc.ib_cable; });
+      if (dc.link_layer != "infiniband" || peer == cfg.devices.end() || peer->name == dc.name ||
+          peer->link_layer != "infiniband" || peer->ib_cable != dc.name) {
+        error = "config: ib_cable of " + dc.name + " names another infiniband device of this daemon whose "
+                "ib_cable names " + dc.name + " (not \"" + dc.ib_cable + "\")";
+        return std::nullopt;
+      }
+    }
     if (j.contains("access") && !parse_access(j["access"], cfg.access, error)) return std::nullopt;
     cfg.threads = j.value("threads", 1U);
     if (j.contains("process_quota")) {
@@ -550,11 +562,12 @@ Device::Device(const DeviceConfig& cfg) : cfg_(cfg), dm_pool_(cfg.dm_bytes) {
 
   if (cfg.link_layer == "infiniband") {
     // An InfiniBand port (issue 51, docs/INFINIBAND.md): its LID, SM and
-    // state are what a subnet manager sets through its SMA. Its link is up
-    // as soon as the device is (a lone port: the cable between hosts and a
-    // switch comes later), so it starts in INIT with LID 0, waiting for an SM.
+    // state are what a subnet manager sets through its SMA. With a cable
+    // (to another device of this daemon) its link is up as soon as the
+    // devices are: INIT with LID 0, waiting for an SM; without one it is
+    // DOWN, Polling.
     ib_port_ = std::make_unique<IbPort>(guid, kIbDefaultSubnetPrefix, std::vector<std::uint16_t>{kIbDefaultPkey});
-    ib_port_->physical_up();
+    if (!cfg.ib_cable.empty()) ib_port_->physical_up();  // the link trains with the cable's other end
     IbNodeFacts node;
     node.node_guid = guid;
     node.system_image_guid = guid;

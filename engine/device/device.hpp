@@ -35,6 +35,11 @@ struct DeviceConfig {
   // LID, SM and state a subnet manager sets through the port's SMA
   // (engine/device/ib_sma.hpp); roce on the udp link only, no QPs yet.
   std::string link_layer = "ethernet";
+  // infiniband: the device at the other end of the port's cable (another
+  // InfiniBand device of the same daemon, which names this one back). The
+  // port's link is up while both devices are; without a cable it is DOWN
+  // (Polling), as a port without a cable.
+  std::string ib_cable;
   std::string link = "udp";            // link backend: udp (default), afpacket (raw Ethernet), dpdk; tcp for iWARP
   // "roce" (RoCE v1/v2) or "iwarp" (RDMAP/DDP/MPA over the host's TCP, issue 8).
   std::string transport = "roce";

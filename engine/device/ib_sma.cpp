@@ -93,7 +93,7 @@ std::uint32_t IbSma::capability_mask() const noexcept {
   return mask;
 }
 
-SmaVerdict IbSma::handle(std::span<std::uint8_t, smp::kSize> mad) noexcept {
+SmaVerdict IbSma::handle(std::span<std::uint8_t, smp::kSize> mad, SmpOrigin origin) noexcept {
   std::uint8_t* m = mad.data();
   if (m[0] != mad::kBaseVersion) {
     ++counters_.bad_base_version;
@@ -106,33 +106,78 @@ SmaVerdict IbSma::handle(std::span<std::uint8_t, smp::kSize> mad) noexcept {
     return SmaVerdict::kDrop;
   }
   const std::uint8_t method = m[3];
-  // Responses (the R bit) and TrapRepress are for the SMA to consume, not
-  // to answer (IBA 13.4.5); a CA's SMA sends traps, it does not take them.
-  if ((method & mad::kMethodResponse) != 0 || method == mad::kMethodTrapRepress) {
-    ++counters_.not_request;
-    return SmaVerdict::kDrop;
-  }
-  if (directed) {
-    // IBA 14.2.2: a request (D bit 0) from a local agent with hop count 0
-    // is for this port. With hops it leaves through the port: nothing is at
-    // the other end of a lone port's link yet (docs/INFINIBAND.md), so it
-    // is dropped, as a link without a partner drops it. A hop pointer past
-    // the hop count, or more hops than a path holds, is malformed.
-    const std::uint8_t hop_ptr = SmpHopPointer::get(m);
-    const std::uint8_t hop_cnt = SmpHopCount::get(m);
-    if ((wire::load_be16(m + 4) & smp::kStatusDirection) != 0) {
+  const bool response = (method & mad::kMethodResponse) != 0;
+  const bool from_link = origin == SmpOrigin::kLink;
+  if (!directed) {
+    // LID-routed: a response that came over the link is a local agent's;
+    // the SMA answers requests only. TrapRepress is for the SMA to consume
+    // (a CA's SMA sends traps, it does not take them).
+    if (response && from_link) return SmaVerdict::kDeliverLocal;
+    if (response || method == mad::kMethodTrapRepress) {
       ++counters_.not_request;
       return SmaVerdict::kDrop;
     }
-    if (hop_cnt > smp::kMaxHops || hop_ptr > hop_cnt) {
-      ++counters_.dr_malformed;
-      return SmaVerdict::kDrop;
+    return answer(m, false, from_link ? SmaVerdict::kReplyToLink : SmaVerdict::kReply);
+  }
+  // Directed route (IBA 14.2.2). A CA has one port (1) and forwards nothing.
+  std::uint8_t hop_ptr = SmpHopPointer::get(m);
+  const std::uint8_t hop_cnt = SmpHopCount::get(m);
+  const bool returning = (wire::load_be16(m + 4) & smp::kStatusDirection) != 0;  // the D bit
+  if (hop_cnt > smp::kMaxHops) {
+    ++counters_.dr_malformed;
+    return SmaVerdict::kDrop;
+  }
+  if (returning) {
+    // A response on its way back along the return path: from a local SM
+    // answering what came over the link (hop pointer hop count + 1: it
+    // leaves by return path[hop count]), or arriving for a local agent
+    // (hop pointer 1: the origin).
+    if (!from_link && hop_cnt != 0 && hop_ptr == hop_cnt + 1 && m[smp::kReturnPathOffset + hop_cnt] == 1) {
+      SmpHopPointer::set(m, hop_cnt);
+      return SmaVerdict::kToLink;
     }
-    if (hop_cnt != 0) {
+    if (from_link && hop_ptr == 1) {
+      SmpHopPointer::set(m, 0);
+      return SmaVerdict::kDeliverLocal;
+    }
+    ++counters_.not_request;
+    return SmaVerdict::kDrop;
+  }
+  if (response || method == mad::kMethodTrapRepress) {
+    ++counters_.not_request;
+    return SmaVerdict::kDrop;
+  }
+  if (hop_ptr > hop_cnt) {
+    ++counters_.dr_malformed;
+    return SmaVerdict::kDrop;
+  }
+  if (!from_link) {
+    if (hop_cnt == 0) return answer(m, true, SmaVerdict::kReply);  // this port
+    // The first hop leaves by the port initial path[1] names: port 1.
+    if (hop_ptr != 0 || m[smp::kInitialPathOffset + 1] != 1) {
       ++counters_.dr_off_port;
       return SmaVerdict::kDrop;
     }
+    SmpHopPointer::set(m, 1);
+    return SmaVerdict::kToLink;
   }
+  // Arrived over the link with hop pointer h: at the path's end if h is the
+  // hop count, else it would go on out of initial path[h + 1], which a CA
+  // does not do.
+  if (hop_ptr != hop_cnt) {
+    ++counters_.dr_off_port;
+    return SmaVerdict::kDrop;
+  }
+  m[smp::kReturnPathOffset + hop_ptr] = 1;  // the port it came in on
+  ++hop_ptr;
+  const SmaVerdict v = answer(m, true, SmaVerdict::kReplyToLink);
+  // The response leaves by return path[hop count] with the hop pointer there.
+  if (v == SmaVerdict::kReplyToLink) SmpHopPointer::set(m, static_cast<std::uint8_t>(hop_ptr - 1));
+  return v;
+}
+
+SmaVerdict IbSma::answer(std::uint8_t* m, bool directed, SmaVerdict reply) noexcept {
+  const std::uint8_t method = m[3];
   const std::uint16_t attr = wire::load_be16(m + 16);
   const std::uint32_t modifier = wire::load_be32(m + 20);
   std::uint16_t status = mad::kStatusOk;
@@ -158,11 +203,9 @@ SmaVerdict IbSma::handle(std::span<std::uint8_t, smp::kSize> mad) noexcept {
     ++counters_.unsupported;
   }
   m[3] = mad::kMethodGetResp;
-  // The D bit of a directed-route response; its hop pointer stays at the
-  // hop count (0 here: the response is delivered on this port).
-  if (directed) status = static_cast<std::uint16_t>(status | smp::kStatusDirection);
+  if (directed) status = static_cast<std::uint16_t>(status | smp::kStatusDirection);  // the D bit
   wire::store_be16(m + 4, status);
-  return SmaVerdict::kReply;
+  return reply;
 }
 
 std::uint16_t IbSma::get(std::uint16_t attr, std::uint32_t modifier, std::uint8_t* data) noexcept {

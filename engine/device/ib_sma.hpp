@@ -39,11 +39,18 @@ struct IbNodeFacts {
   std::string description;         // NodeDescription: up to 64 bytes
 };
 
+// Where an SMP comes from: an agent of this node (umad_send), or the port's
+// link (the node at the other end of its cable).
+enum class SmpOrigin : std::uint8_t { kLocal, kLink };
+
 // What became of one SMP (each is counted).
 enum class SmaVerdict : std::uint8_t {
-  kReply,     // the buffer holds the response: send it back
-  kDrop,      // malformed, not a request, or its path leaves the port: dropped
-  kPassOn,    // SMInfo with an SM on the port: the SM's agent answers it
+  kReply,         // the buffer holds the response, for the local sender
+  kReplyToLink,   // the buffer holds the response, which leaves by the port's link
+  kToLink,        // a local request whose path leaves by the port: onto the link
+  kDeliverLocal,  // a response that came back over the link: for a local agent
+  kDrop,          // malformed, not a request, or a path a CA cannot follow: dropped
+  kPassOn,        // SMInfo with an SM on the port: the SM's agent answers it
 };
 
 // Why SMPs were dropped or answered with an error status, by cause.
@@ -55,7 +62,7 @@ struct SmaCounters {
   std::uint64_t invalid_field = 0;   // answered "invalid value in an attribute field"
   std::uint64_t not_request = 0;     // responses, traps and the like sent to the SMA: dropped
   std::uint64_t dr_malformed = 0;    // directed route: hop pointer beyond hop count, hop count > 63
-  std::uint64_t dr_off_port = 0;     // directed route out of the port: no link partner to take it
+  std::uint64_t dr_off_port = 0;     // directed route a CA cannot follow: another port, or on beyond this node
   std::uint64_t passed_on = 0;       // SMInfo handed to the port's SM
 };
 
@@ -91,10 +98,15 @@ class IbSma {
 
   IbSma(IbPort& port, IbNodeFacts node);
 
-  // One SMP addressed to this port (LID-routed to its LID or the permissive
-  // LID, or directed route from a local agent). `mad` becomes the response
-  // when the verdict is kReply.
-  SmaVerdict handle(std::span<std::uint8_t, smp::kSize> mad) noexcept;
+  // One SMP: from a local agent (directed route, or LID-routed to this
+  // port's LID or the permissive LID), or arrived over the port's link.
+  // Directed route follows IBA 14.2.2's hop pointer rules for a CA (which
+  // forwards nothing): a local request with hops leaves by port 1 with hop
+  // pointer 1 (kToLink); one arriving with hop pointer = hop count is this
+  // port's (return path noted, answered back over the link); a response
+  // arriving with hop pointer 1 is for a local agent (hop pointer 0).
+  // `mad` is updated in place (hop pointer, return path, the response).
+  SmaVerdict handle(std::span<std::uint8_t, smp::kSize> mad, SmpOrigin origin = SmpOrigin::kLocal) noexcept;
 
   // An SM runs on the port (an agent registered as the SMI class's
   // responder): PortInfo:CapabilityMask has IsSM, and SMInfo goes to it.
@@ -117,6 +129,8 @@ class IbSma {
   // Fills the SMP data with the attribute; returns the MAD status.
   std::uint16_t get(std::uint16_t attr, std::uint32_t modifier, std::uint8_t* data) noexcept;
   std::uint16_t set(std::uint16_t attr, std::uint32_t modifier, std::uint8_t* data) noexcept;
+  // Answers a request for this port in place: status, GetResp.
+  SmaVerdict answer(std::uint8_t* m, bool directed, SmaVerdict reply) noexcept;
   void get_port_info(std::uint8_t* data) const noexcept;
   std::uint16_t set_port_info(const std::uint8_t* data) noexcept;
 

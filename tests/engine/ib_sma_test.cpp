@@ -6,7 +6,9 @@
 
 #include <array>
 #include <cstdint>
+#include <string>
 
+#include "engine/device/device.hpp"
 #include "engine/device/ib_port.hpp"
 #include "engine/device/ib_sma.hpp"
 #include "wire/bytes.hpp"
@@ -55,7 +57,9 @@ struct Rig {
   IbPort port{kGuid, engine::kIbDefaultSubnetPrefix, {}};
   IbSma sma{port, engine::IbNodeFacts{kGuid, kGuid, 0x7572, 0x6e69, 1, "urnic-ib0"}};
   Rig() { port.physical_up(); }
-  SmaVerdict run(Mad& m) { return sma.handle(std::span<std::uint8_t, smp::kSize>(m)); }
+  SmaVerdict run(Mad& m, engine::SmpOrigin origin = engine::SmpOrigin::kLocal) {
+    return sma.handle(std::span<std::uint8_t, smp::kSize>(m), origin);
+  }
 };
 
 // A PortInfo Set from the current PortInfo (as OpenSM builds it: Get, change, Set).
@@ -187,9 +191,9 @@ TEST_CASE("IB SMA: malformed directed routes, paths off the port, responses and 
   CHECK(r.run(too_long) == SmaVerdict::kDrop);
   CHECK(r.sma.counters().dr_malformed == 2);
 
-  Mad out = make_smp(kDirected, kGet, smp::kAttrNodeInfo, 0, 0, 1);  // to the neighbour: none yet
-  out[smp::kInitialPathOffset + 1] = 1;
-  CHECK(r.run(out) == SmaVerdict::kDrop);
+  Mad other_port = make_smp(kDirected, kGet, smp::kAttrNodeInfo, 0, 0, 1);  // out of port 2: a CA has port 1
+  other_port[smp::kInitialPathOffset + 1] = 2;
+  CHECK(r.run(other_port) == SmaVerdict::kDrop);
   CHECK(r.sma.counters().dr_off_port == 1);
 
   Mad returning = make_smp(kDirected, kGet, smp::kAttrNodeInfo);
@@ -262,4 +266,94 @@ TEST_CASE("IB SMA: P_KeyTable, GUIDInfo, SLtoVL and VLArbitration", "[engine][ib
   Mad arb_bad = make_smp(kDirected, kGet, smp::kAttrVlArbitration, 5U << 16);
   REQUIRE(r.run(arb_bad) == SmaVerdict::kReply);
   CHECK(status_of(arb_bad) == (smp::kStatusDirection | 0x001C));
+}
+
+TEST_CASE("IB SMA: a directed route over a cable to the CA at its other end and back (IBA 14.2.2)", "[engine][ib]") {
+  using engine::SmpOrigin;
+  Rig a;
+  Rig b;
+  Mad m = make_smp(kDirected, kGet, smp::kAttrNodeInfo, 0, 0, 1);
+  m[smp::kInitialPathOffset + 1] = 1;
+  REQUIRE(a.run(m) == SmaVerdict::kToLink);  // leaves by port 1, hop pointer 1
+  CHECK(m[6] == 1);
+  REQUIRE(b.run(m, SmpOrigin::kLink) == SmaVerdict::kReplyToLink);  // the path's end: b answers
+  CHECK(m[3] == 0x81);
+  CHECK(status_of(m) == smp::kStatusDirection);
+  CHECK(m[smp::kReturnPathOffset + 1] == 1);  // the port it came in on
+  CHECK(m[6] == 1);
+  REQUIRE(a.run(m, SmpOrigin::kLink) == SmaVerdict::kDeliverLocal);  // back at the origin
+  CHECK(m[6] == 0);
+  CHECK(wire::load_be64(&m[8]) == kTid);
+  CHECK(b.sma.counters().answered == 1);
+
+  // Two hops: b is a CA and forwards nothing on.
+  Mad two = make_smp(kDirected, kGet, smp::kAttrNodeInfo, 0, 0, 2);
+  two[smp::kInitialPathOffset + 1] = 1;
+  two[smp::kInitialPathOffset + 2] = 1;
+  REQUIRE(a.run(two) == SmaVerdict::kToLink);
+  CHECK(b.run(two, SmpOrigin::kLink) == SmaVerdict::kDrop);
+  CHECK(b.sma.counters().dr_off_port == 1);
+
+  // LID-routed over the link: answered back over it; its response is a's.
+  Mad lid = make_smp(kLidRouted, kGet, smp::kAttrPortInfo);
+  REQUIRE(b.run(lid, SmpOrigin::kLink) == SmaVerdict::kReplyToLink);
+  CHECK(status_of(lid) == 0);
+  CHECK(a.run(lid, SmpOrigin::kLink) == SmaVerdict::kDeliverLocal);
+}
+
+TEST_CASE("IB config: link_layer and ib_cable are checked with the config", "[engine][ib]") {
+  std::string error;
+  const auto good = engine::parse_config(
+      R"({"devices": [{"name": "a", "link_layer": "infiniband", "ib_cable": "b"},
+                      {"name": "b", "link_layer": "infiniband", "address": "127.0.0.2", "ib_cable": "a"}]})",
+      error);
+  REQUIRE(good);
+  CHECK(good->devices[0].link_layer == "infiniband");
+  CHECK(good->devices[1].ib_cable == "a");
+  for (const char* bad : {
+           R"({"devices": [{"name": "a", "link_layer": "ib"}]})",
+           R"({"devices": [{"name": "a", "transport": "iwarp", "link_layer": "infiniband"}]})",
+           R"({"devices": [{"name": "a", "link_layer": "infiniband", "ib_cable": "a"}]})",
+           R"({"devices": [{"name": "a", "link_layer": "infiniband", "ib_cable": "b"},
+                           {"name": "b", "link_layer": "infiniband", "address": "127.0.0.2"}]})",
+           R"({"devices": [{"name": "a", "ib_cable": "b"}, {"name": "b", "address": "127.0.0.2", "ib_cable": "a"}]})",
+       }) {
+    INFO(bad);
+    error.clear();
+    CHECK_FALSE(engine::parse_config(bad, error));
+    CHECK_FALSE(error.empty());
+  }
+}
+
+TEST_CASE("IB device: ibv_query_port's view follows the port; a cable brings the link up", "[engine][ib]") {
+  engine::DeviceConfig lone;
+  lone.name = "lone";
+  lone.link_layer = "infiniband";
+  engine::Device d(lone);
+  REQUIRE(d.infiniband());
+  CHECK(d.port().link_layer == 1);  // IBV_LINK_LAYER_INFINIBAND
+  CHECK(d.port().state == 1);       // DOWN: no cable
+  CHECK(d.port().phys_state == 2);  // Polling
+
+  engine::DeviceConfig cabled = lone;
+  cabled.ib_cable = "other";
+  engine::Device c(cabled);
+  CHECK(c.port().state == 2);       // INIT
+  CHECK(c.port().phys_state == 5);  // LinkUp
+  REQUIRE(c.gids().size() == 1);
+  CHECK(c.gids()[0].gid[0] == 0xfe);
+  CHECK(c.gids()[0].gid[1] == 0x80);
+  CHECK(wire::load_be64(c.gids()[0].gid + 8) == c.ib_port()->port_guid());
+
+  // The SMA sets LID 3 and arms the port; ibv_query_port shows it after refresh_ib_port.
+  Mad get = make_smp(kDirected, kGet, smp::kAttrPortInfo);
+  REQUIRE(c.ib_sma()->handle(std::span<std::uint8_t, smp::kSize>(get)) == SmaVerdict::kReply);
+  Mad set = make_smp(kDirected, kSet, smp::kAttrPortInfo);
+  std::copy(data_of(get), data_of(get) + smp::kDataSize, data_of(set));
+  set_lid_sm_state(set, 3, 3, 3);
+  REQUIRE(c.ib_sma()->handle(std::span<std::uint8_t, smp::kSize>(set)) == SmaVerdict::kReply);
+  c.refresh_ib_port();
+  CHECK(c.port().lid == 3);
+  CHECK(c.port().sm_lid == 3);
+  CHECK(c.port().state == 3);  // ARMED
 }
