@@ -18,7 +18,8 @@
 #     nodeinfo <lid> (LID-routed, over the cable) and smpquery -D portinfo 0
 #     answer with them; sminfo answers from both ports (OpenSM's own SMInfo,
 #     passed to it by the port); ibaddr; ibv_devinfo shows the port as
-#     verbs see it; the lone port stays Down
+#     verbs see it; the lone port stays Down; ibv_rc_pingpong's QP is
+#     refused (no data over LIDs yet)
 #   - malformed MADs (ib_bad_mads.py): IBA's status, or dropped, never a
 #     crash; OpenSM and urnicd still up
 # Needs root (network namespace). Suites ib, acceptance, root: about 5 s.
@@ -34,7 +35,7 @@ source "$here/../../tools/lib/hosts.sh"
 hosts_require_root
 require_tools opensm opensm
 require_tools infiniband-diags ibstat smpquery sminfo ibaddr
-require_tools ibverbs-utils ibv_devinfo
+require_tools ibverbs-utils ibv_devinfo ibv_rc_pingpong
 
 dev=urnic_ib0 peer=urnic_ib1 lone=urnic_ib2
 ns=$(netns_name ib)
@@ -151,6 +152,14 @@ if in_ns ibv_devinfo -d "$dev" -v > "$rt/devinfo" 2>&1 && grep -q 'link_layer:.*
   pass "ibv_devinfo: InfiniBand, port_lid $lid, PORT_ACTIVE"
 else
   fail "ibv_devinfo: $(grep -E 'link_layer|port_lid|state' "$rt/devinfo" | tr '\n' ' ' | cut -c1-300)"
+fi
+
+# No data over LIDs yet: a QP on an InfiniBand device is refused, and said.
+if ! in_ns ibv_rc_pingpong -d "$dev" > "$rt/pingpong" 2>&1 && grep -q "Couldn't create QP" "$rt/pingpong" &&
+  grep -q "QPs over LIDs are not implemented yet (EOPNOTSUPP)" "$rt/urnicd.log"; then
+  pass "ibv_rc_pingpong on $dev: QP refused (EOPNOTSUPP, said in the daemon's log)"
+else
+  fail "ibv_rc_pingpong on $dev: $(tr '\n' ' ' < "$rt/pingpong" | cut -c1-200)"
 fi
 
 # Malformed and unanswerable MADs.
