@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/acceptance/ib_sma_test.sh VERBS_DIR RDMACM_DIR UMAD_DIR URNICD
+# tests/acceptance/ib_sma_test.sh VERBS_DIR RDMACM_DIR UMAD_DIR URNICD URNIC_SYSFS
 #
 # InfiniBand ports of urnic managed by unmodified OpenSM and read by
 # unmodified infiniband-diags (issue 51, docs/INFINIBAND.md): urnicd in a
@@ -18,13 +18,14 @@
 #     nodeinfo <lid> (LID-routed, over the cable) and smpquery -D portinfo 0
 #     answer with them; sminfo answers from both ports (OpenSM's own SMInfo,
 #     passed to it by the port); ibaddr; ibv_devinfo shows the port as
-#     verbs see it; the lone port stays Down; ibv_rc_pingpong's QP is
-#     refused (no data over LIDs yet)
+#     verbs see it; ibstatus (a script that reads sysfs) in urnic-sysfs's
+#     view, made after the SM's sweep; the lone port stays Down;
+#     ibv_rc_pingpong's QP is refused (no data over LIDs yet)
 #   - malformed MADs (ib_bad_mads.py): IBA's status, or dropped, never a
 #     crash; OpenSM and urnicd still up
 # Needs root (network namespace). Suites ib, acceptance, root: about 5 s.
 set -u
-verbs_dir=$1 rdmacm_dir=$2 umad_dir=$3 urnicd=$4
+verbs_dir=$1 rdmacm_dir=$2 umad_dir=$3 urnicd=$4 urnic_sysfs=$5
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck disable=SC2034  # asan_probe: common.sh's
 asan_probe=$umad_dir/libibumad.so.3
@@ -152,6 +153,14 @@ if in_ns ibv_devinfo -d "$dev" -v > "$rt/devinfo" 2>&1 && grep -q 'link_layer:.*
   pass "ibv_devinfo: InfiniBand, port_lid $lid, PORT_ACTIVE"
 else
   fail "ibv_devinfo: $(grep -E 'link_layer|port_lid|state' "$rt/devinfo" | tr '\n' ' ' | cut -c1-300)"
+fi
+
+# ibstatus reads /sys/class/infiniband: urnic-sysfs's view, a snapshot taken now.
+if in_ns "$urnic_sysfs" -- ibstatus "$peer" > "$rt/ibstatus" 2>&1 && grep -q "base lid:.*$(printf '0x%x' "$peer_lid")" "$rt/ibstatus" &&
+  grep -q 'state:.*4: ACTIVE' "$rt/ibstatus" && grep -q 'link_layer:.*InfiniBand' "$rt/ibstatus"; then
+  pass "ibstatus $peer in urnic-sysfs's view: base lid $(printf '0x%x' "$peer_lid"), 4: ACTIVE, InfiniBand"
+else
+  fail "ibstatus $peer: $(tr '\n' ' ' < "$rt/ibstatus" | cut -c1-300)"
 fi
 
 # No data over LIDs yet: a QP on an InfiniBand device is refused, and said.
