@@ -129,7 +129,9 @@ if in_ns smpquery -C "$dev" -D portinfo 0 > "$rt/portinfo" 2>&1 && grep -q "^Lid
 else
   fail "smpquery -D portinfo 0: $(grep -E '^(Lid|SMLid|LinkState|CapMask)' "$rt/portinfo" | tr '\n' ' ' | cut -c1-300)"
 fi
-short_guid=0x$(sed 's/^0x0*//' <<< "$guid")  # as sminfo prints it
+shopt -s extglob
+digits=${guid#0x}
+short_guid=0x${digits##+(0)}  # as sminfo prints it: no leading zeros
 for d in "$dev" "$peer"; do
   if in_ns sminfo -C "$d" > "$rt/sminfo" 2>&1 && grep -qi "sm lid $lid sm guid $short_guid,.*SMINFO_MASTER" "$rt/sminfo"; then
     pass "sminfo on $d: $(cut -c1-120 "$rt/sminfo")"
