@@ -206,6 +206,15 @@ bool UmadService::deliver(std::uint32_t session, std::uint32_t agent, std::uint3
   return true;
 }
 
+void UmadService::count_link(const Device* from, const Device* to) {
+  IbPortTraffic& tx = perf_[from].traffic;
+  IbPortTraffic& rx = perf_[to].traffic;
+  ++tx.xmit_pkts;
+  tx.xmit_bytes += IbPortTraffic::kMadPacketBytes;
+  ++rx.rcv_pkts;
+  rx.rcv_bytes += IbPortTraffic::kMadPacketBytes;
+}
+
 Device* UmadService::peer_of(const Device* dev) const {
   if (dev == nullptr || dev->config().ib_cable.empty()) return nullptr;
   for (Device* d : devices_)
@@ -242,11 +251,14 @@ bool UmadService::route_smp(std::uint32_t session, std::uint32_t agent, const ct
       dev->ib_port()->phys_state() != IbPhysState::kLinkUp)
     return false;
   if (!directed && !peer->ib_port()->owns_lid(req.addr.lid)) return false;
+  count_link(dev, peer);
   v = peer->ib_sma()->handle(span(m), SmpOrigin::kLink);
   if (v == SmaVerdict::kPassOn) return pass_on(peer, session, agent, m, req.length);
+  if (v == SmaVerdict::kDrop) ++perf_[peer].traffic.rcv_errors;  // what arrived was not a valid SMP for it
   if (v != SmaVerdict::kReplyToLink) return false;
   peer->refresh_ib_port();
   // Back over the cable to this port, for the sender.
+  count_link(peer, dev);
   if (sma->handle(span(m), SmpOrigin::kLink) != SmaVerdict::kDeliverLocal) return false;
   from.lid = peer->ib_port()->lid();
   return deliver(session, agent, 0, from, m, ctl::kUmadMadSize);
@@ -326,14 +338,30 @@ UmadService::Reply UmadService::on_send(std::uint32_t session, const ctl::MsgHea
   // Another class: to the responder on the port the LID names (this one,
   // or the one at the other end of its cable).
   Device* peer = peer_of(dev);
-  if (peer != nullptr && peer->ib_port() != nullptr && peer->ib_port()->owns_lid(req->addr.lid)) dev = peer;
+  if (peer != nullptr && peer->ib_port() != nullptr && peer->ib_port()->owns_lid(req->addr.lid)) {
+    dev = peer;
+  } else if (ib != nullptr && !ib->owns_lid(req->addr.lid) && req->addr.lid != kIbPermissiveLid) {
+    timed_out();  // a LID no port here has: nothing is beyond the cable's other end yet
+    return hostif::ok(h, ctl::UmadSendRep{});
+  }
   std::uint32_t to_session = 0;
   std::uint32_t to_agent = 0;
+  const bool over_cable = dev != port.dev;
+  if (over_cable) count_link(port.dev, dev);
   if (find_responder(dev, mgmt_class, m[2], method, to_session, to_agent)) {
     if (pending_.size() == kMaxPending) pending_.pop_front();  // bounded: the oldest waits no more
     pending_.push_back(Pending{mad_tid(m), session, req->agent_id});
     if (deliver(to_session, to_agent, 0, from, m, req->length)) ++counters_.to_agent;
     return hostif::ok(h, ctl::UmadSendRep{});
+  }
+  if (mgmt_class == mad::kClassPerfMgmt && dev->ib_port() != nullptr) {
+    // No PerfMgr agent on the port: its own PMA answers (engine/device/ib_perf).
+    PortPerf& pp = perf_[dev];
+    if (pp.agent.handle(std::span<std::uint8_t, smp::kSize>(m, smp::kSize), pp.traffic)) {
+      if (over_cable) count_link(dev, port.dev);
+      deliver(session, req->agent_id, 0, from, m, ctl::kUmadMadSize);
+      return hostif::ok(h, ctl::UmadSendRep{});
+    }
   }
   ++counters_.unmatched;
   if (method == mad::kMethodGet || method == mad::kMethodSet) {

@@ -31,6 +31,7 @@
 #include "hostif/ctl_proto.hpp"
 #include "hostif/ctl_reply.hpp"
 #include "hostif/umad_proto.hpp"
+#include "engine/device/ib_perf.hpp"
 
 namespace urnic::engine {
 
@@ -116,6 +117,16 @@ class UmadService {
 
   std::vector<Device*> devices_;
   std::map<std::uint32_t, Port> ports_;  // by control connection
+  // Each InfiniBand port's link traffic (the MADs crossing its cable) and
+  // its performance management agent (PortCounters; used when no agent
+  // registered as the PerfMgt class's responder, e.g. OpenSM's PerfMgr).
+  struct PortPerf {
+    IbPortTraffic traffic;
+    IbPerfAgent agent;
+  };
+  std::map<const Device*, PortPerf> perf_;
+  // One MAD packet over the cable from `from` to `to`.
+  void count_link(const Device* from, const Device* to);
   std::deque<Pending> pending_;
   std::uint32_t next_agent_ = 0;
   UmadCounters counters_;

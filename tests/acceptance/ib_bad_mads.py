@@ -105,6 +105,15 @@ def main():
         check(rc == 0 and got == agent and status == errno.ETIMEDOUT and reply == mad,
               f"{what}: dropped, returned with ETIMEDOUT (status {status})")
 
+    # A GSI request (PerfMgt PortCounters) to a LID no port has: nothing
+    # answers it, not this port's own PMA.
+    perf = lib.umad_register(port, 0x04, 1, 0, None)
+    pc = smp(mgmt_class=0x04, attr=0x0012)
+    rc = send(port, perf, pc, lid=0x1234)
+    got, status, reply = recv(port)
+    check(perf >= 0 and rc == 0 and got == perf and status == errno.ETIMEDOUT and reply == pc,
+          f"PortCounters Get to a LID no port has: returned with ETIMEDOUT (status {status})")
+
     # Refused by umad_send, as ib_umad's write() refuses them.
     check(send(port, dr, smp(base=2)) == -errno.EINVAL, "base version 2: umad_send fails with EINVAL")
     check(send(port, dr, smp()[:16]) == -errno.EINVAL, "a MAD of 16 bytes: umad_send fails with EINVAL")

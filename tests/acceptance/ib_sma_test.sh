@@ -17,7 +17,8 @@
 #   - ibstat: State Active, the LIDs, SM lid = urnic_ib0's; smpquery
 #     nodeinfo <lid> (LID-routed, over the cable) and smpquery -D portinfo 0
 #     answer with them; sminfo answers from both ports (OpenSM's own SMInfo,
-#     passed to it by the port); ibaddr; ibv_devinfo shows the port as
+#     passed to it by the port); ibaddr; perfquery (the ports' PMAs count
+#     the MADs their cable carried); ibv_devinfo shows the port as
 #     verbs see it; ibstatus (a script that reads sysfs) in urnic-sysfs's
 #     view, made after the SM's sweep; the lone port stays Down;
 #     ibv_rc_pingpong's QP is refused (no data over LIDs yet)
@@ -35,7 +36,7 @@ source "$here/common.sh"
 source "$here/../../tools/lib/hosts.sh"
 hosts_require_root
 require_tools opensm opensm
-require_tools infiniband-diags ibstat smpquery sminfo ibaddr
+require_tools infiniband-diags ibstat smpquery sminfo ibaddr perfquery
 require_tools ibverbs-utils ibv_devinfo ibv_rc_pingpong
 
 dev=urnic_ib0 peer=urnic_ib1 lone=urnic_ib2
@@ -155,6 +156,17 @@ if in_ns ibv_devinfo -d "$dev" -v > "$rt/devinfo" 2>&1 && grep -q 'link_layer:.*
   pass "ibv_devinfo: InfiniBand, port_lid $lid, PORT_ACTIVE"
 else
   fail "ibv_devinfo: $(grep -E 'link_layer|port_lid|state' "$rt/devinfo" | tr '\n' ' ' | cut -c1-300)"
+fi
+
+# PerfMgt: each port's own PMA (OpenSM's PerfMgr is off) counts the MADs
+# its cable carried: the SM's sweep went out of urnic_ib0 into urnic_ib1.
+counter() { sed -n "s/^$1:\.*//p" "$2"; }
+if in_ns perfquery -C "$dev" > "$rt/perf0" 2>&1 && in_ns perfquery -C "$dev" "$peer_lid" 1 > "$rt/perf1" 2>&1 &&
+  (($(counter PortXmitPkts "$rt/perf0") > 0 && $(counter PortRcvPkts "$rt/perf1") > 0)) &&
+  (($(counter PortXmitData "$rt/perf0") == $(counter PortXmitPkts "$rt/perf0") * 72)); then
+  pass "perfquery: $dev sent $(counter PortXmitPkts "$rt/perf0") packets (72 words each), $peer (LID $peer_lid, over the cable) received $(counter PortRcvPkts "$rt/perf1")"
+else
+  fail "perfquery: $(tr '\n' ' ' < "$rt/perf0" | cut -c1-200) / $(tr '\n' ' ' < "$rt/perf1" | cut -c1-200)"
 fi
 
 # ibstatus reads /sys/class/infiniband: urnic-sysfs's view, a snapshot taken now.

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "engine/device/device.hpp"
+#include "engine/device/ib_perf.hpp"
 #include "engine/device/ib_port.hpp"
 #include "engine/device/ib_sma.hpp"
 #include "wire/bytes.hpp"
@@ -356,4 +357,56 @@ TEST_CASE("IB device: ibv_query_port's view follows the port; a cable brings the
   CHECK(c.port().lid == 3);
   CHECK(c.port().sm_lid == 3);
   CHECK(c.port().state == 3);  // ARMED
+}
+
+TEST_CASE("IB PMA: ClassPortInfo and PortCounters from the port's traffic; a Set clears what it selects",
+          "[engine][ib]") {
+  engine::IbPerfAgent pma;
+  engine::IbPortTraffic traffic;
+  traffic.xmit_pkts = 7;
+  traffic.rcv_pkts = 5;
+  traffic.xmit_bytes = 7 * engine::IbPortTraffic::kMadPacketBytes;
+  traffic.rcv_bytes = 5 * engine::IbPortTraffic::kMadPacketBytes;
+  traffic.rcv_errors = 2;
+  const auto run = [&](Mad& m) { return pma.handle(std::span<std::uint8_t, smp::kSize>(m), traffic); };
+  const auto pma_mad = [](std::uint8_t method, std::uint16_t attr, std::uint8_t port_select) {
+    Mad m = make_smp(0x04, method, attr);
+    m[64 + 1] = port_select;
+    return m;
+  };
+
+  Mad cpi = pma_mad(kGet, 0x0001, 0);
+  REQUIRE(run(cpi));
+  CHECK(cpi[3] == 0x81);
+  CHECK(status_of(cpi) == 0);
+  CHECK(cpi[64] == 1);      // BaseVersion
+  CHECK(cpi[64 + 1] == 1);  // ClassVersion
+
+  Mad pc = pma_mad(kGet, 0x0012, 1);
+  REQUIRE(run(pc));
+  CHECK(status_of(pc) == 0);
+  CHECK(wire::load_be64(&pc[8]) == kTid);
+  CHECK(wire::load_be16(&pc[64 + 8]) == 2);                                         // PortRcvErrors
+  CHECK(wire::load_be32(&pc[64 + 24]) == 7 * engine::IbPortTraffic::kMadPacketBytes / 4);  // PortXmitData
+  CHECK(wire::load_be32(&pc[64 + 32]) == 7);                                        // PortXmitPkts
+  CHECK(wire::load_be32(&pc[64 + 36]) == 5);                                        // PortRcvPkts
+
+  Mad clear = pma_mad(kSet, 0x0012, 1);
+  wire::store_be16(&clear[64 + 2], 1U << 14);  // CounterSelect: PortXmitPkts
+  REQUIRE(run(clear));
+  CHECK(wire::load_be32(&clear[64 + 32]) == 0);
+  CHECK(wire::load_be32(&clear[64 + 36]) == 5);  // not selected: kept
+  traffic.xmit_pkts = 9;
+  Mad again = pma_mad(kGet, 0x0012, 0xFF);
+  REQUIRE(run(again));
+  CHECK(wire::load_be32(&again[64 + 32]) == 2);
+
+  Mad port2 = pma_mad(kGet, 0x0012, 2);
+  REQUIRE(run(port2));
+  CHECK(status_of(port2) == 0x001C);
+  Mad unknown = pma_mad(kGet, 0x0015, 1);
+  REQUIRE(run(unknown));
+  CHECK(status_of(unknown) == 0x000C);
+  Mad response = pma_mad(0x81, 0x0012, 1);
+  CHECK_FALSE(run(response));
 }
