@@ -44,6 +44,8 @@ inline constexpr std::uint32_t kMagic = 0x434e5255;  // "URNC" little-endian
 // 11: WQs, receive WQ indirection tables, RSS QPs (CreateWq ..
 // CreateRssQp: hostif/wq_proto.hpp). 12: PlaceRing (a ring moved into
 // huge pages the process shares: hostif/ring_place_proto.hpp).
+// 12 also: the umad shim's MAD service (UmadQueryPort .. UmadSend:
+// hostif/umad_proto.hpp, issue 51).
 inline constexpr std::uint16_t kVersion = 12;
 inline constexpr std::uint16_t kFlagReply = 1;
 inline constexpr std::size_t kNameLen = 64;
@@ -111,6 +113,14 @@ enum class MsgType : std::uint16_t {
   kDestroyRwqIndTable = 127,// ibv_destroy_rwq_ind_table
   kCreateRssQp = 128,       // ibv_create_qp_ex with IND_TABLE and RX_HASH (no rings)
   kPlaceRing = 129,         // a queue's ring into the process's memory: the request passes it (hostif/ring_place_proto.hpp)
+  // 130..134: the umad shim (libibumad.so.3) and the MAD service of an
+  // InfiniBand port (hostif/umad_proto.hpp, engine/control/umad_service).
+  // No opened device needed: the request names the device.
+  kUmadQueryPort = 130,     // umad_get_ca / umad_get_port
+  kUmadOpen = 131,          // umad_open_port: the request passes the port's MAD socket (fd[0])
+  kUmadRegister = 132,      // umad_register, umad_register_oui
+  kUmadUnregister = 133,
+  kUmadSend = 134,          // umad_send: the MAD to the port's SMA or an agent
   // 90..99: observability and fault injection (engine/observe/stats, engine/observe/fault,
   // engine/observe/capture; engine/control/stats_ctl.cpp). No opened device needed: the
   // request names the device.

@@ -118,8 +118,9 @@ Description: software RDMA NIC in user space (RoCE v1/v2, iWARP)
  urnic runs unmodified libibverbs and librdmacm programs (perftest,
  ibverbs-utils, rdmacm-utils, UCX, MPI) on machines without RDMA hardware
  or kernel RDMA modules: a daemon, urnicd, is the NIC, and drop-in
- libibverbs.so.1 and librdmacm.so.1, installed apart from the system's,
- reach it. "urnic run -- PROGRAM" or eval "\$(urnic env)" makes programs
+ libibverbs.so.1 and librdmacm.so.1 (and libibumad.so.3, for OpenSM and
+ infiniband-diags on its InfiniBand ports), installed apart from the
+ system's, reach it. "urnic run -- PROGRAM" or eval "\$(urnic env)" makes programs
  use it; the system's libraries are not replaced.
  .
  Devices run over UDP (unprivileged, the default), AF_PACKET or DPDK.

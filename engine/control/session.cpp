@@ -2,6 +2,7 @@
 #include "engine/datapath/clock.hpp"
 
 #include "engine/cm/cm_service.hpp"
+#include "engine/control/umad_service.hpp"
 #include "engine/datapath/datapath.hpp"
 #include "hostif/device_clock.hpp"
 #include "engine/datapath/process_memory.hpp"
@@ -114,6 +115,15 @@ Registry::Registry(const DaemonConfig& cfg) : quota_(cfg.quota), daemon_pid_(::g
   for (const auto& d : cfg.devices) devices_.push_back(std::make_unique<Device>(d));
 }
 
+UmadService& Registry::umad() {
+  if (!umad_) {
+    std::vector<Device*> devs;
+    for (auto& d : devices_) devs.push_back(d.get());
+    umad_ = std::make_unique<UmadService>(std::move(devs));
+  }
+  return *umad_;
+}
+
 const std::vector<DataPath*>& Registry::datapaths(const Device* d) const {
   static const std::vector<DataPath*> none;
   auto it = datapaths_.find(d);
@@ -164,6 +174,7 @@ int Session::check_memory_guard() {
 
 Session::~Session() {
   reg_.cm().release_owner(id_);  // its CM ids (DREQ/REJ to their peers) and event channels
+  reg_.umad().session_closed(id_);  // its umad port and agents
   {
     ShardScope scope(dp_ != nullptr ? dp_->shard_handle() : nullptr);
     destroy_all();
@@ -283,6 +294,8 @@ Reply Session::handle(std::span<const std::byte> msg, std::vector<int>& in_fds) 
   // 90..99: the observe requests (`urnic stats|fault|capture`), served
   // without an opened device (engine/control/stats_ctl.cpp).
   if (h->type >= 90 && h->type <= 99) return handle_observe_request(reg_, *h, msg);
+  // 130..134: the umad shim's MAD service (engine/control/umad_service.hpp).
+  if (h->type >= 130 && h->type <= 134) return reg_.umad().handle(id_, *h, msg, in.fds);
   switch (type) {
     case ctl::MsgType::kHello: return on_hello(*h, msg);
     case ctl::MsgType::kListDevices: return on_list_devices(*h);
@@ -823,6 +836,15 @@ Reply Session::on_create_qp(const MsgHeader& h, std::span<const std::byte> msg) 
 }
 
 int Session::create_qp_obj(const ctl::CreateQpReq& qreq, QpObj::Kind kind, ctl::CreateQpRep& rep, int& fd_out) {
+  // An InfiniBand device has no data path over LIDs yet (issue 51: its
+  // port is managed, docs/INFINIBAND.md): no QPs, said once per process.
+  if (dev_->infiniband()) {
+    if (!warned_ib_qp_)
+      fmt::print(stderr, "urnicd: session {} (pid {}): {} is an InfiniBand device: QPs over LIDs are not "
+                 "implemented yet (EOPNOTSUPP)\n", id_, pid_, dev_->name());
+    warned_ib_qp_ = true;
+    return EOPNOTSUPP;
+  }
   const ctl::CreateQpReq* req = &qreq;
   const auto& a = dev_->attrs();
   switch (req->qp_type) {

@@ -21,6 +21,7 @@
 #include "hostif/ctl_proto.hpp"
 #include "hostif/ctl_mailbox.hpp"
 #include "hostif/ctl_reply.hpp"
+#include "engine/control/umad_service.hpp"
 #include "engine/datapath/queues.hpp"
 #include "engine/device/device.hpp"
 #include "engine/control/qp_control.hpp"
@@ -307,6 +308,7 @@ class Session {
   uid_t guard_uid_ = 0;
   gid_t guard_gid_ = 0;
   bool warned_guard_ = false;
+  bool warned_ib_qp_ = false;   // told once that an InfiniBand device takes no QPs yet
   bool warned_region_ = false;  // one log line for a memfd the daemon would not map
   bool warned_xrc_shard_ = false;  // one log line for an XRC domain on another engine thread
   // The process's /proc/<pid>/maps, opened at the first registration and
@@ -402,12 +404,16 @@ class Registry {
   CmService& cm();
   // The XRC domains opened through files (engine/control/xrc_domain.hpp).
   XrcDomainTable& xrc_domains() { return xrc_domains_; }
+  // The MAD service of the InfiniBand ports (engine/control/umad_service.hpp),
+  // created on first use over the devices.
+  UmadService& umad();
 
  private:
   XrcDomainTable xrc_domains_;
   std::map<const Device*, std::vector<DataPath*>> datapaths_;
   std::map<const Device*, std::vector<unsigned>> shard_sessions_;  // pick_shard's counts
   std::shared_ptr<CmService> cm_;
+  std::unique_ptr<UmadService> umad_;
   int doorbell_fd_ = -1;
   std::vector<std::unique_ptr<Device>> devices_;
   std::map<std::uint32_t, Session*> sessions_;

@@ -270,6 +270,11 @@ std::optional<DaemonConfig> parse_config(const std::string& json_text, std::stri
                 link_names_for("roce") + "; iwarp: " + link_names_for("iwarp") + ")";
         return std::nullopt;
       }
+      if (dc.link_layer == "infiniband" && (dc.transport != "roce" || dc.link != "udp")) {
+        error = "config: link_layer infiniband is for a roce device on the udp link (" + dc.name + " is " +
+                dc.transport + " on " + dc.link + ")";
+        return std::nullopt;
+      }
       if (d.contains("eal")) dc.eal = d["eal"].get<std::vector<std::string>>();
       if (d.contains("ipv6")) {
         std::vector<std::string> v6;
@@ -380,6 +385,18 @@ std::optional<DaemonConfig> parse_config(const std::string& json_text, std::stri
         return std::nullopt;
       }
       ++index;
+    }
+    // An InfiniBand cable joins two InfiniBand devices, each naming the other.
+    for (const DeviceConfig& dc : cfg.devices) {
+      if (dc.ib_cable.empty()) continue;
+      const auto peer = std::find_if(cfg.devices.begin(), cfg.devices.end(),
+                                     [&](const DeviceConfig& o) { return o.name == dc.ib_cable; });
+      if (dc.link_layer != "infiniband" || peer == cfg.devices.end() || peer->name == dc.name ||
+          peer->link_layer != "infiniband" || peer->ib_cable != dc.name) {
+        error = "config: ib_cable of " + dc.name + " names another infiniband device of this daemon whose "
+                "ib_cable names " + dc.name + " (not \"" + dc.ib_cable + "\")";
+        return std::nullopt;
+      }
     }
     if (j.contains("access") && !parse_access(j["access"], cfg.access, error)) return std::nullopt;
     cfg.threads = j.value("threads", 1U);
@@ -543,6 +560,30 @@ Device::Device(const DeviceConfig& cfg) : cfg_(cfg), dm_pool_(cfg.dm_bytes) {
   p.phys_state = 5;     // LinkUp
   p.link_layer = IBV_LINK_LAYER_ETHERNET;
 
+  if (cfg.link_layer == "infiniband") {
+    // An InfiniBand port (issue 51, docs/INFINIBAND.md): its LID, SM and
+    // state are what a subnet manager sets through its SMA. With a cable
+    // (to another device of this daemon) its link is up as soon as the
+    // devices are: INIT with LID 0, waiting for an SM; without one it is
+    // DOWN, Polling.
+    ib_port_ = std::make_unique<IbPort>(guid, kIbDefaultSubnetPrefix, std::vector<std::uint16_t>{kIbDefaultPkey});
+    if (!cfg.ib_cable.empty()) ib_port_->physical_up();  // the link trains with the cable's other end
+    IbNodeFacts node;
+    node.node_guid = guid;
+    node.system_image_guid = guid;
+    node.vendor_id = a.vendor_id;
+    node.device_id = static_cast<std::uint16_t>(a.vendor_part_id);
+    node.revision = a.hw_ver;
+    node.description = cfg_.name;
+    ib_sma_ = std::make_unique<IbSma>(*ib_port_, std::move(node));
+    p.link_layer = IBV_LINK_LAYER_INFINIBAND;
+    p.active_speed = IbSma::kLinkSpeedSupported;  // QDR: PortInfo has no EDR without the extended speeds
+    p.active_width = IbSma::kLinkWidthSupported;
+    p.max_vl_num = IbSma::kVlCap;
+    refresh_ib_port();
+    return;
+  }
+
   if (cfg.transport == "iwarp") {
     // iWARP addresses by IP (the CM), not GID; siw's one GID is the MAC.
     ctl::GidEntry mac{};
@@ -580,6 +621,31 @@ Device::Device(const DeviceConfig& cfg) : cfg_(cfg), dm_pool_(cfg.dm_bytes) {
   v4.type = ctl::kGidTypeRoceV2;
   v4.ndev_ifindex = ndev;
   gids_.push_back(v4);
+}
+
+void Device::refresh_ib_port() {
+  if (ib_port_ == nullptr) return;
+  const IbPort& ib = *ib_port_;
+  auto& p = port_;
+  p.state = static_cast<std::uint32_t>(ib.state());
+  p.phys_state = static_cast<std::uint8_t>(ib.phys_state());
+  p.lid = ib.lid();
+  p.lmc = ib.lmc();
+  p.sm_lid = ib.sm_lid();
+  p.sm_sl = ib.sm_sl();
+  p.port_cap_flags = ib_sma_->capability_mask();
+  p.subnet_timeout = ib_sma_->subnet_timeout();
+  p.active_mtu = std::min(mtu_enum(cfg_.active_mtu), static_cast<std::uint32_t>(ib_sma_->neighbor_mtu()));
+  // The verbs' P_Key table is entry 0 (the shim keeps two entries); the
+  // SMA's P_KeyTable holds IbSma::kPkeyCapacity.
+  p.pkey_tbl_len = 1;
+  // GID[0]: subnet prefix : port GUID (IBA 4.1.1), the only GID.
+  ctl::GidEntry g{};
+  const auto gid = ib.gid0();
+  std::copy(gid.begin(), gid.end(), g.gid);
+  g.valid = 1;
+  g.type = ctl::kGidTypeIbRoceV1;
+  gids_.assign(1, g);
 }
 
 void Device::build_raw_gids(const Netdev& nd) {

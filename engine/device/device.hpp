@@ -7,12 +7,15 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "hostif/ctl_proto.hpp"
 #include "engine/device/dm_pool.hpp"
+#include "engine/device/ib_port.hpp"
+#include "engine/device/ib_sma.hpp"
 #include "engine/observe/fault.hpp"
 #include "engine/link/netdev.hpp"
 #include "engine/link/pfc_pause.hpp"
@@ -28,6 +31,15 @@ namespace ctl = hostif::ctl;
 // What a config file (or the zero-configuration default) says about a device.
 struct DeviceConfig {
   std::string name = "urnic0";
+  // "ethernet" (RoCE) or "infiniband" (issue 51): an InfiniBand port whose
+  // LID, SM and state a subnet manager sets through the port's SMA
+  // (engine/device/ib_sma.hpp); roce on the udp link only, no QPs yet.
+  std::string link_layer = "ethernet";
+  // infiniband: the device at the other end of the port's cable (another
+  // InfiniBand device of the same daemon, which names this one back). The
+  // port's link is up while both devices are; without a cable it is DOWN
+  // (Polling), as a port without a cable.
+  std::string ib_cable;
   std::string link = "udp";            // link backend: udp (default), afpacket (raw Ethernet), dpdk; tcp for iWARP
   // "roce" (RoCE v1/v2) or "iwarp" (RDMAP/DDP/MPA over the host's TCP, issue 8).
   std::string transport = "roce";
@@ -150,10 +162,20 @@ class Device {
   [[nodiscard]] const std::string& name() const { return cfg_.name; }
   [[nodiscard]] const DeviceConfig& config() const { return cfg_; }
   [[nodiscard]] bool iwarp() const { return cfg_.transport == "iwarp"; }
+  [[nodiscard]] bool infiniband() const { return ib_port_ != nullptr; }
+  // An InfiniBand device's port state and its SMA (nullptr otherwise). The
+  // SMA changes the port; refresh_ib_port() then brings what
+  // ibv_query_port shows (port(), gids(), pkey()) up to date.
+  [[nodiscard]] IbSma* ib_sma() { return ib_sma_.get(); }
+  [[nodiscard]] const IbPort* ib_port() const { return ib_port_.get(); }
+  void refresh_ib_port();
   [[nodiscard]] const ctl::DeviceAttrs& attrs() const { return attrs_; }
   [[nodiscard]] const ctl::PortAttrs& port() const { return port_; }
   [[nodiscard]] const std::vector<ctl::GidEntry>& gids() const { return gids_; }
-  [[nodiscard]] std::uint16_t pkey(std::size_t i) const { return i == 0 ? 0xffff : 0; }
+  [[nodiscard]] std::uint16_t pkey(std::size_t i) const {
+    if (ib_port_ != nullptr) return i < ib_port_->pkeys().size() ? ib_port_->pkeys()[i] : 0;
+    return i == 0 ? 0xffff : 0;
+  }
   [[nodiscard]] ctl::DeviceEntry entry() const;
   // afpacket: the interface as it was when the device was made (nullopt if
   // it could not be read: the link then fails to open, with netdev_error()).
@@ -186,6 +208,8 @@ class Device {
   ctl::DeviceAttrs attrs_{};
   ctl::PortAttrs port_{};
   std::vector<ctl::GidEntry> gids_;
+  std::unique_ptr<IbPort> ib_port_;  // link_layer infiniband only
+  std::unique_ptr<IbSma> ib_sma_;    // answers for *ib_port_
   DeviceUsage usage_;
   DmPool dm_pool_;
   std::uint32_t next_qpn_ = 17;

@@ -14,6 +14,7 @@
 
 #include <array>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace urnic::engine {
@@ -59,6 +60,8 @@ class IbPort {
   // PortInfo:MasterSMLID and MasterSMSL (SL 0..15; the LID unicast or 0).
   IbSetResult set_sm(std::uint16_t sm_lid, std::uint8_t sm_sl) noexcept;
   void set_subnet_prefix(std::uint64_t prefix) noexcept { subnet_prefix_ = prefix; }
+  // P_KeyTable written by the SM (IBA 14.2.5.7): the whole table at once.
+  void set_pkeys(std::vector<std::uint16_t> pkeys) { pkeys_ = std::move(pkeys); }
 
   [[nodiscard]] IbPortState state() const noexcept { return state_; }
   [[nodiscard]] IbPhysState phys_state() const noexcept { return phys_; }

@@ -43,6 +43,8 @@ CASES = [
      ["engine/datapath/datapath.hpp", "engine/control/session.hpp", "rdmacm_shim/cm_internal.hpp"]),
     ("rdmacm_shim/cma.cpp", ["hostif/cm_proto.hpp"],
      ["engine/cm/cm_service.hpp"]),
+    ("umad_shim/umad.cpp", ["umad_shim/daemon_conn.hpp", "hostif/umad_proto.hpp"],
+     ["engine/device/ib_sma.hpp", "engine/control/umad_service.hpp", "verbs_shim/shim.hpp"]),
     ("tools/cli/observe.cpp", ["hostif/ctl_proto.hpp"],
      ["engine/observe/stats.hpp"]),
 ]
