@@ -531,7 +531,8 @@ Reply Session::on_reg_mr(const MsgHeader& h, std::span<const std::byte> msg, std
     // A lazy MR (the shim converts its whole pages when asked): watched
     // from its first access, if it has whole pages and the process a channel.
     if ((req->flags & ctl::kRegMrLazy) != 0 && !odp && region == 0 && convert_fd_ >= 0)
-      lazy = dp_->conversions().add(pid_, convert_fd_, handle, whole_page_bytes(req->addr, req->length));
+      lazy = dp_->conversions().add(pid_, convert_fd_, handle, whole_page_bytes(req->addr, req->length), req->addr,
+                                    req->length);
     const transport::MemDomain dom = odp      ? odp_domain_of_pid(pid_)
                                      : region ? region_domain_of_pid(pid_, region)
                                      : lazy   ? lazy_domain_of_pid(pid_, lazy)
@@ -616,7 +617,8 @@ int Session::move_to(DataPath* to) {
     }
     if (mr.lazy != 0) {  // watched by the new thread from now on
       dp_->conversions().remove(mr.lazy);
-      mr.lazy = to->conversions().add(pid_, convert_fd_, handle, whole_page_bytes(mr.addr, mr.length));
+      mr.lazy = to->conversions().add(pid_, convert_fd_, handle, whole_page_bytes(mr.addr, mr.length), mr.addr,
+                                      mr.length);
       rec->dom = mr.lazy != 0 ? lazy_domain_of_pid(pid_, mr.lazy) : domain_of_pid(pid_);
     }
     to_t.adopt_mr(tpd_of[mr.pd], *rec);
@@ -706,6 +708,13 @@ Reply Session::on_convert_mr(const MsgHeader& h, std::span<const std::byte> msg,
   MrObj& mr = it->second;
   if (mr.lazy == 0) return fail<ctl::ConvertMrRep>(h, EINVAL);  // never asked, or answered already
   ConversionCounters& n = dp_->conversions().counters();
+  // The process unmapped the MR whole before it answered, and the MR is on
+  // the daemon's pages since (conversion_watch.hpp, "Orphans"): it stays
+  // there, as a pinned MR keeps its pages, whatever is mapped there now.
+  if (dp_->conversions().orphaned(mr.lazy)) {
+    n.inc(ConversionCounter::kDeclined);
+    return ok(h, ctl::ConvertMrRep{{req->handle, 0}});
+  }
   if (req->direct_len == 0) {
     n.inc(ConversionCounter::kDeclined);
     end_lazy(mr, domain_of_pid(pid_));

@@ -28,10 +28,27 @@
 // write that faulted (ProcessMemory::write_now), within kRetryBudgetNs a
 // conversion, so that nothing is lost and a process that never answers
 // cannot stall the engine thread for longer.
+//
+// Orphans: a lazy MR whose process unmapped all of its pages without
+// deregistering it (a registration cache frees a buffer and deregisters
+// later: UCX's rcache). A NIC's MR pins its pages, so the NIC goes on
+// reading and writing them until deregistration, and nobody else sees
+// them; process_vm_* finds nothing there and the responder would NAK. So
+// the first access that faults there, once no page of the MR's span is
+// mapped in the process any more (unmapped_range.hpp), gives the MR pages
+// of the daemon's own (orphan(): anonymous memory of the span, filled as
+// written, freed at remove()), and every later access goes to them: WRITEs
+// and atomics succeed and a READ returns what the NIC wrote. Unlike a
+// pinned page they start as zeros: the bytes the process had stored there
+// were never the daemon's to keep. Only a span with nothing mapped is
+// adopted: while any of its pages is still mapped (or mapped again) the
+// process may look at them, so a fault stays a fault (NAK). Not for MRs
+// that are not lazy (no whole page, URNIC_DIRECT_MEMORY=0, declined).
 #pragma once
 
 #include <sys/types.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -49,6 +66,8 @@ enum class ConversionCounter : std::uint8_t {
   kDeclined,          // the shim could not move them (or the region could not be mapped)
   kBytesConverted,    // whole-page bytes of the converted MRs
   kRetries,           // accesses retried while their process moved pages
+  kOrphans,           // lazy MRs whose process unmapped them, on the daemon's pages now (a gauge)
+  kOrphanAccesses,    // accesses served from those pages
   kCount,
 };
 inline constexpr transport::CounterNames<ConversionCounter> kConversionCounterNames = {{
@@ -60,24 +79,49 @@ inline constexpr transport::CounterNames<ConversionCounter> kConversionCounterNa
     {ConversionCounter::kDeclined, "mr_conversions_declined"},
     {ConversionCounter::kBytesConverted, "mr_bytes_converted"},
     {ConversionCounter::kRetries, "mr_access_retries"},
+    {ConversionCounter::kOrphans, "mr_orphans"},
+    {ConversionCounter::kOrphanAccesses, "mr_orphan_accesses"},
 }};
 static_assert(transport::counter_table_ok(kConversionCounterNames));
 using ConversionCounters = transport::CounterArray<ConversionCounter>;
 
 class ConversionWatch {
  public:
+  ConversionWatch() = default;
+  ~ConversionWatch();  // frees the orphans' pages
+  ConversionWatch(const ConversionWatch&) = delete;
+  ConversionWatch& operator=(const ConversionWatch&) = delete;
   static constexpr uint64_t kAccessCost = 256;         // bytes-equivalent of one access's fixed cost
   static constexpr uint64_t kMoveCost = 16 * 1024;     // bytes-equivalent of a move's fixed cost
   static constexpr uint64_t kRetryBudgetNs = 20'000'000;
   static constexpr uint32_t kMaxEntries = 1U << 20;    // ids fit lazy_domain_of_pid's 20 bits
 
-  // An MR of `pid` whose whole pages are `page_bytes` long, and the
-  // daemon's end of its process's conversion channel (owned by the
-  // session). Returns the entry's id (>= 1), or 0 when the table is full:
-  // the MR then simply stays on process_vm_*.
-  uint32_t add(pid_t pid, int channel, uint32_t mr_handle, uint64_t page_bytes);
-  // The entry is gone (converted, declined, deregistered).
+  // An MR [addr, addr + length) of `pid` whose whole pages are
+  // `page_bytes` long, and the daemon's end of its process's conversion
+  // channel (owned by the session). Returns the entry's id (>= 1), or 0
+  // when the table is full: the MR then simply stays on process_vm_*.
+  uint32_t add(pid_t pid, int channel, uint32_t mr_handle, uint64_t page_bytes, uint64_t addr, uint64_t length);
+  // The entry is gone (converted, declined, deregistered); its orphan
+  // pages, if any, are freed.
   void remove(uint32_t id);
+  // The daemon's pages for [va, va + n) of MR `id` if it is an orphan (and
+  // the range lies in its span); nullptr otherwise. Counted as an access.
+  uint8_t* orphan_bytes(uint32_t id, uint64_t va, std::size_t n) {
+    if (id == 0 || id > entries_.size()) return nullptr;
+    const Entry& e = entries_[id - 1];
+    if (e.orphan == nullptr || va < e.span_va || va - e.span_va > e.span_len || n > e.span_len - (va - e.span_va))
+      return nullptr;
+    counters_.inc(ConversionCounter::kOrphanAccesses);
+    return e.orphan + (va - e.span_va);
+  }
+  // After an access to MR `id` faulted: makes it an orphan if its process
+  // maps none of its span's pages any more (and the daemon can map that
+  // much); then as orphan_bytes. Open /proc/PID/maps and a query: a fault's
+  // slow path, never a good access's.
+  uint8_t* adopt_orphan(uint32_t id, uint64_t va, std::size_t n);
+  [[nodiscard]] bool orphaned(uint32_t id) const {
+    return id != 0 && id <= entries_.size() && entries_[id - 1].orphan != nullptr;
+  }
   // One access of `bytes` to lazy MR `id` through process_vm_*.
   void note(uint32_t id, uint64_t bytes) {
     if (id == 0 || id > entries_.size()) return;
@@ -102,6 +146,10 @@ class ConversionWatch {
     uint32_t mr_handle = 0;
     uint64_t cost = 0, threshold = 0;
     bool asked = false;
+    // The MR's pages, [span_va, span_va + span_len), and the daemon's
+    // memory for them once it is an orphan (nullptr before).
+    uint64_t span_va = 0, span_len = 0;
+    uint8_t* orphan = nullptr;
   };
   struct Converting {
     pid_t pid = 0;

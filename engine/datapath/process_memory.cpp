@@ -70,6 +70,29 @@ ProcessMemory::ProcessMemory() {
 
 ProcessMemory::~ProcessMemory() { flush_writes(); }
 
+uint8_t* ProcessMemory::orphan(transport::MemDomain dom, uint64_t va, std::size_t n) {
+  return lazy(dom) ? conversions_.orphan_bytes(lazy_id_of(dom), va, n) : nullptr;
+}
+
+bool ProcessMemory::read_orphan(transport::MemDomain dom, uint64_t va, std::span<uint8_t> out) {
+  const uint8_t* p = lazy(dom) ? conversions_.adopt_orphan(lazy_id_of(dom), va, out.size()) : nullptr;
+  if (p == nullptr) return false;
+  std::memcpy(out.data(), p, out.size());
+  return true;
+}
+
+bool ProcessMemory::write_orphan(transport::MemDomain dom, uint64_t va, std::span<const uint8_t> in) {
+  uint8_t* p = lazy(dom) ? conversions_.adopt_orphan(lazy_id_of(dom), va, in.size()) : nullptr;
+  if (p == nullptr) return false;
+  std::memmove(p, in.data(), in.size());
+  return true;
+}
+
+uint64_t* ProcessMemory::orphan_atomic(transport::MemDomain dom, uint64_t va) {
+  uint8_t* p = lazy(dom) ? conversions_.adopt_orphan(lazy_id_of(dom), va, sizeof(uint64_t)) : nullptr;
+  return reinterpret_cast<uint64_t*>(p);  // NOLINT: page-aligned base + 8-aligned offset
+}
+
 void ProcessMemory::note_fallback(transport::MemDomain dom, std::size_t bytes) {
   if (lazy(dom)) conversions_.note(lazy_id_of(dom), bytes);
 }
@@ -154,6 +177,10 @@ bool ProcessMemory::read(transport::MemDomain dom, uint64_t va, std::span<uint8_
     count(MemCounter::kDirectReads);
     return intact(dom);
   }
+  if (const uint8_t* p = orphan(dom, va, out.size())) {
+    std::memcpy(out.data(), p, out.size());
+    return true;
+  }
   const pid_t pid = pid_of(dom);
   const std::size_t len = out.size();
   note_fallback(dom, len);
@@ -163,7 +190,7 @@ bool ProcessMemory::read(transport::MemDomain dom, uint64_t va, std::span<uint8_
     count(MemCounter::kReadsFromWindow);
     return true;
   }
-  if (len >= kWindowBytes) return read_now(pid, va, out);
+  if (len >= kWindowBytes) return read_now(pid, va, out) || read_orphan(dom, va, out);
   // Fetch a window starting at va; it may come back short at the end of a
   // mapping, which is fine as long as it covers what was asked.
   window_len_ = 0;
@@ -171,7 +198,7 @@ bool ProcessMemory::read(transport::MemDomain dom, uint64_t va, std::span<uint8_
   iovec r{reinterpret_cast<void*>(va), kWindowBytes};  // NOLINT: a remote address
   count(MemCounter::kReadCalls);
   const ssize_t n = ::process_vm_readv(pid, &l, 1, &r, 1, 0);
-  if (n < static_cast<ssize_t>(len)) return read_now(pid, va, out);
+  if (n < static_cast<ssize_t>(len)) return read_now(pid, va, out) || read_orphan(dom, va, out);
   window_pid_ = pid;
   window_va_ = va;
   window_len_ = static_cast<std::size_t>(n);
@@ -203,10 +230,15 @@ bool ProcessMemory::stage(transport::MemDomain dom, uint64_t va, std::span<const
     count(MemCounter::kDirectWrites);
     return intact(dom);
   }
+  if (uint8_t* p = orphan(dom, va, in.size())) {
+    flush_writes();  // in order with the staged ones, as a direct write
+    std::memmove(p, in.data(), in.size());
+    return true;
+  }
   note_fallback(dom, in.size());
   if (in.size() >= kStageBytes || unstaged(dom)) {
     flush_writes();
-    return write_now(pid, va, in);
+    return write_now(pid, va, in) || write_orphan(dom, va, in);
   }
   if (!staged_remote_.empty() &&
       (pid != staged_pid_ || staged_.size() + in.size() > kStageBytes || staged_pieces_.size() == kStageRanges))
@@ -219,13 +251,14 @@ bool ProcessMemory::stage(transport::MemDomain dom, uint64_t va, std::span<const
     staged_remote_.back().iov_len += in.size();
   else
     staged_remote_.push_back(iovec{reinterpret_cast<void*>(va), in.size()});  // NOLINT: a remote address
-  if (adjacent && staged_pieces_.back().tag == tag)
+  if (adjacent && staged_pieces_.back().tag == tag && staged_pieces_.back().dom == dom)
     staged_pieces_.back().len += in.size();
   else
-    staged_pieces_.push_back(StagedPiece{va, in.size(), tag});
+    staged_pieces_.push_back(StagedPiece{va, in.size(), tag, dom});
   // The range was validated against a registered MR; a fault can only mean
-  // the application unmapped registered memory, which flush_writes counts
-  // and settle() reports.
+  // the application unmapped registered memory: flush_writes gives a lazy
+  // MR it unmapped whole the daemon's pages (an orphan), and counts and
+  // settle() reports the rest.
   return true;
 }
 
@@ -249,7 +282,8 @@ void ProcessMemory::flush_writes() {
     // be written is, and count the ones that cannot.
     std::size_t off = 0;
     for (const StagedPiece& p : staged_pieces_) {
-      if (!write_now(staged_pid_, p.va, {staged_.data() + off, p.len})) {
+      const std::span<const uint8_t> bytes{staged_.data() + off, p.len};
+      if (!write_now(staged_pid_, p.va, bytes) && !write_orphan(p.dom, p.va, bytes)) {
         count(MemCounter::kDeferredWriteFaults);
         if (p.tag.qpn != 0) faults_.push_back(p.tag);
       }
@@ -280,6 +314,7 @@ bool ProcessMemory::atomic_read(transport::MemDomain dom, uint64_t va, pid_t& pi
 uint64_t* ProcessMemory::direct_atomic(transport::MemDomain dom, uint64_t va) {
   if (va % sizeof(uint64_t) != 0) return nullptr;  // the transport checked; never misaligned here
   uint8_t* p = direct(dom, va, sizeof(uint64_t));
+  if (p == nullptr) p = orphan(dom, va, sizeof(uint64_t));
   if (p == nullptr) return nullptr;
   flush_writes();
   window_len_ = 0;
@@ -299,7 +334,13 @@ bool ProcessMemory::compare_swap(transport::MemDomain dom, uint64_t va, uint64_t
     return intact(dom);
   }
   pid_t pid = 0;
-  if (!atomic_read(dom, va, pid, orig)) return false;
+  if (!atomic_read(dom, va, pid, orig)) {
+    uint64_t* p = orphan_atomic(dom, va);
+    if (p == nullptr) return false;
+    orig = compare;
+    __atomic_compare_exchange_n(p, &orig, swap, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+    return true;
+  }
   if (orig != compare) return true;
   return write_now(pid, va, {reinterpret_cast<const uint8_t*>(&swap), sizeof swap});
 }
@@ -310,7 +351,12 @@ bool ProcessMemory::fetch_add(transport::MemDomain dom, uint64_t va, uint64_t ad
     return intact(dom);
   }
   pid_t pid = 0;
-  if (!atomic_read(dom, va, pid, orig)) return false;
+  if (!atomic_read(dom, va, pid, orig)) {
+    uint64_t* p = orphan_atomic(dom, va);
+    if (p == nullptr) return false;
+    orig = __atomic_fetch_add(p, add, __ATOMIC_SEQ_CST);
+    return true;
+  }
   const uint64_t sum = orig + add;
   return write_now(pid, va, {reinterpret_cast<const uint8_t*>(&sum), sizeof sum});
 }
@@ -325,7 +371,8 @@ bool ProcessMemory::atomic_write(transport::MemDomain dom, uint64_t va, uint64_t
   flush_writes();
   window_len_ = 0;
   note_fallback(dom, sizeof value);
-  return write_now(pid_of(dom), va, {reinterpret_cast<const uint8_t*>(&value), sizeof value});
+  const std::span<const uint8_t> bytes{reinterpret_cast<const uint8_t*>(&value), sizeof value};
+  return write_now(pid_of(dom), va, bytes) || write_orphan(dom, va, bytes);
 }
 
 bool ProcessMemory::range_accessible(pid_t pid, uint64_t va, uint64_t len, bool writable) {

@@ -29,8 +29,9 @@
 //   before the data path transmits a packet (an ACK or a READ response must
 //   not overtake the data it acknowledges) and before it writes completions
 //   (flush_writes / end_pass). A staged write that faults when it is made
-//   (the application unmapped or mprotect()ed registered memory since)
-//   keeps its WriteTag; settle() hands those to the transport, which NAKs
+//   (the application unmapped or mprotect()ed registered memory since),
+//   unless it lands in the daemon's pages of a lazy MR unmapped whole
+//   (conversion_watch.hpp, "Orphans"), keeps its WriteTag; settle() hands those to the transport, which NAKs
 //   or fails the message instead of acknowledging it (docs/SECURITY.md
 //   "Memory semantics"). The transport settles at its ACK and completion
 //   decisions, where the data path would have flushed anyway (an ACK is
@@ -170,6 +171,15 @@ class ProcessMemory final : public transport::MemoryAccess {
  private:
   bool write_now(pid_t pid, uint64_t va, std::span<const uint8_t> in);
   bool read_now(pid_t pid, uint64_t va, std::span<uint8_t> out);
+  // A lazy MR whose process unmapped it whole is served from the daemon's
+  // pages (conversion_watch.hpp, "Orphans"): orphan() finds them for an
+  // MR that is one already; the *_orphan() calls, after a process_vm_*
+  // access faulted, make it one if it qualifies and do the access there
+  // (false / nullptr: it does not, the fault stands).
+  [[nodiscard]] uint8_t* orphan(transport::MemDomain dom, uint64_t va, std::size_t n);
+  bool read_orphan(transport::MemDomain dom, uint64_t va, std::span<uint8_t> out);
+  bool write_orphan(transport::MemDomain dom, uint64_t va, std::span<const uint8_t> in);
+  uint64_t* orphan_atomic(transport::MemDomain dom, uint64_t va);
   // An access to a lazy MR through process_vm_*: charged to it.
   void note_fallback(transport::MemDomain dom, std::size_t bytes);
   // `transfer` (a process_vm_* loop) again while `pid` converts and it
@@ -203,6 +213,7 @@ class ProcessMemory final : public transport::MemoryAccess {
     uint64_t va = 0;
     std::size_t len = 0;
     transport::WriteTag tag;
+    transport::MemDomain dom{};  // the MR's: a lazy one's fault may be served from its orphan pages
   };
   pid_t staged_pid_ = 0;
   std::vector<uint8_t> staged_;

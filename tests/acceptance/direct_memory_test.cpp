@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <cstring>
@@ -461,6 +462,63 @@ TEST_CASE("direct memory: a registration larger than the move's chunk (4 MiB) mo
   for (std::size_t i = 0; i < len; i += kPage) same = same && buf[i] == expected(i);
   CHECK(same);
   ::munmap(buf, len);
+}
+
+// UCX's uct_p2p_rma_test_xfer.fence (docs/MIDDLEWARE.md, "UCX's gtest"):
+// a registration cache frees a registered buffer (munmap) while its MR
+// stays registered and RDMA WRITEs to it are still on their way. A NIC's
+// MR pins its pages, so the WRITEs land there and succeed; urnic's MR is
+// lazy (reached through process_vm_*, which finds nothing there), and
+// gets pages of the daemon's own once its process maps none of it
+// (engine/datapath/conversion_watch.hpp, "Orphans"): WRITE, READ and
+// atomics complete, the bytes read back are the ones written, nothing
+// reaches what the process maps there next, and dereg frees the pages.
+TEST_CASE("direct memory: an MR whose buffer was unmapped without dereg keeps its pages, as a pinned MR does", "[direct]") {
+  Pair p;
+  const long orphans = g_runtime.stats_counter("mr_orphans");
+  auto* buf = static_cast<unsigned char*>(map_pages(2));
+  std::memset(buf, 'v', 2 * kPage);
+  const int acc = static_cast<int>(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                                   IBV_ACCESS_REMOTE_ATOMIC);
+  ibv_mr* mr = reg(p.pd, buf, 2 * kPage, acc);
+  REQUIRE(mr != nullptr);
+  REQUIRE(::munmap(buf, 2 * kPage) == 0);
+  const auto va = reinterpret_cast<std::uintptr_t>(buf);
+  // Two 64-byte WRITEs back to back, as the fence test posts them.
+  std::memset(p.scratch, 'w', 128);
+  CHECK(p.post(IBV_WR_RDMA_WRITE, p.scratch_mr, p.scratch, 64, va + 64, mr->rkey) == IBV_WC_SUCCESS);
+  CHECK(p.post(IBV_WR_RDMA_WRITE, p.scratch_mr, p.scratch + 64, 64, va + kPage, mr->rkey) == IBV_WC_SUCCESS);
+  // Read back: what was written; around it, zeros (the process's own bytes
+  // were never the daemon's to keep).
+  std::memset(p.scratch + 4096, 0xFF, 256);
+  CHECK(p.post(IBV_WR_RDMA_READ, p.scratch_mr, p.scratch + 4096, 128, va + 32, mr->rkey) == IBV_WC_SUCCESS);
+  CHECK(std::all_of(p.scratch + 4096, p.scratch + 4096 + 32, [](unsigned char b) { return b == 0; }));
+  CHECK(std::all_of(p.scratch + 4096 + 32, p.scratch + 4096 + 96, [](unsigned char b) { return b == 'w'; }));
+  CHECK(p.post(IBV_WR_RDMA_READ, p.scratch_mr, p.scratch + 8192, 64, va + kPage, mr->rkey) == IBV_WC_SUCCESS);
+  CHECK(std::all_of(p.scratch + 8192, p.scratch + 8192 + 64, [](unsigned char b) { return b == 'w'; }));
+  // Atomics on them too.
+  CHECK(p.post(IBV_WR_ATOMIC_FETCH_AND_ADD, p.scratch_mr, p.scratch + 12288, 8, va + 1024, mr->rkey, 7) ==
+        IBV_WC_SUCCESS);
+  CHECK(p.post(IBV_WR_ATOMIC_CMP_AND_SWP, p.scratch_mr, p.scratch + 12288, 8, va + 1024, mr->rkey, 7, 11) ==
+        IBV_WC_SUCCESS);
+  std::uint64_t old = 0;
+  std::memcpy(&old, p.scratch + 12288, sizeof old);
+  CHECK(old == 7);
+  // New memory mapped at the address is not the MR's.
+  void* again = ::mmap(buf, 2 * kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+  if (again == buf) {
+    CHECK(p.post(IBV_WR_RDMA_WRITE, p.scratch_mr, p.scratch, 64, va, mr->rkey) == IBV_WC_SUCCESS);
+    CHECK(std::all_of(buf, buf + 2 * kPage, [](unsigned char b) { return b == 0; }));
+    ::munmap(buf, 2 * kPage);
+  }
+  if (orphans >= 0) CHECK(g_runtime.stats_counter("mr_orphans") == orphans + 1);
+  REQUIRE(ibv_dereg_mr(mr) == 0);
+  if (orphans >= 0) CHECK(g_runtime.stats_counter("mr_orphans") == orphans);  // the pages went with the MR
+  // The QP goes on: a WRITE to valid memory lands.
+  std::memset(p.scratch + 65536, 'd', 64);
+  CHECK(p.post(IBV_WR_RDMA_WRITE, p.scratch_mr, p.scratch, 64, reinterpret_cast<std::uintptr_t>(p.scratch + 65536),
+               p.scratch_mr->rkey) == IBV_WC_SUCCESS);
+  CHECK(p.scratch[65536] == 'w');
 }
 
 TEST_CASE("direct memory: memory freed without dereg and mapped again is a new region, not the old one", "[direct]") {

@@ -270,7 +270,7 @@ TEST_CASE("process memory: a lazy MR is asked for once its traffic pays for the 
   std::vector<uint8_t> buf(8192, 7);
   const auto va = reinterpret_cast<uint64_t>(buf.data());
   const uint64_t page_bytes = 4096;
-  const uint32_t id = mem.conversions().add(::getpid(), sv[0], 42, page_bytes);
+  const uint32_t id = mem.conversions().add(::getpid(), sv[0], 42, page_bytes, va, buf.size());
   REQUIRE(id >= 1);
   CHECK(mem.conversions().counters().get(engine::ConversionCounter::kLazyMrs) == 1);
   const auto dom = engine::lazy_domain_of_pid(::getpid(), id);
@@ -313,7 +313,7 @@ TEST_CASE("process memory: a full conversion channel asks again at the next acce
   int sv[2];
   REQUIRE(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv) == 0);
   engine::ConversionWatch w;
-  const uint32_t id = w.add(::getpid(), sv[0], 1, 4096);
+  const uint32_t id = w.add(::getpid(), sv[0], 1, 4096, 0, 4096);
   REQUIRE(id >= 1);
   ::shutdown(sv[0], SHUT_WR);  // sends fail from now on, as on a full channel
   w.note(id, 1 << 20);
@@ -321,7 +321,121 @@ TEST_CASE("process memory: a full conversion channel asks again at the next acce
   ::close(sv[0]);
   ::close(sv[1]);
   // A table entry needs a process, a channel and whole pages.
-  CHECK(w.add(0, 3, 1, 4096) == 0);
-  CHECK(w.add(::getpid(), -1, 1, 4096) == 0);
-  CHECK(w.add(::getpid(), 3, 1, 0) == 0);
+  CHECK(w.add(0, 3, 1, 4096, 0, 4096) == 0);
+  CHECK(w.add(::getpid(), -1, 1, 4096, 0, 4096) == 0);
+  CHECK(w.add(::getpid(), 3, 1, 0, 0, 4096) == 0);
+}
+
+// A lazy MR whose process unmapped all of its pages without deregistering
+// it (a registration cache's freed buffer: UCX's fence test) keeps working
+// as a pinned MR does (conversion_watch.hpp, "Orphans"): the first access
+// that faults gives it the daemon's own pages, writes and atomics land
+// there and reads return them, whatever the process maps at the address
+// next; dereg frees them. One with pages still mapped keeps faulting.
+TEST_CASE("process memory: a lazy MR unmapped whole is served from the daemon's pages until it goes",
+          "[engine][memory][lazy]") {
+  int sv[2];
+  REQUIRE(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv) == 0);
+  const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  engine::ProcessMemory mem;
+  using engine::ConversionCounter;
+  auto gauge = [&] { return mem.conversions().counters().get(ConversionCounter::kOrphans); };
+  std::vector<uint8_t> chunk(256, 0x5A);
+  std::vector<transport::WriteTag> faulted;
+
+  SECTION("unmapped whole: writes, reads and atomics succeed on the daemon's pages") {
+    auto* base = static_cast<uint8_t*>(::mmap(nullptr, 3 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    REQUIRE(base != MAP_FAILED);
+    const auto va = reinterpret_cast<uint64_t>(base);
+    // The MR starts mid-page and ends mid-page: its span is the 3 pages.
+    const uint32_t id = mem.conversions().add(::getpid(), sv[0], 7, page, va + 100, 3 * page - 200);
+    REQUIRE(id >= 1);
+    const auto dom = engine::lazy_domain_of_pid(::getpid(), id);
+    REQUIRE(mem.stage_write(dom, va + 100, chunk, transport::WriteTag{9, 1, 0, false}));
+    mem.settle(faulted);
+    REQUIRE(faulted.empty());
+    CHECK(base[100] == 0x5A);  // mapped: the process's own pages
+    REQUIRE(::munmap(base, 3 * page) == 0);
+    CHECK(gauge() == 0);
+    // Two packets of one WRITE, staged, then made: both land.
+    REQUIRE(mem.stage_write(dom, va + page, chunk, transport::WriteTag{9, 2, 0, false}));
+    REQUIRE(mem.stage_write(dom, va + page + chunk.size(), chunk, transport::WriteTag{9, 3, 0, false}));
+    mem.settle(faulted);
+    CHECK(faulted.empty());
+    CHECK(gauge() == 1);
+    CHECK(mem.counters().get(engine::MemCounter::kDeferredWriteFaults) == 0);
+    std::vector<uint8_t> out(2 * chunk.size() + 8, 0xFF);
+    REQUIRE(mem.read(dom, va + page, out));
+    CHECK(std::all_of(out.begin(), out.begin() + 2 * 256, [](uint8_t b) { return b == 0x5A; }));
+    CHECK(std::all_of(out.begin() + 2 * 256, out.end(), [](uint8_t b) { return b == 0; }));  // never written: zeros
+    // The bytes the process had there are not the daemon's to keep.
+    std::vector<uint8_t> first(8, 0xFF);
+    REQUIRE(mem.read(dom, va + 100, first));
+    CHECK(first[0] == 0);
+    uint64_t orig = 1;
+    REQUIRE(mem.fetch_add(dom, va + 2 * page, 5, orig));
+    CHECK(orig == 0);
+    REQUIRE(mem.compare_swap(dom, va + 2 * page, 5, 9, orig));
+    CHECK(orig == 5);
+    REQUIRE(mem.atomic_write(dom, va + 2 * page + 8, 77));
+    std::array<uint64_t, 2> words{};
+    REQUIRE(mem.read(dom, va + 2 * page, {reinterpret_cast<uint8_t*>(words.data()), sizeof words}));
+    CHECK(words[0] == 9);
+    CHECK(words[1] == 77);
+    // A large write (not staged) too.
+    std::vector<uint8_t> big(2 * page, 0x33);
+    REQUIRE(mem.write(dom, va, big));
+    mem.flush_writes();
+    // New memory the process maps at the address is never written.
+    void* again = ::mmap(base, 3 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    if (again == base) {
+      REQUIRE(mem.stage_write(dom, va + 300, chunk, transport::WriteTag{9, 4, 0, false}));
+      mem.settle(faulted);
+      CHECK(faulted.empty());
+      CHECK(std::all_of(base, base + 3 * page, [](uint8_t b) { return b == 0; }));
+      REQUIRE(mem.read(dom, va + 300, out));
+      CHECK(out[0] == 0x5A);
+      ::munmap(base, 3 * page);
+    }
+    CHECK(mem.conversions().counters().get(ConversionCounter::kOrphanAccesses) > 0);
+    mem.conversions().remove(id);  // dereg: the pages go
+    CHECK(gauge() == 0);
+    CHECK_FALSE(mem.read(dom, va + page, out));  // a stale domain finds nothing
+  }
+
+  SECTION("a page still mapped: the fault stands") {
+    auto* base = static_cast<uint8_t*>(::mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    REQUIRE(base != MAP_FAILED);
+    const auto va = reinterpret_cast<uint64_t>(base);
+    const uint32_t id = mem.conversions().add(::getpid(), sv[0], 8, 2 * page, va, 2 * page);
+    const auto dom = engine::lazy_domain_of_pid(::getpid(), id);
+    REQUIRE(::munmap(base + page, page) == 0);
+    REQUIRE(mem.stage_write(dom, va + page, chunk, transport::WriteTag{9, 5, 0, false}));
+    mem.settle(faulted);
+    REQUIRE(faulted.size() == 1);
+    CHECK(faulted[0].psn == 5);
+    std::vector<uint8_t> out(8);
+    CHECK_FALSE(mem.read(dom, va + page, out));
+    uint64_t orig = 0;
+    CHECK_FALSE(mem.fetch_add(dom, va + page, 1, orig));
+    CHECK(gauge() == 0);
+    REQUIRE(mem.write(dom, va, chunk));  // the mapped page still works
+    mem.flush_writes();
+    CHECK(base[0] == 0x5A);
+    mem.conversions().remove(id);
+    ::munmap(base, page);
+  }
+
+  SECTION("an MR that is not lazy: the fault stands") {
+    auto* base = static_cast<uint8_t*>(::mmap(nullptr, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    REQUIRE(base != MAP_FAILED);
+    REQUIRE(::munmap(base, page) == 0);
+    REQUIRE(mem.stage_write(engine::domain_of_pid(::getpid()), reinterpret_cast<uint64_t>(base), chunk,
+                            transport::WriteTag{9, 6, 0, false}));
+    mem.settle(faulted);
+    CHECK(faulted.size() == 1);
+    CHECK(gauge() == 0);
+  }
+  ::close(sv[0]);
+  ::close(sv[1]);
 }
