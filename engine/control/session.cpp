@@ -295,7 +295,15 @@ Reply Session::handle(std::span<const std::byte> msg, std::vector<int>& in_fds) 
   // without an opened device (engine/control/stats_ctl.cpp).
   if (h->type >= 90 && h->type <= 99) return handle_observe_request(reg_, *h, msg);
   // 130..134: the umad shim's MAD service (engine/control/umad_service.hpp).
-  if (h->type >= 130 && h->type <= 134) return reg_.umad().handle(id_, *h, msg, in.fds);
+  // Opening a port to send MADs is for root and the daemon's own user only,
+  // as the kernel's /dev/infiniband/umadN are root's (mode 0600): a port's
+  // SMPs set any port's LID and state and answer for the subnet manager.
+  // Another user the "access" config lets in may still ask about ports
+  // (umad_get_ca: what sysfs shows everyone).
+  if (h->type >= 130 && h->type <= 134) {
+    if (type == ctl::MsgType::kUmadOpen && guarded_) return bare_reply(h->type, h->seq, EACCES);
+    return reg_.umad().handle(id_, *h, msg, in.fds);
+  }
   switch (type) {
     case ctl::MsgType::kHello: return on_hello(*h, msg);
     case ctl::MsgType::kListDevices: return on_list_devices(*h);

@@ -22,6 +22,8 @@
 #     verbs see it; ibstatus (a script that reads sysfs) in urnic-sysfs's
 #     view, made after the SM's sweep; the lone port stays Down;
 #     ibv_rc_pingpong's QP is refused (no data over LIDs yet)
+#   - another user the daemon serves ("access"): ibstat answers, smpquery
+#     cannot open the port (only root and the daemon's user send MADs)
 #   - malformed MADs (ib_bad_mads.py): IBA's status, or dropped, never a
 #     crash; OpenSM and urnicd still up
 # Needs root (network namespace). Suites ib, acceptance, root: about 5 s.
@@ -40,6 +42,13 @@ require_tools infiniband-diags ibstat smpquery sminfo ibaddr perfquery
 require_tools ibverbs-utils ibv_devinfo ibv_rc_pingpong
 
 dev=urnic_ib0 peer=urnic_ib1 lone=urnic_ib2
+# A user the daemon serves ("access") but who is neither root nor the
+# daemon's: it may ask about ports, not send MADs.
+user=urnib$$
+useradd -M -r -s /usr/sbin/nologin "$user" 2> /dev/null || user=
+cleanup_extra() { [[ -z $user ]] || userdel "$user" 2> /dev/null; }
+access=
+[[ -z $user ]] || access=", \"access\": {\"uids\": [\"$user\"]}"
 ns=$(netns_name ib)
 netns_add "$ns" || { echo "FAIL: could not make namespace $ns"; exit 1; }
 rt=$(mktemp -d /tmp/urnic-ib.XXXXXX)
@@ -48,7 +57,7 @@ cat > "$rt/config.json" <<EOF
 {"devices": [
   {"name": "$dev", "link_layer": "infiniband", "address": "127.0.0.1", "ib_cable": "$peer"},
   {"name": "$peer", "link_layer": "infiniband", "address": "127.0.0.2", "ib_cable": "$dev"},
-  {"name": "$lone", "link_layer": "infiniband", "address": "127.0.0.3"}]}
+  {"name": "$lone", "link_layer": "infiniband", "address": "127.0.0.3"}]$access}
 EOF
 urnicd_start "$ns" "$rt" "$rt/urnicd.log" --config "$rt/config.json" || {
   fail "urnicd did not start: $(head -c 300 "$rt/urnicd.log")"
@@ -183,6 +192,22 @@ if ! in_ns ibv_rc_pingpong -d "$dev" > "$rt/pingpong" 2>&1 && grep -q "Couldn't 
   pass "ibv_rc_pingpong on $dev: QP refused (EOPNOTSUPP, said in the daemon's log)"
 else
   fail "ibv_rc_pingpong on $dev: $(tr '\n' ' ' < "$rt/pingpong" | cut -c1-200)"
+fi
+
+# Another user: umad_get_ca answers (sysfs shows it to everyone), opening
+# the port to send MADs is refused (the kernel's umad devices are root's).
+if [[ -n $user ]]; then
+  chmod 711 "$rt"
+  as_user() {
+    ip netns exec "$ns" setpriv --reuid="$user" --regid="$user" --clear-groups "${run_env[@]}" "URNIC_RUNTIME_DIR=$rt" \
+      URNIC_NO_AUTOSTART=1 "LD_LIBRARY_PATH=$verbs_dir:$rdmacm_dir:$umad_dir" timeout "$limit" "$@"
+  }
+  if as_user ibstat "$dev" > "$rt/ibstat-user" 2>&1 && grep -q 'State: Active' "$rt/ibstat-user" &&
+    ! as_user smpquery -C "$dev" -D portinfo 0 > "$rt/smpquery-user" 2>&1; then
+    pass "another user: ibstat answers, smpquery cannot open the port ($(head -c 100 "$rt/smpquery-user" | tr '\n' ' '))"
+  else
+    fail "another user: ibstat $(head -c 150 "$rt/ibstat-user" | tr '\n' ' ') / smpquery $(head -c 200 "$rt/smpquery-user" | tr '\n' ' ')"
+  fi
 fi
 
 # Malformed and unanswerable MADs.
