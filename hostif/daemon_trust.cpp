@@ -2,10 +2,12 @@
 
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
 
 namespace urnic::hostif {
 
@@ -63,6 +65,26 @@ int check_daemon_peer(int fd, const std::string& sock) {
     return EPERM;
   }
   return 0;
+}
+
+int connect_trusted(const std::string& sock) {
+  if (const int err = check_socket_file(sock); err != 0) return -err;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (sock.size() >= sizeof addr.sun_path) return -ENAMETOOLONG;
+  std::memcpy(addr.sun_path, sock.c_str(), sock.size() + 1);
+  const int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -errno;
+  if (::connect(fd, static_cast<sockaddr*>(static_cast<void*>(&addr)), sizeof addr) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return -err;
+  }
+  if (const int err = check_daemon_peer(fd, sock); err != 0) {
+    ::close(fd);
+    return -err;
+  }
+  return fd;
 }
 
 }  // namespace urnic::hostif

@@ -17,5 +17,11 @@ int check_runtime_dir(const std::string& dir);
 int check_socket_file(const std::string& sock);
 // The peer of connected socket `fd` (SO_PEERCRED) runs as us or as root.
 int check_daemon_peer(int fd, const std::string& sock);
+// A SOCK_SEQPACKET connection to the daemon's socket `sock`, with the two
+// checks around connect (check_socket_file before, check_daemon_peer
+// after): the fd, or -errno (-EPERM when a check refused, having said why;
+// -ENAMETOOLONG; connect's own, e.g. -ENOENT or -ECONNREFUSED with no
+// daemon). What every client (the shims, the CLI) opens.
+int connect_trusted(const std::string& sock);
 
 }  // namespace urnic::hostif

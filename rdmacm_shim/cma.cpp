@@ -57,23 +57,10 @@ class Client {
   int open() {
     const std::string dir = urnic::hostif::runtime_dir();
     const std::string path = urnic::hostif::socket_path(dir);
-    if (urnic::hostif::check_runtime_dir(dir) != 0 || urnic::hostif::check_socket_file(path) != 0) return EPERM;
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    if (path.size() >= sizeof addr.sun_path) return ENAMETOOLONG;
-    std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-    fd_ = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    if (fd_ < 0) return errno;
-    if (::connect(fd_, static_cast<sockaddr*>(static_cast<void*>(&addr)), sizeof addr) != 0) {
-      ::close(fd_);
-      fd_ = -1;
-      return ENODEV;
-    }
-    if (urnic::hostif::check_daemon_peer(fd_, path) != 0) {
-      ::close(fd_);
-      fd_ = -1;
-      return EPERM;
-    }
+    if (urnic::hostif::check_runtime_dir(dir) != 0) return EPERM;
+    const int fd = urnic::hostif::connect_trusted(path);
+    if (fd < 0) return fd == -EPERM || fd == -ENAMETOOLONG ? -fd : ENODEV;  // no daemon: ENODEV
+    fd_ = fd;
     ctl::HelloReq hello{ctl::kMagic, ctl::kVersion, 0, 0};
     ctl::HelloRep rep{};
     return call(hello, rep);

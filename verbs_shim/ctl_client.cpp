@@ -41,33 +41,6 @@ namespace {
 
 constexpr int kStartTimeoutMs = 10000;
 
-int connect_socket(const std::string& path) {
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  if (path.size() >= sizeof addr.sun_path) return -ENAMETOOLONG;
-  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-  const int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -errno;
-  if (::connect(fd, static_cast<sockaddr*>(static_cast<void*>(&addr)), sizeof addr) != 0) {
-    const int err = errno;
-    ::close(fd);
-    return -err;
-  }
-  return fd;
-}
-
-// connect_socket, then check_daemon_peer; EPERM if the peer is untrusted.
-int connect_trusted(const std::string& sock) {
-  if (const int err = hostif::check_socket_file(sock); err != 0) return -err;
-  const int fd = connect_socket(sock);
-  if (fd < 0) return fd;
-  if (const int err = hostif::check_daemon_peer(fd, sock); err != 0) {
-    ::close(fd);
-    return -err;
-  }
-  return fd;
-}
-
 bool is_executable(const std::string& p) {
   struct stat st{};
   return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(p.c_str(), X_OK) == 0;
@@ -176,7 +149,7 @@ int connect_daemon() {
   const std::string dir = hostif::runtime_dir();
   const std::string sock = hostif::socket_path(dir);
   if (const int err = hostif::check_runtime_dir(dir); err != 0) return -err;
-  int fd = connect_trusted(sock);
+  int fd = hostif::connect_trusted(sock);
   if (fd >= 0 || fd == -EPERM) return fd;
   if (const char* no = std::getenv("URNIC_NO_AUTOSTART"); no != nullptr && no[0] == '1') return fd;
   if (const int err = hostif::make_runtime_dir(dir); err != 0) {
@@ -193,7 +166,7 @@ int connect_daemon() {
   }
   while (::flock(lock_fd, LOCK_EX) != 0 && errno == EINTR) {
   }
-  fd = connect_trusted(sock);
+  fd = hostif::connect_trusted(sock);
   // A daemon writes its pid and its log there: on a full file system it
   // could not start, and its log would be empty. Refused here, saying why.
   struct statvfs fs{};
@@ -212,7 +185,7 @@ int connect_daemon() {
     } else {
       debug_log("started %s for %s", daemon.c_str(), dir.c_str());
       for (int waited = 0; waited < kStartTimeoutMs; waited += 10) {
-        fd = connect_trusted(sock);
+        fd = hostif::connect_trusted(sock);
         if (fd >= 0 || fd == -EPERM) break;
         sleep_ms(10);
       }
@@ -347,7 +320,7 @@ std::unique_ptr<CtlClient> CtlClient::open(int& err) {
   // The daemon reads and writes registered memory with process_vm_readv/
   // writev; under Yama ptrace_scope=1 that needs our explicit permission.
   // Given to the process the kernel says is at the other end of the socket
-  // (checked in connect_trusted), not to whatever pid its reply names.
+  // (checked in hostif::connect_trusted), not to whatever pid its reply names.
   ucred cred{};
   socklen_t len = sizeof cred;
   if (::getsockopt(c->fd_, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {

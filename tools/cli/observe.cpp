@@ -59,17 +59,13 @@ class DaemonConn {
   bool open(const DaemonOptions& o) {
     const std::string dir = o.runtime_dir.empty() ? hostif::runtime_dir() : o.runtime_dir;
     const std::string path = hostif::socket_path(dir);
-    if (hostif::check_runtime_dir(dir) != 0 || hostif::check_socket_file(path) != 0) return false;
-    fd_ = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    if (fd_ < 0 || path.size() >= sizeof addr.sun_path) return false;
-    std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-    if (::connect(fd_, static_cast<sockaddr*>(static_cast<void*>(&addr)), sizeof addr) != 0) {
+    if (hostif::check_runtime_dir(dir) != 0) return false;
+    fd_ = hostif::connect_trusted(path);
+    if (fd_ == -EPERM) return false;  // the check said why
+    if (fd_ < 0) {
       fmt::print(stderr, "urnic: urnicd is not running (no daemon at {})\n", path);
       return false;
     }
-    if (hostif::check_daemon_peer(fd_, path) != 0) return false;
     int status = 0;
     const auto hello = call<ctl::HelloRep>(ctl::HelloReq{ctl::kMagic, ctl::kVersion, 0, 0}, status);
     if (!hello || status != 0) {
