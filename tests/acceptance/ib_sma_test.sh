@@ -103,7 +103,7 @@ fi
 
 # OpenSM on the port: its cache and log in the runtime directory.
 start=$(date +%s%N)
-ip netns exec "$ns" env "URNIC_RUNTIME_DIR=$rt" "LD_LIBRARY_PATH=$verbs_dir:$rdmacm_dir:$umad_dir" \
+ip netns exec "$ns" "${run_env[@]}" "URNIC_RUNTIME_DIR=$rt" "LD_LIBRARY_PATH=$verbs_dir:$rdmacm_dir:$umad_dir" \
   "OSM_CACHE_DIR=$rt/osm-cache" "OSM_TMP_DIR=$rt" \
   opensm -g "$guid" -f "$rt/opensm.log" -V > "$rt/opensm.out" 2>&1 &
 opensm_pid=$!
