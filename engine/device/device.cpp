@@ -474,11 +474,18 @@ Device::Device(const DeviceConfig& cfg) : cfg_(cfg), dm_pool_(cfg.dm_bytes) {
   a.max_qp_wr = 16384;
   // Only what is implemented is claimed: memory windows of type 1 and 2B
   // (transport/mw.cpp), XRC (transport/xrc.cpp, engine/control/session_xrc.cpp),
-  // no fast-register or SRQ resize (MEM_MGT_EXTENSIONS / SRQ_RESIZE) yet.
+  // no SRQ resize (SRQ_RESIZE) yet. MEM_MGT_EXTENSIONS (IBA 10.6's Base
+  // Memory Management Extensions): Local Invalidate and Send with Invalidate
+  // of MRs and type 2 windows (transport/mw.cpp Context::invalidate, the
+  // responder's IETH); the third part, fast registration, is a kernel-only
+  // work request with no user-space verb. rdma_rxe, siw and mlx5 report the
+  // flag too, and SPDK's NVMe-oF target answers a host's remote-invalidation
+  // request with Send with Invalidate only when it is set (lib/nvmf/rdma.c).
   a.device_cap_flags = IBV_DEVICE_BAD_PKEY_CNTR | IBV_DEVICE_BAD_QKEY_CNTR |
                        IBV_DEVICE_UD_AV_PORT_ENFORCE | IBV_DEVICE_PORT_ACTIVE_EVENT |
                        IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_RC_RNR_NAK_GEN |
-                       IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B | IBV_DEVICE_XRC;
+                       IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B | IBV_DEVICE_XRC |
+                       IBV_DEVICE_MEM_MGT_EXTENSIONS;
   // IBA 1.5 RDMA ATOMIC WRITE (transport/responder.cpp): the kernel's
   // IB_UVERBS_DEVICE_ATOMIC_WRITE bit, which rdma_rxe reports too; rdma-core
   // 44's verbs.h has no name for it yet.

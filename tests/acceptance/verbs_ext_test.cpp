@@ -611,6 +611,7 @@ TEST_CASE("memory windows: bind, remote write through the window, invalidation, 
   CHECK(attr.max_mw > 0);
   CHECK((attr.device_cap_flags & IBV_DEVICE_MEM_WINDOW) != 0);
   CHECK((attr.device_cap_flags & IBV_DEVICE_MEM_WINDOW_TYPE_2B) != 0);
+  CHECK((attr.device_cap_flags & IBV_DEVICE_MEM_MGT_EXTENSIONS) != 0);
   errno = 0;
   CHECK(ibv_alloc_mw(d.pd, static_cast<ibv_mw_type>(3)) == nullptr);
   CHECK(errno == EINVAL);

@@ -547,6 +547,7 @@ TEST_CASE("memory windows: types 1 and 2 only, they hold their PD, the device sa
   CHECK(h.info.attrs.max_mw > 0);
   CHECK((h.info.attrs.device_cap_flags & IBV_DEVICE_MEM_WINDOW) != 0);
   CHECK((h.info.attrs.device_cap_flags & IBV_DEVICE_MEM_WINDOW_TYPE_2B) != 0);
+  CHECK((h.info.attrs.device_cap_flags & IBV_DEVICE_MEM_MGT_EXTENSIONS) != 0);
   const std::uint32_t pd = h.alloc_pd();
   CHECK(h.call<ctl::AllocMwRep>(ctl::AllocMwReq{pd, 3}) == EINVAL);
   CHECK(h.call<ctl::AllocMwRep>(ctl::AllocMwReq{pd, 0}) == EINVAL);
