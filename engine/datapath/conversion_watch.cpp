@@ -18,11 +18,64 @@ uint64_t orphan_page_size() {
   static const auto page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
   return page;
 }
+uint64_t written_bits_bytes(uint64_t span_len) { return (span_len + 63) / 64 * sizeof(uint64_t); }
 }  // namespace
 
 ConversionWatch::~ConversionWatch() {
-  for (const Entry& e : entries_)
-    if (e.orphan != nullptr) ::munmap(e.orphan, e.span_len);
+  for (Entry& e : entries_) free_orphan(e);
+}
+
+// The span's pages and their written bits: both anonymous and not
+// reserved, so that only the pages the NIC writes (and their bits' pages)
+// take memory.
+void ConversionWatch::free_orphan(Entry& e) {
+  if (e.orphan == nullptr) return;
+  ::munmap(e.orphan, e.span_len);
+  ::munmap(e.written, written_bits_bytes(e.span_len));
+  e.orphan = nullptr;
+  e.written = nullptr;
+}
+
+namespace {
+// The bits [off, off + n) of `bits`, a word at a time: `visit(word, mask)`
+// for each word they touch, stopping when it returns false.
+template <class Visit>
+bool each_bit_word(uint64_t* bits, uint64_t off, uint64_t n, Visit&& visit) {
+  for (uint64_t at = off, end = off + n; at < end;) {
+    const uint64_t bit = at % 64;
+    const uint64_t count = std::min<uint64_t>(end - at, 64 - bit);
+    const uint64_t mask = count == 64 ? ~uint64_t{0} : ((uint64_t{1} << count) - 1) << bit;
+    if (!visit(bits[at / 64], mask)) return false;
+    at += count;
+  }
+  return true;
+}
+}  // namespace
+
+bool ConversionWatch::known(const Entry& e, uint64_t off, std::size_t n) {
+  return each_bit_word(e.written, off, n, [](uint64_t word, uint64_t mask) { return (word & mask) == mask; });
+}
+
+void ConversionWatch::mark_written(Entry& e, uint64_t off, std::size_t n) {
+  each_bit_word(e.written, off, n, [](uint64_t& word, uint64_t mask) {
+    word |= mask;
+    return true;
+  });
+}
+
+uint8_t* ConversionWatch::orphan_bytes(uint32_t id, uint64_t va, std::size_t n, OrphanUse use) {
+  if (id == 0 || id > entries_.size()) return nullptr;
+  Entry& e = entries_[id - 1];
+  if (e.orphan == nullptr || va < e.span_va || va - e.span_va > e.span_len || n > e.span_len - (va - e.span_va))
+    return nullptr;
+  const uint64_t off = va - e.span_va;
+  if (use == OrphanUse::kRead && !known(e, off, n)) {
+    counters_.inc(ConversionCounter::kOrphanUnknownReads);
+    return nullptr;
+  }
+  if (use == OrphanUse::kWrite) mark_written(e, off, n);
+  counters_.inc(ConversionCounter::kOrphanAccesses);
+  return e.orphan + off;
 }
 
 uint32_t ConversionWatch::add(pid_t pid, int channel, uint32_t mr_handle, uint64_t page_bytes, uint64_t addr,
@@ -50,7 +103,7 @@ void ConversionWatch::remove(uint32_t id) {
   Entry& e = entries_[id - 1];
   if (e.asked && e.orphan == nullptr) answered(e.pid);  // an orphan's question was settled when it became one
   if (e.orphan != nullptr) {
-    ::munmap(e.orphan, e.span_len);
+    free_orphan(e);
     counters_.set(ConversionCounter::kOrphans, counters_.get(ConversionCounter::kOrphans) - 1);
   }
   e = Entry{};
@@ -58,23 +111,31 @@ void ConversionWatch::remove(uint32_t id) {
   counters_.set(ConversionCounter::kLazyMrs, counters_.get(ConversionCounter::kLazyMrs) - 1);
 }
 
-uint8_t* ConversionWatch::adopt_orphan(uint32_t id, uint64_t va, std::size_t n) {
+uint8_t* ConversionWatch::adopt_orphan(uint32_t id, uint64_t va, std::size_t n, OrphanUse use) {
   if (id == 0 || id > entries_.size() || entries_[id - 1].pid == 0) return nullptr;
   Entry& e = entries_[id - 1];
   if (e.orphan == nullptr) {
     if (!maps_nothing(e.pid, e.span_va, e.span_va + e.span_len)) return nullptr;
     // Private anonymous memory, not reserved: zeros until written, and
     // only what the NIC writes takes memory.
-    void* p = ::mmap(nullptr, e.span_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    constexpr int kProt = PROT_READ | PROT_WRITE;
+    constexpr int kFlags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
+    void* p = ::mmap(nullptr, e.span_len, kProt, kFlags, -1, 0);
     if (p == MAP_FAILED) return nullptr;
+    void* w = ::mmap(nullptr, written_bits_bytes(e.span_len), kProt, kFlags, -1, 0);
+    if (w == MAP_FAILED) {
+      ::munmap(p, e.span_len);
+      return nullptr;
+    }
     e.orphan = static_cast<uint8_t*>(p);
+    e.written = static_cast<uint64_t*>(w);
     counters_.inc(ConversionCounter::kOrphans);
     // Nothing is left to move: a conversion asked before stops holding
     // back the process's faulting accesses, and none is asked again.
     if (e.asked) answered(e.pid);
     e.asked = true;
   }
-  return orphan_bytes(id, va, n);
+  return orphan_bytes(id, va, n, use);
 }
 
 void ConversionWatch::ask(Entry& e) {

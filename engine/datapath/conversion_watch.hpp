@@ -38,9 +38,15 @@
 // mapped in the process any more (unmapped_range.hpp), gives the MR pages
 // of the daemon's own (orphan(): anonymous memory of the span, filled as
 // written, freed at remove()), and every later access goes to them: WRITEs
-// and atomics succeed and a READ returns what the NIC wrote. Unlike a
-// pinned page they start as zeros: the bytes the process had stored there
-// were never the daemon's to keep. Only a span with nothing mapped is
+// succeed, and a READ, an atomic or a local Send of bytes the NIC wrote
+// there returns them. Unlike a pinned page these pages do not hold what the
+// process had stored there (those bytes were never the daemon's to keep),
+// so an access that reads a byte not written since the adoption fails as
+// the unmapped access did before (a remote operational error NAK, a local
+// protection error): a NIC would return the old bytes, and zeros in their
+// place would be wrong data delivered as good. Which bytes were written is
+// one bit per byte of the span (`written`, anonymous memory like the
+// pages, so only the bits of pages the NIC writes take memory). Only a span with nothing mapped is
 // adopted: while any of its pages is still mapped (or mapped again) the
 // process may look at them, so a fault stays a fault (NAK). Not for MRs
 // that are not lazy (no whole page, URNIC_DIRECT_MEMORY=0, declined).
@@ -68,6 +74,7 @@ enum class ConversionCounter : std::uint8_t {
   kRetries,           // accesses retried while their process moved pages
   kOrphans,           // lazy MRs whose process unmapped them, on the daemon's pages now (a gauge)
   kOrphanAccesses,    // accesses served from those pages
+  kOrphanUnknownReads,  // reads there of bytes not written since: failed (a NIC would return the old bytes)
   kCount,
 };
 inline constexpr transport::CounterNames<ConversionCounter> kConversionCounterNames = {{
@@ -81,6 +88,7 @@ inline constexpr transport::CounterNames<ConversionCounter> kConversionCounterNa
     {ConversionCounter::kRetries, "mr_access_retries"},
     {ConversionCounter::kOrphans, "mr_orphans"},
     {ConversionCounter::kOrphanAccesses, "mr_orphan_accesses"},
+    {ConversionCounter::kOrphanUnknownReads, "mr_orphan_unknown_reads"},
 }};
 static_assert(transport::counter_table_ok(kConversionCounterNames));
 using ConversionCounters = transport::CounterArray<ConversionCounter>;
@@ -104,21 +112,18 @@ class ConversionWatch {
   // The entry is gone (converted, declined, deregistered); its orphan
   // pages, if any, are freed.
   void remove(uint32_t id);
-  // The daemon's pages for [va, va + n) of MR `id` if it is an orphan (and
-  // the range lies in its span); nullptr otherwise. Counted as an access.
-  uint8_t* orphan_bytes(uint32_t id, uint64_t va, std::size_t n) {
-    if (id == 0 || id > entries_.size()) return nullptr;
-    const Entry& e = entries_[id - 1];
-    if (e.orphan == nullptr || va < e.span_va || va - e.span_va > e.span_len || n > e.span_len - (va - e.span_va))
-      return nullptr;
-    counters_.inc(ConversionCounter::kOrphanAccesses);
-    return e.orphan + (va - e.span_va);
-  }
+  // What an access of [va, va + n) to an orphan does with its bytes: a
+  // write makes them known; a read (an atomic reads first) needs them known.
+  enum class OrphanUse : std::uint8_t { kWrite, kRead };
+  // The daemon's pages for [va, va + n) of MR `id` if it is an orphan, the
+  // range lies in its span and, for a read, every byte of it was written
+  // since the adoption; nullptr otherwise. Counted as an access.
+  uint8_t* orphan_bytes(uint32_t id, uint64_t va, std::size_t n, OrphanUse use);
   // After an access to MR `id` faulted: makes it an orphan if its process
   // maps none of its span's pages any more (and the daemon can map that
   // much); then as orphan_bytes. Open /proc/PID/maps and a query: a fault's
   // slow path, never a good access's.
-  uint8_t* adopt_orphan(uint32_t id, uint64_t va, std::size_t n);
+  uint8_t* adopt_orphan(uint32_t id, uint64_t va, std::size_t n, OrphanUse use);
   [[nodiscard]] bool orphaned(uint32_t id) const {
     return id != 0 && id <= entries_.size() && entries_[id - 1].orphan != nullptr;
   }
@@ -150,7 +155,11 @@ class ConversionWatch {
     // memory for them once it is an orphan (nullptr before).
     uint64_t span_va = 0, span_len = 0;
     uint8_t* orphan = nullptr;
+    uint64_t* written = nullptr;  // a bit per byte of the span written since it became an orphan
   };
+  static bool known(const Entry& e, uint64_t off, std::size_t n);
+  static void mark_written(Entry& e, uint64_t off, std::size_t n);
+  static void free_orphan(Entry& e);
   struct Converting {
     pid_t pid = 0;
     uint32_t asked = 0;      // conversions asked and not answered

@@ -70,26 +70,30 @@ ProcessMemory::ProcessMemory() {
 
 ProcessMemory::~ProcessMemory() { flush_writes(); }
 
-uint8_t* ProcessMemory::orphan(transport::MemDomain dom, uint64_t va, std::size_t n) {
-  return lazy(dom) ? conversions_.orphan_bytes(lazy_id_of(dom), va, n) : nullptr;
+uint8_t* ProcessMemory::orphan(transport::MemDomain dom, uint64_t va, std::size_t n, OrphanUse use) {
+  return lazy(dom) ? conversions_.orphan_bytes(lazy_id_of(dom), va, n, use) : nullptr;
+}
+
+bool ProcessMemory::orphaned(transport::MemDomain dom) const {
+  return lazy(dom) && conversions_.orphaned(lazy_id_of(dom));
 }
 
 bool ProcessMemory::read_orphan(transport::MemDomain dom, uint64_t va, std::span<uint8_t> out) {
-  const uint8_t* p = lazy(dom) ? conversions_.adopt_orphan(lazy_id_of(dom), va, out.size()) : nullptr;
+  const uint8_t* p = lazy(dom) ? conversions_.adopt_orphan(lazy_id_of(dom), va, out.size(), OrphanUse::kRead) : nullptr;
   if (p == nullptr) return false;
   std::memcpy(out.data(), p, out.size());
   return true;
 }
 
 bool ProcessMemory::write_orphan(transport::MemDomain dom, uint64_t va, std::span<const uint8_t> in) {
-  uint8_t* p = lazy(dom) ? conversions_.adopt_orphan(lazy_id_of(dom), va, in.size()) : nullptr;
+  uint8_t* p = lazy(dom) ? conversions_.adopt_orphan(lazy_id_of(dom), va, in.size(), OrphanUse::kWrite) : nullptr;
   if (p == nullptr) return false;
   std::memmove(p, in.data(), in.size());
   return true;
 }
 
 uint64_t* ProcessMemory::orphan_atomic(transport::MemDomain dom, uint64_t va) {
-  uint8_t* p = lazy(dom) ? conversions_.adopt_orphan(lazy_id_of(dom), va, sizeof(uint64_t)) : nullptr;
+  uint8_t* p = lazy(dom) ? conversions_.adopt_orphan(lazy_id_of(dom), va, sizeof(uint64_t), OrphanUse::kRead) : nullptr;
   return reinterpret_cast<uint64_t*>(p);  // NOLINT: page-aligned base + 8-aligned offset
 }
 
@@ -177,7 +181,11 @@ bool ProcessMemory::read(transport::MemDomain dom, uint64_t va, std::span<uint8_
     count(MemCounter::kDirectReads);
     return intact(dom);
   }
-  if (const uint8_t* p = orphan(dom, va, out.size())) {
+  if (orphaned(dom)) {
+    // Its memory is the daemon's pages now, whatever the process maps at
+    // the address: bytes not written there since fail the read.
+    const uint8_t* p = orphan(dom, va, out.size(), OrphanUse::kRead);
+    if (p == nullptr) return false;
     std::memcpy(out.data(), p, out.size());
     return true;
   }
@@ -230,7 +238,7 @@ bool ProcessMemory::stage(transport::MemDomain dom, uint64_t va, std::span<const
     count(MemCounter::kDirectWrites);
     return intact(dom);
   }
-  if (uint8_t* p = orphan(dom, va, in.size())) {
+  if (uint8_t* p = orphan(dom, va, in.size(), OrphanUse::kWrite)) {
     flush_writes();  // in order with the staged ones, as a direct write
     std::memmove(p, in.data(), in.size());
     return true;
@@ -311,10 +319,10 @@ bool ProcessMemory::atomic_read(transport::MemDomain dom, uint64_t va, pid_t& pi
   return read_now(pid, va, {reinterpret_cast<uint8_t*>(&orig), sizeof orig});
 }
 
-uint64_t* ProcessMemory::direct_atomic(transport::MemDomain dom, uint64_t va) {
+uint64_t* ProcessMemory::direct_atomic(transport::MemDomain dom, uint64_t va, OrphanUse use) {
   if (va % sizeof(uint64_t) != 0) return nullptr;  // the transport checked; never misaligned here
   uint8_t* p = direct(dom, va, sizeof(uint64_t));
-  if (p == nullptr) p = orphan(dom, va, sizeof(uint64_t));
+  if (p == nullptr) p = orphan(dom, va, sizeof(uint64_t), use);
   if (p == nullptr) return nullptr;
   flush_writes();
   window_len_ = 0;
@@ -328,11 +336,12 @@ uint64_t* ProcessMemory::direct_atomic(transport::MemDomain dom, uint64_t va) {
 // RDMA atomics only (IBV_ATOMIC_HCA, the device's reported level).
 bool ProcessMemory::compare_swap(transport::MemDomain dom, uint64_t va, uint64_t compare, uint64_t swap,
                                  uint64_t& orig) {
-  if (uint64_t* p = direct_atomic(dom, va)) {
+  if (uint64_t* p = direct_atomic(dom, va, OrphanUse::kRead)) {
     orig = compare;
     __atomic_compare_exchange_n(p, &orig, swap, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
     return intact(dom);
   }
+  if (orphaned(dom)) return false;  // its 8 bytes were not written since it became one
   pid_t pid = 0;
   if (!atomic_read(dom, va, pid, orig)) {
     uint64_t* p = orphan_atomic(dom, va);
@@ -346,10 +355,11 @@ bool ProcessMemory::compare_swap(transport::MemDomain dom, uint64_t va, uint64_t
 }
 
 bool ProcessMemory::fetch_add(transport::MemDomain dom, uint64_t va, uint64_t add, uint64_t& orig) {
-  if (uint64_t* p = direct_atomic(dom, va)) {
+  if (uint64_t* p = direct_atomic(dom, va, OrphanUse::kRead)) {
     orig = __atomic_fetch_add(p, add, __ATOMIC_SEQ_CST);
     return intact(dom);
   }
+  if (orphaned(dom)) return false;  // its 8 bytes were not written since it became one
   pid_t pid = 0;
   if (!atomic_read(dom, va, pid, orig)) {
     uint64_t* p = orphan_atomic(dom, va);
@@ -364,7 +374,7 @@ bool ProcessMemory::fetch_add(transport::MemDomain dom, uint64_t va, uint64_t ad
 // Staged writes go out first: an ATOMIC WRITE is placed after every earlier
 // write (IBA 1.5). One aligned 8-byte process_vm_writev, like the atomics'.
 bool ProcessMemory::atomic_write(transport::MemDomain dom, uint64_t va, uint64_t value) {
-  if (uint64_t* p = direct_atomic(dom, va)) {
+  if (uint64_t* p = direct_atomic(dom, va, OrphanUse::kWrite)) {
     __atomic_store_n(p, value, __ATOMIC_SEQ_CST);
     return intact(dom);
   }

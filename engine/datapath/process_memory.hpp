@@ -175,8 +175,11 @@ class ProcessMemory final : public transport::MemoryAccess {
   // pages (conversion_watch.hpp, "Orphans"): orphan() finds them for an
   // MR that is one already; the *_orphan() calls, after a process_vm_*
   // access faulted, make it one if it qualifies and do the access there
-  // (false / nullptr: it does not, the fault stands).
-  [[nodiscard]] uint8_t* orphan(transport::MemDomain dom, uint64_t va, std::size_t n);
+  // (false / nullptr: it does not, the fault stands). A read there needs
+  // bytes written since (ConversionWatch::OrphanUse).
+  using OrphanUse = ConversionWatch::OrphanUse;
+  [[nodiscard]] uint8_t* orphan(transport::MemDomain dom, uint64_t va, std::size_t n, OrphanUse use);
+  [[nodiscard]] bool orphaned(transport::MemDomain dom) const;
   bool read_orphan(transport::MemDomain dom, uint64_t va, std::span<uint8_t> out);
   bool write_orphan(transport::MemDomain dom, uint64_t va, std::span<const uint8_t> in);
   uint64_t* orphan_atomic(transport::MemDomain dom, uint64_t va);
@@ -195,7 +198,7 @@ class ProcessMemory final : public transport::MemoryAccess {
   // After a direct access: whether its region is still whole (counted if not).
   bool intact(transport::MemDomain dom);
   // The 8 aligned bytes of a direct atomic, after every staged write is made.
-  uint64_t* direct_atomic(transport::MemDomain dom, uint64_t va);
+  uint64_t* direct_atomic(transport::MemDomain dom, uint64_t va, OrphanUse use);
 
   MappedRegions regions_;
   ConversionWatch conversions_;

@@ -2,6 +2,7 @@
 
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -326,6 +327,56 @@ TEST_CASE("process memory: a full conversion channel asks again at the next acce
   CHECK(w.add(::getpid(), 3, 1, 0, 0, 4096) == 0);
 }
 
+namespace {
+// A process whose memory an MR names: a forked copy of this one that, told
+// over a pipe, unmaps [base, base + len) ('u') or maps fresh zeros there
+// ('m'), answering once done; it ends with the object.
+struct MemoryChild {
+  pid_t pid = -1;
+  int to[2]{-1, -1}, from[2]{-1, -1};
+  MemoryChild(uint8_t* base, std::size_t len) {
+    REQUIRE(::pipe(to) == 0);
+    REQUIRE(::pipe(from) == 0);
+    pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      ::close(to[1]);  // so that the parent's close ends the loop
+      ::close(from[0]);
+      char c = 0;
+      while (::read(to[0], &c, 1) == 1) {
+        if (c == 'u') ::munmap(base, len);
+        if (c == 'm') ::mmap(base, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+        if (::write(from[1], &c, 1) != 1) break;
+      }
+      ::_exit(0);
+    }
+    ::close(to[0]);
+    ::close(from[1]);
+    to[0] = from[1] = -1;
+  }
+  void tell(char c) const {
+    REQUIRE(::write(to[1], &c, 1) == 1);
+    char back = 0;
+    REQUIRE(::read(from[0], &back, 1) == 1);
+  }
+  // One byte of its memory (0xEE if it cannot be read).
+  [[nodiscard]] uint8_t peek(uint64_t va) const {
+    uint8_t b = 0xEE;
+    iovec l{&b, 1};
+    iovec r{reinterpret_cast<void*>(va), 1};  // NOLINT: a remote address
+    ::process_vm_readv(pid, &l, 1, &r, 1, 0);
+    return b;
+  }
+  MemoryChild(const MemoryChild&) = delete;
+  MemoryChild& operator=(const MemoryChild&) = delete;
+  ~MemoryChild() {
+    ::close(to[1]);
+    ::close(from[0]);
+    if (pid > 0) ::waitpid(pid, nullptr, 0);
+  }
+};
+}  // namespace
+
 // A lazy MR whose process unmapped all of its pages without deregistering
 // it (a registration cache's freed buffer: UCX's fence test) keeps working
 // as a pinned MR does (conversion_watch.hpp, "Orphans"): the first access
@@ -343,19 +394,23 @@ TEST_CASE("process memory: a lazy MR unmapped whole is served from the daemon's 
   std::vector<uint8_t> chunk(256, 0x5A);
   std::vector<transport::WriteTag> faulted;
 
-  SECTION("unmapped whole: writes, reads and atomics succeed on the daemon's pages") {
+  SECTION("unmapped whole: writes, and reads of what was written, succeed on the daemon's pages") {
+    // The MR's process is a child: in this process the daemon's own
+    // mappings (the orphan pages) could land at the freed address and be
+    // read through process_vm_* as if they were the MR's memory.
     auto* base = static_cast<uint8_t*>(::mmap(nullptr, 3 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
     REQUIRE(base != MAP_FAILED);
     const auto va = reinterpret_cast<uint64_t>(base);
+    MemoryChild child(base, 3 * page);
     // The MR starts mid-page and ends mid-page: its span is the 3 pages.
-    const uint32_t id = mem.conversions().add(::getpid(), sv[0], 7, page, va + 100, 3 * page - 200);
+    const uint32_t id = mem.conversions().add(child.pid, sv[0], 7, page, va + 100, 3 * page - 200);
     REQUIRE(id >= 1);
-    const auto dom = engine::lazy_domain_of_pid(::getpid(), id);
+    const auto dom = engine::lazy_domain_of_pid(child.pid, id);
     REQUIRE(mem.stage_write(dom, va + 100, chunk, transport::WriteTag{9, 1, 0, false}));
     mem.settle(faulted);
     REQUIRE(faulted.empty());
-    CHECK(base[100] == 0x5A);  // mapped: the process's own pages
-    REQUIRE(::munmap(base, 3 * page) == 0);
+    CHECK(child.peek(va + 100) == 0x5A);  // mapped: the process's own pages
+    child.tell('u');                       // it unmaps them
     CHECK(gauge() == 0);
     // Two packets of one WRITE, staged, then made: both land.
     REQUIRE(mem.stage_write(dom, va + page, chunk, transport::WriteTag{9, 2, 0, false}));
@@ -364,15 +419,27 @@ TEST_CASE("process memory: a lazy MR unmapped whole is served from the daemon's 
     CHECK(faulted.empty());
     CHECK(gauge() == 1);
     CHECK(mem.counters().get(engine::MemCounter::kDeferredWriteFaults) == 0);
-    std::vector<uint8_t> out(2 * chunk.size() + 8, 0xFF);
+    std::vector<uint8_t> out(2 * chunk.size(), 0xFF);
     REQUIRE(mem.read(dom, va + page, out));
-    CHECK(std::all_of(out.begin(), out.begin() + 2 * 256, [](uint8_t b) { return b == 0x5A; }));
-    CHECK(std::all_of(out.begin() + 2 * 256, out.end(), [](uint8_t b) { return b == 0; }));  // never written: zeros
-    // The bytes the process had there are not the daemon's to keep.
-    std::vector<uint8_t> first(8, 0xFF);
-    REQUIRE(mem.read(dom, va + 100, first));
-    CHECK(first[0] == 0);
+    CHECK(std::all_of(out.begin(), out.end(), [](uint8_t b) { return b == 0x5A; }));
+    // The bytes the process had there are not the daemon's to keep, and a
+    // read of bytes not written since fails rather than return zeros: 8
+    // across the written ones' end, 8 the process wrote before it unmapped
+    // them, and an atomic's 8.
+    const auto unknown = [&] { return mem.conversions().counters().get(ConversionCounter::kOrphanUnknownReads); };
+    std::vector<uint8_t> eight(8, 0xFF);
+    CHECK_FALSE(mem.read(dom, va + page + 2 * chunk.size() - 4, eight));
+    CHECK_FALSE(mem.read(dom, va + 100, eight));
     uint64_t orig = 1;
+    CHECK_FALSE(mem.fetch_add(dom, va + 2 * page, 5, orig));
+    CHECK(unknown() == 3);
+    // Writes apart in one page: each reads back, the bytes between do not.
+    REQUIRE(mem.write(dom, va + page + 1024, eight));
+    REQUIRE(mem.write(dom, va + page + 3, std::vector<uint8_t>(1, 0x11)));
+    REQUIRE(mem.read(dom, va + page + 1024, eight));
+    CHECK_FALSE(mem.read(dom, va + page + 2 * chunk.size(), std::span<uint8_t>(out).first(520)));
+    CHECK(unknown() == 4);
+    REQUIRE(mem.write(dom, va + 2 * page, std::vector<uint8_t>(8, 0)));
     REQUIRE(mem.fetch_add(dom, va + 2 * page, 5, orig));
     CHECK(orig == 0);
     REQUIRE(mem.compare_swap(dom, va + 2 * page, 5, 9, orig));
@@ -387,20 +454,24 @@ TEST_CASE("process memory: a lazy MR unmapped whole is served from the daemon's 
     REQUIRE(mem.write(dom, va, big));
     mem.flush_writes();
     // New memory the process maps at the address is never written.
-    void* again = ::mmap(base, 3 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
-    if (again == base) {
-      REQUIRE(mem.stage_write(dom, va + 300, chunk, transport::WriteTag{9, 4, 0, false}));
-      mem.settle(faulted);
-      CHECK(faulted.empty());
-      CHECK(std::all_of(base, base + 3 * page, [](uint8_t b) { return b == 0; }));
-      REQUIRE(mem.read(dom, va + 300, out));
-      CHECK(out[0] == 0x5A);
-      ::munmap(base, 3 * page);
-    }
+    child.tell('m');
+    REQUIRE(mem.stage_write(dom, va + 300, chunk, transport::WriteTag{9, 4, 0, false}));
+    mem.settle(faulted);
+    CHECK(faulted.empty());
+    for (uint64_t at = va; at < va + 3 * page; at += 100) CHECK(child.peek(at) == 0);
+    out.assign(2 * chunk.size(), 0xFF);
+    REQUIRE(mem.read(dom, va + 300, out));
+    CHECK(out[0] == 0x5A);
+    CHECK(out[300] == 0x33);
     CHECK(mem.conversions().counters().get(ConversionCounter::kOrphanAccesses) > 0);
+    // What the process maps there now is not the MR's, even for a read.
+    std::fill(out.begin(), out.end(), 0xFF);
+    CHECK_FALSE(mem.read(dom, va + 2 * page + 16, eight));
     mem.conversions().remove(id);  // dereg: the pages go
     CHECK(gauge() == 0);
+    child.tell('u');
     CHECK_FALSE(mem.read(dom, va + page, out));  // a stale domain finds nothing
+    ::munmap(base, 3 * page);
   }
 
   SECTION("a page still mapped: the fault stands") {
