@@ -39,8 +39,10 @@ cpu_ns() { awk '{print $1}' "/proc/$1/schedstat"; }
 read -r cpu_a cpu_b <<< "${RAW_PPS_CPUS:-}"
 on_a=() on_b=()
 if [[ -n ${cpu_b:-} ]]; then
-  taskset -a -p -c "$cpu_a" "$daemon_pid_a" > /dev/null && taskset -a -p -c "$cpu_b" "$daemon_pid_b" > /dev/null ||
-    { echo "raw_pps.sh: taskset failed" >&2; exit 1; }
+  if ! taskset -a -p -c "$cpu_a" "$daemon_pid_a" > /dev/null || ! taskset -a -p -c "$cpu_b" "$daemon_pid_b" > /dev/null; then
+    echo "raw_pps.sh: taskset failed" >&2
+    exit 1
+  fi
   on_a=(taskset -c "$cpu_a") on_b=(taskset -c "$cpu_b")
 fi
 mac_a=$(ip -n "$ns_a" -br link show "$veth_a" | awk '{print $3}')
