@@ -141,6 +141,7 @@ void DataPath::device_counters(CounterList& out) const {
     add(DevStat::kRawTxFrames, l.tx_raw_frames);
     add(DevStat::kLinkXdpCopyFallbacks, l.xdp_copy_fallbacks);
     add(DevStat::kLinkXdpRxDrops, l.xdp_rx_kernel_drops);
+    add(DevStat::kLinkRxRingDrops, l.rx_ring_drops);
   }
   add(DevStat::kRawSteered, counters_.raw_frames_steered);
   add(DevStat::kRawUnmatched, counters_.raw_frames_unmatched);

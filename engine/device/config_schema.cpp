@@ -75,6 +75,11 @@ const ConfigKey kKeys[] = {
      .u32 = &DeviceConfig::active_mtu},
     {.scope = S::kDevice, .name = "vlan", .types = kUint, .min = 1, .max = 4094,
      .doc = "afpacket, xdp, dpdk: the 802.1Q VLAN ID of every frame (default: untagged)", .u16 = &DeviceConfig::vlan},
+    {.scope = S::kDevice, .name = "rx_ring_frames", .types = kUint,
+     .choices = "8|16|32|64|128|256|512|1024|2048|4096|8192|16384", .def = "512",
+     .doc = "afpacket: receive ring slots per engine thread (8 KiB each): frames the kernel holds while the engine "
+            "is off the CPU; more are dropped (link_rx_ring_drops)",
+     .u32 = &DeviceConfig::rx_ring_frames},
     {.scope = S::kDevice, .name = "ecn", .types = kStr, .choices = "ect0|ect1|off", .def = "ect0",
      .doc = "roce: the ECN codepoint of the RoCE v2 RC/UC packets it sends"},
     {.scope = S::kDevice, .name = "dm_bytes", .types = kUint, .min = 0, .max = 1U << 30, .def = "262144",

@@ -52,6 +52,7 @@ struct DeviceConfig {
   // the link's own neighbour discovery.
   std::vector<wire::IpAddr> ipv6;
   std::uint16_t vlan = 0;              // raw links: 802.1Q VLAN ID 1..4094 the device is on (0: untagged)
+  std::uint32_t rx_ring_frames = 512;  // afpacket: RX ring slots per engine thread (AfPacketLink::open)
   std::string address = "127.0.0.1";   // udp/tcp: the IPv4 address the link binds; gives GID ::ffff:a.b.c.d
                                        // afpacket: the IPv4 address the CM uses (default: the interface's first)
   std::uint16_t udp_port = 4791;       // RoCE v2 (IBA Annex A17.2: UDP destination port 4791)

@@ -67,7 +67,8 @@ std::unique_ptr<Link> open_afpacket(const Device& dev, std::string* error, LinkS
     return nullptr;
   }
   return AfPacketLink::open(*dev.netdev(), own_addresses(dev), dev.config().vlan, error,
-                            AfPacketLink::Sharding{sh.shard, sh.shards, sh.key}, dev.config().pfc);
+                            AfPacketLink::Sharding{sh.shard, sh.shards, sh.key}, dev.config().pfc,
+                            dev.config().rx_ring_frames);
 }
 
 std::unique_ptr<Link> open_xdp(const Device& dev, std::string* error, LinkShard /*sh: one queue*/) {

@@ -138,12 +138,17 @@ AfPacketLink::AfPacketLink(const Netdev& nd, std::vector<wire::IpAddr> own, std:
 
 std::unique_ptr<AfPacketLink> AfPacketLink::open(const Netdev& nd, std::vector<wire::IpAddr> own,
                                                  std::uint16_t vlan, std::string* error, Sharding sharding,
-                                                 const PfcConfig& pfc) {
+                                                 const PfcConfig& pfc, std::uint32_t rx_frames) {
   auto link = std::unique_ptr<AfPacketLink>(new AfPacketLink(nd, std::move(own), vlan));
   auto fail = [&](const char* what) -> std::unique_ptr<AfPacketLink> {
     if (error != nullptr) *error = "afpacket link on " + nd.name + ": " + what + ": " + std::strerror(errno);
     return nullptr;
   };
+  if (rx_frames < kMinRxFrames || rx_frames > kMaxRxFrames || (rx_frames & (rx_frames - 1)) != 0) {
+    errno = EINVAL;
+    return fail("rx_ring_frames");
+  }
+  link->rx_frames_ = rx_frames;
   // Protocol 0: nothing is received until the filter and rings are in
   // place and bind() names the protocol and interface.
   link->fd_ = ::socket(AF_PACKET, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -164,11 +169,11 @@ std::unique_ptr<AfPacketLink> AfPacketLink::open(const Netdev& nd, std::vector<w
   (void)::setsockopt(fd, SOL_PACKET, PACKET_IGNORE_OUTGOING, &one, sizeof one);
   (void)::setsockopt(fd, SOL_PACKET, PACKET_QDISC_BYPASS, &one, sizeof one);
   constexpr std::uint32_t kPerBlock = kBlockSize / kFrameSize;
-  tpacket_req rx{kBlockSize, kRxFrames / kPerBlock, kFrameSize, kRxFrames};
+  tpacket_req rx{kBlockSize, rx_frames / kPerBlock, kFrameSize, rx_frames};
   tpacket_req tx{kBlockSize, kTxFrames / kPerBlock, kFrameSize, kTxFrames};
   if (::setsockopt(fd, SOL_PACKET, PACKET_RX_RING, &rx, sizeof rx) != 0) return fail("PACKET_RX_RING");
   if (::setsockopt(fd, SOL_PACKET, PACKET_TX_RING, &tx, sizeof tx) != 0) return fail("PACKET_TX_RING");
-  link->ring_bytes_ = std::size_t{kFrameSize} * (kRxFrames + kTxFrames);
+  link->ring_bytes_ = std::size_t{kFrameSize} * (rx_frames + kTxFrames);
   void* m = ::mmap(nullptr, link->ring_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (m == MAP_FAILED) return fail("mmap rings");
   link->ring_ = static_cast<std::uint8_t*>(m);
@@ -191,7 +196,7 @@ std::unique_ptr<AfPacketLink> AfPacketLink::open(const Netdev& nd, std::vector<w
     // (the ring fills by slots, whatever the frames' sizes). Not with engine
     // threads: each shard's ring is a part of the port's buffer, and one
     // shard's XON would end what another's XOFF asked for.
-    const std::uint64_t rx_buffer = sharding.shards <= 1 ? std::uint64_t{kRxFrames} * kMaxFrame : 0;
+    const std::uint64_t rx_buffer = sharding.shards <= 1 ? std::uint64_t{rx_frames} * kMaxFrame : 0;
     link->pfc_ = std::make_unique<PfcPort>(pfc, pfc_link_bps(pfc, nd.speed_mbps), nd.mac, nd.name, rx_buffer);
   }
 
@@ -254,7 +259,7 @@ EncodedFrame AfPacketLink::build(const wire::IbPacket& pkt, const LinkDest& dst,
 
 std::uint8_t* AfPacketLink::tx_slot() {
   for (int attempt = 0; attempt < 2; ++attempt) {
-    std::uint8_t* slot = ring_ + std::size_t{kFrameSize} * (kRxFrames + tx_next_);
+    std::uint8_t* slot = ring_ + std::size_t{kFrameSize} * (rx_frames_ + tx_next_);
     tpacket2_hdr* h = frame_hdr(slot);
     const std::uint32_t st = load_status(h);
     if (st == TP_STATUS_AVAILABLE) return slot + kTpHdrAligned;
@@ -271,7 +276,7 @@ std::uint8_t* AfPacketLink::tx_slot() {
 }
 
 void AfPacketLink::tx_commit(std::uint32_t len) {
-  std::uint8_t* slot = ring_ + std::size_t{kFrameSize} * (kRxFrames + tx_next_);
+  std::uint8_t* slot = ring_ + std::size_t{kFrameSize} * (rx_frames_ + tx_next_);
   tpacket2_hdr* h = frame_hdr(slot);
   h->tp_len = len;
   h->tp_snaplen = len;
@@ -397,6 +402,18 @@ void AfPacketLink::flush(transport::Nanos now) {
     pfc_->flush(now, clock_ns(CLOCK_MONOTONIC), [this](wire::Bytes f) { return put_frame(f); });
   }
   kick();
+  if (now - last_stats_ >= kStatsEvery) {
+    read_kernel_stats();
+    last_stats_ = now;
+  }
+}
+
+void AfPacketLink::read_kernel_stats() {
+  // tp_drops: frames the filter took that found every RX slot still ours
+  // (the kernel zeroes its counts on each read).
+  tpacket_stats st{};
+  socklen_t len = sizeof st;
+  if (::getsockopt(fd_, SOL_PACKET, PACKET_STATISTICS, &st, &len) == 0) counters_.rx_ring_drops += st.tp_drops;
 }
 
 bool AfPacketLink::tx_stopped(const LinkDest& dst) const noexcept {
@@ -414,8 +431,8 @@ std::array<std::uint64_t, kPfcPriorities> AfPacketLink::rx_waiting_bytes() const
   // taken yet: from the next slot on, while the slots are ours. The kernel
   // takes an 802.1Q tag out into tp_vlan_tci; untagged frames by DSCP.
   std::array<std::uint64_t, kPfcPriorities> bytes{};
-  for (std::uint32_t i = 0; i < kRxFrames; ++i) {
-    std::uint8_t* slot = ring_ + std::size_t{kFrameSize} * ((rx_next_ + i) % kRxFrames);
+  for (std::uint32_t i = 0; i < rx_frames_; ++i) {
+    std::uint8_t* slot = ring_ + std::size_t{kFrameSize} * ((rx_next_ + i) & (rx_frames_ - 1));
     tpacket2_hdr* h = frame_hdr(slot);
     const std::uint32_t st = load_status(h);
     if ((st & TP_STATUS_USER) == 0) break;
@@ -430,7 +447,7 @@ std::array<std::uint64_t, kPfcPriorities> AfPacketLink::rx_waiting_bytes() const
 
 void AfPacketLink::release_rx() {
   if (!rx_held_ || runs_.serving()) return;  // a run served from the slot holds it
-  const std::uint32_t prev = (rx_next_ + kRxFrames - 1) % kRxFrames;
+  const std::uint32_t prev = (rx_next_ - 1) & (rx_frames_ - 1);
   store_status(frame_hdr(ring_ + std::size_t{kFrameSize} * prev), TP_STATUS_KERNEL);
   rx_held_ = false;
 }
@@ -462,7 +479,7 @@ bool AfPacketLink::receive(LinkRxPacket* out) {
     const std::size_t in_slot = h->tp_mac < kFrameSize ? std::min<std::size_t>(h->tp_snaplen, kFrameSize - h->tp_mac) : 0;
     if (raw_ && !roce_shaped(wire::Bytes(slot + h->tp_mac, in_slot))) {
       // Raw receive: a frame that is not RoCE goes to flow steering whole.
-      rx_next_ = (rx_next_ + 1) % kRxFrames;
+      rx_next_ = (rx_next_ + 1) & (rx_frames_ - 1);
       rx_held_ = true;
       sockaddr_ll from{};
       std::memcpy(&from, slot + kTpHdrAligned, sizeof from);
@@ -494,7 +511,7 @@ bool AfPacketLink::receive(LinkRxPacket* out) {
       if (t == AfPacketGsoRx::Take::kNotYet) return false;  // the slot stays for the next pass
       run_vid_ = (st & TP_STATUS_VLAN_VALID) != 0 ? h->tp_vlan_tci & 0x0FFF : 0;
       if (t != AfPacketGsoRx::Take::kOlder) {
-        rx_next_ = (rx_next_ + 1) % kRxFrames;
+        rx_next_ = (rx_next_ + 1) & (rx_frames_ - 1);
         store_status(h, TP_STATUS_KERNEL);
       }
       if (t == AfPacketGsoRx::Take::kLost) continue;
@@ -505,7 +522,7 @@ bool AfPacketLink::receive(LinkRxPacket* out) {
       if (serve_run(out)) return true;
       continue;
     }
-    rx_next_ = (rx_next_ + 1) % kRxFrames;
+    rx_next_ = (rx_next_ + 1) & (rx_frames_ - 1);
     rx_held_ = true;
     ++counters_.rx_packets;
     sockaddr_ll from{};

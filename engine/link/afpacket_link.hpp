@@ -64,7 +64,11 @@ class AfPacketLink final : public Link {
   // fit arrive truncated and are dropped as malformed.
   static constexpr std::uint32_t kFrameSize = 8192;
   static constexpr std::uint32_t kBlockSize = 1U << 16;
-  static constexpr std::uint32_t kRxFrames = 512;
+  // RX ring slots: the config's rx_ring_frames (a power of two, at least a
+  // block's worth), by default this many.
+  static constexpr std::uint32_t kDefaultRxFrames = 512;
+  static constexpr std::uint32_t kMinRxFrames = kBlockSize / kFrameSize;
+  static constexpr std::uint32_t kMaxRxFrames = 16384;
   static constexpr std::uint32_t kTxFrames = 512;
   static constexpr std::uint32_t kTxBatch = 32;
 
@@ -75,11 +79,13 @@ class AfPacketLink final : public Link {
   // on failure (not root: EPERM).
   // With `sharding`, one of several engine threads' links (AfPacketSharding).
   // With `pfc.enabled`, MAC Control frames (PFC, PAUSE) are received and
-  // honoured on transmit (engine/link/pfc_port.hpp).
+  // honoured on transmit (engine/link/pfc_port.hpp). `rx_frames`: the RX
+  // ring's slots (a power of two in kMinRxFrames..kMaxRxFrames, else EINVAL).
   using Sharding = AfPacketSharding;
   static std::unique_ptr<AfPacketLink> open(const Netdev& nd, std::vector<wire::IpAddr> own, std::uint16_t vlan,
                                             std::string* error, Sharding sharding = {},
-                                            const PfcConfig& pfc = {});
+                                            const PfcConfig& pfc = {},
+                                            std::uint32_t rx_frames = kDefaultRxFrames);
   [[nodiscard]] std::uint16_t shard_key() const noexcept override { return fanout_group_; }
   [[nodiscard]] bool multicast_to_every_shard() const noexcept override { return false; }
   ~AfPacketLink() override;
@@ -98,6 +104,10 @@ class AfPacketLink final : public Link {
   bool receive(LinkRxPacket* out) override;
   void release_rx() override;
   [[nodiscard]] const LinkCounters& counters() const noexcept override { return counters_; }
+  [[nodiscard]] std::uint32_t rx_ring_frames() const noexcept { return rx_frames_; }
+  // The kernel's RX ring drop count (PACKET_STATISTICS, which resets it on
+  // each read) is added to rx_ring_drops this often, at flush.
+  static constexpr transport::Nanos kStatsEvery = 100'000'000;
   // Raw frames (Link): out through the TX ring as they are (the kernel
   // refuses one longer than the interface allows: tx_errors); in, while
   // raw receive is on, with a receive filter that lets every frame in.
@@ -151,6 +161,9 @@ class AfPacketLink final : public Link {
   bool serve_run(LinkRxPacket* out);
   std::uint8_t* ring_ = nullptr;
   std::size_t ring_bytes_ = 0;
+  std::uint32_t rx_frames_ = kDefaultRxFrames;  // RX ring slots (a power of two)
+  transport::Nanos last_stats_ = 0;
+  void read_kernel_stats();
   std::uint32_t rx_next_ = 0;     // the next RX slot to look at
   bool rx_held_ = false;          // slot rx_next_ - 1 is still ours (its packet is in use)
   std::uint32_t tx_next_ = 0;     // the next TX slot to fill

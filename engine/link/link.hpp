@@ -50,6 +50,7 @@ struct LinkCounters {
   std::uint64_t tx_raw_frames = 0;    // raw packet QPs' frames sent
   std::uint64_t xdp_copy_fallbacks = 0; // xdp: zero-copy refused by the driver, bound in copy mode (0 or 1)
   std::uint64_t xdp_rx_kernel_drops = 0;// xdp: frames the kernel dropped for the socket (RX ring full, no fill chunk)
+  std::uint64_t rx_ring_drops = 0;    // afpacket: frames the kernel found no free RX ring slot for (PACKET_STATISTICS)
 };
 
 // Where one packet goes, as the data path resolved it from the AH / QP path

@@ -85,6 +85,7 @@ enum class DevStat : std::uint8_t {
   kDmabufMrsRefused,    // ibv_reg_dmabuf_mr refused: not a dma-buf, out of its range, unmappable (session_dmabuf.cpp)
   kLinkXdpCopyFallbacks,// xdp link: the driver refused zero-copy, the socket runs in copy mode (0 or 1)
   kLinkXdpRxDrops,      // xdp link: frames the kernel dropped for the socket (RX ring full, fill ring empty)
+  kLinkRxRingDrops,     // afpacket link: frames the kernel dropped for want of a free RX ring slot
   kCount,
 };
 
@@ -141,6 +142,7 @@ inline constexpr transport::CounterNames<DevStat> kDevStatNames = {{
     {DevStat::kDmabufMrsRefused, "dmabuf_mrs_refused"},
     {DevStat::kLinkXdpCopyFallbacks, "link_xdp_copy_fallbacks"},
     {DevStat::kLinkXdpRxDrops, "link_xdp_rx_drops"},
+    {DevStat::kLinkRxRingDrops, "link_rx_ring_drops"},
 }};
 static_assert(transport::counter_table_ok(kDevStatNames));
 
