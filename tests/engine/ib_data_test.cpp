@@ -480,4 +480,20 @@ TEST_CASE("ib data: RC by LID across the cable: SEND and RDMA WRITE, data checke
   CHECK(target == src);
   CHECK(ib_dev_stat(*ib.dp0, "ib_rx_wrong_dlid") == 0);
   CHECK(ib_dev_stat(*ib.dp1, "rx_icrc_errors") == 0);
+  CHECK(ib_dev_stat(*ib.dp1, "wrong_peer_pkts") == 0);
+
+  // A connected QP takes packets only from the LID its path names: rc2's
+  // path says LID 7, the packet comes from LID 1 (IBA 9.6.1.5).
+  RigQp ra2, rb2;
+  ib.a->create_qp(ra2);
+  ib.b->create_qp(rb2);
+  connect_rc_by_lid(*ib.a, ra2, rb2.qpn, kLid1);
+  connect_rc_by_lid(*ib.b, rb2, ra2.qpn, 7);
+  post_wqe(rb2, rb2.rq, rh, rsge);
+  post_wqe(ra2, ra2.sq, signaled_wqe(0xa3, IBV_WR_SEND), ssge);
+  ca.clear();
+  cb.clear();
+  ib.pump(ca, cb, 99, 1, 300);
+  CHECK(cb.empty());
+  CHECK(ib_dev_stat(*ib.dp1, "wrong_peer_pkts") >= 1);
 }
