@@ -18,8 +18,8 @@
 #     VCRC at urnic_ib1 and are counted (ib_rx_bad_vcrc); RC resends and
 #     ibv_rc_pingpong -c still passes
 #   - no packet was for another DLID or partition (the counters say 0)
-# Needs root (network namespace). Suites ib, acceptance, root: 23-33 s measured at
-# load 10-15 on the shared 2-core machine (ib_write_bw and the corrupted run most).
+# Needs root (network namespace). Suites ib, acceptance, root: 23-85 s measured at
+# load 10-16 on the shared 2-core machine (ib_write_bw and the corrupted run most).
 set -u
 verbs_dir=$1 umad_dir=$2 urnicd=$3 cli=$4
 here=$(cd "$(dirname "$0")" && pwd)
