@@ -136,6 +136,16 @@ struct RxInfo {
   bool has_src = false;
   // RoCE v2: the IP header's ECN field said Congestion Experienced (11b).
   bool ce = false;
+  // A native InfiniBand packet (issue 51, docs/INFINIBAND.md): its LRH's
+  // SLID and SL, and the low LMC bits of its DLID (what IBA 11.4.2.1's
+  // completion reports as slid, sl, dlid_path_bits). A connected QP takes
+  // packets only from the LID its path names (IBA 9.6.1.5, as the GID
+  // check above for RoCE); `has_src` then says whether a GRH gave an SGID
+  // too.
+  bool ib = false;
+  uint16_t slid = 0;
+  uint8_t sl = 0;
+  uint8_t dlid_path_bits = 0;
 };
 
 class EventSink {

@@ -455,6 +455,14 @@ int Qp::post_recv(const RecvWr& wr) {
   return post_recv_wqe(wr, !init_.has_srq && init_.type != QpType::kXrcSend && !xrc_target());
 }
 
+bool Qp::from_path_peer(const RxInfo& rx) const noexcept {
+  if (rx.ib) {
+    if (rx.slid != attr_.ah_attr.dlid) return false;
+    return !rx.has_src || !attr_.ah_attr.is_global || rx.src_gid == attr_.ah_attr.dgid;
+  }
+  return !rx.has_src || rx.src_gid == attr_.ah_attr.dgid;
+}
+
 void Qp::on_packet(const wire::IbPacket& pkt, const RxInfo& rx, Nanos now) {
   const QpState st = attr_.qp_state;
   // IBA 10.3.1: packets are accepted from RTR on; RESET/INIT/ERR drop them.
@@ -467,7 +475,9 @@ void Qp::on_packet(const wire::IbPacket& pkt, const RxInfo& rx, Nanos now) {
   // second application, a spoofed datagram) is dropped before it can touch
   // memory or sequence state. XRC QPs are connected too: a target to its
   // one initiator, whose address its RTR path names (XRC annex).
-  if (init_.type != QpType::kUd && init_.type != QpType::kRawPacket && rx.has_src && rx.src_gid != attr_.ah_attr.dgid) {
+  // InfiniBand: the peer is the LID the path names (its SLID is our DLID),
+  // and its GID too when both the path and the packet have a GRH.
+  if (init_.type != QpType::kUd && init_.type != QpType::kRawPacket && !from_path_peer(rx)) {
     count(Counter::kWrongPeerPkts);
     count(Counter::kDroppedPkts);
     return;

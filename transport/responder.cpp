@@ -858,7 +858,13 @@ void Qp::ud_run(const wire::IbPacket& pkt, const RxInfo& rx, Nanos now) {
   }
   e.byte_len = static_cast<uint32_t>(rx.grh.size() + pl);
   if (rx.has_grh) e.wc_flags |= wc_flag::kGrh;
-  e.sl = rx.roce_pkt_type;
+  // InfiniBand: the LRH's SL and SLID and the DLID's path bits (IBA
+  // 11.4.2.1); RoCE: the header type, as a ConnectX reports it (RxInfo).
+  e.sl = rx.ib ? rx.sl : rx.roce_pkt_type;
+  if (rx.ib) {
+    e.slid = rx.slid;
+    e.dlid_path_bits = rx.dlid_path_bits;
+  }
   if (pkt.info().is(Op::kImm)) {
     e.wc_flags |= wc_flag::kWithImm;
     e.imm_data = pkt.imm;

@@ -199,6 +199,9 @@ struct AhAttr {
   uint16_t dlid = 0;
   uint8_t sl = 0;
   uint8_t port_num = 1;
+  // InfiniBand (IBA 11.2.2.1): the low LMC bits of the SLID this path's
+  // packets leave with (the port's LID | src_path_bits).
+  uint8_t src_path_bits = 0;
   bool operator==(const AhAttr&) const = default;
 };
 

@@ -338,8 +338,11 @@ int ibv_init_ah_from_wc(ibv_context* context, std::uint8_t port_num, ibv_wc* wc,
   ah_attr->src_path_bits = wc->dlid_path_bits;
   ah_attr->port_num = port_num;
   // RoCE always carries the GRH (or, for RoCE v2 over IPv4, the IPv4 header
-  // in the last 20 bytes of the 40-byte GRH area, IBA Annex A17.4.5.2).
+  // in the last 20 bytes of the 40-byte GRH area, IBA Annex A17.4.5.2). On
+  // an InfiniBand port a packet without one came by LID: the reply goes to
+  // its SLID (as libibverbs' ibv_init_ah_from_wc answers there).
   if ((wc->wc_flags & IBV_WC_GRH) == 0) {
+    if (shim_of(context)->info.port.link_layer == IBV_LINK_LAYER_INFINIBAND) return 0;
     errno = EINVAL;
     return -1;
   }

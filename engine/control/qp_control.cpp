@@ -13,6 +13,11 @@ namespace urnic::engine {
 
 namespace ctl = hostif::ctl;
 
+bool address_vector_ok(const ctl::AhAttrs& a, bool infiniband, std::size_t gid_count) {
+  if (a.is_global != 0) return a.sgid_index < gid_count;
+  return infiniband && a.dlid >= 1 && a.dlid <= 0xBFFF;
+}
+
 namespace {
 
 constexpr std::uint32_t kStates = IBV_QPS_ERR + 1;
@@ -168,11 +173,7 @@ class BasicQpControl final : public QpControl {
     if ((mask & IBV_QP_ACCESS_FLAGS) != 0 && (a.qp_access_flags & ~kAccessMask) != 0) return EINVAL;
     if ((mask & IBV_QP_PATH_MTU) != 0 && (a.path_mtu < IBV_MTU_256 || a.path_mtu > info_.max_mtu))
       return EINVAL;
-    if ((mask & IBV_QP_AV) != 0) {
-      // RoCE: every address vector carries a GRH (IBA Annex A16/A17: the
-      // GRH/IP header is mandatory), and the source GID must exist.
-      if (a.ah_attr.is_global == 0 || a.ah_attr.sgid_index >= info_.gid_count) return EINVAL;
-    }
+    if ((mask & IBV_QP_AV) != 0 && !address_vector_ok(a.ah_attr, info_.infiniband, info_.gid_count)) return EINVAL;
     if ((mask & IBV_QP_MAX_DEST_RD_ATOMIC) != 0 && a.max_dest_rd_atomic > info_.max_qp_rd_atom)
       return EINVAL;
     if ((mask & IBV_QP_MAX_QP_RD_ATOMIC) != 0 && a.max_rd_atomic > info_.max_qp_init_rd_atom)
@@ -227,6 +228,7 @@ transport::AhAttr ah_to_transport(const ctl::AhAttrs& a) {
   t.dlid = a.dlid;
   t.sl = a.sl;
   t.port_num = a.port_num;
+  t.src_path_bits = a.src_path_bits;
   return t;
 }
 

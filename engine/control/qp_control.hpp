@@ -39,7 +39,13 @@ struct QpCreateInfo {
   std::uint32_t gid_count = 0;        // valid sgid_index values: < gid_count
   std::uint32_t max_qp_rd_atom = 0;   // responder resources limit
   std::uint32_t max_qp_init_rd_atom = 0;
+  bool infiniband = false;            // the device's link layer: address vectors by LID allowed
 };
+
+// An address vector (an AH's, a QP path's) the device takes: RoCE needs the
+// GRH (IBA annex A16/A17) with an existing source GID; InfiniBand takes a
+// GRH the same way, or none and a unicast DLID (LID routing, IBA 4.1.3).
+bool address_vector_ok(const ctl::AhAttrs& a, bool infiniband, std::size_t gid_count);
 
 std::unique_ptr<QpControl> make_qp_control(const QpCreateInfo& info);
 

@@ -853,16 +853,18 @@ Reply Session::on_create_qp(const MsgHeader& h, std::span<const std::byte> msg) 
 }
 
 int Session::create_qp_obj(const ctl::CreateQpReq& qreq, QpObj::Kind kind, ctl::CreateQpRep& rep, int& fd_out) {
-  // An InfiniBand device has no data path over LIDs yet (issue 51: its
-  // port is managed, docs/INFINIBAND.md): no QPs, said once per process.
-  if (dev_->infiniband()) {
+  const ctl::CreateQpReq* req = &qreq;
+  // An InfiniBand device carries RC, UC and UD over LIDs (issue 51,
+  // docs/INFINIBAND.md); XRC and raw packet QPs not yet (said once per
+  // process).
+  if (dev_->infiniband() && req->qp_type != IBV_QPT_RC && req->qp_type != IBV_QPT_UC &&
+      req->qp_type != IBV_QPT_UD) {
     if (!warned_ib_qp_)
-      fmt::print(stderr, "urnicd: session {} (pid {}): {} is an InfiniBand device: QPs over LIDs are not "
-                 "implemented yet (EOPNOTSUPP)\n", id_, pid_, dev_->name());
+      fmt::print(stderr, "urnicd: session {} (pid {}): {} is an InfiniBand device: only RC, UC and UD QPs "
+                 "(EOPNOTSUPP)\n", id_, pid_, dev_->name());
     warned_ib_qp_ = true;
     return EOPNOTSUPP;
   }
-  const ctl::CreateQpReq* req = &qreq;
   const auto& a = dev_->attrs();
   switch (req->qp_type) {
     case IBV_QPT_RC:
@@ -972,6 +974,7 @@ int Session::create_qp_obj(const ctl::CreateQpReq& qreq, QpObj::Kind kind, ctl::
   info.gid_count = static_cast<std::uint32_t>(dev_->gids().size());
   info.max_qp_rd_atom = a.max_qp_rd_atom;
   info.max_qp_init_rd_atom = a.max_qp_init_rd_atom;
+  info.infiniband = dev_->infiniband();
   qp.ctl = dp_ != nullptr ? make_transport_qp_control(info, dp_->transport()) : make_qp_control(info);
   const int fd = ::dup(qp.mem.fd());
   qp.mem.close_fd();
@@ -1223,9 +1226,9 @@ Reply Session::on_create_ah(const MsgHeader& h, std::span<const std::byte> msg) 
   if (!req) return fail<ctl::CreateAhRep>(h, EINVAL);
   auto pd = pds_.find(req->pd_handle);
   if (pd == pds_.end()) return fail<ctl::CreateAhRep>(h, EINVAL);
-  // RoCE address vectors must carry a GRH with an existing source GID.
-  if (req->attr.port_num != 1 || req->attr.is_global == 0 ||
-      req->attr.sgid_index >= dev_->gids().size())
+  // RoCE address vectors must carry a GRH with an existing source GID; on
+  // InfiniBand the GRH is optional (LID routing: a unicast DLID, IBA 4.1.3).
+  if (req->attr.port_num != 1 || !address_vector_ok(req->attr, dev_->infiniband(), dev_->gids().size()))
     return fail<ctl::CreateAhRep>(h, EINVAL);
   if (dev_->usage().ahs >= dev_->attrs().max_ah || over_quota(port_.ahs.size(), reg_.quota().ah)) return fail<ctl::CreateAhRep>(h, ENOMEM);
   transport::AhHandle tah{};

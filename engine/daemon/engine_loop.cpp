@@ -87,7 +87,9 @@ bool EngineLoop::init(std::string* error) {
     // More than one engine thread: devices on a shardable link (udp,
     // afpacket: their sockets steer by QPN) get a data path per thread;
     // the others (dpdk, iWARP) run here.
-    const bool sharded = link_kind_of(d->config()).shardable;
+    // An InfiniBand device has one (its port's state is the control
+    // thread's: engine/datapath/datapath.hpp, ib_port_).
+    const bool sharded = link_kind_of(d->config()).shardable && !d->infiniband();
     const unsigned n = sharded ? threads_ : 1;
     std::vector<DataPath*> dps;
     for (unsigned k = 0; k < n; ++k) {

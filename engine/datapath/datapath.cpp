@@ -208,6 +208,7 @@ DataPath::DataPath(const Device& dev, std::unique_ptr<Link> link, LinkShard sh)
     own_gids_.push_back(raw);
   }
   shard_ = sh.shard;
+  ib_port_ = dev.ib_port();
   unread_cqs_.reserve(kUnreadCqsTracked);
   transport_ = std::make_unique<t::Transport>(mem_, *this, *this, config_for(dev, sh, link_.get()));
   // A link that honours PFC pauses the QPs sending on a paused priority.
@@ -860,7 +861,52 @@ LinkDest DataPath::link_dest(const t::TxPacket& p) const {
   d.hop_limit = ah.hop_limit != 0 ? ah.hop_limit : 64;
   d.flow_label = ah.flow_label & 0xFFFFF;
   d.udp_src_port = roce_v2_source_port(ah.flow_label, p.addr.src_qpn, p.addr.dest_qpn);
+  if (ib_port_ != nullptr) ib_link_dest(ah, d);
   return d;
+}
+
+void DataPath::ib_link_dest(const t::AhAttr& ah, LinkDest& d) const {
+  // IBA 7.11.1: a port with LMC answers 2^LMC LIDs; the path bits pick
+  // which one a packet comes from (src_path_bits, the low LMC bits).
+  const auto path_mask = static_cast<std::uint16_t>((1U << ib_port_->lmc()) - 1);
+  d.ib_slid = static_cast<std::uint16_t>((ib_port_->lid() & ~path_mask) | (ah.src_path_bits & path_mask));
+  d.ib_dlid = ah.dlid;
+  d.ib_global = ah.is_global;
+  d.sl = ah.sl;
+  d.version = wire::RoceVersion::kV1;  // a GRH, when there is one, is IBA's (8.3)
+  d.traffic_class = ah.traffic_class;
+  if (ah.is_global) d.src.bytes = ib_port_->gid0();  // GID[0]: the subnet prefix the SM set, the port GUID
+}
+
+bool DataPath::ib_port_takes(const wire::IbPacket& pkt, const RxAddress& from) {
+  if (!ib_port_->receives_data()) {
+    stats_.inc(DevStat::kIbRxPortInactive);
+    return false;
+  }
+  if (!ib_port_->owns_lid(from.dlid)) {
+    stats_.inc(DevStat::kIbRxWrongDlid);
+    return false;
+  }
+  // IBA 10.9.3: the P_Keys match when their low 15 bits do and at least
+  // one of the two is a full member (bit 15); 0x0000 and 0x8000 are invalid.
+  const std::uint16_t key = pkt.bth.pkey;
+  bool pkey_ok = false;
+  if ((key & 0x7FFF) != 0)
+    for (const std::uint16_t k : ib_port_->pkeys())
+      if ((k & 0x7FFF) == (key & 0x7FFF) && ((k | key) & 0x8000) != 0) {
+        pkey_ok = true;
+        break;
+      }
+  if (!pkey_ok) {
+    stats_.inc(DevStat::kIbRxBadPkey);
+    return false;
+  }
+  // QP0 and QP1 take MADs, which the umad service carries over the cable.
+  if (pkt.bth.dest_qp <= kGsiQpn) {
+    stats_.inc(DevStat::kIbRxManagement);
+    return false;
+  }
+  return true;
 }
 
 void DataPath::transmit(const t::TxPacket& p, t::Nanos now) {
@@ -890,13 +936,26 @@ void DataPath::transmit(const t::TxPacket& p, t::Nanos now) {
     return;
   }
   // To ourselves (the v4 address, or any of the device's GIDs, e.g. the
-  // link-local one at index 0): two processes on this host.
-  const bool own = (ipv4_ != 0 && dst == ipv4_) ||
-                   std::find(own_gids_.begin(), own_gids_.end(), p.addr.ah.dgid) != own_gids_.end();
+  // link-local one at index 0): two processes on this host. An InfiniBand
+  // port: to one of its own LIDs; and nothing but SMPs leaves a port that
+  // is not ACTIVE (IBA 7.2), nor data from a port without a LID.
+  bool own = false;
+  if (ib_port_ != nullptr) {
+    if (!ib_port_->sends_data() || ib_port_->lid() == 0) {
+      stats_.inc(DevStat::kIbTxPortInactive);
+      return;
+    }
+    own = ib_port_->owns_lid(p.addr.ah.dlid);
+  } else {
+    own = (ipv4_ != 0 && dst == ipv4_) ||
+          std::find(own_gids_.begin(), own_gids_.end(), p.addr.ah.dgid) != own_gids_.end();
+  }
   // Counters, fault injection, capture (engine/datapath/stats_datapath.cpp): one
   // branch each when off. Faulted frames leave later through run_faults().
   stats_.on_tx(p.pkt, p.addr.src_qpn);
-  if (faults_.applies(p.addr.src_qpn) && (own || link_)) {
+  // (An InfiniBand port's own packets skip them: the stage frames
+  // same-host packets as RoCE v2.)
+  if (faults_.applies(p.addr.src_qpn) && (own ? ib_port_ == nullptr : link_ != nullptr)) {
     fault_tx(p, own ? LinkDest{} : link_dest(p), own, now);
     return;
   }
@@ -1006,6 +1065,20 @@ void DataPath::fill_hairpin(Hairpin& hp, const t::TxPacket& p, bool mcast) const
   // from on a link): what the receiving RC/UC QP checks.
   hp.sender = d.src;
   hp.multicast = mcast;
+  from.ib = ib_port_ != nullptr;
+  if (from.ib) {
+    // As the cable would have carried it: the LRH's addresses and SL, and
+    // the GRH only when the AH is global.
+    from.ib_grh = d.ib_global;
+    from.sl = d.sl;
+    from.dlid = d.ib_dlid;
+    from.slid = d.ib_slid;
+    if (from.ib_grh) {
+      from.version = wire::RoceVersion::kV1;
+      from.ipv6 = true;
+      from.src = d.src;
+    }
+  }
 }
 
 void DataPath::handoff_done(unsigned to) {
@@ -1171,6 +1244,23 @@ void DataPath::deliver_rx(const wire::IbPacket& pkt, const RxAddress& from, t::N
   rx.src_gid = sender != nullptr ? sender->bytes : from.src.bytes;
   rx.has_src = true;
   rx.ce = from.version == wire::RoceVersion::kV2 && (from.traffic_class & 3) == 3;
+  if (from.ib) {
+    // InfiniBand: the peer is its SLID (and its SGID when a GRH came); a
+    // UD receive gets the GRH only when there was one (IBA 11.4.1.2).
+    rx.ib = true;
+    rx.has_src = from.ib_grh;
+    rx.slid = from.slid;
+    rx.sl = from.sl;
+    rx.dlid_path_bits =
+        ib_port_ != nullptr ? static_cast<std::uint8_t>(from.dlid & ((1U << ib_port_->lmc()) - 1)) : 0;
+    if (wire::transport_of(pkt.bth.opcode) == wire::IbTransport::kUd && from.ib_grh) {
+      const std::size_t ib_bytes = pkt.info().length + pkt.payload.size() + pkt.bth.pad + 4;
+      rx.grh = receive_grh(from, ib_bytes);
+      rx.has_grh = true;
+    }
+    transport_->on_packet(pkt, rx, now);
+    return;
+  }
   if (wire::transport_of(pkt.bth.opcode) == wire::IbTransport::kUd) {
     const std::size_t ib_bytes = pkt.info().length + pkt.payload.size() + pkt.bth.pad + 4;
     rx.grh = receive_grh(from, ib_bytes);
@@ -1270,6 +1360,12 @@ bool DataPath::run_link(t::Nanos now) {
     if (!flows_.empty() && !rx.frame.empty() &&
         steer_frame(rx.frame, rx.has_stripped_tci, rx.stripped_tci, true, 0, now).trapped) {
       ++counters_.raw_frames_trapped;
+      ++n;
+      continue;
+    }
+    // An InfiniBand port takes only what is for its LIDs, its partitions,
+    // while it is ARMED or ACTIVE.
+    if (rx.from.ib && (ib_port_ == nullptr || !ib_port_takes(rx.ib, rx.from))) {
       ++n;
       continue;
     }

@@ -36,6 +36,7 @@
 #include "engine/observe/capture.hpp"
 #include "hostif/ctl_proto.hpp"
 #include "engine/observe/fault.hpp"
+#include "engine/device/ib_port.hpp"
 #include "engine/device/link_kinds.hpp"
 #include "engine/datapath/multicast.hpp"
 #include "engine/datapath/shard.hpp"
@@ -394,6 +395,16 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
   std::uint8_t ecn_codepoint_ = 0;  // DeviceConfig::ecn_codepoint: RC/UC packets' ECN field
   std::vector<std::array<std::uint8_t, 16>> own_gids_;  // any of these: hairpin
   std::vector<ctl::GidEntry> gid_table_;                // the device's, by sgid_index
+  // An InfiniBand device's port (issue 51): its LID/LMC, state and P_Key
+  // table, which the SMA changes on the control thread (an InfiniBand
+  // device has one data path, on that thread: no sharing). nullptr on RoCE.
+  const IbPort* ib_port_ = nullptr;
+  // The receive side of an InfiniBand port (IBA 7.2, 7.11.1, 10.9.3): false
+  // (counted) when the port drops `from`'s packet.
+  bool ib_port_takes(const wire::IbPacket& pkt, const RxAddress& from);
+  // The LRH fields a packet to `ah` leaves with (SLID: the port's LID with
+  // the path bits; DLID, SL; GRH if the AH is global).
+  void ib_link_dest(const transport::AhAttr& ah, LinkDest& d) const;
   ProcessMemory mem_;
   std::unique_ptr<Link> link_;
   std::unique_ptr<transport::Transport> transport_;

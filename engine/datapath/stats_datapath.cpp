@@ -13,7 +13,9 @@
 
 #include "engine/datapath/datapath.hpp"
 #include "engine/device/device.hpp"
+#include "engine/link/ib_cable_link.hpp"
 #include "engine/link/udp_link.hpp"
+#include "wire/ib_frame.hpp"
 #include "wire/roce_frame.hpp"
 #include "wire/udp.hpp"
 
@@ -30,6 +32,8 @@ void DataPath::init_observe(const Device& dev) {
                dev.name(), c.fault.faults.loss, c.fault.faults.duplicate, c.fault.faults.reorder,
                c.fault.faults.corrupt, c.fault.faults.ecn, c.fault.delay);
   }
+  // An InfiniBand device's frames are IB packets (LRH .. VCRC).
+  if (dev.infiniband() && shard_ == 0) capture_->set_linktype(pcap::kLinktypeInfiniband);
   if (!c.capture_path.empty() && shard_ == 0) {  // one capture per device (join_shards)
     std::string error;
     if (capture_->start(c.capture_path, c.capture_limit, &error))
@@ -42,6 +46,15 @@ void DataPath::init_observe(const Device& dev) {
 std::uint16_t DataPath::link_port() const { return link_ ? link_->port() : wire::kRoceV2Port; }
 
 void DataPath::capture_tx(const t::TxPacket& p, std::uint32_t dst_ipv4) {
+  if (ib_port_ != nullptr) {
+    // A packet from an InfiniBand port to itself: as the cable carries one.
+    auto n = wire::build_ib_frame(IbCableLink::link_headers(link_dest(p)), p.pkt, frame_scratch_);
+    if (n) {
+      capture_->write(wire::Bytes(frame_scratch_.data(), *n));
+      stats_.inc(DevStat::kCaptureFrames);
+    }
+    return;
+  }
   if (dst_ipv4 == 0) return;  // not sent (no IPv4 destination, no link)
   capture_->write_packet(p.pkt, ipv4_, link_port(), dst_ipv4, v2_traffic_class(p));
   stats_.inc(DevStat::kCaptureFrames);
@@ -142,6 +155,7 @@ void DataPath::device_counters(CounterList& out) const {
     add(DevStat::kLinkXdpCopyFallbacks, l.xdp_copy_fallbacks);
     add(DevStat::kLinkXdpRxDrops, l.xdp_rx_kernel_drops);
     add(DevStat::kLinkRxRingDrops, l.rx_ring_drops);
+    add(DevStat::kIbRxBadVcrc, l.rx_bad_vcrc);
   }
   add(DevStat::kRawSteered, counters_.raw_frames_steered);
   add(DevStat::kRawUnmatched, counters_.raw_frames_unmatched);

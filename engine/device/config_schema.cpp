@@ -42,11 +42,12 @@ const ConfigKey kKeys[] = {
      .doc = "RoCE v1/v2, or iWARP (RDMAP/DDP/MPA over the host's TCP)", .text = &DeviceConfig::transport},
     {.scope = S::kDevice, .name = "link_layer", .types = kStr, .choices = "ethernet|infiniband", .def = "ethernet",
      .doc = "roce, udp link: infiniband makes the port an InfiniBand port (LID, SM, port states set by a subnet "
-            "manager through its SMA; docs/INFINIBAND.md); it carries no QPs yet",
+            "manager through its SMA; docs/INFINIBAND.md); RC, UC and UD QPs over LIDs on its cable",
      .text = &DeviceConfig::link_layer},
     {.scope = S::kDevice, .name = "ib_cable", .types = kStr,
      .doc = "infiniband: the other InfiniBand device of this daemon whose port this port's cable reaches (each "
-            "names the other); without it the port has no link partner and stays DOWN",
+            "names the other; their address:udp_port differ): the ports' packets (LRH .. VCRC) go as UDP "
+            "datagrams between the two; without it the port has no link partner and stays DOWN",
      .text = &DeviceConfig::ib_cable},
     {.scope = S::kDevice, .name = "link", .types = kStr, .def = "udp (iwarp: tcp)",
      .doc = "the link type, one of those under Links below", .text = &DeviceConfig::link},

@@ -387,7 +387,7 @@ std::optional<DaemonConfig> parse_config(const std::string& json_text, std::stri
       ++index;
     }
     // An InfiniBand cable joins two InfiniBand devices, each naming the other.
-    for (const DeviceConfig& dc : cfg.devices) {
+    for (DeviceConfig& dc : cfg.devices) {
       if (dc.ib_cable.empty()) continue;
       const auto peer = std::find_if(cfg.devices.begin(), cfg.devices.end(),
                                      [&](const DeviceConfig& o) { return o.name == dc.ib_cable; });
@@ -397,6 +397,17 @@ std::optional<DaemonConfig> parse_config(const std::string& json_text, std::stri
                 "ib_cable names " + dc.name + " (not \"" + dc.ib_cable + "\")";
         return std::nullopt;
       }
+      // The cable carries the ports' packets in UDP datagrams between the
+      // two devices' address:udp_port (engine/link/ib_cable_link.hpp).
+      if (peer->address == dc.address && peer->udp_port == dc.udp_port) {
+        error = "config: the ends of the ib_cable between " + dc.name + " and " + peer->name +
+                " need different address:udp_port (both are " + dc.address + ":" + std::to_string(dc.udp_port) + ")";
+        return std::nullopt;
+      }
+      in_addr a{};
+      ::inet_pton(AF_INET, peer->address.c_str(), &a);  // checked with the device
+      dc.ib_peer_ipv4 = ntohl(a.s_addr);
+      dc.ib_peer_port = peer->udp_port;
     }
     if (j.contains("access") && !parse_access(j["access"], cfg.access, error)) return std::nullopt;
     cfg.threads = j.value("threads", 1U);

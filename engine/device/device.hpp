@@ -40,6 +40,11 @@ struct DeviceConfig {
   // port's link is up while both devices are; without a cable it is DOWN
   // (Polling), as a port without a cable.
   std::string ib_cable;
+  // infiniband, with a cable: where its other end receives (parse_config:
+  // the other device's address and udp_port). The port's packets go there
+  // as UDP datagrams (engine/link/ib_cable_link.hpp).
+  std::uint32_t ib_peer_ipv4 = 0;  // host order; 0: no cable
+  std::uint16_t ib_peer_port = 0;
   std::string link = "udp";            // link backend: udp (default), afpacket (raw Ethernet), dpdk; tcp for iWARP
   // "roce" (RoCE v1/v2) or "iwarp" (RDMAP/DDP/MPA over the host's TCP, issue 8).
   std::string transport = "roce";

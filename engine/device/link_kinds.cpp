@@ -8,6 +8,7 @@
 #include <iterator>
 
 #include "engine/link/afpacket_link.hpp"
+#include "engine/link/ib_cable_link.hpp"
 #include "engine/device/device.hpp"
 #include "engine/link/udp_link.hpp"
 #ifdef URNIC_HAVE_DPDK
@@ -181,6 +182,25 @@ std::string link_names_for(std::string_view transport) {
 }
 
 std::unique_ptr<Link> open_link(const Device& dev, std::string* error, LinkShard sh) {
+  if (dev.infiniband()) {
+    // An InfiniBand port's link is its cable (issue 51): IB packets in UDP
+    // datagrams to the cable's other end; without a cable it has none.
+    const DeviceConfig& c = dev.config();
+    if (c.ib_peer_ipv4 == 0) {
+      if (error != nullptr) *error = "no ib_cable";
+      return nullptr;
+    }
+    in_addr a{};
+    ::inet_pton(AF_INET, c.address.c_str(), &a);  // checked by parse_config
+    std::string why;
+    auto link = IbCableLink::open(IbCableEnd{ntohl(a.s_addr), c.udp_port}, IbCableEnd{c.ib_peer_ipv4, c.ib_peer_port},
+                                  &why);
+    if (!link) {
+      fmt::print(stderr, "urnicd: device {}: its cable: {}\n", dev.name(), why);
+      if (error != nullptr) *error = why;
+    }
+    return link;
+  }
   const LinkKindInfo& k = link_kind_of(dev.config());
   if (k.open == nullptr) {
     if (error != nullptr) *error = "link " + std::string(k.name) + " is not a Link (the data path makes its streams)";

@@ -51,6 +51,7 @@ struct LinkCounters {
   std::uint64_t xdp_copy_fallbacks = 0; // xdp: zero-copy refused by the driver, bound in copy mode (0 or 1)
   std::uint64_t xdp_rx_kernel_drops = 0;// xdp: frames the kernel dropped for the socket (RX ring full, no fill chunk)
   std::uint64_t rx_ring_drops = 0;    // afpacket: frames the kernel found no free RX ring slot for (PACKET_STATISTICS)
+  std::uint64_t rx_bad_vcrc = 0;      // ib cable: dropped: VCRC mismatch (IBA 7.8.2)
 };
 
 // Where one packet goes, as the data path resolved it from the AH / QP path
@@ -64,6 +65,12 @@ struct LinkDest {
   std::uint8_t hop_limit = 64;
   std::uint32_t flow_label = 0;     // IPv6 / GRH (20 bits)
   std::uint16_t udp_src_port = 0xC000;  // v2: flow entropy (annex A17.5.1)
+  // InfiniBand (the ib cable link, issue 51): the LRH's DLID and SLID
+  // (IBA 7.7); `ib_global` puts a GRH from `src` to `dst` after it (LNH
+  // IBA global) with traffic_class, flow_label and hop_limit.
+  std::uint16_t ib_dlid = 0;
+  std::uint16_t ib_slid = 0;
+  bool ib_global = false;
 };
 
 // Where a received packet came from and went to, as its headers say.
@@ -76,6 +83,14 @@ struct RxAddress {
   std::uint8_t hop_limit = 64;
   std::uint32_t flow_label = 0;
   std::uint16_t src_port = 0;       // v2
+  // A native InfiniBand packet (the ib cable link): its LRH's addresses and
+  // SL, and whether it had a GRH (then version is kV1, ipv6 true, and
+  // src/dst are the GRH's SGID/DGID, as for RoCE v1).
+  bool ib = false;
+  bool ib_grh = false;
+  std::uint8_t sl = 0;
+  std::uint16_t dlid = 0;
+  std::uint16_t slid = 0;
 };
 
 // The addresses of a parsed frame (wire/roce_frame).

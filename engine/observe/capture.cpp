@@ -23,7 +23,7 @@ bool Capture::start(const std::string& path, std::uint64_t limit, std::string* e
   std::lock_guard<std::mutex> l(mu_);
   stop_locked();
   std::string why;
-  auto w = pcap::Writer::create(path, &why);
+  auto w = pcap::Writer::create(path, &why, 65535, linktype_);
   if (!w) {
     if (error != nullptr) *error = "capture: " + path + ": " + why;
     return false;

@@ -39,6 +39,10 @@ class Capture {
   Capture(const Capture&) = delete;
   Capture& operator=(const Capture&) = delete;
 
+  // The link type of the files start() writes: pcap::kLinktypeEthernet (the
+  // default), or pcap::kLinktypeInfiniband for an InfiniBand device (native
+  // IB packets, LRH .. VCRC, written as ERF InfiniBand records).
+  void set_linktype(int linktype) noexcept { linktype_ = linktype; }
   // Starts writing to `path` (created or truncated); an active capture is
   // stopped first. Returns false with a message on failure.
   bool start(const std::string& path, std::uint64_t limit, std::string* error);
@@ -72,6 +76,7 @@ class Capture {
   std::uint64_t frames_ = 0;
   std::uint64_t limit_ = 0;
   std::uint64_t total_ = 0;
+  int linktype_ = pcap::kLinktypeEthernet;
 };
 
 }  // namespace urnic::engine

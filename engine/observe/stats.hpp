@@ -86,6 +86,13 @@ enum class DevStat : std::uint8_t {
   kLinkXdpCopyFallbacks,// xdp link: the driver refused zero-copy, the socket runs in copy mode (0 or 1)
   kLinkXdpRxDrops,      // xdp link: frames the kernel dropped for the socket (RX ring full, fill ring empty)
   kLinkRxRingDrops,     // afpacket link: frames the kernel dropped for want of a free RX ring slot
+  // InfiniBand devices (issue 51, docs/INFINIBAND.md): packets the port dropped.
+  kIbRxBadVcrc,         // the VCRC did not match (IBA 7.8.2; the ICRC's are rx_icrc_errors)
+  kIbRxWrongDlid,       // the DLID is not one of the port's 2^LMC LIDs (IBA 7.11.1)
+  kIbRxBadPkey,         // the BTH P_Key is in no entry of the port's P_Key table (IBA 10.9.3)
+  kIbRxPortInactive,    // arrived while the port was neither ARMED nor ACTIVE (IBA 7.2)
+  kIbRxManagement,      // for QP0 / QP1: MADs travel through the umad service, not the data path
+  kIbTxPortInactive,    // not sent: the port is not ACTIVE (IBA 7.2), or has no LID
   kCount,
 };
 
@@ -143,6 +150,12 @@ inline constexpr transport::CounterNames<DevStat> kDevStatNames = {{
     {DevStat::kLinkXdpCopyFallbacks, "link_xdp_copy_fallbacks"},
     {DevStat::kLinkXdpRxDrops, "link_xdp_rx_drops"},
     {DevStat::kLinkRxRingDrops, "link_rx_ring_drops"},
+    {DevStat::kIbRxBadVcrc, "ib_rx_bad_vcrc"},
+    {DevStat::kIbRxWrongDlid, "ib_rx_wrong_dlid"},
+    {DevStat::kIbRxBadPkey, "ib_rx_bad_pkey"},
+    {DevStat::kIbRxPortInactive, "ib_rx_port_inactive"},
+    {DevStat::kIbRxManagement, "ib_rx_management"},
+    {DevStat::kIbTxPortInactive, "ib_tx_port_inactive"},
 }};
 static_assert(transport::counter_table_ok(kDevStatNames));
 

@@ -164,7 +164,10 @@ pingpong_final_ack_lost() {
     grep -q 'transport retry counter exceeded (12) for wr_id 2' "$1" 2>/dev/null
 }
 
-# pair_where: sets pair_server and pair_client (command prefixes), pair_ns
+# pair_where: sets pair_server and pair_client (command prefixes), and may
+# set pair_server_args and pair_client_args (arguments only that side takes,
+# before the client's server address: `-d DEVICE` when the two ends use two
+# devices of one host, ib_data_test.sh), pair_ns
 # (the server's namespace, "" for this one), pair_addr (its address),
 # pair_inf_rows (1: perftest rows printed as "inf" count as results),
 # pair_logs (daemon logs whose tails a failed cm_pair shows) and pair_label
@@ -179,15 +182,17 @@ pair_once() {
   port=$((port + 1))
   local out_s=$rt/server.out
   rm -f "$rt"/client*.out
+  pair_server_args=() pair_client_args=()
   pair_where
-  "${pair_server[@]}" "${run_env[@]}" timeout "$limit" "$@" -p "$port" > "$out_s" 2>&1 &
+  "${pair_server[@]}" "${run_env[@]}" timeout "$limit" "$@" -p "$port" "${pair_server_args[@]}" > "$out_s" 2>&1 &
   server_pid=$!
   # The server must be listening before the client connects (its stdout is
   # block-buffered, so look for the socket: state 0A = LISTEN).
   wait_tcp_listen "$port" ${pair_ns:+--ns "$pair_ns"} --pid "$server_pid" || true
   local i pids=() crcs=() t0=$SECONDS
   for ((i = 1; i <= n; i++)); do
-    "${pair_client[@]}" "${run_env[@]}" timeout "$limit" "$@" -p "$port" "$pair_addr" > "$rt/client$i.out" 2>&1 &
+    "${pair_client[@]}" "${run_env[@]}" timeout "$limit" "$@" -p "$port" "${pair_client_args[@]}" "$pair_addr" \
+      > "$rt/client$i.out" 2>&1 &
     pids+=($!)
   done
   local crc=0 c

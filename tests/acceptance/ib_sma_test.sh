@@ -20,8 +20,8 @@
 #     passed to it by the port); ibaddr; perfquery (the ports' PMAs count
 #     the MADs their cable carried); ibv_devinfo shows the port as
 #     verbs see it; ibstatus (a script that reads sysfs) in urnic-sysfs's
-#     view, made after the SM's sweep; the lone port stays Down;
-#     ibv_rc_pingpong's QP is refused (no data over LIDs yet)
+#     view, made after the SM's sweep; the lone port stays Down, and
+#     ibv_rc_pingpong on it finds no LID
 #   - another user the daemon serves ("access"): ibstat answers, smpquery
 #     cannot open the port (only root and the daemon's user send MADs)
 #   - malformed MADs (ib_bad_mads.py): IBA's status, or dropped, never a
@@ -36,6 +36,8 @@ asan_probe=$umad_dir/libibumad.so.3
 source "$here/common.sh"
 # shellcheck source=tools/lib/hosts.sh
 source "$here/../../tools/lib/hosts.sh"
+# shellcheck source=tests/acceptance/ib_common.sh
+source "$here/ib_common.sh"
 hosts_require_root
 require_tools opensm opensm
 require_tools infiniband-diags ibstat smpquery sminfo ibaddr perfquery
@@ -49,27 +51,11 @@ useradd -M -r -s /usr/sbin/nologin "$user" 2> /dev/null || user=
 cleanup_extra() { [[ -z $user ]] || userdel "$user" 2> /dev/null; }
 access=
 [[ -z $user ]] || access=", \"access\": {\"uids\": [\"$user\"]}"
-ns=$(netns_name ib)
-netns_add "$ns" || { echo "FAIL: could not make namespace $ns"; exit 1; }
-rt=$(mktemp -d /tmp/urnic-ib.XXXXXX)
-cleanup_paths+=("$rt")
-cat > "$rt/config.json" <<EOF
-{"devices": [
-  {"name": "$dev", "link_layer": "infiniband", "address": "127.0.0.1", "ib_cable": "$peer"},
-  {"name": "$peer", "link_layer": "infiniband", "address": "127.0.0.2", "ib_cable": "$dev"},
-  {"name": "$lone", "link_layer": "infiniband", "address": "127.0.0.3"}]$access}
-EOF
-urnicd_start "$ns" "$rt" "$rt/urnicd.log" --config "$rt/config.json" || {
-  fail "urnicd did not start: $(head -c 300 "$rt/urnicd.log")"
-  finish
-  exit
-}
-# The programs under test, in the namespace, on urnic's libraries.
-in_ns() {
-  ip netns exec "$ns" "${run_env[@]}" "URNIC_RUNTIME_DIR=$rt" "LD_LIBRARY_PATH=$verbs_dir:$rdmacm_dir:$umad_dir" \
-    timeout "$limit" "$@"
-}
-field() { awk -F': *' -v k="$1" '$1 ~ "^[ \t]*"k"$" {print $2; exit}' "$2"; }
+ib_libs=$verbs_dir:$rdmacm_dir:$umad_dir
+ib_daemon ib "
+  {\"name\": \"$dev\", \"link_layer\": \"infiniband\", \"address\": \"127.0.0.1\", \"ib_cable\": \"$peer\"},
+  {\"name\": \"$peer\", \"link_layer\": \"infiniband\", \"address\": \"127.0.0.2\", \"ib_cable\": \"$dev\"},
+  {\"name\": \"$lone\", \"link_layer\": \"infiniband\", \"address\": \"127.0.0.3\"}" "$access"
 
 # Before an SM.
 in_ns ibstat "$dev" > "$rt/ibstat0" 2>&1
@@ -103,15 +89,7 @@ fi
 
 # OpenSM on the port: its cache and log in the runtime directory.
 start=$(date +%s%N)
-ip netns exec "$ns" "${run_env[@]}" "URNIC_RUNTIME_DIR=$rt" "LD_LIBRARY_PATH=$verbs_dir:$rdmacm_dir:$umad_dir" \
-  "OSM_CACHE_DIR=$rt/osm-cache" "OSM_TMP_DIR=$rt" \
-  opensm -g "$guid" -f "$rt/opensm.log" -V > "$rt/opensm.out" 2>&1 &
-opensm_pid=$!
-cleanup_pids+=("$opensm_pid")
-ports_active() {
-  in_ns ibstat "$dev" > "$rt/ibstat1" 2>&1 && grep -q 'State: Active' "$rt/ibstat1" &&
-    in_ns ibstat "$peer" > "$rt/ibstat1-peer" 2>&1 && grep -q 'State: Active' "$rt/ibstat1-peer"
-}
+ib_opensm "$guid"
 if wait_until 5 ports_active; then
   pass "opensm brought both cabled ports ACTIVE in $(( ($(date +%s%N) - start) / 1000000 )) ms"
 else
@@ -186,12 +164,13 @@ else
   fail "ibstatus $peer: $(tr '\n' ' ' < "$rt/ibstatus" | cut -c1-300)"
 fi
 
-# No data over LIDs yet: a QP on an InfiniBand device is refused, and said.
-if ! in_ns ibv_rc_pingpong -d "$dev" > "$rt/pingpong" 2>&1 && grep -q "Couldn't create QP" "$rt/pingpong" &&
-  grep -q "QPs over LIDs are not implemented yet (EOPNOTSUPP)" "$rt/urnicd.log"; then
-  pass "ibv_rc_pingpong on $dev: QP refused (EOPNOTSUPP, said in the daemon's log)"
+# The lone port has no LID (no SM reached it): ibv_rc_pingpong, which
+# addresses by LID on an InfiniBand port, refuses to start (data over LIDs
+# between the cabled ports: ib_data_test.sh).
+if ! in_ns ibv_rc_pingpong -d "$lone" > "$rt/pingpong" 2>&1 && grep -q "Couldn't get local LID" "$rt/pingpong"; then
+  pass "ibv_rc_pingpong on $lone: no local LID"
 else
-  fail "ibv_rc_pingpong on $dev: $(tr '\n' ' ' < "$rt/pingpong" | cut -c1-200)"
+  fail "ibv_rc_pingpong on $lone: $(tr '\n' ' ' < "$rt/pingpong" | cut -c1-200)"
 fi
 
 # Another user: umad_get_ca answers (sysfs shows it to everyone), opening

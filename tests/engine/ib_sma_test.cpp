@@ -12,6 +12,7 @@
 #include "engine/device/ib_perf.hpp"
 #include "engine/device/ib_port.hpp"
 #include "engine/device/ib_sma.hpp"
+#include "tests/engine/ib_smp.hpp"
 #include "wire/bytes.hpp"
 
 using namespace urnic;
@@ -20,39 +21,11 @@ using engine::IbPortState;
 using engine::IbSma;
 using engine::SmaVerdict;
 namespace smp = engine::smp;
+using namespace urnic::test::ibsmp;
 
 namespace {
 
 constexpr std::uint64_t kGuid = 0x0200757272'6e0001ULL;
-constexpr std::uint64_t kTid = 0x0123456789abcdefULL;
-constexpr std::uint8_t kDirected = 0x81;
-constexpr std::uint8_t kLidRouted = 0x01;
-constexpr std::uint8_t kGet = 0x01;
-constexpr std::uint8_t kSet = 0x02;
-
-using Mad = std::array<std::uint8_t, smp::kSize>;
-
-Mad make_smp(std::uint8_t mgmt_class, std::uint8_t method, std::uint16_t attr, std::uint32_t modifier = 0,
-             std::uint8_t hop_ptr = 0, std::uint8_t hop_cnt = 0) {
-  Mad m{};
-  m[0] = 1;  // base version
-  m[1] = mgmt_class;
-  m[2] = 1;  // class version
-  m[3] = method;
-  m[6] = hop_ptr;
-  m[7] = hop_cnt;
-  wire::store_be64(&m[8], kTid);
-  wire::store_be16(&m[16], attr);
-  wire::store_be32(&m[20], modifier);
-  if (mgmt_class == kDirected) {
-    wire::store_be16(&m[40], 0xFFFF);  // DrSLID, DrDLID: permissive
-    wire::store_be16(&m[42], 0xFFFF);
-  }
-  return m;
-}
-
-std::uint16_t status_of(const Mad& m) { return wire::load_be16(&m[4]); }
-std::uint8_t* data_of(Mad& m) { return &m[smp::kDataOffset]; }
 
 struct Rig {
   IbPort port{kGuid, engine::kIbDefaultSubnetPrefix, {}};
@@ -63,20 +36,8 @@ struct Rig {
   }
 };
 
-// A PortInfo Set from the current PortInfo (as OpenSM builds it: Get, change, Set).
-Mad port_info_set(Rig& r) {
-  Mad get = make_smp(kDirected, kGet, smp::kAttrPortInfo);
-  REQUIRE(r.run(get) == SmaVerdict::kReply);
-  Mad set = make_smp(kDirected, kSet, smp::kAttrPortInfo);
-  std::copy(data_of(get), data_of(get) + smp::kDataSize, data_of(set));
-  return set;
-}
-
-void set_lid_sm_state(Mad& set, std::uint16_t lid, std::uint16_t sm_lid, std::uint8_t state) {
-  wire::store_be16(data_of(set) + 16, lid);
-  wire::store_be16(data_of(set) + 18, sm_lid);
-  data_of(set)[32] = static_cast<std::uint8_t>((data_of(set)[32] & 0xF0) | state);
-}
+// A PortInfo Set from the current PortInfo (as OpenSM builds it).
+Mad port_info_set(Rig& r) { return urnic::test::ibsmp::port_info_set(r.sma); }
 
 }  // namespace
 

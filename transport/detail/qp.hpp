@@ -195,6 +195,10 @@ class Qp : public QpCommon {
   int post_send(const SendWr& wr, Nanos now);
   int post_recv(const RecvWr& wr);
   void on_packet(const wire::IbPacket& pkt, const RxInfo& rx, Nanos now);
+  // Whether a packet for a connected QP comes from the peer its path names
+  // (IBA 9.6.1.5): RoCE by source GID; InfiniBand by SLID (and SGID when
+  // both the path and the packet carry a GRH).
+  [[nodiscard]] bool from_path_peer(const RxInfo& rx) const noexcept;
   void on_timer(Nanos now);
   Nanos next_deadline() const noexcept;
   // A staged write of data this QP received faulted when it was made
