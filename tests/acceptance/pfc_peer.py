@@ -16,7 +16,7 @@ an interface at set times, and reads the capture afterwards.
       frames in it not from the device (time, opcode, vector, times: the
       device may emit PFC of its own) and the times of every
       RoCE v2/IPv4 frame the device (source MAC DEVICE_MAC) sent, with its
-      DSCP. DEVICE_PCAP, captured on the device's own interface: the
+      DSCP, QP, PSN and AckReq bit. DEVICE_PCAP, captured on the device's own interface: the
       RoCE v2 ACKs it received from its peer ("acks": time, PSN, AETH
       syndrome), so that a retransmission can be set against the answers
       the device had (a link that bypasses the qdisc, as the afpacket link
@@ -110,11 +110,12 @@ def analyse(path, device_mac, device_path=None):
             control.append({"t": t, "opcode": opcode, "vector": vector, "times": times})
         elif pkt[6:12] == mac and etype == 0x0800 and len(pkt) >= 38 and pkt[23] == 17 and \
                 struct.unpack("!H", pkt[36:38])[0] == 4791:
-            # [time, DSCP, BTH destination QP, PSN] (the capture keeps 64
-            # bytes: Ethernet, IPv4, UDP and the BTH end at 54).
+            # [time, DSCP, BTH destination QP, PSN, AckReq] (the capture
+            # keeps 64 bytes: Ethernet, IPv4, UDP and the BTH end at 54).
             qpn = int.from_bytes(pkt[47:50], "big") if len(pkt) >= 54 else 0
             psn = int.from_bytes(pkt[51:54], "big") if len(pkt) >= 54 else 0
-            roce.append([t, pkt[15] >> 2, qpn, psn])
+            ack_req = pkt[50] >> 7 if len(pkt) >= 54 else 0
+            roce.append([t, pkt[15] >> 2, qpn, psn, ack_req])
     if device_path is not None:
         # [time, PSN, AETH syndrome] of each ACK (opcode 0x11) from the peer.
         for t, pkt in frames(device_path):

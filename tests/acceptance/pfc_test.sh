@@ -147,7 +147,7 @@ python3 - "$rt/capture.json" > "$rt/verdict" 2> "$rt/verdict.err" <<'PY'
 import bisect, json, sys
 cap = json.load(open(sys.argv[1]))
 ctl = cap["control"]
-prio0 = sorted(t for t, dscp, _, _ in cap["roce"] if dscp >> 3 == 0)
+prio0 = sorted(t for t, dscp, *_ in cap["roce"] if dscp >> 3 == 0)
 ms = 1e3
 QUANTA_MS = 65535 * 512 / 1e9 * ms  # 33.55 ms at 1 Gb/s
 def check(ok, msg):
@@ -282,7 +282,10 @@ else:
 # kernel's softirq that carries the veth's frames) waited 90-100 ms for a
 # core (2026-12-07), which the capture cannot tell from a responder that
 # forgot to answer; reported (b's silence, and when b's answer came), not
-# failed. A resend b never acknowledged fails. (Measured at load 13-20,
+# failed. A resend b never acknowledged fails, and so does one after a fell
+# silent with nothing for b to answer (no AckReq, fewer than 16 packets
+# since b's last ACK: b coalesces; a stalled, 2026-12-07: 67 ms mid-message,
+# its engine asleep with QPs parked on the wire's pace). (Measured at load 13-20,
 # 2026-12-07: four go-back-Ns after b's ACKs stopped for 80-90 ms, every
 # one of them answered by b at once 10 ms after the first resend reached
 # it, as a responder does that gets a core again.)
@@ -300,8 +303,10 @@ prog_t = [t for t, _ in progress]
 t9 = ctl[9]["t"]
 _, storm_first = silence(t9)
 storm_end = (storm_first if storm_first is not None else ctl[43]["t"]) + TIMEOUT_MS / ms
-seen, events = {}, []
-for t, _, qpn, psn in sorted(cap["roce"]):
+seen, events, sent = {}, [], []
+for t, _, qpn, psn, ack_req in sorted(cap["roce"]):
+    if (qpn, psn) not in seen:
+        sent.append((t, psn, ack_req))  # first copies, in time order
     if (qpn, psn) in seen:
         if events and events[-1]["qpn"] == qpn and t - events[-1]["last"] < 0.001:
             events[-1]["n"] += 1
@@ -329,9 +334,22 @@ for e in events:
             + (f"{quiet:.1f} ms before" if last_ack is not None else f"none ({quiet:.1f} ms of a's traffic)")
             + (f"; b's ACK for it came {(answer - e['first']) * ms:.1f} ms after its first copy"
                if answer is not None else "; b never acknowledged it in the capture"))
+    # What b owed when a fell silent: the first copies a sent after the
+    # last ACK that advanced (b coalesces: it answers an AckReq, or 16
+    # unacknowledged packets, max_unacked_pkts). Owing nothing, b rightly
+    # stayed silent: a stopped in the middle of its stream and only its
+    # ACK timer started it again, a's fault.
+    floor = progress[i - 1][1] if i > 0 else None
+    tail = [(t, psn, ar) for t, psn, ar in sent
+            if t < e["t"] and (floor is None or (covers(psn, floor) and psn != floor))]
+    owed = any(ar for _, _, ar in tail) or len(tail) >= 16
     if answer is None:
         resent["fault"] += e["n"]
         check(False, f"a resent what b never acknowledged: {desc}")
+    elif not owed:
+        resent["fault"] += e["n"]
+        check(False, f"a stopped sending for {quiet:.1f} ms with nothing for b to acknowledge ({len(tail)} packets "
+                     f"since b's last ACK, no AckReq among them), until its ACK timer resent: {desc}")
     elif acked or quiet < TIMEOUT_MS - 1.0:
         resent["fault"] += e["n"]
         check(False, f"a resent what b had acknowledged or before the ACK timeout ({TIMEOUT_MS:.1f} ms): {desc}")
@@ -340,7 +358,7 @@ for e in events:
         print(f"info {desc}: b was silent for the whole ACK timeout ({TIMEOUT_MS:.1f} ms), a resent as RC must "
               f"(a starved responder on this host: not a's fault, not measurable as lossless)")
 check(resent["fault"] == 0,
-      f"no packet resent without cause: {resent['fault']} resent early or acknowledged, {resent['silent']} after b "
+      f"no packet resent without cause: {resent['fault']} resent early, acknowledged or after a stalled, {resent['silent']} after b "
       f"stayed silent for the ACK timeout, {resent['storm']} in the storm's held frames; {len(acks)} ACKs from b "
       f"seen at a")
 print(f"resent-silent {resent['silent']}")
