@@ -444,6 +444,14 @@ void DataPath::unbind_tgt_handle(std::uint32_t qpn, const ProcessPort* p, std::u
 
 t::Nanos DataPath::next_deadline() const {
   if (hairpin_count_ != 0 || (nshards_ > 1 && !inboxes_empty())) return 0;
+  // QPs parked on a priority that runs again: the next pass resumes them
+  // (resume_link_waiters), so no sleep. The flush that ends
+  // resume_link_waiters can itself end the stop (the wire's credit earned
+  // back meanwhile) after the QPs it resumed were parked again; the engine
+  // then slept until the ACK timer with nothing to wake it when the peer
+  // owed no ACK, and the QP resent after 67 ms (acceptance-pfc: a stopped
+  // mid-message, 12 packets unacknowledged, no AckReq among them).
+  if (link_ && tx_gate_seen_ != 0 && (tx_gate_seen_ & ~link_->stopped_priorities()) != 0) return 0;
   t::Nanos d = std::min(transport_->next_deadline(), faults_.next_release());
   if (link_) d = std::min(d, link_->next_deadline());
   if (iw_) d = std::min(d, iw_->next_deadline());

@@ -149,8 +149,8 @@ const ConfigKey kKeys[] = {
      .doc = "the priority of untagged frames by DSCP, as {\"DSCP\": priority, ...} over the default DSCP >> 3 "
             "(tagged frames: their PCP)"},
     {.scope = S::kPfc, .name = "speed_gbps", .types = kNum, .min = 0, .max = 10'000, .min_open = true,
-     .doc = "the link speed pause quanta (512 bit times) are counted at (default: the interface's ethtool "
-            "speed, else 100)"},
+     .doc = "the link speed pause quanta (512 bit times) are counted at, and the wire's pace: frames go on "
+            "the wire no faster (default: the interface's ethtool speed, else 100)"},
     {.scope = S::kPfc, .name = "queue_frames", .types = kUint, .min = 1, .max = 65'536, .def = "512",
      .doc = "per priority, frames held while it is paused that were built before the pause took effect (the "
             "QPs themselves wait); beyond, dropped (counted)"},
@@ -163,7 +163,8 @@ const ConfigKey kKeys[] = {
             "frames below xoff_bytes); below xoff_bytes"},
     {.scope = S::kPfc, .name = "round_trip_us", .types = kUint, .min = 1, .max = 1'000'000, .def = "100",
      .doc = "emitting: the round trip the default xoff_bytes leaves headroom for (the pause frame's way, the "
-            "peer's reaction, its last frames' way back)"},
+            "peer's reaction, its last frames' way back); sending: the longest burst the wire's pace allows "
+            "(this long at speed_gbps)"},
     // fault (engine/observe/fault.hpp).
     {.scope = S::kFault, .name = "loss", .types = kNum, .min = 0, .max = 1, .def = "0",
      .doc = "probability a frame is dropped"},

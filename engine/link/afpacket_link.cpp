@@ -283,6 +283,7 @@ void AfPacketLink::tx_commit(std::uint32_t len) {
   store_status(h, TP_STATUS_SEND_REQUEST);
   tx_next_ = (tx_next_ + 1) % kTxFrames;
   ++counters_.tx_packets;
+  if (pfc_) pfc_->on_wire(len);  // the wire's pace (PfcPort::on_wire)
   if (++tx_queued_ >= kTxBatch) kick();
 }
 

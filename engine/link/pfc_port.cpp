@@ -10,7 +10,16 @@ namespace urnic::engine {
 
 PfcPort::PfcPort(const PfcConfig& cfg, std::uint64_t link_bps, const wire::MacAddr& mac, std::string name,
                  std::uint64_t rx_buffer_bytes)
-    : cfg_(cfg), mac_(mac), name_(std::move(name)), state_(cfg, link_bps, counters_), queue_(cfg.queue_frames) {
+    : cfg_(cfg),
+      mac_(mac),
+      name_(std::move(name)),
+      state_(cfg, link_bps, counters_),
+      queue_(cfg.queue_frames),
+      line_bps_(link_bps),
+      line_burst_(std::max<std::int64_t>(
+          static_cast<std::int64_t>(static_cast<double>(cfg.round_trip) * static_cast<double>(link_bps) / 8e9),
+          kLineBurstFloor)),
+      line_credit_(line_burst_) {
   if (rx_buffer_bytes == 0) return;
   PfcRxLimits limits = pfc_rx_default_limits(rx_buffer_bytes, link_bps, cfg.round_trip, Link::kMaxFrame);
   if (cfg.xoff_bytes != 0) {
@@ -85,6 +94,15 @@ bool PfcPort::hold(std::size_t prio, wire::Bytes frame) {
 void PfcPort::flush(transport::Nanos now, transport::Nanos wire_now, const std::function<bool(wire::Bytes)>& send) {
   pass_now_ = now;
   wire_now_ = wire_now;
+  // The wire's credit (on_wire): what the link's speed carried since the
+  // last flush, up to the burst.
+  if (line_at_ != 0 && wire_now > line_at_) {
+    const double earned = static_cast<double>(wire_now - line_at_) * static_cast<double>(line_bps_) / 8e9;
+    line_credit_ = earned >= static_cast<double>(line_burst_ - line_credit_)
+                       ? line_burst_
+                       : line_credit_ + static_cast<std::int64_t>(earned);
+  }
+  if (wire_now > line_at_) line_at_ = wire_now;
   // Ours first; a ring with no room for it has none for held frames either.
   const bool room = !meter_ || emit(now, send);
   // Each pause from its frame's arrival (never later than now: a stamp
@@ -103,6 +121,7 @@ void PfcPort::flush(transport::Nanos now, transport::Nanos wire_now, const std::
   for (std::size_t p = 0; p < kPfcPriorities; ++p) {
     if (state_.paused(p)) continue;
     while (!queue_.empty(p)) {
+      if (line_busy()) return;  // the rest when the wire is free (next_deadline)
       if (!send(queue_.front(p))) {
         backlog_ = true;
         return;
@@ -115,6 +134,11 @@ void PfcPort::flush(transport::Nanos now, transport::Nanos wire_now, const std::
 transport::Nanos PfcPort::next_deadline() const noexcept {
   if (backlog_ || unsent_) return pass_now_;
   transport::Nanos d = state_.next_deadline();  // wire clock
+  if (line_busy()) {
+    // When the wire has earned its deficit back (and a byte more).
+    const double ns = static_cast<double>(1 - line_credit_) * 8e9 / static_cast<double>(line_bps_);
+    d = std::min(d, wire_now_ + static_cast<transport::Nanos>(ns) + 1);
+  }
   if (d != transport::kNever) d = pass_now_ + (d > wire_now_ ? d - wire_now_ : 0);
   return meter_ ? std::min(d, meter_->next_deadline()) : d;
 }

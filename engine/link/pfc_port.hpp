@@ -70,9 +70,32 @@ class PfcPort {
   void on_mac_control(wire::Bytes frame, bool tagged, transport::Nanos arrived);
   // The priorities a frame sent now would wait on (bit p): paused, paused
   // by a frame received this pass, or with frames still held (order).
+  // Every priority while the wire is busy (line_busy()).
   [[nodiscard]] std::uint8_t stopped_mask() const noexcept {
-    return static_cast<std::uint8_t>(state_.paused_mask() | pending_mask_ | queue_.waiting_mask());
+    return static_cast<std::uint8_t>(state_.paused_mask() | pending_mask_ | queue_.waiting_mask() |
+                                     (line_busy() ? 0xFFU : 0U));
   }
+  // The wire's pace. A MAC puts frames on the wire at the link's speed, so
+  // a pause that reaches it stops what it has not yet sent; a software
+  // link hands the kernel a whole pass's frames at once, and a veth
+  // carries them in no time: one ib_write_bw pass put its RC window (256
+  // packets, 1 MiB) on the wire before the pause it provoked could be
+  // read, and incast through a PFC switch queued 2-4 MB behind an XOFF of
+  // 150 KB (acceptance-incast-pfc). So the link reports each frame it
+  // commits (on_wire) against a credit refilled at the link's speed at each
+  // flush, up to one round trip's worth (`round_trip`, the headroom a PFC
+  // receiver keeps: what a sender may still send before a pause reaches it;
+  // at least kLineBurstFloor); while it is spent the wire is busy: every
+  // priority waits as if paused (the QPs too, and the link is read every
+  // pass, so a pause that comes meanwhile is seen before more is sent),
+  // and next_deadline() wakes the engine when the credit is back.
+  void on_wire(std::size_t bytes) noexcept { line_credit_ -= static_cast<std::int64_t>(bytes); }
+  // The burst at least: a slow link's round trip is a frame or two (1 Gb/s,
+  // 100 us: 12.5 KB), and an engine that may send two frames per wake-up
+  // pays a wake-up (on a loaded host, a wait for a core) for every two.
+  static constexpr std::int64_t kLineBurstFloor = 64 * 1024;
+  [[nodiscard]] bool line_busy() const noexcept { return line_credit_ <= 0; }
+  [[nodiscard]] std::int64_t line_burst() const noexcept { return line_burst_; }
   [[nodiscard]] const PfcConfig& config() const noexcept { return cfg_; }
   // The priority a frame about to be sent must wait on, if it must.
   [[nodiscard]] std::optional<std::size_t> must_wait(wire::Bytes frame) const noexcept;
@@ -124,6 +147,10 @@ class PfcPort {
   std::vector<Pending> pending_;
   std::uint8_t pending_mask_ = 0;
   bool backlog_ = false;                // frames of a running priority could not go at the last flush
+  std::uint64_t line_bps_;              // the wire's pace (on_wire)
+  std::int64_t line_burst_;             // the credit's ceiling: a round trip at line_bps_
+  std::int64_t line_credit_;            // bytes the wire may take now (<= 0: busy)
+  transport::Nanos line_at_ = 0;        // the wire clock of the last refill (0: none yet)
 };
 
 }  // namespace urnic::engine

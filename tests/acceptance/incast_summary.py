@@ -36,7 +36,9 @@ for i in range(1, n + 1):
     for s in samples:
         c = qtx(s, qpn)
         if c is not None:
-            series.append((s["t"], c["tx_bytes"], c["dcqcn_rate_mbps"]))
+            # (A sample may lack the gauge: acceptance-incast-pfc's summary
+            # once stopped on a KeyError here, 2026-12-07; 0: not limited.)
+            series.append((s["t"], c["tx_bytes"], c.get("dcqcn_rate_mbps", 0)))
             if c.get("srtt_us"):
                 srtts.append(c["srtt_us"])
     # Active span: from the first to the last sample in which it sent.

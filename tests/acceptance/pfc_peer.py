@@ -11,12 +11,17 @@ an interface at set times, and reads the capture afterwards.
         pfc VECTOR T0 .. T7     a PFC frame (opcode 0x0101) to 01-80-C2-00-00-01
         pause TIME              an 802.3x PAUSE (opcode 0x0001)
         raw HEX                 any frame (malformed ones)
-  pfc_peer.py analyse PCAP DEVICE_MAC
+  pfc_peer.py analyse PCAP DEVICE_MAC [DEVICE_PCAP]
       Reads a classic pcap (dumpcap -P) and prints JSON: the MAC Control
       frames in it not from the device (time, opcode, vector, times: the
       device may emit PFC of its own) and the times of every
       RoCE v2/IPv4 frame the device (source MAC DEVICE_MAC) sent, with its
-      DSCP.
+      DSCP, QP, PSN and AckReq bit. DEVICE_PCAP, captured on the device's own interface: the
+      RoCE v2 ACKs it received from its peer ("acks": time, PSN, AETH
+      syndrome), so that a retransmission can be set against the answers
+      the device had (a link that bypasses the qdisc, as the afpacket link
+      does, is not seen by a capture on its own interface: the peer's
+      frames are captured where they arrive).
 """
 import json
 import socket
@@ -70,17 +75,28 @@ def send(iface, schedule, after_rx=None):
         print("sent", kind, at, flush=True)
 
 
-def analyse(path, device_mac):
-    mac = bytes.fromhex(device_mac.replace(":", ""))
+def frames(path):
+    """(time, frame) of each record of a classic pcap."""
     data = open(path, "rb").read()
     magic = struct.unpack("<I", data[:4])[0]
     scale = {0xA1B2C3D4: 1e-6, 0xA1B23C4D: 1e-9}[magic]
-    off, control, roce = 24, [], []
+    off = 24
     while off + 16 <= len(data):
         sec, frac, incl, _ = struct.unpack("<IIII", data[off:off + 16])
-        pkt = data[off + 16:off + 16 + incl]
+        yield sec + frac * scale, data[off + 16:off + 16 + incl]
         off += 16 + incl
-        t = sec + frac * scale
+
+
+def roce_v2(pkt):
+    """Whether pkt is RoCE v2 over IPv4 with its BTH in the first 54 bytes."""
+    return len(pkt) >= 54 and struct.unpack("!H", pkt[12:14])[0] == 0x0800 and pkt[23] == 17 and \
+        struct.unpack("!H", pkt[36:38])[0] == 4791
+
+
+def analyse(path, device_mac, device_path=None):
+    mac = bytes.fromhex(device_mac.replace(":", ""))
+    control, roce, acks = [], [], []
+    for t, pkt in frames(path):
         if len(pkt) < 14:
             continue
         etype = struct.unpack("!H", pkt[12:14])[0]
@@ -94,16 +110,22 @@ def analyse(path, device_mac):
             control.append({"t": t, "opcode": opcode, "vector": vector, "times": times})
         elif pkt[6:12] == mac and etype == 0x0800 and len(pkt) >= 38 and pkt[23] == 17 and \
                 struct.unpack("!H", pkt[36:38])[0] == 4791:
-            # [time, DSCP, BTH destination QP, PSN] (the capture keeps 64
-            # bytes: Ethernet, IPv4, UDP and the BTH end at 54).
+            # [time, DSCP, BTH destination QP, PSN, AckReq] (the capture
+            # keeps 64 bytes: Ethernet, IPv4, UDP and the BTH end at 54).
             qpn = int.from_bytes(pkt[47:50], "big") if len(pkt) >= 54 else 0
             psn = int.from_bytes(pkt[51:54], "big") if len(pkt) >= 54 else 0
-            roce.append([t, pkt[15] >> 2, qpn, psn])
-    json.dump({"control": control, "roce": roce}, sys.stdout)
+            ack_req = pkt[50] >> 7 if len(pkt) >= 54 else 0
+            roce.append([t, pkt[15] >> 2, qpn, psn, ack_req])
+    if device_path is not None:
+        # [time, PSN, AETH syndrome] of each ACK (opcode 0x11) from the peer.
+        for t, pkt in frames(device_path):
+            if pkt[6:12] != mac and roce_v2(pkt) and pkt[42] == 0x11 and len(pkt) >= 55:
+                acks.append([t, int.from_bytes(pkt[51:54], "big"), pkt[54]])
+    json.dump({"control": control, "roce": roce, "acks": acks}, sys.stdout)
 
 
 if __name__ == "__main__":
     if sys.argv[1] == "send":
         send(sys.argv[2], sys.argv[3], int(sys.argv[5]) if sys.argv[4:5] == ["--after-rx"] else None)
     else:
-        analyse(sys.argv[2], sys.argv[3])
+        analyse(sys.argv[2], sys.argv[3], sys.argv[4] if len(sys.argv) > 4 else None)

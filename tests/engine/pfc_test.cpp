@@ -355,6 +355,55 @@ TEST_CASE("pfc: PfcPort holds a paused priority's frames and releases them in or
   CHECK(port.next_deadline() == transport::kNever);
 }
 
+TEST_CASE("pfc: PfcPort paces the wire at the link's speed: past a round trip's worth, every priority waits",
+          "[engine][pfc]") {
+  // acceptance-incast-pfc: each sender's engine put its whole RC window
+  // (256 packets of 4 KiB) on the veth in one pass, before the switch's
+  // pause could reach it, and the switch's queue rose to 2-4 MB behind an
+  // XOFF of 150 KB: 80-160 ms at its 200 Mb/s, past the ACK timeout, so
+  // the senders resent. A MAC serializes at line rate; what it has not
+  // sent when the pause comes, it holds.
+  engine::PfcConfig cfg = config(0b0000'0001, 0);
+  cfg.round_trip = 100'000;  // 100 us at 10 Gb/s: 125,000 bytes
+  engine::PfcPort port(cfg, k10G, {}, "test0");
+  CHECK(port.line_burst() == 125'000);
+  std::vector<std::uint8_t> sent_tags;
+  const auto sink = [&](wire::Bytes f) {
+    sent_tags.push_back(f[f.size() - 8 - 4]);
+    return true;
+  };
+  constexpr std::size_t kFrame = engine::Link::kMaxFrame;  // 4,352
+  const auto burst_frames = [&] {
+    int n = 0;
+    while (!port.line_busy() && n < 1000) {
+      CHECK(port.stopped_mask() == 0);
+      port.on_wire(kFrame);
+      ++n;
+    }
+    return n;
+  };
+  port.flush(1'000'000, 1'000'000, sink);
+  CHECK(burst_frames() == 29);  // 125,000 / 4,352, the last one overdrawn
+  CHECK(port.stopped_mask() == 0xFF);
+  const auto f = roce_frame(0, 7);
+  const auto prio = port.must_wait(f);
+  REQUIRE(prio);
+  CHECK(port.hold(*prio, f));
+  // The engine is woken when the 1,208 bytes overdrawn are paid (0.97 us).
+  CHECK(port.next_deadline() > 1'000'000);
+  CHECK(port.next_deadline() <= 1'000'000 + 1'000);
+  port.flush(1'000'500, 1'000'500, sink);  // 625 bytes earned: still busy
+  CHECK(sent_tags.empty());
+  CHECK(port.line_busy());
+  port.flush(1'002'000, 1'002'000, sink);  // paid: the held frame goes
+  CHECK(sent_tags == std::vector<std::uint8_t>{7});
+  CHECK(port.stopped_mask() == 0);
+  CHECK(port.next_deadline() == transport::kNever);
+  // A long idle earns no more than the burst.
+  port.flush(2'000'000'000, 2'000'000'000, sink);
+  CHECK(burst_frames() == 29);
+}
+
 TEST_CASE("pfc: a pause runs from its frame's arrival on the wire clock, not from the engine pass's start",
           "[engine][pfc]") {
   // acceptance-pfc on a loaded machine: 65535 quanta at 1 Gb/s (33.55 ms)
