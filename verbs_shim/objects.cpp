@@ -902,12 +902,18 @@ int ibv_destroy_qp(ibv_qp* qp) {
     return err;
   drop_async_events_of(qp->context, qp);  // none names it after this returns
   unregister_qp(shim_of(qp->context), q);  // before its rings go (device_fatal.cpp)
-  // As hardware providers (libmlx5's destroy_qp cleans both CQs): completions
-  // of the destroyed QP that were not polled yet are gone with it, so no
-  // later poll returns a wr_id whose QP (and its owner's context) is freed.
-  // The daemon produces none for it after the reply.
-  if (qp->send_cq != nullptr) clean_cq(qp->send_cq, qp->qp_num);
-  if (qp->recv_cq != nullptr && qp->recv_cq != qp->send_cq) clean_cq(qp->recv_cq, qp->qp_num);
+  // The destroyed QP's completions not polled yet stay in its CQs, as with
+  // the kernel's software providers (rxe, siw) and cxgb4, qedr, efa; the
+  // daemon produces none for it after the reply. libfabric's verbs provider
+  // counts on it: vrb_ep_close destroys the QP (rdma_destroy_ep), then polls
+  // the CQs for the QP's completions (vrb_cleanup_cq) and reports every send
+  // still unaccounted for as flushed (vrb_flush_sq). A CQ cleaned at destroy
+  // (libmlx5, libmlx4, irdma and bnxt_re clean) turned a Send completed and
+  // acknowledged but not yet polled into a flush error whenever ofi_rxm's CM
+  // thread closed the connection on the peer's DISCONNECTED before the
+  // application's thread polled: fi_rdm_multi_client's server failed on its
+  // last Send (docs/MIDDLEWARE.md, "fabtests"). A move to Reset still
+  // cleans them (ibv_modify_qp, IBA 10.3.1).
   if (q->map.base != nullptr) {  // an XRC target has no rings
     unmap_ring(q->map);
     --mapped_rings().qps;

@@ -1237,10 +1237,11 @@ void DataPath::deliver_rx(const wire::IbPacket& pkt, const RxAddress& from, t::N
       // What packets before this MAD completed becomes visible first: the
       // CM emits its event (DISCONNECTED for a DREQ) at once, and an
       // application that reads it may destroy its QP, and with it the
-      // unpublished completions (ibv_destroy_qp cleans the CQs, as mlx5
-      // does). A peer's DREQ follows the ACK of the last message it
-      // received, so the sender must see that send complete before it sees
-      // the disconnect, as on hardware (fi_pingpong -e rdm's server waited
+      // unpublished completions (none is produced for a destroyed QP;
+      // libfabric's verbs provider polls the CQs right after the destroy).
+      // A peer's DREQ follows the ACK of the last message it received, so
+      // the sender must see that send complete before it sees the
+      // disconnect, as on hardware (fi_pingpong -e rdm's server waited
       // forever for its last send: ofi_rxm closes the connection on the
       // event, then flushes the CQ).
       publish_completions(now);

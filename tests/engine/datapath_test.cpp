@@ -408,7 +408,7 @@ TEST_CASE("data path: a MAD reaches the CM only after the completions of the pac
           "[engine][datapath][gsi]") {
   // The CM acts on a MAD at once (a DREQ's DISCONNECTED event), and an
   // application that reads that event may destroy its QP and with it the
-  // completions not yet in its CQ (ibv_destroy_qp cleans them). So the ACK
+  // completions not yet in its CQ (none comes for a destroyed QP). So the ACK
   // a peer sent before its DREQ must have completed the send by then
   // (fi_pingpong -e rdm's server waited forever for its last send).
   struct RecordingGsi final : urnic::engine::GsiHandler {

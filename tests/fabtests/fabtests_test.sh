@@ -26,7 +26,8 @@
 # port (vrb_fill_addr, an MPICH workaround), so a server bound with `-s
 # 127.0.0.1` listens on a random port; a NIC has an address of its own,
 # as urnic0 has here. It runs in a network namespace of its own (root:
-# unshare -n; otherwise a user namespace), so nothing else meets it.
+# unshare -n; otherwise a user namespace) and a PID namespace of its own,
+# so nothing else meets it.
 # Exits 77 (skipped) when the sources or the packages to build them are
 # missing.
 set -uo pipefail
@@ -55,6 +56,8 @@ JSON
   dpid=$!
   trap 'kill "$dpid" 2>/dev/null; wait "$dpid" 2>/dev/null' EXIT
   for _ in $(seq 100); do grep -q 'listening on' "$work/urnicd.log" && break; sleep 0.1; done
+  rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$dpid/status"; }
+  rss0=$(rss_kb)
   export URNIC_RUNTIME_DIR=$rt URNIC_NO_AUTOSTART=1
   export LD_LIBRARY_PATH=$build_root/verbs_shim:$build_root/rdmacm_shim
   types=quick; [[ $mode == all ]] && types=all
@@ -85,7 +88,19 @@ JSON
       END { printf "fabtests %s: %d passed, %d failed, %d not run, %d excluded (%d s)%s\n",
                    p, c["Pass"], c["Fail"], c["Notrun"], c["Excluded"], s, f }' "$work/results.$tag.yaml"
   done
-  "$build_root/engine/urnicd" --status --runtime-dir "$rt" | grep objects || true
+  # Issue 53's bad-input line: after the run the daemon holds no objects
+  # and no process, and its memory is back within 20 MB of its start.
+  status=$("$build_root/engine/urnicd" --status --runtime-dir "$rt")
+  rss1=$(rss_kb)
+  grep -E '^(objects|attached processes):' <<< "$status"
+  echo "urnicd RSS: ${rss0:-?} kB at start, ${rss1:-?} kB after the run"
+  if ! grep -qE '^objects: pd 0 mr 0 cq 0 qp 0 srq 0 ah 0$' <<< "$status" ||
+     ! grep -qx 'attached processes: 0' <<< "$status"; then
+    echo "FAIL: urnicd still holds objects after the run"; rc=1
+  fi
+  if [[ -z $rss0 || -z $rss1 ]] || (( rss1 - rss0 > 20 * 1024 )); then
+    echo "FAIL: urnicd's RSS grew by more than 20 MB over the run"; rc=1
+  fi
   exit $rc
 fi
 
@@ -170,10 +185,16 @@ fi
 
 inner=(env FABTESTS_INNER=1 FT_SRC="$S" FT_BIN="$bin" bash "$0" "$mode" "$source_root" "$build_root" "$work")
 t1=$SECONDS
-if [[ $(id -u) -eq 0 ]] && unshare -n true 2>/dev/null; then
-  unshare -n "${inner[@]}"
-elif unshare -rn true 2>/dev/null; then
-  unshare -rn "${inner[@]}"
+# A PID namespace (with its own /proc) too: runfabtests.sh's cleanup after
+# a test that timed out kills every process whose name starts with "fi_"
+# that `ps -e` lists (scripts/runfabtests.sh, cleanup), which without one is
+# every fabtests program on the machine, another run's among them (the
+# -t all runs' tests "Killed" after a few seconds with no message).
+ns=(-n -p -f --mount-proc)
+if [[ $(id -u) -eq 0 ]] && unshare "${ns[@]}" true 2>/dev/null; then
+  unshare "${ns[@]}" "${inner[@]}"
+elif unshare -r "${ns[@]}" true 2>/dev/null; then
+  unshare -r "${ns[@]}" "${inner[@]}"
 else
   skip "no private network namespace (not root, no user namespaces): fabtests' server ports would meet the host's"
 fi
