@@ -7,8 +7,6 @@
 #       sanitize  g++ ASan+UBSan: the unit suites and the acceptance tests labelled
 #                 'sanitize' (chosen by coverage: docs/TESTING.md says which and why)
 #       clang     clang -Werror with libFuzzer: the fuzz targets and the unit suites
-#                 (the sanitize and clang trees build in the background, at idle CPU
-#                 priority, while the release tests run)
 #   tools/urnic test --quick          unit + smoke suites of the release build (< 1 min once built)
 #   tools/urnic test --suite NAME     one suite (repeatable) of the release build; 'fuzz' and
 #                                     'sanitize' run in their own stage's build;
@@ -103,71 +101,29 @@ clang_env=("$no_interop" CC=clang CXX=clang++ "URNIC_FUZZ_SECONDS=$fuzz_seconds"
 clang_opts=(-Dfuzz=true -Db_lundef=false -Dwerror=true -Ddebug=false -Doptimization=1 -Dtest_optimization=0 -Dunity=on
             -Dcpp_args=-g1)
 
-# build_tree DIR ENV_ARRAY OPTS_ARRAY: meson setup (once) and ninja. Returns
-# 2 when setup failed, 1 when the build did.
-build_tree() {
-  local dir=$1 envname=$2 optname=$3
-  local -n benvs=$envname bopts=$optname
-  if [[ ! -f $dir/build.ninja ]]; then
-    env "${benvs[@]}" meson setup "$dir" "$root" "${bopts[@]}" || return 2
-  fi
-  env "${benvs[@]}" ninja -C "$dir" -j "$jobs" || return 1
-}
-
-# The later stages' builds, started in the background once the release build
-# is done, at idle CPU priority (SCHED_IDLE, nice 19): most release tests are
-# serial and leave a core or most of one unused (daemons that sleep, programs
-# that wait on each other, a VM booting), and a SCHED_IDLE task gets only the
-# CPU no test wants, so the tests keep their timing while the sanitizer and
-# clang builds (about 9 of a cold run's 45 minutes) mostly disappear. Their
-# output goes to DIR.prebuild.log; the stage itself waits for it, then runs
-# ninja again (a no-op after a good build; after a failed one it prints the
-# errors where the stage's output is read).
-declare -A prebuild_pid=()
-prebuild() {
-  (
-    # SCHED_IDLE needs no privilege; nice 19 where chrt is missing. Every
-    # process this subshell starts inherits it.
-    chrt --idle -p 0 "$BASHPID" > /dev/null 2>&1 || renice -n 19 -p "$BASHPID" > /dev/null 2>&1
-    while [[ $# -ge 4 ]]; do
-      build_tree "$2" "$3" "$4" > "$2.prebuild.log" 2>&1
-      shift 4
-    done
-  ) &
-  local pid=$!
-  # An interrupted run stops the build it started (ninja stops its compilers).
-  trap "pkill -TERM -P $pid 2> /dev/null" EXIT
-  while [[ $# -ge 4 ]]; do prebuild_pid[$1]=$pid; shift 4; done
-}
-
 # stage NAME DIR ENV_ARRAY OPTS_ARRAY [meson test selection args...]
 # Builds DIR once (ninja decides what is stale), then runs the selected tests.
 stage() {
   local name=$1 dir=$2 envname=$3 optname=$4; shift 4
-  local -n envs=$envname
-  local t0=$SECONDS t1 rc
+  local -n envs=$envname opts=$optname
+  local t0=$SECONDS t1
   log "$name: build ($dir)"
-  if [[ -n ${prebuild_pid[$name]:-} ]]; then
-    echo "waiting for its background build (log: $dir.prebuild.log)"
-    wait "${prebuild_pid[$name]}" 2> /dev/null
+  if [[ ! -f $dir/build.ninja ]]; then
+    if ! env "${envs[@]}" meson setup "$dir" "$root" "${opts[@]}"; then
+      failed_stages+=("$name:setup"); total_fail=$((total_fail + 1)); return 1
+    fi
   fi
-  build_tree "$dir" "$envname" "$optname"; rc=$?
-  if [[ $rc -eq 2 ]]; then
-    failed_stages+=("$name:setup"); total_fail=$((total_fail + 1)); return 1
-  elif [[ $rc -ne 0 ]]; then
+  if ! env "${envs[@]}" ninja -C "$dir" -j "$jobs"; then
     failed_stages+=("$name:build"); total_fail=$((total_fail + 1))
     stage_lines+=("$name: build FAILED after $(mmss $((SECONDS - t0)))")
     return 1
-  fi
-  if [[ $name == release && $mode == ci ]]; then
-    prebuild sanitize "$out/asan" sanitize_env sanitize_opts clang "$out/clang" clang_env clang_opts
   fi
   t1=$SECONDS
   log "$name: test ${*:-(all)}"
   # --no-rebuild: the build above is the stage's only build.
   env "${envs[@]}" meson test -C "$dir" --no-rebuild --print-errorlogs \
       --num-processes "$jobs" --test-args="${URNIC_TEST_ARGS:-}" "$@"
-  rc=$?
+  local rc=$?
   local ok fail skip
   ok=$(meson_count "$dir" OK); fail=$(meson_count "$dir" FAIL); skip=$(meson_count "$dir" SKIP)
   total_ok=$((total_ok + ok)); total_fail=$((total_fail + fail)); total_skip=$((total_skip + skip))
