@@ -876,7 +876,7 @@ LinkDest DataPath::link_dest(const t::TxPacket& p) const {
 void DataPath::ib_link_dest(const t::AhAttr& ah, LinkDest& d) const {
   // IBA 7.11.1: a port with LMC answers 2^LMC LIDs; the path bits pick
   // which one a packet comes from (src_path_bits, the low LMC bits).
-  const auto path_mask = static_cast<std::uint16_t>((1U << ib_port_->lmc()) - 1);
+  const std::uint16_t path_mask = ib_port_->path_bits_mask();
   d.ib_slid = static_cast<std::uint16_t>((ib_port_->lid() & ~path_mask) | (ah.src_path_bits & path_mask));
   d.ib_dlid = ah.dlid;
   d.ib_global = ah.is_global;
@@ -895,17 +895,7 @@ bool DataPath::ib_port_takes(const wire::IbPacket& pkt, const RxAddress& from) {
     stats_.inc(DevStat::kIbRxWrongDlid);
     return false;
   }
-  // IBA 10.9.3: the P_Keys match when their low 15 bits do and at least
-  // one of the two is a full member (bit 15); 0x0000 and 0x8000 are invalid.
-  const std::uint16_t key = pkt.bth.pkey;
-  bool pkey_ok = false;
-  if ((key & 0x7FFF) != 0)
-    for (const std::uint16_t k : ib_port_->pkeys())
-      if ((k & 0x7FFF) == (key & 0x7FFF) && ((k | key) & 0x8000) != 0) {
-        pkey_ok = true;
-        break;
-      }
-  if (!pkey_ok) {
+  if (!ib_port_->accepts_pkey(pkt.bth.pkey)) {
     stats_.inc(DevStat::kIbRxBadPkey);
     return false;
   }
@@ -1260,8 +1250,7 @@ void DataPath::deliver_rx(const wire::IbPacket& pkt, const RxAddress& from, t::N
     rx.has_src = from.ib_grh;
     rx.slid = from.slid;
     rx.sl = from.sl;
-    rx.dlid_path_bits =
-        ib_port_ != nullptr ? static_cast<std::uint8_t>(from.dlid & ((1U << ib_port_->lmc()) - 1)) : 0;
+    rx.dlid_path_bits = ib_port_ != nullptr ? static_cast<std::uint8_t>(from.dlid & ib_port_->path_bits_mask()) : 0;
     if (wire::transport_of(pkt.bth.opcode) == wire::IbTransport::kUd && from.ib_grh) {
       const std::size_t ib_bytes = pkt.info().length + pkt.payload.size() + pkt.bth.pad + 4;
       rx.grh = receive_grh(from, ib_bytes);

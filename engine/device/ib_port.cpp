@@ -1,5 +1,6 @@
 #include "engine/device/ib_port.hpp"
 
+#include <algorithm>
 #include <utility>
 
 namespace urnic::engine {
@@ -68,8 +69,15 @@ std::array<std::uint8_t, 16> IbPort::gid0() const noexcept {
 
 bool IbPort::owns_lid(std::uint16_t dlid) const noexcept {
   if (lid_ == 0 || !ib_unicast_lid(dlid)) return false;
-  const auto mask = static_cast<std::uint16_t>(0xFFFFU << lmc_);
+  const auto mask = static_cast<std::uint16_t>(~path_bits_mask());
   return (dlid & mask) == (lid_ & mask);
+}
+
+bool IbPort::accepts_pkey(std::uint16_t key) const noexcept {
+  if ((key & 0x7FFF) == 0) return false;
+  return std::any_of(pkeys_.begin(), pkeys_.end(), [key](std::uint16_t k) {
+    return (k & 0x7FFF) == (key & 0x7FFF) && ((k | key) & 0x8000) != 0;
+  });
 }
 
 }  // namespace urnic::engine

@@ -79,6 +79,14 @@ class IbPort {
   // the port's LID's (IBA 7.11.1: a port answers 2^LMC LIDs), or it is the
   // permissive LID (SMPs only, which the caller checks).
   [[nodiscard]] bool owns_lid(std::uint16_t dlid) const noexcept;
+  // The low LMC bits of a LID: the path bits that pick one of the 2^LMC.
+  [[nodiscard]] std::uint16_t path_bits_mask() const noexcept {
+    return static_cast<std::uint16_t>((1U << lmc_) - 1);
+  }
+  // IBA 10.9.3: a packet's P_Key matches an entry of the table when their
+  // low 15 bits do and at least one of the two is a full member (bit 15);
+  // 0x0000 and 0x8000 are invalid and match nothing.
+  [[nodiscard]] bool accepts_pkey(std::uint16_t key) const noexcept;
   // IBA 7.2: an ACTIVE port sends and receives every packet; an ARMED one
   // receives data packets but sends only SMPs; INIT and DOWN carry no data.
   [[nodiscard]] bool sends_data() const noexcept { return state_ == IbPortState::kActive; }
