@@ -8,20 +8,20 @@
 # to wait for, so a client that finds no listener yet (the server is still
 # starting: output matching cm_retry_on, by default REJECTED with reason 8
 # or the programs' own wording of it; iWARP's is ECONNREFUSED, -111) runs
-# again, every 0.5 s, up to 20 times, while the server lives. Sets
+# again, every 0.2 s, up to 50 times (10 s), while the server lives. Sets
 # cm_client_tries to the number of runs.
 cm_retry_on='REJECTED|rror 8|Unable to|Failed to'
 cm_client_retry() {
   local out=$1 server=$2
   shift 2
   local rc=1
-  for cm_client_tries in $(seq 20); do
+  for cm_client_tries in $(seq 50); do
     "$@" > "$out" 2>&1
     rc=$?
     [[ $rc -eq 0 ]] && break
     kill -0 "$server" 2>/dev/null || break
     grep -qE "$cm_retry_on" "$out" || break
-    sleep 0.5
+    sleep 0.2
   done
   return "$rc"
 }
@@ -47,11 +47,11 @@ cm_split_cmds() {
 cm_pair() { perftest_retry cm_pair_once "$@"; }
 # [HEAD_START=SECONDS] cm_perftest NAME SERVER_REGEX CLIENT_REGEX ADDR PROG ARGS...:
 # cm_pair of PROG ARGS as server and PROG ARGS ADDR as client (perftest
-# with -R; ADDR may be @SERVER@), with a head start of 2 s by default.
+# with -R; ADDR may be @SERVER@), with a head start of 0.5 s by default.
 cm_perftest() {
   local name=$1 sre=$2 cre=$3 addr=$4
   shift 4
-  HEAD_START=${HEAD_START:-2} cm_pair "$name" "$sre" "$cre" -- "$@" -- "$@" "$addr"
+  HEAD_START=${HEAD_START:-0.5} cm_pair "$name" "$sre" "$cre" -- "$@" -- "$@" "$addr"
 }
 cm_pair_once() {
   local name=$1 sre=$2 cre=$3 scmd ccmd
@@ -63,8 +63,9 @@ cm_pair_once() {
   "${pair_server[@]}" "${run_env[@]}" timeout "$limit" "${scmd[@]}" > "$out_s" 2>&1 &
   server_pid=$!
   # rdma_cm servers show no listening socket to wait for: give them a head
-  # start (perftest needs longer to set up before it listens).
-  sleep "${HEAD_START:-0.5}"
+  # start (perftest needs longer to set up before it listens); a client
+  # that still comes too early is rejected and runs again (cm_client_retry).
+  sleep "${HEAD_START:-0.2}"
   local crc t0=$SECONDS
   cm_client_retry "$out_c" "$server_pid" "${pair_client[@]}" "${run_env[@]}" timeout "$limit" "${ccmd[@]}"
   crc=$?
