@@ -1,6 +1,8 @@
 // 2 MiB huge pages for one acceptance test: as root, raises
-// vm.nr_hugepages by what the test needs and puts the old value back when
-// the object goes (also when a REQUIRE fails and unwinds). Not root, or a
+// vm.nr_hugepages by what the test needs and takes back what it added when
+// the object goes (also when a REQUIRE fails and unwinds): the count then is
+// lowered by that much, not set to the value before, so that pages another
+// user reserved meanwhile stay reserved. Not root, or a
 // kernel without 2 MiB pages: `ok()` is false and the test says what it
 // could not check (WARN) instead of failing.
 #pragma once
@@ -22,11 +24,13 @@ class HugePages {
     old_ = read_count();
     if (old_ < 0) return;
     if (!write_count(old_ + want)) return;
-    raised_ = true;
-    ok_ = read_count() - old_ >= want;
+    added_ = read_count() - old_;  // the kernel may find fewer free pages than asked
+    ok_ = added_ >= want;
   }
   ~HugePages() {
-    if (raised_) write_count(old_);
+    if (added_ <= 0) return;
+    const long now = read_count();
+    if (now >= 0) write_count(now > added_ ? now - added_ : 0);
   }
   HugePages(const HugePages&) = delete;
   HugePages& operator=(const HugePages&) = delete;
@@ -55,7 +59,7 @@ class HugePages {
     return static_cast<bool>(out);
   }
   long old_ = -1;
-  bool raised_ = false;
+  long added_ = 0;
   bool ok_ = false;
 };
 
