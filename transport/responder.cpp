@@ -850,7 +850,10 @@ void Qp::ud_run(const wire::IbPacket& pkt, const RxInfo& rx, Nanos now) {
     complete(init_.recv_cq, e, now);
     return;
   }
-  if (ctx_.scatter(recv_pd(), r.sges, 0, rx.grh, &tag) != WcStatus::kSuccess ||
+  // The first 40 bytes take the GRH; without one (InfiniBand, a local
+  // route) they are left as they are, as HCAs leave them (IBA 11.4.1.2: their
+  // contents are undefined), and the payload still starts after them.
+  if ((rx.has_grh && ctx_.scatter(recv_pd(), r.sges, 0, rx.grh, &tag) != WcStatus::kSuccess) ||
       (pl > 0 && ctx_.scatter(recv_pd(), r.sges, rx.grh.size(), pkt.payload, &tag) != WcStatus::kSuccess)) {
     e.status = WcStatus::kLocProtErr;
     complete(init_.recv_cq, e, now);

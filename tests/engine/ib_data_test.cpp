@@ -374,7 +374,7 @@ TEST_CASE("ib data: UD by LID across the cable once ACTIVE; wrong DLID, Q_Key, P
     CHECK(ib.a->call<ctl::CreateAhRep>(bad) == EINVAL);
   }
   const std::uint32_t to_b = lid_ah(*ib.a, kLid1, 5);
-  std::vector<std::uint8_t> src(64), dst(40 + 64);
+  std::vector<std::uint8_t> src(64), dst(40 + 64, 0xA5);  // 0xA5: what a GRH-less receive must not touch
   std::iota(src.begin(), src.end(), std::uint8_t{1});
   const std::uint32_t src_key = ib.a->reg_mr(src.data(), src.size());
   const std::uint32_t dst_key = ib.b->reg_mr(dst.data(), dst.size());
@@ -414,6 +414,8 @@ TEST_CASE("ib data: UD by LID across the cable once ACTIVE; wrong DLID, Q_Key, P
   CHECK(cb[0].src_qp == qa.qpn);
   CHECK((cb[0].wc_flags & IBV_WC_GRH) == 0);  // LID-routed: no GRH
   CHECK(std::equal(src.begin(), src.end(), dst.begin() + 40));
+  // The GRH area of a GRH-less receive is left as it was, as HCAs leave it.
+  CHECK(std::all_of(dst.begin(), dst.begin() + 40, [](std::uint8_t b) { return b == 0xA5; }));
   CHECK(ib_dev_stat(*ib.dp1, "rx_pkts") >= 1);
 
   // A DLID that is not the port's: over the cable, dropped at the port.
