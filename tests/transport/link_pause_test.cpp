@@ -339,7 +339,8 @@ TEST_CASE("link pause: paused before the packet that would have asked, the QP ow
   CHECK_FALSE(first[21].pkt.bth.ack_req);
   // 20 and 21 reach B in a pass of their own (in one pass with 19, B's
   // coalesced ACK would cover them).
-  const std::vector<Captured> tail(first.begin() + 20, first.end());
+  std::vector<Captured> tail(first.begin() + 20, first.end());
+  for (Captured& c : tail) c.pkt.payload = c.payload;  // a copy's payload points at the original's
   first.resize(20);
   Pair::deliver(g.tb, first, g.now);
   g.pump();
