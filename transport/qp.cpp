@@ -224,6 +224,8 @@ void Qp::reset_state() {
   rate_ = DcqcnRate(ctx_.cfg.dcqcn);  // a new connection starts at the line rate
   pace_next_ = 0;
   sent_hi_.reset();
+  unasked_since_ = kNever;
+  ask_hi_.reset();
   rtt_probe_.reset();
   rtt_clean_from_.reset();
   resp_tx_ = RespTx::kDirect;

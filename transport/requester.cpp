@@ -302,6 +302,7 @@ void Qp::send_next_packet(SendWqe& w, Nanos now) {
   const std::size_t len = static_cast<std::size_t>(std::min<uint64_t>(mtu, w.length - std::min(offset, w.length)));
   std::span<uint8_t> buf(ctx_.scratch.data(), len);
   p.payload = buf;
+  if (reliable() && !p.bth.ack_req) p.bth.ack_req = ask_for_ack(p, now);
   if (len > 0) {
     if (w.is_inline) {
       std::copy_n(w.inline_bytes.begin() + static_cast<std::ptrdiff_t>(offset), len, buf.begin());
@@ -330,6 +331,43 @@ void Qp::send_next_packet(SendWqe& w, Nanos now) {
   }
 }
 
+// AckReq by time and state, besides the last packet of a message and every
+// ack_req_every-th (send_next_packet). IBA 9.7.5.1.6 lets the responder
+// coalesce: it answers when asked (or after max_unacked_pkts), so a run
+// of packets none of which asks is answered only when a later one does. If
+// the requester then waits -- its window full, its DCQCN rate cut so low
+// that 16 packets outlast the ACK timeout (acceptance-incast-pfc: flows at
+// 7-14 Mb/s resent with nothing lost) -- the responder, reachable and
+// holding everything, owes nothing, and the local ACK timer fires. So a
+// packet also asks when it is the last the requester can send before it
+// must wait (it fills the window; the rate holds the next one back an
+// eighth of the ACK timeout or more), or when the first packet sent since
+// the last ask left that long ago. The run without an ask then lasts at
+// most a quarter of the timeout. (rxe asks on a message's last packet and
+// after RXE_MAX_PKT_PER_ACK packets, like the counts here; its timer
+// restarts on each packet sent.) A pause of the link (PFC) cannot be
+// foreseen: update_ack_timer covers it.
+bool Qp::ask_for_ack(const wire::IbPacket& p, Nanos now) const {
+  if ((p.bth.psn + 1 - comp_psn_) >= static_cast<int32_t>(ctx_.cfg.max_inflight_pkts)) return true;
+  if (attr_.timeout == 0) return false;  // no timer to outlast
+  const Nanos limit = ack_timeout_ns(attr_.timeout) / 8;
+  if (unasked_since_ != kNever && now - unasked_since_ >= limit) return true;
+  return rate_.limited() && rate_.tx_time(wire::ib_wire_size(p)) >= limit;
+}
+
+// What a request sent asks the responder for: an answer up to answer_psn
+// (an AckReq, a READ request's last response, an atomic), or nothing yet.
+void Qp::note_asked(const wire::IbPacket& p, Psn answer_psn, Nanos now) {
+  if (!reliable()) return;
+  const bool asks = p.bth.ack_req || p.info().is(wire::Op::kReadRequest);
+  if (!asks) {
+    if (unasked_since_ == kNever) unasked_since_ = now;
+    return;
+  }
+  unasked_since_ = kNever;
+  if (!ask_hi_ || (answer_psn - *ask_hi_) > 0) ask_hi_ = answer_psn;
+}
+
 void Qp::emit_request(wire::IbPacket& p, const Addressing& addr, Nanos now) {
   // A resend: a PSN not beyond the highest sent (go-back-N after a NAK or
   // a timeout, IBA 9.7.4.1; PSNs compare modulo 2^24).
@@ -339,6 +377,11 @@ void Qp::emit_request(wire::IbPacket& p, const Addressing& addr, Nanos now) {
   } else if (reliable()) {
     count(Counter::kRetransmittedPkts);
   }
+  // A READ request is answered by its responses, through its last PSN.
+  const uint32_t mtu = pmtu();
+  const bool read = p.info().is(wire::Op::kReadRequest);
+  const uint32_t answers = read ? std::max<uint32_t>(1, static_cast<uint32_t>((uint64_t{p.reth.dma_len} + mtu - 1) / mtu)) : 1;
+  note_asked(p, p.bth.psn + static_cast<int32_t>(answers - 1), now);
   if (ctx_.cfg.dcqcn.enabled) {
     const uint64_t bytes = wire::ib_wire_size(p);
     time_request(p, resend, now);
@@ -445,7 +488,15 @@ void Qp::update_ack_timer(Nanos now, bool progress) {
     return;
   }
   const bool outstanding = (req_psn_ - comp_psn_) > 0;
-  if (!outstanding) ack_deadline_ = kNever;
+  // Parked on a paused link (PFC) with every request that asked for an
+  // answer answered: what is outstanding asked for nothing (the pause came
+  // before the packet that would have asked), the responder owes nothing,
+  // and nothing can be resent until the link runs again. A timeout there
+  // would only resend into the pause and spend a retry (a storm of
+  // pauses: RETRY_EXC_ERR with the peer alive). The timer starts again
+  // when the QP sends after the pause; a tail lost before it is NAKed then
+  // (sequence error) or timed out from there.
+  if (!outstanding || (req_state_ == ReqState::kWaitLink && !answer_owed())) ack_deadline_ = kNever;
   else if (progress || ack_deadline_ == kNever) {
     ack_deadline_ = now + ack_timeout_ns(attr_.timeout);
     list_timer();

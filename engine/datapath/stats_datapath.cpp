@@ -155,6 +155,7 @@ void DataPath::device_counters(CounterList& out) const {
     add(DevStat::kLinkXdpCopyFallbacks, l.xdp_copy_fallbacks);
     add(DevStat::kLinkXdpRxDrops, l.xdp_rx_kernel_drops);
     add(DevStat::kLinkRxRingDrops, l.rx_ring_drops);
+    add(DevStat::kLinkTxRingStalls, l.tx_ring_stalls);
     add(DevStat::kIbRxBadVcrc, l.rx_bad_vcrc);
   }
   add(DevStat::kRawSteered, counters_.raw_frames_steered);

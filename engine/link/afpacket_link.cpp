@@ -288,11 +288,32 @@ void AfPacketLink::tx_commit(std::uint32_t len) {
 }
 
 void AfPacketLink::kick() {
-  if (tx_queued_ == 0) return;
+  if (tx_queued_ == 0 && tx_retry_at_ == transport::kNever) return;
   tx_queued_ = 0;
-  // One system call sends every SEND_REQUEST slot. ENOBUFS / EAGAIN: the
-  // slots stay queued and go with the next kick.
+  // One system call sends every SEND_REQUEST slot, in ring order, until
+  // the kernel cannot pass one on: the interface's queue or its peer's is
+  // full (a veth's peer whose softirq has not run: ENOBUFS), the interface
+  // is down, the socket's send buffer is spent (a short count). That slot
+  // and every one behind it stay SEND_REQUEST and go only with another
+  // send(). Kicked again only when the engine next queued a frame, they
+  // waited for its next frame: a responder's ACK stuck there, for the
+  // requester's next request, its resend after the ACK timeout (the shape
+  // of acceptance-pfc's "b silent, answered right after the resend came";
+  // issue 50). So a kick that leaves frames behind has another one due
+  // (flush, next_deadline).
   if (::send(fd_, nullptr, 0, MSG_DONTWAIT) < 0 && errno != EAGAIN && errno != ENOBUFS) ++counters_.tx_errors;
+  const std::uint32_t newest = (tx_next_ + kTxFrames - 1) % kTxFrames;
+  if (load_status(frame_hdr(ring_ + std::size_t{kFrameSize} * (rx_frames_ + newest))) == TP_STATUS_SEND_REQUEST) {
+    if (tx_retry_at_ == transport::kNever) {
+      ++counters_.tx_ring_stalls;
+      tx_retry_ns_ = kTxRetryMinNs;
+    } else {
+      tx_retry_ns_ = std::min(tx_retry_ns_ * 2, kTxRetryMaxNs);
+    }
+    tx_retry_at_ = now_ + tx_retry_ns_;
+  } else {
+    tx_retry_at_ = transport::kNever;
+  }
 }
 
 bool AfPacketLink::send(const wire::IbPacket& pkt, const LinkDest& dst, wire::Bytes* sent) {
@@ -402,7 +423,7 @@ void AfPacketLink::flush(transport::Nanos now) {
     if (pfc_->emits()) pfc_->set_rx_waiting(rx_waiting_bytes());
     pfc_->flush(now, clock_ns(CLOCK_MONOTONIC), [this](wire::Bytes f) { return put_frame(f); });
   }
-  kick();
+  if (tx_queued_ != 0 || now >= tx_retry_at_) kick();
   if (now - last_stats_ >= kStatsEvery) {
     read_kernel_stats();
     last_stats_ = now;
@@ -424,7 +445,8 @@ bool AfPacketLink::tx_stopped(const LinkDest& dst) const noexcept {
 }
 
 transport::Nanos AfPacketLink::next_deadline() const noexcept {
-  return pfc_ ? std::min(next_hops_.next_deadline(), pfc_->next_deadline()) : next_hops_.next_deadline();
+  const transport::Nanos d = std::min(next_hops_.next_deadline(), tx_retry_at_);
+  return pfc_ ? std::min(d, pfc_->next_deadline()) : d;
 }
 
 std::array<std::uint64_t, kPfcPriorities> AfPacketLink::rx_waiting_bytes() const {

@@ -71,6 +71,12 @@ class AfPacketLink final : public Link {
   static constexpr std::uint32_t kMaxRxFrames = 16384;
   static constexpr std::uint32_t kTxFrames = 512;
   static constexpr std::uint32_t kTxBatch = 32;
+  // Frames a kick left in the TX ring go with another kick this long
+  // after it, then twice as long after each kick that still leaves some,
+  // up to kTxRetryMaxNs (a link whose peer is down costs a system call
+  // every few milliseconds, not every pass).
+  static constexpr transport::Nanos kTxRetryMinNs = 20'000;
+  static constexpr transport::Nanos kTxRetryMaxNs = 5'000'000;
 
   // Opens the interface `nd`; frames addressed to one of `own` (GID form)
   // are delivered. With `vlan` (1..4094) frames go out with an 802.1Q tag
@@ -168,6 +174,11 @@ class AfPacketLink final : public Link {
   bool rx_held_ = false;          // slot rx_next_ - 1 is still ours (its packet is in use)
   std::uint32_t tx_next_ = 0;     // the next TX slot to fill
   std::uint32_t tx_queued_ = 0;   // filled since the last kick
+  // A kick that left frames in the TX ring (kick()): when the next kick is
+  // due whether or not more frames are queued (kNever: none left), and the
+  // wait before it, doubled while the kernel keeps refusing.
+  transport::Nanos tx_retry_at_ = transport::kNever;
+  transport::Nanos tx_retry_ns_ = kTxRetryMinNs;
   wire::MacAddr mac_{};
   std::string ifname_;
   int ifindex_ = 0;

@@ -51,6 +51,7 @@ struct LinkCounters {
   std::uint64_t xdp_copy_fallbacks = 0; // xdp: zero-copy refused by the driver, bound in copy mode (0 or 1)
   std::uint64_t xdp_rx_kernel_drops = 0;// xdp: frames the kernel dropped for the socket (RX ring full, no fill chunk)
   std::uint64_t rx_ring_drops = 0;    // afpacket: frames the kernel found no free RX ring slot for (PACKET_STATISTICS)
+  std::uint64_t tx_ring_stalls = 0;   // afpacket: kicks that left frames in the TX ring (ENOBUFS: the peer's queue full), sent by a later kick
   std::uint64_t rx_bad_vcrc = 0;      // ib cable: dropped: VCRC mismatch (IBA 7.8.2)
 };
 

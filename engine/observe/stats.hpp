@@ -86,6 +86,7 @@ enum class DevStat : std::uint8_t {
   kLinkXdpCopyFallbacks,// xdp link: the driver refused zero-copy, the socket runs in copy mode (0 or 1)
   kLinkXdpRxDrops,      // xdp link: frames the kernel dropped for the socket (RX ring full, fill ring empty)
   kLinkRxRingDrops,     // afpacket link: frames the kernel dropped for want of a free RX ring slot
+  kLinkTxRingStalls,    // afpacket link: sends after which the kernel left frames in the TX ring (ENOBUFS), pushed again later
   // InfiniBand devices (issue 51, docs/INFINIBAND.md): packets the port dropped.
   kIbRxBadVcrc,         // the VCRC did not match (IBA 7.8.2; the ICRC's are rx_icrc_errors)
   kIbRxWrongDlid,       // the DLID is not one of the port's 2^LMC LIDs (IBA 7.11.1)
@@ -150,6 +151,7 @@ inline constexpr transport::CounterNames<DevStat> kDevStatNames = {{
     {DevStat::kLinkXdpCopyFallbacks, "link_xdp_copy_fallbacks"},
     {DevStat::kLinkXdpRxDrops, "link_xdp_rx_drops"},
     {DevStat::kLinkRxRingDrops, "link_rx_ring_drops"},
+    {DevStat::kLinkTxRingStalls, "link_tx_ring_stalls"},
     {DevStat::kIbRxBadVcrc, "ib_rx_bad_vcrc"},
     {DevStat::kIbRxWrongDlid, "ib_rx_wrong_dlid"},
     {DevStat::kIbRxBadPkey, "ib_rx_bad_pkey"},

@@ -302,10 +302,11 @@ before = json.load(open(f"{rt}/{mode}.switch_before.json"))
 senders = [json.load(open(f"{rt}/{mode}.s{i}.json"))["counters"] for i in range(1, n + 1)]
 got = sum(c.get("pfc_p0_pause_in", 0) for c in senders)
 trips = sum(c.get("pfc_p0_watchdog_trips", 0) for c in senders)
-print(after["pfc_xoff_sent"] - before["pfc_xoff_sent"], got, after["max_backlog"], trips)
+stalls = sum(c.get("link_tx_ring_stalls", 0) for c in senders)
+print(after["pfc_xoff_sent"] - before["pfc_xoff_sent"], got, after["max_backlog"], trips, stalls)
 PY
   ) || return 1
-  read -r pauses pauses_in max_queue trips <<< "$out"
+  read -r pauses pauses_in max_queue trips tx_stalls <<< "$out"
 }
 
 # Lossless (--pfc): PFC alone, then with DCQCN.
@@ -324,6 +325,9 @@ if [[ -n $pfc ]]; then
     # that cannot keep up: RC resends it, as it must. Those resends are
     # reported, not failed; resends with nothing lost anywhere fail.
     ring_drops=$(cat "$rt/$mode.r_ring_drops" 2> /dev/null || echo 0)
+    # Frames a sender's kernel left in its TX ring (the veth to the switch
+    # full), pushed again by a later kick (engine/link/README.md).
+    echo "note $what: the senders' TX rings stalled $tx_stalls times"
     if [[ $drops -eq 0 ]]; then pass "$what: the switch dropped nothing (queue at most $max_queue B of $qlimit)"
     else fail "$what: the switch dropped $drops frames (queue at most $max_queue B of $qlimit)"; fi
     if [[ $retx -eq 0 ]]; then pass "$what: lossless: no packet resent"

@@ -407,7 +407,7 @@ for want in "${wants[@]}"; do
     fail "a: $name = $got, want $op $value"
   fi
 done
-echo "    a: retransmitted_pkts $(stat a retransmitted_pkts), rcvd_seq_err $(stat a rcvd_seq_err), tx_no_neighbour $(stat a tx_no_neighbour), link_tx_errors $(stat a link_tx_errors), pfc_p0_held $(stat a pfc_p0_held) (frames built in the pass a pause came in); b: rcvd_pkts $(stat b rcvd_pkts), out_of_seq_request $(stat b out_of_seq_request), duplicate_request $(stat b duplicate_request), seq_err_naks_sent $(stat b seq_err_naks_sent), tx_no_neighbour $(stat b tx_no_neighbour)"
+echo "    a: retransmitted_pkts $(stat a retransmitted_pkts), rcvd_seq_err $(stat a rcvd_seq_err), tx_no_neighbour $(stat a tx_no_neighbour), link_tx_errors $(stat a link_tx_errors), link_tx_ring_stalls $(stat a link_tx_ring_stalls), pfc_p0_held $(stat a pfc_p0_held) (frames built in the pass a pause came in); b: rcvd_pkts $(stat b rcvd_pkts), out_of_seq_request $(stat b out_of_seq_request), duplicate_request $(stat b duplicate_request), seq_err_naks_sent $(stat b seq_err_naks_sent), tx_no_neighbour $(stat b tx_no_neighbour), link_tx_ring_stalls $(stat b link_tx_ring_stalls), link_rx_ring_drops $(stat b link_rx_ring_drops)"
 echo "    a's PFC counters: $(host a "$cli" stats -d urnic0 --json | python3 -c 'import json,sys; c=json.load(sys.stdin)["counters"]; print(" ".join(f"{k}={v}" for k,v in c.items() if k.startswith("pfc_") and v))')"
 if ((storm_broken == 0)); then
   grep -q "PFC watchdog" "$rt/a.log" && pass "a logged the watchdog: $(grep -m1 'PFC watchdog' "$rt/a.log")" ||

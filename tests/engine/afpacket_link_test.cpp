@@ -7,11 +7,17 @@
 // an address without a neighbour entry counted as such.
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
+#include <net/if.h>
+#include <sched.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -199,6 +205,85 @@ TEST_CASE("the afpacket RX ring: its size from the config, frames it has no slot
   CHECK(ours >= 1);
   CHECK(ours <= kSlots);
   CHECK(drops >= kSent - ours);  // every frame received or counted (another's frame on lo may add one)
+}
+
+namespace {
+// Sets the interface up or down in the calling thread's network namespace.
+bool set_link_up(const char* ifname, bool up) {
+  const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  ifreq ifr{};
+  std::strncpy(ifr.ifr_name, ifname, IFNAMSIZ - 1);
+  bool ok = ::ioctl(fd, SIOCGIFFLAGS, &ifr) == 0;
+  if (ok) {
+    ifr.ifr_flags = static_cast<short>(up ? (ifr.ifr_flags | IFF_UP) : (ifr.ifr_flags & ~IFF_UP));
+    ok = ::ioctl(fd, SIOCSIFFLAGS, &ifr) == 0;
+  }
+  ::close(fd);
+  return ok;
+}
+}  // namespace
+
+TEST_CASE("the afpacket TX ring: frames a send left in it go with a later flush, none queued since",
+          "[engine][link]") {
+  // The kernel sends the ring's frames in order and stops at one it cannot
+  // pass on (the interface down here; a veth peer's full queue, ENOBUFS, on
+  // a busy host): the rest stay in the ring until another send(). The link
+  // kicked only when it had queued a frame since, so they waited for the
+  // engine's next frame -- an ACK until the peer's next request came. In a
+  // network namespace of its own (as root), whose loopback starts down.
+  const int home = ::open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+  REQUIRE(home >= 0);
+  if (::unshare(CLONE_NEWNET) != 0) {
+    WARN("afpacket TX ring not tested: unshare(CLONE_NEWNET): " << std::strerror(errno) << " (needs root)");
+    ::close(home);
+    return;
+  }
+  struct Home {
+    int fd;
+    ~Home() {
+      (void)::setns(fd, CLONE_NEWNET);
+      ::close(fd);
+    }
+  } back{home};
+  std::string error;
+  auto nd = engine::query_netdev("lo", &error);
+  REQUIRE(nd.has_value());
+  const wire::IpAddr self = engine::link_local_of(nd->mac);
+  auto link = engine::AfPacketLink::open(*nd, {self}, 0, &error);
+  REQUIRE(link);
+  const std::array<std::uint8_t, 8> data{1, 2, 3, 4, 5, 6, 7, 8};
+  engine::LinkDest d;
+  d.src = self;
+  d.dst = self;
+  constexpr std::uint32_t kSent = 4;
+  for (std::uint32_t i = 0; i < kSent; ++i) REQUIRE(link->send(send_only(0x44, i, data), d, nullptr));
+  transport::Nanos t = 1'000'000;
+  link->flush(t);  // lo is down: the kernel takes none of them
+  CHECK(link->counters().tx_ring_stalls == 1);
+  CHECK(link->next_deadline() == t + engine::AfPacketLink::kTxRetryMinNs);
+  link->flush(t + 1);  // not yet due: no send
+  CHECK(link->next_deadline() == t + engine::AfPacketLink::kTxRetryMinNs);
+  t += engine::AfPacketLink::kTxRetryMinNs;
+  link->flush(t);  // still down: again, after twice as long
+  CHECK(link->next_deadline() == t + 2 * engine::AfPacketLink::kTxRetryMinNs);
+  CHECK(link->counters().tx_ring_stalls == 1);  // one stall, retried
+
+  REQUIRE(set_link_up("lo", true));
+  // Nothing queued since: only the retry that is due sends them.
+  std::uint32_t got = 0;
+  engine::LinkRxPacket rx;
+  for (int i = 0; i < 500 && got < kSent; ++i) {
+    t += engine::AfPacketLink::kTxRetryMinNs;
+    link->flush(t);
+    while (link->receive(&rx))
+      if (rx.ib.bth.dest_qp == 0x44 && rx.ib.bth.psn.value() == got) ++got;
+    link->release_rx();
+    if (got < kSent) ::usleep(1000);
+  }
+  CHECK(got == kSent);
+  CHECK(link->next_deadline() == transport::kNever);  // none left: no wake-up due
+  CHECK(link->counters().tx_ring_stalls == 1);
 }
 
 TEST_CASE("raw frames on a VLAN: 802.1Q tag with the SL as priority, other VLANs dropped", "[engine][link]") {

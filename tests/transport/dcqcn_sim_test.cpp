@@ -35,7 +35,8 @@ struct SendStream {
   uint32_t qa = 0, qb = 0;
   std::vector<Sge> rsge, ssge;
   Nanos start = 0;
-  SendStream(sim::Harness& h, uint32_t n, uint64_t b_base)
+  // `post`: A posts its sends now (else a test calls post_sends later).
+  SendStream(sim::Harness& h, uint32_t n, uint64_t b_base, const QpParams& qp = {}, bool post = true)
       : msgs(n),
         a(h.a.transport(), h.a.memory(), 0x1000000, n * kLen),
         b(h.b.transport(), h.b.memory(), b_base, n * kLen),
@@ -43,8 +44,8 @@ struct SendStream {
         ssge(n) {
     qa = a.create_qp(QpType::kRc);
     qb = b.create_qp(QpType::kRc);
-    REQUIRE(connect_qp(a.t, qa, QpType::kRc, qb, {}, h.sim.now()) == 0);
-    REQUIRE(connect_qp(b.t, qb, QpType::kRc, qa, {}, h.sim.now()) == 0);
+    REQUIRE(connect_qp(a.t, qa, QpType::kRc, qb, qp, h.sim.now()) == 0);
+    REQUIRE(connect_qp(b.t, qb, QpType::kRc, qa, qp, h.sim.now()) == 0);
     for (uint32_t i = 0; i < n; ++i) {
       rsge[i] = Sge{b.va + uint64_t{i} * kLen, kLen, b.mr.lkey};
       RecvWr r;
@@ -54,10 +55,13 @@ struct SendStream {
     }
     h.a.log_tx = true;
     start = h.sim.now();
-    for (uint32_t i = 0; i < n; ++i) {
+    if (post) post_sends(start);
+  }
+  void post_sends(Nanos now) {
+    for (uint32_t i = 0; i < msgs; ++i) {
       fill(a.bytes().subspan(uint64_t{i} * kLen, kLen), qa, i);
       ssge[i] = Sge{a.va + uint64_t{i} * kLen, kLen, a.mr.lkey};
-      REQUIRE(a.t.post_send(qa, make_wr(i, WrOpcode::kSend, ssge[i], 0, 0), start) == 0);
+      REQUIRE(a.t.post_send(qa, make_wr(i, WrOpcode::kSend, ssge[i], 0, 0), now) == 0);
     }
   }
   // Exactly once and in order: one receive completion per message, in
@@ -211,6 +215,59 @@ TEST_CASE("dcqcn on the sim: CNPs slow an RC QP down as computed, it recovers, d
   }, 100 * kSimMs));
   CHECK(h.sim.now() < tc + 10 * kSimMs);  // unpaced, the last ~2000 packets take a few round trips
   st.check_delivered(rc);
+}
+
+TEST_CASE("dcqcn on the sim: a QP cut so low that ack_req_every packets outlast the ACK timeout asks by time",
+          "[dcqcn][sim][rc]") {
+  // ACK timeout 6 (262 us) and 1 KiB packets at 260 Mb/s (32 us each): the
+  // 16 packets between two AckReqs take 512 us, and a requester that asked
+  // only every 16 packets (and on a message's last) timed out and resent
+  // with nothing lost (acceptance-incast-pfc: flows DCQCN cut to 7-14 Mb/s
+  // against the 67 ms timeout). Asking again once the first packet not
+  // asked about is an eighth of the timeout old, nothing is resent.
+  sim::Harness::Config cfg;
+  countable_rates(cfg).timer_period = 100 * kSimMs;  // the cut rate holds throughout
+  sim::Harness h(cfg);
+  QpParams qp;
+  qp.timeout = 6;
+  constexpr uint32_t kMsgs = 8;
+  SendStream st(h, kMsgs, 0x8000000, qp, false);
+  const Counters* ca = st.a.t.qp_counters(st.qa);
+  REQUIRE(ca != nullptr);
+  urnic::wire::IbPacket cnp;
+  cnp.bth.opcode = urnic::wire::opcode::kCnp;
+  cnp.bth.dest_qp = st.qa;
+  cnp.bth.becn = true;
+  cnp.bth.pkey = 0xFFFF;
+  const Nanos t1 = st.start + 10 * kSimUs, tc = t1 + 50 * kSimUs;
+  for (const Nanos at : {t1, tc})
+    h.sim.schedule(at, [&] { st.a.t.on_packet(cnp, RxInfo{}, h.sim.now()); });
+  REQUIRE(h.sim.run_until([&] { return ca->get(Counter::kCnpsRcvd) == 2; }));
+  REQUIRE(ca->get(Counter::kDcqcnRateMbps) == 260);
+  st.post_sends(h.sim.now());  // every packet paced: one per 32 us
+
+  std::vector<Cqe> rc;
+  REQUIRE(h.sim.run_until([&] {
+    auto x = st.b.poll();
+    rc.insert(rc.end(), x.begin(), x.end());
+    return rc.size() >= kMsgs;
+  }, 100 * kSimMs));
+  st.check_delivered(rc);
+  CHECK(st.a.t.counters().get(Counter::kRetransmittedPkts) == 0);
+  CHECK(st.a.t.counters().get(Counter::kLocalAckTimeoutErr) == 0);
+  // While paced, no run of packets without an AckReq lasts longer than a
+  // quarter of the timeout (an eighth, and one packet's gap).
+  const Nanos limit = (Nanos{4096} << qp.timeout) / 4;
+  Nanos unasked = kNever;
+  std::size_t paced = 0;
+  for (const auto& s : h.a.sent) {
+    if (s.at < tc || !s.pkt.info().is(urnic::wire::Op::kRequest)) continue;
+    ++paced;
+    if (unasked == kNever) unasked = s.at;
+    CHECK(s.at - unasked <= limit);
+    if (s.pkt.bth.ack_req) unasked = kNever;
+  }
+  CHECK(paced > 200);
 }
 
 TEST_CASE("dcqcn off: a CNP is counted and changes nothing", "[dcqcn][sim][rc]") {

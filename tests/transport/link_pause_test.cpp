@@ -26,7 +26,10 @@ constexpr uint32_t kMsg = 4096;  // four packets at path MTU 1024
 // service level (the 802.1Q priority a raw link sends it with) is stopped.
 class GateSink final : public TxSink, public EventSink {
  public:
-  void transmit(const TxPacket& p, Nanos now) override { cap.transmit(p, now); }
+  void transmit(const TxPacket& p, Nanos now) override {
+    cap.transmit(p, now);
+    if (pause_after > 0 && --pause_after == 0) stopped = pause_mask;
+  }
   bool tx_stopped(const Addressing& to) const override {
     ++asked;
     return (stopped >> (to.ah.sl & 7U) & 1U) != 0;
@@ -35,6 +38,10 @@ class GateSink final : public TxSink, public EventSink {
 
   CaptureSink cap;
   uint8_t stopped = 0;  // bit p: priority p paused
+  // A pause that arrives after this many more packets: `stopped` becomes
+  // pause_mask then (0: none).
+  int pause_after = 0;
+  uint8_t pause_mask = 0;
   mutable std::size_t asked = 0;
 };
 
@@ -311,4 +318,61 @@ TEST_CASE("link pause: a QP destroyed while it waits is forgotten", "[transport]
   g.ga.stopped = 0;
   g.ta.tx_resumed(g.now);  // nothing to run, nothing sent
   CHECK(g.ga.cap.take().empty());
+}
+
+TEST_CASE("link pause: paused before the packet that would have asked, the QP owes no timeout, resends nothing",
+          "[transport][pfc]") {
+  // Eight WRITEs of four packets (AckReq on each last: PSNs 3, 7, .., 31);
+  // the pause comes after 22 packets, so 20 and 21 are out and nothing
+  // asked about them. B acknowledges through 19 and owes nothing more; A
+  // can send nothing until the pause ends. The ACK timer used to run on
+  // and fire in the pause (a storm of pauses: a retry each time, then
+  // RETRY_EXC_ERR with B alive), and A resent 20 and 21 after it.
+  GatedPair g;
+  const auto [qa, qb] = g.connect(2);
+  (void)qb;
+  g.ga.pause_after = 22;
+  g.ga.pause_mask = 1U << 2;
+  g.post_writes(qa, 0, 8);
+  std::vector<Captured> first = g.ga.cap.take();
+  REQUIRE(first.size() == 22);
+  CHECK_FALSE(first[21].pkt.bth.ack_req);
+  // 20 and 21 reach B in a pass of their own (in one pass with 19, B's
+  // coalesced ACK would cover them).
+  std::vector<Captured> tail(first.begin() + 20, first.end());
+  for (Captured& c : tail) c.pkt.payload = c.payload;  // a copy's payload points at the original's
+  first.resize(20);
+  Pair::deliver(g.tb, first, g.now);
+  g.pump();
+  Pair::deliver(g.tb, tail, g.now);
+  g.pump();
+  CHECK(g.gb.cap.take().empty());  // nothing asked: B owes nothing
+  check_in_order_success(g.a.poll(), 5);
+  CHECK(g.ta.tx_waiting() == 1);
+  CHECK(g.ta.next_deadline() == kNever);  // no ACK timer: nothing asked is unanswered
+
+  g.now += 1'000 * kPauseMs;
+  g.ta.on_timer(g.now);
+  g.pump();
+  CHECK(g.ta.counters().get(Counter::kLocalAckTimeoutErr) == 0);
+
+  g.ga.stopped = 0;
+  g.ta.tx_resumed(g.now);
+  std::vector<Captured> resumed = g.ga.cap.take();
+  REQUIRE(resumed.size() == 10);
+  CHECK(resumed[0].psn() == 22);
+  // The first packet after the pause asks: the oldest one nothing asked
+  // about (20) is older than an eighth of the ACK timeout.
+  CHECK(resumed[0].pkt.bth.ack_req);
+  CHECK(g.ta.next_deadline() != kNever);  // asked: timed again
+  Pair::deliver(g.tb, resumed, g.now);
+  g.pump();
+  const std::vector<Cqe> rest = g.a.poll();
+  REQUIRE(rest.size() == 3);
+  for (std::size_t i = 0; i < rest.size(); ++i) CHECK(rest[i].wr_id == 5 + i);
+  for (int i = 0; i < 8; ++i)
+    CHECK(check(g.b.bytes().subspan(static_cast<std::size_t>(i) * kMsg, kMsg), qa, static_cast<uint64_t>(i)));
+  CHECK(g.ta.counters().get(Counter::kRetransmittedPkts) == 0);
+  CHECK(g.ta.counters().get(Counter::kLocalAckTimeoutErr) == 0);
+  CHECK(g.tb.counters().get(Counter::kDuplicateRequest) == 0);
 }

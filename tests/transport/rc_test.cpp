@@ -511,6 +511,37 @@ TEST_CASE("ACK coalescing: AckReq every ack_req_every packets, or every max_unac
   }
 }
 
+TEST_CASE("AckReq on the packet that fills the window: the responder answers, the window moves", "[rc]") {
+  // Neither count asks within the window (ack_req_every, max_unacked_pkts
+  // beyond it): the packet after which the requester must wait asks, and
+  // the responder's ACK opens the window. Asking only by count left the
+  // responder owing nothing, and the QP waited for its ACK timeout.
+  TransportConfig cfg;
+  cfg.max_inflight_pkts = 24;
+  cfg.ack_req_every = 1000;
+  cfg.max_unacked_pkts = 1000;
+  QpParams pp;
+  pp.mtu = Mtu::k256;
+  Pair p(QpType::kRc, pp, pp, cfg);
+  REQUIRE(p.send(1, WrOpcode::kRdmaWrite, 0, 40 * 256) == 0);
+  auto req = p.sa.take();
+  REQUIRE(req.size() == 24);
+  for (const auto& c : req) CHECK(c.pkt.bth.ack_req == (c.psn() == 23));
+  p.to_b(req);
+  auto ack = p.sb.take();
+  CHECK(psns(ack) == V32{23});
+  p.to_a(ack);
+  auto rest = p.sa.take();
+  REQUIRE(rest.size() == 16);
+  for (const auto& c : rest) CHECK(c.pkt.bth.ack_req == (c.psn() == 39));
+  p.to_b(rest);
+  p.to_a(p.sb.take());
+  const auto cqes = p.a.poll();
+  REQUIRE(cqes.size() == 1);
+  CHECK(cqes[0].status == WcStatus::kSuccess);
+  CHECK(p.ta.counters().get(Counter::kRetransmittedPkts) == 0);
+}
+
 TEST_CASE("an ACK owed at the pass's end goes first when the responder answers a READ", "[rc]") {
   // A WRITE (AckReq) and a READ in one pass: the WRITE's ACK is owed, and
   // goes out ahead of the READ response (PSN order), not after it.

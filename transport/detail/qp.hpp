@@ -274,6 +274,9 @@ class Qp : public QpCommon {
   void retry_from(Psn p);
   void reposition(Psn p);
   void update_ack_timer(Nanos now, bool progress);
+  bool ask_for_ack(const wire::IbPacket& p, Nanos now) const;
+  void note_asked(const wire::IbPacket& p, Psn answer_psn, Nanos now);
+  bool answer_owed() const noexcept { return ask_hi_ && (*ask_hi_ - comp_psn_) >= 0; }
   // DCQCN's reaction point (transport/dcqcn.hpp): a request packet leaves
   // through emit_request, which paces it while the QP's rate is cut; a CNP
   // cuts the rate; the gauge counter follows the rate.
@@ -391,6 +394,12 @@ class Qp : public QpCommon {
   // below it a request is a resend (emit_request: retransmitted_pkts,
   // time_request).
   std::optional<Psn> sent_hi_;
+  // AckReq by time and state (ask_for_ack): when the first packet sent
+  // since the last one that asked for an answer left (kNever: the last one
+  // asked), and the highest PSN sent that the responder must answer (an
+  // AckReq, a READ request's last response PSN, an atomic).
+  Nanos unasked_since_ = kNever;
+  std::optional<Psn> ask_hi_;
   // The round-trip timing (time_request): the one request being timed.
   struct RttProbe {
     Psn psn;
