@@ -660,7 +660,9 @@ TEST_CASE("Resolving another device's address without a source binds the id to t
   d1.node_guid = 0x0100000000000003ULL;
   d1.send = [](std::uint8_t, const Gid&, std::span<const std::uint8_t>) {};
   Harness t({}, {d1});
-  const auto [ch, fd] = t.channel(1);
+  const auto chan = t.channel(1);
+  const std::uint32_t ch = chan.first;
+  const int fd = chan.second;
   auto resolved = [&](ctl::CmAddr dst) {
     const std::uint32_t id = t.create_id(1, ch);
     ctl::CmResolveAddrReq req{};
