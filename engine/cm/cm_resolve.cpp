@@ -68,12 +68,16 @@ Reply CmService::on_resolve_addr(const MsgHeader& h, Id& id, const ctl::CmResolv
   if (id.state != State::kIdle && id.state != State::kBound && id.state != State::kAddrResolved)
     return fail<ctl::CmResolveAddrRep>(h, EINVAL);
   // The source: given, or already bound, or the device that reaches dst
-  // (for loopback the source is the destination address, as with lo).
+  // (for loopback the source is the destination address, as with lo; for
+  // another of our devices' addresses too: the kernel's route to a local
+  // address has that address as its source, so rdma_cm binds the id to the
+  // device that holds it, not to the first device).
   if (id.state == State::kIdle) {
     ctl::CmAddr src{};
+    int dst_dev = -1;
     if (req.src.family != 0) {
       src = req.src;
-    } else if (is_loopback(req.dst)) {
+    } else if (is_loopback(req.dst) || resolve_device(req.dst, dst_dev) == 0) {
       src = req.dst;
       src.port = 0;
     } else if (req.dst.family == AF_INET6 && !is_v4mapped(req.dst) && !devices_.empty()) {

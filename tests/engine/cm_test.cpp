@@ -56,11 +56,12 @@ struct Harness {
   std::deque<Sent> wire_q;
   transport::Nanos now = 1000;
   std::vector<engine::CmDevice::Ipv6Gid> ipv6;  // the device's IPv6 GIDs (none by default)
+  std::vector<engine::CmDevice> more;            // devices after urnic0 (none by default)
   CmService cm;
   std::vector<int> fds;
 
-  explicit Harness(std::vector<engine::CmDevice::Ipv6Gid> v6 = {})
-      : ipv6(std::move(v6)), cm(devices(), [this] { return now; }) {}
+  explicit Harness(std::vector<engine::CmDevice::Ipv6Gid> v6 = {}, std::vector<engine::CmDevice> more_devices = {})
+      : ipv6(std::move(v6)), more(std::move(more_devices)), cm(devices(), [this] { return now; }) {}
   ~Harness() {
     for (int fd : fds) ::close(fd);
   }
@@ -83,7 +84,9 @@ struct Harness {
       std::memcpy(s.mad.data(), mad.data(), 256);
       wire_q.push_back(s);
     };
-    return {d};
+    std::vector<engine::CmDevice> all{d};
+    all.insert(all.end(), more.begin(), more.end());
+    return all;
   }
 
   template <ctl::Message Req, ctl::Message Rep>
@@ -640,6 +643,54 @@ TEST_CASE("Binding: devices, the wildcard, ports and conflicts", "[cm][engine]")
   // A channel in use cannot be destroyed.
   ctl::CmDestroyChannelRep dch{};
   CHECK(t.call(1, ctl::CmDestroyChannelReq{{ch, 0}}, dch) == EBUSY);
+}
+
+TEST_CASE("Resolving another device's address without a source binds the id to that device", "[cm][engine]") {
+  // rdma_resolve_addr(id, NULL, dst): the kernel takes the source from its
+  // route to dst, and the route to a local address has that address as its
+  // source, so the id lands on the device holding dst. libfabric's verbs
+  // provider resolves its source this way: with the first device instead,
+  // fi_multinode's ranks on urnic_iw0 listened on urnic0 (RoCE) and never
+  // met (issue 53).
+  constexpr std::uint32_t kSecond = 0xc0000202;  // 192.0.2.2
+  engine::CmDevice d1;
+  d1.name = "urnic1";
+  d1.ipv4 = kSecond;
+  d1.gid = v4_gid(kSecond);
+  d1.node_guid = 0x0100000000000003ULL;
+  d1.send = [](std::uint8_t, const Gid&, std::span<const std::uint8_t>) {};
+  Harness t({}, {d1});
+  const auto chan = t.channel(1);
+  const std::uint32_t ch = chan.first;
+  const int fd = chan.second;
+  auto resolved = [&](ctl::CmAddr dst) {
+    const std::uint32_t id = t.create_id(1, ch);
+    ctl::CmResolveAddrReq req{};
+    req.handle = id;
+    req.dst = dst;
+    ctl::CmResolveAddrRep rep{};
+    REQUIRE(t.call(1, req, rep) == 0);
+    expect_event(fd, RDMA_CM_EVENT_ADDR_RESOLVED);
+    return rep.info;
+  };
+  const ctl::CmIdInfo second = resolved(v4(kSecond, 7000));
+  CHECK(std::string(second.device) == "urnic1");
+  CHECK(std::memcmp(second.src.addr, v4(kSecond, 0).addr, 16) == 0);
+  CHECK(second.src.port >= 32768);
+  CHECK(std::memcmp(second.sgid, v4_gid(kSecond).data(), 16) == 0);
+  // Loopback stays on the first device, as before.
+  const ctl::CmIdInfo lo = resolved(v4(kLoopback, 7000));
+  CHECK(std::string(lo.device) == "urnic0");
+  CHECK(std::memcmp(lo.src.addr, v4(kLoopback, 0).addr, 16) == 0);
+  // A source given is kept: urnic0 reaching urnic1's address.
+  const std::uint32_t id = t.create_id(1, ch);
+  ctl::CmResolveAddrReq req{};
+  req.handle = id;
+  req.src = v4(kLoopback, 0);
+  req.dst = v4(kSecond, 7000);
+  ctl::CmResolveAddrRep rep{};
+  REQUIRE(t.call(1, req, rep) == 0);
+  CHECK(std::string(rep.info.device) == "urnic0");
 }
 
 TEST_CASE("A process that goes away disconnects its peers", "[cm][engine]") {
