@@ -180,6 +180,24 @@ int register_agent(int portid, std::uint8_t mgmt_class, std::uint8_t version, st
   return static_cast<int>(rep.agent_id);
 }
 
+// umad_set_grh and umad_set_grh_net: the GRH fields of `mad_addr` into the
+// MAD's address (none: no GRH), its flow label in network order already
+// (`flow_label_in_host_order` false) or to be converted.
+int set_grh(void* umad, void* mad_addr, bool flow_label_in_host_order) {
+  auto* m = static_cast<ib_user_mad*>(umad);
+  auto* a = static_cast<ib_mad_addr_t*>(mad_addr);
+  if (a == nullptr) {
+    m->addr.grh_present = 0;
+    return 0;
+  }
+  m->addr.grh_present = 1;
+  std::memcpy(m->addr.gid, a->gid, sizeof a->gid);
+  m->addr.flow_label = flow_label_in_host_order ? htobe32(a->flow_label) : a->flow_label;
+  m->addr.hop_limit = a->hop_limit;
+  m->addr.traffic_class = a->traffic_class;
+  return 0;
+}
+
 }  // namespace
 
 extern "C" {
@@ -310,34 +328,10 @@ size_t umad_size(void) { return sizeof(ib_user_mad); }
 int umad_status(void* umad) { return static_cast<int>(static_cast<ib_user_mad*>(umad)->status); }
 ib_mad_addr_t* umad_get_mad_addr(void* umad) { return &static_cast<ib_user_mad*>(umad)->addr; }
 
-int umad_set_grh_net(void* umad, void* mad_addr) {
-  auto* m = static_cast<ib_user_mad*>(umad);
-  auto* a = static_cast<ib_mad_addr_t*>(mad_addr);
-  if (a == nullptr) {
-    m->addr.grh_present = 0;
-    return 0;
-  }
-  m->addr.grh_present = 1;
-  std::memcpy(m->addr.gid, a->gid, sizeof a->gid);
-  m->addr.flow_label = a->flow_label;
-  m->addr.hop_limit = a->hop_limit;
-  m->addr.traffic_class = a->traffic_class;
-  return 0;
-}
+int umad_set_grh_net(void* umad, void* mad_addr) { return set_grh(umad, mad_addr, false); }
 
 int umad_set_grh(void* umad, void* mad_addr) {
-  auto* m = static_cast<ib_user_mad*>(umad);
-  auto* a = static_cast<ib_mad_addr_t*>(mad_addr);
-  if (a == nullptr) {
-    m->addr.grh_present = 0;
-    return 0;
-  }
-  m->addr.grh_present = 1;
-  std::memcpy(m->addr.gid, a->gid, sizeof a->gid);
-  m->addr.flow_label = htobe32(a->flow_label);  // given in host order here
-  m->addr.hop_limit = a->hop_limit;
-  m->addr.traffic_class = a->traffic_class;
-  return 0;
+  return set_grh(umad, mad_addr, true);  // the flow label given in host order here
 }
 
 int umad_set_addr_net(void* umad, __be16 dlid, __be32 dqp, int sl, __be32 qkey) {
