@@ -132,8 +132,8 @@ class BasicIpv6View : public HeaderView<Byte, kIpv6HeaderSize> {
     return v;
   }
 
-  IpAddr src() const noexcept { return {this->template array_at<decltype(IpAddr::bytes)>(kSrcOffset)}; }
-  IpAddr dst() const noexcept { return {this->template array_at<decltype(IpAddr::bytes)>(kDstOffset)}; }
+  IpAddr src() const noexcept { return {this->template array_at<std::array<uint8_t, 16>>(kSrcOffset)}; }
+  IpAddr dst() const noexcept { return {this->template array_at<std::array<uint8_t, 16>>(kDstOffset)}; }
 
   // clang-format off
   void set_src(const IpAddr& a) const noexcept requires Base::kWritable { this->put_array(kSrcOffset, a.bytes); }
