@@ -155,48 +155,53 @@ int init() {
   return gl.init_err;
 }
 
-// The verbs context of a device by name, opened once (ucma_open_device).
-ibv_context* context_of(const char* name) {
+// The object in `slot` of the first device `matches` accepts, made by
+// `open(device)` on first use and kept for the life of the process (as
+// ucma opens a device's context, PD and XRC domain once): nullptr when
+// `open` fails, or when no device matches (`*found` false).
+template <class T, class Match, class Open>
+T* device_object(T* Device::*slot, Match matches, Open open, bool* found = nullptr) {
   Global& gl = g();
   std::lock_guard lock(gl.mu);
   for (auto& d : gl.devices) {
-    if (d.name != name) continue;
-    if (d.ctx == nullptr) d.ctx = ibv_open_device(d.dev);
-    return d.ctx;
+    if (!matches(d)) continue;
+    if (found != nullptr) *found = true;
+    if (d.*slot == nullptr) d.*slot = open(d);
+    return d.*slot;
   }
+  if (found != nullptr) *found = false;
   return nullptr;
 }
 
+// The verbs context of a device by name, opened once (ucma_open_device).
+ibv_context* context_of(const char* name) {
+  return device_object(
+      &Device::ctx, [&](const Device& d) { return d.name == name; },
+      [](const Device& d) { return ibv_open_device(d.dev); });
+}
+
 ibv_pd* default_pd(ibv_context* ctx) {
-  Global& gl = g();
-  std::lock_guard lock(gl.mu);
-  for (auto& d : gl.devices) {
-    if (d.ctx != ctx) continue;
-    if (d.pd == nullptr) d.pd = ibv_alloc_pd(ctx);
-    return d.pd;
-  }
-  return nullptr;
+  return device_object(
+      &Device::pd, [&](const Device& d) { return d.ctx == ctx; }, [&](const Device&) { return ibv_alloc_pd(ctx); });
 }
 
 // ucma_get_xrcd: one XRC domain per device, opened on first use with no
 // file behind it (fd -1, O_CREAT) and kept until the process exits, as
 // librdmacm keeps its own.
 ibv_xrcd* device_xrcd(ibv_context* ctx) {
-  Global& gl = g();
-  std::lock_guard lock(gl.mu);
-  for (auto& d : gl.devices) {
-    if (d.ctx != ctx) continue;
-    if (d.xrcd == nullptr) {
-      ibv_xrcd_init_attr attr{};
-      attr.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS;
-      attr.fd = -1;
-      attr.oflags = O_CREAT;
-      d.xrcd = ibv_open_xrcd(ctx, &attr);
-    }
-    return d.xrcd;
-  }
-  errno = ENODEV;
-  return nullptr;
+  bool found = false;
+  ibv_xrcd* xrcd = device_object(
+      &Device::xrcd, [&](const Device& d) { return d.ctx == ctx; },
+      [&](const Device&) {
+        ibv_xrcd_init_attr attr{};
+        attr.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS;
+        attr.fd = -1;
+        attr.oflags = O_CREAT;
+        return ibv_open_xrcd(ctx, &attr);
+      },
+      &found);
+  if (!found) errno = ENODEV;
+  return xrcd;
 }
 
 template <ctl::Message Req, ctl::Message Rep>

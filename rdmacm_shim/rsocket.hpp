@@ -181,6 +181,12 @@ struct Rsocket {
   int post_write_msg(ibv_sge* sgl, int nsge, std::uint32_t msg, unsigned flags, std::uint64_t addr,
                      std::uint32_t rkey);
   int post_write(ibv_sge* sgl, int nsge, std::uint32_t msg, unsigned flags, std::uint64_t addr, std::uint32_t rkey);
+  // An RDMA write of `sgl` to (addr, rkey) with wr_id `msg`; with
+  // IBV_WR_RDMA_WRITE_WITH_IMM `msg` is its immediate data too.
+  int post_rdma_write(ibv_wr_opcode opcode, ibv_sge* sgl, int nsge, std::uint32_t msg, unsigned flags,
+                      std::uint64_t addr, std::uint32_t rkey);
+  // `msg` as a 4-byte inline SEND (the protocol without write-with-immediate).
+  int post_msg_send(std::uint64_t wr_id, std::uint32_t msg);
   int post_recv();
   int write_data(ibv_sge* sgl, int nsge, std::uint32_t length, unsigned flags);
   std::uint32_t sbuf_left() const { return sbuf_size - sbuf_head; }

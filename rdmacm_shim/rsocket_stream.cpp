@@ -212,57 +212,41 @@ int Rsocket::post_recv() {
 // A message alone: a zero-length write with immediate (no R_Key is
 // checked for zero length, IBA 9.7.4.1.5), or the 4-byte SEND.
 int Rsocket::post_msg(std::uint32_t msg) {
-  ibv_send_wr wr{};
-  ibv_sge sge{};
-  wr.wr_id = msg;
-  if (!msg_send) {
-    wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-    wr.imm_data = htonl(msg);
-  } else {
-    sge.addr = addr_of(&msg);
-    sge.length = kMsgSize;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    wr.opcode = IBV_WR_SEND;
-    wr.send_flags = IBV_SEND_INLINE;
-  }
-  ibv_send_wr* bad = nullptr;
-  return posted(ibv_post_send(cm_id->qp, &wr, &bad));
+  if (!msg_send) return post_rdma_write(IBV_WR_RDMA_WRITE_WITH_IMM, nullptr, 0, msg, 0, 0, 0);
+  return post_msg_send(msg, msg);
 }
 
 int Rsocket::post_write(ibv_sge* sgl, int nsge, std::uint32_t msg, unsigned flags, std::uint64_t addr,
                         std::uint32_t rkey) {
+  return post_rdma_write(IBV_WR_RDMA_WRITE, sgl, nsge, msg, flags, addr, rkey);
+}
+
+int Rsocket::post_write_msg(ibv_sge* sgl, int nsge, std::uint32_t msg, unsigned flags, std::uint64_t addr,
+                            std::uint32_t rkey) {
+  if (!msg_send) return post_rdma_write(IBV_WR_RDMA_WRITE_WITH_IMM, sgl, nsge, msg, flags, addr, rkey);
+  if (post_write(sgl, nsge, msg, flags, addr, rkey) != 0) return -1;
+  return post_msg_send(msg_make(msg_op(msg), 0) | kWrMsgSend, msg);
+}
+
+int Rsocket::post_rdma_write(ibv_wr_opcode opcode, ibv_sge* sgl, int nsge, std::uint32_t msg, unsigned flags,
+                             std::uint64_t addr, std::uint32_t rkey) {
   ibv_send_wr wr{};
   wr.wr_id = msg;
   wr.sg_list = sgl;
   wr.num_sge = nsge;
-  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.opcode = opcode;
   wr.send_flags = flags;
+  if (opcode == IBV_WR_RDMA_WRITE_WITH_IMM) wr.imm_data = htonl(msg);
   wr.wr.rdma.remote_addr = addr;
   wr.wr.rdma.rkey = rkey;
   ibv_send_wr* bad = nullptr;
   return posted(ibv_post_send(cm_id->qp, &wr, &bad));
 }
 
-int Rsocket::post_write_msg(ibv_sge* sgl, int nsge, std::uint32_t msg, unsigned flags, std::uint64_t addr,
-                            std::uint32_t rkey) {
-  if (!msg_send) {
-    ibv_send_wr wr{};
-    wr.wr_id = msg;
-    wr.sg_list = sgl;
-    wr.num_sge = nsge;
-    wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-    wr.send_flags = flags;
-    wr.imm_data = htonl(msg);
-    wr.wr.rdma.remote_addr = addr;
-    wr.wr.rdma.rkey = rkey;
-    ibv_send_wr* bad = nullptr;
-    return posted(ibv_post_send(cm_id->qp, &wr, &bad));
-  }
-  if (post_write(sgl, nsge, msg, flags, addr, rkey) != 0) return -1;
-  ibv_send_wr wr{};
+int Rsocket::post_msg_send(std::uint64_t wr_id, std::uint32_t msg) {
   ibv_sge sge{addr_of(&msg), kMsgSize, 0};
-  wr.wr_id = msg_make(msg_op(msg), 0) | kWrMsgSend;
+  ibv_send_wr wr{};
+  wr.wr_id = wr_id;
   wr.sg_list = &sge;
   wr.num_sge = 1;
   wr.opcode = IBV_WR_SEND;

@@ -130,36 +130,37 @@ void fill_port(const std::string& ca, int portnum, const ctl::UmadQueryPortRep& 
                 rep.port.link_layer == IBV_LINK_LAYER_INFINIBAND ? "InfiniBand" : "Ethernet");
 }
 
-void to_wire_addr(const ctl::UmadAddr& a, ib_mad_addr_t& out) {
-  std::memset(&out, 0, sizeof out);
-  out.qpn = htobe32(a.qpn);
-  out.qkey = htobe32(a.qkey);
-  out.lid = htobe16(a.lid);
+// ib_mad_addr_t and the control protocol's UmadAddr hold the same fields,
+// the first with qpn, qkey, lid and flow_label in network order: one copy
+// for both directions, `order16`/`order32` converting those (htobe* one way,
+// be*toh the other).
+template <class In, class Out, class Order16, class Order32>
+void copy_mad_addr(const In& a, Out& out, Order16 order16, Order32 order32) {
+  out.qpn = order32(a.qpn);
+  out.qkey = order32(a.qkey);
+  out.lid = order16(a.lid);
   out.sl = a.sl;
   out.path_bits = a.path_bits;
   out.grh_present = a.grh_present;
   out.gid_index = a.gid_index;
   out.hop_limit = a.hop_limit;
   out.traffic_class = a.traffic_class;
-  std::memcpy(out.gid, a.gid, sizeof a.gid);
-  out.flow_label = htobe32(a.flow_label);
+  static_assert(sizeof a.gid == sizeof out.gid);
+  std::memcpy(out.gid, a.gid, sizeof out.gid);
+  out.flow_label = order32(a.flow_label);
   out.pkey_index = a.pkey_index;
+}
+
+void to_wire_addr(const ctl::UmadAddr& a, ib_mad_addr_t& out) {
+  std::memset(&out, 0, sizeof out);
+  copy_mad_addr(
+      a, out, [](std::uint16_t v) { return htobe16(v); }, [](std::uint32_t v) { return htobe32(v); });
 }
 
 ctl::UmadAddr from_wire_addr(const ib_mad_addr_t& a) {
   ctl::UmadAddr out{};
-  out.qpn = be32toh(a.qpn);
-  out.qkey = be32toh(a.qkey);
-  out.lid = be16toh(a.lid);
-  out.sl = a.sl;
-  out.path_bits = a.path_bits;
-  out.grh_present = a.grh_present;
-  out.gid_index = a.gid_index;
-  out.hop_limit = a.hop_limit;
-  out.traffic_class = a.traffic_class;
-  std::memcpy(out.gid, a.gid, sizeof out.gid);
-  out.flow_label = be32toh(a.flow_label);
-  out.pkey_index = a.pkey_index;
+  copy_mad_addr(
+      a, out, [](std::uint16_t v) { return be16toh(v); }, [](std::uint32_t v) { return be32toh(v); });
   return out;
 }
 
@@ -177,6 +178,24 @@ int register_agent(int portid, std::uint8_t mgmt_class, std::uint8_t version, st
   ctl::UmadRegisterRep rep{};
   if (const int err = p->conn.call(req, rep); err != 0) return -err;
   return static_cast<int>(rep.agent_id);
+}
+
+// umad_set_grh and umad_set_grh_net: the GRH fields of `mad_addr` into the
+// MAD's address (none: no GRH), its flow label in network order already
+// (`flow_label_in_host_order` false) or to be converted.
+int set_grh(void* umad, void* mad_addr, bool flow_label_in_host_order) {
+  auto* m = static_cast<ib_user_mad*>(umad);
+  auto* a = static_cast<ib_mad_addr_t*>(mad_addr);
+  if (a == nullptr) {
+    m->addr.grh_present = 0;
+    return 0;
+  }
+  m->addr.grh_present = 1;
+  std::memcpy(m->addr.gid, a->gid, sizeof a->gid);
+  m->addr.flow_label = flow_label_in_host_order ? htobe32(a->flow_label) : a->flow_label;
+  m->addr.hop_limit = a->hop_limit;
+  m->addr.traffic_class = a->traffic_class;
+  return 0;
 }
 
 }  // namespace
@@ -309,34 +328,10 @@ size_t umad_size(void) { return sizeof(ib_user_mad); }
 int umad_status(void* umad) { return static_cast<int>(static_cast<ib_user_mad*>(umad)->status); }
 ib_mad_addr_t* umad_get_mad_addr(void* umad) { return &static_cast<ib_user_mad*>(umad)->addr; }
 
-int umad_set_grh_net(void* umad, void* mad_addr) {
-  auto* m = static_cast<ib_user_mad*>(umad);
-  auto* a = static_cast<ib_mad_addr_t*>(mad_addr);
-  if (a == nullptr) {
-    m->addr.grh_present = 0;
-    return 0;
-  }
-  m->addr.grh_present = 1;
-  std::memcpy(m->addr.gid, a->gid, sizeof a->gid);
-  m->addr.flow_label = a->flow_label;
-  m->addr.hop_limit = a->hop_limit;
-  m->addr.traffic_class = a->traffic_class;
-  return 0;
-}
+int umad_set_grh_net(void* umad, void* mad_addr) { return set_grh(umad, mad_addr, false); }
 
 int umad_set_grh(void* umad, void* mad_addr) {
-  auto* m = static_cast<ib_user_mad*>(umad);
-  auto* a = static_cast<ib_mad_addr_t*>(mad_addr);
-  if (a == nullptr) {
-    m->addr.grh_present = 0;
-    return 0;
-  }
-  m->addr.grh_present = 1;
-  std::memcpy(m->addr.gid, a->gid, sizeof a->gid);
-  m->addr.flow_label = htobe32(a->flow_label);  // given in host order here
-  m->addr.hop_limit = a->hop_limit;
-  m->addr.traffic_class = a->traffic_class;
-  return 0;
+  return set_grh(umad, mad_addr, true);  // the flow label given in host order here
 }
 
 int umad_set_addr_net(void* umad, __be16 dlid, __be32 dqp, int sl, __be32 qkey) {

@@ -14,6 +14,8 @@
 #include <span>
 #include <type_traits>
 
+#include "wire/result.hpp"
+
 namespace urnic::wire {
 
 using Bytes = std::span<const uint8_t>;
@@ -137,8 +139,35 @@ class HeaderView {
     static_assert(Off + Len <= Size, "byte range outside its header");
     return std::span<Byte, Len>(p_ + Off, Len);
   }
+  // An address (a MAC, a GID: any std::array of bytes) copied out of the
+  // header at byte `off`, and into it.
+  template <class Array>
+  constexpr Array array_at(std::size_t off) const noexcept {
+    Array a{};
+    for (std::size_t i = 0; i < a.size(); ++i) a[i] = p_[off + i];
+    return a;
+  }
+  template <class Array>
+  constexpr void put_array(std::size_t off, const Array& a) const noexcept
+    requires kWritable
+  {
+    for (std::size_t i = 0; i < a.size(); ++i) p_[off + i] = a[i];
+  }
 
   Byte* p_;
+};
+
+// A view whose parse() checks only that the span holds its `Size` bytes:
+// most headers. A view with more to check (a version, a length field, an
+// upper bound) derives from HeaderView and writes its own parse().
+template <class Derived, class Byte, std::size_t Size>
+class FixedSizeView : public HeaderView<Byte, Size> {
+ public:
+  using HeaderView<Byte, Size>::HeaderView;
+  static Result<Derived> parse(std::span<Byte> s) noexcept {
+    if (s.size() < Size) return WireError::kTruncated;
+    return Derived(s.data());
+  }
 };
 
 // One field of a view, in one line: the descriptor `Type` (an IbaField, so

@@ -469,15 +469,11 @@ constexpr uint16_t service_id_port(uint64_t service_id) noexcept { return static
   B(dst_addr, kDstAddrOffset, 20, 16)
 
 template <class Byte>
-class BasicIpCmHeaderView : public HeaderView<Byte, rdma_cm::kIpHeaderSize> {
-  using Base = HeaderView<Byte, rdma_cm::kIpHeaderSize>;
+class BasicIpCmHeaderView : public FixedSizeView<BasicIpCmHeaderView<Byte>, Byte, rdma_cm::kIpHeaderSize> {
+  using Base = FixedSizeView<BasicIpCmHeaderView<Byte>, Byte, rdma_cm::kIpHeaderSize>;
 
  public:
   using Base::Base;
-  static Result<BasicIpCmHeaderView> parse(std::span<Byte> s) noexcept {
-    if (s.size() < Base::kSize) return WireError::kTruncated;
-    return BasicIpCmHeaderView(s.data());
-  }
   URNIC_IP_CM_HEADER(URNIC_WIRE_FIELD, URNIC_CM_VIEW_BYTES, URNIC_CM_VIEW_PATH)
 };
 using IpCmHeaderView = BasicIpCmHeaderView<const uint8_t>;

@@ -34,48 +34,28 @@ using MacAddr = std::array<uint8_t, 6>;
 
 // The 14-byte Ethernet II header.
 template <class Byte>
-class BasicEthView : public HeaderView<Byte, kEthHeaderSize> {
-  using Base = HeaderView<Byte, kEthHeaderSize>;
+class BasicEthView : public FixedSizeView<BasicEthView<Byte>, Byte, kEthHeaderSize> {
+  using Base = FixedSizeView<BasicEthView<Byte>, Byte, kEthHeaderSize>;
 
  public:
   static constexpr std::size_t kDstOffset = 0;
   static constexpr std::size_t kSrcOffset = 6;
-  using Ethertype = Field<12, 2, 16>;
+  URNIC_WIRE_FIELD(ethertype, Ethertype, 12, 0, 16)
 
   using Base::Base;
-  static Result<BasicEthView> parse(std::span<Byte> s) noexcept {
-    if (s.size() < Base::kSize) return WireError::kTruncated;
-    return BasicEthView(s.data());
-  }
 
-  MacAddr dst() const noexcept { return mac_at(kDstOffset); }
-  MacAddr src() const noexcept { return mac_at(kSrcOffset); }
-  uint16_t ethertype() const noexcept { return this->template get<Ethertype>(); }
+  MacAddr dst() const noexcept { return this->template array_at<MacAddr>(kDstOffset); }
+  MacAddr src() const noexcept { return this->template array_at<MacAddr>(kSrcOffset); }
 
   void set_dst(const MacAddr& m) const noexcept
     requires Base::kWritable
   {
-    put_mac(kDstOffset, m);
+    this->put_array(kDstOffset, m);
   }
   void set_src(const MacAddr& m) const noexcept
     requires Base::kWritable
   {
-    put_mac(kSrcOffset, m);
-  }
-  void set_ethertype(uint16_t v) const noexcept
-    requires Base::kWritable
-  {
-    this->template set<Ethertype>(v);
-  }
-
- private:
-  MacAddr mac_at(std::size_t off) const noexcept {
-    MacAddr m{};
-    for (std::size_t i = 0; i < m.size(); ++i) m[i] = this->p_[off + i];
-    return m;
-  }
-  void put_mac(std::size_t off, const MacAddr& m) const noexcept {
-    for (std::size_t i = 0; i < m.size(); ++i) this->p_[off + i] = m[i];
+    this->put_array(kSrcOffset, m);
   }
 };
 using EthView = BasicEthView<const uint8_t>;
@@ -85,53 +65,17 @@ using MutEthView = BasicEthView<uint8_t>;
 // EtherType of what the tag encloses (the view starts at frame byte 14, so
 // the TPID itself is the EthView's ethertype()).
 template <class Byte>
-class BasicVlanView : public HeaderView<Byte, kVlanTagSize> {
-  using Base = HeaderView<Byte, kVlanTagSize>;
+class BasicVlanView : public FixedSizeView<BasicVlanView<Byte>, Byte, kVlanTagSize> {
+  using Base = FixedSizeView<BasicVlanView<Byte>, Byte, kVlanTagSize>;
 
  public:
-  using Tci = Field<0, 2, 16>;
-  using Pcp = Field<0, 2, 3, 13>;  // priority code point (802.1p), RoCE PFC class
-  using Dei = Field<0, 2, 1, 12>;  // drop eligible
-  using Vid = Field<0, 2, 12>;     // VLAN identifier
-  using Ethertype = Field<2, 2, 16>;
+  URNIC_WIRE_FIELD(tci, Tci, 0, 0, 16)
+  URNIC_WIRE_FIELD(pcp, Pcp, 0, 0, 3)  // priority code point (802.1p), RoCE PFC class
+  URNIC_WIRE_FIELD(dei, Dei, 0, 3, 1)  // drop eligible
+  URNIC_WIRE_FIELD(vid, Vid, 0, 4, 12)     // VLAN identifier
+  URNIC_WIRE_FIELD(ethertype, Ethertype, 2, 0, 16)
 
   using Base::Base;
-  static Result<BasicVlanView> parse(std::span<Byte> s) noexcept {
-    if (s.size() < Base::kSize) return WireError::kTruncated;
-    return BasicVlanView(s.data());
-  }
-
-  uint16_t tci() const noexcept { return this->template get<Tci>(); }
-  uint8_t pcp() const noexcept { return this->template get<Pcp>(); }
-  bool dei() const noexcept { return this->template get<Dei>() != 0; }
-  uint16_t vid() const noexcept { return this->template get<Vid>(); }
-  uint16_t ethertype() const noexcept { return this->template get<Ethertype>(); }
-
-  void set_tci(uint16_t v) const noexcept
-    requires Base::kWritable
-  {
-    this->template set<Tci>(v);
-  }
-  void set_pcp(uint8_t v) const noexcept
-    requires Base::kWritable
-  {
-    this->template set<Pcp>(v);
-  }
-  void set_dei(bool v) const noexcept
-    requires Base::kWritable
-  {
-    this->template set<Dei>(v ? 1 : 0);
-  }
-  void set_vid(uint16_t v) const noexcept
-    requires Base::kWritable
-  {
-    this->template set<Vid>(v);
-  }
-  void set_ethertype(uint16_t v) const noexcept
-    requires Base::kWritable
-  {
-    this->template set<Ethertype>(v);
-  }
 };
 using VlanView = BasicVlanView<const uint8_t>;
 using MutVlanView = BasicVlanView<uint8_t>;

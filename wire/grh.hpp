@@ -25,12 +25,12 @@ class BasicGrhView : public HeaderView<Byte, kGrhSize> {
   using Base = HeaderView<Byte, kGrhSize>;
 
  public:
-  using IpVer = Field<0, 1, 4, 4>;
-  using TClass = Field<0, 2, 8, 4>;
-  using FlowLabel = Field<1, 3, 20>;
-  using PayLen = Field<4, 2, 16>;  // bytes after the GRH: BTH .. ICRC (IBA 8.3.3)
-  using NxtHdr = Field<6, 1, 8>;
-  using HopLmt = Field<7, 1, 8>;
+  URNIC_WIRE_FIELD(ip_ver, IpVer, 0, 0, 4)
+  URNIC_WIRE_FIELD(tclass, TClass, 0, 4, 8)
+  URNIC_WIRE_FIELD(flow_label, FlowLabel, 1, 4, 20)
+  URNIC_WIRE_FIELD(pay_len, PayLen, 4, 0, 16)  // bytes after the GRH: BTH .. ICRC (IBA 8.3.3)
+  URNIC_WIRE_FIELD(nxt_hdr, NxtHdr, 6, 0, 8)
+  URNIC_WIRE_FIELD(hop_lmt, HopLmt, 7, 0, 8)
   static constexpr std::size_t kSgidOffset = 8;
   static constexpr std::size_t kDgidOffset = 24;
 
@@ -43,35 +43,13 @@ class BasicGrhView : public HeaderView<Byte, kGrhSize> {
     return v;
   }
 
-  uint8_t ip_ver() const noexcept { return this->template get<IpVer>(); }
-  uint8_t tclass() const noexcept { return this->template get<TClass>(); }
-  uint32_t flow_label() const noexcept { return this->template get<FlowLabel>(); }
-  uint16_t pay_len() const noexcept { return this->template get<PayLen>(); }
-  uint8_t nxt_hdr() const noexcept { return this->template get<NxtHdr>(); }
-  uint8_t hop_lmt() const noexcept { return this->template get<HopLmt>(); }
-  Gid sgid() const noexcept { return gid_at(kSgidOffset); }
-  Gid dgid() const noexcept { return gid_at(kDgidOffset); }
+  Gid sgid() const noexcept { return this->template array_at<Gid>(kSgidOffset); }
+  Gid dgid() const noexcept { return this->template array_at<Gid>(kDgidOffset); }
 
   // clang-format off
-  void set_ip_ver(uint8_t v) const noexcept requires Base::kWritable { this->template set<IpVer>(v); }
-  void set_tclass(uint8_t v) const noexcept requires Base::kWritable { this->template set<TClass>(v); }
-  void set_flow_label(uint32_t v) const noexcept requires Base::kWritable { this->template set<FlowLabel>(v); }
-  void set_pay_len(uint16_t v) const noexcept requires Base::kWritable { this->template set<PayLen>(v); }
-  void set_nxt_hdr(uint8_t v) const noexcept requires Base::kWritable { this->template set<NxtHdr>(v); }
-  void set_hop_lmt(uint8_t v) const noexcept requires Base::kWritable { this->template set<HopLmt>(v); }
-  void set_sgid(const Gid& g) const noexcept requires Base::kWritable { put_gid(kSgidOffset, g); }
-  void set_dgid(const Gid& g) const noexcept requires Base::kWritable { put_gid(kDgidOffset, g); }
+  void set_sgid(const Gid& g) const noexcept requires Base::kWritable { this->put_array(kSgidOffset, g); }
+  void set_dgid(const Gid& g) const noexcept requires Base::kWritable { this->put_array(kDgidOffset, g); }
   // clang-format on
-
- private:
-  Gid gid_at(std::size_t off) const noexcept {
-    Gid g{};
-    for (std::size_t i = 0; i < g.size(); ++i) g[i] = this->p_[off + i];
-    return g;
-  }
-  void put_gid(std::size_t off, const Gid& g) const noexcept {
-    for (std::size_t i = 0; i < g.size(); ++i) this->p_[off + i] = g[i];
-  }
 };
 using GrhView = BasicGrhView<const uint8_t>;
 using MutGrhView = BasicGrhView<uint8_t>;

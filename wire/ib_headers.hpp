@@ -17,22 +17,10 @@
 
 namespace urnic::wire {
 
-// Generates the boilerplate shared by every IB header view: the size from the
-// opcode table, the unchecked constructor and the length-checked parse().
-template <class Derived, class Byte, std::size_t Size>
-class IbHeaderView : public HeaderView<Byte, Size> {
- public:
-  using HeaderView<Byte, Size>::HeaderView;
-  static Result<Derived> parse(std::span<Byte> s) noexcept {
-    if (s.size() < Size) return WireError::kTruncated;
-    return Derived(s.data());
-  }
-};
-
 // IBA 9.2, figure 100: Base Transport Header.
 template <class Byte>
-class BasicBthView : public IbHeaderView<BasicBthView<Byte>, Byte, kBthSize> {
-  using Base = IbHeaderView<BasicBthView<Byte>, Byte, kBthSize>;
+class BasicBthView : public FixedSizeView<BasicBthView<Byte>, Byte, kBthSize> {
+  using Base = FixedSizeView<BasicBthView<Byte>, Byte, kBthSize>;
 
  public:
   using Base::Base;
@@ -59,8 +47,8 @@ using MutBthView = BasicBthView<uint8_t>;
 // IBA 9.3.1, figure 102: Reliable Datagram ETH (RD is not implemented; the
 // view exists so a decoder can name it).
 template <class Byte>
-class BasicRdethView : public IbHeaderView<BasicRdethView<Byte>, Byte, hdr_size(Hdr::kRdeth)> {
-  using Base = IbHeaderView<BasicRdethView<Byte>, Byte, hdr_size(Hdr::kRdeth)>;
+class BasicRdethView : public FixedSizeView<BasicRdethView<Byte>, Byte, hdr_size(Hdr::kRdeth)> {
+  using Base = FixedSizeView<BasicRdethView<Byte>, Byte, hdr_size(Hdr::kRdeth)>;
 
  public:
   using Base::Base;
@@ -72,8 +60,8 @@ using MutRdethView = BasicRdethView<uint8_t>;
 
 // IBA 9.3.2, figure 103: Datagram ETH.
 template <class Byte>
-class BasicDethView : public IbHeaderView<BasicDethView<Byte>, Byte, hdr_size(Hdr::kDeth)> {
-  using Base = IbHeaderView<BasicDethView<Byte>, Byte, hdr_size(Hdr::kDeth)>;
+class BasicDethView : public FixedSizeView<BasicDethView<Byte>, Byte, hdr_size(Hdr::kDeth)> {
+  using Base = FixedSizeView<BasicDethView<Byte>, Byte, hdr_size(Hdr::kDeth)>;
 
  public:
   using Base::Base;
@@ -87,8 +75,8 @@ using MutDethView = BasicDethView<uint8_t>;
 // The XRC annex of the IBA: XRC ETH, the destination XRC SRQ of an XRC
 // request (8 reserved bits, 24-bit XRCSRQ).
 template <class Byte>
-class BasicXrcethView : public IbHeaderView<BasicXrcethView<Byte>, Byte, hdr_size(Hdr::kXrceth)> {
-  using Base = IbHeaderView<BasicXrcethView<Byte>, Byte, hdr_size(Hdr::kXrceth)>;
+class BasicXrcethView : public FixedSizeView<BasicXrcethView<Byte>, Byte, hdr_size(Hdr::kXrceth)> {
+  using Base = FixedSizeView<BasicXrcethView<Byte>, Byte, hdr_size(Hdr::kXrceth)>;
 
  public:
   using Base::Base;
@@ -100,8 +88,8 @@ using MutXrcethView = BasicXrcethView<uint8_t>;
 
 // IBA 9.3.3, figure 104: RDMA ETH.
 template <class Byte>
-class BasicRethView : public IbHeaderView<BasicRethView<Byte>, Byte, hdr_size(Hdr::kReth)> {
-  using Base = IbHeaderView<BasicRethView<Byte>, Byte, hdr_size(Hdr::kReth)>;
+class BasicRethView : public FixedSizeView<BasicRethView<Byte>, Byte, hdr_size(Hdr::kReth)> {
+  using Base = FixedSizeView<BasicRethView<Byte>, Byte, hdr_size(Hdr::kReth)>;
 
  public:
   using Base::Base;
@@ -114,8 +102,8 @@ using MutRethView = BasicRethView<uint8_t>;
 
 // IBA 9.3.4, figure 105: Atomic ETH.
 template <class Byte>
-class BasicAtomicEthView : public IbHeaderView<BasicAtomicEthView<Byte>, Byte, hdr_size(Hdr::kAtomicEth)> {
-  using Base = IbHeaderView<BasicAtomicEthView<Byte>, Byte, hdr_size(Hdr::kAtomicEth)>;
+class BasicAtomicEthView : public FixedSizeView<BasicAtomicEthView<Byte>, Byte, hdr_size(Hdr::kAtomicEth)> {
+  using Base = FixedSizeView<BasicAtomicEthView<Byte>, Byte, hdr_size(Hdr::kAtomicEth)>;
 
  public:
   using Base::Base;
@@ -129,8 +117,8 @@ using MutAtomicEthView = BasicAtomicEthView<uint8_t>;
 
 // IBA 9.3.5, figure 106: ACK ETH.
 template <class Byte>
-class BasicAethView : public IbHeaderView<BasicAethView<Byte>, Byte, hdr_size(Hdr::kAeth)> {
-  using Base = IbHeaderView<BasicAethView<Byte>, Byte, hdr_size(Hdr::kAeth)>;
+class BasicAethView : public FixedSizeView<BasicAethView<Byte>, Byte, hdr_size(Hdr::kAeth)> {
+  using Base = FixedSizeView<BasicAethView<Byte>, Byte, hdr_size(Hdr::kAeth)>;
 
  public:
   using Base::Base;
@@ -142,8 +130,8 @@ using MutAethView = BasicAethView<uint8_t>;
 
 // IBA 9.5.3, figure 108: Atomic Acknowledge ETH.
 template <class Byte>
-class BasicAtomicAckEthView : public IbHeaderView<BasicAtomicAckEthView<Byte>, Byte, hdr_size(Hdr::kAtomicAckEth)> {
-  using Base = IbHeaderView<BasicAtomicAckEthView<Byte>, Byte, hdr_size(Hdr::kAtomicAckEth)>;
+class BasicAtomicAckEthView : public FixedSizeView<BasicAtomicAckEthView<Byte>, Byte, hdr_size(Hdr::kAtomicAckEth)> {
+  using Base = FixedSizeView<BasicAtomicAckEthView<Byte>, Byte, hdr_size(Hdr::kAtomicAckEth)>;
 
  public:
   using Base::Base;
@@ -154,8 +142,8 @@ using MutAtomicAckEthView = BasicAtomicAckEthView<uint8_t>;
 
 // IBA 9.3.6, figure 107: Immediate Data.
 template <class Byte>
-class BasicImmDtView : public IbHeaderView<BasicImmDtView<Byte>, Byte, hdr_size(Hdr::kImmDt)> {
-  using Base = IbHeaderView<BasicImmDtView<Byte>, Byte, hdr_size(Hdr::kImmDt)>;
+class BasicImmDtView : public FixedSizeView<BasicImmDtView<Byte>, Byte, hdr_size(Hdr::kImmDt)> {
+  using Base = FixedSizeView<BasicImmDtView<Byte>, Byte, hdr_size(Hdr::kImmDt)>;
 
  public:
   using Base::Base;
@@ -166,8 +154,8 @@ using MutImmDtView = BasicImmDtView<uint8_t>;
 
 // IBA 9.3.7 (1.2 errata, base memory management extensions): Invalidate ETH.
 template <class Byte>
-class BasicIethView : public IbHeaderView<BasicIethView<Byte>, Byte, hdr_size(Hdr::kIeth)> {
-  using Base = IbHeaderView<BasicIethView<Byte>, Byte, hdr_size(Hdr::kIeth)>;
+class BasicIethView : public FixedSizeView<BasicIethView<Byte>, Byte, hdr_size(Hdr::kIeth)> {
+  using Base = FixedSizeView<BasicIethView<Byte>, Byte, hdr_size(Hdr::kIeth)>;
 
  public:
   using Base::Base;
@@ -179,8 +167,8 @@ using MutIethView = BasicIethView<uint8_t>;
 // RoCEv2 annex A17.9.2: a CNP is a BTH (opcode 0x81, the destination QP that
 // saw congestion marks, PSN 0, FECN 0, BECN 1) followed by 16 reserved bytes.
 template <class Byte>
-class BasicCnpView : public IbHeaderView<BasicCnpView<Byte>, Byte, hdr_size(Hdr::kCnpPad)> {
-  using Base = IbHeaderView<BasicCnpView<Byte>, Byte, hdr_size(Hdr::kCnpPad)>;
+class BasicCnpView : public FixedSizeView<BasicCnpView<Byte>, Byte, hdr_size(Hdr::kCnpPad)> {
+  using Base = FixedSizeView<BasicCnpView<Byte>, Byte, hdr_size(Hdr::kCnpPad)>;
 
  public:
   using Base::Base;

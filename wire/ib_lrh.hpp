@@ -29,15 +29,11 @@ enum class Lnh : uint8_t {
 };
 
 template <class Byte>
-class BasicLrhView : public HeaderView<Byte, kLrhSize> {
-  using Base = HeaderView<Byte, kLrhSize>;
+class BasicLrhView : public FixedSizeView<BasicLrhView<Byte>, Byte, kLrhSize> {
+  using Base = FixedSizeView<BasicLrhView<Byte>, Byte, kLrhSize>;
 
  public:
   using Base::Base;
-  static Result<BasicLrhView> parse(std::span<Byte> s) noexcept {
-    if (s.size() < kLrhSize) return WireError::kTruncated;
-    return BasicLrhView(s.data());
-  }
   URNIC_WIRE_FIELD(vl, Vl, 0, 0, 4)          // virtual lane
   URNIC_WIRE_FIELD(lver, LVer, 0, 4, 4)      // link version, 0
   URNIC_WIRE_FIELD(sl, Sl, 1, 0, 4)          // service level

@@ -72,22 +72,22 @@ class BasicIpv4View : public HeaderView<Byte, kIpv4MinHeaderSize> {
   using Base = HeaderView<Byte, kIpv4MinHeaderSize>;
 
  public:
-  using Version = Field<0, 1, 4, 4>;
-  using Ihl = Field<0, 1, 4>;          // header length in 32-bit words, >= 5
-  using Tos = Field<1, 1, 8>;          // DSCP:6 ECN:2 (RFC 2474, RFC 3168)
-  using Dscp = Field<1, 1, 6, 2>;
-  using Ecn = Field<1, 1, 2>;
-  using TotalLength = Field<2, 2, 16>; // header + payload, bytes
-  using Identification = Field<4, 2, 16>;
-  using Flags = Field<6, 2, 3, 13>;    // reserved, DF, MF
-  using Df = Field<6, 2, 1, 14>;
-  using Mf = Field<6, 2, 1, 13>;
-  using FragOffset = Field<6, 2, 13>;  // in 8-byte units
-  using Ttl = Field<8, 1, 8>;
-  using Protocol = Field<9, 1, 8>;
-  using Checksum = Field<10, 2, 16>;
-  using Src = Field<12, 4, 32>;
-  using Dst = Field<16, 4, 32>;
+  URNIC_WIRE_FIELD(version, Version, 0, 0, 4)
+  URNIC_WIRE_FIELD(ihl, Ihl, 0, 4, 4)          // header length in 32-bit words, >= 5
+  URNIC_WIRE_FIELD(tos, Tos, 1, 0, 8)          // DSCP:6 ECN:2 (RFC 2474, RFC 3168)
+  URNIC_WIRE_FIELD(dscp, Dscp, 1, 0, 6)
+  URNIC_WIRE_FIELD(ecn, Ecn, 1, 6, 2)
+  URNIC_WIRE_FIELD(total_length, TotalLength, 2, 0, 16) // header + payload, bytes
+  URNIC_WIRE_FIELD(identification, Identification, 4, 0, 16)
+  URNIC_WIRE_FIELD(flags, Flags, 6, 0, 3)    // reserved, DF, MF
+  URNIC_WIRE_FIELD(df, Df, 6, 1, 1)
+  URNIC_WIRE_FIELD(mf, Mf, 6, 2, 1)
+  URNIC_WIRE_FIELD(frag_offset, FragOffset, 6, 3, 13)  // in 8-byte units
+  URNIC_WIRE_FIELD(ttl, Ttl, 8, 0, 8)
+  URNIC_WIRE_FIELD(protocol, Protocol, 9, 0, 8)
+  URNIC_WIRE_FIELD(checksum, Checksum, 10, 0, 16)
+  URNIC_WIRE_FIELD(src, Src, 12, 0, 32)
+  URNIC_WIRE_FIELD(dst, Dst, 16, 0, 32)
 
   using Base::Base;
   // Checks the version, that IHL >= 5 and that the span holds the whole
@@ -101,44 +101,9 @@ class BasicIpv4View : public HeaderView<Byte, kIpv4MinHeaderSize> {
     return v;
   }
 
-  uint8_t version() const noexcept { return this->template get<Version>(); }
-  uint8_t ihl() const noexcept { return this->template get<Ihl>(); }
   std::size_t header_length() const noexcept { return std::size_t{ihl()} * 4; }
-  uint8_t tos() const noexcept { return this->template get<Tos>(); }
-  uint8_t dscp() const noexcept { return this->template get<Dscp>(); }
-  uint8_t ecn() const noexcept { return this->template get<Ecn>(); }
-  uint16_t total_length() const noexcept { return this->template get<TotalLength>(); }
-  uint16_t identification() const noexcept { return this->template get<Identification>(); }
-  uint8_t flags() const noexcept { return this->template get<Flags>(); }
-  bool df() const noexcept { return this->template get<Df>() != 0; }
-  bool mf() const noexcept { return this->template get<Mf>() != 0; }
-  uint16_t frag_offset() const noexcept { return this->template get<FragOffset>(); }
-  uint8_t ttl() const noexcept { return this->template get<Ttl>(); }
-  uint8_t protocol() const noexcept { return this->template get<Protocol>(); }
-  uint16_t checksum() const noexcept { return this->template get<Checksum>(); }
-  uint32_t src() const noexcept { return this->template get<Src>(); }
-  uint32_t dst() const noexcept { return this->template get<Dst>(); }
   // The whole header, options included (valid after parse()).
   std::span<Byte> header_bytes() const noexcept { return {this->p_, header_length()}; }
-
-  // clang-format off
-  void set_version(uint8_t v) const noexcept requires Base::kWritable { this->template set<Version>(v); }
-  void set_ihl(uint8_t v) const noexcept requires Base::kWritable { this->template set<Ihl>(v); }
-  void set_tos(uint8_t v) const noexcept requires Base::kWritable { this->template set<Tos>(v); }
-  void set_dscp(uint8_t v) const noexcept requires Base::kWritable { this->template set<Dscp>(v); }
-  void set_ecn(uint8_t v) const noexcept requires Base::kWritable { this->template set<Ecn>(v); }
-  void set_total_length(uint16_t v) const noexcept requires Base::kWritable { this->template set<TotalLength>(v); }
-  void set_identification(uint16_t v) const noexcept requires Base::kWritable { this->template set<Identification>(v); }
-  void set_flags(uint8_t v) const noexcept requires Base::kWritable { this->template set<Flags>(v); }
-  void set_df(bool v) const noexcept requires Base::kWritable { this->template set<Df>(v ? 1 : 0); }
-  void set_mf(bool v) const noexcept requires Base::kWritable { this->template set<Mf>(v ? 1 : 0); }
-  void set_frag_offset(uint16_t v) const noexcept requires Base::kWritable { this->template set<FragOffset>(v); }
-  void set_ttl(uint8_t v) const noexcept requires Base::kWritable { this->template set<Ttl>(v); }
-  void set_protocol(uint8_t v) const noexcept requires Base::kWritable { this->template set<Protocol>(v); }
-  void set_checksum(uint16_t v) const noexcept requires Base::kWritable { this->template set<Checksum>(v); }
-  void set_src(uint32_t v) const noexcept requires Base::kWritable { this->template set<Src>(v); }
-  void set_dst(uint32_t v) const noexcept requires Base::kWritable { this->template set<Dst>(v); }
-  // clang-format on
 };
 using Ipv4View = BasicIpv4View<const uint8_t>;
 using MutIpv4View = BasicIpv4View<uint8_t>;
@@ -150,12 +115,12 @@ class BasicIpv6View : public HeaderView<Byte, kIpv6HeaderSize> {
   using Base = HeaderView<Byte, kIpv6HeaderSize>;
 
  public:
-  using Version = Field<0, 1, 4, 4>;
-  using TrafficClass = Field<0, 2, 8, 4>;
-  using FlowLabel = Field<1, 3, 20>;
-  using PayloadLength = Field<4, 2, 16>;  // bytes after this 40-byte header
-  using NextHeader = Field<6, 1, 8>;
-  using HopLimit = Field<7, 1, 8>;
+  URNIC_WIRE_FIELD(version, Version, 0, 0, 4)
+  URNIC_WIRE_FIELD(traffic_class, TrafficClass, 0, 4, 8)
+  URNIC_WIRE_FIELD(flow_label, FlowLabel, 1, 4, 20)
+  URNIC_WIRE_FIELD(payload_length, PayloadLength, 4, 0, 16)  // bytes after this 40-byte header
+  URNIC_WIRE_FIELD(next_header, NextHeader, 6, 0, 8)
+  URNIC_WIRE_FIELD(hop_limit, HopLimit, 7, 0, 8)
   static constexpr std::size_t kSrcOffset = 8;
   static constexpr std::size_t kDstOffset = 24;
 
@@ -167,35 +132,13 @@ class BasicIpv6View : public HeaderView<Byte, kIpv6HeaderSize> {
     return v;
   }
 
-  uint8_t version() const noexcept { return this->template get<Version>(); }
-  uint8_t traffic_class() const noexcept { return this->template get<TrafficClass>(); }
-  uint32_t flow_label() const noexcept { return this->template get<FlowLabel>(); }
-  uint16_t payload_length() const noexcept { return this->template get<PayloadLength>(); }
-  uint8_t next_header() const noexcept { return this->template get<NextHeader>(); }
-  uint8_t hop_limit() const noexcept { return this->template get<HopLimit>(); }
-  IpAddr src() const noexcept { return addr_at(kSrcOffset); }
-  IpAddr dst() const noexcept { return addr_at(kDstOffset); }
+  IpAddr src() const noexcept { return {this->template array_at<std::array<uint8_t, 16>>(kSrcOffset)}; }
+  IpAddr dst() const noexcept { return {this->template array_at<std::array<uint8_t, 16>>(kDstOffset)}; }
 
   // clang-format off
-  void set_version(uint8_t v) const noexcept requires Base::kWritable { this->template set<Version>(v); }
-  void set_traffic_class(uint8_t v) const noexcept requires Base::kWritable { this->template set<TrafficClass>(v); }
-  void set_flow_label(uint32_t v) const noexcept requires Base::kWritable { this->template set<FlowLabel>(v); }
-  void set_payload_length(uint16_t v) const noexcept requires Base::kWritable { this->template set<PayloadLength>(v); }
-  void set_next_header(uint8_t v) const noexcept requires Base::kWritable { this->template set<NextHeader>(v); }
-  void set_hop_limit(uint8_t v) const noexcept requires Base::kWritable { this->template set<HopLimit>(v); }
-  void set_src(const IpAddr& a) const noexcept requires Base::kWritable { put_addr(kSrcOffset, a); }
-  void set_dst(const IpAddr& a) const noexcept requires Base::kWritable { put_addr(kDstOffset, a); }
+  void set_src(const IpAddr& a) const noexcept requires Base::kWritable { this->put_array(kSrcOffset, a.bytes); }
+  void set_dst(const IpAddr& a) const noexcept requires Base::kWritable { this->put_array(kDstOffset, a.bytes); }
   // clang-format on
-
- private:
-  IpAddr addr_at(std::size_t off) const noexcept {
-    IpAddr a;
-    for (std::size_t i = 0; i < 16; ++i) a.bytes[i] = this->p_[off + i];
-    return a;
-  }
-  void put_addr(std::size_t off, const IpAddr& a) const noexcept {
-    for (std::size_t i = 0; i < 16; ++i) this->p_[off + i] = a.bytes[i];
-  }
 };
 using Ipv6View = BasicIpv6View<const uint8_t>;
 using MutIpv6View = BasicIpv6View<uint8_t>;

@@ -98,57 +98,24 @@ struct MadHeader {
 
 // View over the 24-byte common header.
 template <class Byte>
-class BasicMadHeaderView : public HeaderView<Byte, mad::kHeaderSize> {
-  using Base = HeaderView<Byte, mad::kHeaderSize>;
+class BasicMadHeaderView : public FixedSizeView<BasicMadHeaderView<Byte>, Byte, mad::kHeaderSize> {
+  using Base = FixedSizeView<BasicMadHeaderView<Byte>, Byte, mad::kHeaderSize>;
 
  public:
-  using BaseVersion = Field<0, 1, 8>;
-  using MgmtClass = Field<1, 1, 8>;
-  using ClassVersion = Field<2, 1, 8>;
-  using MethodByte = Field<3, 1, 8>;      // R | method, as one byte
-  using ResponseBit = Field<3, 1, 1, 7>;  // R
-  using Method = Field<3, 1, 7>;          // method without R
-  using Status = Field<4, 2, 16>;
-  using ClassSpecific = Field<6, 2, 16>;
-  using TransactionId = Field<8, 8, 64>;
-  using AttributeId = Field<16, 2, 16>;
-  using Reserved = Field<18, 2, 16>;
-  using AttributeModifier = Field<20, 4, 32>;
+  URNIC_WIRE_FIELD(base_version, BaseVersion, 0, 0, 8)
+  URNIC_WIRE_FIELD(mgmt_class, MgmtClass, 1, 0, 8)
+  URNIC_WIRE_FIELD(class_version, ClassVersion, 2, 0, 8)
+  URNIC_WIRE_FIELD(method_byte, MethodByte, 3, 0, 8)      // R | method, as one byte
+  URNIC_WIRE_FIELD(response, ResponseBit, 3, 0, 1)  // R
+  URNIC_WIRE_FIELD(method, Method, 3, 1, 7)          // method without R
+  URNIC_WIRE_FIELD(status, Status, 4, 0, 16)
+  URNIC_WIRE_FIELD(class_specific, ClassSpecific, 6, 0, 16)
+  URNIC_WIRE_FIELD(transaction_id, TransactionId, 8, 0, 64)
+  URNIC_WIRE_FIELD(attribute_id, AttributeId, 16, 0, 16)
+  URNIC_WIRE_FIELD(reserved, Reserved, 18, 0, 16)
+  URNIC_WIRE_FIELD(attribute_modifier, AttributeModifier, 20, 0, 32)
 
-  using Base::Base;
-  // Needs the 24 header bytes only (the data is the caller's business).
-  static Result<BasicMadHeaderView> parse(std::span<Byte> s) noexcept {
-    if (s.size() < Base::kSize) return WireError::kTruncated;
-    return BasicMadHeaderView(s.data());
-  }
-
-  uint8_t base_version() const noexcept { return this->template get<BaseVersion>(); }
-  uint8_t mgmt_class() const noexcept { return this->template get<MgmtClass>(); }
-  uint8_t class_version() const noexcept { return this->template get<ClassVersion>(); }
-  uint8_t method_byte() const noexcept { return this->template get<MethodByte>(); }
-  bool response() const noexcept { return this->template get<ResponseBit>() != 0; }
-  uint8_t method() const noexcept { return this->template get<Method>(); }
-  uint16_t status() const noexcept { return this->template get<Status>(); }
-  uint16_t class_specific() const noexcept { return this->template get<ClassSpecific>(); }
-  uint64_t transaction_id() const noexcept { return this->template get<TransactionId>(); }
-  uint16_t attribute_id() const noexcept { return this->template get<AttributeId>(); }
-  uint16_t reserved() const noexcept { return this->template get<Reserved>(); }
-  uint32_t attribute_modifier() const noexcept { return this->template get<AttributeModifier>(); }
-
-  void set_base_version(uint8_t v) const noexcept requires Base::kWritable { this->template set<BaseVersion>(v); }
-  void set_mgmt_class(uint8_t v) const noexcept requires Base::kWritable { this->template set<MgmtClass>(v); }
-  void set_class_version(uint8_t v) const noexcept requires Base::kWritable { this->template set<ClassVersion>(v); }
-  void set_method_byte(uint8_t v) const noexcept requires Base::kWritable { this->template set<MethodByte>(v); }
-  void set_response(bool v) const noexcept requires Base::kWritable { this->template set<ResponseBit>(v ? 1 : 0); }
-  void set_method(uint8_t v) const noexcept requires Base::kWritable { this->template set<Method>(v); }
-  void set_status(uint16_t v) const noexcept requires Base::kWritable { this->template set<Status>(v); }
-  void set_class_specific(uint16_t v) const noexcept requires Base::kWritable { this->template set<ClassSpecific>(v); }
-  void set_transaction_id(uint64_t v) const noexcept requires Base::kWritable { this->template set<TransactionId>(v); }
-  void set_attribute_id(uint16_t v) const noexcept requires Base::kWritable { this->template set<AttributeId>(v); }
-  void set_reserved(uint16_t v) const noexcept requires Base::kWritable { this->template set<Reserved>(v); }
-  void set_attribute_modifier(uint32_t v) const noexcept requires Base::kWritable {
-    this->template set<AttributeModifier>(v);
-  }
+  using Base::Base;  // parse() needs the 24 header bytes only (the data is the caller's business)
 };
 using MadHeaderView = BasicMadHeaderView<const uint8_t>;
 using MutMadHeaderView = BasicMadHeaderView<uint8_t>;

@@ -15,32 +15,16 @@ constexpr std::size_t kUdpHeaderSize = 8;
 constexpr uint16_t kRoceV2Port = 4791;
 
 template <class Byte>
-class BasicUdpView : public HeaderView<Byte, kUdpHeaderSize> {
-  using Base = HeaderView<Byte, kUdpHeaderSize>;
+class BasicUdpView : public FixedSizeView<BasicUdpView<Byte>, Byte, kUdpHeaderSize> {
+  using Base = FixedSizeView<BasicUdpView<Byte>, Byte, kUdpHeaderSize>;
 
  public:
-  using SrcPort = Field<0, 2, 16>;
-  using DstPort = Field<2, 2, 16>;
-  using Length = Field<4, 2, 16>;    // header + data, bytes
-  using Checksum = Field<6, 2, 16>;  // 0 = none (IPv4; RoCE v2 sends 0 on IPv6 too)
+  URNIC_WIRE_FIELD(src_port, SrcPort, 0, 0, 16)
+  URNIC_WIRE_FIELD(dst_port, DstPort, 2, 0, 16)
+  URNIC_WIRE_FIELD(length, Length, 4, 0, 16)    // header + data, bytes
+  URNIC_WIRE_FIELD(checksum, Checksum, 6, 0, 16)  // 0 = none (IPv4; RoCE v2 sends 0 on IPv6 too)
 
   using Base::Base;
-  static Result<BasicUdpView> parse(std::span<Byte> s) noexcept {
-    if (s.size() < Base::kSize) return WireError::kTruncated;
-    return BasicUdpView(s.data());
-  }
-
-  uint16_t src_port() const noexcept { return this->template get<SrcPort>(); }
-  uint16_t dst_port() const noexcept { return this->template get<DstPort>(); }
-  uint16_t length() const noexcept { return this->template get<Length>(); }
-  uint16_t checksum() const noexcept { return this->template get<Checksum>(); }
-
-  // clang-format off
-  void set_src_port(uint16_t v) const noexcept requires Base::kWritable { this->template set<SrcPort>(v); }
-  void set_dst_port(uint16_t v) const noexcept requires Base::kWritable { this->template set<DstPort>(v); }
-  void set_length(uint16_t v) const noexcept requires Base::kWritable { this->template set<Length>(v); }
-  void set_checksum(uint16_t v) const noexcept requires Base::kWritable { this->template set<Checksum>(v); }
-  // clang-format on
 };
 using UdpView = BasicUdpView<const uint8_t>;
 using MutUdpView = BasicUdpView<uint8_t>;

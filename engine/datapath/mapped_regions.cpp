@@ -34,6 +34,11 @@ std::uint64_t page_size() {
 }
 bool page_aligned(std::uint64_t v) { return v % page_size() == 0; }
 std::uint64_t round_up_to_page(std::uint64_t v) { return (v + page_size() - 1) / page_size() * page_size(); }
+// `len` bytes at `va` in the process and at `off` in the file: whole pages
+// that wrap around neither address space.
+bool page_range(std::uint64_t va, std::uint64_t len, std::uint64_t off) {
+  return len != 0 && page_aligned(va) && page_aligned(len) && page_aligned(off) && va + len >= va && off + len >= off;
+}
 
 }  // namespace
 
@@ -49,9 +54,7 @@ void MappedRegions::reap() {
 }
 
 int MappedRegions::attach(pid_t pid, std::uint64_t va, std::uint64_t len, int fd, std::uint64_t off) {
-  if (len == 0 || !page_aligned(va) || !page_aligned(len) || !page_aligned(off) || va + len < va ||
-      off + len < off)
-    return -EINVAL;
+  if (!page_range(va, len, off)) return -EINVAL;
   struct stat st{};
   struct statfs fs{};
   // The last page may hold the file's end: the bytes after it read as zeros,
@@ -66,29 +69,21 @@ int MappedRegions::attach(pid_t pid, std::uint64_t va, std::uint64_t len, int fd
   // Anything less sealed than the shim's own memfds can lose pages under
   // the daemon (a truncate, or a hole refilled on a full tmpfs).
   const bool guarded = (seals & kRequiredSeals) != kRequiredSeals;
+  return map_into_slot(pid, va, len, fd, off, guarded);
+}
+
+int MappedRegions::attach_dmabuf(pid_t pid, std::uint64_t va, std::uint64_t len, int fd, std::uint64_t off) {
+  if (!page_range(va, len, off)) return -EINVAL;
+  return map_into_slot(pid, va, len, fd, off, true);
+}
+
+int MappedRegions::map_into_slot(pid_t pid, std::uint64_t va, std::uint64_t len, int fd, std::uint64_t off,
+                                 bool guarded) {
   if (free_.empty() && slots_.size() >= kMaxSlots) return -ENOSPC;
   void* p = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, static_cast<off_t>(off));
   if (p == MAP_FAILED) return -errno;
   int guard = -1;
   if (guarded && (guard = sigbus_guard::watch(p, len)) < 0) {
-    ::munmap(p, len);
-    return -ENOSPC;
-  }
-  const MappedRegion r{pid, va, len, static_cast<std::uint8_t*>(p), guard};
-  const int slot = place(r);
-  if (slot < 0) unmap(r);
-  return slot;
-}
-
-int MappedRegions::attach_dmabuf(pid_t pid, std::uint64_t va, std::uint64_t len, int fd, std::uint64_t off) {
-  if (len == 0 || !page_aligned(va) || !page_aligned(len) || !page_aligned(off) || va + len < va ||
-      off + len < off)
-    return -EINVAL;
-  if (free_.empty() && slots_.size() >= kMaxSlots) return -ENOSPC;
-  void* p = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, static_cast<off_t>(off));
-  if (p == MAP_FAILED) return -errno;
-  const int guard = sigbus_guard::watch(p, len);
-  if (guard < 0) {
     ::munmap(p, len);
     return -ENOSPC;
   }

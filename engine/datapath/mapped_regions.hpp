@@ -120,6 +120,10 @@ class MappedRegions {
 
  private:
   int place(const MappedRegion& r);  // a slot for `r` (mapped), or -ENOSPC
+  // Maps `len` bytes of `fd` at `off` (for `pid`'s `va`), watched for
+  // SIGBUS when `guarded` (a file whose pages can go away), into a slot:
+  // what attach() and attach_dmabuf() return.
+  int map_into_slot(pid_t pid, std::uint64_t va, std::uint64_t len, int fd, std::uint64_t off, bool guarded);
   std::vector<MappedRegion> slots_;
   std::vector<std::uint32_t> free_;  // free slot numbers, reused first
   std::vector<MappedRegion> retired_;  // detached, unmapped at reap()

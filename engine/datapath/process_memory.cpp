@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 
@@ -334,11 +335,11 @@ uint64_t* ProcessMemory::direct_atomic(transport::MemDomain dom, uint64_t va, Or
 // atomic with respect to the application's own atomics too (as on a NIC
 // that reports IBV_ATOMIC_GLOB); elsewhere with respect to this device's
 // RDMA atomics only (IBV_ATOMIC_HCA, the device's reported level).
-bool ProcessMemory::compare_swap(transport::MemDomain dom, uint64_t va, uint64_t compare, uint64_t swap,
-                                 uint64_t& orig) {
+template <class Apply, class WriteBack>
+bool ProcessMemory::atomic_rmw(transport::MemDomain dom, uint64_t va, uint64_t& orig, Apply&& apply,
+                               WriteBack&& write_back) {
   if (uint64_t* p = direct_atomic(dom, va, OrphanUse::kRead)) {
-    orig = compare;
-    __atomic_compare_exchange_n(p, &orig, swap, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+    orig = apply(p);
     return intact(dom);
   }
   if (orphaned(dom)) return false;  // its 8 bytes were not written since it became one
@@ -346,29 +347,30 @@ bool ProcessMemory::compare_swap(transport::MemDomain dom, uint64_t va, uint64_t
   if (!atomic_read(dom, va, pid, orig)) {
     uint64_t* p = orphan_atomic(dom, va);
     if (p == nullptr) return false;
-    orig = compare;
-    __atomic_compare_exchange_n(p, &orig, swap, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+    orig = apply(p);
     return true;
   }
-  if (orig != compare) return true;
-  return write_now(pid, va, {reinterpret_cast<const uint8_t*>(&swap), sizeof swap});
+  const std::optional<uint64_t> v = write_back(orig);
+  if (!v) return true;
+  return write_now(pid, va, {reinterpret_cast<const uint8_t*>(&*v), sizeof *v});
+}
+
+bool ProcessMemory::compare_swap(transport::MemDomain dom, uint64_t va, uint64_t compare, uint64_t swap,
+                                 uint64_t& orig) {
+  return atomic_rmw(
+      dom, va, orig,
+      [&](uint64_t* p) {
+        uint64_t was = compare;
+        __atomic_compare_exchange_n(p, &was, swap, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+        return was;
+      },
+      [&](uint64_t was) { return was == compare ? std::optional(swap) : std::nullopt; });
 }
 
 bool ProcessMemory::fetch_add(transport::MemDomain dom, uint64_t va, uint64_t add, uint64_t& orig) {
-  if (uint64_t* p = direct_atomic(dom, va, OrphanUse::kRead)) {
-    orig = __atomic_fetch_add(p, add, __ATOMIC_SEQ_CST);
-    return intact(dom);
-  }
-  if (orphaned(dom)) return false;  // its 8 bytes were not written since it became one
-  pid_t pid = 0;
-  if (!atomic_read(dom, va, pid, orig)) {
-    uint64_t* p = orphan_atomic(dom, va);
-    if (p == nullptr) return false;
-    orig = __atomic_fetch_add(p, add, __ATOMIC_SEQ_CST);
-    return true;
-  }
-  const uint64_t sum = orig + add;
-  return write_now(pid, va, {reinterpret_cast<const uint8_t*>(&sum), sizeof sum});
+  return atomic_rmw(
+      dom, va, orig, [&](uint64_t* p) { return __atomic_fetch_add(p, add, __ATOMIC_SEQ_CST); },
+      [&](uint64_t was) { return std::optional(was + add); });
 }
 
 // Staged writes go out first: an ATOMIC WRITE is placed after every earlier

@@ -199,6 +199,13 @@ class ProcessMemory final : public transport::MemoryAccess {
   bool intact(transport::MemDomain dom);
   // The 8 aligned bytes of a direct atomic, after every staged write is made.
   uint64_t* direct_atomic(transport::MemDomain dom, uint64_t va, OrphanUse use);
+  // An atomic read-modify-write of the 8 bytes at `va`, `orig` their value
+  // before: on a word the daemon can reach (the region's shared page, an
+  // orphan's copy) `apply(word)` does it in place and returns the old value;
+  // through the process, the word is read and `write_back(orig)` gives what
+  // to write (nullopt: nothing, a compare that failed).
+  template <class Apply, class WriteBack>
+  bool atomic_rmw(transport::MemDomain dom, uint64_t va, uint64_t& orig, Apply&& apply, WriteBack&& write_back);
 
   MappedRegions regions_;
   ConversionWatch conversions_;
