@@ -150,6 +150,30 @@ void* map_pages(std::size_t pages) {
   return p;
 }
 
+// Pages the test will unmap with their MR still registered, placed with
+// free space on both sides. The kernel puts a new mapping at the top of the
+// highest free gap that fits, which is usually the hole an munmap just left
+// below the others; under ASan its allocator maps small chunks often, filled
+// that hole before the first access and so took the "nothing mapped there"
+// case away (the MR then reaches the new mapping, as an ODP MR would).
+// Gigabytes below every mapping the process has, the hole joins the free
+// space around it and the next mappings go above it.
+void* map_pages_apart(std::size_t pages) {
+  constexpr std::uintptr_t kStep = std::uintptr_t{4} << 30;
+  void* probe = map_pages(1);
+  std::uintptr_t at = reinterpret_cast<std::uintptr_t>(probe);
+  ::munmap(probe, kPage);
+  for (int attempt = 0; attempt < 16; ++attempt) {
+    at -= kStep;
+    void* p = ::mmap(reinterpret_cast<void*>(at), pages * kPage, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    if (p == reinterpret_cast<void*>(at)) return p;
+    if (p != MAP_FAILED) ::munmap(p, pages * kPage);  // a kernel without NOREPLACE took it as a hint
+  }
+  FAIL("no free address space 4-64 GiB below the process's mappings");
+  return nullptr;
+}
+
 }  // namespace
 
 TEST_CASE("direct memory: an MR's whole pages become a region, with the same bytes, and private again at dereg",
@@ -476,7 +500,7 @@ TEST_CASE("direct memory: a registration larger than the move's chunk (4 MiB) mo
 TEST_CASE("direct memory: an MR whose buffer was unmapped without dereg keeps its pages, as a pinned MR does", "[direct]") {
   Pair p;
   const long orphans = g_runtime.stats_counter("mr_orphans");
-  auto* buf = static_cast<unsigned char*>(map_pages(2));
+  auto* buf = static_cast<unsigned char*>(map_pages_apart(2));
   std::memset(buf, 'v', 2 * kPage);
   const int acc = static_cast<int>(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
                                    IBV_ACCESS_REMOTE_ATOMIC);
@@ -530,7 +554,7 @@ TEST_CASE("direct memory: an MR whose buffer was unmapped without dereg keeps it
 TEST_CASE("direct memory: an unmapped MR's bytes not written since are not read back as zeros", "[direct]") {
   Pair p;
   const long unknown = g_runtime.stats_counter("mr_orphan_unknown_reads");
-  auto* buf = static_cast<unsigned char*>(map_pages(2));
+  auto* buf = static_cast<unsigned char*>(map_pages_apart(2));
   std::memset(buf, 'v', 2 * kPage);
   ibv_mr* mr = reg(p.pd, buf, 2 * kPage, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
   REQUIRE(mr != nullptr);
