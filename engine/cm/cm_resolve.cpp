@@ -74,10 +74,10 @@ Reply CmService::on_resolve_addr(const MsgHeader& h, Id& id, const ctl::CmResolv
   // device that holds it, not to the first device).
   if (id.state == State::kIdle) {
     ctl::CmAddr src{};
-    int dst_dev = -1;
+    int dev = -1;  // the device holding src, once known
     if (req.src.family != 0) {
       src = req.src;
-    } else if (is_loopback(req.dst) || resolve_device(req.dst, dst_dev) == 0) {
+    } else if (is_loopback(req.dst) || resolve_device(req.dst, dev) == 0) {
       src = req.dst;
       src.port = 0;
     } else if (req.dst.family == AF_INET6 && !is_v4mapped(req.dst) && !devices_.empty()) {
@@ -96,8 +96,7 @@ Reply CmService::on_resolve_addr(const MsgHeader& h, Id& id, const ctl::CmResolv
     } else if (!devices_.empty()) {
       src = addr_v4(devices_[0].ipv4, 0);
     }
-    int dev = -1;
-    if (!is_wildcard(src)) {
+    if (dev < 0 && !is_wildcard(src)) {
       if (const int err = resolve_device(src, dev); err != 0) return fail<ctl::CmResolveAddrRep>(h, err);
     }
     if (const int err = bind_port(id, src); err != 0) return fail<ctl::CmResolveAddrRep>(h, err);
