@@ -34,6 +34,8 @@ set -uo pipefail
 mode=${1:?mode}; source_root=${2:?}; build_root=${3:?}; work=${4:?}; src=${5:-}
 case $mode in ci|quick|all) ;; *) echo "fabtests_test: unknown mode $mode" >&2; exit 2 ;; esac
 here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=tools/lib/private_ns.sh
+source "$source_root/tools/lib/private_ns.sh"
 skip() { printf 'SKIP: %s\n' "$*"; exit 77; }
 
 # Inside the namespace (the script runs itself again there).
@@ -190,11 +192,8 @@ t1=$SECONDS
 # that `ps -e` lists (scripts/runfabtests.sh, cleanup), which without one is
 # every fabtests program on the machine, another run's among them (the
 # -t all runs' tests "Killed" after a few seconds with no message).
-ns=(-n -p -f --mount-proc)
-if [[ $(id -u) -eq 0 ]] && unshare "${ns[@]}" true 2>/dev/null; then
-  unshare "${ns[@]}" "${inner[@]}"
-elif unshare -r "${ns[@]}" true 2>/dev/null; then
-  unshare -r "${ns[@]}" "${inner[@]}"
+if private_ns_cmd -n -p -f --mount-proc; then
+  "${private_ns[@]}" "${inner[@]}"
 else
   skip "no private network namespace (not root, no user namespaces): fabtests' server ports would meet the host's"
 fi

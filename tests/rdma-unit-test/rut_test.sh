@@ -25,6 +25,8 @@ set -uo pipefail
 mode=${1:?mode}; source_root=${2:?}; build_root=${3:?}; work=${4:?}; src=${5:-}
 case $mode in ci|full) ;; *) echo "rut_test: unknown mode $mode" >&2; exit 2 ;; esac
 here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=tools/lib/private_ns.sh
+source "$source_root/tools/lib/private_ns.sh"
 
 skip() { printf 'SKIP: %s\n' "$*"; exit 77; }
 
@@ -140,10 +142,8 @@ run_suite() {
              --filter "$filter" --log-dir "$log_dir" "$W/build/rdma_unit_test" -- --device_name=urnic0 "$@")
   local inner='ip link set lo up 2>/dev/null || ifconfig lo up 2>/dev/null; exec "$@"'
   rm -rf "$log_dir"
-  if [[ $(id -u) -eq 0 ]] && unshare -n true 2>/dev/null; then
-    unshare -n bash -c "$inner" rut "${run[@]}"
-  elif unshare -rn true 2>/dev/null; then
-    unshare -rn bash -c "$inner" rut "${run[@]}"
+  if private_ns_cmd -n; then
+    "${private_ns[@]}" bash -c "$inner" rut "${run[@]}"
   else
     echo "rut_test: no private network namespace (not root, no user namespaces): running in the host's"
     "${run[@]}"

@@ -36,6 +36,8 @@ case $transport in
   *) echo "spdk_test: unknown transport $transport" >&2; exit 2 ;;
 esac
 here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=tools/lib/private_ns.sh
+source "$source_root/tools/lib/private_ns.sh"
 cycles=${SPDK_TEST_CYCLES:-10}
 S=$work/spdk-26.05
 
@@ -78,10 +80,8 @@ fi
 
 inner=(env SPDK_INNER=1 SPDK_DIR="$S" URNIC_BUILD_ROOT="$build_root" bash "$0" "$transport" "$source_root" "$build_root" "$work")
 t0=$SECONDS
-if [[ $(id -u) -eq 0 ]] && unshare -n true 2>/dev/null; then
-  unshare -n "${inner[@]}"
-elif unshare -rn true 2>/dev/null; then
-  unshare -rn "${inner[@]}"
+if private_ns_cmd -n; then
+  "${private_ns[@]}" "${inner[@]}"
 else
   printf 'SKIP: no private network namespace (not root, no user namespaces): the target would listen on the host\n'
   exit 77
