@@ -128,13 +128,11 @@ std::vector<sock_filter> fanout_program(unsigned shards) {
 }
 
 AfPacketLink::AfPacketLink(const Netdev& nd, std::vector<wire::IpAddr> own, std::uint16_t vlan)
-    : mac_(nd.mac),
-      ifname_(nd.name),
+    : ifname_(nd.name),
       ifindex_(static_cast<int>(nd.ifindex)),
-      vlan_(vlan),
       own_(std::move(own)),
       groups_(own_),
-      next_hops_(nd.ifindex, nd.name) {}
+      framer_(nd, vlan) {}
 
 std::unique_ptr<AfPacketLink> AfPacketLink::open(const Netdev& nd, std::vector<wire::IpAddr> own,
                                                  std::uint16_t vlan, std::string* error, Sharding sharding,
@@ -252,11 +250,6 @@ void AfPacketLink::leave_group(const wire::IpAddr& group) {
   groups_.leave(fd_, static_cast<std::uint32_t>(ifindex_), group);
 }
 
-EncodedFrame AfPacketLink::build(const wire::IbPacket& pkt, const LinkDest& dst, const wire::MacAddr& mac,
-                                 wire::MutBytes out) {
-  return build_raw_frame(pkt, dst, mac_, mac, ip_id_++, vlan_, out);
-}
-
 std::uint8_t* AfPacketLink::tx_slot() {
   for (int attempt = 0; attempt < 2; ++attempt) {
     std::uint8_t* slot = ring_ + std::size_t{kFrameSize} * (rx_frames_ + tx_next_);
@@ -317,25 +310,14 @@ void AfPacketLink::kick() {
 }
 
 bool AfPacketLink::send(const wire::IbPacket& pkt, const LinkDest& dst, wire::Bytes* sent) {
-  const auto mac = next_hops_.resolve_now(dst.dst, now_);
-  if (!mac) {
-    // Build it now (the payload is transport scratch) and hold it until the
-    // kernel has the neighbour.
-    std::array<std::uint8_t, kMaxFrame> scratch;
-    const EncodedFrame f = build(pkt, dst, wire::MacAddr{}, scratch);
-    if (f.size == 0) {
-      ++counters_.tx_errors;
-      return false;
-    }
-    if (!next_hops_.hold(wire::Bytes(scratch.data(), f.size), dst.dst, now_)) ++counters_.tx_no_neighbour;
-    return false;
-  }
+  const auto mac = framer_.next_hop_or_hold(pkt, dst, now_, counters_);
+  if (!mac) return false;
   std::uint8_t* data = tx_slot();
   if (data == nullptr) {
     ++counters_.tx_errors;  // ring full: a drop, as on a congested wire; RC recovers
     return false;
   }
-  const EncodedFrame f = build(pkt, dst, *mac, wire::MutBytes(data, kFrameSize - kTpHdrAligned));
+  const EncodedFrame f = framer_.build(pkt, dst, *mac, wire::MutBytes(data, kFrameSize - kTpHdrAligned));
   if (f.size == 0) {
     ++counters_.tx_errors;
     return false;
@@ -356,13 +338,7 @@ bool AfPacketLink::send(const wire::IbPacket& pkt, const LinkDest& dst, wire::By
 }
 
 EncodedFrame AfPacketLink::encode(const wire::IbPacket& pkt, const LinkDest& dst, wire::MutBytes out) {
-  const auto mac = next_hops_.resolve_now(dst.dst, now_);
-  if (!mac) {
-    ++counters_.tx_no_neighbour;
-    next_hops_.solicit(dst.dst);
-    return {};
-  }
-  return build(pkt, dst, *mac, out);
+  return framer_.encode(pkt, dst, now_, counters_, out);
 }
 
 bool AfPacketLink::send_frame(wire::Bytes frame) {
@@ -415,7 +391,7 @@ void AfPacketLink::flush(transport::Nanos now) {
   // Frames that waited for their neighbour's MAC go out or time out; a
   // neighbour's MAC may change (or its entry go): the table is re-read now
   // and then while the link is in use (one netlink dump, not per packet).
-  counters_.tx_no_neighbour += next_hops_.poll(now, counters_.tx_packets != 0, [this](wire::Bytes f) { send_frame(f); });
+  counters_.tx_no_neighbour += framer_.hops().poll(now, counters_.tx_packets != 0, [this](wire::Bytes f) { send_frame(f); });
   // Our own PFC frame if the RX ring calls for one, then pauses that ended
   // release their held frames, in order, behind what the pass queued (a
   // full ring leaves the rest for the next pass).
@@ -441,11 +417,11 @@ void AfPacketLink::read_kernel_stats() {
 bool AfPacketLink::tx_stopped(const LinkDest& dst) const noexcept {
   if (!pfc_) return false;
   const std::uint8_t stopped = pfc_->stopped_mask();
-  return stopped != 0 && (stopped >> tx_priority(dst, vlan_, pfc_->config().dscp_to_priority) & 1U) != 0;
+  return stopped != 0 && (stopped >> tx_priority(dst, framer_.vlan(), pfc_->config().dscp_to_priority) & 1U) != 0;
 }
 
 transport::Nanos AfPacketLink::next_deadline() const noexcept {
-  const transport::Nanos d = std::min(next_hops_.next_deadline(), tx_retry_at_);
+  const transport::Nanos d = std::min(framer_.hops().next_deadline(), tx_retry_at_);
   return pfc_ ? std::min(d, pfc_->next_deadline()) : d;
 }
 
@@ -479,7 +455,7 @@ bool AfPacketLink::serve_run(LinkRxPacket* out) {
   // The packets of an uncut GSO run, each checked as a frame of its own.
   for (wire::MutBytes f = runs_.next_packet(); !f.empty(); f = runs_.next_packet()) {
     ++counters_.rx_packets;
-    if (!accept_raw_frame(f, groups_.accepted(), vlan_, run_vid_, counters_, out)) continue;
+    if (!accept_raw_frame(f, groups_.accepted(), framer_.vlan(), run_vid_, counters_, out)) continue;
     if (multicast_mac_of(out->from.dst).has_value() && !groups_.any()) {
       ++counters_.rx_not_ours;
       continue;
@@ -576,7 +552,7 @@ bool AfPacketLink::receive(LinkRxPacket* out) {
     // the VLAN check uses that.
     const std::uint16_t vid = (st & TP_STATUS_VLAN_VALID) != 0 ? h->tp_vlan_tci & 0x0FFF : 0;
     const std::uint64_t bad_icrc = counters_.rx_bad_icrc, malformed = counters_.rx_malformed;
-    if (!accept_raw_frame(wire::Bytes(slot + h->tp_mac, h->tp_snaplen), groups_.accepted(), vlan_, vid, counters_, out)) {
+    if (!accept_raw_frame(wire::Bytes(slot + h->tp_mac, h->tp_snaplen), groups_.accepted(), framer_.vlan(), vid, counters_, out)) {
       // Not one packet: maybe a GSO run the slot holds whole, its packets
       // then served from the slot (afpacket_gso_rx.hpp).
       if ((counters_.rx_bad_icrc != bad_icrc || counters_.rx_malformed != malformed) &&

@@ -39,7 +39,7 @@
 #include "engine/link/afpacket_gso_rx.hpp"
 #include "engine/link/link.hpp"
 #include "engine/link/multicast_groups.hpp"
-#include "engine/link/next_hops.hpp"
+#include "engine/link/neighbour_framer.hpp"
 #include "engine/link/netdev.hpp"
 #include "engine/link/pfc_port.hpp"
 #include "wire/eth.hpp"
@@ -141,8 +141,6 @@ class AfPacketLink final : public Link {
  private:
   AfPacketLink(const Netdev& nd, std::vector<wire::IpAddr> own, std::uint16_t vlan);
 
-  // Builds the frame into `out` with destination MAC `mac`.
-  EncodedFrame build(const wire::IbPacket& pkt, const LinkDest& dst, const wire::MacAddr& mac, wire::MutBytes out);
   // A free TX slot's data area (kicking the ring once if none), or nullptr.
   std::uint8_t* tx_slot();
   void tx_commit(std::uint32_t len);
@@ -179,14 +177,11 @@ class AfPacketLink final : public Link {
   // wait before it, doubled while the kernel keeps refusing.
   transport::Nanos tx_retry_at_ = transport::kNever;
   transport::Nanos tx_retry_ns_ = kTxRetryMinNs;
-  wire::MacAddr mac_{};
   std::string ifname_;
   int ifindex_ = 0;
-  std::uint16_t vlan_ = 0;
   std::vector<wire::IpAddr> own_;
   MulticastGroups groups_;  // joined groups; with own_, what receive() delivers
-  NextHops next_hops_;
-  std::uint16_t ip_id_ = 0;       // IPv4 identification, incremented per frame (as rdma_rxe)
+  NeighbourFramer framer_;  // MAC, VLAN, IPv4 IDs, next hops
   transport::Nanos now_ = 0;      // as of the last flush()
   LinkCounters counters_;
   std::unique_ptr<PfcPort> pfc_;  // PFC on: pause state and held frames

@@ -94,13 +94,11 @@ std::uint32_t XdpLink::max_path_mtu() noexcept {
 
 XdpLink::XdpLink(const Netdev& nd, std::vector<wire::IpAddr> own, std::uint16_t vlan)
     : rings_(std::make_unique<Rings>()),
-      mac_(nd.mac),
       ifname_(nd.name),
       ifindex_(static_cast<int>(nd.ifindex)),
-      vlan_(vlan),
       own_(std::move(own)),
       groups_(own_),
-      next_hops_(nd.ifindex, nd.name) {}
+      framer_(nd, vlan) {}
 
 std::unique_ptr<XdpLink> XdpLink::open(const Netdev& nd, std::vector<wire::IpAddr> own, std::uint16_t vlan,
                                        std::uint32_t path_mtu, std::string* error) {
@@ -252,11 +250,6 @@ void XdpLink::leave_group(const wire::IpAddr& group) {
   groups_.leave(mcast_fd_, static_cast<std::uint32_t>(ifindex_), group);
 }
 
-EncodedFrame XdpLink::build(const wire::IbPacket& pkt, const LinkDest& dst, const wire::MacAddr& mac,
-                            wire::MutBytes out) {
-  return build_raw_frame(pkt, dst, mac_, mac, ip_id_++, vlan_, out);
-}
-
 void XdpLink::reclaim_completions() {
   std::uint32_t idx = 0;
   const std::uint32_t n = xsk_ring_cons__peek(&rings_->comp, kTxFrames, &idx);
@@ -326,24 +319,15 @@ std::uint32_t XdpLink::tx_unconsumed() noexcept {
 }
 
 bool XdpLink::send(const wire::IbPacket& pkt, const LinkDest& dst, wire::Bytes* sent) {
-  const auto mac = next_hops_.resolve_now(dst.dst, now_);
-  if (!mac) {
-    std::array<std::uint8_t, kMaxFrame> scratch;
-    const EncodedFrame f = build(pkt, dst, wire::MacAddr{}, scratch);
-    if (f.size == 0) {
-      ++counters_.tx_errors;
-      return false;
-    }
-    if (!next_hops_.hold(wire::Bytes(scratch.data(), f.size), dst.dst, now_)) ++counters_.tx_no_neighbour;
-    return false;
-  }
+  const auto mac = framer_.next_hop_or_hold(pkt, dst, now_, counters_);
+  if (!mac) return false;
   const auto addr = tx_chunk();
   if (!addr) {
     ++counters_.tx_errors;  // every chunk in flight: a drop, as on a congested wire; RC recovers
     return false;
   }
   std::uint8_t* data = chunk(*addr);
-  const EncodedFrame f = build(pkt, dst, *mac, wire::MutBytes(data, kMaxFrame));
+  const EncodedFrame f = framer_.build(pkt, dst, *mac, wire::MutBytes(data, kMaxFrame));
   if (f.size == 0 || !tx_commit(*addr, static_cast<std::uint32_t>(f.size))) {
     if (f.size == 0) tx_free_.push_back(*addr);
     ++counters_.tx_errors;
@@ -354,13 +338,7 @@ bool XdpLink::send(const wire::IbPacket& pkt, const LinkDest& dst, wire::Bytes* 
 }
 
 EncodedFrame XdpLink::encode(const wire::IbPacket& pkt, const LinkDest& dst, wire::MutBytes out) {
-  const auto mac = next_hops_.resolve_now(dst.dst, now_);
-  if (!mac) {
-    ++counters_.tx_no_neighbour;
-    next_hops_.solicit(dst.dst);
-    return {};
-  }
-  return build(pkt, dst, *mac, out);
+  return framer_.encode(pkt, dst, now_, counters_, out);
 }
 
 bool XdpLink::put_frame(wire::Bytes frame) {
@@ -388,7 +366,7 @@ void XdpLink::read_kernel_stats() {
 
 void XdpLink::flush(transport::Nanos now) {
   now_ = now;
-  counters_.tx_no_neighbour += next_hops_.poll(now, counters_.tx_packets != 0, [this](wire::Bytes f) { send_frame(f); });
+  counters_.tx_no_neighbour += framer_.hops().poll(now, counters_.tx_packets != 0, [this](wire::Bytes f) { send_frame(f); });
   if (now - last_stats_ >= kStatsEvery) {
     read_kernel_stats();
     last_stats_ = now;
@@ -454,12 +432,12 @@ bool XdpLink::receive(LinkRxPacket* out) {
     wire::MacAddr dst_mac;
     std::copy_n(frame->begin(), dst_mac.size(), dst_mac.begin());
     const bool group_frame = (dst_mac[0] & 1) != 0 && groups_.any();
-    if (dst_mac != mac_ && !group_frame) {
+    if (dst_mac != framer_.mac() && !group_frame) {
       ++counters_.rx_not_ours;
       release_rx();
       continue;
     }
-    if (!accept_raw_frame(*frame, groups_.accepted(), vlan_, 0, counters_, out)) {
+    if (!accept_raw_frame(*frame, groups_.accepted(), framer_.vlan(), 0, counters_, out)) {
       release_rx();
       continue;
     }

@@ -48,7 +48,7 @@
 
 #include "engine/link/link.hpp"
 #include "engine/link/multicast_groups.hpp"
-#include "engine/link/next_hops.hpp"
+#include "engine/link/neighbour_framer.hpp"
 #include "engine/link/netdev.hpp"
 #include "wire/eth.hpp"
 
@@ -103,7 +103,7 @@ class XdpLink final : public Link {
   // A frame waiting for its neighbour, or a TX ring the kernel did not
   // empty at the last kick (copy mode, EAGAIN): the next pass is due.
   [[nodiscard]] transport::Nanos next_deadline() const noexcept override {
-    return tx_stalled_ ? now_ : next_hops_.next_deadline();
+    return tx_stalled_ ? now_ : framer_.hops().next_deadline();
   }
   bool receive(LinkRxPacket* out) override;
   void release_rx() override;
@@ -127,7 +127,6 @@ class XdpLink final : public Link {
   bool attach_program(std::string* error);
   bool bind_socket(bool zero_copy, int* err);
   void close_socket();
-  EncodedFrame build(const wire::IbPacket& pkt, const LinkDest& dst, const wire::MacAddr& mac, wire::MutBytes out);
   // A free TX chunk's address (reclaiming completions if none), or nullopt.
   std::optional<std::uint64_t> tx_chunk();
   // Queues the frame in chunk `addr` on the TX ring; false (the chunk back
@@ -169,14 +168,11 @@ class XdpLink final : public Link {
   std::uint32_t rx_idx_ = 0, rx_left_ = 0, rx_taken_ = 0;  // the peeked RX batch
   std::optional<std::uint64_t> rx_held_;     // the chunk of the packet receive() returned last
 
-  wire::MacAddr mac_{};
   std::string ifname_;
   int ifindex_ = 0;
-  std::uint16_t vlan_ = 0;
   std::vector<wire::IpAddr> own_;
   MulticastGroups groups_;  // joined groups; with own_, what receive() delivers
-  NextHops next_hops_;
-  std::uint16_t ip_id_ = 0;
+  NeighbourFramer framer_;  // MAC, VLAN, IPv4 IDs, next hops
   transport::Nanos now_ = 0;
   transport::Nanos last_stats_ = 0;
   LinkCounters counters_;
