@@ -119,7 +119,8 @@ bool parse_ib_cable(const nlohmann::json& v, DeviceConfig& dc, std::string& erro
             "address and udp_port, e.g. {\"peer\": \"10.0.0.2:4791\"})";
     return false;
   };
-  if (dc.link_layer != "infiniband") return fail("only an infiniband device has a cable (add \"link_layer\": \"infiniband\")");
+  if (dc.link_layer != "infiniband")
+    return fail("only an infiniband device has a cable (add \"link_layer\": \"infiniband\")");
   if (!v.contains("peer")) return fail("\"peer\" is missing");
   const std::string peer = v["peer"].get<std::string>();  // a string: the schema checked it
   const std::size_t colon = peer.rfind(':');

@@ -309,7 +309,8 @@ bool IbCableLink::receive(LinkRxPacket* out) {
           ++hello_.rx_hellos;
           peer_hears_us_ = hears;
         } else {
-          ++hello_.rx_bad_hellos;
+          ++hello_.rx_bad_hellos;  // and malformed, as `urnic stats` shows it
+          ++counters_.rx_malformed;
         }
         continue;
       }

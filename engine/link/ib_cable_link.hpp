@@ -65,7 +65,7 @@ struct IbMadRoute {
 struct IbCableHelloCounters {
   std::uint64_t tx_hellos = 0;
   std::uint64_t rx_hellos = 0;
-  std::uint64_t rx_bad_hellos = 0;  // a 16-byte datagram from the peer that is not a hello: dropped
+  std::uint64_t rx_bad_hellos = 0;  // a 16-byte datagram from the peer that is not a hello: dropped (also rx_malformed)
   std::uint64_t peer_ups = 0;       // times the peer came (back)
   std::uint64_t peer_downs = 0;     // times it went silent
 };

@@ -15,7 +15,7 @@
 #     the other host's LID (LID-routed SMP) from both; perfquery of b's port
 #     from a (a GMP answered by b's PMA)
 #   - ibv_rc_pingpong -c and ibv_ud_pingpong -c without -g, server in a,
-#     client in b, data checked
+#     client in b, data checked; ib_write_bw by LID
 #   - b's urnicd stops: a's port goes Down (Polling) once b's hellos stop
 # Needs root (network namespaces). Suites ib, acceptance, root: a few seconds.
 set -u
@@ -32,6 +32,7 @@ ib_libs=$verbs_dir:$umad_dir  # ib_common.sh's ib_opensm runs OpenSM on them
 require_tools opensm opensm
 require_tools infiniband-diags ibstat ibnetdiscover smpquery perfquery
 require_tools ibverbs-utils ibv_rc_pingpong ibv_ud_pingpong
+require_tools perftest ib_write_bw
 
 two_hosts_create c 168
 dev_a=urnic_ib0 dev_b=urnic_ib1
@@ -119,6 +120,8 @@ fi
 pp='[0-9]+ iters in [0-9.]+ seconds'
 pair "ibv_rc_pingpong -c by LID, a <- b" "$pp" 1 ibv_rc_pingpong -c -n 200 -s 4096
 pair "ibv_ud_pingpong -c by LID, a <- b" "$pp" 1 ibv_ud_pingpong -c -n 200 -s 1024
+row='^ *[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+'
+pair "ib_write_bw by LID, a <- b" "$row" 1 ib_write_bw -s 65536 -n 300
 
 # b's daemon stops: its hellos with it, and a's port goes down.
 stop_pid "$daemon_pid_b"
