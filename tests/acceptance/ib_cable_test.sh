@@ -12,8 +12,9 @@
 #   - unmodified OpenSM on a brings both ports ACTIVE with LIDs within 5 s;
 #     ibstat on both hosts shows them, SM lid = a's LID
 #   - ibnetdiscover (from a and from b) finds two CAs; smpquery nodeinfo of
-#     the other host's LID (LID-routed SMP) from both; perfquery of b's port
-#     from a (a GMP answered by b's PMA)
+#     the other host's LID (LID-routed SMP) from both; sminfo from b (a's
+#     port passes it to OpenSM, whose response crosses back); perfquery of
+#     b's port from a (a GMP answered by b's PMA)
 #   - ibv_rc_pingpong -c and ibv_ud_pingpong -c without -g, server in a,
 #     client in b, data checked; ib_write_bw by LID
 #   - b's urnicd stops: a's port goes Down (Polling) once b's hellos stop
@@ -30,7 +31,7 @@ source "$here/ib_common.sh"
 two_hosts_env "$verbs_dir" "$umad_dir"
 ib_libs=$verbs_dir:$umad_dir  # ib_common.sh's ib_opensm runs OpenSM on them
 require_tools opensm opensm
-require_tools infiniband-diags ibstat ibnetdiscover smpquery perfquery
+require_tools infiniband-diags ibstat ibnetdiscover smpquery perfquery sminfo
 require_tools ibverbs-utils ibv_rc_pingpong ibv_ud_pingpong
 require_tools perftest ib_write_bw
 
@@ -106,6 +107,13 @@ if on a smpquery -C "$dev_a" nodeinfo "$lid_b" > "$rt/nodeinfo-b" 2>&1 && grep -
   pass "smpquery nodeinfo by LID (LID-routed) across the hosts: $lid_b from a, $lid_a from b"
 else
   fail "smpquery nodeinfo by LID: $(tr '\n' ' ' < "$rt/nodeinfo-b" | cut -c1-200) / $(tr '\n' ' ' < "$rt/nodeinfo-a" | cut -c1-200)"
+fi
+# SMInfo from b to the SM's LID: a's port passes it to OpenSM, whose
+# response goes back over the tunnel.
+if on b sminfo -C "$dev_b" > "$rt/sminfo-b" 2>&1 && grep -qi "sm lid $lid_a .*SMINFO_MASTER" "$rt/sminfo-b"; then
+  pass "sminfo from b: answered by OpenSM in a ($(cut -c1-100 "$rt/sminfo-b"))"
+else
+  fail "sminfo from b: $(tr '\n' ' ' < "$rt/sminfo-b" | cut -c1-300)"
 fi
 counter() { sed -n "s/^$1:\.*//p" "$2"; }
 if on a perfquery -C "$dev_a" "$lid_b" 1 > "$rt/perf-b" 2>&1 && (($(counter PortRcvPkts "$rt/perf-b") > 0)) &&
