@@ -13,7 +13,8 @@
 #     ibstat on both hosts shows them, SM lid = a's LID
 #   - ibnetdiscover (from a and from b) finds two CAs; smpquery nodeinfo of
 #     the other host's LID (LID-routed SMP) from both; sminfo from b (a's
-#     port passes it to OpenSM, whose response crosses back); perfquery of
+#     port passes it to OpenSM, whose response crosses back); saquery of
+#     the path b -> a from b (OpenSM's SA answers over the tunnel); perfquery of
 #     b's port from a (a GMP answered by b's PMA)
 #   - ibv_rc_pingpong -c and ibv_ud_pingpong -c without -g, server in a,
 #     client in b, data checked; ib_write_bw by LID
@@ -31,7 +32,7 @@ source "$here/ib_common.sh"
 two_hosts_env "$verbs_dir" "$umad_dir"
 ib_libs=$verbs_dir:$umad_dir  # ib_common.sh's ib_opensm runs OpenSM on them
 require_tools opensm opensm
-require_tools infiniband-diags ibstat ibnetdiscover smpquery perfquery sminfo
+require_tools infiniband-diags ibstat ibnetdiscover smpquery perfquery sminfo saquery
 require_tools ibverbs-utils ibv_rc_pingpong ibv_ud_pingpong
 require_tools perftest ib_write_bw
 
@@ -114,6 +115,13 @@ if on b sminfo -C "$dev_b" > "$rt/sminfo-b" 2>&1 && grep -qi "sm lid $lid_a .*SM
   pass "sminfo from b: answered by OpenSM in a ($(cut -c1-100 "$rt/sminfo-b"))"
 else
   fail "sminfo from b: $(tr '\n' ' ' < "$rt/sminfo-b" | cut -c1-300)"
+fi
+# An SA query from b (a GMP to OpenSM's SA in a): the path from b to a.
+if on b saquery -C "$dev_b" --src-to-dst "$lid_b:$lid_a" > "$rt/saquery-b" 2>&1 &&
+  grep -qE "slid\.*$lid_b$" "$rt/saquery-b" && grep -qE "dlid\.*$lid_a$" "$rt/saquery-b"; then
+  pass "saquery PathRecord $lid_b:$lid_a from b: answered by OpenSM's SA in a"
+else
+  fail "saquery from b: $(tr '\n' ' ' < "$rt/saquery-b" | cut -c1-300)"
 fi
 counter() { sed -n "s/^$1:\.*//p" "$2"; }
 if on a perfquery -C "$dev_a" "$lid_b" 1 > "$rt/perf-b" 2>&1 && (($(counter PortRcvPkts "$rt/perf-b") > 0)) &&
