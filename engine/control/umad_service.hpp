@@ -64,7 +64,7 @@ struct UmadCounters {
   std::uint64_t link_sent = 0;        // MADs sent over a cable's tunnel
   std::uint64_t link_received = 0;    // MADs that came over one (well formed)
   std::uint64_t link_malformed = 0;   // dropped: not 256 bytes, base version, an SMP class on QP1 or another on QP0
-  std::uint64_t link_not_ours = 0;    // dropped: LID-routed to a LID that is not the port's
+  std::uint64_t link_not_ours = 0;    // of those received, dropped: LID-routed to a LID that is not the port's
   std::uint64_t link_unmatched = 0;   // responses no request waits for: dropped
   std::uint64_t link_timed_out = 0;   // requests sent over a cable whose response never came: ETIMEDOUT
   std::uint64_t link_down_sends = 0;  // requests for a cable whose peer is not there: ETIMEDOUT at once
