@@ -90,6 +90,13 @@ struct RemotePair {
     }
     return false;
   }
+  // Both links up, b's port ACTIVE with LID 2 (SM LID 1): b's MAD service.
+  UmadService& b_active() {
+    REQUIRE(pump_until([&] { return both_up(); }));
+    ibsmp::activate_port(*b.dev().ib_sma(), 2, 1);
+    b.dev().refresh_ib_port();
+    return b.umad();
+  }
   bool both_up() {
     return a.dev().ib_port()->phys_state() == urnic::engine::IbPhysState::kLinkUp &&
            b.dev().ib_port()->phys_state() == urnic::engine::IbPhysState::kLinkUp;
@@ -264,10 +271,7 @@ TEST_CASE("ib remote cable: SMPs and GMPs cross to the other daemon, whose SMA a
 TEST_CASE("ib remote cable: malformed MADs, hellos and management packets from the tunnel are dropped and counted",
           "[engine][ib]") {
   RemotePair p;
-  REQUIRE(p.pump_until([&] { return p.both_up(); }));
-  ibsmp::activate_port(*p.b.dev().ib_sma(), 2, 1);
-  p.b.dev().refresh_ib_port();
-  UmadService& svc = p.b.umad();
+  UmadService& svc = p.b_active();
   urnic::engine::RxAddress from{};
   from.ib = true;
   from.slid = 1;
@@ -404,10 +408,7 @@ TEST_CASE("ib remote cable: the config's ib_cable peer is checked with a message
 TEST_CASE("ib remote cable: random MADs from the tunnel are each taken, or dropped and counted, never a crash",
           "[engine][ib]") {
   RemotePair p;
-  REQUIRE(p.pump_until([&] { return p.both_up(); }));
-  ibsmp::activate_port(*p.b.dev().ib_sma(), 2, 1);
-  p.b.dev().refresh_ib_port();
-  UmadService& svc = p.b.umad();
+  UmadService& svc = p.b_active();
   const auto before = svc.counters();
   std::uint64_t seed = 0x9E3779B97F4A7C15ULL;
   const auto next = [&] {
