@@ -120,6 +120,16 @@ UmadService& Registry::umad() {
     std::vector<Device*> devs;
     for (auto& d : devices_) devs.push_back(d.get());
     umad_ = std::make_unique<UmadService>(std::move(devs));
+    // Cables to other daemons: their MADs cross the tunnel, through the
+    // devices' data paths (made by now: the engine loop asks at start-up).
+    for (auto& d : devices_) {
+      if (!d->config().ib_cable_remote) continue;
+      DataPath* dp = datapath(d.get());
+      auto* link = dp != nullptr ? dynamic_cast<IbCableLink*>(dp->mutable_link()) : nullptr;
+      if (link == nullptr) continue;
+      umad_->attach(d.get(), link, dp);
+      dp->set_ib_mad_handler(umad_.get());
+    }
   }
   return *umad_;
 }

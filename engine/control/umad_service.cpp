@@ -3,6 +3,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -247,6 +248,16 @@ bool UmadService::route_smp(std::uint32_t session, std::uint32_t agent, const ct
   // both ends train together). A CA forwards nothing on: a LID-routed SMP
   // must name that port's LID.
   Device* peer = peer_of(dev);
+  if (peer == nullptr && remote_of(dev) != nullptr) {
+    // Another daemon's port: over the tunnel, as an SMP on VL 15 to its QP0.
+    // Directed route from and to the permissive LID (IBA 14.2.2: DrSLID and
+    // DrDLID permissive, the path is in the SMP), LID-routed from this
+    // port's LID; the other end decides whether it is its own.
+    IbMadRoute r;
+    r.dlid = directed ? kIbPermissiveLid : req.addr.lid;
+    r.slid = directed ? kIbPermissiveLid : dev->ib_port()->lid();
+    return send_remote_request(session, agent, req, dev, m, r);
+  }
   if (peer == nullptr || peer->ib_port()->phys_state() != IbPhysState::kLinkUp ||
       dev->ib_port()->phys_state() != IbPhysState::kLinkUp)
     return false;
@@ -269,8 +280,7 @@ bool UmadService::pass_on(const Device* dev, std::uint32_t session, std::uint32_
   std::uint32_t to_session = 0;
   std::uint32_t to_agent = 0;
   if (!find_responder(dev, m[1], m[2], m[3], to_session, to_agent)) return false;
-  if (pending_.size() == kMaxPending) pending_.pop_front();  // bounded: the oldest waits no more
-  pending_.push_back(Pending{mad_tid(m), session, agent});
+  add_pending(Pending{.tid = mad_tid(m), .session = session, .agent = agent});
   ctl::UmadAddr from{};
   from.lid = ports_.at(session).dev->ib_port() != nullptr ? ports_.at(session).dev->ib_port()->lid() : 0;
   if (deliver(to_session, to_agent, 0, from, m, length)) ++counters_.to_agent;
@@ -320,8 +330,13 @@ UmadService::Reply UmadService::on_send(std::uint32_t session, const ctl::MsgHea
     // To the agent whose request this answers.
     for (auto p = pending_.begin(); p != pending_.end(); ++p) {
       if (p->tid != mad_tid(m)) continue;
+      if (p->over_link) continue;  // waits for a response from the cable, not from an agent here
       const Pending to = *p;
       pending_.erase(p);
+      if (to.remote_dev != nullptr) {
+        send_remote_response(to, m, req->length);  // back over the cable it came by
+        return hostif::ok(h, ctl::UmadSendRep{});
+      }
       if (deliver(to.session, to.agent, 0, from, m, req->length)) ++counters_.to_agent;
       return hostif::ok(h, ctl::UmadSendRep{});
     }
@@ -340,6 +355,19 @@ UmadService::Reply UmadService::on_send(std::uint32_t session, const ctl::MsgHea
   Device* peer = peer_of(dev);
   if (peer != nullptr && peer->ib_port() != nullptr && peer->ib_port()->owns_lid(req->addr.lid)) {
     dev = peer;
+  } else if (ib != nullptr && !ib->owns_lid(req->addr.lid) && req->addr.lid != kIbPermissiveLid &&
+             remote_of(dev) != nullptr) {
+    // Beyond a cable to another daemon: a GMP on VL 0 to the QP the
+    // address names (QP1), from this port's LID and QP1.
+    IbMadRoute r;
+    r.dlid = req->addr.lid;
+    r.slid = ib->lid();
+    r.sl = static_cast<std::uint8_t>(req->addr.sl & 0xF);
+    r.dest_qp = req->addr.qpn;
+    r.src_qp = mad::kGsiQpn;
+    r.qkey = req->addr.qkey;
+    if (!send_remote_request(session, req->agent_id, *req, dev, m, r)) timed_out();
+    return hostif::ok(h, ctl::UmadSendRep{});
   } else if (ib != nullptr && !ib->owns_lid(req->addr.lid) && req->addr.lid != kIbPermissiveLid) {
     timed_out();  // a LID no port here has: nothing is beyond the cable's other end yet
     return hostif::ok(h, ctl::UmadSendRep{});
@@ -349,8 +377,7 @@ UmadService::Reply UmadService::on_send(std::uint32_t session, const ctl::MsgHea
   const bool over_cable = dev != port.dev;
   if (over_cable) count_link(port.dev, dev);
   if (find_responder(dev, mgmt_class, m[2], method, to_session, to_agent)) {
-    if (pending_.size() == kMaxPending) pending_.pop_front();  // bounded: the oldest waits no more
-    pending_.push_back(Pending{mad_tid(m), session, req->agent_id});
+    add_pending(Pending{.tid = mad_tid(m), .session = session, .agent = req->agent_id});
     if (deliver(to_session, to_agent, 0, from, m, req->length)) ++counters_.to_agent;
     return hostif::ok(h, ctl::UmadSendRep{});
   }
@@ -375,6 +402,232 @@ UmadService::Reply UmadService::on_send(std::uint32_t session, const ctl::MsgHea
   }
   timed_out();
   return hostif::ok(h, ctl::UmadSendRep{});
+}
+
+void UmadService::add_pending(const Pending& p) {
+  if (pending_.size() == kMaxPending) pending_.pop_front();  // bounded: the oldest waits no more
+  pending_.push_back(p);
+  if (p.over_link) next_timer_ = std::min(next_timer_, p.deadline);
+}
+
+void UmadService::attach(Device* dev, IbCableLink* link, const DataPath* dp) {
+  if (dev == nullptr || link == nullptr || dev->ib_port() == nullptr) return;
+  remote_.push_back(RemoteCable{dev, link, dp, false});
+  next_timer_ = 0;  // look at the link at once
+}
+
+UmadService::RemoteCable* UmadService::remote_of(const Device* dev) {
+  for (RemoteCable& rc : remote_)
+    if (rc.dev == dev) return &rc;
+  return nullptr;
+}
+
+bool UmadService::link_send(RemoteCable& rc, const IbMadRoute& r, const std::uint8_t* m, std::uint32_t length) {
+  // A MAD on the wire is 256 bytes (IBA 13.4.2): what was shorter is padded.
+  std::uint8_t full[smp::kSize] = {};
+  std::memcpy(full, m, std::min<std::uint32_t>(length, smp::kSize));
+  if (!rc.link->send_mad(r, std::span<const std::uint8_t>(full, smp::kSize))) return false;
+  rc.link->flush(clock_());
+  ++counters_.link_sent;
+  IbPortTraffic& tx = perf_[rc.dev].traffic;
+  ++tx.xmit_pkts;
+  tx.xmit_bytes += IbPortTraffic::kMadPacketBytes;
+  return true;
+}
+
+bool UmadService::send_remote_request(std::uint32_t session, std::uint32_t agent, const ctl::UmadSendReq& req,
+                                      Device* dev, const std::uint8_t* m, const IbMadRoute& r) {
+  RemoteCable* rc = remote_of(dev);
+  if (rc == nullptr || dev->ib_port()->phys_state() != IbPhysState::kLinkUp) {
+    ++counters_.link_down_sends;
+    return false;
+  }
+  if (req.timeout_ms != 0) {
+    // The kernel's MAD layer waits timeout_ms for each of 1 + retries sends;
+    // the tunnel does not lose what a live peer answers, so it is sent once.
+    Pending p{.tid = mad_tid(m), .session = session, .agent = agent};
+    p.over_link = true;
+    p.deadline = clock_() + static_cast<transport::Nanos>(req.timeout_ms) * (req.retries + 1ULL) * 1'000'000;
+    p.req = req;
+    add_pending(p);
+  }
+  return link_send(*rc, r, m, ctl::kUmadMadSize);
+}
+
+void UmadService::send_remote_response(const Pending& to, std::uint8_t* m, std::uint32_t length) {
+  RemoteCable* rc = remote_of(to.remote_dev);
+  if (rc == nullptr) return;
+  IbMadRoute r;
+  const IbPort* ib = to.remote_dev->ib_port();
+  if (is_smp_class(m[1])) {
+    if (m[1] == mad::kClassSubnDirected) {
+      // The SM's response to a directed-route SMP that came over the cable
+      // leaves by return path[hop count] (IbSma: kToLink).
+      const auto v = to.remote_dev->ib_sma()->handle(std::span<std::uint8_t, smp::kSize>(m, smp::kSize),
+                                                    SmpOrigin::kLocal);
+      if (v != SmaVerdict::kToLink) return;
+      r.dlid = kIbPermissiveLid;
+      r.slid = kIbPermissiveLid;
+    } else {
+      r.dlid = to.remote_lid;
+      r.slid = ib->lid();
+    }
+  } else {
+    r.dlid = to.remote_lid;
+    r.slid = ib->lid();
+    r.dest_qp = to.remote_qp;
+    r.src_qp = mad::kGsiQpn;
+    r.qkey = mad::kGsiQkey;
+  }
+  link_send(*rc, r, m, length);
+}
+
+void UmadService::deliver_link_response(const std::uint8_t* m, const ctl::UmadAddr& from) {
+  for (auto p = pending_.begin(); p != pending_.end(); ++p) {
+    if (!p->over_link || p->tid != mad_tid(m)) continue;
+    const Pending to = *p;
+    pending_.erase(p);
+    if (deliver(to.session, to.agent, 0, from, m, ctl::kUmadMadSize)) ++counters_.to_agent;
+    return;
+  }
+  ++counters_.link_unmatched;
+}
+
+void UmadService::on_ib_mad(const DataPath& dp, const wire::IbPacket& pkt, const RxAddress& from,
+                            transport::Nanos now) {
+  for (RemoteCable& rc : remote_) {
+    if (rc.dp != &dp) continue;
+    on_ib_mad_rx(rc.dev, pkt, from, now);
+    return;
+  }
+  ++counters_.link_malformed;  // not a cable to another daemon: MADs do not come by it
+}
+
+void UmadService::on_ib_mad_rx(Device* dev, const wire::IbPacket& pkt, const RxAddress& from,
+                               transport::Nanos /*now*/) {
+  RemoteCable* rc = remote_of(dev);
+  // One MAD a packet, 256 bytes (IBA 13.4.2), base version 1; QP0 takes
+  // SMPs only, QP1 anything else (IBA 13.5.1).
+  const bool qp0 = pkt.bth.dest_qp == 0;
+  if (rc == nullptr || pkt.payload.size() != smp::kSize || pkt.payload[0] != mad::kBaseVersion ||
+      is_smp_class(pkt.payload[1]) != qp0) {
+    ++counters_.link_malformed;
+    if (rc != nullptr) ++perf_[dev].traffic.rcv_errors;
+    return;
+  }
+  ++counters_.link_received;
+  IbPortTraffic& rx = perf_[dev].traffic;
+  ++rx.rcv_pkts;
+  rx.rcv_bytes += IbPortTraffic::kMadPacketBytes;
+  std::uint8_t m[smp::kSize];
+  std::memcpy(m, pkt.payload.data(), smp::kSize);
+  const std::uint8_t mgmt_class = m[1];
+  const std::uint8_t method = m[3];
+  const bool response = (method & mad::kMethodResponse) != 0;
+  const IbPort* ib = dev->ib_port();
+  ctl::UmadAddr addr{};  // where it came from, as the receiving agent sees it
+  addr.lid = from.slid;
+  addr.sl = from.sl;
+  addr.qpn = pkt.deth.src_qp;
+  addr.qkey = qp0 ? 0 : mad::kGsiQkey;
+
+  if (qp0) {
+    const bool directed = mgmt_class == mad::kClassSubnDirected;
+    // LID-routed: a CA takes what names its LID (or the permissive LID).
+    if (!directed && from.dlid != kIbPermissiveLid && !ib->owns_lid(from.dlid)) {
+      ++counters_.link_not_ours;
+      return;
+    }
+    ++counters_.to_sma;
+    const SmaVerdict v = dev->ib_sma()->handle(std::span<std::uint8_t, smp::kSize>(m, smp::kSize), SmpOrigin::kLink);
+    switch (v) {
+      case SmaVerdict::kReplyToLink: {
+        dev->refresh_ib_port();  // a Set may have changed the port
+        IbMadRoute r;
+        r.dlid = directed ? kIbPermissiveLid : from.slid;
+        r.slid = directed ? kIbPermissiveLid : ib->lid();
+        link_send(*rc, r, m, smp::kSize);
+        return;
+      }
+      case SmaVerdict::kDeliverLocal: deliver_link_response(m, addr); return;
+      case SmaVerdict::kPassOn: {
+        // SMInfo for the SM on this port: its response goes back over the cable.
+        std::uint32_t s = 0;
+        std::uint32_t a = 0;
+        if (!find_responder(dev, mgmt_class, m[2], method, s, a)) return;
+        Pending p{.tid = mad_tid(m), .session = s, .agent = a};
+        p.remote_dev = dev;
+        p.remote_lid = from.slid;
+        add_pending(p);
+        if (deliver(s, a, 0, addr, m, smp::kSize)) ++counters_.to_agent;
+        return;
+      }
+      case SmaVerdict::kDrop: ++rx.rcv_errors; return;  // not a valid SMP for this port
+      default: return;
+    }
+  }
+  if (response) {
+    deliver_link_response(m, addr);
+    return;
+  }
+  // A request: the agent that answers it here, else the port's PMA, else
+  // "unsupported" for a Get or Set (IBA 13.4.7, as the kernel's MAD layer).
+  std::uint32_t s = 0;
+  std::uint32_t a = 0;
+  if (find_responder(dev, mgmt_class, m[2], method, s, a)) {
+    Pending p{.tid = mad_tid(m), .session = s, .agent = a};
+    p.remote_dev = dev;
+    p.remote_lid = from.slid;
+    p.remote_qp = pkt.deth.src_qp;
+    add_pending(p);
+    if (deliver(s, a, 0, addr, m, smp::kSize)) ++counters_.to_agent;
+    return;
+  }
+  Pending back{};
+  back.remote_dev = dev;
+  back.remote_lid = from.slid;
+  back.remote_qp = pkt.deth.src_qp;
+  if (mgmt_class == mad::kClassPerfMgmt) {
+    PortPerf& pp = perf_[dev];
+    if (pp.agent.handle(std::span<std::uint8_t, smp::kSize>(m, smp::kSize), pp.traffic))
+      send_remote_response(back, m, smp::kSize);
+    return;
+  }
+  ++counters_.unmatched;
+  if (method == mad::kMethodGet || method == mad::kMethodSet) {
+    m[3] = mad::kMethodGetResp;
+    wire::store_be16(m + 4, mad::kStatusMethodAttrUnsupported);
+    send_remote_response(back, m, smp::kSize);
+  }
+}
+
+void UmadService::on_ib_mad_timer(transport::Nanos now) {
+  // The links: LinkUp while the peer's hellos come.
+  for (RemoteCable& rc : remote_) {
+    const bool up = rc.link->peer_up(now);
+    if (up == rc.up) continue;
+    rc.up = up;
+    rc.dev->set_ib_link(up);
+  }
+  // Requests whose response did not come in time: back to their sender.
+  transport::Nanos next = now + kLinkCheckEvery;
+  for (auto p = pending_.begin(); p != pending_.end();) {
+    if (!p->over_link) {
+      ++p;
+      continue;
+    }
+    if (p->deadline > now) {
+      next = std::min(next, p->deadline);
+      ++p;
+      continue;
+    }
+    const Pending gone = *p;
+    p = pending_.erase(p);
+    ++counters_.link_timed_out;
+    ++counters_.timed_out;
+    deliver(gone.session, gone.agent, ETIMEDOUT, gone.req.addr, gone.req.mad, gone.req.length);
+  }
+  next_timer_ = remote_.empty() && next == now + kLinkCheckEvery ? transport::kNever : next;
 }
 
 }  // namespace urnic::engine

@@ -19,6 +19,17 @@
 // - what nothing can answer (a path leaving the port, a LID that is not
 //   the port's) comes back to the sender at once with status ETIMEDOUT.
 // Every MAD is counted by what became of it; malformed ones are dropped.
+//
+// A cable to another daemon (attach(); docs/INFINIBAND.md, "Cables between
+// hosts"): what would cross a cable inside the daemon crosses the cable's
+// UDP tunnel instead, as IB packets (SMPs on VL 15 to QP0, GMPs on VL 0 to
+// QP1; IbCableLink::send_mad), and what arrives there comes in through
+// on_ib_mad(): the port's SMA answers SMPs (directed route by IBA 14.2.2's
+// hop pointer rules, LID-routed to its LID), its agents or PMA GMPs, and
+// responses go to the agents that wait for them (by TID). A request sent
+// over the tunnel waits for its response until its timeout x (retries + 1)
+// and then comes back with ETIMEDOUT, as the kernel's. The port is LinkUp
+// while the peer's hellos come (IbCableLink::peer_up), DOWN when they stop.
 #pragma once
 
 #include <array>
@@ -31,7 +42,10 @@
 #include "hostif/ctl_proto.hpp"
 #include "hostif/ctl_reply.hpp"
 #include "hostif/umad_proto.hpp"
+#include "engine/datapath/clock.hpp"
+#include "engine/datapath/datapath.hpp"
 #include "engine/device/ib_perf.hpp"
+#include "engine/link/ib_cable_link.hpp"
 
 namespace urnic::engine {
 
@@ -46,14 +60,22 @@ struct UmadCounters {
   std::uint64_t timed_out = 0;        // returned to the sender with ETIMEDOUT
   std::uint64_t malformed = 0;        // refused: bad length, bad base version
   std::uint64_t socket_full = 0;      // a port's socket could not take a MAD: dropped
+  // Cables to other daemons.
+  std::uint64_t link_sent = 0;        // MADs sent over a cable's tunnel
+  std::uint64_t link_received = 0;    // MADs that came over one (well formed)
+  std::uint64_t link_malformed = 0;   // dropped: not 256 bytes, base version, an SMP class on QP1 or another on QP0
+  std::uint64_t link_not_ours = 0;    // of those received, dropped: LID-routed to a LID that is not the port's
+  std::uint64_t link_unmatched = 0;   // responses no request waits for: dropped
+  std::uint64_t link_timed_out = 0;   // requests sent over a cable whose response never came: ETIMEDOUT
+  std::uint64_t link_down_sends = 0;  // requests for a cable whose peer is not there: ETIMEDOUT at once
 };
 
-class UmadService {
+class UmadService final : public IbMadHandler {
  public:
   using Reply = hostif::Reply;
   // `find` names the devices (the Registry's).
   explicit UmadService(std::vector<Device*> devices) : devices_(std::move(devices)) {}
-  ~UmadService();
+  ~UmadService() override;
   UmadService(const UmadService&) = delete;
   UmadService& operator=(const UmadService&) = delete;
 
@@ -64,6 +86,19 @@ class UmadService {
   // The connection is gone: its port and agents with it.
   void session_closed(std::uint32_t session);
   [[nodiscard]] const UmadCounters& counters() const noexcept { return counters_; }
+
+  // `dev`'s cable reaches another daemon: its MADs go on `link` (the link
+  // of its data path `dp`), which tells whether the peer is there.
+  void attach(Device* dev, IbCableLink* link, const DataPath* dp = nullptr);
+  // IbMadHandler: a MAD that came over a cable; the link state and the
+  // requests' timeouts.
+  void on_ib_mad(const DataPath& dp, const wire::IbPacket& pkt, const RxAddress& from, transport::Nanos now) override;
+  void on_ib_mad_rx(Device* dev, const wire::IbPacket& pkt, const RxAddress& from, transport::Nanos now);
+  [[nodiscard]] transport::Nanos ib_mad_deadline() const override { return next_timer_; }
+  void on_ib_mad_timer(transport::Nanos now) override;
+  // The clock on_send() reads (tests set their own).
+  void set_clock(transport::Nanos (*clock)()) { clock_ = clock; }
+  static constexpr transport::Nanos kLinkCheckEvery = 50'000'000;  // 50 ms
 
  private:
   struct Agent {
@@ -86,6 +121,23 @@ class UmadService {
     std::uint64_t tid = 0;
     std::uint32_t session = 0;
     std::uint32_t agent = 0;
+    // A request that came over a cable to another daemon: the response goes
+    // back there, to this LID and QP.
+    Device* remote_dev = nullptr;
+    std::uint16_t remote_lid = 0;
+    std::uint32_t remote_qp = 0;
+    // A request this daemon sent over such a cable: its response comes from
+    // there, else at `deadline` the request (`req`) comes back with ETIMEDOUT.
+    bool over_link = false;
+    transport::Nanos deadline = 0;
+    hostif::ctl::UmadSendReq req{};
+  };
+  // A cable to another daemon.
+  struct RemoteCable {
+    Device* dev = nullptr;
+    IbCableLink* link = nullptr;
+    const DataPath* dp = nullptr;
+    bool up = false;
   };
   static constexpr std::size_t kMaxPending = 256;
 
@@ -127,7 +179,24 @@ class UmadService {
   std::map<const Device*, PortPerf> perf_;
   // One MAD packet over the cable from `from` to `to`.
   void count_link(const Device* from, const Device* to);
+  // The remote cable of `dev` (nullptr: none).
+  RemoteCable* remote_of(const Device* dev);
+  // One MAD onto `rc`'s tunnel, its PMA counters with it.
+  bool link_send(RemoteCable& rc, const IbMadRoute& r, const std::uint8_t* m, std::uint32_t length);
+  // A request from `session`'s agent over `dev`'s remote cable: true if it
+  // left (its response awaited), false if the peer is not there.
+  bool send_remote_request(std::uint32_t session, std::uint32_t agent, const hostif::ctl::UmadSendReq& req,
+                           Device* dev, const std::uint8_t* m, const IbMadRoute& r);
+  // A local agent's response to what came over a remote cable: back there.
+  void send_remote_response(const Pending& to, std::uint8_t* m, std::uint32_t length);
+  // Responses that came over a cable, to the agent waiting (by TID).
+  void deliver_link_response(const std::uint8_t* m, const hostif::ctl::UmadAddr& from);
+  void add_pending(const Pending& p);
+
   std::deque<Pending> pending_;
+  std::vector<RemoteCable> remote_;
+  transport::Nanos next_timer_ = transport::kNever;
+  transport::Nanos (*clock_)() = &engine_now;
   std::uint32_t next_agent_ = 0;
   UmadCounters counters_;
 };

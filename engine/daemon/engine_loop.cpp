@@ -116,6 +116,9 @@ bool EngineLoop::init(std::string* error) {
   // (made lazily, its MADs were dropped: a REQ to a port nobody listened on
   // went unanswered until the peer gave up).
   reg_.cm();
+  // The MAD service too, when an InfiniBand cable reaches another daemon:
+  // its SMA answers the SM there, and its hellos say whether the link is up.
+  reg_.umad();
   return true;
 }
 

@@ -456,6 +456,7 @@ t::Nanos DataPath::next_deadline() const {
   if (link_) d = std::min(d, link_->next_deadline());
   if (iw_) d = std::min(d, iw_->next_deadline());
   for (const CqQueue* cq : held_cqs_) d = std::min(d, cq->held_deadline());
+  if (ib_mad_ != nullptr) d = std::min(d, ib_mad_->ib_mad_deadline());
   return gsi_ != nullptr ? std::min(d, gsi_->gsi_deadline()) : d;
 }
 
@@ -529,6 +530,10 @@ bool DataPath::poll(t::Nanos now, bool poll_link) {
   }
   if (gsi_ != nullptr && gsi_->gsi_deadline() <= now) {
     gsi_->on_gsi_timer(now);
+    work = true;
+  }
+  if (ib_mad_ != nullptr && ib_mad_->ib_mad_deadline() <= now) {
+    ib_mad_->on_ib_mad_timer(now);
     work = true;
   }
   // Staged writes land before any completion can announce them, and a
@@ -897,11 +902,6 @@ bool DataPath::ib_port_takes(const wire::IbPacket& pkt, const RxAddress& from) {
   }
   if (!ib_port_->accepts_pkey(pkt.bth.pkey)) {
     stats_.inc(DevStat::kIbRxBadPkey);
-    return false;
-  }
-  // QP0 and QP1 take MADs, which the umad service carries over the cable.
-  if (pkt.bth.dest_qp <= kGsiQpn) {
-    stats_.inc(DevStat::kIbRxManagement);
     return false;
   }
   return true;
@@ -1363,9 +1363,20 @@ bool DataPath::run_link(t::Nanos now) {
     }
     // An InfiniBand port takes only what is for its LIDs, its partitions,
     // while it is ARMED or ACTIVE.
-    if (rx.from.ib && (ib_port_ == nullptr || !ib_port_takes(rx.ib, rx.from))) {
-      ++n;
-      continue;
+    if (rx.from.ib) {
+      // QP0 takes SMPs in every port state (IBA 7.2: only they pass a port
+      // that is not ARMED or ACTIVE); QP1 and the rest only what the port takes.
+      const bool mad = rx.ib.bth.dest_qp <= kGsiQpn;
+      if (ib_port_ == nullptr || ((!mad || rx.ib.bth.dest_qp != 0) && !ib_port_takes(rx.ib, rx.from))) {
+        ++n;
+        continue;
+      }
+      if (mad) {  // MADs: the umad service's (IbMadHandler)
+        if (ib_mad_ != nullptr) ib_mad_->on_ib_mad(*this, rx.ib, rx.from, now);
+        else stats_.inc(DevStat::kIbRxManagement);
+        ++n;
+        continue;
+      }
     }
     // Sent to a group this link joined (Link::join_group): its members,
     // and the other shards' when they get no copy of their own (afpacket's

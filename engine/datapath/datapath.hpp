@@ -96,6 +96,21 @@ class GsiHandler {
   virtual void on_gsi_timer(transport::Nanos now) = 0;
 };
 
+// The management packets an InfiniBand port's cable brings: to QP0 (SMPs,
+// on VL 15: the link checked) in any port state, to QP1 (GMPs) once the
+// port takes packets (ARMED or ACTIVE, its LID, its P_Keys). They go to the
+// umad service (engine/control/umad_service.hpp), which also keeps a cable
+// to another daemon's link state from its hellos; its timers run on the
+// engine thread. Without a handler they are dropped (ib_rx_management).
+class IbMadHandler {
+ public:
+  virtual ~IbMadHandler() = default;
+  virtual void on_ib_mad(const DataPath& dp, const wire::IbPacket& pkt, const RxAddress& from,
+                         transport::Nanos now) = 0;
+  [[nodiscard]] virtual transport::Nanos ib_mad_deadline() const = 0;
+  virtual void on_ib_mad_timer(transport::Nanos now) = 0;
+};
+
 class DataPath final : public transport::TxSink, public transport::EventSink {
  public:
   // Opens the device's link (open_link, engine/device/link_kinds.cpp: udp binds
@@ -270,6 +285,10 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
   // MAD as a UD SEND_ONLY from QP1 to QP1 at `dgid` from GID `sgid_index`
   // (Q_Key 0x80010000, IBA 13.5.1), hairpinned when `dgid` is this device's.
   void set_gsi_handler(GsiHandler* h) { gsi_ = h; }
+  // An InfiniBand port's QP0 and QP1 packets (IbMadHandler).
+  void set_ib_mad_handler(IbMadHandler* h) { ib_mad_ = h; }
+  // The link, to send on (the umad service's MADs over a cable).
+  Link* mutable_link() { return link_.get(); }
   void send_gsi(std::uint8_t sgid_index, const std::array<std::uint8_t, 16>& dgid,
                 std::span<const std::uint8_t> mad);
 
@@ -522,6 +541,7 @@ class DataPath final : public transport::TxSink, public transport::EventSink {
   std::vector<std::uint8_t> frame_scratch_;  // fault_tx: one encoded frame
   GsiHandler* gsi_ = nullptr;
   std::uint32_t gsi_psn_ = 0;
+  IbMadHandler* ib_mad_ = nullptr;
 };
 
 }  // namespace urnic::engine

@@ -44,11 +44,11 @@ const ConfigKey kKeys[] = {
      .doc = "roce, udp link: infiniband makes the port an InfiniBand port (LID, SM, port states set by a subnet "
             "manager through its SMA; docs/INFINIBAND.md); RC, UC and UD QPs over LIDs on its cable",
      .text = &DeviceConfig::link_layer},
-    {.scope = S::kDevice, .name = "ib_cable", .types = kStr,
-     .doc = "infiniband: the other InfiniBand device of this daemon whose port this port's cable reaches (each "
-            "names the other; their address:udp_port differ): the ports' packets (LRH .. VCRC) go as UDP "
-            "datagrams between the two; without it the port has no link partner and stays DOWN",
-     .text = &DeviceConfig::ib_cable},
+    {.scope = S::kDevice, .name = "ib_cable", .types = kStr | kObj, .keys = S::kIbCable,
+     .doc = "infiniband: the port's cable. A string: the other InfiniBand device of this daemon whose port it "
+            "reaches (each names the other; their address:udp_port differ). An object (keys below): a port of "
+            "another daemon (host). The ports' packets (LRH .. VCRC) go as UDP datagrams between the two ends' "
+            "address:udp_port; without it the port has no link partner and stays DOWN"},
     {.scope = S::kDevice, .name = "link", .types = kStr, .def = "udp (iwarp: tcp)",
      .doc = "the link type, one of those under Links below", .text = &DeviceConfig::link},
     {.scope = S::kDevice, .name = "address", .types = kStr, .def = "127.0.0.1 (afpacket, xdp: the interface's first)",
@@ -187,6 +187,11 @@ const ConfigKey kKeys[] = {
     {.scope = S::kCapture, .name = "file", .types = kStr, .doc = "the pcap file (required)"},
     {.scope = S::kCapture, .name = "count", .types = kUint, .def = "0",
      .doc = "stop after this many frames (0: never)"},
+    // ib_cable, when an object (docs/INFINIBAND.md, "Cables between hosts").
+    {.scope = S::kIbCable, .name = "peer", .types = kStr,
+     .doc = "ADDR:PORT, the IPv4 address and UDP port of the other end: the address and udp_port of the "
+            "InfiniBand device of the other daemon, whose own ib_cable names this device's address:udp_port "
+            "(required; the port is LinkUp while hellos come from there)"},
     // access (engine/control/peer_identity).
     {.scope = S::kAccess, .name = "uids", .types = kArr, .items = kUint | kStr,
      .doc = "users (numbers or names) that may connect"},
@@ -415,6 +420,8 @@ std::string render_config_reference() {
   section(S::kPfc, "pfc", "Per device, on an afpacket link; counters `pfc_*` in `urnic stats`.");
   section(S::kFault, "fault", "");
   section(S::kCapture, "capture", "When an object; a string is the file.");
+  section(S::kIbCable, "ib_cable", "When an object: a cable to a port of another daemon; a string names a device "
+                                   "of this one.");
   section(S::kAccess, "access", "Without it only the daemon's own user and root may connect; others connect with "
                                 "`URNIC_RUNTIME_DIR` set to the daemon's directory, each connection checked with "
                                 "the kernel's peer credentials.");

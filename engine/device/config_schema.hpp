@@ -31,6 +31,7 @@ enum class ConfigScope : std::uint8_t {
   kPfc,           // a device's "pfc"
   kFault,         // a device's "fault"
   kCapture,       // a device's "capture", when an object
+  kIbCable,       // a device's "ib_cable", when an object (a cable to another host)
   kAccess,        // "access"
   kProcessQuota,  // "process_quota"
 };

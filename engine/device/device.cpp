@@ -106,6 +106,41 @@ std::uint32_t mtu_enum(std::uint32_t bytes) {
 
 namespace {
 
+// "ib_cable": a device of this daemon by name, or {"peer": "ADDR:PORT"}, a
+// port of another daemon (docs/INFINIBAND.md, "Cables between hosts").
+bool parse_ib_cable(const nlohmann::json& v, DeviceConfig& dc, std::string& error) {
+  if (v.is_string()) {
+    dc.ib_cable = v.get<std::string>();
+    return true;
+  }
+  const auto fail = [&](const std::string& why) {
+    error = "config: ib_cable of " + dc.name + ": " + why +
+            " (a cable to another host is {\"peer\": \"ADDR:PORT\"}: the other daemon's InfiniBand device's "
+            "address and udp_port, e.g. {\"peer\": \"10.0.0.2:4791\"})";
+    return false;
+  };
+  if (dc.link_layer != "infiniband")
+    return fail("only an infiniband device has a cable (add \"link_layer\": \"infiniband\")");
+  if (!v.contains("peer")) return fail("\"peer\" is missing");
+  const std::string peer = v["peer"].get<std::string>();  // a string: the schema checked it
+  const std::size_t colon = peer.rfind(':');
+  in_addr a{};
+  if (colon == std::string::npos || ::inet_pton(AF_INET, peer.substr(0, colon).c_str(), &a) != 1)
+    return fail("peer \"" + peer + "\" is not an IPv4 address and a port");
+  const std::string port = peer.substr(colon + 1);
+  unsigned long n = 0;
+  if (!port.empty() && port.size() <= 5 && port.find_first_not_of("0123456789") == std::string::npos)
+    n = std::strtoul(port.c_str(), nullptr, 10);
+  if (n < 1 || n > 65535) return fail("peer \"" + peer + "\": the port must be 1..65535");
+  const std::uint32_t ip = ntohl(a.s_addr);
+  if (ip == 0 || ip == 0xFFFFFFFFU || (ip >> 28) == 0xE)
+    return fail("peer \"" + peer + "\" is not a unicast address");
+  dc.ib_cable_remote = true;
+  dc.ib_peer_ipv4 = ip;
+  dc.ib_peer_port = static_cast<std::uint16_t>(n);
+  return true;
+}
+
 // "access": {"uids": [...], "gids": [...]}: numbers or user/group names.
 bool parse_access(const nlohmann::json& a, AccessPolicy& out, std::string& error) {
   if (!a.is_object()) {
@@ -275,6 +310,7 @@ std::optional<DaemonConfig> parse_config(const std::string& json_text, std::stri
                 dc.transport + " on " + dc.link + ")";
         return std::nullopt;
       }
+      if (d.contains("ib_cable") && !parse_ib_cable(d["ib_cable"], dc, error)) return std::nullopt;
       if (d.contains("eal")) dc.eal = d["eal"].get<std::vector<std::string>>();
       if (d.contains("ipv6")) {
         std::vector<std::string> v6;
@@ -305,6 +341,18 @@ std::optional<DaemonConfig> parse_config(const std::string& json_text, std::stri
       if (d.contains("mac") && !parse_mac(d["mac"].get<std::string>(), dc.mac)) {
         error = "config: bad mac for " + dc.name;
         return std::nullopt;
+      }
+      if (dc.ib_cable_remote && !d.contains("mac")) {
+        // The port GUID is the MAC's EUI-64, and the daemon at the cable's
+        // other end numbers its devices from 0 too: unless told, a device
+        // cabled to another host takes 02:00 and its IPv4 address, so that
+        // the two ends' GUIDs differ as two hosts' do.
+        in_addr a{};
+        if (::inet_pton(AF_INET, dc.address.c_str(), &a) == 1) {
+          dc.mac[0] = 0x02;
+          dc.mac[1] = 0x00;
+          std::memcpy(dc.mac + 2, &a.s_addr, 4);  // network order: a.b.c.d
+        }
       }
       if (!parse_observe_config(d, dc.fault, dc.capture_path, dc.capture_limit, error)) return std::nullopt;
       for (const auto& [key, use] : {std::pair{"mpa_crc", &dc.mpa_crc}, std::pair{"mpa_markers", &dc.mpa_markers}}) {
@@ -388,6 +436,17 @@ std::optional<DaemonConfig> parse_config(const std::string& json_text, std::stri
     }
     // An InfiniBand cable joins two InfiniBand devices, each naming the other.
     for (DeviceConfig& dc : cfg.devices) {
+      if (dc.ib_cable_remote) {
+        // Another daemon's port: this end must not be the other.
+        in_addr self{};
+        ::inet_pton(AF_INET, dc.address.c_str(), &self);  // checked with the device
+        if (ntohl(self.s_addr) == dc.ib_peer_ipv4 && dc.udp_port == dc.ib_peer_port) {
+          error = "config: ib_cable.peer of " + dc.name + " is the device's own address:udp_port (" + dc.address +
+                  ":" + std::to_string(dc.udp_port) + "); name the other host's device's address:udp_port";
+          return std::nullopt;
+        }
+        continue;
+      }
       if (dc.ib_cable.empty()) continue;
       const auto peer = std::find_if(cfg.devices.begin(), cfg.devices.end(),
                                      [&](const DeviceConfig& o) { return o.name == dc.ib_cable; });
@@ -639,6 +698,13 @@ Device::Device(const DeviceConfig& cfg) : cfg_(cfg), dm_pool_(cfg.dm_bytes) {
   v4.type = ctl::kGidTypeRoceV2;
   v4.ndev_ifindex = ndev;
   gids_.push_back(v4);
+}
+
+void Device::set_ib_link(bool up) {
+  if (ib_port_ == nullptr) return;
+  if (up) ib_port_->physical_up();
+  else ib_port_->physical_down();
+  refresh_ib_port();
 }
 
 void Device::refresh_ib_port() {

@@ -40,9 +40,14 @@ struct DeviceConfig {
   // port's link is up while both devices are; without a cable it is DOWN
   // (Polling), as a port without a cable.
   std::string ib_cable;
+  // infiniband: the cable reaches a port of another daemon ("ib_cable":
+  // {"peer": "ADDR:PORT"}); ib_peer_* are that end. The MADs cross it as
+  // IB packets too, and the port is LinkUp while the peer's hellos come
+  // (engine/link/ib_cable_link.hpp).
+  bool ib_cable_remote = false;
   // infiniband, with a cable: where its other end receives (parse_config:
-  // the other device's address and udp_port). The port's packets go there
-  // as UDP datagrams (engine/link/ib_cable_link.hpp).
+  // the other device's address and udp_port, or the remote peer). The
+  // port's packets go there as UDP datagrams (engine/link/ib_cable_link.hpp).
   std::uint32_t ib_peer_ipv4 = 0;  // host order; 0: no cable
   std::uint16_t ib_peer_port = 0;
   std::string link = "udp";            // link backend: udp (default), afpacket (raw Ethernet), dpdk; tcp for iWARP
@@ -175,6 +180,9 @@ class Device {
   [[nodiscard]] IbSma* ib_sma() { return ib_sma_.get(); }
   [[nodiscard]] const IbPort* ib_port() const { return ib_port_.get(); }
   void refresh_ib_port();
+  // The port's physical link trained (up) or lost (down): a cable to
+  // another daemon, by its hellos (engine/control/umad_service.hpp).
+  void set_ib_link(bool up);
   [[nodiscard]] const ctl::DeviceAttrs& attrs() const { return attrs_; }
   [[nodiscard]] const ctl::PortAttrs& port() const { return port_; }
   [[nodiscard]] const std::vector<ctl::GidEntry>& gids() const { return gids_; }

@@ -194,7 +194,7 @@ std::unique_ptr<Link> open_link(const Device& dev, std::string* error, LinkShard
     ::inet_pton(AF_INET, c.address.c_str(), &a);  // checked by parse_config
     std::string why;
     auto link = IbCableLink::open(IbCableEnd{ntohl(a.s_addr), c.udp_port}, IbCableEnd{c.ib_peer_ipv4, c.ib_peer_port},
-                                  &why);
+                                  &why, c.ib_cable_remote);
     if (!link) {
       fmt::print(stderr, "urnicd: device {}: its cable: {}\n", dev.name(), why);
       if (error != nullptr) *error = why;

@@ -29,7 +29,8 @@ std::string end_name(IbCableEnd e) {
 
 }  // namespace
 
-std::unique_ptr<IbCableLink> IbCableLink::open(IbCableEnd self, IbCableEnd peer, std::string* error) {
+std::unique_ptr<IbCableLink> IbCableLink::open(IbCableEnd self, IbCableEnd peer, std::string* error,
+                                               bool keepalive) {
   const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) {
     if (error != nullptr) *error = std::string("socket: ") + std::strerror(errno);
@@ -55,11 +56,11 @@ std::unique_ptr<IbCableLink> IbCableLink::open(IbCableEnd self, IbCableEnd peer,
   sockaddr_in bound{};
   socklen_t len = sizeof bound;
   if (::getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len) == 0) self.port = ntohs(bound.sin_port);
-  return std::unique_ptr<IbCableLink>(new IbCableLink(fd, self, peer));
+  return std::unique_ptr<IbCableLink>(new IbCableLink(fd, self, peer, keepalive));
 }
 
-IbCableLink::IbCableLink(int fd, IbCableEnd self, IbCableEnd peer)
-    : fd_(fd), self_(self), peer_(peer), peer_addr_(sockaddr_of(peer)) {
+IbCableLink::IbCableLink(int fd, IbCableEnd self, IbCableEnd peer, bool keepalive)
+    : fd_(fd), self_(self), peer_(peer), peer_addr_(sockaddr_of(peer)), keepalive_(keepalive) {
   tx_buf_.resize(kBatch * kMaxFrame);
   tx_len_.resize(kBatch);
   tx_iov_.resize(kBatch);
@@ -135,7 +136,81 @@ bool IbCableLink::send_frame(wire::Bytes frame) {
   return true;
 }
 
-void IbCableLink::flush(transport::Nanos /*now*/) {
+namespace {
+constexpr std::uint8_t kHelloMagic[8] = {'u', 'r', 'n', 'I', 'B', 'h', 'l', 'o'};
+constexpr std::uint8_t kHelloVersion = 1;
+constexpr std::uint8_t kHelloHears = 1;  // flags: the sender hears the receiver
+}  // namespace
+
+void IbCableLink::make_hello(bool hears, std::uint8_t* out) noexcept {
+  std::memset(out, 0, kHelloSize);
+  std::memcpy(out, kHelloMagic, sizeof kHelloMagic);
+  out[8] = kHelloVersion;
+  out[9] = hears ? kHelloHears : 0;
+}
+
+bool IbCableLink::parse_hello(wire::Bytes d, bool* hears) noexcept {
+  if (d.size() != kHelloSize || std::memcmp(d.data(), kHelloMagic, sizeof kHelloMagic) != 0 ||
+      d[8] != kHelloVersion || (d[9] & ~kHelloHears) != 0)
+    return false;
+  *hears = (d[9] & kHelloHears) != 0;
+  return true;
+}
+
+bool IbCableLink::peer_up(transport::Nanos now) const noexcept {
+  return keepalive_ && heard_any_ && peer_hears_us_ && now - last_heard_ < kDeadAfter;
+}
+
+void IbCableLink::send_hello(transport::Nanos now) {
+  std::uint8_t h[kHelloSize];
+  make_hello(heard_any_ && now - last_heard_ < kDeadAfter, h);
+  // One datagram a kHelloInterval, not per packet.
+  if (::sendto(fd_, h, sizeof h, MSG_DONTWAIT, reinterpret_cast<const sockaddr*>(&peer_addr_), sizeof peer_addr_) ==
+      static_cast<ssize_t>(sizeof h))
+    ++hello_.tx_hellos;
+  else
+    ++counters_.tx_errors;
+  next_hello_ = now + kHelloInterval;
+}
+
+bool IbCableLink::send_mad(const IbMadRoute& r, std::span<const std::uint8_t> mad) {
+  wire::IbPacket p;
+  p.bth.opcode = wire::opcode::kUd | wire::opcode::kSendOnly;
+  p.bth.dest_qp = r.dest_qp;
+  p.bth.pkey = r.pkey;
+  p.bth.pad = static_cast<std::uint8_t>((4 - mad.size() % 4) % 4);
+  p.deth.qkey = r.qkey;
+  p.deth.src_qp = r.src_qp;
+  p.payload = wire::Bytes(mad.data(), mad.size());
+  LinkDest d{};
+  d.sl = r.sl;
+  d.ib_dlid = r.dlid;
+  d.ib_slid = r.slid;
+  wire::IbLinkHeaders h = link_headers(d);
+  if (r.dest_qp == 0) h.vl = wire::kManagementVl;  // IBA 7.6.5: SMPs on VL 15
+  if (tx_count_ == kBatch) flush(0);
+  std::uint8_t* slot = tx_buf_.data() + tx_count_ * kMaxFrame;
+  auto n = wire::build_ib_frame(h, p, wire::MutBytes(slot, kMaxFrame));
+  if (!n) {
+    ++counters_.tx_errors;
+    return false;
+  }
+  tx_len_[tx_count_++] = *n;
+  return true;
+}
+
+void IbCableLink::flush(transport::Nanos now) {
+  if (keepalive_ && now != 0) {
+    if (hello_.rx_hellos != hellos_dated_) {  // hellos arrived since the last pass: dated now
+      hellos_dated_ = hello_.rx_hellos;
+      last_heard_ = now;
+      heard_any_ = true;
+    }
+    const bool up = peer_up(now);
+    if (up != was_up_) ++(up ? hello_.peer_ups : hello_.peer_downs);
+    was_up_ = up;
+    if (now >= next_hello_) send_hello(now);
+  }
   if (tx_count_ == 0) return;
   for (std::size_t i = 0; i < tx_count_; ++i) {
     tx_iov_[i].iov_base = tx_buf_.data() + i * kMaxFrame;
@@ -162,7 +237,8 @@ void IbCableLink::flush(transport::Nanos /*now*/) {
 
 bool IbCableLink::accept(wire::Bytes datagram, LinkCounters& c, LinkRxPacket* out) noexcept {
   auto f = wire::parse_ib_frame(datagram);
-  if (!f || f->hdr.vl == wire::kManagementVl) {
+  // IBA 7.6.5: VL 15 carries SMPs, to QP0, and QP0 takes nothing else.
+  if (!f || (f->hdr.vl == wire::kManagementVl) != (f->ib.bth.dest_qp == 0)) {
     ++c.rx_malformed;
     return false;
   }
@@ -227,6 +303,17 @@ bool IbCableLink::receive(LinkRxPacket* out) {
         continue;
       }
       const wire::Bytes d(rx_buf_.data() + i * kMaxFrame, rx_msgs_[i].msg_len);
+      if (keepalive_ && d.size() == kHelloSize) {
+        bool hears = false;
+        if (parse_hello(d, &hears)) {
+          ++hello_.rx_hellos;
+          peer_hears_us_ = hears;
+        } else {
+          ++hello_.rx_bad_hellos;  // and malformed, as `urnic stats` shows it
+          ++counters_.rx_malformed;
+        }
+        continue;
+      }
       if (accept(d, counters_, out)) return true;
     }
     if (!fill_rx()) return false;

@@ -210,20 +210,6 @@ TEST_CASE("ib cable: packets go to the cable's other end in datagrams; only that
 
 namespace {
 
-// A free UDP port on `addr` (bound and released: the registry binds it next).
-std::uint16_t free_udp_port(const char* addr) {
-  const int fd = ::socket(AF_INET, SOCK_DGRAM, 0);
-  REQUIRE(fd >= 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  ::inet_pton(AF_INET, addr, &a.sin_addr);
-  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-  socklen_t len = sizeof a;
-  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
-
 constexpr std::uint32_t kIbQkey = 0x11111111;
 constexpr std::uint16_t kLid0 = 1, kLid1 = 2;
 
@@ -240,7 +226,7 @@ struct IbPair {
         R"({{"devices": [
           {{"name": "urnic_ib0", "link_layer": "infiniband", "address": "127.0.0.1", "udp_port": {}, "ib_cable": "urnic_ib1"}},
           {{"name": "urnic_ib1", "link_layer": "infiniband", "address": "127.0.0.2", "udp_port": {}, "ib_cable": "urnic_ib0"}}]}})",
-        free_udp_port("127.0.0.1"), free_udp_port("127.0.0.2"));
+        urnic::test::free_udp_port("127.0.0.1"), urnic::test::free_udp_port("127.0.0.2"));
     std::string err;
     auto cfg = urnic::engine::parse_config(json, err);
     INFO(err);

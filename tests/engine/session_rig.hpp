@@ -8,7 +8,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <arpa/inet.h>
 #include <infiniband/verbs.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <time.h>
@@ -31,6 +34,20 @@
 namespace urnic::test {
 
 namespace ctl = urnic::hostif::ctl;
+
+// A free UDP port on `addr` (bound and released: the registry binds it next).
+inline std::uint16_t free_udp_port(const char* addr) {
+  const int fd = ::socket(AF_INET, SOCK_DGRAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  ::inet_pton(AF_INET, addr, &a.sin_addr);
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  socklen_t len = sizeof a;
+  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
 
 inline std::uint64_t now_ns() {
   timespec ts{};
