@@ -118,7 +118,8 @@ bool EngineLoop::init(std::string* error) {
   reg_.cm();
   // The MAD service too, when an InfiniBand cable reaches another daemon:
   // its SMA answers the SM there, and its hellos say whether the link is up.
-  reg_.umad();
+  const auto& devs = reg_.devices();
+  if (std::any_of(devs.begin(), devs.end(), [](const auto& d) { return d->config().ib_cable_remote; })) reg_.umad();
   return true;
 }
 
