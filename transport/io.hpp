@@ -37,6 +37,12 @@ class MemoryAccess {
  public:
   virtual ~MemoryAccess() = default;
   virtual bool read(MemDomain dom, uint64_t va, std::span<uint8_t> out) = 0;
+  // A requester's read of its own work request's local buffer (the gather
+  // of a Send or of an RDMA WRITE's source), where read() serves a peer (a
+  // READ response). They differ only for memory the implementation holds
+  // on the process's behalf without its old bytes (engine/datapath/
+  // conversion_watch.hpp, "Orphans"). Default: read().
+  virtual bool read_local(MemDomain dom, uint64_t va, std::span<uint8_t> out) { return read(dom, va, out); }
   // The bytes [va, va + n) readable in place, with every earlier write
   // visible, where the implementation can give them without a copy (memory
   // it maps); nullptr otherwise (then read()). Valid until the next call on

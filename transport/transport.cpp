@@ -63,7 +63,7 @@ WcStatus walk_sges(const Context& ctx, PdHandle pd, std::span<const Sge> sges, u
 
 WcStatus Context::gather(PdHandle pd, std::span<const Sge> sges, uint64_t offset, std::span<uint8_t> out) {
   return walk_sges(*this, pd, sges, offset, out.size(), 0, [&](const Mr& mr, uint64_t va, std::size_t at, std::size_t n) {
-    return mem.read(mr.dom, va, out.subspan(at, n));
+    return mem.read_local(mr.dom, va, out.subspan(at, n));
   });
 }
 

@@ -69,9 +69,12 @@ uint8_t* ConversionWatch::orphan_bytes(uint32_t id, uint64_t va, std::size_t n, 
   if (e.orphan == nullptr || va < e.span_va || va - e.span_va > e.span_len || n > e.span_len - (va - e.span_va))
     return nullptr;
   const uint64_t off = va - e.span_va;
-  if (use == OrphanUse::kRead && !known(e, off, n)) {
-    counters_.inc(ConversionCounter::kOrphanUnknownReads);
-    return nullptr;
+  if (use != OrphanUse::kWrite && !known(e, off, n)) {
+    if (use == OrphanUse::kRead) {
+      counters_.inc(ConversionCounter::kOrphanUnknownReads);
+      return nullptr;
+    }
+    counters_.inc(ConversionCounter::kOrphanUnknownGathers);  // sent as the pages hold them
   }
   if (use == OrphanUse::kWrite) mark_written(e, off, n);
   counters_.inc(ConversionCounter::kOrphanAccesses);

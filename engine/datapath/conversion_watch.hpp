@@ -40,13 +40,31 @@
 // written, freed at remove()), and every later access goes to them: WRITEs
 // succeed, and a READ, an atomic or a local Send of bytes the NIC wrote
 // there returns them. Unlike a pinned page these pages do not hold what the
-// process had stored there (those bytes were never the daemon's to keep),
-// so an access that reads a byte not written since the adoption fails as
-// the unmapped access did before (a remote operational error NAK, a local
-// protection error): a NIC would return the old bytes, and zeros in their
-// place would be wrong data delivered as good. Which bytes were written is
-// one bit per byte of the span (`written`, anonymous memory like the
-// pages, so only the bits of pages the NIC writes take memory). Only a span with nothing mapped is
+// process had stored there: those bytes are gone when the daemon first
+// finds the span unmapped (munmap frees the pages before it returns, and
+// userfaultfd's UFFD_EVENT_UNMAP is only delivered after that), and a copy
+// at registration is what lazy MRs exist to avoid. So a byte not written
+// since the adoption is read by kind of access (OrphanUse):
+// - a peer's read (a READ response, an atomic) fails as the unmapped access
+//   did before (a remote operational error NAK): a NIC would return the old
+//   bytes, and zeros in their place would be wrong data delivered as good
+//   to a peer that did nothing wrong (`mr_orphan_unknown_reads`);
+// - the MR owner's own gather (the source of its Send or RDMA WRITE,
+//   ProcessMemory::read_local) gets what the pages hold, zeros there, and
+//   completes (`mr_orphan_unknown_gathers`). The MR is valid and covers the
+//   range, so a NIC checks nothing that fails and sends the old bytes; the
+//   process released the buffer before the work request completed, which
+//   leaves what is sent undefined to it (ibv_post_send(3), NOTES: "The
+//   buffers used by a WR can only be safely reused after ... a work
+//   completion has been retrieved"). A local protection error there instead
+//   aborted UCX's UD transport (test_uct_ep.destroy_entity_after_send,
+//   docs/MIDDLEWARE.md "UCX's gtest"), which never sees one on hardware.
+//   What is left different from a NIC: such a Send carries zeros where the
+//   NIC carries the old bytes, which matters to a receiver that uses them
+//   (a resend whose first copy was lost).
+// Which bytes were written is one bit per byte of the span (`written`,
+// anonymous memory like the pages, so only the bits of pages the NIC
+// writes take memory). Only a span with nothing mapped is
 // adopted: while any of its pages is still mapped (or mapped again) the
 // process may look at them, so a fault stays a fault (NAK). Not for MRs
 // that are not lazy (no whole page, URNIC_DIRECT_MEMORY=0, declined).
@@ -74,7 +92,8 @@ enum class ConversionCounter : std::uint8_t {
   kRetries,           // accesses retried while their process moved pages
   kOrphans,           // lazy MRs whose process unmapped them, on the daemon's pages now (a gauge)
   kOrphanAccesses,    // accesses served from those pages
-  kOrphanUnknownReads,  // reads there of bytes not written since: failed (a NIC would return the old bytes)
+  kOrphanUnknownReads,  // peers' reads there of bytes not written since: failed (a NIC would return the old bytes)
+  kOrphanUnknownGathers,  // local gathers there of bytes not written since: sent as the pages hold them
   kCount,
 };
 inline constexpr transport::CounterNames<ConversionCounter> kConversionCounterNames = {{
@@ -89,6 +108,7 @@ inline constexpr transport::CounterNames<ConversionCounter> kConversionCounterNa
     {ConversionCounter::kOrphans, "mr_orphans"},
     {ConversionCounter::kOrphanAccesses, "mr_orphan_accesses"},
     {ConversionCounter::kOrphanUnknownReads, "mr_orphan_unknown_reads"},
+    {ConversionCounter::kOrphanUnknownGathers, "mr_orphan_unknown_gathers"},
 }};
 static_assert(transport::counter_table_ok(kConversionCounterNames));
 using ConversionCounters = transport::CounterArray<ConversionCounter>;
@@ -113,10 +133,12 @@ class ConversionWatch {
   // pages, if any, are freed.
   void remove(uint32_t id);
   // What an access of [va, va + n) to an orphan does with its bytes: a
-  // write makes them known; a read (an atomic reads first) needs them known.
-  enum class OrphanUse : std::uint8_t { kWrite, kRead };
+  // write makes them known; a peer's read (a READ response; an atomic reads
+  // first) needs them known; a local gather (the source of the MR owner's
+  // own Send or WRITE) takes them as they are.
+  enum class OrphanUse : std::uint8_t { kWrite, kRead, kGather };
   // The daemon's pages for [va, va + n) of MR `id` if it is an orphan, the
-  // range lies in its span and, for a read, every byte of it was written
+  // range lies in its span and, for a kRead, every byte of it was written
   // since the adoption; nullptr otherwise. Counted as an access.
   uint8_t* orphan_bytes(uint32_t id, uint64_t va, std::size_t n, OrphanUse use);
   // After an access to MR `id` faulted: makes it an orphan if its process

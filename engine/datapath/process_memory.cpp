@@ -79,8 +79,8 @@ bool ProcessMemory::orphaned(transport::MemDomain dom) const {
   return lazy(dom) && conversions_.orphaned(lazy_id_of(dom));
 }
 
-bool ProcessMemory::read_orphan(transport::MemDomain dom, uint64_t va, std::span<uint8_t> out) {
-  const uint8_t* p = lazy(dom) ? conversions_.adopt_orphan(lazy_id_of(dom), va, out.size(), OrphanUse::kRead) : nullptr;
+bool ProcessMemory::read_orphan(transport::MemDomain dom, uint64_t va, std::span<uint8_t> out, OrphanUse use) {
+  const uint8_t* p = lazy(dom) ? conversions_.adopt_orphan(lazy_id_of(dom), va, out.size(), use) : nullptr;
   if (p == nullptr) return false;
   std::memcpy(out.data(), p, out.size());
   return true;
@@ -176,6 +176,14 @@ const uint8_t* ProcessMemory::view(transport::MemDomain dom, uint64_t va, std::s
 }
 
 bool ProcessMemory::read(transport::MemDomain dom, uint64_t va, std::span<uint8_t> out) {
+  return read_as(dom, va, out, OrphanUse::kRead);
+}
+
+bool ProcessMemory::read_local(transport::MemDomain dom, uint64_t va, std::span<uint8_t> out) {
+  return read_as(dom, va, out, OrphanUse::kGather);
+}
+
+bool ProcessMemory::read_as(transport::MemDomain dom, uint64_t va, std::span<uint8_t> out, OrphanUse use) {
   flush_writes();
   if (const uint8_t* p = direct(dom, va, out.size())) {
     std::memcpy(out.data(), p, out.size());
@@ -184,8 +192,8 @@ bool ProcessMemory::read(transport::MemDomain dom, uint64_t va, std::span<uint8_
   }
   if (orphaned(dom)) {
     // Its memory is the daemon's pages now, whatever the process maps at
-    // the address: bytes not written there since fail the read.
-    const uint8_t* p = orphan(dom, va, out.size(), OrphanUse::kRead);
+    // the address: bytes not written there since fail a peer's read.
+    const uint8_t* p = orphan(dom, va, out.size(), use);
     if (p == nullptr) return false;
     std::memcpy(out.data(), p, out.size());
     return true;
@@ -199,7 +207,7 @@ bool ProcessMemory::read(transport::MemDomain dom, uint64_t va, std::span<uint8_
     count(MemCounter::kReadsFromWindow);
     return true;
   }
-  if (len >= kWindowBytes) return read_now(pid, va, out) || read_orphan(dom, va, out);
+  if (len >= kWindowBytes) return read_now(pid, va, out) || read_orphan(dom, va, out, use);
   // Fetch a window starting at va; it may come back short at the end of a
   // mapping, which is fine as long as it covers what was asked.
   window_len_ = 0;
@@ -207,7 +215,7 @@ bool ProcessMemory::read(transport::MemDomain dom, uint64_t va, std::span<uint8_
   iovec r{reinterpret_cast<void*>(va), kWindowBytes};  // NOLINT: a remote address
   count(MemCounter::kReadCalls);
   const ssize_t n = ::process_vm_readv(pid, &l, 1, &r, 1, 0);
-  if (n < static_cast<ssize_t>(len)) return read_now(pid, va, out) || read_orphan(dom, va, out);
+  if (n < static_cast<ssize_t>(len)) return read_now(pid, va, out) || read_orphan(dom, va, out, use);
   window_pid_ = pid;
   window_va_ = va;
   window_len_ = static_cast<std::size_t>(n);

@@ -133,6 +133,9 @@ class ProcessMemory final : public transport::MemoryAccess {
   ProcessMemory& operator=(const ProcessMemory&) = delete;
 
   bool read(transport::MemDomain dom, uint64_t va, std::span<uint8_t> out) override;
+  // As read(), but of an orphan's bytes not written since (conversion_watch.hpp,
+  // "Orphans") it gives what the daemon's pages hold instead of failing.
+  bool read_local(transport::MemDomain dom, uint64_t va, std::span<uint8_t> out) override;
   const uint8_t* view(transport::MemDomain dom, uint64_t va, std::size_t n) override;
   bool write(transport::MemDomain dom, uint64_t va, std::span<const uint8_t> in) override;
   bool compare_swap(transport::MemDomain dom, uint64_t va, uint64_t compare, uint64_t swap,
@@ -175,12 +178,14 @@ class ProcessMemory final : public transport::MemoryAccess {
   // pages (conversion_watch.hpp, "Orphans"): orphan() finds them for an
   // MR that is one already; the *_orphan() calls, after a process_vm_*
   // access faulted, make it one if it qualifies and do the access there
-  // (false / nullptr: it does not, the fault stands). A read there needs
-  // bytes written since (ConversionWatch::OrphanUse).
+  // (false / nullptr: it does not, the fault stands). A peer's read there
+  // needs bytes written since (ConversionWatch::OrphanUse).
   using OrphanUse = ConversionWatch::OrphanUse;
   [[nodiscard]] uint8_t* orphan(transport::MemDomain dom, uint64_t va, std::size_t n, OrphanUse use);
   [[nodiscard]] bool orphaned(transport::MemDomain dom) const;
-  bool read_orphan(transport::MemDomain dom, uint64_t va, std::span<uint8_t> out);
+  bool read_orphan(transport::MemDomain dom, uint64_t va, std::span<uint8_t> out, OrphanUse use);
+  // read() and read_local(): `use` is kRead or kGather.
+  bool read_as(transport::MemDomain dom, uint64_t va, std::span<uint8_t> out, OrphanUse use);
   bool write_orphan(transport::MemDomain dom, uint64_t va, std::span<const uint8_t> in);
   uint64_t* orphan_atomic(transport::MemDomain dom, uint64_t va);
   // An access to a lazy MR through process_vm_*: charged to it.

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <filesystem>
 #include <cstring>
@@ -566,6 +567,80 @@ TEST_CASE("direct memory: an unmapped MR's bytes not written since are not read 
   // 32 bytes before the written ones: the process's 'v's, which are gone.
   CHECK(p.post(IBV_WR_RDMA_READ, p.scratch_mr, p.scratch + 4096, 96, va + 32, mr->rkey) == IBV_WC_REM_OP_ERR);
   if (unknown >= 0) CHECK(g_runtime.stats_counter("mr_orphan_unknown_reads") == unknown + 1);
+  REQUIRE(ibv_dereg_mr(mr) == 0);
+}
+
+// UCX's test_uct_ep.destroy_entity_after_send over ud_verbs (docs/MIDDLEWARE.md,
+// "UCX's gtest"): Sends posted from a registered buffer that the program
+// frees (munmap) before the daemon has read them. A NIC's MR pins the
+// pages, so the Sends go out, with the old bytes, and complete; UCX's UD
+// transport aborts on any send error. The daemon never held those bytes,
+// so the MR owner's own gather (a Send's or a WRITE's source) of bytes not
+// written since completes with what the daemon's pages hold, zeros there,
+// while a peer's READ of them still fails (the case above)
+// (conversion_watch.hpp, "Orphans"; mr_orphan_unknown_gathers).
+TEST_CASE("direct memory: a Send from an MR whose buffer was unmapped completes, as from pinned pages", "[direct]") {
+  Pair p;
+  const long gathers = g_runtime.stats_counter("mr_orphan_unknown_gathers");
+  const long unknown = g_runtime.stats_counter("mr_orphan_unknown_reads");
+  auto* buf = static_cast<unsigned char*>(map_pages_apart(2));
+  std::memset(buf, 'v', 2 * kPage);
+  ibv_mr* mr = reg(p.pd, buf, 2 * kPage, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  REQUIRE(mr != nullptr);
+  REQUIRE(::munmap(buf, 2 * kPage) == 0);
+  const auto va = reinterpret_cast<std::uintptr_t>(buf);
+  // A Send of [va + at, va + at + len) from QP a into b's receive at
+  // p.scratch + 16384; both completions' statuses, the send's first.
+  auto send = [&](std::size_t at, std::uint32_t len) {
+    std::memset(p.scratch + 16384, 0xFF, 256);
+    ibv_sge rs{reinterpret_cast<std::uintptr_t>(p.scratch + 16384), 256, p.scratch_mr->lkey};
+    ibv_recv_wr rw{};
+    ibv_recv_wr* rbad = nullptr;
+    rw.wr_id = 2;
+    rw.sg_list = &rs;
+    rw.num_sge = 1;
+    REQUIRE(ibv_post_recv(p.b, &rw, &rbad) == 0);
+    ibv_sge ss{va + at, len, mr->lkey};
+    ibv_send_wr sw{};
+    ibv_send_wr* sbad = nullptr;
+    sw.wr_id = 1;
+    sw.opcode = IBV_WR_SEND;
+    sw.sg_list = &ss;
+    sw.num_sge = 1;
+    sw.send_flags = IBV_SEND_SIGNALED;
+    REQUIRE(ibv_post_send(p.a, &sw, &sbad) == 0);
+    std::array<int, 2> status{-1, -1};
+    int seen = 0;
+    for (int i = 0; seen < 2 && i < 20'000'000; ++i) {
+      ibv_wc wc{};
+      const int n = ibv_poll_cq(p.cq, 1, &wc);
+      REQUIRE(n >= 0);
+      if (n == 0) continue;
+      ++seen;
+      REQUIRE((wc.wr_id == 1 || wc.wr_id == 2));
+      status.at(wc.wr_id - 1) = wc.status;
+      if (wc.wr_id == 1 && wc.status != IBV_WC_SUCCESS) break;  // b's receive stays posted
+    }
+    return status;
+  };
+  // Its first access: the daemon's pages, nothing written there yet.
+  CHECK(send(0, 64) == std::array<int, 2>{IBV_WC_SUCCESS, IBV_WC_SUCCESS});
+  CHECK(std::all_of(p.scratch + 16384, p.scratch + 16384 + 64, [](unsigned char b) { return b == 0; }));
+  // Bytes a WRITE put there since go out as written, the rest as zeros.
+  std::memset(p.scratch, 'w', 64);
+  CHECK(p.post(IBV_WR_RDMA_WRITE, p.scratch_mr, p.scratch, 64, va + kPage + 64, mr->rkey) == IBV_WC_SUCCESS);
+  CHECK(send(kPage + 32, 96) == std::array<int, 2>{IBV_WC_SUCCESS, IBV_WC_SUCCESS});
+  CHECK(std::all_of(p.scratch + 16384, p.scratch + 16384 + 32, [](unsigned char b) { return b == 0; }));
+  CHECK(std::all_of(p.scratch + 16384 + 32, p.scratch + 16384 + 96, [](unsigned char b) { return b == 'w'; }));
+  CHECK(p.scratch[16384 + 96] == 0xFF);
+  // A WRITE's source too.
+  std::memset(p.scratch + 32768, 0xFF, 64);
+  CHECK(p.post(IBV_WR_RDMA_WRITE, mr, buf + kPage + 96, 64, reinterpret_cast<std::uintptr_t>(p.scratch + 32768),
+               p.scratch_mr->rkey) == IBV_WC_SUCCESS);
+  CHECK(std::all_of(p.scratch + 32768, p.scratch + 32768 + 32, [](unsigned char b) { return b == 'w'; }));
+  CHECK(std::all_of(p.scratch + 32768 + 32, p.scratch + 32768 + 64, [](unsigned char b) { return b == 0; }));
+  if (gathers >= 0) CHECK(g_runtime.stats_counter("mr_orphan_unknown_gathers") == gathers + 3);
+  if (unknown >= 0) CHECK(g_runtime.stats_counter("mr_orphan_unknown_reads") == unknown);
   REQUIRE(ibv_dereg_mr(mr) == 0);
 }
 
