@@ -405,9 +405,21 @@ UmadService::Reply UmadService::on_send(std::uint32_t session, const ctl::MsgHea
 }
 
 void UmadService::add_pending(const Pending& p) {
-  if (pending_.size() == kMaxPending) pending_.pop_front();  // bounded: the oldest waits no more
+  if (pending_.size() == kMaxPending) {
+    // Bounded: the oldest waits no more, and a request sent over a cable
+    // comes back to its sender with ETIMEDOUT now rather than never.
+    const Pending gone = pending_.front();
+    pending_.pop_front();
+    if (gone.over_link) time_out(gone);
+  }
   pending_.push_back(p);
   if (p.over_link) next_timer_ = std::min(next_timer_, p.deadline);
+}
+
+void UmadService::time_out(const Pending& gone) {
+  ++counters_.link_timed_out;
+  ++counters_.timed_out;
+  deliver(gone.session, gone.agent, ETIMEDOUT, gone.req.addr, gone.req.mad, gone.req.length);
 }
 
 void UmadService::attach(Device* dev, IbCableLink* link, const DataPath* dp) {
@@ -623,9 +635,7 @@ void UmadService::on_ib_mad_timer(transport::Nanos now) {
     }
     const Pending gone = *p;
     p = pending_.erase(p);
-    ++counters_.link_timed_out;
-    ++counters_.timed_out;
-    deliver(gone.session, gone.agent, ETIMEDOUT, gone.req.addr, gone.req.mad, gone.req.length);
+    time_out(gone);
   }
   next_timer_ = remote_.empty() && next == now + kLinkCheckEvery ? transport::kNever : next;
 }

@@ -99,6 +99,8 @@ class UmadService final : public IbMadHandler {
   // The clock on_send() reads (tests set their own).
   void set_clock(transport::Nanos (*clock)()) { clock_ = clock; }
   static constexpr transport::Nanos kLinkCheckEvery = 50'000'000;  // 50 ms
+  // Requests waiting for their responses, at most.
+  static constexpr std::size_t kMaxPending = 256;
 
  private:
   struct Agent {
@@ -139,7 +141,6 @@ class UmadService final : public IbMadHandler {
     const DataPath* dp = nullptr;
     bool up = false;
   };
-  static constexpr std::size_t kMaxPending = 256;
 
   Reply on_query_port(const hostif::ctl::MsgHeader& h, std::span<const std::byte> msg);
   Reply on_open(std::uint32_t session, const hostif::ctl::MsgHeader& h, std::span<const std::byte> msg,
@@ -191,7 +192,11 @@ class UmadService final : public IbMadHandler {
   void send_remote_response(const Pending& to, std::uint8_t* m, std::uint32_t length);
   // Responses that came over a cable, to the agent waiting (by TID).
   void deliver_link_response(const std::uint8_t* m, const hostif::ctl::UmadAddr& from);
+  // Records `p`; when kMaxPending wait already, the oldest is dropped (one
+  // sent over a cable comes back with ETIMEDOUT: time_out).
   void add_pending(const Pending& p);
+  // A request sent over a cable whose response will not come: ETIMEDOUT.
+  void time_out(const Pending& gone);
 
   std::deque<Pending> pending_;
   std::vector<RemoteCable> remote_;

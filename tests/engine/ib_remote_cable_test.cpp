@@ -460,3 +460,23 @@ TEST_CASE("ib remote cable: random MADs from the tunnel are each taken, or dropp
   CHECK(r.status == 0);
   CHECK(urnic::wire::load_be64(r.mad + urnic::engine::smp::kDataOffset + 20) == p.b.dev().ib_port()->port_guid());
 }
+
+TEST_CASE("ib remote cable: a request pushed out of the full pending list comes back with ETIMEDOUT at once",
+          "[engine][ib]") {
+  RemotePair p;
+  p.b_active();
+  ibsmp::activate_port(*p.a.dev().ib_sma(), 1, 1);
+  p.a.dev().refresh_ib_port();
+  UmadClient perf(p.a, 9, urnic::wire::mad::kClassPerfMgmt);
+  // To a LID nobody has, with a timeout longer than the test: only the
+  // list's bound can end the first one.
+  for (std::uint64_t i = 0; i < UmadService::kMaxPending; ++i)
+    REQUIRE(perf.send(perf_get(0x100 + i), 77, 60'000, 1) == 0);
+  ctl::UmadRecv r{};
+  CHECK_FALSE(perf.recv(r));
+  REQUIRE(perf.send(perf_get(0x900), 77, 60'000, 1) == 0);
+  REQUIRE(perf.recv(r));
+  CHECK(r.status == ETIMEDOUT);
+  CHECK(urnic::wire::load_be64(r.mad + 8) == 0x100);  // the oldest
+  CHECK(p.a.umad().counters().link_timed_out == 1);
+}
