@@ -4,12 +4,12 @@
 #   tools/urnic test                  the CI run, three stages, each built once:
 #       release   g++ -Werror: every test (unit, acceptance, hosts, root, interop, slow; of
 #                 Google's rdma-unit-test the fixed subset rdma-unit-test-ci)
-#       sanitize  g++ ASan+UBSan: the unit suites and the acceptance tests labelled
-#                 'sanitize' (chosen by coverage: docs/TESTING.md says which and why)
-#       clang     clang -Werror with libFuzzer: the fuzz targets and the unit suites
+#       sanitize  clang -Werror with ASan+UBSan and libFuzzer: the unit suites, the
+#                 acceptance tests labelled 'sanitize' (chosen by coverage:
+#                 docs/TESTING.md says which and why) and the fuzz targets
 #   tools/urnic test --quick          unit + smoke suites of the release build (< 1 min once built)
 #   tools/urnic test --suite NAME     one suite (repeatable) of the release build; 'fuzz' and
-#                                     'sanitize' run in their own stage's build;
+#                                     'sanitize' run in the sanitize stage's build;
 #                                     'rdma-unit-test' is all 530 tests of Google's suite (about
 #                                     40 min; the release stage runs its fixed subset,
 #                                     rdma-unit-test-ci: docs/RDMA-UNIT-TEST.md); 'fabtests' is
@@ -79,27 +79,36 @@ mmss() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
 
 # Build configurations: the meson setup options and the environment of each.
 # CI's builds carry no full debug information (-g costs a fifth of the build
-# time): release none, the sanitizer and clang builds line tables (-g1), which
-# is what ASan, UBSan and libFuzzer need for file:line in their reports.
-# Assertions stay on in all three (NDEBUG only for buildtype=release). The
-# clang build is -O1 (libFuzzer's usual level; clang's warnings do not depend
-# on it), which compiles a third faster than -O2.
-# The sanitizer and clang builds are unity builds (-Dunity=on: meson joins
-# each target's sources four at a time), which saves them a quarter to a
-# third of their compile time (the standard and project headers are parsed
-# once per four files); the release build is not, so every file still has
-# to compile on its own (its own includes, no name clashes hidden).
+# time): release none, the sanitizer build line tables (-g1), which is what
+# ASan, UBSan and libFuzzer need for file:line in their reports. Assertions
+# stay on in both (NDEBUG only for buildtype=release).
+# Two builds, two compilers: g++ -Werror for the release build, clang -Werror
+# for the sanitizer build, which also builds the libFuzzer targets (they
+# need clang) and runs them; one build instead of a g++ sanitizer build and a
+# clang build saves CI a build and a second run of the unit suites (about 6
+# minutes). clang links ASan's runtime statically into executables unless
+# told otherwise; the drop-in libraries are loaded by Debian's uninstrumented
+# programs, which find the runtime only as a shared library (LD_PRELOAD in
+# tests/acceptance/common.sh), so the whole build links the shared runtime
+# (-shared-libasan) and finds it through an rpath. -O1 is libFuzzer's usual
+# level and compiles a third faster than -O2.
+# The sanitizer build is a unity build (-Dunity=on: meson joins each
+# target's sources four at a time), which saves it a quarter to a third of
+# its compile time (the standard and project headers are parsed once per four
+# files); the release build is not, so every file still has to compile on its
+# own (its own includes, no name clashes hidden).
 no_interop="URNIC_SKIP_INTEROP=the rxe interop matrix runs in the release stage only"
 # The release build has prefix /usr (nothing is installed from it) so that
 # package-deb-chroot can make the Debian package from it (tests/package/).
 release_env=() release_opts=(-Dwerror=true -Ddebug=false -Doptimization=2 --prefix=/usr)
-sanitize_env=("$no_interop" ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+asan_runtime_dir=$(dirname "$(clang++ -print-file-name=libclang_rt.asan-x86_64.so 2>/dev/null || echo .)")
+sanitize_env=("$no_interop" CC=clang CXX=clang++ "URNIC_FUZZ_SECONDS=$fuzz_seconds"
+              ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
               UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1)
-sanitize_opts=(-Db_sanitize=address,undefined -Db_lundef=false -Ddebug=false -Doptimization=1 -Dtest_optimization=0 -Dunity=on
-               "-Dcpp_args=-g1 -fno-sanitize-recover=all")
-clang_env=("$no_interop" CC=clang CXX=clang++ "URNIC_FUZZ_SECONDS=$fuzz_seconds")
-clang_opts=(-Dfuzz=true -Db_lundef=false -Dwerror=true -Ddebug=false -Doptimization=1 -Dtest_optimization=0 -Dunity=on
-            -Dcpp_args=-g1)
+sanitize_opts=(-Db_sanitize=address,undefined -Db_lundef=false -Dfuzz=true -Dwerror=true
+               -Ddebug=false -Doptimization=1 -Dtest_optimization=0 -Dunity=on
+               "-Dcpp_args=-g1 -fno-sanitize-recover=all"
+               "-Dcpp_link_args=-shared-libasan -Wl,-rpath,$asan_runtime_dir")
 
 # stage NAME DIR ENV_ARRAY OPTS_ARRAY [meson test selection args...]
 # Builds DIR once (ninja decides what is stale), then runs the selected tests.
@@ -219,27 +228,23 @@ suite_args() { local s; for s in "$@"; do printf -- '--suite\n%s\n' "$s"; done; 
 case $mode in
   ci)
     stage release "$out/release" release_env release_opts
-    # Not the 'checker' tests under the sanitizers either: the parsers that
+    # Not the 'checker' tests under the sanitizers: the parsers that
     # frame-decode-vs-tshark drives with the reference captures run on every
-    # frame of those captures under ASan+UBSan in the clang stage (the fuzz
-    # targets' seeds), and layering checks includes.
-    mapfile -t sel < <(suite_args unit sanitize)
-    stage sanitize "$out/asan" sanitize_env sanitize_opts "${sel[@]}" --no-suite checker
-    # The clang build's Catch2 unit tests and the fuzz targets (URNIC_FUZZ_SECONDS=0:
-    # no fuzzing); not the 'checker' tests, Python checkers whose verdict does not
-    # depend on the compiler (they ran in release).
-    clang_suites=(unit); [[ $fuzz_seconds -gt 0 ]] && clang_suites+=(fuzz)
-    mapfile -t sel < <(suite_args "${clang_suites[@]}")
-    stage clang "$out/clang" clang_env clang_opts "${sel[@]}" --no-suite checker
+    # frame of those captures here anyway (the fuzz targets' seeds), and
+    # layering checks includes; Python checkers' verdicts do not depend on the
+    # compiler (they ran in release).
+    san_suites=(unit sanitize); [[ $fuzz_seconds -gt 0 ]] && san_suites+=(fuzz)
+    mapfile -t sel < <(suite_args "${san_suites[@]}")
+    stage sanitize "$out/sanitize" sanitize_env sanitize_opts "${sel[@]}" --no-suite checker
     ;;
   quick)
     mapfile -t sel < <(suite_args unit smoke)
     stage quick "$out/release" release_env release_opts "${sel[@]}"
     ;;
   suites)
-    rel=() san=() fz=()
+    rel=() san=()
     for s in "${suites[@]}"; do
-      case $s in fuzz) fz+=("$s") ;; sanitize) san+=(unit sanitize) ;; *) rel+=("$s") ;; esac
+      case $s in fuzz) san+=(fuzz) ;; sanitize) san+=(unit sanitize) ;; *) rel+=("$s") ;; esac
     done
     if [[ ${#rel[@]} -gt 0 ]]; then
       mapfile -t sel < <(suite_args "${rel[@]}")
@@ -249,9 +254,8 @@ case $mode in
       mapfile -t sel < <(suite_args "${san[@]}")
       # As the CI stage: the checkers need one compile command per file,
       # which a unity build does not have.
-      stage sanitize "$out/asan" sanitize_env sanitize_opts "${sel[@]}" --no-suite checker
+      stage sanitize "$out/sanitize" sanitize_env sanitize_opts "${sel[@]}" --no-suite checker
     fi
-    [[ ${#fz[@]} -gt 0 ]] && stage clang "$out/clang" clang_env clang_opts --suite fuzz
     ;;
   coverage)
     [[ ${#suites[@]} -gt 0 ]] || suites=(unit acceptance)

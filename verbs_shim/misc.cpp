@@ -76,7 +76,7 @@ int ibv_read_sysfs_file(const char* dir, const char* file, char* buf, std::size_
 // ---------------------------------------------------------------- strings
 
 const char* ibv_node_type_str(ibv_node_type node_type) {
-  switch (node_type) {
+  switch (raw_enum(node_type)) {
     case IBV_NODE_CA: return "InfiniBand channel adapter";
     case IBV_NODE_SWITCH: return "InfiniBand switch";
     case IBV_NODE_ROUTER: return "InfiniBand router";
@@ -89,7 +89,7 @@ const char* ibv_node_type_str(ibv_node_type node_type) {
 }
 
 const char* ibv_port_state_str(ibv_port_state port_state) {
-  switch (port_state) {
+  switch (raw_enum(port_state)) {
     case IBV_PORT_NOP: return "no state change (NOP)";
     case IBV_PORT_DOWN: return "down";
     case IBV_PORT_INIT: return "init";
@@ -101,7 +101,7 @@ const char* ibv_port_state_str(ibv_port_state port_state) {
 }
 
 const char* ibv_event_type_str(ibv_event_type event) {
-  switch (event) {
+  switch (raw_enum(event)) {
     case IBV_EVENT_CQ_ERR: return "CQ error";
     case IBV_EVENT_QP_FATAL: return "local work queue catastrophic error";
     case IBV_EVENT_QP_REQ_ERR: return "invalid request local work queue error";
@@ -127,7 +127,7 @@ const char* ibv_event_type_str(ibv_event_type event) {
 }
 
 const char* ibv_wc_status_str(ibv_wc_status status) {
-  switch (status) {
+  switch (raw_enum(status)) {
     case IBV_WC_SUCCESS: return "success";
     case IBV_WC_LOC_LEN_ERR: return "local length error";
     case IBV_WC_LOC_QP_OP_ERR: return "local QP operation error";
@@ -160,7 +160,7 @@ const char* ibv_wc_status_str(ibv_wc_status status) {
 
 int ibv_rate_to_mult(ibv_rate rate) {
   for (const auto& r : kRates)
-    if (r.rate == rate) return r.mult;
+    if (r.rate == raw_enum(rate)) return r.mult;
   return -1;
 }
 
@@ -172,7 +172,7 @@ ibv_rate mult_to_ibv_rate(int mult) {
 
 int ibv_rate_to_mbps(ibv_rate rate) {
   for (const auto& r : kRates)
-    if (r.rate == rate) return r.mbps;
+    if (r.rate == raw_enum(rate)) return r.mbps;
   return -1;
 }
 

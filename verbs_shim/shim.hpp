@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <deque>
 #include <memory>
 #include <span>
@@ -32,6 +33,19 @@
 namespace urnic::shim {
 
 namespace ctl = urnic::hostif::ctl;
+
+// The value a C caller put in an enum parameter or field, whatever it is. C
+// allows any int there (a bad value must get EINVAL or "unknown", as from
+// rdma-core); in C++ loading an enum outside its range is undefined
+// (clang's -fsanitize=enum stops on it), so the bytes are read as the
+// int instead (verbs.h's enums are int-sized).
+template <class E>
+inline int raw_enum(const E& e) noexcept {
+  static_assert(std::is_enum_v<E> && sizeof(E) == sizeof(int));
+  int v;
+  std::memcpy(&v, &e, sizeof v);
+  return v;
+}
 
 // How a verb that returns an object fails, as a kernel provider's does: a
 // null pointer with errno set (`return fail_null(EINVAL);`).

@@ -79,7 +79,7 @@ ibv_wq* op_create_wq(ibv_context* context, ibv_wq_init_attr* attr) {
   req.cookie = reinterpret_cast<std::uintptr_t>(w);
   req.pd_handle = attr->pd->handle;
   req.cq_handle = attr->cq->handle;
-  req.wq_type = attr->wq_type;
+  req.wq_type = static_cast<std::uint32_t>(raw_enum(attr->wq_type));  // any value: the daemon checks it
   req.max_wr = attr->max_wr;
   req.max_sge = attr->max_sge;
   req.create_flags = (attr->comp_mask & IBV_WQ_INIT_ATTR_FLAGS) != 0 ? attr->create_flags : 0;
