@@ -122,13 +122,15 @@ UmadService& Registry::umad() {
     umad_ = std::make_unique<UmadService>(std::move(devs));
     // Cables to other daemons: their MADs cross the tunnel, through the
     // devices' data paths (made by now: the engine loop asks at start-up).
+    // Every InfiniBand device's data path runs the service's timer (requests
+    // that time out), so that it runs without a remote cable too.
     for (auto& d : devices_) {
-      if (!d->config().ib_cable_remote) continue;
+      if (d->ib_port() == nullptr) continue;
       DataPath* dp = datapath(d.get());
-      auto* link = dp != nullptr ? dynamic_cast<IbCableLink*>(dp->mutable_link()) : nullptr;
-      if (link == nullptr) continue;
-      umad_->attach(d.get(), link, dp);
+      if (dp == nullptr) continue;
       dp->set_ib_mad_handler(umad_.get());
+      auto* link = d->config().ib_cable_remote ? dynamic_cast<IbCableLink*>(dp->mutable_link()) : nullptr;
+      if (link != nullptr) umad_->attach(d.get(), link, dp);
     }
   }
   return *umad_;

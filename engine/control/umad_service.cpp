@@ -242,7 +242,7 @@ bool UmadService::route_smp(std::uint32_t session, std::uint32_t agent, const ct
     dev->refresh_ib_port();
     return deliver(session, agent, 0, from, m, ctl::kUmadMadSize);
   }
-  if (v == SmaVerdict::kPassOn) return pass_on(dev, session, agent, m, req.length);
+  if (v == SmaVerdict::kPassOn) return pass_on(dev, session, agent, m, req);
   if (v != SmaVerdict::kToLink) return false;
   // Over the cable, to the port at its other end (if the link is up there:
   // both ends train together). A CA forwards nothing on: a LID-routed SMP
@@ -264,7 +264,7 @@ bool UmadService::route_smp(std::uint32_t session, std::uint32_t agent, const ct
   if (!directed && !peer->ib_port()->owns_lid(req.addr.lid)) return false;
   count_link(dev, peer);
   v = peer->ib_sma()->handle(span(m), SmpOrigin::kLink);
-  if (v == SmaVerdict::kPassOn) return pass_on(peer, session, agent, m, req.length);
+  if (v == SmaVerdict::kPassOn) return pass_on(peer, session, agent, m, req);
   if (v == SmaVerdict::kDrop) ++perf_[peer].traffic.rcv_errors;  // what arrived was not a valid SMP for it
   if (v != SmaVerdict::kReplyToLink) return false;
   peer->refresh_ib_port();
@@ -276,15 +276,33 @@ bool UmadService::route_smp(std::uint32_t session, std::uint32_t agent, const ct
 }
 
 bool UmadService::pass_on(const Device* dev, std::uint32_t session, std::uint32_t agent, const std::uint8_t* m,
-                          std::uint32_t length) {
+                          const ctl::UmadSendReq& req) {
   std::uint32_t to_session = 0;
   std::uint32_t to_agent = 0;
   if (!find_responder(dev, m[1], m[2], m[3], to_session, to_agent)) return false;
-  add_pending(Pending{.tid = mad_tid(m), .session = session, .agent = agent});
+  add_pending(local_pending(session, agent, req, m));
   ctl::UmadAddr from{};
   from.lid = ports_.at(session).dev->ib_port() != nullptr ? ports_.at(session).dev->ib_port()->lid() : 0;
-  if (deliver(to_session, to_agent, 0, from, m, length)) ++counters_.to_agent;
+  if (deliver(to_session, to_agent, 0, from, m, req.length)) ++counters_.to_agent;
   return true;
+}
+
+UmadService::Pending UmadService::local_pending(std::uint32_t session, std::uint32_t agent,
+                                                const ctl::UmadSendReq& req, const std::uint8_t* m) const {
+  Pending p{.tid = mad_tid(m), .session = session, .agent = agent};
+  if (req.timeout_ms != 0) {
+    // A responder here that never answers (busy, gone, or ignoring it): the
+    // request comes back with ETIMEDOUT, as from the kernel's MAD layer.
+    p.deadline = deadline_of(req);
+    p.req = req;
+  }
+  return p;
+}
+
+transport::Nanos UmadService::deadline_of(const ctl::UmadSendReq& req) const {
+  // The kernel's MAD layer waits timeout_ms for each of 1 + retries sends;
+  // nothing here loses what a responder answers, so it is sent once.
+  return clock_() + static_cast<transport::Nanos>(req.timeout_ms) * (req.retries + 1ULL) * 1'000'000;
 }
 
 UmadService::Reply UmadService::on_send(std::uint32_t session, const ctl::MsgHeader& h,
@@ -377,7 +395,7 @@ UmadService::Reply UmadService::on_send(std::uint32_t session, const ctl::MsgHea
   const bool over_cable = dev != port.dev;
   if (over_cable) count_link(port.dev, dev);
   if (find_responder(dev, mgmt_class, m[2], method, to_session, to_agent)) {
-    add_pending(Pending{.tid = mad_tid(m), .session = session, .agent = req->agent_id});
+    add_pending(local_pending(session, req->agent_id, *req, m));
     if (deliver(to_session, to_agent, 0, from, m, req->length)) ++counters_.to_agent;
     return hostif::ok(h, ctl::UmadSendRep{});
   }
@@ -410,14 +428,14 @@ void UmadService::add_pending(const Pending& p) {
     // comes back to its sender with ETIMEDOUT now rather than never.
     const Pending gone = pending_.front();
     pending_.pop_front();
-    if (gone.over_link) time_out(gone);
+    if (gone.deadline != 0) time_out(gone);
   }
   pending_.push_back(p);
-  if (p.over_link) next_timer_ = std::min(next_timer_, p.deadline);
+  if (p.deadline != 0) next_timer_ = std::min(next_timer_, p.deadline);
 }
 
 void UmadService::time_out(const Pending& gone) {
-  ++counters_.link_timed_out;
+  if (gone.over_link) ++counters_.link_timed_out;
   ++counters_.timed_out;
   deliver(gone.session, gone.agent, ETIMEDOUT, gone.req.addr, gone.req.mad, gone.req.length);
 }
@@ -455,11 +473,9 @@ bool UmadService::send_remote_request(std::uint32_t session, std::uint32_t agent
     return false;
   }
   if (req.timeout_ms != 0) {
-    // The kernel's MAD layer waits timeout_ms for each of 1 + retries sends;
-    // the tunnel does not lose what a live peer answers, so it is sent once.
     Pending p{.tid = mad_tid(m), .session = session, .agent = agent};
     p.over_link = true;
-    p.deadline = clock_() + static_cast<transport::Nanos>(req.timeout_ms) * (req.retries + 1ULL) * 1'000'000;
+    p.deadline = deadline_of(req);  // the tunnel does not lose what a live peer answers
     p.req = req;
     add_pending(p);
   }
@@ -624,7 +640,7 @@ void UmadService::on_ib_mad_timer(transport::Nanos now) {
   // Requests whose response did not come in time: back to their sender.
   transport::Nanos next = now + kLinkCheckEvery;
   for (auto p = pending_.begin(); p != pending_.end();) {
-    if (!p->over_link) {
+    if (p->deadline == 0) {  // sent without a timeout: waits as long as it takes
       ++p;
       continue;
     }

@@ -129,8 +129,11 @@ class UmadService final : public IbMadHandler {
     std::uint16_t remote_lid = 0;
     std::uint32_t remote_qp = 0;
     // A request this daemon sent over such a cable: its response comes from
-    // there, else at `deadline` the request (`req`) comes back with ETIMEDOUT.
+    // there (not from an agent here).
     bool over_link = false;
+    // A request sent with a timeout (over a cable or to an agent here): at
+    // `deadline` without its response it (`req`) comes back with ETIMEDOUT.
+    // 0: none (a request relayed for another daemon, or sent without one).
     transport::Nanos deadline = 0;
     hostif::ctl::UmadSendReq req{};
   };
@@ -166,7 +169,12 @@ class UmadService final : public IbMadHandler {
   bool route_smp(std::uint32_t session, std::uint32_t agent, const hostif::ctl::UmadSendReq& req, std::uint8_t* m);
   // A request for the agent that answers it on `dev`, its response awaited by TID.
   bool pass_on(const Device* dev, std::uint32_t session, std::uint32_t agent, const std::uint8_t* m,
-               std::uint32_t length);
+               const hostif::ctl::UmadSendReq& req);
+  // The pending entry of `req` from `agent` of `session` for an agent here.
+  Pending local_pending(std::uint32_t session, std::uint32_t agent, const hostif::ctl::UmadSendReq& req,
+                        const std::uint8_t* m) const;
+  // When a request sent now with `req`'s timeout and retries times out.
+  transport::Nanos deadline_of(const hostif::ctl::UmadSendReq& req) const;
 
   std::vector<Device*> devices_;
   std::map<std::uint32_t, Port> ports_;  // by control connection

@@ -104,7 +104,8 @@ struct RemotePair {
 };
 
 // A umad port of `host`'s device opened by connection `session`, with one
-// agent of `mgmt_class` (no methods: a client). `fd` is the port's socket.
+// agent of `mgmt_class` that answers `methods` (none: a client). `fd` is the
+// port's socket.
 struct UmadClient {
   int fd = -1;
   std::uint32_t session;
@@ -112,7 +113,8 @@ struct UmadClient {
   UmadService& svc;
   std::uint32_t seq = 1;
 
-  UmadClient(Host& host, std::uint32_t s, std::uint8_t mgmt_class) : session(s), svc(host.umad()) {
+  UmadClient(Host& host, std::uint32_t s, std::uint8_t mgmt_class, std::uint32_t methods = 0)
+      : session(s), svc(host.umad()) {
     int sv[2];
     REQUIRE(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) == 0);
     fd = sv[0];
@@ -124,6 +126,7 @@ struct UmadClient {
     ctl::UmadRegisterReq reg{};
     reg.mgmt_class = mgmt_class;
     reg.class_version = 1;
+    reg.method_mask[0] = methods;  // bit m: answers method m (a responder)
     std::vector<int> none;
     auto rep = call(reg, none);
     REQUIRE(status(rep) == 0);
@@ -479,4 +482,36 @@ TEST_CASE("ib remote cable: a request pushed out of the full pending list comes 
   CHECK(r.status == ETIMEDOUT);
   CHECK(urnic::wire::load_be64(r.mad + 8) == 0x100);  // the oldest
   CHECK(p.a.umad().counters().link_timed_out == 1);
+}
+
+TEST_CASE("umad: a request to an agent here that never answers comes back with ETIMEDOUT after its timeout",
+          "[engine][ib]") {
+  RemotePair p;
+  p.b_active();  // both links up: a's port can go ACTIVE
+  ibsmp::activate_port(*p.a.dev().ib_sma(), 1, 1);
+  p.a.dev().refresh_ib_port();
+  // A PerfMgt responder on a's own port (as OpenSM's PerfMgr would be) that
+  // takes the request and never answers; the client asks a's own LID.
+  UmadClient responder(p.a, 20, urnic::wire::mad::kClassPerfMgmt, 1u << ibsmp::kGet);
+  UmadClient client(p.a, 21, urnic::wire::mad::kClassPerfMgmt);
+  const auto before = p.a.umad().counters();
+  const std::uint64_t sent = now_ns();
+  REQUIRE(client.send(perf_get(0x4242), 1, 30, 1) == 0);  // to QP1 of LID 1, 30 ms, no retry
+  ctl::UmadRecv r{};
+  REQUIRE(responder.recv(r));  // the responder has it
+  CHECK(urnic::wire::load_be64(r.mad + 8) == 0x4242);
+  CHECK_FALSE(client.recv(r));
+  // The engine's timer (a's data path) hands it back once the time is up.
+  REQUIRE(p.pump_until([&] { return client.recv(r); }, 2000));
+  CHECK(now_ns() - sent >= 30'000'000);
+  CHECK(r.status == ETIMEDOUT);
+  CHECK(urnic::wire::load_be64(r.mad + 8) == 0x4242);
+  CHECK(p.a.umad().counters().timed_out == before.timed_out + 1);
+  CHECK(p.a.umad().counters().link_timed_out == before.link_timed_out);
+  // A response after that matches nothing (it is the kernel's "late").
+  auto resp = perf_get(0x4242);
+  resp[3] = urnic::wire::mad::kMethodGetResp;
+  REQUIRE(responder.send(resp, 1, 0, 1) == 0);
+  CHECK_FALSE(client.recv(r));
+  CHECK(p.a.umad().counters().unmatched == before.unmatched + 1);
 }
