@@ -186,10 +186,10 @@ void IbSwitch::on_directed(std::uint8_t in, const LinkRxPacket& pkt) noexcept {
     ++slots_[in]->traffic.rcv_errors;
     return;
   }
-  // DrSLID and DrDLID (bytes 40, 42): LID-routed parts before or after the
-  // directed part are not implemented (OpenSM and infiniband-diags' tools
-  // from the SM's host send purely directed paths).
-  if (wire::load_be16(m + 40) != kIbPermissiveLid || wire::load_be16(m + 42) != kIbPermissiveLid) {
+  // DrSLID and DrDLID (bytes 32, 34, after the M_Key: IBA 14.2.1.2):
+  // LID-routed parts before or after the directed part are not implemented
+  // (OpenSM and infiniband-diags' tools send purely directed paths).
+  if (wire::load_be16(m + 32) != kIbPermissiveLid || wire::load_be16(m + 34) != kIbPermissiveLid) {
     ++counters_.dr_lid_routed_part;
     return;
   }

@@ -21,6 +21,14 @@ SET = 0x02
 SWITCH_INFO, LFT, PORT_COUNTERS = 0x0012, 0x0019, 0x0012
 
 
+def send_gmp(port, agent, mad, lid, timeout_ms=200):
+    """A GMP to QP1 of `lid` with the GSI Q_Key (ib_bad_mads.send addresses QP0)."""
+    buf = b.ctypes.create_string_buffer(b.HDR + 256)
+    b.lib.umad_set_addr(buf, lid, 1, 0, 0x80010000)
+    b.ctypes.memmove(b.ctypes.addressof(buf) + b.HDR, mad, len(mad))
+    return b.lib.umad_send(port, agent, buf, len(mad), timeout_ms, 0)
+
+
 def with_modifier(mad, modifier):
     m = bytearray(mad)
     struct.pack_into(">I", m, 20, modifier)
@@ -62,7 +70,7 @@ def main():
          bytes(b.smp(mgmt_class=0x04, attr=PORT_COUNTERS)[66:]), sw_lid, 0x001C),
     ]
     for what, agent, mad, dlid, want in cases:
-        rc = b.send(port, agent, mad, lid=dlid)
+        rc = send_gmp(port, agent, mad, dlid) if agent == perf else b.send(port, agent, mad, lid=dlid)
         got, status, reply = b.recv(port)
         b.check(rc == 0 and got == agent and status == 0 and reply is not None and reply[3] == 0x81 and
                 b.mad_status(reply) == want and reply[8:16] == mad[8:16],
@@ -78,6 +86,13 @@ def main():
         got, status, reply = b.recv(port)
         b.check(rc == 0 and got == dr and status == errno.ETIMEDOUT and reply == mad,
                 f"{what}: dropped, returned with ETIMEDOUT (status {status})")
+
+    # A PerfMgt MAD sent to QP0 (SMPs only, IBA 13.5.1): dropped.
+    pc = b.smp(mgmt_class=0x04, attr=PORT_COUNTERS, tid=b.TID + 2)
+    rc = b.send(port, perf, pc, lid=sw_lid)
+    got, status, reply = b.recv(port)
+    b.check(rc == 0 and got == perf and status == errno.ETIMEDOUT and reply == pc,
+            f"PerfMgt MAD to the switch's QP0: dropped, returned with ETIMEDOUT (status {status})")
 
     rc = b.send(port, dr, b.smp(hop_cnt=1, path=(1,), tid=b.TID + 1))
     got, status, reply = b.recv(port)

@@ -293,7 +293,7 @@ TEST_CASE("IB switch: malformed directed routes and MADs are dropped and counted
   CHECK(r.sw.traffic(1).rcv_errors == before + 6);
   // A DR path with a LID-routed part (DrSLID not permissive): not followed.
   Mad mixed = make_smp(kDirected, kGet, smp::kAttrNodeInfo, 0, 1, 1);
-  wire::store_be16(&mixed[40], 5);
+  wire::store_be16(&mixed[32], 5);
   r.deliver(1, frame(0xFFFF, 0xFFFF, 0, mixed));
   CHECK(r.sw.counters().dr_lid_routed_part == 1);
   // An unknown attribute and a bad class version are answered with IBA's statuses.
