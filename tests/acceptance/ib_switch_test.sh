@@ -1,25 +1,28 @@
 #!/usr/bin/env bash
-# tests/acceptance/ib_switch_test.sh VERBS_DIR UMAD_DIR URNICD URNIC_SWITCH
+# tests/acceptance/ib_switch_test.sh VERBS_DIR UMAD_DIR URNICD URNIC_SWITCH [two-switches]
 #
 # An InfiniBand fabric of three hosts and a switch (issue 51,
 # docs/INFINIBAND.md "A switch"): in a network namespace of its own, three
 # urnicd (hosts a, b, c: runtime directories of their own, one InfiniBand
-# device each on 127.0.51.1..3) cabled to ports 1..3 of urnic-switch
-# (127.0.51.100, UDP ports 5001..5003).
-#   - the cables' hellos bring the three host ports LinkUp
-#   - unmodified OpenSM on a discovers the switch through it, gives LIDs,
-#     routes (min-hop: the switch's LFT) and brings every port ACTIVE,
-#     the hosts' and the switch's, within 5 s
-#   - ibnetdiscover from b finds one switch and three CAs; ibroute dumps
-#     the LFT (each host's LID to the port its cable is on); perfquery of
-#     switch ports; ibtracert b -> c through the switch
+# device each on 127.0.51.1..3) cabled to ports 1..3 of urnic-switch sw0
+# (127.0.51.100, UDP ports 5001..5003; its port 4 has no cable). With
+# `two-switches`: four hosts and two switches, a and b on ports 1, 2 of sw0,
+# c and d on ports 1, 2 of sw1 (127.0.51.101), port 3 of each cabled to
+# the other's.
+#   - the cables' hellos bring the host ports LinkUp
+#   - unmodified OpenSM on a discovers the switches through it, gives LIDs,
+#     routes (min-hop: the switches' LFTs) and brings every port ACTIVE,
+#     the hosts' and the switches', within 5 s
+#   - ibnetdiscover from b finds the switches and the CAs; ibroute dumps
+#     sw0's LFT (each host's LID to the port toward it); perfquery of
+#     sw0's ports; ibtracert b -> c through the switch(es)
 #   - ibv_rc_pingpong -c (no -g) b <- c and ibv_ud_pingpong -c a <- c,
-#     ib_write_bw by LID b <- c, all across the switch
+#     ib_write_bw by LID b <- c, all across the switch(es)
 #   - malformed MADs to the switch (ib_switch_bad_mads.py): IBA's status or
 #     dropped; the switch still answers; its per-port counters count them
 # Needs root (network namespace). Suites ib, acceptance, root.
 set -u
-verbs_dir=$1 umad_dir=$2 urnicd=$3 urnic_switch=$4
+verbs_dir=$1 umad_dir=$2 urnicd=$3 urnic_switch=$4 fabric=${5:-one-switch}
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck disable=SC2034  # asan_probe: common.sh's
 asan_probe=$umad_dir/libibumad.so.3
@@ -41,30 +44,46 @@ netns_add "$ns" || { echo "FAIL: could not make namespace $ns"; exit 1; }
 rt=$(mktemp -d "/tmp/urnic-ibsw.XXXXXX")
 cleanup_paths+=("$rt")
 ib_libs=$verbs_dir:$umad_dir
-net=127.0.51 sw_addr=127.0.51.100
-hosts=(a b c)
-declare -A dev num
-for i in 0 1 2; do
-  h=${hosts[$i]}
-  dev[$h]=urnic_ib_$h num[$h]=$((i + 1))
+net=127.0.51 sw0=127.0.51.100 sw1=127.0.51.101
+# Each host: its device, the switch (sw_of) and port (num) its cable is on;
+# toward[h]: sw0's port toward it (ibroute).
+declare -A dev num sw_of toward
+if [[ $fabric == two-switches ]]; then
+  hosts=(a b c d) switches=2
+  sw_of=([a]=$sw0 [b]=$sw0 [c]=$sw1 [d]=$sw1) num=([a]=1 [b]=2 [c]=1 [d]=2) toward=([a]=1 [b]=2 [c]=3 [d]=3)
+else
+  hosts=(a b c) switches=1
+  sw_of=([a]=$sw0 [b]=$sw0 [c]=$sw0) num=([a]=1 [b]=2 [c]=3) toward=([a]=1 [b]=2 [c]=3)
+fi
+i=0
+for h in "${hosts[@]}"; do
+  i=$((i + 1))
+  dev[$h]=urnic_ib_$h
   printf '{"devices": [{"name": "%s", "link_layer": "infiniband", "address": "%s.%d", "ib_cable": {"peer": "%s:%d"}}]}\n' \
-    "${dev[$h]}" "$net" $((i + 1)) "$sw_addr" $((5001 + i)) > "$rt/$h.json"
+    "${dev[$h]}" "$net" "$i" "${sw_of[$h]}" $((5000 + ${num[$h]})) > "$rt/$h.json"
   urnicd_start "$ns" "$rt/$h" "$rt/$h.log" --config "$rt/$h.json" || {
     fail "urnicd $h did not start: $(head -c 300 "$rt/$h.log")"
     finish
     exit 1
   }
 done
-cat > "$rt/switch.json" << EOF
-{"name": "urnic-sw0", "address": "$sw_addr",
- "ports": [{"udp_port": 5001, "peer": "$net.1:4791"},
-           {"udp_port": 5002, "peer": "$net.2:4791"},
-           {"udp_port": 5003, "peer": "$net.3:4791"},
-           null]}
-EOF
-ip netns exec "$ns" "$urnic_switch" --config "$rt/switch.json" > "$rt/switch.log" 2>&1 &
-switch_pid=$!
-cleanup_pids+=("$switch_pid")
+# sw_config NAME ADDRESS PEER1 PEER2 PEER3 [null]: a switch's config.
+sw_config() {
+  printf '{"name": "%s", "address": "%s", "ports": [{"udp_port": 5001, "peer": "%s"}, {"udp_port": 5002, "peer": "%s"}, {"udp_port": 5003, "peer": "%s"}%s]}\n' \
+    "$1" "$2" "$3" "$4" "$5" "${6:+, null}"
+}
+if ((switches == 2)); then
+  sw_config urnic-sw0 "$sw0" "$net.1:4791" "$net.2:4791" "$sw1:5003" > "$rt/sw0.json"
+  sw_config urnic-sw1 "$sw1" "$net.3:4791" "$net.4:4791" "$sw0:5003" > "$rt/sw1.json"
+else
+  sw_config urnic-sw0 "$sw0" "$net.1:4791" "$net.2:4791" "$net.3:4791" null > "$rt/sw0.json"
+fi
+switch_pids=()
+for ((i = 0; i < switches; i++)); do
+  ip netns exec "$ns" "$urnic_switch" --config "$rt/sw$i.json" > "$rt/sw$i.log" 2>&1 &
+  switch_pids+=($!)
+  cleanup_pids+=($!)
+done
 
 # PROG on host H (its daemon's runtime directory, urnic's libraries).
 on() {
@@ -79,9 +98,9 @@ all_state() { # PATTERN: every host's ibstat matches
   done
 }
 if wait_until 5 all_state 'Physical state: LinkUp'; then
-  pass "the switch's hellos: the three host ports LinkUp"
+  pass "the switch's hellos: the ${#hosts[@]} host ports LinkUp"
 else
-  fail "host ports not LinkUp: $(cat "$rt"/ibstat-? | tr '\n' ' ' | cut -c1-300); switch: $(head -c 300 "$rt/switch.log")"
+  fail "host ports not LinkUp: $(cat "$rt"/ibstat-? | tr '\n' ' ' | cut -c1-300); switch: $(head -c 300 "$rt/sw0.log")"
   finish
   exit 1
 fi
@@ -94,19 +113,19 @@ ib_opensm "$guid_a"
 rt=$rt_top
 start=$(date +%s%N)
 if wait_until 5 all_state 'State: Active'; then
-  pass "opensm in a brought the three host ports ACTIVE through the switch in $(( ($(date +%s%N) - start) / 1000000 )) ms"
+  pass "opensm in a brought the ${#hosts[@]} host ports ACTIVE through $switches switch(es) in $(( ($(date +%s%N) - start) / 1000000 )) ms"
 else
   fail "host ports not ACTIVE 5 s after opensm started: $(grep -h 'State:' "$rt"/ibstat-? | tr '\n' ' '); opensm: $(grep -m3 ERR "$rt/a/opensm.log" | tr '\n' ' ' | cut -c1-300)"
-  kill -USR1 "$switch_pid" 2> /dev/null
+  kill -USR1 "${switch_pids[@]}" 2> /dev/null
   finish
   exit 1
 fi
 declare -A lid
 for h in "${hosts[@]}"; do lid[$h]=$(field 'Base lid' "$rt/ibstat-$h"); done
 
-if on b ibnetdiscover -C "${dev[b]}" > "$rt/netdisc" 2>&1 && (($(grep -c '^Switch' "$rt/netdisc") == 1)) &&
-  (($(grep -c '^Ca' "$rt/netdisc") == 3)) && grep -q '"urnic-sw0"' "$rt/netdisc"; then
-  pass "ibnetdiscover from b: the switch urnic-sw0 and three CAs"
+if on b ibnetdiscover -C "${dev[b]}" > "$rt/netdisc" 2>&1 && (($(grep -c '^Switch' "$rt/netdisc") == switches)) &&
+  (($(grep -c '^Ca' "$rt/netdisc") == ${#hosts[@]})) && grep -q '"urnic-sw0"' "$rt/netdisc"; then
+  pass "ibnetdiscover from b: $switches switch(es) and ${#hosts[@]} CAs"
 else
   fail "ibnetdiscover: $(grep -E '^(Switch|Ca|\[)' "$rt/netdisc" | tr '\n' ' ' | cut -c1-300) $(said "$rt/netdisc")"
 fi
@@ -127,23 +146,24 @@ fi
 routes=0
 if on c ibroute -C "${dev[c]}" "$sw_lid" > "$rt/ibroute" 2>&1; then
   for h in "${hosts[@]}"; do
-    grep -qE "^0x0*$(printf '%x' "${lid[$h]}") 0*${num[$h]} :.*${dev[$h]}" "$rt/ibroute" && routes=$((routes + 1))
+    grep -qE "^0x0*$(printf '%x' "${lid[$h]}") 0*${toward[$h]} :.*${dev[$h]}" "$rt/ibroute" && routes=$((routes + 1))
   done
 fi
-if ((routes == 3)); then
-  pass "ibroute of the switch from c: LIDs ${lid[a]}, ${lid[b]}, ${lid[c]} to ports 1, 2, 3 (min-hop)"
+if ((routes == ${#hosts[@]})); then
+  pass "ibroute of sw0 from c: each host's LID to the port toward it (min-hop): $(for h in "${hosts[@]}"; do printf '%s->%s ' "${lid[$h]}" "${toward[$h]}"; done)"
 else
   fail "ibroute: $(tr '\n' ' ' < "$rt/ibroute" | cut -c1-400)"
 fi
-if on b ibtracert -C "${dev[b]}" "${lid[b]}" "${lid[c]}" > "$rt/tracert" 2>&1 && grep -q 'urnic-sw0' "$rt/tracert" &&
-  grep -q "To ca.*${dev[c]}" "$rt/tracert"; then
-  pass "ibtracert ${lid[b]} -> ${lid[c]} from b: through urnic-sw0"
+if on b ibtracert -C "${dev[b]}" "${lid[b]}" "${lid[c]}" > "$rt/tracert" 2>&1 &&
+  (($(grep -c 'switch port.*urnic-sw' "$rt/tracert") == switches)) && grep -q "To ca.*${dev[c]}" "$rt/tracert"; then
+  pass "ibtracert ${lid[b]} -> ${lid[c]} from b: through $(grep -o 'urnic-sw[0-9]' "$rt/tracert" | tr '\n' ' ')"
 else
   fail "ibtracert: $(tr '\n' ' ' < "$rt/tracert" | cut -c1-300)"
 fi
 
 # Data by LID across the switch. The pair runs in the one namespace; the
 # server on host S, the client on host C (their daemons).
+# shellcheck disable=SC2034  # pair_logs, pair_label: for cm_pair (common.sh)
 pair_where() {
   pair_server=(ip netns exec "$ns" env "URNIC_RUNTIME_DIR=$rt/$srv" "LD_LIBRARY_PATH=$ib_libs")
   pair_client=(ip netns exec "$ns" env "URNIC_RUNTIME_DIR=$rt/$cli_h" "LD_LIBRARY_PATH=$ib_libs")
@@ -163,12 +183,14 @@ pair "ib_write_bw by LID across the switch, b <- c" "$row" 1 ib_write_bw -s 6553
 counter() { sed -n "s/^$1:\.*//p" "$2"; }
 if on a perfquery -C "${dev[a]}" "$sw_lid" 3 > "$rt/perf3" 2>&1 && (($(counter PortXmitPkts "$rt/perf3") > 300)) &&
   (($(counter PortRcvPkts "$rt/perf3") > 300)); then
-  pass "perfquery of switch port 3 (host c) from a: sent $(counter PortXmitPkts "$rt/perf3"), received $(counter PortRcvPkts "$rt/perf3") packets"
+  pass "perfquery of sw0's port 3 (toward c) from a: sent $(counter PortXmitPkts "$rt/perf3"), received $(counter PortRcvPkts "$rt/perf3") packets"
 else
   fail "perfquery $sw_lid 3: $(tr '\n' ' ' < "$rt/perf3" | cut -c1-300)"
 fi
 
-on a python3 "$here/ib_switch_bad_mads.py" "${dev[a]}" "$sw_lid" 4 > "$rt/bad_mads" 2>&1
+sw0_ports=4
+((switches == 2)) && sw0_ports=3
+on a python3 "$here/ib_switch_bad_mads.py" "${dev[a]}" "$sw_lid" "$sw0_ports" > "$rt/bad_mads" 2>&1
 bad_rc=$?
 sed 's/^/  /' "$rt/bad_mads"
 if ((bad_rc == 0)); then
@@ -182,17 +204,21 @@ else
   fail "perfquery $sw_lid 1 after the bad MADs: $(tr '\n' ' ' < "$rt/perf1" | cut -c1-300)"
 fi
 
-if alive "$switch_pid" && alive "$opensm_pid"; then
+sw_alive=0
+for p in "${switch_pids[@]}"; do alive "$p" && sw_alive=$((sw_alive + 1)); done
+if ((sw_alive == switches)) && alive "$opensm_pid"; then
   pass "urnic-switch and opensm still up"
 else
-  fail "urnic-switch alive: $(alive "$switch_pid" && echo yes || echo no), opensm: $(alive "$opensm_pid" && echo yes || echo no)"
+  fail "urnic-switch alive: $sw_alive of $switches, opensm: $(alive "$opensm_pid" && echo yes || echo no)"
 fi
 stop_pid "$opensm_pid"
-stop_pid "$switch_pid"
+for p in "${switch_pids[@]}"; do stop_pid "$p"; done
 echo "duration $(( ($(date +%s%N) - t0) / 1000000 )) ms"
 if ! finish; then
-  echo "--- urnic-switch"
-  tail -n 20 "$rt/switch.log"
+  for ((i = 0; i < switches; i++)); do
+    echo "--- urnic-switch sw$i"
+    tail -n 20 "$rt/sw$i.log"
+  done
   for h in "${hosts[@]}"; do
     echo "--- urnicd log ($h)"
     tail -n 10 "$rt/$h.log"
