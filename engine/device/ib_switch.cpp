@@ -205,14 +205,7 @@ void IbSwitch::on_directed(std::uint8_t in, const LinkRxPacket& pkt) noexcept {
       return;
     }
     --hop_ptr;
-    const std::uint8_t out = m[smp::kReturnPathOffset + hop_ptr];
-    if (out == 0 || out > ports_ || !link_up(out)) {
-      drop_off_port(in, out);
-      return;
-    }
-    m[6] = hop_ptr;
-    ++counters_.dr_forwarded;
-    send(out, r);
+    pass_on(in, m[smp::kReturnPathOffset + hop_ptr], hop_ptr, r);
     return;
   }
   const std::uint8_t method = m[3];
@@ -223,14 +216,7 @@ void IbSwitch::on_directed(std::uint8_t in, const LinkRxPacket& pkt) noexcept {
   m[smp::kReturnPathOffset + hop_ptr] = in;  // the port it came in on
   if (hop_ptr < hop_cnt) {
     ++hop_ptr;
-    const std::uint8_t out = m[smp::kInitialPathOffset + hop_ptr];
-    if (out == 0 || out > ports_ || !link_up(out)) {
-      drop_off_port(in, out);
-      return;
-    }
-    m[6] = hop_ptr;
-    ++counters_.dr_forwarded;
-    send(out, r);
+    pass_on(in, m[smp::kInitialPathOffset + hop_ptr], hop_ptr, r);
     return;
   }
   // The path ends here: the switch's SMA answers, and the response leaves
@@ -277,6 +263,17 @@ void IbSwitch::on_gmp(std::uint8_t in, const LinkRxPacket& pkt) noexcept {
   r.qkey = kGsiQkey;
   r.pkey = pkt.ib.bth.pkey;
   send(reply_port(pkt.from.slid, in), r);
+}
+
+// A directed-route SMP on its way, out of `out` with hop pointer `hop_ptr`.
+void IbSwitch::pass_on(std::uint8_t in, std::uint8_t out, std::uint8_t hop_ptr, const IbMadRoute& r) noexcept {
+  if (out == 0 || out > ports_ || !link_up(out)) {
+    drop_off_port(in, out);
+    return;
+  }
+  mad_[6] = hop_ptr;
+  ++counters_.dr_forwarded;
+  send(out, r);
 }
 
 // A directed route to no port of this switch is a bad path (PortRcvErrors
@@ -350,18 +347,9 @@ std::uint16_t IbSwitch::get(std::uint8_t in, std::uint16_t attr, std::uint32_t m
       data[kPiLocalPortNum] = in;
       return st;
     }
-    case smp::kAttrPkeyTable: {
-      // AttributeModifier: port in bits 31..16, block in 15..0 (IBA 14.2.5.7).
-      const std::uint32_t port = modifier >> 16;
-      if (port > ports_) return mad::kStatusInvalidAttrValue;
-      return slots_[port]->sma.get(attr, modifier & 0xFFFF, data);
-    }
-    case smp::kAttrVlArbitration: {
-      // Block in bits 31..16, port in 15..0 (IBA 14.2.5.9).
-      const std::uint32_t port = modifier & 0xFFFF;
-      if (port > ports_) return mad::kStatusInvalidAttrValue;
-      return slots_[port]->sma.get(attr, modifier & 0xFFFF0000U, data);
-    }
+    case smp::kAttrPkeyTable:
+    case smp::kAttrVlArbitration:
+      return port_table(false, attr, modifier, data);
     case smp::kAttrSlToVlTable: {
       // Input port in bits 15..8, output port in 7..0 (IBA 14.2.5.8).
       const std::uint32_t i = (modifier >> 8) & 0xFF, o = modifier & 0xFF;
@@ -398,16 +386,9 @@ std::uint16_t IbSwitch::set(std::uint8_t in, std::uint16_t attr, std::uint32_t m
       get(in, attr, modifier, data);
       return st;
     }
-    case smp::kAttrPkeyTable: {
-      const std::uint32_t port = modifier >> 16;
-      if (port > ports_) return mad::kStatusInvalidAttrValue;
-      return slots_[port]->sma.set(attr, modifier & 0xFFFF, data);
-    }
-    case smp::kAttrVlArbitration: {
-      const std::uint32_t port = modifier & 0xFFFF;
-      if (port > ports_) return mad::kStatusInvalidAttrValue;
-      return slots_[port]->sma.set(attr, modifier & 0xFFFF0000U, data);
-    }
+    case smp::kAttrPkeyTable:
+    case smp::kAttrVlArbitration:
+      return port_table(true, attr, modifier, data);
     case smp::kAttrGuidInfo:
       return slots_[0]->sma.set(attr, modifier, data);
     case smp::kAttrSlToVlTable: {
@@ -430,6 +411,18 @@ std::uint16_t IbSwitch::set(std::uint8_t in, std::uint16_t attr, std::uint32_t m
     default:  // NodeInfo, NodeDescription: read-only; the rest unsupported
       return mad::kStatusMethodAttrUnsupported;
   }
+}
+
+// P_KeyTable (AttributeModifier: port in bits 31..16, block in 15..0, IBA
+// 14.2.5.7) and VLArbitration (block in 31..16, port in 15..0, 14.2.5.9) of
+// one port, by that port's SMA.
+std::uint16_t IbSwitch::port_table(bool set, std::uint16_t attr, std::uint32_t modifier, std::uint8_t* data) noexcept {
+  const bool pkeys = attr == smp::kAttrPkeyTable;
+  const std::uint32_t port = pkeys ? modifier >> 16 : modifier & 0xFFFF;
+  const std::uint32_t rest = pkeys ? modifier & 0xFFFF : modifier & 0xFFFF0000U;
+  if (port > ports_) return mad::kStatusInvalidAttrValue;
+  IbSma& sma = slots_[port]->sma;
+  return set ? sma.set(attr, rest, data) : sma.get(attr, rest, data);
 }
 
 // SwitchInfo (IBA 14.2.5.4, Table 145).

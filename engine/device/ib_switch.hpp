@@ -136,12 +136,14 @@ class IbSwitch {
   void answer(std::uint8_t in, bool directed) noexcept;
   std::uint16_t get(std::uint8_t in, std::uint16_t attr, std::uint32_t modifier, std::uint8_t* data) noexcept;
   std::uint16_t set(std::uint8_t in, std::uint16_t attr, std::uint32_t modifier, std::uint8_t* data) noexcept;
+  std::uint16_t port_table(bool set, std::uint16_t attr, std::uint32_t modifier, std::uint8_t* data) noexcept;
   void get_switch_info(std::uint8_t* data) const noexcept;
   std::uint16_t set_switch_info(const std::uint8_t* data) noexcept;
   // The port a LID-routed response to `dlid` leaves by: the LFT's if it is
   // a port whose link is up, else the one the request came in on.
   [[nodiscard]] std::uint8_t reply_port(std::uint16_t dlid, std::uint8_t in) const noexcept;
   void send(std::uint8_t port, const IbMadRoute& r) noexcept;
+  void pass_on(std::uint8_t in, std::uint8_t out, std::uint8_t hop_ptr, const IbMadRoute& r) noexcept;
   void drop_off_port(std::uint8_t in, std::uint8_t out) noexcept;
   [[nodiscard]] bool link_up(std::uint8_t p) const noexcept {
     return slots_[p]->port.phys_state() == IbPhysState::kLinkUp;

@@ -6,6 +6,7 @@
 // through a recorder.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <span>
@@ -406,4 +407,45 @@ TEST_CASE("IB switch: LID-routed SMPs and PerfMgt GMPs to the switch's LID are a
   r.deliver(2, frame(9, 6, 0x11, payload, false));
   CHECK(r.rec.sent.empty());
   CHECK(r.sw.counters().not_for_switch == 1);
+}
+
+TEST_CASE("IB switch: random MADs on QP0 and QP1 and random DLIDs never crash it; it still answers",
+          "[engine][ib][switch]") {
+  Rig r;
+  r.set_top(64);
+  for (std::uint16_t lid = 1; lid < 64; ++lid) r.set_lft(lid, static_cast<std::uint8_t>(lid % 6));  // 0, 5: no port
+  r.activate(1);
+  r.activate(2);
+  std::uint64_t x = 0x9E3779B97F4A7C15ULL;
+  const auto next = [&x] {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return x;
+  };
+  for (int i = 0; i < 4000; ++i) {
+    Mad m{};
+    for (auto& b : m) b = static_cast<std::uint8_t>(next());
+    m[0] = (next() % 8) != 0 ? 1 : m[0];  // mostly base version 1, to get past the first check
+    const std::uint8_t classes[] = {0x81, 0x01, 0x04, 0x03, m[1]};
+    m[1] = classes[next() % 5];
+    m[7] = static_cast<std::uint8_t>(next() % 70);  // hop counts around 63
+    m[6] = static_cast<std::uint8_t>(next() % 70);
+    if ((next() % 2) != 0) {
+      wire::store_be16(&m[32], 0xFFFF);
+      wire::store_be16(&m[34], 0xFFFF);
+    }
+    const auto in = static_cast<std::uint8_t>(1 + next() % kPorts);
+    const std::uint32_t qp = (next() % 2) != 0 ? 0 : 1;
+    const auto dlid = static_cast<std::uint16_t>((next() % 3) == 0 ? 0xFFFF : next() % 80);
+    const std::size_t len = (next() % 8) == 0 ? next() % 300 : smp::kSize;
+    std::vector<std::uint8_t> payload(m.begin(), m.begin() + static_cast<std::ptrdiff_t>(std::min(len, m.size())));
+    payload.resize(len);
+    r.deliver(in, frame(dlid, static_cast<std::uint16_t>(next() % 80), qp, payload));
+  }
+  Mad ni = r.to_switch(1, kGet, smp::kAttrNodeInfo);
+  CHECK(status_of(ni) == smp::kStatusDirection);
+  CHECK(data_of(ni)[2] == 2);
+  const auto& c = r.sw.counters();
+  CHECK(c.malformed_mad + c.dr_malformed + c.dr_off_port + c.smp_answered + c.dr_forwarded + c.forwarded > 0);
 }
