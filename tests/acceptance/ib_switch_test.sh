@@ -78,6 +78,15 @@ if ((switches == 2)); then
 else
   sw_config urnic-sw0 "$sw0" "$net.1:4791" "$net.2:4791" "$net.3:4791" null > "$rt/sw0.json"
 fi
+# A config it cannot use: refused with a message, exit status 1.
+printf '{"address": "%s", "ports": [{"udp_port": 5001, "peer": "%s.1"}]}\n' "$sw0" "$net" > "$rt/bad.json"
+"$urnic_switch" --config "$rt/bad.json" > "$rt/bad.out" 2>&1
+bad_rc=$?
+if ((bad_rc == 1)) && grep -q 'port 1: peer "127.0.51.1" is not an IPv4 address and a port' "$rt/bad.out"; then
+  pass "urnic-switch refuses a peer without a port: $(cut -c1-120 "$rt/bad.out")"
+else
+  fail "urnic-switch with a peer without a port: exit $bad_rc, $(cut -c1-200 "$rt/bad.out")"
+fi
 switch_pids=()
 for ((i = 0; i < switches; i++)); do
   ip netns exec "$ns" "$urnic_switch" --config "$rt/sw$i.json" > "$rt/sw$i.log" 2>&1 &
