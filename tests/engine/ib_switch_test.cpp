@@ -72,12 +72,12 @@ std::vector<std::uint8_t> frame(std::uint16_t dlid, std::uint16_t slid, std::uin
   return out;
 }
 
-struct Rig {
+struct SwitchRig {
   Recorder rec;
   IbSwitch sw{engine::IbNodeFacts{kSwitchGuid, kSwitchGuid, 0x7572, 0x5357, 1, "urnic-sw"}, kPorts, rec};
   std::vector<std::uint8_t> buf;  // the last frame given (LinkRxPacket points into it)
 
-  Rig() {
+  SwitchRig() {
     for (std::uint8_t p = 1; p <= kPorts; ++p) sw.link_changed(p, true);
   }
   void deliver(std::uint8_t in, std::vector<std::uint8_t> f) {
@@ -138,7 +138,7 @@ struct Rig {
 
 TEST_CASE("IB switch: NodeInfo by directed route says switch, its ports, and the port the SMP came in on",
           "[engine][ib][switch]") {
-  Rig r;
+  SwitchRig r;
   Mad m = r.to_switch(3, kGet, smp::kAttrNodeInfo);
   CHECK(m[3] == 0x81);
   CHECK(status_of(m) == smp::kStatusDirection);  // D bit, status 0
@@ -158,7 +158,7 @@ TEST_CASE("IB switch: NodeInfo by directed route says switch, its ports, and the
 }
 
 TEST_CASE("IB switch: SwitchInfo, PortInfo per port and the port state the SM drives", "[engine][ib][switch]") {
-  Rig r;
+  SwitchRig r;
   Mad si = r.to_switch(1, kGet, kAttrSwitchInfo);
   CHECK(wire::load_be16(data_of(si)) == IbSwitch::kLinearFdbCap);
   CHECK(wire::load_be16(data_of(si) + 4) == 0);  // MulticastFDBCap
@@ -205,7 +205,7 @@ TEST_CASE("IB switch: SwitchInfo, PortInfo per port and the port state the SM dr
 
 TEST_CASE("IB switch: LinearForwardingTable blocks, Get and Set, and a block past LinearFDBCap",
           "[engine][ib][switch]") {
-  Rig r;
+  SwitchRig r;
   Mad b0 = r.to_switch(1, kGet, kAttrLft, 0);
   CHECK(status_of(b0) == smp::kStatusDirection);
   for (std::size_t i = 0; i < 64; ++i) CHECK(data_of(b0)[i] == 0xFF);
@@ -226,7 +226,7 @@ TEST_CASE("IB switch: LinearForwardingTable blocks, Get and Set, and a block pas
 
 TEST_CASE("IB switch: directed-route SMPs pass through by their paths, both ways (IBA 14.2.2)",
           "[engine][ib][switch]") {
-  Rig r;
+  SwitchRig r;
   // From the SM on port 1 to the CA on port 3: path [-, 1, 3], at the switch with hop pointer 1.
   Mad out = make_smp(kDirected, kGet, smp::kAttrNodeInfo, 0, 1, 2);
   out[smp::kInitialPathOffset + 1] = 1;
@@ -267,7 +267,7 @@ TEST_CASE("IB switch: directed-route SMPs pass through by their paths, both ways
 
 TEST_CASE("IB switch: malformed directed routes and MADs are dropped and counted, never answered",
           "[engine][ib][switch]") {
-  Rig r;
+  SwitchRig r;
   const auto before = r.sw.traffic(1).rcv_errors;
   // Hop pointer beyond the hop count.
   r.deliver(1, frame(0xFFFF, 0xFFFF, 0, make_smp(kDirected, kGet, smp::kAttrNodeInfo, 0, 3, 2)));
@@ -310,7 +310,7 @@ TEST_CASE("IB switch: malformed directed routes and MADs are dropped and counted
 
 TEST_CASE("IB switch: data by the LFT only between ACTIVE ports; unknown DLIDs, loops and inactive ports counted",
           "[engine][ib][switch]") {
-  Rig r;
+  SwitchRig r;
   r.set_top(64);
   r.set_lft(5, 3);
   r.set_lft(6, 1);
@@ -358,7 +358,7 @@ TEST_CASE("IB switch: data by the LFT only between ACTIVE ports; unknown DLIDs, 
 
 TEST_CASE("IB switch: LID-routed SMPs and PerfMgt GMPs to the switch's LID are answered by LID",
           "[engine][ib][switch]") {
-  Rig r;
+  SwitchRig r;
   r.set_top(64);
   r.set_lft(6, 2);
   Mad p0 = r.to_switch(1, kGet, smp::kAttrPortInfo, 0);
@@ -411,7 +411,7 @@ TEST_CASE("IB switch: LID-routed SMPs and PerfMgt GMPs to the switch's LID are a
 
 TEST_CASE("IB switch: random MADs on QP0 and QP1 and random DLIDs never crash it; it still answers",
           "[engine][ib][switch]") {
-  Rig r;
+  SwitchRig r;
   r.set_top(64);
   for (std::uint16_t lid = 1; lid < 64; ++lid) r.set_lft(lid, static_cast<std::uint8_t>(lid % 6));  // 0, 5: no port
   r.activate(1);
