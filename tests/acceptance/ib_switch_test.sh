@@ -19,7 +19,9 @@
 #   - ibv_rc_pingpong -c (no -g) b <- c and ibv_ud_pingpong -c a <- c,
 #     ib_write_bw by LID b <- c, all across the switch(es)
 #   - malformed MADs to the switch (ib_switch_bad_mads.py): IBA's status or
-#     dropped; the switch still answers; its per-port counters count them
+#     dropped; the switch still answers; its per-port counters count them;
+#     a config it cannot use is refused with a message
+#   - c's daemon stops: the switch port toward c goes Down
 # Needs root (network namespace). Suites ib, acceptance, root.
 set -u
 verbs_dir=$1 umad_dir=$2 urnicd=$3 urnic_switch=$4 fabric=${5:-one-switch}
@@ -47,7 +49,7 @@ ib_libs=$verbs_dir:$umad_dir
 net=127.0.51 sw0=127.0.51.100 sw1=127.0.51.101
 # Each host: its device, the switch (sw_of) and port (num) its cable is on;
 # toward[h]: sw0's port toward it (ibroute).
-declare -A dev num sw_of toward
+declare -A dev num sw_of toward daemon_pid
 if [[ $fabric == two-switches ]]; then
   hosts=(a b c d) switches=2
   sw_of=([a]=$sw0 [b]=$sw0 [c]=$sw1 [d]=$sw1) num=([a]=1 [b]=2 [c]=1 [d]=2) toward=([a]=1 [b]=2 [c]=3 [d]=3)
@@ -66,6 +68,7 @@ for h in "${hosts[@]}"; do
     finish
     exit 1
   }
+  daemon_pid[$h]=$urnicd_pid
 done
 # sw_config NAME ADDRESS PEER1 PEER2 PEER3 [null]: a switch's config.
 sw_config() {
@@ -213,6 +216,19 @@ else
   fail "perfquery $sw_lid 1 after the bad MADs: $(tr '\n' ' ' < "$rt/perf1" | cut -c1-300)"
 fi
 
+# Host c's daemon stops: its hellos with it, and the switch port toward it
+# goes Down (seen from b by LID).
+stop_pid "${daemon_pid[c]}"
+c_port=${num[c]} c_sw=$sw_lid
+if ((switches == 2)); then
+  c_sw=$(sed -n 's/^Switch.*# "urnic-sw1" .*lid \([0-9]*\) .*/\1/p' "$rt/netdisc")
+fi
+c_down() { on b smpquery -C "${dev[b]}" portinfo "$c_sw" "$c_port" > "$rt/cport" 2>&1 && grep -q 'LinkState:\.*Down' "$rt/cport"; }
+if [[ -n $c_sw ]] && wait_until 5 c_down; then
+  pass "c's urnicd stopped: the switch port toward it (LID $c_sw port $c_port) is Down"
+else
+  fail "switch port toward c after its daemon stopped: $(grep -E 'LinkState|PhysLinkState' "$rt/cport" | tr '\n' ' ')"
+fi
 sw_alive=0
 for p in "${switch_pids[@]}"; do alive "$p" && sw_alive=$((sw_alive + 1)); done
 if ((sw_alive == switches)) && alive "$opensm_pid"; then
