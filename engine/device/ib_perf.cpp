@@ -15,6 +15,7 @@ namespace mad = wire::mad;
 constexpr std::uint16_t kAttrPortCounters = 0x0012;
 constexpr std::size_t kPmaDataOffset = 64;  // PerfMgt MADs: 40 reserved bytes after the header
 // PortCounters:CounterSelect bits (IBA 16.1.3.5, Table 247).
+constexpr std::uint16_t kSelectLinkDowned = 1U << 2;
 constexpr std::uint16_t kSelectRcvErrors = 1U << 3;
 constexpr std::uint16_t kSelectSwitchRelayErrors = 1U << 5;
 constexpr std::uint16_t kSelectXmitDiscards = 1U << 6;
@@ -58,6 +59,7 @@ bool IbPerfAgent::handle(std::span<std::uint8_t, smp::kSize> mad_bytes, const Ib
     } else {
       if (method == mad::kMethodSet) {
         const std::uint16_t select = wire::load_be16(data + 2);
+        if ((select & kSelectLinkDowned) != 0) base_.link_downed = now.link_downed;
         if ((select & kSelectRcvErrors) != 0) base_.rcv_errors = now.rcv_errors;
         if ((select & kSelectSwitchRelayErrors) != 0) base_.rcv_switch_relay_errors = now.rcv_switch_relay_errors;
         if ((select & kSelectXmitDiscards) != 0) base_.xmit_discards = now.xmit_discards;
@@ -80,6 +82,7 @@ void IbPerfAgent::fill_port_counters(std::uint8_t* data, const IbPortTraffic& no
   const std::uint8_t port = data[1];
   std::memset(data, 0, smp::kSize - kPmaDataOffset);
   data[1] = port;
+  data[7] = static_cast<std::uint8_t>(saturate(now.link_downed - base_.link_downed, 8));
   wire::store_be16(data + 8, static_cast<std::uint16_t>(saturate(now.rcv_errors - base_.rcv_errors, 16)));
   wire::store_be16(data + 12, static_cast<std::uint16_t>(
                                   saturate(now.rcv_switch_relay_errors - base_.rcv_switch_relay_errors, 16)));

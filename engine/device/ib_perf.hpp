@@ -27,6 +27,9 @@ struct IbPortTraffic {
   // output port was not up (PortXmitDiscards).
   std::uint64_t rcv_switch_relay_errors = 0;
   std::uint64_t xmit_discards = 0;
+  // Times the port's link went down (its cable's hellos stopped):
+  // LinkDownedCounter.
+  std::uint64_t link_downed = 0;
   // One MAD over the link, LRH to ICRC: what PortXmitData/PortRcvData count.
   static constexpr std::uint64_t kMadPacketBytes = 8 + 12 + 8 + 256 + 4;
 };

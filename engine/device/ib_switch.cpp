@@ -57,6 +57,7 @@ void IbSwitch::link_changed(std::uint8_t port, bool up) noexcept {
     p.physical_up();
   } else {
     p.physical_down();
+    ++slots_[port]->traffic.link_downed;
   }
   port_state_change_ = true;  // IBA 14.2.5.4: a port changed state; the SM clears it
 }

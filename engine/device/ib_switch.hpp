@@ -97,7 +97,8 @@ class IbSwitch {
   IbSwitch(IbNodeFacts node, std::uint8_t ports, IbSwitchPorts& out);
 
   // Port `port`'s link (its cable's hellos): up puts a DOWN port in INIT,
-  // down takes it DOWN; either sets SwitchInfo:PortStateChange.
+  // down takes it DOWN (and counts in LinkDownedCounter); either sets
+  // SwitchInfo:PortStateChange.
   void link_changed(std::uint8_t port, bool up) noexcept;
   // One packet the cable of port `in` (1..N) accepted (link headers and
   // CRCs checked: IbCableLink::accept).

@@ -21,7 +21,8 @@
 #   - malformed MADs to the switch (ib_switch_bad_mads.py): IBA's status or
 #     dropped; the switch still answers; its per-port counters count them;
 #     a config it cannot use is refused with a message
-#   - c's daemon stops: the switch port toward c goes Down
+#   - c's daemon stops: the switch port toward c goes Down, and its
+#     LinkDownedCounter counts it
 # Needs root (network namespace). Suites ib, acceptance, root.
 set -u
 verbs_dir=$1 umad_dir=$2 urnicd=$3 urnic_switch=$4 fabric=${5:-one-switch}
@@ -224,10 +225,11 @@ if ((switches == 2)); then
   c_sw=$(sed -n 's/^Switch.*# "urnic-sw1" .*lid \([0-9]*\) .*/\1/p' "$rt/netdisc")
 fi
 c_down() { on b smpquery -C "${dev[b]}" portinfo "$c_sw" "$c_port" > "$rt/cport" 2>&1 && grep -q 'LinkState:\.*Down' "$rt/cport"; }
-if [[ -n $c_sw ]] && wait_until 5 c_down; then
-  pass "c's urnicd stopped: the switch port toward it (LID $c_sw port $c_port) is Down"
+if [[ -n $c_sw ]] && wait_until 5 c_down && on b perfquery -C "${dev[b]}" "$c_sw" "$c_port" > "$rt/cperf" 2>&1 &&
+  (($(counter LinkDownedCounter "$rt/cperf") == 1)); then
+  pass "c's urnicd stopped: the switch port toward it (LID $c_sw port $c_port) is Down, LinkDownedCounter 1"
 else
-  fail "switch port toward c after its daemon stopped: $(grep -E 'LinkState|PhysLinkState' "$rt/cport" | tr '\n' ' ')"
+  fail "switch port toward c after its daemon stopped: $(grep -E 'LinkState|PhysLinkState' "$rt/cport" | tr '\n' ' ') $(grep LinkDowned "$rt/cperf")"
 fi
 sw_alive=0
 for p in "${switch_pids[@]}"; do alive "$p" && sw_alive=$((sw_alive + 1)); done

@@ -187,10 +187,14 @@ TEST_CASE("IB switch: SwitchInfo, PortInfo per port and the port state the SM dr
   CHECK(status_of(past) == (smp::kStatusDirection | 0x001C));
 
   r.activate(2);
-  // A port whose cable goes quiet goes DOWN and says so in SwitchInfo.
+  // A port whose cable goes quiet goes DOWN and says so in SwitchInfo, and
+  // its LinkDownedCounter counts it.
   r.sw.link_changed(2, false);
   CHECK(r.sw.port(2).state() == IbPortState::kDown);
   CHECK(r.sw.port_state_change());
+  CHECK(r.sw.traffic(2).link_downed == 1);
+  r.sw.link_changed(2, false);  // no change: not counted again
+  CHECK(r.sw.traffic(2).link_downed == 1);
 
   // Port 0 takes the switch's LID; every port shows it.
   Mad p0 = r.to_switch(1, kGet, smp::kAttrPortInfo, 0);
@@ -391,6 +395,14 @@ TEST_CASE("IB switch: LID-routed SMPs and PerfMgt GMPs to the switch's LID are a
   CHECK(resp.bytes[64 + 1] == 2);
   CHECK(wire::load_be32(&resp.bytes[64 + 36]) == r.sw.traffic(2).rcv_pkts);  // PortRcvPkts
   CHECK(wire::load_be32(&resp.bytes[64 + 36]) >= 2);
+  CHECK(resp.bytes[64 + 7] == 0);  // LinkDownedCounter
+  r.sw.link_changed(2, false);
+  r.sw.link_changed(2, true);
+  pc[64 + 1] = 2;
+  r.rec.sent.clear();
+  r.deliver(1, frame(9, 6, 1, pc));  // port 2 is down again, INIT: ask from port 1
+  REQUIRE(r.rec.sent.size() == 1);
+  CHECK(r.rec.sent[0].bytes[64 + 7] == 1);
   // A PortSelect past the last port: invalid field.
   pc[64 + 1] = kPorts + 1;
   r.rec.sent.clear();
