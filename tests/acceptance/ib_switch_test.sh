@@ -5,10 +5,12 @@
 # docs/INFINIBAND.md "A switch"): in a network namespace of its own, three
 # urnicd (hosts a, b, c: runtime directories of their own, one InfiniBand
 # device each on 127.0.51.1..3) cabled to ports 1..3 of urnic-switch sw0
-# (127.0.51.100, UDP ports 5001..5003; its port 4 has no cable). With
-# `two-switches`: four hosts and two switches, a and b on ports 1, 2 of sw0,
-# c and d on ports 1, 2 of sw1 (127.0.51.101), port 3 of each cabled to
-# the other's.
+# (127.0.51.101, UDP ports 5001..5003; its port 4 has no cable): the
+# topology file ib_switch.topo. With `two-switches`, ib_fabric.topo: four
+# hosts and two switches, a and b on ports 1, 2 of sw0, c and d on ports 1,
+# 2 of sw1, port 3 of each cabled to the other's. The topology files are in
+# ibnetdiscover's format: the configs are tools/ib_topology.py's, and
+# ibnetdiscover's output must match the file.
 #   - the cables' hellos bring the host ports LinkUp
 #   - unmodified OpenSM on a discovers the switches through it, gives LIDs,
 #     routes (min-hop: the switches' LFTs) and brings every port ACTIVE,
@@ -47,23 +49,22 @@ netns_add "$ns" || { echo "FAIL: could not make namespace $ns"; exit 1; }
 rt=$(mktemp -d "/tmp/urnic-ibsw.XXXXXX")
 cleanup_paths+=("$rt")
 ib_libs=$verbs_dir:$umad_dir
-net=127.0.51 sw0=127.0.51.100 sw1=127.0.51.101
-# Each host: its device, the switch (sw_of) and port (num) its cable is on;
+net=127.0.51
+# Each host: its device and the switch port (num) its cable is on;
 # toward[h]: sw0's port toward it (ibroute).
-declare -A dev num sw_of toward daemon_pid
+declare -A dev num toward daemon_pid
 if [[ $fabric == two-switches ]]; then
-  hosts=(a b c d) switches=2
-  sw_of=([a]=$sw0 [b]=$sw0 [c]=$sw1 [d]=$sw1) num=([a]=1 [b]=2 [c]=1 [d]=2) toward=([a]=1 [b]=2 [c]=3 [d]=3)
+  topology=$here/ib_fabric.topo hosts=(a b c d) switches=2
+  num=([a]=1 [b]=2 [c]=1 [d]=2) toward=([a]=1 [b]=2 [c]=3 [d]=3)
 else
-  hosts=(a b c) switches=1
-  sw_of=([a]=$sw0 [b]=$sw0 [c]=$sw0) num=([a]=1 [b]=2 [c]=3) toward=([a]=1 [b]=2 [c]=3)
+  topology=$here/ib_switch.topo hosts=(a b c) switches=1
+  num=([a]=1 [b]=2 [c]=3) toward=([a]=1 [b]=2 [c]=3)
 fi
-i=0
+python3 "$here/../../tools/ib_topology.py" configs "$topology" "$net" "$rt" > "$rt/plan" 2>&1 ||
+  { fail "ib_topology.py configs: $(head -c 300 "$rt/plan")"; finish; exit 1; }
 for h in "${hosts[@]}"; do
-  i=$((i + 1))
   dev[$h]=urnic_ib_$h
-  printf '{"devices": [{"name": "%s", "link_layer": "infiniband", "address": "%s.%d", "ib_cable": {"peer": "%s:%d"}}]}\n' \
-    "${dev[$h]}" "$net" "$i" "${sw_of[$h]}" $((5000 + ${num[$h]})) > "$rt/$h.json"
+  cp "$rt/${dev[$h]}.json" "$rt/$h.json"
   urnicd_start "$ns" "$rt/$h" "$rt/$h.log" --config "$rt/$h.json" || {
     fail "urnicd $h did not start: $(head -c 300 "$rt/$h.log")"
     finish
@@ -71,19 +72,9 @@ for h in "${hosts[@]}"; do
   }
   daemon_pid[$h]=$urnicd_pid
 done
-# sw_config NAME ADDRESS PEER1 PEER2 PEER3 [null]: a switch's config.
-sw_config() {
-  printf '{"name": "%s", "address": "%s", "ports": [{"udp_port": 5001, "peer": "%s"}, {"udp_port": 5002, "peer": "%s"}, {"udp_port": 5003, "peer": "%s"}%s]}\n' \
-    "$1" "$2" "$3" "$4" "$5" "${6:+, null}"
-}
-if ((switches == 2)); then
-  sw_config urnic-sw0 "$sw0" "$net.1:4791" "$net.2:4791" "$sw1:5003" > "$rt/sw0.json"
-  sw_config urnic-sw1 "$sw1" "$net.3:4791" "$net.4:4791" "$sw0:5003" > "$rt/sw1.json"
-else
-  sw_config urnic-sw0 "$sw0" "$net.1:4791" "$net.2:4791" "$net.3:4791" null > "$rt/sw0.json"
-fi
+for ((i = 0; i < switches; i++)); do cp "$rt/urnic-sw$i.switch.json" "$rt/sw$i.json"; done
 # A config it cannot use: refused with a message, exit status 1.
-printf '{"address": "%s", "ports": [{"udp_port": 5001, "peer": "%s.1"}]}\n' "$sw0" "$net" > "$rt/bad.json"
+printf '{"address": "%s", "ports": [{"udp_port": 5001, "peer": "%s.1"}]}\n' "$net.101" "$net" > "$rt/bad.json"
 "$urnic_switch" --config "$rt/bad.json" > "$rt/bad.out" 2>&1
 bad_rc=$?
 if ((bad_rc == 1)) && grep -q 'port 1: peer "127.0.51.1" is not an IPv4 address and a port' "$rt/bad.out"; then
@@ -141,6 +132,11 @@ if on b ibnetdiscover -C "${dev[b]}" > "$rt/netdisc" 2>&1 && (($(grep -c '^Switc
   pass "ibnetdiscover from b: $switches switch(es) and ${#hosts[@]} CAs"
 else
   fail "ibnetdiscover: $(grep -E '^(Switch|Ca|\[)' "$rt/netdisc" | tr '\n' ' ' | cut -c1-300) $(said "$rt/netdisc")"
+fi
+if python3 "$here/../../tools/ib_topology.py" compare "$topology" "$rt/netdisc" > "$rt/compare" 2>&1; then
+  pass "ibnetdiscover's links are the topology file's ($(basename "$topology"), $(grep -c '^\[' "$topology") cable ends)"
+else
+  fail "ibnetdiscover against $(basename "$topology"): $(tr '\n' ' ' < "$rt/compare" | cut -c1-300)"
 fi
 sw_lid=$(sed -n 's/^Switch.*# "urnic-sw0" .*lid \([0-9]*\) .*/\1/p' "$rt/netdisc")
 ports_active() {
