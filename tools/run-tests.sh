@@ -28,7 +28,9 @@
 #                                     builds the Dockerfile with buildah and runs the image with
 #                                     podman (docs/CI.md, "What is tested": about an hour, it
 #                                     compiles urnic inside the image); 'xdp' is
-#                                     acceptance-xdp (issue 47: not yet passed on a quiet machine)
+#                                     acceptance-xdp (issue 47: not yet passed on a quiet machine);
+#                                     'ib-fabric' is acceptance-ib-fabric (four InfiniBand hosts, two
+#                                     urnic-switches: docs/INFINIBAND.md, "A switch")
 #   tools/urnic test --coverage [--suite NAME]...
 #                                     a gcov build; runs the suites (default: unit acceptance),
 #                                     prints line coverage per layer
@@ -36,7 +38,7 @@
 #                                     the same, one test at a time: the lines each test reaches
 #                                     that the unit suites do not (how 'sanitize' is chosen)
 # Suites: unit, smoke, acceptance, hosts, root, interop, slow, sanitize, fuzz, checker,
-# rdma-unit-test, fabtests, spdk, ucx-gtest, pfc, tarball, docker, xdp (tests/meson.build).
+# rdma-unit-test, fabtests, spdk, ucx-gtest, pfc, tarball, docker, xdp, ib, ib-fabric (tests/meson.build).
 # Ends with one line "urnic test summary: ... PASS" or "... FAIL", after one line per stage
 # with its wall time and the five slowest tests. A full run over 60 minutes fails: CI's limit
 # is 90 and the budget is 40 (docs/TESTING.md).
@@ -62,7 +64,7 @@ while [[ $# -gt 0 ]]; do
   esac
   shift
 done
-known_suites=" unit smoke acceptance hosts root interop slow sanitize fuzz checker rdma-unit-test fabtests spdk ucx-gtest pfc tarball docker xdp "
+known_suites=" unit smoke acceptance hosts root interop slow sanitize fuzz checker rdma-unit-test fabtests spdk ucx-gtest pfc tarball docker xdp ib ib-fabric "
 for s in "${suites[@]}"; do
   [[ $known_suites == *" $s "* ]] || {
     printf 'urnic test: no suite "%s"; the suites are:%s\n' "$s" "$known_suites" >&2; exit 2; }

@@ -190,7 +190,8 @@ const ConfigKey kKeys[] = {
     // ib_cable, when an object (docs/INFINIBAND.md, "Cables between hosts").
     {.scope = S::kIbCable, .name = "peer", .types = kStr,
      .doc = "ADDR:PORT, the IPv4 address and UDP port of the other end: the address and udp_port of the "
-            "InfiniBand device of the other daemon, whose own ib_cable names this device's address:udp_port "
+            "InfiniBand device of the other daemon, whose own ib_cable names this device's address:udp_port, "
+            "or of a port of urnic-switch (its address and that port's udp_port; urnic switch) "
             "(required; the port is LinkUp while hellos come from there)"},
     // access (engine/control/peer_identity).
     {.scope = S::kAccess, .name = "uids", .types = kArr, .items = kUint | kStr,

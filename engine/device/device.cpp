@@ -18,6 +18,7 @@
 
 #include "engine/device/config_schema.hpp"
 #include "engine/device/link_kinds.hpp"
+#include "engine/link/ib_cable_link.hpp"
 #include "transport/types.hpp"
 
 namespace urnic::engine {
@@ -122,22 +123,12 @@ bool parse_ib_cable(const nlohmann::json& v, DeviceConfig& dc, std::string& erro
   if (dc.link_layer != "infiniband")
     return fail("only an infiniband device has a cable (add \"link_layer\": \"infiniband\")");
   if (!v.contains("peer")) return fail("\"peer\" is missing");
-  const std::string peer = v["peer"].get<std::string>();  // a string: the schema checked it
-  const std::size_t colon = peer.rfind(':');
-  in_addr a{};
-  if (colon == std::string::npos || ::inet_pton(AF_INET, peer.substr(0, colon).c_str(), &a) != 1)
-    return fail("peer \"" + peer + "\" is not an IPv4 address and a port");
-  const std::string port = peer.substr(colon + 1);
-  unsigned long n = 0;
-  if (!port.empty() && port.size() <= 5 && port.find_first_not_of("0123456789") == std::string::npos)
-    n = std::strtoul(port.c_str(), nullptr, 10);
-  if (n < 1 || n > 65535) return fail("peer \"" + peer + "\": the port must be 1..65535");
-  const std::uint32_t ip = ntohl(a.s_addr);
-  if (ip == 0 || ip == 0xFFFFFFFFU || (ip >> 28) == 0xE)
-    return fail("peer \"" + peer + "\" is not a unicast address");
+  std::string why;
+  const auto end = parse_ib_cable_end(v["peer"].get<std::string>(), why);  // a string: the schema checked it
+  if (!end) return fail(why);
   dc.ib_cable_remote = true;
-  dc.ib_peer_ipv4 = ip;
-  dc.ib_peer_port = static_cast<std::uint16_t>(n);
+  dc.ib_peer_ipv4 = end->ipv4;
+  dc.ib_peer_port = end->port;
   return true;
 }
 

@@ -21,6 +21,15 @@ namespace urnic::engine {
 struct IbPortTraffic {
   std::uint64_t xmit_bytes = 0, rcv_bytes = 0, xmit_pkts = 0, rcv_pkts = 0;
   std::uint64_t rcv_errors = 0;
+  // A switch port's (engine/device/ib_switch): packets received that the
+  // relay could not forward (no LFT entry, a loop back out of the port
+  // they came in on, IBA 16.1.3.5), and packets not sent because the
+  // output port was not up (PortXmitDiscards).
+  std::uint64_t rcv_switch_relay_errors = 0;
+  std::uint64_t xmit_discards = 0;
+  // Times the port's link went down (its cable's hellos stopped):
+  // LinkDownedCounter.
+  std::uint64_t link_downed = 0;
   // One MAD over the link, LRH to ICRC: what PortXmitData/PortRcvData count.
   static constexpr std::uint64_t kMadPacketBytes = 8 + 12 + 8 + 256 + 4;
 };
@@ -30,7 +39,10 @@ class IbPerfAgent {
   // One PerfMgt MAD (class 0x04) for this port; true: `mad` holds the
   // GetResp to send back (status per IBA 13.4.7), false: dropped (not a
   // request, bad base version).
-  bool handle(std::span<std::uint8_t, smp::kSize> mad, const IbPortTraffic& now) noexcept;
+  // `ports`: the node's ports; PortCounters' PortSelect must be 0..ports
+  // (a switch answers per port: the caller picks the agent of the port
+  // PortSelect names) or, on a CA (one port), 0xFF.
+  bool handle(std::span<std::uint8_t, smp::kSize> mad, const IbPortTraffic& now, std::uint8_t ports = 1) noexcept;
 
  private:
   void fill_port_counters(std::uint8_t* data, const IbPortTraffic& now) const noexcept;

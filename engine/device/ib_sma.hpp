@@ -125,10 +125,15 @@ class IbSma {
   static constexpr std::uint8_t kLinkWidthSupported = 2;  // 4X
   static constexpr std::uint8_t kLinkSpeedSupported = 4;  // QDR (10 Gb/s a lane)
 
- private:
-  // Fills the SMP data with the attribute; returns the MAD status.
+  // One attribute of this port, without the SMP around it: fills (Get) or
+  // applies and then fills (Set) the 64-byte SMP data; returns the MAD
+  // status. The switch's SMA (engine/device/ib_switch) answers its ports'
+  // PortInfo, P_KeyTable and GUIDInfo through these and patches what a
+  // switch says differently (NodeInfo's type and ports, LocalPortNum).
   std::uint16_t get(std::uint16_t attr, std::uint32_t modifier, std::uint8_t* data) noexcept;
   std::uint16_t set(std::uint16_t attr, std::uint32_t modifier, std::uint8_t* data) noexcept;
+
+ private:
   // Answers a request for this port in place: status, GetResp.
   SmaVerdict answer(std::uint8_t* m, bool directed, SmaVerdict reply) noexcept;
   void get_port_info(std::uint8_t* data) const noexcept;

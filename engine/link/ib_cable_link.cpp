@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include "wire/ib_frame.hpp"
@@ -28,6 +29,29 @@ std::string end_name(IbCableEnd e) {
 }
 
 }  // namespace
+
+std::optional<IbCableEnd> parse_ib_cable_end(const std::string& text, std::string& why) {
+  const std::size_t colon = text.rfind(':');
+  in_addr a{};
+  if (colon == std::string::npos || ::inet_pton(AF_INET, text.substr(0, colon).c_str(), &a) != 1) {
+    why = "peer \"" + text + "\" is not an IPv4 address and a port";
+    return std::nullopt;
+  }
+  const std::string port = text.substr(colon + 1);
+  unsigned long n = 0;
+  if (!port.empty() && port.size() <= 5 && port.find_first_not_of("0123456789") == std::string::npos)
+    n = std::strtoul(port.c_str(), nullptr, 10);
+  if (n < 1 || n > 65535) {
+    why = "peer \"" + text + "\": the port must be 1..65535";
+    return std::nullopt;
+  }
+  const std::uint32_t ip = ntohl(a.s_addr);
+  if (ip == 0 || ip == 0xFFFFFFFFU || (ip >> 28) == 0xE) {
+    why = "peer \"" + text + "\" is not a unicast address";
+    return std::nullopt;
+  }
+  return IbCableEnd{ip, static_cast<std::uint16_t>(n)};
+}
 
 std::unique_ptr<IbCableLink> IbCableLink::open(IbCableEnd self, IbCableEnd peer, std::string* error,
                                                bool keepalive) {

@@ -33,6 +33,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -47,6 +48,9 @@ struct IbCableEnd {
   std::uint32_t ipv4 = 0;  // host order
   std::uint16_t port = 0;
 };
+// "ADDR:PORT" as the config names a cable's other end (a unicast IPv4
+// address, a port 1..65535); nullopt with the reason in `why`.
+std::optional<IbCableEnd> parse_ib_cable_end(const std::string& text, std::string& why);
 
 // Where one MAD goes on the cable: a UD SEND_ONLY packet (IBA 13.5.1) from
 // QP `src_qp` to QP `dest_qp`. QP0 (an SMP) travels on VL 15, anything else

@@ -44,7 +44,7 @@ def smp(mgmt_class=DR, method=GET, attr=NODE_INFO, base=1, version=1, hop_ptr=0,
     mad = bytearray(256)
     struct.pack_into(">BBBBHBBQHHI", mad, 0, base, mgmt_class, version, method, 0, hop_ptr, hop_cnt, tid, attr, 0, 0)
     if mgmt_class == DR:
-        struct.pack_into(">HH", mad, 40, 0xFFFF, 0xFFFF)  # DrSLID, DrDLID: permissive
+        struct.pack_into(">HH", mad, 32, 0xFFFF, 0xFFFF)  # DrSLID, DrDLID: permissive (after the M_Key)
         for hop, port in enumerate(path, start=1):
             mad[128 + hop] = port  # initial path
     return bytes(mad)

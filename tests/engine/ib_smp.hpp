@@ -38,8 +38,8 @@ inline Mad make_smp(std::uint8_t mgmt_class, std::uint8_t method, std::uint16_t 
   wire::store_be16(&m[16], attr);
   wire::store_be32(&m[20], modifier);
   if (mgmt_class == kDirected) {
-    wire::store_be16(&m[40], 0xFFFF);  // DrSLID, DrDLID: permissive
-    wire::store_be16(&m[42], 0xFFFF);
+    wire::store_be16(&m[32], 0xFFFF);  // DrSLID, DrDLID: permissive (IBA 14.2.1.2: after the M_Key)
+    wire::store_be16(&m[34], 0xFFFF);
   }
   return m;
 }
