@@ -19,8 +19,10 @@
 #                                     NVMe-oF over RDMA on RoCE and iWARP (builds SPDK
 #                                     once, about 12 min: docs/MIDDLEWARE.md, "NVMe-oF");
 #                                     'ucx-gtest' is UCX 1.13.1's UCT tests for rc_verbs, ud_verbs,
-#                                     the IB memory domain and rdmacm (builds UCX's gtest once,
-#                                     about 20 min; root: docs/MIDDLEWARE.md, "UCX's gtest"); 'pfc'
+#                                     the IB memory domain and rdmacm (builds UCX's gtest against
+#                                     the system's UCX once, about 2 min; root; the release stage
+#                                     runs its subset ucx-gtest-ci: docs/MIDDLEWARE.md, "UCX's
+#                                     gtest"); 'pfc'
 #                                     is acceptance-pfc and acceptance-incast-pfc (issue 50: not reliable
 #                                     under load yet); 'tarball'
 #                                     is the release tarball on Debian 11, 12 and 13 with their
