@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The test suite, as `tools/urnic test` runs it (and CI through .ci/run).
 #
-#   tools/urnic test                  the CI run, three stages, each built once:
+#   tools/urnic test                  the CI run, two stages, each built once:
 #       release   g++ -Werror: every test (unit, acceptance, hosts, root, interop, slow; of
 #                 Google's rdma-unit-test the fixed subset rdma-unit-test-ci)
 #       sanitize  clang -Werror with ASan+UBSan and libFuzzer: the unit suites, the
