@@ -424,7 +424,7 @@ UmadService::Reply UmadService::on_send(std::uint32_t session, const ctl::MsgHea
 
 void UmadService::add_pending(const Pending& p) {
   if (pending_.size() == kMaxPending) {
-    // Bounded: the oldest waits no more, and a request sent over a cable
+    // Bounded: the oldest waits no more, and a request sent with a timeout
     // comes back to its sender with ETIMEDOUT now rather than never.
     const Pending gone = pending_.front();
     pending_.pop_front();

@@ -201,9 +201,9 @@ class UmadService final : public IbMadHandler {
   // Responses that came over a cable, to the agent waiting (by TID).
   void deliver_link_response(const std::uint8_t* m, const hostif::ctl::UmadAddr& from);
   // Records `p`; when kMaxPending wait already, the oldest is dropped (one
-  // sent over a cable comes back with ETIMEDOUT: time_out).
+  // sent with a timeout comes back with ETIMEDOUT: time_out).
   void add_pending(const Pending& p);
-  // A request sent over a cable whose response will not come: ETIMEDOUT.
+  // A request sent with a timeout whose response will not come: ETIMEDOUT.
   void time_out(const Pending& gone);
 
   std::deque<Pending> pending_;
